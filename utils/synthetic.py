@@ -1,0 +1,334 @@
+"""Deterministic synthetic videos and subtitle files for tests, sample data and benchmarks.
+
+Real benchmark media are hundreds of GB on the Hugging Face Hub, so every test and sample run
+uses small videos generated here with PyAV (H.264 in MP4, libx264).
+
+Public interface:
+
+- ``COLORS``: colour name -> RGB tuple.
+- ``Shape``: a coloured circle / square / triangle that appears at ``start``, leaves at ``end``,
+  optionally moves linearly from ``pos0`` to ``pos1`` and optionally flashes.
+- ``shape_box(shape, t, width, height)``: the shape's integer pixel box ``[x1, y1, x2, y2]``
+  (x2/y2 exclusive, clipped to the frame) at time ``t``, or None when it is not visible.
+  This is the ground truth that sample data and tests compare answers against.
+- ``write_video(path, duration, shapes, ...)``: render and encode; returns the path and skips
+  the work when the file already exists (unless ``overwrite``). Options: GOP length, B-frames,
+  a textured background (realistic bitrates, B-frames that matter), variable frame rate, and
+  ``stamp_index`` (the frame's decode index written as a binary code, read back with
+  ``read_index_stamp``) so tests can check that a decoder returned exactly the frame asked for.
+- ``frame_times(duration, fps, vfr)``: the presentation time of every frame ``write_video``
+  writes (the same schedule, so tests know each frame's time without decoding).
+- ``write_srt(path, cues)``: an SRT file from ``(start_s, end_s, text)`` cues.
+
+Files are written to a temporary name and moved into place with ``os.replace``, so concurrent
+generators of the same file never leave a half-written video behind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+COLORS: dict[str, tuple[int, int, int]] = {
+    "red": (230, 30, 30),
+    "green": (30, 200, 60),
+    "blue": (40, 70, 230),
+    "yellow": (240, 220, 40),
+    "white": (245, 245, 245),
+    "magenta": (220, 40, 220),
+    "cyan": (40, 220, 230),
+    "orange": (245, 140, 20),
+    "black": (0, 0, 0),
+    "gray": (128, 128, 128),
+}
+
+SHAPE_KINDS = ("circle", "square", "triangle")
+
+# VFR schedule: blocks of frames alternate between half and 1.5x the nominal frame interval,
+# so the mean rate equals `fps` but mapping index -> time with the mean rate drifts by up to
+# a quarter block (several frames) -- the failure mode the sampler must not have.
+VFR_BLOCK = 25
+VFR_FACTORS = (0.5, 1.5)
+# Millisecond timestamps for VFR files (the MP4 default timescale for irregular times).
+VFR_TIME_BASE = Fraction(1, 1000)
+
+STAMP_BITS = 20
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A shape on screen from ``start`` (inclusive) to ``end`` (exclusive), in seconds.
+
+    Positions are centre fractions of width/height; ``pos1`` set means linear motion from
+    ``pos0`` at ``start`` to ``pos1`` at ``end``. ``size`` is the side (or diameter) as a
+    fraction of frame height. ``flash_hz > 0`` shows the shape only during the first half of
+    each period (counted from ``start``).
+    """
+
+    kind: str
+    color: str
+    start: float
+    end: float
+    pos0: tuple[float, float] = (0.5, 0.5)
+    pos1: tuple[float, float] | None = None
+    size: float = 0.15
+    flash_hz: float = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SHAPE_KINDS:
+            raise ValueError(f"Shape kind {self.kind!r} unknown; use one of {SHAPE_KINDS}")
+        if self.color not in COLORS:
+            raise ValueError(f"Shape color {self.color!r} unknown; use one of {sorted(COLORS)}")
+        if not self.end > self.start:
+            raise ValueError(f"Shape end ({self.end}) must be after start ({self.start})")
+        if self.size <= 0:
+            raise ValueError(f"Shape size must be positive, got {self.size}")
+
+
+def _visible(shape: Shape, t: float) -> bool:
+    if not shape.start <= t < shape.end:
+        return False
+    if shape.flash_hz > 0:
+        phase = ((t - shape.start) * shape.flash_hz) % 1.0
+        return phase < 0.5
+    return True
+
+
+def _centre(shape: Shape, t: float) -> tuple[float, float]:
+    if shape.pos1 is None:
+        return shape.pos0
+    a = (t - shape.start) / (shape.end - shape.start)
+    return (
+        shape.pos0[0] + a * (shape.pos1[0] - shape.pos0[0]),
+        shape.pos0[1] + a * (shape.pos1[1] - shape.pos0[1]),
+    )
+
+
+def _unclipped_box(shape: Shape, t: float, width: int, height: int) -> tuple[int, int, int, int]:
+    side = max(1, round(shape.size * height))
+    cx, cy = _centre(shape, t)
+    x1 = round(cx * width - side / 2)
+    y1 = round(cy * height - side / 2)
+    return x1, y1, x1 + side, y1 + side
+
+
+def shape_box(shape: Shape, t: float, width: int, height: int) -> tuple[int, int, int, int] | None:
+    """Integer absolute-pixel box ``(x1, y1, x2, y2)`` of ``shape`` at time ``t``.
+
+    x2/y2 are exclusive and the box is clipped to the frame; None when the shape is not
+    visible at ``t`` (outside [start, end), in a flash-off half period, or fully off-frame).
+    """
+    if not _visible(shape, t):
+        return None
+    x1, y1, x2, y2 = _unclipped_box(shape, t, width, height)
+    cx1, cy1, cx2, cy2 = max(0, x1), max(0, y1), min(width, x2), min(height, y2)
+    if cx1 >= cx2 or cy1 >= cy2:
+        return None
+    return cx1, cy1, cx2, cy2
+
+
+def _shape_mask(kind: str, side: int) -> np.ndarray:
+    """Boolean mask of a ``side`` x ``side`` shape."""
+    if kind == "square":
+        return np.ones((side, side), dtype=bool)
+    c = (np.arange(side) + 0.5) / side  # pixel centres in [0, 1]
+    if kind == "circle":
+        return (c[:, None] - 0.5) ** 2 + (c[None, :] - 0.5) ** 2 <= 0.25
+    # Upward triangle: apex at top centre, base along the bottom edge.
+    return np.abs(c[None, :] - 0.5) <= c[:, None] / 2
+
+
+def _draw(canvas: np.ndarray, shape: Shape, t: float, masks: dict) -> None:
+    height, width = canvas.shape[:2]
+    if shape_box(shape, t, width, height) is None:
+        return
+    x1, y1, x2, y2 = _unclipped_box(shape, t, width, height)
+    side = x2 - x1
+    key = (shape.kind, side)
+    if key not in masks:
+        masks[key] = _shape_mask(shape.kind, side)
+    mask = masks[key]
+    cx1, cy1, cx2, cy2 = max(0, x1), max(0, y1), min(width, x2), min(height, y2)
+    sub = mask[cy1 - y1 : cy2 - y1, cx1 - x1 : cx2 - x1]
+    canvas[cy1:cy2, cx1:cx2][sub] = COLORS[shape.color]
+
+
+def frame_times(duration: float, fps: float, vfr: bool = False) -> list[float]:
+    """Presentation time (seconds) of every frame ``write_video`` writes for these settings.
+
+    Constant rate: ``i / fps`` for ``i < round(duration * fps)``. Variable rate: blocks of
+    ``VFR_BLOCK`` frames alternate between 0.5x and 1.5x the nominal interval, times rounded
+    to milliseconds, until ``duration`` is reached.
+    """
+    if duration <= 0 or fps <= 0:
+        raise ValueError(f"duration and fps must be positive, got duration={duration}, fps={fps}")
+    if not vfr:
+        return [i / fps for i in range(max(1, round(duration * fps)))]
+    times, t, i = [], 0.0, 0
+    while t < duration - 1e-9:
+        times.append(round(t, 3))
+        t += VFR_FACTORS[(i // VFR_BLOCK) % 2] / fps
+        i += 1
+    return times
+
+
+def _texture(width: int, height: int) -> np.ndarray:
+    """A fixed noise + gradient field twice the frame size, scrolled per frame."""
+    rng = np.random.default_rng(12345)
+    h2, w2 = 2 * height, 2 * width
+    noise = rng.integers(0, 256, size=(h2 // 4 + 1, w2 // 4 + 1, 3), dtype=np.uint8)
+    # Upsample blocky noise and add fine noise: texture at several scales, like real footage.
+    coarse = np.repeat(np.repeat(noise, 4, axis=0), 4, axis=1)[:h2, :w2].astype(np.int16)
+    fine = rng.integers(-24, 25, size=(h2, w2, 1), dtype=np.int16)
+    gy = np.linspace(0, 60, h2, dtype=np.float32)[:, None, None]
+    gx = np.linspace(0, 60, w2, dtype=np.float32)[None, :, None]
+    field = coarse // 2 + fine + (gy + gx).astype(np.int16)
+    return np.clip(field, 0, 255).astype(np.uint8)
+
+
+def _stamp_block(height: int) -> int:
+    return max(4, height // 30)
+
+
+def _stamp(canvas: np.ndarray, index: int) -> None:
+    """Write ``index`` as STAMP_BITS black/white blocks along the top-left edge."""
+    b = _stamp_block(canvas.shape[0])
+    for bit in range(STAMP_BITS):
+        value = 255 if (index >> bit) & 1 else 0
+        canvas[0:b, bit * b : (bit + 1) * b] = value
+
+
+def read_index_stamp(frame) -> int:
+    """Read back the index written by ``write_video(..., stamp_index=True)``.
+
+    ``frame``: an RGB PIL image or HxWx3 uint8 array at the written resolution.
+    """
+    arr = np.asarray(frame)
+    b = _stamp_block(arr.shape[0])
+    index = 0
+    for bit in range(STAMP_BITS):
+        block = arr[1 : b - 1, bit * b + 1 : (bit + 1) * b - 1]
+        if block.mean() > 127:
+            index |= 1 << bit
+    return index
+
+
+def _background(name: str) -> tuple[int, int, int]:
+    if name not in COLORS:
+        raise ValueError(f"background {name!r} unknown; use one of {sorted(COLORS)}")
+    return COLORS[name]
+
+
+def write_video(
+    path,
+    duration: float,
+    shapes: Sequence[Shape] = (),
+    *,
+    fps: float = 10,
+    width: int = 320,
+    height: int = 240,
+    gop: int = 250,
+    bframes: int = 0,
+    textured: bool = False,
+    vfr: bool = False,
+    background: str = "black",
+    overwrite: bool = False,
+    stamp_index: bool = False,
+    crf: int = 23,
+    preset: str = "ultrafast",
+) -> Path:
+    """Render ``shapes`` over ``duration`` seconds and encode a deterministic H.264 MP4.
+
+    Returns ``path`` (as a Path). Skips the work when the file exists unless ``overwrite``.
+    ``gop``: keyframe interval in frames (scene-cut detection off, so keyframes are exactly
+    every ``gop`` frames). ``bframes``: consecutive B-frames (x264 pyramid: some B-frames
+    are references). ``textured``: scrolling noise/gradient background, for realistic
+    bitrates. ``vfr``: variable frame timestamps (see ``frame_times``). ``stamp_index``:
+    write each frame's index as a binary code in the top-left corner (``read_index_stamp``).
+    """
+    import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
+
+    path = Path(path)
+    if path.exists() and not overwrite:
+        return path
+    if width % 2 or height % 2:
+        raise ValueError(f"width and height must be even for yuv420p, got {width}x{height}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    times = frame_times(duration, fps, vfr)
+    bg = np.array(_background(background), dtype=np.uint8)
+    texture = _texture(width, height) if textured else None
+    rate = Fraction(fps).limit_denominator(1001)
+    time_base = VFR_TIME_BASE if vfr else 1 / rate
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with av.open(str(tmp), mode="w", format="mp4") as container:
+            stream = container.add_stream("libx264", rate=rate)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.codec_context.time_base = time_base
+            stream.codec_context.gop_size = gop
+            x264_params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
+            if bframes:
+                x264_params += ":b-adapt=0:b-pyramid=normal"
+            stream.options = {"preset": preset, "crf": str(crf), "x264-params": x264_params}
+            masks: dict = {}
+            canvas = np.empty((height, width, 3), dtype=np.uint8)
+            for i, t in enumerate(times):
+                if texture is not None:
+                    # Scroll diagonally at a steady pace: motion the encoder can predict.
+                    dy, dx = (2 * i) % height, (3 * i) % width
+                    canvas[:] = texture[dy : dy + height, dx : dx + width]
+                else:
+                    canvas[:] = bg
+                for shape in shapes:
+                    _draw(canvas, shape, t, masks)
+                if stamp_index:
+                    _stamp(canvas, i)
+                frame = av.VideoFrame.from_ndarray(canvas, format="rgb24")
+                frame.pts = round(Fraction(t).limit_denominator(10**6) / time_base) if vfr else i
+                frame.time_base = time_base
+                for packet in stream.encode(frame):
+                    container.mux(packet)
+            for packet in stream.encode():
+                container.mux(packet)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def _srt_time(seconds: float) -> str:
+    ms = round(seconds * 1000)
+    h, rest = divmod(ms, 3_600_000)
+    m, rest = divmod(rest, 60_000)
+    s, ms = divmod(rest, 1000)
+    return f"{h:02d}:{m:02d}:{s:02d},{ms:03d}"
+
+
+def write_srt(path, cues: Sequence[tuple[float, float, str]]) -> Path:
+    """Write ``(start_s, end_s, text)`` cues as a UTF-8 SRT file (indices from 1); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blocks = [
+        f"{n}\n{_srt_time(start)} --> {_srt_time(end)}\n{text}\n"
+        for n, (start, end, text) in enumerate(cues, start=1)
+    ]
+    path.write_text("\n".join(blocks), encoding="utf-8")
+    return path
+
+
+__all__ = [
+    "COLORS",
+    "Shape",
+    "frame_times",
+    "read_index_stamp",
+    "shape_box",
+    "write_srt",
+    "write_video",
+]
