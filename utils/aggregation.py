@@ -1,0 +1,53 @@
+"""Helpers for lmms-eval aggregation: score a task's records once, report many metrics.
+
+lmms-eval calls one aggregation function per metric, each with the list of records that
+`process_results` returned under that metric's name. Our records are the same for every
+metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
+once per distinct list of records and each metric picks its value from the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from typing import Any, Callable, Sequence
+
+Records = Sequence[dict]
+
+
+def records_key(records: Records) -> str:
+    """A content hash of a list of records (order-insensitive)."""
+    digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
+    return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+class ScoreOnce:
+    """Memoise `score(records) -> {metric: value}` by the records' content."""
+
+    def __init__(self, score: Callable[[Records], dict[str, Any]]):
+        self._score = score
+        self._results: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, records: Records) -> dict[str, Any]:
+        key = records_key(records)
+        with self._lock:
+            if key not in self._results:
+                self._results[key] = self._score(records)
+            return self._results[key]
+
+    def metric(self, name: str) -> Callable[[Records], Any]:
+        """An aggregation function for one metric (what a task YAML points at)."""
+
+        def aggregate(records: Records) -> Any:
+            return self(records)[name]
+
+        aggregate.__name__ = f"aggregate_{name}"
+        return aggregate
+
+
+def mean_or_nan(values: Sequence[float]) -> float:
+    """Mean of the values, NaN when there are none (a metric that could not be computed)."""
+    return sum(values) / len(values) if values else math.nan

@@ -1,0 +1,85 @@
+"""`lmms-vr`: the suite's command line.
+
+    lmms-vr tasks-path                       print the task folder (for --include_path)
+    lmms-vr sample --out DIR                 write the generated sample benchmark
+    lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
+    lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions
+    lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+
+def _tasks_path(args) -> int:
+    from lmms_video_reasoning.utils.lmms_plugin import tasks_dir
+
+    print(tasks_dir())
+    return 0
+
+
+def _sample(args) -> int:
+    from lmms_video_reasoning.utils.sample import env_for, write_sample
+
+    roots = write_sample(args.out)
+    print(f"sample benchmark written to {args.out}")
+    for name, value in env_for(args.out, tuple(roots)).items():
+        print(f"export {name}={value}")
+    print(f"replay predictions: {args.out}/predictions.jsonl")
+    return 0
+
+
+def _delegate(module: str):
+    """Subcommands implemented in their own module (imported only when used)."""
+
+    def run(args) -> int:
+        return importlib.import_module(f"lmms_video_reasoning.utils.{module}").main(args)
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lmms-vr", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("tasks-path", help="print the task folder").set_defaults(run=_tasks_path)
+
+    sample = sub.add_parser("sample", help="write the generated sample benchmark")
+    sample.add_argument("--out", required=True, help="output folder")
+    sample.set_defaults(run=_sample)
+
+    prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
+    prepare.add_argument("benchmark", choices=["vcr_bench", "vr_bench", "vrbench", "cg_bench"])
+    prepare.add_argument("--root", required=True, help="local root (then export VCR_BENCH_ROOT / VRBENCH_ROOT / CGBENCH_ROOT)")
+    prepare.add_argument("--split", default="mini", choices=["mini", "full"], help="CG-Bench split to fetch media for")
+    prepare.add_argument("--verify-only", action="store_true", help="check the root without downloading")
+    prepare.set_defaults(run=_delegate("prepare"))
+
+    score = sub.add_parser("score", help="score lmms-eval samples files or replay predictions")
+    score.add_argument("path", help="an lmms-eval --output_path folder, a samples .jsonl, or a replay predictions .jsonl")
+    score.add_argument("--task", help="task name (required for a replay predictions file)")
+    score.add_argument("--out", help="write a results JSON shaped like lmms-eval's")
+    score.set_defaults(run=_delegate("score"))
+
+    report = sub.add_parser("report", help="the papers' tables, with CIs and plots")
+    report.add_argument("results", nargs="+", help="results JSON files or folders (lmms-eval or `lmms-vr score`)")
+    report.add_argument("--out", default="lmms_vr_report", help="output folder for report.md, report.html and plots")
+    report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    report.set_defaults(run=_delegate("report"))
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except ValueError as exc:  # our DataError / MediaError / PredictionsError carry the fix
+        print(f"lmms-vr {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Where each benchmark's data lives: the Hub by default, a local root when asked.
+
+A benchmark's files keep the layout they have in its Hugging Face dataset. The root
+is `$<BENCH>_ROOT` when set (clusters without internet; `lmms-vr prepare` fills it),
+else a default folder under the user cache, which `lmms-vr prepare` also fills.
+Annotations missing from the default folder are fetched from the Hub on first use;
+media (hundreds of GB) are never fetched implicitly: a missing video is an error that
+names the file, the variable and the command that fetches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+
+class DataError(ValueError):
+    """Annotations or media are missing or malformed; the message says how to fix it."""
+
+
+class MediaError(DataError):
+    """A video / subtitle / clip file is missing, empty or unreadable."""
+
+
+@dataclass(frozen=True)
+class DataSource:
+    benchmark: str  # "vcr_bench" | "vrbench" | "cg_bench": the `lmms-vr prepare` argument
+    hub_repo: str  # Hugging Face dataset id
+    root_env: str  # environment variable naming a local copy
+
+    @property
+    def prepare_command(self) -> str:
+        return f"lmms-vr prepare {self.benchmark} --root DIR && export {self.root_env}=DIR"
+
+
+VCR_BENCH = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")
+VRBENCH = DataSource("vrbench", "OpenGVLab/VRBench", "VRBENCH_ROOT")
+CG_BENCH = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
+SOURCES = {source.benchmark: source for source in (VCR_BENCH, VRBENCH, CG_BENCH)}
+
+
+def cache_home() -> Path:
+    """This suite's cache folder (judge cache, clips, default data roots)."""
+    base = os.environ.get("LMMS_VR_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lmms_video_reasoning"
+    )
+    return Path(base)
+
+
+def default_root(source: DataSource) -> Path:
+    return cache_home() / "data" / source.benchmark
+
+
+def data_root(source: DataSource) -> Path:
+    """The local root of a benchmark: `$<BENCH>_ROOT` if set, else the default folder."""
+    value = os.environ.get(source.root_env, "").strip()
+    if value:
+        root = Path(value).expanduser()
+        if not root.is_dir():
+            raise DataError(f"{source.root_env}={value} is not a directory; point it at a copy made by `{source.prepare_command}`")
+        return root
+    return default_root(source)
+
+
+def annotation_file(source: DataSource, relpath: str) -> Path:
+    """Path of an annotation file, downloading it from the Hub when no local root is set."""
+    root = data_root(source)
+    path = root / relpath
+    if path.is_file():
+        return path
+    if os.environ.get(source.root_env):
+        raise DataError(f"annotation file {path} not found under {source.root_env}={root}; fetch it with `{source.prepare_command}`")
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(source.hub_repo, relpath, repo_type="dataset", local_dir=str(root)))
+    except Exception as exc:  # network, gating, auth: all need the same advice
+        raise DataError(
+            f"could not download {relpath} from the Hugging Face dataset {source.hub_repo} "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Without internet, copy the "
+            f"dataset and set {source.root_env}; for a gated dataset, accept its terms and run `huggingface-cli login`; "
+            f"or run `{source.prepare_command}`"
+        ) from None
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file, or JSON Lines when the name ends in .jsonl; errors name the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read annotation file {path}: {exc.strerror}") from None
+    try:
+        if str(path).endswith(".jsonl"):
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"annotation file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def media_file(source: DataSource, relpath: str) -> Path:
+    """Absolute path of a media file under the benchmark root; raises MediaError if unusable."""
+    path = data_root(source) / relpath
+    if not path.is_file():
+        raise MediaError(f"media file not found: {path}. Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with `{source.prepare_command}`")
+    if path.stat().st_size == 0:
+        raise MediaError(f"media file is empty: {path}. Re-download it with `{source.prepare_command}`")
+    return path
+
+
+def require_fields(record: Any, fields: Iterable[str], where: str) -> None:
+    """Raise DataError naming the record when it is not a dict with every field."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    missing = [name for name in fields if name not in record]
+    if missing:
+        raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
+
+
+def docs_dataset(docs: Sequence[dict]):
+    """An Arrow dataset of task documents (the value returned by a `process_docs` hook)."""
+    import datasets
+
+    if not docs:
+        raise DataError("no documents to evaluate: the annotation file is empty")
+    return datasets.Dataset.from_list(list(docs))

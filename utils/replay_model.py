@@ -1,0 +1,100 @@
+"""`vr_replay`: an lmms-eval model that answers from a predictions file.
+
+    --model vr_replay --model_args predictions=preds.jsonl[,missing=empty]
+
+Each line of the JSONL is `{"task": "<task name>", "id": <native id>, "response": "..."}`
+(`task` may be omitted). The native id is the document's `sample_id` field, which every
+task of this suite sets: VCR-Bench `id`, VRBench `"{video_id}_{qa_key}"`, CG-Bench `qid`,
+and `"<qid>:<mode>"` in `cg_bench_mcq`. The model never calls `doc_to_visual`, so no video
+is decoded: it scores predictions made by another inference stack with these protocols,
+and drives the project's end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from lmms_eval.api.model import lmms
+
+logger = logging.getLogger("lmms_video_reasoning")
+
+
+class PredictionsError(ValueError):
+    """A predictions file is missing, malformed, or lacks an answer for a request."""
+
+
+def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], str]:
+    """Read a replay JSONL into {(task or None, str(id)): response}.
+
+    Raises PredictionsError naming the file and line for anything malformed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PredictionsError(f"predictions file not found: {path} (give --model_args predictions=FILE.jsonl)")
+    table: dict[tuple[str | None, str], str] = {}
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PredictionsError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or "id" not in row or "response" not in row:
+                raise PredictionsError(f'{path}:{line_no}: expected {{"task": ..., "id": ..., "response": ...}}')
+            response = row["response"]
+            if not isinstance(response, str):
+                raise PredictionsError(f"{path}:{line_no}: response must be a string, got {type(response).__name__}")
+            table[(row.get("task"), str(row["id"]))] = response
+    return table
+
+
+def lookup(table: dict[tuple[str | None, str], str], task: str, sample_id: str) -> str | None:
+    """The response for (task, id): a task-specific line wins over a task-less one."""
+    if (task, sample_id) in table:
+        return table[(task, sample_id)]
+    return table.get((None, sample_id))
+
+
+class ReplayModel(lmms):
+    is_simple = True
+
+    def __init__(self, predictions: str = "", missing: str = "error", **kwargs) -> None:
+        super().__init__()
+        if missing not in ("error", "empty"):
+            raise PredictionsError(f"vr_replay: missing must be 'error' or 'empty', got {missing!r}")
+        self.table = load_predictions(predictions)
+        self.missing = missing
+        self.predictions_path = predictions
+        # Under torchrun / accelerate every rank answers its own shard of the requests.
+        self._rank = int(os.environ.get("RANK", 0))
+        self._world_size = int(os.environ.get("WORLD_SIZE", 1))
+
+    def _respond(self, task: str, split: str, doc_id: int) -> str:
+        doc = self.task_dict[task][split][doc_id]
+        if "sample_id" not in doc:
+            raise PredictionsError(f"task {task!r} documents have no 'sample_id': vr_replay only serves this suite's tasks")
+        sample_id = str(doc["sample_id"])
+        response = lookup(self.table, task, sample_id)
+        if response is not None:
+            return response
+        if self.missing == "empty":
+            logger.warning("vr_replay: no prediction for task %s id %s in %s; answering ''", task, sample_id, self.predictions_path)
+            return ""
+        raise PredictionsError(
+            f"vr_replay: no prediction for task {task!r} id {sample_id!r} in {self.predictions_path} "
+            "(add it, or pass missing=empty to answer '' with a warning)"
+        )
+
+    def generate_until(self, requests) -> list[str]:
+        # args = (context, gen_kwargs, doc_to_visual, doc_id, task, split)
+        return [self._respond(req.args[4], req.args[5], req.args[3]) for req in requests]
+
+    def generate_until_multi_round(self, requests) -> list[str]:
+        return self.generate_until(requests)
+
+    def loglikelihood(self, requests):
+        raise NotImplementedError("vr_replay only answers generation requests")
