@@ -1,0 +1,96 @@
+"""Persistent judge reply cache: SQLite in WAL mode, shared by threads and processes.
+
+Only successful replies are stored (raw text + token usage), keyed by a hash of the
+endpoint-independent request content, so a rerun or an interrupted run pays for no call
+twice, and the same cache serves OpenAI, a proxy or a mirror of the same model.
+Writers use ``INSERT OR IGNORE`` (first reply wins; ranks racing on one key agree).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lmms_video_reasoning.judges.config import JudgeConfigError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS replies (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    raw TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    raw: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def request_key(model: str, messages: list[dict], max_tokens: int, temperature: float | None, attempt: int) -> str:
+    """sha256 of the canonical JSON of what determines a reply (no endpoint, no key).
+
+    ``attempt`` is the re-ask number: a re-asked request must not read back the reply
+    that failed to parse.
+    """
+    payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature, "attempt": attempt}
+    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class ReplyCache:
+    """Thread-safe, process-safe key -> reply store (one SQLite connection per thread)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self._local = threading.local()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = self._connection()
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as error:
+            raise JudgeConfigError(
+                f"cannot open the judge cache {self.path} ({error}); set LMMS_VR_JUDGE_CACHE to a writable "
+                "file path, or LMMS_VR_JUDGE_CACHE=off to disable caching"
+            ) from None
+
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            # Autocommit mode: each INSERT is its own short transaction, so writers in other
+            # threads/processes wait at most one statement (busy_timeout covers that).
+            connection = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            connection.execute("PRAGMA busy_timeout=60000")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            self._local.connection = connection
+        return connection
+
+    def get(self, key: str) -> CachedReply | None:
+        row = self._connection().execute(
+            "SELECT raw, prompt_tokens, completion_tokens FROM replies WHERE key = ?", (key,)
+        ).fetchone()
+        return CachedReply(*row) if row else None
+
+    def put(self, key: str, model: str, reply: CachedReply) -> None:
+        self._connection().execute(
+            "INSERT OR IGNORE INTO replies (key, model, raw, prompt_tokens, completion_tokens, created) VALUES (?, ?, ?, ?, ?, ?)",
+            (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time()),
+        )
+
+    def __len__(self) -> int:
+        return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+
+    def stats(self) -> dict[str, Any]:
+        return {"path": str(self.path), "entries": len(self)}

@@ -1,0 +1,259 @@
+"""Judge configuration: which endpoint, model and key each benchmark uses, read from the environment.
+
+Precedence (issue 3): ``LMMS_VR_JUDGE_BASE_URL`` / ``LMMS_VR_JUDGE_API_KEY`` /
+``LMMS_VR_JUDGE_MODEL`` override everything; otherwise each benchmark has the defaults of
+its official evaluation code (GPT-4o for VCR-Bench and CG-Bench, DeepSeek-V3 for VRBench)
+plus lmms-eval's conventions (``OPENAI_API_URL``, ``MODEL_VERSION``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+BENCHMARKS = ("vcr_bench", "vrbench", "cg_bench")
+
+OVERRIDE_BASE_URL = "LMMS_VR_JUDGE_BASE_URL"
+OVERRIDE_API_KEY = "LMMS_VR_JUDGE_API_KEY"
+OVERRIDE_MODEL = "LMMS_VR_JUDGE_MODEL"
+
+DEFAULT_CONCURRENCY = 32
+DEFAULT_TIMEOUT_S = 120.0
+# Sent when a local server needs no key: the openai client refuses an empty one.
+DUMMY_API_KEY = "no-key-needed"
+
+# USD per 1M tokens, list prices when written; override with LMMS_VR_JUDGE_PRICES.
+DEFAULT_PRICES: dict[str, dict[str, float]] = {
+    "gpt-4o-2024-08-06": {"input": 2.50, "output": 10.00},
+    "gpt-4o": {"input": 2.50, "output": 10.00},
+    "gpt-4o-mini": {"input": 0.15, "output": 0.60},
+    "deepseek-chat": {"input": 0.27, "output": 1.10},
+}
+
+
+class JudgeConfigError(RuntimeError):
+    """The judge cannot run as configured (bad variable, rejected key, unknown model).
+
+    Raised instead of retrying; the message names the environment variable to fix and
+    never contains the key.
+    """
+
+
+@dataclass(frozen=True)
+class _BenchmarkDefaults:
+    model: str
+    model_env: str | None
+    key_env: str
+    base_url: str | None
+    base_url_envs: tuple[str, ...]
+
+
+_DEFAULTS = {
+    "vcr_bench": _BenchmarkDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
+    "cg_bench": _BenchmarkDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
+    "vrbench": _BenchmarkDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ()),
+}
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Everything a ``Judge`` needs. Build with ``JudgeConfig.from_env`` or directly (tests)."""
+
+    model: str = "gpt-4o-2024-08-06"
+    base_url: str | None = None  # None: the openai client's default (api.openai.com)
+    api_key: str | None = field(default=None, repr=False)
+    benchmark: str = "custom"
+    key_env: str = OVERRIDE_API_KEY  # variable the key came from (named in errors)
+    base_url_env: str = OVERRIDE_BASE_URL
+    model_env: str = OVERRIDE_MODEL
+    concurrency: int = DEFAULT_CONCURRENCY
+    cache_path: Path | None = None  # None: no persistent cache
+    max_calls: int | None = None  # budget of HTTP requests; None: unlimited
+    timeout: float = DEFAULT_TIMEOUT_S
+    max_attempts: int = 6  # per request, including the first
+    backoff_base: float = 1.0  # seconds; doubled per attempt, jittered
+    backoff_max: float = 30.0
+    retry_after_cap: float = 60.0  # never sleep longer than this for a Retry-After header
+    prices: tuple[tuple[str, float, float], ...] = ()  # (model, input, output) overrides, USD / 1M tokens
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise JudgeConfigError(f"judge concurrency must be >= 1, got {self.concurrency} (LMMS_VR_JUDGE_CONCURRENCY)")
+        if self.max_calls is not None and self.max_calls < 0:
+            raise JudgeConfigError(f"judge budget must be >= 0, got {self.max_calls} (LMMS_VR_JUDGE_MAX_CALLS)")
+        if self.max_attempts < 1:
+            raise JudgeConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
+
+    @property
+    def identity(self) -> tuple:
+        """Hashable identity used to share one Judge per configuration in a process."""
+        return tuple((name, getattr(self, name)) for name in self.__dataclass_fields__)
+
+    def price(self) -> dict[str, float] | None:
+        """USD per 1M input/output tokens for this model, or None when unknown."""
+        for model, input_price, output_price in self.prices:
+            if model == self.model:
+                return {"input": input_price, "output": output_price}
+        return DEFAULT_PRICES.get(self.model)
+
+    def public_dict(self) -> dict:
+        """Configuration safe to log or write: no key, no credentials in the URL."""
+        return {
+            "benchmark": self.benchmark,
+            "model": self.model,
+            "base_url": redact_url(self.base_url) if self.base_url else "https://api.openai.com/v1 (openai default)",
+            "api_key_variable": self.key_env if self.api_key and self.api_key != DUMMY_API_KEY else None,
+            "concurrency": self.concurrency,
+            "cache_path": str(self.cache_path) if self.cache_path else None,
+            "max_calls": self.max_calls,
+            "timeout_s": self.timeout,
+            "max_attempts": self.max_attempts,
+            "price_usd_per_1m_tokens": self.price(),
+        }
+
+    @classmethod
+    def from_env(cls, benchmark: str, env: Mapping[str, str] | None = None) -> "JudgeConfig | None":
+        """Resolve the judge for ``benchmark`` from environment variables; None if none is configured."""
+        if benchmark not in _DEFAULTS:
+            raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BENCHMARKS)}")
+        env = os.environ if env is None else env
+        defaults = _DEFAULTS[benchmark]
+
+        override_url = _get(env, OVERRIDE_BASE_URL)
+        if override_url:
+            # The override endpoint only ever receives the override key, so a provider key
+            # (OPENAI_API_KEY, DEEPSEEK_API_KEY) is never sent to a local or third-party server.
+            base_url, base_url_env = _check_url(override_url, OVERRIDE_BASE_URL), OVERRIDE_BASE_URL
+            api_key, key_env = _get(env, OVERRIDE_API_KEY) or DUMMY_API_KEY, OVERRIDE_API_KEY
+        else:
+            api_key, key_env = _get(env, OVERRIDE_API_KEY), OVERRIDE_API_KEY
+            if not api_key:
+                api_key, key_env = _get(env, defaults.key_env), defaults.key_env
+            if not api_key:
+                return None
+            base_url, base_url_env = defaults.base_url, "(built-in default)"
+            for name in defaults.base_url_envs:
+                value = _get(env, name)
+                if value:
+                    base_url, base_url_env = _check_url(_strip_endpoint(value), name), name
+                    break
+
+        model, model_env = _get(env, OVERRIDE_MODEL), OVERRIDE_MODEL
+        if not model and defaults.model_env:
+            model, model_env = _get(env, defaults.model_env), defaults.model_env
+        if not model:
+            model, model_env = defaults.model, "(built-in default)"
+
+        return cls(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            benchmark=benchmark,
+            key_env=key_env,
+            base_url_env=base_url_env,
+            model_env=model_env,
+            concurrency=_int(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
+            cache_path=_cache_path(env),
+            max_calls=_int(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
+            timeout=_float(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S),
+            prices=_prices(env),
+        )
+
+
+def not_configured_message(benchmark: str) -> str:
+    """The one line telling a user which variables enable the judge of ``benchmark``."""
+    defaults = _DEFAULTS[benchmark]
+    return (
+        f"{benchmark}: no LLM judge configured, judge-based metrics will be reported as not computed. "
+        f"Set {defaults.key_env} (judge {defaults.model}), or {OVERRIDE_BASE_URL} "
+        f"[+ {OVERRIDE_API_KEY}, {OVERRIDE_MODEL}] for another OpenAI-compatible endpoint."
+    )
+
+
+def default_cache_path() -> Path:
+    """``<user cache dir>/lmms_video_reasoning/judge_cache.sqlite``."""
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("lmms_video_reasoning")) / "judge_cache.sqlite"
+    except ImportError:  # platformdirs is a transitive dependency; fall back to the XDG default
+        return Path.home() / ".cache" / "lmms_video_reasoning" / "judge_cache.sqlite"
+
+
+def redact_url(url: str) -> str:
+    """The URL without user info and query string (Azure-style keys can sit in either)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return value.strip() if value and value.strip() else None
+
+
+def _strip_endpoint(url: str) -> str:
+    """lmms-eval's older tasks put the full ``.../chat/completions`` endpoint in OPENAI_API_URL."""
+    return re.sub(r"/chat/completions/?$", "", url.rstrip("/"))
+
+
+def _check_url(url: str, variable: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise JudgeConfigError(f"{variable} must be an http(s) URL such as http://127.0.0.1:8000/v1, got {redact_url(url)!r}")
+    return url.rstrip("/")
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise JudgeConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise JudgeConfigError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise JudgeConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise JudgeConfigError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def _cache_path(env: Mapping[str, str]) -> Path | None:
+    raw = _get(env, "LMMS_VR_JUDGE_CACHE")
+    if raw is None:
+        return default_cache_path()
+    if raw.lower() in ("off", "none", "0", "false", "no"):
+        return None
+    return Path(raw).expanduser()
+
+
+def _prices(env: Mapping[str, str]) -> tuple[tuple[str, float, float], ...]:
+    """Parse LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}``."""
+    raw = _get(env, "LMMS_VR_JUDGE_PRICES")
+    if raw is None:
+        return ()
+    example = '{"gpt-4o-2024-08-06": {"input": 2.5, "output": 10}}'
+    try:
+        table = json.loads(raw)
+        return tuple(sorted((str(model), float(p["input"]), float(p["output"])) for model, p in table.items()))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise JudgeConfigError(f"LMMS_VR_JUDGE_PRICES must be JSON like {example} (USD per 1M tokens)") from None

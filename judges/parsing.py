@@ -1,0 +1,202 @@
+"""Parse helpers for judge replies, shared by the three benchmarks.
+
+Each function is pure: it takes the raw reply text and returns the parsed value or raises
+``ParseError`` (a ``ValueError``). ``Judge.ask`` treats a ``ParseError`` raised by a
+request's ``parse`` callable as "re-ask" (bounded), then as a recorded judge failure.
+
+Judge models wrap structured answers in prose and code fences, leave trailing commas and
+use single quotes; the official scripts of VCR-Bench (JSON lists of steps), VRBench
+(``<step_matching>`` tags, single digits) and CG-Bench (yes/no verdicts) each parse one of
+these shapes, so the helpers accept them leniently but never guess a value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+__all__ = ["ParseError", "extract_json", "normalize_label", "extract_tag", "extract_digit", "extract_yes_no"]
+
+
+class ParseError(ValueError):
+    """A judge reply does not contain the expected structure."""
+
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)
+
+
+def extract_json(text: str, expect: type | None = None) -> Any:
+    """Return the JSON value in a judge reply.
+
+    Looks in fenced blocks (```json ... ``` or ``` ... ```) first, then for the first
+    balanced ``[...]`` or ``{...}`` in the prose. Trailing commas and single-quoted strings
+    are tolerated. With ``expect`` (``list`` or ``dict``) candidates of another type are
+    skipped, so a citation like ``[1]`` in prose does not shadow the real answer.
+    """
+    if not isinstance(text, str):
+        raise ParseError(f"expected reply text, got {type(text).__name__}")
+    candidates = [body for _lang, body in _FENCE.findall(text)]
+    candidates += list(_balanced_spans(text))
+    for candidate in candidates:
+        try:
+            value = _lenient_loads(candidate)
+        except ValueError:
+            continue
+        if not isinstance(value, (list, dict)):
+            continue
+        if expect is not None and not isinstance(value, expect):
+            continue
+        return value
+    wanted = {list: "array", dict: "object"}.get(expect, "array or object")
+    raise ParseError(f"no JSON {wanted} found in reply: {_preview(text)}")
+
+
+def _balanced_spans(text: str):
+    """Yield each substring that starts at a '[' or '{' and ends at its matching bracket."""
+    for start, char in enumerate(text):
+        if char not in "[{":
+            continue
+        end = _matching_end(text, start)
+        if end is not None:
+            yield text[start : end + 1]
+
+
+def _matching_end(text: str, start: int) -> int | None:
+    """Index of the bracket closing the one at ``start`` (strings respected), or None."""
+    stack: list[str] = []
+    quote: str | None = None
+    escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = None
+            continue
+        if char == '"' or (char == "'" and stack):
+            # A quote only opens a string inside the brackets (prose apostrophes are outside).
+            quote = char
+        elif char in "[{":
+            stack.append("]" if char == "[" else "}")
+        elif char in "]}":
+            if not stack or stack.pop() != char:
+                return None
+            if not stack:
+                return index
+    return None
+
+
+def _lenient_loads(candidate: str) -> Any:
+    """``json.loads`` after dropping trailing commas and turning 'x' strings into "x"."""
+    try:
+        return json.loads(candidate)
+    except ValueError:
+        pass
+    return json.loads(_normalise_json_like(candidate))
+
+
+def _normalise_json_like(candidate: str) -> str:
+    """Rewrite trailing commas and single-quoted strings outside double-quoted strings."""
+    out: list[str] = []
+    index = 0
+    length = len(candidate)
+    while index < length:
+        char = candidate[index]
+        if char == '"':
+            end = _string_end(candidate, index, '"')
+            out.append(candidate[index : end + 1])
+            index = end + 1
+        elif char == "'":
+            end = _string_end(candidate, index, "'")
+            inner = candidate[index + 1 : end].replace("\\'", "'")
+            out.append(json.dumps(inner, ensure_ascii=False))
+            index = end + 1
+        elif char == ",":
+            rest = candidate[index + 1 :].lstrip()
+            if not rest or rest[0] not in "]}":
+                out.append(char)
+            index += 1
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def _string_end(text: str, start: int, quote: str) -> int:
+    """Index of the quote closing the string opened at ``start`` (end of text if unclosed)."""
+    escaped = False
+    for index in range(start + 1, len(text)):
+        char = text[index]
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == quote:
+            return index
+    return len(text) - 1
+
+
+def _label_key(label: str) -> str:
+    """Case-, space- and decoration-insensitive form of a label ("**Matched.**" -> "matched")."""
+    stripped = label.strip().strip("*_`'\"“”‘’.:;,!()[]{}<> \t\r\n")
+    return " ".join(stripped.lower().split())
+
+
+def normalize_label(label: str, allowed: Sequence[str], aliases: dict[str, str] | None = None) -> str:
+    """Map a judge's label onto one of ``allowed`` (returned in its canonical spelling).
+
+    Matching ignores case, surrounding whitespace/markdown/punctuation and repeated spaces;
+    ``aliases`` maps other spellings onto allowed labels (e.g. ``{"Match": "Matched"}``,
+    the VCR-Bench judge's two spellings of the same verdict).
+    """
+    if not isinstance(label, str):
+        raise ParseError(f"label must be text, got {type(label).__name__}: {label!r}")
+    key = _label_key(label)
+    canonical = {_label_key(item): item for item in allowed}
+    if key in canonical:
+        return canonical[key]
+    for alias, target in (aliases or {}).items():
+        if key == _label_key(alias):
+            if target not in allowed:
+                raise ValueError(f"alias {alias!r} points to {target!r}, which is not in allowed {list(allowed)}")
+            return target
+    raise ParseError(f"label {label!r} is not one of {list(allowed)}")
+
+
+def extract_tag(text: str, name: str) -> str | None:
+    """Content of the last ``<name>...</name>`` in the reply (stripped), or None.
+
+    The last occurrence wins because judges that echo the requested format before answering
+    put the real value at the end (VRBench's ``<step_matching>`` score).
+    """
+    pattern = re.compile(rf"<\s*{re.escape(name)}\s*>(.*?)<\s*/\s*{re.escape(name)}\s*>", re.DOTALL | re.IGNORECASE)
+    matches = pattern.findall(text or "")
+    return matches[-1].strip() if matches else None
+
+
+def extract_digit(text: str, allowed: str = "01") -> int:
+    """First standalone digit of ``allowed`` in the reply ("Score: 1" -> 1; "2024" is skipped)."""
+    if not allowed or not allowed.isdigit():
+        raise ValueError(f"allowed must be a string of digits, got {allowed!r}")
+    match = re.search(rf"(?<![\d.])[{re.escape(allowed)}](?![\d]|\.\d)", text or "")
+    if match is None:
+        raise ParseError(f"no digit in {sorted(allowed)} found in reply: {_preview(text)}")
+    return int(match.group(0))
+
+
+def extract_yes_no(text: str) -> bool:
+    """True for a reply whose first yes/no word is "yes", False for "no"; else ParseError."""
+    match = re.search(r"\b(yes|no)\b", text or "", re.IGNORECASE)
+    if match is None:
+        raise ParseError(f"no yes/no verdict found in reply: {_preview(text)}")
+    return match.group(1).lower() == "yes"
+
+
+def _preview(text: Any, limit: int = 120) -> str:
+    """Short single-line excerpt of a reply for error messages."""
+    flat = " ".join(str(text).split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
