@@ -6,7 +6,17 @@ See judges/README.md for configuration (environment variables) and failure seman
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest, JudgeResult, JudgeStats, get_judge
-from lmms_video_reasoning.judges.local_server import FaultPlan, LocalJudgeServer
+
+
+def __getattr__(name: str):
+    # Lazy, so `python -m lmms_video_reasoning.judges.local_server` does not import the
+    # module twice (runpy warns about that).
+    if name in ("LocalJudgeServer", "FaultPlan"):
+        from lmms_video_reasoning.judges import local_server
+
+        return getattr(local_server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FaultPlan",

@@ -297,8 +297,10 @@ class Judge:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         try:
-            response = self._openai().chat.completions.with_raw_response.create(**body)
-            text = response.http_response.text
+            # The client's documented raw-request path: the same auth, URL handling and error
+            # classes as chat.completions.create, without per-call schema transforms (a third
+            # of the client's CPU time per request, which limits throughput at concurrency 64).
+            text = self._openai().post("/chat/completions", body=body, cast_to=str)
         except openai.APIStatusError as error:
             self._raise_for_status(error.status_code, error)
         except openai.APITimeoutError:

@@ -176,6 +176,9 @@ def _usage(body: dict, reply: str) -> dict:
 def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its pooled connections
+        # Headers and body go out in separate writes; with Nagle's algorithm the body would
+        # wait for the client's delayed ACK (~40 ms per reply).
+        disable_nagle_algorithm = True
 
         def log_message(self, *args) -> None:  # keep test and benchmark output clean
             pass
