@@ -1,0 +1,100 @@
+"""Data roots, media resolution and the replay predictions file: clear errors, no KeyError."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lmms_video_reasoning.utils import data
+from lmms_video_reasoning.utils.replay_model import PredictionsError, load_predictions, lookup
+
+
+def test_env_root_wins(tmp_path, monkeypatch):
+    monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
+    assert data.data_root(data.VCR_BENCH) == tmp_path
+
+
+def test_env_root_that_is_not_a_directory_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path / "nope"))
+    with pytest.raises(data.DataError, match="CGBENCH_ROOT=.*not a directory.*lmms-vr prepare cg_bench"):
+        data.data_root(data.CG_BENCH)
+
+
+def test_default_root_is_under_the_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("VRBENCH_ROOT", raising=False)
+    monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path))
+    assert data.data_root(data.VRBENCH) == tmp_path / "data" / "vrbench"
+
+
+def test_missing_annotation_under_a_local_root_is_explained(tmp_path, monkeypatch):
+    monkeypatch.setenv("VRBENCH_ROOT", str(tmp_path))
+    with pytest.raises(data.DataError, match="VRBench_eval.jsonl not found under VRBENCH_ROOT"):
+        data.annotation_file(data.VRBENCH, "VRBench_eval.jsonl")
+
+
+def test_hub_failure_is_explained_offline(tmp_path):
+    # No network here: the real huggingface_hub call fails; the error must say what to do.
+    # (A subprocess, because huggingface_hub reads HF_HUB_OFFLINE when first imported.)
+    code = ("from lmms_video_reasoning.utils import data\n"
+            "try:\n    data.annotation_file(data.VCR_BENCH, 'v1/videos/meta_info_video.json')\n"
+            "except data.DataError as exc:\n    print(exc)\n")
+    env = {**os.environ, "LMMS_VR_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    env.pop("VCR_BENCH_ROOT", None)
+    message = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout
+    assert "VLM-Reasoning/VCR-Bench" in message and "VCR_BENCH_ROOT" in message and "lmms-vr prepare" in message
+
+
+def test_media_errors_name_file_variable_and_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
+    with pytest.raises(data.MediaError, match=r"not found: .*cg_videos_720p/x\.mp4.*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
+        data.media_file(data.CG_BENCH, "cg_videos_720p/x.mp4")
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    with pytest.raises(data.MediaError, match="empty"):
+        data.media_file(data.CG_BENCH, "empty.mp4")
+
+
+def test_read_json_errors_name_the_file(tmp_path):
+    bad = tmp_path / "a.json"
+    bad.write_text("[{]")
+    with pytest.raises(data.DataError, match=r"a\.json is not valid JSON \(line 1"):
+        data.read_json(bad)
+    lines = tmp_path / "b.jsonl"
+    lines.write_text('{"a": 1}\n\n{"a": 2}\n')
+    assert data.read_json(lines) == [{"a": 1}, {"a": 2}]
+
+
+def test_require_fields_names_the_record():
+    with pytest.raises(data.DataError, match="record qid=7: missing field\\(s\\) answer"):
+        data.require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
+    with pytest.raises(data.DataError, match="expected a JSON object"):
+        data.require_fields(["x"], ["qid"], "record 3")
+
+
+def test_predictions_file(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"id": 3, "response": "A"}) + "\n"
+                    + json.dumps({"task": "cg_bench_mcq", "id": "3:long", "response": "B"}) + "\n"
+                    + json.dumps({"task": "vcr_cot", "id": 3, "response": "C"}) + "\n")
+    table = load_predictions(path)
+    assert lookup(table, "cg_bench_mcq", "3:long") == "B"
+    assert lookup(table, "vcr_cot", "3") == "C"  # task-specific line wins
+    assert lookup(table, "vr_bench", "3") == "A"  # task-less line serves any task
+    assert lookup(table, "vr_bench", "4") is None
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json}\n", r"p\.jsonl:1: not valid JSON"),
+    ('{"id": 1}\n', r"p\.jsonl:1: expected"),
+    ('{"id": 1, "response": 5}\n', r"response must be a string"),
+])
+def test_bad_predictions_files(tmp_path, content, message):
+    path = tmp_path / "p.jsonl"
+    path.write_text(content)
+    with pytest.raises(PredictionsError, match=message):
+        load_predictions(path)
+    with pytest.raises(PredictionsError, match="not found"):
+        load_predictions(tmp_path / "missing.jsonl")

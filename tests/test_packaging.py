@@ -1,0 +1,34 @@
+"""The wheel holds only `lmms_video_reasoning/...` (plus its metadata)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_contents(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(REPO)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    wheels = list(tmp_path.glob("lmms_video_reasoning-*.whl"))
+    assert len(wheels) == 1
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    top = {name.split("/")[0] for name in names}
+    dist_info = {t for t in top if t.endswith(".dist-info")}
+    assert top - dist_info == {"lmms_video_reasoning"}, f"unexpected top-level entries: {sorted(top - dist_info)}"
+    # every sub-package, the task YAMLs and the official prompts are shipped
+    for sub in ("utils", "judges", "tasks", "vcr_bench", "vrbench", "cg_bench"):
+        assert f"lmms_video_reasoning/{sub}/__init__.py" in names
+    assert "lmms_video_reasoning/tasks/doc_source.json" in names
+    assert any(n.startswith("lmms_video_reasoning/tasks/") and n.endswith(".yaml") for n in names)
+    for bench in ("vcr_bench", "vrbench", "cg_bench"):
+        assert any(n.startswith(f"lmms_video_reasoning/{bench}/prompts/") and n.endswith(".txt") for n in names), bench
+    assert not any("/tests/" in n or n.startswith("tests/") for n in names)
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheels[0]).read(entry_points).decode()
+    assert "lmms-vr = lmms_video_reasoning.utils.cli:main" in text
+    assert "lmms_video_reasoning = lmms_video_reasoning.utils.lmms_plugin:register" in text

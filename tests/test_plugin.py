@@ -1,0 +1,77 @@
+"""The lmms-eval hook: our tasks resolve with no flag, against the installed lmms-eval."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import yaml
+
+from lmms_video_reasoning.utils import lmms_plugin
+
+EXPECTED_TASKS = {"vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame", "vr_bench", "vr_bench_mcq",
+                  "cg_bench_long", "cg_bench_clue", "cg_bench_grounding", "cg_bench_open", "cg_bench_mcq"}
+
+
+def our_task_names() -> set[str]:
+    names = set()
+    for path in lmms_plugin.tasks_dir().rglob("*.yaml"):
+        config = yaml.load(path.read_text(), Loader=yaml.BaseLoader) or {}
+        if isinstance(config, dict) and isinstance(config.get("task"), str):
+            names.add(config["task"])
+        if isinstance(config, dict) and isinstance(config.get("group"), str) and "task" in config:
+            names.add(config["group"])
+    return names
+
+
+def test_entry_point_is_declared():
+    eps = [ep for ep in entry_points(group="lmms_eval.models") if ep.name == "lmms_video_reasoning"]
+    assert eps, "the lmms_eval.models entry point is not installed: reinstall the package"
+    assert eps[0].value == "lmms_video_reasoning.utils.lmms_plugin:register"
+
+
+def test_task_names_are_ours_and_do_not_collide_with_builtins():
+    names = our_task_names()
+    assert EXPECTED_TASKS <= names, f"missing tasks: {EXPECTED_TASKS - names}"
+    for name in names:
+        assert not name.startswith(("cgbench", "vrbench", "vcrbench", "vcr_wiki", "cgav_counting")), name
+
+
+def test_lmms_eval_task_manager_finds_our_tasks_with_no_flag():
+    # A fresh interpreter, as `python -m lmms_eval` would be: importing lmms_eval.models runs
+    # the entry point; the TaskManager the CLI builds must then index our folder. If lmms-eval
+    # moves the entry-point loading or TaskManager.initialize_tasks, this fails.
+    code = (
+        "import lmms_eval.models\n"
+        "from lmms_eval.tasks import TaskManager\n"
+        "tm = TaskManager('ERROR')\n"
+        "print('\\n'.join(tm.all_tasks))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    listed = set(proc.stdout.split())
+    missing = our_task_names() - listed
+    assert not missing, f"lmms-eval did not index these tasks through the hook: {sorted(missing)}"
+
+
+def test_replay_model_is_registered():
+    code = "from lmms_eval.models import get_model; print(get_model('vr_replay').__name__)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("ReplayModel")
+
+
+def test_include_path_is_not_indexed_twice():
+    ours = str(lmms_plugin.tasks_dir())
+    assert lmms_plugin._add_our_tasks(None) == [ours]
+    assert lmms_plugin._add_our_tasks(ours) == [ours]
+    assert lmms_plugin._add_our_tasks(["/elsewhere"]) == ["/elsewhere", ours]
+
+
+def test_tasks_path_command_prints_the_installed_folder():
+    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "tasks-path"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert Path(proc.stdout.strip()) == lmms_plugin.tasks_dir()
+    assert any(Path(proc.stdout.strip()).rglob("*.yaml"))
