@@ -1,0 +1,256 @@
+"""lmms-eval hooks for the VRBench tasks (the functions the YAMLs in `tasks/vrbench/` name).
+
+Tasks (one generation per question, the official CoT template):
+
+- `vr_bench`: frames (or the video) + template; MCQ-O and OE-P from the same response.
+- `vr_bench_mcq`: the same generation; MCQ-O only, no judge.
+- `vr_bench_text`: the paper's LLM setting: summary + question, no visual input.
+- `vr_bench_official`: `vr_bench` under the official protocol (see `scoring.py`).
+
+The task's mode and protocol are stamped on every document by its `process_docs` hook and
+copied into every record, so `score_records` re-scores a `--log_samples` file exactly as the
+task's aggregation did. `VRBENCH_PROTOCOL=official` switches the other tasks to the official
+protocol too.
+
+Settings for the visual input come from `lmms_eval_specific_kwargs`: `visual_mode`
+(`video`: the video path, for video-native models; `frames`: `num_frames` frames at segment
+midpoints, 224x224, for frame-based models) and `num_frames`; `VRBENCH_NUM_FRAMES` overrides
+`num_frames`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from lmms_video_reasoning.utils.aggregation import ScoreOnce
+from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.vrbench import data, judging, prompts
+from lmms_video_reasoning.vrbench.scoring import (
+    NON_UNIQUE,
+    PROTOCOLS,
+    TYPE_NAMES,
+    QuestionScore,
+    aggregate,
+    extract_mcq_answer,
+    judge_prompt_kind,
+)
+
+log = logging.getLogger("lmms_video_reasoning.vrbench")
+
+PROTOCOL_ENV = "VRBENCH_PROTOCOL"
+NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
+DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
+
+JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed")
+MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES))
+
+# ----------------------------------------------------------------------------------------
+# Documents
+# ----------------------------------------------------------------------------------------
+
+
+def protocol_from_env() -> str:
+    """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
+    value = os.environ.get(PROTOCOL_ENV, "").strip() or "default"
+    if value not in PROTOCOLS:
+        raise DataError(f"{PROTOCOL_ENV}={value!r} is not a VRBench protocol; use one of {', '.join(PROTOCOLS)}")
+    return value
+
+
+def build_docs(mode: str, protocol: str) -> list[dict]:
+    """The task's documents: every question of the annotation file, stamped with mode and protocol."""
+    docs = data.flatten(data.load_records())
+    for doc in docs:
+        doc["mode"], doc["protocol"] = mode, protocol
+    return docs
+
+
+def load_docs(_placeholder=None):
+    """`process_docs` of vr_bench."""
+    return docs_dataset(build_docs("judge", protocol_from_env()))
+
+
+def load_docs_mcq(_placeholder=None):
+    """`process_docs` of vr_bench_mcq."""
+    return docs_dataset(build_docs("mcq", protocol_from_env()))
+
+
+def load_docs_text(_placeholder=None):
+    """`process_docs` of vr_bench_text."""
+    return docs_dataset(build_docs("text", protocol_from_env()))
+
+
+def load_docs_official(_placeholder=None):
+    """`process_docs` of vr_bench_official."""
+    return docs_dataset(build_docs("judge", "official"))
+
+
+# ----------------------------------------------------------------------------------------
+# Model input
+# ----------------------------------------------------------------------------------------
+
+
+def num_frames(kwargs: dict | None) -> int:
+    """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
+    value = os.environ.get(NUM_FRAMES_ENV, "").strip() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
+    try:
+        frames = int(value)
+    except (TypeError, ValueError):
+        frames = 0
+    if frames < 1:
+        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES_ENV} or lmms_eval_specific_kwargs)")
+    return frames
+
+
+def visual_mode(doc: dict, kwargs: dict | None) -> str:
+    """`none` for the text task, else the task's `visual_mode` (`video` or `frames`)."""
+    if doc["mode"] == "text":
+        return "none"
+    mode = (kwargs or {}).get("visual_mode", "video")
+    if mode not in ("video", "frames"):
+        raise DataError(f"VRBench visual_mode must be 'video' or 'frames', got {mode!r}")
+    return mode
+
+
+def sample_frames(path: Path, n: int) -> list:
+    """The official frame sampling: `n` segment midpoints, resized to 224x224 (PIL images)."""
+    from lmms_video_reasoning.utils import video
+
+    total = video.probe(path).total_frames
+    return video.read_frames(path, video.vrbench_indices(total, n), size=video.VRBENCH_SIZE)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """`[video_path]` (video mode), the sampled frames (frames mode), or `[]` (text task)."""
+    mode = visual_mode(doc, lmms_eval_specific_kwargs)
+    if mode == "none":
+        return []
+    path = data.resolve_video(doc["video_path"])
+    if mode == "video":
+        return [str(path)]
+    return sample_frames(path, num_frames(lmms_eval_specific_kwargs))
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The official CoT prompt (question, `X: text` option lines, the video summary)."""
+    return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """One user turn: the video or frames first, then the prompt (as the official inference)."""
+    mode = visual_mode(doc, lmms_eval_specific_kwargs)
+    visuals = doc_to_visual(doc, lmms_eval_specific_kwargs)
+    kind = "video" if mode == "video" else "image"
+    content = [{"type": kind, "url": visual} for visual in visuals]
+    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
+    return [{"role": "user", "content": content}]
+
+
+# ----------------------------------------------------------------------------------------
+# Records and metrics
+# ----------------------------------------------------------------------------------------
+
+
+def build_record(doc: dict, response: Any) -> dict:
+    """The per-question record: everything needed to score it again, nothing expensive.
+
+    Also the way to score a `--predict_only` file: pair each raw response with its document.
+    """
+    text = response if isinstance(response, str) else ("" if response is None else str(response))
+    needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
+    return {
+        "sample_id": doc["sample_id"],
+        "mode": doc["mode"],
+        "protocol": doc["protocol"],
+        "reasoning_type": doc["reasoning_type"],
+        "answer": doc["answer"],
+        "response": text,
+        "mcq_pred": extract_mcq_answer(text),
+        "question": doc["question"],
+        "procedure": doc["procedure"],
+        "original_answer": doc["original_answer"],
+        "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else "",
+    }
+
+
+def process_results(doc: dict, results: Sequence[Any]) -> dict:
+    """One record per metric of the task (never calls the judge, never raises on a response)."""
+    record = build_record(doc, results[0] if results else "")
+    names = MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
+    return {name: record for name in names}
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """All metrics of one task's records (the `lmms-vr score` entry; same path as aggregation).
+
+    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
+    Runs the judge (if configured) over the rated records.
+    """
+    if not records:
+        return {}
+    protocol = (settings or {}).get("protocol") or records[0]["protocol"]
+    modes = {record["mode"] for record in records}
+    if len(modes) != 1:
+        raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
+    with_judge = modes.pop() != "mcq"
+    outcomes = [(None, False)] * len(records)
+    judge = None
+    if with_judge:
+        from lmms_video_reasoning.judges.engine import get_judge
+
+        judge = get_judge("vrbench")
+        if judge is not None:
+            outcomes = judging.rate(records, protocol, judge)
+            judge.log_summary()
+    scores = [
+        QuestionScore(
+            reasoning_type=record["reasoning_type"],
+            correct=extract_mcq_answer(record["response"]) == record["answer"],
+            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
+            process=process,
+            judge_failed=failed,
+        )
+        for record, (process, failed) in zip(records, outcomes)
+    ]
+    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge is not None)
+    if judge is not None and _accounting_dir is not None:
+        judge.write_accounting(_accounting_dir / "vrbench_judge_accounting.json", extra={"protocol": protocol})
+    return metrics
+
+
+_score_once = ScoreOnce(score_records)
+_accounting_dir: Path | None = None
+
+
+def _output_dir(args: Any) -> Path | None:
+    path = getattr(args, "output_path", None)
+    if not path:
+        return None
+    path = Path(path)
+    return path.parent if path.suffix == ".json" else path
+
+
+def _aggregator(name: str):
+    def aggregate_metric(records: Sequence[dict], args: Any = None) -> float:
+        global _accounting_dir
+        _accounting_dir = _output_dir(args)
+        return _score_once(records)[name]
+
+    aggregate_metric.__name__ = f"aggregate_{name}"
+    return aggregate_metric
+
+
+aggregate_mcq_accuracy = _aggregator("mcq_accuracy")
+aggregate_process_score = _aggregator("process_score")
+aggregate_overall = _aggregator("overall")
+aggregate_judge_failed = _aggregator("judge_failed")
+aggregate_type_event_prediction = _aggregator("type_event_prediction")
+aggregate_type_hypothetical_reasoning = _aggregator("type_hypothetical_reasoning")
+aggregate_type_event_attribution = _aggregator("type_event_attribution")
+aggregate_type_implicit_inference = _aggregator("type_implicit_inference")
+aggregate_type_logical_linkage = _aggregator("type_logical_linkage")
+aggregate_type_information_synopsis = _aggregator("type_information_synopsis")
+aggregate_type_counting = _aggregator("type_counting")

@@ -1,0 +1,90 @@
+"""VRBench OE-P judge: build the official judge requests byte-exact and rate a batch of records.
+
+Official pipeline (OpenGVLab/VRBench, commit 47a22db, separate mode):
+`evaluation/batch_evaluation_api_mp_time_async.py::async_process_sample` reads the response as
+`steps_and_answer.strip('Assistant:')`, picks the unique-answer prompt for Event Attribution /
+Implicit Inference / Logical Linkage (and "Multi-element Inference"), the non-unique-answer
+prompt with the video summary for Event Prediction / Hypothetical Reasoning, and nothing for
+other types. It calls `evaluate_*_answer_response(..., procedure, answer)` while the methods
+take `(..., answer, procedure)`: the reference answer text lands in the template's
+`{procedure}` field ("Reasoning Step:") and the reference steps in `{answer}` ("Answer:").
+The request sets no temperature.
+
+Default protocol: the fields in their intended places, the response as generated,
+temperature 0, counting questions rated with the unique-answer prompt, tags parsed strictly
+(a missing tag re-asks the judge, then counts as a judge failure).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Sequence
+
+from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
+from lmms_video_reasoning.vrbench import prompts
+from lmms_video_reasoning.vrbench.scoring import (
+    UNIQUE,
+    judge_prompt_kind,
+    official_response,
+    official_tag_values,
+    parse_tags,
+    parse_tags_official,
+    process_score,
+)
+
+log = logging.getLogger("lmms_video_reasoning.vrbench")
+
+
+def judge_messages(record: dict, protocol: str) -> list[dict] | None:
+    """The chat messages the judge receives for one record, or None if the type is not rated."""
+    kind = judge_prompt_kind(record["reasoning_type"], protocol)
+    if kind is None:
+        return None
+    response, procedure, answer = record["response"], record["procedure"], record["original_answer"]
+    if protocol == "official":
+        response = official_response(response)
+        procedure, answer = answer, procedure  # the official call's swapped arguments
+    if kind == UNIQUE:
+        return prompts.unique_answer_messages(record["question"], response, procedure, answer)
+    return prompts.non_unique_answer_messages(record["summary"], record["question"], response, procedure, answer)
+
+
+def judge_request(record: dict, protocol: str) -> JudgeRequest | None:
+    """The JudgeRequest for one record (None if its type is not rated under `protocol`)."""
+    messages = judge_messages(record, protocol)
+    if messages is None:
+        return None
+    kind = judge_prompt_kind(record["reasoning_type"], protocol)
+    if protocol == "official":
+        # Parsed after the call with the official rules: missing tags score 0, no re-ask.
+        return JudgeRequest(messages, temperature=None, tag=f"vrbench.{kind}")
+    return JudgeRequest(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}")
+
+
+def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
+    """(process score or None, judge failed) for one rated record."""
+    kind = judge_prompt_kind(record["reasoning_type"], protocol)
+    result = ask(judge_request(record, protocol))
+    if protocol == "official":
+        values = official_tag_values(result.raw if result.ok else "", kind)
+        failed = not result.ok or None in values  # counted, but scored as the official code: 0
+        return process_score(parse_tags_official(result.raw if result.ok else "", kind)), failed
+    if not result.ok:
+        log.debug("VRBench judge failed for %s: %s", record.get("sample_id"), result.error)
+        return None, True
+    return process_score(result.value), False
+
+
+def rate(records: Sequence[dict], protocol: str, judge: Judge) -> list[tuple[float | None, bool]]:
+    """Rate every record: `(process score or None, judge failed)` per record, in order.
+
+    Records whose type the protocol does not rate give `(None, False)` without a call.
+    """
+    rated = [i for i, record in enumerate(records) if judge_prompt_kind(record["reasoning_type"], protocol)]
+    outcomes: list[tuple[float | None, bool]] = [(None, False)] * len(records)
+    results = judge.map(partial(_rate_one, protocol=protocol), [records[i] for i in rated], desc="VRBench OE-P judge")
+    for index, result in zip(rated, results):
+        # None: the item raised inside map (logged there): a failure, never a silent score.
+        outcomes[index] = result if result is not None else ((0.0 if protocol == "official" else None), True)
+    return outcomes

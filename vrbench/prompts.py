@@ -1,0 +1,78 @@
+"""VRBench prompts: the official inference template and judge prompts, loaded verbatim.
+
+The files in `vrbench/prompts/` are byte-exact copies of the runtime values of the official
+code (OpenGVLab/VRBench, commit 47a22db; see `prompts/README.md`). A judge prompt is part of
+the metric's definition, so nothing here edits them: the functions below only fill their
+fields the way the official code does.
+
+- Inference (`inference/utils/prepare_input.py::prepare_qa_text_input`): `MCQ_COT_PROMPT` is
+  a `string.Template`; `$multiple_choice_question` is `"Question: {q}\\nOptions:\\n"` followed
+  by one `"{letter}: {text}"` line per option (dict order, joined by newlines), and
+  `$video_summary` is the record's summary, uncut.
+- Judge (`evaluation/model_api/base_model.py`, separate mode): system prompt
+  `*_EVAL_SYSTEM_PROMPT_SEPARATE`, user prompt `*_EVAL_HUMAN_PROMPT_TEMPLATE.format(...)`
+  with the `{question}`, `{response}`, `{procedure}`, `{answer}` (and `{video_summary}`) fields.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from string import Template
+from typing import Sequence
+
+PROMPTS_DIR = Path(__file__).with_name("prompts")
+
+MCQ_COT_PROMPT = "MCQ_COT_PROMPT.template.txt"
+UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
+UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
+NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
+NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
+
+# evaluation/model_api/base_model.py: `limit = 10000; summary = summary[:limit]`.
+SUMMARY_LIMIT = 10_000
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> str:
+    """The text of one prompt file, exactly as stored (UTF-8, no newline translation)."""
+    return (PROMPTS_DIR / name).read_bytes().decode("utf-8")
+
+
+def multiple_choice_question(question: str, options: Sequence[tuple[str, str]]) -> str:
+    """`$multiple_choice_question` as the official `dict_to_text`: question, then `X: text` lines."""
+    option_lines = "\n".join(f"{letter}: {text}" for letter, text in options)
+    return f"Question: {question}\nOptions:\n{option_lines}"
+
+
+def inference_prompt(question: str, options: Sequence[tuple[str, str]], summary: str) -> str:
+    """The official CoT prompt for one question (`Template.substitute`, as the official code)."""
+    return Template(load(MCQ_COT_PROMPT)).substitute(
+        multiple_choice_question=multiple_choice_question(question, options),
+        video_summary=summary,
+    )
+
+
+def format_procedure(steps: Sequence[tuple[str, str]]) -> str:
+    """Reference steps as the official `format_process`: `<Step n> text` lines, by step number."""
+    ordered = sorted(steps, key=lambda step: int(step[0]))
+    return "\n".join(f"<Step {number}> {text}" for number, text in ordered)
+
+
+def cut_summary(summary: str) -> str:
+    """The summary shown to the non-unique-answer judge: its first 10,000 characters."""
+    return summary[:SUMMARY_LIMIT]
+
+
+def unique_answer_messages(question: str, response: str, procedure: str, answer: str) -> list[dict]:
+    """Chat messages of the unique-answer judge (system + filled human template)."""
+    user = load(UNIQUE_HUMAN).format(question=question, response=response, procedure=procedure, answer=answer)
+    return [{"role": "system", "content": load(UNIQUE_SYSTEM)}, {"role": "user", "content": user}]
+
+
+def non_unique_answer_messages(summary: str, question: str, response: str, procedure: str, answer: str) -> list[dict]:
+    """Chat messages of the non-unique-answer judge; `summary` is used as given (cut it first)."""
+    user = load(NON_UNIQUE_HUMAN).format(
+        video_summary=summary, question=question, response=response, procedure=procedure, answer=answer
+    )
+    return [{"role": "system", "content": load(NON_UNIQUE_SYSTEM)}, {"role": "user", "content": user}]

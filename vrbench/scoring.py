@@ -1,0 +1,368 @@
+"""VRBench scoring: MCQ letter extraction, judge-tag parsing, per-question and per-task metrics.
+
+Every function is pure and cites the official code it follows (OpenGVLab/VRBench, commit
+47a22db): `evaluation/calculate_scores.py` (MCQ-O, per-type combination) and
+`evaluation/batch_evaluation_api_mp_time_async.py` (OE-P tags and weights). Two protocols:
+
+- `default`: failures are visible. A missing tag or failed judge call is a judge failure,
+  excluded from OE-P and counted in `judge_failed`; counting questions are rated with the
+  unique-answer prompt; synopsis questions (no steps) are left out of OE-P; a type's score is
+  the mean of its MCQ accuracy and its OE-P (MCQ only for synopsis).
+- `official`: the official numbers. Missing tags score 0, counting and synopsis questions are
+  never rated yet count as 0 in OE-P, and a type's score uses the official "use whichever is
+  above zero" combination.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from lmms_video_reasoning.judges.parsing import ParseError, extract_tag
+
+PROTOCOLS = ("default", "official")
+
+# ----------------------------------------------------------------------------------------
+# Reasoning types
+# ----------------------------------------------------------------------------------------
+
+# Spelling in the data -> metric suffix. The data spells counting "Counting Porblems"; both
+# spellings are accepted. "Multi-element Inference" is named by the official judge code
+# (unique-answer prompt) but is not one of the paper's seven types: no per-type metric.
+TYPE_METRIC = {
+    "Event Prediction": "event_prediction",
+    "Hypothetical Reasoning": "hypothetical_reasoning",
+    "Event Attribution": "event_attribution",
+    "Implicit Inference": "implicit_inference",
+    "Logical Linkage": "logical_linkage",
+    "Event Summarization": "information_synopsis",
+    "Counting Porblems": "counting",
+    "Counting Problems": "counting",
+    "Multi-element Inference": None,
+}
+TYPE_NAMES = (
+    "event_prediction",
+    "hypothetical_reasoning",
+    "event_attribution",
+    "implicit_inference",
+    "logical_linkage",
+    "information_synopsis",
+    "counting",
+)
+
+# The official judge's type lists (`question_type.strip() in [...]`).
+OFFICIAL_UNIQUE = ("Event Attribution", "Multi-element Inference", "Implicit Inference", "Logical Linkage")
+OFFICIAL_NON_UNIQUE = ("Hypothetical Reasoning", "Event Prediction")
+COUNTING = ("Counting Porblems", "Counting Problems")
+
+UNIQUE, NON_UNIQUE = "unique", "non_unique"
+
+
+def type_metric(reasoning_type: str) -> str | None:
+    """Metric suffix of a reasoning type as spelled in the data (KeyError if unknown)."""
+    return TYPE_METRIC[reasoning_type.strip()]
+
+
+def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
+    """Which judge prompt rates this type: `unique`, `non_unique`, or None (not rated).
+
+    Official: only the types in the judge's two lists are rated (counting and synopsis are
+    not). Default: counting questions are rated with the unique-answer prompt too.
+    """
+    name = reasoning_type.strip()
+    if name in OFFICIAL_NON_UNIQUE:
+        return NON_UNIQUE
+    if name in OFFICIAL_UNIQUE or (protocol == "default" and name in COUNTING):
+        return UNIQUE
+    return None
+
+
+# ----------------------------------------------------------------------------------------
+# MCQ-O: the official 8-stage extraction cascade (calculate_scores.py::extract_mcq_answer)
+# ----------------------------------------------------------------------------------------
+
+# Stage 4 keywords, in the official order. All matches of all keywords are concatenated in
+# keyword order and the last one wins: the last match of the last keyword that matched,
+# not the match nearest the end of the text.
+_KEYWORDS = ("Answer", "answer is", "correct answer", "final answer", "final", "therefore", "conclusion")
+_KEYWORD_PATTERNS = [re.compile(keyword + r"[:\s]+([A-E])(?:\s|$|\.|,)", re.IGNORECASE) for keyword in _KEYWORDS]
+# Stage 5: the first label style with any match decides (its last match).
+_LABEL_PATTERNS = [re.compile(r"([A-E])" + re.escape(mark), re.IGNORECASE) for mark in (".", ")", ":")]
+_BOXED = re.compile(r"\\boxed\{([A-E])\}", re.IGNORECASE)
+_ANSWER_TAG = re.compile(r"<Answer>\s*([A-E])", re.IGNORECASE)
+_OPTION_LINE = re.compile(r"^([A-E])\.\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+# Stage 6: IGNORECASE makes the `[A-Z]` look-ahead accept lower-case words too.
+_LETTER_BEFORE_WORD = re.compile(r"(?:^|\n|\s)([A-E])\s+(?=[A-Z]|$|\n)", re.IGNORECASE | re.MULTILINE)
+_STANDALONE = re.compile(r"\b([A-E])\b")
+_STANDALONE_ANY_CASE = re.compile(r"\b([A-E])\b", re.IGNORECASE)
+
+# Stage 7 text clean-up (the official `process_punctuation`, from a VQA normaliser).
+_PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?", "!")
+_DIGIT_COMMA_DIGIT = re.compile(r"(\d)(,)(\d)")
+_PERIOD = re.compile(r"\.(?!\d)")
+# The official call is `period_strip.sub("", output, re.UNICODE)`: re.UNICODE (32) lands in
+# the `count` argument, so only the first 32 periods are removed.
+_PERIOD_LIMIT = int(re.UNICODE)
+
+
+def _last(matches: Sequence[str]) -> str | None:
+    return matches[-1].upper() if matches else None
+
+
+def _strip_punctuation(text: str) -> str:
+    """Official `process_punctuation`: each mark deleted (if it touches a space anywhere in the
+    original text, or the text has a digit,digit comma) or else replaced by a space; then up to
+    32 periods not followed by a digit deleted."""
+    output = text
+    has_number_comma = _DIGIT_COMMA_DIGIT.search(text) is not None
+    for mark in _PUNCTUATION:
+        if mark + " " in text or " " + mark in text or has_number_comma:
+            output = output.replace(mark, "")
+        else:
+            output = output.replace(mark, " ")
+    return _PERIOD.sub("", output, count=_PERIOD_LIMIT)
+
+
+def _stage_boxed(text: str) -> str | None:
+    """1. `\\boxed{X}` (first occurrence)."""
+    match = _BOXED.search(text)
+    return match.group(1).upper() if match else None
+
+
+def _stage_answer_tag(text: str) -> str | None:
+    """2. `<Answer>` then optional whitespace then the letter (first occurrence; `[X]` fails)."""
+    match = _ANSWER_TAG.search(text)
+    return match.group(1).upper() if match else None
+
+
+def _stage_option_line(text: str) -> str | None:
+    """3. A line `X. text` in the stripped response (last such line)."""
+    return _last([letter for letter, _rest in _OPTION_LINE.findall(text.strip())])
+
+
+def _stage_keywords(text: str) -> str | None:
+    """4. `Answer`, `answer is`, ..., `conclusion` + `[:\\s]+X` + space/end/period/comma."""
+    matches: list[str] = []
+    for pattern in _KEYWORD_PATTERNS:
+        matches.extend(pattern.findall(text))
+    return _last(matches)
+
+
+def _stage_labels(text: str) -> str | None:
+    """5. `X.` then `X)` then `X:` anywhere, any case (so "the house." gives E)."""
+    for pattern in _LABEL_PATTERNS:
+        matches = pattern.findall(text)
+        if matches:
+            return _last(matches)
+    return None
+
+
+def _stage_letter_before_word(text: str) -> str | None:
+    """6. A whitespace-preceded letter followed by whitespace and a letter, or the end."""
+    return _last(_LETTER_BEFORE_WORD.findall(text))
+
+
+def _stage_cleaned_text(text: str) -> str | None:
+    """7. Punctuation stripped, lower-cased: the last standalone a-e."""
+    cleaned = _strip_punctuation(text.replace("\n", " ").replace("\t", " ").strip())
+    cleaned = cleaned.strip("'").strip('"').strip(")").strip("(").strip().lower()
+    return _last(_STANDALONE_ANY_CASE.findall(cleaned))
+
+
+def _stage_bare_letter(text: str) -> str | None:
+    """8. A standalone capital A-E: the last one in the final 50 characters (any case there),
+    else the last one anywhere."""
+    if not _STANDALONE.findall(text):
+        return None
+    in_tail = _STANDALONE_ANY_CASE.findall(text.lower()[-50:])
+    return _last(in_tail) or _last(_STANDALONE.findall(text))
+
+
+_STAGES = (
+    _stage_boxed,
+    _stage_answer_tag,
+    _stage_option_line,
+    _stage_keywords,
+    _stage_labels,
+    _stage_letter_before_word,
+    _stage_cleaned_text,
+    _stage_bare_letter,
+)
+
+
+def extract_mcq_answer(response: str | None) -> str | None:
+    """The option letter (A-E) the official cascade reads from a response, or None.
+
+    Reproduces `calculate_scores.py::extract_mcq_answer` stage by stage, quirks included:
+    the first stage that yields a letter decides. No LLM fallback.
+    """
+    if not response:
+        return None
+    for stage in _STAGES:
+        letter = stage(response)
+        if letter is not None:
+            return letter
+    return None
+
+
+def mcq_correct(response: str | None, answer: str) -> bool:
+    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong)."""
+    return extract_mcq_answer(response) == answer
+
+
+# ----------------------------------------------------------------------------------------
+# OE-P: the four judge tags and their weights
+# ----------------------------------------------------------------------------------------
+
+# batch_evaluation_api_mp_time_async.py: 0.4 / 0.4 / 0.1 / 0.1, in this tag order.
+TAGS = {
+    UNIQUE: ("step_matching", "logical_consistency", "factual_accuracy", "process_clarity"),
+    NON_UNIQUE: ("relevance", "logical_consistency", "factual_accuracy", "clarity"),
+}
+WEIGHTS = (0.4, 0.4, 0.1, 0.1)
+
+# The official `extract_numbers` pattern (int, float, signed).
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
+
+
+def _tag_number(content: str) -> float | None:
+    """Official value rule: `float(content)`, else the first number in it, else None."""
+    content = content.strip()
+    try:
+        return float(content)
+    except ValueError:
+        numbers = _NUMBER.findall(content)
+        return float(numbers[0]) if numbers else None
+
+
+def parse_tags(reply: str, kind: str) -> tuple[float, ...]:
+    """Default protocol: the four 0-10 ratings of a judge reply, in weight order.
+
+    Each tag is read with `judges.parsing.extract_tag` (last occurrence) and its value with
+    the official number rule. A missing tag or a value outside 0-10 raises ParseError (the
+    judge is re-asked, then the question is a judge failure).
+    """
+    values = []
+    for tag in TAGS[kind]:
+        content = extract_tag(reply, tag)
+        if content is None:
+            raise ParseError(f"judge reply has no <{tag}> tag")
+        value = _tag_number(content)
+        if value is None or not 0 <= value <= 10:
+            raise ParseError(f"<{tag}> holds {content!r}, not a rating from 0 to 10")
+        values.append(value)
+    return tuple(values)
+
+
+def official_tag_values(reply: str, kind: str) -> tuple[float | None, ...]:
+    """Official tag reading: the first `<tag>...</tag>` on one line (`re.search`, no DOTALL)
+    and its number; None where the tag (or a number in it) is missing."""
+    values = []
+    for tag in TAGS[kind]:
+        match = re.search(rf"<{tag}>(.*?)</{tag}>", reply or "")
+        values.append(_tag_number(match.group(1)) if match else None)
+    return tuple(values)
+
+
+def parse_tags_official(reply: str, kind: str) -> tuple[float, ...]:
+    """Official protocol ratings: a missing tag scores 0. (A tag without a number crashes
+    the official script; here it scores 0 too.)"""
+    return tuple(0.0 if value is None else value for value in official_tag_values(reply, kind))
+
+
+def process_score(ratings: Sequence[float]) -> float:
+    """Process score of one question: the weighted sum of its four 0-10 ratings."""
+    return sum(weight * value for weight, value in zip(WEIGHTS, ratings, strict=True))
+
+
+def official_response(response: str) -> str:
+    """The response as the official judge sees it: `str.strip('Assistant:')`, which strips
+    the characters A s i t a n : from both ends (not the prefix "Assistant:")."""
+    return response.strip("Assistant:")
+
+
+# ----------------------------------------------------------------------------------------
+# Aggregation
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuestionScore:
+    """Everything aggregation needs about one question."""
+
+    reasoning_type: str  # as spelled in the data
+    correct: bool  # MCQ-O
+    rated: bool  # the protocol sends this question to the judge
+    process: float | None  # 0-10 weighted sum; None = not rated, judge failure, or no judge
+    judge_failed: bool
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else math.nan
+
+
+def mcq_accuracy(scores: Sequence[QuestionScore]) -> float:
+    """MCQ-O: percentage of questions whose extracted letter is the gold letter."""
+    return 100 * _mean(1.0 if s.correct else 0.0 for s in scores)
+
+
+def oe_p(scores: Sequence[QuestionScore], protocol: str) -> float:
+    """OE-P: mean process score x 10.
+
+    default: over rated questions the judge scored (failures excluded).
+    official: over every question, unrated types and failures as 0 (`calculate_openqa_scores`).
+    """
+    if protocol == "official":
+        return 10 * _mean(s.process if s.process is not None else 0.0 for s in scores)
+    return 10 * _mean(s.process for s in scores if s.rated and s.process is not None)
+
+
+def combine_type(mcq: float, oe: float, protocol: str, has_oe: bool) -> float:
+    """A type's score from its MCQ accuracy and OE-P.
+
+    default: their mean when the type is rated (NaN when its OE-P could not be computed),
+    the MCQ accuracy alone for types without steps (synopsis).
+    official (`calculate_combined_scores`): the mean when both are > 0, else whichever is
+    > 0, else 0.
+    """
+    if protocol == "official":
+        if mcq > 0 and oe > 0:
+            return (mcq + oe) / 2
+        return mcq if mcq > 0 else (oe if oe > 0 else 0.0)
+    if not has_oe:
+        return mcq
+    return (mcq + oe) / 2
+
+
+def aggregate(scores: Sequence[QuestionScore], protocol: str, with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
+    """All metrics of a task from its per-question scores.
+
+    `with_judge`: the task rates reasoning (vr_bench, vr_bench_text); False gives MCQ-only
+    metrics (vr_bench_mcq: `mcq_accuracy` and MCQ accuracy per type). `judge_ran`: False when
+    no judge is configured; then every judge-based value is NaN (not computed), never 0.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown VRBench protocol {protocol!r}; use one of {PROTOCOLS}")
+    metrics = {"mcq_accuracy": mcq_accuracy(scores)}
+    by_type: dict[str, list[QuestionScore]] = {name: [] for name in TYPE_NAMES}
+    for score in scores:
+        name = type_metric(score.reasoning_type)
+        if name is not None:
+            by_type[name].append(score)
+    if not with_judge:
+        for name, group in by_type.items():
+            metrics[f"type_{name}"] = mcq_accuracy(group)
+        return metrics
+    metrics["process_score"] = oe_p(scores, protocol) if judge_ran else math.nan
+    metrics["overall"] = (metrics["mcq_accuracy"] + metrics["process_score"]) / 2
+    for name, group in by_type.items():
+        has_oe = any(s.rated for s in group)
+        if not group or (has_oe and not judge_ran):
+            metrics[f"type_{name}"] = math.nan
+        else:
+            metrics[f"type_{name}"] = combine_type(mcq_accuracy(group), oe_p(group, protocol), protocol, has_oe)
+    metrics["judge_failed"] = sum(1 for s in scores if s.judge_failed) if judge_ran else math.nan
+    return metrics
