@@ -1,0 +1,227 @@
+"""lmms-eval hooks of the VCR-Bench tasks (`tasks/vcr_bench/*.yaml` point here).
+
+Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model
+by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
+  video      the video path (models with native video input; the default)
+  frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
+             written before the question (frame-based models: `openai`, `gpt4v`)
+  one_frame  the middle frame only (`vcr_one_frame`)
+  none       no visual (`vcr_text_only`)
+`VCR_BENCH_VISUAL_MODE=video|frames` overrides video/frames for `vcr_cot` and `vcr_direct`.
+`chain_of_thought: false` drops the CoT instruction (`vcr_direct`).
+
+Scoring: `process_results` only builds a self-contained record (never calls a judge, never
+raises); the first aggregation of a task judges all records in one batch (`score_records`,
+memoised by content so the 22 metric aggregations share one batch) and writes the judge
+accounting next to the results. `score_records` is also what `lmms-vr score` calls on
+records read back from a `--log_samples` file, and `record_from_response` builds the same
+record from a doc and a raw response (`--predict_only` files, replay predictions).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.utils import video
+from lmms_video_reasoning.utils.aggregation import ScoreOnce
+from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.vcr_bench import data, judging, prompts, scoring
+
+log = logging.getLogger("lmms_video_reasoning.vcr_bench")
+
+VISUAL_MODES = ("video", "frames", "one_frame", "none")
+VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
+FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
+INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
+ACCOUNTING_FILE = "judge_accounting_vcr_bench.json"
+
+
+# ---------------------------------------------------------------- documents
+
+
+def load_docs(dataset) -> Any:
+    """`process_docs`: replace the one-row placeholder with the benchmark's documents."""
+    return docs_dataset(data.load_records())
+
+
+# ---------------------------------------------------------------- task settings
+
+
+def task_settings(kwargs: dict | None) -> tuple[str, bool]:
+    """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
+    kwargs = kwargs or {}
+    mode = kwargs.get("visual_mode", "video")
+    override = os.environ.get(VISUAL_MODE_ENV, "").strip()
+    if override and mode in ("video", "frames"):
+        mode = override
+    if mode not in VISUAL_MODES:
+        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE_ENV}) is not one of {VISUAL_MODES}")
+    return mode, bool(kwargs.get("chain_of_thought", True))
+
+
+def frame_plan(doc: dict, mode: str) -> tuple[Path, list[int], list[float]]:
+    """(video, frame indices, their times) for the frame modes, from the container (no decoding)."""
+    path = data.video_file(doc)
+    info = video.probe(path)
+    if mode == "one_frame":
+        indices = [info.total_frames // 2]
+    else:
+        indices = video.vcr_bench_indices(info.total_frames, FRAME_COUNT)
+    return path, indices, video.vcr_bench_timestamps(indices, info.fps)
+
+
+# ---------------------------------------------------------------- model inputs
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
+    mode, chain_of_thought = task_settings(lmms_eval_specific_kwargs)
+    preamble = prompts.frame_times_preamble(frame_plan(doc, mode)[2]) if mode == "frames" else ""
+    return prompts.model_prompt(doc["question"], chain_of_thought, preamble)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """`[video_path]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
+    mode, _ = task_settings(lmms_eval_specific_kwargs)
+    if mode == "none":
+        return []
+    if mode == "video":
+        return [str(data.video_file(doc))]
+    path, indices, _times = frame_plan(doc, mode)
+    return list(video.read_frames(path, indices))
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """Chat models: the visuals of `doc_to_visual` as video / image parts, then the prompt."""
+    visuals = doc_to_visual(doc, lmms_eval_specific_kwargs)
+    content = [{"type": "video", "url": item} if isinstance(item, str) else {"type": "image", "url": item} for item in visuals]
+    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
+    return [{"role": "user", "content": content}]
+
+
+# ---------------------------------------------------------------- per-sample records
+
+
+def record_from_response(doc: dict, response: Any, chain_of_thought: bool = True) -> dict:
+    """Everything needed to score one sample later; cheap, JSON-ready, never raises."""
+    try:
+        return {
+            "sample_id": str(doc["sample_id"]),
+            "id": int(doc["id"]),
+            "dimension_code": doc["dimension_code"],
+            "duration": float(doc["duration"]),
+            "duration_bucket": data.duration_bucket(float(doc["duration"])),
+            "multiple_choice": bool(doc["multiple_choice"]),
+            "question": doc["question"],
+            "answer": doc["answer"],
+            "reasoning": list(doc["reasoning"]),
+            "response": response if isinstance(response, str) else ("" if response is None else str(response)),
+            "score_cot": chain_of_thought,
+            "error": None,
+        }
+    except Exception as error:  # noqa: BLE001 - a bad doc must become a failed sample, not a retry loop
+        return {
+            "sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
+            "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
+            "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [], "response": "",
+            "score_cot": chain_of_thought, "error": f"{type(error).__name__}: {error}",
+        }
+
+
+def _results_for(doc: dict, results: Sequence, chain_of_thought: bool) -> dict:
+    record = record_from_response(doc, results[0] if results else "", chain_of_thought)
+    names = scoring.METRICS if chain_of_thought else scoring.ACCURACY_METRICS + ("judge_failed",)
+    return {name: record for name in names}
+
+
+def process_results(doc: dict, results: Sequence) -> dict:
+    """`vcr_cot`: one record under every metric name (accuracy and CoT metrics)."""
+    return _results_for(doc, results, chain_of_thought=True)
+
+
+def process_results_accuracy_only(doc: dict, results: Sequence) -> dict:
+    """Ablations (paper Table 5 reports accuracy only): no recall / precision judging."""
+    return _results_for(doc, results, chain_of_thought=False)
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def resolve_settings(settings: dict | None = None) -> dict:
+    """Scoring settings: `include_background` (overall CoT counts Background Review steps, as
+    the paper-era code did; default off as the current code) from the argument or
+    `VCR_BENCH_INCLUDE_BACKGROUND=1`."""
+    env = os.environ.get(INCLUDE_BACKGROUND_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    merged = {"include_background": env}
+    merged.update(settings or {})
+    return merged
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """All VCR-Bench metrics (0-100; `judge_failed` a count) of a task's records.
+
+    Without a judge nothing can be scored, not even accuracy (the answer is extracted by the
+    judge): every metric is NaN and one log line says how many samples were left unscored.
+    """
+    settings = resolve_settings(settings)
+    records = list(records)
+    chain_of_thought = any(record.get("score_cot", True) for record in records)
+    judge = get_judge("vcr_bench")
+    if judge is None:
+        log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
+                    "are NaN (answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or "
+                    "OPENAI_API_KEY) or re-score the --log_samples file later with `lmms-vr score`.", len(records))
+        return dict.fromkeys(scoring.METRICS, math.nan)
+    outcomes = judging.judge_records(records, judge, chain_of_thought)
+    metrics = scoring.accuracy_metrics(records, [outcome["correct"] for outcome in outcomes])
+    if chain_of_thought:
+        metrics.update(scoring.cot_metrics([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
+                                           settings["include_background"]))
+    else:
+        metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
+    metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
+    judge.log_summary()
+    return metrics
+
+
+_SCORE = ScoreOnce(score_records)
+
+
+def _aggregate(name: str, records: Sequence[dict], args=None) -> float:
+    """One metric of the task's (memoised) scoring; writes the judge accounting to --output_path."""
+    value = _SCORE(records)[name]
+    judge = get_judge("vcr_bench")
+    output_path = getattr(args, "output_path", None)
+    if judge is not None and output_path:
+        judge.write_accounting(Path(output_path) / ACCOUNTING_FILE)
+    return value
+
+
+def aggregate_accuracy(records, args=None): return _aggregate("accuracy", records, args)
+def aggregate_accuracy_ftr(records, args=None): return _aggregate("accuracy_ftr", records, args)
+def aggregate_accuracy_vtc(records, args=None): return _aggregate("accuracy_vtc", records, args)
+def aggregate_accuracy_vtg(records, args=None): return _aggregate("accuracy_vtg", records, args)
+def aggregate_accuracy_vkr(records, args=None): return _aggregate("accuracy_vkr", records, args)
+def aggregate_accuracy_tsr(records, args=None): return _aggregate("accuracy_tsr", records, args)
+def aggregate_accuracy_vpa(records, args=None): return _aggregate("accuracy_vpa", records, args)
+def aggregate_accuracy_tsg(records, args=None): return _aggregate("accuracy_tsg", records, args)
+def aggregate_accuracy_short(records, args=None): return _aggregate("accuracy_short", records, args)
+def aggregate_accuracy_medium(records, args=None): return _aggregate("accuracy_medium", records, args)
+def aggregate_accuracy_long(records, args=None): return _aggregate("accuracy_long", records, args)
+def aggregate_accuracy_mc(records, args=None): return _aggregate("accuracy_mc", records, args)
+def aggregate_accuracy_open(records, args=None): return _aggregate("accuracy_open", records, args)
+def aggregate_perception_recall(records, args=None): return _aggregate("perception_recall", records, args)
+def aggregate_perception_precision(records, args=None): return _aggregate("perception_precision", records, args)
+def aggregate_perception_f1(records, args=None): return _aggregate("perception_f1", records, args)
+def aggregate_reasoning_recall(records, args=None): return _aggregate("reasoning_recall", records, args)
+def aggregate_reasoning_precision(records, args=None): return _aggregate("reasoning_precision", records, args)
+def aggregate_reasoning_f1(records, args=None): return _aggregate("reasoning_f1", records, args)
+def aggregate_cot_recall(records, args=None): return _aggregate("cot_recall", records, args)
+def aggregate_cot_precision(records, args=None): return _aggregate("cot_precision", records, args)
+def aggregate_cot_f1(records, args=None): return _aggregate("cot_f1", records, args)
+def aggregate_judge_failed(records, args=None): return _aggregate("judge_failed", records, args)

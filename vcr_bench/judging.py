@@ -1,0 +1,140 @@
+"""The four VCR-Bench judge calls, run for a whole task in one concurrent batch.
+
+Per sample (PROTOCOL.md, "Judging"): answer extraction, then, chained on it, answer scoring
+(or the IoU rule for VTG / TSG); recall and precision run in parallel with that chain. All
+samples' jobs go through one `Judge.map`, so a task's judging costs the time of its slowest
+chain, not the sum. Every request carries its official prompt as one user message,
+temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-asks by the
+engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
+never turned into a score.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Sequence
+
+from lmms_video_reasoning.judges import JudgeRequest, JudgeResult
+from lmms_video_reasoning.vcr_bench import prompts, scoring
+
+log = logging.getLogger("lmms_video_reasoning.vcr_bench")
+
+JUDGE_MAX_TOKENS = 2048
+MAX_REASKS = 2
+
+Ask = Callable[[JudgeRequest], JudgeResult]
+
+
+def judge_request(prompt: str, parse: Callable, tag: str) -> JudgeRequest:
+    """One official judge call: the prompt as a single user message, temperature 0."""
+    return JudgeRequest(
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=JUDGE_MAX_TOKENS,
+        temperature=0.0,
+        parse=parse,
+        max_reasks=MAX_REASKS,
+        tag=tag,
+    )
+
+
+def judge_answer(record: dict, ask: Ask) -> dict:
+    """Extraction -> (IoU rule | scoring judge): {"extracted", "correct", "iou"} or {"error"}."""
+    response = record["response"]
+    if not response.strip():
+        return {"extracted": "", "correct": False, "iou": None}  # nothing to extract: wrong
+    extraction = ask(judge_request(prompts.extraction_prompt(record["question"], response), scoring.parse_extraction, "vcr.extract"))
+    if not extraction.ok:
+        return {"error": f"answer extraction: {extraction.error}"}
+    extracted = extraction.value
+    by_iou = scoring.grounding_verdict(record["dimension_code"], record["answer"], extracted)
+    if by_iou is not None:
+        return {"extracted": extracted, "correct": by_iou[0], "iou": by_iou[1]}
+    verdict = ask(judge_request(prompts.scoring_prompt(record["question"], extracted, record["answer"]), scoring.parse_verdict, "vcr.score"))
+    if not verdict.ok:
+        return {"extracted": extracted, "error": f"answer scoring: {verdict.error}"}
+    return {"extracted": extracted, "correct": verdict.value, "iou": None}
+
+
+def judge_recall(record: dict, ask: Ask) -> dict:
+    """Recall judge: {"steps": [{"type", "judgment"}] per reference step} or {"error"}."""
+    prompt = prompts.recall_prompt(record["question"], record["answer"], record["response"], record["reasoning"])
+    result = ask(judge_request(prompt, scoring.parse_recall, "vcr.recall"))
+    return {"steps": result.value} if result.ok else {"error": f"recall: {result.error}"}
+
+
+def judge_precision(record: dict, ask: Ask) -> dict:
+    """Precision judge: {"steps": [{"type", "judgment"}] per response step} or {"error"}."""
+    prompt = prompts.precision_prompt(record["question"], record["response"], record["reasoning"])
+    result = ask(judge_request(prompt, scoring.parse_precision, "vcr.precision"))
+    return {"steps": result.value} if result.ok else {"error": f"precision: {result.error}"}
+
+
+JOBS = {"answer": judge_answer, "recall": judge_recall, "precision": judge_precision}
+
+
+def needs_precision_judge(response: str) -> bool:
+    """Precision is judged only for responses with content beyond a bare option letter.
+
+    An empty response has no steps; a bare letter is one final-answer step scored from the
+    answer verdict (official issue #2, see `scoring.is_bare_answer`).
+    """
+    return bool(response.strip()) and not scoring.is_bare_answer(response)
+
+
+def plan_jobs(records: Sequence[dict], chain_of_thought: bool) -> list[tuple[int, str]]:
+    """(record index, job kind) for every judge job of the batch."""
+    jobs = []
+    for index, record in enumerate(records):
+        if record.get("error"):
+            continue  # the sample could not be processed: counted failed, nothing to judge
+        jobs.append((index, "answer"))
+        if chain_of_thought:
+            jobs.append((index, "recall"))
+            if needs_precision_judge(record["response"]):
+                jobs.append((index, "precision"))
+    return jobs
+
+
+def empty_outcome(record: dict) -> dict:
+    """A sample's outcome before judging; a record that failed processing starts with its error."""
+    return {
+        "extracted": None, "correct": None, "iou": None, "recall_steps": None, "precision_steps": None,
+        "errors": [f"processing: {record['error']}"] if record.get("error") else [],
+    }
+
+
+def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: Sequence[dict | None], chain_of_thought: bool) -> list[dict]:
+    """Per-sample outcomes from the job results (None from Judge.map = the job itself failed)."""
+    outcomes = [empty_outcome(record) for record in records]
+    for (index, kind), result in zip(jobs, results):
+        outcome = outcomes[index]
+        if result is None:
+            outcome["errors"].append(f"{kind}: judge job failed")
+            continue
+        if "error" in result:
+            outcome["errors"].append(result["error"])
+        if kind == "answer":
+            outcome.update({key: result.get(key) for key in ("extracted", "correct", "iou") if key in result})
+        elif "steps" in result:
+            outcome[f"{kind}_steps"] = result["steps"]
+    if chain_of_thought:
+        for record, outcome in zip(records, outcomes):
+            if record.get("error") or needs_precision_judge(record["response"]):
+                continue
+            if not record["response"].strip():
+                outcome["precision_steps"] = []  # no steps: precision undefined for every kind
+            elif outcome["correct"] is not None:
+                outcome["precision_steps"] = scoring.bare_answer_steps(outcome["correct"])
+    return outcomes
+
+
+def judge_records(records: Sequence[dict], judge, chain_of_thought: bool) -> list[dict]:
+    """Judge every record in one concurrent batch; returns one outcome per record, in order."""
+    jobs = plan_jobs(records, chain_of_thought)
+    results = judge.map(lambda job, ask: JOBS[job[1]](records[job[0]], ask), jobs, desc="VCR-Bench judging")
+    outcomes = combine(records, jobs, results, chain_of_thought)
+    failed = sum(bool(o["errors"]) for o in outcomes)
+    if failed:
+        log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "
+                    "and are left out of the CoT mean they could not enter (judge_failed=%d)", failed, len(records), failed)
+    return outcomes

@@ -1,0 +1,255 @@
+"""VCR-Bench scoring: judge-reply parsers, grounding IoU and the metric arithmetic.
+
+Small pure functions; each cites the rule it implements in
+`../shared/reference/vcr_bench/PROTOCOL.md` ("Judging" and "Metrics"). Nothing here calls a
+judge: `judging.py` does, and hands the parsed replies to these functions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable, Sequence
+
+from lmms_video_reasoning.judges.parsing import ParseError, extract_digit, extract_json, normalize_label
+from lmms_video_reasoning.utils.intervals import intervals_iou
+
+PERCEPTION = "Video Description Steps"
+REASONING = "Logical Inference Steps"
+BACKGROUND = "Background Review Steps"
+STEP_TYPES = (PERCEPTION, REASONING, BACKGROUND)
+# Spellings judges use for the same type (the prompt names them with and without "Steps").
+STEP_TYPE_ALIASES = {
+    "Video Description": PERCEPTION, "Video Description Step": PERCEPTION, "Perception": PERCEPTION,
+    "Logical Inference": REASONING, "Logical Inference Step": REASONING, "Reasoning": REASONING,
+    "Background Review": BACKGROUND, "Background Review Step": BACKGROUND, "Background": BACKGROUND,
+}
+# The precision prompt lists "Match" in its categories but "Matched" in its format: same verdict.
+RECALL_LABELS = ("Matched", "Unmatched")
+RECALL_ALIASES = {"Match": "Matched", "Unmatch": "Unmatched", "Not Matched": "Unmatched", "Mismatched": "Unmatched"}
+PRECISION_LABELS = ("Matched", "Wrong", "Redundant")
+PRECISION_ALIASES = {"Match": "Matched", "Incorrect": "Wrong", "Unmatched": "Wrong"}
+
+# Grounding answers are judged by IoU when both sides parse (PROTOCOL.md, "Judging" 2).
+VTG_IOU_THRESHOLD = 0.7  # time IoU must exceed this
+TSG_IOU_THRESHOLD = 0.5  # box IoU must exceed this
+
+COT_KINDS = ("perception", "reasoning", "overall")
+_KIND_TYPES = {"perception": (PERCEPTION,), "reasoning": (REASONING,)}
+
+_NUMBER = r"[-+]?\d+(?:\.\d+)?"
+_INTERVAL = re.compile(rf"\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]")
+_BOX = re.compile(rf"\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*,\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]")
+# A response that is only an option letter ("B", "(B)", "B.", "Answer: B"): official issue #2.
+_BARE_LETTER = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?(?:answer\s*(?:is)?\s*[:：]?\s*)?[(\[]?\s*[A-I]\s*[)\].]?\s*$", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------- judge replies
+
+
+def parse_extraction(reply: str) -> str:
+    """Judge call 1: the extracted answer is the reply itself, stripped; empty -> re-ask."""
+    text = (reply or "").strip()
+    if not text:
+        raise ParseError("empty answer-extraction reply")
+    return text
+
+
+def parse_verdict(reply: str) -> bool:
+    """Judge call 2: "1" consistent / "0" not (the first standalone 0 or 1 in the reply)."""
+    return extract_digit(reply, "01") == 1
+
+
+def _judged_steps(reply: str, labels: Sequence[str], aliases: dict) -> list[dict]:
+    """[{"type", "judgment"}] from a fenced or bare JSON array of step objects."""
+    items = extract_json(reply, expect=list)
+    steps = []
+    for number, item in enumerate(items, 1):
+        if not isinstance(item, dict):
+            raise ParseError(f"step {number} is not a JSON object: {item!r}")
+        step_type = item.get("step_type", item.get("type"))
+        judgment = item.get("judgment", item.get("judgement"))
+        if step_type is None or judgment is None:
+            raise ParseError(f"step {number} lacks step_type or judgment: {sorted(item)}")
+        steps.append({
+            "type": normalize_label(step_type, STEP_TYPES, STEP_TYPE_ALIASES),
+            "judgment": normalize_label(judgment, labels, aliases),
+        })
+    return steps
+
+
+def parse_recall(reply: str) -> list[dict]:
+    """Judge call 3: each reference step typed and labelled Matched / Unmatched."""
+    return _judged_steps(reply, RECALL_LABELS, RECALL_ALIASES)
+
+
+def parse_precision(reply: str) -> list[dict]:
+    """Judge call 4: each response step typed and labelled Matched / Wrong / Redundant."""
+    return _judged_steps(reply, PRECISION_LABELS, PRECISION_ALIASES)
+
+
+# ---------------------------------------------------------------- grounding by IoU
+
+
+def parse_interval(text: str) -> tuple[float, float] | None:
+    """The first "[start, end]" (seconds) in the text, or None (then the judge scores it)."""
+    match = _INTERVAL.search(text or "")
+    return (float(match.group(1)), float(match.group(2))) if match else None
+
+
+def parse_box(text: str) -> tuple[float, float, float, float] | None:
+    """The first "[x1, y1, x2, y2]" (absolute pixels, never rescaled) in the text, or None."""
+    match = _BOX.search(text or "")
+    return tuple(float(value) for value in match.groups()) if match else None
+
+
+def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """IoU of two boxes [x1, y1, x2, y2]; corners may come in either order; 0 for empty union."""
+    ax1, ax2 = sorted((a[0], a[2]))
+    ay1, ay2 = sorted((a[1], a[3]))
+    bx1, bx2 = sorted((b[0], b[2]))
+    by1, by2 = sorted((b[1], b[3]))
+    inter = max(0.0, min(ax2, bx2) - max(ax1, bx1)) * max(0.0, min(ay2, by2) - max(ay1, by1))
+    union = (ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def grounding_verdict(dimension_code: str, gt_answer: str, extracted: str) -> tuple[bool, float] | None:
+    """(correct, IoU) for VTG / TSG when both answers parse, else None (use the scoring judge).
+
+    VTG: time IoU > 0.7; TSG: box IoU > 0.5 (PROTOCOL.md, "Judging" 2).
+    """
+    if dimension_code == "vtg":
+        gt, pred = parse_interval(gt_answer), parse_interval(extracted)
+        if gt is None or pred is None:
+            return None
+        iou = intervals_iou([pred], [gt])
+        return iou > VTG_IOU_THRESHOLD, iou
+    if dimension_code == "tsg":
+        gt, pred = parse_box(gt_answer), parse_box(extracted)
+        if gt is None or pred is None:
+            return None
+        iou = box_iou(pred, gt)
+        return iou > TSG_IOU_THRESHOLD, iou
+    return None
+
+
+# ---------------------------------------------------------------- official issue #2
+
+
+def is_bare_answer(response: str) -> bool:
+    """True when the response is only an option letter (no reasoning to split into steps).
+
+    Official issue #2: given such a response, the precision judge splits the *reference*
+    steps instead and precision is inflated. Such a response is one step, the final answer.
+    """
+    return bool(_BARE_LETTER.match(response or ""))
+
+
+def bare_answer_steps(correct: bool) -> list[dict]:
+    """Precision steps of a bare answer: one final-answer step, a logical inference (per the
+    precision prompt, "Final answer determination counts as logical inference"), Matched iff
+    the answer is correct."""
+    return [{"type": REASONING, "judgment": "Matched" if correct else "Wrong"}]
+
+
+# ---------------------------------------------------------------- per-sample ratios
+
+
+def _types_for(kind: str, include_background: bool) -> tuple[str, ...]:
+    if kind in _KIND_TYPES:
+        return _KIND_TYPES[kind]
+    return STEP_TYPES if include_background else (PERCEPTION, REASONING)
+
+
+def recall_ratios(steps: Iterable[dict], include_background: bool = False) -> dict[str, float | None]:
+    """Per kind: Matched / reference steps of that type; None when the sample has none.
+
+    Overall leaves Background Review steps out unless `include_background` (PROTOCOL.md, "Metrics").
+    """
+    steps = list(steps)
+    out = {}
+    for kind in COT_KINDS:
+        of_kind = [s for s in steps if s["type"] in _types_for(kind, include_background)]
+        out[kind] = sum(s["judgment"] == "Matched" for s in of_kind) / len(of_kind) if of_kind else None
+    return out
+
+
+def precision_ratios(steps: Iterable[dict], include_background: bool = False) -> dict[str, float | None]:
+    """Per kind: Matched / (Matched + Wrong) over response steps (Redundant ignored); None if 0/0."""
+    steps = list(steps)
+    out = {}
+    for kind in COT_KINDS:
+        judged = [s["judgment"] for s in steps if s["type"] in _types_for(kind, include_background) and s["judgment"] != "Redundant"]
+        out[kind] = judged.count("Matched") / len(judged) if judged else None
+    return out
+
+
+# ---------------------------------------------------------------- aggregation
+
+
+def macro_mean(values: Iterable[float | None]) -> float:
+    """Mean over the samples where the ratio is defined (None skipped; a real 0 counts); NaN if none."""
+    defined = [v for v in values if v is not None]
+    return sum(defined) / len(defined) if defined else math.nan
+
+
+def f1(precision: float, recall: float) -> float:
+    """CoT score: 2PR / (P + R) of the *averaged* P and R; 0 when both are 0; NaN if either is."""
+    if math.isnan(precision) or math.isnan(recall):
+        return math.nan
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
+def accuracy(outcomes: Sequence[bool | None]) -> float:
+    """Micro accuracy in percent; a sample without a verdict (failed) counts as wrong; NaN if empty."""
+    return 100.0 * sum(o is True for o in outcomes) / len(outcomes) if outcomes else math.nan
+
+
+def percent(value: float) -> float:
+    """A 0-1 ratio on the 0-100 scale the metrics use (NaN stays NaN)."""
+    return value * 100.0
+
+
+# ---------------------------------------------------------------- the task's metrics
+
+DIMENSION_CODES = ("ftr", "vtc", "vtg", "vkr", "tsr", "vpa", "tsg")
+DURATION_BUCKETS = ("short", "medium", "long")
+ACCURACY_METRICS = (
+    "accuracy",
+    *(f"accuracy_{code}" for code in DIMENSION_CODES),
+    *(f"accuracy_{bucket}" for bucket in DURATION_BUCKETS),
+    "accuracy_mc",
+    "accuracy_open",
+)
+_COT_PREFIX = {"perception": "perception", "reasoning": "reasoning", "overall": "cot"}
+COT_METRICS = tuple(f"{_COT_PREFIX[kind]}_{part}" for kind in COT_KINDS for part in ("recall", "precision", "f1"))
+METRICS = ACCURACY_METRICS + COT_METRICS + ("judge_failed",)
+
+
+def accuracy_metrics(records: Sequence[dict], verdicts: Sequence[bool | None]) -> dict[str, float]:
+    """Micro accuracy overall, per dimension, per duration bucket, multiple choice vs open."""
+    groups = {
+        "accuracy": lambda r: True,
+        **{f"accuracy_{code}": (lambda r, c=code: r["dimension_code"] == c) for code in DIMENSION_CODES},
+        **{f"accuracy_{bucket}": (lambda r, b=bucket: r["duration_bucket"] == b) for bucket in DURATION_BUCKETS},
+        "accuracy_mc": lambda r: bool(r["multiple_choice"]),
+        "accuracy_open": lambda r: not r["multiple_choice"],
+    }
+    return {name: accuracy([v for r, v in zip(records, verdicts) if member(r)]) for name, member in groups.items()}
+
+
+def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, float]:
+    """Recall, precision (macro over samples where defined) and F1 of the averages, per kind.
+
+    A sample whose recall / precision judgement failed (None) is left out of that mean only.
+    """
+    recalls = [recall_ratios(steps, include_background) for steps in recall_steps if steps is not None]
+    precisions = [precision_ratios(steps, include_background) for steps in precision_steps if steps is not None]
+    out = {}
+    for kind in COT_KINDS:
+        r = macro_mean(ratios[kind] for ratios in recalls)
+        p = macro_mean(ratios[kind] for ratios in precisions)
+        prefix = _COT_PREFIX[kind]
+        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = percent(r), percent(p), percent(f1(p, r))
+    return out
