@@ -1,0 +1,216 @@
+"""From per-answer records to CG-Bench metrics: the one code path of the tasks and `lmms-vr score`.
+
+`make_record(doc, response)` is what `process_results` logs (everything needed to re-score,
+no judge call). `score_records(records, settings)` reads every reply (`scoring`), runs the
+open-ended judge once for the open records, joins modes per qid and returns every metric.
+Records of separate runs can be concatenated: long + clue + grounding records of one model
+give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
+
+How failures enter the metrics (official default): an unparseable reply is left out of its
+metric's denominator and counted in `parse_failed`; `acc_at_iou` uses the questions whose
+long answer and grounding reply both parsed; `oe_acc` uses the questions with a final judge
+verdict. Strict: unparseable replies count as wrong / tIoU 0 (still counted in
+`parse_failed`); an empty open answer is wrong without asking the judge.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from lmms_video_reasoning.cg_bench import scoring
+from lmms_video_reasoning.utils.data import require_fields
+
+logger = logging.getLogger("lmms_video_reasoning.cg_bench")
+
+STRICT_ENV = "LMMS_VR_CG_STRICT"
+METRICS = {
+    "long": ("long_acc", "parse_failed", "breakdown"),
+    "clue": ("clue_acc", "parse_failed", "breakdown"),
+    "grounding": ("miou", "rec_at_iou", "parse_failed", "breakdown"),
+    "open": ("oe_acc", "parse_failed", "breakdown"),
+    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "breakdown"),
+    "blind": ("blind_acc", "parse_failed", "breakdown"),
+}
+HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
+RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
+                 "domain", "sub_category", "duration", "response")
+MODES = ("long", "clue", "grounding", "open", "blind")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN)."""
+
+    strict: bool = False
+    judge: bool = True
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        value = os.environ.get(STRICT_ENV, "").strip().lower()
+        if value not in ("", "0", "false", "no", "1", "true", "yes"):
+            raise ValueError(f"{STRICT_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
+        return cls(strict=value in ("1", "true", "yes"))
+
+
+def make_record(doc: dict, response: str) -> dict:
+    """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge)."""
+    return {
+        "sample_id": doc["sample_id"],
+        "task_kind": doc.get("task_kind", doc["mode"]),
+        "mode": doc["mode"],
+        "qid": int(doc["qid"]),
+        "video_uid": doc["video_uid"],
+        "question": doc["question"],
+        "answer": doc["answer"],
+        "right_answer": doc["right_answer"],
+        "clue_intervals": [[float(a), float(b)] for a, b in doc["clue_intervals"]],
+        "domain": doc["domain"],
+        "sub_category": doc["sub_category"],
+        "duration": int(doc["duration"]),
+        "response": response or "",
+    }
+
+
+@dataclass
+class Outcome:
+    """One answer read: `value` is correct (0/1) for multiple choice and open, tIoU for grounding."""
+
+    qid: int
+    mode: str
+    value: float | None  # None: left out of the metric (unparseable, or no judge verdict)
+    parse_failed: bool
+    duration: int
+    domain: str
+    kind: str
+    judge_error: str | None = None
+
+
+def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
+    """Parse every record and judge the open-ended ones (the judge runs here, once)."""
+    outcomes = []
+    open_slots: list[tuple[int, dict, str]] = []
+    for index, record in enumerate(records):
+        require_fields(record, RECORD_FIELDS, f"cg_bench record #{index}")
+        mode = record["mode"]
+        if mode not in MODES:
+            raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
+        value, failed = None, False
+        if mode in ("long", "clue", "blind"):
+            parsed = scoring.parse_mcq(record["response"], record["right_answer"], settings.strict)
+            failed = parsed.how == "failed"
+            value = None if parsed.correct is None else float(parsed.correct)
+        elif mode == "grounding":
+            intervals, how = scoring.parse_intervals(record["response"], settings.strict)
+            failed = how == "failed"
+            value = None if intervals is None else scoring.tiou(intervals, record["clue_intervals"])
+        else:
+            prediction = scoring.parse_open(record["response"], settings.strict)
+            failed = prediction is None
+            value = 0.0 if failed and settings.strict else None
+            if prediction is not None:
+                open_slots.append((index, record, prediction))
+        outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
+                                scoring.question_kind(record["sub_category"])))
+    if open_slots and settings.judge:
+        _judge(open_slots, outcomes)
+    return outcomes
+
+
+def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome]) -> None:
+    """Fill the open outcomes with the two-step judge's verdicts (NaN metric when no judge is set)."""
+    from lmms_video_reasoning.cg_bench import judging
+    from lmms_video_reasoning.judges.engine import get_judge
+
+    judge = get_judge("cg_bench")
+    if judge is None:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = "no judge configured"
+        return
+    items = [
+        judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
+                         tuple(tuple(pair) for pair in record["clue_intervals"]))
+        for _index, record, prediction in open_slots
+    ]
+    verdicts = judging.judge_open(items, judge)
+    judge.log_summary()
+    for (index, _record, _prediction), verdict in zip(open_slots, verdicts):
+        outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
+        outcomes[index].judge_error = verdict.error
+
+
+def _values(outcomes: Iterable[Outcome], mode: str) -> list[float]:
+    return [o.value for o in outcomes if o.mode == mode and o.value is not None]
+
+
+def acc_at_iou_pairs(outcomes: Sequence[Outcome]) -> list[tuple[bool, float]]:
+    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`)."""
+    long = {o.qid: o.value for o in outcomes if o.mode == "long" and o.value is not None}
+    ground = {o.qid: o.value for o in outcomes if o.mode == "grounding" and o.value is not None}
+    return [(long[qid] == 1.0, ground[qid]) for qid in sorted(long.keys() & ground.keys())]
+
+
+def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
+    long_acc = scoring.percent_mean(_values(outcomes, "long"))
+    clue_acc = scoring.percent_mean(_values(outcomes, "clue"))
+    ious = _values(outcomes, "grounding")
+    return {
+        "long_acc": long_acc,
+        "clue_acc": clue_acc,
+        "miou": scoring.percent_mean(ious),
+        "rec_at_iou": scoring.rec_at_iou(ious),
+        "acc_at_iou": scoring.acc_at_iou(acc_at_iou_pairs(outcomes)),
+        "crr": scoring.crr(long_acc, clue_acc),
+        "oe_acc": scoring.percent_mean(_values(outcomes, "open")),
+        "blind_acc": scoring.percent_mean(_values(outcomes, "blind")),
+        "parse_failed": sum(o.parse_failed for o in outcomes),
+    }
+
+
+def _present(metrics: dict[str, float]) -> dict[str, float]:
+    return {name: value for name, value in metrics.items() if not (isinstance(value, float) and math.isnan(value))}
+
+
+def breakdown(outcomes: Sequence[Outcome]) -> dict:
+    """Metrics by duration bucket (minutes), domain and question kind; NaN-only entries left out."""
+    groups = {
+        "duration": lambda o: scoring.duration_bucket(o.duration),
+        "domain": lambda o: o.domain,
+        "kind": lambda o: o.kind,
+    }
+    out: dict = {}
+    for name, key in groups.items():
+        buckets: dict[str, list[Outcome]] = defaultdict(list)
+        for outcome in outcomes:
+            buckets[key(outcome)].append(outcome)
+        order = scoring.DURATION_BUCKETS if name == "duration" else sorted(buckets)
+        out[name] = {value: {"n": len(buckets[value]), **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
+    return out
+
+
+def score_records(records: Sequence[dict], settings: Settings | None = None) -> dict:
+    """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report).
+
+    Returns the headline metrics, `parse_failed`, and `breakdown` (a dict: per-group metrics,
+    parse failures per mode, judge failures, the settings used).
+    """
+    settings = settings or Settings()
+    outcomes = read_outcomes(records, settings)
+    scores = metrics_of(outcomes)
+    judge_errors = [o.judge_error for o in outcomes if o.judge_error]
+    task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
+    scores["breakdown"] = {
+        "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
+        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official"},
+        "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
+        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
+        "judge_failed": len([e for e in judge_errors if e != "no judge configured"]),
+        "judge_configured": not any(e == "no judge configured" for e in judge_errors),
+        **breakdown(outcomes),
+    }
+    return scores

@@ -1,0 +1,218 @@
+"""lmms-eval hooks of the CG-Bench tasks (the functions the YAMLs in `tasks/cg_bench/` name).
+
+Tasks and their documents (one per question, `sample_id` = str(qid); `cg_bench_mcq` has
+three per question, `sample_id` = "<qid>:<mode>"):
+
+| task               | modes                     | metrics                                                        |
+|--------------------|---------------------------|----------------------------------------------------------------|
+| cg_bench_long      | long                      | long_acc, parse_failed, breakdown                              |
+| cg_bench_clue      | clue                      | clue_acc, parse_failed, breakdown                              |
+| cg_bench_grounding | grounding                 | miou, rec_at_iou, parse_failed, breakdown                      |
+| cg_bench_open      | open                      | oe_acc, parse_failed, breakdown (LLM judge)                    |
+| cg_bench_mcq       | long + clue + grounding   | long_acc, clue_acc, miou, rec_at_iou, acc_at_iou, crr, ...      |
+| cg_bench_blind     | blind                     | blind_acc, parse_failed, breakdown                             |
+
+`cg_bench_full_*` are the same on `cgbench.json`. Settings come from
+`lmms_eval_specific_kwargs` (`visual_mode`: video | frames, `long_frames`, `clue_frames`,
+`subtitles`, `frame_times`); the parsing variant from `LMMS_VR_CG_STRICT` at scoring time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from lmms_video_reasoning.cg_bench import data, inputs, prompts
+from lmms_video_reasoning.cg_bench.aggregate import (
+    METRICS,
+    Settings,
+    make_record,
+    score_records,
+)
+from lmms_video_reasoning.utils.aggregation import ScoreOnce
+from lmms_video_reasoning.utils.data import cache_home, docs_dataset
+
+logger = logging.getLogger("lmms_video_reasoning.cg_bench")
+
+DEFAULTS = {
+    "visual_mode": "video",
+    "long_frames": inputs.DEFAULT_LONG_FRAMES,
+    "clue_frames": inputs.DEFAULT_CLUE_FRAMES,
+    "subtitles": True,
+    "frame_times": True,
+}
+VISUAL_MODES = ("video", "frames")
+
+
+def settings_of(kwargs: dict | None) -> dict:
+    """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
+    merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
+    if merged["visual_mode"] not in VISUAL_MODES:
+        raise ValueError(f"cg_bench: visual_mode must be one of {VISUAL_MODES}, got {merged['visual_mode']!r} (lmms_eval_specific_kwargs)")
+    for key in ("long_frames", "clue_frames"):
+        if not isinstance(merged[key], int) or merged[key] < 1:
+            raise ValueError(f"cg_bench: {key} must be a positive integer, got {merged[key]!r} (lmms_eval_specific_kwargs)")
+    return merged
+
+
+# ---------------------------------------------------------------------- documents
+
+
+def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
+    """Task documents from validated records: one per (question, mode) with a `sample_id`."""
+    modes = ("long", "clue", "grounding") if task_kind == "mcq" else (task_kind,)
+    docs = []
+    for record in records:
+        for mode in modes:
+            docs.append({
+                "sample_id": f"{record['qid']}:{mode}" if task_kind == "mcq" else str(record["qid"]),
+                "task_kind": task_kind,
+                "mode": mode,
+                "split": split,
+                "qid": record["qid"],
+                "video_uid": record["video_uid"],
+                "question": record["question"],
+                "answer": record["answer"],
+                "choices": record["choices"],
+                "right_answer": record["right_answer"],
+                "clue_intervals": record["clue_intervals"],
+                "domain": record["domain"],
+                "sub_category": record["sub_category"],
+                "duration": record["duration"],
+            })
+    return docs
+
+
+def _loader(task_kind: str, split: str):
+    def load_docs(_placeholder=None):
+        return docs_dataset(build_docs(data.load_records(split), task_kind, split))
+
+    load_docs.__name__ = f"load_{task_kind}_{split}"
+    return load_docs
+
+
+load_long, load_clue, load_grounding = _loader("long", "mini"), _loader("clue", "mini"), _loader("grounding", "mini")
+load_open, load_mcq, load_blind = _loader("open", "mini"), _loader("mcq", "mini"), _loader("blind", "mini")
+load_long_full, load_clue_full, load_grounding_full = _loader("long", "full"), _loader("clue", "full"), _loader("grounding", "full")
+load_open_full, load_mcq_full, load_blind_full = _loader("open", "full"), _loader("mcq", "full"), _loader("blind", "full")
+
+
+# ---------------------------------------------------------------------- model input
+
+
+def _plan(doc: dict, settings: dict) -> inputs.FramePlan:
+    return inputs.frame_plan(doc["video_uid"], doc["mode"], doc["clue_intervals"], settings["long_frames"], settings["clue_frames"])
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The official text block (no decoding: frame times come from video_meta_info.json).
+
+    Frames mode: system prompt + subtitles + frame times + question + options. Video mode:
+    the same without the frame-times block (the model samples its own frames); subtitles
+    are those the protocol's frames would show. Blind: the paper's Blind-MCQ prompt.
+    """
+    if doc["mode"] == "blind":
+        return prompts.blind_prompt(doc["question"], doc["choices"])
+    settings = settings_of(lmms_eval_specific_kwargs)
+    plan = _plan(doc, settings)
+    subtitles = inputs.subtitles_for(plan) if settings["subtitles"] else ""
+    frame_times = prompts.frame_times_block(plan.indices, plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
+    return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
+
+
+def clip_cache_dir() -> Path:
+    return cache_home() / "cg_bench_clips"
+
+
+def clue_video(doc: dict) -> Path:
+    """A video of the clue intervals only: the dataset's clip, else one cut from the full video."""
+    clip = data.clue_clip_path(doc["qid"])
+    if clip is not None:
+        return clip
+    from lmms_video_reasoning.utils import video
+
+    return Path(video.cut_clip(data.video_path(doc["video_uid"]), doc["clue_intervals"], clip_cache_dir()))
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """Simple models: `[video path]` (video mode; clue mode gets the clue clip) or the sampled PIL frames."""
+    if doc["mode"] == "blind":
+        return []
+    settings = settings_of(lmms_eval_specific_kwargs)
+    if settings["visual_mode"] == "frames":
+        return inputs.frames_for(_plan(doc, settings))
+    if doc["mode"] == "clue":
+        return [str(clue_video(doc))]
+    return [str(data.video_path(doc["video_uid"]))]
+
+
+def _video_part(doc: dict) -> dict:
+    """Chat video content; one clue interval is sent exactly as start_time/end_time of the full video."""
+    if doc["mode"] == "clue":
+        if len(doc["clue_intervals"]) == 1:
+            start, end = doc["clue_intervals"][0]
+            return {"type": "video", "url": str(data.video_path(doc["video_uid"])), "start_time": float(start), "end_time": float(end)}
+        return {"type": "video", "url": str(clue_video(doc))}
+    return {"type": "video", "url": str(data.video_path(doc["video_uid"]))}
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """Chat models: one user turn, visuals first then the text block (as the official runner)."""
+    settings = settings_of(lmms_eval_specific_kwargs)
+    text = doc_to_text(doc, lmms_eval_specific_kwargs)
+    if doc["mode"] == "blind":
+        content = []
+    elif settings["visual_mode"] == "frames":
+        content = [{"type": "image", "url": frame} for frame in inputs.frames_for(_plan(doc, settings))]
+    else:
+        content = [_video_part(doc)]
+    return [{"role": "user", "content": content + [{"type": "text", "text": text}]}]
+
+
+# ---------------------------------------------------------------------- results and aggregation
+
+
+def process_results(doc: dict, results: list) -> dict:
+    """One record per metric of the task (the same record): cheap, never raises, no judge."""
+    response = results[0] if results else ""
+    record = make_record(doc, response if isinstance(response, str) else str(response))
+    return {metric: record for metric in METRICS[doc["task_kind"]]}
+
+
+_scorer = ScoreOnce(lambda records: score_records(records, Settings.from_env()))
+
+
+def _write_accounting(scores: dict, args: Any) -> None:
+    """Write the judge accounting and the breakdowns beside lmms-eval's results, if asked to."""
+    output_path = getattr(args, "output_path", None) if args is not None else None
+    if not output_path:
+        return
+    folder = Path(output_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    task = scores.get("breakdown", {}).get("task_kind", "cg_bench")
+    (folder / f"cg_bench_{task}_details.json").write_text(json.dumps(scores, indent=2, default=str, sort_keys=True) + "\n")
+
+
+def _aggregation(metric: str):
+    def aggregate(records, args=None):
+        scores = _scorer(records)
+        if metric == "breakdown":
+            _write_accounting(scores, args)
+        return scores[metric]
+
+    aggregate.__name__ = f"aggregate_{metric}"
+    return aggregate
+
+
+aggregate_long_acc = _aggregation("long_acc")
+aggregate_clue_acc = _aggregation("clue_acc")
+aggregate_miou = _aggregation("miou")
+aggregate_rec_at_iou = _aggregation("rec_at_iou")
+aggregate_acc_at_iou = _aggregation("acc_at_iou")
+aggregate_crr = _aggregation("crr")
+aggregate_oe_acc = _aggregation("oe_acc")
+aggregate_blind_acc = _aggregation("blind_acc")
+aggregate_parse_failed = _aggregation("parse_failed")
+aggregate_breakdown = _aggregation("breakdown")

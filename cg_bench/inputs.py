@@ -1,0 +1,112 @@
+"""What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
+
+Frame choice is the official sampler's (`utils.video`): long video, grounding and open take
+segment centres of the whole video (`cg_bench_indices`, 128 by default); clue mode takes
+frames inside the clue intervals (`cg_bench_clue_indices`, 32 by default). Indices are
+computed from `video_meta_info.json` (`max_frame`, `fps`), as the official runner does, so the
+prompt text needs no decoding. Subtitles follow `get_subtitles`: a cue is shown when its span
+strictly contains a sampled frame's time (milliseconds, `round(idx * 1000 / fps)`), each
+line once, as `[start, end] text`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from lmms_video_reasoning.cg_bench import data, prompts
+
+DEFAULT_LONG_FRAMES = 128  # paper Table 3 "#F long"; also grounding and open
+DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
+
+
+@dataclass(frozen=True)
+class FramePlan:
+    """The frames a mode samples from a video: indices into the full video and its fps."""
+
+    video_uid: str
+    indices: tuple[int, ...]
+    fps: float
+
+    @property
+    def times(self) -> list[float]:
+        return [prompts.frame_time(i, self.fps) for i in self.indices]
+
+
+def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], long_frames: int = DEFAULT_LONG_FRAMES,
+               clue_frames: int = DEFAULT_CLUE_FRAMES) -> FramePlan:
+    """The official sampling of `mode` for a question (no decoding; meta from video_meta_info.json)."""
+    from lmms_video_reasoning.utils import video
+
+    meta = data.video_meta(video_uid)
+    if mode == "clue":
+        indices, _clamped = video.cg_bench_clue_indices(clue_intervals, meta.fps, meta.max_frame, clue_frames)
+    else:
+        indices = video.cg_bench_indices(meta.max_frame, long_frames)
+    return FramePlan(video_uid, tuple(int(i) for i in indices), meta.fps)
+
+
+# ---------------------------------------------------------------------- subtitles
+
+
+@dataclass(frozen=True)
+class Cue:
+    start_ms: int
+    end_ms: int
+    text: str
+
+
+_cue_lock = threading.Lock()
+_cue_cache: dict[str, tuple[Cue, ...]] = {}
+
+
+def load_cues(path: Path) -> tuple[Cue, ...]:
+    """The cues of an SRT file in milliseconds (parsed once per file and process)."""
+    from lmms_video_reasoning.utils import subtitles
+
+    key = str(path)
+    with _cue_lock:
+        if key not in _cue_cache:
+            _cue_cache[key] = tuple(
+                Cue(round(cue.start * 1000), round(cue.end * 1000), cue.text) for cue in subtitles.parse_srt(path)
+            )
+        return _cue_cache[key]
+
+
+def frame_ms(index: int, fps: float) -> int:
+    """A frame's time in whole milliseconds (pysubs2 `make_time(frames=, fps=)`: round(index * 1000 / fps))."""
+    return int(round(index * (1000 / fps)))
+
+
+def subtitle_lines(cues: Sequence[Cue], indices: Sequence[int], fps: float) -> list[str]:
+    """`get_subtitles` with `sub_time=True`: the lines of cues strictly around a sampled frame.
+
+    Frame order, then cue order; newlines inside a cue become spaces; blank and repeated
+    lines are skipped.
+    """
+    lines: list[str] = []
+    for index in indices:
+        now = frame_ms(index, fps)
+        for cue in cues:
+            if cue.start_ms < now < cue.end_ms:
+                text = prompts.subtitle_line(cue.start_ms / 1000, cue.end_ms / 1000, " ".join(cue.text.splitlines()))
+                if cue.text.strip() and text not in lines:
+                    lines.append(text)
+    return lines
+
+
+def subtitles_for(plan: FramePlan) -> str:
+    """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies)."""
+    path = data.subtitle_path(plan.video_uid)
+    if path is None:
+        return ""
+    return prompts.subtitles_block(subtitle_lines(load_cues(path), plan.indices, plan.fps))
+
+
+def frames_for(plan: FramePlan) -> list:
+    """The sampled frames as RGB PIL images (decodes the full video)."""
+    from lmms_video_reasoning.utils import video
+
+    return video.read_frames(data.video_path(plan.video_uid), list(plan.indices))

@@ -1,0 +1,96 @@
+"""The open-ended judge of CG-Bench: the official two-step heuristic evaluation, via `judges`.
+
+Step 1 (`eval_open_step_1`, text only): question, reference answer and prediction -> 0 wrong,
+1 right, 2 "needs visual check". Step 2 (`eval_open_step_2`, only for the 2s): the clue
+frames as images, then the prompt with subtitles and frame times, the question and the
+prediction -- no reference -> 0 / 1. One user turn per step, the system prompt prefixed to
+the text as the official `run_api.py` does, images as JPEG data URLs with `detail: low`,
+temperature 0. The two steps of a question chain inside one `Judge.map` item.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from lmms_video_reasoning.cg_bench import inputs, prompts
+from lmms_video_reasoning.cg_bench.scoring import judge_verdict
+from lmms_video_reasoning.judges.engine import Judge, JudgeRequest, JudgeResult
+
+STEP1_TAG, STEP2_TAG = "cg_bench.open.step1", "cg_bench.open.step2"
+
+
+@dataclass(frozen=True)
+class OpenItem:
+    """One open-ended answer to judge."""
+
+    qid: int
+    video_uid: str
+    question: str
+    answer: str
+    prediction: str
+    clue_intervals: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class OpenVerdict:
+    """The judge's outcome for one item: verdict 0/1, or None with the error."""
+
+    step1: int | None
+    step2: int | None
+    verdict: int | None
+    error: str | None = None
+
+
+def image_part(frame) -> dict:
+    """A PIL frame as an OpenAI image part: JPEG (PIL defaults, as the runner) base64 data URL, detail low."""
+    buffer = io.BytesIO()
+    frame.convert("RGB").save(buffer, format="jpeg")
+    encoded = base64.b64encode(buffer.getvalue()).decode("utf-8")
+    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{encoded}", "detail": "low"}}
+
+
+def step1_request(item: OpenItem) -> JudgeRequest:
+    """Step 1: text only (the runner turns subtitles and frame times off for this step)."""
+    text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
+    return JudgeRequest(
+        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
+        temperature=0.0,
+        parse=lambda raw: judge_verdict(raw, (0, 1, 2)),
+        tag=STEP1_TAG,
+    )
+
+
+def step2_request(item: OpenItem, frames: Sequence, plan: inputs.FramePlan, subtitles: str) -> JudgeRequest:
+    """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
+    text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
+    content = [image_part(frame) for frame in frames] + [{"type": "text", "text": text}]
+    return JudgeRequest(
+        messages=[{"role": "user", "content": content}],
+        temperature=0.0,
+        parse=lambda raw: judge_verdict(raw, (0, 1)),
+        tag=STEP2_TAG,
+    )
+
+
+def judge_one(item: OpenItem, ask: Callable[[JudgeRequest], JudgeResult], clue_frames: int = inputs.DEFAULT_CLUE_FRAMES) -> OpenVerdict:
+    """Both steps for one item; step 2 only when step 1 says 2. Failures come back as verdict None."""
+    first = ask(step1_request(item))
+    if not first.ok:
+        return OpenVerdict(None, None, None, f"step 1: {first.error}")
+    if first.value in (0, 1):
+        return OpenVerdict(first.value, None, first.value)
+    plan = inputs.frame_plan(item.video_uid, "clue", item.clue_intervals, clue_frames=clue_frames)
+    frames = inputs.frames_for(plan)
+    second = ask(step2_request(item, frames, plan, inputs.subtitles_for(plan)))
+    if not second.ok:
+        return OpenVerdict(first.value, None, None, f"step 2: {second.error}")
+    return OpenVerdict(first.value, second.value, second.value)
+
+
+def judge_open(items: Sequence[OpenItem], judge: Judge, clue_frames: int = inputs.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
+    """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
+    results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames), list(items), desc="cg_bench open-ended judge")
+    return [result if result is not None else OpenVerdict(None, None, None, "judge item failed (see log)") for result in results]

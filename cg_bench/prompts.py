@@ -1,0 +1,116 @@
+"""CG-Bench prompt text, assembled exactly as the official runner does.
+
+The official runner (CG-Bench/CG-Bench `run/utils.py`, commit f826608) sends one user turn:
+the sampled frames as images, then ONE text block = the mode's system prompt
+(`prompts/<mode>.txt`, byte-exact) + a subtitles block + a frame-times block +
+`Question: ...` + the options as `A:text` lines (multiple-choice modes only). The open-ended
+judge reuses the same blocks with the reference / the prediction quoted after the question.
+Every function here is pure text assembly; sampling and subtitle lookup live elsewhere.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+
+# Our task modes -> the official runner's `task_mode` (the prompt file names).
+OFFICIAL_MODE = {"long": "long_acc", "clue": "clue_acc", "grounding": "miou", "open": "open"}
+OFFICIAL_PROMPTS = ("long_acc", "clue_acc", "miou", "open", "eval_open_step_1", "eval_open_step_2")
+CHOICE_MODES = ("long", "clue", "grounding")  # the official modes that list the options
+
+
+@lru_cache(maxsize=None)
+def load_prompt(name: str) -> str:
+    """The text of `prompts/<name>.txt`, byte-exact (no newline stripping)."""
+    path = PROMPTS_DIR / f"{name}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"CG-Bench prompt file missing: {path} (reinstall the package)")
+    return path.read_bytes().decode("utf-8")
+
+
+def system_prompt(mode: str) -> str:
+    """The official system prompt of one of our modes (long / clue / grounding / open)."""
+    if mode not in OFFICIAL_MODE:
+        raise ValueError(f"CG-Bench mode {mode!r} has no official system prompt; expected one of {list(OFFICIAL_MODE)}")
+    return load_prompt(OFFICIAL_MODE[mode])
+
+
+def option_letters(count: int) -> list[str]:
+    """Letters A, B, ... for `count` options (the runner's `chr(ord('A') + i)`)."""
+    return [chr(ord("A") + i) for i in range(count)]
+
+
+def format_seconds(value: float) -> str:
+    """A time as the runner prints it: Python's `str` of a float (`12.0`, `3.25`)."""
+    return str(float(value))
+
+
+def subtitle_line(start: float, end: float, text: str) -> str:
+    """One subtitle line with its span (`sub_time=True`): `[start, end] text`, seconds from ms / 1000."""
+    return f"[{format_seconds(start)}, {format_seconds(end)}] {text}"
+
+
+def subtitles_block(lines: Sequence[str]) -> str:
+    """`get_subtitles`: the header, the lines joined by newlines, a blank line; '' without lines."""
+    if not lines:
+        return ""
+    return "The subtitles of the video are as follows:\n\n" + "\n".join(lines) + "\n\n"
+
+
+def frame_time(index: int, fps: float) -> float:
+    """A sampled frame's time as the runner prints it: `round(index / fps, 4)`."""
+    return round(index / fps, 4)
+
+
+def frame_times_block(indices: Sequence[int], fps: float) -> str:
+    """`get_frame_times`: how many frames were sampled and their times, comma separated."""
+    times = ", ".join(str(frame_time(i, fps)) for i in indices)
+    return f"A total of {len(indices)} frames are sampled. Their corresponding timestamps are:\n\n{times}\n\n"
+
+
+def question_block(question: str) -> str:
+    return f"Question: {question}\n\n"
+
+
+def options_block(choices: Sequence[str]) -> str:
+    """Options as `A:text` lines (no space after the colon), then a blank line."""
+    return "\n".join(f"{letter}:{text}" for letter, text in zip(option_letters(len(choices)), choices)) + "\n\n"
+
+
+def model_prompt(mode: str, question: str, choices: Sequence[str], subtitles: str = "", frame_times: str = "") -> str:
+    """The full text block a model receives in `mode` (`get_prompt` after the system prompt).
+
+    `subtitles` / `frame_times` are the ready blocks (`subtitles_block`, `frame_times_block`),
+    '' when the setting is off or nothing applies.
+    """
+    text = system_prompt(mode) + subtitles + frame_times + question_block(question)
+    if mode in CHOICE_MODES:
+        text += options_block(choices)
+    return text
+
+
+def judge_step1_text(question: str, answer: str, prediction: str) -> str:
+    """Open-ended judge, step 1 (text only, no subtitles, no frame times): question, reference, prediction."""
+    return (
+        load_prompt("eval_open_step_1")
+        + question_block(question)
+        + f"The ground truth answer is '{answer}'\n\n"
+        + f"The model's prediction is '{prediction}'\n\n"
+    )
+
+
+def judge_step2_text(question: str, prediction: str, subtitles: str, frame_times: str) -> str:
+    """Open-ended judge, step 2 (after the clue frames): subtitles, frame times, question, prediction; no reference."""
+    return load_prompt("eval_open_step_2") + subtitles + frame_times + question_block(question) + f"The model's prediction is '{prediction}'\n\n"
+
+
+def blind_prompt(question: str, choices: Sequence[str]) -> str:
+    """The paper's Blind-MCQ prompt (appendix B.2) with the question and `A. text` choice lines."""
+    choice_lines = "\n".join(f"{letter}. {text}" for letter, text in zip(option_letters(len(choices)), choices))
+    # Placeholders are replaced once each, in order, so a question containing "<Choices>" stays intact.
+    head, tail = load_prompt("blind_mcq").split("<Question>", 1)
+    middle, rest = tail.split("<Choices>", 1)
+    return head + question + middle + choice_lines + rest
