@@ -2,6 +2,7 @@
 
     lmms-vr tasks-path                       print the task folder (for --include_path)
     lmms-vr sample --out DIR                 write the generated sample benchmark
+    lmms-vr demo                             sample + replay predictions through lmms-eval
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
@@ -50,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     sample = sub.add_parser("sample", help="write the generated sample benchmark")
     sample.add_argument("--out", required=True, help="output folder")
     sample.set_defaults(run=_sample)
+
+    demo = sub.add_parser("demo", help="run the sample benchmark through lmms-eval with replay predictions")
+    demo.add_argument("--out", help="sample folder (default: under the cache)")
+    demo.add_argument("--output_path", help="lmms-eval output folder (default: <sample>/demo_results)")
+    demo.add_argument("--tasks", default="vcr_cot,vr_bench,cg_bench_mcq,cg_bench_open")
+    demo.add_argument("--real-judge", action="store_true", help="use the judge configured in the environment")
+    demo.set_defaults(run=_delegate("demo"))
 
     prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
     prepare.add_argument("benchmark", choices=["vcr_bench", "vr_bench", "vrbench", "cg_bench"])

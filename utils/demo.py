@@ -1,0 +1,64 @@
+"""`lmms-vr demo`: the sample benchmark through lmms-eval with the replay model.
+
+Writes the sample benchmark (cached), starts a local judge that answers from the sample's
+known truth (a real OpenAI-compatible HTTP server on 127.0.0.1, so the judge path is the
+one a real run takes), runs `python -m lmms_eval` on the suite's main tasks with the
+replay predictions, and prints lmms-eval's table. With a judge configured in the
+environment (LMMS_VR_JUDGE_* / OPENAI_API_KEY / DEEPSEEK_API_KEY) and `--real-judge`, that
+judge is used instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lmms_video_reasoning.utils.data import cache_home
+from lmms_video_reasoning.utils.sample import BENCHMARKS, SAMPLE_VERSION, env_for, write_sample
+
+DEMO_TASKS = "vcr_cot,vr_bench,cg_bench_mcq,cg_bench_open"
+
+
+def sample_responder(request: dict) -> str:
+    """Route a judge request to the benchmark whose sample oracle recognises its prompt."""
+    for name in BENCHMARKS:
+        module = importlib.import_module(f"lmms_video_reasoning.{name}.sample")
+        reply = module.oracle_judge_reply(request)
+        if reply is not None:
+            return reply
+    return "0"
+
+
+def ensure_sample(out: Path) -> Path:
+    version_file = out / "VERSION"
+    if not (version_file.is_file() and version_file.read_text().strip() == str(SAMPLE_VERSION)):
+        write_sample(out)
+    return out
+
+
+def main(args) -> int:
+    from lmms_video_reasoning.judges import LocalJudgeServer
+
+    out = Path(args.out) if args.out else cache_home() / "sample"
+    ensure_sample(out)
+    output_path = Path(args.output_path) if args.output_path else out / "demo_results"
+    env = {**os.environ, **env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    server = None
+    if not args.real_judge:
+        server = LocalJudgeServer(responder=sample_responder).start()
+        env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
+        env["LMMS_VR_JUDGE_MODEL"] = "sample-oracle"
+        env["LMMS_VR_JUDGE_CACHE"] = str(out / "demo_judge_cache.sqlite")
+        print(f"local sample judge at {server.base_url}")
+    cmd = [sys.executable, "-m", "lmms_eval", "--tasks", args.tasks, "--model", "vr_replay",
+           "--model_args", f"predictions={out / 'predictions.jsonl'}", "--output_path", str(output_path),
+           "--log_samples", "--verbosity", "WARNING"]
+    print("$ " + " ".join(cmd))
+    try:
+        return subprocess.run(cmd, env=env).returncode
+    finally:
+        if server is not None:
+            server.stop()
