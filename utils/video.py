@@ -43,13 +43,12 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
-import math
 import os
 import threading
-import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -242,6 +241,7 @@ class _FrameTable:
     path: Path
     info: VideoInfo
     codec: str
+    time_base: Fraction  # of pts
     nal_length_size: int  # AVCC/HVCC NAL length prefix (0: unknown format, no packet skipping)
     pts: list[int]  # decode order
     keyframes: list[int]  # decode positions of keyframes, ascending
@@ -348,7 +348,7 @@ def _scan(path: Path) -> _FrameTable:
             width=stream.codec_context.width,
             height=stream.codec_context.height,
         )
-        return _FrameTable(path, info, codec, nal_size, pts, keyframes, order, pos_of_pts)
+        return _FrameTable(path, info, codec, tb, nal_size, pts, keyframes, order, pos_of_pts)
     finally:
         container.close()
 
@@ -443,11 +443,14 @@ def _split(runs: list[_Run], parts: int) -> list[list[_Run]]:
     return chunks
 
 
-def _decode_runs(table: _FrameTable, runs: list[_Run], convert, skip_nonref: bool = True) -> dict[int, object]:
-    """Decode ``runs`` with one demuxer + decoder; returns decode position -> converted frame."""
+def _decode_runs(table: _FrameTable, runs: list[_Run], sink, skip_nonref: bool = True) -> None:
+    """Decode ``runs`` with one demuxer + decoder, calling ``sink(decode_pos, frame)`` per target.
+
+    Within a run frames arrive in presentation order (the decoder reorders). With
+    ``skip_nonref`` only the keyframe, reference frames and the targets are decoded.
+    """
     import av
 
-    out: dict[int, object] = {}
     container = _open(table.path)
     try:
         stream = container.streams.video[0]
@@ -455,13 +458,6 @@ def _decode_runs(table: _FrameTable, runs: list[_Run], convert, skip_nonref: boo
         cc.thread_type = "NONE"
         cc.thread_count = 1
         pos_of_pts = table.pos_of_pts
-
-        def receive(frames):
-            for frame in frames:
-                d = pos_of_pts.get(frame.pts)
-                if d in run.targets:
-                    out[d] = convert(frame)
-
         for run in runs:
             _seek_to(container, stream, table, run.start)
             for packet in container.demux(stream):
@@ -478,14 +474,20 @@ def _decode_runs(table: _FrameTable, runs: list[_Run], convert, skip_nonref: boo
                     or not skip_nonref
                     or _is_reference(bytes(packet), table.codec, table.nal_length_size)
                 ):
-                    receive(cc.decode(packet))
-            receive(cc.decode(None))  # drain frames held for reordering
+                    _deliver(cc.decode(packet), run, pos_of_pts, sink)
+            _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
             cc.flush_buffers()
     except av.error.FFmpegError as exc:
         raise VideoError(f"video file is corrupt, decoding failed: {table.path} ({_short(exc)}). Re-download it.") from None
     finally:
         container.close()
-    return out
+
+
+def _deliver(frames, run: _Run, pos_of_pts: dict[int, int], sink) -> None:
+    for frame in frames:
+        d = pos_of_pts.get(frame.pts)
+        if d in run.targets:
+            sink(d, frame)
 
 
 def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
@@ -493,19 +495,25 @@ def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
     container.seek(table.pts[start], stream=stream, backward=True, any_frame=False)
 
 
-def _converter(size: tuple[int, int] | None, as_array: bool):
-    """Frame -> RGB uint8 array (resized with OpenCV bilinear when ``size``) or PIL image."""
-    from PIL import Image
+def _to_rgb(frame, size: tuple[int, int] | None) -> np.ndarray:
+    """RGB uint8 array of a decoded frame, resized with OpenCV bilinear when ``size`` differs."""
+    arr = frame.to_ndarray(format="rgb24")
+    if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
+        import cv2
 
-    def convert(frame):
-        arr = frame.to_ndarray(format="rgb24")
-        if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
-            import cv2
+        arr = cv2.resize(arr, tuple(size), interpolation=cv2.INTER_LINEAR)
+    return arr
 
-            arr = cv2.resize(arr, tuple(size), interpolation=cv2.INTER_LINEAR)
-        return arr if as_array else Image.fromarray(arr)
 
-    return convert
+def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -> None:
+    """Split ``runs`` across ``workers`` threads, each with its own demuxer and decoder."""
+    chunks = _split(runs, workers)
+    if len(chunks) == 1:
+        _decode_runs(table, chunks[0], sink)
+        return
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        for _ in pool.map(lambda chunk: _decode_runs(table, chunk, sink), chunks):
+            pass
 
 
 def read_frames(
@@ -518,11 +526,15 @@ def read_frames(
 ):
     """Frames at presentation-order ``indices`` of ``path``, in the order given (repeats allowed).
 
-    Returns RGB PIL images, or with ``as_array`` one ``(N, H, W, 3)`` uint8 array. ``size`` =
-    ``(width, height)`` resizes with bilinear interpolation (OpenCV ``INTER_LINEAR``, as the
-    official VRBench code). ``workers``: decoder threads, each with its own demuxer.
-    Raises VideoError for unreadable files, IndexError for indices outside the video.
+    Index ``i`` is the ``i``-th frame a full sequential decode yields. Returns RGB PIL images,
+    or with ``as_array`` one ``(N, H, W, 3)`` uint8 array (filled in place: peak memory is the
+    returned frames plus one frame per worker). ``size`` = ``(width, height)`` resizes with
+    bilinear interpolation (OpenCV ``INTER_LINEAR``, as the official VRBench code).
+    ``workers``: decoding threads. Raises VideoError for unreadable files, IndexError for
+    indices outside the video.
     """
+    from PIL import Image
+
     path = Path(path)
     table = _frame_table(path)
     total = table.info.total_frames
@@ -530,23 +542,211 @@ def read_frames(
     bad = [i for i in indices if not 0 <= i < total]
     if bad:
         raise IndexError(f"frame index {bad[0]} out of range for {path} ({total} frames)")
-    convert = _converter(size, as_array)
-    wanted = {table.decode_pos[i] for i in indices}
-    chunks = _split(_plan(table, wanted), workers)
-    if len(chunks) == 1:
-        decoded = _decode_runs(table, chunks[0], convert)
-    else:
-        decoded = {}
-        with ThreadPoolExecutor(len(chunks)) as pool:
-            for part in pool.map(lambda c: _decode_runs(table, c, convert), chunks):
-                decoded.update(part)
+    rows: dict[int, list[int]] = {}  # decode position -> output positions
+    for r, i in enumerate(indices):
+        rows.setdefault(table.decode_pos[i], []).append(r)
+    width, height = size if size is not None else (table.info.width, table.info.height)
+    out = np.empty((len(indices), height, width, 3), dtype=np.uint8) if as_array else [None] * len(indices)
+
+    decoded: set[int] = set()
+
+    def sink(d: int, frame) -> None:
+        arr = _to_rgb(frame, size)
+        for r in rows[d]:
+            out[r] = arr if as_array else Image.fromarray(arr)
+        decoded.add(d)
+
+    _decode_parallel(table, _plan(table, rows), sink, workers)
     missing = [i for i in indices if table.decode_pos[i] not in decoded]
     if missing:
         raise VideoError(
             f"video file is corrupt: frame {missing[0]} of {path} could not be decoded "
             f"({len(set(missing))} frame(s) missing). Re-download it."
         )
-    frames = [decoded[table.decode_pos[i]] for i in indices]
-    if as_array:
-        return np.stack(frames) if frames else np.empty((0, 0, 0, 3), dtype=np.uint8)
-    return frames
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Protocol sampling with metadata cross-check
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_meta(info: VideoInfo, meta: dict | None, path=None) -> tuple[int, float, list[str]]:
+    """Frame count and fps the protocol formulas use: ``(total, fps, notes)``.
+
+    Rule: the dataset's metadata (CG-Bench ``video_meta_info.json``: ``max_frame``, ``fps``;
+    ``total_frames`` is accepted too) is what the official sampler used, so it wins while it
+    describes this file: frame counts within ``META_FRAME_TOLERANCE`` frames or
+    ``META_FRAME_TOLERANCE_FRACTION`` and fps within ``META_FPS_TOLERANCE_FRACTION``
+    (CG-Bench ``max_frame`` is one less than the container count). Otherwise the metadata
+    describes another encoding of the video, the container wins (it is the file being
+    decoded) and a note is returned and logged. Without metadata: the container.
+    """
+    if not meta:
+        return info.total_frames, info.fps, []
+    meta_total = meta.get("max_frame", meta.get("total_frames"))
+    meta_fps = meta.get("fps")
+    if meta_total is None or not meta_fps:
+        raise ValueError(f"video metadata needs 'max_frame' (or 'total_frames') and 'fps', got keys {sorted(meta)}")
+    frame_tol = max(META_FRAME_TOLERANCE, META_FRAME_TOLERANCE_FRACTION * info.total_frames)
+    agrees = (
+        abs(int(meta_total) - info.total_frames) <= frame_tol
+        and abs(float(meta_fps) - info.fps) <= META_FPS_TOLERANCE_FRACTION * info.fps
+    )
+    if agrees:
+        return int(meta_total), float(meta_fps), []
+    note = (
+        f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
+        f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values"
+    )
+    logger.warning(note)
+    return info.total_frames, info.fps, [note]
+
+
+_NATIVE = "native"
+
+
+def sample(
+    path,
+    protocol: str,
+    n: int,
+    *,
+    intervals: Sequence[Sequence[float]] | None = None,
+    size: tuple[int, int] | str | None = None,
+    meta: dict | None = None,
+    as_array: bool = False,
+    workers: int = DEFAULT_WORKERS,
+) -> SampledFrames:
+    """Sample ``n`` frames of ``path`` as ``protocol`` does; frames, indices and timestamps.
+
+    ``protocol``: ``vcr_bench`` (start-aligned, times ``round(t, 1)``), ``cg_bench`` (segment
+    centres, times ``round(t, 4)``), ``cg_bench_clue`` (inside ``intervals`` seconds, times
+    ``round(t, 4)``) or ``vrbench`` (segment midpoints; times ``idx / fps`` unrounded, the
+    official prompt shows none). ``size``: None = the protocol's default (VRBench 224x224,
+    others the decoded size), ``(width, height)``, or ``"native"``. ``meta``: the dataset's
+    per-video metadata, see ``resolve_meta``.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown sampling protocol {protocol!r}; use one of {PROTOCOLS}")
+    info = probe(path)
+    total, fps, notes = resolve_meta(info, meta, path)
+    if protocol == "vcr_bench":
+        indices = vcr_bench_indices(total, n)
+    elif protocol == "cg_bench":
+        indices = cg_bench_indices(total, n)
+    elif protocol == "vrbench":
+        indices = vrbench_indices(total, n)
+    else:
+        if not intervals:
+            raise ValueError("protocol 'cg_bench_clue' needs the question's clue intervals (intervals=[[start, end], ...])")
+        indices, n_clamped = cg_bench_clue_indices(intervals, fps, info.total_frames, n)
+        if n_clamped:
+            notes.append(f"{n_clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
+    past_end = sum(i >= info.total_frames for i in indices)
+    if past_end:
+        indices = [min(i, info.total_frames - 1) for i in indices]
+        notes.append(f"{past_end} index(es) past the last frame were set to the last frame")
+        logger.warning("%s: %s", path, notes[-1])
+    if protocol == "vcr_bench":
+        timestamps = vcr_bench_timestamps(indices, fps)
+    elif protocol == "vrbench":
+        timestamps = [i / fps for i in indices]
+    else:
+        timestamps = cg_bench_timestamps(indices, fps)
+    if size is None:
+        size = VRBENCH_SIZE if protocol == "vrbench" else _NATIVE
+    frames = read_frames(path, indices, size=None if size == _NATIVE else tuple(size), as_array=as_array, workers=workers)
+    return SampledFrames(frames, indices, timestamps, fps, total, notes)
+
+
+# --------------------------------------------------------------------------------------------
+# Clue clips for models that only take a video path
+# --------------------------------------------------------------------------------------------
+
+
+def _clip_key(path: Path, intervals: list[list[float]]) -> str:
+    st = path.stat()
+    text = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{intervals!r}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _clip_frames(table: _FrameTable, merged: list[list[float]]) -> list[int]:
+    """Presentation indices of the frames shown inside ``merged`` intervals (seconds).
+
+    A frame belongs to ``[s, e)`` when its presentation time (from the first frame) does; a
+    zero-length interval contributes the frame on screen at ``s``.
+    """
+    first = table.pts[table.decode_pos[0]]
+    seconds = [float((table.pts[d] - first) * table.time_base) for d in table.decode_pos]
+    picked: list[int] = []
+    for s, e in merged:
+        lo, hi = bisect.bisect_left(seconds, s), bisect.bisect_left(seconds, e)
+        if hi <= lo:  # zero-length (or between two frames): the frame on screen at s
+            lo = max(0, bisect.bisect_right(seconds, s) - 1)
+            hi = lo + 1
+        picked.extend(i for i in range(lo, hi) if not picked or i > picked[-1])
+    return picked
+
+
+def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: int = 18) -> Path:
+    """A new MP4 of the frames inside ``intervals_s`` (seconds), concatenated in time order.
+
+    For models that only take a video path (clue-only questions). Intervals are clamped to
+    the video and merged (overlaps would repeat frames); frames are re-encoded (H.264,
+    ``crf``) rather than stream-copied, so the clip starts exactly at the interval, not at
+    the previous keyframe, and is played at the source's average fps. The file is cached in
+    ``cache_dir`` under a name keyed by the video's path, size, mtime and the intervals;
+    concurrent writers are safe (each writes a temporary file, then ``os.replace``).
+    """
+    import av
+
+    from lmms_video_reasoning.utils.intervals import merge_intervals
+
+    path = Path(path)
+    table = _frame_table(path)
+    clamped, n_clamped = clamp_intervals(intervals_s, table.info.duration)
+    if n_clamped:
+        logger.warning("%s: %d clip interval(s) past the end (%.3f s) were clamped", path, n_clamped, table.info.duration)
+    merged = merge_intervals(clamped)
+    if not merged:
+        raise ValueError(f"cut_clip needs at least one interval for {path}")
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    target = cache_dir / f"{path.stem}-{_clip_key(path, merged)}.mp4"
+    if target.exists() and target.stat().st_size > 0:
+        return target
+    indices = _clip_frames(table, merged)
+    decode_positions = {table.decode_pos[i]: n for n, i in enumerate(indices)}
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    rate = Fraction(table.info.fps).limit_denominator(1001)
+    try:
+        with av.open(str(tmp), mode="w", format="mp4") as out:
+            stream = out.add_stream("libx264", rate=rate)
+            stream.width, stream.height, stream.pix_fmt = table.info.width, table.info.height, "yuv420p"
+            stream.options = {"preset": "veryfast", "crf": str(crf)}
+
+            def sink(d: int, frame) -> None:
+                frame.pts, frame.time_base = decode_positions[d], 1 / rate
+                frame.pict_type = av.video.frame.PictureType.NONE
+                for packet in stream.encode(frame):
+                    out.mux(packet)
+
+            # Runs arrive in time order and frames in presentation order within a run.
+            _decode_runs(table, _plan(table, decode_positions), sink, skip_nonref=False)
+            for packet in stream.encode():
+                out.mux(packet)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return target
+
+
+def clue_clip(official_clip, path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
+    """The dataset's own clue clip (e.g. CG-Bench ``cg_clue_videos/{qid}.mp4``) when it exists
+    and is not empty, else ``cut_clip(path, intervals_s, cache_dir)``."""
+    if official_clip is not None:
+        official_clip = Path(official_clip)
+        if official_clip.is_file() and official_clip.stat().st_size > 0:
+            return official_clip
+    return cut_clip(path, intervals_s, cache_dir)

@@ -1,0 +1,154 @@
+"""SRT subtitles: tolerant parsing and the CG-Bench selection of lines for sampled frames.
+
+Public interface:
+
+- ``Cue(start, end, text)``: times in seconds (millisecond precision, as SRT stores them),
+  text lines joined with "\\n".
+- ``parse_srt(text_or_path) -> SrtParse(cues, skipped)``: survives a BOM, CRLF or CR line
+  ends, missing or wrong cue numbers, overlapping cues, non-UTF-8 bytes (UTF-16 with a BOM,
+  then UTF-8, then Windows-1252, then UTF-8 with replacement characters) and malformed blocks
+  (no timing line, unreadable times, end before start): such a block is skipped and counted
+  in ``skipped``, never fatal. HTML-style formatting tags (``<i>``, ``<b>``, ``<u>``,
+  ``<font ...>``) are removed from the text.
+- ``lines_for_times(cues, times, *, with_times=True) -> list[str]``: the CG-Bench selection
+  (official ``get_subtitles`` in CG-Bench ``run/utils.py``): for each sampled frame time in
+  order, every cue whose span strictly contains it (compared in integer milliseconds, as
+  pysubs2 does), each line once, formatted ``"[start, end] text"`` with start/end in seconds
+  as Python prints ``milliseconds / 1000`` (``[5.0, 7.25] text``) and line breaks in the text
+  replaced by spaces.
+- ``subtitle_prompt(lines)``: the official prompt block, ``"The subtitles of the video are as
+  follows:\\n\\n" + "\\n".join(lines) + "\\n\\n"``, or ``""`` when there are no lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One subtitle: ``start``/``end`` in seconds, ``text`` with "\\n" between lines."""
+
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class SrtParse:
+    """Parsed cues in file order and the number of malformed blocks skipped."""
+
+    cues: list[Cue]
+    skipped: int
+
+
+_TIME = r"(?:(\d+):)?(\d{1,2}):(\d{1,2})(?:[,.:](\d{1,3}))?"
+_TIMING = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}")
+_TAG = re.compile(r"</?(?:i|b|u|s|font)(?:\s[^>]*)?>", re.IGNORECASE)
+
+
+def _decode(data: bytes) -> str:
+    """Bytes -> text: UTF-16 (BOM), UTF-8 (BOM optional), Windows-1252, UTF-8 with replacements."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16")
+    for encoding in ("utf-8-sig", "cp1252"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode("utf-8", errors="replace")
+
+
+def _read(text_or_path) -> str:
+    """SRT text from a path, bytes or a string.
+
+    A ``str`` is taken as SRT text when it holds a line break or ``-->``, else as a path.
+    """
+    if isinstance(text_or_path, bytes):
+        return _decode(text_or_path)
+    if isinstance(text_or_path, str) and ("\n" in text_or_path or "-->" in text_or_path):
+        return text_or_path.lstrip("\ufeff")
+    path = Path(text_or_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"subtitle file not found: {path}")
+    return _decode(path.read_bytes())
+
+
+def _ms(h: str | None, m: str, s: str, frac: str | None) -> int:
+    """Milliseconds of an SRT time; a fraction ``,5`` means 500 ms (digits are decimals)."""
+    ms = int((frac or "0").ljust(3, "0"))
+    return ((int(h or 0) * 60 + int(m)) * 60 + int(s)) * 1000 + ms
+
+
+def _parse_block(lines: list[str]) -> Cue | None:
+    """A cue from one block (optional number line, timing line, text lines); None if malformed."""
+    for i, line in enumerate(lines[:2]):
+        match = _TIMING.match(line)
+        if match:
+            break
+    else:
+        return None
+    if i == 1 and not lines[0].strip().isdigit():
+        return None
+    g = match.groups()
+    start, end = _ms(*g[:4]), _ms(*g[4:])
+    if end < start:
+        return None
+    text = "\n".join(_TAG.sub("", t).strip() for t in lines[i + 1 :]).strip()
+    return Cue(start / 1000, end / 1000, text)
+
+
+def parse_srt(text_or_path) -> SrtParse:
+    """Parse SRT from a path, bytes or text; malformed blocks are skipped and counted."""
+    text = _read(text_or_path).replace("\r\n", "\n").replace("\r", "\n")
+    cues, skipped = [], 0
+    for block in re.split(r"\n[ \t]*\n", text):
+        lines = block.split("\n")
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        if not lines:
+            continue
+        cue = _parse_block(lines)
+        if cue is None:
+            skipped += 1
+        else:
+            cues.append(cue)
+    return SrtParse(cues, skipped)
+
+
+def _line(cue: Cue, with_times: bool) -> str:
+    text = cue.text.replace("\n", " ")
+    if not with_times:
+        return text
+    return f"[{round(cue.start * 1000) / 1000}, {round(cue.end * 1000) / 1000}] {text}"
+
+
+def lines_for_times(cues: Sequence[Cue], times: Iterable[float], *, with_times: bool = True) -> list[str]:
+    """Lines of the cues strictly containing each time (seconds), each line once, in order.
+
+    Official CG-Bench ``get_subtitles``: ``sub.start < t < sub.end`` in integer milliseconds,
+    ``t = round(frame_index / fps * 1000)``; a line that is blank (possible only without
+    times) is left out.
+    """
+    spans = [(round(c.start * 1000), round(c.end * 1000), c) for c in cues]
+    lines: list[str] = []
+    seen: set[str] = set()
+    for t in times:
+        t_ms = round(t * 1000)
+        for start, end, cue in spans:
+            if start < t_ms < end:
+                line = _line(cue, with_times)
+                if line.strip() and line not in seen:
+                    seen.add(line)
+                    lines.append(line)
+    return lines
+
+
+def subtitle_prompt(lines: Sequence[str]) -> str:
+    """The official CG-Bench subtitle block for the prompt, or "" when there are no lines."""
+    if not lines:
+        return ""
+    return "The subtitles of the video are as follows:\n\n" + "\n".join(lines) + "\n\n"
