@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges.config import JudgeConfigError
+
+log = logging.getLogger("lmms_video_reasoning.judges")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS replies (
@@ -55,6 +58,7 @@ class ReplyCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
         self._local = threading.local()
+        self._warned = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = self._connection()
@@ -78,16 +82,31 @@ class ReplyCache:
         return connection
 
     def get(self, key: str) -> CachedReply | None:
-        row = self._connection().execute(
-            "SELECT raw, prompt_tokens, completion_tokens FROM replies WHERE key = ?", (key,)
-        ).fetchone()
+        """The stored reply, or None (also when the database fails: judging goes on uncached)."""
+        try:
+            row = self._connection().execute(
+                "SELECT raw, prompt_tokens, completion_tokens FROM replies WHERE key = ?", (key,)
+            ).fetchone()
+        except sqlite3.Error as error:
+            self._warn_once(error)
+            return None
         return CachedReply(*row) if row else None
 
     def put(self, key: str, model: str, reply: CachedReply) -> None:
-        self._connection().execute(
-            "INSERT OR IGNORE INTO replies (key, model, raw, prompt_tokens, completion_tokens, created) VALUES (?, ?, ?, ?, ?, ?)",
-            (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time()),
-        )
+        """Store a reply; the first writer of a key wins. A database error loses the entry, not the reply."""
+        try:
+            self._connection().execute(
+                "INSERT OR IGNORE INTO replies (key, model, raw, prompt_tokens, completion_tokens, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time()),
+            )
+        except sqlite3.Error as error:
+            self._warn_once(error)
+
+    def _warn_once(self, error: sqlite3.Error) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("judge cache %s failed (%s); continuing without it for the affected requests "
+                        "(check the file, or set LMMS_VR_JUDGE_CACHE)", self.path, error)
 
     def __len__(self) -> int:
         return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]

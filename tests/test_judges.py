@@ -302,3 +302,16 @@ def test_ask_is_thread_safe_with_a_shared_cache_across_judges(tmp_path):
             thread.join()
     assert results == [f"echo: q{i % 30}" for i in range(60)]
     assert 30 <= server.request_count <= 60  # each distinct question paid at most once per racing pair
+
+
+def test_a_broken_cache_degrades_to_uncached_judging_with_one_warning(tmp_path, caplog):
+    import sqlite3
+
+    with LocalJudgeServer() as server:
+        judge = make_judge(server, tmp_path)
+        with sqlite3.connect(tmp_path / "cache.sqlite") as connection:
+            connection.execute("DROP TABLE replies")
+        results = judge.map(ask_plain, range(5))
+    assert [r.value for r in results] == [f"echo: question {i}" for i in range(5)]
+    warnings = [record for record in caplog.records if "judge cache" in record.getMessage()]
+    assert len(warnings) == 1 and "LMMS_VR_JUDGE_CACHE" in warnings[0].getMessage()
