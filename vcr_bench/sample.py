@@ -1,0 +1,429 @@
+"""The VCR-Bench sample benchmark: synthetic videos, official layout, known truth.
+
+`write_sample(root)` writes `root/v1/videos/meta_info_video.json` (the official record schema,
+see `../shared/reference/vcr_bench/input.json`) and `root/v1/videos/video/synthetic/*.mp4`:
+four videos of coloured shapes that appear, move, flash and leave at known times (short
+40 s and 55 s, medium 150 s, long 330 s at a low frame rate so generation stays fast).
+21 questions cover the seven dimensions (three each), multiple choice and open-ended, the
+three duration buckets; grounding answers are computed from the shapes: VTG intervals
+"[8, 30]" from their start / end, TSG boxes "[56,96,104,144]" from `shape_box`.
+Reference steps carry real timestamps.
+
+`demo_predictions(root)`: replay responses for the four tasks, mostly right, some wrong,
+some unparseable, one empty and one bare letter (official issue #2), with the intended
+verdict of each in `DEMO_CORRECT`.
+
+`judge_responder(body)`: a deterministic local judge for the four official prompts that
+answers from the known truth of this sample (for `LocalJudgeServer`, tests and the demo).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmms_video_reasoning.utils.synthetic import Shape, shape_box, write_video
+from lmms_video_reasoning.vcr_bench import prompts
+from lmms_video_reasoning.vcr_bench.data import ANNOTATION, VIDEO_DIR
+
+SOURCE = "synthetic"
+
+
+@dataclass(frozen=True)
+class SampleVideo:
+    name: str
+    duration: int
+    fps: float
+    width: int
+    height: int
+    shapes: dict  # label -> Shape
+
+    @property
+    def video_path(self) -> str:
+        return f"video/{SOURCE}/{self.name}.mp4"
+
+
+VIDEOS = {
+    "short_a": SampleVideo("shapes_short_a", 40, 10, 320, 240, {
+        "red circle": Shape("circle", "red", 2, 12, (0.25, 0.5), size=0.2),
+        "blue square": Shape("square", "blue", 8, 30, (0.2, 0.3), (0.8, 0.7), size=0.2),
+        "yellow triangle": Shape("triangle", "yellow", 15, 25, (0.75, 0.25), size=0.15, flash_hz=1),
+        "green circle": Shape("circle", "green", 28, 38, (0.5, 0.5), size=0.15),
+    }),
+    "short_b": SampleVideo("shapes_short_b", 55, 10, 320, 240, {
+        "white square": Shape("square", "white", 5, 20, (0.3, 0.3), size=0.15),
+        "magenta circle": Shape("circle", "magenta", 18, 45, (0.8, 0.2), (0.2, 0.8), size=0.15),
+        "cyan triangle": Shape("triangle", "cyan", 30, 34, (0.7, 0.7), size=0.15, flash_hz=2),
+        "orange square": Shape("square", "orange", 47, 53, (0.5, 0.5), size=0.2),
+    }),
+    "medium": SampleVideo("shapes_medium", 150, 2, 320, 240, {
+        "orange square": Shape("square", "orange", 10, 60, (0.3, 0.5), size=0.2),
+        "red triangle": Shape("triangle", "red", 70, 130, (0.7, 0.3), size=0.2, flash_hz=0.1),
+        "blue circle": Shape("circle", "blue", 100, 140, (0.1, 0.8), (0.9, 0.8), size=0.15),
+    }),
+    "long": SampleVideo("shapes_long", 330, 1, 160, 120, {
+        "green square": Shape("square", "green", 20, 100, (0.3, 0.5), size=0.2),
+        "yellow circle": Shape("circle", "yellow", 150, 250, (0.2, 0.2), (0.8, 0.8), size=0.2),
+        "red square": Shape("square", "red", 280, 320, (0.7, 0.3), size=0.2),
+    }),
+}
+
+
+def mmss(seconds: float) -> str:
+    """Video time as the annotations write it: 0:08, 2:30."""
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def span(video: str, label: str) -> str:
+    """"0:08-0:30" for the time a shape is on screen."""
+    shape = VIDEOS[video].shapes[label]
+    return f"{mmss(shape.start)}-{mmss(shape.end)}"
+
+
+def interval_answer(video: str, label: str) -> str:
+    """VTG answer in the official format, "[13, 54]" (seconds)."""
+    shape = VIDEOS[video].shapes[label]
+    return f"[{shape.start:g}, {shape.end:g}]"
+
+
+def box_answer(video: str, label: str, t: float, shift: int = 0) -> str:
+    """TSG answer in the official format, "[446,125,550,359]" (absolute pixels), optionally shifted."""
+    spec = VIDEOS[video]
+    box = shape_box(spec.shapes[label], t, spec.width, spec.height)
+    return "[" + ",".join(str(v + shift) for v in box) + "]"
+
+
+def mc_question(text: str, options: list[str]) -> tuple[str, dict]:
+    """The question text with its options inside (as in the official file) and the choices."""
+    choices = dict(zip("ABCD", options))
+    return text + "\n" + "\n".join(f"{letter}. {option}" for letter, option in choices.items()) + "\n", choices
+
+
+def _question(qid, video, dimension, text, answer, steps, options=None) -> dict:
+    if options:
+        question, choices = mc_question(text, options)
+    else:
+        question, choices = text, dict.fromkeys("ABCD", "")
+    spec = VIDEOS[video]
+    return {
+        "id": qid,
+        "video_path": spec.video_path,
+        "duration": spec.duration,
+        "dimension": dimension,
+        "question": question,
+        "multiple-choice": bool(options),
+        "choices": choices,
+        "answer": answer,
+        "reasoning": [f"{n}. {step}" for n, step in enumerate(steps, 1)],
+    }
+
+
+FTR, VTC, VTG = "Fundamental Temporal Reasoning", "Video Temporal Counting", "Video Temporal Grounding"
+VKR, TSR, VPA = "Video Knowledge Reasoning", "Temporal Spatial Reasoning", "Video Plot Analysis"
+TSG = "Temporal Spatial Grounding"
+
+
+def build_records() -> list[dict]:
+    """The 21 sample questions (three per dimension), answers computed from the shapes."""
+    a, b, m, l = "short_a", "short_b", "medium", "long"
+    return [
+        _question(0, a, FTR, "Which shape appears first in the video?", "B", [
+            f"{span(a, 'red circle')}, a red circle is on screen on the left.",
+            f"{span(a, 'blue square')}, a blue square moves from the upper left to the lower right.",
+            "Therefore, the red circle appears first.",
+        ], ["the blue square", "the red circle", "the yellow triangle", "the green circle"]),
+        _question(1, a, VTC, "How many times does the yellow triangle flash?", "10", [
+            f"{span(a, 'yellow triangle')}, a yellow triangle flashes in the upper right, once per second.",
+            "Therefore, the yellow triangle flashes 10 times.",
+        ]),
+        _question(2, a, VTG, "Give the start and end time, in seconds, of the event 'a blue square moves across the screen'.",
+                  interval_answer(a, "blue square"), [
+            "0:08, a blue square appears in the upper left.",
+            "0:30, the blue square leaves the screen at the lower right.",
+            "Therefore, the event lasts from 8 to 30 seconds.",
+        ]),
+        _question(3, a, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the red circle at 5.0 s.",
+                  box_answer(a, "red circle", 5.0), [
+            f"{span(a, 'red circle')}, a red circle stays still on the left of the frame.",
+            f"Therefore, at 5.0 s the red circle is at {box_answer(a, 'red circle', 5.0)}.",
+        ]),
+        _question(4, b, TSR, "In which direction does the magenta circle move?", "A", [
+            f"{span(b, 'magenta circle')}, a magenta circle moves from the upper right to the lower left.",
+            "Therefore, it moves from the upper right to the lower left.",
+        ], ["from the upper right to the lower left", "from left to right", "from the bottom to the top", "it does not move"]),
+        _question(5, b, VPA, "What is on screen when the cyan triangle starts flashing?", "the magenta circle", [
+            "The question asks about the moment the cyan triangle starts flashing.",
+            f"{span(b, 'magenta circle')}, a magenta circle moves from the upper right to the lower left.",
+            f"{span(b, 'cyan triangle')}, a cyan triangle flashes in the lower right.",
+            "Therefore, the magenta circle is on screen when the cyan triangle starts flashing.",
+        ]),
+        _question(6, b, VKR, "The last shape to appear has how many corners?", "C", [
+            f"{span(b, 'orange square')}, an orange square appears in the centre.",
+            "A square has four corners, so the last shape has 4 corners.",
+        ], ["0", "3", "4", "5"]),
+        _question(7, b, VTC, "How many times does the cyan triangle flash?", "C", [
+            f"{span(b, 'cyan triangle')}, a cyan triangle flashes twice per second.",
+            "Therefore, the cyan triangle flashes 8 times.",
+        ], ["4", "6", "8", "10"]),
+        _question(8, b, FTR, "Which shape appears right after the white square?", "the magenta circle", [
+            f"{span(b, 'white square')}, a white square is on screen in the upper left.",
+            f"{span(b, 'magenta circle')}, a magenta circle enters at the upper right.",
+            "Therefore, the magenta circle appears right after the white square.",
+        ]),
+        _question(9, m, VTG, "Give the start and end time, in seconds, of the event 'an orange square is on screen'.",
+                  interval_answer(m, "orange square"), [
+            "0:10, an orange square appears on the left.",
+            "1:00, the orange square disappears.",
+            "Therefore, the event lasts from 10 to 60 seconds.",
+        ]),
+        _question(10, m, VTC, "How many times does the red triangle flash?", "6", [
+            f"{span(m, 'red triangle')}, a red triangle flashes in the upper right, once every ten seconds.",
+            "Therefore, the red triangle flashes 6 times.",
+        ]),
+        _question(11, m, TSR, "Does the blue circle move left, right, up or down?", "right", [
+            f"{span(m, 'blue circle')}, a blue circle moves along the bottom from the left edge to the right edge.",
+            "Therefore, the blue circle moves right.",
+        ]),
+        _question(12, m, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the blue circle at 120.0 s.",
+                  box_answer(m, "blue circle", 120.0), [
+            f"{span(m, 'blue circle')}, a blue circle moves along the bottom from left to right.",
+            f"Therefore, at 120.0 s the blue circle is at {box_answer(m, 'blue circle', 120.0)}.",
+        ]),
+        _question(13, m, VPA, "What happens after the orange square leaves?", "A", [
+            f"{span(m, 'orange square')}, an orange square is on screen on the left.",
+            f"{span(m, 'red triangle')}, a red triangle flashes in the upper right.",
+            "Therefore, after the orange square leaves, the red triangle starts flashing.",
+        ], ["the red triangle starts flashing", "a green circle appears", "the screen turns white", "the video ends"]),
+        _question(14, m, VKR, "How many sides does the flashing shape have?", "3", [
+            f"{span(m, 'red triangle')}, the flashing shape is a red triangle.",
+            "A triangle has three sides, so the flashing shape has 3 sides.",
+        ]),
+        _question(15, l, FTR, "In what order do the shapes appear?", "A", [
+            f"{span(l, 'green square')}, a green square is on screen.",
+            f"{span(l, 'yellow circle')}, a yellow circle moves diagonally.",
+            f"{span(l, 'red square')}, a red square is on screen in the upper right.",
+            "Therefore, the order is green square, yellow circle, red square.",
+        ], ["green square, yellow circle, red square", "red square, green square, yellow circle",
+            "yellow circle, red square, green square", "green square, red square, yellow circle"]),
+        _question(16, l, VTG, "Give the start and end time, in seconds, of the event 'a yellow circle moves diagonally'.",
+                  interval_answer(l, "yellow circle"), [
+            "2:30, a yellow circle appears in the upper left.",
+            "4:10, the yellow circle leaves at the lower right.",
+            "Therefore, the event lasts from 150 to 250 seconds.",
+        ]),
+        _question(17, l, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the red square at 300.0 s.",
+                  box_answer(l, "red square", 300.0), [
+            f"{span(l, 'red square')}, a red square stays still in the upper right.",
+            f"Therefore, at 300.0 s the red square is at {box_answer(l, 'red square', 300.0)}.",
+        ]),
+        _question(18, l, VPA, "Which shape is on screen for the longest time?", "the yellow circle", [
+            f"{span(l, 'green square')}, a green square is on screen for 80 seconds.",
+            f"{span(l, 'yellow circle')}, a yellow circle is on screen for 100 seconds.",
+            f"{span(l, 'red square')}, a red square is on screen for 40 seconds.",
+            "Therefore, the yellow circle is on screen for the longest time.",
+        ]),
+        _question(19, l, VKR, "The shape on screen at 1:00 has how many corners?", "C", [
+            f"{span(l, 'green square')}, a green square is on screen.",
+            "A square has four corners, so the shape has 4 corners.",
+        ], ["0", "3", "4", "6"]),
+        _question(20, l, TSR, "Where is the red square located?", "A", [
+            f"{span(l, 'red square')}, a red square is on screen in the upper right.",
+            "Therefore, the red square is located in the upper right.",
+        ], ["upper right", "lower left", "centre", "upper left"]),
+    ]
+
+
+def write_sample(root) -> Path:
+    """Write the sample under `root` (videos skipped when present); returns the annotation file."""
+    root = Path(root)
+    for spec in VIDEOS.values():
+        write_video(root / VIDEO_DIR / spec.video_path, spec.duration, list(spec.shapes.values()),
+                    fps=spec.fps, width=spec.width, height=spec.height)
+    path = root / ANNOTATION
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(build_records(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- replay predictions
+
+TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
+NO_VIDEO = "I cannot see the video, so I cannot tell."
+
+
+def step_body(step: str) -> str:
+    """A reference step without its "N. " number."""
+    return re.sub(r"^\s*\d+\.\s*", "", step)
+
+
+def cot_response(record: dict, answer: str | None = None, drop: tuple = (), wrong_steps: tuple = (), last: str | None = None) -> str:
+    """A chain of thought built from the reference steps, ending in "So the answer is X."."""
+    bodies = [step_body(s) for i, s in enumerate(record["reasoning"]) if i not in drop]
+    if last is not None:
+        bodies[-1] = last
+    lines = [*wrong_steps, *bodies, f"So the answer is {record['answer'] if answer is None else answer}."]
+    return "\n".join(lines)
+
+
+def _cot_predictions(records: list[dict]) -> dict[int, tuple[str, bool]]:
+    """vcr_cot: response and intended verdict per id."""
+    r = {rec["id"]: rec for rec in records}
+    return {
+        0: (cot_response(r[0]), True),
+        1: (cot_response(r[1]), True),
+        2: (cot_response(r[2], answer="[9, 30]"), True),  # time IoU 21/22 > 0.7
+        3: (cot_response(r[3], answer=box_answer("short_a", "red circle", 5.0, shift=2)), True),  # box IoU > 0.5
+        4: ("A", True),  # bare letter: official issue #2
+        5: (cot_response(r[5], drop=(1,)), True),  # misses one perception step
+        6: (cot_response(r[6], answer="B", wrong_steps=("0:47-0:53, an orange triangle appears in the centre.",),
+                         last="A triangle has three corners, so the last shape has 3 corners."), False),
+        7: (cot_response(r[7]), True),
+        8: ("I cannot tell from the video.", False),  # no answer to extract
+        9: (cot_response(r[9], answer="[35, 60]"), False),  # time IoU 0.5
+        10: (cot_response(r[10]), True),
+        11: (cot_response(r[11]), True),
+        12: (cot_response(r[12], answer="[10,10,40,40]"), False),  # box IoU 0
+        13: (cot_response(r[13]), True),
+        14: (cot_response(r[14]), True),
+        15: ("", False),  # empty response
+        16: (cot_response(r[16]), True),
+        17: (cot_response(r[17]), True),
+        18: (cot_response(r[18], answer="the green square",
+                          last="Therefore, the green square is on screen for the longest time."), False),
+        19: (cot_response(r[19]), True),
+        20: (cot_response(r[20]), True),
+    }
+
+
+def _direct_predictions(records: list[dict]) -> dict[int, tuple[str, bool]]:
+    wrong = {6: "B", 8: "Not sure.", 12: "[10,10,40,40]", 18: "the green square"}
+    return {rec["id"]: (wrong.get(rec["id"], rec["answer"]), rec["id"] not in wrong) for rec in records}
+
+
+def _reduced_input_predictions(records: list[dict], right: set[int]) -> dict[int, tuple[str, bool]]:
+    return {rec["id"]: (f"So the answer is {rec['answer']}." if rec["id"] in right else NO_VIDEO, rec["id"] in right) for rec in records}
+
+
+def demo_table(records: list[dict] | None = None) -> dict[str, dict[int, tuple[str, bool]]]:
+    """{task: {id: (response, intended verdict)}} for the four tasks."""
+    records = records or build_records()
+    return {
+        "vcr_cot": _cot_predictions(records),
+        "vcr_direct": _direct_predictions(records),
+        "vcr_text_only": _reduced_input_predictions(records, {14, 19}),
+        "vcr_one_frame": _reduced_input_predictions(records, {0, 6, 11, 14, 19, 20}),
+    }
+
+
+DEMO_CORRECT = {task: sorted(i for i, (_r, ok) in rows.items() if ok) for task, rows in demo_table().items()}
+
+
+def demo_predictions(root) -> list[dict]:
+    """Replay lines {"task", "id", "response"} for every task and sample question."""
+    return [{"task": task, "id": qid, "response": response}
+            for task, rows in demo_table().items() for qid, (response, _ok) in sorted(rows.items())]
+
+
+# ---------------------------------------------------------------- a judge that knows the truth
+
+_TIME = re.compile(r"\b\d+:\d\d\b")
+_TRUTH = {record["question"].strip(): record for record in build_records()}
+
+
+def _norm(text: str) -> str:
+    text = " ".join(str(text).lower().split()).strip(" .")
+    return re.sub(r"^the ", "", text)
+
+
+def step_type(text: str) -> str:
+    """The sample's step typing: a timestamp -> perception, "The question..." -> background."""
+    if _TIME.search(text):
+        return "Video Description Steps"
+    if _norm(text).startswith("question asks"):
+        return "Background Review Steps"
+    return "Logical Inference Steps"
+
+
+def answers_match(model: str, standard: str, question: str) -> bool:
+    """The scoring rule of the answer-scoring prompt, for the sample's simple answers."""
+    record = _TRUTH.get(question.strip())
+    if record and record["multiple-choice"] and _norm(model).upper() in "ABCD" and len(_norm(model)) == 1:
+        return _norm(model).upper() == standard.strip().upper()
+    if record and record["multiple-choice"]:
+        return _norm(model) == _norm(record["choices"].get(standard.strip().upper(), ""))
+    return _norm(model) == _norm(standard)
+
+
+def extract_answer(response: str) -> str:
+    """What the extraction judge returns: after the last "answer is", a short reply itself, else Z."""
+    found = re.findall(r"answer is\s*:?\s*(.+)", response, flags=re.IGNORECASE)
+    if found:
+        return found[-1].strip().rstrip(".")
+    text = response.strip()
+    if text and "\n" not in text and len(text) <= 60 and "not sure" not in text.lower() and "cannot" not in text.lower():
+        return text.rstrip(".")
+    return "Z"
+
+
+def _between(text: str, start: str, end: str | None) -> str:
+    begin = text.rindex(start) + len(start)
+    return text[begin:text.rindex(end)] if end else text[begin:]
+
+
+def _json_reply(items: list[dict], key: str) -> str:
+    """Fenced for some prompts, bare for others (both shapes the official judges produce)."""
+    body = json.dumps(items, indent=2)
+    return f"```json\n{body}\n```" if zlib.crc32(key.encode()) % 2 else body
+
+
+def _recall_reply(content: str) -> str:
+    question = _between(content, "[Problem]\n", "\n\n[Answer]\n")
+    solution = _norm(_between(content, "\n[Solution]\n", "\n\n[Ground Truth Information]\n"))
+    steps = ast.literal_eval(_between(content, "[Ground Truth Information]\n", None))
+    items = [{"step": step, "step_type": step_type(step),
+              "judgment": "Matched" if _norm(step_body(step)) in solution else "Unmatched"} for step in steps]
+    return _json_reply(items, question)
+
+
+def _precision_reply(content: str) -> str:
+    question = _between(content, "[Problem]\n", "\n\n[Solution]\n")
+    solution = _between(content, "\n[Solution]\n", "\n\n[Ground Truth Information]\n")
+    references = [_norm(step_body(s)) for s in ast.literal_eval(_between(content, "[Ground Truth Information]\n", None))]
+    truth = _TRUTH[question.strip()]
+    items = []
+    for line in filter(None, (step_body(line).strip() for line in solution.splitlines())):
+        kind = step_type(line)
+        if kind == "Background Review Steps":
+            verdict = "Redundant"
+        elif re.match(r"so the answer is", line, re.IGNORECASE):
+            verdict = "Matched" if answers_match(extract_answer(line), truth["answer"], truth["question"]) else "Wrong"
+        else:
+            verdict = "Matched" if _norm(line) in references else "Wrong"
+        # The precision prompt itself spells the verdict both "Match" and "Matched".
+        verdict = "Match" if verdict == "Matched" and zlib.crc32(line.encode()) % 3 == 0 else verdict
+        items.append({"step": line, "step_type": kind, "reasons_for_judgment": "sample truth", "judgment": verdict})
+    return _json_reply(items, question)
+
+
+def judge_responder(body: dict) -> str:
+    """Reply to one of the four official VCR-Bench judge prompts from the sample's truth."""
+    content = body["messages"][-1]["content"]
+    extraction_head = prompts.official_prompt("Answer_Extraction_Prompt_part1")
+    scoring_head = prompts.official_prompt("Answer_Scoring_Prompt_part1")
+    if content.startswith(extraction_head):
+        return extract_answer(_between(content, "\nAnswer: ", "\nYour output:"))
+    if content.startswith(scoring_head):
+        question = _between(content, scoring_head + "\nQuestion: ", "\n[Model Answer]: ")
+        model = _between(content, "\n[Model Answer]: ", "\n[Standard Answer]: ")
+        standard = _between(content, "\n[Standard Answer]: ", "\nYour output:")
+        return "1" if answers_match(model, standard, question) else "0"
+    if content.startswith(prompts.official_prompt("Recall_Evaluation_Prompt")[:60]):
+        return _recall_reply(content)
+    if content.startswith(prompts.official_prompt("Precision_Evaluation_Prompt")[:60]):
+        return _precision_reply(content)
+    raise ValueError("not a VCR-Bench judge prompt")
