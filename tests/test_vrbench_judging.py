@@ -1,0 +1,150 @@
+"""VRBench data and prompts: the real debug records, byte-exact prompts, what reaches the judge.
+
+The judge runs over real HTTP (`LocalJudgeServer`); expected prompts are built from the
+reference files by plain text replacement, independently of the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from lmms_video_reasoning.judges import LocalJudgeServer
+from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.vrbench import data, hooks, prompts
+from lmms_video_reasoning.vrbench.sample import judge_responder
+
+RESPONSE = "Assistant: <Step 1> They explore the ruins.\n<Step 2> History matters to them.\n<Answer> A"
+
+
+@pytest.fixture(scope="module")
+def debug_records(reference_dir):
+    return data.load_records(reference_dir / "vrbench" / "VRBench_debug.jsonl")
+
+
+@pytest.fixture
+def ref_prompt(reference_dir):
+    return lambda name: (reference_dir / "vrbench" / "prompts" / name).read_bytes().decode("utf-8")
+
+
+def test_prompt_files_are_verbatim_copies(reference_dir):
+    for path in sorted((reference_dir / "vrbench" / "prompts").glob("*.txt")):
+        assert (prompts.PROMPTS_DIR / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_debug_records_load_and_flatten(debug_records):
+    docs = data.flatten(debug_records)
+    assert len(docs) == sum(len(r["mcq"]) for r in debug_records) == 13
+    first = docs[0]
+    assert first["sample_id"] == "TZk_p-q8Fzo_qa1" and first["qa_key"] == "qa1"
+    assert first["options"][3] == ["D", debug_records[0]["mcq"]["qa1"]["options"]["D"]]
+    assert first["procedure"].splitlines()[0] == "<Step 1> A group of people explore the temple ruins, showing interest. [00:07:44->00:08:28]"
+    types = {d["reasoning_type"] for d in docs}
+    assert {"Counting Porblems", "Event Summarization", "Hypothetical Reasoning", "Event Prediction"} <= types
+    synopsis = next(d for d in docs if d["reasoning_type"] == "Event Summarization")
+    assert synopsis["steps"] == [] and synopsis["procedure"] == ""
+    assert data.media_files(debug_records) == ["VRBench/videos/v001/TZk_p-q8Fzo.mp4", "VRBench/videos/v001/eb5vwy4GSSs.mp4"]
+    # Arrow-friendly: the documents become a dataset.
+    assert len(docs_dataset(docs)) == 13
+
+
+def test_malformed_record_is_named(debug_records):
+    broken = json.loads(json.dumps(debug_records[1]))
+    del broken["mcq"]["qa3"]["answer"]
+    with pytest.raises(DataError, match=r"eb5vwy4GSSs, question qa3: missing field\(s\) answer"):
+        data.flatten([broken])
+    broken = json.loads(json.dumps(debug_records[1]))
+    broken["mcq"]["qa2"]["reasoning_type"] = "Counting"
+    with pytest.raises(DataError, match="unknown reasoning_type 'Counting'"):
+        data.flatten([broken])
+
+
+def test_inference_prompt_byte_exact(debug_records, ref_prompt):
+    doc = data.flatten(debug_records)[0]
+    qa = debug_records[0]["mcq"]["qa1"]
+    mcq = "Question: " + qa["question"] + "\nOptions:\n" + "\n".join(f"{k}: {v}" for k, v in qa["options"].items())
+    expected = ref_prompt("MCQ_COT_PROMPT.template.txt").replace("$multiple_choice_question", mcq).replace(
+        "$video_summary", debug_records[0]["video_summary"]
+    )
+    assert hooks.doc_to_text(doc) == expected
+    doc["mode"] = "text"
+    messages = hooks.doc_to_messages(doc, {"visual_mode": "frames", "num_frames": 4})
+    assert messages == [{"role": "user", "content": [{"type": "text", "text": expected}]}]
+
+
+def steps_text(process: dict) -> str:
+    return "\n".join(f"<Step {k}> {v}" for k, v in sorted(process.items(), key=lambda kv: int(kv[0])))
+
+
+def fill(template: str, **fields) -> str:
+    for name, value in fields.items():
+        template = template.replace("{" + name + "}", value)
+    return template
+
+
+def run_judge(monkeypatch, debug_records, protocol):
+    """Score the debug questions (+ one with a >10,000-char summary) through a real server."""
+    long_video = json.loads(json.dumps(debug_records[1]))
+    long_video["video_id"] = "long_summary"
+    long_video["video_summary"] = debug_records[0]["video_summary"]  # 13,665 characters
+    long_video["mcq"] = {"qa5": long_video["mcq"]["qa5"]}  # Event Prediction
+    docs = data.flatten([*debug_records, long_video])
+    for doc in docs:
+        doc["mode"], doc["protocol"] = "judge", protocol
+    records = [hooks.build_record(doc, RESPONSE) for doc in docs]
+    with LocalJudgeServer(judge_responder) as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+        metrics = hooks.score_records(records)
+        sent = {json.loads(json.dumps(body["messages"]))[1]["content"]: body for body in server.requests}
+    return metrics, sent
+
+
+def qa(records, video, key):
+    record = next(r for r in records if r["video_id"] == video)
+    return record, record["mcq"][key]
+
+
+def test_default_judge_prompts_byte_exact(monkeypatch, debug_records, ref_prompt):
+    metrics, sent = run_judge(monkeypatch, debug_records, "default")
+    # Rated: 3 II/LL + 1 EA + 2 counting in video 1; EA + 2 counting + HR + EP in video 2; + 1 EP.
+    assert len(sent) == 6 + 5 + 1
+    video, question = qa(debug_records, "TZk_p-q8Fzo", "qa1")  # Implicit Inference
+    user = fill(ref_prompt("UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"), question=question["question"], response=RESPONSE,
+                procedure=steps_text(question["reasoning_process"]), answer=question["original_answer"])
+    body = sent[user]
+    assert body["messages"][0] == {"role": "system", "content": ref_prompt("UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt")}
+    assert body["temperature"] == 0
+    # Counting is rated with the unique-answer prompt in the default protocol.
+    _, counting = qa(debug_records, "TZk_p-q8Fzo", "qa5")
+    assert any(counting["question"] in content and "<step_matching>" in b["messages"][0]["content"] for content, b in sent.items())
+    # Non-unique prompt, summary cut to 10,000 characters.
+    _, prediction = qa(debug_records, "eb5vwy4GSSs", "qa5")
+    cut = debug_records[0]["video_summary"][:10_000]
+    user = fill(ref_prompt("NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"), video_summary=cut, question=prediction["question"],
+                response=RESPONSE, answer=prediction["original_answer"], procedure=steps_text(prediction["reasoning_process"]))
+    assert sent[user]["messages"][0]["content"] == ref_prompt("NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt")
+    assert not any("What is the main point of this video?" in content for content in sent)  # synopsis: not rated
+    assert metrics["judge_failed"] == 0 and 0 <= metrics["process_score"] <= 100
+
+
+def test_official_judge_prompts_byte_exact(monkeypatch, debug_records, ref_prompt):
+    metrics, sent = run_judge(monkeypatch, debug_records, "official")
+    # Counting and synopsis are never sent: 3 + 1 (video 1), 1 + 2 (video 2), + 1.
+    assert len(sent) == 8
+    stripped = RESPONSE.strip("Assistant:")
+    assert stripped.startswith(" <Step 1>") and stripped.endswith("<Answer> ")
+    _, question = qa(debug_records, "eb5vwy4GSSs", "qa1")  # Event Attribution
+    # The swap: the reference answer under "Reasoning Step:", the steps under "Answer:".
+    user = fill(ref_prompt("UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"), question=question["question"], response=stripped,
+                procedure=question["original_answer"], answer=steps_text(question["reasoning_process"]))
+    body = sent[user]
+    assert "temperature" not in body
+    _, hypothetical = qa(debug_records, "eb5vwy4GSSs", "qa4")
+    user = fill(ref_prompt("NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"), video_summary=debug_records[1]["video_summary"],
+                question=hypothetical["question"], response=stripped, answer=steps_text(hypothetical["reasoning_process"]),
+                procedure=hypothetical["original_answer"])
+    assert user in sent
+    assert not math.isnan(metrics["process_score"])
