@@ -315,3 +315,34 @@ def test_a_broken_cache_degrades_to_uncached_judging_with_one_warning(tmp_path, 
     assert [r.value for r in results] == [f"echo: question {i}" for i in range(5)]
     warnings = [record for record in caplog.records if "judge cache" in record.getMessage()]
     assert len(warnings) == 1 and "LMMS_VR_JUDGE_CACHE" in warnings[0].getMessage()
+
+
+_RANK_SCRIPT = """
+import sys
+from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeRequest
+base_url, cache, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+judge = Judge(JudgeConfig(model="m", base_url=base_url, cache_path=cache, concurrency=8, timeout=5))
+results = judge.map(lambda i, ask: ask(JudgeRequest([{"role": "user", "content": f"q{i}"}])), range(30))
+assert all(r.ok and r.value == f"echo: q{i}" for i, r in enumerate(results)), results
+print(judge.stats.calls, judge.stats.cache_hits)
+"""
+
+
+def test_concurrent_processes_share_one_cache(tmp_path):
+    import sqlite3
+
+    cache = tmp_path / "cache.sqlite"
+    with LocalJudgeServer(latency=0.02) as server:
+        ranks = [
+            subprocess.Popen([sys.executable, "-c", _RANK_SCRIPT, server.base_url, str(cache), str(rank)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for rank in range(2)
+        ]
+        outputs = [rank.communicate(timeout=60) for rank in ranks]
+        assert [rank.returncode for rank in ranks] == [0, 0], [err[-2000:] for _out, err in outputs]
+        with sqlite3.connect(cache) as connection:
+            assert connection.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == 30
+        # A third run (e.g. the resumed job) is served entirely from the shared cache.
+        before = server.request_count
+        rerun = subprocess.run([sys.executable, "-c", _RANK_SCRIPT, server.base_url, str(cache), "2"], capture_output=True, text=True, timeout=60)
+        assert rerun.returncode == 0 and rerun.stdout.split() == ["0", "30"]
+        assert server.request_count == before
