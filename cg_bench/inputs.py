@@ -4,9 +4,8 @@ Frame choice is the official sampler's (`utils.video`): long video, grounding an
 segment centres of the whole video (`cg_bench_indices`, 128 by default); clue mode takes
 frames inside the clue intervals (`cg_bench_clue_indices`, 32 by default). Indices are
 computed from `video_meta_info.json` (`max_frame`, `fps`), as the official runner does, so the
-prompt text needs no decoding. Subtitles follow `get_subtitles`: a cue is shown when its span
-strictly contains a sampled frame's time (milliseconds, `round(idx * 1000 / fps)`), each
-line once, as `[start, end] text`.
+prompt text needs no decoding. Subtitles follow `get_subtitles` (`utils.subtitles`): a cue is shown when its span strictly
+contains a sampled frame's time (integer milliseconds), each line once, as `[start, end] text`.
 """
 
 from __future__ import annotations
@@ -51,58 +50,34 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 # ---------------------------------------------------------------------- subtitles
 
 
-@dataclass(frozen=True)
-class Cue:
-    start_ms: int
-    end_ms: int
-    text: str
-
-
 _cue_lock = threading.Lock()
-_cue_cache: dict[str, tuple[Cue, ...]] = {}
+_cue_cache: dict[str, tuple] = {}
 
 
-def load_cues(path: Path) -> tuple[Cue, ...]:
-    """The cues of an SRT file in milliseconds (parsed once per file and process)."""
+def load_cues(path: Path) -> tuple:
+    """The cues of an SRT file (`utils.subtitles.parse_srt`, parsed once per file and process)."""
     from lmms_video_reasoning.utils import subtitles
 
     key = str(path)
     with _cue_lock:
         if key not in _cue_cache:
-            _cue_cache[key] = tuple(
-                Cue(round(cue.start * 1000), round(cue.end * 1000), cue.text) for cue in subtitles.parse_srt(path)
-            )
+            _cue_cache[key] = tuple(subtitles.parse_srt(path).cues)
         return _cue_cache[key]
 
 
-def frame_ms(index: int, fps: float) -> int:
-    """A frame's time in whole milliseconds (pysubs2 `make_time(frames=, fps=)`: round(index * 1000 / fps))."""
-    return int(round(index * (1000 / fps)))
-
-
-def subtitle_lines(cues: Sequence[Cue], indices: Sequence[int], fps: float) -> list[str]:
-    """`get_subtitles` with `sub_time=True`: the lines of cues strictly around a sampled frame.
-
-    Frame order, then cue order; newlines inside a cue become spaces; blank and repeated
-    lines are skipped.
-    """
-    lines: list[str] = []
-    for index in indices:
-        now = frame_ms(index, fps)
-        for cue in cues:
-            if cue.start_ms < now < cue.end_ms:
-                text = prompts.subtitle_line(cue.start_ms / 1000, cue.end_ms / 1000, " ".join(cue.text.splitlines()))
-                if cue.text.strip() and text not in lines:
-                    lines.append(text)
-    return lines
-
-
 def subtitles_for(plan: FramePlan) -> str:
-    """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies)."""
+    """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies).
+
+    `get_subtitles` with `sub_time=True`, via `utils.subtitles.lines_for_times` at the
+    frames' exact times `index / fps`.
+    """
+    from lmms_video_reasoning.utils import subtitles
+
     path = data.subtitle_path(plan.video_uid)
     if path is None:
         return ""
-    return prompts.subtitles_block(subtitle_lines(load_cues(path), plan.indices, plan.fps))
+    times = [index / plan.fps for index in plan.indices]
+    return subtitles.subtitle_prompt(subtitles.lines_for_times(load_cues(path), times))
 
 
 def frames_for(plan: FramePlan) -> list:

@@ -43,23 +43,6 @@ def option_letters(count: int) -> list[str]:
     return [chr(ord("A") + i) for i in range(count)]
 
 
-def format_seconds(value: float) -> str:
-    """A time as the runner prints it: Python's `str` of a float (`12.0`, `3.25`)."""
-    return str(float(value))
-
-
-def subtitle_line(start: float, end: float, text: str) -> str:
-    """One subtitle line with its span (`sub_time=True`): `[start, end] text`, seconds from ms / 1000."""
-    return f"[{format_seconds(start)}, {format_seconds(end)}] {text}"
-
-
-def subtitles_block(lines: Sequence[str]) -> str:
-    """`get_subtitles`: the header, the lines joined by newlines, a blank line; '' without lines."""
-    if not lines:
-        return ""
-    return "The subtitles of the video are as follows:\n\n" + "\n".join(lines) + "\n\n"
-
-
 def frame_time(index: int, fps: float) -> float:
     """A sampled frame's time as the runner prints it: `round(index / fps, 4)`."""
     return round(index / fps, 4)
@@ -83,7 +66,8 @@ def options_block(choices: Sequence[str]) -> str:
 def model_prompt(mode: str, question: str, choices: Sequence[str], subtitles: str = "", frame_times: str = "") -> str:
     """The full text block a model receives in `mode` (`get_prompt` after the system prompt).
 
-    `subtitles` / `frame_times` are the ready blocks (`subtitles_block`, `frame_times_block`),
+    `subtitles` / `frame_times` are the ready blocks (`utils.subtitles.subtitle_prompt`,
+    `frame_times_block`),
     '' when the setting is off or nothing applies.
     """
     text = system_prompt(mode) + subtitles + frame_times + question_block(question)

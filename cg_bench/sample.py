@@ -1,0 +1,301 @@
+"""The CG-Bench sample benchmark: synthetic long videos whose every answer and clue is known.
+
+`write_sample(root)` writes the official layout under `root` (a `$CGBENCH_ROOT`):
+`cgbench_mini.json` / `cgbench.json` (official schema), `video_meta_info.json`,
+`cg_videos_720p/{uid}.mp4` (3 to 65 minutes, 1-2 fps, 160x120, so generation takes seconds),
+`cg_subtitles/{uid}.srt` for some videos, and pre-cut clue clips `cg_clue_videos/{qid}.mp4`
+for some single-interval questions (the others go through `utils.video.cut_clip`).
+Coloured shapes appear, move, flash and leave at known times; questions about them cover
+every question kind (perception / reasoning / hallucination), several domains and four
+duration buckets. `demo_predictions(root)` gives replay replies for every task (mostly right,
+some wrong, some in the lenient forms the official parser accepts, some unparseable), and
+`oracle_judge_reply(request)` answers the open-ended judge's prompts from the known truth.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from lmms_video_reasoning.cg_bench import data, prompts
+from lmms_video_reasoning.utils.synthetic import Shape, write_srt, write_video
+
+WIDTH, HEIGHT = 160, 120
+
+
+@dataclass(frozen=True)
+class SampleVideo:
+    uid: str
+    duration: int  # seconds
+    fps: int
+    domain: str
+    shapes: tuple[Shape, ...]
+    cues: tuple[tuple[float, float, str], ...] = ()
+
+
+def _shape(kind, color, start, end, **kw) -> Shape:
+    return Shape(kind, color, float(start), float(end), **kw)
+
+
+VIDEOS = (
+    SampleVideo("cgsample_park", 180, 2, "Life Record", (
+        _shape("circle", "red", 20, 40, pos0=(0.3, 0.5)),
+        _shape("square", "blue", 60, 90, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
+        _shape("triangle", "green", 120, 135, flash_hz=1.0),
+    ), ((18, 42, "Look, a ball rolls in"), (58, 92, "Now something slides across"), (118.5, 136, "Watch it blink"))),
+    SampleVideo("cgsample_screen", 840, 1, "GUI", (
+        _shape("square", "white", 100, 160),
+        _shape("circle", "magenta", 400, 430, pos0=(0.5, 0.2), pos1=(0.5, 0.8)),
+        _shape("triangle", "cyan", 500, 520),
+        _shape("triangle", "cyan", 600, 620),
+    ), ((95, 165, "The window opens"), (395, 435, "A notification drops down"))),
+    SampleVideo("cgsample_match", 1320, 1, "Sports & Exercise", (
+        _shape("circle", "orange", 300, 360, pos0=(0.8, 0.5), pos1=(0.2, 0.5)),
+        _shape("triangle", "blue", 900, 960, flash_hz=0.5),
+    )),
+    SampleVideo("cgsample_drive", 3900, 1, "Driving", (
+        _shape("square", "yellow", 1000, 1100, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
+        _shape("circle", "red", 3000, 3060),
+    )),
+)
+
+COLOR_WORDS = ("Red", "Blue", "Green", "Yellow", "White", "Magenta", "Cyan", "Orange")
+MOTIONS = ("It moves from left to right", "It moves from right to left", "It moves from top to bottom",
+           "It flashes on and off", "It stays still", "It grows larger")
+# Open-ended answers the sample judge treats as "a different description of the same scene".
+SYNONYMS = {"Red": "Crimson", "Blue": "Navy", "Magenta": "Pink", "Orange": "Amber", "Yellow": "Golden"}
+
+
+def _motion(shape: Shape) -> str:
+    if shape.flash_hz:
+        return MOTIONS[3]
+    if shape.pos1 is None:
+        return MOTIONS[4]
+    if shape.pos1[0] > shape.pos0[0]:
+        return MOTIONS[0]
+    if shape.pos1[0] < shape.pos0[0]:
+        return MOTIONS[1]
+    return MOTIONS[2]
+
+
+PADDING = ("It is not shown", "None of these", "All of these", "It cannot be determined")
+
+
+def _options(answer: str, pool, count: int, seed: int) -> tuple[list[str], str]:
+    """`count` options containing `answer` (padded from PADDING), the right letter varying with `seed`."""
+    others = [o for o in (*pool, *PADDING) if o != answer][: count - 1]
+    options = others[:]
+    position = seed % count
+    options.insert(position, answer)
+    return options, chr(ord("A") + position)
+
+
+def _describe(shape: Shape) -> str:
+    return f"{shape.color} {shape.kind}"
+
+
+@lru_cache(maxsize=1)
+def build_questions() -> tuple[dict, ...]:
+    """All sample questions in the official schema (deterministic; the truth of the sample)."""
+    questions: list[dict] = []
+
+    def add(video: SampleVideo, question: str, answer: str, pool, intervals, sub_category: str) -> None:
+        qid = 9000 + len(questions)
+        choices, letter = _options(answer, pool, 5 + qid % 4, qid)  # 5 to 8 options, as in the dataset
+        questions.append({
+            "qid": qid, "video_uid": video.uid, "question": question, "answer": answer, "choices": choices,
+            "right_answer": letter, "clue_intervals": [list(i) for i in intervals], "domain": video.domain,
+            "sub_category": sub_category, "duration": video.duration,
+        })
+
+    for video in VIDEOS:
+        seen_kinds = [s.kind for s in video.shapes]
+        for shape in video.shapes:
+            span = [shape.start, shape.end]
+            if seen_kinds.count(shape.kind) == 1:
+                add(video, f"In the {video.uid.split('_')[1]} video, what color is the {shape.kind}?",
+                    shape.color.capitalize(), COLOR_WORDS, [span], "Entity Perception")
+            if seen_kinds.count(shape.kind) == 1:
+                add(video, f"In the {video.uid.split('_')[1]} video, what does the {_describe(shape)} do while it is on screen?",
+                    _motion(shape), MOTIONS, [span], "Event Perception")
+        first, last = video.shapes[0], video.shapes[-1]
+        add(video, f"In the {video.uid.split('_')[1]} video, which appears first: the {_describe(last)} or the {_describe(first)}?",
+            f"The {_describe(first)}", [f"The {_describe(last)}", "They appear together", "Neither appears", "Both appear twice"],
+            [[first.start, first.end], [last.start, last.end]], "Event Cognition")
+        seconds = int(first.end - first.start)
+        add(video, f"In the {video.uid.split('_')[1]} video, for how many seconds is the {_describe(first)} visible?",
+            f"{seconds} seconds", [f"{n} seconds" for n in (5, 10, 15, 20, 30, 45, 60, 100) if n != seconds],
+            [[first.start, first.end]], "Time Perception")
+        add(video, f"In the {video.uid.split('_')[1]} video, what color is the star?", "There is no star in the video",
+            ["Red", "Blue", "Green", "Yellow", "White", "Orange"], [[first.start, first.end]], "Hallucination")
+        for start, end, text in video.cues[:2]:
+            add(video, f"In the {video.uid.split('_')[1]} video, what does the subtitle say at {int(start) + 3} seconds?",
+                text, [c[2] for c in video.cues if c[2] != text] + ["Nothing is said", "Goodbye"], [[start, end]], "Text Perception")
+    screen = VIDEOS[1]
+    add(screen, "In the screen video, how many times does the cyan triangle appear?", "Twice",
+        ["Once", "Three times", "Never", "Four times"], [[500, 520], [600, 620]], "Entity Cognition")
+    add(screen, "In the screen video, how long after the cyan triangle first leaves does it come back?", "80 seconds",
+        ["20 seconds", "40 seconds", "120 seconds", "200 seconds"], [[500, 520], [600, 620]], "Time Cognition")
+    return tuple(questions)
+
+
+MINI_EXCLUDED = 2  # the last questions are only in the full split (cgbench.json)
+
+
+def _clip_shapes(shapes, start: float, end: float) -> list[Shape]:
+    """The shapes entirely inside [start, end], shifted so the clip starts at 0."""
+    return [Shape(s.kind, s.color, s.start - start, s.end - start, s.pos0, s.pos1, s.size, s.flash_hz)
+            for s in shapes if s.start >= start and s.end <= end]
+
+
+def write_sample(root) -> Path:
+    """Write the sample benchmark under `root` (idempotent: existing videos are kept)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    questions = list(build_questions())
+    meta = {}
+    for video in VIDEOS:
+        path = write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps,
+                           width=WIDTH, height=HEIGHT, gop=video.fps * 60)
+        frames = video.duration * video.fps
+        # The official metadata's max_frame is the container's frame count minus one.
+        meta[video.uid] = {"duration": float(video.duration), "max_frame": frames - 1, "fps": float(video.fps)}
+        if video.cues:
+            write_srt(root / data.SUBTITLE_DIR / f"{video.uid}.srt", video.cues)
+        assert path.is_file()
+    by_uid = {video.uid: video for video in VIDEOS}
+    for question in questions:
+        # Pre-cut clue clips for every other single-interval question; the rest use cut_clip.
+        if len(question["clue_intervals"]) == 1 and question["qid"] % 2 == 0:
+            (start, end), video = question["clue_intervals"][0], by_uid[question["video_uid"]]
+            write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, _clip_shapes(video.shapes, start, end),
+                        fps=video.fps, width=WIDTH, height=HEIGHT)
+    (root / data.META_FILE).write_text(json.dumps(meta, indent=1))
+    (root / data.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
+    (root / data.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
+    data.clear_media_index()
+    return root
+
+
+# ---------------------------------------------------------------------- replay predictions
+
+
+def _fenced(value) -> str:
+    return "```json\n" + json.dumps({"result": value}, ensure_ascii=False) + "\n```"
+
+
+def mcq_reply(question: dict, variant: int) -> str:
+    """A multiple-choice reply: right (fenced JSON) mostly; some wrong, lenient or unparseable."""
+    right = question["right_answer"]
+    wrong = "A" if right != "A" else "B"
+    kind = variant % 9
+    if kind == 3:
+        return _fenced(wrong)
+    if kind == 5:
+        return f"The answer is {right}."  # no JSON: the official letter fallback
+    if kind == 6:
+        return "```json\n{\"result\": " + right + "}\n```"  # bare word, quoted by the parser
+    if kind == 7:
+        return "I cannot tell from these frames."  # unparseable
+    return _fenced(right)
+
+
+def grounding_reply(question: dict, variant: int) -> str:
+    """A grounding reply: the true intervals, a half-overlapping guess, a miss, prose, or no answer."""
+    truth = question["clue_intervals"]
+    kind = variant % 6
+    if kind == 1:
+        start, end = truth[0]
+        return _fenced([[start + (end - start) / 2, end + (end - start) / 2]])  # tIoU 1/3
+    if kind == 2:
+        return _fenced([[0, 5]])  # a miss (tIoU 0)
+    if kind == 3:
+        start, end = truth[0]
+        return f"The clue is between {int(end)} and {int(start)} seconds."  # reversed, number fallback
+    if kind == 4:
+        return "Around the middle of the video."  # no numbers: official tIoU 0
+    if kind == 5:
+        return "At about 12 seconds."  # one number: unparseable
+    return _fenced(truth)
+
+
+def open_reply(question: dict, variant: int) -> str:
+    """An open-ended reply: the answer, a synonym (judge step 2), a wrong answer, or nothing."""
+    answer = question["answer"]
+    kind = variant % 5
+    if kind == 1 and answer in SYNONYMS:
+        return _fenced(SYNONYMS[answer])
+    if kind == 2:
+        return _fenced("A purple hexagon")
+    if kind == 4:
+        return ""
+    if kind == 3:
+        return answer  # no JSON: the whole reply is the prediction
+    return _fenced(answer)
+
+
+def blind_reply(question: dict, variant: int) -> str:
+    """Blind replies: a bare letter as the paper's prompt asks, mostly the first option."""
+    return "A" if variant % 4 else question["right_answer"]
+
+
+def demo_predictions(root=None) -> list[dict]:
+    """Replay lines for every CG-Bench task on the sample (mini split)."""
+    rows = []
+    questions = build_questions()[:-MINI_EXCLUDED]
+    for i, q in enumerate(questions):
+        qid = str(q["qid"])
+        rows.append({"task": "cg_bench_long", "id": qid, "response": mcq_reply(q, i)})
+        rows.append({"task": "cg_bench_clue", "id": qid, "response": mcq_reply(q, i + 4)})
+        rows.append({"task": "cg_bench_grounding", "id": qid, "response": grounding_reply(q, i)})
+        rows.append({"task": "cg_bench_open", "id": qid, "response": open_reply(q, i)})
+        rows.append({"task": "cg_bench_blind", "id": qid, "response": blind_reply(q, i)})
+        rows.append({"task": "cg_bench_mcq", "id": f"{qid}:long", "response": mcq_reply(q, i)})
+        rows.append({"task": "cg_bench_mcq", "id": f"{qid}:clue", "response": mcq_reply(q, i + 4)})
+        rows.append({"task": "cg_bench_mcq", "id": f"{qid}:grounding", "response": grounding_reply(q, i)})
+    return rows
+
+
+# ---------------------------------------------------------------------- sample judge
+
+
+_QUOTED = re.compile(r"^Question: (?P<question>.*?)\n\n(?:The ground truth answer is '(?P<answer>.*?)'\n\n)?The model's prediction is '(?P<prediction>.*?)'\n\n\Z", re.S)
+
+
+def _text_and_images(request: dict) -> tuple[str, int]:
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content, 0
+            text = "".join(part.get("text", "") for part in content if part.get("type") == "text")
+            return text, sum(part.get("type") == "image_url" for part in content)
+    return "", 0
+
+
+def oracle_judge_reply(request: dict) -> str | None:
+    """The sample judge: answers CG-Bench's two open-ended judge prompts from the sample's truth.
+
+    Step 1: 1 if the prediction equals the reference (case-insensitive), 2 if it is the
+    sample's synonym of it, else 0. Step 2: 1 if images were sent and the prediction is the
+    synonym of the question's true answer, else 0. None for any other prompt.
+    """
+    text, images = _text_and_images(request)
+    step1, step2 = prompts.load_prompt("eval_open_step_1"), prompts.load_prompt("eval_open_step_2")
+    if text.startswith(step1):
+        match = _QUOTED.search(text[len(step1):])
+        if not match:
+            return "```json\n{\"result\": 0}\n```"
+        answer, prediction = match["answer"] or "", match["prediction"]
+        verdict = 1 if prediction.lower() == answer.lower() else 2 if SYNONYMS.get(answer) == prediction else 0
+        return f"```json\n{{\"result\": {verdict}}}\n```"
+    if text.startswith(step2):
+        tail = text[text.rfind("Question: "):]
+        match = _QUOTED.search(tail)
+        truth = {q["question"]: q["answer"] for q in build_questions()}
+        ok = bool(match) and images > 0 and SYNONYMS.get(truth.get(match["question"], "")) == match["prediction"]
+        return f"```json\n{{\"result\": {int(ok)}}}\n```"
+    return None

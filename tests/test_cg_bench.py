@@ -1,0 +1,298 @@
+"""CG-Bench: prompts, parsing, tIoU and metric arithmetic, data validation, the open-ended judge flow."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+
+import pytest
+
+from lmms_video_reasoning.cg_bench import aggregate, data, hooks, inputs, judging, prompts, sample, scoring
+from lmms_video_reasoning.judges.parsing import ParseError
+from lmms_video_reasoning.utils.data import DataError
+
+OFFICIAL = ("long_acc", "clue_acc", "miou", "open", "eval_open_step_1", "eval_open_step_2")
+
+
+@pytest.fixture(scope="module")
+def cg_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cg_sample")
+    sample.write_sample(root)
+    return root
+
+
+@pytest.fixture
+def cg_env(cg_root, monkeypatch):
+    monkeypatch.setenv("CGBENCH_ROOT", str(cg_root))
+    return cg_root
+
+
+# ---------------------------------------------------------------------- prompts
+
+
+@pytest.mark.parametrize("name", OFFICIAL)
+def test_system_prompts_are_byte_exact(name, reference_dir):
+    expected = (reference_dir / "cg_bench" / "prompts" / f"{name}.txt").read_bytes()
+    assert prompts.load_prompt(name).encode("utf-8") == expected
+    assert (prompts.PROMPTS_DIR / f"{name}.txt").read_bytes() == expected
+
+
+def test_prompt_text_assembled_as_the_runner():
+    subtitles = "The subtitles of the video are as follows:\n\n[1.5, 3.0] hello there\n\n"
+    text = prompts.model_prompt("long", "What is it?", ["Red", "Blue"], subtitles, prompts.frame_times_block([0, 15, 31], 30.0))
+    assert text == (
+        prompts.load_prompt("long_acc")
+        + "The subtitles of the video are as follows:\n\n[1.5, 3.0] hello there\n\n"
+        + "A total of 3 frames are sampled. Their corresponding timestamps are:\n\n0.0, 0.5, 1.0333\n\n"
+        + "Question: What is it?\n\nA:Red\nB:Blue\n\n"
+    )
+    # open-ended lists no options; grounding uses the miou prompt and lists them
+    assert prompts.model_prompt("open", "Why?", ["x"]) == prompts.load_prompt("open") + "Question: Why?\n\n"
+    assert prompts.model_prompt("grounding", "Q", ["x"]).startswith(prompts.load_prompt("miou") + "Question: Q\n\nA:x\n\n")
+
+
+def test_judge_texts_quote_reference_and_prediction():
+    assert prompts.judge_step1_text("Q?", "Red", "Crimson") == (
+        prompts.load_prompt("eval_open_step_1") + "Question: Q?\n\nThe ground truth answer is 'Red'\n\nThe model's prediction is 'Crimson'\n\n"
+    )
+    step2 = prompts.judge_step2_text("Q?", "Crimson", "SUBS", "TIMES")
+    assert step2 == prompts.load_prompt("eval_open_step_2") + "SUBSTIMESQuestion: Q?\n\nThe model's prediction is 'Crimson'\n\n"
+    assert "ground truth" not in step2
+
+
+def test_blind_prompt_is_the_papers_text():
+    text = prompts.blind_prompt("Which <Choices> one?", ["x", "y"])
+    assert text.startswith("Task description:\n\nYou will be read a multiple-choice question related to a visual task.")
+    assert "Multiple-choice question:\n\nWhich <Choices> one?\nA. x\nB. y\n\nImportant:\n\n" in text
+    assert text.endswith("Your output is:\n")
+
+
+def test_doc_to_text_on_sample_frames_and_video_modes(cg_env):
+    docs = hooks.build_docs(data.load_records("mini"), "long", "mini")
+    doc = next(d for d in docs if d["video_uid"] == "cgsample_park")
+    frames_text = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
+    # 180 s at 2 fps: max_frame 359, 4 segment centres int(seg/2 + round(seg*i)) with seg = 89.75
+    plan = inputs.frame_plan("cgsample_park", "long", doc["clue_intervals"], long_frames=4)
+    assert list(plan.indices) == [44, 134, 224, 313]
+    expected_times = "A total of 4 frames are sampled. Their corresponding timestamps are:\n\n22.0, 67.0, 112.0, 156.5\n\n"
+    expected_subs = ("The subtitles of the video are as follows:\n\n[18.0, 42.0] Look, a ball rolls in\n"
+                     "[58.0, 92.0] Now something slides across\n\n")
+    assert frames_text == prompts.system_prompt("long") + expected_subs + expected_times + "Question: " + doc["question"] + "\n\n" + prompts.options_block(doc["choices"])
+    video_text = hooks.doc_to_text(doc, {"visual_mode": "video", "long_frames": 4})
+    assert "A total of" not in video_text and expected_subs in video_text
+
+
+def test_visuals_per_mode(cg_env):
+    records = data.load_records("mini")
+    clue_docs = hooks.build_docs(records, "clue", "mini")
+    with_clip = next(d for d in clue_docs if d["qid"] % 2 == 0 and len(d["clue_intervals"]) == 1)
+    assert hooks.doc_to_visual(with_clip, {"visual_mode": "video"}) == [str(cg_env / "cg_clue_videos" / f"{with_clip['qid']}.mp4")]
+    part = hooks.doc_to_messages(with_clip, {"visual_mode": "video"})[0]["content"][0]
+    assert part["start_time"] == with_clip["clue_intervals"][0][0] and part["end_time"] == with_clip["clue_intervals"][0][1]
+    frames = hooks.doc_to_visual(with_clip, {"visual_mode": "frames", "clue_frames": 8})
+    assert len(frames) == 8 and frames[0].size == (sample.WIDTH, sample.HEIGHT)
+    blind = hooks.build_docs(records, "blind", "mini")[0]
+    assert hooks.doc_to_visual(blind, {}) == [] and hooks.doc_to_messages(blind, {})[0]["content"][0]["type"] == "text"
+    with pytest.raises(ValueError, match="visual_mode"):
+        hooks.doc_to_text(clue_docs[0], {"visual_mode": "pixels"})
+
+
+# ---------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize("reply, official, strict", [
+    ('```json\n{"result": "B"}\n```', True, True),
+    ('```json\n{"result": "C"}\n```', False, False),
+    ('```json\n{"result": B}\n```', True, True),  # bare word quoted
+    ('```json\n{"result": "B"\n```', True, True),  # broken JSON: letter fallback
+    ("I think A or B", True, True),  # any letter (official), last letter (strict)
+    ("B, not A", True, False),
+    ('```json\n{"result": "b"}\n```', False, False),  # JSON decides officially; strict: not a letter, none in the reply
+    ("I cannot tell.", None, False),
+    ("", None, False),
+])
+def test_parse_mcq(reply, official, strict):
+    assert scoring.parse_mcq(reply, "B").correct is official
+    assert scoring.parse_mcq(reply, "B", strict=True).correct is strict
+
+
+@pytest.mark.parametrize("reply, official, strict", [
+    ('```json\n{"result": [[10, 20], [30.5, 40]]}\n```', [[10.0, 20.0], [30.5, 40.0]], [[10.0, 20.0], [30.5, 40.0]]),
+    ("The clue is at 10-20 seconds", [[10.0, -20.0]], [[10.0, -20.0]]),  # official number pairing
+    ('```json\n{"result": [["0:10", "0:20"]]}\n```', [[0.0, 10.0], [0.0, 20.0]], [[0.0, 10.0], [0.0, 20.0]]),  # strings: numbers fallback
+    ("At about 12 seconds.", None, []),  # odd count: unparseable
+    ("Somewhere in the middle.", [], []),  # no numbers: official tIoU 0
+    ("", None, []),
+])
+def test_parse_intervals(reply, official, strict):
+    assert scoring.parse_intervals(reply)[0] == official
+    assert scoring.parse_intervals(reply, strict=True)[0] == strict
+
+
+def test_parse_open_and_judge_verdicts():
+    assert scoring.parse_open('```json\n{"result": "A red ball"}\n```') == "A red ball"
+    assert scoring.parse_open("Just prose") == "Just prose"
+    assert scoring.parse_open("   ") is None
+    assert scoring.judge_verdict('```json\n{"result": 2}\n```', (0, 1, 2)) == 2
+    assert scoring.judge_verdict("Verdict: 1", (0, 1)) == 1
+    with pytest.raises(ParseError):
+        scoring.judge_verdict("no idea", (0, 1))
+
+
+# ---------------------------------------------------------------------- tIoU and metrics
+
+
+@pytest.mark.parametrize("pred, gt, expected", [
+    ([[0, 10], [5, 15]], [[10, 20]], 5 / 20),  # overlaps within a set are merged first
+    ([[0, 10]], [[10, 20]], 0.0),  # touching
+    ([[0, 5]], [[10, 20]], 0.0),  # disjoint
+    ([], [[10, 20]], 0.0),  # empty prediction
+    ([], [], 0.0),  # empty union
+    ([[20, 10]], [[10, 20]], 1.0),  # reversed read as [start, end]
+    ([[0, 10], [20, 30]], [[5, 25]], 10 / 30),
+])
+def test_tiou_hand_cases(pred, gt, expected):
+    before = (copy.deepcopy(pred), copy.deepcopy(gt))
+    assert scoring.tiou(pred, gt) == pytest.approx(expected)
+    assert (pred, gt) == before  # inputs untouched
+
+
+def test_threshold_means_use_greater_or_equal():
+    # thresholds 0.1..0.5 pass 3, 2, 1, 1, 1 of 4 questions
+    assert scoring.rec_at_iou([0.1, 0.25, 0.5, 0.05]) == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
+    assert scoring.acc_at_iou([(True, 0.5), (False, 0.5), (True, 0.15)]) == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
+    assert math.isnan(scoring.rec_at_iou([]))
+
+
+def test_crr_arithmetic():
+    assert round(scoring.crr(45.2, 58.3), 1) == 77.5
+    assert scoring.crr(60.0, 50.0) == 100.0
+    assert math.isnan(scoring.crr(10.0, 0.0))
+
+
+def test_duration_buckets_and_kinds():
+    assert [scoring.duration_bucket(m * 60) for m in (3, 10, 10.5, 59, 60, 61)] == ["0-10", "0-10", "10-20", "50-60", "50-60", "60+"]
+    assert [scoring.question_kind(s) for s in ("Entity Perception", "Time Cognition", "Hallucination")] == list(scoring.KINDS)
+
+
+def _record(qid, mode, response, right="B", intervals=((10.0, 20.0),)):
+    doc = {"sample_id": f"{qid}:{mode}", "task_kind": "mcq", "mode": mode, "qid": qid, "video_uid": "v", "question": "Q",
+           "answer": "Red", "right_answer": right, "clue_intervals": [list(i) for i in intervals], "domain": "GUI",
+           "sub_category": "Entity Perception", "duration": 700}
+    return aggregate.make_record(doc, response)
+
+
+def test_score_records_joins_modes_per_qid():
+    fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
+    records = [
+        _record(1, "long", fenced("B")), _record(1, "clue", fenced("B")), _record(1, "grounding", fenced([[10, 20]])),
+        _record(2, "long", fenced("A")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]])),
+        _record(3, "long", "no idea"), _record(3, "clue", fenced("A")), _record(3, "grounding", fenced([[15, 25]])),
+    ]
+    scores = aggregate.score_records(records)
+    assert scores["long_acc"] == pytest.approx(50.0)  # qid 3 unparseable: left out
+    assert scores["clue_acc"] == pytest.approx(200 / 3)
+    assert scores["crr"] == pytest.approx(100 * 50 / (200 / 3))
+    assert scores["miou"] == pytest.approx(100 * (1 + 1 + 1 / 3) / 3)
+    assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
+    assert scores["parse_failed"] == 1
+    assert scores["breakdown"]["kind"]["perception"]["n"] == 9
+    strict = aggregate.score_records(records, aggregate.Settings(strict=True))
+    assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
+
+
+# ---------------------------------------------------------------------- data
+
+
+def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkeypatch):
+    for name in ("cgbench_mini.json", "video_meta_info.json"):
+        shutil.copy(reference_dir / "cg_bench" / name, tmp_path / name)
+    monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
+    records = data.load_records("mini")
+    assert len(records) == 3000 and len({r["video_uid"] for r in records}) == 1118
+    assert all(r["video_uid"] in data.video_meta_table() for r in records)
+    docs = hooks.build_docs(records, "mcq", "mini")
+    assert len(docs) == 9000 and docs[1]["sample_id"] == f"{records[0]['qid']}:clue"
+    assert {scoring.question_kind(r["sub_category"]) for r in records} == set(scoring.KINDS)
+
+
+def test_malformed_record_is_named():
+    good = {"qid": 7, "video_uid": "v", "question": "Q", "answer": "x", "choices": ["x", "y", "z", "w", "u"],
+            "right_answer": "A", "clue_intervals": [[1, 2]], "domain": "GUI", "sub_category": "Hallucination", "duration": 600}
+    assert data.validate_record(good, "f.json #0")["clue_intervals"] == [[1.0, 2.0]]
+    with pytest.raises(DataError, match=r"qid 7.*right_answer 'F'"):
+        data.validate_record({**good, "right_answer": "F"}, "f.json #0")
+    with pytest.raises(DataError, match=r"qid 7.*clue interval \[5, 2\]"):
+        data.validate_record({**good, "clue_intervals": [[5, 2]]}, "f.json #0")
+    with pytest.raises(DataError, match="missing field"):
+        data.validate_record({"qid": 1}, "f.json #3")
+
+
+def test_missing_video_error_names_file_and_fix(cg_env):
+    with pytest.raises(DataError, match=r"cg_videos_720p/nope\.mp4.*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
+        data.video_path("nope")
+
+
+def test_media_found_by_name_in_nested_folders(cg_root, tmp_path, monkeypatch):
+    nested = tmp_path / "cg_videos_720p_part1" / "inner"
+    nested.mkdir(parents=True)
+    shutil.copy(cg_root / "cg_videos_720p" / "cgsample_park.mp4", nested / "cgsample_park.mp4")
+    monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
+    assert data.video_path("cgsample_park") == nested / "cgsample_park.mp4"
+    assert data.subtitle_path("cgsample_park") is None
+
+
+# ---------------------------------------------------------------------- open-ended judge
+
+
+def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
+    from lmms_video_reasoning.judges import LocalJudgeServer
+
+    questions = [q for q in sample.build_questions()[:-sample.MINI_EXCLUDED] if q["answer"] in sample.SYNONYMS][:3]
+    docs = {d["qid"]: d for d in hooks.build_docs(data.load_records("mini"), "open", "mini")}
+    fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
+    replies = [fenced(questions[0]["answer"]), fenced(sample.SYNONYMS[questions[1]["answer"]]), fenced("A purple hexagon"), ""]
+    records = [aggregate.make_record(docs[q["qid"]], r) for q, r in zip(questions + questions[:1], replies)]
+
+    with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+        scores = aggregate.score_records(records)
+        bodies = list(server.requests)
+
+    # right (step 1 -> 1), synonym (step 1 -> 2, step 2 -> 1), wrong (0); the empty reply is left out
+    assert scores["oe_acc"] == pytest.approx(200 / 3) and scores["parse_failed"] == 1
+    assert len(bodies) == 4
+    step1 = [b for b in bodies if b["messages"][0]["content"][-1]["text"].startswith(prompts.load_prompt("eval_open_step_1"))]
+    step2 = [b for b in bodies if b["messages"][0]["content"][-1]["text"].startswith(prompts.load_prompt("eval_open_step_2"))]
+    assert len(step1) == 3 and len(step2) == 1
+    assert all(len(b["messages"][0]["content"]) == 1 and b["temperature"] == 0.0 for b in step1)
+    expected = prompts.judge_step1_text(questions[0]["question"], questions[0]["answer"], questions[0]["answer"])
+    assert expected in [b["messages"][0]["content"][0]["text"] for b in step1]
+    content = step2[0]["messages"][0]["content"]
+    plan = inputs.frame_plan(questions[1]["video_uid"], "clue", questions[1]["clue_intervals"])
+    images = [part for part in content if part["type"] == "image_url"]
+    assert len(images) == len(plan.indices) > 0
+    assert images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,") and images[0]["image_url"]["detail"] == "low"
+    assert prompts.frame_times_block(plan.indices, plan.fps) in content[-1]["text"]
+    assert "ground truth" not in content[-1]["text"]
+
+
+def test_open_without_judge_is_not_computed(cg_env, monkeypatch):
+    for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    doc = hooks.build_docs(data.load_records("mini"), "open", "mini")[0]
+    scores = aggregate.score_records([aggregate.make_record(doc, "Red")])
+    assert math.isnan(scores["oe_acc"]) and scores["breakdown"]["judge_configured"] is False
+
+
+def test_judge_step_failure_is_no_verdict():
+    item = judging.OpenItem(1, "v", "Q", "Red", "Blue", ((1.0, 2.0),))
+
+    class Failed:
+        ok, value, error = False, None, "http 500 after 6 attempts"
+
+    verdict = judging.judge_one(item, lambda request: Failed())
+    assert verdict.verdict is None and "step 1" in verdict.error
