@@ -48,7 +48,10 @@ def request_key(model: str, messages: list[dict], max_tokens: int, temperature: 
     that failed to parse.
     """
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature, "attempt": attempt}
-    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    try:
+        canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"JudgeRequest.messages must be JSON data (images as base64 data URLs): {error}") from None
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

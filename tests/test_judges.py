@@ -346,3 +346,13 @@ def test_concurrent_processes_share_one_cache(tmp_path):
         rerun = subprocess.run([sys.executable, "-c", _RANK_SCRIPT, server.base_url, str(cache), "2"], capture_output=True, text=True, timeout=60)
         assert rerun.returncode == 0 and rerun.stdout.split() == ["0", "30"]
         assert server.request_count == before
+
+
+def test_bad_requests_fail_fast_with_a_clear_error(tmp_path):
+    with LocalJudgeServer() as server:
+        judge = make_judge(server, tmp_path)
+        with pytest.raises(ValueError, match="base64 data URLs"):
+            judge.ask(JudgeRequest([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": b"raw bytes"}}]}]))
+        with pytest.raises(ValueError, match="non-empty list"):
+            judge.ask(JudgeRequest([]))
+        assert server.request_count == 0
