@@ -241,6 +241,7 @@ def write_video(
     stamp_index: bool = False,
     crf: int = 23,
     preset: str = "ultrafast",
+    faststart: bool = False,
 ) -> Path:
     """Render ``shapes`` over ``duration`` seconds and encode a deterministic H.264 MP4.
 
@@ -250,6 +251,7 @@ def write_video(
     are references). ``textured``: scrolling noise/gradient background, for realistic
     bitrates. ``vfr``: variable frame timestamps (see ``frame_times``). ``stamp_index``:
     write each frame's index as a binary code in the top-left corner (``read_index_stamp``).
+    ``faststart``: put the index (moov) before the media data, as web-ready files do.
     """
     import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
 
@@ -267,7 +269,8 @@ def write_video(
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with av.open(str(tmp), mode="w", format="mp4") as container:
+        options = {"movflags": "faststart"} if faststart else {}
+        with av.open(str(tmp), mode="w", format="mp4", options=options) as container:
             stream = container.add_stream("libx264", rate=rate)
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
             stream.codec_context.time_base = time_base

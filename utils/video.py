@@ -221,8 +221,8 @@ def _open(path: Path):
         container = av.open(str(path))
     except (av.error.FFmpegError, UnicodeDecodeError, OSError) as exc:
         raise VideoError(
-            f"video file cannot be opened (truncated or corrupt, or not a video): {path} ({exc.__class__.__name__}: "
-            f"{_short(exc)}). Re-download or re-extract it."
+            f"video file cannot be opened (truncated or corrupt, or not a video): {path} ({_short(exc)}). "
+            "Re-download or re-extract it."
         ) from None
     if not container.streams.video:
         container.close()
@@ -231,7 +231,9 @@ def _open(path: Path):
 
 
 def _short(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+    """One line about ``exc``: FFmpeg's reason without errno noise."""
+    text = getattr(exc, "strerror", None) or str(exc) or exc.__class__.__name__
+    return text.splitlines()[0][:200]
 
 
 @dataclass(frozen=True)
@@ -624,7 +626,8 @@ def sample(
     ``round(t, 4)``) or ``vrbench`` (segment midpoints; times ``idx / fps`` unrounded, the
     official prompt shows none). ``size``: None = the protocol's default (VRBench 224x224,
     others the decoded size), ``(width, height)``, or ``"native"``. ``meta``: the dataset's
-    per-video metadata, see ``resolve_meta``.
+    per-video metadata, see ``resolve_meta``; indices the metadata puts past the file's last
+    frame are dropped with a note (the official CG-Bench code skips frames it cannot find).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown sampling protocol {protocol!r}; use one of {PROTOCOLS}")
@@ -643,9 +646,9 @@ def sample(
         if n_clamped:
             notes.append(f"{n_clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
     past_end = sum(i >= info.total_frames for i in indices)
-    if past_end:
-        indices = [min(i, info.total_frames - 1) for i in indices]
-        notes.append(f"{past_end} index(es) past the last frame were set to the last frame")
+    if past_end:  # metadata a frame or two longer than the file: drop, as official CG-Bench does
+        indices = [i for i in indices if i < info.total_frames]
+        notes.append(f"{past_end} index(es) past the last frame ({info.total_frames - 1}) were dropped")
         logger.warning("%s: %s", path, notes[-1])
     if protocol == "vcr_bench":
         timestamps = vcr_bench_timestamps(indices, fps)
