@@ -1,0 +1,109 @@
+"""VRBench on the sample benchmark: frames, video paths, and the tasks end to end through lmms-eval."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from lmms_cli import metric, run_lmms_eval, samples_files
+
+from lmms_video_reasoning.judges import LocalJudgeServer
+from lmms_video_reasoning.utils.data import MediaError
+from lmms_video_reasoning.utils.sample import env_for, write_sample
+from lmms_video_reasoning.utils.synthetic import COLORS
+from lmms_video_reasoning.vrbench import hooks, sample
+from lmms_video_reasoning.vrbench.scoring import TYPE_NAMES, extract_mcq_answer
+
+JUDGE_TASKS = ("vr_bench", "vr_bench_text", "vr_bench_official")
+
+
+@pytest.fixture(scope="module")
+def vrbench_sample(tmp_path_factory):
+    out = tmp_path_factory.mktemp("vrbench_sample")
+    write_sample(out, ("vrbench",))
+    return out
+
+
+@pytest.fixture
+def sample_docs(vrbench_sample, monkeypatch):
+    monkeypatch.setenv("VRBENCH_ROOT", str(vrbench_sample / "vrbench"))
+    monkeypatch.delenv("VRBENCH_PROTOCOL", raising=False)
+    return hooks.build_docs("judge", "default")
+
+
+def test_sample_covers_every_type_with_timed_steps(sample_docs):
+    types = {doc["reasoning_type"] for doc in sample_docs}
+    assert types == {"Event Prediction", "Hypothetical Reasoning", "Event Attribution", "Implicit Inference",
+                     "Logical Linkage", "Event Summarization", "Counting Porblems", "Counting Problems"}
+    timed = [doc for doc in sample_docs if doc["reasoning_type"] == "Event Attribution"]
+    assert all("[00:00:20->00:00:25]" in doc["procedure"] for doc in timed)
+    assert max(len(doc["video_summary"]) for doc in sample_docs) > 10_000
+
+
+def test_frames_are_segment_midpoints_at_224(sample_docs):
+    doc = sample_docs[0]  # syn_story_01: 150 s at 2 fps = 300 frames; blue square on screen 20-67 s
+    frames = hooks.doc_to_visual(doc, {"visual_mode": "frames", "num_frames": 4})
+    assert [frame.size for frame in frames] == [(224, 224)] * 4
+    # Midpoints of 4 segments of 300 frames: 37, 112, 187, 262 -> 18.5 s, 56 s, 93.5 s, 131 s.
+    square = [np.asarray(frame)[112, round(0.78 * 224)].astype(int) for frame in frames]
+    blue = np.array(COLORS["blue"])
+    assert np.abs(square[1] - blue).max() < 40  # visible at 56 s
+    assert np.abs(square[0] - blue).max() > 100  # not yet at 18.5 s
+
+
+def test_video_path_resolution_tolerates_zip_layout(sample_docs, vrbench_sample):
+    moved = next(doc for doc in sample_docs if doc["video_id"] == "syn_story_02")
+    assert hooks.doc_to_visual(moved, {"visual_mode": "video"}) == [str(vrbench_sample / "vrbench" / "v001" / "syn_story_02.mp4")]
+    missing = dict(moved, video_path="VRBench/videos/v001/not_there.mp4")
+    with pytest.raises(MediaError, match=r"not_there\.mp4.*VRBENCH_ROOT.*lmms-vr prepare vrbench"):
+        hooks.doc_to_visual(missing, {"visual_mode": "video"})
+
+
+@pytest.mark.slow
+def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
+    predictions = [json.loads(line) for line in (vrbench_sample / "predictions.jsonl").read_text().splitlines()]
+    with LocalJudgeServer(sample.judge_responder) as server:
+        env = {**env_for(vrbench_sample, ("vrbench",)), "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_CACHE": "off"}
+        results = run_lmms_eval("vr_bench_all,vr_bench_official", tmp_path, model_args=f"predictions={vrbench_sample / 'predictions.jsonl'}", env=env)
+        calls_by_cli = server.request_count
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+
+        # MCQ-O: the demo design, read with the cascade (23 of 28 right).
+        demo = [p for p in predictions if p["task"] == "vr_bench"]
+        docs = {doc["sample_id"]: doc for doc in _docs(vrbench_sample)}
+        expected_mcq = 100 * sum(extract_mcq_answer(p["response"]) == docs[p["id"]]["answer"] for p in demo) / len(demo)
+        for task in ("vr_bench", "vr_bench_mcq", "vr_bench_text", "vr_bench_official"):
+            assert metric(results, task, "mcq_accuracy") == pytest.approx(expected_mcq)
+            for name in TYPE_NAMES:
+                assert 0 <= metric(results, task, f"type_{name}") <= 100
+        assert "process_score,none" not in results["results"]["vr_bench_mcq"]
+
+        for task in JUDGE_TASKS:
+            oe = metric(results, task, "process_score")
+            assert 0 < oe <= 100
+            assert metric(results, task, "overall") == pytest.approx((expected_mcq + oe) / 2)
+            assert metric(results, task, "judge_failed") == 1  # the refused response
+        # Official: counting and synopsis count as 0, so OE-P is lower than in the default.
+        assert metric(results, "vr_bench_official", "process_score") < metric(results, "vr_bench", "process_score")
+        # One judge batch per task: 24 rated questions (+2 re-asks of the refusal) in each
+        # default task, 20 in the official task (no counting, no re-asks).
+        assert calls_by_cli == 26 + 26 + 20
+        assert list(tmp_path.rglob("vrbench_judge_accounting.json"))
+
+        # Re-scoring the logged records gives the same metrics (the `lmms-vr score` path).
+        for task in ("vr_bench", "vr_bench_official"):
+            [log] = samples_files(tmp_path, task)
+            records = [json.loads(line)["mcq_accuracy"] for line in log.read_text().splitlines()]
+            rescored = hooks.score_records(records)
+            for name, value in rescored.items():
+                assert value == pytest.approx(metric(results, task, name)) or (math.isnan(value) and math.isnan(metric(results, task, name)))
+
+
+def _docs(vrbench_sample):
+    from lmms_video_reasoning.vrbench import data
+
+    return data.flatten(data.load_records(vrbench_sample / "vrbench" / "VRBench_eval.jsonl"))
