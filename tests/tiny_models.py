@@ -1,0 +1,185 @@
+"""A tiny, randomly initialised Qwen2-VL checkpoint built offline, for end-to-end runs on CPU.
+
+lmms-eval's `qwen2_vl` model loads a checkpoint folder with
+`Qwen2VLForConditionalGeneration.from_pretrained`, `AutoProcessor.from_pretrained` and
+`AutoTokenizer.from_pretrained`. Everything those need is written here from a config:
+a few-layer model (about 1 MB), a byte-level BPE tokenizer with no merges (any text
+encodes, one token per byte) plus the Qwen2-VL special tokens, the real Qwen2-VL image
+and video processors, and a chat template that places the vision tokens the way the
+processor expects. Nothing is downloaded.
+
+The model's answers are random bytes; `exponential_decay_length_penalty` in its
+generation config makes every answer end after a few dozen tokens (lmms-eval passes
+`max_new_tokens` of 1024-4096, which would make a CPU run take minutes), deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SPECIAL_TOKENS = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+
+# Qwen2-VL's chat layout (ChatML with vision placeholders), written for this test model.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+ANSWER_TOKENS = 24  # generated tokens before the end-of-sequence boost starts
+
+
+def build_tokenizer():
+    """Byte-level BPE without merges + the Qwen2-VL special tokens, as a fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {symbol: index for index, symbol in enumerate(alphabet)}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(list(SPECIAL_TOKENS))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"},
+        model_max_length=32768,
+    )
+
+
+def build_qwen2_vl(out: Path, seed: int = 0) -> Path:
+    """Write a tiny random Qwen2-VL checkpoint (model, tokenizer, processor) into `out`."""
+    import torch
+    from transformers import (
+        GenerationConfig,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    token_id = tokenizer.convert_tokens_to_ids
+    head_dim = 16
+    config = Qwen2VLConfig(
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "max_position_embeddings": 32768,
+            # Multimodal RoPE splits head_dim / 2 frequencies over (time, height, width).
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+            "bos_token_id": token_id("<|endoftext|>"),
+            "eos_token_id": token_id("<|im_end|>"),
+            "pad_token_id": token_id("<|endoftext|>"),
+        },
+        vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2},
+        image_token_id=token_id("<|image_pad|>"),
+        video_token_id=token_id("<|video_pad|>"),
+        vision_start_token_id=token_id("<|vision_start|>"),
+        vision_end_token_id=token_id("<|vision_end|>"),
+    )
+    assert config.text_config.hidden_size // config.text_config.num_attention_heads == head_dim
+    torch.manual_seed(seed)
+    model = Qwen2VLForConditionalGeneration(config).eval()
+    model.generation_config = GenerationConfig(
+        eos_token_id=token_id("<|im_end|>"),
+        pad_token_id=token_id("<|endoftext|>"),
+        # After ANSWER_TOKENS generated tokens the EOS score grows 100x per step, so each
+        # random answer ends within a few more tokens whatever max_new_tokens asks.
+        exponential_decay_length_penalty=(ANSWER_TOKENS, 100.0),
+    )
+    model.save_pretrained(out)
+    processor = Qwen2VLProcessor(
+        image_processor=Qwen2VLImageProcessor(),
+        tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(),
+        chat_template=CHAT_TEMPLATE,
+    )
+    processor.save_pretrained(out)
+    (out / "TINY_MODEL.json").write_text(json.dumps({"seed": seed, "built_by": __name__}) + "\n")
+    return out
+
+
+if __name__ == "__main__":  # python tests/tiny_models.py DIR
+    import sys
+
+    print(build_qwen2_vl(Path(sys.argv[1])))
+
+
+# ---------------------------------------------------------------------- decode probe
+
+DECODE_LOG_ENV = "LMMS_VR_E2E_DECODE_LOG"
+
+# Installed as `sitecustomize` (PYTHONPATH) in the lmms-eval subprocess: it wraps
+# decord.VideoReader, the decoder lmms-eval's qwen2_vl path uses (the model opens the file,
+# then qwen_vl_utils.fetch_video reads frames at 2 fps with get_batch), and appends one JSON
+# line per get_batch call. It changes no behaviour; it only witnesses the decoding.
+_PROBE = '''
+import os
+
+if os.environ.get("%(env)s"):
+    import json
+
+    import decord
+
+    _VideoReader = decord.VideoReader
+
+    class VideoReader(_VideoReader):
+        def __init__(self, uri, *args, **kwargs):
+            super().__init__(uri, *args, **kwargs)
+            self._probe_uri = str(uri)
+
+        def get_batch(self, indices):
+            batch = super().get_batch(indices)
+            line = {"pid": os.getpid(), "path": self._probe_uri, "shape": list(batch.shape), "frames": int(batch.shape[0])}
+            with open(os.environ["%(env)s"], "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(line) + "\\n")
+            return batch
+
+    decord.VideoReader = VideoReader
+''' % {"env": DECODE_LOG_ENV}
+
+
+def decode_probe_env(folder: Path) -> dict[str, str]:
+    """Environment for a subprocess whose decord frame reads are logged to `folder/decoded.jsonl`."""
+    import os
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(_PROBE, encoding="utf-8")
+    python_path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    return {"PYTHONPATH": python_path, DECODE_LOG_ENV: str(folder / "decoded.jsonl")}
+
+
+def decoded_batches(folder: Path) -> list[dict]:
+    """The frame batches the probed subprocess decoded: [{"path", "frames", "shape", "pid"}]."""
+    log = Path(folder) / "decoded.jsonl"
+    if not log.is_file():
+        return []
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
