@@ -72,7 +72,7 @@ def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
 
-        # MCQ-O: the demo design, read with the cascade (23 of 28 right).
+        # MCQ-O: the demo design (4 wrong, 1 unextractable), read with the cascade.
         demo = [p for p in predictions if p["task"] == "vr_bench"]
         docs = {doc["sample_id"]: doc for doc in _docs(vrbench_sample)}
         expected_mcq = 100 * sum(extract_mcq_answer(p["response"]) == docs[p["id"]]["answer"] for p in demo) / len(demo)

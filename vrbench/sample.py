@@ -239,7 +239,7 @@ def step_texts(steps: list[list[str]]) -> list[str]:
 def demo_response(doc: dict, index: int) -> str:
     """The replay response for the `index`-th question: a design mixing right, wrong, odd.
 
-    index % 7 == 3: a wrong letter with one step; index 5: no letter at all; index 9: the
+    index % 8 == 3: a wrong letter with one step (one per type family); index 5: no letter at all; index 9: the
     test judge refuses to rate it; index 12: `\\boxed{X}`; index 16: an "Assistant:" prefix;
     otherwise the reference steps and `<Answer> X`.
     """
@@ -248,7 +248,7 @@ def demo_response(doc: dict, index: int) -> str:
     right = doc["answer"]
     if index == 5:
         return "Sorry, I cannot tell from this video."
-    if index % 7 == 3:
+    if index % 8 == 3:
         wrong = LETTERS[(LETTERS.index(right) + 1) % 4]
         return f"<Step 1> {steps[0]}\n<Answer> {wrong}"
     if index == 9:
