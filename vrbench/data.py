@@ -50,6 +50,11 @@ def load_records(path: Path | None = None) -> list[dict]:
     return records
 
 
+def records_at(root: Path, split: str | None = None) -> list[dict]:
+    """The records of a local copy at `root` (for `lmms-vr prepare`; VRBench has one split)."""
+    return load_records(Path(root) / ANNOTATIONS)
+
+
 def _options(options: Any, where: str) -> list[list[str]]:
     """Options as `[[letter, text], ...]` in the record's order (Arrow needs fixed keys)."""
     if not isinstance(options, dict) or not options:

@@ -183,6 +183,22 @@ def process_results(doc: dict, results: Sequence[Any]) -> dict:
     return {name: record for name in names}
 
 
+def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
+                          with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
+    """Metrics from records and their judge outcomes `(process score or None, judge failed)`."""
+    scores = [
+        QuestionScore(
+            reasoning_type=record["reasoning_type"],
+            correct=extract_mcq_answer(record["response"]) == record["answer"],
+            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
+            process=process,
+            judge_failed=failed,
+        )
+        for record, (process, failed) in zip(records, outcomes, strict=True)
+    ]
+    return aggregate(scores, protocol, with_judge, judge_ran=judge_ran)
+
+
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
     """All metrics of one task's records (the `lmms-vr score` entry; same path as aggregation).
 
@@ -205,17 +221,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
         if judge is not None:
             outcomes = judging.rate(records, protocol, judge)
             judge.log_summary()
-    scores = [
-        QuestionScore(
-            reasoning_type=record["reasoning_type"],
-            correct=extract_mcq_answer(record["response"]) == record["answer"],
-            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
-            process=process,
-            judge_failed=failed,
-        )
-        for record, (process, failed) in zip(records, outcomes)
-    ]
-    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge is not None)
+    metrics = metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
     if judge is not None and _accounting_dir is not None:
         judge.write_accounting(_accounting_dir / "vrbench_judge_accounting.json", extra={"protocol": protocol})
     return metrics
