@@ -29,12 +29,12 @@ logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
 METRICS = {
-    "long": ("long_acc", "parse_failed", "breakdown"),
-    "clue": ("clue_acc", "parse_failed", "breakdown"),
-    "grounding": ("miou", "rec_at_iou", "parse_failed", "breakdown"),
-    "open": ("oe_acc", "parse_failed", "breakdown"),
-    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "breakdown"),
-    "blind": ("blind_acc", "parse_failed", "breakdown"),
+    "long": ("long_acc", "parse_failed"),
+    "clue": ("clue_acc", "parse_failed"),
+    "grounding": ("miou", "rec_at_iou", "parse_failed"),
+    "open": ("oe_acc", "parse_failed"),
+    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed"),
+    "blind": ("blind_acc", "parse_failed"),
 }
 HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
 RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
@@ -193,12 +193,18 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
     return out
 
 
-def score_records(records: Sequence[dict], settings: Settings | None = None) -> dict:
+def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report).
 
-    Returns the headline metrics, `parse_failed`, and `breakdown` (a dict: per-group metrics,
-    parse failures per mode, judge failures, the settings used).
+    `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
+    on). Returns the headline metrics, `parse_failed`, and `breakdown` (a dict: per-group
+    metrics, parse failures per mode, judge failures, the settings used).
     """
+    if isinstance(settings, dict):
+        unknown = set(settings) - {"strict", "judge"}
+        if unknown:
+            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge")
+        settings = Settings(**settings)
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
     scores = metrics_of(outcomes)

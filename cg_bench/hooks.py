@@ -5,12 +5,15 @@ three per question, `sample_id` = "<qid>:<mode>"):
 
 | task               | modes                     | metrics                                                        |
 |--------------------|---------------------------|----------------------------------------------------------------|
-| cg_bench_long      | long                      | long_acc, parse_failed, breakdown                              |
-| cg_bench_clue      | clue                      | clue_acc, parse_failed, breakdown                              |
-| cg_bench_grounding | grounding                 | miou, rec_at_iou, parse_failed, breakdown                      |
-| cg_bench_open      | open                      | oe_acc, parse_failed, breakdown (LLM judge)                    |
-| cg_bench_mcq       | long + clue + grounding   | long_acc, clue_acc, miou, rec_at_iou, acc_at_iou, crr, ...      |
-| cg_bench_blind     | blind                     | blind_acc, parse_failed, breakdown                             |
+| cg_bench_long      | long                      | long_acc, parse_failed                                         |
+| cg_bench_clue      | clue                      | clue_acc, parse_failed                                         |
+| cg_bench_grounding | grounding                 | miou, rec_at_iou, parse_failed                                 |
+| cg_bench_open      | open                      | oe_acc, parse_failed (LLM judge)                               |
+| cg_bench_mcq       | long + clue + grounding   | long_acc, clue_acc, miou, rec_at_iou, acc_at_iou, crr, parse_failed |
+| cg_bench_blind     | blind                     | blind_acc, parse_failed                                        |
+
+Breakdowns (duration bucket, domain, kind), per-mode parse failures and the judge accounting
+go to `<output_path>/cg_bench_<kind>_details.json`.
 
 `cg_bench_full_*` are the same on `cgbench.json`. Settings come from
 `lmms_eval_specific_kwargs` (`visual_mode`: video | frames, `long_frames`, `clue_frames`,
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.cg_bench import data, inputs, prompts
-from lmms_video_reasoning.cg_bench.aggregate import (
+from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_records / make_record: `lmms-vr score`
     METRICS,
     Settings,
     make_record,
@@ -174,6 +177,9 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # ---------------------------------------------------------------------- results and aggregation
 
 
+record_from_response = make_record  # for `--predict_only` files: (doc, raw response) -> record
+
+
 def process_results(doc: dict, results: list) -> dict:
     """One record per metric of the task (the same record): cheap, never raises, no judge."""
     response = results[0] if results else ""
@@ -184,22 +190,31 @@ def process_results(doc: dict, results: list) -> dict:
 _scorer = ScoreOnce(lambda records: score_records(records, Settings.from_env()))
 
 
-def _write_accounting(scores: dict, args: Any) -> None:
-    """Write the judge accounting and the breakdowns beside lmms-eval's results, if asked to."""
+def details_path(output_path: str | Path, task_kind: str) -> Path:
+    """Where a task's breakdowns and judge accounting are written: `<output_path>/cg_bench_<kind>_details.json`."""
+    return Path(output_path) / f"cg_bench_{task_kind}_details.json"
+
+
+def _write_details(scores: dict, args: Any) -> None:
+    """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
     output_path = getattr(args, "output_path", None) if args is not None else None
     if not output_path:
         return
-    folder = Path(output_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    task = scores.get("breakdown", {}).get("task_kind", "cg_bench")
-    (folder / f"cg_bench_{task}_details.json").write_text(json.dumps(scores, indent=2, default=str, sort_keys=True) + "\n")
+    from lmms_video_reasoning.judges.engine import get_judge
+
+    judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
+    details = {**scores, "judge": judge.accounting() if judge is not None else None}
+    path = details_path(output_path, scores["breakdown"]["task_kind"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
+    logger.info("cg_bench: breakdowns by duration / domain / kind written to %s", path)
 
 
 def _aggregation(metric: str):
     def aggregate(records, args=None):
         scores = _scorer(records)
-        if metric == "breakdown":
-            _write_accounting(scores, args)
+        if metric == "parse_failed":  # every task has it: the one place that writes the details
+            _write_details(scores, args)
         return scores[metric]
 
     aggregate.__name__ = f"aggregate_{metric}"
@@ -215,4 +230,3 @@ aggregate_crr = _aggregation("crr")
 aggregate_oe_acc = _aggregation("oe_acc")
 aggregate_blind_acc = _aggregation("blind_acc")
 aggregate_parse_failed = _aggregation("parse_failed")
-aggregate_breakdown = _aggregation("breakdown")

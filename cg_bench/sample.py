@@ -226,7 +226,7 @@ def open_reply(question: dict, variant: int) -> str:
     """An open-ended reply: the answer, a synonym (judge step 2), a wrong answer, or nothing."""
     answer = question["answer"]
     kind = variant % 5
-    if kind == 1 and answer in SYNONYMS:
+    if answer in SYNONYMS and variant % 2:
         return _fenced(SYNONYMS[answer])
     if kind == 2:
         return _fenced("A purple hexagon")
