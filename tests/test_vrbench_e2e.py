@@ -7,9 +7,7 @@ import math
 
 import numpy as np
 import pytest
-
 from lmms_cli import metric, run_lmms_eval, samples_files
-
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.data import MediaError
 from lmms_video_reasoning.utils.sample import env_for, write_sample

@@ -10,7 +10,6 @@ import json
 import math
 
 import pytest
-
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
 from lmms_video_reasoning.vrbench import data, hooks, prompts
@@ -111,7 +110,7 @@ def test_default_judge_prompts_byte_exact(monkeypatch, debug_records, ref_prompt
     metrics, sent = run_judge(monkeypatch, debug_records, "default")
     # Rated: 3 II/LL + 1 EA + 2 counting in video 1; EA + 2 counting + HR + EP in video 2; + 1 EP.
     assert len(sent) == 6 + 5 + 1
-    video, question = qa(debug_records, "TZk_p-q8Fzo", "qa1")  # Implicit Inference
+    _, question = qa(debug_records, "TZk_p-q8Fzo", "qa1")  # Implicit Inference
     user = fill(ref_prompt("UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"), question=question["question"], response=RESPONSE,
                 procedure=steps_text(question["reasoning_process"]), answer=question["original_answer"])
     body = sent[user]
@@ -134,7 +133,7 @@ def test_official_judge_prompts_byte_exact(monkeypatch, debug_records, ref_promp
     metrics, sent = run_judge(monkeypatch, debug_records, "official")
     # Counting and synopsis are never sent: 3 + 1 (video 1), 1 + 2 (video 2), + 1.
     assert len(sent) == 8
-    stripped = RESPONSE.strip("Assistant:")
+    stripped = RESPONSE.strip("Assistant:")  # noqa: B005, PLE1310 - the official quirk
     assert stripped.startswith(" <Step 1>") and stripped.endswith("<Answer> ")
     _, question = qa(debug_records, "eb5vwy4GSSs", "qa1")  # Event Attribution
     # The swap: the reference answer under "Reasoning Step:", the steps under "Answer:".

@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.vrbench import scoring
-from lmms_video_reasoning.vrbench.scoring import QuestionScore, aggregate, extract_mcq_answer
+from lmms_video_reasoning.vrbench.scoring import (
+    QuestionScore,
+    aggregate,
+    extract_mcq_answer,
+)
 
 CASCADE = [
     # 1: \boxed{} wins over everything, any case.

@@ -14,8 +14,9 @@ an error naming the expected path, the variable and the command that fetches the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable
+from typing import Any
 
 from lmms_video_reasoning.utils.data import (
     VRBENCH,

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lmms_video_reasoning.utils.aggregation import ScoreOnce
 from lmms_video_reasoning.utils.data import DataError, docs_dataset

@@ -18,8 +18,8 @@ temperature 0, counting questions rated with the unique-answer prompt, tags pars
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import partial
-from typing import Sequence
 
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
 from lmms_video_reasoning.vrbench import prompts

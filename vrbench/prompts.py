@@ -16,10 +16,10 @@ fields the way the official code does.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from string import Template
-from typing import Sequence
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
 
@@ -33,7 +33,7 @@ NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 SUMMARY_LIMIT = 10_000
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> str:
     """The text of one prompt file, exactly as stored (UTF-8, no newline translation)."""
     return (PROMPTS_DIR / name).read_bytes().decode("utf-8")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from lmms_video_reasoning.judges.parsing import ParseError, extract_tag
 
@@ -280,7 +280,7 @@ def process_score(ratings: Sequence[float]) -> float:
 def official_response(response: str) -> str:
     """The response as the official judge sees it: `str.strip('Assistant:')`, which strips
     the characters A s i t a n : from both ends (not the prefix "Assistant:")."""
-    return response.strip("Assistant:")
+    return response.strip("Assistant:")  # noqa: B005, PLE1310 - the official quirk, on purpose
 
 
 # ----------------------------------------------------------------------------------------
