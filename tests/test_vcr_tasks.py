@@ -1,0 +1,214 @@
+"""VCR-Bench tasks: data validation, model inputs per visual mode, judging through real HTTP,
+and the sample benchmark end to end through `python -m lmms_eval`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from lmms_video_reasoning.judges import LocalJudgeServer
+from lmms_video_reasoning.utils.data import DataError, MediaError
+from lmms_video_reasoning.vcr_bench import data, hooks, sample
+
+
+@pytest.fixture(scope="module")
+def vcr_root(tmp_path_factory):
+    from lmms_video_reasoning.utils.sample import write_sample
+
+    out = tmp_path_factory.mktemp("vcr_sample")
+    write_sample(out, ("vcr_bench",))
+    return out
+
+
+@pytest.fixture
+def docs(vcr_root, monkeypatch):
+    monkeypatch.setenv("VCR_BENCH_ROOT", str(vcr_root / "vcr_bench"))
+    return {doc["id"]: doc for doc in data.load_records()}
+
+
+def judge_with(monkeypatch, responder):
+    server = LocalJudgeServer(responder).start()
+    monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+    monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+    return server
+
+
+# ---------------------------------------------------------------- data
+
+
+def test_sample_covers_every_dimension_type_and_duration(docs):
+    assert {d["dimension_code"] for d in docs.values()} == set(data.DIMENSIONS.values())
+    assert {d["multiple_choice"] for d in docs.values()} == {True, False}
+    assert {data.duration_bucket(d["duration"]) for d in docs.values()} == {"short", "medium", "long"}
+    assert docs[2]["answer"] == "[8, 30]" and docs[3]["answer"] == "[56,96,104,144]"
+
+
+def test_bad_records_name_the_record():
+    good = {"id": 7, "video_path": "video/x/a.mp4", "duration": 12, "dimension": "video temporal counting",
+            "question": "q?", "multiple-choice": False, "choices": {}, "answer": "3", "reasoning": ["1. a"]}
+    assert data.record_to_doc(good, "r")["dimension_code"] == "vtc"
+    with pytest.raises(DataError, match=r"record #0 \(id=7\).*unknown dimension 'Video Fun'"):
+        data.records_to_docs([{**good, "dimension": "Video Fun"}], "f.json")
+    with pytest.raises(DataError, match="missing field.*reasoning"):
+        data.records_to_docs([{k: v for k, v in good.items() if k != "reasoning"}], "f.json")
+    with pytest.raises(DataError, match="'reasoning' must be a list"):
+        data.records_to_docs([{**good, "reasoning": "1. a"}], "f.json")
+    with pytest.raises(DataError, match="duplicate id 7"):
+        data.records_to_docs([good, good], "f.json")
+
+
+def test_missing_video_is_a_clear_error(docs, tmp_path, monkeypatch):
+    doc = dict(docs[0], video_path="video/synthetic/nope.mp4")
+    with pytest.raises(MediaError, match="nope.mp4.*VCR_BENCH_ROOT.*lmms-vr prepare vcr_bench"):
+        hooks.doc_to_visual(doc, {"visual_mode": "video"})
+
+
+# ---------------------------------------------------------------- model inputs
+
+
+def test_video_mode_gives_the_path_and_the_cot_prompt(docs):
+    doc = docs[0]
+    assert hooks.doc_to_visual(doc, {"visual_mode": "video"})[0].endswith("v1/videos/video/synthetic/shapes_short_a.mp4")
+    text = hooks.doc_to_text(doc, {"visual_mode": "video"})
+    assert text == doc["question"].rstrip() + "\nPlease provide a step-by-step solution to the given question."
+    assert hooks.doc_to_text(doc, {"visual_mode": "video", "chain_of_thought": False}) == doc["question"].rstrip()
+    messages = hooks.doc_to_messages(doc, {"visual_mode": "video"})
+    assert [part["type"] for part in messages[0]["content"]] == ["video", "text"]
+
+
+def test_frames_mode_samples_64_frames_with_their_times(docs):
+    from lmms_video_reasoning.utils.synthetic import read_index_stamp  # noqa: F401  (frames are real decodes)
+
+    doc = docs[15]  # the long video: 330 s at 1 fps -> 330 frames
+    frames = hooks.doc_to_visual(doc, {"visual_mode": "frames"})
+    assert len(frames) == 64 and frames[0].size == (160, 120)
+    text = hooks.doc_to_text(doc, {"visual_mode": "frames"})
+    expected_times = [round((i * 330 // 64) / 1.0, 1) for i in range(64)]
+    assert text.startswith("The video is given as 64 frames, taken at these times: 0.0s, 5.0s, 10.0s, 15.0s, 20.0s, 25.0s, 30.0s,")
+    assert f"{expected_times[-1]:.1f}s." in text and text.endswith("step-by-step solution to the given question.")
+    # A frame shows what the video shows at its time: the green square (20-100 s) at frame 25 (25.0 s).
+    green = frames[5].getpixel((48, 60))
+    assert green[1] > 150 and green[0] < 100
+    content = hooks.doc_to_messages(doc, {"visual_mode": "frames"})[0]["content"]
+    assert [part["type"] for part in content] == ["image"] * 64 + ["text"]
+
+
+def test_one_frame_and_text_only(docs):
+    frames = hooks.doc_to_visual(docs[9], {"visual_mode": "one_frame"})  # 150 s at 2 fps: frame 150 = 75 s
+    assert len(frames) == 1
+    red = frames[0].getpixel((224, 72))  # red triangle (70-130 s, visible 70-75, 80-85, ...): off at 75.0 s
+    assert red[0] < 100
+    assert hooks.doc_to_visual(docs[9], {"visual_mode": "none"}) == []
+    assert "frames" not in hooks.doc_to_text(docs[9], {"visual_mode": "one_frame"})
+
+
+def test_visual_mode_override_and_bad_value(docs, monkeypatch):
+    monkeypatch.setenv("VCR_BENCH_VISUAL_MODE", "frames")
+    assert len(hooks.doc_to_visual(docs[0], {"visual_mode": "video"})) == 64
+    assert hooks.doc_to_visual(docs[0], {"visual_mode": "none"}) == []  # ablations keep their input
+    monkeypatch.setenv("VCR_BENCH_VISUAL_MODE", "audio")
+    with pytest.raises(DataError, match="visual_mode 'audio'"):
+        hooks.doc_to_text(docs[0], {"visual_mode": "video"})
+
+
+def test_process_results_never_raises_and_carries_everything(docs):
+    out = hooks.process_results(docs[5], ["resp"])
+    record = out["accuracy"]
+    assert set(out) == set(hooks.scoring.METRICS) and all(v is record for v in out.values())
+    assert record["reasoning"] == docs[5]["reasoning"] and record["response"] == "resp" and record["error"] is None
+    json.dumps(record)
+    broken = hooks.process_results({"sample_id": "9"}, [None])["accuracy"]
+    assert broken["error"] and broken["response"] == ""
+    assert "cot_f1" not in hooks.process_results_accuracy_only(docs[5], ["r"])
+
+
+# ---------------------------------------------------------------- judging through HTTP
+
+
+def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
+    """A recall reply that never parses: re-asked twice, then recorded as judge_failed."""
+    broken_question = docs[10]["question"]
+
+    def responder(body):
+        content = body["messages"][0]["content"]
+        if content.startswith("You are an expert system") and broken_question in content:
+            return "I would rather not answer in JSON."
+        return sample.judge_responder(body)
+
+    server = judge_with(monkeypatch, responder)
+    try:
+        table = sample.demo_table()["vcr_cot"]
+        records = [hooks.record_from_response(d, table[i][0]) for i, d in sorted(docs.items())]
+        records.append({**hooks.process_results({"sample_id": "x"}, ["?"])["accuracy"], "dimension_code": "ftr",
+                         "duration_bucket": "short", "multiple_choice": True})
+        metrics = hooks.score_records(records)
+    finally:
+        server.stop()
+    assert metrics["judge_failed"] == 2  # the broken recall + the unprocessable record
+    assert metrics["accuracy"] == pytest.approx(100 * len(sample.DEMO_CORRECT["vcr_cot"]) / 22)
+    recall_calls = [b for b in server.requests if broken_question in b["messages"][0]["content"]
+                    and b["messages"][0]["content"].startswith("You are an expert system")]
+    assert len(recall_calls) == 3  # 1 + 2 bounded re-asks
+
+
+def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
+    server = judge_with(monkeypatch, sample.judge_responder)
+    try:
+        record = hooks.record_from_response(docs[4], "A")  # correct bare letter
+        metrics = hooks.score_records([record])
+    finally:
+        server.stop()
+    kinds = [b["messages"][0]["content"][:20] for b in server.requests]
+    assert not any(k.startswith("\n# Task Overview") for k in kinds)  # no precision judge
+    assert metrics["reasoning_precision"] == 100.0 and math.isnan(metrics["perception_precision"])
+    assert metrics["accuracy"] == 100.0
+
+
+def test_background_setting_changes_overall(docs, monkeypatch):
+    server = judge_with(monkeypatch, sample.judge_responder)
+    try:
+        record = hooks.record_from_response(docs[5], "Nothing useful. So the answer is the magenta circle.")
+        default = hooks.score_records([record])
+        included = hooks.score_records([record], {"include_background": True})
+    finally:
+        server.stop()
+    # Reference of id 5: 1 background + 2 perception + 1 inference step, none matched.
+    assert default["cot_recall"] == 0.0 and included["cot_recall"] == 0.0
+    assert default["accuracy"] == 100.0
+
+
+def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
+    for name in ("LMMS_VR_JUDGE_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "LMMS_VR_JUDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    records = [hooks.record_from_response(d, "A") for d in docs.values()]
+    with caplog.at_level("WARNING"):
+        metrics = hooks.score_records(records)
+    assert all(math.isnan(v) for v in metrics.values())
+    assert "none of the 21 samples is scored" in caplog.text
+
+
+# ---------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_sample_benchmark_through_lmms_eval(vcr_root, monkeypatch, tmp_path):
+    from lmms_cli import metric, run_lmms_eval
+
+    server = judge_with(monkeypatch, sample.judge_responder)
+    try:
+        results = run_lmms_eval("vcr_bench_all", tmp_path / "out", model_args=f"predictions={vcr_root / 'predictions.jsonl'}",
+                                env={"VCR_BENCH_ROOT": str(vcr_root / "vcr_bench")})
+    finally:
+        server.stop()
+    for task, correct in sample.DEMO_CORRECT.items():
+        assert metric(results, task, "accuracy") == pytest.approx(100 * len(correct) / 21), task
+        assert metric(results, task, "judge_failed") == 0
+    for name in hooks.scoring.METRICS:
+        value = metric(results, "vcr_cot", name)
+        assert value == value and 0 <= value <= 100, name  # present, not NaN, on the 0-100 scale
+    assert metric(results, "vcr_cot", "cot_precision") < 100  # the wrong steps of ids 6 and 18 count
+    assert "cot_f1,none" not in results["results"]["vcr_direct"]
+    accounting = json.loads(next((tmp_path / "out").rglob("judge_accounting_vcr_bench.json")).read_text())
+    assert accounting["stats"]["failures"] == 0 and accounting["stats"]["calls"] == server.request_count
