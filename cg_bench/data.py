@@ -229,17 +229,23 @@ def subtitle_path(video_uid: str) -> Path | None:
 
 
 def media_files(records: Iterable[dict]) -> list[str]:
-    """Relative paths of the media a set of records needs (videos, clue clips, subtitles).
+    """Relative paths of the media every record needs: the full videos (what `lmms-vr prepare` verifies).
 
-    Clue clips and subtitles are optional in the dataset; `lmms-vr prepare` should report
-    them as optional rather than missing.
+    Clue clips and subtitles exist only for some questions / videos; see `optional_media_files`.
     """
+    return list(dict.fromkeys(f"{VIDEO_DIR}/{record['video_uid']}.mp4" for record in records))
+
+
+def optional_media_files(records: Iterable[dict]) -> list[str]:
+    """Media used when present: the pre-cut clue clips and the subtitles (absent ones are not errors)."""
     paths: dict[str, None] = {}
     for record in records:
-        paths[f"{VIDEO_DIR}/{record['video_uid']}.mp4"] = None
         paths[f"{SUBTITLE_DIR}/{record['video_uid']}.srt"] = None
         paths[f"{CLUE_DIR}/{record['qid']}.mp4"] = None
     return list(paths)
 
 
-REQUIRED_MEDIA_PREFIXES = (VIDEO_DIR + "/",)  # clue clips and subtitles may be absent
+def records_at(root, split: str = "mini") -> list[dict]:
+    """The validated records of a split read from a local root (for `lmms-vr prepare`)."""
+    path = Path(root) / split_file(split)
+    return validate_records(read_json(path), str(path))

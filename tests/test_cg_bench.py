@@ -296,3 +296,25 @@ def test_judge_step_failure_is_no_verdict():
 
     verdict = judging.judge_one(item, lambda request: Failed())
     assert verdict.verdict is None and "step 1" in verdict.error
+
+
+def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monkeypatch):
+    from lmms_video_reasoning.utils import video
+
+    monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path / "cache"))
+    docs = hooks.build_docs(data.load_records("mini"), "clue", "mini")
+    doc = next(d for d in docs if len(d["clue_intervals"]) == 2 and data.clue_clip_path(d["qid"]) is None)
+    (clip,) = hooks.doc_to_visual(doc, {"visual_mode": "video"})
+    assert str(tmp_path / "cache") in clip
+    fps = data.video_meta(doc["video_uid"]).fps
+    length = sum(end - start for start, end in doc["clue_intervals"])
+    assert video.probe(clip).total_frames == pytest.approx(length * fps, abs=2)
+    assert hooks.doc_to_messages(doc, {"visual_mode": "video"})[0]["content"][0] == {"type": "video", "url": clip}
+
+
+def test_prepare_lists(cg_root):
+    records = data.records_at(cg_root, "mini")
+    assert data.media_files(records) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
+    assert all((cg_root / rel).is_file() for rel in data.media_files(records))
+    assert "cg_subtitles/cgsample_park.srt" in data.optional_media_files(records)
+    assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json", "video_meta_info.json"}
