@@ -132,3 +132,12 @@ def test_official_demo_through_lmms_eval(reference_dir, judge_env, tmp_path):
         assert metric(results, "vcr_cot", name) == pytest.approx(value), name
     accounting = json.loads(next((tmp_path / "out").rglob("judge_accounting_vcr_bench.json")).read_text())
     assert accounting["stats"]["calls"] == 16 and accounting["stats"]["failures"] == 0
+
+
+def test_prompt_files_are_verbatim_copies(reference_dir):
+    from lmms_video_reasoning.vcr_bench import prompts
+
+    names = sorted(p.stem for p in (reference_dir / "vcr_bench" / "prompts").glob("*.txt"))
+    assert len(names) == 6
+    for name in names:
+        assert prompts.official_prompt(name).encode("utf-8") == (reference_dir / "vcr_bench" / "prompts" / f"{name}.txt").read_bytes()

@@ -178,14 +178,20 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
                     "OPENAI_API_KEY) or re-score the --log_samples file later with `lmms-vr score`.", len(records))
         return dict.fromkeys(scoring.METRICS, math.nan)
     outcomes = judging.judge_records(records, judge, chain_of_thought)
+    judge.log_summary()
+    return metrics_from_outcomes(records, outcomes, settings)
+
+
+def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of judged records (`judging.judge_records` outcomes); no judge call."""
+    settings = resolve_settings(settings)
     metrics = scoring.accuracy_metrics(records, [outcome["correct"] for outcome in outcomes])
-    if chain_of_thought:
+    if any(record.get("score_cot", True) for record in records):
         metrics.update(scoring.cot_metrics([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
                                            settings["include_background"]))
     else:
         metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
     metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
-    judge.log_summary()
     return metrics
 
 
