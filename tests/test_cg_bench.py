@@ -318,3 +318,9 @@ def test_prepare_lists(cg_root):
     assert all((cg_root / rel).is_file() for rel in data.media_files(records))
     assert "cg_subtitles/cgsample_park.srt" in data.optional_media_files(records)
     assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json", "video_meta_info.json"}
+
+
+def test_full_split_variant_loads_cgbench_json(cg_env):
+    mini, full = hooks.load_long(), hooks.load_long_full()
+    assert len(full) == len(mini) + sample.MINI_EXCLUDED
+    assert set(full["split"]) == {"full"} and set(mini["sample_id"]) < set(full["sample_id"])
