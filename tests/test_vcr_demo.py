@@ -14,7 +14,6 @@ import json
 import math
 
 import pytest
-
 from lmms_video_reasoning.judges import LocalJudgeServer
 
 EXPECTED = {

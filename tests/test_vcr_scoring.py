@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, PERCEPTION, REASONING

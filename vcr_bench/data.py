@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lmms_video_reasoning.utils.data import VCR_BENCH, DataError, annotation_file, media_file, read_json, require_fields
+from lmms_video_reasoning.utils.data import (
+    VCR_BENCH,
+    DataError,
+    annotation_file,
+    media_file,
+    read_json,
+    require_fields,
+)
 
 VIDEO_DIR = "v1/videos"
 ANNOTATION = f"{VIDEO_DIR}/meta_info_video.json"

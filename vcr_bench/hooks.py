@@ -23,8 +23,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils import video

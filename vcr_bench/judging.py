@@ -12,7 +12,7 @@ never turned into a score.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from lmms_video_reasoning.judges import JudgeRequest, JudgeResult
 from lmms_video_reasoning.vcr_bench import prompts, scoring

@@ -9,9 +9,9 @@ template, with the reference steps rendered as Python's list repr (`str(list)`).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Sequence
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 
@@ -19,7 +19,7 @@ PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 COT_INSTRUCTION = "Please provide a step-by-step solution to the given question."
 
 
-@lru_cache(maxsize=None)
+@cache
 def official_prompt(name: str) -> str:
     """The official prompt file `prompts/<name>.txt`, newlines untranslated."""
     with open(PROMPT_DIR / f"{name}.txt", encoding="utf-8", newline="") as handle:

@@ -75,7 +75,7 @@ VIDEOS = {
 
 def mmss(seconds: float) -> str:
     """Video time as the annotations write it: 0:08, 2:30."""
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 

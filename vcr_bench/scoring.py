@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from lmms_video_reasoning.judges.parsing import ParseError, extract_digit, extract_json, normalize_label
+from lmms_video_reasoning.judges.parsing import (
+    ParseError,
+    extract_digit,
+    extract_json,
+    normalize_label,
+)
 from lmms_video_reasoning.utils.intervals import intervals_iou
 
 PERCEPTION = "Video Description Steps"
