@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("results", nargs="+", help="results JSON files or folders (lmms-eval or `lmms-vr score`)")
     report.add_argument("--out", default="lmms_vr_report", help="output folder for report.md, report.html and plots")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
     report.set_defaults(run=_delegate("report"))
     return parser
 

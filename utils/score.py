@@ -379,6 +379,14 @@ def records_from_samples(path: Path, spec: TaskSpec) -> list[dict]:
     return rebuild_records(rows, spec, str(path))
 
 
+def stored_outcomes(path: Path) -> list[dict] | None:
+    """The per-sample outcomes `lmms-vr score --out` stored in its samples file (None if absent)."""
+    rows = read_jsonl(path)
+    if rows and all(OUTCOME_KEY in row for row in rows):
+        return [row[OUTCOME_KEY] for row in rows]
+    return None
+
+
 def records_from_predictions(path: Path, spec: TaskSpec) -> list[dict]:
     """Records for replay predictions (`{"task", "id", "response"}`), matched on `sample_id`."""
     from lmms_video_reasoning.utils.replay_model import load_predictions, lookup
