@@ -63,3 +63,35 @@ def test_download_failure_offline_is_explained(tmp_path, monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     with pytest.raises(DataError, match="download from CG-Bench/CG-Bench failed.*--verify-only"):
         prepare.download(CG_BENCH, ["cgbench_mini.json"], tmp_path)
+
+
+def test_chunked_zip_is_joined_in_numeric_order(tmp_path):
+    blob = tmp_path / "whole.zip"
+    with zipfile.ZipFile(blob, "w") as zf:
+        zf.writestr("cg_videos_720p/a.mp4", random.Random(1).randbytes(50_000))
+    data = blob.read_bytes()
+    root = tmp_path / "root"
+    root.mkdir()
+    size = len(data) // 11 + 1
+    for number, start in enumerate(range(0, len(data), size), 1):  # chunk_10 sorts before chunk_2 as text
+        (root / f"video_chunk_{number}.zip").write_bytes(data[start:start + size])
+    assert len(prepare.chunk_groups(root)[root / "video.zip"]) == 11
+    assert [p.name for p in prepare.extract_archives(root)] == ["video.zip"]
+    assert (root / "cg_videos_720p" / "a.mp4").read_bytes() == random.Random(1).randbytes(50_000)
+
+
+@pytest.mark.parametrize("benchmark", ["vcr_bench", "vr_bench", "cg_bench"])
+def test_prepare_verify_only_on_the_sample_layout(benchmark, tmp_path, capsys):
+    from lmms_video_reasoning.utils.cli import main
+    from lmms_video_reasoning.utils.sample import write_sample
+
+    name = "vrbench" if benchmark == "vr_bench" else benchmark
+    root = write_sample(tmp_path, (name,))[name]
+    assert main(["prepare", benchmark, "--root", str(root), "--verify-only"]) == 0
+    out = capsys.readouterr().out
+    assert " 0 missing, 0 unreadable" in out
+    # break one required video: the status must say so
+    victim = next(p for p in sorted(root.rglob("*.mp4")) if "clue" not in str(p))
+    victim.write_bytes(b"garbage" * 10)
+    assert main(["prepare", benchmark, "--root", str(root), "--verify-only"]) == 1
+    assert "1 unreadable" in capsys.readouterr().out

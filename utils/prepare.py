@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import zipfile
@@ -81,16 +82,53 @@ def join_split_zip(archive: Path) -> Path:
     return joined
 
 
+CHUNK = re.compile(r"^(?P<prefix>.+)_chunk_(?P<number>\d+)\.zip$")
+
+
+def chunk_groups(root: Path) -> dict[Path, list[Path]]:
+    """Zips cut into byte chunks (`video_chunk_1.zip, video_chunk_2.zip, ...`, CG-Bench's
+    layout), by the archive they form, chunks in numeric order (the official unzip script
+    merges them in directory order, which is not guaranteed to be numeric)."""
+    groups: dict[Path, list[tuple[int, Path]]] = {}
+    for path in root.rglob("*_chunk_*.zip"):
+        match = CHUNK.match(path.name)
+        if match:
+            groups.setdefault(path.with_name(match["prefix"] + ".zip"), []).append((int(match["number"]), path))
+    return {target: [p for _n, p in sorted(chunks)] for target, chunks in groups.items()}
+
+
+def join_chunks(target: Path, chunks: list[Path]) -> Path:
+    """Concatenate byte chunks into one zip next to them (written atomically)."""
+    joined = target.with_name(target.stem + ".joined.zip")
+    if not joined.is_file():
+        tmp = joined.with_suffix(".tmp.zip")
+        with tmp.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as part:
+                    shutil.copyfileobj(part, out, 16 << 20)
+        os.replace(tmp, joined)
+    return joined
+
+
 def extract_archives(root: Path) -> list[Path]:
-    """Extract every zip under `root` once (split zips joined first); return those extracted now."""
+    """Extract every zip under `root` once (split zips and byte chunks joined first);
+    return the archives extracted now."""
     done = []
-    for archive in sorted(root.rglob("*.zip")):
+    chunked = chunk_groups(root)
+    chunk_files = {chunk for chunks in chunked.values() for chunk in chunks}
+    plain = [p for p in root.rglob("*.zip") if p not in chunk_files]
+    for archive in sorted(set(plain) | set(chunked)):
         if archive.name.endswith((".joined.zip", ".tmp.zip")):
             continue
         stamp = archive.with_name(archive.name + ".extracted")
         if stamp.exists():
             continue
-        source = join_split_zip(archive) if _split_parts(archive) else archive
+        if archive in chunked:
+            source = join_chunks(archive, chunked[archive])
+        elif _split_parts(archive):
+            source = join_split_zip(archive)
+        else:
+            source = archive
         try:
             with zipfile.ZipFile(source) as zf:
                 zf.extractall(archive.parent)
@@ -184,8 +222,12 @@ def main(args) -> int:
         download(source, patterns, root)
         for archive in extract_archives(root):
             print(f"extracted {archive.relative_to(root)}")
-    relpaths = module.media_files(module.records_at(root, split=split))
-    report = verify_media(root, relpaths)
+    records = module.records_at(root, split=split)
+    report = verify_media(root, module.media_files(records))
     print(report.summary())
+    if hasattr(module, "optional_media_files"):  # e.g. CG-Bench clue clips and subtitles
+        optional = verify_media(root, module.optional_media_files(records))
+        print(f"optional media (used when present): {optional.present} present, {len(optional.missing)} absent, "
+              f"{len(optional.unreadable)} unreadable")
     print(f"export {source.root_env}={root}" if report.ok else f"{source.root_env} root {root} is incomplete")
     return 0 if report.ok else 1

@@ -117,6 +117,12 @@ def load_records() -> list[dict]:
     return records_to_docs(read_json(path), str(path))
 
 
+def records_at(root: Path, split: str | None = None) -> list[dict]:
+    """The documents of a local copy at `root` (for `lmms-vr prepare`; VCR-Bench has one split)."""
+    path = Path(root) / ANNOTATION
+    return records_to_docs(read_json(path), str(path))
+
+
 def media_files(records) -> list[str]:
     """Root-relative paths of the videos the records need (for `lmms-vr prepare` checks)."""
     return sorted({f"{VIDEO_DIR}/{record['video_path']}" for record in records})
