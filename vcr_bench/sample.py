@@ -427,3 +427,15 @@ def judge_responder(body: dict) -> str:
     if content.startswith(prompts.official_prompt("Precision_Evaluation_Prompt")[:60]):
         return _precision_reply(content)
     raise ValueError("not a VCR-Bench judge prompt")
+
+
+def oracle_judge_reply(body: dict) -> str | None:
+    """`judge_responder`, or None for a prompt that is not VCR-Bench's (the demo routes one
+    local judge server across the three benchmarks)."""
+    content = body["messages"][-1].get("content") if body.get("messages") else None
+    if not isinstance(content, str):
+        return None
+    try:
+        return judge_responder(body)
+    except ValueError:
+        return None

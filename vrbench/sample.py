@@ -295,3 +295,14 @@ def judge_responder(body: dict) -> str:
         f"<{first}>{match}</{first}>\n<logical_consistency>{logical}</logical_consistency>\n"
         f"<factual_accuracy>{match}</factual_accuracy>\n<{last}>7</{last}>\n<rationale>\n    test judge\n</rationale>"
     )
+
+
+def oracle_judge_reply(body: dict) -> str | None:
+    """`judge_responder` for VRBench's judge prompts, None for any other prompt (the demo
+    routes one local judge server across the three benchmarks)."""
+    from lmms_video_reasoning.vrbench import prompts
+
+    system = body["messages"][0].get("content") if body.get("messages") else None
+    if system not in (prompts.load(prompts.UNIQUE_SYSTEM), prompts.load(prompts.NON_UNIQUE_SYSTEM)):
+        return None
+    return judge_responder(body)
