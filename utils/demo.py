@@ -11,9 +11,11 @@ judge is used instead.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import cache_home
@@ -57,8 +59,18 @@ def main(args) -> int:
            "--model_args", f"predictions={out / 'predictions.jsonl'}", "--output_path", str(output_path),
            "--log_samples", "--verbosity", "WARNING"]
     print("$ " + " ".join(cmd))
+    started = time.time()
     try:
-        return subprocess.run(cmd, env=env).returncode
+        returncode = subprocess.run(cmd, env=env).returncode
     finally:
         if server is not None:
             server.stop()
+    # lmms-eval exits 0 after an exception unless --verbosity DEBUG: check its results file.
+    results = [p for p in output_path.rglob("*_results.json") if p.stat().st_mtime >= started]
+    produced = json.loads(max(results, key=lambda p: p.stat().st_mtime).read_text())["results"] if results else {}
+    missing = [task for task in args.tasks.split(",") if task not in produced]
+    if returncode or missing:
+        print(f"lmms-vr demo: lmms-eval failed (exit {returncode}); tasks without results: {missing}", file=sys.stderr)
+        return returncode or 1
+    print(f"results and samples under {output_path}")
+    return 0
