@@ -421,7 +421,7 @@ def paper_table(benchmark: str, name: str, user_rows: list, groups: Sequence[str
 
 
 def run_row(label: str, source: str, values: Sequence[Any], benchmark: str, columns: Sequence[str]) -> tuple[list[str], bool]:
-    return [user_cell(label), source] + [fmt(v, digits_for(benchmark, c)) for c, v in zip(columns, values)], True
+    return [user_cell(label), f"your run · {source}"] + [fmt(v, digits_for(benchmark, c)) for c, v in zip(columns, values)], True
 
 
 def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table:
@@ -505,7 +505,12 @@ def grouped_bars(path: Path, title: str, categories: Sequence[str], series: list
     for k, (label, values, intervals) in enumerate(series):
         xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(categories))]
         shown = [0.0 if math.isnan(v) else v for v in values]
-        ax.bar(xs, shown, width * 0.92, label=label, yerr=_errors(values, intervals), capsize=3, error_kw={"elinewidth": 1})
+        errors = _errors(values, intervals) if any(intervals) else None
+        bars = ax.bar(xs, shown, width * 0.92, label=f"{MINE}{label}", yerr=errors, capsize=3, error_kw={"elinewidth": 1, "ecolor": "#333"})
+        for bar, value in zip(bars, values):  # the value itself, inside the bar's foot
+            text = "n/a" if math.isnan(value) else f"{value:.1f}"
+            ax.text(bar.get_x() + bar.get_width() / 2, 1.5, text, ha="center", va="bottom", fontsize=7.5,
+                    color="white" if value >= 8 else "#333", rotation=90 if len(series) > 2 else 0)
     if reference is not None:
         name, values = reference
         ax.scatter([i for i, v in enumerate(values) if v is not None], [v for v in values if v is not None], marker="_", s=500,
@@ -534,14 +539,17 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
     fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=110)
     xs, ys = np.array([p[1] for p in paper]), np.array([p[2] for p in paper])
     ax.scatter(xs, ys, color="#9a9a9a", s=22, label="paper (VCR-Bench Tables 2 and 3)")
-    for name, x, y in paper:
-        ax.annotate(name, (x, y), fontsize=6.5, color="#6a6a6a", xytext=(3, 2), textcoords="offset points")
+    labelled: list[tuple[float, float]] = []
+    for name, x, y in sorted(paper, key=lambda p: -p[2]):  # label a point only where labels do not collide
+        if all(abs(x - lx) > 7 or abs(y - ly) > 2.5 for lx, ly in labelled):
+            ax.annotate(name, (x, y), fontsize=6.5, color="#6a6a6a", xytext=(3, 2), textcoords="offset points")
+            labelled.append((x, y))
     slope, intercept = np.polyfit(xs, ys, 1)
     line = np.linspace(0, 80, 2)
     r = float(np.corrcoef(xs, ys)[0, 1])
     ax.plot(line, slope * line + intercept, color="#bbbbbb", linestyle="--", linewidth=1, label=f"paper fit (r = {r:.2f})")
     for label, x, y, x_ci, y_ci in user:
-        ax.errorbar([x], [y], xerr=_errors([x], [x_ci]), yerr=_errors([y], [y_ci]), fmt="*", markersize=13, capsize=3, label=f"{MINE}{label}")
+        ax.errorbar([x], [y], xerr=_errors([x], [x_ci]), yerr=_errors([y], [y_ci]), fmt="*", markersize=14, capsize=3, label=f"{MINE}{label} (95% CI)")
     ax.set_xlabel("CoT score (overall F1)")
     ax.set_ylabel("Accuracy")
     ax.set_xlim(0, 100)
@@ -781,7 +789,10 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int) -> 
         parts += [f"<div class='scroll'>{html_table(t)}</div>" for t in section.tables]
         for title, path in section.figures:
             encoded = base64.b64encode(path.read_bytes()).decode("ascii")
-            parts.append(f"<figure><img alt='{html.escape(title)}' src='data:image/png;base64,{encoded}'><figcaption>{html.escape(title)}</figcaption></figure>")
+            # onload/onerror: a plot the browser cannot decode says so instead of showing nothing.
+            parts.append(f"<figure><img alt='{html.escape(title)}' onload='this.dataset.ok=1' "
+                         f"onerror=\"this.replaceWith('[plot could not be displayed]')\" src='data:image/png;base64,{encoded}'>"
+                         f"<figcaption>{html.escape(title)}</figcaption></figure>")
     if not sections:
         parts.append("<p>No task of this suite in the results given.</p>")
     parts.append("</body></html>")

@@ -1,0 +1,226 @@
+"""`lmms-vr report`: tables beside the papers' rows, bootstrap CIs, paired comparisons, CG joins, plots.
+
+The runs are the sample benchmark's replay predictions scored in-process by `lmms-vr score`
+(`utils/score.py`) with the sample judge over real HTTP; the slow test file runs lmms-eval itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image
+
+from lmms_video_reasoning.utils import report, score
+from lmms_video_reasoning.utils.cli import main as cli_main
+from score_report_support import sample_judge
+
+RUNS = {
+    "vcr": ("vcr_cot",),
+    "vr": ("vr_bench",),
+    "cg": ("cg_bench_mcq", "cg_bench_open", "cg_bench_blind"),
+    "cg_long": ("cg_bench_long",),
+    "cg_clue": ("cg_bench_clue",),
+    "cg_grounding": ("cg_bench_grounding",),
+}
+SECTION_OF = {"vcr": "vcr_bench", "vr": "vrbench", "cg": "cg_bench"}
+TITLE_OF = {"vcr": "VCR-Bench", "vr": "VRBench", "cg": "CG-Bench"}
+
+
+def score_predictions(predictions: Path, tasks, out: Path) -> dict:
+    """`lmms-vr score predictions.jsonl --task T --out out` for several tasks, in-process."""
+    scores = [score.score_task(task, score.records_from_predictions(predictions, score.task_spec(task)), str(predictions)) for task in tasks]
+    return score.write_results(out, scores, str(predictions))
+
+
+def worse_predictions(predictions: Path, task: str, out: Path, flipped: int) -> Path:
+    """A copy of the replay predictions where the first `flipped` answers of `task` name another letter."""
+    rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
+    changed = 0
+    for row in rows:
+        if row.get("task") == task and changed < flipped:
+            match = re.search(r"<Answer>\s*([A-E])", row["response"])
+            if match:
+                wrong = "A" if match.group(1) != "A" else "B"
+                row["response"] = row["response"][: match.start(1)] + wrong + row["response"][match.end(1):]
+                changed += 1
+    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return out
+
+
+@pytest.fixture(scope="module")
+def scored(sample_dir, sample_env, tmp_path_factory):
+    """Results + samples files written by `lmms-vr score` for each group of tasks in RUNS."""
+    out = tmp_path_factory.mktemp("scored")
+    predictions = sample_dir / "predictions.jsonl"
+    with sample_judge(out / "judge.sqlite", sample_env):
+        files = {name: out / f"{name}.json" for name in RUNS}
+        results = {name: score_predictions(predictions, tasks, files[name]) for name, tasks in RUNS.items()}
+        worse = worse_predictions(predictions, "vr_bench", out / "worse.jsonl", flipped=12)
+        files["vr_worse"] = out / "vr_worse.json"
+        results["vr_worse"] = score_predictions(worse, ("vr_bench",), files["vr_worse"])
+    return SimpleNamespace(dir=out, files=files, results=results, env=sample_env)
+
+
+def value(results: dict, task: str, metric: str) -> float:
+    return results["results"][task][f"{metric},none"]
+
+
+def user_rows(table: dict) -> list[list[str]]:
+    return [row for row in table["rows"] if row[0].startswith(report.MINE)]
+
+
+# ---------------------------------------------------------------------------------- rendering
+
+
+@pytest.mark.parametrize("name", ["vcr", "vr", "cg"])
+def test_report_renders_each_benchmark_alone(scored, tmp_path, name):
+    data = report.build_report([str(scored.files[name])], tmp_path, n=200, seed=0)
+    assert set(data["sections"]) == {SECTION_OF[name]}
+    markdown = (tmp_path / "report.md").read_text()
+    assert f"## {TITLE_OF[name]}" in markdown
+    assert all(f"## {title}" not in markdown for other, title in TITLE_OF.items() if other != name)
+    assert re.search(r"\| \*\*▶ " + re.escape(name) + r"\*\* \| your run", markdown), "the user's row is marked"
+    assert re.search(r"\| [^|]+ \| paper, Table \d", markdown), "paper rows carry their source"
+    assert "Paper rows: " in markdown and "shared/seeds/" in markdown
+    figures = data["sections"][SECTION_OF[name]]["figures"]
+    assert figures, "every benchmark has plots"
+    for figure in figures:
+        with Image.open(tmp_path / figure) as image:
+            assert image.format == "PNG" and image.width >= 600 and image.height >= 350
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == len(figures)
+    assert "<script" not in page.lower() and "http://" not in page and "https://" not in page  # self-contained
+
+
+def test_report_tables_hold_the_scored_values(scored, tmp_path):
+    data = report.build_report([f"m={scored.files['vcr']}", f"m={scored.files['vr']}", f"m={scored.files['cg']}"], tmp_path, n=0)
+    assert list(data["runs"]) == ["m"], "same label, disjoint tasks: one run"
+    vcr_table2 = data["sections"]["vcr_bench"]["tables"][0]
+    [row] = user_rows(vcr_table2)
+    assert row[-1] == report.fmt(value(scored.results["vcr"], "vcr_cot", "cot_f1"))
+    assert row[vcr_table2["columns"].index("Perc. Rec")] == report.fmt(value(scored.results["vcr"], "vcr_cot", "perception_recall"))
+    vr_table = data["sections"]["vrbench"]["tables"][0]
+    [row] = user_rows(vr_table)
+    assert row[2:5] == [report.fmt(value(scored.results["vr"], "vr_bench", m), 2) for m in ("overall", "mcq_accuracy", "process_score")]
+    assert any(r[0].startswith("Gemini-2.0-Pro") and r[2] == "76.61" for r in vr_table["rows"])
+    cg_table = data["sections"]["cg_bench"]["tables"][0]
+    rows = user_rows(cg_table)
+    assert rows[0][2:4] == [report.fmt(value(scored.results["cg"], "cg_bench_mcq", m)) for m in ("clue_acc", "long_acc")]
+    assert rows[0][8] == report.fmt(value(scored.results["cg"], "cg_bench_open", "oe_acc"))
+    assert rows[1][0].endswith("(blind)") and rows[1][2] == report.fmt(value(scored.results["cg"], "cg_bench_blind", "blind_acc"))
+    assert any(r[0].startswith("GPT-4o-08-06") and r[2:9] == ["58.3", "45.2", "5.62", "8.30", "4.38", "77.5", "39.5"] for r in cg_table["rows"])
+
+
+def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
+    from lmms_video_reasoning.cg_bench import aggregate, scoring as cg_scoring
+
+    files = [f"m={scored.files[name]}" for name in ("cg_long", "cg_clue", "cg_grounding")]
+    data = report.build_report(files, tmp_path, n=100, seed=0)
+    joined = data["sections"]["cg_bench"]["joined"]["m|mini"]
+    long_acc = value(scored.results["cg_long"], "cg_bench_long", "long_acc")
+    clue_acc = value(scored.results["cg_clue"], "cg_bench_clue", "clue_acc")
+    assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
+    records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
+               for record in score.records_from_samples(score.samples_path(scored.files[name], RUNS[name][0]), score.task_spec(RUNS[name][0]))]
+    expected = aggregate.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
+    assert not math.isnan(expected)
+    assert joined["acc_at_iou"] == pytest.approx(expected)
+    [row] = user_rows(data["sections"]["cg_bench"]["tables"][0])
+    assert row[6] == report.fmt(expected, 2)
+
+
+# ---------------------------------------------------------------------------------- bootstrap
+
+
+@pytest.mark.parametrize("name,task", [("vcr", "vcr_cot"), ("vr", "vr_bench"), ("cg", "cg_bench_mcq"), ("cg", "cg_bench_open")])
+def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
+    sampled, why = report.load_sampled(task, score.samples_path(scored.files[name], task))
+    assert sampled is not None, why
+    point = sampled.metrics()
+    for metric, expected in scored.results[name]["results"][task].items():
+        if metric.endswith(",none") and isinstance(expected, (int, float)):
+            assert score.same_value(point[metric[:-5]], expected), f"{metric}: pure re-aggregation equals the task's scoring"
+    first = report.bootstrap_ci(sampled, n=300, seed=7)
+    assert first == report.bootstrap_ci(sampled, n=300, seed=7)
+    assert first != report.bootstrap_ci(sampled, n=300, seed=8)
+    headline = [m for m in report.HEADLINE[sampled.benchmark] if m in point and not math.isnan(point[m])]
+    assert headline
+    for metric in headline:
+        low, high = first[metric]
+        assert low <= point[metric] <= high, f"{metric}: {point[metric]} outside [{low}, {high}]"
+        assert high - low > 0, f"{metric}: a real sample gives a real interval"
+
+
+def test_percentile_interval():
+    assert report.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
+    assert report.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
+
+
+def test_paired_comparison_of_two_runs(scored, tmp_path):
+    data = report.build_report([f"base={scored.files['vr']}", f"worse={scored.files['vr_worse']}"], tmp_path, n=400, seed=0)
+    [table] = [t for t in data["sections"]["vrbench"]["tables"] if t["title"].startswith("Paired comparisons")]
+    rows = {row[2]: row for row in table["rows"]}
+    base = value(scored.results["vr"], "vr_bench", "mcq_accuracy")
+    worse = value(scored.results["vr_worse"], "vr_bench", "mcq_accuracy")
+    assert worse < base
+    assert rows["MCQ-O"][3] == f"{worse - base:+.2f}"
+    assert rows["MCQ-O"][6] == "yes"  # 12 of 28 answers flipped: not noise
+    sampled, _ = report.load_sampled("vr_bench", score.samples_path(scored.files["vr"], "vr_bench"))
+    same = {d.metric: d for d in report.paired_difference(sampled, sampled, n=50, seed=0)}
+    assert same["mcq_accuracy"].difference == 0 and same["mcq_accuracy"].interval == (0.0, 0.0)
+    assert "worse − base" in (tmp_path / "report.md").read_text()
+
+
+def test_results_without_samples_still_render(scored, tmp_path):
+    lone = tmp_path / "lone" / "x_results.json"
+    lone.parent.mkdir()
+    shutil.copy(scored.files["vcr"], lone)
+    data = report.build_report([str(lone)], tmp_path / "out", n=50)
+    [ci] = [t for t in data["sections"]["vcr_bench"]["tables"] if t["title"].startswith("95%")]
+    assert all(row[4] == "–" and "no samples file" in row[6] for row in ci["rows"])
+
+
+def test_report_cli_errors_name_the_problem(tmp_path, capsys):
+    assert cli_main(["report", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    assert "no such results file or folder" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------- the page in a browser
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("headless Chromium is needed for the report page test: apt-get update && apt-get install -y chromium")
+
+
+def test_html_page_opens_in_headless_chromium(scored, tmp_path):
+    data = report.build_report([f"m={scored.files[name]}" for name in ("vcr", "vr", "cg")], tmp_path / "report", n=100)
+    page = (tmp_path / "report" / "report.html").resolve()
+    figures = sum(len(s["figures"]) for s in data["sections"].values())
+    common = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(common + ["--virtual-time-budget=5000", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('data-ok="1"') == figures, "every plot decoded in the browser"
+    assert dom.stdout.count("<img") == figures, "no plot was replaced by its error text"
+    assert dom.stdout.count("<table>") == sum(len(s["tables"]) for s in data["sections"].values())
+    shot = tmp_path / "report.png"
+    taken = subprocess.run(common + ["--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
+    assert "Uncaught" not in taken.stderr
+    with Image.open(shot) as image:
+        assert image.size == (1280, 2000)
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
+        assert colours is not None and len(colours) > 50, "the page rendered content, not a blank screen"
