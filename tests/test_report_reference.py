@@ -1,0 +1,69 @@
+"""The papers' reference rows (`utils/reference_rows.py`) against the paper texts in ../shared/seeds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lmms_video_reasoning.utils.reference_rows import REFERENCE_ROWS
+
+SEED_FILES = {"vcr_bench": "vcr_bench_paper.txt", "vrbench": "vrbench_paper.txt", "cg_bench": "cg_bench_paper.txt"}
+# Where each table's rows start in the seed text (its caption or header line).
+TABLE_ANCHORS = {
+    ("vcr_bench", "table2"): "Table 2: **CoT Evaluation",
+    ("vcr_bench", "table3"): "Table 3: **Accuracy Evaluation",
+    ("vcr_bench", "table4"): "Table 4: Accuracy Evaluation Results for Different Durations",
+    ("vcr_bench", "table5"): "Table 5: Accuracy Evaluation Results under Different Settings",
+    ("vrbench", "table2"): "Model\tOverall",
+    ("cg_bench", "table3"): "Table 3: Performance of various open-source",
+}
+TAG = re.compile(r"<[^>]+>")
+
+
+def seed_row(text: str, anchor: str, model: str, occurrence: int = 0) -> list[str]:
+    """The tab-separated cells (tags stripped) of `model`'s row number `occurrence` after `anchor`."""
+    start = text.index(anchor)
+    for line in text[start:].splitlines():
+        cells = [TAG.sub("", cell).strip() for cell in line.split("\t")]
+        if cells[0] == model and len(cells) > 1:
+            if occurrence == 0:
+                return cells[1:]
+            occurrence -= 1
+    raise AssertionError(f"{model!r} not found after {anchor!r}")
+
+
+def number(cell: str) -> float | None:
+    return None if cell == "-" else float(cell.replace("57/12", "57.12"))  # the one typo, documented in the table note
+
+
+@pytest.mark.parametrize("benchmark,table", sorted(TABLE_ANCHORS))
+def test_reference_rows_match_the_paper_text(reference_dir, benchmark, table):
+    text = (Path(reference_dir).parent / "seeds" / SEED_FILES[benchmark]).read_text(encoding="utf-8")
+    spec = REFERENCE_ROWS[benchmark]["tables"][table]
+    skip = len(spec.get("extra_columns", ()))
+    assert spec["rows"] and spec["columns"]
+    for index, row in enumerate(spec["rows"]):
+        earlier = sum(other["model"] == row["model"] for other in spec["rows"][:index])  # VRBench lists GPT-4o as LLM and VLM
+        cells = seed_row(text, TABLE_ANCHORS[(benchmark, table)], row["model"], earlier)
+        assert [number(c) for c in cells[skip: skip + len(spec["columns"])]] == row["values"], row["model"]
+        assert [row[name] for name in spec.get("extra_columns", ())] == cells[:skip]
+
+
+def test_every_reference_table_names_its_source():
+    for benchmark, data in REFERENCE_ROWS.items():
+        assert "shared/seeds/" in data["paper"] and data["tables"]
+        for table in data["tables"].values():
+            assert table["title"].startswith("Table ")
+            assert all(len(row["values"]) == len(table["columns"]) for row in table["rows"])
+
+
+def test_protocol_anchors_are_in_the_reference_rows():
+    """The anchors the PROTOCOL.md files quote (GPT-4o rows) are the rows the report shows."""
+    def row(benchmark, table, model, group=""):
+        return next(r for r in REFERENCE_ROWS[benchmark]["tables"][table]["rows"] if r["model"].startswith(model) and (r["group"] or "").startswith(group))
+
+    assert row("cg_bench", "table3", "GPT-4o-08-06")["values"] == [58.3, 45.2, 5.62, 8.30, 4.38, 77.5, 39.5]
+    assert row("vrbench", "table2", "GPT-4o", "VLMs")["values"][:3] == [70.68, 83.25, 58.10]
+    assert row("vcr_bench", "table2", "o1")["values"][-1] == 62.8 and row("vcr_bench", "table3", "o1")["values"][-1] == 56.7
