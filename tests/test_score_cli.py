@@ -1,0 +1,125 @@
+"""`lmms-vr score` against real lmms-eval runs: same metrics as in the run, from the judge cache.
+
+Two `python -m lmms_eval` runs of the sample benchmark with the replay model and the sample
+judge (real HTTP on 127.0.0.1): one with `--log_samples` for a task of each benchmark, one
+with `--predict_only` (raw responses only). Everything else is in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from lmms_cli import run_lmms_eval, samples_files
+from lmms_video_reasoning.utils import report, score
+from lmms_video_reasoning.utils.cli import main as cli_main
+from score_report_support import environment, sample_judge
+
+pytestmark = pytest.mark.slow
+
+LOGGED_TASKS = ("vcr_cot", "vr_bench", "cg_bench_mcq", "cg_bench_open")
+PREDICT_ONLY_TASKS = ("vcr_cot", "cg_bench_open")  # both judge-scored
+
+
+@pytest.fixture(scope="module")
+def runs(sample_dir, sample_env, tmp_path_factory):
+    out = tmp_path_factory.mktemp("lmms_runs")
+    predictions = sample_dir / "predictions.jsonl"
+    with sample_judge(out / "judge.sqlite", sample_env) as server:
+        args = f"predictions={predictions}"
+        logged = run_lmms_eval(",".join(LOGGED_TASKS), out / "logged", model_args=args, env=sample_env)
+        run_lmms_eval(",".join(PREDICT_ONLY_TASKS), out / "predict_only", model_args=args, env=sample_env, extra=["--predict_only"])
+        yield SimpleNamespace(out=out, logged=logged, server=server, predictions=predictions)
+
+
+def in_run_metrics(results: dict, task: str) -> dict:
+    """The task's metrics as lmms-eval reported them (stderr entries left out)."""
+    return {key: value for key, value in results["results"][task].items() if key.endswith(",none") and "_stderr" not in key}
+
+
+def assert_same_metrics(expected: dict, actual: dict, task: str) -> None:
+    assert expected, f"{task}: no metrics in the run"
+    for key, value in expected.items():
+        got = actual["results"][task][key]
+        assert (math.isnan(value) and math.isnan(got)) if isinstance(value, float) and math.isnan(value) else got == value, \
+            f"{task} {key}: in-run {value!r}, scored {got!r}"
+
+
+def test_score_on_samples_equals_in_run_metrics_from_the_cache(runs, capsys):
+    before = runs.server.request_count
+    out = runs.out / "rescored.json"
+    with environment({"LMMS_VR_JUDGE_API_KEY": "sk-test-SECRET-4711"}):
+        assert cli_main(["score", str(runs.out / "logged"), "--out", str(out)]) == 0
+    rescored = json.loads(out.read_text())
+    written = out.read_text() + "".join(score.samples_path(out, task).read_text() for task in LOGGED_TASKS)
+    assert "SECRET-4711" not in written + capsys.readouterr().out, "the judge key never reaches results or samples"
+    assert sorted(rescored["results"]) == sorted(LOGGED_TASKS)
+    for task in LOGGED_TASKS:
+        assert_same_metrics(in_run_metrics(runs.logged, task), rescored, task)
+        assert score.samples_path(out, task).is_file()
+    assert runs.server.request_count == before, "every judge reply came from the run's cache"
+    accounting = rescored["lmms_vr"]["judge_accounting"]
+    assert set(accounting) == {"vcr_cot", "vr_bench", "cg_bench_open"}  # the judge-scored tasks
+    for task, entry in accounting.items():
+        assert entry["stats"]["calls"] == 0 and entry["stats"]["cache_hits"] > 0, task
+
+
+def test_predict_only_file_scored_end_to_end_with_the_judge(runs, tmp_path):
+    for task in PREDICT_ONLY_TASKS:
+        [path] = samples_files(runs.out / "predict_only", task)
+        rows = score.read_jsonl(path)
+        assert all(score.logged_record(row, score.task_spec(task)) is None for row in rows), "raw responses only"
+    before = runs.server.request_count
+    with environment({"LMMS_VR_JUDGE_CACHE": str(tmp_path / "fresh.sqlite")}):  # a new cache: the judge is really asked
+        out = tmp_path / "predict_only.json"
+        assert cli_main(["score", str(runs.out / "predict_only"), "--out", str(out)]) == 0
+    scored = json.loads(out.read_text())
+    for task in PREDICT_ONLY_TASKS:
+        assert_same_metrics(in_run_metrics(runs.logged, task), scored, task)
+        assert scored["lmms_vr"]["judge_accounting"][task]["stats"]["calls"] > 0
+    assert runs.server.request_count > before
+
+
+def test_replay_predictions_scored_like_the_run(runs, tmp_path):
+    out = tmp_path / "replay.json"
+    assert cli_main(["score", str(runs.predictions), "--task", "vr_bench", "--out", str(out)]) == 0
+    assert_same_metrics(in_run_metrics(runs.logged, "vr_bench"), json.loads(out.read_text()), "vr_bench")
+
+
+def test_report_on_an_lmms_eval_folder(runs, tmp_path):
+    before = runs.server.request_count
+    data = report.build_report([str(runs.out / "logged")], tmp_path, n=200, seed=0)
+    assert set(data["sections"]) == {"vcr_bench", "vrbench", "cg_bench"}
+    assert runs.server.request_count == before, "per-sample outcomes recomputed from the judge cache"
+    [run] = data["runs"]
+    for task in LOGGED_TASKS:
+        entry = data["tasks"][f"{run}|{task}"]
+        assert entry["note"] == "", entry["note"]
+        benchmark = score.task_spec(task).benchmark
+        for metric in report.HEADLINE[benchmark]:
+            point = entry["point"].get(metric)
+            if point is not None and metric in entry["ci"]:
+                low, high = entry["ci"][metric]
+                assert low <= point <= high, (task, metric)
+    joined = data["sections"]["cg_bench"]["joined"][f"{run}|mini"]
+    assert joined["crr"] == pytest.approx(runs.logged["results"]["cg_bench_mcq"]["crr,none"])
+    assert joined["oe_acc"] == pytest.approx(runs.logged["results"]["cg_bench_open"]["oe_acc,none"])
+
+
+def test_score_errors_name_the_fix(runs, tmp_path, capsys):
+    assert cli_main(["score", str(tmp_path / "nothing")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    assert cli_main(["score", str(runs.predictions), "--task", "no_such_task"]) == 2
+    assert "unknown task 'no_such_task'" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli_main(["score", str(empty)]) == 2
+    assert "--log_samples" in capsys.readouterr().err
+    broken = tmp_path / "x_samples_vr_bench.jsonl"
+    broken.write_text('{"doc_id": 0, "filtered_resps": "A"}\n{not json\n')
+    assert cli_main(["score", str(broken)]) == 2
+    assert f"{broken}:2: not valid JSON" in capsys.readouterr().err
