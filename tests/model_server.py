@@ -111,3 +111,30 @@ class SampleJudge:
         with self._lock:
             self.unrecognised.append(body)
         return "0"
+
+
+class PersistentFaults(FaultPlan):
+    """Every attempt of the requests `fails(body)` selects gets fault `kind`, retries included.
+
+    (`FaultPlan` faults are transient: a retried request eventually succeeds. A model server
+    that keeps failing some requests is what makes lmms-eval give up and return its failure
+    string; the openai SDK's own retries and lmms-eval's cannot get past it.)
+    """
+
+    def __init__(self, fails, kind: str = "500") -> None:
+        super().__init__(kinds=(kind,))
+        self.fails = fails
+        self.kind = kind
+        self.failed_bodies: list[dict] = []
+
+    def decide(self, number: int, body: dict) -> str | None:
+        if self.fails(body):
+            with self._lock:
+                self.failed_bodies.append(body)
+            return self.kind
+        return None
+
+
+def every_nth_question(n: int):
+    """A `PersistentFaults` selector: the requests whose question text hashes to 0 modulo n."""
+    return lambda body: zlib.crc32(request_text(body).encode("utf-8", "surrogatepass")) % n == 0
