@@ -36,6 +36,7 @@ def videos(tmp_path_factory):
         "vfr_bframes": syn.write_video(
             d / "vfr_bframes.mp4", 30, shapes, fps=10, gop=37, vfr=True, bframes=2, textured=True, **SMALL
         ),
+        "open_gop": syn.write_video(d / "open_gop.mp4", 30, shapes, fps=10, gop=25, bframes=3, open_gop=True, **SMALL),
         "short": syn.write_video(d / "short.mp4", 2, fps=10, gop=250, **SMALL),
     }
 
@@ -104,7 +105,7 @@ def test_bad_counts_rejected():
 # ---------------------------------------------------------------- exact frames
 
 
-@pytest.mark.parametrize("name", ["cfr", "bframes", "vfr", "vfr_bframes"])
+@pytest.mark.parametrize("name", ["cfr", "bframes", "vfr", "vfr_bframes", "open_gop"])
 def test_read_frames_equals_sequential_decode(videos, name):
     path = videos[name]
     reference = sequential_decode(path)

@@ -242,6 +242,7 @@ def write_video(
     crf: int = 23,
     preset: str = "ultrafast",
     faststart: bool = False,
+    open_gop: bool = False,
 ) -> Path:
     """Render ``shapes`` over ``duration`` seconds and encode a deterministic H.264 MP4.
 
@@ -252,6 +253,8 @@ def write_video(
     bitrates. ``vfr``: variable frame timestamps (see ``frame_times``). ``stamp_index``:
     write each frame's index as a binary code in the top-left corner (``read_index_stamp``).
     ``faststart``: put the index (moov) before the media data, as web-ready files do.
+    ``open_gop``: x264 open GOPs (non-IDR keyframes; B-frames before a keyframe in display
+    order may reference the previous group).
     """
     import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
 
@@ -278,6 +281,8 @@ def write_video(
             x264_params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
             if bframes:
                 x264_params += ":b-adapt=0:b-pyramid=normal"
+            if open_gop:
+                x264_params += ":open-gop=1"
             stream.options = {"preset": preset, "crf": str(crf), "x264-params": x264_params}
             masks: dict = {}
             canvas = np.empty((height, width, 3), dtype=np.uint8)

@@ -278,13 +278,11 @@ def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
 
 
 def _nal_length_size(codec: str, extradata: bytes | None) -> int:
-    """Length-prefix size of NAL units in MP4/MKV H.264 (avcC) and HEVC (hvcC) packets."""
+    """Length-prefix size of NAL units in MP4/MKV H.264 packets (from avcC); 0 when unknown."""
     if not extradata:
         return 0
     if codec == "h264" and extradata[0] == 1 and len(extradata) > 4:
         return (extradata[4] & 0x03) + 1
-    if codec == "hevc" and extradata[0] == 1 and len(extradata) > 21:
-        return (extradata[21] & 0x03) + 1
     return 0
 
 
@@ -365,27 +363,27 @@ def probe(path) -> VideoInfo:
 # --------------------------------------------------------------------------------------------
 
 
-def _is_reference(data: bytes, codec: str, nal_size: int) -> bool:
+def _is_reference(data, codec: str, nal_size: int) -> bool:
     """Whether a packet's picture may be referenced by others (so it cannot be skipped).
 
-    H.264: a slice NAL (type 1 or 5) with ``nal_ref_idc != 0``. HEVC: any VCL NAL whose type is
-    not a sub-layer non-reference type (even types below 16). Unknown layouts: True (never skip).
+    H.264 (length-prefixed NAL units, as in MP4/MKV): reference unless every slice NAL
+    (type 1 or 5) has ``nal_ref_idc == 0``, the standard's mark of a picture no other picture
+    uses. Other codecs or layouts: always True (never skipped; HEVC's "non-reference" types
+    may still be referenced by higher temporal sub-layers).
     """
-    if nal_size == 0:
+    if nal_size == 0 or codec != "h264":
         return True
-    i, end = 0, len(data)
+    view = memoryview(data)
+    i, end, slices = 0, len(view), 0
     while i + nal_size < end:
-        length = int.from_bytes(data[i : i + nal_size], "big")
-        header = data[i + nal_size]
-        if codec == "h264":
-            if header & 0x1F in (1, 5):
-                return (header >> 5) & 0x03 != 0
-        else:
-            nal_type = (header >> 1) & 0x3F
-            if nal_type < 32:
-                return not (nal_type < 16 and nal_type % 2 == 0)
+        length = int.from_bytes(view[i : i + nal_size], "big")
+        header = view[i + nal_size]
+        if header & 0x1F in (1, 5):
+            if header & 0x60:
+                return True
+            slices += 1
         i += nal_size + length
-    return True
+    return slices == 0
 
 
 @dataclass(frozen=True)
@@ -474,7 +472,7 @@ def _decode_runs(table: _FrameTable, runs: list[_Run], sink, skip_nonref: bool =
                     d == run.start
                     or d in run.targets
                     or not skip_nonref
-                    or _is_reference(bytes(packet), table.codec, table.nal_length_size)
+                    or _is_reference(packet, table.codec, table.nal_length_size)
                 ):
                     _deliver(cc.decode(packet), run, pos_of_pts, sink)
             _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
