@@ -315,7 +315,7 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
     differ = [m for m, v in stats.point.items() if m in recomputed and not scoring.same_value(v, recomputed[m])]
     if differ:
         stats.note = f"per-sample re-scoring differs from the results file for {', '.join(differ)} (judge cache missing?)"
-    if n > 0:
+    if n > 0 and sampled.benchmark != "cg_bench":  # CG-Bench is bootstrapped once per run, all modes joined
         stats.ci = bootstrap_ci(sampled, n, seed)
     return stats
 
@@ -337,7 +337,8 @@ def cg_combined(run: Run, split: str, per_task: dict[str, TaskStats], n: int, se
                 outcomes += [o for _, o in pairs]
                 settings = stats.sampled.settings
             for metric, value in stats.point.items():
-                point.setdefault(metric, value)
+                if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
+                    point.setdefault(metric, value)
             used.append(task)
             break
     if not used:
@@ -730,6 +731,7 @@ def cg_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Se
             [(name, [d.get("domain", {}).get(k, {}).get(metric, math.nan) for k in domains], [None] * len(domains)) for name, d in breakdowns.items()],
             LABELS[metric])))
     section.data["joined"] = {f"{label}|{split}": row.point for (label, split), row in combined.items()}
+    section.data["joined_ci"] = {f"{label}|{split}": row.ci for (label, split), row in combined.items()}
     return section
 
 
