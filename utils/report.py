@@ -687,7 +687,6 @@ def cg_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Se
         return None
     section = Section("cg_bench")
     columns = REFERENCE_ROWS["cg_bench"]["tables"]["table3"]["columns"]
-    spec = REFERENCE_ROWS["cg_bench"]["tables"]["table3"]
     user = []
     for (label, split), row in combined.items():
         name = label if split == "mini" else f"{label} · full"
