@@ -157,20 +157,28 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
     return build_qwen2_vl(tmp_path_factory.mktemp("tiny_qwen2_vl"))
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes of this test process."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _judged_run(tmp: Path, name: str, bench: dict, written: list, run, faults: FaultPlan | None = None) -> dict:
     """Run `run(env)` with a fresh local judge (key required) and a fresh judge cache; collect what it wrote."""
     judge = SampleJudge()
     cache = tmp / f"{name}_judge_cache.sqlite"
     with LocalJudgeServer(judge, api_key=JUDGE_KEY, faults=faults) as server:
         env = {**bench["env"], "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_CACHE": str(cache)}
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), _children_cpu()
         results = run(env)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, _children_cpu() - cpu_before
     log = tmp / f"{name}.log"
     log.write_text(results.pop("_log"), encoding="utf-8", errors="backslashreplace")
     written.extend([cache, log])
     return {"results": results, "judge_requests": list(server.requests), "unrecognised": judge.unrecognised,
-            "seconds": elapsed, "log": log.read_text()}
+            "seconds": elapsed, "cpu_seconds": cpu, "log": log.read_text()}
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +244,8 @@ def test_qwen2_vl_user_command_decodes_videos_and_reports_every_metric(qwen2_vl_
         assert batch["frames"] >= 4 and batch["shape"][-1] == 3, batch
     assert "Failed to process video" not in qwen2_vl_run["log"]
     assert not qwen2_vl_run["unrecognised"], "the judge received prompts no sample oracle knows"
+    print(f"qwen2_vl tiny-model run: {qwen2_vl_run['seconds']:.0f} s wall, {qwen2_vl_run['cpu_seconds']:.0f} s CPU, "
+          f"{len(decoded)} videos decoded ({sum(b['frames'] for b in decoded)} frames)")
 
 
 # ---------------------------------------------------------------------- the openai chat path
