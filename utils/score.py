@@ -181,17 +181,9 @@ class VcrBenchScoring(BenchmarkScoring):
         return judging.judge_records(list(records), judge, chain_of_thought)
 
     def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vcr_bench import scoring
+        from lmms_video_reasoning.vcr_bench import hooks
 
-        chain_of_thought = any(record.get("score_cot", True) for record in records)
-        metrics = scoring.accuracy_metrics(records, [outcome["correct"] for outcome in outcomes])
-        if chain_of_thought:
-            metrics.update(scoring.cot_metrics([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
-                                               settings["include_background"]))
-        else:
-            metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
-        metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
-        return metrics
+        return hooks.metrics_from_outcomes(records, outcomes, settings)
 
 
 class VrBenchScoring(BenchmarkScoring):
@@ -205,7 +197,7 @@ class VrBenchScoring(BenchmarkScoring):
     def score(self, records, settings):
         from lmms_video_reasoning.vrbench import hooks
 
-        return hooks.score_records(records, None)
+        return hooks.score_records(records, settings)
 
     def needs_judge(self, records):
         return any(record["mode"] != "mcq" for record in records)
@@ -222,20 +214,10 @@ class VrBenchScoring(BenchmarkScoring):
         return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vrbench.scoring import QuestionScore, aggregate, extract_mcq_answer, judge_prompt_kind
+        from lmms_video_reasoning.vrbench import hooks
 
-        protocol = settings["protocol"]
-        scores = [
-            QuestionScore(
-                reasoning_type=record["reasoning_type"],
-                correct=extract_mcq_answer(record["response"]) == record["answer"],
-                rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
-                process=outcome["process"],
-                judge_failed=outcome["judge_failed"],
-            )
-            for record, outcome in zip(records, outcomes)
-        ]
-        return aggregate(scores, protocol, self.needs_judge(records), judge_ran=True)
+        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
+        return hooks.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
 
 class CgBenchScoring(BenchmarkScoring):
