@@ -310,3 +310,32 @@ def test_clue_clip_prefers_official(videos, tmp_path):
     assert video.clue_clip(official, videos["cfr"], [[1, 2]], tmp_path / "cache") == official
     cut = video.clue_clip(tmp_path / "missing.mp4", videos["cfr"], [[1, 2]], tmp_path / "cache")
     assert _stamps(cut) == list(range(10, 20))
+
+
+def test_non_reference_frames_are_recognised(videos):
+    """The skip relies on nal_ref_idc: x264 pyramid B-frames give non-reference frames, P-only none."""
+
+    def flags(path):
+        table = video._frame_table(path)
+        with av.open(str(path)) as container:
+            return [
+                video._is_reference(p, table.codec, table.nal_length_size) for p in container.demux(video=0) if p.size
+            ]
+
+    with_b = flags(videos["bframes"])
+    assert 0.3 < with_b.count(False) / len(with_b) < 0.7
+    assert all(flags(videos["cfr"]))
+
+
+def test_seek_landing_after_keyframe_falls_back(videos, monkeypatch):
+    real = video._seek_to
+
+    def lands_late(container, stream, table, start):
+        if start == table.decode_pos[0]:
+            real(container, stream, table, start)
+        else:  # a demuxer that overshoots to the next keyframe
+            container.seek(table.pts[start] + 1, stream=stream, backward=False, any_frame=False)
+
+    monkeypatch.setattr(video, "_seek_to", lands_late)
+    frames = video.read_frames(videos["cfr"], [30, 60], workers=1)
+    assert [syn.read_index_stamp(f) for f in frames] == [30, 60]

@@ -457,30 +457,42 @@ def _decode_runs(table: _FrameTable, runs: list[_Run], sink, skip_nonref: bool =
         cc = stream.codec_context
         cc.thread_type = "NONE"
         cc.thread_count = 1
-        pos_of_pts = table.pos_of_pts
         for run in runs:
-            _seek_to(container, stream, table, run.start)
-            for packet in container.demux(stream):
-                if packet.size == 0 or packet.is_discard:
-                    continue
-                d = pos_of_pts.get(packet.pts if packet.pts is not None else packet.dts)
-                if d is None or d < run.start:
-                    continue
-                if d > run.end:
-                    break
-                if (
-                    d == run.start
-                    or d in run.targets
-                    or not skip_nonref
-                    or _is_reference(packet, table.codec, table.nal_length_size)
-                ):
-                    _deliver(cc.decode(packet), run, pos_of_pts, sink)
-            _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
-            cc.flush_buffers()
+            if not _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=False):
+                # The demuxer landed after the keyframe (an unusual index): read from the start.
+                _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=True)
     except av.error.FFmpegError as exc:
         raise VideoError(f"video file is corrupt, decoding failed: {table.path} ({_short(exc)}). Re-download it.") from None
     finally:
         container.close()
+
+
+def _decode_run(container, stream, table: _FrameTable, run: _Run, sink, skip_nonref: bool, seek_to_start: bool) -> bool:
+    """Seek, then decode one run; False (nothing decoded) if the seek landed past its keyframe."""
+    cc, pos_of_pts = stream.codec_context, table.pos_of_pts
+    _seek_to(container, stream, table, table.decode_pos[0] if seek_to_start else run.start)
+    started = False
+    for packet in container.demux(stream):
+        if packet.size == 0 or packet.is_discard:
+            continue
+        d = pos_of_pts.get(packet.pts if packet.pts is not None else packet.dts)
+        if d is None or d < run.start:
+            continue
+        if not started and d > run.start:
+            return False
+        if d > run.end:
+            break
+        started = True
+        if (
+            d == run.start
+            or d in run.targets
+            or not skip_nonref
+            or _is_reference(packet, table.codec, table.nal_length_size)
+        ):
+            _deliver(cc.decode(packet), run, pos_of_pts, sink)
+    _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
+    cc.flush_buffers()
+    return True
 
 
 def _deliver(frames, run: _Run, pos_of_pts: dict[int, int], sink) -> None:
