@@ -98,3 +98,19 @@ def test_bad_predictions_files(tmp_path, content, message):
         load_predictions(path)
     with pytest.raises(PredictionsError, match="not found"):
         load_predictions(tmp_path / "missing.jsonl")
+
+
+def test_checked_video_rejects_undecodable_files(tmp_path, monkeypatch):
+    from lmms_video_reasoning.utils.synthetic import write_video
+
+    monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
+    good = write_video(tmp_path / "good.mp4", duration=2.0)
+    assert data.checked_video(data.VCR_BENCH, "good.mp4") == good
+    (tmp_path / "half.mp4").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    (tmp_path / "junk.mp4").write_bytes(b"\x00garbage" * 500)
+    for name in ("half.mp4", "junk.mp4"):
+        with pytest.raises(data.MediaError, match=rf"{name} is unusable: .*lmms-vr prepare vcr_bench"):
+            data.checked_video(data.VCR_BENCH, name)
+    with pytest.raises(data.MediaError, match="not found"):
+        data.checked_video(data.VCR_BENCH, "absent.mp4")
+    assert data.video_problem(tmp_path / "absent.mp4") == "it does not exist"

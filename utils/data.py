@@ -10,6 +10,7 @@ names the file, the variable and the command that fetches it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -107,6 +108,45 @@ def media_file(source: DataSource, relpath: str) -> Path:
         raise MediaError(f"media file not found: {path}. Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with `{source.prepare_command}`")
     if path.stat().st_size == 0:
         raise MediaError(f"media file is empty: {path}. Re-download it with `{source.prepare_command}`")
+    return path
+
+
+@functools.lru_cache(maxsize=4096)
+def _video_problem(path: str, size: int, mtime: float) -> str | None:
+    """Why a video file cannot be decoded (None when it can): it must open, have a video
+    stream and yield a first frame. Cached by path, size and mtime (cheap on reruns)."""
+    if size == 0:
+        return "the file is empty"
+    try:
+        import av
+
+        with av.open(path) as container:
+            if not container.streams.video:
+                return "it has no video stream"
+            for _frame in container.decode(video=0):
+                return None
+            return "no frame could be decoded"
+    except Exception as exc:  # av raises many kinds for truncated / corrupt containers
+        return f"it cannot be decoded ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
+
+
+def video_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` is not a usable video (missing, empty, corrupt, no video stream), or None."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return "it does not exist"
+    return _video_problem(str(path), stat.st_size, stat.st_mtime)
+
+
+def checked_video(source: DataSource, relpath: str) -> Path:
+    """`media_file` for a video that must also decode (for models that take only a path,
+    which would otherwise swallow the decoder error and answer from the text alone)."""
+    path = media_file(source, relpath)
+    problem = video_problem(path)
+    if problem:
+        raise MediaError(f"video {path} is unusable: {problem}. Re-download it with `{source.prepare_command}` "
+                         f"(or `lmms-vr prepare {source.benchmark} --root DIR --verify-only` to list every bad file)")
     return path
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from lmms_video_reasoning.utils.data import SOURCES, DataError, DataSource
+from lmms_video_reasoning.utils.data import SOURCES, DataError, DataSource, video_problem
 
 BENCH_ALIASES = {"vr_bench": "vrbench"}
 
@@ -173,22 +173,10 @@ def index_by_name(root: Path) -> dict[str, Path]:
 
 
 def readable(path: Path) -> bool:
-    """A media file opens and has what it should (a video stream, or decodable text)."""
-    if path.stat().st_size == 0:
-        return False
+    """A media file is usable: a decodable video, or (subtitles) any non-empty text."""
     if path.suffix.lower() == ".srt":
-        try:
-            path.read_bytes().decode("utf-8", errors="strict")
-            return True
-        except UnicodeDecodeError:
-            return True  # subtitles tolerate bad bytes (they are skipped when parsed)
-    try:
-        import av
-
-        with av.open(str(path)) as container:
-            return bool(container.streams.video)
-    except Exception:
-        return False
+        return path.stat().st_size > 0  # bad bytes in subtitles are skipped when parsed
+    return video_problem(path) is None
 
 
 def verify_media(root: Path, relpaths: Iterable[str]) -> MediaReport:
