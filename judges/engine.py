@@ -38,7 +38,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 # Statuses that say "this request/credential/model is wrong": retrying cannot help.
-_CONFIG_STATUSES = (400, 401, 403, 404)
+_CONFIG_STATUSES = (401, 403, 404)
+# 400 usually concerns one request (e.g. a response too long for the judge's context): that
+# request fails alone. Only when every request so far got a 400 is it the configuration.
+_BAD_REQUESTS_BEFORE_CONFIG_ERROR = 8
 _RETRY_STATUSES = (408, 409, 429)
 
 
@@ -130,6 +133,9 @@ class Judge:
         # Bounds in-flight HTTP requests across map() and direct ask() callers (e.g. lmms-eval's
         # parallel process_results threads), not time spent in backoff sleeps.
         self._in_flight = threading.BoundedSemaphore(config.concurrency)
+        self._status_lock = threading.Lock()
+        self._succeeded = False
+        self._bad_requests_in_a_row = 0
 
     # ------------------------------------------------------------------ public API
 
@@ -249,6 +255,8 @@ class Judge:
                 continue
             self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
             self._charge(reply)
+            with self._status_lock:
+                self._succeeded, self._bad_requests_in_a_row = True, 0
             return reply
         raise _RequestFailed(f"{last_reason} after {self.config.max_attempts} attempts")
 
@@ -315,6 +323,12 @@ class Judge:
         detail = self._scrub(_error_detail(error))
         if status in _CONFIG_STATUSES:
             raise JudgeConfigError(self._config_message(status, detail)) from None
+        if status == 400:
+            with self._status_lock:
+                self._bad_requests_in_a_row += 1
+                systematic = not self._succeeded and self._bad_requests_in_a_row >= _BAD_REQUESTS_BEFORE_CONFIG_ERROR
+            if systematic:
+                raise JudgeConfigError(self._config_message(status, detail)) from None
         if status in _RETRY_STATUSES or status >= 500:
             response = getattr(error, "response", None)
             raise _AttemptFailed(f"http {status}", _retry_after(response.headers if response is not None else {}))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
 
-FAULT_KINDS = ("429", "500", "503", "timeout", "truncated", "malformed", "401")
+FAULT_KINDS = ("429", "500", "503", "timeout", "truncated", "malformed", "401", "400")
 
 
 def echo_responder(body: dict) -> str:
@@ -231,6 +231,8 @@ def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
                 self._json(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, {"Retry-After": f"{plan.retry_after:g}"})
             elif fault in ("500", "503"):
                 self._json(int(fault), {"error": {"message": "injected server error"}})
+            elif fault == "400":  # what OpenAI answers to a prompt longer than the context
+                self._json(400, {"error": {"message": "injected: maximum context length exceeded", "code": "context_length_exceeded"}})
             elif fault == "401":
                 self._json(401, {"error": {"message": "injected: invalid api key", "type": "invalid_request_error"}})
             elif fault == "timeout":

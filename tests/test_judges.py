@@ -356,3 +356,22 @@ def test_bad_requests_fail_fast_with_a_clear_error(tmp_path):
         with pytest.raises(ValueError, match="non-empty list"):
             judge.ask(JudgeRequest([]))
         assert server.request_count == 0
+
+
+def test_a_bad_request_fails_that_item_only(tmp_path):
+    # One request the endpoint rejects (e.g. a 1 MB response past the judge's context) must
+    # not stop the batch: that item is a counted judge failure, not a configuration error.
+    with LocalJudgeServer(verdict_responder, faults=FaultPlan(by_request={3: "400"})) as server:
+        judge = make_judge(server, tmp_path, concurrency=1)
+        results = judge.map(lambda item, ask: ask(JudgeRequest([{"role": "user", "content": f"q{item}"}])), range(6))
+    failed = [r for r in results if not r.ok]
+    assert len(failed) == 1 and failed[0].error.startswith("http 400") and "context length" in failed[0].error
+    assert sum(r.ok for r in results) == 5 and judge.stats.retries == 0
+
+
+def test_a_judge_that_rejects_every_request_is_a_configuration_error(tmp_path):
+    with LocalJudgeServer(verdict_responder, faults=FaultPlan(rate=1.0, kinds=("400",))) as server:
+        judge = make_judge(server, tmp_path, concurrency=1)
+        with pytest.raises(JudgeConfigError, match="HTTP 400 .*LMMS_VR_JUDGE_MODEL"):
+            judge.map(lambda item, ask: ask(JudgeRequest([{"role": "user", "content": f"q{item}"}])), range(40))
+        assert server.request_count < 40
