@@ -114,3 +114,13 @@ def test_checked_video_rejects_undecodable_files(tmp_path, monkeypatch):
     with pytest.raises(data.MediaError, match="not found"):
         data.checked_video(data.VCR_BENCH, "absent.mp4")
     assert data.video_problem(tmp_path / "absent.mp4") == "it does not exist"
+
+
+def test_lone_surrogates_in_predictions_become_replacement_characters(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": 1, "response": "bad \\udcff byte"}\n{"id": 2, "response": "ok \\ud83d\\ude00"}\n')
+    table = load_predictions(path)
+    assert lookup(table, "t", "1") == "bad \ufffd byte"
+    assert lookup(table, "t", "2") == "ok \U0001F600"  # a proper pair is kept
+    for text in table.values():
+        text.encode("utf-8")  # everything is now writable by lmms-eval's sample logger

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 from lmms_eval.api.model import lmms
@@ -48,8 +49,21 @@ def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], st
             response = row["response"]
             if not isinstance(response, str):
                 raise PredictionsError(f"{path}:{line_no}: response must be a string, got {type(response).__name__}")
-            table[(row.get("task"), str(row["id"]))] = response
+            clean = encodable(response)
+            if clean != response:
+                logger.warning("%s:%d: response has unpaired UTF-16 surrogates (invalid in UTF-8); replaced by U+FFFD", path, line_no)
+            table[(row.get("task"), str(row["id"]))] = clean
     return table
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """`text` with unpaired surrogates (a JSON escape such as "\\udcff" yields them) replaced
+    by U+FFFD: lmms-eval's --log_samples writer stops at the first string UTF-8 cannot
+    encode, silently losing every later sample of the task."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def lookup(table: dict[tuple[str | None, str], str], task: str, sample_id: str) -> str | None:
