@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -60,6 +63,26 @@ def test_video_path_resolution_tolerates_zip_layout(sample_docs, vrbench_sample)
         hooks.doc_to_visual(missing, {"visual_mode": "video"})
 
 
+@pytest.mark.parametrize("damage", ["truncated", "garbage_header"])
+def test_broken_video_in_video_mode_is_a_clear_error(vrbench_sample, tmp_path, monkeypatch, damage):
+    """Video mode hands the model a path: a file that does not decode must fail here, naming
+    it and the fix, not inside the model (qwen2_vl would answer from the text alone)."""
+    root = tmp_path / "vrbench"
+    shutil.copytree(vrbench_sample / "vrbench", root)
+    monkeypatch.setenv("VRBENCH_ROOT", str(root))
+    doc = hooks.build_docs("judge", "default")[0]
+    [path] = hooks.doc_to_visual(doc, {"visual_mode": "video"})  # decodes: accepted
+    video = Path(path)
+    content = video.read_bytes()
+    video.write_bytes(content[: len(content) // 3] if damage == "truncated" else bytes(4096) + content[4096:])
+    pattern = rf"{re.escape(video.name)} is unusable: .*lmms-vr prepare vrbench"
+    with pytest.raises(MediaError, match=pattern):
+        hooks.doc_to_visual(doc, {"visual_mode": "video"})
+    with pytest.raises(MediaError, match=pattern):
+        hooks.doc_to_messages(doc, {"visual_mode": "video"})
+    assert doc["question"] in hooks.doc_to_text(doc, {"visual_mode": "video"})  # the prompt never decodes
+
+
 @pytest.mark.slow
 def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
     predictions = [json.loads(line) for line in (vrbench_sample / "predictions.jsonl").read_text().splitlines()]
@@ -85,6 +108,8 @@ def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
             assert 0 < oe <= 100
             assert metric(results, task, "overall") == pytest.approx((expected_mcq + oe) / 2)
             assert metric(results, task, "judge_failed") == 1  # the refused response
+        for task in (*JUDGE_TASKS, "vr_bench_mcq"):
+            assert metric(results, task, "model_failed") == 0  # every demo response is an answer
         # Official: counting and synopsis count as 0, so OE-P is lower than in the default.
         assert metric(results, "vr_bench_official", "process_score") < metric(results, "vr_bench", "process_score")
         # One judge batch per task: 24 rated questions (+2 re-asks of the refusal) in each

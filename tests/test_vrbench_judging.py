@@ -147,3 +147,59 @@ def test_official_judge_prompts_byte_exact(monkeypatch, debug_records, ref_promp
                 procedure=hypothetical["original_answer"])
     assert user in sent
     assert not math.isnan(metrics["process_score"])
+
+
+# lmms-eval's placeholder when an API model gives up (models/simple/openai.py); the official
+# cascade reads "E" out of it (the last standalone a-e after punctuation is stripped).
+MODEL_FAILURE = ("[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - "
+                 "{'error': {'message': 'Internal Server Error', 'type': 'server_error'}}")
+
+
+@pytest.mark.parametrize("protocol", ["default", "official"])
+def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protocol):
+    """The failure string is wrong for MCQ-O, never reaches the judge, and is counted apart."""
+    docs = [d for d in data.flatten(debug_records) if d["reasoning_type"] == "Event Attribution"][:2]
+    assert len(docs) == 2
+    for doc in docs:
+        doc["mode"], doc["protocol"] = "judge", protocol
+    failed_doc = dict(docs[0], answer=hooks.extract_mcq_answer(MODEL_FAILURE))
+    assert failed_doc["answer"] == "E"  # the cascade alone would score the failure as right
+    failed = hooks.build_record(failed_doc, MODEL_FAILURE)
+    assert failed["model_failed"] is True and failed["mcq_pred"] is None
+    assert failed["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500")
+    answered = hooks.build_record(docs[1], RESPONSE.replace("<Answer> A", f"<Answer> {docs[1]['answer']}"))
+    assert answered["model_failed"] is False and answered["model_failure"] == ""
+
+    with LocalJudgeServer(judge_responder) as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+        only_failure = hooks.score_records([failed])
+        assert server.request_count == 0, "the failure string reached the judge"
+        both = hooks.score_records([failed, answered])
+        assert server.request_count == 1
+        only_answered = hooks.score_records([answered])
+        assert not any("LMMS_EVAL_REQUEST_FAILED" in json.dumps(body) for body in server.requests)
+
+    assert only_failure["mcq_accuracy"] == 0 and only_failure["model_failed"] == 1 and only_failure["judge_failed"] == 0
+    assert both["mcq_accuracy"] == 50 and both["model_failed"] == 1 and both["judge_failed"] == 0
+    assert only_answered["model_failed"] == 0 and only_answered["process_score"] > 0
+    if protocol == "default":
+        # Left out of OE-P, like a judge failure: OE-P is the answered question's alone.
+        assert math.isnan(only_failure["process_score"])
+        assert both["process_score"] == pytest.approx(only_answered["process_score"])
+    else:
+        # Official: 0 in OE-P (the official script would have rated the error text).
+        assert only_failure["process_score"] == 0
+        assert both["process_score"] == pytest.approx(only_answered["process_score"] / 2)
+
+
+def test_model_failure_in_the_mcq_task(debug_records):
+    doc = dict(data.flatten(debug_records)[0], mode="mcq", protocol="default")
+    records = hooks.process_results(dict(doc, answer="E"), [MODEL_FAILURE])
+    assert set(records) == set(hooks.MCQ_METRICS) and "model_failed" in records
+    metrics = hooks.score_records([records["mcq_accuracy"]])
+    assert metrics["mcq_accuracy"] == 0 and metrics["model_failed"] == 1
+    assert "judge_failed" not in metrics
+    # Records logged before the flag existed are recognised from their response.
+    legacy = {k: v for k, v in records["mcq_accuracy"].items() if k not in ("model_failed", "model_failure")}
+    assert hooks.score_records([legacy])["model_failed"] == 1

@@ -129,8 +129,8 @@ def test_official_tags_first_occurrence_missing_is_zero():
     assert scoring.official_tag_values(reply, "unique") == (4.0, None, None, None)
 
 
-def q(rtype, correct, process=None, rated=True, failed=False):
-    return QuestionScore(rtype, correct, rated, process, failed)
+def q(rtype, correct, process=None, rated=True, failed=False, model_failed=False):
+    return QuestionScore(rtype, correct, rated, process, failed, model_failed)
 
 
 def test_default_aggregation_by_hand():
@@ -183,5 +183,25 @@ def test_no_judge_gives_nan_not_zero():
 def test_mcq_only_metrics():
     scores = [q("Logical Linkage", True, rated=False), q("Logical Linkage", False, rated=False)]
     m = aggregate(scores, "default", with_judge=False)
-    assert set(m) == {"mcq_accuracy", *(f"type_{n}" for n in scoring.TYPE_NAMES)}
+    assert set(m) == {"mcq_accuracy", *(f"type_{n}" for n in scoring.TYPE_NAMES), "model_failed"}
     assert m["type_logical_linkage"] == 50
+
+
+def test_model_failure_aggregation_by_hand():
+    """A model failure: wrong, not judged (process None), counted in model_failed only."""
+    scores = [q("Event Attribution", True, 8.0), q("Event Attribution", False, None, model_failed=True)]
+    default = aggregate(scores, "default", with_judge=True)
+    assert default["mcq_accuracy"] == 50 and default["process_score"] == pytest.approx(80)  # left out of OE-P
+    assert default["model_failed"] == 1 and default["judge_failed"] == 0
+    official = aggregate(scores, "official", with_judge=True)
+    assert official["process_score"] == pytest.approx(40)  # 0 in OE-P
+    assert official["model_failed"] == 1 and official["judge_failed"] == 0
+    assert aggregate(scores, "default", with_judge=True, judge_ran=False)["model_failed"] == 1  # no judge needed
+
+
+def test_failure_placeholder_is_never_correct():
+    failure = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - Internal Server Error"
+    assert extract_mcq_answer(failure) == "E"  # what the cascade alone would read
+    assert not scoring.mcq_correct(failure, "E")
+    assert scoring.mcq_correct("<Answer> E", "E")
+    assert scoring.record_model_failed({"response": failure}) and not scoring.record_model_failed({"response": "E."})

@@ -9,7 +9,8 @@ The videos ship as a split zip (`v001_360p.z01`..`.z39` + `.zip`, ~421 GB). Depe
 it was extracted, the files end up at `<root>/VRBench/videos/v001/<id>.mp4` (the path the
 records name), `<root>/videos/v001/<id>.mp4`, `<root>/v001/<id>.mp4`, `<root>/v001_360p/<id>.mp4`
 or `<root>/<id>.mp4`. `resolve_video` accepts any of these, in that order; a missing file is
-an error naming the expected path, the variable and the command that fetches the data.
+an error naming the expected path, the variable and the command that fetches the data;
+`resolve_checked_video` (video mode) also rejects a file that does not decode.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from lmms_video_reasoning.utils.data import (
     VRBENCH,
     DataError,
     annotation_file,
+    checked_video,
     data_root,
     media_file,
     read_json,
@@ -127,13 +129,22 @@ def video_candidates(video_path: str) -> list[str]:
     return list(dict.fromkeys(candidates))
 
 
+def video_relpath(video_path: str) -> str:
+    """The first candidate (see `video_candidates`) present under the VRBench root, else the
+    path the record gives (so errors name it)."""
+    root = data_root(VRBENCH)
+    return next((relpath for relpath in video_candidates(video_path) if (root / relpath).is_file()), video_path)
+
+
 def resolve_video(video_path: str) -> Path:
     """Absolute path of a record's video under the VRBench root; MediaError if absent or empty."""
-    root = data_root(VRBENCH)
-    for relpath in video_candidates(video_path):
-        if (root / relpath).is_file():
-            return media_file(VRBENCH, relpath)
-    return media_file(VRBENCH, video_path)  # raises, naming the path the record gives
+    return media_file(VRBENCH, video_relpath(video_path))
+
+
+def resolve_checked_video(video_path: str) -> Path:
+    """`resolve_video` for a video that must also decode (`utils.data.checked_video`: opens,
+    has a video stream, yields a first frame; cached). MediaError naming the file and the fix."""
+    return checked_video(VRBENCH, video_relpath(video_path))
 
 
 def media_files(records: Iterable[dict]) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from lmms_video_reasoning.utils.aggregation import ScoreOnce
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.utils.responses import failure_reason
 from lmms_video_reasoning.vrbench import data, judging, prompts
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
@@ -37,6 +38,8 @@ from lmms_video_reasoning.vrbench.scoring import (
     aggregate,
     extract_mcq_answer,
     judge_prompt_kind,
+    mcq_correct,
+    record_model_failed,
 )
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
@@ -45,8 +48,8 @@ PROTOCOL_ENV = "VRBENCH_PROTOCOL"
 NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
 DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 
-JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed")
-MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES))
+JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed")
+MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed")
 
 # ----------------------------------------------------------------------------------------
 # Documents
@@ -125,14 +128,17 @@ def sample_frames(path: Path, n: int) -> list:
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """`[video_path]` (video mode), the sampled frames (frames mode), or `[]` (text task)."""
+    """`[video_path]` (video mode), the sampled frames (frames mode), or `[]` (text task).
+
+    Video mode checks that the file decodes (cached per file) before handing over the path:
+    lmms-eval's qwen2_vl logs a decode error and answers from the text alone.
+    """
     mode = visual_mode(doc, lmms_eval_specific_kwargs)
     if mode == "none":
         return []
-    path = data.resolve_video(doc["video_path"])
     if mode == "video":
-        return [str(path)]
-    return sample_frames(path, num_frames(lmms_eval_specific_kwargs))
+        return [str(data.resolve_checked_video(doc["video_path"]))]
+    return sample_frames(data.resolve_video(doc["video_path"]), num_frames(lmms_eval_specific_kwargs))
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
@@ -159,8 +165,11 @@ def build_record(doc: dict, response: Any) -> dict:
     """The per-question record: everything needed to score it again, nothing expensive.
 
     Also the way to score a `--predict_only` file: pair each raw response with its document.
+    lmms-eval's failure placeholder (an API model that gave up) is marked `model_failed`
+    with its reason, and no letter is read from it.
     """
     text = response if isinstance(response, str) else ("" if response is None else str(response))
+    reason = failure_reason(text)
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     return {
         "sample_id": doc["sample_id"],
@@ -169,7 +178,9 @@ def build_record(doc: dict, response: Any) -> dict:
         "reasoning_type": doc["reasoning_type"],
         "answer": doc["answer"],
         "response": text,
-        "mcq_pred": extract_mcq_answer(text),
+        "model_failed": reason is not None,
+        "model_failure": reason or "",
+        "mcq_pred": None if reason is not None else extract_mcq_answer(text),
         "question": doc["question"],
         "procedure": doc["procedure"],
         "original_answer": doc["original_answer"],
@@ -186,14 +197,19 @@ def process_results(doc: dict, results: Sequence[Any]) -> dict:
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                           with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
-    """Metrics from records and their judge outcomes `(process score or None, judge failed)`."""
+    """Metrics from records and their judge outcomes `(process score or None, judge failed)`.
+
+    A model-failed record is never judged (`judging.rate` gives it `(None, False)`), so its
+    process score is None: left out of OE-P (default) or 0 (official), see `scoring.oe_p`.
+    """
     scores = [
         QuestionScore(
             reasoning_type=record["reasoning_type"],
-            correct=extract_mcq_answer(record["response"]) == record["answer"],
+            correct=mcq_correct(record["response"], record["answer"]),
             rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
             process=process,
             judge_failed=failed,
+            model_failed=record_model_failed(record),
         )
         for record, (process, failed) in zip(records, outcomes, strict=True)
     ]
@@ -254,6 +270,7 @@ aggregate_mcq_accuracy = _aggregator("mcq_accuracy")
 aggregate_process_score = _aggregator("process_score")
 aggregate_overall = _aggregator("overall")
 aggregate_judge_failed = _aggregator("judge_failed")
+aggregate_model_failed = _aggregator("model_failed")
 aggregate_type_event_prediction = _aggregator("type_event_prediction")
 aggregate_type_hypothetical_reasoning = _aggregator("type_hypothetical_reasoning")
 aggregate_type_event_attribution = _aggregator("type_event_attribution")

@@ -31,6 +31,7 @@ from lmms_video_reasoning.vrbench.scoring import (
     parse_tags,
     parse_tags_official,
     process_score,
+    record_model_failed,
 )
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
@@ -79,9 +80,11 @@ def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
 def rate(records: Sequence[dict], protocol: str, judge: Judge) -> list[tuple[float | None, bool]]:
     """Rate every record: `(process score or None, judge failed)` per record, in order.
 
-    Records whose type the protocol does not rate give `(None, False)` without a call.
+    Records whose type the protocol does not rate, and records holding lmms-eval's failure
+    placeholder instead of an answer (`model_failed`), give `(None, False)` without a call.
     """
-    rated = [i for i, record in enumerate(records) if judge_prompt_kind(record["reasoning_type"], protocol)]
+    rated = [i for i, record in enumerate(records)
+             if judge_prompt_kind(record["reasoning_type"], protocol) and not record_model_failed(record)]
     outcomes: list[tuple[float | None, bool]] = [(None, False)] * len(records)
     results = judge.map(partial(_rate_one, protocol=protocol), [records[i] for i in rated], desc="VRBench OE-P judge")
     for index, result in zip(rated, results):

@@ -5,12 +5,15 @@ Every function is pure and cites the official code it follows (OpenGVLab/VRBench
 `evaluation/batch_evaluation_api_mp_time_async.py` (OE-P tags and weights). Two protocols:
 
 - `default`: failures are visible. A missing tag or failed judge call is a judge failure,
-  excluded from OE-P and counted in `judge_failed`; counting questions are rated with the
+  excluded from OE-P and counted in `judge_failed`; a model failure (lmms-eval's placeholder
+  instead of an answer) is wrong for MCQ-O, never judged, excluded from OE-P the same way and
+  counted in `model_failed`; counting questions are rated with the
   unique-answer prompt; synopsis questions (no steps) are left out of OE-P; a type's score is
   the mean of its MCQ accuracy and its OE-P (MCQ only for synopsis).
 - `official`: the official numbers. Missing tags score 0, counting and synopsis questions are
   never rated yet count as 0 in OE-P, and a type's score uses the official "use whichever is
-  above zero" combination.
+  above zero" combination. A model failure is not judged either and counts as 0 in OE-P
+  (the official script would have rated the failure text; 0 is what an empty answer gets).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lmms_video_reasoning.judges.parsing import ParseError, extract_tag
+from lmms_video_reasoning.utils.responses import is_model_failure
 
 PROTOCOLS = ("default", "official")
 
@@ -207,9 +211,22 @@ def extract_mcq_answer(response: str | None) -> str | None:
     return None
 
 
+def record_model_failed(record: dict) -> bool:
+    """Whether a record holds lmms-eval's failure placeholder instead of a model answer.
+
+    Read from the record's `model_failed` flag, or from its response for records logged
+    before the flag existed.
+    """
+    return bool(record.get("model_failed")) or is_model_failure(record.get("response"))
+
+
 def mcq_correct(response: str | None, answer: str) -> bool:
-    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong)."""
-    return extract_mcq_answer(response) == answer
+    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong).
+
+    lmms-eval's failure placeholder is wrong without extraction: the cascade would read a
+    letter out of the error text (its last standalone a-e, e.g. an "e" in the message).
+    """
+    return not is_model_failure(response) and extract_mcq_answer(response) == answer
 
 
 # ----------------------------------------------------------------------------------------
@@ -295,8 +312,9 @@ class QuestionScore:
     reasoning_type: str  # as spelled in the data
     correct: bool  # MCQ-O
     rated: bool  # the protocol sends this question to the judge
-    process: float | None  # 0-10 weighted sum; None = not rated, judge failure, or no judge
+    process: float | None  # 0-10 weighted sum; None = not rated, judge or model failure, or no judge
     judge_failed: bool
+    model_failed: bool = False  # lmms-eval's placeholder instead of an answer: wrong, never judged
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -312,8 +330,9 @@ def mcq_accuracy(scores: Sequence[QuestionScore]) -> float:
 def oe_p(scores: Sequence[QuestionScore], protocol: str) -> float:
     """OE-P: mean process score x 10.
 
-    default: over rated questions the judge scored (failures excluded).
-    official: over every question, unrated types and failures as 0 (`calculate_openqa_scores`).
+    default: over rated questions the judge scored (judge and model failures excluded).
+    official: over every question, unrated types and failures (judge or model) as 0
+    (`calculate_openqa_scores`).
     """
     if protocol == "official":
         return 10 * _mean(s.process if s.process is not None else 0.0 for s in scores)
@@ -343,6 +362,7 @@ def aggregate(scores: Sequence[QuestionScore], protocol: str, with_judge: bool, 
     `with_judge`: the task rates reasoning (vr_bench, vr_bench_text); False gives MCQ-only
     metrics (vr_bench_mcq: `mcq_accuracy` and MCQ accuracy per type). `judge_ran`: False when
     no judge is configured; then every judge-based value is NaN (not computed), never 0.
+    `model_failed` (questions the model never answered) is counted in every task.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown VRBench protocol {protocol!r}; use one of {PROTOCOLS}")
@@ -352,6 +372,7 @@ def aggregate(scores: Sequence[QuestionScore], protocol: str, with_judge: bool, 
         name = type_metric(score.reasoning_type)
         if name is not None:
             by_type[name].append(score)
+    metrics["model_failed"] = sum(1 for s in scores if s.model_failed)
     if not with_judge:
         for name, group in by_type.items():
             metrics[f"type_{name}"] = mcq_accuracy(group)
