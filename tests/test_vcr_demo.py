@@ -20,7 +20,7 @@ EXPECTED = {
     "perception_precision": 100.0, "perception_recall": 37.5,
     "reasoning_precision": 75.0, "reasoning_recall": 100.0,
     "cot_precision": 75.0, "cot_recall": 50.0, "cot_f1": 60.0,
-    "accuracy": 75.0, "judge_failed": 0,
+    "accuracy": 75.0, "judge_failed": 0, "model_failed": 0,
 }
 
 

@@ -180,5 +180,13 @@ def test_metric_names_are_the_issue_names():
         "accuracy", "accuracy_ftr", "accuracy_vtc", "accuracy_vtg", "accuracy_vkr", "accuracy_tsr", "accuracy_vpa",
         "accuracy_tsg", "accuracy_short", "accuracy_medium", "accuracy_long", "accuracy_mc", "accuracy_open",
         "perception_recall", "perception_precision", "perception_f1", "reasoning_recall", "reasoning_precision",
-        "reasoning_f1", "cot_recall", "cot_precision", "cot_f1", "judge_failed",
+        "reasoning_f1", "cot_recall", "cot_precision", "cot_f1", "judge_failed", "model_failed",
     )
+
+
+def test_model_failure_is_recognised_by_flag_or_by_placeholder():
+    placeholder = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - boom"
+    assert scoring.model_failed({"model_failed": True, "response": placeholder})
+    assert scoring.model_failed({"response": placeholder})  # a record logged before the flag existed
+    assert not scoring.model_failed({"model_failed": False, "response": "The answer is (A)."})
+    assert not scoring.model_failed({"response": "I saw [LMMS_EVAL_REQUEST_FAILED] in the video"})

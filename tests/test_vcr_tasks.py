@@ -64,6 +64,23 @@ def test_missing_video_is_a_clear_error(docs, tmp_path, monkeypatch):
         hooks.doc_to_visual(doc, {"visual_mode": "video"})
 
 
+def test_broken_video_in_video_mode_is_a_clear_error_before_the_model(docs, vcr_root, tmp_path, monkeypatch):
+    """Native-video models only get the path (and lmms-eval's qwen2_vl swallows a decode error),
+    so video mode opens the file first; the prompt stays decode-free."""
+    import shutil
+
+    root = tmp_path / "vcr_bench"
+    shutil.copytree(vcr_root / "vcr_bench", root)
+    monkeypatch.setenv("VCR_BENCH_ROOT", str(root))
+    doc = docs[0]
+    video = root / data.VIDEO_DIR / doc["video_path"]
+    video.write_bytes(video.read_bytes()[: video.stat().st_size // 3])  # truncated: no decodable frame left
+    for call in (hooks.doc_to_visual, hooks.doc_to_messages):
+        with pytest.raises(MediaError, match=rf"{video.name}.*unusable.*lmms-vr prepare vcr_bench"):
+            call(doc, {"visual_mode": "video"})
+    assert hooks.doc_to_text(doc, {"visual_mode": "video"}).startswith(doc["question"].rstrip())
+
+
 # ---------------------------------------------------------------- model inputs
 
 
@@ -115,10 +132,48 @@ def test_process_results_never_raises_and_carries_everything(docs):
     record = out["accuracy"]
     assert set(out) == set(hooks.scoring.METRICS) and all(v is record for v in out.values())
     assert record["reasoning"] == docs[5]["reasoning"] and record["response"] == "resp" and record["error"] is None
+    assert record["model_failed"] is False and record["model_failure_reason"] is None
     json.dumps(record)
     broken = hooks.process_results({"sample_id": "9"}, [None])["accuracy"]
     assert broken["error"] and broken["response"] == ""
     assert "cot_f1" not in hooks.process_results_accuracy_only(docs[5], ["r"])
+    assert "model_failed" in hooks.process_results_accuracy_only(docs[5], ["r"])
+
+
+PLACEHOLDER = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - {'error': 'injected'}"
+
+
+def test_model_failure_placeholder_is_never_judged(docs, monkeypatch):
+    """lmms-eval's placeholder for a failed API request: no judge request at all, wrong for
+    accuracy, no CoT ratio, counted in model_failed and not in judge_failed."""
+    record = hooks.process_results(docs[4], [PLACEHOLDER])["accuracy"]
+    assert record["model_failed"] is True and record["model_failure_reason"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1")
+    server = judge_with(monkeypatch, sample.judge_responder)
+    try:
+        metrics = hooks.score_records([record])
+    finally:
+        server.stop()
+    assert server.request_count == 0
+    assert metrics["accuracy"] == 0.0 and metrics["model_failed"] == 1 and metrics["judge_failed"] == 0
+    assert all(math.isnan(metrics[name]) for name in hooks.scoring.COT_METRICS)
+
+
+def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, monkeypatch):
+    table = sample.demo_table()["vcr_cot"]
+    failed_ids = sorted(sample.DEMO_CORRECT["vcr_cot"])[:2]  # two questions the demo answers right
+    responses = {i: PLACEHOLDER if i in failed_ids else table[i][0] for i in docs}
+    server = judge_with(monkeypatch, sample.judge_responder)
+    try:
+        records = [hooks.record_from_response(docs[i], responses[i]) for i in sorted(docs)]
+        metrics = hooks.score_records(records)
+        answered = hooks.score_records([r for r in records if not r["model_failed"]])
+    finally:
+        server.stop()
+    assert not [b for b in server.requests if "LMMS_EVAL_REQUEST_FAILED" in json.dumps(b)]
+    assert metrics["model_failed"] == 2 and metrics["judge_failed"] == 0 and answered["model_failed"] == 0
+    assert metrics["accuracy"] == pytest.approx(100 * (len(sample.DEMO_CORRECT["vcr_cot"]) - 2) / 21)
+    for name in hooks.scoring.COT_METRICS:  # the failed samples are out of the means, not zeros in them
+        assert metrics[name] == pytest.approx(answered[name]), name
 
 
 # ---------------------------------------------------------------- judging through HTTP
@@ -180,8 +235,10 @@ def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "LMMS_VR_JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     records = [hooks.record_from_response(d, "A") for d in docs.values()]
+    records[0] = hooks.record_from_response(docs[0], PLACEHOLDER)
     with caplog.at_level("WARNING"):
         metrics = hooks.score_records(records)
+    assert metrics.pop("model_failed") == 1  # needs no judge
     assert all(math.isnan(v) for v in metrics.values())
     assert "none of the 21 samples is scored" in caplog.text
 

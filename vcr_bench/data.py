@@ -15,6 +15,7 @@ from lmms_video_reasoning.utils.data import (
     VCR_BENCH,
     DataError,
     annotation_file,
+    checked_video,
     media_file,
     read_json,
     require_fields,
@@ -131,3 +132,9 @@ def media_files(records) -> list[str]:
 def video_file(doc: dict) -> Path:
     """The document's video under the data root; MediaError naming the file and the fix."""
     return media_file(VCR_BENCH, f"{VIDEO_DIR}/{doc['video_path']}")
+
+
+def checked_video_file(doc: dict) -> Path:
+    """`video_file`, opened once (cached) to check it has a video stream and a first frame;
+    MediaError naming the file and the fix (for models that are handed only the path)."""
+    return checked_video(VCR_BENCH, f"{VIDEO_DIR}/{doc['video_path']}")

@@ -11,8 +11,9 @@ by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
 `chain_of_thought: false` drops the CoT instruction (`vcr_direct`).
 
 Scoring: `process_results` only builds a self-contained record (never calls a judge, never
-raises); the first aggregation of a task judges all records in one batch (`score_records`,
-memoised by content so the 22 metric aggregations share one batch) and writes the judge
+raises; lmms-eval's failure placeholder is marked `model_failed`, never judged); the first
+aggregation of a task judges all records in one batch (`score_records`, memoised by content
+so the metric aggregations share one batch) and writes the judge
 accounting next to the results. `score_records` is also what `lmms-vr score` calls on
 records read back from a `--log_samples` file, and `record_from_response` builds the same
 record from a doc and a raw response (`--predict_only` files, replay predictions).
@@ -31,6 +32,7 @@ from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils import video
 from lmms_video_reasoning.utils.aggregation import ScoreOnce
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.utils.responses import failure_reason
 from lmms_video_reasoning.vcr_bench import data, judging, prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
@@ -92,7 +94,9 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
     if mode == "none":
         return []
     if mode == "video":
-        return [str(data.video_file(doc))]
+        # Opened and decoded once here: native-video models swallow a decode error and
+        # answer from the text alone, so a broken file must fail before it reaches them.
+        return [str(data.checked_video_file(doc))]
     path, indices, _times = frame_plan(doc, mode)
     return list(video.read_frames(path, indices))
 
@@ -109,7 +113,14 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 
 
 def record_from_response(doc: dict, response: Any, chain_of_thought: bool = True) -> dict:
-    """Everything needed to score one sample later; cheap, JSON-ready, never raises."""
+    """Everything needed to score one sample later; cheap, JSON-ready, never raises.
+
+    lmms-eval's placeholder for a request that got no answer ("[LMMS_EVAL_REQUEST_FAILED ...]")
+    is kept as the response but marked `model_failed` with its first line as
+    `model_failure_reason`: it is never judged (see `scoring.model_failed`).
+    """
+    reason = failure_reason(response)
+    failure = {"model_failed": reason is not None, "model_failure_reason": reason}
     try:
         return {
             "sample_id": str(doc["sample_id"]),
@@ -124,19 +135,20 @@ def record_from_response(doc: dict, response: Any, chain_of_thought: bool = True
             "response": response if isinstance(response, str) else ("" if response is None else str(response)),
             "score_cot": chain_of_thought,
             "error": None,
+            **failure,
         }
     except Exception as error:  # noqa: BLE001 - a bad doc must become a failed sample, not a retry loop
         return {
             "sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
             "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
             "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [], "response": "",
-            "score_cot": chain_of_thought, "error": f"{type(error).__name__}: {error}",
+            "score_cot": chain_of_thought, "error": f"{type(error).__name__}: {error}", **failure,
         }
 
 
 def _results_for(doc: dict, results: Sequence, chain_of_thought: bool) -> dict:
     record = record_from_response(doc, results[0] if results else "", chain_of_thought)
-    names = scoring.METRICS if chain_of_thought else scoring.ACCURACY_METRICS + ("judge_failed",)
+    names = scoring.METRICS if chain_of_thought else scoring.ACCURACY_METRICS + scoring.COUNT_METRICS
     return {name: record for name in names}
 
 
@@ -164,10 +176,11 @@ def resolve_settings(settings: dict | None = None) -> dict:
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """All VCR-Bench metrics (0-100; `judge_failed` a count) of a task's records.
+    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records.
 
     Without a judge nothing can be scored, not even accuracy (the answer is extracted by the
-    judge): every metric is NaN and one log line says how many samples were left unscored.
+    judge): every judge-based metric is NaN and one log line says how many samples were left
+    unscored; `model_failed` needs no judge and is still counted.
     """
     settings = resolve_settings(settings)
     records = list(records)
@@ -177,7 +190,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
         log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
                     "are NaN (answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or "
                     "OPENAI_API_KEY) or re-score the --log_samples file later with `lmms-vr score`.", len(records))
-        return dict.fromkeys(scoring.METRICS, math.nan)
+        return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records)}
     outcomes = judging.judge_records(records, judge, chain_of_thought)
     judge.log_summary()
     return metrics_from_outcomes(records, outcomes, settings)
@@ -193,7 +206,13 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], set
     else:
         metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
     metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
+    metrics["model_failed"] = count_model_failures(records)
     return metrics
+
+
+def count_model_failures(records: Sequence[dict]) -> int:
+    """How many samples got lmms-eval's failure placeholder instead of a model answer."""
+    return sum(scoring.model_failed(record) for record in records)
 
 
 _SCORE = ScoreOnce(score_records)
@@ -232,3 +251,4 @@ def aggregate_cot_recall(records, args=None): return _aggregate("cot_recall", re
 def aggregate_cot_precision(records, args=None): return _aggregate("cot_precision", records, args)
 def aggregate_cot_f1(records, args=None): return _aggregate("cot_f1", records, args)
 def aggregate_judge_failed(records, args=None): return _aggregate("judge_failed", records, args)
+def aggregate_model_failed(records, args=None): return _aggregate("model_failed", records, args)

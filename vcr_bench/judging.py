@@ -6,7 +6,8 @@ samples' jobs go through one `Judge.map`, so a task's judging costs the time of 
 chain, not the sum. Every request carries its official prompt as one user message,
 temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-asks by the
 engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
-never turned into a score.
+never turned into a score. A sample without a model answer (`scoring.model_failed`) gets
+no judge call at all.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def plan_jobs(records: Sequence[dict], chain_of_thought: bool) -> list[tuple[int
     """(record index, job kind) for every judge job of the batch."""
     jobs = []
     for index, record in enumerate(records):
-        if record.get("error"):
-            continue  # the sample could not be processed: counted failed, nothing to judge
+        if record.get("error") or scoring.model_failed(record):
+            continue  # unprocessable record or no model answer: counted, nothing to judge
         jobs.append((index, "answer"))
         if chain_of_thought:
             jobs.append((index, "recall"))
@@ -119,7 +120,7 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
             outcome[f"{kind}_steps"] = result["steps"]
     if chain_of_thought:
         for record, outcome in zip(records, outcomes):
-            if record.get("error") or needs_precision_judge(record["response"]):
+            if record.get("error") or scoring.model_failed(record) or needs_precision_judge(record["response"]):
                 continue
             if not record["response"].strip():
                 outcome["precision_steps"] = []  # no steps: precision undefined for every kind
@@ -133,6 +134,11 @@ def judge_records(records: Sequence[dict], judge, chain_of_thought: bool) -> lis
     jobs = plan_jobs(records, chain_of_thought)
     results = judge.map(lambda job, ask: JOBS[job[1]](records[job[0]], ask), jobs, desc="VCR-Bench judging")
     outcomes = combine(records, jobs, results, chain_of_thought)
+    unanswered = sum(scoring.model_failed(record) for record in records)
+    if unanswered:
+        log.warning("VCR-Bench: %d of %d samples have lmms-eval's failure placeholder instead of a model answer; "
+                    "not judged, wrong for accuracy, left out of the CoT means (model_failed=%d)",
+                    unanswered, len(records), unanswered)
     failed = sum(bool(o["errors"]) for o in outcomes)
     if failed:
         log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "

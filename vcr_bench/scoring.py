@@ -18,6 +18,7 @@ from lmms_video_reasoning.judges.parsing import (
     normalize_label,
 )
 from lmms_video_reasoning.utils.intervals import intervals_iou
+from lmms_video_reasoning.utils.responses import is_model_failure
 
 PERCEPTION = "Video Description Steps"
 REASONING = "Logical Inference Steps"
@@ -158,6 +159,20 @@ def bare_answer_steps(correct: bool) -> list[dict]:
     return [{"type": REASONING, "judgment": "Matched" if correct else "Wrong"}]
 
 
+# ---------------------------------------------------------------- model failures
+
+
+def model_failed(record: dict) -> bool:
+    """True when the model gave no answer: lmms-eval returned its failure placeholder
+    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `utils.responses`) instead of a response.
+
+    Such a sample is never judged: wrong for accuracy (an unanswered question), out of the
+    CoT means (there are no steps to rate) and counted in `model_failed`. The response is
+    checked too, so records logged before the flag existed are recognised.
+    """
+    return bool(record.get("model_failed")) or is_model_failure(record.get("response"))
+
+
 # ---------------------------------------------------------------- per-sample ratios
 
 
@@ -229,7 +244,9 @@ ACCURACY_METRICS = (
 )
 _COT_PREFIX = {"perception": "perception", "reasoning": "reasoning", "overall": "cot"}
 COT_METRICS = tuple(f"{_COT_PREFIX[kind]}_{part}" for kind in COT_KINDS for part in ("recall", "precision", "f1"))
-METRICS = ACCURACY_METRICS + COT_METRICS + ("judge_failed",)
+# Counts, lower is better: samples with a failed judge call or record / with no model answer.
+COUNT_METRICS = ("judge_failed", "model_failed")
+METRICS = ACCURACY_METRICS + COT_METRICS + COUNT_METRICS
 
 
 def accuracy_metrics(records: Sequence[dict], verdicts: Sequence[bool | None]) -> dict[str, float]:
