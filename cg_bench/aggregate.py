@@ -9,8 +9,12 @@ give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
 How failures enter the metrics (official default): an unparseable reply is left out of its
 metric's denominator and counted in `parse_failed`; `acc_at_iou` uses the questions whose
 long answer and grounding reply both parsed; `oe_acc` uses the questions with a final judge
-verdict. Strict: unparseable replies count as wrong / tIoU 0 (still counted in
-`parse_failed`); an empty open answer is wrong without asking the judge.
+verdict (a question whose judging failed is left out and counted in `judge_failed`).
+Strict: unparseable replies count as wrong / tIoU 0 (still counted in `parse_failed`); an
+empty open answer is wrong without asking the judge.
+In both settings lmms-eval's failure placeholder (`utils.responses.is_model_failure`: the
+model never answered) is a missing answer, not a reply: never parsed nor judged, wrong /
+tIoU 0 in every denominator, counted in `model_failed` (not in `parse_failed`).
 """
 
 from __future__ import annotations
@@ -24,22 +28,25 @@ from typing import Iterable, Sequence
 
 from lmms_video_reasoning.cg_bench import scoring
 from lmms_video_reasoning.utils.data import require_fields
+from lmms_video_reasoning.utils.responses import failure_reason, is_model_failure
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
 METRICS = {
-    "long": ("long_acc", "parse_failed"),
-    "clue": ("clue_acc", "parse_failed"),
-    "grounding": ("miou", "rec_at_iou", "parse_failed"),
-    "open": ("oe_acc", "parse_failed"),
-    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed"),
-    "blind": ("blind_acc", "parse_failed"),
+    "long": ("long_acc", "parse_failed", "model_failed"),
+    "clue": ("clue_acc", "parse_failed", "model_failed"),
+    "grounding": ("miou", "rec_at_iou", "parse_failed", "model_failed"),
+    "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed"),
+    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "model_failed"),
+    "blind": ("blind_acc", "parse_failed", "model_failed"),
 }
 HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
 RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
                  "domain", "sub_category", "duration", "response")
 MODES = ("long", "clue", "grounding", "open", "blind")
+# judge_error of open answers that were not judged at all (oe_acc and judge_failed are then NaN)
+NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=False)"
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,11 @@ class Settings:
 
 
 def make_record(doc: dict, response: str) -> dict:
-    """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge)."""
+    """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge).
+
+    lmms-eval's failure placeholder is kept as the response and marked: `model_failed` True,
+    `model_failure` its first line (what went wrong).
+    """
     return {
         "sample_id": doc["sample_id"],
         "task_kind": doc.get("task_kind", doc["mode"]),
@@ -73,7 +84,15 @@ def make_record(doc: dict, response: str) -> dict:
         "sub_category": doc["sub_category"],
         "duration": int(doc["duration"]),
         "response": response or "",
+        "model_failed": is_model_failure(response),
+        "model_failure": failure_reason(response),
     }
+
+
+def model_failed(record: dict) -> bool:
+    """The record holds lmms-eval's placeholder instead of an answer (marked, or recognised in
+    the response of a record logged before the mark existed)."""
+    return bool(record.get("model_failed")) or is_model_failure(record["response"])
 
 
 @dataclass
@@ -87,7 +106,8 @@ class Outcome:
     duration: int
     domain: str
     kind: str
-    judge_error: str | None = None
+    judge_error: str | None = None  # open: why there is no verdict (NO_JUDGE / JUDGE_OFF: not judged at all)
+    model_failed: bool = False  # lmms-eval's placeholder, no answer: value 0, never parsed nor judged
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
@@ -99,8 +119,10 @@ def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
         mode = record["mode"]
         if mode not in MODES:
             raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
-        value, failed = None, False
-        if mode in ("long", "clue", "blind"):
+        value, failed, no_answer = None, False, model_failed(record)
+        if no_answer:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
+            value = 0.0
+        elif mode in ("long", "clue", "blind"):
             parsed = scoring.parse_mcq(record["response"], record["right_answer"], settings.strict)
             failed = parsed.how == "failed"
             value = None if parsed.correct is None else float(parsed.correct)
@@ -115,9 +137,12 @@ def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
             if prediction is not None:
                 open_slots.append((index, record, prediction))
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
-                                scoring.question_kind(record["sub_category"])))
+                                scoring.question_kind(record["sub_category"]), model_failed=no_answer))
     if open_slots and settings.judge:
         _judge(open_slots, outcomes)
+    elif open_slots:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = JUDGE_OFF
     return outcomes
 
 
@@ -129,7 +154,7 @@ def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome]) -> 
     judge = get_judge("cg_bench")
     if judge is None:
         for index, _record, _prediction in open_slots:
-            outcomes[index].judge_error = "no judge configured"
+            outcomes[index].judge_error = NO_JUDGE
         return
     items = [
         judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
@@ -154,6 +179,16 @@ def acc_at_iou_pairs(outcomes: Sequence[Outcome]) -> list[tuple[bool, float]]:
     return [(long[qid] == 1.0, ground[qid]) for qid in sorted(long.keys() & ground.keys())]
 
 
+def judge_failed_count(outcomes: Sequence[Outcome]) -> float:
+    """Open answers sent to the judge that got no verdict after the engine's retries and re-asks
+    (HTTP failure or an unparseable verdict, at step 1 or step 2). NaN when there are no open
+    answers or the judge did not run at all (then oe_acc is NaN too)."""
+    errors = [o.judge_error for o in outcomes if o.mode == "open"]
+    if not errors or any(error in (NO_JUDGE, JUDGE_OFF) for error in errors):
+        return math.nan
+    return sum(error is not None for error in errors)
+
+
 def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
     """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
     long_acc = scoring.percent_mean(_values(outcomes, "long"))
@@ -169,6 +204,8 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "oe_acc": scoring.percent_mean(_values(outcomes, "open")),
         "blind_acc": scoring.percent_mean(_values(outcomes, "blind")),
         "parse_failed": sum(o.parse_failed for o in outcomes),
+        "judge_failed": judge_failed_count(outcomes),
+        "model_failed": sum(o.model_failed for o in outcomes),
     }
 
 
@@ -197,8 +234,9 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report).
 
     `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
-    on). Returns the headline metrics, `parse_failed`, and `breakdown` (a dict: per-group
-    metrics, parse failures per mode, judge failures, the settings used).
+    on). Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`, and
+    `breakdown` (a dict: per-group metrics, parse and model failures per mode, judge failures,
+    the settings used).
     """
     if isinstance(settings, dict):
         unknown = set(settings) - {"strict", "judge"}
@@ -215,8 +253,9 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official"},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
-        "judge_failed": len([e for e in judge_errors if e != "no judge configured"]),
-        "judge_configured": not any(e == "no judge configured" for e in judge_errors),
+        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
+        "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
+        "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
         **breakdown(outcomes),
     }
     return scores

@@ -3,12 +3,12 @@
 Tasks and their documents (one per question, `sample_id` = str(qid); `cg_bench_mcq` has
 three per question, `sample_id` = "<qid>:<mode>"):
 
-| task               | modes                     | metrics                                                        |
+| task               | modes                     | metrics (each task also has `model_failed`)                    |
 |--------------------|---------------------------|----------------------------------------------------------------|
 | cg_bench_long      | long                      | long_acc, parse_failed                                         |
 | cg_bench_clue      | clue                      | clue_acc, parse_failed                                         |
 | cg_bench_grounding | grounding                 | miou, rec_at_iou, parse_failed                                 |
-| cg_bench_open      | open                      | oe_acc, parse_failed (LLM judge)                               |
+| cg_bench_open      | open                      | oe_acc, parse_failed, judge_failed (LLM judge)                 |
 | cg_bench_mcq       | long + clue + grounding   | long_acc, clue_acc, miou, rec_at_iou, acc_at_iou, crr, parse_failed |
 | cg_bench_blind     | blind                     | blind_acc, parse_failed                                        |
 
@@ -129,18 +129,27 @@ def clip_cache_dir() -> Path:
     return cache_home() / "cg_bench_clips"
 
 
+def full_video(doc: dict) -> Path:
+    """The question's full video, checked to decode (video mode hands only the path to the model)."""
+    return data.usable_video(data.video_path(doc["video_uid"]))
+
+
 def clue_video(doc: dict) -> Path:
-    """A video of the clue intervals only: the dataset's clip, else one cut from the full video."""
+    """A video of the clue intervals only: the dataset's clip (checked), else one cut from the (checked) full video."""
     clip = data.clue_clip_path(doc["qid"])
     if clip is not None:
-        return clip
+        return data.usable_video(clip)
     from lmms_video_reasoning.utils import video
 
-    return Path(video.cut_clip(data.video_path(doc["video_uid"]), doc["clue_intervals"], clip_cache_dir()))
+    return Path(video.cut_clip(full_video(doc), doc["clue_intervals"], clip_cache_dir()))
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """Simple models: `[video path]` (video mode; clue mode gets the clue clip) or the sampled PIL frames."""
+    """Simple models: `[video path]` (video mode; clue mode gets the clue clip) or the sampled PIL frames.
+
+    Video mode checks that the file decodes (MediaError naming it otherwise): the model gets
+    only the path, and lmms-eval's `qwen2_vl` would swallow a decode error.
+    """
     if doc["mode"] == "blind":
         return []
     settings = settings_of(lmms_eval_specific_kwargs)
@@ -148,17 +157,17 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
         return inputs.frames_for(_plan(doc, settings))
     if doc["mode"] == "clue":
         return [str(clue_video(doc))]
-    return [str(data.video_path(doc["video_uid"]))]
+    return [str(full_video(doc))]
 
 
 def _video_part(doc: dict) -> dict:
-    """Chat video content; one clue interval is sent exactly as start_time/end_time of the full video."""
+    """Chat video content (checked to decode); one clue interval is sent exactly as start_time/end_time of the full video."""
     if doc["mode"] == "clue":
         if len(doc["clue_intervals"]) == 1:
             start, end = doc["clue_intervals"][0]
-            return {"type": "video", "url": str(data.video_path(doc["video_uid"])), "start_time": float(start), "end_time": float(end)}
+            return {"type": "video", "url": str(full_video(doc)), "start_time": float(start), "end_time": float(end)}
         return {"type": "video", "url": str(clue_video(doc))}
-    return {"type": "video", "url": str(data.video_path(doc["video_uid"]))}
+    return {"type": "video", "url": str(full_video(doc))}
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
@@ -230,3 +239,5 @@ aggregate_crr = _aggregation("crr")
 aggregate_oe_acc = _aggregation("oe_acc")
 aggregate_blind_acc = _aggregation("blind_acc")
 aggregate_parse_failed = _aggregation("parse_failed")
+aggregate_judge_failed = _aggregation("judge_failed")
+aggregate_model_failed = _aggregation("model_failed")

@@ -203,6 +203,43 @@ def test_score_records_joins_modes_per_qid():
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
 
 
+# The placeholder lmms-eval returns when an API model gives up; its error text holds the right
+# letter and an even count of numbers, so a parser would read an answer out of it.
+FAILED_REPLY = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - B upstream 10 20 B"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_model_failure_is_a_missing_answer_in_every_mode(strict):
+    fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
+    failed = [_record(1, mode, FAILED_REPLY) for mode in ("long", "clue", "grounding")]
+    assert all(r["model_failed"] is True and r["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1 retries]") for r in failed)
+    assert _record(2, "long", fenced("B"))["model_failed"] is False and _record(2, "long", fenced("B"))["model_failure"] is None
+    records = failed + [_record(2, "long", fenced("B")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]]))]
+    scores = aggregate.score_records(records, {"strict": strict})
+    # qid 1 counts as wrong / tIoU 0 in every denominator (parsed, it would be right and IoU 1)
+    assert scores["long_acc"] == scores["clue_acc"] == pytest.approx(50.0)
+    assert scores["miou"] == pytest.approx(50.0) and scores["rec_at_iou"] == pytest.approx(50.0)
+    assert scores["acc_at_iou"] == pytest.approx(50.0)
+    assert scores["model_failed"] == 3 and scores["parse_failed"] == 0
+    assert scores["breakdown"]["model_failed_by_mode"] == {"long": 1, "clue": 1, "grounding": 1}
+    blind = aggregate.score_records([{**_record(3, "blind", FAILED_REPLY), "task_kind": "blind"}], {"strict": strict})
+    assert blind["blind_acc"] == 0.0 and blind["model_failed"] == 1 and blind["parse_failed"] == 0
+
+
+def test_model_failure_recognised_in_records_logged_without_the_mark():
+    record = _record(1, "long", FAILED_REPLY)
+    del record["model_failed"], record["model_failure"]
+    scores = aggregate.score_records([record])
+    assert scores["long_acc"] == 0.0 and scores["model_failed"] == 1
+
+
+def test_process_results_marks_the_failure_under_every_metric(cg_env):
+    doc = hooks.build_docs(data.load_records("mini"), "long", "mini")[0]
+    result = hooks.process_results(doc, [FAILED_REPLY])
+    assert set(result) == set(aggregate.METRICS["long"]) and "model_failed" in result
+    assert result["model_failed"]["model_failed"] is True and result["model_failed"]["response"] == FAILED_REPLY
+
+
 # ---------------------------------------------------------------------- data
 
 
@@ -280,12 +317,66 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     assert "ground truth" not in content[-1]["text"]
 
 
+def _open_records(n):
+    questions = sample.build_questions()[:-sample.MINI_EXCLUDED][:n]
+    docs = {d["qid"]: d for d in hooks.build_docs(data.load_records("mini"), "open", "mini")}
+    return questions, [docs[q["qid"]] for q in questions]
+
+
+def test_open_model_failure_is_never_judged(cg_env, monkeypatch):
+    from lmms_video_reasoning.judges import LocalJudgeServer
+
+    questions, docs = _open_records(2)
+    fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
+    with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+        alone = aggregate.score_records([aggregate.make_record(docs[0], FAILED_REPLY)])
+        assert server.request_count == 0
+        assert alone["oe_acc"] == 0.0 and alone["model_failed"] == 1 and alone["parse_failed"] == 0 and alone["judge_failed"] == 0
+        both = aggregate.score_records([aggregate.make_record(docs[0], FAILED_REPLY), aggregate.make_record(docs[1], fenced(questions[1]["answer"]))])
+        bodies = list(server.requests)
+    assert len(bodies) == 1 and "LMMS_EVAL_REQUEST_FAILED" not in json.dumps(bodies)
+    assert both["oe_acc"] == pytest.approx(50.0) and both["model_failed"] == 1
+
+
+def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
+    """An unparseable verdict after the re-asks leaves the question out of oe_acc, counted in judge_failed."""
+    from lmms_video_reasoning.judges import LocalJudgeServer
+
+    questions, docs = _open_records(3)
+    fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
+    refused = questions[2]["answer"]
+
+    def responder(body):
+        text = body["messages"][0]["content"][-1]["text"]
+        return "I will not grade this." if f"'{refused}'" in text else sample.oracle_judge_reply(body)
+
+    records = [aggregate.make_record(docs[0], fenced(questions[0]["answer"])),
+               aggregate.make_record(docs[1], fenced("A purple hexagon")),
+               aggregate.make_record(docs[2], fenced(refused)),
+               aggregate.make_record(docs[1], "")]
+    with LocalJudgeServer(responder=responder) as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+        scores = aggregate.score_records(records)
+        strict = aggregate.score_records(records, {"strict": True})
+        # per run: right (1 request), wrong (1), refused (3: asked, then re-asked twice); the empty reply none
+        assert server.request_count == 2 * (1 + 1 + 3)
+    assert scores["judge_failed"] == 1 and scores["parse_failed"] == 1 and scores["model_failed"] == 0
+    assert scores["oe_acc"] == pytest.approx(50.0)  # right + wrong; the unjudged and the empty reply left out
+    assert strict["judge_failed"] == 1 and strict["oe_acc"] == pytest.approx(100 / 3)  # strict: the empty reply is wrong
+    assert scores["breakdown"]["judge_failed"] == 1
+
+
 def test_open_without_judge_is_not_computed(cg_env, monkeypatch):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     doc = hooks.build_docs(data.load_records("mini"), "open", "mini")[0]
     scores = aggregate.score_records([aggregate.make_record(doc, "Red")])
-    assert math.isnan(scores["oe_acc"]) and scores["breakdown"]["judge_configured"] is False
+    assert math.isnan(scores["oe_acc"]) and math.isnan(scores["judge_failed"]) and scores["breakdown"]["judge_configured"] is False
+    skipped = aggregate.score_records([aggregate.make_record(doc, "Red")], {"judge": False})
+    assert math.isnan(skipped["oe_acc"]) and math.isnan(skipped["judge_failed"])
 
 
 def test_judge_step_failure_is_no_verdict():
@@ -296,6 +387,60 @@ def test_judge_step_failure_is_no_verdict():
 
     verdict = judging.judge_one(item, lambda request: Failed())
     assert verdict.verdict is None and "step 1" in verdict.error
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+
+
+def test_video_mode_refuses_a_broken_video_with_a_clear_error(cg_root, tmp_path, monkeypatch):
+    """Video mode hands only a path to the model (qwen2_vl would swallow a decode error): check it first."""
+    from lmms_video_reasoning.utils.data import MediaError
+
+    root = tmp_path / "root"
+    shutil.copytree(cg_root, root)
+    monkeypatch.setenv("CGBENCH_ROOT", str(root))
+    records = data.load_records("mini")
+    clue = next(d for d in hooks.build_docs(records, "clue", "mini") if data.clue_clip_path(d["qid"]) is not None)
+    long = next(d for d in hooks.build_docs(records, "long", "mini") if d["video_uid"] != clue["video_uid"])
+    video = {"visual_mode": "video"}
+    assert hooks.doc_to_visual(long, video) and hooks.doc_to_visual(clue, video)  # intact files pass
+
+    clip = data.clue_clip_path(clue["qid"])
+    _truncate(clip)
+    with pytest.raises(MediaError, match=rf"{clip.name} is unusable: .*lmms-vr prepare cg_bench"):
+        hooks.doc_to_visual(clue, video)
+    full = data.video_path(long["video_uid"])
+    _truncate(full)
+    for call in (hooks.doc_to_visual, hooks.doc_to_messages):
+        with pytest.raises(MediaError, match=rf"{full.name} is unusable"):
+            call(long, video)
+    assert long["question"] in hooks.doc_to_text(long, video)  # the text needs no decoding
+
+
+def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
+    import av
+    import numpy as np
+
+    from lmms_video_reasoning.utils.data import MediaError
+
+    root = tmp_path / "root"
+    shutil.copytree(cg_root, root)
+    monkeypatch.setenv("CGBENCH_ROOT", str(root))
+    doc = hooks.build_docs(data.load_records("mini"), "grounding", "mini")[0]
+    path = data.video_path(doc["video_uid"])
+    with av.open(str(path), "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=16000)
+        stream.layout = "mono"
+        for index in range(10):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 16000, index * 1024
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    with pytest.raises(MediaError, match=rf"{path.name} is unusable: it has no video stream"):
+        hooks.doc_to_messages(doc, {"visual_mode": "video"})
 
 
 def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monkeypatch):

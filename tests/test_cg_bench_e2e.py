@@ -60,6 +60,8 @@ def test_mcq_and_open_through_lmms_eval(cg_sample, tmp_path, monkeypatch):
     assert oe_acc == pytest.approx(rescored["cg_bench_open"]["oe_acc"])
     empty = sum(1 for i in range(len(sample.build_questions()) - sample.MINI_EXCLUDED) if sample.open_reply(sample.build_questions()[i], i) == "")
     assert metric(results, "cg_bench_open", "parse_failed") == empty
+    assert metric(results, "cg_bench_open", "judge_failed") == 0 == rescored["cg_bench_open"]["judge_failed"]
+    assert mcq["model_failed"] == 0 and metric(results, "cg_bench_open", "model_failed") == 0
 
     # Step 2 ran for the synonyms, with the clue frames attached.
     step2 = [b for b in judge_bodies if any(p.get("type") == "image_url" for p in b["messages"][0]["content"])]
