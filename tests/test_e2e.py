@@ -292,8 +292,6 @@ def test_two_ranks_give_the_single_rank_metrics_and_judge_once(tmp_path_factory,
 # ---------------------------------------------------------------------- model server faults
 
 
-@pytest.mark.xfail(strict=True, reason="vcr_bench sends lmms-eval's failure string to the judge as an answer "
-                                       "and reports no model_failed count (see the e2e report)")
 def test_model_server_failures_are_counted_not_judged(tmp_path_factory, bench, written):
     """lmms-eval's `openai` model answers "[LMMS_EVAL_REQUEST_FAILED ...]" when the server fails.
 

@@ -116,10 +116,9 @@ def test_broken_video_for_frame_models_is_a_clear_error(fresh_sample, task, how)
     assert_clear_video_error(lambda: hook(config["doc_to_messages"])(doc, kwargs["openai"]), video, f"{task}/openai/{how}")
 
 
-@pytest.mark.xfail(strict=True, reason="video mode hands the path to the model without opening it (see the e2e report)")
 @pytest.mark.parametrize("how", [c for c in CORRUPTIONS if c not in ("zero_byte", "missing")])
 @pytest.mark.parametrize("task", TASKS)
-def test_broken_video_for_video_models_is_a_clear_error_xfail(fresh_sample, task, how):
+def test_broken_video_for_video_models_is_a_clear_error(fresh_sample, task, how):
     """Native-video models (`qwen2_vl`) get a path; lmms-eval's qwen2_vl catches a decode error,
     logs it and answers from the text alone, so a broken file must be caught before that."""
     doc, video, config = first_doc_and_video(task)
@@ -271,8 +270,6 @@ def test_empty_huge_mojibake_and_hostile_responses_are_scored_not_crashing(tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="lmms-eval's --log_samples writer stops at a lone-surrogate response; "
-                                       "the replay model passes it through (see the e2e report)")
 def test_non_utf8_response_loses_no_logged_sample(tmp_path, sample_dir, sample_env):
     from lmms_cli import samples_files
 
