@@ -1,0 +1,29 @@
+"""The README's first command: `lmms-vr demo` (sample benchmark + replay predictions through
+`python -m lmms_eval`, no --include_path: the tasks resolve through the plugin hook)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+def test_demo_runs_the_user_tasks_with_no_flag(tmp_path):
+    out, results_dir = tmp_path / "sample", tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "demo", "--out", str(out),
+         "--output_path", str(results_dir), "--tasks", "vcr_cot,cg_bench_long"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (results_file,) = results_dir.rglob("*_results.json")
+    results = json.loads(results_file.read_text())["results"]
+    assert results["vcr_cot"]["accuracy,none"] > 0 and results["vcr_cot"]["cot_f1,none"] > 0
+    assert results["cg_bench_long"]["long_acc,none"] > 0
+    assert "--include_path" not in proc.stdout
+    # the sample and its predictions were written where asked, in the official layouts
+    assert (out / "vcr_bench" / "v1" / "videos" / "meta_info_video.json").is_file()
+    assert (out / "cg_bench" / "cgbench_mini.json").is_file()
+    assert (out / "predictions.jsonl").is_file()
