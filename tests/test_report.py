@@ -97,6 +97,10 @@ def test_report_renders_each_benchmark_alone(scored, tmp_path, name):
     page = (tmp_path / "report.html").read_text()
     assert page.count("data:image/png;base64,") == len(figures)
     assert "<script" not in page.lower() and "http://" not in page and "https://" not in page  # self-contained
+    # failure counts are shown with the run, never hidden in a score
+    counts = {"vcr": "judge_failed", "vr": "judge_failed", "cg": "parse_failed"}[name]
+    assert re.search(r"failure counts: .*" + counts + r" \d", markdown), markdown[:800]
+    assert "model_failed 0" in markdown and "failure counts:" in page
 
 
 def test_report_tables_hold_the_scored_values(scored, tmp_path):

@@ -752,11 +752,27 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
+FAILURE_COUNTS = ("model_failed", "judge_failed", "parse_failed")
+
+
+def failure_summary(run: Run) -> str:
+    """Per task, the samples that could not be scored normally (never silently a zero):
+    the model gave no answer, the judge gave no verdict, the reply did not parse."""
+    parts = []
+    for task in sorted(run.results):
+        counts = [f"{name} {run.results[task][name]:g}" for name in FAILURE_COUNTS
+                  if isinstance(run.results[task].get(name), (int, float)) and not math.isnan(run.results[task][name])]
+        if counts:
+            parts.append(f"{task}: {', '.join(counts)}")
+    return "; ".join(parts)
+
+
 def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int) -> str:
     out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
            "with its source. Confidence intervals: 95% percentile bootstrap over questions "
            f"({n} resamples, seed {seed}).", "", "Runs:", ""]
-    out += [f"- **{run.label}**: " + ", ".join(f"`{p}`" for p in run.paths) + f" — tasks {', '.join(sorted(run.results))}" for run in runs]
+    out += [f"- **{run.label}**: " + ", ".join(f"`{p}`" for p in run.paths) + f" — tasks {', '.join(sorted(run.results))}"
+            + (f" (failure counts: {failure_summary(run)})" if failure_summary(run) else "") for run in runs]
     for section in sections:
         out += ["", f"## {BENCHMARK_TITLES[section.benchmark]}", "", f"Paper: {REFERENCE_ROWS[section.benchmark]['paper']}", ""]
         out += [markdown_table(t) for t in section.tables]
@@ -783,7 +799,9 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int) -> 
              f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
              f"row with its source. Confidence intervals: 95% percentile bootstrap over questions ({n} resamples, seed {seed}).</p><ul>"]
     parts += [f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
-              f"{html.escape(', '.join(sorted(run.results)))}</li>" for run in runs]
+              f"{html.escape(', '.join(sorted(run.results)))}"
+              + (f" <span class='note'>(failure counts: {html.escape(failure_summary(run))})</span>" if failure_summary(run) else "")
+              + "</li>" for run in runs]
     parts.append("</ul>")
     for section in sections:
         parts.append(f"<h2>{BENCHMARK_TITLES[section.benchmark]}</h2><p class='note'>Paper: {html.escape(REFERENCE_ROWS[section.benchmark]['paper'])}</p>")
