@@ -3,14 +3,14 @@
 lmms-eval calls one aggregation function per metric, each with the list of records that
 `process_results` returned under that metric's name. Our records are the same for every
 metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
-once per distinct list of records and each metric picks its value from the result.
+once per distinct list of records and each metric picks its value from the result
+(each benchmark's `hooks.py` defines its `aggregate_<metric>` functions over a ScoreOnce).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import threading
 from typing import Any, Callable, Sequence
 
@@ -37,17 +37,3 @@ class ScoreOnce:
             if key not in self._results:
                 self._results[key] = self._score(records)
             return self._results[key]
-
-    def metric(self, name: str) -> Callable[[Records], Any]:
-        """An aggregation function for one metric (what a task YAML points at)."""
-
-        def aggregate(records: Records) -> Any:
-            return self(records)[name]
-
-        aggregate.__name__ = f"aggregate_{name}"
-        return aggregate
-
-
-def mean_or_nan(values: Sequence[float]) -> float:
-    """Mean of the values, NaN when there are none (a metric that could not be computed)."""
-    return sum(values) / len(values) if values else math.nan

@@ -1,0 +1,22 @@
+"""ScoreOnce: a task's (possibly judge-heavy) scoring runs once for all its metrics."""
+
+from lmms_video_reasoning.utils.aggregation import ScoreOnce, records_key
+
+
+def test_scoring_runs_once_per_distinct_records():
+    calls = []
+
+    def score(records):
+        calls.append(len(records))
+        return {"n": len(records), "sum": sum(r["x"] for r in records)}
+
+    once = ScoreOnce(score)
+    records = [{"x": 1}, {"x": 2}]
+    assert once(records)["n"] == 2 and once(list(reversed(records)))["sum"] == 3
+    assert calls == [2]  # same content (any order): no second scoring
+    assert once([{"x": 5}])["sum"] == 5 and calls == [2, 1]
+
+
+def test_records_key_depends_on_content():
+    assert records_key([{"a": 1}, {"b": 2}]) == records_key([{"b": 2}, {"a": 1}])
+    assert records_key([{"a": 1}]) != records_key([{"a": 2}])
