@@ -157,45 +157,62 @@ def _status_mb(field: str) -> float:
     return int(line.split()[1]) / 1024
 
 
-def worker(method: str, path: str, indices: list[int], repeats: int, out: str) -> None:
-    """Run one method ``repeats`` times in this fresh process; print times and peak growth.
+def worker(method: str, path: str, indices: list[int], out: str) -> None:
+    """Run one method once in this fresh process; print its time and peak memory growth.
 
     Peak growth: the kernel's resident high-water mark (VmHWM, reset through
-    /proc/self/clear_refs) during the first run, minus the resident size before it.
+    /proc/self/clear_refs) during the run, minus the resident size before it. Libraries are
+    imported first: their one-time cost is not part of a call.
     """
     if method == "bound":
-        print(json.dumps({"times": [run_bound(path, indices) for _ in range(repeats)]}))
+        print(json.dumps({"time": run_bound(path, indices)}))
         return
-    import decord  # noqa: F401  (import cost outside the measurement for every method)
+    import av  # noqa: F401
+    import decord  # noqa: F401
+    import PIL.Image  # noqa: F401
 
-    times = []
-    for r in range(repeats):
-        if r == 0:
-            Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-            baseline = _status_mb("VmRSS")
-        start = time.perf_counter()
-        frames = METHODS[method](path, indices)
-        times.append(time.perf_counter() - start)
-        if r == 0:
-            peak_growth = _status_mb("VmHWM") - baseline
-            np.save(out, frames)
-        del frames
-    print(json.dumps({"times": times, "peak_growth_mb": peak_growth}))
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    baseline = _status_mb("VmRSS")
+    start = time.perf_counter()
+    frames = METHODS[method](path, indices)
+    elapsed = time.perf_counter() - start
+    peak_growth = _status_mb("VmHWM") - baseline
+    if out != "-":
+        np.save(out, frames)
+    print(json.dumps({"time": elapsed, "peak_growth_mb": peak_growth}))
 
 
 # ----------------------------------------------------------------------------- driver
 
 
-def measure(method: str, path: Path, indices: list[int], repeats: int, tmp: Path) -> dict:
-    out = tmp / f"{method}-{path.stem}-{len(indices)}.npy"
-    cmd = [sys.executable, __file__, "--worker", method, str(path), json.dumps(indices), str(repeats), str(out)]
+def run_worker(method: str, path: Path, indices: list[int], out: str = "-") -> dict:
+    cmd = [sys.executable, __file__, "--worker", method, str(path), json.dumps(indices), out]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"{method} on {path} failed:\n{result.stderr[-3000:]}")
-    data = json.loads(result.stdout.strip().splitlines()[-1])
-    data["median"] = statistics.median(data["times"])
-    data["frames_file"] = str(out) if method != "bound" else None
-    return data
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measure_interleaved(path: Path, indices: list[int], repeats: int, tmp: Path) -> dict:
+    """decord, sampler and bound in alternating rounds, each run in a fresh process.
+
+    Alternating keeps the comparison fair when other work on the machine comes and goes;
+    medians over rounds are reported, and frames are kept from the first round.
+    """
+    methods = ("decord", "sampler", "bound")
+    runs: dict[str, list[dict]] = {m: [] for m in methods}
+    frames_files = {m: tmp / f"{m}-{path.stem}-{len(indices)}.npy" for m in ("decord", "sampler")}
+    for r in range(repeats):
+        for m in methods:
+            out = str(frames_files[m]) if r == 0 and m in frames_files else "-"
+            runs[m].append(run_worker(m, path, indices, out))
+    summary = {m: {"times": [x["time"] for x in runs[m]]} for m in methods}
+    for m in methods:
+        summary[m]["median"] = statistics.median(summary[m]["times"])
+        if m != "bound":
+            summary[m]["peak_growth_mb"] = statistics.median(x["peak_growth_mb"] for x in runs[m])
+            summary[m]["frames_file"] = frames_files[m]
+    return summary
 
 
 def check_frames(frames: np.ndarray, reference: np.ndarray, indices: list[int]) -> dict:
@@ -226,6 +243,7 @@ def machine() -> str:
 def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
     paths = generate(cache_dir, names)
     rows = []
+    print(f"load average at start: {os.getloadavg()}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="frame_sampling_") as tmpdir:
         tmp = Path(tmpdir)
         for name in names:
@@ -234,16 +252,19 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
             sets = {n: video.cg_bench_indices(info.total_frames, n) for n in FRAME_COUNTS}
             union = sorted(set().union(*sets.values()))
             print(f"{name}: {info.total_frames} frames, sequential reference ...", file=sys.stderr, flush=True)
-            seq = measure("sequential", path, union, 1, tmp)
-            reference_all = np.load(seq["frames_file"])
+            seq_file = tmp / f"sequential-{name}.npy"
+            seq = run_worker("sequential", path, union, str(seq_file))
+            reference_all = np.load(seq_file)
+            os.unlink(seq_file)
             position = {i: k for k, i in enumerate(union)}
             seq_ok = [syn.read_index_stamp(f) for f in reference_all] == union
             for n, indices in sets.items():
-                print(f"  N={n}: decord, sampler, bound ...", file=sys.stderr, flush=True)
+                print(f"  N={n}: decord, sampler, bound x {repeats} ...", file=sys.stderr, flush=True)
                 reference = reference_all[[position[i] for i in indices]]
-                results = {m: measure(m, path, indices, repeats, tmp) for m in ("decord", "sampler", "bound")}
-                checks = {m: check_frames(np.load(results[m]["frames_file"]), reference, indices) for m in ("decord", "sampler")}
+                results = measure_interleaved(path, indices, repeats, tmp)
+                checks = {}
                 for m in ("decord", "sampler"):
+                    checks[m] = check_frames(np.load(results[m]["frames_file"]), reference, indices)
                     os.unlink(results[m]["frames_file"])
                 rows.append({
                     "file": name,
@@ -251,7 +272,7 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
                     "resolution": f"{info.width}x{info.height}",
                     "n": n,
                     "decord_s": results["decord"]["median"],
-                    "sequential_s": seq["median"],
+                    "sequential_s": seq["time"],
                     "sampler_s": results["sampler"]["median"],
                     "bound_s": results["bound"]["median"],
                     "speedup_vs_decord": results["decord"]["median"] / results["sampler"]["median"],
@@ -264,7 +285,6 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
                     "checks": checks,
                     "times": {m: results[m]["times"] for m in ("decord", "sampler", "bound")},
                 })
-            os.unlink(seq["frames_file"])
     summary = {
         "speedup_vs_decord": min(r["speedup_vs_decord"] for r in rows),
         "ratio_to_lower_bound": max(r["ratio_to_lower_bound"] for r in rows),
@@ -277,7 +297,10 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
         and summary["memory_ratio_vs_decord"] <= GOALS["memory_ratio_vs_decord"]
         and summary["frames_identical"]
     )
-    summary.update(goals=GOALS, machine=machine(), repeats=repeats, workers=video.DEFAULT_WORKERS, rows=rows)
+    summary.update(
+        goals=GOALS, machine=machine(), repeats=repeats, workers=video.DEFAULT_WORKERS,
+        load_average_at_end=os.getloadavg(), rows=rows,
+    )
     return summary
 
 
@@ -298,19 +321,20 @@ def print_table(summary: dict) -> None:
         f"\nspeedup_vs_decord (min) {summary['speedup_vs_decord']:.2f}x (goal >= {GOALS['speedup_vs_decord']}), "
         f"ratio_to_lower_bound (max) {summary['ratio_to_lower_bound']:.2f} (goal <= {GOALS['ratio_to_lower_bound']}), "
         f"memory vs decord (max) {summary['memory_ratio_vs_decord']:.2f} (goal <= {GOALS['memory_ratio_vs_decord']}), "
-        f"frames identical: {summary['frames_identical']}\n{summary['machine']}; medians of {summary['repeats']}"
+        f"frames identical: {summary['frames_identical']}\n{summary['machine']}; medians of {summary['repeats']} "
+        f"interleaved rounds; load average at end {summary['load_average_at_end'][0]:.2f}"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--worker":
-        method, path, indices, repeats, out = argv[1:6]
-        worker(method, path, json.loads(indices), int(repeats), out)
+        method, path, indices, out = argv[1:5]
+        worker(method, path, json.loads(indices), out)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per method (median reported)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per method (median reported)")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="where generated videos are kept")
     parser.add_argument("--files", nargs="+", choices=sorted(FILES), default=list(FILES), help="subset of files")
     args = parser.parse_args(argv)
