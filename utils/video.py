@@ -18,11 +18,14 @@ Public interface
 - ``read_frames(path, indices, *, size=None, as_array=False)``: the frames at those
   presentation-order indices (index ``i`` = the ``i``-th frame a full sequential decode
   yields), as RGB PIL images or one ``(N, H, W, 3)`` uint8 array, in the order asked.
-- ``sample(path, protocol, n, *, intervals=None, size=None, meta=None) -> SampledFrames``:
-  indices + frames + protocol timestamps for ``protocol`` in ``PROTOCOLS``, cross-checked
-  against dataset metadata (see ``resolve_meta``).
+- ``sample(path, protocol, n, *, intervals=None, size=None, meta=None) -> SampledFrames``
+  ``(frames, indices, timestamps, fps, total_frames, notes)``: indices + frames + protocol
+  timestamps for ``protocol`` in ``PROTOCOLS``; ``resolve_meta`` is the rule for dataset
+  metadata (CG-Bench ``video_meta_info.json``) that disagrees with the container; ``notes``
+  lists what was clamped, dropped or overridden (also logged as warnings).
 - ``cut_clip(path, intervals_s, cache_dir) -> Path``: the clue intervals concatenated into a
-  new MP4, for models that only accept a video path.
+  new MP4, for models that only accept a video path; ``clue_clip(official_clip, path,
+  intervals_s, cache_dir)`` prefers the dataset's own clip when it exists.
 
 How the decoder is fast and exact
 ---------------------------------
