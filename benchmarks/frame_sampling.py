@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from lmms_video_reasoning.utils import synthetic as syn
 from lmms_video_reasoning.utils import video
 
@@ -51,13 +50,13 @@ GOALS = {"speedup_vs_decord": 1.5, "ratio_to_lower_bound": 1.3, "memory_ratio_vs
 
 FILES = {
     # The long-video case the issue measures (CG-Bench averages 27 minutes).
-    "long_720p_gop250": dict(duration=1200, fps=30, width=1280, height=720, gop=250, preset="veryfast"),
+    "long_720p_gop250": {"duration": 1200, "fps": 30, "width": 1280, "height": 720, "gop": 250, "preset": "veryfast"},
     # A shorter, smaller file.
-    "short_360p_gop250": dict(duration=600, fps=30, width=640, height=360, gop=250, preset="veryfast"),
+    "short_360p_gop250": {"duration": 600, "fps": 30, "width": 640, "height": 360, "gop": 250, "preset": "veryfast"},
     # Realistic texture and bitrate (about 2 Mbit/s) with B-frames (x264 pyramid).
-    "textured_720p_bframes": dict(
-        duration=300, fps=30, width=1280, height=720, gop=250, bframes=3, textured=True, preset="veryfast"
-    ),
+    "textured_720p_bframes": {
+        "duration": 300, "fps": 30, "width": 1280, "height": 720, "gop": 250, "bframes": 3, "textured": True, "preset": "veryfast"
+    },
 }
 
 
@@ -300,7 +299,7 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
     # Peak memory independent of video length: same resolution and N, 20-minute vs 5-minute file.
     by_case = {(r["resolution"], r["n"], r["frames_in_file"]): r["sampler_peak_mb"] for r in rows}
     spreads = []
-    for (res, n, _), _peak in by_case.items():
+    for (res, n, _) in by_case:
         peaks = [p for (r2, n2, _), p in by_case.items() if (r2, n2) == (res, n)]
         if len(peaks) > 1:
             spreads.append(max(peaks) / min(peaks))

@@ -5,8 +5,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-
-from lmms_video_reasoning.utils.intervals import clamp_intervals, intervals_iou, merge_intervals
+from lmms_video_reasoning.utils.intervals import (
+    clamp_intervals,
+    intervals_iou,
+    merge_intervals,
+)
 
 
 def test_merge_overlapping_touching_disjoint_reversed():

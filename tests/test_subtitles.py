@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from lmms_video_reasoning.utils import synthetic as syn
-from lmms_video_reasoning.utils.subtitles import Cue, lines_for_times, parse_srt, subtitle_prompt
+from lmms_video_reasoning.utils.subtitles import (
+    Cue,
+    lines_for_times,
+    parse_srt,
+    subtitle_prompt,
+)
 
 MESSY = (
     "\ufeff1\r\n00:00:01,000 --> 00:00:04,000\r\n<i>Hello</i> there\r\nsecond line\r\n\r\n"

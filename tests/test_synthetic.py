@@ -7,7 +7,6 @@ import time
 import av
 import numpy as np
 import pytest
-
 from lmms_video_reasoning.utils import synthetic as syn
 
 

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import av
 import numpy as np
 import pytest
-
 from lmms_video_reasoning.utils import synthetic as syn
 from lmms_video_reasoning.utils import video
 from lmms_video_reasoning.utils.video import VideoError
 
-SMALL = dict(width=160, height=120, stamp_index=True)
+SMALL = {"width": 160, "height": 120, "stamp_index": True}
 
 
 def sequential_decode(path) -> list[np.ndarray]:
@@ -285,20 +284,10 @@ def test_cut_clip_frames_and_cache(videos, tmp_path):
 
 
 def test_cut_clip_concurrent_writers(videos, tmp_path):
-    results, errors = [], []
-
-    def cut():
-        try:
-            results.append(video.cut_clip(videos["vfr"], [[1, 3]], tmp_path))
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=cut) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(set(results)) == 1
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(video.cut_clip, videos["vfr"], [[1, 3]], tmp_path) for _ in range(4)]
+        results = [f.result() for f in futures]
+    assert len(set(results)) == 1
     times = syn.frame_times(30, 10, vfr=True)
     assert _stamps(results[0]) == [i for i, t in enumerate(times) if 1 <= t < 3]
     assert [p.name for p in tmp_path.iterdir()] == [results[0].name]

@@ -55,7 +55,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-
 from lmms_video_reasoning.utils.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
@@ -715,7 +714,6 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: in
     concurrent writers are safe (each writes a temporary file, then ``os.replace``).
     """
     import av
-
     from lmms_video_reasoning.utils.intervals import merge_intervals
 
     path = Path(path)
