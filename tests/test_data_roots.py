@@ -88,7 +88,7 @@ def test_predictions_file(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("{not json}\n", r"p\.jsonl:1: not valid JSON"),
-    ('{"id": 1}\n', r"p\.jsonl:1: expected"),
+    ('{"id": 1}\n', r"p\.jsonl: record 1: expected"),
     ('{"id": 1, "response": 5}\n', r"response must be a string"),
 ])
 def test_bad_predictions_files(tmp_path, content, message):

@@ -101,6 +101,24 @@ def read_json(path: Path) -> Any:
         raise DataError(f"annotation file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
 
 
+def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
+    """The JSON objects of a .jsonl file (blank lines skipped; bytes that are not UTF-8
+    replaced); a malformed line raises `error` naming the file and line."""
+    rows = []
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise error(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise error(f"{path}:{line_no}: expected a JSON object")
+            rows.append(row)
+    return rows
+
+
 def media_file(source: DataSource, relpath: str) -> Path:
     """Absolute path of a media file under the benchmark root; raises MediaError if unusable."""
     path = data_root(source) / relpath

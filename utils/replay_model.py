@@ -20,39 +20,35 @@ from pathlib import Path
 
 from lmms_eval.api.model import lmms
 
+from lmms_video_reasoning.utils.data import DataError, read_jsonl
+
 logger = logging.getLogger("lmms_video_reasoning")
 
 
-class PredictionsError(ValueError):
+class PredictionsError(DataError):
     """A predictions file is missing, malformed, or lacks an answer for a request."""
 
 
 def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], str]:
     """Read a replay JSONL into {(task or None, str(id)): response}.
 
-    Raises PredictionsError naming the file and line for anything malformed.
+    Raises PredictionsError naming the file and the line or record for anything malformed.
     """
     path = Path(path)
     if not path.is_file():
         raise PredictionsError(f"predictions file not found: {path} (give --model_args predictions=FILE.jsonl)")
     table: dict[tuple[str | None, str], str] = {}
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PredictionsError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or "id" not in row or "response" not in row:
-                raise PredictionsError(f'{path}:{line_no}: expected {{"task": ..., "id": ..., "response": ...}}')
-            response = row["response"]
-            if not isinstance(response, str):
-                raise PredictionsError(f"{path}:{line_no}: response must be a string, got {type(response).__name__}")
-            clean = encodable(response)
-            if clean != response:
-                logger.warning("%s:%d: response has unpaired UTF-16 surrogates (invalid in UTF-8); replaced by U+FFFD", path, line_no)
-            table[(row.get("task"), str(row["id"]))] = clean
+    for number, row in enumerate(read_jsonl(path, PredictionsError), 1):
+        where = f"{path}: record {number}"
+        if "id" not in row or "response" not in row:
+            raise PredictionsError(f'{where}: expected {{"task": ..., "id": ..., "response": ...}}')
+        response = row["response"]
+        if not isinstance(response, str):
+            raise PredictionsError(f"{where}: response must be a string, got {type(response).__name__}")
+        clean = encodable(response)
+        if clean != response:
+            logger.warning("%s: response has unpaired UTF-16 surrogates (invalid in UTF-8); replaced by U+FFFD", where)
+        table[(row.get("task"), str(row["id"]))] = clean
     return table
 
 

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from lmms_video_reasoning.utils.data import DataError
+from lmms_video_reasoning.utils.data import DataError, read_jsonl
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -270,23 +270,6 @@ BENCHMARKS: dict[str, BenchmarkScoring] = {b.name: b for b in (VcrBenchScoring()
 # ---------------------------------------------------------------------------------------------
 # Reading samples files and predictions back into records
 # ---------------------------------------------------------------------------------------------
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """The JSON objects of a .jsonl file; a malformed line raises DataError naming it."""
-    rows = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DataError(f"{path}:{line_no}: not valid JSON ({error.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{line_no}: expected a JSON object")
-            rows.append(row)
-    return rows
 
 
 def logged_record(row: dict, spec: TaskSpec) -> dict | None:
