@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 from lmms_video_reasoning.cg_bench import data, inputs, prompts
 from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_records / make_record: `lmms-vr score`
@@ -204,10 +203,9 @@ def details_path(output_path: str | Path, task_kind: str) -> Path:
     return Path(output_path) / f"cg_bench_{task_kind}_details.json"
 
 
-def _write_details(scores: dict, args: Any) -> None:
+def _write_details(scores: dict, output_path: Path | None) -> None:
     """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
-    output_path = getattr(args, "output_path", None) if args is not None else None
-    if not output_path:
+    if output_path is None:
         return
     from lmms_video_reasoning.judges.engine import get_judge
 
@@ -216,28 +214,17 @@ def _write_details(scores: dict, args: Any) -> None:
     path = details_path(output_path, scores["breakdown"]["task_kind"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
-    logger.info("cg_bench: breakdowns by duration / domain / kind written to %s", path)
+    logger.debug("cg_bench: breakdowns by duration / domain / kind written to %s", path)
 
 
-def _aggregation(metric: str):
-    def aggregate(records, args=None):
-        scores = _scorer(records)
-        if metric == "parse_failed":  # every task has it: the one place that writes the details
-            _write_details(scores, args)
-        return scores[metric]
-
-    aggregate.__name__ = f"aggregate_{metric}"
-    return aggregate
-
-
-aggregate_long_acc = _aggregation("long_acc")
-aggregate_clue_acc = _aggregation("clue_acc")
-aggregate_miou = _aggregation("miou")
-aggregate_rec_at_iou = _aggregation("rec_at_iou")
-aggregate_acc_at_iou = _aggregation("acc_at_iou")
-aggregate_crr = _aggregation("crr")
-aggregate_oe_acc = _aggregation("oe_acc")
-aggregate_blind_acc = _aggregation("blind_acc")
-aggregate_parse_failed = _aggregation("parse_failed")
-aggregate_judge_failed = _aggregation("judge_failed")
-aggregate_model_failed = _aggregation("model_failed")
+aggregate_long_acc = _scorer.aggregation("long_acc", _write_details)
+aggregate_clue_acc = _scorer.aggregation("clue_acc", _write_details)
+aggregate_miou = _scorer.aggregation("miou", _write_details)
+aggregate_rec_at_iou = _scorer.aggregation("rec_at_iou", _write_details)
+aggregate_acc_at_iou = _scorer.aggregation("acc_at_iou", _write_details)
+aggregate_crr = _scorer.aggregation("crr", _write_details)
+aggregate_oe_acc = _scorer.aggregation("oe_acc", _write_details)
+aggregate_blind_acc = _scorer.aggregation("blind_acc", _write_details)
+aggregate_parse_failed = _scorer.aggregation("parse_failed", _write_details)
+aggregate_judge_failed = _scorer.aggregation("judge_failed", _write_details)
+aggregate_model_failed = _scorer.aggregation("model_failed", _write_details)

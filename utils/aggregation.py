@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 Records = Sequence[dict]
@@ -37,3 +38,31 @@ class ScoreOnce:
             if key not in self._results:
                 self._results[key] = self._score(records)
             return self._results[key]
+
+    def aggregation(self, metric: str, after: AfterScoring | None = None) -> Callable[..., Any]:
+        """The lmms-eval aggregation function of one metric (what a task YAML points at).
+
+        lmms-eval passes its CLI namespace to a parameter named `args`; `after(scores,
+        output_dir)` then runs (e.g. to write the judge accounting next to the results).
+        """
+
+        def aggregate(records: Records, args: Any = None) -> Any:
+            scores = self(records)
+            if after is not None:
+                after(scores, output_dir(args))
+            return scores[metric]
+
+        aggregate.__name__ = f"aggregate_{metric}"
+        return aggregate
+
+
+AfterScoring = Callable[[dict[str, Any], "Path | None"], None]
+
+
+def output_dir(args: Any) -> Path | None:
+    """The folder of lmms-eval's `--output_path` (None when not given)."""
+    path = getattr(args, "output_path", None) if args is not None else None
+    if not path:
+        return None
+    path = Path(path)
+    return path.parent if path.suffix == ".json" else path

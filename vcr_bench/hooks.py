@@ -218,37 +218,34 @@ def count_model_failures(records: Sequence[dict]) -> int:
 _SCORE = ScoreOnce(score_records)
 
 
-def _aggregate(name: str, records: Sequence[dict], args=None) -> float:
-    """One metric of the task's (memoised) scoring; writes the judge accounting to --output_path."""
-    value = _SCORE(records)[name]
+def _write_accounting(scores: dict, output_dir: Path | None) -> None:
+    """The judge's accounting next to lmms-eval's results."""
     judge = get_judge("vcr_bench")
-    output_path = getattr(args, "output_path", None)
-    if judge is not None and output_path:
-        judge.write_accounting(Path(output_path) / ACCOUNTING_FILE)
-    return value
+    if judge is not None and output_dir is not None:
+        judge.write_accounting(output_dir / ACCOUNTING_FILE)
 
 
-def aggregate_accuracy(records, args=None): return _aggregate("accuracy", records, args)
-def aggregate_accuracy_ftr(records, args=None): return _aggregate("accuracy_ftr", records, args)
-def aggregate_accuracy_vtc(records, args=None): return _aggregate("accuracy_vtc", records, args)
-def aggregate_accuracy_vtg(records, args=None): return _aggregate("accuracy_vtg", records, args)
-def aggregate_accuracy_vkr(records, args=None): return _aggregate("accuracy_vkr", records, args)
-def aggregate_accuracy_tsr(records, args=None): return _aggregate("accuracy_tsr", records, args)
-def aggregate_accuracy_vpa(records, args=None): return _aggregate("accuracy_vpa", records, args)
-def aggregate_accuracy_tsg(records, args=None): return _aggregate("accuracy_tsg", records, args)
-def aggregate_accuracy_short(records, args=None): return _aggregate("accuracy_short", records, args)
-def aggregate_accuracy_medium(records, args=None): return _aggregate("accuracy_medium", records, args)
-def aggregate_accuracy_long(records, args=None): return _aggregate("accuracy_long", records, args)
-def aggregate_accuracy_mc(records, args=None): return _aggregate("accuracy_mc", records, args)
-def aggregate_accuracy_open(records, args=None): return _aggregate("accuracy_open", records, args)
-def aggregate_perception_recall(records, args=None): return _aggregate("perception_recall", records, args)
-def aggregate_perception_precision(records, args=None): return _aggregate("perception_precision", records, args)
-def aggregate_perception_f1(records, args=None): return _aggregate("perception_f1", records, args)
-def aggregate_reasoning_recall(records, args=None): return _aggregate("reasoning_recall", records, args)
-def aggregate_reasoning_precision(records, args=None): return _aggregate("reasoning_precision", records, args)
-def aggregate_reasoning_f1(records, args=None): return _aggregate("reasoning_f1", records, args)
-def aggregate_cot_recall(records, args=None): return _aggregate("cot_recall", records, args)
-def aggregate_cot_precision(records, args=None): return _aggregate("cot_precision", records, args)
-def aggregate_cot_f1(records, args=None): return _aggregate("cot_f1", records, args)
-def aggregate_judge_failed(records, args=None): return _aggregate("judge_failed", records, args)
-def aggregate_model_failed(records, args=None): return _aggregate("model_failed", records, args)
+aggregate_accuracy = _SCORE.aggregation("accuracy", _write_accounting)
+aggregate_accuracy_ftr = _SCORE.aggregation("accuracy_ftr", _write_accounting)
+aggregate_accuracy_vtc = _SCORE.aggregation("accuracy_vtc", _write_accounting)
+aggregate_accuracy_vtg = _SCORE.aggregation("accuracy_vtg", _write_accounting)
+aggregate_accuracy_vkr = _SCORE.aggregation("accuracy_vkr", _write_accounting)
+aggregate_accuracy_tsr = _SCORE.aggregation("accuracy_tsr", _write_accounting)
+aggregate_accuracy_vpa = _SCORE.aggregation("accuracy_vpa", _write_accounting)
+aggregate_accuracy_tsg = _SCORE.aggregation("accuracy_tsg", _write_accounting)
+aggregate_accuracy_short = _SCORE.aggregation("accuracy_short", _write_accounting)
+aggregate_accuracy_medium = _SCORE.aggregation("accuracy_medium", _write_accounting)
+aggregate_accuracy_long = _SCORE.aggregation("accuracy_long", _write_accounting)
+aggregate_accuracy_mc = _SCORE.aggregation("accuracy_mc", _write_accounting)
+aggregate_accuracy_open = _SCORE.aggregation("accuracy_open", _write_accounting)
+aggregate_perception_recall = _SCORE.aggregation("perception_recall", _write_accounting)
+aggregate_perception_precision = _SCORE.aggregation("perception_precision", _write_accounting)
+aggregate_perception_f1 = _SCORE.aggregation("perception_f1", _write_accounting)
+aggregate_reasoning_recall = _SCORE.aggregation("reasoning_recall", _write_accounting)
+aggregate_reasoning_precision = _SCORE.aggregation("reasoning_precision", _write_accounting)
+aggregate_reasoning_f1 = _SCORE.aggregation("reasoning_f1", _write_accounting)
+aggregate_cot_recall = _SCORE.aggregation("cot_recall", _write_accounting)
+aggregate_cot_precision = _SCORE.aggregation("cot_precision", _write_accounting)
+aggregate_cot_f1 = _SCORE.aggregation("cot_f1", _write_accounting)
+aggregate_judge_failed = _SCORE.aggregation("judge_failed", _write_accounting)
+aggregate_model_failed = _SCORE.aggregation("model_failed", _write_accounting)

@@ -238,43 +238,31 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
         if judge is not None:
             outcomes = judging.rate(records, protocol, judge)
             judge.log_summary()
-    metrics = metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
-    if judge is not None and _accounting_dir is not None:
-        judge.write_accounting(_accounting_dir / "vrbench_judge_accounting.json", extra={"protocol": protocol})
-    return metrics
+    return metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
 
 
+ACCOUNTING_FILE = "judge_accounting_vrbench.json"
 _score_once = ScoreOnce(score_records)
-_accounting_dir: Path | None = None
 
 
-def _output_dir(args: Any) -> Path | None:
-    path = getattr(args, "output_path", None)
-    if not path:
-        return None
-    path = Path(path)
-    return path.parent if path.suffix == ".json" else path
+def _write_accounting(scores: dict, output_dir: Path | None) -> None:
+    """The judge's accounting next to lmms-eval's results."""
+    from lmms_video_reasoning.judges.engine import get_judge
+
+    judge = get_judge("vrbench")
+    if judge is not None and output_dir is not None:
+        judge.write_accounting(output_dir / ACCOUNTING_FILE)
 
 
-def _aggregator(name: str):
-    def aggregate_metric(records: Sequence[dict], args: Any = None) -> float:
-        global _accounting_dir
-        _accounting_dir = _output_dir(args)
-        return _score_once(records)[name]
-
-    aggregate_metric.__name__ = f"aggregate_{name}"
-    return aggregate_metric
-
-
-aggregate_mcq_accuracy = _aggregator("mcq_accuracy")
-aggregate_process_score = _aggregator("process_score")
-aggregate_overall = _aggregator("overall")
-aggregate_judge_failed = _aggregator("judge_failed")
-aggregate_model_failed = _aggregator("model_failed")
-aggregate_type_event_prediction = _aggregator("type_event_prediction")
-aggregate_type_hypothetical_reasoning = _aggregator("type_hypothetical_reasoning")
-aggregate_type_event_attribution = _aggregator("type_event_attribution")
-aggregate_type_implicit_inference = _aggregator("type_implicit_inference")
-aggregate_type_logical_linkage = _aggregator("type_logical_linkage")
-aggregate_type_information_synopsis = _aggregator("type_information_synopsis")
-aggregate_type_counting = _aggregator("type_counting")
+aggregate_mcq_accuracy = _score_once.aggregation("mcq_accuracy", _write_accounting)
+aggregate_process_score = _score_once.aggregation("process_score", _write_accounting)
+aggregate_overall = _score_once.aggregation("overall", _write_accounting)
+aggregate_judge_failed = _score_once.aggregation("judge_failed", _write_accounting)
+aggregate_model_failed = _score_once.aggregation("model_failed", _write_accounting)
+aggregate_type_event_prediction = _score_once.aggregation("type_event_prediction", _write_accounting)
+aggregate_type_hypothetical_reasoning = _score_once.aggregation("type_hypothetical_reasoning", _write_accounting)
+aggregate_type_event_attribution = _score_once.aggregation("type_event_attribution", _write_accounting)
+aggregate_type_implicit_inference = _score_once.aggregation("type_implicit_inference", _write_accounting)
+aggregate_type_logical_linkage = _score_once.aggregation("type_logical_linkage", _write_accounting)
+aggregate_type_information_synopsis = _score_once.aggregation("type_information_synopsis", _write_accounting)
+aggregate_type_counting = _score_once.aggregation("type_counting", _write_accounting)
