@@ -20,3 +20,20 @@ def test_scoring_runs_once_per_distinct_records():
 def test_records_key_depends_on_content():
     assert records_key([{"a": 1}, {"b": 2}]) == records_key([{"b": 2}, {"a": 1}])
     assert records_key([{"a": 1}]) != records_key([{"a": 2}])
+
+
+def test_aggregation_functions_receive_lmms_eval_args(tmp_path):
+    import inspect
+    from types import SimpleNamespace
+
+    from lmms_video_reasoning.utils.aggregation import output_dir
+
+    seen = []
+    once = ScoreOnce(lambda records: {"a": 1.0, "b": 2.0})
+    aggregate_b = once.aggregation("b", after=lambda scores, folder: seen.append((scores["a"], folder)))
+    # lmms-eval passes its CLI namespace only to a parameter named `args`
+    assert "args" in inspect.signature(aggregate_b).parameters
+    assert aggregate_b([{"x": 1}], args=SimpleNamespace(output_path=str(tmp_path))) == 2.0
+    assert seen == [(1.0, tmp_path)]
+    assert output_dir(SimpleNamespace(output_path=str(tmp_path / "r.json"))) == tmp_path
+    assert output_dir(None) is None and output_dir(SimpleNamespace(output_path=None)) is None
