@@ -438,7 +438,7 @@ def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table
             rows.append(([user_cell(label), task, LABELS.get(metric, metric), fmt(stats.point[metric], digits), fmt_ci(interval, digits),
                           fmt(stats.questions), reason], True))
     return Table("95% bootstrap confidence intervals (headline metrics)", ["Run", "Task", "Metric", "Value", "95% CI", "Questions", "Note"],
-                 rows, ["Percentile bootstrap over questions, re-aggregated by the benchmark's own metric functions."])
+                 rows, ["Percentile bootstrap over questions (VRBench: videos), re-aggregated by the benchmark's own metric functions."])
 
 
 def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list[Difference]]]) -> Table:
@@ -769,7 +769,7 @@ def failure_summary(run: Run) -> str:
 
 def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int) -> str:
     out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
-           "with its source. Confidence intervals: 95% percentile bootstrap over questions "
+           "with its source. Confidence intervals: 95% percentile bootstrap over questions (VRBench: over videos) "
            f"({n} resamples, seed {seed}).", "", "Runs:", ""]
     out += [f"- **{run.label}**: " + ", ".join(f"`{p}`" for p in run.paths) + f" — tasks {', '.join(sorted(run.results))}"
             + (f" (failure counts: {failure_summary(run)})" if failure_summary(run) else "") for run in runs]
@@ -797,7 +797,7 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int) -> 
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lmms-vr report</title>",
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
              f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
-             f"row with its source. Confidence intervals: 95% percentile bootstrap over questions ({n} resamples, seed {seed}).</p><ul>"]
+             f"row with its source. Confidence intervals: 95% percentile bootstrap over questions, VRBench over videos ({n} resamples, seed {seed}).</p><ul>"]
     parts += [f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
               f"{html.escape(', '.join(sorted(run.results)))}"
               + (f" <span class='note'>(failure counts: {html.escape(failure_summary(run))})</span>" if failure_summary(run) else "")

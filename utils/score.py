@@ -219,6 +219,11 @@ class VrBenchScoring(BenchmarkScoring):
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
         return hooks.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
+    def unit(self, record):
+        """The video: its ~9 questions share a story and are correlated, so the bootstrap
+        resamples videos (ids are `"{video_id}_{qa_key}"` with qa keys such as `qa3`)."""
+        return str(record["sample_id"]).rsplit("_", 1)[0]
+
 
 class CgBenchScoring(BenchmarkScoring):
     """CG-Bench: `cg_bench.aggregate.score_records`; outcomes from `read_outcomes`, metrics from `metrics_of`.
