@@ -37,3 +37,22 @@ def test_aggregation_functions_receive_lmms_eval_args(tmp_path):
     assert seen == [(1.0, tmp_path)]
     assert output_dir(SimpleNamespace(output_path=str(tmp_path / "r.json"))) == tmp_path
     assert output_dir(None) is None and output_dir(SimpleNamespace(output_path=None)) is None
+
+
+def test_judge_accounting_is_written_next_to_the_results(tmp_path, monkeypatch):
+    import json
+
+    from lmms_video_reasoning.judges import JudgeRequest, LocalJudgeServer, get_judge
+    from lmms_video_reasoning.utils.aggregation import judge_accounting_writer
+
+    with LocalJudgeServer(lambda body: "1") as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_API_KEY", "sk-test-secret-123456")
+        monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "cache.sqlite"))
+        judge = get_judge("vrbench")
+        assert judge.ask(JudgeRequest([{"role": "user", "content": "x"}])).ok
+        judge_accounting_writer("vrbench")({}, tmp_path)
+    written = (tmp_path / "judge_accounting_vrbench.json").read_text()
+    assert json.loads(written)  # valid JSON with the counts
+    assert "sk-test-secret-123456" not in written
+    judge_accounting_writer("vrbench")({}, None)  # no --output_path: nothing to write, no error

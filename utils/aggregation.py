@@ -66,3 +66,17 @@ def output_dir(args: Any) -> Path | None:
         return None
     path = Path(path)
     return path.parent if path.suffix == ".json" else path
+
+
+def judge_accounting_writer(benchmark: str) -> AfterScoring:
+    """An `after` hook writing the benchmark judge's accounting (calls, cache hits, failures,
+    tokens, cost; never the key) to `<output_dir>/judge_accounting_<benchmark>.json`."""
+
+    def write(scores: dict[str, Any], folder: Path | None) -> None:
+        from lmms_video_reasoning.judges import get_judge
+
+        judge = get_judge(benchmark)
+        if judge is not None and folder is not None:
+            judge.write_accounting(folder / f"judge_accounting_{benchmark}.json")
+
+    return write

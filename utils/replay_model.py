@@ -12,7 +12,6 @@ and drives the project's end-to-end tests.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re

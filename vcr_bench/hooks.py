@@ -30,7 +30,7 @@ from typing import Any
 
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils import video
-from lmms_video_reasoning.utils.aggregation import ScoreOnce
+from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason
 from lmms_video_reasoning.vcr_bench import data, judging, prompts, scoring
@@ -41,7 +41,6 @@ VISUAL_MODES = ("video", "frames", "one_frame", "none")
 VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
 FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
 INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
-ACCOUNTING_FILE = "judge_accounting_vcr_bench.json"
 
 
 # ---------------------------------------------------------------- documents
@@ -216,13 +215,7 @@ def count_model_failures(records: Sequence[dict]) -> int:
 
 
 _SCORE = ScoreOnce(score_records)
-
-
-def _write_accounting(scores: dict, output_dir: Path | None) -> None:
-    """The judge's accounting next to lmms-eval's results."""
-    judge = get_judge("vcr_bench")
-    if judge is not None and output_dir is not None:
-        judge.write_accounting(output_dir / ACCOUNTING_FILE)
+_write_accounting = judge_accounting_writer("vcr_bench")
 
 
 aggregate_accuracy = _SCORE.aggregation("accuracy", _write_accounting)

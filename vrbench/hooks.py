@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.utils.aggregation import ScoreOnce
+from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason
 from lmms_video_reasoning.vrbench import data, judging, prompts
@@ -241,17 +241,8 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
     return metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
 
 
-ACCOUNTING_FILE = "judge_accounting_vrbench.json"
 _score_once = ScoreOnce(score_records)
-
-
-def _write_accounting(scores: dict, output_dir: Path | None) -> None:
-    """The judge's accounting next to lmms-eval's results."""
-    from lmms_video_reasoning.judges.engine import get_judge
-
-    judge = get_judge("vrbench")
-    if judge is not None and output_dir is not None:
-        judge.write_accounting(output_dir / ACCOUNTING_FILE)
+_write_accounting = judge_accounting_writer("vrbench")
 
 
 aggregate_mcq_accuracy = _score_once.aggregation("mcq_accuracy", _write_accounting)
