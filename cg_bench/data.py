@@ -27,7 +27,7 @@ from lmms_video_reasoning.utils.data import (
     data_root,
     read_json,
     require_fields,
-    video_problem,
+    usable_video as shared_usable_video,
 )
 
 SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
@@ -220,17 +220,9 @@ def video_path(video_uid: str) -> Path:
 
 
 def usable_video(path: Path) -> Path:
-    """`path` if it opens and decodes (a video stream and a first frame; `utils.data.video_problem`,
-    cached), else MediaError naming the file and the fix.
-
-    For the video mode, where the model only gets the path: lmms-eval's `qwen2_vl` catches a
-    decode error, logs it and answers from the text alone, so a broken file must stop here.
-    """
-    problem = video_problem(path)
-    if problem:
-        raise MediaError(f"CG-Bench video {path} is unusable: {problem}. Re-download it with `{CG_BENCH.prepare_command}` "
-                         f"(or `lmms-vr prepare {CG_BENCH.benchmark} --root DIR --verify-only` to list every bad file)")
-    return path
+    """`path` if it opens and decodes, else MediaError naming the file and the fix
+    (`utils.data.usable_video`; for the video mode, where the model only gets the path)."""
+    return shared_usable_video(CG_BENCH, path)
 
 
 def clue_clip_path(qid: int) -> Path | None:

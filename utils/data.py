@@ -157,15 +157,22 @@ def video_problem(path: str | os.PathLike) -> str | None:
     return _video_problem(str(path), stat.st_size, stat.st_mtime)
 
 
-def checked_video(source: DataSource, relpath: str) -> Path:
-    """`media_file` for a video that must also decode (for models that take only a path,
-    which would otherwise swallow the decoder error and answer from the text alone)."""
-    path = media_file(source, relpath)
+def usable_video(source: DataSource, path: Path) -> Path:
+    """`path` if it decodes (`video_problem`), else MediaError naming the file and the fix.
+
+    For models that take only a path: lmms-eval's `qwen2_vl` would swallow the decoder error
+    and answer from the text alone, so a broken file must stop here.
+    """
     problem = video_problem(path)
     if problem:
         raise MediaError(f"video {path} is unusable: {problem}. Re-download it with `{source.prepare_command}` "
                          f"(or `lmms-vr prepare {source.benchmark} --root DIR --verify-only` to list every bad file)")
     return path
+
+
+def checked_video(source: DataSource, relpath: str) -> Path:
+    """`media_file` for a video that must also decode (`usable_video`)."""
+    return usable_video(source, media_file(source, relpath))
 
 
 def require_fields(record: Any, fields: Iterable[str], where: str) -> None:
