@@ -95,3 +95,19 @@ def test_prepare_verify_only_on_the_sample_layout(benchmark, tmp_path, capsys):
     victim.write_bytes(b"garbage" * 10)
     assert main(["prepare", benchmark, "--root", str(root), "--verify-only"]) == 1
     assert "1 unreadable" in capsys.readouterr().out
+
+
+def test_atomic_target_replaces_on_success_and_cleans_up_on_failure(tmp_path):
+    from lmms_video_reasoning.utils.files import atomic_target
+
+    target = tmp_path / "out.zip"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with atomic_target(target) as tmp:
+            assert tmp.suffix == ".zip" and tmp.parent == tmp_path
+            tmp.write_bytes(b"partial")
+            raise RuntimeError("writer died")
+    assert target.read_bytes() == b"old" and list(tmp_path.iterdir()) == [target]
+    with atomic_target(target) as tmp:
+        tmp.write_bytes(b"new")
+    assert target.read_bytes() == b"new" and list(tmp_path.iterdir()) == [target]

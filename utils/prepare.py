@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from lmms_video_reasoning.utils.data import SOURCES, DataError, DataSource, video_problem
+from lmms_video_reasoning.utils.files import atomic_target
 
 BENCH_ALIASES = {"vr_bench": "vrbench"}
 
@@ -73,12 +74,11 @@ def join_split_zip(archive: Path) -> Path:
         return joined
     if shutil.which("zip") is None:
         raise DataError(f"{archive} is a split zip; joining it needs Info-ZIP `zip` (apt-get install zip)")
-    tmp = joined.with_suffix(".tmp.zip")
-    proc = subprocess.run(["zip", "-s", "0", str(archive), "--out", str(tmp)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise DataError(f"could not join split zip {archive} (zip exit {proc.returncode}: {proc.stderr.strip()[:300]}); "
-                        "a part is missing or truncated: rerun the download")
-    os.replace(tmp, joined)
+    with atomic_target(joined) as tmp:
+        proc = subprocess.run(["zip", "-s", "0", str(archive), "--out", str(tmp)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise DataError(f"could not join split zip {archive} (zip exit {proc.returncode}: {proc.stderr.strip()[:300]}); "
+                            "a part is missing or truncated: rerun the download")
     return joined
 
 
@@ -101,12 +101,10 @@ def join_chunks(target: Path, chunks: list[Path]) -> Path:
     """Concatenate byte chunks into one zip next to them (written atomically)."""
     joined = target.with_name(target.stem + ".joined.zip")
     if not joined.is_file():
-        tmp = joined.with_suffix(".tmp.zip")
-        with tmp.open("wb") as out:
+        with atomic_target(joined) as tmp, tmp.open("wb") as out:
             for chunk in chunks:
                 with chunk.open("rb") as part:
                     shutil.copyfileobj(part, out, 16 << 20)
-        os.replace(tmp, joined)
     return joined
 
 
@@ -118,7 +116,7 @@ def extract_archives(root: Path) -> list[Path]:
     chunk_files = {chunk for chunks in chunked.values() for chunk in chunks}
     plain = [p for p in root.rglob("*.zip") if p not in chunk_files]
     for archive in sorted(set(plain) | set(chunked)):
-        if archive.name.endswith((".joined.zip", ".tmp.zip")):
+        if archive.name.endswith((".joined.zip", ".tmp.zip")):  # our own joins, finished or being written
             continue
         stamp = archive.with_name(archive.name + ".extracted")
         if stamp.exists():

@@ -26,13 +26,13 @@ generators of the same file never leave a half-written video behind.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from lmms_video_reasoning.utils.files import atomic_target
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (230, 30, 30),
@@ -270,8 +270,7 @@ def write_video(
     rate = Fraction(fps).limit_denominator(1001)
     time_base = VFR_TIME_BASE if vfr else 1 / rate
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_target(path) as tmp:
         options = {"movflags": "faststart"} if faststart else {}
         with av.open(str(tmp), mode="w", format="mp4", options=options) as container:
             stream = container.add_stream("libx264", rate=rate)
@@ -304,10 +303,6 @@ def write_video(
                     container.mux(packet)
             for packet in stream.encode():
                 container.mux(packet)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 

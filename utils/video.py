@@ -55,6 +55,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from lmms_video_reasoning.utils.files import atomic_target
 from lmms_video_reasoning.utils.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
@@ -731,9 +732,8 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: in
         return target
     indices = _clip_frames(table, merged)
     decode_positions = {table.decode_pos[i]: n for n, i in enumerate(indices)}
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     rate = Fraction(table.info.fps).limit_denominator(1001)
-    try:
+    with atomic_target(target) as tmp:
         with av.open(str(tmp), mode="w", format="mp4") as out:
             stream = out.add_stream("libx264", rate=rate)
             stream.width, stream.height, stream.pix_fmt = table.info.width, table.info.height, "yuv420p"
@@ -749,10 +749,6 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: in
             _decode_runs(table, _plan(table, decode_positions), sink, skip_nonref=False)
             for packet in stream.encode():
                 out.mux(packet)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return target
 
 
