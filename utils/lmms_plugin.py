@@ -20,7 +20,6 @@ from pathlib import Path
 
 logger = logging.getLogger("lmms_video_reasoning")
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
 _MARKER = "_lmms_video_reasoning_wrapped"
 
 

@@ -203,7 +203,7 @@ def main(args) -> int:
     root.mkdir(parents=True, exist_ok=True)
     split = getattr(args, "split", "mini")
     if not args.verify_only:
-        patterns = list(module.HUB_ANNOTATIONS) + list(module.hub_media_patterns(split) if hasattr(module, "hub_media_patterns") else module.HUB_MEDIA_PATTERNS)
+        patterns = [*module.HUB_ANNOTATIONS, *module.HUB_MEDIA_PATTERNS]
         print(f"downloading {source.hub_repo} ({', '.join(patterns)}) into {root}")
         download(source, patterns, root)
         for archive in extract_archives(root):

@@ -771,8 +771,10 @@ def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int)
     out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
            "with its source. Confidence intervals: 95% percentile bootstrap over questions (VRBench: over videos) "
            f"({n} resamples, seed {seed}).", "", "Runs:", ""]
-    out += [f"- **{run.label}**: " + ", ".join(f"`{p}`" for p in run.paths) + f" — tasks {', '.join(sorted(run.results))}"
-            + (f" (failure counts: {failure_summary(run)})" if failure_summary(run) else "") for run in runs]
+    for run in runs:
+        failures = failure_summary(run)
+        out.append(f"- **{run.label}**: " + ", ".join(f"`{p}`" for p in run.paths) + f" — tasks {', '.join(sorted(run.results))}"
+                   + (f" (failure counts: {failures})" if failures else ""))
     for section in sections:
         out += ["", f"## {BENCHMARK_TITLES[section.benchmark]}", "", f"Paper: {REFERENCE_ROWS[section.benchmark]['paper']}", ""]
         out += [markdown_table(t) for t in section.tables]
@@ -798,10 +800,11 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int) -> 
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
              f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
              f"row with its source. Confidence intervals: 95% percentile bootstrap over questions, VRBench over videos ({n} resamples, seed {seed}).</p><ul>"]
-    parts += [f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
-              f"{html.escape(', '.join(sorted(run.results)))}"
-              + (f" <span class='note'>(failure counts: {html.escape(failure_summary(run))})</span>" if failure_summary(run) else "")
-              + "</li>" for run in runs]
+    for run in runs:
+        failures = failure_summary(run)
+        parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
+                     f"{html.escape(', '.join(sorted(run.results)))}"
+                     + (f" <span class='note'>(failure counts: {html.escape(failures)})</span>" if failures else "") + "</li>")
     parts.append("</ul>")
     for section in sections:
         parts.append(f"<h2>{BENCHMARK_TITLES[section.benchmark]}</h2><p class='note'>Paper: {html.escape(REFERENCE_ROWS[section.benchmark]['paper'])}</p>")
