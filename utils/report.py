@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from lmms_video_reasoning.utils import score as scoring
+from lmms_video_reasoning.utils import registry, score as scoring
 from lmms_video_reasoning.utils.data import DataError
 from lmms_video_reasoning.utils.reference_rows import REFERENCE_ROWS
+from lmms_video_reasoning.utils.registry import ScoringAdapter
 
 log = logging.getLogger("lmms_video_reasoning.report")
 
@@ -184,8 +185,8 @@ class Sampled:
     settings: Any
 
     @property
-    def bench(self) -> scoring.BenchmarkScoring:
-        return scoring.BENCHMARKS[self.benchmark]
+    def bench(self) -> ScoringAdapter:
+        return registry.get(self.benchmark).scoring
 
     def units(self) -> dict[str, list[int]]:
         """{question: [its record indices]} in first-appearance order."""
@@ -210,7 +211,7 @@ def load_sampled(task: str, path: Path) -> tuple[Sampled | None, str]:
         records = scoring.records_from_samples(path, spec)
     except (DataError, OSError) as error:
         return None, f"samples file unreadable: {error}"
-    bench = scoring.BENCHMARKS[spec.benchmark]
+    bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(records)
     outcomes = scoring.stored_outcomes(path)
     if outcomes is None:
@@ -707,7 +708,7 @@ def cg_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Se
         section.tables.append(comparison_table("cg_bench", comparisons))
 
     with_samples = [(label if split == "mini" else f"{label} · full", row) for (label, split), row in combined.items() if row.sampled]
-    breakdowns = {name: scoring.BENCHMARKS["cg_bench"].breakdown(row.sampled.outcomes) for name, row in with_samples}
+    breakdowns = {name: registry.get("cg_bench").scoring.breakdown(row.sampled.outcomes) for name, row in with_samples}
     for group, title in (("duration", "duration (minutes)"), ("domain", "domain"), ("kind", "question kind")):
         rows = []
         for name, data in breakdowns.items():

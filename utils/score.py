@@ -39,7 +39,9 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
+from lmms_video_reasoning.utils import registry
 from lmms_video_reasoning.utils.data import DataError, read_jsonl
+from lmms_video_reasoning.utils.registry import ScoringAdapter
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -66,7 +68,7 @@ class TaskSpec:
     """What scoring needs to know about one task of this suite."""
 
     name: str
-    benchmark: str  # "vcr_bench" | "vrbench" | "cg_bench"
+    benchmark: str  # the registry name of the benchmark whose package holds the hooks
     process_docs: str  # dotted path of the `process_docs` hook
     process_results: str  # dotted path of the `process_results` hook
     metrics: tuple[str, ...]
@@ -88,12 +90,16 @@ def task_specs() -> dict[str, TaskSpec]:
     from lmms_video_reasoning.utils.lmms_plugin import tasks_dir
 
     specs = {}
-    for path in sorted(tasks_dir().rglob("*.yaml")):
+    folders = [tasks_dir(), *(folder for b in registry.benchmarks() for folder in b.task_dirs)]
+    for path in (path for folder in folders for path in sorted(Path(folder).rglob("*.yaml"))):
         config = _read_yaml(path)
         name = config.get("task")
         if not isinstance(name, str) or "process_results" not in config:
             continue  # a template or a group
-        benchmark = config["process_results"].split(".")[1]
+        owner = registry.owning(config["process_results"])
+        if owner is None:
+            continue  # hooks of no registered benchmark
+        benchmark = owner.name
         metrics = tuple(entry["metric"] for entry in config.get("metric_list", []))
         specs[name] = TaskSpec(name, benchmark, config["process_docs"], config["process_results"], metrics, str(config.get("doc_to_target", "")))
     return specs
@@ -116,44 +122,7 @@ def _function(dotted: str) -> Callable:
 # ---------------------------------------------------------------------------------------------
 
 
-class BenchmarkScoring:
-    """One benchmark's scoring, seen from here.
-
-    `score` is the benchmark's own `score_records` (the task aggregation's code path).
-    `outcomes` runs the same judging / parsing per sample (through the judge cache) and
-    returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes
-    with the benchmark's pure aggregation functions, so a bootstrap resample is re-aggregated
-    exactly as the benchmark aggregates (macro means, F1 of means, joins per question).
-    """
-
-    name = ""
-    judge_name = ""
-
-    def settings(self, records: Sequence[dict]) -> Any:
-        """The settings the task's aggregation would use (records and environment)."""
-        return None
-
-    def score(self, records: Sequence[dict], settings: Any) -> dict:
-        raise NotImplementedError
-
-    def needs_judge(self, records: Sequence[dict]) -> bool:
-        return True
-
-    def outcomes(self, records: Sequence[dict], settings: Any) -> list[dict] | None:
-        """Per-sample outcomes, or None when they need a judge and none is configured."""
-        raise NotImplementedError
-
-    def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
-        raise NotImplementedError
-
-    def unit(self, record: dict) -> str:
-        """The resampling unit (and pairing key) of a record."""
-        return str(record["sample_id"])
-
-    def judge(self):
-        from lmms_video_reasoning.judges import get_judge
-
-        return get_judge(self.judge_name)
+BenchmarkScoring = ScoringAdapter  # the interface, in utils/registry.py
 
 
 class VcrBenchScoring(BenchmarkScoring):
@@ -269,7 +238,6 @@ class CgBenchScoring(BenchmarkScoring):
         return str(record["qid"])
 
 
-BENCHMARKS: dict[str, BenchmarkScoring] = {b.name: b for b in (VcrBenchScoring(), VrBenchScoring(), CgBenchScoring())}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,7 +433,7 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
 def score_task(task: str, records: Sequence[dict], source: str = "", with_outcomes: bool = True) -> TaskScore:
     """The task's metrics by its own scoring entry, then (judge cache permitting) per-sample outcomes."""
     spec = task_spec(task)
-    bench = BENCHMARKS[spec.benchmark]
+    bench = registry.get(spec.benchmark).scoring
     records = list(records)
     settings = bench.settings(records)
     judge = bench.judge() if bench.needs_judge(records) else None
