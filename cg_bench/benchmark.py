@@ -8,5 +8,6 @@ BENCHMARK = Benchmark(
     title="CG-Bench",
     package=__package__,
     scoring=CgBenchScoring(),
+    reference="reference_tables.json",
     aliases=(),
 )

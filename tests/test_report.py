@@ -88,7 +88,7 @@ def test_report_renders_each_benchmark_alone(scored, tmp_path, name):
     assert all(f"## {title}" not in markdown for other, title in TITLE_OF.items() if other != name)
     assert re.search(r"\| \*\*▶ " + re.escape(name) + r"\*\* \| your run", markdown), "the user's row is marked"
     assert re.search(r"\| [^|]+ \| paper, Table \d", markdown), "paper rows carry their source"
-    assert "Paper rows: " in markdown and "shared/seeds/" in markdown
+    assert "Paper rows: " in markdown and "arXiv:" in markdown and "shared/seeds/" not in markdown
     figures = data["sections"][SECTION_OF[name]]["figures"]
     assert figures, "every benchmark has plots"
     for figure in figures:

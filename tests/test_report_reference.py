@@ -1,4 +1,5 @@
-"""The papers' reference rows (`utils/reference_rows.py`) against the paper texts in ../shared/seeds."""
+"""The papers' reference rows (each benchmark's `reference_tables.json`, package data read through the
+registry) against the paper texts in ../shared/seeds."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.utils.reference_rows import REFERENCE_ROWS
+from lmms_video_reasoning.utils import registry
 
 SEED_FILES = {"vcr_bench": "vcr_bench_paper.txt", "vrbench": "vrbench_paper.txt", "cg_bench": "cg_bench_paper.txt"}
 # Where each table's rows start in the seed text (its caption or header line).
@@ -20,6 +21,7 @@ TABLE_ANCHORS = {
     ("cg_bench", "table3"): "Table 3: Performance of various open-source",
 }
 TAG = re.compile(r"<[^>]+>")
+REFERENCE_ROWS = {name: registry.get(name).reference_tables() for name in SEED_FILES}
 
 
 def seed_row(text: str, anchor: str, model: str, occurrence: int = 0) -> list[str]:
@@ -51,12 +53,19 @@ def test_reference_rows_match_the_paper_text(reference_dir, benchmark, table):
         assert [row[name] for name in spec.get("extra_columns", ())] == cells[:skip]
 
 
-def test_every_reference_table_names_its_source():
+def test_every_reference_row_names_its_source():
+    """Paper title, arXiv id and table number on every row; no path of this repository's setup."""
     for benchmark, data in REFERENCE_ROWS.items():
-        assert "shared/seeds/" in data["paper"] and data["tables"]
-        for table in data["tables"].values():
-            assert table["title"].startswith("Table ")
-            assert all(len(row["values"]) == len(table["columns"]) for row in table["rows"])
+        paper = data["paper"]
+        assert re.fullmatch(r"\d{4}\.\d{5}", paper["arxiv"]) and paper["title"] and data["tables"]
+        assert data["citation"] == f"{paper['title']} ({paper['authors']}, {paper['year']}; arXiv:{paper['arxiv']})"
+        for name, table in data["tables"].items():
+            assert table["title"].startswith(f"Table {table['number']}:") and name == f"table{table['number']}"
+            for row in table["rows"]:
+                assert row["source"] == {"paper": paper["title"], "arxiv": paper["arxiv"], "table": table["number"]}
+                assert len(row["values"]) == len(table["columns"])
+        shipped = (Path(registry.__file__).resolve().parents[1] / benchmark / "reference_tables.json").read_text(encoding="utf-8")
+        assert "seeds" not in shipped and "shared/" not in shipped
 
 
 def test_protocol_anchors_are_in_the_reference_rows():

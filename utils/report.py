@@ -9,7 +9,7 @@ with the same label and different tasks are one model (e.g. `cg_bench_long` and
 
 Writes `DIR/report.md`, `DIR/report.html` (plots inline, self-contained), `DIR/*.png` and
 `DIR/report.json` (every number below). For each benchmark present: the paper's tables with
-your rows beside the paper's reference rows (`reference_rows.py`, each with its source),
+your rows beside the paper's reference rows (each benchmark's `reference_tables.json`, with their source),
 95% bootstrap confidence intervals for the headline metrics, paired differences with CIs
 when two runs share a task, and the plots.
 
@@ -37,7 +37,6 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.utils import registry, score as scoring
 from lmms_video_reasoning.utils.data import DataError
-from lmms_video_reasoning.utils.reference_rows import REFERENCE_ROWS
 from lmms_video_reasoning.utils.registry import ScoringAdapter
 
 log = logging.getLogger("lmms_video_reasoning.report")
@@ -386,6 +385,11 @@ def fmt_ci(interval: tuple[float, float] | None, digits: int = 1) -> str:
     return "–" if interval is None else f"[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
 
 
+def reference(benchmark: str) -> dict:
+    """The benchmark's papers' tables (package data, loaded through the registry)."""
+    return registry.get(benchmark).reference_tables()
+
+
 def digits_for(benchmark: str, metric: str) -> int:
     """The paper's precision: VRBench two decimals; CG-Bench mIoU / rec / acc@IoU two."""
     if benchmark == "vrbench" or metric in ("miou", "rec_at_iou", "acc_at_iou"):
@@ -412,10 +416,10 @@ def paper_rows(table: dict, columns: Sequence[str], benchmark: str, table_name: 
 
 
 def paper_table(benchmark: str, name: str, user_rows: list, groups: Sequence[str] | None = None, title_suffix: str = "") -> Table:
-    spec = REFERENCE_ROWS[benchmark]["tables"][name]
+    spec = reference(benchmark)["tables"][name]
     columns = spec["columns"]
     table_name = name.replace("table", "Table ")
-    notes = [f"Paper rows: {REFERENCE_ROWS[benchmark]['paper']}, {table_name}."]
+    notes = [f"Paper rows: {reference(benchmark)['citation']}, {table_name}."]
     if spec.get("note"):
         notes.append(spec["note"])
     return Table(spec["title"] + title_suffix, ["Model", "Source"] + [LABELS.get(c, c) for c in columns],
@@ -534,7 +538,7 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
     import numpy as np
 
     plt = _pyplot()
-    tables = REFERENCE_ROWS["vcr_bench"]["tables"]
+    tables = reference("vcr_bench")["tables"]
     accuracy = {row["model"]: row["values"][-1] for row in tables["table3"]["rows"]}
     paper = [(row["model"], row["values"][-1], accuracy[row["model"]]) for row in tables["table2"]["rows"]
              if row["model"] in accuracy and row["model"] != "Human Performance"]
@@ -602,7 +606,7 @@ def vcr_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> S
     if not present:
         return None
     section = Section("vcr_bench")
-    tables = REFERENCE_ROWS["vcr_bench"]["tables"]
+    tables = reference("vcr_bench")["tables"]
 
     def rows(name: str, tasks: Sequence[str]) -> list:
         columns = tables[name]["columns"]
@@ -628,18 +632,18 @@ def vcr_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> S
     if cot_runs:
         user = [(label, _value(s, "cot_f1"), _value(s, "accuracy"), _interval(s, "cot_f1"), _interval(s, "accuracy")) for label, s in cot_runs]
         section.figures.append(("CoT score vs accuracy", cot_vs_accuracy_plot(out / "vcr_bench_cot_vs_accuracy.png", user)))
-        reference = next(r for r in tables["table4"]["rows"] if r["model"] == "GPT-4o")
+        paper_row = next(r for r in tables["table4"]["rows"] if r["model"] == "GPT-4o")
         buckets = ("accuracy_short", "accuracy_medium", "accuracy_long")
         section.figures.append(("Accuracy by duration", grouped_bars(
             out / "vcr_bench_accuracy_by_duration.png", "VCR-Bench accuracy by duration (vcr_cot)", ["Short (≤60 s)", "Medium (≤300 s)", "Long"],
             [(label, [_value(s, b) for b in buckets], [_interval(s, b) for b in buckets]) for label, s in cot_runs], "Accuracy",
-            ("paper: GPT-4o", reference["values"][:3]))))
+            ("paper: GPT-4o", paper_row["values"][:3]))))
         dims = tables["table3"]["columns"][:7]
-        reference = next(r for r in tables["table3"]["rows"] if r["model"] == "GPT-4o")
+        paper_row = next(r for r in tables["table3"]["rows"] if r["model"] == "GPT-4o")
         section.figures.append(("Accuracy by dimension", grouped_bars(
             out / "vcr_bench_accuracy_by_dimension.png", "VCR-Bench accuracy by dimension (vcr_cot)", [LABELS[d] for d in dims],
             [(label, [_value(s, d) for d in dims], [_interval(s, d) for d in dims]) for label, s in cot_runs], "Accuracy",
-            ("paper: GPT-4o", reference["values"][:7]))))
+            ("paper: GPT-4o", paper_row["values"][:7]))))
     return section
 
 
@@ -648,7 +652,7 @@ def vrbench_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) 
     if not present:
         return None
     section = Section("vrbench")
-    columns = REFERENCE_ROWS["vrbench"]["tables"]["table2"]["columns"]
+    columns = reference("vrbench")["tables"]["table2"]["columns"]
 
     def rows(tasks: Sequence[str]) -> list:
         return [run_row(run.label if task == "vr_bench" else f"{run.label} · {task}", task,
@@ -667,11 +671,11 @@ def vrbench_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) 
         section.tables.append(comparison_table("vrbench", comparisons))
     types = columns[3:]
     shown = [(run.label if task == "vr_bench" else f"{run.label} · {task}", stats[(run.label, task)]) for run, task in present]
-    reference = next(r for r in REFERENCE_ROWS["vrbench"]["tables"]["table2"]["rows"] if r["model"].startswith("GPT-4o") and r["group"].startswith("VLMs"))
+    paper_row = next(r for r in reference("vrbench")["tables"]["table2"]["rows"] if r["model"].startswith("GPT-4o") and r["group"].startswith("VLMs"))
     section.figures.append(("Score by reasoning type", grouped_bars(
         out / "vrbench_by_type.png", "VRBench score by reasoning type", [LABELS[t] for t in types],
         [(label, [_value(s, t) for t in types], [_interval(s, t) for t in types]) for label, s in shown], "Score",
-        ("paper: GPT-4o (VLM)", reference["values"][3:]))))
+        ("paper: GPT-4o (VLM)", paper_row["values"][3:]))))
     return section
 
 
@@ -687,7 +691,7 @@ def cg_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Se
     if not combined:
         return None
     section = Section("cg_bench")
-    columns = REFERENCE_ROWS["cg_bench"]["tables"]["table3"]["columns"]
+    columns = reference("cg_bench")["tables"]["table3"]["columns"]
     user = []
     for (label, split), row in combined.items():
         name = label if split == "mini" else f"{label} · full"
@@ -777,7 +781,7 @@ def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int)
         out.append(f"- **{run.label}**: " + ", ".join(f"`{p}`" for p in run.paths) + f" — tasks {', '.join(sorted(run.results))}"
                    + (f" (failure counts: {failures})" if failures else ""))
     for section in sections:
-        out += ["", f"## {BENCHMARK_TITLES[section.benchmark]}", "", f"Paper: {REFERENCE_ROWS[section.benchmark]['paper']}", ""]
+        out += ["", f"## {BENCHMARK_TITLES[section.benchmark]}", "", f"Paper: {reference(section.benchmark)['citation']}", ""]
         out += [markdown_table(t) for t in section.tables]
         out += [f"![{title}]({path.name})\n" for title, path in section.figures]
     return "\n".join(out) + "\n"
@@ -808,7 +812,7 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int) -> 
                      + (f" <span class='note'>(failure counts: {html.escape(failures)})</span>" if failures else "") + "</li>")
     parts.append("</ul>")
     for section in sections:
-        parts.append(f"<h2>{BENCHMARK_TITLES[section.benchmark]}</h2><p class='note'>Paper: {html.escape(REFERENCE_ROWS[section.benchmark]['paper'])}</p>")
+        parts.append(f"<h2>{BENCHMARK_TITLES[section.benchmark]}</h2><p class='note'>Paper: {html.escape(reference(section.benchmark)['citation'])}</p>")
         parts += [f"<div class='scroll'>{html_table(t)}</div>" for t in section.tables]
         for title, path in section.figures:
             encoded = base64.b64encode(path.read_bytes()).decode("ascii")

@@ -8,5 +8,6 @@ BENCHMARK = Benchmark(
     title="VCR-Bench",
     package=__package__,
     scoring=VcrBenchScoring(),
+    reference="reference_tables.json",
     aliases=(),
 )

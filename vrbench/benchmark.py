@@ -8,5 +8,6 @@ BENCHMARK = Benchmark(
     title="VRBench",
     package=__package__,
     scoring=VrBenchScoring(),
+    reference="reference_tables.json",
     aliases=("vr_bench",),
 )
