@@ -110,8 +110,10 @@ class Outcome:
     model_failed: bool = False  # lmms-eval's placeholder, no answer: value 0, never parsed nor judged
 
 
-def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
-    """Parse every record and judge the open-ended ones (the judge runs here, once)."""
+def read_outcomes(records: Sequence[dict], settings: Settings, judge=None) -> list[Outcome]:
+    """Parse every record and judge the open-ended ones (the judge runs here, once).
+
+    `judge`: the judge to ask (default: the configured one); `lmms-vr report` passes a reader of the judge cache."""
     outcomes = []
     open_slots: list[tuple[int, dict, str]] = []
     for index, record in enumerate(records):
@@ -139,19 +141,19 @@ def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), model_failed=no_answer))
     if open_slots and settings.judge:
-        _judge(open_slots, outcomes)
+        _judge(open_slots, outcomes, judge)
     elif open_slots:
         for index, _record, _prediction in open_slots:
             outcomes[index].judge_error = JUDGE_OFF
     return outcomes
 
 
-def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome]) -> None:
+def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], judge=None) -> None:
     """Fill the open outcomes with the two-step judge's verdicts (NaN metric when no judge is set)."""
     from lmms_video_reasoning.cg_bench import judging
     from lmms_video_reasoning.judges.engine import get_judge
 
-    judge = get_judge("cg_bench")
+    judge = judge if judge is not None else get_judge("cg_bench")
     if judge is None:
         for index, _record, _prediction in open_slots:
             outcomes[index].judge_error = NO_JUDGE

@@ -99,8 +99,8 @@ def test_report_renders_each_benchmark_alone(scored, tmp_path, name):
     assert "<script" not in page.lower() and "http://" not in page and "https://" not in page  # self-contained
     # failure counts are shown with the run, never hidden in a score
     counts = {"vcr": "judge_failed", "vr": "judge_failed", "cg": "parse_failed"}[name]
-    assert re.search(r"failure counts: .*" + counts + r" \d", markdown), markdown[:800]
-    assert "model_failed 0" in markdown and "failure counts:" in page
+    assert re.search(r"failure counts: .*" + re.escape(report.md_text(counts)) + r" \d", markdown), markdown[:800]
+    assert "model\\_failed 0" in markdown and "model_failed 0" in page and "failure counts:" in page
 
 
 def test_report_tables_hold_the_scored_values(scored, tmp_path):
@@ -154,7 +154,7 @@ def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
     first = report.bootstrap_ci(sampled, n=300, seed=7)
     assert first == report.bootstrap_ci(sampled, n=300, seed=7)
     assert first != report.bootstrap_ci(sampled, n=300, seed=8)
-    headline = [m for m in report.HEADLINE[sampled.benchmark] if m in point and not math.isnan(point[m])]
+    headline = [m for m in report.spec_of(sampled.benchmark).headline if m in point and not math.isnan(point[m])]
     assert headline
     for metric in headline:
         low, high = first[metric]

@@ -99,7 +99,7 @@ def test_report_on_an_lmms_eval_folder(runs, tmp_path):
         entry = data["tasks"][f"{run}|{task}"]
         assert entry["note"] == "", entry["note"]
         benchmark = score.task_spec(task).benchmark
-        for metric in report.HEADLINE[benchmark]:
+        for metric in report.spec_of(benchmark).headline:
             point = entry["point"].get(metric)
             if point is not None and metric in entry["ci"]:
                 low, high = entry["ci"][metric]

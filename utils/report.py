@@ -15,12 +15,20 @@ when two runs share a task, and the plots.
 
 Per-sample data: the samples file next to each results file (`--log_samples`, or the one
 `lmms-vr score --out` writes, which also stores each sample's scored outcome). Outcomes not
-stored are recomputed with the benchmark's own judging / parsing through the judge cache
-(free after the run; without a judge configured, judge-based CIs are not available). Each
-bootstrap resample is re-aggregated by the benchmark's own metric functions, so macro means,
-F1 of the averaged precision and recall, and CG-Bench's per-question joins are resampled
-correctly. Resampling units are questions (CG-Bench: all modes of a `qid` together), and a
-paired comparison resamples the questions both runs answered.
+stored are recomputed with the benchmark's own judging / parsing, the judge's verdicts read
+from the judge cache the run wrote (found through the judge accounting written beside the
+results, else the configured judge): no key is needed and no request is ever sent. When
+verdicts are missing, only the metrics that need no judge get CIs (and the report says
+why). Each bootstrap resample is re-aggregated by the benchmark's own metric functions, so
+macro means, F1 of averaged precision and recall, and per-question joins are resampled
+correctly. Resampling units are the benchmark's (`ReportSpec.unit`: questions, or videos),
+and a paired comparison resamples the units both runs answered.
+
+Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
+through `utils/registry.py`; this module is the shared machinery.
+
+Files under a folder that look like results but do not parse are listed as not read (in the
+report and on stderr), never silently dropped.
 """
 
 from __future__ import annotations
@@ -31,44 +39,27 @@ import json
 import logging
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.utils import registry, score as scoring
 from lmms_video_reasoning.utils.data import DataError
-from lmms_video_reasoning.utils.registry import ScoringAdapter
+from lmms_video_reasoning.utils.cached_verdicts import CachedVerdicts
+from lmms_video_reasoning.utils.registry import ReportSpec, ScoringAdapter
 
 log = logging.getLogger("lmms_video_reasoning.report")
 
-BENCHMARK_TITLES = {"vcr_bench": "VCR-Bench", "vrbench": "VRBench", "cg_bench": "CG-Bench"}
-HEADLINE = {
-    "vcr_bench": ("accuracy", "perception_f1", "reasoning_f1", "cot_recall", "cot_precision", "cot_f1"),
-    "vrbench": ("overall", "mcq_accuracy", "process_score"),
-    "cg_bench": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc"),
-}
-LABELS = {
-    "perception_recall": "Perc. Rec", "perception_precision": "Perc. Pre", "perception_f1": "Perc. F1",
-    "reasoning_recall": "Reas. Rec", "reasoning_precision": "Reas. Pre", "reasoning_f1": "Reas. F1",
-    "cot_recall": "Avg Rec", "cot_precision": "Avg Pre", "cot_f1": "Avg F1 (CoT score)",
-    "accuracy_ftr": "FTR", "accuracy_vtc": "VTC", "accuracy_vtg": "VTG", "accuracy_vkr": "VKR", "accuracy_tsr": "TSR",
-    "accuracy_vpa": "VPA", "accuracy_tsg": "TSG", "accuracy": "Avg acc",
-    "accuracy_short": "Short", "accuracy_medium": "Med", "accuracy_long": "Long",
-    "vcr_text_only:accuracy": "Text", "vcr_one_frame:accuracy": "1 Frame", "vcr_direct:accuracy": "Direct", "vcr_cot:accuracy": "CoT",
-    "overall": "Overall", "mcq_accuracy": "MCQ-O", "process_score": "OE-P",
-    "type_event_attribution": "EA", "type_counting": "CP", "type_hypothetical_reasoning": "HR", "type_implicit_inference": "II",
-    "type_information_synopsis": "IS", "type_event_prediction": "EP", "type_logical_linkage": "LL",
-    "clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU",
-    "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc",
-}
-VCR_TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
-VRBENCH_TASKS = ("vr_bench", "vr_bench_official", "vr_bench_text", "vr_bench_mcq")
-CG_MODES = ("long", "clue", "grounding", "open", "blind")
-CG_SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}
-# Which task's records stand for each CG-Bench mode (the combined task first).
-CG_MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("mcq", "grounding"), "open": ("open",), "blind": ("blind",)}
-CG_DURATION_ORDER = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")
 MINE = "▶ "
+
+
+def spec_of(benchmark: str) -> ReportSpec:
+    """The benchmark's report specification (registry)."""
+    spec = registry.get(benchmark).report
+    if spec is None:
+        raise DataError(f"benchmark {benchmark} has no report specification")
+    return spec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,12 +69,21 @@ MINE = "▶ "
 
 @dataclass
 class Run:
-    """One model's results: task -> {metric: value}, and the samples file of each task."""
+    """One model's results: task -> {metric: value}, the samples file and results file of each task."""
 
     label: str
     paths: list[Path]
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     samples: dict[str, Path] = field(default_factory=dict)
+    sources: dict[str, Path] = field(default_factory=dict)  # task -> the results file it came from
+
+
+@dataclass
+class Unread:
+    """A file given (or found) as results that could not be read: shown in the report, never dropped silently."""
+
+    path: Path
+    reason: str
 
 
 def split_label(item: str) -> tuple[str | None, Path]:
@@ -94,21 +94,44 @@ def split_label(item: str) -> tuple[str | None, Path]:
     return None, Path(item)
 
 
-def results_files(path: Path) -> list[Path]:
-    """The results JSON files at `path` (a file, or every results JSON under a folder)."""
+def read_results(path: Path) -> tuple[dict | None, str]:
+    """(the results JSON, "") or (None, why it is not one)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except ValueError as error:
+        return None, f"not valid JSON ({error})"
+    except OSError as error:
+        return None, f"unreadable ({error.strerror or error})"
+    if not (isinstance(data, dict) and isinstance(data.get("results"), dict)):
+        return None, "no `results` object (not an lmms-eval or `lmms-vr score` results file)"
+    return data, ""
+
+
+def results_files(path: Path, unread: list[Unread] | None = None) -> list[tuple[Path, dict]]:
+    """The results files at `path` (a file, or every results JSON under a folder), parsed.
+
+    A file that does not parse is added to `unread` with the reason: the file given, or
+    under a folder any `*.json` that does not parse and any `*_results.json` that is not
+    results. (Other JSON files under a folder, such as judge accounting, are not results.)
+    """
+    unread = unread if unread is not None else []
     if path.is_file():
-        return [path]
-    if not path.is_dir():
+        candidates, must_be_results = [path], True
+    elif path.is_dir():
+        candidates, must_be_results = sorted(path.rglob("*.json")), False
+    else:
         raise DataError(f"{path}: no such results file or folder")
     found = []
-    for candidate in sorted(path.rglob("*.json")):
-        try:
-            data = json.loads(candidate.read_text(encoding="utf-8"))
-        except (ValueError, OSError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("results"), dict):
-            found.append(candidate)
-    if not found:
+    for candidate in candidates:
+        data, why = read_results(candidate)
+        if data is not None:
+            found.append((candidate, data))
+        elif must_be_results or not why.startswith("no `results`") or candidate.name.endswith(scoring.RESULTS_SUFFIX):
+            unread.append(Unread(candidate, why))
+            log.warning("%s: not read: %s", candidate, why)
+    if not found and not unread:
         raise DataError(f"{path}: no results JSON under it (lmms-eval's *_results.json or `lmms-vr score --out`)")
     return found
 
@@ -134,26 +157,34 @@ def default_label(data: dict, path: Path) -> str:
     return f"{model} ({match.group(1)})" if match else str(model)
 
 
+def _file_name(name: Any) -> bool:
+    """A plain file name (a task name such as `a/b` names no file beside the results)."""
+    return isinstance(name, str) and bool(name) and Path(name).name == name and name not in (".", "..") and "\\" not in name
+
+
 def samples_for(path: Path, data: dict) -> dict[str, Path]:
     """{task: samples file} of a results file: lmms-eval's `<date>_samples_<task>.jsonl` or ours."""
     ours = (data.get("lmms_vr") or {}).get("samples") or {}
-    found = {task: path.with_name(name) for task, name in ours.items() if path.with_name(name).is_file()}
+    found = {task: path.with_name(name) for task, name in ours.items() if _file_name(name) and path.with_name(name).is_file()}
     prefix = path.name[: -len(scoring.RESULTS_SUFFIX)] if path.name.endswith(scoring.RESULTS_SUFFIX) else path.stem
     for task in data.get("results", {}):
+        if task in found or not _file_name(f"{prefix}_samples_{task}.jsonl"):
+            continue
         candidate = path.with_name(f"{prefix}_samples_{task}.jsonl")
-        if task not in found and candidate.is_file():
+        if candidate.is_file():
             found[task] = candidate
     return found
 
 
-def load_runs(items: Sequence[str]) -> list[Run]:
-    """Runs from the command line's results arguments (same label + disjoint tasks = one run)."""
+def load_runs(items: Sequence[str], unread: list[Unread] | None = None) -> list[Run]:
+    """Runs from the command line's results arguments (same label + disjoint tasks = one run).
+
+    Files that could not be read are appended to `unread`."""
     runs: list[Run] = []
     for item in items:
         label, path = split_label(item)
-        for file in results_files(path):
-            data = json.loads(file.read_text(encoding="utf-8"))
-            results = {task: metric_values(entry) for task, entry in data["results"].items() if isinstance(entry, dict)}
+        for file, data in results_files(path, unread):
+            results = {str(task): metric_values(entry) for task, entry in data["results"].items() if isinstance(entry, dict)}
             name = label or default_label(data, file)
             target = next((r for r in runs if r.label == name and not set(r.results) & set(results)), None)
             if target is None:
@@ -166,7 +197,70 @@ def load_runs(items: Sequence[str]) -> list[Run]:
             target.paths.append(file)
             target.results.update(results)
             target.samples.update(samples_for(file, data))
+            target.sources.update(dict.fromkeys(results, file))
     return runs
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge a run used: its verdicts are read back from its cache (no key, no request)
+# ---------------------------------------------------------------------------------------------
+
+
+def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
+    """Every judge configuration of `judge_name` in a JSON document (`Judge.accounting()`'s
+    `judge` object: benchmark, model, cache_path), wherever the writer nested it."""
+    if depth > 4:
+        return []
+    if isinstance(data, dict):
+        if data.get("benchmark") == judge_name and isinstance(data.get("model"), str) and "cache_path" in data:
+            return [data]
+        return [found for value in data.values() for found in judge_settings(value, judge_name, depth + 1)]
+    if isinstance(data, list):
+        return [found for value in data[:50] for found in judge_settings(value, judge_name, depth + 1)]
+    return []
+
+
+_readers: dict[tuple[str, str], CachedVerdicts] = {}
+
+
+def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[CachedVerdicts | None, str]:
+    """(a reader of the run's judge cache, "") or (None, why there is none).
+
+    The judge is the one the run recorded: in the results file itself (`lmms-vr score`), or
+    in the judge accounting written beside lmms-eval's results (newest first); else the
+    judge configured in this environment.
+    """
+    candidates: list[dict] = []
+    if results_file is not None:
+        data, _ = read_results(results_file)
+        candidates += judge_settings(data, judge_name) if data else []
+        beside = [p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob("*.json") if p != results_file]
+        for path in sorted(set(beside), key=lambda p: p.stat().st_mtime, reverse=True):
+            if path.stat().st_size < 1 << 22:
+                try:
+                    candidates += judge_settings(json.loads(path.read_text(encoding="utf-8")), judge_name)
+                except (ValueError, OSError):
+                    continue
+    try:
+        from lmms_video_reasoning.judges import JudgeConfig
+
+        configured = JudgeConfig.from_env(judge_name)
+    except Exception:  # noqa: BLE001 - an unknown judge name or a bad variable: no configured judge
+        configured = None
+    if configured is not None:
+        candidates.append({"model": configured.model, "cache_path": str(configured.cache_path) if configured.cache_path else None})
+    caches = [(c["model"], c["cache_path"]) for c in candidates if c.get("cache_path")]
+    for model, cache in caches:
+        if Path(cache).is_file():
+            key = (model, str(cache))
+            if key not in _readers:
+                _readers[key] = CachedVerdicts(model, cache)
+            return _readers[key], ""
+    if caches:
+        return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine"
+    if candidates:
+        return None, "the run's judge had its cache off (LMMS_VR_JUDGE_CACHE=off)"
+    return None, "no judge recorded with the results and none configured"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,6 +276,7 @@ class Sampled:
     records: list[dict]
     outcomes: list[dict]
     settings: Any
+    missing_verdicts: str = ""  # why judge-based metrics cannot be recomputed ("" when they can)
 
     @property
     def bench(self) -> ScoringAdapter:
@@ -199,9 +294,19 @@ class Sampled:
             return self.bench.metrics(self.records, self.outcomes, self.settings)
         return self.bench.metrics([self.records[i] for i in indices], [self.outcomes[i] for i in indices], self.settings)
 
+    def trusted(self, metric: str) -> bool:
+        """The recomputed metric is the run's: every verdict was read, or it needs none."""
+        return not self.missing_verdicts or metric in spec_of(self.benchmark).judge_free
 
-def load_sampled(task: str, path: Path) -> tuple[Sampled | None, str]:
-    """(Sampled, "") for a task's samples file, or (None, why not)."""
+
+def load_sampled(task: str, path: Path, verdicts: CachedVerdicts | None = None, no_verdicts: str = "") -> tuple[Sampled | None, str]:
+    """(Sampled, "") for a task's samples file, or (None, why not).
+
+    Outcomes stored by `lmms-vr score` are used as they are; otherwise they are recomputed
+    with the benchmark's own code, its judge verdicts read by `verdicts` (a reader of the
+    run's judge cache; None: `no_verdicts` says why there is none). Verdicts that cannot be
+    read leave `missing_verdicts` set: only the judge-free metrics are then the run's.
+    """
     try:
         spec = scoring.task_spec(task)
     except DataError:
@@ -213,12 +318,24 @@ def load_sampled(task: str, path: Path) -> tuple[Sampled | None, str]:
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(records)
     outcomes = scoring.stored_outcomes(path)
+    missing = ""
     if outcomes is None:
-        log.info("%s: recomputing per-sample outcomes from %s (judge cache)", task, path.name)
-        outcomes = bench.outcomes(records, settings)
-    if outcomes is None:
-        return None, "no judge configured to recompute per-sample outcomes (run `lmms-vr score` with the judge and report on its output)"
-    return Sampled(spec.benchmark, records, list(outcomes), settings), ""
+        reader = verdicts if verdicts is not None else CachedVerdicts(None, None)
+        before, errors_before = reader.missing, len(reader.item_errors)
+        log.info("%s: recomputing per-sample outcomes from %s (verdicts from the judge cache)", task, path.name)
+        outcomes = bench.outcomes(records, settings, judge=reader)
+        if outcomes is None:
+            return None, "the benchmark could not recompute per-sample outcomes"
+        errors = reader.item_errors[errors_before:]
+        reasons = []
+        if reader.missing > before:
+            where = f"judge cache {reader.cache_path}, model {reader.model}" if verdicts is not None else (no_verdicts or "no judge cache")
+            reasons.append(f"{reader.missing - before} judge requests have no cached verdict ({where})")
+        if errors:
+            reasons.append(f"{len(errors)} judge items could not be rebuilt (first: {errors[0][:300]})")
+        if reasons:
+            missing = "; ".join(reasons) + "; judge-based CIs left out (run `lmms-vr score` with the judge and report on its output)"
+    return Sampled(spec.benchmark, records, list(outcomes), settings, missing), ""
 
 
 def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
@@ -296,8 +413,9 @@ class TaskStats:
     point: dict[str, float]
     ci: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     questions: int | None = None
-    note: str = ""
+    note: str = ""  # why intervals are missing (or the per-sample data disagrees)
     sampled: Sampled | None = None
+    source: str = ""  # for a row joining several tasks: which
 
 
 def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
@@ -306,58 +424,31 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
     if path is None:
         stats.note = "no samples file next to the results (run lmms-eval with --log_samples)"
         return stats
-    sampled, why = load_sampled(task, path)
+    try:
+        benchmark = registry.get(scoring.task_spec(task).benchmark)
+    except DataError:
+        stats.note = f"{task} is not a task of this suite"
+        return stats
+    verdicts, no_verdicts = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
+    sampled, why = load_sampled(task, path, verdicts, no_verdicts)
     if sampled is None:
         stats.note = why
         return stats
     stats.sampled, stats.questions = sampled, len(sampled.units())
     recomputed = sampled.metrics()
-    differ = [m for m, v in stats.point.items() if m in recomputed and not scoring.same_value(v, recomputed[m])]
+    differ = [m for m, v in stats.point.items() if m in recomputed and sampled.trusted(m) and not scoring.same_value(v, recomputed[m])]
     if differ:
         stats.note = f"per-sample re-scoring differs from the results file for {', '.join(differ)} (judge cache missing?)"
-    if n > 0 and sampled.benchmark != "cg_bench":  # CG-Bench is bootstrapped once per run, all modes joined
-        stats.ci = bootstrap_ci(sampled, n, seed)
+    elif sampled.missing_verdicts:
+        stats.note = sampled.missing_verdicts
+    if n > 0 and spec_of(sampled.benchmark).per_task_bootstrap:  # else the section bootstraps its joined rows
+        stats.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed))
     return stats
 
 
-def cg_combined(run: Run, split: str, per_task: dict[str, TaskStats], n: int, seed: int) -> TaskStats | None:
-    """One CG-Bench row per run and split: every mode's outcomes joined (CRR and acc@IoU across files)."""
-    prefix = CG_SPLITS[split]
-    records, outcomes, used, point = [], [], [], {}
-    settings = None
-    for mode in CG_MODES:
-        for kind in CG_MODE_TASKS[mode]:
-            task = prefix + kind
-            stats = per_task.get(task)
-            if stats is None:
-                continue
-            if stats.sampled is not None:
-                pairs = [(r, o) for r, o in zip(stats.sampled.records, stats.sampled.outcomes) if r["mode"] == mode]
-                records += [r for r, _ in pairs]
-                outcomes += [o for _, o in pairs]
-                settings = stats.sampled.settings
-            for metric, value in stats.point.items():
-                if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
-                    point.setdefault(metric, value)
-            used.append(task)
-            break
-    if not used:
-        return None
-    combined = TaskStats(point=point, note=", ".join(sorted(set(used))))
-    if all(per_task[task].sampled is not None for task in used):
-        sampled = Sampled("cg_bench", records, outcomes, settings)
-        combined.sampled, combined.questions = sampled, len(sampled.units())
-        computed = sampled.metrics()
-        for metric in HEADLINE["cg_bench"]:  # the joined metrics, and any metric no task reported
-            if metric in ("crr", "acc_at_iou") or metric not in point:
-                combined.point[metric] = computed[metric]
-        if n > 0:
-            combined.ci = bootstrap_ci(sampled, n, seed)
-    elif "crr" not in point and "long_acc" in point and "clue_acc" in point:
-        from lmms_video_reasoning.cg_bench.scoring import crr
-
-        combined.point["crr"] = crr(point["long_acc"], point["clue_acc"])
-    return combined
+def trusted_only(sampled: Sampled, intervals: dict) -> dict:
+    """The CIs of the metrics whose per-sample outcomes are the run's (see `Sampled.trusted`)."""
+    return {metric: interval for metric, interval in intervals.items() if sampled.trusted(metric)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,10 +482,8 @@ def reference(benchmark: str) -> dict:
 
 
 def digits_for(benchmark: str, metric: str) -> int:
-    """The paper's precision: VRBench two decimals; CG-Bench mIoU / rec / acc@IoU two."""
-    if benchmark == "vrbench" or metric in ("miou", "rec_at_iou", "acc_at_iou"):
-        return 2
-    return 1
+    """The paper's precision for a metric (`ReportSpec.two_decimals`)."""
+    return spec_of(benchmark).digits(metric)
 
 
 def user_cell(label: str) -> str:
@@ -422,7 +511,7 @@ def paper_table(benchmark: str, name: str, user_rows: list, groups: Sequence[str
     notes = [f"Paper rows: {reference(benchmark)['citation']}, {table_name}."]
     if spec.get("note"):
         notes.append(spec["note"])
-    return Table(spec["title"] + title_suffix, ["Model", "Source"] + [LABELS.get(c, c) for c in columns],
+    return Table(spec["title"] + title_suffix, ["Model", "Source"] + [spec_of(benchmark).label(c) for c in columns],
                  user_rows + paper_rows(spec, columns, benchmark, table_name, groups), notes)
 
 
@@ -434,40 +523,50 @@ def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table
     """Headline metrics with their 95% bootstrap CIs, one row per (run, task, metric)."""
     rows = []
     for label, task, stats in entries:
-        for metric in HEADLINE[benchmark]:
+        for metric in spec_of(benchmark).headline:
             if metric not in stats.point or math.isnan(stats.point[metric]):
                 continue
             digits = digits_for(benchmark, metric)
             interval = stats.ci.get(metric) if stats.ci else None
             reason = "" if interval is not None else (stats.note or "undefined in too many resamples")
-            rows.append(([user_cell(label), task, LABELS.get(metric, metric), fmt(stats.point[metric], digits), fmt_ci(interval, digits),
+            rows.append(([user_cell(label), task, spec_of(benchmark).label(metric), fmt(stats.point[metric], digits), fmt_ci(interval, digits),
                           fmt(stats.questions), reason], True))
     return Table("95% bootstrap confidence intervals (headline metrics)", ["Run", "Task", "Metric", "Value", "95% CI", "Questions", "Note"],
-                 rows, ["Percentile bootstrap over questions (VRBench: videos), re-aggregated by the benchmark's own metric functions."])
+                 rows, [f"Percentile bootstrap over {spec_of(benchmark).unit}, re-aggregated by the benchmark's own metric functions."])
 
 
 def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list[Difference]]]) -> Table:
     rows = []
     for task, base, other, differences in comparisons:
         for d in differences:
-            if d.metric not in HEADLINE[benchmark] or math.isnan(d.difference):
+            if d.metric not in spec_of(benchmark).headline or math.isnan(d.difference):
                 continue
             digits = digits_for(benchmark, d.metric)
             verdict = "–" if d.interval is None else ("yes" if d.interval[0] > 0 or d.interval[1] < 0 else "no (within noise)")
-            rows.append(([f"{MINE}{other} − {base}", task, LABELS.get(d.metric, d.metric), f"{d.difference:+.{digits}f}",
+            rows.append(([f"{MINE}{other} − {base}", task, spec_of(benchmark).label(d.metric), f"{d.difference:+.{digits}f}",
                           fmt_ci(d.interval, digits), str(d.common), verdict], True))
     return Table("Paired comparisons (difference with 95% CI, same questions)", ["Runs", "Task", "Metric", "Difference", "95% CI",
                  "Common questions", "Significant"], rows, ["Paired bootstrap: the questions both runs answered, resampled together."])
 
 
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+
+
+def md_text(text: Any) -> str:
+    """Text as literal Markdown: every character Markdown (or HTML in it) would interpret is
+    backslash-escaped, line breaks become spaces (a run label or task name cannot inject links,
+    markup or table cells)."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", re.sub(r"[\r\n]+", " ", str(text)))
+
+
 def markdown_table(table: Table) -> str:
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(cells) + " |"
 
-    out = [f"#### {table.title}", "", line(table.columns), line(["---"] * len(table.columns))]
+    out = [f"#### {md_text(table.title)}", "", line([md_text(c) for c in table.columns]), line(["---"] * len(table.columns))]
     for cells, mine in table.rows:
-        out.append(line([f"**{c}**" if mine and i == 0 else c for i, c in enumerate(cells)]))
-    out += [""] + [f"_{note}_  " for note in table.notes]
+        out.append(line([f"**{md_text(c)}**" if mine and i == 0 else md_text(c) for i, c in enumerate(cells)]))
+    out += [""] + [f"_{md_text(note)}_  " for note in table.notes]
     return "\n".join(out) + "\n"
 
 
@@ -485,7 +584,7 @@ def html_table(table: Table) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -495,7 +594,7 @@ def _pyplot():
     return plt
 
 
-def _errors(points: Sequence[float], intervals: Sequence[tuple[float, float] | None]):
+def error_bars(points: Sequence[float], intervals: Sequence[tuple[float, float] | None]):
     """Asymmetric error bars for matplotlib from CIs (0 where there is none)."""
     low = [p - i[0] if i and not math.isnan(p) else 0.0 for p, i in zip(points, intervals)]
     high = [i[1] - p if i and not math.isnan(p) else 0.0 for p, i in zip(points, intervals)]
@@ -505,13 +604,13 @@ def _errors(points: Sequence[float], intervals: Sequence[tuple[float, float] | N
 def grouped_bars(path: Path, title: str, categories: Sequence[str], series: list[tuple[str, list[float], list]], ylabel: str,
                  reference: tuple[str, list[float | None]] | None = None) -> Path:
     """Bars per category, one colour per run (CIs as error bars), optionally a paper row as markers."""
-    plt = _pyplot()
+    plt = pyplot()
     width = 0.8 / max(1, len(series))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(categories) * max(1, len(series)) ** 0.5 + 2), 4.2), dpi=110)
     for k, (label, values, intervals) in enumerate(series):
         xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(categories))]
         shown = [0.0 if math.isnan(v) else v for v in values]
-        errors = _errors(values, intervals) if any(intervals) else None
+        errors = error_bars(values, intervals) if any(intervals) else None
         bars = ax.bar(xs, shown, width * 0.92, label=f"{MINE}{label}", yerr=errors, capsize=3, error_kw={"elinewidth": 1, "ecolor": "#333"})
         for bar, value in zip(bars, values):  # the value itself, inside the bar's foot
             text = "n/a" if math.isnan(value) else f"{value:.1f}"
@@ -533,42 +632,6 @@ def grouped_bars(path: Path, title: str, categories: Sequence[str], series: list
     return path
 
 
-def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple | None, tuple | None]]) -> Path:
-    """VCR-Bench Fig. 4: CoT score vs accuracy, the paper's models (grey) and your runs (with CIs)."""
-    import numpy as np
-
-    plt = _pyplot()
-    tables = reference("vcr_bench")["tables"]
-    accuracy = {row["model"]: row["values"][-1] for row in tables["table3"]["rows"]}
-    paper = [(row["model"], row["values"][-1], accuracy[row["model"]]) for row in tables["table2"]["rows"]
-             if row["model"] in accuracy and row["model"] != "Human Performance"]
-    fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=110)
-    xs, ys = np.array([p[1] for p in paper]), np.array([p[2] for p in paper])
-    ax.scatter(xs, ys, color="#9a9a9a", s=22, label="paper (VCR-Bench Tables 2 and 3)")
-    labelled: list[tuple[float, float]] = []
-    for name, x, y in sorted(paper, key=lambda p: -p[2]):  # label a point only where labels do not collide
-        if all(abs(x - lx) > 7 or abs(y - ly) > 2.5 for lx, ly in labelled):
-            ax.annotate(name, (x, y), fontsize=6.5, color="#6a6a6a", xytext=(3, 2), textcoords="offset points")
-            labelled.append((x, y))
-    slope, intercept = np.polyfit(xs, ys, 1)
-    line = np.linspace(0, 80, 2)
-    r = float(np.corrcoef(xs, ys)[0, 1])
-    ax.plot(line, slope * line + intercept, color="#bbbbbb", linestyle="--", linewidth=1, label=f"paper fit (r = {r:.2f})")
-    for label, x, y, x_ci, y_ci in user:
-        ax.errorbar([x], [y], xerr=_errors([x], [x_ci]), yerr=_errors([y], [y_ci]), fmt="*", markersize=14, capsize=3, label=f"{MINE}{label} (95% CI)")
-    ax.set_xlabel("CoT score (overall F1)")
-    ax.set_ylabel("Accuracy")
-    ax.set_xlim(0, 100)
-    ax.set_ylim(0, 100)
-    ax.set_title("CoT score vs accuracy (VCR-Bench Fig. 4 style)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
 # ---------------------------------------------------------------------------------------------
 # Sections per benchmark
 # ---------------------------------------------------------------------------------------------
@@ -582,165 +645,26 @@ class Section:
     data: dict = field(default_factory=dict)
 
 
-def _value(stats: TaskStats | None, metric: str) -> float:
+def value_of(stats: TaskStats | None, metric: str) -> float:
     return stats.point.get(metric, math.nan) if stats is not None else math.nan
 
 
-def _interval(stats: TaskStats | None, metric: str):
+def interval_of(stats: TaskStats | None, metric: str):
     return stats.ci.get(metric) if stats is not None and stats.ci else None
 
 
 def comparisons_for(benchmark: str, tasks: Sequence[str], stats: dict, runs: list[Run], n: int, seed: int) -> list:
-    """Each later run against the first run that has the same task with per-sample data."""
+    """Each later run against the first run that has the same task with per-sample data
+    (metrics both runs' outcomes support: see `Sampled.trusted`)."""
     out = []
     for task in tasks:
         having = [(run.label, stats[(run.label, task)]) for run in runs if (run.label, task) in stats and stats[(run.label, task)].sampled]
         for label, other in having[1:]:
             base_label, base = having[0]
-            out.append((task, base_label, label, paired_difference(base.sampled, other.sampled, n, seed)))
+            differences = paired_difference(base.sampled, other.sampled, n, seed)
+            trusted = [d for d in differences if base.sampled.trusted(d.metric) and other.sampled.trusted(d.metric)]
+            out.append((task, base_label, label, trusted))
     return out
-
-
-def vcr_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
-    present = [(run, task) for run in runs for task in VCR_TASKS if (run.label, task) in stats]
-    if not present:
-        return None
-    section = Section("vcr_bench")
-    tables = reference("vcr_bench")["tables"]
-
-    def rows(name: str, tasks: Sequence[str]) -> list:
-        columns = tables[name]["columns"]
-        return [run_row(run.label if task == "vcr_cot" else f"{run.label} · {task}", task,
-                        [_value(stats[(run.label, task)], c) for c in columns], "vcr_bench", columns)
-                for run, task in present if task in tasks]
-
-    section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",))))
-    section.tables.append(paper_table("vcr_bench", "table3", rows("table3", VCR_TASKS)))
-    section.tables.append(paper_table("vcr_bench", "table4", rows("table4", VCR_TASKS)))
-    ablations = [run for run in runs if sum((run.label, t) in stats for t in VCR_TASKS) > 1]
-    if ablations:
-        columns = tables["table5"]["columns"]
-        user = [run_row(run.label, "vcr_* tasks", [_value(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
-                        "vcr_bench", columns) for run in ablations]
-        section.tables.append(paper_table("vcr_bench", "table5", user))
-    section.tables.append(ci_table("vcr_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
-    comparisons = comparisons_for("vcr_bench", VCR_TASKS, stats, runs, n, seed)
-    if comparisons:
-        section.tables.append(comparison_table("vcr_bench", comparisons))
-
-    cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
-    if cot_runs:
-        user = [(label, _value(s, "cot_f1"), _value(s, "accuracy"), _interval(s, "cot_f1"), _interval(s, "accuracy")) for label, s in cot_runs]
-        section.figures.append(("CoT score vs accuracy", cot_vs_accuracy_plot(out / "vcr_bench_cot_vs_accuracy.png", user)))
-        paper_row = next(r for r in tables["table4"]["rows"] if r["model"] == "GPT-4o")
-        buckets = ("accuracy_short", "accuracy_medium", "accuracy_long")
-        section.figures.append(("Accuracy by duration", grouped_bars(
-            out / "vcr_bench_accuracy_by_duration.png", "VCR-Bench accuracy by duration (vcr_cot)", ["Short (≤60 s)", "Medium (≤300 s)", "Long"],
-            [(label, [_value(s, b) for b in buckets], [_interval(s, b) for b in buckets]) for label, s in cot_runs], "Accuracy",
-            ("paper: GPT-4o", paper_row["values"][:3]))))
-        dims = tables["table3"]["columns"][:7]
-        paper_row = next(r for r in tables["table3"]["rows"] if r["model"] == "GPT-4o")
-        section.figures.append(("Accuracy by dimension", grouped_bars(
-            out / "vcr_bench_accuracy_by_dimension.png", "VCR-Bench accuracy by dimension (vcr_cot)", [LABELS[d] for d in dims],
-            [(label, [_value(s, d) for d in dims], [_interval(s, d) for d in dims]) for label, s in cot_runs], "Accuracy",
-            ("paper: GPT-4o", paper_row["values"][:7]))))
-    return section
-
-
-def vrbench_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
-    present = [(run, task) for run in runs for task in VRBENCH_TASKS if (run.label, task) in stats]
-    if not present:
-        return None
-    section = Section("vrbench")
-    columns = reference("vrbench")["tables"]["table2"]["columns"]
-
-    def rows(tasks: Sequence[str]) -> list:
-        return [run_row(run.label if task == "vr_bench" else f"{run.label} · {task}", task,
-                        [_value(stats[(run.label, task)], c) for c in columns], "vrbench", columns)
-                for run, task in present if task in tasks]
-
-    vlm = rows(("vr_bench", "vr_bench_official", "vr_bench_mcq"))
-    if vlm:
-        section.tables.append(paper_table("vrbench", "table2", vlm, groups=("VLMs",), title_suffix=" — VLMs (frames)"))
-    llm = rows(("vr_bench_text",))
-    if llm:
-        section.tables.append(paper_table("vrbench", "table2", llm, groups=("LLMs",), title_suffix=" — LLMs (summary, no frames)"))
-    section.tables.append(ci_table("vrbench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
-    comparisons = comparisons_for("vrbench", VRBENCH_TASKS, stats, runs, n, seed)
-    if comparisons:
-        section.tables.append(comparison_table("vrbench", comparisons))
-    types = columns[3:]
-    shown = [(run.label if task == "vr_bench" else f"{run.label} · {task}", stats[(run.label, task)]) for run, task in present]
-    paper_row = next(r for r in reference("vrbench")["tables"]["table2"]["rows"] if r["model"].startswith("GPT-4o") and r["group"].startswith("VLMs"))
-    section.figures.append(("Score by reasoning type", grouped_bars(
-        out / "vrbench_by_type.png", "VRBench score by reasoning type", [LABELS[t] for t in types],
-        [(label, [_value(s, t) for t in types], [_interval(s, t) for t in types]) for label, s in shown], "Score",
-        ("paper: GPT-4o (VLM)", paper_row["values"][3:]))))
-    return section
-
-
-def cg_section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
-    combined = {}
-    for run in runs:
-        for split in CG_SPLITS:
-            per_task = {task: s for (label, task), s in stats.items() if label == run.label and task.startswith(CG_SPLITS[split])
-                        and (split == "full" or not task.startswith(CG_SPLITS["full"]))}
-            row = cg_combined(run, split, per_task, n, seed) if per_task else None
-            if row is not None:
-                combined[(run.label, split)] = row
-    if not combined:
-        return None
-    section = Section("cg_bench")
-    columns = reference("cg_bench")["tables"]["table3"]["columns"]
-    user = []
-    for (label, split), row in combined.items():
-        name = label if split == "mini" else f"{label} · full"
-        if any(not math.isnan(_value(row, c)) for c in columns):
-            user.append(run_row(name, row.note, [_value(row, c) for c in columns], "cg_bench", columns))
-        if not math.isnan(_value(row, "blind_acc")):  # the paper's "GPT4o (text)" setting: one accuracy
-            blind = _value(row, "blind_acc")
-            user.append(run_row(f"{name} (blind)", "cg_bench_blind", [blind, blind, None, None, None, None, None], "cg_bench", columns))
-    table = paper_table("cg_bench", "table3", user)
-    table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
-                       "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns, as the paper's GPT4o (text) row.")
-    section.tables.append(table)
-    section.tables.append(ci_table("cg_bench", [(label if split == "mini" else f"{label} · full", "joined CG tasks", row)
-                                                for (label, split), row in combined.items()]))
-    cg_tasks = sorted({task for (_, task) in stats if task.startswith("cg_bench")})
-    comparisons = comparisons_for("cg_bench", cg_tasks, stats, runs, n, seed)
-    if comparisons:
-        section.tables.append(comparison_table("cg_bench", comparisons))
-
-    with_samples = [(label if split == "mini" else f"{label} · full", row) for (label, split), row in combined.items() if row.sampled]
-    breakdowns = {name: registry.get("cg_bench").scoring.breakdown(row.sampled.outcomes) for name, row in with_samples}
-    for group, title in (("duration", "duration (minutes)"), ("domain", "domain"), ("kind", "question kind")):
-        rows = []
-        for name, data in breakdowns.items():
-            for key, metrics in data.get(group, {}).items():
-                rows.append(([user_cell(name), key, str(metrics.get("n", ""))] +
-                             [fmt(metrics.get(c), digits_for("cg_bench", c)) for c in ("long_acc", "clue_acc", "miou", "acc_at_iou", "oe_acc")], True))
-        if rows:
-            section.tables.append(Table(f"Breakdown by {title}", ["Run", group.capitalize(), "Answers", "long-acc", "clue-acc", "mIoU",
-                                                                   "acc.@IoU", "OE-acc"], rows, ["From the per-sample outcomes (cg_bench.aggregate.breakdown)."]))
-    if breakdowns:
-        buckets = [b for b in CG_DURATION_ORDER if any(b in d.get("duration", {}) for d in breakdowns.values())]
-        metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
-        section.figures.append(("Accuracy by duration", grouped_bars(
-            out / "cg_bench_accuracy_by_duration.png", f"CG-Bench {LABELS[metric]} by video duration (minutes)", buckets,
-            [(name, [d.get("duration", {}).get(b, {}).get(metric, math.nan) for b in buckets], [None] * len(buckets)) for name, d in breakdowns.items()],
-            LABELS[metric])))
-        domains = sorted({k for d in breakdowns.values() for k in d.get("domain", {})})
-        section.figures.append(("Accuracy by domain", grouped_bars(
-            out / "cg_bench_accuracy_by_domain.png", f"CG-Bench {LABELS[metric]} by domain", domains,
-            [(name, [d.get("domain", {}).get(k, {}).get(metric, math.nan) for k in domains], [None] * len(domains)) for name, d in breakdowns.items()],
-            LABELS[metric])))
-    section.data["joined"] = {f"{label}|{split}": row.point for (label, split), row in combined.items()}
-    section.data["joined_ci"] = {f"{label}|{split}": row.ci for (label, split), row in combined.items()}
-    return section
-
-
-SECTIONS = (vcr_section, vrbench_section, cg_section)
-
 
 # ---------------------------------------------------------------------------------------------
 # Output
@@ -772,18 +696,31 @@ def failure_summary(run: Run) -> str:
     return "; ".join(parts)
 
 
-def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int) -> str:
+def bootstrap_units(html_form: bool = False) -> str:
+    """What the bootstrap resamples, as the report's header says it ("questions (X: over videos)")."""
+    others = [(b.title, b.report.unit) for b in registry.benchmarks() if b.report is not None and b.report.unit != "questions"]
+    if not others:
+        return "questions"
+    if html_form:
+        return "questions, " + ", ".join(f"{title} over {unit}" for title, unit in others)
+    return "questions (" + "; ".join(f"{title}: over {unit}" for title, unit in others) + ")"
+
+
+def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
     out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
-           "with its source. Confidence intervals: 95% percentile bootstrap over questions (VRBench: over videos) "
+           f"with its source. Confidence intervals: 95% percentile bootstrap over {bootstrap_units()} "
            f"({n} resamples, seed {seed}).", "", "Runs:", ""]
     for run in runs:
         failures = failure_summary(run)
-        out.append(f"- **{run.label}**: " + ", ".join(f"`{p}`" for p in run.paths) + f" — tasks {', '.join(sorted(run.results))}"
-                   + (f" (failure counts: {failures})" if failures else ""))
+        out.append(f"- **{md_text(run.label)}**: " + ", ".join(md_text(p) for p in run.paths) + f" — tasks {md_text(', '.join(sorted(run.results)))}"
+                   + (f" (failure counts: {md_text(failures)})" if failures else ""))
+    if unread:
+        out += ["", "Not read (not in any table below):", ""]
+        out += [f"- {md_text(u.path)}: {md_text(u.reason)}" for u in unread]
     for section in sections:
-        out += ["", f"## {BENCHMARK_TITLES[section.benchmark]}", "", f"Paper: {reference(section.benchmark)['citation']}", ""]
+        out += ["", f"## {md_text(registry.get(section.benchmark).title)}", "", f"Paper: {md_text(reference(section.benchmark)['citation'])}", ""]
         out += [markdown_table(t) for t in section.tables]
-        out += [f"![{title}]({path.name})\n" for title, path in section.figures]
+        out += [f"![{md_text(title)}]({path.name})\n" for title, path in section.figures]
     return "\n".join(out) + "\n"
 
 
@@ -800,19 +737,22 @@ figure { margin: 16px 0; } figure img { max-width: 100%; border: 1px solid #eee;
 """
 
 
-def render_html(runs: list[Run], sections: list[Section], seed: int, n: int) -> str:
+def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lmms-vr report</title>",
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
              f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
-             f"row with its source. Confidence intervals: 95% percentile bootstrap over questions, VRBench over videos ({n} resamples, seed {seed}).</p><ul>"]
+             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p><ul>"]
     for run in runs:
         failures = failure_summary(run)
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
                      f"{html.escape(', '.join(sorted(run.results)))}"
                      + (f" <span class='note'>(failure counts: {html.escape(failures)})</span>" if failures else "") + "</li>")
     parts.append("</ul>")
+    if unread:
+        parts.append("<p>Not read (not in any table below):</p><ul>" + "".join(
+            f"<li>{html.escape(str(u.path))}: {html.escape(u.reason)}</li>" for u in unread) + "</ul>")
     for section in sections:
-        parts.append(f"<h2>{BENCHMARK_TITLES[section.benchmark]}</h2><p class='note'>Paper: {html.escape(reference(section.benchmark)['citation'])}</p>")
+        parts.append(f"<h2>{html.escape(registry.get(section.benchmark).title)}</h2><p class='note'>Paper: {html.escape(reference(section.benchmark)['citation'])}</p>")
         parts += [f"<div class='scroll'>{html_table(t)}</div>" for t in section.tables]
         for title, path in section.figures:
             encoded = base64.b64encode(path.read_bytes()).decode("ascii")
@@ -830,16 +770,21 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) 
     """Read the runs, compute the statistics, write report.md / report.html / report.json / PNGs."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = load_runs(items)
+    unread: list[Unread] = []
+    runs = load_runs(items, unread)
     specs = scoring.task_specs()
     stats = {(run.label, task): task_stats(run, task, n, seed) for run in runs for task in run.results if task in specs}
-    sections = [s for s in (build(runs, stats, out, n, seed) for build in SECTIONS) if s is not None]
+    builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
+    sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
     if not sections:
-        raise DataError(f"none of the results given holds a task of this suite ({', '.join(sorted(specs))})")
-    (out / "report.md").write_text(render_markdown(runs, sections, seed, n), encoding="utf-8")
-    (out / "report.html").write_text(render_html(runs, sections, seed, n), encoding="utf-8")
+        not_read = "; ".join(f"{u.path}: {u.reason}" for u in unread)
+        raise DataError(f"none of the results given holds a task of this suite ({', '.join(sorted(specs))})"
+                        + (f"; not read: {not_read}" if not_read else ""))
+    (out / "report.md").write_text(render_markdown(runs, sections, seed, n, unread), encoding="utf-8")
+    (out / "report.html").write_text(render_html(runs, sections, seed, n, unread), encoding="utf-8")
     data = {
         "seed": seed, "bootstrap": n,
+        "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
         "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results)} for run in runs},
         "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "note": s.note} for (label, task), s in stats.items()},
         "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows]} for t in s.tables],
@@ -852,6 +797,8 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) 
 def main(args) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed)
+    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed)
+    for entry in data["not_read"]:
+        print(f"lmms-vr report: not read: {entry['path']}: {entry['reason']}", file=sys.stderr)
     print(f"report written to {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'}")
     return 0

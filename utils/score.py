@@ -140,10 +140,10 @@ class VcrBenchScoring(BenchmarkScoring):
 
         return hooks.score_records(records, settings)
 
-    def outcomes(self, records, settings):
+    def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.vcr_bench import judging
 
-        judge = self.judge()
+        judge = judge if judge is not None else self.judge()
         if judge is None:
             return None
         chain_of_thought = any(record.get("score_cot", True) for record in records)
@@ -171,12 +171,12 @@ class VrBenchScoring(BenchmarkScoring):
     def needs_judge(self, records):
         return any(record["mode"] != "mcq" for record in records)
 
-    def outcomes(self, records, settings):
+    def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.vrbench import judging
 
         if not self.needs_judge(records):
             return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
-        judge = self.judge()
+        judge = judge if judge is not None else self.judge()
         if judge is None:
             return None
         rated = judging.rate(list(records), settings["protocol"], judge)
@@ -216,12 +216,13 @@ class CgBenchScoring(BenchmarkScoring):
     def needs_judge(self, records):
         return any(record["mode"] == "open" for record in records)
 
-    def outcomes(self, records, settings):
+    def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
 
-        if self.needs_judge(records) and self.judge() is None:
+        judge = judge if judge is not None or not self.needs_judge(records) else self.judge()
+        if self.needs_judge(records) and judge is None:
             return None
-        return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings)]
+        return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings, judge)]
 
     def metrics(self, records, outcomes, settings):
         from lmms_video_reasoning.cg_bench.aggregate import Outcome, metrics_of

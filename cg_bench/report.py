@@ -1,0 +1,141 @@
+"""CG-Bench in `lmms-vr report`: the paper's Table 3 with every mode of a run joined per question, CIs, breakdowns, plots.
+
+The modes of one run may come from one task (`cg_bench_mcq`) or several (`cg_bench_long`,
+`cg_bench_clue`, ... run separately): CRR and acc.@IoU are joined across them per question.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
+from lmms_video_reasoning.cg_bench.scoring import crr
+from lmms_video_reasoning.utils.registry import ReportSpec
+from lmms_video_reasoning.utils.report import (
+    Run, Sampled, Section, Table, TaskStats, bootstrap_ci, trusted_only, ci_table, comparison_table, comparisons_for, digits_for, fmt,
+    grouped_bars, paper_table, reference, run_row, user_cell, value_of,
+)
+
+HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
+LABELS = {
+    "clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU",
+    "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc",
+}
+MODES = ("long", "clue", "grounding", "open", "blind")
+SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}
+# Which task's records stand for each CG-Bench mode (the combined task first).
+MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("mcq", "grounding"), "open": ("open",), "blind": ("blind",)}
+DURATION_ORDER = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")
+
+
+def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, seed: int) -> TaskStats | None:
+    """One CG-Bench row per run and split: every mode's outcomes joined (CRR and acc@IoU across files)."""
+    prefix = SPLITS[split]
+    records, outcomes, used, point = [], [], [], {}
+    settings = None
+    for mode in MODES:
+        for kind in MODE_TASKS[mode]:
+            task = prefix + kind
+            stats = per_task.get(task)
+            if stats is None:
+                continue
+            if stats.sampled is not None:
+                pairs = [(r, o) for r, o in zip(stats.sampled.records, stats.sampled.outcomes) if r["mode"] == mode]
+                records += [r for r, _ in pairs]
+                outcomes += [o for _, o in pairs]
+                settings = stats.sampled.settings
+            for metric, value in stats.point.items():
+                if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
+                    point.setdefault(metric, value)
+            used.append(task)
+            break
+    if not used:
+        return None
+    combined = TaskStats(point=point, source=", ".join(sorted(set(used))))
+    sampled_tasks = [task for task in used if per_task[task].sampled is not None]
+    unsampled = [task for task in used if task not in sampled_tasks]
+    if sampled_tasks:
+        missing = "; ".join(dict.fromkeys(per_task[t].sampled.missing_verdicts for t in sampled_tasks if per_task[t].sampled.missing_verdicts))
+        sampled = Sampled("cg_bench", records, outcomes, settings, missing)
+        combined.sampled, combined.questions = sampled, len(sampled.units())
+        computed = sampled.metrics()
+        for metric in HEADLINE:  # the joined metrics, and any metric no task reported
+            if (metric in ("crr", "acc_at_iou") or metric not in point) and (not unsampled or not math.isnan(computed[metric])):
+                combined.point[metric] = computed[metric]
+        if n > 0:  # a metric of an unsampled mode is undefined in every resample: no interval
+            combined.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed))
+        reasons = [f"{t}: {per_task[t].note}" for t in unsampled] + ([missing] if missing else [])
+        combined.note = "; ".join(reasons)
+    else:
+        combined.note = "; ".join(f"{t}: {per_task[t].note}" for t in unsampled)
+    if "crr" not in combined.point and "long_acc" in point and "clue_acc" in point:
+        combined.point["crr"] = crr(point["long_acc"], point["clue_acc"])
+    return combined
+
+
+def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
+    combined = {}
+    for run in runs:
+        for split in SPLITS:
+            per_task = {task: s for (label, task), s in stats.items() if label == run.label and task.startswith(SPLITS[split])
+                        and (split == "full" or not task.startswith(SPLITS["full"]))}
+            row = combined_row(run, split, per_task, n, seed) if per_task else None
+            if row is not None:
+                combined[(run.label, split)] = row
+    if not combined:
+        return None
+    section = Section("cg_bench")
+    columns = reference("cg_bench")["tables"]["table3"]["columns"]
+    user = []
+    for (label, split), row in combined.items():
+        name = label if split == "mini" else f"{label} · full"
+        if any(not math.isnan(value_of(row, c)) for c in columns):
+            user.append(run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns))
+        if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting: one accuracy
+            blind = value_of(row, "blind_acc")
+            user.append(run_row(f"{name} (blind)", "cg_bench_blind", [blind, blind, None, None, None, None, None], "cg_bench", columns))
+    table = paper_table("cg_bench", "table3", user)
+    table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
+                       "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns, as the paper's GPT4o (text) row.")
+    section.tables.append(table)
+    section.tables.append(ci_table("cg_bench", [(label if split == "mini" else f"{label} · full", "joined CG tasks", row)
+                                                for (label, split), row in combined.items()]))
+    cg_tasks = sorted({task for (_, task) in stats if task.startswith("cg_bench")})
+    comparisons = comparisons_for("cg_bench", cg_tasks, stats, runs, n, seed)
+    if comparisons:
+        section.tables.append(comparison_table("cg_bench", comparisons))
+
+    with_samples = [(label if split == "mini" else f"{label} · full", row) for (label, split), row in combined.items() if row.sampled]
+    breakdowns = {name: breakdown([Outcome(**outcome) for outcome in row.sampled.outcomes]) for name, row in with_samples}
+    for group, title in (("duration", "duration (minutes)"), ("domain", "domain"), ("kind", "question kind")):
+        rows = []
+        for name, data in breakdowns.items():
+            for key, metrics in data.get(group, {}).items():
+                rows.append(([user_cell(name), key, str(metrics.get("n", ""))] +
+                             [fmt(metrics.get(c), digits_for("cg_bench", c)) for c in ("long_acc", "clue_acc", "miou", "acc_at_iou", "oe_acc")], True))
+        if rows:
+            section.tables.append(Table(f"Breakdown by {title}", ["Run", group.capitalize(), "Answers", "long-acc", "clue-acc", "mIoU",
+                                                                   "acc.@IoU", "OE-acc"], rows, ["From the per-sample outcomes (cg_bench.aggregate.breakdown)."]))
+    if breakdowns:
+        buckets = [b for b in DURATION_ORDER if any(b in d.get("duration", {}) for d in breakdowns.values())]
+        metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
+        section.figures.append(("Accuracy by duration", grouped_bars(
+            out / "cg_bench_accuracy_by_duration.png", f"CG-Bench {LABELS[metric]} by video duration (minutes)", buckets,
+            [(name, [d.get("duration", {}).get(b, {}).get(metric, math.nan) for b in buckets], [None] * len(buckets)) for name, d in breakdowns.items()],
+            LABELS[metric])))
+        domains = sorted({k for d in breakdowns.values() for k in d.get("domain", {})})
+        section.figures.append(("Accuracy by domain", grouped_bars(
+            out / "cg_bench_accuracy_by_domain.png", f"CG-Bench {LABELS[metric]} by domain", domains,
+            [(name, [d.get("domain", {}).get(k, {}).get(metric, math.nan) for k in domains], [None] * len(domains)) for name, d in breakdowns.items()],
+            LABELS[metric])))
+    section.data["joined"] = {f"{label}|{split}": row.point for (label, split), row in combined.items()}
+    section.data["joined_ci"] = {f"{label}|{split}": row.ci for (label, split), row in combined.items()}
+    return section
+
+
+def report_spec() -> ReportSpec:
+    # only oe_acc needs the judge; each run's modes are joined and bootstrapped in `combined_row`
+    return ReportSpec(section=section, headline=HEADLINE, labels=LABELS, two_decimals=("miou", "rec_at_iou", "acc_at_iou"),
+                      per_task_bootstrap=False,
+                      judge_free=("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "blind_acc", "parse_failed", "model_failed"))

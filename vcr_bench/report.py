@@ -1,0 +1,111 @@
+"""VCR-Bench in `lmms-vr report`: the paper's Tables 2-5 beside your runs, CIs, comparisons and Fig. 4-style plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from lmms_video_reasoning.utils.registry import ReportSpec
+from lmms_video_reasoning.utils.report import (
+    MINE, Run, Section, ci_table, comparison_table, comparisons_for, error_bars, grouped_bars, interval_of, paper_table,
+    pyplot, reference, run_row, value_of,
+)
+
+TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
+HEADLINE = ("accuracy", "perception_f1", "reasoning_f1", "cot_recall", "cot_precision", "cot_f1")
+LABELS = {
+    "perception_recall": "Perc. Rec", "perception_precision": "Perc. Pre", "perception_f1": "Perc. F1",
+    "reasoning_recall": "Reas. Rec", "reasoning_precision": "Reas. Pre", "reasoning_f1": "Reas. F1",
+    "cot_recall": "Avg Rec", "cot_precision": "Avg Pre", "cot_f1": "Avg F1 (CoT score)",
+    "accuracy_ftr": "FTR", "accuracy_vtc": "VTC", "accuracy_vtg": "VTG", "accuracy_vkr": "VKR", "accuracy_tsr": "TSR",
+    "accuracy_vpa": "VPA", "accuracy_tsg": "TSG", "accuracy": "Avg acc",
+    "accuracy_short": "Short", "accuracy_medium": "Med", "accuracy_long": "Long",
+    "vcr_text_only:accuracy": "Text", "vcr_one_frame:accuracy": "1 Frame", "vcr_direct:accuracy": "Direct", "vcr_cot:accuracy": "CoT",
+}
+
+
+def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple | None, tuple | None]]) -> Path:
+    """VCR-Bench Fig. 4: CoT score vs accuracy, the paper's models (grey) and your runs (with CIs)."""
+    import numpy as np
+
+    plt = pyplot()
+    tables = reference("vcr_bench")["tables"]
+    accuracy = {row["model"]: row["values"][-1] for row in tables["table3"]["rows"]}
+    paper = [(row["model"], row["values"][-1], accuracy[row["model"]]) for row in tables["table2"]["rows"]
+             if row["model"] in accuracy and row["model"] != "Human Performance"]
+    fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=110)
+    xs, ys = np.array([p[1] for p in paper]), np.array([p[2] for p in paper])
+    ax.scatter(xs, ys, color="#9a9a9a", s=22, label="paper (VCR-Bench Tables 2 and 3)")
+    labelled: list[tuple[float, float]] = []
+    for name, x, y in sorted(paper, key=lambda p: -p[2]):  # label a point only where labels do not collide
+        if all(abs(x - lx) > 7 or abs(y - ly) > 2.5 for lx, ly in labelled):
+            ax.annotate(name, (x, y), fontsize=6.5, color="#6a6a6a", xytext=(3, 2), textcoords="offset points")
+            labelled.append((x, y))
+    slope, intercept = np.polyfit(xs, ys, 1)
+    line = np.linspace(0, 80, 2)
+    r = float(np.corrcoef(xs, ys)[0, 1])
+    ax.plot(line, slope * line + intercept, color="#bbbbbb", linestyle="--", linewidth=1, label=f"paper fit (r = {r:.2f})")
+    for label, x, y, x_ci, y_ci in user:
+        ax.errorbar([x], [y], xerr=error_bars([x], [x_ci]), yerr=error_bars([y], [y_ci]), fmt="*", markersize=14, capsize=3, label=f"{MINE}{label} (95% CI)")
+    ax.set_xlabel("CoT score (overall F1)")
+    ax.set_ylabel("Accuracy")
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, 100)
+    ax.set_title("CoT score vs accuracy (VCR-Bench Fig. 4 style)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
+    present = [(run, task) for run in runs for task in TASKS if (run.label, task) in stats]
+    if not present:
+        return None
+    section = Section("vcr_bench")
+    tables = reference("vcr_bench")["tables"]
+
+    def rows(name: str, tasks: Sequence[str]) -> list:
+        columns = tables[name]["columns"]
+        return [run_row(run.label if task == "vcr_cot" else f"{run.label} · {task}", task,
+                        [value_of(stats[(run.label, task)], c) for c in columns], "vcr_bench", columns)
+                for run, task in present if task in tasks]
+
+    section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",))))
+    section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS)))
+    section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS)))
+    ablations = [run for run in runs if sum((run.label, t) in stats for t in TASKS) > 1]
+    if ablations:
+        columns = tables["table5"]["columns"]
+        user = [run_row(run.label, "vcr_* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
+                        "vcr_bench", columns) for run in ablations]
+        section.tables.append(paper_table("vcr_bench", "table5", user))
+    section.tables.append(ci_table("vcr_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
+    comparisons = comparisons_for("vcr_bench", TASKS, stats, runs, n, seed)
+    if comparisons:
+        section.tables.append(comparison_table("vcr_bench", comparisons))
+
+    cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
+    if cot_runs:
+        user = [(label, value_of(s, "cot_f1"), value_of(s, "accuracy"), interval_of(s, "cot_f1"), interval_of(s, "accuracy")) for label, s in cot_runs]
+        section.figures.append(("CoT score vs accuracy", cot_vs_accuracy_plot(out / "vcr_bench_cot_vs_accuracy.png", user)))
+        paper_row = next(r for r in tables["table4"]["rows"] if r["model"] == "GPT-4o")
+        buckets = ("accuracy_short", "accuracy_medium", "accuracy_long")
+        section.figures.append(("Accuracy by duration", grouped_bars(
+            out / "vcr_bench_accuracy_by_duration.png", "VCR-Bench accuracy by duration (vcr_cot)", ["Short (≤60 s)", "Medium (≤300 s)", "Long"],
+            [(label, [value_of(s, b) for b in buckets], [interval_of(s, b) for b in buckets]) for label, s in cot_runs], "Accuracy",
+            ("paper: GPT-4o", paper_row["values"][:3]))))
+        dims = tables["table3"]["columns"][:7]
+        paper_row = next(r for r in tables["table3"]["rows"] if r["model"] == "GPT-4o")
+        section.figures.append(("Accuracy by dimension", grouped_bars(
+            out / "vcr_bench_accuracy_by_dimension.png", "VCR-Bench accuracy by dimension (vcr_cot)", [LABELS[d] for d in dims],
+            [(label, [value_of(s, d) for d in dims], [interval_of(s, d) for d in dims]) for label, s in cot_runs], "Accuracy",
+            ("paper: GPT-4o", paper_row["values"][:7]))))
+    return section
+
+
+def report_spec() -> ReportSpec:
+    # every VCR-Bench metric, accuracy included, rests on the judge's answer extraction
+    return ReportSpec(section=section, headline=HEADLINE, labels=LABELS)
