@@ -23,6 +23,12 @@ def test_demo_runs_the_user_tasks_with_no_flag(tmp_path):
     assert results["vcr_cot"]["accuracy,none"] > 0 and results["vcr_cot"]["cot_f1,none"] > 0
     assert results["cg_bench_long"]["long_acc,none"] > 0
     assert "--include_path" not in proc.stdout
+    # the demo ends with the report its run makes possible, CIs included (verdicts read from the judge cache)
+    report_md = results_dir / "report" / "report.md"
+    assert f"report (the papers' tables beside this run, with 95% CIs): {report_md}" in proc.stdout
+    data = json.loads((results_dir / "report" / "report.json").read_text())
+    assert data["tasks"]["vr_replay|vcr_cot"]["ci"]["accuracy"] and data["tasks"]["vr_replay|vcr_cot"]["ci"]["cot_f1"]
+    assert data["sections"]["cg_bench"]["joined_ci"]["vr_replay|mini"]["long_acc"]
     # the sample and its predictions were written where asked, in the official layouts
     assert (out / "vcr_bench" / "v1" / "videos" / "meta_info_video.json").is_file()
     assert (out / "cg_bench" / "cgbench_mini.json").is_file()

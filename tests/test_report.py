@@ -234,3 +234,110 @@ def test_html_page_opens_in_headless_chromium(scored, tmp_path):
         assert image.size == (1280, 2000)
         colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
         assert colours is not None and len(colours) > 50, "the page rendered content, not a blank screen"
+
+
+# ---------------------------------------------------------------------------------- inputs (issue 14)
+
+
+def lmms_eval_shaped(scored, names, folder: Path) -> Path:
+    """Copies of `lmms-vr score` outputs without the stored per-sample outcomes, as lmms-eval's
+    samples files hold none: the report must recompute them (judge verdicts from the cache)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        data = json.loads(scored.files[name].read_text())
+        shutil.copy(scored.files[name], folder / scored.files[name].name)
+        for task in data["results"]:
+            source = score.samples_path(scored.files[name], task)
+            rows = [json.loads(line) for line in source.read_text().splitlines()]
+            assert all(score.OUTCOME_KEY in row for row in rows)
+            for row in rows:
+                row.pop(score.OUTCOME_KEY)
+            (folder / source.name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def ci_rows(data: dict, benchmark: str) -> dict[tuple[str, str], list[str]]:
+    [table] = [t for t in data["sections"][benchmark]["tables"] if t["title"].startswith("95%")]
+    return {(row[1], row[2]): row for row in table["rows"]}
+
+
+def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monkeypatch):
+    """Every verdict is in the run's judge cache: CIs for every benchmark, no key, no request."""
+    for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY", "LMMS_VR_JUDGE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in scored.env.items():  # CG-Bench's step-2 judge request holds the clue frames
+        monkeypatch.setenv(name, value)
+    folder = lmms_eval_shaped(scored, ("vcr", "vr", "cg"), tmp_path / "run")
+    out = tmp_path / "report"
+    assert cli_main(["report", f"m={folder}", "--out", str(out), "--bootstrap", "100"]) == 0
+    data = json.loads((out / "report.json").read_text())
+    for key, expected in {("vcr_cot", "Avg acc"): "vcr", ("vcr_cot", "Avg F1 (CoT score)"): "vcr", ("vr_bench", "MCQ-O"): "vr",
+                          ("vr_bench", "OE-P"): "vr", ("joined CG tasks", "long-acc"): "cg", ("joined CG tasks", "OE-acc"): "cg"}.items():
+        row = ci_rows(data, SECTION_OF[expected])[key]
+        assert row[4].startswith("[") and row[6] == "", row
+    # the recomputed outcomes are the run's: same values as the scoring that called the judge
+    assert data["tasks"]["m|vr_bench"]["note"] == "" and data["tasks"]["m|vcr_cot"]["note"] == ""
+
+
+def test_without_verdicts_only_judge_free_metrics_get_cis(scored, tmp_path, monkeypatch):
+    """The cache is gone: VRBench MCQ-O and CG-Bench's rule-based metrics still get CIs; judge-based ones say why not."""
+    for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "elsewhere.sqlite"))
+    folder = lmms_eval_shaped(scored, ("vcr", "vr", "cg"), tmp_path / "run")
+    for results in folder.glob("*.json"):  # the run's judge cache recorded in the results: not on this machine
+        results.write_text(results.read_text().replace(str(scored.dir / "judge.sqlite"), str(tmp_path / "gone.sqlite")))
+    data = report.build_report([f"m={folder}"], tmp_path / "report", n=100)
+    vr, cg, vcr = ci_rows(data, "vrbench"), ci_rows(data, "cg_bench"), ci_rows(data, "vcr_bench")
+    assert vr[("vr_bench", "MCQ-O")][4].startswith("[")
+    assert vr[("vr_bench", "OE-P")][4] == "–" and "no cached verdict" in vr[("vr_bench", "OE-P")][6]
+    for metric in ("long-acc", "clue-acc", "mIoU", "acc.@IoU", "CRR"):
+        assert cg[("joined CG tasks", metric)][4].startswith("["), metric
+    assert cg[("joined CG tasks", "OE-acc")][4] == "–" and "gone.sqlite" in cg[("joined CG tasks", "OE-acc")][6]
+    assert all(row[4] == "–" and "no cached verdict" in row[6] for row in vcr.values())
+    assert not (tmp_path / "gone.sqlite").exists() and not (tmp_path / "elsewhere.sqlite").exists(), "a reader creates no cache"
+
+
+def test_unparseable_results_are_reported_not_dropped(scored, tmp_path, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    shutil.copy(scored.files["vr"], folder / "good.json")
+    shutil.copy(score.samples_path(scored.files["vr"], "vr_bench"), folder / "good_samples_vr_bench.jsonl")
+    (folder / "model_b_results.json").write_text('{"results": {"vr_bench": {"overall,none": 1')  # cut short by a kill
+    (folder / "judge_accounting_vrbench.json").write_text('{"judge": {}}')  # not results, and not claimed to be
+    (folder / "model_c_results.json").write_text('{"config": {}}')
+    assert cli_main(["report", str(folder), "--out", str(tmp_path / "out"), "--bootstrap", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "model_b_results.json: not valid JSON" in err and "model_c_results.json: no `results` object" in err
+    assert "judge_accounting" not in err
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert sorted(Path(entry["path"]).name for entry in data["not_read"]) == ["model_b_results.json", "model_c_results.json"]
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "Not read" in markdown and "model\\_b\\_results.json: not valid JSON" in markdown
+    assert "model_b_results.json" in (tmp_path / "out" / "report.html").read_text()
+    # only unreadable files: an error naming them
+    (folder / "good.json").unlink()
+    assert cli_main(["report", str(folder), "--out", str(tmp_path / "out2")]) == 2
+    assert "model_b_results.json: not valid JSON" in capsys.readouterr().err
+
+
+def test_task_names_with_a_slash_and_hostile_labels(scored, tmp_path):
+    data = json.loads(scored.files["vr"].read_text())
+    data["results"]["../../etc/x"] = {"alias": "x", "acc,none": 1.0}
+    data["results"]["a/b"] = {"alias": "a/b", "acc,none": 0.5}
+    data["lmms_vr"]["samples"]["a/b"] = "../../outside.jsonl"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "weird.json").write_text(json.dumps(data))
+    shutil.copy(score.samples_path(scored.files["vr"], "vr_bench"), run / "weird_samples_vr_bench.jsonl")
+    label = "<img src:x onerror:alert(1)>|[click](javascript:alert(1))*bold*_\nnew line"  # a label holds no '='
+
+    out = report.build_report([f"{label}={run / 'weird.json'}"], tmp_path / "out", n=50)
+    assert "a/b" in out["runs"][label]["tasks"] and out["tasks"][f"{label}|vr_bench"]["ci"]
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    unescaped = [pattern for pattern in (r"<img", r"\]\(javascript", r"\*bold") if re.search(r"(?<!\\)" + pattern, markdown)]
+    assert not unescaped, unescaped
+    assert "\\<img src:x onerror:alert(1)\\>\\|\\[click\\](javascript:alert(1))\\*bold\\*\\_ new line" in markdown
+    assert "new line" in markdown and "\nnew line" not in markdown
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "<img src:x" not in page and "&lt;img src:x" in page

@@ -3,9 +3,10 @@
 Writes the sample benchmark (cached), starts a local judge that answers from the sample's
 known truth (a real OpenAI-compatible HTTP server on 127.0.0.1, so the judge path is the
 one a real run takes), runs `python -m lmms_eval` on the suite's main tasks with the
-replay predictions, and prints lmms-eval's table. With a judge configured in the
-environment (LMMS_VR_JUDGE_* / OPENAI_API_KEY / DEEPSEEK_API_KEY) and `--real-judge`, that
-judge is used instead.
+replay predictions, prints lmms-eval's table, and ends with the `lmms-vr report` of the run
+(`<output_path>/report/report.md` and `.html`: the papers' tables beside it, with CIs). With
+a judge configured in the environment (LMMS_VR_JUDGE_* / OPENAI_API_KEY / DEEPSEEK_API_KEY)
+and `--real-judge`, that judge is used instead.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
+from lmms_video_reasoning.utils import report
 from lmms_video_reasoning.utils.data import cache_home
 from lmms_video_reasoning.utils.sample import BENCHMARKS, SAMPLE_VERSION, env_for, write_sample
 
@@ -73,4 +76,23 @@ def main(args) -> int:
         print(f"lmms-vr demo: lmms-eval failed (exit {returncode}); tasks without results: {missing}", file=sys.stderr)
         return returncode or 1
     print(f"results and samples under {output_path}")
+    newest = max(results, key=lambda p: p.stat().st_mtime)
+    report_dir = output_path / "report"
+    with _environment(env_for(out)):  # the report re-reads judge inputs (CG-Bench clue frames) from the sample
+        report.build_report([str(newest)], report_dir)
+    print(f"report (the papers' tables beside this run, with 95% CIs): {report_dir / 'report.md'} and {report_dir / 'report.html'}")
     return 0
+
+
+@contextmanager
+def _environment(values: dict[str, str]):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
