@@ -1,8 +1,57 @@
-"""CG-Bench as the suite's shared code sees it (registered in `utils/registry.py`)."""
+"""CG-Bench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
+`lmms-vr score` and `lmms-vr report`, its report specification (`report.py`) and its papers' tables
+(`reference_tables.json`)."""
 
-from lmms_video_reasoning.utils.registry import Benchmark
-from lmms_video_reasoning.utils.score import CgBenchScoring
+import dataclasses
+from typing import Sequence
+
 from lmms_video_reasoning.cg_bench.report import report_spec
+from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
+
+
+class CgBenchScoring(ScoringAdapter):
+    """CG-Bench: `cg_bench.aggregate.score_records`; outcomes from `read_outcomes`, metrics from `metrics_of`.
+
+    Records of several CG-Bench tasks of one run may be scored together: long + clue +
+    grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
+    """
+
+    name = judge_name = "cg_bench"
+
+    def settings(self, records):
+        from lmms_video_reasoning.cg_bench.aggregate import Settings
+
+        return Settings.from_env()
+
+    def score(self, records, settings):
+        from lmms_video_reasoning.cg_bench.aggregate import score_records
+
+        return score_records(records, settings)
+
+    def needs_judge(self, records):
+        return any(record["mode"] == "open" for record in records)
+
+    def outcomes(self, records, settings, judge=None):
+        from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
+
+        judge = judge if judge is not None or not self.needs_judge(records) else self.judge()
+        if self.needs_judge(records) and judge is None:
+            return None
+        return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings, judge)]
+
+    def metrics(self, records, outcomes, settings):
+        from lmms_video_reasoning.cg_bench.aggregate import Outcome, metrics_of
+
+        return metrics_of([Outcome(**outcome) for outcome in outcomes])
+
+    def breakdown(self, outcomes: Sequence[dict]) -> dict:
+        """Metrics by duration bucket, domain and question kind (`cg_bench.aggregate.breakdown`)."""
+        from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
+
+        return breakdown([Outcome(**outcome) for outcome in outcomes])
+
+    def unit(self, record):
+        return str(record["qid"])
 
 
 BENCHMARK = Benchmark(

@@ -25,7 +25,6 @@ outcome (what the judge and the parsers decided), which `lmms-vr report` bootstr
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import importlib
 import json
@@ -41,7 +40,6 @@ import yaml
 
 from lmms_video_reasoning.utils import registry
 from lmms_video_reasoning.utils.data import DataError, read_jsonl
-from lmms_video_reasoning.utils.registry import ScoringAdapter
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -120,125 +118,6 @@ def _function(dotted: str) -> Callable:
 # ---------------------------------------------------------------------------------------------
 # Benchmarks: the scoring entry, per-sample outcomes, and the pure metrics over them
 # ---------------------------------------------------------------------------------------------
-
-
-BenchmarkScoring = ScoringAdapter  # the interface, in utils/registry.py
-
-
-class VcrBenchScoring(BenchmarkScoring):
-    """VCR-Bench: `vcr_bench.hooks.score_records`; outcomes from `vcr_bench.judging.judge_records`."""
-
-    name = judge_name = "vcr_bench"
-
-    def settings(self, records):
-        from lmms_video_reasoning.vcr_bench import hooks
-
-        return hooks.resolve_settings(None)
-
-    def score(self, records, settings):
-        from lmms_video_reasoning.vcr_bench import hooks
-
-        return hooks.score_records(records, settings)
-
-    def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.vcr_bench import judging
-
-        judge = judge if judge is not None else self.judge()
-        if judge is None:
-            return None
-        chain_of_thought = any(record.get("score_cot", True) for record in records)
-        return judging.judge_records(list(records), judge, chain_of_thought)
-
-    def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vcr_bench import hooks
-
-        return hooks.metrics_from_outcomes(records, outcomes, settings)
-
-
-class VrBenchScoring(BenchmarkScoring):
-    """VRBench: `vrbench.hooks.score_records`; outcomes from `vrbench.judging.rate`."""
-
-    name = judge_name = "vrbench"
-
-    def settings(self, records):
-        return {"protocol": records[0]["protocol"]} if records else {"protocol": "default"}
-
-    def score(self, records, settings):
-        from lmms_video_reasoning.vrbench import hooks
-
-        return hooks.score_records(records, settings)
-
-    def needs_judge(self, records):
-        return any(record["mode"] != "mcq" for record in records)
-
-    def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.vrbench import judging
-
-        if not self.needs_judge(records):
-            return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
-        judge = judge if judge is not None else self.judge()
-        if judge is None:
-            return None
-        rated = judging.rate(list(records), settings["protocol"], judge)
-        return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
-
-    def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vrbench import hooks
-
-        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return hooks.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
-
-    def unit(self, record):
-        """The video: its ~9 questions share a story and are correlated, so the bootstrap
-        resamples videos (ids are `"{video_id}_{qa_key}"` with qa keys such as `qa3`)."""
-        return str(record["sample_id"]).rsplit("_", 1)[0]
-
-
-class CgBenchScoring(BenchmarkScoring):
-    """CG-Bench: `cg_bench.aggregate.score_records`; outcomes from `read_outcomes`, metrics from `metrics_of`.
-
-    Records of several CG-Bench tasks of one run may be scored together: long + clue +
-    grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
-    """
-
-    name = judge_name = "cg_bench"
-
-    def settings(self, records):
-        from lmms_video_reasoning.cg_bench.aggregate import Settings
-
-        return Settings.from_env()
-
-    def score(self, records, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import score_records
-
-        return score_records(records, settings)
-
-    def needs_judge(self, records):
-        return any(record["mode"] == "open" for record in records)
-
-    def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
-
-        judge = judge if judge is not None or not self.needs_judge(records) else self.judge()
-        if self.needs_judge(records) and judge is None:
-            return None
-        return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings, judge)]
-
-    def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import Outcome, metrics_of
-
-        return metrics_of([Outcome(**outcome) for outcome in outcomes])
-
-    def breakdown(self, outcomes: Sequence[dict]) -> dict:
-        """Metrics by duration bucket, domain and question kind (`cg_bench.aggregate.breakdown`)."""
-        from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
-
-        return breakdown([Outcome(**outcome) for outcome in outcomes])
-
-    def unit(self, record):
-        return str(record["qid"])
-
-
 
 
 # ---------------------------------------------------------------------------------------------

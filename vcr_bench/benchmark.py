@@ -1,8 +1,39 @@
-"""VCR-Bench as the suite's shared code sees it (registered in `utils/registry.py`)."""
+"""VCR-Bench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
+`lmms-vr score` and `lmms-vr report`, its report specification (`report.py`) and its papers' tables
+(`reference_tables.json`)."""
 
-from lmms_video_reasoning.utils.registry import Benchmark
-from lmms_video_reasoning.utils.score import VcrBenchScoring
+from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
 from lmms_video_reasoning.vcr_bench.report import report_spec
+
+
+class VcrBenchScoring(ScoringAdapter):
+    """VCR-Bench: `vcr_bench.hooks.score_records`; outcomes from `vcr_bench.judging.judge_records`."""
+
+    name = judge_name = "vcr_bench"
+
+    def settings(self, records):
+        from lmms_video_reasoning.vcr_bench import hooks
+
+        return hooks.resolve_settings(None)
+
+    def score(self, records, settings):
+        from lmms_video_reasoning.vcr_bench import hooks
+
+        return hooks.score_records(records, settings)
+
+    def outcomes(self, records, settings, judge=None):
+        from lmms_video_reasoning.vcr_bench import judging
+
+        judge = judge if judge is not None else self.judge()
+        if judge is None:
+            return None
+        chain_of_thought = any(record.get("score_cot", True) for record in records)
+        return judging.judge_records(list(records), judge, chain_of_thought)
+
+    def metrics(self, records, outcomes, settings):
+        from lmms_video_reasoning.vcr_bench import hooks
+
+        return hooks.metrics_from_outcomes(records, outcomes, settings)
 
 
 BENCHMARK = Benchmark(

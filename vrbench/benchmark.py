@@ -1,8 +1,48 @@
-"""VRBench as the suite's shared code sees it (registered in `utils/registry.py`)."""
+"""VRBench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
+`lmms-vr score` and `lmms-vr report`, its report specification (`report.py`) and its papers' tables
+(`reference_tables.json`)."""
 
-from lmms_video_reasoning.utils.registry import Benchmark
-from lmms_video_reasoning.utils.score import VrBenchScoring
+from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
 from lmms_video_reasoning.vrbench.report import report_spec
+
+
+class VrBenchScoring(ScoringAdapter):
+    """VRBench: `vrbench.hooks.score_records`; outcomes from `vrbench.judging.rate`."""
+
+    name = judge_name = "vrbench"
+
+    def settings(self, records):
+        return {"protocol": records[0]["protocol"]} if records else {"protocol": "default"}
+
+    def score(self, records, settings):
+        from lmms_video_reasoning.vrbench import hooks
+
+        return hooks.score_records(records, settings)
+
+    def needs_judge(self, records):
+        return any(record["mode"] != "mcq" for record in records)
+
+    def outcomes(self, records, settings, judge=None):
+        from lmms_video_reasoning.vrbench import judging
+
+        if not self.needs_judge(records):
+            return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
+        judge = judge if judge is not None else self.judge()
+        if judge is None:
+            return None
+        rated = judging.rate(list(records), settings["protocol"], judge)
+        return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
+
+    def metrics(self, records, outcomes, settings):
+        from lmms_video_reasoning.vrbench import hooks
+
+        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
+        return hooks.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+
+    def unit(self, record):
+        """The video: its ~9 questions share a story and are correlated, so the bootstrap
+        resamples videos (ids are `"{video_id}_{qa_key}"` with qa keys such as `qa3`)."""
+        return str(record["sample_id"]).rsplit("_", 1)[0]
 
 
 BENCHMARK = Benchmark(
