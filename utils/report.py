@@ -4,8 +4,8 @@
 
 RESULTS are results JSON files or folders holding them (lmms-eval's `*_results.json` or the
 output of `lmms-vr score --out`), each optionally prefixed `LABEL=` to name the run. Runs
-with the same label and different tasks are one model (e.g. `cg_bench_long` and
-`cg_bench_clue` run separately: CRR and acc@IoU are then joined across the files).
+with the same label and different tasks are one model (e.g. a benchmark's modes run as
+separate tasks: its section may join them per question across the files).
 
 Writes `DIR/report.md`, `DIR/report.html` (plots inline, self-contained), `DIR/*.png` and
 `DIR/report.json` (every number below). For each benchmark present: the paper's tables with
