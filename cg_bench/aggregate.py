@@ -33,6 +33,7 @@ from lmms_video_reasoning.utils.responses import failure_reason, is_model_failur
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
+OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
 METRICS = {
     "long": ("long_acc", "parse_failed", "model_failed"),
     "clue": ("clue_acc", "parse_failed", "model_failed"),
@@ -51,17 +52,24 @@ NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=Fals
 
 @dataclass(frozen=True)
 class Settings:
-    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN)."""
+    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
+    `official_reversed` computes a reversed predicted interval [end, start] as the official code
+    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end]."""
 
     strict: bool = False
     judge: bool = True
+    official_reversed: bool = False
 
     @classmethod
     def from_env(cls) -> "Settings":
-        value = os.environ.get(STRICT_ENV, "").strip().lower()
-        if value not in ("", "0", "false", "no", "1", "true", "yes"):
-            raise ValueError(f"{STRICT_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
-        return cls(strict=value in ("1", "true", "yes"))
+        return cls(strict=_env_flag(STRICT_ENV), official_reversed=_env_flag(OFFICIAL_REVERSED_ENV))
+
+
+def _env_flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value not in ("", "0", "false", "no", "1", "true", "yes"):
+        raise ValueError(f"{name} must be 1/true/yes or 0/false/no, got {value!r}")
+    return value in ("1", "true", "yes")
 
 
 def make_record(doc: dict, response: str) -> dict:
@@ -127,9 +135,9 @@ def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
             failed = parsed.how == "failed"
             value = None if parsed.correct is None else float(parsed.correct)
         elif mode == "grounding":
-            intervals, how = scoring.parse_intervals(record["response"], settings.strict)
+            value, how = scoring.grounding_tiou(record["response"], record["clue_intervals"], settings.strict,
+                                                settings.official_reversed)
             failed = how == "failed"
-            value = None if intervals is None else scoring.tiou(intervals, record["clue_intervals"])
         else:
             prediction = scoring.parse_open(record["response"], settings.strict)
             failed = prediction is None
@@ -239,9 +247,9 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     the settings used).
     """
     if isinstance(settings, dict):
-        unknown = set(settings) - {"strict", "judge"}
+        unknown = set(settings) - {"strict", "judge", "official_reversed"}
         if unknown:
-            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge")
+            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed")
         settings = Settings(**settings)
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
@@ -250,7 +258,8 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
-        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official"},
+        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
+                     "official_reversed": settings.official_reversed},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
