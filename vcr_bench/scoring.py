@@ -52,11 +52,12 @@ _BARE_LETTER = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?(?:answer\s*(?:is)?\s*[:
 
 
 def parse_extraction(reply: str) -> str:
-    """Judge call 1: the extracted answer is the reply itself, stripped; empty -> re-ask."""
-    text = (reply or "").strip()
-    if not text:
+    """Judge call 1: the extracted answer is the reply exactly as given (the official code stores
+    it unstripped, and its IoU rule is whitespace-sensitive: " [1,2,3,4]" is not a box);
+    a blank reply -> re-ask."""
+    if not isinstance(reply, str) or not reply.strip():
         raise ParseError("empty answer-extraction reply")
-    return text
+    return reply
 
 
 @dataclass(frozen=True)
