@@ -119,14 +119,24 @@ def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
     return rows
 
 
+def require_media(source: DataSource, path: Path | None, described: str) -> Path:
+    """`path` when it is a non-empty file; MediaError naming `described` (the file a record
+    needs, e.g. "video cg_videos_720p/x.mp4"), the root, the variable and the fix otherwise."""
+    if path is None or not Path(path).is_file():
+        raise MediaError(f"{described} not found under {data_root(source)} (searched where every supported layout "
+                         f"puts it). Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with "
+                         f"`{source.prepare_command}`")
+    if Path(path).stat().st_size == 0:
+        raise MediaError(f"media file is empty: {path}. Re-download it with `{source.prepare_command}`")
+    return Path(path)
+
+
 def media_file(source: DataSource, relpath: str) -> Path:
-    """Absolute path of a media file under the benchmark root; raises MediaError if unusable."""
+    """Absolute path of a media file at `relpath` under the benchmark root; MediaError if unusable."""
     path = data_root(source) / relpath
     if not path.is_file():
         raise MediaError(f"media file not found: {path}. Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with `{source.prepare_command}`")
-    if path.stat().st_size == 0:
-        raise MediaError(f"media file is empty: {path}. Re-download it with `{source.prepare_command}`")
-    return path
+    return require_media(source, path, str(path))
 
 
 @functools.lru_cache(maxsize=4096)
