@@ -196,19 +196,19 @@ def _in_clue_folder(parts) -> bool:
 def video_at(root: Path, video_uid: str) -> Path | None:
     """The full video of `video_uid` under `root` (any folder but a clue folder), or None."""
     rel = media_index.inside_root(f"{VIDEO_DIR}/{video_uid}.mp4", f"CG-Bench video_uid {video_uid!r}")
-    return media_index.locate(Path(root), rel, [str(rel)], lambda parts: not _in_clue_folder(parts), "CG-Bench video")
+    return media_index.locate(root, rel, [rel], lambda parts: not _in_clue_folder(parts), "CG-Bench video")
 
 
 def clue_clip_at(root: Path, qid: int | str) -> Path | None:
     """The dataset's pre-cut clue clip of question `qid` (only in a `*clue*` folder), or None."""
     rel = media_index.inside_root(f"{CLUE_DIR}/{qid}.mp4", f"CG-Bench qid {qid!r}")
-    return media_index.locate(Path(root), rel, [str(rel)], _in_clue_folder, "CG-Bench clue clip")
+    return media_index.locate(root, rel, [rel], _in_clue_folder, "CG-Bench clue clip")
 
 
 def subtitle_at(root: Path, video_uid: str) -> Path | None:
     """The SRT of `video_uid` under `root` (any folder), or None."""
     rel = media_index.inside_root(f"{SUBTITLE_DIR}/{video_uid}.srt", f"CG-Bench video_uid {video_uid!r}")
-    return media_index.locate(Path(root), rel, [str(rel)], None, "CG-Bench subtitles")
+    return media_index.locate(root, rel, [rel], None, "CG-Bench subtitles")
 
 
 def clear_media_index() -> None:

@@ -216,8 +216,8 @@ def test_index_is_built_once_per_root(tmp_path, monkeypatch):
     real = media_index.FileIndex.build
     monkeypatch.setattr(media_index.FileIndex, "build", classmethod(lambda cls, r: builds.append(r) or real(r)))
     for _ in range(3):
-        assert media_index.locate(root, Path("f.mp4")) == root / "a" / "f.mp4"
-        assert media_index.locate(root, Path("g.mp4")) is None
+        assert media_index.locate(root, "f.mp4") == root / "a" / "f.mp4"
+        assert media_index.locate(root, "g.mp4") is None
     assert len(builds) == 1
 
 
@@ -324,7 +324,7 @@ def test_verify_reports_videos_by_the_tasks_resolver(tmp_path):
     write_video(root / "nested" / "good.mp4", duration=1.0)
     (root / "junk.mp4").write_bytes(b"not a video at all" * 100)
     media_index.forget()
-    items = {name: (lambda n=name: media_index.locate(root, Path(n))) for name in ("good.mp4", "junk.mp4", "absent.mp4")}
+    items = {name: (lambda n=name: media_index.locate(root, n)) for name in ("good.mp4", "junk.mp4", "absent.mp4")}
     kind = media_index.MediaKind("videos", True, items, __import__("lmms_video_reasoning.utils.data", fromlist=["x"]).video_problem,
                                  "error", "error")
     [report] = prepare.verify([kind])

@@ -5,7 +5,7 @@ names, in a canonical folder, or under whatever nesting an archive carried. A be
 resolver (in its own `data.py`) states its canonical places and which folders a kind of file
 may live in; this module supplies what every resolver needs:
 
-- `inside_root(value, where)`: a record's relative path, refused (MediaError naming the
+- `inside_root(value, where)`: a record's relative path (normalised), refused (MediaError naming the
   record) when it is absolute or climbs out with `..`: nothing outside the root is ever read.
 - `FileIndex` / `index_for(root)`: every file under a root by base name, built once per root
   and process (one `os.scandir` walk; hidden files and folders such as `.cache` are skipped).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from lmms_video_reasoning.utils.data import MediaError
@@ -28,21 +28,20 @@ from lmms_video_reasoning.utils.data import MediaError
 Accept = Callable[[Sequence[str]], bool]  # relative path parts (folders + name) -> may this file be used?
 
 
-def inside_root(value: str, where: str) -> PurePosixPath:
-    """`value` as a relative POSIX path that stays under the root; MediaError otherwise.
+def inside_root(value: str, where: str) -> str:
+    """`value` as a relative POSIX path (str) that stays under the root; MediaError otherwise.
 
-    Backslashes count as separators (records written on Windows); `.` parts are dropped.
+    Backslashes count as separators (records written on Windows); empty and `.` parts are dropped.
     """
     text = str(value).replace("\\", "/").strip()
-    path = PurePosixPath(text)
+    parts = [part for part in text.split("/") if part not in ("", ".")]
     drive = len(text) > 1 and text[1] == ":"  # C:/... is absolute on Windows
-    if not text or path.is_absolute() or drive or ".." in path.parts:
+    if not text or text.startswith("/") or drive or ".." in parts:
         raise MediaError(f"{where}: media path {value!r} leaves the data root (absolute or with '..'); "
                          "only paths inside the root are read. Fix the record or the annotation file")
-    parts = [part for part in path.parts if part not in (".", "")]
     if not parts:
         raise MediaError(f"{where}: media path {value!r} names no file")
-    return PurePosixPath(*parts)
+    return "/".join(parts)
 
 
 @dataclass
@@ -82,12 +81,16 @@ class FileIndex:
 
 _lock = threading.Lock()
 _indexes: dict[str, FileIndex] = {}
+_keys: dict[str, str] = {}  # root as given -> its real path (one index per real folder)
 
 
 def index_for(root: Path) -> FileIndex:
     """The index of `root`, built on first use and kept for the process (see `forget`)."""
-    key = os.path.realpath(root)
+    given = str(root)
     with _lock:
+        key = _keys.get(given)
+        if key is None:
+            key = _keys[given] = os.path.realpath(given)
         if key not in _indexes:
             _indexes[key] = FileIndex.build(Path(key))
         return _indexes[key]
@@ -100,6 +103,7 @@ def forget(root: Path | None = None) -> None:
             _indexes.clear()
         else:
             _indexes.pop(os.path.realpath(root), None)
+        _keys.clear()
 
 
 def _shared_tail(a: Sequence[str], b: Sequence[str]) -> int:
@@ -111,24 +115,24 @@ def _shared_tail(a: Sequence[str], b: Sequence[str]) -> int:
     return count
 
 
-def locate(root: Path, relpath: PurePosixPath, canonical: Iterable[str] = (), accept: Accept | None = None,
+def locate(root: Path, relpath: str, canonical: Iterable[str] = (), accept: Accept | None = None,
            what: str = "media file") -> Path | None:
-    """The file `relpath` stands for under `root`, or None when there is none.
+    """The file `relpath` (from `inside_root`) stands for under `root`, or None when there is none.
 
     `canonical`: relative paths tried first, in order (the record's own path belongs here).
-    Otherwise the files named `relpath.name` anywhere under the root that `accept` allows,
+    Otherwise the files named like `relpath` anywhere under the root that `accept` allows,
     the one sharing the longest tail of folders with `relpath` winning; several different
     files tying for best is a MediaError naming them (the record cannot tell which it means).
     """
-    root = Path(root)
+    base = str(root)
     for candidate in canonical:
-        path = root / candidate
-        if path.is_file():
-            return path
-    wanted = relpath.parts
+        path = os.path.join(base, candidate)
+        if os.path.isfile(path):
+            return Path(path)
+    wanted = str(relpath).split("/")
     scored = []
-    for rel in index_for(root).named(relpath.name):
-        parts = tuple(rel.split("/"))
+    for rel in index_for(root).named(wanted[-1]):
+        parts = rel.split("/")
         if accept is None or accept(parts):
             scored.append((_shared_tail(parts, wanted), rel))
     if not scored:
@@ -136,11 +140,11 @@ def locate(root: Path, relpath: PurePosixPath, canonical: Iterable[str] = (), ac
     best = max(score for score, _rel in scored)
     winners = [rel for score, rel in scored if score == best]
     if len(winners) > 1 and best < len(wanted):
-        sizes = {os.path.getsize(root / rel) for rel in winners}
+        sizes = {os.path.getsize(os.path.join(base, rel)) for rel in winners}
         if len(sizes) > 1:  # copies of one file are harmless; different files are not
             raise MediaError(f"{what} {relpath} is ambiguous under {root}: {', '.join(winners[:5])} all match it. "
                              "Remove the stray copies (or move the right one to its canonical place)")
-    return root / winners[0]
+    return Path(base) / winners[0]
 
 
 @dataclass

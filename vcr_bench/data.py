@@ -134,7 +134,7 @@ def records_at(root: Path, split: str | None = None) -> list[dict]:
 def video_at(root: Path, video_path: str, where: str = "VCR-Bench record") -> Path | None:
     """The video a record's `video_path` names under `root`, or None (see the module doc)."""
     rel = media_index.inside_root(video_path, where)
-    return media_index.locate(Path(root), rel, canonical=[f"{VIDEO_DIR}/{rel}"], what="VCR-Bench video")
+    return media_index.locate(root, rel, canonical=[f"{VIDEO_DIR}/{rel}"], what="VCR-Bench video")
 
 
 def _where(doc: dict) -> str:

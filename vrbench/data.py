@@ -131,7 +131,7 @@ def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
 def video_at(root: Path, video_path: str, where: str = "VRBench record") -> Path | None:
     """The video a record's `video_path` names under `root`, or None (see the module doc)."""
     rel = media_index.inside_root(video_path, where)
-    return media_index.locate(Path(root), rel, canonical=[str(rel), f"{VIDEO_FOLDER}/{rel.name}"], what="VRBench video")
+    return media_index.locate(root, rel, canonical=[rel, f"{VIDEO_FOLDER}/{rel.rsplit('/', 1)[-1]}"], what="VRBench video")
 
 
 def resolve_video(video_path: str) -> Path:
