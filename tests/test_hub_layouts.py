@@ -55,16 +55,22 @@ def assert_one_message(proc: subprocess.CompletedProcess, *fragments: str) -> st
 # ---------------------------------------------------------------------- every layout works
 
 
+def prepared(hub, repo: str, files: dict, benchmark: str, env_name: str, root: Path, monkeypatch, gated=False) -> str:
+    """Publish `files`, run prepare into `root` (must succeed), point the tasks at it; return its stdout."""
+    hub.add(repo, files, gated=gated)
+    proc = prepare(hub, benchmark, root)
+    assert_ok(proc, env_name, root)
+    monkeypatch.setenv(env_name, str(root))
+    media_index.forget()
+    return proc.stdout
+
+
 def test_vcr_bench_from_the_hub(hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.vcr_bench import data
 
-    hub.add("VLM-Reasoning/VCR-Bench", vcr_repo(sample_dir))
     root = tmp_path / "root"
-    proc = prepare(hub, "vcr_bench", root)
-    assert_ok(proc, "VCR_BENCH_ROOT", root)
-    assert "videos  yes       4       4        0        0" in proc.stdout
-    monkeypatch.setenv("VCR_BENCH_ROOT", str(root))
-    media_index.forget()
+    out = prepared(hub, "VLM-Reasoning/VCR-Bench", vcr_repo(sample_dir), "vcr_bench", "VCR_BENCH_ROOT", root, monkeypatch)
+    assert "videos  yes       4       4        0        0" in out
     docs = data.load_records()
     paths = {data.checked_video_file(doc) for doc in docs}  # resolves and decodes a first frame
     assert paths == set((root / "v1/videos/video/synthetic").glob("*.mp4")) and len(paths) == 4
@@ -75,35 +81,31 @@ def test_vcr_bench_from_the_hub(hub, sample_dir, tmp_path, monkeypatch):
     assert "extracting" not in proc.stdout and len(hub.downloads()) == before
 
 
-@pytest.mark.parametrize("nesting", VRBENCH_NESTINGS)
+def _quick_first(values):
+    """The first case runs everywhere; the others are marked slow (CI runs them too)."""
+    return [value if index == 0 else pytest.param(value, marks=pytest.mark.slow) for index, value in enumerate(values)]
+
+
+@pytest.mark.parametrize("nesting", _quick_first(VRBENCH_NESTINGS))
 def test_vrbench_split_set_from_the_hub(nesting, hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.vrbench import data
 
-    hub.add("OpenGVLab/VRBench", vrbench_repo(sample_dir, nesting, tmp_path / "build"))
     root = tmp_path / "root"
-    proc = prepare(hub, "vr_bench", root)
-    assert_ok(proc, "VRBENCH_ROOT", root)
-    assert "(split," in proc.stdout
-    monkeypatch.setenv("VRBENCH_ROOT", str(root))
-    media_index.forget()
+    files = vrbench_repo(sample_dir, nesting, tmp_path / "build")
+    assert "(split," in prepared(hub, "OpenGVLab/VRBench", files, "vr_bench", "VRBENCH_ROOT", root, monkeypatch)
     docs = data.flatten(data.load_records())
     found = {data.resolve_checked_video(doc["video_path"]) for doc in docs}
     assert found == set((root / "VRBench/videos/v001").glob("*.mp4")) and len(found) == 4
     assert not list(root.glob("*.joined.zip")) and not list((root / "v001_360p_zips").glob("*.mp4"))
 
 
-@pytest.mark.parametrize("layout", CG_LAYOUTS)
+@pytest.mark.parametrize("layout", _quick_first(CG_LAYOUTS))
 def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.cg_bench import data, hooks, inputs
 
-    hub.add("CG-Bench/CG-Bench", cg_repo(sample_dir, layout), gated=True)
     root = tmp_path / "root"
-    proc = prepare(hub, "cg_bench", root)
-    assert_ok(proc, "CGBENCH_ROOT", root)
+    prepared(hub, "CG-Bench/CG-Bench", cg_repo(sample_dir, layout), "cg_bench", "CGBENCH_ROOT", root, monkeypatch, gated=True)
     assert "video_meta_info.json" not in os.listdir(root)  # not on the Hub: the packaged table serves
-    monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path / "cache"))
-    media_index.forget()
     source = sample_dir / "cg_bench"
     docs = hooks.build_docs(data.load_records("mini"), "mcq", "mini")
     for doc in docs:

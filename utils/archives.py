@@ -473,34 +473,33 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
     view.seek(member.offset + 30 + name_len + extra_len)
     decompressor = _decompressor(member, label)
     left, written, crc = member.compressed, 0, 0
+
+    def emit(chunk: bytes) -> None:
+        nonlocal written, crc
+        written += len(chunk)
+        if written > member.size:
+            raise ArchiveError(f"{label}: member {member.name!r} expands beyond its declared "
+                               f"{human(member.size)} (corrupt or hostile archive); nothing of it was kept")
+        crc = zlib.crc32(chunk, crc)
+        out.write(chunk)
+
     while left > 0:
         data = view.read(min(BLOCK, left))
         if not data:
             raise ArchiveError(f"{label}: member {member.name!r} is cut short (truncated download): delete the "
                                "archive and rerun `lmms-vr prepare`")
         left -= len(data)
+        if decompressor is None:
+            emit(data)
+            continue
         while data:
-            if decompressor is None:
-                chunk, data = data, b""
-            else:
-                chunk = decompressor.decompress(data, member.size - written + 1)
-                data = decompressor.unconsumed_tail
-            written += len(chunk)
-            if written > member.size:
-                raise ArchiveError(f"{label}: member {member.name!r} expands beyond its declared "
-                                   f"{human(member.size)} (corrupt or hostile archive); nothing of it was kept")
-            crc = zlib.crc32(chunk, crc)
-            out.write(chunk)
-            if decompressor is not None and not chunk:
+            chunk = decompressor.decompress(data, member.size - written + 1)
+            data = decompressor.unconsumed_tail
+            emit(chunk)
+            if not chunk:
                 break
     if decompressor is not None:
-        rest = decompressor.flush()
-        written += len(rest)
-        if written > member.size:
-            raise ArchiveError(f"{label}: member {member.name!r} expands beyond its declared "
-                               f"{human(member.size)} (corrupt or hostile archive); nothing of it was kept")
-        crc = zlib.crc32(rest, crc)
-        out.write(rest)
+        emit(decompressor.flush())
     if written != member.size or crc != member.crc:
         raise ArchiveError(f"{label}: member {member.name!r} fails its {'size' if written != member.size else 'CRC'} "
                            "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
