@@ -27,11 +27,11 @@ def hub():
         yield server
 
 
-def prepare(hub: FakeHub, benchmark: str, root: Path, *extra: str) -> subprocess.CompletedProcess:
+def prepare(hub: FakeHub, benchmark: str, root: Path, *extra: str, token: str | None = TOKEN) -> subprocess.CompletedProcess:
     """`lmms-vr prepare` in a fresh process (huggingface_hub reads HF_ENDPOINT at import), stdin closed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and not k.endswith("_ROOT")}
-    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(root.parent / "hf_home"), HF_TOKEN=TOKEN,
-               HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(root.parent / "hf_home"),
+               HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **({"HF_TOKEN": token} if token else {}))
     command = [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "prepare", benchmark, "--root", str(root)]
     return subprocess.run([*command, *(extra or ("--keep-free", "0"))], env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300)
@@ -123,6 +123,13 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- failures: one message, safe rerun
+
+
+def test_gated_repo_without_a_token_says_how_to_get_access(hub, sample_dir, tmp_path):
+    hub.add("CG-Bench/CG-Bench", cg_repo(sample_dir, "new-flat"), gated=True)
+    out = assert_one_message(prepare(hub, "cg_bench", tmp_path / "root", "--keep-free", "0", token=None),
+                             "CG-Bench/CG-Bench is gated", "huggingface-cli login")
+    assert out.count("is gated") == 1
 
 
 def test_missing_split_part_is_named_before_any_join(hub, sample_dir, tmp_path):

@@ -141,6 +141,15 @@ def test_a_member_larger_than_declared_is_cut_off(tmp_path):
     assert not (tmp_path / "a.bin").exists()
 
 
+def test_undecompressable_member_is_a_message(tmp_path):
+    data = bytearray(_zip({"a.bin": random.Random(3).randbytes(5000)}, zipfile.ZIP_DEFLATED))
+    data[35:60] = b"\xff" * 25  # the deflate stream right after the local header (30 bytes + "a.bin")
+    (tmp_path / "bad.zip").write_bytes(bytes(data))
+    report = prepare.extract_all(tmp_path, KEEP, LIMITS)
+    assert len(report.failed) == 1 and "bad.zip: member 'a.bin' does not decompress" in report.failed[0]
+    assert "delete the archive and rerun" in report.failed[0] and not (tmp_path / "a.bin").exists()
+
+
 def test_missing_split_part_is_named_without_running_anything(tmp_path):
     root = tmp_path / "root"
     root.mkdir()

@@ -493,7 +493,11 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
             emit(data)
             continue
         while data:
-            chunk = decompressor.decompress(data, member.size - written + 1)
+            try:
+                chunk = decompressor.decompress(data, member.size - written + 1)
+            except zlib.error as exc:
+                raise ArchiveError(f"{label}: member {member.name!r} does not decompress ({exc}; corrupt download): "
+                                   "delete the archive and rerun `lmms-vr prepare`") from None
             data = decompressor.unconsumed_tail
             emit(chunk)
             if not chunk:

@@ -168,10 +168,11 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
 
 
 def extraction_target(archive: str, member: str) -> str | None:
-    """Where `lmms-vr prepare` puts an archive member: `video.zip`'s `video/<source>/<name>.mp4`
-    under `v1/videos/` (members without the `video/` folder get it); other files are skipped."""
+    """Where `lmms-vr prepare` puts an archive member: `video.zip`'s `video/<source>/<name>` under
+    `v1/videos/` (members without the `video/` folder get it); folders and hidden or macOS
+    metadata entries are skipped."""
     parts = member.split("/")
-    if not parts[-1].lower().endswith(".mp4"):
+    if not parts[-1] or any(part.startswith(".") or part == "__MACOSX" for part in parts):
         return None
     if "video" in parts[:-1]:
         parts = parts[parts.index("video"):]
