@@ -29,7 +29,7 @@ import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from lmms_video_reasoning.utils import media_index
 from lmms_video_reasoning.utils.data import (

@@ -1,6 +1,8 @@
 """Where each benchmark's data lives: the Hub by default, a local root when asked.
 
-A benchmark's files keep the layout they have in its Hugging Face dataset. The root
+A root holds a benchmark's annotation files as its Hugging Face dataset has them and the
+media extracted into the benchmark's canonical folders (`lmms-vr prepare`; each benchmark's
+`data.py` resolves media files, `utils.media_index` finds them by name). The root
 is `$<BENCH>_ROOT` when set (clusters without internet; `lmms-vr prepare` fills it),
 else a default folder under the user cache, which `lmms-vr prepare` also fills.
 Annotations missing from the default folder are fetched from the Hub on first use;

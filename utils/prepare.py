@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path

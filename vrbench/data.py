@@ -21,7 +21,7 @@ expected path, the variable and the command that fetches the data; `resolve_chec
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.utils import media_index
