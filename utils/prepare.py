@@ -196,7 +196,7 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
                   f"{archives.human(plan.declared)}; {archives.human(need)} still to write, "
                   f"{archives.human(shutil.disk_usage(root).free)} free)")
-            sizes = archives.extract(plan, root, limits)
+            sizes = archives.extract(plan, root, limits, _progress(len(plan.pending(root))))
         except archives.ArchiveError as exc:
             report.failed.append(str(exc))
             continue
@@ -210,6 +210,18 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             _delete_archive(root, archive)
             _mark_deleted(root, archive.label)
     media_index.forget(root)
+    return report
+
+
+def _progress(total: int):
+    """A callback printing every 10% of an archive's files (long extractions show they move)."""
+    step, done = max(1, total // 10), [0]
+
+    def report(_target: str) -> None:
+        done[0] += 1
+        if total >= 20 and done[0] % step == 0 and done[0] < total:
+            print(f"  {done[0]}/{total} files")
+
     return report
 
 
@@ -314,6 +326,8 @@ def main(args) -> int:
             extraction = extract_all(root, module, limits, getattr(args, "delete_archives", False))
             for label in extraction.extracted:
                 print(f"extracted {label}")
+            for message in extraction.failed:
+                print(f"error: {message}")
         else:
             pending = [a.label for a in archives.find_archives(root) if stamp_state(root, a) != "done"]
             if pending:
@@ -323,8 +337,6 @@ def main(args) -> int:
         reports = verify(module.media_kinds(root, records))
     except OSError as exc:  # permissions, a vanished file: a message, not a traceback
         raise DataError(f"{getattr(exc, 'filename', None) or root}: {exc.strerror or exc}") from None
-    for message in extraction.failed:
-        print(f"error: {message}")
     print(table(reports))
     ok = not extraction.failed and not any(r.fails for r in reports)
     if ok:
