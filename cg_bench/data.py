@@ -280,11 +280,11 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
         media_index.MediaKind("videos", True, videos, video_problem, "error: its questions cannot run",
                               "error: its questions cannot run"),
         media_index.MediaKind("clue clips", False, clips, video_problem,
-                              "optional: the clue clip is cut from the full video",
-                              "error in clue mode (video): delete the file so a clip is cut from the full video",
+                              "clip cut from the full video",
+                              "error in clue mode (video): delete it so a clip is cut from the full video",
                               unusable_fails=True),
-        media_index.MediaKind("subtitles", False, subs, subtitle_problem, "optional: prompt without subtitles (not every video has them)",
-                              "prompt without subtitles; counted as subtitles_unusable in the run's details"),
+        media_index.MediaKind("subtitles", False, subs, subtitle_problem, "prompt without subtitles (not every video has them)",
+                              "prompt without subtitles, counted in the run's subtitles_unusable"),
     ]
 
 

@@ -274,11 +274,11 @@ def verify(kinds: list[media_index.MediaKind]) -> list[KindReport]:
 def _actions(kind: media_index.MediaKind) -> str:
     if kind.when_missing == kind.when_unreadable:
         return kind.when_missing
-    return f"missing: {kind.when_missing}; unusable: {kind.when_unreadable}"
+    return f"missing -> {kind.when_missing}; unusable -> {kind.when_unreadable}"
 
 
 def table(reports: list[KindReport]) -> str:
-    """The per-kind table and up to 10 examples of each gap."""
+    """The per-kind table and up to 10 examples of each gap (absent optional files are only counted)."""
     head = ("media", "required", "needed", "present", "missing", "unusable", "what the tasks do about a missing / unusable file")
     rows = [head] + [(r.kind.name, "yes" if r.kind.required else "no", str(len(r.kind.items)), str(r.present),
                       str(len(r.missing)), str(len(r.unusable)), _actions(r.kind))
@@ -286,7 +286,7 @@ def table(reports: list[KindReport]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
     for r in reports:
-        for label, items in (("missing", r.missing), ("unusable", r.unusable)):
+        for label, items in ((("missing", r.missing),) if r.kind.required else ()) + (("unusable", r.unusable),):
             for item in items[:10]:
                 lines.append(f"  {r.kind.name} {label}: {item}")
             if len(items) > 10:
