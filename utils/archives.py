@@ -222,8 +222,8 @@ class Archive:
         last_start = view.starts[-2]
         end = _end_record(view, last_start if self.kind == "split" else 0)
         if end is None:
-            raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete "
-                               f"({self._fix()})")
+            raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete"
+                               f"{' (the last chunk holds it: is one missing?)' if self.kind == 'slices' else ''} ({self._fix()})")
         starts = self.disk_starts(view)
         if len(starts) != end.disks:
             raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
@@ -398,12 +398,12 @@ class Plan:
     def declared(self) -> int:
         return sum(member.size for member, _t in self.entries)
 
-    def pending(self, root: Path) -> list[tuple[Member, str]]:
-        """Entries whose target is not already there with the right size."""
+    def pending(self, root: Path, rewrite: frozenset[str] = frozenset()) -> list[tuple[Member, str]]:
+        """Entries to write: those in `rewrite`, and those whose target is not there with the right size."""
         out = []
         for member, target in self.entries:
             path = Path(root) / target
-            if not (path.is_file() and path.stat().st_size == member.size):
+            if target in rewrite or not (path.is_file() and path.stat().st_size == member.size):
                 out.append((member, target))
         return out
 
@@ -436,7 +436,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
     return Plan(archive, entries, skipped)
 
 
-def check_space(plan_: Plan, root: Path, limits: Limits) -> int:
+def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str] = frozenset()) -> int:
     """Bytes still to write; ArchiveError when the expansion looks like a bomb or the disk is too full."""
     archive_bytes = plan_.archive.archive_bytes
     if plan_.declared > limits.max_ratio * archive_bytes + (1 << 20):
@@ -444,7 +444,7 @@ def check_space(plan_: Plan, root: Path, limits: Limits) -> int:
             f"{plan_.archive.label} declares {human(plan_.declared)} of content from {human(archive_bytes)} of archive "
             f"(more than {limits.max_ratio:g} times): refusing to extract a possible zip bomb. If this archive is "
             "genuine, raise the limit with --max-ratio")
-    need = sum(member.size for member, _t in plan_.pending(root))
+    need = sum(member.size for member, _t in plan_.pending(root, rewrite))
     free = shutil.disk_usage(root).free
     if need + limits.keep_free > free:
         raise ArchiveError(
@@ -509,14 +509,16 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
 
 
-def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], None] = lambda _m: None) -> dict[str, int]:
-    """Write every pending member of `plan_` under `root`; return {target: size} of all its
-    targets once each is verified present with its declared size."""
+def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], None] = lambda _m: None,
+            rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Write every pending member of `plan_` under `root` (`rewrite`: targets written even when
+    a file of the right size is there); return {target: size} of all its targets once each is
+    verified present with its declared size."""
     root = Path(root)
-    check_space(plan_, root, limits)
+    check_space(plan_, root, limits, rewrite)
     view = Concatenation(plan_.archive.parts)
     try:
-        for member, target in plan_.pending(root):
+        for member, target in plan_.pending(root, rewrite):
             path = root / target
             path.parent.mkdir(parents=True, exist_ok=True)
             try:

@@ -188,20 +188,24 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
                 _delete_archive(root, archive)
                 _mark_deleted(root, archive.label)
             continue
-        if state == "changed":
-            print(f"{archive.label} changed since it was extracted: extracting it again")
+        rewrite: frozenset[str] = frozenset()
         try:
             plan = archives.plan(archive, module.extraction_target)
-            need = archives.check_space(plan, root, limits)
+            if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
+                old = _read_stamp(_stamp_path(root, archive.label)) or {}
+                crcs = old.get("crcs", {})
+                rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
+                print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
+            need = archives.check_space(plan, root, limits, rewrite)
             print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
                   f"{archives.human(plan.declared)}; {archives.human(need)} still to write, "
                   f"{archives.human(shutil.disk_usage(root).free)} free)")
-            sizes = archives.extract(plan, root, limits, _progress(len(plan.pending(root))))
+            sizes = archives.extract(plan, root, limits, _progress(len(plan.pending(root, rewrite))), rewrite)
         except archives.ArchiveError as exc:
             report.failed.append(str(exc))
             continue
         stamp = {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive), "targets": sizes,
-                 "skipped_members": plan.skipped}
+                 "crcs": {target: member.crc for member, target in plan.entries}, "skipped_members": plan.skipped}
         path = _stamp_path(root, archive.label)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
