@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from lmms_video_reasoning.cg_bench import scoring
+from lmms_video_reasoning.cg_bench import inputs, scoring
 from lmms_video_reasoning.utils.data import require_fields
 from lmms_video_reasoning.utils.responses import failure_reason, is_model_failure
 
@@ -94,6 +94,8 @@ def make_record(doc: dict, response: str) -> dict:
         "response": response or "",
         "model_failed": is_model_failure(response),
         "model_failure": failure_reason(response),
+        # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
+        "subtitles_unusable": None if doc["mode"] == "blind" else inputs.subtitles_unusable(doc["video_uid"]),
     }
 
 
@@ -242,7 +244,8 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report).
 
     `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
-    on). Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`, and
+    on). Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`,
+    `subtitles_unusable` (videos whose SRT yields no line: asked without subtitles), and
     `breakdown` (a dict: per-group metrics, parse and model failures per mode, judge failures,
     the settings used).
     """
@@ -254,6 +257,11 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
     scores = metrics_of(outcomes)
+    unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
+    scores["subtitles_unusable"] = len(unusable_srt)
+    if unusable_srt:
+        logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
+                       "were asked without subtitles", len(unusable_srt), unusable_srt[0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {
@@ -265,6 +273,7 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
         "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
+        "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
         **breakdown(outcomes),
     }
     return scores

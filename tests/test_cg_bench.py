@@ -484,7 +484,7 @@ def test_prepare_lists(cg_root):
     assert data.media_files(records) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
     assert all((cg_root / rel).is_file() for rel in data.media_files(records))
     assert "cg_subtitles/cgsample_park.srt" in data.optional_media_files(records)
-    assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json", "video_meta_info.json"}
+    assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json"}  # the meta table is not on the Hub
 
 
 def test_full_split_variant_loads_cgbench_json(cg_env):
