@@ -61,5 +61,6 @@ BENCHMARK = Benchmark(
     scoring=CgBenchScoring(),
     report=report_spec(),
     reference="reference_tables.json",
+    data_module=f"{__package__}.data",
     aliases=(),
 )

@@ -33,8 +33,8 @@ from typing import Any, Iterable
 
 from lmms_video_reasoning.utils import media_index
 from lmms_video_reasoning.utils.data import (
-    CG_BENCH,
     DataError,
+    DataSource,
     annotation_file,
     data_root,
     read_json,
@@ -43,6 +43,9 @@ from lmms_video_reasoning.utils.data import (
     usable_video as shared_usable_video,
     video_problem,
 )
+
+# The Hugging Face dataset and the root variable (`lmms-vr prepare cg_bench`).
+CG_BENCH = SOURCE = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 

@@ -9,38 +9,41 @@ import sys
 
 import pytest
 
+from lmms_video_reasoning.cg_bench.data import CG_BENCH
 from lmms_video_reasoning.utils import data
+from lmms_video_reasoning.vcr_bench.data import VCR_BENCH
+from lmms_video_reasoning.vrbench.data import VRBENCH
 from lmms_video_reasoning.utils.replay_model import PredictionsError, load_predictions, lookup
 
 
 def test_env_root_wins(tmp_path, monkeypatch):
     monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
-    assert data.data_root(data.VCR_BENCH) == tmp_path
+    assert data.data_root(VCR_BENCH) == tmp_path
 
 
 def test_env_root_that_is_not_a_directory_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path / "nope"))
     with pytest.raises(data.DataError, match="CGBENCH_ROOT=.*not a directory.*lmms-vr prepare cg_bench"):
-        data.data_root(data.CG_BENCH)
+        data.data_root(CG_BENCH)
 
 
 def test_default_root_is_under_the_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("VRBENCH_ROOT", raising=False)
     monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path))
-    assert data.data_root(data.VRBENCH) == tmp_path / "data" / "vrbench"
+    assert data.data_root(VRBENCH) == tmp_path / "data" / "vrbench"
 
 
 def test_missing_annotation_under_a_local_root_is_explained(tmp_path, monkeypatch):
     monkeypatch.setenv("VRBENCH_ROOT", str(tmp_path))
     with pytest.raises(data.DataError, match="VRBench_eval.jsonl not found under VRBENCH_ROOT"):
-        data.annotation_file(data.VRBENCH, "VRBench_eval.jsonl")
+        data.annotation_file(VRBENCH, "VRBench_eval.jsonl")
 
 
 def test_hub_failure_is_explained_offline(tmp_path):
     # No network here: the real huggingface_hub call fails; the error must say what to do.
     # (A subprocess, because huggingface_hub reads HF_HUB_OFFLINE when first imported.)
-    code = ("from lmms_video_reasoning.utils import data\n"
-            "try:\n    data.annotation_file(data.VCR_BENCH, 'v1/videos/meta_info_video.json')\n"
+    code = ("from lmms_video_reasoning.utils import data\nfrom lmms_video_reasoning.vcr_bench.data import VCR_BENCH\n"
+            "try:\n    data.annotation_file(VCR_BENCH, 'v1/videos/meta_info_video.json')\n"
             "except data.DataError as exc:\n    print(exc)\n")
     env = {**os.environ, "LMMS_VR_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     env.pop("VCR_BENCH_ROOT", None)
@@ -51,10 +54,10 @@ def test_hub_failure_is_explained_offline(tmp_path):
 def test_media_errors_name_file_variable_and_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
     with pytest.raises(data.MediaError, match=r"not found: .*cg_videos_720p/x\.mp4.*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
-        data.media_file(data.CG_BENCH, "cg_videos_720p/x.mp4")
+        data.media_file(CG_BENCH, "cg_videos_720p/x.mp4")
     (tmp_path / "empty.mp4").write_bytes(b"")
     with pytest.raises(data.MediaError, match="empty"):
-        data.media_file(data.CG_BENCH, "empty.mp4")
+        data.media_file(CG_BENCH, "empty.mp4")
 
 
 def test_read_json_errors_name_the_file(tmp_path):
@@ -105,14 +108,14 @@ def test_checked_video_rejects_undecodable_files(tmp_path, monkeypatch):
 
     monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
     good = write_video(tmp_path / "good.mp4", duration=2.0)
-    assert data.checked_video(data.VCR_BENCH, "good.mp4") == good
+    assert data.checked_video(VCR_BENCH, "good.mp4") == good
     (tmp_path / "half.mp4").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     (tmp_path / "junk.mp4").write_bytes(b"\x00garbage" * 500)
     for name in ("half.mp4", "junk.mp4"):
         with pytest.raises(data.MediaError, match=rf"{name} is unusable: .*lmms-vr prepare vcr_bench"):
-            data.checked_video(data.VCR_BENCH, name)
+            data.checked_video(VCR_BENCH, name)
     with pytest.raises(data.MediaError, match="not found"):
-        data.checked_video(data.VCR_BENCH, "absent.mp4")
+        data.checked_video(VCR_BENCH, "absent.mp4")
     assert data.video_problem(tmp_path / "absent.mp4") == "it does not exist"
 
 

@@ -304,7 +304,7 @@ def test_prepare_errors_are_messages_not_tracebacks(tmp_path, capsys):
 
 
 def test_download_failure_offline_is_explained(tmp_path, monkeypatch):
-    from lmms_video_reasoning.utils.data import CG_BENCH
+    from lmms_video_reasoning.cg_bench.data import CG_BENCH
 
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     with pytest.raises(DataError, match="download from CG-Bench/CG-Bench failed.*--skip-download"):

@@ -60,9 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_delegate("demo"))
 
     prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
-    prepare.add_argument("benchmark", choices=["vcr_bench", "vr_bench", "vrbench", "cg_bench"])
-    prepare.add_argument("--root", required=True, help="local root (then export VCR_BENCH_ROOT / VRBENCH_ROOT / CGBENCH_ROOT)")
-    prepare.add_argument("--split", default="mini", choices=["mini", "full"], help="CG-Bench split whose media are verified (all chunks are fetched)")
+    prepare.add_argument("benchmark", help="the benchmark: the name of its folder in this suite (or an alias)")
+    prepare.add_argument("--root", required=True, help="local root (then export the root variable it prints)")
+    prepare.add_argument("--split", default="mini", choices=["mini", "full"],
+                         help="for a benchmark with splits: the split whose media are verified (all archives are fetched)")
     prepare.add_argument("--verify-only", action="store_true", help="only check the root (no download, no extraction)")
     prepare.add_argument("--skip-download", action="store_true", help="extract and check archives already under the root")
     prepare.add_argument("--delete-archives", action="store_true", help="delete each archive once its extraction is verified")

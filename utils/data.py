@@ -30,7 +30,7 @@ class MediaError(DataError):
 
 @dataclass(frozen=True)
 class DataSource:
-    benchmark: str  # "vcr_bench" | "vrbench" | "cg_bench": the `lmms-vr prepare` argument
+    benchmark: str  # the benchmark's registry name: the `lmms-vr prepare` argument
     hub_repo: str  # Hugging Face dataset id
     root_env: str  # environment variable naming a local copy
 
@@ -39,10 +39,7 @@ class DataSource:
         return f"lmms-vr prepare {self.benchmark} --root DIR && export {self.root_env}=DIR"
 
 
-VCR_BENCH = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")
-VRBENCH = DataSource("vrbench", "OpenGVLab/VRBench", "VRBENCH_ROOT")
-CG_BENCH = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
-SOURCES = {source.benchmark: source for source in (VCR_BENCH, VRBENCH, CG_BENCH)}
+# Each benchmark's DataSource is declared in its folder's data.py (`SOURCE`).
 
 
 def cache_home() -> Path:

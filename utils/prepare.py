@@ -21,24 +21,22 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmms_video_reasoning.utils import archives, media_index
-from lmms_video_reasoning.utils.data import SOURCES, DataError, DataSource, MediaError
+from lmms_video_reasoning.utils import archives, media_index, registry
+from lmms_video_reasoning.utils.data import DataError, DataSource, MediaError
 
-BENCH_ALIASES = {"vr_bench": "vrbench"}
 STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
 
 
 def benchmark_module(name: str):
-    """The benchmark's `data` module (HUB_ANNOTATIONS, HUB_MEDIA_PATTERNS, media_kinds, extraction_target, ...)."""
-    name = BENCH_ALIASES.get(name, name)
-    return importlib.import_module(f"lmms_video_reasoning.{name}.data")
+    """The benchmark's data module (SOURCE, HUB_ANNOTATIONS, HUB_MEDIA_PATTERNS, media_kinds, extraction_target, ...),
+    found through the registry (`name` may be an alias)."""
+    return registry.get(name).data()
 
 
 # --- stamps ---------------------------------------------------------------------------
@@ -309,9 +307,8 @@ def limits_of(args) -> archives.Limits:
 
 
 def main(args) -> int:
-    name = BENCH_ALIASES.get(args.benchmark, args.benchmark)
-    source = SOURCES[name]
-    module = benchmark_module(name)
+    module = benchmark_module(args.benchmark)
+    source = module.SOURCE
     root = Path(args.root).expanduser().resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)

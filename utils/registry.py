@@ -106,6 +106,16 @@ class Benchmark:
     reference: str | Mapping | None = None
     aliases: tuple[str, ...] = ()
     task_dirs: tuple[Path, ...] = ()  # YAML folders besides the suite's tasks/ (a benchmark defined elsewhere)
+    data_module: str | None = None  # the module `lmms-vr prepare` uses (see `data()`)
+    judge: Any = None  # `judges.config.JudgeDefaults`: the official evaluation's judge (None: no judge)
+
+    def data(self):
+        """The benchmark's data module, imported on use. `lmms-vr prepare` needs: `SOURCE` (a
+        `utils.data.DataSource`), `HUB_ANNOTATIONS`, `HUB_MEDIA_PATTERNS`, `extraction_target`,
+        `records_at(root, split=...)` and `media_kinds(root, records)`."""
+        if self.data_module is None:
+            raise DataError(f"benchmark {self.name} has no data to prepare")
+        return importlib.import_module(self.data_module)
 
     def reference_tables(self) -> dict:
         """The papers' tables: {"paper": {...}, "tables": {name: {..., "rows": [{..., "source"}]}}}."""

@@ -43,5 +43,6 @@ BENCHMARK = Benchmark(
     scoring=VcrBenchScoring(),
     report=report_spec(),
     reference="reference_tables.json",
+    data_module=f"{__package__}.data",
     aliases=(),
 )

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils import media_index
 from lmms_video_reasoning.utils.data import (
-    VCR_BENCH,
     DataError,
+    DataSource,
     annotation_file,
     data_root,
     read_json,
@@ -27,6 +27,9 @@ from lmms_video_reasoning.utils.data import (
     usable_video,
     video_problem,
 )
+
+# The Hugging Face dataset and the root variable (`lmms-vr prepare vcr_bench`).
+VCR_BENCH = SOURCE = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")
 
 VIDEO_DIR = "v1/videos"
 ANNOTATION = f"{VIDEO_DIR}/meta_info_video.json"

@@ -52,5 +52,6 @@ BENCHMARK = Benchmark(
     scoring=VrBenchScoring(),
     report=report_spec(),
     reference="reference_tables.json",
+    data_module=f"{__package__}.data",
     aliases=("vr_bench",),
 )

@@ -26,8 +26,8 @@ from typing import Any
 
 from lmms_video_reasoning.utils import media_index
 from lmms_video_reasoning.utils.data import (
-    VRBENCH,
     DataError,
+    DataSource,
     annotation_file,
     data_root,
     read_json,
@@ -38,6 +38,9 @@ from lmms_video_reasoning.utils.data import (
 )
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import TYPE_METRIC
+
+# The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).
+VRBENCH = SOURCE = DataSource("vrbench", "OpenGVLab/VRBench", "VRBENCH_ROOT")
 
 ANNOTATIONS = "VRBench_eval.jsonl"
 HUB_ANNOTATIONS = [ANNOTATIONS]
