@@ -2,8 +2,8 @@
 
 Precedence (issue 3): ``LMMS_VR_JUDGE_BASE_URL`` / ``LMMS_VR_JUDGE_API_KEY`` /
 ``LMMS_VR_JUDGE_MODEL`` override everything; otherwise each benchmark has the defaults of
-its official evaluation code (GPT-4o for VCR-Bench and CG-Bench, DeepSeek-V3 for VRBench)
-plus lmms-eval's conventions (``OPENAI_API_URL``, ``MODEL_VERSION``).
+its official evaluation code (a ``JudgeDefaults`` its folder declares, found through the
+suite's registry) plus lmms-eval's conventions (``OPENAI_API_URL``, ``MODEL_VERSION``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
-
-BENCHMARKS = ("vcr_bench", "vrbench", "cg_bench")
 
 OVERRIDE_BASE_URL = "LMMS_VR_JUDGE_BASE_URL"
 OVERRIDE_API_KEY = "LMMS_VR_JUDGE_API_KEY"
@@ -45,7 +43,10 @@ class JudgeConfigError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class _BenchmarkDefaults:
+class JudgeDefaults:
+    """A benchmark's judge as its official evaluation code sets it (declared in the benchmark's
+    folder, `Benchmark.judge`): the model, where its name and key are read, the endpoint."""
+
     model: str
     model_env: str | None
     key_env: str
@@ -53,11 +54,18 @@ class _BenchmarkDefaults:
     base_url_envs: tuple[str, ...]
 
 
-_DEFAULTS = {
-    "vcr_bench": _BenchmarkDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
-    "cg_bench": _BenchmarkDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
-    "vrbench": _BenchmarkDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ()),
-}
+def benchmark_defaults(benchmark: str) -> JudgeDefaults:
+    """The judge defaults of ``benchmark`` (ValueError naming the benchmarks that have a judge)."""
+    from lmms_video_reasoning.utils import registry
+
+    judged = [b.name for b in registry.benchmarks() if b.judge is not None]
+    try:
+        defaults = registry.get(benchmark).judge
+    except ValueError:
+        defaults = None
+    if defaults is None:
+        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {judged}")
+    return defaults
 
 
 @dataclass(frozen=True)
@@ -119,10 +127,8 @@ class JudgeConfig:
     @classmethod
     def from_env(cls, benchmark: str, env: Mapping[str, str] | None = None) -> "JudgeConfig | None":
         """Resolve the judge for ``benchmark`` from environment variables; None if none is configured."""
-        if benchmark not in _DEFAULTS:
-            raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BENCHMARKS)}")
+        defaults = benchmark_defaults(benchmark)
         env = os.environ if env is None else env
-        defaults = _DEFAULTS[benchmark]
 
         override_url = _get(env, OVERRIDE_BASE_URL)
         if override_url:
@@ -167,7 +173,7 @@ class JudgeConfig:
 
 def not_configured_message(benchmark: str) -> str:
     """The one line telling a user which variables enable the judge of ``benchmark``."""
-    defaults = _DEFAULTS[benchmark]
+    defaults = benchmark_defaults(benchmark)
     return (
         f"{benchmark}: no LLM judge configured, judge-based metrics will be reported as not computed. "
         f"Set {defaults.key_env} (judge {defaults.model}), or {OVERRIDE_BASE_URL} "
