@@ -67,5 +67,6 @@ BENCHMARK = Benchmark(
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
     judge=JUDGE,
+    demo_tasks=("cg_bench_mcq", "cg_bench_open"),
     aliases=(),
 )

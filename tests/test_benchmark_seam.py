@@ -1,6 +1,7 @@
 """The seam between shared code and benchmarks: a toy fourth benchmark, defined only in this
-test (documents, a rule-based metric, a paper table, a report section) and registered at test
-time, goes through `lmms-vr score` and `lmms-vr report` with no change to shared code.
+test (documents, a rule-based metric, a paper table, a report section, its data layout) and
+registered at test time, goes through `lmms-vr score`, `lmms-vr report` and
+`lmms-vr prepare --verify-only` with no change to shared code.
 
 It also pins what the registry is: the only place shared code learns about benchmarks.
 """
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.utils import registry, report
+from lmms_video_reasoning.utils import media_index, registry, report
 from lmms_video_reasoning.utils.cli import main as cli_main
+from lmms_video_reasoning.utils.data import DataSource, read_json
 from lmms_video_reasoning.utils.registry import Benchmark, ReportSpec, ScoringAdapter
 
 PACKAGE = "toy_bench_seam"  # an in-memory package: nothing of it exists on disk or in the suite
@@ -42,6 +44,27 @@ def toy_hooks() -> types.ModuleType:
 
     hooks.process_docs, hooks.process_results = process_docs, process_results
     return hooks
+
+
+def toy_data() -> types.ModuleType:
+    """The toy benchmark's data module (what a benchmark folder's data.py holds for `lmms-vr prepare`):
+    `annotations.json` lists the pictures; each `pictures/<id>.txt` must be present and non-empty."""
+    data = types.ModuleType(f"{PACKAGE}.data")
+    data.SOURCE = DataSource("toy_bench", "nobody/toy-bench", "TOY_BENCH_ROOT")
+    data.HUB_ANNOTATIONS, data.HUB_MEDIA_PATTERNS = ["annotations.json"], ["pictures.zip"]
+    data.extraction_target = lambda archive, member: member
+
+    def records_at(root, split="mini"):
+        return read_json(Path(root) / "annotations.json")
+
+    def media_kinds(root, records):
+        paths = {f"pictures/{r['sample_id']}.txt": Path(root) / "pictures" / f"{r['sample_id']}.txt" for r in records}
+        items = {label: (lambda path=path: path if path.is_file() else None) for label, path in paths.items()}
+        problem = lambda path: None if path.stat().st_size else "empty file"  # noqa: E731
+        return [media_index.MediaKind("pictures", True, items, problem, "error: the question cannot run", "error: the question cannot run")]
+
+    data.records_at, data.media_kinds = records_at, media_kinds
+    return data
 
 
 def correct(record: dict) -> bool:
@@ -84,6 +107,7 @@ def toy_benchmark(tmp_path, monkeypatch):
     package.__path__ = []
     monkeypatch.setitem(sys.modules, PACKAGE, package)
     monkeypatch.setitem(sys.modules, f"{PACKAGE}.hooks", toy_hooks())
+    monkeypatch.setitem(sys.modules, f"{PACKAGE}.data", toy_data())
     tasks = tmp_path / "toy_tasks"
     tasks.mkdir()
     (tasks / "toy_count.yaml").write_text(
@@ -94,7 +118,7 @@ def toy_benchmark(tmp_path, monkeypatch):
         "metric_list:\n  - metric: accuracy\n")
     benchmark = Benchmark(name="toy_bench", title="ToyBench", package=PACKAGE, scoring=ToyScoring(),
                           report=ReportSpec(section=toy_section, headline=("accuracy",), labels={"accuracy": "Acc"}),
-                          reference=PAPER_TABLES, task_dirs=(tasks,))
+                          reference=PAPER_TABLES, task_dirs=(tasks,), data_module=f"{PACKAGE}.data", aliases=("toy",))
     registry.register(benchmark)
     yield benchmark
     registry.unregister("toy_bench")
@@ -125,6 +149,24 @@ def test_a_toy_benchmark_goes_through_score_and_report(toy_benchmark, tmp_path, 
     assert "## ToyBench" in markdown and "Paper: ToyBench: Counting Dots (Nobody et al., 2026; arXiv:2601.00001)" in markdown
 
 
+def test_a_toy_benchmark_goes_through_prepare_verify_only(toy_benchmark, tmp_path, capsys):
+    root = tmp_path / "toy_root"
+    (root / "pictures").mkdir(parents=True)
+    (root / "annotations.json").write_text(json.dumps(DOCS))
+    for doc in DOCS:
+        (root / "pictures" / f"{doc['sample_id']}.txt").write_text("• • •")
+    assert cli_main(["prepare", "toy", "--root", str(root), "--verify-only"]) == 0
+    assert f"export TOY_BENCH_ROOT={root}" in capsys.readouterr().out
+    (root / "pictures" / "q3.txt").unlink()
+    (root / "pictures" / "q4.txt").write_text("")
+    assert cli_main(["prepare", "toy_bench", "--root", str(root), "--verify-only"]) == 1
+    out = capsys.readouterr().out
+    assert "TOY_BENCH_ROOT root" in out and "incomplete" in out
+    assert cli_main(["prepare", "nope", "--root", str(root), "--verify-only"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'nope'" in err and "toy_bench" in err
+
+
 def test_the_registry_finds_the_suites_benchmarks_in_report_order():
     assert registry.names() == ["vcr_bench", "vrbench", "cg_bench"]
     assert registry.get("vr_bench") is registry.get("vrbench")  # the alias `lmms-vr prepare vr_bench` accepts
@@ -139,7 +181,9 @@ SHARED = Path(__file__).resolve().parents[1]
 BENCHMARK_WORDS = re.compile(r"vcr|vrbench|vr_bench|cg_bench|cgbench", re.IGNORECASE)
 
 
-@pytest.mark.parametrize("module", ["utils/report.py", "utils/score.py", "utils/registry.py", "utils/cached_verdicts.py"])
+@pytest.mark.parametrize("module", ["utils/report.py", "utils/score.py", "utils/registry.py", "utils/cached_verdicts.py",
+                                    "utils/prepare.py", "utils/data.py", "utils/sample.py", "utils/demo.py", "utils/cli.py",
+                                    "judges/config.py"])
 def test_restructured_shared_modules_name_no_benchmark(module):
     """The shared modules this seam replaced name no benchmark (the registry only its folder list)."""
     lines = [line for line in (SHARED / module).read_text().splitlines() if BENCHMARK_WORDS.search(line)]

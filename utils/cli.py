@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the sample benchmark through lmms-eval with replay predictions")
     demo.add_argument("--out", help="sample folder (default: under the cache)")
     demo.add_argument("--output_path", help="lmms-eval output folder (default: <sample>/demo_results)")
-    demo.add_argument("--tasks", default="vcr_cot,vr_bench,cg_bench_mcq,cg_bench_open")
+    demo.add_argument("--tasks", help="comma-separated tasks (default: each benchmark's demo tasks)")
     demo.add_argument("--real-judge", action="store_true", help="use the judge configured in the environment")
     demo.set_defaults(run=_delegate("demo"))
 

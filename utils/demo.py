@@ -20,17 +20,20 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from lmms_video_reasoning.utils import report
+from lmms_video_reasoning.utils import registry, report
 from lmms_video_reasoning.utils.data import cache_home
-from lmms_video_reasoning.utils.sample import BENCHMARKS, SAMPLE_VERSION, env_for, write_sample
+from lmms_video_reasoning.utils.sample import SAMPLE_VERSION, env_for, sample_benchmarks, write_sample
 
-DEMO_TASKS = "vcr_cot,vr_bench,cg_bench_mcq,cg_bench_open"
+
+def demo_tasks() -> str:
+    """The tasks the demo runs: each benchmark's `demo_tasks` (registry order)."""
+    return ",".join(task for b in registry.benchmarks() for task in b.demo_tasks)
 
 
 def sample_responder(request: dict) -> str:
     """Route a judge request to the benchmark whose sample oracle recognises its prompt."""
-    for name in BENCHMARKS:
-        module = importlib.import_module(f"lmms_video_reasoning.{name}.sample")
+    for name in sample_benchmarks():
+        module = importlib.import_module(f"{registry.get(name).package}.sample")
         reply = module.oracle_judge_reply(request)
         if reply is not None:
             return reply
@@ -58,7 +61,8 @@ def main(args) -> int:
         env["LMMS_VR_JUDGE_MODEL"] = "sample-oracle"
         env["LMMS_VR_JUDGE_CACHE"] = str(out / "demo_judge_cache.sqlite")
         print(f"local sample judge at {server.base_url}")
-    cmd = [sys.executable, "-m", "lmms_eval", "--tasks", args.tasks, "--model", "vr_replay",
+    tasks = args.tasks or demo_tasks()
+    cmd = [sys.executable, "-m", "lmms_eval", "--tasks", tasks, "--model", "vr_replay",
            "--model_args", f"predictions={out / 'predictions.jsonl'}", "--output_path", str(output_path),
            "--log_samples", "--verbosity", "WARNING"]
     print("$ " + " ".join(cmd))
@@ -71,7 +75,7 @@ def main(args) -> int:
     # lmms-eval exits 0 after an exception unless --verbosity DEBUG: check its results file.
     results = [p for p in output_path.rglob("*_results.json") if p.stat().st_mtime >= started]
     produced = json.loads(max(results, key=lambda p: p.stat().st_mtime).read_text())["results"] if results else {}
-    missing = [task for task in args.tasks.split(",") if task not in produced]
+    missing = [task for task in tasks.split(",") if task not in produced]
     if returncode or missing:
         print(f"lmms-vr demo: lmms-eval failed (exit {returncode}); tasks without results: {missing}", file=sys.stderr)
         return returncode or 1

@@ -107,6 +107,7 @@ class Benchmark:
     aliases: tuple[str, ...] = ()
     task_dirs: tuple[Path, ...] = ()  # YAML folders besides the suite's tasks/ (a benchmark defined elsewhere)
     data_module: str | None = None  # the module `lmms-vr prepare` uses (see `data()`)
+    demo_tasks: tuple[str, ...] = ()  # what `lmms-vr demo` runs by default
     judge: Any = None  # `judges.config.JudgeDefaults`: the official evaluation's judge (None: no judge)
 
     def data(self):

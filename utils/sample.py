@@ -1,34 +1,41 @@
 """The sample benchmark: a small, generated copy of each benchmark in its official layout.
 
-`lmms-vr sample --out DIR` writes `DIR/vcr_bench`, `DIR/vrbench` and `DIR/cg_bench`
-(each a root for VCR_BENCH_ROOT / VRBENCH_ROOT / CGBENCH_ROOT) with synthetic videos
-whose events have known times, and `DIR/predictions.jsonl`, replay predictions for
-every task (mostly right, some wrong, some malformed) for the demo and the tests.
-Generation is deterministic and skipped when DIR already holds the same version.
+`lmms-vr sample --out DIR` writes `DIR/<benchmark>` for every benchmark of the registry
+whose folder has a `sample.py` (each a root for the benchmark's root variable) with
+synthetic videos whose events have known times, and `DIR/predictions.jsonl`, replay
+predictions for every task (mostly right, some wrong, some malformed) for the demo and the
+tests. Generation is deterministic and skipped when DIR already holds the same version.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 from pathlib import Path
+from typing import Sequence
 
-BENCHMARKS = ("vcr_bench", "vrbench", "cg_bench")
-ROOT_ENV = {"vcr_bench": "VCR_BENCH_ROOT", "vrbench": "VRBENCH_ROOT", "cg_bench": "CGBENCH_ROOT"}
+from lmms_video_reasoning.utils import registry
+
 SAMPLE_VERSION = 1
 
 
+def sample_benchmarks() -> tuple[str, ...]:
+    """The benchmarks (registry names, report order) whose folder generates a sample (`sample.py`)."""
+    return tuple(b.name for b in registry.benchmarks() if importlib.util.find_spec(f"{b.package}.sample") is not None)
+
+
 def _module(benchmark: str):
-    return importlib.import_module(f"lmms_video_reasoning.{benchmark}.sample")
+    return importlib.import_module(f"{registry.get(benchmark).package}.sample")
 
 
-def write_sample(out: Path, benchmarks=BENCHMARKS) -> dict[str, Path]:
+def write_sample(out: Path, benchmarks: Sequence[str] | None = None) -> dict[str, Path]:
     """Write the sample benchmark under `out`; return {benchmark: root}."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     roots = {}
     predictions = []
-    for name in benchmarks:
+    for name in benchmarks if benchmarks is not None else sample_benchmarks():
         module = _module(name)
         root = out / name
         module.write_sample(root)
@@ -41,6 +48,7 @@ def write_sample(out: Path, benchmarks=BENCHMARKS) -> dict[str, Path]:
     return roots
 
 
-def env_for(out: Path, benchmarks=BENCHMARKS) -> dict[str, str]:
+def env_for(out: Path, benchmarks: Sequence[str] | None = None) -> dict[str, str]:
     """The environment variables that point the tasks at a sample written to `out`."""
-    return {ROOT_ENV[name]: str(Path(out) / name) for name in benchmarks}
+    names = benchmarks if benchmarks is not None else sample_benchmarks()
+    return {registry.get(name).data().SOURCE.root_env: str(Path(out) / name) for name in names}

@@ -49,5 +49,6 @@ BENCHMARK = Benchmark(
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
     judge=JUDGE,
+    demo_tasks=("vcr_cot",),
     aliases=(),
 )

@@ -58,5 +58,6 @@ BENCHMARK = Benchmark(
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
     judge=JUDGE,
+    demo_tasks=("vr_bench",),
     aliases=("vr_bench",),
 )
