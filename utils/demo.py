@@ -17,10 +17,9 @@ import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
-from lmms_video_reasoning.utils import registry, report
+from lmms_video_reasoning.utils import registry
 from lmms_video_reasoning.utils.data import cache_home
 from lmms_video_reasoning.utils.sample import SAMPLE_VERSION, env_for, sample_benchmarks, write_sample
 
@@ -82,21 +81,11 @@ def main(args) -> int:
     print(f"results and samples under {output_path}")
     newest = max(results, key=lambda p: p.stat().st_mtime)
     report_dir = output_path / "report"
-    with _environment(env_for(out)):  # the report re-reads judge inputs (CG-Bench clue frames) from the sample
-        report.build_report([str(newest)], report_dir)
+    # `lmms-vr report` on this run; the sample's roots let it rebuild judge inputs (e.g. frames a request holds)
+    report_env = {**os.environ, **env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "report", str(newest), "--out", str(report_dir)]
+    if subprocess.run(command, env=report_env).returncode:
+        print("lmms-vr demo: the report of the run failed (see above)", file=sys.stderr)
+        return 1
     print(f"report (the papers' tables beside this run, with 95% CIs): {report_dir / 'report.md'} and {report_dir / 'report.html'}")
     return 0
-
-
-@contextmanager
-def _environment(values: dict[str, str]):
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
