@@ -50,10 +50,10 @@ class JudgeRequest:
 
     messages: list[dict]
     max_tokens: int = 2048
-    temperature: float | None = 0.0  # None: not sent (VRBench's official calls leave it unset)
+    temperature: float | None = 0.0  # None: not sent (some official evaluations leave it unset)
     parse: Callable[[str], Any] | None = None  # raises parsing.ParseError -> re-ask
     max_reasks: int = 2
-    tag: str = ""  # e.g. "vcr.recall", for the per-tag accounting
+    tag: str = ""  # e.g. "<benchmark>.recall", for the per-tag accounting
 
 
 @dataclass

@@ -5,9 +5,9 @@ Each function is pure: it takes the raw reply text and returns the parsed value 
 request's ``parse`` callable as "re-ask" (bounded), then as a recorded judge failure.
 
 Judge models wrap structured answers in prose and code fences, leave trailing commas and
-use single quotes; the official scripts of VCR-Bench (JSON lists of steps), VRBench
-(``<step_matching>`` tags, single digits) and CG-Bench (yes/no verdicts) each parse one of
-these shapes, so the helpers accept them leniently but never guess a value.
+use single quotes; the benchmarks' official scripts each parse one of these shapes (JSON
+lists of steps, ``<tag>``-wrapped single digits, yes/no verdicts), so the helpers accept them
+leniently but never guess a value.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def normalize_label(label: str, allowed: Sequence[str], aliases: dict[str, str] 
 
     Matching ignores case, surrounding whitespace/markdown/punctuation and repeated spaces;
     ``aliases`` maps other spellings onto allowed labels (e.g. ``{"Match": "Matched"}``,
-    the VCR-Bench judge's two spellings of the same verdict).
+    one official judge prompt's two spellings of the same verdict).
     """
     if not isinstance(label, str):
         raise ParseError(f"label must be text, got {type(label).__name__}: {label!r}")
@@ -188,7 +188,7 @@ def extract_tag(text: str, name: str) -> str | None:
     """Content of the last ``<name>...</name>`` in the reply (stripped), or None.
 
     The last occurrence wins because judges that echo the requested format before answering
-    put the real value at the end (VRBench's ``<step_matching>`` score).
+    put the real value at the end (a tag-wrapped step score).
     """
     pattern = re.compile(rf"<\s*{re.escape(name)}\s*>(.*?)<\s*/\s*{re.escape(name)}\s*>", re.DOTALL | re.IGNORECASE)
     matches = pattern.findall(text or "")

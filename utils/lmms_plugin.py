@@ -5,7 +5,7 @@ lmms-eval (0.7.x) has no entry point for tasks, only one for models
 before the CLI builds its `TaskManager`. `register` uses that moment to add our
 task folder to every `TaskManager` (by wrapping `TaskManager.initialize_tasks`)
 and returns the manifest of the replay model. So, after `pip install`,
-`python -m lmms_eval --tasks vcr_cot ...` finds our tasks with no flag.
+`python -m lmms_eval --tasks <one of our tasks> ...` finds them with no flag.
 
 lmms-eval swallows exceptions raised here as a warning, so failures are logged
 loudly and `tests/test_plugin.py` fails if the hook stops working.

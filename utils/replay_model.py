@@ -4,8 +4,8 @@
 
 Each line of the JSONL is `{"task": "<task name>", "id": <native id>, "response": "..."}`
 (`task` may be omitted). The native id is the document's `sample_id` field, which every
-task of this suite sets: VCR-Bench `id`, VRBench `"{video_id}_{qa_key}"`, CG-Bench `qid`,
-and `"<qid>:<mode>"` in `cg_bench_mcq`. The model never calls `doc_to_visual`, so no video
+task of this suite builds from the dataset's ids (a task asking one question in several
+modes appends `:<mode>`). The model never calls `doc_to_visual`, so no video
 is decoded: it scores predictions made by another inference stack with these protocols,
 and drives the project's end-to-end tests.
 """
