@@ -221,6 +221,14 @@ def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
 
 
 _readers: dict[tuple[str, str], CachedVerdicts] = {}
+MAX_SCANNED = 50  # newest JSON files per folder searched for the judge accounting
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[CachedVerdicts | None, str]:
@@ -234,13 +242,15 @@ def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[CachedVerd
     if results_file is not None:
         data, _ = read_results(results_file)
         candidates += judge_settings(data, judge_name) if data else []
-        beside = [p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob("*.json") if p != results_file]
-        for path in sorted(set(beside), key=lambda p: p.stat().st_mtime, reverse=True):
-            if path.stat().st_size < 1 << 22:
-                try:
+        # lmms-eval's results sit in <output_path>/<model>/; the accounting in either folder
+        beside = [] if candidates else [p for folder in (results_file.parent, results_file.parent.parent)
+                                        for p in sorted(folder.glob("*.json"), key=_mtime, reverse=True)[:MAX_SCANNED]]
+        for path in sorted(set(beside) - {results_file}, key=_mtime, reverse=True):
+            try:
+                if path.stat().st_size < 1 << 22:
                     candidates += judge_settings(json.loads(path.read_text(encoding="utf-8")), judge_name)
-                except (ValueError, OSError):
-                    continue
+            except (ValueError, OSError):
+                continue
     try:
         from lmms_video_reasoning.judges import JudgeConfig
 
