@@ -33,7 +33,14 @@ from typing import Iterable, Sequence
 
 from lmms_video_reasoning.cg_bench import scoring
 from lmms_video_reasoning.utils.data import require_fields
-from lmms_video_reasoning.utils.responses import failure_reason, final_answer, is_model_failure, reasoning_truncated, reply_fields
+from lmms_video_reasoning.utils.responses import (
+    failure_reason,
+    final_answer,
+    is_model_failure,
+    reasoning_truncated,
+    reply_fields,
+    warn_truncated,
+)
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
@@ -258,6 +265,7 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
     scores = metrics_of(outcomes)
+    warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {

@@ -70,6 +70,18 @@ def test_setting_is_checked_and_stamped_in_the_record(monkeypatch):
     assert responses.reasoning_truncated({"response": "<think>A"})
 
 
+def test_prefilled_template_makes_a_reply_without_closing_tag_truncated(monkeypatch):
+    cut_off = "The user asks which shape comes first. Option A could be"
+    assert responses.reply_fields(cut_off)["reasoning_truncated"] is False  # by default: a plain answer
+    monkeypatch.setenv(responses.PREFILLED_ENV, "1")
+    assert responses.reply_fields(cut_off) == {**responses.reply_fields(cut_off), "final_answer": "", "reasoning_truncated": True}
+    assert responses.reply_fields("reasoning</think>\n\nB")["final_answer"] == "B"
+    assert responses.reply_fields("")["reasoning_truncated"] is False  # an empty reply is not a cut-off thought
+    monkeypatch.setenv(responses.PREFILLED_ENV, "maybe")
+    with pytest.raises(ValueError, match="LMMS_VR_THINK_PREFILLED"):
+        responses.reply_fields("B")
+
+
 def test_final_answer_wins_over_option_letters_in_the_reasoning():
     """Whole-reply parsing would take a letter from the reasoning; each benchmark reads the final one."""
     from lmms_video_reasoning.cg_bench import scoring as cg_scoring
@@ -244,6 +256,7 @@ def test_vrbench_rates_the_reasoning_and_reads_the_final_letter(sample_root, tmp
         # wrong); qa4 ends inside its reasoning: wrong, counted, its reasoning still rated.
         assert metric(results, "vr_bench", "mcq_accuracy") == pytest.approx(75.0)
         assert metric(results, "vr_bench", "reasoning_truncated") == 1
+        assert "end inside an open reasoning block" in results["_log"]  # and the run says so
         assert metric(results, "vr_bench", "process_score") == pytest.approx(100.0)
         _assert_rescored_equal(results, _lmms_vr_score(tmp_path / "run", tmp_path / "scored.json", env), "vr_bench")
 

@@ -49,6 +49,7 @@ REASONING_TAGS = (("<think>", "</think>"), ("<analysis>", "</analysis>"))
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 
 REASONING_ENV = "LMMS_VR_REASONING"
+PREFILLED_ENV = "LMMS_VR_THINK_PREFILLED"
 FULL, STRIPPED = "full", "stripped"
 
 
@@ -62,13 +63,14 @@ class ReplyParts:
     truncated: bool
 
 
-def split_reply(text: str) -> ReplyParts:
+def split_reply(text: str, prefilled: bool = False) -> ReplyParts:
     """Split a reply into its final answer and whether its reasoning was cut off.
 
     Forms: `<think>...</think>answer`; `...</think>answer` (the template prefilled the opening
     tag); `<think>...</think><answer>X</answer>`; a plain answer (no tags); `<think>...` with
     no closing tag (truncated: no final answer). A reply cut off before `</think>` whose
-    template prefilled `<think>` carries no tag at all and reads as a plain answer.
+    template prefilled `<think>` carries no tag at all: it reads as a plain answer unless
+    `prefilled` says every reply opens inside a reasoning block (then no closing tag = truncated).
     """
     text = text or ""
     tail_start = 0
@@ -77,16 +79,16 @@ def split_reply(text: str) -> ReplyParts:
         if position != -1:
             tail_start = max(tail_start, position + len(closing))
     tail = text[tail_start:]
-    if any(opening in tail for opening, _closing in REASONING_TAGS):
+    if any(opening in tail for opening, _closing in REASONING_TAGS) or (prefilled and tail_start == 0 and text.strip()):
         return ReplyParts(final="", truncated=True)
     answers = _ANSWER_BLOCK.findall(tail)
     return ReplyParts(final=(answers[-1] if answers else tail).strip(), truncated=False)
 
 
-def answer_text(text: str) -> str:
+def answer_text(text: str, prefilled: bool = False) -> str:
     """What rule-based answer parsing reads: the final answer, or the whole reply when the
     final part is empty (the answer was written inside the reasoning); "" when truncated."""
-    parts = split_reply(text)
+    parts = split_reply(text, prefilled)
     if parts.truncated:
         return ""
     return parts.final or (text or "").strip()
@@ -118,11 +120,22 @@ def reasoning_setting() -> str:
     return value
 
 
+def prefilled_setting() -> bool:
+    """`LMMS_VR_THINK_PREFILLED=1`: the model's chat template opens `<think>` in the prompt
+    (Qwen3-VL Thinking and other always-thinking templates), so a reply with no closing tag
+    stopped mid-thought. Off by default: a reply without tags is then a plain answer."""
+    value = os.environ.get(PREFILLED_ENV, "").strip().lower()
+    if value not in ("", "0", "false", "no", "1", "true", "yes"):
+        raise ValueError(f"{PREFILLED_ENV}={value!r}: use 1 (every reply starts inside <think>) or 0")
+    return value in ("1", "true", "yes")
+
+
 def reply_fields(response: str) -> dict:
     """The record fields about a reply's reasoning (see the module docstring), for `process_results`."""
+    prefilled = prefilled_setting()
     return {
-        "final_answer": answer_text(response),
-        "reasoning_truncated": split_reply(response).truncated,
+        "final_answer": answer_text(response, prefilled),
+        "reasoning_truncated": split_reply(response, prefilled).truncated,
         "judged_reply": reasoning_setting(),
     }
 
@@ -147,3 +160,11 @@ def reasoning_truncated(record: dict) -> bool:
     if "reasoning_truncated" in record:
         return bool(record["reasoning_truncated"])
     return split_reply(record.get("response") or "").truncated
+
+
+def warn_truncated(logger, benchmark: str, count: int, total: int) -> None:
+    """One warning line when replies ended inside their reasoning (they are counted, not hidden)."""
+    if count:
+        logger.warning("%s: %d of %d replies end inside an open reasoning block (the generation stopped mid-thought: raise "
+                       "max_new_tokens); no answer is read from them, they count as wrong (reasoning_truncated=%d)",
+                       benchmark, count, total, count)

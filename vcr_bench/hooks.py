@@ -32,7 +32,7 @@ from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils import video
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
-from lmms_video_reasoning.utils.responses import failure_reason, reasoning_truncated, reply_fields
+from lmms_video_reasoning.utils.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vcr_bench import data, judging, prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
@@ -189,6 +189,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
     settings = resolve_settings(settings)
     records = list(records)
     chain_of_thought = any(record.get("score_cot", True) for record in records)
+    warn_truncated(log, "VCR-Bench", count_truncated(records), len(records))
     judge = get_judge("vcr_bench")
     if judge is None:
         log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "

@@ -28,7 +28,7 @@ from typing import Any
 
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
-from lmms_video_reasoning.utils.responses import failure_reason, final_answer, reasoning_truncated, reply_fields
+from lmms_video_reasoning.utils.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vrbench import data, judging, prompts
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
@@ -238,6 +238,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
     if len(modes) != 1:
         raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
     with_judge = modes.pop() != "mcq"
+    warn_truncated(log, "VRBench", sum(reasoning_truncated(r) and not record_model_failed(r) for r in records), len(records))
     outcomes = [(None, False)] * len(records)
     judge = None
     if with_judge:
