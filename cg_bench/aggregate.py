@@ -135,7 +135,7 @@ def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
         if mode not in MODES:
             raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
         value, failed, no_answer = None, False, model_failed(record)
-        truncated = not no_answer and reasoning_truncated(record)
+        truncated = reasoning_truncated(record)
         answer = final_answer(record)
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0

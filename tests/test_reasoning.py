@@ -77,6 +77,7 @@ def test_prefilled_template_makes_a_reply_without_closing_tag_truncated(monkeypa
     assert responses.reply_fields(cut_off) == {**responses.reply_fields(cut_off), "final_answer": "", "reasoning_truncated": True}
     assert responses.reply_fields("reasoning</think>\n\nB")["final_answer"] == "B"
     assert responses.reply_fields("")["reasoning_truncated"] is False  # an empty reply is not a cut-off thought
+    assert responses.reply_fields("[LMMS_EVAL_REQUEST_FAILED after 5 retries] timeout")["reasoning_truncated"] is False  # model_failed
     monkeypatch.setenv(responses.PREFILLED_ENV, "maybe")
     with pytest.raises(ValueError, match="LMMS_VR_THINK_PREFILLED"):
         responses.reply_fields("B")

@@ -135,7 +135,7 @@ def reply_fields(response: str) -> dict:
     prefilled = prefilled_setting()
     return {
         "final_answer": answer_text(response, prefilled),
-        "reasoning_truncated": split_reply(response, prefilled).truncated,
+        "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
         "judged_reply": reasoning_setting(),
     }
 
@@ -156,10 +156,12 @@ def final_answer(record: dict) -> str:
 
 
 def reasoning_truncated(record: dict) -> bool:
-    """Whether the record's reply ended inside an open reasoning block (no answer to score)."""
+    """Whether the record's reply ended inside an open reasoning block (no answer to score;
+    never true for lmms-eval's failure placeholder, which is no reply at all)."""
     if "reasoning_truncated" in record:
         return bool(record["reasoning_truncated"])
-    return split_reply(record.get("response") or "").truncated
+    response = record.get("response") or ""
+    return split_reply(response).truncated and not is_model_failure(response)
 
 
 def warn_truncated(logger, benchmark: str, count: int, total: int) -> None:

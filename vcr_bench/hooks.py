@@ -224,7 +224,7 @@ def count_model_failures(records: Sequence[dict]) -> int:
 
 def count_truncated(records: Sequence[dict]) -> int:
     """How many replies ended inside an open reasoning block (wrong for accuracy, not extracted)."""
-    return sum(reasoning_truncated(record) and not scoring.model_failed(record) for record in records)
+    return sum(map(reasoning_truncated, records))
 
 
 _SCORE = ScoreOnce(score_records)

@@ -212,7 +212,7 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[floa
     scores = [
         QuestionScore(
             reasoning_type=record["reasoning_type"],
-            correct=not reasoning_truncated(record) and not record_model_failed(record) and mcq_correct(final_answer(record), record["answer"]),
+            correct=not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
             rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
             process=process,
             judge_failed=failed,
@@ -221,7 +221,7 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[floa
         for record, (process, failed) in zip(records, outcomes, strict=True)
     ]
     metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran)
-    metrics["reasoning_truncated"] = sum(reasoning_truncated(record) and not record_model_failed(record) for record in records)
+    metrics["reasoning_truncated"] = sum(map(reasoning_truncated, records))
     return metrics
 
 
@@ -238,7 +238,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
     if len(modes) != 1:
         raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
     with_judge = modes.pop() != "mcq"
-    warn_truncated(log, "VRBench", sum(reasoning_truncated(r) and not record_model_failed(r) for r in records), len(records))
+    warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
     outcomes = [(None, False)] * len(records)
     judge = None
     if with_judge:
