@@ -697,9 +697,9 @@ def get_judge(benchmark: str) -> Judge | None:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BENCHMARKS)}")
     config = JudgeConfig.from_env(benchmark)
     with _registry_lock:
+        if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
+            return _cache_only_judge(benchmark, config)
         if config is None:
-            if _cache_only is not None:
-                return _cache_only_judge(benchmark)
             if benchmark not in _warned:
                 _warned.add(benchmark)
                 log.warning(not_configured_message(benchmark))
@@ -713,21 +713,27 @@ def get_judge(benchmark: str) -> Judge | None:
         return judge
 
 
-def _cache_only_judge(benchmark: str) -> CacheOnlyJudge:
-    model = (_cache_only["models"] or {}).get(benchmark)
-    identity = ("cache-only", benchmark, model, _cache_only["cache_path"], _cache_only["endpoint"])
+def _cache_only_judge(benchmark: str, config: JudgeConfig | None) -> CacheOnlyJudge:
+    if config is not None:  # read what this configured judge would serve
+        model, cache_path, endpoint = config.model, config.cache_path, config.base_url
+    else:
+        model = _cache_only["models"].get(benchmark)
+        cache_path, endpoint = _cache_only["cache_path"], _cache_only["endpoint"]
+    identity = ("cache-only", benchmark, model, cache_path, endpoint)
     judge = _judges.get(identity)
     if judge is None:
-        judge = _judges[identity] = CacheOnlyJudge(benchmark, model, _cache_only["cache_path"], _cache_only["endpoint"])
+        judge = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
     return judge
 
 
 @contextmanager
 def verdicts_from_cache(models: Mapping[str, str] | None = None, cache_path: str | Path | None = None,
-                        endpoint: str | None = None) -> Iterator[None]:
+                        endpoint: str | None = None, instead_of_configured: bool = False) -> Iterator[None]:
     """Within the block, ``get_judge(benchmark)`` gives a ``CacheOnlyJudge`` for every benchmark
     with no judge configured, so benchmark code reads cached verdicts with no key; a configured
     judge is used as usual. ``models``: {benchmark: the judge model its runs used}.
+    ``instead_of_configured``: configured judges too are replaced by a cache-only reader of
+    their own model and cache (re-reading what a judging pass just did, sending nothing).
 
         with verdicts_from_cache({"vcr_bench": "gpt-4o-2024-08-06"}):
             outcomes = bench.outcomes(records, settings)   # misses: NOT_COMPUTED, nothing sent
@@ -735,7 +741,8 @@ def verdicts_from_cache(models: Mapping[str, str] | None = None, cache_path: str
     global _cache_only
     with _registry_lock:
         saved = _cache_only
-        _cache_only = {"models": dict(models or {}), "cache_path": cache_path, "endpoint": endpoint}
+        _cache_only = {"models": dict(models or {}), "cache_path": cache_path, "endpoint": endpoint,
+                       "instead_of_configured": instead_of_configured}
     try:
         yield
     finally:

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
 
 FAULT_KINDS = ("429", "500", "503", "timeout", "truncated", "malformed", "401", "400",
-               # HTTP 200 but wrong inside: content no parser accepts; `usage` malformed; a body
+               # HTTP 200 but wrong inside: empty content (no parser accepts it); `usage` malformed; a body
                # sent one byte per `slow_interval`; a body of `huge_bytes`.
                "unparseable", "bad_usage", "slow_body", "huge",
                # 429 with a Retry-After that is not a number of seconds or a date.
@@ -266,8 +266,8 @@ def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload[: len(payload) // 2])
                 self.wfile.flush()
                 self.close_connection = True
-            elif fault == "unparseable":  # what an overloaded or degraded judge sends with a 200
-                self._json(200, self._completion(number, body or {}, "The service is temporarily overloaded."))
+            elif fault == "unparseable":  # what an overloaded or degraded judge sends with a 200: no content
+                self._json(200, self._completion(number, body or {}, ""))
             elif fault == "bad_usage":
                 completion = self._completion(number, body or {}, server.responder(body or {}))
                 completion["usage"] = {"prompt_tokens": "many", "completion_tokens": [3]}
