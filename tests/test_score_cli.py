@@ -98,7 +98,10 @@ def test_report_on_an_lmms_eval_folder(runs, tmp_path):
     before = runs.server.request_count
     data = report.build_report([str(runs.out / "logged")], tmp_path, n=200, seed=0)
     assert set(data["sections"]) == {"vcr_bench", "vrbench", "cg_bench"}
-    assert runs.server.request_count == before, "per-sample outcomes recomputed from the judge cache"
+    # Per-sample outcomes come from the judge cache; at most the judgments that got no parsed
+    # reply in the run (re-asked 1 + 2 times; never served from the cache) are asked again.
+    failed = sum(runs.logged["results"][task].get("judge_failed,none", 0) for task in LOGGED_TASKS)
+    assert runs.server.request_count - before <= 3 * failed, "per-sample outcomes recomputed from the judge cache"
     [run] = data["runs"]
     for task in LOGGED_TASKS:
         entry = data["tasks"][f"{run}|{task}"]
