@@ -205,7 +205,8 @@ class _Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="judge-watchdog", daemon=True)
                 self._thread.start()
-            self._condition.notify()
+            if self._heap[0][1] == token:  # an earlier deadline than the thread is waiting for
+                self._condition.notify()
             return token
 
     def cancel(self, token: int | None) -> None:
