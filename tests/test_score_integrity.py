@@ -190,3 +190,23 @@ def test_a_judge_incident_then_a_healthy_rerun_gives_the_clean_metrics(env, samp
     stats = rerun["lmms_vr"]["judge_accounting"][task]["stats"]
     assert stats["calls"] == len(resent) and sum(stats["answered_by"].values()) == stats["cache_hits"] + len(resent)
     assert set(stats["answered_by"]) == {"sample-oracle"}
+
+
+def test_vr_replay_reports_predictions_that_match_no_document(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from lmms_video_reasoning.utils.replay_model import ReplayModel
+
+    predictions = write_jsonl(tmp_path / "p.jsonl", [
+        {"task": "t", "id": "a", "response": "A"}, {"task": "t", "id": "typo", "response": "B"},
+        {"id": "orphan", "response": "C"}, {"task": "other", "id": "x", "response": "D"},
+    ])
+    model = ReplayModel(predictions=str(predictions))
+    model.task_dict = {"t": {"test": [{"sample_id": "a"}]}}
+    request = SimpleNamespace(args=("ctx", {}, None, 0, "t", "test"))
+    with caplog.at_level("WARNING", logger="lmms_video_reasoning"):
+        assert model.generate_until([request]) == ["A"]
+    warnings = " ".join(record.getMessage() for record in caplog.records)
+    assert "1 predictions for task t" in warnings and "'typo'" in warnings
+    assert "(no task given)" in warnings and "'orphan'" in warnings
+    assert "'x'" not in warnings  # another task's prediction: not this run's business
