@@ -305,7 +305,7 @@ class Judge:
                 self.stats.add(request.tag, failures=1)
                 return JudgeResult(False, None, reply.raw if reply else None, str(failure), False)
             try:
-                value = request.parse(reply.raw) if request.parse else reply.raw
+                value = _read(request, reply.raw)
             except parsing.ParseError as error:
                 parse_error = error
                 if self.cache is not None:
@@ -402,9 +402,9 @@ class Judge:
             return None, None
         reason = self._untrusted(row)
         value: Any = row.raw
-        if reason is None and request.parse is not None:
+        if reason is None:
             try:
-                value = request.parse(row.raw)
+                value = _read(request, row.raw)
             except parsing.ParseError as error:
                 reason = f"cached reply does not parse: {error}"
         if reason is not None:
@@ -597,6 +597,14 @@ class CacheOnlyJudge(Judge):
 
     def _fetch(self, request: JudgeRequest) -> CachedReply:
         raise _NotComputed(NOT_COMPUTED)
+
+
+def _read(request: JudgeRequest, raw: str) -> Any:
+    """The request's value of a reply. An empty reply is never an answer, whatever the parser
+    accepts (what an overloaded endpoint sends with HTTP 200): it is re-asked, never cached."""
+    if not raw.strip():
+        raise parsing.ParseError("empty reply")
+    return request.parse(raw) if request.parse else raw
 
 
 def _validate(request: JudgeRequest) -> None:
