@@ -196,7 +196,7 @@ class JudgeConfig:
 def named_model(benchmark: str, env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
     """(model, variable) the environment names for ``benchmark``'s judge, or (None, "") when none does."""
     env = os.environ if env is None else env
-    model_env = _DEFAULTS[benchmark].model_env
+    model_env = benchmark_defaults(benchmark).model_env
     for name in (OVERRIDE_MODEL, model_env) if model_env else (OVERRIDE_MODEL,):
         value = _get(env, name)
         if value:
@@ -206,7 +206,7 @@ def named_model(benchmark: str, env: Mapping[str, str] | None = None) -> tuple[s
 
 def default_model(benchmark: str, env: Mapping[str, str] | None = None) -> str:
     """The judge model ``benchmark`` uses without a custom endpoint (named, else the built-in default)."""
-    return named_model(benchmark, env)[0] or _DEFAULTS[benchmark].model
+    return named_model(benchmark, env)[0] or benchmark_defaults(benchmark).model
 
 
 _served_models: dict[str, str] = {}

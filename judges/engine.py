@@ -741,7 +741,7 @@ def verdicts_from_cache(models: Mapping[str, str] | None = None, cache_path: str
     ``instead_of_configured``: configured judges too are replaced by a cache-only reader of
     their own model and cache (re-reading what a judging pass just did, sending nothing).
 
-        with verdicts_from_cache({"vcr_bench": "gpt-4o-2024-08-06"}):
+        with verdicts_from_cache({"<benchmark>": "gpt-4o-2024-08-06"}):
             outcomes = bench.outcomes(records, settings)   # misses: NOT_COMPUTED, nothing sent
     """
     global _cache_only

@@ -181,7 +181,7 @@ SHARED = Path(__file__).resolve().parents[1]
 BENCHMARK_WORDS = re.compile(r"vcr|vrbench|vr_bench|cg_bench|cgbench", re.IGNORECASE)
 
 
-@pytest.mark.parametrize("module", ["utils/report.py", "utils/score.py", "utils/registry.py", "utils/cached_verdicts.py",
+@pytest.mark.parametrize("module", ["utils/report.py", "utils/score.py", "utils/registry.py",
                                     "utils/prepare.py", "utils/data.py", "utils/sample.py", "utils/demo.py", "utils/cli.py",
                                     "judges/config.py"])
 def test_restructured_shared_modules_name_no_benchmark(module):

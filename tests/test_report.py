@@ -272,11 +272,16 @@ def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monk
     assert cli_main(["report", f"m={folder}", "--out", str(out), "--bootstrap", "100"]) == 0
     data = json.loads((out / "report.json").read_text())
     for key, expected in {("vcr_cot", "Avg acc"): "vcr", ("vcr_cot", "Avg F1 (CoT score)"): "vcr", ("vr_bench", "MCQ-O"): "vr",
-                          ("vr_bench", "OE-P"): "vr", ("joined CG tasks", "long-acc"): "cg", ("joined CG tasks", "OE-acc"): "cg"}.items():
+                          ("joined CG tasks", "long-acc"): "cg", ("joined CG tasks", "OE-acc"): "cg"}.items():
         row = ci_rows(data, SECTION_OF[expected])[key]
         assert row[4].startswith("[") and row[6] == "", row
     # the recomputed outcomes are the run's: same values as the scoring that called the judge
-    assert data["tasks"]["m|vr_bench"]["note"] == "" and data["tasks"]["m|vcr_cot"]["note"] == ""
+    assert data["tasks"]["m|vcr_cot"]["note"] == ""
+    # the sample's VRBench run had one judge failure (a reply that never parsed): the cache serves no
+    # such reply, so OE-P, which rests on it, gets no interval, and the note says why
+    assert scored.results["vr"]["results"]["vr_bench"]["judge_failed,none"] == 1
+    oe_p = ci_rows(data, "vrbench")[("vr_bench", "OE-P")]
+    assert oe_p[4] == "–" and "1 judge requests have no cached verdict" in oe_p[6], oe_p
 
 
 def test_without_verdicts_only_judge_free_metrics_get_cis(scored, tmp_path, monkeypatch):

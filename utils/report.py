@@ -16,8 +16,8 @@ when two runs share a task, and the plots.
 Per-sample data: the samples file next to each results file (`--log_samples`, or the one
 `lmms-vr score --out` writes, which also stores each sample's scored outcome). Outcomes not
 stored are recomputed with the benchmark's own judging / parsing, the judge's verdicts read
-from the judge cache the run wrote (found through the judge accounting written beside the
-results, else the configured judge): no key is needed and no request is ever sent. When
+from the judge cache the run wrote (`judges.CacheOnlyJudge`, on the judge the accounting
+beside the results records, else the configured one): no key is needed, no request is sent. When
 verdicts are missing, only the metrics that need no judge get CIs (and the report says
 why). Each bootstrap resample is re-aggregated by the benchmark's own metric functions, so
 macro means, F1 of averaged precision and recall, and per-question joins are resampled
@@ -46,7 +46,6 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.utils import registry, score as scoring
 from lmms_video_reasoning.utils.data import DataError
-from lmms_video_reasoning.utils.cached_verdicts import CachedVerdicts
 from lmms_video_reasoning.utils.registry import ReportSpec, ScoringAdapter
 
 log = logging.getLogger("lmms_video_reasoning.report")
@@ -220,7 +219,7 @@ def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
     return []
 
 
-_readers: dict[tuple[str, str], CachedVerdicts] = {}
+_readers: dict[tuple, Any] = {}
 MAX_SCANNED = 50  # newest JSON files per folder searched for the judge accounting
 
 
@@ -231,8 +230,8 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[CachedVerdicts | None, str]:
-    """(a reader of the run's judge cache, "") or (None, why there is none).
+def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str]:
+    """(a `judges.CacheOnlyJudge` on the run's judge cache, "") or (None, why there is none).
 
     The judge is the one the run recorded: in the results file itself (`lmms-vr score`), or
     in the judge accounting written beside lmms-eval's results (newest first); else the
@@ -258,19 +257,61 @@ def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[CachedVerd
     except Exception:  # noqa: BLE001 - an unknown judge name or a bad variable: no configured judge
         configured = None
     if configured is not None:
-        candidates.append({"model": configured.model, "cache_path": str(configured.cache_path) if configured.cache_path else None})
-    caches = [(c["model"], c["cache_path"]) for c in candidates if c.get("cache_path")]
-    for model, cache in caches:
+        candidates.append({"model": configured.model, "cache_path": str(configured.cache_path) if configured.cache_path else None,
+                           "base_url": configured.endpoint})
+    caches = [(c["model"], c["cache_path"], _endpoint(c.get("base_url"))) for c in candidates if c.get("cache_path")]
+    for model, cache, endpoint in caches:
         if Path(cache).is_file():
-            key = (model, str(cache))
+            from lmms_video_reasoning.judges import CacheOnlyJudge
+
+            key = (judge_name, model, str(cache), endpoint)
             if key not in _readers:
-                _readers[key] = CachedVerdicts(model, cache)
+                _readers[key] = CacheOnlyJudge(judge_name, model, cache, endpoint)
             return _readers[key], ""
     if caches:
         return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine"
     if candidates:
         return None, "the run's judge had its cache off (LMMS_VR_JUDGE_CACHE=off)"
     return None, "no judge recorded with the results and none configured"
+
+
+def _endpoint(base_url: Any) -> str | None:
+    """The endpoint an accounting records (`base_url`), None for the provider's default."""
+    return base_url if isinstance(base_url, str) and base_url.startswith("http") and " " not in base_url else None
+
+
+class _NoVerdicts:
+    """The judge of a run whose cache is not available: every request is missing, none is sent."""
+
+    def __init__(self) -> None:
+        self.misses = self.item_errors = 0
+
+    def ask(self, request):
+        from lmms_video_reasoning.judges import JudgeResult
+
+        self.misses += 1
+        return JudgeResult(False, None, None, "no judge cache", False)
+
+    def map(self, fn, items, desc=""):
+        out = []
+        for item in items:
+            try:
+                out.append(fn(item, self.ask))
+            except Exception:  # noqa: BLE001 - an item that cannot even be rebuilt is missing too
+                self.item_errors += 1
+                out.append(None)
+        return out
+
+    def log_summary(self) -> None:
+        pass
+
+
+def shortfall(judge: Any) -> tuple[int, int]:
+    """(requests not answered from the cache, judging items that failed before asking) so far."""
+    if isinstance(judge, _NoVerdicts):
+        return judge.misses, judge.item_errors
+    stats = judge.stats.as_dict()
+    return stats.get("not_computed", 0), stats.get("by_tag", {}).get("(map)", {}).get("failures", 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +350,7 @@ class Sampled:
         return not self.missing_verdicts or metric in spec_of(self.benchmark).judge_free
 
 
-def load_sampled(task: str, path: Path, verdicts: CachedVerdicts | None = None, no_verdicts: str = "") -> tuple[Sampled | None, str]:
+def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str = "") -> tuple[Sampled | None, str]:
     """(Sampled, "") for a task's samples file, or (None, why not).
 
     Outcomes stored by `lmms-vr score` are used as they are; otherwise they are recomputed
@@ -330,19 +371,21 @@ def load_sampled(task: str, path: Path, verdicts: CachedVerdicts | None = None, 
     outcomes = scoring.stored_outcomes(path)
     missing = ""
     if outcomes is None:
-        reader = verdicts if verdicts is not None else CachedVerdicts(None, None)
-        before, errors_before = reader.missing, len(reader.item_errors)
+        reader = verdicts if verdicts is not None else _NoVerdicts()
+        before = shortfall(reader)
         log.info("%s: recomputing per-sample outcomes from %s (verdicts from the judge cache)", task, path.name)
         outcomes = bench.outcomes(records, settings, judge=reader)
         if outcomes is None:
             return None, "the benchmark could not recompute per-sample outcomes"
-        errors = reader.item_errors[errors_before:]
+        after = shortfall(reader)
+        misses, errors = after[0] - before[0], after[1] - before[1]
         reasons = []
-        if reader.missing > before:
-            where = f"judge cache {reader.cache_path}, model {reader.model}" if verdicts is not None else (no_verdicts or "no judge cache")
-            reasons.append(f"{reader.missing - before} judge requests have no cached verdict ({where})")
+        if misses:
+            where = (f"judge cache {reader.cache.path}, model {reader.config.model}" if verdicts is not None
+                     else (no_verdicts or "no judge cache"))
+            reasons.append(f"{misses} judge requests have no cached verdict ({where})")
         if errors:
-            reasons.append(f"{len(errors)} judge items could not be rebuilt (first: {errors[0][:300]})")
+            reasons.append(f"{errors} judge items could not be rebuilt (see the log; e.g. media not found)")
         if reasons:
             missing = "; ".join(reasons) + "; judge-based CIs left out (run `lmms-vr score` with the judge and report on its output)"
     return Sampled(spec.benchmark, records, list(outcomes), settings, missing), ""

@@ -33,6 +33,7 @@ Several runs give one results file each, `<FILE stem>_<run>.json`.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import importlib
 import json
