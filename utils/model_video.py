@@ -573,13 +573,13 @@ def schedule_ahead(reading: Reading) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def video_for_model(path, *, frames: Sequence[int] | None = None, size: tuple[int, int] | None = None,
-                    on_broken: Callable[[Path], object] | None = None) -> str:
+def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
+                    size: tuple[int, int] | None = None, on_broken: Callable[[Path], object] | None = None) -> str:
     """What a ``doc_to_visual`` hook hands a simple video model for the video ``path``.
 
     With ``LMMS_VR_VIDEO_INPUT=path``: ``str(path)`` after ``on_broken(path)`` (the benchmark's
     decode check). Otherwise, when the calling model is known (``reading_of``) or ``frames``
-    fixes the frames (with ``size`` = ``(width, height)``): a proxy clip (``prepare``) the model
+    fixes the frames (indices, or a function of the frame count; ``size`` = ``(width, height)``): a proxy clip (``prepare``) the model
     reads back as exactly those frames, and the next documents are queued for decode-ahead.
     Unknown models get the checked path. A file our decoder rejects goes through
     ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
@@ -595,9 +595,13 @@ def video_for_model(path, *, frames: Sequence[int] | None = None, size: tuple[in
         return str(on_broken(path) if on_broken else path)
     if reading is not None:
         schedule_ahead(reading)
-    request = Request(reading if frames is None else None, tuple(int(i) for i in frames) if frames is not None else None,
-                      tuple(size) if size is not None else None)
     try:
+        if callable(frames):
+            from lmms_video_reasoning.utils.video import probe
+
+            frames = frames(probe(path).total_frames)
+        request = Request(reading if frames is None else None, tuple(int(i) for i in frames) if frames is not None else None,
+                          tuple(size) if size is not None else None)
         proxy = prepare(path, request)
     except VideoError as exc:
         if on_broken is not None:
