@@ -593,8 +593,6 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     reading = calling_reading()
     if reading is None and frames is None:
         return str(on_broken(path) if on_broken else path)
-    if reading is not None:
-        schedule_ahead(reading)
     try:
         if callable(frames):
             from lmms_video_reasoning.utils.video import probe
@@ -607,4 +605,6 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
         if on_broken is not None:
             on_broken(path)  # raises with the benchmark's own advice when the file is broken
         raise MediaError(str(exc)) from None
+    if reading is not None:  # after this document's input, so the two never compete for the CPU
+        schedule_ahead(reading)
     return proxy if proxy is not None else str(on_broken(path) if on_broken else path)
