@@ -102,6 +102,20 @@ def test_plain_path_setting_and_unknown_models_get_the_path(long_ish_video, tmp_
         mv.video_for_model(long_ish_video)
 
 
+def as_qwen2_vl(call):
+    """Run `call` the way lmms-eval's qwen2_vl calls a hook: from a method of a Qwen2_VL instance."""
+    from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
+
+    class Stub(Qwen2_VL):
+        def __init__(self):  # lmms-eval's defaults, no checkpoint
+            self.max_num_frames, self.max_pixels, self.min_pixels = 32, 602112, 3136
+
+        def generate_until(self, requests):
+            return call()
+
+    return Stub().generate_until([])
+
+
 def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, long_ish_video):
     from lmms_video_reasoning.utils.data import MediaError
 
@@ -109,7 +123,38 @@ def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, lon
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(long_ish_video.read_bytes()[: 20_000])
     with pytest.raises(MediaError, match="broken.mp4"):
-        mv.video_for_model(broken, frames=[0, 5], size=(224, 224))
+        as_qwen2_vl(lambda: mv.video_for_model(broken))
+    checks = []
+    with pytest.raises(MediaError, match="advice"):  # the benchmark's own check words the error when it can
+
+        def check(path):
+            checks.append(path)
+            raise MediaError(f"{path.name}: advice")
+
+        as_qwen2_vl(lambda: mv.video_for_model(broken, on_broken=check))
+    assert checks == [broken]
+
+
+def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_path, monkeypatch):
+    """VRBench's default for video models: `num_frames` segment midpoints at 224x224, as a video."""
+    import decord
+
+    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.vrbench import hooks
+
+    monkeypatch.setenv("VRBENCH_ROOT", str(sample_dir / "vrbench"))
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    doc = hooks.build_docs("judge", "default")[0]
+    source = hooks.data.resolve_video(doc["video_path"])
+    [clip] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
+    assert Path(clip).parent == tmp_path / "proxies"
+    indices = video.vrbench_indices(video.probe(source).total_frames, 8)
+    expected = video.read_frames(source, indices, size=video.VRBENCH_SIZE, as_array=True)
+    assert np.array_equal(decord.VideoReader(clip).get_batch(list(range(8))).asnumpy(), expected)
+    # `video_frames: model`: the model's own frames (a proxy for qwen2_vl); outside a model run: the path.
+    [own] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))
+    assert own != clip and own.endswith(mv.PROXY_SUFFIX)
+    assert hooks.doc_to_visual(doc, {"visual_mode": "video"}) == [str(source)]
 
 
 _FILL = """

@@ -423,12 +423,12 @@ def _model_frame(start):
     return None
 
 
-def calling_reading() -> Reading | None:
-    """The ``Reading`` of the lmms-eval model that called the hook (or of a decode-ahead job)."""
+def calling_model(depth: int = 1) -> tuple[bool, Reading | None]:
+    """Whether an lmms-eval model called the hook, and its ``Reading`` (decode-ahead jobs: theirs)."""
     if getattr(_context, "prefetching", False):
-        return _context.reading
-    frame = _model_frame(sys._getframe(1))
-    return reading_of(frame.f_locals["self"]) if frame is not None else None
+        return True, _context.reading
+    frame = _model_frame(sys._getframe(depth + 1))
+    return (True, reading_of(frame.f_locals["self"])) if frame is not None else (False, None)
 
 
 class DecodeAhead:
@@ -581,7 +581,8 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     decode check). Otherwise, when the calling model is known (``reading_of``) or ``frames``
     fixes the frames (indices, or a function of the frame count; ``size`` = ``(width, height)``): a proxy clip (``prepare``) the model
     reads back as exactly those frames, and the next documents are queued for decode-ahead.
-    Unknown models get the checked path. A file our decoder rejects goes through
+    Unknown models (without ``frames``) and calls from outside a model (scripts, tests) get the
+    checked path. A file our decoder rejects goes through
     ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
     """
     from lmms_video_reasoning.utils.data import MediaError
@@ -590,8 +591,8 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     path = Path(path)
     if input_mode() == "path":
         return str(on_broken(path) if on_broken else path)
-    reading = calling_reading()
-    if reading is None and frames is None:
+    inside, reading = calling_model()
+    if not inside or (reading is None and frames is None):  # called outside a run, or by a model we do not know
         return str(on_broken(path) if on_broken else path)
     try:
         if callable(frames):
