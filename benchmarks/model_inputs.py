@@ -154,6 +154,7 @@ def simulated_run(paths: list[Path], docs: int, model_seconds: float, ahead: int
 
     from lmms_video_reasoning.utils import video
 
+    cache.parent.mkdir(parents=True, exist_ok=True)
     os.environ[mv.CACHE_DIR_ENV] = str(cache)
     os.environ[mv.DECODE_AHEAD_ENV] = str(ahead)
     mv._ahead = None
@@ -216,13 +217,13 @@ def check_frames(frames: np.ndarray, reference: np.ndarray) -> dict:
             "identical": same_shape and float(diff.mean()) <= PIXEL_TOLERANCE}
 
 
-def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool) -> dict:
-    paths = fs.generate(cache_dir, list(FILES))
+def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool, files: tuple[str, ...] = FILES) -> dict:
+    paths = fs.generate(cache_dir, list(files))
     warmup = syn.write_video(cache_dir / "warmup_model_inputs.mp4", 4, fps=10, width=64, height=48)
     rows = []
     with tempfile.TemporaryDirectory(prefix="model_inputs_", dir=cache_dir) as tmpdir:
         tmp = Path(tmpdir)
-        for name in FILES:
+        for name in files:
             for consumer in ("qwen2_vl", "chat"):
                 outcome = {}
                 for method in ("ours", "today"):
@@ -249,9 +250,9 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
                     row["composed_indices"] = list(mv.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height).indices)
                 rows.append(row)
         print(f"simulated run: {docs} documents, {model_seconds} s each ...", file=sys.stderr, flush=True)
-        files = [paths[name] for name in FILES]
-        sequential = simulated_run(files, docs, model_seconds, 0, tmp / "sim0" / "cache")
-        overlapped = simulated_run(files, docs, model_seconds, mv.DEFAULT_DECODE_AHEAD, tmp / "sim2" / "cache")
+        sources = [paths[name] for name in files]
+        sequential = simulated_run(sources, docs, model_seconds, 0, tmp / "sim0" / "cache")
+        overlapped = simulated_run(sources, docs, model_seconds, mv.DEFAULT_DECODE_AHEAD, tmp / "sim2" / "cache")
     bound = max(sequential["input_wait_s"], sequential["model_s"])
     qwen_rows = [r for r in rows if r["consumer"] == "qwen2_vl"]
     summary = {
@@ -295,8 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-seconds", type=float, default=2.0, help="stub model time per document")
     parser.add_argument("--cache-dir", type=Path, default=fs.DEFAULT_CACHE, help="where generated videos are kept")
     parser.add_argument("--skip-today", action="store_true", help="skip lmms-eval's own paths (17 GB on the long file)")
+    parser.add_argument("--files", nargs="+", choices=FILES, default=list(FILES), help="subset of files")
     args = parser.parse_args(argv)
-    summary = benchmark(args.cache_dir, args.docs, args.model_seconds, args.skip_today)
+    summary = benchmark(args.cache_dir, args.docs, args.model_seconds, args.skip_today, tuple(args.files))
     if args.json:
         print(json.dumps(summary, indent=1, default=str))
     else:
