@@ -228,3 +228,55 @@ def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_pa
         assert np.array_equal(a["input_ids"], b["input_ids"]), n
         assert np.array_equal(a["pixel_values_videos"], b["pixel_values_videos"]), n
     assert "Failed to process video" not in fast["log"] + path["log"]
+
+
+def test_decode_ahead_prepares_the_next_documents_in_the_models_order(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
+    from lmms_eval.utils import Collator
+
+    videos = [syn.write_video(tmp_path / f"doc{n}.mp4", 6, fps=10, width=160, height=120) for n in range(4)]
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(mv.DECODE_AHEAD_ENV, "2")
+    monkeypatch.setattr(mv, "_ahead", None)
+    written = []  # (thread, source video) per proxy actually encoded
+    encode = mv.write_proxy
+
+    def spy(target, frames, layout):
+        written.append((threading.current_thread().name, Path(target).name.lstrip(".").split("-")[0]))
+        encode(target, frames, layout)
+
+    monkeypatch.setattr(mv, "write_proxy", spy)
+    dataset = [{"video": str(v)} for v in videos]
+
+    def doc_to_visual(doc):
+        return [mv.video_for_model(doc["video"])]
+
+    class Stub(Qwen2_VL):
+        def __init__(self):
+            self.max_num_frames, self.max_pixels, self.min_pixels = 8, 602112, 3136
+            self.task_dict = {"t": {"test": dataset}}
+
+        def generate_until(self, requests):  # lmms-eval's loop: a Collator, then one chunk at a time
+            re_ords = Collator([r for r in requests], lambda args: -args[3], grouping=True)  # last document first
+            out = []
+            for chunk in re_ords.get_batched(n=1, batch_fn=None):
+                contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
+                task, split = task[0], split[0]
+                for fn, ids in zip(doc_to_visual, doc_id):
+                    out.append(fn(self.task_dict[task][split][ids])[0])
+                time.sleep(1.0)  # the GPU
+            return out
+
+    proxies = Stub().generate_until([("ctx", {}, doc_to_visual, n, "t", "test") for n in range(4)])
+    ahead = mv._ahead
+    ahead.stop()
+    assert not ahead._thread.is_alive(), "the decode-ahead thread outlived the run"
+    assert all(p.endswith(mv.PROXY_SUFFIX) for p in proxies)
+    sources = [name for _thread, name in written]
+    assert sorted(sources) == ["doc0", "doc1", "doc2", "doc3"], f"each input is prepared exactly once: {written}"
+    assert written[0] == ("MainThread", "doc3"), written  # the model's first document, in the foreground
+    background = [name for thread, name in written if thread == "lmms-vr-decode-ahead"]
+    assert background and background == sorted(background, reverse=True), written  # ahead, in the model's order

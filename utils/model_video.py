@@ -507,27 +507,30 @@ def decode_ahead() -> DecodeAhead | None:
         return _ahead
 
 
-def _processing_order(collator) -> list[tuple]:
-    """Request args in the order a model's ``Collator`` hands them out (groups, then sort key)."""
+def _processing_order(collator) -> tuple[list[tuple], dict]:
+    """Request args in the order a model's ``Collator`` hands them out (groups, then sort key),
+    and each ``(task, doc_id)``'s position in it."""
     cached = _orders.get(collator)
     if cached is not None:
         return cached
     groups = collator.arr_with_indices
     groups = groups.values() if isinstance(groups, dict) else [groups]
     order = [args for values in groups for _i, args in sorted(values, key=lambda x: collator.fn(x[1]))]
-    _orders[collator] = order
-    return order
+    position = {(args[4], args[3]): n for n, args in enumerate(order) if len(args) >= 6}
+    _orders[collator] = order, position
+    return order, position
 
 
 def _upcoming(frame) -> list[tuple[Callable, dict]]:
     """(doc_to_visual, doc) of the documents after the current chunk, in the model's order."""
     model = frame.f_locals["self"]
-    collator, doc_ids, task = frame.f_locals.get("re_ords"), frame.f_locals.get("doc_id"), frame.f_locals.get("task")
+    local = frame.f_locals  # names as in lmms-eval 0.7's simple models' generate_until
+    collator, task = local.get("re_ords"), local.get("task")
+    doc_ids = local.get("doc_id", local.get("batched_doc_id"))
     if collator is None or doc_ids is None or not hasattr(collator, "arr_with_indices"):
         return []
     task = task[0] if isinstance(task, tuple) else task
-    order = _processing_order(collator)
-    position = {(args[4], args[3]): n for n, args in enumerate(order) if len(args) >= 6}
+    order, position = _processing_order(collator)
     current = [position.get((task, d)) for d in doc_ids]
     if None in current:
         return []
