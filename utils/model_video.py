@@ -361,9 +361,14 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
     from lmms_video_reasoning.utils import video
 
     path = Path(path)
-    ident = (str(path), request)
+    try:
+        st = path.stat()
+    except OSError:
+        raise video.VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
+    ident = (str(path), st.st_size, st.st_mtime_ns, request)
     with _lock_for(ident):  # foreground and decode-ahead never prepare the same input twice
-        known = _done.get(ident)
+        with _locks_guard:
+            known = _done.get(ident)
         cache = cache or ProxyCache(cache_dir(), cache_limit_bytes())
         if known is not None and cache.hit(Path(known)):
             return known
@@ -393,9 +398,10 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             cache.store(target, lambda tmp: write_proxy(tmp, frames, layout))
             result = str(target)
             logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(targets), size[1], size[0])
-        _done[ident] = result
-        while len(_done) > 4096:
-            _done.popitem(last=False)
+        with _locks_guard:
+            _done[ident] = result
+            while len(_done) > 4096:
+                _done.popitem(last=False)
         return result
 
 
