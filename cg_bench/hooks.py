@@ -3,7 +3,7 @@
 Tasks and their documents (one per question, `sample_id` = str(qid); `cg_bench_mcq` has
 three per question, `sample_id` = "<qid>:<mode>"):
 
-| task               | modes                     | metrics (each task also has `model_failed`)                    |
+| task               | modes                     | metrics (each task also has `model_failed`, `reasoning_truncated`) |
 |--------------------|---------------------------|----------------------------------------------------------------|
 | cg_bench_long      | long                      | long_acc, parse_failed                                         |
 | cg_bench_clue      | clue                      | clue_acc, parse_failed                                         |
@@ -13,7 +13,7 @@ three per question, `sample_id` = "<qid>:<mode>"):
 | cg_bench_blind     | blind                     | blind_acc, parse_failed                                        |
 
 Breakdowns (duration bucket, domain, kind), per-mode parse failures and the judge accounting
-go to `<output_path>/cg_bench_<kind>_details.json`.
+go to `<date_id>_cg_bench_<kind>_details.json` beside the run's `<date_id>_results.json`.
 
 `cg_bench_full_*` are the same on `cgbench.json`. Settings come from
 `lmms_eval_specific_kwargs` (`visual_mode`: video | frames, `long_frames`, `clue_frames`,
@@ -33,7 +33,7 @@ from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_reco
     make_record,
     score_records,
 )
-from lmms_video_reasoning.utils.aggregation import ScoreOnce
+from lmms_video_reasoning.utils.aggregation import RunFiles, ScoreOnce
 from lmms_video_reasoning.utils.data import cache_home, docs_dataset
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
@@ -201,20 +201,21 @@ def process_results(doc: dict, results: list) -> dict:
 _scorer = ScoreOnce(lambda records: score_records(records, Settings.from_env()))
 
 
-def details_path(output_path: str | Path, task_kind: str) -> Path:
-    """Where a task's breakdowns and judge accounting are written: `<output_path>/cg_bench_<kind>_details.json`."""
-    return Path(output_path) / f"cg_bench_{task_kind}_details.json"
+def details_path(run: RunFiles, task_kind: str) -> Path:
+    """Where a task's breakdowns and judge accounting are written, beside the run's results:
+    `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
+    return run.path(f"cg_bench_{task_kind}_details.json")
 
 
-def _write_details(scores: dict, output_path: Path | None) -> None:
+def _write_details(scores: dict, run: RunFiles | None) -> None:
     """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
-    if output_path is None:
+    if run is None:
         return
     from lmms_video_reasoning.judges.engine import get_judge
 
     judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
     details = {**scores, "judge": judge.accounting() if judge is not None else None}
-    path = details_path(output_path, scores["breakdown"]["task_kind"])
+    path = details_path(run, scores["breakdown"]["task_kind"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
     logger.debug("cg_bench: breakdowns by duration / domain / kind written to %s", path)
@@ -231,3 +232,4 @@ aggregate_blind_acc = _scorer.aggregation("blind_acc", _write_details)
 aggregate_parse_failed = _scorer.aggregation("parse_failed", _write_details)
 aggregate_judge_failed = _scorer.aggregation("judge_failed", _write_details)
 aggregate_model_failed = _scorer.aggregation("model_failed", _write_details)
+aggregate_reasoning_truncated = _scorer.aggregation("reasoning_truncated", _write_details)

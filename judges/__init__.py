@@ -5,7 +5,16 @@ See judges/README.md for configuration (environment variables) and failure seman
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
-from lmms_video_reasoning.judges.engine import Judge, JudgeRequest, JudgeResult, JudgeStats, get_judge
+from lmms_video_reasoning.judges.engine import (
+    NOT_COMPUTED,
+    CacheOnlyJudge,
+    Judge,
+    JudgeRequest,
+    JudgeResult,
+    JudgeStats,
+    get_judge,
+    verdicts_from_cache,
+)
 
 
 def __getattr__(name: str):
@@ -19,6 +28,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "NOT_COMPUTED",
+    "CacheOnlyJudge",
     "FaultPlan",
     "Judge",
     "JudgeConfig",
@@ -29,4 +40,5 @@ __all__ = [
     "LocalJudgeServer",
     "get_judge",
     "parsing",
+    "verdicts_from_cache",
 ]

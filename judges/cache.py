@@ -1,9 +1,16 @@
 """Persistent judge reply cache: SQLite in WAL mode, shared by threads and processes.
 
-Only successful replies are stored (raw text + token usage), keyed by a hash of the
-endpoint-independent request content, so a rerun or an interrupted run pays for no call
-twice, and the same cache serves OpenAI, a proxy or a mirror of the same model.
-Writers use ``INSERT OR IGNORE`` (first reply wins; ranks racing on one key agree).
+Two tables:
+
+- ``replies``: replies that may be served again, i.e. replies that parsed (or had no parser).
+  Keyed by a hash of the endpoint-independent request content, so a rerun or an interrupted
+  run pays for no call twice and the same cache serves OpenAI, a proxy or a mirror of the
+  same model. Each row records the model that actually answered (the response's ``model``
+  field) and the endpoint (credentials removed); the engine checks both before serving it.
+- ``rejected``: replies that did not parse (or a row refused later), kept for inspection and
+  never served. Append-only.
+
+Rows written before the answering model was recorded (no ``answered_by``) are never served.
 """
 
 from __future__ import annotations
@@ -22,16 +29,28 @@ from lmms_video_reasoning.judges.config import JudgeConfigError
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS replies (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    raw TEXT NOT NULL,
-    prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL,
-    created REAL NOT NULL
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS replies (
+        key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        raw TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        created REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS rejected (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        model TEXT NOT NULL,
+        answered_by TEXT,
+        endpoint TEXT,
+        raw TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created REAL NOT NULL
+    )""",
 )
-"""
+# Columns added to `replies` after its first release (caches made before get them, NULL).
+_ADDED_COLUMNS = (("answered_by", "TEXT"), ("endpoint", "TEXT"))
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,9 @@ class CachedReply:
     raw: str
     prompt_tokens: int
     completion_tokens: int
+    answered_by: str | None = None  # the response's `model` field
+    endpoint: str | None = None  # base URL without credentials
+    usage_ok: bool = True  # the reply's `usage` was well formed (not stored)
 
 
 def request_key(model: str, messages: list[dict], max_tokens: int, temperature: float | None, attempt: int) -> str:
@@ -66,7 +88,16 @@ class ReplyCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = self._connection()
             connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(_SCHEMA)
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            present = {row[1] for row in connection.execute("PRAGMA table_info(replies)")}
+            for name, kind in _ADDED_COLUMNS:
+                if name not in present:
+                    try:
+                        connection.execute(f"ALTER TABLE replies ADD COLUMN {name} {kind}")
+                    except sqlite3.OperationalError as error:  # another process added it first
+                        if "duplicate column" not in str(error):
+                            raise
         except (OSError, sqlite3.Error) as error:
             raise JudgeConfigError(
                 f"cannot open the judge cache {self.path} ({error}); set LMMS_VR_JUDGE_CACHE to a writable "
@@ -85,25 +116,48 @@ class ReplyCache:
         return connection
 
     def get(self, key: str) -> CachedReply | None:
-        """The stored reply, or None (also when the database fails: judging goes on uncached)."""
+        """The stored reply, or None (also when the database fails: judging goes on uncached).
+
+        The caller decides whether the reply may be served (answering model, parse)."""
         try:
             row = self._connection().execute(
-                "SELECT raw, prompt_tokens, completion_tokens FROM replies WHERE key = ?", (key,)
+                "SELECT raw, prompt_tokens, completion_tokens, answered_by, endpoint FROM replies WHERE key = ?", (key,)
             ).fetchone()
         except sqlite3.Error as error:
             self._warn_once(error)
             return None
-        return CachedReply(*row) if row else None
+        return CachedReply(*row) if row else None  # usage_ok: not stored, tokens as recorded
 
-    def put(self, key: str, model: str, reply: CachedReply) -> None:
-        """Store a reply; the first writer of a key wins. A database error loses the entry, not the reply."""
+    def put(self, key: str, model: str, reply: CachedReply, replace: bool = False) -> None:
+        """Store a servable reply. The first writer of a key wins (ranks racing on a key agree),
+        unless ``replace``: the stored row was refused and this reply supersedes it.
+        A database error loses the entry, not the reply."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         try:
             self._connection().execute(
-                "INSERT OR IGNORE INTO replies (key, model, raw, prompt_tokens, completion_tokens, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time()),
+                f"{verb} INTO replies (key, model, raw, prompt_tokens, completion_tokens, created, answered_by, endpoint) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time(), reply.answered_by, reply.endpoint),
             )
         except sqlite3.Error as error:
             self._warn_once(error)
+
+    def reject(self, key: str, model: str, reply: CachedReply, reason: str) -> None:
+        """Keep a reply that must not be served (it did not parse, or was refused) for inspection."""
+        try:
+            self._connection().execute(
+                "INSERT INTO rejected (key, model, answered_by, endpoint, raw, reason, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, model, reply.answered_by, reply.endpoint, reply.raw, reason[:500], time.time()),
+            )
+        except sqlite3.Error as error:
+            self._warn_once(error)
+
+    def rejected(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Kept replies that were never served (all, or those of one request key), oldest first."""
+        query = "SELECT key, model, answered_by, endpoint, raw, reason, created FROM rejected"
+        rows = self._connection().execute(query + (" WHERE key = ?" if key else "") + " ORDER BY id", (key,) if key else ())
+        names = ("key", "model", "answered_by", "endpoint", "raw", "reason", "created")
+        return [dict(zip(names, row)) for row in rows]
 
     def _warn_once(self, error: sqlite3.Error) -> None:
         if not self._warned:
@@ -115,4 +169,5 @@ class ReplyCache:
         return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
     def stats(self) -> dict[str, Any]:
-        return {"path": str(self.path), "entries": len(self)}
+        rejected = self._connection().execute("SELECT COUNT(*) FROM rejected").fetchone()[0]
+        return {"path": str(self.path), "entries": len(self), "rejected_kept": rejected}

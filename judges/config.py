@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -24,6 +25,10 @@ OVERRIDE_MODEL = "LMMS_VR_JUDGE_MODEL"
 
 DEFAULT_CONCURRENCY = 32
 DEFAULT_TIMEOUT_S = 120.0
+# A judge reply is a few KB; a larger body is a broken or hostile endpoint, refused before
+# it fills memory or the cache.
+DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Sent when a local server needs no key: the openai client refuses an empty one.
 DUMMY_API_KEY = "no-key-needed"
 
@@ -74,7 +79,8 @@ class JudgeConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     cache_path: Path | None = None  # None: no persistent cache
     max_calls: int | None = None  # budget of HTTP requests; None: unlimited
-    timeout: float = DEFAULT_TIMEOUT_S
+    timeout: float = DEFAULT_TIMEOUT_S  # seconds for a whole HTTP request, body included
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     max_attempts: int = 6  # per request, including the first
     backoff_base: float = 1.0  # seconds; doubled per attempt, jittered
     backoff_max: float = 30.0
@@ -88,6 +94,16 @@ class JudgeConfig:
             raise JudgeConfigError(f"judge budget must be >= 0, got {self.max_calls} (LMMS_VR_JUDGE_MAX_CALLS)")
         if self.max_attempts < 1:
             raise JudgeConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
+
+    def __repr__(self) -> str:
+        # The dataclass repr would show credentials embedded in the base URL (user info, query).
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.public_dict().items())
+        return f"JudgeConfig({shown})"
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint as recorded with cached replies and in the accounting (no credentials)."""
+        return redact_url(self.base_url) if self.base_url else OPENAI_DEFAULT_BASE_URL
 
     @property
     def identity(self) -> tuple:
@@ -106,12 +122,14 @@ class JudgeConfig:
         return {
             "benchmark": self.benchmark,
             "model": self.model,
-            "base_url": redact_url(self.base_url) if self.base_url else "https://api.openai.com/v1 (openai default)",
+            "base_url": self.endpoint if self.base_url else f"{OPENAI_DEFAULT_BASE_URL} (openai default)",
+            "model_from": self.model_env,
             "api_key_variable": self.key_env if self.api_key and self.api_key != DUMMY_API_KEY else None,
             "concurrency": self.concurrency,
             "cache_path": str(self.cache_path) if self.cache_path else None,
             "max_calls": self.max_calls,
             "timeout_s": self.timeout,
+            "max_reply_bytes": self.max_reply_bytes,
             "max_attempts": self.max_attempts,
             "price_usd_per_1m_tokens": self.price(),
         }
@@ -143,10 +161,13 @@ class JudgeConfig:
                     base_url, base_url_env = _check_url(_strip_endpoint(value), name), name
                     break
 
-        model, model_env = _get(env, OVERRIDE_MODEL), OVERRIDE_MODEL
-        if not model and defaults.model_env:
-            model, model_env = _get(env, defaults.model_env), defaults.model_env
-        if not model:
+        timeout = _float(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S)
+        model, model_env = named_model(benchmark, env)
+        if model is None and override_url:
+            # A custom endpoint serves its own model: never label its replies with the
+            # benchmark's default judge (they would be cached and reported as GPT-4o's).
+            model, model_env = served_model(base_url, api_key, timeout), f"GET {redact_url(base_url)}/models"
+        elif model is None:
             model, model_env = defaults.model, "(built-in default)"
 
         return cls(
@@ -158,11 +179,60 @@ class JudgeConfig:
             base_url_env=base_url_env,
             model_env=model_env,
             concurrency=_int(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
-            cache_path=_cache_path(env),
+            cache_path=cache_path_from_env(env),
             max_calls=_int(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
-            timeout=_float(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S),
+            timeout=timeout,
+            max_reply_bytes=_int(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
             prices=_prices(env),
         )
+
+
+def named_model(benchmark: str, env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """(model, variable) the environment names for ``benchmark``'s judge, or (None, "") when none does."""
+    env = os.environ if env is None else env
+    model_env = _DEFAULTS[benchmark].model_env
+    for name in (OVERRIDE_MODEL, model_env) if model_env else (OVERRIDE_MODEL,):
+        value = _get(env, name)
+        if value:
+            return value, name
+    return None, ""
+
+
+def default_model(benchmark: str, env: Mapping[str, str] | None = None) -> str:
+    """The judge model ``benchmark`` uses without a custom endpoint (named, else the built-in default)."""
+    return named_model(benchmark, env)[0] or _DEFAULTS[benchmark].model
+
+
+_served_models: dict[str, str] = {}
+_served_lock = threading.Lock()
+
+
+def served_model(base_url: str, api_key: str | None, timeout: float) -> str:
+    """The one model an endpoint lists at ``GET <base_url>/models`` (asked once per process).
+
+    Raises JudgeConfigError naming LMMS_VR_JUDGE_MODEL when the endpoint cannot tell
+    (unreachable, no such route, or several models).
+    """
+    with _served_lock:
+        if base_url in _served_models:
+            return _served_models[base_url]
+        import httpx
+
+        where = f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        try:
+            response = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=min(timeout, 30.0))
+            listed = [entry["id"] for entry in response.json()["data"]] if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            listed = None
+        if listed is None:
+            raise JudgeConfigError(f"{where}, and the endpoint's model list (GET /models) could not be read: "
+                                   f"set {OVERRIDE_MODEL} to the model the endpoint serves")
+        if len(listed) != 1:
+            raise JudgeConfigError(f"{where}, and the endpoint lists {len(listed)} models "
+                                   f"({', '.join(map(str, listed[:10])) or 'none'}): set {OVERRIDE_MODEL} to the judge model")
+        _served_models[base_url] = str(listed[0])
+        return _served_models[base_url]
 
 
 def not_configured_message(benchmark: str) -> str:
@@ -237,8 +307,9 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _cache_path(env: Mapping[str, str]) -> Path | None:
-    raw = _get(env, "LMMS_VR_JUDGE_CACHE")
+def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """The judge cache file LMMS_VR_JUDGE_CACHE names (default path when unset; None when ``off``)."""
+    raw = _get(os.environ if env is None else env, "LMMS_VR_JUDGE_CACHE")
     if raw is None:
         return default_cache_path()
     if raw.lower() in ("off", "none", "0", "false", "no"):

@@ -6,29 +6,42 @@ function over many items with bounded concurrency, so a benchmark's dependent st
 ``JudgeResult``: a reply, or ``ok=False`` with the reason — a failure is never silently a
 score. Only ``JudgeConfigError`` (rejected key, unknown model, bad variable) is raised,
 because no later request can succeed either.
+
+What may be served from the cache: a reply that parsed, answered by the requested model
+(the response's ``model`` field, or a dated snapshot of it) or by the same endpoint. A
+reply that did not parse is kept in the cache's ``rejected`` table and never served.
+``CacheOnlyJudge`` serves cached verdicts with no endpoint and no key.
 """
 
 from __future__ import annotations
 
 import email.utils
+import heapq
+import itertools
 import json
 import logging
+import math
 import random
 import re
+import socket
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache, request_key
 from lmms_video_reasoning.judges.config import (
     BENCHMARKS,
     DUMMY_API_KEY,
+    OPENAI_DEFAULT_BASE_URL,
     JudgeConfig,
     JudgeConfigError,
+    cache_path_from_env,
+    default_model,
     not_configured_message,
 )
 
@@ -43,6 +56,10 @@ _CONFIG_STATUSES = (401, 403, 404)
 # request fails alone. Only when every request so far got a 400 is it the configuration.
 _BAD_REQUESTS_BEFORE_CONFIG_ERROR = 8
 _RETRY_STATUSES = (408, 409, 429)
+# Recorded as the answering model when a reply has no `model` field.
+UNNAMED_MODEL = "(not named in the reply)"
+# Error of a request that a CacheOnlyJudge could not answer from the cache.
+NOT_COMPUTED = "not computed: no cached verdict and no judge configured"
 
 
 @dataclass(frozen=True)
@@ -64,24 +81,33 @@ class JudgeResult:
     raw: str | None  # last raw reply, kept even when it failed to parse
     error: str | None
     cached: bool  # the final reply came from the cache
+    answered_by: str | None = None  # the model that produced the reply (response `model` field)
 
 
-_COUNTERS = ("calls", "cache_hits", "failures", "reasks", "retries", "prompt_tokens", "completion_tokens")
+# calls: HTTP requests sent (retries included); cache_refused: cached replies not served
+# (did not parse, another judge's, or recorded before the answering model was kept);
+# not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`.
+_COUNTERS = ("calls", "cache_hits", "cache_refused", "failures", "not_computed", "reasks", "retries",
+             "prompt_tokens", "completion_tokens", "usage_unreported")
 
 
 @dataclass
 class JudgeStats:
-    """Thread-safe accounting of one Judge. ``calls`` counts HTTP requests sent (retries included)."""
+    """Thread-safe accounting of one Judge."""
 
     calls: int = 0
     cache_hits: int = 0
+    cache_refused: int = 0
     failures: int = 0
+    not_computed: int = 0
     reasks: int = 0
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    usage_unreported: int = 0
     cost_usd: float | None = None
     budget_exhausted: bool = False
+    answered_by: dict[str, int] = field(default_factory=dict)  # answering model -> replies used
     by_tag: dict[str, dict[str, int]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -92,6 +118,10 @@ class JudgeStats:
                 setattr(self, name, getattr(self, name) + delta)
                 per_tag[name] += delta
 
+    def add_answer(self, model: str) -> None:
+        with self._lock:
+            self.answered_by[model] = self.answered_by.get(model, 0) + 1
+
     def add_cost(self, usd: float) -> None:
         with self._lock:
             self.cost_usd = (self.cost_usd or 0.0) + usd
@@ -101,8 +131,37 @@ class JudgeStats:
             out = {name: getattr(self, name) for name in _COUNTERS}
             out["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
             out["budget_exhausted"] = self.budget_exhausted
+            out["answered_by"] = dict(sorted(self.answered_by.items()))
             out["by_tag"] = {tag: dict(counts) for tag, counts in sorted(self.by_tag.items())}
             return out
+
+
+class CallBudget:
+    """At most ``max_calls`` HTTP requests, shared by every Judge holding this budget.
+
+    ``get_judge`` gives all judges of a process one budget (LMMS_VR_JUDGE_MAX_CALLS is per
+    process, whatever the number of benchmarks or tasks); a Judge built directly has its own.
+    """
+
+    def __init__(self, max_calls: int | None, scope: str) -> None:
+        self.max_calls = max_calls
+        self.scope = scope
+        self.used = 0
+        self.exhausted = False
+        self._lock = threading.Lock()
+
+    def reserve(self) -> bool:
+        """Count one request; False (and nothing counted) once the budget is spent."""
+        with self._lock:
+            if self.max_calls is not None and self.used >= self.max_calls:
+                self.exhausted = True
+                return False
+            self.used += 1
+            return True
+
+    def as_dict(self) -> dict:
+        with self._lock:
+            return {"scope": self.scope, "max_calls": self.max_calls, "calls": self.used, "exhausted": self.exhausted}
 
 
 class _AttemptFailed(Exception):
@@ -118,50 +177,152 @@ class _RequestFailed(Exception):
     """A request failed for good (attempts used up, a non-retryable status, budget)."""
 
 
+class _NotComputed(_RequestFailed):
+    """A CacheOnlyJudge miss: nothing was sent."""
+
+
+class _Watchdog:
+    """One daemon thread that shuts down the socket of any request still running at its deadline.
+
+    httpx's timeouts bound each socket read, not a request: a server sending one byte a
+    second would never time out. Shutting the socket down makes the blocked read fail at once.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._heap: list[tuple[float, int, socket.socket]] = []
+        self._live: set[int] = set()
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, sock: socket.socket | None) -> int | None:
+        if sock is None:
+            return None
+        with self._condition:
+            token = next(self._ids)
+            heapq.heappush(self._heap, (deadline, token, sock))
+            self._live.add(token)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="judge-watchdog", daemon=True)
+                self._thread.start()
+            if self._heap[0][1] == token:  # an earlier deadline than the thread is waiting for
+                self._condition.notify()
+            return token
+
+    def cancel(self, token: int | None) -> None:
+        if token is not None:
+            with self._condition:
+                self._live.discard(token)
+
+    def _run(self) -> None:
+        with self._condition:
+            while True:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][1] not in self._live or self._heap[0][0] <= now):
+                    _deadline, token, sock = heapq.heappop(self._heap)
+                    if token in self._live:
+                        self._live.discard(token)
+                        try:
+                            sock.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                self._condition.wait(timeout=self._heap[0][0] - now if self._heap else None)
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _socket_of(response) -> socket.socket | None:
+    stream = response.extensions.get("network_stream")
+    try:
+        return stream.get_extra_info("socket") if stream is not None else None
+    except Exception:  # noqa: BLE001 - a transport without a socket: per-chunk deadline checks still apply
+        return None
+
+
+def same_model(requested: str, answered: str) -> bool:
+    """Whether a reply's ``model`` field names the requested model: the same name (case and an
+    ``org/`` prefix aside), or a dated snapshot of it (``gpt-4o`` -> ``gpt-4o-2024-08-06``)."""
+    requested, answered = requested.strip().lower(), answered.strip().lower()
+    if requested.rsplit("/", 1)[-1] == answered.rsplit("/", 1)[-1]:
+        return True
+    suffix = answered[len(requested) + 1:] if answered.startswith(requested + "-") else ""
+    return bool(re.fullmatch(r"\d{4}(-\d{2}-\d{2}|\d{4})?", suffix))
+
+
 class Judge:
     """Thread-safe judge client for one configuration (endpoint, model, cache, budget)."""
 
-    def __init__(self, config: JudgeConfig) -> None:
+    def __init__(self, config: JudgeConfig, budget: CallBudget | None = None) -> None:
         self.config = config
         self.stats = JudgeStats()
+        self.budget = budget or CallBudget(config.max_calls, "this judge")
         if config.price() is not None:
             self.stats.cost_usd = 0.0
         self.cache = ReplyCache(config.cache_path) if config.cache_path else None
         self._client = None
         self._client_lock = threading.Lock()
-        self._budget_lock = threading.Lock()
         # Bounds in-flight HTTP requests across map() and direct ask() callers (e.g. lmms-eval's
         # parallel process_results threads), not time spent in backoff sleeps.
         self._in_flight = threading.BoundedSemaphore(config.concurrency)
         self._status_lock = threading.Lock()
         self._succeeded = False
         self._bad_requests_in_a_row = 0
+        self._warned: set[str] = set()
 
     # ------------------------------------------------------------------ public API
 
     def ask(self, request: JudgeRequest) -> JudgeResult:
-        """Answer one request: cache, else HTTP with retries; parse and re-ask if a parser is given."""
+        """Answer one request: cache, else HTTP with retries; parse and re-ask if a parser is given.
+
+        The first cached reply (over the re-ask numbers) that may be served is (see
+        ``_lookup``); otherwise the endpoint is asked. A fresh reply that parses is cached;
+        one that does not is kept in the cache's ``rejected`` table and the request re-asked.
+        """
         _validate(request)
-        raw: str | None = None
-        for attempt in range(request.max_reasks + 1 if request.parse else 1):
+        replies = request.max_reasks + 1 if request.parse else 1
+        keys = [request_key(self.config.model, request.messages, request.max_tokens, request.temperature, attempt)
+                for attempt in range(replies)]
+        # A verdict reached after re-asks is served too: a rerun repeats no call that succeeded.
+        refused: dict[int, tuple[CachedReply, str]] = {}
+        for attempt, key in enumerate(keys):
+            hit, refusal = self._lookup(key, request)
+            if hit is not None:
+                cached_reply, value = hit
+                self.stats.add_answer(cached_reply.answered_by or UNNAMED_MODEL)
+                return JudgeResult(True, value, cached_reply.raw, None, True, cached_reply.answered_by)
+            if refusal is not None:
+                refused[attempt] = refusal
+        reply: CachedReply | None = None
+        parse_error: parsing.ParseError | None = None
+        for attempt, key in enumerate(keys):
             try:
-                raw, cached = self._reply(request, attempt)
+                reply = self._fetch(request)
+            except _NotComputed as missing:
+                self.stats.add(request.tag, not_computed=1)
+                return JudgeResult(False, None, None, str(missing), False)
             except _RequestFailed as failure:
                 self.stats.add(request.tag, failures=1)
-                return JudgeResult(ok=False, value=None, raw=raw, error=str(failure), cached=False)
-            if request.parse is None:
-                return JudgeResult(ok=True, value=raw, raw=raw, error=None, cached=cached)
+                return JudgeResult(False, None, reply.raw if reply else None, str(failure), False)
             try:
-                return JudgeResult(ok=True, value=request.parse(raw), raw=raw, error=None, cached=cached)
+                value = _read(request, reply.raw)
             except parsing.ParseError as error:
                 parse_error = error
+                if self.cache is not None:
+                    self.cache.reject(key, self.config.model, reply, f"parse: {error}")
                 if attempt < request.max_reasks:
                     self.stats.add(request.tag, reasks=1)
                     log.debug("judge reply did not parse (%s); re-asking (%d/%d)", error, attempt + 1, request.max_reasks)
+                continue
+            if self.cache is not None:
+                if attempt in refused:  # keep what it supersedes
+                    self.cache.reject(key, self.config.model, *refused[attempt])
+                self.cache.put(key, self.config.model, reply, replace=attempt in refused)
+            self.stats.add_answer(reply.answered_by or UNNAMED_MODEL)
+            return JudgeResult(True, value, reply.raw, None, False, reply.answered_by)
         self.stats.add(request.tag, failures=1)
-        return JudgeResult(
-            ok=False, value=None, raw=raw, error=f"parse: {parse_error} (after {request.max_reasks + 1} replies)", cached=cached
-        )
+        return JudgeResult(False, None, reply.raw if reply else None,
+                           f"parse: {parse_error} (after {replies} replies)", False, reply.answered_by if reply else None)
 
     def map(self, fn: Callable[[T, Callable[[JudgeRequest], JudgeResult]], R], items: Sequence[T], desc: str = "judging") -> list[R | None]:
         """``[fn(item, self.ask) for item in items]`` with ``config.concurrency`` threads, in input order.
@@ -200,8 +361,13 @@ class Judge:
         return results
 
     def accounting(self, extra: dict | None = None) -> dict:
-        """Stats, configuration (no key) and cache location as one JSON-ready dict."""
-        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict()}
+        """Stats (with the models that answered), configuration (no key), budget and cache as one JSON-ready dict."""
+        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict()}
+        if self.cache is not None:
+            try:
+                summary["cache"] = self.cache.stats()
+            except Exception as error:  # noqa: BLE001 - accounting must not fail on a broken cache
+                summary["cache"] = {"path": str(self.cache.path), "error": str(error)}
         if extra:
             summary["extra"] = extra
         return summary
@@ -216,27 +382,47 @@ class Judge:
     def log_summary(self) -> None:
         stats = self.stats.as_dict()
         cost = "n/a" if stats["cost_usd"] is None else f"${stats['cost_usd']:.4f}"
+        answered = ", ".join(f"{model} x{count}" for model, count in stats["answered_by"].items()) or "none"
         log.info(
-            "judge %s: %d calls, %d cache hits, %d failures, %d re-asks, %d retries, %d+%d tokens, est. cost %s%s",
+            "judge %s: %d calls, %d cache hits, %d failures, %d re-asks, %d retries, %d+%d tokens, est. cost %s; "
+            "answered by %s%s",
             self.config.model, stats["calls"], stats["cache_hits"], stats["failures"], stats["reasks"],
-            stats["retries"], stats["prompt_tokens"], stats["completion_tokens"], cost,
-            ", BUDGET EXHAUSTED" if stats["budget_exhausted"] else "",
+            stats["retries"], stats["prompt_tokens"], stats["completion_tokens"], cost, answered,
+            f", BUDGET EXHAUSTED ({self.budget.scope})" if stats["budget_exhausted"] else "",
         )
 
     # ------------------------------------------------------------------ one reply
 
-    def _reply(self, request: JudgeRequest, attempt: int) -> tuple[str, bool]:
-        """Raw reply text for re-ask number ``attempt``: from the cache, else from the endpoint."""
-        key = request_key(self.config.model, request.messages, request.max_tokens, request.temperature, attempt)
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                self.stats.add(request.tag, cache_hits=1)
-                return hit.raw, True
-        reply = self._fetch(request)
-        if self.cache is not None:
-            self.cache.put(key, self.config.model, reply)
-        return reply.raw, False
+    def _lookup(self, key: str, request: JudgeRequest) -> tuple[tuple[CachedReply, Any] | None, tuple[CachedReply, str] | None]:
+        """(servable cached reply and its parsed value, None) | (None, refused row and why) | (None, None)."""
+        if self.cache is None:
+            return None, None
+        row = self.cache.get(key)
+        if row is None:
+            return None, None
+        reason = self._untrusted(row)
+        value: Any = row.raw
+        if reason is None:
+            try:
+                value = _read(request, row.raw)
+            except parsing.ParseError as error:
+                reason = f"cached reply does not parse: {error}"
+        if reason is not None:
+            self.stats.add(request.tag, cache_refused=1)
+            self._warn_once(reason.split(":")[0], "judge cache %s: a cached reply is not served (%s); asking again", self.cache.path, reason)
+            return None, (row, reason)
+        self.stats.add(request.tag, cache_hits=1)
+        return (row, value), None
+
+    def _untrusted(self, row: CachedReply) -> str | None:
+        """Why a cached reply must not be served by this judge, or None."""
+        if row.answered_by is None:
+            return "recorded before the answering model was kept with each reply"
+        if same_model(self.config.model, row.answered_by):
+            return None
+        if row.endpoint is not None and row.endpoint == self.config.endpoint:
+            return None  # this endpoint names its model differently (e.g. an Azure deployment)
+        return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
     def _fetch(self, request: JudgeRequest) -> CachedReply:
         """POST with bounded retries: backoff with jitter, Retry-After honoured (capped)."""
@@ -255,6 +441,11 @@ class Judge:
                 continue
             self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
             self._charge(reply)
+            if not reply.usage_ok:
+                self.stats.add(request.tag, usage_unreported=1)
+            if not same_model(self.config.model, reply.answered_by or UNNAMED_MODEL):
+                self._warn_once(f"answered:{reply.answered_by}", "judge endpoint %s answers requests for %r as %r; its replies are recorded "
+                                "(cache, accounting) as that model's", self.config.endpoint, self.config.model, reply.answered_by)
             with self._status_lock:
                 self._succeeded, self._bad_requests_in_a_row = True, 0
             return reply
@@ -262,14 +453,14 @@ class Judge:
 
     def _reserve_call(self, tag: str) -> None:
         """Count one HTTP request against the budget, or fail the request if it is spent."""
-        with self._budget_lock:
-            budget = self.config.max_calls
-            if budget is not None and self.stats.calls >= budget:
-                if not self.stats.budget_exhausted:
-                    self.stats.budget_exhausted = True
-                    log.warning("judge budget exhausted: %d calls made (LMMS_VR_JUDGE_MAX_CALLS=%d); further uncached requests fail", self.stats.calls, budget)
-                raise _RequestFailed("budget exhausted")
-            self.stats.add(tag, calls=1)
+        if not self.budget.reserve():
+            if not self.stats.budget_exhausted:
+                self.stats.budget_exhausted = True
+                log.warning("judge budget exhausted: %d calls made by %s (LMMS_VR_JUDGE_MAX_CALLS=%s); further uncached "
+                            "requests fail", self.budget.used, "this process" if self.budget.scope == "process" else "this judge",
+                            self.budget.max_calls)
+            raise _RequestFailed("budget exhausted")
+        self.stats.add(tag, calls=1)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -282,45 +473,73 @@ class Judge:
         if price is not None:
             self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
 
+    def _warn_once(self, topic: str, message: str, *args: Any) -> None:
+        with self._status_lock:
+            if topic in self._warned:
+                return
+            self._warned.add(topic)
+        log.warning(message, *args)
+
     # ------------------------------------------------------------------ HTTP
 
-    def _openai(self):
+    def _http(self):
         with self._client_lock:
             if self._client is None:
-                import openai
+                import httpx
 
-                self._client = openai.OpenAI(
-                    base_url=self.config.base_url,
-                    api_key=self.config.api_key or DUMMY_API_KEY,
-                    max_retries=0,  # retries are ours: bounded, budgeted, counted
-                    timeout=self.config.timeout,
+                key = self.config.api_key or DUMMY_API_KEY
+                self._client = httpx.Client(
+                    base_url=(self.config.base_url or OPENAI_DEFAULT_BASE_URL).rstrip("/") + "/",
+                    headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json"},
+                    timeout=httpx.Timeout(self.config.timeout),
+                    limits=httpx.Limits(max_connections=self.config.concurrency, max_keepalive_connections=self.config.concurrency),
                 )
             return self._client
 
     def _post(self, request: JudgeRequest) -> CachedReply:
-        """One HTTP attempt. Raises _AttemptFailed (retry), JudgeConfigError or _RequestFailed."""
-        import openai
+        """One HTTP attempt, bounded as a whole by ``config.timeout`` and ``config.max_reply_bytes``.
+
+        Raises _AttemptFailed (retry), JudgeConfigError or _RequestFailed.
+        """
+        import httpx
 
         body: dict[str, Any] = {"model": self.config.model, "messages": request.messages, "max_tokens": request.max_tokens}
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        deadline = time.monotonic() + self.config.timeout
+        token = None
         try:
-            # The client's documented raw-request path: the same auth, URL handling and error
-            # classes as chat.completions.create, without per-call schema transforms (a third
-            # of the client's CPU time per request, which limits throughput at concurrency 64).
-            text = self._openai().post("/chat/completions", body=body, cast_to=str)
-        except openai.APIStatusError as error:
-            self._raise_for_status(error.status_code, error)
-        except openai.APITimeoutError:
+            with self._http().stream("POST", "chat/completions", content=payload) as response:
+                token = _WATCHDOG.watch(deadline, _socket_of(response))
+                data = self._read_body(response, deadline)
+                status, headers = response.status_code, response.headers
+        except httpx.TimeoutException:
             raise _AttemptFailed("timeout") from None
-        except openai.APIConnectionError as error:
-            raise _AttemptFailed(f"connection error ({type(error.__cause__ or error).__name__})") from None
-        except Exception as error:  # httpx errors while reading a truncated body
-            raise _AttemptFailed(f"transport error ({type(error).__name__})") from None
-        return _parse_completion(text)
+        except (httpx.HTTPError, OSError) as error:  # incl. a body cut off by the watchdog or the server
+            if time.monotonic() >= deadline - 0.05:
+                raise _AttemptFailed(f"timeout (the reply took over {self.config.timeout:g} s)") from None
+            raise _AttemptFailed(f"connection error ({type(error).__name__})") from None
+        finally:
+            _WATCHDOG.cancel(token)
+        if status >= 300:
+            self._raise_for_status(status, data, headers)
+        return _parse_completion(data, self.config.endpoint)
 
-    def _raise_for_status(self, status: int, error: Exception) -> None:
-        detail = self._scrub(_error_detail(error))
+    def _read_body(self, response, deadline: float) -> bytes:
+        chunks, size = [], 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.config.max_reply_bytes:
+                raise _RequestFailed(f"reply larger than {self.config.max_reply_bytes} bytes refused "
+                                     "(LMMS_VR_JUDGE_MAX_REPLY_BYTES); check the endpoint")
+            if time.monotonic() > deadline:
+                raise _AttemptFailed(f"timeout (the reply was still arriving after {self.config.timeout:g} s)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _raise_for_status(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
+        detail = self._scrub(_error_detail(data))
         if status in _CONFIG_STATUSES:
             raise JudgeConfigError(self._config_message(status, detail)) from None
         if status == 400:
@@ -330,8 +549,7 @@ class Judge:
             if systematic:
                 raise JudgeConfigError(self._config_message(status, detail)) from None
         if status in _RETRY_STATUSES or status >= 500:
-            response = getattr(error, "response", None)
-            raise _AttemptFailed(f"http {status}", _retry_after(response.headers if response is not None else {}))
+            raise _AttemptFailed(f"http {status}", retry_after_seconds(headers))
         raise _RequestFailed(f"http {status}: {detail}")
 
     def _config_message(self, status: int, detail: str) -> str:
@@ -356,6 +574,39 @@ class Judge:
         return re.sub(r"(Incorrect API key provided:)\s*\S+", r"\1 ***", text)
 
 
+class CacheOnlyJudge(Judge):
+    """Verdicts read from the judge cache alone: no endpoint, no key, no HTTP request.
+
+    A cached reply is served exactly when a configured judge of ``model`` would serve it
+    (it parses, and was answered by ``model`` or a dated snapshot of it, or by ``endpoint``
+    when given); any other request gives ``JudgeResult(ok=False, error=NOT_COMPUTED)``,
+    counted in ``stats.not_computed``, never sent anywhere. Pass the ``model`` the run was
+    judged with (its accounting's ``judge.model``); default: what the environment names for
+    ``benchmark``, else its built-in judge. The cache: ``cache_path``, else
+    ``LMMS_VR_JUDGE_CACHE`` / the default path.
+    """
+
+    def __init__(self, benchmark: str, model: str | None = None, cache_path: str | Path | None = None,
+                 endpoint: str | None = None) -> None:
+        path = Path(cache_path) if cache_path is not None else cache_path_from_env()
+        if path is None:
+            raise JudgeConfigError("the judge cache is off (LMMS_VR_JUDGE_CACHE=off): no cached verdict can be read")
+        config = JudgeConfig(model=model or default_model(benchmark), base_url=endpoint, benchmark=benchmark,
+                             model_env="(cache only)", cache_path=path, max_calls=0)
+        super().__init__(config)
+
+    def _fetch(self, request: JudgeRequest) -> CachedReply:
+        raise _NotComputed(NOT_COMPUTED)
+
+
+def _read(request: JudgeRequest, raw: str) -> Any:
+    """The request's value of a reply. An empty reply is never an answer, whatever the parser
+    accepts (what an overloaded endpoint sends with HTTP 200): it is re-asked, never cached."""
+    if not raw.strip():
+        raise parsing.ParseError("empty reply")
+    return request.parse(raw) if request.parse else raw
+
+
 def _validate(request: JudgeRequest) -> None:
     if not isinstance(request, JudgeRequest):
         raise TypeError(f"Judge.ask takes a JudgeRequest, got {type(request).__name__}")
@@ -365,67 +616,98 @@ def _validate(request: JudgeRequest) -> None:
         raise ValueError(f"JudgeRequest.max_reasks must be >= 0, got {request.max_reasks}")
 
 
-def _parse_completion(text: str) -> CachedReply:
-    """Reply text and usage from a chat-completion body; malformed bodies are retryable."""
+def _token_count(value: Any) -> int | None:
+    """A token count from `usage`, or None when it is not a non-negative whole number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 or value != int(value):
+        return None
+    return int(value)
+
+
+def _parse_completion(data: bytes, endpoint: str) -> CachedReply:
+    """Reply text, usage and answering model from a chat-completion body; malformed bodies are retryable.
+
+    A malformed or missing ``usage`` does not lose the reply: its tokens count as 0 and the
+    reply is counted in ``usage_unreported`` (the cost estimate is then a lower bound).
+    """
     try:
-        body = json.loads(text)
+        body = json.loads(data)
         message = body["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise _AttemptFailed("malformed reply") from None
     content = message.get("content") if isinstance(message, dict) else None
-    usage = body.get("usage") or {}
+    usage = body.get("usage") if isinstance(body, dict) else None
+    prompt = _token_count(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
+    completion = _token_count(usage.get("completion_tokens")) if isinstance(usage, dict) else None
+    model = body.get("model")
     return CachedReply(
         raw=content if isinstance(content, str) else "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=prompt or 0,
+        completion_tokens=completion or 0,
+        answered_by=model.strip() if isinstance(model, str) and model.strip() else UNNAMED_MODEL,
+        endpoint=endpoint,
+        usage_ok=prompt is not None and completion is not None,
     )
 
 
-def _error_detail(error: Exception) -> str:
-    body = getattr(error, "body", None)
+def _error_detail(data: bytes) -> str:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return data[:300].decode("utf-8", "replace")
     if isinstance(body, dict):
         inner = body.get("error", body)
         message = inner.get("message") if isinstance(inner, dict) else inner
         return str(message)[:300]
-    return str(error)[:300]
+    return str(body)[:300]
 
 
-def _retry_after(headers) -> float | None:
-    """Seconds from a Retry-After (or retry-after-ms) header: a number or an HTTP date."""
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds from a Retry-After (or retry-after-ms) header: a number or an HTTP date.
+
+    None (normal backoff) for anything else (``soon``, ``nan``, ``inf``, negative, garbage).
+    """
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = (headers.get(name) or "").strip()
+        if not value:
+            continue
         try:
-            return float(milliseconds) / 1000
+            seconds = float(value) / scale
         except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+            try:
+                parsed = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError, OverflowError):
+                continue
+            seconds = parsed.timestamp() - time.time() if parsed.tzinfo else None
+        if seconds is not None and math.isfinite(seconds) and seconds >= 0:
+            return seconds
+        if seconds is not None and math.isfinite(seconds):
+            return 0.0  # a date in the past
+    return None
 
 
 # ---------------------------------------------------------------------- per-process registry
 
 _registry_lock = threading.Lock()
 _judges: dict[tuple, Judge] = {}
+_budgets: dict[int | None, CallBudget] = {}
 _warned: set[str] = set()
+_cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
 
 
 def get_judge(benchmark: str) -> Judge | None:
     """The shared Judge for ``benchmark`` configured from the environment, or None.
 
-    None comes with one log line per benchmark per process naming the variables to set.
-    The same resolved configuration always gives the same instance (shared stats, cache
-    and concurrency bound across tasks and threads of a process).
+    None comes with one log line per benchmark per process naming the variables to set
+    (inside ``verdicts_from_cache``: a ``CacheOnlyJudge`` instead). The same resolved
+    configuration always gives the same instance (shared stats, cache and concurrency bound
+    across tasks and threads of a process); all judges of a process share one call budget.
     """
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(BENCHMARKS)}")
     config = JudgeConfig.from_env(benchmark)
     with _registry_lock:
+        if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
+            return _cache_only_judge(benchmark, config)
         if config is None:
             if benchmark not in _warned:
                 _warned.add(benchmark)
@@ -433,5 +715,45 @@ def get_judge(benchmark: str) -> Judge | None:
             return None
         judge = _judges.get(config.identity)
         if judge is None:
-            judge = _judges[config.identity] = Judge(config)
+            budget = _budgets.get(config.max_calls)
+            if budget is None:
+                budget = _budgets[config.max_calls] = CallBudget(config.max_calls, "process")
+            judge = _judges[config.identity] = Judge(config, budget)
         return judge
+
+
+def _cache_only_judge(benchmark: str, config: JudgeConfig | None) -> CacheOnlyJudge:
+    if config is not None:  # read what this configured judge would serve
+        model, cache_path, endpoint = config.model, config.cache_path, config.base_url
+    else:
+        model = _cache_only["models"].get(benchmark)
+        cache_path, endpoint = _cache_only["cache_path"], _cache_only["endpoint"]
+    identity = ("cache-only", benchmark, model, cache_path, endpoint)
+    judge = _judges.get(identity)
+    if judge is None:
+        judge = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
+    return judge
+
+
+@contextmanager
+def verdicts_from_cache(models: Mapping[str, str] | None = None, cache_path: str | Path | None = None,
+                        endpoint: str | None = None, instead_of_configured: bool = False) -> Iterator[None]:
+    """Within the block, ``get_judge(benchmark)`` gives a ``CacheOnlyJudge`` for every benchmark
+    with no judge configured, so benchmark code reads cached verdicts with no key; a configured
+    judge is used as usual. ``models``: {benchmark: the judge model its runs used}.
+    ``instead_of_configured``: configured judges too are replaced by a cache-only reader of
+    their own model and cache (re-reading what a judging pass just did, sending nothing).
+
+        with verdicts_from_cache({"vcr_bench": "gpt-4o-2024-08-06"}):
+            outcomes = bench.outcomes(records, settings)   # misses: NOT_COMPUTED, nothing sent
+    """
+    global _cache_only
+    with _registry_lock:
+        saved = _cache_only
+        _cache_only = {"models": dict(models or {}), "cache_path": cache_path, "endpoint": endpoint,
+                       "instead_of_configured": instead_of_configured}
+    try:
+        yield
+    finally:
+        with _registry_lock:
+            _cache_only = saved

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import itertools
 import json
 import random
 import signal
@@ -29,7 +30,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
 
-FAULT_KINDS = ("429", "500", "503", "timeout", "truncated", "malformed", "401", "400")
+FAULT_KINDS = ("429", "500", "503", "timeout", "truncated", "malformed", "401", "400",
+               # HTTP 200 but wrong inside: empty content (no parser accepts it); `usage` malformed; a body
+               # sent one byte per `slow_interval`; a body of `huge_bytes`.
+               "unparseable", "bad_usage", "slow_body", "huge",
+               # 429 with a Retry-After that is not a number of seconds or a date.
+               "429_soon", "429_nan")
 
 
 def echo_responder(body: dict) -> str:
@@ -72,6 +78,8 @@ class FaultPlan:
     max_failures_per_request: int = 3
     retry_after: float = 0.05  # seconds sent in Retry-After for 429
     timeout_sleep: float = 2.0  # a "timeout" reply waits this long (longer than the client's timeout)
+    slow_interval: float = 1.0  # "slow_body": seconds between bytes
+    huge_bytes: int = 200 * 1024 * 1024  # "huge": body size
     _attempts: dict[str, int] = field(default_factory=dict, repr=False)
     _failures: dict[str, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -119,12 +127,18 @@ class LocalJudgeServer:
         model: str = "local-judge",
         port: int = 0,
         api_key: str | None = None,
+        reply_model: str | None = None,
+        listed_models: Sequence[str] | None = None,
     ) -> None:
         self.responder = responder or echo_responder
         self.latency = latency
         self.faults = faults
         self.model = model
         self.api_key = api_key  # when set, requests without "Bearer <api_key>" get 401
+        # The reply's `model` field: the requested name (None, like a server serving that
+        # model), or always this name (a server answering with its own model whatever is asked).
+        self.reply_model = reply_model
+        self.listed_models = list(listed_models) if listed_models is not None else [model]  # GET /v1/models
         self.requests: list[dict] = []
         self._port = port
         self._lock = threading.Lock()
@@ -187,7 +201,7 @@ def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") == "/stats":
                 self._json(200, {"requests": server.request_count})
             elif self.path.rstrip("/") == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                self._json(200, {"object": "list", "data": [{"id": name, "object": "model"} for name in server.listed_models]})
             else:
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -210,23 +224,26 @@ def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
                 return
             fault = server.faults.decide(number, body) if server.faults else None
             if fault:
-                self._fault(fault, server.faults)
+                self._fault(fault, server.faults, number, body)
                 return
             try:
                 reply = server.responder(body)
             except Exception as error:  # a responder bug shows up as a server error, like a real backend
                 self._json(500, {"error": {"message": f"responder failed: {type(error).__name__}: {error}"}})
                 return
-            self._json(200, {
+            self._json(200, self._completion(number, body, reply))
+
+        def _completion(self, number: int, body: dict, reply: str) -> dict:
+            return {
                 "id": f"chatcmpl-local-{number}",
                 "object": "chat.completion",
                 "created": int(time.time()),
-                "model": body.get("model", server.model),
+                "model": server.reply_model or body.get("model", server.model),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
                 "usage": _usage(body, reply),
-            })
+            }
 
-        def _fault(self, fault: str, plan: FaultPlan) -> None:
+        def _fault(self, fault: str, plan: FaultPlan, number: int = 0, body: dict | None = None) -> None:
             if fault == "429":
                 self._json(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, {"Retry-After": f"{plan.retry_after:g}"})
             elif fault in ("500", "503"):
@@ -249,6 +266,38 @@ def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload[: len(payload) // 2])
                 self.wfile.flush()
                 self.close_connection = True
+            elif fault == "unparseable":  # what an overloaded or degraded judge sends with a 200: no content
+                self._json(200, self._completion(number, body or {}, ""))
+            elif fault == "bad_usage":
+                completion = self._completion(number, body or {}, server.responder(body or {}))
+                completion["usage"] = {"prompt_tokens": "many", "completion_tokens": [3]}
+                self._json(200, completion)
+            elif fault in ("429_soon", "429_nan"):
+                self._json(429, {"error": {"message": "rate limited"}}, {"Retry-After": fault[4:]})
+            elif fault == "slow_body":
+                payload = json.dumps(self._completion(number, body or {}, server.responder(body or {}))).encode()
+                self._stream(len(payload), (payload[i:i + 1] for i in range(len(payload))), plan.slow_interval)
+            elif fault == "huge":
+                head, tail = b'{"choices": [{"message": {"role": "assistant", "content": "', b'"}}]}'
+                chunk = b"x" * (1024 * 1024)
+                count = max(1, plan.huge_bytes // len(chunk))
+                pieces = itertools.chain([head], itertools.repeat(chunk, count), [tail])
+                self._stream(len(head) + count * len(chunk) + len(tail), pieces, 0.0)
+
+        def _stream(self, length: int, pieces, interval: float) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(length))
+                self.end_headers()
+                for piece in pieces:
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                    if interval:
+                        time.sleep(interval)
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass  # the client gave up, as it should
+            self.close_connection = True
 
         def _json(self, status: int, payload: dict, headers: dict | None = None) -> None:
             self._send(status, json.dumps(payload).encode(), {"Content-Type": "application/json", **(headers or {})})

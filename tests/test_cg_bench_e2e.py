@@ -8,7 +8,7 @@ import math
 import pytest
 from lmms_cli import metric, run_lmms_eval, samples_files
 
-from lmms_video_reasoning.cg_bench import aggregate, hooks, sample
+from lmms_video_reasoning.cg_bench import aggregate, sample
 from lmms_video_reasoning.utils.sample import env_for, write_sample
 
 
@@ -67,8 +67,11 @@ def test_mcq_and_open_through_lmms_eval(cg_sample, tmp_path, monkeypatch):
     step2 = [b for b in judge_bodies if any(p.get("type") == "image_url" for p in b["messages"][0]["content"])]
     assert step2 and all(len(b["messages"][0]["content"]) > 1 for b in step2)
 
-    details = json.loads(hooks.details_path(output, "mcq").read_text())
+    [results_file] = output.rglob("*_results.json")
+    date_id = results_file.name[: -len("_results.json")]
+    details_file = results_file.with_name(f"{date_id}_cg_bench_mcq_details.json")  # paired with the run's results
+    details = json.loads(details_file.read_text())
     assert set(details["breakdown"]["duration"]) == {"0-10", "10-20", "20-30", "60+"}
     assert set(details["breakdown"]["kind"]) == {"perception", "reasoning", "hallucination"}
-    open_details = json.loads(hooks.details_path(output, "open").read_text())
+    open_details = json.loads(details_file.with_name(f"{date_id}_cg_bench_open_details.json").read_text())
     assert open_details["judge"]["stats"]["by_tag"]["cg_bench.open.step2"]["calls"] == len(step2)

@@ -60,11 +60,16 @@ def test_score_on_samples_equals_in_run_metrics_from_the_cache(runs, capsys):
     for task in LOGGED_TASKS:
         assert_same_metrics(in_run_metrics(runs.logged, task), rescored, task)
         assert score.samples_path(out, task).is_file()
-    assert runs.server.request_count == before, "every judge reply came from the run's cache"
     accounting = rescored["lmms_vr"]["judge_accounting"]
     assert set(accounting) == {"vcr_cot", "vr_bench", "cg_bench_open"}  # the judge-scored tasks
+    # Every verdict comes from the run's cache; only a judgment that got no parsed reply in the
+    # run (the sample judge's deliberate refusal) is asked again: 1 + 2 re-asks each.
+    failed = {task: runs.logged["results"][task]["judge_failed,none"] for task in accounting}
+    assert failed["vr_bench"] > 0
     for task, entry in accounting.items():
-        assert entry["stats"]["calls"] == 0 and entry["stats"]["cache_hits"] > 0, task
+        assert entry["stats"]["calls"] == 3 * failed[task] and entry["stats"]["cache_hits"] > 0, task
+        assert set(entry["stats"]["answered_by"]) == {"sample-oracle"}, task
+    assert runs.server.request_count == before + 3 * sum(failed.values())
 
 
 def test_predict_only_file_scored_end_to_end_with_the_judge(runs, tmp_path):
@@ -93,7 +98,10 @@ def test_report_on_an_lmms_eval_folder(runs, tmp_path):
     before = runs.server.request_count
     data = report.build_report([str(runs.out / "logged")], tmp_path, n=200, seed=0)
     assert set(data["sections"]) == {"vcr_bench", "vrbench", "cg_bench"}
-    assert runs.server.request_count == before, "per-sample outcomes recomputed from the judge cache"
+    # Per-sample outcomes come from the judge cache; at most the judgments that got no parsed
+    # reply in the run (re-asked 1 + 2 times; never served from the cache) are asked again.
+    failed = sum(runs.logged["results"][task].get("judge_failed,none", 0) for task in LOGGED_TASKS)
+    assert runs.server.request_count - before <= 3 * failed, "per-sample outcomes recomputed from the judge cache"
     [run] = data["runs"]
     for task in LOGGED_TASKS:
         entry = data["tasks"][f"{run}|{task}"]

@@ -115,7 +115,9 @@ def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
         # One judge batch per task: 24 rated questions (+2 re-asks of the refusal) in each
         # default task, 20 in the official task (no counting, no re-asks).
         assert calls_by_cli == 26 + 26 + 20
-        assert list(tmp_path.rglob("judge_accounting_vrbench.json"))
+        [results_file] = tmp_path.rglob("*_results.json")  # the accounting is paired with the run's results
+        accounting = results_file.with_name(results_file.name.replace("_results.json", "_judge_accounting_vrbench.json"))
+        assert json.loads(accounting.read_text())["stats"]["answered_by"] == {"local-judge": 26 + 26 + 20 - 3 * 2}
 
         # Re-scoring the logged records gives the same metrics (the `lmms-vr score` path).
         for task in ("vr_bench", "vr_bench_official"):

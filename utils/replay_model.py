@@ -31,12 +31,14 @@ class PredictionsError(DataError):
 def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], str]:
     """Read a replay JSONL into {(task or None, str(id)): response}.
 
-    Raises PredictionsError naming the file and the line or record for anything malformed.
+    Raises PredictionsError naming the file and the line or record for anything malformed,
+    and for an id given twice with different responses (the same response twice is allowed).
     """
     path = Path(path)
     if not path.is_file():
         raise PredictionsError(f"predictions file not found: {path} (give --model_args predictions=FILE.jsonl)")
     table: dict[tuple[str | None, str], str] = {}
+    first_seen: dict[tuple[str | None, str], int] = {}
     for number, row in enumerate(read_jsonl(path, PredictionsError), 1):
         where = f"{path}: record {number}"
         if "id" not in row or "response" not in row:
@@ -47,8 +49,20 @@ def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], st
         clean = encodable(response)
         if clean != response:
             logger.warning("%s: response has unpaired UTF-16 surrogates (invalid in UTF-8); replaced by U+FFFD", where)
-        table[(row.get("task"), str(row["id"]))] = clean
+        key = (row.get("task"), str(row["id"]))
+        if key in table and table[key] != clean:
+            raise PredictionsError(
+                f"{where}: id {key[1]!r}{f' of task {key[0]!r}' if key[0] else ''} was already given in record "
+                f"{first_seen[key]} with a different response; keep one of them"
+            )
+        table[key] = clean
+        first_seen.setdefault(key, number)
     return table
+
+
+def unmatched(table: dict[tuple[str | None, str], str], task: str, sample_ids: set[str]) -> list[str]:
+    """Ids of predictions for ``task`` (or with no task) that match none of its documents."""
+    return sorted(sample_id for (name, sample_id) in table if name in (task, None) and sample_id not in sample_ids)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -100,7 +114,24 @@ class ReplayModel(lmms):
 
     def generate_until(self, requests) -> list[str]:
         # args = (context, gen_kwargs, doc_to_visual, doc_id, task, split)
-        return [self._respond(req.args[4], req.args[5], req.args[3]) for req in requests]
+        responses = [self._respond(req.args[4], req.args[5], req.args[3]) for req in requests]
+        if self._world_size == 1:  # a rank sees only its shard: it cannot tell what matched nothing
+            self._report_unmatched({(req.args[4], req.args[5]) for req in requests})
+        return responses
+
+    def _report_unmatched(self, tasks: set[tuple[str, str]]) -> None:
+        """Warn about predictions for the requested tasks (or with no task) that match none of their documents."""
+        every_id: set[str] = set()
+        for task, split in sorted(tasks):
+            ids = {str(doc["sample_id"]) for doc in self.task_dict[task][split] if "sample_id" in doc}
+            every_id |= ids
+            self._warn_unmatched(task, [i for i in unmatched(self.table, task, ids) if (task, i) in self.table])
+        self._warn_unmatched("(no task given)", sorted(i for (name, i) in self.table if name is None and i not in every_id))
+
+    def _warn_unmatched(self, task: str, ids: list[str]) -> None:
+        if ids:
+            logger.warning("vr_replay: %d predictions for task %s in %s match no document (ids such as %s); they were not scored",
+                           len(ids), task, self.predictions_path, ", ".join(map(repr, ids[:5])))
 
     def generate_until_multi_round(self, requests) -> list[str]:
         return self.generate_until(requests)

@@ -1,6 +1,6 @@
 """`lmms-vr score`: score lmms-eval samples files or replay predictions, later and elsewhere.
 
-    lmms-vr score OUTPUT_PATH                 every task with a `*_samples_<task>.jsonl` under it
+    lmms-vr score OUTPUT_PATH                 every run under it (one `<date>_samples_<task>.jsonl` prefix per run)
     lmms-vr score FILE_samples_<task>.jsonl   one samples file (`--log_samples`, also `--predict_only`)
     lmms-vr score predictions.jsonl --task T  replay predictions (`{"task", "id", "response"}` lines)
     ... [--task T] [--out results.json]
@@ -11,16 +11,24 @@ lmms-eval aggregation calls, on the task's own records:
 - a `--predict_only` file holds only the response, `doc_id` and `target`: the task's
   documents are rebuilt with its `process_docs` hook (annotations from the local root or
   the Hub), the line's `doc_id` picks the document (checked against the logged `target`),
-  and the task's `process_results` hook builds the record from the stripped response, as
-  lmms-eval does;
+  and the task's `process_results` hook builds the record from the raw response (`resps`),
+  as lmms-eval hands it over under the tasks' `reasoning_tags: none`;
 - replay predictions are matched on the documents' `sample_id`, as the `vr_replay` model does.
 Judge calls go through the shared judge engine and its cache, so a second run (or a run
 resumed after an interruption) costs nothing. No GPU and no model are needed.
+
+Nothing is left out silently: every run in a folder is scored (samples files of tasks that
+are not this suite's are listed as not scored); a row repeated verbatim is scored once and
+counted, two different rows for one document are refused; the samples are compared with the
+task's documents (when they can be loaded) and the documents without a sample, the samples
+of no document and the replay predictions matching no document are printed and recorded
+under `lmms_vr.coverage`.
 
 With `--out FILE` the results are written shaped like lmms-eval's
 (`{"results": {task: {"metric,none": value}}}`) with the judge accounting under `lmms_vr`,
 and next to it `<FILE stem>_samples_<task>.jsonl`: each sample's record and its scored
 outcome (what the judge and the parsers decided), which `lmms-vr report` bootstraps.
+Several runs give one results file each, `<FILE stem>_<run>.json`.
 """
 
 from __future__ import annotations
@@ -294,11 +302,15 @@ def task_docs(spec: TaskSpec) -> list[dict]:
     return [dict(doc) for doc in dataset]
 
 
-def response_text(value: Any) -> str:
-    """A logged response as `process_results` receives it: lmms-eval strips generations."""
+def response_text(row: dict) -> str:
+    """A predict-only line's response as the tasks' `process_results` receives it: the raw
+    generation (`resps`). `filtered_resps` may hold it with the reasoning blocks stripped
+    (lmms-eval's `--reasoning_tags`); the tasks set `reasoning_tags: none` and split the reply
+    themselves (`utils.responses`)."""
+    value = row.get("resps", row.get("filtered_resps"))
     while isinstance(value, list) and value:
         value = value[0]
-    return value.strip() if isinstance(value, str) else ""
+    return value if isinstance(value, str) else ""
 
 
 def target_of(doc: dict, spec: TaskSpec) -> str | None:
@@ -310,7 +322,7 @@ def target_of(doc: dict, spec: TaskSpec) -> str | None:
 
 def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[dict]:
     """Records for predict-only lines: the doc at `doc_id` (checked against the logged
-    `target`), then the task's `process_results` on the stripped response.
+    `target`), then the task's `process_results` on the raw response.
 
     lmms-eval's `doc_hash` cannot identify a doc (it hashes the request, the same for every
     line), so the doc's position and its target are what tie a line to its document.
@@ -329,24 +341,130 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
             raise DataError(f"{where}: doc_id {doc_id} of task {spec.name} has target {row['target']!r} in the file but "
                             f"{expected!r} in the annotations found now: they are not the ones the run used; point the "
                             f"benchmark's data root at the same annotations (see `lmms-vr prepare`)")
-        produced = process_results(doc, [response_text(row.get("filtered_resps", row.get("resps")))])
+        produced = process_results(doc, [response_text(row)])
         records.append(next(iter(produced.values())))
     return records
 
 
-def records_from_samples(path: Path, spec: TaskSpec) -> list[dict]:
-    """The task's records from a samples file: logged records, or rebuilt for predict-only lines."""
+@dataclass
+class Coverage:
+    """Which of the task's documents a file's samples cover: nothing is left out silently.
+
+    `documents` is None when the task's documents could not be loaded (then only
+    duplicates are checked, and `note` says why).
+    """
+
+    samples: int  # rows (or predictions) read for the task
+    scored: int = 0
+    documents: int | None = None
+    duplicates_dropped: int = 0  # rows repeated verbatim, scored once
+    missing: list[str] = dataclasses.field(default_factory=list)  # documents with no sample (or prediction)
+    unknown: list[str] = dataclasses.field(default_factory=list)  # samples of no current document
+    unmatched_predictions: list[str] = dataclasses.field(default_factory=list)  # replay ids matching no document
+    missing_scored_as_empty: bool = False  # replay: documents without a prediction scored as empty responses
+    note: str = ""
+
+    def problems(self) -> list[str]:
+        """One line per difference between the samples and the task's documents."""
+        lines = []
+        if self.duplicates_dropped:
+            lines.append(f"{self.duplicates_dropped} duplicated rows scored once")
+        if self.missing:
+            what = "scored as empty responses" if self.missing_scored_as_empty else "not scored"
+            lines.append(f"{len(self.missing)} of {self.documents} documents have no sample, {what} ({_some(self.missing)})")
+        if self.unknown:
+            lines.append(f"{len(self.unknown)} samples match no document of the task found now ({_some(self.unknown)})")
+        if self.unmatched_predictions:
+            lines.append(f"{len(self.unmatched_predictions)} predictions match no document and were not scored "
+                         f"({_some(self.unmatched_predictions)})")
+        if self.note:
+            lines.append(self.note)
+        return lines
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "problems": self.problems()}
+
+
+def _some(ids: Sequence[str], shown: int = 5) -> str:
+    return "ids " + ", ".join(map(repr, ids[:shown])) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def _unique_rows(rows: list[dict], path: Path) -> tuple[list[dict], int]:
+    """Rows with verbatim repeats dropped (counted); two different rows for one doc_id are an error."""
+    kept: dict[Any, dict] = {}
+    unique, dropped = [], 0
+    for number, row in enumerate(rows, 1):
+        identity = row.get("doc_id")
+        if not isinstance(identity, int):
+            unique.append(row)
+            continue
+        if identity in kept:
+            if json.dumps(kept[identity], sort_keys=True, default=str) != json.dumps(row, sort_keys=True, default=str):
+                raise DataError(f"{path}: doc_id {identity} appears twice with different content (row {number}); "
+                                "the file mixes runs or was edited: keep one row per document")
+            dropped += 1
+            continue
+        kept[identity] = row
+        unique.append(row)
+    return unique, dropped
+
+
+def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
+    """The task's records from a samples file (logged, or rebuilt for predict-only lines) and
+    what they cover; verbatim repeated rows are scored once, conflicting ones refused."""
     rows = read_jsonl(path)
     if not rows:
         raise DataError(f"{path}: no samples in the file")
+    coverage = Coverage(samples=len(rows))
+    rows, coverage.duplicates_dropped = _unique_rows(rows, path)
     logged = [logged_record(row, spec) for row in rows]
     missing = [row for row, record in zip(rows, logged) if record is None]
     if not missing:
-        return logged
+        records = _unique_records(logged, path)
+        coverage.duplicates_dropped += len(logged) - len(records)
+        return records, coverage
     if len(missing) < len(rows):
         raise DataError(f"{path}: some lines hold records and some do not; the file mixes runs")
     log.info("%s: a --predict_only file; rebuilding %d records from the task's documents", path.name, len(rows))
-    return rebuild_records(rows, spec, str(path))
+    return rebuild_records(rows, spec, str(path)), coverage
+
+
+def _unique_records(records: list[dict], path: Path) -> list[dict]:
+    """Records with verbatim repeats of a sample_id dropped; different records for one sample_id are an error."""
+    seen: dict[str, str] = {}
+    unique = []
+    for record in records:
+        sample_id = str(record.get("sample_id"))
+        text = json.dumps(record, sort_keys=True, default=str)
+        if sample_id in seen:
+            if seen[sample_id] != text:
+                raise DataError(f"{path}: sample {sample_id!r} appears twice with different records; the file mixes runs "
+                                "or was edited: keep one row per document")
+            continue
+        seen[sample_id] = text
+        unique.append(record)
+    return unique
+
+
+def records_from_samples(path: Path, spec: TaskSpec) -> list[dict]:
+    """The task's records from a samples file: logged records, or rebuilt for predict-only lines."""
+    return read_samples(path, spec)[0]
+
+
+def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) -> Coverage:
+    """Compare the records' sample ids with the task's documents (when they can be loaded now)."""
+    try:
+        docs = task_docs(spec)
+    except Exception as error:  # noqa: BLE001 - no annotations here: coverage is unknown, said so
+        coverage.note = f"the task's documents could not be loaded ({type(error).__name__}: {error}); coverage not checked"
+        return coverage
+    doc_ids = [str(doc["sample_id"]) for doc in docs]
+    present = {str(record.get("sample_id")) for record in records}
+    known = set(doc_ids)
+    coverage.documents = len(doc_ids)
+    coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
+    coverage.unknown = sorted(present - known)
+    return coverage
 
 
 def stored_outcomes(path: Path) -> list[dict] | None:
@@ -357,39 +475,65 @@ def stored_outcomes(path: Path) -> list[dict] | None:
     return None
 
 
-def records_from_predictions(path: Path, spec: TaskSpec) -> list[dict]:
-    """Records for replay predictions (`{"task", "id", "response"}`), matched on `sample_id`."""
-    from lmms_video_reasoning.utils.replay_model import load_predictions, lookup
+def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
+    """Records for replay predictions (`{"task", "id", "response"}`), matched on `sample_id`.
+
+    A document with no prediction is scored as an empty response (counted in the coverage);
+    predictions that match no document are listed in the coverage.
+    """
+    from lmms_video_reasoning.utils.replay_model import load_predictions, lookup, unmatched
 
     table = load_predictions(path)
     process_results = _function(spec.process_results)
-    records, missing = [], 0
-    for doc in task_docs(spec):
+    docs = task_docs(spec)
+    records, missing = [], []
+    for doc in docs:
         response = lookup(table, spec.name, str(doc["sample_id"]))
         if response is None:
-            missing += 1
+            missing.append(str(doc["sample_id"]))
             response = ""
-        produced = process_results(doc, [response.strip()])
+        produced = process_results(doc, [response])  # as the replay model answers it
         records.append(next(iter(produced.values())))
-    if missing == len(records):
+    if len(missing) == len(records):
         raise DataError(f"{path}: no prediction for any document of task {spec.name} (ids are the documents' sample_id)")
-    if missing:
-        log.warning("%s: %d of %d documents of %s have no prediction; scored as empty responses", path, missing, len(records), spec.name)
-    return records
+    ids = {str(doc["sample_id"]) for doc in docs}
+    coverage = Coverage(samples=len(records) - len(missing), documents=len(docs), missing=missing, missing_scored_as_empty=True,
+                        unmatched_predictions=[i for i in unmatched(table, spec.name, ids) if (spec.name, i) in table])
+    return records, coverage
+
+
+def records_from_predictions(path: Path, spec: TaskSpec) -> list[dict]:
+    """Records for replay predictions, matched on the documents' `sample_id` (see `read_predictions`)."""
+    return read_predictions(path, spec)[0]
 
 
 def tasks_in_predictions(path: Path) -> list[str]:
     return sorted({row["task"] for row in read_jsonl(path) if isinstance(row.get("task"), str)})
 
 
-def samples_files(folder: Path) -> dict[str, Path]:
-    """{task: newest samples file} under an lmms-eval output folder (or one of ours)."""
-    found: dict[str, Path] = {}
-    for name in sorted(glob.glob(str(Path(folder) / "**" / "*_samples_*.jsonl"), recursive=True), key=os.path.getmtime):
-        match = SAMPLES_PATTERN.match(Path(name).name)
-        if match:
-            found[match["task"]] = Path(name)
-    return found
+def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
+    """({run: {task: samples file}}, skipped files with the reason) under an lmms-eval output folder.
+
+    A run is one `<folder>/<date_id>_samples_<task>.jsonl` prefix: lmms-eval names every file
+    of a run with the same date under the model's folder, so two models or two dates in one
+    output path are two runs.
+    """
+    folder = Path(folder)
+    runs: dict[str, dict[str, Path]] = {}
+    skipped = []
+    specs = task_specs()
+    for name in sorted(glob.glob(str(folder / "**" / "*_samples_*.jsonl"), recursive=True)):
+        path = Path(name)
+        match = SAMPLES_PATTERN.match(path.name)
+        if not match:
+            skipped.append(f"{path}: not named <run>_samples_<task>.jsonl")
+            continue
+        if match["task"] not in specs:
+            skipped.append(f"{path}: task {match['task']!r} is not a task of this suite")
+            continue
+        run = str(path.parent.relative_to(folder) / match["prefix"])
+        runs.setdefault(run, {})[match["task"]] = path
+    return runs, skipped
 
 
 def task_of_samples_file(path: Path) -> str | None:
@@ -399,7 +543,7 @@ def task_of_samples_file(path: Path) -> str | None:
 
 def is_predictions_file(path: Path) -> bool:
     """True for replay predictions (first object has `id` and `response`, no `doc_id`)."""
-    with Path(path).open(encoding="utf-8") as handle:
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
             if line.strip():
                 try:
@@ -410,28 +554,52 @@ def is_predictions_file(path: Path) -> bool:
     return False
 
 
-def gather_records(path: Path, task: str | None = None) -> dict[str, tuple[list[dict], str]]:
-    """{task: (records, source)} for a folder, a samples file or a predictions file."""
+@dataclass
+class Gathered:
+    """One task of one run, read back into records."""
+
+    run: str
+    task: str
+    records: list[dict]
+    source: str
+    coverage: Coverage
+
+
+def _from_samples(run: str, task: str, path: Path) -> Gathered:
+    spec = task_spec(task)
+    records, coverage = read_samples(path, spec)
+    return Gathered(run, task, records, str(path), check_coverage(records, spec, coverage))
+
+
+def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered], list[str]]:
+    """(every run and task in a folder, a samples file or a predictions file, read back into
+    records; the files found but not scored, with the reason)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file or folder (give an lmms-eval --output_path folder, a samples .jsonl or a predictions .jsonl)")
     if path.is_dir():
-        files = samples_files(path)
+        runs, skipped = samples_runs(path)
         if task is not None:
-            files = {task: files[task]} if task in files else {}
-        if not files:
+            runs = {run: {task: files[task]} for run, files in runs.items() if task in files}
+        if not runs:
             what = f"for task {task} " if task else ""
-            raise DataError(f"{path}: no lmms-eval samples file {what}(*_samples_<task>.jsonl) under it; run lmms-eval with --log_samples")
-        return {name: (records_from_samples(file, task_spec(name)), str(file)) for name, file in sorted(files.items())}
+            raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it; "
+                            "run lmms-eval with --log_samples")
+        return [_from_samples(run, name, file) for run, files in sorted(runs.items()) for name, file in sorted(files.items())], skipped
     if is_predictions_file(path):
         tasks = [task] if task else tasks_in_predictions(path)
         if not tasks:
             raise DataError(f"{path}: replay predictions without a task field; give --task")
-        return {name: (records_from_predictions(path, task_spec(name)), str(path)) for name in tasks}
+        gathered = []
+        for name in tasks:
+            records, coverage = read_predictions(path, task_spec(name))
+            gathered.append(Gathered(path.stem, name, records, str(path), coverage))
+        return gathered, []
     name = task or task_of_samples_file(path)
     if name is None:
         raise DataError(f"{path}: not named *_samples_<task>.jsonl; give --task")
-    return {name: (records_from_samples(path, task_spec(name)), str(path))}
+    match = SAMPLES_PATTERN.match(path.name)
+    return [_from_samples(match["prefix"] if match else path.stem, name, path)], []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,6 +618,8 @@ class TaskScore:
     outcomes: list[dict] | None
     accounting: dict | None
     source: str
+    run: str = ""
+    coverage: Coverage | None = None
 
 
 def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
@@ -459,10 +629,13 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
     before = before or {}
     delta = {key: value - before.get(key, 0) for key, value in after.items() if isinstance(value, (int, float)) and not isinstance(value, bool)}
     delta["budget_exhausted"] = after.get("budget_exhausted", False)
+    answered = {model: count - (before.get("answered_by") or {}).get(model, 0) for model, count in (after.get("answered_by") or {}).items()}
+    delta["answered_by"] = {model: count for model, count in answered.items() if count}
     return delta
 
 
-def score_task(task: str, records: Sequence[dict], source: str = "", with_outcomes: bool = True) -> TaskScore:
+def score_task(task: str, records: Sequence[dict], source: str = "", with_outcomes: bool = True, run: str = "",
+               coverage: Coverage | None = None) -> TaskScore:
     """The task's metrics by its own scoring entry, then (judge cache permitting) per-sample outcomes."""
     spec = task_spec(task)
     bench = BENCHMARKS[spec.benchmark]
@@ -476,14 +649,25 @@ def score_task(task: str, records: Sequence[dict], source: str = "", with_outcom
     if judge is not None:
         accounting = {**judge.accounting(), "stats": _stats_delta(before, judge.stats.as_dict())}
     outcomes = None
-    if with_outcomes and (judge is None or judge.cache is not None):
+    if with_outcomes and judge is not None and judge.cache is not None:
+        from lmms_video_reasoning.judges import verdicts_from_cache
+
+        # Read back the verdicts the scoring just used; a failed judgment stays failed rather
+        # than being asked again (which could give outcomes other than the metrics).
+        with verdicts_from_cache(instead_of_configured=True):
+            outcomes = bench.outcomes(records, settings)
+    elif with_outcomes and judge is None:
         outcomes = bench.outcomes(records, settings)
     elif with_outcomes:
         log.warning("%s: the judge cache is off, so per-sample outcomes are not recomputed (that would call the judge again); "
                     "the report will have no confidence intervals for its judge-based metrics", task)
     if outcomes is not None:
         _check_same(task, computed, bench.metrics(records, outcomes, settings))
-    return TaskScore(task, spec.benchmark, metrics, records, outcomes, accounting, source)
+    if coverage is not None:
+        coverage.scored = len(records)
+        for line in coverage.problems():
+            log.warning("%s (%s): %s", task, source, line)
+    return TaskScore(task, spec.benchmark, metrics, records, outcomes, accounting, source, run, coverage)
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -514,17 +698,19 @@ def samples_path(out: Path, task: str) -> Path:
 
 
 def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
-    """Write the results JSON (lmms-eval's shape) and one samples file per task beside it."""
+    """Write the results JSON (lmms-eval's shape) and one samples file per task beside it (one run)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results = {
         "results": {s.task: result_entry(s.task, s.metrics) for s in scores},
-        "n-samples": {s.task: {"original": len(s.records), "effective": len(s.records)} for s in scores},
+        "n-samples": {s.task: {"original": _original(s), "effective": len(s.records)} for s in scores},
         "config": {"model": "lmms-vr score", "source": source},
         "lmms_vr": {
             "scored_by": "lmms-vr score",
+            "run": next((s.run for s in scores if s.run), ""),
             "samples": {s.task: samples_path(out, s.task).name for s in scores},
             "sources": {s.task: s.source for s in scores},
+            "coverage": {s.task: s.coverage.as_dict() for s in scores if s.coverage is not None},
             "judge_accounting": {s.task: s.accounting for s in scores if s.accounting is not None},
         },
     }
@@ -539,6 +725,21 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     return results
 
 
+def _original(score: TaskScore) -> int:
+    coverage = score.coverage
+    return coverage.documents if coverage is not None and coverage.documents is not None else len(score.records)
+
+
+def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
+    """{run: results file}: `out` itself for one run, `<out stem>_<run>.json` beside it for several."""
+    out = Path(out)
+    if len(runs) <= 1:
+        return {run: out for run in runs}
+    stem = out.name[: -len(RESULTS_SUFFIX)] if out.name.endswith(RESULTS_SUFFIX) else out.stem
+    suffix = RESULTS_SUFFIX if out.name.endswith(RESULTS_SUFFIX) else out.suffix or ".json"
+    return {run: out.with_name(f"{stem}_{re.sub(r'[^A-Za-z0-9_.-]+', '__', run)}{suffix}") for run in runs}
+
+
 def _format(value: Any) -> str:
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else f"{value:.2f}"
@@ -549,24 +750,50 @@ def _format(value: Any) -> str:
 
 def print_scores(scores: Sequence[TaskScore]) -> None:
     for s in scores:
-        print(f"\n{s.task}  ({len(s.records)} samples; {s.source})")
+        run = f"run {s.run}, " if s.run else ""
+        print(f"\n{s.task}  ({len(s.records)} samples; {run}{s.source})")
         for name, value in s.metrics.items():
             if not isinstance(value, dict):
                 print(f"  {name:<28} {_format(value)}")
         if s.accounting is not None:
             stats = s.accounting["stats"]
             cost = stats.get("cost_usd")
-            print(f"  judge {s.accounting['judge'].get('model')}: {stats.get('calls', 0)} calls, {stats.get('cache_hits', 0)} cache hits, "
-                  f"{stats.get('failures', 0)} failures" + ("" if cost is None else f", ${cost:.4f}"))
+            answered = ", ".join(stats.get("answered_by") or {}) or "none"
+            print(f"  judge {s.accounting['judge'].get('model')} (answered by {answered}): {stats.get('calls', 0)} calls, "
+                  f"{stats.get('cache_hits', 0)} cache hits, {stats.get('failures', 0)} failures" + ("" if cost is None else f", ${cost:.4f}"))
+        for line in s.coverage.problems() if s.coverage is not None else []:
+            print(f"  NOTE: {line}")
 
 
 def main(args) -> int:
+    from lmms_video_reasoning.judges import JudgeConfigError
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    gathered = gather_records(Path(args.path), args.task)
-    scores = [score_task(task, records, source) for task, (records, source) in gathered.items()]
+    try:
+        gathered, skipped = gather_records(Path(args.path), args.task)
+        scores = [_score(item) for item in gathered]
+    except JudgeConfigError as error:
+        raise DataError(f"the judge cannot run: {error}") from None
+    except OSError as error:
+        raise DataError(f"cannot read {error.filename or args.path}: {error.strerror or error}") from None
     print_scores(scores)
+    for line in skipped:
+        print(f"\nNOT SCORED: {line}")
     if args.out:
-        write_results(Path(args.out), scores, str(args.path))
-        print(f"\nresults written to {args.out}")
+        runs = list(dict.fromkeys(s.run for s in scores))
+        for run, path in results_paths(Path(args.out), runs).items():
+            try:
+                write_results(path, [s for s in scores if s.run == run], str(args.path))
+            except OSError as error:
+                raise DataError(f"cannot write the results to {path}: {error.strerror or error} (give another --out)") from None
+            print(f"\nresults{f' of run {run}' if len(runs) > 1 else ''} written to {path}")
     return 0
+
+
+def _score(item: Gathered) -> TaskScore:
+    try:
+        return score_task(item.task, item.records, item.source, run=item.run, coverage=item.coverage)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise DataError(f"{item.source}: task {item.task}: a record lacks what scoring needs ({type(error).__name__}: {error}); "
+                        "the file was not written by this suite's task or was edited") from None

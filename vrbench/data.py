@@ -55,8 +55,15 @@ def load_records(path: Path | None = None) -> list[dict]:
     records = read_json(path)
     if not isinstance(records, list):
         raise DataError(f"{path}: expected one JSON object per line (JSON Lines)")
+    first_line: dict[str, int] = {}
     for number, record in enumerate(records, 1):
         require_fields(record, VIDEO_FIELDS, f"{path.name} line {number}")
+        # A repeated video would repeat its ~9 questions under the same ids (counted twice).
+        video_id = str(record["video_id"])
+        if video_id in first_line:
+            raise DataError(f"{path}: video {video_id} has a second record at line {number} (first at line "
+                            f"{first_line[video_id]}); keep one record per video")
+        first_line[video_id] = number
     return records
 
 
