@@ -31,6 +31,7 @@ from lmms_video_reasoning.judges.config import (
     JudgeConfigError,
     not_configured_message,
 )
+from lmms_video_reasoning.utils import judge_usage
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -281,6 +282,7 @@ class Judge:
         price = self.config.price()
         if price is not None:
             self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
+        judge_usage.record(self.config.model, reply.prompt_tokens, reply.completion_tokens, price)  # lmms-eval's usage report
 
     # ------------------------------------------------------------------ HTTP
 
