@@ -192,3 +192,57 @@ def test_a_failing_third_party_plugin_does_not_stop_ours(tmp_path):
     """)], capture_output=True, text=True, timeout=300)
     assert "a third-party plugin that fails to load" in model.stdout + model.stderr, model.stderr[-2000:]
     assert model.returncode == 0 and model.stdout.strip().endswith("ReplayModel"), model.stdout[-2000:] + model.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_results_have_bootstrap_stderrs_and_judge_usage(tmp_path, monkeypatch):
+    """vr_bench through lmms-eval with the replay model and the local judge: the headline
+    metrics get the report's bootstrap standard error (resampling videos), and the judge's
+    calls and tokens appear in lmms-eval's usage report as judge usage, with the cost."""
+    import glob
+
+    import numpy as np
+
+    from lmms_video_reasoning.judges import LocalJudgeServer
+    from lmms_video_reasoning.utils import report
+    from lmms_video_reasoning.utils.sample import env_for, write_sample
+    from lmms_video_reasoning.vrbench import sample
+
+    data = tmp_path / "sample"
+    write_sample(data, ("vrbench",))
+    with LocalJudgeServer(sample.judge_responder) as server:
+        env = {**env_for(data, ("vrbench",)), "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_MODEL": "test-judge",
+               "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite"),
+               "LMMS_VR_JUDGE_PRICES": json.dumps({"test-judge": {"input": 1.0, "output": 2.0}})}
+        out = tmp_path / "results"
+        proc = cli(["--tasks", "vr_bench", "--model", "vr_replay", "--model_args", f"predictions={data / 'predictions.jsonl'}",
+                    "--output_path", str(out), "--log_samples", "--verbosity", "DEBUG"], env=env, timeout=600)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
+        calls = server.request_count
+        results = json.loads(Path(glob.glob(str(out / "**" / "*_results.json"), recursive=True)[0]).read_text())
+        metrics = results["results"]["vr_bench"]
+        for name in ("overall", "mcq_accuracy", "process_score"):
+            assert isinstance(metrics[f"{name}_stderr,none"], float) and metrics[f"{name}_stderr,none"] > 0, (name, metrics)
+        assert metrics["type_counting_stderr,none"] == "N/A"  # not a headline metric
+        assert "Stderr N/A" not in proc.stdout
+
+        # the same bootstrap as `lmms-vr report` (its seed and resamples, videos as units)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        [samples] = glob.glob(str(out / "**" / "*_samples_vr_bench.jsonl"), recursive=True)
+        sampled, why = report.load_sampled("vr_bench", Path(samples))
+        assert sampled is not None, why
+        assert server.request_count == calls  # outcomes came from the judge cache
+        values = report.bootstrap_values(sampled, 1000, 0)
+        for name in ("overall", "mcq_accuracy", "process_score"):
+            assert metrics[f"{name}_stderr,none"] == pytest.approx(float(np.std(values[name], ddof=1)), rel=1e-9)
+        units = sampled.units()
+        assert len(units) < len(sampled.records)  # several questions per video: a clustered bootstrap
+
+    usage = results["usage"]
+    judge = usage["by_source"]["judge"]
+    assert judge["n_api_calls"] == calls > 0
+    assert judge["input_tokens"] > 0 and judge["output_tokens"] > 0
+    expected_cost = (judge["input_tokens"] * 1.0 + judge["output_tokens"] * 2.0) / 1e6
+    assert judge["cost_usd"] == pytest.approx(expected_cost, abs=1e-6)
+    assert usage["by_task"]["vr_bench"]["n_api_calls"] == calls  # attributed to the task, not "_unknown"

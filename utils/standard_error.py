@@ -10,7 +10,8 @@ cache, so after the aggregation has judged a run they cost no call. One bootstra
 distinct list of records serves all of a task's headline metrics.
 
 Not a standard error (N/A, as lmms-eval prints for any metric it cannot bootstrap): other
-metrics (breakdowns, failure counts), tasks whose judge is not configured, and runs with
+metrics (breakdowns, failure counts), judged metrics when the judge is not configured or
+its cache is off (the bootstrap would pay for every judge call again), and runs with
 `--bootstrap_iters 0`.
 """
 
@@ -95,6 +96,12 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
     from lmms_video_reasoning.utils import score as scoring
 
     bench = scoring.BENCHMARKS[benchmark]
+    if bench.needs_judge(records):
+        judge = bench.judge()
+        if judge is None or judge.cache is None:  # without its cache, the bootstrap would judge everything again
+            log.warning("%s: judge %s, so no standard errors for its judged metrics", benchmark,
+                        "not configured" if judge is None else "cache off")
+            return {}
     settings = bench.settings(records)
     outcomes = bench.outcomes(records, settings)
     if outcomes is None:
