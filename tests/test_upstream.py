@@ -211,12 +211,22 @@ def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
     from lmms_video_reasoning.utils.sample import env_for, write_sample
 
     started = time.time()
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "lmms-eval==0.7.3",
-                    "-d", str(tmp_path / "sdist")], check=True, capture_output=True, timeout=600)
+
+    def stage(name: str) -> None:
+        print(f"[{time.time() - started:5.0f} s] {name}")
+
+    # the sdist download overlaps with the clean venv and the sample benchmark (data only, written from this side)
+    download = subprocess.Popen([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "lmms-eval==0.7.3",
+                                 "-d", str(tmp_path / "sdist")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    python = clean_venv(tmp_path / "venv")
+    write_sample(tmp_path / "sample")
+    stage("clean venv and sample benchmark written")
+    assert download.wait(timeout=600) == 0, download.stdout.read()[-3000:]
     [sdist] = (tmp_path / "sdist").glob("lmms_eval-0.7.3.tar.gz")
     with tarfile.open(sdist) as archive:
         archive.extractall(tmp_path, filter="data")
     tree = tmp_path / "lmms_eval-0.7.3"
+    stage("sdist downloaded and unpacked")
     assert not (tree / "test").exists() and not (tree / "docs").exists()
     pr = tmp_path / "pr.md"
     proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "upstream", "--lmms-eval", str(tree), "--pr-out", str(pr)],
@@ -226,8 +236,8 @@ def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
     folders = upstream.discover()
     tasks = [name for folder in folders for name in folder.tasks]
     names = tasks + [name for folder in folders for name in folder.groups]
+    stage("change written")
 
-    python = clean_venv(tmp_path / "venv")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-build-isolation", "--no-index",
                     "--quiet", str(tree)], check=True, capture_output=True, timeout=600)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",) and not k.startswith(("LMMS_VR_", "OPENAI_", "DEEPSEEK_"))}
@@ -235,9 +245,8 @@ def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
     probe = subprocess.run([str(python), "-c", "import lmms_video_reasoning"], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert probe.returncode != 0 and "No module named 'lmms_video_reasoning'" in probe.stderr
     lmms_eval_cli = str(python.parent / "lmms-eval")
+    stage("patched lmms-eval installed in a clean venv")
 
-    # the sample benchmark (data only) and the local judge, from this side
-    write_sample(tmp_path / "sample")
     run_env = {**env, **env_for(tmp_path / "sample"), "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
     with LocalJudgeServer(responder=sample_responder) as server:
         run_env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
@@ -249,7 +258,10 @@ def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
             "run": _start([lmms_eval_cli, "--model", "dummy", "--tasks", ",".join(tasks), "--limit", "8", "--output_path", str(out),
                            "--verbosity", "DEBUG"], run_env, tmp_path, tmp_path / "run.log"),
         }
-        codes = {name: job.wait(timeout=900) for name, job in jobs.items()}
+        codes = {}
+        for name, job in jobs.items():
+            codes[name] = job.wait(timeout=900)
+            stage(f"{name} finished")
     logs = {name: (tmp_path / f"{name}.log").read_text() for name in jobs}
 
     validation = {}
