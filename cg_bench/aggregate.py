@@ -26,13 +26,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from lmms_video_reasoning.cg_bench import scoring
+from lmms_video_reasoning.cg_bench import inputs, scoring
 from lmms_video_reasoning.utils.data import require_fields
 from lmms_video_reasoning.utils.responses import failure_reason, is_model_failure
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
+OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
 METRICS = {
     "long": ("long_acc", "parse_failed", "model_failed"),
     "clue": ("clue_acc", "parse_failed", "model_failed"),
@@ -51,17 +52,24 @@ NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=Fals
 
 @dataclass(frozen=True)
 class Settings:
-    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN)."""
+    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
+    `official_reversed` computes a reversed predicted interval [end, start] as the official code
+    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end]."""
 
     strict: bool = False
     judge: bool = True
+    official_reversed: bool = False
 
     @classmethod
     def from_env(cls) -> "Settings":
-        value = os.environ.get(STRICT_ENV, "").strip().lower()
-        if value not in ("", "0", "false", "no", "1", "true", "yes"):
-            raise ValueError(f"{STRICT_ENV} must be 1/true/yes or 0/false/no, got {value!r}")
-        return cls(strict=value in ("1", "true", "yes"))
+        return cls(strict=_env_flag(STRICT_ENV), official_reversed=_env_flag(OFFICIAL_REVERSED_ENV))
+
+
+def _env_flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value not in ("", "0", "false", "no", "1", "true", "yes"):
+        raise ValueError(f"{name} must be 1/true/yes or 0/false/no, got {value!r}")
+    return value in ("1", "true", "yes")
 
 
 def make_record(doc: dict, response: str) -> dict:
@@ -86,6 +94,8 @@ def make_record(doc: dict, response: str) -> dict:
         "response": response or "",
         "model_failed": is_model_failure(response),
         "model_failure": failure_reason(response),
+        # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
+        "subtitles_unusable": None if doc["mode"] == "blind" else inputs.subtitles_unusable(doc["video_uid"]),
     }
 
 
@@ -127,9 +137,9 @@ def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
             failed = parsed.how == "failed"
             value = None if parsed.correct is None else float(parsed.correct)
         elif mode == "grounding":
-            intervals, how = scoring.parse_intervals(record["response"], settings.strict)
+            value, how = scoring.grounding_tiou(record["response"], record["clue_intervals"], settings.strict,
+                                                settings.official_reversed)
             failed = how == "failed"
-            value = None if intervals is None else scoring.tiou(intervals, record["clue_intervals"])
         else:
             prediction = scoring.parse_open(record["response"], settings.strict)
             failed = prediction is None
@@ -234,28 +244,36 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report).
 
     `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
-    on). Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`, and
+    on). Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`,
+    `subtitles_unusable` (videos whose SRT yields no line: asked without subtitles), and
     `breakdown` (a dict: per-group metrics, parse and model failures per mode, judge failures,
     the settings used).
     """
     if isinstance(settings, dict):
-        unknown = set(settings) - {"strict", "judge"}
+        unknown = set(settings) - {"strict", "judge", "official_reversed"}
         if unknown:
-            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge")
+            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed")
         settings = Settings(**settings)
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
     scores = metrics_of(outcomes)
+    unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
+    scores["subtitles_unusable"] = len(unusable_srt)
+    if unusable_srt:
+        logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
+                       "were asked without subtitles", len(unusable_srt), unusable_srt[0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
-        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official"},
+        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
+                     "official_reversed": settings.official_reversed},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
         "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
+        "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
         **breakdown(outcomes),
     }
     return scores

@@ -1,40 +1,57 @@
 """CG-Bench annotations and media: loading, validation, and finding files by name.
 
-Layout of the Hugging Face dataset `CG-Bench/CG-Bench` (and of a local `$CGBENCH_ROOT`):
-`cgbench_mini.json` (3,000 questions, the default), `cgbench.json` (12,129),
-`video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input),
-`cg_videos_720p/{video_uid}.mp4`, `cg_clue_videos/{qid}.mp4` (pre-cut clue clips, not for
-every question) and `cg_subtitles/{video_uid}.srt` (not every video has subtitles). On the
-Hub the media come as split zips (`video_chunk_*.zip`, `clue_video_chunk_*.zip`,
-`subtitles.zip`) whose folder nesting was repacked over time, so media are looked up by
-file name anywhere under the root (an index built once per root and process).
+Hugging Face dataset `CG-Bench/CG-Bench` (gated): `cgbench_mini.json` (3,000 questions, the
+default) and `cgbench.json` (12,129) at the root; media in `video_chunk_01.zip`..`_45.zip`,
+`clue_video_chunk_*.zip` and `subtitles.zip`. Since the 2025 repack each chunk is a complete
+zip with (most likely) flat members (`<video_uid>.mp4`, `<qid>.mp4`, `<video_uid>.srt`);
+copies made earlier with the official `unzip_hf_zip.py` hold byte slices of one zip with
+foldered members. `lmms-vr prepare` handles both and extracts into the canonical folders
+`cg_videos_720p/`, `cg_clue_videos/` (pre-cut clue clips, not for every question) and
+`cg_subtitles/` (not every video has subtitles) (`extraction_target`).
+
+The resolvers `video_at`, `clue_clip_at` and `subtitle_at` are used by the tasks and by
+`prepare`'s check alike: the canonical place first, else the file of that name anywhere under
+the root (`utils.media_index`, one index per root and process): a video in any folder but a
+clue folder, a clue clip only in a folder named `*clue*`, an SRT anywhere.
+
+`video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input)
+is not on the Hub: it comes from the official GitHub repository (CG-Bench/CG-Bench,
+`run/video_meta_info.json`) and ships with this package (`cg_bench/video_meta_info.json`, 1,219
+videos). When the root holds its own `video_meta_info.json`, the root's table wins for every
+video it lists (it describes the files in that root, e.g. re-encoded ones); a video in neither
+table is probed from its file (`video_meta`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
+from lmms_video_reasoning.utils import media_index
 from lmms_video_reasoning.utils.data import (
     CG_BENCH,
     DataError,
-    MediaError,
     annotation_file,
     data_root,
     read_json,
     require_fields,
+    require_media,
     usable_video as shared_usable_video,
+    video_problem,
 )
+
+logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
 META_FILE = "video_meta_info.json"
-HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"], META_FILE)
-# allow_patterns for huggingface_hub.snapshot_download: the split zips of the media
-# (concatenate the chunks in chunk order, then unzip; see the official unzip_hf_zip.py).
+PACKAGED_META = Path(__file__).with_name(META_FILE)  # official GitHub run/video_meta_info.json
+HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
+# allow_patterns for huggingface_hub.snapshot_download (complete chunks since the 2025 repack,
+# byte slices of one zip before it: `lmms-vr prepare` tells them apart).
 HUB_MEDIA_PATTERNS = ("video_chunk_*.zip", "clue_video_chunk_*.zip", "subtitles.zip")
 
 VIDEO_DIR, CLUE_DIR, SUBTITLE_DIR = "cg_videos_720p", "cg_clue_videos", "cg_subtitles"
@@ -121,27 +138,45 @@ _meta_lock = threading.Lock()
 _meta_cache: dict[str, dict[str, VideoMeta]] = {}
 
 
-def video_meta_table() -> dict[str, VideoMeta]:
-    """`video_meta_info.json` of the current root as {video_uid: VideoMeta} (cached per root)."""
-    path = annotation_file(CG_BENCH, META_FILE)
-    key = str(path)
+def _read_meta(path: Path) -> dict[str, VideoMeta]:
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
+    table = {}
+    for uid, entry in raw.items():
+        require_fields(entry, ("max_frame", "fps"), f"{path} entry {uid!r}")
+        if not entry["fps"] or entry["fps"] <= 0 or entry["max_frame"] <= 0:
+            raise DataError(f"{path} entry {uid!r}: fps and max_frame must be positive, got {entry}")
+        table[uid] = VideoMeta(float(entry.get("duration") or entry["max_frame"] / entry["fps"]), int(entry["max_frame"]), float(entry["fps"]))
+    return table
+
+
+def meta_table_at(root: Path | None) -> dict[str, VideoMeta]:
+    """The sampler's table for a root: the packaged official table, overridden entry by entry
+    by the root's own `video_meta_info.json` when it has one (cached per file)."""
+    paths = [PACKAGED_META] + ([Path(root) / META_FILE] if root is not None and (Path(root) / META_FILE).is_file() else [])
+    key = "|".join(str(p) for p in paths)
     with _meta_lock:
         if key not in _meta_cache:
-            raw = read_json(path)
-            if not isinstance(raw, dict):
-                raise DataError(f"{path}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
-            table = {}
-            for uid, entry in raw.items():
-                require_fields(entry, ("max_frame", "fps"), f"{path} entry {uid!r}")
-                if not entry["fps"] or entry["fps"] <= 0 or entry["max_frame"] <= 0:
-                    raise DataError(f"{path} entry {uid!r}: fps and max_frame must be positive, got {entry}")
-                table[uid] = VideoMeta(float(entry.get("duration") or entry["max_frame"] / entry["fps"]), int(entry["max_frame"]), float(entry["fps"]))
-            _meta_cache[key] = table
+            tables = [_read_meta(path) for path in paths]
+            merged = dict(tables[0])
+            if len(tables) > 1:
+                differ = sorted(uid for uid, meta in tables[1].items() if uid in merged and merged[uid] != meta)
+                if differ:
+                    logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); "
+                                   "the root's values are used", paths[1], len(differ), differ[0])
+                merged.update(tables[1])
+            _meta_cache[key] = merged
         return _meta_cache[key]
 
 
+def video_meta_table() -> dict[str, VideoMeta]:
+    """`meta_table_at` of the current data root."""
+    return meta_table_at(data_root(CG_BENCH))
+
+
 def video_meta(video_uid: str) -> VideoMeta:
-    """The sampler's meta of one video: `video_meta_info.json`, else probed from the file."""
+    """The sampler's meta of one video: the tables (`meta_table_at`), else probed from the file."""
     table = video_meta_table()
     if video_uid in table:
         return table[video_uid]
@@ -154,69 +189,36 @@ def video_meta(video_uid: str) -> VideoMeta:
 # ---------------------------------------------------------------------- media
 
 
-_index_lock = threading.Lock()
-_indexes: dict[str, dict[tuple[str, str], Path]] = {}
+def _in_clue_folder(parts) -> bool:
+    return any("clue" in part.lower() for part in parts[:-1])
 
 
-def _kind_of(relparts: Sequence[str]) -> str | None:
-    """Which media folder a file sits in, by its folder names (`cg_clue_videos_1/...` counts)."""
-    for part in relparts[:-1]:
-        if part.startswith(CLUE_DIR):
-            return CLUE_DIR
-        if part.startswith(SUBTITLE_DIR):
-            return SUBTITLE_DIR
-        if part.startswith("cg_videos"):
-            return VIDEO_DIR
-    return None
+def video_at(root: Path, video_uid: str) -> Path | None:
+    """The full video of `video_uid` under `root` (any folder but a clue folder), or None."""
+    rel = media_index.inside_root(f"{VIDEO_DIR}/{video_uid}.mp4", f"CG-Bench video_uid {video_uid!r}")
+    return media_index.locate(root, rel, [rel], lambda parts: not _in_clue_folder(parts), "CG-Bench video")
 
 
-def media_index(root: Path) -> dict[tuple[str, str], Path]:
-    """{(media folder, file name): path} for every .mp4 / .srt under `root` (built once per root)."""
-    key = str(Path(root).resolve())
-    with _index_lock:
-        if key not in _indexes:
-            index: dict[tuple[str, str], Path] = {}
-            for folder, _dirs, files in os.walk(key):
-                relparts = Path(folder).relative_to(key).parts
-                for name in files:
-                    if name.endswith((".mp4", ".srt")):
-                        kind = _kind_of((*relparts, name))
-                        if kind is not None:
-                            index.setdefault((kind, name), Path(folder) / name)
-            _indexes[key] = index
-        return _indexes[key]
+def clue_clip_at(root: Path, qid: int | str) -> Path | None:
+    """The dataset's pre-cut clue clip of question `qid` (only in a `*clue*` folder), or None."""
+    rel = media_index.inside_root(f"{CLUE_DIR}/{qid}.mp4", f"CG-Bench qid {qid!r}")
+    return media_index.locate(root, rel, [rel], _in_clue_folder, "CG-Bench clue clip")
+
+
+def subtitle_at(root: Path, video_uid: str) -> Path | None:
+    """The SRT of `video_uid` under `root` (any folder), or None."""
+    rel = media_index.inside_root(f"{SUBTITLE_DIR}/{video_uid}.srt", f"CG-Bench video_uid {video_uid!r}")
+    return media_index.locate(root, rel, [rel], None, "CG-Bench subtitles")
 
 
 def clear_media_index() -> None:
     """Forget the media indexes (after files were added under a root)."""
-    with _index_lock:
-        _indexes.clear()
-
-
-def find_media(kind: str, name: str) -> Path | None:
-    """Path of `<kind>/<name>` under the root: the official place first, else by name anywhere."""
-    root = data_root(CG_BENCH)
-    direct = root / kind / name
-    if direct.is_file():
-        return direct
-    return media_index(root).get((kind, name))
-
-
-def _require(path: Path | None, relpath: str) -> Path:
-    if path is None:
-        root = data_root(CG_BENCH)
-        raise MediaError(
-            f"CG-Bench media file {relpath} not found under {root} (searched by name in every folder). "
-            f"Set {CG_BENCH.root_env} to your copy of {CG_BENCH.hub_repo}, or fetch it with `{CG_BENCH.prepare_command}`"
-        )
-    if path.stat().st_size == 0:
-        raise MediaError(f"CG-Bench media file is empty: {path}. Re-download it with `{CG_BENCH.prepare_command}`")
-    return path
+    media_index.forget()
 
 
 def video_path(video_uid: str) -> Path:
     """The full video of `video_uid`; raises MediaError naming the file, variable and command."""
-    return _require(find_media(VIDEO_DIR, f"{video_uid}.mp4"), f"{VIDEO_DIR}/{video_uid}.mp4")
+    return require_media(CG_BENCH, video_at(data_root(CG_BENCH), video_uid), f"CG-Bench video {VIDEO_DIR}/{video_uid}.mp4")
 
 
 def usable_video(path: Path) -> Path:
@@ -227,16 +229,30 @@ def usable_video(path: Path) -> Path:
 
 def clue_clip_path(qid: int) -> Path | None:
     """The dataset's pre-cut clue clip of a question, or None (not every question has one)."""
-    return find_media(CLUE_DIR, f"{qid}.mp4")
+    return clue_clip_at(data_root(CG_BENCH), qid)
 
 
 def subtitle_path(video_uid: str) -> Path | None:
     """The SRT of a video, or None (not every video has subtitles)."""
-    return find_media(SUBTITLE_DIR, f"{video_uid}.srt")
+    return subtitle_at(data_root(CG_BENCH), video_uid)
+
+
+def subtitle_problem(path: Path) -> str | None:
+    """Why an SRT gives the prompt nothing (empty, or no block parses into a subtitle line), or None."""
+    from lmms_video_reasoning.utils import subtitles
+
+    try:
+        parsed = subtitles.parse_srt(Path(path))
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    if not parsed.cues:
+        return ("the file is empty" if Path(path).stat().st_size == 0
+                else f"no subtitle line could be read from it ({parsed.skipped} malformed block(s))")
+    return None
 
 
 def media_files(records: Iterable[dict]) -> list[str]:
-    """Relative paths of the media every record needs: the full videos (what `lmms-vr prepare` verifies).
+    """Canonical relative paths of the full videos every record needs.
 
     Clue clips and subtitles exist only for some questions / videos; see `optional_media_files`.
     """
@@ -250,6 +266,42 @@ def optional_media_files(records: Iterable[dict]) -> list[str]:
         paths[f"{SUBTITLE_DIR}/{record['video_uid']}.srt"] = None
         paths[f"{CLUE_DIR}/{record['qid']}.mp4"] = None
     return list(paths)
+
+
+def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
+    """What `lmms-vr prepare` checks (the tasks' own resolvers), and what the tasks do about gaps."""
+    videos, clips, subs = {}, {}, {}
+    for record in records:
+        uid, qid = record["video_uid"], record["qid"]
+        videos.setdefault(f"{VIDEO_DIR}/{uid}.mp4", lambda u=uid: video_at(root, u))
+        clips.setdefault(f"{CLUE_DIR}/{qid}.mp4", lambda q=qid: clue_clip_at(root, q))
+        subs.setdefault(f"{SUBTITLE_DIR}/{uid}.srt", lambda u=uid: subtitle_at(root, u))
+    return [
+        media_index.MediaKind("videos", True, videos, video_problem, "error: its questions cannot run",
+                              "error: its questions cannot run"),
+        media_index.MediaKind("clue clips", False, clips, video_problem,
+                              "clip cut from the full video",
+                              "error in clue mode (video): delete it so a clip is cut from the full video",
+                              unusable_fails=True),
+        media_index.MediaKind("subtitles", False, subs, subtitle_problem, "prompt without subtitles (not every video has them)",
+                              "prompt without subtitles, counted in the run's subtitles_unusable"),
+    ]
+
+
+def extraction_target(archive: str, member: str) -> str | None:
+    """Where `lmms-vr prepare` puts a member of a CG-Bench archive, by its name, whatever its nesting:
+    a member in a `*clue*` folder or of a `clue_*` archive -> `cg_clue_videos/`, an `.srt` ->
+    `cg_subtitles/`, any other `.mp4` -> `cg_videos_720p/`; anything else is skipped."""
+    parts = member.split("/")
+    name = parts[-1]
+    lower = name.lower()
+    if lower.endswith(".srt"):
+        return f"{SUBTITLE_DIR}/{name}"
+    if not lower.endswith(".mp4"):
+        return None
+    if _in_clue_folder(parts) or archive.rsplit("/", 1)[-1].lower().startswith("clue"):
+        return f"{CLUE_DIR}/{name}"
+    return f"{VIDEO_DIR}/{name}"
 
 
 def records_at(root, split: str = "mini") -> list[dict]:

@@ -10,12 +10,15 @@ contains a sampled frame's time (integer milliseconds), each line once, as `[sta
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from lmms_video_reasoning.cg_bench import data, prompts
+
+logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 DEFAULT_LONG_FRAMES = 128  # paper Table 3 "#F long"; also grounding and open
 DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
@@ -52,6 +55,7 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 
 _cue_lock = threading.Lock()
 _cue_cache: dict[str, tuple] = {}
+_warned: set[str] = set()
 
 
 def load_cues(path: Path) -> tuple:
@@ -76,8 +80,25 @@ def subtitles_for(plan: FramePlan) -> str:
     path = data.subtitle_path(plan.video_uid)
     if path is None:
         return ""
+    cues = load_cues(path)
+    if not cues and str(path) not in _warned:
+        _warned.add(str(path))
+        logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles and "
+                       "counted in subtitles_unusable", path, data.subtitle_problem(path))
     times = [index / plan.fps for index in plan.indices]
-    return subtitles.subtitle_prompt(subtitles.lines_for_times(load_cues(path), times))
+    return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times))
+
+
+def subtitles_unusable(video_uid: str) -> str | None:
+    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
+    Never raises: a root that cannot be read is reported where the media are resolved."""
+    try:
+        path = data.subtitle_path(video_uid)
+    except ValueError:
+        return None
+    if path is None or load_cues(path):
+        return None
+    return data.subtitle_problem(path) or "no subtitle line"
 
 
 def frames_for(plan: FramePlan) -> list:

@@ -49,8 +49,10 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
     """(found, value) of `{"result": ...}` in the reply's fenced JSON block.
 
     `quote_bare_words`: `{"result": B}` is read as `{"result": "B"}` (the runner does this
-    for the multiple-choice modes only). found is False for no block, invalid JSON or no
-    `result` key, the cases where the runner falls back to scanning the whole reply.
+    for the multiple-choice modes only). found is False for no block, invalid JSON, JSON
+    nested too deeply to read (RecursionError: the runner catches every exception here) or
+    no `result` key, the cases where the runner falls back to scanning the whole reply.
+    JSON's `NaN`, `Infinity` and `true` are read as Python's `json.loads` reads them.
     """
     content = fenced_json(response)
     if not content:
@@ -58,9 +60,8 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
     if quote_bare_words:
         content = _BARE_WORD.sub(r'"\1"', content)
     try:
-        value = json.loads(content)
-        return True, value["result"]
-    except (ValueError, TypeError, KeyError, IndexError):
+        return True, json.loads(content)["result"]
+    except Exception:  # noqa: BLE001 - as `post_process`: any failure means "no JSON answer"
         return False, None
 
 
@@ -99,37 +100,115 @@ def parse_mcq(response: str, right_answer: str, strict: bool = False) -> McqPars
     return McqParse(False if strict else None, (), "failed")
 
 
-def _as_intervals(value: Any) -> list[list[float]] | None:
-    """A JSON `result` as [[start, end], ...] of numbers, or None if it is not that shape."""
-    if not isinstance(value, list):
-        return None
-    out = []
-    for item in value:
-        if (not isinstance(item, (list, tuple)) or len(item) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in item)):
-            return None
-        out.append([float(item[0]), float(item[1])])
-    return out
+# ---------------------------------------------------------------------- grounding
 
 
-def parse_intervals(response: str, strict: bool = False) -> tuple[list[list[float]] | None, str]:
-    """Read a grounding reply into predicted intervals: (intervals or None, how).
+class Unscorable(ValueError):
+    """The official tIoU code raises on this prediction (the runner then saves no result)."""
 
-    Official: the fenced JSON `result` when it is a list of [start, end] numbers; otherwise
-    every number in the reply (`-?\\d+\\.?\\d*`), paired in order ("10-20" reads as 10 and
-    -20); an odd count is unparseable; no numbers at all gives [] (tIoU 0); an empty reply
-    is unparseable. Strict: the same reading, a failure counts as [] (tIoU 0).
+
+def _merged(intervals: Any, mutable: bool, ordered: bool) -> list:
+    """The official `merge_intervals` on a copy: sort by start, extend the last interval while
+    the next starts at or before its end. Raises where the official code raises: a `result`
+    that is not a list, items without [0]/[1], values that do not compare, and a merge into an
+    immutable pair (`mutable` False: the number fallback builds tuples, so any overlapping or
+    touching pair raises). `ordered` reads each reversed pair [b, a] (b > a) as [a, b]."""
+    if not intervals:
+        return []
+    if not isinstance(intervals, list):
+        raise Unscorable(f"result {type(intervals).__name__} has no sort()")
+    items = []
+    for item in intervals:
+        if ordered and _reversed_pair(item):
+            item = type(item)((item[1], item[0]))
+        if isinstance(item, list) or (mutable and isinstance(item, tuple)):
+            item = list(item)
+        items.append(item)
+    items.sort(key=lambda pair: pair[0])
+    merged = [items[0]]
+    for current in items[1:]:
+        last = merged[-1]
+        if current[0] <= last[1]:
+            if not isinstance(last, list):
+                raise Unscorable("overlapping pairs cannot be merged (the official fallback builds tuples)")
+            last[1] = max(last[1], current[1])
+        else:
+            merged.append(current)
+    return merged
+
+
+def _reversed_pair(item: Any) -> bool:
+    """A pair of numbers (bool included, as Python arithmetic reads it) whose end is before its start."""
+    return (isinstance(item, (list, tuple)) and len(item) == 2
+            and all(isinstance(v, (int, float)) for v in item) and item[1] < item[0])
+
+
+def _official_arithmetic(predicted: Any, truth: Sequence[Sequence[float]], mutable: bool, ordered: bool) -> float:
+    try:
+        pred = _merged(predicted, mutable, ordered)
+        gt = _merged([list(pair) for pair in truth], True, ordered)
+        length_pred = sum(end - start for start, end in pred)
+        length_gt = sum(end - start for start, end in gt)
+        inter = 0
+        for a in pred:
+            for b in gt:
+                inter += max(0, min(a[1], b[1]) - max(a[0], b[0]))
+        union = length_pred + length_gt - inter
+        return inter / union if union > 0 else 0
+    except Unscorable:
+        raise
+    except Exception as error:  # noqa: BLE001 - every error of the official arithmetic means "no result"
+        raise Unscorable(f"{type(error).__name__}: {error}") from None
+
+
+def tiou_official(predicted: Any, truth: Sequence[Sequence[float]], mutable: bool = True,
+                  reversed_as_official: bool = True) -> float:
+    """tIoU as the official `calculate_intervals_iou` computes it, or Unscorable where it raises.
+
+    `predicted` is the JSON `result` as read (any JSON value: true is 1, NaN and Infinity are
+    floats) or the fallback's pairs (`mutable` False: tuples). Merged lengths and pairwise
+    intersections are summed in the official order; `union <= 0` (or NaN) gives 0. Whether a
+    prediction is scorable is always decided officially; then, unless `reversed_as_official`,
+    a reversed interval [end, start] is read as [start, end] (officially it is subtracted as a
+    negative length and the tIoU can exceed 1 or be negative).
+    """
+    value = _official_arithmetic(predicted, truth, mutable, ordered=False)
+    if reversed_as_official or not isinstance(predicted, list) or not any(_reversed_pair(item) for item in predicted):
+        return value
+    try:
+        return _official_arithmetic(predicted, truth, True, ordered=True)
+    except Unscorable:
+        return value
+
+
+def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool = False,
+                   reversed_as_official: bool = False) -> tuple[float | None, str]:
+    """(tIoU or None, how) of a grounding reply, as `post_process` + `calculate_intervals_iou`.
+
+    The JSON `result` first; when its tIoU raises (not a list of pairs, strings,
+    ...), the numbers of the whole reply, paired. The official fallback builds tuples, and its
+    `merge_intervals` raises on the first overlapping or touching pair: the runner catches the
+    error and saves nothing, so such a reply (any "m:ss" time: `0:10 to 0:25` reads as [0, 10],
+    [0, 25]) is left out like an unparseable one ("failed"; strict: tIoU 0). A reversed
+    interval [end, start] is read as [start, end] unless `reversed_as_official` (then it is
+    subtracted as a negative length, as officially, and the tIoU can exceed 1).
     """
     response = response or ""
     if response:
         found, value = json_result(response)
-        intervals = _as_intervals(value) if found else None
-        if intervals is not None:
-            return intervals, "json"
+        if found:  # null, 0, "" and [] are an empty prediction (tIoU 0), as officially
+            try:
+                return float(tiou_official(value, truth, True, reversed_as_official)), "json"
+            except Unscorable:
+                pass
         numbers = [float(n) for n in _NUMBER.findall(response)]
         if len(numbers) % 2 == 0:
-            return [[numbers[i], numbers[i + 1]] for i in range(0, len(numbers), 2)], "numbers"
-    return ([] if strict else None), "failed"
+            pairs = [(numbers[i], numbers[i + 1]) for i in range(0, len(numbers), 2)]
+            try:
+                return float(tiou_official(pairs, truth, False, reversed_as_official)), "numbers"
+            except Unscorable:
+                return (0.0 if strict else None), "failed"
+    return (0.0 if strict else None), "failed"
 
 
 def tiou(predicted: Sequence[Sequence[float]], truth: Sequence[Sequence[float]]) -> float:
@@ -142,38 +221,67 @@ def tiou(predicted: Sequence[Sequence[float]], truth: Sequence[Sequence[float]])
     return intervals_iou(normalised, [list(pair) for pair in truth])
 
 
-def parse_open(response: str, strict: bool = False) -> str | None:
-    """The open-ended prediction: the fenced JSON `result` (as text), else the whole reply.
+# ---------------------------------------------------------------------- open-ended
 
-    Official `post_process` for `open`; an empty reply has no prediction (left out of
-    OE-acc, or wrong when strict: the caller decides).
+
+def parse_open(response: str, strict: bool = False) -> str | None:
+    """The open-ended prediction as the step-1 judge sees it, or None (left out of OE-acc).
+
+    Official `post_process` for `open`: the fenced JSON `result` unless it is null, else the
+    whole reply; `get_prompt` renders it with Python's `str()` (a list shows as ['a', 'b'],
+    true as True). Only an empty reply has no prediction; a whitespace-only reply is judged.
+    Strict: a blank reply (empty or whitespace) has no prediction (the caller counts it wrong).
     """
     response = response or ""
-    if not response.strip():
+    if not response or (strict and not response.strip()):
         return None
     found, value = json_result(response)
-    if found:
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else str(value)
+    if found and value is not None:
+        return value if isinstance(value, str) else str(value)
     return response
 
 
-def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
-    """A judge step's verdict: fenced JSON `result` in `allowed`, else the first allowed digit.
-
-    Official `post_process` for `eval_open_step_1/2` (`re.search(r'[012]', ...)`: the first
-    such character anywhere). Raises ParseError (the judge re-asks) when there is none.
+def judge_value(reply: str, allowed: Sequence[int]) -> Any:
+    """A judge step's official result: the fenced JSON `result` as read (any JSON value:
+    2, -1, "1", true...), else the first character among `allowed` in the whole reply, as an
+    int (`re.search(r'[012]', ...)` / `[01]`). Raises ParseError (the judge is re-asked; the
+    runner re-runs the step) when there is neither.
     """
     reply = reply or ""
     found, value = json_result(reply)
-    if found and not isinstance(value, bool):
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
-        if isinstance(value, int) and value in allowed:
-            return value
+    if found and value is not None:
+        return value
     match = re.search("[" + "".join(str(a) for a in allowed) + "]", reply)
     if match is None:
         raise ParseError(f"no verdict in {list(allowed)} in judge reply {reply[:120]!r}")
     return int(match.group())
+
+
+def step1_is_final(value: Any) -> bool:
+    """`save_result`: a step-1 result `in [0, 1]` (so also true, false, 1.0) is final; anything
+    else (2, -1, 10, "1", a list...) goes to step 2."""
+    try:
+        return value in (0, 1)
+    except Exception:  # noqa: BLE001 - an exotic value that cannot be compared is not final
+        return False
+
+
+def verdict_correct(value: Any) -> int:
+    """`stat_with_key.py`: the final result counts as right iff `== 1` (1, 1.0, true)."""
+    try:
+        return int(bool(value == 1))
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
+    """A judge step's 0/1 verdict as the official statistics count it: step 1 (`allowed`
+    with 2) gives 2 for every result that is not final; step 2 gives 1 iff the result `== 1`.
+    """
+    value = judge_value(reply, allowed)
+    if 2 in allowed:
+        return int(value == 1) if step1_is_final(value) else 2
+    return verdict_correct(value)
 
 
 # ---------------------------------------------------------------------- metric arithmetic

@@ -12,6 +12,7 @@ these shapes, so the helpers accept them leniently but never guess a value.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any, Sequence
@@ -24,6 +25,8 @@ class ParseError(ValueError):
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)
+# An opening fence: at the start of its line, or naming a language, and ending its line.
+_OPENER = re.compile(r"[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n")
 
 
 def extract_json(text: str, expect: type | None = None) -> Any:
@@ -36,12 +39,11 @@ def extract_json(text: str, expect: type | None = None) -> Any:
     """
     if not isinstance(text, str):
         raise ParseError(f"expected reply text, got {type(text).__name__}")
-    candidates = [body for _lang, body in _FENCE.findall(text)]
-    candidates += list(_balanced_spans(text))
-    for candidate in candidates:
+    candidates = _fenced_blocks(text) or [body for _lang, body in _FENCE.findall(text)]
+    for candidate in itertools.chain(candidates, _balanced_spans(text)):
         try:
             value = _lenient_loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to read
             continue
         if not isinstance(value, (list, dict)):
             continue
@@ -52,23 +54,37 @@ def extract_json(text: str, expect: type | None = None) -> Any:
     raise ParseError(f"no JSON {wanted} found in reply: {_preview(text)}")
 
 
-def _balanced_spans(text: str):
-    """Yield each substring that starts at a '[' or '{' and ends at its matching bracket."""
-    for start, char in enumerate(text):
-        if char not in "[{":
+def _fenced_blocks(text: str) -> list[str]:
+    """Bodies of the fenced blocks, fences paired as Markdown does: an opening fence stands at
+    the start of its line or names a language, and ends its line; the next fence closes it.
+    A stray fence elsewhere in the prose ("use ``` fences") is skipped, so it cannot pair with
+    the opening fence of a real block and shift every later pairing."""
+    blocks, index = [], 0
+    while True:
+        start = text.find("```", index)
+        if start == -1:
+            return blocks
+        opener = _OPENER.match(text, start + 3)
+        line_start = text.rfind("\n", 0, start) + 1
+        if opener is None or not (opener.group(1) or not text[line_start:start].strip()):
+            index = start + 3  # a stray fence: not an opening one
             continue
-        end = _matching_end(text, start)
-        if end is not None:
-            yield text[start : end + 1]
+        end = text.find("```", opener.end())
+        if end == -1:
+            return blocks
+        blocks.append(text[opener.end() : end])
+        index = end + 3
 
 
-def _matching_end(text: str, start: int) -> int | None:
-    """Index of the bracket closing the one at ``start`` (strings respected), or None."""
-    stack: list[str] = []
+def _balanced_spans(text: str):
+    """Yield, by start position, each substring that starts at a '[' or '{' and ends at its
+    matching bracket (strings inside brackets respected). One pass over the text, so a huge
+    or deeply nested reply costs linear time."""
+    spans: list[tuple[int, int]] = []
+    stack: list[tuple[int, str]] = []
     quote: str | None = None
     escaped = False
-    for index in range(start, len(text)):
-        char = text[index]
+    for index, char in enumerate(text):
         if quote:
             if escaped:
                 escaped = False
@@ -77,17 +93,18 @@ def _matching_end(text: str, start: int) -> int | None:
             elif char == quote:
                 quote = None
             continue
-        if char == '"' or (char == "'" and stack):
+        if stack and char in "\"'":
             # A quote only opens a string inside the brackets (prose apostrophes are outside).
             quote = char
         elif char in "[{":
-            stack.append("]" if char == "[" else "}")
+            stack.append((index, "]" if char == "[" else "}"))
         elif char in "]}":
-            if not stack or stack.pop() != char:
-                return None
-            if not stack:
-                return index
-    return None
+            if stack and stack[-1][1] == char:
+                spans.append((stack.pop()[0], index))
+            else:
+                stack.clear()  # a mismatched bracket: no span is open across it
+    for start, end in sorted(spans):
+        yield text[start : end + 1]
 
 
 def _lenient_loads(candidate: str) -> Any:

@@ -119,23 +119,45 @@ def test_parse_mcq(reply, official, strict):
 
 
 @pytest.mark.parametrize("reply, official, strict", [
-    ('```json\n{"result": [[10, 20], [30.5, 40]]}\n```', [[10.0, 20.0], [30.5, 40.0]], [[10.0, 20.0], [30.5, 40.0]]),
-    ("The clue is at 10-20 seconds", [[10.0, -20.0]], [[10.0, -20.0]]),  # official number pairing
-    ('```json\n{"result": [["0:10", "0:20"]]}\n```', [[0.0, 10.0], [0.0, 20.0]], [[0.0, 10.0], [0.0, 20.0]]),  # strings: numbers fallback
-    ("At about 12 seconds.", None, []),  # odd count: unparseable
-    ("Somewhere in the middle.", [], []),  # no numbers: official tIoU 0
-    ("", None, []),
+    ('```json\n{"result": [[10, 20], [30.5, 40]]}\n```', 10 / 31.5, 10 / 31.5),  # union 10 + 9.5 + 22 - 10
+    ("The clue is at 10-20 seconds", 0.04, 0.04),  # official pairing (10, -20), reversed read as [-20, 10]
+    ('```json\n{"result": [["0:10", "0:20"]]}\n```', None, 0.0),  # strings raise; fallback pairs overlap: left out
+    ("From 0:10 to 0:25.", None, 0.0),  # the example: officially no result saved
+    ('```json\n{"result": [[10, Infinity]]}\n```', 0.0, 0.0),  # JSON Infinity as json.loads reads it
+    ('```json\n{"result": [[true, 20]]}\n```', 12 / 29, 12 / 29),  # true is 1
+    ('```json\n{"result": null}\n``` 8 30', 0.0, 0.0),  # null: empty prediction, no fallback
+    ("At about 12 seconds.", None, 0.0),  # odd count: unparseable
+    ("Somewhere in the middle.", 0.0, 0.0),  # no numbers: official tIoU 0
+    ("", None, 0.0),
 ])
-def test_parse_intervals(reply, official, strict):
-    assert scoring.parse_intervals(reply)[0] == official
-    assert scoring.parse_intervals(reply, strict=True)[0] == strict
+def test_grounding_tiou(reply, official, strict):
+    value, how = scoring.grounding_tiou(reply, [[8, 30]])
+    assert (value is None and official is None) or value == pytest.approx(official)
+    assert (how == "failed") is (official is None)
+    assert scoring.grounding_tiou(reply, [[8, 30]], strict=True)[0] == pytest.approx(strict)
+
+
+def test_reversed_intervals_official_setting():
+    reply = '```json\n{"result": [[8, 30], [100, 90]]}\n```'
+    assert scoring.grounding_tiou(reply, [[8, 30]])[0] == pytest.approx(22 / 32)
+    assert scoring.grounding_tiou(reply, [[8, 30]], reversed_as_official=True)[0] == pytest.approx(22 / 12)  # > 1, as officially
 
 
 def test_parse_open_and_judge_verdicts():
     assert scoring.parse_open('```json\n{"result": "A red ball"}\n```') == "A red ball"
     assert scoring.parse_open("Just prose") == "Just prose"
-    assert scoring.parse_open("   ") is None
+    assert scoring.parse_open("   ") == "   "  # officially judged
+    assert scoring.parse_open("   ", strict=True) is None and scoring.parse_open("") is None
+    assert scoring.parse_open('```json\n{"result": null}\n```') == '```json\n{"result": null}\n```'
+    assert scoring.parse_open('```json\n{"result": ["a", 1]}\n```') == "['a', 1]"  # Python's str()
+    assert scoring.parse_open('```json\n{"result": true}\n```') == "True"
     assert scoring.judge_verdict('```json\n{"result": 2}\n```', (0, 1, 2)) == 2
+    # Step 1: only a result `in [0, 1]` is final; -1, 10 and "1" go to step 2; true is 1.
+    for result, verdict in (("-1", 2), ("10", 2), ('"1"', 2), ("true", 1), ("1.0", 1), ("false", 0)):
+        assert scoring.judge_verdict('```json\n{"result": %s}\n```' % result, (0, 1, 2)) == verdict
+    # Step 2: right iff the result == 1 (2 or "1" are wrong, not re-asked).
+    assert scoring.judge_verdict('```json\n{"result": 2}\n```', (0, 1)) == 0
+    assert scoring.judge_verdict('```json\n{"result": "1"}\n```', (0, 1)) == 0
     assert scoring.judge_verdict("Verdict: 1", (0, 1)) == 1
     with pytest.raises(ParseError):
         scoring.judge_verdict("no idea", (0, 1))
@@ -462,7 +484,7 @@ def test_prepare_lists(cg_root):
     assert data.media_files(records) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
     assert all((cg_root / rel).is_file() for rel in data.media_files(records))
     assert "cg_subtitles/cgsample_park.srt" in data.optional_media_files(records)
-    assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json", "video_meta_info.json"}
+    assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json"}  # the meta table is not on the Hub
 
 
 def test_full_split_variant_loads_cgbench_json(cg_env):

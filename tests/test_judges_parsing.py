@@ -90,3 +90,20 @@ def test_extract_yes_no(reply, expected):
 def test_extract_yes_no_raises_without_verdict():
     with pytest.raises(ParseError):
         extract_yes_no("maybe; nobody knows")
+
+
+def test_extract_json_pairs_fences_as_markdown_does():
+    # A stray inline fence must not pair with the opening fence of the real block (which
+    # would shift the pairing and read the later block).
+    reply = 'Use ``` fences.\n```json\n[{"a": 1}]\n```\nAn older draft:\n```json\n[{"b": 2}]\n```'
+    assert extract_json(reply) == [{"a": 1}]
+    assert extract_json('x ```json [{"c": 3}] ``` y') == [{"c": 3}]  # inline fenced JSON still read
+
+
+def test_extract_json_survives_deep_nesting_and_huge_replies():
+    deep = "[" * 5000 + "]" * 5000
+    value = extract_json("```json\n" + deep + "\n```")  # no RecursionError: an inner span that json reads
+    assert isinstance(value, list)
+    with pytest.raises(ParseError):
+        extract_json("```json\n" + deep + "\n```", expect=dict)
+    assert extract_json("[" * 200_000 + ' [{"ok": 1}]') == [{"ok": 1}]  # linear scan, no hang

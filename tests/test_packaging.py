@@ -30,6 +30,7 @@ def test_wheel_contents(tmp_path):
     assert any(n.startswith("lmms_video_reasoning/tasks/") and n.endswith(".yaml") for n in names)
     for bench in ("vcr_bench", "vrbench", "cg_bench"):
         assert any(n.startswith(f"lmms_video_reasoning/{bench}/prompts/") and n.endswith(".txt") for n in names), bench
+    assert "lmms_video_reasoning/cg_bench/video_meta_info.json" in names  # the official frame table (not on the Hub)
     assert not any("/tests/" in n or n.startswith("tests/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheels[0]).read(entry_points).decode()

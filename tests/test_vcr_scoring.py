@@ -37,10 +37,17 @@ def test_precision_maps_match_to_matched_and_rejects_unknown_labels():
 
 
 def test_verdict_and_extraction_parsers():
-    assert scoring.parse_verdict("1") is True and scoring.parse_verdict("Output: 0") is False
+    # Official: correct iff the reply is exactly "1"; the lenient reading is kept beside it.
+    assert scoring.parse_verdict("1") == scoring.VerdictReading(True, True)
+    assert scoring.parse_verdict("Output: 0") == scoring.VerdictReading(False, False)
+    for reply in ("1.", "**1**", "Output: 1", "1\n", " 1"):
+        reading = scoring.parse_verdict(reply)
+        assert reading.exact is False and reading.lenient is True
+        assert reading.correct(lenient=False) is False and reading.correct(lenient=True) is True
+    assert scoring.parse_verdict("consistent") == scoring.VerdictReading(False, None)
     with pytest.raises(ParseError):
-        scoring.parse_verdict("consistent")
-    assert scoring.parse_extraction("  B \n") == "B"
+        scoring.parse_verdict("consistent", lenient=True)
+    assert scoring.parse_extraction("  B \n") == "  B \n"  # kept as given, as officially
     with pytest.raises(ParseError):
         scoring.parse_extraction("   ")
 
@@ -49,11 +56,16 @@ def test_verdict_and_extraction_parsers():
 
 
 def test_interval_and_box_parsing():
+    # The official rule: the whole answer is a Python literal list of two numbers ...
     assert scoring.parse_interval("[13, 54]") == (13.0, 54.0)
-    assert scoring.parse_interval("from [1.5,3] s") == (1.5, 3.0)
+    assert scoring.parse_interval("[.5, 20.]") == (0.5, 20.0) and scoring.parse_interval("[2e0, 3]") == (2.0, 3)
+    assert scoring.parse_interval("from [1.5,3] s") is None
     assert scoring.parse_interval("13 to 54") is None
+    # ... and a box is exactly "[a,b,c,d]" of int() spellings.
     assert scoring.parse_box("[446,125,550,359]") == (446, 125, 550, 359)
+    assert scoring.parse_box("[ +446, 125 ,550,359]") == (446, 125, 550, 359)
     assert scoring.parse_box("[446, 125, 550]") is None
+    assert scoring.parse_box("[10.5,10,50,50]") is None and scoring.parse_box(" [1,2,3,4]") is None
 
 
 @pytest.mark.parametrize("pred, correct", [
@@ -66,7 +78,7 @@ def test_interval_and_box_parsing():
     ("[13, 13]", False),      # zero length
 ])
 def test_vtg_time_iou_threshold(pred, correct):
-    verdict = scoring.grounding_verdict("vtg", "[13, 54]", pred)
+    verdict = scoring.grounding_verdict("[13, 54]", pred)
     assert verdict is not None
     assert verdict[0] is (verdict[1] > 0.7)
     assert verdict[0] is correct
@@ -74,28 +86,34 @@ def test_vtg_time_iou_threshold(pred, correct):
 
 def test_vtg_iou_exactly_at_threshold_is_wrong():
     # [0, 7] vs [0, 10]: IoU = 0.7 exactly; the rule is IoU > 0.7.
-    correct, iou = scoring.grounding_verdict("vtg", "[0, 10]", "[0, 7]")
+    correct, iou = scoring.grounding_verdict("[0, 10]", "[0, 7]")
     assert iou == pytest.approx(0.7) and correct is False
 
 
 def test_tsg_box_iou_threshold_and_no_rescaling():
     gt = "[0,0,100,100]"
-    assert scoring.grounding_verdict("tsg", gt, "[0,0,100,100]") == (True, 1.0)
-    correct, iou = scoring.grounding_verdict("tsg", gt, "[0,0,100,50]")  # IoU 0.5 exactly: wrong
+    assert scoring.grounding_verdict(gt, "[0,0,100,100]") == (True, 1.0)
+    correct, iou = scoring.grounding_verdict(gt, "[0,0,100,50]")  # IoU 0.5 exactly: wrong
     assert iou == pytest.approx(0.5) and correct is False
-    correct, iou = scoring.grounding_verdict("tsg", gt, "[0,0,100,51]")
+    correct, iou = scoring.grounding_verdict(gt, "[0,0,100,51]")
     assert correct is True
     # Relative coordinates are not rescaled: [0, 0, 1, 1] is a 1-pixel box.
-    assert scoring.grounding_verdict("tsg", gt, "[0,0,1,1]")[0] is False
+    assert scoring.grounding_verdict(gt, "[0,0,1,1]")[0] is False
     assert scoring.box_iou((100, 100, 0, 0), (0, 0, 100, 100)) == 1.0  # corners in either order
-    assert scoring.box_iou((0, 0, 0, 10), (0, 0, 0, 10)) == 0.0  # zero area
+    # Zero-area union: the official code divides by zero and scores the sample 0.
+    assert scoring.grounding_verdict("[0,0,0,10]", "[0,0,0,10]") == (False, None)
+    # Reversed corners as given (official_reversed): no overlap.
+    assert scoring.grounding_verdict(gt, "[100,100,0,0]", official_reversed=True) == (False, 0.0)
 
 
 def test_unparseable_grounding_answers_go_to_the_judge():
-    assert scoring.grounding_verdict("vtg", "[13, 54]", "Z") is None
-    assert scoring.grounding_verdict("tsg", "[1,2,3,4]", "the left corner") is None
-    assert scoring.grounding_verdict("vtg", "from 13 s to 54 s", "[13, 54]") is None
-    assert scoring.grounding_verdict("ftr", "[13, 54]", "[13, 54]") is None  # other dimensions: judge
+    assert scoring.grounding_verdict("[13, 54]", "Z") is None
+    assert scoring.grounding_verdict("[1,2,3,4]", "the left corner") is None
+    assert scoring.grounding_verdict("from 13 s to 54 s", "[13, 54]") is None
+    # The shape decides, not the dimension (official `match_answer`): an interval answer of
+    # any dimension is scored by IoU.
+    assert scoring.grounding_verdict("[13, 54]", "[13, 54]") == (True, 1.0)
+    assert scoring.grounding_verdict("[1,2,3,4]", "[1.0,2,3,4]") is None  # float corners: judge
 
 
 # ---------------------------------------------------------------- official issue #2

@@ -63,8 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
     prepare.add_argument("benchmark", choices=["vcr_bench", "vr_bench", "vrbench", "cg_bench"])
     prepare.add_argument("--root", required=True, help="local root (then export VCR_BENCH_ROOT / VRBENCH_ROOT / CGBENCH_ROOT)")
-    prepare.add_argument("--split", default="mini", choices=["mini", "full"], help="CG-Bench split to fetch media for")
-    prepare.add_argument("--verify-only", action="store_true", help="check the root without downloading")
+    prepare.add_argument("--split", default="mini", choices=["mini", "full"], help="CG-Bench split whose media are verified (all chunks are fetched)")
+    prepare.add_argument("--verify-only", action="store_true", help="only check the root (no download, no extraction)")
+    prepare.add_argument("--skip-download", action="store_true", help="extract and check archives already under the root")
+    prepare.add_argument("--delete-archives", action="store_true", help="delete each archive once its extraction is verified")
+    prepare.add_argument("--keep-free", default="1G", help="disk space that must stay free (e.g. 500M, 20G; default 1G)")
+    prepare.add_argument("--max-ratio", type=float, default=100.0,
+                         help="refuse an archive declaring more than this times its size (zip bombs; default 100)")
     prepare.set_defaults(run=_delegate("prepare"))
 
     score = sub.add_parser("score", help="score lmms-eval samples files or replay predictions")

@@ -1,6 +1,8 @@
 """Where each benchmark's data lives: the Hub by default, a local root when asked.
 
-A benchmark's files keep the layout they have in its Hugging Face dataset. The root
+A root holds a benchmark's annotation files as its Hugging Face dataset has them and the
+media extracted into the benchmark's canonical folders (`lmms-vr prepare`; each benchmark's
+`data.py` resolves media files, `utils.media_index` finds them by name). The root
 is `$<BENCH>_ROOT` when set (clusters without internet; `lmms-vr prepare` fills it),
 else a default folder under the user cache, which `lmms-vr prepare` also fills.
 Annotations missing from the default folder are fetched from the Hub on first use;
@@ -119,14 +121,24 @@ def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
     return rows
 
 
+def require_media(source: DataSource, path: Path | None, described: str) -> Path:
+    """`path` when it is a non-empty file; MediaError naming `described` (the file a record
+    needs, e.g. "video cg_videos_720p/x.mp4"), the root, the variable and the fix otherwise."""
+    if path is None or not Path(path).is_file():
+        raise MediaError(f"{described} not found under {data_root(source)} (searched where every supported layout "
+                         f"puts it). Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with "
+                         f"`{source.prepare_command}`")
+    if Path(path).stat().st_size == 0:
+        raise MediaError(f"media file is empty: {path}. Re-download it with `{source.prepare_command}`")
+    return Path(path)
+
+
 def media_file(source: DataSource, relpath: str) -> Path:
-    """Absolute path of a media file under the benchmark root; raises MediaError if unusable."""
+    """Absolute path of a media file at `relpath` under the benchmark root; MediaError if unusable."""
     path = data_root(source) / relpath
     if not path.is_file():
         raise MediaError(f"media file not found: {path}. Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with `{source.prepare_command}`")
-    if path.stat().st_size == 0:
-        raise MediaError(f"media file is empty: {path}. Re-download it with `{source.prepare_command}`")
-    return path
+    return require_media(source, path, str(path))
 
 
 @functools.lru_cache(maxsize=4096)

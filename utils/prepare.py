@@ -1,198 +1,311 @@
-"""`lmms-vr prepare BENCH --root DIR`: fetch a benchmark's data and check every media file.
+"""`lmms-vr prepare BENCH --root DIR`: fetch a benchmark's data, extract it, and check it as the tasks will.
 
-Steps: download the annotation files and the media archives from the benchmark's Hugging
-Face dataset with `huggingface_hub.snapshot_download` (resumable; only the files named by
-the benchmark's `HUB_ANNOTATIONS` / `HUB_MEDIA_PATTERNS`), join split zips
-(`x.z01 .. x.zip`, with Info-ZIP's `zip -s 0`) and extract every archive once (a stamp file
-records it), then verify: each media file the annotations need is present and decodable.
-The counts of present / missing / unreadable files are printed, and the exit status is 0
-only when nothing is missing or unreadable.
+1. Download (unless `--verify-only` / `--skip-download`) the annotation files and media
+   archives the benchmark names (`HUB_ANNOTATIONS`, `HUB_MEDIA_PATTERNS`) with
+   `huggingface_hub.snapshot_download` (resumable). Before it starts, the size of what is
+   still to fetch and the extraction's estimated size are printed and checked against the
+   free disk; patterns that match nothing on the Hub are named.
+2. Extract every archive under the root (`utils.archives`: a complete zip, byte slices of one,
+   or an Info-ZIP split set, each read in place, nothing joined on disk, nothing prompted),
+   each member to the place the benchmark's `extraction_target` gives (its canonical media
+   folders). Zip-bomb and free-disk limits are checked first (`--max-ratio`, `--keep-free`).
+   An archive is stamped done (`<root>/.lmms_vr_prepare/`) only after its members are in place
+   with their declared sizes and CRCs; a stamp is void when the archive's files changed (size
+   or mtime) or an extracted file went missing. `--delete-archives` removes an archive once it
+   is stamped (a later run does not download it again while its files are in place).
+3. Verify with the benchmark's `media_kinds`: the very resolvers the tasks use, so a root
+   that passes is one the tasks can use. A table per media kind gives present / missing /
+   unusable and what the tasks do about each, then the `export` line. Exit status 0 only when
+   no required file is missing or unusable and every archive was extracted.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import re
+import json
 import shutil
-import subprocess
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
-from lmms_video_reasoning.utils.data import SOURCES, DataError, DataSource, video_problem
-from lmms_video_reasoning.utils.files import atomic_target
+from lmms_video_reasoning.utils import archives, media_index
+from lmms_video_reasoning.utils.data import SOURCES, DataError, DataSource, MediaError
 
 BENCH_ALIASES = {"vr_bench": "vrbench"}
+STAMP_DIR = ".lmms_vr_prepare"
+HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
 
 
 def benchmark_module(name: str):
-    """The benchmark's `data` module (HUB_ANNOTATIONS, HUB_MEDIA_PATTERNS, media_files, ...)."""
+    """The benchmark's `data` module (HUB_ANNOTATIONS, HUB_MEDIA_PATTERNS, media_kinds, extraction_target, ...)."""
     name = BENCH_ALIASES.get(name, name)
     return importlib.import_module(f"lmms_video_reasoning.{name}.data")
 
 
+# --- stamps ---------------------------------------------------------------------------
+
+def _stamp_path(root: Path, label: str) -> Path:
+    return root / STAMP_DIR / (label.replace("/", "__").replace("*", "#") + ".json")
+
+
+def _identity(root: Path, archive: archives.Archive) -> list:
+    return [[p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns] for p in archive.parts]
+
+
+def _read_stamp(path: Path) -> dict | None:
+    try:
+        stamp = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) and isinstance(stamp.get("targets"), dict) else None
+
+
+def _targets_in_place(root: Path, stamp: dict) -> bool:
+    return all((root / rel).is_file() and (root / rel).stat().st_size == size for rel, size in stamp["targets"].items())
+
+
+def stamp_state(root: Path, archive: archives.Archive) -> str:
+    """'done', 'new' (never extracted), 'changed' (archive files differ) or 'incomplete' (a file went missing)."""
+    stamp = _read_stamp(_stamp_path(root, archive.label))
+    if stamp is None:
+        return "new"
+    if stamp.get("parts") != _identity(root, archive):
+        return "changed"
+    return "done" if _targets_in_place(root, stamp) else "incomplete"
+
+
+def extracted_parts(root: Path, deleted_only: bool = False) -> list[str]:
+    """Archive files (root-relative) extracted earlier whose files are all in place (with
+    `deleted_only`, those deleted since: the download skips them)."""
+    out = []
+    folder = root / STAMP_DIR
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        stamp = _read_stamp(path)
+        if stamp and (stamp.get("deleted") or not deleted_only) and _targets_in_place(root, stamp):
+            out.extend(part[0] for part in stamp.get("parts", []))
+    return out
+
+
 # --- download -------------------------------------------------------------------------
 
-def download(source: DataSource, patterns: list[str], root: Path) -> None:
-    """Fetch the files matching `patterns` from the dataset into `root` (resumable)."""
+def _hub_error(source: DataSource, exc: Exception) -> DataError:
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if isinstance(exc, GatedRepoError):
+        return DataError(f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then "
+                         "`huggingface-cli login` (or set HF_TOKEN) and rerun")
+    if isinstance(exc, RepositoryNotFoundError):
+        return DataError(f"{source.hub_repo} not found or not visible with your token: check `huggingface-cli whoami`")
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    return DataError(
+        f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
+        f"internet, copy the dataset by other means and run `lmms-vr prepare {source.benchmark} --root DIR --skip-download`")
+
+
+def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dict[str, int]:
+    """{path: size} of the dataset's files matching `patterns` (and not `ignore`)."""
     try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+        from huggingface_hub import HfApi
+        from huggingface_hub.utils import filter_repo_objects
     except ImportError:  # pragma: no cover - a dependency of the package
         raise DataError("huggingface_hub is not installed: pip install huggingface_hub") from None
     try:
-        snapshot_download(source.hub_repo, repo_type="dataset", local_dir=str(root), allow_patterns=patterns)
-    except GatedRepoError:
-        raise DataError(
-            f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then `huggingface-cli login` "
-            "(or set HF_TOKEN) and rerun"
-        ) from None
-    except RepositoryNotFoundError:
-        raise DataError(f"{source.hub_repo} not found or not visible with your token: check `huggingface-cli whoami`") from None
+        info = HfApi().dataset_info(source.hub_repo, files_metadata=True)
+    except Exception as exc:  # network, gating, auth: each gets its own advice
+        raise _hub_error(source, exc) from None
+    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    chosen = set(filter_repo_objects(list(sizes), allow_patterns=patterns, ignore_patterns=ignore or None))
+    return {name: sizes[name] for name in sorted(chosen)}
+
+
+def download(source: DataSource, files: list[str], root: Path) -> None:
+    """Fetch exactly `files` from the dataset into `root` (resumable)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(source.hub_repo, repo_type="dataset", local_dir=str(root), allow_patterns=files)
     except Exception as exc:
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        raise DataError(
-            f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
-            f"internet, copy the dataset by other means and run `lmms-vr prepare {source.benchmark} --root DIR --verify-only`"
-        ) from None
+        raise _hub_error(source, exc) from None
 
 
-# --- archives -------------------------------------------------------------------------
-
-def _split_parts(archive: Path) -> list[Path]:
-    """The `.z01, .z02, ...` parts of a split zip, in order (empty for a plain zip)."""
-    parts = sorted(archive.parent.glob(archive.stem + ".z[0-9][0-9]*"), key=lambda p: int(p.suffix[2:]))
-    return [p for p in parts if p.suffix[2:].isdigit()]
-
-
-def join_split_zip(archive: Path) -> Path:
-    """Join a split zip into one archive next to it (needs Info-ZIP `zip`)."""
-    joined = archive.with_name(archive.stem + ".joined.zip")
-    if joined.is_file():
-        return joined
-    if shutil.which("zip") is None:
-        raise DataError(f"{archive} is a split zip; joining it needs Info-ZIP `zip` (apt-get install zip)")
-    with atomic_target(joined) as tmp:
-        proc = subprocess.run(["zip", "-s", "0", str(archive), "--out", str(tmp)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise DataError(f"could not join split zip {archive} (zip exit {proc.returncode}: {proc.stderr.strip()[:300]}); "
-                            "a part is missing or truncated: rerun the download")
-    return joined
-
-
-CHUNK = re.compile(r"^(?P<prefix>.+)_chunk_(?P<number>\d+)\.zip$")
-
-
-def chunk_groups(root: Path) -> dict[Path, list[Path]]:
-    """Zips cut into byte chunks (`video_chunk_1.zip, video_chunk_2.zip, ...`, CG-Bench's
-    layout), by the archive they form, chunks in numeric order (the official unzip script
-    merges them in directory order, which is not guaranteed to be numeric)."""
-    groups: dict[Path, list[tuple[int, Path]]] = {}
-    for path in root.rglob("*_chunk_*.zip"):
-        match = CHUNK.match(path.name)
-        if match:
-            groups.setdefault(path.with_name(match["prefix"] + ".zip"), []).append((int(match["number"]), path))
-    return {target: [p for _n, p in sorted(chunks)] for target, chunks in groups.items()}
+def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> None:
+    """Step 1: say what the download and extraction need, check the disk, download."""
+    patterns = [*module.HUB_ANNOTATIONS, *module.HUB_MEDIA_PATTERNS]
+    skip = extracted_parts(root, deleted_only=True)
+    files = hub_files(source, patterns, skip)
+    known = [*files, *skip]
+    for pattern in module.HUB_ANNOTATIONS:
+        if not any(_matches(name, pattern) for name in known):
+            print(f"note: {pattern} is not in {source.hub_repo} on the Hub")
+    if not any(_matches(name, pattern) for name in known for pattern in module.HUB_MEDIA_PATTERNS):
+        print(f"note: no media archive in {source.hub_repo} matches {', '.join(module.HUB_MEDIA_PATTERNS)}")
+    to_fetch = {name: size for name, size in files.items()
+                if not ((root / name).is_file() and (root / name).stat().st_size == size)}
+    done = set(extracted_parts(root))
+    media = sum(size for name, size in files.items() if archives.is_archive_name(name) and name not in done)
+    free = shutil.disk_usage(root).free
+    print(f"{source.hub_repo}: {len(files)} file(s), {archives.human(sum(files.values()))}; to download "
+          f"{len(to_fetch)} ({archives.human(sum(to_fetch.values()))}); unpacking the archives not yet extracted "
+          f"needs about {archives.human(media)} more; {archives.human(free)} free")
+    if sum(to_fetch.values()) + limits.keep_free > free:
+        raise DataError(f"not enough free disk under {root}: the download needs {archives.human(sum(to_fetch.values()))} "
+                        f"and {archives.human(limits.keep_free)} must stay free (--keep-free); free space or choose "
+                        "another --root, then rerun (nothing was downloaded)")
+    if to_fetch:
+        download(source, sorted(files), root)
 
 
-def join_chunks(target: Path, chunks: list[Path]) -> Path:
-    """Concatenate byte chunks into one zip next to them (written atomically)."""
-    joined = target.with_name(target.stem + ".joined.zip")
-    if not joined.is_file():
-        with atomic_target(joined) as tmp, tmp.open("wb") as out:
-            for chunk in chunks:
-                with chunk.open("rb") as part:
-                    shutil.copyfileobj(part, out, 16 << 20)
-    return joined
+def _matches(name: str, pattern: str) -> bool:
+    from fnmatch import fnmatch
+
+    return fnmatch(name, pattern)
 
 
-def extract_archives(root: Path) -> list[Path]:
-    """Extract every zip under `root` once (split zips and byte chunks joined first);
-    return the archives extracted now."""
-    done = []
-    chunked = chunk_groups(root)
-    chunk_files = {chunk for chunks in chunked.values() for chunk in chunks}
-    plain = [p for p in root.rglob("*.zip") if p not in chunk_files]
-    for archive in sorted(set(plain) | set(chunked)):
-        if archive.name.endswith((".joined.zip", ".tmp.zip")):  # our own joins, finished or being written
+# --- extraction -----------------------------------------------------------------------
+
+@dataclass
+class ExtractionReport:
+    extracted: list[str] = field(default_factory=list)
+    up_to_date: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # one message each
+
+
+def _delete_archive(root: Path, archive: archives.Archive) -> None:
+    for part in archive.parts:
+        rel = part.relative_to(root).as_posix()
+        for extra in (root / HF_METADATA / f"{rel}.metadata", root / HF_METADATA / f"{rel}.lock"):
+            extra.unlink(missing_ok=True)
+        part.unlink(missing_ok=True)
+
+
+def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bool = False) -> ExtractionReport:
+    """Step 2: extract every archive under `root` not yet stamped done (see the module doc)."""
+    report = ExtractionReport()
+    for archive in archives.find_archives(root):
+        state = stamp_state(root, archive) if not archive.problems else "new"
+        if state == "done":
+            report.up_to_date.append(archive.label)
+            if delete_archives:
+                _delete_archive(root, archive)
+                _mark_deleted(root, archive.label)
             continue
-        stamp = archive.with_name(archive.name + ".extracted")
-        if stamp.exists():
-            continue
-        if archive in chunked:
-            source = join_chunks(archive, chunked[archive])
-        elif _split_parts(archive):
-            source = join_split_zip(archive)
-        else:
-            source = archive
+        rewrite: frozenset[str] = frozenset()
         try:
-            with zipfile.ZipFile(source) as zf:
-                zf.extractall(archive.parent)
-        except zipfile.BadZipFile:
-            raise DataError(f"{source} is not a valid zip (truncated download?): delete it and rerun prepare") from None
-        if source != archive:
-            source.unlink()  # the joined copy is as large as the parts: keep only what was extracted
-        stamp.write_text("ok\n")
-        done.append(archive)
-    return done
+            plan = archives.plan(archive, module.extraction_target)
+            if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
+                old = _read_stamp(_stamp_path(root, archive.label)) or {}
+                crcs = old.get("crcs", {})
+                rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
+                print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
+            need = archives.check_space(plan, root, limits, rewrite)
+            print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
+                  f"{archives.human(plan.declared)}; {archives.human(need)} still to write, "
+                  f"{archives.human(shutil.disk_usage(root).free)} free)")
+            sizes = archives.extract(plan, root, limits, _progress(len(plan.pending(root, rewrite))), rewrite)
+        except archives.ArchiveError as exc:
+            report.failed.append(str(exc))
+            continue
+        stamp = {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive), "targets": sizes,
+                 "crcs": {target: member.crc for member, target in plan.entries}, "skipped_members": plan.skipped}
+        path = _stamp_path(root, archive.label)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
+        report.extracted.append(archive.label)
+        if delete_archives:
+            _delete_archive(root, archive)
+            _mark_deleted(root, archive.label)
+    media_index.forget(root)
+    return report
+
+
+def _progress(total: int):
+    """A callback printing every 10% of an archive's files (long extractions show they move)."""
+    step, done = max(1, total // 10), [0]
+
+    def report(_target: str) -> None:
+        done[0] += 1
+        if total >= 20 and done[0] % step == 0 and done[0] < total:
+            print(f"  {done[0]}/{total} files")
+
+    return report
+
+
+def _mark_deleted(root: Path, label: str) -> None:
+    path = _stamp_path(root, label)
+    stamp = _read_stamp(path)
+    if stamp is not None:
+        stamp["deleted"] = True
+        path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
+        print(f"deleted {label} (extracted and verified)")
 
 
 # --- verification ---------------------------------------------------------------------
 
 @dataclass
-class MediaReport:
+class KindReport:
+    kind: media_index.MediaKind
     present: int = 0
-    missing: list[str] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # "label (reason)"
+    unusable: list[str] = field(default_factory=list)
 
     @property
-    def ok(self) -> bool:
-        return not self.missing and not self.unreadable
+    def fails(self) -> bool:
+        return bool((self.kind.required and self.missing) or (self.kind.unusable_is_error and self.unusable))
 
-    def summary(self) -> str:
-        lines = [f"media: {self.present} present, {len(self.missing)} missing, {len(self.unreadable)} unreadable"]
-        for label, items in (("missing", self.missing), ("unreadable", self.unreadable)):
+
+def verify(kinds: list[media_index.MediaKind]) -> list[KindReport]:
+    """Resolve and check every item of every kind, exactly as the tasks will."""
+    reports = []
+    for kind in kinds:
+        report = KindReport(kind)
+        for label, resolve in kind.items.items():
+            try:
+                path = resolve()
+            except MediaError as exc:
+                report.missing.append(f"{label} ({exc})")
+                continue
+            if path is None:
+                report.missing.append(label)
+                continue
+            problem = kind.problem(path)
+            if problem:
+                report.unusable.append(f"{path} ({problem})")
+            else:
+                report.present += 1
+        reports.append(report)
+    return reports
+
+
+def _actions(kind: media_index.MediaKind) -> str:
+    if kind.when_missing == kind.when_unreadable:
+        return kind.when_missing
+    return f"missing -> {kind.when_missing}; unusable -> {kind.when_unreadable}"
+
+
+def table(reports: list[KindReport]) -> str:
+    """The per-kind table and up to 10 examples of each gap (absent optional files are only counted)."""
+    head = ("media", "required", "needed", "present", "missing", "unusable", "what the tasks do about a missing / unusable file")
+    rows = [head] + [(r.kind.name, "yes" if r.kind.required else "no", str(len(r.kind.items)), str(r.present),
+                      str(len(r.missing)), str(len(r.unusable)), _actions(r.kind))
+                     for r in reports]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+    for r in reports:
+        for label, items in ((("missing", r.missing),) if r.kind.required else ()) + (("unusable", r.unusable),):
             for item in items[:10]:
-                lines.append(f"  {label}: {item}")
+                lines.append(f"  {r.kind.name} {label}: {item}")
             if len(items) > 10:
-                lines.append(f"  ... and {len(items) - 10} more {label}")
-        return "\n".join(lines)
+                lines.append(f"  ... and {len(items) - 10} more {r.kind.name} {label}")
+    return "\n".join(lines)
 
 
-def index_by_name(root: Path) -> dict[str, Path]:
-    """Every file under root by base name (archives were repacked: nesting varies)."""
-    index: dict[str, Path] = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            index.setdefault(name, Path(dirpath) / name)
-    return index
+# --- command --------------------------------------------------------------------------
 
-
-def readable(path: Path) -> bool:
-    """A media file is usable: a decodable video, or (subtitles) any non-empty text."""
-    if path.suffix.lower() == ".srt":
-        return path.stat().st_size > 0  # bad bytes in subtitles are skipped when parsed
-    return video_problem(path) is None
-
-
-def verify_media(root: Path, relpaths: Iterable[str]) -> MediaReport:
-    """Check each expected media file under root (found at its path or by its name)."""
-    report = MediaReport()
-    index = None
-    for rel in sorted(set(relpaths)):
-        path = root / rel
-        if not path.is_file():
-            index = index if index is not None else index_by_name(root)
-            path = index.get(Path(rel).name)
-        if path is None:
-            report.missing.append(rel)
-        elif not readable(path):
-            report.unreadable.append(str(path))
-        else:
-            report.present += 1
-    return report
+def limits_of(args) -> archives.Limits:
+    keep_free = getattr(args, "keep_free", None)
+    max_ratio = getattr(args, "max_ratio", None)
+    return archives.Limits(
+        max_ratio=float(max_ratio) if max_ratio is not None else archives.Limits.max_ratio,
+        keep_free=archives.parse_size(keep_free) if keep_free is not None else archives.Limits.keep_free)
 
 
 def main(args) -> int:
@@ -200,20 +313,38 @@ def main(args) -> int:
     source = SOURCES[name]
     module = benchmark_module(name)
     root = Path(args.root).expanduser().resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"cannot use --root {root}: {exc.strerror or exc}") from None
+    try:
+        limits = limits_of(args)
+    except ValueError as exc:
+        raise DataError(f"--keep-free: {exc}") from None
     split = getattr(args, "split", "mini")
-    if not args.verify_only:
-        patterns = [*module.HUB_ANNOTATIONS, *module.HUB_MEDIA_PATTERNS]
-        print(f"downloading {source.hub_repo} ({', '.join(patterns)}) into {root}")
-        download(source, patterns, root)
-        for archive in extract_archives(root):
-            print(f"extracted {archive.relative_to(root)}")
-    records = module.records_at(root, split=split)
-    report = verify_media(root, module.media_files(records))
-    print(report.summary())
-    if hasattr(module, "optional_media_files"):  # e.g. CG-Bench clue clips and subtitles
-        optional = verify_media(root, module.optional_media_files(records))
-        print(f"optional media (used when present): {optional.present} present, {len(optional.missing)} absent, "
-              f"{len(optional.unreadable)} unreadable")
-    print(f"export {source.root_env}={root}" if report.ok else f"{source.root_env} root {root} is incomplete")
-    return 0 if report.ok else 1
+    extraction = ExtractionReport()
+    try:
+        if not args.verify_only:
+            if not getattr(args, "skip_download", False):
+                fetch(source, module, root, limits)
+            extraction = extract_all(root, module, limits, getattr(args, "delete_archives", False))
+            for label in extraction.extracted:
+                print(f"extracted {label}")
+            for message in extraction.failed:
+                print(f"error: {message}")
+        else:
+            pending = [a.label for a in archives.find_archives(root) if stamp_state(root, a) != "done"]
+            if pending:
+                print(f"note: {len(pending)} archive(s) not extracted yet ({', '.join(pending[:3])}): "
+                      f"run `lmms-vr prepare {source.benchmark} --root {root} --skip-download`")
+        records = module.records_at(root, split=split)
+        reports = verify(module.media_kinds(root, records))
+    except OSError as exc:  # permissions, a vanished file: a message, not a traceback
+        raise DataError(f"{getattr(exc, 'filename', None) or root}: {exc.strerror or exc}") from None
+    print(table(reports))
+    ok = not extraction.failed and not any(r.fails for r in reports)
+    if ok:
+        print(f"export {source.root_env}={root}")
+    else:
+        print(f"{source.root_env} root {root} is incomplete (see above); once fixed: export {source.root_env}={root}")
+    return 0 if ok else 1

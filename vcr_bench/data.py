@@ -2,8 +2,12 @@
 
 Layout of the Hugging Face dataset `VLM-Reasoning/VCR-Bench` (PROTOCOL.md, "Data"), kept as is
 under a local root (`VCR_BENCH_ROOT`): `v1/videos/meta_info_video.json` (a JSON list of
-records) and `v1/videos/video/<source>/<name>.mp4`; a record's `video_path` is relative to
-`v1/videos/`. The videos ship as `v1/videos/video.zip`, which `lmms-vr prepare` unpacks.
+records) and `v1/videos/video.zip`, whose members `video/<source>/<name>.mp4` `lmms-vr prepare`
+extracts into `v1/videos/` (the canonical place: a record's `video_path` is relative to
+`v1/videos/`). `video_at` is the one resolver of the tasks and of `prepare`'s check: the
+canonical path first, else the file of that name sharing most of the record's folders
+(`utils.media_index.locate`), wherever another unzip put it; a path that leaves the root
+(`..`, absolute) is refused.
 """
 
 from __future__ import annotations
@@ -11,14 +15,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lmms_video_reasoning.utils import media_index
 from lmms_video_reasoning.utils.data import (
     VCR_BENCH,
     DataError,
     annotation_file,
-    checked_video,
-    media_file,
+    data_root,
     read_json,
     require_fields,
+    require_media,
+    usable_video,
+    video_problem,
 )
 
 VIDEO_DIR = "v1/videos"
@@ -124,17 +131,51 @@ def records_at(root: Path, split: str | None = None) -> list[dict]:
     return records_to_docs(read_json(path), str(path))
 
 
-def media_files(records) -> list[str]:
-    """Root-relative paths of the videos the records need (for `lmms-vr prepare` checks)."""
-    return sorted({f"{VIDEO_DIR}/{record['video_path']}" for record in records})
+def video_at(root: Path, video_path: str, where: str = "VCR-Bench record") -> Path | None:
+    """The video a record's `video_path` names under `root`, or None (see the module doc)."""
+    rel = media_index.inside_root(video_path, where)
+    return media_index.locate(root, rel, canonical=[f"{VIDEO_DIR}/{rel}"], what="VCR-Bench video")
+
+
+def _where(doc: dict) -> str:
+    return f"VCR-Bench record id={doc.get('id')}"
 
 
 def video_file(doc: dict) -> Path:
     """The document's video under the data root; MediaError naming the file and the fix."""
-    return media_file(VCR_BENCH, f"{VIDEO_DIR}/{doc['video_path']}")
+    path = video_at(data_root(VCR_BENCH), doc["video_path"], _where(doc))
+    return require_media(VCR_BENCH, path, f"VCR-Bench video {VIDEO_DIR}/{doc['video_path']}")
 
 
 def checked_video_file(doc: dict) -> Path:
     """`video_file`, opened once (cached) to check it has a video stream and a first frame;
     MediaError naming the file and the fix (for models that are handed only the path)."""
-    return checked_video(VCR_BENCH, f"{VIDEO_DIR}/{doc['video_path']}")
+    return usable_video(VCR_BENCH, video_file(doc))
+
+
+def media_files(records) -> list[str]:
+    """Root-relative canonical paths of the videos the records need."""
+    return sorted({f"{VIDEO_DIR}/{record['video_path']}" for record in records})
+
+
+def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
+    """What `lmms-vr prepare` checks, with the resolver the tasks use."""
+    items = {}
+    for doc in records:
+        items.setdefault(f"{VIDEO_DIR}/{doc['video_path']}", (lambda d=doc: video_at(root, d["video_path"], _where(d))))
+    return [media_index.MediaKind("videos", True, items, video_problem, "error: the question cannot run",
+                                  "error: the question cannot run")]
+
+
+def extraction_target(archive: str, member: str) -> str | None:
+    """Where `lmms-vr prepare` puts an archive member: `video.zip`'s `video/<source>/<name>` under
+    `v1/videos/` (members without the `video/` folder get it); folders and hidden or macOS
+    metadata entries are skipped."""
+    parts = member.split("/")
+    if not parts[-1] or any(part.startswith(".") or part == "__MACOSX" for part in parts):
+        return None
+    if "video" in parts[:-1]:
+        parts = parts[parts.index("video"):]
+    else:
+        parts = ["video", *parts]
+    return "/".join([VIDEO_DIR, *parts])

@@ -41,6 +41,8 @@ VISUAL_MODES = ("video", "frames", "one_frame", "none")
 VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
 FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
 INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
+LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
+OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
 
 
 # ---------------------------------------------------------------- documents
@@ -165,11 +167,17 @@ def process_results_accuracy_only(doc: dict, results: Sequence) -> dict:
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """Scoring settings: `include_background` (overall CoT counts Background Review steps, as
-    the paper-era code did; default off as the current code) from the argument or
-    `VCR_BENCH_INCLUDE_BACKGROUND=1`."""
-    env = os.environ.get(INCLUDE_BACKGROUND_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-    merged = {"include_background": env}
+    """Scoring settings, from the argument or the environment (`=1`): `include_background`
+    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the
+    paper-era code did; default off as the current code); `lenient_verdict`
+    (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
+    the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
+    interval bounds / box corners enter the IoU rule as given, as officially)."""
+    def env(name: str) -> bool:
+        return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+    merged = {"include_background": env(INCLUDE_BACKGROUND_ENV), "lenient_verdict": env(LENIENT_VERDICT_ENV),
+              "official_reversed": env(OFFICIAL_REVERSED_ENV)}
     merged.update(settings or {})
     return merged
 
@@ -190,7 +198,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
                     "are NaN (answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or "
                     "OPENAI_API_KEY) or re-score the --log_samples file later with `lmms-vr score`.", len(records))
         return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records)}
-    outcomes = judging.judge_records(records, judge, chain_of_thought)
+    outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
     judge.log_summary()
     return metrics_from_outcomes(records, outcomes, settings)
 
@@ -205,6 +213,9 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], set
     else:
         metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
     metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
+    # Not a task metric (no YAML entry): how many verdicts the other reading of the scoring
+    # judge's reply would change (`lenient_verdict`); in `lmms-vr score` output and the logs.
+    metrics["verdict_lenient_changed"] = judging.lenient_changed(outcomes)
     metrics["model_failed"] = count_model_failures(records)
     return metrics
 

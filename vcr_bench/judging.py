@@ -38,8 +38,13 @@ def judge_request(prompt: str, parse: Callable, tag: str) -> JudgeRequest:
     )
 
 
-def judge_answer(record: dict, ask: Ask) -> dict:
-    """Extraction -> (IoU rule | scoring judge): {"extracted", "correct", "iou"} or {"error"}."""
+def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
+    """Extraction -> (IoU rule | scoring judge): {"extracted", "correct", "iou"} or {"error"}.
+
+    With the scoring judge, "verdict" keeps both readings of its reply (`scoring.VerdictReading`);
+    `settings["lenient_verdict"]` picks the lenient one, the official exact "1" otherwise.
+    """
+    settings = settings or {}
     response = record["response"]
     if not response.strip():
         return {"extracted": "", "correct": False, "iou": None}  # nothing to extract: wrong
@@ -47,13 +52,17 @@ def judge_answer(record: dict, ask: Ask) -> dict:
     if not extraction.ok:
         return {"error": f"answer extraction: {extraction.error}"}
     extracted = extraction.value
-    by_iou = scoring.grounding_verdict(record["dimension_code"], record["answer"], extracted)
+    by_iou = scoring.grounding_verdict(record["answer"], extracted, bool(settings.get("official_reversed")))
     if by_iou is not None:
         return {"extracted": extracted, "correct": by_iou[0], "iou": by_iou[1]}
-    verdict = ask(judge_request(prompts.scoring_prompt(record["question"], extracted, record["answer"]), scoring.parse_verdict, "vcr.score"))
+    lenient = bool(settings.get("lenient_verdict"))
+    verdict = ask(judge_request(prompts.scoring_prompt(record["question"], extracted, record["answer"]),
+                                lambda raw: scoring.parse_verdict(raw, lenient), "vcr.score"))
     if not verdict.ok:
         return {"extracted": extracted, "error": f"answer scoring: {verdict.error}"}
-    return {"extracted": extracted, "correct": verdict.value, "iou": None}
+    reading = verdict.value
+    return {"extracted": extracted, "correct": reading.correct(lenient), "iou": None,
+            "verdict_exact": reading.exact, "verdict_lenient": reading.lenient}
 
 
 def judge_recall(record: dict, ask: Ask) -> dict:
@@ -107,7 +116,7 @@ def empty_outcome(record: dict) -> dict:
 def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: Sequence[dict | None], chain_of_thought: bool) -> list[dict]:
     """Per-sample outcomes from the job results (None from Judge.map = the job itself failed)."""
     outcomes = [empty_outcome(record) for record in records]
-    for (index, kind), result in zip(jobs, results):
+    for (index, kind), result in zip(jobs, results, strict=True):
         outcome = outcomes[index]
         if result is None:
             outcome["errors"].append(f"{kind}: judge job failed")
@@ -115,7 +124,8 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
         if "error" in result:
             outcome["errors"].append(result["error"])
         if kind == "answer":
-            outcome.update({key: result.get(key) for key in ("extracted", "correct", "iou") if key in result})
+            outcome.update({key: result.get(key) for key in ("extracted", "correct", "iou", "verdict_exact", "verdict_lenient")
+                            if key in result})
         elif "steps" in result:
             outcome[f"{kind}_steps"] = result["steps"]
     if chain_of_thought:
@@ -129,16 +139,38 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
     return outcomes
 
 
-def judge_records(records: Sequence[dict], judge, chain_of_thought: bool) -> list[dict]:
-    """Judge every record in one concurrent batch; returns one outcome per record, in order."""
+def lenient_changed(outcomes: Sequence[dict]) -> int:
+    """Samples whose scoring-judge verdict differs between the official exact "1" reading and
+    the lenient one (first standalone 0/1), whichever the run used."""
+    return sum(o.get("verdict_lenient") is not None and o["verdict_lenient"] != o.get("verdict_exact") for o in outcomes)
+
+
+def judge_records(records: Sequence[dict], judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
+    """Judge every record in one concurrent batch; returns one outcome per record, in order.
+
+    `settings` None: the scoring settings of the environment (`hooks.resolve_settings`)."""
+    if settings is None:
+        from lmms_video_reasoning.vcr_bench.hooks import resolve_settings  # hooks imports this module
+
+        settings = resolve_settings(None)
     jobs = plan_jobs(records, chain_of_thought)
-    results = judge.map(lambda job, ask: JOBS[job[1]](records[job[0]], ask), jobs, desc="VCR-Bench judging")
+
+    def run(job, ask):
+        index, kind = job
+        return judge_answer(records[index], ask, settings) if kind == "answer" else JOBS[kind](records[index], ask)
+
+    results = judge.map(run, jobs, desc="VCR-Bench judging")
     outcomes = combine(records, jobs, results, chain_of_thought)
     unanswered = sum(scoring.model_failed(record) for record in records)
     if unanswered:
         log.warning("VCR-Bench: %d of %d samples have lmms-eval's failure placeholder instead of a model answer; "
                     "not judged, wrong for accuracy, left out of the CoT means (model_failed=%d)",
                     unanswered, len(records), unanswered)
+    changed = lenient_changed(outcomes)
+    if changed:
+        log.warning("VCR-Bench: the scoring judge's verdict of %d sample(s) is not exactly \"1\"/\"0\" and reads differently "
+                    "leniently (first standalone 0/1); used: %s (setting lenient_verdict)", changed,
+                    "lenient" if (settings or {}).get("lenient_verdict") else "official exact \"1\"")
     failed = sum(bool(o["errors"]) for o in outcomes)
     if failed:
         log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "

@@ -7,9 +7,11 @@ judge: `judging.py` does, and hands the parsed replies to these functions.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from lmms_video_reasoning.judges.parsing import (
     ParseError,
@@ -17,7 +19,6 @@ from lmms_video_reasoning.judges.parsing import (
     extract_json,
     normalize_label,
 )
-from lmms_video_reasoning.utils.intervals import intervals_iou
 from lmms_video_reasoning.utils.responses import is_model_failure
 
 PERCEPTION = "Video Description Steps"
@@ -43,9 +44,6 @@ TSG_IOU_THRESHOLD = 0.5  # box IoU must exceed this
 COT_KINDS = ("perception", "reasoning", "overall")
 _KIND_TYPES = {"perception": (PERCEPTION,), "reasoning": (REASONING,)}
 
-_NUMBER = r"[-+]?\d+(?:\.\d+)?"
-_INTERVAL = re.compile(rf"\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]")
-_BOX = re.compile(rf"\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*,\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]")
 # A response that is only an option letter ("B", "(B)", "B.", "Answer: B"): official issue #2.
 _BARE_LETTER = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?(?:answer\s*(?:is)?\s*[:：]?\s*)?[(\[]?\s*[A-I]\s*[)\].]?\s*$", re.IGNORECASE)
 
@@ -54,16 +52,42 @@ _BARE_LETTER = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?(?:answer\s*(?:is)?\s*[:
 
 
 def parse_extraction(reply: str) -> str:
-    """Judge call 1: the extracted answer is the reply itself, stripped; empty -> re-ask."""
-    text = (reply or "").strip()
-    if not text:
+    """Judge call 1: the extracted answer is the reply exactly as given (the official code stores
+    it unstripped, and its IoU rule is whitespace-sensitive: " [1,2,3,4]" is not a box);
+    a blank reply -> re-ask."""
+    if not isinstance(reply, str) or not reply.strip():
         raise ParseError("empty answer-extraction reply")
-    return text
+    return reply
 
 
-def parse_verdict(reply: str) -> bool:
-    """Judge call 2: "1" consistent / "0" not (the first standalone 0 or 1 in the reply)."""
-    return extract_digit(reply, "01") == 1
+@dataclass(frozen=True)
+class VerdictReading:
+    """A scoring-judge reply read two ways: `exact` (official: correct iff the reply is exactly
+    "1", `cau_acc.py`) and `lenient` (the first standalone 0/1 in it; None when there is none)."""
+
+    exact: bool
+    lenient: bool | None
+
+    def correct(self, lenient: bool) -> bool:
+        return self.lenient if lenient and self.lenient is not None else self.exact
+
+
+def parse_verdict(reply: str, lenient: bool = False) -> VerdictReading:
+    """Judge call 2: "1" consistent / "0" not.
+
+    Official (default): correct iff the stored reply is exactly "1" ("1.", "**1**",
+    "Output: 1" and "1\n" are wrong); never re-asked. `lenient`: the first standalone 0 or 1;
+    a reply with none is re-asked (ParseError). Both readings are kept, so a run can count how
+    many verdicts the lenient reading changes.
+    """
+    reply = reply if isinstance(reply, str) else ""
+    try:
+        lenient_value: bool | None = extract_digit(reply, "01") == 1
+    except ParseError:
+        if lenient:
+            raise
+        lenient_value = None
+    return VerdictReading(reply == "1", lenient_value)
 
 
 def _judged_steps(reply: str, labels: Sequence[str], aliases: dict) -> list[dict]:
@@ -98,45 +122,95 @@ def parse_precision(reply: str) -> list[dict]:
 
 
 def parse_interval(text: str) -> tuple[float, float] | None:
-    """The first "[start, end]" (seconds) in the text, or None (then the judge scores it)."""
-    match = _INTERVAL.search(text or "")
-    return (float(match.group(1)), float(match.group(2))) if match else None
+    """A time answer as the official `is_valid_time_interval` accepts it: the whole text is a
+    Python literal (`ast.literal_eval`) list of two int/float/bool values ("[13, 54]",
+    "[.5, 20.]", "[2e0, 1e999]"); else None. Errors other than ValueError/SyntaxError escape
+    (the official `match_answer` then scores the sample 0; see `grounding_verdict`)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(x, (int, float)) for x in value):
+        return value[0], value[1]
+    return None
 
 
-def parse_box(text: str) -> tuple[float, float, float, float] | None:
-    """The first "[x1, y1, x2, y2]" (absolute pixels, never rescaled) in the text, or None."""
-    match = _BOX.search(text or "")
-    return tuple(float(value) for value in match.groups()) if match else None
+def parse_box(text: str) -> tuple[int, int, int, int] | None:
+    """A box answer as the official `is_valid_space_interval` accepts it: the text starts with
+    "[" and ends with "]" (no surrounding space), and its four comma-separated parts are
+    Python `int()` spellings ("+5", " 7 ", "1_000"; not "10.5"); else None."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    parts = text[1:-1].split(",")
+    if len(parts) != 4:
+        return None
+    try:
+        return tuple(int(part.strip()) for part in parts)
+    except ValueError:
+        return None
 
 
-def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
-    """IoU of two boxes [x1, y1, x2, y2]; corners may come in either order; 0 for empty union."""
-    ax1, ax2 = sorted((a[0], a[2]))
-    ay1, ay2 = sorted((a[1], a[3]))
-    bx1, bx2 = sorted((b[0], b[2]))
-    by1, by2 = sorted((b[1], b[3]))
-    inter = max(0.0, min(ax2, bx2) - max(ax1, bx1)) * max(0.0, min(ay2, by2) - max(ay1, by1))
-    union = (ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - inter
-    return inter / union if union > 0 else 0.0
+def time_iou(gt: Sequence[float], pred: Sequence[float], ordered: bool = True) -> float:
+    """The official `calculate_time_iou`: overlap / hull span of two intervals; 0 when the span
+    is 0. `ordered` reads a reversed interval [end, start] as [start, end] (officially its
+    bounds are used as given)."""
+    if ordered:
+        gt, pred = _ordered_pair(gt), _ordered_pair(pred)
+    (s1, e1), (s2, e2) = gt, pred
+    intersection = max(0, min(e1, e2) - max(s1, s2))
+    union = max(e1, e2) - min(s1, s2)
+    return 0 if union == 0 else intersection / union
 
 
-def grounding_verdict(dimension_code: str, gt_answer: str, extracted: str) -> tuple[bool, float] | None:
-    """(correct, IoU) for VTG / TSG when both answers parse, else None (use the scoring judge).
+def _ordered_pair(pair: Sequence[float]) -> tuple:
+    return (pair[1], pair[0]) if pair[1] < pair[0] else (pair[0], pair[1])
 
-    VTG: time IoU > 0.7; TSG: box IoU > 0.5 (PROTOCOL.md, "Judging" 2).
+
+def box_iou(a: Sequence[float], b: Sequence[float], ordered: bool = True) -> float:
+    """The official `calculate_space_iou` of boxes [x1, y1, x2, y2]: 0.0 when they do not
+    overlap; ZeroDivisionError when the union is 0 (officially the sample then scores 0).
+    `ordered` reads corners given in either order (officially they are used as given)."""
+    if ordered:
+        a, b = _ordered_box(a), _ordered_box(b)
+    ix1, iy1, ix2, iy2 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    if ix2 < ix1 or iy2 < iy1:
+        return 0.0
+    inter = (ix2 - ix1) * (iy2 - iy1)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union
+
+
+def _ordered_box(box: Sequence[float]) -> tuple:
+    (x1, x2), (y1, y2) = sorted((box[0], box[2])), sorted((box[1], box[3]))
+    return x1, y1, x2, y2
+
+
+def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = False) -> tuple[bool, float | None] | None:
+    """(correct, IoU) by the official IoU rule, or None (the scoring judge decides).
+
+    As `match_answer`, decided by the answers' shape in any dimension: both parse as time
+    intervals -> correct iff time IoU > 0.7; else both parse as integer boxes -> box IoU > 0.5.
+    Where the official code raises inside this rule (a zero-area union, a literal nested too
+    deeply, a non-text answer) the sample scores 0: (False, None). Reversed bounds are read in
+    order unless `official_reversed` (PROTOCOL.md, "Judging" 2; README differences).
     """
-    if dimension_code == "vtg":
-        gt, pred = parse_interval(gt_answer), parse_interval(extracted)
-        if gt is None or pred is None:
-            return None
-        iou = intervals_iou([pred], [gt])
-        return iou > VTG_IOU_THRESHOLD, iou
-    if dimension_code == "tsg":
-        gt, pred = parse_box(gt_answer), parse_box(extracted)
-        if gt is None or pred is None:
-            return None
-        iou = box_iou(pred, gt)
-        return iou > TSG_IOU_THRESHOLD, iou
+    ordered = not official_reversed
+    try:
+        gt, pred = parse_interval(gt_answer), None
+        if gt is not None:
+            pred = parse_interval(extracted)
+        if gt is not None and pred is not None:
+            iou = time_iou(gt, pred, ordered)
+            return iou > VTG_IOU_THRESHOLD, iou
+        gt_box = parse_box(gt_answer)
+        pred_box = parse_box(extracted) if gt_box is not None else None
+        if gt_box is not None and pred_box is not None:
+            iou = box_iou(gt_box, pred_box, ordered)
+            return iou > TSG_IOU_THRESHOLD, iou
+    except Exception:  # noqa: BLE001 - `match_answer` catches everything and stores 0 (wrong)
+        return False, None
     return None
 
 

@@ -5,38 +5,45 @@ Layout (Hugging Face dataset `OpenGVLab/VRBench`, or a local copy under `$VRBENC
     VRBench_eval.jsonl            one line per video (schema of the official VRBench_debug.jsonl)
     VRBench/videos/v001/<id>.mp4  the record's `video_path`, relative to the root
 
-The videos ship as a split zip (`v001_360p.z01`..`.z39` + `.zip`, ~421 GB). Depending on how
-it was extracted, the files end up at `<root>/VRBench/videos/v001/<id>.mp4` (the path the
-records name), `<root>/videos/v001/<id>.mp4`, `<root>/v001/<id>.mp4`, `<root>/v001_360p/<id>.mp4`
-or `<root>/<id>.mp4`. `resolve_video` accepts any of these, in that order; a missing file is
-an error naming the expected path, the variable and the command that fetches the data;
-`resolve_checked_video` (video mode) also rejects a file that does not decode.
+On the Hub the videos are an Info-ZIP split set in the folder `v001_360p_zips/`
+(`v001_360p.z01`..`.z39` + `v001_360p.zip`, ~421 GB) whose inner nesting is unverified
+(`VRBench/videos/v001/`, `videos/v001/`, `v001/`, `v001_360p/` or none). `lmms-vr prepare`
+streams every `.mp4` member into the canonical folder `VRBench/videos/v001/` (the path the
+records name). `video_at` is the one resolver of the tasks and of `prepare`'s check: the
+record's path, then the canonical folder, else the file of that name anywhere under the root
+(sharing most of the record's folders wins), so a copy extracted by other means (next to the
+archive in `v001_360p_zips/`, or under any of the nestings above) works too. A record path
+that leaves the root (absolute, `..`) is refused. A missing file is an error naming the
+expected path, the variable and the command that fetches the data; `resolve_checked_video`
+(video mode) also rejects a file that does not decode.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from lmms_video_reasoning.utils import media_index
 from lmms_video_reasoning.utils.data import (
     VRBENCH,
     DataError,
     annotation_file,
-    checked_video,
     data_root,
-    media_file,
     read_json,
     require_fields,
+    require_media,
+    usable_video,
+    video_problem,
 )
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import TYPE_METRIC
 
 ANNOTATIONS = "VRBench_eval.jsonl"
 HUB_ANNOTATIONS = [ANNOTATIONS]
-# The split zip of the 360p videos (`lmms-vr prepare` assembles and extracts it).
-HUB_MEDIA_PATTERNS = ["*v001_360p.z*"]
-ZIP_FOLDER = "v001_360p"
+# The split zip of the 360p videos (Hub folder v001_360p_zips/; `lmms-vr prepare` streams it).
+HUB_MEDIA_PATTERNS = ["v001_360p_zips/v001_360p.z*", "v001_360p.z*"]
+VIDEO_FOLDER = "VRBench/videos/v001"  # canonical: where the records' video_path points
 
 VIDEO_FIELDS = ("video_id", "video_path", "video_summary", "mcq")
 QUESTION_FIELDS = ("question", "options", "answer", "original_answer", "reasoning_process", "reasoning_type")
@@ -121,32 +128,41 @@ def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
     return docs
 
 
-def video_candidates(video_path: str) -> list[str]:
-    """Relative paths where a record's video may sit, most specific first (see module doc)."""
-    parts = PurePosixPath(video_path.replace("\\", "/")).parts
-    candidates = ["/".join(parts[k:]) for k in range(len(parts))]
-    candidates.insert(len(candidates) - 1, f"{ZIP_FOLDER}/{parts[-1]}")
-    return list(dict.fromkeys(candidates))
-
-
-def video_relpath(video_path: str) -> str:
-    """The first candidate (see `video_candidates`) present under the VRBench root, else the
-    path the record gives (so errors name it)."""
-    root = data_root(VRBENCH)
-    return next((relpath for relpath in video_candidates(video_path) if (root / relpath).is_file()), video_path)
+def video_at(root: Path, video_path: str, where: str = "VRBench record") -> Path | None:
+    """The video a record's `video_path` names under `root`, or None (see the module doc)."""
+    rel = media_index.inside_root(video_path, where)
+    return media_index.locate(root, rel, canonical=[rel, f"{VIDEO_FOLDER}/{rel.rsplit('/', 1)[-1]}"], what="VRBench video")
 
 
 def resolve_video(video_path: str) -> Path:
     """Absolute path of a record's video under the VRBench root; MediaError if absent or empty."""
-    return media_file(VRBENCH, video_relpath(video_path))
+    path = video_at(data_root(VRBENCH), video_path)
+    return require_media(VRBENCH, path, f"VRBench video {video_path}")
 
 
 def resolve_checked_video(video_path: str) -> Path:
-    """`resolve_video` for a video that must also decode (`utils.data.checked_video`: opens,
+    """`resolve_video` for a video that must also decode (`utils.data.usable_video`: opens,
     has a video stream, yields a first frame; cached). MediaError naming the file and the fix."""
-    return checked_video(VRBENCH, video_relpath(video_path))
+    return usable_video(VRBENCH, resolve_video(video_path))
 
 
 def media_files(records: Iterable[dict]) -> list[str]:
-    """The video paths (relative to the root) the records need, for `lmms-vr prepare`."""
+    """The video paths (relative to the root) the records need."""
     return sorted({str(record["video_path"]) for record in records})
+
+
+def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
+    """What `lmms-vr prepare` checks, with the resolver the tasks use."""
+    items = {}
+    for record in records:
+        where = f"VRBench video {record.get('video_id')}"
+        items.setdefault(str(record["video_path"]), (lambda v=str(record["video_path"]), w=where: video_at(root, v, w)))
+    return [media_index.MediaKind("videos", True, items, video_problem, "error: its questions cannot run",
+                                  "error: its questions cannot run")]
+
+
+def extraction_target(archive: str, member: str) -> str | None:
+    """Where `lmms-vr prepare` puts an archive member: every `.mp4` into `VRBench/videos/v001/`
+    by its name, whatever the archive's nesting; other files are skipped."""
+    name = member.rsplit("/", 1)[-1]
+    return f"{VIDEO_FOLDER}/{name}" if name.lower().endswith(".mp4") else None

@@ -1,0 +1,541 @@
+"""The zip archives datasets ship as, read without joining copies and without prompting.
+
+Three shapes occur on the Hub (and on users' disks):
+
+- a complete zip (`video.zip`, a new-style `video_chunk_07.zip`);
+- byte slices of one zip (`<prefix>_chunk_1.zip`, `_2`, ...: older copies cut by a script;
+  only their concatenation, in numeric order, is a zip);
+- an Info-ZIP split set (`x.z01`, `x.z02`, ..., `x.zip`; each member's offset is relative to
+  the part it starts in, and Python's `zipfile` refuses such sets when they are ZIP64).
+
+`find_archives(root)` groups the files and tells the shapes apart by reading each file's end
+record (a complete zip's central directory ends exactly where its end record starts; a slice
+has no end record or one pointing before its first byte). Every shape is read through one
+seekable view of its parts in order (`Concatenation`), by a small reader of the central
+directory (ZIP64 included) that maps (part, offset) to a position in that view, so nothing
+is joined on disk and no external tool can prompt for a missing part: missing parts and
+chunks are named before anything is read.
+
+`extract(archive, target_of, root, limits)` writes each member to the place `target_of`
+gives (the benchmark decides; members that leave the root are refused), after checking the
+declared expansion against `limits.max_ratio` (zip bombs) and the free disk against what is
+still to be written plus `limits.keep_free`. Each member is streamed to a temporary file,
+bounded by its declared size, CRC-checked, then moved into place, so no partial file is ever
+left under a final name.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import re
+import shutil
+import struct
+import zlib
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from lmms_video_reasoning.utils.data import DataError
+from lmms_video_reasoning.utils.files import atomic_target
+
+
+class ArchiveError(DataError):
+    """An archive cannot be extracted safely; the message names it and says what to do."""
+
+
+EOCD, EOCD64, LOCATOR64 = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
+CENTRAL, LOCAL, SPLIT_MARK = b"PK\x01\x02", b"PK\x03\x04", b"PK\x07\x08"
+BLOCK = 1 << 20
+
+CHUNK_NAME = re.compile(r"^(?P<prefix>.+)_chunk_(?P<number>\d+)\.zip$")
+SPLIT_PART = re.compile(r"^(?P<stem>.+)\.z(?P<number>\d{2,})$")
+
+
+def is_archive_name(name: str) -> bool:
+    """A zip or a part of a split zip, by its name."""
+    base = name.rsplit("/", 1)[-1]
+    return base.lower().endswith(".zip") or SPLIT_PART.match(base) is not None
+
+
+class Concatenation(io.RawIOBase):
+    """A read-only, seekable view of several files one after another."""
+
+    def __init__(self, paths: list[Path]):
+        super().__init__()
+        self.paths = [Path(p) for p in paths]
+        self.sizes = [p.stat().st_size for p in self.paths]
+        self.starts = [0]
+        for size in self.sizes:
+            self.starts.append(self.starts[-1] + size)
+        self.size = self.starts[-1]
+        self._pos = 0
+        self._handles: dict[int, io.BufferedReader] = {}
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer) -> int:
+        if self._pos >= self.size:
+            return 0
+        index = bisect_right(self.starts, self._pos) - 1
+        handle = self._handles.get(index)
+        if handle is None:
+            handle = self._handles[index] = self.paths[index].open("rb")
+        handle.seek(self._pos - self.starts[index])
+        want = min(len(buffer), self.starts[index + 1] - self._pos)
+        data = handle.read(want)
+        buffer[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        self.seek(offset)
+        chunks, left = [], length
+        while left > 0:
+            data = self.read(left)
+            if not data:
+                break
+            chunks.append(data)
+            left -= len(data)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+        super().close()
+
+
+@dataclass
+class Member:
+    name: str
+    method: int
+    flags: int
+    crc: int
+    compressed: int
+    size: int
+    disk: int
+    offset: int  # relative to its part's start (split sets) or the file's start
+    mode: int = 0
+
+
+@dataclass
+class EndRecord:
+    position: int  # of the EOCD in the file it was found in
+    disk: int  # number of the disk holding it (= parts - 1 for a split set)
+    disks: int
+    entries: int
+    cd_disk: int
+    cd_size: int
+    cd_offset: int
+    zip64_at: tuple[int, int] | None  # (disk, offset) of the ZIP64 end record
+
+
+def _end_record(view: Concatenation, start: int = 0) -> EndRecord | None:
+    """The end-of-central-directory record in the view's bytes from `start`, or None."""
+    tail_start = max(start, view.size - (1 << 16) - 22)
+    tail = view.read_at(tail_start, view.size - tail_start)
+    index = tail.rfind(EOCD)
+    while index >= 0 and len(tail) - index < 22:
+        index = tail.rfind(EOCD, 0, index)
+    if index < 0:
+        return None
+    _sig, disk, cd_disk, _here, entries, cd_size, cd_offset, _comment = struct.unpack("<4s4H2LH", tail[index:index + 22])
+    position = tail_start + index - start
+    record = EndRecord(position, disk, disk + 1, entries, cd_disk, cd_size, cd_offset, None)
+    if index >= 20 and tail[index - 20:index - 16] == LOCATOR64:
+        _sig, z_disk, z_offset, total = struct.unpack("<4sLQL", tail[index - 20:index])
+        record.zip64_at, record.disks = (z_disk, z_offset), total
+    return record
+
+
+def _parse_central(data: bytes, expected: int, where: str) -> list[Member]:
+    members, pos = [], 0
+    while pos + 46 <= len(data) and data[pos:pos + 4] == CENTRAL:
+        (_sig, _made, _need, flags, method, _time, _date, crc, csize, usize, name_len, extra_len, comment_len,
+         disk, _iattr, eattr, offset) = struct.unpack("<4s6H3L5H2L", data[pos:pos + 46])
+        raw_name = data[pos + 46:pos + 46 + name_len]
+        extra = data[pos + 46 + name_len:pos + 46 + name_len + extra_len]
+        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
+        fields = {"usize": usize, "csize": csize, "offset": offset, "disk": disk}
+        at = 0
+        while at + 4 <= len(extra):
+            tag, length = struct.unpack("<2H", extra[at:at + 4])
+            if tag == 1:  # ZIP64: 8-byte values for the fields whose 32-bit slot is saturated
+                body, cursor = extra[at + 4:at + 4 + length], 0
+                for key, limit, width in (("usize", 0xFFFFFFFF, 8), ("csize", 0xFFFFFFFF, 8),
+                                          ("offset", 0xFFFFFFFF, 8), ("disk", 0xFFFF, 4)):
+                    if fields[key] == limit and cursor + width <= len(body):
+                        fields[key] = int.from_bytes(body[cursor:cursor + width], "little")
+                        cursor += width
+            at += 4 + length
+        members.append(Member(name, method, flags, crc, fields["csize"], fields["usize"], fields["disk"],
+                              fields["offset"], eattr >> 16))
+        pos += 46 + name_len + extra_len + comment_len
+    if len(members) != expected:
+        raise ArchiveError(f"{where}: its central directory lists {len(members)} of {expected} entries "
+                           "(truncated or corrupt download)")
+    return members
+
+
+@dataclass
+class Archive:
+    """One logical zip: `kind` "zip" (one file), "slices" (byte chunks) or "split" (Info-ZIP parts)."""
+
+    label: str  # root-relative name used in messages and stamps
+    kind: str
+    parts: list[Path]
+    problems: list[str] = field(default_factory=list)  # found while grouping: extraction refuses
+
+    @property
+    def archive_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.parts if p.exists())
+
+    def members(self) -> list[Member]:
+        """The central directory (ArchiveError naming what is wrong and the fix)."""
+        if self.problems:
+            raise ArchiveError(f"{self.label}: " + "; ".join(self.problems))
+        view = Concatenation(self.parts)
+        try:
+            return self._members(view)
+        finally:
+            view.close()
+
+    def disk_starts(self, view: Concatenation) -> list[int]:
+        return view.starts[:-1] if self.kind == "split" else [0]
+
+    def _members(self, view: Concatenation) -> list[Member]:
+        last_start = view.starts[-2]
+        end = _end_record(view, last_start if self.kind == "split" else 0)
+        if end is None:
+            raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete"
+                               f"{' (the last chunk holds it: is one missing?)' if self.kind == 'slices' else ''} ({self._fix()})")
+        starts = self.disk_starts(view)
+        if len(starts) != end.disks:
+            raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
+        eocd_abs = (last_start if self.kind == "split" else 0) + end.position
+        entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
+        if end.zip64_at is not None:
+            z_disk, z_offset = end.zip64_at
+            if z_disk >= len(starts):
+                raise ArchiveError(f"{self.label}: its ZIP64 record points at part {z_disk + 1} of {len(starts)} ({self._fix()})")
+            z_abs = starts[z_disk] + z_offset
+            record = view.read_at(z_abs, 56)
+            if len(record) < 56 or record[:4] != EOCD64:
+                raise ArchiveError(f"{self.label}: its ZIP64 end record is missing or damaged ({self._fix()})")
+            _sig, _sz, _made, _need, _d, cd_disk, _here, entries, cd_size, cd_offset = struct.unpack("<4sQ2H2L4Q", record)
+            zip64_len = eocd_abs - z_abs
+        if cd_disk >= len(starts):
+            raise ArchiveError(f"{self.label}: its directory starts in part {cd_disk + 1} of {len(starts)} ({self._fix()})")
+        cd_abs = starts[cd_disk] + cd_offset
+        if cd_abs + cd_size + zip64_len != eocd_abs:
+            raise ArchiveError(f"{self.label}: its directory is not where its end record says ({self._offset_hint()}; "
+                               f"{self._fix()})")
+        members = _parse_central(view.read_at(cd_abs, cd_size), entries, self.label)
+        for member in members:
+            if member.disk >= len(starts):
+                raise ArchiveError(f"{self.label}: member {member.name} lies in part {member.disk + 1} of "
+                                   f"{len(starts)} ({self._fix()})")
+            member.offset = starts[member.disk] + member.offset
+            member.disk = 0
+        return members
+
+    def _offset_hint(self) -> str:
+        if self.kind == "zip":
+            return "it is a slice of a larger zip, or was cut short"
+        return "a part is missing, truncated or from another copy"
+
+    def _fix(self) -> str:
+        return f"delete {self.label if self.kind == 'zip' else 'its parts'} and rerun `lmms-vr prepare` to download again"
+
+
+def _classify(path: Path) -> str:
+    """'zip' when the file is a complete zip on its own, else 'piece' (a slice, or damaged)."""
+    view = Concatenation([path])
+    try:
+        if view.size == 0:
+            return "piece"
+        end = _end_record(view)
+        head = view.read_at(0, 4)
+        if end is None or end.disks != 1 or head not in (LOCAL, EOCD):
+            return "piece"
+        trial = Archive(path.name, "zip", [path])
+        try:
+            trial._members(view)
+        except ArchiveError:
+            return "piece"
+        return "zip"
+    finally:
+        view.close()
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def find_archives(root: Path) -> list[Archive]:
+    """Every archive under `root` (hidden folders skipped), grouped and classified."""
+    root = Path(root)
+    zips: list[Path] = []
+    split_parts: dict[Path, list[tuple[int, Path]]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = Path(folder) / name
+            if name.endswith(".joined.zip"):  # left by earlier versions: never an input
+                continue
+            if name.lower().endswith(".zip"):
+                zips.append(path)
+                continue
+            match = SPLIT_PART.match(name)
+            if match:
+                split_parts.setdefault(path.with_name(match["stem"] + ".zip"), []).append((int(match["number"]), path))
+    rel = lambda p: p.relative_to(root).as_posix()  # noqa: E731
+    archives: list[Archive] = []
+    chunks: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
+    for path in zips:
+        match = CHUNK_NAME.match(path.name)
+        if path in split_parts:
+            numbered = sorted(split_parts.pop(path))
+            archive = Archive(rel(path), "split", [p for _n, p in numbered] + [path])
+            missing = [f"{path.stem}.z{n:02d}" for n in range(1, numbered[-1][0] + 1) if n not in {m for m, _p in numbered}]
+            if missing:
+                archive.problems.append(f"split part(s) {', '.join(missing)} missing: rerun `lmms-vr prepare` "
+                                        "to download them (nothing was joined or extracted)")
+            archives.append(archive)
+        elif match:
+            chunks.setdefault((path.parent, match["prefix"]), []).append((int(match["number"]), path))
+        else:
+            archives.append(Archive(rel(path), "zip", [path]))
+    for last, numbered in split_parts.items():  # parts without their final .zip
+        archive = Archive(rel(last), "split", [p for _n, p in sorted(numbered)])
+        archive.problems.append(f"the last part {last.name} (it holds the directory) is missing: rerun "
+                                "`lmms-vr prepare` to download it (nothing was joined or extracted)")
+        archives.append(archive)
+    for (folder, prefix), numbered in sorted(chunks.items()):
+        numbered.sort()
+        kinds = {path: _classify(path) for _n, path in numbered}
+        whole = [path for path, kind in kinds.items() if kind == "zip"]
+        if len(whole) == len(numbered):  # the repacked layout: each chunk is a zip of its own
+            archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
+            continue
+        if whole:  # some chunks are complete zips, so the others are damaged copies of such zips
+            archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
+            for path, kind in kinds.items():
+                if kind != "zip":
+                    archives.append(Archive(rel(path), "zip", [path], [
+                        "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
+                        "and rerun `lmms-vr prepare` to download it again"]))
+            continue
+        archive = Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered])
+        present = {n for n, _p in numbered}
+        width = len(str(numbered[0][1].name).rsplit("_", 1)[-1]) - 4
+        absent = [f"{prefix}_chunk_{n:0{width}d}.zip" for n in range(1, max(present) + 1) if n not in present]
+        if absent:
+            archive.problems.append(f"byte chunk(s) {', '.join(absent)} missing: rerun `lmms-vr prepare` to "
+                                    "download them (nothing was joined or extracted)")
+        archives.append(archive)
+    return sorted(archives, key=lambda a: a.label)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Safety limits of an extraction: declared expansion at most `max_ratio` times the archive
+    (plus 1 MiB), and `keep_free` bytes left free on the disk afterwards."""
+
+    max_ratio: float = 100.0
+    keep_free: int = 1 << 30
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def parse_size(text: str | int) -> int:
+    """'10G', '500M', '1.5T', '0' or a plain number of bytes -> bytes (ValueError otherwise)."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)i?[bB]?\s*", str(text))
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use e.g. 500M, 10G)")
+    power = " KMGTP".index(match[2].upper() or " ")
+    return int(float(match[1]) * 1024 ** power)
+
+
+def unsafe_member(name: str) -> bool:
+    """A member name that would leave the folder it is extracted to (absolute, drive, `..`)."""
+    text = name.replace("\\", "/")
+    return text.startswith("/") or (len(text) > 1 and text[1] == ":") or ".." in PurePosixPath(text).parts
+
+
+@dataclass
+class Plan:
+    archive: Archive
+    entries: list[tuple[Member, str]]  # member, root-relative target
+    skipped: int  # members no target wanted (e.g. a README)
+
+    @property
+    def declared(self) -> int:
+        return sum(member.size for member, _t in self.entries)
+
+    def pending(self, root: Path, rewrite: frozenset[str] = frozenset()) -> list[tuple[Member, str]]:
+        """Entries to write: those in `rewrite`, and those whose target is not there with the right size."""
+        out = []
+        for member, target in self.entries:
+            path = Path(root) / target
+            if target in rewrite or not (path.is_file() and path.stat().st_size == member.size):
+                out.append((member, target))
+        return out
+
+
+def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
+    """The members to extract and where (ArchiveError for hostile names and clashing targets)."""
+    members = archive.members()
+    entries, skipped, seen = [], 0, {}
+    for member in members:
+        if member.name.endswith("/"):
+            continue
+        if unsafe_member(member.name):
+            raise ArchiveError(f"{archive.label}: member {member.name!r} would be written outside the data root; "
+                               "refusing to extract this archive (nothing was written). It is not a genuine copy: "
+                               "delete it and download it again")
+        if member.flags & 0x1:
+            raise ArchiveError(f"{archive.label}: member {member.name!r} is encrypted; this is not the dataset's archive")
+        target = target_of(archive.label, member.name.replace("\\", "/"))
+        if target is None:
+            skipped += 1
+            continue
+        if unsafe_member(target):  # a benchmark mapping must keep to the root as well
+            raise ArchiveError(f"{archive.label}: member {member.name!r} maps outside the root ({target})")
+        if target in seen and (seen[target].size, seen[target].crc) != (member.size, member.crc):
+            raise ArchiveError(f"{archive.label}: members {seen[target].name!r} and {member.name!r} both map to "
+                               f"{target} with different contents")
+        if target not in seen:
+            seen[target] = member
+            entries.append((member, target))
+    return Plan(archive, entries, skipped)
+
+
+def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str] = frozenset()) -> int:
+    """Bytes still to write; ArchiveError when the expansion looks like a bomb or the disk is too full."""
+    archive_bytes = plan_.archive.archive_bytes
+    if plan_.declared > limits.max_ratio * archive_bytes + (1 << 20):
+        raise ArchiveError(
+            f"{plan_.archive.label} declares {human(plan_.declared)} of content from {human(archive_bytes)} of archive "
+            f"(more than {limits.max_ratio:g} times): refusing to extract a possible zip bomb. If this archive is "
+            "genuine, raise the limit with --max-ratio")
+    need = sum(member.size for member, _t in plan_.pending(root, rewrite))
+    free = shutil.disk_usage(root).free
+    if need + limits.keep_free > free:
+        raise ArchiveError(
+            f"{plan_.archive.label} needs {human(need)} of free disk to extract, {human(free)} is free and "
+            f"{human(limits.keep_free)} must stay free (--keep-free): free some space (or point --root at a larger "
+            "disk) and rerun; nothing was written")
+    return need
+
+
+def _decompressor(member: Member, label: str):
+    if member.method == 0:
+        return None
+    if member.method == 8:
+        return zlib.decompressobj(-15)
+    raise ArchiveError(f"{label}: member {member.name!r} uses compression method {member.method}, which this tool "
+                       "cannot read; extract it with another tool into the root, then run with --verify-only")
+
+
+def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
+    """Stream one member's data into `out`, bounded by its declared size, CRC-checked."""
+    header = view.read_at(member.offset, 30)
+    if len(header) < 30 or header[:4] != LOCAL:
+        raise ArchiveError(f"{label}: member {member.name!r} has no local header where the directory says "
+                           "(a part or chunk is corrupt or from another copy): delete the archive and rerun `lmms-vr prepare`")
+    name_len, extra_len = struct.unpack("<2H", header[26:30])
+    view.seek(member.offset + 30 + name_len + extra_len)
+    decompressor = _decompressor(member, label)
+    left, written, crc = member.compressed, 0, 0
+
+    def emit(chunk: bytes) -> None:
+        nonlocal written, crc
+        written += len(chunk)
+        if written > member.size:
+            raise ArchiveError(f"{label}: member {member.name!r} expands beyond its declared "
+                               f"{human(member.size)} (corrupt or hostile archive); nothing of it was kept")
+        crc = zlib.crc32(chunk, crc)
+        out.write(chunk)
+
+    while left > 0:
+        data = view.read(min(BLOCK, left))
+        if not data:
+            raise ArchiveError(f"{label}: member {member.name!r} is cut short (truncated download): delete the "
+                               "archive and rerun `lmms-vr prepare`")
+        left -= len(data)
+        if decompressor is None:
+            emit(data)
+            continue
+        while data:
+            try:
+                chunk = decompressor.decompress(data, member.size - written + 1)
+            except zlib.error as exc:
+                raise ArchiveError(f"{label}: member {member.name!r} does not decompress ({exc}; corrupt download): "
+                                   "delete the archive and rerun `lmms-vr prepare`") from None
+            data = decompressor.unconsumed_tail
+            emit(chunk)
+            if not chunk:
+                break
+    if decompressor is not None:
+        emit(decompressor.flush())
+    if written != member.size or crc != member.crc:
+        raise ArchiveError(f"{label}: member {member.name!r} fails its {'size' if written != member.size else 'CRC'} "
+                           "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
+
+
+def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], None] = lambda _m: None,
+            rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Write every pending member of `plan_` under `root` (`rewrite`: targets written even when
+    a file of the right size is there); return {target: size} of all its targets once each is
+    verified present with its declared size."""
+    root = Path(root)
+    check_space(plan_, root, limits, rewrite)
+    view = Concatenation(plan_.archive.parts)
+    try:
+        for member, target in plan_.pending(root, rewrite):
+            path = root / target
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                with atomic_target(path) as tmp, tmp.open("wb") as out:
+                    _copy_member(view, member, out, plan_.archive.label)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise ArchiveError(f"the disk filled up while extracting {target} from {plan_.archive.label}: free "
+                                       "some space and rerun (finished files are kept, the partial one was removed)") from None
+                raise ArchiveError(f"cannot write {path} ({exc.strerror or exc}) while extracting {plan_.archive.label}") from None
+            progress(target)
+    finally:
+        view.close()
+    sizes = {}
+    for member, target in plan_.entries:
+        path = root / target
+        if not path.is_file() or path.stat().st_size != member.size:
+            raise ArchiveError(f"{target} from {plan_.archive.label} is not in place after extraction: rerun `lmms-vr prepare`")
+        sizes[target] = member.size
+    return sizes
