@@ -246,3 +246,22 @@ def test_results_have_bootstrap_stderrs_and_judge_usage(tmp_path, monkeypatch):
     expected_cost = (judge["input_tokens"] * 1.0 + judge["output_tokens"] * 2.0) / 1e6
     assert judge["cost_usd"] == pytest.approx(expected_cost, abs=1e-6)
     assert usage["by_task"]["vr_bench"]["n_api_calls"] == calls  # attributed to the task, not "_unknown"
+
+
+def test_pth_hooks_lmms_eval_on_import_and_can_be_switched_off():
+    """The .pth only installs a finder; lmms-eval's modules get our hooks when imported."""
+    code = site_prelude() + textwrap.dedent("""
+        import lmms_eval.api.metrics as metrics
+        import lmms_eval.evaluator_utils as evaluator_utils
+        import lmms_eval.models.model_utils.usage_metrics as usage
+        from lmms_eval.tasks import TaskManager
+        marker = "_lmms_video_reasoning_wrapped"
+        print(sorted(name for name, obj in [("tasks", TaskManager.initialize_tasks), ("stderr", metrics.stderr_for_metric),
+              ("stderr_bound", evaluator_utils.stderr_for_metric), ("usage", usage.summarize_usage_metrics),
+              ("context", evaluator_utils.TaskOutput.calculate_aggregate_metric)] if getattr(obj, marker, False)))
+    """)
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert on.returncode == 0, on.stderr[-3000:]
+    assert on.stdout.strip().splitlines()[-1] == str(sorted(["tasks", "stderr", "stderr_bound", "usage", "context"]))
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, "LMMS_VR_NO_AUTOLOAD": "1"})
+    assert off.returncode == 0 and off.stdout.strip().splitlines()[-1] == "[]", off.stdout[-500:] + off.stderr[-2000:]

@@ -20,8 +20,6 @@ LMMS_VR_NO_AUTOLOAD=1 to switch all of this off.
 
 from __future__ import annotations
 
-import importlib.abc
-import logging
 import os
 import sys
 
@@ -42,12 +40,15 @@ def run_hook(module_name: str) -> None:
 
         getattr(lmms_plugin, HOOKS[module_name])()
     except Exception:  # never break lmms-eval's own import
+        import logging
+
         logging.getLogger("lmms_video_reasoning").exception(
             "lmms-video-reasoning: the %s hook failed; use --include_path \"$(lmms-vr tasks-path)\" meanwhile", module_name)
 
 
-class _HookedLoader(importlib.abc.Loader):
-    """Delegates to the real loader, then runs our hook on the executed module."""
+class _HookedLoader:
+    """Delegates to the real loader, then runs our hook on the executed module.
+    (No importlib.abc base classes: this module runs at every interpreter start; keep it cheap.)"""
 
     def __init__(self, loader, name: str) -> None:
         self._loader, self._name = loader, name
@@ -63,7 +64,7 @@ class _HookedLoader(importlib.abc.Loader):
         return getattr(self._loader, attribute)
 
 
-class PostImportFinder(importlib.abc.MetaPathFinder):
+class PostImportFinder:
     """Finds nothing itself; wraps the loader the other finders return for a hooked module."""
 
     def find_spec(self, name, path, target=None):
