@@ -15,6 +15,11 @@ empty open answer is wrong without asking the judge.
 In both settings lmms-eval's failure placeholder (`utils.responses.is_model_failure`: the
 model never answered) is a missing answer, not a reply: never parsed nor judged, wrong /
 tIoU 0 in every denominator, counted in `model_failed` (not in `parse_failed`).
+Thinking models: every parser (and the open-ended judge, through the parsed prediction)
+reads the reply's final answer (`utils.responses`: after the last `</think>`, or inside
+`<answer>`; the whole reply only when that part is empty), so the letters and times in the
+reasoning cannot answer for it. A reply that ends inside an open reasoning block has no
+answer: wrong / tIoU 0 in both settings, never judged, counted in `reasoning_truncated`.
 """
 
 from __future__ import annotations
@@ -28,19 +33,26 @@ from typing import Iterable, Sequence
 
 from lmms_video_reasoning.cg_bench import inputs, scoring
 from lmms_video_reasoning.utils.data import require_fields
-from lmms_video_reasoning.utils.responses import failure_reason, is_model_failure
+from lmms_video_reasoning.utils.responses import (
+    failure_reason,
+    final_answer,
+    is_model_failure,
+    reasoning_truncated,
+    reply_fields,
+    warn_truncated,
+)
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
 OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
 METRICS = {
-    "long": ("long_acc", "parse_failed", "model_failed"),
-    "clue": ("clue_acc", "parse_failed", "model_failed"),
-    "grounding": ("miou", "rec_at_iou", "parse_failed", "model_failed"),
-    "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed"),
-    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "model_failed"),
-    "blind": ("blind_acc", "parse_failed", "model_failed"),
+    "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+    "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+    "grounding": ("miou", "rec_at_iou", "parse_failed", "model_failed", "reasoning_truncated"),
+    "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed", "reasoning_truncated"),
+    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "model_failed", "reasoning_truncated"),
+    "blind": ("blind_acc", "parse_failed", "model_failed", "reasoning_truncated"),
 }
 HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
 RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
@@ -76,7 +88,8 @@ def make_record(doc: dict, response: str) -> dict:
     """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge).
 
     lmms-eval's failure placeholder is kept as the response and marked: `model_failed` True,
-    `model_failure` its first line (what went wrong).
+    `model_failure` its first line (what went wrong). The response is the raw reply;
+    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_fields`.
     """
     return {
         "sample_id": doc["sample_id"],
@@ -92,6 +105,7 @@ def make_record(doc: dict, response: str) -> dict:
         "sub_category": doc["sub_category"],
         "duration": int(doc["duration"]),
         "response": response or "",
+        **reply_fields(response or ""),
         "model_failed": is_model_failure(response),
         "model_failure": failure_reason(response),
         # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
@@ -118,6 +132,7 @@ class Outcome:
     kind: str
     judge_error: str | None = None  # open: why there is no verdict (NO_JUDGE / JUDGE_OFF: not judged at all)
     model_failed: bool = False  # lmms-eval's placeholder, no answer: value 0, never parsed nor judged
+    reasoning_truncated: bool = False  # the reply ended inside its reasoning, no answer: value 0, never parsed nor judged
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
@@ -130,24 +145,27 @@ def read_outcomes(records: Sequence[dict], settings: Settings) -> list[Outcome]:
         if mode not in MODES:
             raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
         value, failed, no_answer = None, False, model_failed(record)
-        if no_answer:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
+        truncated = reasoning_truncated(record)
+        answer = final_answer(record)
+        if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0
         elif mode in ("long", "clue", "blind"):
-            parsed = scoring.parse_mcq(record["response"], record["right_answer"], settings.strict)
+            parsed = scoring.parse_mcq(answer, record["right_answer"], settings.strict)
             failed = parsed.how == "failed"
             value = None if parsed.correct is None else float(parsed.correct)
         elif mode == "grounding":
-            value, how = scoring.grounding_tiou(record["response"], record["clue_intervals"], settings.strict,
+            value, how = scoring.grounding_tiou(answer, record["clue_intervals"], settings.strict,
                                                 settings.official_reversed)
             failed = how == "failed"
         else:
-            prediction = scoring.parse_open(record["response"], settings.strict)
+            prediction = scoring.parse_open(answer, settings.strict)
             failed = prediction is None
             value = 0.0 if failed and settings.strict else None
             if prediction is not None:
                 open_slots.append((index, record, prediction))
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
-                                scoring.question_kind(record["sub_category"]), model_failed=no_answer))
+                                scoring.question_kind(record["sub_category"]), model_failed=no_answer,
+                                reasoning_truncated=truncated))
     if open_slots and settings.judge:
         _judge(open_slots, outcomes)
     elif open_slots:
@@ -216,6 +234,7 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "parse_failed": sum(o.parse_failed for o in outcomes),
         "judge_failed": judge_failed_count(outcomes),
         "model_failed": sum(o.model_failed for o in outcomes),
+        "reasoning_truncated": sum(o.reasoning_truncated for o in outcomes),
     }
 
 
@@ -257,6 +276,7 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
     scores = metrics_of(outcomes)
+    warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
     scores["subtitles_unusable"] = len(unusable_srt)
     if unusable_srt:

@@ -19,7 +19,7 @@ is not on the Hub: it comes from the official GitHub repository (CG-Bench/CG-Ben
 `run/video_meta_info.json`) and ships with this package (`cg_bench/video_meta_info.json`, 1,219
 videos). When the root holds its own `video_meta_info.json`, the root's table wins for every
 video it lists (it describes the files in that root, e.g. re-encoded ones); a video in neither
-table is probed from its file (`video_meta`).
+table is probed from its file (`video_meta`: `max_frame` = frame count - 1, as in the table).
 """
 
 from __future__ import annotations
@@ -183,7 +183,9 @@ def video_meta(video_uid: str) -> VideoMeta:
     from lmms_video_reasoning.utils import video
 
     info = video.probe(video_path(video_uid))
-    return VideoMeta(float(info.duration), int(info.total_frames), float(info.fps))
+    # the official table's max_frame is the last frame's index (frame count - 1; e.g. JuBBIJ7adjM:
+    # 1172.538 s x 29.97 fps = 35,141 frames, max_frame 35,140)
+    return VideoMeta(float(info.duration), max(1, int(info.total_frames) - 1), float(info.fps))
 
 
 # ---------------------------------------------------------------------- media

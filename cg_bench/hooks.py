@@ -3,7 +3,7 @@
 Tasks and their documents (one per question, `sample_id` = str(qid); `cg_bench_mcq` has
 three per question, `sample_id` = "<qid>:<mode>"):
 
-| task               | modes                     | metrics (each task also has `model_failed`)                    |
+| task               | modes                     | metrics (each task also has `model_failed`, `reasoning_truncated`) |
 |--------------------|---------------------------|----------------------------------------------------------------|
 | cg_bench_long      | long                      | long_acc, parse_failed                                         |
 | cg_bench_clue      | clue                      | clue_acc, parse_failed                                         |
@@ -228,3 +228,4 @@ aggregate_blind_acc = _scorer.aggregation("blind_acc", _write_details)
 aggregate_parse_failed = _scorer.aggregation("parse_failed", _write_details)
 aggregate_judge_failed = _scorer.aggregation("judge_failed", _write_details)
 aggregate_model_failed = _scorer.aggregation("model_failed", _write_details)
+aggregate_reasoning_truncated = _scorer.aggregation("reasoning_truncated", _write_details)

@@ -4,6 +4,7 @@ and decode every document's media. Failures on the way give one message and a sa
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -119,7 +120,8 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
         assert inputs.subtitles_unusable(doc["video_uid"]) is None
     uid = docs[0]["video_uid"]
     assert uid not in data.meta_table_at(None)  # not in the official table: probed from the file
-    assert data.video_meta(uid).max_frame > 0
+    sample_meta = json.loads((source / data.META_FILE).read_text())[uid]  # what the sample generator wrote
+    assert data.video_meta(uid).max_frame == sample_meta["max_frame"] and data.video_meta(uid).fps == sample_meta["fps"]
 
 
 # ---------------------------------------------------------------------- failures: one message, safe rerun

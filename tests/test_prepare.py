@@ -179,6 +179,10 @@ def test_paths_leaving_the_root_are_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("VRBENCH_ROOT", str(root))
     with pytest.raises(MediaError, match="VRBench record: media path '/abs/v.mp4' leaves the data root"):
         vr.resolve_video("/abs/v.mp4")
+    from lmms_video_reasoning.cg_bench import data as cg
+
+    with pytest.raises(MediaError, match="CG-Bench video_uid '../../outside'.*leaves the data root"):
+        cg.video_at(root, "../../outside")
 
 
 def test_cg_resolvers_find_flat_and_foldered_media_but_keep_kinds_apart(tmp_path):

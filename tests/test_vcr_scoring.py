@@ -198,7 +198,7 @@ def test_metric_names_are_the_issue_names():
         "accuracy", "accuracy_ftr", "accuracy_vtc", "accuracy_vtg", "accuracy_vkr", "accuracy_tsr", "accuracy_vpa",
         "accuracy_tsg", "accuracy_short", "accuracy_medium", "accuracy_long", "accuracy_mc", "accuracy_open",
         "perception_recall", "perception_precision", "perception_f1", "reasoning_recall", "reasoning_precision",
-        "reasoning_f1", "cot_recall", "cot_precision", "cot_f1", "judge_failed", "model_failed",
+        "reasoning_f1", "cot_recall", "cot_precision", "cot_f1", "judge_failed", "model_failed", "reasoning_truncated",
     )
 
 

@@ -239,6 +239,7 @@ def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
     with caplog.at_level("WARNING"):
         metrics = hooks.score_records(records)
     assert metrics.pop("model_failed") == 1  # needs no judge
+    assert metrics.pop("reasoning_truncated") == 0  # nor does this count
     assert all(math.isnan(v) for v in metrics.values())
     assert "none of the 21 samples is scored" in caplog.text
 

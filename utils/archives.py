@@ -130,7 +130,6 @@ class Member:
     size: int
     disk: int
     offset: int  # relative to its part's start (split sets) or the file's start
-    mode: int = 0
 
 
 @dataclass
@@ -167,7 +166,7 @@ def _parse_central(data: bytes, expected: int, where: str) -> list[Member]:
     members, pos = [], 0
     while pos + 46 <= len(data) and data[pos:pos + 4] == CENTRAL:
         (_sig, _made, _need, flags, method, _time, _date, crc, csize, usize, name_len, extra_len, comment_len,
-         disk, _iattr, eattr, offset) = struct.unpack("<4s6H3L5H2L", data[pos:pos + 46])
+         disk, _iattr, _eattr, offset) = struct.unpack("<4s6H3L5H2L", data[pos:pos + 46])
         raw_name = data[pos + 46:pos + 46 + name_len]
         extra = data[pos + 46 + name_len:pos + 46 + name_len + extra_len]
         name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
@@ -184,7 +183,7 @@ def _parse_central(data: bytes, expected: int, where: str) -> list[Member]:
                         cursor += width
             at += 4 + length
         members.append(Member(name, method, flags, crc, fields["csize"], fields["usize"], fields["disk"],
-                              fields["offset"], eattr >> 16))
+                              fields["offset"]))
         pos += 46 + name_len + extra_len + comment_len
     if len(members) != expected:
         raise ArchiveError(f"{where}: its central directory lists {len(members)} of {expected} entries "
@@ -281,10 +280,6 @@ def _classify(path: Path) -> str:
         return "zip"
     finally:
         view.close()
-
-
-def _hidden(path: Path, root: Path) -> bool:
-    return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
 def find_archives(root: Path) -> list[Archive]:

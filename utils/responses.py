@@ -8,11 +8,22 @@ Scored as an answer, such a string would reach the judge and become a silent 0 (
 worse, a letter parsed out of the error text). Benchmarks call `is_model_failure` in
 `process_results`, keep the sample as a failure (wrong for accuracy, as an unanswered
 question is in the papers' protocols) and report how many there were.
+
+It also splits a thinking model's reply into its reasoning and its final answer. The tasks
+set lmms-eval's `reasoning_tags: none`, so hooks receive the reply as generated (lmms-eval
+would otherwise strip the reasoning blocks before `process_results`); each record keeps that
+raw reply, the final answer rule-based parsers read (`final_answer`), whether a reasoning
+block was left open (`reasoning_truncated`: the generation ended mid-thought, so there is no
+answer to score) and which text the judges that rate reasoning are shown (`judged_reply`:
+`full`, the whole reply as the official code sees the model's whole output, or `stripped`,
+the reasoning blocks removed as lmms-eval does by default; `LMMS_VR_REASONING`).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
 
 # Prefixes lmms-eval writes in place of a response (checked against lmms-eval 0.7.3).
 FAILURE_PREFIXES = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]", "[GENERATION_FAILED]")
@@ -29,3 +40,133 @@ def failure_reason(response: object) -> str | None:
     if not is_model_failure(response):
         return None
     return str(response).strip().splitlines()[0][:300]
+
+
+# ---------------------------------------------------------------- reasoning and final answer
+
+# lmms-eval 0.7.3's default `--reasoning_tags`: the blocks it would strip (case-sensitive).
+REASONING_TAGS = (("<think>", "</think>"), ("<analysis>", "</analysis>"))
+_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+
+REASONING_ENV = "LMMS_VR_REASONING"
+PREFILLED_ENV = "LMMS_VR_THINK_PREFILLED"
+FULL, STRIPPED = "full", "stripped"
+
+
+@dataclass(frozen=True)
+class ReplyParts:
+    """A reply split at its reasoning: `final` is the answer part (after the last closing
+    reasoning tag, or inside the last `<answer>...</answer>` there), stripped; `truncated` is
+    True when a reasoning block is still open at the end (the generation ran out mid-thought)."""
+
+    final: str
+    truncated: bool
+
+
+def split_reply(text: str, prefilled: bool = False) -> ReplyParts:
+    """Split a reply into its final answer and whether its reasoning was cut off.
+
+    Forms: `<think>...</think>answer`; `...</think>answer` (the template prefilled the opening
+    tag); `<think>...</think><answer>X</answer>`; a plain answer (no tags); `<think>...` with
+    no closing tag (truncated: no final answer). A reply cut off before `</think>` whose
+    template prefilled `<think>` carries no tag at all: it reads as a plain answer unless
+    `prefilled` says every reply opens inside a reasoning block (then no closing tag = truncated).
+    """
+    text = text or ""
+    tail_start = 0
+    for _opening, closing in REASONING_TAGS:
+        position = text.rfind(closing)
+        if position != -1:
+            tail_start = max(tail_start, position + len(closing))
+    tail = text[tail_start:]
+    if any(opening in tail for opening, _closing in REASONING_TAGS) or (prefilled and tail_start == 0 and text.strip()):
+        return ReplyParts(final="", truncated=True)
+    answers = _ANSWER_BLOCK.findall(tail)
+    return ReplyParts(final=(answers[-1] if answers else tail).strip(), truncated=False)
+
+
+def answer_text(text: str, prefilled: bool = False) -> str:
+    """What rule-based answer parsing reads: the final answer, or the whole reply when the
+    final part is empty (the answer was written inside the reasoning); "" when truncated."""
+    parts = split_reply(text, prefilled)
+    if parts.truncated:
+        return ""
+    return parts.final or (text or "").strip()
+
+
+def strip_reasoning(text: str) -> str:
+    """The reply as lmms-eval's default `--reasoning_tags` would hand it to `process_results`
+    (`api/reasoning.py::strip_reasoning_tags`): each closed block removed, a lone closing tag
+    keeps only what follows it, an unclosed opening tag left as is; then stripped."""
+    result = text or ""
+    for opening, closing in REASONING_TAGS:
+        while True:
+            start = result.find(opening)
+            end = result.find(closing, start) if start != -1 else -1
+            if start == -1 or end == -1:
+                break
+            result = result[:start] + result[end + len(closing):]
+        if closing in result and opening not in result:
+            result = result.rsplit(closing, 1)[-1]
+    return result.strip()
+
+
+def reasoning_setting() -> str:
+    """`LMMS_VR_REASONING`: `full` (default: the judges rating reasoning see the whole reply)
+    or `stripped` (they see it with the reasoning blocks removed, as lmms-eval's default gives)."""
+    value = os.environ.get(REASONING_ENV, "").strip().lower() or FULL
+    if value not in (FULL, STRIPPED):
+        raise ValueError(f"{REASONING_ENV}={value!r}: use {FULL!r} (judge the whole reply, the default) or {STRIPPED!r}")
+    return value
+
+
+def prefilled_setting() -> bool:
+    """`LMMS_VR_THINK_PREFILLED=1`: the model's chat template opens `<think>` in the prompt
+    (Qwen3-VL Thinking and other always-thinking templates), so a reply with no closing tag
+    stopped mid-thought. Off by default: a reply without tags is then a plain answer."""
+    value = os.environ.get(PREFILLED_ENV, "").strip().lower()
+    if value not in ("", "0", "false", "no", "1", "true", "yes"):
+        raise ValueError(f"{PREFILLED_ENV}={value!r}: use 1 (every reply starts inside <think>) or 0")
+    return value in ("1", "true", "yes")
+
+
+def reply_fields(response: str) -> dict:
+    """The record fields about a reply's reasoning (see the module docstring), for `process_results`."""
+    prefilled = prefilled_setting()
+    return {
+        "final_answer": answer_text(response, prefilled),
+        "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
+        "judged_reply": reasoning_setting(),
+    }
+
+
+def judged_text(record: dict) -> str:
+    """The text the judges that rate reasoning are shown for a record: its raw `response`, or
+    that with the reasoning blocks stripped when the record was made under `stripped`."""
+    response = record.get("response") or ""
+    return strip_reasoning(response) if record.get("judged_reply") == STRIPPED else response
+
+
+def final_answer(record: dict) -> str:
+    """The text rule-based parsing reads for a record (computed for records logged before
+    the field existed)."""
+    if "final_answer" in record:
+        return record["final_answer"] or ""
+    return answer_text(record.get("response") or "")
+
+
+def reasoning_truncated(record: dict) -> bool:
+    """Whether the record's reply ended inside an open reasoning block (no answer to score;
+    never true for lmms-eval's failure placeholder, which is no reply at all)."""
+    if "reasoning_truncated" in record:
+        return bool(record["reasoning_truncated"])
+    response = record.get("response") or ""
+    return split_reply(response).truncated and not is_model_failure(response)
+
+
+def warn_truncated(logger, benchmark: str, count: int, total: int) -> None:
+    """One warning line when replies ended inside their reasoning (they are counted, not hidden)."""
+    if count:
+        logger.warning("%s: %d of %d replies end inside an open reasoning block (the generation stopped mid-thought: raise "
+                       "max_new_tokens); no answer is read from them, they count as wrong (reasoning_truncated=%d)",
+                       benchmark, count, total, count)

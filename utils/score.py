@@ -11,8 +11,8 @@ lmms-eval aggregation calls, on the task's own records:
 - a `--predict_only` file holds only the response, `doc_id` and `target`: the task's
   documents are rebuilt with its `process_docs` hook (annotations from the local root or
   the Hub), the line's `doc_id` picks the document (checked against the logged `target`),
-  and the task's `process_results` hook builds the record from the stripped response, as
-  lmms-eval does;
+  and the task's `process_results` hook builds the record from the raw response (`resps`),
+  as lmms-eval hands it over under the tasks' `reasoning_tags: none`;
 - replay predictions are matched on the documents' `sample_id`, as the `vr_replay` model does.
 Judge calls go through the shared judge engine and its cache, so a second run (or a run
 resumed after an interruption) costs nothing. No GPU and no model are needed.
@@ -294,11 +294,15 @@ def task_docs(spec: TaskSpec) -> list[dict]:
     return [dict(doc) for doc in dataset]
 
 
-def response_text(value: Any) -> str:
-    """A logged response as `process_results` receives it: lmms-eval strips generations."""
+def response_text(row: dict) -> str:
+    """A predict-only line's response as the tasks' `process_results` receives it: the raw
+    generation (`resps`). `filtered_resps` may hold it with the reasoning blocks stripped
+    (lmms-eval's `--reasoning_tags`); the tasks set `reasoning_tags: none` and split the reply
+    themselves (`utils.responses`)."""
+    value = row.get("resps", row.get("filtered_resps"))
     while isinstance(value, list) and value:
         value = value[0]
-    return value.strip() if isinstance(value, str) else ""
+    return value if isinstance(value, str) else ""
 
 
 def target_of(doc: dict, spec: TaskSpec) -> str | None:
@@ -310,7 +314,7 @@ def target_of(doc: dict, spec: TaskSpec) -> str | None:
 
 def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[dict]:
     """Records for predict-only lines: the doc at `doc_id` (checked against the logged
-    `target`), then the task's `process_results` on the stripped response.
+    `target`), then the task's `process_results` on the raw response.
 
     lmms-eval's `doc_hash` cannot identify a doc (it hashes the request, the same for every
     line), so the doc's position and its target are what tie a line to its document.
@@ -329,7 +333,7 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
             raise DataError(f"{where}: doc_id {doc_id} of task {spec.name} has target {row['target']!r} in the file but "
                             f"{expected!r} in the annotations found now: they are not the ones the run used; point the "
                             f"benchmark's data root at the same annotations (see `lmms-vr prepare`)")
-        produced = process_results(doc, [response_text(row.get("filtered_resps", row.get("resps")))])
+        produced = process_results(doc, [response_text(row)])
         records.append(next(iter(produced.values())))
     return records
 
@@ -369,7 +373,7 @@ def records_from_predictions(path: Path, spec: TaskSpec) -> list[dict]:
         if response is None:
             missing += 1
             response = ""
-        produced = process_results(doc, [response.strip()])
+        produced = process_results(doc, [response])  # as the replay model answers it
         records.append(next(iter(produced.values())))
     if missing == len(records):
         raise DataError(f"{path}: no prediction for any document of task {spec.name} (ids are the documents' sample_id)")

@@ -32,7 +32,7 @@ from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils import video
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
-from lmms_video_reasoning.utils.responses import failure_reason
+from lmms_video_reasoning.utils.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vcr_bench import data, judging, prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
@@ -118,10 +118,14 @@ def record_from_response(doc: dict, response: Any, chain_of_thought: bool = True
 
     lmms-eval's placeholder for a request that got no answer ("[LMMS_EVAL_REQUEST_FAILED ...]")
     is kept as the response but marked `model_failed` with its first line as
-    `model_failure_reason`: it is never judged (see `scoring.model_failed`).
+    `model_failure_reason`: it is never judged (see `scoring.model_failed`). The response is
+    the raw reply; `utils.responses.reply_fields` adds its final answer, whether its reasoning
+    was cut off (then the answer is wrong without a judge call) and which text the judges see.
     """
-    reason = failure_reason(response)
+    text = response if isinstance(response, str) else ("" if response is None else str(response))
+    reason = failure_reason(text)
     failure = {"model_failed": reason is not None, "model_failure_reason": reason}
+    reasoning = reply_fields(text)
     try:
         return {
             "sample_id": str(doc["sample_id"]),
@@ -133,7 +137,8 @@ def record_from_response(doc: dict, response: Any, chain_of_thought: bool = True
             "question": doc["question"],
             "answer": doc["answer"],
             "reasoning": list(doc["reasoning"]),
-            "response": response if isinstance(response, str) else ("" if response is None else str(response)),
+            "response": text,
+            **reasoning,
             "score_cot": chain_of_thought,
             "error": None,
             **failure,
@@ -142,7 +147,7 @@ def record_from_response(doc: dict, response: Any, chain_of_thought: bool = True
         return {
             "sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
             "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
-            "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [], "response": "",
+            "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [], "response": text, **reasoning,
             "score_cot": chain_of_thought, "error": f"{type(error).__name__}: {error}", **failure,
         }
 
@@ -192,12 +197,14 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
     settings = resolve_settings(settings)
     records = list(records)
     chain_of_thought = any(record.get("score_cot", True) for record in records)
+    warn_truncated(log, "VCR-Bench", count_truncated(records), len(records))
     judge = get_judge("vcr_bench")
     if judge is None:
         log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
                     "are NaN (answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or "
                     "OPENAI_API_KEY) or re-score the --log_samples file later with `lmms-vr score`.", len(records))
-        return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records)}
+        return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records),
+                "reasoning_truncated": count_truncated(records)}
     outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
     judge.log_summary()
     return metrics_from_outcomes(records, outcomes, settings)
@@ -217,12 +224,18 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], set
     # judge's reply would change (`lenient_verdict`); in `lmms-vr score` output and the logs.
     metrics["verdict_lenient_changed"] = judging.lenient_changed(outcomes)
     metrics["model_failed"] = count_model_failures(records)
+    metrics["reasoning_truncated"] = count_truncated(records)
     return metrics
 
 
 def count_model_failures(records: Sequence[dict]) -> int:
     """How many samples got lmms-eval's failure placeholder instead of a model answer."""
     return sum(scoring.model_failed(record) for record in records)
+
+
+def count_truncated(records: Sequence[dict]) -> int:
+    """How many replies ended inside an open reasoning block (wrong for accuracy, not extracted)."""
+    return sum(map(reasoning_truncated, records))
 
 
 _SCORE = ScoreOnce(score_records)
@@ -253,3 +266,4 @@ aggregate_cot_precision = _SCORE.aggregation("cot_precision", _write_accounting)
 aggregate_cot_f1 = _SCORE.aggregation("cot_f1", _write_accounting)
 aggregate_judge_failed = _SCORE.aggregation("judge_failed", _write_accounting)
 aggregate_model_failed = _SCORE.aggregation("model_failed", _write_accounting)
+aggregate_reasoning_truncated = _SCORE.aggregation("reasoning_truncated", _write_accounting)

@@ -8,6 +8,12 @@ temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-as
 engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
 never turned into a score. A sample without a model answer (`scoring.model_failed`) gets
 no judge call at all.
+
+Every call is shown the model's whole reply, thinking blocks included, as the official code
+passes the model's whole output to all four prompts (`utils.responses.judged_text`; the
+reasoning blocks are stripped under `LMMS_VR_REASONING=stripped`). A reply that ends inside an
+open reasoning block has no answer: it is wrong without an extraction call; recall and
+precision still rate the reasoning it wrote.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from lmms_video_reasoning.judges import JudgeRequest, JudgeResult
+from lmms_video_reasoning.utils.responses import judged_text, reasoning_truncated
 from lmms_video_reasoning.vcr_bench import prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
@@ -45,9 +52,9 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
     `settings["lenient_verdict"]` picks the lenient one, the official exact "1" otherwise.
     """
     settings = settings or {}
-    response = record["response"]
-    if not response.strip():
-        return {"extracted": "", "correct": False, "iou": None}  # nothing to extract: wrong
+    response = judged_text(record)
+    if not response.strip() or reasoning_truncated(record):
+        return {"extracted": "", "correct": False, "iou": None}  # nothing (or no answer yet) to extract: wrong
     extraction = ask(judge_request(prompts.extraction_prompt(record["question"], response), scoring.parse_extraction, "vcr.extract"))
     if not extraction.ok:
         return {"error": f"answer extraction: {extraction.error}"}
@@ -67,14 +74,14 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
 
 def judge_recall(record: dict, ask: Ask) -> dict:
     """Recall judge: {"steps": [{"type", "judgment"}] per reference step} or {"error"}."""
-    prompt = prompts.recall_prompt(record["question"], record["answer"], record["response"], record["reasoning"])
+    prompt = prompts.recall_prompt(record["question"], record["answer"], judged_text(record), record["reasoning"])
     result = ask(judge_request(prompt, scoring.parse_recall, "vcr.recall"))
     return {"steps": result.value} if result.ok else {"error": f"recall: {result.error}"}
 
 
 def judge_precision(record: dict, ask: Ask) -> dict:
     """Precision judge: {"steps": [{"type", "judgment"}] per response step} or {"error"}."""
-    prompt = prompts.precision_prompt(record["question"], record["response"], record["reasoning"])
+    prompt = prompts.precision_prompt(record["question"], judged_text(record), record["reasoning"])
     result = ask(judge_request(prompt, scoring.parse_precision, "vcr.precision"))
     return {"steps": result.value} if result.ok else {"error": f"precision: {result.error}"}
 
@@ -100,7 +107,7 @@ def plan_jobs(records: Sequence[dict], chain_of_thought: bool) -> list[tuple[int
         jobs.append((index, "answer"))
         if chain_of_thought:
             jobs.append((index, "recall"))
-            if needs_precision_judge(record["response"]):
+            if needs_precision_judge(judged_text(record)):
                 jobs.append((index, "precision"))
     return jobs
 
@@ -130,9 +137,9 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
             outcome[f"{kind}_steps"] = result["steps"]
     if chain_of_thought:
         for record, outcome in zip(records, outcomes):
-            if record.get("error") or scoring.model_failed(record) or needs_precision_judge(record["response"]):
+            if record.get("error") or scoring.model_failed(record) or needs_precision_judge(judged_text(record)):
                 continue
-            if not record["response"].strip():
+            if not judged_text(record).strip():
                 outcome["precision_steps"] = []  # no steps: precision undefined for every kind
             elif outcome["correct"] is not None:
                 outcome["precision_steps"] = scoring.bare_answer_steps(outcome["correct"])

@@ -318,8 +318,9 @@ ACCURACY_METRICS = (
 )
 _COT_PREFIX = {"perception": "perception", "reasoning": "reasoning", "overall": "cot"}
 COT_METRICS = tuple(f"{_COT_PREFIX[kind]}_{part}" for kind in COT_KINDS for part in ("recall", "precision", "f1"))
-# Counts, lower is better: samples with a failed judge call or record / with no model answer.
-COUNT_METRICS = ("judge_failed", "model_failed")
+# Counts, lower is better: samples with a failed judge call or record / with no model answer /
+# whose reply ended inside an open reasoning block.
+COUNT_METRICS = ("judge_failed", "model_failed", "reasoning_truncated")
 METRICS = ACCURACY_METRICS + COT_METRICS + COUNT_METRICS
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
-from lmms_video_reasoning.utils.responses import failure_reason
+from lmms_video_reasoning.utils.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vrbench import data, judging, prompts
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
@@ -48,8 +48,9 @@ PROTOCOL_ENV = "VRBENCH_PROTOCOL"
 NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
 DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 
-JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed")
-MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed")
+JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
+                 "reasoning_truncated")
+MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
 
 # ----------------------------------------------------------------------------------------
 # Documents
@@ -166,10 +167,15 @@ def build_record(doc: dict, response: Any) -> dict:
 
     Also the way to score a `--predict_only` file: pair each raw response with its document.
     lmms-eval's failure placeholder (an API model that gave up) is marked `model_failed`
-    with its reason, and no letter is read from it.
+    with its reason, and no letter is read from it. `response` is the raw reply (the OE-P
+    judge rates it whole, as the official judge rates the model's whole output); the MCQ
+    letter is read from its final answer (`utils.responses.reply_fields`), so a thinking
+    model's reasoning cannot lend it a letter, and a reply cut off inside its reasoning has
+    no letter (wrong, counted in `reasoning_truncated`).
     """
     text = response if isinstance(response, str) else ("" if response is None else str(response))
     reason = failure_reason(text)
+    reasoning = reply_fields(text)
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     return {
         "sample_id": doc["sample_id"],
@@ -178,9 +184,10 @@ def build_record(doc: dict, response: Any) -> dict:
         "reasoning_type": doc["reasoning_type"],
         "answer": doc["answer"],
         "response": text,
+        **reasoning,
         "model_failed": reason is not None,
         "model_failure": reason or "",
-        "mcq_pred": None if reason is not None else extract_mcq_answer(text),
+        "mcq_pred": None if reason is not None or reasoning["reasoning_truncated"] else extract_mcq_answer(reasoning["final_answer"]),
         "question": doc["question"],
         "procedure": doc["procedure"],
         "original_answer": doc["original_answer"],
@@ -205,7 +212,7 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[floa
     scores = [
         QuestionScore(
             reasoning_type=record["reasoning_type"],
-            correct=mcq_correct(record["response"], record["answer"]),
+            correct=not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
             rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
             process=process,
             judge_failed=failed,
@@ -213,7 +220,9 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[floa
         )
         for record, (process, failed) in zip(records, outcomes, strict=True)
     ]
-    return aggregate(scores, protocol, with_judge, judge_ran=judge_ran)
+    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran)
+    metrics["reasoning_truncated"] = sum(map(reasoning_truncated, records))
+    return metrics
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
@@ -229,6 +238,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
     if len(modes) != 1:
         raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
     with_judge = modes.pop() != "mcq"
+    warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
     outcomes = [(None, False)] * len(records)
     judge = None
     if with_judge:
@@ -250,6 +260,7 @@ aggregate_process_score = _score_once.aggregation("process_score", _write_accoun
 aggregate_overall = _score_once.aggregation("overall", _write_accounting)
 aggregate_judge_failed = _score_once.aggregation("judge_failed", _write_accounting)
 aggregate_model_failed = _score_once.aggregation("model_failed", _write_accounting)
+aggregate_reasoning_truncated = _score_once.aggregation("reasoning_truncated", _write_accounting)
 aggregate_type_event_prediction = _score_once.aggregation("type_event_prediction", _write_accounting)
 aggregate_type_hypothetical_reasoning = _score_once.aggregation("type_hypothetical_reasoning", _write_accounting)
 aggregate_type_event_attribution = _score_once.aggregation("type_event_attribution", _write_accounting)

@@ -10,6 +10,8 @@ take `(..., answer, procedure)`: the reference answer text lands in the template
 `{procedure}` field ("Reasoning Step:") and the reference steps in `{answer}` ("Answer:").
 The request sets no temperature.
 
+Both protocols show the judge the response as generated, thinking blocks included (the
+official judge rates the model's whole output; `LMMS_VR_REASONING=stripped` removes them).
 Default protocol: the fields in their intended places, the response as generated,
 temperature 0, counting questions rated with the unique-answer prompt, tags parsed strictly
 (a missing tag re-asks the judge, then counts as a judge failure).
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
+from lmms_video_reasoning.utils.responses import judged_text
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import (
     UNIQUE,
@@ -42,7 +45,7 @@ def judge_messages(record: dict, protocol: str) -> list[dict] | None:
     kind = judge_prompt_kind(record["reasoning_type"], protocol)
     if kind is None:
         return None
-    response, procedure, answer = record["response"], record["procedure"], record["original_answer"]
+    response, procedure, answer = judged_text(record), record["procedure"], record["original_answer"]
     if protocol == "official":
         response = official_response(response)
         procedure, answer = answer, procedure  # the official call's swapped arguments
