@@ -144,19 +144,22 @@ def clue_video(doc: dict) -> Path:
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """Simple models: `[video path]` (video mode; clue mode gets the clue clip) or the sampled PIL frames.
+    """Simple models: the video (video mode; clue mode gets the clue clip) or the sampled PIL frames.
 
-    Video mode checks that the file decodes (MediaError naming it otherwise): the model gets
-    only the path, and lmms-eval's `qwen2_vl` would swallow a decode error.
+    Video mode: a proxy clip of exactly the frames the calling model's own path keeps
+    (`utils.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
+    either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl` would swallow a decode error.
     """
     if doc["mode"] == "blind":
         return []
     settings = settings_of(lmms_eval_specific_kwargs)
     if settings["visual_mode"] == "frames":
         return inputs.frames_for(_plan(doc, settings))
+    from lmms_video_reasoning.utils import model_video
+
     if doc["mode"] == "clue":
-        return [str(clue_video(doc))]
-    return [str(full_video(doc))]
+        return [model_video.video_for_model(clue_video(doc))]
+    return [model_video.video_for_model(data.video_path(doc["video_uid"]), on_broken=data.usable_video)]
 
 
 def _video_part(doc: dict) -> dict:

@@ -43,6 +43,7 @@ from lmms_video_reasoning.judges.config import (
     default_model,
     not_configured_message,
 )
+from lmms_video_reasoning.utils import judge_usage
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -471,6 +472,7 @@ class Judge:
         price = self.config.price()
         if price is not None:
             self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
+        judge_usage.record(self.config.model, reply.prompt_tokens, reply.completion_tokens, price)  # lmms-eval's usage report
 
     def _warn_once(self, topic: str, message: str, *args: Any) -> None:
         with self._status_lock:

@@ -142,7 +142,9 @@ def bench(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("e2e_sample")
     write_sample(out, BENCHMARKS)
     env = {**env_for(out, BENCHMARKS), "OPENAI_API_KEY": MODEL_KEY, "LMMS_VR_JUDGE_API_KEY": JUDGE_KEY,
-           "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_TIMEOUT": "5"}
+           "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_TIMEOUT": "5",
+           # qwen2_vl gets proxy clips of its own frames (utils.model_video), kept beside the sample.
+           "LMMS_VR_PROXY_CACHE_DIR": str(out / "video_proxies")}
     return {"root": out, "env": env}
 
 
@@ -237,7 +239,8 @@ def test_qwen2_vl_user_command_decodes_videos_and_reports_every_metric(qwen2_vl_
         assert all(response_of(s).strip() for s in samples), \
             f"{task}: the tiny model produced no text for some sample"
     # The videos reached the model through lmms-eval's own decoding: qwen_vl_utils reads each
-    # video with decord at 2 fps (at least 4 frames), once per sample, from the sample root.
+    # video with decord (at least 4 frames), once per sample: the proxy clip of the frames its
+    # own path keeps (tests/test_model_video.py checks the tensors equal those of the source).
     assert len(decoded) == sum(doc_count(results, task, limited=True) for task in TASKS), decoded
     for batch in decoded:
         assert Path(batch["path"]).is_file() and str(bench["root"]) in batch["path"], batch

@@ -19,7 +19,10 @@ def test_wheel_contents(tmp_path):
     names = zipfile.ZipFile(wheels[0]).namelist()
     top = {name.split("/")[0] for name in names}
     dist_info = {t for t in top if t.endswith(".dist-info")}
-    assert top - dist_info == {"lmms_video_reasoning"}, f"unexpected top-level entries: {sorted(top - dist_info)}"
+    # plus the .pth that starts lmms_autoload (lmms-eval's `tasks`/`power`/`serve` see our tasks)
+    assert top - dist_info == {"lmms_video_reasoning", "lmms_video_reasoning.pth"}, f"unexpected top-level entries: {sorted(top - dist_info)}"
+    pth = zipfile.ZipFile(wheels[0]).read("lmms_video_reasoning.pth").decode()
+    assert pth.startswith("import ") and "lmms_video_reasoning.utils.lmms_autoload" in pth
     # every sub-package, the task YAMLs and the official prompts are shipped
     for sub in ("utils", "judges", "tasks", "vcr_bench", "vrbench", "cg_bench"):
         assert f"lmms_video_reasoning/{sub}/__init__.py" in names
@@ -30,6 +33,8 @@ def test_wheel_contents(tmp_path):
         assert f"lmms_video_reasoning/{bench}/reference_tables.json" in names, "the papers' tables are package data"
     assert "lmms_video_reasoning/cg_bench/video_meta_info.json" in names  # the official frame table (not on the Hub)
     assert not any("/tests/" in n or n.startswith("tests/") for n in names)
+    for bench in ("vcr_bench", "vrbench", "cg_bench"):  # what `lmms-vr upstream` reads from an install
+        assert f"lmms_video_reasoning/{bench}/upstream.json" in names and f"lmms_video_reasoning/{bench}/README.md" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheels[0]).read(entry_points).decode()
     assert "lmms-vr = lmms_video_reasoning.utils.cli:main" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -41,19 +42,23 @@ def test_task_names_are_ours_and_do_not_collide_with_builtins():
 
 def test_lmms_eval_task_manager_finds_our_tasks_with_no_flag():
     # A fresh interpreter, as `python -m lmms_eval` would be: importing lmms_eval.models runs
-    # the entry point; the TaskManager the CLI builds must then index our folder. If lmms-eval
+    # the entry point; the TaskManager the CLI builds must then index our folder, and each of
+    # our names must resolve to our YAML (not a built-in of the same name). If lmms-eval
     # moves the entry-point loading or TaskManager.initialize_tasks, this fails.
     code = (
-        "import lmms_eval.models\n"
+        "import json, lmms_eval.models\n"
         "from lmms_eval.tasks import TaskManager\n"
-        "tm = TaskManager('ERROR')\n"
-        "print('\\n'.join(tm.all_tasks))\n"
+        "index = TaskManager('ERROR').task_index\n"
+        "print(json.dumps({name: str(entry['yaml_path']) for name, entry in index.items()}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    listed = set(proc.stdout.split())
-    missing = our_task_names() - listed
+    index = json.loads(proc.stdout.strip().splitlines()[-1])
+    missing = our_task_names() - set(index)
     assert not missing, f"lmms-eval did not index these tasks through the hook: {sorted(missing)}"
+    ours = lmms_plugin.tasks_dir()
+    for name in our_task_names():
+        assert Path(index[name]).resolve().is_relative_to(ours), f"{name} resolves to {index[name]}, not to our YAML under {ours}"
 
 
 def test_replay_model_is_registered():

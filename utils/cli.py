@@ -6,6 +6,7 @@
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
+    lmms-vr upstream --lmms-eval DIR         write this suite into an lmms-eval checkout (a PR)
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
     report.set_defaults(run=_delegate("report"))
+
+    upstream = sub.add_parser("upstream", help="write this suite into an lmms-eval checkout as a pull-request-ready change")
+    upstream.add_argument("--lmms-eval", required=True, help="an lmms-eval 0.7.x checkout (git clone or unpacked sdist)")
+    upstream.add_argument("--pr-out", default="lmms_eval_pr.md", help="where to write the PR description")
+    upstream.add_argument("--validation", help="JSON {command: {n, passed}} from a validation run, for the PR's table")
+    upstream.set_defaults(run=_delegate("upstream"))
     return parser
 
 

@@ -10,6 +10,11 @@ and returns the manifest of the replay model. So, after `pip install`,
 lmms-eval swallows exceptions raised here as a warning, so failures are logged
 loudly and `tests/test_plugin.py` fails if the hook stops working.
 `--include_path "$(lmms-vr tasks-path)"` is the documented fallback.
+
+The entry point does not run for the subcommands that never import `lmms_eval.models`
+(`lmms-eval tasks`, `power`, `serve`): `lmms_autoload` (started by the installed
+`lmms_video_reasoning.pth`) calls the `install_*` functions below as soon as lmms-eval's
+own modules are imported, which covers every entry point.
 """
 
 from __future__ import annotations
@@ -54,6 +59,75 @@ def install_task_path() -> None:
 
     setattr(initialize_tasks, _MARKER, True)
     TaskManager.initialize_tasks = initialize_tasks
+
+
+def install_model_manifests() -> None:
+    """Register our models in lmms-eval's registry if its entry-point loading did not
+    (lmms-eval stops at the first failing third-party entry point)."""
+    from lmms_eval.models import MODEL_REGISTRY_V2
+
+    for manifest in model_manifests():
+        if manifest.model_id not in MODEL_REGISTRY_V2.list_canonical_model_ids():
+            MODEL_REGISTRY_V2.register_manifest(manifest)
+
+
+def install_metric_hooks() -> None:
+    """Standard errors for our headline metrics, and judge usage attributed to the task
+    being aggregated (judging runs in aggregation, after lmms-eval cleared its task context).
+
+    `stderr_for_metric` gives a standard error only for lmms-eval's own aggregation
+    functions; ours declare theirs (`utils.standard_error`), so it is asked first.
+    """
+    import lmms_eval.api.metrics as metrics
+    import lmms_eval.evaluator_utils as evaluator_utils
+
+    from lmms_video_reasoning.utils import judge_usage, standard_error
+
+    original = metrics.stderr_for_metric
+    if not getattr(original, _MARKER, False):
+
+        @functools.wraps(original)
+        def stderr_for_metric(metric, bootstrap_iters: int):
+            ours = standard_error.stderr_function(metric, bootstrap_iters)
+            return ours if ours is not None else original(metric, bootstrap_iters)
+
+        setattr(stderr_for_metric, _MARKER, True)
+        metrics.stderr_for_metric = evaluator_utils.stderr_for_metric = stderr_for_metric
+
+    task_output = evaluator_utils.TaskOutput
+    calculate = task_output.calculate_aggregate_metric
+    if not getattr(calculate, _MARKER, False):
+
+        @functools.wraps(calculate)
+        def calculate_aggregate_metric(self, *args, **kwargs):
+            with judge_usage.task_context(self.task_name):
+                return calculate(self, *args, **kwargs)
+
+        setattr(calculate_aggregate_metric, _MARKER, True)
+        task_output.calculate_aggregate_metric = calculate_aggregate_metric
+
+
+def install_usage_hooks() -> None:
+    """Judge cost in lmms-eval's usage summary; our running total reset with lmms-eval's."""
+    import lmms_eval.models.model_utils.usage_metrics as usage
+
+    from lmms_video_reasoning.utils import judge_usage
+
+    summarize, reset = usage.summarize_usage_metrics, usage.reset_usage_metrics
+    if getattr(summarize, _MARKER, False):
+        return
+
+    @functools.wraps(summarize)
+    def summarize_usage_metrics():
+        return judge_usage.add_cost(summarize())
+
+    @functools.wraps(reset)
+    def reset_usage_metrics():
+        judge_usage.reset()
+        return reset()
+
+    setattr(summarize_usage_metrics, _MARKER, True)
+    usage.summarize_usage_metrics, usage.reset_usage_metrics = summarize_usage_metrics, reset_usage_metrics
 
 
 def model_manifests() -> list:

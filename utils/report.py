@@ -412,8 +412,8 @@ def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
     return values
 
 
-def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float] | None]:
-    """95% percentile CIs of every metric, resampling questions with replacement (seeded)."""
+def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
+    """Every metric on `n` resamples of the questions (units) with replacement (seeded)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -422,7 +422,12 @@ def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 
     def draw() -> list[int]:
         return [index for pick in rng.integers(0, len(groups), len(groups)) for index in groups[pick]]
 
-    values = _resampled_values(draw, sampled.metrics, n)
+    return _resampled_values(draw, sampled.metrics, n)
+
+
+def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float] | None]:
+    """95% percentile CIs of every metric, resampling questions with replacement (seeded)."""
+    values = bootstrap_values(sampled, n, seed)
     return {name: percentile_interval(series, level) for name, series in values.items()}
 
 

@@ -2,7 +2,9 @@
 
 Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
-  video      the video path (models with native video input; the default)
+  video      the video (models with native video input; the default, as in the paper):
+             simple models get a proxy clip of exactly the frames their own path keeps
+             (`utils.model_video`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
   frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
              written before the question (frame-based models: `openai`, `gpt4v`)
   one_frame  the middle frame only (`vcr_one_frame`)
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges import get_judge
-from lmms_video_reasoning.utils import video
+from lmms_video_reasoning.utils import model_video, video
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
@@ -95,9 +97,10 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
     if mode == "none":
         return []
     if mode == "video":
-        # Opened and decoded once here: native-video models swallow a decode error and
-        # answer from the text alone, so a broken file must fail before it reaches them.
-        return [str(data.checked_video_file(doc))]
+        # The model's own frames in a proxy clip (utils.model_video; `LMMS_VR_VIDEO_INPUT=path`
+        # hands over the path). Either way the file is decoded here first: native-video models
+        # swallow a decode error and answer from the text alone, so a broken file fails here.
+        return [model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))]
     path, indices, _times = frame_plan(doc, mode)
     return list(video.read_frames(path, indices))
 

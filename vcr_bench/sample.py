@@ -130,7 +130,7 @@ TSG = "Temporal Spatial Grounding"
 
 def build_records() -> list[dict]:
     """The 21 sample questions (three per dimension), answers computed from the shapes."""
-    a, b, m, l = "short_a", "short_b", "medium", "long"
+    a, b, m, l = "short_a", "short_b", "medium", "long"  # noqa: E741 (l: the long video)
     return [
         _question(0, a, FTR, "Which shape appears first in the video?", "B", [
             f"{span(a, 'red circle')}, a red circle is on screen on the left.",

@@ -13,9 +13,12 @@ task's aggregation did. `VRBENCH_PROTOCOL=official` switches the other tasks to 
 protocol too.
 
 Settings for the visual input come from `lmms_eval_specific_kwargs`: `visual_mode`
-(`video`: the video path, for video-native models; `frames`: `num_frames` frames at segment
-midpoints, 224x224, for frame-based models) and `num_frames`; `VRBENCH_NUM_FRAMES` overrides
-`num_frames`.
+(`video`: a video, for video-native models; `frames`: `num_frames` frames at segment
+midpoints, 224x224, for frame-based models), `num_frames` and `video_frames` (video mode:
+`protocol`, the default, is a clip of those same `num_frames` 224x224 frames, as the official
+inference ran video models; `model` lets the model sample the full video);
+`VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override them; `LMMS_VR_VIDEO_INPUT=path` hands
+the model the original path.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ log = logging.getLogger("lmms_video_reasoning.vrbench")
 PROTOCOL_ENV = "VRBENCH_PROTOCOL"
 NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
 DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
+VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
+VIDEO_FRAMES = ("protocol", "model")
+DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
@@ -128,17 +134,44 @@ def sample_frames(path: Path, n: int) -> list:
     return video.read_frames(path, video.vrbench_indices(total, n), size=video.VRBENCH_SIZE)
 
 
-def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """`[video_path]` (video mode), the sampled frames (frames mode), or `[]` (text task).
+def video_frames(kwargs: dict | None) -> str:
+    """Which frames video mode shows: `protocol` (default) or `model`; `$VRBENCH_VIDEO_FRAMES` wins.
 
-    Video mode checks that the file decodes (cached per file) before handing over the path:
-    lmms-eval's qwen2_vl logs a decode error and answers from the text alone.
+    `protocol`: the official inference's `num_frames` segment-midpoint frames at 224x224, as a
+    video clip (the paper ran every model, video-native ones included, on these frames, with
+    per-model frame counts in its Table A3). `model`: the model samples the full video itself.
     """
+    value = os.environ.get(VIDEO_FRAMES_ENV, "").strip() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
+    if value not in VIDEO_FRAMES:
+        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_ENV} or lmms_eval_specific_kwargs)")
+    return value
+
+
+def video_input(doc: dict, kwargs: dict | None) -> str:
+    """The video handed to a video-native model (`utils.model_video`): a clip of the protocol
+    frames, or (`video_frames: model`) of exactly the frames the calling model's own path
+    keeps (the original path for models it does not know). `LMMS_VR_VIDEO_INPUT=path`: the
+    original path. The file is decoded either way: lmms-eval's qwen2_vl would log a decode
+    error and answer from the text alone.
+    """
+    from lmms_video_reasoning.utils import model_video, video
+
+    path = data.resolve_video(doc["video_path"])
+    checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
+    if video_frames(kwargs) == "model":
+        return model_video.video_for_model(path, on_broken=checked)
+    n = num_frames(kwargs)
+    return model_video.video_for_model(path, frames=lambda total: video.vrbench_indices(total, n), size=video.VRBENCH_SIZE,
+                                       on_broken=checked)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
     mode = visual_mode(doc, lmms_eval_specific_kwargs)
     if mode == "none":
         return []
     if mode == "video":
-        return [str(data.resolve_checked_video(doc["video_path"]))]
+        return [video_input(doc, lmms_eval_specific_kwargs)]
     return sample_frames(data.resolve_video(doc["video_path"]), num_frames(lmms_eval_specific_kwargs))
 
 

@@ -1,0 +1,282 @@
+"""Proxy clips for video-native models (utils.model_video): the model ends with the same frames.
+
+- The models' own readers (qwen_vl_utils + each lmms-eval model's frame selection, run here
+  as the models run them) give the same tensors on the original video and on its proxy.
+- The proxy cache stays within its bound with two processes filling it at once.
+- End to end (slow): the tiny offline Qwen2-VL through `python -m lmms_eval`: the processor
+  builds identical tensors with the proxy and with `LMMS_VR_VIDEO_INPUT=path`, which
+  restores today's behaviour (no proxy made).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmms_video_reasoning.utils import model_video as mv
+from lmms_video_reasoning.utils import synthetic as syn
+
+READINGS = {
+    "qwen2_vl": mv.Reading("qwen2_vl", 32, 602112, 3136),
+    "qwen2_5_vl": mv.Reading("qwen2_5_vl", 32, 1605632, 200704),
+    "qwen2_vl_odd_budget": mv.Reading("qwen2_vl", 15, 602112, 3136),
+    "llava_onevision": mv.Reading("llava_onevision", 32),
+}
+
+
+@pytest.fixture(scope="module")
+def long_ish_video(tmp_path_factory) -> Path:
+    """Textured, B-frames, index-stamped: 45 s at 30 fps (qwen reads 90 frames of 1350)."""
+    out = tmp_path_factory.mktemp("model_video") / "long_ish.mp4"
+    return syn.write_video(out, 45, fps=30, width=320, height=240, bframes=3, textured=True, stamp_index=True)
+
+
+def as_the_model_reads(path: str, reading: mv.Reading) -> np.ndarray:
+    """The frames `reading`'s lmms-eval model hands its processor for a video path (its own code path)."""
+    if reading.model == "llava_onevision":
+        import decord
+
+        vr = decord.VideoReader(path)
+        return vr.get_batch(np.linspace(0, len(vr) - 1, reading.max_frames, dtype=int).tolist()).asnumpy()
+    from qwen_vl_utils import process_vision_info
+
+    messages = [{"role": "user", "content": [{"type": "video", "video": path, "max_pixels": reading.max_pixels,
+                                              "min_pixels": reading.min_pixels}]}]
+    video = process_vision_info(messages)[1][0]
+    keep = np.linspace(0, video.shape[0] - 1, reading.max_frames, dtype=int)
+    if reading.model == "qwen2_5_vl":
+        keep = np.unique(keep)
+        if video.shape[0] - 1 not in keep:
+            keep = np.unique(np.append(keep, video.shape[0] - 1))
+    return video[keep].numpy()
+
+
+@pytest.mark.parametrize("name", sorted(READINGS))
+def test_model_reads_the_same_frames_from_the_proxy(name, long_ish_video, tmp_path, monkeypatch):
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    reading = READINGS[name]
+    proxy = mv.prepare(long_ish_video, mv.Request(reading))
+    assert proxy is not None and Path(proxy).parent == tmp_path / "proxies" and proxy.endswith(mv.PROXY_SUFFIX)
+    original, via_proxy = as_the_model_reads(str(long_ish_video), reading), as_the_model_reads(proxy, reading)
+    assert original.shape == via_proxy.shape and np.array_equal(original, via_proxy), name
+    # The composed indices are the ones the model's path selects (stamps of the native-size frames).
+    info = mv.model_frames(reading, 1350, 30.0, 320, 240)
+    if reading.model == "llava_onevision":
+        assert [syn.read_index_stamp(f) for f in via_proxy] == list(info.indices)
+    # A second request is a cache hit: same file, not rewritten.
+    mtime = Path(proxy).stat().st_mtime_ns
+    mv._done.clear()
+    assert mv.prepare(long_ish_video, mv.Request(reading)) == proxy and Path(proxy).stat().st_mtime_ns >= mtime
+
+
+def test_protocol_frames_proxy_holds_exactly_those_frames(long_ish_video, tmp_path, monkeypatch):
+    """VRBench protocol: 16 segment midpoints at 224x224 (OpenCV bilinear) as a video."""
+    import decord
+
+    from lmms_video_reasoning.utils import video
+
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    indices = video.vrbench_indices(1350, 16)
+    proxy = mv.prepare(long_ish_video, mv.Request(None, tuple(indices), video.VRBENCH_SIZE))
+    frames = decord.VideoReader(proxy).get_batch(list(range(16))).asnumpy()
+    expected = video.read_frames(long_ish_video, indices, size=video.VRBENCH_SIZE, as_array=True)
+    assert np.array_equal(frames, expected)
+
+
+def test_plain_path_setting_and_unknown_models_get_the_path(long_ish_video, tmp_path, monkeypatch):
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    checked = []
+    assert mv.video_for_model(long_ish_video, on_broken=lambda p: checked.append(p) or p) == str(long_ish_video)
+    assert checked == [long_ish_video]  # outside a known model: the path, checked
+    monkeypatch.setenv(mv.INPUT_ENV, "path")
+    assert mv.video_for_model(long_ish_video, frames=[0, 1], size=(224, 224)) == str(long_ish_video)
+    assert not (tmp_path / "proxies").exists()
+    monkeypatch.setenv(mv.INPUT_ENV, "proxy-please")
+    with pytest.raises(ValueError, match=mv.INPUT_ENV):
+        mv.video_for_model(long_ish_video)
+
+
+def as_qwen2_vl(call):
+    """Run `call` the way lmms-eval's qwen2_vl calls a hook: from a method of a Qwen2_VL instance."""
+    from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
+
+    class Stub(Qwen2_VL):
+        def __init__(self):  # lmms-eval's defaults, no checkpoint
+            self.max_num_frames, self.max_pixels, self.min_pixels = 32, 602112, 3136
+
+        def generate_until(self, requests):
+            return call()
+
+    return Stub().generate_until([])
+
+
+def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, long_ish_video):
+    from lmms_video_reasoning.utils.data import MediaError
+
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(long_ish_video.read_bytes()[: 20_000])
+    with pytest.raises(MediaError, match="broken.mp4"):
+        as_qwen2_vl(lambda: mv.video_for_model(broken))
+    checks = []
+    with pytest.raises(MediaError, match="advice"):  # the benchmark's own check words the error when it can
+
+        def check(path):
+            checks.append(path)
+            raise MediaError(f"{path.name}: advice")
+
+        as_qwen2_vl(lambda: mv.video_for_model(broken, on_broken=check))
+    assert checks == [broken]
+
+
+def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_path, monkeypatch):
+    """VRBench's default for video models: `num_frames` segment midpoints at 224x224, as a video."""
+    import decord
+
+    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.vrbench import hooks
+
+    monkeypatch.setenv("VRBENCH_ROOT", str(sample_dir / "vrbench"))
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    doc = hooks.build_docs("judge", "default")[0]
+    source = hooks.data.resolve_video(doc["video_path"])
+    [clip] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
+    assert Path(clip).parent == tmp_path / "proxies"
+    indices = video.vrbench_indices(video.probe(source).total_frames, 8)
+    expected = video.read_frames(source, indices, size=video.VRBENCH_SIZE, as_array=True)
+    assert np.array_equal(decord.VideoReader(clip).get_batch(list(range(8))).asnumpy(), expected)
+    # `video_frames: model`: the model's own frames (a proxy for qwen2_vl); outside a model run: the path.
+    [own] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))
+    assert own != clip and own.endswith(mv.PROXY_SUFFIX)
+    assert hooks.doc_to_visual(doc, {"visual_mode": "video"}) == [str(source)]
+
+
+_FILL = """
+import json, os, sys
+from lmms_video_reasoning.utils import model_video as mv
+path, worker = sys.argv[1], int(sys.argv[2])
+cache = mv.ProxyCache(mv.cache_dir(), mv.cache_limit_bytes(), protect_s=0)
+sizes = []
+for n in range(4):
+    mv.prepare(path, mv.Request(mv.Reading("qwen2_vl", 4 + 2 * n + 20 * worker, 602112, 3136)), cache)
+    sizes.append(cache.size())
+print(json.dumps(sizes))
+"""
+
+
+def test_cache_stays_within_its_bound_with_two_processes(tmp_path):
+    small = syn.write_video(tmp_path / "small.mp4", 20, fps=10, width=160, height=120)
+    folder = tmp_path / "proxies"
+    one = mv.ProxyCache(folder, 1 << 40)
+    env = {**os.environ, mv.CACHE_DIR_ENV: str(folder)}
+    # Bound: about three clips of the largest kind written here.
+    probe = mv.prepare(small, mv.Request(mv.Reading("qwen2_vl", 38, 602112, 3136)), one)
+    clip = Path(probe).stat().st_size
+    limit_mb = 3 * clip / 2**20
+    env[mv.CACHE_MB_ENV] = str(limit_mb)
+    procs = [subprocess.Popen([sys.executable, "-c", _FILL, str(small), str(w)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for w in (0, 1)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+    seen = [size for out, _ in outputs for size in json.loads(out.strip().splitlines()[-1])]
+    limit = limit_mb * 2**20
+    # Each process measured the folder after each of its writes: never above the bound by more
+    # than the clip being written by the other process at that moment.
+    assert max(seen) <= limit + clip, (seen, limit)
+    assert one.size() <= limit, (one.size(), limit)
+    assert not [p for p in folder.iterdir() if ".tmp" in p.name], "a temporary file was left behind"
+    assert len(one.entries()) >= 1
+
+
+# ---------------------------------------------------------------------- end to end (slow)
+
+
+@pytest.mark.slow
+def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_path):
+    from lmms_cli import run_lmms_eval
+    from processor_probe import processor_calls, processor_probe_env
+    from tiny_models import build_qwen2_vl
+
+    from lmms_video_reasoning.utils.sample import env_for, write_sample
+
+    sample = tmp_path / "sample"
+    write_sample(sample, ("vcr_bench",))
+    checkpoint = build_qwen2_vl(tmp_path / "tiny_qwen2_vl")
+    args = f"pretrained={checkpoint},device=cpu,device_map=cpu"
+    runs = {}
+    for mode in ("fast", "path"):
+        folder = tmp_path / mode
+        env = {**env_for(sample, ("vcr_bench",)), **processor_probe_env(folder / "probe"),
+               mv.INPUT_ENV: mode, mv.CACHE_DIR_ENV: str(folder / "proxies")}
+        results = run_lmms_eval("vcr_cot", folder / "out", model="qwen2_vl", model_args=args, env=env,
+                                extra=["--limit", "6"], log_samples=False)
+        runs[mode] = {"calls": processor_calls(folder / "probe"), "proxies": sorted((folder / "proxies").glob("*.avi")),
+                      "log": results["_log"]}
+    fast, path = runs["fast"], runs["path"]
+    assert len(fast["calls"]) == len(path["calls"]) == 6
+    # One proxy per video (documents sharing a video share it); none with plain paths.
+    assert fast["proxies"] and not path["proxies"], (fast["proxies"], path["proxies"])
+    for n, (a, b) in enumerate(zip(fast["calls"], path["calls"])):
+        assert np.array_equal(a["video_grid_thw"], b["video_grid_thw"]), n
+        assert np.array_equal(a["input_ids"], b["input_ids"]), n
+        assert np.array_equal(a["pixel_values_videos"], b["pixel_values_videos"]), n
+    assert "Failed to process video" not in fast["log"] + path["log"]
+
+
+def test_decode_ahead_prepares_the_next_documents_in_the_models_order(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
+    from lmms_eval.utils import Collator
+
+    videos = [syn.write_video(tmp_path / f"doc{n}.mp4", 6, fps=10, width=160, height=120) for n in range(4)]
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(mv.DECODE_AHEAD_ENV, "2")
+    monkeypatch.setattr(mv, "_ahead", None)
+    written = []  # (thread, source video) per proxy actually encoded
+    encode = mv.write_proxy
+
+    def spy(target, frames, layout):
+        written.append((threading.current_thread().name, Path(target).name.lstrip(".").split("-")[0]))
+        encode(target, frames, layout)
+
+    monkeypatch.setattr(mv, "write_proxy", spy)
+    dataset = [{"video": str(v)} for v in videos]
+
+    def doc_to_visual(doc):
+        return [mv.video_for_model(doc["video"])]
+
+    class Stub(Qwen2_VL):
+        def __init__(self):
+            self.max_num_frames, self.max_pixels, self.min_pixels = 8, 602112, 3136
+            self.task_dict = {"t": {"test": dataset}}
+
+        def generate_until(self, requests):  # lmms-eval's loop: a Collator, then one chunk at a time
+            re_ords = Collator([r for r in requests], lambda args: -args[3], grouping=True)  # last document first
+            out = []
+            for chunk in re_ords.get_batched(n=1, batch_fn=None):
+                contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
+                task, split = task[0], split[0]
+                for fn, ids in zip(doc_to_visual, doc_id):
+                    out.append(fn(self.task_dict[task][split][ids])[0])
+                time.sleep(1.0)  # the GPU
+            return out
+
+    proxies = Stub().generate_until([("ctx", {}, doc_to_visual, n, "t", "test") for n in range(4)])
+    ahead = mv._ahead
+    ahead.stop()
+    assert not ahead._thread.is_alive(), "the decode-ahead thread outlived the run"
+    assert all(p.endswith(mv.PROXY_SUFFIX) for p in proxies)
+    sources = [name for _thread, name in written]
+    assert sorted(sources) == ["doc0", "doc1", "doc2", "doc3"], f"each input is prepared exactly once: {written}"
+    assert written[0] == ("MainThread", "doc3"), written  # the model's first document, in the foreground
+    background = [name for thread, name in written if thread == "lmms-vr-decode-ahead"]
+    assert background and background == sorted(background, reverse=True), written  # ahead, in the model's order

@@ -1,0 +1,66 @@
+"""Judge calls in lmms-eval's own usage accounting (`results["usage"]`, source "judge").
+
+The judge engine calls `record` once per answered HTTP request (cache hits cost nothing and
+are not API calls). lmms-eval's usage records hold tokens only, so the estimated cost is
+added to its summary as `by_source.judge.cost_usd` (lmms_plugin wraps
+`summarize_usage_metrics`). Outside lmms-eval (`lmms-vr score`) this is a no-op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from typing import Iterator
+
+_USAGE_MODULE = "lmms_eval.models.model_utils.usage_metrics"
+_lock = threading.Lock()
+_cost_usd: float | None = None
+
+
+def _usage_metrics():
+    # Only when lmms-eval is running: importing it here would cost seconds in `lmms-vr score`.
+    return sys.modules.get(_USAGE_MODULE)
+
+
+def record(model: str, prompt_tokens: int, completion_tokens: int, price: dict[str, float] | None) -> None:
+    """One answered judge request: tokens to lmms-eval's `log_usage(source="judge")`, cost kept here."""
+    global _cost_usd
+    usage = _usage_metrics()
+    if usage is None:
+        return
+    usage.log_usage(model_name=model, input_tokens=prompt_tokens, output_tokens=completion_tokens, source="judge")
+    if price is not None:
+        with _lock:
+            _cost_usd = (_cost_usd or 0.0) + (prompt_tokens * price["input"] + completion_tokens * price["output"]) / 1e6
+
+
+def reset() -> None:
+    """lmms-eval resets its usage at the start of each evaluation; so do we."""
+    global _cost_usd
+    with _lock:
+        _cost_usd = None
+
+
+def add_cost(summary: dict) -> dict:
+    """lmms-eval's usage summary with the judge's estimated cost (when its price is known)."""
+    judge = (summary or {}).get("by_source", {}).get("judge")
+    if judge is not None:
+        with _lock:
+            judge["cost_usd"] = None if _cost_usd is None else round(_cost_usd, 6)
+    return summary
+
+
+@contextlib.contextmanager
+def task_context(task_name: str) -> Iterator[None]:
+    """Attribute usage logged inside the block (our judging runs in aggregation) to `task_name`."""
+    usage = _usage_metrics()
+    if usage is None:
+        yield
+        return
+    previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
+    usage.set_task_context(task_name)
+    try:
+        yield
+    finally:
+        usage.set_task_context(previous)

@@ -1,0 +1,95 @@
+"""Post-import hooks that make this suite look built in to every lmms-eval entry point.
+
+`lmms_video_reasoning.pth` (installed at the top of site-packages) imports this module at
+interpreter start. It imports nothing heavy: it puts one finder on `sys.meta_path` that
+waits until lmms-eval's own modules are imported and then calls the matching function of
+`lmms_video_reasoning.utils.lmms_plugin`:
+
+- `lmms_eval.tasks`: every `TaskManager` indexes our task folder. This covers the entry
+  points that build a task index without importing `lmms_eval.models` (`lmms-eval tasks`,
+  `power`, `serve`, the wizard), which the `lmms_eval.models` entry point cannot reach.
+- `lmms_eval.models`: our model manifests are registered even when another plugin's entry
+  point failed first (lmms-eval stops loading entry points at the first failure).
+- `lmms_eval.evaluator_utils`: standard errors for our headline metrics and judge usage
+  attributed to the task being aggregated; `...usage_metrics`: the judge's cost in
+  lmms-eval's usage summary (before `lmms_eval.evaluator` binds its functions).
+
+A hook that fails is logged and never breaks the import of lmms-eval. Set
+LMMS_VR_NO_AUTOLOAD=1 to switch all of this off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+DISABLE_ENV = "LMMS_VR_NO_AUTOLOAD"
+
+# lmms-eval module -> function of lmms_plugin called right after that module is executed
+HOOKS = {
+    "lmms_eval.tasks": "install_task_path",
+    "lmms_eval.models": "install_model_manifests",
+    "lmms_eval.evaluator_utils": "install_metric_hooks",
+    "lmms_eval.models.model_utils.usage_metrics": "install_usage_hooks",
+}
+
+
+def run_hook(module_name: str) -> None:
+    try:
+        from lmms_video_reasoning.utils import lmms_plugin
+
+        getattr(lmms_plugin, HOOKS[module_name])()
+    except Exception:  # never break lmms-eval's own import
+        import logging
+
+        logging.getLogger("lmms_video_reasoning").exception(
+            "lmms-video-reasoning: the %s hook failed; use --include_path \"$(lmms-vr tasks-path)\" meanwhile", module_name)
+
+
+class _HookedLoader:
+    """Delegates to the real loader, then runs our hook on the executed module.
+    (No importlib.abc base classes: this module runs at every interpreter start; keep it cheap.)"""
+
+    def __init__(self, loader, name: str) -> None:
+        self._loader, self._name = loader, name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        run_hook(self._name)
+
+    def __getattr__(self, attribute):  # get_resource_reader, is_package, ... of the real loader
+        return getattr(self._loader, attribute)
+
+
+class PostImportFinder:
+    """Finds nothing itself; wraps the loader the other finders return for a hooked module."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in HOOKS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _HookedLoader(spec.loader, name)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Put the finder first on `sys.meta_path` (once); hook modules already imported now."""
+    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+        return
+    if not any(isinstance(finder, PostImportFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, PostImportFinder())
+    for name in HOOKS:
+        if name in sys.modules:
+            run_hook(name)
+
+
+install()

@@ -1,0 +1,620 @@
+"""Video inputs for lmms-eval's video-native models, prepared once, fast, with bounded memory.
+
+lmms-eval's simple video models take only a path and decode it themselves. `qwen2_vl` (and
+the simple `qwen2_5_vl`) hand it to `qwen_vl_utils.fetch_video`, which decodes the video at
+2 fps up to 768 frames and resizes them all, after which the model keeps 32 of them; on a
+20-minute 720p file that is tens of seconds and ~17 GB per sample. This module computes, from
+the container, the frames that path would end with (the composed indices), decodes only
+those with `utils.video.read_frames`, applies the same resize, and writes them into a small
+lossless *proxy clip* that the model reads as a video and ends up with exactly the same
+frames (checked by simulating the model's selection on the proxy before using it).
+
+Public interface
+----------------
+- ``INPUT_ENV`` (``LMMS_VR_VIDEO_INPUT``): ``fast`` (default) or ``path``: ``path`` restores
+  plain video paths everywhere (the one switch back).
+- ``Reading``: how a known lmms-eval model reads a video path (model name, frame budget,
+  pixel limits); ``reading_of(model)`` for an lmms-eval model instance (None if unknown).
+- ``model_frames(reading, total, fps, width, height) -> ModelFrames(indices, size)``: the
+  presentation indices and the frame size the model's own path ends with.
+- ``video_for_model(path, *, frames=None, size=None, on_broken=None) -> str``: what a
+  ``doc_to_visual`` hook returns for a video: a cached proxy clip path when the calling model
+  is known (or ``frames`` fixes the frames, e.g. a benchmark protocol), else ``str(path)``.
+  A file that cannot be decoded raises through ``on_broken`` (the benchmark's checked-video
+  function, whose error names the fix) or MediaError; this decode is the broken-file check.
+- ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
+  multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock).
+- Decode-ahead: while the model works on one document, the next ``LMMS_VR_DECODE_AHEAD``
+  (default 2; 0 = off) documents in the model's own processing order are prepared by one
+  background thread (their proxies land in the cache; memory is one document's frames at a
+  time). The order comes from the model's ``generate_until`` frame (lmms-eval's ``Collator``);
+  the queue is dropped when the run ends.
+
+See ``utils/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import fcntl
+import hashlib
+import logging
+import os
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+from lmms_video_reasoning.utils.files import atomic_target
+
+logger = logging.getLogger("lmms_video_reasoning.model_video")
+
+INPUT_ENV = "LMMS_VR_VIDEO_INPUT"
+INPUT_MODES = ("fast", "path")
+CACHE_MB_ENV = "LMMS_VR_PROXY_CACHE_MB"
+CACHE_DIR_ENV = "LMMS_VR_PROXY_CACHE_DIR"
+DECODE_AHEAD_ENV = "LMMS_VR_DECODE_AHEAD"
+DEFAULT_CACHE_MB = 4096
+DEFAULT_DECODE_AHEAD = 2
+PROXY_SUFFIX = ".avi"  # UT Video (lossless RGB, intra-only) in AVI: decord and PyAV read it exactly
+PROXY_VERSION = 1  # part of every cache key: bump when the proxy layout changes
+
+
+def input_mode() -> str:
+    """``fast`` (proxy clips for known models) or ``path`` (plain paths), from ``LMMS_VR_VIDEO_INPUT``."""
+    value = os.environ.get(INPUT_ENV, "").strip().lower() or "fast"
+    if value not in INPUT_MODES:
+        raise ValueError(f"{INPUT_ENV}={value!r}: use one of {INPUT_MODES} ('path' hands models the original video path)")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# What a model's own path selects
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How an lmms-eval model reads a video path (its constructor's settings)."""
+
+    model: str  # "qwen2_vl" | "qwen2_5_vl" | "llava_onevision"
+    max_frames: int
+    max_pixels: int | None = None
+    min_pixels: int | None = None
+
+
+# lmms-eval class -> reading name; matched anywhere in a model's MRO (subclasses count).
+_KNOWN = {
+    "lmms_eval.models.simple.qwen2_vl.Qwen2_VL": "qwen2_vl",
+    "lmms_eval.models.simple.qwen2_5_vl.Qwen2_5_VL": "qwen2_5_vl",
+    "lmms_eval.models.simple.llava_onevision.Llava_OneVision": "llava_onevision",
+}
+
+
+def reading_of(model) -> Reading | None:
+    """The ``Reading`` of an lmms-eval model instance, or None (unknown, or a chat model)."""
+    if not getattr(model, "is_simple", True):
+        return None
+    for cls in type(model).__mro__:
+        name = _KNOWN.get(f"{cls.__module__}.{cls.__qualname__}")
+        if name == "llava_onevision":
+            return Reading(name, int(model.max_frames_num))
+        if name is not None:
+            return Reading(name, int(model.max_num_frames), int(model.max_pixels), int(model.min_pixels))
+    return None
+
+
+@dataclass(frozen=True)
+class ModelFrames:
+    """Presentation indices (in order, repeats kept) and ``(height, width)`` the model ends with."""
+
+    indices: tuple[int, ...]
+    size: tuple[int, int]
+
+
+def _qwen_stage(reading: Reading, total: int, fps: float, height: int, width: int) -> tuple[list[int], tuple[int, int]]:
+    """``qwen_vl_utils.fetch_video`` on a path (decord reader): its indices and resize target."""
+    import torch
+    from qwen_vl_utils import vision_process as vp
+
+    ele = {"max_pixels": reading.max_pixels, "min_pixels": reading.min_pixels}
+    nframes = vp.smart_nframes(ele, total_frames=total, video_fps=fps)
+    indices = torch.linspace(0, total - 1, nframes).round().long().tolist()
+    factor = 14 * vp.SPATIAL_MERGE_SIZE
+    min_pixels = ele["min_pixels"]
+    total_pixels = vp.MODEL_SEQ_LEN * factor * factor * 0.9
+    max_pixels = max(min(vp.VIDEO_MAX_TOKEN_NUM * factor * factor, total_pixels / nframes * vp.FRAME_FACTOR), int(min_pixels * 1.05))
+    max_pixels = min(ele["max_pixels"], max_pixels)
+    size = vp.smart_resize(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
+    return indices, size
+
+
+def model_frames(reading: Reading, total: int, fps: float, width: int, height: int) -> ModelFrames:
+    """The frames (presentation indices) and size ``reading``'s own path ends with on a video of
+    ``total`` frames at ``fps`` (decord's count and average rate), ``width`` x ``height``.
+
+    - ``qwen2_vl``: ``fetch_video`` indices ``round(linspace(0, total-1, n))`` with ``n`` from
+      ``smart_nframes`` (2 fps, 4..768, even), resized as ``fetch_video`` does for ``n``
+      frames, then the model keeps ``linspace(0, n-1, max_num_frames, dtype=int)``.
+    - ``qwen2_5_vl`` (simple): the same decode; keeps ``unique(linspace(...))`` plus the last.
+    - ``llava_onevision``: ``linspace(0, total-1, max_frames_num, dtype=int)``, native size.
+    """
+    if reading.model == "llava_onevision":
+        keep = np.linspace(0, total - 1, reading.max_frames, dtype=int)
+        return ModelFrames(tuple(int(i) for i in keep), (height, width))
+    decoded, size = _qwen_stage(reading, total, fps, height, width)
+    n = len(decoded)
+    keep = np.linspace(0, n - 1, reading.max_frames, dtype=int)
+    if reading.model == "qwen2_5_vl":
+        keep = np.unique(keep)
+        if n - 1 not in keep:
+            keep = np.unique(np.append(keep, n - 1))
+    return ModelFrames(tuple(decoded[int(k)] for k in keep), (int(size[0]), int(size[1])))
+
+
+# --------------------------------------------------------------------------------------------
+# Proxy layout: which frame goes where so the model's selection on the proxy yields the targets
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProxyLayout:
+    """A proxy of ``slots`` frames at ``rate`` fps; slot ``s`` shows target ``fill[s]``."""
+
+    fill: tuple[int, ...]  # position in the target list for each proxy frame
+    rate: Fraction
+
+
+def _proxy_rate(slots: int, duration: float) -> Fraction:
+    """The source's temporal extent, at most 2 fps (Qwen readers sample a path at 2 fps, so a
+    slower clip is read frame by frame; other readers ignore the rate)."""
+    rate = Fraction(slots / duration).limit_denominator(1_000_000) if duration > 0 else Fraction(1)
+    return max(min(rate, Fraction(2)), Fraction(1, 1_000_000))
+
+
+def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int, int], duration: float) -> ProxyLayout | None:
+    """A layout whose reading by ``reading`` (simulated with ``model_frames``) gives ``targets``
+    in order at ``size``; None if no small layout does. ``reading=None``: the targets as they are."""
+    k = len(targets)
+    for slots in range(k, k + 4):
+        rate = _proxy_rate(slots, duration)
+        if reading is None:
+            return ProxyLayout(tuple(range(k)), rate)
+        got = model_frames(reading, slots, float(rate), size[1], size[0])
+        if len(got.indices) != k or got.size != size:
+            continue
+        fill: dict[int, int] = {}  # proxy slot -> position in targets
+        if any(fill.setdefault(slot, j) != j and targets[fill[slot]] != targets[j] for j, slot in enumerate(got.indices)):
+            continue  # one slot would have to show two different frames
+        order, last = [], 0
+        for slot in range(slots):
+            last = fill.get(slot, last)
+            order.append(last)
+        return ProxyLayout(tuple(order), rate)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Bounded, multi-process-safe cache of proxy clips
+# --------------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    from lmms_video_reasoning.utils.data import cache_home
+
+    value = os.environ.get(CACHE_DIR_ENV, "").strip()
+    return Path(value) if value else cache_home() / "video_proxies"
+
+
+def cache_limit_bytes() -> int:
+    value = os.environ.get(CACHE_MB_ENV, "").strip()
+    try:
+        mb = float(value) if value else DEFAULT_CACHE_MB
+    except ValueError:
+        raise ValueError(f"{CACHE_MB_ENV}={value!r} must be a number of megabytes") from None
+    return int(mb * 2**20)
+
+
+class ProxyCache:
+    """Proxy clips in one folder, at most ``limit`` bytes, least recently used evicted first.
+
+    A hit touches the file (mtime = last use). A new clip is written to a temporary file and
+    renamed into place (``atomic_target``), so readers never see a partial clip and two
+    processes making the same clip both end with a complete one. Eviction runs under an
+    exclusive ``flock`` on ``.lock`` (one process at a time) and never removes the clip just
+    made, nor clips used in the last ``protect_s`` seconds while others can go (the ones the
+    model is about to read, including decode-ahead results).
+    """
+
+    def __init__(self, folder: Path, limit: int, protect_s: float = 120.0):
+        self.folder, self.limit, self.protect_s = Path(folder), int(limit), protect_s
+
+    def path_for(self, stem: str, key: str) -> Path:
+        return self.folder / f"{stem[:40]}-{key}{PROXY_SUFFIX}"
+
+    def hit(self, path: Path) -> bool:
+        try:
+            os.utime(path)
+            return path.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    def store(self, path: Path, write: Callable[[Path], None]) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_target(path) as tmp:
+            write(tmp)
+        self.evict(keep=path)
+        return path
+
+    def entries(self) -> list[tuple[float, int, Path]]:
+        found = []
+        for entry in os.scandir(self.folder):
+            if entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                found.append((st.st_mtime, st.st_size, Path(entry.path)))
+        return sorted(found)
+
+    def size(self) -> int:
+        return sum(size for _, size, _ in self.entries())
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Remove least recently used clips until the folder fits the limit; returns bytes freed."""
+        import time
+
+        freed = 0
+        with open(self.folder / ".lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                entries = self.entries()
+                total = sum(size for _, size, _ in entries)
+                now = time.time()
+                # Oldest first; recently used ones only when nothing older is left.
+                ordered = [e for e in entries if now - e[0] > self.protect_s] + [e for e in entries if now - e[0] <= self.protect_s]
+                for _mtime, size, path in ordered:
+                    if total <= self.limit:
+                        break
+                    if keep is not None and path == keep:
+                        continue
+                    try:
+                        path.unlink()
+                    except FileNotFoundError:
+                        pass
+                    total -= size
+                    freed += size
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        return freed
+
+
+def write_proxy(target: Path, frames: np.ndarray, layout: ProxyLayout) -> None:
+    """Encode ``frames[layout.fill]`` losslessly (UT Video, planar RGB) into the AVI ``target``."""
+    import av
+
+    height, width = frames.shape[1:3]
+    with av.open(str(target), mode="w", format="avi") as out:
+        stream = out.add_stream("utvideo", rate=layout.rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "gbrp"
+        for slot, j in enumerate(layout.fill):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frames[j]), format="rgb24")
+            frame.pts = slot
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+
+
+def resize_like_qwen(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``fetch_video``'s resize (torchvision bicubic, antialias, on uint8) of ``(N, H, W, 3)`` frames."""
+    if frames.shape[1:3] == tuple(size):
+        return frames
+    import torch
+    from torchvision import transforms
+    from torchvision.transforms import InterpolationMode
+
+    tensor = torch.from_numpy(frames).permute(0, 3, 1, 2)
+    resized = transforms.functional.resize(tensor, list(size), interpolation=InterpolationMode.BICUBIC, antialias=True)
+    return resized.permute(0, 2, 3, 1).contiguous().numpy()
+
+
+# --------------------------------------------------------------------------------------------
+# Preparing one input
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to put in a proxy: the model's own frames (``reading``) or fixed ``frames``/``size``."""
+
+    reading: Reading | None
+    frames: tuple[int, ...] | None = None  # fixed presentation indices (a benchmark protocol)
+    size: tuple[int, int] | None = None  # fixed (width, height) for ``frames``
+
+
+_locks: dict[tuple, threading.Lock] = {}
+_locks_guard = threading.Lock()
+_done: "collections.OrderedDict[tuple, str]" = collections.OrderedDict()
+
+
+def _lock_for(ident: tuple) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(ident, threading.Lock())
+
+
+def _key(path: Path, request: Request) -> str:
+    st = path.stat()
+    text = f"v{PROXY_VERSION}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{request!r}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | None:
+    """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no
+    exact proxy layout exists (the caller hands over the path). Raises VideoError for a file
+    that cannot be decoded."""
+    from lmms_video_reasoning.utils import video
+
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        raise video.VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
+    ident = (str(path), st.st_size, st.st_mtime_ns, request)
+    with _lock_for(ident):  # foreground and decode-ahead never prepare the same input twice
+        with _locks_guard:
+            known = _done.get(ident)
+        cache = cache or ProxyCache(cache_dir(), cache_limit_bytes())
+        if known is not None and cache.hit(Path(known)):
+            return known
+        target = cache.path_for(path.stem, _key(path, request))
+        if cache.hit(target):
+            result = str(target)
+        else:
+            info = video.probe(path)
+            if request.frames is not None:
+                targets = list(request.frames)
+                size = (request.size[1], request.size[0]) if request.size else (info.height, info.width)
+            else:
+                chosen = model_frames(request.reading, info.total_frames, info.fps, info.width, info.height)
+                targets, size = list(chosen.indices), chosen.size
+            layout = plan_proxy(request.reading if request.frames is None else None, targets, size, info.duration)
+            if layout is None:
+                logger.warning("%s: no exact proxy layout for %s; handing the model the original path", path, request.reading)
+                return None
+            unique = sorted(set(targets))
+            if request.frames is not None and request.size is not None:
+                decoded = video.read_frames(path, unique, size=request.size, as_array=True)
+            else:
+                decoded = resize_like_qwen(video.read_frames(path, unique, as_array=True), size) if request.reading.model != "llava_onevision" else video.read_frames(path, unique, as_array=True)
+            row = {index: r for r, index in enumerate(unique)}
+            frames = decoded[[row[i] for i in targets]]
+            del decoded
+            cache.store(target, lambda tmp: write_proxy(tmp, frames, layout))
+            result = str(target)
+            logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(targets), size[1], size[0])
+        with _locks_guard:
+            _done[ident] = result
+            while len(_done) > 4096:
+                _done.popitem(last=False)
+        return result
+
+
+# --------------------------------------------------------------------------------------------
+# The calling model, its processing order, and decode-ahead
+# --------------------------------------------------------------------------------------------
+
+_context = threading.local()  # .reading set by decode-ahead jobs (no model frame on their stack)
+
+
+def _model_frame(start):
+    """The innermost stack frame whose ``self`` is an lmms-eval model (None outside one)."""
+    try:
+        from lmms_eval.api.model import lmms
+    except Exception:  # noqa: BLE001 - lmms-eval absent: no model to find
+        return None
+    frame = start
+    for _ in range(12):
+        if frame is None:
+            return None
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, lmms):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def calling_model(depth: int = 1) -> tuple[bool, Reading | None]:
+    """Whether an lmms-eval model called the hook, and its ``Reading`` (decode-ahead jobs: theirs)."""
+    if getattr(_context, "prefetching", False):
+        return True, _context.reading
+    frame = _model_frame(sys._getframe(depth + 1))
+    return (True, reading_of(frame.f_locals["self"])) if frame is not None else (False, None)
+
+
+class DecodeAhead:
+    """One background thread preparing the next documents' inputs, in the model's order.
+
+    ``schedule(jobs)`` replaces the queue with ``jobs`` (callables, nearest first, at most
+    ``depth``); a job already running finishes (its result lands in the cache, where the
+    foreground call finds it; ``prepare`` serialises the two). ``stop()`` drops the queue and
+    waits for the running job: called at exit, so no temporary file or thread is left behind.
+    """
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self._queue: collections.deque = collections.deque()
+        self._cv = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self.completed = 0
+
+    def schedule(self, jobs: list[Callable[[], object]]) -> None:
+        with self._cv:
+            if self._stopped:
+                return
+            self._queue.clear()
+            self._queue.extend(jobs[: self.depth])
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lmms-vr-decode-ahead", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._stopped:
+                    self._cv.wait()
+                if self._stopped:
+                    return
+                job = self._queue.popleft()
+            try:
+                job()
+                self.completed += 1
+            except Exception as exc:  # noqa: BLE001 - the foreground call reports it with context
+                logger.debug("decode-ahead job failed (the document will report it): %s", exc)
+
+    def stop(self, timeout: float | None = 60.0) -> None:
+        with self._cv:
+            self._stopped = True
+            self._queue.clear()
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+_ahead: DecodeAhead | None = None
+_ahead_guard = threading.Lock()
+_orders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def decode_ahead_depth() -> int:
+    value = os.environ.get(DECODE_AHEAD_ENV, "").strip()
+    try:
+        return max(0, int(value)) if value else DEFAULT_DECODE_AHEAD
+    except ValueError:
+        raise ValueError(f"{DECODE_AHEAD_ENV}={value!r} must be a number of documents (0 = off)") from None
+
+
+def decode_ahead() -> DecodeAhead | None:
+    global _ahead
+    depth = decode_ahead_depth()
+    if depth == 0:
+        return None
+    with _ahead_guard:
+        if _ahead is None:
+            _ahead = DecodeAhead(depth)
+            atexit.register(_ahead.stop)
+        return _ahead
+
+
+def _processing_order(collator) -> tuple[list[tuple], dict]:
+    """Request args in the order a model's ``Collator`` hands them out (groups, then sort key),
+    and each ``(task, doc_id)``'s position in it."""
+    cached = _orders.get(collator)
+    if cached is not None:
+        return cached
+    groups = collator.arr_with_indices
+    groups = groups.values() if isinstance(groups, dict) else [groups]
+    order = [args for values in groups for _i, args in sorted(values, key=lambda x: collator.fn(x[1]))]
+    position = {(args[4], args[3]): n for n, args in enumerate(order) if len(args) >= 6}
+    _orders[collator] = order, position
+    return order, position
+
+
+def _upcoming(frame) -> list[tuple[Callable, dict]]:
+    """(doc_to_visual, doc) of the documents after the current chunk, in the model's order."""
+    model = frame.f_locals["self"]
+    local = frame.f_locals  # names as in lmms-eval 0.7's simple models' generate_until
+    collator, task = local.get("re_ords"), local.get("task")
+    doc_ids = local.get("doc_id", local.get("batched_doc_id"))
+    if collator is None or doc_ids is None or not hasattr(collator, "arr_with_indices"):
+        return []
+    task = task[0] if isinstance(task, tuple) else task
+    order, position = _processing_order(collator)
+    current = [position.get((task, d)) for d in doc_ids]
+    if None in current:
+        return []
+    upcoming = []
+    for args in order[max(current) + 1 :]:
+        fn, doc_id, task_name, split = args[2], args[3], args[4], args[5]
+        if callable(fn):
+            upcoming.append((fn, model.task_dict[task_name][split][doc_id]))
+    return upcoming
+
+
+def schedule_ahead(reading: Reading) -> None:
+    """Queue the next documents' ``doc_to_visual`` calls (as ``reading``'s model) in the background."""
+    if getattr(_context, "prefetching", False):
+        return
+    ahead = decode_ahead()
+    if ahead is None:
+        return
+    frame = _model_frame(sys._getframe(1))
+    if frame is None:
+        return
+    try:
+        upcoming = _upcoming(frame)[: ahead.depth]
+    except Exception as exc:  # noqa: BLE001 - an unexpected model layout only disables decode-ahead
+        logger.debug("decode-ahead: cannot read the model's processing order (%s)", exc)
+        return
+
+    def job(fn, doc):
+        def run():
+            _context.prefetching, _context.reading = True, reading
+            try:
+                fn(doc)
+            finally:
+                _context.prefetching, _context.reading = False, None
+
+        return run
+
+    ahead.schedule([job(fn, doc) for fn, doc in upcoming])
+
+
+# --------------------------------------------------------------------------------------------
+# The hook-facing entry point
+# --------------------------------------------------------------------------------------------
+
+
+def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
+                    size: tuple[int, int] | None = None, on_broken: Callable[[Path], object] | None = None) -> str:
+    """What a ``doc_to_visual`` hook hands a simple video model for the video ``path``.
+
+    With ``LMMS_VR_VIDEO_INPUT=path``: ``str(path)`` after ``on_broken(path)`` (the benchmark's
+    decode check). Otherwise, when the calling model is known (``reading_of``) or ``frames``
+    fixes the frames (indices, or a function of the frame count; ``size`` = ``(width, height)``): a proxy clip (``prepare``) the model
+    reads back as exactly those frames, and the next documents are queued for decode-ahead.
+    Unknown models (without ``frames``) and calls from outside a model (scripts, tests) get the
+    checked path. A file our decoder rejects goes through
+    ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
+    """
+    from lmms_video_reasoning.utils.data import MediaError
+    from lmms_video_reasoning.utils.video import VideoError
+
+    path = Path(path)
+    if input_mode() == "path":
+        return str(on_broken(path) if on_broken else path)
+    inside, reading = calling_model()
+    if not inside or (reading is None and frames is None):  # called outside a run, or by a model we do not know
+        return str(on_broken(path) if on_broken else path)
+    try:
+        if callable(frames):
+            from lmms_video_reasoning.utils.video import probe
+
+            frames = frames(probe(path).total_frames)
+        request = Request(reading if frames is None else None, tuple(int(i) for i in frames) if frames is not None else None,
+                          tuple(size) if size is not None else None)
+        proxy = prepare(path, request)
+    except VideoError as exc:
+        if on_broken is not None:
+            on_broken(path)  # raises with the benchmark's own advice when the file is broken
+        raise MediaError(str(exc)) from None
+    if reading is not None:  # after this document's input, so the two never compete for the CPU
+        schedule_ahead(reading)
+    return proxy if proxy is not None else str(on_broken(path) if on_broken else path)
