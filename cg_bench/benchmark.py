@@ -1,12 +1,11 @@
 """CG-Bench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
 `lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
-(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`) and its official judge."""
+(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
 import dataclasses
 from typing import Sequence
 
 from lmms_video_reasoning.cg_bench.report import report_spec
-from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
 
 
@@ -55,9 +54,6 @@ class CgBenchScoring(ScoringAdapter):
         return str(record["qid"])
 
 
-# The official evaluation's judge: GPT-4o (gpt-4o-2024-08-06), read like lmms-eval's tasks (MODEL_VERSION, OPENAI_API_URL).
-JUDGE = JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL"))
-
 BENCHMARK = Benchmark(
     name="cg_bench",
     title="CG-Bench",
@@ -66,7 +62,6 @@ BENCHMARK = Benchmark(
     report=report_spec(),
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
-    judge=JUDGE,
     demo_tasks=("cg_bench_mcq", "cg_bench_open"),
     aliases=(),
 )

@@ -2,8 +2,8 @@
 
 Precedence (issue 3): ``LMMS_VR_JUDGE_BASE_URL`` / ``LMMS_VR_JUDGE_API_KEY`` /
 ``LMMS_VR_JUDGE_MODEL`` override everything; otherwise each benchmark has the defaults of
-its official evaluation code (a ``JudgeDefaults`` its folder declares, found through the
-suite's registry) plus lmms-eval's conventions (``OPENAI_API_URL``, ``MODEL_VERSION``).
+its official evaluation code (``_DEFAULTS``: GPT-4o for VCR-Bench and CG-Bench, DeepSeek-V3 for
+VRBench) plus lmms-eval's conventions (``OPENAI_API_URL``, ``MODEL_VERSION``).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ class JudgeConfigError(RuntimeError):
 
 @dataclass(frozen=True)
 class JudgeDefaults:
-    """A benchmark's judge as its official evaluation code sets it (declared in the benchmark's
-    folder, `Benchmark.judge`): the model, where its name and key are read, the endpoint."""
+    """A benchmark's judge as its official evaluation code sets it: the model, where its name
+    and key are read, the endpoint."""
 
     model: str
     model_env: str | None
@@ -59,18 +59,20 @@ class JudgeDefaults:
     base_url_envs: tuple[str, ...]
 
 
+# Each benchmark's official judge. Kept here, not in the benchmark folders' registry entries:
+# the judge runs inside the lmms-eval hooks, which also ship upstream without the registry.
+_DEFAULTS = {
+    "vcr_bench": JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
+    "cg_bench": JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
+    "vrbench": JudgeDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ()),
+}
+
+
 def benchmark_defaults(benchmark: str) -> JudgeDefaults:
     """The judge defaults of ``benchmark`` (ValueError naming the benchmarks that have a judge)."""
-    from lmms_video_reasoning.utils import registry
-
-    judged = [b.name for b in registry.benchmarks() if b.judge is not None]
-    try:
-        defaults = registry.get(benchmark).judge
-    except ValueError:
-        defaults = None
-    if defaults is None:
-        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {judged}")
-    return defaults
+    if benchmark not in _DEFAULTS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(_DEFAULTS)}")
+    return _DEFAULTS[benchmark]
 
 
 @dataclass(frozen=True)

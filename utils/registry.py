@@ -108,7 +108,6 @@ class Benchmark:
     task_dirs: tuple[Path, ...] = ()  # YAML folders besides the suite's tasks/ (a benchmark defined elsewhere)
     data_module: str | None = None  # the module `lmms-vr prepare` uses (see `data()`)
     demo_tasks: tuple[str, ...] = ()  # what `lmms-vr demo` runs by default
-    judge: Any = None  # `judges.config.JudgeDefaults`: the official evaluation's judge (None: no judge)
 
     def data(self):
         """The benchmark's data module, imported on use. `lmms-vr prepare` needs: `SOURCE` (a

@@ -3,8 +3,8 @@
 lmms-eval asks `stderr_for_metric(aggregation, bootstrap_iters)` for a function of the
 metric's records; it knows only its own aggregation functions. For ours (found by
 `stderr_function`), the standard error is the standard deviation of the same bootstrap that
-gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (questions; VRBench:
-videos, whose questions are correlated), the benchmark's own metric functions on every
+gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
+questions, or videos whose questions are correlated), the benchmark's own metric functions on every
 resample, the report's seed and resample count. Per-sample outcomes come through the judge
 cache, so after the aggregation has judged a run they cost no call. One bootstrap per
 distinct list of records serves all of a task's headline metrics.
@@ -49,9 +49,13 @@ def find_benchmark(aggregation: Callable) -> tuple[str, str] | None:
 
 
 def headline_metrics(benchmark: str) -> Sequence[str]:
-    from lmms_video_reasoning.utils import report
+    from lmms_video_reasoning.utils import registry
 
-    return report.HEADLINE.get(benchmark, ())
+    try:
+        spec = registry.get(benchmark).report
+    except ValueError:
+        return ()
+    return spec.headline if spec is not None else ()
 
 
 def stderr_function(aggregation: Callable, bootstrap_iters: int) -> Callable[[Sequence[dict]], Any] | None:
@@ -92,10 +96,9 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPO
 def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> dict[str, float]:
     import numpy as np
 
-    from lmms_video_reasoning.utils import report
-    from lmms_video_reasoning.utils import score as scoring
+    from lmms_video_reasoning.utils import registry, report
 
-    bench = scoring.BENCHMARKS[benchmark]
+    bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
         judge = bench.judge()
         if judge is None or judge.cache is None:  # without its cache, the bootstrap would judge everything again

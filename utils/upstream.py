@@ -239,13 +239,17 @@ def imported_modules(source: str) -> set[str]:
     return {m for m in modules if module_path(m) is not None}
 
 
+LMMS_VR_ONLY = ("benchmark.py", "report.py")
+
+
 def export_modules(folders: list[TaskFolder]) -> dict[str, Path]:
     """{module: source file}: every module of the benchmark packages, and the closure of what they import."""
     todo = []
     for folder in folders:
         base = package_dir(folder.package)
         for path in sorted(base.rglob("*.py")):
-            if "__pycache__" not in path.parts:
+            # benchmark.py / report.py serve `lmms-vr` (registry, report), not lmms-eval's tasks
+            if "__pycache__" not in path.parts and path.relative_to(base).as_posix() not in LMMS_VR_ONLY:
                 rel = path.relative_to(base).with_suffix("")
                 parts = [p for p in rel.parts if p != "__init__"]
                 todo.append(".".join([PACKAGE, folder.package, *parts]))
@@ -369,14 +373,15 @@ def frame_budget_table(folder: TaskFolder) -> str:
 
 def reference_numbers(package: str) -> str:
     """The papers' numbers for this benchmark, as markdown (empty when none are shipped)."""
+    from lmms_video_reasoning.utils import registry
+
     try:
-        from lmms_video_reasoning.utils.reference_rows import REFERENCE_ROWS
-    except ImportError:
+        entry = registry.get(package).reference_tables()
+    except ValueError:
         return ""
-    entry = REFERENCE_ROWS.get(package)
-    if not entry:
+    if not entry.get("tables"):
         return ""
-    out = ["## Official numbers", "", f"From {entry['paper'].split(', text in')[0]}.", ""]
+    out = ["## Official numbers", "", f"From {entry['citation']}.", ""]
     for table in entry["tables"].values():
         columns = table["columns"]
         out += [f"### {table['title']}", "", "| model | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]

@@ -1,8 +1,7 @@
 """VCR-Bench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
 `lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
-(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`) and its official judge."""
+(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
-from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
 from lmms_video_reasoning.vcr_bench.report import report_spec
 
@@ -37,9 +36,6 @@ class VcrBenchScoring(ScoringAdapter):
         return hooks.metrics_from_outcomes(records, outcomes, settings)
 
 
-# The official evaluation's judge: GPT-4o (gpt-4o-2024-08-06), read like lmms-eval's tasks (MODEL_VERSION, OPENAI_API_URL).
-JUDGE = JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL"))
-
 BENCHMARK = Benchmark(
     name="vcr_bench",
     title="VCR-Bench",
@@ -48,7 +44,6 @@ BENCHMARK = Benchmark(
     report=report_spec(),
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
-    judge=JUDGE,
     demo_tasks=("vcr_cot",),
     aliases=(),
 )

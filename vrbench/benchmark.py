@@ -1,8 +1,7 @@
 """VRBench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
 `lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
-(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`) and its official judge."""
+(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
-from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
 from lmms_video_reasoning.vrbench.report import report_spec
 
@@ -46,9 +45,6 @@ class VrBenchScoring(ScoringAdapter):
         return str(record["sample_id"]).rsplit("_", 1)[0]
 
 
-# The official evaluation's judge: DeepSeek-V3 (`deepseek-chat`) at api.deepseek.com.
-JUDGE = JudgeDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ())
-
 BENCHMARK = Benchmark(
     name="vrbench",
     title="VRBench",
@@ -57,7 +53,6 @@ BENCHMARK = Benchmark(
     report=report_spec(),
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
-    judge=JUDGE,
     demo_tasks=("vr_bench",),
     aliases=("vr_bench",),
 )
