@@ -371,6 +371,8 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     outcomes = scoring.stored_outcomes(path)
     missing = ""
     if outcomes is None:
+        if verdicts is None and not no_verdicts:  # no run's judge given: the configured judge's cache
+            verdicts, no_verdicts = verdicts_for(None, bench.judge_name)
         reader = verdicts if verdicts is not None else _NoVerdicts()
         before = shortfall(reader)
         log.info("%s: recomputing per-sample outcomes from %s (verdicts from the judge cache)", task, path.name)
