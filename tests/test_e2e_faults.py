@@ -125,7 +125,10 @@ def test_killed_scoring_rerun_pays_no_completed_judgment_twice(tmp_path_factory,
         second = server.requests[first_requests:]
     repaid = [body for body in second if request_keys(body) & completed]
     assert not repaid, f"{len(repaid)} judgments completed before the kill were paid for again"
-    assert len(second) == total - len(completed), (len(second), total, len(completed))
+    # A judgment may take more than one request (a re-ask after an unparseable reply, which is
+    # never cached), so count the clean run's requests for the judgments not completed.
+    outstanding = [body for body in clean["requests"] if not request_keys(body) & completed]
+    assert len(second) == len(outstanding), (len(second), len(outstanding), total, len(completed))
     scored = json.loads((tmp / "second.json").read_text())
     for task in JUDGED_TASKS:
         expected, got = task_metrics(clean["results"], task), task_metrics(scored, task)
