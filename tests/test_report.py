@@ -101,6 +101,7 @@ def test_report_renders_each_benchmark_alone(scored, tmp_path, name):
     counts = {"vcr": "judge_failed", "vr": "judge_failed", "cg": "parse_failed"}[name]
     assert re.search(r"failure counts: .*" + re.escape(report.md_text(counts)) + r" \d", markdown), markdown[:800]
     assert "model\\_failed 0" in markdown and "model_failed 0" in page and "failure counts:" in page
+    assert "reasoning\\_truncated 0" in markdown  # a thinking model's cut-off replies are shown too
 
 
 def test_report_tables_hold_the_scored_values(scored, tmp_path):

@@ -741,12 +741,13 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
-FAILURE_COUNTS = ("model_failed", "judge_failed", "parse_failed")
+FAILURE_COUNTS = ("model_failed", "judge_failed", "parse_failed", "reasoning_truncated")
 
 
 def failure_summary(run: Run) -> str:
     """Per task, the samples that could not be scored normally (never silently a zero):
-    the model gave no answer, the judge gave no verdict, the reply did not parse."""
+    the model gave no answer, the judge gave no verdict, the reply did not parse, the reply
+    ended inside its reasoning block."""
     parts = []
     for task in sorted(run.results):
         counts = [f"{name} {run.results[task][name]:g}" for name in FAILURE_COUNTS
