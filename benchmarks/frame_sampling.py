@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from lmms_video_reasoning.cg_bench import frames as cg_frames
 from lmms_video_reasoning.utils import synthetic as syn
 from lmms_video_reasoning.utils import video
 
@@ -254,7 +255,7 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
         for name in names:
             path = paths[name]
             info = video.probe(path)
-            sets = {n: video.cg_bench_indices(info.total_frames, n) for n in FRAME_COUNTS}
+            sets = {n: cg_frames.long_indices(info.total_frames, n) for n in FRAME_COUNTS}
             union = sorted(set().union(*sets.values()))
             print(f"{name}: {info.total_frames} frames, sequential reference ...", file=sys.stderr, flush=True)
             seq_file = tmp / f"sequential-{name}.npy"

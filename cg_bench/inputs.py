@@ -1,8 +1,8 @@
 """What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
 
 Frame choice is the official sampler's (`utils.video`): long video, grounding and open take
-segment centres of the whole video (`cg_bench_indices`, 128 by default); clue mode takes
-frames inside the clue intervals (`cg_bench_clue_indices`, 32 by default). Indices are
+segment centres of the whole video (`frames.long_indices`, 128 by default); clue mode takes
+frames inside the clue intervals (`frames.clue_indices`, 32 by default). Indices are
 computed from `video_meta_info.json` (`max_frame`, `fps`), as the official runner does, so the
 prompt text needs no decoding. Subtitles follow `get_subtitles` (`utils.subtitles`): a cue is shown when its span strictly
 contains a sampled frame's time (integer milliseconds), each line once, as `[start, end] text`.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from lmms_video_reasoning.cg_bench import data, prompts
+from lmms_video_reasoning.cg_bench import data, frames, prompts
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
@@ -40,13 +40,12 @@ class FramePlan:
 def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], long_frames: int = DEFAULT_LONG_FRAMES,
                clue_frames: int = DEFAULT_CLUE_FRAMES) -> FramePlan:
     """The official sampling of `mode` for a question (no decoding; meta from video_meta_info.json)."""
-    from lmms_video_reasoning.utils import video
 
     meta = data.video_meta(video_uid)
     if mode == "clue":
-        indices, _clamped = video.cg_bench_clue_indices(clue_intervals, meta.fps, meta.max_frame, clue_frames)
+        indices, _clamped = frames.clue_indices(clue_intervals, meta.fps, meta.max_frame, clue_frames)
     else:
-        indices = video.cg_bench_indices(meta.max_frame, long_frames)
+        indices = frames.long_indices(meta.max_frame, long_frames)
     return FramePlan(video_uid, tuple(int(i) for i in indices), meta.fps)
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from lmms_video_reasoning.utils import model_video as mv
 from lmms_video_reasoning.utils import synthetic as syn
+from lmms_video_reasoning.vrbench import frames as vr_frames
 
 READINGS = {
     "qwen2_vl": mv.Reading("qwen2_vl", 32, 602112, 3136),
@@ -78,14 +78,13 @@ def test_model_reads_the_same_frames_from_the_proxy(name, long_ish_video, tmp_pa
 def test_protocol_frames_proxy_holds_exactly_those_frames(long_ish_video, tmp_path, monkeypatch):
     """VRBench protocol: 16 segment midpoints at 224x224 (OpenCV bilinear) as a video."""
     import decord
-
     from lmms_video_reasoning.utils import video
 
     monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
-    indices = video.vrbench_indices(1350, 16)
-    proxy = mv.prepare(long_ish_video, mv.Request(None, tuple(indices), video.VRBENCH_SIZE))
+    indices = vr_frames.indices(1350, 16)
+    proxy = mv.prepare(long_ish_video, mv.Request(None, tuple(indices), vr_frames.SIZE))
     frames = decord.VideoReader(proxy).get_batch(list(range(16))).asnumpy()
-    expected = video.read_frames(long_ish_video, indices, size=video.VRBENCH_SIZE, as_array=True)
+    expected = video.read_frames(long_ish_video, indices, size=vr_frames.SIZE, as_array=True)
     assert np.array_equal(frames, expected)
 
 
@@ -138,7 +137,6 @@ def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, lon
 def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_path, monkeypatch):
     """VRBench's default for video models: `num_frames` segment midpoints at 224x224, as a video."""
     import decord
-
     from lmms_video_reasoning.utils import video
     from lmms_video_reasoning.vrbench import hooks
 
@@ -148,8 +146,8 @@ def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_
     source = hooks.data.resolve_video(doc["video_path"])
     [clip] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
     assert Path(clip).parent == tmp_path / "proxies"
-    indices = video.vrbench_indices(video.probe(source).total_frames, 8)
-    expected = video.read_frames(source, indices, size=video.VRBENCH_SIZE, as_array=True)
+    indices = vr_frames.indices(video.probe(source).total_frames, 8)
+    expected = video.read_frames(source, indices, size=vr_frames.SIZE, as_array=True)
     assert np.array_equal(decord.VideoReader(clip).get_batch(list(range(8))).asnumpy(), expected)
     # `video_frames: model`: the model's own frames (a proxy for qwen2_vl); outside a model run: the path.
     [own] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))
@@ -201,10 +199,9 @@ def test_cache_stays_within_its_bound_with_two_processes(tmp_path):
 @pytest.mark.slow
 def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_path):
     from lmms_cli import run_lmms_eval
+    from lmms_video_reasoning.utils.sample import env_for, write_sample
     from processor_probe import processor_calls, processor_probe_env
     from tiny_models import build_qwen2_vl
-
-    from lmms_video_reasoning.utils.sample import env_for, write_sample
 
     sample = tmp_path / "sample"
     write_sample(sample, ("vcr_bench",))

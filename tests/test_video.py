@@ -11,9 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 import av
 import numpy as np
 import pytest
+from lmms_video_reasoning.cg_bench import frames as cg_frames
 from lmms_video_reasoning.utils import synthetic as syn
 from lmms_video_reasoning.utils import video
 from lmms_video_reasoning.utils.video import VideoError
+from lmms_video_reasoning.vcr_bench import frames as vcr_frames
+from lmms_video_reasoning.vrbench import frames as vr_frames
 
 SMALL = {"width": 160, "height": 120, "stamp_index": True}
 
@@ -44,35 +47,35 @@ def videos(tmp_path_factory):
 
 
 def test_vcr_bench_indices_and_timestamps():
-    idx = video.vcr_bench_indices(300, 64)
+    idx = vcr_frames.indices(300, 64)
     assert len(idx) == 64
     assert idx[:4] == [0, 4, 9, 14]  # floor(i * 300 / 64): 0, 4.6875, 9.375, 14.0625
     assert idx[-1] == 295  # floor(63 * 300 / 64) = floor(295.3125)
-    assert video.vcr_bench_indices(64, 64) == list(range(64))
-    assert video.vcr_bench_indices(10, 64) == list(range(10))  # fewer frames: all of them
-    assert video.vcr_bench_timestamps([0, 4, 295], 29.97) == [0.0, 0.1, 9.8]  # 4/29.97=0.133, 295/29.97=9.843
+    assert vcr_frames.indices(64, 64) == list(range(64))
+    assert vcr_frames.indices(10, 64) == list(range(10))  # fewer frames: all of them
+    assert vcr_frames.timestamps([0, 4, 295], 29.97) == [0.0, 0.1, 9.8]  # 4/29.97=0.133, 295/29.97=9.843
 
 
 def test_cg_bench_indices_and_timestamps():
-    idx = video.cg_bench_indices(35140, 128)  # a real CG-Bench max_frame
+    idx = cg_frames.long_indices(35140, 128)  # a real CG-Bench max_frame
     # seg = 274.53125: int(137.265625 + round(274.53125 * i))
     assert idx[:2] == [137, 412]
     assert idx[-1] == 35002  # round(34865.46875) = 34865
     # Short video: the official formula repeats indices (round half to even: round(2.5) = 2).
-    assert video.cg_bench_indices(5, 8) == [0, 1, 1, 2, 2, 3, 4, 4]
+    assert cg_frames.long_indices(5, 8) == [0, 1, 1, 2, 2, 3, 4, 4]
     fps = 30000 / 1001
-    assert video.cg_bench_timestamps([412, 0], fps) == [13.7471, 0.0]  # 412 * 1001 / 30000 = 13.747067
+    assert cg_frames.timestamps([412, 0], fps) == [13.7471, 0.0]  # 412 * 1001 / 30000 = 13.747067
 
 
 def test_vrbench_indices():
     # np.linspace(0, 100, 17, dtype=int) = 0, 6, 12, 18, 25, ...; midpoints (a + b) // 2
-    assert video.vrbench_indices(100, 16) == [3, 9, 15, 21, 28, 34, 40, 46, 53, 59, 65, 71, 78, 84, 90, 96]
-    assert video.vrbench_indices(10, 16) == list(range(10))
+    assert vr_frames.indices(100, 16) == [3, 9, 15, 21, 28, 34, 40, 46, 53, 59, 65, 71, 78, 84, 90, 96]
+    assert vr_frames.indices(10, 16) == list(range(10))
 
 
 def test_cg_bench_clue_indices_proportional_and_clamped(caplog):
     with caplog.at_level(logging.WARNING):
-        idx, n_clamped = video.cg_bench_clue_indices([[2, 3.5], [29, 40]], fps=10, total=300, n=8)
+        idx, n_clamped = cg_frames.clue_indices([[2, 3.5], [29, 40]], fps=10, total=300, n=8)
     # frames [20, 35) and [290, 300) after clamping: 15 and 10 frames; int(8*15/25)=4, int(8*10/25)=3
     assert idx == [21, 25, 29, 33, 291, 295, 298]
     assert n_clamped == 1
@@ -80,25 +83,25 @@ def test_cg_bench_clue_indices_proportional_and_clamped(caplog):
 
 
 def test_cg_bench_clue_indices_all_frames_when_few():
-    assert video.cg_bench_clue_indices([[1, 1.5]], fps=10, total=300, n=32) == (list(range(10, 15)), 0)
+    assert cg_frames.clue_indices([[1, 1.5]], fps=10, total=300, n=32) == (list(range(10, 15)), 0)
     # reversed interval read as [start, end]
-    assert video.cg_bench_clue_indices([[1.5, 1]], fps=10, total=300, n=32) == (list(range(10, 15)), 0)
+    assert cg_frames.clue_indices([[1.5, 1]], fps=10, total=300, n=32) == (list(range(10, 15)), 0)
 
 
 def test_cg_bench_clue_indices_zero_length_and_past_end():
-    idx, _ = video.cg_bench_clue_indices([[5, 5], [10, 20]], fps=10, total=300, n=8)
+    idx, _ = cg_frames.clue_indices([[5, 5], [10, 20]], fps=10, total=300, n=8)
     # zero-length gets its one frame (max(1, 0)); [100, 200) gets 8 at 100 + 6.25 + 12.5 k
     assert idx == [50, 106, 118, 131, 143, 156, 168, 181, 193]
-    assert video.cg_bench_clue_indices([[5, 5]], fps=10, total=300, n=8) == ([50], 0)
-    idx, n_clamped = video.cg_bench_clue_indices([[40, 50]], fps=10, total=300, n=8)
+    assert cg_frames.clue_indices([[5, 5]], fps=10, total=300, n=8) == ([50], 0)
+    idx, n_clamped = cg_frames.clue_indices([[40, 50]], fps=10, total=300, n=8)
     assert (idx, n_clamped) == ([299], 1)
 
 
 def test_bad_counts_rejected():
     with pytest.raises(ValueError, match="at least one frame"):
-        video.vcr_bench_indices(0, 64)
+        vcr_frames.indices(0, 64)
     with pytest.raises(ValueError, match=">= 1"):
-        video.cg_bench_indices(100, 0)
+        cg_frames.long_indices(100, 0)
 
 
 # ---------------------------------------------------------------- exact frames
@@ -158,30 +161,30 @@ def test_shapes_land_where_shape_box_says(videos):
 
 def test_sample_protocols(videos):
     path = videos["cfr"]
-    vcr = video.sample(path, "vcr_bench", 64)
-    assert vcr.indices == video.vcr_bench_indices(300, 64)
+    vcr = video.sample(path, vcr_frames.PLAN, 64)
+    assert vcr.indices == vcr_frames.indices(300, 64)
     assert vcr.timestamps[:3] == [0.0, 0.4, 0.9]  # 4 / 10, 9 / 10
     assert [syn.read_index_stamp(f) for f in vcr.frames] == vcr.indices
-    cg = video.sample(path, "cg_bench", 8, as_array=True)
+    cg = video.sample(path, cg_frames.LONG_PLAN, 8, as_array=True)
     assert cg.indices == [18, 56, 93, 130, 168, 206, 243, 280]  # seg 37.5
     assert cg.timestamps == [1.8, 5.6, 9.3, 13.0, 16.8, 20.6, 24.3, 28.0]
     assert cg.frames.shape == (8, 120, 160, 3)
-    vr = video.sample(path, "vrbench", 4)
+    vr = video.sample(path, vr_frames.PLAN, 4)
     assert vr.indices == [37, 112, 187, 262]
-    assert vr.frames[0].size == video.VRBENCH_SIZE
-    native = video.sample(path, "vrbench", 4, size="native")
+    assert vr.frames[0].size == vr_frames.SIZE
+    native = video.sample(path, vr_frames.PLAN, 4, size="native")
     assert native.frames[0].size == (160, 120)
-    clue = video.sample(path, "cg_bench_clue", 32, intervals=[[2, 3.5], [29, 40]])
+    clue = video.sample(path, cg_frames.CLUE_PLAN, 32, intervals=[[2, 3.5], [29, 40]])
     assert clue.indices == list(range(20, 35)) + list(range(290, 300))
     assert any("clamped" in note for note in clue.notes)
     with pytest.raises(ValueError, match="clue intervals"):
-        video.sample(path, "cg_bench_clue", 32)
+        video.sample(path, cg_frames.CLUE_PLAN, 32)
     with pytest.raises(ValueError, match="unknown sampling protocol"):
         video.sample(path, "mvbench", 8)
 
 
 def test_short_video_gets_all_frames(videos):
-    result = video.sample(videos["short"], "vcr_bench", 64)
+    result = video.sample(videos["short"], vcr_frames.PLAN, 64)
     assert result.indices == list(range(20))
     assert [syn.read_index_stamp(f) for f in result.frames] == list(range(20))
 
@@ -189,20 +192,20 @@ def test_short_video_gets_all_frames(videos):
 def test_meta_agreeing_is_used_disagreeing_is_overridden(videos, caplog):
     path = videos["cfr"]
     # CG-Bench max_frame is the count minus one: the official indices come from it.
-    agreed = video.sample(path, "cg_bench", 8, meta={"max_frame": 299, "fps": 10.0})
-    assert agreed.indices == video.cg_bench_indices(299, 8) != video.cg_bench_indices(300, 8)
+    agreed = video.sample(path, cg_frames.LONG_PLAN, 8, meta={"max_frame": 299, "fps": 10.0})
+    assert agreed.indices == cg_frames.long_indices(299, 8) != cg_frames.long_indices(300, 8)
     assert (agreed.total_frames, agreed.notes) == (299, [])
     with caplog.at_level(logging.WARNING):
-        other = video.sample(path, "cg_bench", 8, meta={"max_frame": 899, "fps": 30.0})
-    assert other.indices == video.cg_bench_indices(300, 8)
+        other = video.sample(path, cg_frames.LONG_PLAN, 8, meta={"max_frame": 899, "fps": 30.0})
+    assert other.indices == cg_frames.long_indices(300, 8)
     assert other.fps == 10.0 and "disagrees" in other.notes[0] and "disagrees" in caplog.text
     with pytest.raises(ValueError, match="max_frame"):
-        video.sample(path, "cg_bench", 8, meta={"duration": 30})
+        video.sample(path, cg_frames.LONG_PLAN, 8, meta={"duration": 30})
 
 
 def test_meta_slightly_longer_than_file_clamps_indices(videos):
     # metadata two frames longer than the 20-frame file (within tolerance): indices 20, 21 dropped
-    result = video.sample(videos["short"], "vcr_bench", 64, meta={"max_frame": 22, "fps": 10.0})
+    result = video.sample(videos["short"], vcr_frames.PLAN, 64, meta={"max_frame": 22, "fps": 10.0})
     assert result.indices == list(range(20)) and result.total_frames == 22
     assert any("2 index(es) past the last frame" in note for note in result.notes)
 

@@ -1,7 +1,8 @@
-"""Frame sampling for the three benchmarks: which frames, their times, and a fast exact decoder.
+"""Frame sampling: a benchmark's frame plan, and a fast exact decoder for the frames it picks.
 
 Every benchmark decides which frames a frame-based model sees and tells it their times; the
-published numbers depend on those exact frames. This module is the one place that knows how.
+published numbers depend on those exact frames. Each benchmark declares that choice as a
+``FramePlan`` in its own folder (``frames.py``); this module decodes exactly those frames.
 
 Public interface
 ----------------
@@ -11,17 +12,15 @@ Public interface
   ``total_frames`` is exact: it counts the packets of the video stream (a packet scan), because
   header counts are missing or wrong in real files (and a truncated file is detected by
   comparing the two).
-- Protocol index functions (pure, documented with their protocol source):
-  ``vcr_bench_indices``, ``cg_bench_indices``, ``cg_bench_clue_indices``, ``vrbench_indices``;
-  timestamp helpers ``vcr_bench_timestamps`` (``round(idx / fps, 1)``) and
-  ``cg_bench_timestamps`` (``round(idx / fps, 4)``).
+- ``FramePlan(name, times, pick=..., pick_in_intervals=..., size=...)``: a protocol's pure index
+  and timestamp functions, declared by each benchmark (``<benchmark>/frames.py``).
 - ``read_frames(path, indices, *, size=None, as_array=False)``: the frames at those
   presentation-order indices (index ``i`` = the ``i``-th frame a full sequential decode
   yields), as RGB PIL images or one ``(N, H, W, 3)`` uint8 array, in the order asked.
-- ``sample(path, protocol, n, *, intervals=None, size=None, meta=None) -> SampledFrames``
-  ``(frames, indices, timestamps, fps, total_frames, notes)``: indices + frames + protocol
-  timestamps for ``protocol`` in ``PROTOCOLS``; ``resolve_meta`` is the rule for dataset
-  metadata (CG-Bench ``video_meta_info.json``) that disagrees with the container; ``notes``
+- ``sample(path, plan, n, *, intervals=None, size=None, meta=None) -> SampledFrames``
+  ``(frames, indices, timestamps, fps, total_frames, notes)``: indices + frames + the plan's
+  timestamps; ``resolve_meta`` is the rule for dataset metadata (a per-video frame table)
+  that disagrees with the container; ``notes``
   lists what was clamped, dropped or overridden (also logged as warnings).
 - ``cut_clip(path, intervals_s, cache_dir) -> Path``: the clue intervals concatenated into a
   new MP4, for models that only accept a video path; ``clue_clip(official_clip, path,
@@ -48,7 +47,7 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -59,11 +58,6 @@ from lmms_video_reasoning.utils.files import atomic_target
 from lmms_video_reasoning.utils.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
-
-PROTOCOLS = ("vcr_bench", "cg_bench", "cg_bench_clue", "vrbench")
-
-# Official VRBench frame size (inference/utils/video_process.py: cv2.resize(frame, (224, 224))).
-VRBENCH_SIZE = (224, 224)
 
 # Meta and container agree when the frame counts differ by at most this many frames or this
 # fraction (CG-Bench `max_frame` is the container count minus one) and the fps by this fraction.
@@ -106,99 +100,24 @@ class SampledFrames:
     notes: list[str] = field(default_factory=list)
 
 
-# --------------------------------------------------------------------------------------------
-# Protocol indices and timestamps (pure functions)
-# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FramePlan:
+    """A benchmark protocol's frame choice, declared in the benchmark's folder (``frames.py``).
 
-
-def vcr_bench_indices(total: int, n: int = 64) -> list[int]:
-    """VCR-Bench: ``floor(i * total / n)`` for i in 0..n-1; every frame if ``total <= n``.
-
-    Protocol: ``../shared/reference/vcr_bench/PROTOCOL.md`` (Inference), start-aligned.
+    ``pick(total, n)``: presentation indices for a video of ``total`` frames; or, for plans
+    inside a question's intervals, ``pick_in_intervals(intervals_s, fps, total, n)`` returning
+    ``(indices, n_intervals_clamped)``. ``times(indices, fps)``: the seconds shown to the model.
+    ``size``: the protocol's frame size, None for the decoded size.
     """
-    _check_counts(total, n)
-    if total <= n:
-        return list(range(total))
-    return [i * total // n for i in range(n)]
+
+    name: str
+    times: Callable[[Sequence[int], float], list[float]]
+    pick: Callable[[int, int], list[int]] | None = None
+    pick_in_intervals: Callable[[Sequence[Sequence[float]], float, int, int], tuple[list[int], int]] | None = None
+    size: tuple[int, int] | None = None
 
 
-def cg_bench_indices(total: int, n: int = 128) -> list[int]:
-    """CG-Bench long video / grounding / open: segment centres ``int(seg/2 + round(seg*i))``.
-
-    ``seg = total / n`` (official ``sample_frames_global_average`` in CG-Bench ``run/utils.py``,
-    called with the metadata ``max_frame`` as ``total``). Rounding is Python/NumPy's
-    round-half-to-even, as in the official code. The official code does not shorten the list
-    for short videos (indices repeat); neither does this.
-    """
-    _check_counts(total, n)
-    seg = float(total) / n
-    return [int(seg / 2 + round(seg * i)) for i in range(n)]
-
-
-def cg_bench_clue_indices(
-    intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32
-) -> tuple[list[int], int]:
-    """CG-Bench clue mode: frames inside the clue intervals; returns ``(indices, n_clamped)``.
-
-    Official ``sample_frames_clue_average`` (CG-Bench ``run/utils.py``): intervals become frame
-    ranges ``[round(s * fps), round(e * fps))``; if they hold ``<= n`` frames in total, all of
-    them are used (interval order, repeats kept); otherwise each interval gets
-    ``int(n * len / total_len)`` frames, at least 1, at ``int(a + seg/2 + seg*k)`` with
-    ``seg = len / count`` (so the total can exceed ``n`` by the number of tiny intervals, as
-    in the official code).
-
-    Project additions (documented in the protocol notes): intervals are first clamped to the
-    video (``[0, total / fps]``; ``n_clamped`` counts those changed, a warning is logged) and
-    reversed intervals read as ``[start, end]``, so no index points past the last frame (the
-    official code silently drops such frames); a zero-length interval gets one frame at its
-    start when no other interval holds frames (the official code would return none).
-    """
-    _check_counts(total, n)
-    if fps <= 0:
-        raise ValueError(f"fps must be positive, got {fps}")
-    clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
-    if n_clamped:
-        logger.warning("%d clue interval(s) reached past the video end (%.3f s) and were clamped", n_clamped, total / fps)
-    ranges = [(round(s * fps), round(e * fps)) for s, e in clamped]
-    ranges = [(min(a, total - 1), min(b, total)) for a, b in ranges]
-    lengths = [b - a for a, b in ranges]
-    total_len = sum(lengths)
-    if total_len == 0:
-        return [a for a, _ in ranges], n_clamped
-    if n >= total_len:
-        return [f for a, b in ranges for f in range(a, b)], n_clamped
-    indices: list[int] = []
-    for (a, b), length in zip(ranges, lengths):
-        count = max(1, int(n * (length / total_len)))
-        seg = length / count
-        indices.extend(int(a + seg / 2 + seg * k) for k in range(count))
-    return indices, n_clamped
-
-
-def vrbench_indices(total: int, n: int = 16) -> list[int]:
-    """VRBench: segment midpoints; every frame if ``n >= total``.
-
-    Official ``get_middle_frame_indices`` (OpenGVLab/VRBench ``inference/utils/video_process.py``):
-    boundaries ``np.linspace(0, total, n + 1, dtype=int)``, index ``(start + end) // 2``.
-    """
-    _check_counts(total, n)
-    if n >= total:
-        return list(range(total))
-    bounds = np.linspace(0, total, num=n + 1, dtype=int)
-    return [int((bounds[i] + bounds[i + 1]) // 2) for i in range(n)]
-
-
-def vcr_bench_timestamps(indices: Iterable[int], fps: float) -> list[float]:
-    """VCR-Bench frame times shown to the model: ``round(idx / fps, 1)`` seconds."""
-    return [round(i / fps, 1) for i in indices]
-
-
-def cg_bench_timestamps(indices: Iterable[int], fps: float) -> list[float]:
-    """CG-Bench frame times (official ``get_frame_times``): ``round(idx / fps, 4)`` seconds."""
-    return [round(i / fps, 4) for i in indices]
-
-
-def _check_counts(total: int, n: int) -> None:
+def check_counts(total: int, n: int) -> None:
     if total < 1:
         raise ValueError(f"a video needs at least one frame, got total={total}")
     if n < 1:
@@ -544,7 +463,7 @@ def read_frames(
     Index ``i`` is the ``i``-th frame a full sequential decode yields. Returns RGB PIL images,
     or with ``as_array`` one ``(N, H, W, 3)`` uint8 array (filled in place: peak memory is the
     returned frames plus one frame per worker). ``size`` = ``(width, height)`` resizes with
-    bilinear interpolation (OpenCV ``INTER_LINEAR``, as the official VRBench code).
+    bilinear interpolation (OpenCV ``INTER_LINEAR``, as official code that resizes with cv2 does).
     ``workers``: decoding threads. Raises VideoError for unreadable files, IndexError for
     indices outside the video.
     """
@@ -623,7 +542,7 @@ _NATIVE = "native"
 
 def sample(
     path,
-    protocol: str,
+    plan: FramePlan,
     n: int,
     *,
     intervals: Sequence[Sequence[float]] | None = None,
@@ -632,45 +551,35 @@ def sample(
     as_array: bool = False,
     workers: int = DEFAULT_WORKERS,
 ) -> SampledFrames:
-    """Sample ``n`` frames of ``path`` as ``protocol`` does; frames, indices and timestamps.
+    """Sample ``n`` frames of ``path`` as ``plan`` (a benchmark's ``FramePlan``) says; frames,
+    indices and the plan's timestamps.
 
-    ``protocol``: ``vcr_bench`` (start-aligned, times ``round(t, 1)``), ``cg_bench`` (segment
-    centres, times ``round(t, 4)``), ``cg_bench_clue`` (inside ``intervals`` seconds, times
-    ``round(t, 4)``) or ``vrbench`` (segment midpoints; times ``idx / fps`` unrounded, the
-    official prompt shows none). ``size``: None = the protocol's default (VRBench 224x224,
-    others the decoded size), ``(width, height)``, or ``"native"``. ``meta``: the dataset's
-    per-video metadata, see ``resolve_meta``; indices the metadata puts past the file's last
-    frame are dropped with a note (the official CG-Bench code skips frames it cannot find).
+    ``intervals``: the question's intervals (seconds), for plans that pick inside them.
+    ``size``: None = the plan's size (or the decoded size), ``(width, height)``, or
+    ``"native"``. ``meta``: the dataset's per-video metadata, see ``resolve_meta``; indices the
+    metadata puts past the file's last frame are dropped with a note (the official CG-Bench code
+    skips frames it cannot find).
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown sampling protocol {protocol!r}; use one of {PROTOCOLS}")
+    if not isinstance(plan, FramePlan):
+        raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
     info = probe(path)
     total, fps, notes = resolve_meta(info, meta, path)
-    if protocol == "vcr_bench":
-        indices = vcr_bench_indices(total, n)
-    elif protocol == "cg_bench":
-        indices = cg_bench_indices(total, n)
-    elif protocol == "vrbench":
-        indices = vrbench_indices(total, n)
-    else:
+    if plan.pick_in_intervals is not None:
         if not intervals:
-            raise ValueError("protocol 'cg_bench_clue' needs the question's clue intervals (intervals=[[start, end], ...])")
-        indices, n_clamped = cg_bench_clue_indices(intervals, fps, info.total_frames, n)
+            raise ValueError(f"frame plan {plan.name!r} needs the question's clue intervals (intervals=[[start, end], ...])")
+        indices, n_clamped = plan.pick_in_intervals(intervals, fps, info.total_frames, n)
         if n_clamped:
             notes.append(f"{n_clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
+    else:
+        indices = plan.pick(total, n)
     past_end = sum(i >= info.total_frames for i in indices)
     if past_end:  # metadata a frame or two longer than the file: drop, as official CG-Bench does
         indices = [i for i in indices if i < info.total_frames]
         notes.append(f"{past_end} index(es) past the last frame ({info.total_frames - 1}) were dropped")
         logger.warning("%s: %s", path, notes[-1])
-    if protocol == "vcr_bench":
-        timestamps = vcr_bench_timestamps(indices, fps)
-    elif protocol == "vrbench":
-        timestamps = [i / fps for i in indices]
-    else:
-        timestamps = cg_bench_timestamps(indices, fps)
+    timestamps = plan.times(indices, fps)
     if size is None:
-        size = VRBENCH_SIZE if protocol == "vrbench" else _NATIVE
+        size = plan.size or _NATIVE
     frames = read_frames(path, indices, size=None if size == _NATIVE else tuple(size), as_array=as_array, workers=workers)
     return SampledFrames(frames, indices, timestamps, fps, total, notes)
 

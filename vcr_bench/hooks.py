@@ -35,7 +35,7 @@ from lmms_video_reasoning.utils import model_video, video
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
-from lmms_video_reasoning.vcr_bench import data, judging, prompts, scoring
+from lmms_video_reasoning.vcr_bench import data, frames, judging, prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 
@@ -77,8 +77,8 @@ def frame_plan(doc: dict, mode: str) -> tuple[Path, list[int], list[float]]:
     if mode == "one_frame":
         indices = [info.total_frames // 2]
     else:
-        indices = video.vcr_bench_indices(info.total_frames, FRAME_COUNT)
-    return path, indices, video.vcr_bench_timestamps(indices, info.fps)
+        indices = frames.indices(info.total_frames, FRAME_COUNT)
+    return path, indices, frames.timestamps(indices, info.fps)
 
 
 # ---------------------------------------------------------------- model inputs

@@ -32,7 +32,7 @@ from typing import Any
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
-from lmms_video_reasoning.vrbench import data, judging, prompts
+from lmms_video_reasoning.vrbench import data, frames, judging, prompts
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
     PROTOCOLS,
@@ -108,12 +108,12 @@ def num_frames(kwargs: dict | None) -> int:
     """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
     value = os.environ.get(NUM_FRAMES_ENV, "").strip() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
     try:
-        frames = int(value)
+        count = int(value)
     except (TypeError, ValueError):
-        frames = 0
-    if frames < 1:
+        count = 0
+    if count < 1:
         raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES_ENV} or lmms_eval_specific_kwargs)")
-    return frames
+    return count
 
 
 def visual_mode(doc: dict, kwargs: dict | None) -> str:
@@ -131,7 +131,7 @@ def sample_frames(path: Path, n: int) -> list:
     from lmms_video_reasoning.utils import video
 
     total = video.probe(path).total_frames
-    return video.read_frames(path, video.vrbench_indices(total, n), size=video.VRBENCH_SIZE)
+    return video.read_frames(path, frames.indices(total, n), size=frames.SIZE)
 
 
 def video_frames(kwargs: dict | None) -> str:
@@ -154,14 +154,14 @@ def video_input(doc: dict, kwargs: dict | None) -> str:
     original path. The file is decoded either way: lmms-eval's qwen2_vl would log a decode
     error and answer from the text alone.
     """
-    from lmms_video_reasoning.utils import model_video, video
+    from lmms_video_reasoning.utils import model_video
 
     path = data.resolve_video(doc["video_path"])
     checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
     if video_frames(kwargs) == "model":
         return model_video.video_for_model(path, on_broken=checked)
     n = num_frames(kwargs)
-    return model_video.video_for_model(path, frames=lambda total: video.vrbench_indices(total, n), size=video.VRBENCH_SIZE,
+    return model_video.video_for_model(path, frames=lambda total: frames.indices(total, n), size=frames.SIZE,
                                        on_broken=checked)
 
 
