@@ -17,7 +17,12 @@ from typing import Callable, Sequence
 
 from lmms_video_reasoning.cg_bench import inputs, prompts
 from lmms_video_reasoning.cg_bench.scoring import judge_verdict
+from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest, JudgeResult
+
+# The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables.
+JUDGE = register_defaults("cg_bench", JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None,
+                                                    ("OPENAI_BASE_URL", "OPENAI_API_URL")))
 
 STEP1_TAG, STEP2_TAG = "cg_bench.open.step1", "cg_bench.open.step2"
 

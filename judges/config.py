@@ -2,8 +2,9 @@
 
 Precedence (issue 3): ``LMMS_VR_JUDGE_BASE_URL`` / ``LMMS_VR_JUDGE_API_KEY`` /
 ``LMMS_VR_JUDGE_MODEL`` override everything; otherwise each benchmark has the defaults of
-its official evaluation code (``_DEFAULTS``: GPT-4o for VCR-Bench and CG-Bench, DeepSeek-V3 for
-VRBench) plus lmms-eval's conventions (``OPENAI_API_URL``, ``MODEL_VERSION``).
+its official evaluation code, declared by the benchmark's own ``judging`` module with
+``register_defaults`` (``JudgeDefaults``), plus lmms-eval's conventions (``OPENAI_API_URL``,
+``MODEL_VERSION``).
 """
 
 from __future__ import annotations
@@ -59,19 +60,45 @@ class JudgeDefaults:
     base_url_envs: tuple[str, ...]
 
 
-# Each benchmark's official judge. Kept here, not in the benchmark folders' registry entries:
-# the judge runs inside the lmms-eval hooks, which also ship upstream without the registry.
-_DEFAULTS = {
-    "vcr_bench": JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
-    "cg_bench": JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None, ("OPENAI_BASE_URL", "OPENAI_API_URL")),
-    "vrbench": JudgeDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ()),
-}
+# Each benchmark's official judge, declared by the benchmark's `judging` module when it is
+# imported (its lmms-eval hooks import it, also in the upstream export, which has no registry).
+_DEFAULTS: dict[str, JudgeDefaults] = {}
+
+
+def register_defaults(benchmark: str, defaults: JudgeDefaults) -> JudgeDefaults:
+    """Declare ``benchmark``'s official judge (called by the benchmark's ``judging`` module)."""
+    _DEFAULTS[benchmark] = defaults
+    return defaults
+
+
+def _declare_from_registry(benchmark: str | None = None) -> None:
+    """Import the ``judging`` module of ``benchmark`` (None: of every registered benchmark),
+    which declares its judge: tools such as `lmms-vr score` may ask for a judge before any
+    hook ran."""
+    import importlib
+
+    try:
+        from lmms_video_reasoning.utils import registry
+    except ImportError:  # the upstream export ships no registry: the hooks declared the judge
+        return
+    try:
+        packages = [registry.get(benchmark).package] if benchmark else [b.package for b in registry.benchmarks()]
+    except ValueError:
+        return
+    for package in packages:
+        try:
+            importlib.import_module(f"{package}.judging")
+        except ModuleNotFoundError:  # a benchmark without a judge
+            pass
 
 
 def benchmark_defaults(benchmark: str) -> JudgeDefaults:
     """The judge defaults of ``benchmark`` (ValueError naming the benchmarks that have a judge)."""
     if benchmark not in _DEFAULTS:
-        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {list(_DEFAULTS)}")
+        _declare_from_registry(benchmark)
+    if benchmark not in _DEFAULTS:
+        _declare_from_registry()
+        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {sorted(_DEFAULTS)}")
     return _DEFAULTS[benchmark]
 
 

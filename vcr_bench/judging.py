@@ -22,10 +22,15 @@ import logging
 from collections.abc import Callable, Sequence
 
 from lmms_video_reasoning.judges import JudgeRequest, JudgeResult
+from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.utils.responses import judged_text, reasoning_truncated
 from lmms_video_reasoning.vcr_bench import prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
+
+# The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
+JUDGE = register_defaults("vcr_bench", JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None,
+                                                     ("OPENAI_BASE_URL", "OPENAI_API_URL")))
 
 JUDGE_MAX_TOKENS = 2048
 MAX_REASKS = 2

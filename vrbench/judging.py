@@ -23,6 +23,7 @@ import logging
 from collections.abc import Sequence
 from functools import partial
 
+from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
 from lmms_video_reasoning.utils.responses import judged_text
 from lmms_video_reasoning.vrbench import prompts
@@ -38,6 +39,9 @@ from lmms_video_reasoning.vrbench.scoring import (
 )
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
+
+# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
+JUDGE = register_defaults("vrbench", JudgeDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ()))
 
 
 def judge_messages(record: dict, protocol: str) -> list[dict] | None:
