@@ -544,7 +544,7 @@ def pr_description(folders: list[TaskFolder], notes: list[str], validation: dict
               "- Entries in `docs/advanced/current_tasks.md`.", "",
               "## Out of scope", "",
               "- Downloading the datasets: each README names the data root variable and the layout (the originals are large; no automatic `video: true` download).",
-              "- Retiring upstream's `cgbench` / `vrbench`: left untouched, see the relation notes above.",
+              "- Retiring upstream's earlier ports of these benchmarks (named in the relation notes above): left untouched.",
               "- Bootstrap standard errors of the judged headline metrics: `stderr_for_metric` only knows lmms-eval's own aggregations, so the Stderr column shows N/A here "
               "(the lmms-video-reasoning plugin adds them); a follow-up could let an aggregation declare its standard error.", "",
               "## Validation", "",
