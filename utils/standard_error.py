@@ -6,7 +6,7 @@ metric's records; it knows only its own aggregation functions. For ours (found b
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
 questions, or videos whose questions are correlated), the benchmark's own metric functions on every
 resample, the report's seed and resample count. Per-sample outcomes come through the judge
-cache, so after the aggregation has judged a run they cost no call. One bootstrap per
+cache, read without sending anything (``judges.verdicts_from_cache``), so they cost no call. One bootstrap per
 distinct list of records serves all of a task's headline metrics.
 
 Not a standard error (N/A, as lmms-eval prints for any metric it cannot bootstrap): other
@@ -106,7 +106,15 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
                         "not configured" if judge is None else "cache off")
             return {}
     settings = bench.settings(records)
-    outcomes = bench.outcomes(records, settings)
+    if bench.needs_judge(records):
+        from lmms_video_reasoning.judges import verdicts_from_cache
+
+        # Read back the verdicts the aggregation just used: a failed judgment stays failed,
+        # as in the metrics, and is never paid for again.
+        with verdicts_from_cache(instead_of_configured=True):
+            outcomes = bench.outcomes(records, settings)
+    else:
+        outcomes = bench.outcomes(records, settings)
     if outcomes is None:
         log.warning("%s: no judge configured, so no standard errors for its judged metrics", benchmark)
         return {}
