@@ -51,6 +51,7 @@ _SCHEMA = (
 )
 # Columns added to `replies` after its first release (caches made before get them, NULL).
 _ADDED_COLUMNS = (("answered_by", "TEXT"), ("endpoint", "TEXT"))
+_INIT_ATTEMPTS = 40  # creating a new cache while another process does (about 40 s at most)
 
 
 @dataclass(frozen=True)
@@ -86,23 +87,35 @@ class ReplyCache:
         self._warned = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = self._connection()
-            connection.execute("PRAGMA journal_mode=WAL")
-            for statement in _SCHEMA:
-                connection.execute(statement)
-            present = {row[1] for row in connection.execute("PRAGMA table_info(replies)")}
-            for name, kind in _ADDED_COLUMNS:
-                if name not in present:
-                    try:
-                        connection.execute(f"ALTER TABLE replies ADD COLUMN {name} {kind}")
-                    except sqlite3.OperationalError as error:  # another process added it first
-                        if "duplicate column" not in str(error):
-                            raise
+            # Two processes creating a new cache at once: switching to WAL can report "database
+            # is locked" at once, without SQLite's busy handler; the schema is idempotent, so retry.
+            for attempt in range(_INIT_ATTEMPTS):
+                try:
+                    self._create_schema()
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or attempt == _INIT_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
         except (OSError, sqlite3.Error) as error:
             raise JudgeConfigError(
                 f"cannot open the judge cache {self.path} ({error}); set LMMS_VR_JUDGE_CACHE to a writable "
                 "file path, or LMMS_VR_JUDGE_CACHE=off to disable caching"
             ) from None
+
+    def _create_schema(self) -> None:
+        connection = self._connection()
+        connection.execute("PRAGMA journal_mode=WAL")
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        present = {row[1] for row in connection.execute("PRAGMA table_info(replies)")}
+        for name, kind in _ADDED_COLUMNS:
+            if name not in present:
+                try:
+                    connection.execute(f"ALTER TABLE replies ADD COLUMN {name} {kind}")
+                except sqlite3.OperationalError as error:  # another process added it first
+                    if "duplicate column" not in str(error):
+                        raise
 
     def _connection(self) -> sqlite3.Connection:
         connection = getattr(self._local, "connection", None)
