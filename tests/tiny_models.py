@@ -1,12 +1,18 @@
-"""A tiny, randomly initialised Qwen2-VL checkpoint built offline, for end-to-end runs on CPU.
+"""Tiny, randomly initialised Qwen-VL checkpoints built offline, for end-to-end runs on CPU.
 
-lmms-eval's `qwen2_vl` model loads a checkpoint folder with
-`Qwen2VLForConditionalGeneration.from_pretrained`, `AutoProcessor.from_pretrained` and
-`AutoTokenizer.from_pretrained`. Everything those need is written here from a config:
-a few-layer model (about 1 MB), a byte-level BPE tokenizer with no merges (any text
-encodes, one token per byte) plus the Qwen2-VL special tokens, the real Qwen2-VL image
-and video processors, and a chat template that places the vision tokens the way the
+lmms-eval's Qwen models load a checkpoint folder with `<Model>ForConditionalGeneration.from_pretrained`,
+`AutoProcessor.from_pretrained` and `AutoTokenizer.from_pretrained`. Everything those need is
+written here from a config: a few-layer model (about 1 MB), a byte-level BPE tokenizer with no
+merges (any text encodes, one token per byte) plus the Qwen special tokens, the real image and
+video processors of each family, and a chat template that places the vision tokens the way the
 processor expects. Nothing is downloaded.
+
+- `build_qwen2_vl`: Qwen2-VL (lmms-eval `qwen2_vl`).
+- `build_qwen2_5_vl`: Qwen2.5-VL (`qwen2_5_vl`, `qwen2_5_vl_chat`); its processor adds
+  `second_per_grid_ts` from the video metadata's sampled fps.
+- `build_qwen3_vl`: Qwen3-VL (`qwen3_vl`, `qwen3_vl_chat`); its processor writes a
+  `<t seconds>` timestamp before each temporal patch from the video metadata (fps and
+  frame indices), so its `input_ids` witness the frame timing.
 
 The model's answers are random bytes; `exponential_decay_length_penalty` in its
 generation config makes every answer end after a few dozen tokens (lmms-eval passes
@@ -28,26 +34,41 @@ SPECIAL_TOKENS = (
     "<|video_pad|>",
 )
 
-# Qwen2-VL's chat layout (ChatML with vision placeholders), written for this test model.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+DEFAULT_SYSTEM = "You are a helpful assistant."
+
+
+def chat_template(default_system: str | None = DEFAULT_SYSTEM) -> str:
+    """The Qwen-VL chat layout (ChatML with vision placeholders), written for these test models.
+
+    Qwen2-VL and Qwen2.5-VL templates add `default_system` when the conversation has no system
+    turn; Qwen3-VL's adds none (`default_system=None`). Content may be a string or a list of
+    typed parts in any turn (lmms-eval's chat models send the system prompt as a part list).
+    """
+    system = ""
+    if default_system is not None:
+        system = ("{% if loop.first and message['role'] != 'system' %}"
+                  "<|im_start|>system\n" + default_system + "<|im_end|>\n{% endif %}")
+    return (
+        "{% for message in messages %}" + system +
+        "<|im_start|>{{ message['role'] }}\n"
+        "{% if message['content'] is string %}{{ message['content'] }}"
+        "{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' or 'image' in part or 'image_url' in part %}<|vision_start|><|image_pad|><|vision_end|>"
+        "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
+        "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}<|im_end|>\n"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+
+
+CHAT_TEMPLATE = chat_template()  # Qwen2-VL / Qwen2.5-VL
 
 ANSWER_TOKENS = 24  # generated tokens before the end-of-sequence boost starts
 
 
 def build_tokenizer():
-    """Byte-level BPE without merges + the Qwen2-VL special tokens, as a fast tokenizer."""
+    """Byte-level BPE without merges + the Qwen-VL special tokens, as a fast tokenizer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -66,11 +87,67 @@ def build_tokenizer():
     )
 
 
+def special_token_ids(tokenizer) -> dict[str, int]:
+    """The special-token ids every Qwen-VL config names (vision placeholders and markers)."""
+    token_id = tokenizer.convert_tokens_to_ids
+    return {
+        "image_token_id": token_id("<|image_pad|>"),
+        "video_token_id": token_id("<|video_pad|>"),
+        "vision_start_token_id": token_id("<|vision_start|>"),
+        "vision_end_token_id": token_id("<|vision_end|>"),
+    }
+
+
+def text_config(tokenizer, **extra) -> dict:
+    """A two-layer text decoder: hidden 32, 2 heads of 16 (multimodal RoPE over 8 frequencies)."""
+    token_id = tokenizer.convert_tokens_to_ids
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 32768,
+        # Multimodal RoPE splits head_dim / 2 frequencies over (time, height, width).
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+        "bos_token_id": token_id("<|endoftext|>"),
+        "eos_token_id": token_id("<|im_end|>"),
+        "pad_token_id": token_id("<|endoftext|>"),
+        **extra,
+    }
+
+
+def generation_config(tokenizer):
+    """Greedy-compatible generation settings that end every random answer quickly."""
+    from transformers import GenerationConfig
+
+    token_id = tokenizer.convert_tokens_to_ids
+    return GenerationConfig(
+        eos_token_id=token_id("<|im_end|>"),
+        pad_token_id=token_id("<|endoftext|>"),
+        # After ANSWER_TOKENS generated tokens the EOS score grows 100x per step, so each
+        # random answer ends within a few more tokens whatever max_new_tokens asks.
+        exponential_decay_length_penalty=(ANSWER_TOKENS, 100.0),
+    )
+
+
+def _write_checkpoint(out: Path, model_class, config, processor, seed: int) -> Path:
+    """Initialise `model_class(config)` from `seed` and save it with `processor` into `out`."""
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    model.generation_config = generation_config(processor.tokenizer)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    (out / "TINY_MODEL.json").write_text(json.dumps({"seed": seed, "built_by": __name__, "model": config.model_type}) + "\n")
+    return out
+
+
 def build_qwen2_vl(out: Path, seed: int = 0) -> Path:
     """Write a tiny random Qwen2-VL checkpoint (model, tokenizer, processor) into `out`."""
-    import torch
     from transformers import (
-        GenerationConfig,
         Qwen2VLConfig,
         Qwen2VLForConditionalGeneration,
         Qwen2VLImageProcessor,
@@ -81,55 +158,76 @@ def build_qwen2_vl(out: Path, seed: int = 0) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
-    token_id = tokenizer.convert_tokens_to_ids
-    head_dim = 16
     config = Qwen2VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "max_position_embeddings": 32768,
-            # Multimodal RoPE splits head_dim / 2 frequencies over (time, height, width).
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
-            "bos_token_id": token_id("<|endoftext|>"),
-            "eos_token_id": token_id("<|im_end|>"),
-            "pad_token_id": token_id("<|endoftext|>"),
-        },
+        text_config=text_config(tokenizer),
         vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2},
-        image_token_id=token_id("<|image_pad|>"),
-        video_token_id=token_id("<|video_pad|>"),
-        vision_start_token_id=token_id("<|vision_start|>"),
-        vision_end_token_id=token_id("<|vision_end|>"),
+        **special_token_ids(tokenizer),
     )
-    assert config.text_config.hidden_size // config.text_config.num_attention_heads == head_dim
-    torch.manual_seed(seed)
-    model = Qwen2VLForConditionalGeneration(config).eval()
-    model.generation_config = GenerationConfig(
-        eos_token_id=token_id("<|im_end|>"),
-        pad_token_id=token_id("<|endoftext|>"),
-        # After ANSWER_TOKENS generated tokens the EOS score grows 100x per step, so each
-        # random answer ends within a few more tokens whatever max_new_tokens asks.
-        exponential_decay_length_penalty=(ANSWER_TOKENS, 100.0),
-    )
-    model.save_pretrained(out)
-    processor = Qwen2VLProcessor(
-        image_processor=Qwen2VLImageProcessor(),
-        tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(),
-        chat_template=CHAT_TEMPLATE,
-    )
-    processor.save_pretrained(out)
-    (out / "TINY_MODEL.json").write_text(json.dumps({"seed": seed, "built_by": __name__}) + "\n")
-    return out
+    processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tokenizer,
+                                 video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
+    return _write_checkpoint(out, Qwen2VLForConditionalGeneration, config, processor, seed)
 
 
-if __name__ == "__main__":  # python tests/tiny_models.py DIR
+def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
+    """Write a tiny random Qwen2.5-VL checkpoint (model, tokenizer, processor) into `out`."""
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    config = Qwen2_5_VLConfig(
+        text_config=text_config(tokenizer),
+        # One vision block, full attention (the windowed blocks need nothing more to be exercised).
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                       "out_hidden_size": 32, "fullatt_block_indexes": [0]},
+        **special_token_ids(tokenizer),
+    )
+    processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tokenizer,
+                                    video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
+    return _write_checkpoint(out, Qwen2_5_VLForConditionalGeneration, config, processor, seed)
+
+
+def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
+    """Write a tiny random Qwen3-VL checkpoint (model, tokenizer, processor) into `out`.
+
+    Qwen3-VL's vision patches are 16 px (32 px per merged token); its processor needs the video
+    metadata to write the frame timestamps into the prompt.
+    """
+    from transformers import (
+        Qwen2VLImageProcessor,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    rope = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 3, 3], "mrope_interleaved": True}
+    config = Qwen3VLConfig(
+        text_config=text_config(tokenizer, head_dim=16, rope_parameters=rope),
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 32,
+                       "num_position_embeddings": 256, "deepstack_visual_indexes": [0]},
+        **special_token_ids(tokenizer),
+    )
+    processor = Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(patch_size=16), tokenizer=tokenizer,
+                                 video_processor=Qwen3VLVideoProcessor(), chat_template=chat_template(None))
+    return _write_checkpoint(out, Qwen3VLForConditionalGeneration, config, processor, seed)
+
+
+BUILDERS = {"qwen2_vl": build_qwen2_vl, "qwen2_5_vl": build_qwen2_5_vl, "qwen3_vl": build_qwen3_vl}
+
+if __name__ == "__main__":  # python tests/tiny_models.py DIR [qwen2_vl|qwen2_5_vl|qwen3_vl]
     import sys
 
-    print(build_qwen2_vl(Path(sys.argv[1])))
+    print(BUILDERS[sys.argv[2] if len(sys.argv) > 2 else "qwen2_vl"](Path(sys.argv[1])))
 
 
 # ---------------------------------------------------------------------- decode probe
