@@ -1,43 +1,80 @@
-"""A witness of the tensors lmms-eval's Qwen2-VL model builds, for end-to-end comparisons.
+"""A witness of the tensors lmms-eval's Qwen-VL models build, for end-to-end comparisons.
 
-Installed as `sitecustomize` (PYTHONPATH) in an lmms-eval subprocess, it wraps
-`Qwen2VLProcessor.__call__` and saves each call's video tensors (`pixel_values_videos`,
-`video_grid_thw`) and `input_ids` to `<folder>/call-<pid>-<n>.npz`. It changes nothing the
+Installed as `sitecustomize` (PYTHONPATH) in an lmms-eval subprocess, it wraps `__call__` of
+`Qwen2VLProcessor`, `Qwen2_5_VLProcessor` and `Qwen3VLProcessor` and saves each call to
+`<folder>/call-<pid>-<n>.npz`: the video tensors (`pixel_values_videos`, `video_grid_thw`),
+`input_ids`, `second_per_grid_ts` when the processor returns it (Qwen2.5-VL), the processor's
+class name, and the `video_metadata` passed in (lmms-eval's chat models hand over what
+`qwen_vl_utils` read: fps, frames_indices, total_num_frames), as JSON. It changes nothing the
 model receives; it only records it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 PROBE_ENV = "LMMS_VR_TEST_PROCESSOR_PROBE"
+METADATA_FIELDS = ("fps", "frames_indices", "total_num_frames")
 
 _SITECUSTOMIZE = '''
 import os
 
 if os.environ.get("%(env)s"):
+    import importlib
     import itertools
+    import json
 
     import numpy as np
-    from transformers.models.qwen2_vl import processing_qwen2_vl as _module
 
-    _call = _module.Qwen2VLProcessor.__call__
     _count = itertools.count()
+    _ARRAYS = ("pixel_values_videos", "video_grid_thw", "input_ids", "second_per_grid_ts")
+    _FIELDS = %(fields)r
 
-    def __call__(self, *args, **kwargs):
-        out = _call(self, *args, **kwargs)
-        arrays = {key: out[key].numpy() for key in ("pixel_values_videos", "video_grid_thw", "input_ids") if key in out}
-        name = "call-%%d-%%04d.npz" %% (os.getpid(), next(_count))
-        np.savez(os.path.join(os.environ["%(env)s"], name), **arrays)
+    def _plain(value):
+        if hasattr(value, "tolist"):
+            return value.tolist()
+        if isinstance(value, (list, tuple)):
+            return [_plain(v) for v in value]
+        return value
+
+    def _metadata(items):
+        if items is None:
+            return None
+        if not isinstance(items, (list, tuple)):
+            items = [items]
+        out = []
+        for item in items:
+            get = item.get if isinstance(item, dict) else (lambda key, item=item: getattr(item, key, None))
+            out.append({key: _plain(get(key)) for key in _FIELDS})
         return out
 
-    _module.Qwen2VLProcessor.__call__ = __call__
-''' % {"env": PROBE_ENV}
+    def _wrap(cls):
+        call = cls.__call__
+
+        def __call__(self, *args, **kwargs):
+            out = call(self, *args, **kwargs)
+            arrays = {key: np.asarray(_plain(out[key]) if not hasattr(out[key], "numpy") else out[key].numpy())
+                      for key in _ARRAYS if key in out}
+            arrays["processor"] = np.array(type(self).__name__)
+            arrays["video_metadata_json"] = np.array(json.dumps(_metadata(kwargs.get("video_metadata"))))
+            name = "call-%%d-%%04d.npz" %% (os.getpid(), next(_count))
+            np.savez(os.path.join(os.environ["%(env)s"], name), **arrays)
+            return out
+
+        cls.__call__ = __call__
+
+    for _module, _name in (("qwen2_vl.processing_qwen2_vl", "Qwen2VLProcessor"),
+                           ("qwen2_5_vl.processing_qwen2_5_vl", "Qwen2_5_VLProcessor"),
+                           ("qwen3_vl.processing_qwen3_vl", "Qwen3VLProcessor")):
+        # Each class is patched on itself: none inherits another's __call__ (all use ProcessorMixin's).
+        _wrap(getattr(importlib.import_module("transformers.models." + _module), _name))
+''' % {"env": PROBE_ENV, "fields": METADATA_FIELDS}
 
 
 def processor_probe_env(folder: Path) -> dict[str, str]:
-    """Environment for a subprocess whose Qwen2-VL processor outputs are saved under `folder/calls`."""
+    """Environment for a subprocess whose Qwen-VL processor calls are saved under `folder/calls`."""
     folder = Path(folder)
     (folder / "calls").mkdir(parents=True, exist_ok=True)
     (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
@@ -46,8 +83,19 @@ def processor_probe_env(folder: Path) -> dict[str, str]:
 
 
 def processor_calls(folder: Path) -> list[dict]:
-    """The saved processor outputs, in call order: [{"pixel_values_videos", "video_grid_thw", "input_ids"}]."""
+    """The saved processor calls, in call order.
+
+    Each: numpy arrays `pixel_values_videos`, `video_grid_thw`, `input_ids` (and
+    `second_per_grid_ts` when returned), `processor` (class name, str) and `video_metadata`
+    (one dict of METADATA_FIELDS per video passed with metadata, or None if none was passed).
+    """
     import numpy as np
 
-    files = sorted((Path(folder) / "calls").glob("call-*.npz"))
-    return [dict(np.load(path)) for path in files]
+    calls = []
+    for path in sorted((Path(folder) / "calls").glob("call-*.npz")):
+        with np.load(path) as saved:
+            call = {key: saved[key] for key in saved.files}
+        call["processor"] = str(call["processor"])
+        call["video_metadata"] = json.loads(str(call.pop("video_metadata_json")))
+        calls.append(call)
+    return calls
