@@ -4,7 +4,7 @@ Installed as `sitecustomize` (PYTHONPATH) in an lmms-eval subprocess, it wraps `
 `Qwen2VLProcessor`, `Qwen2_5_VLProcessor` and `Qwen3VLProcessor` and saves each call to
 `<folder>/call-<pid>-<n>.npz`: the video tensors (`pixel_values_videos`, `video_grid_thw`),
 `input_ids`, `second_per_grid_ts` when the processor returns it (Qwen2.5-VL), the processor's
-class name, and the `video_metadata` passed in (lmms-eval's chat models hand over what
+class name, the calling lmms-eval model's class (`lmms_eval.models.chat.qwen3_vl.Qwen3_VL`), and the `video_metadata` passed in (lmms-eval's chat models hand over what
 `qwen_vl_utils` read: fps, frames_indices, total_num_frames), as JSON. It changes nothing the
 model receives; it only records it.
 """
@@ -25,6 +25,7 @@ if os.environ.get("%(env)s"):
     import importlib
     import itertools
     import json
+    import sys
 
     import numpy as np
 
@@ -50,6 +51,16 @@ if os.environ.get("%(env)s"):
             out.append({key: _plain(get(key)) for key in _FIELDS})
         return out
 
+    def _model_class():
+        """The class of the lmms-eval model whose generate_until is calling the processor."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code.co_name == "generate_until" and "self" in frame.f_locals:
+                owner = type(frame.f_locals["self"])
+                return owner.__module__ + "." + owner.__qualname__
+            frame = frame.f_back
+        return ""
+
     def _wrap(cls):
         call = cls.__call__
 
@@ -58,6 +69,7 @@ if os.environ.get("%(env)s"):
             arrays = {key: np.asarray(_plain(out[key]) if not hasattr(out[key], "numpy") else out[key].numpy())
                       for key in _ARRAYS if key in out}
             arrays["processor"] = np.array(type(self).__name__)
+            arrays["model"] = np.array(_model_class())
             arrays["video_metadata_json"] = np.array(json.dumps(_metadata(kwargs.get("video_metadata"))))
             name = "call-%%d-%%04d.npz" %% (os.getpid(), next(_count))
             np.savez(os.path.join(os.environ["%(env)s"], name), **arrays)
@@ -86,7 +98,8 @@ def processor_calls(folder: Path) -> list[dict]:
     """The saved processor calls, in call order.
 
     Each: numpy arrays `pixel_values_videos`, `video_grid_thw`, `input_ids` (and
-    `second_per_grid_ts` when returned), `processor` (class name, str) and `video_metadata`
+    `second_per_grid_ts` when returned), `processor` (class name, str), `model` (the calling
+    lmms-eval model's module.class, str; "" outside a generate_until) and `video_metadata`
     (one dict of METADATA_FIELDS per video passed with metadata, or None if none was passed).
     """
     import numpy as np
@@ -95,7 +108,7 @@ def processor_calls(folder: Path) -> list[dict]:
     for path in sorted((Path(folder) / "calls").glob("call-*.npz")):
         with np.load(path) as saved:
             call = {key: saved[key] for key in saved.files}
-        call["processor"] = str(call["processor"])
+        call["processor"], call["model"] = str(call["processor"]), str(call["model"])
         call["video_metadata"] = json.loads(str(call.pop("video_metadata_json")))
         calls.append(call)
     return calls
