@@ -132,14 +132,23 @@ def generation_config(tokenizer):
     )
 
 
-def _write_checkpoint(out: Path, model_class, config, processor, seed: int) -> Path:
-    """Initialise `model_class(config)` from `seed` and save it with `processor` into `out`."""
+def _build(out: Path, seed: int, *, model_class, config_class, processor_class, image_processor, video_processor,
+           vision_config: dict, text_extra: dict | None = None, template: str = CHAT_TEMPLATE) -> Path:
+    """Write a tiny random checkpoint of one Qwen-VL family into `out`: `model_class` initialised
+    from `seed`, the shared tokenizer and generation config, the family's processors."""
     import torch
 
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    config = config_class(text_config=text_config(tokenizer, **(text_extra or {})), vision_config=vision_config,
+                          **special_token_ids(tokenizer))
     torch.manual_seed(seed)
     model = model_class(config).eval()
-    model.generation_config = generation_config(processor.tokenizer)
+    model.generation_config = generation_config(tokenizer)
     model.save_pretrained(out)
+    processor = processor_class(image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
+                                chat_template=template)
     processor.save_pretrained(out)
     (out / "TINY_MODEL.json").write_text(json.dumps({"seed": seed, "built_by": __name__, "model": config.model_type}) + "\n")
     return out
@@ -147,79 +156,41 @@ def _write_checkpoint(out: Path, model_class, config, processor, seed: int) -> P
 
 def build_qwen2_vl(out: Path, seed: int = 0) -> Path:
     """Write a tiny random Qwen2-VL checkpoint (model, tokenizer, processor) into `out`."""
-    from transformers import (
-        Qwen2VLConfig,
-        Qwen2VLForConditionalGeneration,
-        Qwen2VLImageProcessor,
-        Qwen2VLProcessor,
-        Qwen2VLVideoProcessor,
-    )
+    import transformers as tf
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
-    config = Qwen2VLConfig(
-        text_config=text_config(tokenizer),
-        vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2},
-        **special_token_ids(tokenizer),
-    )
-    processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tokenizer,
-                                 video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
-    return _write_checkpoint(out, Qwen2VLForConditionalGeneration, config, processor, seed)
+    return _build(out, seed, model_class=tf.Qwen2VLForConditionalGeneration, config_class=tf.Qwen2VLConfig,
+                  processor_class=tf.Qwen2VLProcessor, image_processor=tf.Qwen2VLImageProcessor(),
+                  video_processor=tf.Qwen2VLVideoProcessor(),
+                  vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2})
 
 
 def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
     """Write a tiny random Qwen2.5-VL checkpoint (model, tokenizer, processor) into `out`."""
-    from transformers import (
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
-        Qwen2_5_VLProcessor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
-    )
+    import transformers as tf
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
-    config = Qwen2_5_VLConfig(
-        text_config=text_config(tokenizer),
-        # One vision block, full attention (the windowed blocks need nothing more to be exercised).
-        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-                       "out_hidden_size": 32, "fullatt_block_indexes": [0]},
-        **special_token_ids(tokenizer),
-    )
-    processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tokenizer,
-                                    video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
-    return _write_checkpoint(out, Qwen2_5_VLForConditionalGeneration, config, processor, seed)
+    return _build(out, seed, model_class=tf.Qwen2_5_VLForConditionalGeneration, config_class=tf.Qwen2_5_VLConfig,
+                  processor_class=tf.Qwen2_5_VLProcessor, image_processor=tf.Qwen2VLImageProcessor(),
+                  video_processor=tf.Qwen2VLVideoProcessor(),
+                  # One vision block, with full attention (windowed blocks would add nothing here).
+                  vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                                 "out_hidden_size": 32, "fullatt_block_indexes": [0]})
 
 
 def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
     """Write a tiny random Qwen3-VL checkpoint (model, tokenizer, processor) into `out`.
 
     Qwen3-VL's vision patches are 16 px (32 px per merged token); its processor needs the video
-    metadata to write the frame timestamps into the prompt.
+    metadata to write the frame timestamps into the prompt; its template adds no system turn.
     """
-    from transformers import (
-        Qwen2VLImageProcessor,
-        Qwen3VLConfig,
-        Qwen3VLForConditionalGeneration,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
-    )
+    import transformers as tf
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
     rope = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 3, 3], "mrope_interleaved": True}
-    config = Qwen3VLConfig(
-        text_config=text_config(tokenizer, head_dim=16, rope_parameters=rope),
-        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 32,
-                       "num_position_embeddings": 256, "deepstack_visual_indexes": [0]},
-        **special_token_ids(tokenizer),
-    )
-    processor = Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(patch_size=16), tokenizer=tokenizer,
-                                 video_processor=Qwen3VLVideoProcessor(), chat_template=chat_template(None))
-    return _write_checkpoint(out, Qwen3VLForConditionalGeneration, config, processor, seed)
+    return _build(out, seed, model_class=tf.Qwen3VLForConditionalGeneration, config_class=tf.Qwen3VLConfig,
+                  processor_class=tf.Qwen3VLProcessor, image_processor=tf.Qwen2VLImageProcessor(patch_size=16),
+                  video_processor=tf.Qwen3VLVideoProcessor(),
+                  vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                                 "out_hidden_size": 32, "num_position_embeddings": 256, "deepstack_visual_indexes": [0]},
+                  text_extra={"head_dim": 16, "rope_parameters": rope}, template=chat_template(None))
 
 
 BUILDERS = {"qwen2_vl": build_qwen2_vl, "qwen2_5_vl": build_qwen2_5_vl, "qwen3_vl": build_qwen3_vl}
