@@ -35,14 +35,15 @@ VFR files, and container index timestamps are in decode order on B-frame files).
 grouped by the keyframe they must be decoded from; each group seeks once to its keyframe and
 sends the decoder only the packets it needs: reference frames (others depend on them) and the
 targets themselves. Non-reference frames that are not targets (most B-frames) are never
-decoded. Groups are split across worker threads, each with its own demuxer and decoder (PyAV
-releases the GIL while decoding). ``benchmarks/frame_sampling.py`` measures this against decord
-and a full sequential decode; ``utils/VIDEO.md`` records the figures.
+decoded. Worker threads pull groups from one queue (longest first), each with its own demuxer
+and decoder (PyAV releases the GIL while decoding). ``benchmarks/frame_sampling.py`` measures
+this against decord and a full sequential decode; ``utils/VIDEO.md`` records the figures.
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import hashlib
 import logging
 import os
@@ -348,24 +349,7 @@ def _plan(table: _FrameTable, targets: Iterable[int]) -> list[_Run]:
     return runs
 
 
-def _split(runs: list[_Run], parts: int) -> list[list[_Run]]:
-    """Split runs into ``parts`` contiguous chunks of about equal decode work (packets)."""
-    if parts <= 1 or len(runs) <= 1:
-        return [runs]
-    work = [r.end - r.start + 1 for r in runs]
-    total, chunks, current, acc = sum(work), [], [], 0
-    for run, w in zip(runs, work):
-        current.append(run)
-        acc += w
-        if acc >= total * (len(chunks) + 1) / parts and len(chunks) < parts - 1:
-            chunks.append(current)
-            current = []
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def _decode_runs(table: _FrameTable, runs: list[_Run], sink, skip_nonref: bool = True) -> None:
+def _decode_runs(table: _FrameTable, runs: Iterable[_Run], sink, skip_nonref: bool = True) -> None:
     """Decode ``runs`` with one demuxer + decoder, calling ``sink(decode_pos, frame)`` per target.
 
     Within a run frames arrive in presentation order (the decoder reorders). With
@@ -440,13 +424,23 @@ def _to_rgb(frame, size: tuple[int, int] | None) -> np.ndarray:
 
 
 def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -> None:
-    """Split ``runs`` across ``workers`` threads, each with its own demuxer and decoder."""
-    chunks = _split(runs, workers)
-    if len(chunks) == 1:
-        _decode_runs(table, chunks[0], sink)
+    """Decode ``runs`` on ``workers`` threads, each with its own demuxer and decoder, pulling
+    runs from one shared queue, longest first: no thread idles while another still has work
+    (fixed contiguous shares left one core idle for up to a third of the time)."""
+    if workers <= 1 or len(runs) <= 1:
+        _decode_runs(table, runs, sink)
         return
-    with ThreadPoolExecutor(len(chunks)) as pool:
-        for _ in pool.map(lambda chunk: _decode_runs(table, chunk, sink), chunks):
+    queue = collections.deque(sorted(runs, key=lambda run: run.end - run.start, reverse=True))
+
+    def pull():
+        while True:
+            try:
+                yield queue.popleft()  # atomic: each run goes to exactly one thread
+            except IndexError:
+                return
+
+    with ThreadPoolExecutor(min(workers, len(runs))) as pool:
+        for _ in pool.map(lambda _n: _decode_runs(table, pull(), sink), range(min(workers, len(runs)))):
             pass
 
 
