@@ -419,6 +419,12 @@ def check_timed_proxy(path: Path, total: int, fps: float) -> bool:
         del reader
 
 
+def _resize_one_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
+    """``resize_like_qwen`` of one ``(H, W, 3)`` frame (per frame: the result is the same as in a
+    batch, and it runs in the sampler's decoding threads)."""
+    return resize_like_qwen(frame[None], (width_height[1], width_height[0]))[0]
+
+
 def resize_like_qwen(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """``fetch_video``'s resize (torchvision bicubic, antialias, on uint8) of ``(N, H, W, 3)`` frames."""
     if frames.shape[1:3] == tuple(size):
@@ -522,7 +528,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             if request.frames is not None and request.size is not None:
                 frames = video.read_frames(path, unique, size=request.size, as_array=True)
             elif request.frames is None and request.reading.model != "llava_onevision":
-                frames = resize_like_qwen(video.read_frames(path, unique, as_array=True), size)
+                frames = video.read_frames(path, unique, size=(size[1], size[0]), resize=_resize_one_like_qwen, as_array=True)
             else:
                 frames = video.read_frames(path, unique, as_array=True)
             timed = request.frames is None and request.reading.timed

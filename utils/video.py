@@ -413,10 +413,13 @@ def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
     container.seek(table.pts[start], stream=stream, backward=True, any_frame=False)
 
 
-def _to_rgb(frame, size: tuple[int, int] | None) -> np.ndarray:
-    """RGB uint8 array of a decoded frame, resized with OpenCV bilinear when ``size`` differs."""
+def _to_rgb(frame, size: tuple[int, int] | None, resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None) -> np.ndarray:
+    """RGB uint8 array of a decoded frame, resized when ``size`` differs: with ``resize(arr, size)``
+    when given, else OpenCV bilinear."""
     arr = frame.to_ndarray(format="rgb24")
     if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
+        if resize is not None:
+            return resize(arr, tuple(size))
         import cv2
 
         arr = cv2.resize(arr, tuple(size), interpolation=cv2.INTER_LINEAR)
@@ -451,13 +454,16 @@ def read_frames(
     size: tuple[int, int] | None = None,
     as_array: bool = False,
     workers: int = DEFAULT_WORKERS,
+    resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None,
 ):
     """Frames at presentation-order ``indices`` of ``path``, in the order given (repeats allowed).
 
     Index ``i`` is the ``i``-th frame a full sequential decode yields. Returns RGB PIL images,
     or with ``as_array`` one ``(N, H, W, 3)`` uint8 array (filled in place: peak memory is the
     returned frames plus one frame per worker). ``size`` = ``(width, height)`` resizes with
-    bilinear interpolation (OpenCV ``INTER_LINEAR``, as official code that resizes with cv2 does).
+    bilinear interpolation (OpenCV ``INTER_LINEAR``, as official code that resizes with cv2 does),
+    or with ``resize(frame, (width, height))`` when given (run in the decoding threads, so a
+    full-size copy of every frame is never held).
     ``workers``: decoding threads. Raises VideoError for unreadable files, IndexError for
     indices outside the video.
     """
@@ -479,7 +485,7 @@ def read_frames(
     decoded: set[int] = set()
 
     def sink(d: int, frame) -> None:
-        arr = _to_rgb(frame, size)
+        arr = _to_rgb(frame, size, resize)
         for r in rows[d]:
             out[r] = arr if as_array else Image.fromarray(arr)
         decoded.add(d)
