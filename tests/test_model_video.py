@@ -153,6 +153,12 @@ def test_timed_proxy_keeps_a_fractional_rate(tmp_path, monkeypatch):
     frames, metadata, _ = as_the_chat_model_reads(str(source), model)
     proxy_frames, proxy_metadata, _ = as_the_chat_model_reads(proxy, model)
     assert proxy_metadata == metadata and np.array_equal(frames, proxy_frames)
+    # A proxy whose container would declare another rate is never used (and never left in the cache).
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "other"))
+    monkeypatch.setattr(mv, "source_rate", lambda fps: mv.Fraction(round(fps)))
+    mv._done.clear()
+    assert mv.prepare(source, mv.Request(mv.reading_of(model))) is None
+    assert not list((tmp_path / "other").glob("*" + mv.PROXY_SUFFIX))
 
 
 def test_unknown_chat_models_and_impossible_budgets_get_the_path(long_ish_video, tmp_path, monkeypatch):
