@@ -76,13 +76,15 @@ def test_model_reads_the_same_frames_from_the_proxy(name, long_ish_video, tmp_pa
 
 
 def chat_model(name: str, **settings):
-    """An lmms-eval chat model instance (no checkpoint) with its constructor's defaults + ``settings``."""
+    """An lmms-eval model instance (no checkpoint) with its constructor's defaults + ``settings``."""
     from lmms_eval.models.chat.qwen2_5_vl import Qwen2_5_VL as Qwen2_5_VLChat
     from lmms_eval.models.chat.qwen3_vl import Qwen3_VL as Qwen3_VLChat
 
-    model = object.__new__({"qwen2_5_vl_chat": Qwen2_5_VLChat, "qwen3_vl_chat": Qwen3_VLChat}[name])
+    from lmms_eval.models.simple.qwen3_vl import Qwen3_VL
+
+    model = object.__new__({"qwen2_5_vl_chat": Qwen2_5_VLChat, "qwen3_vl_chat": Qwen3_VLChat, "qwen3_vl": Qwen3_VL}[name])
     defaults = {"max_num_frames": 32, "fps": None, "max_pixels": 1605632, "min_pixels": 256 * 28 * 28}
-    if name == "qwen3_vl_chat":
+    if name.startswith("qwen3_vl"):
         defaults["total_pixels"] = None
     for key, value in {**defaults, **settings}.items():
         setattr(model, key, value)
@@ -97,6 +99,8 @@ def as_the_chat_model_reads(path: str, model) -> tuple[np.ndarray, dict, dict]:
 
     if hasattr(model, "_build_video_kwargs"):
         kwargs, patch = model._build_video_kwargs(), 16
+        if model.is_simple and "nframes" in kwargs:  # the simple class caps it at the video's frames
+            kwargs["nframes"] = min(kwargs["nframes"], len(decord.VideoReader(path)))
     else:  # Qwen2.5-VL chat: inline in generate_until (a decord probe, an even frame count)
         kwargs, patch = {"max_pixels": model.max_pixels, "min_pixels": model.min_pixels}, 14
         if model.fps is not None:
@@ -115,6 +119,8 @@ CHAT_CASES = {
     "qwen2_5_vl_chat_fps1": ("qwen2_5_vl_chat", {"fps": 1.0}),
     "qwen3_vl_chat": ("qwen3_vl_chat", {}),
     "qwen3_vl_chat_total_pixels": ("qwen3_vl_chat", {"max_num_frames": 48, "total_pixels": 20_000_000}),
+    "qwen3_vl_simple": ("qwen3_vl", {}),
+    "qwen3_vl_simple_fps2": ("qwen3_vl", {"fps": 2.0, "max_num_frames": 40}),
 }
 
 
@@ -329,8 +335,10 @@ def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_pa
     assert "Failed to process video" not in fast["log"] + path["log"]
 
 
-@pytest.mark.parametrize("kind", ["simple", "chat"])
+@pytest.mark.parametrize("kind", ["simple", "chat", "chunk_method"])
 def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_path, monkeypatch):
+    """simple: qwen2_vl's loop; chat: qwen2_5_vl_chat's (doc_to_messages, in a comprehension);
+    chunk_method: qwen3_vl's (each chunk handled by a helper method, below the Collator's frame)."""
     import threading
     import time
 
@@ -358,17 +366,25 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_
     def doc_to_messages(doc):  # lmms-eval's default for chat models wraps the task's doc_to_visual
         return [{"role": "user", "content": [{"type": "video", "url": doc_to_visual(doc)[0]}]}]
 
-    class Stub(Qwen2_VL if kind == "simple" else Qwen2_5_VLChat):
+    from lmms_eval.models.simple.qwen3_vl import Qwen3_VL
+
+    class Stub({"simple": Qwen2_VL, "chat": Qwen2_5_VLChat, "chunk_method": Qwen3_VL}[kind]):
         def __init__(self):
-            self.max_num_frames, self.max_pixels, self.min_pixels, self.fps = 8, 602112, 3136, None
+            self.max_num_frames, self.max_pixels, self.min_pixels, self.fps, self.total_pixels = 8, 602112, 3136, None, None
             self.task_dict = {"t": {"test": dataset}}
 
+        def _chunk(self, chunk):
+            contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
+            return [fn(self.task_dict[t][s][i])[0] for fn, t, s, i in zip(doc_to_visual, task, split, doc_id)]
+
         def generate_until(self, requests):  # lmms-eval's loop: a Collator, then one chunk at a time
-            gen_kwargs_at = 1 if kind == "simple" else 2  # last document first, grouped by generation kwargs
+            gen_kwargs_at = 2 if kind == "chat" else 1  # last document first, grouped by generation kwargs
             re_ords = Collator([r for r in requests], lambda args: -args[3], group_fn=lambda args: args[gen_kwargs_at], grouping=True)
             out = []
             for chunk in re_ords.get_batched(n=1, batch_fn=None):
-                if kind == "simple":
+                if kind == "chunk_method":
+                    visuals = self._chunk(chunk)
+                elif kind == "simple":
                     contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
                     visuals = [fn(self.task_dict[task[0]][split[0]][ids])[0] for fn, ids in zip(doc_to_visual, doc_id)]
                 else:
@@ -379,8 +395,8 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_
                 time.sleep(1.0)  # the GPU
             return out
 
-    hook = doc_to_visual if kind == "simple" else doc_to_messages
-    args = [("ctx", {}, hook, n, "t", "test") if kind == "simple" else ("ctx", hook, {}, n, "t", "test") for n in range(4)]
+    hook = doc_to_messages if kind == "chat" else doc_to_visual
+    args = [("ctx", hook, {}, n, "t", "test") if kind == "chat" else ("ctx", {}, hook, n, "t", "test") for n in range(4)]
     proxies = Stub().generate_until(args)
     ahead = mv._ahead
     ahead.stop()

@@ -82,7 +82,7 @@ def input_mode() -> str:
 class Reading:
     """How an lmms-eval model reads a video path (its constructor's settings)."""
 
-    model: str  # "qwen2_vl" | "qwen2_5_vl" | "llava_onevision" | "qwen2_5_vl_chat" | "qwen3_vl_chat"
+    model: str  # a value of _KNOWN: "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision", "qwen2_5_vl_chat", ...
     max_frames: int
     max_pixels: int | None = None
     min_pixels: int | None = None
@@ -95,16 +95,19 @@ class Reading:
         return self.model in TIMED_READINGS
 
 
-# Chat models hand qwen_vl_utils the path and pass its `video_metadata` (fps, frame indices,
+# These models hand qwen_vl_utils the path and pass its `video_metadata` (fps, frame indices,
 # frame count) to the processor: Qwen2.5-VL's M-RoPE time step and Qwen3-VL's `<t seconds>`
 # come from it, so their proxy keeps the source's frame count and rate ("timed" layout).
-TIMED_READINGS = ("qwen2_5_vl_chat", "qwen3_vl_chat")
+# lmms-eval 0.7 resolves `--model qwen2_5_vl` / `qwen3_vl` to the chat classes.
+TIMED_READINGS = ("qwen2_5_vl_chat", "qwen3_vl_chat", "qwen3_vl")
+_CHAT_READINGS = ("qwen2_5_vl_chat", "qwen3_vl_chat")
 
 # lmms-eval class -> reading name; matched anywhere in a model's MRO (subclasses count; the
 # chat classes subclass the simple ones, and the MRO meets the subclass first).
 _KNOWN = {
     "lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL": "qwen2_5_vl_chat",
     "lmms_eval.models.chat.qwen3_vl.Qwen3_VL": "qwen3_vl_chat",
+    "lmms_eval.models.simple.qwen3_vl.Qwen3_VL": "qwen3_vl",
     "lmms_eval.models.simple.qwen2_vl.Qwen2_VL": "qwen2_vl",
     "lmms_eval.models.simple.qwen2_5_vl.Qwen2_5_VL": "qwen2_5_vl",
     "lmms_eval.models.simple.llava_onevision.Llava_OneVision": "llava_onevision",
@@ -121,16 +124,14 @@ def reading_of(model) -> Reading | None:
         name = _KNOWN.get(f"{cls.__module__}.{cls.__qualname__}")
         if name is None:
             continue
-        if name in TIMED_READINGS and getattr(model, "is_simple", False):
-            return None  # a chat class made simple again: its reading is not the one we know
+        if getattr(model, "is_simple", True) == (name in _CHAT_READINGS):
+            return None  # a subclass that changed how it takes inputs: its reading is not one we know
+        if name == "llava_onevision":
+            return Reading(name, int(model.max_frames_num))
         if name in TIMED_READINGS:
             fps = getattr(model, "fps", None)
             return Reading(name, int(model.max_num_frames), _optional_int(model.max_pixels), _optional_int(model.min_pixels),
                            None if fps is None else float(fps), _optional_int(getattr(model, "total_pixels", None)))
-        if not getattr(model, "is_simple", True):
-            return None  # a chat model built on a simple class we know (its own reading is unknown)
-        if name == "llava_onevision":
-            return Reading(name, int(model.max_frames_num))
         return Reading(name, int(model.max_num_frames), int(model.max_pixels), int(model.min_pixels))
     return None
 
@@ -146,14 +147,14 @@ class ModelFrames:
 def _video_kwargs(reading: Reading, total: int) -> tuple[dict, int]:
     """The ``ele`` a Qwen model hands ``qwen_vl_utils.fetch_video`` for a video path of ``total``
     frames, and its image patch size (lmms-eval 0.7's ``generate_until`` of each model)."""
-    if reading.model == "qwen3_vl_chat":  # Qwen3_VL._build_video_kwargs
+    if reading.model in ("qwen3_vl_chat", "qwen3_vl"):  # Qwen3_VL._build_video_kwargs
         ele: dict = {"min_pixels": reading.min_pixels}
         if reading.fps is not None:
             ele.update(fps=reading.fps, max_frames=reading.max_frames)
         elif reading.total_pixels is not None:
             ele["max_frames"] = reading.max_frames
-        else:
-            ele["nframes"] = reading.max_frames
+        else:  # the simple class caps the count at the video's frames (its decord probe); chat does not
+            ele["nframes"] = reading.max_frames if reading.model == "qwen3_vl_chat" else min(reading.max_frames, total)
         if reading.total_pixels is not None:
             ele["total_pixels"] = reading.total_pixels
         else:
@@ -193,8 +194,8 @@ def model_frames(reading: Reading, total: int, fps: float, width: int, height: i
       ``smart_nframes`` (2 fps, 4..768, even), resized as ``fetch_video`` does for ``n``
       frames, then the model keeps ``linspace(0, n-1, max_num_frames, dtype=int)``.
     - ``qwen2_5_vl`` (simple): the same decode; keeps ``unique(linspace(...))`` plus the last.
-    - ``qwen2_5_vl_chat`` / ``qwen3_vl_chat``: ``fetch_video`` with the model's own kwargs
-      (``nframes`` = its frame budget, or its ``fps``), all of them kept.
+    - ``qwen2_5_vl_chat`` / ``qwen3_vl_chat`` / ``qwen3_vl``: ``fetch_video`` with the model's
+      own kwargs (``nframes`` = its frame budget, or its ``fps``), all of them kept.
     - ``llava_onevision``: ``linspace(0, total-1, max_frames_num, dtype=int)``, native size.
     """
     if reading.model == "llava_onevision":
@@ -679,9 +680,14 @@ def _processing_order(collator) -> tuple[list[tuple], dict]:
 def _upcoming(frame) -> list[tuple[Callable, dict]]:
     """(doc_to_visual, doc) of the documents after the current chunk, in the model's order."""
     model = frame.f_locals["self"]
-    local = frame.f_locals  # names as in lmms-eval 0.7's simple models' generate_until
-    collator, task = local.get("re_ords"), local.get("task")
-    doc_ids = local.get("doc_id", local.get("batched_doc_id"))
+    local = frame.f_locals  # names as in lmms-eval 0.7's models' generate_until
+    task, doc_ids = local.get("task"), local.get("doc_id", local.get("batched_doc_id"))
+    owner = frame  # the Collator may live one method up (qwen3_vl handles each chunk in a helper method)
+    for _ in range(3):
+        if owner is None or "re_ords" in owner.f_locals or owner.f_back is None or owner.f_back.f_locals.get("self") is not model:
+            break
+        owner = owner.f_back
+    collator = owner.f_locals.get("re_ords") if owner is not None else None
     if collator is None or doc_ids is None or not hasattr(collator, "arr_with_indices"):
         return []
     task = task[0] if isinstance(task, tuple) else task
