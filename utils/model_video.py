@@ -9,6 +9,11 @@ those with `utils.video.read_frames`, applies the same resize, and writes them i
 lossless *proxy clip* that the model reads as a video and ends up with exactly the same
 frames (checked by simulating the model's selection on the proxy before using it).
 
+Models that also read the video's timing (`qwen2_5_vl_chat`, `qwen3_vl_chat`, `qwen3_vl`:
+their processor gets `video_metadata`, i.e. fps and frame indices) get a *timed* proxy: the
+source's frame count and rate, their frames at their own indices, a tiny placeholder
+elsewhere, so the reader reports the same metadata (``plan_timed_proxy``).
+
 Public interface
 ----------------
 - ``INPUT_ENV`` (``LMMS_VR_VIDEO_INPUT``): ``fast`` (default) or ``path``: ``path`` restores
@@ -22,6 +27,7 @@ Public interface
   is known (or ``frames`` fixes the frames, e.g. a benchmark protocol), else ``str(path)``.
   A file that cannot be decoded raises through ``on_broken`` (the benchmark's checked-video
   function, whose error names the fix) or MediaError; this decode is the broken-file check.
+- ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``.
 - ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
   multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock).
 - Decode-ahead: while the model works on one document, the next ``LMMS_VR_DECODE_AHEAD``
