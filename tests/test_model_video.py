@@ -75,6 +75,114 @@ def test_model_reads_the_same_frames_from_the_proxy(name, long_ish_video, tmp_pa
     assert mv.prepare(long_ish_video, mv.Request(reading)) == proxy and Path(proxy).stat().st_mtime_ns >= mtime
 
 
+def chat_model(name: str, **settings):
+    """An lmms-eval model instance (no checkpoint) with its constructor's defaults + ``settings``."""
+    from lmms_eval.models.chat.qwen2_5_vl import Qwen2_5_VL as Qwen2_5_VLChat
+    from lmms_eval.models.chat.qwen3_vl import Qwen3_VL as Qwen3_VLChat
+
+    from lmms_eval.models.simple.qwen3_vl import Qwen3_VL
+
+    model = object.__new__({"qwen2_5_vl_chat": Qwen2_5_VLChat, "qwen3_vl_chat": Qwen3_VLChat, "qwen3_vl": Qwen3_VL}[name])
+    defaults = {"max_num_frames": 32, "fps": None, "max_pixels": 1605632, "min_pixels": 256 * 28 * 28}
+    if name.startswith("qwen3_vl"):
+        defaults["total_pixels"] = None
+    for key, value in {**defaults, **settings}.items():
+        setattr(model, key, value)
+    return model
+
+
+def as_the_chat_model_reads(path: str, model) -> tuple[np.ndarray, dict, dict]:
+    """Frames, video metadata and video kwargs lmms-eval's chat model gets for a video path, built
+    as its ``generate_until`` builds them (Qwen3-VL: its own ``_build_video_kwargs``)."""
+    import decord
+    from qwen_vl_utils import process_vision_info
+
+    if hasattr(model, "_build_video_kwargs"):
+        kwargs, patch = model._build_video_kwargs(), 16
+        if model.is_simple and "nframes" in kwargs:  # the simple class caps it at the video's frames
+            kwargs["nframes"] = min(kwargs["nframes"], len(decord.VideoReader(path)))
+    else:  # Qwen2.5-VL chat: inline in generate_until (a decord probe, an even frame count)
+        kwargs, patch = {"max_pixels": model.max_pixels, "min_pixels": model.min_pixels}, 14
+        if model.fps is not None:
+            kwargs["fps"] = model.fps
+        else:
+            kwargs["nframes"] = max(2, min(model.max_num_frames, len(decord.VideoReader(path))) // 2 * 2)
+    messages = [{"role": "user", "content": [{"type": "video", "video": path, **kwargs}]}]
+    _images, videos, video_kwargs = process_vision_info(messages, return_video_kwargs=True, return_video_metadata=True,
+                                                        image_patch_size=patch)
+    frames, metadata = videos[0]
+    return frames.numpy(), metadata, video_kwargs
+
+
+CHAT_CASES = {
+    "qwen2_5_vl_chat": ("qwen2_5_vl_chat", {}),
+    "qwen2_5_vl_chat_fps1": ("qwen2_5_vl_chat", {"fps": 1.0}),
+    "qwen3_vl_chat": ("qwen3_vl_chat", {}),
+    "qwen3_vl_chat_total_pixels": ("qwen3_vl_chat", {"max_num_frames": 48, "total_pixels": 20_000_000}),
+    "qwen3_vl_simple": ("qwen3_vl", {}),
+    "qwen3_vl_simple_fps2": ("qwen3_vl", {"fps": 2.0, "max_num_frames": 40}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHAT_CASES))
+def test_chat_model_reads_the_same_frames_and_timing_from_the_proxy(case, long_ish_video, tmp_path, monkeypatch):
+    """Chat models pass the reader's `video_metadata` (fps, frame indices, count) to the processor:
+    the timed proxy must give back the frames AND that metadata."""
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    name, settings = CHAT_CASES[case]
+    model = chat_model(name, **settings)
+    reading = mv.reading_of(model)
+    assert reading is not None and reading.model == name and reading.timed
+    proxy = mv.prepare(long_ish_video, mv.Request(reading))
+    assert proxy is not None and proxy.endswith(mv.PROXY_SUFFIX)
+    frames, metadata, kwargs = as_the_chat_model_reads(str(long_ish_video), model)
+    proxy_frames, proxy_metadata, proxy_kwargs = as_the_chat_model_reads(proxy, model)
+    assert frames.shape == proxy_frames.shape and np.array_equal(frames, proxy_frames), case
+    assert proxy_metadata == metadata and proxy_kwargs == kwargs, (proxy_metadata, metadata)
+    assert metadata["total_num_frames"] == 1350 and metadata["fps"] == 30.0
+    # Placeholders are tiny: the proxy is about the size of its real frames.
+    real = len(metadata["frames_indices"])
+    assert Path(proxy).stat().st_size < (real * frames[0].size + 1350 * 1200), Path(proxy).stat().st_size
+
+
+def test_timed_proxy_keeps_a_fractional_rate(tmp_path, monkeypatch):
+    """29.97 fps (30000/1001): the proxy reports the same count and the same float rate to decord."""
+    import decord
+
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    source = syn.write_video(tmp_path / "ntsc.mp4", 8, fps=30000 / 1001, width=160, height=120, stamp_index=True)
+    model = chat_model("qwen2_5_vl_chat", max_num_frames=16)
+    proxy = mv.prepare(source, mv.Request(mv.reading_of(model)))
+    assert proxy is not None
+    original, via_proxy = decord.VideoReader(str(source)), decord.VideoReader(proxy)
+    assert (len(via_proxy), via_proxy.get_avg_fps()) == (len(original), original.get_avg_fps())
+    frames, metadata, _ = as_the_chat_model_reads(str(source), model)
+    proxy_frames, proxy_metadata, _ = as_the_chat_model_reads(proxy, model)
+    assert proxy_metadata == metadata and np.array_equal(frames, proxy_frames)
+    # A proxy whose container would declare another rate is never used (and never left in the cache).
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "other"))
+    monkeypatch.setattr(mv, "source_rate", lambda fps: mv.Fraction(round(fps)))
+    mv._done.clear()
+    assert mv.prepare(source, mv.Request(mv.reading_of(model))) is None
+    assert not list((tmp_path / "other").glob("*" + mv.PROXY_SUFFIX))
+
+
+def test_unknown_chat_models_and_impossible_budgets_get_the_path(long_ish_video, tmp_path, monkeypatch):
+    from lmms_eval.models.chat.qwen2_5_vl import Qwen2_5_VL as Qwen2_5_VLChat
+
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+
+    class Custom(Qwen2_5_VLChat):  # a subclass reads like its parent
+        pass
+
+    custom = object.__new__(Custom)
+    custom.max_num_frames, custom.fps, custom.max_pixels, custom.min_pixels = 8, None, 1605632, 200704
+    assert mv.reading_of(custom) == mv.Reading("qwen2_5_vl_chat", 8, 1605632, 200704)
+    # Qwen3-VL asks for exactly max_num_frames; more than the video has is its own error, so no proxy.
+    short = syn.write_video(tmp_path / "short.mp4", 1, fps=10, width=160, height=120)
+    assert mv.prepare(short, mv.Request(mv.reading_of(chat_model("qwen3_vl_chat")))) is None
+
+
 def test_protocol_frames_proxy_holds_exactly_those_frames(long_ish_video, tmp_path, monkeypatch):
     """VRBench protocol: 16 segment midpoints at 224x224 (OpenCV bilinear) as a video."""
     import decord
@@ -227,10 +335,14 @@ def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_pa
     assert "Failed to process video" not in fast["log"] + path["log"]
 
 
-def test_decode_ahead_prepares_the_next_documents_in_the_models_order(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["simple", "chat", "chunk_method"])
+def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_path, monkeypatch):
+    """simple: qwen2_vl's loop; chat: qwen2_5_vl_chat's (doc_to_messages, in a comprehension);
+    chunk_method: qwen3_vl's (each chunk handled by a helper method, below the Collator's frame)."""
     import threading
     import time
 
+    from lmms_eval.models.chat.qwen2_5_vl import Qwen2_5_VL as Qwen2_5_VLChat
     from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
     from lmms_eval.utils import Collator
 
@@ -251,23 +363,41 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(tmp_path, 
     def doc_to_visual(doc):
         return [mv.video_for_model(doc["video"])]
 
-    class Stub(Qwen2_VL):
+    def doc_to_messages(doc):  # lmms-eval's default for chat models wraps the task's doc_to_visual
+        return [{"role": "user", "content": [{"type": "video", "url": doc_to_visual(doc)[0]}]}]
+
+    from lmms_eval.models.simple.qwen3_vl import Qwen3_VL
+
+    class Stub({"simple": Qwen2_VL, "chat": Qwen2_5_VLChat, "chunk_method": Qwen3_VL}[kind]):
         def __init__(self):
-            self.max_num_frames, self.max_pixels, self.min_pixels = 8, 602112, 3136
+            self.max_num_frames, self.max_pixels, self.min_pixels, self.fps, self.total_pixels = 8, 602112, 3136, None, None
             self.task_dict = {"t": {"test": dataset}}
 
+        def _chunk(self, chunk):
+            contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
+            return [fn(self.task_dict[t][s][i])[0] for fn, t, s, i in zip(doc_to_visual, task, split, doc_id)]
+
         def generate_until(self, requests):  # lmms-eval's loop: a Collator, then one chunk at a time
-            re_ords = Collator([r for r in requests], lambda args: -args[3], grouping=True)  # last document first
+            gen_kwargs_at = 2 if kind == "chat" else 1  # last document first, grouped by generation kwargs
+            re_ords = Collator([r for r in requests], lambda args: -args[3], group_fn=lambda args: args[gen_kwargs_at], grouping=True)
             out = []
             for chunk in re_ords.get_batched(n=1, batch_fn=None):
-                contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
-                task, split = task[0], split[0]
-                for fn, ids in zip(doc_to_visual, doc_id):
-                    out.append(fn(self.task_dict[task][split][ids])[0])
+                if kind == "chunk_method":
+                    visuals = self._chunk(chunk)
+                elif kind == "simple":
+                    contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
+                    visuals = [fn(self.task_dict[task[0]][split[0]][ids])[0] for fn, ids in zip(doc_to_visual, doc_id)]
+                else:
+                    contexts, doc_to_messages, all_gen_kwargs, doc_id, task, split = zip(*chunk)
+                    visuals = [fn(self.task_dict[task[0]][split[0]][ids])[0]["content"][0]["url"]
+                               for fn, ids in zip(doc_to_messages, doc_id)]
+                out.extend(visuals)
                 time.sleep(1.0)  # the GPU
             return out
 
-    proxies = Stub().generate_until([("ctx", {}, doc_to_visual, n, "t", "test") for n in range(4)])
+    hook = doc_to_messages if kind == "chat" else doc_to_visual
+    args = [("ctx", hook, {}, n, "t", "test") if kind == "chat" else ("ctx", {}, hook, n, "t", "test") for n in range(4)]
+    proxies = Stub().generate_until(args)
     ahead = mv._ahead
     ahead.stop()
     assert not ahead._thread.is_alive(), "the decode-ahead thread outlived the run"

@@ -9,6 +9,11 @@ those with `utils.video.read_frames`, applies the same resize, and writes them i
 lossless *proxy clip* that the model reads as a video and ends up with exactly the same
 frames (checked by simulating the model's selection on the proxy before using it).
 
+Models that also read the video's timing (`qwen2_5_vl_chat`, `qwen3_vl_chat`, `qwen3_vl`:
+their processor gets `video_metadata`, i.e. fps and frame indices) get a *timed* proxy: the
+source's frame count and rate, their frames at their own indices, a tiny placeholder
+elsewhere, so the reader reports the same metadata (``plan_timed_proxy``).
+
 Public interface
 ----------------
 - ``INPUT_ENV`` (``LMMS_VR_VIDEO_INPUT``): ``fast`` (default) or ``path``: ``path`` restores
@@ -22,6 +27,7 @@ Public interface
   is known (or ``frames`` fixes the frames, e.g. a benchmark protocol), else ``str(path)``.
   A file that cannot be decoded raises through ``on_broken`` (the benchmark's checked-video
   function, whose error names the fix) or MediaError; this decode is the broken-file check.
+- ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``.
 - ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
   multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock).
 - Decode-ahead: while the model works on one document, the next ``LMMS_VR_DECODE_AHEAD``
@@ -82,30 +88,57 @@ def input_mode() -> str:
 class Reading:
     """How an lmms-eval model reads a video path (its constructor's settings)."""
 
-    model: str  # "qwen2_vl" | "qwen2_5_vl" | "llava_onevision"
+    model: str  # a value of _KNOWN: "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision", "qwen2_5_vl_chat", ...
     max_frames: int
     max_pixels: int | None = None
     min_pixels: int | None = None
+    fps: float | None = None  # chat models: sample at this rate instead of a frame count
+    total_pixels: int | None = None  # qwen3_vl: a pixel budget over all frames
+
+    @property
+    def timed(self) -> bool:
+        """Whether the model reads the video's timing (frame indices / fps) along with its frames."""
+        return self.model in TIMED_READINGS
 
 
-# lmms-eval class -> reading name; matched anywhere in a model's MRO (subclasses count).
+# These models hand qwen_vl_utils the path and pass its `video_metadata` (fps, frame indices,
+# frame count) to the processor: Qwen2.5-VL's M-RoPE time step and Qwen3-VL's `<t seconds>`
+# come from it, so their proxy keeps the source's frame count and rate ("timed" layout).
+# lmms-eval 0.7 resolves `--model qwen2_5_vl` / `qwen3_vl` to the chat classes.
+TIMED_READINGS = ("qwen2_5_vl_chat", "qwen3_vl_chat", "qwen3_vl")
+_CHAT_READINGS = ("qwen2_5_vl_chat", "qwen3_vl_chat")
+
+# lmms-eval class -> reading name; matched anywhere in a model's MRO (subclasses count; the
+# chat classes subclass the simple ones, and the MRO meets the subclass first).
 _KNOWN = {
+    "lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL": "qwen2_5_vl_chat",
+    "lmms_eval.models.chat.qwen3_vl.Qwen3_VL": "qwen3_vl_chat",
+    "lmms_eval.models.simple.qwen3_vl.Qwen3_VL": "qwen3_vl",
     "lmms_eval.models.simple.qwen2_vl.Qwen2_VL": "qwen2_vl",
     "lmms_eval.models.simple.qwen2_5_vl.Qwen2_5_VL": "qwen2_5_vl",
     "lmms_eval.models.simple.llava_onevision.Llava_OneVision": "llava_onevision",
 }
 
 
+def _optional_int(value) -> int | None:
+    return None if value is None else int(value)
+
+
 def reading_of(model) -> Reading | None:
-    """The ``Reading`` of an lmms-eval model instance, or None (unknown, or a chat model)."""
-    if not getattr(model, "is_simple", True):
-        return None
+    """The ``Reading`` of an lmms-eval model instance, or None (a model we do not know)."""
     for cls in type(model).__mro__:
         name = _KNOWN.get(f"{cls.__module__}.{cls.__qualname__}")
+        if name is None:
+            continue
+        if getattr(model, "is_simple", True) == (name in _CHAT_READINGS):
+            return None  # a subclass that changed how it takes inputs: its reading is not one we know
         if name == "llava_onevision":
             return Reading(name, int(model.max_frames_num))
-        if name is not None:
-            return Reading(name, int(model.max_num_frames), int(model.max_pixels), int(model.min_pixels))
+        if name in TIMED_READINGS:
+            fps = getattr(model, "fps", None)
+            return Reading(name, int(model.max_num_frames), _optional_int(model.max_pixels), _optional_int(model.min_pixels),
+                           None if fps is None else float(fps), _optional_int(getattr(model, "total_pixels", None)))
+        return Reading(name, int(model.max_num_frames), int(model.max_pixels), int(model.min_pixels))
     return None
 
 
@@ -117,19 +150,44 @@ class ModelFrames:
     size: tuple[int, int]
 
 
+def _video_kwargs(reading: Reading, total: int) -> tuple[dict, int]:
+    """The ``ele`` a Qwen model hands ``qwen_vl_utils.fetch_video`` for a video path of ``total``
+    frames, and its image patch size (lmms-eval 0.7's ``generate_until`` of each model)."""
+    if reading.model in ("qwen3_vl_chat", "qwen3_vl"):  # Qwen3_VL._build_video_kwargs
+        ele: dict = {"min_pixels": reading.min_pixels}
+        if reading.fps is not None:
+            ele.update(fps=reading.fps, max_frames=reading.max_frames)
+        elif reading.total_pixels is not None:
+            ele["max_frames"] = reading.max_frames
+        else:  # the simple class caps the count at the video's frames (its decord probe); chat does not
+            ele["nframes"] = reading.max_frames if reading.model == "qwen3_vl_chat" else min(reading.max_frames, total)
+        if reading.total_pixels is not None:
+            ele["total_pixels"] = reading.total_pixels
+        else:
+            ele["max_pixels"] = reading.max_pixels
+        return ele, 16
+    ele = {"max_pixels": reading.max_pixels, "min_pixels": reading.min_pixels}
+    if reading.model == "qwen2_5_vl_chat":  # its decord probe: an even frame count within the video
+        if reading.fps is not None:
+            ele["fps"] = reading.fps
+        else:
+            ele["nframes"] = max(2, min(reading.max_frames, total) // 2 * 2)
+    return ele, 14
+
+
 def _qwen_stage(reading: Reading, total: int, fps: float, height: int, width: int) -> tuple[list[int], tuple[int, int]]:
     """``qwen_vl_utils.fetch_video`` on a path (decord reader): its indices and resize target."""
     import torch
     from qwen_vl_utils import vision_process as vp
 
-    ele = {"max_pixels": reading.max_pixels, "min_pixels": reading.min_pixels}
+    ele, patch = _video_kwargs(reading, total)
     nframes = vp.smart_nframes(ele, total_frames=total, video_fps=fps)
     indices = torch.linspace(0, total - 1, nframes).round().long().tolist()
-    factor = 14 * vp.SPATIAL_MERGE_SIZE
-    min_pixels = ele["min_pixels"]
-    total_pixels = vp.MODEL_SEQ_LEN * factor * factor * 0.9
+    factor = patch * vp.SPATIAL_MERGE_SIZE
+    min_pixels = ele.get("min_pixels") or vp.VIDEO_MIN_TOKEN_NUM * factor * factor
+    total_pixels = ele.get("total_pixels", vp.MODEL_SEQ_LEN * factor * factor * 0.9)
     max_pixels = max(min(vp.VIDEO_MAX_TOKEN_NUM * factor * factor, total_pixels / nframes * vp.FRAME_FACTOR), int(min_pixels * 1.05))
-    max_pixels = min(ele["max_pixels"], max_pixels)
+    max_pixels = min(ele.get("max_pixels") or max_pixels, max_pixels)
     size = vp.smart_resize(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
     return indices, size
 
@@ -142,19 +200,24 @@ def model_frames(reading: Reading, total: int, fps: float, width: int, height: i
       ``smart_nframes`` (2 fps, 4..768, even), resized as ``fetch_video`` does for ``n``
       frames, then the model keeps ``linspace(0, n-1, max_num_frames, dtype=int)``.
     - ``qwen2_5_vl`` (simple): the same decode; keeps ``unique(linspace(...))`` plus the last.
+    - ``qwen2_5_vl_chat`` / ``qwen3_vl_chat`` / ``qwen3_vl``: ``fetch_video`` with the model's
+      own kwargs (``nframes`` = its frame budget, or its ``fps``), all of them kept.
     - ``llava_onevision``: ``linspace(0, total-1, max_frames_num, dtype=int)``, native size.
     """
     if reading.model == "llava_onevision":
         keep = np.linspace(0, total - 1, reading.max_frames, dtype=int)
         return ModelFrames(tuple(int(i) for i in keep), (height, width))
     decoded, size = _qwen_stage(reading, total, fps, height, width)
+    size = (int(size[0]), int(size[1]))
+    if reading.timed:
+        return ModelFrames(tuple(decoded), size)
     n = len(decoded)
     keep = np.linspace(0, n - 1, reading.max_frames, dtype=int)
     if reading.model == "qwen2_5_vl":
         keep = np.unique(keep)
         if n - 1 not in keep:
             keep = np.unique(np.append(keep, n - 1))
-    return ModelFrames(tuple(decoded[int(k)] for k in keep), (int(size[0]), int(size[1])))
+    return ModelFrames(tuple(decoded[int(k)] for k in keep), size)
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,9 +227,10 @@ def model_frames(reading: Reading, total: int, fps: float, width: int, height: i
 
 @dataclass(frozen=True)
 class ProxyLayout:
-    """A proxy of ``slots`` frames at ``rate`` fps; slot ``s`` shows target ``fill[s]``."""
+    """A proxy of ``len(fill)`` frames at ``rate`` fps; slot ``s`` shows target ``fill[s]``
+    (a position in the target list), or a placeholder when ``fill[s]`` is None."""
 
-    fill: tuple[int, ...]  # position in the target list for each proxy frame
+    fill: tuple[int | None, ...]
     rate: Fraction
 
 
@@ -177,9 +241,29 @@ def _proxy_rate(slots: int, duration: float) -> Fraction:
     return max(min(rate, Fraction(2)), Fraction(1, 1_000_000))
 
 
+def source_rate(fps: float) -> Fraction:
+    """The source's average rate as a fraction (30000/1001 for 29.97...), for a timed proxy."""
+    return Fraction(fps).limit_denominator(1_000_000)
+
+
+def plan_timed_proxy(reading: Reading, total: int, fps: float, targets: Sequence[int], size: tuple[int, int]) -> ProxyLayout | None:
+    """The timed layout: as many frames as the source at its rate, each target at its own index,
+    placeholders between. The model's reader then finds the same frame count and fps, picks the
+    same indices and reports the same ``video_metadata``; None if its resize of the (already
+    resized) frames would not be the identity."""
+    got = model_frames(reading, total, fps, size[1], size[0])
+    if got.indices != tuple(targets) or got.size != size:
+        return None
+    fill: list[int | None] = [None] * total
+    for j, index in enumerate(targets):
+        fill[index] = j
+    return ProxyLayout(tuple(fill), source_rate(fps))
+
+
 def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int, int], duration: float) -> ProxyLayout | None:
-    """A layout whose reading by ``reading`` (simulated with ``model_frames``) gives ``targets``
-    in order at ``size``; None if no small layout does. ``reading=None``: the targets as they are."""
+    """A short layout whose reading by ``reading`` (simulated with ``model_frames``) gives
+    ``targets`` in order at ``size``; None if no small layout does. ``reading=None``: the targets
+    as they are (a protocol's frames). Not for timed readings (``plan_timed_proxy``)."""
     k = len(targets)
     for slots in range(k, k + 4):
         rate = _proxy_rate(slots, duration)
@@ -294,21 +378,57 @@ class ProxyCache:
         return freed
 
 
+PLACEHOLDER_GREY = 128  # the colour of a timed proxy's unused frames (no model reads them)
+
+
 def write_proxy(target: Path, frames: np.ndarray, layout: ProxyLayout) -> None:
-    """Encode ``frames[layout.fill]`` losslessly (UT Video, planar RGB) into the AVI ``target``."""
+    """Encode ``frames`` into the AVI ``target`` in ``layout``'s order, losslessly (UT Video,
+    planar RGB, every frame a keyframe). Each distinct frame is encoded once and its packet
+    repeated where the layout repeats it; placeholders are one encoded grey frame (about 800
+    bytes), so a timed proxy of a long video stays small and is written in well under a second."""
     import av
 
     height, width = frames.shape[1:3]
     with av.open(str(target), mode="w", format="avi") as out:
         stream = out.add_stream("utvideo", rate=layout.rate)
         stream.width, stream.height, stream.pix_fmt = width, height, "gbrp"
+        encoded: dict[int | None, bytes] = {}
+        time_base = None
+
+        def encode(image: np.ndarray) -> bytes:
+            nonlocal time_base
+            packets = list(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")))
+            if len(packets) != 1:  # an intra-only encoder answers each frame with one packet
+                raise RuntimeError(f"utvideo returned {len(packets)} packets for one frame")
+            time_base = packets[0].time_base
+            return bytes(packets[0])
+
+        for j in layout.fill:
+            if j not in encoded:
+                encoded[j] = encode(np.full((height, width, 3), PLACEHOLDER_GREY, np.uint8) if j is None else frames[j])
         for slot, j in enumerate(layout.fill):
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frames[j]), format="rgb24")
-            frame.pts = slot
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode():
+            packet = av.Packet(encoded[j])
+            packet.pts = packet.dts = slot
+            packet.time_base, packet.stream, packet.is_keyframe = time_base, stream, True
             out.mux(packet)
+
+
+def check_timed_proxy(path: Path, total: int, fps: float) -> bool:
+    """Whether the container of ``path`` declares ``total`` frames at ``fps`` (the frame count and
+    average rate decord and qwen_vl_utils' other readers take from FFmpeg). Reads the header only:
+    opening a long proxy with decord reads every packet (about a second for 170,000 frames)."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate
+        return stream.frames == total and rate is not None and abs(float(rate) - fps) <= 1e-9 * max(1.0, fps)
+
+
+def _resize_one_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
+    """``resize_like_qwen`` of one ``(H, W, 3)`` frame (per frame: the result is the same as in a
+    batch, and it runs in the sampler's decoding threads)."""
+    return resize_like_qwen(frame[None], (width_height[1], width_height[0]))[0]
 
 
 def resize_like_qwen(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -354,6 +474,35 @@ def _key(path: Path, request: Request) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+class _TimingMismatch(Exception):
+    """A written timed proxy that decord would not read with the source's count and rate."""
+
+
+def _layout_for(request: Request, info) -> tuple[list[int], tuple[int, int], ProxyLayout] | None:
+    """``(frames to decode, (height, width), layout over those frames)`` for ``request`` on a
+    video described by ``info``; None when no exact proxy exists."""
+    if request.frames is not None:
+        targets = list(request.frames)
+        size = (request.size[1], request.size[0]) if request.size else (info.height, info.width)
+        layout = plan_proxy(None, targets, size, info.duration)
+    else:
+        try:
+            chosen = model_frames(request.reading, info.total_frames, info.fps, info.width, info.height)
+        except ValueError as exc:  # e.g. a frame budget larger than a short video: the model's own error
+            logger.warning("%s cannot read this video as configured (%s)", request.reading.model, exc)
+            return None
+        targets, size = list(chosen.indices), chosen.size
+        if request.reading.timed:
+            layout = plan_timed_proxy(request.reading, info.total_frames, info.fps, targets, size)
+        else:
+            layout = plan_proxy(request.reading, targets, size, info.duration)
+    if layout is None:
+        return None
+    unique = sorted(set(targets))
+    row = {index: r for r, index in enumerate(unique)}
+    return unique, size, ProxyLayout(tuple(None if j is None else row[targets[j]] for j in layout.fill), layout.rate)
+
+
 def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | None:
     """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no
     exact proxy layout exists (the caller hands over the path). Raises VideoError for a file
@@ -377,27 +526,32 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             result = str(target)
         else:
             info = video.probe(path)
-            if request.frames is not None:
-                targets = list(request.frames)
-                size = (request.size[1], request.size[0]) if request.size else (info.height, info.width)
-            else:
-                chosen = model_frames(request.reading, info.total_frames, info.fps, info.width, info.height)
-                targets, size = list(chosen.indices), chosen.size
-            layout = plan_proxy(request.reading if request.frames is None else None, targets, size, info.duration)
-            if layout is None:
+            planned = _layout_for(request, info)
+            if planned is None:
                 logger.warning("%s: no exact proxy layout for %s; handing the model the original path", path, request.reading)
                 return None
-            unique = sorted(set(targets))
+            unique, size, layout = planned
             if request.frames is not None and request.size is not None:
-                decoded = video.read_frames(path, unique, size=request.size, as_array=True)
+                frames = video.read_frames(path, unique, size=request.size, as_array=True)
+            elif request.frames is None and request.reading.model != "llava_onevision":
+                frames = video.read_frames(path, unique, size=(size[1], size[0]), resize=_resize_one_like_qwen, as_array=True)
             else:
-                decoded = resize_like_qwen(video.read_frames(path, unique, as_array=True), size) if request.reading.model != "llava_onevision" else video.read_frames(path, unique, as_array=True)
-            row = {index: r for r, index in enumerate(unique)}
-            frames = decoded[[row[i] for i in targets]]
-            del decoded
-            cache.store(target, lambda tmp: write_proxy(tmp, frames, layout))
+                frames = video.read_frames(path, unique, as_array=True)
+            timed = request.frames is None and request.reading.timed
+
+            def write(tmp: Path) -> None:
+                write_proxy(tmp, frames, layout)
+                if timed and not check_timed_proxy(tmp, info.total_frames, info.fps):
+                    raise _TimingMismatch
+
+            try:
+                cache.store(target, write)
+            except _TimingMismatch:
+                logger.warning("%s: the proxy would not report the source's frame count and rate (%d at %s fps); "
+                               "handing the model the original path", path, info.total_frames, info.fps)
+                return None
             result = str(target)
-            logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(targets), size[1], size[0])
+            logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(unique), size[1], size[0])
         with _locks_guard:
             _done[ident] = result
             while len(_done) > 4096:
@@ -423,7 +577,9 @@ def _model_frame(start):
         if frame is None:
             return None
         candidate = frame.f_locals.get("self")
-        if isinstance(candidate, lmms):
+        # A comprehension inside generate_until (Python < 3.12: its own frame) sees ``self`` as a
+        # free variable but not the method's locals (the Collator): go on to the method itself.
+        if isinstance(candidate, lmms) and not frame.f_code.co_name.startswith("<"):
             return frame
         frame = frame.f_back
     return None
@@ -530,9 +686,14 @@ def _processing_order(collator) -> tuple[list[tuple], dict]:
 def _upcoming(frame) -> list[tuple[Callable, dict]]:
     """(doc_to_visual, doc) of the documents after the current chunk, in the model's order."""
     model = frame.f_locals["self"]
-    local = frame.f_locals  # names as in lmms-eval 0.7's simple models' generate_until
-    collator, task = local.get("re_ords"), local.get("task")
-    doc_ids = local.get("doc_id", local.get("batched_doc_id"))
+    local = frame.f_locals  # names as in lmms-eval 0.7's models' generate_until
+    task, doc_ids = local.get("task"), local.get("doc_id", local.get("batched_doc_id"))
+    owner = frame  # the Collator may live one method up (qwen3_vl handles each chunk in a helper method)
+    for _ in range(3):
+        if owner is None or "re_ords" in owner.f_locals or owner.f_back is None or owner.f_back.f_locals.get("self") is not model:
+            break
+        owner = owner.f_back
+    collator = owner.f_locals.get("re_ords") if owner is not None else None
     if collator is None or doc_ids is None or not hasattr(collator, "arr_with_indices"):
         return []
     task = task[0] if isinstance(task, tuple) else task
@@ -542,7 +703,10 @@ def _upcoming(frame) -> list[tuple[Callable, dict]]:
         return []
     upcoming = []
     for args in order[max(current) + 1 :]:
-        fn, doc_id, task_name, split = args[2], args[3], args[4], args[5]
+        # Simple models' args: (context, gen_kwargs, doc_to_visual, doc_id, task, split);
+        # chat models': (context, doc_to_messages, gen_kwargs, ...), which calls doc_to_visual.
+        fn = args[2] if callable(args[2]) else args[1]
+        doc_id, task_name, split = args[3], args[4], args[5]
         if callable(fn):
             upcoming.append((fn, model.task_dict[task_name][split][doc_id]))
     return upcoming

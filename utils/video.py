@@ -35,14 +35,15 @@ VFR files, and container index timestamps are in decode order on B-frame files).
 grouped by the keyframe they must be decoded from; each group seeks once to its keyframe and
 sends the decoder only the packets it needs: reference frames (others depend on them) and the
 targets themselves. Non-reference frames that are not targets (most B-frames) are never
-decoded. Groups are split across worker threads, each with its own demuxer and decoder (PyAV
-releases the GIL while decoding). ``benchmarks/frame_sampling.py`` measures this against decord
-and a full sequential decode; ``utils/VIDEO.md`` records the figures.
+decoded. Worker threads pull groups from one queue (longest first), each with its own demuxer
+and decoder (PyAV releases the GIL while decoding). ``benchmarks/frame_sampling.py`` measures
+this against decord and a full sequential decode; ``utils/VIDEO.md`` records the figures.
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import hashlib
 import logging
 import os
@@ -348,24 +349,7 @@ def _plan(table: _FrameTable, targets: Iterable[int]) -> list[_Run]:
     return runs
 
 
-def _split(runs: list[_Run], parts: int) -> list[list[_Run]]:
-    """Split runs into ``parts`` contiguous chunks of about equal decode work (packets)."""
-    if parts <= 1 or len(runs) <= 1:
-        return [runs]
-    work = [r.end - r.start + 1 for r in runs]
-    total, chunks, current, acc = sum(work), [], [], 0
-    for run, w in zip(runs, work):
-        current.append(run)
-        acc += w
-        if acc >= total * (len(chunks) + 1) / parts and len(chunks) < parts - 1:
-            chunks.append(current)
-            current = []
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def _decode_runs(table: _FrameTable, runs: list[_Run], sink, skip_nonref: bool = True) -> None:
+def _decode_runs(table: _FrameTable, runs: Iterable[_Run], sink, skip_nonref: bool = True) -> None:
     """Decode ``runs`` with one demuxer + decoder, calling ``sink(decode_pos, frame)`` per target.
 
     Within a run frames arrive in presentation order (the decoder reorders). With
@@ -429,10 +413,13 @@ def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
     container.seek(table.pts[start], stream=stream, backward=True, any_frame=False)
 
 
-def _to_rgb(frame, size: tuple[int, int] | None) -> np.ndarray:
-    """RGB uint8 array of a decoded frame, resized with OpenCV bilinear when ``size`` differs."""
+def _to_rgb(frame, size: tuple[int, int] | None, resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None) -> np.ndarray:
+    """RGB uint8 array of a decoded frame, resized when ``size`` differs: with ``resize(arr, size)``
+    when given, else OpenCV bilinear."""
     arr = frame.to_ndarray(format="rgb24")
     if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
+        if resize is not None:
+            return resize(arr, tuple(size))
         import cv2
 
         arr = cv2.resize(arr, tuple(size), interpolation=cv2.INTER_LINEAR)
@@ -440,13 +427,23 @@ def _to_rgb(frame, size: tuple[int, int] | None) -> np.ndarray:
 
 
 def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -> None:
-    """Split ``runs`` across ``workers`` threads, each with its own demuxer and decoder."""
-    chunks = _split(runs, workers)
-    if len(chunks) == 1:
-        _decode_runs(table, chunks[0], sink)
+    """Decode ``runs`` on ``workers`` threads, each with its own demuxer and decoder, pulling
+    runs from one shared queue, longest first: no thread idles while another still has work
+    (fixed contiguous shares left one core idle for up to a third of the time)."""
+    if workers <= 1 or len(runs) <= 1:
+        _decode_runs(table, runs, sink)
         return
-    with ThreadPoolExecutor(len(chunks)) as pool:
-        for _ in pool.map(lambda chunk: _decode_runs(table, chunk, sink), chunks):
+    queue = collections.deque(sorted(runs, key=lambda run: run.end - run.start, reverse=True))
+
+    def pull():
+        while True:
+            try:
+                yield queue.popleft()  # atomic: each run goes to exactly one thread
+            except IndexError:
+                return
+
+    with ThreadPoolExecutor(min(workers, len(runs))) as pool:
+        for _ in pool.map(lambda _n: _decode_runs(table, pull(), sink), range(min(workers, len(runs)))):
             pass
 
 
@@ -457,13 +454,16 @@ def read_frames(
     size: tuple[int, int] | None = None,
     as_array: bool = False,
     workers: int = DEFAULT_WORKERS,
+    resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None,
 ):
     """Frames at presentation-order ``indices`` of ``path``, in the order given (repeats allowed).
 
     Index ``i`` is the ``i``-th frame a full sequential decode yields. Returns RGB PIL images,
     or with ``as_array`` one ``(N, H, W, 3)`` uint8 array (filled in place: peak memory is the
     returned frames plus one frame per worker). ``size`` = ``(width, height)`` resizes with
-    bilinear interpolation (OpenCV ``INTER_LINEAR``, as official code that resizes with cv2 does).
+    bilinear interpolation (OpenCV ``INTER_LINEAR``, as official code that resizes with cv2 does),
+    or with ``resize(frame, (width, height))`` when given (run in the decoding threads, so a
+    full-size copy of every frame is never held).
     ``workers``: decoding threads. Raises VideoError for unreadable files, IndexError for
     indices outside the video.
     """
@@ -485,7 +485,7 @@ def read_frames(
     decoded: set[int] = set()
 
     def sink(d: int, frame) -> None:
-        arr = _to_rgb(frame, size)
+        arr = _to_rgb(frame, size, resize)
         for r in rows[d]:
             out[r] = arr if as_array else Image.fromarray(arr)
         decoded.add(d)
