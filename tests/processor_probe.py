@@ -5,7 +5,8 @@ Installed as `sitecustomize` (PYTHONPATH) in an lmms-eval subprocess, it wraps `
 `<folder>/call-<pid>-<n>.npz`: the video tensors (`pixel_values_videos`, `video_grid_thw`),
 `input_ids`, `second_per_grid_ts` when the processor returns it (Qwen2.5-VL), the processor's
 class name, the calling lmms-eval model's class (`lmms_eval.models.chat.qwen3_vl.Qwen3_VL`), and the `video_metadata` passed in (lmms-eval's chat models hand over what
-`qwen_vl_utils` read: fps, frames_indices, total_num_frames), as JSON. It changes nothing the
+`qwen_vl_utils` read: fps, frames_indices, total_num_frames, video_backend), as JSON. It also
+logs each video path `qwen_vl_utils.fetch_video` opens (`video_reads`). It changes nothing the
 model receives; it only records it.
 """
 
@@ -16,7 +17,7 @@ import os
 from pathlib import Path
 
 PROBE_ENV = "LMMS_VR_TEST_PROCESSOR_PROBE"
-METADATA_FIELDS = ("fps", "frames_indices", "total_num_frames")
+METADATA_FIELDS = ("fps", "frames_indices", "total_num_frames", "video_backend")
 
 _SITECUSTOMIZE = '''
 import os
@@ -77,11 +78,24 @@ if os.environ.get("%(env)s"):
 
         cls.__call__ = __call__
 
+    def _witness_reads(module):
+        fetch = module.fetch_video
+
+        def fetch_video(ele, *args, **kwargs):
+            if isinstance(ele.get("video"), str):
+                line = json.dumps({"pid": os.getpid(), "video": ele["video"]})
+                with open(os.path.join(os.environ["%(env)s"], "videos-%%d.jsonl" %% os.getpid()), "a") as handle:
+                    handle.write(line + "\\n")
+            return fetch(ele, *args, **kwargs)
+
+        module.fetch_video = fetch_video  # process_vision_info calls it by its module-global name
+
     for _module, _name in (("qwen2_vl.processing_qwen2_vl", "Qwen2VLProcessor"),
                            ("qwen2_5_vl.processing_qwen2_5_vl", "Qwen2_5_VLProcessor"),
                            ("qwen3_vl.processing_qwen3_vl", "Qwen3VLProcessor")):
         # Each class is patched on itself: none inherits another's __call__ (all use ProcessorMixin's).
         _wrap(getattr(importlib.import_module("transformers.models." + _module), _name))
+    _witness_reads(importlib.import_module("qwen_vl_utils.vision_process"))
 ''' % {"env": PROBE_ENV, "fields": METADATA_FIELDS}
 
 
@@ -112,3 +126,11 @@ def processor_calls(folder: Path) -> list[dict]:
         call["video_metadata"] = json.loads(str(call.pop("video_metadata_json")))
         calls.append(call)
     return calls
+
+
+def video_reads(folder: Path) -> list[str]:
+    """The video paths qwen_vl_utils' fetch_video opened in the probed subprocess, in order."""
+    lines = []
+    for log in sorted((Path(folder) / "calls").glob("videos-*.jsonl")):
+        lines += [json.loads(line)["video"] for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from lmms_video_reasoning.utils import model_video as mv
+from processor_probe import METADATA_FIELDS
 
 DOCUMENTS = 6
 # The models' own settings, smaller frames than their defaults (min_pixels 200704 would upscale
@@ -37,12 +38,13 @@ FAILURE_SIGNS = ("Failed to process video", "Failed to probe video", "use torchv
 def run_with_and_without_proxies(tmp_path, model: str, checkpoint) -> dict[str, dict]:
     """Run `model` on `vcr_cot` (sample, `--limit 6`) once per input mode.
 
-    Returns {"fast" | "path": {"calls": the processor calls (processor_probe), "proxies": the
-    `*.avi` proxy clips made in the run's own cache folder, "log": the CLI's output}}.
+    Returns {"fast" | "path": {"calls": the processor calls (processor_probe), "reads": the video
+    paths qwen_vl_utils opened, "proxies": the `*.avi` proxy clips made in the run's own cache
+    folder, "log": the CLI's output}}.
     """
     from lmms_cli import run_lmms_eval
     from lmms_video_reasoning.utils.sample import env_for, write_sample
-    from processor_probe import processor_calls, processor_probe_env
+    from processor_probe import processor_calls, processor_probe_env, video_reads
 
     sample = tmp_path / "sample"
     write_sample(sample, ("vcr_bench",))
@@ -54,8 +56,8 @@ def run_with_and_without_proxies(tmp_path, model: str, checkpoint) -> dict[str, 
                mv.INPUT_ENV: mode, mv.CACHE_DIR_ENV: str(folder / "proxies")}
         results = run_lmms_eval("vcr_cot", folder / "out", model=model, model_args=args, env=env,
                                 extra=["--limit", str(DOCUMENTS)], log_samples=False)
-        runs[mode] = {"calls": processor_calls(folder / "probe"), "proxies": sorted((folder / "proxies").glob("*" + mv.PROXY_SUFFIX)),
-                      "log": results["_log"]}
+        runs[mode] = {"calls": processor_calls(folder / "probe"), "reads": video_reads(folder / "probe"),
+                      "proxies": sorted((folder / "proxies").glob("*" + mv.PROXY_SUFFIX)), "log": results["_log"]}
     return runs
 
 
@@ -72,7 +74,7 @@ def assert_same_model_inputs(runs: dict[str, dict], model_class: str, processor:
             assert (key in a) == (key in b), (n, key)
             if key in b:
                 assert a[key].shape == b[key].shape and np.array_equal(a[key], b[key]), (n, key)
-        for field in ("fps", "frames_indices", "total_num_frames"):
+        for field in METADATA_FIELDS:  # fps, frames_indices, total_num_frames, video_backend
             got = [meta[field] for meta in a["video_metadata"]]
             want = [meta[field] for meta in b["video_metadata"]]
             assert got == want, (n, field, got, want)
@@ -82,9 +84,15 @@ def assert_same_model_inputs(runs: dict[str, dict], model_class: str, processor:
 
 
 def assert_proxies_only_in_fast_mode(runs: dict[str, dict]) -> None:
-    """Fast mode made proxies (one per video; documents sharing a video share it); plain paths none."""
-    assert not runs["path"]["proxies"], runs["path"]["proxies"]
-    assert runs["fast"]["proxies"], "no proxy was made in fast mode: the chat model was handed the original video path"
+    """Fast mode made proxies (one per video; documents sharing a video share it) and the model
+    read those, once per document; with plain paths none was made and it read the originals."""
+    fast, path = runs["fast"], runs["path"]
+    assert len(fast["reads"]) == len(path["reads"]) == DOCUMENTS, (fast["reads"], path["reads"])
+    assert not path["proxies"], path["proxies"]
+    assert not any(read.endswith(mv.PROXY_SUFFIX) for read in path["reads"]), path["reads"]
+    assert fast["proxies"], "no proxy was made in fast mode: the chat model was handed the original video path"
+    made = {str(proxy) for proxy in fast["proxies"]}
+    assert set(fast["reads"]) <= made, f"fast mode: the model read {sorted(set(fast['reads']) - made)}, not the proxies {sorted(made)}"
 
 
 @pytest.mark.slow
