@@ -475,7 +475,7 @@ def _key(path: Path, request: Request) -> str:
 
 
 class _TimingMismatch(Exception):
-    """A written timed proxy that decord would not read with the source's count and rate."""
+    """A written timed proxy whose container does not declare the source's frame count and rate."""
 
 
 def _layout_for(request: Request, info) -> tuple[list[int], tuple[int, int], ProxyLayout] | None:
