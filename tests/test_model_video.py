@@ -306,6 +306,28 @@ def test_cache_stays_within_its_bound_with_two_processes(tmp_path):
     assert len(one.entries()) >= 1
 
 
+def test_run_reports_proxies_made_again_and_the_bound_that_keeps_them(tmp_path, monkeypatch):
+    """lmms-eval orders documents by prompt, not by video: a bound too small for the run evicts a
+    proxy before the video's next question. The exit line counts that and names the setting."""
+    import atexit
+
+    videos = [syn.write_video(tmp_path / f"v{n}.mp4", 6, fps=10, width=160, height=120, textured=True) for n in range(2)]
+    reading = mv.Reading("qwen2_vl", 8, 602112, 3136)
+    clip = Path(mv.prepare(videos[0], mv.Request(reading), mv.ProxyCache(tmp_path / "sizing", 1 << 40))).stat().st_size
+    for limit, expect_again in ((int(1.5 * clip), 1), (1 << 40, 0)):
+        monkeypatch.setattr(mv, "usage", mv._Usage())
+        mv._done.clear()
+        cache = mv.ProxyCache(tmp_path / f"cache-{limit}", limit)
+        for n in (0, 0, 1, 0):  # a second question on video 0, then video 1, then video 0 again
+            assert mv.prepare(videos[n], mv.Request(reading), cache) is not None
+        line = mv.usage.summary(limit)
+        assert mv.usage.made_again == expect_again and len(mv.usage.made) == 2, line
+        assert f"{expect_again} made again" in line and ("reused from the cache" in line)
+        assert (f"raise {mv.CACHE_MB_ENV} to at least" in line) == bool(expect_again), line
+        atexit.unregister(mv.usage.report)  # this test's counts are not the test process's to report
+    assert mv._Usage().summary(1 << 30) is None  # nothing made: nothing to report
+
+
 # ---------------------------------------------------------------------- end to end (slow)
 
 

@@ -28,6 +28,8 @@ Public interface
   A file that cannot be decoded raises through ``on_broken`` (the benchmark's checked-video
   function, whose error names the fix) or MediaError; this decode is the broken-file check.
 - ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``.
+- ``usage``: this process's proxies made / reused / made again after eviction, logged at exit
+  with the ``LMMS_VR_PROXY_CACHE_MB`` that would have kept every one (``usage.summary``).
 - ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
   multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock).
 - Decode-ahead: while the model works on one document, the next ``LMMS_VR_DECODE_AHEAD``
@@ -46,6 +48,7 @@ import collections
 import fcntl
 import hashlib
 import logging
+import math
 import os
 import sys
 import threading
@@ -503,6 +506,54 @@ def _layout_for(request: Request, info) -> tuple[list[int], tuple[int, int], Pro
     return unique, size, ProxyLayout(tuple(None if j is None else row[targets[j]] for j in layout.fill), layout.rate)
 
 
+class _Usage:
+    """This process's proxy work, reported once at exit: how many were made, reused, and made
+    again because the cache bound evicted them before a later question on the same video."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.made: dict[str, int] = {}  # proxy file name -> bytes (first making)
+        self.made_again = 0
+        self.reused = 0
+        self.registered = False
+
+    def record_made(self, target: Path) -> None:
+        size = target.stat().st_size if target.exists() else 0
+        with self.lock:
+            if target.name in self.made:
+                self.made_again += 1
+            self.made.setdefault(target.name, size)
+            if not self.registered:
+                self.registered = True
+                atexit.register(self.report)
+
+    def record_reused(self) -> None:
+        with self.lock:
+            self.reused += 1
+
+    def summary(self, limit: int) -> str | None:
+        """One line for the log (None when nothing was made); names the setting when the bound
+        made the run decode a video twice."""
+        with self.lock:
+            if not self.made:
+                return None
+            total = sum(self.made.values())
+            line = (f"video proxies: {len(self.made)} made ({total / 2**20:.0f} MB), {self.reused} reused from the cache, "
+                    f"{self.made_again} made again after the cache evicted them ({CACHE_MB_ENV}={limit / 2**20:.0f})")
+            if self.made_again:
+                line += (f"; to decode each video once, raise {CACHE_MB_ENV} to at least {math.ceil(total * 1.1 / 2**20)} "
+                         "(this process's proxies plus 10%)")
+            return line
+
+    def report(self) -> None:
+        line = self.summary(cache_limit_bytes())
+        if line:
+            (logger.warning if self.made_again else logger.info)(line)
+
+
+usage = _Usage()
+
+
 def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | None:
     """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no
     exact proxy layout exists (the caller hands over the path). Raises VideoError for a file
@@ -520,9 +571,11 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             known = _done.get(ident)
         cache = cache or ProxyCache(cache_dir(), cache_limit_bytes())
         if known is not None and cache.hit(Path(known)):
+            usage.record_reused()
             return known
         target = cache.path_for(path.stem, _key(path, request))
         if cache.hit(target):
+            usage.record_reused()
             result = str(target)
         else:
             info = video.probe(path)
@@ -551,6 +604,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
                                "handing the model the original path", path, info.total_frames, info.fps)
                 return None
             result = str(target)
+            usage.record_made(target)
             logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(unique), size[1], size[0])
         with _locks_guard:
             _done[ident] = result
