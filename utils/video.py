@@ -442,8 +442,9 @@ def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -
             except IndexError:
                 return
 
-    with ThreadPoolExecutor(min(workers, len(runs))) as pool:
-        for _ in pool.map(lambda _n: _decode_runs(table, pull(), sink), range(min(workers, len(runs)))):
+    threads = min(workers, len(runs))
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(lambda _n: _decode_runs(table, pull(), sink), range(threads)):
             pass
 
 
