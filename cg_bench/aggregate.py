@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from lmms_video_reasoning.cg_bench import inputs, scoring
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.data import require_fields
 from lmms_video_reasoning.utils.responses import (
     failure_reason,
@@ -220,11 +221,12 @@ def judge_failed_count(outcomes: Sequence[Outcome]) -> float:
 
 
 def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score;
+    `oe_acc` also when more judgments failed than the failure share allows, `judges.failure_share`)."""
     long_acc = scoring.percent_mean(_values(outcomes, "long"))
     clue_acc = scoring.percent_mean(_values(outcomes, "clue"))
     ious = _values(outcomes, "grounding")
-    return {
+    metrics = {
         "long_acc": long_acc,
         "clue_acc": clue_acc,
         "miou": scoring.percent_mean(ious),
@@ -238,6 +240,7 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "model_failed": sum(o.model_failed for o in outcomes),
         "reasoning_truncated": sum(o.reasoning_truncated for o in outcomes),
     }
+    return failure_share.withhold(metrics, ("oe_acc",), metrics["judge_failed"], sum(o.mode == "open" for o in outcomes))
 
 
 def _present(metrics: dict[str, float]) -> dict[str, float]:
@@ -285,6 +288,9 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
                        "were asked without subtitles", len(unusable_srt), unusable_srt[0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
+    opened = sum(o.mode == "open" for o in outcomes)
+    if failure_share.too_many_failed(scores["judge_failed"], opened):
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),

@@ -255,19 +255,42 @@ def served_model(base_url: str, api_key: str | None, timeout: float) -> str:
 
         where = f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        cause = ""
         try:
             response = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=min(timeout, 30.0))
             listed = [entry["id"] for entry in response.json()["data"]] if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            listed = None
+            cause = "" if listed is not None else f"HTTP {response.status_code}"
+        except httpx.ConnectError as error:
+            listed, cause = None, connect_error_reason(error, redact_url(base_url))
+        except httpx.HTTPError as error:
+            listed, cause = None, f"{type(error).__name__}"
+        except (ValueError, KeyError, TypeError):
+            listed, cause = None, "not an OpenAI-style model list"
         if listed is None:
-            raise JudgeConfigError(f"{where}, and the endpoint's model list (GET /models) could not be read: "
-                                   f"set {OVERRIDE_MODEL} to the model the endpoint serves")
+            # The cause first: "connection refused" is the problem to fix, not the missing model name.
+            raise JudgeConfigError(f"{where}, and the endpoint's model list (GET /models) could not be read ({cause}): "
+                                   f"check that the endpoint is up, or set {OVERRIDE_MODEL} to the model it serves")
         if len(listed) != 1:
             raise JudgeConfigError(f"{where}, and the endpoint lists {len(listed)} models "
                                    f"({', '.join(map(str, listed[:10])) or 'none'}): set {OVERRIDE_MODEL} to the judge model")
         _served_models[base_url] = str(listed[0])
         return _served_models[base_url]
+
+
+def connect_error_reason(error: BaseException, endpoint: str) -> str:
+    """A short, key-free description of why ``endpoint`` could not be connected to."""
+    text = str(error)
+    lowered = text.lower()
+    if "refused" in lowered:
+        what = "connection refused"
+    elif any(marker in lowered for marker in ("name or service not known", "nodename nor servname", "name resolution",
+                                              "getaddrinfo", "no address associated")):
+        what = "the host name does not resolve (DNS)"
+    elif any(marker in lowered for marker in ("ssl", "tls", "certificate")):
+        what = f"TLS error ({text[:160]})"
+    else:
+        what = f"cannot connect ({type(error).__name__}: {text[:160]})"
+    return f"{what} at {endpoint}"
 
 
 def not_configured_message(benchmark: str) -> str:

@@ -40,6 +40,7 @@ from lmms_video_reasoning.judges.config import (
     JudgeConfig,
     JudgeConfigError,
     cache_path_from_env,
+    connect_error_reason,
     default_model,
     not_configured_message,
 )
@@ -59,7 +60,7 @@ _RETRY_STATUSES = (408, 409, 429)
 # Recorded as the answering model when a reply has no `model` field.
 UNNAMED_MODEL = "(not named in the reply)"
 # Error of a request that a CacheOnlyJudge could not answer from the cache.
-NOT_COMPUTED = "not computed: no cached verdict and no judge configured"
+NOT_COMPUTED = "not computed: no verdict for it in the judge cache (its judgment failed or was never made); nothing was sent"
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ class JudgeStats:
     budget_exhausted: bool = False
     answered_by: dict[str, int] = field(default_factory=dict)  # answering model -> replies used
     by_tag: dict[str, dict[str, int]] = field(default_factory=dict)
+    failure_reasons: dict[str, int] = field(default_factory=dict)  # why requests failed -> how many
+    outage: dict | None = None  # set when the circuit breaker stopped judging (endpoint, reason)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, tag: str = "", **deltas: int) -> None:
@@ -122,6 +125,12 @@ class JudgeStats:
         with self._lock:
             self.answered_by[model] = self.answered_by.get(model, 0) + 1
 
+    def add_failure(self, tag: str, reason: str) -> None:
+        """One request that ended without a verdict, and why (the accounting keeps the reasons)."""
+        self.add(tag, failures=1)
+        with self._lock:
+            self.failure_reasons[reason] = self.failure_reasons.get(reason, 0) + 1
+
     def add_cost(self, usd: float) -> None:
         with self._lock:
             self.cost_usd = (self.cost_usd or 0.0) + usd
@@ -133,6 +142,8 @@ class JudgeStats:
             out["budget_exhausted"] = self.budget_exhausted
             out["answered_by"] = dict(sorted(self.answered_by.items()))
             out["by_tag"] = {tag: dict(counts) for tag, counts in sorted(self.by_tag.items())}
+            out["failure_reasons"] = dict(sorted(self.failure_reasons.items(), key=lambda item: -item[1]))
+            out["outage"] = dict(self.outage) if self.outage else None
             return out
 
 
@@ -179,6 +190,88 @@ class _RequestFailed(Exception):
 
 class _NotComputed(_RequestFailed):
     """A CacheOnlyJudge miss: nothing was sent."""
+
+
+class _BudgetExhausted(_RequestFailed):
+    """LMMS_VR_JUDGE_MAX_CALLS is spent: the user's limit, not a fault of the endpoint."""
+
+
+class _Unreachable(_AttemptFailed):
+    """The endpoint could not be connected to (refused, host name unknown, TLS handshake)."""
+
+
+# The circuit breaker's rules (see `CircuitBreaker`).
+UNREACHABLE_IN_A_ROW = 3
+FAILED_REQUESTS_BEFORE_ANY_VERDICT = 8
+
+
+class CircuitBreaker:
+    """Stops judging when the endpoint is down, so an outage costs seconds and is named once.
+
+    It opens (for the rest of the judge's life) when
+    - `UNREACHABLE_IN_A_ROW` attempts in a row could not connect (connection refused, a host
+      name that does not resolve, a TLS error), whatever came before: the server is gone;
+    - `attempt_limit` attempts in a row failed (HTTP 5xx, malformed bodies, timeouts) with no
+      reply between them: max(16, 2 x concurrency + 8), so a merely flaky endpoint (every
+      request answered after a few retries) never reaches it, while a dead one does within
+      about three backoff rounds;
+    - the first `FAILED_REQUESTS_BEFORE_ANY_VERDICT` requests all ended without a verdict
+      (e.g. an endpoint whose every reply is garbage).
+    Once open, requests fail at once with the reason, sleeping retries wake up and give up,
+    nothing is cached, and cached verdicts are still served: a later run re-sends exactly the
+    judgments that were not made.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self.attempt_limit = max(16, 2 * concurrency + 8)
+        self.reason: str | None = None
+        self._opened = threading.Event()
+        self._lock = threading.Lock()
+        self._unreachable = 0
+        self._failed_attempts = 0
+        self._failed_requests = 0
+        self._verdicts = 0
+
+    @property
+    def open(self) -> bool:
+        return self._opened.is_set()
+
+    def attempt_failed(self, reason: str, unreachable: bool) -> bool:
+        """Count a failed HTTP attempt; True when this one opened the breaker."""
+        with self._lock:
+            self._unreachable = self._unreachable + 1 if unreachable else 0
+            self._failed_attempts += 1
+            if self._unreachable >= UNREACHABLE_IN_A_ROW:
+                return self._trip(f"{reason} ({self._unreachable} attempts in a row)")
+            if self._failed_attempts >= self.attempt_limit:
+                return self._trip(f"{reason} ({self._failed_attempts} failed attempts in a row, no reply between them)")
+            return False
+
+    def attempt_answered(self) -> None:
+        with self._lock:
+            self._unreachable = self._failed_attempts = 0
+
+    def request_ended(self, verdict: bool, reason: str = "") -> bool:
+        """Count a request's end; True when this failure opened the breaker."""
+        with self._lock:
+            if verdict:
+                self._verdicts += 1
+                return False
+            self._failed_requests += 1
+            if not self._verdicts and self._failed_requests >= FAILED_REQUESTS_BEFORE_ANY_VERDICT:
+                return self._trip(f"the first {self._failed_requests} requests all failed, the last with: {reason}")
+            return False
+
+    def wait(self, seconds: float) -> None:
+        """Sleep before a retry; returns at once when the breaker opens."""
+        self._opened.wait(seconds)
+
+    def _trip(self, reason: str) -> bool:
+        if self._opened.is_set():
+            return False
+        self.reason = reason
+        self._opened.set()
+        return True
 
 
 class _Watchdog:
@@ -269,6 +362,7 @@ class Judge:
         self._succeeded = False
         self._bad_requests_in_a_row = 0
         self._warned: set[str] = set()
+        self.breaker = CircuitBreaker(config.concurrency)
 
     # ------------------------------------------------------------------ public API
 
@@ -302,7 +396,7 @@ class Judge:
                 self.stats.add(request.tag, not_computed=1)
                 return JudgeResult(False, None, None, str(missing), False)
             except _RequestFailed as failure:
-                self.stats.add(request.tag, failures=1)
+                self._request_failed(request.tag, str(failure), endpoint_fault=not isinstance(failure, _BudgetExhausted))
                 return JudgeResult(False, None, reply.raw if reply else None, str(failure), False)
             try:
                 value = _read(request, reply.raw)
@@ -319,10 +413,11 @@ class Judge:
                     self.cache.reject(key, self.config.model, *refused[attempt])
                 self.cache.put(key, self.config.model, reply, replace=attempt in refused)
             self.stats.add_answer(reply.answered_by or UNNAMED_MODEL)
+            self.breaker.request_ended(verdict=True)
             return JudgeResult(True, value, reply.raw, None, False, reply.answered_by)
-        self.stats.add(request.tag, failures=1)
-        return JudgeResult(False, None, reply.raw if reply else None,
-                           f"parse: {parse_error} (after {replies} replies)", False, reply.answered_by if reply else None)
+        error = f"parse: {parse_error} (after {replies} replies)"
+        self._request_failed(request.tag, error)
+        return JudgeResult(False, None, reply.raw if reply else None, error, False, reply.answered_by if reply else None)
 
     def map(self, fn: Callable[[T, Callable[[JudgeRequest], JudgeResult]], R], items: Sequence[T], desc: str = "judging") -> list[R | None]:
         """``[fn(item, self.ask) for item in items]`` with ``config.concurrency`` threads, in input order.
@@ -425,20 +520,28 @@ class Judge:
         return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
     def _fetch(self, request: JudgeRequest) -> CachedReply:
-        """POST with bounded retries: backoff with jitter, Retry-After honoured (capped)."""
+        """POST with bounded retries: backoff with jitter, Retry-After honoured (capped);
+        nothing is sent once the circuit breaker is open."""
         last_reason = "no attempt made"
         for attempt in range(self.config.max_attempts):
+            if self.breaker.open:
+                raise _RequestFailed(self._outage_error())
             if attempt:
                 self.stats.add(request.tag, retries=1)
             self._reserve_call(request.tag)
             try:
                 with self._in_flight:
+                    if self.breaker.open:  # opened while this request waited for a slot
+                        raise _RequestFailed(self._outage_error())
                     reply = self._post(request)
             except _AttemptFailed as failure:
                 last_reason = failure.reason
+                if self.breaker.attempt_failed(failure.reason, isinstance(failure, _Unreachable)):
+                    self._announce_outage()
                 if attempt + 1 < self.config.max_attempts:
-                    time.sleep(self._delay(attempt, failure.retry_after))
+                    self.breaker.wait(self._delay(attempt, failure.retry_after))
                 continue
+            self.breaker.attempt_answered()
             self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
             self._charge(reply)
             if not reply.usage_ok:
@@ -451,6 +554,25 @@ class Judge:
             return reply
         raise _RequestFailed(f"{last_reason} after {self.config.max_attempts} attempts")
 
+    def _request_failed(self, tag: str, reason: str, endpoint_fault: bool = True) -> None:
+        self.stats.add_failure(tag, reason)
+        if endpoint_fault and self.breaker.request_ended(verdict=False, reason=reason):
+            self._announce_outage()
+
+    def _outage_error(self) -> str:
+        return f"judge unavailable (circuit breaker open): {self.breaker.reason}"
+
+    def _announce_outage(self) -> None:
+        """The one log line of an outage: the endpoint, the cause, what happens and the fix."""
+        config = self.config
+        endpoint = config.public_dict()["base_url"]
+        with self.stats._lock:
+            self.stats.outage = {"endpoint": endpoint, "model": config.model, "reason": self.breaker.reason}
+        log.error("judge %r at %s is unavailable: %s. Judging stopped for this process: the judgments not made are "
+                  "reported as failed (metrics past the failure share are not computed), nothing is cached for them, "
+                  "and `lmms-vr score <output_path>` re-sends exactly those once the endpoint works (check %s and %s).",
+                  config.model, endpoint, self._scrub(self.breaker.reason or ""), config.base_url_env, config.key_env)
+
     def _reserve_call(self, tag: str) -> None:
         """Count one HTTP request against the budget, or fail the request if it is spent."""
         if not self.budget.reserve():
@@ -459,7 +581,7 @@ class Judge:
                 log.warning("judge budget exhausted: %d calls made by %s (LMMS_VR_JUDGE_MAX_CALLS=%s); further uncached "
                             "requests fail", self.budget.used, "this process" if self.budget.scope == "process" else "this judge",
                             self.budget.max_calls)
-            raise _RequestFailed("budget exhausted")
+            raise _BudgetExhausted("budget exhausted")
         self.stats.add(tag, calls=1)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -515,8 +637,12 @@ class Judge:
                 token = _WATCHDOG.watch(deadline, _socket_of(response))
                 data = self._read_body(response, deadline)
                 status, headers = response.status_code, response.headers
+        except httpx.ConnectTimeout:
+            raise _AttemptFailed("timeout while connecting") from None
         except httpx.TimeoutException:
             raise _AttemptFailed("timeout") from None
+        except httpx.ConnectError as error:
+            raise _Unreachable(connect_error_reason(error, self.config.endpoint)) from None
         except (httpx.HTTPError, OSError) as error:  # incl. a body cut off by the watchdog or the server
             if time.monotonic() >= deadline - 0.05:
                 raise _AttemptFailed(f"timeout (the reply took over {self.config.timeout:g} s)") from None

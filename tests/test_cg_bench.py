@@ -381,14 +381,18 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
     with LocalJudgeServer(responder=responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+        monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", "0.5")  # 1 failure of 4 is under this share
         scores = aggregate.score_records(records)
         strict = aggregate.score_records(records, {"strict": True})
         # per run: right (1 request), wrong (1), refused (3: asked, then re-asked twice); the empty reply none
         assert server.request_count == 2 * (1 + 1 + 3)
+        monkeypatch.delenv("LMMS_VR_JUDGE_FAILED_SHARE")  # the default 5%: 1 of 4 is too many
+        withheld = aggregate.score_records(records)
     assert scores["judge_failed"] == 1 and scores["parse_failed"] == 1 and scores["model_failed"] == 0
     assert scores["oe_acc"] == pytest.approx(50.0)  # right + wrong; the unjudged and the empty reply left out
     assert strict["judge_failed"] == 1 and strict["oe_acc"] == pytest.approx(100 / 3)  # strict: the empty reply is wrong
     assert scores["breakdown"]["judge_failed"] == 1
+    assert math.isnan(withheld["oe_acc"]) and withheld["judge_failed"] == 1 and withheld["parse_failed"] == scores["parse_failed"]
 
 
 def test_open_without_judge_is_not_computed(cg_env, monkeypatch):

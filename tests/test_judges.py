@@ -272,7 +272,10 @@ def test_interrupted_run_resumes_without_repeating_a_paid_call(tmp_path):
     answered = [i for i, r in enumerate(first) if r.ok]
     failed = [i for i, r in enumerate(first) if not r.ok]
     assert len(first) == 40 and answered and failed  # nothing lost: each slot has a result
-    assert all(r.error.endswith("after 2 attempts") for r in first if not r.ok)
+    # The dead endpoint opens the circuit breaker: the rest fail at once, naming the cause.
+    assert judge.breaker.open and "connection refused" in judge.stats.outage["reason"]
+    assert all(r.error.endswith("after 2 attempts") or r.error.startswith("judge unavailable (circuit breaker open): connection refused")
+               for r in first if not r.ok)
 
     process, base_url = _start_subprocess_server(latency=0.0)
     try:

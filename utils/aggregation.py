@@ -5,12 +5,22 @@ lmms-eval calls one aggregation function per metric, each with the list of recor
 metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
 once per distinct list of records and each metric picks its value from the result
 (each benchmark's `hooks.py` defines its `aggregate_<metric>` functions over a ScoreOnce).
+
+No run is lost here. lmms-eval writes its results and samples only after every aggregation
+returned, and an exception in one (a judge error, a bug, a full disk) means it writes
+nothing. So, before any judging, the task's records are written beside the run's output
+(`<date_id>_records_<task>.jsonl`, which `lmms-vr score` reads when the samples file is
+missing), and an aggregation never raises: an error becomes NaN metrics and one log line
+naming the cause and the records file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
+import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -20,11 +30,25 @@ from typing import Any, Callable, Sequence
 
 Records = Sequence[dict]
 
+log = logging.getLogger("lmms_video_reasoning.aggregation")
+RECORDS_FILE = "records_{task}.jsonl"  # beside the run's results: `<date_id>_records_<task>.jsonl`
+
 
 def records_key(records: Records) -> str:
     """A content hash of a list of records (order-insensitive)."""
     digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
     return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+class ScoringFailed(dict):
+    """The scores of a task whose scoring raised: every metric NaN (empty mapping, `get` gives NaN)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def __missing__(self, metric: str) -> float:
+        return math.nan
 
 
 class ScoreOnce:
@@ -47,17 +71,78 @@ class ScoreOnce:
 
         lmms-eval passes its CLI namespace to a parameter named `args`; `after(scores, run)`
         then runs with the run's output files (`RunFiles`, None without `--output_path`),
-        e.g. to write the judge accounting beside the run's results.
+        e.g. to write the judge accounting beside the run's results. The records reach disk
+        before the scoring starts; nothing raised here reaches lmms-eval (see the module doc).
         """
 
         def aggregate(records: Records, args: Any = None) -> Any:
-            scores = self(records)
-            if after is not None:
-                after(scores, run_files(args))
-            return scores[metric]
+            run = _safe_run_files(args)
+            key = records_key(records)
+            with self._lock:
+                first = key not in self._results
+                if first:
+                    saved = save_records(records, run)
+                    try:
+                        self._results[key] = self._score(records)
+                    except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
+                        self._results[key] = ScoringFailed(error)
+                        log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
+                                  "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
+                                  _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",
+                                  run.folder if run is not None else "<output_path>")
+                        log.debug("scoring traceback", exc_info=True)
+                scores = self._results[key]
+            if first and after is not None and not isinstance(scores, ScoringFailed):
+                try:
+                    after(scores, run)
+                except Exception as error:  # noqa: BLE001 - e.g. a full disk: the metrics still count
+                    log.error("%s: could not write the judge accounting beside the results (%s: %s)",
+                              _task_label(), type(error).__name__, error)
+            value = scores[metric]
+            return value
 
         aggregate.__name__ = f"aggregate_{metric}"
         return aggregate
+
+
+def _task_label() -> str:
+    from lmms_video_reasoning.utils import judge_usage
+
+    return f"task {judge_usage.current_task()}" if judge_usage.current_task() else "a task of this suite"
+
+
+def _safe_run_files(args: Any) -> "RunFiles | None":
+    try:
+        return run_files(args)
+    except Exception as error:  # noqa: BLE001 - where to write is worth a warning, never the run
+        log.warning("could not tell where this run writes (%s: %s); records are not saved early", type(error).__name__, error)
+        return None
+
+
+def save_records(records: Records, run: "RunFiles | None") -> Path | None:
+    """Write the task's records beside the run's output before anything can fail (atomic; None
+    without an output folder or when the disk refuses, which is logged, never raised)."""
+    if run is None:
+        return None
+    from lmms_video_reasoning.utils import judge_usage
+
+    task = judge_usage.current_task() or f"unnamed_{records_key(records)[:12]}"
+    try:
+        path = run.path(RECORDS_FILE.format(task=task))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        with partial.open("w", encoding="utf-8") as handle:
+            for index, record in enumerate(records):
+                row = {"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None, "record": record}
+                handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except OSError as error:
+        log.error("%s: could not save the records before scoring (%s); scoring goes on", _task_label(), error)
+        return None
+    log.info("%s: %d records saved to %s before scoring", _task_label(), len(records), path)
+    return path
 
 
 @dataclass(frozen=True)

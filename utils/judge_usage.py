@@ -51,16 +51,29 @@ def add_cost(summary: dict) -> dict:
     return summary
 
 
+_current_task: str | None = None  # the task lmms-eval is aggregating (names its records file)
+
+
+def current_task() -> str | None:
+    """The task whose metrics lmms-eval is aggregating now (None outside `task_context`)."""
+    return _current_task
+
+
 @contextlib.contextmanager
 def task_context(task_name: str) -> Iterator[None]:
     """Attribute usage logged inside the block (our judging runs in aggregation) to `task_name`."""
+    global _current_task
+    saved_task, _current_task = _current_task, task_name
     usage = _usage_metrics()
-    if usage is None:
-        yield
-        return
-    previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
-    usage.set_task_context(task_name)
     try:
-        yield
+        if usage is None:
+            yield
+            return
+        previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
+        usage.set_task_context(task_name)
+        try:
+            yield
+        finally:
+            usage.set_task_context(previous)
     finally:
-        usage.set_task_context(previous)
+        _current_task = saved_task

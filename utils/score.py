@@ -53,6 +53,9 @@ from lmms_video_reasoning.utils.data import DataError, read_jsonl
 log = logging.getLogger("lmms_video_reasoning.score")
 
 SAMPLES_PATTERN = re.compile(r"^(?P<prefix>.*)_samples_(?P<task>[A-Za-z0-9_\-]+)\.jsonl$")
+# Written by the tasks' aggregation before judging (`utils.aggregation.save_records`): a run
+# whose aggregation failed, so that lmms-eval wrote no samples file, is recovered from these.
+RECORDS_PATTERN = re.compile(r"^(?P<prefix>.*)_records_(?P<task>[A-Za-z0-9_\-]+)\.jsonl$")
 RESULTS_SUFFIX = "_results.json"
 RECORD_KEY = "record"  # our samples files: the record once, not under every metric name
 OUTCOME_KEY = "lmms_vr_outcome"
@@ -382,11 +385,22 @@ def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
             continue
         run = str(path.parent.relative_to(folder) / match["prefix"])
         runs.setdefault(run, {})[match["task"]] = path
+    # The records saved before judging stand in for the samples files lmms-eval did not write.
+    for name in sorted(glob.glob(str(folder / "**" / "*_records_*.jsonl"), recursive=True)):
+        path = Path(name)
+        match = RECORDS_PATTERN.match(path.name)
+        if not match or match["task"] not in specs:
+            continue
+        run = str(path.parent.relative_to(folder) / match["prefix"])
+        if match["task"] not in runs.get(run, {}):
+            log.info("%s: no samples file for task %s of run %s; scoring the records saved before its judging", path,
+                     match["task"], run)
+            runs.setdefault(run, {})[match["task"]] = path
     return runs, skipped
 
 
 def task_of_samples_file(path: Path) -> str | None:
-    match = SAMPLES_PATTERN.match(Path(path).name)
+    match = SAMPLES_PATTERN.match(Path(path).name) or RECORDS_PATTERN.match(Path(path).name)
     return match["task"] if match else None
 
 
@@ -447,7 +461,7 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
     name = task or task_of_samples_file(path)
     if name is None:
         raise DataError(f"{path}: not named *_samples_<task>.jsonl; give --task")
-    match = SAMPLES_PATTERN.match(path.name)
+    match = SAMPLES_PATTERN.match(path.name) or RECORDS_PATTERN.match(path.name)
     return [_from_samples(match["prefix"] if match else path.stem, name, path)], []
 
 

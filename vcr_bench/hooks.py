@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.utils import model_video, video
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
@@ -210,7 +210,10 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
                 "reasoning_truncated": count_truncated(records)}
     outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
     judge.log_summary()
-    return metrics_from_outcomes(records, outcomes, settings)
+    metrics = metrics_from_outcomes(records, outcomes, settings)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged_count(records)):
+        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged_count(records)))
+    return metrics
 
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
@@ -223,12 +226,20 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], set
     else:
         metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
     metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
+    # Past the failure share, the judged metrics would measure the judge's outage, not the model.
+    failure_share.withhold(metrics, [m for m in scoring.METRICS if m not in scoring.COUNT_METRICS],
+                           metrics["judge_failed"], judged_count(records))
     # Not a task metric (no YAML entry): how many verdicts the other reading of the scoring
     # judge's reply would change (`lenient_verdict`); in `lmms-vr score` output and the logs.
     metrics["verdict_lenient_changed"] = judging.lenient_changed(outcomes)
     metrics["model_failed"] = count_model_failures(records)
     metrics["reasoning_truncated"] = count_truncated(records)
     return metrics
+
+
+def judged_count(records: Sequence[dict]) -> int:
+    """Samples that needed judging (lmms-eval's failure placeholder is never judged)."""
+    return len(records) - count_model_failures(records)
 
 
 def count_model_failures(records: Sequence[dict]) -> int:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.utils.data import DataError, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
@@ -253,9 +254,21 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[floa
         )
         for record, (process, failed) in zip(records, outcomes, strict=True)
     ]
-    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran)
+    failed, judged = judge_failures(records, outcomes, protocol)
+    # Past the failure share the process ratings would measure the judge's outage: not computed.
+    withheld = with_judge and judge_ran and failure_share.too_many_failed(failed, judged)
+    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran and not withheld)
+    if withheld:
+        metrics["judge_failed"] = failed
     metrics["reasoning_truncated"] = sum(map(reasoning_truncated, records))
     return metrics
+
+
+def judge_failures(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str) -> tuple[int, int]:
+    """(failed ratings, questions that needed a rating): the failure share's counts."""
+    needed = [failed for record, (_process, failed) in zip(records, outcomes)
+              if judge_prompt_kind(record["reasoning_type"], protocol) is not None and not record_model_failed(record)]
+    return sum(needed), len(needed)
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
@@ -281,6 +294,10 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
         if judge is not None:
             outcomes = judging.rate(records, protocol, judge)
             judge.log_summary()
+    if judge is not None:
+        failed, judged = judge_failures(records, outcomes, protocol)
+        if failure_share.too_many_failed(failed, judged):
+            log.error(failure_share.explain("VRBench", failed, judged))
     return metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
 
 

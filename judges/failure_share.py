@@ -1,0 +1,60 @@
+"""When too many judgments failed, a judged metric is not computed: one rule for every benchmark.
+
+Each benchmark documents how a failed judgment enters its metrics (counted wrong, or left out
+of a mean). That is fair for a few failures; past a share of the judged samples it is no
+longer the model's score but the judge's outage (a refused endpoint would make every answer
+"wrong"). So a judged metric is reported as NaN (not computed) when
+
+    failed judgments / samples that needed a judgment  >  LMMS_VR_JUDGE_FAILED_SHARE (default 0.05)
+
+and the task's `judge_failed` count says how many failed. Under the share the benchmark's
+own counting stands (and the report's Note says how many were counted). The rule is a pure
+function of counts, so `lmms-vr score`, the report's bootstrap and lmms-eval's table agree.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Iterable, Mapping
+
+FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
+DEFAULT_FAILED_SHARE = 0.05
+
+
+def failed_share_limit(env: Mapping[str, str] | None = None) -> float:
+    """The share of failed judgments above which judged metrics are not computed (0..1)."""
+    raw = (os.environ if env is None else env).get(FAILED_SHARE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_FAILED_SHARE
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{FAILED_SHARE_ENV} must be a share between 0 and 1 (e.g. 0.05), got {raw!r}") from None
+    if not 0.0 <= value <= 1.0 or math.isnan(value):
+        raise ValueError(f"{FAILED_SHARE_ENV} must be a share between 0 and 1 (e.g. 0.05), got {raw!r}")
+    return value
+
+
+def too_many_failed(failed: float, judged: int, limit: float | None = None) -> bool:
+    """True when `failed` of `judged` judgments exceed the share (never for nothing judged)."""
+    if judged <= 0 or not isinstance(failed, (int, float)) or math.isnan(failed) or failed <= 0:
+        return False
+    return failed / judged > (failed_share_limit() if limit is None else limit)
+
+
+def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged: int) -> dict:
+    """`metrics` with every judged metric set to NaN when too many judgments failed (in place)."""
+    if too_many_failed(failed, judged):
+        for name in judged_metrics:
+            if name in metrics:
+                metrics[name] = math.nan
+    return metrics
+
+
+def explain(benchmark: str, failed: float, judged: int) -> str:
+    """The log line of a withheld metric set (the cause is in the judge's accounting)."""
+    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {failed_share_limit():.0%} "
+            f"({FAILED_SHARE_ENV}) a score can absorb: the judged metrics are not computed (NaN) rather than "
+            "published as the model's score; the judge accounting beside the results says why they failed, and "
+            "`lmms-vr score <output_path>` judges them again once the judge works")
