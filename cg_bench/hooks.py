@@ -33,8 +33,9 @@ from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_reco
     make_record,
     score_records,
 )
+from lmms_video_reasoning.utils import preflight
 from lmms_video_reasoning.utils.aggregation import RunFiles, ScoreOnce
-from lmms_video_reasoning.utils.data import cache_home, docs_dataset
+from lmms_video_reasoning.utils.data import cache_home, data_root, docs_dataset
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
@@ -88,8 +89,14 @@ def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
 
 
 def _loader(task_kind: str, split: str):
+    """The `process_docs` hook of one task, checked before generation (`utils.preflight`): the
+    media (not for the blind task) and the judge (the open-ended task)."""
+    media = None if task_kind == "blind" else preflight.media_check(
+        f"media {split}", lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)))
+
     def load_docs(_placeholder=None):
-        return docs_dataset(build_docs(data.load_records(split), task_kind, split))
+        return preflight.task_load("cg_bench", lambda: docs_dataset(build_docs(data.load_records(split), task_kind, split)),
+                                   media, judge="cg_bench" if task_kind == "open" else None)
 
     load_docs.__name__ = f"load_{task_kind}_{split}"
     return load_docs

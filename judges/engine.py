@@ -346,7 +346,7 @@ def same_model(requested: str, answered: str) -> bool:
 class Judge:
     """Thread-safe judge client for one configuration (endpoint, model, cache, budget)."""
 
-    def __init__(self, config: JudgeConfig, budget: CallBudget | None = None) -> None:
+    def __init__(self, config: JudgeConfig, budget: CallBudget | None = None, breaker: CircuitBreaker | None = None) -> None:
         self.config = config
         self.stats = JudgeStats()
         self.budget = budget or CallBudget(config.max_calls, "this judge")
@@ -362,7 +362,8 @@ class Judge:
         self._succeeded = False
         self._bad_requests_in_a_row = 0
         self._warned: set[str] = set()
-        self.breaker = CircuitBreaker(config.concurrency)
+        # Shared by the judges of one endpoint (`get_judge`): an outage is found and named once.
+        self.breaker = breaker or CircuitBreaker(config.concurrency)
 
     # ------------------------------------------------------------------ public API
 
@@ -560,14 +561,20 @@ class Judge:
             self._announce_outage()
 
     def _outage_error(self) -> str:
+        self._record_outage()
         return f"judge unavailable (circuit breaker open): {self.breaker.reason}"
+
+    def _record_outage(self) -> None:
+        with self.stats._lock:
+            if self.stats.outage is None:
+                self.stats.outage = {"endpoint": self.config.public_dict()["base_url"], "model": self.config.model,
+                                     "reason": self.breaker.reason}
 
     def _announce_outage(self) -> None:
         """The one log line of an outage: the endpoint, the cause, what happens and the fix."""
         config = self.config
         endpoint = config.public_dict()["base_url"]
-        with self.stats._lock:
-            self.stats.outage = {"endpoint": endpoint, "model": config.model, "reason": self.breaker.reason}
+        self._record_outage()
         log.error("judge %r at %s is unavailable: %s. Judging stopped for this process: the judgments not made are "
                   "reported as failed (metrics past the failure share are not computed), nothing is cached for them, "
                   "and `lmms-vr score <output_path>` re-sends exactly those once the endpoint works (check %s and %s).",
@@ -817,6 +824,7 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 _registry_lock = threading.Lock()
 _judges: dict[tuple, Judge] = {}
 _budgets: dict[int | None, CallBudget] = {}
+_breakers: dict[str, CircuitBreaker] = {}  # endpoint -> the breaker its judges share
 _warned: set[str] = set()
 _cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
 
@@ -843,7 +851,8 @@ def get_judge(benchmark: str) -> Judge | None:
             budget = _budgets.get(config.max_calls)
             if budget is None:
                 budget = _budgets[config.max_calls] = CallBudget(config.max_calls, "process")
-            judge = _judges[config.identity] = Judge(config, budget)
+            breaker = _breakers.setdefault(config.endpoint, CircuitBreaker(config.concurrency))
+            judge = _judges[config.identity] = Judge(config, budget, breaker)
         return judge
 
 

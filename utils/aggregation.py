@@ -16,6 +16,8 @@ naming the cause and the records file.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import json
 import logging
@@ -142,7 +144,23 @@ def save_records(records: Records, run: "RunFiles | None") -> Path | None:
         log.error("%s: could not save the records before scoring (%s); scoring goes on", _task_label(), error)
         return None
     log.info("%s: %d records saved to %s before scoring", _task_label(), len(records), path)
+    with _written_lock:
+        _saved_records[path] = task
     return path
+
+
+_saved_records: dict[Path, str] = {}  # records files of this process -> their task
+
+
+@atexit.register
+def _drop_records_lmms_eval_also_wrote() -> None:
+    """At exit, a records file whose samples file lmms-eval wrote (same run, same task) is a copy:
+    removed. Without --log_samples, or when lmms-eval failed, it stays for `lmms-vr score`."""
+    for path, task in list(_saved_records.items()):
+        prefix = path.name[: -len(RECORDS_FILE.format(task=task))]
+        if (path.parent / f"{prefix}samples_{task}.jsonl").is_file():
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,10 @@ def logged_record(row: dict, spec: TaskSpec) -> dict | None:
 
 def task_docs(spec: TaskSpec) -> list[dict]:
     """The task's documents, built by its own `process_docs` hook (annotations needed)."""
-    dataset = _function(spec.process_docs)(None)
+    from lmms_video_reasoning.utils import preflight
+
+    with preflight.off():  # scoring needs the documents, not the videos or a reachable judge
+        dataset = _function(spec.process_docs)(None)
     return [dict(doc) for doc in dataset]
 
 

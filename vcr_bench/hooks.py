@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges import failure_share, get_judge
-from lmms_video_reasoning.utils import model_video, video
+from lmms_video_reasoning.utils import model_video, preflight, video
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.utils.data import DataError, data_root, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vcr_bench import data, frames, judging, prompts, scoring
 
@@ -50,9 +50,18 @@ OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
 # ---------------------------------------------------------------- documents
 
 
-def load_docs(dataset) -> Any:
-    """`process_docs`: replace the one-row placeholder with the benchmark's documents."""
-    return docs_dataset(data.load_records())
+def load_docs(dataset=None) -> Any:
+    """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
+    before generation: `utils.preflight`)."""
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _MEDIA, judge="vcr_bench")
+
+
+def load_docs_no_visual(dataset=None) -> Any:
+    """`process_docs` of `vcr_text_only`: the same documents; no video is needed."""
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), judge="vcr_bench")
+
+
+_MEDIA = preflight.media_check("videos", lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
 
 
 # ---------------------------------------------------------------- task settings

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from lmms_video_reasoning.judges import JudgeRequest, JudgeResult
+from lmms_video_reasoning.judges import JudgeRequest, JudgeResult, failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.utils.responses import judged_text, reasoning_truncated
 from lmms_video_reasoning.vcr_bench import prompts, scoring
@@ -184,7 +184,8 @@ def judge_records(records: Sequence[dict], judge, chain_of_thought: bool, settin
                     "leniently (first standalone 0/1); used: %s (setting lenient_verdict)", changed,
                     "lenient" if (settings or {}).get("lenient_verdict") else "official exact \"1\"")
     failed = sum(bool(o["errors"]) for o in outcomes)
-    if failed:
+    # Past the failure share the metrics are not computed at all (hooks.metrics_from_outcomes says so).
+    if failed and not failure_share.too_many_failed(failed, len(records) - unanswered):
         log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "
                     "and are left out of the CoT mean they could not enter (judge_failed=%d)", failed, len(records), failed)
     return outcomes

@@ -31,7 +31,8 @@ from typing import Any
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.utils import preflight
+from lmms_video_reasoning.utils.data import DataError, data_root, docs_dataset
 from lmms_video_reasoning.utils.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vrbench import data, frames, judging, prompts
 from lmms_video_reasoning.vrbench.scoring import (
@@ -80,24 +81,29 @@ def build_docs(mode: str, protocol: str) -> list[dict]:
     return docs
 
 
+# Checked before generation (`utils.preflight`): the videos (not for the text-only task) and
+# the judge (not for the MCQ-only task).
+_MEDIA = preflight.media_check("videos", lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
+
+
 def load_docs(_placeholder=None):
     """`process_docs` of vr_bench."""
-    return docs_dataset(build_docs("judge", protocol_from_env()))
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", protocol_from_env())), _MEDIA, judge="vrbench")
 
 
 def load_docs_mcq(_placeholder=None):
     """`process_docs` of vr_bench_mcq."""
-    return docs_dataset(build_docs("mcq", protocol_from_env()))
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("mcq", protocol_from_env())), _MEDIA)
 
 
 def load_docs_text(_placeholder=None):
     """`process_docs` of vr_bench_text."""
-    return docs_dataset(build_docs("text", protocol_from_env()))
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("text", protocol_from_env())), judge="vrbench")
 
 
 def load_docs_official(_placeholder=None):
     """`process_docs` of vr_bench_official."""
-    return docs_dataset(build_docs("judge", "official"))
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", "official")), _MEDIA, judge="vrbench")
 
 
 # ----------------------------------------------------------------------------------------
