@@ -91,8 +91,8 @@ def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
 def _loader(task_kind: str, split: str):
     """The `process_docs` hook of one task, checked before generation (`utils.preflight`): the
     media (not for the blind task) and the judge (the open-ended task)."""
-    media = None if task_kind == "blind" else preflight.media_check(
-        f"media {split}", lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)))
+    media = None if task_kind == "blind" else preflight.MediaCheck(
+        data.CG_BENCH, lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)), key=split)
 
     def load_docs(_placeholder=None):
         return preflight.task_load("cg_bench", lambda: docs_dataset(build_docs(data.load_records(split), task_kind, split)),

@@ -21,7 +21,18 @@ import io
 import threading
 import zlib
 
-from lmms_video_reasoning.judges import FaultPlan, LocalJudgeServer  # noqa: F401 (re-exported for tests)
+from lmms_video_reasoning.judges import FaultPlan  # noqa: F401 (re-exported for tests)
+from lmms_video_reasoning.judges import LocalJudgeServer as _LocalJudgeServer
+
+SAMPLE_JUDGE_MODEL = "sample-oracle"  # the judge model the end-to-end tests name (LMMS_VR_JUDGE_MODEL)
+
+
+class LocalJudgeServer(_LocalJudgeServer):
+    """The local judge serving (and listing at GET /v1/models) the model the tests name, as a real
+    server must for the run's preflight to accept it."""
+
+    def __init__(self, *args, model: str = SAMPLE_JUDGE_MODEL, **kwargs) -> None:
+        super().__init__(*args, model=model, **kwargs)
 
 # VRBench's sample judge rates any prompt, so it is asked last.
 BENCHMARKS = ("vcr_bench", "cg_bench", "vrbench")

@@ -248,7 +248,7 @@ def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
     stage("patched lmms-eval installed in a clean venv")
 
     run_env = {**env, **env_for(tmp_path / "sample"), "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
-    with LocalJudgeServer(responder=sample_responder) as server:
+    with LocalJudgeServer(responder=sample_responder, model="sample-oracle") as server:
         run_env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
         out = tmp_path / "results"
         jobs = {  # concurrently: each spends most of its time indexing lmms-eval's 300+ task folders

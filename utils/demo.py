@@ -55,7 +55,7 @@ def main(args) -> int:
     env = {**os.environ, **env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     server = None
     if not args.real_judge:
-        server = LocalJudgeServer(responder=sample_responder).start()
+        server = LocalJudgeServer(responder=sample_responder, model="sample-oracle").start()
         env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
         env["LMMS_VR_JUDGE_MODEL"] = "sample-oracle"
         env["LMMS_VR_JUDGE_CACHE"] = str(out / "demo_judge_cache.sqlite")

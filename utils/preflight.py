@@ -32,10 +32,11 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from lmms_video_reasoning.utils.data import DataError
+from lmms_video_reasoning.utils.data import DataError, DataSource
 
 log = logging.getLogger("lmms_video_reasoning.preflight")
 
@@ -89,12 +90,11 @@ def predict_only() -> bool:
     return "--predict_only" in sys.argv[1:]
 
 
-def task_load(benchmark: str, load: Callable[[], object], media: Callable[[], list] | None = None,
+def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | None" = None,
               judge: str | None = None) -> object:
     """Run a `process_docs` body with the checks around it (see the module doc).
 
-    `load()` builds the documents; `media()` gives the task's media kinds (`data.media_kinds`),
-    None for tasks without visuals; `judge` names the judge the task needs (None: no judge).
+    `load()` builds the documents; `media` the task's media check, None for tasks without visuals; `judge` names the judge the task needs (None: no judge).
     """
     if not active():
         return load()
@@ -105,15 +105,11 @@ def task_load(benchmark: str, load: Callable[[], object], media: Callable[[], li
         raise PreflightFailed(str(error)) from None
     _once(("output", cli_option("--output_path")), check_output_folder)
     if media is not None:
-        _once(("media", benchmark, media_key(media)), lambda: check_media(benchmark, media))
+        _once(("media", benchmark, media.key), lambda: check_media(media))
     if judge is not None and not predict_only():
         _once(("judge", judge), lambda: check_judge(judge))
     log.info("%s: preflight checks passed in %.1f s", benchmark, time.monotonic() - started)
     return docs
-
-
-def media_key(media: Callable[[], list]) -> str:
-    return getattr(media, "key", "") or repr(media)
 
 
 def _once(key: tuple, check: Callable[[], str | None]) -> None:
@@ -141,29 +137,26 @@ def check_output_folder() -> str | None:
     return None
 
 
-def check_media(benchmark: str, media: Callable[[], list]) -> str | None:
+def check_media(media: "MediaCheck") -> str | None:
     """Every required file present and decodable, as `lmms-vr prepare --verify-only` checks it."""
     from lmms_video_reasoning.utils import prepare
 
     started = time.monotonic()
-    kinds = media()
+    kinds = media.kinds()
     with ThreadPoolExecutor(max_workers=8) as pool:  # decoding a first frame releases the GIL
         reports = list(pool.map(lambda kind: prepare.verify([kind])[0], kinds))
     failing = [report for report in reports if report.fails]
     checked = sum(len(kind.items) for kind in kinds)
-    log.info("%s: %d media files checked in %.1f s", benchmark, checked, time.monotonic() - started)
+    log.info("%s: %d media files checked in %.1f s", media.source.benchmark, checked, time.monotonic() - started)
     if not failing:
         return None
-    from lmms_video_reasoning.utils import registry
-
-    found = registry.get(benchmark)
-    source = found.data().SOURCE
+    source = media.source
     lines = []
     for report in failing:
         bad = report.missing + report.unusable
         lines.append(f"{len(report.missing)} {report.kind.name} missing and {len(report.unusable)} unusable of "
                      f"{len(report.kind.items)}, e.g. {bad[0]}")
-    return (f"the {found.title} data root is incomplete: " + "; ".join(lines) + f". Nothing was generated. Fix it with "
+    return (f"the {source.benchmark} data root is incomplete: " + "; ".join(lines) + f". Nothing was generated. Fix it with "
             f"`{source.prepare_command}` (`--verify-only` lists every file), or set {source.root_env} to a complete "
             f"copy; {PREFLIGHT_ENV}=off skips this check (e.g. a --limit run on a partial root)")
 
@@ -222,11 +215,11 @@ def probe_endpoint(config) -> str | None:
     return None
 
 
-def media_check(key: str, kinds: Callable[[], Sequence]) -> Callable[[], list]:
-    """A media callable with a stable key (one check per data root and split per process)."""
+@dataclass(frozen=True)
+class MediaCheck:
+    """What a task's media check reads: its data source and its media kinds (`data.media_kinds`,
+    resolved when checked); `key` tells checks of one process apart (e.g. the split)."""
 
-    def media() -> list:
-        return list(kinds())
-
-    media.key = key  # type: ignore[attr-defined]
-    return media
+    source: DataSource
+    kinds: Callable[[], Sequence]
+    key: str = ""

@@ -61,7 +61,7 @@ def load_docs_no_visual(dataset=None) -> Any:
     return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), judge="vcr_bench")
 
 
-_MEDIA = preflight.media_check("videos", lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
+_MEDIA = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
 
 
 # ---------------------------------------------------------------- task settings

@@ -83,7 +83,7 @@ def build_docs(mode: str, protocol: str) -> list[dict]:
 
 # Checked before generation (`utils.preflight`): the videos (not for the text-only task) and
 # the judge (not for the MCQ-only task).
-_MEDIA = preflight.media_check("videos", lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
+_MEDIA = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
 
 
 def load_docs(_placeholder=None):
