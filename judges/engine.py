@@ -829,11 +829,12 @@ _warned: set[str] = set()
 _cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
 
 
-def get_judge(benchmark: str) -> Judge | None:
+def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
     """The shared Judge for ``benchmark`` configured from the environment, or None.
 
     None comes with one log line per benchmark per process naming the variables to set
-    (inside ``verdicts_from_cache``: a ``CacheOnlyJudge`` instead). The same resolved
+    (inside ``verdicts_from_cache``: a ``CacheOnlyJudge`` instead; ``quiet``: no line, for
+    callers that only report on a judge if there is one). The same resolved
     configuration always gives the same instance (shared stats, cache and concurrency bound
     across tasks and threads of a process); all judges of a process share one call budget.
     """
@@ -842,7 +843,7 @@ def get_judge(benchmark: str) -> Judge | None:
         if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
             return _cache_only_judge(benchmark, config)
         if config is None:
-            if benchmark not in _warned:
+            if benchmark not in _warned and not quiet:
                 _warned.add(benchmark)
                 log.warning(not_configured_message(benchmark))
             return None

@@ -153,6 +153,16 @@ def test_an_aggregation_error_loses_nothing_and_score_recovers_the_run(tmp_path,
     accuracy = json.loads((tmp_path / "scored.json").read_text())["results"]["vcr_cot"]["accuracy,none"]
     assert 0 < accuracy <= 100
 
+    # The same scoring against a judge that is down: an outage, not 0%, and a non-zero exit status.
+    down = {**os.environ, **judge_env(sample_env, f"http://127.0.0.1:{free_port()}/v1", tmp_path, LMMS_VR_JUDGE_CACHE="off")}
+    started = time.monotonic()
+    outage = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "score", str(tmp_path / "runs"),
+                             "--out", str(tmp_path / "down.json")], env=down, capture_output=True, text=True, timeout=300)
+    seconds = time.monotonic() - started
+    assert outage.returncode == 3 and "JUDGE OUTAGE" in outage.stdout and "connection refused" in outage.stdout, outage.stdout[-2000:]
+    assert math.isnan(json.loads((tmp_path / "down.json").read_text())["results"]["vcr_cot"]["accuracy,none"])
+    assert seconds < 60, f"scoring against a dead judge took {seconds:.0f} s"
+
 
 # ------------------------------------------------------------------------------ preflight
 

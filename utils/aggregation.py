@@ -241,7 +241,7 @@ def judge_accounting_writer(benchmark: str) -> AfterScoring:
     def write(scores: dict[str, Any], run: RunFiles | None) -> None:
         from lmms_video_reasoning.judges import get_judge
 
-        judge = get_judge(benchmark)
+        judge = get_judge(benchmark, quiet=True)  # a judge-free task must not warn that no judge is set
         if judge is not None and run is not None:
             judge.write_accounting(run.path(f"judge_accounting_{benchmark}.json"))
 

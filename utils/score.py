@@ -29,6 +29,11 @@ With `--out FILE` the results are written shaped like lmms-eval's
 and next to it `<FILE stem>_samples_<task>.jsonl`: each sample's record and its scored
 outcome (what the judge and the parsers decided), which `lmms-vr report` bootstraps.
 Several runs give one results file each, `<FILE stem>_<run>.json`.
+
+A run whose lmms-eval aggregation failed has no samples file: the records its tasks saved
+before judging (`<date_id>_records_<task>.jsonl`) are scored instead. Exit status 3: the judge
+had an outage (circuit breaker open), so the metrics it could not judge are not computed; run
+the same command again once it works (nothing failed was cached).
 """
 
 from __future__ import annotations
@@ -497,6 +502,10 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
     delta["budget_exhausted"] = after.get("budget_exhausted", False)
     answered = {model: count - (before.get("answered_by") or {}).get(model, 0) for model, count in (after.get("answered_by") or {}).items()}
     delta["answered_by"] = {model: count for model, count in answered.items() if count}
+    reasons = {reason: count - (before.get("failure_reasons") or {}).get(reason, 0)
+               for reason, count in (after.get("failure_reasons") or {}).items()}
+    delta["failure_reasons"] = {reason: count for reason, count in reasons.items() if count}
+    delta["outage"] = after.get("outage")
     return delta
 
 
@@ -646,6 +655,12 @@ def main(args) -> int:
     print_scores(scores)
     for line in skipped:
         print(f"\nNOT SCORED: {line}")
+    outages = {json.dumps(s.accounting["stats"]["outage"], sort_keys=True) for s in scores
+               if s.accounting is not None and (s.accounting.get("stats") or {}).get("outage")}
+    for outage in map(json.loads, sorted(outages)):
+        # An outage is not a result: say so in the exit status too (scripts check it).
+        print(f"\nJUDGE OUTAGE: {outage['model']} at {outage['endpoint']}: {outage['reason']}. The judgments it did not make "
+              "are not computed (nothing cached for them); run the same command again once the judge works.")
     if args.out:
         runs = list(dict.fromkeys(s.run for s in scores))
         for run, path in results_paths(Path(args.out), runs).items():
@@ -654,7 +669,7 @@ def main(args) -> int:
             except OSError as error:
                 raise DataError(f"cannot write the results to {path}: {error.strerror or error} (give another --out)") from None
             print(f"\nresults{f' of run {run}' if len(runs) > 1 else ''} written to {path}")
-    return 0
+    return 3 if outages else 0
 
 
 def _score(item: Gathered) -> TaskScore:
