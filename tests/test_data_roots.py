@@ -70,6 +70,18 @@ def test_read_json_errors_name_the_file(tmp_path):
     assert data.read_json(lines) == [{"a": 1}, {"a": 2}]
 
 
+@pytest.mark.parametrize("reader", ["read_json", "read_jsonl"])
+def test_jsonl_errors_name_the_line_counting_blank_lines(tmp_path, reader):
+    """Line numbers are 1-based and count blank lines; a raw U+2028 inside a string (valid JSON)
+    and a lone carriage return between tokens neither split a record nor shift the numbering."""
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": "x\u2028y"}\n\n{"a":\r2}\n\n\n{"a": 3\n{"a": 4}\n', encoding="utf-8")
+    with pytest.raises(data.DataError, match=r"a\.jsonl:6: not valid JSON"):
+        getattr(data, reader)(path)
+    path.write_text('{"a": "x\u2028y"}\n\n{"a":\r2}\n', encoding="utf-8")
+    assert getattr(data, reader)(path) == [{"a": "x\u2028y"}, {"a": 2}]
+
+
 def test_require_fields_names_the_record():
     with pytest.raises(data.DataError, match="record qid=7: missing field\\(s\\) answer"):
         data.require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")

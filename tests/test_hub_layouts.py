@@ -130,8 +130,8 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
 def test_gated_repo_without_a_token_says_how_to_get_access(hub, sample_dir, tmp_path):
     hub.add("CG-Bench/CG-Bench", cg_repo(sample_dir, "new-flat"), gated=True)
     out = assert_one_message(prepare(hub, "cg_bench", tmp_path / "root", "--keep-free", "0", token=None),
-                             "CG-Bench/CG-Bench is gated", "huggingface-cli login")
-    assert out.count("is gated") == 1
+                             "CG-Bench/CG-Bench is gated", "`hf auth login`")
+    assert out.count("is gated") == 1 and "huggingface-cli" not in out
 
 
 def test_missing_split_part_is_named_before_any_join(hub, sample_dir, tmp_path):
@@ -214,3 +214,14 @@ def test_delete_archives_after_verified_extraction(hub, sample_dir, tmp_path):
     proc = prepare(hub, "vr_bench", root)  # the archives are not fetched again while the videos are in place
     assert_ok(proc, "VRBENCH_ROOT", root)
     assert len(hub.downloads()) == before
+
+
+def test_the_login_command_named_exists_in_the_installed_hub_client():
+    """The advice names a command of the huggingface_hub this package installs (`huggingface-cli`
+    is its deprecated name)."""
+    from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI
+
+    hf = Path(sys.executable).with_name(HF_LOGIN.split()[0])
+    for command in (HF_LOGIN, HF_WHOAMI):
+        proc = subprocess.run([str(hf), *command.split()[1:], "--help"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -134,3 +134,13 @@ def test_score_errors_name_the_fix(runs, tmp_path, capsys):
     broken.write_text('{"doc_id": 0, "filtered_resps": "A"}\n{not json\n')
     assert cli_main(["score", str(broken)]) == 2
     assert f"{broken}:2: not valid JSON" in capsys.readouterr().err
+
+
+def test_help_says_task_is_optional(capsys):
+    """`--task` is optional (a predictions file names its tasks, a samples file its task)."""
+    from lmms_video_reasoning.utils.cli import build_parser
+
+    parser = build_parser()
+    score_help = parser._subparsers._group_actions[0].choices["score"].format_help()
+    assert "optional" in score_help and "required" not in score_help
+    assert "required" not in (parser.description or "").split("score PATH")[1].splitlines()[0]

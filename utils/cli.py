@@ -4,7 +4,7 @@
     lmms-vr sample --out DIR                 write the generated sample benchmark
     lmms-vr demo                             sample + replay predictions through lmms-eval
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
-    lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions
+    lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
     lmms-vr upstream --lmms-eval DIR         write this suite into an lmms-eval checkout (a PR)
 """
@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = sub.add_parser("score", help="score lmms-eval samples files or replay predictions")
     score.add_argument("path", help="an lmms-eval --output_path folder, a samples .jsonl, or a replay predictions .jsonl")
-    score.add_argument("--task", help="task name (required for a replay predictions file)")
+    score.add_argument("--task", help="optional: score only this task. Needed only when PATH does not say it: a predictions "
+                                      "file whose lines have no `task` field, or a samples file not named *_samples_<task>.jsonl")
     score.add_argument("--out", help="write a results JSON shaped like lmms-eval's")
     score.set_defaults(run=_delegate("score"))
 

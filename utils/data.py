@@ -20,6 +20,11 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 
+# The installed huggingface_hub's CLI (`hf`; `huggingface-cli` is its deprecated name).
+HF_LOGIN = "hf auth login"
+HF_WHOAMI = "hf auth whoami"
+
+
 class DataError(ValueError):
     """Annotations or media are missing or malformed; the message says how to fix it."""
 
@@ -81,7 +86,7 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
         raise DataError(
             f"could not download {relpath} from the Hugging Face dataset {source.hub_repo} "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Without internet, copy the "
-            f"dataset and set {source.root_env}; for a gated dataset, accept its terms and run `huggingface-cli login`; "
+            f"dataset and set {source.root_env}; for a gated dataset, accept its terms and run `{HF_LOGIN}`; "
             f"or run `{source.prepare_command}`"
         ) from None
 
@@ -89,29 +94,52 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
 def read_json(path: Path) -> Any:
     """Parse a JSON file, or JSON Lines when the name ends in .jsonl; errors name the file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open(encoding="utf-8", newline="") as handle:  # newline="": a lone "\r" is not a line end
+            text = handle.read()
     except OSError as exc:
         raise DataError(f"cannot read annotation file {path}: {exc.strerror}") from None
+    if str(path).endswith(".jsonl"):
+        return [row for _, row in jsonl_rows(text.split("\n"), f"annotation file {path}")]
     try:
-        if str(path).endswith(".jsonl"):
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"annotation file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def jsonl_rows(lines: Iterable[str], where: str, error: type[DataError] = DataError) -> Iterable[tuple[int, Any]]:
+    """(1-based line number, parsed value) for each non-blank line; blank lines count.
+
+    Lines are split on "\\n" only: `str.splitlines` also splits on U+2028 and other
+    characters JSON allows raw inside strings, which cut a record in two and shift every
+    later line number."""
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}:{line_no}: not valid JSON ({exc.msg})") from None
+
+
+def _newline_lines(handle: Iterable[str]) -> Iterable[str]:
+    """The lines of a text handle opened with newline="", ended by "\\n" only (such a handle
+    also ends a piece at a lone "\\r", which JSON allows as whitespace inside a record)."""
+    pending = ""
+    for piece in handle:
+        pending += piece
+        if pending.endswith("\n"):
+            yield pending
+            pending = ""
+    if pending:
+        yield pending
 
 
 def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
     """The JSON objects of a .jsonl file (blank lines skipped; bytes that are not UTF-8
     replaced); a malformed line raises `error` naming the file and line."""
     rows = []
-    with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise error(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+    with Path(path).open(encoding="utf-8", errors="replace", newline="") as handle:
+        for line_no, row in jsonl_rows(_newline_lines(handle), str(path), error):
             if not isinstance(row, dict):
                 raise error(f"{path}:{line_no}: expected a JSON object")
             rows.append(row)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmms_video_reasoning.utils import archives, media_index, registry
-from lmms_video_reasoning.utils.data import DataError, DataSource, MediaError
+from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI, DataError, DataSource, MediaError
 
 STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
@@ -90,9 +90,9 @@ def _hub_error(source: DataSource, exc: Exception) -> DataError:
 
     if isinstance(exc, GatedRepoError):
         return DataError(f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then "
-                         "`huggingface-cli login` (or set HF_TOKEN) and rerun")
+                         f"`{HF_LOGIN}` (or set HF_TOKEN) and rerun")
     if isinstance(exc, RepositoryNotFoundError):
-        return DataError(f"{source.hub_repo} not found or not visible with your token: check `huggingface-cli whoami`")
+        return DataError(f"{source.hub_repo} not found or not visible with your token: check `{HF_WHOAMI}`")
     first_line = str(exc).splitlines()[0] if str(exc) else ""
     return DataError(
         f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
