@@ -258,7 +258,13 @@ def lmms_eval_shaped(scored, names, folder: Path) -> Path:
 
 
 def ci_rows(data: dict, benchmark: str) -> dict[tuple[str, str], list[str]]:
+    """The CI table's rows by (task, metric), a Note cell shortened to "words [k]" followed by its footnote k."""
     [table] = [t for t in data["sections"][benchmark]["tables"] if t["title"].startswith("95%")]
+    notes = {int(m[1]): m[2] for m in (re.match(r"\[(\d+)\] (.*)", n, re.S) for n in table["notes"]) if m}
+    for row in table["rows"]:
+        assert len(row[6]) <= report.NOTE_WIDTH, row[6]  # long explanations go under the table
+        ref = re.search(r"\[(\d+)\]$", row[6])
+        row[6] += f" {notes[int(ref[1])]}" if ref else ""
     return {(row[1], row[2]): row for row in table["rows"]}
 
 
@@ -279,10 +285,12 @@ def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monk
     # the recomputed outcomes are the run's: same values as the scoring that called the judge
     assert data["tasks"]["m|vcr_cot"]["note"] == ""
     # the sample's VRBench run had one judge failure (a reply that never parsed): the cache serves no
-    # such reply, so OE-P, which rests on it, gets no interval, and the note says why
+    # such reply, and the recomputed outcomes reproduce the run's (judge_failed included), so that
+    # miss is the run's own failed judgment: OE-P keeps its interval and the note says it counted wrong
     assert scored.results["vr"]["results"]["vr_bench"]["judge_failed,none"] == 1
     oe_p = ci_rows(data, "vrbench")[("vr_bench", "OE-P")]
-    assert oe_p[4] == "–" and "1 judge requests have no cached verdict" in oe_p[6], oe_p
+    assert oe_p[4].startswith("[") and re.fullmatch(r"judge_failed 1 of \d+ counted wrong", oe_p[6]), oe_p
+    assert ci_rows(data, "vrbench")[("vr_bench", "MCQ-O")][6] == ""  # judge-free: no judge note
 
 
 def test_without_verdicts_only_judge_free_metrics_get_cis(scored, tmp_path, monkeypatch):
