@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -70,14 +71,75 @@ def data_root(source: DataSource) -> Path:
     return default_root(source)
 
 
+@functools.lru_cache(maxsize=8)
+def _unreachable(endpoint: str) -> str | None:
+    """Why the Hub at `endpoint` cannot be reached (None when a TCP connection opens within 3 s).
+    Asked once per process: lmms-eval retries task loading, the answer does not change."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)), timeout=3):
+            return None
+    except OSError as exc:
+        return f"the Hugging Face Hub ({endpoint}) is unreachable ({exc.strerror or type(exc).__name__})"
+
+
+def hub_unavailable() -> str | None:
+    """Why annotations cannot come from the Hub here (HF_HUB_OFFLINE, or no connection), or None."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - a dependency of the package
+        return "huggingface_hub is not installed"
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE=1 is set"
+    return _unreachable(constants.ENDPOINT)
+
+
+class DataUnavailable(DataError):
+    """The data cannot be had here at all (no root, no Hub): retrying cannot help."""
+
+
+def _in_lmms_eval_task_loading() -> bool:
+    """True inside lmms-eval's `Task.download` (which loads the documents under tenacity retries)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "download" and frame.f_code.co_filename.replace("\\", "/").endswith("lmms_eval/api/task.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def fail_now(error: DataUnavailable) -> None:
+    """Raise `error`; inside lmms-eval's task loading, end the run with its message alone.
+
+    lmms-eval retries `download` on any Exception (5 attempts, each with the Hub client's own
+    retries) and then shows only `RetryError[... raised DataError]` under a long traceback;
+    SystemExit is not retried and prints just the message."""
+    if _in_lmms_eval_task_loading():
+        raise SystemExit(f"lmms-vr: {error}")
+    raise error
+
+
 def annotation_file(source: DataSource, relpath: str) -> Path:
-    """Path of an annotation file, downloading it from the Hub when no local root is set."""
+    """Path of an annotation file, downloading it from the Hub when no local root is set.
+
+    With no root and no Hub (HF_HUB_OFFLINE=1, or no connection) it fails at once, naming the
+    variable and the `prepare` command, instead of retrying a download that cannot happen."""
     root = data_root(source)
     path = root / relpath
     if path.is_file():
         return path
     if os.environ.get(source.root_env):
         raise DataError(f"annotation file {path} not found under {source.root_env}={root}; fetch it with `{source.prepare_command}`")
+    why = hub_unavailable()
+    if why:
+        fail_now(DataUnavailable(
+            f"{source.benchmark}: no local copy ({source.root_env} is not set and {path} does not exist) and {why}, "
+            f"so {source.hub_repo} cannot be fetched. "
+            f"Set {source.root_env} to a copy made by `{source.prepare_command}` (run where the Hub is reachable), "
+            "then run offline with HF_HUB_OFFLINE=1"))
     try:
         from huggingface_hub import hf_hub_download
 
