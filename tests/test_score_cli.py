@@ -106,10 +106,9 @@ def test_report_on_an_lmms_eval_folder(runs, tmp_path):
     for task in LOGGED_TASKS:
         entry = data["tasks"][f"{run}|{task}"]
         failed = runs.logged["results"][task].get("judge_failed,none") or 0
-        if failed:  # a reply that never parsed is not served from the cache: that verdict is missing, and said so
-            assert f"{int(failed)} judge requests have no cached verdict" in entry["note"], entry["note"]
-        else:
-            assert entry["note"] == "", entry["note"]
+        # a reply that never parsed is not served from the cache; the outcomes recomputed without it
+        # reproduce the run's (judge_failed included), so it is the run's own failed judgment, not a gap
+        assert entry["note"] == "", (task, failed, entry["note"])
         benchmark = score.task_spec(task).benchmark
         for metric in report.spec_of(benchmark).headline:
             point = entry["point"].get(metric)

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--split", default="mini", choices=["mini", "full"],
                          help="for a benchmark with splits: the split whose media are verified (all archives are fetched)")
     prepare.add_argument("--verify-only", action="store_true", help="only check the root (no download, no extraction)")
+    prepare.add_argument("--subset", action="store_true",
+                         help="the root holds part of the release on purpose: its question and video counts are printed, not "
+                              "checked against the release's (a generated sample root says so itself)")
     prepare.add_argument("--skip-download", action="store_true", help="extract and check archives already under the root")
     prepare.add_argument("--delete-archives", action="store_true", help="delete each archive once its extraction is verified")
     prepare.add_argument("--keep-free", default="1G", help="disk space that must stay free (e.g. 500M, 20G; default 1G)")

@@ -48,6 +48,11 @@ class DataSource:
 # Each benchmark's DataSource is declared in its folder's data.py (`SOURCE`).
 
 
+# A root holding part of a release on purpose (the generated sample writes it): `lmms-vr prepare`
+# prints its record counts instead of checking them against the release (as `--subset` does).
+SUBSET_MARKER = ".lmms_vr_subset.json"
+
+
 def cache_home() -> Path:
     """This suite's cache folder (judge cache, clips, default data roots)."""
     base = os.environ.get("LMMS_VR_CACHE") or os.path.join(
