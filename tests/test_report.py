@@ -453,12 +453,13 @@ def test_verdicts_of_another_run_are_never_the_runs(scored, tmp_path, monkeypatc
 
 
 def test_accounting_of_another_run_in_the_folder_is_not_this_runs(tmp_path):
-    """Only `<date_id>[_N]_judge_accounting_*.json` beside `<date_id>_results.json` is this run's."""
+    """Only `<date_id>[_N]_*.json` beside `<date_id>_results.json` may record this run's judge."""
     for name in ("2026_a_results.json", "2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json",
-                 "2026_b_judge_accounting_vrbench.json", "2026_ab_judge_accounting_vrbench.json"):
+                 "2026_a_cg_bench_open_details.json", "2026_b_judge_accounting_vrbench.json", "2026_ab_judge_accounting_vrbench.json",
+                 "judge_accounting_vrbench.json"):
         (tmp_path / name).write_text("{}")
     found = {p.name for p in report.run_accounting_files(tmp_path / "2026_a_results.json")}
-    assert found == {"2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json"}
+    assert found == {"2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json", "2026_a_cg_bench_open_details.json"}
 
 
 def test_breakdowns_that_need_the_data_root_say_so(scored, tmp_path, monkeypatch):

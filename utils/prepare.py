@@ -145,7 +145,7 @@ def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> No
           f"{len(to_fetch)} ({archives.human(sum(to_fetch.values()))}); unpacking the archives not yet extracted "
           f"needs about {archives.human(media)} more; {archives.human(free)} free")
     # every archive is downloaded before any is extracted (and deleted, with --delete-archives): the
-    # disk must hold the download and the extraction together (VRBench: 421 GB of archives, as much again unpacked)
+    # disk must hold the download and the extraction together (hundreds of GB of archives, as much again unpacked)
     download_bytes = sum(to_fetch.values())
     if download_bytes + media + limits.keep_free > free:
         raise DataError(f"not enough free disk under {root}: the download needs {archives.human(download_bytes)}, "

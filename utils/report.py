@@ -243,15 +243,23 @@ def _mtime(path: Path) -> float:
 
 
 def run_accounting_files(results_file: Path) -> list[Path]:
-    """The judge accounting files of this run: `<date_id>[_N]_judge_accounting_*.json` beside
-    `<date_id>_results.json` (in its folder, or the one above it). Another run's accounting in
-    the same folder names another run's judge and cache: never used for this one."""
+    """The files of this run that may record its judge: `<date_id>[_N]_<name>.json` beside
+    `<date_id>_results.json` (in its folder, or the one above it), e.g. its
+    `..._judge_accounting_<benchmark>.json` or a benchmark's details file. Another run's files in
+    the same folder name another run's judge and cache: never used for this one."""
     if not results_file.name.endswith(scoring.RESULTS_SUFFIX):
         return []
-    prefix = re.escape(results_file.name[: -len(scoring.RESULTS_SUFFIX)])
-    pattern = re.compile(prefix + r"(?:_\d+)?_judge_accounting_[^/]*\.json")
-    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob("*_judge_accounting_*.json")
-                   if pattern.fullmatch(p.name)), key=_mtime, reverse=True)
+    prefix = results_file.name[: -len(scoring.RESULTS_SUFFIX)]
+    pattern = re.compile(re.escape(prefix) + r"_.+\.json")
+    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob_escape(prefix)}_*.json")
+                   if pattern.fullmatch(p.name) and p != results_file), key=_mtime, reverse=True)
+
+
+def glob_escape(text: str) -> str:
+    """`text` matched literally by `Path.glob`."""
+    import glob
+
+    return glob.escape(text)
 
 
 def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:
@@ -586,7 +594,8 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
         stats.note = why
         mark_not_computed(run, task, stats, benchmark.name)
         return stats
-    sampled.borrowed = sampled.borrowed or borrowed
+    # borrowed verdicts matter only where the records ask the judge
+    sampled.borrowed = (sampled.borrowed or borrowed) if sampled.bench.needs_judge(sampled.records) else ""
     stats.sampled, stats.questions = sampled, len(sampled.units())
     mark_not_computed(run, task, stats, benchmark.name)
     recomputed = sampled.metrics()
