@@ -261,11 +261,12 @@ def ci_rows(data: dict, benchmark: str) -> dict[tuple[str, str], list[str]]:
     """The CI table's rows by (task, metric), a Note cell shortened to "words [k]" followed by its footnote k."""
     [table] = [t for t in data["sections"][benchmark]["tables"] if t["title"].startswith("95%")]
     notes = {int(m[1]): m[2] for m in (re.match(r"\[(\d+)\] (.*)", n, re.S) for n in table["notes"]) if m}
-    for row in table["rows"]:
+    rows = [list(row) for row in table["rows"]]
+    for row in rows:
         assert len(row[6]) <= report.NOTE_WIDTH, row[6]  # long explanations go under the table
         ref = re.search(r"\[(\d+)\]$", row[6])
         row[6] += f" {notes[int(ref[1])]}" if ref else ""
-    return {(row[1], row[2]): row for row in table["rows"]}
+    return {(row[1], row[2]): row for row in rows}
 
 
 def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monkeypatch):
@@ -442,6 +443,7 @@ def test_verdicts_of_another_run_are_never_the_runs(scored, tmp_path, monkeypatc
     built = report.build_report([f"m={folder}"], tmp_path / "report", n=100)
     oe = ci_rows(built, "cg_bench")[("joined CG tasks", "OE-acc")]
     assert oe[3] == "not computed" and oe[4] == "–" and f"judge_failed {total} of {total}" in oe[6], oe
+    assert "verdicts borrowed" in oe[6] and str(scored.dir / "judge.sqlite") in oe[6], oe  # the Note says so, the footnote which cache
     assert math.isnan(built["sections"]["cg_bench"]["joined"]["m|mini"]["oe_acc"] or math.nan)
     assert built["sections"]["cg_bench"]["joined_ci"]["m|mini"].get("oe_acc") is None
     long_acc = ci_rows(built, "cg_bench")[("joined CG tasks", "long-acc")]

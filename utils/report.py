@@ -700,13 +700,17 @@ class Cells(list):
 
 def run_row(label: str, source: str, values: Sequence[Any], benchmark: str, columns: Sequence[str]) -> tuple[list[str], bool]:
     cells = Cells([user_cell(label), f"your run · {source}"] + [fmt(v, digits_for(benchmark, c)) for c, v in zip(columns, values)])
-    cells.notes = tuple(f"{label}: {spec_of(benchmark).label(c)} not computed ({v.reason}): the judge failed on more than the "
-                        "allowed share of its samples" for c, v in zip(columns, values) if isinstance(v, NotComputed))
+    reasons: dict[str, list[str]] = {}  # one note per reason, naming its metrics
+    for column, value in zip(columns, values):
+        if isinstance(value, NotComputed):
+            reasons.setdefault(value.reason, []).append(spec_of(benchmark).label(column))
+    cells.notes = tuple(f"{label}: {', '.join(metrics)} not computed ({reason}): the judge failed on more than the allowed "
+                        "share of its samples" for reason, metrics in reasons.items())
     return cells, True
 
 
 HEAD_MARK = " :: "  # in a long note, ends the words its cell keeps
-NOTE_WIDTH = 48  # a Note cell longer than this moves under the table, the cell keeps its first words and a reference
+NOTE_WIDTH = 60  # a Note cell longer than this moves under the table, the cell keeps its first words and a reference
 
 
 def short_notes(rows: list[tuple[list[str], bool]], column: int) -> list[str]:
@@ -751,6 +755,9 @@ def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table
                 reason = ci_reason(benchmark, stats, metric)
             else:
                 reason = f"{stats.failed_judgments} counted wrong" if stats.failed_judgments and metric not in spec_of(benchmark).judge_free else ""
+            borrowed = stats.sampled.borrowed if stats.sampled is not None and metric not in spec_of(benchmark).judge_free else ""
+            if borrowed:  # verdicts the run did not record: said in the cell, the cache under the table
+                reason = (f"{reason}; " if reason else "") + "verdicts borrowed" + HEAD_MARK + borrowed
             rows.append(([user_cell(label), task, spec_of(benchmark).label(metric), fmt(value, digits), fmt_ci(interval, digits),
                           fmt(stats.questions), reason], True))
     notes = [f"Percentile bootstrap over {spec_of(benchmark).unit}, re-aggregated by the benchmark's own metric functions.",
