@@ -50,6 +50,8 @@ CG_BENCH = SOURCE = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
+# The release's size: (questions, videos) per split, checked by `lmms-vr prepare`.
+RELEASE = {"mini": (3000, 1118), "full": (12129, 1219)}
 META_FILE = "video_meta_info.json"
 PACKAGED_META = Path(__file__).with_name(META_FILE)  # official GitHub run/video_meta_info.json
 HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
@@ -289,7 +291,7 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
                               "error in clue mode (video): delete it so a clip is cut from the full video",
                               unusable_fails=True),
         media_index.MediaKind("subtitles", False, subs, subtitle_problem, "prompt without subtitles (not every video has them)",
-                              "prompt without subtitles, counted in the run's subtitles_unusable"),
+                              "prompt without subtitles, counted in the run's subtitles_unusable", list_missing=True),
     ]
 
 
@@ -307,6 +309,11 @@ def extraction_target(archive: str, member: str) -> str | None:
     if _in_clue_folder(parts) or archive.rsplit("/", 1)[-1].lower().startswith("clue"):
         return f"{CLUE_DIR}/{name}"
     return f"{VIDEO_DIR}/{name}"
+
+
+def release_counts(records: list[dict]) -> tuple[int, int]:
+    """(questions, videos) of a split's records."""
+    return len(records), len({r["video_uid"] for r in records})
 
 
 def records_at(root, split: str = "mini") -> list[dict]:

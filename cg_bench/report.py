@@ -13,7 +13,7 @@ from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
 from lmms_video_reasoning.cg_bench.scoring import crr
 from lmms_video_reasoning.utils.registry import ReportSpec
 from lmms_video_reasoning.utils.report import (
-    Run, Sampled, Section, Table, TaskStats, bootstrap_ci, trusted_only, ci_table, comparison_table, comparisons_for, digits_for, fmt,
+    NotComputed, Run, Sampled, Section, Table, TaskStats, bootstrap_ci, trusted_only, ci_table, comparison_table, comparisons_for, digits_for, fmt,
     grouped_bars, paper_table, reference, run_row, user_cell, value_of,
 )
 
@@ -33,6 +33,8 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
     """One CG-Bench row per run and split: every mode's outcomes joined (CRR and acc@IoU across files)."""
     prefix = SPLITS[split]
     records, outcomes, used, point = [], [], [], {}
+    not_computed: dict[str, str] = {}
+    failed_judgments: list[str] = []
     settings = None
     for mode in MODES:
         for kind in MODE_TASKS[mode]:
@@ -48,30 +50,52 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
             for metric, value in stats.point.items():
                 if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
                     point.setdefault(metric, value)
+            for metric, reason in stats.not_computed.items():  # ... but a metric the task could not compute stays so
+                not_computed.setdefault(metric, f"{task}: {reason}")
+            failed_judgments += [f"{task}: {stats.failed_judgments}"] if stats.failed_judgments else []
             used.append(task)
             break
     if not used:
         return None
-    combined = TaskStats(point=point, source=", ".join(sorted(set(used))))
+    not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
+    combined = TaskStats(point=point, source=", ".join(sorted(set(used))), not_computed=not_computed,
+                         failed_judgments="; ".join(failed_judgments))
     sampled_tasks = [task for task in used if per_task[task].sampled is not None]
     unsampled = [task for task in used if task not in sampled_tasks]
     if sampled_tasks:
-        missing = "; ".join(dict.fromkeys(per_task[t].sampled.missing_verdicts for t in sampled_tasks if per_task[t].sampled.missing_verdicts))
-        sampled = Sampled("cg_bench", records, outcomes, settings, missing)
+        parts = [per_task[t].sampled for t in sampled_tasks]
+        missing = "; ".join(dict.fromkeys(s.missing_verdicts for s in parts if s.missing_verdicts))
+        sampled = Sampled("cg_bench", records, outcomes, settings, missing, next((s.gap for s in parts if s.gap), ""),
+                          "; ".join(dict.fromkeys(s.borrowed for s in parts if s.borrowed)), set().union(*(s.untrusted for s in parts)))
         combined.sampled, combined.questions = sampled, len(sampled.units())
         computed = sampled.metrics()
-        for metric in HEADLINE:  # the joined metrics, and any metric no task reported
-            if (metric in ("crr", "acc_at_iou") or metric not in point) and (not unsampled or not math.isnan(computed[metric])):
+        for metric in HEADLINE:  # the joined metrics, and any metric no task reported (none the run could not compute)
+            if metric in not_computed:
+                combined.point[metric] = math.nan
+            elif (metric in ("crr", "acc_at_iou") or metric not in point) and (not unsampled or not math.isnan(computed[metric])):
                 combined.point[metric] = computed[metric]
         if n > 0:  # a metric of an unsampled mode is undefined in every resample: no interval
-            combined.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed))
-        reasons = [f"{t}: {per_task[t].note}" for t in unsampled] + ([missing] if missing else [])
+            combined.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed), combined.point)
+        reasons = [f"{t}: {per_task[t].note}" for t in unsampled] + [f"{t}: {per_task[t].note}" for t in sampled_tasks if per_task[t].note]
         combined.note = "; ".join(reasons)
     else:
         combined.note = "; ".join(f"{t}: {per_task[t].note}" for t in unsampled)
     if "crr" not in combined.point and "long_acc" in point and "clue_acc" in point:
         combined.point["crr"] = crr(point["long_acc"], point["clue_acc"])
     return combined
+
+
+BREAKDOWN_COLUMNS = ("long_acc", "clue_acc", "miou", "acc_at_iou", "oe_acc")
+
+
+def breakdown_cell(row: TaskStats, metrics: dict, metric: str) -> str:
+    """A breakdown value, or what the report lacks to compute it as the run did (e.g. "needs CGBENCH_ROOT"),
+    or "not computed" for a metric the run has no value of: never a silently different number."""
+    if isinstance(value_of(row, metric), NotComputed):
+        return "not computed"
+    if metric in metrics and not row.sampled.trusted(metric):
+        return row.sampled.why_not(metric)
+    return fmt(metrics.get(metric), digits_for("cg_bench", metric))
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
@@ -111,15 +135,21 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     for group, title in (("duration", "duration (minutes)"), ("domain", "domain"), ("kind", "question kind")):
         rows = []
         for name, data in breakdowns.items():
+            row = dict(with_samples)[name]
             for key, metrics in data.get(group, {}).items():
                 rows.append(([user_cell(name), key, str(metrics.get("n", ""))] +
-                             [fmt(metrics.get(c), digits_for("cg_bench", c)) for c in ("long_acc", "clue_acc", "miou", "acc_at_iou", "oe_acc")], True))
+                             [breakdown_cell(row, metrics, c) for c in BREAKDOWN_COLUMNS], True))
         if rows:
             section.tables.append(Table(f"Breakdown by {title}", ["Run", group.capitalize(), "Answers", "long-acc", "clue-acc", "mIoU",
-                                                                   "acc.@IoU", "OE-acc"], rows, ["From the per-sample outcomes (cg_bench.aggregate.breakdown)."]))
+                                                                   "acc.@IoU", "OE-acc"], rows, ["From the per-sample outcomes (cg_bench.aggregate.breakdown). "
+                                                                   "A cell the report cannot compute as the run did says what it needs."]))
     if breakdowns:
         buckets = [b for b in DURATION_ORDER if any(b in d.get("duration", {}) for d in breakdowns.values())]
         metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
+        rows_of = dict(with_samples)
+        # a run whose outcomes for the metric are not its run's is left out of the plots
+        breakdowns = {name: d for name, d in breakdowns.items() if rows_of[name].sampled.trusted(metric)
+                      and not math.isnan(value_of(rows_of[name], metric))}
         section.figures.append(("Accuracy by duration", grouped_bars(
             out / "cg_bench_accuracy_by_duration.png", f"CG-Bench {LABELS[metric]} by video duration (minutes)", buckets,
             [(name, [d.get("duration", {}).get(b, {}).get(metric, math.nan) for b in buckets], [None] * len(buckets)) for name, d in breakdowns.items()],

@@ -70,6 +70,18 @@ def test_read_json_errors_name_the_file(tmp_path):
     assert data.read_json(lines) == [{"a": 1}, {"a": 2}]
 
 
+@pytest.mark.parametrize("reader", ["read_json", "read_jsonl"])
+def test_jsonl_errors_name_the_line_counting_blank_lines(tmp_path, reader):
+    """Line numbers are 1-based and count blank lines; a raw U+2028 inside a string (valid JSON)
+    and a lone carriage return between tokens neither split a record nor shift the numbering."""
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": "x\u2028y"}\n\n{"a":\r2}\n\n\n{"a": 3\n{"a": 4}\n', encoding="utf-8")
+    with pytest.raises(data.DataError, match=r"a\.jsonl:6: not valid JSON"):
+        getattr(data, reader)(path)
+    path.write_text('{"a": "x\u2028y"}\n\n{"a":\r2}\n', encoding="utf-8")
+    assert getattr(data, reader)(path) == [{"a": "x\u2028y"}, {"a": 2}]
+
+
 def test_require_fields_names_the_record():
     with pytest.raises(data.DataError, match="record qid=7: missing field\\(s\\) answer"):
         data.require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
@@ -127,3 +139,28 @@ def test_lone_surrogates_in_predictions_become_replacement_characters(tmp_path):
     assert lookup(table, "t", "2") == "ok \U0001F600"  # a proper pair is kept
     for text in table.values():
         text.encode("utf-8")  # everything is now writable by lmms-eval's sample logger
+
+
+@pytest.mark.parametrize("hub", ["offline", "unreachable"])
+def test_lmms_eval_with_no_root_and_no_hub_fails_at_once_with_one_message(tmp_path, hub):
+    """No root and no Hub: lmms-eval's task loading ends at once with one message naming the
+    variable and the `prepare` command (not 74 s of retries and a RetryError traceback)."""
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_ROOT") and not k.startswith("HF_")}
+    env.update(LMMS_VR_CACHE=str(tmp_path / "cache"), HF_HOME=str(tmp_path / "hf"),
+               **({"HF_HUB_OFFLINE": "1"} if hub == "offline" else {"HF_ENDPOINT": "http://127.0.0.1:9"}))
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text('{"task": "vcr_cot", "id": "x", "response": "A"}\n')
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "lmms_eval", "--tasks", "vcr_cot", "--model", "vr_replay",
+                           "--model_args", f"predictions={predictions}", "--output_path", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    elapsed = time.monotonic() - started
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "RetryError" not in out and "Traceback" not in out, out[-3000:]
+    [message] = [line for line in out.splitlines() if line.startswith("lmms-vr: ")]
+    assert "VCR_BENCH_ROOT is not set" in message and "lmms-vr prepare vcr_bench" in message, message
+    assert ("HF_HUB_OFFLINE=1 is set" if hub == "offline" else "127.0.0.1:9) is unreachable") in message
+    assert elapsed < 60, elapsed  # lmms-eval's start-up only: one attempt, no retries

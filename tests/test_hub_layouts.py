@@ -33,7 +33,8 @@ def prepare(hub: FakeHub, benchmark: str, root: Path, *extra: str, token: str | 
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and not k.endswith("_ROOT")}
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(root.parent / "hf_home"),
                HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **({"HF_TOKEN": token} if token else {}))
-    command = [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "prepare", benchmark, "--root", str(root)]
+    # the repos are built from the generated sample: a subset of each release (--subset: counts printed, not checked)
+    command = [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "prepare", benchmark, "--root", str(root), "--subset"]
     return subprocess.run([*command, *(extra or ("--keep-free", "0"))], env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300)
 
@@ -130,8 +131,8 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
 def test_gated_repo_without_a_token_says_how_to_get_access(hub, sample_dir, tmp_path):
     hub.add("CG-Bench/CG-Bench", cg_repo(sample_dir, "new-flat"), gated=True)
     out = assert_one_message(prepare(hub, "cg_bench", tmp_path / "root", "--keep-free", "0", token=None),
-                             "CG-Bench/CG-Bench is gated", "huggingface-cli login")
-    assert out.count("is gated") == 1
+                             "CG-Bench/CG-Bench is gated", "`hf auth login`")
+    assert out.count("is gated") == 1 and "huggingface-cli" not in out
 
 
 def test_missing_split_part_is_named_before_any_join(hub, sample_dir, tmp_path):
@@ -214,3 +215,36 @@ def test_delete_archives_after_verified_extraction(hub, sample_dir, tmp_path):
     proc = prepare(hub, "vr_bench", root)  # the archives are not fetched again while the videos are in place
     assert_ok(proc, "VRBENCH_ROOT", root)
     assert len(hub.downloads()) == before
+
+
+def test_the_login_command_named_exists_in_the_installed_hub_client():
+    """The advice names a command of the huggingface_hub this package installs (`huggingface-cli`
+    is its deprecated name)."""
+    from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI
+
+    hf = Path(sys.executable).with_name(HF_LOGIN.split()[0])
+    for command in (HF_LOGIN, HF_WHOAMI):
+        proc = subprocess.run([str(hf), *command.split()[1:], "--help"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_space_check_covers_download_and_extraction(hub, sample_dir, tmp_path):
+    """The disk holds the download but not the download plus its extraction: `prepare` stops before
+    downloading anything, naming both sizes. (A full disk cannot be made here: `shutil.disk_usage`
+    reports a free size in the child process; the Hub and the client are real.)"""
+    files = vcr_repo(sample_dir)
+    hub.add("VLM-Reasoning/VCR-Bench", files)
+    total = sum(len(data) for data in files.values())
+    archive = len(files["v1/videos/video.zip"])
+    free = total + archive // 2  # the download fits, the extraction (about the archive's size) does not
+    root = tmp_path / "root"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and not k.endswith("_ROOT")}
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_DISABLE_TELEMETRY="1", HF_TOKEN=TOKEN)
+    code = ("import collections, shutil, sys\n"
+            f"shutil.disk_usage = lambda path: collections.namedtuple('usage', 'total used free')({free}, 0, {free})\n"
+            "from lmms_video_reasoning.utils.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    before = len(hub.downloads())
+    proc = subprocess.run([sys.executable, "-c", code, "prepare", "vcr_bench", "--root", str(root), "--subset", "--keep-free", "0"],
+                          env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    out = assert_one_message(proc, "not enough free disk", "extracting the archives about", "nothing was downloaded")
+    assert len(hub.downloads()) == before and not (root / "v1" / "videos" / "video.zip").exists(), out

@@ -265,7 +265,7 @@ def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, ca
     root = write_sample(tmp_path / "cg")
     srt = root / data.SUBTITLE_DIR / "cgsample_park.srt"
     srt.write_bytes(b"\x00\xff garbage, no timing line at all\n\nmore junk\n")
-    assert main(["prepare", "cg_bench", "--root", str(root), "--verify-only"]) == 0  # optional: reported, not fatal
+    assert main(["prepare", "cg_bench", "--root", str(root), "--verify-only", "--subset"]) == 0  # optional: reported, not fatal
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("subtitles "))
     assert row.split()[5] == "1" and "subtitles_unusable" in row
@@ -344,3 +344,60 @@ def test_verify_reports_videos_by_the_tasks_resolver(tmp_path):
     assert (report.present, report.missing, len(report.unusable), report.fails) == (1, ["absent.mp4"], 1, True)
     assert "videos  yes       3       1        1        1" in prepare.table([report])
     shutil.rmtree(root)
+
+
+# ---------------------------------------------------------------------- issue 22: record counts, missing subtitles
+
+
+def test_an_annotation_file_cut_at_a_record_boundary_is_a_count_mismatch(reference_dir, tmp_path):
+    """The real mini split agrees with the release's counts; the same file cut in half at a record
+    boundary still parses, and only the counts show it: an error naming both counts and --subset."""
+    from lmms_video_reasoning.cg_bench import data
+
+    records = data.validate_records(json.loads((reference_dir / "cg_bench" / "cgbench_mini.json").read_text()), "mini")
+    line, ok = prepare.release_check(data, tmp_path, records, "mini")
+    assert ok and line == "records: 3,000 questions on 1,118 videos, as the cg_bench mini release"
+    line, ok = prepare.release_check(data, tmp_path, records[:1500], "mini")
+    assert not ok and "1,500 questions" in line and "release has 3,000 questions on 1,118 videos" in line and "--subset" in line
+    assert prepare.release_check(data, tmp_path, records[:1500], "mini", subset=True)[1]
+    line, ok = prepare.release_check(data, tmp_path, records, "full")  # the mini file is not the full split
+    assert not ok and "12,129 questions on 1,219 videos" in line
+
+
+@pytest.mark.parametrize("benchmark", ["vcr_bench", "vr_bench", "cg_bench"])
+def test_verify_only_checks_counts_unless_the_root_is_a_declared_subset(benchmark, tmp_path, capsys):
+    from lmms_video_reasoning.utils.cli import main
+    from lmms_video_reasoning.utils.data import SUBSET_MARKER
+    from lmms_video_reasoning.utils.sample import write_sample
+
+    name = "vrbench" if benchmark == "vr_bench" else benchmark
+    root = write_sample(tmp_path, (name,))[name]
+    assert main(["prepare", benchmark, "--root", str(root), "--verify-only"]) == 0  # the sample says it is one
+    assert "a subset: the generated sample benchmark" in capsys.readouterr().out
+    (root / SUBSET_MARKER).unlink()
+    assert main(["prepare", benchmark, "--root", str(root), "--verify-only"]) == 1
+    out = capsys.readouterr().out
+    assert "error: records:" in out and "looks cut" in out and "is incomplete" in out
+    assert main(["prepare", benchmark, "--root", str(root), "--verify-only", "--subset"]) == 0
+    assert "a subset: --subset" in capsys.readouterr().out
+
+
+def test_missing_subtitles_are_listed(tmp_path, capsys):
+    """A missing subtitle file drops the subtitles from its questions: --verify-only names it
+    (optional, so not an error) and lists every one in a file."""
+    from lmms_video_reasoning.cg_bench import data
+    from lmms_video_reasoning.cg_bench.sample import write_sample
+    from lmms_video_reasoning.utils.cli import main
+
+    root = write_sample(tmp_path / "cg")
+    srts = sorted((root / data.SUBTITLE_DIR).glob("*.srt"))
+    srts[0].unlink()
+    assert main(["prepare", "cg_bench", "--root", str(root), "--verify-only", "--subset"]) == 0
+    out = capsys.readouterr().out
+    assert f"subtitles missing: {data.SUBTITLE_DIR}/{srts[0].name}" in out
+    listing = root / prepare.STAMP_DIR / "missing_subtitles.txt"
+    without = sorted(f"{data.SUBTITLE_DIR}/{uid}.srt" for uid in {r["video_uid"] for r in data.records_at(root)}
+                     if not (root / data.SUBTITLE_DIR / f"{uid}.srt").is_file())
+    assert f"{srts[0].name}" in " ".join(without)
+    assert f"{len(without)} subtitles missing (prompt without subtitles (not every video has them)): all listed in {listing}" in out
+    assert sorted(listing.read_text().splitlines()) == without

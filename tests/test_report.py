@@ -258,8 +258,15 @@ def lmms_eval_shaped(scored, names, folder: Path) -> Path:
 
 
 def ci_rows(data: dict, benchmark: str) -> dict[tuple[str, str], list[str]]:
+    """The CI table's rows by (task, metric), a Note cell shortened to "words [k]" followed by its footnote k."""
     [table] = [t for t in data["sections"][benchmark]["tables"] if t["title"].startswith("95%")]
-    return {(row[1], row[2]): row for row in table["rows"]}
+    notes = {int(m[1]): m[2] for m in (re.match(r"\[(\d+)\] (.*)", n, re.S) for n in table["notes"]) if m}
+    rows = [list(row) for row in table["rows"]]
+    for row in rows:
+        assert len(row[6]) <= report.NOTE_WIDTH, row[6]  # long explanations go under the table
+        ref = re.search(r"\[(\d+)\]$", row[6])
+        row[6] += f" {notes[int(ref[1])]}" if ref else ""
+    return {(row[1], row[2]): row for row in rows}
 
 
 def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monkeypatch):
@@ -279,10 +286,12 @@ def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monk
     # the recomputed outcomes are the run's: same values as the scoring that called the judge
     assert data["tasks"]["m|vcr_cot"]["note"] == ""
     # the sample's VRBench run had one judge failure (a reply that never parsed): the cache serves no
-    # such reply, so OE-P, which rests on it, gets no interval, and the note says why
+    # such reply, and the recomputed outcomes reproduce the run's (judge_failed included), so that
+    # miss is the run's own failed judgment: OE-P keeps its interval and the note says it counted wrong
     assert scored.results["vr"]["results"]["vr_bench"]["judge_failed,none"] == 1
     oe_p = ci_rows(data, "vrbench")[("vr_bench", "OE-P")]
-    assert oe_p[4] == "–" and "1 judge requests have no cached verdict" in oe_p[6], oe_p
+    assert oe_p[4].startswith("[") and re.fullmatch(r"judge_failed 1 of \d+ counted wrong", oe_p[6]), oe_p
+    assert ci_rows(data, "vrbench")[("vr_bench", "MCQ-O")][6] == ""  # judge-free: no judge note
 
 
 def test_without_verdicts_only_judge_free_metrics_get_cis(scored, tmp_path, monkeypatch):
@@ -347,3 +356,157 @@ def test_task_names_with_a_slash_and_hostile_labels(scored, tmp_path):
     assert "new line" in markdown and "\nnew line" not in markdown
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<img src:x" not in page and "&lt;img src:x" in page
+
+
+# ---------------------------------------------------------------------------------- issue 22: reports that cannot contradict themselves
+
+
+def table_of(data: dict, benchmark: str, prefix: str) -> dict:
+    [table] = [t for t in data["sections"][benchmark]["tables"] if t["title"].startswith(prefix)]
+    return table
+
+
+def judge_outage(folder: Path, task: str, judge_free: tuple[str, ...]) -> int:
+    """Rewrite a run's results as the failure-share rule leaves a judge outage: every judge-based
+    metric NaN, judge_failed the number of samples. Returns that number."""
+    (results_file,) = [p for p in folder.glob("*.json") if task in json.loads(p.read_text())["results"]]
+    data = json.loads(results_file.read_text())
+    samples = sum(1 for line in score.samples_path(results_file, task).read_text().splitlines() if line.strip())
+    entry = data["results"][task]
+    for key in list(entry):
+        name = key.partition(",")[0]
+        if "," in key and name not in judge_free and name not in report.FAILURE_COUNTS:
+            entry[key] = math.nan
+    entry["judge_failed,none"] = samples
+    results_file.write_text(json.dumps(data))
+    return samples
+
+
+def test_a_judge_outage_is_not_computed_never_a_difference_of_zero(scored, tmp_path):
+    """A run whose judged metrics are NaN: the paired comparison says "not computable" and which
+    side has no value; its tables say "not computed" with judge_failed N of M; its plots have no bar."""
+    base = lmms_eval_shaped(scored, ("vr",), tmp_path / "base")
+    outage = lmms_eval_shaped(scored, ("vr",), tmp_path / "outage")
+    total = judge_outage(outage, "vr_bench", report.spec_of("vrbench").judge_free)
+    data = report.build_report([f"base={base}", f"outage={outage}"], tmp_path / "report", n=100)
+    compared = {row[2]: row for row in table_of(data, "vrbench", "Paired comparisons")["rows"]}
+    for metric in ("OE-P", "Overall"):
+        assert compared[metric][3] == "not computable" and compared[metric][4] == "–", compared[metric]
+        assert f"outage has no value (judge_failed {total} of {total})" in compared[metric][7], compared[metric]
+    assert compared["MCQ-O"][3].startswith(("+", "-")) and compared["MCQ-O"][7] == ""  # judge-free: still compared
+    ci = ci_rows(data, "vrbench")
+    ci_outage = {row[2]: row for row in table_of(data, "vrbench", "95%")["rows"] if row[0].endswith("outage")}
+    for metric in ("OE-P", "Overall"):
+        assert ci_outage[metric][3:5] == ["not computed", "–"] and ci_outage[metric][6] == f"judge_failed {total} of {total}"
+    assert ci[("vr_bench", "MCQ-O")][4].startswith("[")
+    table2 = table_of(data, "vrbench", reference_title("vrbench", "table2"))
+    [row] = [r for r in table2["rows"] if r[0].endswith("outage")]
+    assert "not computed" in row and not any(cell == "0.00" for cell in row)
+    assert any(f"not computed (judge_failed {total} of {total})" in note for note in table2["notes"])
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "not computable" in md and "+0.00 \\[0.00, 0.00\\]" not in md
+
+
+def reference_title(benchmark: str, table: str) -> str:
+    from lmms_video_reasoning.utils import registry
+
+    return registry.get(benchmark).reference_tables()["tables"][table]["title"]
+
+
+def test_plots_leave_out_values_not_computed(tmp_path, monkeypatch):
+    """A NaN value gets no bar (a 0 bar would read as a score); the others are drawn."""
+    import matplotlib.axes
+
+    drawn = []
+    real_bar = matplotlib.axes.Axes.bar
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda self, x, height, *a, **k: drawn.append(list(height)) or real_bar(self, x, height, *a, **k))
+    report.grouped_bars(tmp_path / "p.png", "t", ["a", "b", "c"], [("run", [50.0, report.NotComputed("judge_failed 3 of 3"), 70.0],
+                                                                     [None, None, None]), ("down", [math.nan] * 3, [None] * 3)], "y")
+    assert drawn == [[50.0, 70.0]] and (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_verdicts_of_another_run_are_never_the_runs(scored, tmp_path, monkeypatch):
+    """A run that recorded no judge, whose results say OE-acc is NaN (its judge failed): the
+    configured judge's shared cache holds verdicts made for another run. They are not its values:
+    OE-acc stays not computed with no CI, and the Note says the verdicts were borrowed."""
+    for name, env_value in scored.env.items():
+        monkeypatch.setenv(name, env_value)
+    monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LMMS_VR_JUDGE_MODEL", "sample-oracle")
+    monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(scored.dir / "judge.sqlite"))  # the shared cache, with the other run's verdicts
+    folder = lmms_eval_shaped(scored, ("cg",), tmp_path / "run")
+    total = judge_outage(folder, "cg_bench_open", report.spec_of("cg_bench").judge_free)
+    (results_file,) = folder.glob("cg.json")
+    data = json.loads(results_file.read_text())
+    data["lmms_vr"].pop("judge_accounting")  # this run recorded no judge
+    results_file.write_text(json.dumps(data))
+    built = report.build_report([f"m={folder}"], tmp_path / "report", n=100)
+    oe = ci_rows(built, "cg_bench")[("joined CG tasks", "OE-acc")]
+    assert oe[3] == "not computed" and oe[4] == "–" and f"judge_failed {total} of {total}" in oe[6], oe
+    assert "verdicts borrowed" in oe[6] and str(scored.dir / "judge.sqlite") in oe[6], oe  # the Note says so, the footnote which cache
+    assert math.isnan(built["sections"]["cg_bench"]["joined"]["m|mini"]["oe_acc"] or math.nan)
+    assert built["sections"]["cg_bench"]["joined_ci"]["m|mini"].get("oe_acc") is None
+    long_acc = ci_rows(built, "cg_bench")[("joined CG tasks", "long-acc")]
+    assert long_acc[4].startswith("[")  # judge-free metrics keep their CIs
+    assert "borrowed" in built["tasks"]["m|cg_bench_open"]["note"]
+    table3 = table_of(built, "cg_bench", reference_title("cg_bench", "table3"))
+    [row] = [r for r in table3["rows"] if r[0] == f"{report.MINE}m"]
+    assert row[table3["columns"].index("OE-acc")] == "not computed"
+
+
+def test_accounting_of_another_run_in_the_folder_is_not_this_runs(tmp_path):
+    """Only `<date_id>[_N]_*.json` beside `<date_id>_results.json` may record this run's judge."""
+    for name in ("2026_a_results.json", "2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json",
+                 "2026_a_cg_bench_open_details.json", "2026_b_judge_accounting_vrbench.json", "2026_ab_judge_accounting_vrbench.json",
+                 "judge_accounting_vrbench.json"):
+        (tmp_path / name).write_text("{}")
+    found = {p.name for p in report.run_accounting_files(tmp_path / "2026_a_results.json")}
+    assert found == {"2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json", "2026_a_cg_bench_open_details.json"}
+
+
+def test_breakdowns_that_need_the_data_root_say_so(scored, tmp_path, monkeypatch):
+    """Without the data root the report cannot rebuild CG-Bench's judge requests (they hold clue
+    frames): a breakdown cell that needs them says "needs CGBENCH_ROOT", every other cell is the
+    value computed with the root, never a silently different number."""
+    for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY", "LMMS_VR_JUDGE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    folder = lmms_eval_shaped(scored, ("cg",), tmp_path / "run")
+    tables = {}
+    for with_root in (True, False):
+        for name, env_value in scored.env.items():
+            monkeypatch.setenv(name, env_value) if with_root else monkeypatch.delenv(name, raising=False)
+        built = report.build_report([f"m={folder}"], tmp_path / f"report_{with_root}", n=0)
+        tables[with_root] = {t["title"]: t["rows"] for t in built["sections"]["cg_bench"]["tables"] if t["title"].startswith("Breakdown")}
+    marked = 0
+    for title, rows in tables[True].items():
+        for good, bare in zip(rows, tables[False][title]):
+            for a, b in zip(good, bare):
+                assert b == a or b == "needs CGBENCH_ROOT", (title, good, bare)
+                marked += b == "needs CGBENCH_ROOT"
+    assert marked > 0
+
+
+def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
+    """A one-video VRBench subset: no CI (every resample is the video itself) and no standard error,
+    never `± 0`."""
+    from lmms_video_reasoning.utils import standard_error
+
+    folder = tmp_path / "one"
+    folder.mkdir()
+    samples = score.samples_path(scored.files["vr"], "vr_bench")
+    sampled, _ = report.load_sampled("vr_bench", samples)
+    first = next(iter(sampled.units().values()))
+    lines = samples.read_text().splitlines()
+    (folder / samples.name).write_text("".join(lines[i] + "\n" for i in first))
+    one, _ = report.load_sampled("vr_bench", folder / samples.name)
+    assert len(one.units()) == 1
+    data = json.loads(scored.files["vr"].read_text())
+    data["results"]["vr_bench"] = {f"{k},none": v for k, v in one.metrics().items()}
+    (folder / scored.files["vr"].name).write_text(json.dumps(data))
+    built = report.build_report([f"m={folder / scored.files['vr'].name}"], tmp_path / "report", n=100)
+    for metric in ("MCQ-O", "OE-P", "Overall"):
+        row = ci_rows(built, "vrbench")[("vr_bench", metric)]
+        assert row[4] == "–" and row[6] == "no CI from 1 videos", row
+    with sample_judge(scored.dir / "judge.sqlite", scored.env):
+        assert standard_error.bootstrap_stderrs("vrbench", one.records, 50) == {}
+        assert standard_error.bootstrap_stderrs("vrbench", sampled.records, 50)["mcq_accuracy"] > 0

@@ -4,7 +4,7 @@
     lmms-vr sample --out DIR                 write the generated sample benchmark
     lmms-vr demo                             sample + replay predictions through lmms-eval
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
-    lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions
+    lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
     lmms-vr upstream --lmms-eval DIR         write this suite into an lmms-eval checkout (a PR)
 """
@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--split", default="mini", choices=["mini", "full"],
                          help="for a benchmark with splits: the split whose media are verified (all archives are fetched)")
     prepare.add_argument("--verify-only", action="store_true", help="only check the root (no download, no extraction)")
+    prepare.add_argument("--subset", action="store_true",
+                         help="the root holds part of the release on purpose: its question and video counts are printed, not "
+                              "checked against the release's (a generated sample root says so itself)")
     prepare.add_argument("--skip-download", action="store_true", help="extract and check archives already under the root")
     prepare.add_argument("--delete-archives", action="store_true", help="delete each archive once its extraction is verified")
     prepare.add_argument("--keep-free", default="1G", help="disk space that must stay free (e.g. 500M, 20G; default 1G)")
@@ -75,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = sub.add_parser("score", help="score lmms-eval samples files or replay predictions")
     score.add_argument("path", help="an lmms-eval --output_path folder, a samples .jsonl, or a replay predictions .jsonl")
-    score.add_argument("--task", help="task name (required for a replay predictions file)")
+    score.add_argument("--task", help="optional: score only this task. Needed only when PATH does not say it: a predictions "
+                                      "file whose lines have no `task` field, or a samples file not named *_samples_<task>.jsonl")
     score.add_argument("--out", help="write a results JSON shaped like lmms-eval's")
     score.set_defaults(run=_delegate("score"))
 

@@ -15,9 +15,15 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+
+# The installed huggingface_hub's CLI (`hf`; `huggingface-cli` is its deprecated name).
+HF_LOGIN = "hf auth login"
+HF_WHOAMI = "hf auth whoami"
 
 
 class DataError(ValueError):
@@ -40,6 +46,11 @@ class DataSource:
 
 
 # Each benchmark's DataSource is declared in its folder's data.py (`SOURCE`).
+
+
+# A root holding part of a release on purpose (the generated sample writes it): `lmms-vr prepare`
+# prints its record counts instead of checking them against the release (as `--subset` does).
+SUBSET_MARKER = ".lmms_vr_subset.json"
 
 
 def cache_home() -> Path:
@@ -65,14 +76,75 @@ def data_root(source: DataSource) -> Path:
     return default_root(source)
 
 
+@functools.lru_cache(maxsize=8)
+def _unreachable(endpoint: str) -> str | None:
+    """Why the Hub at `endpoint` cannot be reached (None when a TCP connection opens within 3 s).
+    Asked once per process: lmms-eval retries task loading, the answer does not change."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)), timeout=3):
+            return None
+    except OSError as exc:
+        return f"the Hugging Face Hub ({endpoint}) is unreachable ({exc.strerror or type(exc).__name__})"
+
+
+def hub_unavailable() -> str | None:
+    """Why annotations cannot come from the Hub here (HF_HUB_OFFLINE, or no connection), or None."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - a dependency of the package
+        return "huggingface_hub is not installed"
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE=1 is set"
+    return _unreachable(constants.ENDPOINT)
+
+
+class DataUnavailable(DataError):
+    """The data cannot be had here at all (no root, no Hub): retrying cannot help."""
+
+
+def _in_lmms_eval_task_loading() -> bool:
+    """True inside lmms-eval's `Task.download` (which loads the documents under tenacity retries)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "download" and frame.f_code.co_filename.replace("\\", "/").endswith("lmms_eval/api/task.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def fail_now(error: DataUnavailable) -> None:
+    """Raise `error`; inside lmms-eval's task loading, end the run with its message alone.
+
+    lmms-eval retries `download` on any Exception (5 attempts, each with the Hub client's own
+    retries) and then shows only `RetryError[... raised DataError]` under a long traceback;
+    SystemExit is not retried and prints just the message."""
+    if _in_lmms_eval_task_loading():
+        raise SystemExit(f"lmms-vr: {error}")
+    raise error
+
+
 def annotation_file(source: DataSource, relpath: str) -> Path:
-    """Path of an annotation file, downloading it from the Hub when no local root is set."""
+    """Path of an annotation file, downloading it from the Hub when no local root is set.
+
+    With no root and no Hub (HF_HUB_OFFLINE=1, or no connection) it fails at once, naming the
+    variable and the `prepare` command, instead of retrying a download that cannot happen."""
     root = data_root(source)
     path = root / relpath
     if path.is_file():
         return path
     if os.environ.get(source.root_env):
         raise DataError(f"annotation file {path} not found under {source.root_env}={root}; fetch it with `{source.prepare_command}`")
+    why = hub_unavailable()
+    if why:
+        fail_now(DataUnavailable(
+            f"{source.benchmark}: no local copy ({source.root_env} is not set and {path} does not exist) and {why}, "
+            f"so {source.hub_repo} cannot be fetched. "
+            f"Set {source.root_env} to a copy made by `{source.prepare_command}` (run where the Hub is reachable), "
+            "then run offline with HF_HUB_OFFLINE=1"))
     try:
         from huggingface_hub import hf_hub_download
 
@@ -81,7 +153,7 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
         raise DataError(
             f"could not download {relpath} from the Hugging Face dataset {source.hub_repo} "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Without internet, copy the "
-            f"dataset and set {source.root_env}; for a gated dataset, accept its terms and run `huggingface-cli login`; "
+            f"dataset and set {source.root_env}; for a gated dataset, accept its terms and run `{HF_LOGIN}`; "
             f"or run `{source.prepare_command}`"
         ) from None
 
@@ -89,29 +161,52 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
 def read_json(path: Path) -> Any:
     """Parse a JSON file, or JSON Lines when the name ends in .jsonl; errors name the file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open(encoding="utf-8", newline="") as handle:  # newline="": a lone "\r" is not a line end
+            text = handle.read()
     except OSError as exc:
         raise DataError(f"cannot read annotation file {path}: {exc.strerror}") from None
+    if str(path).endswith(".jsonl"):
+        return [row for _, row in jsonl_rows(text.split("\n"), f"annotation file {path}")]
     try:
-        if str(path).endswith(".jsonl"):
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"annotation file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def jsonl_rows(lines: Iterable[str], where: str, error: type[DataError] = DataError) -> Iterable[tuple[int, Any]]:
+    """(1-based line number, parsed value) for each non-blank line; blank lines count.
+
+    Lines are split on "\\n" only: `str.splitlines` also splits on U+2028 and other
+    characters JSON allows raw inside strings, which cut a record in two and shift every
+    later line number."""
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}:{line_no}: not valid JSON ({exc.msg})") from None
+
+
+def _newline_lines(handle: Iterable[str]) -> Iterable[str]:
+    """The lines of a text handle opened with newline="", ended by "\\n" only (such a handle
+    also ends a piece at a lone "\\r", which JSON allows as whitespace inside a record)."""
+    pending = ""
+    for piece in handle:
+        pending += piece
+        if pending.endswith("\n"):
+            yield pending
+            pending = ""
+    if pending:
+        yield pending
 
 
 def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
     """The JSON objects of a .jsonl file (blank lines skipped; bytes that are not UTF-8
     replaced); a malformed line raises `error` naming the file and line."""
     rows = []
-    with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise error(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+    with Path(path).open(encoding="utf-8", errors="replace", newline="") as handle:
+        for line_no, row in jsonl_rows(_newline_lines(handle), str(path), error):
             if not isinstance(row, dict):
                 raise error(f"{path}:{line_no}: expected a JSON object")
             rows.append(row)

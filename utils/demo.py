@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -52,19 +53,25 @@ def main(args) -> int:
     out = Path(args.out) if args.out else cache_home() / "sample"
     ensure_sample(out)
     output_path = Path(args.output_path) if args.output_path else out / "demo_results"
-    env = {**os.environ, **env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    settings = {**env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # what the demo adds to the environment
     server = None
     if not args.real_judge:
         server = LocalJudgeServer(responder=sample_responder, model="sample-oracle").start()
-        env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
-        env["LMMS_VR_JUDGE_MODEL"] = "sample-oracle"
-        env["LMMS_VR_JUDGE_CACHE"] = str(out / "demo_judge_cache.sqlite")
-        print(f"local sample judge at {server.base_url}")
+        settings.update({"LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_MODEL": "sample-oracle",
+                         "LMMS_VR_JUDGE_CACHE": str(out / "demo_judge_cache.sqlite")})
+        print(f"local sample judge at {server.base_url} (it runs only while the demo does: a pasted command "
+              "reuses its verdicts from the cache, and new judge requests fail)")
+    env = {**os.environ, **settings}
     tasks = args.tasks or demo_tasks()
     cmd = [sys.executable, "-m", "lmms_eval", "--tasks", tasks, "--model", "vr_replay",
            "--model_args", f"predictions={out / 'predictions.jsonl'}", "--output_path", str(output_path),
            "--log_samples", "--verbosity", "WARNING"]
-    print("$ " + " ".join(cmd))
+    # the command as it can be pasted into a shell: the demo's settings, then the command
+    # A pasted command outlives the demo's judge: its verdicts come from the cache, so the
+    # preflight's judge check (which would find the endpoint gone) is switched off there.
+    pasted = {**settings, "LMMS_VR_PREFLIGHT": "off"} if server is not None else settings
+    print("$ " + " ".join(f"{name}={shlex.quote(value)}" for name, value in pasted.items()) + " "
+          + " ".join(shlex.quote(part) for part in cmd))
     started = time.time()
     try:
         returncode = subprocess.run(cmd, env=env).returncode
@@ -84,8 +91,8 @@ def main(args) -> int:
     # `lmms-vr report` on this run; the sample's roots let it rebuild judge inputs (e.g. frames a request holds)
     report_env = {**os.environ, **env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     command = [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "report", str(newest), "--out", str(report_dir)]
-    if subprocess.run(command, env=report_env).returncode:
+    print("the papers' tables beside this run, with 95% CIs:")
+    if subprocess.run(command, env=report_env).returncode:  # `lmms-vr report` prints the report's paths itself
         print("lmms-vr demo: the report of the run failed (see above)", file=sys.stderr)
         return 1
-    print(f"report (the papers' tables beside this run, with 95% CIs): {report_dir / 'report.md'} and {report_dir / 'report.html'}")
     return 0

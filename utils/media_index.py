@@ -166,6 +166,7 @@ class MediaKind:
     when_missing: str
     when_unreadable: str
     unusable_fails: bool | None = None
+    list_missing: bool = False  # an optional kind whose absent files `prepare` lists (e.g. subtitles a question loses)
 
     @property
     def unusable_is_error(self) -> bool:

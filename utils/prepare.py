@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmms_video_reasoning.utils import archives, media_index, registry
-from lmms_video_reasoning.utils.data import DataError, DataSource, MediaError
+from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource, MediaError
 
 STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
@@ -90,9 +90,9 @@ def _hub_error(source: DataSource, exc: Exception) -> DataError:
 
     if isinstance(exc, GatedRepoError):
         return DataError(f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then "
-                         "`huggingface-cli login` (or set HF_TOKEN) and rerun")
+                         f"`{HF_LOGIN}` (or set HF_TOKEN) and rerun")
     if isinstance(exc, RepositoryNotFoundError):
-        return DataError(f"{source.hub_repo} not found or not visible with your token: check `huggingface-cli whoami`")
+        return DataError(f"{source.hub_repo} not found or not visible with your token: check `{HF_WHOAMI}`")
     first_line = str(exc).splitlines()[0] if str(exc) else ""
     return DataError(
         f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
@@ -144,10 +144,14 @@ def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> No
     print(f"{source.hub_repo}: {len(files)} file(s), {archives.human(sum(files.values()))}; to download "
           f"{len(to_fetch)} ({archives.human(sum(to_fetch.values()))}); unpacking the archives not yet extracted "
           f"needs about {archives.human(media)} more; {archives.human(free)} free")
-    if sum(to_fetch.values()) + limits.keep_free > free:
-        raise DataError(f"not enough free disk under {root}: the download needs {archives.human(sum(to_fetch.values()))} "
-                        f"and {archives.human(limits.keep_free)} must stay free (--keep-free); free space or choose "
-                        "another --root, then rerun (nothing was downloaded)")
+    # every archive is downloaded before any is extracted (and deleted, with --delete-archives): the
+    # disk must hold the download and the extraction together (hundreds of GB of archives, as much again unpacked)
+    download_bytes = sum(to_fetch.values())
+    if download_bytes + media + limits.keep_free > free:
+        raise DataError(f"not enough free disk under {root}: the download needs {archives.human(download_bytes)}, "
+                        f"extracting the archives about {archives.human(media)} more ({archives.human(download_bytes + media)} "
+                        f"in all), {archives.human(limits.keep_free)} must stay free (--keep-free) and "
+                        f"{archives.human(free)} is free; free space or choose another --root, then rerun (nothing was downloaded)")
     if to_fetch:
         download(source, sorted(files), root)
 
@@ -273,6 +277,36 @@ def verify(kinds: list[media_index.MediaKind]) -> list[KindReport]:
     return reports
 
 
+def declared_subset(root: Path) -> str:
+    """Why `root` holds part of a release on purpose (its `SUBSET_MARKER`), or ""."""
+    try:
+        marker = json.loads((root / SUBSET_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return str(marker.get("subset") or "a declared subset") if isinstance(marker, dict) else "a declared subset"
+
+
+def release_check(module, root: Path, records: list[dict], split: str, subset: bool = False) -> tuple[str, bool]:
+    """(a line on the root's record counts against the release's, True when they agree or a
+    subset is declared: `--subset`, or the root's `SUBSET_MARKER`). An annotation file cut at a
+    record boundary parses; only its counts show it."""
+    release = getattr(module, "RELEASE", {})
+    expected = release.get(split) or release.get("all")
+    if expected is None or not hasattr(module, "release_counts"):
+        return "", True
+    questions, videos = module.release_counts(records)
+    name = f"{module.SOURCE.benchmark}" + (f" {split}" if split in release else "")
+    have = f"{questions:,} questions on {videos:,} videos"
+    if (questions, videos) == tuple(expected):
+        return f"records: {have}, as the {name} release", True
+    reason = "--subset" if subset else declared_subset(root)
+    if reason:
+        return f"records: {have} (the {name} release has {expected[0]:,} on {expected[1]:,}; a subset: {reason})", True
+    return (f"error: records: {have}, but the {name} release has {expected[0]:,} questions on {expected[1]:,} videos: "
+            f"the annotation file looks cut or is another version. Fetch it again with `lmms-vr prepare "
+            f"{module.SOURCE.benchmark} --root {root}`, or pass --subset if this root holds part of the release on purpose"), False
+
+
 def _actions(kind: media_index.MediaKind) -> str:
     if kind.when_missing == kind.when_unreadable:
         return kind.when_missing
@@ -280,7 +314,8 @@ def _actions(kind: media_index.MediaKind) -> str:
 
 
 def table(reports: list[KindReport]) -> str:
-    """The per-kind table and up to 10 examples of each gap (absent optional files are only counted)."""
+    """The per-kind table and up to 10 examples of each gap (absent optional files are only counted,
+    unless their kind lists them: `MediaKind.list_missing`)."""
     head = ("media", "required", "needed", "present", "missing", "unusable", "what the tasks do about a missing / unusable file")
     rows = [head] + [(r.kind.name, "yes" if r.kind.required else "no", str(len(r.kind.items)), str(r.present),
                       str(len(r.missing)), str(len(r.unusable)), _actions(r.kind))
@@ -288,7 +323,7 @@ def table(reports: list[KindReport]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
     for r in reports:
-        for label, items in ((("missing", r.missing),) if r.kind.required else ()) + (("unusable", r.unusable),):
+        for label, items in ((("missing", r.missing),) if r.kind.required or r.kind.list_missing else ()) + (("unusable", r.unusable),):
             for item in items[:10]:
                 lines.append(f"  {r.kind.name} {label}: {item}")
             if len(items) > 10:
@@ -339,7 +374,16 @@ def main(args) -> int:
     except OSError as exc:  # permissions, a vanished file: a message, not a traceback
         raise DataError(f"{getattr(exc, 'filename', None) or root}: {exc.strerror or exc}") from None
     print(table(reports))
-    ok = not extraction.failed and not any(r.fails for r in reports)
+    for report in reports:  # an optional file a question loses (e.g. its subtitles): every one, in a file
+        if report.kind.list_missing and report.missing:
+            listing = root / STAMP_DIR / f"missing_{report.kind.name.replace(' ', '_')}.txt"
+            listing.parent.mkdir(parents=True, exist_ok=True)
+            listing.write_text("".join(f"{item}\n" for item in report.missing), encoding="utf-8")
+            print(f"{len(report.missing)} {report.kind.name} missing ({report.kind.when_missing}): all listed in {listing}")
+    counts, counts_ok = release_check(module, root, records, split, getattr(args, "subset", False))
+    if counts:
+        print(counts)
+    ok = not extraction.failed and not any(r.fails for r in reports) and counts_ok
     if ok:
         print(f"export {source.root_env}={root}")
     else:

@@ -38,6 +38,7 @@ import html
 import json
 import logging
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ class Run:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     samples: dict[str, Path] = field(default_factory=dict)
     sources: dict[str, Path] = field(default_factory=dict)  # task -> the results file it came from
+    sizes: dict[str, int] = field(default_factory=dict)  # task -> samples scored (lmms-eval's `n-samples`)
 
 
 @dataclass
@@ -175,6 +177,16 @@ def samples_for(path: Path, data: dict) -> dict[str, Path]:
     return found
 
 
+def sample_counts(data: dict) -> dict[str, int]:
+    """{task: samples it scored} from lmms-eval's `n-samples` (`effective`), where recorded."""
+    counts = {}
+    for task, entry in (data.get("n-samples") or {}).items():
+        value = entry.get("effective") if isinstance(entry, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            counts[str(task)] = value
+    return counts
+
+
 def load_runs(items: Sequence[str], unread: list[Unread] | None = None) -> list[Run]:
     """Runs from the command line's results arguments (same label + disjoint tasks = one run).
 
@@ -197,6 +209,7 @@ def load_runs(items: Sequence[str], unread: list[Unread] | None = None) -> list[
             target.results.update(results)
             target.samples.update(samples_for(file, data))
             target.sources.update(dict.fromkeys(results, file))
+            target.sizes.update(sample_counts(data))
     return runs
 
 
@@ -220,7 +233,6 @@ def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
 
 
 _readers: dict[tuple, Any] = {}
-MAX_SCANNED = 50  # newest JSON files per folder searched for the judge accounting
 
 
 def _mtime(path: Path) -> float:
@@ -230,49 +242,70 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str]:
-    """(a `judges.CacheOnlyJudge` on the run's judge cache, "") or (None, why there is none).
+def run_accounting_files(results_file: Path) -> list[Path]:
+    """The files of this run that may record its judge: `<date_id>[_N]_<name>.json` beside
+    `<date_id>_results.json` (in its folder, or the one above it), e.g. its
+    `..._judge_accounting_<benchmark>.json` or a benchmark's details file. Another run's files in
+    the same folder name another run's judge and cache: never used for this one."""
+    if not results_file.name.endswith(scoring.RESULTS_SUFFIX):
+        return []
+    prefix = results_file.name[: -len(scoring.RESULTS_SUFFIX)]
+    pattern = re.compile(re.escape(prefix) + r"_.+\.json")
+    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob_escape(prefix)}_*.json")
+                   if pattern.fullmatch(p.name) and p != results_file), key=_mtime, reverse=True)
+
+
+def glob_escape(text: str) -> str:
+    """`text` matched literally by `Path.glob`."""
+    import glob
+
+    return glob.escape(text)
+
+
+def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:
+    """(a `judges.CacheOnlyJudge` on a judge cache, "", borrowed) or (None, why there is none, "").
 
     The judge is the one the run recorded: in the results file itself (`lmms-vr score`), or
-    in the judge accounting written beside lmms-eval's results (newest first); else the
-    judge configured in this environment.
+    in the run's own judge accounting beside lmms-eval's results (`run_accounting_files`).
+    A run that recorded none gets the judge configured in this environment, whose cache may
+    hold verdicts made for another run: `borrowed` then says so (and the caller checks that
+    they reproduce the run's results before trusting them).
     """
     candidates: list[dict] = []
     if results_file is not None:
         data, _ = read_results(results_file)
         candidates += judge_settings(data, judge_name) if data else []
-        # lmms-eval's results sit in <output_path>/<model>/; the accounting in either folder
-        beside = [] if candidates else [p for folder in (results_file.parent, results_file.parent.parent)
-                                        for p in sorted(folder.glob("*.json"), key=_mtime, reverse=True)[:MAX_SCANNED]]
-        for path in sorted(set(beside) - {results_file}, key=_mtime, reverse=True):
+        for path in [] if candidates else run_accounting_files(results_file):
             try:
                 if path.stat().st_size < 1 << 22:
                     candidates += judge_settings(json.loads(path.read_text(encoding="utf-8")), judge_name)
             except (ValueError, OSError):
                 continue
+    recorded = len(candidates)
     try:
         from lmms_video_reasoning.judges import JudgeConfig
 
         configured = JudgeConfig.from_env(judge_name)
     except Exception:  # noqa: BLE001 - an unknown judge name or a bad variable: no configured judge
         configured = None
-    if configured is not None:
+    if configured is not None and not recorded:
         candidates.append({"model": configured.model, "cache_path": str(configured.cache_path) if configured.cache_path else None,
                            "base_url": configured.endpoint})
-    caches = [(c["model"], c["cache_path"], _endpoint(c.get("base_url"))) for c in candidates if c.get("cache_path")]
-    for model, cache, endpoint in caches:
+    caches = [(c["model"], c["cache_path"], _endpoint(c.get("base_url")), i >= recorded) for i, c in enumerate(candidates) if c.get("cache_path")]
+    for model, cache, endpoint, borrowed in caches:
         if Path(cache).is_file():
             from lmms_video_reasoning.judges import CacheOnlyJudge
 
             key = (judge_name, model, str(cache), endpoint)
             if key not in _readers:
                 _readers[key] = CacheOnlyJudge(judge_name, model, cache, endpoint)
-            return _readers[key], ""
+            return _readers[key], "", (f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)"
+                                       if borrowed else "")
     if caches:
-        return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine"
+        return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine", ""
     if candidates:
-        return None, "the run's judge had its cache off (LMMS_VR_JUDGE_CACHE=off)"
-    return None, "no judge recorded with the results and none configured"
+        return None, "the run's judge had its cache off (LMMS_VR_JUDGE_CACHE=off)", ""
+    return None, "no judge recorded with the results and none configured", ""
 
 
 def _endpoint(base_url: Any) -> str | None:
@@ -328,6 +361,9 @@ class Sampled:
     outcomes: list[dict]
     settings: Any
     missing_verdicts: str = ""  # why judge-based metrics cannot be recomputed ("" when they can)
+    gap: str = ""  # the same, in a few words for a table cell ("no verdicts", "needs <ROOT_VAR>")
+    borrowed: str = ""  # the verdicts come from a cache not recorded for this run (see `verdicts_for`)
+    untrusted: set = field(default_factory=set)  # metrics whose recomputed value is not the run's
 
     @property
     def bench(self) -> ScoringAdapter:
@@ -346,8 +382,15 @@ class Sampled:
         return self.bench.metrics([self.records[i] for i in indices], [self.outcomes[i] for i in indices], self.settings)
 
     def trusted(self, metric: str) -> bool:
-        """The recomputed metric is the run's: every verdict was read, or it needs none."""
-        return not self.missing_verdicts or metric in spec_of(self.benchmark).judge_free
+        """The recomputed metric is the run's: every verdict was read, or it needs none, and it
+        reproduces the run's value (`task_stats`)."""
+        return metric not in self.untrusted and (not self.missing_verdicts or metric in spec_of(self.benchmark).judge_free)
+
+    def why_not(self, metric: str) -> str:
+        """A few words on why `metric` is not the run's ("" when it is)."""
+        if self.trusted(metric):
+            return ""
+        return self.gap or "no verdicts" if metric not in self.untrusted else "differs from the results"
 
 
 def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str = "") -> tuple[Sampled | None, str]:
@@ -369,10 +412,10 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(records)
     outcomes = scoring.stored_outcomes(path)
-    missing = ""
+    missing = gap = borrowed = ""
     if outcomes is None:
         if verdicts is None and not no_verdicts:  # no run's judge given: the configured judge's cache
-            verdicts, no_verdicts = verdicts_for(None, bench.judge_name)
+            verdicts, no_verdicts, borrowed = verdicts_for(None, bench.judge_name)
         reader = verdicts if verdicts is not None else _NoVerdicts()
         before = shortfall(reader)
         log.info("%s: recomputing per-sample outcomes from %s (verdicts from the judge cache)", task, path.name)
@@ -386,11 +429,17 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
             where = (f"judge cache {reader.cache.path}, model {reader.config.model}" if verdicts is not None
                      else (no_verdicts or "no judge cache"))
             reasons.append(f"{misses} judge requests have no cached verdict ({where})")
+            gap = "no cached verdicts"
         if errors:
-            reasons.append(f"{errors} judge items could not be rebuilt (see the log; e.g. media not found)")
+            root_env = registry.get(spec.benchmark).data().SOURCE.root_env
+            unset = not os.environ.get(root_env, "").strip()
+            # a judge request that holds media (e.g. frames) cannot be rebuilt without the data root
+            reasons.append(f"{errors} judge items could not be rebuilt (see the log; e.g. media not found"
+                           + (f": {root_env} is not set" if unset else "") + ")")
+            gap = f"needs {root_env}" if unset else "judge items not rebuilt"
         if reasons:
             missing = "; ".join(reasons) + "; judge-based CIs left out (run `lmms-vr score` with the judge and report on its output)"
-    return Sampled(spec.benchmark, records, list(outcomes), settings, missing), ""
+    return Sampled(spec.benchmark, records, list(outcomes), settings, missing, gap, borrowed), ""
 
 
 def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
@@ -414,12 +463,17 @@ def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
     return values
 
 
+MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is the sample itself)
+
+
 def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
     """Every metric on `n` resamples of the questions (units) with replacement (seeded)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     groups = list(sampled.units().values())
+    if len(groups) < MIN_UNITS:  # every resample of one unit is that unit: no spread to measure, no interval
+        return {}
 
     def draw() -> list[int]:
         return [index for pick in rng.integers(0, len(groups), len(groups)) for index in groups[pick]]
@@ -439,6 +493,7 @@ class Difference:
     difference: float
     interval: tuple[float, float] | None
     common: int
+    why: str = ""  # why the difference is not computable ("" when it is)
 
 
 def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:
@@ -459,7 +514,7 @@ def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 
         return {name: b[name] - a[name] for name in a if isinstance(a[name], (int, float)) and isinstance(b.get(name), (int, float))}
 
     observed = point(range(len(common)))
-    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n)
+    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n) if len(common) >= MIN_UNITS else {}
     return [Difference(name, value, percentile_interval(values.get(name, []), level), len(common)) for name, value in observed.items()]
 
 
@@ -476,39 +531,98 @@ class TaskStats:
     note: str = ""  # why intervals are missing (or the per-sample data disagrees)
     sampled: Sampled | None = None
     source: str = ""  # for a row joining several tasks: which
+    not_computed: dict[str, str] = field(default_factory=dict)  # metric -> why the run has no value ("judge_failed 9 of 9")
+    failed_judgments: str = ""  # judgments that failed and were counted wrong, under the share ("judge_failed 1 of 40")
+
+
+class NotComputed(float):
+    """A metric the run did not compute (NaN) with the reason: rendered "not computed", left
+    out of plots, its reason under the table that shows it."""
+
+    def __new__(cls, reason: str):
+        value = super().__new__(cls, math.nan)
+        value.reason = reason
+        return value
+
+
+def judge_failures(run: Run, task: str, stats: TaskStats) -> str:
+    """"judge_failed N of M" for a task whose run counted judge failures ("" for none)."""
+    failed = stats.point.get("judge_failed")
+    if not isinstance(failed, float) or math.isnan(failed) or failed <= 0:
+        return ""
+    total = run.sizes.get(task) or (len(stats.sampled.records) if stats.sampled is not None else None)
+    return f"judge_failed {failed:g}" + (f" of {total}" if total else "")
+
+
+def mark_not_computed(run: Run, task: str, stats: TaskStats, benchmark: str) -> None:
+    """Judge-based metrics the run reported as NaN while it counted judge failures are not
+    computed (the failure share rule), never a value; under the share, the failures are noted."""
+    failures = judge_failures(run, task, stats)
+    if not failures:
+        return
+    judge_free = spec_of(benchmark).judge_free
+    for metric, value in stats.point.items():
+        if math.isnan(value) and metric not in judge_free and metric not in FAILURE_COUNTS:
+            stats.not_computed[metric] = failures
+    if any(not math.isnan(v) and m not in judge_free and m not in FAILURE_COUNTS for m, v in stats.point.items()):
+        stats.failed_judgments = failures
+
+
+def reproduces_run(sampled: Sampled, point: dict, recomputed: dict) -> bool:
+    """The recomputed judge-based metrics equal the run's, judge_failed included: the judge
+    requests with no cached verdict are the judgments that failed in the run itself."""
+    judge_free = spec_of(sampled.benchmark).judge_free
+    shared = [m for m in point if m in recomputed and m not in judge_free]
+    return "judge_failed" in shared and all(scoring.same_value(point[m], recomputed[m]) for m in shared)
 
 
 def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
     stats = TaskStats(point=dict(run.results.get(task, {})))
-    path = run.samples.get(task)
-    if path is None:
-        stats.note = "no samples file next to the results (run lmms-eval with --log_samples)"
-        return stats
     try:
         benchmark = registry.get(scoring.task_spec(task).benchmark)
     except DataError:
         stats.note = f"{task} is not a task of this suite"
         return stats
-    verdicts, no_verdicts = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
+    path = run.samples.get(task)
+    if path is None:
+        stats.note = "no samples file next to the results (run lmms-eval with --log_samples)"
+        mark_not_computed(run, task, stats, benchmark.name)
+        return stats
+    verdicts, no_verdicts, borrowed = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
     sampled, why = load_sampled(task, path, verdicts, no_verdicts)
     if sampled is None:
         stats.note = why
+        mark_not_computed(run, task, stats, benchmark.name)
         return stats
+    # borrowed verdicts matter only where the records ask the judge
+    sampled.borrowed = (sampled.borrowed or borrowed) if sampled.bench.needs_judge(sampled.records) else ""
     stats.sampled, stats.questions = sampled, len(sampled.units())
+    mark_not_computed(run, task, stats, benchmark.name)
     recomputed = sampled.metrics()
+    if sampled.missing_verdicts and not sampled.borrowed and reproduces_run(sampled, stats.point, recomputed):
+        sampled.missing_verdicts = sampled.gap = ""  # the missing verdicts are the run's own failed judgments
     differ = [m for m, v in stats.point.items() if m in recomputed and sampled.trusted(m) and not scoring.same_value(v, recomputed[m])]
+    sampled.untrusted.update(differ)
+    notes = []
     if differ:
-        stats.note = f"per-sample re-scoring differs from the results file for {', '.join(differ)} (judge cache missing?)"
+        notes.append(f"per-sample re-scoring differs from the results file for {', '.join(differ)}"
+                     + (" (the verdicts are borrowed)" if sampled.borrowed else " (judge cache missing?)"))
     elif sampled.missing_verdicts:
-        stats.note = sampled.missing_verdicts
+        notes.append(sampled.missing_verdicts)
+    if sampled.borrowed:
+        notes.append(sampled.borrowed)
+    stats.note = "; ".join(notes)
     if n > 0 and spec_of(sampled.benchmark).per_task_bootstrap:  # else the section bootstraps its joined rows
-        stats.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed))
+        stats.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed), stats.point)
     return stats
 
 
-def trusted_only(sampled: Sampled, intervals: dict) -> dict:
-    """The CIs of the metrics whose per-sample outcomes are the run's (see `Sampled.trusted`)."""
-    return {metric: interval for metric, interval in intervals.items() if sampled.trusted(metric)}
+def trusted_only(sampled: Sampled, intervals: dict, point: dict | None = None) -> dict:
+    """The CIs of the metrics whose per-sample outcomes are the run's (see `Sampled.trusted`);
+    never one for a metric whose run value is NaN (not computed)."""
+    point = point or {}
+    return {metric: interval for metric, interval in intervals.items()
+            if sampled.trusted(metric) and not math.isnan(point.get(metric, 0.0))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -525,6 +639,8 @@ class Table:
 
 
 def fmt(value: Any, digits: int = 1) -> str:
+    if isinstance(value, NotComputed):
+        return "not computed"
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, float):
@@ -571,42 +687,103 @@ def paper_table(benchmark: str, name: str, user_rows: list, groups: Sequence[str
     notes = [f"Paper rows: {reference(benchmark)['citation']}, {table_name}."]
     if spec.get("note"):
         notes.append(spec["note"])
+    notes += list(dict.fromkeys(note for cells, _ in user_rows for note in getattr(cells, "notes", ())))
     return Table(spec["title"] + title_suffix, ["Model", "Source"] + [spec_of(benchmark).label(c) for c in columns],
                  user_rows + paper_rows(spec, columns, benchmark, table_name, groups), notes)
 
 
+class Cells(list):
+    """A user row's cells, with the notes its table must carry (why a value is not computed)."""
+
+    notes: tuple[str, ...] = ()
+
+
 def run_row(label: str, source: str, values: Sequence[Any], benchmark: str, columns: Sequence[str]) -> tuple[list[str], bool]:
-    return [user_cell(label), f"your run · {source}"] + [fmt(v, digits_for(benchmark, c)) for c, v in zip(columns, values)], True
+    cells = Cells([user_cell(label), f"your run · {source}"] + [fmt(v, digits_for(benchmark, c)) for c, v in zip(columns, values)])
+    reasons: dict[str, list[str]] = {}  # one note per reason, naming its metrics
+    for column, value in zip(columns, values):
+        if isinstance(value, NotComputed):
+            reasons.setdefault(value.reason, []).append(spec_of(benchmark).label(column))
+    cells.notes = tuple(f"{label}: {', '.join(metrics)} not computed ({reason}): the judge failed on more than the allowed "
+                        "share of its samples" for reason, metrics in reasons.items())
+    return cells, True
+
+
+HEAD_MARK = " :: "  # in a long note, ends the words its cell keeps
+NOTE_WIDTH = 60  # a Note cell longer than this moves under the table, the cell keeps its first words and a reference
+
+
+def short_notes(rows: list[tuple[list[str], bool]], column: int) -> list[str]:
+    """Shorten the long notes of `column` in place to their first words + "[k]"; the footnotes ("[k] full text")."""
+    footnotes: list[str] = []
+    for cells, _ in rows:
+        text = cells[column].replace(HEAD_MARK, ": ")
+        if len(text) <= NOTE_WIDTH:
+            cells[column] = text
+            continue
+        head = cells[column].split(HEAD_MARK, 1)[0] if HEAD_MARK in cells[column] else re.split(r" \(|; |: ", text, maxsplit=1)[0]
+        head = head if len(head) <= NOTE_WIDTH - 5 else head[: NOTE_WIDTH - 6].rstrip() + "…"
+        if text not in footnotes:
+            footnotes.append(text)
+        cells[column] = f"{head} [{footnotes.index(text) + 1}]"
+    return [f"[{k}] {text}" for k, text in enumerate(footnotes, 1)]
+
+
+def ci_reason(benchmark: str, stats: TaskStats, metric: str) -> str:
+    """Why a metric with a value has no interval (the Note cell)."""
+    if stats.questions is not None and stats.questions < MIN_UNITS:
+        return f"no CI from {stats.questions} {spec_of(benchmark).unit}"
+    if stats.sampled is not None and not stats.sampled.trusted(metric):
+        return stats.sampled.why_not(metric) + (HEAD_MARK + stats.note if stats.note else "")
+    return stats.note or "undefined in too many resamples"
 
 
 def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table:
-    """Headline metrics with their 95% bootstrap CIs, one row per (run, task, metric)."""
+    """Headline metrics with their 95% bootstrap CIs, one row per (run, task, metric); a metric
+    the run did not compute is a row saying so, with the reason and no interval."""
     rows = []
     for label, task, stats in entries:
         for metric in spec_of(benchmark).headline:
-            if metric not in stats.point or math.isnan(stats.point[metric]):
+            value = value_of(stats, metric)
+            if metric not in stats.point or (math.isnan(value) and not isinstance(value, NotComputed)):
                 continue
             digits = digits_for(benchmark, metric)
-            interval = stats.ci.get(metric) if stats.ci else None
-            reason = "" if interval is not None else (stats.note or "undefined in too many resamples")
-            rows.append(([user_cell(label), task, spec_of(benchmark).label(metric), fmt(stats.point[metric], digits), fmt_ci(interval, digits),
+            interval = None if math.isnan(value) else interval_of(stats, metric)
+            if isinstance(value, NotComputed):
+                reason = value.reason
+            elif interval is None:
+                reason = ci_reason(benchmark, stats, metric)
+            else:
+                reason = f"{stats.failed_judgments} counted wrong" if stats.failed_judgments and metric not in spec_of(benchmark).judge_free else ""
+            borrowed = stats.sampled.borrowed if stats.sampled is not None and metric not in spec_of(benchmark).judge_free else ""
+            if borrowed:  # verdicts the run did not record: said in the cell, the cache under the table
+                reason = (f"{reason}; " if reason else "") + "verdicts borrowed" + HEAD_MARK + borrowed
+            rows.append(([user_cell(label), task, spec_of(benchmark).label(metric), fmt(value, digits), fmt_ci(interval, digits),
                           fmt(stats.questions), reason], True))
+    notes = [f"Percentile bootstrap over {spec_of(benchmark).unit}, re-aggregated by the benchmark's own metric functions.",
+             "judge_failed N of M: judgments that failed after retries; under the allowed share they count as wrong answers, "
+             "beyond it the metric is not computed."]
     return Table("95% bootstrap confidence intervals (headline metrics)", ["Run", "Task", "Metric", "Value", "95% CI", "Questions", "Note"],
-                 rows, [f"Percentile bootstrap over {spec_of(benchmark).unit}, re-aggregated by the benchmark's own metric functions."])
+                 rows, notes + short_notes(rows, 6))
 
 
 def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list[Difference]]]) -> Table:
     rows = []
     for task, base, other, differences in comparisons:
         for d in differences:
-            if d.metric not in spec_of(benchmark).headline or math.isnan(d.difference):
+            if d.metric not in spec_of(benchmark).headline or (math.isnan(d.difference) and not d.why):
                 continue
             digits = digits_for(benchmark, d.metric)
-            verdict = "–" if d.interval is None else ("yes" if d.interval[0] > 0 or d.interval[1] < 0 else "no (within noise)")
-            rows.append(([f"{MINE}{other} − {base}", task, spec_of(benchmark).label(d.metric), f"{d.difference:+.{digits}f}",
-                          fmt_ci(d.interval, digits), str(d.common), verdict], True))
+            if d.why:
+                cells = ["not computable", "–", str(d.common), "–", d.why]
+            else:
+                verdict = "–" if d.interval is None else ("yes" if d.interval[0] > 0 or d.interval[1] < 0 else "no (within noise)")
+                note = "" if d.interval is not None or d.common >= MIN_UNITS else f"no CI from {d.common} {spec_of(benchmark).unit}"
+                cells = [f"{d.difference:+.{digits}f}", fmt_ci(d.interval, digits), str(d.common), verdict, note]
+            rows.append(([f"{MINE}{other} − {base}", task, spec_of(benchmark).label(d.metric)] + cells, True))
     return Table("Paired comparisons (difference with 95% CI, same questions)", ["Runs", "Task", "Metric", "Difference", "95% CI",
-                 "Common questions", "Significant"], rows, ["Paired bootstrap: the questions both runs answered, resampled together."])
+                 "Common questions", "Significant", "Note"], rows,
+                 ["Paired bootstrap: the questions both runs answered, resampled together."] + short_notes(rows, 7))
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -668,13 +845,16 @@ def grouped_bars(path: Path, title: str, categories: Sequence[str], series: list
     width = 0.8 / max(1, len(series))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(categories) * max(1, len(series)) ** 0.5 + 2), 4.2), dpi=110)
     for k, (label, values, intervals) in enumerate(series):
-        xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(categories))]
-        shown = [0.0 if math.isnan(v) else v for v in values]
-        errors = error_bars(values, intervals) if any(intervals) else None
+        # a value the run does not have (not computed, NaN) gets no bar: a bar of 0 would read as a score
+        kept = [i for i, v in enumerate(values) if not math.isnan(v)]
+        if not kept:
+            continue
+        xs = [i + (k - (len(series) - 1) / 2) * width for i in kept]
+        shown, shown_intervals = [values[i] for i in kept], [intervals[i] for i in kept]
+        errors = error_bars(shown, shown_intervals) if any(shown_intervals) else None
         bars = ax.bar(xs, shown, width * 0.92, label=f"{MINE}{label}", yerr=errors, capsize=3, error_kw={"elinewidth": 1, "ecolor": "#333"})
-        for bar, value in zip(bars, values):  # the value itself, inside the bar's foot
-            text = "n/a" if math.isnan(value) else f"{value:.1f}"
-            ax.text(bar.get_x() + bar.get_width() / 2, 1.5, text, ha="center", va="bottom", fontsize=7.5,
+        for bar, value in zip(bars, shown):  # the value itself, inside the bar's foot
+            ax.text(bar.get_x() + bar.get_width() / 2, 1.5, f"{value:.1f}", ha="center", va="bottom", fontsize=7.5,
                     color="white" if value >= 8 else "#333", rotation=90 if len(series) > 2 else 0)
     if reference is not None:
         name, values = reference
@@ -706,24 +886,47 @@ class Section:
 
 
 def value_of(stats: TaskStats | None, metric: str) -> float:
-    return stats.point.get(metric, math.nan) if stats is not None else math.nan
+    """The run's value; `NotComputed` (NaN with the reason) for a metric the run could not compute."""
+    if stats is None:
+        return math.nan
+    if metric in stats.not_computed:
+        return NotComputed(stats.not_computed[metric])
+    return stats.point.get(metric, math.nan)
 
 
 def interval_of(stats: TaskStats | None, metric: str):
-    return stats.ci.get(metric) if stats is not None and stats.ci else None
+    """The metric's CI; None when there is none or the run has no value (a CI is never shown without one)."""
+    if stats is None or not stats.ci or math.isnan(value_of(stats, metric)):
+        return None
+    return stats.ci.get(metric)
+
+
+def side_gap(label: str, stats: TaskStats, metric: str) -> str:
+    """Why one run of a paired comparison has no value of its own for `metric` ("" when it has)."""
+    value = value_of(stats, metric)
+    if isinstance(value, NotComputed):
+        return f"{label} has no value ({value.reason})"
+    if metric in stats.point and math.isnan(value):
+        return f"{label} has no value (NaN in its results)"
+    if not stats.sampled.trusted(metric):
+        return f"{label}'s per-sample outcomes are not its run's ({stats.sampled.why_not(metric)})"
+    return ""
 
 
 def comparisons_for(benchmark: str, tasks: Sequence[str], stats: dict, runs: list[Run], n: int, seed: int) -> list:
-    """Each later run against the first run that has the same task with per-sample data
-    (metrics both runs' outcomes support: see `Sampled.trusted`)."""
+    """Each later run against the first run that has the same task with per-sample data. A
+    metric one side has no value of (not computed, or outcomes that are not the run's: see
+    `Sampled.trusted`) is not computable, and says which side and why (never a difference of 0)."""
     out = []
     for task in tasks:
         having = [(run.label, stats[(run.label, task)]) for run in runs if (run.label, task) in stats and stats[(run.label, task)].sampled]
         for label, other in having[1:]:
             base_label, base = having[0]
-            differences = paired_difference(base.sampled, other.sampled, n, seed)
-            trusted = [d for d in differences if base.sampled.trusted(d.metric) and other.sampled.trusted(d.metric)]
-            out.append((task, base_label, label, trusted))
+            differences = []
+            for d in paired_difference(base.sampled, other.sampled, n, seed):
+                why = "; ".join(filter(None, (side_gap(base_label, base, d.metric), side_gap(label, other, d.metric))))
+                differences.append(Difference(d.metric, math.nan, None, d.common, why) if why else d)
+            out.append((task, base_label, label, differences))
     return out
 
 # ---------------------------------------------------------------------------------------------
@@ -848,7 +1051,7 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) 
         "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
         "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results)} for run in runs},
         "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "note": s.note} for (label, task), s in stats.items()},
-        "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows]} for t in s.tables],
+        "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
                                    "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
     }
     (out / "report.json").write_text(json.dumps(_json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

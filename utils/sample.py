@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lmms_video_reasoning.utils import registry
+from lmms_video_reasoning.utils.data import SUBSET_MARKER
 
 SAMPLE_VERSION = 1
 
@@ -39,6 +40,7 @@ def write_sample(out: Path, benchmarks: Sequence[str] | None = None) -> dict[str
         module = _module(name)
         root = out / name
         module.write_sample(root)
+        (root / SUBSET_MARKER).write_text(json.dumps({"subset": "the generated sample benchmark (lmms-vr sample)"}) + "\n")
         roots[name] = root
         predictions.extend(module.demo_predictions(root))
     with (out / "predictions.jsonl").open("w", encoding="utf-8") as handle:

@@ -30,6 +30,8 @@ from lmms_video_reasoning.utils.data import (
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vcr_bench`).
 VCR_BENCH = SOURCE = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")
+# The release's size (paper, Hub card): (questions, videos) per split, checked by `lmms-vr prepare`.
+RELEASE = {"all": (1034, 859)}
 
 VIDEO_DIR = "v1/videos"
 ANNOTATION = f"{VIDEO_DIR}/meta_info_video.json"
@@ -132,6 +134,11 @@ def records_at(root: Path, split: str | None = None) -> list[dict]:
     """The documents of a local copy at `root` (for `lmms-vr prepare`; VCR-Bench has one split)."""
     path = Path(root) / ANNOTATION
     return records_to_docs(read_json(path), str(path))
+
+
+def release_counts(records: list[dict]) -> tuple[int, int]:
+    """(questions, videos) of `records_at`'s documents."""
+    return len(records), len({doc["video_path"] for doc in records})
 
 
 def video_at(root: Path, video_path: str, where: str = "VCR-Bench record") -> Path | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -90,6 +91,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
     if cot_runs:
         user = [(label, value_of(s, "cot_f1"), value_of(s, "accuracy"), interval_of(s, "cot_f1"), interval_of(s, "accuracy")) for label, s in cot_runs]
+        user = [point for point in user if not (math.isnan(point[1]) or math.isnan(point[2]))]  # not computed: no point
         section.figures.append(("CoT score vs accuracy", cot_vs_accuracy_plot(out / "vcr_bench_cot_vs_accuracy.png", user)))
         paper_row = next(r for r in tables["table4"]["rows"] if r["model"] == "GPT-4o")
         buckets = ("accuracy_short", "accuracy_medium", "accuracy_long")

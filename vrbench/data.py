@@ -41,6 +41,8 @@ from lmms_video_reasoning.vrbench.scoring import TYPE_METRIC
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).
 VRBENCH = SOURCE = DataSource("vrbench", "OpenGVLab/VRBench", "VRBENCH_ROOT")
+# The release's size (VRBench_eval.jsonl, one line per video): (questions, videos), checked by `lmms-vr prepare`.
+RELEASE = {"all": (8243, 960)}
 
 ANNOTATIONS = "VRBench_eval.jsonl"
 HUB_ANNOTATIONS = [ANNOTATIONS]
@@ -73,6 +75,11 @@ def load_records(path: Path | None = None) -> list[dict]:
 def records_at(root: Path, split: str | None = None) -> list[dict]:
     """The records of a local copy at `root` (for `lmms-vr prepare`; VRBench has one split)."""
     return load_records(Path(root) / ANNOTATIONS)
+
+
+def release_counts(records: list[dict]) -> tuple[int, int]:
+    """(questions, videos) of `records_at`'s per-video records."""
+    return sum(len(r["mcq"]) if isinstance(r.get("mcq"), dict) else 0 for r in records), len(records)
 
 
 def _options(options: Any, where: str) -> list[list[str]]:
