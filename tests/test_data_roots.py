@@ -160,7 +160,7 @@ def test_lmms_eval_with_no_root_and_no_hub_fails_at_once_with_one_message(tmp_pa
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "RetryError" not in out and "Traceback" not in out, out[-3000:]
-    [message] = [line for line in out.splitlines() if line.startswith("lmms-vr: ")]
+    [message] = [line for line in out.splitlines() if line.startswith("lmms-video-reasoning: cannot start: ")]
     assert "VCR_BENCH_ROOT is not set" in message and "lmms-vr prepare vcr_bench" in message, message
     assert ("HF_HUB_OFFLINE=1 is set" if hub == "offline" else "127.0.0.1:9) is unreachable") in message
     assert elapsed < 60, elapsed  # lmms-eval's start-up only: one attempt, no retries

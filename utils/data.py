@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -106,27 +105,6 @@ class DataUnavailable(DataError):
     """The data cannot be had here at all (no root, no Hub): retrying cannot help."""
 
 
-def _in_lmms_eval_task_loading() -> bool:
-    """True inside lmms-eval's `Task.download` (which loads the documents under tenacity retries)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "download" and frame.f_code.co_filename.replace("\\", "/").endswith("lmms_eval/api/task.py"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def fail_now(error: DataUnavailable) -> None:
-    """Raise `error`; inside lmms-eval's task loading, end the run with its message alone.
-
-    lmms-eval retries `download` on any Exception (5 attempts, each with the Hub client's own
-    retries) and then shows only `RetryError[... raised DataError]` under a long traceback;
-    SystemExit is not retried and prints just the message."""
-    if _in_lmms_eval_task_loading():
-        raise SystemExit(f"lmms-vr: {error}")
-    raise error
-
-
 def annotation_file(source: DataSource, relpath: str) -> Path:
     """Path of an annotation file, downloading it from the Hub when no local root is set.
 
@@ -140,11 +118,13 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
         raise DataError(f"annotation file {path} not found under {source.root_env}={root}; fetch it with `{source.prepare_command}`")
     why = hub_unavailable()
     if why:
-        fail_now(DataUnavailable(
+        # Inside lmms-eval, the task-load wrapper (`utils.preflight.task_load`) ends the run with
+        # this message alone (lmms-eval would retry it for a minute and bury it in a RetryError).
+        raise DataUnavailable(
             f"{source.benchmark}: no local copy ({source.root_env} is not set and {path} does not exist) and {why}, "
             f"so {source.hub_repo} cannot be fetched. "
             f"Set {source.root_env} to a copy made by `{source.prepare_command}` (run where the Hub is reachable), "
-            "then run offline with HF_HUB_OFFLINE=1"))
+            "then run offline with HF_HUB_OFFLINE=1")
     try:
         from huggingface_hub import hf_hub_download
 
