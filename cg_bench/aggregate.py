@@ -111,6 +111,8 @@ def make_record(doc: dict, response: str) -> dict:
         "model_failure": failure_reason(response),
         # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
         "subtitles_unusable": None if doc["mode"] == "blind" else inputs.subtitles_unusable(doc["video_uid"]),
+        # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
+        "subtitles_missing": doc["mode"] != "blind" and inputs.subtitles_missing(doc["video_uid"]),
     }
 
 
@@ -284,6 +286,11 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
     scores["subtitles_unusable"] = len(unusable_srt)
+    missing_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_missing")})
+    scores["subtitles_missing"] = len(missing_srt)
+    if missing_srt:
+        logger.warning("cg_bench: %d video(s) have no subtitle file under the data root (e.g. %s); their questions were "
+                       "asked without subtitles (`lmms-vr prepare cg_bench --verify-only` lists them)", len(missing_srt), missing_srt[0])
     if unusable_srt:
         logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
                        "were asked without subtitles", len(unusable_srt), unusable_srt[0])
@@ -302,6 +309,7 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
         "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
         "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
+        "subtitles_missing": missing_srt,
         **breakdown(outcomes),
     }
     return scores

@@ -88,6 +88,14 @@ def subtitles_for(plan: FramePlan) -> str:
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times))
 
 
+def subtitles_missing(video_uid: str) -> bool:
+    """The video has no subtitle file under the data root (its prompt goes without subtitles)."""
+    try:
+        return data.subtitle_path(video_uid) is None
+    except ValueError:
+        return False
+
+
 def subtitles_unusable(video_uid: str) -> str | None:
     """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
     Never raises: a root that cannot be read is reported where the media are resolved."""

@@ -401,3 +401,25 @@ def test_missing_subtitles_are_listed(tmp_path, capsys):
     assert f"{srts[0].name}" in " ".join(without)
     assert f"{len(without)} subtitles missing (prompt without subtitles (not every video has them)): all listed in {listing}" in out
     assert sorted(listing.read_text().splitlines()) == without
+
+
+def test_a_missing_srt_is_counted_at_run_time(tmp_path, monkeypatch):
+    """A video whose subtitle file is absent is asked without subtitles: counted and named, not silent."""
+    from lmms_video_reasoning.cg_bench import aggregate, data, hooks
+    from lmms_video_reasoning.cg_bench.sample import write_sample
+
+    root = write_sample(tmp_path / "cg")
+    monkeypatch.setenv("CGBENCH_ROOT", str(root))
+
+    def without_subtitles() -> tuple[set, dict]:
+        media_index.forget()
+        docs = hooks.build_docs(data.load_records("mini"), "long", "mini")
+        records = [aggregate.make_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
+        return {r["video_uid"] for r in records if r["subtitles_missing"]}, aggregate.score_records(records, {"judge": False})
+
+    before, _scores = without_subtitles()  # the sample, like the release, has videos without an SRT
+    assert "cgsample_park" not in before
+    (root / data.SUBTITLE_DIR / "cgsample_park.srt").unlink()
+    after, scores = without_subtitles()
+    assert after == before | {"cgsample_park"}
+    assert scores["subtitles_missing"] == len(after) and scores["breakdown"]["subtitles_missing"] == sorted(after)
