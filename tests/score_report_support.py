@@ -38,6 +38,6 @@ def sample_judge(cache: Path, extra_env: dict[str, str] | None = None):
     from lmms_video_reasoning.judges import LocalJudgeServer
     from lmms_video_reasoning.utils.demo import sample_responder
 
-    with LocalJudgeServer(responder=sample_responder) as server:
+    with LocalJudgeServer(responder=sample_responder, model="sample-oracle") as server:
         with environment({**judge_env(server, cache), **(extra_env or {})}):
             yield server
