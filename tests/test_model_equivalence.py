@@ -1,0 +1,208 @@
+"""Proxies are provably the models' own inputs: lmms-eval's real code on the path vs on the proxy.
+
+For every reading in `utils.model_video._KNOWN` (qwen2_vl, simple and chat qwen2_5_vl, simple
+and chat qwen3_vl, llava_onevision) lmms-eval 0.7.3's own model class runs its
+`generate_until` (tiny offline checkpoints) on each video of a grid, once with the original
+path and once with our proxy (`tests/model_equivalence.py`, in a subprocess with the processor
+probe). What the processor received must be byte-identical: `pixel_values_videos`,
+`video_grid_thw`, `input_ids`, `second_per_grid_ts`, and the video metadata (fps, frame
+indices, frame count, backend); a run that fails must fail the same way in both modes.
+
+The grid follows the datasets: CG-Bench clue clips are seconds long and its videos 9-105
+minutes at 10-60 fps (cg_bench/video_meta_info.json), VCR-Bench's from under a minute to over
+30 minutes; plus the cases a copy of the selection gets wrong: one frame, sub-second, an odd
+frame count, fewer decoded frames than the budget, NTSC rates, 7 and 60 fps, variable frame
+rate, portrait and sizes that are no multiple of the patch, extensions a model does not read as
+a video. Long videos are tiny and at a low rate, so they cost little to make and read.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lmms_video_reasoning.utils import model_video as mv
+from lmms_video_reasoning.utils import synthetic as syn
+
+HARNESS = Path(__file__).with_name("model_equivalence.py")
+CG_BENCH_TABLE = Path(mv.__file__).resolve().parents[1] / "cg_bench" / "video_meta_info.json"
+ARRAYS = ("pixel_values_videos", "video_grid_thw", "input_ids", "second_per_grid_ts")
+METADATA = ("fps", "frames_indices", "total_num_frames", "video_backend")
+QUIET_CPU = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def cg_bench_durations() -> tuple[float, float]:
+    """The shortest and the longest CG-Bench video (seconds), from the frame table the suite ships."""
+    durations = sorted(entry["duration"] for entry in json.loads(CG_BENCH_TABLE.read_text()).values())
+    return durations[0], durations[-1]
+
+
+def grid_specs() -> dict[str, dict]:
+    """name -> write_video settings (the file name's extension is part of the case)."""
+    shortest, longest = cg_bench_durations()
+    small = {"width": 64, "height": 48}
+    return {
+        # short: sub-second and clue clips
+        "one_frame.mp4": {"duration": 0.1, "fps": 10, **small},
+        "three_frames.mp4": {"duration": 0.3, "fps": 10, **small},
+        "half_second_30fps.mp4": {"duration": 0.5, "fps": 30, "width": 96, "height": 64},
+        "2s_30fps_320x240.mp4": {"duration": 2, "fps": 30, "width": 320, "height": 240},
+        "5s_ntsc.mp4": {"duration": 5, "fps": 30000 / 1001, "width": 160, "height": 120, "bframes": 2},
+        # medium
+        "10s_30fps_480x270.mp4": {"duration": 10, "fps": 30, "width": 480, "height": 270},
+        "12s_7fps_352x288.mp4": {"duration": 12, "fps": 7, "width": 352, "height": 288},
+        "15.5s_23.976fps.mp4": {"duration": 15.5, "fps": 24000 / 1001, "width": 176, "height": 144, "bframes": 3},
+        "6s_60fps_portrait.mp4": {"duration": 6, "fps": 60, "width": 90, "height": 160},
+        "8s_vfr.mp4": {"duration": 8, "fps": 24, "vfr": True, "width": 160, "height": 120},
+        "45s_30fps.mov": {"duration": 45, "fps": 30, "width": 112, "height": 84, "bframes": 2},
+        "4s_upper_case.MP4": {"duration": 4, "fps": 25, **small},  # qwen2_vl / qwen2_5_vl: not a video path
+        "4s_matroska.mkv": {"duration": 4, "fps": 25, **small},  # simple qwen2_vl: not a video path; qwen3_vl: one
+        # long: CG-Bench's shortest and longest video, VCR-Bench's 30+ minutes (tiny, low rate, short GOP)
+        "cg_bench_shortest_10fps.mp4": {"duration": shortest, "fps": 10, "gop": 50, "width": 32, "height": 32},
+        "vcr_bench_31min_2fps.mp4": {"duration": 31 * 60, "fps": 2, "gop": 20, "width": 64, "height": 32},
+        "cg_bench_longest_half_fps.mp4": {"duration": longest, "fps": 0.5, "gop": 10, "width": 32, "height": 32},
+    }
+
+
+@pytest.fixture(scope="session")
+def shared_folder(tmp_path_factory) -> Path:
+    """A folder all xdist workers of this session share (videos and checkpoints are made once)."""
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    folder = root / "model_equivalence"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _once(folder: Path, name: str, make) -> Path:
+    """`make(target)` under a file lock, unless `target` exists (another worker made it)."""
+    target = folder / name
+    with open(folder / f".{name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            tmp = folder / f".tmp-{name}"
+            make(tmp)
+            tmp.rename(target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def grid(shared_folder) -> list[str]:
+    return [str(make_video(shared_folder / "grid", name, spec)) for name, spec in grid_specs().items()]
+
+
+def make_video(folder: Path, name: str, spec: dict) -> Path:
+    """`write_video` of `spec` (textured) as `folder/<name>.d/<name>`, made once across workers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = dict(spec)
+
+    def write(tmp: Path):
+        tmp.mkdir()
+        syn.write_video(tmp / name, settings.pop("duration"), textured=True, **settings)
+
+    return _once(folder, name + ".d", write) / name
+
+
+@pytest.fixture(scope="session")
+def checkpoints(shared_folder) -> dict[str, Path]:
+    from tiny_models import BUILDERS
+
+    return {family: _once(shared_folder, f"tiny_{family}", build) for family, build in BUILDERS.items()}
+
+
+# Each reading with lmms-eval's constructor settings; pixel limits lowered where the defaults
+# would upscale the tiny videos 50x (same code, smaller tensors). A second setting each where
+# the model reads differently: an odd budget, budgets above the video, sampling by fps.
+SMALL = {"max_pixels": 50176, "min_pixels": 3136}
+READINGS = {
+    "qwen2_vl": [("lmms_eval.models.simple.qwen2_vl.Qwen2_VL", "qwen2_vl", {}),
+                 ("lmms_eval.models.simple.qwen2_vl.Qwen2_VL", "qwen2_vl", {"max_num_frames": 7})],
+    "qwen2_5_vl": [("lmms_eval.models.simple.qwen2_5_vl.Qwen2_5_VL", "qwen2_5_vl", SMALL),
+                   ("lmms_eval.models.simple.qwen2_5_vl.Qwen2_5_VL", "qwen2_5_vl", {**SMALL, "max_num_frames": 64})],
+    "qwen2_5_vl_chat": [("lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL", "qwen2_5_vl", SMALL),
+                        ("lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL", "qwen2_5_vl", {**SMALL, "fps": 1.0})],
+    "qwen3_vl": [("lmms_eval.models.simple.qwen3_vl.Qwen3_VL", "qwen3_vl", {**SMALL, "min_pixels": 4096}),
+                 ("lmms_eval.models.simple.qwen3_vl.Qwen3_VL", "qwen3_vl", {**SMALL, "min_pixels": 4096, "fps": 2.0, "max_num_frames": 40})],
+    "qwen3_vl_chat": [("lmms_eval.models.chat.qwen3_vl.Qwen3_VL", "qwen3_vl", {**SMALL, "min_pixels": 4096}),
+                      ("lmms_eval.models.chat.qwen3_vl.Qwen3_VL", "qwen3_vl",
+                       {"min_pixels": 4096, "total_pixels": 2_000_000, "max_num_frames": 48})],
+    "llava_onevision": [("llava_onevision", None, {}), ("llava_onevision", None, {"max_frames_num": 8})],
+}
+
+
+def run_harness(folder: Path, videos: list[str], reading: str, checkpoints: dict[str, Path]) -> list[dict]:
+    """The harness's result lines for `reading`'s settings on `videos`, each with its calls loaded."""
+    from processor_probe import processor_calls, processor_probe_env
+
+    models = []
+    for n, (dotted, family, settings) in enumerate(READINGS[reading]):
+        kwargs = settings if family is None else {"pretrained": str(checkpoints[family]), "device": "cpu", "device_map": "cpu", **settings}
+        models.append({"name": f"{reading}#{n}", "class": dotted, "kwargs": kwargs})
+    folder.mkdir(parents=True, exist_ok=True)
+    spec, results = folder / "spec.json", folder / "results.jsonl"
+    spec.write_text(json.dumps({"videos": videos, "cache": str(folder / "proxies"), "models": models}))
+    env = {**os.environ, **processor_probe_env(folder / "probe"), **QUIET_CPU}
+    env.pop(mv.INPUT_ENV, None)
+    done = subprocess.run([sys.executable, str(HARNESS), str(spec), str(results)], env=env, capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    calls = {Path(c["_file"]).name: c for c in _calls_with_names(folder / "probe", processor_calls)}
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    for line in lines:
+        line["calls"] = [calls[name] for name in line["calls"]]
+    return lines
+
+
+def _calls_with_names(probe: Path, processor_calls) -> list[dict]:
+    names = sorted((probe / "calls").glob("call-*.npz"))
+    return [{**call, "_file": str(name)} for call, name in zip(processor_calls(probe), names)]
+
+
+def assert_equivalent(lines: list[dict]) -> dict[str, int]:
+    """Path and fast runs of each (model, video) gave the processor the same inputs (or failed
+    alike); returns how many fast runs read a proxy and how many the original path."""
+    runs = {(line["model"], line["video"], line["mode"]): line for line in lines}
+    used = {"proxy": 0, "path": 0}
+    for (model, video, mode), fast in runs.items():
+        if mode != "fast":
+            continue
+        path = runs[(model, video, "path")]
+        case = f"{model} on {Path(video).name}"
+        normalise = (lambda text: None if text is None else text.replace(video, "<video>")
+                     .split(str(Path(fast["reads"][0]).parent) if fast["reads"] else "\0")[0])
+        assert normalise(fast["error"]) == normalise(path["error"]), (case, fast["error"], path["error"])
+        assert len(fast["calls"]) == len(path["calls"]), (case, len(fast["calls"]), len(path["calls"]))
+        for a, b in zip(fast["calls"], path["calls"]):
+            for key in ARRAYS:
+                assert (key in a) == (key in b), (case, key)
+                if key in b:
+                    assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, (case, key, a[key].shape, b[key].shape)
+                    assert np.array_equal(a[key], b[key]), (case, key, "differs")
+            got, want = a["video_metadata"], b["video_metadata"]
+            assert (got is None) == (want is None), case
+            for mine, theirs in zip(got or [], want or []):
+                assert {k: mine[k] for k in METADATA} == {k: theirs[k] for k in METADATA}, (case, mine, theirs)
+        assert path["reads"] in ([], [video]), (case, path["reads"])
+        # Not vacuous: wherever the model read the video without error, it read our proxy.
+        if path["reads"] and not path["error"]:
+            assert len(fast["reads"]) == 1 and fast["reads"][0].endswith(mv.PROXY_SUFFIX), (case, fast["reads"])
+            used["proxy"] += 1
+        else:
+            assert fast["reads"] == path["reads"], (case, fast["reads"], path["reads"])
+            used["path"] += 1
+    return used
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reading", sorted(READINGS))
+def test_processor_gets_identical_inputs_from_path_and_proxy(reading, grid, checkpoints, tmp_path):
+    lines = run_harness(tmp_path, grid, reading, checkpoints)
+    assert len(lines) == 2 * len(grid) * len(READINGS[reading])
+    used = assert_equivalent(lines)
+    assert used["proxy"] >= len(grid), used  # most of the grid is read, by every setting
