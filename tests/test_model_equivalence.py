@@ -136,17 +136,22 @@ READINGS = {
 }
 
 
-def run_harness(folder: Path, videos: list[str], reading: str, checkpoints: dict[str, Path]) -> list[dict]:
-    """The harness's result lines for `reading`'s settings on `videos`, each with its calls loaded."""
+def models_of(reading: str, only: int | None = None) -> list[tuple[str, tuple]]:
+    """`(name, setting)` of `reading`'s settings in READINGS (all, or the one at index `only`)."""
+    return [(f"{reading}#{n}", setting) for n, setting in enumerate(READINGS[reading]) if only is None or n == only]
+
+
+def run_harness(folder: Path, videos: list[str], models: list[tuple[str, tuple]], checkpoints: dict[str, Path]) -> list[dict]:
+    """The harness's result lines for `models` (``models_of``) on `videos`, each with its calls loaded."""
     from processor_probe import processor_calls, processor_probe_env
 
-    models = []
-    for n, (dotted, family, settings) in enumerate(READINGS[reading]):
+    specs = []
+    for name, (dotted, family, settings) in models:
         kwargs = settings if family is None else {"pretrained": str(checkpoints[family]), "device": "cpu", "device_map": "cpu", **settings}
-        models.append({"name": f"{reading}#{n}", "class": dotted, "kwargs": kwargs})
+        specs.append({"name": name, "class": dotted, "kwargs": kwargs})
     folder.mkdir(parents=True, exist_ok=True)
     spec, results = folder / "spec.json", folder / "results.jsonl"
-    spec.write_text(json.dumps({"videos": videos, "cache": str(folder / "proxies"), "models": models}))
+    spec.write_text(json.dumps({"videos": videos, "cache": str(folder / "proxies"), "models": specs}))
     env = {**os.environ, **processor_probe_env(folder / "probe"), **QUIET_CPU}
     env.pop(mv.INPUT_ENV, None)
     done = subprocess.run([sys.executable, str(HARNESS), str(spec), str(results)], env=env, capture_output=True, text=True,
@@ -202,7 +207,36 @@ def assert_equivalent(lines: list[dict]) -> dict[str, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("reading", sorted(READINGS))
 def test_processor_gets_identical_inputs_from_path_and_proxy(reading, grid, checkpoints, tmp_path):
-    lines = run_harness(tmp_path, grid, reading, checkpoints)
+    lines = run_harness(tmp_path, grid, models_of(reading), checkpoints)
     assert len(lines) == 2 * len(grid) * len(READINGS[reading])
     used = assert_equivalent(lines)
     assert used["proxy"] >= len(grid), used  # most of the grid is read, by every setting
+
+
+# CG-Bench's frame rates (its frame table) plus VCR-Bench-like 7 fps and NTSC fractions.
+RATES = (7, 10, 24000 / 1001, 24, 25, 30000 / 1001, 30, 50, 60000 / 1001, 60)
+
+
+@pytest.mark.slow
+def test_hypothesis_chosen_videos_give_identical_inputs(shared_folder, checkpoints, tmp_path_factory):
+    """Videos hypothesis picks (duration, rate, size, orientation, timing), each through the first
+    setting of every reading, in one harness run per example."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    # Even sizes (yuv420p), landscape or portrait. At least 80 px wide: decord 0.6.0's get_batch fails
+    # on some narrower frames (16, 24, 48, 72 px measured), and then so does the model's own path.
+    sizes = st.tuples(st.integers(40, 120), st.integers(16, 120)).map(lambda wh: (2 * wh[0], 2 * wh[1]))
+    videos = st.fixed_dictionaries({"duration": st.floats(0.1, 90.0).map(lambda d: round(d, 2)), "fps": st.sampled_from(RATES),
+                                    "size": sizes, "vfr": st.booleans(), "bframes": st.sampled_from((0, 2))})
+
+    @settings(max_examples=2, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(spec=videos)
+    def check(spec):
+        (width, height), settings_ = spec["size"], {k: v for k, v in spec.items() if k != "size"}
+        name = f"h_{spec['duration']}s_{spec['fps']:.3f}_{width}x{height}_{int(spec['vfr'])}_{spec['bframes']}.mp4"
+        video = make_video(shared_folder / "hypothesis", name, {**settings_, "width": width, "height": height})
+        models = [model for reading in sorted(READINGS) for model in models_of(reading, only=0)]
+        assert_equivalent(run_harness(tmp_path_factory.mktemp("hypothesis"), [str(video)], models, checkpoints))
+
+    check()
