@@ -78,22 +78,14 @@ def chat_model(name: str, **settings):
     return model
 
 
-def as_the_chat_model_reads(path: str, model) -> tuple[np.ndarray, dict, dict]:
-    """Frames, video metadata and video kwargs lmms-eval's chat model gets for a video path, built
-    as its ``generate_until`` builds them (Qwen3-VL: its own ``_build_video_kwargs``)."""
-    import decord
+def qwen_reads(path: str, reading: mv.Reading, total: int) -> tuple[np.ndarray, dict, dict]:
+    """What qwen_vl_utils (real, decord) gives for ``path`` with the video kwargs ``reading``'s
+    model passes for a video of ``total`` frames: frames, video metadata, processor kwargs. The
+    same kwargs on the source and on its proxy; that they are the model's own is
+    tests/test_model_equivalence.py's (lmms-eval's classes)."""
     from qwen_vl_utils import process_vision_info
 
-    if hasattr(model, "_build_video_kwargs"):
-        kwargs, patch = model._build_video_kwargs(), 16
-        if model.is_simple and "nframes" in kwargs:  # the simple class caps it at the video's frames
-            kwargs["nframes"] = min(kwargs["nframes"], len(decord.VideoReader(path)))
-    else:  # Qwen2.5-VL chat: inline in generate_until (a decord probe, an even frame count)
-        kwargs, patch = {"max_pixels": model.max_pixels, "min_pixels": model.min_pixels}, 14
-        if model.fps is not None:
-            kwargs["fps"] = model.fps
-        else:
-            kwargs["nframes"] = max(2, min(model.max_num_frames, len(decord.VideoReader(path))) // 2 * 2)
+    kwargs, patch = mv._video_kwargs(reading, total)
     messages = [{"role": "user", "content": [{"type": "video", "video": path, **kwargs}]}]
     _images, videos, video_kwargs = process_vision_info(messages, return_video_kwargs=True, return_video_metadata=True,
                                                         image_patch_size=patch)
@@ -122,8 +114,8 @@ def test_chat_model_reads_the_same_frames_and_timing_from_the_proxy(case, long_i
     assert reading is not None and reading.model == name and reading.timed
     proxy = mv.prepare(long_ish_video, mv.Request(reading))
     assert proxy is not None and proxy.endswith(mv.PROXY_SUFFIX)
-    frames, metadata, kwargs = as_the_chat_model_reads(str(long_ish_video), model)
-    proxy_frames, proxy_metadata, proxy_kwargs = as_the_chat_model_reads(proxy, model)
+    frames, metadata, kwargs = qwen_reads(str(long_ish_video), reading, 1350)
+    proxy_frames, proxy_metadata, proxy_kwargs = qwen_reads(proxy, reading, 1350)
     assert frames.shape == proxy_frames.shape and np.array_equal(frames, proxy_frames), case
     assert proxy_metadata == metadata and proxy_kwargs == kwargs, (proxy_metadata, metadata)
     assert metadata["total_num_frames"] == 1350 and metadata["fps"] == 30.0
@@ -148,8 +140,8 @@ def test_timed_proxy_keeps_a_fractional_rate(kind, tmp_path, monkeypatch):
     assert proxy is not None
     original, via_proxy = decord.VideoReader(str(source)), decord.VideoReader(proxy)
     assert (len(via_proxy), via_proxy.get_avg_fps()) == (len(original), original.get_avg_fps())
-    frames, metadata, _ = as_the_chat_model_reads(str(source), model)
-    proxy_frames, proxy_metadata, _ = as_the_chat_model_reads(proxy, model)
+    frames, metadata, _ = qwen_reads(str(source), mv.reading_of(model), len(original))
+    proxy_frames, proxy_metadata, _ = qwen_reads(proxy, mv.reading_of(model), len(original))
     assert proxy_metadata == metadata and np.array_equal(frames, proxy_frames)
     # A proxy whose container would declare another rate is never used (and never left in the cache).
     monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "other"))
