@@ -2,7 +2,7 @@
 
 lmms-eval's simple video models take only a path and decode it themselves. `qwen2_vl` (and
 the simple `qwen2_5_vl`) hand it to `qwen_vl_utils.fetch_video`, which decodes the video at
-2 fps up to 768 frames and resizes them all, after which the model keeps 32 of them; on a
+2 fps up to 768 frames and resizes them all, after which the model keeps (at most) 32 of them; on a
 20-minute 720p file that is tens of seconds and ~17 GB per sample. This module computes, from
 the container, the frames that path would end with (the composed indices), decodes only
 those with `utils.video.read_frames`, applies the same resize, and writes them into a small
@@ -14,12 +14,23 @@ their processor gets `video_metadata`, i.e. fps and frame indices) get a *timed*
 source's frame count and rate, their frames at their own indices, a tiny placeholder
 elsewhere, so the reader reports the same metadata (``plan_timed_proxy``).
 
+What is covered: the readings in ``_KNOWN`` on lmms-eval 0.7.3 with qwen-vl-utils 0.0.14
+(``VERIFIED_VERSIONS``), proven by running lmms-eval's own classes on the path and on the proxy
+(tests/test_model_equivalence.py). On other versions, and for settings or files whose frames the
+container cannot decide, the model gets the original path (counted in the exit report).
+
 Public interface
 ----------------
 - ``INPUT_ENV`` (``LMMS_VR_VIDEO_INPUT``): ``fast`` (default) or ``path``: ``path`` restores
   plain video paths everywhere (the one switch back).
 - ``Reading``: how a known lmms-eval model reads a video path (model name, frame budget,
-  pixel limits); ``reading_of(model)`` for an lmms-eval model instance (None if unknown).
+  pixel limits); ``reading_of(model)`` for an lmms-eval model instance (None if unknown, or a
+  batch size above 1 where the model's selection looks at the batch's first video only, or
+  llava_onevision's pyav reader).
+- ``VERIFIED_VERSIONS`` / ``version_verified(model)``: the package versions the readings were
+  proven on; any other installed version turns the fast path off for that model (one log line).
+- ``takes_as_video(model, path)``: whether the model's own code reads ``path`` as a video (by
+  its extension); if not, it gets the path.
 - ``model_frames(reading, total, fps, width, height) -> ModelFrames(indices, size)``: the
   presentation indices and the frame size the model's own path ends with.
 - ``video_for_model(path, *, frames=None, size=None, on_broken=None) -> str``: what a
@@ -29,7 +40,8 @@ Public interface
   function, whose error names the fix) or MediaError; this decode is the broken-file check.
 - ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``.
 - ``usage``: this process's proxies made / reused / made again after eviction, logged at exit
-  with the ``LMMS_VR_PROXY_CACHE_MB`` that would have kept every one (``usage.summary``).
+  with the ``LMMS_VR_PROXY_CACHE_MB`` that would have kept every one, and the inputs a known
+  model got as the original path, by reason (``usage.summary``).
 - ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
   multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock).
 - Decode-ahead: while the model works on one document, the next ``LMMS_VR_DECODE_AHEAD``
