@@ -197,13 +197,17 @@ def assert_equivalent(lines: list[dict]) -> dict[str, int]:
             continue
         path = runs[(model, video, "path")]
         case = f"{model} on {Path(video).name}"
-        if Path(video).name == BROKEN_LAST_FRAME:  # lmms-eval's decord read fails; our decode reports the file
-            assert path["error"] and fast["error"] and "MediaError" in fast["error"] and "corrupt" in fast["error"], (case, fast, path)
-            assert not fast["calls"] and not fast["reads"], case
-            used["path"] += 1
-            continue
         normalise = (lambda text: None if text is None else text.replace(video, "<video>")
                      .split(str(Path(fast["reads"][0]).parent) if fast["reads"] else "\0")[0])
+        if Path(video).name == BROKEN_LAST_FRAME:
+            # lmms-eval's own path gets no frames from it: its decord read fails (an error, or simple
+            # qwen2_vl logs "Failed to process video" and answers from the text); ours stops with an
+            # error naming the file, or hands the path where the model cannot read it anyway.
+            assert path["error"] or not any("pixel_values_videos" in call for call in path["calls"]), (case, path)
+            assert fast["error"] and (("MediaError" in fast["error"] and "corrupt" in fast["error"])
+                                      or normalise(fast["error"]) == normalise(path["error"])), (case, fast["error"])
+            used["path"] += 1
+            continue
         assert normalise(fast["error"]) == normalise(path["error"]), (case, fast["error"], path["error"])
         assert len(fast["calls"]) == len(path["calls"]), (case, len(fast["calls"]), len(path["calls"]))
         for a, b in zip(fast["calls"], path["calls"]):
