@@ -4,7 +4,8 @@ Run as a subprocess with `processor_probe.processor_probe_env(folder)` in its en
 
     python tests/model_equivalence.py SPEC.json RESULTS.jsonl
 
-SPEC: {"videos": [paths], "cache": proxy folder, "models": [{"name", "class", "kwargs"}]}.
+SPEC: {"videos": [paths], "cache": proxy folder, "models": [{"name", "class", "kwargs"[, "videos"]}]}
+(a model's "videos": the part of the grid it runs on; default all).
 Each model is lmms-eval's class itself (`lmms_eval.models.simple.qwen2_vl.Qwen2_VL`, ...) built
 from a tiny offline checkpoint (tests/tiny_models.py); for every video its real
 `generate_until` runs twice on one request (`LMMS_VR_VIDEO_INPUT=path`, then `=fast`), the task
@@ -91,6 +92,8 @@ def main(spec_path: str, results_path: str) -> None:
             model.task_dict = {"grid": {"test": [{"video": v} for v in videos]}}
             chat = not getattr(model, "is_simple", True)
             for doc_id, video in enumerate(videos):
+                if video not in model_spec.get("videos", videos):
+                    continue  # a setting run on part of the grid
                 for mode in ("path", "fast"):
                     os.environ[mv.INPUT_ENV] = mode
                     mv._done.clear()
