@@ -474,3 +474,21 @@ def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_readi
     assert mv.reading_of(llava) == mv.Reading("llava_onevision", 16)
     llava.video_decode_backend = "pyav"
     assert mv.reading_of(llava) is None
+
+
+@pytest.mark.parametrize("backend", ["torchcodec", "torchvision"])
+def test_another_qwen_vl_utils_reader_gets_the_path(backend, tmp_path, monkeypatch):
+    """qwen_vl_utils prefers torchcodec when installed (or FORCE_QWENVL_VIDEO_READER): its frame
+    count and rate come from elsewhere, so the readings (proven with decord) do not apply."""
+    from qwen_vl_utils import vision_process
+
+    source = syn.write_video(tmp_path / "clip.mp4", 3, fps=10, width=64, height=48)
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setattr(mv, "usage", mv._Usage())
+    assert as_qwen2_vl(lambda: mv.video_for_model(source)).endswith(mv.PROXY_SUFFIX)  # decord: a proxy
+    monkeypatch.setattr(vision_process, "get_video_reader_backend", lambda: backend)
+    assert as_qwen2_vl(lambda: mv.video_for_model(source)) == str(source)
+    assert mv.usage.paths == {("qwen2_vl", "with a qwen-vl-utils video reader other than decord"): 1}
+    import atexit
+
+    atexit.unregister(mv.usage.report)  # this test's counts are not the test process's to report

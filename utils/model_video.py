@@ -30,7 +30,8 @@ Public interface
 - ``VERIFIED_VERSIONS`` / ``version_verified(model)``: the package versions the readings were
   proven on; any other installed version turns the fast path off for that model (one log line).
 - ``takes_as_video(model, path)``: whether the model's own code reads ``path`` as a video (by
-  its extension); if not, it gets the path.
+  its extension); if not, it gets the path. ``qwen_reader_verified(model)``: qwen_vl_utils
+  reads with decord (the reader the readings were proven with); if not, the path.
 - ``model_frames(reading, total, fps, width, height) -> ModelFrames(indices, size)``: the
   presentation indices and the frame size the model's own path ends with.
 - ``video_for_model(path, *, frames=None, size=None, on_broken=None) -> str``: what a
@@ -176,6 +177,17 @@ def version_verified(model: str) -> bool:
                        "it reads the original video paths (run tests/test_model_equivalence.py on this version, then "
                        "add it to VERIFIED_VERSIONS in utils/model_video.py)", model, ", ".join(unverified), verified)
     return not unverified
+
+
+def qwen_reader_verified(model: str) -> bool:
+    """Whether qwen_vl_utils reads videos with decord here, the reader the readings were proven
+    with (it prefers torchcodec when installed, or FORCE_QWENVL_VIDEO_READER; their frame counts
+    and rates come from elsewhere). llava_onevision calls decord itself."""
+    if model == "llava_onevision":
+        return True
+    from qwen_vl_utils import vision_process
+
+    return vision_process.get_video_reader_backend() == "decord"
 
 
 def _optional_int(value) -> int | None:
@@ -925,6 +937,7 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
         return str(on_broken(path) if on_broken else path)
     if reading is not None and frames is None:
         reason = ("on unverified package versions" if not version_verified(reading.model)
+                  else "with a qwen-vl-utils video reader other than decord" if not qwen_reader_verified(reading.model)
                   else None if takes_as_video(reading.model, str(path)) else "not read as a video by the model (file extension)")
         if reason is not None:
             usage.record_path(reading.model, reason)
