@@ -12,7 +12,7 @@ The grid follows the datasets: CG-Bench clue clips are seconds long and its vide
 minutes at 10-60 fps (cg_bench/video_meta_info.json), VCR-Bench's from under a minute to over
 30 minutes; plus the cases a copy of the selection gets wrong: one frame, sub-second, an odd
 frame count, fewer decoded frames than the budget, NTSC rates, 7 and 60 fps, variable frame
-rate, portrait and sizes that are no multiple of the patch, extensions a model does not read as
+rate, portrait, odd sizes and sizes that are no multiple of the patch, extensions a model does not read as
 a video. Long videos are tiny and at a low rate, so they cost little to make and read.
 """
 
@@ -60,6 +60,8 @@ def grid_specs() -> dict[str, dict]:
         "12s_7fps_352x288.mp4": {"duration": 12, "fps": 7, "width": 352, "height": 288},
         "15.5s_23.976fps.mp4": {"duration": 15.5, "fps": 24000 / 1001, "width": 176, "height": 144, "bframes": 3},
         "6s_60fps_portrait.mp4": {"duration": 6, "fps": 60, "width": 90, "height": 160},
+        "3s_odd_321x241.mp4": {"duration": 3, "fps": 25, "width": 321, "height": 241, "pix_fmt": "yuv444p"},
+        "20s_odd_portrait_161x287.mp4": {"duration": 20, "fps": 30, "width": 161, "height": 287, "pix_fmt": "yuv444p"},
         "8s_vfr.mp4": {"duration": 8, "fps": 24, "vfr": True, "width": 160, "height": 120},
         "45s_30fps.mov": {"duration": 45, "fps": 30, "width": 112, "height": 84, "bframes": 2},
         "4s_upper_case.MP4": {"duration": 4, "fps": 25, **small},  # qwen2_vl / qwen2_5_vl: not a video path
