@@ -457,10 +457,12 @@ def test_fast_path_is_off_on_unverified_versions(installed, tmp_path):
     assert "2 handed the original path (qwen2_vl: 2 on unverified package versions)" in done.stderr, done.stderr[-2000:]
 
 
-def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_reading():
+def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_reading(tmp_path, monkeypatch):
     """qwen2_vl / qwen2_5_vl select frames of the batch's first video only, and chat qwen2_5_vl
     probes only the first: batch size 1 is the known reading. llava_onevision's pyav reader
-    samples differently from its decord one."""
+    samples differently from its decord one. Such inputs get the path, counted at exit."""
+    import atexit
+
     from lmms_eval.models.simple.llava_onevision import Llava_OneVision
     from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
 
@@ -469,6 +471,21 @@ def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_readi
     assert mv.reading_of(qwen) == mv.Reading("qwen2_vl", 32, 602112, 3136)
     qwen.batch_size_per_gpu = 2
     assert mv.reading_of(qwen) is None
+
+    class Batched(Qwen2_VL):
+        def __init__(self):  # lmms-eval's defaults, batch size 2, no checkpoint
+            self.max_num_frames, self.max_pixels, self.min_pixels, self.batch_size_per_gpu = 32, 602112, 3136, 2
+
+        def generate_until(self, requests):
+            return mv.video_for_model(requests[0])
+
+    source = syn.write_video(tmp_path / "clip.mp4", 2, fps=10, width=64, height=48)
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setattr(mv, "usage", mv._Usage())
+    assert Batched().generate_until([source]) == str(source)
+    assert list(mv.usage.paths) == [("qwen2_vl", "with settings the video alone does not decide (batch size, reader, subclass)")]
+    assert "1 handed the original path" in mv.usage.summary(1 << 30)
+    atexit.unregister(mv.usage.report)  # this test's counts are not the test process's to report
     llava = object.__new__(Llava_OneVision)
     llava.max_frames_num, llava.video_decode_backend = 16, "decord"
     assert mv.reading_of(llava) == mv.Reading("llava_onevision", 16)

@@ -200,12 +200,19 @@ def _optional_int(value) -> int | None:
 _FIRST_VIDEO_ONLY = ("qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_chat")
 
 
-def reading_of(model) -> Reading | None:
-    """The ``Reading`` of an lmms-eval model instance, or None (a model, or settings, we do not know)."""
+def known_model(model) -> str | None:
+    """The ``_KNOWN`` name of ``model``'s class or nearest known base (None: a model we do not know)."""
     for cls in type(model).__mro__:
         name = _KNOWN.get(f"{cls.__module__}.{cls.__qualname__}")
-        if name is None:
-            continue
+        if name is not None:
+            return name
+    return None
+
+
+def reading_of(model) -> Reading | None:
+    """The ``Reading`` of an lmms-eval model instance, or None (a model, or settings, we do not know)."""
+    name = known_model(model)
+    if name is not None:
         if getattr(model, "is_simple", True) == (name in _CHAT_READINGS):
             return None  # a subclass that changed how it takes inputs: its reading is not one we know
         if name in _FIRST_VIDEO_ONLY and int(getattr(model, "batch_size_per_gpu", 1)) != 1:
@@ -934,6 +941,10 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
         return str(on_broken(path) if on_broken else path)
     inside, reading = calling_model()
     if not inside or (reading is None and frames is None):  # called outside a run, or by a model we do not know
+        frame = _model_frame(sys._getframe(1)) if inside else None
+        name = known_model(frame.f_locals["self"]) if frame is not None else None
+        if name is not None:  # a known model whose settings make its frames depend on more than the video
+            usage.record_path(name, "with settings the video alone does not decide (batch size, reader, subclass)")
         return str(on_broken(path) if on_broken else path)
     if reading is not None and frames is None:
         reason = ("on unverified package versions" if not version_verified(reading.model)
