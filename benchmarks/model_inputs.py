@@ -1,37 +1,45 @@
 """One document's video input, as lmms-eval's models consume it: today's path vs proxy clips.
 
 Not a test. On the long files of ``benchmarks/frame_sampling.py`` (a 20-minute 1280x720
-GOP-250 file and a 5-minute 1280x720 textured file with B-frames; generated once, cached),
-each case runs in a fresh process (peak memory = growth of the resident high-water mark
-during the call, after a warm-up call on a tiny video so imports and codec set-up are not
-counted):
+GOP-250 file and a 5-minute 1280x720 textured file with B-frames; generated once, cached)
+and three short clips made here (2 s 30 fps 320x240, 5 s 29.97 fps 1280x720 with B-frames,
+15.5 s 23.976 fps 480x270: fewer frames than the model's budget), each case runs in a fresh
+process (peak memory = growth of the resident high-water mark during the call, after a
+warm-up call on a tiny video so imports and codec set-up are not counted).
 
-- ``qwen2_vl`` / ``today``: what lmms-eval's ``qwen2_vl`` does with a video path: decord
-  probe of the first frame, ``qwen_vl_utils.process_vision_info`` (2 fps, up to 768 frames,
-  resized), then ``linspace(0, n-1, 32, dtype=int)`` of those.
-- ``qwen2_vl`` / ``ours``: ``utils.model_video.prepare`` (composed indices from the container,
-  our sampler, the same resize, a lossless proxy clip; cold cache) and then the model's same
-  code on the proxy path. Frames compared with ``today``: the stamped indices and the pixels.
-- ``chat`` / ``today``: the chat ``qwen2_5_vl`` path (decord probe, ``nframes = 32``,
-  ``process_vision_info`` reads only those, with ``video_metadata``); ``chat`` / ``ours``: the
-  timed proxy (``prepare`` with the chat reading) and the same code on it. Frames and metadata
-  (fps, frame indices, frame count) compared with ``today``.
-- ``ours`` is measured twice in one process: ``cold`` (first question on a video: the proxy is
+Every case runs lmms-eval's own code: the model class itself (``Qwen2_VL`` of
+``lmms_eval.models.simple.qwen2_vl`` with its defaults; the chat ``Qwen2_5_VL`` with its
+defaults) built from a tiny offline checkpoint (``tests/tiny_models.py``: tokenizer, chat
+template, processor), its real ``generate_until`` on one request whose ``doc_to_visual`` is our
+hook (``utils.model_video.video_for_model``), up to its processor call, where
+``ProcessorInputs`` records the ``videos`` and ``video_metadata`` the model's code built and
+ends the call (no forward pass):
+
+- ``today``: ``LMMS_VR_VIDEO_INPUT=path``: the model reads the original video path (qwen2_vl:
+  decord probe, ``process_vision_info`` at 2 fps up to 768 frames, resized, then its
+  ``unique(linspace(...))`` of those; chat: decord probe, ``nframes``, with metadata).
+- ``ours``: ``LMMS_VR_VIDEO_INPUT=fast``: the hook makes the proxy (cold cache) and the model
+  reads it. Measured twice in one process: ``cold`` (first question on a video: the proxy is
   made) and ``warm`` (a later question on the same video: the proxy is read from the cache).
   ``per_document`` mixes them with the papers' questions per video (CG-Bench 12,129 questions
   on 1,219 videos, arXiv 2412.12075; VCR-Bench 1,034 on 859, arXiv 2504.07956).
-- ``floor``: only decoding the model's frames with ``utils.video.read_frames`` (cold), the
+- ``frames identical`` (every row): the frames handed to the processor have the same shape and
+  a maximum pixel difference of 0, and the video metadata is equal.
+- ``floor``: only decoding qwen2_vl's frames with ``utils.video.read_frames`` (cold), the
   least any exact method must do; ``today_s / floor_s`` is the largest speed-up exact frames allow.
 
-Then a simulated run of 20 documents (hard links of the two files, so every document is a
-new video) through a stub model that is lmms-eval's ``qwen2_vl`` class with its forward pass
-replaced by a 2 s sleep (the GPU), calling the task hook as lmms-eval does: wall time with
-and without decode-ahead. ``--json`` prints ``speedup_vs_model_path``, ``peak_memory_mb``,
-``frames_identical``, ``overlap_efficiency`` and per-case rows.
+Then a simulated run of 20 documents (hard links of the two long files, so every document is
+a new video) through lmms-eval's ``Qwen2_VL.generate_until`` with the processor call answered
+by a one-token batch and the forward pass replaced by a 2 s sleep (the GPU): wall time with and
+without decode-ahead. ``--json`` prints ``speedup_vs_model_path`` (long files),
+``speedup_short_clips``, ``peak_memory_mb``, ``frames_identical``, ``overlap_efficiency``, the
+package versions and per-case rows.
 
-WARNING: ``qwen2_vl`` / ``today`` peaks near 17 GB on the 20-minute file.
+WARNING: ``qwen2_vl`` / ``today`` peaks near 17 GB on the 20-minute file (it was killed for lack
+of memory at 24 GB resident on the 23 GB development machine in the issue-23 run):
+``--today-files`` limits lmms-eval's own path to some files.
 
-    python benchmarks/model_inputs.py [--json] [--docs 20] [--model-seconds 2] [--skip-today]
+    python benchmarks/model_inputs.py [--json] [--docs 20] [--model-seconds 2] [--skip-today] [--files ...] [--today-files ...]
 """
 
 from __future__ import annotations
@@ -54,44 +62,124 @@ from lmms_video_reasoning.utils import model_video as mv  # noqa: E402
 from lmms_video_reasoning.utils import synthetic as syn  # noqa: E402
 
 FILES = ("long_720p_gop250", "textured_720p_bframes")
-QWEN2_VL = mv.Reading("qwen2_vl", 32, 602112, 3136)  # lmms-eval qwen2_vl defaults
+# Short clips (generated here): the frame count is below the model's budget, the cases a fixed
+# 32-frame copy of qwen2_vl's selection got wrong (2 s -> 4 frames, 5 s -> 10, 15.5 s -> 30).
+CLIPS = {
+    "clip_2s_30fps_320x240": {"duration": 2, "fps": 30, "width": 320, "height": 240},
+    "clip_5s_ntsc_1280x720": {"duration": 5, "fps": 30000 / 1001, "width": 1280, "height": 720, "bframes": 3},
+    "clip_15.5s_23.976fps_480x270": {"duration": 15.5, "fps": 24000 / 1001, "width": 480, "height": 270},
+}
 CHAT = {"max_pixels": 1605632, "min_pixels": 256 * 28 * 28, "max_num_frames": 32}  # qwen2_5_vl chat defaults
+# consumer -> lmms-eval class, tiny checkpoint family, constructor settings (qwen2_vl: its defaults)
+MODELS = {"qwen2_vl": ("lmms_eval.models.simple.qwen2_vl.Qwen2_VL", "qwen2_vl", {}),
+          "chat": ("lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL", "qwen2_5_vl", CHAT)}
+QWEN2_VL = mv.Reading("qwen2_vl", 32, 602112, 3136)  # qwen2_vl's defaults, for the decode floor only
 GOALS = {"speedup_vs_model_path": 20.0, "peak_memory_mb": 1024.0, "overlap_ratio": 1.15}
-PIXEL_TOLERANCE = 1.0  # mean absolute difference allowed (codec tolerance); the proxy is lossless
-CHAT_READING = mv.Reading("qwen2_5_vl_chat", CHAT["max_num_frames"], CHAT["max_pixels"], CHAT["min_pixels"])
 QUESTIONS_PER_VIDEO = {"cg_bench": 12129 / 1219, "vcr_bench": 1034 / 859}  # the papers' totals (see docstring)
+TESTS = Path(__file__).resolve().parents[1] / "tests"  # tiny_models.py: offline checkpoints
 
 
-# ----------------------------------------------------------------------------- cases (worker)
+# ----------------------------------------------------------------------------- lmms-eval's own path (worker)
 
 
-def qwen2_vl_reads(path: str) -> np.ndarray:
-    """lmms-eval qwen2_vl.generate_until on one video path, up to the tensor it gives its processor."""
-    import decord
-    from qwen_vl_utils import process_vision_info
-
-    vr = decord.VideoReader(path)
-    vr[0].asnumpy()  # the model's probe of the first frame
-    del vr
-    messages = [{"role": "user", "content": [{"type": "video", "video": path, "max_pixels": QWEN2_VL.max_pixels,
-                                              "min_pixels": QWEN2_VL.min_pixels}]}]
-    video = process_vision_info(messages)[1][0]
-    keep = np.linspace(0, video.shape[0] - 1, QWEN2_VL.max_frames, dtype=int)
-    return video[keep].to(dtype=__import__("torch").uint8).numpy()
+class ProcessorReached(Exception):
+    """Raised by ``ProcessorInputs`` to end ``generate_until`` at its processor call (no forward pass)."""
 
 
-def chat_reads(path: str) -> tuple[np.ndarray, dict]:
-    """lmms-eval chat qwen2_5_vl on one video path: probe, nframes, process_vision_info (metadata kept)."""
-    import decord
-    from qwen_vl_utils import process_vision_info
+class ProcessorInputs:
+    """A model's processor, wrapped: each call's ``videos`` and ``video_metadata`` (what the
+    model's own code built) are recorded; then the call stops ``generate_until``
+    (``stop=True``) or returns a one-token batch for a stub forward pass."""
 
-    nframes = max(2, min(CHAT["max_num_frames"], len(decord.VideoReader(path))) // 2 * 2)
-    messages = [{"role": "user", "content": [{"type": "video", "video": path, "nframes": nframes,
-                                              "max_pixels": CHAT["max_pixels"], "min_pixels": CHAT["min_pixels"]}]}]
-    video, meta = process_vision_info(messages, return_video_metadata=True)[1][0]
-    metadata = {"indices": [int(i) for i in meta["frames_indices"]], "fps": float(meta["fps"]),
-                "total_num_frames": int(meta["total_num_frames"])}
-    return video.to(dtype=__import__("torch").uint8).numpy(), metadata
+    def __init__(self, processor, stop: bool = True):
+        self.processor, self.stop, self.calls = processor, stop, []
+
+    def __getattr__(self, name):  # apply_chat_template, batch_decode, ...: the real processor's
+        return getattr(self.processor, name)
+
+    def __call__(self, *args, **kwargs):
+        import torch
+        from transformers import BatchFeature
+
+        self.calls.append({"videos": kwargs.get("videos"), "video_metadata": kwargs.get("video_metadata"), "at": time.perf_counter()})
+        if self.stop:
+            raise ProcessorReached
+        return BatchFeature({"input_ids": torch.tensor([[0]])})
+
+
+class SleepingForward:
+    """The model's ``generate``: ``seconds`` of sleep (GPU work; the CPU is free), one EOS token."""
+
+    def __init__(self, seconds: float, eos: int):
+        self.seconds, self.eos, self.ended = seconds, eos, []
+
+    def generate(self, input_ids, **kwargs):
+        import torch
+
+        time.sleep(self.seconds)
+        self.ended.append(time.perf_counter())
+        return torch.cat([input_ids, torch.tensor([[self.eos]])], dim=1)
+
+
+def lmms_model(consumer: str, checkpoints: Path, stop: bool = True):
+    """lmms-eval's own class for ``consumer``, built from a tiny offline checkpoint (tokenizer,
+    chat template, processor; its forward pass never runs), its processor wrapped."""
+    import importlib
+
+    sys.path.insert(0, str(TESTS))
+    from tiny_models import BUILDERS
+
+    dotted, family, settings = MODELS[consumer]
+    checkpoint = checkpoints / f"tiny_{family}"
+    if not (checkpoint / "TINY_MODEL.json").exists():
+        BUILDERS[family](checkpoint)
+    module, _, name = dotted.rpartition(".")
+    model = getattr(importlib.import_module(module), name)(pretrained=str(checkpoint), device="cpu", device_map="cpu", **settings)
+    model.processor = ProcessorInputs(model.processor, stop=stop)
+    return model
+
+
+def doc_to_visual(doc):  # a task hook as ours are: the path, or the proxy of the calling model's frames
+    return [mv.video_for_model(doc["video"])]
+
+
+def doc_to_messages(doc):  # lmms-eval's default for chat models around doc_to_visual
+    from lmms_eval.api.task import ConfigurableMessagesTask
+
+    return ConfigurableMessagesTask._build_user_turn(doc_to_visual(doc), "Describe the video.")
+
+
+def requests_for(model, videos: list[str]) -> list:
+    """One ``generate_until`` request per video, as lmms-eval builds them for ``model``."""
+    from lmms_eval.api.instance import Instance
+
+    model.task_dict = {"bench": {"test": [{"video": str(v)} for v in videos]}}
+    chat = not getattr(model, "is_simple", True)
+    return [Instance("generate_until", ("ctx", doc_to_messages, {}, n, "bench", "test") if chat else ("ctx", {}, doc_to_visual, n, "bench", "test"),
+                     idx=0, metadata={"task": "bench", "doc_id": n, "repeats": 1}) for n in range(len(videos))]
+
+
+def model_reads(model, path: str, mode: str) -> tuple[np.ndarray, dict]:
+    """lmms-eval's ``generate_until`` on one document whose video is ``path``, with
+    ``LMMS_VR_VIDEO_INPUT=mode`` (``path``: today; ``fast``: our proxy), up to its processor
+    call: the frames (uint8) and the video metadata it hands the processor."""
+    import torch
+
+    os.environ[mv.INPUT_ENV] = mode
+    model.processor.calls.clear()
+    try:
+        model.generate_until(requests_for(model, [path]))
+    except ProcessorReached:
+        pass
+    [call] = model.processor.calls
+    video = call["videos"][0]
+    frames = video.to(torch.uint8)
+    if not torch.equal(frames.to(video.dtype), video):  # fetch_video resizes uint8 frames: whole values
+        raise AssertionError(f"{path}: the frames handed to the processor are not whole 0..255 values")
+    meta = (call["video_metadata"] or [None])[0]
+    metadata = None if meta is None else {"indices": [int(i) for i in meta["frames_indices"]], "fps": float(meta["fps"]),
+                                          "total_num_frames": int(meta["total_num_frames"])}
+    return frames.numpy(), {"metadata": metadata}
 
 
 def decode_floor(path: str) -> np.ndarray:
@@ -103,31 +191,27 @@ def decode_floor(path: str) -> np.ndarray:
     return video.read_frames(path, sorted(set(chosen.indices)), as_array=True)
 
 
-def _ours(path: str, cache: str, reading: mv.Reading, reads) -> tuple[np.ndarray, dict]:
-    """Cold (the proxy is made) then warm (a later question on the same video: a cache hit), each
-    followed by the model's own read of the proxy."""
+def _ours(model, path: str, cache: str) -> tuple[np.ndarray, dict]:
+    """Cold (the hook makes the proxy, the model reads it) then warm (a later question on the
+    same video: the proxy is found in the cache folder)."""
     os.environ[mv.CACHE_DIR_ENV] = cache
     start = time.perf_counter()
-    proxy = mv.prepare(path, mv.Request(reading))
-    prepared = time.perf_counter() - start
-    frames, extra = reads(proxy)
+    frames, extra = model_reads(model, path, "fast")
     cold = time.perf_counter() - start
-    mv._done.clear()  # a later question: the proxy is found in the cache folder
+    mv._done.clear()
     start = time.perf_counter()
-    reads(mv.prepare(path, mv.Request(reading)))
+    model_reads(model, path, "fast")
     warm = time.perf_counter() - start
-    return frames, {**extra, "time": cold, "warm_s": warm, "prepare_s": prepared, "proxy_mb": os.path.getsize(proxy) / 2**20}
+    proxies = list(Path(cache).glob("*" + mv.PROXY_SUFFIX))
+    return frames, {**extra, "time": cold, "warm_s": warm, "proxy_mb": sum(p.stat().st_size for p in proxies) / 2**20}
 
 
-def run_case(case: str, path: str, cache: str) -> tuple[np.ndarray, dict]:
-    if case == "qwen2_vl:today":
-        return qwen2_vl_reads(path), {}
-    if case == "qwen2_vl:ours":
-        return _ours(path, cache, QWEN2_VL, lambda proxy: (qwen2_vl_reads(proxy), {}))
-    if case == "chat:today":
-        return chat_reads(path)
-    if case == "chat:ours":
-        return _ours(path, cache, CHAT_READING, chat_reads)
+def run_case(case: str, path: str, cache: str, model) -> tuple[np.ndarray, dict]:
+    consumer, method = case.split(":")
+    if method == "today":
+        return model_reads(model, path, "path")
+    if method == "ours":
+        return _ours(model, path, cache)
     if case == "qwen2_vl:floor":
         return decode_floor(path), {}
     raise ValueError(case)
@@ -136,14 +220,16 @@ def run_case(case: str, path: str, cache: str) -> tuple[np.ndarray, dict]:
 def worker(case: str, path: str, out: str, warmup: str, cache: str) -> None:
     from lmms_video_reasoning.utils import video
 
+    consumer, method = case.split(":")
+    model = lmms_model(consumer, Path(warmup).parent / "checkpoints") if method != "floor" else None
     with tempfile.TemporaryDirectory() as warm_cache:
-        run_case(case, warmup, warm_cache)  # imports, codec tables, torch kernels
+        run_case(case, warmup, warm_cache, model)  # imports, codec tables, torch kernels
     video._TABLE_CACHE.clear()
     mv._done.clear()
     Path("/proc/self/clear_refs").write_text("5")
     baseline = fs._status_mb("VmRSS")
     start = time.perf_counter()
-    frames, extra = run_case(case, path, cache)
+    frames, extra = run_case(case, path, cache, model)
     elapsed = time.perf_counter() - start
     peak = fs._status_mb("VmHWM") - baseline
     np.save(out, frames)
@@ -161,17 +247,15 @@ def run_worker(case: str, path: Path, out: Path, warmup: Path, cache: Path) -> d
 # ----------------------------------------------------------------------------- simulated run
 
 
-def simulated_run(paths: list[Path], docs: int, model_seconds: float, ahead: int, cache: Path) -> dict:
-    """``docs`` documents through a stub of lmms-eval's qwen2_vl (its class; forward = sleep)."""
-    from lmms_eval.api.instance import Instance
-    from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
-    from lmms_eval.utils import Collator
-
+def simulated_run(paths: list[Path], docs: int, model_seconds: float, ahead: int, cache: Path, checkpoints: Path) -> dict:
+    """``docs`` documents through lmms-eval's own qwen2_vl ``generate_until`` (tiny checkpoint;
+    the forward pass is ``model_seconds`` of sleep), our hook giving each its proxy."""
     from lmms_video_reasoning.utils import video
 
     cache.parent.mkdir(parents=True, exist_ok=True)
     os.environ[mv.CACHE_DIR_ENV] = str(cache)
     os.environ[mv.DECODE_AHEAD_ENV] = str(ahead)
+    os.environ[mv.INPUT_ENV] = "fast"
     mv._ahead = None
     mv._done.clear()
     video._TABLE_CACHE.clear()
@@ -181,36 +265,10 @@ def simulated_run(paths: list[Path], docs: int, model_seconds: float, ahead: int
         if not link.exists():
             os.link(paths[n % len(paths)], link)
         links.append(link)
-    dataset = [{"video": str(link)} for link in links]
-    waits: list[float] = []
-
-    def doc_to_visual(doc):  # a task hook as ours are: the proxy of the calling model's frames
-        return [mv.video_for_model(doc["video"])]
-
-    class StubQwen2VL(Qwen2_VL):
-        def __init__(self):  # noqa: D107 - no checkpoint: lmms-eval's settings, a sleeping "GPU"
-            from lmms_eval.api.model import lmms
-
-            lmms.__init__(self)
-            self.max_num_frames, self.max_pixels, self.min_pixels = QWEN2_VL.max_frames, QWEN2_VL.max_pixels, QWEN2_VL.min_pixels
-            self.task_dict = {"sim": {"test": dataset}}
-
-        def generate_until(self, requests):
-            re_ords = Collator([r.args for r in requests], lambda x: (x[3],), grouping=True)
-            for chunk in re_ords.get_batched(n=1, batch_fn=None):
-                contexts, all_gen_kwargs, doc_to_visual_fns, doc_id, task, split = zip(*chunk)
-                task, split = task[0], split[0]
-                started = time.perf_counter()
-                for fn, ids in zip(doc_to_visual_fns, doc_id):
-                    visual = fn(self.task_dict[task][split][ids])
-                    qwen2_vl_reads(visual[0])  # the model's own read of what it was given
-                waits.append(time.perf_counter() - started)
-                time.sleep(model_seconds)  # the forward pass (GPU work; the CPU is free)
-            return ["" for _ in requests]
-
-    requests = [Instance("generate_until", ("ctx", {}, doc_to_visual, n, "sim", "test"), idx=0,
-                         metadata={"task": "sim", "doc_id": n, "repeats": 1}) for n in range(docs)]
-    model = StubQwen2VL()
+    model = lmms_model("qwen2_vl", checkpoints, stop=False)
+    forward = SleepingForward(model_seconds, model.tokenizer.eos_token_id)
+    model._model = forward
+    requests = requests_for(model, [str(link) for link in links])
     start = time.perf_counter()
     model.generate_until(requests)
     wall = time.perf_counter() - start
@@ -218,33 +276,47 @@ def simulated_run(paths: list[Path], docs: int, model_seconds: float, ahead: int
         mv._ahead.stop()
     for link in links:
         link.unlink()
+    # Input wait of each document: from the previous forward pass's end (or the start) to its processor call.
+    ends = [start] + forward.ended[:-1]
+    waits = [call["at"] - end for call, end in zip(model.processor.calls, ends)]
     return {"wall_s": wall, "input_wait_s": sum(waits), "model_s": docs * model_seconds, "waits": waits}
 
 
 # ----------------------------------------------------------------------------- driver
 
 
-def check_frames(frames: np.ndarray, reference: np.ndarray) -> dict:
+def check_frames(ours: dict, today: dict) -> dict:
+    """Identical = same shape, max pixel difference 0, same video metadata (chat: fps, frame
+    indices, frame count; qwen2_vl passes none)."""
+    frames, reference = ours["frames"], today["frames"]
     same_shape = frames.shape == reference.shape
-    diff = np.abs(frames.astype(np.int16) - reference.astype(np.int16)) if same_shape else None
-    return {"shape_ok": same_shape, "max_abs_diff": int(diff.max()) if same_shape else None,
-            "mean_abs_diff": float(diff.mean()) if same_shape else None,
-            "identical": same_shape and float(diff.mean()) <= PIXEL_TOLERANCE}
+    diff = np.abs(frames.astype(np.int16) - reference.astype(np.int16)) if same_shape and frames.size else None
+    max_diff = (int(diff.max()) if diff is not None else 0) if same_shape else None
+    same_metadata = ours["metadata"] == today["metadata"]
+    return {"shape_ok": same_shape, "frames": int(frames.shape[0]), "max_abs_diff": max_diff, "metadata_identical": same_metadata,
+            "identical": same_shape and max_diff == 0 and same_metadata}
 
 
-def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool, files: tuple[str, ...] = FILES) -> dict:
-    paths = fs.generate(cache_dir, list(files))
+def generate_clips(cache_dir: Path, names: list[str]) -> dict[str, Path]:
+    return {name: syn.write_video(cache_dir / f"{name}.mp4", textured=True, stamp_index=True, **CLIPS[name]) for name in names}
+
+
+def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool, files: tuple[str, ...] = FILES + tuple(CLIPS),
+              today_files: tuple[str, ...] | None = None) -> dict:
+    """``today_files``: the files lmms-eval's own path runs on (None: all of ``files``)."""
+    long_files = [name for name in files if name in FILES]
+    paths = {**fs.generate(cache_dir, long_files), **generate_clips(cache_dir, [name for name in files if name in CLIPS])}
     warmup = syn.write_video(cache_dir / "warmup_model_inputs.mp4", 4, fps=10, width=64, height=48)
     rows = []
     with tempfile.TemporaryDirectory(prefix="model_inputs_", dir=cache_dir) as tmpdir:
         tmp = Path(tmpdir)
         for name in files:
             floor = None
-            for consumer in ("qwen2_vl", "chat"):
+            for consumer in MODELS:
                 outcome = {}
                 methods = ("ours", "today", "floor") if consumer == "qwen2_vl" else ("ours", "today")
                 for method in methods:
-                    if skip_today and method == "today":
+                    if method == "today" and (skip_today or (today_files is not None and name not in today_files)):
                         continue
                     case = f"{consumer}:{method}"
                     print(f"{name}: {case} ...", file=sys.stderr, flush=True)
@@ -253,35 +325,34 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
                                        "frames": np.load(out)}
                 ours = outcome["ours"]
                 floor = outcome.get("floor", {}).get("time", floor)
-                row = {"file": name, "consumer": consumer, "ours_s": ours["time"], "ours_warm_s": ours["warm_s"],
-                       "ours_peak_mb": ours["peak_growth_mb"], "prepare_s": ours["prepare_s"], "proxy_mb": ours["proxy_mb"],
+                row = {"file": name, "short_clip": name in CLIPS, "consumer": consumer, "ours_s": ours["time"],
+                       "ours_warm_s": ours["warm_s"], "ours_peak_mb": ours["peak_growth_mb"], "proxy_mb": ours["proxy_mb"],
                        "decode_floor_s": floor}
                 if "today" in outcome:
                     today = outcome["today"]
                     row.update(today_s=today["time"], today_peak_mb=today["peak_growth_mb"], speedup=today["time"] / ours["time"],
                                speedup_warm=today["time"] / ours["warm_s"],
                                speedup_ceiling=today["time"] / floor if floor else None,
-                               check=check_frames(ours["frames"], today["frames"]))
+                               check=check_frames(ours, today))
                     row["speedup_per_document"] = {
                         bench: today["time"] / ((ours["time"] + (q - 1) * ours["warm_s"]) / q) for bench, q in QUESTIONS_PER_VIDEO.items()
                     }
-                    if consumer == "chat":  # the timing the processor gets: identical metadata
-                        row["check"]["metadata_identical"] = {k: ours[k] for k in ("indices", "fps", "total_num_frames")} == {
-                            k: today[k] for k in ("indices", "fps", "total_num_frames")}
-                        row["check"]["identical"] = row["check"]["identical"] and row["check"]["metadata_identical"]
                 if consumer == "qwen2_vl":
                     from lmms_video_reasoning.utils import video
 
                     info = video.probe(paths[name])
                     row["composed_indices"] = list(mv.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height).indices)
                 rows.append(row)
-        print(f"simulated run: {docs} documents, {model_seconds} s each ...", file=sys.stderr, flush=True)
-        sources = [paths[name] for name in files]
-        sequential = simulated_run(sources, docs, model_seconds, 0, tmp / "sim0" / "cache")
-        overlapped = simulated_run(sources, docs, model_seconds, mv.DEFAULT_DECODE_AHEAD, tmp / "sim2" / "cache")
-    bound = max(sequential["input_wait_s"], sequential["model_s"])
-    qwen_rows = [r for r in rows if r["consumer"] == "qwen2_vl"]
-    chat_rows = [r for r in rows if r["consumer"] == "chat"]
+        if docs and long_files:
+            print(f"simulated run: {docs} documents, {model_seconds} s each ...", file=sys.stderr, flush=True)
+            sources = [paths[name] for name in long_files]
+            checkpoints = cache_dir / "checkpoints"
+            sequential = simulated_run(sources, docs, model_seconds, 0, tmp / "sim0" / "cache", checkpoints)
+            overlapped = simulated_run(sources, docs, model_seconds, mv.DEFAULT_DECODE_AHEAD, tmp / "sim2" / "cache", checkpoints)
+        else:
+            sequential = overlapped = None
+    qwen_rows = [r for r in rows if r["consumer"] == "qwen2_vl" and not r["short_clip"]]
+    chat_rows = [r for r in rows if r["consumer"] == "chat" and not r["short_clip"]]
 
     def lowest(selected, key):
         return min((r[key] for r in selected if r.get(key) is not None), default=None)
@@ -295,36 +366,51 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
         "speedup_ceiling_exact_decode": lowest(qwen_rows, "speedup_ceiling"),
         "speedup_vs_model_path_chat": lowest(chat_rows, "speedup"),
         "speedup_vs_model_path_chat_warm": lowest(chat_rows, "speedup_warm"),
+        "speedup_short_clips": {consumer: lowest([r for r in rows if r["short_clip"] and r["consumer"] == consumer], "speedup")
+                                for consumer in MODELS},
         "peak_memory_mb": max(r["ours_peak_mb"] for r in rows),
-        "frames_identical": all(r["check"]["identical"] for r in rows if "check" in r) if not skip_today else None,
-        "overlap_efficiency": bound / overlapped["wall_s"],
-        "simulated": {"docs": docs, "model_seconds": model_seconds, "decode_ahead": mv.DEFAULT_DECODE_AHEAD,
-                      "wall_without_s": sequential["wall_s"], "wall_with_s": overlapped["wall_s"],
-                      "total_decode_s": sequential["input_wait_s"], "total_model_s": sequential["model_s"],
-                      "ratio_to_bound": overlapped["wall_s"] / bound, "input_wait_with_s": overlapped["input_wait_s"]},
+        "frames_identical": all(r["check"]["identical"] for r in rows if "check" in r) if any("check" in r for r in rows) else None,
+        "frames_compared_on": sorted({r["file"] for r in rows if "check" in r}),
         "goals": GOALS, "machine": fs.machine(), "load_average_at_end": os.getloadavg(), "rows": rows,
+        "versions": {name: _version(name) for name in ("lmms-eval", "qwen-vl-utils", "transformers", "decord", "av", "torch")},
     }
+    if sequential is not None:
+        bound = max(sequential["input_wait_s"], sequential["model_s"])
+        summary["overlap_efficiency"] = bound / overlapped["wall_s"]
+        summary["simulated"] = {"docs": docs, "model_seconds": model_seconds, "decode_ahead": mv.DEFAULT_DECODE_AHEAD,
+                                "wall_without_s": sequential["wall_s"], "wall_with_s": overlapped["wall_s"],
+                                "total_decode_s": sequential["input_wait_s"], "total_model_s": sequential["model_s"],
+                                "ratio_to_bound": overlapped["wall_s"] / bound, "input_wait_with_s": overlapped["input_wait_s"]}
     return summary
+
+
+def _version(name: str) -> str:
+    from importlib import metadata
+
+    return metadata.version(name)
 
 
 def print_table(summary: dict) -> None:
     nan = float("nan")
-    print(f"{'file':24} {'consumer':9} {'today s':>8} {'cold s':>7} {'x':>6} {'warm s':>7} {'x':>6} {'floor s':>8} "
+    print(f"{'file':30} {'consumer':9} {'today s':>8} {'cold s':>7} {'x':>6} {'warm s':>7} {'x':>6} {'floor s':>8} "
           f"{'today MB':>9} {'ours MB':>8} {'frames':>7}")
     for r in summary["rows"]:
         check = r.get("check", {})
-        print(f"{r['file']:24} {r['consumer']:9} {r.get('today_s', nan):>8.2f} {r['ours_s']:>7.2f} {r.get('speedup', nan):>5.1f}x "
+        print(f"{r['file']:30} {r['consumer']:9} {r.get('today_s', nan):>8.2f} {r['ours_s']:>7.2f} {r.get('speedup', nan):>5.1f}x "
               f"{r['ours_warm_s']:>7.2f} {r.get('speedup_warm', nan):>5.1f}x {r.get('decode_floor_s') or nan:>8.2f} "
               f"{r.get('today_peak_mb', nan):>9.0f} {r['ours_peak_mb']:>8.0f} "
               f"{('same' if check.get('identical') else 'DIFF') if check else '-':>7}")
-    sim = summary["simulated"]
-    print(f"\nsimulated {sim['docs']} documents x {sim['model_seconds']} s model: without decode-ahead {sim['wall_without_s']:.1f} s, "
-          f"with {sim['wall_with_s']:.1f} s; max(total decode {sim['total_decode_s']:.1f} s, total model {sim['total_model_s']:.1f} s) "
-          f"-> ratio {sim['ratio_to_bound']:.3f} (goal <= {GOALS['overlap_ratio']}), overlap_efficiency {summary['overlap_efficiency']:.3f}")
+    sim = summary.get("simulated")
+    if sim:
+        print(f"\nsimulated {sim['docs']} documents x {sim['model_seconds']} s model: without decode-ahead {sim['wall_without_s']:.1f} s, "
+              f"with {sim['wall_with_s']:.1f} s; max(total decode {sim['total_decode_s']:.1f} s, total model {sim['total_model_s']:.1f} s) "
+              f"-> ratio {sim['ratio_to_bound']:.3f} (goal <= {GOALS['overlap_ratio']}), overlap_efficiency {summary['overlap_efficiency']:.3f}")
     print(f"speedup_vs_model_path (qwen2_vl, min): cold {summary['speedup_vs_model_path']}, warm {summary['speedup_vs_model_path_warm']}, "
           f"per document {summary['speedup_vs_model_path_per_document']}, exact-decode ceiling {summary['speedup_ceiling_exact_decode']}; "
-          f"chat: cold {summary['speedup_vs_model_path_chat']}, warm {summary['speedup_vs_model_path_chat_warm']}")
-    print(f"peak_memory_mb {summary['peak_memory_mb']:.0f}, frames_identical {summary['frames_identical']}\n{summary['machine']}")
+          f"chat: cold {summary['speedup_vs_model_path_chat']}, warm {summary['speedup_vs_model_path_chat_warm']}; "
+          f"short clips (cold): {summary['speedup_short_clips']}")
+    print(f"peak_memory_mb {summary['peak_memory_mb']:.0f}, frames_identical {summary['frames_identical']}\n{summary['machine']}\n"
+          f"{summary['versions']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,9 +424,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-seconds", type=float, default=2.0, help="stub model time per document")
     parser.add_argument("--cache-dir", type=Path, default=fs.DEFAULT_CACHE, help="where generated videos are kept")
     parser.add_argument("--skip-today", action="store_true", help="skip lmms-eval's own paths (17 GB on the long file)")
-    parser.add_argument("--files", nargs="+", choices=FILES, default=list(FILES), help="subset of files")
+    parser.add_argument("--files", nargs="+", choices=FILES + tuple(CLIPS), default=list(FILES + tuple(CLIPS)),
+                        help="subset of files (the simulated run uses the long ones)")
+    parser.add_argument("--today-files", nargs="+", choices=FILES + tuple(CLIPS), default=None,
+                        help="run lmms-eval's own path only on these (it needs over 16 GB on the 20-minute file)")
     args = parser.parse_args(argv)
-    summary = benchmark(args.cache_dir, args.docs, args.model_seconds, args.skip_today, tuple(args.files))
+    summary = benchmark(args.cache_dir, args.docs, args.model_seconds, args.skip_today, tuple(args.files),
+                        None if args.today_files is None else tuple(args.today_files))
     if args.json:
         print(json.dumps(summary, indent=1, default=str))
     else:

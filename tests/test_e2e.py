@@ -240,7 +240,7 @@ def test_qwen2_vl_user_command_decodes_videos_and_reports_every_metric(qwen2_vl_
             f"{task}: the tiny model produced no text for some sample"
     # The videos reached the model through lmms-eval's own decoding: qwen_vl_utils reads each
     # video with decord (at least 4 frames), once per sample: the proxy clip of the frames its
-    # own path keeps (tests/test_model_video.py checks the tensors equal those of the source).
+    # own path keeps (tests/test_model_equivalence.py checks the tensors equal those of the source).
     assert len(decoded) == sum(doc_count(results, task, limited=True) for task in TASKS), decoded
     for batch in decoded:
         assert Path(batch["path"]).is_file() and str(bench["root"]) in batch["path"], batch

@@ -1,7 +1,7 @@
 """Proxy clips for video-native models (utils.model_video): the model ends with the same frames.
 
-- The models' own readers (qwen_vl_utils + each lmms-eval model's frame selection, run here
-  as the models run them) give the same tensors on the original video and on its proxy.
+- Proxies are cached; chat models' frames and timing (their readers as they call them) match;
+  lmms-eval's own classes on a grid of videos: tests/test_model_equivalence.py.
 - The proxy cache stays within its bound with two processes filling it at once.
 - End to end (slow): the tiny offline Qwen2-VL through `python -m lmms_eval`: the processor
   builds identical tensors with the proxy and with `LMMS_VR_VIDEO_INPUT=path`, which
@@ -37,38 +37,25 @@ def long_ish_video(tmp_path_factory) -> Path:
     return syn.write_video(out, 45, fps=30, width=320, height=240, bframes=3, textured=True, stamp_index=True)
 
 
-def as_the_model_reads(path: str, reading: mv.Reading) -> np.ndarray:
-    """The frames `reading`'s lmms-eval model hands its processor for a video path (its own code path)."""
-    if reading.model == "llava_onevision":
-        import decord
+def llava_load_video(path: str, max_frames_num: int) -> np.ndarray:
+    """lmms-eval's own ``Llava_OneVision.load_video`` (its decord reader) on ``path``."""
+    from lmms_eval.models.simple.llava_onevision import Llava_OneVision
 
-        vr = decord.VideoReader(path)
-        return vr.get_batch(np.linspace(0, len(vr) - 1, reading.max_frames, dtype=int).tolist()).asnumpy()
-    from qwen_vl_utils import process_vision_info
-
-    messages = [{"role": "user", "content": [{"type": "video", "video": path, "max_pixels": reading.max_pixels,
-                                              "min_pixels": reading.min_pixels}]}]
-    video = process_vision_info(messages)[1][0]
-    keep = np.linspace(0, video.shape[0] - 1, reading.max_frames, dtype=int)
-    if reading.model == "qwen2_5_vl":
-        keep = np.unique(keep)
-        if video.shape[0] - 1 not in keep:
-            keep = np.unique(np.append(keep, video.shape[0] - 1))
-    return video[keep].numpy()
+    return Llava_OneVision.load_video(object.__new__(Llava_OneVision), path, max_frames_num)
 
 
 @pytest.mark.parametrize("name", sorted(READINGS))
-def test_model_reads_the_same_frames_from_the_proxy(name, long_ish_video, tmp_path, monkeypatch):
+def test_proxy_is_cached_and_holds_the_composed_frames(name, long_ish_video, tmp_path, monkeypatch):
+    """The proxy lands in the cache folder and a second request is a hit. Whether each model's own
+    code reads the same tensors from it is tests/test_model_equivalence.py's (lmms-eval's classes)."""
     monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     reading = READINGS[name]
     proxy = mv.prepare(long_ish_video, mv.Request(reading))
     assert proxy is not None and Path(proxy).parent == tmp_path / "proxies" and proxy.endswith(mv.PROXY_SUFFIX)
-    original, via_proxy = as_the_model_reads(str(long_ish_video), reading), as_the_model_reads(proxy, reading)
-    assert original.shape == via_proxy.shape and np.array_equal(original, via_proxy), name
-    # The composed indices are the ones the model's path selects (stamps of the native-size frames).
-    info = mv.model_frames(reading, 1350, 30.0, 320, 240)
-    if reading.model == "llava_onevision":
-        assert [syn.read_index_stamp(f) for f in via_proxy] == list(info.indices)
+    if reading.model == "llava_onevision":  # native size: the index stamps survive, and the real reader agrees
+        original, via_proxy = llava_load_video(str(long_ish_video), reading.max_frames), llava_load_video(proxy, reading.max_frames)
+        assert np.array_equal(original, via_proxy)
+        assert [syn.read_index_stamp(f) for f in via_proxy] == list(mv.model_frames(reading, 1350, 30.0, 320, 240).indices)
     # A second request is a cache hit: same file, not rewritten.
     mtime = Path(proxy).stat().st_mtime_ns
     mv._done.clear()
@@ -91,22 +78,14 @@ def chat_model(name: str, **settings):
     return model
 
 
-def as_the_chat_model_reads(path: str, model) -> tuple[np.ndarray, dict, dict]:
-    """Frames, video metadata and video kwargs lmms-eval's chat model gets for a video path, built
-    as its ``generate_until`` builds them (Qwen3-VL: its own ``_build_video_kwargs``)."""
-    import decord
+def qwen_reads(path: str, reading: mv.Reading, total: int) -> tuple[np.ndarray, dict, dict]:
+    """What qwen_vl_utils (real, decord) gives for ``path`` with the video kwargs ``reading``'s
+    model passes for a video of ``total`` frames: frames, video metadata, processor kwargs. The
+    same kwargs on the source and on its proxy; that they are the model's own is
+    tests/test_model_equivalence.py's (lmms-eval's classes)."""
     from qwen_vl_utils import process_vision_info
 
-    if hasattr(model, "_build_video_kwargs"):
-        kwargs, patch = model._build_video_kwargs(), 16
-        if model.is_simple and "nframes" in kwargs:  # the simple class caps it at the video's frames
-            kwargs["nframes"] = min(kwargs["nframes"], len(decord.VideoReader(path)))
-    else:  # Qwen2.5-VL chat: inline in generate_until (a decord probe, an even frame count)
-        kwargs, patch = {"max_pixels": model.max_pixels, "min_pixels": model.min_pixels}, 14
-        if model.fps is not None:
-            kwargs["fps"] = model.fps
-        else:
-            kwargs["nframes"] = max(2, min(model.max_num_frames, len(decord.VideoReader(path))) // 2 * 2)
+    kwargs, patch = mv._video_kwargs(reading, total)
     messages = [{"role": "user", "content": [{"type": "video", "video": path, **kwargs}]}]
     _images, videos, video_kwargs = process_vision_info(messages, return_video_kwargs=True, return_video_metadata=True,
                                                         image_patch_size=patch)
@@ -135,8 +114,8 @@ def test_chat_model_reads_the_same_frames_and_timing_from_the_proxy(case, long_i
     assert reading is not None and reading.model == name and reading.timed
     proxy = mv.prepare(long_ish_video, mv.Request(reading))
     assert proxy is not None and proxy.endswith(mv.PROXY_SUFFIX)
-    frames, metadata, kwargs = as_the_chat_model_reads(str(long_ish_video), model)
-    proxy_frames, proxy_metadata, proxy_kwargs = as_the_chat_model_reads(proxy, model)
+    frames, metadata, kwargs = qwen_reads(str(long_ish_video), reading, 1350)
+    proxy_frames, proxy_metadata, proxy_kwargs = qwen_reads(proxy, reading, 1350)
     assert frames.shape == proxy_frames.shape and np.array_equal(frames, proxy_frames), case
     assert proxy_metadata == metadata and proxy_kwargs == kwargs, (proxy_metadata, metadata)
     assert metadata["total_num_frames"] == 1350 and metadata["fps"] == 30.0
@@ -161,8 +140,8 @@ def test_timed_proxy_keeps_a_fractional_rate(kind, tmp_path, monkeypatch):
     assert proxy is not None
     original, via_proxy = decord.VideoReader(str(source)), decord.VideoReader(proxy)
     assert (len(via_proxy), via_proxy.get_avg_fps()) == (len(original), original.get_avg_fps())
-    frames, metadata, _ = as_the_chat_model_reads(str(source), model)
-    proxy_frames, proxy_metadata, _ = as_the_chat_model_reads(proxy, model)
+    frames, metadata, _ = qwen_reads(str(source), mv.reading_of(model), len(original))
+    proxy_frames, proxy_metadata, _ = qwen_reads(proxy, mv.reading_of(model), len(original))
     assert proxy_metadata == metadata and np.array_equal(frames, proxy_frames)
     # A proxy whose container would declare another rate is never used (and never left in the cache).
     monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "other"))
@@ -434,3 +413,99 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_
     assert written[0] == ("MainThread", "doc3"), written  # the model's first document, in the foreground
     background = [name for thread, name in written if thread == "lmms-vr-decode-ahead"]
     assert background and background == sorted(background, reverse=True), written  # ahead, in the model's order
+
+
+_VERSION_GUARD = r"""
+import importlib.metadata, logging, sys
+real, fake = importlib.metadata.version, dict(arg.split("=") for arg in sys.argv[2:])
+importlib.metadata.version = lambda name: fake.get(name) or real(name)  # what this process reports as installed
+logging.basicConfig(level=logging.INFO, format="LOG %(message)s")
+from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
+from lmms_video_reasoning.utils import model_video as mv
+
+class Stub(Qwen2_VL):
+    def __init__(self):  # lmms-eval's defaults, no checkpoint
+        self.max_num_frames, self.max_pixels, self.min_pixels, self.batch_size_per_gpu = 32, 602112, 3136, 1
+
+    def generate_until(self, requests):  # two questions on the same video
+        return [mv.video_for_model(sys.argv[1]) for _ in range(2)]
+
+print("RESULT", *Stub().generate_until([]))
+"""
+
+
+@pytest.mark.parametrize("installed", [None, "lmms-eval=0.7.4", "qwen-vl-utils=0.0.15"])
+def test_fast_path_is_off_on_unverified_versions(installed, tmp_path):
+    """The readings are facts about lmms-eval 0.7.3 + qwen-vl-utils 0.0.14: another reported
+    version hands the model the original path, says so in one log line, and the exit report counts it."""
+    source = syn.write_video(tmp_path / "clip.mp4", 3, fps=10, width=64, height=48)
+    env = {**os.environ, mv.CACHE_DIR_ENV: str(tmp_path / "proxies")}
+    env.pop(mv.INPUT_ENV, None)
+    done = subprocess.run([sys.executable, "-c", _VERSION_GUARD, str(source), *([installed] if installed else [])],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = done.stdout.split("RESULT", 1)[1].split()
+    guard_lines = [line for line in done.stderr.splitlines() if "video proxies are off for qwen2_vl" in line]
+    if installed is None:
+        assert all(r.endswith(mv.PROXY_SUFFIX) for r in results) and len(results) == 2, results
+        assert not guard_lines, guard_lines
+        return
+    name, version = installed.split("=")
+    assert results == [str(source)] * 2, results
+    assert len(guard_lines) == 1 and f"{name} {version}" in guard_lines[0], guard_lines  # once per model, naming the version
+    assert not (tmp_path / "proxies").exists()
+    assert "2 handed the original path (qwen2_vl: 2 on unverified package versions)" in done.stderr, done.stderr[-2000:]
+
+
+def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_reading(tmp_path, monkeypatch):
+    """qwen2_vl / qwen2_5_vl select frames of the batch's first video only, and chat qwen2_5_vl
+    probes only the first: batch size 1 is the known reading. llava_onevision's pyav reader
+    samples differently from its decord one. Such inputs get the path, counted at exit."""
+    import atexit
+
+    from lmms_eval.models.simple.llava_onevision import Llava_OneVision
+    from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
+
+    qwen = object.__new__(Qwen2_VL)
+    qwen.max_num_frames, qwen.max_pixels, qwen.min_pixels, qwen.batch_size_per_gpu = 32, 602112, 3136, 1
+    assert mv.reading_of(qwen) == mv.Reading("qwen2_vl", 32, 602112, 3136)
+    qwen.batch_size_per_gpu = 2
+    assert mv.reading_of(qwen) is None
+
+    class Batched(Qwen2_VL):
+        def __init__(self):  # lmms-eval's defaults, batch size 2, no checkpoint
+            self.max_num_frames, self.max_pixels, self.min_pixels, self.batch_size_per_gpu = 32, 602112, 3136, 2
+
+        def generate_until(self, requests):
+            return mv.video_for_model(requests[0])
+
+    source = syn.write_video(tmp_path / "clip.mp4", 2, fps=10, width=64, height=48)
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setattr(mv, "usage", mv._Usage())
+    assert Batched().generate_until([source]) == str(source)
+    assert list(mv.usage.paths) == [("qwen2_vl", "with settings the video alone does not decide (batch size, reader, subclass)")]
+    assert "1 handed the original path" in mv.usage.summary(1 << 30)
+    atexit.unregister(mv.usage.report)  # this test's counts are not the test process's to report
+    llava = object.__new__(Llava_OneVision)
+    llava.max_frames_num, llava.video_decode_backend = 16, "decord"
+    assert mv.reading_of(llava) == mv.Reading("llava_onevision", 16)
+    llava.video_decode_backend = "pyav"
+    assert mv.reading_of(llava) is None
+
+
+@pytest.mark.parametrize("backend", ["torchcodec", "torchvision"])
+def test_another_qwen_vl_utils_reader_gets_the_path(backend, tmp_path, monkeypatch):
+    """qwen_vl_utils prefers torchcodec when installed (or FORCE_QWENVL_VIDEO_READER): its frame
+    count and rate come from elsewhere, so the readings (proven with decord) do not apply."""
+    from qwen_vl_utils import vision_process
+
+    source = syn.write_video(tmp_path / "clip.mp4", 3, fps=10, width=64, height=48)
+    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setattr(mv, "usage", mv._Usage())
+    assert as_qwen2_vl(lambda: mv.video_for_model(source)).endswith(mv.PROXY_SUFFIX)  # decord: a proxy
+    monkeypatch.setattr(vision_process, "get_video_reader_backend", lambda: backend)
+    assert as_qwen2_vl(lambda: mv.video_for_model(source)) == str(source)
+    assert mv.usage.paths == {("qwen2_vl", "with a qwen-vl-utils video reader other than decord"): 1}
+    import atexit
+
+    atexit.unregister(mv.usage.report)  # this test's counts are not the test process's to report

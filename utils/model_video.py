@@ -2,7 +2,7 @@
 
 lmms-eval's simple video models take only a path and decode it themselves. `qwen2_vl` (and
 the simple `qwen2_5_vl`) hand it to `qwen_vl_utils.fetch_video`, which decodes the video at
-2 fps up to 768 frames and resizes them all, after which the model keeps 32 of them; on a
+2 fps up to 768 frames and resizes them all, after which the model keeps (at most) 32 of them; on a
 20-minute 720p file that is tens of seconds and ~17 GB per sample. This module computes, from
 the container, the frames that path would end with (the composed indices), decodes only
 those with `utils.video.read_frames`, applies the same resize, and writes them into a small
@@ -14,12 +14,24 @@ their processor gets `video_metadata`, i.e. fps and frame indices) get a *timed*
 source's frame count and rate, their frames at their own indices, a tiny placeholder
 elsewhere, so the reader reports the same metadata (``plan_timed_proxy``).
 
+What is covered: the readings in ``_KNOWN`` on lmms-eval 0.7.3 with qwen-vl-utils 0.0.14
+(``VERIFIED_VERSIONS``), proven by running lmms-eval's own classes on the path and on the proxy
+(tests/test_model_equivalence.py). On other versions, and for settings or files whose frames the
+container cannot decide, the model gets the original path (counted in the exit report).
+
 Public interface
 ----------------
 - ``INPUT_ENV`` (``LMMS_VR_VIDEO_INPUT``): ``fast`` (default) or ``path``: ``path`` restores
   plain video paths everywhere (the one switch back).
 - ``Reading``: how a known lmms-eval model reads a video path (model name, frame budget,
-  pixel limits); ``reading_of(model)`` for an lmms-eval model instance (None if unknown).
+  pixel limits); ``reading_of(model)`` for an lmms-eval model instance (None if unknown, or a
+  batch size above 1 where the model's selection looks at the batch's first video only, or
+  llava_onevision's pyav reader).
+- ``VERIFIED_VERSIONS`` / ``version_verified(model)``: the package versions the readings were
+  proven on; any other installed version turns the fast path off for that model (one log line).
+- ``takes_as_video(model, path)``: whether the model's own code reads ``path`` as a video (by
+  its extension); if not, it gets the path. ``qwen_reader_verified(model)``: qwen_vl_utils
+  reads with decord (the reader the readings were proven with); if not, the path.
 - ``model_frames(reading, total, fps, width, height) -> ModelFrames(indices, size)``: the
   presentation indices and the frame size the model's own path ends with.
 - ``video_for_model(path, *, frames=None, size=None, on_broken=None) -> str``: what a
@@ -29,7 +41,8 @@ Public interface
   function, whose error names the fix) or MediaError; this decode is the broken-file check.
 - ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``.
 - ``usage``: this process's proxies made / reused / made again after eviction, logged at exit
-  with the ``LMMS_VR_PROXY_CACHE_MB`` that would have kept every one (``usage.summary``).
+  with the ``LMMS_VR_PROXY_CACHE_MB`` that would have kept every one, and the inputs a known
+  model got as the original path, by reason (``usage.summary``).
 - ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
   multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock).
 - Decode-ahead: while the model works on one document, the next ``LMMS_VR_DECODE_AHEAD``
@@ -123,19 +136,90 @@ _KNOWN = {
 }
 
 
+# The readings above are facts about these releases' code (checked by
+# tests/test_model_equivalence.py, which runs the models' own generate_until on a grid of
+# videos). Any other installed version: the model gets the original path until that harness
+# has passed on it and the version is added here.
+VERIFIED_VERSIONS = {"lmms-eval": ("0.7.3",), "qwen-vl-utils": ("0.0.14",)}
+
+
+def _packages_of(model: str) -> tuple[str, ...]:
+    """The distributions whose code decides what ``model`` reads (llava_onevision: decord directly)."""
+    return ("lmms-eval",) if model == "llava_onevision" else ("lmms-eval", "qwen-vl-utils")
+
+
+def unverified_versions(model: str) -> list[str]:
+    """``name version`` of each installed package ``model``'s reading was not verified on (empty: verified)."""
+    from importlib import metadata
+
+    found = []
+    for package in _packages_of(model):
+        try:
+            version = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            version = "absent"
+        if version not in VERIFIED_VERSIONS[package]:
+            found.append(f"{package} {version}")
+    return found
+
+
+_version_warned: set[str] = set()
+
+
+def version_verified(model: str) -> bool:
+    """Whether the fast path may serve ``model`` on the installed versions; logs once per model
+    (one line) when it may not."""
+    unverified = unverified_versions(model)
+    if unverified and model not in _version_warned:
+        _version_warned.add(model)
+        verified = " + ".join(f"{name} {'/'.join(VERIFIED_VERSIONS[name])}" for name in _packages_of(model))
+        logger.warning("video proxies are off for %s: installed %s, its frame selection was verified on %s only; "
+                       "it reads the original video paths (run tests/test_model_equivalence.py on this version, then "
+                       "add it to VERIFIED_VERSIONS in utils/model_video.py)", model, ", ".join(unverified), verified)
+    return not unverified
+
+
+def qwen_reader_verified(model: str) -> bool:
+    """Whether qwen_vl_utils reads videos with decord here, the reader the readings were proven
+    with (it prefers torchcodec when installed, or FORCE_QWENVL_VIDEO_READER; their frame counts
+    and rates come from elsewhere). llava_onevision calls decord itself."""
+    if model == "llava_onevision":
+        return True
+    from qwen_vl_utils import vision_process
+
+    return vision_process.get_video_reader_backend() == "decord"
+
+
 def _optional_int(value) -> int | None:
     return None if value is None else int(value)
 
 
-def reading_of(model) -> Reading | None:
-    """The ``Reading`` of an lmms-eval model instance, or None (a model we do not know)."""
+# Readings whose probe or frame selection looks only at the first video of a batch
+# (``video_inputs[0]`` / ``videos[0]`` in their generate_until): with a batch size above one
+# the other documents' frames depend on their batch-mates, so only batch size 1 is known.
+_FIRST_VIDEO_ONLY = ("qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_chat")
+
+
+def known_model(model) -> str | None:
+    """The ``_KNOWN`` name of ``model``'s class or nearest known base (None: a model we do not know)."""
     for cls in type(model).__mro__:
         name = _KNOWN.get(f"{cls.__module__}.{cls.__qualname__}")
-        if name is None:
-            continue
+        if name is not None:
+            return name
+    return None
+
+
+def reading_of(model) -> Reading | None:
+    """The ``Reading`` of an lmms-eval model instance, or None (a model, or settings, we do not know)."""
+    name = known_model(model)
+    if name is not None:
         if getattr(model, "is_simple", True) == (name in _CHAT_READINGS):
             return None  # a subclass that changed how it takes inputs: its reading is not one we know
+        if name in _FIRST_VIDEO_ONLY and int(getattr(model, "batch_size_per_gpu", 1)) != 1:
+            return None
         if name == "llava_onevision":
+            if getattr(model, "video_decode_backend", "decord") != "decord":
+                return None  # its "pyav" reader samples differently (lmms_eval.models.model_utils.load_video)
             return Reading(name, int(model.max_frames_num))
         if name in TIMED_READINGS:
             fps = getattr(model, "fps", None)
@@ -143,6 +227,22 @@ def reading_of(model) -> Reading | None:
                            None if fps is None else float(fps), _optional_int(getattr(model, "total_pixels", None)))
         return Reading(name, int(model.max_num_frames), int(model.max_pixels), int(model.min_pixels))
     return None
+
+
+def takes_as_video(model: str, path: str) -> bool:
+    """Whether ``model``'s own code treats the path ``path`` as a video (else it drops it, or
+    reads it as another medium, and a proxy, an ``.avi``, would be a video where the path was not)."""
+    if model in ("qwen2_vl", "qwen2_5_vl"):  # inline in their generate_until, case-sensitive
+        return path.endswith((".mp4", ".avi", ".mov"))
+    if model == "qwen3_vl":
+        from lmms_eval.models.simple.qwen3_vl import _is_video_path
+
+        return _is_video_path(path)
+    if model in _CHAT_READINGS:  # lmms-eval's default doc_to_messages types a path by its extension
+        from lmms_eval.api.task import ConfigurableMessagesTask
+
+        return ConfigurableMessagesTask._visual_to_content(path)["type"] == "video"
+    return True  # llava_onevision: any string is a video path
 
 
 @dataclass(frozen=True)
@@ -187,10 +287,11 @@ def _qwen_stage(reading: Reading, total: int, fps: float, height: int, width: in
     nframes = vp.smart_nframes(ele, total_frames=total, video_fps=fps)
     indices = torch.linspace(0, total - 1, nframes).round().long().tolist()
     factor = patch * vp.SPATIAL_MERGE_SIZE
-    min_pixels = ele.get("min_pixels") or vp.VIDEO_MIN_TOKEN_NUM * factor * factor
+    # fetch_video's arithmetic, key for key (a key set to None fails there, and so here: TypeError).
+    min_pixels = ele.get("min_pixels", vp.VIDEO_MIN_TOKEN_NUM * factor * factor)
     total_pixels = ele.get("total_pixels", vp.MODEL_SEQ_LEN * factor * factor * 0.9)
     max_pixels = max(min(vp.VIDEO_MAX_TOKEN_NUM * factor * factor, total_pixels / nframes * vp.FRAME_FACTOR), int(min_pixels * 1.05))
-    max_pixels = min(ele.get("max_pixels") or max_pixels, max_pixels)
+    max_pixels = min(ele.get("max_pixels", max_pixels), max_pixels)
     size = vp.smart_resize(height, width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
     return indices, size
 
@@ -201,8 +302,9 @@ def model_frames(reading: Reading, total: int, fps: float, width: int, height: i
 
     - ``qwen2_vl``: ``fetch_video`` indices ``round(linspace(0, total-1, n))`` with ``n`` from
       ``smart_nframes`` (2 fps, 4..768, even), resized as ``fetch_video`` does for ``n``
-      frames, then the model keeps ``linspace(0, n-1, max_num_frames, dtype=int)``.
-    - ``qwen2_5_vl`` (simple): the same decode; keeps ``unique(linspace(...))`` plus the last.
+      frames, then the model keeps ``unique(linspace(0, n-1, max_num_frames, dtype=int))``
+      (fewer than ``max_num_frames`` when ``n`` is smaller: a 2 s clip gives 4).
+    - ``qwen2_5_vl`` (simple): the same decode and ``unique(linspace(...))``, plus the last.
     - ``qwen2_5_vl_chat`` / ``qwen3_vl_chat`` / ``qwen3_vl``: ``fetch_video`` with the model's
       own kwargs (``nframes`` = its frame budget, or its ``fps``), all of them kept.
     - ``llava_onevision``: ``linspace(0, total-1, max_frames_num, dtype=int)``, native size.
@@ -215,11 +317,11 @@ def model_frames(reading: Reading, total: int, fps: float, width: int, height: i
     if reading.timed:
         return ModelFrames(tuple(decoded), size)
     n = len(decoded)
-    keep = np.linspace(0, n - 1, reading.max_frames, dtype=int)
-    if reading.model == "qwen2_5_vl":
-        keep = np.unique(keep)
-        if n - 1 not in keep:
-            keep = np.unique(np.append(keep, n - 1))
+    # Both simple classes drop repeats (a budget above n keeps each decoded frame once);
+    # qwen2_5_vl also appends the last decoded frame.
+    keep = np.unique(np.linspace(0, n - 1, reading.max_frames, dtype=int))
+    if reading.model == "qwen2_5_vl" and n - 1 not in keep:
+        keep = np.unique(np.append(keep, n - 1))
     return ModelFrames(tuple(decoded[int(k)] for k in keep), size)
 
 
@@ -491,7 +593,7 @@ def _layout_for(request: Request, info) -> tuple[list[int], tuple[int, int], Pro
     else:
         try:
             chosen = model_frames(request.reading, info.total_frames, info.fps, info.width, info.height)
-        except ValueError as exc:  # e.g. a frame budget larger than a short video: the model's own error
+        except (ValueError, TypeError) as exc:  # e.g. a frame budget larger than a short video: the model's own error
             logger.warning("%s cannot read this video as configured (%s)", request.reading.model, exc)
             return None
         targets, size = list(chosen.indices), chosen.size
@@ -515,7 +617,13 @@ class _Usage:
         self.made: dict[str, int] = {}  # proxy file name -> bytes (first making)
         self.made_again = 0
         self.reused = 0
+        self.paths: collections.Counter = collections.Counter()  # (model, reason) -> inputs handed the original path
         self.registered = False
+
+    def _register(self) -> None:  # under self.lock
+        if not self.registered:
+            self.registered = True
+            atexit.register(self.report)
 
     def record_made(self, target: Path) -> None:
         size = target.stat().st_size if target.exists() else 0
@@ -523,19 +631,26 @@ class _Usage:
             if target.name in self.made:
                 self.made_again += 1
             self.made.setdefault(target.name, size)
-            if not self.registered:
-                self.registered = True
-                atexit.register(self.report)
+            self._register()
 
     def record_reused(self) -> None:
         with self.lock:
             self.reused += 1
 
-    def summary(self, limit: int) -> str | None:
-        """One line for the log (None when nothing was made); names the setting when the bound
-        made the run decode a video twice."""
+    def record_path(self, model: str, reason: str) -> None:
+        """A known model's input handed over as the original path (no proxy), and why."""
+        if getattr(_context, "prefetching", False):
+            return  # a decode-ahead job: the document's own call counts it
         with self.lock:
-            if not self.made:
+            self.paths[(model, reason)] += 1
+            self._register()
+
+    def summary(self, limit: int) -> str | None:
+        """One line for the log (None when nothing was made or handed over); names the setting
+        when the bound made the run decode a video twice, and counts the inputs that went to a
+        known model as the original path, by reason."""
+        with self.lock:
+            if not self.made and not self.paths:
                 return None
             total = sum(self.made.values())
             line = (f"video proxies: {len(self.made)} made ({total / 2**20:.0f} MB), {self.reused} reused from the cache, "
@@ -543,6 +658,9 @@ class _Usage:
             if self.made_again:
                 line += (f"; to decode each video once, raise {CACHE_MB_ENV} to at least {math.ceil(total * 1.1 / 2**20)} "
                          "(this process's proxies plus 10%)")
+            if self.paths:
+                reasons = ", ".join(f"{model}: {count} {reason}" for (model, reason), count in sorted(self.paths.items()))
+                line += f"; {sum(self.paths.values())} handed the original path ({reasons})"
             return line
 
     def report(self) -> None:
@@ -582,6 +700,8 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             planned = _layout_for(request, info)
             if planned is None:
                 logger.warning("%s: no exact proxy layout for %s; handing the model the original path", path, request.reading)
+                if request.reading is not None:
+                    usage.record_path(request.reading.model, "without an exact proxy layout")
                 return None
             unique, size, layout = planned
             if request.frames is not None and request.size is not None:
@@ -602,6 +722,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             except _TimingMismatch:
                 logger.warning("%s: the proxy would not report the source's frame count and rate (%d at %s fps); "
                                "handing the model the original path", path, info.total_frames, info.fps)
+                usage.record_path(request.reading.model, "whose rate a proxy cannot declare")
                 return None
             result = str(target)
             usage.record_made(target)
@@ -820,7 +941,18 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
         return str(on_broken(path) if on_broken else path)
     inside, reading = calling_model()
     if not inside or (reading is None and frames is None):  # called outside a run, or by a model we do not know
+        frame = _model_frame(sys._getframe(1)) if inside else None
+        name = known_model(frame.f_locals["self"]) if frame is not None else None
+        if name is not None:  # a known model whose settings make its frames depend on more than the video
+            usage.record_path(name, "with settings the video alone does not decide (batch size, reader, subclass)")
         return str(on_broken(path) if on_broken else path)
+    if reading is not None and frames is None:
+        reason = ("on unverified package versions" if not version_verified(reading.model)
+                  else "with a qwen-vl-utils video reader other than decord" if not qwen_reader_verified(reading.model)
+                  else None if takes_as_video(reading.model, str(path)) else "not read as a video by the model (file extension)")
+        if reason is not None:
+            usage.record_path(reading.model, reason)
+            return str(on_broken(path) if on_broken else path)
     try:
         if callable(frames):
             from lmms_video_reasoning.utils.video import probe

@@ -243,6 +243,7 @@ def write_video(
     preset: str = "ultrafast",
     faststart: bool = False,
     open_gop: bool = False,
+    pix_fmt: str = "yuv420p",
 ) -> Path:
     """Render ``shapes`` over ``duration`` seconds and encode a deterministic H.264 MP4.
 
@@ -254,15 +255,15 @@ def write_video(
     write each frame's index as a binary code in the top-left corner (``read_index_stamp``).
     ``faststart``: put the index (moov) before the media data, as web-ready files do.
     ``open_gop``: x264 open GOPs (non-IDR keyframes; B-frames before a keyframe in display
-    order may reference the previous group).
+    order may reference the previous group). ``pix_fmt``: ``yuv444p`` allows odd sizes (x264 High 4:4:4).
     """
     import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
 
     path = Path(path)
     if path.exists() and not overwrite:
         return path
-    if width % 2 or height % 2:
-        raise ValueError(f"width and height must be even for yuv420p, got {width}x{height}")
+    if pix_fmt == "yuv420p" and (width % 2 or height % 2):
+        raise ValueError(f"width and height must be even for yuv420p (pix_fmt='yuv444p' takes odd ones), got {width}x{height}")
     path.parent.mkdir(parents=True, exist_ok=True)
     times = frame_times(duration, fps, vfr)
     bg = np.array(_background(background), dtype=np.uint8)
@@ -274,7 +275,7 @@ def write_video(
         options = {"movflags": "faststart"} if faststart else {}
         with av.open(str(tmp), mode="w", format="mp4", options=options) as container:
             stream = container.add_stream("libx264", rate=rate)
-            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
             stream.codec_context.time_base = time_base
             stream.codec_context.gop_size = gop
             x264_params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
