@@ -223,8 +223,7 @@ def judge_failed_count(outcomes: Sequence[Outcome]) -> float:
 
 
 def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score;
-    `oe_acc` also when more judgments failed than the failure share allows, `judges.failure_share`)."""
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
     long_acc = scoring.percent_mean(_values(outcomes, "long"))
     clue_acc = scoring.percent_mean(_values(outcomes, "clue"))
     ious = _values(outcomes, "grounding")
@@ -242,7 +241,18 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "model_failed": sum(o.model_failed for o in outcomes),
         "reasoning_truncated": sum(o.reasoning_truncated for o in outcomes),
     }
-    return failure_share.withhold(metrics, ("oe_acc",), metrics["judge_failed"], sum(o.mode == "open" for o in outcomes))
+    return metrics
+
+
+def task_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
+    judgments failed than the failure share allows (`judges.failure_share`; decided on the whole
+    task, never per breakdown group)."""
+    return failure_share.withhold(metrics_of(outcomes), ("oe_acc",), judge_failed_count(outcomes), open_count(outcomes))
+
+
+def open_count(outcomes: Sequence[Outcome]) -> int:
+    return sum(o.mode == "open" for o in outcomes)
 
 
 def _present(metrics: dict[str, float]) -> dict[str, float]:
@@ -282,7 +292,7 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         settings = Settings(**settings)
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
-    scores = metrics_of(outcomes)
+    scores = task_metrics(outcomes)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
     scores["subtitles_unusable"] = len(unusable_srt)
@@ -295,9 +305,9 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
                        "were asked without subtitles", len(unusable_srt), unusable_srt[0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
-    opened = sum(o.mode == "open" for o in outcomes)
-    if failure_share.too_many_failed(scores["judge_failed"], opened):
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened))
+    withheld = failure_share.too_many_failed(scores["judge_failed"], open_count(outcomes))
+    if withheld:
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes)))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
@@ -312,4 +322,8 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         "subtitles_missing": missing_srt,
         **breakdown(outcomes),
     }
+    if withheld:  # the task's decision holds for its breakdowns too
+        for groups in (scores["breakdown"].get(name, {}) for name in ("duration", "domain", "kind")):
+            for group in groups.values():
+                group.pop("oe_acc", None)
     return scores

@@ -10,7 +10,7 @@ from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
 
 
 class CgBenchScoring(ScoringAdapter):
-    """CG-Bench: `cg_bench.aggregate.score_records`; outcomes from `read_outcomes`, metrics from `metrics_of`.
+    """CG-Bench: `cg_bench.aggregate.score_records`; outcomes from `read_outcomes`, metrics from `task_metrics`.
 
     Records of several CG-Bench tasks of one run may be scored together: long + clue +
     grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
@@ -40,9 +40,9 @@ class CgBenchScoring(ScoringAdapter):
         return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings, judge)]
 
     def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import Outcome, metrics_of
+        from lmms_video_reasoning.cg_bench.aggregate import Outcome, task_metrics
 
-        return metrics_of([Outcome(**outcome) for outcome in outcomes])
+        return task_metrics([Outcome(**outcome) for outcome in outcomes])
 
     def breakdown(self, outcomes: Sequence[dict]) -> dict:
         """Metrics by duration bucket, domain and question kind (`cg_bench.aggregate.breakdown`)."""

@@ -14,9 +14,11 @@ function of counts, so `lmms-vr score`, the report's bootstrap and lmms-eval's t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from typing import Iterable, Mapping
+import threading
+from typing import Iterable, Iterator, Mapping
 
 FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
 DEFAULT_FAILED_SHARE = 0.05
@@ -36,9 +38,26 @@ def failed_share_limit(env: Mapping[str, str] | None = None) -> float:
     return value
 
 
+_resampling = threading.local()
+
+
+@contextlib.contextmanager
+def decided_on_the_whole_run() -> Iterator[None]:
+    """Inside a bootstrap: the rule is the whole run's decision, not each resample's (a resample
+    drawing one failed sample twice must not cross the share). A run over the share has NaN
+    point values and so no interval; under it, no resample withholds anything."""
+    previous = getattr(_resampling, "active", False)
+    _resampling.active = True
+    try:
+        yield
+    finally:
+        _resampling.active = previous
+
+
 def too_many_failed(failed: float, judged: int, limit: float | None = None) -> bool:
-    """True when `failed` of `judged` judgments exceed the share (never for nothing judged)."""
-    if judged <= 0 or not isinstance(failed, (int, float)) or math.isnan(failed) or failed <= 0:
+    """True when `failed` of `judged` judgments exceed the share (never for nothing judged, nor
+    inside `decided_on_the_whole_run`)."""
+    if getattr(_resampling, "active", False) or judged <= 0 or not isinstance(failed, (int, float)) or math.isnan(failed) or failed <= 0:
         return False
     return failed / judged > (failed_share_limit() if limit is None else limit)
 

@@ -181,6 +181,7 @@ def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, 
 
 def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
     """A recall reply that never parses: re-asked twice, then recorded as judge_failed."""
+    monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", "0.5")  # 2 of 22 failed: the counting under the share
     broken_question = docs[10]["question"]
 
     def responder(body):

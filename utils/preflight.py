@@ -6,7 +6,8 @@ when lmms-eval loads the task's documents (its `process_docs` hook), once per pr
 
 - the output folder (`--output_path`) can be written;
 - the data root holds every file the task needs and each video decodes (the checks of
-  `lmms-vr prepare --verify-only`, with the tasks' own resolvers; tasks without visuals skip it);
+  `lmms-vr prepare --verify-only`, with the tasks' own resolvers; skipped for tasks without
+  visuals and for the replay model, which reads no video);
 - the judge, for tasks that need one: the configuration is valid, the endpoint answers, the
   key is accepted and the model is one the endpoint serves. Not checked with `--predict_only`
   (judge later). With no judge configured the run goes on and says, before generating, that
@@ -41,6 +42,9 @@ from lmms_video_reasoning.utils.data import DataError, DataSource
 log = logging.getLogger("lmms_video_reasoning.preflight")
 
 PREFLIGHT_ENV = "LMMS_VR_PREFLIGHT"
+# Models that never read a video: this suite's replay model scores predictions made elsewhere,
+# where the videos may not be (README, "Predictions from another stack").
+MODELS_WITHOUT_MEDIA = ("vr_replay",)
 PROBE_TIMEOUT_S = 10.0
 _OFF = ("0", "off", "false", "no")
 
@@ -104,7 +108,7 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
     except DataError as error:  # annotations missing or broken: say it once, now
         raise PreflightFailed(str(error)) from None
     _once(("output", cli_option("--output_path")), check_output_folder)
-    if media is not None:
+    if media is not None and cli_option("--model") not in MODELS_WITHOUT_MEDIA:
         _once(("media", benchmark, media.key), lambda: check_media(media))
     if judge is not None and not predict_only():
         _once(("judge", judge), lambda: check_judge(judge))

@@ -455,11 +455,14 @@ def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[f
 
 
 def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
+    from lmms_video_reasoning.judges import failure_share
+
     values: dict[str, list[float]] = {}
-    for _ in range(n):
-        for name, value in compute(draw()).items():
-            if isinstance(value, (int, float)):
-                values.setdefault(name, []).append(float(value))
+    with failure_share.decided_on_the_whole_run():  # the failure share is the run's decision
+        for _ in range(n):
+            for name, value in compute(draw()).items():
+                if isinstance(value, (int, float)):
+                    values.setdefault(name, []).append(float(value))
     return values
 
 

@@ -120,8 +120,11 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
         return {}
     sampled = report.Sampled(benchmark, records, list(outcomes), settings)
     values = report.bootstrap_values(sampled, resamples, seed)
+    whole = sampled.metrics()
     stderrs = {}
     for metric in headline_metrics(benchmark):
+        if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
+            continue  # not computed (e.g. past the judge failure share): no standard error either
         finite = [v for v in values.get(metric, []) if not math.isnan(v)]
         if len(finite) >= max(2, resamples // 2):  # as the report: undefined when most resamples are
             stderrs[metric] = float(np.std(finite, ddof=1))
