@@ -37,9 +37,12 @@ JUDGED = {"vcr_cot": "accuracy", "vr_bench": "process_score", "cg_bench_open": "
 KEY = "sk-outage-SECRETKEY-0123456789"
 
 
-def lmms_eval(sample_dir: Path, output: Path, env: dict, tasks=TASKS, extra=()) -> tuple[subprocess.CompletedProcess, float]:
-    cmd = [sys.executable, "-m", "lmms_eval", "--tasks", ",".join(tasks), "--model", "vr_replay",
-           "--model_args", f"predictions={sample_dir / 'predictions.jsonl'}", "--output_path", str(output), *extra]
+def lmms_eval(sample_dir: Path, output: Path, env: dict, tasks=TASKS, extra=(), model: tuple[str, str] | None = None
+              ) -> tuple[subprocess.CompletedProcess, float]:
+    """`python -m lmms_eval` with the replay model (or `model`: (name, model_args))."""
+    name, args = model or ("vr_replay", f"predictions={sample_dir / 'predictions.jsonl'}")
+    cmd = [sys.executable, "-m", "lmms_eval", "--tasks", ",".join(tasks), "--model", name,
+           "--model_args", args, "--output_path", str(output), *extra]
     full = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}
     started = time.monotonic()
     proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=600)
@@ -199,8 +202,17 @@ def test_predict_only_needs_no_judge(tmp_path, sample_dir, sample_env):
     assert samples_files(tmp_path / "runs", "vcr_cot")
 
 
+@pytest.fixture(scope="module")
+def tiny_qwen2_vl(tmp_path_factory) -> Path:
+    from tiny_models import build_qwen2_vl
+
+    return build_qwen2_vl(tmp_path_factory.mktemp("tiny_qwen2_vl"))
+
+
 @pytest.mark.parametrize("problem", ["missing_video", "corrupt_video", "unwritable_output"])
-def test_preflight_stops_a_run_whose_data_or_output_cannot_work(tmp_path, sample_dir, sample_env, problem):
+def test_preflight_stops_a_run_whose_data_or_output_cannot_work(tmp_path, sample_dir, sample_env, tiny_qwen2_vl, problem):
+    """lmms-eval's own qwen2_vl (a tiny offline checkpoint) would read these videos: the run stops
+    before its first document. (The replay model reads no video, so its runs skip this check.)"""
     root = tmp_path / "vcr_root"
     shutil.copytree(sample_env["VCR_BENCH_ROOT"], root)
     videos = sorted(root.rglob("*.mp4"))
@@ -217,5 +229,17 @@ def test_preflight_stops_a_run_whose_data_or_output_cannot_work(tmp_path, sample
     env = {**sample_env, "VCR_BENCH_ROOT": str(root), "LMMS_VR_JUDGE_CACHE": "off"}
     for name in ("OPENAI_API_KEY", "LMMS_VR_JUDGE_BASE_URL"):
         env.pop(name, None)
-    proc, seconds = lmms_eval(sample_dir, output, env, tasks=("vcr_cot",), extra=["--log_samples"])
+    model = ("qwen2_vl", f"pretrained={tiny_qwen2_vl},device=cpu,device_map=cpu")
+    proc, seconds = lmms_eval(sample_dir, output, env, tasks=("vcr_cot",), extra=["--log_samples"], model=model)
     check_stopped_before_generation(proc, seconds, output if output.is_dir() else tmp_path / "none", needle)
+
+
+def test_the_replay_model_needs_no_videos(tmp_path, sample_dir, sample_env):
+    """Predictions made elsewhere are scored where the videos are not: no media check."""
+    root = tmp_path / "vcr_root"
+    shutil.copytree(sample_env["VCR_BENCH_ROOT"], root)
+    for video in root.rglob("*.mp4"):
+        video.unlink()
+    env = {**sample_env, "VCR_BENCH_ROOT": str(root), "LMMS_VR_JUDGE_CACHE": "off", "VCR_BENCH_VISUAL_MODE": "video"}
+    proc, _seconds = lmms_eval(sample_dir, tmp_path / "runs", env, tasks=("vcr_cot",), extra=["--log_samples"])
+    assert proc.returncode == 0 and "cannot start" not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
