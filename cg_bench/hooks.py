@@ -26,7 +26,7 @@ import json
 import logging
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench import data, inputs, prompts
+from lmms_video_reasoning.cg_bench import data, inputs, judging, prompts  # noqa: F401 - judging declares the judge (preflight)
 from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_records / make_record: `lmms-vr score`
     METRICS,
     Settings,
@@ -218,7 +218,6 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
     """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
     if run is None:
         return
-    from lmms_video_reasoning.cg_bench import judging  # noqa: F401 - declares the judge
     from lmms_video_reasoning.judges.engine import get_judge
 
     judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None

@@ -83,7 +83,7 @@ def _declare_from_registry(benchmark: str | None = None) -> None:
         return
     try:
         packages = [registry.get(benchmark).package] if benchmark else [b.package for b in registry.benchmarks()]
-    except ValueError:
+    except (ValueError, ImportError):  # unknown, or a copy of the registry whose benchmarks are elsewhere
         return
     for package in packages:
         try:

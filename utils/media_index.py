@@ -171,3 +171,41 @@ class MediaKind:
     @property
     def unusable_is_error(self) -> bool:
         return self.required if self.unusable_fails is None else self.unusable_fails
+
+
+# --- verification: what `lmms-vr prepare --verify-only` and the run's preflight check ----------
+
+
+@dataclass
+class KindReport:
+    kind: MediaKind
+    present: int = 0
+    missing: list[str] = field(default_factory=list)  # "label (reason)"
+    unusable: list[str] = field(default_factory=list)
+
+    @property
+    def fails(self) -> bool:
+        return bool((self.kind.required and self.missing) or (self.kind.unusable_is_error and self.unusable))
+
+
+def verify(kinds: list[MediaKind]) -> list[KindReport]:
+    """Resolve and check every item of every kind, exactly as the tasks will."""
+    reports = []
+    for kind in kinds:
+        report = KindReport(kind)
+        for label, resolve in kind.items.items():
+            try:
+                path = resolve()
+            except MediaError as exc:
+                report.missing.append(f"{label} ({exc})")
+                continue
+            if path is None:
+                report.missing.append(label)
+                continue
+            problem = kind.problem(path)
+            if problem:
+                report.unusable.append(f"{path} ({problem})")
+            else:
+                report.present += 1
+        reports.append(report)
+    return reports

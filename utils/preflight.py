@@ -143,12 +143,12 @@ def check_output_folder() -> str | None:
 
 def check_media(media: "MediaCheck") -> str | None:
     """Every required file present and decodable, as `lmms-vr prepare --verify-only` checks it."""
-    from lmms_video_reasoning.utils import prepare
+    from lmms_video_reasoning.utils import media_index  # not `prepare`: the upstream export has no registry
 
     started = time.monotonic()
     kinds = media.kinds()
     with ThreadPoolExecutor(max_workers=8) as pool:  # decoding a first frame releases the GIL
-        reports = list(pool.map(lambda kind: prepare.verify([kind])[0], kinds))
+        reports = list(pool.map(lambda kind: media_index.verify([kind])[0], kinds))
     failing = [report for report in reports if report.fails]
     checked = sum(len(kind.items) for kind in kinds)
     log.info("%s: %d media files checked in %.1f s", media.source.benchmark, checked, time.monotonic() - started)

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lmms_video_reasoning.utils import archives, media_index, registry
-from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource, MediaError
+from lmms_video_reasoning.utils.media_index import KindReport, verify  # noqa: F401 - `prepare.verify` as before
+from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource
 
 STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
@@ -241,41 +242,6 @@ def _mark_deleted(root: Path, label: str) -> None:
 
 
 # --- verification ---------------------------------------------------------------------
-
-@dataclass
-class KindReport:
-    kind: media_index.MediaKind
-    present: int = 0
-    missing: list[str] = field(default_factory=list)  # "label (reason)"
-    unusable: list[str] = field(default_factory=list)
-
-    @property
-    def fails(self) -> bool:
-        return bool((self.kind.required and self.missing) or (self.kind.unusable_is_error and self.unusable))
-
-
-def verify(kinds: list[media_index.MediaKind]) -> list[KindReport]:
-    """Resolve and check every item of every kind, exactly as the tasks will."""
-    reports = []
-    for kind in kinds:
-        report = KindReport(kind)
-        for label, resolve in kind.items.items():
-            try:
-                path = resolve()
-            except MediaError as exc:
-                report.missing.append(f"{label} ({exc})")
-                continue
-            if path is None:
-                report.missing.append(label)
-                continue
-            problem = kind.problem(path)
-            if problem:
-                report.unusable.append(f"{path} ({problem})")
-            else:
-                report.present += 1
-        reports.append(report)
-    return reports
-
 
 def declared_subset(root: Path) -> str:
     """Why `root` holds part of a release on purpose (its `SUBSET_MARKER`), or ""."""

@@ -44,7 +44,6 @@ import importlib
 import json
 import logging
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
