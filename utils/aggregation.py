@@ -100,8 +100,7 @@ class ScoreOnce:
                 except Exception as error:  # noqa: BLE001 - e.g. a full disk: the metrics still count
                     log.error("%s: could not write the judge accounting beside the results (%s: %s)",
                               _task_label(), type(error).__name__, error)
-            value = scores[metric]
-            return value
+            return scores[metric]
 
         aggregate.__name__ = f"aggregate_{metric}"
         return aggregate

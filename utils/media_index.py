@@ -188,24 +188,31 @@ class KindReport:
         return bool((self.kind.required and self.missing) or (self.kind.unusable_is_error and self.unusable))
 
 
-def verify(kinds: list[MediaKind]) -> list[KindReport]:
-    """Resolve and check every item of every kind, exactly as the tasks will."""
+def verify(kinds: list[MediaKind], workers: int = 8) -> list[KindReport]:
+    """Resolve and check every item of every kind, exactly as the tasks will. Resolving is an
+    index look-up; the checks (decoding a first frame, which releases the GIL) run on `workers`
+    threads, so a root of a thousand videos is checked in seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
     reports = []
-    for kind in kinds:
-        report = KindReport(kind)
-        for label, resolve in kind.items.items():
-            try:
-                path = resolve()
-            except MediaError as exc:
-                report.missing.append(f"{label} ({exc})")
-                continue
-            if path is None:
-                report.missing.append(label)
-                continue
-            problem = kind.problem(path)
-            if problem:
-                report.unusable.append(f"{path} ({problem})")
-            else:
-                report.present += 1
-        reports.append(report)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for kind in kinds:
+            report = KindReport(kind)
+            found = []
+            for label, resolve in kind.items.items():
+                try:
+                    path = resolve()
+                except MediaError as exc:
+                    report.missing.append(f"{label} ({exc})")
+                    continue
+                if path is None:
+                    report.missing.append(label)
+                else:
+                    found.append(path)
+            for path, problem in zip(found, pool.map(kind.problem, found)):
+                if problem:
+                    report.unusable.append(f"{path} ({problem})")
+                else:
+                    report.present += 1
+            reports.append(report)
     return reports
