@@ -227,7 +227,7 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
     long_acc = scoring.percent_mean(_values(outcomes, "long"))
     clue_acc = scoring.percent_mean(_values(outcomes, "clue"))
     ious = _values(outcomes, "grounding")
-    metrics = {
+    return {
         "long_acc": long_acc,
         "clue_acc": clue_acc,
         "miou": scoring.percent_mean(ious),
@@ -241,7 +241,6 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "model_failed": sum(o.model_failed for o in outcomes),
         "reasoning_truncated": sum(o.reasoning_truncated for o in outcomes),
     }
-    return metrics
 
 
 def task_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:

@@ -61,12 +61,29 @@ class ScoreOnce:
         self._results: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, records: Records) -> dict[str, Any]:
+    def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
+        """The scores of `records`, scored once per content (see `_scored`)."""
+        return self._scored(records, run)[0]
+
+    def _scored(self, records: Records, run: "RunFiles | None") -> tuple[dict[str, Any], bool]:
+        """(scores, whether this call scored them). The first call for some content saves the
+        records beside `run`'s output, then scores them; an error gives `ScoringFailed` (every
+        metric NaN) and one log line naming the cause and the records file, never an exception."""
         key = records_key(records)
         with self._lock:
-            if key not in self._results:
+            if key in self._results:
+                return self._results[key], False
+            saved = save_records(records, run)
+            try:
                 self._results[key] = self._score(records)
-            return self._results[key]
+            except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
+                self._results[key] = ScoringFailed(error)
+                log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
+                          "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
+                          _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",
+                          run.folder if run is not None else "<output_path>")
+                log.debug("scoring traceback", exc_info=True)
+            return self._results[key], True
 
     def aggregation(self, metric: str, after: AfterScoring | None = None) -> Callable[..., Any]:
         """The lmms-eval aggregation function of one metric (what a task YAML points at).
@@ -79,21 +96,7 @@ class ScoreOnce:
 
         def aggregate(records: Records, args: Any = None) -> Any:
             run = _safe_run_files(args)
-            key = records_key(records)
-            with self._lock:
-                first = key not in self._results
-                if first:
-                    saved = save_records(records, run)
-                    try:
-                        self._results[key] = self._score(records)
-                    except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
-                        self._results[key] = ScoringFailed(error)
-                        log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
-                                  "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
-                                  _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",
-                                  run.folder if run is not None else "<output_path>")
-                        log.debug("scoring traceback", exc_info=True)
-                scores = self._results[key]
+            scores, first = self._scored(records, run)
             if first and after is not None and not isinstance(scores, ScoringFailed):
                 try:
                     after(scores, run)

@@ -219,9 +219,9 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
                 "reasoning_truncated": count_truncated(records)}
     outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
     judge.log_summary()
-    metrics = metrics_from_outcomes(records, outcomes, settings)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged_count(records)):
-        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged_count(records)))
+    metrics, judged = metrics_from_outcomes(records, outcomes, settings), judged_count(records)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged):
+        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged))
     return metrics
 
 
