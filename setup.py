@@ -2,7 +2,7 @@
 
 A .pth file is the only way to run code when lmms-eval's `tasks`, `power` and `serve`
 subcommands start (they never load the `lmms_eval.models` entry points); it imports
-`lmms_video_reasoning.utils.lmms_autoload`, which only adds a post-import hook.
+`lmms_video_reasoning.utils.lmms.autoload`, which only adds a post-import hook.
 """
 
 from pathlib import Path

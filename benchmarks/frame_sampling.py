@@ -7,7 +7,7 @@ times, side by side and each in a fresh subprocess (so peak memory is per method
 - ``decord``: ``VideoReader(path).get_batch(indices)`` (default threads, what lmms-eval uses);
 - ``sequential``: a full PyAV decode keeping the target frames (the exactness reference;
   timed once per file for both N, it does not depend on N);
-- ``sampler``: ``lmms_video_reasoning.utils.video.read_frames`` (cold: frame-table scan
+- ``sampler``: ``lmms_video_reasoning.utils.media.video.read_frames`` (cold: frame-table scan
   included);
 - ``bound``: the keyframe-decode lower bound: one thread decoding, for every target, the
   packets from its preceding keyframe up to it (groups sharing a keyframe decoded once),
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 from lmms_video_reasoning.cg_bench import frames as cg_frames
-from lmms_video_reasoning.utils import synthetic as syn
-from lmms_video_reasoning.utils import video
+from lmms_video_reasoning.utils.media import synthetic as syn
+from lmms_video_reasoning.utils.media import video
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lmms_video_reasoning" / "frame_sampling"
 FRAME_COUNTS = (64, 128)

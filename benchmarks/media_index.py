@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from lmms_video_reasoning.cg_bench import data
-    from lmms_video_reasoning.utils import media_index
+    from lmms_video_reasoning.utils.data import media_index
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder) / "root"

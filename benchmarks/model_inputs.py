@@ -58,8 +58,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import frame_sampling as fs  # noqa: E402 - the generated benchmark videos
 
-from lmms_video_reasoning.utils import model_video as mv  # noqa: E402
-from lmms_video_reasoning.utils import synthetic as syn  # noqa: E402
+from lmms_video_reasoning.utils.lmms import model_video as mv  # noqa: E402
+from lmms_video_reasoning.utils.media import synthetic as syn  # noqa: E402
 
 FILES = ("long_720p_gop250", "textured_720p_bframes")
 # Short clips (generated here): the frame count is below the model's budget, the cases a fixed
@@ -184,7 +184,7 @@ def model_reads(model, path: str, mode: str) -> tuple[np.ndarray, dict]:
 
 def decode_floor(path: str) -> np.ndarray:
     """Only the decode of the frames qwen2_vl ends with (our sampler, cold): what any exact method must do."""
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     info = video.probe(path)
     chosen = mv.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height)
@@ -218,7 +218,7 @@ def run_case(case: str, path: str, cache: str, model) -> tuple[np.ndarray, dict]
 
 
 def worker(case: str, path: str, out: str, warmup: str, cache: str) -> None:
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     consumer, method = case.split(":")
     model = lmms_model(consumer, Path(warmup).parent / "checkpoints") if method != "floor" else None
@@ -250,7 +250,7 @@ def run_worker(case: str, path: Path, out: Path, warmup: Path, cache: Path) -> d
 def simulated_run(paths: list[Path], docs: int, model_seconds: float, ahead: int, cache: Path, checkpoints: Path) -> dict:
     """``docs`` documents through lmms-eval's own qwen2_vl ``generate_until`` (tiny checkpoint;
     the forward pass is ``model_seconds`` of sleep), our hook giving each its proxy."""
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     cache.parent.mkdir(parents=True, exist_ok=True)
     os.environ[mv.CACHE_DIR_ENV] = str(cache)
@@ -338,7 +338,7 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
                         bench: today["time"] / ((ours["time"] + (q - 1) * ours["warm_s"]) / q) for bench, q in QUESTIONS_PER_VIDEO.items()
                     }
                 if consumer == "qwen2_vl":
-                    from lmms_video_reasoning.utils import video
+                    from lmms_video_reasoning.utils.media import video
 
                     info = video.probe(paths[name])
                     row["composed_indices"] = list(mv.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height).indices)

@@ -33,8 +33,8 @@ from typing import Iterable, Sequence
 
 from lmms_video_reasoning.cg_bench import inputs, scoring
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.data import require_fields
-from lmms_video_reasoning.utils.responses import (
+from lmms_video_reasoning.utils.core.roots import require_fields
+from lmms_video_reasoning.utils.lmms.responses import (
     failure_reason,
     final_answer,
     is_model_failure,

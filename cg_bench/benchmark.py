@@ -1,4 +1,4 @@
-"""CG-Bench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
+"""CG-Bench as the suite's shared code sees it (found through `utils/core/registry.py`): its scoring adapter for
 `lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
 (`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
@@ -6,7 +6,8 @@ import dataclasses
 from typing import Sequence
 
 from lmms_video_reasoning.cg_bench.report import report_spec
-from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
 
 
 class CgBenchScoring(ScoringAdapter):
@@ -34,7 +35,7 @@ class CgBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
 
-        judge = judge if judge is not None or not self.needs_judge(records) else self.judge()
+        judge = judge if judge is not None or not self.needs_judge(records) else get_judge(self.judge_name)
         if self.needs_judge(records) and judge is None:
             return None
         return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings, judge)]

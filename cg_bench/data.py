@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from lmms_video_reasoning.utils import media_index
-from lmms_video_reasoning.utils.data import (
+from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.core.roots import (
     DataError,
     DataSource,
     annotation_file,
@@ -185,7 +185,7 @@ def video_meta(video_uid: str) -> VideoMeta:
     table = video_meta_table()
     if video_uid in table:
         return table[video_uid]
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     info = video.probe(video_path(video_uid))
     # the official table's max_frame is the last frame's index (frame count - 1; e.g. JuBBIJ7adjM:
@@ -246,7 +246,7 @@ def subtitle_path(video_uid: str) -> Path | None:
 
 def subtitle_problem(path: Path) -> str | None:
     """Why an SRT gives the prompt nothing (empty, or no block parses into a subtitle line), or None."""
-    from lmms_video_reasoning.utils import subtitles
+    from lmms_video_reasoning.utils.media import subtitles
 
     try:
         parsed = subtitles.parse_srt(Path(path))

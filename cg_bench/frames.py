@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from lmms_video_reasoning.utils import video
-from lmms_video_reasoning.utils.intervals import clamp_intervals
+from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_reco
     make_record,
     score_records,
 )
-from lmms_video_reasoning.utils import preflight
-from lmms_video_reasoning.utils.aggregation import RunFiles, ScoreOnce
-from lmms_video_reasoning.utils.data import cache_home, data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms import preflight
+from lmms_video_reasoning.utils.results.aggregation import RunFiles, ScoreOnce
+from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
@@ -145,7 +145,7 @@ def clue_video(doc: dict) -> Path:
     clip = data.clue_clip_path(doc["qid"])
     if clip is not None:
         return data.usable_video(clip)
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     return Path(video.cut_clip(full_video(doc), doc["clue_intervals"], clip_cache_dir()))
 
@@ -162,7 +162,7 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
     settings = settings_of(lmms_eval_specific_kwargs)
     if settings["visual_mode"] == "frames":
         return inputs.frames_for(_plan(doc, settings))
-    from lmms_video_reasoning.utils import model_video
+    from lmms_video_reasoning.utils.lmms import model_video
 
     if doc["mode"] == "clue":
         return [model_video.video_for_model(clue_video(doc))]

@@ -59,7 +59,7 @@ _warned: set[str] = set()
 
 def load_cues(path: Path) -> tuple:
     """The cues of an SRT file (`utils.subtitles.parse_srt`, parsed once per file and process)."""
-    from lmms_video_reasoning.utils import subtitles
+    from lmms_video_reasoning.utils.media import subtitles
 
     key = str(path)
     with _cue_lock:
@@ -74,7 +74,7 @@ def subtitles_for(plan: FramePlan) -> str:
     `get_subtitles` with `sub_time=True`, via `utils.subtitles.lines_for_times` at the
     frames' exact times `index / fps`.
     """
-    from lmms_video_reasoning.utils import subtitles
+    from lmms_video_reasoning.utils.media import subtitles
 
     path = data.subtitle_path(plan.video_uid)
     if path is None:
@@ -110,6 +110,6 @@ def subtitles_unusable(video_uid: str) -> str | None:
 
 def frames_for(plan: FramePlan) -> list:
     """The sampled frames as RGB PIL images (decodes the full video)."""
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     return video.read_frames(data.video_path(plan.video_uid), list(plan.indices))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
 from lmms_video_reasoning.cg_bench.scoring import crr
-from lmms_video_reasoning.utils.registry import ReportSpec
-from lmms_video_reasoning.utils.report import (
+from lmms_video_reasoning.utils.core.registry import ReportSpec
+from lmms_video_reasoning.utils.results.report import (
     NotComputed, Run, Sampled, Section, Table, TaskStats, bootstrap_ci, trusted_only, ci_table, comparison_table, comparisons_for, digits_for, fmt,
     grouped_bars, paper_table, reference, run_row, user_cell, value_of,
 )

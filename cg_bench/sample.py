@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench import data, prompts
-from lmms_video_reasoning.utils.synthetic import Shape, write_srt, write_video
+from lmms_video_reasoning.utils.media.synthetic import Shape, write_srt, write_video
 
 WIDTH, HEIGHT = 160, 120
 

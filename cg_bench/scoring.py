@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from lmms_video_reasoning.judges.parsing import ParseError
-from lmms_video_reasoning.utils.intervals import intervals_iou
+from lmms_video_reasoning.utils.core.intervals import intervals_iou
 
 IOU_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)  # stat_with_key.py; the paper's rec.@IoU / acc.@IoU
 DURATION_BUCKETS = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")  # minutes

@@ -78,7 +78,7 @@ def _declare_from_registry(benchmark: str | None = None) -> None:
     import importlib
 
     try:
-        from lmms_video_reasoning.utils import registry
+        from lmms_video_reasoning.utils.core import registry
     except ImportError:  # the upstream export ships no registry: the hooks declared the judge
         return
     try:

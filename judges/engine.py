@@ -44,9 +44,19 @@ from lmms_video_reasoning.judges.config import (
     default_model,
     not_configured_message,
 )
-from lmms_video_reasoning.utils import judge_usage
 
 log = logging.getLogger("lmms_video_reasoning.judges")
+
+# Told of every answered request: (model, prompt tokens, completion tokens, price per 1M or None).
+# lmms-eval's usage accounting subscribes (utils/lmms/judge_usage.py); the engine knows no host.
+UsageListener = Callable[[str, int, int, "dict[str, float] | None"], None]
+_usage_listeners: list[UsageListener] = []
+
+
+def on_usage(listener: UsageListener) -> None:
+    """Call `listener` for every answered judge request (once per listener)."""
+    if listener not in _usage_listeners:
+        _usage_listeners.append(listener)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -601,7 +611,11 @@ class Judge:
         price = self.config.price()
         if price is not None:
             self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
-        judge_usage.record(self.config.model, reply.prompt_tokens, reply.completion_tokens, price)  # lmms-eval's usage report
+        for listener in _usage_listeners:
+            try:
+                listener(self.config.model, reply.prompt_tokens, reply.completion_tokens, price)
+            except Exception as error:  # noqa: BLE001 - accounting never costs a verdict
+                self._warn_once("usage", "judge usage listener failed (%s: %s); usage may be incomplete", type(error).__name__, error)
 
     def _warn_once(self, topic: str, message: str, *args: Any) -> None:
         with self._status_lock:

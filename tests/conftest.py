@@ -25,7 +25,7 @@ def reference_dir() -> Path:
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory) -> Path:
     """The sample benchmark for all three benchmarks, generated once per test session."""
-    from lmms_video_reasoning.utils.sample import write_sample
+    from lmms_video_reasoning.utils.tools.sample import write_sample
 
     out = tmp_path_factory.mktemp("sample")
     write_sample(out)
@@ -35,6 +35,6 @@ def sample_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def sample_env(sample_dir) -> dict[str, str]:
     """Environment variables pointing the tasks at the sample benchmark."""
-    from lmms_video_reasoning.utils.sample import env_for
+    from lmms_video_reasoning.utils.tools.sample import env_for
 
     return env_for(sample_dir)

@@ -72,7 +72,7 @@ def build(spec: dict, calls: Path):
 def main(spec_path: str, results_path: str) -> None:
     from lmms_eval.api.instance import Instance
     from lmms_eval.api.task import ConfigurableMessagesTask
-    from lmms_video_reasoning.utils import model_video as mv
+    from lmms_video_reasoning.utils.lmms import model_video as mv
 
     spec = json.loads(Path(spec_path).read_text())
     calls = Path(os.environ["LMMS_VR_TEST_PROCESSOR_PROBE"])

@@ -36,7 +36,7 @@ def environment(values: dict[str, str]):
 def sample_judge(cache: Path, extra_env: dict[str, str] | None = None):
     """A running sample judge with the environment pointing the suite at it."""
     from lmms_video_reasoning.judges import LocalJudgeServer
-    from lmms_video_reasoning.utils.demo import sample_responder
+    from lmms_video_reasoning.utils.tools.demo import sample_responder
 
     with LocalJudgeServer(responder=sample_responder, model="sample-oracle") as server:
         with environment({**judge_env(server, cache), **(extra_env or {})}):

@@ -1,6 +1,6 @@
 """ScoreOnce: a task's (possibly judge-heavy) scoring runs once for all its metrics."""
 
-from lmms_video_reasoning.utils.aggregation import RunFiles, ScoreOnce, records_key
+from lmms_video_reasoning.utils.results.aggregation import RunFiles, ScoreOnce, records_key
 
 
 def test_scoring_runs_once_per_distinct_records():
@@ -28,7 +28,7 @@ def test_aggregation_functions_receive_lmms_eval_args(tmp_path):
 
     import re
 
-    from lmms_video_reasoning.utils.aggregation import run_files
+    from lmms_video_reasoning.utils.results.aggregation import run_files
 
     seen = []
     once = ScoreOnce(lambda records: {"a": 1.0, "b": 2.0})
@@ -57,7 +57,7 @@ def test_judge_accounting_is_written_next_to_the_results(tmp_path, monkeypatch):
     import json
 
     from lmms_video_reasoning.judges import JudgeRequest, LocalJudgeServer, get_judge
-    from lmms_video_reasoning.utils.aggregation import judge_accounting_writer
+    from lmms_video_reasoning.utils.results.aggregation import judge_accounting_writer
 
     with LocalJudgeServer(lambda body: "1") as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.utils import media_index, registry, report
-from lmms_video_reasoning.utils.cli import main as cli_main
-from lmms_video_reasoning.utils.data import DataSource, read_json
-from lmms_video_reasoning.utils.registry import Benchmark, ReportSpec, ScoringAdapter
+from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.results import report
+from lmms_video_reasoning.utils.tools.cli import main as cli_main
+from lmms_video_reasoning.utils.core.roots import DataSource, read_json
+from lmms_video_reasoning.utils.core.registry import Benchmark, ReportSpec, ScoringAdapter
 
 PACKAGE = "toy_bench_seam"  # an in-memory package: nothing of it exists on disk or in the suite
 DOCS = [{"sample_id": f"q{i}", "question": f"How many dots in picture {i}?", "answer": str(i % 4)} for i in range(12)]
@@ -181,13 +183,13 @@ SHARED = Path(__file__).resolve().parents[1]
 BENCHMARK_WORDS = re.compile(r"vcr|vrbench|vr_bench|cg_bench|cgbench", re.IGNORECASE)
 
 
-@pytest.mark.parametrize("module", ["utils/report.py", "utils/score.py", "utils/registry.py",
-                                    "utils/prepare.py", "utils/data.py", "utils/sample.py", "utils/demo.py", "utils/cli.py",
-                                    "utils/video.py", "judges/config.py", "judges/engine.py"])
+@pytest.mark.parametrize("module", ["utils/results/report.py", "utils/results/score.py", "utils/core/registry.py",
+                                    "utils/data/prepare.py", "utils/core/roots.py", "utils/tools/sample.py", "utils/tools/demo.py", "utils/tools/cli.py",
+                                    "utils/media/video.py", "judges/config.py", "judges/engine.py"])
 def test_restructured_shared_modules_name_no_benchmark(module):
     """The shared modules this seam replaced name no benchmark (the registry only its folder list)."""
     lines = [line for line in (SHARED / module).read_text().splitlines() if BENCHMARK_WORDS.search(line)]
-    if module == "utils/registry.py":
+    if module == "utils/core/registry.py":
         assert lines == ['BUILTIN = ("vcr_bench", "vrbench", "cg_bench")'], lines
     else:
         assert lines == [], lines

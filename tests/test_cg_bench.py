@@ -11,7 +11,7 @@ import pytest
 
 from lmms_video_reasoning.cg_bench import aggregate, data, hooks, inputs, judging, prompts, sample, scoring
 from lmms_video_reasoning.judges.parsing import ParseError
-from lmms_video_reasoning.utils.data import DataError
+from lmms_video_reasoning.utils.core.roots import DataError
 
 OFFICIAL = ("long_acc", "clue_acc", "miou", "open", "eval_open_step_1", "eval_open_step_2")
 
@@ -421,7 +421,7 @@ def _truncate(path):
 
 def test_video_mode_refuses_a_broken_video_with_a_clear_error(cg_root, tmp_path, monkeypatch):
     """Video mode hands only a path to the model (qwen2_vl would swallow a decode error): check it first."""
-    from lmms_video_reasoning.utils.data import MediaError
+    from lmms_video_reasoning.utils.core.roots import MediaError
 
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
@@ -448,7 +448,7 @@ def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
     import av
     import numpy as np
 
-    from lmms_video_reasoning.utils.data import MediaError
+    from lmms_video_reasoning.utils.core.roots import MediaError
 
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
@@ -470,7 +470,7 @@ def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
 
 
 def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monkeypatch):
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path / "cache"))
     docs = hooks.build_docs(data.load_records("mini"), "clue", "mini")

@@ -9,7 +9,7 @@ import pytest
 from lmms_cli import metric, run_lmms_eval, samples_files
 
 from lmms_video_reasoning.cg_bench import aggregate, sample
-from lmms_video_reasoning.utils.sample import env_for, write_sample
+from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
 
 @pytest.fixture(scope="module")

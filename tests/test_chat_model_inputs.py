@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lmms_video_reasoning.utils import model_video as mv
+from lmms_video_reasoning.utils.lmms import model_video as mv
 from processor_probe import METADATA_FIELDS
 
 DOCUMENTS = 6
@@ -43,7 +43,7 @@ def run_with_and_without_proxies(tmp_path, model: str, checkpoint) -> dict[str, 
     folder, "log": the CLI's output}}.
     """
     from lmms_cli import run_lmms_eval
-    from lmms_video_reasoning.utils.sample import env_for, write_sample
+    from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
     from processor_probe import processor_calls, processor_probe_env, video_reads
 
     sample = tmp_path / "sample"

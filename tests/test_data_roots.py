@@ -10,41 +10,41 @@ import sys
 import pytest
 
 from lmms_video_reasoning.cg_bench.data import CG_BENCH
-from lmms_video_reasoning.utils import data
+from lmms_video_reasoning.utils.core import roots
 from lmms_video_reasoning.vcr_bench.data import VCR_BENCH
 from lmms_video_reasoning.vrbench.data import VRBENCH
-from lmms_video_reasoning.utils.replay_model import PredictionsError, load_predictions, lookup
+from lmms_video_reasoning.utils.lmms.replay_model import PredictionsError, load_predictions, lookup
 
 
 def test_env_root_wins(tmp_path, monkeypatch):
     monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
-    assert data.data_root(VCR_BENCH) == tmp_path
+    assert roots.data_root(VCR_BENCH) == tmp_path
 
 
 def test_env_root_that_is_not_a_directory_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path / "nope"))
-    with pytest.raises(data.DataError, match="CGBENCH_ROOT=.*not a directory.*lmms-vr prepare cg_bench"):
-        data.data_root(CG_BENCH)
+    with pytest.raises(roots.DataError, match="CGBENCH_ROOT=.*not a directory.*lmms-vr prepare cg_bench"):
+        roots.data_root(CG_BENCH)
 
 
 def test_default_root_is_under_the_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("VRBENCH_ROOT", raising=False)
     monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path))
-    assert data.data_root(VRBENCH) == tmp_path / "data" / "vrbench"
+    assert roots.data_root(VRBENCH) == tmp_path / "data" / "vrbench"
 
 
 def test_missing_annotation_under_a_local_root_is_explained(tmp_path, monkeypatch):
     monkeypatch.setenv("VRBENCH_ROOT", str(tmp_path))
-    with pytest.raises(data.DataError, match="VRBench_eval.jsonl not found under VRBENCH_ROOT"):
-        data.annotation_file(VRBENCH, "VRBench_eval.jsonl")
+    with pytest.raises(roots.DataError, match="VRBench_eval.jsonl not found under VRBENCH_ROOT"):
+        roots.annotation_file(VRBENCH, "VRBench_eval.jsonl")
 
 
 def test_hub_failure_is_explained_offline(tmp_path):
     # No network here: the real huggingface_hub call fails; the error must say what to do.
     # (A subprocess, because huggingface_hub reads HF_HUB_OFFLINE when first imported.)
-    code = ("from lmms_video_reasoning.utils import data\nfrom lmms_video_reasoning.vcr_bench.data import VCR_BENCH\n"
-            "try:\n    data.annotation_file(VCR_BENCH, 'v1/videos/meta_info_video.json')\n"
-            "except data.DataError as exc:\n    print(exc)\n")
+    code = ("from lmms_video_reasoning.utils.core import roots\nfrom lmms_video_reasoning.vcr_bench.data import VCR_BENCH\n"
+            "try:\n    roots.annotation_file(VCR_BENCH, 'v1/videos/meta_info_video.json')\n"
+            "except roots.DataError as exc:\n    print(exc)\n")
     env = {**os.environ, "LMMS_VR_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     env.pop("VCR_BENCH_ROOT", None)
     message = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout
@@ -53,21 +53,21 @@ def test_hub_failure_is_explained_offline(tmp_path):
 
 def test_media_errors_name_file_variable_and_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
-    with pytest.raises(data.MediaError, match=r"not found: .*cg_videos_720p/x\.mp4.*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
-        data.media_file(CG_BENCH, "cg_videos_720p/x.mp4")
+    with pytest.raises(roots.MediaError, match=r"not found: .*cg_videos_720p/x\.mp4.*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
+        roots.media_file(CG_BENCH, "cg_videos_720p/x.mp4")
     (tmp_path / "empty.mp4").write_bytes(b"")
-    with pytest.raises(data.MediaError, match="empty"):
-        data.media_file(CG_BENCH, "empty.mp4")
+    with pytest.raises(roots.MediaError, match="empty"):
+        roots.media_file(CG_BENCH, "empty.mp4")
 
 
 def test_read_json_errors_name_the_file(tmp_path):
     bad = tmp_path / "a.json"
     bad.write_text("[{]")
-    with pytest.raises(data.DataError, match=r"a\.json is not valid JSON \(line 1"):
-        data.read_json(bad)
+    with pytest.raises(roots.DataError, match=r"a\.json is not valid JSON \(line 1"):
+        roots.read_json(bad)
     lines = tmp_path / "b.jsonl"
     lines.write_text('{"a": 1}\n\n{"a": 2}\n')
-    assert data.read_json(lines) == [{"a": 1}, {"a": 2}]
+    assert roots.read_json(lines) == [{"a": 1}, {"a": 2}]
 
 
 @pytest.mark.parametrize("reader", ["read_json", "read_jsonl"])
@@ -76,17 +76,17 @@ def test_jsonl_errors_name_the_line_counting_blank_lines(tmp_path, reader):
     and a lone carriage return between tokens neither split a record nor shift the numbering."""
     path = tmp_path / "a.jsonl"
     path.write_text('{"a": "x\u2028y"}\n\n{"a":\r2}\n\n\n{"a": 3\n{"a": 4}\n', encoding="utf-8")
-    with pytest.raises(data.DataError, match=r"a\.jsonl:6: not valid JSON"):
-        getattr(data, reader)(path)
+    with pytest.raises(roots.DataError, match=r"a\.jsonl:6: not valid JSON"):
+        getattr(roots, reader)(path)
     path.write_text('{"a": "x\u2028y"}\n\n{"a":\r2}\n', encoding="utf-8")
-    assert getattr(data, reader)(path) == [{"a": "x\u2028y"}, {"a": 2}]
+    assert getattr(roots, reader)(path) == [{"a": "x\u2028y"}, {"a": 2}]
 
 
 def test_require_fields_names_the_record():
-    with pytest.raises(data.DataError, match="record qid=7: missing field\\(s\\) answer"):
-        data.require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
-    with pytest.raises(data.DataError, match="expected a JSON object"):
-        data.require_fields(["x"], ["qid"], "record 3")
+    with pytest.raises(roots.DataError, match="record qid=7: missing field\\(s\\) answer"):
+        roots.require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
+    with pytest.raises(roots.DataError, match="expected a JSON object"):
+        roots.require_fields(["x"], ["qid"], "record 3")
 
 
 def test_predictions_file(tmp_path):
@@ -116,19 +116,19 @@ def test_bad_predictions_files(tmp_path, content, message):
 
 
 def test_checked_video_rejects_undecodable_files(tmp_path, monkeypatch):
-    from lmms_video_reasoning.utils.synthetic import write_video
+    from lmms_video_reasoning.utils.media.synthetic import write_video
 
     monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
     good = write_video(tmp_path / "good.mp4", duration=2.0)
-    assert data.checked_video(VCR_BENCH, "good.mp4") == good
+    assert roots.checked_video(VCR_BENCH, "good.mp4") == good
     (tmp_path / "half.mp4").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     (tmp_path / "junk.mp4").write_bytes(b"\x00garbage" * 500)
     for name in ("half.mp4", "junk.mp4"):
-        with pytest.raises(data.MediaError, match=rf"{name} is unusable: .*lmms-vr prepare vcr_bench"):
-            data.checked_video(VCR_BENCH, name)
-    with pytest.raises(data.MediaError, match="not found"):
-        data.checked_video(VCR_BENCH, "absent.mp4")
-    assert data.video_problem(tmp_path / "absent.mp4") == "it does not exist"
+        with pytest.raises(roots.MediaError, match=rf"{name} is unusable: .*lmms-vr prepare vcr_bench"):
+            roots.checked_video(VCR_BENCH, name)
+    with pytest.raises(roots.MediaError, match="not found"):
+        roots.checked_video(VCR_BENCH, "absent.mp4")
+    assert roots.video_problem(tmp_path / "absent.mp4") == "it does not exist"
 
 
 def test_lone_surrogates_in_predictions_become_replacement_characters(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 def test_demo_runs_the_user_tasks_with_no_flag(tmp_path):
     out, results_dir = tmp_path / "sample", tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "demo", "--out", str(out),
+        [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "demo", "--out", str(out),
          "--output_path", str(results_dir), "--tasks", "vcr_cot,cg_bench_long"],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

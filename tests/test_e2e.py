@@ -64,7 +64,7 @@ def _yaml_loader():
 
 def declared_metrics(task: str) -> list[str]:
     """The metric names a task's YAML declares (following `include:`), from the installed task folder."""
-    from lmms_video_reasoning.utils.lmms_plugin import tasks_dir
+    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
 
     by_task = {}
     for path in tasks_dir().rglob("*.yaml"):
@@ -137,7 +137,7 @@ def torchrun_lmms_eval(tasks: str, output_path: Path, *, model: str, model_args:
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory) -> dict:
     """The sample benchmark (VCR-Bench + CG-Bench) and the environment pointing the tasks at it."""
-    from lmms_video_reasoning.utils.sample import env_for, write_sample
+    from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
     out = tmp_path_factory.mktemp("e2e_sample")
     write_sample(out, BENCHMARKS)

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.utils.responses import FAILURE_PREFIXES, failure_reason, is_model_failure
+from lmms_video_reasoning.utils.lmms.responses import FAILURE_PREFIXES, failure_reason, is_model_failure
 
 TASKS = ("vcr_cot", "vr_bench", "cg_bench_long")
 CORRUPTIONS = ("truncated", "corrupt_header", "zero_byte", "missing", "no_video_stream")
 
 
 def task_config(task: str) -> dict:
-    from lmms_video_reasoning.utils.lmms_plugin import tasks_dir
-    from lmms_video_reasoning.utils.score import _read_yaml
+    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
+    from lmms_video_reasoning.utils.results.score import _read_yaml
 
     for path in tasks_dir().rglob("*.yaml"):
         config = _read_yaml(path)
@@ -78,7 +78,7 @@ def corrupt(path: Path, how: str) -> None:
 @pytest.fixture()
 def fresh_sample(tmp_path, sample_dir, monkeypatch) -> Path:
     """A private copy of the sample benchmark (its own root: no cache of another test applies)."""
-    from lmms_video_reasoning.utils.sample import env_for
+    from lmms_video_reasoning.utils.tools.sample import env_for
 
     root = tmp_path / "sample"
     shutil.copytree(sample_dir, root)
@@ -138,7 +138,7 @@ def test_empty_or_missing_video_for_video_models_is_a_clear_error(fresh_sample, 
 
 def test_malformed_annotation_record_is_named(fresh_sample):
     """A VCR-Bench record without its question: a DataError naming the record."""
-    from lmms_video_reasoning.utils.data import DataError
+    from lmms_video_reasoning.utils.core.roots import DataError
 
     annotation = fresh_sample / "vcr_bench" / "v1" / "videos" / "meta_info_video.json"
     records = json.loads(annotation.read_text())

@@ -90,7 +90,7 @@ def test_flaky_judge_gives_the_clean_metrics(tmp_path_factory, sample_dir, sampl
 
 
 def _score_command(output: Path, scored: Path) -> list[str]:
-    return [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "score", str(output), "--out", str(scored)]
+    return [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(output), "--out", str(scored)]
 
 
 @pytest.mark.parametrize("kill_signal", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])

@@ -16,7 +16,7 @@ import pytest
 from fake_hub import FakeHub
 from hub_layouts import CG_LAYOUTS, VRBENCH_NESTINGS, cg_repo, vcr_repo, vrbench_repo, zip_bytes
 
-from lmms_video_reasoning.utils import media_index
+from lmms_video_reasoning.utils.data import media_index
 
 TOKEN = "hf_fake_token_for_the_gated_repo"
 
@@ -34,7 +34,7 @@ def prepare(hub: FakeHub, benchmark: str, root: Path, *extra: str, token: str | 
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(root.parent / "hf_home"),
                HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **({"HF_TOKEN": token} if token else {}))
     # the repos are built from the generated sample: a subset of each release (--subset: counts printed, not checked)
-    command = [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "prepare", benchmark, "--root", str(root), "--subset"]
+    command = [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "prepare", benchmark, "--root", str(root), "--subset"]
     return subprocess.run([*command, *(extra or ("--keep-free", "0"))], env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300)
 
@@ -220,7 +220,7 @@ def test_delete_archives_after_verified_extraction(hub, sample_dir, tmp_path):
 def test_the_login_command_named_exists_in_the_installed_hub_client():
     """The advice names a command of the huggingface_hub this package installs (`huggingface-cli`
     is its deprecated name)."""
-    from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI
+    from lmms_video_reasoning.utils.core.roots import HF_LOGIN, HF_WHOAMI
 
     hf = Path(sys.executable).with_name(HF_LOGIN.split()[0])
     for command in (HF_LOGIN, HF_WHOAMI):
@@ -242,7 +242,7 @@ def test_space_check_covers_download_and_extraction(hub, sample_dir, tmp_path):
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_DISABLE_TELEMETRY="1", HF_TOKEN=TOKEN)
     code = ("import collections, shutil, sys\n"
             f"shutil.disk_usage = lambda path: collections.namedtuple('usage', 'total used free')({free}, 0, {free})\n"
-            "from lmms_video_reasoning.utils.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+            "from lmms_video_reasoning.utils.tools.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     before = len(hub.downloads())
     proc = subprocess.run([sys.executable, "-c", code, "prepare", "vcr_bench", "--root", str(root), "--subset", "--keep-free", "0"],
                           env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)

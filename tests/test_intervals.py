@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from lmms_video_reasoning.utils.intervals import (
+from lmms_video_reasoning.utils.core.intervals import (
     clamp_intervals,
     intervals_iou,
     merge_intervals,

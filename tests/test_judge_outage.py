@@ -150,7 +150,7 @@ def test_an_aggregation_error_loses_nothing_and_score_recovers_the_run(tmp_path,
         assert len(records) == 1 and len(Path(records[0]).read_text().splitlines()) == results["n-samples"]["vcr_cot"]["original"]
 
         fixed = {**os.environ, **judge_env(sample_env, server.base_url, tmp_path)}
-        scored = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "score", str(tmp_path / "runs"),
+        scored = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(tmp_path / "runs"),
                                  "--out", str(tmp_path / "scored.json")], env=fixed, capture_output=True, text=True, timeout=300)
     assert scored.returncode == 0, scored.stdout + scored.stderr
     accuracy = json.loads((tmp_path / "scored.json").read_text())["results"]["vcr_cot"]["accuracy,none"]
@@ -159,7 +159,7 @@ def test_an_aggregation_error_loses_nothing_and_score_recovers_the_run(tmp_path,
     # The same scoring against a judge that is down: an outage, not 0%, and a non-zero exit status.
     down = {**os.environ, **judge_env(sample_env, f"http://127.0.0.1:{free_port()}/v1", tmp_path, LMMS_VR_JUDGE_CACHE="off")}
     started = time.monotonic()
-    outage = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "score", str(tmp_path / "runs"),
+    outage = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(tmp_path / "runs"),
                              "--out", str(tmp_path / "down.json")], env=down, capture_output=True, text=True, timeout=300)
     seconds = time.monotonic() - started
     assert outage.returncode == 3 and "JUDGE OUTAGE" in outage.stdout and "connection refused" in outage.stdout, outage.stdout[-2000:]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmms_video_reasoning.utils import lmms_plugin
+from lmms_video_reasoning.utils.lmms import plugin as lmms_plugin
 
 REPO = Path(__file__).resolve().parents[1]
 PTH = "lmms_video_reasoning.pth"
@@ -186,8 +186,8 @@ def test_results_have_bootstrap_stderrs_and_judge_usage(tmp_path, monkeypatch):
     import numpy as np
 
     from lmms_video_reasoning.judges import LocalJudgeServer
-    from lmms_video_reasoning.utils import report
-    from lmms_video_reasoning.utils.sample import env_for, write_sample
+    from lmms_video_reasoning.utils.results import report
+    from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
     from lmms_video_reasoning.vrbench import sample
 
     data = tmp_path / "sample"

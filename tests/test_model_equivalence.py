@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lmms_video_reasoning.utils import model_video as mv
-from lmms_video_reasoning.utils import synthetic as syn
+from lmms_video_reasoning.utils.lmms import model_video as mv
+from lmms_video_reasoning.utils.media import synthetic as syn
 
 HARNESS = Path(__file__).with_name("model_equivalence.py")
 BROKEN_LAST_FRAME = "3s_last_frame_undecodable.mp4"
-CG_BENCH_TABLE = Path(mv.__file__).resolve().parents[1] / "cg_bench" / "video_meta_info.json"
+CG_BENCH_TABLE = Path(mv.__file__).resolve().parents[2] / "cg_bench" / "video_meta_info.json"
 ARRAYS = ("pixel_values_videos", "video_grid_thw", "input_ids", "second_per_grid_ts")
 METADATA = ("fps", "frames_indices", "total_num_frames", "video_backend")
 QUIET_CPU = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

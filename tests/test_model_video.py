@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lmms_video_reasoning.utils import model_video as mv
-from lmms_video_reasoning.utils import synthetic as syn
+from lmms_video_reasoning.utils.lmms import model_video as mv
+from lmms_video_reasoning.utils.media import synthetic as syn
 from lmms_video_reasoning.vrbench import frames as vr_frames
 
 READINGS = {
@@ -170,7 +170,7 @@ def test_unknown_chat_models_and_impossible_budgets_get_the_path(long_ish_video,
 def test_protocol_frames_proxy_holds_exactly_those_frames(long_ish_video, tmp_path, monkeypatch):
     """VRBench protocol: 16 segment midpoints at 224x224 (OpenCV bilinear) as a video."""
     import decord
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     indices = vr_frames.indices(1350, 16)
@@ -208,7 +208,7 @@ def as_qwen2_vl(call):
 
 
 def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, long_ish_video):
-    from lmms_video_reasoning.utils.data import MediaError
+    from lmms_video_reasoning.utils.core.roots import MediaError
 
     monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     broken = tmp_path / "broken.mp4"
@@ -229,7 +229,7 @@ def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, lon
 def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_path, monkeypatch):
     """VRBench's default for video models: `num_frames` segment midpoints at 224x224, as a video."""
     import decord
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
     from lmms_video_reasoning.vrbench import hooks
 
     monkeypatch.setenv("VRBENCH_ROOT", str(sample_dir / "vrbench"))
@@ -249,7 +249,7 @@ def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_
 
 _FILL = """
 import json, os, sys
-from lmms_video_reasoning.utils import model_video as mv
+from lmms_video_reasoning.utils.lmms import model_video as mv
 path, worker = sys.argv[1], int(sys.argv[2])
 cache = mv.ProxyCache(mv.cache_dir(), mv.cache_limit_bytes(), protect_s=0)
 sizes = []
@@ -313,7 +313,7 @@ def test_run_reports_proxies_made_again_and_the_bound_that_keeps_them(tmp_path, 
 @pytest.mark.slow
 def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_path):
     from lmms_cli import run_lmms_eval
-    from lmms_video_reasoning.utils.sample import env_for, write_sample
+    from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
     from processor_probe import processor_calls, processor_probe_env
     from tiny_models import build_qwen2_vl
 
@@ -421,7 +421,7 @@ real, fake = importlib.metadata.version, dict(arg.split("=") for arg in sys.argv
 importlib.metadata.version = lambda name: fake.get(name) or real(name)  # what this process reports as installed
 logging.basicConfig(level=logging.INFO, format="LOG %(message)s")
 from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
-from lmms_video_reasoning.utils import model_video as mv
+from lmms_video_reasoning.utils.lmms import model_video as mv
 
 class Stub(Qwen2_VL):
     def __init__(self):  # lmms-eval's defaults, no checkpoint

@@ -22,7 +22,7 @@ def test_wheel_contents(tmp_path):
     # plus the .pth that starts lmms_autoload (lmms-eval's `tasks`/`power`/`serve` see our tasks)
     assert top - dist_info == {"lmms_video_reasoning", "lmms_video_reasoning.pth"}, f"unexpected top-level entries: {sorted(top - dist_info)}"
     pth = zipfile.ZipFile(wheels[0]).read("lmms_video_reasoning.pth").decode()
-    assert pth.startswith("import ") and "lmms_video_reasoning.utils.lmms_autoload" in pth
+    assert pth.startswith("import ") and "lmms_video_reasoning.utils.lmms.autoload" in pth
     # every sub-package, the task YAMLs and the official prompts are shipped
     for sub in ("utils", "judges", "tasks", "vcr_bench", "vrbench", "cg_bench"):
         assert f"lmms_video_reasoning/{sub}/__init__.py" in names
@@ -37,5 +37,5 @@ def test_wheel_contents(tmp_path):
         assert f"lmms_video_reasoning/{bench}/upstream.json" in names and f"lmms_video_reasoning/{bench}/README.md" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheels[0]).read(entry_points).decode()
-    assert "lmms-vr = lmms_video_reasoning.utils.cli:main" in text
-    assert "lmms_video_reasoning = lmms_video_reasoning.utils.lmms_plugin:register" in text
+    assert "lmms-vr = lmms_video_reasoning.utils.tools.cli:main" in text
+    assert "lmms_video_reasoning = lmms_video_reasoning.utils.lmms.plugin:register" in text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from lmms_video_reasoning.utils import lmms_plugin
+from lmms_video_reasoning.utils.lmms import plugin as lmms_plugin
 
 EXPECTED_TASKS = {"vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame", "vr_bench", "vr_bench_mcq",
                   "cg_bench_long", "cg_bench_clue", "cg_bench_grounding", "cg_bench_open", "cg_bench_mcq"}
@@ -30,7 +30,7 @@ def our_task_names() -> set[str]:
 def test_entry_point_is_declared():
     eps = [ep for ep in entry_points(group="lmms_eval.models") if ep.name == "lmms_video_reasoning"]
     assert eps, "the lmms_eval.models entry point is not installed: reinstall the package"
-    assert eps[0].value == "lmms_video_reasoning.utils.lmms_plugin:register"
+    assert eps[0].value == "lmms_video_reasoning.utils.lmms.plugin:register"
 
 
 def test_task_names_are_ours_and_do_not_collide_with_builtins():
@@ -76,7 +76,7 @@ def test_include_path_is_not_indexed_twice():
 
 
 def test_tasks_path_command_prints_the_installed_folder():
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "tasks-path"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "tasks-path"], capture_output=True, text=True)
     assert proc.returncode == 0
     assert Path(proc.stdout.strip()) == lmms_plugin.tasks_dir()
     assert any(Path(proc.stdout.strip()).rglob("*.yaml"))

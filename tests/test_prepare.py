@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.utils import archives, media_index, prepare
-from lmms_video_reasoning.utils.data import DataError, MediaError
-from lmms_video_reasoning.utils.synthetic import write_video
+from lmms_video_reasoning.utils.data import archives
+from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.data import prepare
+from lmms_video_reasoning.utils.core.roots import DataError, MediaError
+from lmms_video_reasoning.utils.media.synthetic import write_video
 
 KEEP = types.SimpleNamespace(extraction_target=lambda archive, member: member)  # a benchmark keeping the nesting
 LIMITS = archives.Limits(keep_free=0)
@@ -239,8 +241,8 @@ def test_index_is_built_once_per_root(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("benchmark", ["vcr_bench", "vr_bench", "cg_bench"])
 def test_prepare_verify_only_on_the_sample_layout(benchmark, tmp_path, capsys):
-    from lmms_video_reasoning.utils.cli import main
-    from lmms_video_reasoning.utils.sample import write_sample
+    from lmms_video_reasoning.utils.tools.cli import main
+    from lmms_video_reasoning.utils.tools.sample import write_sample
 
     name = "vrbench" if benchmark == "vr_bench" else benchmark
     root = write_sample(tmp_path, (name,))[name]
@@ -260,7 +262,7 @@ def test_prepare_verify_only_on_the_sample_layout(benchmark, tmp_path, capsys):
 def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, capsys, monkeypatch):
     from lmms_video_reasoning.cg_bench import aggregate, data, hooks
     from lmms_video_reasoning.cg_bench.sample import write_sample
-    from lmms_video_reasoning.utils.cli import main
+    from lmms_video_reasoning.utils.tools.cli import main
 
     root = write_sample(tmp_path / "cg")
     srt = root / data.SUBTITLE_DIR / "cgsample_park.srt"
@@ -295,7 +297,7 @@ def test_cg_meta_table_packaged_and_overridden_by_the_root(tmp_path):
 
 
 def test_prepare_errors_are_messages_not_tracebacks(tmp_path, capsys):
-    from lmms_video_reasoning.utils.cli import main
+    from lmms_video_reasoning.utils.tools.cli import main
 
     afile = tmp_path / "file"
     afile.write_text("x")
@@ -316,7 +318,7 @@ def test_download_failure_offline_is_explained(tmp_path, monkeypatch):
 
 
 def test_atomic_target_replaces_on_success_and_cleans_up_on_failure(tmp_path):
-    from lmms_video_reasoning.utils.files import atomic_target
+    from lmms_video_reasoning.utils.core.files import atomic_target
 
     target = tmp_path / "out.zip"
     target.write_bytes(b"old")
@@ -338,7 +340,7 @@ def test_verify_reports_videos_by_the_tasks_resolver(tmp_path):
     (root / "junk.mp4").write_bytes(b"not a video at all" * 100)
     media_index.forget()
     items = {name: (lambda n=name: media_index.locate(root, n)) for name in ("good.mp4", "junk.mp4", "absent.mp4")}
-    kind = media_index.MediaKind("videos", True, items, __import__("lmms_video_reasoning.utils.data", fromlist=["x"]).video_problem,
+    kind = media_index.MediaKind("videos", True, items, __import__("lmms_video_reasoning.utils.core.roots", fromlist=["x"]).video_problem,
                                  "error", "error")
     [report] = prepare.verify([kind])
     assert (report.present, report.missing, len(report.unusable), report.fails) == (1, ["absent.mp4"], 1, True)
@@ -366,9 +368,9 @@ def test_an_annotation_file_cut_at_a_record_boundary_is_a_count_mismatch(referen
 
 @pytest.mark.parametrize("benchmark", ["vcr_bench", "vr_bench", "cg_bench"])
 def test_verify_only_checks_counts_unless_the_root_is_a_declared_subset(benchmark, tmp_path, capsys):
-    from lmms_video_reasoning.utils.cli import main
-    from lmms_video_reasoning.utils.data import SUBSET_MARKER
-    from lmms_video_reasoning.utils.sample import write_sample
+    from lmms_video_reasoning.utils.tools.cli import main
+    from lmms_video_reasoning.utils.core.roots import SUBSET_MARKER
+    from lmms_video_reasoning.utils.tools.sample import write_sample
 
     name = "vrbench" if benchmark == "vr_bench" else benchmark
     root = write_sample(tmp_path, (name,))[name]
@@ -387,7 +389,7 @@ def test_missing_subtitles_are_listed(tmp_path, capsys):
     (optional, so not an error) and lists every one in a file."""
     from lmms_video_reasoning.cg_bench import data
     from lmms_video_reasoning.cg_bench.sample import write_sample
-    from lmms_video_reasoning.utils.cli import main
+    from lmms_video_reasoning.utils.tools.cli import main
 
     root = write_sample(tmp_path / "cg")
     srts = sorted((root / data.SUBTITLE_DIR).glob("*.srt"))

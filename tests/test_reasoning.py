@@ -21,8 +21,8 @@ from lmms_cli import metric, run_lmms_eval, samples_files
 
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.judges.local_server import last_user_text
-from lmms_video_reasoning.utils import responses
-from lmms_video_reasoning.utils.sample import env_for, write_sample
+from lmms_video_reasoning.utils.lmms import responses
+from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
 MARK = "REASONING-MARK"  # only ever written inside the reasoning of the replay replies below
 
@@ -108,7 +108,7 @@ def _write_predictions(path: Path, task: str, replies: dict[str, str]) -> Path:
 
 def _lmms_vr_score(path: Path, out: Path, env: dict) -> dict:
     """`lmms-vr score PATH --out OUT` in a subprocess; the results it wrote."""
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "score", str(path), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(path), "--out", str(out)],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(out.read_text())

@@ -1,7 +1,7 @@
 """`lmms-vr report`: tables beside the papers' rows, bootstrap CIs, paired comparisons, CG joins, plots.
 
 The runs are the sample benchmark's replay predictions scored in-process by `lmms-vr score`
-(`utils/score.py`) with the sample judge over real HTTP; the slow test file runs lmms-eval itself.
+(`utils/results/score.py`) with the sample judge over real HTTP; the slow test file runs lmms-eval itself.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from lmms_video_reasoning.utils import report, score
-from lmms_video_reasoning.utils.cli import main as cli_main
+from lmms_video_reasoning.utils.results import report
+from lmms_video_reasoning.utils.results import score
+from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import sample_judge
 
 RUNS = {
@@ -408,7 +409,7 @@ def test_a_judge_outage_is_not_computed_never_a_difference_of_zero(scored, tmp_p
 
 
 def reference_title(benchmark: str, table: str) -> str:
-    from lmms_video_reasoning.utils import registry
+    from lmms_video_reasoning.utils.core import registry
 
     return registry.get(benchmark).reference_tables()["tables"][table]["title"]
 
@@ -489,7 +490,7 @@ def test_breakdowns_that_need_the_data_root_say_so(scored, tmp_path, monkeypatch
 def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
     """A one-video VRBench subset: no CI (every resample is the video itself) and no standard error,
     never `± 0`."""
-    from lmms_video_reasoning.utils import standard_error
+    from lmms_video_reasoning.utils.results import standard_error
 
     folder = tmp_path / "one"
     folder.mkdir()

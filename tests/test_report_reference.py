@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.utils import registry
+from lmms_video_reasoning.utils.core import registry
 
 SEED_FILES = {"vcr_bench": "vcr_bench_paper.txt", "vrbench": "vrbench_paper.txt", "cg_bench": "cg_bench_paper.txt"}
 # Where each table's rows start in the seed text (its caption or header line).
@@ -64,7 +64,7 @@ def test_every_reference_row_names_its_source():
             for row in table["rows"]:
                 assert row["source"] == {"paper": paper["title"], "arxiv": paper["arxiv"], "table": table["number"]}
                 assert len(row["values"]) == len(table["columns"])
-        shipped = (Path(registry.__file__).resolve().parents[1] / benchmark / "reference_tables.json").read_text(encoding="utf-8")
+        shipped = (Path(registry.__file__).resolve().parents[2] / benchmark / "reference_tables.json").read_text(encoding="utf-8")
         assert "seeds" not in shipped and "shared/" not in shipped
 
 

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from lmms_cli import run_lmms_eval, samples_files
-from lmms_video_reasoning.utils import report, score
-from lmms_video_reasoning.utils.cli import main as cli_main
+from lmms_video_reasoning.utils.results import report
+from lmms_video_reasoning.utils.results import score
+from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment, sample_judge
 
 pytestmark = pytest.mark.slow
@@ -137,7 +138,7 @@ def test_score_errors_name_the_fix(runs, tmp_path, capsys):
 
 def test_help_says_task_is_optional(capsys):
     """`--task` is optional (a predictions file names its tasks, a samples file its task)."""
-    from lmms_video_reasoning.utils.cli import build_parser
+    from lmms_video_reasoning.utils.tools.cli import build_parser
 
     parser = build_parser()
     score_help = parser._subparsers._group_actions[0].choices["score"].format_help()

@@ -2,7 +2,7 @@
 missing rows, replay predictions with duplicate or unknown ids, duplicate VRBench videos,
 errors as messages; and a judge incident followed by a healthy rerun.
 
-Everything goes through the real CLI (`lmms_video_reasoning.utils.cli.main`, in-process) on
+Everything goes through the real CLI (`lmms_video_reasoning.utils.tools.cli.main`, in-process) on
 the generated sample benchmark; judged tasks use the sample judge over real HTTP.
 """
 
@@ -18,8 +18,8 @@ import pytest
 
 from lmms_video_reasoning.judges import FaultPlan, LocalJudgeServer
 from lmms_video_reasoning.judges.local_server import request_fingerprint
-from lmms_video_reasoning.utils import score
-from lmms_video_reasoning.utils.cli import main as cli_main
+from lmms_video_reasoning.utils.results import score
+from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment, judge_env
 
 NO_JUDGE = {"LMMS_VR_JUDGE_BASE_URL": "", "LMMS_VR_JUDGE_API_KEY": "", "OPENAI_API_KEY": "", "DEEPSEEK_API_KEY": ""}
@@ -137,7 +137,7 @@ def test_score_errors_are_messages_not_tracebacks(env, sample_dir, tmp_path):
     }
     (tmp_path / "run" / f"r_samples_{MCQ}.jsonl").chmod(0)
     for name, (argv, expected) in cases.items():
-        proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "score", *argv],
+        proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", *argv],
                               capture_output=True, text=True, timeout=300)
         if name == "unreadable path" and proc.returncode == 0:  # running as root: the file is readable anyway
             continue
@@ -159,7 +159,7 @@ def test_a_judge_rejecting_the_key_is_a_message(env, sample_dir, tmp_path, capsy
 def test_a_judge_incident_then_a_healthy_rerun_gives_the_clean_metrics(env, sample_dir, tmp_path):
     """A burst of HTTP-200 replies that do not parse, then the judge recovers: the rerun on the
     same cache re-sends exactly the requests that had failed, and the metrics are the clean ones."""
-    from lmms_video_reasoning.utils.demo import sample_responder
+    from lmms_video_reasoning.utils.tools.demo import sample_responder
 
     task = "vcr_cot"
     predictions = str(sample_dir / "predictions.jsonl")
@@ -195,7 +195,7 @@ def test_a_judge_incident_then_a_healthy_rerun_gives_the_clean_metrics(env, samp
 def test_vr_replay_reports_predictions_that_match_no_document(tmp_path, caplog):
     from types import SimpleNamespace
 
-    from lmms_video_reasoning.utils.replay_model import ReplayModel
+    from lmms_video_reasoning.utils.lmms.replay_model import ReplayModel
 
     predictions = write_jsonl(tmp_path / "p.jsonl", [
         {"task": "t", "id": "a", "response": "A"}, {"task": "t", "id": "typo", "response": "B"},

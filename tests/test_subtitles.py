@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from lmms_video_reasoning.utils import synthetic as syn
-from lmms_video_reasoning.utils.subtitles import (
+from lmms_video_reasoning.utils.media import synthetic as syn
+from lmms_video_reasoning.utils.media.subtitles import (
     Cue,
     lines_for_times,
     parse_srt,

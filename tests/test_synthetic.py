@@ -7,7 +7,7 @@ import time
 import av
 import numpy as np
 import pytest
-from lmms_video_reasoning.utils import synthetic as syn
+from lmms_video_reasoning.utils.media import synthetic as syn
 
 
 def test_shape_box_static_moving_flashing_clipped():

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmms_video_reasoning.utils import upstream
+from lmms_video_reasoning.utils.tools import upstream
 
 PACKAGE = "lmms_video_reasoning"
 
@@ -90,7 +90,7 @@ def test_exported_python_is_the_plugin_code_with_imports_rewritten(written):
     checkout, result = written
     mapping = upstream.Mapping(result["folders"])
     modules = upstream.export_modules(result["folders"])
-    assert any(name.endswith(".hooks") for name in modules) and f"{PACKAGE}.utils.aggregation" in modules
+    assert any(name.endswith(".hooks") for name in modules) and f"{PACKAGE}.utils.results.aggregation" in modules
     assert f"{PACKAGE}.utils.cli" not in modules and f"{PACKAGE}.utils.lmms_plugin" not in modules  # plugin tooling stays out
 
     class DropImports(ast.NodeTransformer):  # isort regroups imports, at module level and in functions
@@ -170,7 +170,7 @@ def test_names_colliding_with_upstream_are_refused(tmp_path):
 
 
 def test_not_a_checkout_is_a_clear_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "upstream", "--lmms-eval", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tmp_path),
                            "--pr-out", str(tmp_path / "pr.md")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "not an lmms-eval 0.7.x checkout" in proc.stderr and "unpacked sdist" in proc.stderr
@@ -207,8 +207,8 @@ def _start(cmd: list[str], env: dict, cwd: Path, log: Path) -> subprocess.Popen:
 @pytest.mark.slow
 def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
     from lmms_video_reasoning.judges import LocalJudgeServer
-    from lmms_video_reasoning.utils.demo import sample_responder
-    from lmms_video_reasoning.utils.sample import env_for, write_sample
+    from lmms_video_reasoning.utils.tools.demo import sample_responder
+    from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
     started = time.time()
 
@@ -229,7 +229,7 @@ def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
     stage("sdist downloaded and unpacked")
     assert not (tree / "test").exists() and not (tree / "docs").exists()
     pr = tmp_path / "pr.md"
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "upstream", "--lmms-eval", str(tree), "--pr-out", str(pr)],
+    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tree), "--pr-out", str(pr)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ruff reports problems" not in proc.stderr, proc.stderr
@@ -285,7 +285,7 @@ def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
 
     # the PR description's validation table, filled from this run
     (tmp_path / "validation.json").write_text(json.dumps(validation))
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.cli", "upstream", "--lmms-eval", str(tree), "--pr-out", str(pr),
+    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tree), "--pr-out", str(pr),
                            "--validation", str(tmp_path / "validation.json")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = [line for line in pr.read_text().splitlines() if line.startswith("| `")]

@@ -8,13 +8,13 @@ import math
 
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
-from lmms_video_reasoning.utils.data import DataError, MediaError
+from lmms_video_reasoning.utils.core.roots import DataError, MediaError
 from lmms_video_reasoning.vcr_bench import data, hooks, sample
 
 
 @pytest.fixture(scope="module")
 def vcr_root(tmp_path_factory):
-    from lmms_video_reasoning.utils.sample import write_sample
+    from lmms_video_reasoning.utils.tools.sample import write_sample
 
     out = tmp_path_factory.mktemp("vcr_sample")
     write_sample(out, ("vcr_bench",))

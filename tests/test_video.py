@@ -12,9 +12,9 @@ import av
 import numpy as np
 import pytest
 from lmms_video_reasoning.cg_bench import frames as cg_frames
-from lmms_video_reasoning.utils import synthetic as syn
-from lmms_video_reasoning.utils import video
-from lmms_video_reasoning.utils.video import VideoError
+from lmms_video_reasoning.utils.media import synthetic as syn
+from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.media.video import VideoError
 from lmms_video_reasoning.vcr_bench import frames as vcr_frames
 from lmms_video_reasoning.vrbench import frames as vr_frames
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from lmms_cli import metric, run_lmms_eval, samples_files
 from lmms_video_reasoning.judges import LocalJudgeServer
-from lmms_video_reasoning.utils.data import MediaError
-from lmms_video_reasoning.utils.sample import env_for, write_sample
-from lmms_video_reasoning.utils.synthetic import COLORS
+from lmms_video_reasoning.utils.core.roots import MediaError
+from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
+from lmms_video_reasoning.utils.media.synthetic import COLORS
 from lmms_video_reasoning.vrbench import hooks, sample
 from lmms_video_reasoning.vrbench.scoring import TYPE_NAMES, extract_mcq_answer
 

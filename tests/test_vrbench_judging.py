@@ -11,7 +11,7 @@ import math
 
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
-from lmms_video_reasoning.utils.data import DataError, docs_dataset
+from lmms_video_reasoning.utils.core.roots import DataError, docs_dataset
 from lmms_video_reasoning.vrbench import data, hooks, prompts
 from lmms_video_reasoning.vrbench.sample import judge_responder
 

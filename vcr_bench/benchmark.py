@@ -1,8 +1,9 @@
-"""VCR-Bench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
+"""VCR-Bench as the suite's shared code sees it (found through `utils/core/registry.py`): its scoring adapter for
 `lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
 (`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
-from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
 from lmms_video_reasoning.vcr_bench.report import report_spec
 
 
@@ -24,7 +25,7 @@ class VcrBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.vcr_bench import judging
 
-        judge = judge if judge is not None else self.judge()
+        judge = judge if judge is not None else get_judge(self.judge_name)
         if judge is None:
             return None
         chain_of_thought = any(record.get("score_cot", True) for record in records)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lmms_video_reasoning.utils import media_index
-from lmms_video_reasoning.utils.data import (
+from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.core.roots import (
     DataError,
     DataSource,
     annotation_file,

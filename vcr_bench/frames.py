@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lmms_video_reasoning.utils import video
+from lmms_video_reasoning.utils.media import video
 
 
 def indices(total: int, n: int = 64) -> list[int]:

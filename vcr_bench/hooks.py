@@ -31,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges import failure_share, get_judge
-from lmms_video_reasoning.utils import model_video, preflight, video
-from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.utils.data import DataError, data_root, docs_dataset
-from lmms_video_reasoning.utils.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
+from lmms_video_reasoning.utils.lmms import model_video
+from lmms_video_reasoning.utils.lmms import preflight
+from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
+from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vcr_bench import data, frames, judging, prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 from lmms_video_reasoning.judges import JudgeRequest, JudgeResult, failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
-from lmms_video_reasoning.utils.responses import judged_text, reasoning_truncated
+from lmms_video_reasoning.utils.lmms.responses import judged_text, reasoning_truncated
 from lmms_video_reasoning.vcr_bench import prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")

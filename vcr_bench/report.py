@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from lmms_video_reasoning.utils.registry import ReportSpec
-from lmms_video_reasoning.utils.report import (
+from lmms_video_reasoning.utils.core.registry import ReportSpec
+from lmms_video_reasoning.utils.results.report import (
     MINE, Run, Section, ci_table, comparison_table, comparisons_for, error_bars, grouped_bars, interval_of, paper_table,
     pyplot, reference, run_row, value_of,
 )

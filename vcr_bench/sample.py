@@ -26,7 +26,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmms_video_reasoning.utils.synthetic import Shape, shape_box, write_video
+from lmms_video_reasoning.utils.media.synthetic import Shape, shape_box, write_video
 from lmms_video_reasoning.vcr_bench import prompts
 from lmms_video_reasoning.vcr_bench.data import ANNOTATION, VIDEO_DIR
 

@@ -19,7 +19,7 @@ from lmms_video_reasoning.judges.parsing import (
     extract_json,
     normalize_label,
 )
-from lmms_video_reasoning.utils.responses import is_model_failure
+from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PERCEPTION = "Video Description Steps"
 REASONING = "Logical Inference Steps"

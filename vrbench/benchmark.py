@@ -1,8 +1,9 @@
-"""VRBench as the suite's shared code sees it (found through `utils/registry.py`): its scoring adapter for
+"""VRBench as the suite's shared code sees it (found through `utils/core/registry.py`): its scoring adapter for
 `lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
 (`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
-from lmms_video_reasoning.utils.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
 from lmms_video_reasoning.vrbench.report import report_spec
 
 
@@ -27,7 +28,7 @@ class VrBenchScoring(ScoringAdapter):
 
         if not self.needs_judge(records):
             return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
-        judge = judge if judge is not None else self.judge()
+        judge = judge if judge is not None else get_judge(self.judge_name)
         if judge is None:
             return None
         rated = judging.rate(list(records), settings["protocol"], judge)

@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.utils import media_index
-from lmms_video_reasoning.utils.data import (
+from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.core.roots import (
     DataError,
     DataSource,
     annotation_file,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from lmms_video_reasoning.utils import video
+from lmms_video_reasoning.utils.media import video
 
 # Official frame size (inference/utils/video_process.py: cv2.resize(frame, (224, 224))).
 SIZE = (224, 224)

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.utils import preflight
-from lmms_video_reasoning.utils.data import DataError, data_root, docs_dataset
-from lmms_video_reasoning.utils.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
+from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
+from lmms_video_reasoning.utils.lmms import preflight
+from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
 from lmms_video_reasoning.vrbench import data, frames, judging, prompts
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
@@ -135,7 +135,7 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 def sample_frames(path: Path, n: int) -> list:
     """The official frame sampling: `n` segment midpoints, resized to 224x224 (PIL images)."""
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     total = video.probe(path).total_frames
     return video.read_frames(path, frames.indices(total, n), size=frames.SIZE)
@@ -161,7 +161,7 @@ def video_input(doc: dict, kwargs: dict | None) -> str:
     original path. The file is decoded either way: lmms-eval's qwen2_vl would log a decode
     error and answer from the text alone.
     """
-    from lmms_video_reasoning.utils import model_video
+    from lmms_video_reasoning.utils.lmms import model_video
 
     path = data.resolve_video(doc["video_path"])
     checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure

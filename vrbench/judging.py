@@ -25,7 +25,7 @@ from functools import partial
 
 from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
-from lmms_video_reasoning.utils.responses import judged_text
+from lmms_video_reasoning.utils.lmms.responses import judged_text
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import (
     UNIQUE,

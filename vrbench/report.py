@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from lmms_video_reasoning.utils.registry import ReportSpec
-from lmms_video_reasoning.utils.report import (
+from lmms_video_reasoning.utils.core.registry import ReportSpec
+from lmms_video_reasoning.utils.results.report import (
     Run, Section, ci_table, comparison_table, comparisons_for, grouped_bars, interval_of, paper_table, reference, run_row, value_of,
 )
 

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmms_video_reasoning.utils.synthetic import Shape, write_video
+from lmms_video_reasoning.utils.media.synthetic import Shape, write_video
 from lmms_video_reasoning.vrbench.data import ANNOTATIONS, flatten
 
 FPS, WIDTH, HEIGHT = 2, 160, 120

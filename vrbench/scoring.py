@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lmms_video_reasoning.judges.parsing import ParseError, extract_tag
-from lmms_video_reasoning.utils.responses import is_model_failure
+from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PROTOCOLS = ("default", "official")
 

@@ -49,7 +49,7 @@ def find_benchmark(aggregation: Callable) -> tuple[str, str] | None:
 
 
 def headline_metrics(benchmark: str) -> Sequence[str]:
-    from lmms_video_reasoning.utils import registry
+    from lmms_video_reasoning.utils.core import registry
 
     try:
         spec = registry.get(benchmark).report
@@ -77,7 +77,7 @@ def stderr_function(aggregation: Callable, bootstrap_iters: int) -> Callable[[Se
 
 def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPORT_RESAMPLES, seed: int = REPORT_SEED) -> dict[str, float]:
     """{metric: bootstrap standard error} of a task's records (memoised by content)."""
-    from lmms_video_reasoning.utils.aggregation import records_key
+    from lmms_video_reasoning.utils.results.aggregation import records_key
 
     key = (benchmark, records_key(records), resamples, seed)
     with _lock:
@@ -96,11 +96,13 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPO
 def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> dict[str, float]:
     import numpy as np
 
-    from lmms_video_reasoning.utils import registry, report
+    from lmms_video_reasoning.judges import get_judge
+    from lmms_video_reasoning.utils.core import registry
+    from lmms_video_reasoning.utils.results import report
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
-        judge = bench.judge()
+        judge = get_judge(bench.judge_name)
         if judge is None or judge.cache is None:  # without its cache, the bootstrap would judge everything again
             log.warning("%s: judge %s, so no standard errors for its judged metrics", benchmark,
                         "not configured" if judge is None else "cache off")

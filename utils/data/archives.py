@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from lmms_video_reasoning.utils.data import DataError
-from lmms_video_reasoning.utils.files import atomic_target
+from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.core.files import atomic_target
 
 
 class ArchiveError(DataError):

@@ -3,7 +3,7 @@
 `lmms_video_reasoning.pth` (installed at the top of site-packages) imports this module at
 interpreter start. It imports nothing heavy: it puts one finder on `sys.meta_path` that
 waits until lmms-eval's own modules are imported and then calls the matching function of
-`lmms_video_reasoning.utils.lmms_plugin`:
+`lmms_video_reasoning.utils.lmms.plugin`:
 
 - `lmms_eval.tasks`: every `TaskManager` indexes our task folder. This covers the entry
   points that build a task index without importing `lmms_eval.models` (`lmms-eval tasks`,
@@ -36,9 +36,9 @@ HOOKS = {
 
 def run_hook(module_name: str) -> None:
     try:
-        from lmms_video_reasoning.utils import lmms_plugin
+        from lmms_video_reasoning.utils.lmms import plugin
 
-        getattr(lmms_plugin, HOOKS[module_name])()
+        getattr(plugin, HOOKS[module_name])()
     except Exception:  # never break lmms-eval's own import
         import logging
 

@@ -37,7 +37,7 @@ sends the decoder only the packets it needs: reference frames (others depend on 
 targets themselves. Non-reference frames that are not targets (most B-frames) are never
 decoded. Worker threads pull groups from one queue (longest first), each with its own demuxer
 and decoder (PyAV releases the GIL while decoding). ``benchmarks/frame_sampling.py`` measures
-this against decord and a full sequential decode; ``utils/VIDEO.md`` records the figures.
+this against decord and a full sequential decode; ``utils/media/VIDEO.md`` records the figures.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-from lmms_video_reasoning.utils.files import atomic_target
-from lmms_video_reasoning.utils.intervals import clamp_intervals
+from lmms_video_reasoning.utils.core.files import atomic_target
+from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
 
@@ -625,7 +625,7 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: in
     concurrent writers are safe (each writes a temporary file, then ``os.replace``).
     """
     import av
-    from lmms_video_reasoning.utils.intervals import merge_intervals
+    from lmms_video_reasoning.utils.core.intervals import merge_intervals
 
     path = Path(path)
     table = _frame_table(path)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from lmms_video_reasoning.utils.data import MediaError
+from lmms_video_reasoning.utils.core.roots import MediaError
 
 Accept = Callable[[Sequence[str]], bool]  # relative path parts (folders + name) -> may this file be used?
 

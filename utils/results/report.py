@@ -25,7 +25,7 @@ correctly. Resampling units are the benchmark's (`ReportSpec.unit`: questions, o
 and a paired comparison resamples the units both runs answered.
 
 Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
-through `utils/registry.py`; this module is the shared machinery.
+through `utils/core/registry.py`; this module is the shared machinery.
 
 Files under a folder that look like results but do not parse are listed as not read (in the
 report and on stderr), never silently dropped.
@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from lmms_video_reasoning.utils import registry, score as scoring
-from lmms_video_reasoning.utils.data import DataError
-from lmms_video_reasoning.utils.registry import ReportSpec, ScoringAdapter
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.results import score as scoring
+from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.core.registry import ReportSpec, ScoringAdapter
 
 log = logging.getLogger("lmms_video_reasoning.report")
 

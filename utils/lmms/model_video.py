@@ -51,7 +51,7 @@ Public interface
   time). The order comes from the model's ``generate_until`` frame (lmms-eval's ``Collator``);
   the queue is dropped when the run ends.
 
-See ``utils/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
+See ``utils/media/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-from lmms_video_reasoning.utils.files import atomic_target
+from lmms_video_reasoning.utils.core.files import atomic_target
 
 logger = logging.getLogger("lmms_video_reasoning.model_video")
 
@@ -175,7 +175,7 @@ def version_verified(model: str) -> bool:
         verified = " + ".join(f"{name} {'/'.join(VERIFIED_VERSIONS[name])}" for name in _packages_of(model))
         logger.warning("video proxies are off for %s: installed %s, its frame selection was verified on %s only; "
                        "it reads the original video paths (run tests/test_model_equivalence.py on this version, then "
-                       "add it to VERIFIED_VERSIONS in utils/model_video.py)", model, ", ".join(unverified), verified)
+                       "add it to VERIFIED_VERSIONS in utils/lmms/model_video.py)", model, ", ".join(unverified), verified)
     return not unverified
 
 
@@ -394,7 +394,7 @@ def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int,
 
 
 def cache_dir() -> Path:
-    from lmms_video_reasoning.utils.data import cache_home
+    from lmms_video_reasoning.utils.core.roots import cache_home
 
     value = os.environ.get(CACHE_DIR_ENV, "").strip()
     return Path(value) if value else cache_home() / "video_proxies"
@@ -676,7 +676,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
     """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no
     exact proxy layout exists (the caller hands over the path). Raises VideoError for a file
     that cannot be decoded."""
-    from lmms_video_reasoning.utils import video
+    from lmms_video_reasoning.utils.media import video
 
     path = Path(path)
     try:
@@ -933,8 +933,8 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     checked path. A file our decoder rejects goes through
     ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
     """
-    from lmms_video_reasoning.utils.data import MediaError
-    from lmms_video_reasoning.utils.video import VideoError
+    from lmms_video_reasoning.utils.core.roots import MediaError
+    from lmms_video_reasoning.utils.media.video import VideoError
 
     path = Path(path)
     if input_mode() == "path":
@@ -955,7 +955,7 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
             return str(on_broken(path) if on_broken else path)
     try:
         if callable(frames):
-            from lmms_video_reasoning.utils.video import probe
+            from lmms_video_reasoning.utils.media.video import probe
 
             frames = frames(probe(path).total_frames)
         request = Request(reading if frames is None else None, tuple(int(i) for i in frames) if frames is not None else None,

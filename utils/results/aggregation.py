@@ -106,11 +106,19 @@ class ScoreOnce:
             return scores[metric]
 
         aggregate.__name__ = f"aggregate_{metric}"
+        # lmms-eval's Stderr column asks the aggregation for its standard error (utils/lmms/plugin.py)
+        aggregate.stderr_for = lambda bootstrap_iters: _stderr_function(aggregate, bootstrap_iters)
         return aggregate
 
 
+def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
+    from lmms_video_reasoning.utils.results import standard_error
+
+    return standard_error.stderr_function(aggregation, bootstrap_iters)
+
+
 def _task_label() -> str:
-    from lmms_video_reasoning.utils import judge_usage
+    from lmms_video_reasoning.utils.lmms import judge_usage
 
     return f"task {judge_usage.current_task()}" if judge_usage.current_task() else "a task of this suite"
 
@@ -128,7 +136,7 @@ def save_records(records: Records, run: "RunFiles | None") -> Path | None:
     without an output folder or when the disk refuses, which is logged, never raised)."""
     if run is None:
         return None
-    from lmms_video_reasoning.utils import judge_usage
+    from lmms_video_reasoning.utils.lmms import judge_usage
 
     task = judge_usage.current_task() or f"unnamed_{records_key(records)[:12]}"
     try:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from lmms_video_reasoning.utils.data import DataError, DataSource
+from lmms_video_reasoning.utils.core.roots import DataError, DataSource
 
 log = logging.getLogger("lmms_video_reasoning.preflight")
 
@@ -142,7 +142,7 @@ def check_output_folder() -> str | None:
 
 def check_media(media: "MediaCheck") -> str | None:
     """Every required file present and decodable, as `lmms-vr prepare --verify-only` checks it."""
-    from lmms_video_reasoning.utils import media_index  # not `prepare`: the upstream export has no registry
+    from lmms_video_reasoning.utils.data import media_index  # not `prepare`: the upstream export has no registry
 
     started = time.monotonic()
     kinds = media.kinds()

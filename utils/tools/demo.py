@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from lmms_video_reasoning.utils import registry
-from lmms_video_reasoning.utils.data import cache_home
-from lmms_video_reasoning.utils.sample import SAMPLE_VERSION, env_for, sample_benchmarks, write_sample
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.roots import cache_home
+from lmms_video_reasoning.utils.tools.sample import SAMPLE_VERSION, env_for, sample_benchmarks, write_sample
 
 
 def demo_tasks() -> str:
@@ -90,7 +90,7 @@ def main(args) -> int:
     report_dir = output_path / "report"
     # `lmms-vr report` on this run; the sample's roots let it rebuild judge inputs (e.g. frames a request holds)
     report_env = {**os.environ, **env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    command = [sys.executable, "-m", "lmms_video_reasoning.utils.cli", "report", str(newest), "--out", str(report_dir)]
+    command = [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "report", str(newest), "--out", str(report_dir)]
     print("the papers' tables beside this run, with 95% CIs:")
     if subprocess.run(command, env=report_env).returncode:  # `lmms-vr report` prints the report's paths itself
         print("lmms-vr demo: the report of the run failed (see above)", file=sys.stderr)

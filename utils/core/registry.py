@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from lmms_video_reasoning.utils.data import DataError
+from lmms_video_reasoning.utils.core.roots import DataError
 
 NAMESPACE = "lmms_video_reasoning"
 # The benchmark folders of this suite (`<folder>/benchmark.py` declares each), in report order.
@@ -59,11 +59,6 @@ class ScoringAdapter:
     def unit(self, record: dict) -> str:
         """The resampling unit (and pairing key) of a record."""
         return str(record["sample_id"])
-
-    def judge(self):
-        from lmms_video_reasoning.judges import get_judge
-
-        return get_judge(self.judge_name)
 
 
 @dataclass(frozen=True)

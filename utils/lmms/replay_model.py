@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lmms_eval.api.model import lmms
 
-from lmms_video_reasoning.utils.data import DataError, read_jsonl
+from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
 
 logger = logging.getLogger("lmms_video_reasoning")
 

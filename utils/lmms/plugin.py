@@ -76,19 +76,21 @@ def install_metric_hooks() -> None:
     being aggregated (judging runs in aggregation, after lmms-eval cleared its task context).
 
     `stderr_for_metric` gives a standard error only for lmms-eval's own aggregation
-    functions; ours declare theirs (`utils.standard_error`), so it is asked first.
+    functions; ours carry theirs (`aggregation.stderr_for(bootstrap_iters)`, set by
+    `utils/results/aggregation.py`), so it is asked first.
     """
     import lmms_eval.api.metrics as metrics
     import lmms_eval.evaluator_utils as evaluator_utils
 
-    from lmms_video_reasoning.utils import judge_usage, standard_error
+    from lmms_video_reasoning.utils.lmms import judge_usage
 
     original = metrics.stderr_for_metric
     if not getattr(original, _MARKER, False):
 
         @functools.wraps(original)
         def stderr_for_metric(metric, bootstrap_iters: int):
-            ours = standard_error.stderr_function(metric, bootstrap_iters)
+            own = getattr(metric, "stderr_for", None)
+            ours = own(bootstrap_iters) if callable(own) else None
             return ours if ours is not None else original(metric, bootstrap_iters)
 
         setattr(stderr_for_metric, _MARKER, True)
@@ -111,7 +113,7 @@ def install_usage_hooks() -> None:
     """Judge cost in lmms-eval's usage summary; our running total reset with lmms-eval's."""
     import lmms_eval.models.model_utils.usage_metrics as usage
 
-    from lmms_video_reasoning.utils import judge_usage
+    from lmms_video_reasoning.utils.lmms import judge_usage
 
     summarize, reset = usage.summarize_usage_metrics, usage.reset_usage_metrics
     if getattr(summarize, _MARKER, False):
@@ -134,7 +136,7 @@ def model_manifests() -> list:
     """Manifests of the models this suite adds (the replay model)."""
     from lmms_eval.models.registry_v2 import ModelManifest
 
-    return [ModelManifest(model_id="vr_replay", simple_class_path="lmms_video_reasoning.utils.replay_model.ReplayModel")]
+    return [ModelManifest(model_id="vr_replay", simple_class_path="lmms_video_reasoning.utils.lmms.replay_model.ReplayModel")]
 
 
 def register() -> list:

@@ -17,14 +17,14 @@ import sys
 
 
 def _tasks_path(args) -> int:
-    from lmms_video_reasoning.utils.lmms_plugin import tasks_dir
+    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
 
     print(tasks_dir())
     return 0
 
 
 def _sample(args) -> int:
-    from lmms_video_reasoning.utils.sample import env_for, write_sample
+    from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
     roots = write_sample(args.out)
     print(f"sample benchmark written to {args.out}")
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output_path", help="lmms-eval output folder (default: <sample>/demo_results)")
     demo.add_argument("--tasks", help="comma-separated tasks (default: each benchmark's demo tasks)")
     demo.add_argument("--real-judge", action="store_true", help="use the judge configured in the environment")
-    demo.set_defaults(run=_delegate("demo"))
+    demo.set_defaults(run=_delegate("tools.demo"))
 
     prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
     prepare.add_argument("benchmark", help="the benchmark: the name of its folder in this suite (or an alias)")
@@ -74,27 +74,27 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--keep-free", default="1G", help="disk space that must stay free (e.g. 500M, 20G; default 1G)")
     prepare.add_argument("--max-ratio", type=float, default=100.0,
                          help="refuse an archive declaring more than this times its size (zip bombs; default 100)")
-    prepare.set_defaults(run=_delegate("prepare"))
+    prepare.set_defaults(run=_delegate("data.prepare"))
 
     score = sub.add_parser("score", help="score lmms-eval samples files or replay predictions")
     score.add_argument("path", help="an lmms-eval --output_path folder, a samples .jsonl, or a replay predictions .jsonl")
     score.add_argument("--task", help="optional: score only this task. Needed only when PATH does not say it: a predictions "
                                       "file whose lines have no `task` field, or a samples file not named *_samples_<task>.jsonl")
     score.add_argument("--out", help="write a results JSON shaped like lmms-eval's")
-    score.set_defaults(run=_delegate("score"))
+    score.set_defaults(run=_delegate("results.score"))
 
     report = sub.add_parser("report", help="the papers' tables, with CIs and plots")
     report.add_argument("results", nargs="+", help="results JSON files or folders (lmms-eval or `lmms-vr score`)")
     report.add_argument("--out", default="lmms_vr_report", help="output folder for report.md, report.html and plots")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
-    report.set_defaults(run=_delegate("report"))
+    report.set_defaults(run=_delegate("results.report"))
 
     upstream = sub.add_parser("upstream", help="write this suite into an lmms-eval checkout as a pull-request-ready change")
     upstream.add_argument("--lmms-eval", required=True, help="an lmms-eval 0.7.x checkout (git clone or unpacked sdist)")
     upstream.add_argument("--pr-out", default="lmms_eval_pr.md", help="where to write the PR description")
     upstream.add_argument("--validation", help="JSON {command: {n, passed}} from a validation run, for the PR's table")
-    upstream.set_defaults(run=_delegate("upstream"))
+    upstream.set_defaults(run=_delegate("tools.upstream"))
     return parser
 
 

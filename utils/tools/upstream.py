@@ -137,7 +137,7 @@ def _resolve(path: Path, seen: tuple = ()) -> dict:
 
 def discover(tasks_root: Path | None = None) -> list[TaskFolder]:
     """Every folder of our task YAMLs, with its tasks resolved (includes merged)."""
-    from lmms_video_reasoning.utils.lmms_plugin import tasks_dir
+    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
 
     root = tasks_root or tasks_dir()
     folders = []
@@ -373,7 +373,7 @@ def frame_budget_table(folder: TaskFolder) -> str:
 
 def reference_numbers(package: str) -> str:
     """The papers' numbers for this benchmark, as markdown (empty when none are shipped)."""
-    from lmms_video_reasoning.utils import registry
+    from lmms_video_reasoning.utils.core import registry
 
     try:
         entry = registry.get(package).reference_tables()
@@ -495,7 +495,7 @@ def write_tests(folders: list[TaskFolder], checkout: Path, root_envs: dict[str, 
 
 def sample_root_envs(folders: list[TaskFolder]) -> dict[str, str]:
     """{package: the environment variable naming its data root} (what its sample is written for)."""
-    from lmms_video_reasoning.utils.sample import env_for
+    from lmms_video_reasoning.utils.tools.sample import env_for
 
     return {f.package: next(iter(env_for(Path("."), (f.package,)))) for f in folders}
 

@@ -1,6 +1,6 @@
 """Judge calls in lmms-eval's own usage accounting (`results["usage"]`, source "judge").
 
-The judge engine calls `record` once per answered HTTP request (cache hits cost nothing and
+The judge engine calls `record` (subscribed with `engine.on_usage` below) once per answered HTTP request (cache hits cost nothing and
 are not API calls). lmms-eval's usage records hold tokens only, so the estimated cost is
 added to its summary as `by_source.judge.cost_usd` (lmms_plugin wraps
 `summarize_usage_metrics`). Outside lmms-eval (`lmms-vr score`) this is a no-op.
@@ -12,6 +12,8 @@ import contextlib
 import sys
 import threading
 from typing import Iterator
+
+from lmms_video_reasoning.judges import engine
 
 _USAGE_MODULE = "lmms_eval.models.model_utils.usage_metrics"
 _lock = threading.Lock()
@@ -33,6 +35,9 @@ def record(model: str, prompt_tokens: int, completion_tokens: int, price: dict[s
     if price is not None:
         with _lock:
             _cost_usd = (_cost_usd or 0.0) + (prompt_tokens * price["input"] + completion_tokens * price["output"]) / 1e6
+
+
+engine.on_usage(record)
 
 
 def reset() -> None:

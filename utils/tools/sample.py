@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from lmms_video_reasoning.utils import registry
-from lmms_video_reasoning.utils.data import SUBSET_MARKER
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.roots import SUBSET_MARKER
 
 SAMPLE_VERSION = 1
 

@@ -32,7 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-from lmms_video_reasoning.utils.files import atomic_target
+from lmms_video_reasoning.utils.core.files import atomic_target
 
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (230, 30, 30),

@@ -51,8 +51,9 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from lmms_video_reasoning.utils import registry
-from lmms_video_reasoning.utils.data import DataError, read_jsonl
+from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -101,7 +102,7 @@ def _read_yaml(path: Path) -> dict:
 
 def task_specs() -> dict[str, TaskSpec]:
     """Every task of the suite (groups left out), by name."""
-    from lmms_video_reasoning.utils.lmms_plugin import tasks_dir
+    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
 
     specs = {}
     folders = [tasks_dir(), *(folder for b in registry.benchmarks() for folder in b.task_dirs)]
@@ -154,7 +155,7 @@ def logged_record(row: dict, spec: TaskSpec) -> dict | None:
 
 def task_docs(spec: TaskSpec) -> list[dict]:
     """The task's documents, built by its own `process_docs` hook (annotations needed)."""
-    from lmms_video_reasoning.utils import preflight
+    from lmms_video_reasoning.utils.lmms import preflight
 
     with preflight.off():  # scoring needs the documents, not the videos or a reachable judge
         dataset = _function(spec.process_docs)(None)
@@ -340,7 +341,7 @@ def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
     A document with no prediction is scored as an empty response (counted in the coverage);
     predictions that match no document are listed in the coverage.
     """
-    from lmms_video_reasoning.utils.replay_model import load_predictions, lookup, unmatched
+    from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
 
     table = load_predictions(path)
     process_results = _function(spec.process_results)
@@ -515,7 +516,7 @@ def score_task(task: str, records: Sequence[dict], source: str = "", with_outcom
     bench = registry.get(spec.benchmark).scoring
     records = list(records)
     settings = bench.settings(records)
-    judge = bench.judge() if bench.needs_judge(records) else None
+    judge = get_judge(bench.judge_name) if bench.needs_judge(records) else None
     before = judge.stats.as_dict() if judge is not None else None
     computed = bench.score(records, settings)
     metrics = {name: computed[name] for name in spec.metrics if name in computed} or computed  # the task's metrics

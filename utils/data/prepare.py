@@ -26,9 +26,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lmms_video_reasoning.utils import archives, media_index, registry
-from lmms_video_reasoning.utils.media_index import KindReport, verify  # noqa: F401 - `prepare.verify` as before
-from lmms_video_reasoning.utils.data import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource
+from lmms_video_reasoning.utils.data import archives
+from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.data.media_index import KindReport, verify  # noqa: F401 - `prepare.verify` as before
+from lmms_video_reasoning.utils.core.roots import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource
 
 STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping

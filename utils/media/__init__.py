@@ -1,0 +1,1 @@
+"""Layer 1, `media`: video frames, subtitles and synthetic media (imports `core` only)."""
