@@ -1,8 +1,8 @@
 """From per-answer records to CG-Bench metrics: the one code path of the tasks and `lmms-vr score`.
 
-`make_record(doc, response)` is what `process_results` logs (everything needed to re-score,
-no judge call). `score_records(records, settings)` reads every reply (`scoring`), runs the
-open-ended judge once for the open records, joins modes per qid and returns every metric.
+`records.build_record(doc, response)` is what `process_results` logs (everything needed to
+re-score, no judge call). `score_records(records, settings)` reads every reply (`scoring`), runs
+the open-ended judge once for the open records, joins modes per qid and returns every metric.
 Records of separate runs can be concatenated: long + clue + grounding records of one model
 give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
 
@@ -12,7 +12,7 @@ long answer and grounding reply both parsed; `oe_acc` uses the questions with a 
 verdict (a question whose judging failed is left out and counted in `judge_failed`).
 Strict: unparseable replies count as wrong / tIoU 0 (still counted in `parse_failed`); an
 empty open answer is wrong without asking the judge.
-In both settings lmms-eval's failure placeholder (`utils.responses.is_model_failure`: the
+In both settings lmms-eval's failure placeholder (`utils.lmms.responses.model_failed`: the
 model never answered) is a missing answer, not a reply: never parsed nor judged, wrong /
 tIoU 0 in every denominator, counted in `model_failed` (not in `parse_failed`).
 Thinking models: every parser (and the open-ended judge, through the parsed prediction)
@@ -31,17 +31,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from lmms_video_reasoning.cg_bench import inputs, scoring
+from lmms_video_reasoning.cg_bench import judging, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core.roots import require_fields
-from lmms_video_reasoning.utils.lmms.responses import (
-    failure_reason,
-    final_answer,
-    is_model_failure,
-    reasoning_truncated,
-    reply_fields,
-    warn_truncated,
-)
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, warn_truncated
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
@@ -83,43 +76,6 @@ def _env_flag(name: str) -> bool:
     if value not in ("", "0", "false", "no", "1", "true", "yes"):
         raise ValueError(f"{name} must be 1/true/yes or 0/false/no, got {value!r}")
     return value in ("1", "true", "yes")
-
-
-def make_record(doc: dict, response: str) -> dict:
-    """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge).
-
-    lmms-eval's failure placeholder is kept as the response and marked: `model_failed` True,
-    `model_failure` its first line (what went wrong). The response is the raw reply;
-    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_fields`.
-    """
-    return {
-        "sample_id": doc["sample_id"],
-        "task_kind": doc.get("task_kind", doc["mode"]),
-        "mode": doc["mode"],
-        "qid": int(doc["qid"]),
-        "video_uid": doc["video_uid"],
-        "question": doc["question"],
-        "answer": doc["answer"],
-        "right_answer": doc["right_answer"],
-        "clue_intervals": [[float(a), float(b)] for a, b in doc["clue_intervals"]],
-        "domain": doc["domain"],
-        "sub_category": doc["sub_category"],
-        "duration": int(doc["duration"]),
-        "response": response or "",
-        **reply_fields(response or ""),
-        "model_failed": is_model_failure(response),
-        "model_failure": failure_reason(response),
-        # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
-        "subtitles_unusable": None if doc["mode"] == "blind" else inputs.subtitles_unusable(doc["video_uid"]),
-        # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
-        "subtitles_missing": doc["mode"] != "blind" and inputs.subtitles_missing(doc["video_uid"]),
-    }
-
-
-def model_failed(record: dict) -> bool:
-    """The record holds lmms-eval's placeholder instead of an answer (marked, or recognised in
-    the response of a record logged before the mark existed)."""
-    return bool(record.get("model_failed")) or is_model_failure(record["response"])
 
 
 @dataclass
@@ -181,10 +137,9 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge=None) -> li
 
 def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], judge=None) -> None:
     """Fill the open outcomes with the two-step judge's verdicts (NaN metric when no judge is set)."""
-    from lmms_video_reasoning.cg_bench import judging
     from lmms_video_reasoning.judges.engine import get_judge
 
-    judge = judge if judge is not None else get_judge("cg_bench")
+    judge = judge if judge is not None else get_judge(judging.JUDGE)
     if judge is None:
         for index, _record, _prediction in open_slots:
             outcomes[index].judge_error = NO_JUDGE

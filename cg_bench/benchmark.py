@@ -1,10 +1,13 @@
-"""CG-Bench as the suite's shared code sees it (found through `utils/core/registry.py`): its scoring adapter for
-`lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
-(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
+"""CG-Bench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
+declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
+and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
+(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
 
 import dataclasses
+from pathlib import Path
 from typing import Sequence
 
+from lmms_video_reasoning.cg_bench import judging, records
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
@@ -35,7 +38,7 @@ class CgBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
 
-        judge = judge if judge is not None or not self.needs_judge(records) else get_judge(self.judge_name)
+        judge = judge if judge is not None or not self.needs_judge(records) else get_judge(judging.JUDGE)
         if self.needs_judge(records) and judge is None:
             return None
         return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings, judge)]
@@ -59,10 +62,14 @@ BENCHMARK = Benchmark(
     name="cg_bench",
     title="CG-Bench",
     package=__package__,
+    task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=records.build_record,
     scoring=CgBenchScoring(),
+    judge=judging.JUDGE,
     report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
+    sample_module=f"{__package__}.sample",
     demo_tasks=("cg_bench_mcq", "cg_bench_open"),
-    aliases=(),
 )

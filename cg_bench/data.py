@@ -258,6 +258,67 @@ def subtitle_problem(path: Path) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------- subtitles shown with the frames
+
+
+_cue_lock = threading.Lock()
+_cue_cache: dict[str, tuple] = {}
+_warned_srt: set[str] = set()
+
+
+def load_cues(path: Path) -> tuple:
+    """The cues of an SRT file (`utils.subtitles.parse_srt`, parsed once per file and process)."""
+    from lmms_video_reasoning.utils.media import subtitles
+
+    key = str(path)
+    with _cue_lock:
+        if key not in _cue_cache:
+            _cue_cache[key] = tuple(subtitles.parse_srt(path).cues)
+        return _cue_cache[key]
+
+
+def subtitles_for(video_uid: str, planned) -> str:
+    """The subtitles block for the planned frames of a video (`frames.for_document`; '' when
+    the video has no SRT or no cue applies).
+
+    The official `get_subtitles` with `sub_time=True`: a cue is shown when its span strictly
+    contains a sampled frame's exact time `index / fps` (integer milliseconds), each line once,
+    as `[start, end] text` (`utils.subtitles.lines_for_times`).
+    """
+    from lmms_video_reasoning.utils.media import subtitles
+
+    path = subtitle_path(video_uid)
+    if path is None:
+        return ""
+    cues = load_cues(path)
+    if not cues and str(path) not in _warned_srt:
+        _warned_srt.add(str(path))
+        logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles and "
+                       "counted in subtitles_unusable", path, subtitle_problem(path))
+    times = [index / planned.fps for index in planned.indices]
+    return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times))
+
+
+def subtitles_missing(video_uid: str) -> bool:
+    """The video has no subtitle file under the data root (its prompt goes without subtitles)."""
+    try:
+        return subtitle_path(video_uid) is None
+    except ValueError:
+        return False
+
+
+def subtitles_unusable(video_uid: str) -> str | None:
+    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
+    Never raises: a root that cannot be read is reported where the media are resolved."""
+    try:
+        path = subtitle_path(video_uid)
+    except ValueError:
+        return None
+    if path is None or load_cues(path):
+        return None
+    return subtitle_problem(path) or "no subtitle line"
+
+
 def media_files(records: Iterable[dict]) -> list[str]:
     """Canonical relative paths of the full videos every record needs.
 

@@ -1,6 +1,10 @@
 """CG-Bench frame plans: the whole video (long / grounding / open) and the clue intervals.
 
-Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``).
+Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``). Indices come
+from the video's `video_meta_info.json` entry (`max_frame`, `fps`), as the official runner
+computes them, checked against the file (``utils.media.video.plan_frames``: a table entry that
+describes another encoding of the video gives way to the file, with a warning), so the prompt
+text needs no decoding (`for_document`).
 """
 
 from __future__ import annotations
@@ -8,8 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.cg_bench import data
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
+from lmms_video_reasoning.utils.media import video
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +77,19 @@ def timestamps(indices: Iterable[int], fps: float) -> list[float]:
     return [round(i / fps, 4) for i in indices]
 
 
-
-
+DEFAULT_LONG_FRAMES = 128  # paper Table 3 "#F long"; also grounding and open
+DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
 LONG_PLAN = video.FramePlan("cg_bench", pick=long_indices, times=timestamps)
 CLUE_PLAN = video.FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, times=timestamps)
+
+
+def for_document(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], long_frames: int = DEFAULT_LONG_FRAMES,
+                 clue_frames: int = DEFAULT_CLUE_FRAMES) -> video.PlannedFrames:
+    """The official sampling of `mode` for a question: clue mode inside its clue intervals, the
+    others over the whole video; indices, times and fps, with no decoding."""
+    meta = data.video_meta(video_uid)
+    official = {"max_frame": meta.max_frame, "fps": meta.fps}
+    path = data.video_path(video_uid)
+    if mode == "clue":
+        return video.plan_frames(path, CLUE_PLAN, clue_frames, intervals=clue_intervals, meta=official)
+    return video.plan_frames(path, LONG_PLAN, long_frames, meta=official)

@@ -1,4 +1,4 @@
-"""lmms-eval hooks of the CG-Bench tasks (the functions the YAMLs in `tasks/cg_bench/` name).
+"""lmms-eval hooks of the CG-Bench tasks (the functions the YAMLs in `cg_bench/tasks/` name).
 
 Tasks and their documents (one per question, `sample_id` = str(qid); `cg_bench_mcq` has
 three per question, `sample_id` = "<qid>:<mode>"):
@@ -26,23 +26,20 @@ import json
 import logging
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench import data, inputs, judging, prompts  # noqa: F401 - judging declares the judge (preflight)
-from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_records / make_record: `lmms-vr score`
-    METRICS,
-    Settings,
-    make_record,
-    score_records,
-)
+from lmms_video_reasoning.cg_bench import data, frames, judging, prompts, records
+from lmms_video_reasoning.cg_bench.aggregate import METRICS, Settings, score_records
+from lmms_video_reasoning.utils.core.records import process_results as records_hook
+from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import RunFiles, ScoreOnce
-from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
+from lmms_video_reasoning.utils.media.video import PlannedFrames
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 DEFAULTS = {
     "visual_mode": "video",
-    "long_frames": inputs.DEFAULT_LONG_FRAMES,
-    "clue_frames": inputs.DEFAULT_CLUE_FRAMES,
+    "long_frames": frames.DEFAULT_LONG_FRAMES,
+    "clue_frames": frames.DEFAULT_CLUE_FRAMES,
     "subtitles": True,
     "frame_times": True,
 }
@@ -96,7 +93,7 @@ def _loader(task_kind: str, split: str):
 
     def load_docs(_placeholder=None):
         return preflight.task_load("cg_bench", lambda: docs_dataset(build_docs(data.load_records(split), task_kind, split)),
-                                   media, judge="cg_bench" if task_kind == "open" else None)
+                                   media, judge=judging.JUDGE if task_kind == "open" else None)
 
     load_docs.__name__ = f"load_{task_kind}_{split}"
     return load_docs
@@ -111,8 +108,8 @@ load_open_full, load_mcq_full, load_blind_full = _loader("open", "full"), _loade
 # ---------------------------------------------------------------------- model input
 
 
-def _plan(doc: dict, settings: dict) -> inputs.FramePlan:
-    return inputs.frame_plan(doc["video_uid"], doc["mode"], doc["clue_intervals"], settings["long_frames"], settings["clue_frames"])
+def _plan(doc: dict, settings: dict) -> PlannedFrames:
+    return frames.for_document(doc["video_uid"], doc["mode"], doc["clue_intervals"], settings["long_frames"], settings["clue_frames"])
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
@@ -126,7 +123,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(lmms_eval_specific_kwargs)
     plan = _plan(doc, settings)
-    subtitles = inputs.subtitles_for(plan) if settings["subtitles"] else ""
+    subtitles = data.subtitles_for(doc["video_uid"], plan) if settings["subtitles"] else ""
     frame_times = prompts.frame_times_block(plan.indices, plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
 
@@ -161,7 +158,7 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
         return []
     settings = settings_of(lmms_eval_specific_kwargs)
     if settings["visual_mode"] == "frames":
-        return inputs.frames_for(_plan(doc, settings))
+        return _plan(doc, settings).read()
     from lmms_video_reasoning.utils.lmms import model_video
 
     if doc["mode"] == "clue":
@@ -186,7 +183,7 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
     if doc["mode"] == "blind":
         content = []
     elif settings["visual_mode"] == "frames":
-        content = [{"type": "image", "url": frame} for frame in inputs.frames_for(_plan(doc, settings))]
+        content = [{"type": "image", "url": frame} for frame in _plan(doc, settings).read()]
     else:
         content = [_video_part(doc)]
     return [{"role": "user", "content": content + [{"type": "text", "text": text}]}]
@@ -195,17 +192,10 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # ---------------------------------------------------------------------- results and aggregation
 
 
-record_from_response = make_record  # for `--predict_only` files: (doc, raw response) -> record
+# One record per metric of the task (the same record): cheap, never raises, no judge.
+process_results = records_hook(records.build_record, lambda doc: METRICS[doc["task_kind"]])
 
-
-def process_results(doc: dict, results: list) -> dict:
-    """One record per metric of the task (the same record): cheap, never raises, no judge."""
-    response = results[0] if results else ""
-    record = make_record(doc, response if isinstance(response, str) else str(response))
-    return {metric: record for metric in METRICS[doc["task_kind"]]}
-
-
-_scorer = ScoreOnce(lambda records: score_records(records, Settings.from_env()))
+_scorer = ScoreOnce(lambda records_: score_records(records_, Settings.from_env()), "cg_bench")
 
 
 def details_path(run: RunFiles, task_kind: str) -> Path:
@@ -220,7 +210,7 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
         return
     from lmms_video_reasoning.judges.engine import get_judge
 
-    judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
+    judge = get_judge(judging.JUDGE) if scores["breakdown"]["task_kind"] in ("open",) else None
     details = {**scores, "judge": judge.accounting() if judge is not None else None}
     path = details_path(run, scores["breakdown"]["task_kind"])
     path.parent.mkdir(parents=True, exist_ok=True)

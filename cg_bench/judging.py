@@ -15,14 +15,16 @@ import io
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from lmms_video_reasoning.cg_bench import inputs, prompts
+from lmms_video_reasoning.cg_bench import data, frames, prompts
 from lmms_video_reasoning.cg_bench.scoring import judge_verdict
-from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
+from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest, JudgeResult
+from lmms_video_reasoning.utils.media.video import PlannedFrames
 
-# The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables.
-JUDGE = register_defaults("cg_bench", JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None,
-                                                    ("OPENAI_BASE_URL", "OPENAI_API_URL")))
+# The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables (declared as
+# `Benchmark.judge`; the hooks pass it to `get_judge`).
+JUDGE = JudgeDefaults("cg_bench", "gpt-4o-2024-08-06", "OPENAI_API_KEY", model_env="MODEL_VERSION",
+                      base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
 STEP1_TAG, STEP2_TAG = "cg_bench.open.step1", "cg_bench.open.step2"
 
@@ -68,10 +70,10 @@ def step1_request(item: OpenItem) -> JudgeRequest:
     )
 
 
-def step2_request(item: OpenItem, frames: Sequence, plan: inputs.FramePlan, subtitles: str) -> JudgeRequest:
+def step2_request(item: OpenItem, images: Sequence, plan: PlannedFrames, subtitles: str) -> JudgeRequest:
     """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
     text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    content = [image_part(frame) for frame in frames] + [{"type": "text", "text": text}]
+    content = [image_part(frame) for frame in images] + [{"type": "text", "text": text}]
     return JudgeRequest(
         messages=[{"role": "user", "content": content}],
         temperature=0.0,
@@ -80,22 +82,21 @@ def step2_request(item: OpenItem, frames: Sequence, plan: inputs.FramePlan, subt
     )
 
 
-def judge_one(item: OpenItem, ask: Callable[[JudgeRequest], JudgeResult], clue_frames: int = inputs.DEFAULT_CLUE_FRAMES) -> OpenVerdict:
+def judge_one(item: OpenItem, ask: Callable[[JudgeRequest], JudgeResult], clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> OpenVerdict:
     """Both steps for one item; step 2 only when step 1 says 2. Failures come back as verdict None."""
     first = ask(step1_request(item))
     if not first.ok:
         return OpenVerdict(None, None, None, f"step 1: {first.error}")
     if first.value in (0, 1):
         return OpenVerdict(first.value, None, first.value)
-    plan = inputs.frame_plan(item.video_uid, "clue", item.clue_intervals, clue_frames=clue_frames)
-    frames = inputs.frames_for(plan)
-    second = ask(step2_request(item, frames, plan, inputs.subtitles_for(plan)))
+    plan = frames.for_document(item.video_uid, "clue", item.clue_intervals, clue_frames=clue_frames)
+    second = ask(step2_request(item, plan.read(), plan, data.subtitles_for(item.video_uid, plan)))
     if not second.ok:
         return OpenVerdict(first.value, None, None, f"step 2: {second.error}")
     return OpenVerdict(first.value, second.value, second.value)
 
 
-def judge_open(items: Sequence[OpenItem], judge: Judge, clue_frames: int = inputs.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
+def judge_open(items: Sequence[OpenItem], judge: Judge, clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
     """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
     results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames), list(items), desc="cg_bench open-ended judge")
     return [result if result is not None else OpenVerdict(None, None, None, "judge item failed (see log)") for result in results]

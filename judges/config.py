@@ -2,9 +2,10 @@
 
 Precedence (issue 3): ``LMMS_VR_JUDGE_BASE_URL`` / ``LMMS_VR_JUDGE_API_KEY`` /
 ``LMMS_VR_JUDGE_MODEL`` override everything; otherwise each benchmark has the defaults of
-its official evaluation code, declared by the benchmark's own ``judging`` module with
-``register_defaults`` (``JudgeDefaults``), plus lmms-eval's conventions (``OPENAI_API_URL``,
-``MODEL_VERSION``).
+its official evaluation code, declared by the benchmark (``Benchmark.judge``, a ``JudgeDefaults``
+its ``judging`` module holds as ``JUDGE``), plus lmms-eval's conventions (``OPENAI_API_URL``,
+``MODEL_VERSION``). Benchmark code passes its ``JudgeDefaults`` itself; shared code names the
+benchmark and the registry finds its declaration. Nothing is declared by importing a module.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
+
+from lmms_video_reasoning.utils.core.registry import JudgeDefaults
 
 OVERRIDE_BASE_URL = "LMMS_VR_JUDGE_BASE_URL"
 OVERRIDE_API_KEY = "LMMS_VR_JUDGE_API_KEY"
@@ -48,58 +51,23 @@ class JudgeConfigError(RuntimeError):
     """
 
 
-@dataclass(frozen=True)
-class JudgeDefaults:
-    """A benchmark's judge as its official evaluation code sets it: the model, where its name
-    and key are read, the endpoint."""
-
-    model: str
-    model_env: str | None
-    key_env: str
-    base_url: str | None
-    base_url_envs: tuple[str, ...]
-
-
-# Each benchmark's official judge, declared by the benchmark's `judging` module when it is
-# imported (its lmms-eval hooks import it, also in the upstream export, which has no registry).
-_DEFAULTS: dict[str, JudgeDefaults] = {}
-
-
-def register_defaults(benchmark: str, defaults: JudgeDefaults) -> JudgeDefaults:
-    """Declare ``benchmark``'s official judge (called by the benchmark's ``judging`` module)."""
-    _DEFAULTS[benchmark] = defaults
-    return defaults
-
-
-def _declare_from_registry(benchmark: str | None = None) -> None:
-    """Import the ``judging`` module of ``benchmark`` (None: of every registered benchmark),
-    which declares its judge: tools such as `lmms-vr score` may ask for a judge before any
-    hook ran."""
-    import importlib
+def benchmark_defaults(benchmark: "str | JudgeDefaults") -> JudgeDefaults:
+    """The judge defaults of ``benchmark``: the declaration itself when given one (benchmark code
+    passes its ``judging.JUDGE``), else what the registered benchmark of that name declares
+    (``Benchmark.judge``); ValueError naming the benchmarks that have a judge."""
+    if isinstance(benchmark, JudgeDefaults):
+        return benchmark
+    from lmms_video_reasoning.utils.core import registry
 
     try:
-        from lmms_video_reasoning.utils.core import registry
-    except ImportError:  # the upstream export ships no registry: the hooks declared the judge
-        return
-    try:
-        packages = [registry.get(benchmark).package] if benchmark else [b.package for b in registry.benchmarks()]
-    except (ValueError, ImportError):  # unknown, or a copy of the registry whose benchmarks are elsewhere
-        return
-    for package in packages:
-        try:
-            importlib.import_module(f"{package}.judging")
-        except ModuleNotFoundError:  # a benchmark without a judge
-            pass
+        return registry.judge_defaults(benchmark)
+    except (ValueError, ImportError) as error:  # unknown; or a copy without the registry's benchmarks
+        raise ValueError(f"no judge declared for {benchmark!r} ({error})") from None
 
 
-def benchmark_defaults(benchmark: str) -> JudgeDefaults:
-    """The judge defaults of ``benchmark`` (ValueError naming the benchmarks that have a judge)."""
-    if benchmark not in _DEFAULTS:
-        _declare_from_registry(benchmark)
-    if benchmark not in _DEFAULTS:
-        _declare_from_registry()
-        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {sorted(_DEFAULTS)}")
-    return _DEFAULTS[benchmark]
+def judge_name(benchmark: "str | JudgeDefaults") -> str:
+    """The benchmark name a judge is known by (in logs, caches and accounting)."""
+    return benchmark.benchmark if isinstance(benchmark, JudgeDefaults) else benchmark
 
 
 @dataclass(frozen=True)
@@ -172,8 +140,9 @@ class JudgeConfig:
         }
 
     @classmethod
-    def from_env(cls, benchmark: str, env: Mapping[str, str] | None = None) -> "JudgeConfig | None":
-        """Resolve the judge for ``benchmark`` from environment variables; None if none is configured."""
+    def from_env(cls, benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> "JudgeConfig | None":
+        """Resolve the judge for ``benchmark`` (its name, or its ``JudgeDefaults``) from environment
+        variables; None if none is configured."""
         defaults = benchmark_defaults(benchmark)
         env = os.environ if env is None else env
 
@@ -209,7 +178,7 @@ class JudgeConfig:
             model=model,
             base_url=base_url,
             api_key=api_key,
-            benchmark=benchmark,
+            benchmark=judge_name(benchmark),
             key_env=key_env,
             base_url_env=base_url_env,
             model_env=model_env,
@@ -222,7 +191,7 @@ class JudgeConfig:
         )
 
 
-def named_model(benchmark: str, env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+def named_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
     """(model, variable) the environment names for ``benchmark``'s judge, or (None, "") when none does."""
     env = os.environ if env is None else env
     model_env = benchmark_defaults(benchmark).model_env
@@ -233,7 +202,7 @@ def named_model(benchmark: str, env: Mapping[str, str] | None = None) -> tuple[s
     return None, ""
 
 
-def default_model(benchmark: str, env: Mapping[str, str] | None = None) -> str:
+def default_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> str:
     """The judge model ``benchmark`` uses without a custom endpoint (named, else the built-in default)."""
     return named_model(benchmark, env)[0] or benchmark_defaults(benchmark).model
 
@@ -293,11 +262,11 @@ def connect_error_reason(error: BaseException, endpoint: str) -> str:
     return f"{what} at {endpoint}"
 
 
-def not_configured_message(benchmark: str) -> str:
+def not_configured_message(benchmark: "str | JudgeDefaults") -> str:
     """The one line telling a user which variables enable the judge of ``benchmark``."""
     defaults = benchmark_defaults(benchmark)
     return (
-        f"{benchmark}: no LLM judge configured, judge-based metrics will be reported as not computed. "
+        f"{judge_name(benchmark)}: no LLM judge configured, judge-based metrics will be reported as not computed. "
         f"Set {defaults.key_env} (judge {defaults.model}), or {OVERRIDE_BASE_URL} "
         f"[+ {OVERRIDE_API_KEY}, {OVERRIDE_MODEL}] for another OpenAI-compatible endpoint."
     )

@@ -39,9 +39,11 @@ from lmms_video_reasoning.judges.config import (
     OPENAI_DEFAULT_BASE_URL,
     JudgeConfig,
     JudgeConfigError,
+    JudgeDefaults,
     cache_path_from_env,
     connect_error_reason,
     default_model,
+    judge_name,
     not_configured_message,
 )
 
@@ -843,8 +845,9 @@ _warned: set[str] = set()
 _cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
 
 
-def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
-    """The shared Judge for ``benchmark`` configured from the environment, or None.
+def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | None:
+    """The shared Judge for ``benchmark`` (its name, or the ``JudgeDefaults`` it declares)
+    configured from the environment, or None.
 
     None comes with one log line per benchmark per process naming the variables to set
     (inside ``verdicts_from_cache``: a ``CacheOnlyJudge`` instead; ``quiet``: no line, for
@@ -853,6 +856,7 @@ def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
     across tasks and threads of a process); all judges of a process share one call budget.
     """
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
+    benchmark = judge_name(benchmark)
     with _registry_lock:
         if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
             return _cache_only_judge(benchmark, config)

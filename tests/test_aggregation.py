@@ -10,7 +10,7 @@ def test_scoring_runs_once_per_distinct_records():
         calls.append(len(records))
         return {"n": len(records), "sum": sum(r["x"] for r in records)}
 
-    once = ScoreOnce(score)
+    once = ScoreOnce(score, "toy")
     records = [{"x": 1}, {"x": 2}]
     assert once(records)["n"] == 2 and once(list(reversed(records)))["sum"] == 3
     assert calls == [2]  # same content (any order): no second scoring
@@ -31,7 +31,7 @@ def test_aggregation_functions_receive_lmms_eval_args(tmp_path):
     from lmms_video_reasoning.utils.results.aggregation import run_files
 
     seen = []
-    once = ScoreOnce(lambda records: {"a": 1.0, "b": 2.0})
+    once = ScoreOnce(lambda records: {"a": 1.0, "b": 2.0}, "toy")
     aggregate_b = once.aggregation("b", after=lambda scores, run: seen.append((scores["a"], run)))
     # lmms-eval passes its CLI namespace only to a parameter named `args`
     assert "args" in inspect.signature(aggregate_b).parameters

@@ -63,11 +63,11 @@ def _yaml_loader():
 
 
 def declared_metrics(task: str) -> list[str]:
-    """The metric names a task's YAML declares (following `include:`), from the installed task folder."""
-    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
+    """The metric names a task's YAML declares (following `include:`), from the installed task folders."""
+    from lmms_video_reasoning.utils.core.registry import task_dirs
 
     by_task = {}
-    for path in tasks_dir().rglob("*.yaml"):
+    for path in (path for folder in task_dirs() for path in folder.rglob("*.yaml")):
         config = yaml.load(path.read_text(), Loader=_yaml_loader()) or {}
         if isinstance(config, dict) and config.get("task") == task:
             by_task[task] = (path, config)

@@ -24,10 +24,10 @@ CORRUPTIONS = ("truncated", "corrupt_header", "zero_byte", "missing", "no_video_
 
 
 def task_config(task: str) -> dict:
-    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
+    from lmms_video_reasoning.utils.core.registry import task_dirs
     from lmms_video_reasoning.utils.results.score import _read_yaml
 
-    for path in tasks_dir().rglob("*.yaml"):
+    for path in (path for folder in task_dirs() for path in folder.rglob("*.yaml")):
         config = _read_yaml(path)
         if config.get("task") == task:
             return config

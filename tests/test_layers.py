@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NS = "lmms_video_reasoning"
 BENCHMARKS = ("vcr_bench", "vrbench", "cg_bench")
-LEVEL = {"utils.core": 0, "tasks": 0, "utils.media": 1, "utils.data": 1, "judges": 2, "utils.lmms": 3,
+LEVEL = {"utils.core": 0, "utils.media": 1, "utils.data": 1, "judges": 2, "utils.lmms": 3,
          "utils.results": 4, **{b: 5 for b in BENCHMARKS}, "utils.tools": 6, "utils": 0}
 
 

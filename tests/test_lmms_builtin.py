@@ -32,7 +32,7 @@ PTH = "lmms_video_reasoning.pth"
 def our_tasks() -> dict[str, Path]:
     """{task or group name: its YAML} of this suite."""
     found = {}
-    for path in sorted(lmms_plugin.tasks_dir().rglob("*.yaml")):
+    for path in sorted(path for folder in lmms_plugin.task_dirs() for path in folder.rglob("*.yaml")):
         config = yaml.load(path.read_text(), Loader=yaml.BaseLoader) or {}
         if isinstance(config, dict):
             for key in ("task", "group"):

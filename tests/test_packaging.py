@@ -24,11 +24,12 @@ def test_wheel_contents(tmp_path):
     pth = zipfile.ZipFile(wheels[0]).read("lmms_video_reasoning.pth").decode()
     assert pth.startswith("import ") and "lmms_video_reasoning.utils.lmms.autoload" in pth
     # every sub-package, the task YAMLs and the official prompts are shipped
-    for sub in ("utils", "judges", "tasks", "vcr_bench", "vrbench", "cg_bench"):
+    for sub in ("utils", "utils/core", "utils/media", "utils/data", "utils/lmms", "utils/results", "utils/tools", "judges",
+                "vcr_bench", "vrbench", "cg_bench"):
         assert f"lmms_video_reasoning/{sub}/__init__.py" in names
-    assert "lmms_video_reasoning/tasks/doc_source.json" in names
-    assert any(n.startswith("lmms_video_reasoning/tasks/") and n.endswith(".yaml") for n in names)
-    for bench in ("vcr_bench", "vrbench", "cg_bench"):
+    for bench in ("vcr_bench", "vrbench", "cg_bench"):  # each benchmark's own task folder
+        assert f"lmms_video_reasoning/{bench}/tasks/doc_source.json" in names
+        assert any(n.startswith(f"lmms_video_reasoning/{bench}/tasks/") and n.endswith(".yaml") for n in names), bench
         assert any(n.startswith(f"lmms_video_reasoning/{bench}/prompts/") and n.endswith(".txt") for n in names), bench
         assert f"lmms_video_reasoning/{bench}/reference_tables.json" in names, "the papers' tables are package data"
     assert "lmms_video_reasoning/cg_bench/video_meta_info.json" in names  # the official frame table (not on the Hub)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.lmms import plugin as lmms_plugin
 
 EXPECTED_TASKS = {"vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame", "vr_bench", "vr_bench_mcq",
@@ -18,7 +19,7 @@ EXPECTED_TASKS = {"vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame", "vr
 
 def our_task_names() -> set[str]:
     names = set()
-    for path in lmms_plugin.tasks_dir().rglob("*.yaml"):
+    for path in (path for folder in registry.task_dirs() for path in folder.rglob("*.yaml")):
         config = yaml.load(path.read_text(), Loader=yaml.BaseLoader) or {}
         if isinstance(config, dict) and isinstance(config.get("task"), str):
             names.add(config["task"])
@@ -56,9 +57,10 @@ def test_lmms_eval_task_manager_finds_our_tasks_with_no_flag():
     index = json.loads(proc.stdout.strip().splitlines()[-1])
     missing = our_task_names() - set(index)
     assert not missing, f"lmms-eval did not index these tasks through the hook: {sorted(missing)}"
-    ours = lmms_plugin.tasks_dir()
+    ours = registry.task_dirs()
     for name in our_task_names():
-        assert Path(index[name]).resolve().is_relative_to(ours), f"{name} resolves to {index[name]}, not to our YAML under {ours}"
+        assert any(Path(index[name]).resolve().is_relative_to(folder) for folder in ours), \
+            f"{name} resolves to {index[name]}, not to our YAML under {ours}"
 
 
 def test_replay_model_is_registered():
@@ -69,14 +71,18 @@ def test_replay_model_is_registered():
 
 
 def test_include_path_is_not_indexed_twice():
-    ours = str(lmms_plugin.tasks_dir())
-    assert lmms_plugin._add_our_tasks(None) == [ours]
-    assert lmms_plugin._add_our_tasks(ours) == [ours]
-    assert lmms_plugin._add_our_tasks(["/elsewhere"]) == ["/elsewhere", ours]
+    ours = [str(folder) for folder in registry.task_dirs()]
+    assert len(ours) == 3 and lmms_plugin._add_our_tasks(None) == ours
+    assert lmms_plugin._add_our_tasks(ours[1]) == [ours[1], ours[0], ours[2]]
+    assert lmms_plugin._add_our_tasks(["/elsewhere"]) == ["/elsewhere", *ours]
+    root, _others = lmms_plugin.include_path()
+    assert lmms_plugin._add_our_tasks(str(root)) == [str(root)]  # the folder holding them all, given with --include_path
 
 
-def test_tasks_path_command_prints_the_installed_folder():
+def test_tasks_path_command_prints_one_folder_holding_every_task():
     proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "tasks-path"], capture_output=True, text=True)
-    assert proc.returncode == 0
-    assert Path(proc.stdout.strip()) == lmms_plugin.tasks_dir()
-    assert any(Path(proc.stdout.strip()).rglob("*.yaml"))
+    assert proc.returncode == 0 and proc.stderr == ""
+    root = Path(proc.stdout.strip())
+    assert root.name == "lmms_video_reasoning" and all(folder.is_relative_to(root) for folder in registry.task_dirs())
+    found = {path.resolve() for path in root.rglob("*.yaml")}
+    assert found == {path.resolve() for folder in registry.task_dirs() for path in folder.glob("*.yaml")}  # no other YAML

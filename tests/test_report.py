@@ -376,7 +376,7 @@ def judge_outage(folder: Path, task: str, judge_free: tuple[str, ...]) -> int:
     entry = data["results"][task]
     for key in list(entry):
         name = key.partition(",")[0]
-        if "," in key and name not in judge_free and name not in report.FAILURE_COUNTS:
+        if "," in key and name not in judge_free and name not in report.failure_counts(score.task_spec(task).benchmark):
             entry[key] = math.nan
     entry["judge_failed,none"] = samples
     results_file.write_text(json.dumps(data))

@@ -78,27 +78,28 @@ def judge_env(reference_dir, monkeypatch):
 
 
 def demo_records(reference_dir):
-    from lmms_video_reasoning.vcr_bench import data, hooks
+    from lmms_video_reasoning.vcr_bench import data
+    from lmms_video_reasoning.vcr_bench import records as vcr_records
 
     items = json.loads((reference_dir / "vcr_bench" / "input.json").read_text())
     docs = data.records_to_docs(items, "input.json")
-    return [hooks.record_from_response(doc, item["response"]) for doc, item in zip(docs, items)]
+    return [vcr_records.build_record(doc, item["response"]) for doc, item in zip(docs, items)]
 
 
 def test_list_repr_of_reference_steps_reaches_the_judge(reference_dir, judge_env):
-    from lmms_video_reasoning.vcr_bench import hooks
+    from lmms_video_reasoning.vcr_bench import aggregate
 
     responder, _server = judge_env
-    hooks.score_records(demo_records(reference_dir))
+    aggregate.score_records(demo_records(reference_dir))
     recall_prompts = [p for p in responder.served if p.startswith("You are an expert system for verifying")]
     assert any("[Ground Truth Information]\n['1. 0:08-0:30, a series of explosions" in p for p in recall_prompts)
 
 
 def test_official_demo_scores_in_process(reference_dir, judge_env):
-    from lmms_video_reasoning.vcr_bench import hooks
+    from lmms_video_reasoning.vcr_bench import aggregate
 
     responder, server = judge_env
-    metrics = hooks.score_records(demo_records(reference_dir))
+    metrics = aggregate.score_records(demo_records(reference_dir))
     assert responder.unexpected == [], "a prompt differs from the official one:\n" + responder.unexpected[0][:2000]
     # 4 extractions + 4 scorings + 4 recalls + 4 precisions, each byte-identical to the official prompt.
     assert server.request_count == 16 and len(set(responder.served)) == 16

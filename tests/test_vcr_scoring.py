@@ -6,6 +6,7 @@ import math
 
 import pytest
 from lmms_video_reasoning.judges.parsing import ParseError
+from lmms_video_reasoning.utils.lmms.responses import model_failed
 from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, PERCEPTION, REASONING
 
@@ -204,7 +205,7 @@ def test_metric_names_are_the_issue_names():
 
 def test_model_failure_is_recognised_by_flag_or_by_placeholder():
     placeholder = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - boom"
-    assert scoring.model_failed({"model_failed": True, "response": placeholder})
-    assert scoring.model_failed({"response": placeholder})  # a record logged before the flag existed
-    assert not scoring.model_failed({"model_failed": False, "response": "The answer is (A)."})
-    assert not scoring.model_failed({"response": "I saw [LMMS_EVAL_REQUEST_FAILED] in the video"})
+    assert model_failed({"model_failed": True, "response": placeholder})
+    assert model_failed({"response": placeholder})  # a record logged before the flag existed
+    assert not model_failed({"model_failed": False, "response": "The answer is (A)."})
+    assert not model_failed({"response": "I saw [LMMS_EVAL_REQUEST_FAILED] in the video"})

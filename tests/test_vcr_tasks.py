@@ -9,7 +9,8 @@ import math
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, MediaError
-from lmms_video_reasoning.vcr_bench import data, hooks, sample
+from lmms_video_reasoning.vcr_bench import aggregate, data, hooks, sample
+from lmms_video_reasoning.vcr_bench import records as vcr_records
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def test_process_results_never_raises_and_carries_everything(docs):
     record = out["accuracy"]
     assert set(out) == set(hooks.scoring.METRICS) and all(v is record for v in out.values())
     assert record["reasoning"] == docs[5]["reasoning"] and record["response"] == "resp" and record["error"] is None
-    assert record["model_failed"] is False and record["model_failure_reason"] is None
+    assert record["model_failed"] is False and record["model_failure"] is None
     json.dumps(record)
     broken = hooks.process_results({"sample_id": "9"}, [None])["accuracy"]
     assert broken["error"] and broken["response"] == ""
@@ -147,10 +148,10 @@ def test_model_failure_placeholder_is_never_judged(docs, monkeypatch):
     """lmms-eval's placeholder for a failed API request: no judge request at all, wrong for
     accuracy, no CoT ratio, counted in model_failed and not in judge_failed."""
     record = hooks.process_results(docs[4], [PLACEHOLDER])["accuracy"]
-    assert record["model_failed"] is True and record["model_failure_reason"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1")
+    assert record["model_failed"] is True and record["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1")
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        metrics = hooks.score_records([record])
+        metrics = aggregate.score_records([record])
     finally:
         server.stop()
     assert server.request_count == 0
@@ -164,9 +165,9 @@ def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, 
     responses = {i: PLACEHOLDER if i in failed_ids else table[i][0] for i in docs}
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        records = [hooks.record_from_response(docs[i], responses[i]) for i in sorted(docs)]
-        metrics = hooks.score_records(records)
-        answered = hooks.score_records([r for r in records if not r["model_failed"]])
+        records = [vcr_records.build_record(docs[i], responses[i]) for i in sorted(docs)]
+        metrics = aggregate.score_records(records)
+        answered = aggregate.score_records([r for r in records if not r["model_failed"]])
     finally:
         server.stop()
     assert not [b for b in server.requests if "LMMS_EVAL_REQUEST_FAILED" in json.dumps(b)]
@@ -193,10 +194,10 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
     server = judge_with(monkeypatch, responder)
     try:
         table = sample.demo_table()["vcr_cot"]
-        records = [hooks.record_from_response(d, table[i][0]) for i, d in sorted(docs.items())]
+        records = [vcr_records.build_record(d, table[i][0]) for i, d in sorted(docs.items())]
         records.append({**hooks.process_results({"sample_id": "x"}, ["?"])["accuracy"], "dimension_code": "ftr",
                          "duration_bucket": "short", "multiple_choice": True})
-        metrics = hooks.score_records(records)
+        metrics = aggregate.score_records(records)
     finally:
         server.stop()
     assert metrics["judge_failed"] == 2  # the broken recall + the unprocessable record
@@ -209,8 +210,8 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
 def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        record = hooks.record_from_response(docs[4], "A")  # correct bare letter
-        metrics = hooks.score_records([record])
+        record = vcr_records.build_record(docs[4], "A")  # correct bare letter
+        metrics = aggregate.score_records([record])
     finally:
         server.stop()
     kinds = [b["messages"][0]["content"][:20] for b in server.requests]
@@ -222,9 +223,9 @@ def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
 def test_background_setting_changes_overall(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        record = hooks.record_from_response(docs[5], "Nothing useful. So the answer is the magenta circle.")
-        default = hooks.score_records([record])
-        included = hooks.score_records([record], {"include_background": True})
+        record = vcr_records.build_record(docs[5], "Nothing useful. So the answer is the magenta circle.")
+        default = aggregate.score_records([record])
+        included = aggregate.score_records([record], {"include_background": True})
     finally:
         server.stop()
     # Reference of id 5: 1 background + 2 perception + 1 inference step, none matched.
@@ -235,10 +236,10 @@ def test_background_setting_changes_overall(docs, monkeypatch):
 def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "LMMS_VR_JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    records = [hooks.record_from_response(d, "A") for d in docs.values()]
-    records[0] = hooks.record_from_response(docs[0], PLACEHOLDER)
+    records = [vcr_records.build_record(d, "A") for d in docs.values()]
+    records[0] = vcr_records.build_record(docs[0], PLACEHOLDER)
     with caplog.at_level("WARNING"):
-        metrics = hooks.score_records(records)
+        metrics = aggregate.score_records(records)
     assert metrics.pop("model_failed") == 1  # needs no judge
     assert metrics.pop("reasoning_truncated") == 0  # nor does this count
     assert all(math.isnan(v) for v in metrics.values())

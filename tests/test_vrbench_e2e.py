@@ -15,7 +15,7 @@ from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import MediaError
 from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 from lmms_video_reasoning.utils.media.synthetic import COLORS
-from lmms_video_reasoning.vrbench import hooks, sample
+from lmms_video_reasoning.vrbench import aggregate, hooks, sample
 from lmms_video_reasoning.vrbench.scoring import TYPE_NAMES, extract_mcq_answer
 
 JUDGE_TASKS = ("vr_bench", "vr_bench_text", "vr_bench_official")
@@ -123,7 +123,7 @@ def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
         for task in ("vr_bench", "vr_bench_official"):
             [log] = samples_files(tmp_path, task)
             records = [json.loads(line)["mcq_accuracy"] for line in log.read_text().splitlines()]
-            rescored = hooks.score_records(records)
+            rescored = aggregate.score_records(records)
             for name, value in rescored.items():
                 assert value == pytest.approx(metric(results, task, name)) or (math.isnan(value) and math.isnan(metric(results, task, name)))
 

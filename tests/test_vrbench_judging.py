@@ -12,8 +12,10 @@ import math
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, docs_dataset
-from lmms_video_reasoning.vrbench import data, hooks, prompts
+from lmms_video_reasoning.vrbench import aggregate, data, hooks, prompts
+from lmms_video_reasoning.vrbench import records as vr_records
 from lmms_video_reasoning.vrbench.sample import judge_responder
+from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer
 
 RESPONSE = "Assistant: <Step 1> They explore the ruins.\n<Step 2> History matters to them.\n<Answer> A"
 
@@ -92,11 +94,11 @@ def run_judge(monkeypatch, debug_records, protocol):
     docs = data.flatten([*debug_records, long_video])
     for doc in docs:
         doc["mode"], doc["protocol"] = "judge", protocol
-    records = [hooks.build_record(doc, RESPONSE) for doc in docs]
+    records = [vr_records.build_record(doc, RESPONSE) for doc in docs]
     with LocalJudgeServer(judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        metrics = hooks.score_records(records)
+        metrics = aggregate.score_records(records)
         sent = {json.loads(json.dumps(body["messages"]))[1]["content"]: body for body in server.requests}
     return metrics, sent
 
@@ -162,22 +164,22 @@ def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protoco
     assert len(docs) == 2
     for doc in docs:
         doc["mode"], doc["protocol"] = "judge", protocol
-    failed_doc = dict(docs[0], answer=hooks.extract_mcq_answer(MODEL_FAILURE))
+    failed_doc = dict(docs[0], answer=extract_mcq_answer(MODEL_FAILURE))
     assert failed_doc["answer"] == "E"  # the cascade alone would score the failure as right
-    failed = hooks.build_record(failed_doc, MODEL_FAILURE)
+    failed = vr_records.build_record(failed_doc, MODEL_FAILURE)
     assert failed["model_failed"] is True and failed["mcq_pred"] is None
     assert failed["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500")
-    answered = hooks.build_record(docs[1], RESPONSE.replace("<Answer> A", f"<Answer> {docs[1]['answer']}"))
-    assert answered["model_failed"] is False and answered["model_failure"] == ""
+    answered = vr_records.build_record(docs[1], RESPONSE.replace("<Answer> A", f"<Answer> {docs[1]['answer']}"))
+    assert answered["model_failed"] is False and answered["model_failure"] is None
 
     with LocalJudgeServer(judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        only_failure = hooks.score_records([failed])
+        only_failure = aggregate.score_records([failed])
         assert server.request_count == 0, "the failure string reached the judge"
-        both = hooks.score_records([failed, answered])
+        both = aggregate.score_records([failed, answered])
         assert server.request_count == 1
-        only_answered = hooks.score_records([answered])
+        only_answered = aggregate.score_records([answered])
         assert not any("LMMS_EVAL_REQUEST_FAILED" in json.dumps(body) for body in server.requests)
 
     assert only_failure["mcq_accuracy"] == 0 and only_failure["model_failed"] == 1 and only_failure["judge_failed"] == 0
@@ -197,9 +199,9 @@ def test_model_failure_in_the_mcq_task(debug_records):
     doc = dict(data.flatten(debug_records)[0], mode="mcq", protocol="default")
     records = hooks.process_results(dict(doc, answer="E"), [MODEL_FAILURE])
     assert set(records) == set(hooks.MCQ_METRICS) and "model_failed" in records
-    metrics = hooks.score_records([records["mcq_accuracy"]])
+    metrics = aggregate.score_records([records["mcq_accuracy"]])
     assert metrics["mcq_accuracy"] == 0 and metrics["model_failed"] == 1
     assert "judge_failed" not in metrics
     # Records logged before the flag existed are recognised from their response.
     legacy = {k: v for k, v in records["mcq_accuracy"].items() if k not in ("model_failed", "model_failure")}
-    assert hooks.score_records([legacy])["model_failed"] == 1
+    assert aggregate.score_records([legacy])["model_failed"] == 1

@@ -11,6 +11,7 @@ import math
 
 import pytest
 from lmms_video_reasoning.judges.parsing import ParseError
+from lmms_video_reasoning.utils.lmms.responses import model_failed
 from lmms_video_reasoning.vrbench import scoring
 from lmms_video_reasoning.vrbench.scoring import (
     QuestionScore,
@@ -204,4 +205,4 @@ def test_failure_placeholder_is_never_correct():
     assert extract_mcq_answer(failure) == "E"  # what the cascade alone would read
     assert not scoring.mcq_correct(failure, "E")
     assert scoring.mcq_correct("<Answer> E", "E")
-    assert scoring.record_model_failed({"response": failure}) and not scoring.record_model_failed({"response": "E."})
+    assert model_failed({"response": failure}) and not model_failed({"response": "E."})

@@ -1,50 +1,56 @@
-"""VCR-Bench as the suite's shared code sees it (found through `utils/core/registry.py`): its scoring adapter for
-`lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
-(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
+"""VCR-Bench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
+declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
+and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
+(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
+
+from pathlib import Path
 
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.vcr_bench import judging, records
 from lmms_video_reasoning.vcr_bench.report import report_spec
 
 
 class VcrBenchScoring(ScoringAdapter):
-    """VCR-Bench: `vcr_bench.hooks.score_records`; outcomes from `vcr_bench.judging.judge_records`."""
+    """VCR-Bench: `aggregate.score_records`; outcomes from `judging.judge_records`."""
 
     name = judge_name = "vcr_bench"
 
     def settings(self, records):
-        from lmms_video_reasoning.vcr_bench import hooks
+        from lmms_video_reasoning.vcr_bench import aggregate
 
-        return hooks.resolve_settings(None)
+        return aggregate.resolve_settings(None)
 
     def score(self, records, settings):
-        from lmms_video_reasoning.vcr_bench import hooks
+        from lmms_video_reasoning.vcr_bench import aggregate
 
-        return hooks.score_records(records, settings)
+        return aggregate.score_records(records, settings)
 
     def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.vcr_bench import judging
-
-        judge = judge if judge is not None else get_judge(self.judge_name)
+        judge = judge if judge is not None else get_judge(judging.JUDGE)
         if judge is None:
             return None
         chain_of_thought = any(record.get("score_cot", True) for record in records)
         return judging.judge_records(list(records), judge, chain_of_thought)
 
     def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vcr_bench import hooks
+        from lmms_video_reasoning.vcr_bench import aggregate
 
-        return hooks.metrics_from_outcomes(records, outcomes, settings)
+        return aggregate.metrics_from_outcomes(records, outcomes, settings)
 
 
 BENCHMARK = Benchmark(
     name="vcr_bench",
     title="VCR-Bench",
     package=__package__,
+    task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=records.build_record,
     scoring=VcrBenchScoring(),
+    judge=judging.JUDGE,
     report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
+    sample_module=f"{__package__}.sample",
     demo_tasks=("vcr_cot",),
-    aliases=(),
 )

@@ -7,6 +7,7 @@ indices, times rounded to 0.1 s.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from lmms_video_reasoning.utils.media import video
 
@@ -27,6 +28,15 @@ def timestamps(indices: Iterable[int], fps: float) -> list[float]:
     return [round(i / fps, 1) for i in indices]
 
 
-
-
+FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
 PLAN = video.FramePlan("vcr_bench", pick=indices, times=timestamps)
+# `vcr_one_frame` (paper Table 5 "1 Frame"): the middle frame
+ONE_FRAME = video.FramePlan("vcr_bench_one_frame", pick=lambda total, _n: [total // 2], times=timestamps)
+
+
+def for_document(path: Path, mode: str) -> video.PlannedFrames:
+    """The frames a frame-based model sees of a document's video: 64 start-aligned frames
+    (`frames`) or the middle frame (`one_frame`), with the times its prompt shows."""
+    if mode == "one_frame":
+        return video.plan_frames(path, ONE_FRAME, 1)
+    return video.plan_frames(path, PLAN, FRAME_COUNT)

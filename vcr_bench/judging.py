@@ -6,7 +6,7 @@ samples' jobs go through one `Judge.map`, so a task's judging costs the time of 
 chain, not the sum. Every request carries its official prompt as one user message,
 temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-asks by the
 engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
-never turned into a score. A sample without a model answer (`scoring.model_failed`) gets
+never turned into a score. A sample without a model answer (`utils.lmms.responses.model_failed`) gets
 no judge call at all.
 
 Every call is shown the model's whole reply, thinking blocks included, as the official code
@@ -22,15 +22,16 @@ import logging
 from collections.abc import Callable, Sequence
 
 from lmms_video_reasoning.judges import JudgeRequest, JudgeResult, failure_share
-from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
-from lmms_video_reasoning.utils.lmms.responses import judged_text, reasoning_truncated
+from lmms_video_reasoning.judges.config import JudgeDefaults
+from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed, reasoning_truncated
 from lmms_video_reasoning.vcr_bench import prompts, scoring
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 
-# The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
-JUDGE = register_defaults("vcr_bench", JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None,
-                                                     ("OPENAI_BASE_URL", "OPENAI_API_URL")))
+# The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables
+# (declared as `Benchmark.judge`; the hooks pass it to `get_judge`).
+JUDGE = JudgeDefaults("vcr_bench", "gpt-4o-2024-08-06", "OPENAI_API_KEY", model_env="MODEL_VERSION",
+                      base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
 JUDGE_MAX_TOKENS = 2048
 MAX_REASKS = 2
@@ -107,7 +108,7 @@ def plan_jobs(records: Sequence[dict], chain_of_thought: bool) -> list[tuple[int
     """(record index, job kind) for every judge job of the batch."""
     jobs = []
     for index, record in enumerate(records):
-        if record.get("error") or scoring.model_failed(record):
+        if record.get("error") or model_failed(record):
             continue  # unprocessable record or no model answer: counted, nothing to judge
         jobs.append((index, "answer"))
         if chain_of_thought:
@@ -142,7 +143,7 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
             outcome[f"{kind}_steps"] = result["steps"]
     if chain_of_thought:
         for record, outcome in zip(records, outcomes):
-            if record.get("error") or scoring.model_failed(record) or needs_precision_judge(judged_text(record)):
+            if record.get("error") or model_failed(record) or needs_precision_judge(judged_text(record)):
                 continue
             if not judged_text(record).strip():
                 outcome["precision_steps"] = []  # no steps: precision undefined for every kind
@@ -160,9 +161,9 @@ def lenient_changed(outcomes: Sequence[dict]) -> int:
 def judge_records(records: Sequence[dict], judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
     """Judge every record in one concurrent batch; returns one outcome per record, in order.
 
-    `settings` None: the scoring settings of the environment (`hooks.resolve_settings`)."""
+    `settings` None: the scoring settings of the environment (`aggregate.resolve_settings`)."""
     if settings is None:
-        from lmms_video_reasoning.vcr_bench.hooks import resolve_settings  # hooks imports this module
+        from lmms_video_reasoning.vcr_bench.aggregate import resolve_settings  # aggregate imports this module
 
         settings = resolve_settings(None)
     jobs = plan_jobs(records, chain_of_thought)
@@ -173,7 +174,7 @@ def judge_records(records: Sequence[dict], judge, chain_of_thought: bool, settin
 
     results = judge.map(run, jobs, desc="VCR-Bench judging")
     outcomes = combine(records, jobs, results, chain_of_thought)
-    unanswered = sum(scoring.model_failed(record) for record in records)
+    unanswered = sum(model_failed(record) for record in records)
     if unanswered:
         log.warning("VCR-Bench: %d of %d samples have lmms-eval's failure placeholder instead of a model answer; "
                     "not judged, wrong for accuracy, left out of the CoT means (model_failed=%d)",

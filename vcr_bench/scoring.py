@@ -19,7 +19,6 @@ from lmms_video_reasoning.judges.parsing import (
     extract_json,
     normalize_label,
 )
-from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PERCEPTION = "Video Description Steps"
 REASONING = "Logical Inference Steps"
@@ -231,20 +230,6 @@ def bare_answer_steps(correct: bool) -> list[dict]:
     precision prompt, "Final answer determination counts as logical inference"), Matched iff
     the answer is correct."""
     return [{"type": REASONING, "judgment": "Matched" if correct else "Wrong"}]
-
-
-# ---------------------------------------------------------------- model failures
-
-
-def model_failed(record: dict) -> bool:
-    """True when the model gave no answer: lmms-eval returned its failure placeholder
-    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `utils.responses`) instead of a response.
-
-    Such a sample is never judged: wrong for accuracy (an unanswered question), out of the
-    CoT means (there are no steps to rate) and counted in `model_failed`. The response is
-    checked too, so records logged before the flag existed are recognised.
-    """
-    return bool(record.get("model_failed")) or is_model_failure(record.get("response"))
 
 
 # ---------------------------------------------------------------- per-sample ratios

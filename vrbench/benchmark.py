@@ -1,14 +1,18 @@
-"""VRBench as the suite's shared code sees it (found through `utils/core/registry.py`): its scoring adapter for
-`lmms-vr score` and `lmms-vr report`, its report specification (`report.py`), its papers' tables
-(`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
+"""VRBench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
+declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
+and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
+(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
+
+from pathlib import Path
 
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.vrbench import judging, records
 from lmms_video_reasoning.vrbench.report import report_spec
 
 
 class VrBenchScoring(ScoringAdapter):
-    """VRBench: `vrbench.hooks.score_records`; outcomes from `vrbench.judging.rate`."""
+    """VRBench: `aggregate.score_records`; outcomes from `judging.rate`."""
 
     name = judge_name = "vrbench"
 
@@ -16,29 +20,27 @@ class VrBenchScoring(ScoringAdapter):
         return {"protocol": records[0]["protocol"]} if records else {"protocol": "default"}
 
     def score(self, records, settings):
-        from lmms_video_reasoning.vrbench import hooks
+        from lmms_video_reasoning.vrbench import aggregate
 
-        return hooks.score_records(records, settings)
+        return aggregate.score_records(records, settings)
 
     def needs_judge(self, records):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.vrbench import judging
-
         if not self.needs_judge(records):
             return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
-        judge = judge if judge is not None else get_judge(self.judge_name)
+        judge = judge if judge is not None else get_judge(judging.JUDGE)
         if judge is None:
             return None
         rated = judging.rate(list(records), settings["protocol"], judge)
         return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vrbench import hooks
+        from lmms_video_reasoning.vrbench import aggregate
 
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return hooks.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+        return aggregate.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
     def unit(self, record):
         """The video: its ~9 questions share a story and are correlated, so the bootstrap
@@ -50,10 +52,15 @@ BENCHMARK = Benchmark(
     name="vrbench",
     title="VRBench",
     package=__package__,
+    task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=records.build_record,
     scoring=VrBenchScoring(),
+    judge=judging.JUDGE,
     report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
     reference="reference_tables.json",
     data_module=f"{__package__}.data",
+    sample_module=f"{__package__}.sample",
     demo_tasks=("vr_bench",),
     aliases=("vr_bench",),
 )

@@ -27,11 +27,14 @@ def indices(total: int, n: int = 16) -> list[int]:
     return [int((bounds[i] + bounds[i + 1]) // 2) for i in range(n)]
 
 
-
-
 def timestamps(indices: Sequence[int], fps: float) -> list[float]:
     """Frame times ``idx / fps``, unrounded (the official prompt shows none)."""
     return [i / fps for i in indices]
 
 
 PLAN = video.FramePlan("vrbench", pick=indices, times=timestamps, size=SIZE)
+
+
+def for_document(path, n: int) -> video.PlannedFrames:
+    """The official frames of a question's video: `n` segment midpoints, read at 224x224."""
+    return video.plan_frames(path, PLAN, n)

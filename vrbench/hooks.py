@@ -1,4 +1,4 @@
-"""lmms-eval hooks for the VRBench tasks (the functions the YAMLs in `tasks/vrbench/` name).
+"""lmms-eval hooks for the VRBench tasks (the functions the YAMLs in `vrbench/tasks/` name).
 
 Tasks (one generation per question, the official CoT template):
 
@@ -8,7 +8,7 @@ Tasks (one generation per question, the official CoT template):
 - `vr_bench_official`: `vr_bench` under the official protocol (see `scoring.py`).
 
 The task's mode and protocol are stamped on every document by its `process_docs` hook and
-copied into every record, so `score_records` re-scores a `--log_samples` file exactly as the
+copied into every record (`records.build_record`), so `aggregate.score_records` re-scores a `--log_samples` file exactly as the
 task's aggregation did. `VRBENCH_PROTOCOL=official` switches the other tasks to the official
 protocol too.
 
@@ -23,31 +23,14 @@ the model the original path.
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.utils.lmms import preflight
+from lmms_video_reasoning.utils.core.records import process_results as records_hook
 from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
-from lmms_video_reasoning.utils.lmms.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
-from lmms_video_reasoning.vrbench import data, frames, judging, prompts
-from lmms_video_reasoning.vrbench.scoring import (
-    NON_UNIQUE,
-    PROTOCOLS,
-    TYPE_NAMES,
-    QuestionScore,
-    aggregate,
-    extract_mcq_answer,
-    judge_prompt_kind,
-    mcq_correct,
-    record_model_failed,
-)
-
-log = logging.getLogger("lmms_video_reasoning.vrbench")
+from lmms_video_reasoning.utils.lmms import preflight
+from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
+from lmms_video_reasoning.vrbench import aggregate, data, frames, judging, prompts, records
+from lmms_video_reasoning.vrbench.scoring import PROTOCOLS, TYPE_NAMES
 
 PROTOCOL_ENV = "VRBENCH_PROTOCOL"
 NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
@@ -88,7 +71,7 @@ _MEDIA = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(d
 
 def load_docs(_placeholder=None):
     """`process_docs` of vr_bench."""
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", protocol_from_env())), _MEDIA, judge="vrbench")
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", protocol_from_env())), _MEDIA, judge=judging.JUDGE)
 
 
 def load_docs_mcq(_placeholder=None):
@@ -98,12 +81,12 @@ def load_docs_mcq(_placeholder=None):
 
 def load_docs_text(_placeholder=None):
     """`process_docs` of vr_bench_text."""
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("text", protocol_from_env())), judge="vrbench")
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("text", protocol_from_env())), judge=judging.JUDGE)
 
 
 def load_docs_official(_placeholder=None):
     """`process_docs` of vr_bench_official."""
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", "official")), _MEDIA, judge="vrbench")
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", "official")), _MEDIA, judge=judging.JUDGE)
 
 
 # ----------------------------------------------------------------------------------------
@@ -133,12 +116,9 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
     return mode
 
 
-def sample_frames(path: Path, n: int) -> list:
+def sample_frames(path, n: int) -> list:
     """The official frame sampling: `n` segment midpoints, resized to 224x224 (PIL images)."""
-    from lmms_video_reasoning.utils.media import video
-
-    total = video.probe(path).total_frames
-    return video.read_frames(path, frames.indices(total, n), size=frames.SIZE)
+    return frames.for_document(path, n).read()
 
 
 def video_frames(kwargs: dict | None) -> str:
@@ -198,117 +178,19 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 
 
 # ----------------------------------------------------------------------------------------
-# Records and metrics
+# Records and aggregation
 # ----------------------------------------------------------------------------------------
 
 
-def build_record(doc: dict, response: Any) -> dict:
-    """The per-question record: everything needed to score it again, nothing expensive.
-
-    Also the way to score a `--predict_only` file: pair each raw response with its document.
-    lmms-eval's failure placeholder (an API model that gave up) is marked `model_failed`
-    with its reason, and no letter is read from it. `response` is the raw reply (the OE-P
-    judge rates it whole, as the official judge rates the model's whole output); the MCQ
-    letter is read from its final answer (`utils.responses.reply_fields`), so a thinking
-    model's reasoning cannot lend it a letter, and a reply cut off inside its reasoning has
-    no letter (wrong, counted in `reasoning_truncated`).
-    """
-    text = response if isinstance(response, str) else ("" if response is None else str(response))
-    reason = failure_reason(text)
-    reasoning = reply_fields(text)
-    needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
-    return {
-        "sample_id": doc["sample_id"],
-        "mode": doc["mode"],
-        "protocol": doc["protocol"],
-        "reasoning_type": doc["reasoning_type"],
-        "answer": doc["answer"],
-        "response": text,
-        **reasoning,
-        "model_failed": reason is not None,
-        "model_failure": reason or "",
-        "mcq_pred": None if reason is not None or reasoning["reasoning_truncated"] else extract_mcq_answer(reasoning["final_answer"]),
-        "question": doc["question"],
-        "procedure": doc["procedure"],
-        "original_answer": doc["original_answer"],
-        "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else "",
-    }
+def _metric_names(doc: dict) -> tuple[str, ...]:
+    return MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
 
 
-def process_results(doc: dict, results: Sequence[Any]) -> dict:
-    """One record per metric of the task (never calls the judge, never raises on a response)."""
-    record = build_record(doc, results[0] if results else "")
-    names = MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
-    return {name: record for name in names}
+# One record per metric of the task (never calls the judge, never raises on a response).
+process_results = records_hook(records.build_record, _metric_names)
 
-
-def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
-                          with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
-    """Metrics from records and their judge outcomes `(process score or None, judge failed)`.
-
-    A model-failed record is never judged (`judging.rate` gives it `(None, False)`), so its
-    process score is None: left out of OE-P (default) or 0 (official), see `scoring.oe_p`.
-    """
-    scores = [
-        QuestionScore(
-            reasoning_type=record["reasoning_type"],
-            correct=not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
-            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
-            process=process,
-            judge_failed=failed,
-            model_failed=record_model_failed(record),
-        )
-        for record, (process, failed) in zip(records, outcomes, strict=True)
-    ]
-    failed, judged = judge_failures(records, outcomes, protocol)
-    # Past the failure share the process ratings would measure the judge's outage: not computed.
-    withheld = with_judge and judge_ran and failure_share.too_many_failed(failed, judged)
-    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran and not withheld)
-    if withheld:
-        metrics["judge_failed"] = failed
-    metrics["reasoning_truncated"] = sum(map(reasoning_truncated, records))
-    return metrics
-
-
-def judge_failures(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str) -> tuple[int, int]:
-    """(failed ratings, questions that needed a rating): the failure share's counts."""
-    needed = [failed for record, (_process, failed) in zip(records, outcomes)
-              if judge_prompt_kind(record["reasoning_type"], protocol) is not None and not record_model_failed(record)]
-    return sum(needed), len(needed)
-
-
-def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """All metrics of one task's records (the `lmms-vr score` entry; same path as aggregation).
-
-    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
-    Runs the judge (if configured) over the rated records.
-    """
-    if not records:
-        return {}
-    protocol = (settings or {}).get("protocol") or records[0]["protocol"]
-    modes = {record["mode"] for record in records}
-    if len(modes) != 1:
-        raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
-    with_judge = modes.pop() != "mcq"
-    warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
-    outcomes = [(None, False)] * len(records)
-    judge = None
-    if with_judge:
-        from lmms_video_reasoning.judges.engine import get_judge
-
-        judge = get_judge("vrbench")
-        if judge is not None:
-            outcomes = judging.rate(records, protocol, judge)
-            judge.log_summary()
-    if judge is not None:
-        failed, judged = judge_failures(records, outcomes, protocol)
-        if failure_share.too_many_failed(failed, judged):
-            log.error(failure_share.explain("VRBench", failed, judged))
-    return metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
-
-
-_score_once = ScoreOnce(score_records)
-_write_accounting = judge_accounting_writer("vrbench")
+_score_once = ScoreOnce(aggregate.score_records, "vrbench")
+_write_accounting = judge_accounting_writer(judging.JUDGE)
 
 
 aggregate_mcq_accuracy = _score_once.aggregation("mcq_accuracy", _write_accounting)

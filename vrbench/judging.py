@@ -23,9 +23,9 @@ import logging
 from collections.abc import Sequence
 from functools import partial
 
-from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
+from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
-from lmms_video_reasoning.utils.lmms.responses import judged_text
+from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import (
     UNIQUE,
@@ -35,13 +35,13 @@ from lmms_video_reasoning.vrbench.scoring import (
     parse_tags,
     parse_tags_official,
     process_score,
-    record_model_failed,
 )
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
 
-# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
-JUDGE = register_defaults("vrbench", JudgeDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ()))
+# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint (declared as
+# `Benchmark.judge`; the hooks pass it to `get_judge`).
+JUDGE = JudgeDefaults("vrbench", "deepseek-chat", "DEEPSEEK_API_KEY", base_url="https://api.deepseek.com/v1")
 
 
 def judge_messages(record: dict, protocol: str) -> list[dict] | None:
@@ -91,7 +91,7 @@ def rate(records: Sequence[dict], protocol: str, judge: Judge) -> list[tuple[flo
     placeholder instead of an answer (`model_failed`), give `(None, False)` without a call.
     """
     rated = [i for i, record in enumerate(records)
-             if judge_prompt_kind(record["reasoning_type"], protocol) and not record_model_failed(record)]
+             if judge_prompt_kind(record["reasoning_type"], protocol) and not model_failed(record)]
     outcomes: list[tuple[float | None, bool]] = [(None, False)] * len(records)
     results = judge.map(partial(_rate_one, protocol=protocol), [records[i] for i in rated], desc="VRBench OE-P judge")
     for index, result in zip(rated, results):

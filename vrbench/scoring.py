@@ -211,15 +211,6 @@ def extract_mcq_answer(response: str | None) -> str | None:
     return None
 
 
-def record_model_failed(record: dict) -> bool:
-    """Whether a record holds lmms-eval's failure placeholder instead of a model answer.
-
-    Read from the record's `model_failed` flag, or from its response for records logged
-    before the flag existed.
-    """
-    return bool(record.get("model_failed")) or is_model_failure(record.get("response"))
-
-
 def mcq_correct(response: str | None, answer: str) -> bool:
     """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong).
 

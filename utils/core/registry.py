@@ -1,16 +1,53 @@
-"""The benchmarks of this suite, found in one place.
+"""The benchmark contract, and the registry: the one place shared code learns about benchmarks.
 
-Each benchmark folder declares one `Benchmark` in its `benchmark.py` (`BENCHMARK = Benchmark(...)`);
-shared code (`lmms-vr score`, `report`, `prepare`) finds benchmarks here and never imports
-one by name. The folders shipped with the suite are listed in `BUILTIN` (their order is the
-order of the report's sections); another benchmark joins with `register()` (e.g. a test's
-toy benchmark), with no change to shared code.
+A benchmark is one folder that holds everything about it, plus one registration. The folder
+declares itself in `benchmark.py` (`BENCHMARK = Benchmark(...)`), and every consumer reads the
+declaration, never a file name or a function name by convention:
+
+| `Benchmark` field  | what it declares                                      | read by                          |
+|--------------------|-------------------------------------------------------|----------------------------------|
+| `task_dirs`        | the folders of its lmms-eval task YAMLs               | the plugin (every lmms-eval `TaskManager` indexes them), `lmms-vr score`, `upstream` |
+| `build_record`     | `(doc, response, **options) -> record`: one sample's record (options: the task's `process_results` hook, `utils.core.records.process_results`) | `lmms-vr score` (predict-only files, replay predictions) |
+| `scoring`          | a `ScoringAdapter`: score, per-sample outcomes, metrics | `lmms-vr score`, `report`, Stderr |
+| `judge`            | `JudgeDefaults`: the official judge's model, key and endpoint variables | `judges.config` |
+| `report`           | a `ReportSpec`; its `headline` metrics get CIs in the report and lmms-eval's Stderr | `lmms-vr report`, `utils.results.standard_error` |
+| `failure_counts`   | the metrics counting samples not scored normally      | `lmms-vr report`                 |
+| `data_module`      | what `lmms-vr prepare` downloads and checks           | `lmms-vr prepare`                |
+| `sample_module`    | the generated sample (`write_sample`, `demo_predictions`, `oracle_judge_reply`) | `lmms-vr sample`, `demo` |
+| `reference`, `demo_tasks`, `aliases` | the papers' tables, what the demo runs, other names | report, demo, prepare |
+
+Each aggregation function a task YAML names carries its benchmark and metric
+(`utils.results.aggregation.ScoreOnce(score, benchmark)`), so lmms-eval's Stderr column finds the
+benchmark's headline metrics without any naming convention.
+
+The three folders of this suite share one layout, each file with one meaning (only
+`benchmark.py` and the task folder are required of a new benchmark):
+
+    benchmark.py     the declaration above
+    tasks/           task and group YAMLs, and `doc_source.json` (lmms-eval's one-row placeholder)
+    hooks.py         lmms-eval hooks only: process_docs, doc_to_visual/text/messages, process_results, aggregate_*
+    records.py       build_record: the per-sample record process_results logs (never judges, never raises)
+    data.py          Hub layout, annotations, media resolvers, what `prepare` checks
+    frames.py        the frame plan (`utils.media.video.FramePlan`) and the frames of a document
+    prompts.py       official prompt text (files in prompts/)
+    judging.py       JUDGE (the official judge's defaults), judge requests, batch judging
+    scoring.py       pure functions: reply parsers, per-sample verdicts, metric formulas
+    aggregate.py     a task's metrics from its records: score_records (the judge runs here), metrics_from_outcomes
+    report.py        its section of `lmms-vr report`; sample.py the generated sample; README.md; reference_tables.json
+
+Registration, in report order: the folders shipped with the suite (`BUILTIN`); then installed
+packages' entry points in the group `lmms_video_reasoning.benchmarks` (`name = "pkg.benchmark:BENCHMARK"`);
+then `LMMS_VR_BENCHMARKS=module:attribute,...` (a benchmark that is not installed, e.g. a folder on
+`PYTHONPATH`; `module` alone means `module:BENCHMARK`); then `register()` calls in the process.
+Each of them reaches every consumer above, lmms-eval subprocesses included (the plugin reads the
+registry when lmms-eval builds its task index).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,6 +59,9 @@ from lmms_video_reasoning.utils.core.roots import DataError
 NAMESPACE = "lmms_video_reasoning"
 # The benchmark folders of this suite (`<folder>/benchmark.py` declares each), in report order.
 BUILTIN = ("vcr_bench", "vrbench", "cg_bench")
+ENTRY_POINT_GROUP = "lmms_video_reasoning.benchmarks"
+BENCHMARKS_ENV = "LMMS_VR_BENCHMARKS"
+DEFAULT_ATTRIBUTE = "BENCHMARK"
 
 
 class ScoringAdapter:
@@ -70,7 +110,7 @@ class ReportSpec:
     """
 
     section: Callable[..., Any]
-    headline: tuple[str, ...]  # metrics with bootstrap CIs
+    headline: tuple[str, ...]  # metrics with bootstrap CIs (and a standard error in lmms-eval's Stderr column)
     labels: Mapping[str, str] = field(default_factory=dict)  # metric -> column label of the paper
     two_decimals: tuple[str, ...] = ()  # metrics the paper prints with two decimals ("*": all)
     unit: str = "questions"  # what the bootstrap resamples (the adapter's `unit`)
@@ -85,24 +125,49 @@ class ReportSpec:
 
 
 @dataclass(frozen=True)
-class Benchmark:
-    """One benchmark, as shared code sees it.
+class JudgeDefaults:
+    """A benchmark's judge as its official evaluation code sets it: the model, the variable that
+    names another model, the key variable it needs, the endpoint and the variables that move it.
+    `judges.config` resolves a judge from it (`LMMS_VR_JUDGE_*` override everything)."""
 
-    `package` is the module path its task YAMLs' hooks live under (a task belongs to the
-    benchmark whose package holds its `process_results`). `reference` is the papers' tables:
-    a package-data file name in `package` (JSON), or the tables themselves.
+    benchmark: str  # the benchmark's registry name (names its judge in logs and accounting)
+    model: str
+    key_env: str
+    model_env: str | None = None
+    base_url: str | None = None  # None: OpenAI's
+    base_url_envs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark, as shared code sees it (see the module docstring for each field's reader).
+
+    `package` is the module path its hooks live under (a task belongs to the benchmark whose
+    package holds its `process_results`). `reference` is the papers' tables: a package-data
+    file name in `package` (JSON), or the tables themselves.
     """
 
     name: str
     title: str
     package: str
+    task_dirs: tuple[Path, ...]
+    build_record: Callable[..., dict]
     scoring: ScoringAdapter
+    judge: JudgeDefaults | None = None
     report: ReportSpec | None = None
+    failure_counts: tuple[str, ...] = ()
     reference: str | Mapping | None = None
     aliases: tuple[str, ...] = ()
-    task_dirs: tuple[Path, ...] = ()  # YAML folders besides the suite's tasks/ (a benchmark defined elsewhere)
     data_module: str | None = None  # the module `lmms-vr prepare` uses (see `data()`)
+    sample_module: str | None = None  # the generated sample (see `sample()`)
     demo_tasks: tuple[str, ...] = ()  # what `lmms-vr demo` runs by default
+
+    def __post_init__(self) -> None:
+        if not self.task_dirs:
+            raise DataError(f"benchmark {self.name}: declare its task folder(s) (task_dirs=(Path(__file__).parent / 'tasks',))")
+        object.__setattr__(self, "task_dirs", tuple(Path(folder) for folder in self.task_dirs))
+        if self.judge is not None and self.judge.benchmark != self.name:
+            raise DataError(f"benchmark {self.name}: its judge is declared for {self.judge.benchmark!r}; use JudgeDefaults({self.name!r}, ...)")
 
     def data(self):
         """The benchmark's data module, imported on use. `lmms-vr prepare` needs: `SOURCE` (a
@@ -111,6 +176,11 @@ class Benchmark:
         if self.data_module is None:
             raise DataError(f"benchmark {self.name} has no data to prepare")
         return importlib.import_module(self.data_module)
+
+    def sample(self):
+        """The module writing the benchmark's generated sample, imported on use (None: it has
+        none): `write_sample(root)`, `demo_predictions(root)`, `oracle_judge_reply(request)`."""
+        return None if self.sample_module is None else importlib.import_module(self.sample_module)
 
     def reference_tables(self) -> dict:
         """The papers' tables: {"paper": {...}, "tables": {name: {..., "rows": [{..., "source"}]}}}."""
@@ -121,7 +191,7 @@ class Benchmark:
         return with_row_sources(dict(self.reference))
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _registered: dict[str, Benchmark] = {}
 _builtin_loaded = False
 
@@ -137,9 +207,43 @@ def _load_builtin() -> None:
         for folder in BUILTIN:
             module = importlib.import_module(f"{NAMESPACE}.{folder}.benchmark")
             found[module.BENCHMARK.name] = module.BENCHMARK
-        # built-in first (report order), then anything registered before the first look-up
-        _registered.update({**found, **{k: v for k, v in _registered.items() if k not in found}})
+        external = {}
+        for source, target in _external_sources():
+            benchmark = _resolve(source, target)
+            if benchmark.name in found:
+                raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
+            external[benchmark.name] = benchmark
+        # built-in first (report order), then installed and named ones, then anything registered before the first look-up
+        _registered.update({**found, **external, **{k: v for k, v in _registered.items() if k not in found and k not in external}})
         _builtin_loaded = True
+
+
+def _external_sources() -> list[tuple[str, str]]:
+    """(where it was declared, "module:attribute") of every benchmark outside this suite."""
+    from importlib.metadata import entry_points
+
+    sources = [(f"entry point {point.name!r} (group {ENTRY_POINT_GROUP})", point.value)
+               for point in entry_points(group=ENTRY_POINT_GROUP)]
+    for entry in os.environ.get(BENCHMARKS_ENV, "").split(","):
+        if entry.strip():
+            sources.append((f"{BENCHMARKS_ENV} entry {entry.strip()!r}", entry.strip()))
+    return sources
+
+
+def _resolve(source: str, target: str) -> Benchmark:
+    """The `Benchmark` that `module:attribute` names (DataError naming `source` and the fix)."""
+    module_name, _, attribute = target.partition(":")
+    try:
+        value = getattr(importlib.import_module(module_name.strip()), attribute.strip() or DEFAULT_ATTRIBUTE)
+    except ImportError as error:
+        raise DataError(f"{source}: cannot import {module_name.strip()!r} ({error}); install it or put its folder on "
+                        f"PYTHONPATH, or remove the entry") from None
+    except AttributeError:
+        raise DataError(f"{source}: {module_name.strip()!r} has no {attribute.strip() or DEFAULT_ATTRIBUTE!r}; name the "
+                        f"Benchmark as module:attribute") from None
+    if not isinstance(value, Benchmark):
+        raise DataError(f"{source}: {target} is a {type(value).__name__}, not a Benchmark (utils.core.registry.Benchmark)")
+    return value
 
 
 def register(benchmark: Benchmark) -> Benchmark:
@@ -157,9 +261,14 @@ def unregister(name: str) -> None:
 
 
 def benchmarks() -> list[Benchmark]:
-    """Every benchmark, in report order."""
+    """Every benchmark, in report order (DataError when a declared one cannot be loaded)."""
     _load_builtin()
     return list(_registered.values())
+
+
+def builtin() -> list[Benchmark]:
+    """The suite's own benchmarks only (what stays usable when an external declaration is broken)."""
+    return [importlib.import_module(f"{NAMESPACE}.{folder}.benchmark").BENCHMARK for folder in BUILTIN]
 
 
 def names() -> list[str]:
@@ -180,6 +289,28 @@ def owning(dotted: str) -> Benchmark | None:
         if dotted.startswith(benchmark.package + "."):
             return benchmark
     return None
+
+
+def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
+    """The task folders of every benchmark (or of `benchmarks_`), in registry order; a declared
+    folder that does not exist is a DataError naming the benchmark."""
+    folders: list[Path] = []
+    for benchmark in benchmarks() if benchmarks_ is None else benchmarks_:
+        for folder in benchmark.task_dirs:
+            if not folder.is_dir():
+                raise DataError(f"benchmark {benchmark.name}: its task folder {folder} does not exist (Benchmark.task_dirs)")
+            if folder not in folders:
+                folders.append(folder)
+    return folders
+
+
+def judge_defaults(name: str) -> JudgeDefaults:
+    """The judge the benchmark `name` declares (DataError for an unknown benchmark or one without a judge)."""
+    benchmark = get(name)
+    if benchmark.judge is None:
+        with_judge = [b.name for b in benchmarks() if b.judge is not None]
+        raise DataError(f"benchmark {benchmark.name} declares no judge; these do: {', '.join(with_judge)}")
+    return benchmark.judge
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 lmms-eval (0.7.x) has no entry point for tasks, only one for models
 (`lmms_eval.models`), whose callables run while `lmms_eval.models` is imported --
-before the CLI builds its `TaskManager`. `register` uses that moment to add our
-task folder to every `TaskManager` (by wrapping `TaskManager.initialize_tasks`)
-and returns the manifest of the replay model. So, after `pip install`,
-`python -m lmms_eval --tasks <one of our tasks> ...` finds them with no flag.
+before the CLI builds its `TaskManager`. `register` uses that moment to add the task
+folders of every registered benchmark (`utils.core.registry.task_dirs`: this suite's, and
+those declared by entry point or `LMMS_VR_BENCHMARKS`) to every `TaskManager` (by wrapping
+`TaskManager.initialize_tasks`) and returns the manifest of the replay model. So, after
+`pip install`, `python -m lmms_eval --tasks <one of our tasks> ...` finds them with no flag.
 
 lmms-eval swallows exceptions raised here as a warning, so failures are logged
 loudly and `tests/test_plugin.py` fails if the hook stops working.
@@ -28,21 +29,48 @@ logger = logging.getLogger("lmms_video_reasoning")
 _MARKER = "_lmms_video_reasoning_wrapped"
 
 
-def tasks_dir() -> Path:
-    """The folder holding this suite's task YAMLs (installed package data)."""
-    import lmms_video_reasoning.tasks as tasks_pkg
+_reported: set[str] = set()
 
-    return Path(tasks_pkg.__file__).resolve().parent
+
+def task_dirs() -> list[Path]:
+    """The task folders of every registered benchmark. When a benchmark declared outside this
+    suite cannot be loaded, this suite's own, with one error naming the declaration: a broken
+    external declaration must not hide the other tasks from lmms-eval."""
+    from lmms_video_reasoning.utils.core import registry
+
+    try:
+        return registry.task_dirs()
+    except Exception as error:  # noqa: BLE001 - lmms-eval would only show a warning, or nothing
+        if str(error) not in _reported:
+            _reported.add(str(error))
+            logger.error("lmms-video-reasoning: %s; its tasks are not indexed (this suite's own are)", error)
+        return registry.task_dirs(registry.builtin())
+
+
+def include_path() -> tuple[Path, list[Path]]:
+    """(one folder for lmms-eval's `--include_path`, the registered task folders it does not hold).
+
+    lmms-eval indexes that folder recursively; in an installed package the namespace folder
+    `lmms_video_reasoning/` holds every built-in benchmark's `tasks/` and no other YAML."""
+    from lmms_video_reasoning.utils.core import registry
+
+    folders = task_dirs()
+    builtin = registry.task_dirs(registry.builtin())
+    parents = {folder.parent.parent for folder in builtin}  # <namespace>/<benchmark>/tasks
+    root = parents.pop() if len(parents) == 1 else None
+    if root is None or root.name != registry.NAMESPACE:  # a source checkout: one folder per benchmark
+        return folders[0], folders[1:]
+    return root, [folder for folder in folders if root not in folder.parents]
 
 
 def _add_our_tasks(include_path):
-    ours = str(tasks_dir())
+    ours = [str(folder) for folder in task_dirs()]
     if include_path is None:
-        return [ours]
+        return ours
     paths = [include_path] if isinstance(include_path, str) else list(include_path)
-    if any(Path(p).resolve() == Path(ours) for p in paths):
-        return paths  # already given with --include_path: index it once
-    return paths + [ours]
+    given = {Path(p).resolve() for p in paths}
+    # a folder already given with --include_path (or one holding it) is indexed once
+    return paths + [folder for folder in ours if not any(g == Path(folder) or g in Path(folder).parents for g in given)]
 
 
 def install_task_path() -> None:

@@ -94,10 +94,11 @@ def predict_only() -> bool:
 
 
 def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | None" = None,
-              judge: str | None = None) -> object:
+              judge: object | None = None) -> object:
     """Run a `process_docs` body with the checks around it (see the module doc).
 
-    `load()` builds the documents; `media` the task's media check, None for tasks without visuals; `judge` names the judge the task needs (None: no judge).
+    `load()` builds the documents; `media` the task's media check, None for tasks without visuals;
+    `judge` the judge the task needs (its `JudgeDefaults`, or a registered benchmark's name; None: no judge).
     """
     if not active():
         return load()
@@ -163,19 +164,21 @@ def check_media(media: "MediaCheck") -> str | None:
             f"copy; {PREFLIGHT_ENV}=off skips this check (e.g. a --limit run on a partial root)")
 
 
-def check_judge(benchmark: str) -> str | None:
+def check_judge(judge: object) -> str | None:
     """The judge's configuration, endpoint, key and model, from one GET /models."""
     from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
+    from lmms_video_reasoning.judges.config import judge_name
 
+    benchmark = judge_name(judge)
     try:
-        config = JudgeConfig.from_env(benchmark)
+        config = JudgeConfig.from_env(judge)
     except (JudgeConfigError, ValueError) as error:
         return f"the {benchmark} judge is misconfigured: {error}. Or run with --predict_only and judge later with `lmms-vr score`"
     if config is None:
         from lmms_video_reasoning.judges.config import not_configured_message
 
         log.warning("%s Generating anyway: the samples are kept, and `lmms-vr score <output_path>` judges them later.",
-                    not_configured_message(benchmark))
+                    not_configured_message(judge))
         return None
     problem = probe_endpoint(config)
     if problem:

@@ -25,6 +25,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from lmms_video_reasoning.utils.core import records
+
 # Prefixes lmms-eval writes in place of a response (checked against lmms-eval 0.7.3).
 FAILURE_PREFIXES = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]", "[GENERATION_FAILED]")
 _FAILURE = re.compile(r"\s*(" + "|".join(re.escape(prefix) for prefix in FAILURE_PREFIXES) + ")")
@@ -40,6 +42,12 @@ def failure_reason(response: object) -> str | None:
     if not is_model_failure(response):
         return None
     return str(response).strip().splitlines()[0][:300]
+
+
+def model_failed(record: dict) -> bool:
+    """Whether a record holds the placeholder instead of a model answer (its `model_failed`
+    flag, or its response for records logged before the flag existed)."""
+    return records.model_failed(record, is_model_failure)
 
 
 # ---------------------------------------------------------------- reasoning and final answer
@@ -138,6 +146,14 @@ def reply_fields(response: str) -> dict:
         "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
         "judged_reply": reasoning_setting(),
     }
+
+
+def reply_record(response: object) -> dict:
+    """The record fields about the reply every benchmark's record has (`utils.core.records`):
+    the raw `response`, its reasoning fields (`reply_fields`), `model_failed` and `model_failure`."""
+    text = records.response_text(response)
+    reason = failure_reason(text)
+    return {"response": text, **reply_fields(text), "model_failed": reason is not None, "model_failure": reason}
 
 
 def judged_text(record: dict) -> str:

@@ -11,17 +11,20 @@ Public interface
 - ``probe(path) -> VideoInfo(total_frames, fps, duration, width, height)``: from the container.
   ``total_frames`` is exact: it counts the packets of the video stream (a packet scan), because
   header counts are missing or wrong in real files (and a truncated file is detected by
-  comparing the two).
+  comparing the two); ``probe(path, exact=False)`` reads only the header when it has a count.
 - ``FramePlan(name, times, pick=..., pick_in_intervals=..., size=...)``: a protocol's pure index
   and timestamp functions, declared by each benchmark (``<benchmark>/frames.py``).
 - ``read_frames(path, indices, *, size=None, as_array=False)``: the frames at those
   presentation-order indices (index ``i`` = the ``i``-th frame a full sequential decode
   yields), as RGB PIL images or one ``(N, H, W, 3)`` uint8 array, in the order asked.
-- ``sample(path, plan, n, *, intervals=None, size=None, meta=None) -> SampledFrames``
-  ``(frames, indices, timestamps, fps, total_frames, notes)``: indices + frames + the plan's
-  timestamps; ``resolve_meta`` is the rule for dataset metadata (a per-video frame table)
-  that disagrees with the container; ``notes``
-  lists what was clamped, dropped or overridden (also logged as warnings).
+- ``plan_frames(path, plan, n, *, intervals=None, meta=None) -> PlannedFrames``
+  ``(path, indices, timestamps, fps, total_frames, size, notes)``: what every benchmark's
+  production code calls (its ``frames.py``) to turn its plan into indices and the times it
+  shows, before decoding; ``resolve_meta`` is the rule for dataset metadata (a per-video frame
+  table) that disagrees with the file; ``notes`` lists what was clamped, dropped or overridden
+  (also logged as warnings). ``PlannedFrames.read()`` decodes them.
+- ``sample(path, plan, n, *, intervals=None, size=None, meta=None) -> SampledFrames``: the
+  two steps at once (frames, indices, timestamps, fps, total_frames, notes).
 - ``cut_clip(path, intervals_s, cache_dir) -> Path``: the clue intervals concatenated into a
   new MP4, for models that only accept a video path; ``clue_clip(official_clip, path,
   intervals_s, cache_dir)`` prefers the dataset's own clip when it exists.
@@ -276,9 +279,52 @@ def _scan(path: Path) -> _FrameTable:
         container.close()
 
 
-def probe(path) -> VideoInfo:
-    """Frame count (exact, from a packet scan), average fps, duration (s), width, height."""
-    return _frame_table(path).info
+_INFO_CACHE: "collections.OrderedDict[tuple, VideoInfo]" = collections.OrderedDict()
+_INFO_CACHE_SIZE = 4096  # a few hundred bytes each: one per video of a benchmark's split
+
+
+def probe(path, *, exact: bool = True) -> VideoInfo:
+    """Frame count, average fps, duration (s), width, height of ``path``.
+
+    ``exact``: the frame count of a packet scan (header counts are missing or wrong in real
+    files). ``exact=False``: the container header's count when it has one (no packet scan;
+    milliseconds for an hour of video), else the packet scan's; what a metadata check needs
+    when frames are not decoded yet. Remembered per file (path, size, mtime).
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, exact)
+    except OSError:
+        key = None
+    with _TABLE_LOCK:
+        if key is not None and key in _INFO_CACHE:
+            _INFO_CACHE.move_to_end(key)
+            return _INFO_CACHE[key]
+    info = (None if exact else _header_info(path)) or _frame_table(path).info
+    if key is not None:
+        with _TABLE_LOCK:
+            _INFO_CACHE[key] = info
+            while len(_INFO_CACHE) > _INFO_CACHE_SIZE:
+                _INFO_CACHE.popitem(last=False)
+    return info
+
+
+def _header_info(path: Path) -> VideoInfo | None:
+    """What the container header says, when it counts the frames and gives a rate (else None)."""
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        if not stream.frames or not stream.average_rate:
+            return None
+        if stream.duration:
+            duration = float(stream.duration * stream.time_base)
+        else:
+            duration = stream.frames / float(stream.average_rate)
+        return VideoInfo(int(stream.frames), float(stream.average_rate), duration, stream.codec_context.width,
+                         stream.codec_context.height)
+    finally:
+        container.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,6 +587,69 @@ def resolve_meta(info: VideoInfo, meta: dict | None, path=None) -> tuple[int, fl
 _NATIVE = "native"
 
 
+@dataclass(frozen=True)
+class PlannedFrames:
+    """The frames a protocol picks in one file, before any decoding: presentation ``indices``,
+    the ``timestamps`` shown to the model, the ``fps`` and ``total_frames`` they were computed
+    from (``resolve_meta``), the protocol's frame ``size`` and ``notes`` (meta disagreement,
+    clamped intervals, dropped indices; each also logged as a warning)."""
+
+    path: Path
+    indices: list[int]
+    timestamps: list[float]
+    fps: float
+    total_frames: int
+    size: tuple[int, int] | None = None
+    notes: tuple[str, ...] = ()
+
+    def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False, workers: int = DEFAULT_WORKERS):
+        """The planned frames (``read_frames``); ``size`` None: the plan's size (or the decoded
+        size), ``(width, height)``, or ``"native"``."""
+        size = size if size is not None else (self.size or _NATIVE)
+        return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array, workers=workers)
+
+
+def plan_frames(
+    path,
+    plan: FramePlan,
+    n: int,
+    *,
+    intervals: Sequence[Sequence[float]] | None = None,
+    meta: dict | None = None,
+) -> PlannedFrames:
+    """The ``n`` frames ``plan`` (a benchmark's ``FramePlan``) picks in ``path``, and their times.
+
+    The one path from a protocol's formulas to frame indices, for every benchmark. ``intervals``:
+    the question's intervals (seconds), for plans that pick inside them. ``meta``: the dataset's
+    per-video metadata (e.g. CG-Bench's ``video_meta_info.json`` entry), checked against the file
+    (``resolve_meta``: the official values while they describe this file, else the file's, with a
+    note); then only the container header is read (``probe(exact=False)``), so a prompt that
+    shows frame times needs no decoding. Without ``meta``: the exact frame count of a packet scan.
+    Indices the metadata puts past the file's last frame are dropped with a note (the official
+    CG-Bench code skips frames it cannot find).
+    """
+    if not isinstance(plan, FramePlan):
+        raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
+    path = Path(path)
+    info = probe(path, exact=not meta)
+    total, fps, notes = resolve_meta(info, meta, path)
+    if plan.pick_in_intervals is not None:
+        if not intervals:
+            raise ValueError(f"frame plan {plan.name!r} needs the question's clue intervals (intervals=[[start, end], ...])")
+        indices, n_clamped = plan.pick_in_intervals(intervals, fps, total, n)
+        if n_clamped:
+            notes.append(f"{n_clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
+    else:
+        indices = plan.pick(total, n)
+    indices = [int(i) for i in indices]
+    past_end = sum(i >= info.total_frames for i in indices)
+    if past_end:  # metadata a frame or two longer than the file: drop, as official CG-Bench does
+        indices = [i for i in indices if i < info.total_frames]
+        notes.append(f"{past_end} index(es) past the last frame ({info.total_frames - 1}) were dropped")
+        logger.warning("%s: %s", path, notes[-1])
+    return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
+
+
 def sample(
     path,
     plan: FramePlan,
@@ -552,37 +661,12 @@ def sample(
     as_array: bool = False,
     workers: int = DEFAULT_WORKERS,
 ) -> SampledFrames:
-    """Sample ``n`` frames of ``path`` as ``plan`` (a benchmark's ``FramePlan``) says; frames,
-    indices and the plan's timestamps.
-
-    ``intervals``: the question's intervals (seconds), for plans that pick inside them.
-    ``size``: None = the plan's size (or the decoded size), ``(width, height)``, or
-    ``"native"``. ``meta``: the dataset's per-video metadata, see ``resolve_meta``; indices the
-    metadata puts past the file's last frame are dropped with a note (the official CG-Bench code
-    skips frames it cannot find).
-    """
-    if not isinstance(plan, FramePlan):
-        raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
-    info = probe(path)
-    total, fps, notes = resolve_meta(info, meta, path)
-    if plan.pick_in_intervals is not None:
-        if not intervals:
-            raise ValueError(f"frame plan {plan.name!r} needs the question's clue intervals (intervals=[[start, end], ...])")
-        indices, n_clamped = plan.pick_in_intervals(intervals, fps, info.total_frames, n)
-        if n_clamped:
-            notes.append(f"{n_clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
-    else:
-        indices = plan.pick(total, n)
-    past_end = sum(i >= info.total_frames for i in indices)
-    if past_end:  # metadata a frame or two longer than the file: drop, as official CG-Bench does
-        indices = [i for i in indices if i < info.total_frames]
-        notes.append(f"{past_end} index(es) past the last frame ({info.total_frames - 1}) were dropped")
-        logger.warning("%s: %s", path, notes[-1])
-    timestamps = plan.times(indices, fps)
-    if size is None:
-        size = plan.size or _NATIVE
-    frames = read_frames(path, indices, size=None if size == _NATIVE else tuple(size), as_array=as_array, workers=workers)
-    return SampledFrames(frames, indices, timestamps, fps, total, notes)
+    """Sample ``n`` frames of ``path`` as ``plan`` says (``plan_frames``, then ``read``): frames,
+    indices and the plan's timestamps. ``size``: None = the plan's size (or the decoded size),
+    ``(width, height)``, or ``"native"``."""
+    planned = plan_frames(path, plan, n, intervals=intervals, meta=meta)
+    frames = planned.read(size=size, as_array=as_array, workers=workers)
+    return SampledFrames(frames, planned.indices, planned.timestamps, planned.fps, planned.total_frames, list(planned.notes))
 
 
 # --------------------------------------------------------------------------------------------

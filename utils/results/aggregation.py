@@ -4,7 +4,8 @@ lmms-eval calls one aggregation function per metric, each with the list of recor
 `process_results` returned under that metric's name. Our records are the same for every
 metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
 once per distinct list of records and each metric picks its value from the result
-(each benchmark's `hooks.py` defines its `aggregate_<metric>` functions over a ScoreOnce).
+(each benchmark's `hooks.py` defines its aggregation functions over a ScoreOnce; each carries
+its benchmark and metric, which is how lmms-eval's Stderr column finds its standard error).
 
 No run is lost here. lmms-eval writes its results and samples only after every aggregation
 returned, and an exception in one (a judge error, a bug, a full disk) means it writes
@@ -54,10 +55,12 @@ class ScoringFailed(dict):
 
 
 class ScoreOnce:
-    """Memoise `score(records) -> {metric: value}` by the records' content."""
+    """Memoise `score(records) -> {metric: value}` by the records' content; `benchmark` is the
+    registry name of the benchmark whose metrics these are (its aggregations carry it)."""
 
-    def __init__(self, score: Callable[[Records], dict[str, Any]]):
+    def __init__(self, score: Callable[[Records], dict[str, Any]], benchmark: str):
         self._score = score
+        self.benchmark = benchmark
         self._results: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
@@ -106,15 +109,16 @@ class ScoreOnce:
             return scores[metric]
 
         aggregate.__name__ = f"aggregate_{metric}"
+        aggregate.benchmark, aggregate.metric = self.benchmark, metric
         # lmms-eval's Stderr column asks the aggregation for its standard error (utils/lmms/plugin.py)
-        aggregate.stderr_for = lambda bootstrap_iters: _stderr_function(aggregate, bootstrap_iters)
+        aggregate.stderr_for = lambda bootstrap_iters: _stderr_function(self.benchmark, metric, bootstrap_iters)
         return aggregate
 
 
-def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
+def _stderr_function(benchmark: str, metric: str, bootstrap_iters: int) -> Callable[..., Any] | None:
     from lmms_video_reasoning.utils.results import standard_error
 
-    return standard_error.stderr_function(aggregation, bootstrap_iters)
+    return standard_error.stderr_function(benchmark, metric, bootstrap_iters)
 
 
 def _task_label() -> str:
@@ -243,15 +247,16 @@ def _evaluation_in_progress() -> tuple[str | None, str | None]:
 AfterScoring = Callable[[dict[str, Any], "RunFiles | None"], None]
 
 
-def judge_accounting_writer(benchmark: str) -> AfterScoring:
-    """An `after` hook writing the benchmark judge's accounting (calls, cache hits, failures,
-    tokens, cost, the models that answered; never the key) beside the run's results:
-    `<date_id>_judge_accounting_<benchmark>.json`."""
+def judge_accounting_writer(judge_declaration: Any) -> AfterScoring:
+    """An `after` hook writing the accounting of a benchmark's judge (its `JudgeDefaults`, or
+    its name) (calls, cache hits, failures, tokens, cost, the models that answered; never the
+    key) beside the run's results: `<date_id>_judge_accounting_<benchmark>.json`."""
+    benchmark = getattr(judge_declaration, "benchmark", judge_declaration)
 
     def write(scores: dict[str, Any], run: RunFiles | None) -> None:
         from lmms_video_reasoning.judges import get_judge
 
-        judge = get_judge(benchmark, quiet=True)  # a judge-free task must not warn that no judge is set
+        judge = get_judge(judge_declaration, quiet=True)  # a judge-free task must not warn that no judge is set
         if judge is not None and run is not None:
             judge.write_accounting(run.path(f"judge_accounting_{benchmark}.json"))
 

@@ -564,11 +564,11 @@ def mark_not_computed(run: Run, task: str, stats: TaskStats, benchmark: str) -> 
     failures = judge_failures(run, task, stats)
     if not failures:
         return
-    judge_free = spec_of(benchmark).judge_free
+    judge_free, counts = spec_of(benchmark).judge_free, failure_counts(benchmark)
     for metric, value in stats.point.items():
-        if math.isnan(value) and metric not in judge_free and metric not in FAILURE_COUNTS:
+        if math.isnan(value) and metric not in judge_free and metric not in counts:
             stats.not_computed[metric] = failures
-    if any(not math.isnan(v) and m not in judge_free and m not in FAILURE_COUNTS for m, v in stats.point.items()):
+    if any(not math.isnan(v) and m not in judge_free and m not in counts for m, v in stats.point.items()):
         stats.failed_judgments = failures
 
 
@@ -948,7 +948,10 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
-FAILURE_COUNTS = ("model_failed", "judge_failed", "parse_failed", "reasoning_truncated")
+def failure_counts(benchmark: str) -> tuple[str, ...]:
+    """The metrics counting samples not scored normally, as the benchmark declares them
+    (`Benchmark.failure_counts`): no CI, never a judged metric left uncomputed."""
+    return registry.get(benchmark).failure_counts
 
 
 def failure_summary(run: Run) -> str:
@@ -956,8 +959,10 @@ def failure_summary(run: Run) -> str:
     the model gave no answer, the judge gave no verdict, the reply did not parse, the reply
     ended inside its reasoning block."""
     parts = []
+    specs = scoring.task_specs()
     for task in sorted(run.results):
-        counts = [f"{name} {run.results[task][name]:g}" for name in FAILURE_COUNTS
+        declared = failure_counts(specs[task].benchmark) if task in specs else ()
+        counts = [f"{name} {run.results[task][name]:g}" for name in declared
                   if isinstance(run.results[task].get(name), (int, float)) and not math.isnan(run.results[task][name])]
         if counts:
             parts.append(f"{task}: {', '.join(counts)}")

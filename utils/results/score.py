@@ -11,8 +11,9 @@ lmms-eval aggregation calls, on the task's own records:
 - a `--predict_only` file holds only the response, `doc_id` and `target`: the task's
   documents are rebuilt with its `process_docs` hook (annotations from the local root or
   the Hub), the line's `doc_id` picks the document (checked against the logged `target`),
-  and the task's `process_results` hook builds the record from the raw response (`resps`),
-  as lmms-eval hands it over under the tasks' `reasoning_tags: none`;
+  and the benchmark's declared record builder (`Benchmark.build_record`, with the options of
+  the task's `process_results` hook) builds the record from the raw response (`resps`), as
+  lmms-eval hands it over under the tasks' `reasoning_tags: none`;
 - replay predictions are matched on the documents' `sample_id`, as the `vr_replay` model does.
 Judge calls go through the shared judge engine and its cache, so a second run (or a run
 resumed after an interruption) costs nothing. No GPU and no model are needed.
@@ -101,12 +102,9 @@ def _read_yaml(path: Path) -> dict:
 
 
 def task_specs() -> dict[str, TaskSpec]:
-    """Every task of the suite (groups left out), by name."""
-    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
-
+    """Every task of the registered benchmarks' task folders (groups left out), by name."""
     specs = {}
-    folders = [tasks_dir(), *(folder for b in registry.benchmarks() for folder in b.task_dirs)]
-    for path in (path for folder in folders for path in sorted(Path(folder).rglob("*.yaml"))):
+    for path in (path for folder in registry.task_dirs() for path in sorted(Path(folder).rglob("*.yaml"))):
         config = _read_yaml(path)
         name = config.get("task")
         if not isinstance(name, str) or "process_results" not in config:
@@ -182,13 +180,13 @@ def target_of(doc: dict, spec: TaskSpec) -> str | None:
 
 def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[dict]:
     """Records for predict-only lines: the doc at `doc_id` (checked against the logged
-    `target`), then the task's `process_results` on the raw response.
+    `target`), then the task's record builder (`record_builder`) on the raw response.
 
     lmms-eval's `doc_hash` cannot identify a doc (it hashes the request, the same for every
     line), so the doc's position and its target are what tie a line to its document.
     """
     docs = task_docs(spec)
-    process_results = _function(spec.process_results)
+    build_record = record_builder(spec)
     records = []
     for row in rows:
         doc_id = row.get("doc_id")
@@ -201,9 +199,17 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
             raise DataError(f"{where}: doc_id {doc_id} of task {spec.name} has target {row['target']!r} in the file but "
                             f"{expected!r} in the annotations found now: they are not the ones the run used; point the "
                             f"benchmark's data root at the same annotations (see `lmms-vr prepare`)")
-        produced = process_results(doc, [response_text(row)])
-        records.append(next(iter(produced.values())))
+        records.append(build_record(doc, response_text(row)))
     return records
+
+
+def record_builder(spec: TaskSpec) -> Callable[[dict, str], dict]:
+    """The record of one (document, raw reply) of the task: the benchmark's declared
+    `build_record` with the options of the task's `process_results` hook (`record_options`,
+    `utils.core.records.process_results`), as lmms-eval's run built it."""
+    options = getattr(_function(spec.process_results), "record_options", {})
+    build = registry.get(spec.benchmark).build_record
+    return lambda doc, response: build(doc, response, **options)
 
 
 @dataclass
@@ -344,7 +350,7 @@ def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
     from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
 
     table = load_predictions(path)
-    process_results = _function(spec.process_results)
+    build_record = record_builder(spec)
     docs = task_docs(spec)
     records, missing = [], []
     for doc in docs:
@@ -352,8 +358,7 @@ def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
         if response is None:
             missing.append(str(doc["sample_id"]))
             response = ""
-        produced = process_results(doc, [response])  # as the replay model answers it
-        records.append(next(iter(produced.values())))
+        records.append(build_record(doc, response))  # as the replay model answers it
     if len(missing) == len(records):
         raise DataError(f"{path}: no prediction for any document of task {spec.name} (ids are the documents' sample_id)")
     ids = {str(doc["sample_id"]) for doc in docs}

@@ -1,8 +1,9 @@
 """Standard errors for the headline metrics, in lmms-eval's `Stderr` column.
 
 lmms-eval asks `stderr_for_metric(aggregation, bootstrap_iters)` for a function of the
-metric's records; it knows only its own aggregation functions. For ours (found by
-`stderr_function`), the standard error is the standard deviation of the same bootstrap that
+metric's records; it knows only its own aggregation functions. Ours carry their benchmark and
+metric (`aggregation.ScoreOnce`), and `stderr_function` gives the standard error of the
+benchmark's headline metrics (`ReportSpec.headline`): the standard error is the standard deviation of the same bootstrap that
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
 questions, or videos whose questions are correlated), the benchmark's own metric functions on every
 resample, the report's seed and resample count. Per-sample outcomes come through the judge
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import threading
 from typing import Any, Callable, Sequence
 
@@ -27,25 +27,9 @@ log = logging.getLogger("lmms_video_reasoning.standard_error")
 
 REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
 REPORT_SEED = 0  # `lmms-vr report --seed` default
-_PACKAGE = "lmms_video_reasoning."
 
 _lock = threading.Lock()
 _bootstraps: dict[tuple, dict[str, float]] = {}
-
-
-def find_benchmark(aggregation: Callable) -> tuple[str, str] | None:
-    """(benchmark folder, metric) of one of our aggregation functions, else None.
-
-    Our aggregations are `aggregate_<metric>` attributes of a benchmark's hooks module
-    (`lmms_video_reasoning.<benchmark>.hooks`); the module is found by identity.
-    """
-    name = getattr(aggregation, "__name__", "")
-    if not name.startswith("aggregate_"):
-        return None
-    for module_name, module in list(sys.modules.items()):
-        if module_name.startswith(_PACKAGE) and getattr(module, name, None) is aggregation:
-            return module_name[len(_PACKAGE):].split(".")[0], name[len("aggregate_"):]
-    return None
 
 
 def headline_metrics(benchmark: str) -> Sequence[str]:
@@ -58,13 +42,10 @@ def headline_metrics(benchmark: str) -> Sequence[str]:
     return spec.headline if spec is not None else ()
 
 
-def stderr_function(aggregation: Callable, bootstrap_iters: int) -> Callable[[Sequence[dict]], Any] | None:
-    """lmms-eval's `stderr_for_metric` contract: a function of the records, or None."""
-    found = find_benchmark(aggregation)
-    if found is None or bootstrap_iters <= 0:
-        return None
-    benchmark, metric = found
-    if metric not in headline_metrics(benchmark):
+def stderr_function(benchmark: str, metric: str, bootstrap_iters: int) -> Callable[[Sequence[dict]], Any] | None:
+    """lmms-eval's `stderr_for_metric` contract for one of our aggregations (its `benchmark`
+    and `metric`): a function of the records, or None (not a headline metric, or no bootstrap)."""
+    if bootstrap_iters <= 0 or metric not in headline_metrics(benchmark):
         return None
     resamples = min(bootstrap_iters, REPORT_RESAMPLES)
 

@@ -1,6 +1,6 @@
 """`lmms-vr`: the suite's command line.
 
-    lmms-vr tasks-path                       print the task folder (for --include_path)
+    lmms-vr tasks-path                       print the folder of the task YAMLs (for --include_path)
     lmms-vr sample --out DIR                 write the generated sample benchmark
     lmms-vr demo                             sample + replay predictions through lmms-eval
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
@@ -17,9 +17,13 @@ import sys
 
 
 def _tasks_path(args) -> int:
-    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
+    from lmms_video_reasoning.utils.lmms.plugin import include_path
 
-    print(tasks_dir())
+    root, others = include_path()
+    print(root)
+    for folder in others:  # lmms-eval's CLI takes one --include_path
+        print(f"lmms-vr tasks-path: the task folder {folder} is not under it; the plugin (automatic after "
+              f"`pip install`) adds it, or pass it as --include_path in a run of its tasks alone", file=sys.stderr)
     return 0
 
 
@@ -47,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lmms-vr", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("tasks-path", help="print the task folder").set_defaults(run=_tasks_path)
+    sub.add_parser("tasks-path", help="print the folder of the task YAMLs").set_defaults(run=_tasks_path)
 
     sample = sub.add_parser("sample", help="write the generated sample benchmark")
     sample.add_argument("--out", required=True, help="output folder")

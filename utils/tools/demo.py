@@ -11,7 +11,6 @@ and `--real-judge`, that judge is used instead.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shlex
@@ -33,8 +32,7 @@ def demo_tasks() -> str:
 def sample_responder(request: dict) -> str:
     """Route a judge request to the benchmark whose sample oracle recognises its prompt."""
     for name in sample_benchmarks():
-        module = importlib.import_module(f"{registry.get(name).package}.sample")
-        reply = module.oracle_judge_reply(request)
+        reply = registry.get(name).sample().oracle_judge_reply(request)
         if reply is not None:
             return reply
     return "0"

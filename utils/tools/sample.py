@@ -1,7 +1,7 @@
 """The sample benchmark: a small, generated copy of each benchmark in its official layout.
 
 `lmms-vr sample --out DIR` writes `DIR/<benchmark>` for every benchmark of the registry
-whose folder has a `sample.py` (each a root for the benchmark's root variable) with
+that declares a sample (`Benchmark.sample_module`; each a root for the benchmark's root variable) with
 synthetic videos whose events have known times, and `DIR/predictions.jsonl`, replay
 predictions for every task (mostly right, some wrong, some malformed) for the demo and the
 tests. Generation is deterministic and skipped when DIR already holds the same version.
@@ -9,8 +9,6 @@ tests. Generation is deterministic and skipped when DIR already holds the same v
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 from pathlib import Path
 from typing import Sequence
@@ -22,12 +20,12 @@ SAMPLE_VERSION = 1
 
 
 def sample_benchmarks() -> tuple[str, ...]:
-    """The benchmarks (registry names, report order) whose folder generates a sample (`sample.py`)."""
-    return tuple(b.name for b in registry.benchmarks() if importlib.util.find_spec(f"{b.package}.sample") is not None)
+    """The benchmarks (registry names, report order) that declare a generated sample."""
+    return tuple(b.name for b in registry.benchmarks() if b.sample_module is not None)
 
 
 def _module(benchmark: str):
-    return importlib.import_module(f"{registry.get(benchmark).package}.sample")
+    return registry.get(benchmark).sample()
 
 
 def write_sample(out: Path, benchmarks: Sequence[str] | None = None) -> dict[str, Path]:

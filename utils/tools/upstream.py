@@ -3,7 +3,7 @@
 Writes into a checkout of lmms-eval (0.7.x layout; an unpacked sdist works: missing `test/`
 and `docs/` are created), from the same sources the plugin runs (nothing is kept twice):
 
-- `lmms_eval/tasks/<folder>/` per benchmark: the task and group YAMLs of `tasks/<bench>/`
+- `lmms_eval/tasks/<folder>/` per benchmark: the task and group YAMLs of `<bench>/tasks/`
   with the settings all tasks share moved to `_default_template_yaml`, `!function` paths
   relative to the folder (`utils.<hook>`, a generated `utils.py` re-exporting the hooks so
   that state such as the score memo and judge clients lives in one real module), local
@@ -136,12 +136,13 @@ def _resolve(path: Path, seen: tuple = ()) -> dict:
 
 
 def discover(tasks_root: Path | None = None) -> list[TaskFolder]:
-    """Every folder of our task YAMLs, with its tasks resolved (includes merged)."""
-    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
+    """Every folder of our task YAMLs (the suite's benchmarks' `Benchmark.task_dirs`, or the
+    folders under `tasks_root`), with its tasks resolved (includes merged)."""
+    from lmms_video_reasoning.utils.core import registry
 
-    root = tasks_root or tasks_dir()
+    candidates = tasks_root.iterdir() if tasks_root else registry.task_dirs(registry.builtin())
     folders = []
-    for source in sorted(p for p in root.iterdir() if p.is_dir() and any(p.glob("*.yaml"))):
+    for source in sorted((p for p in candidates if p.is_dir() and any(p.glob("*.yaml"))), key=lambda p: (p.parent.name, p.name)):
         raw = {path: load_yaml(path) for path in sorted(source.glob("*.yaml"))}
         packages = {ref.split(".")[1] for config in raw.values() for ref in function_refs(config) if ref.startswith(PACKAGE + ".")}
         if len(packages) != 1:
@@ -598,10 +599,12 @@ def write_change(checkout: Path, validation: dict | None = None) -> dict:
         target.write_text(mapping.rewrite(source.read_text(encoding="utf-8")), encoding="utf-8")
         written.append(target)
     packages = sorted({name.split(".")[1] for name in modules})
+    task_sources = {folder.source for folder in folders}  # written by write_task_folder
     for package in packages:  # data files next to the code (prompts, tables)
         base = package_dir(package)
         for path in sorted(base.rglob("*")):
-            if path.suffix in DATA_SUFFIXES and path.name != META_FILE and "__pycache__" not in path.parts:
+            if path.suffix in DATA_SUFFIXES and path.name != META_FILE and "__pycache__" not in path.parts \
+                    and not task_sources & set(path.parents):
                 target = checkout.joinpath(*mapping.package(package).split("."), path.relative_to(base))
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)

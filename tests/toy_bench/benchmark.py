@@ -1,0 +1,73 @@
+"""ToyBench as shared code sees it: counting dots, one rule-based metric, a paper table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmms_video_reasoning.utils.core.registry import Benchmark, ReportSpec, ScoringAdapter
+from lmms_video_reasoning.utils.lmms.responses import model_failed
+from lmms_video_reasoning.utils.results import report
+
+from . import records
+
+PAPER_TABLES = {
+    "paper": {"title": "ToyBench: Counting Dots", "authors": "Nobody et al.", "year": 2026, "arxiv": "2601.00001"},
+    "tables": {"table1": {"number": 1, "title": "Table 1: counting accuracy", "task": "toy_count", "columns": ["accuracy"],
+                          "rows": [{"model": "Paper-Model-7B", "group": None, "values": [61.5]}]}},
+}
+
+
+def metrics_of(records_: list[dict], outcomes: list[dict]) -> dict:
+    """Accuracy (0-100) and the samples the model never answered."""
+    if not outcomes:
+        return {"accuracy": float("nan"), "model_failed": 0}
+    return {"accuracy": 100.0 * sum(o["correct"] for o in outcomes) / len(outcomes),
+            "model_failed": sum(model_failed(record) for record in records_)}
+
+
+def score_records(records_: list[dict]) -> dict:
+    return metrics_of(records_, [{"correct": records.correct(record)} for record in records_])
+
+
+class ToyScoring(ScoringAdapter):
+    name = judge_name = "toy_bench"
+
+    def score(self, records_, settings):
+        return score_records(list(records_))
+
+    def needs_judge(self, records_):
+        return False
+
+    def outcomes(self, records_, settings, judge=None):
+        return [{"correct": records.correct(record)} for record in records_]
+
+    def metrics(self, records_, outcomes, settings):
+        return metrics_of(list(records_), list(outcomes))
+
+
+def section(runs, stats, out, n, seed):
+    """The report's ToyBench section: the paper table with the runs beside it, and the CIs."""
+    present = [(run, "toy_count") for run in runs if (run.label, "toy_count") in stats]
+    if not present:
+        return None
+    part = report.Section("toy_bench")
+    rows = [report.run_row(run.label, task, [report.value_of(stats[(run.label, task)], "accuracy")], "toy_bench", ["accuracy"])
+            for run, task in present]
+    part.tables.append(report.paper_table("toy_bench", "table1", rows))
+    part.tables.append(report.ci_table("toy_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
+    return part
+
+
+BENCHMARK = Benchmark(
+    name="toy_bench",
+    title="ToyBench",
+    package=__package__,
+    task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=records.build_record,
+    scoring=ToyScoring(),
+    report=ReportSpec(section=section, headline=("accuracy",), labels={"accuracy": "Acc"}),
+    failure_counts=("model_failed",),
+    reference=PAPER_TABLES,
+    data_module=f"{__package__}.data",
+    aliases=("toy",),
+)

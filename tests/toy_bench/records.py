@@ -1,0 +1,17 @@
+"""ToyBench records: the question's answer and the reply (with the fields every record has)."""
+
+from __future__ import annotations
+
+import re
+
+from lmms_video_reasoning.utils.lmms.responses import reply_record
+
+
+def build_record(doc: dict, response) -> dict:
+    return {"sample_id": doc["sample_id"], "answer": doc["answer"], **reply_record(response)}
+
+
+def correct(record: dict) -> bool:
+    """The rule-based metric: the first number of the final answer equals the answer."""
+    found = re.search(r"\d+", record["final_answer"])
+    return not record["model_failed"] and bool(found) and found.group(0) == record["answer"]
