@@ -84,12 +84,16 @@ CLUE_PLAN = video.FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, tim
 
 
 def for_document(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], long_frames: int = DEFAULT_LONG_FRAMES,
-                 clue_frames: int = DEFAULT_CLUE_FRAMES) -> video.PlannedFrames:
+                 clue_frames: int = DEFAULT_CLUE_FRAMES, need_file: bool = True) -> video.PlannedFrames:
     """The official sampling of `mode` for a question: clue mode inside its clue intervals, the
-    others over the whole video; indices, times and fps, with no decoding."""
+    others over the whole video; indices, times and fps, with no decoding.
+
+    `need_file`: the frames will be read, so a missing video is a MediaError naming it and the
+    fix. False (the prompt text): a video not at hand leaves the table's values unchecked, as
+    the official runner uses them (a replay run scores predictions where the videos are not)."""
     meta = data.video_meta(video_uid)
     official = {"max_frame": meta.max_frame, "fps": meta.fps}
-    path = data.video_path(video_uid)
+    path = data.video_path(video_uid) if need_file else data.video_at(data.data_root(data.CG_BENCH), video_uid)
     if mode == "clue":
         return video.plan_frames(path, CLUE_PLAN, clue_frames, intervals=clue_intervals, meta=official)
     return video.plan_frames(path, LONG_PLAN, long_frames, meta=official)

@@ -108,12 +108,14 @@ load_open_full, load_mcq_full, load_blind_full = _loader("open", "full"), _loade
 # ---------------------------------------------------------------------- model input
 
 
-def _plan(doc: dict, settings: dict) -> PlannedFrames:
-    return frames.for_document(doc["video_uid"], doc["mode"], doc["clue_intervals"], settings["long_frames"], settings["clue_frames"])
+def _plan(doc: dict, settings: dict, need_file: bool = True) -> PlannedFrames:
+    return frames.for_document(doc["video_uid"], doc["mode"], doc["clue_intervals"], settings["long_frames"], settings["clue_frames"],
+                               need_file=need_file)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    """The official text block (no decoding: frame times come from video_meta_info.json).
+    """The official text block (no decoding: frame times come from video_meta_info.json,
+    checked against the video's header when the video is at hand, `frames.for_document`).
 
     Frames mode: system prompt + subtitles + frame times + question + options. Video mode:
     the same without the frame-times block (the model samples its own frames); subtitles
@@ -122,7 +124,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str
     if doc["mode"] == "blind":
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(lmms_eval_specific_kwargs)
-    plan = _plan(doc, settings)
+    plan = _plan(doc, settings, need_file=False)
     subtitles = data.subtitles_for(doc["video_uid"], plan) if settings["subtitles"] else ""
     frame_times = prompts.frame_times_block(plan.indices, plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)

@@ -85,6 +85,50 @@ def test_doc_to_text_on_sample_frames_and_video_modes(cg_env):
     assert "A total of" not in video_text and expected_subs in video_text
 
 
+def test_a_table_entry_that_disagrees_with_the_file_gives_way_with_a_warning(cg_root, tmp_path, monkeypatch, caplog):
+    """The frame table's metadata check (`utils.media.video.resolve_meta`) runs for CG-Bench too:
+    an entry describing another encoding of the video (here 3x the frames at 6 fps) gives way to
+    the file, with the warning the check gives every benchmark, and prompt and frames agree."""
+    import logging
+
+    root = tmp_path / "root"
+    shutil.copytree(cg_root, root)
+    table = json.loads((root / data.META_FILE).read_text())
+    table["cgsample_park"] = {"duration": 180.0, "max_frame": 1079, "fps": 6.0}  # the file: 360 frames at 2 fps
+    (root / data.META_FILE).write_text(json.dumps(table))
+    monkeypatch.setenv("CGBENCH_ROOT", str(root))
+    doc = next(d for d in hooks.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    with caplog.at_level(logging.WARNING):
+        text = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
+    assert "metadata (1079 frames at 6.0000 fps) disagrees with the video file" in caplog.text and "cgsample_park.mp4" in caplog.text
+    plan = frames.for_document("cgsample_park", "long", doc["clue_intervals"], long_frames=4)
+    assert (plan.total_frames, plan.fps) == (360, 2.0) and any("disagrees" in note for note in plan.notes)
+    assert plan.indices == frames.long_indices(360, 4) != frames.long_indices(1079, 4)
+    assert prompts.frame_times_block(plan.indices, plan.fps) in text  # the times of the frames the model sees
+    assert len(hooks.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})) == 4
+    clue = frames.for_document("cgsample_park", "clue", doc["clue_intervals"], clue_frames=4)
+    assert clue.fps == 2.0 and all(index < 360 for index in clue.indices)
+
+
+def test_the_prompt_needs_no_video_the_frames_do(cg_root, tmp_path, monkeypatch):
+    """Replay predictions are scored where the videos are not: the prompt text uses the table's
+    values unchecked (noted); reading frames names the missing file and the fix."""
+    from lmms_video_reasoning.utils.core.roots import MediaError
+
+    root = tmp_path / "root"
+    shutil.copytree(cg_root, root)
+    monkeypatch.setenv("CGBENCH_ROOT", str(root))
+    doc = next(d for d in hooks.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    expected = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
+    (root / data.VIDEO_DIR / "cgsample_park.mp4").unlink()
+    data.clear_media_index()
+    assert hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4}) == expected
+    unchecked = frames.for_document("cgsample_park", "long", doc["clue_intervals"], long_frames=4, need_file=False)
+    assert unchecked.path is None and unchecked.indices == [44, 134, 224, 313] and "not checked" in unchecked.notes[0]
+    with pytest.raises(MediaError, match="cgsample_park.mp4.*lmms-vr prepare cg_bench"):
+        hooks.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})
+
+
 def test_visuals_per_mode(cg_env):
     records = data.load_records("mini")
     clue_docs = hooks.build_docs(records, "clue", "mini")

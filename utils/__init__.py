@@ -1,7 +1,7 @@
 """Shared code, in layers; a module imports only from its own layer or a lower one
 (checked by tests/test_layers.py):
 
-    0 core      benchmark contract and registry, data roots, intervals, files
+    0 core      benchmark contract and registry, record fields, data roots, intervals, files
     1 media     frame sampling and decoding, subtitles, synthetic videos
     1 data      prepare: download, archives, media index
     2 judges    (top-level package) the judge engine, cache and parsing

@@ -279,6 +279,7 @@ def _scan(path: Path) -> _FrameTable:
         container.close()
 
 
+_META_WARNED: set[str] = set()
 _INFO_CACHE: "collections.OrderedDict[tuple, VideoInfo]" = collections.OrderedDict()
 _INFO_CACHE_SIZE = 4096  # a few hundred bytes each: one per video of a benchmark's split
 
@@ -552,7 +553,7 @@ def read_frames(
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_meta(info: VideoInfo, meta: dict | None, path=None) -> tuple[int, float, list[str]]:
+def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[int, float, list[str]]:
     """Frame count and fps the protocol formulas use: ``(total, fps, notes)``.
 
     Rule: the dataset's metadata (CG-Bench ``video_meta_info.json``: ``max_frame``, ``fps``;
@@ -561,7 +562,8 @@ def resolve_meta(info: VideoInfo, meta: dict | None, path=None) -> tuple[int, fl
     ``META_FRAME_TOLERANCE_FRACTION`` and fps within ``META_FPS_TOLERANCE_FRACTION``
     (CG-Bench ``max_frame`` is one less than the container count). Otherwise the metadata
     describes another encoding of the video, the container wins (it is the file being
-    decoded) and a note is returned and logged. Without metadata: the container.
+    decoded) and a note is returned and logged. Without metadata: the container. Without the
+    file's figures (``info`` None): the metadata, as it stands.
     """
     if not meta:
         return info.total_frames, info.fps, []
@@ -569,6 +571,8 @@ def resolve_meta(info: VideoInfo, meta: dict | None, path=None) -> tuple[int, fl
     meta_fps = meta.get("fps")
     if meta_total is None or not meta_fps:
         raise ValueError(f"video metadata needs 'max_frame' (or 'total_frames') and 'fps', got keys {sorted(meta)}")
+    if info is None:
+        return int(meta_total), float(meta_fps), []
     frame_tol = max(META_FRAME_TOLERANCE, META_FRAME_TOLERANCE_FRACTION * info.total_frames)
     agrees = (
         abs(int(meta_total) - info.total_frames) <= frame_tol
@@ -580,7 +584,12 @@ def resolve_meta(info: VideoInfo, meta: dict | None, path=None) -> tuple[int, fl
         f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
         f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values"
     )
-    logger.warning(note)
+    with _TABLE_LOCK:  # once per file and process: a video's questions all ask for its plan
+        first = note not in _META_WARNED
+        if first and len(_META_WARNED) < _INFO_CACHE_SIZE:
+            _META_WARNED.add(note)
+    if first:
+        logger.warning(note)
     return info.total_frames, info.fps, [note]
 
 
@@ -594,7 +603,7 @@ class PlannedFrames:
     from (``resolve_meta``), the protocol's frame ``size`` and ``notes`` (meta disagreement,
     clamped intervals, dropped indices; each also logged as a warning)."""
 
-    path: Path
+    path: Path | None
     indices: list[int]
     timestamps: list[float]
     fps: float
@@ -605,6 +614,8 @@ class PlannedFrames:
     def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False, workers: int = DEFAULT_WORKERS):
         """The planned frames (``read_frames``); ``size`` None: the plan's size (or the decoded
         size), ``(width, height)``, or ``"native"``."""
+        if self.path is None:
+            raise VideoError(f"no video file to read the planned frames from ({'; '.join(self.notes)})")
         size = size if size is not None else (self.size or _NATIVE)
         return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array, workers=workers)
 
@@ -626,13 +637,26 @@ def plan_frames(
     note); then only the container header is read (``probe(exact=False)``), so a prompt that
     shows frame times needs no decoding. Without ``meta``: the exact frame count of a packet scan.
     Indices the metadata puts past the file's last frame are dropped with a note (the official
-    CG-Bench code skips frames it cannot find).
+    CG-Bench code skips frames it cannot find). With ``meta``, a file that is not at hand
+    (``path`` None, e.g. replay predictions scored where the videos are not) or cannot be opened
+    leaves the metadata unchecked, with a note; reading the frames then fails, naming the file.
     """
     if not isinstance(plan, FramePlan):
         raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
-    path = Path(path)
-    info = probe(path, exact=not meta)
-    total, fps, notes = resolve_meta(info, meta, path)
+    path = None if path is None else Path(path)
+    try:
+        if path is None:
+            raise VideoError("the video file is not at hand")
+        info = probe(path, exact=not meta)
+        total, fps, notes = resolve_meta(info, meta, path)
+        in_file = info.total_frames
+    except VideoError as error:
+        if not meta:
+            raise
+        total, fps, _none = resolve_meta(None, meta)
+        notes = [f"metadata not checked against the file {path or ''}: {error}"]
+        in_file = None  # unknown: no index is dropped
+        logger.debug(notes[-1])
     if plan.pick_in_intervals is not None:
         if not intervals:
             raise ValueError(f"frame plan {plan.name!r} needs the question's clue intervals (intervals=[[start, end], ...])")
@@ -642,10 +666,10 @@ def plan_frames(
     else:
         indices = plan.pick(total, n)
     indices = [int(i) for i in indices]
-    past_end = sum(i >= info.total_frames for i in indices)
+    past_end = 0 if in_file is None else sum(i >= in_file for i in indices)
     if past_end:  # metadata a frame or two longer than the file: drop, as official CG-Bench does
-        indices = [i for i in indices if i < info.total_frames]
-        notes.append(f"{past_end} index(es) past the last frame ({info.total_frames - 1}) were dropped")
+        indices = [i for i in indices if i < in_file]
+        notes.append(f"{past_end} index(es) past the last frame ({in_file - 1}) were dropped")
         logger.warning("%s: %s", path, notes[-1])
     return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
 
