@@ -118,7 +118,7 @@ def test_a_toy_benchmark_runs_through_lmms_eval(tmp_path):
     assert metric(results, "toy_count", "model_failed_stderr") == "N/A"
     [samples] = samples_files(out, "toy_count")
     rows = [json.loads(line) for line in samples.read_text().splitlines()]
-    assert len(rows) == 12 and rows[0]["accuracy"]["final_answer"] == rows[0]["resps"][0][0]
+    assert len(rows) == 12 and rows[1]["accuracy"]["response"] == rows[1]["filtered_resps"] == "0 dots"  # the record logged
     # and the samples file scores again with `lmms-vr score`, in another process of the same registration
     proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(samples), "--out",
                            str(tmp_path / "rescored.json")], env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
