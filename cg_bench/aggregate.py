@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.cg_bench import inputs, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core.roots import require_fields
@@ -47,6 +47,9 @@ logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
 OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
+STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True)
+OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "a reversed predicted interval computed "
+                                     "as the official code does (negative length)", scoring=True)
 METRICS = {
     "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
     "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
@@ -75,14 +78,7 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> "Settings":
-        return cls(strict=_env_flag(STRICT_ENV), official_reversed=_env_flag(OFFICIAL_REVERSED_ENV))
-
-
-def _env_flag(name: str) -> bool:
-    value = os.environ.get(name, "").strip().lower()
-    if value not in ("", "0", "false", "no", "1", "true", "yes"):
-        raise ValueError(f"{name} must be 1/true/yes or 0/false/no, got {value!r}")
-    return value in ("1", "true", "yes")
+        return cls(strict=STRICT.read(), official_reversed=OFFICIAL_REVERSED.read())
 
 
 def make_record(doc: dict, response: str) -> dict:

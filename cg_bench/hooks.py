@@ -26,6 +26,7 @@ import json
 import logging
 from pathlib import Path
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.cg_bench import data, inputs, judging, prompts  # noqa: F401 - judging declares the judge (preflight)
 from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_records / make_record: `lmms-vr score`
     METRICS,
@@ -221,7 +222,8 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
     from lmms_video_reasoning.judges.engine import get_judge
 
     judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
-    details = {**scores, "judge": judge.accounting() if judge is not None else None}
+    details = {**scores, "judge": judge.accounting() if judge is not None else None,
+               "settings": settings.resolved(scoring_only=True)}
     path = details_path(run, scores["breakdown"]["task_kind"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.files import atomic_target
 
 logger = logging.getLogger("lmms_video_reasoning.model_video")
@@ -83,16 +84,19 @@ CACHE_DIR_ENV = "LMMS_VR_PROXY_CACHE_DIR"
 DECODE_AHEAD_ENV = "LMMS_VR_DECODE_AHEAD"
 DEFAULT_CACHE_MB = 4096
 DEFAULT_DECODE_AHEAD = 2
+INPUT = settings.declare(INPUT_ENV, "choice", "fast", "video inputs of known video-native models: fast proxy clips "
+                         "of the frames they keep, or the original path", choices=INPUT_MODES)
+CACHE_MB = settings.declare(CACHE_MB_ENV, "float", DEFAULT_CACHE_MB, "size limit of the proxy clip cache in MB", minimum=0)
+CACHE_DIR = settings.declare(CACHE_DIR_ENV, "text", "", "folder of the proxy clip cache (default: the suite's cache)")
+DECODE_AHEAD = settings.declare(DECODE_AHEAD_ENV, "int", DEFAULT_DECODE_AHEAD, "documents decoded ahead of the model "
+                                "(0 = off)", minimum=0)
 PROXY_SUFFIX = ".avi"  # UT Video (lossless RGB, intra-only) in AVI: decord and PyAV read it exactly
 PROXY_VERSION = 1  # part of every cache key: bump when the proxy layout changes
 
 
 def input_mode() -> str:
     """``fast`` (proxy clips for known models) or ``path`` (plain paths), from ``LMMS_VR_VIDEO_INPUT``."""
-    value = os.environ.get(INPUT_ENV, "").strip().lower() or "fast"
-    if value not in INPUT_MODES:
-        raise ValueError(f"{INPUT_ENV}={value!r}: use one of {INPUT_MODES} ('path' hands models the original video path)")
-    return value
+    return INPUT.read()
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,17 +400,12 @@ def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int,
 def cache_dir() -> Path:
     from lmms_video_reasoning.utils.core.roots import cache_home
 
-    value = os.environ.get(CACHE_DIR_ENV, "").strip()
+    value = CACHE_DIR.read()
     return Path(value) if value else cache_home() / "video_proxies"
 
 
 def cache_limit_bytes() -> int:
-    value = os.environ.get(CACHE_MB_ENV, "").strip()
-    try:
-        mb = float(value) if value else DEFAULT_CACHE_MB
-    except ValueError:
-        raise ValueError(f"{CACHE_MB_ENV}={value!r} must be a number of megabytes") from None
-    return int(mb * 2**20)
+    return int(CACHE_MB.read() * 2**20)
 
 
 class ProxyCache:
@@ -825,11 +824,7 @@ _orders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def decode_ahead_depth() -> int:
-    value = os.environ.get(DECODE_AHEAD_ENV, "").strip()
-    try:
-        return max(0, int(value)) if value else DEFAULT_DECODE_AHEAD
-    except ValueError:
-        raise ValueError(f"{DECODE_AHEAD_ENV}={value!r} must be a number of documents (0 = off)") from None
+    return DECODE_AHEAD.read()
 
 
 def decode_ahead() -> DecodeAhead | None:
