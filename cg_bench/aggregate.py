@@ -16,7 +16,7 @@ In both settings lmms-eval's failure placeholder (`utils.responses.is_model_fail
 model never answered) is a missing answer, not a reply: never parsed nor judged, wrong /
 tIoU 0 in every denominator, counted in `model_failed` (not in `parse_failed`).
 Thinking models: every parser (and the open-ended judge, through the parsed prediction)
-reads the reply's final answer (`utils.responses`: after the last `</think>`, or inside
+reads the reply's final answer (`utils/lmms/responses.py`: after the last `</think>`, or inside
 `<answer>`; the whole reply only when that part is empty), so the letters and times in the
 reasoning cannot answer for it. A reply that ends inside an open reasoning block has no
 answer: wrong / tIoU 0 in both settings, never judged, counted in `reasoning_truncated`.

@@ -90,7 +90,7 @@ def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
 
 
 def _loader(task_kind: str, split: str):
-    """The `process_docs` hook of one task, checked before generation (`utils.preflight`): the
+    """The `process_docs` hook of one task, checked before generation (`utils/lmms/preflight.py`): the
     media (not for the blind task) and the judge (the open-ended task)."""
     media = None if task_kind == "blind" else preflight.MediaCheck(
         data.CG_BENCH, lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)), key=split)
@@ -155,7 +155,7 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
     """Simple models: the video (video mode; clue mode gets the clue clip) or the sampled PIL frames.
 
     Video mode: a proxy clip of exactly the frames the calling model's own path keeps
-    (`utils.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
+    (`utils/lmms/model_video.py`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
     either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl` would swallow a decode error.
     """
     if doc["mode"] == "blind":

@@ -4,7 +4,7 @@ Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per t
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
   video      the video (models with native video input; the default, as in the paper):
              simple models get a proxy clip of exactly the frames their own path keeps
-             (`utils.model_video`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
+             (`utils/lmms/model_video.py`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
   frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
              written before the question (frame-based models: `openai`, `gpt4v`)
   one_frame  the middle frame only (`vcr_one_frame`)
@@ -62,7 +62,7 @@ OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reve
 
 def load_docs(dataset=None) -> Any:
     """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
-    before generation: `utils.preflight`)."""
+    before generation: `utils/lmms/preflight.py`)."""
     return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _MEDIA, judge="vcr_bench")
 
 

@@ -87,7 +87,7 @@ def build_docs(mode: str, protocol: str) -> list[dict]:
     return docs
 
 
-# Checked before generation (`utils.preflight`): the videos (not for the text-only task) and
+# Checked before generation (`utils/lmms/preflight.py`): the videos (not for the text-only task) and
 # the judge (not for the MCQ-only task).
 _MEDIA = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
 
@@ -161,7 +161,7 @@ def video_frames(kwargs: dict | None) -> str:
 
 
 def video_input(doc: dict, kwargs: dict | None) -> str:
-    """The video handed to a video-native model (`utils.model_video`): a clip of the protocol
+    """The video handed to a video-native model (`utils/lmms/model_video.py`): a clip of the protocol
     frames, or (`video_frames: model`) of exactly the frames the calling model's own path
     keeps (the original path for models it does not know). `LMMS_VR_VIDEO_INPUT=path`: the
     original path. The file is decoded either way: lmms-eval's qwen2_vl would log a decode

@@ -740,30 +740,39 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
 _context = threading.local()  # .reading set by decode-ahead jobs (no model frame on their stack)
 
 
+def _is_method_of(frame, obj) -> bool:
+    """Whether ``frame`` runs a method called on ``obj``: its code's first parameter is ``self``
+    bound to ``obj``. A comprehension (its own frame before Python 3.12, inlined since PEP 709), a
+    generator expression, a lambda or a nested function sees ``self`` only as a free variable, so
+    it never matches, whichever Python runs it."""
+    code = frame.f_code
+    return code.co_argcount > 0 and code.co_varnames[0] == "self" and frame.f_locals.get("self") is obj
+
+
 def _model_frame(start):
-    """The innermost stack frame whose ``self`` is an lmms-eval model (None outside one)."""
+    """The innermost stack frame, from ``start`` outwards, running a method of an lmms-eval model
+    (None outside one). The walk goes to the bottom of the stack: no frame count, which would
+    differ between Pythons that do and do not give comprehensions a frame of their own."""
     try:
         from lmms_eval.api.model import lmms
     except Exception:  # noqa: BLE001 - lmms-eval absent: no model to find
         return None
     frame = start
-    for _ in range(12):
-        if frame is None:
-            return None
-        candidate = frame.f_locals.get("self")
-        # A comprehension inside generate_until (Python < 3.12: its own frame) sees ``self`` as a
-        # free variable but not the method's locals (the Collator): go on to the method itself.
-        if isinstance(candidate, lmms) and not frame.f_code.co_name.startswith("<"):
-            return frame
+    while frame is not None:
+        code = frame.f_code
+        if code.co_argcount > 0 and code.co_varnames[0] == "self":  # cheap test first: f_locals copies on 3.11
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, lmms):
+                return frame
         frame = frame.f_back
     return None
 
 
-def calling_model(depth: int = 1) -> tuple[bool, Reading | None]:
+def calling_model() -> tuple[bool, Reading | None]:
     """Whether an lmms-eval model called the hook, and its ``Reading`` (decode-ahead jobs: theirs)."""
     if getattr(_context, "prefetching", False):
         return True, _context.reading
-    frame = _model_frame(sys._getframe(depth + 1))
+    frame = _model_frame(sys._getframe(1))
     return (True, reading_of(frame.f_locals["self"])) if frame is not None else (False, None)
 
 
@@ -858,12 +867,20 @@ def _upcoming(frame) -> list[tuple[Callable, dict]]:
     model = frame.f_locals["self"]
     local = frame.f_locals  # names as in lmms-eval 0.7's models' generate_until
     task, doc_ids = local.get("task"), local.get("doc_id", local.get("batched_doc_id"))
-    owner = frame  # the Collator may live one method up (qwen3_vl handles each chunk in a helper method)
-    for _ in range(3):
-        if owner is None or "re_ords" in owner.f_locals or owner.f_back is None or owner.f_back.f_locals.get("self") is not model:
+    # The Collator may live a method up (qwen3_vl handles each chunk in a helper method): walk out
+    # through the model's own methods and what runs inside them (comprehension, generator, lambda
+    # frames, whether or not their body names ``self``: Python < 3.12 gives a comprehension a frame
+    # of its own; nested functions closing over ``self``), and stop at the first frame that is neither.
+    owner, collator = frame, None
+    while owner is not None:
+        code = owner.f_code
+        if _is_method_of(owner, model):
+            collator = owner.f_locals.get("re_ords")
+            if collator is not None:
+                break
+        elif not (code.co_name.startswith("<") or ("self" in code.co_freevars and owner.f_locals.get("self") is model)):
             break
         owner = owner.f_back
-    collator = owner.f_locals.get("re_ords") if owner is not None else None
     if collator is None or doc_ids is None or not hasattr(collator, "arr_with_indices"):
         return []
     task = task[0] if isinstance(task, tuple) else task

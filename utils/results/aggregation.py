@@ -112,8 +112,11 @@ class ScoreOnce:
 
 
 def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
-    from lmms_video_reasoning.utils.results import standard_error
+    # By name, at call time: the bootstrap needs the report's statistics, which the upstream
+    # export (utils/tools/upstream.py follows imports) does not ship with the aggregation.
+    import importlib
 
+    standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
     return standard_error.stderr_function(aggregation, bootstrap_iters)
 
 
