@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Sequence
 
 from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.utils.core import records as common
+from lmms_video_reasoning.utils.core import settings as env_settings
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.vcr_bench import judging, scoring
 
@@ -22,6 +22,12 @@ log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
 LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
 OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
+INCLUDE_BACKGROUND = env_settings.declare(INCLUDE_BACKGROUND_ENV, "bool", False, "overall CoT counts Background Review "
+                                          "steps (paper-era code)", scoring=True)
+LENIENT_VERDICT = env_settings.declare(LENIENT_VERDICT_ENV, "bool", False, "the scoring judge's first standalone 0/1 "
+                                       "decides instead of the exact reply '1'", scoring=True)
+OFFICIAL_REVERSED = env_settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reversed intervals / boxes enter the IoU "
+                                         "rule as given, as officially", scoring=True)
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
@@ -31,11 +37,8 @@ def resolve_settings(settings: dict | None = None) -> dict:
     (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
     the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
     interval bounds / box corners enter the IoU rule as given, as officially)."""
-    def env(name: str) -> bool:
-        return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-    merged = {"include_background": env(INCLUDE_BACKGROUND_ENV), "lenient_verdict": env(LENIENT_VERDICT_ENV),
-              "official_reversed": env(OFFICIAL_REVERSED_ENV)}
+    merged = {"include_background": INCLUDE_BACKGROUND.read(), "lenient_verdict": LENIENT_VERDICT.read(),
+              "official_reversed": OFFICIAL_REVERSED.read()}
     merged.update(settings or {})
     return merged
 

@@ -4,7 +4,7 @@ Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per t
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
   video      the video (models with native video input; the default, as in the paper):
              simple models get a proxy clip of exactly the frames their own path keeps
-             (`utils.model_video`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
+             (`utils/lmms/model_video.py`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
   frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
              written before the question (frame-based models: `openai`, `gpt4v`)
   one_frame  the middle frame only (`vcr_one_frame`)
@@ -23,9 +23,9 @@ record from a doc and a raw response (`--predict_only` files, replay predictions
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.records import process_results as records_hook
 from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import model_video, preflight
@@ -35,6 +35,8 @@ from lmms_video_reasoning.vcr_bench import aggregate, data, frames, judging, pro
 
 VISUAL_MODES = ("video", "frames", "one_frame", "none")
 VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
+VISUAL_MODE = settings.declare(VISUAL_MODE_ENV, "choice", "", "what the video tasks show: the video, frames, one frame "
+                               "or nothing", choices=VISUAL_MODES, scoring=True)
 
 
 # ---------------------------------------------------------------- documents
@@ -42,7 +44,7 @@ VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
 
 def load_docs(dataset=None) -> Any:
     """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
-    before generation: `utils.preflight`)."""
+    before generation: `utils/lmms/preflight.py`)."""
     return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _MEDIA, judge=judging.JUDGE)
 
 
@@ -61,7 +63,10 @@ def task_settings(kwargs: dict | None) -> tuple[str, bool]:
     """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
     kwargs = kwargs or {}
     mode = kwargs.get("visual_mode", "video")
-    override = os.environ.get(VISUAL_MODE_ENV, "").strip()
+    try:
+        override = VISUAL_MODE.read()
+    except settings.SettingError as error:
+        raise DataError(f"VCR-Bench visual mode: {error}") from None
     if override and mode in ("video", "frames"):
         mode = override
     if mode not in VISUAL_MODES:

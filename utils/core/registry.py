@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.roots import DataError
 
 NAMESPACE = "lmms_video_reasoning"
@@ -61,6 +61,8 @@ NAMESPACE = "lmms_video_reasoning"
 BUILTIN = ("vcr_bench", "vrbench", "cg_bench")
 ENTRY_POINT_GROUP = "lmms_video_reasoning.benchmarks"
 BENCHMARKS_ENV = "LMMS_VR_BENCHMARKS"
+BENCHMARKS = settings.declare(BENCHMARKS_ENV, "text", "", "benchmarks outside this suite, as comma-separated "
+                              "module[:attribute] naming a Benchmark (attribute default BENCHMARK)")
 DEFAULT_ATTRIBUTE = "BENCHMARK"
 
 
@@ -224,7 +226,7 @@ def _external_sources() -> list[tuple[str, str]]:
 
     sources = [(f"entry point {point.name!r} (group {ENTRY_POINT_GROUP})", point.value)
                for point in entry_points(group=ENTRY_POINT_GROUP)]
-    for entry in os.environ.get(BENCHMARKS_ENV, "").split(","):
+    for entry in BENCHMARKS.read().split(","):
         if entry.strip():
             sources.append((f"{BENCHMARKS_ENV} entry {entry.strip()!r}", entry.strip()))
     return sources
