@@ -7,6 +7,11 @@ Also ships `lmms_video_reasoning.pth` at the top of site-packages. A .pth file i
 to run code when lmms-eval's `tasks`, `power` and `serve` subcommands start (they never load
 the `lmms_eval.models` entry points); it imports `lmms_video_reasoning.utils.lmms.autoload`,
 which only adds a post-import hook.
+
+Regular installs get it through `build_py`; editable installs (`pip install -e .`) through
+`editable_wheel`, whose strategy object writes the wheel: ours writes the .pth beside what
+it writes (setuptools >= 64; with another setuptools the editable install works without
+the .pth, and `lmms-vr doctor` says which commands then miss the tasks).
 """
 
 from pathlib import Path
@@ -19,17 +24,50 @@ PTH = f"{NAMESPACE}.pth"
 # folders that are not part of the package (tests, measurements, build output)
 NOT_SHIPPED = ("tests", "tests.*", "benchmarks", "benchmarks.*", "build", "build.*")
 
-FOUND = find_packages(where=str(Path(__file__).parent), exclude=NOT_SHIPPED)
+HERE = Path(__file__).parent
+FOUND = find_packages(where=str(HERE), exclude=NOT_SHIPPED)
 
 
 class BuildPyWithPth(build_py):
     def run(self):
         super().run()
-        self.copy_file(str(Path(__file__).parent / PTH), str(Path(self.build_lib) / PTH), preserve_mode=0)
+        self.copy_file(str(HERE / PTH), str(Path(self.build_lib) / PTH), preserve_mode=0)
 
+
+commands = {"build_py": BuildPyWithPth}
+
+try:
+    from setuptools.command.editable_wheel import editable_wheel
+except ImportError:  # setuptools < 64: no PEP 660 editable wheels
+    editable_wheel = None
+
+if editable_wheel is not None and hasattr(editable_wheel, "_select_strategy"):
+
+    class _WithPth:
+        """Wraps setuptools' editable strategy: the same wheel, plus our .pth."""
+
+        def __init__(self, strategy):
+            self._strategy = strategy
+
+        def __call__(self, wheel, files, mapping):
+            self._strategy(wheel, files, mapping)
+            wheel.writestr(PTH, (HERE / PTH).read_bytes())
+
+        def __enter__(self):
+            self._strategy.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self._strategy.__exit__(*exc)
+
+    class EditableWheelWithPth(editable_wheel):
+        def _select_strategy(self, *args, **kwargs):
+            return _WithPth(super()._select_strategy(*args, **kwargs))
+
+    commands["editable_wheel"] = EditableWheelWithPth
 
 setup(
     packages=[f"{NAMESPACE}.{package}" for package in FOUND],
     package_dir={f"{NAMESPACE}.{package}": package.replace(".", "/") for package in FOUND},
-    cmdclass={"build_py": BuildPyWithPth},
+    cmdclass=commands,
 )

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.roots import (
     DataError,
@@ -262,7 +263,7 @@ def subtitle_problem(path: Path) -> str | None:
 
 
 _cue_lock = threading.Lock()
-_cue_cache: dict[str, tuple] = {}
+_cue_cache: BoundedMemo[tuple] = BoundedMemo(1024)  # SRT cues per subtitle file
 _warned_srt: set[str] = set()
 
 

@@ -27,10 +27,9 @@ import socket
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache, request_key
@@ -844,7 +843,6 @@ _judges: dict[tuple, Judge] = {}
 _budgets: dict[int | None, CallBudget] = {}
 _breakers: dict[str, CircuitBreaker] = {}  # endpoint -> the breaker its judges share
 _warned: set[str] = set()
-_cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
 
 
 def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | None:
@@ -852,7 +850,7 @@ def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | 
     configured from the environment, or None.
 
     None comes with one log line per benchmark per process naming the variables to set
-    (inside ``verdicts_from_cache``: a ``CacheOnlyJudge`` instead; ``quiet``: no line, for
+    (``quiet``: no line, for
     callers that only report on a judge if there is one). The same resolved
     configuration always gives the same instance (shared stats, cache and concurrency bound
     across tasks and threads of a process); all judges of a process share one call budget.
@@ -860,8 +858,6 @@ def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | 
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
     benchmark = judge_name(benchmark)
     with _registry_lock:
-        if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
-            return _cache_only_judge(benchmark, config)
         if config is None:
             if benchmark not in _warned and not quiet:
                 _warned.add(benchmark)
@@ -877,38 +873,14 @@ def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | 
         return judge
 
 
-def _cache_only_judge(benchmark: str, config: JudgeConfig | None) -> CacheOnlyJudge:
-    if config is not None:  # read what this configured judge would serve
-        model, cache_path, endpoint = config.model, config.cache_path, config.base_url
-    else:
-        model = _cache_only["models"].get(benchmark)
-        cache_path, endpoint = _cache_only["cache_path"], _cache_only["endpoint"]
-    identity = ("cache-only", benchmark, model, cache_path, endpoint)
-    judge = _judges.get(identity)
-    if judge is None:
-        judge = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
-    return judge
-
-
-@contextmanager
-def verdicts_from_cache(models: Mapping[str, str] | None = None, cache_path: str | Path | None = None,
-                        endpoint: str | None = None, instead_of_configured: bool = False) -> Iterator[None]:
-    """Within the block, ``get_judge(benchmark)`` gives a ``CacheOnlyJudge`` for every benchmark
-    with no judge configured, so benchmark code reads cached verdicts with no key; a configured
-    judge is used as usual. ``models``: {benchmark: the judge model its runs used}.
-    ``instead_of_configured``: configured judges too are replaced by a cache-only reader of
-    their own model and cache (re-reading what a judging pass just did, sending nothing).
-
-        with verdicts_from_cache({"<benchmark>": "gpt-4o-2024-08-06"}):
-            outcomes = bench.outcomes(records, settings)   # misses: NOT_COMPUTED, nothing sent
-    """
-    global _cache_only
+def cache_reader(judge: Judge) -> CacheOnlyJudge:
+    """A reader of what ``judge`` would serve from its cache (same model, cache and endpoint),
+    sending nothing: to re-read the verdicts a judging pass just used (a failed judgment stays
+    failed). Passed explicitly to the code that needs it; no judge of the process is swapped."""
+    config = judge.config
+    identity = ("cache-only", config.benchmark, config.model, config.cache_path, config.base_url)
     with _registry_lock:
-        saved = _cache_only
-        _cache_only = {"models": dict(models or {}), "cache_path": cache_path, "endpoint": endpoint,
-                       "instead_of_configured": instead_of_configured}
-    try:
-        yield
-    finally:
-        with _registry_lock:
-            _cache_only = saved
+        reader = _judges.get(identity)
+        if reader is None:
+            reader = _judges[identity] = CacheOnlyJudge(config.benchmark, config.model, config.cache_path, config.base_url)
+        return reader

@@ -59,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
@@ -279,9 +280,9 @@ def _scan(path: Path) -> _FrameTable:
         container.close()
 
 
-_META_WARNED: set[str] = set()
-_INFO_CACHE: "collections.OrderedDict[tuple, VideoInfo]" = collections.OrderedDict()
 _INFO_CACHE_SIZE = 4096  # a few hundred bytes each: one per video of a benchmark's split
+_INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(_INFO_CACHE_SIZE)
+_META_WARNED: set[str] = set()
 
 
 def probe(path, *, exact: bool = True) -> VideoInfo:
@@ -298,17 +299,9 @@ def probe(path, *, exact: bool = True) -> VideoInfo:
         key = (str(path.resolve()), st.st_size, st.st_mtime_ns, exact)
     except OSError:
         key = None
-    with _TABLE_LOCK:
-        if key is not None and key in _INFO_CACHE:
-            _INFO_CACHE.move_to_end(key)
-            return _INFO_CACHE[key]
-    info = (None if exact else _header_info(path)) or _frame_table(path).info
-    if key is not None:
-        with _TABLE_LOCK:
-            _INFO_CACHE[key] = info
-            while len(_INFO_CACHE) > _INFO_CACHE_SIZE:
-                _INFO_CACHE.popitem(last=False)
-    return info
+    if key is None:
+        return (None if exact else _header_info(path)) or _frame_table(path).info
+    return _INFO_CACHE.get_or_make(key, lambda: (None if exact else _header_info(path)) or _frame_table(path).info)
 
 
 def _header_info(path: Path) -> VideoInfo | None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.lmms import run_output
 
 Records = Sequence[dict]
@@ -61,7 +62,7 @@ class ScoreOnce:
     def __init__(self, score: Callable[[Records], dict[str, Any]], benchmark: str):
         self._score = score
         self.benchmark = benchmark
-        self._results: dict[str, dict[str, Any]] = {}
+        self._results: BoundedMemo[dict[str, Any]] = BoundedMemo(32)  # a run's tasks, several times over
         self._lock = threading.Lock()
 
     def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:

@@ -530,12 +530,11 @@ def score_task(task: str, records: Sequence[dict], source: str = "", with_outcom
         accounting = {**judge.accounting(), "stats": _stats_delta(before, judge.stats.as_dict())}
     outcomes = None
     if with_outcomes and judge is not None and judge.cache is not None:
-        from lmms_video_reasoning.judges import verdicts_from_cache
+        from lmms_video_reasoning.judges import cache_reader
 
         # Read back the verdicts the scoring just used; a failed judgment stays failed rather
         # than being asked again (which could give outcomes other than the metrics).
-        with verdicts_from_cache(instead_of_configured=True):
-            outcomes = bench.outcomes(records, settings)
+        outcomes = bench.outcomes(records, settings, judge=cache_reader(judge))
     elif with_outcomes and judge is None:
         outcomes = bench.outcomes(records, settings)
     elif with_outcomes:

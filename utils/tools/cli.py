@@ -1,5 +1,6 @@
 """`lmms-vr`: the suite's command line.
 
+    lmms-vr doctor                           which lmms-eval integrations are active, with fixes
     lmms-vr tasks-path                       print the folder of the task YAMLs (for --include_path)
     lmms-vr sample --out DIR                 write the generated sample benchmark
     lmms-vr demo                             sample + replay predictions through lmms-eval
@@ -99,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     upstream.add_argument("--pr-out", default="lmms_eval_pr.md", help="where to write the PR description")
     upstream.add_argument("--validation", help="JSON {command: {n, passed}} from a validation run, for the PR's table")
     upstream.set_defaults(run=_delegate("tools.upstream"))
+
+    doctor = sub.add_parser("doctor", help="which integrations with lmms-eval are active here, and the fix for each that is not")
+    doctor.add_argument("--no-network", action="store_true", help="do not contact the judge endpoints")
+    doctor.add_argument("--json", action="store_true", help="the findings as JSON")
+    doctor.set_defaults(run=_delegate("tools.doctor"))
     return parser
 
 
