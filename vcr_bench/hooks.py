@@ -1,4 +1,4 @@
-"""lmms-eval hooks of the VCR-Bench tasks (`tasks/vcr_bench/*.yaml` point here).
+"""lmms-eval hooks of the VCR-Bench tasks (`vcr_bench/tasks/*.yaml` point here).
 
 Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
