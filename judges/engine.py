@@ -83,6 +83,9 @@ class JudgeRequest:
     parse: Callable[[str], Any] | None = None  # raises parsing.ParseError -> re-ask
     max_reasks: int = 2
     tag: str = ""  # e.g. "<benchmark>.recall", for the per-tag accounting
+    # Protocol facts for the cost estimate and batch judging (judges/batch.py); they never change a verdict:
+    expected_reply: str | None = None  # a typical reply in the protocol's format (its tokens; the estimate follows it)
+    later_steps: int = 0  # judge calls that may follow this one in its chain, depending on its reply
 
 
 @dataclass
@@ -385,9 +388,8 @@ class Judge:
         one that does not is kept in the cache's ``rejected`` table and the request re-asked.
         """
         _validate(request)
-        replies = request.max_reasks + 1 if request.parse else 1
-        keys = [request_key(self.config.model, request.messages, request.max_tokens, request.temperature, attempt)
-                for attempt in range(replies)]
+        keys = request_keys(self.config.model, request)
+        replies = len(keys)
         # A verdict reached after re-asks is served too: a rerun repeats no call that succeeded.
         refused: dict[int, tuple[CachedReply, str]] = {}
         for attempt, key in enumerate(keys):
@@ -402,7 +404,7 @@ class Judge:
         parse_error: parsing.ParseError | None = None
         for attempt, key in enumerate(keys):
             try:
-                reply = self._fetch(request)
+                reply = self._fetch(request, key)
             except _NotComputed as missing:
                 self.stats.add(request.tag, not_computed=1)
                 return JudgeResult(False, None, None, str(missing), False)
@@ -530,7 +532,7 @@ class Judge:
             return None  # this endpoint names its model differently (e.g. an Azure deployment)
         return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
-    def _fetch(self, request: JudgeRequest) -> CachedReply:
+    def _fetch(self, request: JudgeRequest, key: str = "") -> CachedReply:
         """POST with bounded retries: backoff with jitter, Retry-After honoured (capped);
         nothing is sent once the circuit breaker is open."""
         last_reason = "no attempt made"
@@ -647,10 +649,7 @@ class Judge:
         """
         import httpx
 
-        body: dict[str, Any] = {"model": self.config.model, "messages": request.messages, "max_tokens": request.max_tokens}
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        payload = json.dumps(request_body(self.config.model, request), ensure_ascii=False).encode("utf-8")
         deadline = time.monotonic() + self.config.timeout
         token = None
         try:
@@ -672,7 +671,7 @@ class Judge:
             _WATCHDOG.cancel(token)
         if status >= 300:
             self._raise_for_status(status, data, headers)
-        return _parse_completion(data, self.config.endpoint)
+        return parse_completion(data, self.config.endpoint)
 
     def _read_body(self, response, deadline: float) -> bytes:
         chunks, size = [], 0
@@ -743,8 +742,22 @@ class CacheOnlyJudge(Judge):
                              model_env="(cache only)", cache_path=path, max_calls=0)
         super().__init__(config)
 
-    def _fetch(self, request: JudgeRequest) -> CachedReply:
+    def _fetch(self, request: JudgeRequest, key: str = "") -> CachedReply:
         raise _NotComputed(NOT_COMPUTED)
+
+
+def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
+    """The chat-completion body sent for a request (also a batch file line's `body`)."""
+    body: dict[str, Any] = {"model": model, "messages": request.messages, "max_tokens": request.max_tokens}
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def request_keys(model: str, request: JudgeRequest) -> list[str]:
+    """The cache keys of a request's replies: the first ask and each re-ask."""
+    replies = request.max_reasks + 1 if request.parse else 1
+    return [request_key(model, request.messages, request.max_tokens, request.temperature, attempt) for attempt in range(replies)]
 
 
 def _read(request: JudgeRequest, raw: str) -> Any:
@@ -771,7 +784,7 @@ def _token_count(value: Any) -> int | None:
     return int(value)
 
 
-def _parse_completion(data: bytes, endpoint: str) -> CachedReply:
+def parse_completion(data: bytes, endpoint: str) -> CachedReply:
     """Reply text, usage and answering model from a chat-completion body; malformed bodies are retryable.
 
     A malformed or missing ``usage`` does not lose the reply: its tokens count as 0 and the
@@ -841,6 +854,8 @@ _budgets: dict[int | None, CallBudget] = {}
 _breakers: dict[str, CircuitBreaker] = {}  # endpoint -> the breaker its judges share
 _warned: set[str] = set()
 _cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
+# set by `judges_replaced_by`: (benchmark, its configured JudgeConfig or None) -> the judge to use
+_replacement: Callable[[str, "JudgeConfig | None"], "Judge | None"] | None = None
 
 
 def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
@@ -853,6 +868,8 @@ def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
     across tasks and threads of a process); all judges of a process share one call budget.
     """
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
+    if _replacement is not None:
+        return _replacement(benchmark, config)
     with _registry_lock:
         if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
             return _cache_only_judge(benchmark, config)
@@ -882,6 +899,22 @@ def _cache_only_judge(benchmark: str, config: JudgeConfig | None) -> CacheOnlyJu
     if judge is None:
         judge = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
     return judge
+
+
+@contextmanager
+def judges_replaced_by(factory: Callable[[str, "JudgeConfig | None"], "Judge | None"]) -> Iterator[None]:
+    """Within the block, ``get_judge(benchmark)`` returns ``factory(benchmark, configured config or None)``:
+    how the cost estimate and batch judging (judges/batch.py) run the benchmarks' own judging code
+    with a judge that collects, estimates or imports instead of sending."""
+    global _replacement
+    with _registry_lock:
+        saved = _replacement
+        _replacement = factory
+    try:
+        yield
+    finally:
+        with _registry_lock:
+            _replacement = saved
 
 
 @contextmanager
