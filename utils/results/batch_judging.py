@@ -254,8 +254,13 @@ def print_import(result: dict, where: str) -> None:
 def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_bytes: int | None = None) -> dict:
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
     earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
+    import os
+
     from lmms_video_reasoning.judges.batch_api import MAX_FILE_BYTES, MAX_REQUESTS_PER_FILE, BatchApi
     from lmms_video_reasoning.judges.engine import get_judge
+
+    # LMMS_VR_BATCH_MAX_REQUESTS: smaller input files than the API's limit (e.g. a lower quota of enqueued tokens)
+    max_requests = max_requests or int(os.environ.get("LMMS_VR_BATCH_MAX_REQUESTS") or MAX_REQUESTS_PER_FILE)
 
     totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {},
                               "batches": [], "import": {}}
@@ -316,8 +321,10 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
     consumed = set(imported["consumed"])
     for api, item in finished:
         leftover = _close(api, item, consumed)
+        answered = sum(line.ok for line in item.results.values())
         totals["batches"].append({"batch_id": item.batch_id, "status": item.status, "requests": item.requests,
-                                  "results": len(item.results), "without_result": leftover, "errors": item.errors})
+                                  "answered": answered, "error_lines": len(item.results) - answered,
+                                  "without_result": leftover, "errors": item.errors})
 
 
 def _close(api, item, consumed: set[str]) -> int:
@@ -351,7 +358,8 @@ def print_api(totals: dict) -> None:
     for entry in totals["batches"]:
         extra = f", {entry['without_result']} without a result (due again)" if entry["without_result"] else ""
         errors = f", batch errors: {'; '.join(entry['errors'])}" if entry["errors"] else ""
-        print(f"  {entry['batch_id']}: {entry['status']}, {entry['results']} results of {entry['requests']}{extra}{errors}")
+        print(f"  {entry['batch_id']}: {entry['status']}, {entry['answered']} of {entry['requests']} requests answered, "
+              f"{entry['error_lines']} error lines{extra}{errors}")
     counts = totals["import"]
     if counts:
         print(f"  imported: {counts.get('cached', 0)} cached, {counts.get('rejected', 0)} did not parse (re-asked), "
