@@ -26,7 +26,6 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
@@ -116,7 +115,7 @@ def _offline_encoding(name: str):
     import tiktoken
 
     url, expected = _TIKTOKEN_FILES[name]
-    data = gzip.decompress(resources.files("bpe_openai.data").joinpath(f"{name}.tiktoken.gz").read_bytes())
+    data = gzip.decompress(_bundled_file(f"{name}.tiktoken.gz").read_bytes())
     if hashlib.sha256(data).hexdigest() != expected:
         raise ValueError(f"the bundled {name} file does not have the hash tiktoken expects")
     with _load_lock, tempfile.TemporaryDirectory(prefix="lmms_vr_tiktoken_") as folder:
@@ -131,6 +130,19 @@ def _offline_encoding(name: str):
                 os.environ.pop("TIKTOKEN_CACHE_DIR", None)
             else:
                 os.environ["TIKTOKEN_CACHE_DIR"] = saved
+
+
+def _bundled_file(name: str) -> Path:
+    """A data file of the `bpe-openai` wheel, found without importing it (its Rust extension is not needed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the bpe-openai package is not installed (pip install bpe-openai)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the bpe-openai package")
+    return path
 
 
 def image_tokens(model: str, image_url: dict[str, Any]) -> int:
