@@ -157,6 +157,7 @@ def test_cache_hits_are_excluded(judged):
 
 
 def test_in_run_log_line_before_judging(judged, caplog):
+    from lmms_video_reasoning.utils.lmms import judge_usage
     from lmms_video_reasoning.vcr_bench import hooks
 
     records = [g for g in judged["gathered"] if g.task == "vcr_cot"][0].records
@@ -164,7 +165,7 @@ def test_in_run_log_line_before_judging(judged, caplog):
     with environment({**judged["env"], "LMMS_VR_JUDGE_CACHE": cache + ".fresh", "LMMS_VR_JUDGE_PRICES": json.dumps(
             {"sample-oracle": {"input": 2.5, "output": 10, "batch_input": 1.25, "batch_output": 5}})}):
         before = judged["server"].request_count
-        with caplog.at_level(logging.WARNING, logger="lmms_video_reasoning"):
+        with caplog.at_level(logging.WARNING, logger="lmms_video_reasoning"), judge_usage.task_context("vcr_cot"):
             log_judging_estimate(lambda rs: hooks.score_records(list(rs), hooks.resolve_settings(None)), records)
         assert judged["server"].request_count == before, "the estimate sends nothing"
     [line] = [r.getMessage() for r in caplog.records if "requests not in the judge cache" in r.getMessage()]

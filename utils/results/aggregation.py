@@ -122,9 +122,17 @@ def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> N
     from lmms_video_reasoning.utils.lmms import judge_usage
     from lmms_video_reasoning.utils.results.batch_judging import estimate_line, quiet_judging
 
+    task = judge_usage.current_task()
+    if task is None:
+        return  # not inside lmms-eval's aggregation of one of our tasks
     try:
+        from lmms_video_reasoning.utils.core import registry
+        from lmms_video_reasoning.utils.results.score import task_spec
+
+        if not registry.get(task_spec(task).benchmark).scoring.needs_judge(records):
+            return  # nothing to judge: no second pass over the records
         judge_pass = JudgePass("estimate", walk=False, configured_only=True)
-        judge_pass.task = judge_usage.current_task() or "this task"
+        judge_pass.task = task
         with quiet_judging(), judges_replaced_by(judge_pass):
             score(records)
         line = estimate_line(judge_pass.task, judge_pass)
