@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.judges.batch import BatchLedger, ResultLine, read_result_lines, split_lines
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
+from lmms_video_reasoning.utils.core import settings
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -37,7 +38,11 @@ MAX_FILE_BYTES = 200 * 1024 * 1024
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 COMPLETION_WINDOW = "24h"
 METADATA_KEY = "lmms_vr_submission"
-POLL_SECONDS_ENV = "LMMS_VR_BATCH_POLL_SECONDS"
+POLL_SECONDS = settings.declare("LMMS_VR_BATCH_POLL_SECONDS", "float", 30.0, "seconds between two polls of a "
+                                "submitted batch (lmms-vr score --batch)", minimum=0.001)
+MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUESTS_PER_FILE, "requests per Batch API input "
+                                "file (the API's limit; lower it for a smaller enqueued-token quota)", minimum=1,
+                                maximum=MAX_REQUESTS_PER_FILE)
 # Test hook: the process kills itself (SIGKILL, no cleanup) right after the named step.
 KILL_AT_ENV = "LMMS_VR_BATCH_TEST_KILL_AT"
 
@@ -71,7 +76,7 @@ class BatchApi:
         self.max_requests, self.max_bytes = max_requests, max_bytes
         self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
                              timeout=min(config.timeout, 600.0), max_retries=6)
-        self.poll_seconds = float(os.environ.get(POLL_SECONDS_ENV) or 30.0)
+        self.poll_seconds = POLL_SECONDS.read()
 
     # ------------------------------------------------------------------ submit
 

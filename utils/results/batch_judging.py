@@ -254,13 +254,10 @@ def print_import(result: dict, where: str) -> None:
 def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_bytes: int | None = None) -> dict:
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
     earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
-    import os
-
-    from lmms_video_reasoning.judges.batch_api import MAX_FILE_BYTES, MAX_REQUESTS_PER_FILE, BatchApi
+    from lmms_video_reasoning.judges.batch_api import MAX_FILE_BYTES, MAX_REQUESTS, BatchApi
     from lmms_video_reasoning.judges.engine import get_judge
 
-    # LMMS_VR_BATCH_MAX_REQUESTS: smaller input files than the API's limit (e.g. a lower quota of enqueued tokens)
-    max_requests = max_requests or int(os.environ.get("LMMS_VR_BATCH_MAX_REQUESTS") or MAX_REQUESTS_PER_FILE)
+    max_requests = max_requests or MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
     totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {},
                               "batches": [], "import": {}}
@@ -272,7 +269,7 @@ def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_by
             if configured is None:
                 raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
                                 "README's Judges section), or use --batch-export / --batch-import")
-            apis[benchmark] = BatchApi(configured.config, ledger, max_requests or MAX_REQUESTS_PER_FILE, max_bytes or MAX_FILE_BYTES)
+            apis[benchmark] = BatchApi(configured.config, ledger, max_requests, max_bytes or MAX_FILE_BYTES)
         return apis[benchmark]
 
     # Open the ledgers of every judge the scoring uses (the collect pass builds them).
