@@ -346,7 +346,8 @@ class PassJudge(Judge):
     def __init__(self, owner: JudgePass, config: JudgeConfig) -> None:
         super().__init__(config)
         self.owner = owner
-        self.ledger = BatchLedger(self.cache) if self.cache is not None else None
+        # The estimate reads the cache only: no batch tables are created for it.
+        self.ledger = BatchLedger(self.cache) if self.cache is not None and owner.mode != "estimate" else None
         self._ctx = _Ctx()
         if owner.mode == "estimate":
             from lmms_video_reasoning.judges.tokens import tokenizer_for
