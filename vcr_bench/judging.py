@@ -1,6 +1,6 @@
 """The four VCR-Bench judge calls, run for a whole task in one concurrent batch.
 
-Per sample (PROTOCOL.md, "Judging"): answer extraction, then, chained on it, answer scoring
+Per sample (README.md, "How scoring runs"): answer extraction, then, chained on it, answer scoring
 (or the IoU rule for VTG / TSG); recall and precision run in parallel with that chain. All
 samples' jobs go through one `Judge.map`, so a task's judging costs the time of its slowest
 chain, not the sum. Every request carries its official prompt as one user message,
