@@ -175,3 +175,48 @@ def test_doctor_reports_each_integration_truthfully(tmp_path):
 
     code, found = _doctor({**env, "LMMS_VR_PROXY_CACHE_MB": "nan"})
     assert found["setting LMMS_VR_PROXY_CACHE_MB"]["state"] == "off" and code == 1
+
+
+_REAL_LOOP = r"""
+import json, os, sys, threading
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from tiny_models import build_qwen2_vl
+from lmms_eval.api.instance import Instance
+from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
+from lmms_video_reasoning.utils.lmms import host, model_video as mv
+from lmms_video_reasoning.utils.media import synthetic as syn
+
+work = Path(sys.argv[2])
+videos = [syn.write_video(work / f"doc{n}.mp4", 4, fps=10, width=160, height=120) for n in range(4)]
+written = []
+encode = mv.write_proxy
+def spy(target, frames, layout):
+    written.append(threading.current_thread().name)
+    encode(target, frames, layout)
+mv.write_proxy = spy
+model = Qwen2_VL(pretrained=str(build_qwen2_vl(work / "ckpt")), device="cpu", device_map="cpu", max_num_frames=4)
+model.task_dict = {"t": {"test": [{"video": str(v)} for v in videos]}}
+def doc_to_visual(doc):
+    return [mv.video_for_model(doc["video"])]
+gen = {"max_new_tokens": 2, "temperature": 0}
+requests = [Instance("generate_until", ("Describe.", gen, doc_to_visual, n, "t", "test"), idx=0,
+                     metadata={"task": "t", "doc_id": n, "repeats": 1}) for n in range(4)]
+model.generate_until(requests)
+mv._ahead.stop()
+print(json.dumps({"written": written, "state": host.DECODE_AHEAD.state}))
+"""
+
+
+@pytest.mark.slow
+def test_decode_ahead_reads_the_real_qwen2_vl_loop(tmp_path):
+    """lmms-eval's own Qwen2_VL.generate_until (tiny offline checkpoint): the documents after the
+    first are prepared by the decode-ahead thread, and its touchpoint never switched itself off."""
+    env = {**os.environ, "LMMS_VR_PROXY_CACHE_DIR": str(tmp_path / "proxies"), "LMMS_VR_DECODE_AHEAD": "2",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", _REAL_LOOP, str(Path(__file__).parent), str(tmp_path)],
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(result["written"]) == 4 and "lmms-vr-decode-ahead" in result["written"], result
+    assert not result["state"].startswith("off"), result["state"] + proc.stderr[-2000:]
