@@ -340,30 +340,30 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[report.Sampled, repor
 
 def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0) -> list[Any]:
     """`size` items drawn from `strata` ({stratum: items}) in proportion to the strata's sizes
-    (largest remainder; each stratum gets one first when `size` allows), at random within each
-    stratum (seeded); all items when `size` is at least their number."""
+    (largest remainder; then every stratum gets at least one when `size` allows, taken from the
+    largest quota), at random within each stratum (seeded); all items when `size` is at least
+    their number."""
     import random
 
     total = sum(len(items) for items in strata.values())
     if size >= total:
         return [item for items in strata.values() for item in items]
     names = sorted(strata, key=str)
-    quota = dict.fromkeys(names, 0)
-    if size >= len(names):
-        quota = dict.fromkeys(names, 1)
-    left = size - sum(quota.values())
-    exact = {name: left * (len(strata[name]) - quota[name]) / max(1, total - sum(quota.values())) for name in names}
-    for name in names:
-        quota[name] += int(exact[name])
-    remainders = sorted(names, key=lambda name: (-(exact[name] - int(exact[name])), str(name)))
-    for name in remainders[: size - sum(quota.values())]:
+    exact = {name: size * len(strata[name]) / total for name in names}
+    quota = {name: int(exact[name]) for name in names}
+    for name in sorted(names, key=lambda name: (-(exact[name] - quota[name]), str(name)))[: size - sum(quota.values())]:
         quota[name] += 1
+    if size >= len(names):
+        for name in [name for name in names if not quota[name] and strata[name]]:
+            donor = max(names, key=lambda other: (quota[other], str(other)))
+            quota[donor] -= 1
+            quota[name] = 1
     rng = random.Random(seed)
     chosen = []
     for name in names:
         items = list(strata[name])
         rng.shuffle(items)
-        chosen += items[: min(quota[name], len(items))]
+        chosen += items[: quota[name]]
     return chosen
 
 
