@@ -132,6 +132,14 @@ def install_usage_hooks() -> None:
     usage.summarize_usage_metrics, usage.reset_usage_metrics = summarize_usage_metrics, reset_usage_metrics
 
 
+def install_launcher_hooks() -> None:
+    """lmms-eval's judge settings (API_TYPE=local, --launcher_args) for our judges, and its judge
+    server kept until our judging is done (`launcher.py`)."""
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.install()
+
+
 def model_manifests() -> list:
     """Manifests of the models this suite adds (the replay model)."""
     from lmms_eval.models.registry_v2 import ModelManifest
@@ -141,6 +149,9 @@ def model_manifests() -> list:
 
 def register() -> list:
     """Entry point `lmms_eval.models`: add our tasks, return our model manifests."""
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.register_judge_settings()  # the launcher itself is wrapped once lmms_eval.evaluator is imported (autoload)
     try:
         install_task_path()
     except Exception:  # lmms-eval would only print a warning: make it visible

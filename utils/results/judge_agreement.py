@@ -661,6 +661,9 @@ def main(args) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     found = gather_runs(args.runs, args.task)
     benchmarks = sorted({scoring.task_spec(g.task).benchmark for _, g in found})
     shared = Path(args.cache).expanduser() if args.cache else judge_config.cache_path_from_env()

@@ -1080,6 +1080,9 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
 def main(args) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, agreement=getattr(args, "agreement", None) or ())
     for entry in data["not_read"]:
         print(f"lmms-vr report: not read: {entry['path']}: {entry['reason']}", file=sys.stderr)

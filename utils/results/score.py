@@ -654,6 +654,9 @@ def main(args) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     try:
         gathered, skipped = gather_records(Path(args.path), args.task)
         scores = [_score(item) for item in gathered]
