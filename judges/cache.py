@@ -151,6 +151,17 @@ def _journal_is_wal(path: Path) -> bool:
     return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 
 
+_process_locks: dict[str, threading.Lock] = {}
+_process_locks_guard = threading.Lock()
+
+
+def _process_lock(path: Path) -> threading.Lock:
+    """One lock per cache file in this process (network mode)."""
+    key = os.path.realpath(path)
+    with _process_locks_guard:
+        return _process_locks.setdefault(key, threading.Lock())
+
+
 @dataclass(frozen=True)
 class CachedReply:
     raw: str
@@ -286,15 +297,29 @@ class ReplyCache:
         log.warning("judge cache %s: removed a lock %d s old left by a killed process (%s)", self.path, age, self.lock_path)
         return True
 
+    def execute(self, statement: str, parameters: tuple = ()) -> list[tuple]:
+        """Run one statement on this cache's database, with its locking mode, and return every row.
+
+        Other tables in the file (e.g. batch bookkeeping) must go through this (or the same
+        connection settings): on a network file system a connection opened with SQLite's default
+        locking would not see the dot-file lock, and switching the file to WAL would lock out the
+        others. Raises sqlite3.Error."""
+        return self._run(statement, parameters)
+
     def _run(self, statement: str, parameters: tuple = ()) -> list[tuple]:
         """Execute and read to the end (the transaction, and with it the lock, ends here). A lock
         held past the busy timeout by a dead process (network mode) is broken and the statement retried."""
-        try:
+        if self.mode != NETWORK:
             return self._connection().execute(statement, parameters).fetchall()
-        except sqlite3.OperationalError as error:
-            if self.mode == NETWORK and "locked" in str(error) and self.break_stale_lock():
+        # The threads of a process take turns here, not at the dot-lock: a thread that finds the
+        # lock taken backs off for milliseconds (SQLite's busy handler), which is slow with 32 threads.
+        with _process_lock(self.path):
+            try:
                 return self._connection().execute(statement, parameters).fetchall()
-            raise
+            except sqlite3.OperationalError as error:
+                if "locked" in str(error) and self.break_stale_lock():
+                    return self._connection().execute(statement, parameters).fetchall()
+                raise
 
     # ------------------------------------------------------------------ reads and writes
 

@@ -307,29 +307,37 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[report.Sampled, repor
     for task, runs in sorted(by_task.items()):
         if len(runs) < 2:
             continue
-        first = sampled[(runs[0], task)][0]
         unit_maps = {run: sampled[(run, task)][0].units() for run in runs}
         common = [unit for unit in unit_maps[runs[0]] if all(unit in unit_maps[run] for run in runs)]
-        if not common:
+        spec = registry.get(sampled[(runs[0], task)][0].benchmark).report
+        headline = spec.headline if spec is not None else ()
+        if not common or not headline:
             continue
-        spec = registry.get(first.benchmark).report
-        for metric in spec.headline if spec is not None else ():
 
-            def values(picks, side: int) -> list[float]:
-                out = []
-                for run in runs:
-                    indices = [i for pick in picks for i in unit_maps[run][common[pick]]]
-                    out.append(sampled[(run, task)][side].metrics(indices).get(metric, math.nan))
-                return out
+        def values(picks) -> tuple[list[dict], list[dict]]:
+            """Every run's metrics on the picked questions, under the reference and the candidate."""
+            per_run = [[i for pick in picks for i in unit_maps[run][common[pick]]] for run in runs]
+            return ([sampled[(run, task)][0].metrics(indices) for run, indices in zip(runs, per_run)],
+                    [sampled[(run, task)][1].metrics(indices) for run, indices in zip(runs, per_run)])
 
-            everything = range(len(common))
-            reference_values, candidate_values = values(everything, 0), values(everything, 1)
-            if any(not isinstance(v, (int, float)) or math.isnan(v) for v in reference_values + candidate_values):
-                continue
-            tau = stats.kendall_tau(reference_values, candidate_values)
-            resampled = stats.bootstrap_values(len(common), lambda picks: stats.kendall_tau(values(picks, 0), values(picks, 1)), n, seed)
+        def taus(picks) -> dict[str, float]:
+            reference, candidate = values(picks)
+            return {metric: stats.kendall_tau([m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate])
+                    for metric in headline}
+
+        reference, candidate = values(range(len(common)))
+        from lmms_video_reasoning.judges import failure_share
+
+        with failure_share.decided_on_the_whole_run():
+            resampled = stats.bootstrap_values(len(common), taus, n, seed)
+        for metric in headline:
+            reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
+            if any(_undefined(v) for v in reference_values + candidate_values):
+                continue  # not a metric of this task
             rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
-                         "tau": tau, "ci": stats.percentile_interval(resampled) if resampled else None, "questions": len(common)})
+                         "tau": stats.kendall_tau(reference_values, candidate_values),
+                         "ci": stats.percentile_interval([r[metric] for r in resampled]) if resampled else None,
+                         "questions": len(common)})
     return rows
 
 
