@@ -1,10 +1,10 @@
 """What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
 
-Frame choice is the official sampler's (`utils.video`): long video, grounding and open take
+Frame choice is the official sampler's (`utils/media/video.py`): long video, grounding and open take
 segment centres of the whole video (`frames.long_indices`, 128 by default); clue mode takes
 frames inside the clue intervals (`frames.clue_indices`, 32 by default). Indices are
 computed from `video_meta_info.json` (`max_frame`, `fps`), as the official runner does, so the
-prompt text needs no decoding. Subtitles follow `get_subtitles` (`utils.subtitles`): a cue is shown when its span strictly
+prompt text needs no decoding. Subtitles follow `get_subtitles` (`utils/media/subtitles.py`): a cue is shown when its span strictly
 contains a sampled frame's time (integer milliseconds), each line once, as `[start, end] text`.
 """
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lmms_video_reasoning.judges.config import JudgeConfigError
+from lmms_video_reasoning.utils.core import settings
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -78,6 +79,8 @@ _INIT_ATTEMPTS = 40  # creating a new cache while another process does (about 40
 
 MODE_ENV = "LMMS_VR_JUDGE_CACHE_MODE"
 LOCAL, NETWORK = "local", "network"
+CACHE_MODE = settings.declare(MODE_ENV, "choice", "auto", "how the judge cache is locked: auto (by the file system), local "
+                              "(WAL) or network (rollback journal, dot-file lock; safe across hosts)", choices=("auto", LOCAL, NETWORK))
 # File system types (the third field of /proc/mounts) on which SQLite's WAL and POSIX locks
 # cannot be trusted across hosts.
 NETWORK_FILESYSTEMS = frozenset({
@@ -123,12 +126,12 @@ def cache_mode(path: str | Path, env: Mapping[str, str] | None = None, mounts_te
     ``LMMS_VR_JUDGE_CACHE_MODE`` decides when set; otherwise the file system type from
     ``mounts_text`` (default: /proc/mounts; where it cannot be read, the file is taken as local).
     """
-    env = os.environ if env is None else env
-    forced = (env.get(MODE_ENV) or "").strip().lower()
+    try:
+        forced = CACHE_MODE.read(env)
+    except settings.SettingError as error:
+        raise JudgeConfigError(str(error)) from None
     if forced in (LOCAL, NETWORK):
         return forced, f"{MODE_ENV}={forced}"
-    if forced not in ("", "auto"):
-        raise JudgeConfigError(f"{MODE_ENV} must be auto, local or network, got {forced!r}")
     if mounts_text is None:
         try:
             mounts_text = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace")

@@ -358,7 +358,7 @@ def default_cache_path() -> Path:
         import platformdirs
 
         return Path(platformdirs.user_cache_dir("lmms_video_reasoning")) / "judge_cache.sqlite"
-    except ImportError:  # platformdirs is a transitive dependency; fall back to the XDG default
+    except ImportError:  # a declared dependency; a broken install falls back to the XDG default
         return Path.home() / ".cache" / "lmms_video_reasoning" / "judge_cache.sqlite"
 
 

@@ -44,6 +44,7 @@ from lmms_video_reasoning.judges.config import (
     default_model,
     not_configured_message,
 )
+from lmms_video_reasoning.utils.core import settings
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -487,7 +488,8 @@ class Judge:
 
     def accounting(self, extra: dict | None = None) -> dict:
         """Stats (with the models that answered), configuration (no key), budget and cache as one JSON-ready dict."""
-        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict()}
+        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict(),
+                   "settings": settings.resolved(scoring_only=True)}  # what else decided the scores
         if self.cache is not None:
             try:
                 summary["cache"] = self.cache.stats()

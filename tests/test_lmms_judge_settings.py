@@ -25,13 +25,15 @@ import pytest
 from lmms_cli import run_lmms_eval
 from lmms_video_reasoning.judges import JudgeConfig, LocalJudgeServer
 from lmms_video_reasoning.judges import config as judge_config
-from lmms_video_reasoning.utils.lmms import launcher
+from lmms_video_reasoning.utils.lmms import host, launcher
 
 NO_OVERRIDES = {"LMMS_VR_JUDGE_BASE_URL": "", "LMMS_VR_JUDGE_API_KEY": "", "LMMS_VR_JUDGE_MODEL": ""}
 
 
 @pytest.fixture(autouse=True)
 def lmms_settings():
+    import lmms_eval.evaluator  # noqa: F401 - its import installs the touchpoint (autoload): reset after it
+
     launcher.reset_for_tests()
     launcher.register_judge_settings()
     yield
@@ -103,8 +105,8 @@ def test_a_launched_server_is_the_judge_and_its_clean_waits_for_aggregation(monk
     monkeypatch.setattr(evaluator, "consolidate_results", lambda tasks: consolidated.append(tasks) or ("results",))
     assert launcher.install()
     kept = evaluator.get_launcher("sglang")(model="Qwen/Qwen3-8B", host="127.0.0.1", port=30000, api_key="sk-test-launch")
-    host = judge_config.host_judge({})
-    assert (host.base_url, host.model, host.started) == ("http://127.0.0.1:30000/v1", "Qwen/Qwen3-8B", False)
+    named = judge_config.host_judge({})
+    assert (named.base_url, named.model, named.started) == ("http://127.0.0.1:30000/v1", "Qwen/Qwen3-8B", False)
     kept.launch()
     config = JudgeConfig.from_env("vrbench", {**NO_OVERRIDES, "DEEPSEEK_API_KEY": "sk-deepseek"})
     assert (config.base_url, config.model, config.api_key) == ("http://127.0.0.1:30000/v1", "Qwen/Qwen3-8B", "sk-test-launch")
@@ -120,10 +122,16 @@ def test_a_launched_server_is_the_judge_and_its_clean_waits_for_aggregation(monk
 def test_an_unexpected_lmms_eval_switches_the_wrapping_off_with_one_warning(monkeypatch, caplog):
     import lmms_eval.evaluator as evaluator
 
+    unwrapped = lambda name: None  # noqa: E731
+    monkeypatch.setattr(evaluator, "get_launcher", unwrapped)
     monkeypatch.delattr(evaluator, "consolidate_results")
     with caplog.at_level(logging.WARNING):
-        assert not launcher.install() and not launcher.install()
-    assert len([r for r in caplog.records if "consolidate_results" in r.getMessage()]) == 1
+        assert not launcher.install()
+    warned = [r.getMessage() for r in caplog.records if "consolidate_results" in r.getMessage()]
+    assert len(warned) == 1 and "judge-server is off" in warned[0] and "LMMS_VR_JUDGE_BASE_URL" in warned[0]
+    assert host.JUDGE_SERVER.state.startswith("off") and evaluator.get_launcher is unwrapped
+    # the settings need no wrapping: API_TYPE=local still applies
+    assert JudgeConfig.from_env("vcr_bench", {"API_TYPE": "local", "MODEL_VERSION": "m"}).model == "m"
 
 
 def free_port() -> int:

@@ -1,8 +1,10 @@
 """VCR-Bench scoring: judge-reply parsers, grounding IoU and the metric arithmetic.
 
-Small pure functions; each cites the rule it implements in
-`../shared/reference/vcr_bench/PROTOCOL.md` ("Judging" and "Metrics"). Nothing here calls a
-judge: `judging.py` does, and hands the parsed replies to these functions.
+Small pure functions; each cites the rule it implements in the VCR-Bench protocol: the official
+evaluation code (zhishuifeiqian/VCR-Bench `eval_code/`, commit 4e564b7) and the paper, as the
+project's protocol notes summarise them ("PROTOCOL.md", sections "Judging" and "Metrics"; README.md
+lists where this suite differs). Nothing here calls a judge: `judging.py` does, and hands the
+parsed replies to these functions.
 """
 
 from __future__ import annotations
@@ -238,7 +240,7 @@ def bare_answer_steps(correct: bool) -> list[dict]:
 
 def model_failed(record: dict) -> bool:
     """True when the model gave no answer: lmms-eval returned its failure placeholder
-    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `utils.responses`) instead of a response.
+    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `utils/lmms/responses.py`) instead of a response.
 
     Such a sample is never judged: wrong for accuracy (an unanswered question), out of the
     CoT means (there are no steps to rate) and counted in `model_failed`. The response is

@@ -22,26 +22,27 @@ Verified against lmms-eval 0.7.3 (`evaluator.py`: `simple_evaluate` builds
 `get_launcher(name)(**launcher_args)`; `evaluate` calls `launch()` on rank 0 after generation,
 `clean()` on rank 0 before `calculate_aggregate_metric`, then `consolidate_results(eval_tasks)`;
 `llm_judge/launcher/base.py`: launchers have `host`, `port`, `model`; the SGLang launcher also
-`api_key`, and its server answers the OpenAI API under /v1). If `lmms_eval.evaluator` has no
-`get_launcher` or `consolidate_results`, or a launcher lacks `host`/`port`/`model`, the wrapping
-switches itself off with one WARNING: lmms-eval then runs as shipped (its server is gone when we
-judge, so set LMMS_VR_JUDGE_BASE_URL to a server that outlives aggregation).
+`api_key`, and its server answers the OpenAI API under /v1). It is the `judge-server` touchpoint of
+host.py: on another lmms-eval version, when `lmms_eval.evaluator` has no `get_launcher` or
+`consolidate_results`, or when a launcher lacks `host`/`port`/`model`, it switches itself off with
+one WARNING and lmms-eval runs as shipped (its server is gone when we judge: set
+LMMS_VR_JUDGE_BASE_URL to a server that outlives aggregation). The settings (API_TYPE=local) need
+no wrapping and always apply.
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
 import logging
 import threading
 from typing import Any, Mapping
 
 from lmms_video_reasoning.judges import config as judge_config
 from lmms_video_reasoning.judges.config import HostJudge
+from lmms_video_reasoning.utils.lmms import host
 
 log = logging.getLogger("lmms_video_reasoning")
 
-_MARKER = "_lmms_video_reasoning_wrapped"
 DEFAULT_LOCAL_URL = "http://localhost:8000/v1/chat/completions"  # lmms_eval.llm_judge.providers.local
 UNSUPPORTED_API_TYPES = ("azure", "async_azure", "bedrock", "dummy")
 
@@ -134,43 +135,46 @@ def register_judge_settings() -> None:
 
 
 def install() -> bool:
-    """Wrap lmms-eval's launcher and its post-aggregation step (once); False, with one WARNING,
-    when lmms-eval is not shaped as assumed (then it runs as shipped)."""
+    """Register lmms-eval's judge settings, and wrap its launcher and its post-aggregation step
+    (the `judge-server` touchpoint of host.py: once; off with one WARNING, lmms-eval then runs as
+    shipped, when it is not shaped as assumed). True when the wrapping is on."""
     register_judge_settings()
-    try:
+
+    def check_and_wrap() -> None:
         import lmms_eval.evaluator as evaluator
-    except Exception as error:  # noqa: BLE001 - no lmms-eval: nothing to wrap
-        log.debug("lmms-eval's evaluator not importable (%s): its judge launcher is not wrapped", error)
-        return False
-    get_launcher, consolidate = getattr(evaluator, "get_launcher", None), getattr(evaluator, "consolidate_results", None)
-    if not (callable(get_launcher) and callable(consolidate)):
-        _warn_once("shape", "lmms-eval's evaluator has no get_launcher/consolidate_results (not 0.7.x?): a judge server started "
-                   "with --launcher_args is stopped before this suite judges; point LMMS_VR_JUDGE_BASE_URL at a server that "
-                   "outlives aggregation")
-        return False
-    if getattr(get_launcher, _MARKER, False):
-        return True
 
-    @functools.wraps(get_launcher)
-    def wrapped_get_launcher(name, *args, **kwargs):
-        launcher_class = get_launcher(name, *args, **kwargs)
+        host.require(callable(getattr(evaluator, "get_launcher", None)), "lmms_eval.evaluator.get_launcher is gone")
+        host.require(callable(getattr(evaluator, "consolidate_results", None)), "lmms_eval.evaluator.consolidate_results is gone")
+        host.wrap(evaluator, "get_launcher", _wrapped_get_launcher)
+        host.wrap(evaluator, "consolidate_results", _wrapped_consolidate)
 
-        @functools.wraps(launcher_class)
-        def build(*build_args, **build_kwargs):
+    return host.JUDGE_SERVER.install(check_and_wrap)
+
+
+def _wrapped_get_launcher(get_launcher):
+    def wrapped(*args: Any, **kwargs: Any):
+        launcher_class = get_launcher(*args, **kwargs)
+        name = str(args[0] if args else kwargs.get("name", "?"))
+
+        def build(*build_args: Any, **build_kwargs: Any):
             launcher = launcher_class(*build_args, **build_kwargs)
-            if not all(hasattr(launcher, attribute) for attribute in ("host", "port", "model", "launch", "clean")):
-                _warn_once("launcher", "lmms-eval's %s launcher has no host/port/model: this suite's judges do not use its server "
-                           "and it is stopped before they judge (set LMMS_VR_JUDGE_BASE_URL)", name)
+            missing = [a for a in ("host", "port", "model", "launch", "clean") if not hasattr(launcher, a)]
+            if missing:
+                host.JUDGE_SERVER.switch_off(f"the {name} launcher has no {', '.join(missing)}")
                 return launcher
-            kept = KeptAliveLauncher(launcher, str(name))
+            host.JUDGE_SERVER.worked()
+            kept = KeptAliveLauncher(launcher, name)
             with _lock:
                 _launchers.append(kept)
             return kept
 
         return build
 
-    @functools.wraps(consolidate)
-    def wrapped_consolidate(*args, **kwargs):
+    return wrapped
+
+
+def _wrapped_consolidate(consolidate):
+    def wrapped(*args: Any, **kwargs: Any):
         # every task's aggregation (this suite's judging) has run: lmms-eval's requested clean() now
         with _lock:
             requested = [launcher for launcher in _launchers if launcher.clean_requested]
@@ -178,13 +182,12 @@ def install() -> bool:
             launcher.finish()
         return consolidate(*args, **kwargs)
 
-    setattr(wrapped_get_launcher, _MARKER, True)
-    evaluator.get_launcher, evaluator.consolidate_results = wrapped_get_launcher, wrapped_consolidate
-    return True
+    return wrapped
 
 
 def reset_for_tests() -> None:
-    """Forget the launchers of this process (tests building several)."""
+    """Forget the launchers of this process and the touchpoint's state (tests building several)."""
     with _lock:
         _launchers.clear()
         _warned.clear()
+    host.JUDGE_SERVER.state = "not installed"

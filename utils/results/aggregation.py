@@ -23,12 +23,12 @@ import json
 import logging
 import math
 import os
-import sys
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from lmms_video_reasoning.utils.lmms import run_output
 
 Records = Sequence[dict]
 
@@ -112,8 +112,11 @@ class ScoreOnce:
 
 
 def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
-    from lmms_video_reasoning.utils.results import standard_error
+    # By name, at call time: the bootstrap needs the report's statistics, which the upstream
+    # export (utils/tools/upstream.py follows imports) does not ship with the aggregation.
+    import importlib
 
+    standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
     return standard_error.stderr_function(aggregation, bootstrap_iters)
 
 
@@ -208,36 +211,13 @@ def run_files(args: Any) -> RunFiles | None:
     """The output files of the lmms-eval run in progress (None without `--output_path`).
 
     lmms-eval writes to `<output_path>/<sanitized model name>/<date_id>_results.json` after the
-    aggregation; its `simple_evaluate` holds the date and the model folder, read from its frame
-    (else rebuilt from the CLI arguments the way lmms-eval builds them).
+    aggregation; `run_output.run_identity` finds that date and folder (touchpoint `run-files`).
     """
     path = getattr(args, "output_path", None) if args is not None else None
     if not path:
         return None
-    date_id, model_folder = _evaluation_in_progress()
-    if model_folder is None or date_id is None:
-        try:
-            from lmms_eval.loggers.evaluation_tracker import GeneralConfigTracker
-            from lmms_eval.utils import get_datetime_str, sanitize_model_name
-
-            model_folder = sanitize_model_name(GeneralConfigTracker._get_model_name(str(getattr(args, "model_args", "") or "")))
-            date_id = date_id or get_datetime_str(timezone=getattr(args, "timezone", None) or "Asia/Singapore").replace(":", "-")
-        except Exception:  # noqa: BLE001 - another lmms-eval version: the output folder and a UTC time
-            model_folder = model_folder or ""
-            date_id = date_id or datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    date_id, model_folder = run_output.run_identity(args)
     return RunFiles(Path(path) / model_folder if model_folder else Path(path), date_id)
-
-
-def _evaluation_in_progress() -> tuple[str | None, str | None]:
-    """(date_id, model folder) of lmms-eval's `simple_evaluate` on this thread's stack."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "simple_evaluate" and "datetime_str" in frame.f_locals:
-            tracker = frame.f_locals.get("evaluation_tracker")
-            folder = getattr(getattr(tracker, "general_config_tracker", None), "model_name_sanitized", None)
-            return str(frame.f_locals["datetime_str"]).replace(":", "-"), folder
-        frame = frame.f_back
-    return None, None
 
 
 AfterScoring = Callable[[dict[str, Any], "RunFiles | None"], None]

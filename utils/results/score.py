@@ -167,7 +167,7 @@ def response_text(row: dict) -> str:
     """A predict-only line's response as the tasks' `process_results` receives it: the raw
     generation (`resps`). `filtered_resps` may hold it with the reasoning blocks stripped
     (lmms-eval's `--reasoning_tags`); the tasks set `reasoning_tags: none` and split the reply
-    themselves (`utils.responses`)."""
+    themselves (`utils/lmms/responses.py`)."""
     value = row.get("resps", row.get("filtered_resps"))
     while isinstance(value, list) and value:
         value = value[0]
