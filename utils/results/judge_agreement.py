@@ -562,7 +562,8 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
             bench = registry.get(spec.benchmark).scoring
             bench.outcomes(records, bench.settings(item.records), judge=judges[spec.benchmark])
     for b, judge in judges.items():
-        setup.reference[b] = Side(configs[b].model, configs[b].cache_path)
+        # read back as this judge would serve them (its endpoint too: a deployment may name its model otherwise)
+        setup.reference[b] = Side(configs[b].model, configs[b].cache_path, configs[b].base_url)
         judge.log_summary()
     spent = limit.as_dict()
     print(f"  sent {spent['calls']} requests, spent {spent['spent_usd']:.4f} USD"
