@@ -247,3 +247,15 @@ def test_one_snapshot_is_not_reported(tmp_path, caplog):
             judge.ask(JudgeRequest([{"role": "user", "content": "q"}]))
     assert judge.stats.snapshots() == {"current": "gpt-4o-2024-08-06", "other": 0, "by": {"gpt-4o-2024-08-06": 2}}
     assert not [r for r in caplog.records if "snapshot" in r.getMessage()]
+
+
+def test_score_output_names_cache_errors_and_other_snapshots(capsys):
+    from lmms_video_reasoning.utils.results.score import TaskScore, print_scores
+
+    stats = {"calls": 3, "cache_hits": 2, "failures": 0, "cache_errors": 2, "answered_by": {"gpt-4o-2024-08-06": 2, "gpt-4o-2024-11-20": 3},
+             "snapshots": {"current": "gpt-4o-2024-11-20", "other": 2, "by": {"gpt-4o-2024-08-06": 2, "gpt-4o-2024-11-20": 3}}}
+    accounting = {"judge": {"model": "gpt-4o"}, "stats": stats, "cache": {"path": "/scratch/c.sqlite", "errors": 2}}
+    print_scores([TaskScore("vcr_cot", "vcr_bench", {"accuracy": 50.0}, [{}], None, accounting, "x.jsonl")])
+    printed = capsys.readouterr().out
+    assert "JUDGE CACHE ERRORS: 2 reads/writes of /scratch/c.sqlite" in printed
+    assert "WARNING: 2 verdicts from another snapshot than gpt-4o-2024-11-20 under the name gpt-4o" in printed
