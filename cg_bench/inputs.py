@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.cg_bench import data, frames, prompts
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
@@ -53,7 +54,7 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 
 
 _cue_lock = threading.Lock()
-_cue_cache: dict[str, tuple] = {}
+_cue_cache: BoundedMemo[tuple] = BoundedMemo(1024)  # SRT cues per subtitle file
 _warned: set[str] = set()
 
 

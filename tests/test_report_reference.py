@@ -71,7 +71,7 @@ def test_every_reference_row_names_its_source():
 
 
 def test_protocol_anchors_are_in_the_reference_rows():
-    """The anchors the PROTOCOL.md files quote (GPT-4o rows) are the rows the report shows."""
+    """The anchors the benchmarks' protocol notes quote (GPT-4o rows) are the rows the report shows."""
     def row(benchmark, table, model, group=""):
         return next(r for r in REFERENCE_ROWS[benchmark]["tables"][table]["rows"] if r["model"].startswith(model) and (r["group"] or "").startswith(group))
 

@@ -5,7 +5,7 @@ responses; `output.json` the judge replies the official scripts got for them. A 
 serves exactly those replies, keyed by the exact prompt the official code would send (built
 here straight from the committed official prompt files), so the test also proves the prompts
 we send are byte-identical. Expected
-(PROTOCOL.md): perception P/R 100/37.5, reasoning P/R 75/100, overall P 75, R 50, F1 60,
+(the official demo, tests/reference/vcr_bench/output.json): perception P/R 100/37.5, reasoning P/R 75/100, overall P 75, R 50, F1 60,
 accuracy 75.
 """
 

@@ -1,6 +1,6 @@
 """lmms-eval hooks of the VCR-Bench tasks (`tasks/vcr_bench/*.yaml` point here).
 
-Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model
+Inputs (README.md, "Tasks"; paper Table 5 for the ablations), chosen per task and model
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
   video      the video (models with native video input; the default, as in the paper):
              simple models get a proxy clip of exactly the frames their own path keeps

@@ -1,9 +1,8 @@
 """VCR-Bench scoring: judge-reply parsers, grounding IoU and the metric arithmetic.
 
 Small pure functions; each cites the rule it implements in the VCR-Bench protocol: the official
-evaluation code (zhishuifeiqian/VCR-Bench `eval_code/`, commit 4e564b7) and the paper, as the
-project's protocol notes summarise them ("PROTOCOL.md", sections "Judging" and "Metrics"; README.md
-lists where this suite differs). Nothing here calls a judge: `judging.py` does, and hands the
+evaluation code (zhishuifeiqian/VCR-Bench `eval_code/`, commit 4e564b7) and the paper (the
+folder's README.md, "How scoring runs", summarises them and lists where this suite differs). Nothing here calls a judge: `judging.py` does, and hands the
 parsed replies to these functions.
 """
 
@@ -39,7 +38,7 @@ RECALL_ALIASES = {"Match": "Matched", "Unmatch": "Unmatched", "Not Matched": "Un
 PRECISION_LABELS = ("Matched", "Wrong", "Redundant")
 PRECISION_ALIASES = {"Match": "Matched", "Incorrect": "Wrong", "Unmatched": "Wrong"}
 
-# Grounding answers are judged by IoU when both sides parse (PROTOCOL.md, "Judging" 2).
+# Grounding answers are judged by IoU when both sides parse (README.md, "How scoring runs" 2).
 VTG_IOU_THRESHOLD = 0.7  # time IoU must exceed this
 TSG_IOU_THRESHOLD = 0.5  # box IoU must exceed this
 
@@ -196,7 +195,7 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
     intervals -> correct iff time IoU > 0.7; else both parse as integer boxes -> box IoU > 0.5.
     Where the official code raises inside this rule (a zero-area union, a literal nested too
     deeply, a non-text answer) the sample scores 0: (False, None). Reversed bounds are read in
-    order unless `official_reversed` (PROTOCOL.md, "Judging" 2; README differences).
+    order unless `official_reversed` (README.md, "How scoring runs" 2; README differences).
     """
     ordered = not official_reversed
     try:
@@ -261,7 +260,7 @@ def _types_for(kind: str, include_background: bool) -> tuple[str, ...]:
 def recall_ratios(steps: Iterable[dict], include_background: bool = False) -> dict[str, float | None]:
     """Per kind: Matched / reference steps of that type; None when the sample has none.
 
-    Overall leaves Background Review steps out unless `include_background` (PROTOCOL.md, "Metrics").
+    Overall leaves Background Review steps out unless `include_background` (README.md, "How scoring runs").
     """
     steps = list(steps)
     out = {}

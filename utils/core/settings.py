@@ -118,6 +118,11 @@ def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Se
     return setting
 
 
+def get(name: str) -> Setting:
+    """The declared setting `name` (KeyError: not declared by any module imported so far)."""
+    return _DECLARED[name]
+
+
 def declared() -> list[Setting]:
     return sorted(_DECLARED.values(), key=lambda s: s.name)
 

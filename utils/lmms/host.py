@@ -64,6 +64,8 @@ class Touchpoint:
         with self._lock:
             if self.state == "on":
                 return True
+            if self.state.startswith("off"):  # decided once per process, warned once
+                return False
             if self._installing:  # installing imports lmms-eval modules whose hooks land here again
                 return False
             version = host_version()

@@ -72,6 +72,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
+from lmms_video_reasoning.utils.lmms import host
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.files import atomic_target
 
@@ -442,13 +444,26 @@ class ProxyCache:
     def entries(self) -> list[tuple[float, int, Path]]:
         found = []
         for entry in os.scandir(self.folder):
-            if entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
+            if entry.name.startswith(".") and ".tmp" in entry.name:
+                self._remove_if_stale(Path(entry.path))
+            elif entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
                 try:
                     st = entry.stat()
                 except FileNotFoundError:
                     continue
                 found.append((st.st_mtime, st.st_size, Path(entry.path)))
         return sorted(found)
+
+    @staticmethod
+    def _remove_if_stale(path: Path, age_s: float = 3600.0) -> None:
+        """A temporary clip no writer has touched for an hour was cut short (e.g. at exit): removed."""
+        import time
+
+        try:
+            if time.time() - path.stat().st_mtime > age_s:
+                path.unlink()
+        except FileNotFoundError:
+            pass
 
     def size(self) -> int:
         return sum(size for _, size, _ in self.entries())
@@ -562,7 +577,8 @@ class Request:
     size: tuple[int, int] | None = None  # fixed (width, height) for ``frames``
 
 
-_locks: dict[tuple, threading.Lock] = {}
+# One lock per video being made; an evicted lock only lets two threads make the same clip (last one wins).
+_locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
 _done: "collections.OrderedDict[tuple, str]" = collections.OrderedDict()
 
@@ -776,6 +792,9 @@ def calling_model() -> tuple[bool, Reading | None]:
     return (True, reading_of(frame.f_locals["self"])) if frame is not None else (False, None)
 
 
+EXIT_WAIT_S = 1.0  # at exit, a running decode gets this long; then the daemon thread dies with the process
+
+
 class DecodeAhead:
     """One background thread preparing the next documents' inputs, in the model's order.
 
@@ -818,13 +837,13 @@ class DecodeAhead:
             except Exception as exc:  # noqa: BLE001 - the foreground call reports it with context
                 logger.debug("decode-ahead job failed (the document will report it): %s", exc)
 
-    def stop(self, timeout: float | None = 60.0) -> None:
+    def stop(self, timeout: float | None = EXIT_WAIT_S) -> None:
         with self._cv:
             self._stopped = True
             self._queue.clear()
             self._cv.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(timeout)  # a clip cut short leaves a hidden .tmp file: `evict` removes stale ones
 
 
 _ahead: DecodeAhead | None = None
@@ -844,7 +863,7 @@ def decode_ahead() -> DecodeAhead | None:
     with _ahead_guard:
         if _ahead is None:
             _ahead = DecodeAhead(depth)
-            atexit.register(_ahead.stop)
+            atexit.register(_ahead.stop, EXIT_WAIT_S)
         return _ahead
 
 
@@ -904,7 +923,7 @@ def schedule_ahead(reading: Reading) -> None:
     if getattr(_context, "prefetching", False):
         return
     ahead = decode_ahead()
-    if ahead is None:
+    if ahead is None or host.DECODE_AHEAD.state.startswith("off"):
         return
     frame = _model_frame(sys._getframe(1))
     if frame is None:
@@ -912,7 +931,7 @@ def schedule_ahead(reading: Reading) -> None:
     try:
         upcoming = _upcoming(frame)[: ahead.depth]
     except Exception as exc:  # noqa: BLE001 - an unexpected model layout only disables decode-ahead
-        logger.debug("decode-ahead: cannot read the model's processing order (%s)", exc)
+        host.DECODE_AHEAD.switch_off(f"cannot read the model's processing order ({type(exc).__name__}: {exc})")
         return
 
     def job(fn, doc):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.lmms import run_output
 
 Records = Sequence[dict]
@@ -58,7 +59,7 @@ class ScoreOnce:
 
     def __init__(self, score: Callable[[Records], dict[str, Any]]):
         self._score = score
-        self._results: dict[str, dict[str, Any]] = {}
+        self._results: BoundedMemo[dict[str, Any]] = BoundedMemo(32)  # a run's tasks, several times over
         self._lock = threading.Lock()
 
     def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
@@ -74,6 +75,7 @@ class ScoreOnce:
             if key in self._results:
                 return self._results[key], False
             saved = save_records(records, run)
+            log_judging_estimate(self._score, records)
             try:
                 self._results[key] = self._score(records)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
@@ -109,6 +111,37 @@ class ScoreOnce:
         # lmms-eval's Stderr column asks the aggregation for its standard error (utils/lmms/plugin.py)
         aggregate.stderr_for = lambda bootstrap_iters: _stderr_function(aggregate, bootstrap_iters)
         return aggregate
+
+
+def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> None:
+    """One log line with the bill of the judging about to start: requests not in the judge cache,
+    tokens and price (synchronous and batched), from a pass of the same scoring that sends nothing
+    (`judges.batch.JudgePass`; later steps, which depend on replies, are named, not priced).
+    Never raises: an estimate is worth a line, never the run."""
+    from lmms_video_reasoning.judges.batch import JudgePass
+    from lmms_video_reasoning.judges.engine import judges_replaced_by
+    from lmms_video_reasoning.utils.lmms import judge_usage
+    from lmms_video_reasoning.utils.results.batch_judging import estimate_line, quiet_judging
+
+    task = judge_usage.current_task()
+    if task is None:
+        return  # not inside lmms-eval's aggregation of one of our tasks
+    try:
+        from lmms_video_reasoning.utils.core import registry
+        from lmms_video_reasoning.utils.results.score import task_spec
+
+        if not registry.get(task_spec(task).benchmark).scoring.needs_judge(records):
+            return  # nothing to judge: no second pass over the records
+        judge_pass = JudgePass("estimate", walk=False, configured_only=True)
+        judge_pass.task = task
+        with quiet_judging(), judges_replaced_by(judge_pass):
+            score(records)
+        line = estimate_line(judge_pass.task, judge_pass)
+    except Exception as error:  # noqa: BLE001
+        log.debug("judging estimate failed: %s: %s", type(error).__name__, error)
+        return
+    if line:
+        log.warning(line)
 
 
 def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
