@@ -73,7 +73,8 @@ class Asked:
     value: Any = None
     answered_by: str | None = None
     missing: bool = False  # no verdict in the cache (a cache reader sent nothing)
-    prompt_tokens: int = 0  # approximate (characters / 4, images at IMAGE_TOKENS), for the cost estimate
+    prompt_tokens: int = 0  # input tokens (the reference's tokenizer in a calibration; else characters / 4), for the cost estimate
+    reply_tokens: int = 0  # of the reply this judge gave (what the other judge's reply will be near)
     max_tokens: int = 0
 
 
@@ -95,10 +96,14 @@ def approximate_prompt_tokens(messages: Sequence[dict]) -> int:
 
 class RecordingJudge:
     """A judge (usually a `CacheOnlyJudge`) whose every request is recorded; `map` runs items
-    one after the other, so the requests of one sample are recorded in their order."""
+    one after the other, so the requests of one sample are recorded in their order.
+    `tokenizer` (`judges.tokens.Tokenizer`: `request_tokens`, `text_tokens`) counts each request's
+    input and reply tokens, for a calibration's cost; default: 4 characters per token."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, tokenizer: Any = None) -> None:
         self.inner = inner
+        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else approximate_prompt_tokens
+        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: len(text) // 4)
         self.asked: list[Asked] = []
         self.item_errors = 0
 
@@ -111,8 +116,8 @@ class RecordingJudge:
         result = self.inner.ask(request)
         occurrence = sum(1 for a in self.asked if a.tag == request.tag)
         self.asked.append(Asked(request.tag, occurrence, result.ok, result.value if result.ok else None, result.answered_by,
-                                missing=result.error == NOT_COMPUTED, prompt_tokens=approximate_prompt_tokens(request.messages),
-                                max_tokens=request.max_tokens))
+                                missing=result.error == NOT_COMPUTED, prompt_tokens=self.count_tokens(request.messages),
+                                reply_tokens=self.count_reply(result.raw or ""), max_tokens=request.max_tokens))
         return result
 
     def map(self, fn, items, desc: str = "") -> list:
@@ -157,13 +162,13 @@ def quiet_benchmarks() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def judge_each(bench, records: Sequence[dict], settings: Any, judge) -> list[Judged]:
+def judge_each(bench, records: Sequence[dict], settings: Any, judge, tokenizer: Any = None) -> list[Judged]:
     """Each record's outcome under `judge`, judged alone so its requests are known (outcomes of
     this suite's benchmarks depend on their own record only)."""
     out = []
     with quiet_benchmarks():
         for record in records:
-            recorder = RecordingJudge(judge)
+            recorder = RecordingJudge(judge, tokenizer)
             outcomes = bench.outcomes([record], settings, judge=recorder)
             out.append(Judged(outcomes[0] if outcomes else None, recorder.asked, recorder.item_errors))
     return out
@@ -499,11 +504,13 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
     (task, sample id) keys and what the calibration did (plan, budget, spend)."""
     from lmms_video_reasoning.judges import CacheOnlyJudge, Judge
     from lmms_video_reasoning.judges import engine
+    from lmms_video_reasoning.judges.tokens import tokenizer_for
 
     # what the candidate asked per sample: the plan (and only samples it judged completely are worth asking)
     readers: dict = {}
     candidate_asks: dict[tuple, list[Asked]] = defaultdict(list)  # (task, sample id) -> the candidate's requests, every run
     strata: dict[tuple, list[tuple]] = defaultdict(list)  # (task, stratum) -> samples
+    methods: set[str] = set()  # how input tokens were counted
     for _run, item in found:
         spec = scoring.task_spec(item.task)
         bench = registry.get(spec.benchmark).scoring
@@ -511,7 +518,10 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
         key = (spec.benchmark, side.model, str(side.cache), side.endpoint)
         if key not in readers:
             readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
-        judged = judge_each(bench, item.records, bench.settings(item.records), readers[key])
+        # input tokens counted as the reference will be billed (its tokenizer, or the stated approximation)
+        tokenizer = tokenizer_for(setup.reference[spec.benchmark].model)
+        methods.add(tokenizer.method)
+        judged = judge_each(bench, item.records, bench.settings(item.records), readers[key], tokenizer)
         for record, j in zip(item.records, judged):
             if not (j.complete and j.asked):
                 continue  # a sample the candidate did not judge (completely) cannot be compared
@@ -536,8 +546,8 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
             if price is None:
                 priced = False
                 continue
-            expected_out = max(1, a.max_tokens // 8)  # replies are short verdicts; the worst case is max_tokens
-            estimate += (a.prompt_tokens * price["input"] + expected_out * price["output"]) / 1e6
+            # the reply as long as the candidate's (same format); the worst case is max_tokens
+            estimate += (a.prompt_tokens * price["input"] + max(1, a.reply_tokens) * price["output"]) / 1e6
             worst = max(worst, (a.prompt_tokens * 1.5 * price["input"] + a.max_tokens * price["output"]) / 1e6)
     max_requests = args.max_requests if args.max_requests is not None else max(2 * len(planned), len(planned) + 8)
     max_cost = args.max_cost if args.max_cost is not None else (round(2 * estimate, 4) if priced and estimate else None)
@@ -549,7 +559,8 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
     print(f"calibration: {len(chosen)} of {sum(map(len, strata.values()))} samples the candidate judged (strata {strata_text})")
     print(f"  reference judge: " + "; ".join(f"{b} {c.model} at {c.public_dict()['base_url']}" for b, c in configs.items()))
     print(f"  expected: about {len(planned)} reference requests (as many as the candidate needed on these samples)"
-          + (f", about {estimate:.4f} USD at list price (input tokens approximated as characters/4)" if priced else ", price unknown"))
+          + (f", about {estimate:.4f} USD at list price (input tokens: {'; '.join(sorted(methods))}; replies as long "
+             "as the candidate's)" if priced else ", price unknown"))
     print(f"  bound: at most {max_requests} requests (--max-requests)"
           + (f" and {max_cost:.4f} USD (--max-cost)" if max_cost is not None else " (no cost bound: the reference's price is unknown)"))
     limit = SpendingLimit(max_requests, max_cost, worst)
