@@ -16,7 +16,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from lmms_video_reasoning.utils.core.registry import JudgeDefaults
@@ -78,6 +78,41 @@ class JudgeConfigError(RuntimeError):
     Raised instead of retrying; the message names the environment variable to fix and
     never contains the key.
     """
+
+
+@dataclass(frozen=True)
+class HostJudge:
+    """A judge endpoint the host harness configures (lmms-eval: its `API_TYPE=local` provider, or the
+    server its `--launcher_args` starts), used when no LMMS_VR_JUDGE_* variable is set.
+
+    ``model`` None: the one model the endpoint lists (GET /models). ``source`` names where it
+    came from (in the accounting and in errors, instead of a variable). ``started``: False while
+    the host has yet to start the server (checks of the endpoint wait)."""
+
+    base_url: str
+    model: str | None
+    api_key: str | None = field(default=None, repr=False)
+    source: str = "the host harness"
+    started: bool = True
+    model_variable: str = OVERRIDE_MODEL  # what names the model when the endpoint lists several
+
+
+# Set by the host seam (`utils/lmms`), which knows the harness's conventions: env -> HostJudge | None.
+_host_judge: "Callable[[Mapping[str, str]], HostJudge | None] | None" = None
+
+
+def register_host_judge(resolver: "Callable[[Mapping[str, str]], HostJudge | None] | None") -> None:
+    """Let the host seam name a judge for the runs where no LMMS_VR_JUDGE_* variable is set (None: none)."""
+    global _host_judge
+    _host_judge = resolver
+
+
+def host_judge(env: Mapping[str, str] | None = None) -> HostJudge | None:
+    """The host's judge for ``env``: None when an LMMS_VR_JUDGE_* variable is set (they win) or the host names none."""
+    env = os.environ if env is None else env
+    if _host_judge is None or any(_get(env, name) for name in (OVERRIDE_BASE_URL, OVERRIDE_API_KEY, OVERRIDE_MODEL)):
+        return None
+    return _host_judge(env)
 
 
 def benchmark_defaults(benchmark: "str | JudgeDefaults") -> JudgeDefaults:
@@ -169,14 +204,23 @@ class JudgeConfig:
         }
 
     @classmethod
-    def from_env(cls, benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> "JudgeConfig | None":
+    def from_env(cls, benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None,
+                 host_settings: bool = True) -> "JudgeConfig | None":
         """Resolve the judge for ``benchmark`` (its name, or its ``JudgeDefaults``) from environment
-        variables; None if none is configured."""
+        variables; None if none is configured.
+
+        Precedence: LMMS_VR_JUDGE_*; else the host's judge (`register_host_judge`: lmms-eval's
+        local provider or its launched server; not with ``host_settings=False``); else the
+        benchmark's own defaults."""
         defaults = benchmark_defaults(benchmark)
         env = os.environ if env is None else env
 
         override_url = _get(env, OVERRIDE_BASE_URL)
-        if override_url:
+        host = host_judge(env) if host_settings else None
+        if host is not None:
+            base_url, base_url_env = _check_url(host.base_url, host.source), host.source
+            api_key, key_env = host.api_key or DUMMY_API_KEY, host.source
+        elif override_url:
             # The override endpoint only ever receives the override key, so a provider key
             # (OPENAI_API_KEY, DEEPSEEK_API_KEY) is never sent to a local or third-party server.
             base_url, base_url_env = _check_url(override_url, OVERRIDE_BASE_URL), OVERRIDE_BASE_URL
@@ -196,7 +240,12 @@ class JudgeConfig:
 
         timeout = _float(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S)
         model, model_env = named_model(benchmark, env)
-        if model is None and override_url:
+        if host is not None:
+            # The host's server serves its own model: never the benchmark's default name.
+            model, model_env = (host.model, host.source) if host.model else (
+                served_model(base_url, api_key, timeout, f"the judge of {host.source} names no model", host.model_variable),
+                f"GET {redact_url(base_url)}/models")
+        elif model is None and override_url:
             # A custom endpoint serves its own model: never label its replies with the
             # benchmark's default judge (they would be cached and reported as GPT-4o's).
             model, model_env = served_model(base_url, api_key, timeout), f"GET {redact_url(base_url)}/models"
@@ -240,18 +289,19 @@ _served_models: dict[str, str] = {}
 _served_lock = threading.Lock()
 
 
-def served_model(base_url: str, api_key: str | None, timeout: float) -> str:
+def served_model(base_url: str, api_key: str | None, timeout: float, where: str | None = None,
+                 model_variable: str = OVERRIDE_MODEL) -> str:
     """The one model an endpoint lists at ``GET <base_url>/models`` (asked once per process).
 
-    Raises JudgeConfigError naming LMMS_VR_JUDGE_MODEL when the endpoint cannot tell
-    (unreachable, no such route, or several models).
+    Raises JudgeConfigError naming ``model_variable`` (LMMS_VR_JUDGE_MODEL) when the endpoint
+    cannot tell (unreachable, no such route, or several models).
     """
     with _served_lock:
         if base_url in _served_models:
             return _served_models[base_url]
         import httpx
 
-        where = f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
+        where = where or f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         cause = ""
         try:
@@ -267,10 +317,10 @@ def served_model(base_url: str, api_key: str | None, timeout: float) -> str:
         if listed is None:
             # The cause first: "connection refused" is the problem to fix, not the missing model name.
             raise JudgeConfigError(f"{where}, and the endpoint's model list (GET /models) could not be read ({cause}): "
-                                   f"check that the endpoint is up, or set {OVERRIDE_MODEL} to the model it serves")
+                                   f"check that the endpoint is up, or set {model_variable} to the model it serves")
         if len(listed) != 1:
             raise JudgeConfigError(f"{where}, and the endpoint lists {len(listed)} models "
-                                   f"({', '.join(map(str, listed[:10])) or 'none'}): set {OVERRIDE_MODEL} to the judge model")
+                                   f"({', '.join(map(str, listed[:10])) or 'none'}): set {model_variable} to the judge model")
         _served_models[base_url] = str(listed[0])
         return _served_models[base_url]
 

@@ -103,9 +103,10 @@ class JudgeResult:
 
 # calls: HTTP requests sent (retries included); cache_refused: cached replies not served
 # (did not parse, another judge's, or recorded before the answering model was kept);
-# not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`.
+# not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`;
+# cache_errors: cache reads and writes that failed (a verdict not stored is paid for again).
 _COUNTERS = ("calls", "cache_hits", "cache_refused", "failures", "not_computed", "reasks", "retries",
-             "prompt_tokens", "completion_tokens", "usage_unreported")
+             "prompt_tokens", "completion_tokens", "usage_unreported", "cache_errors")
 
 
 @dataclass
@@ -122,9 +123,11 @@ class JudgeStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usage_unreported: int = 0
+    cache_errors: int = 0
     cost_usd: float | None = None
     budget_exhausted: bool = False
     answered_by: dict[str, int] = field(default_factory=dict)  # answering model -> replies used
+    live_snapshot: str | None = None  # the model named by the latest fresh (not cached) reply
     by_tag: dict[str, dict[str, int]] = field(default_factory=dict)
     failure_reasons: dict[str, int] = field(default_factory=dict)  # why requests failed -> how many
     outage: dict | None = None  # set when the circuit breaker stopped judging (endpoint, reason)
@@ -137,9 +140,23 @@ class JudgeStats:
                 setattr(self, name, getattr(self, name) + delta)
                 per_tag[name] += delta
 
-    def add_answer(self, model: str) -> None:
+    def add_answer(self, model: str, cached: bool = False) -> bool:
+        """Count a reply used, by the model (snapshot) that answered it; True when this is the
+        first reply of a second snapshot (the verdicts of this judge then mix snapshots)."""
         with self._lock:
+            known = set(self.answered_by) - {UNNAMED_MODEL}
             self.answered_by[model] = self.answered_by.get(model, 0) + 1
+            if not cached:
+                self.live_snapshot = model
+            return model != UNNAMED_MODEL and bool(known) and model not in known
+
+    def snapshots(self) -> dict:
+        """{"current": the snapshot answering now (else the most frequent), "other": replies used
+        from any other snapshot, "by": {snapshot: replies}} (replies naming no model left out)."""
+        with self._lock:
+            by = {model: count for model, count in self.answered_by.items() if model != UNNAMED_MODEL}
+            current = self.live_snapshot if self.live_snapshot in by else max(by, key=by.get, default=None)
+            return {"current": current, "other": sum(count for model, count in by.items() if model != current), "by": dict(sorted(by.items()))}
 
     def add_failure(self, tag: str, reason: str) -> None:
         """One request that ended without a verdict, and why (the accounting keeps the reasons)."""
@@ -152,11 +169,13 @@ class JudgeStats:
             self.cost_usd = (self.cost_usd or 0.0) + usd
 
     def as_dict(self) -> dict:
+        snapshots = self.snapshots()
         with self._lock:
             out = {name: getattr(self, name) for name in _COUNTERS}
             out["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
             out["budget_exhausted"] = self.budget_exhausted
             out["answered_by"] = dict(sorted(self.answered_by.items()))
+            out["snapshots"] = snapshots
             out["by_tag"] = {tag: dict(counts) for tag, counts in sorted(self.by_tag.items())}
             out["failure_reasons"] = dict(sorted(self.failure_reasons.items(), key=lambda item: -item[1]))
             out["outage"] = dict(self.outage) if self.outage else None
@@ -399,7 +418,7 @@ class Judge:
             hit, refusal = self._lookup(key, request)
             if hit is not None:
                 cached_reply, value = hit
-                self.stats.add_answer(cached_reply.answered_by or UNNAMED_MODEL)
+                self._count_answer(cached_reply.answered_by or UNNAMED_MODEL, cached=True)
                 return JudgeResult(True, value, cached_reply.raw, None, True, cached_reply.answered_by)
             if refusal is not None:
                 refused[attempt] = refusal
@@ -419,16 +438,16 @@ class Judge:
             except parsing.ParseError as error:
                 parse_error = error
                 if self.cache is not None:
-                    self.cache.reject(key, self.config.model, reply, f"parse: {error}")
+                    self._stored(request.tag, self.cache.reject(key, self.config.model, reply, f"parse: {error}"))
                 if attempt < request.max_reasks:
                     self.stats.add(request.tag, reasks=1)
                     log.debug("judge reply did not parse (%s); re-asking (%d/%d)", error, attempt + 1, request.max_reasks)
                 continue
             if self.cache is not None:
                 if attempt in refused:  # keep what it supersedes
-                    self.cache.reject(key, self.config.model, *refused[attempt])
-                self.cache.put(key, self.config.model, reply, replace=attempt in refused)
-            self.stats.add_answer(reply.answered_by or UNNAMED_MODEL)
+                    self._stored(request.tag, self.cache.reject(key, self.config.model, *refused[attempt]))
+                self._stored(request.tag, self.cache.put(key, self.config.model, reply, replace=attempt in refused))
+            self._count_answer(reply.answered_by or UNNAMED_MODEL, cached=False)
             self.breaker.request_ended(verdict=True)
             return JudgeResult(True, value, reply.raw, None, False, reply.answered_by)
         error = f"parse: {parse_error} (after {replies} replies)"
@@ -502,14 +521,40 @@ class Judge:
             stats["retries"], stats["prompt_tokens"], stats["completion_tokens"], cost, answered,
             f", BUDGET EXHAUSTED ({self.budget.scope})" if stats["budget_exhausted"] else "",
         )
+        if stats["cache_errors"]:
+            log.error("judge %s: %d judge cache reads/writes failed (%s): a rerun pays again for the verdicts not stored",
+                      self.config.model, stats["cache_errors"], self.cache.path if self.cache is not None else "no cache")
+        if stats["snapshots"]["other"]:
+            log.warning("judge %s: %d verdicts came from another snapshot than %s (%s)", self.config.model,
+                        stats["snapshots"]["other"], stats["snapshots"]["current"],
+                        ", ".join(f"{name} x{count}" for name, count in stats["snapshots"]["by"].items()))
 
     # ------------------------------------------------------------------ one reply
+
+    def _stored(self, tag: str, ok: bool) -> None:
+        """Count a cache write that failed (the cache logs the first with its path and fix)."""
+        if not ok:
+            self.stats.add(tag, cache_errors=1)
+
+    def _count_answer(self, model: str, cached: bool) -> None:
+        """Count the reply's snapshot; say once when this judge's verdicts come from a second one
+        (e.g. `gpt-4o` answered by gpt-4o-2024-08-06 for the cached verdicts, gpt-4o-2024-11-20 now)."""
+        if self.stats.add_answer(model, cached):
+            snapshots = self.stats.snapshots()
+            self._warn_once("snapshots", "judge %r: its verdicts come from more than one model snapshot (%s; %s answering now). "
+                            "Cached verdicts of another snapshot are still served under the same name; they are counted in "
+                            "the accounting (stats.snapshots.other). To judge with one snapshot, name it (%s) or use a new "
+                            "LMMS_VR_JUDGE_CACHE.", self.config.model,
+                            ", ".join(f"{name} x{count}" for name, count in snapshots["by"].items()),
+                            snapshots["current"] if self.stats.live_snapshot else "none", self.config.model_env)
 
     def _lookup(self, key: str, request: JudgeRequest) -> tuple[tuple[CachedReply, Any] | None, tuple[CachedReply, str] | None]:
         """(servable cached reply and its parsed value, None) | (None, refused row and why) | (None, None)."""
         if self.cache is None:
             return None, None
-        row = self.cache.get(key)
+        row, read = self.cache.lookup(key)
+        if not read:  # counted; the request is asked again
+            self.stats.add(request.tag, cache_errors=1)
         if row is None:
             return None, None
         reason = self._untrusted(row)

@@ -207,3 +207,13 @@ CLI_ARGUMENTS = declare(
     assumes="lmms-eval's CLI flags --model, --output_path, --predict_only in sys.argv",
     lost="the preflight checks everything (judge and media) whatever the flags",
     workaround="LMMS_VR_PREFLIGHT=off skips the preflight")
+JUDGE_SERVER = declare(
+    "judge-server",
+    gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
+          "aggregation) is done",
+    assumes="lmms_eval.evaluator.get_launcher(name)(**launcher_args) builds the launcher (simple_evaluate); evaluate calls "
+            "launch() on rank 0 after generation, clean() on rank 0 before aggregation, then consolidate_results(...); "
+            "launchers have host, port, model (api_key) and serve the OpenAI API under /v1 (utils/lmms/launcher.py)",
+    lost="a server started with --launcher_args is stopped before this suite judges: its judged metrics are not computed",
+    workaround="start the judge server yourself and set LMMS_VR_JUDGE_BASE_URL and LMMS_VR_JUDGE_MODEL, or judge later "
+               "with `lmms-vr score`")

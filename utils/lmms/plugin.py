@@ -198,6 +198,15 @@ def install_all() -> None:
     install_model_manifests()
     install_usage_hooks()
     install_metric_hooks()
+    install_launcher_hooks()
+
+
+def install_launcher_hooks() -> None:
+    """lmms-eval's judge settings (API_TYPE=local, --launcher_args) for our judges, and its judge
+    server kept until our judging is done (`launcher.py`)."""
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.install()
 
 
 def model_manifests() -> list:
@@ -214,7 +223,10 @@ def register() -> list:
     task path and the metric and usage touchpoints are installed here too, so a run behaves
     as in a regular install. (The registry itself is still being built: manifests are returned.)
     """
+    from lmms_video_reasoning.utils.lmms import launcher
+
     install_task_path()
     install_usage_hooks()
     install_metric_hooks()
+    launcher.register_judge_settings()  # the launcher is wrapped once lmms_eval.evaluator is imported (autoload)
     return model_manifests()

@@ -175,6 +175,14 @@ def check_judge(judge: object) -> str | None:
         config = JudgeConfig.from_env(judge)
     except (JudgeConfigError, ValueError) as error:
         return f"the {benchmark} judge is misconfigured: {error}. Or run with --predict_only and judge later with `lmms-vr score`"
+    from lmms_video_reasoning.judges.config import host_judge
+
+    host = host_judge()
+    if config is not None and host is not None and not host.started:
+        # lmms-eval starts its judge server after generation: nothing to reach yet
+        log.info("the %s judge is %s at %s (model %s), started by lmms-eval after generation; not checked now",
+                 benchmark, host.source, config.endpoint, config.model)
+        return None
     if config is None:
         from lmms_video_reasoning.judges.config import not_configured_message
 

@@ -34,7 +34,8 @@ Several runs give one results file each, `<FILE stem>_<run>.json`.
 A run whose lmms-eval aggregation failed has no samples file: the records its tasks saved
 before judging (`<date_id>_records_<task>.jsonl`) are scored instead. Exit status 3: the judge
 had an outage (circuit breaker open), so the metrics it could not judge are not computed; run
-the same command again once it works (nothing failed was cached).
+the same command again once it works (nothing failed was cached). Exit status 4: the judge cache
+could not be read or written (the metrics stand; a rerun would pay again for what was not stored).
 """
 
 from __future__ import annotations
@@ -511,6 +512,7 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
                for reason, count in (after.get("failure_reasons") or {}).items()}
     delta["failure_reasons"] = {reason: count for reason, count in reasons.items() if count}
     delta["outage"] = after.get("outage")
+    delta["snapshots"] = after.get("snapshots")  # of the judge in this process (the cache may mix snapshots)
     return delta
 
 
@@ -640,6 +642,13 @@ def print_scores(scores: Sequence[TaskScore]) -> None:
             answered = ", ".join(stats.get("answered_by") or {}) or "none"
             print(f"  judge {s.accounting['judge'].get('model')} (answered by {answered}): {stats.get('calls', 0)} calls, "
                   f"{stats.get('cache_hits', 0)} cache hits, {stats.get('failures', 0)} failures" + ("" if cost is None else f", ${cost:.4f}"))
+            if stats.get("cache_errors"):
+                print(f"  JUDGE CACHE ERRORS: {stats['cache_errors']} reads/writes of {(s.accounting.get('cache') or {}).get('path')} "
+                      "failed (see the log): the verdicts not stored are paid for again by the next run")
+            snapshots = stats.get("snapshots") or {}
+            if snapshots.get("other"):
+                print(f"  WARNING: {snapshots['other']} verdicts from another snapshot than {snapshots.get('current')} under the "
+                      f"name {s.accounting['judge'].get('model')} (" + ", ".join(f"{m} x{n}" for m, n in snapshots["by"].items()) + ")")
         for line in s.coverage.problems() if s.coverage is not None else []:
             print(f"  NOTE: {line}")
 
@@ -649,6 +658,9 @@ def main(args) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     try:
         gathered, skipped = gather_records(Path(args.path), args.task)
         if _batch_step(args, gathered):
@@ -668,6 +680,12 @@ def main(args) -> int:
         # An outage is not a result: say so in the exit status too (scripts check it).
         print(f"\nJUDGE OUTAGE: {outage['model']} at {outage['endpoint']}: {outage['reason']}. The judgments it did not make "
               "are not computed (nothing cached for them); run the same command again once the judge works.")
+    cache_errors = {(s.accounting.get("cache") or {}).get("path"): (s.accounting.get("cache") or {}).get("errors")
+                    for s in scores if s.accounting is not None and (s.accounting.get("stats") or {}).get("cache_errors")}
+    for path, count in cache_errors.items():
+        # Not a silent re-payment: the next run would pay again for what was not stored.
+        print(f"\nJUDGE CACHE ERROR: {count} reads/writes of {path} failed; the metrics stand, but the verdicts not stored are "
+              "paid for again by the next run. Fix the file (disk space, permissions) or set LMMS_VR_JUDGE_CACHE to a writable file.")
     if args.out:
         runs = list(dict.fromkeys(s.run for s in scores))
         for run, path in results_paths(Path(args.out), runs).items():
@@ -676,7 +694,7 @@ def main(args) -> int:
             except OSError as error:
                 raise DataError(f"cannot write the results to {path}: {error.strerror or error} (give another --out)") from None
             print(f"\nresults{f' of run {run}' if len(runs) > 1 else ''} written to {path}")
-    return 3 if outages else 0
+    return 3 if outages else 4 if cache_errors else 0
 
 
 def _batch_step(args, gathered: Sequence[Gathered]) -> bool:

@@ -8,6 +8,7 @@
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
         [--estimate | --batch-export F | --batch-import F | --batch]   judging cost, batch files, Batch API
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
+    lmms-vr judge-agreement RUN... --candidate MODEL   a candidate judge against the reference, with CIs
     lmms-vr upstream --lmms-eval DIR         write this suite into an lmms-eval checkout (a PR)
 """
 
@@ -103,7 +104,31 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="lmms_vr_report", help="output folder for report.md, report.html and plots")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
+    report.add_argument("--agreement", action="append", metavar="FILE",
+                        help="a judge agreement file (`lmms-vr judge-agreement --out FILE`) to show as a section; repeatable")
     report.set_defaults(run=_delegate("results.report"))
+
+    agreement = sub.add_parser("judge-agreement", help="how far a candidate judge is from the reference judge, with CIs")
+    agreement.add_argument("runs", nargs="+", help="what `lmms-vr score` reads (output folders, samples or predictions files), "
+                                                   "optionally LABEL=PATH; several runs give the ranking agreement")
+    agreement.add_argument("--candidate", action="append", required=True, metavar="[BENCH=]MODEL",
+                           help="the candidate judge model, as its runs named it (BENCH=MODEL for one benchmark; repeatable)")
+    agreement.add_argument("--reference", action="append", metavar="[BENCH=]MODEL",
+                           help="the reference judge model (default: each benchmark's official judge)")
+    agreement.add_argument("--cache", help="the judge cache holding both judges' verdicts (default: LMMS_VR_JUDGE_CACHE)")
+    agreement.add_argument("--reference-cache", help="the reference judge's cache, when it is another file")
+    agreement.add_argument("--candidate-cache", help="the candidate judge's cache, when it is another file")
+    agreement.add_argument("--task", help="only this task")
+    agreement.add_argument("--calibrate", type=int, metavar="N",
+                           help="judge a stratified subset of N samples with the reference judge first (costs requests; bounded)")
+    agreement.add_argument("--max-requests", type=int, help="calibration: at most this many reference requests (default: twice the expected)")
+    agreement.add_argument("--max-cost", type=float, help="calibration: at most this many USD (default: twice the estimate, when the price is known)")
+    agreement.add_argument("--reference-base-url", help="calibration: the reference judge's OpenAI-compatible endpoint (default: its provider's)")
+    agreement.add_argument("--reference-key-env", help="calibration: the variable holding the key for --reference-base-url")
+    agreement.add_argument("--seed", type=int, default=0, help="bootstrap and subset seed")
+    agreement.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
+    agreement.add_argument("--out", default="judge_agreement.json", help="where to write the agreement (JSON)")
+    agreement.set_defaults(run=_delegate("results.judge_agreement"))
 
     upstream = sub.add_parser("upstream", help="write this suite into an lmms-eval checkout as a pull-request-ready change")
     upstream.add_argument("--lmms-eval", required=True, help="an lmms-eval 0.7.x checkout (git clone or unpacked sdist)")

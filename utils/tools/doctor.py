@@ -187,8 +187,10 @@ def check_settings() -> list[Finding]:
 
 def check_judges(network: bool) -> list[Finding]:
     from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
+    from lmms_video_reasoning.utils.lmms import launcher
     from lmms_video_reasoning.utils.lmms.preflight import probe_endpoint
 
+    launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
     findings = []
     for bench in registry.benchmarks():
         if bench.judge is None:  # a benchmark without a judge (its declaration says so)
