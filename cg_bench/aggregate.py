@@ -34,6 +34,7 @@ from typing import Iterable, Sequence
 from lmms_video_reasoning.cg_bench import inputs, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core.roots import require_fields
+from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.utils.lmms.responses import (
     failure_reason,
     final_answer,
@@ -248,6 +249,82 @@ def task_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
     judgments failed than the failure share allows (`judges.failure_share`; decided on the whole
     task, never per breakdown group)."""
     return failure_share.withhold(metrics_of(outcomes), ("oe_acc",), judge_failed_count(outcomes), open_count(outcomes))
+
+
+def outcome_columns(outcomes: Sequence[Outcome]) -> SampleColumns:
+    """`task_metrics` over arrays, for the bootstrap (`utils/results/resampling.py`): each
+    answer's contribution once (its value per mode where it has one, tIoU >= each threshold,
+    failure flags) and, for acc@IoU, one pair per question (`acc_at_iou_pairs` keeps one per qid
+    however often the question is drawn: a `once` column, on the question's last long answer);
+    the metrics from their sums with the arithmetic of `metrics_of` and `scoring`."""
+    import numpy as np
+
+    counted: dict[str, np.ndarray] = {}
+    for mode in ("long", "clue", "open", "blind", "grounding"):
+        valued = column(o.mode == mode and o.value is not None for o in outcomes)
+        counted[f"n:{mode}"] = valued
+        counted[f"sum:{mode}"] = column(o.value if o.mode == mode and o.value is not None else 0.0 for o in outcomes)
+    for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+        counted[f"iou_at:{k}"] = column(o.mode == "grounding" and o.value is not None and o.value >= threshold for o in outcomes)
+    counted["parse_failed"] = column(o.parse_failed for o in outcomes)
+    counted["model_failed"] = column(o.model_failed for o in outcomes)
+    counted["reasoning_truncated"] = column(o.reasoning_truncated for o in outcomes)
+    counted["open"] = column(o.mode == "open" for o in outcomes)
+    counted["open_failed"] = column(o.mode == "open" and o.judge_error is not None for o in outcomes)
+    counted["open_not_run"] = column(o.mode == "open" and o.judge_error in (NO_JUDGE, JUDGE_OFF) for o in outcomes)
+    # acc@IoU's join: per qid the last long value and the last grounding value (as the dicts of
+    # `acc_at_iou_pairs` keep them), the pair counted once on the sample of the last long answer
+    long_at: dict[int, int] = {}
+    ground: dict[int, float] = {}
+    for index, o in enumerate(outcomes):
+        if o.value is not None and o.mode == "long":
+            long_at[o.qid] = index
+        elif o.value is not None and o.mode == "grounding":
+            ground[o.qid] = o.value
+    once = {"pairs": np.zeros(len(outcomes)), **{f"pair_at:{k}": np.zeros(len(outcomes)) for k in range(len(scoring.IOU_THRESHOLDS))}}
+    for qid, index in long_at.items():
+        if qid in ground:
+            once["pairs"][index] = 1.0
+            for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+                once[f"pair_at:{k}"][index] = float(outcomes[index].value == 1.0 and ground[qid] >= threshold)
+    return SampleColumns(counted, _metrics_from_totals, once)
+
+
+def _metrics_from_totals(totals, whole: bool) -> dict:
+    """The metrics of `task_metrics` from column sums (one value per row)."""
+    import numpy as np
+
+    def percent(mode: str) -> np.ndarray:  # scoring.percent_mean: 100 x the mean
+        return ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
+
+    def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:  # scoring.rec_at_iou / acc_at_iou
+        shares = 0.0
+        for k in range(len(scoring.IOU_THRESHOLDS)):
+            shares = shares + ratio(totals[f"{prefix}:{k}"], count)
+        return 100.0 * shares / len(scoring.IOU_THRESHOLDS)
+
+    long_acc, clue_acc = percent("long"), percent("clue")
+    crr = np.where(np.isnan(long_acc) | np.isnan(clue_acc) | (clue_acc == 0), np.nan,
+                   ratio(100.0 * np.minimum(long_acc, clue_acc), clue_acc))
+    judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
+    metrics = {
+        "long_acc": long_acc,
+        "clue_acc": clue_acc,
+        "miou": percent("grounding"),
+        "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]),
+        "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
+        "crr": crr,
+        "oe_acc": percent("open"),
+        "blind_acc": percent("blind"),
+        "parse_failed": totals["parse_failed"],
+        "judge_failed": judge_failed,
+        "model_failed": totals["model_failed"],
+        "reasoning_truncated": totals["reasoning_truncated"],
+    }
+    if whole:  # `task_metrics`: oe_acc not computed past the failure share
+        withheld = np.array([failure_share.too_many_failed(f, int(n)) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
+        metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
+    return metrics
 
 
 def open_count(outcomes: Sequence[Outcome]) -> int:

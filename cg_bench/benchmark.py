@@ -45,6 +45,11 @@ class CgBenchScoring(ScoringAdapter):
 
         return task_metrics([Outcome(**outcome) for outcome in outcomes])
 
+    def columns(self, records, outcomes, settings):
+        from lmms_video_reasoning.cg_bench.aggregate import Outcome, outcome_columns
+
+        return outcome_columns([Outcome(**outcome) for outcome in outcomes])
+
     def breakdown(self, outcomes: Sequence[dict]) -> dict:
         """Metrics by duration bucket, domain and question kind (`cg_bench.aggregate.breakdown`)."""
         from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown

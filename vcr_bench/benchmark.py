@@ -36,6 +36,11 @@ class VcrBenchScoring(ScoringAdapter):
 
         return hooks.metrics_from_outcomes(records, outcomes, settings)
 
+    def columns(self, records, outcomes, settings):
+        from lmms_video_reasoning.vcr_bench import hooks
+
+        return hooks.metric_columns(records, outcomes, settings)
+
 
 BENCHMARK = Benchmark(
     name="vcr_bench",

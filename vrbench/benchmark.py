@@ -40,6 +40,14 @@ class VrBenchScoring(ScoringAdapter):
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
         return hooks.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
+    def columns(self, records, outcomes, settings):
+        from lmms_video_reasoning.vrbench import hooks
+
+        if len({record["mode"] for record in records}) > 1:
+            return None  # a resample's `needs_judge` could differ from the run's: re-aggregate each one
+        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
+        return hooks.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+
     def unit(self, record):
         """The video: its ~9 questions share a story and are correlated, so the bootstrap
         resamples videos (ids are `"{video_id}_{qa_key}"` with qa keys such as `qa3`)."""

@@ -56,6 +56,12 @@ class ScoringAdapter:
     def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
         raise NotImplementedError
 
+    def columns(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> Any:
+        """`metrics` as arrays for the bootstrap: each sample's contribution once and the metrics
+        from their sums (a `utils.results.resampling.SampleColumns`), equal to `metrics` on every
+        resample. None (the default): each resample is re-aggregated by `metrics` (slower)."""
+        return None
+
     def unit(self, record: dict) -> str:
         """The resampling unit (and pairing key) of a record."""
         return str(record["sample_id"])

@@ -34,6 +34,7 @@ report and on stderr), never silently dropped.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import logging
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.results import resampling
 from lmms_video_reasoning.utils.results import score as scoring
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.registry import ReportSpec, ScoringAdapter
@@ -370,12 +372,28 @@ class Sampled:
     def bench(self) -> ScoringAdapter:
         return registry.get(self.benchmark).scoring
 
+    @functools.cached_property
+    def unit_numbers(self) -> tuple[Any, dict[str, int]]:
+        """(the unit number of each record, {unit: number}), units in first-appearance order."""
+        index, keys = resampling.unit_index([self.bench.unit(record) for record in self.records])
+        return index, {key: number for number, key in enumerate(keys)}
+
     def units(self) -> dict[str, list[int]]:
         """{question: [its record indices]} in first-appearance order."""
-        groups: dict[str, list[int]] = {}
-        for index, record in enumerate(self.records):
-            groups.setdefault(self.bench.unit(record), []).append(index)
+        groups: dict[str, list[int]] = {key: [] for key in self.unit_numbers[1]}
+        keys = list(groups)
+        for index, number in enumerate(self.unit_numbers[0].tolist()):
+            groups[keys[number]].append(index)
         return groups
+
+    @functools.cached_property
+    def totals(self) -> resampling.UnitTotals | None:
+        """The per-sample contributions summed per unit, computed once (None when the benchmark
+        gives no array form of its metrics: each resample is then re-aggregated by `metrics`)."""
+        columns = self.bench.columns(self.records, self.outcomes, self.settings)
+        if columns is None:
+            return None
+        return resampling.UnitTotals(columns, self.unit_numbers[0], len(self.unit_numbers[1]))
 
     def metrics(self, indices: Sequence[int] | None = None) -> dict[str, float]:
         if indices is None:
@@ -447,12 +465,27 @@ def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[f
     """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
     import numpy as np
 
-    finite = np.array([v for v in values if isinstance(v, (int, float)) and not math.isnan(v)], dtype=float)
+    values = np.asarray(values, dtype=float)
+    finite = values[~np.isnan(values)]
     if len(finite) < max(2, len(values) // 2):
         return None
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(finite, [tail, 100 - tail])
     return float(low), float(high)
+
+
+MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is the sample itself)
+
+
+def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Every metric on `n` resamples of the questions (units) with replacement (seeded):
+    {metric: array of n values}. Over the benchmark's per-sample arrays (`resampling`), else
+    (a benchmark without them) each resample re-aggregated by its metric function."""
+    if len(sampled.unit_numbers[1]) < MIN_UNITS:  # every resample of one unit is that unit: no spread, no interval
+        return {}
+    if sampled.totals is None:
+        return bootstrap_values_reference(sampled, n, seed)
+    return resampling.resampled(sampled.totals, n, seed)
 
 
 def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
@@ -467,16 +500,15 @@ def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
     return values
 
 
-MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is the sample itself)
-
-
-def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
-    """Every metric on `n` resamples of the questions (units) with replacement (seeded)."""
+def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
+    """`bootstrap_values` by definition: each resample's records re-aggregated by the
+    benchmark's own metric function (the reference the array form is held to, and the path of
+    a benchmark without one)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     groups = list(sampled.units().values())
-    if len(groups) < MIN_UNITS:  # every resample of one unit is that unit: no spread to measure, no interval
+    if len(groups) < MIN_UNITS:
         return {}
 
     def draw() -> list[int]:
@@ -500,14 +532,34 @@ class Difference:
     why: str = ""  # why the difference is not computable ("" when it is)
 
 
-def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:
-    """other - base per metric on the questions both answered, with a paired bootstrap CI."""
+def common_units(base: Sampled, other: Sampled) -> list[str]:
+    """The units both runs answered, in the base run's order."""
+    theirs = other.unit_numbers[1]
+    return [unit for unit in base.unit_numbers[1] if unit in theirs]
+
+
+def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -> tuple[list[str], dict[str, float], dict[str, Any]]:
+    """(the common units, other - base on them, other - base on `n` paired resamples of them).
+    Over both runs' per-sample arrays (`resampling.paired`), else by the metric functions."""
+    import numpy as np
+
+    common = common_units(base, other)
+    if not common:
+        return [], {}, {}
+    draws = n if len(common) >= MIN_UNITS else 0
+    if base.totals is None or other.totals is None:
+        return common, *paired_values_reference(base, other, common, draws, seed)
+    rows = [np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64) for s in (base, other)]
+    observed, values = resampling.paired(base.totals, rows[0], other.totals, rows[1], draws, seed)
+    return common, observed, values
+
+
+def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n: int, seed: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """`paired_values` by definition: each resample of the common units re-aggregated by the
+    benchmark's metric function on both sides."""
     import numpy as np
 
     base_units, other_units = base.units(), other.units()
-    common = [unit for unit in base_units if unit in other_units]
-    if not common:
-        return []
     rng = np.random.default_rng(seed)
 
     def indices(units: dict[str, list[int]], picks) -> list[int]:
@@ -518,7 +570,13 @@ def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 
         return {name: b[name] - a[name] for name in a if isinstance(a[name], (int, float)) and isinstance(b.get(name), (int, float))}
 
     observed = point(range(len(common)))
-    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n) if len(common) >= MIN_UNITS else {}
+    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n) if n else {}
+    return observed, values
+
+
+def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:
+    """other - base per metric on the questions both answered, with a paired bootstrap CI."""
+    common, observed, values = paired_values(base, other, n, seed)
     return [Difference(name, value, percentile_interval(values.get(name, []), level), len(common)) for name, value in observed.items()]
 
 

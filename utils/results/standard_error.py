@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import threading
 from typing import Any, Callable, Sequence
@@ -29,7 +30,11 @@ REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
 REPORT_SEED = 0  # `lmms-vr report --seed` default
 _PACKAGE = "lmms_video_reasoning."
 
+STDERR_ENV = "LMMS_VR_STDERR"  # `off`: no standard errors for this suite's metrics (N/A)
+_OFF, _ON = ("off", "0", "false", "no"), ("", "on", "1", "true", "yes")
+
 _lock = threading.Lock()
+_said: set[str] = set()  # log lines already written once in this process
 _bootstraps: dict[tuple, dict[str, float]] = {}
 
 
@@ -48,6 +53,28 @@ def find_benchmark(aggregation: Callable) -> tuple[str, str] | None:
     return None
 
 
+def enabled() -> bool:
+    """`LMMS_VR_STDERR` is not `off` (said once in the log when it is). A value that is neither
+    keeps them on, with one error line naming the accepted values (the run goes on)."""
+    value = os.environ.get(STDERR_ENV, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        _say_once("off", logging.INFO, "%s=%s: no standard errors for this suite's metrics (lmms-eval's Stderr column "
+                  "shows N/A); `lmms-vr report` computes the confidence intervals from the samples file", STDERR_ENV, value)
+        return False
+    _say_once("bad", logging.ERROR, "%s=%r is not one of on / off; standard errors stay on", STDERR_ENV, value)
+    return True
+
+
+def _say_once(key: str, level: int, message: str, *args: Any) -> None:
+    with _lock:
+        if key in _said:
+            return
+        _said.add(key)
+    log.log(level, message, *args)
+
+
 def headline_metrics(benchmark: str) -> Sequence[str]:
     from lmms_video_reasoning.utils.core import registry
 
@@ -61,7 +88,7 @@ def headline_metrics(benchmark: str) -> Sequence[str]:
 def stderr_function(aggregation: Callable, bootstrap_iters: int) -> Callable[[Sequence[dict]], Any] | None:
     """lmms-eval's `stderr_for_metric` contract: a function of the records, or None."""
     found = find_benchmark(aggregation)
-    if found is None or bootstrap_iters <= 0:
+    if found is None or bootstrap_iters <= 0 or not enabled():
         return None
     benchmark, metric = found
     if metric not in headline_metrics(benchmark):
