@@ -251,7 +251,7 @@ def task_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
     return failure_share.withhold(metrics_of(outcomes), ("oe_acc",), judge_failed_count(outcomes), open_count(outcomes))
 
 
-def outcome_columns(outcomes: Sequence[Outcome]) -> SampleColumns:
+def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:
     """`task_metrics` over arrays, for the bootstrap (`utils/results/resampling.py`): each
     answer's contribution once (its value per mode where it has one, tIoU >= each threshold,
     failure flags) and, for acc@IoU, one pair per question (`acc_at_iou_pairs` keeps one per qid
@@ -259,34 +259,42 @@ def outcome_columns(outcomes: Sequence[Outcome]) -> SampleColumns:
     the metrics from their sums with the arithmetic of `metrics_of` and `scoring`."""
     import numpy as np
 
+    modes = ("long", "clue", "open", "blind", "grounding")
+    code = {mode: number for number, mode in enumerate(modes)}
+    # one pass over the outcomes (Outcome objects, or their fields as dicts: `lmms-vr report`'s
+    # stored outcomes); every column below is numpy over these
+    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    mode = np.fromiter((code.get(o["mode"], -1) for o in fields), dtype=np.int64, count=len(fields))
+    value = np.fromiter((math.nan if o["value"] is None else o["value"] for o in fields), dtype=float, count=len(fields))
+    flags = np.array([(o["parse_failed"], o["model_failed"], o["reasoning_truncated"], o["judge_error"] is not None,
+                       o["judge_error"] in (NO_JUDGE, JUDGE_OFF)) for o in fields], dtype=float).reshape(len(fields), 5)
+    valued = ~np.isnan(value)
     counted: dict[str, np.ndarray] = {}
-    for mode in ("long", "clue", "open", "blind", "grounding"):
-        valued = column(o.mode == mode and o.value is not None for o in outcomes)
-        counted[f"n:{mode}"] = valued
-        counted[f"sum:{mode}"] = column(o.value if o.mode == mode and o.value is not None else 0.0 for o in outcomes)
+    for name in modes:
+        of_mode = (mode == code[name]) & valued
+        counted[f"n:{name}"] = of_mode.astype(float)
+        counted[f"sum:{name}"] = np.where(of_mode, value, 0.0)
+    grounded = (mode == code["grounding"]) & valued
     for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
-        counted[f"iou_at:{k}"] = column(o.mode == "grounding" and o.value is not None and o.value >= threshold for o in outcomes)
-    counted["parse_failed"] = column(o.parse_failed for o in outcomes)
-    counted["model_failed"] = column(o.model_failed for o in outcomes)
-    counted["reasoning_truncated"] = column(o.reasoning_truncated for o in outcomes)
-    counted["open"] = column(o.mode == "open" for o in outcomes)
-    counted["open_failed"] = column(o.mode == "open" and o.judge_error is not None for o in outcomes)
-    counted["open_not_run"] = column(o.mode == "open" and o.judge_error in (NO_JUDGE, JUDGE_OFF) for o in outcomes)
+        counted[f"iou_at:{k}"] = (grounded & (np.where(valued, value, -np.inf) >= threshold)).astype(float)
+    counted["parse_failed"], counted["model_failed"], counted["reasoning_truncated"] = flags[:, 0], flags[:, 1], flags[:, 2]
+    is_open = (mode == code["open"]).astype(float)
+    counted["open"], counted["open_failed"], counted["open_not_run"] = is_open, is_open * flags[:, 3], is_open * flags[:, 4]
     # acc@IoU's join: per qid the last long value and the last grounding value (as the dicts of
     # `acc_at_iou_pairs` keep them), the pair counted once on the sample of the last long answer
     long_at: dict[int, int] = {}
     ground: dict[int, float] = {}
-    for index, o in enumerate(outcomes):
-        if o.value is not None and o.mode == "long":
-            long_at[o.qid] = index
-        elif o.value is not None and o.mode == "grounding":
-            ground[o.qid] = o.value
+    for index in np.flatnonzero(valued & ((mode == code["long"]) | grounded)).tolist():
+        if mode[index] == code["long"]:
+            long_at[fields[index]["qid"]] = index
+        else:
+            ground[fields[index]["qid"]] = float(value[index])
     once = {"pairs": np.zeros(len(outcomes)), **{f"pair_at:{k}": np.zeros(len(outcomes)) for k in range(len(scoring.IOU_THRESHOLDS))}}
     for qid, index in long_at.items():
         if qid in ground:
             once["pairs"][index] = 1.0
             for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
-                once[f"pair_at:{k}"][index] = float(outcomes[index].value == 1.0 and ground[qid] >= threshold)
+                once[f"pair_at:{k}"][index] = float(value[index] == 1.0 and ground[qid] >= threshold)
     return SampleColumns(counted, _metrics_from_totals, once)
 
 

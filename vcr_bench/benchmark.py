@@ -41,6 +41,14 @@ class VcrBenchScoring(ScoringAdapter):
 
         return hooks.metric_columns(records, outcomes, settings)
 
+    def report_record(self, record):
+        """The groups a sample counts in and its failure flags (`hooks.metrics_from_outcomes` reads no more)."""
+        from lmms_video_reasoning.utils.lmms.responses import reasoning_truncated
+        from lmms_video_reasoning.vcr_bench import scoring
+
+        kept = {key: record[key] for key in ("sample_id", "dimension_code", "duration_bucket", "multiple_choice", "score_cot") if key in record}
+        return {**kept, "model_failed": scoring.model_failed(record), "reasoning_truncated": reasoning_truncated(record)}
+
 
 BENCHMARK = Benchmark(
     name="vcr_bench",

@@ -48,6 +48,15 @@ class VrBenchScoring(ScoringAdapter):
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
         return hooks.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
+    def report_record(self, record):
+        """The question's type, gold letter, the final answer its MCQ letter is read from, and its failure flags."""
+        from lmms_video_reasoning.utils.lmms.responses import final_answer, reasoning_truncated
+        from lmms_video_reasoning.vrbench.scoring import record_model_failed
+
+        kept = {key: record[key] for key in ("sample_id", "mode", "protocol", "reasoning_type", "answer") if key in record}
+        return {**kept, "final_answer": final_answer(record), "reasoning_truncated": reasoning_truncated(record),
+                "model_failed": record_model_failed(record)}
+
     def unit(self, record):
         """The video: its ~9 questions share a story and are correlated, so the bootstrap
         resamples videos (ids are `"{video_id}_{qa_key}"` with qa keys such as `qa3`)."""

@@ -62,6 +62,13 @@ class ScoringAdapter:
         resample. None (the default): each resample is re-aggregated by `metrics` (slower)."""
         return None
 
+    def report_record(self, record: dict) -> dict:
+        """What `metrics`, `columns`, `unit`, `settings` and `needs_judge` read of a record once
+        its outcome is known: all `lmms-vr report` keeps of each sample, so its memory follows
+        what it needs (derived values such as a final answer computed here). The whole record
+        by default."""
+        return record
+
     def unit(self, record: dict) -> str:
         """The resampling unit (and pairing key) of a record."""
         return str(record["sample_id"])

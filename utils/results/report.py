@@ -378,6 +378,11 @@ class Sampled:
         index, keys = resampling.unit_index([self.bench.unit(record) for record in self.records])
         return index, {key: number for number, key in enumerate(keys)}
 
+    @property
+    def unit_count(self) -> int:
+        """How many resampling units (questions, or videos) the records hold."""
+        return len(self.unit_numbers[1])
+
     def units(self) -> dict[str, list[int]]:
         """{question: [its record indices]} in first-appearance order."""
         groups: dict[str, list[int]] = {key: [] for key in self.unit_numbers[1]}
@@ -425,12 +430,11 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     except DataError:
         return None, f"{task} is not a task of this suite"
     try:
-        records = scoring.records_from_samples(path, spec)
+        records, _coverage, outcomes = scoring.read_samples_with_outcomes(path, spec)
     except (DataError, OSError) as error:
         return None, f"samples file unreadable: {error}"
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(records)
-    outcomes = scoring.stored_outcomes(path)
     missing = gap = borrowed = ""
     if outcomes is None:
         if verdicts is None and not no_verdicts:  # no run's judge given: the configured judge's cache
@@ -458,6 +462,8 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
             gap = f"needs {root_env}" if unset else "judge items not rebuilt"
         if reasons:
             missing = "; ".join(reasons) + "; judge-based CIs left out (run `lmms-vr score` with the judge and report on its output)"
+    # only what the metrics read from now on: memory follows what the report needs, not the samples file
+    records = [bench.report_record(record) for record in records]
     return Sampled(spec.benchmark, records, list(outcomes), settings, missing, gap, borrowed), ""
 
 
@@ -481,7 +487,7 @@ def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str
     """Every metric on `n` resamples of the questions (units) with replacement (seeded):
     {metric: array of n values}. Over the benchmark's per-sample arrays (`resampling`), else
     (a benchmark without them) each resample re-aggregated by its metric function."""
-    if len(sampled.unit_numbers[1]) < MIN_UNITS:  # every resample of one unit is that unit: no spread, no interval
+    if sampled.unit_count < MIN_UNITS:  # every resample of one unit is that unit: no spread, no interval
         return {}
     if sampled.totals is None:
         return bootstrap_values_reference(sampled, n, seed)
@@ -549,8 +555,8 @@ def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -
     draws = n if len(common) >= MIN_UNITS else 0
     if base.totals is None or other.totals is None:
         return common, *paired_values_reference(base, other, common, draws, seed)
-    rows = [np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64) for s in (base, other)]
-    observed, values = resampling.paired(base.totals, rows[0], other.totals, rows[1], draws, seed)
+    base_rows, other_rows = (np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64) for s in (base, other))
+    observed, values = resampling.paired(base.totals.of_units(base_rows), other.totals.of_units(other_rows), draws, seed)
     return common, observed, values
 
 
@@ -658,9 +664,11 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
         return stats
     # borrowed verdicts matter only where the records ask the judge
     sampled.borrowed = (sampled.borrowed or borrowed) if sampled.bench.needs_judge(sampled.records) else ""
-    stats.sampled, stats.questions = sampled, len(sampled.units())
+    stats.sampled, stats.questions = sampled, sampled.unit_count
     mark_not_computed(run, task, stats, benchmark.name)
-    recomputed = sampled.metrics()
+    # the run's metrics recomputed from its samples (to check them against its results): over the arrays when
+    # the benchmark has them (equal to its metric function to 1e-9, the tolerance of the check)
+    recomputed = resampling.whole(sampled.totals) if sampled.totals is not None else sampled.metrics()
     if sampled.missing_verdicts and not sampled.borrowed and reproduces_run(sampled, stats.point, recomputed):
         sampled.missing_verdicts = sampled.gap = ""  # the missing verdicts are the run's own failed judgments
     differ = [m for m, v in stats.point.items() if m in recomputed and sampled.trusted(m) and not scoring.same_value(v, recomputed[m])]

@@ -21,6 +21,9 @@ value equals the reference's (re-aggregating each resample's records with the me
 
 from __future__ import annotations
 
+import copy
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
@@ -32,7 +35,7 @@ Totals = Mapping[str, np.ndarray]
 # the benchmark's metric function), False for bootstrap resamples (the share is the run's decision).
 Aggregate = Callable[[Totals, bool], dict[str, np.ndarray]]
 
-CHUNK_CELLS = 4_000_000  # resamples x units per matrix product (32 MB of float64 counts)
+CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
 
 
 @dataclass(frozen=True)
@@ -59,25 +62,36 @@ def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 
 
 class UnitTotals:
-    """A run's columns summed per resampling unit (units in the order of `keys`)."""
+    """A run's columns summed per resampling unit (units in the order of `keys`). Columns that
+    are 0 for every sample (another mode's, a failure that never happened) are left out of the
+    matrices: their sums are 0 in every resample."""
 
     def __init__(self, columns: SampleColumns, unit_of_sample: np.ndarray, units: int) -> None:
         self.columns = columns
         self.units = units
-        self.counted_names = list(columns.counted)
-        self.once_names = list(columns.once)
-        self.counted = _per_unit(columns.counted, unit_of_sample, units)
-        self.once = _per_unit(columns.once, unit_of_sample, units)
+        counted = {name: values for name, values in columns.counted.items() if values.any()}
+        once = {name: values for name, values in columns.once.items() if values.any()}
+        self.zero_names = [name for name in (*columns.counted, *columns.once) if name not in counted and name not in once]
+        self.counted_names, self.once_names = list(counted), list(once)
+        self.counted = _per_unit(counted, unit_of_sample, units)
+        self.once = _per_unit(once, unit_of_sample, units)
 
-    def totals(self, counts: np.ndarray, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The sums of each resample (`counts`: resamples x units drawn, over `rows` of this run's
-        units, all of them by default)."""
-        counted = self.counted if rows is None else self.counted[rows]
-        once = self.once if rows is None else self.once[rows]
-        sums = counts @ counted
-        present = (counts > 0).astype(float) @ once if self.once_names else np.zeros((len(counts), 0))
-        return {**{name: sums[:, i] for i, name in enumerate(self.counted_names)},
-                **{name: present[:, i] for i, name in enumerate(self.once_names)}}
+    def of_units(self, rows: np.ndarray) -> "UnitTotals":
+        """The same run restricted to its units `rows`, in that order (a paired comparison's common units)."""
+        restricted = copy.copy(self)
+        restricted.units, restricted.counted, restricted.once = len(rows), self.counted[rows], self.once[rows]
+        return restricted
+
+    def totals(self, counts: np.ndarray) -> dict[str, np.ndarray]:
+        """The sums of each resample (`counts`: resamples x how often each unit was drawn)."""
+        sums = counts @ self.counted
+        totals = {name: sums[:, i] for i, name in enumerate(self.counted_names)}
+        if self.once_names:
+            present = (counts > 0).astype(float) @ self.once
+            totals.update({name: present[:, i] for i, name in enumerate(self.once_names)})
+        zero = np.zeros(len(counts))
+        totals.update(dict.fromkeys(self.zero_names, zero))
+        return totals
 
 
 def _per_unit(columns: Mapping[str, np.ndarray], unit_of_sample: np.ndarray, units: int) -> np.ndarray:
@@ -94,43 +108,61 @@ def unit_index(keys: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     return index, list(numbers)
 
 
-def draws(rng: np.random.Generator, units: int, n: int) -> Iterator[np.ndarray]:
+_drawn: OrderedDict[tuple[int, int, int], list[np.ndarray]] = OrderedDict()  # the last draws, as compact counts
+_drawn_lock = threading.Lock()
+DRAWS_KEPT = 2
+
+
+def draws(seed: int, units: int, n: int) -> Iterator[np.ndarray]:
     """`n` resamples of `units` units with replacement as count matrices (chunks of rows), drawn
-    one resample at a time as the reference bootstrap draws them (same seed, same resamples)."""
+    one resample at a time as the reference bootstrap draws them from `default_rng(seed)` (same
+    seed, same resamples). The counts of the last draws are kept (one byte or two per cell): a
+    report resamples the same questions for every task and every pair of runs."""
+    key = (seed, units, n)
+    with _drawn_lock:
+        chunks = _drawn.get(key)
+        if chunks is not None:
+            _drawn.move_to_end(key)
+    if chunks is None:
+        chunks = list(_draw(np.random.default_rng(seed), units, n))
+        with _drawn_lock:
+            _drawn[key] = chunks
+            while len(_drawn) > DRAWS_KEPT:
+                _drawn.popitem(last=False)
+    for chunk in chunks:
+        yield chunk.astype(float)
+
+
+def _draw(rng: np.random.Generator, units: int, n: int) -> Iterator[np.ndarray]:
     chunk = max(1, CHUNK_CELLS // max(1, units))
     for start in range(0, n, chunk):
         rows = min(chunk, n - start)
         picks = np.stack([rng.integers(0, units, units) for _ in range(rows)])
         offsets = (np.arange(rows) * units)[:, None]
-        yield np.bincount((picks + offsets).ravel(), minlength=rows * units).reshape(rows, units).astype(float)
+        counts = np.bincount((picks + offsets).ravel(), minlength=rows * units).reshape(rows, units)
+        yield counts.astype(np.uint8 if counts.max(initial=0) < 256 else np.int64)
 
 
 def resampled(totals: UnitTotals, n: int, seed: int) -> dict[str, np.ndarray]:
     """Every metric on `n` resamples of the units (seeded): {metric: n values}."""
-    rng = np.random.default_rng(seed)
-    parts = [totals.columns.aggregate(totals.totals(counts), False) for counts in draws(rng, totals.units, n)]
-    return _joined(parts)
+    return _joined([totals.columns.aggregate(totals.totals(counts), False) for counts in draws(seed, totals.units, n)])
 
 
-def whole(totals: UnitTotals, rows: np.ndarray | None = None) -> dict[str, float]:
-    """The metrics of the run itself (or of its units `rows`, each once)."""
-    units = totals.units if rows is None else len(rows)
-    values = totals.columns.aggregate(totals.totals(np.ones((1, units)), rows), True)
+def whole(totals: UnitTotals) -> dict[str, float]:
+    """The metrics of the run itself (each unit once)."""
+    values = totals.columns.aggregate(totals.totals(np.ones((1, totals.units))), True)
     return {name: float(value[0]) for name, value in values.items()}
 
 
-def paired(base: UnitTotals, base_rows: np.ndarray, other: UnitTotals, other_rows: np.ndarray, n: int,
-           seed: int) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """(other - base on the common units, each once; other - base on `n` resamples of the common
-    units, drawn together): the paired bootstrap. `base_rows[i]` and `other_rows[i]` are the same
-    unit in each run. Metrics are those of the base that the other run has too."""
-    a, b = whole(base, base_rows), whole(other, other_rows)
+def paired(base: UnitTotals, other: UnitTotals, n: int, seed: int) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """(other - base, other - base on `n` resamples of the units drawn together): the paired
+    bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
+    Metrics are those of the base that the other run has too."""
+    a, b = whole(base), whole(other)
     observed = {name: b[name] - a[name] for name in a if name in b}
-    rng = np.random.default_rng(seed)
     parts = []
-    for counts in draws(rng, len(base_rows), n):
-        left = base.columns.aggregate(base.totals(counts, base_rows), False)
-        right = other.columns.aggregate(other.totals(counts, other_rows), False)
+    for counts in draws(seed, base.units, n):
+        left, right = base.columns.aggregate(base.totals(counts), False), other.columns.aggregate(other.totals(counts), False)
         parts.append({name: right[name] - left[name] for name in left if name in right})
     return observed, _joined(parts)
 
