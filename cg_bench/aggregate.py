@@ -34,6 +34,7 @@ from typing import Iterable, Sequence
 from lmms_video_reasoning.cg_bench import inputs, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core.roots import require_fields
+from lmms_video_reasoning.utils.results.aggregation import keep_outcomes
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.utils.lmms.responses import (
     failure_reason,
@@ -376,6 +377,7 @@ def score_records(records: Sequence[dict], settings: "Settings | dict | None" = 
         settings = Settings(**settings)
     settings = settings or Settings()
     outcomes = read_outcomes(records, settings)
+    keep_outcomes(records, settings, outcomes)  # the standard error reuses them
     scores = task_metrics(outcomes)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})

@@ -23,8 +23,12 @@ class VcrBenchScoring(ScoringAdapter):
         return hooks.score_records(records, settings)
 
     def outcomes(self, records, settings, judge=None):
+        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
         from lmms_video_reasoning.vcr_bench import judging
 
+        kept = kept_outcomes(records, settings) if judge is None else None
+        if kept is not None:  # the very records this process just scored: the verdicts it used
+            return kept
         judge = judge if judge is not None else get_judge(self.judge_name)
         if judge is None:
             return None

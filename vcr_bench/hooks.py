@@ -34,7 +34,7 @@ from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.utils.lmms import model_video
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.media import video
-from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
+from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer, keep_outcomes
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
@@ -221,6 +221,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
         return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records),
                 "reasoning_truncated": count_truncated(records)}
     outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
+    keep_outcomes(records, settings, outcomes)  # the standard error reuses them
     judge.log_summary()
     metrics, judged = metrics_from_outcomes(records, outcomes, settings), judged_count(records)
     if failure_share.too_many_failed(metrics["judge_failed"], judged):

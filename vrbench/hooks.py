@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
+from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer, keep_outcomes
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
@@ -371,6 +371,7 @@ def score_records(records: Sequence[dict], settings: dict | None = None) -> dict
         judge = get_judge("vrbench")
         if judge is not None:
             outcomes = judging.rate(records, protocol, judge)
+            keep_outcomes(records, protocol, outcomes)  # the standard error reuses them
             judge.log_summary()
     if judge is not None:
         failed, judged = judge_failures(records, outcomes, protocol)

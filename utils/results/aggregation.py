@@ -25,6 +25,7 @@ import math
 import os
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,9 +38,47 @@ RECORDS_FILE = "records_{task}.jsonl"  # beside the run's results: `<date_id>_re
 
 
 def records_key(records: Records) -> str:
-    """A content hash of a list of records (order-insensitive)."""
+    """A content hash of a list of records (order-insensitive). lmms-eval hands each metric's
+    aggregation (and standard error) a list of the same record objects: those are hashed once
+    (records are never changed after `process_results` built them)."""
+    identity = tuple(map(id, records))
+    with _memo_lock:
+        known = _keys.get(identity)
+        if known is not None:
+            _keys.move_to_end(identity)
+            return known[1]
     digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
-    return hashlib.sha256("".join(digests).encode()).hexdigest()
+    key = hashlib.sha256("".join(digests).encode()).hexdigest()
+    with _memo_lock:
+        _keys[identity] = (list(records), key)  # the records held: their ids stay theirs
+        while len(_keys) > MEMO_SIZE:
+            _keys.popitem(last=False)
+    return key
+
+
+MEMO_SIZE = 8  # record lists (tasks) remembered by identity
+_memo_lock = threading.Lock()
+_keys: OrderedDict[tuple[int, ...], tuple[list, str]] = OrderedDict()
+_outcomes: OrderedDict[tuple[int, ...], tuple[list, Any, Any]] = OrderedDict()
+
+
+def keep_outcomes(records: Records, settings: Any, outcomes: Any) -> None:
+    """Remember the per-sample outcomes a task's scoring just computed for these record objects
+    under these settings: the standard error of the same records (`standard_error.py`) and
+    `lmms-vr score` reuse them (`kept_outcomes`) instead of parsing every reply or reading every
+    verdict from the judge cache again."""
+    identity = tuple(map(id, records))
+    with _memo_lock:
+        _outcomes[identity] = (list(records), settings, outcomes)
+        while len(_outcomes) > MEMO_SIZE:
+            _outcomes.popitem(last=False)
+
+
+def kept_outcomes(records: Records, settings: Any) -> Any | None:
+    """The outcomes `keep_outcomes` remembered for these very record objects and settings, else None."""
+    with _memo_lock:
+        kept = _outcomes.get(tuple(map(id, records)))
+    return kept[2] if kept is not None and kept[1] == settings else None
 
 
 class ScoringFailed(dict):

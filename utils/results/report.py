@@ -1,6 +1,6 @@
 """`lmms-vr report`: the papers' tables for your runs, with bootstrap CIs, comparisons and plots.
 
-    lmms-vr report RESULTS... [--out DIR] [--seed S] [--bootstrap N]
+    lmms-vr report RESULTS... [--out DIR] [--seed S] [--bootstrap N] [--pairs baseline|all]
 
 RESULTS are results JSON files or folders holding them (lmms-eval's `*_results.json` or the
 output of `lmms-vr score --out`), each optionally prefixed `LABEL=` to name the run. Runs
@@ -11,7 +11,8 @@ Writes `DIR/report.md`, `DIR/report.html` (plots inline, self-contained), `DIR/*
 `DIR/report.json` (every number below). For each benchmark present: the paper's tables with
 your rows beside the paper's reference rows (each benchmark's `reference_tables.json`, with their source),
 95% bootstrap confidence intervals for the headline metrics, paired differences with CIs
-when two runs share a task, and the plots.
+when runs share a task (each run against the first one given; every pair with `--pairs all`),
+and the plots.
 
 Per-sample data: the samples file next to each results file (`--log_samples`, or the one
 `lmms-vr score --out` writes, which also stores each sample's scored outcome). Outcomes not
@@ -19,10 +20,13 @@ stored are recomputed with the benchmark's own judging / parsing, the judge's ve
 from the judge cache the run wrote (`judges.CacheOnlyJudge`, on the judge the accounting
 beside the results records, else the configured one): no key is needed, no request is sent. When
 verdicts are missing, only the metrics that need no judge get CIs (and the report says
-why). Each bootstrap resample is re-aggregated by the benchmark's own metric functions, so
-macro means, F1 of averaged precision and recall, and per-question joins are resampled
-correctly. Resampling units are the benchmark's (`ReportSpec.unit`: questions, or videos),
-and a paired comparison resamples the units both runs answered.
+why). Each bootstrap resample is aggregated as the benchmark's own metric functions aggregate
+(macro means, F1 of averaged precision and recall, per-question joins): over per-sample arrays
+computed once per run (`resampling.py`, each benchmark's `columns`), equal to re-aggregating
+each resample's records (`bootstrap_values_reference`). Resampling units are the benchmark's
+(`ReportSpec.unit`: questions, or videos), and a paired comparison resamples the units both
+runs answered. Each samples file is read once, streamed, and only what the metrics read of each
+record is kept (`ScoringAdapter.report_record`).
 
 Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
 through `utils/core/registry.py`; this module is the shared machinery.
@@ -34,6 +38,7 @@ report and on stderr), never silently dropped.
 from __future__ import annotations
 
 import base64
+import contextvars
 import functools
 import html
 import json
@@ -375,7 +380,8 @@ class Sampled:
     @functools.cached_property
     def unit_numbers(self) -> tuple[Any, dict[str, int]]:
         """(the unit number of each record, {unit: number}), units in first-appearance order."""
-        index, keys = resampling.unit_index([self.bench.unit(record) for record in self.records])
+        unit = self.bench.unit
+        index, keys = resampling.unit_index([unit(record) for record in self.records])
         return index, {key: number for number, key in enumerate(keys)}
 
     @property
@@ -853,7 +859,7 @@ def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list
             rows.append(([f"{MINE}{other} − {base}", task, spec_of(benchmark).label(d.metric)] + cells, True))
     return Table("Paired comparisons (difference with 95% CI, same questions)", ["Runs", "Task", "Metric", "Difference", "95% CI",
                  "Common questions", "Significant", "Note"], rows,
-                 ["Paired bootstrap: the questions both runs answered, resampled together."] + short_notes(rows, 7))
+                 ["Paired bootstrap: the questions both runs answered, resampled together.", pairing_note()] + short_notes(rows, 7))
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -983,15 +989,35 @@ def side_gap(label: str, stats: TaskStats, metric: str) -> str:
     return ""
 
 
+PAIRINGS = ("baseline", "all")
+# Which pairs of runs the report compares (`--pairs`); set by `build_report` for the sections it builds.
+PAIRING: contextvars.ContextVar[str] = contextvars.ContextVar("lmms_vr_report_pairs", default="baseline")
+
+
+def pairs_of(having: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """The pairs compared among the runs having a task, in the order given: each later run against
+    the first (`baseline`, the default: k - 1 comparisons), or every pair (`all`: k(k-1)/2)."""
+    if PAIRING.get() == "all":
+        return [(having[i], having[j]) for i in range(len(having)) for j in range(i + 1, len(having))]
+    return [(having[0], other) for other in having[1:]]
+
+
+def pairing_note() -> str:
+    """What the comparison tables compare, as the report says it."""
+    if PAIRING.get() == "all":
+        return "Pairs compared: every pair of runs that share a task (--pairs all)."
+    return ("Pairs compared: each run against the baseline, the first run given that has the task "
+            "(--pairs all compares every pair).")
+
+
 def comparisons_for(benchmark: str, tasks: Sequence[str], stats: dict, runs: list[Run], n: int, seed: int) -> list:
-    """Each later run against the first run that has the same task with per-sample data. A
-    metric one side has no value of (not computed, or outcomes that are not the run's: see
-    `Sampled.trusted`) is not computable, and says which side and why (never a difference of 0)."""
+    """The pairs of runs of `pairs_of` that share a task with per-sample data. A metric one side
+    has no value of (not computed, or outcomes that are not the run's: see `Sampled.trusted`) is
+    not computable, and says which side and why (never a difference of 0)."""
     out = []
     for task in tasks:
         having = [(run.label, stats[(run.label, task)]) for run in runs if (run.label, task) in stats and stats[(run.label, task)].sampled]
-        for label, other in having[1:]:
-            base_label, base = having[0]
+        for (base_label, base), (label, other) in pairs_of(having):
             differences = []
             for d in paired_difference(base.sampled, other.sampled, n, seed):
                 why = "; ".join(filter(None, (side_gap(base_label, base, d.metric), side_gap(label, other, d.metric))))
@@ -1043,7 +1069,7 @@ def bootstrap_units(html_form: bool = False) -> str:
 def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
     out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
            f"with its source. Confidence intervals: 95% percentile bootstrap over {bootstrap_units()} "
-           f"({n} resamples, seed {seed}).", "", "Runs:", ""]
+           f"({n} resamples, seed {seed}).", ""] + ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
     for run in runs:
         failures = failure_summary(run)
         out.append(f"- **{md_text(run.label)}**: " + ", ".join(md_text(p) for p in run.paths) + f" — tasks {md_text(', '.join(sorted(run.results)))}"
@@ -1075,7 +1101,8 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lmms-vr report</title>",
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
              f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
-             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p><ul>"]
+             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p>"
+             + (f"<p>{html.escape(pairing_note())}</p>" if len(runs) > 1 else "") + "<ul>"]
     for run in runs:
         failures = failure_summary(run)
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
@@ -1100,9 +1127,19 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
     return "\n".join(parts)
 
 
-def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) -> dict:
-    """Read the runs, compute the statistics, write report.md / report.html / report.json / PNGs."""
-    out = Path(out)
+def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, pairs: str = "baseline") -> dict:
+    """Read the runs, compute the statistics, write report.md / report.html / report.json / PNGs.
+    `pairs`: which runs the paired comparisons compare (`PAIRINGS`, see `pairs_of`)."""
+    if pairs not in PAIRINGS:
+        raise DataError(f"--pairs {pairs!r}: use one of {', '.join(PAIRINGS)}")
+    token = PAIRING.set(pairs)
+    try:
+        return _build_report(items, Path(out), n, seed, pairs)
+    finally:
+        PAIRING.reset(token)
+
+
+def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     unread: list[Unread] = []
     runs = load_runs(items, unread)
@@ -1117,7 +1154,7 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) 
     (out / "report.md").write_text(render_markdown(runs, sections, seed, n, unread), encoding="utf-8")
     (out / "report.html").write_text(render_html(runs, sections, seed, n, unread), encoding="utf-8")
     data = {
-        "seed": seed, "bootstrap": n,
+        "seed": seed, "bootstrap": n, "pairs": pairs,
         "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
         "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results)} for run in runs},
         "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "note": s.note} for (label, task), s in stats.items()},
@@ -1131,7 +1168,7 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) 
 def main(args) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed)
+    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, pairs=getattr(args, "pairs", "baseline"))
     for entry in data["not_read"]:
         print(f"lmms-vr report: not read: {entry['path']}: {entry['reason']}", file=sys.stderr)
     print(f"report written to {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'}")

@@ -4,15 +4,19 @@ lmms-eval asks `stderr_for_metric(aggregation, bootstrap_iters)` for a function 
 metric's records; it knows only its own aggregation functions. For ours (found by
 `stderr_function`), the standard error is the standard deviation of the same bootstrap that
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
-questions, or videos whose questions are correlated), the benchmark's own metric functions on every
-resample, the report's seed and resample count. Per-sample outcomes come through the judge
-cache, read without sending anything (``judges.verdicts_from_cache``), so they cost no call. One bootstrap per
-distinct list of records serves all of a task's headline metrics.
+questions, or videos whose questions are correlated), the report's seed and resample count,
+and the same code (`report.bootstrap_values`: each sample's contribution computed once, the
+resamples as sums over arrays, `resampling.py`). The per-sample outcomes are the ones the
+task's scoring just computed (`aggregation.kept_outcomes`), else read back through the judge
+cache without sending anything (``judges.verdicts_from_cache``), so they cost no call. One
+bootstrap per distinct list of records serves all of a task's headline metrics; on a full
+CG-Bench run it takes about a second (`benchmarks/statistics.py`).
 
 Not a standard error (N/A, as lmms-eval prints for any metric it cannot bootstrap): other
 metrics (breakdowns, failure counts), judged metrics when the judge is not configured or
-its cache is off (the bootstrap would pay for every judge call again), and runs with
-`--bootstrap_iters 0`.
+its cache is off (the bootstrap would pay for every judge call again), runs with
+`LMMS_VR_STDERR=off` (said once in the log), and `simple_evaluate(bootstrap_iters=0)` from
+Python (lmms-eval 0.7.3's command line has no flag for it).
 """
 
 from __future__ import annotations
@@ -125,7 +129,7 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
 
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.utils.core import registry
-    from lmms_video_reasoning.utils.results import report
+    from lmms_video_reasoning.utils.results import report, resampling
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
@@ -149,7 +153,8 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
         return {}
     sampled = report.Sampled(benchmark, records, list(outcomes), settings)
     values = report.bootstrap_values(sampled, resamples, seed)
-    whole = sampled.metrics()
+    # only to see which metrics the run could not compute (NaN): from the same arrays when the benchmark has them
+    whole = resampling.whole(sampled.totals) if sampled.totals is not None else sampled.metrics()
     stderrs = {}
     for metric in headline_metrics(benchmark):
         if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="lmms_vr_report", help="output folder for report.md, report.html and plots")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
+    report.add_argument("--pairs", choices=("baseline", "all"), default="baseline",
+                        help="paired comparisons: each run against the first one given (default) or every pair")
     report.set_defaults(run=_delegate("results.report"))
 
     upstream = sub.add_parser("upstream", help="write this suite into an lmms-eval checkout as a pull-request-ready change")
