@@ -58,10 +58,11 @@ class Scale:
     vr_videos: int
     resamples: int  # the report's bootstrap (and the in-run standard error's)
     check_resamples: int  # resamples of the same_intervals check
+    distinct_runs: bool  # the 4-run reports read 4 different runs (else runs 3 and 4 are runs 1 and 2 again)
 
 
-FULL = Scale(12_129, 1_219, 1_034, 859, 8_243, 960, 1000, 200)
-QUICK = Scale(300, 40, 60, 50, 120, 14, 200, 50)
+FULL = Scale(12_129, 1_219, 1_034, 859, 8_243, 960, 1000, 20, True)
+QUICK = Scale(300, 40, 60, 50, 120, 14, 200, 50, False)
 
 
 def mark(text: str, copy: int) -> str:
@@ -194,3 +195,244 @@ def judge_reply(request: dict) -> str:
         return value
 
     return sample_responder(clean(request))
+
+
+def variant(predictions: Path, shift: int, out: Path) -> Path:
+    """Another model's replies: each reply of a task moved `shift` places along the task's
+    questions, so a share of the answers changes (right, wrong, malformed) at the same sizes."""
+    rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    by_task: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        by_task.setdefault(row["task"], []).append(index)
+    moved = [dict(row) for row in rows]
+    for indices in by_task.values():
+        for k, index in enumerate(indices):
+            if k % 3 == 0:  # a third of the answers
+                moved[index]["response"] = rows[indices[(k + shift) % len(indices)]]["response"]
+    out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in moved), encoding="utf-8")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps, each in its own process: wall time, CPU time and peak memory of that process
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    wall_s: float
+    cpu_s: float
+    peak_mb: float
+    output: str
+
+    def figures(self) -> dict:
+        return {"wall_s": round(self.wall_s, 2), "cpu_s": round(self.cpu_s, 2), "peak_mb": round(self.peak_mb)}
+
+
+def run_step(command: list[str], env: dict[str, str], what: str) -> Step:
+    """Run one step as a child process; its own resource usage (`os.wait4`), not the sum of all children."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _pid, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        log.seek(0)
+        output = log.read().decode("utf-8", errors="replace")
+    if process.returncode != 0 or "Traceback (most recent call last)" in output:
+        raise SystemExit(f"{what} failed (exit {process.returncode}):\n{output[-4000:]}")
+    return Step(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output)
+
+
+def lmms_eval_replay(predictions: Path, tasks: str, output_path: Path, env: dict[str, str], stderr: str) -> Step:
+    command = [sys.executable, "-m", "lmms_eval", "--model", "vr_replay", "--model_args", f"predictions={predictions}",
+               "--tasks", tasks, "--log_samples", "--output_path", str(output_path), "--verbosity", "WARNING"]
+    return run_step(command, {**env, "LMMS_VR_STDERR": stderr}, f"lmms-eval replay of {tasks} (standard errors {stderr})")
+
+
+def lmms_vr(arguments: list[str], env: dict[str, str]) -> Step:
+    return run_step([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", *arguments], env, f"lmms-vr {' '.join(arguments[:2])}")
+
+
+def results_file(output_path: Path) -> Path:
+    found = sorted(output_path.rglob("*_results.json"))
+    if len(found) != 1:
+        raise SystemExit(f"{output_path}: expected one results file, found {[str(p) for p in found]}")
+    return found[0]
+
+
+def stderr_cells(output_path: Path, metric: str) -> tuple[bool, bool]:
+    """(every task with `metric` has a numeric standard error, every one is N/A) in a run's results."""
+    results = json.loads(results_file(output_path).read_text())["results"]
+    cells = [entry[f"{metric}_stderr,none"] for entry in results.values() if f"{metric}_stderr,none" in entry]
+    return bool(cells) and all(isinstance(c, float) for c in cells), bool(cells) and all(c == "N/A" for c in cells)
+
+
+# ---------------------------------------------------------------------------------------------
+# The arrays against the reference bootstrap on these runs
+# ---------------------------------------------------------------------------------------------
+
+
+def same(a, b) -> bool:
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return a.shape == b.shape and bool(np.all((np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= 1e-9 * np.maximum(1.0, np.abs(a)))))
+
+
+def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], resamples: int, env: dict[str, str]) -> dict:
+    """For each benchmark's first two runs: every task's bootstrap values and their paired
+    differences, by the arrays and by the reference (each resample re-aggregated by the
+    benchmark's metric function), for one seed: equal to 1e-9, metric by metric."""
+    from lmms_video_reasoning.utils.results import report, score
+
+    os.environ.update(env)  # the judge cache the runs wrote (the reference re-reads nothing: outcomes are loaded once)
+    checked, differ = 0, []
+    for benchmark, folders in runs.items():
+        for task in tasks[benchmark]:
+            sampled = []
+            for folder in folders[:2]:
+                [samples] = sorted(folder.rglob(f"*_samples_{task}.jsonl"))
+                verdicts, why, _borrowed = report.verdicts_for(results_file(folder), report.registry.get(benchmark).scoring.judge_name)
+                loaded, reason = report.load_sampled(task, samples, verdicts, why)
+                if loaded is None:
+                    raise SystemExit(f"{samples}: {reason}")
+                sampled.append(loaded)
+            fast, slow = report.bootstrap_values(sampled[0], resamples, 11), report.bootstrap_values_reference(sampled[0], resamples, 11)
+            checked += 1
+            if list(fast) != list(slow) or not all(same(fast[m], slow[m]) for m in slow):
+                differ.append(f"{task} bootstrap")
+            common, observed, values = report.paired_values(sampled[0], sampled[1], resamples, 12)
+            slow_observed, slow_values = report.paired_values_reference(sampled[0], sampled[1], common, resamples, 12)
+            checked += 1
+            if (list(observed) != list(slow_observed) or not all(same(observed[m], slow_observed[m]) for m in slow_observed)
+                    or list(values) != list(slow_values) or not all(same(values[m], slow_values[m]) for m in slow_values)):
+                differ.append(f"{task} paired")
+    return {"same_intervals": not differ, "same_intervals_checked": checked, "same_intervals_differ": differ,
+            "same_intervals_resamples": resamples}
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark
+# ---------------------------------------------------------------------------------------------
+
+TASKS = {
+    "cg_bench": "cg_bench_full_long,cg_bench_full_clue,cg_bench_full_grounding,cg_bench_full_mcq",
+    "vcr_bench": "vcr_cot",
+    "vrbench": "vr_bench",
+}
+HEADLINE = {"cg_bench": "long_acc", "vcr_bench": "accuracy", "vrbench": "overall"}
+REPORT_RUNS = {"cg_bench": (1, 2, 4), "vcr_bench": (1, 2, 4), "vrbench": (1, 2)}
+MB_LIMIT = 1536
+
+
+def measure(folder: Path, scale: Scale) -> dict:
+    from lmms_video_reasoning.judges import LocalJudgeServer
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    predictions = write_roots(folder, scale)
+    env = {**os.environ, **env_for(folder), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "TQDM_DISABLE": "1", "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_CACHE": str(folder / "judge_cache.sqlite")}
+    env.pop("LMMS_VR_STDERR", None)
+    out: dict = {"scale": "quick" if scale == QUICK else "full", "documents": {}, "replay": {}, "score": {}, "report": {}}
+    runs: dict[str, list[Path]] = {}
+    with LocalJudgeServer(responder=judge_reply, model="sample-oracle") as server:
+        env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
+        for benchmark, tasks in TASKS.items():
+            extra = max(REPORT_RUNS[benchmark]) - 2 if scale.distinct_runs else 0  # runs besides the two replays
+            files = [predictions[benchmark]] + [variant(predictions[benchmark], k, folder / f"predictions_{benchmark}_v{k}.jsonl")
+                                                for k in range(1, extra + 1)]
+            if benchmark != "cg_bench":  # both replays read the same verdicts: the cache is warmed first
+                for task in tasks.split(","):
+                    for file in files:
+                        lmms_vr(["score", str(file), "--task", task, "--out", str(folder / f"warm_{file.stem}.json")], env)
+            off = lmms_eval_replay(files[0], tasks, folder / f"replay_{benchmark}_off", env, "off")
+            on = lmms_eval_replay(files[0], tasks, folder / f"replay_{benchmark}_on", env, "on")
+            on_values, _ = stderr_cells(folder / f"replay_{benchmark}_on", HEADLINE[benchmark])
+            _, off_na = stderr_cells(folder / f"replay_{benchmark}_off", HEADLINE[benchmark])
+            out["replay"][benchmark] = {"tasks": tasks, "off": off.figures(), "on": on.figures(),
+                                        "ratio_cpu": round(on.cpu_s / off.cpu_s, 3), "ratio_wall": round(on.wall_s / off.wall_s, 3),
+                                        "stderr_on_has_values": on_values, "stderr_off_is_na": off_na}
+            runs[benchmark] = [folder / f"replay_{benchmark}_on", folder / f"replay_{benchmark}_off"]
+            for k, file in enumerate(files[1:], 1):
+                lmms_eval_replay(file, tasks, folder / f"replay_{benchmark}_v{k}", env, "off")
+                runs[benchmark].append(folder / f"replay_{benchmark}_v{k}")
+            while len(runs[benchmark]) < max(REPORT_RUNS[benchmark]):  # --quick: the same runs again, under other labels
+                runs[benchmark].append(runs[benchmark][len(runs[benchmark]) - 2])
+            results = json.loads(results_file(runs[benchmark][0]).read_text())
+            out["documents"][benchmark] = sum(entry.get("effective", 0) for entry in results.get("n-samples", {}).values())
+            scored = lmms_vr(["score", str(runs[benchmark][0]), "--out", str(folder / f"scored_{benchmark}.json")], env)
+            out["score"][benchmark] = scored.figures()
+            out["report"][benchmark] = {}
+            for count in REPORT_RUNS[benchmark]:
+                items = [f"run{i + 1}={path}" for i, path in enumerate(runs[benchmark][:count])]
+                for resamples in (scale.resamples, 0):
+                    step = lmms_vr(["report", *items, "--out", str(folder / f"report_{benchmark}_{count}_{resamples}"),
+                                    "--bootstrap", str(resamples)], env)
+                    out["report"][benchmark][f"{count}_runs_{resamples}_resamples"] = step.figures()
+        checked = same_intervals({b: paths[:2] for b, paths in runs.items()},
+                                 {b: tasks.split(",") for b, tasks in TASKS.items()}, scale.check_resamples, env)
+    out.update(checked)
+    ratios = {b: r["ratio_cpu"] for b, r in out["replay"].items()}
+    cg = out["report"]["cg_bench"]
+    four, four_none = cg[f"4_runs_{scale.resamples}_resamples"], cg["4_runs_0_resamples"]
+    steps = [r[side] for r in out["replay"].values() for side in ("off", "on")] + list(out["score"].values()) + \
+        [figures for per in out["report"].values() for figures in per.values()]
+    out.update({
+        "instderr_overhead_ratio": max(ratios.values()),
+        "instderr_overhead_ratio_wall": max(r["ratio_wall"] for r in out["replay"].values()),
+        "report_ratio_4runs": round(four["wall_s"] / four_none["wall_s"], 3),
+        "report_ratio_4runs_cpu": round(four["cpu_s"] / four_none["cpu_s"], 3),
+        "report_4runs_s": four["wall_s"],
+        "peak_mb_max": max(step["peak_mb"] for step in steps),
+        "resamples": scale.resamples,
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "total_s": round(time.perf_counter() - started, 1),
+    })
+    out["goals"] = {"instderr_overhead_ratio<=1.10": out["instderr_overhead_ratio"] <= 1.10,
+                    "report_ratio_4runs<=2": out["report_ratio_4runs"] <= 2,
+                    "report_4runs_s<60": out["report_4runs_s"] < 60,
+                    "every_step<=1.5GB": out["peak_mb_max"] <= MB_LIMIT,
+                    "same_intervals": out["same_intervals"]}
+    return out
+
+
+def print_table(out: dict) -> None:
+    print(f"statistics at {out['scale']} size (documents per replay: {out['documents']}; load {out['load_average_before_after']})")
+    for benchmark, replay in out["replay"].items():
+        print(f"  replay {benchmark:9s} off {replay['off']}  on {replay['on']}  cpu ratio {replay['ratio_cpu']}  wall ratio {replay['ratio_wall']}")
+    for benchmark, step in out["score"].items():
+        print(f"  score  {benchmark:9s} {step}")
+    for benchmark, per in out["report"].items():
+        for name, step in per.items():
+            print(f"  report {benchmark:9s} {name:28s} {step}")
+    for key in ("instderr_overhead_ratio", "instderr_overhead_ratio_wall", "report_ratio_4runs", "report_4runs_s", "peak_mb_max",
+                "same_intervals", "goals", "total_s"):
+        print(f"  {key}: {out[key]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small runs (a smoke run), not the benchmarks' sizes")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--keep", help="build and keep everything in this folder (default: a temporary one)")
+    args = parser.parse_args(argv)
+    scale = QUICK if args.quick else FULL
+    if args.keep:
+        folder = Path(args.keep)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        out = measure(folder, scale)
+    else:
+        with tempfile.TemporaryDirectory(prefix="lmms_vr_statistics_") as tmp:
+            out = measure(Path(tmp), scale)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print_table(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

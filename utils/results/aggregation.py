@@ -75,10 +75,15 @@ def keep_outcomes(records: Records, settings: Any, outcomes: Any) -> None:
 
 
 def kept_outcomes(records: Records, settings: Any) -> Any | None:
-    """The outcomes `keep_outcomes` remembered for these very record objects and settings, else None."""
+    """The outcomes `keep_outcomes` remembered for these very record objects and settings, else
+    None. Handed out once (then forgotten: the run's memory is not held for them)."""
     with _memo_lock:
-        kept = _outcomes.get(tuple(map(id, records)))
-    return kept[2] if kept is not None and kept[1] == settings else None
+        identity = tuple(map(id, records))
+        kept = _outcomes.get(identity)
+        if kept is None or kept[1] != settings:
+            return None
+        del _outcomes[identity]
+    return kept[2]
 
 
 class ScoringFailed(dict):
