@@ -323,6 +323,7 @@ TASKS = {
 }
 HEADLINE = {"cg_bench": "long_acc", "vcr_bench": "accuracy", "vrbench": "overall"}
 REPORT_RUNS = {"cg_bench": (1, 2, 4), "vcr_bench": (1, 2, 4), "vrbench": (1, 2)}
+QUICK_REPORT_RUNS = {"cg_bench": (1, 2, 4), "vcr_bench": (1,), "vrbench": (1,)}
 MB_LIMIT = 1536
 
 
@@ -336,11 +337,12 @@ def measure(folder: Path, scale: Scale) -> dict:
            "TQDM_DISABLE": "1", "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_CACHE": str(folder / "judge_cache.sqlite")}
     env.pop("LMMS_VR_STDERR", None)
     out: dict = {"scale": "quick" if scale == QUICK else "full", "documents": {}, "replay": {}, "score": {}, "report": {}}
+    report_runs = REPORT_RUNS if scale.distinct_runs else QUICK_REPORT_RUNS
     runs: dict[str, list[Path]] = {}
     with LocalJudgeServer(responder=judge_reply, model="sample-oracle") as server:
         env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
         for benchmark, tasks in TASKS.items():
-            extra = max(REPORT_RUNS[benchmark]) - 2 if scale.distinct_runs else 0  # runs besides the two replays
+            extra = max(report_runs[benchmark]) - 2 if scale.distinct_runs else 0  # runs besides the two replays
             files = [predictions[benchmark]] + [variant(predictions[benchmark], k, folder / f"predictions_{benchmark}_v{k}.jsonl")
                                                 for k in range(1, extra + 1)]
             if benchmark != "cg_bench":  # both replays read the same verdicts: the cache is warmed first
@@ -358,14 +360,14 @@ def measure(folder: Path, scale: Scale) -> dict:
             for k, file in enumerate(files[1:], 1):
                 lmms_eval_replay(file, tasks, folder / f"replay_{benchmark}_v{k}", env, "off")
                 runs[benchmark].append(folder / f"replay_{benchmark}_v{k}")
-            while len(runs[benchmark]) < max(REPORT_RUNS[benchmark]):  # --quick: the same runs again, under other labels
+            while len(runs[benchmark]) < max(report_runs[benchmark]):  # --quick: the same runs again, under other labels
                 runs[benchmark].append(runs[benchmark][len(runs[benchmark]) - 2])
             results = json.loads(results_file(runs[benchmark][0]).read_text())
             out["documents"][benchmark] = sum(entry.get("effective", 0) for entry in results.get("n-samples", {}).values())
             scored = lmms_vr(["score", str(runs[benchmark][0]), "--out", str(folder / f"scored_{benchmark}.json")], env)
             out["score"][benchmark] = scored.figures()
             out["report"][benchmark] = {}
-            for count in REPORT_RUNS[benchmark]:
+            for count in report_runs[benchmark]:
                 items = [f"run{i + 1}={path}" for i, path in enumerate(runs[benchmark][:count])]
                 for resamples in (scale.resamples, 0):
                     step = lmms_vr(["report", *items, "--out", str(folder / f"report_{benchmark}_{count}_{resamples}"),
