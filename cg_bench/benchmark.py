@@ -36,7 +36,7 @@ class CgBenchScoring(ScoringAdapter):
         from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
         from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
 
-        kept = kept_outcomes(records, settings) if judge is None else None
+        kept = kept_outcomes(records, settings)
         if kept is not None:  # the very records this process just scored: the outcomes it used
             return [dict(vars(outcome)) for outcome in kept]
         judge = judge if judge is not None or not self.needs_judge(records) else get_judge(self.judge_name)

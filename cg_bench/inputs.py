@@ -1,10 +1,10 @@
 """What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
 
-Frame choice is the official sampler's (`utils.video`): long video, grounding and open take
+Frame choice is the official sampler's (`utils/media/video.py`): long video, grounding and open take
 segment centres of the whole video (`frames.long_indices`, 128 by default); clue mode takes
 frames inside the clue intervals (`frames.clue_indices`, 32 by default). Indices are
 computed from `video_meta_info.json` (`max_frame`, `fps`), as the official runner does, so the
-prompt text needs no decoding. Subtitles follow `get_subtitles` (`utils.subtitles`): a cue is shown when its span strictly
+prompt text needs no decoding. Subtitles follow `get_subtitles` (`utils/media/subtitles.py`): a cue is shown when its span strictly
 contains a sampled frame's time (integer milliseconds), each line once, as `[start, end] text`.
 """
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.cg_bench import data, frames, prompts
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
@@ -53,7 +54,7 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 
 
 _cue_lock = threading.Lock()
-_cue_cache: dict[str, tuple] = {}
+_cue_cache: BoundedMemo[tuple] = BoundedMemo(1024)  # SRT cues per subtitle file
 _warned: set[str] = set()
 
 

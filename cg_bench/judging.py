@@ -25,6 +25,9 @@ JUDGE = register_defaults("cg_bench", JudgeDefaults("gpt-4o-2024-08-06", "MODEL_
                                                     ("OPENAI_BASE_URL", "OPENAI_API_URL")))
 
 STEP1_TAG, STEP2_TAG = "cg_bench.open.step1", "cg_bench.open.step2"
+# Replies in the prompts' output format, assumed by the cost estimate.
+EXPECTED_STEP1_REPLY = '```json\n{"result": 2}\n```'
+EXPECTED_STEP2_REPLY = '```json\n{"result": 1}\n```'
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ def step1_request(item: OpenItem) -> JudgeRequest:
         temperature=0.0,
         parse=lambda raw: judge_verdict(raw, (0, 1, 2)),
         tag=STEP1_TAG,
+        # The estimate assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
+        expected_reply=EXPECTED_STEP1_REPLY,
+        later_steps=1,
     )
 
 
@@ -77,6 +83,7 @@ def step2_request(item: OpenItem, frames: Sequence, plan: inputs.FramePlan, subt
         temperature=0.0,
         parse=lambda raw: judge_verdict(raw, (0, 1)),
         tag=STEP2_TAG,
+        expected_reply=EXPECTED_STEP2_REPLY,
     )
 
 

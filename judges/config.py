@@ -40,6 +40,35 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
 }
 
 
+# The OpenAI Batch API bills half the synchronous price; LMMS_VR_JUDGE_PRICES may state a model's own
+# "batch_input" / "batch_output" prices instead.
+BATCH_DISCOUNT = 0.5
+
+
+def batch_price(model: str, price: dict[str, float] | None, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
+    """USD per 1M tokens through a batch API: LMMS_VR_JUDGE_PRICES's `batch_input`/`batch_output`
+    for the model, else `BATCH_DISCOUNT` x ``price`` for OpenAI models (None: no batch price known)."""
+    raw = _get(os.environ if env is None else env, "LMMS_VR_JUDGE_PRICES")
+    entry = {}
+    if raw:
+        try:
+            entry = json.loads(raw).get(model) or {}
+        except (ValueError, AttributeError):
+            entry = {}
+    if isinstance(entry, dict) and "batch_input" in entry and "batch_output" in entry:
+        return {"input": float(entry["batch_input"]), "output": float(entry["batch_output"])}
+    from lmms_video_reasoning.judges.tokens import encoding_name
+
+    if price is None or encoding_name(model) is None:
+        return None
+    return {"input": price["input"] * BATCH_DISCOUNT, "output": price["output"] * BATCH_DISCOUNT}
+
+
+def price_of(model: str, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
+    """USD per 1M input/output tokens for ``model`` (LMMS_VR_JUDGE_PRICES, else the built-in list)."""
+    return JudgeConfig(model=model, prices=_prices(os.environ if env is None else env)).price()
+
+
 class JudgeConfigError(RuntimeError):
     """The judge cannot run as configured (bad variable, rejected key, unknown model).
 
@@ -309,7 +338,7 @@ def default_cache_path() -> Path:
         import platformdirs
 
         return Path(platformdirs.user_cache_dir("lmms_video_reasoning")) / "judge_cache.sqlite"
-    except ImportError:  # platformdirs is a transitive dependency; fall back to the XDG default
+    except ImportError:  # a declared dependency; a broken install falls back to the XDG default
         return Path.home() / ".cache" / "lmms_video_reasoning" / "judge_cache.sqlite"
 
 
@@ -376,7 +405,8 @@ def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def _prices(env: Mapping[str, str]) -> tuple[tuple[str, float, float], ...]:
-    """Parse LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}``."""
+    """Parse LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}`` (optional
+    ``batch_input`` / ``batch_output``: see `batch_price`)."""
     raw = _get(env, "LMMS_VR_JUDGE_PRICES")
     if raw is None:
         return ()

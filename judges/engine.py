@@ -44,6 +44,7 @@ from lmms_video_reasoning.judges.config import (
     default_model,
     not_configured_message,
 )
+from lmms_video_reasoning.utils.core import settings
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -83,6 +84,9 @@ class JudgeRequest:
     parse: Callable[[str], Any] | None = None  # raises parsing.ParseError -> re-ask
     max_reasks: int = 2
     tag: str = ""  # e.g. "<benchmark>.recall", for the per-tag accounting
+    # Protocol facts for the cost estimate and batch judging (judges/batch.py); they never change a verdict:
+    expected_reply: str | None = None  # a typical reply in the protocol's format (its tokens; the estimate follows it)
+    later_steps: int = 0  # judge calls that may follow this one in its chain, depending on its reply
 
 
 @dataclass
@@ -385,9 +389,8 @@ class Judge:
         one that does not is kept in the cache's ``rejected`` table and the request re-asked.
         """
         _validate(request)
-        replies = request.max_reasks + 1 if request.parse else 1
-        keys = [request_key(self.config.model, request.messages, request.max_tokens, request.temperature, attempt)
-                for attempt in range(replies)]
+        keys = request_keys(self.config.model, request)
+        replies = len(keys)
         # A verdict reached after re-asks is served too: a rerun repeats no call that succeeded.
         refused: dict[int, tuple[CachedReply, str]] = {}
         for attempt, key in enumerate(keys):
@@ -402,7 +405,7 @@ class Judge:
         parse_error: parsing.ParseError | None = None
         for attempt, key in enumerate(keys):
             try:
-                reply = self._fetch(request)
+                reply = self._fetch(request, key)
             except _NotComputed as missing:
                 self.stats.add(request.tag, not_computed=1)
                 return JudgeResult(False, None, None, str(missing), False)
@@ -468,7 +471,8 @@ class Judge:
 
     def accounting(self, extra: dict | None = None) -> dict:
         """Stats (with the models that answered), configuration (no key), budget and cache as one JSON-ready dict."""
-        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict()}
+        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict(),
+                   "settings": settings.resolved(scoring_only=True)}  # what else decided the scores
         if self.cache is not None:
             try:
                 summary["cache"] = self.cache.stats()
@@ -530,7 +534,7 @@ class Judge:
             return None  # this endpoint names its model differently (e.g. an Azure deployment)
         return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
-    def _fetch(self, request: JudgeRequest) -> CachedReply:
+    def _fetch(self, request: JudgeRequest, key: str = "") -> CachedReply:
         """POST with bounded retries: backoff with jitter, Retry-After honoured (capped);
         nothing is sent once the circuit breaker is open."""
         last_reason = "no attempt made"
@@ -647,10 +651,7 @@ class Judge:
         """
         import httpx
 
-        body: dict[str, Any] = {"model": self.config.model, "messages": request.messages, "max_tokens": request.max_tokens}
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        payload = json.dumps(request_body(self.config.model, request), ensure_ascii=False).encode("utf-8")
         deadline = time.monotonic() + self.config.timeout
         token = None
         try:
@@ -672,7 +673,7 @@ class Judge:
             _WATCHDOG.cancel(token)
         if status >= 300:
             self._raise_for_status(status, data, headers)
-        return _parse_completion(data, self.config.endpoint)
+        return parse_completion(data, self.config.endpoint)
 
     def _read_body(self, response, deadline: float) -> bytes:
         chunks, size = [], 0
@@ -743,8 +744,22 @@ class CacheOnlyJudge(Judge):
                              model_env="(cache only)", cache_path=path, max_calls=0)
         super().__init__(config)
 
-    def _fetch(self, request: JudgeRequest) -> CachedReply:
+    def _fetch(self, request: JudgeRequest, key: str = "") -> CachedReply:
         raise _NotComputed(NOT_COMPUTED)
+
+
+def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
+    """The chat-completion body sent for a request (also a batch file line's `body`)."""
+    body: dict[str, Any] = {"model": model, "messages": request.messages, "max_tokens": request.max_tokens}
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def request_keys(model: str, request: JudgeRequest) -> list[str]:
+    """The cache keys of a request's replies: the first ask and each re-ask."""
+    replies = request.max_reasks + 1 if request.parse else 1
+    return [request_key(model, request.messages, request.max_tokens, request.temperature, attempt) for attempt in range(replies)]
 
 
 def _read(request: JudgeRequest, raw: str) -> Any:
@@ -771,7 +786,7 @@ def _token_count(value: Any) -> int | None:
     return int(value)
 
 
-def _parse_completion(data: bytes, endpoint: str) -> CachedReply:
+def parse_completion(data: bytes, endpoint: str) -> CachedReply:
     """Reply text, usage and answering model from a chat-completion body; malformed bodies are retryable.
 
     A malformed or missing ``usage`` does not lose the reply: its tokens count as 0 and the
@@ -840,22 +855,25 @@ _judges: dict[tuple, Judge] = {}
 _budgets: dict[int | None, CallBudget] = {}
 _breakers: dict[str, CircuitBreaker] = {}  # endpoint -> the breaker its judges share
 _warned: set[str] = set()
-_cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
+# set by `judges_replaced_by`: (benchmark, its configured JudgeConfig or None) -> the judge to use
+_replacement: Callable[[str, "JudgeConfig | None"], "Judge | None"] | None = None
 
 
 def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
     """The shared Judge for ``benchmark`` configured from the environment, or None.
 
     None comes with one log line per benchmark per process naming the variables to set
-    (inside ``verdicts_from_cache``: a ``CacheOnlyJudge`` instead; ``quiet``: no line, for
+    (``quiet``: no line, for
     callers that only report on a judge if there is one). The same resolved
     configuration always gives the same instance (shared stats, cache and concurrency bound
     across tasks and threads of a process); all judges of a process share one call budget.
     """
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
+    if _replacement is not None:
+        replaced = _replacement(benchmark, config)
+        if replaced is not CONFIGURED:
+            return replaced
     with _registry_lock:
-        if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
-            return _cache_only_judge(benchmark, config)
         if config is None:
             if benchmark not in _warned and not quiet:
                 _warned.add(benchmark)
@@ -871,38 +889,40 @@ def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
         return judge
 
 
-def _cache_only_judge(benchmark: str, config: JudgeConfig | None) -> CacheOnlyJudge:
-    if config is not None:  # read what this configured judge would serve
-        model, cache_path, endpoint = config.model, config.cache_path, config.base_url
-    else:
-        model = _cache_only["models"].get(benchmark)
-        cache_path, endpoint = _cache_only["cache_path"], _cache_only["endpoint"]
-    identity = ("cache-only", benchmark, model, cache_path, endpoint)
-    judge = _judges.get(identity)
-    if judge is None:
-        judge = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
-    return judge
+def cache_only_judge(benchmark: str, model: str | None = None, cache_path: str | Path | None = None,
+                     endpoint: str | None = None) -> CacheOnlyJudge:
+    """The process's one ``CacheOnlyJudge`` for these arguments (shared stats across tasks)."""
+    identity = ("cache-only", benchmark, model, str(cache_path) if cache_path else None, endpoint)
+    with _registry_lock:
+        reader = _judges.get(identity)
+        if reader is None:
+            reader = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
+        return reader
+
+
+def cache_reader(judge: Judge) -> CacheOnlyJudge:
+    """A reader of what ``judge`` would serve from its cache (same model, cache and endpoint),
+    sending nothing: to re-read the verdicts a judging pass just used (a failed judgment stays
+    failed). Passed explicitly to the code that needs it; no judge of the process is swapped."""
+    config = judge.config
+    return cache_only_judge(config.benchmark, config.model, config.cache_path, config.base_url)
+
+
+CONFIGURED = object()  # a `judges_replaced_by` factory's answer: "use the configured judge as usual"
 
 
 @contextmanager
-def verdicts_from_cache(models: Mapping[str, str] | None = None, cache_path: str | Path | None = None,
-                        endpoint: str | None = None, instead_of_configured: bool = False) -> Iterator[None]:
-    """Within the block, ``get_judge(benchmark)`` gives a ``CacheOnlyJudge`` for every benchmark
-    with no judge configured, so benchmark code reads cached verdicts with no key; a configured
-    judge is used as usual. ``models``: {benchmark: the judge model its runs used}.
-    ``instead_of_configured``: configured judges too are replaced by a cache-only reader of
-    their own model and cache (re-reading what a judging pass just did, sending nothing).
-
-        with verdicts_from_cache({"<benchmark>": "gpt-4o-2024-08-06"}):
-            outcomes = bench.outcomes(records, settings)   # misses: NOT_COMPUTED, nothing sent
-    """
-    global _cache_only
+def judges_replaced_by(factory: Callable[[str, "JudgeConfig | None"], "Judge | None"]) -> Iterator[None]:
+    """Within the block, ``get_judge(benchmark)`` returns ``factory(benchmark, configured config or None)``
+    (``CONFIGURED``: the configured judge as usual). Only for `lmms-vr` commands that own the process:
+    how the cost estimate and batch judging (judges/batch.py) run the benchmarks' own judging code
+    with a judge that collects, estimates or imports instead of sending."""
+    global _replacement
     with _registry_lock:
-        saved = _cache_only
-        _cache_only = {"models": dict(models or {}), "cache_path": cache_path, "endpoint": endpoint,
-                       "instead_of_configured": instead_of_configured}
+        saved = _replacement
+        _replacement = factory
     try:
         yield
     finally:
         with _registry_lock:
-            _cache_only = saved
+            _replacement = saved

@@ -91,7 +91,7 @@ def test_exported_python_is_the_plugin_code_with_imports_rewritten(written):
     mapping = upstream.Mapping(result["folders"])
     modules = upstream.export_modules(result["folders"])
     assert any(name.endswith(".hooks") for name in modules) and f"{PACKAGE}.utils.results.aggregation" in modules
-    assert f"{PACKAGE}.utils.cli" not in modules and f"{PACKAGE}.utils.lmms_plugin" not in modules  # plugin tooling stays out
+    assert f"{PACKAGE}.utils.tools.cli" not in modules and f"{PACKAGE}.utils.lmms.plugin" not in modules  # plugin tooling stays out
 
     class DropImports(ast.NodeTransformer):  # isort regroups imports, at module level and in functions
         def visit_Import(self, node):

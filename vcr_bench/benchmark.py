@@ -26,7 +26,7 @@ class VcrBenchScoring(ScoringAdapter):
         from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
         from lmms_video_reasoning.vcr_bench import judging
 
-        kept = kept_outcomes(records, settings) if judge is None else None
+        kept = kept_outcomes(records, settings)
         if kept is not None:  # the very records this process just scored: the verdicts it used
             return kept
         judge = judge if judge is not None else get_judge(self.judge_name)

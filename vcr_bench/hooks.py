@@ -1,10 +1,10 @@
 """lmms-eval hooks of the VCR-Bench tasks (`tasks/vcr_bench/*.yaml` point here).
 
-Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model
+Inputs (README.md, "Tasks"; paper Table 5 for the ablations), chosen per task and model
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
   video      the video (models with native video input; the default, as in the paper):
              simple models get a proxy clip of exactly the frames their own path keeps
-             (`utils.model_video`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
+             (`utils/lmms/model_video.py`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
   frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
              written before the question (frame-based models: `openai`, `gpt4v`)
   one_frame  the middle frame only (`vcr_one_frame`)
@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.utils.lmms import model_video
 from lmms_video_reasoning.utils.lmms import preflight
@@ -48,6 +48,14 @@ FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
 INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
 LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
 OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
+VISUAL_MODE = settings.declare(VISUAL_MODE_ENV, "choice", "", "what the video tasks show: the video, frames, one frame "
+                               "or nothing", choices=VISUAL_MODES, scoring=True)
+INCLUDE_BACKGROUND = settings.declare(INCLUDE_BACKGROUND_ENV, "bool", False, "overall CoT counts Background Review "
+                                      "steps (paper-era code)", scoring=True)
+LENIENT_VERDICT = settings.declare(LENIENT_VERDICT_ENV, "bool", False, "the scoring judge's first standalone 0/1 "
+                                   "decides instead of the exact reply '1'", scoring=True)
+OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reversed intervals / boxes enter the IoU "
+                                     "rule as given, as officially", scoring=True)
 
 
 # ---------------------------------------------------------------- documents
@@ -55,7 +63,7 @@ OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
 
 def load_docs(dataset=None) -> Any:
     """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
-    before generation: `utils.preflight`)."""
+    before generation: `utils/lmms/preflight.py`)."""
     return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _MEDIA, judge="vcr_bench")
 
 
@@ -74,7 +82,10 @@ def task_settings(kwargs: dict | None) -> tuple[str, bool]:
     """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
     kwargs = kwargs or {}
     mode = kwargs.get("visual_mode", "video")
-    override = os.environ.get(VISUAL_MODE_ENV, "").strip()
+    try:
+        override = VISUAL_MODE.read()
+    except settings.SettingError as error:
+        raise DataError(f"VCR-Bench visual mode: {error}") from None
     if override and mode in ("video", "frames"):
         mode = override
     if mode not in VISUAL_MODES:
@@ -193,11 +204,8 @@ def resolve_settings(settings: dict | None = None) -> dict:
     (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
     the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
     interval bounds / box corners enter the IoU rule as given, as officially)."""
-    def env(name: str) -> bool:
-        return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-    merged = {"include_background": env(INCLUDE_BACKGROUND_ENV), "lenient_verdict": env(LENIENT_VERDICT_ENV),
-              "official_reversed": env(OFFICIAL_REVERSED_ENV)}
+    merged = {"include_background": INCLUDE_BACKGROUND.read(), "lenient_verdict": LENIENT_VERDICT.read(),
+              "official_reversed": OFFICIAL_REVERSED.read()}
     merged.update(settings or {})
     return merged
 

@@ -1,8 +1,9 @@
 """VCR-Bench scoring: judge-reply parsers, grounding IoU and the metric arithmetic.
 
-Small pure functions; each cites the rule it implements in
-`../shared/reference/vcr_bench/PROTOCOL.md` ("Judging" and "Metrics"). Nothing here calls a
-judge: `judging.py` does, and hands the parsed replies to these functions.
+Small pure functions; each cites the rule it implements in the VCR-Bench protocol: the official
+evaluation code (zhishuifeiqian/VCR-Bench `eval_code/`, commit 4e564b7) and the paper (the
+folder's README.md, "How scoring runs", summarises them and lists where this suite differs). Nothing here calls a judge: `judging.py` does, and hands the
+parsed replies to these functions.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ RECALL_ALIASES = {"Match": "Matched", "Unmatch": "Unmatched", "Not Matched": "Un
 PRECISION_LABELS = ("Matched", "Wrong", "Redundant")
 PRECISION_ALIASES = {"Match": "Matched", "Incorrect": "Wrong", "Unmatched": "Wrong"}
 
-# Grounding answers are judged by IoU when both sides parse (PROTOCOL.md, "Judging" 2).
+# Grounding answers are judged by IoU when both sides parse (README.md, "How scoring runs" 2).
 VTG_IOU_THRESHOLD = 0.7  # time IoU must exceed this
 TSG_IOU_THRESHOLD = 0.5  # box IoU must exceed this
 
@@ -194,7 +195,7 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
     intervals -> correct iff time IoU > 0.7; else both parse as integer boxes -> box IoU > 0.5.
     Where the official code raises inside this rule (a zero-area union, a literal nested too
     deeply, a non-text answer) the sample scores 0: (False, None). Reversed bounds are read in
-    order unless `official_reversed` (PROTOCOL.md, "Judging" 2; README differences).
+    order unless `official_reversed` (README.md, "How scoring runs" 2; README differences).
     """
     ordered = not official_reversed
     try:
@@ -238,7 +239,7 @@ def bare_answer_steps(correct: bool) -> list[dict]:
 
 def model_failed(record: dict) -> bool:
     """True when the model gave no answer: lmms-eval returned its failure placeholder
-    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `utils.responses`) instead of a response.
+    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `utils/lmms/responses.py`) instead of a response.
 
     Such a sample is never judged: wrong for accuracy (an unanswered question), out of the
     CoT means (there are no steps to rate) and counted in `model_failed`. The response is
@@ -259,7 +260,7 @@ def _types_for(kind: str, include_background: bool) -> tuple[str, ...]:
 def recall_ratios(steps: Iterable[dict], include_background: bool = False) -> dict[str, float | None]:
     """Per kind: Matched / reference steps of that type; None when the sample has none.
 
-    Overall leaves Background Review steps out unless `include_background` (PROTOCOL.md, "Metrics").
+    Overall leaves Background Review steps out unless `include_background` (README.md, "How scoring runs").
     """
     steps = list(steps)
     out = {}

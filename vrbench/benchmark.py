@@ -24,14 +24,13 @@ class VrBenchScoring(ScoringAdapter):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.vrbench import judging
-
         from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
+        from lmms_video_reasoning.vrbench import judging
 
         if not self.needs_judge(records):
             return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
         # the very records this process just scored: the ratings it used
-        rated = kept_outcomes(records, settings["protocol"]) if judge is None else None
+        rated = kept_outcomes(records, settings["protocol"])
         if rated is not None:
             return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
         judge = judge if judge is not None else get_judge(self.judge_name)

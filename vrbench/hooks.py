@@ -24,11 +24,11 @@ the model the original path.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer, keep_outcomes
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
@@ -57,6 +57,12 @@ DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
 VIDEO_FRAMES = ("protocol", "model")
 DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
+PROTOCOL = settings.declare(PROTOCOL_ENV, "choice", "default", "VRBench protocol: this suite's default or the "
+                            "official code's", choices=PROTOCOLS, scoring=True)
+NUM_FRAMES = settings.declare(NUM_FRAMES_ENV, "int", None, "frames for frame-based models (overrides the task's "
+                              "num_frames)", minimum=1, scoring=True)
+VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what video-native models see: the protocol's "
+                                        "frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
@@ -69,10 +75,10 @@ MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed
 
 def protocol_from_env() -> str:
     """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
-    value = os.environ.get(PROTOCOL_ENV, "").strip() or "default"
-    if value not in PROTOCOLS:
-        raise DataError(f"{PROTOCOL_ENV}={value!r} is not a VRBench protocol; use one of {', '.join(PROTOCOLS)}")
-    return value
+    try:
+        return PROTOCOL.read()
+    except settings.SettingError as error:
+        raise DataError(str(error)) from None
 
 
 def build_docs(mode: str, protocol: str) -> list[dict]:
@@ -83,7 +89,7 @@ def build_docs(mode: str, protocol: str) -> list[dict]:
     return docs
 
 
-# Checked before generation (`utils.preflight`): the videos (not for the text-only task) and
+# Checked before generation (`utils/lmms/preflight.py`): the videos (not for the text-only task) and
 # the judge (not for the MCQ-only task).
 _MEDIA = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
 
@@ -115,7 +121,7 @@ def load_docs_official(_placeholder=None):
 
 def num_frames(kwargs: dict | None) -> int:
     """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
-    value = os.environ.get(NUM_FRAMES_ENV, "").strip() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
+    value = NUM_FRAMES.read() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
     try:
         count = int(value)
     except (TypeError, ValueError):
@@ -150,14 +156,14 @@ def video_frames(kwargs: dict | None) -> str:
     video clip (the paper ran every model, video-native ones included, on these frames, with
     per-model frame counts in its Table A3). `model`: the model samples the full video itself.
     """
-    value = os.environ.get(VIDEO_FRAMES_ENV, "").strip() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
+    value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
         raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_ENV} or lmms_eval_specific_kwargs)")
     return value
 
 
 def video_input(doc: dict, kwargs: dict | None) -> str:
-    """The video handed to a video-native model (`utils.model_video`): a clip of the protocol
+    """The video handed to a video-native model (`utils/lmms/model_video.py`): a clip of the protocol
     frames, or (`video_frames: model`) of exactly the frames the calling model's own path
     keeps (the original path for models it does not know). `LMMS_VR_VIDEO_INPUT=path`: the
     original path. The file is decoded either way: lmms-eval's qwen2_vl would log a decode

@@ -15,15 +15,19 @@ waits until lmms-eval's own modules are imported and then calls the matching fun
   lmms-eval's usage summary (before `lmms_eval.evaluator` binds its functions).
 
 A hook that fails is logged and never breaks the import of lmms-eval. Set
-LMMS_VR_NO_AUTOLOAD=1 to switch all of this off.
+LMMS_VR_NO_AUTOLOAD=1 to switch all of this off (the usual boolean rule of
+utils/core/settings.py; an unreadable value leaves the hooks off and says so on stderr).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
+from lmms_video_reasoning.utils.core import settings
+
 DISABLE_ENV = "LMMS_VR_NO_AUTOLOAD"
+NO_AUTOLOAD = settings.declare(DISABLE_ENV, "bool", False, "switch off the hooks that make this suite look built in "
+                               "to every lmms-eval command")
 
 # lmms-eval module -> function of lmms_plugin called right after that module is executed
 HOOKS = {
@@ -83,7 +87,11 @@ class PostImportFinder:
 
 def install() -> None:
     """Put the finder first on `sys.meta_path` (once); hook modules already imported now."""
-    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+    try:
+        if NO_AUTOLOAD.read():
+            return
+    except settings.SettingError as error:  # at interpreter start: say so, never fail
+        print(f"lmms-video-reasoning: hooks off: {error}", file=sys.stderr)
         return
     if not any(isinstance(finder, PostImportFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, PostImportFinder())

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import hashlib
 import json
 import logging
 import math
 import os
-import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
+from lmms_video_reasoning.utils.lmms import run_output
 
 Records = Sequence[dict]
 
@@ -42,48 +44,53 @@ def records_key(records: Records) -> str:
     aggregation (and standard error) a list of the same record objects: those are hashed once
     (records are never changed after `process_results` built them)."""
     identity = tuple(map(id, records))
-    with _memo_lock:
-        known = _keys.get(identity)
-        if known is not None:
-            _keys.move_to_end(identity)
-            return known[1]
+    known = _keys.get(identity)
+    if known is not None:
+        return known[1]
     digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
     key = hashlib.sha256("".join(digests).encode()).hexdigest()
-    with _memo_lock:
-        _keys[identity] = (list(records), key)  # the records held: their ids stay theirs
-        while len(_keys) > MEMO_SIZE:
-            _keys.popitem(last=False)
+    _keys[identity] = (list(records), key)  # the records held: their ids stay theirs
     return key
 
 
-MEMO_SIZE = 8  # record lists (tasks) remembered by identity
-_memo_lock = threading.Lock()
-_keys: OrderedDict[tuple[int, ...], tuple[list, str]] = OrderedDict()
+_keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)  # record lists (a run's tasks) by identity
+# Outcomes of the scoring in progress (`ScoreOnce`), for the standard error of the same records.
 _outcomes: OrderedDict[tuple[int, ...], tuple[list, Any, Any]] = OrderedDict()
+_outcomes_lock = threading.Lock()
+_keeping: contextvars.ContextVar[bool] = contextvars.ContextVar("lmms_vr_keeping_outcomes", default=False)
+OUTCOMES_KEPT = 8
 
 
 def keep_outcomes(records: Records, settings: Any, outcomes: Any) -> None:
-    """Remember the per-sample outcomes a task's scoring just computed for these record objects
-    under these settings: the standard error of the same records (`standard_error.py`) and
-    `lmms-vr score` reuse them (`kept_outcomes`) instead of parsing every reply or reading every
-    verdict from the judge cache again."""
+    """Remember the per-sample outcomes a task's aggregation (`ScoreOnce`) just computed for
+    these record objects under these settings: the standard error of the same records
+    (`standard_error.py`) reuses them (`kept_outcomes`) instead of parsing every reply or reading
+    every verdict from the judge cache again. Outside an aggregation (a cost estimate's pass,
+    `lmms-vr score`) nothing is kept."""
+    if not _keeping.get():
+        return
     identity = tuple(map(id, records))
-    with _memo_lock:
+    with _outcomes_lock:
         _outcomes[identity] = (list(records), settings, outcomes)
-        while len(_outcomes) > MEMO_SIZE:
+        while len(_outcomes) > OUTCOMES_KEPT:
             _outcomes.popitem(last=False)
 
 
 def kept_outcomes(records: Records, settings: Any) -> Any | None:
     """The outcomes `keep_outcomes` remembered for these very record objects and settings, else
     None. Handed out once (then forgotten: the run's memory is not held for them)."""
-    with _memo_lock:
-        identity = tuple(map(id, records))
+    identity = tuple(map(id, records))
+    with _outcomes_lock:
         kept = _outcomes.get(identity)
         if kept is None or kept[1] != settings:
             return None
         del _outcomes[identity]
     return kept[2]
+
+
+def _forget_outcomes(records: Records) -> None:
+    with _outcomes_lock:
+        _outcomes.pop(tuple(map(id, records)), None)
 
 
 class ScoringFailed(dict):
@@ -102,7 +109,7 @@ class ScoreOnce:
 
     def __init__(self, score: Callable[[Records], dict[str, Any]]):
         self._score = score
-        self._results: dict[str, dict[str, Any]] = {}
+        self._results: BoundedMemo[dict[str, Any]] = BoundedMemo(32)  # a run's tasks, several times over
         self._lock = threading.Lock()
 
     def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
@@ -118,15 +125,20 @@ class ScoreOnce:
             if key in self._results:
                 return self._results[key], False
             saved = save_records(records, run)
+            log_judging_estimate(self._score, records)
+            keeping = _keeping.set(True)  # the outcomes of this scoring serve the standard error
             try:
                 self._results[key] = self._score(records)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
+                _forget_outcomes(records)
                 self._results[key] = ScoringFailed(error)
                 log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
                           "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
                           _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",
                           run.folder if run is not None else "<output_path>")
                 log.debug("scoring traceback", exc_info=True)
+            finally:
+                _keeping.reset(keeping)
             return self._results[key], True
 
     def aggregation(self, metric: str, after: AfterScoring | None = None) -> Callable[..., Any]:
@@ -155,9 +167,43 @@ class ScoreOnce:
         return aggregate
 
 
-def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
-    from lmms_video_reasoning.utils.results import standard_error
+def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> None:
+    """One log line with the bill of the judging about to start: requests not in the judge cache,
+    tokens and price (synchronous and batched), from a pass of the same scoring that sends nothing
+    (`judges.batch.JudgePass`; later steps, which depend on replies, are named, not priced).
+    Never raises: an estimate is worth a line, never the run."""
+    from lmms_video_reasoning.judges.batch import JudgePass
+    from lmms_video_reasoning.judges.engine import judges_replaced_by
+    from lmms_video_reasoning.utils.lmms import judge_usage
+    from lmms_video_reasoning.utils.results.batch_judging import estimate_line, quiet_judging
 
+    task = judge_usage.current_task()
+    if task is None:
+        return  # not inside lmms-eval's aggregation of one of our tasks
+    try:
+        from lmms_video_reasoning.utils.core import registry
+        from lmms_video_reasoning.utils.results.score import task_spec
+
+        if not registry.get(task_spec(task).benchmark).scoring.needs_judge(records):
+            return  # nothing to judge: no second pass over the records
+        judge_pass = JudgePass("estimate", walk=False, configured_only=True)
+        judge_pass.task = task
+        with quiet_judging(), judges_replaced_by(judge_pass):
+            score(records)
+        line = estimate_line(judge_pass.task, judge_pass)
+    except Exception as error:  # noqa: BLE001
+        log.debug("judging estimate failed: %s: %s", type(error).__name__, error)
+        return
+    if line:
+        log.warning(line)
+
+
+def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
+    # By name, at call time: the bootstrap needs the report's statistics, which the upstream
+    # export (utils/tools/upstream.py follows imports) does not ship with the aggregation.
+    import importlib
+
+    standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
     return standard_error.stderr_function(aggregation, bootstrap_iters)
 
 
@@ -252,36 +298,13 @@ def run_files(args: Any) -> RunFiles | None:
     """The output files of the lmms-eval run in progress (None without `--output_path`).
 
     lmms-eval writes to `<output_path>/<sanitized model name>/<date_id>_results.json` after the
-    aggregation; its `simple_evaluate` holds the date and the model folder, read from its frame
-    (else rebuilt from the CLI arguments the way lmms-eval builds them).
+    aggregation; `run_output.run_identity` finds that date and folder (touchpoint `run-files`).
     """
     path = getattr(args, "output_path", None) if args is not None else None
     if not path:
         return None
-    date_id, model_folder = _evaluation_in_progress()
-    if model_folder is None or date_id is None:
-        try:
-            from lmms_eval.loggers.evaluation_tracker import GeneralConfigTracker
-            from lmms_eval.utils import get_datetime_str, sanitize_model_name
-
-            model_folder = sanitize_model_name(GeneralConfigTracker._get_model_name(str(getattr(args, "model_args", "") or "")))
-            date_id = date_id or get_datetime_str(timezone=getattr(args, "timezone", None) or "Asia/Singapore").replace(":", "-")
-        except Exception:  # noqa: BLE001 - another lmms-eval version: the output folder and a UTC time
-            model_folder = model_folder or ""
-            date_id = date_id or datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    date_id, model_folder = run_output.run_identity(args)
     return RunFiles(Path(path) / model_folder if model_folder else Path(path), date_id)
-
-
-def _evaluation_in_progress() -> tuple[str | None, str | None]:
-    """(date_id, model folder) of lmms-eval's `simple_evaluate` on this thread's stack."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "simple_evaluate" and "datetime_str" in frame.f_locals:
-            tracker = frame.f_locals.get("evaluation_tracker")
-            folder = getattr(getattr(tracker, "general_config_tracker", None), "model_name_sanitized", None)
-            return str(frame.f_locals["datetime_str"]).replace(":", "-"), folder
-        frame = frame.f_back
-    return None, None
 
 
 AfterScoring = Callable[[dict[str, Any], "RunFiles | None"], None]

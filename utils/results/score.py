@@ -181,7 +181,7 @@ def response_text(row: dict) -> str:
     """A predict-only line's response as the tasks' `process_results` receives it: the raw
     generation (`resps`). `filtered_resps` may hold it with the reasoning blocks stripped
     (lmms-eval's `--reasoning_tags`); the tasks set `reasoning_tags: none` and split the reply
-    themselves (`utils.responses`)."""
+    themselves (`utils/lmms/responses.py`)."""
     value = row.get("resps", row.get("filtered_resps"))
     while isinstance(value, list) and value:
         value = value[0]
@@ -632,12 +632,11 @@ def score_task(task: str, records: Sequence[dict], source: str = "", with_outcom
         accounting = {**judge.accounting(), "stats": _stats_delta(before, judge.stats.as_dict())}
     outcomes = None
     if with_outcomes and judge is not None and judge.cache is not None:
-        from lmms_video_reasoning.judges import verdicts_from_cache
+        from lmms_video_reasoning.judges import cache_reader
 
         # Read back the verdicts the scoring just used; a failed judgment stays failed rather
         # than being asked again (which could give outcomes other than the metrics).
-        with verdicts_from_cache(instead_of_configured=True):
-            outcomes = bench.outcomes(records, settings)
+        outcomes = bench.outcomes(records, settings, judge=cache_reader(judge))
     elif with_outcomes and judge is None:
         outcomes = bench.outcomes(records, settings)
     elif with_outcomes:
@@ -754,7 +753,10 @@ def main(args) -> int:
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
     try:
         gathered, skipped = gather_records(Path(args.path), args.task)
-        scores = [_score(item) for item in gathered]
+        if _batch_step(args, gathered):
+            return 0
+        with _verdicts_source(args, gathered):
+            scores = [_score(item) for item in gathered]
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
@@ -777,6 +779,51 @@ def main(args) -> int:
                 raise DataError(f"cannot write the results to {path}: {error.strerror or error} (give another --out)") from None
             print(f"\nresults{f' of run {run}' if len(runs) > 1 else ''} written to {path}")
     return 3 if outages else 0
+
+
+def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
+    """--estimate, --batch-export, --batch-import (then nothing is scored: True) and --batch (judging
+    through the Batch API before the scoring: False). See `batch_judging`."""
+    from lmms_video_reasoning.utils.results import batch_judging
+
+    if getattr(args, "estimate", False):
+        data = batch_judging.estimate(gathered)
+        batch_judging.print_estimate(data)
+        if args.out:
+            Path(args.out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            print(f"\nestimate written to {args.out}")
+        return True
+    if getattr(args, "batch_export", None):
+        batch_judging.print_export(batch_judging.export(gathered, Path(args.batch_export)))
+        return True
+    if getattr(args, "batch_import", None):
+        batch_judging.print_import(batch_judging.import_results(gathered, Path(args.batch_import)), args.batch_import)
+        return True
+    if getattr(args, "batch", False):
+        batch_judging.print_api(batch_judging.api_judging(gathered))
+    return False
+
+
+def _verdicts_source(args, gathered: Sequence[Gathered]):
+    """After --batch, every verdict is read from the cache (a request the batches could not answer
+    is not sent now: it is counted as failed). With no judge configured, a benchmark whose judge
+    model has batch-imported replies in the cache is scored from them (a GPU node with no key)."""
+    from contextlib import nullcontext
+
+    from lmms_video_reasoning.judges.engine import CONFIGURED, cache_only_judge, judges_replaced_by
+    from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
+
+    if getattr(args, "batch", False):  # every judge reads its own cache, sending nothing
+        return judges_replaced_by(lambda benchmark, config: cache_only_judge(
+            benchmark, *((config.model, config.cache_path, config.base_url) if config is not None else ())))
+    names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
+    models = cache_answers_for(names)
+    if models:
+        print("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
+              "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+        return judges_replaced_by(lambda benchmark, config: CONFIGURED if config is not None
+                                  else cache_only_judge(benchmark, models.get(benchmark)))
+    return nullcontext()
 
 
 def _score(item: Gathered) -> TaskScore:

@@ -8,7 +8,7 @@ questions, or videos whose questions are correlated), the report's seed and resa
 and the same code (`report.bootstrap_values`: each sample's contribution computed once, the
 resamples as sums over arrays, `resampling.py`). The per-sample outcomes are the ones the
 task's scoring just computed (`aggregation.kept_outcomes`), else read back through the judge
-cache without sending anything (``judges.verdicts_from_cache``), so they cost no call. One
+cache without sending anything (``judges.cache_reader``), so they cost no call. One
 bootstrap per distinct list of records serves all of a task's headline metrics; on a full
 CG-Bench run it takes about a second (`benchmarks/statistics.py`).
 
@@ -28,6 +28,8 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
+
 log = logging.getLogger("lmms_video_reasoning.standard_error")
 
 REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
@@ -39,7 +41,7 @@ _OFF, _ON = ("off", "0", "false", "no"), ("", "on", "1", "true", "yes")
 
 _lock = threading.Lock()
 _said: set[str] = set()  # log lines already written once in this process
-_bootstraps: dict[tuple, dict[str, float]] = {}
+_bootstraps: BoundedMemo[dict[str, float]] = BoundedMemo(64)  # per task's records
 
 
 def find_benchmark(aggregation: Callable) -> tuple[str, str] | None:
@@ -127,7 +129,7 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPO
 def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> dict[str, float]:
     import numpy as np
 
-    from lmms_video_reasoning.judges import get_judge
+    from lmms_video_reasoning.judges import cache_reader, get_judge
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.results import report, resampling
 
@@ -139,15 +141,9 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
                         "not configured" if judge is None else "cache off")
             return {}
     settings = bench.settings(records)
-    if bench.needs_judge(records):
-        from lmms_video_reasoning.judges import verdicts_from_cache
-
-        # Read back the verdicts the aggregation just used: a failed judgment stays failed,
-        # as in the metrics, and is never paid for again.
-        with verdicts_from_cache(instead_of_configured=True):
-            outcomes = bench.outcomes(records, settings)
-    else:
-        outcomes = bench.outcomes(records, settings)
+    # Read back the verdicts the aggregation just used: a failed judgment stays failed, as in
+    # the metrics, and is never paid for again.
+    outcomes = bench.outcomes(records, settings, judge=cache_reader(judge) if bench.needs_judge(records) else None)
     if outcomes is None:
         log.warning("%s: no judge configured, so no standard errors for its judged metrics", benchmark)
         return {}

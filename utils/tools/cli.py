@@ -1,10 +1,12 @@
 """`lmms-vr`: the suite's command line.
 
+    lmms-vr doctor                           which lmms-eval integrations are active, with fixes
     lmms-vr tasks-path                       print the task folder (for --include_path)
     lmms-vr sample --out DIR                 write the generated sample benchmark
     lmms-vr demo                             sample + replay predictions through lmms-eval
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
+        [--estimate | --batch-export F | --batch-import F | --batch]   judging cost, batch files, Batch API
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
     lmms-vr upstream --lmms-eval DIR         write this suite into an lmms-eval checkout (a PR)
 """
@@ -80,7 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("path", help="an lmms-eval --output_path folder, a samples .jsonl, or a replay predictions .jsonl")
     score.add_argument("--task", help="optional: score only this task. Needed only when PATH does not say it: a predictions "
                                       "file whose lines have no `task` field, or a samples file not named *_samples_<task>.jsonl")
-    score.add_argument("--out", help="write a results JSON shaped like lmms-eval's")
+    score.add_argument("--out", help="write a results JSON shaped like lmms-eval's (with --estimate: the estimate as JSON)")
+    judging = score.add_mutually_exclusive_group()
+    judging.add_argument("--estimate", action="store_true",
+                         help="print the judging bill (requests not cached, tokens, price synchronous and batched); nothing is sent")
+    judging.add_argument("--batch-export", metavar="REQUESTS.jsonl",
+                         help="write every judge request that can be made now as Batch API / `vllm run-batch` input lines")
+    judging.add_argument("--batch-import", metavar="RESULTS.jsonl",
+                         help="fill the judge cache from batch results (validated like synchronous replies)")
+    judging.add_argument("--batch", action="store_true",
+                         help="judge through the OpenAI Batch API (half price; resumable), then score from the cache")
     score.set_defaults(run=_delegate("results.score"))
 
     report = sub.add_parser("report", help="the papers' tables, with CIs and plots")
@@ -97,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     upstream.add_argument("--pr-out", default="lmms_eval_pr.md", help="where to write the PR description")
     upstream.add_argument("--validation", help="JSON {command: {n, passed}} from a validation run, for the PR's table")
     upstream.set_defaults(run=_delegate("tools.upstream"))
+
+    doctor = sub.add_parser("doctor", help="which integrations with lmms-eval are active here, and the fix for each that is not")
+    doctor.add_argument("--no-network", action="store_true", help="do not contact the judge endpoints")
+    doctor.add_argument("--json", action="store_true", help="the findings as JSON")
+    doctor.set_defaults(run=_delegate("tools.doctor"))
     return parser
 
 
