@@ -28,6 +28,7 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 
 log = logging.getLogger("lmms_video_reasoning.standard_error")
@@ -36,8 +37,9 @@ REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
 REPORT_SEED = 0  # `lmms-vr report --seed` default
 _PACKAGE = "lmms_video_reasoning."
 
-STDERR_ENV = "LMMS_VR_STDERR"  # `off`: no standard errors for this suite's metrics (N/A)
-_OFF, _ON = ("off", "0", "false", "no"), ("", "on", "1", "true", "yes")
+STDERR_ENV = "LMMS_VR_STDERR"
+STDERR = settings.declare(STDERR_ENV, "bool", True, "bootstrap standard errors of the headline metrics in lmms-eval's Stderr "
+                          "column (about a second per task at full size); off: N/A")
 
 _lock = threading.Lock()
 _said: set[str] = set()  # log lines already written once in this process
@@ -60,17 +62,19 @@ def find_benchmark(aggregation: Callable) -> tuple[str, str] | None:
 
 
 def enabled() -> bool:
-    """`LMMS_VR_STDERR` is not `off` (said once in the log when it is). A value that is neither
-    keeps them on, with one error line naming the accepted values (the run goes on)."""
-    value = os.environ.get(STDERR_ENV, "").strip().lower()
-    if value in _ON:
+    """`LMMS_VR_STDERR` is not off (said once in the log when it is). A value the setting does not
+    accept keeps them on, with one error line naming the variable and the accepted values: this is
+    read while lmms-eval aggregates, where raising would lose the run's results."""
+    try:
+        on = STDERR.read()
+    except settings.SettingError as error:
+        _say_once("bad", logging.ERROR, "%s; standard errors stay on", error)
         return True
-    if value in _OFF:
+    if not on:
         _say_once("off", logging.INFO, "%s=%s: no standard errors for this suite's metrics (lmms-eval's Stderr column "
-                  "shows N/A); `lmms-vr report` computes the confidence intervals from the samples file", STDERR_ENV, value)
-        return False
-    _say_once("bad", logging.ERROR, "%s=%r is not one of on / off; standard errors stay on", STDERR_ENV, value)
-    return True
+                  "shows N/A); `lmms-vr report` computes the confidence intervals from the samples file",
+                  STDERR_ENV, os.environ.get(STDERR_ENV, "").strip())
+    return on
 
 
 def _say_once(key: str, level: int, message: str, *args: Any) -> None:
