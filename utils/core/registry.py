@@ -31,9 +31,11 @@ class ScoringAdapter:
     `outcomes` runs the same judging / parsing per sample (through the judge cache) and
     returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes
     with the benchmark's pure aggregation functions, so a bootstrap resample is re-aggregated
-    exactly as the benchmark aggregates (macro means, F1 of means, joins per question).
-    `judge` is the judge to use (the configured one by default; the report passes a reader
-    of the judge cache, which never calls an endpoint).
+    exactly as the benchmark aggregates (macro means, F1 of means, joins per question);
+    `columns` is the same as arrays (each sample's contribution once, the metrics from sums:
+    the fast bootstrap, `utils/results/resampling.py`); `report_record` is what those read of a
+    record (all the report keeps). `judge` is the judge to use (the configured one by default;
+    the report passes a reader of the judge cache, which never calls an endpoint).
     """
 
     name = ""

@@ -434,14 +434,6 @@ def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) 
     return coverage
 
 
-def stored_outcomes(path: Path) -> list[dict] | None:
-    """The per-sample outcomes `lmms-vr score --out` stored in its samples file (None if absent)."""
-    rows = read_jsonl(path)
-    if rows and all(OUTCOME_KEY in row for row in rows):
-        return [row[OUTCOME_KEY] for row in rows]
-    return None
-
-
 def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
     """Records for replay predictions (`{"task", "id", "response"}`), matched on `sample_id`.
 
