@@ -13,7 +13,9 @@ reads none). Then, in one run, side by side:
   multiple-choice and grounding tasks of the full split, 72,774 documents; VCR-Bench
   `vcr_cot` and VRBench `vr_bench`, judged by the sample judge on a local server, its cache
   warmed first so both runs read the same verdicts), with the standard-error hook on and off
-  (`LMMS_VR_STDERR=off`): ``instderr_overhead_ratio`` = on / off (the worst benchmark);
+  (`LMMS_VR_STDERR=off`): ``instderr_overhead_ratio`` = on / off of the lmms-eval process's CPU
+  time (user + sys; the worst benchmark), ``instderr_overhead_ratio_wall`` the same in wall time
+  (on this shared 2-core machine wall time varies with the other jobs by more than the hook costs);
 - ``score``: `lmms-vr score` on each replay's output folder;
 - ``report``: `lmms-vr report` on 1, 2 and 4 full CG-Bench runs (and 4 VCR-Bench and VRBench
   runs) at 1000 resamples and at 0: ``report_ratio_4runs`` (1000 / 0, four CG-Bench runs),
