@@ -16,6 +16,8 @@ reads none). Then, in one run, side by side:
   (`LMMS_VR_STDERR=off`): ``instderr_overhead_ratio`` = on / off of the lmms-eval process's CPU
   time (user + sys; the worst benchmark), ``instderr_overhead_ratio_wall`` the same in wall time
   (on this shared 2-core machine wall time varies with the other jobs by more than the hook costs);
+  ``instderr_s``: the standard errors' own CPU seconds, timed in this process on each run's
+  records as lmms-eval's aggregation asks for them (the scoring's outcomes reused);
 - ``score``: `lmms-vr score` on each replay's output folder;
 - ``report``: `lmms-vr report` on 1, 2 and 4 full CG-Bench runs (and 4 VCR-Bench and VRBench
   runs) at 1000 resamples and at 0: ``report_ratio_4runs`` (1000 / 0, four CG-Bench runs),
@@ -61,10 +63,11 @@ class Scale:
     resamples: int  # the report's bootstrap (and the in-run standard error's)
     check_resamples: int  # resamples of the same_intervals check
     distinct_runs: bool  # the 4-run reports read 4 different runs (else runs 3 and 4 are runs 1 and 2 again)
+    repeats: int  # replays with the hook off and on, interleaved; the least time of each side is kept
 
 
-FULL = Scale(12_129, 1_219, 1_034, 859, 8_243, 960, 1000, 20, True)
-QUICK = Scale(300, 40, 60, 50, 120, 14, 200, 50, False)
+FULL = Scale(12_129, 1_219, 1_034, 859, 8_243, 960, 1000, 20, True, 2)
+QUICK = Scale(300, 40, 60, 50, 120, 14, 200, 50, False, 1)
 
 
 def mark(text: str, copy: int) -> str:
@@ -246,6 +249,39 @@ def run_step(command: list[str], env: dict[str, str], what: str) -> Step:
     return Step(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output)
 
 
+def least(steps: list[Step]) -> Step:
+    """The repeats of one step: the least wall and CPU time (the runs least disturbed), the largest peak."""
+    return Step(min(s.wall_s for s in steps), min(s.cpu_s for s in steps), max(s.peak_mb for s in steps), steps[-1].output)
+
+
+def hook_seconds(tasks: str, run: Path, env: dict[str, str]) -> float:
+    """The standard errors' own cost, in this process as lmms-eval's aggregation pays it: each
+    task's records read back from the run, every metric's aggregation called (the scoring, once),
+    then every metric's standard error timed (`stderr_for`, as lmms-eval asks for it)."""
+    import importlib
+
+    from lmms_video_reasoning.utils.results import score
+
+    os.environ.update(env)  # the judge (its cache is warm: nothing is sent)
+    spent = 0.0
+    for task in tasks.split(","):
+        spec = score.task_spec(task)
+        [samples] = sorted(run.rglob(f"*_samples_{task}.jsonl"))
+        records = score.records_from_samples(samples, spec)
+        hooks = importlib.import_module(spec.process_results.rpartition(".")[0])
+        aggregations = {metric: getattr(hooks, f"aggregate_{metric}") for metric in spec.metrics}
+        items = {metric: list(records) for metric in spec.metrics}  # lmms-eval: one list per metric, the same records
+        for metric, aggregate in aggregations.items():
+            aggregate(items[metric])
+        started = time.process_time()
+        for metric, aggregate in aggregations.items():
+            stderr = aggregate.stderr_for(100_000)  # lmms-eval's default bootstrap_iters
+            if stderr is not None:
+                stderr(items[metric])
+        spent += time.process_time() - started
+    return spent
+
+
 def lmms_eval_replay(predictions: Path, tasks: str, output_path: Path, env: dict[str, str], stderr: str) -> Step:
     command = [sys.executable, "-m", "lmms_eval", "--model", "vr_replay", "--model_args", f"predictions={predictions}",
                "--tasks", tasks, "--log_samples", "--output_path", str(output_path), "--verbosity", "WARNING"]
@@ -351,12 +387,18 @@ def measure(folder: Path, scale: Scale) -> dict:
                 for task in tasks.split(","):
                     for file in files:
                         lmms_vr(["score", str(file), "--task", task, "--out", str(folder / f"warm_{file.stem}.json")], env)
-            off = lmms_eval_replay(files[0], tasks, folder / f"replay_{benchmark}_off", env, "off")
-            on = lmms_eval_replay(files[0], tasks, folder / f"replay_{benchmark}_on", env, "on")
+            sides: dict[str, list[Step]] = {"off": [], "on": []}
+            for repeat in range(scale.repeats):  # interleaved: the machine's load weighs on both sides alike
+                for side in ("off", "on"):
+                    where = folder / f"replay_{benchmark}_{side}" if repeat == 0 else folder / f"repeat{repeat}_{benchmark}_{side}"
+                    sides[side].append(lmms_eval_replay(files[0], tasks, where, env, side))
+            off, on = least(sides["off"]), least(sides["on"])
             on_values, _ = stderr_cells(folder / f"replay_{benchmark}_on", HEADLINE[benchmark])
             _, off_na = stderr_cells(folder / f"replay_{benchmark}_off", HEADLINE[benchmark])
-            out["replay"][benchmark] = {"tasks": tasks, "off": off.figures(), "on": on.figures(),
+            hook = hook_seconds(tasks, folder / f"replay_{benchmark}_on", env)
+            out["replay"][benchmark] = {"tasks": tasks, "repeats": scale.repeats, "off": off.figures(), "on": on.figures(),
                                         "ratio_cpu": round(on.cpu_s / off.cpu_s, 3), "ratio_wall": round(on.wall_s / off.wall_s, 3),
+                                        "stderr_in_process_s": round(hook, 2), "stderr_share_of_run_cpu": round(hook / off.cpu_s, 4),
                                         "stderr_on_has_values": on_values, "stderr_off_is_na": off_na}
             runs[benchmark] = [folder / f"replay_{benchmark}_on", folder / f"replay_{benchmark}_off"]
             for k, file in enumerate(files[1:], 1):
@@ -386,6 +428,7 @@ def measure(folder: Path, scale: Scale) -> dict:
     out.update({
         "instderr_overhead_ratio": max(ratios.values()),
         "instderr_overhead_ratio_wall": max(r["ratio_wall"] for r in out["replay"].values()),
+        "instderr_s": {b: r["stderr_in_process_s"] for b, r in out["replay"].items()},
         "report_ratio_4runs": round(four["wall_s"] / four_none["wall_s"], 3),
         "report_ratio_4runs_cpu": round(four["cpu_s"] / four_none["cpu_s"], 3),
         "report_4runs_s": four["wall_s"],
@@ -411,7 +454,7 @@ def print_table(out: dict) -> None:
     for benchmark, per in out["report"].items():
         for name, step in per.items():
             print(f"  report {benchmark:9s} {name:28s} {step}")
-    for key in ("instderr_overhead_ratio", "instderr_overhead_ratio_wall", "report_ratio_4runs", "report_4runs_s", "peak_mb_max",
+    for key in ("instderr_overhead_ratio", "instderr_overhead_ratio_wall", "instderr_s", "report_ratio_4runs", "report_4runs_s", "peak_mb_max",
                 "same_intervals", "goals", "total_s"):
         print(f"  {key}: {out[key]}")
 

@@ -36,11 +36,13 @@ def test_statistics_benchmark_quick_json(tmp_path):
         for side in ("off", "on"):
             assert all(positive(replay[side][key]) for key in ("wall_s", "cpu_s", "peak_mb")), replay
         assert 0.2 < replay["ratio_cpu"] < 5 and 0.2 < replay["ratio_wall"] < 5
+        assert positive(replay["stderr_in_process_s"]) and replay["stderr_share_of_run_cpu"] < 1
     assert set(out["score"]) == {"cg_bench", "vcr_bench", "vrbench"}
     assert set(out["report"]["cg_bench"]) == {f"{n}_runs_{r}_resamples" for n in (1, 2, 4) for r in (out["resamples"], 0)}
     for key in ("instderr_overhead_ratio", "instderr_overhead_ratio_wall", "report_ratio_4runs", "report_4runs_s", "peak_mb_max"):
         assert positive(out[key]), (key, out[key])
     assert out["instderr_overhead_ratio"] == max(r["ratio_cpu"] for r in out["replay"].values())
+    assert out["instderr_s"] == {b: r["stderr_in_process_s"] for b, r in out["replay"].items()}
     four = out["report"]["cg_bench"]
     assert out["report_ratio_4runs"] == pytest.approx(four[f"4_runs_{out['resamples']}_resamples"]["wall_s"] / four["4_runs_0_resamples"]["wall_s"], rel=0.01)
     assert out["peak_mb_max"] >= max(r["on"]["peak_mb"] for r in out["replay"].values())

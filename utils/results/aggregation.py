@@ -126,7 +126,7 @@ class ScoreOnce:
                 return self._results[key], False
             saved = save_records(records, run)
             log_judging_estimate(self._score, records)
-            keeping = _keeping.set(True)  # the outcomes of this scoring serve the standard error
+            keeping = _keeping.set(_standard_errors_on())  # the outcomes of this scoring serve the standard error
             try:
                 self._results[key] = self._score(records)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
@@ -196,6 +196,17 @@ def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> N
         return
     if line:
         log.warning(line)
+
+
+def _standard_errors_on() -> bool:
+    """Standard errors will be asked for (`LMMS_VR_STDERR` not off; False where the module is not
+    shipped, as in the upstream export): only then are the scoring's outcomes kept for them."""
+    import importlib
+
+    try:
+        return importlib.import_module("lmms_video_reasoning.utils.results.standard_error").enabled()
+    except ImportError:
+        return False
 
 
 def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
