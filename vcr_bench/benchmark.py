@@ -23,8 +23,12 @@ class VcrBenchScoring(ScoringAdapter):
         return hooks.score_records(records, settings)
 
     def outcomes(self, records, settings, judge=None):
+        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
         from lmms_video_reasoning.vcr_bench import judging
 
+        kept = kept_outcomes(records, settings)
+        if kept is not None:  # the very records this process just scored: the verdicts it used
+            return kept
         judge = judge if judge is not None else get_judge(self.judge_name)
         if judge is None:
             return None
@@ -49,6 +53,19 @@ class VcrBenchScoring(ScoringAdapter):
 
     def stratum(self, record):
         return str(record.get("dimension_code") or "")
+
+    def columns(self, records, outcomes, settings):
+        from lmms_video_reasoning.vcr_bench import hooks
+
+        return hooks.metric_columns(records, outcomes, settings)
+
+    def report_record(self, record):
+        """The groups a sample counts in and its failure flags (`hooks.metrics_from_outcomes` reads no more)."""
+        from lmms_video_reasoning.utils.lmms.responses import reasoning_truncated
+        from lmms_video_reasoning.vcr_bench import scoring
+
+        kept = {key: record[key] for key in ("sample_id", "dimension_code", "duration_bucket", "multiple_choice", "score_cot") if key in record}
+        return {**kept, "model_failed": scoring.model_failed(record), "reasoning_truncated": reasoning_truncated(record)}
 
 
 BENCHMARK = Benchmark(
