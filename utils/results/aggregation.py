@@ -172,25 +172,29 @@ def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> N
     tokens and price (synchronous and batched), from a pass of the same scoring that sends nothing
     (`judges.batch.JudgePass`; later steps, which depend on replies, are named, not priced).
     Never raises: an estimate is worth a line, never the run."""
+    import importlib
+
     from lmms_video_reasoning.judges.batch import JudgePass
     from lmms_video_reasoning.judges.engine import judges_replaced_by
     from lmms_video_reasoning.utils.lmms import judge_usage
-    from lmms_video_reasoning.utils.results.batch_judging import estimate_line, quiet_judging
 
     task = judge_usage.current_task()
     if task is None:
         return  # not inside lmms-eval's aggregation of one of our tasks
     try:
+        # By name, at call time: `lmms-vr score`'s modules, which the upstream export (it follows
+        # imports) does not ship with the aggregation (there: ImportError, no estimate line).
+        batch_judging = importlib.import_module("lmms_video_reasoning.utils.results.batch_judging")
+        task_spec = importlib.import_module("lmms_video_reasoning.utils.results.score").task_spec
         from lmms_video_reasoning.utils.core import registry
-        from lmms_video_reasoning.utils.results.score import task_spec
 
         if not registry.get(task_spec(task).benchmark).scoring.needs_judge(records):
             return  # nothing to judge: no second pass over the records
         judge_pass = JudgePass("estimate", walk=False, configured_only=True)
         judge_pass.task = task
-        with quiet_judging(), judges_replaced_by(judge_pass):
+        with batch_judging.quiet_judging(), judges_replaced_by(judge_pass):
             score(records)
-        line = estimate_line(judge_pass.task, judge_pass)
+        line = batch_judging.estimate_line(judge_pass.task, judge_pass)
     except Exception as error:  # noqa: BLE001
         log.debug("judging estimate failed: %s: %s", type(error).__name__, error)
         return
