@@ -3,7 +3,6 @@ declares and who reads it): its task folder, record builder, scoring adapter for
 and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
 (`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
 
-import dataclasses
 from pathlib import Path
 from typing import Sequence
 
@@ -37,22 +36,36 @@ class CgBenchScoring(ScoringAdapter):
 
     def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
+        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
 
+        kept = kept_outcomes(records, settings)
+        if kept is not None:  # the very records this process just scored: the outcomes it used
+            return [dict(vars(outcome)) for outcome in kept]
         judge = judge if judge is not None or not self.needs_judge(records) else get_judge(judging.JUDGE)
         if self.needs_judge(records) and judge is None:
             return None
-        return [dataclasses.asdict(outcome) for outcome in read_outcomes(records, settings, judge)]
+        # an Outcome holds only numbers, strings and None: its fields' dict is `dataclasses.asdict` (faster)
+        return [dict(vars(outcome)) for outcome in read_outcomes(records, settings, judge)]
 
     def metrics(self, records, outcomes, settings):
         from lmms_video_reasoning.cg_bench.aggregate import Outcome, task_metrics
 
         return task_metrics([Outcome(**outcome) for outcome in outcomes])
 
+    def columns(self, records, outcomes, settings):
+        from lmms_video_reasoning.cg_bench.aggregate import outcome_columns
+
+        return outcome_columns(outcomes)
+
     def breakdown(self, outcomes: Sequence[dict]) -> dict:
         """Metrics by duration bucket, domain and question kind (`cg_bench.aggregate.breakdown`)."""
         from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
 
         return breakdown([Outcome(**outcome) for outcome in outcomes])
+
+    def report_record(self, record):
+        """The question and the mode (the metrics read only the outcomes)."""
+        return {key: record[key] for key in ("sample_id", "qid", "mode") if key in record}
 
     def unit(self, record):
         return str(record["qid"])

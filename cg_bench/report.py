@@ -67,7 +67,7 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
         missing = "; ".join(dict.fromkeys(s.missing_verdicts for s in parts if s.missing_verdicts))
         sampled = Sampled("cg_bench", records, outcomes, settings, missing, next((s.gap for s in parts if s.gap), ""),
                           "; ".join(dict.fromkeys(s.borrowed for s in parts if s.borrowed)), set().union(*(s.untrusted for s in parts)))
-        combined.sampled, combined.questions = sampled, len(sampled.units())
+        combined.sampled, combined.questions = sampled, sampled.unit_count
         computed = sampled.metrics()
         for metric in HEADLINE:  # the joined metrics, and any metric no task reported (none the run could not compute)
             if metric in not_computed:

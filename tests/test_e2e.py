@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmms_cli import metric, run_lmms_eval, samples_files
+from lmms_cli import run_lmms_eval, samples_files
 from model_server import (
     FaultPlan,
     LocalJudgeServer,

@@ -14,7 +14,6 @@ from lmms_video_reasoning.judges import (
     NOT_COMPUTED,
     CacheOnlyJudge,
     FaultPlan,
-    Judge,
     JudgeConfig,
     JudgeConfigError,
     JudgeRequest,
@@ -25,7 +24,7 @@ from lmms_video_reasoning.judges import (
     cache_reader,
 )
 from lmms_video_reasoning.judges import config as judge_config
-from lmms_video_reasoning.judges.cache import ReplyCache, request_key
+from lmms_video_reasoning.judges.cache import request_key
 from test_judges import ask_item, make_judge, verdict_responder
 from test_judges_config import JUDGE_VARIABLES
 

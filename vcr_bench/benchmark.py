@@ -27,6 +27,11 @@ class VcrBenchScoring(ScoringAdapter):
         return aggregate.score_records(records, settings)
 
     def outcomes(self, records, settings, judge=None):
+        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
+
+        kept = kept_outcomes(records, settings)
+        if kept is not None:  # the very records this process just scored: the verdicts it used
+            return kept
         judge = judge if judge is not None else get_judge(judging.JUDGE)
         if judge is None:
             return None
@@ -51,6 +56,18 @@ class VcrBenchScoring(ScoringAdapter):
 
     def stratum(self, record):
         return str(record.get("dimension_code") or "")
+
+    def columns(self, records, outcomes, settings):
+        from lmms_video_reasoning.vcr_bench import aggregate
+
+        return aggregate.metric_columns(records, outcomes, settings)
+
+    def report_record(self, record):
+        """The groups a sample counts in and its failure flags (`aggregate.metrics_from_outcomes` reads no more)."""
+        from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
+
+        kept = {key: record[key] for key in ("sample_id", "dimension_code", "duration_bucket", "multiple_choice", "score_cot") if key in record}
+        return {**kept, "model_failed": model_failed(record), "reasoning_truncated": reasoning_truncated(record)}
 
 
 BENCHMARK = Benchmark(

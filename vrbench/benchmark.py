@@ -28,8 +28,14 @@ class VrBenchScoring(ScoringAdapter):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge=None):
+        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
+
         if not self.needs_judge(records):
             return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
+        # the very records this process just scored: the ratings it used
+        rated = kept_outcomes(records, settings["protocol"])
+        if rated is not None:
+            return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
         judge = judge if judge is not None else get_judge(judging.JUDGE)
         if judge is None:
             return None
@@ -58,6 +64,22 @@ class VrBenchScoring(ScoringAdapter):
 
     def stratum(self, record):
         return str(record.get("reasoning_type") or "")
+
+    def columns(self, records, outcomes, settings):
+        from lmms_video_reasoning.vrbench import aggregate
+
+        if len({record["mode"] for record in records}) > 1:
+            return None  # a resample's `needs_judge` could differ from the run's: re-aggregate each one
+        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
+        return aggregate.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+
+    def report_record(self, record):
+        """The question's type, gold letter, the final answer its MCQ letter is read from, and its failure flags."""
+        from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
+
+        kept = {key: record[key] for key in ("sample_id", "mode", "protocol", "reasoning_type", "answer") if key in record}
+        return {**kept, "final_answer": final_answer(record), "reasoning_truncated": reasoning_truncated(record),
+                "model_failed": model_failed(record)}
 
     def unit(self, record):
         """The video: its ~9 questions share a story and are correlated, so the bootstrap

@@ -73,9 +73,11 @@ class ScoringAdapter:
     `outcomes` runs the same judging / parsing per sample (through the judge cache) and
     returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes
     with the benchmark's pure aggregation functions, so a bootstrap resample is re-aggregated
-    exactly as the benchmark aggregates (macro means, F1 of means, joins per question).
-    `judge` is the judge to use (the configured one by default; the report passes a reader
-    of the judge cache, which never calls an endpoint).
+    exactly as the benchmark aggregates (macro means, F1 of means, joins per question);
+    `columns` is the same as arrays (each sample's contribution once, the metrics from sums:
+    the fast bootstrap, `utils/results/resampling.py`); `report_record` is what those read of a
+    record (all the report keeps). `judge` is the judge to use (the configured one by default;
+    the report passes a reader of the judge cache, which never calls an endpoint).
     """
 
     name = ""
@@ -97,6 +99,19 @@ class ScoringAdapter:
 
     def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
         raise NotImplementedError
+
+    def columns(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> Any:
+        """`metrics` as arrays for the bootstrap: each sample's contribution once and the metrics
+        from their sums (a `utils.results.resampling.SampleColumns`), equal to `metrics` on every
+        resample. None (the default): each resample is re-aggregated by `metrics` (slower)."""
+        return None
+
+    def report_record(self, record: dict) -> dict:
+        """What `metrics`, `columns`, `unit`, `settings` and `needs_judge` read of a record once
+        its outcome is known: all `lmms-vr report` keeps of each sample, so its memory follows
+        what it needs (derived values such as a final answer computed here). The whole record
+        by default."""
+        return record
 
     def unit(self, record: dict) -> str:
         """The resampling unit (and pairing key) of a record."""

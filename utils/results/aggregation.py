@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import hashlib
 import json
 import logging
 import math
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -39,9 +41,57 @@ RECORDS_FILE = "records_{task}.jsonl"  # beside the run's results: `<date_id>_re
 
 
 def records_key(records: Records) -> str:
-    """A content hash of a list of records (order-insensitive)."""
+    """A content hash of a list of records (order-insensitive). lmms-eval hands each metric's
+    aggregation (and standard error) a list of the same record objects: those are hashed once
+    (records are never changed after `process_results` built them)."""
+    identity = tuple(map(id, records))
+    known = _keys.get(identity)
+    if known is not None:
+        return known[1]
     digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
-    return hashlib.sha256("".join(digests).encode()).hexdigest()
+    key = hashlib.sha256("".join(digests).encode()).hexdigest()
+    _keys[identity] = (list(records), key)  # the records held: their ids stay theirs
+    return key
+
+
+_keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)  # record lists (a run's tasks) by identity
+# Outcomes of the scoring in progress (`ScoreOnce`), for the standard error of the same records.
+_outcomes: OrderedDict[tuple[int, ...], tuple[list, Any, Any]] = OrderedDict()
+_outcomes_lock = threading.Lock()
+_keeping: contextvars.ContextVar[bool] = contextvars.ContextVar("lmms_vr_keeping_outcomes", default=False)
+OUTCOMES_KEPT = 8
+
+
+def keep_outcomes(records: Records, settings: Any, outcomes: Any) -> None:
+    """Remember the per-sample outcomes a task's aggregation (`ScoreOnce`) just computed for
+    these record objects under these settings: the standard error of the same records
+    (`standard_error.py`) reuses them (`kept_outcomes`) instead of parsing every reply or reading
+    every verdict from the judge cache again. Outside an aggregation (a cost estimate's pass,
+    `lmms-vr score`) nothing is kept."""
+    if not _keeping.get():
+        return
+    identity = tuple(map(id, records))
+    with _outcomes_lock:
+        _outcomes[identity] = (list(records), settings, outcomes)
+        while len(_outcomes) > OUTCOMES_KEPT:
+            _outcomes.popitem(last=False)
+
+
+def kept_outcomes(records: Records, settings: Any) -> Any | None:
+    """The outcomes `keep_outcomes` remembered for these very record objects and settings, else
+    None. Handed out once (then forgotten: the run's memory is not held for them)."""
+    identity = tuple(map(id, records))
+    with _outcomes_lock:
+        kept = _outcomes.get(identity)
+        if kept is None or kept[1] != settings:
+            return None
+        del _outcomes[identity]
+    return kept[2]
+
+
+def _forget_outcomes(records: Records) -> None:
+    with _outcomes_lock:
+        _outcomes.pop(tuple(map(id, records)), None)
 
 
 class ScoringFailed(dict):
@@ -79,15 +129,19 @@ class ScoreOnce:
                 return self._results[key], False
             saved = save_records(records, run)
             log_judging_estimate(self._score, records)
+            keeping = _keeping.set(_standard_errors_on())  # the outcomes of this scoring serve the standard error
             try:
                 self._results[key] = self._score(records)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
+                _forget_outcomes(records)
                 self._results[key] = ScoringFailed(error)
                 log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
                           "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
                           _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",
                           run.folder if run is not None else "<output_path>")
                 log.debug("scoring traceback", exc_info=True)
+            finally:
+                _keeping.reset(keeping)
             return self._results[key], True
 
     def aggregation(self, metric: str, after: AfterScoring | None = None) -> Callable[..., Any]:
@@ -122,30 +176,45 @@ def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> N
     tokens and price (synchronous and batched), from a pass of the same scoring that sends nothing
     (`judges.batch.JudgePass`; later steps, which depend on replies, are named, not priced).
     Never raises: an estimate is worth a line, never the run."""
+    import importlib
+
     from lmms_video_reasoning.judges.batch import JudgePass
     from lmms_video_reasoning.judges.engine import judges_replaced_by
     from lmms_video_reasoning.utils.lmms import judge_usage
-    from lmms_video_reasoning.utils.results.batch_judging import estimate_line, quiet_judging
 
     task = judge_usage.current_task()
     if task is None:
         return  # not inside lmms-eval's aggregation of one of our tasks
     try:
+        # By name, at call time: `lmms-vr score`'s modules, which the upstream export (it follows
+        # imports) does not ship with the aggregation (there: ImportError, no estimate line).
+        batch_judging = importlib.import_module("lmms_video_reasoning.utils.results.batch_judging")
+        task_spec = importlib.import_module("lmms_video_reasoning.utils.results.score").task_spec
         from lmms_video_reasoning.utils.core import registry
-        from lmms_video_reasoning.utils.results.score import task_spec
 
         if not registry.get(task_spec(task).benchmark).scoring.needs_judge(records):
             return  # nothing to judge: no second pass over the records
         judge_pass = JudgePass("estimate", walk=False, configured_only=True)
         judge_pass.task = task
-        with quiet_judging(), judges_replaced_by(judge_pass):
+        with batch_judging.quiet_judging(), judges_replaced_by(judge_pass):
             score(records)
-        line = estimate_line(judge_pass.task, judge_pass)
+        line = batch_judging.estimate_line(judge_pass.task, judge_pass)
     except Exception as error:  # noqa: BLE001
         log.debug("judging estimate failed: %s: %s", type(error).__name__, error)
         return
     if line:
         log.warning(line)
+
+
+def _standard_errors_on() -> bool:
+    """Standard errors will be asked for (`LMMS_VR_STDERR` not off; False where the module is not
+    shipped, as in the upstream export): only then are the scoring's outcomes kept for them."""
+    import importlib
+
+    try:
+        return importlib.import_module("lmms_video_reasoning.utils.results.standard_error").enabled()
+    except ImportError:
+        return False
 
 
 def _stderr_function(benchmark: str, metric: str, bootstrap_iters: int) -> Callable[..., Any] | None:

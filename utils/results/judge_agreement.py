@@ -557,7 +557,7 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
     strata_text = ", ".join(f"{task}/{stratum or '-'} {sum(s in chosen_set for s in samples)} of {len(samples)}"
                             for (task, stratum), samples in sorted(strata.items(), key=str))
     print(f"calibration: {len(chosen)} of {sum(map(len, strata.values()))} samples the candidate judged (strata {strata_text})")
-    print(f"  reference judge: " + "; ".join(f"{b} {c.model} at {c.public_dict()['base_url']}" for b, c in configs.items()))
+    print("  reference judge: " + "; ".join(f"{b} {c.model} at {c.public_dict()['base_url']}" for b, c in configs.items()))
     print(f"  expected: about {len(planned)} reference requests (as many as the candidate needed on these samples)"
           + (f", about {estimate:.4f} USD at list price (input tokens: {'; '.join(sorted(methods))}; replies as long "
              "as the candidate's)" if priced else ", price unknown"))

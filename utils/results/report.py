@@ -1,6 +1,6 @@
 """`lmms-vr report`: the papers' tables for your runs, with bootstrap CIs, comparisons and plots.
 
-    lmms-vr report RESULTS... [--out DIR] [--seed S] [--bootstrap N]
+    lmms-vr report RESULTS... [--out DIR] [--seed S] [--bootstrap N] [--pairs baseline|all]
 
 RESULTS are results JSON files or folders holding them (lmms-eval's `*_results.json` or the
 output of `lmms-vr score --out`), each optionally prefixed `LABEL=` to name the run. Runs
@@ -11,7 +11,8 @@ Writes `DIR/report.md`, `DIR/report.html` (plots inline, self-contained), `DIR/*
 `DIR/report.json` (every number below). For each benchmark present: the paper's tables with
 your rows beside the paper's reference rows (each benchmark's `reference_tables.json`, with their source),
 95% bootstrap confidence intervals for the headline metrics, paired differences with CIs
-when two runs share a task, and the plots.
+when runs share a task (each run against the first one given; every pair with `--pairs all`),
+and the plots.
 
 Per-sample data: the samples file next to each results file (`--log_samples`, or the one
 `lmms-vr score --out` writes, which also stores each sample's scored outcome). Outcomes not
@@ -19,10 +20,13 @@ stored are recomputed with the benchmark's own judging / parsing, the judge's ve
 from the judge cache the run wrote (`judges.CacheOnlyJudge`, on the judge the accounting
 beside the results records, else the configured one): no key is needed, no request is sent. When
 verdicts are missing, only the metrics that need no judge get CIs (and the report says
-why). Each bootstrap resample is re-aggregated by the benchmark's own metric functions, so
-macro means, F1 of averaged precision and recall, and per-question joins are resampled
-correctly. Resampling units are the benchmark's (`ReportSpec.unit`: questions, or videos),
-and a paired comparison resamples the units both runs answered.
+why). Each bootstrap resample is aggregated as the benchmark's own metric functions aggregate
+(macro means, F1 of averaged precision and recall, per-question joins): over per-sample arrays
+computed once per run (`resampling.py`, each benchmark's `columns`), equal to re-aggregating
+each resample's records (`bootstrap_values_reference`). Resampling units are the benchmark's
+(`ReportSpec.unit`: questions, or videos), and a paired comparison resamples the units both
+runs answered. Each samples file is read once, streamed, and only what the metrics read of each
+record is kept (`ScoringAdapter.report_record`).
 
 Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
 through `utils/core/registry.py`; this module is the shared machinery.
@@ -34,6 +38,8 @@ report and on stderr), never silently dropped.
 from __future__ import annotations
 
 import base64
+import contextvars
+import functools
 import html
 import json
 import logging
@@ -46,6 +52,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.results import resampling
 from lmms_video_reasoning.utils.results import score as scoring
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.registry import ReportSpec, ScoringAdapter
@@ -370,12 +377,34 @@ class Sampled:
     def bench(self) -> ScoringAdapter:
         return registry.get(self.benchmark).scoring
 
+    @functools.cached_property
+    def unit_numbers(self) -> tuple[Any, dict[str, int]]:
+        """(the unit number of each record, {unit: number}), units in first-appearance order."""
+        unit = self.bench.unit
+        index, keys = resampling.unit_index([unit(record) for record in self.records])
+        return index, {key: number for number, key in enumerate(keys)}
+
+    @property
+    def unit_count(self) -> int:
+        """How many resampling units (questions, or videos) the records hold."""
+        return len(self.unit_numbers[1])
+
     def units(self) -> dict[str, list[int]]:
         """{question: [its record indices]} in first-appearance order."""
-        groups: dict[str, list[int]] = {}
-        for index, record in enumerate(self.records):
-            groups.setdefault(self.bench.unit(record), []).append(index)
+        groups: dict[str, list[int]] = {key: [] for key in self.unit_numbers[1]}
+        keys = list(groups)
+        for index, number in enumerate(self.unit_numbers[0].tolist()):
+            groups[keys[number]].append(index)
         return groups
+
+    @functools.cached_property
+    def totals(self) -> resampling.UnitTotals | None:
+        """The per-sample contributions summed per unit, computed once (None when the benchmark
+        gives no array form of its metrics: each resample is then re-aggregated by `metrics`)."""
+        columns = self.bench.columns(self.records, self.outcomes, self.settings)
+        if columns is None:
+            return None
+        return resampling.UnitTotals(columns, self.unit_numbers[0], len(self.unit_numbers[1]))
 
     def metrics(self, indices: Sequence[int] | None = None) -> dict[str, float]:
         if indices is None:
@@ -407,12 +436,11 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     except DataError:
         return None, f"{task} is not a task of this suite"
     try:
-        records = scoring.records_from_samples(path, spec)
+        records, _coverage, outcomes = scoring.read_samples_with_outcomes(path, spec)
     except (DataError, OSError) as error:
         return None, f"samples file unreadable: {error}"
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(records)
-    outcomes = scoring.stored_outcomes(path)
     missing = gap = borrowed = ""
     if outcomes is None:
         if verdicts is None and not no_verdicts:  # no run's judge given: the configured judge's cache
@@ -440,6 +468,8 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
             gap = f"needs {root_env}" if unset else "judge items not rebuilt"
         if reasons:
             missing = "; ".join(reasons) + "; judge-based CIs left out (run `lmms-vr score` with the judge and report on its output)"
+    # only what the metrics read from now on: memory follows what the report needs, not the samples file
+    records = [bench.report_record(record) for record in records]
     return Sampled(spec.benchmark, records, list(outcomes), settings, missing, gap, borrowed), ""
 
 
@@ -447,12 +477,27 @@ def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[f
     """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
     import numpy as np
 
-    finite = np.array([v for v in values if isinstance(v, (int, float)) and not math.isnan(v)], dtype=float)
+    values = np.asarray(values, dtype=float)
+    finite = values[~np.isnan(values)]
     if len(finite) < max(2, len(values) // 2):
         return None
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(finite, [tail, 100 - tail])
     return float(low), float(high)
+
+
+MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is the sample itself)
+
+
+def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Every metric on `n` resamples of the questions (units) with replacement (seeded):
+    {metric: array of n values}. Over the benchmark's per-sample arrays (`resampling`), else
+    (a benchmark without them) each resample re-aggregated by its metric function."""
+    if sampled.unit_count < MIN_UNITS:  # every resample of one unit is that unit: no spread, no interval
+        return {}
+    if sampled.totals is None:
+        return bootstrap_values_reference(sampled, n, seed)
+    return resampling.resampled(sampled.totals, n, seed)
 
 
 def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
@@ -467,16 +512,15 @@ def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
     return values
 
 
-MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is the sample itself)
-
-
-def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
-    """Every metric on `n` resamples of the questions (units) with replacement (seeded)."""
+def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
+    """`bootstrap_values` by definition: each resample's records re-aggregated by the
+    benchmark's own metric function (the reference the array form is held to, and the path of
+    a benchmark without one)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     groups = list(sampled.units().values())
-    if len(groups) < MIN_UNITS:  # every resample of one unit is that unit: no spread to measure, no interval
+    if len(groups) < MIN_UNITS:
         return {}
 
     def draw() -> list[int]:
@@ -500,14 +544,34 @@ class Difference:
     why: str = ""  # why the difference is not computable ("" when it is)
 
 
-def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:
-    """other - base per metric on the questions both answered, with a paired bootstrap CI."""
+def common_units(base: Sampled, other: Sampled) -> list[str]:
+    """The units both runs answered, in the base run's order."""
+    theirs = other.unit_numbers[1]
+    return [unit for unit in base.unit_numbers[1] if unit in theirs]
+
+
+def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -> tuple[list[str], dict[str, float], dict[str, Any]]:
+    """(the common units, other - base on them, other - base on `n` paired resamples of them).
+    Over both runs' per-sample arrays (`resampling.paired`), else by the metric functions."""
+    import numpy as np
+
+    common = common_units(base, other)
+    if not common:
+        return [], {}, {}
+    draws = n if len(common) >= MIN_UNITS else 0
+    if base.totals is None or other.totals is None:
+        return common, *paired_values_reference(base, other, common, draws, seed)
+    base_rows, other_rows = (np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64) for s in (base, other))
+    observed, values = resampling.paired(base.totals.of_units(base_rows), other.totals.of_units(other_rows), draws, seed)
+    return common, observed, values
+
+
+def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n: int, seed: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """`paired_values` by definition: each resample of the common units re-aggregated by the
+    benchmark's metric function on both sides."""
     import numpy as np
 
     base_units, other_units = base.units(), other.units()
-    common = [unit for unit in base_units if unit in other_units]
-    if not common:
-        return []
     rng = np.random.default_rng(seed)
 
     def indices(units: dict[str, list[int]], picks) -> list[int]:
@@ -518,7 +582,13 @@ def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 
         return {name: b[name] - a[name] for name in a if isinstance(a[name], (int, float)) and isinstance(b.get(name), (int, float))}
 
     observed = point(range(len(common)))
-    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n) if len(common) >= MIN_UNITS else {}
+    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n) if n else {}
+    return observed, values
+
+
+def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:
+    """other - base per metric on the questions both answered, with a paired bootstrap CI."""
+    common, observed, values = paired_values(base, other, n, seed)
     return [Difference(name, value, percentile_interval(values.get(name, []), level), len(common)) for name, value in observed.items()]
 
 
@@ -600,9 +670,11 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
         return stats
     # borrowed verdicts matter only where the records ask the judge
     sampled.borrowed = (sampled.borrowed or borrowed) if sampled.bench.needs_judge(sampled.records) else ""
-    stats.sampled, stats.questions = sampled, len(sampled.units())
+    stats.sampled, stats.questions = sampled, sampled.unit_count
     mark_not_computed(run, task, stats, benchmark.name)
-    recomputed = sampled.metrics()
+    # the run's metrics recomputed from its samples (to check them against its results): over the arrays when
+    # the benchmark has them (equal to its metric function to 1e-9, the tolerance of the check)
+    recomputed = resampling.whole(sampled.totals) if sampled.totals is not None else sampled.metrics()
     if sampled.missing_verdicts and not sampled.borrowed and reproduces_run(sampled, stats.point, recomputed):
         sampled.missing_verdicts = sampled.gap = ""  # the missing verdicts are the run's own failed judgments
     differ = [m for m, v in stats.point.items() if m in recomputed and sampled.trusted(m) and not scoring.same_value(v, recomputed[m])]
@@ -787,7 +859,7 @@ def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list
             rows.append(([f"{MINE}{other} − {base}", task, spec_of(benchmark).label(d.metric)] + cells, True))
     return Table("Paired comparisons (difference with 95% CI, same questions)", ["Runs", "Task", "Metric", "Difference", "95% CI",
                  "Common questions", "Significant", "Note"], rows,
-                 ["Paired bootstrap: the questions both runs answered, resampled together."] + short_notes(rows, 7))
+                 ["Paired bootstrap: the questions both runs answered, resampled together.", pairing_note()] + short_notes(rows, 7))
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -924,15 +996,35 @@ def side_gap(label: str, stats: TaskStats, metric: str) -> str:
     return ""
 
 
+PAIRINGS = ("baseline", "all")
+# Which pairs of runs the report compares (`--pairs`); set by `build_report` for the sections it builds.
+PAIRING: contextvars.ContextVar[str] = contextvars.ContextVar("lmms_vr_report_pairs", default="baseline")
+
+
+def pairs_of(having: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """The pairs compared among the runs having a task, in the order given: each later run against
+    the first (`baseline`, the default: k - 1 comparisons), or every pair (`all`: k(k-1)/2)."""
+    if PAIRING.get() == "all":
+        return [(having[i], having[j]) for i in range(len(having)) for j in range(i + 1, len(having))]
+    return [(having[0], other) for other in having[1:]]
+
+
+def pairing_note() -> str:
+    """What the comparison tables compare, as the report says it."""
+    if PAIRING.get() == "all":
+        return "Pairs compared: every pair of runs that share a task (--pairs all)."
+    return ("Pairs compared: each run against the baseline, the first run given that has the task "
+            "(--pairs all compares every pair).")
+
+
 def comparisons_for(benchmark: str, tasks: Sequence[str], stats: dict, runs: list[Run], n: int, seed: int) -> list:
-    """Each later run against the first run that has the same task with per-sample data. A
-    metric one side has no value of (not computed, or outcomes that are not the run's: see
-    `Sampled.trusted`) is not computable, and says which side and why (never a difference of 0)."""
+    """The pairs of runs of `pairs_of` that share a task with per-sample data. A metric one side
+    has no value of (not computed, or outcomes that are not the run's: see `Sampled.trusted`) is
+    not computable, and says which side and why (never a difference of 0)."""
     out = []
     for task in tasks:
         having = [(run.label, stats[(run.label, task)]) for run in runs if (run.label, task) in stats and stats[(run.label, task)].sampled]
-        for label, other in having[1:]:
-            base_label, base = having[0]
+        for (base_label, base), (label, other) in pairs_of(having):
             differences = []
             for d in paired_difference(base.sampled, other.sampled, n, seed):
                 why = "; ".join(filter(None, (side_gap(base_label, base, d.metric), side_gap(label, other, d.metric))))
@@ -989,7 +1081,7 @@ def bootstrap_units(html_form: bool = False) -> str:
 def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
     out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
            f"with its source. Confidence intervals: 95% percentile bootstrap over {bootstrap_units()} "
-           f"({n} resamples, seed {seed}).", "", "Runs:", ""]
+           f"({n} resamples, seed {seed}).", ""] + ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
     for run in runs:
         failures = failure_summary(run)
         out.append(f"- **{md_text(run.label)}**: " + ", ".join(md_text(p) for p in run.paths) + f" — tasks {md_text(', '.join(sorted(run.results)))}"
@@ -1022,7 +1114,8 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lmms-vr report</title>",
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
              f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
-             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p><ul>"]
+             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p>"
+             + (f"<p>{html.escape(pairing_note())}</p>" if len(runs) > 1 else "") + "<ul>"]
     for run in runs:
         failures = failure_summary(run)
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
@@ -1048,11 +1141,21 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
     return "\n".join(parts)
 
 
-def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, agreement: Sequence[str] = ()) -> dict:
+def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, pairs: str = "baseline",
+                 agreement: Sequence[str] = ()) -> dict:
     """Read the runs, compute the statistics, write report.md / report.html / report.json / PNGs.
-
+    `pairs`: which runs the paired comparisons compare (`PAIRINGS`, see `pairs_of`);
     `agreement`: files written by `lmms-vr judge-agreement --out`, each shown as a section."""
-    out = Path(out)
+    if pairs not in PAIRINGS:
+        raise DataError(f"--pairs {pairs!r}: use one of {', '.join(PAIRINGS)}")
+    token = PAIRING.set(pairs)
+    try:
+        return _build_report(items, Path(out), n, seed, pairs, agreement)
+    finally:
+        PAIRING.reset(token)
+
+
+def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str, agreement: Sequence[str] = ()) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     unread: list[Unread] = []
     runs = load_runs(items, unread)
@@ -1071,7 +1174,7 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
     (out / "report.md").write_text(render_markdown(runs, sections, seed, n, unread), encoding="utf-8")
     (out / "report.html").write_text(render_html(runs, sections, seed, n, unread), encoding="utf-8")
     data = {
-        "seed": seed, "bootstrap": n,
+        "seed": seed, "bootstrap": n, "pairs": pairs,
         "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
         "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results)} for run in runs},
         "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "note": s.note} for (label, task), s in stats.items()},
@@ -1088,7 +1191,8 @@ def main(args) -> int:
     from lmms_video_reasoning.utils.lmms import launcher
 
     launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
-    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, agreement=getattr(args, "agreement", None) or ())
+    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, pairs=getattr(args, "pairs", "baseline"),
+                        agreement=getattr(args, "agreement", None) or ())
     for entry in data["not_read"]:
         print(f"lmms-vr report: not read: {entry['path']}: {entry['reason']}", file=sys.stderr)
     print(f"report written to {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'}")

@@ -103,9 +103,15 @@ def _read_yaml(path: Path) -> dict:
 
 
 def task_specs() -> dict[str, TaskSpec]:
-    """Every task of the registered benchmarks' task folders (groups left out), by name."""
+    """Every task of the registered benchmarks' task folders (groups left out), by name. The YAMLs are parsed once per process
+    (again only when a file, a folder or the registered benchmarks change)."""
+    paths = [path for folder in registry.task_dirs() for path in sorted(Path(folder).rglob("*.yaml"))]
+    key = (tuple((b.name, b.package) for b in registry.benchmarks()), tuple((str(p), _stamp(p)) for p in paths))
+    cached = _specs_cache.get("specs")
+    if cached is not None and cached[0] == key:
+        return dict(cached[1])
     specs = {}
-    for path in (path for folder in registry.task_dirs() for path in sorted(Path(folder).rglob("*.yaml"))):
+    for path in paths:
         config = _read_yaml(path)
         name = config.get("task")
         if not isinstance(name, str) or "process_results" not in config:
@@ -116,7 +122,16 @@ def task_specs() -> dict[str, TaskSpec]:
         benchmark = owner.name
         metrics = tuple(entry["metric"] for entry in config.get("metric_list", []))
         specs[name] = TaskSpec(name, benchmark, config["process_docs"], config["process_results"], metrics, str(config.get("doc_to_target", "")))
-    return specs
+    _specs_cache["specs"] = (key, specs)
+    return dict(specs)
+
+
+_specs_cache: dict[str, tuple] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
 
 
 def task_spec(name: str) -> TaskSpec:
@@ -256,61 +271,153 @@ def _some(ids: Sequence[str], shown: int = 5) -> str:
     return "ids " + ", ".join(map(repr, ids[:shown])) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
-def _unique_rows(rows: list[dict], path: Path) -> tuple[list[dict], int]:
-    """Rows with verbatim repeats dropped (counted); two different rows for one doc_id are an error."""
-    kept: dict[Any, dict] = {}
-    unique, dropped = [], 0
-    for number, row in enumerate(rows, 1):
-        identity = row.get("doc_id")
-        if not isinstance(identity, int):
-            unique.append(row)
-            continue
-        if identity in kept:
-            if json.dumps(kept[identity], sort_keys=True, default=str) != json.dumps(row, sort_keys=True, default=str):
-                raise DataError(f"{path}: doc_id {identity} appears twice with different content (row {number}); "
-                                "the file mixes runs or was edited: keep one row per document")
-            dropped += 1
-            continue
-        kept[identity] = row
-        unique.append(row)
-    return unique, dropped
-
-
 def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
     """The task's records from a samples file (logged, or rebuilt for predict-only lines) and
     what they cover; verbatim repeated rows are scored once, conflicting ones refused."""
-    rows = read_jsonl(path)
+    records, coverage, _outcomes = read_samples_with_outcomes(path, spec)
+    return records, coverage
+
+
+def read_samples_with_outcomes(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list[dict] | None]:
+    """`read_samples`, and the per-sample outcomes `lmms-vr score --out` stored beside the
+    records (None when not every sample has one), in one pass over the file.
+
+    The file is streamed and each line keeps only what scoring reads: its record once (an
+    lmms-eval line holds it under every metric name: the first copy is parsed, the others are
+    not), its stored outcome; a predict-only line keeps its `doc_id`, `target` and response.
+    A row repeated verbatim (same `doc_id`, same text) is dropped and counted; two different
+    rows for one `doc_id` are an error, as are two different records for one `sample_id`."""
+    kept: dict[Any, int] = {}  # doc_id -> the offset of its line (read again only when the doc_id repeats)
+    first_copy: list[str] = []  # the metric name whose copy of the record comes first in this file's lines
+    logged: list[dict | None] = []
+    outcomes: list[Any] = []
+    predict_only: list[dict] = []
+    rows = dropped = 0
+    for number, offset, raw in _lines(path):
+        text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            continue
+        rows += 1
+        fields = _row_fields(text, spec, f"{path}:{number}", first_copy)
+        identity = fields.get("doc_id")
+        if isinstance(identity, int):
+            if identity in kept:
+                if not _same_row(path, kept[identity], offset):
+                    raise DataError(f"{path}: doc_id {identity} appears twice with different content (row {number}); "
+                                    "the file mixes runs or was edited: keep one row per document")
+                dropped += 1
+                continue
+            kept[identity] = offset
+        record = logged_record(fields, spec)
+        logged.append(record)
+        outcomes.append(fields.get(OUTCOME_KEY, _NO_OUTCOME))
+        if record is None:
+            predict_only.append({key: fields[key] for key in ("doc_id", "target", "resps", "filtered_resps") if key in fields})
     if not rows:
         raise DataError(f"{path}: no samples in the file")
-    coverage = Coverage(samples=len(rows))
-    rows, coverage.duplicates_dropped = _unique_rows(rows, path)
-    logged = [logged_record(row, spec) for row in rows]
-    missing = [row for row, record in zip(rows, logged) if record is None]
-    if not missing:
-        records = _unique_records(logged, path)
+    coverage = Coverage(samples=rows, duplicates_dropped=dropped)
+    if not predict_only:
+        records, kept_at = _unique_records(logged, path)
         coverage.duplicates_dropped += len(logged) - len(records)
-        return records, coverage
-    if len(missing) < len(rows):
+        stored = [outcomes[i] for i in kept_at]
+        return records, coverage, None if any(o is _NO_OUTCOME for o in stored) else stored
+    if len(predict_only) < len(logged):
         raise DataError(f"{path}: some lines hold records and some do not; the file mixes runs")
-    log.info("%s: a --predict_only file; rebuilding %d records from the task's documents", path.name, len(rows))
-    return rebuild_records(rows, spec, str(path)), coverage
+    log.info("%s: a --predict_only file; rebuilding %d records from the task's documents", path.name, len(predict_only))
+    return rebuild_records(predict_only, spec, str(path)), coverage, None
 
 
-def _unique_records(records: list[dict], path: Path) -> list[dict]:
-    """Records with verbatim repeats of a sample_id dropped; different records for one sample_id are an error."""
-    seen: dict[str, str] = {}
-    unique = []
-    for record in records:
+_NO_OUTCOME = object()
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _lines(path: Path):
+    """(line number, byte offset, raw line) of a file, lines ended by "\\n" only (a lone "\\r" is
+    JSON whitespace inside a record)."""
+    with Path(path).open("rb") as handle:
+        offset = 0
+        for number, raw in enumerate(handle, 1):
+            yield number, offset, raw
+            offset += len(raw)
+
+
+def _row_fields(text: str, spec: TaskSpec, where: str, first_copy: list[str]) -> dict:
+    """The top-level fields of one samples line that scoring reads; a line that is not a JSON
+    object is an error naming the file and line."""
+    fields = _up_to_record(text, spec, first_copy)
+    if fields is not None:
+        return fields
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(f"{where}: not valid JSON ({error.msg})") from None
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object")
+    return row
+
+
+def _up_to_record(text: str, spec: TaskSpec, first_copy: list[str]) -> dict | None:
+    """An lmms-eval line (the record under each of the task's metric names) parsed only up to
+    the record's first copy: the fields before it and the record. None when the line has
+    another shape (ours, with the record once; predict-only; other separators): it is then
+    parsed whole. The fields before the copy, closed with "}", must parse as an object: the
+    copy's key is then a key of the line itself, not of a nested object. `first_copy` holds the
+    name whose copy came first on an earlier line (lines of one file share their key order)."""
+    start = text.find(f'"{first_copy[0]}": ') if first_copy else -1
+    if start <= 0:
+        starts = [(at, name) for name in spec.metrics if (at := text.find(f'"{name}": ')) > 0]
+        if not starts:
+            return None
+        start, name = min(starts)
+        first_copy[:] = [name]
+    head = text[:start].rstrip()
+    if not head.endswith(",") or not text[-8:].rstrip().endswith("}") or f'"{RECORD_KEY}": ' in head:
+        return None
+    try:
+        fields = json.loads(head[:-1] + "}")
+        key, position = _DECODER.raw_decode(text, start)
+        colon = _SPACE.match(text, position).end()
+        value, _end = _DECODER.raw_decode(text, _SPACE.match(text, colon + 1).end())
+    except ValueError:
+        return None
+    if not (isinstance(fields, dict) and text[colon:colon + 1] == ":" and isinstance(value, dict) and "sample_id" in value):
+        return None
+    fields[key] = value
+    return fields
+
+
+def _same_row(path: Path, first_offset: int, offset: int) -> bool:
+    """Two lines of the file at these offsets are the same row: the same text, or the same JSON
+    (key order aside)."""
+    with Path(path).open("rb") as handle:
+        lines = []
+        for start in (first_offset, offset):
+            handle.seek(start)
+            lines.append(handle.readline().rstrip(b"\r\n"))
+    if lines[0] == lines[1]:
+        return True
+    rows = [json.dumps(json.loads(line.decode("utf-8", errors="replace")), sort_keys=True, default=str) for line in lines]
+    return rows[0] == rows[1]
+
+
+def _unique_records(records: list[dict], path: Path) -> tuple[list[dict], list[int]]:
+    """(records with verbatim repeats of a sample_id dropped, the index of each one kept);
+    different records for one sample_id are an error."""
+    seen: dict[str, int] = {}
+    unique, kept_at = [], []
+    for index, record in enumerate(records):
         sample_id = str(record.get("sample_id"))
-        text = json.dumps(record, sort_keys=True, default=str)
         if sample_id in seen:
-            if seen[sample_id] != text:
+            first = records[seen[sample_id]]
+            if first is not record and json.dumps(first, sort_keys=True, default=str) != json.dumps(record, sort_keys=True, default=str):
                 raise DataError(f"{path}: sample {sample_id!r} appears twice with different records; the file mixes runs "
                                 "or was edited: keep one row per document")
             continue
-        seen[sample_id] = text
+        seen[sample_id] = index
         unique.append(record)
-    return unique
+        kept_at.append(index)
+    return unique, kept_at
 
 
 def records_from_samples(path: Path, spec: TaskSpec) -> list[dict]:
@@ -332,14 +439,6 @@ def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) 
     coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
     coverage.unknown = sorted(present - known)
     return coverage
-
-
-def stored_outcomes(path: Path) -> list[dict] | None:
-    """The per-sample outcomes `lmms-vr score --out` stored in its samples file (None if absent)."""
-    rows = read_jsonl(path)
-    if rows and all(OUTCOME_KEY in row for row in rows):
-        return [row[OUTCOME_KEY] for row in rows]
-    return None
 
 
 def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:

@@ -5,24 +5,30 @@ metric's records; it knows only its own aggregation functions. Ours carry their 
 metric (`aggregation.ScoreOnce`), and `stderr_function` gives the standard error of the
 benchmark's headline metrics (`ReportSpec.headline`): the standard error is the standard deviation of the same bootstrap that
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
-questions, or videos whose questions are correlated), the benchmark's own metric functions on every
-resample, the report's seed and resample count. Per-sample outcomes come through the judge
-cache, read without sending anything (``judges.cache_reader``), so they cost no call. One bootstrap per
-distinct list of records serves all of a task's headline metrics.
+questions, or videos whose questions are correlated), the report's seed and resample count,
+and the same code (`report.bootstrap_values`: each sample's contribution computed once, the
+resamples as sums over arrays, `resampling.py`). The per-sample outcomes are the ones the
+task's scoring just computed (`aggregation.kept_outcomes`), else read back through the judge
+cache without sending anything (``judges.cache_reader``), so they cost no call. One
+bootstrap per distinct list of records serves all of a task's headline metrics; on a full
+CG-Bench run it takes about a second (`benchmarks/statistics.py`).
 
 Not a standard error (N/A, as lmms-eval prints for any metric it cannot bootstrap): other
 metrics (breakdowns, failure counts), judged metrics when the judge is not configured or
-its cache is off (the bootstrap would pay for every judge call again), and runs with
-`--bootstrap_iters 0`.
+its cache is off (the bootstrap would pay for every judge call again), runs with
+`LMMS_VR_STDERR=off` (said once in the log), and `simple_evaluate(bootstrap_iters=0)` from
+Python (lmms-eval 0.7.3's command line has no flag for it).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 
 log = logging.getLogger("lmms_video_reasoning.standard_error")
@@ -30,8 +36,37 @@ log = logging.getLogger("lmms_video_reasoning.standard_error")
 REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
 REPORT_SEED = 0  # `lmms-vr report --seed` default
 
+STDERR_ENV = "LMMS_VR_STDERR"
+STDERR = settings.declare(STDERR_ENV, "bool", True, "bootstrap standard errors of the headline metrics in lmms-eval's Stderr "
+                          "column (about a second per task at full size); off: N/A")
+
 _lock = threading.Lock()
+_said: set[str] = set()  # log lines already written once in this process
 _bootstraps: BoundedMemo[dict[str, float]] = BoundedMemo(64)  # per task's records
+
+
+def enabled() -> bool:
+    """`LMMS_VR_STDERR` is not off (said once in the log when it is). A value the setting does not
+    accept keeps them on, with one error line naming the variable and the accepted values: this is
+    read while lmms-eval aggregates, where raising would lose the run's results."""
+    try:
+        on = STDERR.read()
+    except settings.SettingError as error:
+        _say_once("bad", logging.ERROR, "%s; standard errors stay on", error)
+        return True
+    if not on:
+        _say_once("off", logging.INFO, "%s=%s: no standard errors for this suite's metrics (lmms-eval's Stderr column "
+                  "shows N/A); `lmms-vr report` computes the confidence intervals from the samples file",
+                  STDERR_ENV, os.environ.get(STDERR_ENV, "").strip())
+    return on
+
+
+def _say_once(key: str, level: int, message: str, *args: Any) -> None:
+    with _lock:
+        if key in _said:
+            return
+        _said.add(key)
+    log.log(level, message, *args)
 
 
 def headline_metrics(benchmark: str) -> Sequence[str]:
@@ -47,7 +82,7 @@ def headline_metrics(benchmark: str) -> Sequence[str]:
 def stderr_function(benchmark: str, metric: str, bootstrap_iters: int) -> Callable[[Sequence[dict]], Any] | None:
     """lmms-eval's `stderr_for_metric` contract for one of our aggregations (its `benchmark`
     and `metric`): a function of the records, or None (not a headline metric, or no bootstrap)."""
-    if bootstrap_iters <= 0 or metric not in headline_metrics(benchmark):
+    if bootstrap_iters <= 0 or metric not in headline_metrics(benchmark) or not enabled():
         return None
     resamples = min(bootstrap_iters, REPORT_RESAMPLES)
 
@@ -81,7 +116,7 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
 
     from lmms_video_reasoning.judges import cache_reader, get_judge
     from lmms_video_reasoning.utils.core import registry
-    from lmms_video_reasoning.utils.results import report
+    from lmms_video_reasoning.utils.results import report, resampling
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
@@ -99,7 +134,8 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
         return {}
     sampled = report.Sampled(benchmark, records, list(outcomes), settings)
     values = report.bootstrap_values(sampled, resamples, seed)
-    whole = sampled.metrics()
+    # only to see which metrics the run could not compute (NaN): from the same arrays when the benchmark has them
+    whole = resampling.whole(sampled.totals) if sampled.totals is not None else sampled.metrics()
     stderrs = {}
     for metric in headline_metrics(benchmark):
         if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):

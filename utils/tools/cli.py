@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
     report.add_argument("--agreement", action="append", metavar="FILE",
                         help="a judge agreement file (`lmms-vr judge-agreement --out FILE`) to show as a section; repeatable")
+    report.add_argument("--pairs", choices=("baseline", "all"), default="baseline",
+                        help="paired comparisons: each run against the first one given (default) or every pair")
     report.set_defaults(run=_delegate("results.report"))
 
     agreement = sub.add_parser("judge-agreement", help="how far a candidate judge is from the reference judge, with CIs")

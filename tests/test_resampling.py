@@ -1,0 +1,358 @@
+"""The bootstrap over arrays (`utils/results/resampling.py`) equals the reference bootstrap.
+
+The reference is the bootstrap by definition, kept in `report.py`: each resample's records
+re-aggregated by the benchmark's own metric function (`bootstrap_values_reference`,
+`paired_values_reference`). For the same seed and resample count every value must agree to
+1e-9 (metric by metric, in the same order), so no interval, standard error or paired difference
+moves. Checked on the sample benchmark scored in-process by `lmms-vr score` with the sample
+judge over real HTTP (stored outcomes, and outcomes recomputed from the judge cache as for an
+lmms-eval samples file), on CG-Bench's joined rows, and on varied inputs built from them (failed
+judgments, no answers, empty groups, NaN, the judge failure share, both VRBench protocols).
+Also: the standard error switch, `--pairs`, the streaming samples reader, the YAML cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from lmms_video_reasoning.utils.results import report, resampling, score, standard_error
+from lmms_video_reasoning.utils.core.roots import DataError
+from score_report_support import environment, sample_judge
+
+RUNS = {"vcr": ("vcr_cot",), "vr": ("vr_bench",), "cg": ("cg_bench_mcq", "cg_bench_open", "cg_bench_blind"),
+        "cg_long": ("cg_bench_long",), "cg_clue": ("cg_bench_clue",), "cg_grounding": ("cg_bench_grounding",)}
+TASKS = [("vcr", "vcr_cot"), ("vr", "vr_bench"), ("cg", "cg_bench_mcq"), ("cg", "cg_bench_open"), ("cg", "cg_bench_blind")]
+
+
+def moved(predictions: Path, task: str, out: Path, shift: int) -> Path:
+    """Another model: every third reply of `task` replaced by the reply `shift` questions later."""
+    rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
+    of_task = [i for i, row in enumerate(rows) if row.get("task") == task]
+    changed = [dict(row) for row in rows]
+    for k, index in enumerate(of_task):
+        if k % 3 == 0:
+            changed[index]["response"] = rows[of_task[(k + shift) % len(of_task)]]["response"]
+    out.write_text("".join(json.dumps(row) + "\n" for row in changed))
+    return out
+
+
+def score_predictions(predictions: Path, tasks, out: Path) -> Path:
+    scores = [score.score_task(task, score.records_from_predictions(predictions, score.task_spec(task)), str(predictions)) for task in tasks]
+    score.write_results(out, scores, str(predictions))
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(sample_dir, sample_env, tmp_path_factory):
+    """`lmms-vr score` results of the sample's replies and of changed replies, per group of tasks."""
+    out = tmp_path_factory.mktemp("resampling")
+    predictions = sample_dir / "predictions.jsonl"
+    cache = out / "judge.sqlite"
+    with sample_judge(cache, sample_env):
+        files = {name: score_predictions(predictions, tasks, out / f"{name}.json") for name, tasks in RUNS.items()}
+        for name, tasks in (("vcr", RUNS["vcr"]), ("vr", RUNS["vr"]), ("cg", RUNS["cg"])):
+            changed = predictions
+            for task in tasks:
+                changed = moved(changed, task, out / f"{name}_{task}_moved.jsonl", shift=2)
+            files[f"{name}_moved"] = score_predictions(changed, tasks, out / f"{name}_moved.json")
+    return SimpleNamespace(dir=out, files=files, env=sample_env, cache=cache)
+
+
+def loaded(runs, name: str, task: str, stored: bool = True) -> report.Sampled:
+    """The task's per-sample data as the report loads it: outcomes stored by `lmms-vr score`, or
+    (stored=False) recomputed with verdicts from the run's judge cache, as for lmms-eval's files."""
+    path = score.samples_path(runs.files[name], task)
+    if not stored:
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row in rows:
+            row.pop(score.OUTCOME_KEY)
+        path = runs.dir / f"bare_{name}_samples_{task}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    verdicts, why, _ = report.verdicts_for(runs.files[name], report.registry.get(score.task_spec(task).benchmark).scoring.judge_name)
+    with environment(runs.env):  # CG-Bench's step-2 judge request holds the clue frames: rebuilt from the sample root
+        sampled, reason = report.load_sampled(task, path, verdicts, why)
+    assert sampled is not None, reason
+    if not stored:  # recomputed from the judge cache: the run's own outcomes (a failed judgment stays failed)
+        assert sampled.outcomes == score.read_samples_with_outcomes(score.samples_path(runs.files[name], task), score.task_spec(task))[2]
+    return sampled
+
+
+def assert_same(fast: dict, slow: dict, what: str) -> None:
+    """The same metrics in the same order, each value equal to 1e-9 (NaN equals NaN)."""
+    assert list(fast) == list(slow), what
+    for metric, reference in slow.items():
+        a, b = np.asarray(fast[metric], dtype=float), np.asarray(reference, dtype=float)
+        assert a.shape == b.shape, (what, metric)
+        equal = (np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= 1e-9 * np.maximum(1.0, np.abs(b)))
+        assert equal.all(), (what, metric, a[~equal][:5], b[~equal][:5])
+
+
+def joined(parts: list[report.Sampled]) -> report.Sampled:
+    """CG-Bench's joined row of a run (as `cg_bench.report.combined_row` builds it)."""
+    records = [r for part in parts for r in part.records]
+    outcomes = [o for part in parts for o in part.outcomes]
+    return report.Sampled("cg_bench", records, outcomes, parts[0].settings)
+
+
+# ---------------------------------------------------------------------------------- the sample benchmark
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored_outcomes", "recomputed_outcomes"])
+@pytest.mark.parametrize("name,task", TASKS)
+def test_array_bootstrap_equals_the_reference(runs, name, task, stored, monkeypatch):
+    sampled = loaded(runs, name, task, stored)
+    assert sampled.totals is not None, "every benchmark of the suite has its array form"
+    slow = report.bootstrap_values_reference(sampled, 300, 7)
+    with monkeypatch.context() as patch:  # the arrays never call the metric function per resample
+        patch.setattr(type(sampled.bench), "metrics", lambda *args: pytest.fail("re-aggregated a resample"))
+        fast = report.bootstrap_values(sampled, 300, 7)
+    assert_same(fast, slow, task)
+    assert any(np.std(v[~np.isnan(v)]) > 0 for v in fast.values() if (~np.isnan(v)).sum() > 1), "a real spread"
+    intervals, reference = report.bootstrap_ci(sampled, 300, 7), {m: report.percentile_interval(v) for m, v in slow.items()}
+    assert [m for m, i in intervals.items() if i is None] == [m for m, i in reference.items() if i is None]
+    assert_same({m: i for m, i in intervals.items() if i}, {m: i for m, i in reference.items() if i}, f"{task} intervals")
+    # the run itself from the arrays: the benchmark's metric function's values
+    whole, metrics = resampling.whole(sampled.totals), sampled.metrics()
+    assert_same(whole, {m: v for m, v in metrics.items() if isinstance(v, (int, float))}, f"{task} whole")
+
+
+@pytest.mark.parametrize("name,task", [("vcr", "vcr_cot"), ("vr", "vr_bench"), ("cg", "cg_bench_mcq"), ("cg", "cg_bench_open")])
+def test_paired_differences_equal_the_reference(runs, name, task):
+    base, other = loaded(runs, name, task), loaded(runs, f"{name}_moved", task, stored=False)
+    common, observed, values = report.paired_values(base, other, 300, 3)
+    slow_observed, slow_values = report.paired_values_reference(base, other, common, 300, 3)
+    assert_same(observed, slow_observed, f"{task} observed")
+    assert_same(values, slow_values, f"{task} resampled")
+    assert any(abs(v) > 0 for v in observed.values() if not math.isnan(v)), "the changed replies change the metrics"
+
+
+def test_cg_joined_rows_equal_the_reference(runs):
+    """Modes joined per question across tasks and files: acc@IoU keeps one pair per question however often it is drawn."""
+    one_file = joined([loaded(runs, "cg", task) for task in RUNS["cg"]])
+    split = joined([loaded(runs, name, RUNS[name][0], stored=False) for name in ("cg_long", "cg_clue", "cg_grounding")])
+    for sampled in (one_file, split):
+        fast, slow = report.bootstrap_values(sampled, 300, 5), report.bootstrap_values_reference(sampled, 300, 5)
+        assert_same(fast, slow, "joined")
+        assert not math.isnan(np.nanmean(fast["acc_at_iou"])) and not math.isnan(np.nanmean(fast["crr"]))
+    common, observed, values = report.paired_values(one_file, split, 200, 9)
+    slow_observed, slow_values = report.paired_values_reference(one_file, split, common, 200, 9)
+    assert_same(observed, slow_observed, "joined observed")
+    assert_same(values, slow_values, "joined resampled")
+
+
+def test_standard_errors_are_the_reference_spread(runs):
+    """In-run standard errors (lmms-eval's Stderr column) use the same code: the reference values' spread."""
+    with sample_judge(runs.cache, runs.env):
+        for name, task in TASKS:
+            sampled = loaded(runs, name, task)
+            benchmark = score.task_spec(task).benchmark
+            records = score.records_from_samples(score.samples_path(runs.files[name], task), score.task_spec(task))
+            stderrs = standard_error.bootstrap_stderrs(benchmark, records, 300, 0)
+            slow = report.bootstrap_values_reference(sampled, 300, 0)
+            headline = [m for m in report.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
+            assert headline and set(stderrs) == set(headline), (task, stderrs)
+            for metric in headline:
+                finite = [v for v in slow[metric] if not math.isnan(v)]
+                assert stderrs[metric] == pytest.approx(float(np.std(finite, ddof=1)), rel=1e-9, abs=1e-12), (task, metric)
+
+
+# ---------------------------------------------------------------------------------- varied inputs
+
+
+def varied_vcr(sampled: report.Sampled, rng: random.Random) -> report.Sampled:
+    records, outcomes = [dict(r) for r in sampled.records], [dict(o) for o in sampled.outcomes]
+    for record, outcome in zip(records, outcomes):
+        roll = rng.random()
+        if roll < 0.15:
+            outcome["correct"], outcome["errors"] = None, ["answer: judge job failed"]  # a failed judgment
+        elif roll < 0.25:
+            outcome["recall_steps"] = None  # recall not judged: out of that mean only
+        elif roll < 0.35:
+            outcome["precision_steps"] = [{"type": "Logical Inference Steps", "judgment": "Redundant"}]  # 0/0: undefined
+        elif roll < 0.4:
+            record["model_failed"], outcome["correct"] = True, False
+        elif roll < 0.45:
+            record["reasoning_truncated"] = True
+        elif roll < 0.5:
+            outcome["verdict_lenient"], outcome["verdict_exact"] = True, False
+    for record in records:  # one dimension and one duration bucket with no sample: NaN accuracies
+        if record["dimension_code"] == "vtg":
+            record["dimension_code"] = "ftr"
+        if record["duration_bucket"] == "long":
+            record["duration_bucket"] = "medium"
+    return report.Sampled("vcr_bench", records, outcomes, sampled.settings)
+
+
+def varied_vr(sampled: report.Sampled, rng: random.Random, protocol: str, mode: str) -> report.Sampled:
+    records, outcomes = [dict(r) for r in sampled.records], [dict(o) for o in sampled.outcomes]
+    for record, outcome in zip(records, outcomes):
+        record["protocol"], record["mode"] = protocol, mode
+        roll = rng.random()
+        if roll < 0.15:
+            outcome["process"], outcome["judge_failed"] = None, True
+        elif roll < 0.25:
+            outcome["process"] = 0.0
+        elif roll < 0.3:
+            record["model_failed"], outcome["process"] = True, None
+        elif roll < 0.35:
+            record["reasoning_truncated"] = True
+        if mode == "mcq":
+            outcome.update(process=None, judge_failed=False, judged=False)
+    return report.Sampled("vrbench", records, outcomes, {"protocol": protocol})
+
+
+def varied_cg(sampled: report.Sampled, rng: random.Random) -> report.Sampled:
+    from lmms_video_reasoning.cg_bench.aggregate import JUDGE_OFF
+
+    records, outcomes = [dict(r) for r in sampled.records], [dict(o) for o in sampled.outcomes]
+    for outcome in outcomes:
+        roll = rng.random()
+        if roll < 0.15:
+            outcome["value"] = None  # unparseable: out of its mean
+        elif roll < 0.2:
+            outcome.update(model_failed=True, value=0.0)
+        elif roll < 0.25 and outcome["mode"] == "grounding":
+            outcome["value"] = rng.choice([0.1, 0.2, 0.30000000000000004, 0.5, 1.0])  # thresholds hit exactly
+        elif roll < 0.3 and outcome["mode"] == "open":
+            outcome.update(value=None, judge_error=rng.choice(["no verdict after retries", JUDGE_OFF]))
+    return report.Sampled("cg_bench", records, outcomes, sampled.settings)
+
+
+def assert_arrays_are_the_metric_function(sampled: report.Sampled, what: str) -> None:
+    metrics = sampled.metrics()
+    assert_same(resampling.whole(sampled.totals), {m: v for m, v in metrics.items() if isinstance(v, (int, float))}, f"{what} whole")
+    for seed in (0, 1):
+        assert_same(report.bootstrap_values(sampled, 60, seed), report.bootstrap_values_reference(sampled, 60, seed), f"{what} seed {seed}")
+
+
+@pytest.mark.parametrize("share", ["0.05", "0.0", "1.0"])
+def test_array_forms_equal_the_metric_functions_on_varied_inputs(runs, monkeypatch, share):
+    """Failed judgments, answers missing or cut off, undefined ratios, empty groups, NaN, both VRBench
+    protocols and its MCQ-only task, judge errors and threshold ties in CG-Bench; and the judge
+    failure share (0: any failed judgment withholds the judged metrics of the run, never of a resample)."""
+    monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", share)
+    rng = random.Random(share)
+    for k in range(3):
+        assert_arrays_are_the_metric_function(varied_vcr(loaded(runs, "vcr", "vcr_cot"), rng), f"vcr {k}")
+        for protocol in ("default", "official"):
+            for mode in ("frames", "mcq"):
+                assert_arrays_are_the_metric_function(varied_vr(loaded(runs, "vr", "vr_bench"), rng, protocol, mode), f"vr {protocol} {mode}")
+        cg = joined([loaded(runs, "cg", task) for task in RUNS["cg"]])
+        assert_arrays_are_the_metric_function(varied_cg(cg, rng), f"cg {k}")
+    if share in ("0.0", "1.0"):  # the share rule is exercised: the run's judged metrics withheld, or never
+        withheld = varied_vcr(loaded(runs, "vcr", "vcr_cot"), random.Random(1)).metrics()
+        assert math.isnan(withheld["accuracy"]) == (share == "0.0") and withheld["judge_failed"] > 0
+
+
+def test_a_benchmark_without_arrays_gets_the_reference(runs, monkeypatch):
+    sampled = loaded(runs, "vr", "vr_bench")
+    monkeypatch.setattr(type(sampled.bench), "columns", lambda self, records, outcomes, settings: None)
+    fresh = report.Sampled(sampled.benchmark, sampled.records, sampled.outcomes, sampled.settings)
+    assert fresh.totals is None
+    assert report.bootstrap_values(fresh, 40, 1) == report.bootstrap_values_reference(fresh, 40, 1)
+
+
+# ---------------------------------------------------------------------------------- settings and the report
+
+
+def test_standard_errors_can_be_switched_off(monkeypatch, caplog):
+    from lmms_video_reasoning.vrbench import hooks
+
+    monkeypatch.setattr(standard_error, "_said", set())
+    monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
+    assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is not None
+    assert hooks.aggregate_judge_failed.stderr_for(1000) is None  # not a headline metric
+    monkeypatch.setenv(standard_error.STDERR_ENV, "off")
+    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
+        assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is None
+        assert hooks.aggregate_overall.stderr_for(1000) is None
+    said = [r for r in caplog.records if standard_error.STDERR_ENV in r.getMessage()]
+    assert len(said) == 1 and "off" in said[0].getMessage(), "said once, not per metric"
+    monkeypatch.setenv(standard_error.STDERR_ENV, "maybe")
+    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
+        assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is not None  # an unknown value keeps them on ...
+    assert any(r.levelno == logging.ERROR and "'maybe'" in r.getMessage() for r in caplog.records)  # ... and says so
+
+
+def comparison_pairs(data: dict, benchmark: str) -> tuple[set[str], list[str]]:
+    [table] = [t for t in data["sections"][benchmark]["tables"] if t["title"].startswith("Paired comparisons")]
+    return {row[0] for row in table["rows"]}, table["notes"]
+
+
+def test_pairs_against_the_baseline_or_every_pair(runs, tmp_path):
+    items = [f"a={runs.files['vr']}", f"b={runs.files['vr_moved']}", f"c={runs.files['vr']}"]
+    baseline = report.build_report(items, tmp_path / "baseline", n=50, seed=0)
+    pairs, notes = comparison_pairs(baseline, "vrbench")
+    assert pairs == {f"{report.MINE}b − a", f"{report.MINE}c − a"} and baseline["pairs"] == "baseline"
+    assert any("against the baseline" in note for note in notes)
+    assert "against the baseline" in (tmp_path / "baseline" / "report.md").read_text()
+    every = report.build_report(items, tmp_path / "all", n=50, seed=0, pairs="all")
+    pairs, notes = comparison_pairs(every, "vrbench")
+    assert pairs == {f"{report.MINE}b − a", f"{report.MINE}c − a", f"{report.MINE}c − b"}
+    assert any("every pair" in note for note in notes)
+    with pytest.raises(DataError, match="--pairs 'some'"):
+        report.build_report(items, tmp_path / "bad", n=0, pairs="some")
+
+
+def test_task_yamls_are_parsed_once(monkeypatch):
+    score.task_specs()
+    calls = []
+    original = score._read_yaml
+    monkeypatch.setattr(score, "_read_yaml", lambda path: calls.append(path) or original(path))
+    for _ in range(3):
+        specs = score.task_specs()
+        score.task_spec("vr_bench")
+    assert calls == [] and "cg_bench_full_mcq" in specs
+
+
+# ---------------------------------------------------------------------------------- the samples file, streamed
+
+
+def lmms_eval_line(record: dict, doc_id: int, spec: score.TaskSpec, **extra) -> dict:
+    """A line as lmms-eval 0.7.3 logs it: the record under each of the task's metric names."""
+    return {"doc_id": doc_id, "target": record.get("answer"), "filtered_resps": [record.get("response")], "token_counts": [3],
+            "doc_hash": "0" * 64, **extra, **{metric: record for metric in spec.metrics}, "input": "the prompt"}
+
+
+def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_path):
+    spec = score.task_spec("vr_bench")
+    records = score.records_from_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)
+    lines = [json.dumps(lmms_eval_line(record, i, spec)) for i, record in enumerate(records)]
+    # a nested object holding a key named like a metric comes before the real copies: never taken for the record
+    decoy = lmms_eval_line(records[1], 1, spec, doc={"mcq_accuracy": {"sample_id": "decoy"}, "note": '"overall": {'})
+    lines[1] = json.dumps(decoy)
+    lines[2] = json.dumps(lmms_eval_line(records[2], 2, spec), separators=(",", ":"))  # another writer's separators
+    path = tmp_path / "run_samples_vr_bench.jsonl"
+    path.write_text("\n".join(lines) + "\n" + lines[3] + "\n" + json.dumps(dict(reversed(list(json.loads(lines[4]).items())))) + "\n")
+    read, coverage, outcomes = score.read_samples_with_outcomes(path, spec)
+    assert read == records and outcomes is None
+    assert coverage.samples == len(records) + 2 and coverage.duplicates_dropped == 2  # verbatim, and the same row reordered
+    changed = json.loads(lines[5])
+    changed["overall"] = {**changed["overall"], "response": "another reply"}
+    path.write_text("\n".join(lines) + "\n" + json.dumps(changed) + "\n")
+    with pytest.raises(DataError, match="doc_id 5 appears twice with different content"):
+        score.read_samples_with_outcomes(path, spec)
+    path.write_text("\n".join(lines) + "\n" + lines[6][: len(lines[6]) // 2 + 7] + "\n")
+    with pytest.raises(DataError, match=rf"{path.name}:{len(lines) + 1}: not valid JSON"):
+        score.read_samples_with_outcomes(path, spec)
+    path.write_text("[1, 2]\n")
+    with pytest.raises(DataError, match="expected a JSON object"):
+        score.read_samples_with_outcomes(path, spec)
+
+
+def test_the_report_keeps_only_what_the_metrics_read(runs):
+    for name, task in TASKS:
+        sampled = loaded(runs, name, task, stored=False)
+        full = score.records_from_samples(score.samples_path(runs.files[name], task), score.task_spec(task))
+        assert all(len(json.dumps(slim)) < len(json.dumps(record)) / 2 for slim, record in zip(sampled.records, full)), task
+        assert "response" not in sampled.records[0] and "question" not in sampled.records[0]
+        whole = report.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)
+        assert_same(sampled.metrics(), whole.metrics(), f"{task}: slim records, same metrics")

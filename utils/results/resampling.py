@@ -1,0 +1,173 @@
+"""The bootstrap over arrays: each sample's contribution computed once, resamples as unit counts.
+
+A benchmark's metrics are functions of sums over its samples: right answers and questions per
+group, summed per-sample ratios and how many are defined, tIoUs over thresholds, failure counts.
+The benchmark gives those per-sample numbers once per run (`SampleColumns`, from its scoring
+adapter's `columns`) and an `aggregate` that turns sums into its metrics with the arithmetic of
+its own metric functions (macro means, F1 of the means, accuracy per group, CRR of two means).
+
+A bootstrap resample draws resampling units (questions, or videos) with replacement: it is the
+number of times each unit was drawn, and every sum of the resample is a product of those counts
+with the units' totals. So `n` resamples are a few matrix products (in chunks, so memory stays
+small) instead of `n` runs of the metric function over copied records. Per-question joins
+(CG-Bench's acc@IoU, whose official join keeps one pair per question however often the question
+is drawn) are `once` columns: summed over the units drawn at least once.
+
+The draws are exactly those of the reference bootstrap, one `rng.integers(0, units, units)` per
+resample from `numpy.random.default_rng(seed)`, so for the same seed and resample count every
+value equals the reference's (re-aggregating each resample's records with the metric function,
+`report.bootstrap_values_reference`) up to floating-point summation order (tests hold 1e-9).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+Totals = Mapping[str, np.ndarray]
+# aggregate(totals, whole) -> {metric: one value per row of totals}; `whole` is True when the
+# totals are a run's own (each row a whole set of samples: the judge failure share applies, as in
+# the benchmark's metric function), False for bootstrap resamples (the share is the run's decision).
+Aggregate = Callable[[Totals, bool], dict[str, np.ndarray]]
+
+CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
+
+
+@dataclass(frozen=True)
+class SampleColumns:
+    """A run's per-sample contributions: `counted` columns are summed with each sample's
+    multiplicity in a resample, `once` columns once per unit drawn (a benchmark places a per-unit
+    value on one sample of the unit and 0 on the others). `aggregate` computes the metrics."""
+
+    counted: Mapping[str, np.ndarray]
+    aggregate: Aggregate
+    once: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+def column(values: Sequence[float] | Iterator[float]) -> np.ndarray:
+    """A float64 column from per-sample numbers (bools count 1 / 0)."""
+    return np.fromiter((float(v) for v in values), dtype=float)
+
+
+def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator, NaN where the denominator is 0 (nothing to average)."""
+    out = np.full(np.broadcast(numerator, denominator).shape, np.nan)
+    np.divide(numerator, denominator, out=out, where=denominator != 0)
+    return out
+
+
+class UnitTotals:
+    """A run's columns summed per resampling unit (units in the order of `keys`). Columns that
+    are 0 for every sample (another mode's, a failure that never happened) are left out of the
+    matrices: their sums are 0 in every resample."""
+
+    def __init__(self, columns: SampleColumns, unit_of_sample: np.ndarray, units: int) -> None:
+        self.columns = columns
+        self.units = units
+        counted = {name: values for name, values in columns.counted.items() if values.any()}
+        once = {name: values for name, values in columns.once.items() if values.any()}
+        self.zero_names = [name for name in (*columns.counted, *columns.once) if name not in counted and name not in once]
+        self.counted_names, self.once_names = list(counted), list(once)
+        self.counted = _per_unit(counted, unit_of_sample, units)
+        self.once = _per_unit(once, unit_of_sample, units)
+
+    def of_units(self, rows: np.ndarray) -> "UnitTotals":
+        """The same run restricted to its units `rows`, in that order (a paired comparison's common units)."""
+        restricted = copy.copy(self)
+        restricted.units, restricted.counted, restricted.once = len(rows), self.counted[rows], self.once[rows]
+        return restricted
+
+    def totals(self, counts: np.ndarray) -> dict[str, np.ndarray]:
+        """The sums of each resample (`counts`: resamples x how often each unit was drawn)."""
+        sums = counts @ self.counted
+        totals = {name: sums[:, i] for i, name in enumerate(self.counted_names)}
+        if self.once_names:
+            present = (counts > 0).astype(float) @ self.once
+            totals.update({name: present[:, i] for i, name in enumerate(self.once_names)})
+        zero = np.zeros(len(counts))
+        totals.update(dict.fromkeys(self.zero_names, zero))
+        return totals
+
+
+def _per_unit(columns: Mapping[str, np.ndarray], unit_of_sample: np.ndarray, units: int) -> np.ndarray:
+    matrix = np.zeros((units, len(columns)))
+    for i, values in enumerate(columns.values()):
+        matrix[:, i] = np.bincount(unit_of_sample, weights=values, minlength=units)
+    return matrix
+
+
+def unit_index(keys: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """(the unit number of each sample, the units in first-appearance order)."""
+    numbers: dict[str, int] = {}
+    index = np.fromiter((numbers.setdefault(key, len(numbers)) for key in keys), dtype=np.int64, count=len(keys))
+    return index, list(numbers)
+
+
+_drawn: OrderedDict[tuple[int, int, int], list[np.ndarray]] = OrderedDict()  # the last draws, as compact counts
+_drawn_lock = threading.Lock()
+DRAWS_KEPT = 2
+
+
+def draws(seed: int, units: int, n: int) -> Iterator[np.ndarray]:
+    """`n` resamples of `units` units with replacement as count matrices (chunks of rows), drawn
+    one resample at a time as the reference bootstrap draws them from `default_rng(seed)` (same
+    seed, same resamples). The counts of the last draws are kept (one byte or two per cell): a
+    report resamples the same questions for every task and every pair of runs."""
+    key = (seed, units, n)
+    with _drawn_lock:
+        chunks = _drawn.get(key)
+        if chunks is not None:
+            _drawn.move_to_end(key)
+    if chunks is None:
+        chunks = list(_draw(np.random.default_rng(seed), units, n))
+        with _drawn_lock:
+            _drawn[key] = chunks
+            while len(_drawn) > DRAWS_KEPT:
+                _drawn.popitem(last=False)
+    for chunk in chunks:
+        yield chunk.astype(float)
+
+
+def _draw(rng: np.random.Generator, units: int, n: int) -> Iterator[np.ndarray]:
+    chunk = max(1, CHUNK_CELLS // max(1, units))
+    for start in range(0, n, chunk):
+        rows = min(chunk, n - start)
+        picks = np.stack([rng.integers(0, units, units) for _ in range(rows)])
+        offsets = (np.arange(rows) * units)[:, None]
+        counts = np.bincount((picks + offsets).ravel(), minlength=rows * units).reshape(rows, units)
+        yield counts.astype(np.uint8 if counts.max(initial=0) < 256 else np.int64)
+
+
+def resampled(totals: UnitTotals, n: int, seed: int) -> dict[str, np.ndarray]:
+    """Every metric on `n` resamples of the units (seeded): {metric: n values}."""
+    return _joined([totals.columns.aggregate(totals.totals(counts), False) for counts in draws(seed, totals.units, n)])
+
+
+def whole(totals: UnitTotals) -> dict[str, float]:
+    """The metrics of the run itself (each unit once)."""
+    values = totals.columns.aggregate(totals.totals(np.ones((1, totals.units))), True)
+    return {name: float(value[0]) for name, value in values.items()}
+
+
+def paired(base: UnitTotals, other: UnitTotals, n: int, seed: int) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """(other - base, other - base on `n` resamples of the units drawn together): the paired
+    bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
+    Metrics are those of the base that the other run has too."""
+    a, b = whole(base), whole(other)
+    observed = {name: b[name] - a[name] for name in a if name in b}
+    parts = []
+    for counts in draws(seed, base.units, n):
+        left, right = base.columns.aggregate(base.totals(counts), False), other.columns.aggregate(other.totals(counts), False)
+        parts.append({name: right[name] - left[name] for name in left if name in right})
+    return observed, _joined(parts)
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if not parts:
+        return {}
+    return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
