@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ def long_indices(total: int, n: int = 128) -> list[int]:
     round-half-to-even, as in the official code. The official code does not shorten the list
     for short videos (indices repeat); neither does this.
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     seg = float(total) / n
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
 
@@ -45,7 +45,7 @@ def clue_indices(
     official code silently drops such frames); a zero-length interval gets one frame at its
     start when no other interval holds frames (the official code would return none).
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
@@ -72,7 +72,5 @@ def timestamps(indices: Iterable[int], fps: float) -> list[float]:
     return [round(i / fps, 4) for i in indices]
 
 
-
-
-LONG_PLAN = video.FramePlan("cg_bench", pick=long_indices, times=timestamps)
-CLUE_PLAN = video.FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, times=timestamps)
+LONG_PLAN = FramePlan("cg_bench", pick=long_indices, times=timestamps)
+CLUE_PLAN = FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, times=timestamps)

@@ -2,7 +2,7 @@
 
 Precedence (issue 3): ``LMMS_VR_JUDGE_BASE_URL`` / ``LMMS_VR_JUDGE_API_KEY`` /
 ``LMMS_VR_JUDGE_MODEL`` override everything; otherwise each benchmark has the defaults of
-its official evaluation code, declared by the benchmark's own ``judging`` module with
+its official evaluation code, declared by the benchmark's own ``benchmark`` module with
 ``register_defaults`` (``JudgeDefaults``), plus lmms-eval's conventions (``OPENAI_API_URL``,
 ``MODEL_VERSION``).
 """
@@ -60,26 +60,26 @@ class JudgeDefaults:
     base_url_envs: tuple[str, ...]
 
 
-# Each benchmark's official judge, declared by the benchmark's `judging` module when it is
-# imported (its lmms-eval hooks import it, also in the upstream export, which has no registry).
+# Each benchmark's official judge, declared by the benchmark's `benchmark` module when it is
+# imported (the registry imports it; so do the benchmark's lmms-eval hooks).
 _DEFAULTS: dict[str, JudgeDefaults] = {}
 
 
 def register_defaults(benchmark: str, defaults: JudgeDefaults) -> JudgeDefaults:
-    """Declare ``benchmark``'s official judge (called by the benchmark's ``judging`` module)."""
+    """Declare ``benchmark``'s official judge (called by the benchmark's ``benchmark`` module)."""
     _DEFAULTS[benchmark] = defaults
     return defaults
 
 
 def _declare_from_registry(benchmark: str | None = None) -> None:
-    """Import the ``judging`` module of ``benchmark`` (None: of every registered benchmark),
+    """Import the ``benchmark`` module of ``benchmark`` (None: of every registered benchmark),
     which declares its judge: tools such as `lmms-vr score` may ask for a judge before any
     hook ran."""
     import importlib
 
     try:
         from lmms_video_reasoning.utils.core import registry
-    except ImportError:  # the upstream export ships no registry: the hooks declared the judge
+    except ImportError:  # a copy without the registry: nothing to declare from
         return
     try:
         packages = [registry.get(benchmark).package] if benchmark else [b.package for b in registry.benchmarks()]
@@ -87,8 +87,8 @@ def _declare_from_registry(benchmark: str | None = None) -> None:
         return
     for package in packages:
         try:
-            importlib.import_module(f"{package}.judging")
-        except ModuleNotFoundError:  # a benchmark without a judge
+            importlib.import_module(f"{package}.benchmark")
+        except ModuleNotFoundError:  # a benchmark defined elsewhere (registered directly)
             pass
 
 

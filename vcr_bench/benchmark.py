@@ -3,8 +3,15 @@
 (`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
 from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges.bind import bind
+from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.vcr_bench import judging as _judging
 from lmms_video_reasoning.vcr_bench.report import report_spec
+
+# The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
+JUDGE = register_defaults("vcr_bench", JudgeDefaults(_judging.JUDGE_MODEL, "MODEL_VERSION", "OPENAI_API_KEY", None,
+                                                     ("OPENAI_BASE_URL", "OPENAI_API_URL")))
 
 
 class VcrBenchScoring(ScoringAdapter):
@@ -29,7 +36,7 @@ class VcrBenchScoring(ScoringAdapter):
         if judge is None:
             return None
         chain_of_thought = any(record.get("score_cot", True) for record in records)
-        return judging.judge_records(list(records), judge, chain_of_thought)
+        return judging.judge_records(list(records), bind(judge), chain_of_thought, settings)
 
     def metrics(self, records, outcomes, settings):
         from lmms_video_reasoning.vcr_bench import hooks

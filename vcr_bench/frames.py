@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts
 
 
 def indices(total: int, n: int = 64) -> list[int]:
@@ -16,7 +16,7 @@ def indices(total: int, n: int = 64) -> list[int]:
 
     Official inference code, start-aligned.
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     if total <= n:
         return list(range(total))
     return [i * total // n for i in range(n)]
@@ -27,6 +27,4 @@ def timestamps(indices: Iterable[int], fps: float) -> list[float]:
     return [round(i / fps, 1) for i in indices]
 
 
-
-
-PLAN = video.FramePlan("vcr_bench", pick=indices, times=timestamps)
+PLAN = FramePlan("vcr_bench", pick=indices, times=timestamps)

@@ -1,21 +1,15 @@
-"""lmms-eval hooks of the VCR-Bench tasks (`tasks/vcr_bench/*.yaml` point here).
+"""lmms-eval hooks of the VCR-Bench tasks in the plugin (`tasks/vcr_bench/*.yaml` point here).
 
-Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model
-by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
-  video      the video (models with native video input; the default, as in the paper):
-             simple models get a proxy clip of exactly the frames their own path keeps
-             (`utils.model_video`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
-  frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
-             written before the question (frame-based models: `openai`, `gpt4v`)
-  one_frame  the middle frame only (`vcr_one_frame`)
-  none       no visual (`vcr_text_only`)
-`VCR_BENCH_VISUAL_MODE=video|frames` overrides video/frames for `vcr_cot` and `vcr_direct`.
-`chain_of_thought: false` drops the CoT instruction (`vcr_direct`).
+The task itself (inputs, records, metrics) is `task.py`, shared with the task folder that
+`lmms-vr upstream` writes into lmms-eval; this module binds it to the plugin: documents from
+the data root with the checks before generation (`utils.preflight`), the judge engine with its
+cache (`judges`), and the fast inputs (`utils.model_video`: simple video models get a proxy
+clip of exactly the frames their own path keeps, chat models the path;
+`LMMS_VR_VIDEO_INPUT=path` = paths; frames decoded by `utils.media.video`).
 
 Scoring: `process_results` only builds a self-contained record (never calls a judge, never
-raises; lmms-eval's failure placeholder is marked `model_failed`, never judged); the first
-aggregation of a task judges all records in one batch (`score_records`, memoised by content
-so the metric aggregations share one batch) and writes the judge
+raises); the first aggregation of a task judges all records in one batch (`score_records`,
+memoised by content so the metric aggregations share one batch) and writes the judge
 accounting next to the results. `score_records` is also what `lmms-vr score` calls on
 records read back from a `--log_samples` file, and `record_from_response` builds the same
 record from a doc and a raw response (`--predict_only` files, replay predictions).
@@ -24,29 +18,35 @@ record from a doc and a raw response (`--predict_only` files, replay predictions
 from __future__ import annotations
 
 import logging
-import math
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.judges import failure_share, get_judge
-from lmms_video_reasoning.utils.lmms import model_video
-from lmms_video_reasoning.utils.lmms import preflight
+from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges.bind import bind
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms import model_video, preflight
 from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
-from lmms_video_reasoning.utils.lmms.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
-from lmms_video_reasoning.vcr_bench import data, frames, judging, prompts, scoring
+from lmms_video_reasoning.vcr_bench import data, scoring, task  # noqa: F401 - scoring: part of this module's interface
+from lmms_video_reasoning.vcr_bench.scoring import (  # noqa: F401 - part of this module's interface
+    INCLUDE_BACKGROUND_ENV,
+    LENIENT_VERDICT_ENV,
+    OFFICIAL_REVERSED_ENV,
+    resolve_settings,
+)
+from lmms_video_reasoning.vcr_bench.task import (  # noqa: F401 - part of this module's interface
+    FRAME_COUNT,
+    VISUAL_MODE_ENV,
+    VISUAL_MODES,
+    count_model_failures,
+    count_truncated,
+    judged_count,
+    metrics_from_outcomes,
+    record_from_response,
+    task_settings,
+)
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
-
-VISUAL_MODES = ("video", "frames", "one_frame", "none")
-VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
-FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
-INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
-LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
-OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
 
 
 # ---------------------------------------------------------------- documents
@@ -66,110 +66,57 @@ def load_docs_no_visual(dataset=None) -> Any:
 _MEDIA = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
 
 
-# ---------------------------------------------------------------- task settings
+# ---------------------------------------------------------------- get the frames (the plugin's binding)
 
 
-def task_settings(kwargs: dict | None) -> tuple[str, bool]:
-    """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
-    kwargs = kwargs or {}
-    mode = kwargs.get("visual_mode", "video")
-    override = os.environ.get(VISUAL_MODE_ENV, "").strip()
-    if override and mode in ("video", "frames"):
-        mode = override
-    if mode not in VISUAL_MODES:
-        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE_ENV}) is not one of {VISUAL_MODES}")
-    return mode, bool(kwargs.get("chain_of_thought", True))
+class PluginMedia:
+    """Videos under the data root (`data.video_file`), frames from the exact sampler, and the
+    proxy clip of the model's own frames for video-native models."""
+
+    def probe(self, doc: dict) -> tuple[int, float]:
+        info = video.probe(data.video_file(doc))
+        return info.total_frames, info.fps
+
+    def frames(self, doc: dict, indices: Sequence[int]) -> list:
+        return list(video.read_frames(data.video_file(doc), list(indices)))
+
+    def video(self, doc: dict) -> str:
+        # The model's own frames in a proxy clip (utils.model_video; `LMMS_VR_VIDEO_INPUT=path`
+        # hands over the path). Either way the file is decoded here first: native-video models
+        # swallow a decode error and answer from the text alone, so a broken file fails here.
+        return model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))
 
 
-def frame_plan(doc: dict, mode: str) -> tuple[Path, list[int], list[float]]:
+MEDIA = PluginMedia()
+
+
+def frame_plan(doc: dict, mode: str) -> tuple[Any, list[int], list[float]]:
     """(video, frame indices, their times) for the frame modes, from the container (no decoding)."""
-    path = data.video_file(doc)
-    info = video.probe(path)
-    if mode == "one_frame":
-        indices = [info.total_frames // 2]
-    else:
-        indices = frames.indices(info.total_frames, FRAME_COUNT)
-    return path, indices, frames.timestamps(indices, info.fps)
-
-
-# ---------------------------------------------------------------- model inputs
+    indices, times = task.frame_plan(doc, mode, MEDIA)
+    return data.video_file(doc), indices, times
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
     """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
-    mode, chain_of_thought = task_settings(lmms_eval_specific_kwargs)
-    preamble = prompts.frame_times_preamble(frame_plan(doc, mode)[2]) if mode == "frames" else ""
-    return prompts.model_prompt(doc["question"], chain_of_thought, preamble)
+    return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """`[video_path]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
-    mode, _ = task_settings(lmms_eval_specific_kwargs)
-    if mode == "none":
-        return []
-    if mode == "video":
-        # The model's own frames in a proxy clip (utils.model_video; `LMMS_VR_VIDEO_INPUT=path`
-        # hands over the path). Either way the file is decoded here first: native-video models
-        # swallow a decode error and answer from the text alone, so a broken file fails here.
-        return [model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))]
-    path, indices, _times = frame_plan(doc, mode)
-    return list(video.read_frames(path, indices))
+    """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
     """Chat models: the visuals of `doc_to_visual` as video / image parts, then the prompt."""
-    visuals = doc_to_visual(doc, lmms_eval_specific_kwargs)
-    content = [{"type": "video", "url": item} if isinstance(item, str) else {"type": "image", "url": item} for item in visuals]
-    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
-    return [{"role": "user", "content": content}]
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 # ---------------------------------------------------------------- per-sample records
 
 
-def record_from_response(doc: dict, response: Any, chain_of_thought: bool = True) -> dict:
-    """Everything needed to score one sample later; cheap, JSON-ready, never raises.
-
-    lmms-eval's placeholder for a request that got no answer ("[LMMS_EVAL_REQUEST_FAILED ...]")
-    is kept as the response but marked `model_failed` with its first line as
-    `model_failure_reason`: it is never judged (see `scoring.model_failed`). The response is
-    the raw reply; `utils.responses.reply_fields` adds its final answer, whether its reasoning
-    was cut off (then the answer is wrong without a judge call) and which text the judges see.
-    """
-    text = response if isinstance(response, str) else ("" if response is None else str(response))
-    reason = failure_reason(text)
-    failure = {"model_failed": reason is not None, "model_failure_reason": reason}
-    reasoning = reply_fields(text)
-    try:
-        return {
-            "sample_id": str(doc["sample_id"]),
-            "id": int(doc["id"]),
-            "dimension_code": doc["dimension_code"],
-            "duration": float(doc["duration"]),
-            "duration_bucket": data.duration_bucket(float(doc["duration"])),
-            "multiple_choice": bool(doc["multiple_choice"]),
-            "question": doc["question"],
-            "answer": doc["answer"],
-            "reasoning": list(doc["reasoning"]),
-            "response": text,
-            **reasoning,
-            "score_cot": chain_of_thought,
-            "error": None,
-            **failure,
-        }
-    except Exception as error:  # noqa: BLE001 - a bad doc must become a failed sample, not a retry loop
-        return {
-            "sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
-            "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
-            "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [], "response": text, **reasoning,
-            "score_cot": chain_of_thought, "error": f"{type(error).__name__}: {error}", **failure,
-        }
-
-
 def _results_for(doc: dict, results: Sequence, chain_of_thought: bool) -> dict:
     record = record_from_response(doc, results[0] if results else "", chain_of_thought)
-    names = scoring.METRICS if chain_of_thought else scoring.ACCURACY_METRICS + scoring.COUNT_METRICS
-    return {name: record for name in names}
+    return {name: record for name in task.metric_names(chain_of_thought)}
 
 
 def process_results(doc: dict, results: Sequence) -> dict:
@@ -184,83 +131,17 @@ def process_results_accuracy_only(doc: dict, results: Sequence) -> dict:
 
 # ---------------------------------------------------------------- scoring
 
-
-def resolve_settings(settings: dict | None = None) -> dict:
-    """Scoring settings, from the argument or the environment (`=1`): `include_background`
-    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the
-    paper-era code did; default off as the current code); `lenient_verdict`
-    (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
-    the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
-    interval bounds / box corners enter the IoU rule as given, as officially)."""
-    def env(name: str) -> bool:
-        return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-    merged = {"include_background": env(INCLUDE_BACKGROUND_ENV), "lenient_verdict": env(LENIENT_VERDICT_ENV),
-              "official_reversed": env(OFFICIAL_REVERSED_ENV)}
-    merged.update(settings or {})
-    return merged
+NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or re-score the --log_samples file later "
+                 "with `lmms-vr score`.")
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records.
-
-    Without a judge nothing can be scored, not even accuracy (the answer is extracted by the
-    judge): every judge-based metric is NaN and one log line says how many samples were left
-    unscored; `model_failed` needs no judge and is still counted.
-    """
-    settings = resolve_settings(settings)
-    records = list(records)
-    chain_of_thought = any(record.get("score_cot", True) for record in records)
-    warn_truncated(log, "VCR-Bench", count_truncated(records), len(records))
-    judge = get_judge("vcr_bench")
-    if judge is None:
-        log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
-                    "are NaN (answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or "
-                    "OPENAI_API_KEY) or re-score the --log_samples file later with `lmms-vr score`.", len(records))
-        return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records),
-                "reasoning_truncated": count_truncated(records)}
-    outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
-    judge.log_summary()
-    metrics, judged = metrics_from_outcomes(records, outcomes, settings), judged_count(records)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged):
-        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged))
+    """All VCR-Bench metrics of a task's records, judged by the configured judge (`task.score_with`)."""
+    judge = bind(get_judge("vcr_bench"))
+    metrics = task.score_with(records, judge, settings, NO_JUDGE_HINT)
+    if judge is not None:
+        judge.log_summary()
     return metrics
-
-
-def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of judged records (`judging.judge_records` outcomes); no judge call."""
-    settings = resolve_settings(settings)
-    metrics = scoring.accuracy_metrics(records, [outcome["correct"] for outcome in outcomes])
-    if any(record.get("score_cot", True) for record in records):
-        metrics.update(scoring.cot_metrics([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
-                                           settings["include_background"]))
-    else:
-        metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
-    metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
-    # Past the failure share, the judged metrics would measure the judge's outage, not the model.
-    failure_share.withhold(metrics, [m for m in scoring.METRICS if m not in scoring.COUNT_METRICS],
-                           metrics["judge_failed"], judged_count(records))
-    # Not a task metric (no YAML entry): how many verdicts the other reading of the scoring
-    # judge's reply would change (`lenient_verdict`); in `lmms-vr score` output and the logs.
-    metrics["verdict_lenient_changed"] = judging.lenient_changed(outcomes)
-    metrics["model_failed"] = count_model_failures(records)
-    metrics["reasoning_truncated"] = count_truncated(records)
-    return metrics
-
-
-def judged_count(records: Sequence[dict]) -> int:
-    """Samples that needed judging (lmms-eval's failure placeholder is never judged)."""
-    return len(records) - count_model_failures(records)
-
-
-def count_model_failures(records: Sequence[dict]) -> int:
-    """How many samples got lmms-eval's failure placeholder instead of a model answer."""
-    return sum(scoring.model_failed(record) for record in records)
-
-
-def count_truncated(records: Sequence[dict]) -> int:
-    """How many replies ended inside an open reasoning block (wrong for accuracy, not extracted)."""
-    return sum(map(reasoning_truncated, records))
 
 
 _SCORE = ScoreOnce(score_records)

@@ -21,26 +21,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from lmms_video_reasoning.judges import JudgeRequest, JudgeResult, failure_share
-from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
+from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
 from lmms_video_reasoning.utils.lmms.responses import judged_text, reasoning_truncated
 from lmms_video_reasoning.vcr_bench import prompts, scoring
 
-log = logging.getLogger("lmms_video_reasoning.vcr_bench")
+log = logging.getLogger(__name__)
 
-# The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
-JUDGE = register_defaults("vcr_bench", JudgeDefaults("gpt-4o-2024-08-06", "MODEL_VERSION", "OPENAI_API_KEY", None,
-                                                     ("OPENAI_BASE_URL", "OPENAI_API_URL")))
-
+# The official judge (eval_code: GPT-4o through the OpenAI client).
+JUDGE_MODEL = "gpt-4o-2024-08-06"
 JUDGE_MAX_TOKENS = 2048
 MAX_REASKS = 2
 
-Ask = Callable[[JudgeRequest], JudgeResult]
 
-
-def judge_request(prompt: str, parse: Callable, tag: str) -> JudgeRequest:
+def judge_request(prompt: str, parse: Callable, tag: str) -> Request:
     """One official judge call: the prompt as a single user message, temperature 0."""
-    return JudgeRequest(
+    return Request(
         messages=[{"role": "user", "content": prompt}],
         max_tokens=JUDGE_MAX_TOKENS,
         temperature=0.0,
@@ -157,14 +153,12 @@ def lenient_changed(outcomes: Sequence[dict]) -> int:
     return sum(o.get("verdict_lenient") is not None and o["verdict_lenient"] != o.get("verdict_exact") for o in outcomes)
 
 
-def judge_records(records: Sequence[dict], judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
+def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
     """Judge every record in one concurrent batch; returns one outcome per record, in order.
 
-    `settings` None: the scoring settings of the environment (`hooks.resolve_settings`)."""
+    `settings` None: the scoring settings of the environment (`scoring.resolve_settings`)."""
     if settings is None:
-        from lmms_video_reasoning.vcr_bench.hooks import resolve_settings  # hooks imports this module
-
-        settings = resolve_settings(None)
+        settings = scoring.resolve_settings(None)
     jobs = plan_jobs(records, chain_of_thought)
 
     def run(job, ask):

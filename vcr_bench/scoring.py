@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -350,3 +351,27 @@ def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[l
         prefix = _COT_PREFIX[kind]
         out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = percent(r), percent(p), percent(f1(p, r))
     return out
+
+
+# ---------------------------------------------------------------- scoring settings
+
+INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
+LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
+OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
+
+
+def resolve_settings(settings: dict | None = None) -> dict:
+    """Scoring settings, from the argument or the environment (`=1`): `include_background`
+    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the
+    paper-era code did; default off as the current code); `lenient_verdict`
+    (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
+    the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
+    interval bounds / box corners enter the IoU rule as given, as officially)."""
+
+    def env(name: str) -> bool:
+        return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+    merged = {"include_background": env(INCLUDE_BACKGROUND_ENV), "lenient_verdict": env(LENIENT_VERDICT_ENV),
+              "official_reversed": env(OFFICIAL_REVERSED_ENV)}
+    merged.update(settings or {})
+    return merged

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts
 
 # Official frame size (inference/utils/video_process.py: cv2.resize(frame, (224, 224))).
 SIZE = (224, 224)
@@ -20,13 +20,11 @@ def indices(total: int, n: int = 16) -> list[int]:
     Official ``get_middle_frame_indices`` (OpenGVLab/VRBench ``inference/utils/video_process.py``):
     boundaries ``np.linspace(0, total, n + 1, dtype=int)``, index ``(start + end) // 2``.
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     if n >= total:
         return list(range(total))
     bounds = np.linspace(0, total, num=n + 1, dtype=int)
     return [int((bounds[i] + bounds[i + 1]) // 2) for i in range(n)]
-
-
 
 
 def timestamps(indices: Sequence[int], fps: float) -> list[float]:
@@ -34,4 +32,4 @@ def timestamps(indices: Sequence[int], fps: float) -> list[float]:
     return [i / fps for i in indices]
 
 
-PLAN = video.FramePlan("vrbench", pick=indices, times=timestamps, size=SIZE)
+PLAN = FramePlan("vrbench", pick=indices, times=timestamps, size=SIZE)

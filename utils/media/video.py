@@ -56,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts  # noqa: F401 - part of this module's interface
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
@@ -99,30 +100,6 @@ class SampledFrames:
     fps: float
     total_frames: int
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class FramePlan:
-    """A benchmark protocol's frame choice, declared in the benchmark's folder (``frames.py``).
-
-    ``pick(total, n)``: presentation indices for a video of ``total`` frames; or, for plans
-    inside a question's intervals, ``pick_in_intervals(intervals_s, fps, total, n)`` returning
-    ``(indices, n_intervals_clamped)``. ``times(indices, fps)``: the seconds shown to the model.
-    ``size``: the protocol's frame size, None for the decoded size.
-    """
-
-    name: str
-    times: Callable[[Sequence[int], float], list[float]]
-    pick: Callable[[int, int], list[int]] | None = None
-    pick_in_intervals: Callable[[Sequence[Sequence[float]], float, int, int], tuple[list[int], int]] | None = None
-    size: tuple[int, int] | None = None
-
-
-def check_counts(total: int, n: int) -> None:
-    if total < 1:
-        raise ValueError(f"a video needs at least one frame, got total={total}")
-    if n < 1:
-        raise ValueError(f"number of frames to sample must be >= 1, got {n}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,62 @@
+"""Ask the judge: the one interface through which benchmark code talks to an LLM judge.
+
+A benchmark's judging code builds `Request`s (the official prompt as chat messages, a parser
+that raises `ParseError` for a reply to ask again) and hands functions to `judge.map(fn,
+items)`, where `fn(item, ask)` may call `ask(request) -> Result` several times in sequence.
+It never knows who answers. Two bindings implement this interface:
+
+- the plugin's: the cached, resumable engine in `judges/` (`judges.bind.EngineJudge`);
+- lmms-eval's own judge layer, `lmms_eval.llm_judge` (`utils.lmms.llm_judge_binding`), for
+  the task folders written into lmms-eval by `lmms-vr upstream`.
+
+Standard library only, so the module is copied as is into those task folders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence, TypeVar
+
+
+class ParseError(ValueError):
+    """A judge reply that does not have the required form (the judge is asked again)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One chat completion to judge with; `messages` are OpenAI chat messages."""
+
+    messages: list[dict]
+    max_tokens: int = 2048
+    temperature: float | None = 0.0  # None: not sent (some official evaluations leave it unset)
+    parse: Callable[[str], Any] | None = None  # raises ParseError -> asked again
+    max_reasks: int = 2
+    tag: str = ""  # e.g. "<benchmark>.recall", for the accounting
+
+
+@dataclass(frozen=True)
+class Result:
+    """A judge's answer: `value` is `parse(raw)` (the raw text without a parser); None unless `ok`."""
+
+    ok: bool
+    value: Any
+    raw: str | None
+    error: str | None
+    cached: bool = False
+    answered_by: str | None = None
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+Ask = Callable[[Request], Result]
+
+
+class Judge(Protocol):
+    """What benchmark code needs from a judge."""
+
+    def ask(self, request: Request) -> Result: ...
+
+    def map(self, fn: Callable[[T, Ask], R], items: Sequence[T], desc: str = "judging") -> list[R | None]:
+        """`[fn(item, self.ask) for item in items]`, concurrently, in input order; None where `fn` raised
+        (callers count it as a failed judgment, never as a score)."""
+        ...
