@@ -3,8 +3,14 @@
 (`reference_tables.json`), its data for `lmms-vr prepare` (`data.py`)."""
 
 from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges.bind import bind
+from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.vrbench import judging as _judging
 from lmms_video_reasoning.vrbench.report import report_spec
+
+# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
+JUDGE = register_defaults("vrbench", JudgeDefaults(_judging.JUDGE_MODEL, None, "DEEPSEEK_API_KEY", _judging.JUDGE_BASE_URL, ()))
 
 
 class VrBenchScoring(ScoringAdapter):
@@ -31,7 +37,7 @@ class VrBenchScoring(ScoringAdapter):
         judge = judge if judge is not None else get_judge(self.judge_name)
         if judge is None:
             return None
-        rated = judging.rate(list(records), settings["protocol"], judge)
+        rated = judging.rate(list(records), settings["protocol"], bind(judge))
         return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):

@@ -1,84 +1,55 @@
-"""lmms-eval hooks for the VRBench tasks (the functions the YAMLs in `tasks/vrbench/` name).
+"""lmms-eval hooks for the VRBench tasks in the plugin (the functions the YAMLs in `tasks/vrbench/` name).
 
-Tasks (one generation per question, the official CoT template):
-
-- `vr_bench`: frames (or the video) + template; MCQ-O and OE-P from the same response.
-- `vr_bench_mcq`: the same generation; MCQ-O only, no judge.
-- `vr_bench_text`: the paper's LLM setting: summary + question, no visual input.
-- `vr_bench_official`: `vr_bench` under the official protocol (see `scoring.py`).
-
-The task's mode and protocol are stamped on every document by its `process_docs` hook and
-copied into every record, so `score_records` re-scores a `--log_samples` file exactly as the
-task's aggregation did. `VRBENCH_PROTOCOL=official` switches the other tasks to the official
-protocol too.
-
-Settings for the visual input come from `lmms_eval_specific_kwargs`: `visual_mode`
-(`video`: a video, for video-native models; `frames`: `num_frames` frames at segment
-midpoints, 224x224, for frame-based models), `num_frames` and `video_frames` (video mode:
-`protocol`, the default, is a clip of those same `num_frames` 224x224 frames, as the official
-inference ran video models; `model` lets the model sample the full video);
-`VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override them; `LMMS_VR_VIDEO_INPUT=path` hands
-the model the original path.
+The task itself (inputs, records, metrics; one generation scored for both tracks) is
+`task.py`, shared with the task folder that `lmms-vr upstream` writes into lmms-eval; this
+module binds it to the plugin: documents from the data root with the checks before
+generation (`utils.preflight`), the judge engine with its cache (`judges`), and the fast
+inputs (`utils.model_video`: a clip of the protocol frames, or of exactly the frames the
+calling model's own path keeps; `LMMS_VR_VIDEO_INPUT=path` hands the model the original path).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
+from lmms_video_reasoning.judges.bind import bind
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
-from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
-from lmms_video_reasoning.utils.lmms.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
-from lmms_video_reasoning.vrbench import data, frames, judging, prompts
-from lmms_video_reasoning.vrbench.scoring import (
-    NON_UNIQUE,
-    PROTOCOLS,
-    TYPE_NAMES,
-    QuestionScore,
-    aggregate,
-    extract_mcq_answer,
-    judge_prompt_kind,
-    mcq_correct,
-    record_model_failed,
+from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
+from lmms_video_reasoning.vrbench import data, task
+from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.vrbench.task import (  # noqa: F401 - part of this module's interface
+    DEFAULT_NUM_FRAMES,
+    DEFAULT_VIDEO_FRAMES,
+    JUDGE_METRICS,
+    MCQ_METRICS,
+    NUM_FRAMES_ENV,
+    PROTOCOL_ENV,
+    VIDEO_FRAMES,
+    VIDEO_FRAMES_ENV,
+    build_record,
+    doc_to_text,
+    judge_failures,
+    metrics_from_outcomes,
+    num_frames,
+    protocol_from_env,
+    video_frames,
+    visual_mode,
 )
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
-
-PROTOCOL_ENV = "VRBENCH_PROTOCOL"
-NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
-DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
-VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
-VIDEO_FRAMES = ("protocol", "model")
-DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
-
-JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
-                 "reasoning_truncated")
-MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
 
 # ----------------------------------------------------------------------------------------
 # Documents
 # ----------------------------------------------------------------------------------------
 
 
-def protocol_from_env() -> str:
-    """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
-    value = os.environ.get(PROTOCOL_ENV, "").strip() or "default"
-    if value not in PROTOCOLS:
-        raise DataError(f"{PROTOCOL_ENV}={value!r} is not a VRBench protocol; use one of {', '.join(PROTOCOLS)}")
-    return value
-
-
 def build_docs(mode: str, protocol: str) -> list[dict]:
     """The task's documents: every question of the annotation file, stamped with mode and protocol."""
-    docs = data.flatten(data.load_records())
-    for doc in docs:
-        doc["mode"], doc["protocol"] = mode, protocol
-    return docs
+    return task.stamp(data.flatten(data.load_records()), mode, protocol)
 
 
 # Checked before generation (`utils.preflight`): the videos (not for the text-only task) and
@@ -107,94 +78,62 @@ def load_docs_official(_placeholder=None):
 
 
 # ----------------------------------------------------------------------------------------
-# Model input
+# Get the frames: the plugin's binding
 # ----------------------------------------------------------------------------------------
 
 
-def num_frames(kwargs: dict | None) -> int:
-    """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
-    value = os.environ.get(NUM_FRAMES_ENV, "").strip() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
-    try:
-        count = int(value)
-    except (TypeError, ValueError):
-        count = 0
-    if count < 1:
-        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES_ENV} or lmms_eval_specific_kwargs)")
-    return count
+class PluginMedia:
+    """Videos under the data root, frames from the exact sampler, and for video-native models a
+    proxy clip (`utils.model_video`) of the protocol frames or of the model's own frames. The
+    file is decoded either way: lmms-eval's qwen2_vl would log a decode error and answer from
+    the text alone."""
+
+    def probe(self, doc: dict) -> tuple[int, float]:
+        from lmms_video_reasoning.utils.media import video
+
+        info = video.probe(data.resolve_video(doc["video_path"]))
+        return info.total_frames, info.fps
+
+    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
+        from lmms_video_reasoning.utils.media import video
+
+        return video.read_frames(data.resolve_video(doc["video_path"]), list(indices), size=size)
+
+    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
+        from lmms_video_reasoning.utils.lmms import model_video
+
+        path = data.resolve_video(doc["video_path"])
+        checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
+        if pick is None:
+            return model_video.video_for_model(path, on_broken=checked)
+        return model_video.video_for_model(path, frames=pick, size=size, on_broken=checked)
 
 
-def visual_mode(doc: dict, kwargs: dict | None) -> str:
-    """`none` for the text task, else the task's `visual_mode` (`video` or `frames`)."""
-    if doc["mode"] == "text":
-        return "none"
-    mode = (kwargs or {}).get("visual_mode", "video")
-    if mode not in ("video", "frames"):
-        raise DataError(f"VRBench visual_mode must be 'video' or 'frames', got {mode!r}")
-    return mode
+MEDIA = PluginMedia()
 
 
 def sample_frames(path: Path, n: int) -> list:
     """The official frame sampling: `n` segment midpoints, resized to 224x224 (PIL images)."""
     from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.vrbench import frames
 
     total = video.probe(path).total_frames
     return video.read_frames(path, frames.indices(total, n), size=frames.SIZE)
 
 
-def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (default) or `model`; `$VRBENCH_VIDEO_FRAMES` wins.
-
-    `protocol`: the official inference's `num_frames` segment-midpoint frames at 224x224, as a
-    video clip (the paper ran every model, video-native ones included, on these frames, with
-    per-model frame counts in its Table A3). `model`: the model samples the full video itself.
-    """
-    value = os.environ.get(VIDEO_FRAMES_ENV, "").strip() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
-    if value not in VIDEO_FRAMES:
-        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_ENV} or lmms_eval_specific_kwargs)")
-    return value
-
-
 def video_input(doc: dict, kwargs: dict | None) -> str:
-    """The video handed to a video-native model (`utils.model_video`): a clip of the protocol
-    frames, or (`video_frames: model`) of exactly the frames the calling model's own path
-    keeps (the original path for models it does not know). `LMMS_VR_VIDEO_INPUT=path`: the
-    original path. The file is decoded either way: lmms-eval's qwen2_vl would log a decode
-    error and answer from the text alone.
-    """
-    from lmms_video_reasoning.utils.lmms import model_video
-
-    path = data.resolve_video(doc["video_path"])
-    checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
-    if video_frames(kwargs) == "model":
-        return model_video.video_for_model(path, on_broken=checked)
-    n = num_frames(kwargs)
-    return model_video.video_for_model(path, frames=lambda total: frames.indices(total, n), size=frames.SIZE,
-                                       on_broken=checked)
+    """The video handed to a video-native model (`task.video_input` with the plugin's media)."""
+    return task.video_input(doc, kwargs, MEDIA)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
     """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
-    mode = visual_mode(doc, lmms_eval_specific_kwargs)
-    if mode == "none":
-        return []
-    if mode == "video":
-        return [video_input(doc, lmms_eval_specific_kwargs)]
-    return sample_frames(data.resolve_video(doc["video_path"]), num_frames(lmms_eval_specific_kwargs))
-
-
-def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    """The official CoT prompt (question, `X: text` option lines, the video summary)."""
-    return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
     """One user turn: the video or frames first, then the prompt (as the official inference)."""
-    mode = visual_mode(doc, lmms_eval_specific_kwargs)
-    visuals = doc_to_visual(doc, lmms_eval_specific_kwargs)
-    kind = "video" if mode == "video" else "image"
-    content = [{"type": kind, "url": visual} for visual in visuals]
-    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
-    return [{"role": "user", "content": content}]
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 # ----------------------------------------------------------------------------------------
@@ -202,109 +141,30 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # ----------------------------------------------------------------------------------------
 
 
-def build_record(doc: dict, response: Any) -> dict:
-    """The per-question record: everything needed to score it again, nothing expensive.
-
-    Also the way to score a `--predict_only` file: pair each raw response with its document.
-    lmms-eval's failure placeholder (an API model that gave up) is marked `model_failed`
-    with its reason, and no letter is read from it. `response` is the raw reply (the OE-P
-    judge rates it whole, as the official judge rates the model's whole output); the MCQ
-    letter is read from its final answer (`utils.responses.reply_fields`), so a thinking
-    model's reasoning cannot lend it a letter, and a reply cut off inside its reasoning has
-    no letter (wrong, counted in `reasoning_truncated`).
-    """
-    text = response if isinstance(response, str) else ("" if response is None else str(response))
-    reason = failure_reason(text)
-    reasoning = reply_fields(text)
-    needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
-    return {
-        "sample_id": doc["sample_id"],
-        "mode": doc["mode"],
-        "protocol": doc["protocol"],
-        "reasoning_type": doc["reasoning_type"],
-        "answer": doc["answer"],
-        "response": text,
-        **reasoning,
-        "model_failed": reason is not None,
-        "model_failure": reason or "",
-        "mcq_pred": None if reason is not None or reasoning["reasoning_truncated"] else extract_mcq_answer(reasoning["final_answer"]),
-        "question": doc["question"],
-        "procedure": doc["procedure"],
-        "original_answer": doc["original_answer"],
-        "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else "",
-    }
-
-
 def process_results(doc: dict, results: Sequence[Any]) -> dict:
     """One record per metric of the task (never calls the judge, never raises on a response)."""
     record = build_record(doc, results[0] if results else "")
-    names = MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
-    return {name: record for name in names}
-
-
-def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
-                          with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
-    """Metrics from records and their judge outcomes `(process score or None, judge failed)`.
-
-    A model-failed record is never judged (`judging.rate` gives it `(None, False)`), so its
-    process score is None: left out of OE-P (default) or 0 (official), see `scoring.oe_p`.
-    """
-    scores = [
-        QuestionScore(
-            reasoning_type=record["reasoning_type"],
-            correct=not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
-            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
-            process=process,
-            judge_failed=failed,
-            model_failed=record_model_failed(record),
-        )
-        for record, (process, failed) in zip(records, outcomes, strict=True)
-    ]
-    failed, judged = judge_failures(records, outcomes, protocol)
-    # Past the failure share the process ratings would measure the judge's outage: not computed.
-    withheld = with_judge and judge_ran and failure_share.too_many_failed(failed, judged)
-    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran and not withheld)
-    if withheld:
-        metrics["judge_failed"] = failed
-    metrics["reasoning_truncated"] = sum(map(reasoning_truncated, records))
-    return metrics
-
-
-def judge_failures(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str) -> tuple[int, int]:
-    """(failed ratings, questions that needed a rating): the failure share's counts."""
-    needed = [failed for record, (_process, failed) in zip(records, outcomes)
-              if judge_prompt_kind(record["reasoning_type"], protocol) is not None and not record_model_failed(record)]
-    return sum(needed), len(needed)
+    return {name: record for name in task.metric_names(doc)}
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
     """All metrics of one task's records (the `lmms-vr score` entry; same path as aggregation).
 
     `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
-    Runs the judge (if configured) over the rated records.
+    Runs the configured judge (if any) over the rated records.
     """
     if not records:
         return {}
-    protocol = (settings or {}).get("protocol") or records[0]["protocol"]
-    modes = {record["mode"] for record in records}
-    if len(modes) != 1:
-        raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
-    with_judge = modes.pop() != "mcq"
-    warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
-    outcomes = [(None, False)] * len(records)
+    _protocol, with_judge = task.task_protocol(records, settings)
     judge = None
     if with_judge:
         from lmms_video_reasoning.judges.engine import get_judge
 
-        judge = get_judge("vrbench")
-        if judge is not None:
-            outcomes = judging.rate(records, protocol, judge)
-            judge.log_summary()
+        judge = bind(get_judge("vrbench"))
+    metrics = task.score_with(records, judge, settings)
     if judge is not None:
-        failed, judged = judge_failures(records, outcomes, protocol)
-        if failure_share.too_many_failed(failed, judged):
-            log.error(failure_share.explain("VRBench", failed, judged))
-    return metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
+        judge.log_summary()
+    return metrics
 
 
 _score_once = ScoreOnce(score_records)

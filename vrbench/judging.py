@@ -23,8 +23,7 @@ import logging
 from collections.abc import Sequence
 from functools import partial
 
-from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
-from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
+from lmms_video_reasoning.utils.core.ask import Judge, Request
 from lmms_video_reasoning.utils.lmms.responses import judged_text
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import (
@@ -38,10 +37,11 @@ from lmms_video_reasoning.vrbench.scoring import (
     record_model_failed,
 )
 
-log = logging.getLogger("lmms_video_reasoning.vrbench")
+log = logging.getLogger(__name__)
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
-JUDGE = register_defaults("vrbench", JudgeDefaults("deepseek-chat", None, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", ()))
+JUDGE_MODEL = "deepseek-chat"
+JUDGE_BASE_URL = "https://api.deepseek.com/v1"
 
 
 def judge_messages(record: dict, protocol: str) -> list[dict] | None:
@@ -58,16 +58,16 @@ def judge_messages(record: dict, protocol: str) -> list[dict] | None:
     return prompts.non_unique_answer_messages(record["summary"], record["question"], response, procedure, answer)
 
 
-def judge_request(record: dict, protocol: str) -> JudgeRequest | None:
-    """The JudgeRequest for one record (None if its type is not rated under `protocol`)."""
+def judge_request(record: dict, protocol: str) -> Request | None:
+    """The judge request for one record (None if its type is not rated under `protocol`)."""
     messages = judge_messages(record, protocol)
     if messages is None:
         return None
     kind = judge_prompt_kind(record["reasoning_type"], protocol)
     if protocol == "official":
         # Parsed after the call with the official rules: missing tags score 0, no re-ask.
-        return JudgeRequest(messages, temperature=None, tag=f"vrbench.{kind}")
-    return JudgeRequest(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}")
+        return Request(messages, temperature=None, tag=f"vrbench.{kind}")
+    return Request(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}")
 
 
 def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
