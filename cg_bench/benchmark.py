@@ -5,9 +5,15 @@
 import dataclasses
 from typing import Sequence
 
+from lmms_video_reasoning.cg_bench import judging as _judging
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges.config import JudgeDefaults, register_defaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+
+# The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables.
+JUDGE = register_defaults("cg_bench", JudgeDefaults(_judging.JUDGE_MODEL, "MODEL_VERSION", "OPENAI_API_KEY", None,
+                                                    ("OPENAI_BASE_URL", "OPENAI_API_URL")))
 
 
 class CgBenchScoring(ScoringAdapter):

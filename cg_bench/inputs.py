@@ -1,115 +1,96 @@
-"""What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
+"""CG-Bench's inputs in the plugin: `sampling.py` (frames, times, subtitles) bound to the plugin's media.
 
-Frame choice is the official sampler's (`utils.video`): long video, grounding and open take
-segment centres of the whole video (`frames.long_indices`, 128 by default); clue mode takes
-frames inside the clue intervals (`frames.clue_indices`, 32 by default). Indices are
-computed from `video_meta_info.json` (`max_frame`, `fps`), as the official runner does, so the
-prompt text needs no decoding. Subtitles follow `get_subtitles` (`utils.subtitles`): a cue is shown when its span strictly
-contains a sampled frame's time (integer milliseconds), each line once, as `[start, end] text`.
+The plugin's binding of "get the frames" (`PluginMedia`): the sampler's table of the data
+root (`data.video_meta`: the packaged official table, the root's own, else the file probed),
+files found under the root (`data`), frames from the exact sampler (`utils.media.video`),
+and for video-native models a proxy clip of exactly the frames their own path keeps
+(`utils.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The functions below
+keep the plugin's names and call `sampling` with that media.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from lmms_video_reasoning.cg_bench import data, frames, prompts
+from lmms_video_reasoning.cg_bench import data
+from lmms_video_reasoning.cg_bench.sampling import (  # noqa: F401 - part of this module's interface
+    DEFAULT_CLUE_FRAMES,
+    DEFAULT_LONG_FRAMES,
+    FramePlan,
+    load_cues,
+)
+from lmms_video_reasoning.cg_bench import sampling
+from lmms_video_reasoning.utils.core.roots import cache_home
 
-logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
-DEFAULT_LONG_FRAMES = 128  # paper Table 3 "#F long"; also grounding and open
-DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
+def clip_cache_dir() -> Path:
+    return cache_home() / "cg_bench_clips"
 
 
-@dataclass(frozen=True)
-class FramePlan:
-    """The frames a mode samples from a video: indices into the full video and its fps."""
+class PluginMedia:
+    """Files under the CG-Bench data root; see the module doc."""
 
-    video_uid: str
-    indices: tuple[int, ...]
-    fps: float
+    def meta(self, video_uid: str) -> tuple[int, float]:
+        meta = data.video_meta(video_uid)
+        return meta.max_frame, meta.fps
 
-    @property
-    def times(self) -> list[float]:
-        return [prompts.frame_time(i, self.fps) for i in self.indices]
+    def subtitle_path(self, video_uid: str) -> Path | None:
+        return data.subtitle_path(video_uid)
+
+    def frames(self, video_uid: str, indices: Sequence[int]) -> list:
+        from lmms_video_reasoning.utils.media import video
+
+        return video.read_frames(data.video_path(video_uid), list(indices))
+
+    def full_video(self, doc: dict) -> str:
+        """The question's full video, checked to decode (video mode hands only the path to the model)."""
+        return data.usable_video(data.video_path(doc["video_uid"]))
+
+    def clue_video(self, doc: dict) -> str:
+        """The dataset's clip (checked), else one cut from the (checked) full video."""
+        clip = data.clue_clip_path(doc["qid"])
+        if clip is not None:
+            return data.usable_video(clip)
+        from lmms_video_reasoning.utils.media import video
+
+        return Path(video.cut_clip(self.full_video(doc), doc["clue_intervals"], clip_cache_dir()))
+
+    def video(self, doc: dict) -> str:
+        """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip).
+        The file is decoded either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl`
+        would swallow a decode error."""
+        from lmms_video_reasoning.utils.lmms import model_video
+
+        if doc["mode"] == "clue":
+            return model_video.video_for_model(self.clue_video(doc))
+        return model_video.video_for_model(data.video_path(doc["video_uid"]), on_broken=data.usable_video)
+
+
+MEDIA = PluginMedia()
 
 
 def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], long_frames: int = DEFAULT_LONG_FRAMES,
                clue_frames: int = DEFAULT_CLUE_FRAMES) -> FramePlan:
-    """The official sampling of `mode` for a question (no decoding; meta from video_meta_info.json)."""
-
-    meta = data.video_meta(video_uid)
-    if mode == "clue":
-        indices, _clamped = frames.clue_indices(clue_intervals, meta.fps, meta.max_frame, clue_frames)
-    else:
-        indices = frames.long_indices(meta.max_frame, long_frames)
-    return FramePlan(video_uid, tuple(int(i) for i in indices), meta.fps)
-
-
-# ---------------------------------------------------------------------- subtitles
-
-
-_cue_lock = threading.Lock()
-_cue_cache: dict[str, tuple] = {}
-_warned: set[str] = set()
-
-
-def load_cues(path: Path) -> tuple:
-    """The cues of an SRT file (`utils.subtitles.parse_srt`, parsed once per file and process)."""
-    from lmms_video_reasoning.utils.media import subtitles
-
-    key = str(path)
-    with _cue_lock:
-        if key not in _cue_cache:
-            _cue_cache[key] = tuple(subtitles.parse_srt(path).cues)
-        return _cue_cache[key]
+    """The official sampling of `mode` for a question (no decoding; the root's sampler table)."""
+    return sampling.frame_plan(video_uid, mode, clue_intervals, MEDIA, long_frames, clue_frames)
 
 
 def subtitles_for(plan: FramePlan) -> str:
-    """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies).
-
-    `get_subtitles` with `sub_time=True`, via `utils.subtitles.lines_for_times` at the
-    frames' exact times `index / fps`.
-    """
-    from lmms_video_reasoning.utils.media import subtitles
-
-    path = data.subtitle_path(plan.video_uid)
-    if path is None:
-        return ""
-    cues = load_cues(path)
-    if not cues and str(path) not in _warned:
-        _warned.add(str(path))
-        logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles and "
-                       "counted in subtitles_unusable", path, data.subtitle_problem(path))
-    times = [index / plan.fps for index in plan.indices]
-    return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times))
+    """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies)."""
+    return sampling.subtitles_for(plan, MEDIA)
 
 
 def subtitles_missing(video_uid: str) -> bool:
     """The video has no subtitle file under the data root (its prompt goes without subtitles)."""
-    try:
-        return data.subtitle_path(video_uid) is None
-    except ValueError:
-        return False
+    return sampling.subtitles_missing(video_uid, MEDIA)
 
 
 def subtitles_unusable(video_uid: str) -> str | None:
-    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
-    Never raises: a root that cannot be read is reported where the media are resolved."""
-    try:
-        path = data.subtitle_path(video_uid)
-    except ValueError:
-        return None
-    if path is None or load_cues(path):
-        return None
-    return data.subtitle_problem(path) or "no subtitle line"
+    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent)."""
+    return sampling.subtitles_unusable(video_uid, MEDIA)
 
 
 def frames_for(plan: FramePlan) -> list:
     """The sampled frames as RGB PIL images (decodes the full video)."""
-    from lmms_video_reasoning.utils.media import video
-
-    return video.read_frames(data.video_path(plan.video_uid), list(plan.indices))
+    return sampling.frames_for(plan, MEDIA)
