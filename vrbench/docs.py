@@ -88,9 +88,9 @@ def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
 def without_arrow_gaps(record: dict) -> dict:
     """A video record as its JSON line has it, from a row of the `datasets` json builder.
 
-    Arrow gives every row the union of the keys of `mcq` (qa1..qaN: 6 to 10 per video) and of
-    each `reasoning_process` (step numbers), so a key a video lacks comes back as None; such
-    entries are dropped (the row's other fields are unchanged).
+    Where `datasets` stores `mcq` (qa1..qaN: 6 to 10 per video) and `reasoning_process` (step
+    numbers) as Arrow structs, every row gets the union of their keys and a key a video lacks
+    comes back as None; such entries are dropped (other fields are unchanged).
     """
 
     def present(mapping: Any) -> Any:

@@ -33,6 +33,8 @@ TIMEOUT_S = 120
 # The official VRBench judge sends no temperature: the APIs' default, 1.0, is sent instead
 # (lmms-eval's providers always send one).
 UNSET_TEMPERATURE = 1.0
+# The key each key-based provider reads (checked first: a missing key is no judge, said once).
+KEY_ENVS = {"openai": "OPENAI_API_KEY", "async_openai": "OPENAI_API_KEY", "azure": "AZURE_API_KEY", "async_azure": "AZURE_API_KEY"}
 
 
 class LlmJudge:
@@ -100,10 +102,22 @@ def configured_judge(default_model: str) -> LlmJudge | None:
     key = (api_type, model)
     with _lock:
         if key not in _judges:
-            server = get_server(api_type, ServerConfig(model_name=model, num_retries=NUM_RETRIES, retry_delay=RETRY_DELAY_S, timeout=TIMEOUT_S))
-            available = server.is_available()
-            if not available:
-                log.warning("no LLM judge available (API_TYPE=%s, model %s): set the provider's variables (e.g. OPENAI_API_KEY, "
-                            "OPENAI_API_URL); judged metrics are not computed", api_type, model)
-            _judges[key] = LlmJudge(model, api_type, server) if available else None
+            _judges[key] = _connect(api_type, model)
         return _judges[key]
+
+
+def _connect(api_type: str, model: str) -> LlmJudge | None:
+    missing = KEY_ENVS.get(api_type)
+    if missing and not os.getenv(missing, "").strip():
+        log.warning("no LLM judge: API_TYPE=%s needs %s (judged metrics are not computed)", api_type, missing)
+        return None
+    try:
+        server = get_server(api_type, ServerConfig(model_name=model, num_retries=NUM_RETRIES, retry_delay=RETRY_DELAY_S, timeout=TIMEOUT_S))
+        available = server.is_available()
+    except Exception as failure:  # noqa: BLE001 - a provider that cannot start is no judge, named once
+        log.warning("no LLM judge: API_TYPE=%s (model %s) cannot start: %s: %s", api_type, model, type(failure).__name__, failure)
+        return None
+    if not available:
+        log.warning("no LLM judge available (API_TYPE=%s, model %s): set the provider's variables; judged metrics are not computed", api_type, model)
+        return None
+    return LlmJudge(model, api_type, server)

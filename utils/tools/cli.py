@@ -6,7 +6,8 @@
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
-    lmms-vr upstream --lmms-eval DIR         write this suite into an lmms-eval checkout (a PR)
+    lmms-vr upstream --lmms-eval DIR --out SERIES [--validate]
+                                             this suite as a series of lmms-eval pull requests
 """
 
 from __future__ import annotations
@@ -90,10 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
     report.set_defaults(run=_delegate("results.report"))
 
-    upstream = sub.add_parser("upstream", help="write this suite into an lmms-eval checkout as a pull-request-ready change")
-    upstream.add_argument("--lmms-eval", required=True, help="an lmms-eval 0.7.x checkout (git clone or unpacked sdist)")
-    upstream.add_argument("--pr-out", default="lmms_eval_pr.md", help="where to write the PR description")
-    upstream.add_argument("--validation", help="JSON {command: {n, passed}} from a validation run, for the PR's table")
+    upstream = sub.add_parser("upstream", help="this suite as a series of lmms-eval pull requests (patches + descriptions)")
+    upstream.add_argument("--lmms-eval", required=True, help="a clean lmms-eval 0.7.x tree (git clone or unpacked sdist); it is only read")
+    upstream.add_argument("--out", required=True, help="the folder for NN-name.patch and NN-name.md")
+    upstream.add_argument("--validate", action="store_true",
+                          help="check every PR (alone, then the series) in a fresh venv without this package; the numbers go into the descriptions")
+    upstream.add_argument("--keep", action="store_true", help="with --validate: keep the trees, logs and runs in OUT/validation_work")
     upstream.set_defaults(run=_delegate("tools.upstream"))
     return parser
 
