@@ -62,6 +62,9 @@ def clean_venv(path: Path) -> Path:
     for entry in shared.iterdir():
         if not VENV_EXCLUDE.match(entry.name):
             (site / entry.name).symlink_to(entry)
+    ruff = Path(sys.prefix) / "bin" / "ruff"  # lmms-eval's own dependency: its binary, for `python -m ruff`
+    if ruff.is_file():
+        (path / "bin" / "ruff").symlink_to(ruff)
     return path / "bin" / "python"
 
 
@@ -207,7 +210,7 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
     fmt = subprocess.run([str(tree.python), "-m", "ruff", "format", "--check", "--config", config, *python_files], cwd=tree.path, capture_output=True, text=True)
     lint_ok = check.returncode == 0 and fmt.returncode == 0
     rows.append(_row("lint", "ruff check && ruff format --check (lmms-eval's pyproject.toml)", len(python_files),
-                     "clean" if lint_ok else (check.stdout + fmt.stdout)[-300:], lint_ok))
+                     "clean" if lint_ok else (check.stdout + fmt.stdout + check.stderr + fmt.stderr)[-300:], lint_ok))
     tests = sorted({test for pr in prs for test in pr.tests})
     tasks = {name: (pr, meta) for pr in prs for name, meta in task_specs(pr).items()}
     names = set(tasks) | {group for pr in prs for group in pr.spec.get("groups", [])}
@@ -234,8 +237,8 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
                          "built" if replay else output[-300:], replay is not None))
         if replay is None:
             return _finish(rows, jobs)
-        overlay_list = ",".join(e["yaml"] for e in entries)
-        common = ["-m", "lmms_eval", "--model", "from_log", "--model_args", f"logs={logs_dir}", "--tasks", overlay_list, "--verbosity", "INFO"]
+        # a folder of YAMLs: lmms-eval 0.7.3 loads every one (several YAML paths in --tasks are reported missing)
+        common = ["-m", "lmms_eval", "--model", "from_log", "--model_args", f"logs={logs_dir}", "--tasks", str(overlays), "--verbosity", "INFO"]
         jobs["limit"] = tree.start("limit", [*common, "--limit", str(LIMIT), "--output_path", str(tree.work / "out_limit")], env=env)
         if plugin is not None:
             jobs["full"] = tree.start("full", [*common, "--output_path", str(tree.work / "out_full")], env=env)
@@ -389,12 +392,11 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
             series_tree = Tree("series", tree, work, python, env)
             results["series"] = check_tree(series_tree, prs, patches, sample, judge_env, None)
             results["series"]["judge_requests"] = server.request_count
-        results["environment"] = {"python": sys.version.split()[0], "lmms_eval_tree": str(tree), "clean_venv": "symlinked dependencies, no lmms_video_reasoning, no lmms_eval",
-                                  "seconds": round(time.time() - started)}
-        for name, result in results.items():
-            if isinstance(result, dict) and "rows" in result:
-                result["passed"] = all(row["passed"] for row in result["rows"]) and bool(result["rows"])
-        (out / "validation.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+        for result in results.values():
+            result["passed"] = all(row["passed"] for row in result["rows"]) and bool(result["rows"])
+        environment = {"python": sys.version.split()[0], "lmms_eval_tree": str(tree), "seconds": round(time.time() - started),
+                       "clean_venv": "the current venv's dependencies symlinked; no lmms_video_reasoning, no lmms_eval (the tree is imported from its folder)"}
+        (out / "validation.json").write_text(json.dumps({"environment": environment, "results": results}, indent=2, default=str) + "\n", encoding="utf-8")
         (out / "README.md").write_text(series_readme(prs, results), encoding="utf-8")
         return results
     finally:
@@ -417,7 +419,7 @@ def before_numbers(pr, clean: Path, work: Path, python: Path, env: dict, sample:
     code, output = tree.run("replay", [str(tree.work / "replay.py"), str(tree.work / "replay.json")], env=run_env)
     if code != 0:
         return {"error": output[-1000:]}
-    code, output = tree.run("full", ["-m", "lmms_eval", "--model", "from_log", "--model_args", f"logs={logs_dir}", "--tasks", ",".join(e["yaml"] for e in entries),
+    code, output = tree.run("full", ["-m", "lmms_eval", "--model", "from_log", "--model_args", f"logs={logs_dir}", "--tasks", str(overlays),
                                      "--output_path", str(tree.work / "out_full"), "--verbosity", "INFO"], env=run_env)
     results = _results_file(tree.work / "out_full")
     numbers = {name: {k.split(",")[0]: v for k, v in results.get("results", {}).get(name, {}).items() if k.endswith(",none")} for name in before["tasks"]}
