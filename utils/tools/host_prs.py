@@ -58,12 +58,16 @@ def _new_files(slug: str) -> dict[str, bytes]:
 
 def pull_requests(tree: Path) -> list:
     """The host PRs as `upstream.PullRequest`s against `tree`."""
-    from lmms_video_reasoning.utils.tools.upstream import PullRequest
+    from lmms_video_reasoning.utils.tools.upstream import PullRequest, UpstreamError
 
     prs = []
     for pr in HOST_PRS:
-        changes = {**_new_files(pr.slug), **_apply(Path(tree), pr.edits)}
-        prs.append(PullRequest(pr.number, pr.slug, pr.title, "host", changes, pr.description, {"tasks": {}}, list(pr.tests)))
+        new = _new_files(pr.slug)
+        if not new:
+            raise UpstreamError(f"host PR {pr.slug}: no files under {HERE / pr.slug} (its tests at least)")
+        edited = _apply(Path(tree), pr.edits)
+        base = {path: (Path(tree) / path).read_bytes() for path in edited}
+        prs.append(PullRequest(pr.number, pr.slug, pr.title, "host", {**new, **edited}, pr.description, {"tasks": {}}, list(pr.tests), base))
     return prs
 
 
@@ -101,7 +105,7 @@ each task on its own, with nothing telling the user how many failed.
   resumed run or a second model evaluated against the same references pays for no call twice.
   Only successful, non-empty replies are stored. Off by default: nothing changes unless it is set.
 - Every server from `get_server` counts its calls, cache hits and failures by reason
-  (`lmms_eval.llm_judge.judge_stats()`); when calls failed, one warning at exit says how many
+  (`lmms_eval.llm_judge.judge_stats()`); when calls failed, one line on stderr at exit says how many
   and why.
 
 The plugin this comes from (lmms-video-reasoning) keeps its own judge engine with such a cache;

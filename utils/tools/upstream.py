@@ -23,7 +23,7 @@ Each PR is a patch that applies with `git apply` to a clean lmms-eval tree (the 
 from __future__ import annotations
 
 import ast
-import fnmatch
+import difflib
 import importlib.util
 import json
 import re
@@ -67,15 +67,25 @@ class PullRequest:
     description: str  # markdown, with `{validation}` where the validation table goes
     spec: dict = field(default_factory=dict)
     tests: list[str] = field(default_factory=list)  # test folders or files under the tree, for pytest
+    base: dict[str, bytes] = field(default_factory=dict)  # the clean tree's version of each file it modifies
 
     @property
     def name(self) -> str:
         return f"{self.number:02d}-{self.slug}"
 
     def python_lines(self, outside_tests: bool = True) -> int:
-        """Lines of Python the PR writes (outside `test/` by default)."""
-        return sum(len(content.decode("utf-8").splitlines()) for path, content in self.changes.items()
-                   if content is not None and path.endswith(".py") and not (outside_tests and path.startswith("test/")))
+        """Lines of Python the PR adds or changes (outside `test/` by default): every line of a new
+        file, the added lines of a modified one."""
+        total = 0
+        for path, content in self.changes.items():
+            if content is None or not path.endswith(".py") or (outside_tests and path.startswith("test/")):
+                continue
+            new = content.decode("utf-8").splitlines()
+            if path in self.base:
+                old = self.base[path].decode("utf-8").splitlines()
+                new = [line[1:] for line in difflib.unified_diff(old, new, lineterm="", n=0) if line.startswith("+") and not line.startswith("+++")]
+            total += len(new)
+        return total
 
 
 # ------------------------------------------------------------------------------ the tree
@@ -212,7 +222,8 @@ def benchmark_pr(benchmark: str, tree: Path) -> PullRequest:
             raise UpstreamError(f"{benchmark}: {target}/{name} (to be removed) is not in {tree}")
         changes[f"{target}/{name}"] = None
     description = (upstream / DESCRIPTION_FILE).read_text(encoding="utf-8")
-    return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)))
+    base = {path: (tree / path).read_bytes() for path, content in changes.items() if content is not None and (tree / path).is_file()}
+    return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)), base)
 
 
 # ------------------------------------------------------------------------------ formatting and patches
@@ -240,7 +251,7 @@ def formatted(pr: PullRequest, tree: Path) -> PullRequest:
         ruff(["format", "--quiet", *python], config, root)
         changes = dict(pr.changes)
         changes.update({path: (root / path).read_bytes() for path in python})
-    return PullRequest(pr.number, pr.slug, pr.title, pr.kind, changes, pr.description, pr.spec, pr.tests)
+    return PullRequest(pr.number, pr.slug, pr.title, pr.kind, changes, pr.description, pr.spec, pr.tests, pr.base)
 
 
 def lint(pr: PullRequest, tree: Path) -> str:
@@ -273,7 +284,7 @@ def patch_of(pr: PullRequest, tree: Path) -> str:
         for path in pr.changes:
             if (tree / path).is_file():
                 (root / path).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(tree / path, root / path)
+                shutil.copy(tree / path, root / path)  # with its mode: git records it
         git(["add", "-A"], root)
         git(["commit", "-q", "--allow-empty", "-m", "clean tree"], root)
         for path, content in pr.changes.items():

@@ -7,7 +7,7 @@ evaluation pays for no judge call twice. Only successful, non-empty replies are 
 file is safe for the threads of one process and for several processes (SQLite locking).
 
 Every server from ``get_server`` also counts its calls, cache hits and failures
-(``judge_stats()``); when judge calls failed, one warning at exit says how many and why, so a
+(``judge_stats()``); when judge calls failed, one line on stderr at exit says how many and why, so a
 score that lost judgments does not look complete.
 """
 
@@ -16,12 +16,11 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
-
-from loguru import logger as eval_logger
 
 from .base import ServerInterface
 from .protocol import Request, Response
@@ -50,8 +49,8 @@ def _count(name: str, reason: Optional[str] = None) -> None:
 @atexit.register
 def _report_failures() -> None:
     stats = judge_stats()
-    if stats["failures"]:
-        eval_logger.warning(f"LLM judge: {stats['failures']} of {stats['calls']} calls failed ({stats['failure_reasons']}); the tasks that judged count or drop them as their READMEs say")
+    if stats["failures"]:  # the interpreter's own stderr: handlers may be closed by now
+        print(f"LLM judge: {stats['failures']} of {stats['calls']} calls failed ({stats['failure_reasons']})", file=sys.__stderr__)
 
 
 def _image_key(image: Any) -> str:
