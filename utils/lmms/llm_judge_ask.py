@@ -30,7 +30,7 @@ MAX_CONCURRENT = 10
 NUM_RETRIES = 3
 RETRY_DELAY_S = 2.0
 TIMEOUT_S = 120
-# The official VRBench judge sends no temperature: the APIs' default, 1.0, is sent instead
+# A request sent without a temperature (some official judges set none) gets the APIs' default, 1.0
 # (lmms-eval's providers always send one).
 UNSET_TEMPERATURE = 1.0
 # The key each key-based provider reads (checked first: a missing key is no judge, said once).

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = "lmms_video_reasoning"
-BENCHMARKS = ("vcr_bench", "vrbench", "cg_bench")
 UPSTREAM_DIR = "upstream"
 SPEC_FILE = "pr.json"
 DESCRIPTION_FILE = "PR.md"
@@ -106,6 +105,14 @@ def package_dir(name: str) -> Path:
 
 
 # ------------------------------------------------------------------------------ a benchmark's folder
+
+
+def benchmark_folders() -> list[str]:
+    """The benchmarks (folder names, registry order) that have an lmms-eval task folder to contribute."""
+    from lmms_video_reasoning.utils.core import registry
+
+    folders = [benchmark.package.rsplit(".", 1)[1] for benchmark in registry.benchmarks()]
+    return [folder for folder in folders if (package_dir(folder) / UPSTREAM_DIR / SPEC_FILE).is_file()]
 
 
 def module_file(name: str) -> Path | None:
@@ -342,7 +349,7 @@ def series(tree: Path) -> list[PullRequest]:
 
     tree = Path(tree).resolve()
     check_tree(tree)
-    prs = [benchmark_pr(name, tree) for name in BENCHMARKS] + host_prs.pull_requests(tree)
+    prs = [benchmark_pr(name, tree) for name in benchmark_folders()] + host_prs.pull_requests(tree)
     numbers = [pr.number for pr in prs]
     if len(set(numbers)) != len(numbers):
         raise UpstreamError(f"two PRs share a number: {numbers}")

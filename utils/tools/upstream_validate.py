@@ -19,8 +19,8 @@ through a one-line YAML overlay per task (`include:` the PR's YAML, `data_files:
 annotation file: the tasks' own data source is the Hub), and one local judge server
 (`judges/local_server.py`, answering from the sample's truth) reached through lmms-eval's own
 judge settings (`API_TYPE=openai`, `OPENAI_API_URL`, `OPENAI_API_KEY`, `MODEL_VERSION`).
-VRBench's PR also runs upstream's current `vrbench_mcq` / `vrbench_process` on the clean tree
-for its before/after numbers. Everything lands in `SERIES/validation.json`.
+A PR that fixes upstream tasks (its `pr.json` names them under `before`) also runs them on the
+clean tree, for its before/after numbers. Everything lands in `SERIES/validation.json`.
 """
 
 from __future__ import annotations
@@ -124,21 +124,10 @@ print("REPLAY " + json.dumps(report))
 
 
 def validation_judge(body: dict) -> str:
-    """The local judge: the sample's oracle, and for upstream's current VRBench process prompt
-    (one `<rate>` tag) the weighted sum of the ratings the sample's four-tag judge would give."""
+    """The local judge: the sample benchmark's oracle (it answers every judge prompt of the three
+    benchmarks from the sample's truth, upstream's current ones included)."""
     from lmms_video_reasoning.utils.tools.demo import sample_responder
 
-    text = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for message in body.get("messages", [])
-                   for part in (message["content"] if isinstance(message.get("content"), list) else [message.get("content", "")]))
-    if "<rate>the score (0-10)</rate>" in text:
-        from lmms_video_reasoning.vrbench import sample as vr_sample
-
-        response = text.split("# Model's reasoning process and Answer\n", 1)[-1].split("\n# Correct reasoning step and Answer", 1)[0]
-        if vr_sample.JUDGE_REFUSAL_MARKER in response:
-            return "I am unable to rate this response."
-        four = vr_sample.judge_responder({"messages": [{"role": "system", "content": "<step_matching>"}, {"role": "user", "content": text}]})
-        values = [float(v) for v in re.findall(r">(\d+(?:\.\d+)?)</", four)]
-        return f"<rate>{0.4 * values[0] + 0.4 * values[1] + 0.1 * values[2] + 0.1 * values[3]:.1f}</rate>\n<reason>validation judge</reason>"
     return sample_responder(body)
 
 
@@ -308,9 +297,9 @@ def metric_names(folder: Path, task: str) -> list[str]:
 def compare_with_plugin(upstream_numbers: dict, plugin: dict, tasks: dict) -> list[dict]:
     """One row per task the plugin also scores: the upstream form's numbers equal the plugin's."""
     rows = []
-    for name, (_pr, source) in tasks.items():
+    for name, (pr, source) in tasks.items():
         theirs = plugin.get(source)
-        if theirs is None or name.startswith(("cgbench_full_",)):
+        if theirs is None or name not in pr.spec.get("equality", pr.spec["tasks"]):
             continue
         ours = upstream_numbers.get(name, {})
         differ = {m: (ours.get(m), theirs.get(m)) for m in ours if m in theirs and not _same(ours[m], theirs[m])}
@@ -386,7 +375,10 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
                 tree_copy = Tree(pr.name, tree, work, python, env)
                 result = check_tree(tree_copy, [pr], patches, sample, judge_env, plugin if pr.kind == "benchmark" else None)
                 if pr.spec.get("before"):
-                    result["before"] = before_numbers(pr, tree, work, python, env, sample, judge_env)
+                    result["before"] = before = before_numbers(pr, tree, work, python, env, sample, judge_env)
+                    ran = before.get("exit_code") == 0 and all(before["numbers"].get(name) for name in pr.spec["before"]["tasks"])
+                    result["rows"].append(_row("before", f"this tree's {', '.join(pr.spec['before']['tasks'])} on the whole sample (no patch)",
+                                               sum(n or 0 for n in before.get("n", {}).values()), "ran: numbers below" if ran else before.get("log_tail", "")[-300:], ran))
                 result["seconds"] = round(time.time() - started)
                 results[pr.name] = result
             series_tree = Tree("series", tree, work, python, env)
@@ -423,8 +415,7 @@ def before_numbers(pr, clean: Path, work: Path, python: Path, env: dict, sample:
                                      "--output_path", str(tree.work / "out_full"), "--verbosity", "INFO"], env=run_env)
     results = _results_file(tree.work / "out_full")
     numbers = {name: {k.split(",")[0]: v for k, v in results.get("results", {}).get(name, {}).items() if k.endswith(",none")} for name in before["tasks"]}
-    dropped = len(re.findall(r"process judge failed for", output))
-    return {"numbers": numbers, "generations": len(before["tasks"]), "judge_failures_dropped_logged": dropped, "exit_code": code,
+    return {"numbers": numbers, "exit_code": code, "log_tail": output[-1000:] if code else "",
             "n": {name: results.get("n-samples", {}).get(name, {}).get("effective") for name in before["tasks"]}}
 
 
@@ -453,16 +444,27 @@ def numbers_section(pr, result: dict) -> str:
     text = "\n".join(lines)
     before = result.get("before")
     if before and "numbers" in before:
-        b_mcq = before["numbers"].get("vrbench_mcq", {}).get("vrbench_score")
-        b_process = before["numbers"].get("vrbench_process", {}).get("vrbench_score")
-        after = full.get("vrbench", {})
-        text += "\n\nBefore and after, same replies, same judge (whole sample):\n\n| | generations per question | MCQ-O | OE-P | overall | failed judge calls |\n|---|---|---|---|---|---|\n"
-        overall = (b_mcq + b_process) / 2 if b_mcq is not None and b_process is not None else None
-        text += (f"| before (`vrbench_mcq` + `vrbench_process`, group mean) | {before['generations']} | {format_value(b_mcq)} | {format_value(b_process)} | "
-                 f"{format_value(overall)} | {before['judge_failures_dropped_logged']} dropped from OE-P, not reported |\n")
-        text += (f"| after (`vrbench`) | 1 | {format_value(after.get('mcq_accuracy'))} | {format_value(after.get('process_score'))} | "
-                 f"{format_value(after.get('overall'))} | {format_value(after.get('judge_failed'))} counted in `judge_failed` |")
+        lines = ["", "Before and after, the same replies and the same judge, on the whole sample:", "", "| | before (this tree) | after (this PR) |", "|---|---|---|"]
+        for label, was, now in pr.spec["before"]["rows"]:
+            lines.append(f"| {label} | {_lookup(was, before['numbers'])} | {_lookup(now, full)} |")
+        text += "\n".join(lines)
     return text
+
+
+def _lookup(path: str, numbers: dict) -> str:
+    """A value of the before/after table: `=text` as written, `task.metric`, or `mean:a.m,b.m`."""
+    if path.startswith("="):
+        return path[1:]
+    if path.startswith("mean:"):
+        values = [_value(part, numbers) for part in path[5:].split(",")]
+        return format_value(sum(values) / len(values)) if all(isinstance(v, (int, float)) for v in values) else "-"
+    value = _value(path, numbers)
+    return format_value(value) if value is not None else "-"
+
+
+def _value(path: str, numbers: dict):
+    task, metric = path.split(".", 1)
+    return numbers.get(task, {}).get(metric)
 
 
 def series_readme(prs: list, results: dict) -> str:
