@@ -7,8 +7,7 @@ clue intervals (`frames.clue_indices`, 32 by default). Indices are computed from
 needs no decoding. Subtitles follow `get_subtitles`: a cue is shown when its span strictly
 contains a sampled frame's time (integer milliseconds), each line once, as `[start, end] text`.
 
-Files come through a `Media` (get the frames), whose binding resolves them: the plugin's
-(`inputs.py`: the data root, the exact sampler, proxy clips) or the upstream task folder's.
+Files come through a `Media` (get the frames), supplied by the task's lmms-eval hooks.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ task has three per question, `sample_id` = "<qid>:<mode>"):
 
 Settings come from `lmms_eval_specific_kwargs` (`visual_mode`: video | frames, `long_frames`,
 `clue_frames`, `subtitles`, `frame_times`). Files come through a `sampling.Media` (get the
-frames), supplied by the binding: the plugin's `hooks.py` or the upstream task folder's.
+frames), supplied by the task's lmms-eval hooks.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Per sample (PROTOCOL.md, "Judging"): answer extraction, then, chained on it, answer scoring
 (or the IoU rule for VTG / TSG); recall and precision run in parallel with that chain. All
-samples' jobs go through one `Judge.map`, so a task's judging costs the time of its slowest
+samples' jobs go through one `judge.map`, so a task's judging costs the time of its slowest
 chain, not the sum. Every request carries its official prompt as one user message,
 temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-asks by the
 engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
@@ -10,7 +10,7 @@ never turned into a score. A sample without a model answer (`scoring.model_faile
 no judge call at all.
 
 Every call is shown the model's whole reply, thinking blocks included, as the official code
-passes the model's whole output to all four prompts (`utils.responses.judged_text`; the
+passes the model's whole output to all four prompts (`responses.judged_text`; the
 reasoning blocks are stripped under `LMMS_VR_REASONING=stripped`). A reply that ends inside an
 open reasoning block has no answer: it is wrong without an extraction call; recall and
 precision still rate the reasoning it wrote.
@@ -122,7 +122,7 @@ def empty_outcome(record: dict) -> dict:
 
 
 def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: Sequence[dict | None], chain_of_thought: bool) -> list[dict]:
-    """Per-sample outcomes from the job results (None from Judge.map = the job itself failed)."""
+    """Per-sample outcomes from the job results (None from judge.map = the job itself failed)."""
     outcomes = [empty_outcome(record) for record in records]
     for (index, kind), result in zip(jobs, results, strict=True):
         outcome = outcomes[index]

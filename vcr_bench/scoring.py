@@ -239,7 +239,7 @@ def bare_answer_steps(correct: bool) -> list[dict]:
 
 def model_failed(record: dict) -> bool:
     """True when the model gave no answer: lmms-eval returned its failure placeholder
-    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `utils.responses`) instead of a response.
+    ("[LMMS_EVAL_REQUEST_FAILED ...]" etc., `responses.py`) instead of a response.
 
     Such a sample is never judged: wrong for accuracy (an unanswered question), out of the
     CoT means (there are no steps to rate) and counted in `model_failed`. The response is

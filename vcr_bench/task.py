@@ -1,8 +1,7 @@
 """VCR-Bench as an lmms-eval task, whoever runs it: inputs, per-sample records and metrics.
 
-The two bindings (the plugin's `hooks.py`, lmms-eval's task folder written by `lmms-vr
-upstream`) call these functions with two small objects of their own: a judge that answers
-`ask.Request`s (see `utils/core/ask.py`) and a `Media` that gets the frames. Nothing here
+The task's lmms-eval hooks call these functions with two small objects of their own: a judge
+that answers `ask.Request`s (`ask.py`) and a `Media` that gets the frames. Nothing here
 decodes, resolves a file or calls a judge client itself.
 
 Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model

@@ -7,9 +7,8 @@ One generation per question, the official CoT template, scored for both tracks:
 - `vr_bench_text` (`text` mode): the paper's LLM setting: summary + question, no visual input.
 - `vr_bench_official`: `judge` mode under the official protocol (see `scoring.py`).
 
-The two bindings (the plugin's `hooks.py`, lmms-eval's task folder written by `lmms-vr
-upstream`) call these functions with a judge answering `ask.Request`s and a `Media` that gets
-the frames. The task's mode and protocol are stamped on every document and copied into every
+The task's lmms-eval hooks call these functions with a judge answering `ask.Request`s and a
+`Media` that gets the frames. The task's mode and protocol are stamped on every document and copied into every
 record, so a record is re-scored exactly as the task's aggregation scored it.
 `VRBENCH_PROTOCOL=official` switches the other tasks to the official protocol too.
 

@@ -3,13 +3,8 @@
 A benchmark's judging code builds `Request`s (the official prompt as chat messages, a parser
 that raises `ParseError` for a reply to ask again) and hands functions to `judge.map(fn,
 items)`, where `fn(item, ask)` may call `ask(request) -> Result` several times in sequence.
-It never knows who answers. Two bindings implement this interface:
-
-- the plugin's: the cached, resumable engine in `judges/` (`judges.bind.EngineJudge`);
-- lmms-eval's own judge layer, `lmms_eval.llm_judge` (`utils.lmms.llm_judge_binding`), for
-  the task folders written into lmms-eval by `lmms-vr upstream`.
-
-Standard library only, so the module is copied as is into those task folders.
+It never knows who answers: any judge client with these two methods will do (lmms-eval's own
+judge layer through `llm_judge_ask.py`, or a cached judge engine). Standard library only.
 """
 
 from __future__ import annotations

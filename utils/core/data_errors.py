@@ -1,8 +1,4 @@
-"""Bad annotations: the error the benchmarks raise and the field check they share.
-
-Standard library only, so the module is copied as is into lmms-eval's task folders
-(`lmms-vr upstream`); `utils.core.roots` re-exports both names.
-"""
+"""Bad annotations: the error the benchmarks raise and the field check they share (standard library only)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """A benchmark protocol's frame choice: pure index and timestamp functions, no decoding.
 
-Each benchmark declares its plan in its own folder (`<benchmark>/frames.py`); the plugin's
-decoder (`utils.media.video`) and lmms-eval's task folders (`lmms-vr upstream`) read the
-same plan. Standard library only, so the module is copied as is into those task folders.
+Each benchmark declares its plan in its own `frames.py`; whatever decodes the frames reads the
+same plan. Standard library only.
 """
 
 from __future__ import annotations

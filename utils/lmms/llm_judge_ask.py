@@ -1,7 +1,7 @@
 """Ask the judge through lmms-eval's judge layer, `lmms_eval.llm_judge`.
 
-The binding of "ask the judge" (`ask.py`) for lmms-eval's task folders (`lmms-vr upstream`):
-the provider and its settings are lmms-eval's own. `API_TYPE` picks it (`openai` by default;
+"Ask the judge" (`ask.py`) answered by lmms-eval's judge layer: the provider and its settings
+are lmms-eval's own. `API_TYPE` picks it (`openai` by default;
 `azure`, `local` for a vLLM / SGLang server, ...), with that provider's variables
 (`OPENAI_API_KEY`, `OPENAI_API_URL`, `AZURE_*`, `LLM_JUDGE_URL`); `MODEL_VERSION` names the
 model, else the benchmark's official judge. A reply that does not parse is asked again (up to

@@ -1,11 +1,9 @@
 """Get the frames, plainly: a frame count and the frames at given indices, by one sequential decode.
 
-The binding of lmms-eval's task folders (`lmms-vr upstream`), which ship no decoder of their
-own: PyAV (an lmms-eval dependency) decodes the file from the start and keeps the frames at
-the asked presentation indices (index `i` = the `i`-th frame the decoder yields), resized with
-OpenCV's bilinear filter as the official code does. The plugin uses the exact sampler of
-`utils.media.video` instead (a packet-scan frame table and planned decoding, several times
-faster); both give the same frames, which `tests/test_upstream_series.py` checks.
+PyAV (an lmms-eval dependency) decodes the file from the start and keeps the frames at the asked
+presentation indices (index `i` = the `i`-th frame the decoder yields), resized with OpenCV's
+bilinear filter as the official code does. Exact for any file PyAV decodes; a sampler that
+seeks to keyframes is faster on long videos and gives the same frames.
 """
 
 from __future__ import annotations

@@ -181,7 +181,7 @@ def _results_file(out: Path) -> dict:
     return json.loads(Path(max(found, key=os.path.getmtime)).read_text()) if found else {}
 
 
-def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, judge_env: dict[str, str], plugin: dict | None) -> dict:
+def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, judge_env: dict[str, str], plugin: dict | None, requests=None) -> dict:
     """Apply `prs` (in order) to `tree` and run every check; the rows of its validation table."""
     from lmms_video_reasoning.utils.tools import upstream
 
@@ -204,7 +204,8 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
     tasks = {name: (pr, meta) for pr in prs for name, meta in task_specs(pr).items()}
     names = set(tasks) | {group for pr in prs for group in pr.spec.get("groups", [])}
     jobs = {}
-    env = {**tree.env, **judge_env}
+    common: list[str] = []
+    env = {**tree.env, **judge_env, "LMMS_EVAL_JUDGE_CACHE": str(tree.work / "judge_cache.sqlite")}
     if tests:
         jobs["pytest"] = tree.start("pytest", ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=tree.path)
     jobs["list"] = tree.start("list", ["-m", "lmms_eval", "tasks", "list"])
@@ -242,8 +243,9 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
     listed = {line.strip() for line in logs["list"].splitlines() if line.startswith("  ")}
     missing = sorted(names - listed)
     unchanged = [name for pr in prs for name in pr.spec.get("unchanged", []) if name not in listed]
-    rows.append(_row("listed", "lmms-eval tasks list", len(listed), f"{len(names)} new tasks/groups listed of {len(listed)}" if not missing and not unchanged
-                     else f"missing: {missing + unchanged}", codes["list"] == 0 and not missing and not unchanged))
+    listed_ok = codes["list"] == 0 and not missing and not unchanged and len(listed) > 0
+    summary = (f"{len(names)} new tasks/groups listed of {len(listed)}" if names else f"lmms-eval's {len(listed)} tasks and groups listed, as before")
+    rows.append(_row("listed", "lmms-eval tasks list", len(listed), summary if listed_ok else f"missing: {missing + unchanged}", listed_ok))
     numbers = {}
     for label in ("limit", "full"):
         if label not in jobs:
@@ -264,7 +266,24 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
                                  _summary(results, name, pr.spec["headline"]) if ok else (f"no {absent}" if absent else logs[label][-300:]), ok))
         if label == "full":
             rows += compare_with_plugin(numbers.get("full", {}), plugin, tasks)
+    if requests is not None and "limit" in jobs:
+        rows.append(rerun_from_cache(tree, common, env, requests, numbers.get("limit", {})))
     return _finish(rows, jobs, numbers)
+
+
+def rerun_from_cache(tree: Tree, common: list[str], env: dict, requests, first: dict) -> dict:
+    """The `--limit 8` runs again with llm_judge's cache (`LMMS_EVAL_JUDGE_CACHE`, filled by the first
+    runs): the same numbers, and not one request reaches the judge."""
+    before = requests()
+    code, output = tree.run("limit_cached", [*common, "--limit", str(LIMIT), "--output_path", str(tree.work / "out_cached")], env=env)
+    sent = requests() - before
+    results = _results_file(tree.work / "out_cached")
+    again = {task: {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none")} for task, values in results.get("results", {}).items()}
+    same = all(_same(again.get(task, {}).get(metric), value) for task, values in first.items() for metric, value in values.items()
+               if not str(metric).endswith(("_stderr", "_stderr_clt", "_stderr_clustered")))
+    ok = code == 0 and sent == 0 and same and bool(first)
+    result = f"{sent} judge requests, the same numbers" if ok else f"{sent} judge requests, same numbers: {same}, exit {code}"
+    return _row("judge cache", f"the --limit {LIMIT} runs again with LMMS_EVAL_JUDGE_CACHE", sent, result, ok)
 
 
 def _finish(rows: list[dict], jobs: dict, numbers: dict | None = None) -> dict:
@@ -382,7 +401,8 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
                 result["seconds"] = round(time.time() - started)
                 results[pr.name] = result
             series_tree = Tree("series", tree, work, python, env)
-            results["series"] = check_tree(series_tree, prs, patches, sample, judge_env, None)
+            cache_pr = any(pr.slug == "llm-judge-cache" for pr in prs)
+            results["series"] = check_tree(series_tree, prs, patches, sample, judge_env, None, (lambda: server.request_count) if cache_pr else None)
             results["series"]["judge_requests"] = server.request_count
         for result in results.values():
             result["passed"] = all(row["passed"] for row in result["rows"]) and bool(result["rows"])
