@@ -1,4 +1,4 @@
-"""Media resolution on a large data root: the per-benchmark resolvers over `utils.media_index`.
+"""Media resolution on a large data root: the per-benchmark resolvers over `utils/data/media_index.py`.
 
 Not a test. Builds (in a temporary folder) a CG-Bench-shaped root of `--files` empty files
 (default 21,000: full videos flat at the root as an unzip of the repacked chunks leaves them,

@@ -60,6 +60,9 @@ class CgBenchScoring(ScoringAdapter):
     def unit(self, record):
         return str(record["qid"])
 
+    def stratum(self, record):
+        return str(record.get("sub_category") or "")
+
 
 BENCHMARK = Benchmark(
     name="cg_bench",

@@ -11,7 +11,7 @@ foldered members. `lmms-vr prepare` handles both and extracts into the canonical
 
 The resolvers `video_at`, `clue_clip_at` and `subtitle_at` are used by the tasks and by
 `prepare`'s check alike: the canonical place first, else the file of that name anywhere under
-the root (`utils.media_index`, one index per root and process): a video in any folder but a
+the root (`utils/data/media_index.py`, one index per root and process): a video in any folder but a
 clue folder, a clue clip only in a folder named `*clue*`, an SRT anywhere.
 
 `video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input)

@@ -41,6 +41,7 @@ from lmms_video_reasoning.cg_bench.aggregate import (  # noqa: F401 - score_reco
 )
 from lmms_video_reasoning.cg_bench.inputs import clip_cache_dir  # noqa: F401 - part of this module's interface
 from lmms_video_reasoning.cg_bench.task import DEFAULTS, VISUAL_MODES, build_docs, settings_of  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import RunFiles, ScoreOnce
@@ -52,7 +53,7 @@ logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 
 def _loader(task_kind: str, split: str):
-    """The `process_docs` hook of one task, checked before generation (`utils.preflight`): the
+    """The `process_docs` hook of one task, checked before generation (`utils/lmms/preflight.py`): the
     media (not for the blind task) and the judge (the open-ended task)."""
     media = None if task_kind == "blind" else preflight.MediaCheck(
         data.CG_BENCH, lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)), key=split)
@@ -93,7 +94,7 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
     """Simple models: a proxy clip of the video (clue mode: of the clue clip) or the sampled PIL frames.
 
     Video mode: a proxy clip of exactly the frames the calling model's own path keeps
-    (`utils.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
+    (`utils/lmms/model_video.py`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
     either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl` would swallow a decode error.
     """
     return task.doc_to_visual(doc, lmms_eval_specific_kwargs, inputs.MEDIA)
@@ -133,7 +134,8 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
     from lmms_video_reasoning.judges.engine import get_judge
 
     judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
-    details = {**scores, "judge": judge.accounting() if judge is not None else None}
+    details = {**scores, "judge": judge.accounting() if judge is not None else None,
+               "settings": settings.resolved(scoring_only=True)}
     path = details_path(run, scores["breakdown"]["task_kind"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")

@@ -23,6 +23,9 @@ from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
 JUDGE_MODEL = "gpt-4o-2024-08-06"
 
 STEP1_TAG, STEP2_TAG = "cg_bench.open.step1", "cg_bench.open.step2"
+# Replies in the prompts' output format, assumed by the cost estimate.
+EXPECTED_STEP1_REPLY = '```json\n{"result": 2}\n```'
+EXPECTED_STEP2_REPLY = '```json\n{"result": 1}\n```'
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ def step1_request(item: OpenItem) -> Request:
         temperature=0.0,
         parse=lambda raw: judge_verdict(raw, (0, 1, 2)),
         tag=STEP1_TAG,
+        # The estimate assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
+        expected_reply=EXPECTED_STEP1_REPLY,
+        later_steps=1,
     )
 
 
@@ -75,6 +81,7 @@ def step2_request(item: OpenItem, frames: Sequence, plan: sampling.FramePlan, su
         temperature=0.0,
         parse=lambda raw: judge_verdict(raw, (0, 1)),
         tag=STEP2_TAG,
+        expected_reply=EXPECTED_STEP2_REPLY,
     )
 
 

@@ -17,7 +17,7 @@ In both settings lmms-eval's failure placeholder (`responses.is_model_failure`: 
 model never answered) is a missing answer, not a reply: never parsed nor judged, wrong /
 tIoU 0 in every denominator, counted in `model_failed` (not in `parse_failed`).
 Thinking models: every parser (and the open-ended judge, through the parsed prediction)
-reads the reply's final answer (`responses`: after the last `</think>`, or inside
+reads the reply's final answer (`responses.py`: after the last `</think>`, or inside
 `<answer>`; the whole reply only when that part is empty), so the letters and times in the
 reasoning cannot answer for it. A reply that ends inside an open reasoning block has no
 answer: wrong / tIoU 0 in both settings, never judged, counted in `reasoning_truncated`.
@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from lmms_video_reasoning.cg_bench import judging, sampling, scoring
 from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.lmms.responses import (
@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
 OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
+STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True)
+OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "a reversed predicted interval computed "
+                                     "as the official code does (negative length)", scoring=True)
 METRICS = {
     "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
     "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
@@ -77,14 +80,7 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> "Settings":
-        return cls(strict=_env_flag(STRICT_ENV), official_reversed=_env_flag(OFFICIAL_REVERSED_ENV))
-
-
-def _env_flag(name: str) -> bool:
-    value = os.environ.get(name, "").strip().lower()
-    if value not in ("", "0", "false", "no", "1", "true", "yes"):
-        raise ValueError(f"{name} must be 1/true/yes or 0/false/no, got {value!r}")
-    return value in ("1", "true", "yes")
+        return cls(strict=STRICT.read(), official_reversed=OFFICIAL_REVERSED.read())
 
 
 def make_record(doc: dict, response: str, media: sampling.Media) -> dict:

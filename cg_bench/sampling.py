@@ -12,8 +12,8 @@ Files come through a `Media` (get the frames), supplied by the task's lmms-eval 
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -76,18 +76,17 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 # ---------------------------------------------------------------------- subtitles
 
 
-_cue_lock = threading.Lock()
-_cue_cache: dict[str, tuple] = {}
 _warned: set[str] = set()
 
 
 def load_cues(path: Path) -> tuple:
-    """The cues of an SRT file (parsed once per file and process)."""
-    key = str(path)
-    with _cue_lock:
-        if key not in _cue_cache:
-            _cue_cache[key] = tuple(subtitles.parse_srt(path).cues)
-        return _cue_cache[key]
+    """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
+    return _cues(str(path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _cues(path: str) -> tuple:
+    return tuple(subtitles.parse_srt(Path(path)).cues)
 
 
 def subtitle_problem(path: Path) -> str | None:

@@ -13,7 +13,7 @@ from lmms_video_reasoning.judges.engine import (
     JudgeResult,
     JudgeStats,
     get_judge,
-    verdicts_from_cache,
+    cache_reader,
 )
 
 
@@ -40,5 +40,5 @@ __all__ = [
     "LocalJudgeServer",
     "get_judge",
     "parsing",
-    "verdicts_from_cache",
+    "cache_reader",
 ]

@@ -23,7 +23,8 @@ class EngineJudge:
 
     def ask(self, request: Request) -> Result:
         answer = self.engine.ask(JudgeRequest(messages=request.messages, max_tokens=request.max_tokens, temperature=request.temperature,
-                                              parse=request.parse, max_reasks=request.max_reasks, tag=request.tag))
+                                              parse=request.parse, max_reasks=request.max_reasks, tag=request.tag,
+                                              expected_reply=request.expected_reply, later_steps=request.later_steps))
         return Result(answer.ok, answer.value, answer.raw, answer.error, answer.cached, answer.answered_by)
 
     def map(self, fn: Callable[[Any, Ask], Any], items: Sequence[Any], desc: str = "judging") -> list:

@@ -1,4 +1,4 @@
-"""Persistent judge reply cache: SQLite in WAL mode, shared by threads and processes.
+"""Persistent judge reply cache: SQLite, shared by threads, processes and hosts.
 
 Two tables:
 
@@ -6,11 +6,33 @@ Two tables:
   Keyed by a hash of the endpoint-independent request content, so a rerun or an interrupted
   run pays for no call twice and the same cache serves OpenAI, a proxy or a mirror of the
   same model. Each row records the model that actually answered (the response's ``model``
-  field) and the endpoint (credentials removed); the engine checks both before serving it.
+  field: the snapshot, e.g. ``gpt-4o-2024-08-06`` for a request to ``gpt-4o``) and the
+  endpoint (credentials removed); the engine checks both before serving it.
 - ``rejected``: replies that did not parse (or a row refused later), kept for inspection and
   never served. Append-only.
 
 Rows written before the answering model was recorded (no ``answered_by``) are never served.
+Other tables in the same file (e.g. batch bookkeeping) are left alone.
+
+Where the file lives decides how it is locked (``cache_mode``):
+
+- a local file system: WAL mode (readers never wait for writers), POSIX locks;
+- a network or cluster file system (NFS, Lustre, GPFS, BeeGFS, CIFS, sshfs, ...; read from
+  ``/proc/mounts``): WAL is not safe there. Its index lives in a shared-memory file that
+  processes on different hosts cannot share, so a run on a compute node and
+  `lmms-vr score` on the login node could corrupt the file. POSIX advisory locks are
+  unreliable there too (Lustre without ``-o flock`` keeps them per node). So the cache uses
+  a rollback journal (``journal_mode=DELETE``, nothing shared in memory) and SQLite's
+  ``unix-dotfile`` locking: each transaction holds ``<cache>.lock``, a directory made with
+  ``mkdir``, which is atomic on these file systems. Writers and readers take turns (each
+  statement is one short transaction). A lock left by a killed process is removed after
+  ``STALE_LOCK_S`` (no statement here holds it for more than milliseconds).
+  ``LMMS_VR_JUDGE_CACHE_MODE=network|local`` overrides the detection.
+
+A database error is never silent: each failed read or write is counted (``errors``) and the
+first is logged with the path and the fix; the engine counts them in its accounting
+(``cache_errors``) and `lmms-vr score` exits non-zero, because a verdict that was not
+stored is paid for again by the next run.
 """
 
 from __future__ import annotations
@@ -18,14 +40,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from lmms_video_reasoning.judges.config import JudgeConfigError
+from lmms_video_reasoning.utils.core import settings
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -53,13 +77,100 @@ _SCHEMA = (
 _ADDED_COLUMNS = (("answered_by", "TEXT"), ("endpoint", "TEXT"))
 _INIT_ATTEMPTS = 40  # creating a new cache while another process does (about 40 s at most)
 
+MODE_ENV = "LMMS_VR_JUDGE_CACHE_MODE"
+LOCAL, NETWORK = "local", "network"
+CACHE_MODE = settings.declare(MODE_ENV, "choice", "auto", "how the judge cache is locked: auto (by the file system), local "
+                              "(WAL) or network (rollback journal, dot-file lock; safe across hosts)", choices=("auto", LOCAL, NETWORK))
+# File system types (the third field of /proc/mounts) on which SQLite's WAL and POSIX locks
+# cannot be trusted across hosts.
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "lustre", "gpfs", "beegfs", "fhgfs", "cifs", "smb3", "smbfs", "ceph", "afs", "panfs",
+    "wekafs", "glusterfs", "ocfs2", "gfs2", "9p", "orangefs", "pvfs2", "quobyte", "cvfs", "davfs",
+    "fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "fuse.cephfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.rclone",
+    "fuse.juicefs", "fuse.quobyte", "fuse.beegfs", "fuse.davfs2",
+})
+STALE_LOCK_S = 600.0  # a dot-lock older than this was left by a killed process
+
+
+def _unescape_mount(field: str) -> str:
+    """/proc/mounts writes space, tab, newline and backslash in paths as octal escapes."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def filesystem_type(path: str | Path, mounts_text: str) -> str | None:
+    """The type of the file system holding ``path`` (absolute), from the text of /proc/mounts:
+    the entry with the longest mount point containing it (the last one for a mount point
+    mounted over). None when no entry contains it."""
+    target = os.path.normpath(str(path))
+    best: tuple[int, str] | None = None
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = os.path.normpath(_unescape_mount(fields[1]))
+        inside = target == point or target.startswith(point.rstrip("/") + "/") or point == "/"
+        if inside and (best is None or len(point) >= best[0]):
+            best = (len(point), fields[2])
+    return best[1] if best else None
+
+
+def is_network_filesystem(fstype: str | None) -> bool:
+    return bool(fstype) and (fstype in NETWORK_FILESYSTEMS or fstype.startswith("nfs"))
+
+
+def cache_mode(path: str | Path, env: Mapping[str, str] | None = None, mounts_text: str | None = None) -> tuple[str, str]:
+    """(``"local"`` | ``"network"``, why) for a cache file at ``path``.
+
+    ``LMMS_VR_JUDGE_CACHE_MODE`` decides when set; otherwise the file system type from
+    ``mounts_text`` (default: /proc/mounts; where it cannot be read, the file is taken as local).
+    """
+    try:
+        forced = CACHE_MODE.read(env)
+    except settings.SettingError as error:
+        raise JudgeConfigError(str(error)) from None
+    if forced in (LOCAL, NETWORK):
+        return forced, f"{MODE_ENV}={forced}"
+    if mounts_text is None:
+        try:
+            mounts_text = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return LOCAL, "file system type unknown (no /proc/mounts)"
+    # realpath: symlinks in the existing part resolved (a cache path may not exist yet)
+    fstype = filesystem_type(os.path.realpath(Path(path).expanduser()), mounts_text)
+    if is_network_filesystem(fstype):
+        return NETWORK, f"on a {fstype} file system"
+    return LOCAL, f"on a {fstype or 'local'} file system"
+
+
+def _journal_is_wal(path: Path) -> bool:
+    """Whether an existing database file is in WAL mode (header bytes 18-19 are 2)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+
+
+_process_locks: dict[str, threading.Lock] = {}
+_process_locks_guard = threading.Lock()
+
+
+def _process_lock(path: Path) -> threading.Lock:
+    """One lock per cache file in this process (network mode)."""
+    key = os.path.realpath(path)
+    with _process_locks_guard:
+        return _process_locks.setdefault(key, threading.Lock())
+
 
 @dataclass(frozen=True)
 class CachedReply:
     raw: str
     prompt_tokens: int
     completion_tokens: int
-    answered_by: str | None = None  # the response's `model` field
+    answered_by: str | None = None  # the response's `model` field (the snapshot that answered)
     endpoint: str | None = None  # base URL without credentials
     usage_ok: bool = True  # the reply's `usage` was well formed (not stored)
 
@@ -79,14 +190,23 @@ def request_key(model: str, messages: list[dict], max_tokens: int, temperature: 
 
 
 class ReplyCache:
-    """Thread-safe, process-safe key -> reply store (one SQLite connection per thread)."""
+    """Thread-safe, process-safe key -> reply store (one SQLite connection per thread).
 
-    def __init__(self, path: str | Path) -> None:
+    ``mode``: ``"local"`` or ``"network"`` (see the module docstring); None: detected.
+    """
+
+    def __init__(self, path: str | Path, mode: str | None = None) -> None:
         self.path = Path(path).expanduser()
         self._local = threading.local()
-        self._warned = False
+        self._errors_lock = threading.Lock()
+        self.errors = 0  # failed reads and writes (each one a verdict not kept or not found)
+        self._first_error: str | None = None
         try:
+            self.mode, self.mode_reason = (mode, "given") if mode else cache_mode(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.mode == NETWORK:
+                self._leave_wal()
+                self.break_stale_lock()
             # Two processes creating a new cache at once: switching to WAL can report "database
             # is locked" at once, without SQLite's busy handler; the schema is idempotent, so retry.
             for attempt in range(_INIT_ATTEMPTS):
@@ -102,13 +222,36 @@ class ReplyCache:
                 f"cannot open the judge cache {self.path} ({error}); set LMMS_VR_JUDGE_CACHE to a writable "
                 "file path, or LMMS_VR_JUDGE_CACHE=off to disable caching"
             ) from None
+        if self.mode == NETWORK:
+            log.info("judge cache %s is %s: rollback journal with dot-file locking (%s.lock), safe across hosts",
+                     self.path, self.mode_reason, self.path.name)
+
+    # ------------------------------------------------------------------ opening
+
+    def _leave_wal(self) -> None:
+        """A cache made in WAL mode (before it was on a network file system, or by an older
+        version) is switched to a rollback journal once: the dot-file VFS cannot open WAL files."""
+        if not _journal_is_wal(self.path):
+            return
+        connection = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        try:
+            mode = connection.execute("PRAGMA journal_mode=DELETE").fetchall()
+        except sqlite3.Error as error:
+            raise sqlite3.OperationalError(f"it is in WAL mode and could not be switched to a rollback journal ({error}); "
+                                           "stop the runs using it and retry, or give LMMS_VR_JUDGE_CACHE a new file") from None
+        finally:
+            connection.close()
+        if not mode or str(mode[0][0]).lower() != "delete":
+            raise sqlite3.OperationalError("it is in WAL mode and another process holds it; stop the runs using it and retry")
+        log.warning("judge cache %s: switched from WAL to a rollback journal (it is on a network file system)", self.path)
 
     def _create_schema(self) -> None:
         connection = self._connection()
-        connection.execute("PRAGMA journal_mode=WAL")
+        if self.mode == LOCAL:
+            connection.execute("PRAGMA journal_mode=WAL").fetchall()
         for statement in _SCHEMA:
             connection.execute(statement)
-        present = {row[1] for row in connection.execute("PRAGMA table_info(replies)")}
+        present = {row[1] for row in connection.execute("PRAGMA table_info(replies)").fetchall()}
         for name, kind in _ADDED_COLUMNS:
             if name not in present:
                 try:
@@ -120,67 +263,146 @@ class ReplyCache:
     def _connection(self) -> sqlite3.Connection:
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            # Autocommit mode: each INSERT is its own short transaction, so writers in other
-            # threads/processes wait at most one statement (busy_timeout covers that).
-            connection = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            # Autocommit mode: each statement is its own short transaction, so writers in other
+            # threads/processes wait at most one statement (busy_timeout covers that). Every
+            # query is read to its end (fetchall), which ends its transaction and lock.
+            if self.mode == NETWORK:
+                uri = f"file:{self.path.absolute().as_posix()}?vfs=unix-dotfile"
+                connection = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None, check_same_thread=False)
+                connection.execute("PRAGMA journal_mode=DELETE").fetchall()
+                connection.execute("PRAGMA synchronous=FULL")  # a rollback journal needs FULL to survive a crash
+            else:
+                connection = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+                connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute("PRAGMA busy_timeout=60000")
-            connection.execute("PRAGMA synchronous=NORMAL")
             self._local.connection = connection
         return connection
 
+    @property
+    def lock_path(self) -> Path:
+        """The dot-lock SQLite's unix-dotfile VFS makes (a directory) while a statement runs."""
+        return self.path.with_name(self.path.name + ".lock")
+
+    def break_stale_lock(self, max_age: float = STALE_LOCK_S) -> bool:
+        """Remove a dot-lock older than ``max_age`` seconds (left by a killed process); True if removed."""
+        try:
+            age = time.time() - self.lock_path.stat().st_mtime
+        except OSError:
+            return False
+        if age < max_age:
+            return False
+        try:
+            self.lock_path.rmdir() if self.lock_path.is_dir() else self.lock_path.unlink()
+        except OSError as error:
+            log.warning("judge cache %s: a lock %d s old (%s) could not be removed (%s); remove it by hand if no "
+                        "run uses the cache", self.path, age, self.lock_path, error)
+            return False
+        log.warning("judge cache %s: removed a lock %d s old left by a killed process (%s)", self.path, age, self.lock_path)
+        return True
+
+    def execute(self, statement: str, parameters: tuple = ()) -> list[tuple]:
+        """Run one statement on this cache's database, with its locking mode, and return every row.
+
+        Other tables in the file (e.g. batch bookkeeping) must go through this (or the same
+        connection settings): on a network file system a connection opened with SQLite's default
+        locking would not see the dot-file lock, and switching the file to WAL would lock out the
+        others. Raises sqlite3.Error."""
+        return self._run(statement, parameters)
+
+    def _run(self, statement: str, parameters: tuple = ()) -> list[tuple]:
+        """Execute and read to the end (the transaction, and with it the lock, ends here). A lock
+        held past the busy timeout by a dead process (network mode) is broken and the statement retried."""
+        if self.mode != NETWORK:
+            return self._connection().execute(statement, parameters).fetchall()
+        # The threads of a process take turns here, not at the dot-lock: a thread that finds the
+        # lock taken backs off for milliseconds (SQLite's busy handler), which is slow with 32 threads.
+        with _process_lock(self.path):
+            try:
+                return self._connection().execute(statement, parameters).fetchall()
+            except sqlite3.OperationalError as error:
+                if "locked" in str(error) and self.break_stale_lock():
+                    return self._connection().execute(statement, parameters).fetchall()
+                raise
+
+    # ------------------------------------------------------------------ reads and writes
+
     def get(self, key: str) -> CachedReply | None:
-        """The stored reply, or None (also when the database fails: judging goes on uncached).
+        """The stored reply, or None (also when the read failed: see `lookup`)."""
+        return self.lookup(key)[0]
+
+    def lookup(self, key: str) -> tuple[CachedReply | None, bool]:
+        """(the stored reply or None, whether the read worked). A failed read is counted and
+        logged (`errors`): the caller then asks the endpoint, paying for a verdict that may be stored.
 
         The caller decides whether the reply may be served (answering model, parse)."""
         try:
-            row = self._connection().execute(
-                "SELECT raw, prompt_tokens, completion_tokens, answered_by, endpoint FROM replies WHERE key = ?", (key,)
-            ).fetchone()
+            rows = self._run("SELECT raw, prompt_tokens, completion_tokens, answered_by, endpoint FROM replies WHERE key = ?", (key,))
         except sqlite3.Error as error:
-            self._warn_once(error)
-            return None
-        return CachedReply(*row) if row else None  # usage_ok: not stored, tokens as recorded
+            self._failed("read", error)
+            return None, False
+        return (CachedReply(*rows[0]) if rows else None), True  # usage_ok: not stored, tokens as recorded
 
-    def put(self, key: str, model: str, reply: CachedReply, replace: bool = False) -> None:
-        """Store a servable reply. The first writer of a key wins (ranks racing on a key agree),
-        unless ``replace``: the stored row was refused and this reply supersedes it.
-        A database error loses the entry, not the reply."""
+    def put(self, key: str, model: str, reply: CachedReply, replace: bool = False) -> bool:
+        """Store a servable reply; False when the database failed (counted and logged: the
+        verdict is used, but a later run pays for it again). The first writer of a key wins
+        (ranks racing on a key agree), unless ``replace``: the stored row was refused and this
+        reply supersedes it."""
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         try:
-            self._connection().execute(
+            self._run(
                 f"{verb} INTO replies (key, model, raw, prompt_tokens, completion_tokens, created, answered_by, endpoint) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time(), reply.answered_by, reply.endpoint),
             )
         except sqlite3.Error as error:
-            self._warn_once(error)
+            self._failed("write", error)
+            return False
+        return True
 
-    def reject(self, key: str, model: str, reply: CachedReply, reason: str) -> None:
-        """Keep a reply that must not be served (it did not parse, or was refused) for inspection."""
+    def reject(self, key: str, model: str, reply: CachedReply, reason: str) -> bool:
+        """Keep a reply that must not be served (it did not parse, or was refused) for
+        inspection; False when the database failed (counted and logged)."""
         try:
-            self._connection().execute(
+            self._run(
                 "INSERT INTO rejected (key, model, answered_by, endpoint, raw, reason, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (key, model, reply.answered_by, reply.endpoint, reply.raw, reason[:500], time.time()),
             )
         except sqlite3.Error as error:
-            self._warn_once(error)
+            self._failed("write", error)
+            return False
+        return True
 
     def rejected(self, key: str | None = None) -> list[dict[str, Any]]:
         """Kept replies that were never served (all, or those of one request key), oldest first."""
         query = "SELECT key, model, answered_by, endpoint, raw, reason, created FROM rejected"
-        rows = self._connection().execute(query + (" WHERE key = ?" if key else "") + " ORDER BY id", (key,) if key else ())
+        rows = self._run(query + (" WHERE key = ?" if key else "") + " ORDER BY id", (key,) if key else ())
         names = ("key", "model", "answered_by", "endpoint", "raw", "reason", "created")
         return [dict(zip(names, row)) for row in rows]
 
-    def _warn_once(self, error: sqlite3.Error) -> None:
-        if not self._warned:
-            self._warned = True
-            log.warning("judge cache %s failed (%s); continuing without it for the affected requests "
-                        "(check the file, or set LMMS_VR_JUDGE_CACHE)", self.path, error)
+    def snapshots(self, model: str | None = None) -> dict[str, int]:
+        """{answering model (snapshot): stored replies}, of the replies requested as ``model`` (all when None)."""
+        rows = self._run("SELECT COALESCE(answered_by, '(not recorded)'), COUNT(*) FROM replies"
+                         + (" WHERE model = ?" if model else "") + " GROUP BY 1 ORDER BY 2 DESC", (model,) if model else ())
+        return {str(name): int(count) for name, count in rows}
+
+    def _failed(self, what: str, error: sqlite3.Error) -> None:
+        """Count a failed read or write; the first is logged at ERROR with the path and the fix."""
+        with self._errors_lock:
+            self.errors += 1
+            first = self._first_error is None
+            if first:
+                self._first_error = f"{what}: {error}"
+        if first:
+            log.error("judge cache %s: a %s failed (%s). Verdicts not stored are paid for again by the next run, and a "
+                      "failed read asks the judge again; the count is in the judge accounting (cache_errors). Fix the "
+                      "file (disk space, permissions, a lock left by a killed process: %s), or set LMMS_VR_JUDGE_CACHE to "
+                      "a writable file (%s=network on a shared file system the detection missed).",
+                      self.path, what, error, self.lock_path, MODE_ENV)
 
     def __len__(self) -> int:
-        return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+        return self._run("SELECT COUNT(*) FROM replies")[0][0]
 
     def stats(self) -> dict[str, Any]:
-        rejected = self._connection().execute("SELECT COUNT(*) FROM rejected").fetchone()[0]
-        return {"path": str(self.path), "entries": len(self), "rejected_kept": rejected}
+        rejected = self._run("SELECT COUNT(*) FROM rejected")[0][0]
+        return {"path": str(self.path), "entries": len(self), "rejected_kept": rejected, "mode": self.mode,
+                "mode_reason": self.mode_reason, "errors": self.errors, "first_error": self._first_error}

@@ -15,7 +15,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 OVERRIDE_BASE_URL = "LMMS_VR_JUDGE_BASE_URL"
@@ -38,6 +38,35 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "gpt-4o-mini": {"input": 0.15, "output": 0.60},
     "deepseek-chat": {"input": 0.27, "output": 1.10},
 }
+
+
+# The OpenAI Batch API bills half the synchronous price; LMMS_VR_JUDGE_PRICES may state a model's own
+# "batch_input" / "batch_output" prices instead.
+BATCH_DISCOUNT = 0.5
+
+
+def batch_price(model: str, price: dict[str, float] | None, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
+    """USD per 1M tokens through a batch API: LMMS_VR_JUDGE_PRICES's `batch_input`/`batch_output`
+    for the model, else `BATCH_DISCOUNT` x ``price`` for OpenAI models (None: no batch price known)."""
+    raw = _get(os.environ if env is None else env, "LMMS_VR_JUDGE_PRICES")
+    entry = {}
+    if raw:
+        try:
+            entry = json.loads(raw).get(model) or {}
+        except (ValueError, AttributeError):
+            entry = {}
+    if isinstance(entry, dict) and "batch_input" in entry and "batch_output" in entry:
+        return {"input": float(entry["batch_input"]), "output": float(entry["batch_output"])}
+    from lmms_video_reasoning.judges.tokens import encoding_name
+
+    if price is None or encoding_name(model) is None:
+        return None
+    return {"input": price["input"] * BATCH_DISCOUNT, "output": price["output"] * BATCH_DISCOUNT}
+
+
+def price_of(model: str, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
+    """USD per 1M input/output tokens for ``model`` (LMMS_VR_JUDGE_PRICES, else the built-in list)."""
+    return JudgeConfig(model=model, prices=_prices(os.environ if env is None else env)).price()
 
 
 class JudgeConfigError(RuntimeError):
@@ -63,6 +92,41 @@ class JudgeDefaults:
 # Each benchmark's official judge, declared by the benchmark's `benchmark` module when it is
 # imported (the registry imports it; so do the benchmark's lmms-eval hooks).
 _DEFAULTS: dict[str, JudgeDefaults] = {}
+
+
+@dataclass(frozen=True)
+class HostJudge:
+    """A judge endpoint the host harness configures (lmms-eval: its `API_TYPE=local` provider, or the
+    server its `--launcher_args` starts), used when no LMMS_VR_JUDGE_* variable is set.
+
+    ``model`` None: the one model the endpoint lists (GET /models). ``source`` names where it
+    came from (in the accounting and in errors, instead of a variable). ``started``: False while
+    the host has yet to start the server (checks of the endpoint wait)."""
+
+    base_url: str
+    model: str | None
+    api_key: str | None = field(default=None, repr=False)
+    source: str = "the host harness"
+    started: bool = True
+    model_variable: str = OVERRIDE_MODEL  # what names the model when the endpoint lists several
+
+
+# Set by the host seam (`utils/lmms`), which knows the harness's conventions: env -> HostJudge | None.
+_host_judge: "Callable[[Mapping[str, str]], HostJudge | None] | None" = None
+
+
+def register_host_judge(resolver: "Callable[[Mapping[str, str]], HostJudge | None] | None") -> None:
+    """Let the host seam name a judge for the runs where no LMMS_VR_JUDGE_* variable is set (None: none)."""
+    global _host_judge
+    _host_judge = resolver
+
+
+def host_judge(env: Mapping[str, str] | None = None) -> HostJudge | None:
+    """The host's judge for ``env``: None when an LMMS_VR_JUDGE_* variable is set (they win) or the host names none."""
+    env = os.environ if env is None else env
+    if _host_judge is None or any(_get(env, name) for name in (OVERRIDE_BASE_URL, OVERRIDE_API_KEY, OVERRIDE_MODEL)):
+        return None
+    return _host_judge(env)
 
 
 def register_defaults(benchmark: str, defaults: JudgeDefaults) -> JudgeDefaults:
@@ -172,13 +236,21 @@ class JudgeConfig:
         }
 
     @classmethod
-    def from_env(cls, benchmark: str, env: Mapping[str, str] | None = None) -> "JudgeConfig | None":
-        """Resolve the judge for ``benchmark`` from environment variables; None if none is configured."""
+    def from_env(cls, benchmark: str, env: Mapping[str, str] | None = None, host_settings: bool = True) -> "JudgeConfig | None":
+        """Resolve the judge for ``benchmark`` from environment variables; None if none is configured.
+
+        Precedence: LMMS_VR_JUDGE_*; else the host's judge (`register_host_judge`: lmms-eval's
+        local provider or its launched server; not with ``host_settings=False``); else the
+        benchmark's own defaults."""
         defaults = benchmark_defaults(benchmark)
         env = os.environ if env is None else env
 
         override_url = _get(env, OVERRIDE_BASE_URL)
-        if override_url:
+        host = host_judge(env) if host_settings else None
+        if host is not None:
+            base_url, base_url_env = _check_url(host.base_url, host.source), host.source
+            api_key, key_env = host.api_key or DUMMY_API_KEY, host.source
+        elif override_url:
             # The override endpoint only ever receives the override key, so a provider key
             # (OPENAI_API_KEY, DEEPSEEK_API_KEY) is never sent to a local or third-party server.
             base_url, base_url_env = _check_url(override_url, OVERRIDE_BASE_URL), OVERRIDE_BASE_URL
@@ -198,7 +270,12 @@ class JudgeConfig:
 
         timeout = _float(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S)
         model, model_env = named_model(benchmark, env)
-        if model is None and override_url:
+        if host is not None:
+            # The host's server serves its own model: never the benchmark's default name.
+            model, model_env = (host.model, host.source) if host.model else (
+                served_model(base_url, api_key, timeout, f"the judge of {host.source} names no model", host.model_variable),
+                f"GET {redact_url(base_url)}/models")
+        elif model is None and override_url:
             # A custom endpoint serves its own model: never label its replies with the
             # benchmark's default judge (they would be cached and reported as GPT-4o's).
             model, model_env = served_model(base_url, api_key, timeout), f"GET {redact_url(base_url)}/models"
@@ -242,18 +319,19 @@ _served_models: dict[str, str] = {}
 _served_lock = threading.Lock()
 
 
-def served_model(base_url: str, api_key: str | None, timeout: float) -> str:
+def served_model(base_url: str, api_key: str | None, timeout: float, where: str | None = None,
+                 model_variable: str = OVERRIDE_MODEL) -> str:
     """The one model an endpoint lists at ``GET <base_url>/models`` (asked once per process).
 
-    Raises JudgeConfigError naming LMMS_VR_JUDGE_MODEL when the endpoint cannot tell
-    (unreachable, no such route, or several models).
+    Raises JudgeConfigError naming ``model_variable`` (LMMS_VR_JUDGE_MODEL) when the endpoint
+    cannot tell (unreachable, no such route, or several models).
     """
     with _served_lock:
         if base_url in _served_models:
             return _served_models[base_url]
         import httpx
 
-        where = f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
+        where = where or f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         cause = ""
         try:
@@ -269,10 +347,10 @@ def served_model(base_url: str, api_key: str | None, timeout: float) -> str:
         if listed is None:
             # The cause first: "connection refused" is the problem to fix, not the missing model name.
             raise JudgeConfigError(f"{where}, and the endpoint's model list (GET /models) could not be read ({cause}): "
-                                   f"check that the endpoint is up, or set {OVERRIDE_MODEL} to the model it serves")
+                                   f"check that the endpoint is up, or set {model_variable} to the model it serves")
         if len(listed) != 1:
             raise JudgeConfigError(f"{where}, and the endpoint lists {len(listed)} models "
-                                   f"({', '.join(map(str, listed[:10])) or 'none'}): set {OVERRIDE_MODEL} to the judge model")
+                                   f"({', '.join(map(str, listed[:10])) or 'none'}): set {model_variable} to the judge model")
         _served_models[base_url] = str(listed[0])
         return _served_models[base_url]
 
@@ -309,7 +387,7 @@ def default_cache_path() -> Path:
         import platformdirs
 
         return Path(platformdirs.user_cache_dir("lmms_video_reasoning")) / "judge_cache.sqlite"
-    except ImportError:  # platformdirs is a transitive dependency; fall back to the XDG default
+    except ImportError:  # a declared dependency; a broken install falls back to the XDG default
         return Path.home() / ".cache" / "lmms_video_reasoning" / "judge_cache.sqlite"
 
 
@@ -376,7 +454,8 @@ def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def _prices(env: Mapping[str, str]) -> tuple[tuple[str, float, float], ...]:
-    """Parse LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}``."""
+    """Parse LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}`` (optional
+    ``batch_input`` / ``batch_output``: see `batch_price`)."""
     raw = _get(env, "LMMS_VR_JUDGE_PRICES")
     if raw is None:
         return ()

@@ -44,6 +44,7 @@ from lmms_video_reasoning.judges.config import (
     default_model,
     not_configured_message,
 )
+from lmms_video_reasoning.utils.core import settings
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
@@ -83,6 +84,9 @@ class JudgeRequest:
     parse: Callable[[str], Any] | None = None  # raises parsing.ParseError -> re-ask
     max_reasks: int = 2
     tag: str = ""  # e.g. "<benchmark>.recall", for the per-tag accounting
+    # Protocol facts for the cost estimate and batch judging (judges/batch.py); they never change a verdict:
+    expected_reply: str | None = None  # a typical reply in the protocol's format (its tokens; the estimate follows it)
+    later_steps: int = 0  # judge calls that may follow this one in its chain, depending on its reply
 
 
 @dataclass
@@ -97,9 +101,10 @@ class JudgeResult:
 
 # calls: HTTP requests sent (retries included); cache_refused: cached replies not served
 # (did not parse, another judge's, or recorded before the answering model was kept);
-# not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`.
+# not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`;
+# cache_errors: cache reads and writes that failed (a verdict not stored is paid for again).
 _COUNTERS = ("calls", "cache_hits", "cache_refused", "failures", "not_computed", "reasks", "retries",
-             "prompt_tokens", "completion_tokens", "usage_unreported")
+             "prompt_tokens", "completion_tokens", "usage_unreported", "cache_errors")
 
 
 @dataclass
@@ -116,9 +121,11 @@ class JudgeStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usage_unreported: int = 0
+    cache_errors: int = 0
     cost_usd: float | None = None
     budget_exhausted: bool = False
     answered_by: dict[str, int] = field(default_factory=dict)  # answering model -> replies used
+    live_snapshot: str | None = None  # the model named by the latest fresh (not cached) reply
     by_tag: dict[str, dict[str, int]] = field(default_factory=dict)
     failure_reasons: dict[str, int] = field(default_factory=dict)  # why requests failed -> how many
     outage: dict | None = None  # set when the circuit breaker stopped judging (endpoint, reason)
@@ -131,9 +138,23 @@ class JudgeStats:
                 setattr(self, name, getattr(self, name) + delta)
                 per_tag[name] += delta
 
-    def add_answer(self, model: str) -> None:
+    def add_answer(self, model: str, cached: bool = False) -> bool:
+        """Count a reply used, by the model (snapshot) that answered it; True when this is the
+        first reply of a second snapshot (the verdicts of this judge then mix snapshots)."""
         with self._lock:
+            known = set(self.answered_by) - {UNNAMED_MODEL}
             self.answered_by[model] = self.answered_by.get(model, 0) + 1
+            if not cached:
+                self.live_snapshot = model
+            return model != UNNAMED_MODEL and bool(known) and model not in known
+
+    def snapshots(self) -> dict:
+        """{"current": the snapshot answering now (else the most frequent), "other": replies used
+        from any other snapshot, "by": {snapshot: replies}} (replies naming no model left out)."""
+        with self._lock:
+            by = {model: count for model, count in self.answered_by.items() if model != UNNAMED_MODEL}
+            current = self.live_snapshot if self.live_snapshot in by else max(by, key=by.get, default=None)
+            return {"current": current, "other": sum(count for model, count in by.items() if model != current), "by": dict(sorted(by.items()))}
 
     def add_failure(self, tag: str, reason: str) -> None:
         """One request that ended without a verdict, and why (the accounting keeps the reasons)."""
@@ -146,11 +167,13 @@ class JudgeStats:
             self.cost_usd = (self.cost_usd or 0.0) + usd
 
     def as_dict(self) -> dict:
+        snapshots = self.snapshots()
         with self._lock:
             out = {name: getattr(self, name) for name in _COUNTERS}
             out["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
             out["budget_exhausted"] = self.budget_exhausted
             out["answered_by"] = dict(sorted(self.answered_by.items()))
+            out["snapshots"] = snapshots
             out["by_tag"] = {tag: dict(counts) for tag, counts in sorted(self.by_tag.items())}
             out["failure_reasons"] = dict(sorted(self.failure_reasons.items(), key=lambda item: -item[1]))
             out["outage"] = dict(self.outage) if self.outage else None
@@ -385,16 +408,15 @@ class Judge:
         one that does not is kept in the cache's ``rejected`` table and the request re-asked.
         """
         _validate(request)
-        replies = request.max_reasks + 1 if request.parse else 1
-        keys = [request_key(self.config.model, request.messages, request.max_tokens, request.temperature, attempt)
-                for attempt in range(replies)]
+        keys = request_keys(self.config.model, request)
+        replies = len(keys)
         # A verdict reached after re-asks is served too: a rerun repeats no call that succeeded.
         refused: dict[int, tuple[CachedReply, str]] = {}
         for attempt, key in enumerate(keys):
             hit, refusal = self._lookup(key, request)
             if hit is not None:
                 cached_reply, value = hit
-                self.stats.add_answer(cached_reply.answered_by or UNNAMED_MODEL)
+                self._count_answer(cached_reply.answered_by or UNNAMED_MODEL, cached=True)
                 return JudgeResult(True, value, cached_reply.raw, None, True, cached_reply.answered_by)
             if refusal is not None:
                 refused[attempt] = refusal
@@ -402,7 +424,7 @@ class Judge:
         parse_error: parsing.ParseError | None = None
         for attempt, key in enumerate(keys):
             try:
-                reply = self._fetch(request)
+                reply = self._fetch(request, key)
             except _NotComputed as missing:
                 self.stats.add(request.tag, not_computed=1)
                 return JudgeResult(False, None, None, str(missing), False)
@@ -414,16 +436,16 @@ class Judge:
             except parsing.ParseError as error:
                 parse_error = error
                 if self.cache is not None:
-                    self.cache.reject(key, self.config.model, reply, f"parse: {error}")
+                    self._stored(request.tag, self.cache.reject(key, self.config.model, reply, f"parse: {error}"))
                 if attempt < request.max_reasks:
                     self.stats.add(request.tag, reasks=1)
                     log.debug("judge reply did not parse (%s); re-asking (%d/%d)", error, attempt + 1, request.max_reasks)
                 continue
             if self.cache is not None:
                 if attempt in refused:  # keep what it supersedes
-                    self.cache.reject(key, self.config.model, *refused[attempt])
-                self.cache.put(key, self.config.model, reply, replace=attempt in refused)
-            self.stats.add_answer(reply.answered_by or UNNAMED_MODEL)
+                    self._stored(request.tag, self.cache.reject(key, self.config.model, *refused[attempt]))
+                self._stored(request.tag, self.cache.put(key, self.config.model, reply, replace=attempt in refused))
+            self._count_answer(reply.answered_by or UNNAMED_MODEL, cached=False)
             self.breaker.request_ended(verdict=True)
             return JudgeResult(True, value, reply.raw, None, False, reply.answered_by)
         error = f"parse: {parse_error} (after {replies} replies)"
@@ -468,7 +490,8 @@ class Judge:
 
     def accounting(self, extra: dict | None = None) -> dict:
         """Stats (with the models that answered), configuration (no key), budget and cache as one JSON-ready dict."""
-        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict()}
+        summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict(),
+                   "settings": settings.resolved(scoring_only=True)}  # what else decided the scores
         if self.cache is not None:
             try:
                 summary["cache"] = self.cache.stats()
@@ -496,14 +519,40 @@ class Judge:
             stats["retries"], stats["prompt_tokens"], stats["completion_tokens"], cost, answered,
             f", BUDGET EXHAUSTED ({self.budget.scope})" if stats["budget_exhausted"] else "",
         )
+        if stats["cache_errors"]:
+            log.error("judge %s: %d judge cache reads/writes failed (%s): a rerun pays again for the verdicts not stored",
+                      self.config.model, stats["cache_errors"], self.cache.path if self.cache is not None else "no cache")
+        if stats["snapshots"]["other"]:
+            log.warning("judge %s: %d verdicts came from another snapshot than %s (%s)", self.config.model,
+                        stats["snapshots"]["other"], stats["snapshots"]["current"],
+                        ", ".join(f"{name} x{count}" for name, count in stats["snapshots"]["by"].items()))
 
     # ------------------------------------------------------------------ one reply
+
+    def _stored(self, tag: str, ok: bool) -> None:
+        """Count a cache write that failed (the cache logs the first with its path and fix)."""
+        if not ok:
+            self.stats.add(tag, cache_errors=1)
+
+    def _count_answer(self, model: str, cached: bool) -> None:
+        """Count the reply's snapshot; say once when this judge's verdicts come from a second one
+        (e.g. `gpt-4o` answered by gpt-4o-2024-08-06 for the cached verdicts, gpt-4o-2024-11-20 now)."""
+        if self.stats.add_answer(model, cached):
+            snapshots = self.stats.snapshots()
+            self._warn_once("snapshots", "judge %r: its verdicts come from more than one model snapshot (%s; %s answering now). "
+                            "Cached verdicts of another snapshot are still served under the same name; they are counted in "
+                            "the accounting (stats.snapshots.other). To judge with one snapshot, name it (%s) or use a new "
+                            "LMMS_VR_JUDGE_CACHE.", self.config.model,
+                            ", ".join(f"{name} x{count}" for name, count in snapshots["by"].items()),
+                            snapshots["current"] if self.stats.live_snapshot else "none", self.config.model_env)
 
     def _lookup(self, key: str, request: JudgeRequest) -> tuple[tuple[CachedReply, Any] | None, tuple[CachedReply, str] | None]:
         """(servable cached reply and its parsed value, None) | (None, refused row and why) | (None, None)."""
         if self.cache is None:
             return None, None
-        row = self.cache.get(key)
+        row, read = self.cache.lookup(key)
+        if not read:  # counted; the request is asked again
+            self.stats.add(request.tag, cache_errors=1)
         if row is None:
             return None, None
         reason = self._untrusted(row)
@@ -530,7 +579,7 @@ class Judge:
             return None  # this endpoint names its model differently (e.g. an Azure deployment)
         return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
-    def _fetch(self, request: JudgeRequest) -> CachedReply:
+    def _fetch(self, request: JudgeRequest, key: str = "") -> CachedReply:
         """POST with bounded retries: backoff with jitter, Retry-After honoured (capped);
         nothing is sent once the circuit breaker is open."""
         last_reason = "no attempt made"
@@ -647,10 +696,7 @@ class Judge:
         """
         import httpx
 
-        body: dict[str, Any] = {"model": self.config.model, "messages": request.messages, "max_tokens": request.max_tokens}
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        payload = json.dumps(request_body(self.config.model, request), ensure_ascii=False).encode("utf-8")
         deadline = time.monotonic() + self.config.timeout
         token = None
         try:
@@ -672,7 +718,7 @@ class Judge:
             _WATCHDOG.cancel(token)
         if status >= 300:
             self._raise_for_status(status, data, headers)
-        return _parse_completion(data, self.config.endpoint)
+        return parse_completion(data, self.config.endpoint)
 
     def _read_body(self, response, deadline: float) -> bytes:
         chunks, size = [], 0
@@ -743,8 +789,22 @@ class CacheOnlyJudge(Judge):
                              model_env="(cache only)", cache_path=path, max_calls=0)
         super().__init__(config)
 
-    def _fetch(self, request: JudgeRequest) -> CachedReply:
+    def _fetch(self, request: JudgeRequest, key: str = "") -> CachedReply:
         raise _NotComputed(NOT_COMPUTED)
+
+
+def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
+    """The chat-completion body sent for a request (also a batch file line's `body`)."""
+    body: dict[str, Any] = {"model": model, "messages": request.messages, "max_tokens": request.max_tokens}
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def request_keys(model: str, request: JudgeRequest) -> list[str]:
+    """The cache keys of a request's replies: the first ask and each re-ask."""
+    replies = request.max_reasks + 1 if request.parse else 1
+    return [request_key(model, request.messages, request.max_tokens, request.temperature, attempt) for attempt in range(replies)]
 
 
 def _read(request: JudgeRequest, raw: str) -> Any:
@@ -771,7 +831,7 @@ def _token_count(value: Any) -> int | None:
     return int(value)
 
 
-def _parse_completion(data: bytes, endpoint: str) -> CachedReply:
+def parse_completion(data: bytes, endpoint: str) -> CachedReply:
     """Reply text, usage and answering model from a chat-completion body; malformed bodies are retryable.
 
     A malformed or missing ``usage`` does not lose the reply: its tokens count as 0 and the
@@ -840,22 +900,25 @@ _judges: dict[tuple, Judge] = {}
 _budgets: dict[int | None, CallBudget] = {}
 _breakers: dict[str, CircuitBreaker] = {}  # endpoint -> the breaker its judges share
 _warned: set[str] = set()
-_cache_only: dict[str, Any] | None = None  # set by `verdicts_from_cache`
+# set by `judges_replaced_by`: (benchmark, its configured JudgeConfig or None) -> the judge to use
+_replacement: Callable[[str, "JudgeConfig | None"], "Judge | None"] | None = None
 
 
 def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
     """The shared Judge for ``benchmark`` configured from the environment, or None.
 
     None comes with one log line per benchmark per process naming the variables to set
-    (inside ``verdicts_from_cache``: a ``CacheOnlyJudge`` instead; ``quiet``: no line, for
+    (``quiet``: no line, for
     callers that only report on a judge if there is one). The same resolved
     configuration always gives the same instance (shared stats, cache and concurrency bound
     across tasks and threads of a process); all judges of a process share one call budget.
     """
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
+    if _replacement is not None:
+        replaced = _replacement(benchmark, config)
+        if replaced is not CONFIGURED:
+            return replaced
     with _registry_lock:
-        if _cache_only is not None and (config is None or _cache_only["instead_of_configured"]):
-            return _cache_only_judge(benchmark, config)
         if config is None:
             if benchmark not in _warned and not quiet:
                 _warned.add(benchmark)
@@ -871,38 +934,40 @@ def get_judge(benchmark: str, quiet: bool = False) -> Judge | None:
         return judge
 
 
-def _cache_only_judge(benchmark: str, config: JudgeConfig | None) -> CacheOnlyJudge:
-    if config is not None:  # read what this configured judge would serve
-        model, cache_path, endpoint = config.model, config.cache_path, config.base_url
-    else:
-        model = _cache_only["models"].get(benchmark)
-        cache_path, endpoint = _cache_only["cache_path"], _cache_only["endpoint"]
-    identity = ("cache-only", benchmark, model, cache_path, endpoint)
-    judge = _judges.get(identity)
-    if judge is None:
-        judge = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
-    return judge
+def cache_only_judge(benchmark: str, model: str | None = None, cache_path: str | Path | None = None,
+                     endpoint: str | None = None) -> CacheOnlyJudge:
+    """The process's one ``CacheOnlyJudge`` for these arguments (shared stats across tasks)."""
+    identity = ("cache-only", benchmark, model, str(cache_path) if cache_path else None, endpoint)
+    with _registry_lock:
+        reader = _judges.get(identity)
+        if reader is None:
+            reader = _judges[identity] = CacheOnlyJudge(benchmark, model, cache_path, endpoint)
+        return reader
+
+
+def cache_reader(judge: Judge) -> CacheOnlyJudge:
+    """A reader of what ``judge`` would serve from its cache (same model, cache and endpoint),
+    sending nothing: to re-read the verdicts a judging pass just used (a failed judgment stays
+    failed). Passed explicitly to the code that needs it; no judge of the process is swapped."""
+    config = judge.config
+    return cache_only_judge(config.benchmark, config.model, config.cache_path, config.base_url)
+
+
+CONFIGURED = object()  # a `judges_replaced_by` factory's answer: "use the configured judge as usual"
 
 
 @contextmanager
-def verdicts_from_cache(models: Mapping[str, str] | None = None, cache_path: str | Path | None = None,
-                        endpoint: str | None = None, instead_of_configured: bool = False) -> Iterator[None]:
-    """Within the block, ``get_judge(benchmark)`` gives a ``CacheOnlyJudge`` for every benchmark
-    with no judge configured, so benchmark code reads cached verdicts with no key; a configured
-    judge is used as usual. ``models``: {benchmark: the judge model its runs used}.
-    ``instead_of_configured``: configured judges too are replaced by a cache-only reader of
-    their own model and cache (re-reading what a judging pass just did, sending nothing).
-
-        with verdicts_from_cache({"<benchmark>": "gpt-4o-2024-08-06"}):
-            outcomes = bench.outcomes(records, settings)   # misses: NOT_COMPUTED, nothing sent
-    """
-    global _cache_only
+def judges_replaced_by(factory: Callable[[str, "JudgeConfig | None"], "Judge | None"]) -> Iterator[None]:
+    """Within the block, ``get_judge(benchmark)`` returns ``factory(benchmark, configured config or None)``
+    (``CONFIGURED``: the configured judge as usual). Only for `lmms-vr` commands that own the process:
+    how the cost estimate and batch judging (judges/batch.py) run the benchmarks' own judging code
+    with a judge that collects, estimates or imports instead of sending."""
+    global _replacement
     with _registry_lock:
-        saved = _cache_only
-        _cache_only = {"models": dict(models or {}), "cache_path": cache_path, "endpoint": endpoint,
-                       "instead_of_configured": instead_of_configured}
+        saved = _replacement
+        _replacement = factory
     try:
         yield
     finally:
         with _registry_lock:
-            _cache_only = saved
+            _replacement = saved

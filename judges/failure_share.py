@@ -16,26 +16,20 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 from typing import Iterable, Iterator, Mapping
 
+from lmms_video_reasoning.utils.core import settings
+
 FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
 DEFAULT_FAILED_SHARE = 0.05
+FAILED_SHARE = settings.declare(FAILED_SHARE_ENV, "float", DEFAULT_FAILED_SHARE, "the share of failed judgments above "
+                                "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0, scoring=True)
 
 
 def failed_share_limit(env: Mapping[str, str] | None = None) -> float:
     """The share of failed judgments above which judged metrics are not computed (0..1)."""
-    raw = (os.environ if env is None else env).get(FAILED_SHARE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_FAILED_SHARE
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{FAILED_SHARE_ENV} must be a share between 0 and 1 (e.g. 0.05), got {raw!r}") from None
-    if not 0.0 <= value <= 1.0 or math.isnan(value):
-        raise ValueError(f"{FAILED_SHARE_ENV} must be a share between 0 and 1 (e.g. 0.05), got {raw!r}")
-    return value
+    return FAILED_SHARE.read(env)
 
 
 _resampling = threading.local()

@@ -129,6 +129,7 @@ class LocalJudgeServer:
         api_key: str | None = None,
         reply_model: str | None = None,
         listed_models: Sequence[str] | None = None,
+        usage: Callable[[dict, str], dict] | None = None,
     ) -> None:
         self.responder = responder or echo_responder
         self.latency = latency
@@ -139,6 +140,8 @@ class LocalJudgeServer:
         # model), or always this name (a server answering with its own model whatever is asked).
         self.reply_model = reply_model
         self.listed_models = list(listed_models) if listed_models is not None else [model]  # GET /v1/models
+        # (request body, reply) -> the reply's `usage`: e.g. counted with a real tokenizer (default: 4 characters a token)
+        self.usage = usage or _usage
         self.requests: list[dict] = []
         self._port = port
         self._lock = threading.Lock()
@@ -240,7 +243,7 @@ def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
                 "created": int(time.time()),
                 "model": server.reply_model or body.get("model", server.model),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
-                "usage": _usage(body, reply),
+                "usage": server.usage(body, reply),
             }
 
         def _fault(self, fault: str, plan: FaultPlan, number: int = 0, body: dict | None = None) -> None:

@@ -9,17 +9,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/lmms_cli.py
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
-if not REFERENCE.is_dir():  # CI: a fresh clone with shared/ beside it
-    REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+from reference_data import PROTOCOL_DATA  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
-    """`../shared/reference`: official prompts and real annotation samples."""
-    if not REFERENCE.is_dir():
-        pytest.fail(f"shared reference folder not found at {REFERENCE}")
-    return REFERENCE
+    """`tests/reference/`: the committed official demo and real annotation samples (their sources
+    and sha256 in its README.md and manifest.json); the official prompts are `reference_data.prompt_dir`."""
+    return PROTOCOL_DATA
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import pytest
 from lmms_video_reasoning.cg_bench import aggregate, data, hooks, inputs, judging, prompts, sample, scoring
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.utils.core.roots import DataError
+from reference_data import REPO, prompt_dir
 
 OFFICIAL = ("long_acc", "clue_acc", "miou", "open", "eval_open_step_1", "eval_open_step_2")
 
@@ -33,8 +34,8 @@ def cg_env(cg_root, monkeypatch):
 
 
 @pytest.mark.parametrize("name", OFFICIAL)
-def test_system_prompts_are_byte_exact(name, reference_dir):
-    expected = (reference_dir / "cg_bench" / "prompts" / f"{name}.txt").read_bytes()
+def test_system_prompts_are_byte_exact(name):
+    expected = (prompt_dir("cg_bench") / f"{name}.txt").read_bytes()  # the committed official copy (sha256 in the manifest)
     assert prompts.load_prompt(name).encode("utf-8") == expected
     assert (prompts.PROMPTS_DIR / f"{name}.txt").read_bytes() == expected
 
@@ -266,8 +267,8 @@ def test_process_results_marks_the_failure_under_every_metric(cg_env):
 
 
 def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkeypatch):
-    for name in ("cgbench_mini.json", "video_meta_info.json"):
-        shutil.copy(reference_dir / "cg_bench" / name, tmp_path / name)
+    shutil.copy(reference_dir / "cg_bench" / "cgbench_mini.json", tmp_path / "cgbench_mini.json")
+    shutil.copy(REPO / "cg_bench" / "video_meta_info.json", tmp_path / "video_meta_info.json")  # the committed official copy
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
     records = data.load_records("mini")
     assert len(records) == 3000 and len({r["video_uid"] for r in records}) == 1118

@@ -143,7 +143,7 @@ def bench(tmp_path_factory) -> dict:
     write_sample(out, BENCHMARKS)
     env = {**env_for(out, BENCHMARKS), "OPENAI_API_KEY": MODEL_KEY, "LMMS_VR_JUDGE_API_KEY": JUDGE_KEY,
            "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_TIMEOUT": "5",
-           # qwen2_vl gets proxy clips of its own frames (utils.model_video), kept beside the sample.
+           # qwen2_vl gets proxy clips of its own frames (utils/lmms/model_video.py), kept beside the sample.
            "LMMS_VR_PROXY_CACHE_DIR": str(out / "video_proxies")}
     return {"root": out, "env": env}
 

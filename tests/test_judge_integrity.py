@@ -22,7 +22,7 @@ from lmms_video_reasoning.judges import (
     engine,
     get_judge,
     parsing,
-    verdicts_from_cache,
+    cache_reader,
 )
 from lmms_video_reasoning.judges import config as judge_config
 from lmms_video_reasoning.judges.cache import ReplyCache, request_key
@@ -236,7 +236,8 @@ def test_cached_verdicts_are_read_with_no_judge_configured(clean_registry, tmp_p
         assert (stats["cache_hits"], stats["not_computed"], stats["failures"], stats["calls"]) == (2, 1, 0, 0)
         assert server.request_count == 2, "nothing was sent"
         assert get_judge("vcr_bench") is None
-        with verdicts_from_cache({"vcr_bench": "sample-oracle"}):
-            judge = get_judge("vcr_bench")
-            assert isinstance(judge, CacheOnlyJudge) and judge.ask(request(1)).cached
-        assert get_judge("vcr_bench") is None
+        configured = make_judge(server, tmp_path, model="sample-oracle", cache_path=cache)
+        explicit = cache_reader(configured)  # what the configured judge would serve, nothing sent
+        assert isinstance(explicit, CacheOnlyJudge) and explicit.ask(request(1)).cached
+        assert not explicit.ask(request(4)).ok and server.request_count == 2
+        assert get_judge("vcr_bench") is None, "no judge of the process was swapped"

@@ -307,7 +307,7 @@ def test_ask_is_thread_safe_with_a_shared_cache_across_judges(tmp_path):
     assert 30 <= server.request_count <= 60  # each distinct question paid at most once per racing pair
 
 
-def test_a_broken_cache_degrades_to_uncached_judging_with_one_warning(tmp_path, caplog):
+def test_a_broken_cache_is_counted_and_reported_once_and_judging_goes_on(tmp_path, caplog):
     import sqlite3
 
     with LocalJudgeServer() as server:
@@ -316,8 +316,9 @@ def test_a_broken_cache_degrades_to_uncached_judging_with_one_warning(tmp_path, 
             connection.execute("DROP TABLE replies")
         results = judge.map(ask_plain, range(5))
     assert [r.value for r in results] == [f"echo: question {i}" for i in range(5)]
-    warnings = [record for record in caplog.records if "judge cache" in record.getMessage()]
-    assert len(warnings) == 1 and "LMMS_VR_JUDGE_CACHE" in warnings[0].getMessage()
+    assert judge.stats.cache_errors == 10  # each read and each write: a rerun would pay again
+    errors = [record for record in caplog.records if "judge cache" in record.getMessage()]
+    assert len(errors) == 1 and errors[0].levelname == "ERROR" and "LMMS_VR_JUDGE_CACHE" in errors[0].getMessage()
 
 
 _RANK_SCRIPT = """

@@ -246,5 +246,8 @@ def test_pth_hooks_lmms_eval_on_import_and_can_be_switched_off():
     assert on.returncode == 0, on.stderr[-3000:]
     assert on.stdout.strip().splitlines()[-1] == str(sorted(["tasks", "stderr", "stderr_bound", "usage", "context"]))
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, "LMMS_VR_NO_AUTOLOAD": "1"})
-    # off: none of the .pth's hooks (importing lmms_eval.models may still run our entry point, which wraps "tasks")
-    assert off.returncode == 0 and off.stdout.strip().splitlines()[-1] in ("[]", "['tasks']"), off.stdout[-500:] + off.stderr[-2000:]
+    # off: none of the .pth's hooks. Importing lmms_eval.models (here through usage_metrics) still runs
+    # our `lmms_eval.models` entry point, which installs the same touchpoints (an editable install's
+    # only path): all or nothing, never a part.
+    assert off.returncode == 0, off.stderr[-2000:]
+    assert off.stdout.strip().splitlines()[-1] in ("[]", str(sorted(["tasks", "stderr", "stderr_bound", "usage", "context"])))

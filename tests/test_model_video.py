@@ -1,4 +1,4 @@
-"""Proxy clips for video-native models (utils.model_video): the model ends with the same frames.
+"""Proxy clips for video-native models (utils/lmms/model_video.py): the model ends with the same frames.
 
 - Proxies are cached; chat models' frames and timing (their readers as they call them) match;
   lmms-eval's own classes on a grid of videos: tests/test_model_equivalence.py.
@@ -341,10 +341,13 @@ def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_pa
     assert "Failed to process video" not in fast["log"] + path["log"]
 
 
-@pytest.mark.parametrize("kind", ["simple", "chat", "chunk_method"])
+@pytest.mark.parametrize("kind", ["simple", "chat", "chunk_method", "chunk_in_comprehension", "deep_hook"])
 def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_path, monkeypatch):
     """simple: qwen2_vl's loop; chat: qwen2_5_vl_chat's (doc_to_messages, in a comprehension);
-    chunk_method: qwen3_vl's (each chunk handled by a helper method, below the Collator's frame)."""
+    chunk_method: qwen3_vl's (each chunk handled by a helper method, below the Collator's frame).
+    The stack walks count no frames: chunk_in_comprehension reaches the helper method from a
+    comprehension whose body does not name ``self`` (a frame without ``self`` before Python 3.12,
+    none since); deep_hook reaches ``video_for_model`` through 20 wrapper frames."""
     import threading
     import time
 
@@ -366,15 +369,16 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_
     monkeypatch.setattr(mv, "write_proxy", spy)
     dataset = [{"video": str(v)} for v in videos]
 
-    def doc_to_visual(doc):
-        return [mv.video_for_model(doc["video"])]
+    def doc_to_visual(doc, wrappers=20 if kind == "deep_hook" else 0):
+        return doc_to_visual(doc, wrappers - 1) if wrappers else [mv.video_for_model(doc["video"])]
 
     def doc_to_messages(doc):  # lmms-eval's default for chat models wraps the task's doc_to_visual
         return [{"role": "user", "content": [{"type": "video", "url": doc_to_visual(doc)[0]}]}]
 
     from lmms_eval.models.simple.qwen3_vl import Qwen3_VL
 
-    class Stub({"simple": Qwen2_VL, "chat": Qwen2_5_VLChat, "chunk_method": Qwen3_VL}[kind]):
+    class Stub({"simple": Qwen2_VL, "chat": Qwen2_5_VLChat, "chunk_method": Qwen3_VL, "chunk_in_comprehension": Qwen3_VL,
+                "deep_hook": Qwen2_VL}[kind]):
         def __init__(self):
             self.max_num_frames, self.max_pixels, self.min_pixels, self.fps, self.total_pixels = 8, 602112, 3136, None, None
             self.task_dict = {"t": {"test": dataset}}
@@ -390,7 +394,10 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_
             for chunk in re_ords.get_batched(n=1, batch_fn=None):
                 if kind == "chunk_method":
                     visuals = self._chunk(chunk)
-                elif kind == "simple":
+                elif kind == "chunk_in_comprehension":
+                    handle = self._chunk
+                    visuals = [v for part in [chunk] for v in handle(part)]
+                elif kind in ("simple", "deep_hook"):
                     contexts, all_gen_kwargs, doc_to_visual, doc_id, task, split = zip(*chunk)
                     visuals = [fn(self.task_dict[task[0]][split[0]][ids])[0] for fn, ids in zip(doc_to_visual, doc_id)]
                 else:

@@ -60,7 +60,7 @@ def test_setting_is_checked_and_stamped_in_the_record(monkeypatch):
     record = {"response": "<think>why</think>B", **responses.reply_fields("<think>why</think>B")}
     assert record["judged_reply"] == "stripped" and responses.judged_text(record) == "B"
     monkeypatch.setenv(responses.REASONING_ENV, "summary")
-    with pytest.raises(ValueError, match="LMMS_VR_REASONING.*'full'.*'stripped'"):
+    with pytest.raises(ValueError, match="LMMS_VR_REASONING='summary'.*full, stripped"):
         responses.reply_fields("B")
     monkeypatch.delenv(responses.REASONING_ENV)
     record = {"response": "<think>why</think>B", **responses.reply_fields("<think>why</think>B")}

@@ -1,5 +1,6 @@
 """The papers' reference rows (each benchmark's `reference_tables.json`, package data read through the
-registry) against the paper texts in ../shared/seeds."""
+registry) against the papers' texts where a developer has them (not part of a clone: skipped
+otherwise), and their structure and sources everywhere."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lmms_video_reasoning.utils.core import registry
+from reference_data import upstream_seeds
 
 SEED_FILES = {"vcr_bench": "vcr_bench_paper.txt", "vrbench": "vrbench_paper.txt", "cg_bench": "cg_bench_paper.txt"}
 # Where each table's rows start in the seed text (its caption or header line).
@@ -41,8 +43,8 @@ def number(cell: str) -> float | None:
 
 
 @pytest.mark.parametrize("benchmark,table", sorted(TABLE_ANCHORS))
-def test_reference_rows_match_the_paper_text(reference_dir, benchmark, table):
-    text = (Path(reference_dir).parent / "seeds" / SEED_FILES[benchmark]).read_text(encoding="utf-8")
+def test_reference_rows_match_the_paper_text(benchmark, table):
+    text = (upstream_seeds() / SEED_FILES[benchmark]).read_text(encoding="utf-8")
     spec = REFERENCE_ROWS[benchmark]["tables"][table]
     skip = len(spec.get("extra_columns", ()))
     assert spec["rows"] and spec["columns"]
@@ -69,7 +71,7 @@ def test_every_reference_row_names_its_source():
 
 
 def test_protocol_anchors_are_in_the_reference_rows():
-    """The anchors the PROTOCOL.md files quote (GPT-4o rows) are the rows the report shows."""
+    """The anchors the benchmarks' protocol notes quote (GPT-4o rows) are the rows the report shows."""
     def row(benchmark, table, model, group=""):
         return next(r for r in REFERENCE_ROWS[benchmark]["tables"][table]["rows"] if r["model"].startswith(model) and (r["group"] or "").startswith(group))
 

@@ -1,10 +1,11 @@
 """The official VCR-Bench demo: stored judge replies in, the official scores out.
 
-`../shared/reference/vcr_bench/input.json` holds 4 model responses; `output.json` the judge
-replies the official scripts got for them. A local judge serves exactly those replies, keyed
-by the exact prompt the official code would send (built here straight from the reference
-prompt files), so the test also proves the prompts we send are byte-identical. Expected
-(PROTOCOL.md): perception P/R 100/37.5, reasoning P/R 75/100, overall P 75, R 50, F1 60,
+`tests/reference/vcr_bench/input.json` (the official `eval_code/input.json`) holds 4 model
+responses; `output.json` the judge replies the official scripts got for them. A local judge
+serves exactly those replies, keyed by the exact prompt the official code would send (built
+here straight from the committed official prompt files), so the test also proves the prompts
+we send are byte-identical. Expected
+(the official demo, tests/reference/vcr_bench/output.json): perception P/R 100/37.5, reasoning P/R 75/100, overall P 75, R 50, F1 60,
 accuracy 75.
 """
 
@@ -15,6 +16,7 @@ import math
 
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
+from reference_data import prompt_dir
 
 EXPECTED = {
     "perception_precision": 100.0, "perception_recall": 37.5,
@@ -24,21 +26,21 @@ EXPECTED = {
 }
 
 
-def _read(reference_dir, name: str) -> str:
-    with open(reference_dir / "vcr_bench" / "prompts" / f"{name}.txt", encoding="utf-8", newline="") as handle:
+def _read(name: str) -> str:
+    with open(prompt_dir("vcr_bench") / f"{name}.txt", encoding="utf-8", newline="") as handle:
         return handle.read()
 
 
-def official_prompts(reference_dir, item: dict) -> dict[str, str]:
-    """The four prompts the official code builds for one demo item, from the reference files."""
+def official_prompts(item: dict) -> dict[str, str]:
+    """The four prompts the official code builds for one demo item, from the official prompt files."""
     q, r, a, steps = item["question"], item["response"], item["answer"], item["reasoning"]
     return {
-        "extract": _read(reference_dir, "Answer_Extraction_Prompt_part1")
-        + _read(reference_dir, "Answer_Extraction_Prompt_part2").format(question=q, response=r),
-        "score": _read(reference_dir, "Answer_Scoring_Prompt_part1")
-        + _read(reference_dir, "Answer_Scoring_Prompt_part2").format(question=q, extract_answer=item["extract_answer"], gt_answer=a),
-        "recall": _read(reference_dir, "Recall_Evaluation_Prompt").format(question=q, answer=a, solution=r, gt_annotation=str(steps)),
-        "precision": _read(reference_dir, "Precision_Evaluation_Prompt").format(question=q, solution=r, gt_annotation=str(steps)),
+        "extract": _read("Answer_Extraction_Prompt_part1")
+        + _read("Answer_Extraction_Prompt_part2").format(question=q, response=r),
+        "score": _read("Answer_Scoring_Prompt_part1")
+        + _read("Answer_Scoring_Prompt_part2").format(question=q, extract_answer=item["extract_answer"], gt_answer=a),
+        "recall": _read("Recall_Evaluation_Prompt").format(question=q, answer=a, solution=r, gt_annotation=str(steps)),
+        "precision": _read("Precision_Evaluation_Prompt").format(question=q, solution=r, gt_annotation=str(steps)),
     }
 
 
@@ -49,7 +51,7 @@ class StoredReplies:
         outputs = json.loads((reference_dir / "vcr_bench" / "output.json").read_text())
         self.replies: dict[str, str] = {}
         for item in outputs:
-            built = official_prompts(reference_dir, item)
+            built = official_prompts(item)
             stored = {"extract": item["extract_answer"], "score": item["answer_scoring"],
                       "recall": item["recall_eval"], "precision": item["precision_eval"]}
             for kind, prompt in built.items():
@@ -133,10 +135,11 @@ def test_official_demo_through_lmms_eval(reference_dir, judge_env, tmp_path):
     assert accounting["stats"]["calls"] == 16 and accounting["stats"]["failures"] == 0
 
 
-def test_prompt_files_are_verbatim_copies(reference_dir):
+def test_prompt_files_are_verbatim_copies():
+    """The installed package reads the committed official prompts (pinned by sha256 in the manifest)."""
     from lmms_video_reasoning.vcr_bench import prompts
 
-    names = sorted(p.stem for p in (reference_dir / "vcr_bench" / "prompts").glob("*.txt"))
+    names = sorted(p.stem for p in prompt_dir("vcr_bench").glob("*.txt"))
     assert len(names) == 6
     for name in names:
-        assert prompts.official_prompt(name).encode("utf-8") == (reference_dir / "vcr_bench" / "prompts" / f"{name}.txt").read_bytes()
+        assert prompts.official_prompt(name).encode("utf-8") == (prompt_dir("vcr_bench") / f"{name}.txt").read_bytes()

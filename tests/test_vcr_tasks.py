@@ -123,7 +123,7 @@ def test_visual_mode_override_and_bad_value(docs, monkeypatch):
     assert len(hooks.doc_to_visual(docs[0], {"visual_mode": "video"})) == 64
     assert hooks.doc_to_visual(docs[0], {"visual_mode": "none"}) == []  # ablations keep their input
     monkeypatch.setenv("VCR_BENCH_VISUAL_MODE", "audio")
-    with pytest.raises(DataError, match="visual_mode 'audio'"):
+    with pytest.raises(DataError, match="VCR_BENCH_VISUAL_MODE='audio' is not accepted"):
         hooks.doc_to_text(docs[0], {"visual_mode": "video"})
 
 

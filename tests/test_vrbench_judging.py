@@ -14,6 +14,7 @@ from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, docs_dataset
 from lmms_video_reasoning.vrbench import data, hooks, prompts
 from lmms_video_reasoning.vrbench.sample import judge_responder
+from reference_data import prompt_dir
 
 RESPONSE = "Assistant: <Step 1> They explore the ruins.\n<Step 2> History matters to them.\n<Answer> A"
 
@@ -24,12 +25,15 @@ def debug_records(reference_dir):
 
 
 @pytest.fixture
-def ref_prompt(reference_dir):
-    return lambda name: (reference_dir / "vrbench" / "prompts" / name).read_bytes().decode("utf-8")
+def ref_prompt():
+    return lambda name: (prompt_dir("vrbench") / name).read_bytes().decode("utf-8")
 
 
-def test_prompt_files_are_verbatim_copies(reference_dir):
-    for path in sorted((reference_dir / "vrbench" / "prompts").glob("*.txt")):
+def test_prompt_files_are_verbatim_copies():
+    """The installed package ships the committed official prompts (pinned by sha256 in the manifest)."""
+    paths = sorted(prompt_dir("vrbench").glob("*.txt"))
+    assert len(paths) == 8
+    for path in paths:
         assert (prompts.PROMPTS_DIR / path.name).read_bytes() == path.read_bytes(), path.name
 
 

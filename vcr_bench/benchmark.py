@@ -43,6 +43,20 @@ class VcrBenchScoring(ScoringAdapter):
 
         return hooks.metrics_from_outcomes(records, outcomes, settings)
 
+    def verdicts(self, tag, value):
+        """Extraction: the extracted answer; scoring: the official exact reading ("1" is correct);
+        recall and precision: each step's Matched / Unmatched / Wrong / Redundant, paired by position."""
+        if tag == "vcr.extract" and isinstance(value, str):
+            return [(tag, "", value.strip())]
+        if tag == "vcr.score" and hasattr(value, "exact"):
+            return [(tag, "", bool(value.exact))]
+        if tag in ("vcr.recall", "vcr.precision") and isinstance(value, list):
+            return [(tag, f"step {number}", step.get("judgment")) for number, step in enumerate(value, 1) if isinstance(step, dict)]
+        return super().verdicts(tag, value)
+
+    def stratum(self, record):
+        return str(record.get("dimension_code") or "")
+
 
 BENCHMARK = Benchmark(
     name="vcr_bench",

@@ -1,6 +1,6 @@
 """VCR-Bench annotations -> task documents, and where the media live.
 
-Layout of the Hugging Face dataset `VLM-Reasoning/VCR-Bench` (PROTOCOL.md, "Data"), kept as is
+Layout of the Hugging Face dataset `VLM-Reasoning/VCR-Bench` (README.md, "Data"), kept as is
 under a local root (`VCR_BENCH_ROOT`): `v1/videos/meta_info_video.json` (a JSON list of
 records) and `v1/videos/video.zip`, whose members `video/<source>/<name>.mp4` `lmms-vr prepare`
 extracts into `v1/videos/` (the canonical place: a record's `video_path` is relative to

@@ -41,7 +41,7 @@ def dimension_code(name: str, where: str) -> str:
 
 
 def duration_bucket(duration_s: float) -> str:
-    """'short' (<= 60 s), 'medium' (<= 300 s) or 'long' (PROTOCOL.md, "Metrics")."""
+    """'short' (<= 60 s), 'medium' (<= 300 s) or 'long' (README.md, "How scoring runs")."""
     if duration_s <= SHORT_MAX_S:
         return "short"
     return "medium" if duration_s <= MEDIUM_MAX_S else "long"

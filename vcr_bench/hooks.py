@@ -29,13 +29,17 @@ from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import data, scoring, task  # noqa: F401 - scoring: part of this module's interface
 from lmms_video_reasoning.vcr_bench.scoring import (  # noqa: F401 - part of this module's interface
+    INCLUDE_BACKGROUND,
     INCLUDE_BACKGROUND_ENV,
+    LENIENT_VERDICT,
     LENIENT_VERDICT_ENV,
+    OFFICIAL_REVERSED,
     OFFICIAL_REVERSED_ENV,
     resolve_settings,
 )
 from lmms_video_reasoning.vcr_bench.task import (  # noqa: F401 - part of this module's interface
     FRAME_COUNT,
+    VISUAL_MODE,
     VISUAL_MODE_ENV,
     VISUAL_MODES,
     count_model_failures,

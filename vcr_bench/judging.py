@@ -1,6 +1,6 @@
 """The four VCR-Bench judge calls, run for a whole task in one concurrent batch.
 
-Per sample (PROTOCOL.md, "Judging"): answer extraction, then, chained on it, answer scoring
+Per sample (README.md, "How scoring runs"): answer extraction, then, chained on it, answer scoring
 (or the IoU rule for VTG / TSG); recall and precision run in parallel with that chain. All
 samples' jobs go through one `judge.map`, so a task's judging costs the time of its slowest
 chain, not the sum. Every request carries its official prompt as one user message,
@@ -18,6 +18,7 @@ precision still rate the reasoning it wrote.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 
@@ -34,8 +35,11 @@ JUDGE_MAX_TOKENS = 2048
 MAX_REASKS = 2
 
 
-def judge_request(prompt: str, parse: Callable, tag: str) -> Request:
-    """One official judge call: the prompt as a single user message, temperature 0."""
+def judge_request(prompt: str, parse: Callable, tag: str, expected_reply: str | None = None, later_steps: int = 0) -> Request:
+    """One official judge call: the prompt as a single user message, temperature 0.
+
+    `expected_reply` / `later_steps`: what the cost estimate assumes (the reply's format and
+    size; answer extraction is followed by the scoring call unless the IoU rule decides)."""
     return Request(
         messages=[{"role": "user", "content": prompt}],
         max_tokens=JUDGE_MAX_TOKENS,
@@ -43,7 +47,33 @@ def judge_request(prompt: str, parse: Callable, tag: str) -> Request:
         parse=parse,
         max_reasks=MAX_REASKS,
         tag=tag,
+        expected_reply=expected_reply,
+        later_steps=later_steps,
     )
+
+
+# A typical `reasons_for_judgment` of the precision judge (about 30 tokens), for the estimate.
+_TYPICAL_REASON = ("The ground truth states the same event at the same time in the video, so the step is supported "
+                   "by the ground truth information.")
+
+
+def expected_steps_reply(steps: Sequence[str], precision: bool) -> str:
+    """A recall / precision reply in the official output format, one object per step (the estimate's
+    assumption: its size grows with the steps judged)."""
+    items = []
+    for step in steps:
+        item = {"step": step, "step_type": "Video Description Steps"}
+        if precision:
+            item["reasons_for_judgment"] = _TYPICAL_REASON
+        item["judgment"] = "Matched"
+        items.append(item)
+    return json.dumps(items, indent=2, ensure_ascii=False)
+
+
+def response_steps(response: str) -> list[str]:
+    """The response's non-empty lines, at most 35 (the precision prompt's limit): the steps the
+    precision judge re-formats, as the estimate counts them."""
+    return [line.strip() for line in response.splitlines() if line.strip()][:35]
 
 
 def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
@@ -56,7 +86,9 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
     response = judged_text(record)
     if not response.strip() or reasoning_truncated(record):
         return {"extracted": "", "correct": False, "iou": None}  # nothing (or no answer yet) to extract: wrong
-    extraction = ask(judge_request(prompts.extraction_prompt(record["question"], response), scoring.parse_extraction, "vcr.extract"))
+    # The estimate assumes an extraction as long as the reference answer (then the IoU rule or the scoring call).
+    extraction = ask(judge_request(prompts.extraction_prompt(record["question"], response), scoring.parse_extraction, "vcr.extract",
+                                   expected_reply=str(record["answer"]), later_steps=1))
     if not extraction.ok:
         return {"error": f"answer extraction: {extraction.error}"}
     extracted = extraction.value
@@ -65,7 +97,7 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
         return {"extracted": extracted, "correct": by_iou[0], "iou": by_iou[1]}
     lenient = bool(settings.get("lenient_verdict"))
     verdict = ask(judge_request(prompts.scoring_prompt(record["question"], extracted, record["answer"]),
-                                lambda raw: scoring.parse_verdict(raw, lenient), "vcr.score"))
+                                lambda raw: scoring.parse_verdict(raw, lenient), "vcr.score", expected_reply="1"))
     if not verdict.ok:
         return {"extracted": extracted, "error": f"answer scoring: {verdict.error}"}
     reading = verdict.value
@@ -76,14 +108,16 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
 def judge_recall(record: dict, ask: Ask) -> dict:
     """Recall judge: {"steps": [{"type", "judgment"}] per reference step} or {"error"}."""
     prompt = prompts.recall_prompt(record["question"], record["answer"], judged_text(record), record["reasoning"])
-    result = ask(judge_request(prompt, scoring.parse_recall, "vcr.recall"))
+    result = ask(judge_request(prompt, scoring.parse_recall, "vcr.recall",
+                               expected_reply=expected_steps_reply(record["reasoning"], precision=False)))
     return {"steps": result.value} if result.ok else {"error": f"recall: {result.error}"}
 
 
 def judge_precision(record: dict, ask: Ask) -> dict:
     """Precision judge: {"steps": [{"type", "judgment"}] per response step} or {"error"}."""
     prompt = prompts.precision_prompt(record["question"], judged_text(record), record["reasoning"])
-    result = ask(judge_request(prompt, scoring.parse_precision, "vcr.precision"))
+    result = ask(judge_request(prompt, scoring.parse_precision, "vcr.precision",
+                               expected_reply=expected_steps_reply(response_steps(judged_text(record)), precision=True)))
     return {"steps": result.value} if result.ok else {"error": f"precision: {result.error}"}
 
 

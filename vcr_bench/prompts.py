@@ -1,8 +1,8 @@
 """VCR-Bench prompts: the model's instruction and the four official judge prompts.
 
-The judge prompts are the official files in `prompts/` (copied verbatim from
-`../shared/reference/vcr_bench/prompts/`), read as bytes-exact text and filled exactly as the
-official evaluation code does (PROTOCOL.md, "Judging"): extraction and scoring concatenate an
+The judge prompts are the official files in `prompts/` (verbatim runtime values of
+`eval_code/prompt.py` in zhishuifeiqian/VCR-Bench, commit 4e564b7), read as bytes-exact text and filled exactly as the
+official evaluation code does (README.md, "How scoring runs"): extraction and scoring concatenate an
 unformatted part 1 with a `str.format`-filled part 2; recall and precision format one
 template, with the reference steps rendered as Python's list repr (`str(list)`).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 
-# The sole chain-of-thought instruction, placed after the question (PROTOCOL.md, "Inference").
+# The sole chain-of-thought instruction, placed after the question (README.md, "Tasks").
 COT_INSTRUCTION = "Please provide a step-by-step solution to the given question."
 
 

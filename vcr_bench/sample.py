@@ -1,7 +1,7 @@
 """The VCR-Bench sample benchmark: synthetic videos, official layout, known truth.
 
 `write_sample(root)` writes `root/v1/videos/meta_info_video.json` (the official record schema,
-see `../shared/reference/vcr_bench/input.json`) and `root/v1/videos/video/synthetic/*.mp4`:
+see the official demo `tests/reference/vcr_bench/input.json`) and `root/v1/videos/video/synthetic/*.mp4`:
 four videos of coloured shapes that appear, move, flash and leave at known times (short
 40 s and 55 s, medium 150 s, long 330 s at a low frame rate so generation stays fast).
 21 questions cover the seven dimensions (three each), multiple choice and open-ended, the

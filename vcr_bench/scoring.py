@@ -1,15 +1,15 @@
 """VCR-Bench scoring: judge-reply parsers, grounding IoU and the metric arithmetic.
 
-Small pure functions; each cites the rule it implements in
-`../shared/reference/vcr_bench/PROTOCOL.md` ("Judging" and "Metrics"). Nothing here calls a
-judge: `judging.py` does, and hands the parsed replies to these functions.
+Small pure functions; each cites the rule it implements in the VCR-Bench protocol: the official
+evaluation code (zhishuifeiqian/VCR-Bench `eval_code/`, commit 4e564b7) and the paper (the
+folder's README.md, "How scoring runs", summarises them and lists where this suite differs). Nothing here calls a judge: `judging.py` does, and hands the
+parsed replies to these functions.
 """
 
 from __future__ import annotations
 
 import ast
 import math
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +20,7 @@ from lmms_video_reasoning.judges.parsing import (
     extract_json,
     normalize_label,
 )
+from lmms_video_reasoning.utils.core import settings as setting
 from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PERCEPTION = "Video Description Steps"
@@ -38,7 +39,7 @@ RECALL_ALIASES = {"Match": "Matched", "Unmatch": "Unmatched", "Not Matched": "Un
 PRECISION_LABELS = ("Matched", "Wrong", "Redundant")
 PRECISION_ALIASES = {"Match": "Matched", "Incorrect": "Wrong", "Unmatched": "Wrong"}
 
-# Grounding answers are judged by IoU when both sides parse (PROTOCOL.md, "Judging" 2).
+# Grounding answers are judged by IoU when both sides parse (README.md, "How scoring runs" 2).
 VTG_IOU_THRESHOLD = 0.7  # time IoU must exceed this
 TSG_IOU_THRESHOLD = 0.5  # box IoU must exceed this
 
@@ -195,7 +196,7 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
     intervals -> correct iff time IoU > 0.7; else both parse as integer boxes -> box IoU > 0.5.
     Where the official code raises inside this rule (a zero-area union, a literal nested too
     deeply, a non-text answer) the sample scores 0: (False, None). Reversed bounds are read in
-    order unless `official_reversed` (PROTOCOL.md, "Judging" 2; README differences).
+    order unless `official_reversed` (README.md, "How scoring runs" 2; README differences).
     """
     ordered = not official_reversed
     try:
@@ -260,7 +261,7 @@ def _types_for(kind: str, include_background: bool) -> tuple[str, ...]:
 def recall_ratios(steps: Iterable[dict], include_background: bool = False) -> dict[str, float | None]:
     """Per kind: Matched / reference steps of that type; None when the sample has none.
 
-    Overall leaves Background Review steps out unless `include_background` (PROTOCOL.md, "Metrics").
+    Overall leaves Background Review steps out unless `include_background` (README.md, "How scoring runs").
     """
     steps = list(steps)
     out = {}
@@ -358,6 +359,12 @@ def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[l
 INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
 LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
 OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
+INCLUDE_BACKGROUND = setting.declare(INCLUDE_BACKGROUND_ENV, "bool", False, "overall CoT counts Background Review "
+                                     "steps (paper-era code)", scoring=True)
+LENIENT_VERDICT = setting.declare(LENIENT_VERDICT_ENV, "bool", False, "the scoring judge's first standalone 0/1 "
+                                  "decides instead of the exact reply '1'", scoring=True)
+OFFICIAL_REVERSED = setting.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reversed intervals / boxes enter the IoU "
+                                    "rule as given, as officially", scoring=True)
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
@@ -367,11 +374,7 @@ def resolve_settings(settings: dict | None = None) -> dict:
     (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
     the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
     interval bounds / box corners enter the IoU rule as given, as officially)."""
-
-    def env(name: str) -> bool:
-        return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-    merged = {"include_background": env(INCLUDE_BACKGROUND_ENV), "lenient_verdict": env(LENIENT_VERDICT_ENV),
-              "official_reversed": env(OFFICIAL_REVERSED_ENV)}
+    merged = {"include_background": INCLUDE_BACKGROUND.read(), "lenient_verdict": LENIENT_VERDICT.read(),
+              "official_reversed": OFFICIAL_REVERSED.read()}
     merged.update(settings or {})
     return merged

@@ -4,7 +4,7 @@ The task's lmms-eval hooks call these functions with two small objects of their 
 that answers `ask.Request`s (`ask.py`) and a `Media` that gets the frames. Nothing here
 decodes, resolves a file or calls a judge client itself.
 
-Inputs (PROTOCOL.md, "Inference"; paper Table 5 for the ablations), chosen per task and model
+Inputs (README.md, "Tasks"; paper Table 5 for the ablations), chosen per task and model
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
   video      the video (models with native video input; the default, as in the paper)
   frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.lmms.responses import failure_reason, reasoning_truncated, reply_fields, warn_truncated
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 VISUAL_MODES = ("video", "frames", "one_frame", "none")
 VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
+VISUAL_MODE = settings.declare(VISUAL_MODE_ENV, "choice", "", "what the video tasks show: the video, frames, one frame "
+                               "or nothing", choices=VISUAL_MODES, scoring=True)
 FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
 
 
@@ -60,7 +62,10 @@ def task_settings(kwargs: dict | None) -> tuple[str, bool]:
     """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
     kwargs = kwargs or {}
     mode = kwargs.get("visual_mode", "video")
-    override = os.environ.get(VISUAL_MODE_ENV, "").strip()
+    try:
+        override = VISUAL_MODE.read()
+    except settings.SettingError as error:
+        raise DataError(f"VCR-Bench visual mode: {error}") from None
     if override and mode in ("video", "frames"):
         mode = override
     if mode not in VISUAL_MODES:

@@ -46,6 +46,23 @@ class VrBenchScoring(ScoringAdapter):
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
         return hooks.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
+    def verdicts(self, tag, value):
+        """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
+        raw reply is read with the official rules; a missing tag is no verdict)."""
+        from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
+
+        kind = tag.rsplit(".", 1)[-1]
+        if kind not in TAGS:
+            return super().verdicts(tag, value)
+        ratings = official_tag_values(value, kind) if isinstance(value, str) else tuple(value)
+        return [(f"{tag} {criterion}", "", float(rating)) for criterion, rating in zip(TAGS[kind], ratings) if rating is not None]
+
+    def rating_scale(self, call):
+        return tuple(range(11)) if call.startswith("vrbench.") else None
+
+    def stratum(self, record):
+        return str(record.get("reasoning_type") or "")
+
     def unit(self, record):
         """The video: its ~9 questions share a story and are correlated, so the bootstrap
         resamples videos (ids are `"{video_id}_{qa_key}"` with qa keys such as `qa3`)."""

@@ -27,6 +27,7 @@ from lmms_video_reasoning.utils.core.ask import Judge, Request
 from lmms_video_reasoning.utils.lmms.responses import judged_text
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import (
+    TAGS,
     UNIQUE,
     judge_prompt_kind,
     official_response,
@@ -64,10 +65,24 @@ def judge_request(record: dict, protocol: str) -> Request | None:
     if messages is None:
         return None
     kind = judge_prompt_kind(record["reasoning_type"], protocol)
+    expected = expected_reply(kind)
     if protocol == "official":
         # Parsed after the call with the official rules: missing tags score 0, no re-ask.
-        return Request(messages, temperature=None, tag=f"vrbench.{kind}")
-    return Request(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}")
+        return Request(messages, temperature=None, tag=f"vrbench.{kind}", expected_reply=expected)
+    return Request(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}",
+                   expected_reply=expected)
+
+
+# A per-dimension rationale of typical length (about 60 tokens), for the cost estimate.
+_TYPICAL_RATIONALE = ("- Alignment: the response follows most reference steps and reaches the correct answer.\n"
+                      "    - Deficiencies: one intermediate step is missing and a time reference is imprecise; "
+                      "the explanation is otherwise clear and consistent.")
+
+
+def expected_reply(kind: str) -> str:
+    """A reply in the official output format (four rated tags and a rationale): the estimate's assumption."""
+    tags = "\n".join(f"<{tag}>7</{tag}>" for tag in TAGS[kind])
+    return f"{tags}\n<rationale>\n    {_TYPICAL_RATIONALE}\n</rationale>"
 
 
 def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:

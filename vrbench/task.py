@@ -23,11 +23,11 @@ override them.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.lmms.responses import failure_reason, final_answer, reasoning_truncated, reply_fields, warn_truncated
@@ -52,6 +52,12 @@ DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
 VIDEO_FRAMES = ("protocol", "model")
 DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
+PROTOCOL = settings.declare(PROTOCOL_ENV, "choice", "default", "VRBench protocol: this suite's default or the "
+                            "official code's", choices=PROTOCOLS, scoring=True)
+NUM_FRAMES = settings.declare(NUM_FRAMES_ENV, "int", None, "frames for frame-based models (overrides the task's "
+                              "num_frames)", minimum=1, scoring=True)
+VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what video-native models see: the protocol's "
+                                        "frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
@@ -78,10 +84,10 @@ class Media(Protocol):
 
 def protocol_from_env() -> str:
     """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
-    value = os.environ.get(PROTOCOL_ENV, "").strip() or "default"
-    if value not in PROTOCOLS:
-        raise DataError(f"{PROTOCOL_ENV}={value!r} is not a VRBench protocol; use one of {', '.join(PROTOCOLS)}")
-    return value
+    try:
+        return PROTOCOL.read()
+    except settings.SettingError as error:
+        raise DataError(str(error)) from None
 
 
 def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
@@ -98,7 +104,7 @@ def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
 
 def num_frames(kwargs: dict | None) -> int:
     """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
-    value = os.environ.get(NUM_FRAMES_ENV, "").strip() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
+    value = NUM_FRAMES.read() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
     try:
         count = int(value)
     except (TypeError, ValueError):
@@ -125,7 +131,7 @@ def video_frames(kwargs: dict | None) -> str:
     video clip (the paper ran every model, video-native ones included, on these frames, with
     per-model frame counts in its Table A3). `model`: the model samples the full video itself.
     """
-    value = os.environ.get(VIDEO_FRAMES_ENV, "").strip() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
+    value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
         raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_ENV} or lmms_eval_specific_kwargs)")
     return value

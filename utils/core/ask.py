@@ -27,6 +27,9 @@ class Request:
     parse: Callable[[str], Any] | None = None  # raises ParseError -> asked again
     max_reasks: int = 2
     tag: str = ""  # e.g. "<benchmark>.recall", for the accounting
+    # Protocol facts a judge may use to estimate cost or batch requests; they never change a verdict:
+    expected_reply: str | None = None  # a typical reply in the protocol's format
+    later_steps: int = 0  # judge calls that may follow this one in its chain, depending on its reply
 
 
 @dataclass(frozen=True)

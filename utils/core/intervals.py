@@ -7,7 +7,7 @@ Public interface:
   ``start <= previous end``).
 - ``intervals_iou(pred, gt)``: CG-Bench temporal IoU of two interval sets,
   ``|union P & union G| / |union P | union G|`` after merging overlaps within each set; 0 when
-  the union is empty (the CG-Bench protocol notes in ``../shared/reference``, Metrics).
+  the union is empty (the official runner's ``calculate_intervals_iou``, CG-Bench/CG-Bench ``run/utils.py``).
 - ``clamp_intervals(intervals, duration)``: intervals limited to ``[0, duration]`` and the
   number that had to change.
 

@@ -60,6 +60,23 @@ class ScoringAdapter:
         """The resampling unit (and pairing key) of a record."""
         return str(record["sample_id"])
 
+    # `lmms-vr judge-agreement`: what two judges' replies to the same request are compared on.
+
+    def verdicts(self, tag: str, value: Any) -> list[tuple[str, str, Any]]:
+        """The verdicts in one parsed judge reply (the request's `tag`, the parser's value), as
+        (call type, item, label): the call type is usually the tag; `item` pairs the verdicts
+        within one reply (e.g. "step 3"). Default: a plain value is one label."""
+        return [(tag, "", value)] if isinstance(value, (str, int, float, bool)) else []
+
+    def rating_scale(self, call: str) -> tuple | None:
+        """The ordered ratings of a call type whose verdicts are ratings (weighted kappa), or
+        None when they are categories (Cohen's kappa)."""
+        return None
+
+    def stratum(self, record: dict) -> str:
+        """The stratum of a record when a calibration subset is drawn (`--calibrate`)."""
+        return ""
+
 
 @dataclass(frozen=True)
 class ReportSpec:

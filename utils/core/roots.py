@@ -2,7 +2,7 @@
 
 A root holds a benchmark's annotation files as its Hugging Face dataset has them and the
 media extracted into the benchmark's canonical folders (`lmms-vr prepare`; each benchmark's
-`data.py` resolves media files, `utils.media_index` finds them by name). The root
+`data.py` resolves media files, `utils/data/media_index.py` finds them by name). The root
 is `$<BENCH>_ROOT` when set (clusters without internet; `lmms-vr prepare` fills it),
 else a default folder under the user cache, which `lmms-vr prepare` also fills.
 Annotations missing from the default folder are fetched from the Hub on first use;

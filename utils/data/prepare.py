@@ -5,7 +5,7 @@
    `huggingface_hub.snapshot_download` (resumable). Before it starts, the size of what is
    still to fetch and the extraction's estimated size are printed and checked against the
    free disk; patterns that match nothing on the Hub are named.
-2. Extract every archive under the root (`utils.archives`: a complete zip, byte slices of one,
+2. Extract every archive under the root (`utils/data/archives.py`: a complete zip, byte slices of one,
    or an Info-ZIP split set, each read in place, nothing joined on disk, nothing prompted),
    each member to the place the benchmark's `extraction_target` gives (its canonical media
    folders). Zip-bomb and free-disk limits are checked first (`--max-ratio`, `--keep-free`).

@@ -12,18 +12,24 @@ waits until lmms-eval's own modules are imported and then calls the matching fun
   point failed first (lmms-eval stops loading entry points at the first failure).
 - `lmms_eval.evaluator_utils`: standard errors for our headline metrics and judge usage
   attributed to the task being aggregated; `...usage_metrics`: the judge's cost in
-  lmms-eval's usage summary (before `lmms_eval.evaluator` binds its functions).
+  lmms-eval's usage summary (before `lmms_eval.evaluator` binds its functions);
+  `lmms_eval.evaluator`: lmms-eval's judge settings for our judges, and the server its
+  `--launcher_args` start kept alive until our judging (in aggregation) is done.
 
 A hook that fails is logged and never breaks the import of lmms-eval. Set
-LMMS_VR_NO_AUTOLOAD=1 to switch all of this off.
+LMMS_VR_NO_AUTOLOAD=1 to switch all of this off (the usual boolean rule of
+utils/core/settings.py; an unreadable value leaves the hooks off and says so on stderr).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
+from lmms_video_reasoning.utils.core import settings
+
 DISABLE_ENV = "LMMS_VR_NO_AUTOLOAD"
+NO_AUTOLOAD = settings.declare(DISABLE_ENV, "bool", False, "switch off the hooks that make this suite look built in "
+                               "to every lmms-eval command")
 
 # lmms-eval module -> function of lmms_plugin called right after that module is executed
 HOOKS = {
@@ -31,6 +37,7 @@ HOOKS = {
     "lmms_eval.models": "install_model_manifests",
     "lmms_eval.evaluator_utils": "install_metric_hooks",
     "lmms_eval.models.model_utils.usage_metrics": "install_usage_hooks",
+    "lmms_eval.evaluator": "install_launcher_hooks",
 }
 
 
@@ -83,7 +90,11 @@ class PostImportFinder:
 
 def install() -> None:
     """Put the finder first on `sys.meta_path` (once); hook modules already imported now."""
-    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+    try:
+        if NO_AUTOLOAD.read():
+            return
+    except settings.SettingError as error:  # at interpreter start: say so, never fail
+        print(f"lmms-video-reasoning: hooks off: {error}", file=sys.stderr)
         return
     if not any(isinstance(finder, PostImportFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, PostImportFinder())

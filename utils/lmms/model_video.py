@@ -72,6 +72,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
+from lmms_video_reasoning.utils.lmms import host
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.files import atomic_target
 
 logger = logging.getLogger("lmms_video_reasoning.model_video")
@@ -83,16 +86,19 @@ CACHE_DIR_ENV = "LMMS_VR_PROXY_CACHE_DIR"
 DECODE_AHEAD_ENV = "LMMS_VR_DECODE_AHEAD"
 DEFAULT_CACHE_MB = 4096
 DEFAULT_DECODE_AHEAD = 2
+INPUT = settings.declare(INPUT_ENV, "choice", "fast", "video inputs of known video-native models: fast proxy clips "
+                         "of the frames they keep, or the original path", choices=INPUT_MODES)
+CACHE_MB = settings.declare(CACHE_MB_ENV, "float", DEFAULT_CACHE_MB, "size limit of the proxy clip cache in MB", minimum=0)
+CACHE_DIR = settings.declare(CACHE_DIR_ENV, "text", "", "folder of the proxy clip cache (default: the suite's cache)")
+DECODE_AHEAD = settings.declare(DECODE_AHEAD_ENV, "int", DEFAULT_DECODE_AHEAD, "documents decoded ahead of the model "
+                                "(0 = off)", minimum=0)
 PROXY_SUFFIX = ".avi"  # UT Video (lossless RGB, intra-only) in AVI: decord and PyAV read it exactly
 PROXY_VERSION = 1  # part of every cache key: bump when the proxy layout changes
 
 
 def input_mode() -> str:
     """``fast`` (proxy clips for known models) or ``path`` (plain paths), from ``LMMS_VR_VIDEO_INPUT``."""
-    value = os.environ.get(INPUT_ENV, "").strip().lower() or "fast"
-    if value not in INPUT_MODES:
-        raise ValueError(f"{INPUT_ENV}={value!r}: use one of {INPUT_MODES} ('path' hands models the original video path)")
-    return value
+    return INPUT.read()
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,17 +402,12 @@ def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int,
 def cache_dir() -> Path:
     from lmms_video_reasoning.utils.core.roots import cache_home
 
-    value = os.environ.get(CACHE_DIR_ENV, "").strip()
+    value = CACHE_DIR.read()
     return Path(value) if value else cache_home() / "video_proxies"
 
 
 def cache_limit_bytes() -> int:
-    value = os.environ.get(CACHE_MB_ENV, "").strip()
-    try:
-        mb = float(value) if value else DEFAULT_CACHE_MB
-    except ValueError:
-        raise ValueError(f"{CACHE_MB_ENV}={value!r} must be a number of megabytes") from None
-    return int(mb * 2**20)
+    return int(CACHE_MB.read() * 2**20)
 
 
 class ProxyCache:
@@ -443,13 +444,26 @@ class ProxyCache:
     def entries(self) -> list[tuple[float, int, Path]]:
         found = []
         for entry in os.scandir(self.folder):
-            if entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
+            if entry.name.startswith(".") and ".tmp" in entry.name:
+                self._remove_if_stale(Path(entry.path))
+            elif entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
                 try:
                     st = entry.stat()
                 except FileNotFoundError:
                     continue
                 found.append((st.st_mtime, st.st_size, Path(entry.path)))
         return sorted(found)
+
+    @staticmethod
+    def _remove_if_stale(path: Path, age_s: float = 3600.0) -> None:
+        """A temporary clip no writer has touched for an hour was cut short (e.g. at exit): removed."""
+        import time
+
+        try:
+            if time.time() - path.stat().st_mtime > age_s:
+                path.unlink()
+        except FileNotFoundError:
+            pass
 
     def size(self) -> int:
         return sum(size for _, size, _ in self.entries())
@@ -563,7 +577,8 @@ class Request:
     size: tuple[int, int] | None = None  # fixed (width, height) for ``frames``
 
 
-_locks: dict[tuple, threading.Lock] = {}
+# One lock per video being made; an evicted lock only lets two threads make the same clip (last one wins).
+_locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
 _done: "collections.OrderedDict[tuple, str]" = collections.OrderedDict()
 
@@ -741,31 +756,43 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
 _context = threading.local()  # .reading set by decode-ahead jobs (no model frame on their stack)
 
 
+def _is_method_of(frame, obj) -> bool:
+    """Whether ``frame`` runs a method called on ``obj``: its code's first parameter is ``self``
+    bound to ``obj``. A comprehension (its own frame before Python 3.12, inlined since PEP 709), a
+    generator expression, a lambda or a nested function sees ``self`` only as a free variable, so
+    it never matches, whichever Python runs it."""
+    code = frame.f_code
+    return code.co_argcount > 0 and code.co_varnames[0] == "self" and frame.f_locals.get("self") is obj
+
+
 def _model_frame(start):
-    """The innermost stack frame whose ``self`` is an lmms-eval model (None outside one)."""
+    """The innermost stack frame, from ``start`` outwards, running a method of an lmms-eval model
+    (None outside one). The walk goes to the bottom of the stack: no frame count, which would
+    differ between Pythons that do and do not give comprehensions a frame of their own."""
     try:
         from lmms_eval.api.model import lmms
     except Exception:  # noqa: BLE001 - lmms-eval absent: no model to find
         return None
     frame = start
-    for _ in range(12):
-        if frame is None:
-            return None
-        candidate = frame.f_locals.get("self")
-        # A comprehension inside generate_until (Python < 3.12: its own frame) sees ``self`` as a
-        # free variable but not the method's locals (the Collator): go on to the method itself.
-        if isinstance(candidate, lmms) and not frame.f_code.co_name.startswith("<"):
-            return frame
+    while frame is not None:
+        code = frame.f_code
+        if code.co_argcount > 0 and code.co_varnames[0] == "self":  # cheap test first: f_locals copies on 3.11
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, lmms):
+                return frame
         frame = frame.f_back
     return None
 
 
-def calling_model(depth: int = 1) -> tuple[bool, Reading | None]:
+def calling_model() -> tuple[bool, Reading | None]:
     """Whether an lmms-eval model called the hook, and its ``Reading`` (decode-ahead jobs: theirs)."""
     if getattr(_context, "prefetching", False):
         return True, _context.reading
-    frame = _model_frame(sys._getframe(depth + 1))
+    frame = _model_frame(sys._getframe(1))
     return (True, reading_of(frame.f_locals["self"])) if frame is not None else (False, None)
+
+
+EXIT_WAIT_S = 1.0  # at exit, a running decode gets this long; then the daemon thread dies with the process
 
 
 class DecodeAhead:
@@ -810,13 +837,13 @@ class DecodeAhead:
             except Exception as exc:  # noqa: BLE001 - the foreground call reports it with context
                 logger.debug("decode-ahead job failed (the document will report it): %s", exc)
 
-    def stop(self, timeout: float | None = 60.0) -> None:
+    def stop(self, timeout: float | None = EXIT_WAIT_S) -> None:
         with self._cv:
             self._stopped = True
             self._queue.clear()
             self._cv.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(timeout)  # a clip cut short leaves a hidden .tmp file: `evict` removes stale ones
 
 
 _ahead: DecodeAhead | None = None
@@ -825,11 +852,7 @@ _orders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def decode_ahead_depth() -> int:
-    value = os.environ.get(DECODE_AHEAD_ENV, "").strip()
-    try:
-        return max(0, int(value)) if value else DEFAULT_DECODE_AHEAD
-    except ValueError:
-        raise ValueError(f"{DECODE_AHEAD_ENV}={value!r} must be a number of documents (0 = off)") from None
+    return DECODE_AHEAD.read()
 
 
 def decode_ahead() -> DecodeAhead | None:
@@ -840,7 +863,7 @@ def decode_ahead() -> DecodeAhead | None:
     with _ahead_guard:
         if _ahead is None:
             _ahead = DecodeAhead(depth)
-            atexit.register(_ahead.stop)
+            atexit.register(_ahead.stop, EXIT_WAIT_S)
         return _ahead
 
 
@@ -863,12 +886,20 @@ def _upcoming(frame) -> list[tuple[Callable, dict]]:
     model = frame.f_locals["self"]
     local = frame.f_locals  # names as in lmms-eval 0.7's models' generate_until
     task, doc_ids = local.get("task"), local.get("doc_id", local.get("batched_doc_id"))
-    owner = frame  # the Collator may live one method up (qwen3_vl handles each chunk in a helper method)
-    for _ in range(3):
-        if owner is None or "re_ords" in owner.f_locals or owner.f_back is None or owner.f_back.f_locals.get("self") is not model:
+    # The Collator may live a method up (qwen3_vl handles each chunk in a helper method): walk out
+    # through the model's own methods and what runs inside them (comprehension, generator, lambda
+    # frames, whether or not their body names ``self``: Python < 3.12 gives a comprehension a frame
+    # of its own; nested functions closing over ``self``), and stop at the first frame that is neither.
+    owner, collator = frame, None
+    while owner is not None:
+        code = owner.f_code
+        if _is_method_of(owner, model):
+            collator = owner.f_locals.get("re_ords")
+            if collator is not None:
+                break
+        elif not (code.co_name.startswith("<") or ("self" in code.co_freevars and owner.f_locals.get("self") is model)):
             break
         owner = owner.f_back
-    collator = owner.f_locals.get("re_ords") if owner is not None else None
     if collator is None or doc_ids is None or not hasattr(collator, "arr_with_indices"):
         return []
     task = task[0] if isinstance(task, tuple) else task
@@ -892,7 +923,7 @@ def schedule_ahead(reading: Reading) -> None:
     if getattr(_context, "prefetching", False):
         return
     ahead = decode_ahead()
-    if ahead is None:
+    if ahead is None or host.DECODE_AHEAD.state.startswith("off"):
         return
     frame = _model_frame(sys._getframe(1))
     if frame is None:
@@ -900,7 +931,7 @@ def schedule_ahead(reading: Reading) -> None:
     try:
         upcoming = _upcoming(frame)[: ahead.depth]
     except Exception as exc:  # noqa: BLE001 - an unexpected model layout only disables decode-ahead
-        logger.debug("decode-ahead: cannot read the model's processing order (%s)", exc)
+        host.DECODE_AHEAD.switch_off(f"cannot read the model's processing order ({type(exc).__name__}: {exc})")
         return
 
     def job(fn, doc):

@@ -7,9 +7,9 @@ task folder to every `TaskManager` (by wrapping `TaskManager.initialize_tasks`)
 and returns the manifest of the replay model. So, after `pip install`,
 `python -m lmms_eval --tasks <one of our tasks> ...` finds them with no flag.
 
-lmms-eval swallows exceptions raised here as a warning, so failures are logged
-loudly and `tests/test_plugin.py` fails if the hook stops working.
-`--include_path "$(lmms-vr tasks-path)"` is the documented fallback.
+Every change to lmms-eval goes through a touchpoint of `host.py` (declared assumptions,
+verified versions, one WARNING and nothing else when off); `lmms-vr doctor` shows their state.
+`--include_path "$(lmms-vr tasks-path)"` is the documented fallback for the task path.
 
 The entry point does not run for the subcommands that never import `lmms_eval.models`
 (`lmms-eval tasks`, `power`, `serve`): `lmms_autoload` (started by the installed
@@ -19,13 +19,11 @@ own modules are imported, which covers every entry point.
 
 from __future__ import annotations
 
-import functools
-import logging
+import inspect
+import sys
 from pathlib import Path
 
-logger = logging.getLogger("lmms_video_reasoning")
-
-_MARKER = "_lmms_video_reasoning_wrapped"
+from lmms_video_reasoning.utils.lmms import host, judge_usage
 
 
 def tasks_dir() -> Path:
@@ -49,31 +47,44 @@ def install_task_path() -> None:
     """Make every lmms-eval `TaskManager` index our task folder (idempotent)."""
     from lmms_eval.tasks import TaskManager
 
-    original = TaskManager.initialize_tasks
-    if getattr(original, _MARKER, False):
-        return
+    def check_and_wrap() -> None:
+        host.require("include_path" in host.parameter_names(TaskManager.initialize_tasks),
+                     "TaskManager.initialize_tasks has no include_path parameter")
 
-    @functools.wraps(original)
-    def initialize_tasks(self, include_path=None, include_defaults=True):
-        return original(self, include_path=_add_our_tasks(include_path), include_defaults=include_defaults)
+        def make(original):
+            signature = inspect.signature(original)
 
-    setattr(initialize_tasks, _MARKER, True)
-    TaskManager.initialize_tasks = initialize_tasks
+            def initialize_tasks(*args, **kwargs):
+                bound = signature.bind(*args, **kwargs)
+                bound.arguments["include_path"] = _add_our_tasks(bound.arguments.get("include_path"))
+                return original(*bound.args, **bound.kwargs)
+
+            return initialize_tasks
+
+        host.wrap(TaskManager, "initialize_tasks", make)
+
+    host.TASK_PATH.install(check_and_wrap)
 
 
 def install_model_manifests() -> None:
     """Register our models in lmms-eval's registry if its entry-point loading did not
     (lmms-eval stops at the first failing third-party entry point)."""
-    from lmms_eval.models import MODEL_REGISTRY_V2
 
-    for manifest in model_manifests():
-        if manifest.model_id not in MODEL_REGISTRY_V2.list_canonical_model_ids():
-            MODEL_REGISTRY_V2.register_manifest(manifest)
+    def register_missing() -> None:
+        from lmms_eval.models import MODEL_REGISTRY_V2
+
+        for attribute in ("register_manifest", "list_canonical_model_ids"):
+            host.require(hasattr(MODEL_REGISTRY_V2, attribute), f"MODEL_REGISTRY_V2 has no {attribute}")
+        for manifest in model_manifests():
+            if manifest.model_id not in MODEL_REGISTRY_V2.list_canonical_model_ids():
+                MODEL_REGISTRY_V2.register_manifest(manifest)
+
+    host.MODEL_MANIFESTS.install(register_missing)
 
 
 def install_metric_hooks() -> None:
-    """Standard errors for our headline metrics, and judge usage attributed to the task
-    being aggregated (judging runs in aggregation, after lmms-eval cleared its task context).
+    """Standard errors for our headline metrics, and judge usage attributed to the task being
+    aggregated (judging runs in aggregation, after lmms-eval cleared its task context).
 
     `stderr_for_metric` gives a standard error only for lmms-eval's own aggregation
     functions; ours carry theirs (`aggregation.stderr_for(bootstrap_iters)`, set by
@@ -82,54 +93,90 @@ def install_metric_hooks() -> None:
     import lmms_eval.api.metrics as metrics
     import lmms_eval.evaluator_utils as evaluator_utils
 
-    from lmms_video_reasoning.utils.lmms import judge_usage
+    def wrap_stderr() -> None:
+        host.require(host.parameter_names(metrics.stderr_for_metric)[:2] == ["metric", "bootstrap_iters"],
+                     "stderr_for_metric(metric, bootstrap_iters) has another signature")
+        host.require(hasattr(evaluator_utils, "stderr_for_metric"), "evaluator_utils no longer imports stderr_for_metric")
 
-    original = metrics.stderr_for_metric
-    if not getattr(original, _MARKER, False):
+        def make(original):
+            def stderr_for_metric(*args, **kwargs):
+                metric = args[0] if args else kwargs.get("metric")
+                iterations = args[1] if len(args) > 1 else kwargs.get("bootstrap_iters", 0)
+                own = getattr(metric, "stderr_for", None)
+                ours = own(iterations) if callable(own) else None
+                return ours if ours is not None else original(*args, **kwargs)
 
-        @functools.wraps(original)
-        def stderr_for_metric(metric, bootstrap_iters: int):
-            own = getattr(metric, "stderr_for", None)
-            ours = own(bootstrap_iters) if callable(own) else None
-            return ours if ours is not None else original(metric, bootstrap_iters)
+            return stderr_for_metric
 
-        setattr(stderr_for_metric, _MARKER, True)
-        metrics.stderr_for_metric = evaluator_utils.stderr_for_metric = stderr_for_metric
+        host.wrap(metrics, "stderr_for_metric", make)
+        evaluator_utils.stderr_for_metric = metrics.stderr_for_metric
 
-    task_output = evaluator_utils.TaskOutput
-    calculate = task_output.calculate_aggregate_metric
-    if not getattr(calculate, _MARKER, False):
+    def wrap_task_context() -> None:
+        task_output = getattr(evaluator_utils, "TaskOutput", None)
+        host.require(task_output is not None and hasattr(task_output, "calculate_aggregate_metric"),
+                     "evaluator_utils.TaskOutput.calculate_aggregate_metric is gone")
+        host.require("task_name" in host.parameter_names(task_output.__init__), "TaskOutput has no task_name")
+        judge_usage.check_task_context()
 
-        @functools.wraps(calculate)
-        def calculate_aggregate_metric(self, *args, **kwargs):
-            with judge_usage.task_context(self.task_name):
-                return calculate(self, *args, **kwargs)
+        def make(original):
+            def calculate_aggregate_metric(self, *args, **kwargs):
+                with judge_usage.task_context(getattr(self, "task_name", None)):
+                    return original(self, *args, **kwargs)
 
-        setattr(calculate_aggregate_metric, _MARKER, True)
-        task_output.calculate_aggregate_metric = calculate_aggregate_metric
+            return calculate_aggregate_metric
+
+        host.wrap(task_output, "calculate_aggregate_metric", make)
+
+    host.STDERR.install(wrap_stderr)
+    host.TASK_CONTEXT.install(wrap_task_context)
 
 
 def install_usage_hooks() -> None:
-    """Judge cost in lmms-eval's usage summary; our running total reset with lmms-eval's."""
+    """Judge cost in lmms-eval's usage summary; our running total reset with lmms-eval's.
+
+    `lmms_eval.evaluator` binds both functions by name when it is imported; if it already
+    was, its names are rebound too (so the order of imports does not matter)."""
     import lmms_eval.models.model_utils.usage_metrics as usage
 
-    from lmms_video_reasoning.utils.lmms import judge_usage
+    def wrap_usage() -> None:
+        for name in ("summarize_usage_metrics", "reset_usage_metrics", "log_usage"):
+            host.require(callable(getattr(usage, name, None)), f"usage_metrics.{name} is gone")
+        host.require({"model_name", "input_tokens", "output_tokens", "source"} <= set(host.parameter_names(usage.log_usage)),
+                     "usage_metrics.log_usage(model_name, input_tokens, output_tokens, source) has another signature")
+        originals = usage.summarize_usage_metrics, usage.reset_usage_metrics
+        host.wrap(usage, "summarize_usage_metrics", lambda summarize: lambda *a, **k: judge_usage.add_cost(summarize(*a, **k)))
 
-    summarize, reset = usage.summarize_usage_metrics, usage.reset_usage_metrics
-    if getattr(summarize, _MARKER, False):
-        return
+        def make_reset(reset):
+            def reset_usage_metrics(*args, **kwargs):
+                judge_usage.reset()
+                return reset(*args, **kwargs)
 
-    @functools.wraps(summarize)
-    def summarize_usage_metrics():
-        return judge_usage.add_cost(summarize())
+            return reset_usage_metrics
 
-    @functools.wraps(reset)
-    def reset_usage_metrics():
-        judge_usage.reset()
-        return reset()
+        host.wrap(usage, "reset_usage_metrics", make_reset)
+        evaluator = sys.modules.get("lmms_eval.evaluator")
+        for name, original in zip(("summarize_usage_metrics", "reset_usage_metrics"), originals):
+            if evaluator is not None and getattr(evaluator, name, None) is original:
+                setattr(evaluator, name, getattr(usage, name))
 
-    setattr(summarize_usage_metrics, _MARKER, True)
-    usage.summarize_usage_metrics, usage.reset_usage_metrics = summarize_usage_metrics, reset_usage_metrics
+    host.JUDGE_USAGE.install(wrap_usage)
+
+
+def install_all() -> None:
+    """Every touchpoint whose lmms-eval module is loaded (or loads cheaply now: lmms-eval is running)."""
+    install_task_path()
+    install_model_manifests()
+    install_usage_hooks()
+    install_metric_hooks()
+    install_launcher_hooks()
+
+
+def install_launcher_hooks() -> None:
+    """lmms-eval's judge settings (API_TYPE=local, --launcher_args) for our judges, and its judge
+    server kept until our judging is done (`launcher.py`)."""
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.install()
 
 
 def model_manifests() -> list:
@@ -140,11 +187,16 @@ def model_manifests() -> list:
 
 
 def register() -> list:
-    """Entry point `lmms_eval.models`: add our tasks, return our model manifests."""
-    try:
-        install_task_path()
-    except Exception:  # lmms-eval would only print a warning: make it visible
-        logger.exception("lmms-video-reasoning could not register its tasks with lmms-eval; "
-                         "use --include_path \"$(lmms-vr tasks-path)\" meanwhile")
-        raise
+    """Entry point `lmms_eval.models`: install what can be installed now, return our model manifests.
+
+    This is the only hook of an editable install (`pip install -e .` installs no .pth): the
+    task path and the metric and usage touchpoints are installed here too, so a run behaves
+    as in a regular install. (The registry itself is still being built: manifests are returned.)
+    """
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    install_task_path()
+    install_usage_hooks()
+    install_metric_hooks()
+    launcher.register_judge_settings()  # the launcher is wrapped once lmms_eval.evaluator is imported (autoload)
     return model_manifests()

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import tempfile
 import threading
@@ -36,11 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.roots import DataError, DataSource
 
 log = logging.getLogger("lmms_video_reasoning.preflight")
 
 PREFLIGHT_ENV = "LMMS_VR_PREFLIGHT"
+PREFLIGHT = settings.declare(PREFLIGHT_ENV, "bool", True, "checks at task load (data, media, output folder, judge); off skips them")
 # Models that never read a video: this suite's replay model scores predictions made elsewhere,
 # where the videos may not be (README, "Predictions from another stack").
 MODELS_WITHOUT_MEDIA = ("vr_replay",)
@@ -72,7 +73,7 @@ def off() -> Iterator[None]:
 
 def active() -> bool:
     """Inside an lmms-eval run, checks not switched off."""
-    if os.environ.get(PREFLIGHT_ENV, "").strip().lower() in _OFF or getattr(_suspended, "value", False):
+    if not PREFLIGHT.read() or getattr(_suspended, "value", False):
         return False
     return "lmms_eval.evaluator" in sys.modules
 
@@ -171,6 +172,14 @@ def check_judge(benchmark: str) -> str | None:
         config = JudgeConfig.from_env(benchmark)
     except (JudgeConfigError, ValueError) as error:
         return f"the {benchmark} judge is misconfigured: {error}. Or run with --predict_only and judge later with `lmms-vr score`"
+    from lmms_video_reasoning.judges.config import host_judge
+
+    host = host_judge()
+    if config is not None and host is not None and not host.started:
+        # lmms-eval starts its judge server after generation: nothing to reach yet
+        log.info("the %s judge is %s at %s (model %s), started by lmms-eval after generation; not checked now",
+                 benchmark, host.source, config.endpoint, config.model)
+        return None
     if config is None:
         from lmms_video_reasoning.judges.config import not_configured_message
 

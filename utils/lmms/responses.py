@@ -21,9 +21,10 @@ the reasoning blocks removed as lmms-eval does by default; `LMMS_VR_REASONING`).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
+
+from lmms_video_reasoning.utils.core import settings
 
 # Prefixes lmms-eval writes in place of a response (checked against lmms-eval 0.7.3).
 FAILURE_PREFIXES = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]", "[GENERATION_FAILED]")
@@ -51,6 +52,10 @@ _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 REASONING_ENV = "LMMS_VR_REASONING"
 PREFILLED_ENV = "LMMS_VR_THINK_PREFILLED"
 FULL, STRIPPED = "full", "stripped"
+REASONING = settings.declare(REASONING_ENV, "choice", FULL, "what the judges rating reasoning see: the full reply or "
+                             "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED), scoring=True)
+PREFILLED = settings.declare(PREFILLED_ENV, "bool", False, "the chat template opens <think> in the prompt, so every "
+                             "reply starts inside it", scoring=True)
 
 
 @dataclass(frozen=True)
@@ -114,20 +119,14 @@ def strip_reasoning(text: str) -> str:
 def reasoning_setting() -> str:
     """`LMMS_VR_REASONING`: `full` (default: the judges rating reasoning see the whole reply)
     or `stripped` (they see it with the reasoning blocks removed, as lmms-eval's default gives)."""
-    value = os.environ.get(REASONING_ENV, "").strip().lower() or FULL
-    if value not in (FULL, STRIPPED):
-        raise ValueError(f"{REASONING_ENV}={value!r}: use {FULL!r} (judge the whole reply, the default) or {STRIPPED!r}")
-    return value
+    return REASONING.read()
 
 
 def prefilled_setting() -> bool:
     """`LMMS_VR_THINK_PREFILLED=1`: the model's chat template opens `<think>` in the prompt
     (Qwen3-VL Thinking and other always-thinking templates), so a reply with no closing tag
     stopped mid-thought. Off by default: a reply without tags is then a plain answer."""
-    value = os.environ.get(PREFILLED_ENV, "").strip().lower()
-    if value not in ("", "0", "false", "no", "1", "true", "yes"):
-        raise ValueError(f"{PREFILLED_ENV}={value!r}: use 1 (every reply starts inside <think>) or 0")
-    return value in ("1", "true", "yes")
+    return PREFILLED.read()
 
 
 def reply_fields(response: str) -> dict:

@@ -23,12 +23,13 @@ import json
 import logging
 import math
 import os
-import sys
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
+from lmms_video_reasoning.utils.lmms import run_output
 
 Records = Sequence[dict]
 
@@ -58,7 +59,7 @@ class ScoreOnce:
 
     def __init__(self, score: Callable[[Records], dict[str, Any]]):
         self._score = score
-        self._results: dict[str, dict[str, Any]] = {}
+        self._results: BoundedMemo[dict[str, Any]] = BoundedMemo(32)  # a run's tasks, several times over
         self._lock = threading.Lock()
 
     def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
@@ -74,6 +75,7 @@ class ScoreOnce:
             if key in self._results:
                 return self._results[key], False
             saved = save_records(records, run)
+            log_judging_estimate(self._score, records)
             try:
                 self._results[key] = self._score(records)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
@@ -111,9 +113,43 @@ class ScoreOnce:
         return aggregate
 
 
-def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
-    from lmms_video_reasoning.utils.results import standard_error
+def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> None:
+    """One log line with the bill of the judging about to start: requests not in the judge cache,
+    tokens and price (synchronous and batched), from a pass of the same scoring that sends nothing
+    (`judges.batch.JudgePass`; later steps, which depend on replies, are named, not priced).
+    Never raises: an estimate is worth a line, never the run."""
+    from lmms_video_reasoning.judges.batch import JudgePass
+    from lmms_video_reasoning.judges.engine import judges_replaced_by
+    from lmms_video_reasoning.utils.lmms import judge_usage
+    from lmms_video_reasoning.utils.results.batch_judging import estimate_line, quiet_judging
 
+    task = judge_usage.current_task()
+    if task is None:
+        return  # not inside lmms-eval's aggregation of one of our tasks
+    try:
+        from lmms_video_reasoning.utils.core import registry
+        from lmms_video_reasoning.utils.results.score import task_spec
+
+        if not registry.get(task_spec(task).benchmark).scoring.needs_judge(records):
+            return  # nothing to judge: no second pass over the records
+        judge_pass = JudgePass("estimate", walk=False, configured_only=True)
+        judge_pass.task = task
+        with quiet_judging(), judges_replaced_by(judge_pass):
+            score(records)
+        line = estimate_line(judge_pass.task, judge_pass)
+    except Exception as error:  # noqa: BLE001
+        log.debug("judging estimate failed: %s: %s", type(error).__name__, error)
+        return
+    if line:
+        log.warning(line)
+
+
+def _stderr_function(aggregation: Callable[..., Any], bootstrap_iters: int) -> Callable[..., Any] | None:
+    # By name, at call time: the bootstrap needs the report's statistics, which the upstream
+    # export (utils/tools/upstream.py follows imports) does not ship with the aggregation.
+    import importlib
+
+    standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
     return standard_error.stderr_function(aggregation, bootstrap_iters)
 
 
@@ -208,36 +244,13 @@ def run_files(args: Any) -> RunFiles | None:
     """The output files of the lmms-eval run in progress (None without `--output_path`).
 
     lmms-eval writes to `<output_path>/<sanitized model name>/<date_id>_results.json` after the
-    aggregation; its `simple_evaluate` holds the date and the model folder, read from its frame
-    (else rebuilt from the CLI arguments the way lmms-eval builds them).
+    aggregation; `run_output.run_identity` finds that date and folder (touchpoint `run-files`).
     """
     path = getattr(args, "output_path", None) if args is not None else None
     if not path:
         return None
-    date_id, model_folder = _evaluation_in_progress()
-    if model_folder is None or date_id is None:
-        try:
-            from lmms_eval.loggers.evaluation_tracker import GeneralConfigTracker
-            from lmms_eval.utils import get_datetime_str, sanitize_model_name
-
-            model_folder = sanitize_model_name(GeneralConfigTracker._get_model_name(str(getattr(args, "model_args", "") or "")))
-            date_id = date_id or get_datetime_str(timezone=getattr(args, "timezone", None) or "Asia/Singapore").replace(":", "-")
-        except Exception:  # noqa: BLE001 - another lmms-eval version: the output folder and a UTC time
-            model_folder = model_folder or ""
-            date_id = date_id or datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    date_id, model_folder = run_output.run_identity(args)
     return RunFiles(Path(path) / model_folder if model_folder else Path(path), date_id)
-
-
-def _evaluation_in_progress() -> tuple[str | None, str | None]:
-    """(date_id, model folder) of lmms-eval's `simple_evaluate` on this thread's stack."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "simple_evaluate" and "datetime_str" in frame.f_locals:
-            tracker = frame.f_locals.get("evaluation_tracker")
-            folder = getattr(getattr(tracker, "general_config_tracker", None), "model_name_sanitized", None)
-            return str(frame.f_locals["datetime_str"]).replace(":", "-"), folder
-        frame = frame.f_back
-    return None, None
 
 
 AfterScoring = Callable[[dict[str, Any], "RunFiles | None"], None]

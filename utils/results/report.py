@@ -887,6 +887,13 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[tuple[str, Path]] = field(default_factory=list)
     data: dict = field(default_factory=dict)
+    title: str = ""  # a section that is not a benchmark's (e.g. judge agreement): its heading
+    intro: str = ""  # ... and the line under it (a benchmark's section names its paper there)
+
+    def heading(self) -> tuple[str, str]:
+        if self.title:
+            return self.title, self.intro
+        return registry.get(self.benchmark).title, f"Paper: {reference(self.benchmark)['citation']}"
 
 
 def value_of(stats: TaskStats | None, metric: str) -> float:
@@ -986,7 +993,8 @@ def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int,
         out += ["", "Not read (not in any table below):", ""]
         out += [f"- {md_text(u.path)}: {md_text(u.reason)}" for u in unread]
     for section in sections:
-        out += ["", f"## {md_text(registry.get(section.benchmark).title)}", "", f"Paper: {md_text(reference(section.benchmark)['citation'])}", ""]
+        title, intro = section.heading()
+        out += ["", f"## {md_text(title)}", "", md_text(intro), ""]
         out += [markdown_table(t) for t in section.tables]
         out += [f"![{md_text(title)}]({path.name})\n" for title, path in section.figures]
     return "\n".join(out) + "\n"
@@ -1020,7 +1028,8 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
         parts.append("<p>Not read (not in any table below):</p><ul>" + "".join(
             f"<li>{html.escape(str(u.path))}: {html.escape(u.reason)}</li>" for u in unread) + "</ul>")
     for section in sections:
-        parts.append(f"<h2>{html.escape(registry.get(section.benchmark).title)}</h2><p class='note'>Paper: {html.escape(reference(section.benchmark)['citation'])}</p>")
+        title, intro = section.heading()
+        parts.append(f"<h2>{html.escape(title)}</h2><p class='note'>{html.escape(intro)}</p>")
         parts += [f"<div class='scroll'>{html_table(t)}</div>" for t in section.tables]
         for title, path in section.figures:
             encoded = base64.b64encode(path.read_bytes()).decode("ascii")
@@ -1034,8 +1043,10 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
     return "\n".join(parts)
 
 
-def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) -> dict:
-    """Read the runs, compute the statistics, write report.md / report.html / report.json / PNGs."""
+def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, agreement: Sequence[str] = ()) -> dict:
+    """Read the runs, compute the statistics, write report.md / report.html / report.json / PNGs.
+
+    `agreement`: files written by `lmms-vr judge-agreement --out`, each shown as a section."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     unread: list[Unread] = []
@@ -1044,6 +1055,10 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) 
     stats = {(run.label, task): task_stats(run, task, n, seed) for run in runs for task in run.results if task in specs}
     builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
     sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
+    if agreement and sections:
+        from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
+
+        sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
     if not sections:
         not_read = "; ".join(f"{u.path}: {u.reason}" for u in unread)
         raise DataError(f"none of the results given holds a task of this suite ({', '.join(sorted(specs))})"
@@ -1065,7 +1080,10 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0) 
 def main(args) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed)
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
+    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, agreement=getattr(args, "agreement", None) or ())
     for entry in data["not_read"]:
         print(f"lmms-vr report: not read: {entry['path']}: {entry['reason']}", file=sys.stderr)
     print(f"report written to {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'}")

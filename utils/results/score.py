@@ -33,7 +33,8 @@ Several runs give one results file each, `<FILE stem>_<run>.json`.
 A run whose lmms-eval aggregation failed has no samples file: the records its tasks saved
 before judging (`<date_id>_records_<task>.jsonl`) are scored instead. Exit status 3: the judge
 had an outage (circuit breaker open), so the metrics it could not judge are not computed; run
-the same command again once it works (nothing failed was cached).
+the same command again once it works (nothing failed was cached). Exit status 4: the judge cache
+could not be read or written (the metrics stand; a rerun would pay again for what was not stored).
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def response_text(row: dict) -> str:
     """A predict-only line's response as the tasks' `process_results` receives it: the raw
     generation (`resps`). `filtered_resps` may hold it with the reasoning blocks stripped
     (lmms-eval's `--reasoning_tags`); the tasks set `reasoning_tags: none` and split the reply
-    themselves (`utils.responses`)."""
+    themselves (`utils/lmms/responses.py`)."""
     value = row.get("resps", row.get("filtered_resps"))
     while isinstance(value, list) and value:
         value = value[0]
@@ -506,6 +507,7 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
                for reason, count in (after.get("failure_reasons") or {}).items()}
     delta["failure_reasons"] = {reason: count for reason, count in reasons.items() if count}
     delta["outage"] = after.get("outage")
+    delta["snapshots"] = after.get("snapshots")  # of the judge in this process (the cache may mix snapshots)
     return delta
 
 
@@ -525,12 +527,11 @@ def score_task(task: str, records: Sequence[dict], source: str = "", with_outcom
         accounting = {**judge.accounting(), "stats": _stats_delta(before, judge.stats.as_dict())}
     outcomes = None
     if with_outcomes and judge is not None and judge.cache is not None:
-        from lmms_video_reasoning.judges import verdicts_from_cache
+        from lmms_video_reasoning.judges import cache_reader
 
         # Read back the verdicts the scoring just used; a failed judgment stays failed rather
         # than being asked again (which could give outcomes other than the metrics).
-        with verdicts_from_cache(instead_of_configured=True):
-            outcomes = bench.outcomes(records, settings)
+        outcomes = bench.outcomes(records, settings, judge=cache_reader(judge))
     elif with_outcomes and judge is None:
         outcomes = bench.outcomes(records, settings)
     elif with_outcomes:
@@ -636,6 +637,13 @@ def print_scores(scores: Sequence[TaskScore]) -> None:
             answered = ", ".join(stats.get("answered_by") or {}) or "none"
             print(f"  judge {s.accounting['judge'].get('model')} (answered by {answered}): {stats.get('calls', 0)} calls, "
                   f"{stats.get('cache_hits', 0)} cache hits, {stats.get('failures', 0)} failures" + ("" if cost is None else f", ${cost:.4f}"))
+            if stats.get("cache_errors"):
+                print(f"  JUDGE CACHE ERRORS: {stats['cache_errors']} reads/writes of {(s.accounting.get('cache') or {}).get('path')} "
+                      "failed (see the log): the verdicts not stored are paid for again by the next run")
+            snapshots = stats.get("snapshots") or {}
+            if snapshots.get("other"):
+                print(f"  WARNING: {snapshots['other']} verdicts from another snapshot than {snapshots.get('current')} under the "
+                      f"name {s.accounting['judge'].get('model')} (" + ", ".join(f"{m} x{n}" for m, n in snapshots["by"].items()) + ")")
         for line in s.coverage.problems() if s.coverage is not None else []:
             print(f"  NOTE: {line}")
 
@@ -645,9 +653,15 @@ def main(args) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
+    from lmms_video_reasoning.utils.lmms import launcher
+
+    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     try:
         gathered, skipped = gather_records(Path(args.path), args.task)
-        scores = [_score(item) for item in gathered]
+        if _batch_step(args, gathered):
+            return 0
+        with _verdicts_source(args, gathered):
+            scores = [_score(item) for item in gathered]
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
@@ -661,6 +675,12 @@ def main(args) -> int:
         # An outage is not a result: say so in the exit status too (scripts check it).
         print(f"\nJUDGE OUTAGE: {outage['model']} at {outage['endpoint']}: {outage['reason']}. The judgments it did not make "
               "are not computed (nothing cached for them); run the same command again once the judge works.")
+    cache_errors = {(s.accounting.get("cache") or {}).get("path"): (s.accounting.get("cache") or {}).get("errors")
+                    for s in scores if s.accounting is not None and (s.accounting.get("stats") or {}).get("cache_errors")}
+    for path, count in cache_errors.items():
+        # Not a silent re-payment: the next run would pay again for what was not stored.
+        print(f"\nJUDGE CACHE ERROR: {count} reads/writes of {path} failed; the metrics stand, but the verdicts not stored are "
+              "paid for again by the next run. Fix the file (disk space, permissions) or set LMMS_VR_JUDGE_CACHE to a writable file.")
     if args.out:
         runs = list(dict.fromkeys(s.run for s in scores))
         for run, path in results_paths(Path(args.out), runs).items():
@@ -669,7 +689,52 @@ def main(args) -> int:
             except OSError as error:
                 raise DataError(f"cannot write the results to {path}: {error.strerror or error} (give another --out)") from None
             print(f"\nresults{f' of run {run}' if len(runs) > 1 else ''} written to {path}")
-    return 3 if outages else 0
+    return 3 if outages else 4 if cache_errors else 0
+
+
+def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
+    """--estimate, --batch-export, --batch-import (then nothing is scored: True) and --batch (judging
+    through the Batch API before the scoring: False). See `batch_judging`."""
+    from lmms_video_reasoning.utils.results import batch_judging
+
+    if getattr(args, "estimate", False):
+        data = batch_judging.estimate(gathered)
+        batch_judging.print_estimate(data)
+        if args.out:
+            Path(args.out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            print(f"\nestimate written to {args.out}")
+        return True
+    if getattr(args, "batch_export", None):
+        batch_judging.print_export(batch_judging.export(gathered, Path(args.batch_export)))
+        return True
+    if getattr(args, "batch_import", None):
+        batch_judging.print_import(batch_judging.import_results(gathered, Path(args.batch_import)), args.batch_import)
+        return True
+    if getattr(args, "batch", False):
+        batch_judging.print_api(batch_judging.api_judging(gathered))
+    return False
+
+
+def _verdicts_source(args, gathered: Sequence[Gathered]):
+    """After --batch, every verdict is read from the cache (a request the batches could not answer
+    is not sent now: it is counted as failed). With no judge configured, a benchmark whose judge
+    model has batch-imported replies in the cache is scored from them (a GPU node with no key)."""
+    from contextlib import nullcontext
+
+    from lmms_video_reasoning.judges.engine import CONFIGURED, cache_only_judge, judges_replaced_by
+    from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
+
+    if getattr(args, "batch", False):  # every judge reads its own cache, sending nothing
+        return judges_replaced_by(lambda benchmark, config: cache_only_judge(
+            benchmark, *((config.model, config.cache_path, config.base_url) if config is not None else ())))
+    names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
+    models = cache_answers_for(names)
+    if models:
+        print("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
+              "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+        return judges_replaced_by(lambda benchmark, config: CONFIGURED if config is not None
+                                  else cache_only_judge(benchmark, models.get(benchmark)))
+    return nullcontext()
 
 
 def _score(item: Gathered) -> TaskScore:

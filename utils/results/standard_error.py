@@ -6,7 +6,7 @@ metric's records; it knows only its own aggregation functions. For ours (found b
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
 questions, or videos whose questions are correlated), the benchmark's own metric functions on every
 resample, the report's seed and resample count. Per-sample outcomes come through the judge
-cache, read without sending anything (``judges.verdicts_from_cache``), so they cost no call. One bootstrap per
+cache, read without sending anything (``judges.cache_reader``), so they cost no call. One bootstrap per
 distinct list of records serves all of a task's headline metrics.
 
 Not a standard error (N/A, as lmms-eval prints for any metric it cannot bootstrap): other
@@ -23,6 +23,8 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
+
 log = logging.getLogger("lmms_video_reasoning.standard_error")
 
 REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
@@ -30,7 +32,7 @@ REPORT_SEED = 0  # `lmms-vr report --seed` default
 _PACKAGE = "lmms_video_reasoning."
 
 _lock = threading.Lock()
-_bootstraps: dict[tuple, dict[str, float]] = {}
+_bootstraps: BoundedMemo[dict[str, float]] = BoundedMemo(64)  # per task's records
 
 
 def find_benchmark(aggregation: Callable) -> tuple[str, str] | None:
@@ -96,7 +98,7 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPO
 def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> dict[str, float]:
     import numpy as np
 
-    from lmms_video_reasoning.judges import get_judge
+    from lmms_video_reasoning.judges import cache_reader, get_judge
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.results import report
 
@@ -108,15 +110,9 @@ def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> 
                         "not configured" if judge is None else "cache off")
             return {}
     settings = bench.settings(records)
-    if bench.needs_judge(records):
-        from lmms_video_reasoning.judges import verdicts_from_cache
-
-        # Read back the verdicts the aggregation just used: a failed judgment stays failed,
-        # as in the metrics, and is never paid for again.
-        with verdicts_from_cache(instead_of_configured=True):
-            outcomes = bench.outcomes(records, settings)
-    else:
-        outcomes = bench.outcomes(records, settings)
+    # Read back the verdicts the aggregation just used: a failed judgment stays failed, as in
+    # the metrics, and is never paid for again.
+    outcomes = bench.outcomes(records, settings, judge=cache_reader(judge) if bench.needs_judge(records) else None)
     if outcomes is None:
         log.warning("%s: no judge configured, so no standard errors for its judged metrics", benchmark)
         return {}

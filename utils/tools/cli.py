@@ -1,11 +1,14 @@
 """`lmms-vr`: the suite's command line.
 
+    lmms-vr doctor                           which lmms-eval integrations are active, with fixes
     lmms-vr tasks-path                       print the task folder (for --include_path)
     lmms-vr sample --out DIR                 write the generated sample benchmark
     lmms-vr demo                             sample + replay predictions through lmms-eval
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
+        [--estimate | --batch-export F | --batch-import F | --batch]   judging cost, batch files, Batch API
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
+    lmms-vr judge-agreement RUN... --candidate MODEL   a candidate judge against the reference, with CIs
     lmms-vr upstream --lmms-eval DIR --out SERIES [--validate]
                                              this suite as a series of lmms-eval pull requests
 """
@@ -81,7 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("path", help="an lmms-eval --output_path folder, a samples .jsonl, or a replay predictions .jsonl")
     score.add_argument("--task", help="optional: score only this task. Needed only when PATH does not say it: a predictions "
                                       "file whose lines have no `task` field, or a samples file not named *_samples_<task>.jsonl")
-    score.add_argument("--out", help="write a results JSON shaped like lmms-eval's")
+    score.add_argument("--out", help="write a results JSON shaped like lmms-eval's (with --estimate: the estimate as JSON)")
+    judging = score.add_mutually_exclusive_group()
+    judging.add_argument("--estimate", action="store_true",
+                         help="print the judging bill (requests not cached, tokens, price synchronous and batched); nothing is sent")
+    judging.add_argument("--batch-export", metavar="REQUESTS.jsonl",
+                         help="write every judge request that can be made now as Batch API / `vllm run-batch` input lines")
+    judging.add_argument("--batch-import", metavar="RESULTS.jsonl",
+                         help="fill the judge cache from batch results (validated like synchronous replies)")
+    judging.add_argument("--batch", action="store_true",
+                         help="judge through the OpenAI Batch API (half price; resumable), then score from the cache")
     score.set_defaults(run=_delegate("results.score"))
 
     report = sub.add_parser("report", help="the papers' tables, with CIs and plots")
@@ -89,7 +101,31 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="lmms_vr_report", help="output folder for report.md, report.html and plots")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: no confidence intervals)")
+    report.add_argument("--agreement", action="append", metavar="FILE",
+                        help="a judge agreement file (`lmms-vr judge-agreement --out FILE`) to show as a section; repeatable")
     report.set_defaults(run=_delegate("results.report"))
+
+    agreement = sub.add_parser("judge-agreement", help="how far a candidate judge is from the reference judge, with CIs")
+    agreement.add_argument("runs", nargs="+", help="what `lmms-vr score` reads (output folders, samples or predictions files), "
+                                                   "optionally LABEL=PATH; several runs give the ranking agreement")
+    agreement.add_argument("--candidate", action="append", required=True, metavar="[BENCH=]MODEL",
+                           help="the candidate judge model, as its runs named it (BENCH=MODEL for one benchmark; repeatable)")
+    agreement.add_argument("--reference", action="append", metavar="[BENCH=]MODEL",
+                           help="the reference judge model (default: each benchmark's official judge)")
+    agreement.add_argument("--cache", help="the judge cache holding both judges' verdicts (default: LMMS_VR_JUDGE_CACHE)")
+    agreement.add_argument("--reference-cache", help="the reference judge's cache, when it is another file")
+    agreement.add_argument("--candidate-cache", help="the candidate judge's cache, when it is another file")
+    agreement.add_argument("--task", help="only this task")
+    agreement.add_argument("--calibrate", type=int, metavar="N",
+                           help="judge a stratified subset of N samples with the reference judge first (costs requests; bounded)")
+    agreement.add_argument("--max-requests", type=int, help="calibration: at most this many reference requests (default: twice the expected)")
+    agreement.add_argument("--max-cost", type=float, help="calibration: at most this many USD (default: twice the estimate, when the price is known)")
+    agreement.add_argument("--reference-base-url", help="calibration: the reference judge's OpenAI-compatible endpoint (default: its provider's)")
+    agreement.add_argument("--reference-key-env", help="calibration: the variable holding the key for --reference-base-url")
+    agreement.add_argument("--seed", type=int, default=0, help="bootstrap and subset seed")
+    agreement.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
+    agreement.add_argument("--out", default="judge_agreement.json", help="where to write the agreement (JSON)")
+    agreement.set_defaults(run=_delegate("results.judge_agreement"))
 
     upstream = sub.add_parser("upstream", help="this suite as a series of lmms-eval pull requests (patches + descriptions)")
     upstream.add_argument("--lmms-eval", required=True, help="a clean lmms-eval 0.7.x tree (git clone or unpacked sdist); it is only read")
@@ -98,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="check every PR (alone, then the series) in a fresh venv without this package; the numbers go into the descriptions")
     upstream.add_argument("--keep", action="store_true", help="with --validate: keep the trees, logs and runs in OUT/validation_work")
     upstream.set_defaults(run=_delegate("tools.upstream"))
+
+    doctor = sub.add_parser("doctor", help="which integrations with lmms-eval are active here, and the fix for each that is not")
+    doctor.add_argument("--no-network", action="store_true", help="do not contact the judge endpoints")
+    doctor.add_argument("--json", action="store_true", help="the findings as JSON")
+    doctor.set_defaults(run=_delegate("tools.doctor"))
     return parser
 
 

@@ -1,0 +1,205 @@
+"""Judging through the OpenAI Batch API (half the synchronous price), resumable after a kill.
+
+Every step is recorded in the judge cache (`batch.BatchLedger`, table `api_batches`) before the
+next one starts, so a rerun re-attaches to what an earlier run submitted and never submits a
+request twice:
+
+1. the submission row and its requests (`in_flight`) are recorded;
+2. the input file is uploaded (`uploaded`, with the file id); a run killed during the upload
+   left no batch behind: its submission is dropped and its requests are due again;
+3. the batch is created with the submission id in its metadata (`submitted`, with the batch
+   id); a run killed after the API created it but before the id was recorded finds it by that
+   metadata (or its input file) in the batch list, instead of creating another;
+4. it is polled until it ends (completed, expired, cancelled, failed), with a progress bar;
+5. its output and error files are downloaded and imported with the synchronous validation
+   rules (`batch.JudgePass` in ``import`` mode); requests without a result (an expired or
+   cancelled batch, a failed one) are counted and due again in the next round, up to the
+   judge's `max_attempts`; then the submission is marked `done`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from lmms_video_reasoning.judges.batch import BatchLedger, ResultLine, read_result_lines, split_lines
+from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
+from lmms_video_reasoning.utils.core import settings
+
+log = logging.getLogger("lmms_video_reasoning.judges")
+
+MAX_REQUESTS_PER_FILE = 50_000  # the Batch API's limits per input file
+MAX_FILE_BYTES = 200 * 1024 * 1024
+TERMINAL = ("completed", "failed", "expired", "cancelled")
+COMPLETION_WINDOW = "24h"
+METADATA_KEY = "lmms_vr_submission"
+POLL_SECONDS = settings.declare("LMMS_VR_BATCH_POLL_SECONDS", "float", 30.0, "seconds between two polls of a "
+                                "submitted batch (lmms-vr score --batch)", minimum=0.001)
+MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUESTS_PER_FILE, "requests per Batch API input "
+                                "file (the API's limit; lower it for a smaller enqueued-token quota)", minimum=1,
+                                maximum=MAX_REQUESTS_PER_FILE)
+# Test hook: the process kills itself (SIGKILL, no cleanup) right after the named step.
+KILL_AT_ENV = "LMMS_VR_BATCH_TEST_KILL_AT"
+
+
+def kill_point(step: str) -> None:
+    if os.environ.get(KILL_AT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class Finished:
+    """A submission that ended at the API, with its result lines."""
+
+    submission: str
+    batch_id: str
+    status: str
+    requests: int
+    results: dict[str, ResultLine]
+    unreadable: list[str]
+    errors: list[str]  # the batch's own errors (a failed batch: why)
+
+
+class BatchApi:
+    """The Batch API of one judge configuration (its endpoint, key and model)."""
+
+    def __init__(self, config: JudgeConfig, ledger: BatchLedger, max_requests: int = MAX_REQUESTS_PER_FILE,
+                 max_bytes: int = MAX_FILE_BYTES) -> None:
+        from openai import OpenAI
+
+        self.config, self.ledger = config, ledger
+        self.max_requests, self.max_bytes = max_requests, max_bytes
+        self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
+                             timeout=min(config.timeout, 600.0), max_retries=6)
+        self.poll_seconds = POLL_SECONDS.read()
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(self, lines: Sequence[dict], meta: dict[str, tuple[str, str]]) -> list[str]:
+        """Upload and submit ``lines`` in files within the API's limits; returns the submission ids."""
+        submissions = []
+        for chunk in split_lines(lines, self.max_requests, self.max_bytes):
+            submission = uuid.uuid4().hex
+            keys = [line_key(data) for data in chunk]
+            self.ledger.add_submission(submission, self.config.model, self.config.endpoint, keys, meta)
+            kill_point("recorded")
+            upload = self._call("upload the batch input file", self.client.files.create,
+                                file=(f"lmms_vr_{submission}.jsonl", b"".join(chunk)), purpose="batch")
+            self.ledger.update_submission(submission, input_file_id=upload.id, state="uploaded")
+            kill_point("uploaded")
+            self._create(submission, upload.id)
+            submissions.append(submission)
+        return submissions
+
+    def _create(self, submission: str, file_id: str) -> None:
+        batch = self._call("create the batch", self.client.batches.create, input_file_id=file_id,
+                           endpoint="/v1/chat/completions", completion_window=COMPLETION_WINDOW,
+                           metadata={METADATA_KEY: submission})
+        self.ledger.update_submission(submission, batch_id=batch.id, state="submitted", status=batch.status)
+        kill_point("submitted")
+
+    # ------------------------------------------------------------------ re-attach
+
+    def reattach(self) -> dict[str, int]:
+        """Bring every unfinished submission of an earlier (killed) run to `submitted`; returns
+        what was done: dropped (never reached the API), found (created, id recovered), created."""
+        done = {"dropped": 0, "found": 0, "created": 0}
+        for row in self.ledger.submissions(self.config.model, ["uploading"]):
+            self.ledger.drop_submission(row["submission"])
+            done["dropped"] += 1
+        for row in self.ledger.submissions(self.config.model, ["uploaded"]):
+            batch = self._find(row)
+            if batch is not None:
+                self.ledger.update_submission(row["submission"], batch_id=batch.id, state="submitted", status=batch.status)
+                done["found"] += 1
+            else:
+                self._create(row["submission"], row["input_file_id"])
+                done["created"] += 1
+        return done
+
+    def _find(self, row: dict) -> Any:
+        """The batch created for a recorded submission whose id was not recorded (by its metadata
+        or input file), None if the API has none."""
+        since = row["created"] - 3600
+        for batch in self._call("list the batches", self.client.batches.list, limit=100):
+            metadata = getattr(batch, "metadata", None) or {}
+            if metadata.get(METADATA_KEY) == row["submission"] or batch.input_file_id == row["input_file_id"]:
+                return batch
+            if batch.created_at < since:
+                break  # listed newest first: older batches cannot be this submission's
+        return None
+
+    # ------------------------------------------------------------------ wait and download
+
+    def open_submissions(self) -> list[dict]:
+        return self.ledger.submissions(self.config.model, ["submitted"])
+
+    def wait(self, rows: Sequence[dict]) -> list[Finished]:
+        """Poll the submissions until each has ended (progress bar), then download their files."""
+        from tqdm.auto import tqdm
+
+        pending = {row["batch_id"]: row for row in rows}
+        finished: list[Finished] = []
+        total = sum(row["requests"] for row in rows)
+        progress: dict[str, int] = {}
+        with tqdm(total=total, desc=f"batch judging ({self.config.model})", unit="req", mininterval=1.0) as bar:
+            while pending:
+                for batch_id, row in list(pending.items()):
+                    batch = self._call("poll the batch", self.client.batches.retrieve, batch_id)
+                    kill_point("polled")
+                    counts = getattr(batch, "request_counts", None)
+                    seen = (counts.completed + counts.failed) if counts is not None else 0
+                    bar.update(max(0, seen - progress.get(batch_id, 0)))
+                    progress[batch_id] = max(seen, progress.get(batch_id, 0))
+                    self.ledger.update_submission(row["submission"], status=batch.status)
+                    if batch.status in TERMINAL:
+                        finished.append(self._download(row, batch))
+                        del pending[batch_id]
+                if pending:
+                    time.sleep(self.poll_seconds)
+        return finished
+
+    def _download(self, row: dict, batch: Any) -> Finished:
+        results: dict[str, ResultLine] = {}
+        unreadable: list[str] = []
+        for name in ("output_file_id", "error_file_id"):
+            file_id = getattr(batch, name, None)
+            if not file_id:
+                continue
+            text = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, file_id).text
+            lines, bad = read_result_lines(iter(text.splitlines()), f"batch {batch.id} {name[:-8]} file")
+            for key, line in lines.items():
+                if key not in results or line.ok:
+                    results[key] = line
+            unreadable += bad
+        kill_point("downloaded")
+        errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
+        return Finished(row["submission"], batch.id, batch.status, row["requests"], results, unreadable, errors)
+
+    def _call(self, what: str, method, *args, **kwargs):
+        import openai
+
+        try:
+            return method(*args, **kwargs)
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+            raise JudgeConfigError(f"the Batch API at {self.config.endpoint} refused the key ({self.config.key_env}) "
+                                   f"while trying to {what} (HTTP {error.status_code})") from None
+        except openai.NotFoundError:
+            raise JudgeConfigError(f"the endpoint {self.config.endpoint} has no OpenAI Batch API (HTTP 404 while trying to "
+                                   f"{what}): judge {self.config.benchmark} without --batch, or through files "
+                                   "(--batch-export / --batch-import)") from None
+        except openai.APIError as error:
+            raise JudgeConfigError(f"the Batch API at {self.config.endpoint} failed to {what}: "
+                                   f"{type(error).__name__} {getattr(error, 'status_code', '')}".strip()) from None
+
+
+def line_key(data: bytes) -> str:
+    """The custom_id of an encoded batch input line (the cache key)."""
+    import json
+
+    return json.loads(data)["custom_id"]

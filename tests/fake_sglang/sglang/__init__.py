@@ -1,0 +1,1 @@
+"""Test stand-in for sglang (see ../README.md)."""

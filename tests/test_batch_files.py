@@ -1,0 +1,118 @@
+"""Offline batch judging: `lmms-vr score --batch-export` / `--batch-import` in rounds, answered by a
+`vllm run-batch` stand-in (`tests/batch_runner.py`: the sample judge's replies, run-batch's output
+format), then `lmms-vr score` from the cache, against the synchronous run of the same tasks."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from batch_runner import answer_file
+from lmms_video_reasoning.judges.cache import ReplyCache, request_key
+from lmms_video_reasoning.utils.tools.cli import main as cli_main
+from lmms_video_reasoning.utils.tools.demo import sample_responder
+from score_report_support import environment, sample_judge
+
+TASKS = ("vcr_cot", "vr_bench", "cg_bench_open")  # later steps (VCR-Bench, CG-Bench) and re-asks (VRBench's refusals)
+NO_KEY = {"LMMS_VR_JUDGE_BASE_URL": "", "LMMS_VR_JUDGE_API_KEY": "", "OPENAI_API_KEY": "", "DEEPSEEK_API_KEY": "",
+          "LMMS_VR_JUDGE_MODEL": "sample-oracle", "HF_HUB_OFFLINE": "1"}
+
+
+def _score(path, task, out, env) -> dict:
+    with environment(env):
+        assert cli_main(["score", str(path), "--task", task, "--out", str(out)]) == 0
+    return json.loads(out.read_text())["results"][task]
+
+
+@pytest.fixture(scope="module")
+def synchronous(sample_dir, sample_env, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sync")
+    with sample_judge(folder / "judge.sqlite", {**sample_env, "HF_HUB_OFFLINE": "1"}):
+        return {task: _score(sample_dir / "predictions.jsonl", task, folder / f"{task}.json", {}) for task in TASKS}
+
+
+def _round(predictions, task, folder, number, env, capsys, faults=None) -> tuple[int, str]:
+    requests, results = folder / f"requests_{number}.jsonl", folder / f"results_{number}.jsonl"
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", task, "--batch-export", str(requests)]) == 0
+        exported = capsys.readouterr().out
+        count = sum(1 for line in requests.read_text().splitlines() if line.strip())
+        if count:
+            answer_file(requests, results, sample_responder, faults=faults)
+            assert cli_main(["score", str(predictions), "--task", task, "--batch-import", str(results)]) == 0
+    return count, exported + capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_rounds_until_empty_give_the_synchronous_metrics(task, synchronous, sample_dir, sample_env, tmp_path, capsys):
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
+    predictions = sample_dir / "predictions.jsonl"
+    counts, outputs = [], []
+    for number in range(1, 10):
+        count, output = _round(predictions, task, tmp_path, number, env, capsys)
+        counts.append(count)
+        outputs.append(output)
+        if not count:
+            break
+    assert counts[-1] == 0 and "nothing to judge" in outputs[-1]
+    announced = int(outputs[0].split("rounds left: at most ")[1].split(",")[0])
+    assert len(counts) - 1 <= announced, (counts, announced)
+    if task != "vr_bench":
+        assert len(counts) >= 3, f"{task}: a later step is exported only after its first step is imported ({counts})"
+    scored = _score(predictions, task, tmp_path / "scored.json", env)
+    for name, value in synchronous[task].items():
+        got = scored[name]
+        same = (math.isnan(value) and math.isnan(got)) if isinstance(value, float) and math.isnan(value) else got == value
+        assert same, f"{task} {name}: synchronous {value!r}, batch files {got!r}"
+
+
+def test_export_lines_are_batch_requests_keyed_by_the_cache_key(sample_dir, sample_env, tmp_path, capsys):
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
+    _round(sample_dir / "predictions.jsonl", "vr_bench", tmp_path, 1, env, capsys)
+    lines = [json.loads(line) for line in (tmp_path / "requests_1.jsonl").read_text().splitlines()]
+    assert lines
+    for line in lines:
+        assert line["method"] == "POST" and line["url"] == "/v1/chat/completions"
+        body = line["body"]
+        assert body["model"] == "sample-oracle"
+        assert line["custom_id"] == request_key(body["model"], body["messages"], body["max_tokens"], body.get("temperature"), 0)
+    assert len({line["custom_id"] for line in lines}) == len(lines)
+
+
+def test_import_refuses_foreign_stale_and_other_models_replies(sample_dir, sample_env, tmp_path, capsys):
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
+    predictions = sample_dir / "predictions.jsonl"
+    requests, results = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(requests)]) == 0
+    keys = [json.loads(line)["custom_id"] for line in requests.read_text().splitlines()]
+    other, garbage, failing = keys[0], keys[1], keys[2]
+    answer_file(requests, results, sample_responder, faults={other: "other_model", garbage: "garbage", failing: "error"})
+    foreign = json.loads(results.read_text().splitlines()[3])
+    foreign["custom_id"] = "f" * 64  # a reply for a request this cache never exported
+    with results.open("a") as handle:
+        handle.write(json.dumps(foreign) + "\n" + "not json\n")
+    capsys.readouterr()
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "REFUSED (not served): 1 answered by another model than the judge's, 1 with a custom_id this cache never exported" in out
+    assert "1 unreadable lines" in out and "1 failed lines" in out
+    cache = ReplyCache(tmp_path / "judge.sqlite")
+    assert [row["reason"][:6] for row in cache.rejected(garbage)] == ["parse:"], "kept apart, not served"
+    assert cache.get(other) is None and cache.get(garbage) is None and cache.get("f" * 64) is None
+    assert any("answered by 'some-other-model'" in row["reason"] for row in cache.rejected(other))
+    assert cache.get(keys[3]) is not None
+    # The same results again: every line already imported is stale, nothing is served twice.
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
+    again = capsys.readouterr().out
+    assert "stale" in again and "cached 0 replies" in again
+    # The refused, unparsed and failed requests are due in the next export (the unparsed one as its re-ask).
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(tmp_path / "next.jsonl")]) == 0
+    due = [json.loads(line)["custom_id"] for line in (tmp_path / "next.jsonl").read_text().splitlines()]
+    assert other in due and failing in due and garbage not in due
+    assert len(due) == 3 + sum(1 for key in keys[3:] if cache.get(key) is None)  # + the sample judge's refusals, re-asked

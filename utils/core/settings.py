@@ -1,0 +1,141 @@
+"""Every environment variable of the suite, parsed by one set of rules.
+
+A setting is declared once, where it is used (`declare`, at module level), with its kind,
+default and meaning; it is read with `Setting.read()`. The rules are the same everywhere:
+
+- booleans: 1, true, yes, on / 0, false, no, off (any case); unset or empty = the default;
+- numbers: finite, within the declared bounds;
+- choices: one of the declared values (any case);
+- anything else is a `SettingError` naming the variable, the value and what is accepted,
+  never a silent default (a typo in a scoring switch must not read as "off").
+
+Settings that change scores (`scoring=True`) are written into each run's judge accounting /
+details file (`resolved(scoring_only=True)`), so a score can be reproduced.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only (strings at run time)
+    from typing import Any, Mapping
+
+# No dataclasses/typing imports: autoload reads LMMS_VR_NO_AUTOLOAD through this module at
+# every interpreter start (via the installed .pth), so it stays as cheap as `os`.
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+KINDS = ("bool", "int", "float", "choice", "text")
+
+
+class SettingError(ValueError):
+    """An environment variable holds a value its setting does not accept."""
+
+
+class Setting:
+    """One environment variable: kind, default, meaning, accepted values.
+    `scoring`: it changes scores, so it is recorded with every run's results."""
+
+    __slots__ = ("name", "kind", "default", "help", "choices", "minimum", "maximum", "scoring")
+
+    def __init__(self, name: str, kind: str, default: Any, help: str, choices: tuple[str, ...] = (),
+                 minimum: float | None = None, maximum: float | None = None, scoring: bool = False) -> None:
+        self.name, self.kind, self.default, self.help = name, kind, default, help
+        self.choices, self.minimum, self.maximum, self.scoring = tuple(choices), minimum, maximum, scoring
+
+    def _identity(self) -> tuple:
+        return tuple(getattr(self, slot) for slot in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Setting) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"Setting({self.name}, {self.kind}, default={self.default!r})"
+
+    def read(self, env: Mapping[str, str] | None = None) -> Any:
+        raw = (os.environ if env is None else env).get(self.name, "")
+        return self.parse(raw)
+
+    def is_set(self, env: Mapping[str, str] | None = None) -> bool:
+        return bool((os.environ if env is None else env).get(self.name, "").strip())
+
+    def parse(self, raw: str | None) -> Any:
+        text = (raw or "").strip()
+        if not text:
+            return self.default
+        if self.kind == "bool":
+            if text.lower() in TRUE:
+                return True
+            if text.lower() in FALSE:
+                return False
+            return self._reject(text, "one of " + ", ".join(TRUE + FALSE))
+        if self.kind == "choice":
+            if text.lower() in self.choices:
+                return text.lower()
+            return self._reject(text, "one of " + ", ".join(self.choices))
+        if self.kind in ("int", "float"):
+            return self._number(text)
+        return text
+
+    def _number(self, text: str) -> int | float:
+        try:
+            value: int | float = int(text) if self.kind == "int" else float(text)
+        except ValueError:
+            return self._reject(text, f"a{'n integer' if self.kind == 'int' else ' number'}{self._bounds()}")
+        if not math.isfinite(value) or (self.minimum is not None and value < self.minimum) or (
+                self.maximum is not None and value > self.maximum):
+            return self._reject(text, f"a finite number{self._bounds()}")
+        return value
+
+    def _bounds(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f" from {self.minimum:g} to {self.maximum:g}"
+        if self.minimum is not None:
+            return f" of at least {self.minimum:g}"
+        return ""
+
+    def _reject(self, text: str, accepted: str) -> Any:
+        raise SettingError(f"{self.name}={text!r} is not accepted: use {accepted} ({self.help}; "
+                           f"unset it for the default, {self.default!r})")
+
+
+_DECLARED: dict[str, Setting] = {}
+
+
+def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Setting:
+    """Declare a setting (idempotent for the same declaration; a conflicting one is a bug)."""
+    if kind not in KINDS:
+        raise ValueError(f"setting {name}: unknown kind {kind!r}")
+    setting = Setting(name, kind, default, help, **options)
+    existing = _DECLARED.setdefault(name, setting)
+    if existing != setting:
+        raise ValueError(f"setting {name} declared twice differently: {existing} / {setting}")
+    return setting
+
+
+def get(name: str) -> Setting:
+    """The declared setting `name` (KeyError: not declared by any module imported so far)."""
+    return _DECLARED[name]
+
+
+def declared() -> list[Setting]:
+    return sorted(_DECLARED.values(), key=lambda s: s.name)
+
+
+def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -> dict[str, Any]:
+    """{name: value} of the declared settings in effect (defaults included); an invalid value
+    is reported as its error text rather than raised (this is a record, not a check)."""
+    values: dict[str, Any] = {}
+    for setting in declared():
+        if scoring_only and not setting.scoring:
+            continue
+        try:
+            values[setting.name] = setting.read(env)
+        except SettingError as error:
+            values[setting.name] = f"invalid: {error}"
+    return values

@@ -1,0 +1,219 @@
+"""Every assumption this suite makes about lmms-eval, declared in one place.
+
+lmms-eval (0.7.x) offers entry points for models only, so the rest of the integration —
+tasks visible to every command, Stderr for our aggregations, judge cost in its usage
+summary, the run's output files, fast video inputs, decode-ahead — touches the host's
+internals. Each such place is a `Touchpoint`: what it gives the user, what it assumes of
+lmms-eval, the lmms-eval versions it was verified on, and what the user loses (with the
+workaround) when it is off.
+
+A touchpoint is installed only through `Touchpoint.install`: on an lmms-eval version not in
+`verified`, or when its own check of the host fails, or when installing raises, it stays
+off and logs one WARNING naming what is lost and the workaround. Nothing here ever fails
+an lmms-eval command: a run of another task, or of ours without the extra, goes on.
+`LMMS_VR_HOST_UNVERIFIED=1` installs on unverified versions anyway (each check still runs).
+
+`lmms-vr doctor` prints the state of every touchpoint (`status()`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lmms_video_reasoning.utils.core import settings
+
+log = logging.getLogger("lmms_video_reasoning.host")
+
+HOST_UNVERIFIED = settings.declare("LMMS_VR_HOST_UNVERIFIED", "bool", False,
+                                   "install host touchpoints on lmms-eval versions they were not verified on")
+
+VERIFIED = ("0.7.3",)  # lmms-eval versions every touchpoint below was run against (tests/test_host.py)
+WRAPPED = "_lmms_video_reasoning_wrapped"  # marks a host function we wrapped (installing twice is a no-op)
+
+
+class HostAssumptionFailed(RuntimeError):
+    """The installed lmms-eval is not what a touchpoint assumes (message: what differs)."""
+
+
+def host_version() -> str | None:
+    try:
+        return importlib.metadata.version("lmms-eval")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass
+class Touchpoint:
+    name: str
+    gives: str  # what the user gets while it is on
+    assumes: str  # the host facts it relies on
+    lost: str  # what the user loses while it is off
+    workaround: str
+    verified: tuple[str, ...] = VERIFIED
+    state: str = "not installed"  # "on", "off: <why>", or "not installed" (its lmms-eval module never loaded)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _installing: bool = field(default=False, repr=False)
+
+    def install(self, install: Callable[[], None]) -> bool:
+        """Run `install` (which raises HostAssumptionFailed when the host differs) unless off."""
+        with self._lock:
+            if self.state == "on":
+                return True
+            if self.state.startswith("off"):  # decided once per process, warned once
+                return False
+            if self._installing:  # installing imports lmms-eval modules whose hooks land here again
+                return False
+            version = host_version()
+            if version not in self.verified and not HOST_UNVERIFIED.read():
+                return self._off(f"lmms-eval {version} is not among the verified versions {', '.join(self.verified)} "
+                                 "(LMMS_VR_HOST_UNVERIFIED=1 tries anyway)")
+            self._installing = True
+            try:
+                install()
+            except HostAssumptionFailed as failed:
+                return self._off(str(failed))
+            except Exception as error:  # noqa: BLE001 - never break the host's own import
+                return self._off(f"{type(error).__name__}: {error}")
+            finally:
+                self._installing = False
+            self.state = "on"
+            return True
+
+    def worked(self) -> None:
+        """A touchpoint used at run time found what it assumes (until it once does not)."""
+        if self.state == "not installed":
+            self.state = "on"
+
+    def switch_off(self, why: str) -> None:
+        """Turn off at run time (an assumption found false while running), warning once."""
+        with self._lock:
+            if not self.state.startswith("off"):
+                self._off(why)
+
+    def _off(self, why: str) -> bool:
+        self.state = f"off: {why}"
+        log.warning("lmms-video-reasoning: %s is off (%s). You lose: %s. Workaround: %s.",
+                    self.name, why, self.lost, self.workaround)
+        return False
+
+
+TOUCHPOINTS: dict[str, Touchpoint] = {}
+
+
+def declare(name: str, *, gives: str, assumes: str, lost: str, workaround: str,
+            verified: tuple[str, ...] = VERIFIED) -> Touchpoint:
+    TOUCHPOINTS[name] = Touchpoint(name, gives, assumes, lost, workaround, verified)
+    return TOUCHPOINTS[name]
+
+
+def status() -> list[Touchpoint]:
+    return list(TOUCHPOINTS.values())
+
+
+def require(condition: bool, what: str) -> None:
+    """A touchpoint's check of the host: raise HostAssumptionFailed naming what differs."""
+    if not condition:
+        raise HostAssumptionFailed(what)
+
+
+def wrap(owner: object, attribute: str, make: Callable[[Callable], Callable]) -> None:
+    """Replace `owner.attribute` with `make(original)` (once; the replacement is marked)."""
+    original = getattr(owner, attribute)
+    if getattr(original, WRAPPED, False):
+        return
+    replacement = functools.wraps(original)(make(original))
+    setattr(replacement, WRAPPED, True)
+    setattr(owner, attribute, replacement)
+
+
+def parameter_names(function: Callable) -> list[str]:
+    import inspect
+
+    return list(inspect.signature(function).parameters)
+
+
+# -- the touchpoints (installed by utils/lmms/plugin.py; used where named) ---------------------
+
+TASK_PATH = declare(
+    "task-path",
+    gives="this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
+    assumes="lmms_eval.tasks.TaskManager.initialize_tasks(include_path=...) builds every task index",
+    lost="the tasks are not found by name",
+    workaround='pass --include_path "$(lmms-vr tasks-path)"')
+MODEL_MANIFESTS = declare(
+    "model-manifests",
+    gives="the `vr_replay` model (replay predictions)",
+    assumes="lmms_eval.models.MODEL_REGISTRY_V2 with register_manifest / list_canonical_model_ids and "
+            "lmms_eval.models.registry_v2.ModelManifest(model_id, simple_class_path)",
+    lost="--model vr_replay is unknown",
+    workaround="score predictions with `lmms-vr score PREDICTIONS.jsonl --task TASK`")
+STDERR = declare(
+    "stderr",
+    gives="bootstrap standard errors of the headline metrics in lmms-eval's Stderr column",
+    assumes="lmms_eval.api.metrics.stderr_for_metric(metric, bootstrap_iters), imported by name into "
+            "lmms_eval.evaluator_utils (its `cluster_key` CLT errors cover means of per-sample scores only, "
+            "not F1 of means or per-question joins)",
+    lost="Stderr shows N/A for this suite's metrics",
+    workaround="`lmms-vr report RESULTS` gives the same bootstrap intervals")
+TASK_CONTEXT = declare(
+    "task-context",
+    gives="judge usage attributed to the task being aggregated, and the task's records file named",
+    assumes="lmms_eval.evaluator_utils.TaskOutput.calculate_aggregate_metric(self, ...) with self.task_name; "
+            "usage_metrics.set_task_context and its module variable _CURRENT_TASK_CONTEXT",
+    lost="judge usage is not split by task; records files are named `records_task.jsonl`",
+    workaround="the judge accounting file beside the results holds the judge's calls and cost")
+JUDGE_USAGE = declare(
+    "judge-usage",
+    gives="the judge's tokens and cost in lmms-eval's usage summary (results['usage'])",
+    assumes="lmms_eval.models.model_utils.usage_metrics.summarize_usage_metrics / reset_usage_metrics / "
+            "log_usage(model_name, input_tokens, output_tokens, source), bound by lmms_eval.evaluator at its import",
+    lost="the judge's cost is missing from results['usage']",
+    workaround="read `<date>_judge_accounting_<benchmark>.json` beside the results")
+RUN_FILES = declare(
+    "run-files",
+    gives="the records and judge accounting written beside the run's results with the same date prefix",
+    assumes="lmms_eval.evaluator.simple_evaluate's locals `datetime_str` and `evaluation_tracker` on the "
+            "aggregating thread's stack",
+    lost="extra files carry a date rebuilt from the CLI arguments (may differ from the results file by a second)",
+    workaround="`lmms-vr score OUTPUT_PATH` pairs files by task, not only by date")
+FAST_INPUTS = declare(
+    "fast-inputs",
+    gives="video-native models decode only the frames they keep, from a small proxy clip",
+    assumes="the model classes of utils/lmms/model_video.py KNOWN_MODELS and their frame readings "
+            "(qwen-vl-utils versions in model_video.VERIFIED_VERSIONS)",
+    lost="models decode the whole video themselves (slower, more memory; the same frames)",
+    workaround="none needed for correctness; LMMS_VR_VIDEO_INPUT=path is the same behaviour on purpose")
+DECODE_AHEAD = declare(
+    "decode-ahead",
+    gives="the next documents' videos decoded while the GPU generates",
+    assumes="simple models' generate_until(self, requests) holding `re_ords` (a Collator with arr_with_indices) "
+            "and `doc_id`/`task`, and requests' args (context, gen_kwargs, doc_to_visual, doc_id, task, split)",
+    lost="each video is decoded when the model asks for it (GPU waits on decoding)",
+    workaround="LMMS_VR_DECODE_AHEAD=0 states it explicitly; nothing else changes")
+FAILURE_PLACEHOLDERS = declare(
+    "failure-placeholders",
+    gives="API models' give-up strings counted as model failures instead of scored as answers",
+    assumes="the placeholder texts of lmms-eval's API models (utils/lmms/responses.py)",
+    lost="a failed API request may be scored as a wrong answer",
+    workaround="check `model_failed` against your API logs")
+CLI_ARGUMENTS = declare(
+    "cli-arguments",
+    gives="the preflight knows --model, --output_path and --predict_only before generation",
+    assumes="lmms-eval's CLI flags --model, --output_path, --predict_only in sys.argv",
+    lost="the preflight checks everything (judge and media) whatever the flags",
+    workaround="LMMS_VR_PREFLIGHT=off skips the preflight")
+JUDGE_SERVER = declare(
+    "judge-server",
+    gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
+          "aggregation) is done",
+    assumes="lmms_eval.evaluator.get_launcher(name)(**launcher_args) builds the launcher (simple_evaluate); evaluate calls "
+            "launch() on rank 0 after generation, clean() on rank 0 before aggregation, then consolidate_results(...); "
+            "launchers have host, port, model (api_key) and serve the OpenAI API under /v1 (utils/lmms/launcher.py)",
+    lost="a server started with --launcher_args is stopped before this suite judges: its judged metrics are not computed",
+    workaround="start the judge server yourself and set LMMS_VR_JUDGE_BASE_URL and LMMS_VR_JUDGE_MODEL, or judge later "
+               "with `lmms-vr score`")

@@ -1,0 +1,193 @@
+"""lmms-eval's own judge settings for this suite's judges, and lmms-eval's judge server kept alive for them.
+
+With no LMMS_VR_JUDGE_* variable set, the suite's judges follow lmms-eval's (`lmms_judge`,
+registered with `judges.config.register_host_judge`):
+
+- `--launcher_args name=sglang,model=M,host=H,port=P[,api_key=K]`: lmms-eval starts a judge
+  server on rank 0 after generation; every benchmark is judged by model M at http://H:P/v1;
+- else `API_TYPE=local`: lmms-eval's local provider, `LLM_JUDGE_URL` (default
+  http://localhost:8000/v1/chat/completions; the route is stripped) with model `MODEL_VERSION`
+  (else the one the server lists), no key;
+- else `API_TYPE=openai` (lmms-eval's default): nothing to change, VCR-Bench and CG-Bench already
+  read `OPENAI_API_KEY`, `OPENAI_API_URL` and `MODEL_VERSION` (VRBench keeps its DeepSeek judge);
+- `API_TYPE=azure|async_azure|bedrock|dummy`: not an endpoint this suite's judges can call; one
+  WARNING says so and names LMMS_VR_JUDGE_*, and the benchmarks' own defaults apply.
+
+lmms-eval calls the launcher's `clean()` (killing the server) right before aggregation, which
+is when this suite judges. The launcher lmms-eval builds is wrapped so that `clean()` is held
+back until every task's aggregation has run (lmms-eval's next step, `consolidate_results`), or
+until the process exits if that step is never reached.
+
+Verified against lmms-eval 0.7.3 (`evaluator.py`: `simple_evaluate` builds
+`get_launcher(name)(**launcher_args)`; `evaluate` calls `launch()` on rank 0 after generation,
+`clean()` on rank 0 before `calculate_aggregate_metric`, then `consolidate_results(eval_tasks)`;
+`llm_judge/launcher/base.py`: launchers have `host`, `port`, `model`; the SGLang launcher also
+`api_key`, and its server answers the OpenAI API under /v1). It is the `judge-server` touchpoint of
+host.py: on another lmms-eval version, when `lmms_eval.evaluator` has no `get_launcher` or
+`consolidate_results`, or when a launcher lacks `host`/`port`/`model`, it switches itself off with
+one WARNING and lmms-eval runs as shipped (its server is gone when we judge: set
+LMMS_VR_JUDGE_BASE_URL to a server that outlives aggregation). The settings (API_TYPE=local) need
+no wrapping and always apply.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any, Mapping
+
+from lmms_video_reasoning.judges import config as judge_config
+from lmms_video_reasoning.judges.config import HostJudge
+from lmms_video_reasoning.utils.lmms import host
+
+log = logging.getLogger("lmms_video_reasoning")
+
+DEFAULT_LOCAL_URL = "http://localhost:8000/v1/chat/completions"  # lmms_eval.llm_judge.providers.local
+UNSUPPORTED_API_TYPES = ("azure", "async_azure", "bedrock", "dummy")
+
+_lock = threading.Lock()
+_launchers: list["KeptAliveLauncher"] = []  # built by lmms-eval in this process, newest last
+_warned: set[str] = set()
+
+
+def _warn_once(topic: str, message: str, *args: Any) -> None:
+    with _lock:
+        if topic in _warned:
+            return
+        _warned.add(topic)
+    log.warning(message, *args)
+
+
+class KeptAliveLauncher:
+    """lmms-eval's launcher, whose `clean()` waits until this suite's judging is done.
+
+    lmms-eval only calls `launch()` and `clean()`; every other attribute is the launcher's."""
+
+    def __init__(self, launcher: Any, name: str) -> None:
+        self.launcher = launcher
+        self.name = name
+        self.launched = False
+        self.clean_requested = False
+        self.cleaned = False
+
+    def __getattr__(self, attribute: str):
+        return getattr(self.launcher, attribute)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.launcher.host}:{self.launcher.port}/v1"
+
+    def launch(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.launcher.launch(*args, **kwargs)
+        self.launched = True
+        atexit.register(self.finish)  # if lmms-eval never reaches consolidate_results
+        log.info("lmms-eval's judge server (--launcher_args name=%s, model %s) is up at %s; this suite's judges use it "
+                 "and it is stopped once they are done", self.name, self.launcher.model, self.base_url)
+        return result
+
+    def clean(self, *args: Any, **kwargs: Any) -> None:
+        """lmms-eval cleans before aggregation; held back until `finish` (after aggregation)."""
+        self.clean_requested = True
+
+    def finish(self) -> None:
+        """Stop the server, once, if it was launched (lmms-eval asked for it, or the process ends)."""
+        with _lock:
+            if self.cleaned or not self.launched:
+                return
+            self.cleaned = True
+        try:
+            self.launcher.clean()
+        except Exception as error:  # noqa: BLE001 - never mask the run's own outcome
+            log.warning("stopping lmms-eval's judge server (%s) failed: %s: %s", self.name, type(error).__name__, error)
+
+
+def launcher_judge(launcher: KeptAliveLauncher) -> HostJudge:
+    """The judge a launcher's server provides (`started` False until it is launched)."""
+    return HostJudge(base_url=launcher.base_url, model=str(launcher.launcher.model), api_key=getattr(launcher.launcher, "api_key", None),
+                     source=f"lmms-eval --launcher_args name={launcher.name}", started=launcher.launched and not launcher.cleaned,
+                     model_variable="--launcher_args model=...")
+
+
+def lmms_judge(env: Mapping[str, str]) -> HostJudge | None:
+    """The judge lmms-eval's settings name (see the module docstring), or None (the benchmarks' own defaults)."""
+    with _lock:
+        launcher = _launchers[-1] if _launchers else None
+    if launcher is not None and not launcher.cleaned:
+        return launcher_judge(launcher)
+    api_type = (env.get("API_TYPE") or "").strip().lower()
+    if api_type == "local":
+        url = (env.get("LLM_JUDGE_URL") or "").strip() or DEFAULT_LOCAL_URL
+        base = url.rstrip("/")
+        base = base[: -len("/chat/completions")] if base.endswith("/chat/completions") else base
+        model = (env.get("MODEL_VERSION") or "").strip() or None
+        return HostJudge(base_url=base, model=model, source="lmms-eval API_TYPE=local (LLM_JUDGE_URL)", model_variable="MODEL_VERSION")
+    if api_type in UNSUPPORTED_API_TYPES:
+        _warn_once(f"api_type:{api_type}", "API_TYPE=%s (lmms-eval's %s judge provider) is not an OpenAI-compatible endpoint this "
+                   "suite's judges can call; they use their own defaults. Set LMMS_VR_JUDGE_BASE_URL, LMMS_VR_JUDGE_API_KEY and "
+                   "LMMS_VR_JUDGE_MODEL (e.g. Azure's <endpoint>/openai/v1) to judge with it.", api_type, api_type)
+    return None
+
+
+def register_judge_settings() -> None:
+    """Make lmms-eval's judge settings this suite's default (no LMMS_VR_JUDGE_* set). Idempotent."""
+    judge_config.register_host_judge(lmms_judge)
+
+
+def install() -> bool:
+    """Register lmms-eval's judge settings, and wrap its launcher and its post-aggregation step
+    (the `judge-server` touchpoint of host.py: once; off with one WARNING, lmms-eval then runs as
+    shipped, when it is not shaped as assumed). True when the wrapping is on."""
+    register_judge_settings()
+
+    def check_and_wrap() -> None:
+        import lmms_eval.evaluator as evaluator
+
+        host.require(callable(getattr(evaluator, "get_launcher", None)), "lmms_eval.evaluator.get_launcher is gone")
+        host.require(callable(getattr(evaluator, "consolidate_results", None)), "lmms_eval.evaluator.consolidate_results is gone")
+        host.wrap(evaluator, "get_launcher", _wrapped_get_launcher)
+        host.wrap(evaluator, "consolidate_results", _wrapped_consolidate)
+
+    return host.JUDGE_SERVER.install(check_and_wrap)
+
+
+def _wrapped_get_launcher(get_launcher):
+    def wrapped(*args: Any, **kwargs: Any):
+        launcher_class = get_launcher(*args, **kwargs)
+        name = str(args[0] if args else kwargs.get("name", "?"))
+
+        def build(*build_args: Any, **build_kwargs: Any):
+            launcher = launcher_class(*build_args, **build_kwargs)
+            missing = [a for a in ("host", "port", "model", "launch", "clean") if not hasattr(launcher, a)]
+            if missing:
+                host.JUDGE_SERVER.switch_off(f"the {name} launcher has no {', '.join(missing)}")
+                return launcher
+            host.JUDGE_SERVER.worked()
+            kept = KeptAliveLauncher(launcher, name)
+            with _lock:
+                _launchers.append(kept)
+            return kept
+
+        return build
+
+    return wrapped
+
+
+def _wrapped_consolidate(consolidate):
+    def wrapped(*args: Any, **kwargs: Any):
+        # every task's aggregation (this suite's judging) has run: lmms-eval's requested clean() now
+        with _lock:
+            requested = [launcher for launcher in _launchers if launcher.clean_requested]
+        for launcher in requested:
+            launcher.finish()
+        return consolidate(*args, **kwargs)
+
+    return wrapped
+
+
+def reset_for_tests() -> None:
+    """Forget the launchers of this process and the touchpoint's state (tests building several)."""
+    with _lock:
+        _launchers.clear()
+        _warned.clear()
+    host.JUDGE_SERVER.state = "not installed"

@@ -1,0 +1,388 @@
+"""`lmms-vr score` before and instead of synchronous judging: the cost estimate, batch files, the Batch API.
+
+    lmms-vr score PATH --estimate                    the bill: requests not cached, tokens, price (sync and batch)
+    lmms-vr score PATH --batch-export requests.jsonl every request that can be made now (Batch API / vllm run-batch lines)
+    lmms-vr score PATH --batch-import results.jsonl  fill the cache from the results (validated as synchronous replies)
+    lmms-vr score PATH --batch [--out scored.json]   the same through the OpenAI Batch API, then score from the cache
+
+Each runs the tasks' own scoring code with a judge that does not send (`judges.batch.JudgePass`),
+so the requests are exactly those the synchronous run would send, and the dependent ones (a
+protocol's later step, a re-ask) appear once what they depend on is in the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from lmms_video_reasoning.judges import batch as batch_mod
+from lmms_video_reasoning.judges.batch import JudgePass, TagEstimate
+from lmms_video_reasoning.judges.config import batch_price
+from lmms_video_reasoning.judges.engine import judges_replaced_by
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.roots import DataError
+
+log = logging.getLogger("lmms_video_reasoning.score")
+
+
+@contextlib.contextmanager
+def quiet_judging() -> Iterator[None]:
+    """The benchmarks' warnings about failed judgments mean "pending" in a pass: not shown."""
+    logger = logging.getLogger("lmms_video_reasoning")
+    saved = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
+
+
+def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
+    """The tasks' own scoring (`score_records`) with `judge_pass` as every benchmark's judge."""
+    from lmms_video_reasoning.utils.results.score import task_spec
+
+    for item in gathered:
+        spec = task_spec(item.task)
+        bench = registry.get(spec.benchmark).scoring
+        records = list(item.records)
+        if not records or not bench.needs_judge(records):
+            continue
+        judge_pass.task = item.task
+        with quiet_judging(), judges_replaced_by(judge_pass):
+            bench.score(records, bench.settings(records))
+    return judge_pass
+
+
+# ---------------------------------------------------------------------- estimate
+
+
+@dataclass
+class CostRow:
+    benchmark: str
+    task: str
+    tag: str
+    model: str
+    estimate: TagEstimate
+    sync_usd: float | None
+    batch_usd: float | None
+
+
+def _usd(estimate: TagEstimate, price: dict[str, float] | None) -> float | None:
+    if price is None:
+        return None
+    return (estimate.input_tokens * price["input"] + estimate.output_tokens * price["output"]) / 1e6
+
+
+def cost_rows(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[CostRow]:
+    rows = []
+    for task, tags in judge_pass.estimates.items():
+        benchmark = task_benchmarks.get(task, "")
+        judge = judge_pass.judges.get(registry.get(benchmark).scoring.judge_name) if benchmark else None
+        if judge is None:
+            continue
+        price = judge.config.price()
+        cheap = batch_price(judge.config.model, price)
+        for tag, estimate in sorted(tags.items()):
+            rows.append(CostRow(benchmark, task, tag, judge.config.model, estimate, _usd(estimate, price), _usd(estimate, cheap)))
+    return rows
+
+
+def estimate(gathered: Sequence[Any], walk: bool = True) -> dict:
+    """The estimate of every task's judging as JSON-ready data (rows, totals, how tokens were counted)."""
+    from lmms_video_reasoning.judges.tokens import tokenizer_for
+    from lmms_video_reasoning.utils.results.score import task_spec
+
+    judge_pass = run_pass(gathered, JudgePass("estimate", walk=walk))
+    benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
+    rows = cost_rows(judge_pass, benchmarks)
+    models = sorted({row.model for row in rows} | set(judge_pass.models().values()))
+    return {
+        "rows": [{"benchmark": r.benchmark, "task": r.task, "judge_call": r.tag, "model": r.model, **vars(r.estimate),
+                  "usd_sync": r.sync_usd, "usd_batch": r.batch_usd} for r in rows],
+        "total": _totals(rows),
+        "cache_hits": dict(judge_pass.served),
+        "tokenizers": {model: tokenizer_for(model).method for model in models},
+        "cache": {b: str(j.config.cache_path) if j.config.cache_path else None for b, j in judge_pass.judges.items()},
+    }
+
+
+def _totals(rows: Sequence[CostRow]) -> dict:
+    total = batch_mod.summarize_estimates({str(i): r.estimate for i, r in enumerate(rows)})
+    sync = [r.sync_usd for r in rows]
+    cheap = [r.batch_usd for r in rows]
+    return {**vars(total),
+            "usd_sync": None if any(v is None for v in sync) else sum(sync),
+            "usd_batch": None if any(v is None for v in cheap) else sum(cheap),
+            "usd_sync_known": sum(v for v in sync if v is not None), "usd_batch_known": sum(v for v in cheap if v is not None)}
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.2f}"
+
+
+def print_estimate(data: dict) -> None:
+    print("Judging cost estimate: judge requests not in the cache, per benchmark, task and judge call")
+    header = f"{'benchmark':<11} {'task':<18} {'judge call':<24} {'requests':>9} {'input tok':>12} {'output tok':>11} {'sync':>10} {'batch':>10}"
+    print(header)
+    print("-" * len(header))
+    for row in data["rows"]:
+        note = f"  ({row['after_assumed']} after an assumed reply)" if row["after_assumed"] else ""
+        note += f"  (+ up to {row['later_steps']} later steps)" if row["later_steps"] else ""
+        print(f"{row['benchmark']:<11} {row['task']:<18} {row['judge_call']:<24} {row['requests']:>9,} {row['input_tokens']:>12,} "
+              f"{row['output_tokens']:>11,} {_money(row['usd_sync']):>10} {_money(row['usd_batch']):>10}{note}")
+    total = data["total"]
+    print("-" * len(header))
+    print(f"{'total':<55} {total['requests']:>9,} {total['input_tokens']:>12,} {total['output_tokens']:>11,} "
+          f"{_money(total['usd_sync']):>10} {_money(total['usd_batch']):>10}")
+    if total["usd_sync"] is None and data["rows"]:
+        print(f"(prices known for part of it: {_money(total['usd_sync_known'])} sync, {_money(total['usd_batch_known'])} batch; "
+              "set LMMS_VR_JUDGE_PRICES for the others)")
+    hits = sum(data["cache_hits"].values())
+    print(f"\nalready in the judge cache (not counted): {hits:,} requests")
+    for model, method in data["tokenizers"].items():
+        print(f"input tokens of {model}: {method}; chat framing and images as OpenAI bills them")
+    print("output tokens: each protocol's reply format (judges' expected replies); re-asks of unparseable replies not "
+          "included. Later steps (VCR-Bench answer scoring after extraction, CG-Bench's open-ended step 2) are counted by "
+          "assuming the earlier step's expected reply: CG-Bench step 2 for every question (an upper bound)." )
+    print("batch price: the OpenAI Batch API (50% of synchronous, or LMMS_VR_JUDGE_PRICES's batch_input/batch_output); "
+          "n/a for endpoints without one")
+
+
+def estimate_line(task: str, judge_pass: JudgePass) -> str | None:
+    """The one log line of an in-run estimate (the first steps: later steps depend on replies)."""
+    tags = judge_pass.estimates.get(task)
+    judge = next(iter(judge_pass.judges.values()), None)
+    if judge is None:
+        return None
+    total = batch_mod.summarize_estimates(dict(tags or {}))
+    from lmms_video_reasoning.judges.tokens import tokenizer_for
+
+    price = judge.config.price()
+    later = f" (+ up to {total.later_steps:,} later-step requests after their replies)" if total.later_steps else ""
+    return (f"{task}: judging {total.requests:,} requests not in the judge cache{later} ({judge_pass.served.get(task, 0):,} cached): "
+            f"{total.input_tokens:,} input tokens ({tokenizer_for(judge.config.model).method}), ~{total.output_tokens:,} output "
+            f"tokens; {_money(_usd(total, price))} synchronous, {_money(_usd(total, batch_price(judge.config.model, price)))} "
+            f"batched ({judge.config.model}; `lmms-vr score <output_path> --estimate` for the full bill)")
+
+
+# ---------------------------------------------------------------------- batch files
+
+
+def export(gathered: Sequence[Any], path: Path) -> dict:
+    """Write every request that can be sent now; returns what was written and the rounds left."""
+    judge_pass = run_pass(gathered, JudgePass("collect"))
+    pending = list(judge_pass.pending.values())
+    lines = [p.line for p in pending]
+    batch_mod.write_lines(path, lines)
+    for judge in judge_pass.judges.values():
+        keys = [p.key for p in pending if p.benchmark == judge.config.benchmark]
+        if keys and judge.ledger is not None:
+            judge.ledger.mark_many(keys, judge.config.model, batch_mod.EXPORTED, meta={p.key: (p.benchmark, p.tag) for p in pending})
+    by_tag: dict[str, int] = {}
+    for p in pending:
+        by_tag[p.tag] = by_tag.get(p.tag, 0) + 1
+    return {"requests": len(lines), "rounds_left": max((p.rounds_left for p in pending), default=0), "by_tag": by_tag,
+            "models": judge_pass.models(), "path": str(path)}
+
+
+def print_export(result: dict) -> None:
+    if not result["requests"]:
+        print(f"nothing to judge: every judge request is answered in the cache ({result['path']} is empty). "
+              "Score with `lmms-vr score PATH --out scored.json`.")
+        return
+    tags = ", ".join(f"{tag} {count}" for tag, count in sorted(result["by_tag"].items()))
+    print(f"{result['requests']} judge requests written to {result['path']} ({tags}) for "
+          + ", ".join(f"{b}: {m}" for b, m in sorted(result["models"].items())))
+    print(f"rounds left: at most {result['rounds_left']}, this one included (a later step or a re-ask of an unparseable "
+          "reply is exported once what it depends on is imported; a failed result line adds a round)")
+    print("answer it with the Batch API or e.g. `vllm run-batch -i requests.jsonl -o results.jsonl --model <judge model>`, then "
+          "`lmms-vr score PATH --batch-import results.jsonl`")
+
+
+def import_results(gathered: Sequence[Any], path: Path) -> dict:
+    """Fill the cache from a results file; returns the counts of every line's fate."""
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as handle:
+            results, unreadable = batch_mod.read_result_lines(handle, str(path))
+    except OSError as error:
+        raise DataError(f"cannot read the batch results {path}: {error.strerror or error}") from None
+    return import_lines(gathered, results, unreadable, str(path))
+
+
+def import_lines(gathered: Sequence[Any], results: dict, unreadable: list[str], where: str) -> dict:
+    judge_pass = run_pass(gathered, JudgePass("import", results=results, endpoint=f"(batch results {Path(where).name})"))
+    counts = judge_pass.counts
+    counts.unreadable = list(unreadable)
+    counts.lines = len(results) + len(unreadable)
+    ledgers = [judge.ledger for judge in judge_pass.judges.values() if judge.ledger is not None]
+    stale, foreign = batch_mod.stale_or_foreign(results, judge_pass.consumed, ledgers)
+    counts.refused_stale += stale
+    counts.refused_foreign += foreign
+    out = counts.as_dict()
+    out["next_round"] = len(judge_pass.pending)
+    out["rounds_left"] = max((p.rounds_left for p in judge_pass.pending.values()), default=0)
+    out["consumed"] = sorted(judge_pass.consumed)
+    return out
+
+
+def print_import(result: dict, where: str) -> None:
+    print(f"imported {where}: {result['lines']} lines; cached {result['cached']} replies, {result['rejected']} did not parse "
+          f"(kept apart; re-asked in the next round), {result['errors']} failed lines (due again; {result['failed']} of them "
+          f"out of attempts: judged failed)")
+    refused = result["refused_model"] + result["refused_foreign"] + result["refused_stale"]
+    if refused or result["unreadable"]:
+        print(f"REFUSED (not served): {result['refused_model']} answered by another model than the judge's, "
+              f"{result['refused_foreign']} with a custom_id this cache never exported, {result['refused_stale']} stale "
+              f"(already answered, or not asked by this scoring), {len(result['unreadable'])} unreadable lines")
+        for line in result["unreadable"][:5]:
+            print(f"  {line}")
+    if result["next_round"]:
+        print(f"next round: {result['next_round']} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
+              f"at most {result['rounds_left']} rounds left")
+    else:
+        print("every judge request is answered: score with `lmms-vr score PATH --out scored.json`")
+
+
+# ---------------------------------------------------------------------- the Batch API
+
+
+def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_bytes: int | None = None) -> dict:
+    """Judge every request through the OpenAI Batch API, round after round, resuming what an
+    earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
+    from lmms_video_reasoning.judges.batch_api import MAX_FILE_BYTES, MAX_REQUESTS, BatchApi
+    from lmms_video_reasoning.judges.engine import get_judge
+
+    max_requests = max_requests or MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
+
+    totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {},
+                              "batches": [], "import": {}}
+    apis: dict[str, BatchApi] = {}
+
+    def api_for(benchmark: str, ledger) -> BatchApi:
+        if benchmark not in apis:
+            configured = get_judge(benchmark, quiet=True)
+            if configured is None:
+                raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
+                                "README's Judges section), or use --batch-export / --batch-import")
+            apis[benchmark] = BatchApi(configured.config, ledger, max_requests, max_bytes or MAX_FILE_BYTES)
+        return apis[benchmark]
+
+    # Open the ledgers of every judge the scoring uses (the collect pass builds them).
+    probe = run_pass(gathered, JudgePass("collect"))
+    for benchmark, judge in probe.judges.items():
+        api = api_for(benchmark, judge.ledger)
+        for name, count in api.reattach().items():
+            totals["reattached"][name] = totals["reattached"].get(name, 0) + count
+    while True:
+        _finish(gathered, apis, totals)
+        judge_pass = run_pass(gathered, JudgePass("collect"))
+        if not judge_pass.pending:
+            break
+        totals["rounds"] += 1
+        for benchmark, judge in judge_pass.judges.items():
+            pending = [p for p in judge_pass.pending.values() if p.benchmark == benchmark]
+            if pending:
+                api = api_for(benchmark, judge.ledger)
+                submissions = api.submit([p.line for p in pending], {p.key: (p.benchmark, p.tag) for p in pending})
+                totals["submitted_batches"] += len(submissions)
+                totals["submitted_requests"] += len(pending)
+    return totals
+
+
+def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
+    """Wait for every open submission, import all their results in one pass, close them."""
+    from lmms_video_reasoning.judges.batch_api import kill_point
+
+    finished = []
+    for api in apis.values():
+        rows = api.open_submissions()
+        if rows:
+            finished += [(api, item) for item in api.wait(rows)]
+    if not finished:
+        return
+    results: dict = {}
+    unreadable: list[str] = []
+    for _api, item in finished:
+        results.update(item.results)
+        unreadable += item.unreadable
+    imported = import_lines(gathered, results, unreadable, "batch")
+    for name, value in imported.items():
+        if isinstance(value, int):
+            totals["import"][name] = totals["import"].get(name, 0) + value
+    kill_point("imported")
+    consumed = set(imported["consumed"])
+    for api, item in finished:
+        leftover = _close(api, item, consumed)
+        answered = sum(line.ok for line in item.results.values())
+        totals["batches"].append({"batch_id": item.batch_id, "status": item.status, "requests": item.requests,
+                                  "answered": answered, "error_lines": len(item.results) - answered,
+                                  "without_result": leftover, "errors": item.errors})
+
+
+def _close(api, item, consumed: set[str]) -> int:
+    """Requests of a finished batch that got no result are due again (counted as a failed attempt,
+    up to the judge's max_attempts); the submission is done. Returns how many had no result."""
+    from lmms_video_reasoning.judges.batch import ERRORED, EXPORTED, FAILED, IN_FLIGHT
+
+    ledger, model = api.ledger, api.config.model
+    leftover = 0
+    for key in ledger.keys_of(item.submission):
+        entry = ledger.entry(key)
+        if entry is None or entry.state != IN_FLIGHT:
+            continue
+        if key in item.results and key not in consumed:
+            ledger.mark(key, model, EXPORTED)  # answered, but not asked by this scoring: stale, not counted as an error
+            continue
+        leftover += 1
+        used_up = entry.errors + 1 >= api.config.max_attempts
+        reason = f"no result in batch {item.batch_id} ({item.status})"
+        ledger.mark(key, model, FAILED if used_up else ERRORED, reason=reason, add_error=True)
+    summary = {"status": item.status, "results": len(item.results), "without_result": leftover, "errors": item.errors}
+    ledger.update_submission(item.submission, state="done", status=item.status, summary=json.dumps(summary))
+    return leftover
+
+
+def print_api(totals: dict) -> None:
+    reattached = {k: v for k, v in totals["reattached"].items() if v}
+    if reattached:
+        print("re-attached to an earlier run's batches: " + ", ".join(f"{k} {v}" for k, v in reattached.items()))
+    print(f"batch judging: {totals['rounds']} rounds, {totals['submitted_batches']} batches, {totals['submitted_requests']} requests submitted")
+    for entry in totals["batches"]:
+        extra = f", {entry['without_result']} without a result (due again)" if entry["without_result"] else ""
+        errors = f", batch errors: {'; '.join(entry['errors'])}" if entry["errors"] else ""
+        print(f"  {entry['batch_id']}: {entry['status']}, {entry['answered']} of {entry['requests']} requests answered, "
+              f"{entry['error_lines']} error lines{extra}{errors}")
+    counts = totals["import"]
+    if counts:
+        print(f"  imported: {counts.get('cached', 0)} cached, {counts.get('rejected', 0)} did not parse (re-asked), "
+              f"{counts.get('errors', 0)} failed lines, {counts.get('failed', 0)} requests out of attempts, refused "
+              f"{counts.get('refused_model', 0) + counts.get('refused_foreign', 0) + counts.get('refused_stale', 0)}")
+
+
+def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
+    """{benchmark: model} for benchmarks with no judge configured whose judge model has batch-imported
+    replies in the judge cache: `lmms-vr score` reads their verdicts from the cache (nothing sent)."""
+    from lmms_video_reasoning.judges.cache import ReplyCache
+    from lmms_video_reasoning.judges.config import JudgeConfig, cache_path_from_env, default_model
+
+    path = cache_path_from_env()
+    if path is None or not path.is_file():
+        return {}
+    found = {}
+    ledger = None
+    for benchmark in benchmarks:
+        try:
+            if JudgeConfig.from_env(benchmark) is not None:
+                continue
+            ledger = ledger or batch_mod.BatchLedger(ReplyCache(path))
+            model = default_model(benchmark)
+            if ledger.has_answers(model):
+                found[benchmark] = model
+        except Exception:  # noqa: BLE001 - an unreadable cache: scoring goes on as before, and says why there
+            continue
+    return found

@@ -1,0 +1,262 @@
+"""`lmms-vr doctor`: which integrations with lmms-eval are active here, and the fix for each that is not.
+
+    lmms-vr doctor [--no-network] [--json]
+
+Every line is measured in this environment, not assumed:
+- the install (regular or editable; the start-up .pth present; LMMS_VR_NO_AUTOLOAD);
+- the tasks as `python -m lmms_eval` sees them (a child process imports lmms-eval's models, so
+  our entry point runs) and as `lmms-eval tasks list` / `serve` see them (a child process builds
+  a TaskManager without importing the models: only the .pth reaches that path);
+- each touchpoint of utils/lmms/host.py (Stderr, judge usage, task context, ...) as installed
+  in the first child, with the workaround when off;
+- fast video inputs per known model (installed versions against the verified ones) and decode-ahead;
+- every setting's value (an invalid one is shown with its error);
+- each benchmark's judge: configured, reachable, the model it serves (`--no-network` skips the call);
+- each benchmark's data: its root variable and whether the folder exists (else the Hub).
+Exit status 1 when something is off that a run would miss, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lmms_video_reasoning.utils.core import registry, settings
+from lmms_video_reasoning.utils.lmms import host
+
+OK, OFF, INFO = "ok", "off", "info"
+
+# Run in a child process: lmms-eval as `python -m lmms_eval` loads it (models first, then evaluator).
+_RUN_PROBE = """
+import json, sys
+import lmms_eval.models, lmms_eval.evaluator
+from lmms_eval.tasks import TaskManager
+from lmms_video_reasoning.utils.lmms import host
+missing = sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))
+print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.status()}}))
+"""
+# ... and as `lmms-eval tasks list` / `serve` do: a TaskManager, no models.
+_LIST_PROBE = """
+import json, sys
+from lmms_eval.tasks import TaskManager
+print(json.dumps({"missing": sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))}))
+"""
+
+
+def our_tasks() -> list[str]:
+    """Task and group names our task YAMLs define (what lmms-eval must find)."""
+    import yaml
+
+    from lmms_video_reasoning.utils.lmms import plugin
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    names = set()
+    for path in plugin.tasks_dir().rglob("*.yaml"):
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
+        for key in ("task", "group"):
+            if isinstance(config.get(key), str) and not path.name.startswith("_"):
+                names.add(config[key])
+    return sorted(names)
+
+
+@dataclass
+class Finding:
+    topic: str
+    state: str  # OK / OFF / INFO
+    detail: str
+    fix: str = ""
+
+
+def _site_dirs() -> list[str]:
+    import site
+
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return dirs
+
+
+def install_kind() -> tuple[str, bool]:
+    """("regular" | "editable" | "not installed", whether the start-up .pth is in site-packages).
+
+    Looked up in site-packages only: a source checkout's `*.egg-info` in the working folder
+    is not an install."""
+    dists = [d for d in importlib.metadata.distributions(path=_site_dirs())
+             if (d.metadata["Name"] or "").lower().replace("_", "-") == "lmms-video-reasoning"]
+    if not dists:
+        return "not installed", False
+    direct = dists[0].read_text("direct_url.json")
+    editable = bool(direct and json.loads(direct).get("dir_info", {}).get("editable"))
+    pth = any((Path(folder) / "lmms_video_reasoning.pth").is_file() for folder in _site_dirs())
+    return ("editable" if editable else "regular"), pth
+
+
+def _child(code: str, tasks: list[str], timeout: float = 300) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(tasks)], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def check_install() -> list[Finding]:
+    kind, pth = install_kind()
+    version = host.host_version()
+    findings = [Finding("install", OK if kind != "not installed" else OFF, f"{kind} install of lmms-video-reasoning",
+                        "pip install ." if kind == "not installed" else "")]
+    verified = version in host.VERIFIED
+    findings.append(Finding("lmms-eval", OK if verified else OFF,
+                            f"lmms-eval {version}" + ("" if verified else f" (touchpoints verified on {', '.join(host.VERIFIED)})"),
+                            "" if verified else f"pip install 'lmms-eval=={host.VERIFIED[-1]}', or LMMS_VR_HOST_UNVERIFIED=1"))
+    try:
+        no_autoload = settings.get("LMMS_VR_NO_AUTOLOAD").read()
+    except settings.SettingError as error:
+        no_autoload = None
+        findings.append(Finding("autoload", OFF, str(error), "unset LMMS_VR_NO_AUTOLOAD or set it to 0/1"))
+    if no_autoload is not None:
+        active = pth and not no_autoload
+        why = "LMMS_VR_NO_AUTOLOAD is set" if no_autoload else "the start-up .pth is not installed"
+        findings.append(Finding("autoload", OK if active else OFF, "start-up hook active" if active else why,
+                                "" if active else "unset LMMS_VR_NO_AUTOLOAD" if no_autoload else "reinstall with `pip install .`"))
+    return findings
+
+
+def check_host() -> list[Finding]:
+    findings = []
+    tasks = our_tasks()
+    run = _child(_RUN_PROBE, tasks)
+    if "error" in run:
+        return [Finding("python -m lmms_eval", OFF, f"lmms-eval could not be loaded: {run['error']}", "pip install '.[test]'")]
+    missing = run["missing"]
+    findings.append(Finding("tasks: python -m lmms_eval", OFF if missing else OK,
+                            f"{len(missing)} tasks not found: {', '.join(missing[:5])}" if missing else "every task of every benchmark found",
+                            host.TASK_PATH.workaround if missing else ""))
+    listed = _child(_LIST_PROBE, tasks)
+    if "error" in listed:
+        findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF, listed["error"], ""))
+    else:
+        missing = listed["missing"]
+        findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF if missing else OK,
+                                f"{len(missing)} tasks not listed (only the start-up .pth reaches these commands)" if missing
+                                else "every task listed", host.TASK_PATH.workaround if missing else ""))
+    for point in host.status():
+        state = run["touchpoints"].get(point.name, "not installed")
+        if point.name in ("task-path", "fast-inputs", "decode-ahead"):
+            continue  # measured above / below, by what they do
+        if state == "not installed":  # used at run time: what can be known now is the version
+            state = "on" if host.host_version() in point.verified else f"off: lmms-eval {host.host_version()} is not verified"
+        if state == "on":
+            findings.append(Finding(point.name, OK, point.gives))
+        else:
+            findings.append(Finding(point.name, OFF, f"{state}; you lose: {point.lost}", point.workaround))
+    return findings
+
+
+def check_inputs() -> list[Finding]:
+    from lmms_video_reasoning.utils.lmms import model_video
+
+    findings = []
+    for model in sorted(set(model_video._KNOWN.values())):
+        unverified = model_video.unverified_versions(model)
+        findings.append(Finding(f"fast inputs: {model}", OFF if unverified else OK,
+                                f"installed {', '.join(unverified)} not verified: the model reads the original video"
+                                if unverified else "proxy clips of the frames it keeps",
+                                "run tests/test_model_equivalence.py on this version" if unverified else ""))
+    depth = model_video.DECODE_AHEAD.read()
+    findings.append(Finding("decode-ahead", OK if depth else INFO, f"{depth} documents ahead" if depth else "off (LMMS_VR_DECODE_AHEAD=0)"))
+    return findings
+
+
+def check_settings() -> list[Finding]:
+    findings = []
+    for name, value in settings.resolved().items():
+        if isinstance(value, str) and value.startswith("invalid: "):
+            findings.append(Finding(f"setting {name}", OFF, value[len("invalid: "):], f"fix or unset {name}"))
+        elif settings.get(name).is_set():
+            findings.append(Finding(f"setting {name}", INFO, repr(value)))
+    return findings
+
+
+def check_judges(network: bool) -> list[Finding]:
+    from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
+    from lmms_video_reasoning.utils.lmms import launcher
+    from lmms_video_reasoning.utils.lmms.preflight import probe_endpoint
+
+    launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
+    findings = []
+    for bench in registry.benchmarks():
+        name = bench.scoring.judge_name
+        if not name:
+            continue
+        try:
+            config = JudgeConfig.from_env(name)
+        except (JudgeConfigError, ValueError) as error:
+            findings.append(Finding(f"judge: {bench.name}", OFF, f"misconfigured: {error}", "see `Judges` in the README"))
+            continue
+        if config is None:
+            findings.append(Finding(f"judge: {bench.name}", OFF, "not configured: judged metrics would be NaN",
+                                    "set LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL (see the README), or judge later with `lmms-vr score`"))
+            continue
+        where = f"{config.model} at {config.endpoint}"
+        if not network:
+            findings.append(Finding(f"judge: {bench.name}", INFO, f"{where} (not contacted: --no-network)"))
+            continue
+        problem = probe_endpoint(config)
+        findings.append(Finding(f"judge: {bench.name}", OFF if problem else OK, f"{where} {problem}" if problem else f"{where} answers",
+                                f"check {config.base_url_env}, {config.key_env}, {config.model_env}" if problem else ""))
+    return findings
+
+
+def check_data() -> list[Finding]:
+    findings = []
+    for bench in registry.benchmarks():
+        if bench.data_module is None:
+            continue
+        source = bench.data().SOURCE
+        root = os.environ.get(source.root_env, "").strip()
+        if not root:
+            findings.append(Finding(f"data: {bench.name}", INFO, f"{source.root_env} unset: the Hub ({source.hub_repo})",
+                                    source.prepare_command))
+        elif Path(root).is_dir():
+            findings.append(Finding(f"data: {bench.name}", OK, f"{source.root_env}={root}"))
+        else:
+            findings.append(Finding(f"data: {bench.name}", OFF, f"{source.root_env}={root} is not a folder", source.prepare_command))
+    return findings
+
+
+def _declare_every_setting() -> None:
+    """Settings are declared where they are used: import those modules so all are shown."""
+    import importlib
+
+    from lmms_video_reasoning.utils.lmms import autoload, model_video, preflight, responses  # noqa: F401
+
+    for bench in registry.benchmarks():
+        for module in ("hooks", "aggregate"):
+            try:
+                importlib.import_module(f"{bench.package}.{module}")
+            except ModuleNotFoundError:
+                pass
+
+
+def diagnose(network: bool = True) -> list[Finding]:
+    _declare_every_setting()
+    return [*check_install(), *check_host(), *check_inputs(), *check_settings(), *check_judges(network), *check_data()]
+
+
+def main(args: argparse.Namespace) -> int:
+    findings = diagnose(network=not args.no_network)
+    if args.json:
+        print(json.dumps([asdict(f) for f in findings], indent=2))
+    else:
+        mark = {OK: "[ok] ", OFF: "[OFF]", INFO: "[ - ]"}
+        for f in findings:
+            print(f"{mark[f.state]} {f.topic}: {f.detail}" + (f"\n        fix: {f.fix}" if f.fix and f.state != OK else ""))
+    return 1 if any(f.state == OFF for f in findings) else 0
