@@ -6,10 +6,15 @@ and `lmms-vr report`, official judge, report specification (`report.py`), papers
 from pathlib import Path
 from typing import Sequence
 
-from lmms_video_reasoning.cg_bench import judging, records
+from lmms_video_reasoning.cg_bench import aggregate, judging
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+
+# The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables.
+JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
+                      base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
 
 class CgBenchScoring(ScoringAdapter):
@@ -41,7 +46,7 @@ class CgBenchScoring(ScoringAdapter):
         kept = kept_outcomes(records, settings)
         if kept is not None:  # the very records this process just scored: the outcomes it used
             return [dict(vars(outcome)) for outcome in kept]
-        judge = judge if judge is not None or not self.needs_judge(records) else get_judge(judging.JUDGE)
+        judge = judge if judge is not None or not self.needs_judge(records) else get_judge(JUDGE)
         if self.needs_judge(records) and judge is None:
             return None
         # an Outcome holds only numbers, strings and None: its fields' dict is `dataclasses.asdict` (faster)
@@ -79,9 +84,9 @@ BENCHMARK = Benchmark(
     title="CG-Bench",
     package=__package__,
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=records.build_record,
+    build_record=aggregate.build_record,
     scoring=CgBenchScoring(),
-    judge=judging.JUDGE,
+    judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),
     reference="reference_tables.json",

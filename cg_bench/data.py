@@ -25,13 +25,10 @@ table is probed from its file (`video_meta`: `max_frame` = frame count - 1, as i
 from __future__ import annotations
 
 import logging
-import math
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.roots import (
     DataError,
@@ -39,10 +36,22 @@ from lmms_video_reasoning.utils.core.roots import (
     annotation_file,
     data_root,
     read_json,
-    require_fields,
     require_media,
     usable_video as shared_usable_video,
     video_problem,
+)
+from lmms_video_reasoning.cg_bench.sampling import subtitle_problem  # noqa: F401 - part of this module's interface
+# documents (validation) and the sampler's table: `docs.py`, shared with the upstream form
+from lmms_video_reasoning.cg_bench.docs import (  # noqa: F401 - part of this module's interface
+    FIELDS,
+    MAX_CHOICES,
+    META_FILE,
+    PACKAGED_META,
+    SPLIT_FILES,
+    VideoMeta,
+    parse_meta,
+    validate_record,
+    validate_records,
 )
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare cg_bench`).
@@ -50,60 +59,14 @@ CG_BENCH = SOURCE = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
-SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
 # The release's size: (questions, videos) per split, checked by `lmms-vr prepare`.
 RELEASE = {"mini": (3000, 1118), "full": (12129, 1219)}
-META_FILE = "video_meta_info.json"
-PACKAGED_META = Path(__file__).with_name(META_FILE)  # official GitHub run/video_meta_info.json
 HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
 # allow_patterns for huggingface_hub.snapshot_download (complete chunks since the 2025 repack,
 # byte slices of one zip before it: `lmms-vr prepare` tells them apart).
 HUB_MEDIA_PATTERNS = ("video_chunk_*.zip", "clue_video_chunk_*.zip", "subtitles.zip")
 
 VIDEO_DIR, CLUE_DIR, SUBTITLE_DIR = "cg_videos_720p", "cg_clue_videos", "cg_subtitles"
-FIELDS = ("qid", "video_uid", "question", "answer", "choices", "right_answer", "clue_intervals", "domain", "sub_category", "duration")
-MAX_CHOICES = 8  # letters A..H
-
-
-# ---------------------------------------------------------------------- annotations
-
-
-def validate_record(record: Any, where: str) -> dict:
-    """Check one annotation record against the official schema; return it normalised.
-
-    Normalised: `qid` int, `choices` list of str, `clue_intervals` list of [float, float],
-    `duration` int. Raises DataError naming the record and the field.
-    """
-    require_fields(record, FIELDS, where)
-    where = f"{where} (qid {record.get('qid')!r})"
-
-    def fail(message: str):
-        raise DataError(f"{where}: {message}")
-
-    if not isinstance(record["qid"], int) or isinstance(record["qid"], bool):
-        fail(f"qid must be an integer, got {record['qid']!r}")
-    for name in ("video_uid", "question", "answer", "right_answer", "domain", "sub_category"):
-        if not isinstance(record[name], str) or not record[name]:
-            fail(f"{name} must be a non-empty string, got {record[name]!r}")
-    choices = record["choices"]
-    if not isinstance(choices, list) or not 2 <= len(choices) <= MAX_CHOICES or not all(isinstance(c, str) for c in choices):
-        fail(f"choices must be a list of 2 to {MAX_CHOICES} strings, got {choices!r}")
-    letter = record["right_answer"]
-    if len(letter) != 1 or not "A" <= letter < chr(ord("A") + len(choices)):
-        fail(f"right_answer {letter!r} is not one of the {len(choices)} option letters")
-    intervals = record["clue_intervals"]
-    if not isinstance(intervals, list) or not intervals:
-        fail(f"clue_intervals must be a non-empty list of [start, end], got {intervals!r}")
-    clean = []
-    for interval in intervals:
-        if (not isinstance(interval, (list, tuple)) or len(interval) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in interval)
-                or interval[0] > interval[1] or interval[0] < 0):
-            fail(f"clue interval {interval!r} is not [start, end] seconds with 0 <= start <= end")
-        clean.append([float(interval[0]), float(interval[1])])
-    if not isinstance(record["duration"], (int, float)) or record["duration"] <= 0:
-        fail(f"duration must be a positive number of seconds, got {record['duration']!r}")
-    return {**record, "choices": list(choices), "clue_intervals": clean, "duration": int(record["duration"])}
 
 
 def split_file(split: str) -> str:
@@ -118,43 +81,12 @@ def load_records(split: str = "mini") -> list[dict]:
     return validate_records(read_json(path), str(path))
 
 
-def validate_records(records: Any, where: str) -> list[dict]:
-    """Validate a whole annotation file: a list of records with unique qids."""
-    if not isinstance(records, list) or not records:
-        raise DataError(f"{where}: expected a non-empty JSON list of question records")
-    clean = [validate_record(record, f"{where} record #{index}") for index, record in enumerate(records)]
-    seen: set[int] = set()
-    for record in clean:
-        if record["qid"] in seen:
-            raise DataError(f"{where}: qid {record['qid']} appears more than once")
-        seen.add(record["qid"])
-    return clean
-
-
-@dataclass(frozen=True)
-class VideoMeta:
-    """What the official sampler knows about a video (`video_meta_info.json`)."""
-
-    duration: float
-    max_frame: int
-    fps: float
-
-
 _meta_lock = threading.Lock()
 _meta_cache: dict[str, dict[str, VideoMeta]] = {}
 
 
 def _read_meta(path: Path) -> dict[str, VideoMeta]:
-    raw = read_json(path)
-    if not isinstance(raw, dict):
-        raise DataError(f"{path}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
-    table = {}
-    for uid, entry in raw.items():
-        require_fields(entry, ("max_frame", "fps"), f"{path} entry {uid!r}")
-        if not entry["fps"] or entry["fps"] <= 0 or entry["max_frame"] <= 0:
-            raise DataError(f"{path} entry {uid!r}: fps and max_frame must be positive, got {entry}")
-        table[uid] = VideoMeta(float(entry.get("duration") or entry["max_frame"] / entry["fps"]), int(entry["max_frame"]), float(entry["fps"]))
-    return table
+    return parse_meta(read_json(path), str(path))
 
 
 def meta_table_at(root: Path | None) -> dict[str, VideoMeta]:
@@ -243,81 +175,6 @@ def clue_clip_path(qid: int) -> Path | None:
 def subtitle_path(video_uid: str) -> Path | None:
     """The SRT of a video, or None (not every video has subtitles)."""
     return subtitle_at(data_root(CG_BENCH), video_uid)
-
-
-def subtitle_problem(path: Path) -> str | None:
-    """Why an SRT gives the prompt nothing (empty, or no block parses into a subtitle line), or None."""
-    from lmms_video_reasoning.utils.media import subtitles
-
-    try:
-        parsed = subtitles.parse_srt(Path(path))
-    except OSError as exc:
-        return f"it cannot be read ({exc.strerror or exc})"
-    if not parsed.cues:
-        return ("the file is empty" if Path(path).stat().st_size == 0
-                else f"no subtitle line could be read from it ({parsed.skipped} malformed block(s))")
-    return None
-
-
-# ---------------------------------------------------------------------- subtitles shown with the frames
-
-
-_cue_lock = threading.Lock()
-_cue_cache: BoundedMemo[tuple] = BoundedMemo(1024)  # SRT cues per subtitle file
-_warned_srt: set[str] = set()
-
-
-def load_cues(path: Path) -> tuple:
-    """The cues of an SRT file (`utils.subtitles.parse_srt`, parsed once per file and process)."""
-    from lmms_video_reasoning.utils.media import subtitles
-
-    key = str(path)
-    with _cue_lock:
-        if key not in _cue_cache:
-            _cue_cache[key] = tuple(subtitles.parse_srt(path).cues)
-        return _cue_cache[key]
-
-
-def subtitles_for(video_uid: str, planned) -> str:
-    """The subtitles block for the planned frames of a video (`frames.for_document`; '' when
-    the video has no SRT or no cue applies).
-
-    The official `get_subtitles` with `sub_time=True`: a cue is shown when its span strictly
-    contains a sampled frame's exact time `index / fps` (integer milliseconds), each line once,
-    as `[start, end] text` (`utils.subtitles.lines_for_times`).
-    """
-    from lmms_video_reasoning.utils.media import subtitles
-
-    path = subtitle_path(video_uid)
-    if path is None:
-        return ""
-    cues = load_cues(path)
-    if not cues and str(path) not in _warned_srt:
-        _warned_srt.add(str(path))
-        logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles and "
-                       "counted in subtitles_unusable", path, subtitle_problem(path))
-    times = [index / planned.fps for index in planned.indices]
-    return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times))
-
-
-def subtitles_missing(video_uid: str) -> bool:
-    """The video has no subtitle file under the data root (its prompt goes without subtitles)."""
-    try:
-        return subtitle_path(video_uid) is None
-    except ValueError:
-        return False
-
-
-def subtitles_unusable(video_uid: str) -> str | None:
-    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
-    Never raises: a root that cannot be read is reported where the media are resolved."""
-    try:
-        path = subtitle_path(video_uid)
-    except ValueError:
-        return None
-    if path is None or load_cues(path):
-        return None
-    return subtitle_problem(path) or "no subtitle line"
 
 
 def media_files(records: Iterable[dict]) -> list[str]:

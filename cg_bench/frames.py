@@ -2,9 +2,9 @@
 
 Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``). Indices come
 from the video's `video_meta_info.json` entry (`max_frame`, `fps`), as the official runner
-computes them, checked against the file (``utils.media.video.plan_frames``: a table entry that
-describes another encoding of the video gives way to the file, with a warning), so the prompt
-text needs no decoding (`for_document`).
+computes them; in the plugin that entry is checked against the file (``utils.media.video.plan_frames``:
+an entry that describes another encoding of the video gives way to the file, with a warning).
+Either way the prompt text needs no decoding (`sampling.frame_plan`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from lmms_video_reasoning.cg_bench import data
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
-from lmms_video_reasoning.utils.media import video
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +26,7 @@ def long_indices(total: int, n: int = 128) -> list[int]:
     round-half-to-even, as in the official code. The official code does not shorten the list
     for short videos (indices repeat); neither does this.
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     seg = float(total) / n
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
 
@@ -50,7 +49,7 @@ def clue_indices(
     official code silently drops such frames); a zero-length interval gets one frame at its
     start when no other interval holds frames (the official code would return none).
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
@@ -77,23 +76,5 @@ def timestamps(indices: Iterable[int], fps: float) -> list[float]:
     return [round(i / fps, 4) for i in indices]
 
 
-DEFAULT_LONG_FRAMES = 128  # paper Table 3 "#F long"; also grounding and open
-DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
-LONG_PLAN = video.FramePlan("cg_bench", pick=long_indices, times=timestamps)
-CLUE_PLAN = video.FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, times=timestamps)
-
-
-def for_document(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], long_frames: int = DEFAULT_LONG_FRAMES,
-                 clue_frames: int = DEFAULT_CLUE_FRAMES, need_file: bool = True) -> video.PlannedFrames:
-    """The official sampling of `mode` for a question: clue mode inside its clue intervals, the
-    others over the whole video; indices, times and fps, with no decoding.
-
-    `need_file`: the frames will be read, so a missing video is a MediaError naming it and the
-    fix. False (the prompt text): a video not at hand leaves the table's values unchecked, as
-    the official runner uses them (a replay run scores predictions where the videos are not)."""
-    meta = data.video_meta(video_uid)
-    official = {"max_frame": meta.max_frame, "fps": meta.fps}
-    path = data.video_path(video_uid) if need_file else data.video_at(data.data_root(data.CG_BENCH), video_uid)
-    if mode == "clue":
-        return video.plan_frames(path, CLUE_PLAN, clue_frames, intervals=clue_intervals, meta=official)
-    return video.plan_frames(path, LONG_PLAN, long_frames, meta=official)
+LONG_PLAN = FramePlan("cg_bench", pick=long_indices, times=timestamps)
+CLUE_PLAN = FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, times=timestamps)

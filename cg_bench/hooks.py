@@ -1,4 +1,10 @@
-"""lmms-eval hooks of the CG-Bench tasks (the functions the YAMLs in `cg_bench/tasks/` name).
+"""lmms-eval hooks of the CG-Bench tasks in the plugin (the functions the YAMLs in `cg_bench/tasks/` name).
+
+The tasks themselves (documents, inputs, records, metrics) are `task.py`, `sampling.py` and
+`outcomes.py`, shared with the protocol tasks that `lmms-vr upstream` adds to lmms-eval's
+`cgbench` folder; this module binds them to the plugin: documents from the data root with the
+checks before generation (`utils.preflight`), the judge engine (`aggregate.py`) and the data
+root's media with the fast inputs (`media.MEDIA`).
 
 Tasks and their documents (one per question, `sample_id` = str(qid); `cg_bench_mcq` has
 three per question, `sample_id` = "<qid>:<mode>"):
@@ -26,64 +32,20 @@ import json
 import logging
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench import data, frames, judging, prompts, records
-from lmms_video_reasoning.cg_bench.aggregate import METRICS, Settings, score_records
+from lmms_video_reasoning.cg_bench import data, media, task
+from lmms_video_reasoning.cg_bench.aggregate import METRICS, Settings, build_record, score_records  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.cg_bench.media import clip_cache_dir  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.cg_bench.task import DEFAULTS, VISUAL_MODES, build_docs, settings_of  # noqa: F401 - part of this module's interface
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.records import process_results as records_hook
-from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import RunFiles, ScoreOnce
-from lmms_video_reasoning.utils.media.video import PlannedFrames
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
-DEFAULTS = {
-    "visual_mode": "video",
-    "long_frames": frames.DEFAULT_LONG_FRAMES,
-    "clue_frames": frames.DEFAULT_CLUE_FRAMES,
-    "subtitles": True,
-    "frame_times": True,
-}
-VISUAL_MODES = ("video", "frames")
-
-
-def settings_of(kwargs: dict | None) -> dict:
-    """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
-    merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
-    if merged["visual_mode"] not in VISUAL_MODES:
-        raise ValueError(f"cg_bench: visual_mode must be one of {VISUAL_MODES}, got {merged['visual_mode']!r} (lmms_eval_specific_kwargs)")
-    for key in ("long_frames", "clue_frames"):
-        if not isinstance(merged[key], int) or merged[key] < 1:
-            raise ValueError(f"cg_bench: {key} must be a positive integer, got {merged[key]!r} (lmms_eval_specific_kwargs)")
-    return merged
-
 
 # ---------------------------------------------------------------------- documents
-
-
-def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
-    """Task documents from validated records: one per (question, mode) with a `sample_id`."""
-    modes = ("long", "clue", "grounding") if task_kind == "mcq" else (task_kind,)
-    docs = []
-    for record in records:
-        for mode in modes:
-            docs.append({
-                "sample_id": f"{record['qid']}:{mode}" if task_kind == "mcq" else str(record["qid"]),
-                "task_kind": task_kind,
-                "mode": mode,
-                "split": split,
-                "qid": record["qid"],
-                "video_uid": record["video_uid"],
-                "question": record["question"],
-                "answer": record["answer"],
-                "choices": record["choices"],
-                "right_answer": record["right_answer"],
-                "clue_intervals": record["clue_intervals"],
-                "domain": record["domain"],
-                "sub_category": record["sub_category"],
-                "duration": record["duration"],
-            })
-    return docs
 
 
 def _loader(task_kind: str, split: str):
@@ -94,7 +56,7 @@ def _loader(task_kind: str, split: str):
 
     def load_docs(_placeholder=None):
         return preflight.task_load("cg_bench", lambda: docs_dataset(build_docs(data.load_records(split), task_kind, split)),
-                                   media, judge=judging.JUDGE if task_kind == "open" else None)
+                                   media, judge="cg_bench" if task_kind == "open" else None)
 
     load_docs.__name__ = f"load_{task_kind}_{split}"
     return load_docs
@@ -106,97 +68,44 @@ load_long_full, load_clue_full, load_grounding_full = _loader("long", "full"), _
 load_open_full, load_mcq_full, load_blind_full = _loader("open", "full"), _loader("mcq", "full"), _loader("blind", "full")
 
 
-# ---------------------------------------------------------------------- model input
-
-
-def _plan(doc: dict, settings: dict, need_file: bool = True) -> PlannedFrames:
-    return frames.for_document(doc["video_uid"], doc["mode"], doc["clue_intervals"], settings["long_frames"], settings["clue_frames"],
-                               need_file=need_file)
+# ---------------------------------------------------------------------- model input (the plugin's media)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    """The official text block (no decoding: frame times come from video_meta_info.json,
-    checked against the video's header when the video is at hand, `frames.for_document`).
-
-    Frames mode: system prompt + subtitles + frame times + question + options. Video mode:
-    the same without the frame-times block (the model samples its own frames); subtitles
-    are those the protocol's frames would show. Blind: the paper's Blind-MCQ prompt.
-    """
-    if doc["mode"] == "blind":
-        return prompts.blind_prompt(doc["question"], doc["choices"])
-    settings = settings_of(lmms_eval_specific_kwargs)
-    plan = _plan(doc, settings, need_file=False)
-    subtitles = data.subtitles_for(doc["video_uid"], plan) if settings["subtitles"] else ""
-    frame_times = prompts.frame_times_block(plan.indices, plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
-    return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
-
-
-def clip_cache_dir() -> Path:
-    return cache_home() / "cg_bench_clips"
+    """The official text block (`task.doc_to_text`; no decoding)."""
+    return task.doc_to_text(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 def full_video(doc: dict) -> Path:
     """The question's full video, checked to decode (video mode hands only the path to the model)."""
-    return data.usable_video(data.video_path(doc["video_uid"]))
+    return media.MEDIA.full_video(doc)
 
 
 def clue_video(doc: dict) -> Path:
     """A video of the clue intervals only: the dataset's clip (checked), else one cut from the (checked) full video."""
-    clip = data.clue_clip_path(doc["qid"])
-    if clip is not None:
-        return data.usable_video(clip)
-    from lmms_video_reasoning.utils.media import video
-
-    return Path(video.cut_clip(full_video(doc), doc["clue_intervals"], clip_cache_dir()))
+    return media.MEDIA.clue_video(doc)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """Simple models: the video (video mode; clue mode gets the clue clip) or the sampled PIL frames.
+    """Simple models: a proxy clip of the video (clue mode: of the clue clip) or the sampled PIL frames.
 
     Video mode: a proxy clip of exactly the frames the calling model's own path keeps
     (`utils/lmms/model_video.py`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
     either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl` would swallow a decode error.
     """
-    if doc["mode"] == "blind":
-        return []
-    settings = settings_of(lmms_eval_specific_kwargs)
-    if settings["visual_mode"] == "frames":
-        return _plan(doc, settings).read()
-    from lmms_video_reasoning.utils.lmms import model_video
-
-    if doc["mode"] == "clue":
-        return [model_video.video_for_model(clue_video(doc))]
-    return [model_video.video_for_model(data.video_path(doc["video_uid"]), on_broken=data.usable_video)]
-
-
-def _video_part(doc: dict) -> dict:
-    """Chat video content (checked to decode); one clue interval is sent exactly as start_time/end_time of the full video."""
-    if doc["mode"] == "clue":
-        if len(doc["clue_intervals"]) == 1:
-            start, end = doc["clue_intervals"][0]
-            return {"type": "video", "url": str(full_video(doc)), "start_time": float(start), "end_time": float(end)}
-        return {"type": "video", "url": str(clue_video(doc))}
-    return {"type": "video", "url": str(full_video(doc))}
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
     """Chat models: one user turn, visuals first then the text block (as the official runner)."""
-    settings = settings_of(lmms_eval_specific_kwargs)
-    text = doc_to_text(doc, lmms_eval_specific_kwargs)
-    if doc["mode"] == "blind":
-        content = []
-    elif settings["visual_mode"] == "frames":
-        content = [{"type": "image", "url": frame} for frame in _plan(doc, settings).read()]
-    else:
-        content = [_video_part(doc)]
-    return [{"role": "user", "content": content + [{"type": "text", "text": text}]}]
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 # ---------------------------------------------------------------------- results and aggregation
 
 
 # One record per metric of the task (the same record): cheap, never raises, no judge.
-process_results = records_hook(records.build_record, lambda doc: METRICS[doc["task_kind"]])
+process_results = records_hook(build_record, task.metric_names)
 
 _scorer = ScoreOnce(lambda records_: score_records(records_, Settings.from_env()), "cg_bench")
 
@@ -213,7 +122,7 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
         return
     from lmms_video_reasoning.judges.engine import get_judge
 
-    judge = get_judge(judging.JUDGE) if scores["breakdown"]["task_kind"] in ("open",) else None
+    judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
     details = {**scores, "judge": judge.accounting() if judge is not None else None,
                "settings": settings.resolved(scoring_only=True)}
     path = details_path(run, scores["breakdown"]["task_kind"])

@@ -5,7 +5,7 @@ Step 1 (`eval_open_step_1`, text only): question, reference answer and predictio
 frames as images, then the prompt with subtitles and frame times, the question and the
 prediction -- no reference -> 0 / 1. One user turn per step, the system prompt prefixed to
 the text as the official `run_api.py` does, images as JPEG data URLs with `detail: low`,
-temperature 0. The two steps of a question chain inside one `Judge.map` item.
+temperature 0. The two steps of a question chain inside one `judge.map` item.
 """
 
 from __future__ import annotations
@@ -13,18 +13,14 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
-from lmms_video_reasoning.cg_bench import data, frames, prompts
+from lmms_video_reasoning.cg_bench import prompts, sampling
 from lmms_video_reasoning.cg_bench.scoring import judge_verdict
-from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.judges.engine import Judge, JudgeRequest, JudgeResult
-from lmms_video_reasoning.utils.media.video import PlannedFrames
+from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
 
-# The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables (declared as
-# `Benchmark.judge`; the hooks pass it to `get_judge`).
-JUDGE = JudgeDefaults("cg_bench", "gpt-4o-2024-08-06", "OPENAI_API_KEY", model_env="MODEL_VERSION",
-                      base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
+# The official judge (run/run_api.py: GPT-4o).
+JUDGE_MODEL = "gpt-4o-2024-08-06"
 
 STEP1_TAG, STEP2_TAG = "cg_bench.open.step1", "cg_bench.open.step2"
 # Replies in the prompts' output format, assumed by the cost estimate.
@@ -62,10 +58,10 @@ def image_part(frame) -> dict:
     return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{encoded}", "detail": "low"}}
 
 
-def step1_request(item: OpenItem) -> JudgeRequest:
+def step1_request(item: OpenItem) -> Request:
     """Step 1: text only (the runner turns subtitles and frame times off for this step)."""
     text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    return JudgeRequest(
+    return Request(
         messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
         temperature=0.0,
         parse=lambda raw: judge_verdict(raw, (0, 1, 2)),
@@ -76,11 +72,11 @@ def step1_request(item: OpenItem) -> JudgeRequest:
     )
 
 
-def step2_request(item: OpenItem, images: Sequence, plan: PlannedFrames, subtitles: str) -> JudgeRequest:
+def step2_request(item: OpenItem, frames: Sequence, plan: sampling.QuestionFrames, subtitles: str) -> Request:
     """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
     text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    content = [image_part(frame) for frame in images] + [{"type": "text", "text": text}]
-    return JudgeRequest(
+    content = [image_part(frame) for frame in frames] + [{"type": "text", "text": text}]
+    return Request(
         messages=[{"role": "user", "content": content}],
         temperature=0.0,
         parse=lambda raw: judge_verdict(raw, (0, 1)),
@@ -89,21 +85,23 @@ def step2_request(item: OpenItem, images: Sequence, plan: PlannedFrames, subtitl
     )
 
 
-def judge_one(item: OpenItem, ask: Callable[[JudgeRequest], JudgeResult], clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> OpenVerdict:
-    """Both steps for one item; step 2 only when step 1 says 2. Failures come back as verdict None."""
+def judge_one(item: OpenItem, ask: Ask, clue_frames: int = sampling.DEFAULT_CLUE_FRAMES, media: sampling.Media | None = None) -> OpenVerdict:
+    """Both steps for one item; step 2 (the clue frames, from `media`) only when step 1 says 2.
+    Failures come back as verdict None."""
     first = ask(step1_request(item))
     if not first.ok:
         return OpenVerdict(None, None, None, f"step 1: {first.error}")
     if first.value in (0, 1):
         return OpenVerdict(first.value, None, first.value)
-    plan = frames.for_document(item.video_uid, "clue", item.clue_intervals, clue_frames=clue_frames)
-    second = ask(step2_request(item, plan.read(), plan, data.subtitles_for(item.video_uid, plan)))
+    plan = sampling.frame_plan(item.video_uid, "clue", item.clue_intervals, media, clue_frames=clue_frames)
+    frames = sampling.frames_for(plan, media)
+    second = ask(step2_request(item, frames, plan, sampling.subtitles_for(plan, media)))
     if not second.ok:
         return OpenVerdict(first.value, None, None, f"step 2: {second.error}")
     return OpenVerdict(first.value, second.value, second.value)
 
 
-def judge_open(items: Sequence[OpenItem], judge: Judge, clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
+def judge_open(items: Sequence[OpenItem], judge: Judge, media: sampling.Media, clue_frames: int = sampling.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
     """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
-    results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames), list(items), desc="cg_bench open-ended judge")
+    results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames, media), list(items), desc="cg_bench open-ended judge")
     return [result if result is not None else OpenVerdict(None, None, None, "judge item failed (see log)") for result in results]

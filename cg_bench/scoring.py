@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from lmms_video_reasoning.judges.parsing import ParseError
+from lmms_video_reasoning.utils.core.ask import ParseError  # the judge interface's re-ask signal
 from lmms_video_reasoning.utils.core.intervals import intervals_iou
 
 IOU_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)  # stat_with_key.py; the paper's rec.@IoU / acc.@IoU

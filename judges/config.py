@@ -117,7 +117,7 @@ def host_judge(env: Mapping[str, str] | None = None) -> HostJudge | None:
 
 def benchmark_defaults(benchmark: "str | JudgeDefaults") -> JudgeDefaults:
     """The judge defaults of ``benchmark``: the declaration itself when given one (benchmark code
-    passes its ``judging.JUDGE``), else what the registered benchmark of that name declares
+    passes the ``JUDGE`` its ``benchmark`` module declares), else what the registered benchmark of that name declares
     (``Benchmark.judge``); ValueError naming the benchmarks that have a judge."""
     if isinstance(benchmark, JudgeDefaults):
         return benchmark

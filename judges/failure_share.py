@@ -8,8 +8,8 @@ longer the model's score but the judge's outage (a refused endpoint would make e
     failed judgments / samples that needed a judgment  >  LMMS_VR_JUDGE_FAILED_SHARE (default 0.05)
 
 and the task's `judge_failed` count says how many failed. Under the share the benchmark's
-own counting stands (and the report's Note says how many were counted). The rule is a pure
-function of counts, so `lmms-vr score`, the report's bootstrap and lmms-eval's table agree.
+own counting stands. The rule is a pure function of counts, so every place that scores the same
+records (the task's aggregation, a later re-scoring, a bootstrap) decides alike.
 """
 
 from __future__ import annotations
@@ -69,5 +69,5 @@ def explain(benchmark: str, failed: float, judged: int) -> str:
     """The log line of a withheld metric set (the cause is in the judge's accounting)."""
     return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {failed_share_limit():.0%} "
             f"({FAILED_SHARE_ENV}) a score can absorb: the judged metrics are not computed (NaN) rather than "
-            "published as the model's score; the judge accounting beside the results says why they failed, and "
-            "`lmms-vr score <output_path>` judges them again once the judge works")
+            "published as the model's score; the judge's log says why they failed, and judging the saved samples "
+            "again once the judge works gives the score")

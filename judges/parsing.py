@@ -17,11 +17,9 @@ import json
 import re
 from typing import Any, Sequence
 
+from lmms_video_reasoning.utils.core.ask import ParseError  # one class for every judge binding
+
 __all__ = ["ParseError", "extract_json", "normalize_label", "extract_tag", "extract_digit", "extract_yes_no"]
-
-
-class ParseError(ValueError):
-    """A judge reply does not contain the expected structure."""
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)

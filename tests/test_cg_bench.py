@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from lmms_video_reasoning.cg_bench import aggregate, data, frames, hooks, judging, prompts, sample, scoring
-from lmms_video_reasoning.cg_bench import records as cg_records
+from lmms_video_reasoning.cg_bench import aggregate, data, frames, hooks, judging, media, prompts, sample, sampling, scoring
+from lmms_video_reasoning.cg_bench import aggregate as cg_aggregate
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.utils.core.roots import DataError
 from reference_data import REPO, prompt_dir
@@ -76,7 +76,7 @@ def test_doc_to_text_on_sample_frames_and_video_modes(cg_env):
     doc = next(d for d in docs if d["video_uid"] == "cgsample_park")
     frames_text = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     # 180 s at 2 fps: max_frame 359, 4 segment centres int(seg/2 + round(seg*i)) with seg = 89.75
-    plan = frames.for_document("cgsample_park", "long", doc["clue_intervals"], long_frames=4)
+    plan = media.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert list(plan.indices) == [44, 134, 224, 313]
     expected_times = "A total of 4 frames are sampled. Their corresponding timestamps are:\n\n22.0, 67.0, 112.0, 156.5\n\n"
     expected_subs = ("The subtitles of the video are as follows:\n\n[18.0, 42.0] Look, a ball rolls in\n"
@@ -102,12 +102,12 @@ def test_a_table_entry_that_disagrees_with_the_file_gives_way_with_a_warning(cg_
     with caplog.at_level(logging.WARNING):
         text = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     assert "metadata (1079 frames at 6.0000 fps) disagrees with the video file" in caplog.text and "cgsample_park.mp4" in caplog.text
-    plan = frames.for_document("cgsample_park", "long", doc["clue_intervals"], long_frames=4)
+    plan = media.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert (plan.total_frames, plan.fps) == (360, 2.0) and any("disagrees" in note for note in plan.notes)
     assert plan.indices == frames.long_indices(360, 4) != frames.long_indices(1079, 4)
     assert prompts.frame_times_block(plan.indices, plan.fps) in text  # the times of the frames the model sees
     assert len(hooks.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})) == 4
-    clue = frames.for_document("cgsample_park", "clue", doc["clue_intervals"], clue_frames=4)
+    clue = media.MEDIA.plan("cgsample_park", frames.CLUE_PLAN, 4, doc["clue_intervals"])
     assert clue.fps == 2.0 and all(index < 360 for index in clue.indices)
 
 
@@ -124,7 +124,7 @@ def test_the_prompt_needs_no_video_the_frames_do(cg_root, tmp_path, monkeypatch)
     (root / data.VIDEO_DIR / "cgsample_park.mp4").unlink()
     data.clear_media_index()
     assert hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4}) == expected
-    unchecked = frames.for_document("cgsample_park", "long", doc["clue_intervals"], long_frames=4, need_file=False)
+    unchecked = media.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert unchecked.path is None and unchecked.indices == [44, 134, 224, 313] and "not checked" in unchecked.notes[0]
     with pytest.raises(MediaError, match="cgsample_park.mp4.*lmms-vr prepare cg_bench"):
         hooks.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})
@@ -249,7 +249,7 @@ def _record(qid, mode, response, right="B", intervals=((10.0, 20.0),)):
     doc = {"sample_id": f"{qid}:{mode}", "task_kind": "mcq", "mode": mode, "qid": qid, "video_uid": "v", "question": "Q",
            "answer": "Red", "right_answer": right, "clue_intervals": [list(i) for i in intervals], "domain": "GUI",
            "sub_category": "Entity Perception", "duration": 700}
-    return cg_records.build_record(doc, response)
+    return cg_aggregate.build_record(doc, response)
 
 
 def test_score_records_joins_modes_per_qid():
@@ -359,7 +359,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     docs = {d["qid"]: d for d in hooks.build_docs(data.load_records("mini"), "open", "mini")}
     fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
     replies = [fenced(questions[0]["answer"]), fenced(sample.SYNONYMS[questions[1]["answer"]]), fenced("A purple hexagon"), ""]
-    records = [cg_records.build_record(docs[q["qid"]], r) for q, r in zip(questions + questions[:1], replies)]
+    records = [cg_aggregate.build_record(docs[q["qid"]], r) for q, r in zip(questions + questions[:1], replies)]
 
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
@@ -377,7 +377,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     expected = prompts.judge_step1_text(questions[0]["question"], questions[0]["answer"], questions[0]["answer"])
     assert expected in [b["messages"][0]["content"][0]["text"] for b in step1]
     content = step2[0]["messages"][0]["content"]
-    plan = frames.for_document(questions[1]["video_uid"], "clue", questions[1]["clue_intervals"])
+    plan = media.MEDIA.plan(questions[1]["video_uid"], frames.CLUE_PLAN, sampling.DEFAULT_CLUE_FRAMES, questions[1]["clue_intervals"])
     images = [part for part in content if part["type"] == "image_url"]
     assert len(images) == len(plan.indices) > 0
     assert images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,") and images[0]["image_url"]["detail"] == "low"
@@ -399,10 +399,10 @@ def test_open_model_failure_is_never_judged(cg_env, monkeypatch):
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        alone = aggregate.score_records([cg_records.build_record(docs[0], FAILED_REPLY)])
+        alone = aggregate.score_records([cg_aggregate.build_record(docs[0], FAILED_REPLY)])
         assert server.request_count == 0
         assert alone["oe_acc"] == 0.0 and alone["model_failed"] == 1 and alone["parse_failed"] == 0 and alone["judge_failed"] == 0
-        both = aggregate.score_records([cg_records.build_record(docs[0], FAILED_REPLY), cg_records.build_record(docs[1], fenced(questions[1]["answer"]))])
+        both = aggregate.score_records([cg_aggregate.build_record(docs[0], FAILED_REPLY), cg_aggregate.build_record(docs[1], fenced(questions[1]["answer"]))])
         bodies = list(server.requests)
     assert len(bodies) == 1 and "LMMS_EVAL_REQUEST_FAILED" not in json.dumps(bodies)
     assert both["oe_acc"] == pytest.approx(50.0) and both["model_failed"] == 1
@@ -420,10 +420,10 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
         text = body["messages"][0]["content"][-1]["text"]
         return "I will not grade this." if f"'{refused}'" in text else sample.oracle_judge_reply(body)
 
-    records = [cg_records.build_record(docs[0], fenced(questions[0]["answer"])),
-               cg_records.build_record(docs[1], fenced("A purple hexagon")),
-               cg_records.build_record(docs[2], fenced(refused)),
-               cg_records.build_record(docs[1], "")]
+    records = [cg_aggregate.build_record(docs[0], fenced(questions[0]["answer"])),
+               cg_aggregate.build_record(docs[1], fenced("A purple hexagon")),
+               cg_aggregate.build_record(docs[2], fenced(refused)),
+               cg_aggregate.build_record(docs[1], "")]
     with LocalJudgeServer(responder=responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
@@ -445,9 +445,9 @@ def test_open_without_judge_is_not_computed(cg_env, monkeypatch):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     doc = hooks.build_docs(data.load_records("mini"), "open", "mini")[0]
-    scores = aggregate.score_records([cg_records.build_record(doc, "Red")])
+    scores = aggregate.score_records([cg_aggregate.build_record(doc, "Red")])
     assert math.isnan(scores["oe_acc"]) and math.isnan(scores["judge_failed"]) and scores["breakdown"]["judge_configured"] is False
-    skipped = aggregate.score_records([cg_records.build_record(doc, "Red")], {"judge": False})
+    skipped = aggregate.score_records([cg_aggregate.build_record(doc, "Red")], {"judge": False})
     assert math.isnan(skipped["oe_acc"]) and math.isnan(skipped["judge_failed"])
 
 

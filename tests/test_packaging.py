@@ -52,7 +52,10 @@ def test_wheel_contents(tmp_path):
     assert "lmms_video_reasoning/cg_bench/video_meta_info.json" in names  # the official frame table (not on the Hub)
     assert not any("/tests/" in n or n.startswith("tests/") for n in names)
     for bench in ("vcr_bench", "vrbench", "cg_bench"):  # what `lmms-vr upstream` reads from an install
-        assert f"lmms_video_reasoning/{bench}/upstream.json" in names and f"lmms_video_reasoning/{bench}/README.md" in names
+        for name in ("pr.json", "PR.md", "README.md"):
+            assert f"lmms_video_reasoning/{bench}/upstream/{name}" in names, (bench, name)
+        assert any(n.startswith(f"lmms_video_reasoning/{bench}/upstream/test_") for n in names), bench
+    assert any(n.startswith("lmms_video_reasoning/utils/tools/host_pr_files/") and n.endswith(".py") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheels[0]).read(entry_points).decode()
     assert "lmms-vr = lmms_video_reasoning.utils.tools.cli:main" in text

@@ -1,18 +1,19 @@
-"""`lmms-vr upstream`: the suite written into an lmms-eval checkout as a pull-request-ready change.
+"""`lmms-vr upstream`: the suite as a series of lmms-eval pull requests.
 
-The fast tests write into a minimal checkout (the 0.7.x layout with upstream's look-alike
-folders). The slow test is the real check: lmms-eval 0.7.3's sdist from PyPI, the change
-applied, installed into a virtual environment WITHOUT this package, then lmms-eval's own CLI
-lists the tasks, the exported tests pass under pytest, and a `--limit 8` run of every task
-with lmms-eval's built-in `dummy` model and the local test judge produces every metric.
+The fast tests build the series against the installed lmms-eval 0.7.3 (its package folder is a
+tree's `lmms_eval/`, with lmms-eval's ruff settings beside it): what each PR carries, that it
+is its source copied, that it applies alone and in order, lints clean, fits its size, and that
+the upstream form of every benchmark gives the plugin's numbers on the sample benchmark (both
+run here, in-process, with one local judge server). The slow test is the real check: the
+0.7.3 sdist from PyPI, `lmms-vr upstream --validate` (each PR in a fresh venv without this
+package: lint, tests, `tasks list`, `--limit 8` runs), every row passed.
 """
 
 from __future__ import annotations
 
 import ast
-import glob
 import json
-import os
+import math
 import re
 import shutil
 import subprocess
@@ -22,272 +23,371 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from lmms_video_reasoning.utils.tools import upstream
+import lmms_eval
+from lmms_video_reasoning.utils.tools import host_prs, upstream
 
 PACKAGE = "lmms_video_reasoning"
+# lmms-eval 0.7.3's own ruff settings (its pyproject.toml)
+RUFF_SETTINGS = '''[tool.ruff]
+line-length = 240
+extend-exclude = ["*.ipynb", "*.md"]
+
+[tool.ruff.lint]
+select = ["E4", "E7", "E9", "F", "I"]
+
+[tool.ruff.lint.isort]
+known-first-party = ["lmms_eval"]
+'''
+# Plugin infrastructure that must never reach lmms-eval (a module of that name in a PR is a copy of it).
+INFRASTRUCTURE = {"engine.py", "cache.py", "local_server.py", "config.py", "model_video.py", "video.py", "synthetic.py", "preflight.py",
+                  "roots.py", "media_index.py", "aggregation.py", "report.py", "replay_model.py", "sample.py", "autoload.py", "plugin.py"}
 
 
-def fake_checkout(root: Path) -> Path:
-    """The parts of an lmms-eval 0.7.x tree the command reads, with upstream's own VRBench port."""
-    tasks = root / "lmms_eval" / "tasks"
-    (tasks / "_task_utils").mkdir(parents=True)
-    (tasks / "__init__.py").write_text("")
-    (tasks / "vrbench").mkdir()
-    (tasks / "vrbench" / "vrbench_mcq.yaml").write_text("task: vrbench_mcq\ndoc_to_text: !function utils.doc_to_text\n")
-    (tasks / "vrbench" / "vrbench_group.yaml").write_text("group: vrbench\ntask:\n  - vrbench_mcq\n")
-    (tasks / "vcrbench").mkdir()
-    (tasks / "vcrbench" / "vcrbench.yaml").write_text("task: vcrbench\n")
-    (root / "pyproject.toml").write_text('[tool.ruff]\nline-length = 240\n\n[tool.ruff.lint]\nselect = ["E4", "E7", "E9", "F", "I"]\n\n'
-                                        '[tool.ruff.lint.isort]\nknown-first-party = ["lmms_eval"]\n')
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """The installed lmms-eval as a tree (read only) with its ruff settings."""
+    root = tmp_path_factory.mktemp("lmms_eval_tree")
+    (root / "lmms_eval").symlink_to(Path(lmms_eval.__file__).parent)
+    (root / "pyproject.toml").write_text(RUFF_SETTINGS)
     return root
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    checkout = fake_checkout(tmp_path_factory.mktemp("lmms_eval_checkout"))
-    result = upstream.write_change(checkout)
-    return checkout, result
+def prs(tree):
+    return upstream.series(tree)
 
 
-def test_one_folder_per_benchmark_with_readme_template_tasks_and_groups(written):
-    checkout, result = written
-    folders = result["folders"]
-    assert len(folders) >= 3
-    for folder in folders:
-        target = checkout / "lmms_eval" / "tasks" / folder.target
-        assert (target / "README.md").is_file() and (target / "_default_template_yaml").is_file()
-        readme = (target / "README.md").read_text()
-        assert "Frame budgets" in readme and "Relation to upstream tasks" in readme
-        for name in folder.tasks:
-            config = yaml.load((target / f"{name}.yaml").read_text(), Loader=upstream._Loader)
-            assert config["task"] == name and config["include"] == "_default_template_yaml"
-        for name in folder.groups:
-            assert yaml.safe_load((target / f"{name}.yaml").read_text())["group"] == name
-        assert not list(target.glob("_*.yaml")), "a template named *.yaml is indexed (and rejected) as a task by lmms-eval"
+def by_kind(prs, kind):
+    return [pr for pr in prs if pr.kind == kind]
 
 
-def test_function_paths_are_relative_to_the_folder_and_all_resolve(written):
-    checkout, result = written
-    for folder in result["folders"]:
-        target = checkout / "lmms_eval" / "tasks" / folder.target
-        exported = set(ast.literal_eval(re.search(r"__all__ = (\[.*?\])", (target / "utils.py").read_text(), re.S).group(1)))
-        refs = set()
-        for path in [*target.glob("*.yaml"), target / "_default_template_yaml"]:
-            refs |= set(re.findall(r"!function (\S+)", path.read_text()))
-        assert refs and all(ref.startswith("utils.") for ref in refs), refs
-        assert {ref.split(".", 1)[1] for ref in refs} <= exported
-        # every re-exported hook exists in the module utils.py imports it from (as written)
-        for module, names in re.findall(r"^from (\S+) import \(?([^)]*?)\)?$", (target / "utils.py").read_text(), re.M | re.S):
-            source = checkout.joinpath(*module.split(".")).with_suffix(".py").read_text()
-            for name in re.findall(r"\w+", names):
-                assert re.search(rf"^(def {name}\b|{name} = )", source, re.M), (module, name)
+def test_one_independent_pr_per_benchmark_and_small_host_prs(prs):
+    benchmarks = by_kind(prs, "benchmark")
+    assert [pr.spec["folder"] for pr in benchmarks] == ["vcr_cot_bench", "vrbench", "cgbench"]
+    folders = [{path.split("/")[2] for path in pr.changes if path.startswith("lmms_eval/tasks/")} for pr in benchmarks]
+    assert folders == [{"vcr_cot_bench"}, {"vrbench"}, {"cgbench"}]  # nothing outside its own folder
+    for pr in benchmarks:
+        assert pr.python_lines() <= 2500, (pr.name, pr.python_lines())
+        assert any(path.startswith(f"test/eval/{pr.spec['folder']}/test_") for path in pr.changes)
+    hosts = by_kind(prs, "host")
+    assert {pr.slug for pr in hosts} >= {"llm-judge-cache", "aggregation-stderr", "task-entry-points", "launcher-after-aggregation"}
+    for pr in hosts:
+        assert 0 < pr.python_lines() <= 300, (pr.name, pr.python_lines())
+        assert all(path.startswith(("lmms_eval/", "test/")) for path in pr.changes)
+        assert pr.tests and all(any(path.startswith(test) for path in pr.changes) for test in pr.tests)
 
 
-def test_exported_python_is_the_plugin_code_with_imports_rewritten(written):
-    """No second copy: each exported module is its source module, statement for statement."""
-    checkout, result = written
-    mapping = upstream.Mapping(result["folders"])
-    modules = upstream.export_modules(result["folders"])
-    assert any(name.endswith(".hooks") for name in modules) and f"{PACKAGE}.utils.results.aggregation" in modules
-    assert f"{PACKAGE}.utils.tools.cli" not in modules and f"{PACKAGE}.utils.lmms.plugin" not in modules  # plugin tooling stays out
-
-    class DropImports(ast.NodeTransformer):  # isort regroups imports, at module level and in functions
-        def visit_Import(self, node):
-            return None
-
-        visit_ImportFrom = visit_Import
-
-    def body(tree):
-        tree = DropImports().visit(tree)
-        for node in ast.walk(tree):  # ruff format re-indents and trims docstrings
-            first = getattr(node, "body", None)
-            if isinstance(first, list) and first and isinstance(first[0], ast.Expr) and isinstance(getattr(first[0], "value", None), ast.Constant) \
-                    and isinstance(first[0].value.value, str):
-                first[0].value.value = " ".join(first[0].value.value.split())
-        return ast.dump(tree)
-
-    for name, source in modules.items():
-        target = mapping.file(checkout, name, source)
-        exported = ast.parse(target.read_text())
-        expected = ast.parse(mapping.rewrite(source.read_text()))
-        assert body(exported) == body(expected), f"{target} differs from {source}"
-        for node in ast.walk(exported):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-                assert not any(n.startswith(PACKAGE) for n in names), (target, names)
+def test_cgbench_and_vrbench_prs_keep_their_folders_other_tasks(prs, tree):
+    vrbench, cgbench = [pr for pr in prs if pr.slug in ("vrbench-one-generation", "cgbench-protocol")]
+    assert {path for path, content in vrbench.changes.items() if content is None} == {
+        "lmms_eval/tasks/vrbench/vrbench_group.yaml", "lmms_eval/tasks/vrbench/vrbench_process.yaml"}
+    untouched = {"utils.py", "_default_template_yaml", "cgbench.yaml", "cgbench_subtitles.yaml", "cgbench_group.yaml", "__init__.py"}
+    assert not {path.rsplit("/", 1)[1] for path in cgbench.changes if path.startswith("lmms_eval/tasks/cgbench/")} & untouched
+    readme = cgbench.changes["lmms_eval/tasks/cgbench/README.md"].decode()
+    assert readme.startswith((tree / "lmms_eval/tasks/cgbench/README.md").read_text().rstrip())  # upstream's text, then ours
 
 
-def test_exported_python_passes_upstream_ruff_settings(written):
-    checkout, result = written
-    assert result["lint"] == "", result["lint"]
-    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
-    python = [str(p) for p in result["written"] if p.suffix == ".py"]
-    check = subprocess.run([ruff, "check", "--config", str(checkout / "pyproject.toml"), *python], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout[-3000:]
-    fmt = subprocess.run([ruff, "format", "--check", "--config", str(checkout / "pyproject.toml"), *python], capture_output=True, text=True)
-    assert fmt.returncode == 0, fmt.stdout[-3000:]
+def test_no_exported_file_names_this_package_or_carries_its_infrastructure(prs):
+    for pr in prs:
+        assert upstream.leftovers(pr) == [], pr.name
+        if pr.kind == "benchmark":
+            names = {path.rsplit("/", 1)[1] for path in pr.changes if path.endswith(".py") and not path.startswith("test/")}
+            assert not names & INFRASTRUCTURE, (pr.name, names & INFRASTRUCTURE)
+            text = b"".join(c for c in pr.changes.values() if c is not None)
+            assert b"LMMS_VR_JUDGE_BASE_URL" not in text and b"httpx" not in text and b"sqlite3" not in text
 
 
-def test_tests_docs_and_pr_description(written):
-    checkout, result = written
-    for folder in result["folders"]:
-        test = checkout / "test" / "eval" / folder.target / f"test_{folder.target}.py"
-        source = test.read_text()
-        assert all(f'"{name}"' in source for name in folder.tasks)
-        assert PACKAGE not in source and "requests" not in source
-    docs = (checkout / "docs" / "advanced" / "current_tasks.md").read_text()
-    for folder in result["folders"]:
-        assert f"lmms_eval/tasks/{folder.target}" in docs
-    description = result["description"]
-    for heading in ("## Summary", "## In scope", "## Out of scope", "## Validation", "## Risk"):
-        assert heading in description
-    assert "| command | N | metrics | pass/fail |" in description
-    assert "`cgbench`" in description and "`vrbench`" in description and "`vcrbench`" in description
-    # look-alike names are reported: ours `vr_bench_mcq` vs upstream `vrbench_mcq`
-    assert any("vr_bench_mcq" in note and "vrbench_mcq" in note for note in result["notes"])
+def test_a_folder_importing_plugin_infrastructure_is_refused(tmp_path):
+    hooks = tmp_path / "hooks.py"
+    hooks.write_text(f"from {PACKAGE}.vcr_bench import scoring\nfrom {PACKAGE}.judges.engine import get_judge\n")
+    with pytest.raises(upstream.UpstreamError, match="judges.engine, which is not exported"):
+        upstream.closure(hooks, "vcr_bench")
+    hooks.write_text(f"from {PACKAGE}.vrbench import scoring\n")  # another benchmark
+    with pytest.raises(upstream.UpstreamError, match="vrbench.scoring, which is not exported"):
+        upstream.closure(hooks, "vcr_bench")
 
 
-def test_rerun_replaces_rather_than_duplicates(written, tmp_path):
-    checkout, result = written
-    again = upstream.write_change(checkout)
-    docs = (checkout / "docs" / "advanced" / "current_tasks.md").read_text()
-    assert docs.count("<!-- lmms-video-reasoning: start -->") == 1
-    assert sorted(map(str, again["written"])) == sorted(map(str, result["written"]))
+class _DropImports(ast.NodeTransformer):
+    def visit_Import(self, node):
+        return None
+
+    visit_ImportFrom = visit_Import
 
 
-def test_names_colliding_with_upstream_are_refused(tmp_path):
-    checkout = fake_checkout(tmp_path / "a")
-    (checkout / "lmms_eval" / "tasks" / "other").mkdir()
-    (checkout / "lmms_eval" / "tasks" / "other" / "x.yaml").write_text("task: vcr_cot\n")
-    with pytest.raises(upstream.UpstreamError, match="'vcr_cot' is already an lmms-eval task"):
-        upstream.write_change(checkout)
-    checkout = fake_checkout(tmp_path / "b")
-    (checkout / "lmms_eval" / "tasks" / "VCR-COT-Bench").mkdir()
-    with pytest.raises(upstream.UpstreamError, match="task folder 'vcr_cot_bench' looks like upstream's"):
-        upstream.write_change(checkout)
+def _statements(source: str) -> str:
+    """The module without its imports (sorted by ruff) and with docstrings' whitespace normalised (ruff format)."""
+    tree = _DropImports().visit(ast.parse(source))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body[0].value.value = " ".join(body[0].value.value.split())
+    return ast.dump(tree)
 
 
-def test_not_a_checkout_is_a_clear_error(tmp_path):
+def test_the_export_copies_modules_only_their_imports_change(prs):
+    """One source of truth: each exported module is its source module, statement for statement."""
+    for pr in by_kind(prs, "benchmark"):
+        base = upstream.package_dir(pr.spec["sample"])
+        sources = upstream.closure(base / "upstream" / pr.spec["hooks"], pr.spec["sample"])
+        assert any(name.endswith(".task") for name in sources) and any(name.endswith(".judging") for name in sources)
+        for name, source in sources.items():
+            target = f"lmms_eval/tasks/{pr.spec['folder']}/{name.rsplit('.', 1)[1]}.py"
+            assert _statements(pr.changes[target].decode()) == _statements(source.read_text()), target
+        hooks = pr.changes[f"lmms_eval/tasks/{pr.spec['folder']}/{pr.spec['hooks']}"].decode()
+        assert _statements(hooks) == _statements((base / "upstream" / pr.spec["hooks"]).read_text())
+        for path in base.glob("prompts/*.txt"):  # protocol data byte for byte
+            assert pr.changes[f"lmms_eval/tasks/{pr.spec['folder']}/prompts/{path.name}"] == path.read_bytes()
+
+
+def test_every_pr_passes_lmms_evals_ruff_settings(prs, tree):
+    for pr in prs:
+        assert upstream.lint(pr, tree) == "", pr.name
+
+
+def _touched_copy(prs, tree: Path, target: Path) -> Path:
+    """A tree holding the files the PRs modify (what `git apply` reads), as the clean tree has them."""
+    target.mkdir(parents=True)
+    for pr in prs:
+        for path in pr.changes:
+            if (tree / path).is_file():  # modified or removed
+                (target / path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(tree / path, target / path)
+    return target
+
+
+def test_patches_apply_alone_and_in_order(prs, tree, tmp_path):
+    out = tmp_path / "series"
+    upstream.write_series(tree, out, prs=prs)
+    patches = sorted(out.glob("*.patch"))
+    assert [p.stem for p in patches] == [pr.name for pr in prs] and len(list(out.glob("*.md"))) == len(prs)
+    for pr, patch in zip(prs, patches):
+        alone = _touched_copy([pr], tree, tmp_path / f"alone_{pr.number}")
+        upstream.apply(patch, alone)
+        for path, content in pr.changes.items():
+            assert (not (alone / path).exists()) if content is None else (alone / path).read_bytes() == content, path
+    everything = _touched_copy(prs, tree, tmp_path / "all")
+    for patch in patches:
+        upstream.apply(patch, everything)
+    assert (everything / "lmms_eval/tasks/vcr_cot_bench/utils.py").is_file() and (everything / "lmms_eval/llm_judge/cache.py").is_file()
+    description = (out / f"{prs[0].name}.md").read_text()
+    assert description.startswith(f"# {prs[0].title}") and "## Validation" in description and "{" not in description.split("## Files")[0]
+    assert "Not validated" in description  # no table is invented: `--validate` fills it
+
+
+def test_host_pr_edits_refuse_a_tree_they_do_not_fit(tree, tmp_path):
+    other = tmp_path / "other"
+    for path in ("lmms_eval/llm_judge/__init__.py",):
+        (other / path).parent.mkdir(parents=True)
+        (other / path).write_text("# another lmms-eval\n")
+    with pytest.raises(upstream.UpstreamError, match="occurs 0 times"):
+        host_prs._apply(other, host_prs.JUDGE_CACHE.edits)
+
+
+def test_upstream_yamls_declare_the_plugin_tasks_metrics(prs):
+    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
+
+    plugin = {}
+    for path in tasks_dir().rglob("*.yaml"):
+        text = path.read_text()
+        task = next(iter(re.findall(r"^task: (\S+)", text, re.M)), None)
+        if task:
+            plugin[task] = path
+    for pr in by_kind(prs, "benchmark"):
+        folder = upstream.package_dir(pr.spec["sample"]) / "upstream"
+        for task, source in pr.spec["tasks"].items():
+            mapped = source.replace("cg_bench_", "cg_bench_full_") if task.startswith("cgbench_full_") else source
+            ours = set(upstream_validate_metric_names(folder, task))
+            theirs = set(upstream_validate_metric_names(plugin[mapped].parent, plugin[mapped].stem))
+            assert ours == theirs, (task, ours ^ theirs)
+
+
+def upstream_validate_metric_names(folder: Path, task: str) -> list[str]:
+    from lmms_video_reasoning.utils.tools.upstream_validate import metric_names
+
+    return metric_names(folder, task)
+
+
+# --------------------------------------------------------------------------- the upstream form = the plugin
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and (math.isnan(a) or math.isnan(b)):
+        return math.isnan(a) and math.isnan(b)
+    return a == pytest.approx(b, rel=1e-9, abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    from lmms_video_reasoning.utils.tools.sample import write_sample
+
+    root = tmp_path_factory.mktemp("sample")
+    write_sample(root)
+    return root
+
+
+def _upstream_scores(spec: dict, task: str, sample: Path, predictions: dict, tmp_path: Path) -> dict:
+    """Every metric of an upstream-form task on the whole sample, run by lmms-eval in this process."""
+    from lmms_eval import utils as lmms_utils
+    from lmms_eval.tasks import TaskManager, get_task_dict
+
+    from lmms_video_reasoning.utils.tools.upstream_validate import overlay
+
+    folder = upstream.package_dir(spec["sample"]) / "upstream"
+    config = lmms_utils.load_yaml_config(str(overlay(task, folder / f"{task}.yaml", spec["documents"], sample / spec["sample"], tmp_path)))
+    built = get_task_dict([config], TaskManager("ERROR", include_defaults=False))[task]
+    replies = predictions[spec["tasks"][task]]
+    values = [built.process_results(doc, [replies[str(doc[spec["id_field"]])]]) for doc in built.eval_docs]
+    return {metric: aggregate([value[metric] for value in values]) for metric, aggregate in built.aggregation().items()}
+
+
+def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_path, monkeypatch):
+    """Both forms judge the same replies through the same local judge: every metric is equal."""
+    from lmms_video_reasoning.judges import LocalJudgeServer
+    from lmms_video_reasoning.judges import engine
+    from lmms_video_reasoning.utils.lmms import llm_judge_ask
+    from lmms_video_reasoning.utils.tools.sample import env_for
+    from lmms_video_reasoning.utils.tools.upstream_validate import validation_judge
+
+    predictions: dict[str, dict] = {}
+    for line in (sample / "predictions.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        predictions.setdefault(row["task"], {})[str(row["id"])] = row["response"]
+    for name, value in env_for(sample).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
+    monkeypatch.setattr(engine, "_judges", {})
+    monkeypatch.setattr(llm_judge_ask, "_judges", {})
+    compared = 0
+    with LocalJudgeServer(responder=validation_judge, model="sample-oracle") as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_MODEL", "sample-oracle")
+        monkeypatch.setenv("API_TYPE", "openai")
+        monkeypatch.setenv("OPENAI_API_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+        monkeypatch.setenv("MODEL_VERSION", "sample-oracle")
+        for pr in by_kind(prs, "benchmark"):
+            for task, source in pr.spec["tasks"].items():
+                if task not in pr.spec.get("equality", pr.spec["tasks"]):
+                    continue  # the full split's tasks replay the mini split's predictions
+                ours = _upstream_scores(pr.spec, task, sample, predictions, tmp_path)
+                theirs = plugin_scores(source, sample, predictions)
+                common = [m for m in ours if m in theirs]
+                assert common and all(_same(ours[m], theirs[m]) for m in common), (task, {m: (ours[m], theirs[m]) for m in common if not _same(ours[m], theirs[m])})
+                compared += 1
+    assert compared == 14
+
+
+def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
+    """The plugin's metrics of one sample task: its own records and `score_records` (the aggregation's path)."""
+    from lmms_video_reasoning.utils.core import registry
+
+    benchmark = next(b for b in registry.benchmarks() if task in _tasks_of(b))
+    hooks = __import__(f"{benchmark.package}.hooks", fromlist=["hooks"])
+    docs = _plugin_docs(benchmark.name, task, hooks)
+    replies = predictions[task]
+    records = [_record(benchmark.name, hooks, doc, replies[str(doc["sample_id"] if benchmark.name != "vcr_bench" else doc["id"])], task) for doc in docs]
+    return hooks.score_records(records)
+
+
+def _tasks_of(benchmark) -> set[str]:
+    return {"vcr_bench": {"vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame"},
+            "vrbench": {"vr_bench", "vr_bench_mcq", "vr_bench_text", "vr_bench_official"},
+            "cg_bench": {"cg_bench_long", "cg_bench_clue", "cg_bench_grounding", "cg_bench_open", "cg_bench_mcq", "cg_bench_blind"}}[benchmark.name]
+
+
+def _plugin_docs(benchmark: str, task: str, hooks) -> list[dict]:
+    if benchmark == "vcr_bench":
+        from lmms_video_reasoning.vcr_bench import data
+
+        return data.load_records()
+    if benchmark == "vrbench":
+        mode = {"vr_bench": "judge", "vr_bench_mcq": "mcq", "vr_bench_text": "text", "vr_bench_official": "judge"}[task]
+        return hooks.build_docs(mode, "official" if task == "vr_bench_official" else "default")
+    from lmms_video_reasoning.cg_bench import data
+
+    return hooks.build_docs(data.load_records("mini"), task.removeprefix("cg_bench_"), "mini")
+
+
+def _record(benchmark: str, hooks, doc: dict, reply: str, task: str) -> dict:
+    """The plugin's record of a reply (`Benchmark.build_record`, with the task's options)."""
+    from lmms_video_reasoning.utils.core import registry
+
+    options = {"chain_of_thought": task == "vcr_cot"} if benchmark == "vcr_bench" else {}
+    return registry.get(benchmark).build_record(doc, reply, **options)
+
+
+# --------------------------------------------------------------------------- where the two forms differ (documented)
+
+
+def test_where_the_upstream_form_can_differ_from_the_plugin(sample, monkeypatch):
+    """The upstream form gives the plugin's numbers on the sample; these are the cases where it cannot."""
+    from lmms_video_reasoning.utils.lmms import llm_judge_ask
+    from lmms_video_reasoning.utils.media import plain_frames, video
+    from lmms_video_reasoning.vcr_bench import scoring
+
+    # 1. lmms-eval's providers strip the judge's reply; the official VCR-Bench code keeps it, and
+    #    its IoU rule is whitespace-sensitive: an extracted " [0, 0, 10, 10]" is no box for the
+    #    plugin (the scoring judge decides) but one for the upstream form.
+    assert scoring.grounding_verdict("[0, 0, 10, 10]", " [0, 0, 10, 10]") is None
+    assert scoring.grounding_verdict("[0, 0, 10, 10]", " [0, 0, 10, 10]".strip()) == (True, 1.0)
+    # 2. A request the official VRBench judge sends without a temperature gets the APIs' default (1.0).
+    assert llm_judge_ask.UNSET_TEMPERATURE == 1.0
+    # 3. Video-native models get the path upstream; the plugin hands VRBench's protocol frames as a
+    #    clip (and simple models a proxy of their own frames): the model input, not the scoring, differs.
+    # 4. Frames for frame-based models: the same frames from the plain decoder as from the plugin's sampler.
+    path = next((sample / "vrbench").rglob("*.mp4"))
+    info = video.probe(path)
+    assert plain_frames.probe(path) == (info.total_frames, info.fps)
+    indices = [0, 7, info.total_frames // 2, info.total_frames - 1]
+    for plain, exact in zip(plain_frames.read_frames(path, indices, size=(224, 224)), video.read_frames(path, indices, size=(224, 224))):
+        assert plain.tobytes() == exact.tobytes()
+
+
+def test_not_a_tree_is_a_clear_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tmp_path),
-                           "--pr-out", str(tmp_path / "pr.md")], capture_output=True, text=True)
+                           "--out", str(tmp_path / "series")], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert "not an lmms-eval 0.7.x checkout" in proc.stderr and "unpacked sdist" in proc.stderr
+    assert "is not an lmms-eval 0.7.x tree" in proc.stderr and "unpacked sdist" in proc.stderr
 
 
 # --------------------------------------------------------------------------- the real check
 
-VENV_EXCLUDE = re.compile(r"^(lmms_video_reasoning|lmms_eval)([-.].*)?$|^__pycache__$")
-
-
-def clean_venv(path: Path) -> Path:
-    """A venv holding the shared venv's dependencies but neither this package nor lmms-eval.
-
-    `--system-site-packages` would expose the base interpreter, not our venv, so each entry
-    of the shared site-packages except ours and lmms-eval's is symlinked into the new one:
-    no copying of the ~7 GB of torch & co. (under a second), and every path stays inside the
-    venv's prefix (`dill`, which `datasets` hashes with, treats modules outside it as user
-    code and fails to pickle pyarrow's types).
-    """
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
-    shared = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    site = path / "lib" / shared.parent.name / "site-packages"
-    for entry in shared.iterdir():
-        if not VENV_EXCLUDE.match(entry.name):
-            (site / entry.name).symlink_to(entry)
-    return path / "bin" / "python"
-
-
-def _start(cmd: list[str], env: dict, cwd: Path, log: Path) -> subprocess.Popen:
-    handle = log.open("w")
-    return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, text=True)
-
 
 @pytest.mark.slow
-def test_change_verified_in_a_clean_lmms_eval_073(tmp_path):
-    from lmms_video_reasoning.judges import LocalJudgeServer
-    from lmms_video_reasoning.utils.tools.demo import sample_responder
-    from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
-
+def test_series_validated_in_a_clean_lmms_eval_073(tmp_path):
     started = time.time()
-
-    def stage(name: str) -> None:
-        print(f"[{time.time() - started:5.0f} s] {name}")
-
-    # the sdist download overlaps with the clean venv and the sample benchmark (data only, written from this side)
-    download = subprocess.Popen([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "lmms-eval==0.7.3",
-                                 "-d", str(tmp_path / "sdist")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    python = clean_venv(tmp_path / "venv")
-    write_sample(tmp_path / "sample")
-    stage("clean venv and sample benchmark written")
-    assert download.wait(timeout=600) == 0, download.stdout.read()[-3000:]
+    download = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "lmms-eval==0.7.3",
+                               "-d", str(tmp_path / "sdist")], capture_output=True, text=True, timeout=600)
+    assert download.returncode == 0, download.stdout[-3000:] + download.stderr[-3000:]
     [sdist] = (tmp_path / "sdist").glob("lmms_eval-0.7.3.tar.gz")
     with tarfile.open(sdist) as archive:
         archive.extractall(tmp_path, filter="data")
     tree = tmp_path / "lmms_eval-0.7.3"
-    stage("sdist downloaded and unpacked")
-    assert not (tree / "test").exists() and not (tree / "docs").exists()
-    pr = tmp_path / "pr.md"
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tree), "--pr-out", str(pr)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "ruff reports problems" not in proc.stderr, proc.stderr
-    folders = upstream.discover()
-    tasks = [name for folder in folders for name in folder.tasks]
-    names = tasks + [name for folder in folders for name in folder.groups]
-    stage("change written")
-
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--quiet", str(tree)], check=True, capture_output=True, timeout=600)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",) and not k.startswith(("LMMS_VR_", "OPENAI_", "DEEPSEEK_"))}
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    probe = subprocess.run([str(python), "-c", "import lmms_video_reasoning"], env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert probe.returncode != 0 and "No module named 'lmms_video_reasoning'" in probe.stderr
-    lmms_eval_cli = str(python.parent / "lmms-eval")
-    stage("patched lmms-eval installed in a clean venv")
-
-    run_env = {**env, **env_for(tmp_path / "sample"), "LMMS_VR_JUDGE_MODEL": "sample-oracle", "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
-    with LocalJudgeServer(responder=sample_responder, model="sample-oracle") as server:
-        run_env["LMMS_VR_JUDGE_BASE_URL"] = server.base_url
-        out = tmp_path / "results"
-        jobs = {  # concurrently: each spends most of its time indexing lmms-eval's 300+ task folders
-            "list": _start([lmms_eval_cli, "tasks", "list", "--verbosity", "DEBUG"], env, tmp_path, tmp_path / "list.log"),
-            "pytest": _start([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tree / "test" / "eval")], env, tmp_path,
-                             tmp_path / "pytest.log"),
-            "run": _start([lmms_eval_cli, "--model", "dummy", "--tasks", ",".join(tasks), "--limit", "8", "--output_path", str(out),
-                           "--verbosity", "DEBUG"], run_env, tmp_path, tmp_path / "run.log"),
-        }
-        codes = {}
-        for name, job in jobs.items():
-            codes[name] = job.wait(timeout=900)
-            stage(f"{name} finished")
-    logs = {name: (tmp_path / f"{name}.log").read_text() for name in jobs}
-
-    validation = {}
-    listed = {line.strip() for line in logs["list"].splitlines() if line.startswith("  ")}
-    assert codes["list"] == 0 and set(names) <= listed, (sorted(set(names) - listed), logs["list"][-2000:])
-    validation["lmms-eval --tasks list"] = {"passed": True, "n": str(len(names))}
-    assert codes["pytest"] == 0, logs["pytest"][-5000:]
-    passed = re.search(r"(\d+) passed", logs["pytest"])
-    validation["pytest test/eval"] = {"passed": True, "n": passed.group(1)}
-    assert codes["run"] == 0 and "Traceback (most recent call last)" not in logs["run"], logs["run"][-6000:]
-    results = json.loads(Path(max(glob.glob(str(out / "**" / "*_results.json"), recursive=True), key=os.path.getmtime)).read_text())
-    assert server.request_count > 0  # the judged tasks reached the local judge
-    for folder in folders:
-        for name, config in folder.tasks.items():
-            produced = results["results"].get(name, {})
-            expected = {m["metric"] for m in config["metric_list"]}
-            missing = {m for m in expected if f"{m},none" not in produced}
-            assert not missing, f"{name}: no {sorted(missing)} in {sorted(produced)}"
-            assert results["n-samples"][name]["effective"] == min(8, results["n-samples"][name]["original"])
-            validation[f"lmms-eval --model dummy --tasks {name} --limit 8"] = {"passed": True, "n": str(results["n-samples"][name]["effective"])}
-
-    # the PR description's validation table, filled from this run
-    (tmp_path / "validation.json").write_text(json.dumps(validation))
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tree), "--pr-out", str(pr),
-                           "--validation", str(tmp_path / "validation.json")], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    table = [line for line in pr.read_text().splitlines() if line.startswith("| `")]
-    assert table and all(line.endswith("| pass |") for line in table), table
-    print(f"clean-environment verification took {time.time() - started:.0f} s")
+    out = tmp_path / "series"
+    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tree), "--out", str(out), "--validate"],
+                          capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    report = json.loads((out / "validation.json").read_text())
+    results = report["results"]
+    prs = upstream.series(tree)
+    assert set(results) == {pr.name for pr in prs} | {"series"}
+    for name, result in results.items():
+        assert result["passed"], (name, [row for row in result["rows"] if not row["passed"]])
+        checks = {row["check"] for row in result["rows"]}
+        assert {"applies", "lint", "tests", "listed"} <= checks, name
+    for pr in prs:
+        description = (out / f"{pr.name}.md").read_text()
+        assert "not run" not in description.lower() and "Not validated" not in description
+        table = [line for line in description.splitlines() if line.startswith("| ") and "`" in line and "| pass:" in line]
+        assert table, pr.name
+        if pr.kind == "benchmark":
+            assert {row["check"] for row in results[pr.name]["rows"]} >= {"run", "equals plugin"}
+            assert all(row["n"] == 8 for row in results[pr.name]["rows"] if row["check"] == "run")
+    before = results["02-vrbench-one-generation"]["before"]
+    assert before["numbers"]["vrbench_process"] and before["numbers"]["vrbench_mcq"]  # upstream's tasks ran, before the fix
+    assert "| OE-P |" in (out / "02-vrbench-one-generation.md").read_text()
+    print(f"series validated in {time.time() - started:.0f} s")

@@ -81,11 +81,11 @@ def judge_env(reference_dir, monkeypatch):
 
 def demo_records(reference_dir):
     from lmms_video_reasoning.vcr_bench import data
-    from lmms_video_reasoning.vcr_bench import records as vcr_records
+    from lmms_video_reasoning.vcr_bench import task as vcr_task
 
     items = json.loads((reference_dir / "vcr_bench" / "input.json").read_text())
     docs = data.records_to_docs(items, "input.json")
-    return [vcr_records.build_record(doc, item["response"]) for doc, item in zip(docs, items)]
+    return [vcr_task.build_record(doc, item["response"]) for doc, item in zip(docs, items)]
 
 
 def test_list_repr_of_reference_steps_reaches_the_judge(reference_dir, judge_env):

@@ -9,8 +9,8 @@ import math
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, MediaError
-from lmms_video_reasoning.vcr_bench import aggregate, data, hooks, sample
-from lmms_video_reasoning.vcr_bench import records as vcr_records
+from lmms_video_reasoning.vcr_bench import aggregate, data, hooks, sample, scoring
+from lmms_video_reasoning.vcr_bench import task as vcr_task
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_visual_mode_override_and_bad_value(docs, monkeypatch):
 def test_process_results_never_raises_and_carries_everything(docs):
     out = hooks.process_results(docs[5], ["resp"])
     record = out["accuracy"]
-    assert set(out) == set(hooks.scoring.METRICS) and all(v is record for v in out.values())
+    assert set(out) == set(scoring.METRICS) and all(v is record for v in out.values())
     assert record["reasoning"] == docs[5]["reasoning"] and record["response"] == "resp" and record["error"] is None
     assert record["model_failed"] is False and record["model_failure"] is None
     json.dumps(record)
@@ -156,7 +156,7 @@ def test_model_failure_placeholder_is_never_judged(docs, monkeypatch):
         server.stop()
     assert server.request_count == 0
     assert metrics["accuracy"] == 0.0 and metrics["model_failed"] == 1 and metrics["judge_failed"] == 0
-    assert all(math.isnan(metrics[name]) for name in hooks.scoring.COT_METRICS)
+    assert all(math.isnan(metrics[name]) for name in scoring.COT_METRICS)
 
 
 def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, monkeypatch):
@@ -165,7 +165,7 @@ def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, 
     responses = {i: PLACEHOLDER if i in failed_ids else table[i][0] for i in docs}
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        records = [vcr_records.build_record(docs[i], responses[i]) for i in sorted(docs)]
+        records = [vcr_task.build_record(docs[i], responses[i]) for i in sorted(docs)]
         metrics = aggregate.score_records(records)
         answered = aggregate.score_records([r for r in records if not r["model_failed"]])
     finally:
@@ -173,7 +173,7 @@ def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, 
     assert not [b for b in server.requests if "LMMS_EVAL_REQUEST_FAILED" in json.dumps(b)]
     assert metrics["model_failed"] == 2 and metrics["judge_failed"] == 0 and answered["model_failed"] == 0
     assert metrics["accuracy"] == pytest.approx(100 * (len(sample.DEMO_CORRECT["vcr_cot"]) - 2) / 21)
-    for name in hooks.scoring.COT_METRICS:  # the failed samples are out of the means, not zeros in them
+    for name in scoring.COT_METRICS:  # the failed samples are out of the means, not zeros in them
         assert metrics[name] == pytest.approx(answered[name]), name
 
 
@@ -194,7 +194,7 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
     server = judge_with(monkeypatch, responder)
     try:
         table = sample.demo_table()["vcr_cot"]
-        records = [vcr_records.build_record(d, table[i][0]) for i, d in sorted(docs.items())]
+        records = [vcr_task.build_record(d, table[i][0]) for i, d in sorted(docs.items())]
         records.append({**hooks.process_results({"sample_id": "x"}, ["?"])["accuracy"], "dimension_code": "ftr",
                          "duration_bucket": "short", "multiple_choice": True})
         metrics = aggregate.score_records(records)
@@ -210,7 +210,7 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
 def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        record = vcr_records.build_record(docs[4], "A")  # correct bare letter
+        record = vcr_task.build_record(docs[4], "A")  # correct bare letter
         metrics = aggregate.score_records([record])
     finally:
         server.stop()
@@ -223,7 +223,7 @@ def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
 def test_background_setting_changes_overall(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        record = vcr_records.build_record(docs[5], "Nothing useful. So the answer is the magenta circle.")
+        record = vcr_task.build_record(docs[5], "Nothing useful. So the answer is the magenta circle.")
         default = aggregate.score_records([record])
         included = aggregate.score_records([record], {"include_background": True})
     finally:
@@ -236,8 +236,8 @@ def test_background_setting_changes_overall(docs, monkeypatch):
 def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "LMMS_VR_JUDGE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    records = [vcr_records.build_record(d, "A") for d in docs.values()]
-    records[0] = vcr_records.build_record(docs[0], PLACEHOLDER)
+    records = [vcr_task.build_record(d, "A") for d in docs.values()]
+    records[0] = vcr_task.build_record(docs[0], PLACEHOLDER)
     with caplog.at_level("WARNING"):
         metrics = aggregate.score_records(records)
     assert metrics.pop("model_failed") == 1  # needs no judge
@@ -262,7 +262,7 @@ def test_sample_benchmark_through_lmms_eval(vcr_root, monkeypatch, tmp_path):
     for task, correct in sample.DEMO_CORRECT.items():
         assert metric(results, task, "accuracy") == pytest.approx(100 * len(correct) / 21), task
         assert metric(results, task, "judge_failed") == 0
-    for name in hooks.scoring.METRICS:
+    for name in scoring.METRICS:
         value = metric(results, "vcr_cot", name)
         assert not math.isnan(value) and 0 <= value <= 100, name  # present, computed, on the 0-100 scale
     assert metric(results, "vcr_cot", "cot_precision") < 100  # the wrong steps of ids 6 and 18 count

@@ -13,7 +13,7 @@ import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, docs_dataset
 from lmms_video_reasoning.vrbench import aggregate, data, hooks, prompts
-from lmms_video_reasoning.vrbench import records as vr_records
+from lmms_video_reasoning.vrbench import task as vr_task
 from lmms_video_reasoning.vrbench.sample import judge_responder
 from reference_data import prompt_dir
 from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer
@@ -98,7 +98,7 @@ def run_judge(monkeypatch, debug_records, protocol):
     docs = data.flatten([*debug_records, long_video])
     for doc in docs:
         doc["mode"], doc["protocol"] = "judge", protocol
-    records = [vr_records.build_record(doc, RESPONSE) for doc in docs]
+    records = [vr_task.build_record(doc, RESPONSE) for doc in docs]
     with LocalJudgeServer(judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
@@ -170,10 +170,10 @@ def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protoco
         doc["mode"], doc["protocol"] = "judge", protocol
     failed_doc = dict(docs[0], answer=extract_mcq_answer(MODEL_FAILURE))
     assert failed_doc["answer"] == "E"  # the cascade alone would score the failure as right
-    failed = vr_records.build_record(failed_doc, MODEL_FAILURE)
+    failed = vr_task.build_record(failed_doc, MODEL_FAILURE)
     assert failed["model_failed"] is True and failed["mcq_pred"] is None
     assert failed["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500")
-    answered = vr_records.build_record(docs[1], RESPONSE.replace("<Answer> A", f"<Answer> {docs[1]['answer']}"))
+    answered = vr_task.build_record(docs[1], RESPONSE.replace("<Answer> A", f"<Answer> {docs[1]['answer']}"))
     assert answered["model_failed"] is False and answered["model_failure"] is None
 
     with LocalJudgeServer(judge_responder) as server:

@@ -6,20 +6,25 @@ and `lmms-vr report`, official judge, report specification (`report.py`), papers
 from pathlib import Path
 
 from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges.bind import bind
+from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
-from lmms_video_reasoning.vcr_bench import judging, records
+from lmms_video_reasoning.vcr_bench import judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
+
+# The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
+JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
+                      base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
 
 class VcrBenchScoring(ScoringAdapter):
-    """VCR-Bench: `aggregate.score_records`; outcomes from `judging.judge_records`."""
+    """VCR-Bench: `aggregate.score_records` (the task's scoring with the plugin's judge); outcomes
+    from `judging.judge_records`, metrics from `task.metrics_from_outcomes`."""
 
     name = judge_name = "vcr_bench"
 
     def settings(self, records):
-        from lmms_video_reasoning.vcr_bench import aggregate
-
-        return aggregate.resolve_settings(None)
+        return scoring.resolve_settings(None)
 
     def score(self, records, settings):
         from lmms_video_reasoning.vcr_bench import aggregate
@@ -32,16 +37,14 @@ class VcrBenchScoring(ScoringAdapter):
         kept = kept_outcomes(records, settings)
         if kept is not None:  # the very records this process just scored: the verdicts it used
             return kept
-        judge = judge if judge is not None else get_judge(judging.JUDGE)
+        judge = judge if judge is not None else get_judge(JUDGE)
         if judge is None:
             return None
         chain_of_thought = any(record.get("score_cot", True) for record in records)
-        return judging.judge_records(list(records), judge, chain_of_thought)
+        return judging.judge_records(list(records), bind(judge), chain_of_thought, settings)
 
     def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vcr_bench import aggregate
-
-        return aggregate.metrics_from_outcomes(records, outcomes, settings)
+        return task.metrics_from_outcomes(records, outcomes, settings)
 
     def verdicts(self, tag, value):
         """Extraction: the extracted answer; scoring: the official exact reading ("1" is correct);
@@ -63,7 +66,7 @@ class VcrBenchScoring(ScoringAdapter):
         return aggregate.metric_columns(records, outcomes, settings)
 
     def report_record(self, record):
-        """The groups a sample counts in and its failure flags (`aggregate.metrics_from_outcomes` reads no more)."""
+        """The groups a sample counts in and its failure flags (`task.metrics_from_outcomes` reads no more)."""
         from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
 
         kept = {key: record[key] for key in ("sample_id", "dimension_code", "duration_bucket", "multiple_choice", "score_cot") if key in record}
@@ -75,9 +78,9 @@ BENCHMARK = Benchmark(
     title="VCR-Bench",
     package=__package__,
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=records.build_record,
+    build_record=task.build_record,
     scoring=VcrBenchScoring(),
-    judge=judging.JUDGE,
+    judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
     reference="reference_tables.json",

@@ -12,20 +12,30 @@ canonical path first, else the file of that name sharing most of the record's fo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.roots import (
-    DataError,
     DataSource,
     annotation_file,
     data_root,
     read_json,
-    require_fields,
     require_media,
     usable_video,
     video_problem,
+)
+# documents (validation, dimensions, duration buckets): `docs.py`, shared with the upstream form
+from lmms_video_reasoning.vcr_bench.docs import (  # noqa: F401 - part of this module's interface
+    ANNOTATION,
+    DIMENSIONS,
+    MEDIUM_MAX_S,
+    RECORD_FIELDS,
+    SHORT_MAX_S,
+    VIDEO_DIR,
+    dimension_code,
+    duration_bucket,
+    record_to_doc,
+    records_to_docs,
 )
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vcr_bench`).
@@ -33,95 +43,9 @@ VCR_BENCH = SOURCE = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BEN
 # The release's size (paper, Hub card): (questions, videos) per split, checked by `lmms-vr prepare`.
 RELEASE = {"all": (1034, 859)}
 
-VIDEO_DIR = "v1/videos"
-ANNOTATION = f"{VIDEO_DIR}/meta_info_video.json"
-
 # What `lmms-vr prepare vcr_bench` fetches (huggingface_hub allow_patterns).
 HUB_ANNOTATIONS = [ANNOTATION]
 HUB_MEDIA_PATTERNS = [f"{VIDEO_DIR}/video.zip*", f"{VIDEO_DIR}/video/**"]
-
-# The seven dimensions (paper Sec. 2.1.1) and the codes that name their metrics.
-DIMENSIONS = {
-    "Fundamental Temporal Reasoning": "ftr",
-    "Video Temporal Counting": "vtc",
-    "Video Temporal Grounding": "vtg",
-    "Video Knowledge Reasoning": "vkr",
-    "Temporal Spatial Reasoning": "tsr",
-    "Video Plot Analysis": "vpa",
-    "Temporal Spatial Grounding": "tsg",
-}
-# Duration buckets (paper Table 1): short <= 60 s, medium <= 300 s, long > 300 s.
-SHORT_MAX_S, MEDIUM_MAX_S = 60, 300
-
-RECORD_FIELDS = ("id", "video_path", "duration", "dimension", "question", "multiple-choice", "answer", "reasoning")
-
-
-def dimension_code(name: str, where: str) -> str:
-    """The code of a dimension name, matched case- and space-insensitively; DataError if unknown."""
-    wanted = " ".join(str(name).split()).lower()
-    for full, code in DIMENSIONS.items():
-        if full.lower() == wanted or code == wanted:
-            return code
-    raise DataError(f"{where}: unknown dimension {name!r}; expected one of {list(DIMENSIONS)}")
-
-
-def duration_bucket(duration_s: float) -> str:
-    """'short' (<= 60 s), 'medium' (<= 300 s) or 'long' (README.md, "How scoring runs")."""
-    if duration_s <= SHORT_MAX_S:
-        return "short"
-    return "medium" if duration_s <= MEDIUM_MAX_S else "long"
-
-
-def record_to_doc(record: dict, where: str) -> dict:
-    """Validate one official record and turn it into a task document (Arrow-friendly types)."""
-    require_fields(record, RECORD_FIELDS, where)
-    if isinstance(record["id"], bool) or not isinstance(record["id"], (int, str)) or not str(record["id"]).strip().isdigit():
-        raise DataError(f"{where}: 'id' must be an integer, got {record['id']!r}")
-    for name in ("video_path", "question"):
-        if not isinstance(record[name], str) or not record[name].strip():
-            raise DataError(f"{where}: '{name}' must be a non-empty string, got {record[name]!r}")
-    if isinstance(record["duration"], bool) or not isinstance(record["duration"], (int, float)) or record["duration"] < 0:
-        raise DataError(f"{where}: 'duration' must be a number of seconds, got {record['duration']!r}")
-    if not isinstance(record["multiple-choice"], bool):
-        raise DataError(f"{where}: 'multiple-choice' must be true or false, got {record['multiple-choice']!r}")
-    if not isinstance(record["answer"], (str, int, float)) or isinstance(record["answer"], bool):
-        raise DataError(f"{where}: 'answer' must be a string, got {record['answer']!r}")
-    steps = record["reasoning"]
-    if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
-        raise DataError(f"{where}: 'reasoning' must be a list of step strings, got {type(steps).__name__}")
-    choices = record.get("choices") or {}
-    if not isinstance(choices, dict):
-        raise DataError(f"{where}: 'choices' must be an object of option letter -> text, got {type(choices).__name__}")
-    code = dimension_code(record["dimension"], where)
-    return {
-        "sample_id": str(int(record["id"])),
-        "id": int(record["id"]),
-        "video_path": record["video_path"],
-        "duration": float(record["duration"]),
-        "dimension": next(full for full, c in DIMENSIONS.items() if c == code),
-        "dimension_code": code,
-        "question": record["question"],
-        "multiple_choice": record["multiple-choice"],
-        "choices": json.dumps(choices, ensure_ascii=False),  # variable keys: stored as JSON text
-        "answer": str(record["answer"]),
-        "reasoning": list(steps),
-    }
-
-
-def records_to_docs(records, source: str) -> list[dict]:
-    """Documents for every record of an annotation list; DataError naming a bad record."""
-    if not isinstance(records, list):
-        raise DataError(f"{source}: expected a JSON list of VCR-Bench records, got {type(records).__name__}")
-    docs = []
-    seen: set[str] = set()
-    for index, record in enumerate(records):
-        rid = record.get("id", "?") if isinstance(record, dict) else "?"
-        doc = record_to_doc(record, f"VCR-Bench record #{index} (id={rid}) in {source}")
-        if doc["sample_id"] in seen:
-            raise DataError(f"VCR-Bench record #{index} in {source}: duplicate id {doc['id']}")
-        seen.add(doc["sample_id"])
-        docs.append(doc)
-    return docs
 
 
 def load_records() -> list[dict]:

@@ -7,9 +7,8 @@ indices, times rounded to 0.1 s.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts
 
 
 def indices(total: int, n: int = 64) -> list[int]:
@@ -17,7 +16,7 @@ def indices(total: int, n: int = 64) -> list[int]:
 
     Official inference code, start-aligned.
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     if total <= n:
         return list(range(total))
     return [i * total // n for i in range(n)]
@@ -29,14 +28,6 @@ def timestamps(indices: Iterable[int], fps: float) -> list[float]:
 
 
 FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
-PLAN = video.FramePlan("vcr_bench", pick=indices, times=timestamps)
+PLAN = FramePlan("vcr_bench", pick=indices, times=timestamps)
 # `vcr_one_frame` (paper Table 5 "1 Frame"): the middle frame
-ONE_FRAME = video.FramePlan("vcr_bench_one_frame", pick=lambda total, _n: [total // 2], times=timestamps)
-
-
-def for_document(path: Path, mode: str) -> video.PlannedFrames:
-    """The frames a frame-based model sees of a document's video: 64 start-aligned frames
-    (`frames`) or the middle frame (`one_frame`), with the times its prompt shows."""
-    if mode == "one_frame":
-        return video.plan_frames(path, ONE_FRAME, 1)
-    return video.plan_frames(path, PLAN, FRAME_COUNT)
+ONE_FRAME = FramePlan("vcr_bench_one_frame", pick=lambda total, _n: [total // 2], times=timestamps)

@@ -1,42 +1,33 @@
-"""lmms-eval hooks of the VCR-Bench tasks (`vcr_bench/tasks/*.yaml` point here).
+"""lmms-eval hooks of the VCR-Bench tasks in the plugin (`tasks/vcr_bench/*.yaml` point here).
 
-Inputs (README.md, "Tasks"; paper Table 5 for the ablations), chosen per task and model
-by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
-  video      the video (models with native video input; the default, as in the paper):
-             simple models get a proxy clip of exactly the frames their own path keeps
-             (`utils/lmms/model_video.py`), chat models the path; `LMMS_VR_VIDEO_INPUT=path` = paths
-  frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
-             written before the question (frame-based models: `openai`, `gpt4v`)
-  one_frame  the middle frame only (`vcr_one_frame`)
-  none       no visual (`vcr_text_only`)
-`VCR_BENCH_VISUAL_MODE=video|frames` overrides video/frames for `vcr_cot` and `vcr_direct`.
-`chain_of_thought: false` drops the CoT instruction (`vcr_direct`).
+The task itself (inputs, records, metrics) is `task.py`, shared with the task folder that
+`lmms-vr upstream` writes into lmms-eval; this module binds it to the plugin: documents from
+the data root with the checks before generation (`utils.preflight`), the judge engine with its
+cache (`judges`), and the fast inputs (`utils.model_video`: simple video models get a proxy
+clip of exactly the frames their own path keeps, chat models the path;
+`LMMS_VR_VIDEO_INPUT=path` = paths; frames decoded by `utils.media.video`).
 
-Scoring: `process_results` only builds a self-contained record (`records.build_record`: never
-calls a judge, never raises; lmms-eval's failure placeholder is marked `model_failed`, never
-judged); the first aggregation of a task judges all records in one batch
-(`aggregate.score_records`, memoised by content so the metric aggregations share one batch) and
-writes the judge accounting next to the results. `score_records` is also what `lmms-vr score`
-calls on records read back from a `--log_samples` file, and `build_record` builds the same
-record from a doc and a raw response (`--predict_only` files, replay predictions).
+Scoring: `process_results` only builds a self-contained record (`task.build_record`: never
+calls a judge, never raises); the first aggregation of a task judges all records in one batch
+(`aggregate.score_records`, memoised by content so the metric aggregations share one batch)
+and writes the judge accounting next to the results. `lmms-vr score` calls the same
+`score_records` on records read back from a `--log_samples` file.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.records import process_results as records_hook
-from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
-from lmms_video_reasoning.utils.lmms import model_video, preflight
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.vcr_bench import aggregate, data, frames, judging, prompts, records, scoring
+from lmms_video_reasoning.vcr_bench import aggregate, data, media, task
+from lmms_video_reasoning.vcr_bench.task import VISUAL_MODE, VISUAL_MODE_ENV, VISUAL_MODES, task_settings  # noqa: F401 - part of this module's interface
 
-VISUAL_MODES = ("video", "frames", "one_frame", "none")
-VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
-VISUAL_MODE = settings.declare(VISUAL_MODE_ENV, "choice", "", "what the video tasks show: the video, frames, one frame "
-                               "or nothing", choices=VISUAL_MODES, scoring=True)
+log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 
 
 # ---------------------------------------------------------------- documents
@@ -44,87 +35,55 @@ VISUAL_MODE = settings.declare(VISUAL_MODE_ENV, "choice", "", "what the video ta
 
 def load_docs(dataset=None) -> Any:
     """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
-    before generation: `utils/lmms/preflight.py`)."""
-    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _MEDIA, judge=judging.JUDGE)
+    before generation: `utils.preflight`)."""
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _MEDIA_CHECK, judge="vcr_bench")
 
 
 def load_docs_no_visual(dataset=None) -> Any:
     """`process_docs` of `vcr_text_only`: the same documents; no video is needed."""
-    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), judge=judging.JUDGE)
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), judge="vcr_bench")
 
 
-_MEDIA = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
+_MEDIA_CHECK = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
 
 
-# ---------------------------------------------------------------- task settings
-
-
-def task_settings(kwargs: dict | None) -> tuple[str, bool]:
-    """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
-    kwargs = kwargs or {}
-    mode = kwargs.get("visual_mode", "video")
-    try:
-        override = VISUAL_MODE.read()
-    except settings.SettingError as error:
-        raise DataError(f"VCR-Bench visual mode: {error}") from None
-    if override and mode in ("video", "frames"):
-        mode = override
-    if mode not in VISUAL_MODES:
-        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE_ENV}) is not one of {VISUAL_MODES}")
-    return mode, bool(kwargs.get("chain_of_thought", True))
 
 
 def frame_plan(doc: dict, mode: str) -> video.PlannedFrames:
     """The frames of the frame modes and their times, from the container (no decoding)."""
-    return frames.for_document(data.video_file(doc), mode)
-
-
-# ---------------------------------------------------------------- model inputs
+    return task.frame_plan(doc, mode, media.MEDIA)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
     """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
-    mode, chain_of_thought = task_settings(lmms_eval_specific_kwargs)
-    preamble = prompts.frame_times_preamble(frame_plan(doc, mode).timestamps) if mode == "frames" else ""
-    return prompts.model_prompt(doc["question"], chain_of_thought, preamble)
+    return task.doc_to_text(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """`[video_path]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
-    mode, _ = task_settings(lmms_eval_specific_kwargs)
-    if mode == "none":
-        return []
-    if mode == "video":
-        # The model's own frames in a proxy clip (utils.model_video; `LMMS_VR_VIDEO_INPUT=path`
-        # hands over the path). Either way the file is decoded here first: native-video models
-        # swallow a decode error and answer from the text alone, so a broken file fails here.
-        return [model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))]
-    return list(frame_plan(doc, mode).read())
+    """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
     """Chat models: the visuals of `doc_to_visual` as video / image parts, then the prompt."""
-    visuals = doc_to_visual(doc, lmms_eval_specific_kwargs)
-    content = [{"type": "video", "url": item} if isinstance(item, str) else {"type": "image", "url": item} for item in visuals]
-    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
-    return [{"role": "user", "content": content}]
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 # ---------------------------------------------------------------- records and aggregation
 
 
 def _metric_names(chain_of_thought: bool):
-    names = scoring.METRICS if chain_of_thought else scoring.ACCURACY_METRICS + scoring.COUNT_METRICS
+    names = task.metric_names(chain_of_thought)
     return lambda doc: names
 
 
 # `vcr_cot`: one record under every metric name (accuracy and CoT metrics).
-process_results = records_hook(records.build_record, _metric_names(True), chain_of_thought=True)
+process_results = records_hook(task.build_record, _metric_names(True), chain_of_thought=True)
 # Ablations (paper Table 5 reports accuracy only): no recall / precision judging.
-process_results_accuracy_only = records_hook(records.build_record, _metric_names(False), chain_of_thought=False)
+process_results_accuracy_only = records_hook(task.build_record, _metric_names(False), chain_of_thought=False)
 
 _SCORE = ScoreOnce(aggregate.score_records, "vcr_bench")
-_write_accounting = judge_accounting_writer(judging.JUDGE)
+_write_accounting = judge_accounting_writer("vcr_bench")
 
 
 aggregate_accuracy = _SCORE.aggregation("accuracy", _write_accounting)

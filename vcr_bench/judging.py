@@ -2,7 +2,7 @@
 
 Per sample (README.md, "How scoring runs"): answer extraction, then, chained on it, answer scoring
 (or the IoU rule for VTG / TSG); recall and precision run in parallel with that chain. All
-samples' jobs go through one `Judge.map`, so a task's judging costs the time of its slowest
+samples' jobs go through one `judge.map`, so a task's judging costs the time of its slowest
 chain, not the sum. Every request carries its official prompt as one user message,
 temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-asks by the
 engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
@@ -10,7 +10,7 @@ never turned into a score. A sample without a model answer (`utils.lmms.response
 no judge call at all.
 
 Every call is shown the model's whole reply, thinking blocks included, as the official code
-passes the model's whole output to all four prompts (`utils.responses.judged_text`; the
+passes the model's whole output to all four prompts (`responses.judged_text`; the
 reasoning blocks are stripped under `LMMS_VR_REASONING=stripped`). A reply that ends inside an
 open reasoning block has no answer: it is wrong without an extraction call; recall and
 precision still rate the reasoning it wrote.
@@ -22,30 +22,25 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 
-from lmms_video_reasoning.judges import JudgeRequest, JudgeResult, failure_share
-from lmms_video_reasoning.judges.config import JudgeDefaults
+from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
 from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed, reasoning_truncated
 from lmms_video_reasoning.vcr_bench import prompts, scoring
 
-log = logging.getLogger("lmms_video_reasoning.vcr_bench")
+log = logging.getLogger(__name__)
 
-# The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables
-# (declared as `Benchmark.judge`; the hooks pass it to `get_judge`).
-JUDGE = JudgeDefaults("vcr_bench", "gpt-4o-2024-08-06", "OPENAI_API_KEY", model_env="MODEL_VERSION",
-                      base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
-
+# The official judge (eval_code: GPT-4o through the OpenAI client).
+JUDGE_MODEL = "gpt-4o-2024-08-06"
 JUDGE_MAX_TOKENS = 2048
 MAX_REASKS = 2
 
-Ask = Callable[[JudgeRequest], JudgeResult]
 
-
-def judge_request(prompt: str, parse: Callable, tag: str, expected_reply: str | None = None, later_steps: int = 0) -> JudgeRequest:
+def judge_request(prompt: str, parse: Callable, tag: str, expected_reply: str | None = None, later_steps: int = 0) -> Request:
     """One official judge call: the prompt as a single user message, temperature 0.
 
     `expected_reply` / `later_steps`: what the cost estimate assumes (the reply's format and
     size; answer extraction is followed by the scoring call unless the IoU rule decides)."""
-    return JudgeRequest(
+    return Request(
         messages=[{"role": "user", "content": prompt}],
         max_tokens=JUDGE_MAX_TOKENS,
         temperature=0.0,
@@ -161,7 +156,7 @@ def empty_outcome(record: dict) -> dict:
 
 
 def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: Sequence[dict | None], chain_of_thought: bool) -> list[dict]:
-    """Per-sample outcomes from the job results (None from Judge.map = the job itself failed)."""
+    """Per-sample outcomes from the job results (None from judge.map = the job itself failed)."""
     outcomes = [empty_outcome(record) for record in records]
     for (index, kind), result in zip(jobs, results, strict=True):
         outcome = outcomes[index]
@@ -192,14 +187,12 @@ def lenient_changed(outcomes: Sequence[dict]) -> int:
     return sum(o.get("verdict_lenient") is not None and o["verdict_lenient"] != o.get("verdict_exact") for o in outcomes)
 
 
-def judge_records(records: Sequence[dict], judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
+def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
     """Judge every record in one concurrent batch; returns one outcome per record, in order.
 
-    `settings` None: the scoring settings of the environment (`aggregate.resolve_settings`)."""
+    `settings` None: the scoring settings of the environment (`scoring.resolve_settings`)."""
     if settings is None:
-        from lmms_video_reasoning.vcr_bench.aggregate import resolve_settings  # aggregate imports this module
-
-        settings = resolve_settings(None)
+        settings = scoring.resolve_settings(None)
     jobs = plan_jobs(records, chain_of_thought)
 
     def run(job, ask):

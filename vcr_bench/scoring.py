@@ -20,6 +20,7 @@ from lmms_video_reasoning.judges.parsing import (
     extract_json,
     normalize_label,
 )
+from lmms_video_reasoning.utils.core import settings as setting
 
 PERCEPTION = "Video Description Steps"
 REASONING = "Logical Inference Steps"
@@ -336,3 +337,29 @@ def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[l
         prefix = _COT_PREFIX[kind]
         out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = percent(r), percent(p), percent(f1(p, r))
     return out
+
+
+# ---------------------------------------------------------------- scoring settings
+
+INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
+LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
+OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
+INCLUDE_BACKGROUND = setting.declare(INCLUDE_BACKGROUND_ENV, "bool", False, "overall CoT counts Background Review "
+                                     "steps (paper-era code)", scoring=True)
+LENIENT_VERDICT = setting.declare(LENIENT_VERDICT_ENV, "bool", False, "the scoring judge's first standalone 0/1 "
+                                  "decides instead of the exact reply '1'", scoring=True)
+OFFICIAL_REVERSED = setting.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reversed intervals / boxes enter the IoU "
+                                    "rule as given, as officially", scoring=True)
+
+
+def resolve_settings(settings: dict | None = None) -> dict:
+    """Scoring settings, from the argument or the environment (`=1`): `include_background`
+    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the
+    paper-era code did; default off as the current code); `lenient_verdict`
+    (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
+    the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
+    interval bounds / box corners enter the IoU rule as given, as officially)."""
+    merged = {"include_background": INCLUDE_BACKGROUND.read(), "lenient_verdict": LENIENT_VERDICT.read(),
+              "official_reversed": OFFICIAL_REVERSED.read()}
+    merged.update(settings or {})
+    return merged

@@ -6,13 +6,19 @@ and `lmms-vr report`, official judge, report specification (`report.py`), papers
 from pathlib import Path
 
 from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges.bind import bind
+from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
-from lmms_video_reasoning.vrbench import judging, records
+from lmms_video_reasoning.vrbench import judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
+
+# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
+JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
 
 
 class VrBenchScoring(ScoringAdapter):
-    """VRBench: `aggregate.score_records`; outcomes from `judging.rate`."""
+    """VRBench: `aggregate.score_records` (the task's scoring with the plugin's judge); outcomes
+    from `judging.rate`, metrics from `task.metrics_from_outcomes`."""
 
     name = judge_name = "vrbench"
 
@@ -36,17 +42,15 @@ class VrBenchScoring(ScoringAdapter):
         rated = kept_outcomes(records, settings["protocol"])
         if rated is not None:
             return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
-        judge = judge if judge is not None else get_judge(judging.JUDGE)
+        judge = judge if judge is not None else get_judge(JUDGE)
         if judge is None:
             return None
-        rated = judging.rate(list(records), settings["protocol"], judge)
+        rated = judging.rate(list(records), settings["protocol"], bind(judge))
         return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.vrbench import aggregate
-
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return aggregate.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+        return task.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
@@ -92,9 +96,9 @@ BENCHMARK = Benchmark(
     title="VRBench",
     package=__package__,
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=records.build_record,
+    build_record=task.build_record,
     scoring=VrBenchScoring(),
-    judge=judging.JUDGE,
+    judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
     reference="reference_tables.json",

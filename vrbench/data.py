@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.roots import (
@@ -36,22 +35,23 @@ from lmms_video_reasoning.utils.core.roots import (
     usable_video,
     video_problem,
 )
-from lmms_video_reasoning.vrbench import prompts
-from lmms_video_reasoning.vrbench.scoring import TYPE_METRIC
+# documents (flattened per question, checked): `docs.py`, shared with the upstream form
+from lmms_video_reasoning.vrbench.docs import (  # noqa: F401 - part of this module's interface
+    ANNOTATIONS,
+    QUESTION_FIELDS,
+    VIDEO_FIELDS,
+    VIDEO_FOLDER,
+    flatten,
+)
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).
 VRBENCH = SOURCE = DataSource("vrbench", "OpenGVLab/VRBench", "VRBENCH_ROOT")
 # The release's size (VRBench_eval.jsonl, one line per video): (questions, videos), checked by `lmms-vr prepare`.
 RELEASE = {"all": (8243, 960)}
 
-ANNOTATIONS = "VRBench_eval.jsonl"
 HUB_ANNOTATIONS = [ANNOTATIONS]
 # The split zip of the 360p videos (Hub folder v001_360p_zips/; `lmms-vr prepare` streams it).
 HUB_MEDIA_PATTERNS = ["v001_360p_zips/v001_360p.z*", "v001_360p.z*"]
-VIDEO_FOLDER = "VRBench/videos/v001"  # canonical: where the records' video_path points
-
-VIDEO_FIELDS = ("video_id", "video_path", "video_summary", "mcq")
-QUESTION_FIELDS = ("question", "options", "answer", "original_answer", "reasoning_process", "reasoning_type")
 
 
 def load_records(path: Path | None = None) -> list[dict]:
@@ -80,69 +80,6 @@ def records_at(root: Path, split: str | None = None) -> list[dict]:
 def release_counts(records: list[dict]) -> tuple[int, int]:
     """(questions, videos) of `records_at`'s per-video records."""
     return sum(len(r["mcq"]) if isinstance(r.get("mcq"), dict) else 0 for r in records), len(records)
-
-
-def _options(options: Any, where: str) -> list[list[str]]:
-    """Options as `[[letter, text], ...]` in the record's order (Arrow needs fixed keys)."""
-    if not isinstance(options, dict) or not options:
-        raise DataError(f"{where}: 'options' must be a non-empty object of letter -> text")
-    return [[str(letter), str(text)] for letter, text in options.items()]
-
-
-def _steps(process: Any, where: str) -> list[list[str]]:
-    """Reference steps as `[[number, text], ...]` (a dict keyed "1", "2", ... in the data)."""
-    if isinstance(process, str):  # the official formatter passes strings through
-        return [["1", process]] if process else []
-    if not isinstance(process, dict):
-        raise DataError(f"{where}: 'reasoning_process' must be an object of step number -> text")
-    try:
-        return [[str(int(number)), str(text)] for number, text in process.items()]
-    except ValueError:
-        raise DataError(f"{where}: 'reasoning_process' keys must be step numbers, got {list(process)}") from None
-
-
-def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
-    """One document per question, id `"{video_id}_{qa_key}"` (the official question id).
-
-    Each document carries what inference and scoring need: the question and its options, the
-    gold letter, the open-ended reference answer, the reference steps (formatted as the
-    official judge sees them), the reasoning type and the video's summary and path.
-    """
-    docs = []
-    for record in records:
-        video_id = str(record["video_id"])
-        if not isinstance(record["mcq"], dict):
-            raise DataError(f"{source}, video {video_id}: 'mcq' must be an object of qa key -> question")
-        for qa_key, qa in record["mcq"].items():
-            where = f"{source}, video {video_id}, question {qa_key}"
-            require_fields(qa, QUESTION_FIELDS, where)
-            reasoning_type = str(qa["reasoning_type"])
-            if reasoning_type.strip() not in TYPE_METRIC:
-                raise DataError(f"{where}: unknown reasoning_type {reasoning_type!r}; expected one of {sorted(TYPE_METRIC)}")
-            options = _options(qa["options"], where)
-            if qa["answer"] not in dict(options):
-                raise DataError(f"{where}: answer {qa['answer']!r} is not one of the option letters {[o[0] for o in options]}")
-            steps = _steps(qa["reasoning_process"], where)
-            docs.append(
-                {
-                    "sample_id": f"{video_id}_{qa_key}",
-                    "video_id": video_id,
-                    "qa_key": str(qa_key),
-                    "video_path": str(record["video_path"]),
-                    "video_read_type": str(record.get("video_read_type") or "decord"),
-                    "video_summary": str(record["video_summary"]),
-                    "question": str(qa["question"]),
-                    "options": options,
-                    "answer": str(qa["answer"]),
-                    "original_answer": str(qa["original_answer"]),
-                    "steps": steps,
-                    "procedure": prompts.format_procedure(steps),
-                    "reasoning_type": reasoning_type,
-                }
-            )
-    if not docs:
-        raise DataError(f"{source}: no questions found")
-    return docs
 
 
 def video_at(root: Path, video_path: str, where: str = "VRBench record") -> Path | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts
 
 # Official frame size (inference/utils/video_process.py: cv2.resize(frame, (224, 224))).
 SIZE = (224, 224)
@@ -20,7 +20,7 @@ def indices(total: int, n: int = 16) -> list[int]:
     Official ``get_middle_frame_indices`` (OpenGVLab/VRBench ``inference/utils/video_process.py``):
     boundaries ``np.linspace(0, total, n + 1, dtype=int)``, index ``(start + end) // 2``.
     """
-    video.check_counts(total, n)
+    check_counts(total, n)
     if n >= total:
         return list(range(total))
     bounds = np.linspace(0, total, num=n + 1, dtype=int)
@@ -32,9 +32,4 @@ def timestamps(indices: Sequence[int], fps: float) -> list[float]:
     return [i / fps for i in indices]
 
 
-PLAN = video.FramePlan("vrbench", pick=indices, times=timestamps, size=SIZE)
-
-
-def for_document(path, n: int) -> video.PlannedFrames:
-    """The official frames of a question's video: `n` segment midpoints, read at 224x224."""
-    return video.plan_frames(path, PLAN, n)
+PLAN = FramePlan("vrbench", pick=indices, times=timestamps, size=SIZE)

@@ -1,201 +1,106 @@
-"""lmms-eval hooks for the VRBench tasks (the functions the YAMLs in `vrbench/tasks/` name).
+"""lmms-eval hooks for the VRBench tasks in the plugin (the functions the YAMLs in `vrbench/tasks/` name).
 
-Tasks (one generation per question, the official CoT template):
-
-- `vr_bench`: frames (or the video) + template; MCQ-O and OE-P from the same response.
-- `vr_bench_mcq`: the same generation; MCQ-O only, no judge.
-- `vr_bench_text`: the paper's LLM setting: summary + question, no visual input.
-- `vr_bench_official`: `vr_bench` under the official protocol (see `scoring.py`).
-
-The task's mode and protocol are stamped on every document by its `process_docs` hook and
-copied into every record (`records.build_record`), so `aggregate.score_records` re-scores a `--log_samples` file exactly as the
-task's aggregation did. `VRBENCH_PROTOCOL=official` switches the other tasks to the official
-protocol too.
-
-Settings for the visual input come from `lmms_eval_specific_kwargs`: `visual_mode`
-(`video`: a video, for video-native models; `frames`: `num_frames` frames at segment
-midpoints, 224x224, for frame-based models), `num_frames` and `video_frames` (video mode:
-`protocol`, the default, is a clip of those same `num_frames` 224x224 frames, as the official
-inference ran video models; `model` lets the model sample the full video);
-`VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override them; `LMMS_VR_VIDEO_INPUT=path` hands
-the model the original path.
+The task itself (inputs, records, metrics; one generation scored for both tracks) is
+`task.py`, shared with the task folder that `lmms-vr upstream` writes into lmms-eval; this
+module binds it to the plugin: documents from the data root with the checks before
+generation (`utils.preflight`), the judge engine with its cache (`judges`), and the fast
+inputs (`utils.model_video`: a clip of the protocol frames, or of exactly the frames the
+calling model's own path keeps; `LMMS_VR_VIDEO_INPUT=path` hands the model the original path).
 """
 
 from __future__ import annotations
 
-from lmms_video_reasoning.utils.core import settings
+import logging
+
 from lmms_video_reasoning.utils.core.records import process_results as records_hook
-from lmms_video_reasoning.utils.core.roots import DataError, data_root, docs_dataset
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.vrbench import aggregate, data, frames, judging, prompts, records
-from lmms_video_reasoning.vrbench.scoring import PROTOCOLS, TYPE_NAMES
+from lmms_video_reasoning.vrbench import aggregate, data, media, task
+from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.vrbench.task import (  # noqa: F401 - part of this module's interface
+    DEFAULT_NUM_FRAMES,
+    DEFAULT_VIDEO_FRAMES,
+    JUDGE_METRICS,
+    MCQ_METRICS,
+    NUM_FRAMES,
+    NUM_FRAMES_ENV,
+    PROTOCOL,
+    PROTOCOL_ENV,
+    VIDEO_FRAMES,
+    VIDEO_FRAMES_ENV,
+    VIDEO_FRAMES_SETTING,
+    doc_to_text,
+    num_frames,
+    protocol_from_env,
+    video_frames,
+    visual_mode,
+)
 
-PROTOCOL_ENV = "VRBENCH_PROTOCOL"
-NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
-DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
-VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
-VIDEO_FRAMES = ("protocol", "model")
-DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
-PROTOCOL = settings.declare(PROTOCOL_ENV, "choice", "default", "VRBench protocol: this suite's default or the "
-                            "official code's", choices=PROTOCOLS, scoring=True)
-NUM_FRAMES = settings.declare(NUM_FRAMES_ENV, "int", None, "frames for frame-based models (overrides the task's "
-                              "num_frames)", minimum=1, scoring=True)
-VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what video-native models see: the protocol's "
-                                        "frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
-
-JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
-                 "reasoning_truncated")
-MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
+log = logging.getLogger("lmms_video_reasoning.vrbench")
 
 # ----------------------------------------------------------------------------------------
 # Documents
 # ----------------------------------------------------------------------------------------
 
 
-def protocol_from_env() -> str:
-    """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
-    try:
-        return PROTOCOL.read()
-    except settings.SettingError as error:
-        raise DataError(str(error)) from None
-
-
 def build_docs(mode: str, protocol: str) -> list[dict]:
     """The task's documents: every question of the annotation file, stamped with mode and protocol."""
-    docs = data.flatten(data.load_records())
-    for doc in docs:
-        doc["mode"], doc["protocol"] = mode, protocol
-    return docs
+    return task.stamp(data.flatten(data.load_records()), mode, protocol)
 
 
-# Checked before generation (`utils/lmms/preflight.py`): the videos (not for the text-only task) and
+# Checked before generation (`utils.preflight`): the videos (not for the text-only task) and
 # the judge (not for the MCQ-only task).
-_MEDIA = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
+_MEDIA_CHECK = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
 
 
 def load_docs(_placeholder=None):
     """`process_docs` of vr_bench."""
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", protocol_from_env())), _MEDIA, judge=judging.JUDGE)
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", protocol_from_env())), _MEDIA_CHECK, judge="vrbench")
 
 
 def load_docs_mcq(_placeholder=None):
     """`process_docs` of vr_bench_mcq."""
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("mcq", protocol_from_env())), _MEDIA)
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("mcq", protocol_from_env())), _MEDIA_CHECK)
 
 
 def load_docs_text(_placeholder=None):
     """`process_docs` of vr_bench_text."""
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("text", protocol_from_env())), judge=judging.JUDGE)
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("text", protocol_from_env())), judge="vrbench")
 
 
 def load_docs_official(_placeholder=None):
     """`process_docs` of vr_bench_official."""
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", "official")), _MEDIA, judge=judging.JUDGE)
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", "official")), _MEDIA_CHECK, judge="vrbench")
 
 
-# ----------------------------------------------------------------------------------------
-# Model input
-# ----------------------------------------------------------------------------------------
-
-
-def num_frames(kwargs: dict | None) -> int:
-    """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
-    value = NUM_FRAMES.read() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
-    try:
-        count = int(value)
-    except (TypeError, ValueError):
-        count = 0
-    if count < 1:
-        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES_ENV} or lmms_eval_specific_kwargs)")
-    return count
-
-
-def visual_mode(doc: dict, kwargs: dict | None) -> str:
-    """`none` for the text task, else the task's `visual_mode` (`video` or `frames`)."""
-    if doc["mode"] == "text":
-        return "none"
-    mode = (kwargs or {}).get("visual_mode", "video")
-    if mode not in ("video", "frames"):
-        raise DataError(f"VRBench visual_mode must be 'video' or 'frames', got {mode!r}")
-    return mode
-
-
-def sample_frames(path, n: int) -> list:
-    """The official frame sampling: `n` segment midpoints, resized to 224x224 (PIL images)."""
-    return frames.for_document(path, n).read()
-
-
-def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (default) or `model`; `$VRBENCH_VIDEO_FRAMES` wins.
-
-    `protocol`: the official inference's `num_frames` segment-midpoint frames at 224x224, as a
-    video clip (the paper ran every model, video-native ones included, on these frames, with
-    per-model frame counts in its Table A3). `model`: the model samples the full video itself.
-    """
-    value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
-    if value not in VIDEO_FRAMES:
-        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_ENV} or lmms_eval_specific_kwargs)")
-    return value
 
 
 def video_input(doc: dict, kwargs: dict | None) -> str:
-    """The video handed to a video-native model (`utils/lmms/model_video.py`): a clip of the protocol
-    frames, or (`video_frames: model`) of exactly the frames the calling model's own path
-    keeps (the original path for models it does not know). `LMMS_VR_VIDEO_INPUT=path`: the
-    original path. The file is decoded either way: lmms-eval's qwen2_vl would log a decode
-    error and answer from the text alone.
-    """
-    from lmms_video_reasoning.utils.lmms import model_video
-
-    path = data.resolve_video(doc["video_path"])
-    checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
-    if video_frames(kwargs) == "model":
-        return model_video.video_for_model(path, on_broken=checked)
-    n = num_frames(kwargs)
-    return model_video.video_for_model(path, frames=lambda total: frames.indices(total, n), size=frames.SIZE,
-                                       on_broken=checked)
+    """The video handed to a video-native model (`task.video_input` with the plugin's media)."""
+    return task.video_input(doc, kwargs, media.MEDIA)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
     """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
-    mode = visual_mode(doc, lmms_eval_specific_kwargs)
-    if mode == "none":
-        return []
-    if mode == "video":
-        return [video_input(doc, lmms_eval_specific_kwargs)]
-    return sample_frames(data.resolve_video(doc["video_path"]), num_frames(lmms_eval_specific_kwargs))
-
-
-def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    """The official CoT prompt (question, `X: text` option lines, the video summary)."""
-    return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
     """One user turn: the video or frames first, then the prompt (as the official inference)."""
-    mode = visual_mode(doc, lmms_eval_specific_kwargs)
-    visuals = doc_to_visual(doc, lmms_eval_specific_kwargs)
-    kind = "video" if mode == "video" else "image"
-    content = [{"type": kind, "url": visual} for visual in visuals]
-    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
-    return [{"role": "user", "content": content}]
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, media.MEDIA)
 
 
 # ----------------------------------------------------------------------------------------
-# Records and aggregation
+# Records and metrics
 # ----------------------------------------------------------------------------------------
-
-
-def _metric_names(doc: dict) -> tuple[str, ...]:
-    return MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
 
 
 # One record per metric of the task (never calls the judge, never raises on a response).
-process_results = records_hook(records.build_record, _metric_names)
+process_results = records_hook(task.build_record, task.metric_names)
 
 _score_once = ScoreOnce(aggregate.score_records, "vrbench")
-_write_accounting = judge_accounting_writer(judging.JUDGE)
+_write_accounting = judge_accounting_writer("vrbench")
 
 
 aggregate_mcq_accuracy = _score_once.aggregation("mcq_accuracy", _write_accounting)

@@ -23,8 +23,7 @@ import logging
 from collections.abc import Sequence
 from functools import partial
 
-from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.judges.engine import Judge, JudgeRequest
+from lmms_video_reasoning.utils.core.ask import Judge, Request
 from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import (
@@ -38,11 +37,11 @@ from lmms_video_reasoning.vrbench.scoring import (
     process_score,
 )
 
-log = logging.getLogger("lmms_video_reasoning.vrbench")
+log = logging.getLogger(__name__)
 
-# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint (declared as
-# `Benchmark.judge`; the hooks pass it to `get_judge`).
-JUDGE = JudgeDefaults("vrbench", "deepseek-chat", "DEEPSEEK_API_KEY", base_url="https://api.deepseek.com/v1")
+# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
+JUDGE_MODEL = "deepseek-chat"
+JUDGE_BASE_URL = "https://api.deepseek.com/v1"
 
 
 def judge_messages(record: dict, protocol: str) -> list[dict] | None:
@@ -59,8 +58,8 @@ def judge_messages(record: dict, protocol: str) -> list[dict] | None:
     return prompts.non_unique_answer_messages(record["summary"], record["question"], response, procedure, answer)
 
 
-def judge_request(record: dict, protocol: str) -> JudgeRequest | None:
-    """The JudgeRequest for one record (None if its type is not rated under `protocol`)."""
+def judge_request(record: dict, protocol: str) -> Request | None:
+    """The judge request for one record (None if its type is not rated under `protocol`)."""
     messages = judge_messages(record, protocol)
     if messages is None:
         return None
@@ -68,9 +67,9 @@ def judge_request(record: dict, protocol: str) -> JudgeRequest | None:
     expected = expected_reply(kind)
     if protocol == "official":
         # Parsed after the call with the official rules: missing tags score 0, no re-ask.
-        return JudgeRequest(messages, temperature=None, tag=f"vrbench.{kind}", expected_reply=expected)
-    return JudgeRequest(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}",
-                        expected_reply=expected)
+        return Request(messages, temperature=None, tag=f"vrbench.{kind}", expected_reply=expected)
+    return Request(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}",
+                   expected_reply=expected)
 
 
 # A per-dimension rationale of typical length (about 60 tokens), for the cost estimate.

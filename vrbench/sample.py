@@ -297,12 +297,30 @@ def judge_responder(body: dict) -> str:
     )
 
 
+# lmms-eval 0.7.3's own `vrbench_process` asks for one 0-10 score in this tag (its single-prompt judge).
+SINGLE_SCORE_PROMPT = "<rate>the score (0-10)</rate>"
+
+
+def single_score_reply(text: str) -> str:
+    """The same judge for lmms-eval 0.7.3's single-score prompt: the weighted sum of the four
+    ratings `judge_responder` gives, in a `<rate>` tag (no tag for a refused response)."""
+    four = judge_responder({"messages": [{"role": "system", "content": "<step_matching>"}, {"role": "user", "content": text}]})
+    if "<step_matching>" not in four:
+        return four
+    values = [float(v) for v in re.findall(r">(\d+(?:\.\d+)?)</", four)]
+    return f"<rate>{0.4 * values[0] + 0.4 * values[1] + 0.1 * values[2] + 0.1 * values[3]:.1f}</rate>\n<reason>test judge</reason>"
+
+
 def oracle_judge_reply(body: dict) -> str | None:
-    """`judge_responder` for VRBench's judge prompts, None for any other prompt (the demo
-    routes one local judge server across the three benchmarks)."""
+    """`judge_responder` for VRBench's judge prompts (the official four-tag ones and lmms-eval
+    0.7.3's single-score one), None for any other prompt (the demo routes one local judge server
+    across the three benchmarks)."""
     from lmms_video_reasoning.vrbench import prompts
 
-    system = body["messages"][0].get("content") if body.get("messages") else None
+    messages = body.get("messages") or []
+    system = messages[0].get("content") if messages else None
+    if isinstance(messages[-1].get("content") if messages else None, str) and SINGLE_SCORE_PROMPT in messages[-1]["content"]:
+        return single_score_reply(messages[-1]["content"])
     if system not in (prompts.load(prompts.UNIQUE_SYSTEM), prompts.load(prompts.NON_UNIQUE_SYSTEM)):
         return None
     return judge_responder(body)

@@ -19,14 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from lmms_video_reasoning.utils.core.data_errors import DataError, require_fields  # noqa: F401 - part of this module's interface
 
 # The installed huggingface_hub's CLI (`hf`; `huggingface-cli` is its deprecated name).
 HF_LOGIN = "hf auth login"
 HF_WHOAMI = "hf auth whoami"
-
-
-class DataError(ValueError):
-    """Annotations or media are missing or malformed; the message says how to fix it."""
 
 
 class MediaError(DataError):
@@ -257,15 +254,6 @@ def usable_video(source: DataSource, path: Path) -> Path:
 def checked_video(source: DataSource, relpath: str) -> Path:
     """`media_file` for a video that must also decode (`usable_video`)."""
     return usable_video(source, media_file(source, relpath))
-
-
-def require_fields(record: Any, fields: Iterable[str], where: str) -> None:
-    """Raise DataError naming the record when it is not a dict with every field."""
-    if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    missing = [name for name in fields if name not in record]
-    if missing:
-        raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
 
 
 def docs_dataset(docs: Sequence[dict]):

@@ -60,6 +60,7 @@ from pathlib import Path
 import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts, choose  # noqa: F401 - FramePlan, check_counts: part of this module's interface
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)
@@ -103,30 +104,6 @@ class SampledFrames:
     fps: float
     total_frames: int
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class FramePlan:
-    """A benchmark protocol's frame choice, declared in the benchmark's folder (``frames.py``).
-
-    ``pick(total, n)``: presentation indices for a video of ``total`` frames; or, for plans
-    inside a question's intervals, ``pick_in_intervals(intervals_s, fps, total, n)`` returning
-    ``(indices, n_intervals_clamped)``. ``times(indices, fps)``: the seconds shown to the model.
-    ``size``: the protocol's frame size, None for the decoded size.
-    """
-
-    name: str
-    times: Callable[[Sequence[int], float], list[float]]
-    pick: Callable[[int, int], list[int]] | None = None
-    pick_in_intervals: Callable[[Sequence[Sequence[float]], float, int, int], tuple[list[int], int]] | None = None
-    size: tuple[int, int] | None = None
-
-
-def check_counts(total: int, n: int) -> None:
-    if total < 1:
-        raise ValueError(f"a video needs at least one frame, got total={total}")
-    if n < 1:
-        raise ValueError(f"number of frames to sample must be >= 1, got {n}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -634,7 +611,7 @@ def plan_frames(
     (``path`` None, e.g. replay predictions scored where the videos are not) or cannot be opened
     leaves the metadata unchecked, with a note; reading the frames then fails, naming the file.
     """
-    if not isinstance(plan, FramePlan):
+    if not isinstance(plan, FramePlan):  # before any file is opened
         raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
     path = None if path is None else Path(path)
     try:
@@ -650,15 +627,10 @@ def plan_frames(
         notes = [f"metadata not checked against the file {path or ''}: {error}"]
         in_file = None  # unknown: no index is dropped
         logger.debug(notes[-1])
-    if plan.pick_in_intervals is not None:
-        if not intervals:
-            raise ValueError(f"frame plan {plan.name!r} needs the question's clue intervals (intervals=[[start, end], ...])")
-        indices, n_clamped = plan.pick_in_intervals(intervals, fps, total, n)
-        if n_clamped:
-            notes.append(f"{n_clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
-    else:
-        indices = plan.pick(total, n)
-    indices = [int(i) for i in indices]
+    chosen = choose(plan, total, fps, n, intervals)
+    if chosen.clamped:
+        notes.append(f"{chosen.clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
+    indices = chosen.indices
     past_end = 0 if in_file is None else sum(i >= in_file for i in indices)
     if past_end:  # metadata a frame or two longer than the file: drop, as official CG-Bench does
         indices = [i for i in indices if i < in_file]

@@ -9,7 +9,8 @@
         [--estimate | --batch-export F | --batch-import F | --batch]   judging cost, batch files, Batch API
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
     lmms-vr judge-agreement RUN... --candidate MODEL   a candidate judge against the reference, with CIs
-    lmms-vr upstream --lmms-eval DIR         write this suite into an lmms-eval checkout (a PR)
+    lmms-vr upstream --lmms-eval DIR --out SERIES [--validate]
+                                             this suite as a series of lmms-eval pull requests
 """
 
 from __future__ import annotations
@@ -132,10 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     agreement.add_argument("--out", default="judge_agreement.json", help="where to write the agreement (JSON)")
     agreement.set_defaults(run=_delegate("results.judge_agreement"))
 
-    upstream = sub.add_parser("upstream", help="write this suite into an lmms-eval checkout as a pull-request-ready change")
-    upstream.add_argument("--lmms-eval", required=True, help="an lmms-eval 0.7.x checkout (git clone or unpacked sdist)")
-    upstream.add_argument("--pr-out", default="lmms_eval_pr.md", help="where to write the PR description")
-    upstream.add_argument("--validation", help="JSON {command: {n, passed}} from a validation run, for the PR's table")
+    upstream = sub.add_parser("upstream", help="this suite as a series of lmms-eval pull requests (patches + descriptions)")
+    upstream.add_argument("--lmms-eval", required=True, help="a clean lmms-eval 0.7.x tree (git clone or unpacked sdist); it is only read")
+    upstream.add_argument("--out", required=True, help="the folder for NN-name.patch and NN-name.md")
+    upstream.add_argument("--validate", action="store_true",
+                          help="check every PR (alone, then the series) in a fresh venv without this package; the numbers go into the descriptions")
+    upstream.add_argument("--keep", action="store_true", help="with --validate: keep the trees, logs and runs in OUT/validation_work")
     upstream.set_defaults(run=_delegate("tools.upstream"))
 
     doctor = sub.add_parser("doctor", help="which integrations with lmms-eval are active here, and the fix for each that is not")

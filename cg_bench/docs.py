@@ -1,0 +1,109 @@
+"""CG-Bench documents: the official annotation schema, checked, and the official frame table.
+
+`cgbench_mini.json` (3,000 questions, the default) and `cgbench.json` (12,129) are lists of
+question records; each is validated (a bad record is an error naming it and the field).
+`video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input)
+is not on the Hub: it comes from the official GitHub repository (CG-Bench/CG-Bench,
+`run/video_meta_info.json`, 1,219 videos) and ships beside this module. Standard library
+only (the upstream task folder shares this module).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lmms_video_reasoning.utils.core.data_errors import DataError, require_fields
+
+SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
+META_FILE = "video_meta_info.json"
+PACKAGED_META = Path(__file__).with_name(META_FILE)  # official GitHub run/video_meta_info.json
+FIELDS = ("qid", "video_uid", "question", "answer", "choices", "right_answer", "clue_intervals", "domain", "sub_category", "duration")
+MAX_CHOICES = 8  # letters A..H
+
+
+def validate_record(record: Any, where: str) -> dict:
+    """Check one annotation record against the official schema; return it normalised.
+
+    Normalised: `qid` int, `choices` list of str, `clue_intervals` list of [float, float],
+    `duration` int. Raises DataError naming the record and the field.
+    """
+    require_fields(record, FIELDS, where)
+    where = f"{where} (qid {record.get('qid')!r})"
+
+    def fail(message: str):
+        raise DataError(f"{where}: {message}")
+
+    if not isinstance(record["qid"], int) or isinstance(record["qid"], bool):
+        fail(f"qid must be an integer, got {record['qid']!r}")
+    for name in ("video_uid", "question", "answer", "right_answer", "domain", "sub_category"):
+        if not isinstance(record[name], str) or not record[name]:
+            fail(f"{name} must be a non-empty string, got {record[name]!r}")
+    choices = record["choices"]
+    if not isinstance(choices, list) or not 2 <= len(choices) <= MAX_CHOICES or not all(isinstance(c, str) for c in choices):
+        fail(f"choices must be a list of 2 to {MAX_CHOICES} strings, got {choices!r}")
+    letter = record["right_answer"]
+    if len(letter) != 1 or not "A" <= letter < chr(ord("A") + len(choices)):
+        fail(f"right_answer {letter!r} is not one of the {len(choices)} option letters")
+    intervals = record["clue_intervals"]
+    if not isinstance(intervals, list) or not intervals:
+        fail(f"clue_intervals must be a non-empty list of [start, end], got {intervals!r}")
+    clean = []
+    for interval in intervals:
+        if (not isinstance(interval, (list, tuple)) or len(interval) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in interval)
+                or interval[0] > interval[1] or interval[0] < 0):
+            fail(f"clue interval {interval!r} is not [start, end] seconds with 0 <= start <= end")
+        clean.append([float(interval[0]), float(interval[1])])
+    if not isinstance(record["duration"], (int, float)) or record["duration"] <= 0:
+        fail(f"duration must be a positive number of seconds, got {record['duration']!r}")
+    return {**record, "choices": list(choices), "clue_intervals": clean, "duration": int(record["duration"])}
+
+
+def validate_records(records: Any, where: str) -> list[dict]:
+    """Validate a whole annotation file: a list of records with unique qids."""
+    if not isinstance(records, list) or not records:
+        raise DataError(f"{where}: expected a non-empty JSON list of question records")
+    clean = [validate_record(record, f"{where} record #{index}") for index, record in enumerate(records)]
+    seen: set[int] = set()
+    for record in clean:
+        if record["qid"] in seen:
+            raise DataError(f"{where}: qid {record['qid']} appears more than once")
+        seen.add(record["qid"])
+    return clean
+
+
+@dataclass(frozen=True)
+class VideoMeta:
+    """What the official sampler knows about a video (`video_meta_info.json`)."""
+
+    duration: float
+    max_frame: int
+    fps: float
+
+
+def parse_meta(raw: Any, where: str) -> dict[str, VideoMeta]:
+    """The sampler's table from the parsed `video_meta_info.json` (`where` names it in errors)."""
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
+    table = {}
+    for uid, entry in raw.items():
+        require_fields(entry, ("max_frame", "fps"), f"{where} entry {uid!r}")
+        if not entry["fps"] or entry["fps"] <= 0 or entry["max_frame"] <= 0:
+            raise DataError(f"{where} entry {uid!r}: fps and max_frame must be positive, got {entry}")
+        table[uid] = VideoMeta(float(entry.get("duration") or entry["max_frame"] / entry["fps"]), int(entry["max_frame"]), float(entry["fps"]))
+    return table
+
+
+def packaged_meta() -> dict[str, VideoMeta]:
+    """The official table shipped beside this module (read once)."""
+    global _packaged
+    if _packaged is None:
+        _packaged = parse_meta(json.loads(PACKAGED_META.read_text(encoding="utf-8")), str(PACKAGED_META))
+    return _packaged
+
+
+_packaged: dict[str, VideoMeta] | None = None

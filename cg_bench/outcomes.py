@@ -1,0 +1,314 @@
+"""From per-answer records to CG-Bench metrics: the one code path of every binding.
+
+`make_record(doc, response, media)` is what `process_results` logs (everything needed to
+re-score, no judge call). `score_with(records, settings, judge, media)` reads every reply
+(`scoring`), runs the open-ended judge (`judge`: an "ask the judge" binding, None when none is
+configured) once for the open records, joins modes per qid and returns every metric.
+Records of separate runs can be concatenated: long + clue + grounding records of one model
+give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
+
+How failures enter the metrics (official default): an unparseable reply is left out of its
+metric's denominator and counted in `parse_failed`; `acc_at_iou` uses the questions whose
+long answer and grounding reply both parsed; `oe_acc` uses the questions with a final judge
+verdict (a question whose judging failed is left out and counted in `judge_failed`).
+Strict: unparseable replies count as wrong / tIoU 0 (still counted in `parse_failed`); an
+empty open answer is wrong without asking the judge.
+In both settings lmms-eval's failure placeholder (`responses.is_model_failure`: the
+model never answered) is a missing answer, not a reply: never parsed nor judged, wrong /
+tIoU 0 in every denominator, counted in `model_failed` (not in `parse_failed`).
+Thinking models: every parser (and the open-ended judge, through the parsed prediction)
+reads the reply's final answer (`responses.py`: after the last `</think>`, or inside
+`<answer>`; the whole reply only when that part is empty), so the letters and times in the
+reasoning cannot answer for it. A reply that ends inside an open reasoning block has no
+answer: wrong / tIoU 0 in both settings, never judged, counted in `reasoning_truncated`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from lmms_video_reasoning.cg_bench import judging, sampling, scoring
+from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.data_errors import require_fields
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
+
+logger = logging.getLogger(__name__)
+
+STRICT_ENV = "LMMS_VR_CG_STRICT"
+OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
+STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True)
+OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "a reversed predicted interval computed "
+                                     "as the official code does (negative length)", scoring=True)
+METRICS = {
+    "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+    "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+    "grounding": ("miou", "rec_at_iou", "parse_failed", "model_failed", "reasoning_truncated"),
+    "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed", "reasoning_truncated"),
+    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "model_failed", "reasoning_truncated"),
+    "blind": ("blind_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+}
+HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
+RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
+                 "domain", "sub_category", "duration", "response")
+MODES = ("long", "clue", "grounding", "open", "blind")
+# judge_error of open answers that were not judged at all (oe_acc and judge_failed are then NaN)
+NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=False)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
+    `official_reversed` computes a reversed predicted interval [end, start] as the official code
+    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end]."""
+
+    strict: bool = False
+    judge: bool = True
+    official_reversed: bool = False
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        return cls(strict=STRICT.read(), official_reversed=OFFICIAL_REVERSED.read())
+
+
+def make_record(doc: dict, response: Any, media: sampling.Media) -> dict:
+    """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge).
+
+    lmms-eval's failure placeholder is kept as the response and marked: `model_failed` True,
+    `model_failure` its first line (what went wrong). The response is the raw reply;
+    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_record`.
+    """
+    return {
+        "sample_id": doc["sample_id"],
+        "task_kind": doc.get("task_kind", doc["mode"]),
+        "mode": doc["mode"],
+        "qid": int(doc["qid"]),
+        "video_uid": doc["video_uid"],
+        "question": doc["question"],
+        "answer": doc["answer"],
+        "right_answer": doc["right_answer"],
+        "clue_intervals": [[float(a), float(b)] for a, b in doc["clue_intervals"]],
+        "domain": doc["domain"],
+        "sub_category": doc["sub_category"],
+        "duration": int(doc["duration"]),
+        **reply_record(response),
+        # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
+        "subtitles_unusable": None if doc["mode"] == "blind" else sampling.subtitles_unusable(doc["video_uid"], media),
+        # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
+        "subtitles_missing": doc["mode"] != "blind" and sampling.subtitles_missing(doc["video_uid"], media),
+    }
+
+
+@dataclass
+class Outcome:
+    """One answer read: `value` is correct (0/1) for multiple choice and open, tIoU for grounding."""
+
+    qid: int
+    mode: str
+    value: float | None  # None: left out of the metric (unparseable, or no judge verdict)
+    parse_failed: bool
+    duration: int
+    domain: str
+    kind: str
+    judge_error: str | None = None  # open: why there is no verdict (NO_JUDGE / JUDGE_OFF: not judged at all)
+    model_failed: bool = False  # lmms-eval's placeholder, no answer: value 0, never parsed nor judged
+    reasoning_truncated: bool = False  # the reply ended inside its reasoning, no answer: value 0, never parsed nor judged
+
+
+def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: sampling.Media) -> list[Outcome]:
+    """Parse every record and judge the open-ended ones (the judge runs here, once).
+
+    `judge`: the judge to ask (None: no judge configured; open answers are then not judged);
+    `media` gets the clue frames of the judge's second step."""
+    outcomes = []
+    open_slots: list[tuple[int, dict, str]] = []
+    for index, record in enumerate(records):
+        require_fields(record, RECORD_FIELDS, f"cg_bench record #{index}")
+        mode = record["mode"]
+        if mode not in MODES:
+            raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
+        value, failed, no_answer = None, False, model_failed(record)
+        truncated = reasoning_truncated(record)
+        answer = final_answer(record)
+        if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
+            value = 0.0
+        elif mode in ("long", "clue", "blind"):
+            parsed = scoring.parse_mcq(answer, record["right_answer"], settings.strict)
+            failed = parsed.how == "failed"
+            value = None if parsed.correct is None else float(parsed.correct)
+        elif mode == "grounding":
+            value, how = scoring.grounding_tiou(answer, record["clue_intervals"], settings.strict,
+                                                settings.official_reversed)
+            failed = how == "failed"
+        else:
+            prediction = scoring.parse_open(answer, settings.strict)
+            failed = prediction is None
+            value = 0.0 if failed and settings.strict else None
+            if prediction is not None:
+                open_slots.append((index, record, prediction))
+        outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
+                                scoring.question_kind(record["sub_category"]), model_failed=no_answer,
+                                reasoning_truncated=truncated))
+    if open_slots and settings.judge:
+        _judge(open_slots, outcomes, judge, media)
+    elif open_slots:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = JUDGE_OFF
+    return outcomes
+
+
+def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], judge: Judge | None, media: sampling.Media) -> None:
+    """Fill the open outcomes with the two-step judge's verdicts (NaN metric when no judge is set)."""
+    if judge is None:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = NO_JUDGE
+        return
+    items = [
+        judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
+                         tuple(tuple(pair) for pair in record["clue_intervals"]))
+        for _index, record, prediction in open_slots
+    ]
+    verdicts = judging.judge_open(items, judge, media)
+    for (index, _record, _prediction), verdict in zip(open_slots, verdicts):
+        outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
+        outcomes[index].judge_error = verdict.error
+
+
+def _values(outcomes: Iterable[Outcome], mode: str) -> list[float]:
+    return [o.value for o in outcomes if o.mode == mode and o.value is not None]
+
+
+def acc_at_iou_pairs(outcomes: Sequence[Outcome]) -> list[tuple[bool, float]]:
+    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`)."""
+    long = {o.qid: o.value for o in outcomes if o.mode == "long" and o.value is not None}
+    ground = {o.qid: o.value for o in outcomes if o.mode == "grounding" and o.value is not None}
+    return [(long[qid] == 1.0, ground[qid]) for qid in sorted(long.keys() & ground.keys())]
+
+
+def judge_failed_count(outcomes: Sequence[Outcome]) -> float:
+    """Open answers sent to the judge that got no verdict after the engine's retries and re-asks
+    (HTTP failure or an unparseable verdict, at step 1 or step 2). NaN when there are no open
+    answers or the judge did not run at all (then oe_acc is NaN too)."""
+    errors = [o.judge_error for o in outcomes if o.mode == "open"]
+    if not errors or any(error in (NO_JUDGE, JUDGE_OFF) for error in errors):
+        return math.nan
+    return sum(error is not None for error in errors)
+
+
+def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
+    long_acc = scoring.percent_mean(_values(outcomes, "long"))
+    clue_acc = scoring.percent_mean(_values(outcomes, "clue"))
+    ious = _values(outcomes, "grounding")
+    return {
+        "long_acc": long_acc,
+        "clue_acc": clue_acc,
+        "miou": scoring.percent_mean(ious),
+        "rec_at_iou": scoring.rec_at_iou(ious),
+        "acc_at_iou": scoring.acc_at_iou(acc_at_iou_pairs(outcomes)),
+        "crr": scoring.crr(long_acc, clue_acc),
+        "oe_acc": scoring.percent_mean(_values(outcomes, "open")),
+        "blind_acc": scoring.percent_mean(_values(outcomes, "blind")),
+        "parse_failed": sum(o.parse_failed for o in outcomes),
+        "judge_failed": judge_failed_count(outcomes),
+        "model_failed": sum(o.model_failed for o in outcomes),
+        "reasoning_truncated": sum(o.reasoning_truncated for o in outcomes),
+    }
+
+
+def task_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
+    judgments failed than the failure share allows (`judges.failure_share`; decided on the whole
+    task, never per breakdown group)."""
+    return failure_share.withhold(metrics_of(outcomes), ("oe_acc",), judge_failed_count(outcomes), open_count(outcomes))
+
+
+def open_count(outcomes: Sequence[Outcome]) -> int:
+    return sum(o.mode == "open" for o in outcomes)
+
+
+def _present(metrics: dict[str, float]) -> dict[str, float]:
+    return {name: value for name, value in metrics.items() if not (isinstance(value, float) and math.isnan(value))}
+
+
+def breakdown(outcomes: Sequence[Outcome]) -> dict:
+    """Metrics by duration bucket (minutes), domain and question kind; NaN-only entries left out."""
+    groups = {
+        "duration": lambda o: scoring.duration_bucket(o.duration),
+        "domain": lambda o: o.domain,
+        "kind": lambda o: o.kind,
+    }
+    out: dict = {}
+    for name, key in groups.items():
+        buckets: dict[str, list[Outcome]] = defaultdict(list)
+        for outcome in outcomes:
+            buckets[key(outcome)].append(outcome)
+        order = scoring.DURATION_BUCKETS if name == "duration" else sorted(buckets)
+        out[name] = {value: {"n": len(buckets[value]), **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
+    return out
+
+
+def as_settings(settings: "Settings | dict | None") -> Settings:
+    """A Settings from a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge on)."""
+    if isinstance(settings, dict):
+        unknown = set(settings) - {"strict", "judge", "official_reversed"}
+        if unknown:
+            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed")
+        settings = Settings(**settings)
+    return settings or Settings()
+
+
+def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None, media: sampling.Media,
+               keep: Callable[[Sequence[dict], Settings, list], None] | None = None) -> dict:
+    """All metrics of a list of records (what the tasks' aggregations report).
+
+    `settings`: see `as_settings`; `judge`: None when no judge is configured. Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`,
+    `subtitles_unusable` (videos whose SRT yields no line: asked without subtitles), and
+    `breakdown` (a dict: per-group metrics, parse and model failures per mode, judge failures,
+    the settings used). `keep(records, settings, outcomes)` is handed the outcomes (the plugin's
+    standard errors reuse them).
+    """
+    settings = as_settings(settings)
+    outcomes = read_outcomes(records, settings, judge, media)
+    if keep is not None:
+        keep(records, settings, outcomes)
+    scores = task_metrics(outcomes)
+    warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
+    unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
+    scores["subtitles_unusable"] = len(unusable_srt)
+    missing_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_missing")})
+    scores["subtitles_missing"] = len(missing_srt)
+    if missing_srt:
+        logger.warning("cg_bench: %d video(s) have no subtitle file (e.g. %s); their questions were asked without subtitles",
+                       len(missing_srt), missing_srt[0])
+    if unusable_srt:
+        logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
+                       "were asked without subtitles", len(unusable_srt), unusable_srt[0])
+    judge_errors = [o.judge_error for o in outcomes if o.judge_error]
+    withheld = failure_share.too_many_failed(scores["judge_failed"], open_count(outcomes))
+    if withheld:
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes)))
+    task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
+    scores["breakdown"] = {
+        "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
+        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
+                     "official_reversed": settings.official_reversed},
+        "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
+        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
+        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
+        "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
+        "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
+        "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
+        "subtitles_missing": missing_srt,
+        **breakdown(outcomes),
+    }
+    if withheld:  # the task's decision holds for its breakdowns too
+        for groups in (scores["breakdown"].get(name, {}) for name in ("duration", "domain", "kind")):
+            for group in groups.values():
+                group.pop("oe_acc", None)
+    return scores

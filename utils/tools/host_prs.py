@@ -1,0 +1,331 @@
+"""Host pull requests: small changes to lmms-eval itself, each useful to every task.
+
+They replace what the plugin patches into lmms-eval at import time today (`utils/lmms/plugin.py`,
+`autoload.py`, `judge_usage.py`) with the change lmms-eval would carry itself. Each PR is a set of
+anchored edits to files of the clean tree (the anchor must occur exactly once: a tree it does
+not fit is an error, never a silent skip) and new files (`host_pr_files/<slug>/`, mirroring the
+tree), with its description below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent / "host_pr_files"
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class HostPR:
+    number: int
+    slug: str
+    title: str
+    edits: tuple[Edit, ...]
+    tests: tuple[str, ...]
+    description: str
+
+
+def _apply(tree: Path, edits: tuple[Edit, ...]) -> dict[str, bytes]:
+    from lmms_video_reasoning.utils.tools.upstream import UpstreamError
+
+    texts: dict[str, str] = {}
+    for edit in edits:
+        text = texts.get(edit.path)
+        if text is None:
+            source = tree / edit.path
+            if not source.is_file():
+                raise UpstreamError(f"{edit.path} is not in {tree}: this host PR is written for lmms-eval 0.7.3")
+            text = source.read_text(encoding="utf-8")
+        if text.count(edit.old) != 1:
+            raise UpstreamError(f"{edit.path}: the text this PR changes occurs {text.count(edit.old)} times (expected once): "
+                                f"{edit.old.strip().splitlines()[0][:80]!r}; this host PR is written for lmms-eval 0.7.3")
+        texts[edit.path] = text.replace(edit.old, edit.new)
+    return {path: text.encode("utf-8") for path, text in texts.items()}
+
+
+def _new_files(slug: str) -> dict[str, bytes]:
+    base = HERE / slug
+    return {path.relative_to(base).as_posix(): path.read_bytes() for path in sorted(base.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts}
+
+
+def pull_requests(tree: Path) -> list:
+    """The host PRs as `upstream.PullRequest`s against `tree`."""
+    from lmms_video_reasoning.utils.tools.upstream import PullRequest, UpstreamError
+
+    prs = []
+    for pr in HOST_PRS:
+        new = _new_files(pr.slug)
+        if not new:
+            raise UpstreamError(f"host PR {pr.slug}: no files under {HERE / pr.slug} (its tests at least)")
+        edited = _apply(Path(tree), pr.edits)
+        base = {path: (Path(tree) / path).read_bytes() for path in edited}
+        prs.append(PullRequest(pr.number, pr.slug, pr.title, "host", {**new, **edited}, pr.description, {"tasks": {}}, list(pr.tests), base))
+    return prs
+
+
+# ------------------------------------------------------------------------------ 04: judge cache and failure accounting
+
+JUDGE_CACHE = HostPR(
+    4, "llm-judge-cache", "llm_judge: a judge-reply cache (LMMS_EVAL_JUDGE_CACHE) and counted judge failures",
+    (
+        Edit("lmms_eval/llm_judge/__init__.py", "from .base import ServerInterface\n",
+             "import os\n\nfrom .base import ServerInterface\nfrom .cache import AccountedServer, cache_from_env, judge_stats\n"),
+        Edit("lmms_eval/llm_judge/__init__.py", '''        An instance of ServerInterface.
+    """
+    return ProviderFactory.create_provider(api_type=server_name, config=config)
+''', '''        An instance of ServerInterface: the provider, its calls and failures counted
+        (``judge_stats()``) and, with ``LMMS_EVAL_JUDGE_CACHE`` set, its replies cached.
+    """
+    api_type = (server_name or os.getenv("API_TYPE", "openai")).lower()
+    return AccountedServer(ProviderFactory.create_provider(api_type=api_type, config=config), api_type, cache_from_env())
+'''),
+        Edit("lmms_eval/llm_judge/__init__.py", '''    "get_server",
+]''', '''    "get_server",
+    "judge_stats",
+]'''),
+    ),
+    ("test/llm_judge",),
+    """## Summary
+
+Tasks that judge with `lmms_eval.llm_judge` (30 of them, `get_server(API_TYPE, ServerConfig(...))`)
+pay for every judge call again on every rerun, and a judge call that fails is handled (or not) by
+each task on its own, with nothing telling the user how many failed.
+
+- `LMMS_EVAL_JUDGE_CACHE=<file>` (or `1`: `~/.cache/lmms_eval/judge_cache.sqlite`): a server from
+  `get_server` answers a request it has answered before (same provider, model, messages, images,
+  temperature, max_tokens, top_p, response format, system prompt) from a SQLite file. A rerun, a
+  resumed run or a second model evaluated against the same references pays for no call twice.
+  Only successful, non-empty replies are stored. Off by default: nothing changes unless it is set.
+- Every server from `get_server` counts its calls, cache hits and failures by reason
+  (`lmms_eval.llm_judge.judge_stats()`); when calls failed, one line on stderr at exit says how many
+  and why.
+
+The plugin this comes from (lmms-video-reasoning) keeps its own judge engine with such a cache;
+this PR gives every lmms-eval task the same, in the host's judge layer.
+
+## Files
+
+{files}
+
+Size: {size}
+
+## Validation
+
+{validation}
+
+## Numbers
+
+{numbers}
+
+## Risk
+
+`get_server` returns the provider wrapped (`AccountedServer`, a `ServerInterface` delegating
+every other attribute to the provider), so `evaluate_binary` & co. and provider attributes work
+as before. The cache covers `evaluate` (the synchronous path every task uses); async providers'
+`evaluate_async` is unchanged.
+""")
+
+# ------------------------------------------------------------------------------ 05: standard errors for custom aggregations
+
+AGGREGATION_STDERR = HostPR(
+    5, "aggregation-stderr", "metrics: standard errors for a task's own aggregation functions",
+    (
+        Edit("lmms_eval/api/metrics.py", '''def stderr_for_metric(metric, bootstrap_iters: int):
+    if bootstrap_iters <= 0:
+        # return no function (don't compute stderr) if bootstrap iters = 0
+        return None
+''', '''def bootstrappable(aggregation):
+    """Mark a task's aggregation function: its standard error is bootstrapped like the built-in ones'
+    (it must be a pure function of the per-sample items, picklable: a module-level function)."""
+    aggregation.bootstrappable = True
+    return aggregation
+
+
+def stderr_for_metric(metric, bootstrap_iters: int):
+    if bootstrap_iters <= 0:
+        # return no function (don't compute stderr) if bootstrap iters = 0
+        return None
+
+    # A task's own aggregation can declare its standard error: `aggregation.stderr_for(bootstrap_iters)`
+    # returns the function (items -> stderr, or None), or `@bootstrappable` asks for the bootstrap.
+    declared = getattr(metric, "stderr_for", None)
+    if callable(declared):
+        return declared(bootstrap_iters)
+    if getattr(metric, "bootstrappable", False):
+        return lambda x: bootstrap_stderr(metric, x, iters=bootstrap_iters)
+'''),
+    ),
+    ("test/api",),
+    """## Summary
+
+The `Stderr` column is N/A for every metric whose aggregation is a task's own function:
+`stderr_for_metric` knows lmms-eval's built-in aggregations and, by name, two tasks' functions
+(`amber_g`, `coco_cap_chair`). Tasks with metrics such as an F1 of averaged precision and recall,
+a per-question join, or a judged accuracy cannot give theirs.
+
+A task's aggregation can now declare it:
+
+- `@bootstrappable` (new, in `lmms_eval.api.metrics`): bootstrap it like the built-in ones;
+- `aggregation.stderr_for = lambda bootstrap_iters: fn`: its own standard error function
+  (e.g. a bootstrap over videos rather than questions, or an analytic formula).
+
+Undeclared aggregations behave as before (None, the column shows N/A); `--bootstrap_iters 0`
+still turns every standard error off.
+
+## Files
+
+{files}
+
+Size: {size}
+
+## Validation
+
+{validation}
+
+## Numbers
+
+{numbers}
+
+## Risk
+
+Only aggregations carrying the new attributes are affected.
+""")
+
+# ------------------------------------------------------------------------------ 06: tasks of installed packages
+
+TASK_ENTRY_POINTS = HostPR(
+    6, "task-entry-points", "tasks: index the task folders of installed packages (entry point group `lmms_eval.tasks`)",
+    (
+        Edit("lmms_eval/tasks/__init__.py", '''        if include_defaults:
+            all_paths = [os.path.dirname(os.path.abspath(__file__)) + "/"]
+        else:
+            all_paths = []
+''', '''        if include_defaults:
+            all_paths = [os.path.dirname(os.path.abspath(__file__)) + "/", *installed_task_paths()]
+        else:
+            all_paths = []
+'''),
+        Edit("lmms_eval/tasks/__init__.py", '''class TaskManager:''', '''TASKS_ENTRY_POINT_GROUP = "lmms_eval.tasks"
+
+
+def installed_task_paths() -> List[str]:
+    """Task folders of installed packages: each entry point of the group `lmms_eval.tasks` names a
+    folder path (a string, a list of them, or a callable returning either). One that fails to
+    load is logged and skipped; lmms-eval's own tasks win a name clash (they are indexed first)."""
+    from importlib.metadata import entry_points
+
+    paths = []
+    for entry_point in entry_points(group=TASKS_ENTRY_POINT_GROUP):
+        try:
+            value = entry_point.load()
+            value = value() if callable(value) else value
+            paths.extend([value] if isinstance(value, (str, os.PathLike)) else list(value))
+        except Exception as error:
+            eval_logger.warning(f"Task entry point {entry_point.name!r} ({entry_point.value}) could not be loaded: {error}")
+    return [str(path) for path in paths]
+
+
+class TaskManager:'''),
+    ),
+    ("test/tasks",),
+    """## Summary
+
+lmms-eval has an entry point group for models (`lmms_eval.models`) but none for tasks, so a
+package of tasks is found only with `--include_path <its folder>` on every command, or by
+patching `TaskManager` at import time (what plugins do today). This adds the group
+`lmms_eval.tasks`: an installed package declares
+
+```toml
+[project.entry-points."lmms_eval.tasks"]
+my_tasks = "my_package:TASKS_DIR"   # a folder path, a list of them, or a callable returning either
+```
+
+and every `TaskManager` that indexes the default tasks also indexes those folders, so
+`lmms-eval tasks list`, `--tasks`, `lmms-eval serve` and the wizard see them with no flag.
+An entry point that fails to load is logged and skipped; lmms-eval's own tasks win a name clash.
+
+## Files
+
+{files}
+
+Size: {size}
+
+## Validation
+
+{validation}
+
+## Numbers
+
+{numbers}
+
+## Risk
+
+One `importlib.metadata` scan per `TaskManager` (milliseconds); no entry point, no change.
+""")
+
+# ------------------------------------------------------------------------------ 07: the launcher's judge server
+
+LAUNCHER = HostPR(
+    7, "launcher-after-aggregation", "evaluator: keep the launcher's judge server up until the tasks have aggregated",
+    (
+        Edit("lmms_eval/evaluator.py", '''    if RANK == 0:
+        if eval_server_launcher is not None:
+            eval_server_launcher.clean()
+        ### Aggregate results over all datapoints ###
+        # aggregate results ; run bootstrap CIs
+        for task_output in eval_tasks:
+            task_output.calculate_aggregate_metric(bootstrap_iters=bootstrap_iters)
+            task_output.calculate_clt_aggregate_metric()
+            task_output.calculate_stability_metrics()
+''', '''    if RANK == 0:
+        ### Aggregate results over all datapoints ###
+        # aggregate results ; run bootstrap CIs
+        # The judge server of `--launcher_args` stays up until then: aggregations may judge (one batch per task).
+        try:
+            for task_output in eval_tasks:
+                task_output.calculate_aggregate_metric(bootstrap_iters=bootstrap_iters)
+                task_output.calculate_clt_aggregate_metric()
+                task_output.calculate_stability_metrics()
+        finally:
+            if eval_server_launcher is not None:
+                eval_server_launcher.clean()
+'''),
+    ),
+    ("test/evaluator",),
+    """## Summary
+
+`--launcher_args name=sglang,...` starts a judge server on the GPU node after generation and
+stops it before the aggregation runs. A task that judges in its aggregation (one concurrent batch
+for the whole task, instead of one call at a time in `process_results`) then finds no server.
+The server now stays up until every task has aggregated (and is stopped even when an
+aggregation raises).
+
+## Files
+
+{files}
+
+Size: {size}
+
+## Validation
+
+{validation}
+
+## Numbers
+
+{numbers}
+
+## Risk
+
+The judge server's GPU memory is held a little longer (the aggregation's duration); generation
+is over by then.
+""")
+
+HOST_PRS = (JUDGE_CACHE, AGGREGATION_STDERR, TASK_ENTRY_POINTS, LAUNCHER)

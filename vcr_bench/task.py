@@ -1,0 +1,223 @@
+"""VCR-Bench as an lmms-eval task, whoever runs it: inputs, per-sample records and metrics.
+
+The task's lmms-eval hooks call these functions with two small objects of their own: a judge
+that answers `ask.Request`s (`ask.py`) and a `Media` that gets the frames. Nothing here
+decodes, resolves a file or calls a judge client itself.
+
+Inputs (README.md, "Tasks"; paper Table 5 for the ablations), chosen per task and model
+by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
+  video      the video (models with native video input; the default, as in the paper)
+  frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
+             written before the question (frame-based models: `openai`, `gpt4v`)
+  one_frame  the middle frame only (`vcr_one_frame`)
+  none       no visual (`vcr_text_only`)
+`VCR_BENCH_VISUAL_MODE=video|frames` overrides video/frames for `vcr_cot` and `vcr_direct`.
+`chain_of_thought: false` drops the CoT instruction (`vcr_direct`).
+
+A record (`build_record`) holds everything needed to score a sample later; it never
+raises and never calls a judge. lmms-eval's failure placeholder is marked `model_failed` and
+never judged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.data_errors import DataError
+from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
+from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated, reply_record, warn_truncated
+from lmms_video_reasoning.vcr_bench import docs, frames, judging, prompts, scoring
+
+log = logging.getLogger(__name__)
+
+VISUAL_MODES = ("video", "frames", "one_frame", "none")
+VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
+VISUAL_MODE = settings.declare(VISUAL_MODE_ENV, "choice", "", "what the video tasks show: the video, frames, one frame "
+                               "or nothing", choices=VISUAL_MODES, scoring=True)
+FRAME_COUNT = frames.FRAME_COUNT
+
+
+class Media(Protocol):
+    """Get the frames: what the task needs from a video (the binding resolves the document's file)."""
+
+    def plan(self, doc: dict, plan: FramePlan, n: int) -> Chosen:
+        """The `n` frames `plan` picks in the document's video and their times (`frame_plan.choose`
+        on the video's frame count and fps; no decoding)."""
+
+    def frames(self, doc: dict, indices: Sequence[int]) -> list:
+        """The frames at these presentation indices, as RGB PIL images."""
+
+    def video(self, doc: dict) -> str:
+        """What a video-native model is handed for the document's video."""
+
+
+# ---------------------------------------------------------------- task settings
+
+
+def task_settings(kwargs: dict | None) -> tuple[str, bool]:
+    """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
+    kwargs = kwargs or {}
+    mode = kwargs.get("visual_mode", "video")
+    try:
+        override = VISUAL_MODE.read()
+    except settings.SettingError as error:
+        raise DataError(f"VCR-Bench visual mode: {error}") from None
+    if override and mode in ("video", "frames"):
+        mode = override
+    if mode not in VISUAL_MODES:
+        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE_ENV}) is not one of {VISUAL_MODES}")
+    return mode, bool(kwargs.get("chain_of_thought", True))
+
+
+def frame_plan(doc: dict, mode: str, media: Media) -> Chosen:
+    """The frames of the frame modes and their times: 64 start-aligned frames (`frames`) or the
+    middle frame (`one_frame`), from the container (no decoding)."""
+    if mode == "one_frame":
+        return media.plan(doc, frames.ONE_FRAME, 1)
+    return media.plan(doc, frames.PLAN, FRAME_COUNT)
+
+
+# ---------------------------------------------------------------- model inputs
+
+
+def doc_to_text(doc: dict, kwargs: dict | None, media: Media) -> str:
+    """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
+    mode, chain_of_thought = task_settings(kwargs)
+    preamble = prompts.frame_times_preamble(frame_plan(doc, mode, media).timestamps) if mode == "frames" else ""
+    return prompts.model_prompt(doc["question"], chain_of_thought, preamble)
+
+
+def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
+    """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
+    mode, _ = task_settings(kwargs)
+    if mode == "none":
+        return []
+    if mode == "video":
+        return [media.video(doc)]
+    return list(media.frames(doc, frame_plan(doc, mode, media).indices))
+
+
+def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
+    """Chat models: the visuals of `doc_to_visual` as video / image parts, then the prompt."""
+    visuals = doc_to_visual(doc, kwargs, media)
+    content = [{"type": "video", "url": item} if isinstance(item, str) else {"type": "image", "url": item} for item in visuals]
+    content.append({"type": "text", "text": doc_to_text(doc, kwargs, media)})
+    return [{"role": "user", "content": content}]
+
+
+# ---------------------------------------------------------------- per-sample records
+
+
+def build_record(doc: dict, response: Any, chain_of_thought: bool = True) -> dict:
+    """The record of one sample (`Benchmark.build_record`); `chain_of_thought` (`score_cot`):
+    recall and precision are judged too (`vcr_cot`; the paper's Table 5 ablations score
+    accuracy only).
+
+    lmms-eval's placeholder for a request that got no answer ("[LMMS_EVAL_REQUEST_FAILED ...]")
+    is kept as the response and marked `model_failed`, with its first line as `model_failure`:
+    it is never judged (`responses.model_failed`). The response is the raw reply;
+    `reply_record` adds its final answer, whether its reasoning was cut off (then the answer is
+    wrong without a judge call) and which text the judges see. A document that cannot be read
+    becomes a record with its `error` (a failed sample, not a retry loop).
+    """
+    reply = reply_record(response)
+    try:
+        return {
+            "sample_id": str(doc["sample_id"]),
+            "id": int(doc["id"]),
+            "dimension_code": doc["dimension_code"],
+            "duration": float(doc["duration"]),
+            "duration_bucket": docs.duration_bucket(float(doc["duration"])),
+            "multiple_choice": bool(doc["multiple_choice"]),
+            "question": doc["question"],
+            "answer": doc["answer"],
+            "reasoning": list(doc["reasoning"]),
+            **reply,
+            "score_cot": chain_of_thought,
+            "error": None,
+        }
+    except Exception as error:  # noqa: BLE001 - a bad doc must become a failed sample, not a retry loop
+        return {
+            "sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
+            "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
+            "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [], **reply,
+            "score_cot": chain_of_thought, "error": f"{type(error).__name__}: {error}",
+        }
+
+
+def metric_names(chain_of_thought: bool) -> tuple[str, ...]:
+    """The metrics of a task: all of them for `vcr_cot`, accuracy and counts for the ablations."""
+    return scoring.METRICS if chain_of_thought else scoring.ACCURACY_METRICS + scoring.COUNT_METRICS
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None, how_to_configure: str = "",
+               keep: Callable[[Sequence[dict], dict, list], None] | None = None) -> dict[str, float]:
+    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records.
+
+    Without a judge nothing can be scored, not even accuracy (the answer is extracted by the
+    judge): every judge-based metric is NaN and one log line says how many samples were left
+    unscored (ending with `how_to_configure`); `model_failed` needs no judge and is still counted.
+    `keep(records, settings, outcomes)` is handed the judge's outcomes (the plugin's standard
+    errors reuse them).
+    """
+    settings = scoring.resolve_settings(settings)
+    records = list(records)
+    chain_of_thought = any(record.get("score_cot", True) for record in records)
+    warn_truncated(log, "VCR-Bench", count_truncated(records), len(records))
+    if judge is None:
+        log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
+                    "are NaN (answers are extracted by the judge).%s", len(records), how_to_configure)
+        return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records),
+                "reasoning_truncated": count_truncated(records)}
+    outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
+    if keep is not None:
+        keep(records, settings, outcomes)
+    metrics, judged = metrics_from_outcomes(records, outcomes, settings), judged_count(records)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged):
+        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged))
+    return metrics
+
+
+def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of judged records (`judging.judge_records` outcomes); no judge call."""
+    settings = scoring.resolve_settings(settings)
+    metrics = scoring.accuracy_metrics(records, [outcome["correct"] for outcome in outcomes])
+    if any(record.get("score_cot", True) for record in records):
+        metrics.update(scoring.cot_metrics([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
+                                           settings["include_background"]))
+    else:
+        metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
+    metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
+    # Past the failure share, the judged metrics would measure the judge's outage, not the model.
+    failure_share.withhold(metrics, [m for m in scoring.METRICS if m not in scoring.COUNT_METRICS],
+                           metrics["judge_failed"], judged_count(records))
+    # Not a task metric (no YAML entry): how many verdicts the other reading of the scoring
+    # judge's reply would change (`lenient_verdict`); in the scored output and the logs.
+    metrics["verdict_lenient_changed"] = judging.lenient_changed(outcomes)
+    metrics["model_failed"] = count_model_failures(records)
+    metrics["reasoning_truncated"] = count_truncated(records)
+    return metrics
+
+
+def judged_count(records: Sequence[dict]) -> int:
+    """Samples that needed judging (lmms-eval's failure placeholder is never judged)."""
+    return len(records) - count_model_failures(records)
+
+
+def count_model_failures(records: Sequence[dict]) -> int:
+    """How many samples got lmms-eval's failure placeholder instead of a model answer."""
+    return sum(map(model_failed, records))
+
+
+def count_truncated(records: Sequence[dict]) -> int:
+    """How many replies ended inside an open reasoning block (wrong for accuracy, not extracted)."""
+    return sum(map(reasoning_truncated, records))

@@ -1,0 +1,283 @@
+"""VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
+
+One generation per question, the official CoT template, scored for both tracks:
+
+- `vr_bench` (`judge` mode): frames (or the video) + template; MCQ-O and OE-P from the same response.
+- `vr_bench_mcq` (`mcq` mode): the same generation; MCQ-O only, no judge.
+- `vr_bench_text` (`text` mode): the paper's LLM setting: summary + question, no visual input.
+- `vr_bench_official`: `judge` mode under the official protocol (see `scoring.py`).
+
+The task's lmms-eval hooks call these functions with a judge answering `ask.Request`s and a
+`Media` that gets the frames. The task's mode and protocol are stamped on every document and copied into every
+record, so a record is re-scored exactly as the task's aggregation scored it.
+`VRBENCH_PROTOCOL=official` switches the other tasks to the official protocol too.
+
+Visual input settings (`lmms_eval_specific_kwargs`): `visual_mode` (`video`: a video, for
+video-native models; `frames`: `num_frames` frames at segment midpoints, 224x224, for
+frame-based models), `num_frames` and `video_frames` (video mode: `protocol`, the default, is
+a clip of those same `num_frames` 224x224 frames, as the official inference ran video models;
+`model` lets the model sample the full video); `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES`
+override them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.data_errors import DataError
+from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
+from lmms_video_reasoning.vrbench import frames, judging, prompts
+from lmms_video_reasoning.vrbench.scoring import (
+    NON_UNIQUE,
+    PROTOCOLS,
+    TYPE_NAMES,
+    QuestionScore,
+    aggregate,
+    extract_mcq_answer,
+    judge_prompt_kind,
+    mcq_correct,
+)
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_ENV = "VRBENCH_PROTOCOL"
+NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
+DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
+VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
+VIDEO_FRAMES = ("protocol", "model")
+DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
+PROTOCOL = settings.declare(PROTOCOL_ENV, "choice", "default", "VRBench protocol: this suite's default or the "
+                            "official code's", choices=PROTOCOLS, scoring=True)
+NUM_FRAMES = settings.declare(NUM_FRAMES_ENV, "int", None, "frames for frame-based models (overrides the task's "
+                              "num_frames)", minimum=1, scoring=True)
+VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what video-native models see: the protocol's "
+                                        "frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
+
+JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
+                 "reasoning_truncated")
+MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
+
+
+class Media(Protocol):
+    """Get the frames: what the task needs from a document's video (the binding resolves the file)."""
+
+    def plan(self, doc: dict, plan: FramePlan, n: int) -> Chosen:
+        """The `n` frames `plan` picks in the document's video and their times (`frame_plan.choose`
+        on the video's frame count and fps; no decoding)."""
+
+    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
+        """The frames at these presentation indices, as RGB PIL images (resized to `size`)."""
+
+    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
+        """What a video-native model is handed: the video, or (`pick`, `size`) a video of just those frames."""
+
+
+# ----------------------------------------------------------------------------------------
+# Documents
+# ----------------------------------------------------------------------------------------
+
+
+def protocol_from_env() -> str:
+    """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
+    try:
+        return PROTOCOL.read()
+    except settings.SettingError as error:
+        raise DataError(str(error)) from None
+
+
+def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
+    """The task's documents: every question, stamped with the task's mode and protocol (in place)."""
+    for doc in docs:
+        doc["mode"], doc["protocol"] = mode, protocol
+    return docs
+
+
+# ----------------------------------------------------------------------------------------
+# Model input
+# ----------------------------------------------------------------------------------------
+
+
+def num_frames(kwargs: dict | None) -> int:
+    """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
+    value = NUM_FRAMES.read() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        count = 0
+    if count < 1:
+        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES_ENV} or lmms_eval_specific_kwargs)")
+    return count
+
+
+def visual_mode(doc: dict, kwargs: dict | None) -> str:
+    """`none` for the text task, else the task's `visual_mode` (`video` or `frames`)."""
+    if doc["mode"] == "text":
+        return "none"
+    mode = (kwargs or {}).get("visual_mode", "video")
+    if mode not in ("video", "frames"):
+        raise DataError(f"VRBench visual_mode must be 'video' or 'frames', got {mode!r}")
+    return mode
+
+
+def video_frames(kwargs: dict | None) -> str:
+    """Which frames video mode shows: `protocol` (default) or `model`; `$VRBENCH_VIDEO_FRAMES` wins.
+
+    `protocol`: the official inference's `num_frames` segment-midpoint frames at 224x224, as a
+    video clip (the paper ran every model, video-native ones included, on these frames, with
+    per-model frame counts in its Table A3). `model`: the model samples the full video itself.
+    """
+    value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
+    if value not in VIDEO_FRAMES:
+        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_ENV} or lmms_eval_specific_kwargs)")
+    return value
+
+
+def sample_frames(doc: dict, n: int, media: Media) -> list:
+    """The official frame sampling: `n` segment midpoints, resized to 224x224 (PIL images)."""
+    return media.frames(doc, media.plan(doc, frames.PLAN, n).indices, size=frames.SIZE)
+
+
+def video_input(doc: dict, kwargs: dict | None, media: Media) -> str:
+    """The video handed to a video-native model: of the protocol frames, or (`video_frames:
+    model`) the video for the model to sample itself."""
+    if video_frames(kwargs) == "model":
+        return media.video(doc)
+    n = num_frames(kwargs)
+    return media.video(doc, pick=lambda total: frames.indices(total, n), size=frames.SIZE)
+
+
+def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
+    """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
+    mode = visual_mode(doc, kwargs)
+    if mode == "none":
+        return []
+    if mode == "video":
+        return [video_input(doc, kwargs, media)]
+    return sample_frames(doc, num_frames(kwargs), media)
+
+
+def doc_to_text(doc: dict, kwargs: dict | None = None) -> str:
+    """The official CoT prompt (question, `X: text` option lines, the video summary)."""
+    return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
+
+
+def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
+    """One user turn: the video or frames first, then the prompt (as the official inference)."""
+    mode = visual_mode(doc, kwargs)
+    visuals = doc_to_visual(doc, kwargs, media)
+    kind = "video" if mode == "video" else "image"
+    content = [{"type": kind, "url": visual} for visual in visuals]
+    content.append({"type": "text", "text": doc_to_text(doc, kwargs)})
+    return [{"role": "user", "content": content}]
+
+
+# ----------------------------------------------------------------------------------------
+# Records and metrics
+# ----------------------------------------------------------------------------------------
+
+
+def build_record(doc: dict, response: Any) -> dict:
+    """The per-question record: everything needed to score it again, nothing expensive.
+
+    Also the way to score a `--predict_only` file: pair each raw response with its document.
+    lmms-eval's failure placeholder (an API model that gave up) is marked `model_failed`
+    with its first line as `model_failure`, and no letter is read from it. `response` is the
+    raw reply (the OE-P judge rates it whole, as the official judge rates the model's whole
+    output); the MCQ letter is read from its final answer (`utils.lmms.responses.reply_record`),
+    so a thinking model's reasoning cannot lend it a letter, and a reply cut off inside its
+    reasoning has no letter (wrong, counted in `reasoning_truncated`).
+    """
+    reply = reply_record(response)
+    needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
+    no_letter = reply["model_failed"] or reply["reasoning_truncated"]
+    return {
+        "sample_id": doc["sample_id"],
+        "mode": doc["mode"],
+        "protocol": doc["protocol"],
+        "reasoning_type": doc["reasoning_type"],
+        "answer": doc["answer"],
+        **reply,
+        "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
+        "question": doc["question"],
+        "procedure": doc["procedure"],
+        "original_answer": doc["original_answer"],
+        "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else "",
+    }
+
+
+def metric_names(doc: dict) -> tuple[str, ...]:
+    """The metrics of the document's task (MCQ-only for `mcq` mode)."""
+    return MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
+
+
+def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
+                          with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
+    """Metrics from records and their judge outcomes `(process score or None, judge failed)`.
+
+    A model-failed record is never judged (`judging.rate` gives it `(None, False)`), so its
+    process score is None: left out of OE-P (default) or 0 (official), see `scoring.oe_p`.
+    """
+    scores = [
+        QuestionScore(
+            reasoning_type=record["reasoning_type"],
+            correct=not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
+            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
+            process=process,
+            judge_failed=failed,
+            model_failed=model_failed(record),
+        )
+        for record, (process, failed) in zip(records, outcomes, strict=True)
+    ]
+    failed, judged = judge_failures(records, outcomes, protocol)
+    # Past the failure share the process ratings would measure the judge's outage: not computed.
+    withheld = with_judge and judge_ran and failure_share.too_many_failed(failed, judged)
+    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran and not withheld)
+    if withheld:
+        metrics["judge_failed"] = failed
+    metrics["reasoning_truncated"] = sum(map(reasoning_truncated, records))
+    return metrics
+
+
+def judge_failures(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str) -> tuple[int, int]:
+    """(failed ratings, questions that needed a rating): the failure share's counts."""
+    needed = [failed for record, (_process, failed) in zip(records, outcomes)
+              if judge_prompt_kind(record["reasoning_type"], protocol) is not None and not model_failed(record)]
+    return sum(needed), len(needed)
+
+
+def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, bool]:
+    """(protocol, with_judge) of one task's records (`settings["protocol"]` overrides the records')."""
+    protocol = (settings or {}).get("protocol") or records[0]["protocol"]
+    modes = {record["mode"] for record in records}
+    if len(modes) != 1:
+        raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
+    return protocol, modes.pop() != "mcq"
+
+
+def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
+               keep: Callable[[Sequence[dict], str, list], None] | None = None) -> dict[str, float]:
+    """All metrics of one task's records: the judge (None: not configured) rates the rated records.
+
+    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
+    `keep(records, protocol, outcomes)` is handed the ratings (the plugin's standard errors reuse them).
+    """
+    if not records:
+        return {}
+    protocol, with_judge = task_protocol(records, settings)
+    warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
+    outcomes = [(None, False)] * len(records)
+    judge = judge if with_judge else None
+    if judge is not None:
+        outcomes = judging.rate(records, protocol, judge)
+        if keep is not None:
+            keep(records, protocol, outcomes)
+        failed, judged = judge_failures(records, outcomes, protocol)
+        if failure_share.too_many_failed(failed, judged):
+            log.error(failure_share.explain("VRBench", failed, judged))
+    return metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
