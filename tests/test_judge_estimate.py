@@ -158,7 +158,7 @@ def test_cache_hits_are_excluded(judged):
 
 def test_in_run_log_line_before_judging(judged, caplog):
     from lmms_video_reasoning.utils.lmms import judge_usage
-    from lmms_video_reasoning.vcr_bench import aggregate
+    from lmms_video_reasoning.vcr_bench import aggregate, scoring
 
     records = [g for g in judged["gathered"] if g.task == "vcr_cot"][0].records
     cache = judged["env"]["LMMS_VR_JUDGE_CACHE"]
@@ -166,7 +166,7 @@ def test_in_run_log_line_before_judging(judged, caplog):
             {"sample-oracle": {"input": 2.5, "output": 10, "batch_input": 1.25, "batch_output": 5}})}):
         before = judged["server"].request_count
         with caplog.at_level(logging.WARNING, logger="lmms_video_reasoning"), judge_usage.task_context("vcr_cot"):
-            log_judging_estimate(lambda rs: aggregate.score_records(list(rs), aggregate.resolve_settings(None)), records)
+            log_judging_estimate(lambda rs: aggregate.score_records(list(rs), scoring.resolve_settings(None)), records)
         assert judged["server"].request_count == before, "the estimate sends nothing"
     [line] = [r.getMessage() for r in caplog.records if "requests not in the judge cache" in r.getMessage()]
     extract = _by_tag(judged["before"], "vcr_cot")

@@ -54,11 +54,11 @@ def test_the_suites_own_settings_follow_the_rule():
 
 
 def test_a_typo_in_a_vcr_bench_scoring_switch_is_an_error_not_off(monkeypatch):
-    from lmms_video_reasoning.vcr_bench import aggregate
+    from lmms_video_reasoning.vcr_bench import scoring
 
     monkeypatch.setenv("VCR_BENCH_LENIENT_VERDICT", "ture")
     with pytest.raises(settings.SettingError, match="VCR_BENCH_LENIENT_VERDICT='ture'"):
-        aggregate.resolve_settings()
+        scoring.resolve_settings()
 
 
 def test_resolved_records_scoring_settings_and_reports_invalid_ones():

@@ -186,10 +186,10 @@ def test_host_pr_edits_refuse_a_tree_they_do_not_fit(tree, tmp_path):
 
 
 def test_upstream_yamls_declare_the_plugin_tasks_metrics(prs):
-    from lmms_video_reasoning.utils.lmms.plugin import tasks_dir
+    from lmms_video_reasoning.utils.core import registry
 
     plugin = {}
-    for path in tasks_dir().rglob("*.yaml"):
+    for path in (path for folder in registry.task_dirs() for path in folder.rglob("*.yaml")):
         text = path.read_text()
         task = next(iter(re.findall(r"^task: (\S+)", text, re.M)), None)
         if task:
@@ -235,7 +235,7 @@ def _upstream_scores(spec: dict, task: str, sample: Path, predictions: dict, tmp
     from lmms_video_reasoning.utils.tools.upstream_validate import overlay
 
     folder = upstream.package_dir(spec["sample"]) / "upstream"
-    config = lmms_utils.load_yaml_config(str(overlay(task, folder / f"{task}.yaml", spec["documents"], sample / spec["sample"], tmp_path)))
+    config = lmms_utils.load_yaml_config(str(overlay(task, folder / f"{task}.yaml{upstream.TEMPLATE_SUFFIX}", spec["documents"], sample / spec["sample"], tmp_path)))
     built = get_task_dict([config], TaskManager("ERROR", include_defaults=False))[task]
     replies = predictions[spec["tasks"][task]]
     values = [built.process_results(doc, [replies[str(doc[spec["id_field"]])]]) for doc in built.eval_docs]
@@ -290,7 +290,7 @@ def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
     docs = _plugin_docs(benchmark.name, task, hooks)
     replies = predictions[task]
     records = [_record(benchmark.name, hooks, doc, replies[str(doc["sample_id"] if benchmark.name != "vcr_bench" else doc["id"])], task) for doc in docs]
-    return hooks.score_records(records)
+    return benchmark.scoring.score(records, benchmark.scoring.settings(records))
 
 
 def _tasks_of(benchmark) -> set[str]:

@@ -19,35 +19,16 @@ Fields every benchmark's record has, with one meaning:
 
 Which strings are the host's placeholders, and how a reply splits into reasoning and answer,
 is lmms-eval's business: `utils.lmms.responses` fills these fields (`reply_record`) and says
-whether a record failed (`model_failed`); this module only fixes the names and the rules
-that hold whatever the host.
+whether a record failed (`model_failed`); this module only fixes the names and the hook's shape.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 COMMON_FIELDS = ("sample_id", "response", "final_answer", "reasoning_truncated", "judged_reply", "model_failed", "model_failure")
 
 BuildRecord = Callable[..., dict]
-
-
-def response_text(response: Any) -> str:
-    """A reply as the record keeps it: the string itself, "" for no reply, else its text."""
-    if isinstance(response, str):
-        return response
-    return "" if response is None else str(response)
-
-
-def model_failed(record: dict, is_failure: Callable[[Any], bool]) -> bool:
-    """Whether a record holds the host's failure placeholder instead of a reply: its
-    `model_failed` flag, or (a record logged before the flag existed) `is_failure(response)`."""
-    return bool(record.get("model_failed")) or is_failure(record.get("response"))
-
-
-def count(records: Iterable[dict], predicate: Callable[[dict], bool]) -> int:
-    """How many records `predicate` holds for (the failure counts every task reports)."""
-    return sum(1 for record in records if predicate(record))
 
 
 def process_results(build_record: BuildRecord, metric_names: Callable[[dict], Sequence[str]], **options: Any):

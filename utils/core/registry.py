@@ -23,16 +23,22 @@ benchmark's headline metrics without any naming convention.
 The three folders of this suite share one layout, each file with one meaning (only
 `benchmark.py` and the task folder are required of a new benchmark):
 
-    benchmark.py     the declaration above
+    benchmark.py     the declaration above (and the official judge's defaults, `JUDGE`)
     tasks/           task and group YAMLs, and `doc_source.json` (lmms-eval's one-row placeholder)
-    hooks.py         lmms-eval hooks only: process_docs, doc_to_visual/text/messages, process_results, aggregate_*
-    records.py       build_record: the per-sample record process_results logs (never judges, never raises)
-    data.py          Hub layout, annotations, media resolvers, what `prepare` checks
-    frames.py        the frame plan (`utils.media.video.FramePlan`) and the frames of a document
+  the task, whoever runs it (shared with the upstream task folder; written against "ask the judge",
+  `utils.core.ask`, and "get the frames", the task's `Media`):
+    task.py          inputs, build_record (the per-sample record: never judges, never raises), metrics
+                     from judge outcomes, score_with(records, judge)
+    docs.py          annotation records -> task documents, checked
+    frames.py        the frame plan (`utils.core.frame_plan.FramePlan`: index and timestamp formulas)
     prompts.py       official prompt text (files in prompts/)
-    judging.py       JUDGE (the official judge's defaults), judge requests, batch judging
+    judging.py       judge requests (official prompts, parsers, re-asks), batch judging
     scoring.py       pure functions: reply parsers, per-sample verdicts, metric formulas
-    aggregate.py     a task's metrics from its records: score_records (the judge runs here), metrics_from_outcomes
+  the plugin's bindings:
+    hooks.py         lmms-eval hooks only: process_docs, doc_to_visual/text/messages, process_results, aggregate_*
+    media.py         "get the frames" on the data root (frame plans checked against the files, proxy clips)
+    aggregate.py     score_records (the task's scoring with the judge engine) and the metrics over arrays
+    data.py          Hub layout, annotations, media resolvers, what `prepare` checks
     report.py        its section of `lmms-vr report`; sample.py the generated sample; README.md; reference_tables.json
 
 Registration, in report order: the folders shipped with the suite (`BUILTIN`); then installed

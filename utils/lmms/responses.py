@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lmms_video_reasoning.utils.core import records
 from lmms_video_reasoning.utils.core import settings
 
 # Prefixes lmms-eval writes in place of a response (checked against lmms-eval 0.7.3).
@@ -47,7 +46,7 @@ def failure_reason(response: object) -> str | None:
 def model_failed(record: dict) -> bool:
     """Whether a record holds the placeholder instead of a model answer (its `model_failed`
     flag, or its response for records logged before the flag existed)."""
-    return records.model_failed(record, is_model_failure)
+    return bool(record.get("model_failed")) or is_model_failure(record.get("response"))
 
 
 # ---------------------------------------------------------------- reasoning and final answer
@@ -149,7 +148,7 @@ def reply_fields(response: str) -> dict:
 def reply_record(response: object) -> dict:
     """The record fields about the reply every benchmark's record has (`utils.core.records`):
     the raw `response`, its reasoning fields (`reply_fields`), `model_failed` and `model_failure`."""
-    text = records.response_text(response)
+    text = response if isinstance(response, str) else ("" if response is None else str(response))
     reason = failure_reason(text)
     return {"response": text, **reply_fields(text), "model_failed": reason is not None, "model_failure": reason}
 

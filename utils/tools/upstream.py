@@ -48,6 +48,10 @@ EXPORTABLE = frozenset({
 PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data", "hooks", "media", "aggregate"})
 THIRD_PARTY = frozenset({"numpy", "PIL", "av", "cv2", "datasets", "lmms_eval", "loguru"})
 NOT_EXPORTED = {SPEC_FILE, DESCRIPTION_FILE, "__pycache__"}
+# The upstream task YAMLs are kept as `<name>.yaml.in` and written as `<name>.yaml`: inside this
+# package a `.yaml` would be indexed by lmms-eval as a task of the plugin (`lmms-vr tasks-path`
+# hands lmms-eval the whole package), beside the plugin's own task of the same name.
+TEMPLATE_SUFFIX = ".in"
 
 
 class UpstreamError(ValueError):
@@ -221,7 +225,7 @@ def benchmark_pr(benchmark: str, tree: Path) -> PullRequest:
             original = (tree / target / "README.md").read_bytes()
             changes[f"{target}/README.md"] = original.rstrip() + b"\n\n" + content
         else:
-            changes[f"{target}/{path.name}"] = content
+            changes[f"{target}/{path.name.removesuffix(TEMPLATE_SUFFIX)}"] = content
     if spec.get("new_folder_doc") and not (tree / target / "__init__.py").exists():
         changes[f"{target}/__init__.py"] = f'"""{spec["new_folder_doc"]}"""\n'.encode("utf-8")
     for name in spec.get("removes", []):

@@ -299,9 +299,12 @@ def task_specs(pr) -> dict[str, str]:
 
 
 def metric_names(folder: Path, task: str) -> list[str]:
-    """The metrics a task's YAML (and its includes) declares, read without importing its hooks."""
+    """The metrics a task's YAML (and its includes) declares, read without importing its hooks
+    (in a tree `<task>.yaml`; in a benchmark's `upstream/` folder `<task>.yaml.in`)."""
     names: list[str] = []
     path = folder / f"{task}.yaml"
+    if not path.is_file():
+        path = folder / f"{task}.yaml.in"
     seen = set()
     while path is not None and path not in seen:
         seen.add(path)
