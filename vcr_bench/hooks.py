@@ -1,10 +1,10 @@
-"""lmms-eval hooks of the VCR-Bench tasks in the plugin (`tasks/vcr_bench/*.yaml` point here).
+"""lmms-eval hooks of the VCR-Bench tasks in the plugin (`vcr_bench/tasks/*.yaml` point here).
 
 The task itself (inputs, records, metrics) is `task.py`, shared with the task folder that
 `lmms-vr upstream` writes into lmms-eval; this module binds it to the plugin: documents from
-the data root with the checks before generation (`utils.preflight`), the judge engine with its
-cache (`judges`), and the fast inputs (`utils.model_video`: simple video models get a proxy
-clip of exactly the frames their own path keeps, chat models the path;
+the data root with the checks before generation (`utils.lmms.preflight`), the judge engine with
+its cache (`aggregate.py`), and the data root's media with the fast inputs (`media.py`: simple
+video models get a proxy clip of exactly the frames their own path keeps, chat models the path;
 `LMMS_VR_VIDEO_INPUT=path` = paths; frames decoded by `utils.media.video`).
 
 Scoring: `process_results` only builds a self-contained record (`task.build_record`: never
@@ -47,6 +47,7 @@ def load_docs_no_visual(dataset=None) -> Any:
 _MEDIA_CHECK = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
 
 
+# ---------------------------------------------------------------- model inputs (the plugin's media)
 
 
 def frame_plan(doc: dict, mode: str) -> video.PlannedFrames:

@@ -3,9 +3,10 @@
 The task itself (inputs, records, metrics; one generation scored for both tracks) is
 `task.py`, shared with the task folder that `lmms-vr upstream` writes into lmms-eval; this
 module binds it to the plugin: documents from the data root with the checks before
-generation (`utils.preflight`), the judge engine with its cache (`judges`), and the fast
-inputs (`utils.model_video`: a clip of the protocol frames, or of exactly the frames the
-calling model's own path keeps; `LMMS_VR_VIDEO_INPUT=path` hands the model the original path).
+generation (`utils.lmms.preflight`), the judge engine with its cache (`aggregate.py`), and the
+data root's media with the fast inputs (`media.py`: a clip of the protocol frames, or of exactly
+the frames the calling model's own path keeps; `LMMS_VR_VIDEO_INPUT=path` hands the model the
+original path).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def build_docs(mode: str, protocol: str) -> list[dict]:
     return task.stamp(data.flatten(data.load_records()), mode, protocol)
 
 
-# Checked before generation (`utils.preflight`): the videos (not for the text-only task) and
+# Checked before generation (`utils.lmms.preflight`): the videos (not for the text-only task) and
 # the judge (not for the MCQ-only task).
 _MEDIA_CHECK = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records()))
 
@@ -74,6 +75,9 @@ def load_docs_official(_placeholder=None):
     return preflight.task_load("vrbench", lambda: docs_dataset(build_docs("judge", "official")), _MEDIA_CHECK, judge="vrbench")
 
 
+# ----------------------------------------------------------------------------------------
+# Model inputs (the plugin's media)
+# ----------------------------------------------------------------------------------------
 
 
 def video_input(doc: dict, kwargs: dict | None) -> str:
