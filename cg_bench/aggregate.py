@@ -5,6 +5,8 @@ shared with the task folder that `lmms-vr upstream` writes into lmms-eval; here 
 the plugin: the configured judge engine with its cache (`judges`) and the data root's media
 (`media.MEDIA`). Records of separate runs can be concatenated: long + clue + grounding
 records of one model give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
+`outcome_columns` is `task_metrics` over per-sample arrays, for the bootstrap
+(`utils/results/resampling.py`); the scoring keeps its outcomes for the in-run standard errors.
 """
 
 from __future__ import annotations
