@@ -6,8 +6,8 @@ packaged official table, the root's own, else the file probed) checked against t
 it is at hand (`utils.media.video.plan_frames`, the one path every benchmark's plans take),
 files found under the root (`data`), frames from the exact sampler (`utils.media.video`),
 and for video-native models a proxy clip of exactly the frames their own path keeps
-(`utils.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The functions below
-keep the plugin's names and call `sampling` with that media.
+(`utils.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path).
+`sampling` and `outcomes` are called with `MEDIA` by the hooks and `aggregate.py`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Sequence
 
 from lmms_video_reasoning.cg_bench import data
-from lmms_video_reasoning.cg_bench import sampling
-from lmms_video_reasoning.cg_bench.sampling import DEFAULT_CLUE_FRAMES, DEFAULT_LONG_FRAMES, QuestionFrames
 from lmms_video_reasoning.utils.core.roots import cache_home
 from lmms_video_reasoning.utils.media.video import FramePlan, PlannedFrames, plan_frames
 
@@ -71,28 +69,3 @@ class PluginMedia:
 
 MEDIA = PluginMedia()
 
-
-def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], long_frames: int = DEFAULT_LONG_FRAMES,
-               clue_frames: int = DEFAULT_CLUE_FRAMES) -> QuestionFrames:
-    """The official sampling of `mode` for a question (no decoding; the root's sampler table)."""
-    return sampling.frame_plan(video_uid, mode, clue_intervals, MEDIA, long_frames, clue_frames)
-
-
-def subtitles_for(plan: QuestionFrames) -> str:
-    """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies)."""
-    return sampling.subtitles_for(plan, MEDIA)
-
-
-def subtitles_missing(video_uid: str) -> bool:
-    """The video has no subtitle file under the data root (its prompt goes without subtitles)."""
-    return sampling.subtitles_missing(video_uid, MEDIA)
-
-
-def subtitles_unusable(video_uid: str) -> str | None:
-    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent)."""
-    return sampling.subtitles_unusable(video_uid, MEDIA)
-
-
-def frames_for(plan: QuestionFrames) -> list:
-    """The sampled frames as RGB PIL images (decodes the full video)."""
-    return sampling.frames_for(plan, MEDIA)

@@ -22,7 +22,6 @@ from typing import Any
 from lmms_video_reasoning.utils.core.records import process_results as records_hook
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
-from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import aggregate, data, media, task
 from lmms_video_reasoning.vcr_bench.task import VISUAL_MODE, VISUAL_MODE_ENV, VISUAL_MODES, task_settings  # noqa: F401 - part of this module's interface
@@ -48,11 +47,6 @@ _MEDIA_CHECK = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(dat
 
 
 # ---------------------------------------------------------------- model inputs (the plugin's media)
-
-
-def frame_plan(doc: dict, mode: str) -> video.PlannedFrames:
-    """The frames of the frame modes and their times, from the container (no decoding)."""
-    return task.frame_plan(doc, mode, media.MEDIA)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:

@@ -600,7 +600,8 @@ def plan_frames(
 ) -> PlannedFrames:
     """The ``n`` frames ``plan`` (a benchmark's ``FramePlan``) picks in ``path``, and their times.
 
-    The one path from a protocol's formulas to frame indices, for every benchmark. ``intervals``:
+    The plugin's path from a file to a protocol's frame indices, for every benchmark (the indices
+    themselves come from ``frame_plan.choose``, as upstream's plain probe does). ``intervals``:
     the question's intervals (seconds), for plans that pick inside them. ``meta``: the dataset's
     per-video metadata (e.g. CG-Bench's ``video_meta_info.json`` entry), checked against the file
     (``resolve_meta``: the official values while they describe this file, else the file's, with a
