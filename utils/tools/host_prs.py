@@ -328,4 +328,125 @@ The judge server's GPU memory is held a little longer (the aggregation's duratio
 is over by then.
 """)
 
-HOST_PRS = (JUDGE_CACHE, AGGREGATION_STDERR, TASK_ENTRY_POINTS, LAUNCHER)
+# ------------------------------------------------------------------------------ 08: qwen2_vl decodes only the frames it keeps
+
+# generate_until's frame selection in lmms-eval 0.7.3, which moves into Qwen2_VL._vision_inputs.
+QWEN2_VL_SELECTION = '''            # TODO: Consider moving video frame sampling logic into process_vision_info or a helper.
+            image_inputs, video_inputs = process_vision_info(batched_messages)
+            if video_inputs is not None and len(video_inputs) > 0 and video_inputs[0] is not None:
+                # Assuming video_inputs is a list where the first element holds the tensor
+                video_tensor = video_inputs[0]
+                if isinstance(video_tensor, torch.Tensor) and video_tensor.ndim > 0 and video_tensor.shape[0] > 0:
+                    total_frames = video_tensor.shape[0]
+                    indices = np.linspace(
+                        0,
+                        total_frames - 1,
+                        self.max_num_frames,
+                        dtype=int,
+                        endpoint=True,
+                    )  # Ensure endpoint=True
+                    # Ensure unique indices if linspace produces duplicates for few frames
+                    indices = np.unique(indices)
+                    # Append the last frame index if not already included and needed
+                    # if total_frames > 0 and total_frames - 1 not in indices:
+                    #     indices = np.append(indices, total_frames - 1)
+                    #     indices = np.unique(indices) # Ensure uniqueness again
+
+                    # Limit to max_num_frames if appending last frame exceeded it
+                    if len(indices) > self.max_num_frames:
+                        # This might happen if linspace already picked close indices including the end
+                        # Or if max_num_frames is very small. Prioritize evenly spaced.
+                        indices = np.linspace(
+                            0,
+                            total_frames - 1,
+                            self.max_num_frames,
+                            dtype=int,
+                            endpoint=True,
+                        )
+                        indices = np.unique(indices)
+
+                    video_inputs[0] = video_tensor[indices]
+                else:
+                    eval_logger.warning(f"Unexpected video_inputs format or empty tensor: {type(video_tensor)}")
+'''
+
+QWEN2_VL_METHOD = '''    def _vision_inputs(self, batched_messages):
+        """The processor's images and videos for a batch: a video as the frames the model keeps, at
+        most `max_num_frames` evenly spaced among those qwen_vl_utils decodes (`kept_positions`).
+        With `decode_kept_frames`, only those frames are decoded (the same tensor: see qwen_kept_frames)."""
+        if self.decode_kept_frames:
+            inputs = video_inputs_of_kept_frames(batched_messages, self.max_num_frames)
+            if inputs is not None:
+                return inputs
+        image_inputs, video_inputs = process_vision_info(batched_messages)
+        if video_inputs is not None and len(video_inputs) > 0 and video_inputs[0] is not None:
+            # Assuming video_inputs is a list where the first element holds the tensor
+            video_tensor = video_inputs[0]
+            if isinstance(video_tensor, torch.Tensor) and video_tensor.ndim > 0 and video_tensor.shape[0] > 0:
+                video_inputs[0] = video_tensor[kept_positions(video_tensor.shape[0], self.max_num_frames)]
+            else:
+                eval_logger.warning(f"Unexpected video_inputs format or empty tensor: {type(video_tensor)}")
+        return image_inputs, video_inputs
+
+    def generate_until(self, requests: List[Instance]) -> List[str]:
+'''
+
+QWEN2_VL = HostPR(
+    8, "qwen2-vl-kept-frames", "qwen2_vl: decode only the video frames the model keeps (the same frames, exactly)",
+    (
+        Edit("lmms_eval/models/simple/qwen2_vl.py", "from lmms_eval.models.model_utils.media_encoder import encode_image_to_data_url\n",
+             "from lmms_eval.models.model_utils.media_encoder import encode_image_to_data_url\n"
+             "from lmms_eval.models.model_utils.qwen_kept_frames import kept_positions, video_inputs_of_kept_frames\n"),
+        Edit("lmms_eval/models/simple/qwen2_vl.py", "        reasoning_prompt: Optional[str] = None,\n        **kwargs,\n",
+             "        reasoning_prompt: Optional[str] = None,\n        decode_kept_frames: bool = True,\n        **kwargs,\n"),
+        Edit("lmms_eval/models/simple/qwen2_vl.py", "        self.max_num_frames = max_num_frames\n",
+             "        self.max_num_frames = max_num_frames\n        self.decode_kept_frames = decode_kept_frames\n"),
+        Edit("lmms_eval/models/simple/qwen2_vl.py", "    def generate_until(self, requests: List[Instance]) -> List[str]:\n", QWEN2_VL_METHOD),
+        Edit("lmms_eval/models/simple/qwen2_vl.py", QWEN2_VL_SELECTION, "            image_inputs, video_inputs = self._vision_inputs(batched_messages)\n"),
+    ),
+    ("test/models",),
+    """## Summary
+
+`qwen2_vl` hands a video path to `qwen_vl_utils.process_vision_info`, which decodes it at 2 fps
+(up to 768 frames) and resizes every frame; `generate_until` then keeps at most
+`max_num_frames` (32) of them. On long videos almost all of that time and memory is thrown away
+(see Numbers).
+
+This computes the same choice before decoding (`lmms_eval/models/model_utils/qwen_kept_frames.py`):
+qwen_vl_utils' frame indices from the file's frame count and rate (its own `smart_nframes`),
+the positions the model keeps among them (`kept_positions`, now the one definition both paths
+use), and `fetch_video`'s resize target for the number of frames it *would* have decoded. Only
+the kept frames are decoded, with the same reader (decord), and resized with the same call, so
+the processor receives the same tensor: equal element for element, same shape and dtype.
+
+- On by default; `--model_args ...,decode_kept_frames=False` restores the previous path.
+- Where the result could differ, the model takes its previous path: qwen_vl_utils reading with
+  another backend (torchcodec installed, `FORCE_QWENVL_VIDEO_READER`), more than one video in a
+  batch (the model selects frames in the first one only), a video element with other keys, a file
+  decord cannot read.
+- `generate_until_multi_round` is unchanged (its selection keeps repeated frames).
+
+## Files
+
+{files}
+
+Size: {size}
+
+## Validation
+
+{validation}
+
+## Numbers
+
+{numbers}
+
+## Risk
+
+A file decord decodes only in part: before, a failure on a frame the model then dropped sent
+qwen_vl_utils to its torchvision reader for every frame; now the kept frames come from decord
+when it reads those. The tests compare with the previous path on clips of 2 s to 60 s, NTSC and
+7 fps rates, B-frames, long keyframe intervals, a size that is no multiple of the patch, and an
+image beside the video.
+""")
+
+HOST_PRS = (JUDGE_CACHE, AGGREGATION_STDERR, TASK_ENTRY_POINTS, LAUNCHER, QWEN2_VL)
