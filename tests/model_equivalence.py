@@ -4,8 +4,9 @@ Run as a subprocess with `processor_probe.processor_probe_env(folder)` in its en
 
     python tests/model_equivalence.py SPEC.json RESULTS.jsonl
 
-SPEC: {"videos": [paths], "cache": proxy folder, "models": [{"name", "class", "kwargs"[, "videos"]}]}
-(a model's "videos": the part of the grid it runs on; default all).
+SPEC: {"videos": [paths], "cache": proxy folder, "models": [{"name", "class", "kwargs"[, "videos"][, "modes"]}]}
+(a model's "videos": the part of the grid it runs on, default all; "modes": default `path` then
+`fast`, or `plain`: the hook returns the video path itself, for comparing two lmms-eval trees).
 Each model is lmms-eval's class itself (`lmms_eval.models.simple.qwen2_vl.Qwen2_VL`, ...) built
 from a tiny offline checkpoint (tests/tiny_models.py); for every video its real
 `generate_until` runs twice on one request (`LMMS_VR_VIDEO_INPUT=path`, then `=fast`), the task
@@ -75,13 +76,14 @@ def main(spec_path: str, results_path: str) -> None:
     from lmms_video_reasoning.utils.lmms import model_video as mv
 
     spec = json.loads(Path(spec_path).read_text())
+    lmms_eval_file = importlib.import_module("lmms_eval").__file__  # which lmms-eval ran (a patched tree on PYTHONPATH)
     calls = Path(os.environ["LMMS_VR_TEST_PROCESSOR_PROBE"])
     os.environ[mv.CACHE_DIR_ENV] = spec["cache"]
     os.environ[mv.DECODE_AHEAD_ENV] = "0"  # one request per run: nothing to prepare ahead
     videos = spec["videos"]
 
-    def doc_to_visual(doc):  # our tasks' hook for a video
-        return [mv.video_for_model(doc["video"])]
+    def doc_to_visual(doc):  # our tasks' hook for a video; "plain": the path itself, as upstream tasks give it
+        return [doc["video"]] if os.environ[mv.INPUT_ENV] == "plain" else [mv.video_for_model(doc["video"])]
 
     def doc_to_messages(doc):  # lmms-eval's default for chat models: the user turn around doc_to_visual
         return ConfigurableMessagesTask._build_user_turn(doc_to_visual(doc), DESCRIBE)
@@ -94,7 +96,7 @@ def main(spec_path: str, results_path: str) -> None:
             for doc_id, video in enumerate(videos):
                 if video not in model_spec.get("videos", videos):
                     continue  # a setting run on part of the grid
-                for mode in ("path", "fast"):
+                for mode in model_spec.get("modes", ("path", "fast")):
                     os.environ[mv.INPUT_ENV] = mode
                     mv._done.clear()
                     gen_kwargs = {"max_new_tokens": 1, "temperature": 0}
@@ -108,7 +110,7 @@ def main(spec_path: str, results_path: str) -> None:
                         model.generate_until([request])
                     except Exception as exc:  # noqa: BLE001 - the model's own error is part of what is compared
                         error = f"{type(exc).__name__}: {exc}"
-                    record = {"model": model_spec["name"], "video": video, "mode": mode, "error": error,
+                    record = {"model": model_spec["name"], "video": video, "mode": mode, "error": error, "lmms_eval": lmms_eval_file,
                               "calls": sorted(p.name for p in set(calls.glob("call-*.npz")) - before),
                               "reads": _reads(calls)[len(reads_before):]}
                     results.write(json.dumps(record) + "\n")

@@ -171,19 +171,23 @@ def models_of(reading: str, only: int | None = None) -> list[tuple[str, tuple, t
             for n, setting in enumerate(READINGS[reading]) if only is None or n == only]
 
 
-def run_harness(folder: Path, videos: list[str], models: list[tuple], checkpoints: dict[str, Path]) -> list[dict]:
-    """The harness's result lines for `models` (``models_of``) on `videos`, each with its calls loaded."""
+def run_harness(folder: Path, videos: list[str], models: list[tuple], checkpoints: dict[str, Path],
+                modes: tuple[str, ...] = ("path", "fast"), lmms_eval_tree: Path | None = None) -> list[dict]:
+    """The harness's result lines for `models` (``models_of``) on `videos`, each with its calls
+    loaded (`lmms_eval_tree`: a folder holding another `lmms_eval/`, imported instead of the installed one)."""
     from processor_probe import processor_calls, processor_probe_env
 
     specs = []
     for name, (dotted, family, settings), names in models:
         kwargs = settings if family is None else {"pretrained": str(checkpoints[family]), "device": "cpu", "device_map": "cpu", **settings}
-        specs.append({"name": name, "class": dotted, "kwargs": kwargs,
+        specs.append({"name": name, "class": dotted, "kwargs": kwargs, "modes": list(modes),
                       "videos": [v for v in videos if names is None or Path(v).name in names]})
     folder.mkdir(parents=True, exist_ok=True)
     spec, results = folder / "spec.json", folder / "results.jsonl"
     spec.write_text(json.dumps({"videos": videos, "cache": str(folder / "proxies"), "models": specs}))
     env = {**os.environ, **processor_probe_env(folder / "probe"), **QUIET_CPU}
+    if lmms_eval_tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(lmms_eval_tree), env["PYTHONPATH"]])
     env.pop(mv.INPUT_ENV, None)
     done = subprocess.run([sys.executable, str(HARNESS), str(spec), str(results)], env=env, capture_output=True, text=True,
                           timeout=900, check=False)
@@ -287,3 +291,46 @@ def test_hypothesis_chosen_videos_give_identical_inputs(shared_folder, checkpoin
         assert_equivalent(run_harness(tmp_path_factory.mktemp("hypothesis"), [str(video)], models, checkpoints))
 
     check()
+
+
+@pytest.mark.slow
+def test_upstream_qwen2_vl_pr_gives_the_processor_the_same_inputs(grid, checkpoints, tmp_path):
+    """The upstream host PR "qwen2_vl decodes only the frames it keeps" (utils/tools/host_prs.py),
+    applied to a copy of the installed lmms-eval: lmms-eval's own Qwen2_VL, given the plain video
+    path as upstream tasks give it, hands its processor the same tensors as the unpatched class, on
+    the whole grid and both settings, without ever calling qwen_vl_utils' fetch_video where it
+    read the video."""
+    import shutil
+
+    import lmms_eval
+    from lmms_video_reasoning.utils.tools import host_prs
+
+    installed = tmp_path / "installed"
+    installed.mkdir()
+    (installed / "lmms_eval").symlink_to(Path(lmms_eval.__file__).parent)
+    [pr] = [pr for pr in host_prs.pull_requests(installed) if pr.slug == "qwen2-vl-kept-frames"]
+    patched = tmp_path / "patched"
+    shutil.copytree(Path(lmms_eval.__file__).parent, patched / "lmms_eval", ignore=shutil.ignore_patterns("__pycache__"))
+    for path, content in pr.changes.items():
+        if path.startswith("lmms_eval/"):
+            (patched / path).write_bytes(content)
+
+    models = models_of("qwen2_vl")
+    before = run_harness(tmp_path / "before", grid, models, checkpoints, modes=("plain",))
+    after = run_harness(tmp_path / "after", grid, models, checkpoints, modes=("plain",), lmms_eval_tree=patched)
+    assert {line["lmms_eval"] for line in after} == {str(patched / "lmms_eval" / "__init__.py")}
+    assert {line["lmms_eval"] for line in before} == {lmms_eval.__file__}
+    assert [(line["model"], line["video"]) for line in before] == [(line["model"], line["video"]) for line in after]
+    read, skipped_decoding = 0, 0
+    for was, now in zip(before, after):
+        case = f"{was['model']} on {Path(was['video']).name}"
+        assert now["error"] == was["error"] and len(now["calls"]) == len(was["calls"]), (case, now["error"], was["error"])
+        for a, b in zip(now["calls"], was["calls"]):
+            for key in ARRAYS:
+                assert (key in a) == (key in b), (case, key)
+                if key in b:
+                    assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape and np.array_equal(a[key], b[key]), (case, key)
+        if was["reads"] and not was["error"] and any("pixel_values_videos" in call for call in was["calls"]):
+            read += 1
+            skipped_decoding += not now["reads"]  # the patched model read the video without fetch_video
+    assert skipped_decoding == read >= len(grid), (skipped_decoding, read)
