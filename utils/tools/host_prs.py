@@ -1,7 +1,8 @@
 """Host pull requests: small changes to lmms-eval itself, each useful to every task.
 
 They replace what the plugin patches into lmms-eval at import time today (`utils/lmms/plugin.py`,
-`autoload.py`, `judge_usage.py`) with the change lmms-eval would carry itself. Each PR is a set of
+`autoload.py`, `judge_usage.py`) with the change lmms-eval would carry itself, and (08) bring the
+idea of the plugin's fast inputs (`utils/lmms/model_video.py`) into the `qwen2_vl` model itself. Each PR is a set of
 anchored edits to files of the clean tree (the anchor must occur exactly once: a tree it does
 not fit is an error, never a silent skip) and new files (`host_pr_files/<slug>/`, mirroring the
 tree), with its description below.
@@ -30,6 +31,7 @@ class HostPR:
     edits: tuple[Edit, ...]
     tests: tuple[str, ...]
     description: str
+    numbers: str = ""  # measured outside the validation (a benchmark of this repository, with its command)
 
 
 def _apply(tree: Path, edits: tuple[Edit, ...]) -> dict[str, bytes]:
@@ -67,7 +69,8 @@ def pull_requests(tree: Path) -> list:
             raise UpstreamError(f"host PR {pr.slug}: no files under {HERE / pr.slug} (its tests at least)")
         edited = _apply(Path(tree), pr.edits)
         base = {path: (Path(tree) / path).read_bytes() for path in edited}
-        prs.append(PullRequest(pr.number, pr.slug, pr.title, "host", {**new, **edited}, pr.description, {"tasks": {}}, list(pr.tests), base))
+        spec = {"tasks": {}, "numbers": pr.numbers} if pr.numbers else {"tasks": {}}
+        prs.append(PullRequest(pr.number, pr.slug, pr.title, "host", {**new, **edited}, pr.description, spec, list(pr.tests), base))
     return prs
 
 
@@ -391,6 +394,21 @@ QWEN2_VL_METHOD = '''    def _vision_inputs(self, batched_messages):
     def generate_until(self, requests: List[Instance]) -> List[str]:
 '''
 
+NUMBERS_QWEN2_VL = """Measured with lmms-video-reasoning's `python benchmarks/qwen2_vl_kept_frames.py --json` (the repository this series comes from:
+`Qwen2_VL._vision_inputs` with the model's defaults on one video message, each case in a fresh
+process, peak = growth of the resident high-water mark during the call; 2 shared CPU cores,
+lmms-eval 0.7.3, qwen-vl-utils 0.0.14, decord 0.6.0):
+
+| video | before | after | tensors |
+|---|---|---|---|
+| 20 min, 1280x720, 30 fps, keyframe every 250 | 58.8 s, 16.2 GB | 3.7 s, 0.73 GB | equal (32 x 3 x 336 x 644) |
+| 5 min, 1280x720, 30 fps, B-frames, textured | 39.5 s, 13.6 GB | 8.4 s, 0.83 GB | equal (32 x 3 x 392 x 728) |
+| 15.5 s, 480x270, 23.976 fps | 0.32 s, 155 MB | 0.29 s, 155 MB | equal (30 frames: all decoded frames kept) |
+| 5 s, 1280x720, 29.97 fps, B-frames | 0.43 s, 310 MB | 0.51 s, 312 MB | equal (10 frames: all kept) |
+
+Clips with no more decoded frames than the budget gain nothing (every decoded frame is kept);
+the gain grows with the video's length, up to 768 decoded frames for 32 kept."""
+
 QWEN2_VL = HostPR(
     8, "qwen2-vl-kept-frames", "qwen2_vl: decode only the video frames the model keeps (the same frames, exactly)",
     (
@@ -444,9 +462,10 @@ Size: {size}
 
 A file decord decodes only in part: before, a failure on a frame the model then dropped sent
 qwen_vl_utils to its torchvision reader for every frame; now the kept frames come from decord
-when it reads those. The tests compare with the previous path on clips of 2 s to 60 s, NTSC and
-7 fps rates, B-frames, long keyframe intervals, a size that is no multiple of the patch, and an
-image beside the video.
-""")
+when it reads those. The tests compare with the previous path on clips of 2 s to 384 s, NTSC and
+7 fps rates, B-frames, long keyframe intervals, a size that is no multiple of the patch, a resize
+that depends on the decoded count (768 frames), and an image beside the video.
+""",
+    numbers=NUMBERS_QWEN2_VL)
 
 HOST_PRS = (JUDGE_CACHE, AGGREGATION_STDERR, TASK_ENTRY_POINTS, LAUNCHER, QWEN2_VL)

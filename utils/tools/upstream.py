@@ -338,7 +338,7 @@ def render(pr: PullRequest, result: dict | None) -> str:
     from lmms_video_reasoning.utils.tools import upstream_validate
 
     table = upstream_validate.table(pr, result) if result else upstream_validate.NOT_VALIDATED
-    numbers = upstream_validate.numbers_section(pr, result) if result else upstream_validate.NOT_VALIDATED
+    numbers = upstream_validate.numbers_section(pr, result)
     text = pr.description.replace("{validation}", table).replace("{numbers}", numbers)
     text = text.replace("{files}", files_section(pr)).replace("{size}", size_section(pr))
     return f"# {pr.title}\n\n{text.strip()}\n"

@@ -455,8 +455,13 @@ def table(pr, result: dict) -> str:
     return "\n".join(lines) + f"\n\n{status} Run: `lmms-vr upstream --lmms-eval DIR --out SERIES --validate` (details: `SERIES/validation.json`)."
 
 
-def numbers_section(pr, result: dict) -> str:
-    """The numbers of the whole-sample run (and, for a fix, before and after)."""
+def numbers_section(pr, result: dict | None) -> str:
+    """The numbers of the whole-sample run (and, for a fix, before and after); a host PR measured
+    outside the validation (`spec["numbers"]`, a benchmark of this repository) shows those."""
+    if pr.spec.get("numbers"):
+        return pr.spec["numbers"]
+    if not result:
+        return NOT_VALIDATED
     full = result.get("numbers", {}).get("full", {})
     if not full:
         return "No task of its own: the series run (`SERIES/README.md`) exercises it with every task."
