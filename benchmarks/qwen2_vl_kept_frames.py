@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,16 +43,7 @@ def patched_lmms_eval(target: Path) -> Path:
     import lmms_eval
     from lmms_video_reasoning.utils.tools import host_prs
 
-    installed = target / "installed"
-    installed.mkdir(parents=True)
-    (installed / "lmms_eval").symlink_to(Path(lmms_eval.__file__).parent)
-    [pr] = [pr for pr in host_prs.pull_requests(installed) if pr.slug == "qwen2-vl-kept-frames"]
-    tree = target / "patched"
-    shutil.copytree(Path(lmms_eval.__file__).parent, tree / "lmms_eval", ignore=shutil.ignore_patterns("__pycache__"))
-    for path, content in pr.changes.items():
-        if path.startswith("lmms_eval/"):
-            (tree / path).write_bytes(content)
-    return tree
+    return host_prs.patched_copy("qwen2-vl-kept-frames", Path(lmms_eval.__file__).parent, target)
 
 
 def worker(tree: str, mode: str, video: str, warmup: str, out: str) -> None:

@@ -300,21 +300,10 @@ def test_upstream_qwen2_vl_pr_gives_the_processor_the_same_inputs(grid, checkpoi
     path as upstream tasks give it, hands its processor the same tensors as the unpatched class, on
     the whole grid and both settings, without ever calling qwen_vl_utils' fetch_video where it
     read the video."""
-    import shutil
-
     import lmms_eval
     from lmms_video_reasoning.utils.tools import host_prs
 
-    installed = tmp_path / "installed"
-    installed.mkdir()
-    (installed / "lmms_eval").symlink_to(Path(lmms_eval.__file__).parent)
-    [pr] = [pr for pr in host_prs.pull_requests(installed) if pr.slug == "qwen2-vl-kept-frames"]
-    patched = tmp_path / "patched"
-    shutil.copytree(Path(lmms_eval.__file__).parent, patched / "lmms_eval", ignore=shutil.ignore_patterns("__pycache__"))
-    for path, content in pr.changes.items():
-        if path.startswith("lmms_eval/"):
-            (patched / path).write_bytes(content)
-
+    patched = host_prs.patched_copy("qwen2-vl-kept-frames", Path(lmms_eval.__file__).parent, tmp_path)
     models = models_of("qwen2_vl")
     before = run_harness(tmp_path / "before", grid, models, checkpoints, modes=("plain",))
     after = run_harness(tmp_path / "after", grid, models, checkpoints, modes=("plain",), lmms_eval_tree=patched)

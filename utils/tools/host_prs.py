@@ -74,6 +74,23 @@ def pull_requests(tree: Path) -> list:
     return prs
 
 
+def patched_copy(slug: str, package: Path, target: Path) -> Path:
+    """A copy of the lmms_eval package folder `package` (e.g. the installed one) with host PR `slug`'s
+    changes to `lmms_eval/` applied; returns the folder to put first on `sys.path` / PYTHONPATH."""
+    import shutil
+
+    tree = Path(target) / "tree"
+    shutil.copytree(package, tree / "lmms_eval", ignore=shutil.ignore_patterns("__pycache__"))
+    [pr] = [pr for pr in HOST_PRS if pr.slug == slug]
+    for path, content in _apply(tree, pr.edits).items():
+        (tree / path).write_bytes(content)
+    for path, content in _new_files(slug).items():
+        if path.startswith("lmms_eval/"):
+            (tree / path).parent.mkdir(parents=True, exist_ok=True)
+            (tree / path).write_bytes(content)
+    return tree
+
+
 # ------------------------------------------------------------------------------ 04: judge cache and failure accounting
 
 JUDGE_CACHE = HostPR(
