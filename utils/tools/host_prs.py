@@ -479,9 +479,9 @@ Size: {size}
 
 A file decord decodes only in part: before, a failure on a frame the model then dropped sent
 qwen_vl_utils to its torchvision reader for every frame; now the kept frames come from decord
-when it reads those. The tests compare with the previous path on clips of 2 s to 384 s, NTSC and
-7 fps rates, B-frames, long keyframe intervals, a size that is no multiple of the patch, a resize
-that depends on the decoded count (768 frames), and an image beside the video.
+when it reads those. The tests compare with the previous path on clips of 2 s to 60 s, NTSC and
+7 fps rates, B-frames, long keyframe intervals, a size that is no multiple of the patch, a token
+budget that shrinks the frames by the decoded count, and an image beside the video.
 """,
     numbers=NUMBERS_QWEN2_VL)
 

@@ -23,8 +23,6 @@ VIDEOS = {
     "20s_ntsc_176x144_bframes": (20, Fraction(30000, 1001), 176, 144, 2, 60),  # 40 decoded, 32 kept
     "60s_10fps_64x48": (60, 10, 64, 48, 0, 250),  # 120 decoded, frames far from keyframes
     "12s_7fps_portrait_90x160": (12, 7, 90, 160, 3, 30),  # a size that is no multiple of the patch
-    # 768 decoded: fetch_video then shrinks each frame to fit its token budget for 768 frames, not 32
-    "384s_2fps_496x480": (384, 2, 496, 480, 0, 20),
 }
 
 
@@ -123,3 +121,16 @@ def test_images_beside_the_video_are_unchanged(videos, decoded):
     images, got = model(True)._vision_inputs(conversations)
     assert decoded[-1] == 32 and torch.equal(got[0], expected_videos[0])
     assert [np.asarray(i).tolist() for i in images] == [np.asarray(i).tolist() for i in expected_images]
+
+
+def test_the_frame_size_follows_the_decoded_count_not_the_kept_one(videos, decoded, monkeypatch):
+    """fetch_video fits each frame to its token budget divided among the frames it decoded (768 for a
+    long video); a small MODEL_SEQ_LEN makes that budget bind on a short clip: 38 decoded, 32 kept."""
+    if vision_process.get_video_reader_backend() != "decord":
+        pytest.skip("qwen_vl_utils reads with another backend here")
+    monkeypatch.setattr(vision_process, "MODEL_SEQ_LEN", 400)
+    conversations = messages(videos["20s_ntsc_176x144_bframes"])
+    _, expected = before_this_change(conversations, 32)
+    assert decoded[-1] > 32 and expected[0].shape[2] * expected[0].shape[3] < 176 * 144  # the budget shrank the frames
+    _, got = model(True)._vision_inputs(conversations)
+    assert decoded[-1] == 32 and got[0].shape == expected[0].shape and torch.equal(got[0], expected[0])
