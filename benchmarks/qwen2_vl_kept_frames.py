@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -71,16 +72,11 @@ def worker(tree: str, mode: str, video: str, warmup: str, out: str) -> None:
 
 def run_case(tree: Path, mode: str, video: Path, warmup: Path, out: Path) -> dict:
     cmd = [sys.executable, __file__, "--worker", str(tree), mode, str(video), str(warmup), str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env={"LMMS_VR_NO_AUTOLOAD": "1", **_env()})
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "LMMS_VR_NO_AUTOLOAD": "1"}  # lmms-eval as it is, no plugin
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{mode} on {video.name} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _env() -> dict:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def benchmark(names: list[str], repeats: int, cache_dir: Path) -> dict:
