@@ -20,7 +20,7 @@ from lmms_eval.models.simple.qwen2_vl import Qwen2_VL  # noqa: E402
 # name: (seconds, frame rate, width, height, B-frames, keyframe interval)
 VIDEOS = {
     "2s_30fps_320x240": (2, 30, 320, 240, 0, 250),  # 4 frames decoded: fewer than the budget, all kept
-    "20s_ntsc_176x144_bframes": (20, Fraction(30000, 1001), 176, 144, 2, 60),  # 40 decoded, 32 kept
+    "20s_ntsc_176x144_bframes": (20, Fraction(30000, 1001), 176, 144, 2, 60),  # 38 decoded, 32 kept
     "60s_10fps_64x48": (60, 10, 64, 48, 0, 250),  # 120 decoded, frames far from keyframes
     "12s_7fps_portrait_90x160": (12, 7, 90, 160, 3, 30),  # a size that is no multiple of the patch
 }
