@@ -157,6 +157,17 @@ def _status_mb(field: str) -> float:
     return int(line.split()[1]) / 1024
 
 
+def measured(call):
+    """``(call(), seconds, peak growth in MB)``: the kernel's resident high-water mark (VmHWM, reset
+    through /proc/self/clear_refs) during the call, minus the resident size before it."""
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    baseline = _status_mb("VmRSS")
+    start = time.perf_counter()
+    result = call()
+    elapsed = time.perf_counter() - start
+    return result, elapsed, _status_mb("VmHWM") - baseline
+
+
 def worker(method: str, path: str, indices: list[int], out: str, warmup: str) -> None:
     """Run one method once in this fresh process; print its time and peak memory growth.
 
@@ -171,12 +182,7 @@ def worker(method: str, path: str, indices: list[int], out: str, warmup: str) ->
     METHODS[method](warmup, [0, 1])
     video._TABLE_CACHE.clear()
 
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    baseline = _status_mb("VmRSS")
-    start = time.perf_counter()
-    frames = METHODS[method](path, indices)
-    elapsed = time.perf_counter() - start
-    peak_growth = _status_mb("VmHWM") - baseline
+    frames, elapsed, peak_growth = measured(lambda: METHODS[method](path, indices))
     if out != "-":
         np.save(out, frames)
     print(json.dumps({"time": elapsed, "peak_growth_mb": peak_growth}))

@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,12 +59,7 @@ def worker(tree: str, mode: str, video: str, warmup: str, out: str) -> None:
         return [[{"role": "user", "content": [{"type": "video", "video": path, "max_pixels": 602112, "min_pixels": 3136}, {"type": "text", "text": "Describe."}]}]]
 
     model._vision_inputs(message(warmup))
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    baseline = fs._status_mb("VmRSS")
-    start = time.perf_counter()
-    _, videos = model._vision_inputs(message(video))
-    elapsed = time.perf_counter() - start
-    growth = fs._status_mb("VmHWM") - baseline
+    (_, videos), elapsed, growth = fs.measured(lambda: model._vision_inputs(message(video)))
     np.save(out, videos[0].numpy())
     print(json.dumps({"seconds": elapsed, "peak_growth_mb": growth, "shape": list(videos[0].shape)}))
 
