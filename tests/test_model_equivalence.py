@@ -204,6 +204,21 @@ def _calls_with_names(probe: Path, processor_calls) -> list[dict]:
     return [{**call, "_file": str(name)} for call, name in zip(processor_calls(probe), names)]
 
 
+def assert_same_calls(case: str, got: list[dict], want: list[dict]) -> None:
+    """Two runs' processor calls received the same arrays (dtype, shape, values) and video metadata."""
+    assert len(got) == len(want), (case, len(got), len(want))
+    for a, b in zip(got, want):
+        for key in ARRAYS:
+            assert (key in a) == (key in b), (case, key)
+            if key in b:
+                assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, (case, key, a[key].shape, b[key].shape)
+                assert np.array_equal(a[key], b[key]), (case, key, "differs")
+        mine, theirs = a["video_metadata"], b["video_metadata"]
+        assert (mine is None) == (theirs is None), case
+        for one, other in zip(mine or [], theirs or []):
+            assert {k: one[k] for k in METADATA} == {k: other[k] for k in METADATA}, (case, one, other)
+
+
 def assert_equivalent(lines: list[dict]) -> dict[str, dict[str, int]]:
     """Path and fast runs of each (model, video) gave the processor the same inputs (or failed
     alike); returns, per model, how many fast runs read a proxy and how many the original path."""
@@ -226,17 +241,7 @@ def assert_equivalent(lines: list[dict]) -> dict[str, dict[str, int]]:
             used["path"] += 1
             continue
         assert normalise(fast["error"]) == normalise(path["error"]), (case, fast["error"], path["error"])
-        assert len(fast["calls"]) == len(path["calls"]), (case, len(fast["calls"]), len(path["calls"]))
-        for a, b in zip(fast["calls"], path["calls"]):
-            for key in ARRAYS:
-                assert (key in a) == (key in b), (case, key)
-                if key in b:
-                    assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, (case, key, a[key].shape, b[key].shape)
-                    assert np.array_equal(a[key], b[key]), (case, key, "differs")
-            got, want = a["video_metadata"], b["video_metadata"]
-            assert (got is None) == (want is None), case
-            for mine, theirs in zip(got or [], want or []):
-                assert {k: mine[k] for k in METADATA} == {k: theirs[k] for k in METADATA}, (case, mine, theirs)
+        assert_same_calls(case, fast["calls"], path["calls"])
         assert path["reads"] in ([], [video]), (case, path["reads"])
         # Not vacuous: wherever the model read the video without error, it read our proxy.
         if path["reads"] and not path["error"]:
@@ -313,12 +318,8 @@ def test_upstream_qwen2_vl_pr_gives_the_processor_the_same_inputs(grid, checkpoi
     read, skipped_decoding = 0, 0
     for was, now in zip(before, after):
         case = f"{was['model']} on {Path(was['video']).name}"
-        assert now["error"] == was["error"] and len(now["calls"]) == len(was["calls"]), (case, now["error"], was["error"])
-        for a, b in zip(now["calls"], was["calls"]):
-            for key in ARRAYS:
-                assert (key in a) == (key in b), (case, key)
-                if key in b:
-                    assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape and np.array_equal(a[key], b[key]), (case, key)
+        assert now["error"] == was["error"], (case, now["error"], was["error"])
+        assert_same_calls(case, now["calls"], was["calls"])
         if was["reads"] and not was["error"] and any("pixel_values_videos" in call for call in was["calls"]):
             read += 1
             skipped_decoding += not now["reads"]  # the patched model read the video without fetch_video
