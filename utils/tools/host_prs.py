@@ -69,7 +69,7 @@ def pull_requests(tree: Path) -> list:
             raise UpstreamError(f"host PR {pr.slug}: no files under {HERE / pr.slug} (its tests at least)")
         edited = _apply(Path(tree), pr.edits)
         base = {path: (Path(tree) / path).read_bytes() for path in edited}
-        spec = {"tasks": {}, "numbers": pr.numbers} if pr.numbers else {"tasks": {}}
+        spec = {"tasks": {}, "numbers": pr.numbers}
         prs.append(PullRequest(pr.number, pr.slug, pr.title, "host", {**new, **edited}, pr.description, spec, list(pr.tests), base))
     return prs
 
