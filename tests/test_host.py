@@ -79,6 +79,26 @@ def test_an_unverified_lmms_eval_gets_one_warning_and_an_unchanged_host():
     assert json.loads(tried.stdout.strip().splitlines()[-1])["ours"] is True, tried.stderr[-3000:]
 
 
+def test_the_installed_filelock_has_what_lmms_evals_evaluator_imports(tmp_path):
+    """lmms-eval 0.7.3's `simple_evaluate` first patches filelock through its private
+    `filelock._api` (gone in filelock 4.3): run lmms-eval's own function on the installed
+    filelock, then check what it promises (one lock object per path across filelock's and
+    datasets' FileLock classes). pyproject.toml bounds filelock for this."""
+    code = textwrap.dedent("""
+        import sys
+        from datasets.utils._filelock import FileLock as DatasetsFileLock
+        from filelock import FileLock
+        from lmms_eval.evaluator import _enable_reentrant_filelocks
+        _enable_reentrant_filelocks()
+        path = sys.argv[1]
+        assert FileLock(path) is DatasetsFileLock(path), "two lock objects for one path"
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.lock")], capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
 def test_a_failed_assumption_turns_one_touchpoint_off(fresh, monkeypatch, caplog):
     import lmms_eval.api.metrics as metrics
     import lmms_eval.evaluator_utils as evaluator_utils

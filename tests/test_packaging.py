@@ -117,6 +117,7 @@ NOT_IMPORTED = {
     "transformers": "the models lmms-eval runs (its lower bound: the Qwen2.5-VL classes)",
     "accelerate": "lmms-eval's models load through it",
     "decord": "the video reader the model proxies were verified with (qwen_vl_utils' backend; llava_onevision calls it)",
+    "filelock": "bounded for lmms-eval's evaluator, which imports its private `filelock._api` (gone in 4.3)",
     "bpe-openai": "data only: the o200k/cl100k BPE files tiktoken reads offline (judges/tokens.py finds them without importing it)",
 }
 
