@@ -187,3 +187,46 @@ def test_every_declared_dependency_is_imported_or_needed_at_run_time():
     assert unused == set(), f"declared but never imported (import them, drop them, or give the reason in NOT_IMPORTED): {sorted(unused)}"
     assert set(NOT_IMPORTED) <= declared, "NOT_IMPORTED names a package that is not declared"
     assert not set(NOT_IMPORTED) & imported, "NOT_IMPORTED names a package the code imports: take it out of the list"
+
+
+# ---------------------------------------------------------------------- the tested set (constraints.txt)
+
+
+def _newest_tool():
+    """.ci/newest.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("newest", REPO / ".ci" / "newest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tested_set_satisfies_the_declared_ranges_and_is_installed_here():
+    """constraints.txt pins every declared dependency inside pyproject.toml's range (a lock that
+    the ranges exclude, e.g. filelock 4.3, would install what pip install . refuses), and CI's venv,
+    installed with it, holds exactly those versions."""
+    from packaging.requirements import Requirement
+
+    newest = _newest_tool()
+    pins = newest.parse_pins((REPO / "constraints.txt").read_text(encoding="utf-8"))
+    requirements = [Requirement(text) for text in PYPROJECT["project"]["dependencies"]]
+    requirements += [Requirement(text) for text in PYPROJECT["project"]["optional-dependencies"]["test"]]
+    for requirement in requirements:
+        name = _canonical(requirement.name)
+        assert name in pins, f"{name} is declared but constraints.txt does not pin it: regenerate it (.ci/newest.py --tests --write-lock)"
+        assert requirement.specifier.contains(pins[name], prereleases=True), f"constraints.txt pins {name}=={pins[name]}, outside {requirement}"
+    if (REPO / ".venv").is_dir() and Path(sys.prefix).resolve() == (REPO / ".venv").resolve():  # CI: installed with -c constraints.txt
+        for name in ("lmms-eval", "torch", "transformers", "datasets", "huggingface-hub", "filelock"):
+            assert importlib.metadata.version(name) == pins[name], name
+
+
+def test_the_newest_releases_tool_names_the_cause_and_the_bounds():
+    newest = _newest_tool()
+    bounded = newest.upper_bounded()  # what --unbounded lifts: pyproject.toml's upper bounds, lmms-eval's minor series aside
+    assert "filelock" in bounded and "lmms-eval" not in bounded and "torch" not in bounded, bounded
+    log = ("Traceback (most recent call last):\n  File \"x.py\", line 134, in _enable_reentrant_filelocks\n"
+           "    import filelock._api as _fl_api\nModuleNotFoundError: No module named 'filelock._api'\n"
+           "2026-11-26 | ERROR | lmms_eval.__main__:cli_evaluate:614 - Error during evaluation\n")
+    assert newest.last_line(log) == "ModuleNotFoundError: No module named 'filelock._api'"
+    assert newest.last_line("one\ntwo\n") == "two"
