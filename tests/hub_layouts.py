@@ -1,4 +1,4 @@
-"""Dataset repos shaped as the Hub serves the three benchmarks (README.md, "What the Hub serves"),
+"""Dataset repos shaped as the Hub serves the three benchmarks (docs/data.md, "What the Hub serves"),
 built from the generated sample benchmark's real (tiny) videos, for `tests/fake_hub.py`.
 
 - VCR-Bench: `v1/videos/meta_info_video.json` + `v1/videos/video.zip` (members `video/<source>/<name>.mp4`).

@@ -43,7 +43,7 @@ log = logging.getLogger("lmms_video_reasoning.preflight")
 PREFLIGHT_ENV = "LMMS_VR_PREFLIGHT"
 PREFLIGHT = settings.declare(PREFLIGHT_ENV, "bool", True, "checks at task load (data, media, output folder, judge); off skips them")
 # Models that never read a video: this suite's replay model scores predictions made elsewhere,
-# where the videos may not be (README, "Predictions from another stack").
+# where the videos may not be (docs/running.md, "Predictions from another stack").
 MODELS_WITHOUT_MEDIA = ("vr_replay",)
 PROBE_TIMEOUT_S = 10.0
 _OFF = ("0", "off", "false", "no")
