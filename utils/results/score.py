@@ -771,7 +771,9 @@ def print_scores(scores: Sequence[TaskScore]) -> None:
             cost = stats.get("cost_usd")
             answered = ", ".join(stats.get("answered_by") or {}) or "none"
             print(f"  judge {s.accounting['judge'].get('model')} (answered by {answered}): {stats.get('calls', 0)} calls, "
-                  f"{stats.get('cache_hits', 0)} cache hits, {stats.get('failures', 0)} failures" + ("" if cost is None else f", ${cost:.4f}"))
+                  f"{stats.get('cache_hits', 0)} cache hits, {stats.get('failures', 0)} failures"
+                  + (f", {stats['not_computed']} with no cached verdict (not sent: counted as failed)" if stats.get("not_computed") else "")
+                  + ("" if cost is None else f", ${cost:.4f}"))
             if stats.get("cache_errors"):
                 print(f"  JUDGE CACHE ERRORS: {stats['cache_errors']} reads/writes of {(s.accounting.get('cache') or {}).get('path')} "
                       "failed (see the log): the verdicts not stored are paid for again by the next run")
