@@ -255,6 +255,18 @@ class TagEstimate:
     after_assumed: int = 0  # requests reached only by assuming an earlier step's expected reply
     later_steps: int = 0  # possible dependent requests not counted (not walking)
     output_unknown: int = 0  # requests without an expected reply: max_tokens counted
+    not_built: int = 0  # later requests of this step not counted: the item's code failed building them (`Unbuilt`)
+
+
+@dataclass
+class Unbuilt:
+    """A judging item whose code failed in an estimate pass (e.g. the media of its next request not
+    found): the requests it would have made from there on are not in the estimate."""
+
+    task: str
+    after: str | None  # the tag of its last request (None: it failed before its first one)
+    later_steps: int  # the requests that last request declares after it (0: unknown, at least one)
+    reason: str
 
 
 @dataclass
@@ -290,6 +302,7 @@ class ImportCounts:
 
 class _Ctx(threading.local):
     assumed = False  # this item's chain went on from an assumed reply
+    last: tuple[str, int] | None = None  # (tag, later_steps) of the item's last request
 
 
 class JudgePass:
@@ -311,6 +324,7 @@ class JudgePass:
         self.counts = ImportCounts()
         self.judges: dict[str, PassJudge] = {}
         self.served: dict[str, int] = defaultdict(int)  # task -> cache hits
+        self.unbuilt: list[Unbuilt] = []  # estimate: items whose code failed, their later requests not counted
         self.lock = threading.Lock()
 
     def __call__(self, benchmark: str, config: JudgeConfig | None) -> "PassJudge | None":
@@ -356,13 +370,28 @@ class PassJudge(Judge):
 
     def map(self, fn, items, desc="judging"):
         def each(item, ask):
-            self._ctx.assumed = False
-            return fn(item, ask)
+            self._ctx.assumed, self._ctx.last = False, None
+            try:
+                return fn(item, ask)
+            except JudgeConfigError:
+                raise
+            except Exception as error:  # noqa: BLE001 - counted here, then failed as `Judge.map` fails it
+                if self.owner.mode == "estimate":
+                    self._not_built(f"{type(error).__name__}: {self._scrub(str(error))}")
+                raise
 
         return super().map(each, items, desc=f"{desc} ({self.owner.mode} pass)")
 
+    def _not_built(self, reason: str) -> None:
+        last = self._ctx.last
+        with self.owner.lock:
+            self.owner.unbuilt.append(Unbuilt(self.owner.task, last[0] if last else None, last[1] if last else 0, reason))
+            if last is not None:
+                self.owner.estimates[self.owner.task][last[0]].not_built += last[1]
+
     def ask(self, request: JudgeRequest) -> JudgeResult:
         _validate(request)
+        self._ctx.last = (request.tag or "(untagged)", request.later_steps)
         keys = request_keys(self.config.model, request)
         for key in keys:
             hit, _refusal = self._lookup(key, request)

@@ -182,3 +182,33 @@ def test_cli_estimate_writes_json(judged, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert {row["judge_call"] for row in data["rows"]} <= {"vrbench.unique", "vrbench.non_unique"}
     assert "Judging cost estimate" in capsys.readouterr().out
+
+
+def test_estimate_without_the_cg_bench_root_counts_what_it_leaves_out(judged, tmp_path, capsys):
+    """CG-Bench's open-ended step 2 holds the clue frames: without CGBENCH_ROOT its requests cannot be
+    built. The estimate then counts them as NOT COUNTED (how many, why, which variable), never as if
+    step 2 were in the total; with the root they are in it."""
+    [item] = [g for g in judged["gathered"] if g.task == "cg_bench_open"]
+    fresh = {**judged["env"], "LMMS_VR_JUDGE_CACHE": str(tmp_path / "fresh.sqlite")}
+    with environment(fresh):
+        with_root = batch_judging.estimate([item])
+    saved = os.environ.pop("CGBENCH_ROOT", None)
+    try:
+        with environment({**{k: v for k, v in fresh.items() if k != "CGBENCH_ROOT"}}):
+            bare = batch_judging.estimate([item])
+            batch_judging.print_estimate(bare)
+    finally:
+        if saved is not None:
+            os.environ["CGBENCH_ROOT"] = saved
+    out = capsys.readouterr().out
+    rooted, unrooted = _by_tag(with_root, "cg_bench_open"), _by_tag(bare, "cg_bench_open")
+    step1 = rooted["cg_bench.open.step1"]["requests"]
+    assert step1 > 0 and rooted["cg_bench.open.step2"]["requests"] == step1 and with_root["not_counted"] == []
+    assert unrooted["cg_bench.open.step1"]["requests"] == step1 and "cg_bench.open.step2" not in unrooted
+    [gap] = bare["not_counted"]
+    assert (gap["task"], gap["after"], gap["requests"], gap["items"], gap["missing"]) == (
+        "cg_bench_open", "cg_bench.open.step1", step1, step1, "needs CGBENCH_ROOT")
+    assert "not found" in gap["reason"]
+    assert unrooted["cg_bench.open.step1"]["not_built"] == step1 and bare["total"]["not_built"] == step1
+    assert bare["total"]["requests"] == step1 and with_root["total"]["requests"] == 2 * step1
+    assert f"NOT COUNTED in the total: cg_bench_open: {step1} requests" in out and "needs CGBENCH_ROOT" in out

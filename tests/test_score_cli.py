@@ -144,3 +144,30 @@ def test_help_says_task_is_optional(capsys):
     score_help = parser._subparsers._group_actions[0].choices["score"].format_help()
     assert "optional" in score_help and "required" not in score_help
     assert "required" not in (parser.description or "").split("score PATH")[1].splitlines()[0]
+
+
+def test_trivially_bad_paths_name_the_problem(tmp_path, capsys):
+    """An empty file, a samples file with blank lines only, a results file, a folder of no samples
+    file, a missing path: each message names the path and the problem, and says what to give."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    blank = tmp_path / "x_samples_vr_bench.jsonl"
+    blank.write_text("\n \n")
+    for path in (empty, blank):
+        assert cli_main(["score", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}: the file is empty" in err and "--log_samples" in err and "not named" not in err
+    assert cli_main(["score", str(empty), "--task", "vr_bench"]) == 2
+    assert f"{empty}: the file is empty" in capsys.readouterr().err
+    results = tmp_path / "run" / "20260101_000000_results.json"
+    results.parent.mkdir()
+    results.write_text("{}")
+    assert cli_main(["score", str(results)]) == 2
+    assert f"{results}: an lmms-eval results file, not a samples file: give its folder ({results.parent})" in capsys.readouterr().err
+    other = tmp_path / "run" / "20260101_000000_samples_not_ours.jsonl"
+    other.write_text('{"doc_id": 0}\n')
+    assert cli_main(["score", str(results.parent)]) == 2
+    err = capsys.readouterr().err
+    assert f"{results.parent}: no lmms-eval samples file" in err and "'not_ours' is not a task of this suite" in err
+    assert cli_main(["score", str(tmp_path / "missing.jsonl")]) == 2
+    assert f"{tmp_path / 'missing.jsonl'}: no such file or folder" in capsys.readouterr().err

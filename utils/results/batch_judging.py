@@ -107,7 +107,30 @@ def estimate(gathered: Sequence[Any], walk: bool = True) -> dict:
         "cache_hits": dict(judge_pass.served),
         "tokenizers": {model: tokenizer_for(model).method for model in models},
         "cache": {b: str(j.config.cache_path) if j.config.cache_path else None for b, j in judge_pass.judges.items()},
+        "not_counted": not_counted(judge_pass, benchmarks),
     }
+
+
+def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[dict]:
+    """What the estimate leaves out, per task and step: the judging items whose code failed
+    (`batch.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
+    there on (`requests`: the count their last request declared; `unknown_items`: items that could
+    not say, at least one request each), the first reason and what is missing (`score.unbuilt_items`)."""
+    from lmms_video_reasoning.utils.results.score import unbuilt_items
+
+    groups: dict[tuple[str, str | None], list] = {}
+    for entry in judge_pass.unbuilt:
+        groups.setdefault((entry.task, entry.after), []).append(entry)
+    out = []
+    for (task, after), entries in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+        benchmark = task_benchmarks.get(task, "")
+        reasons = list(dict.fromkeys(entry.reason for entry in entries))
+        out.append({"benchmark": benchmark, "task": task, "after": after, "items": len(entries),
+                    "requests": sum(entry.later_steps for entry in entries),
+                    "unknown_items": sum(1 for entry in entries if not entry.later_steps),
+                    "reason": reasons[0], "other_reasons": len(reasons) - 1,
+                    "missing": unbuilt_items(benchmark, len(entries))[1] if benchmark else "judge items not rebuilt"})
+    return out
 
 
 def _totals(rows: Sequence[CostRow]) -> dict:
@@ -132,6 +155,7 @@ def print_estimate(data: dict) -> None:
     for row in data["rows"]:
         note = f"  ({row['after_assumed']} after an assumed reply)" if row["after_assumed"] else ""
         note += f"  (+ up to {row['later_steps']} later steps)" if row["later_steps"] else ""
+        note += f"  (+ {row['not_built']} later steps NOT COUNTED, see below)" if row.get("not_built") else ""
         print(f"{row['benchmark']:<11} {row['task']:<18} {row['judge_call']:<24} {row['requests']:>9,} {row['input_tokens']:>12,} "
               f"{row['output_tokens']:>11,} {_money(row['usd_sync']):>10} {_money(row['usd_batch']):>10}{note}")
     total = data["total"]
@@ -141,13 +165,22 @@ def print_estimate(data: dict) -> None:
     if total["usd_sync"] is None and data["rows"]:
         print(f"(prices known for part of it: {_money(total['usd_sync_known'])} sync, {_money(total['usd_batch_known'])} batch; "
               "set LMMS_VR_JUDGE_PRICES for the others)")
+    for gap in data.get("not_counted", []):
+        after = f"after their {gap['after']} request" if gap["after"] else "before their first request"
+        size = f"{gap['requests']:,} requests" + (f" + at least {gap['unknown_items']:,} more" if gap["unknown_items"] else "") \
+            if gap["requests"] else f"at least {gap['unknown_items']:,} requests"
+        others = f" (and {gap['other_reasons']} other messages)" if gap["other_reasons"] else ""
+        print(f"NOT COUNTED in the total: {gap['task']}: {size} ({gap['items']:,} judging items failed {after}: "
+              f"{gap['missing']}): {gap['reason']}{others}. Fix that and estimate again.")
     hits = sum(data["cache_hits"].values())
     print(f"\nalready in the judge cache (not counted): {hits:,} requests")
     for model, method in data["tokenizers"].items():
         print(f"input tokens of {model}: {method}; chat framing and images as OpenAI bills them")
     print("output tokens: each protocol's reply format (judges' expected replies); re-asks of unparseable replies not "
           "included. Later steps (VCR-Bench answer scoring after extraction, CG-Bench's open-ended step 2) are counted by "
-          "assuming the earlier step's expected reply: CG-Bench step 2 for every question (an upper bound)." )
+          "assuming the earlier step's expected reply: CG-Bench step 2 for every question whose step 2 can be built (an "
+          "upper bound; it needs the clue frames and subtitles of CGBENCH_ROOT: those that cannot be built are listed as "
+          "NOT COUNTED above)." )
     print("batch price: the OpenAI Batch API (50% of synchronous, or LMMS_VR_JUDGE_PRICES's batch_input/batch_output); "
           "n/a for endpoints without one")
 
@@ -163,6 +196,8 @@ def estimate_line(task: str, judge_pass: JudgePass) -> str | None:
 
     price = judge.config.price()
     later = f" (+ up to {total.later_steps:,} later-step requests after their replies)" if total.later_steps else ""
+    unbuilt = [entry for entry in judge_pass.unbuilt if entry.task == task]
+    later += f" (NOT COUNTED: {len(unbuilt):,} judging items whose requests could not be built, see the log)" if unbuilt else ""
     return (f"{task}: judging {total.requests:,} requests not in the judge cache{later} ({judge_pass.served.get(task, 0):,} cached): "
             f"{total.input_tokens:,} input tokens ({tokenizer_for(judge.config.model).method}), ~{total.output_tokens:,} output "
             f"tokens; {_money(_usd(total, price))} synchronous, {_money(_usd(total, batch_price(judge.config.model, price)))} "

@@ -44,7 +44,6 @@ import html
 import json
 import logging
 import math
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -460,12 +459,9 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
             reasons.append(f"{misses} judge requests have no cached verdict ({where})")
             gap = "no cached verdicts"
         if errors:
-            root_env = registry.get(spec.benchmark).data().SOURCE.root_env
-            unset = not os.environ.get(root_env, "").strip()
             # a judge request that holds media (e.g. frames) cannot be rebuilt without the data root
-            reasons.append(f"{errors} judge items could not be rebuilt (see the log; e.g. media not found"
-                           + (f": {root_env} is not set" if unset else "") + ")")
-            gap = f"needs {root_env}" if unset else "judge items not rebuilt"
+            reason, gap = scoring.unbuilt_items(spec.benchmark, errors)
+            reasons.append(reason)
         if reasons:
             missing = "; ".join(reasons) + "; judge-based CIs left out (run `lmms-vr score` with the judge and report on its output)"
     # only what the metrics read from now on: memory follows what the report needs, not the samples file

@@ -314,7 +314,8 @@ def read_samples_with_outcomes(path: Path, spec: TaskSpec) -> tuple[list[dict], 
         if record is None:
             predict_only.append({key: fields[key] for key in ("doc_id", "target", "resps", "filtered_resps") if key in fields})
     if not rows:
-        raise DataError(f"{path}: no samples in the file")
+        raise DataError(f"{path}: the file is empty (no samples in it): lmms-eval wrote no sample of task {spec.name} "
+                        "there; run the task again with --log_samples, or move the file away to score the rest")
     coverage = Coverage(samples=rows, duplicates_dropped=dropped)
     if not predict_only:
         records, kept_at = _unique_records(logged, path)
@@ -530,6 +531,12 @@ def is_predictions_file(path: Path) -> bool:
     return False
 
 
+def _has_content(path: Path) -> bool:
+    """The file holds a non-blank line."""
+    with Path(path).open("rb") as handle:
+        return any(line.strip() for line in handle)
+
+
 @dataclass
 class Gathered:
     """One task of one run, read back into records."""
@@ -559,9 +566,14 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             runs = {run: {task: files[task]} for run, files in runs.items() if task in files}
         if not runs:
             what = f"for task {task} " if task else ""
-            raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it; "
-                            "run lmms-eval with --log_samples")
+            found = "".join(f"; found but not scored: {line}" for line in skipped[:5])
+            raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it{found}; "
+                            "run lmms-eval with --log_samples and give its --output_path folder")
         return [_from_samples(run, name, file) for run, files in sorted(runs.items()) for name, file in sorted(files.items())], skipped
+    if not _has_content(path):
+        raise DataError(f"{path}: the file is empty (no JSON line in it): nothing to score; give the samples file an lmms-eval "
+                        "run wrote with --log_samples (<date>_samples_<task>.jsonl), its --output_path folder, or a replay "
+                        "predictions .jsonl")
     if is_predictions_file(path):
         tasks = [task] if task else tasks_in_predictions(path)
         if not tasks:
@@ -572,8 +584,12 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             gathered.append(Gathered(path.stem, name, records, str(path), coverage))
         return gathered, []
     name = task or task_of_samples_file(path)
+    if name is None and path.name.endswith(RESULTS_SUFFIX):
+        raise DataError(f"{path}: an lmms-eval results file, not a samples file: give its folder ({path.parent}), where "
+                        "--log_samples wrote the *_samples_<task>.jsonl files")
     if name is None:
-        raise DataError(f"{path}: not named *_samples_<task>.jsonl; give --task")
+        raise DataError(f"{path}: not named *_samples_<task>.jsonl and not replay predictions "
+                        "({\"task\", \"id\", \"response\"} lines); name the task with --task")
     match = SAMPLES_PATTERN.match(path.name) or RECORDS_PATTERN.match(path.name)
     return [_from_samples(match["prefix"] if match else path.stem, name, path)], []
 
@@ -605,6 +621,9 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
     before = before or {}
     delta = {key: value - before.get(key, 0) for key, value in after.items() if isinstance(value, (int, float)) and not isinstance(value, bool)}
     delta["budget_exhausted"] = after.get("budget_exhausted", False)
+    # judging items whose code failed before or between requests (e.g. the media of a request not found)
+    delta["items_failed"] = (((after.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)
+                             - (((before.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)))
     answered = {model: count - (before.get("answered_by") or {}).get(model, 0) for model, count in (after.get("answered_by") or {}).items()}
     delta["answered_by"] = {model: count for model, count in answered.items() if count}
     reasons = {reason: count - (before.get("failure_reasons") or {}).get(reason, 0)
@@ -613,6 +632,18 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
     delta["outage"] = after.get("outage")
     delta["snapshots"] = after.get("snapshots")  # of the judge in this process (the cache may mix snapshots)
     return delta
+
+
+def unbuilt_items(benchmark: str, items: int) -> tuple[str, str]:
+    """(a sentence on `items` judging items of `benchmark` whose request could not be built, a few
+    words for a table cell). Such a request holds the benchmark's media (e.g. CG-Bench's clue
+    frames): when the data root's variable is not set, that is what is missing."""
+    import os
+
+    root_env = registry.get(benchmark).data().SOURCE.root_env
+    unset = not os.environ.get(root_env, "").strip()
+    return (f"{items} judge items could not be rebuilt (see the log; e.g. media not found" + (f": {root_env} is not set" if unset else "") + ")",
+            f"needs {root_env}" if unset else "judge items not rebuilt")
 
 
 def score_task(task: str, records: Sequence[dict], source: str = "", with_outcomes: bool = True, run: str = "",
@@ -740,10 +771,15 @@ def print_scores(scores: Sequence[TaskScore]) -> None:
             cost = stats.get("cost_usd")
             answered = ", ".join(stats.get("answered_by") or {}) or "none"
             print(f"  judge {s.accounting['judge'].get('model')} (answered by {answered}): {stats.get('calls', 0)} calls, "
-                  f"{stats.get('cache_hits', 0)} cache hits, {stats.get('failures', 0)} failures" + ("" if cost is None else f", ${cost:.4f}"))
+                  f"{stats.get('cache_hits', 0)} cache hits, {stats.get('failures', 0)} failures"
+                  + (f", {stats['not_computed']} with no cached verdict (not sent: counted as failed)" if stats.get("not_computed") else "")
+                  + ("" if cost is None else f", ${cost:.4f}"))
             if stats.get("cache_errors"):
                 print(f"  JUDGE CACHE ERRORS: {stats['cache_errors']} reads/writes of {(s.accounting.get('cache') or {}).get('path')} "
                       "failed (see the log): the verdicts not stored are paid for again by the next run")
+            if stats.get("items_failed"):
+                print(f"  NOTE: {unbuilt_items(s.benchmark, stats['items_failed'])[0]}: the judgments they need are counted "
+                      "as failed; fix that and score again (the cached verdicts are reused)")
             snapshots = stats.get("snapshots") or {}
             if snapshots.get("other"):
                 print(f"  WARNING: {snapshots['other']} verdicts from another snapshot than {snapshots.get('current')} under the "
@@ -764,8 +800,11 @@ def main(args) -> int:
         gathered, skipped = gather_records(Path(args.path), args.task)
         if _batch_step(args, gathered):
             return 0
-        with _verdicts_source(args, gathered):
-            scores = [_score(item) for item in gathered]
+        said: set = set()
+        scores = []
+        for item in gathered:
+            with _verdicts_source(args, [item], said):
+                scores.append(_score(item))
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
@@ -819,26 +858,81 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
     return False
 
 
-def _verdicts_source(args, gathered: Sequence[Gathered]):
+def _verdicts_source(args, gathered: Sequence[Gathered], said: set | None = None):
     """After --batch, every verdict is read from the cache (a request the batches could not answer
-    is not sent now: it is counted as failed). With no judge configured, a benchmark whose judge
-    model has batch-imported replies in the cache is scored from them (a GPU node with no key)."""
+    is not sent now: it is counted as failed). With no judge configured, a benchmark is scored from
+    the judge cache its run recorded (`recorded_verdicts`: the judge `lmms-vr report` reads too),
+    else, when its judge model has batch-imported replies in the cache, from them (a GPU node with
+    no key). `said`: the notes already printed (one per judge and cache)."""
     from contextlib import nullcontext
 
+    from lmms_video_reasoning.judges.config import JudgeConfig
     from lmms_video_reasoning.judges.engine import CONFIGURED, cache_only_judge, judges_replaced_by
     from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
 
+    said = set() if said is None else said
     if getattr(args, "batch", False):  # every judge reads its own cache, sending nothing
         return judges_replaced_by(lambda benchmark, config: cache_only_judge(
             benchmark, *((config.model, config.cache_path, config.base_url) if config is not None else ())))
     names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
-    models = cache_answers_for(names)
+    readers: dict[str, Any] = {}
+    for name in names:
+        if JudgeConfig.from_env(name) is not None:
+            continue
+        for item in gathered:
+            reader, why = recorded_verdicts(Path(item.source), name)
+            note = (f"no judge configured for {name}: verdicts read from the judge cache {reader.config.cache_path} the run "
+                    f"recorded (model {reader.config.model}; nothing is sent, a request without a cached verdict counts as a "
+                    "failed judgment)") if reader is not None else (
+                    f"no judge configured for {name}, and {why}: its judge-based metrics cannot be computed; configure the "
+                    "judge (LMMS_VR_JUDGE_BASE_URL, or the provider's API key) or put the run's judge cache on this machine")
+            if why or reader is not None:
+                if note not in said:
+                    said.add(note)
+                    print(note)
+            if reader is not None:
+                readers[name] = reader
+                break
+    models = cache_answers_for([name for name in names if name not in readers])
     if models:
-        print("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
-              "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+        note = ("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
+                "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+        if note not in said:
+            said.add(note)
+            print(note)
+    if readers or models:
         return judges_replaced_by(lambda benchmark, config: CONFIGURED if config is not None
-                                  else cache_only_judge(benchmark, models.get(benchmark)))
+                                  else readers.get(benchmark) or cache_only_judge(benchmark, models.get(benchmark)))
     return nullcontext()
+
+
+def run_results_file(samples: Path) -> Path | None:
+    """The results file of the run that wrote a samples file: lmms-eval's `<date_id>_results.json`
+    beside its `<date_id>_samples_<task>.jsonl` (or `_records_`), or the `<stem>.json` of
+    `lmms-vr score --out` beside `<stem>_samples_<task>.jsonl`. None when there is none."""
+    match = SAMPLES_PATTERN.match(samples.name) or RECORDS_PATTERN.match(samples.name)
+    if match is None:
+        return None
+    for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json"):
+        if (samples.parent / name).is_file():
+            return samples.parent / name
+    return None
+
+
+def recorded_verdicts(samples: Path, judge_name: str) -> tuple[Any, str]:
+    """(a reader of the judge cache the run of `samples` recorded for `judge_name`, "") or (None,
+    why there is none: "" when the run has no results file or recorded no judge). The judge is
+    found as `lmms-vr report` finds it (`report.verdicts_for`: the results file, then the run's
+    judge accounting beside it); nothing configured here is borrowed."""
+    from lmms_video_reasoning.utils.results import report
+
+    results = run_results_file(samples)
+    if results is None:
+        return None, ""
+    reader, why, borrowed = report.verdicts_for(results, judge_name)
+    if borrowed:
+        return None, ""
+    return reader, why if why.startswith("the judge cache") or why.startswith("the run's judge") else ""
 
 
 def _score(item: Gathered) -> TaskScore:
