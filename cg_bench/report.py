@@ -2,6 +2,8 @@
 
 The modes of one run may come from one task (`cg_bench_mcq`) or several (`cg_bench_long`,
 `cg_bench_clue`, ... run separately): CRR and acc.@IoU are joined across them per question.
+The breakdowns count a group's questions and its answers (one per question and mode); their
+plotted values carry 95% CIs from the run's bootstrap (`breakdown_intervals`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,10 @@ why). Each bootstrap resample is aggregated as the benchmark's own metric functi
 computed once per run (`resampling.py`, each benchmark's `columns`), equal to re-aggregating
 each resample's records (`bootstrap_values_reference`). Resampling units are the benchmark's
 (`ReportSpec.unit`: questions, or videos), and a paired comparison resamples the units both
-runs answered. Each samples file is read once, streamed, and only what the metrics read of each
+runs answered. Tables count questions (`ScoringAdapter.question`: a question answered in several
+modes counts once) and, where the bootstrap resamples coarser units, those in their own column
+(VRBench: Questions and Videos). A group's metric (e.g. accuracy by duration) gets its CI from
+the same resamples, computed on the group's samples of each (`bootstrap_values`'s `where`). Each samples file is read once, streamed, and only what the metrics read of each
 record is kept (`ScoringAdapter.report_record`).
 
 Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
