@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.cg_bench import media, outcomes, scoring
 from lmms_video_reasoning.cg_bench.outcomes import (  # noqa: F401 - part of this module's interface
+    BREAKDOWN_GROUPS,
     HEADLINE,
     JUDGE_OFF,
     METRICS,

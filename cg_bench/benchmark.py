@@ -72,7 +72,9 @@ class CgBenchScoring(ScoringAdapter):
         """The question and the mode (the metrics read only the outcomes)."""
         return {key: record[key] for key in ("sample_id", "qid", "mode") if key in record}
 
-    def unit(self, record):
+    def question(self, record):
+        """The question (`qid`): its long, clue, grounding and open answers are records of it, and
+        it is the resampling unit (the joins of CRR and acc.@IoU are per question)."""
         return str(record["qid"])
 
     def stratum(self, record):

@@ -236,20 +236,26 @@ def _present(metrics: dict[str, float]) -> dict[str, float]:
     return {name: value for name, value in metrics.items() if not (isinstance(value, float) and math.isnan(value))}
 
 
+# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain and question kind.
+BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
+    "duration": lambda o: scoring.duration_bucket(o.duration),
+    "domain": lambda o: o.domain,
+    "kind": lambda o: o.kind,
+}
+
+
 def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics by duration bucket (minutes), domain and question kind; NaN-only entries left out."""
-    groups = {
-        "duration": lambda o: scoring.duration_bucket(o.duration),
-        "domain": lambda o: o.domain,
-        "kind": lambda o: o.kind,
-    }
+    """Metrics by duration bucket (minutes), domain and question kind (`BREAKDOWN_GROUPS`); NaN-only
+    entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
+    question and mode scored: long, clue, grounding, open, blind)."""
     out: dict = {}
-    for name, key in groups.items():
+    for name, key in BREAKDOWN_GROUPS.items():
         buckets: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in outcomes:
             buckets[key(outcome)].append(outcome)
         order = scoring.DURATION_BUCKETS if name == "duration" else sorted(buckets)
-        out[name] = {value: {"n": len(buckets[value]), **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
+        out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
+                             **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
     return out
 
 

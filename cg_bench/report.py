@@ -2,6 +2,8 @@
 
 The modes of one run may come from one task (`cg_bench_mcq`) or several (`cg_bench_long`,
 `cg_bench_clue`, ... run separately): CRR and acc.@IoU are joined across them per question.
+The breakdowns count a group's questions and its answers (one per question and mode); their
+plotted values carry 95% CIs from the run's bootstrap (`breakdown_intervals`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
+from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, breakdown
 from lmms_video_reasoning.cg_bench.scoring import crr
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report import (
@@ -67,7 +69,7 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
         missing = "; ".join(dict.fromkeys(s.missing_verdicts for s in parts if s.missing_verdicts))
         sampled = Sampled("cg_bench", records, outcomes, settings, missing, next((s.gap for s in parts if s.gap), ""),
                           "; ".join(dict.fromkeys(s.borrowed for s in parts if s.borrowed)), set().union(*(s.untrusted for s in parts)))
-        combined.sampled, combined.questions = sampled, sampled.unit_count
+        combined.sampled, combined.questions, combined.units = sampled, sampled.question_count, sampled.unit_count
         computed = sampled.metrics()
         for metric in HEADLINE:  # the joined metrics, and any metric no task reported (none the run could not compute)
             if metric in not_computed:
@@ -96,6 +98,30 @@ def breakdown_cell(row: TaskStats, metrics: dict, metric: str) -> str:
     if metric in metrics and not row.sampled.trusted(metric):
         return row.sampled.why_not(metric)
     return fmt(metrics.get(metric), digits_for("cg_bench", metric))
+
+
+def breakdown_intervals(row: TaskStats, data: dict, n: int, seed: int) -> dict:
+    """{group: {key: {metric: 95% CI}}} of a run's breakdown `data` (`breakdown` of its joined
+    outcomes), as the other benchmarks' per-group metrics get theirs: the run's questions
+    resampled (`bootstrap_ci`), each group's metrics from its answers in every resample. The
+    headline metrics the group has, where their outcomes are the run's."""
+    if n <= 0:
+        return {}
+    outcomes = [Outcome(**outcome) for outcome in row.sampled.outcomes]
+    out: dict = {}
+    for group, key_of in BREAKDOWN_GROUPS.items():
+        keys = [key_of(outcome) for outcome in outcomes]
+        for key, metrics in data.get(group, {}).items():
+            intervals = bootstrap_ci(row.sampled, n, seed, where=[k == key for k in keys])
+            out.setdefault(group, {})[key] = {m: ci for m, ci in trusted_only(row.sampled, intervals).items() if m in metrics and m in HEADLINE}
+    return out
+
+
+def answers_note(rows: list[TaskStats]) -> str:
+    """What a breakdown's Answers column counts, with the modes these runs scored."""
+    modes = [mode for mode in MODES if any(outcome["mode"] == mode for row in rows for outcome in row.sampled.outcomes)]
+    return (f"Questions: the group's questions. Answers: the model's answers to them, one per question and mode that ran "
+            f"({', '.join(modes)}: up to {len(modes)} per question); each metric is computed from the answers of its mode.")
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
@@ -132,17 +158,20 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
 
     with_samples = [(label if split == "mini" else f"{label} · full", row) for (label, split), row in combined.items() if row.sampled]
     breakdowns = {name: breakdown([Outcome(**outcome) for outcome in row.sampled.outcomes]) for name, row in with_samples}
+    intervals = {name: breakdown_intervals(dict(with_samples)[name], data, n, seed) for name, data in breakdowns.items()}
     for group, title in (("duration", "duration (minutes)"), ("domain", "domain"), ("kind", "question kind")):
         rows = []
         for name, data in breakdowns.items():
             row = dict(with_samples)[name]
             for key, metrics in data.get(group, {}).items():
-                rows.append(([user_cell(name), key, str(metrics.get("n", ""))] +
+                rows.append(([user_cell(name), key, str(metrics["questions"]), str(metrics["n"])] +
                              [breakdown_cell(row, metrics, c) for c in BREAKDOWN_COLUMNS], True))
         if rows:
-            section.tables.append(Table(f"Breakdown by {title}", ["Run", group.capitalize(), "Answers", "long-acc", "clue-acc", "mIoU",
-                                                                   "acc.@IoU", "OE-acc"], rows, ["From the per-sample outcomes (cg_bench.aggregate.breakdown). "
-                                                                   "A cell the report cannot compute as the run did says what it needs."]))
+            section.tables.append(Table(f"Breakdown by {title}", ["Run", group.capitalize(), "Questions", "Answers", "long-acc", "clue-acc",
+                                                                   "mIoU", "acc.@IoU", "OE-acc"], rows,
+                                        ["From the per-sample outcomes (cg_bench.aggregate.breakdown). "
+                                         "A cell the report cannot compute as the run did says what it needs.",
+                                         answers_note([row for _, row in with_samples])]))
     if breakdowns:
         buckets = [b for b in DURATION_ORDER if any(b in d.get("duration", {}) for d in breakdowns.values())]
         metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
@@ -152,15 +181,18 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                       and not math.isnan(value_of(rows_of[name], metric))}
         section.figures.append(("Accuracy by duration", grouped_bars(
             out / "cg_bench_accuracy_by_duration.png", f"CG-Bench {LABELS[metric]} by video duration (minutes)", buckets,
-            [(name, [d.get("duration", {}).get(b, {}).get(metric, math.nan) for b in buckets], [None] * len(buckets)) for name, d in breakdowns.items()],
+            [(name, [d.get("duration", {}).get(b, {}).get(metric, math.nan) for b in buckets],
+              [intervals[name].get("duration", {}).get(b, {}).get(metric) for b in buckets]) for name, d in breakdowns.items()],
             LABELS[metric])))
         domains = sorted({k for d in breakdowns.values() for k in d.get("domain", {})})
         section.figures.append(("Accuracy by domain", grouped_bars(
             out / "cg_bench_accuracy_by_domain.png", f"CG-Bench {LABELS[metric]} by domain", domains,
-            [(name, [d.get("domain", {}).get(k, {}).get(metric, math.nan) for k in domains], [None] * len(domains)) for name, d in breakdowns.items()],
+            [(name, [d.get("domain", {}).get(k, {}).get(metric, math.nan) for k in domains],
+              [intervals[name].get("domain", {}).get(k, {}).get(metric) for k in domains]) for name, d in breakdowns.items()],
             LABELS[metric])))
     section.data["joined"] = {f"{label}|{split}": row.point for (label, split), row in combined.items()}
     section.data["joined_ci"] = {f"{label}|{split}": row.ci for (label, split), row in combined.items()}
+    section.data["breakdown_ci"] = intervals
     return section
 
 

@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -142,6 +143,111 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     assert row[6] == report.fmt(expected, 2)
 
 
+def sample_counts(sample_dir: Path) -> dict:
+    """What the generated sample holds, read from its own annotation files (not from the code under test)."""
+    vcr = json.loads((sample_dir / "vcr_bench" / "v1" / "videos" / "meta_info_video.json").read_text())
+    vr = [json.loads(line) for line in (sample_dir / "vrbench" / "VRBench_eval.jsonl").read_text().splitlines() if line.strip()]
+    cg = json.loads((sample_dir / "cg_bench" / "cgbench_mini.json").read_text())
+    return {"vcr_questions": len({row["id"] for row in vcr}), "vr_videos": len({row["video_id"] for row in vr}),
+            "vr_questions": sum(len(row["mcq"]) for row in vr), "cg_questions": len({row["qid"] for row in cg}),
+            "cg_by_domain": Counter(row["domain"] for row in cg)}
+
+
+def test_counts_are_the_samples_questions_and_videos(scored, sample_dir, tmp_path):
+    """The CI tables count questions (VRBench: and, in their own column, the videos the bootstrap
+    resamples); CG-Bench's breakdowns count each group's questions, and its answers (one per
+    question and mode) in a column of that name, explained under the table."""
+    expected = sample_counts(sample_dir)
+    assert expected["vr_questions"] > expected["vr_videos"] > 1  # the sample can tell questions from videos
+    data = report.build_report([f"m={scored.files[name]}" for name in ("vcr", "vr", "cg")], tmp_path, n=20, seed=0)
+
+    def counts(benchmark: str) -> set[tuple[str, ...]]:
+        table = table_of(data, benchmark, "95%")
+        start, end = table["columns"].index("Questions"), table["columns"].index("Note")
+        return {(*table["columns"][start:end],), *((*row[start:end],) for row in table["rows"])}
+
+    assert counts("vcr_bench") == {("Questions",), (str(expected["vcr_questions"]),)}
+    assert counts("vrbench") == {("Questions", "Videos"), (str(expected["vr_questions"]), str(expected["vr_videos"]))}
+    assert counts("cg_bench") == {("Questions",), (str(expected["cg_questions"]),)}
+    assert data["tasks"]["m|vr_bench"]["questions"] == expected["vr_questions"] and data["tasks"]["m|vr_bench"]["units"] == expected["vr_videos"]
+
+    # CG-Bench's answers: every prediction of the run's CG tasks is one answer of one question
+    predictions = [json.loads(line) for line in (sample_dir / "predictions.jsonl").read_text().splitlines() if line.strip()]
+    answers = sum(row["task"] in RUNS["cg"] for row in predictions)
+    per_question = answers // expected["cg_questions"]
+    assert answers == per_question * expected["cg_questions"] and per_question > 1
+    domain = table_of(data, "cg_bench", "Breakdown by domain")
+    assert domain["columns"][2:4] == ["Questions", "Answers"]
+    assert {row[1]: (int(row[2]), int(row[3])) for row in domain["rows"]} == {
+        name: (count, count * per_question) for name, count in expected["cg_by_domain"].items()}
+    assert any(f"up to {per_question} per question" in note and "one per question and mode" in note for note in domain["notes"])
+    for title in ("Breakdown by duration", "Breakdown by question kind"):
+        assert sum(int(row[2]) for row in table_of(data, "cg_bench", title)["rows"]) == expected["cg_questions"], title
+
+    # a paired comparison counts what it resamples: VRBench's common videos
+    paired = report.build_report([f"base={scored.files['vr']}", f"worse={scored.files['vr_worse']}"], tmp_path / "paired", n=20, seed=0)
+    table = table_of(paired, "vrbench", "Paired comparisons")
+    column = table["columns"].index("Common videos")
+    assert {row[column] for row in table["rows"]} == {str(expected["vr_videos"])}
+
+
+def test_cg_bench_plots_carry_intervals(scored, tmp_path, monkeypatch):
+    """CG-Bench's plotted group values get 95% CIs as the other benchmarks' do (the bootstrap over the
+    run's questions, each group's metric from its answers in every resample), drawn as error bars."""
+    import matplotlib.axes
+
+    drawn = []
+    real_bar = matplotlib.axes.Axes.bar
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda self, x, height, *a, **k: drawn.append((list(height), k.get("yerr")))
+                        or real_bar(self, x, height, *a, **k))
+    data = report.build_report([f"m={scored.files['cg']}"], tmp_path, n=300, seed=0)
+    assert len(drawn) == len(data["sections"]["cg_bench"]["figures"]) == 2
+    intervals = data["sections"]["cg_bench"]["breakdown_ci"]["m"]
+    for (heights, yerr), group in zip(drawn, ("duration", "domain")):
+        table = table_of(data, "cg_bench", f"Breakdown by {group}")
+        plotted = {row[1]: float(row[table["columns"].index("long-acc")]) for row in table["rows"]}
+        keys = plot_order(group, plotted)
+        assert [round(h, 1) for h in heights] == [plotted[k] for k in keys]
+        assert yerr is not None, f"{group}: the bars carry error bars"
+        for k, height, low, high in zip(keys, heights, *yerr):
+            ci = intervals[group][k]["long_acc"]
+            assert ci[0] <= height <= ci[1] and (low, high) == pytest.approx((height - ci[0], ci[1] - height)), (group, k)
+        assert any(low + high > 0 for low, high in zip(*yerr)), f"{group}: real intervals"
+
+
+def plot_order(group: str, plotted: dict) -> list[str]:
+    """The plot's category order: duration buckets in order, domains sorted."""
+    from lmms_video_reasoning.cg_bench.report import DURATION_ORDER
+
+    return [b for b in DURATION_ORDER if b in plotted] if group == "duration" else sorted(plotted)
+
+
+def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
+    """`bootstrap_values(where=...)`: over the arrays equal to re-aggregating each resample's records of
+    the group; on the run itself equal to the benchmark's breakdown of that group."""
+    import numpy as np
+
+    from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, breakdown
+    from lmms_video_reasoning.utils.results import resampling
+
+    sampled, why = report.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
+    assert sampled is not None, why
+    outcomes = [Outcome(**o) for o in sampled.outcomes]
+    groups = breakdown(outcomes)["domain"]
+    assert len(groups) > 1
+    for domain, metrics in groups.items():
+        where = [BREAKDOWN_GROUPS["domain"](o) == domain for o in outcomes]
+        within = resampling.UnitTotals(sampled.totals.columns.where(np.array(where)), sampled.unit_numbers[0], sampled.unit_count)
+        whole = resampling.whole(within)
+        for metric in ("long_acc", "clue_acc", "miou", "acc_at_iou"):
+            assert whole[metric] == pytest.approx(metrics[metric], abs=1e-9), (domain, metric)
+        fast = report.bootstrap_values(sampled, 60, 3, where)
+        slow = report.bootstrap_values_reference(sampled, 60, 3, where)
+        for metric in ("long_acc", "clue_acc", "miou", "acc_at_iou", "crr"):
+            assert np.allclose(fast[metric], slow[metric], atol=1e-9, equal_nan=True), (domain, metric)
+        assert not np.allclose(fast["long_acc"], report.bootstrap_values(sampled, 60, 3)["long_acc"], equal_nan=True)
+
+
 # ---------------------------------------------------------------------------------- bootstrap
 
 
@@ -196,7 +302,7 @@ def test_results_without_samples_still_render(scored, tmp_path):
     shutil.copy(scored.files["vcr"], lone)
     data = report.build_report([str(lone)], tmp_path / "out", n=50)
     [ci] = [t for t in data["sections"]["vcr_bench"]["tables"] if t["title"].startswith("95%")]
-    assert all(row[4] == "–" and "no samples file" in row[6] for row in ci["rows"])
+    assert all(row[4] == "–" and "no samples file" in row[NOTE] for row in ci["rows"])
 
 
 def test_report_cli_errors_name_the_problem(tmp_path, capsys):
@@ -258,15 +364,19 @@ def lmms_eval_shaped(scored, names, folder: Path) -> Path:
     return folder
 
 
+NOTE = -1  # the CI table's Note cell: its last (the count columns before it depend on the benchmark's unit)
+
+
 def ci_rows(data: dict, benchmark: str) -> dict[tuple[str, str], list[str]]:
     """The CI table's rows by (task, metric), a Note cell shortened to "words [k]" followed by its footnote k."""
     [table] = [t for t in data["sections"][benchmark]["tables"] if t["title"].startswith("95%")]
     notes = {int(m[1]): m[2] for m in (re.match(r"\[(\d+)\] (.*)", n, re.S) for n in table["notes"]) if m}
+    assert table["columns"][NOTE] == "Note"
     rows = [list(row) for row in table["rows"]]
     for row in rows:
-        assert len(row[6]) <= report.NOTE_WIDTH, row[6]  # long explanations go under the table
-        ref = re.search(r"\[(\d+)\]$", row[6])
-        row[6] += f" {notes[int(ref[1])]}" if ref else ""
+        assert len(row[NOTE]) <= report.NOTE_WIDTH, row[NOTE]  # long explanations go under the table
+        ref = re.search(r"\[(\d+)\]$", row[NOTE])
+        row[NOTE] += f" {notes[int(ref[1])]}" if ref else ""
     return {(row[1], row[2]): row for row in rows}
 
 
@@ -283,7 +393,7 @@ def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monk
     for key, expected in {("vcr_cot", "Avg acc"): "vcr", ("vcr_cot", "Avg F1 (CoT score)"): "vcr", ("vr_bench", "MCQ-O"): "vr",
                           ("joined CG tasks", "long-acc"): "cg", ("joined CG tasks", "OE-acc"): "cg"}.items():
         row = ci_rows(data, SECTION_OF[expected])[key]
-        assert row[4].startswith("[") and row[6] == "", row
+        assert row[4].startswith("[") and row[NOTE] == "", row
     # the recomputed outcomes are the run's: same values as the scoring that called the judge
     assert data["tasks"]["m|vcr_cot"]["note"] == ""
     # the sample's VRBench run had one judge failure (a reply that never parsed): the cache serves no
@@ -291,8 +401,8 @@ def test_ci_from_the_judge_cache_with_no_judge_configured(scored, tmp_path, monk
     # miss is the run's own failed judgment: OE-P keeps its interval and the note says it counted wrong
     assert scored.results["vr"]["results"]["vr_bench"]["judge_failed,none"] == 1
     oe_p = ci_rows(data, "vrbench")[("vr_bench", "OE-P")]
-    assert oe_p[4].startswith("[") and re.fullmatch(r"judge_failed 1 of \d+ counted wrong", oe_p[6]), oe_p
-    assert ci_rows(data, "vrbench")[("vr_bench", "MCQ-O")][6] == ""  # judge-free: no judge note
+    assert oe_p[4].startswith("[") and re.fullmatch(r"judge_failed 1 of \d+ counted wrong", oe_p[NOTE]), oe_p
+    assert ci_rows(data, "vrbench")[("vr_bench", "MCQ-O")][NOTE] == ""  # judge-free: no judge note
 
 
 def test_without_verdicts_only_judge_free_metrics_get_cis(scored, tmp_path, monkeypatch):
@@ -306,11 +416,11 @@ def test_without_verdicts_only_judge_free_metrics_get_cis(scored, tmp_path, monk
     data = report.build_report([f"m={folder}"], tmp_path / "report", n=100)
     vr, cg, vcr = ci_rows(data, "vrbench"), ci_rows(data, "cg_bench"), ci_rows(data, "vcr_bench")
     assert vr[("vr_bench", "MCQ-O")][4].startswith("[")
-    assert vr[("vr_bench", "OE-P")][4] == "–" and "no cached verdict" in vr[("vr_bench", "OE-P")][6]
+    assert vr[("vr_bench", "OE-P")][4] == "–" and "no cached verdict" in vr[("vr_bench", "OE-P")][NOTE]
     for metric in ("long-acc", "clue-acc", "mIoU", "acc.@IoU", "CRR"):
         assert cg[("joined CG tasks", metric)][4].startswith("["), metric
-    assert cg[("joined CG tasks", "OE-acc")][4] == "–" and "gone.sqlite" in cg[("joined CG tasks", "OE-acc")][6]
-    assert all(row[4] == "–" and "no cached verdict" in row[6] for row in vcr.values())
+    assert cg[("joined CG tasks", "OE-acc")][4] == "–" and "gone.sqlite" in cg[("joined CG tasks", "OE-acc")][NOTE]
+    assert all(row[4] == "–" and "no cached verdict" in row[NOTE] for row in vcr.values())
     assert not (tmp_path / "gone.sqlite").exists() and not (tmp_path / "elsewhere.sqlite").exists(), "a reader creates no cache"
 
 
@@ -398,7 +508,7 @@ def test_a_judge_outage_is_not_computed_never_a_difference_of_zero(scored, tmp_p
     ci = ci_rows(data, "vrbench")
     ci_outage = {row[2]: row for row in table_of(data, "vrbench", "95%")["rows"] if row[0].endswith("outage")}
     for metric in ("OE-P", "Overall"):
-        assert ci_outage[metric][3:5] == ["not computed", "–"] and ci_outage[metric][6] == f"judge_failed {total} of {total}"
+        assert ci_outage[metric][3:5] == ["not computed", "–"] and ci_outage[metric][NOTE] == f"judge_failed {total} of {total}"
     assert ci[("vr_bench", "MCQ-O")][4].startswith("[")
     table2 = table_of(data, "vrbench", reference_title("vrbench", "table2"))
     [row] = [r for r in table2["rows"] if r[0].endswith("outage")]
@@ -443,8 +553,8 @@ def test_verdicts_of_another_run_are_never_the_runs(scored, tmp_path, monkeypatc
     results_file.write_text(json.dumps(data))
     built = report.build_report([f"m={folder}"], tmp_path / "report", n=100)
     oe = ci_rows(built, "cg_bench")[("joined CG tasks", "OE-acc")]
-    assert oe[3] == "not computed" and oe[4] == "–" and f"judge_failed {total} of {total}" in oe[6], oe
-    assert "verdicts borrowed" in oe[6] and str(scored.dir / "judge.sqlite") in oe[6], oe  # the Note says so, the footnote which cache
+    assert oe[3] == "not computed" and oe[4] == "–" and f"judge_failed {total} of {total}" in oe[NOTE], oe
+    assert "verdicts borrowed" in oe[NOTE] and str(scored.dir / "judge.sqlite") in oe[NOTE], oe  # the Note says so, the footnote which cache
     assert math.isnan(built["sections"]["cg_bench"]["joined"]["m|mini"]["oe_acc"] or math.nan)
     assert built["sections"]["cg_bench"]["joined_ci"]["m|mini"].get("oe_acc") is None
     long_acc = ci_rows(built, "cg_bench")[("joined CG tasks", "long-acc")]
@@ -507,7 +617,7 @@ def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
     built = report.build_report([f"m={folder / scored.files['vr'].name}"], tmp_path / "report", n=100)
     for metric in ("MCQ-O", "OE-P", "Overall"):
         row = ci_rows(built, "vrbench")[("vr_bench", metric)]
-        assert row[4] == "–" and row[6] == "no CI from 1 videos", row
+        assert row[4] == "–" and row[NOTE] == "no CI from 1 videos", row
     with sample_judge(scored.dir / "judge.sqlite", scored.env):
         assert standard_error.bootstrap_stderrs("vrbench", one.records, 50) == {}
         assert standard_error.bootstrap_stderrs("vrbench", sampled.records, 50)["mcq_accuracy"] > 0

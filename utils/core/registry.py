@@ -82,8 +82,9 @@ class ScoringAdapter:
     exactly as the benchmark aggregates (macro means, F1 of means, joins per question);
     `columns` is the same as arrays (each sample's contribution once, the metrics from sums:
     the fast bootstrap, `utils/results/resampling.py`); `report_record` is what those read of a
-    record (all the report keeps). `judge` is the judge to use (the configured one by default;
-    the report passes a reader of the judge cache, which never calls an endpoint).
+    record (all the report keeps); `question` and `unit` name a record's question and its
+    resampling unit. `judge` is the judge to use (the configured one by default; the report
+    passes a reader of the judge cache, which never calls an endpoint).
     """
 
     name = ""
@@ -113,15 +114,21 @@ class ScoringAdapter:
         return None
 
     def report_record(self, record: dict) -> dict:
-        """What `metrics`, `columns`, `unit`, `settings` and `needs_judge` read of a record once
+        """What `metrics`, `columns`, `question`, `unit`, `settings` and `needs_judge` read of a record once
         its outcome is known: all `lmms-vr report` keeps of each sample, so its memory follows
         what it needs (derived values such as a final answer computed here). The whole record
         by default."""
         return record
 
-    def unit(self, record: dict) -> str:
-        """The resampling unit (and pairing key) of a record."""
+    def question(self, record: dict) -> str:
+        """The question a record answers (several records may answer one question, e.g. one per
+        mode): what the report counts as its questions."""
         return str(record["sample_id"])
+
+    def unit(self, record: dict) -> str:
+        """The resampling unit (and pairing key) of a record: its question by default (a benchmark
+        whose questions are correlated resamples a coarser unit, e.g. the video)."""
+        return self.question(record)
 
     # `lmms-vr judge-agreement`: what two judges' replies to the same request are compared on.
 

@@ -25,7 +25,10 @@ why). Each bootstrap resample is aggregated as the benchmark's own metric functi
 computed once per run (`resampling.py`, each benchmark's `columns`), equal to re-aggregating
 each resample's records (`bootstrap_values_reference`). Resampling units are the benchmark's
 (`ReportSpec.unit`: questions, or videos), and a paired comparison resamples the units both
-runs answered. Each samples file is read once, streamed, and only what the metrics read of each
+runs answered. Tables count questions (`ScoringAdapter.question`: a question answered in several
+modes counts once) and, where the bootstrap resamples coarser units, those in their own column
+(VRBench: Questions and Videos). A group's metric (e.g. accuracy by duration) gets its CI from
+the same resamples, computed on the group's samples of each (`bootstrap_values`'s `where`). Each samples file is read once, streamed, and only what the metrics read of each
 record is kept (`ScoringAdapter.report_record`).
 
 Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
@@ -388,6 +391,13 @@ class Sampled:
         """How many resampling units (questions, or videos) the records hold."""
         return len(self.unit_numbers[1])
 
+    @functools.cached_property
+    def question_count(self) -> int:
+        """How many questions the records answer (`ScoringAdapter.question`: a question answered
+        in several modes counts once)."""
+        question = self.bench.question
+        return len({question(record) for record in self.records})
+
     def units(self) -> dict[str, list[int]]:
         """{question: [its record indices]} in first-appearance order."""
         groups: dict[str, list[int]] = {key: [] for key in self.unit_numbers[1]}
@@ -485,15 +495,23 @@ def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[f
 MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is the sample itself)
 
 
-def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, Any]:
+def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, Any]:
     """Every metric on `n` resamples of the questions (units) with replacement (seeded):
     {metric: array of n values}. Over the benchmark's per-sample arrays (`resampling`), else
-    (a benchmark without them) each resample re-aggregated by its metric function."""
+    (a benchmark without them) each resample re-aggregated by its metric function.
+
+    `where` (one flag per record): the metrics of the flagged records of each resample of all the
+    run's units, as a group's metric (e.g. accuracy on short videos) is computed from the run."""
     if sampled.unit_count < MIN_UNITS:  # every resample of one unit is that unit: no spread, no interval
         return {}
     if sampled.totals is None:
-        return bootstrap_values_reference(sampled, n, seed)
-    return resampling.resampled(sampled.totals, n, seed)
+        return bootstrap_values_reference(sampled, n, seed, where)
+    if where is None:
+        return resampling.resampled(sampled.totals, n, seed)
+    import numpy as np
+
+    within = resampling.UnitTotals(sampled.totals.columns.where(np.asarray(where, dtype=bool)), sampled.unit_numbers[0], sampled.unit_count)
+    return resampling.resampled(within, n, seed)
 
 
 def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
@@ -508,16 +526,18 @@ def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
     return values
 
 
-def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
-    """`bootstrap_values` by definition: each resample's records re-aggregated by the
-    benchmark's own metric function (the reference the array form is held to, and the path of
-    a benchmark without one)."""
+def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, list[float]]:
+    """`bootstrap_values` by definition: each resample's records (those flagged by `where`)
+    re-aggregated by the benchmark's own metric function (the reference the array form is held
+    to, and the path of a benchmark without one)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     groups = list(sampled.units().values())
     if len(groups) < MIN_UNITS:
         return {}
+    if where is not None:  # the same draws of units; a unit contributes only its flagged records
+        groups = [[index for index in group if where[index]] for group in groups]
 
     def draw() -> list[int]:
         return [index for pick in rng.integers(0, len(groups), len(groups)) for index in groups[pick]]
@@ -525,9 +545,11 @@ def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0) -
     return _resampled_values(draw, sampled.metrics, n)
 
 
-def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float] | None]:
-    """95% percentile CIs of every metric, resampling questions with replacement (seeded)."""
-    values = bootstrap_values(sampled, n, seed)
+def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95,
+                 where: Sequence[bool] | None = None) -> dict[str, tuple[float, float] | None]:
+    """95% percentile CIs of every metric, resampling questions with replacement (seeded);
+    `where`: of the flagged records' metrics (see `bootstrap_values`)."""
+    values = bootstrap_values(sampled, n, seed, where)
     return {name: percentile_interval(series, level) for name, series in values.items()}
 
 
@@ -597,7 +619,8 @@ def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 
 class TaskStats:
     point: dict[str, float]
     ci: dict[str, tuple[float, float] | None] = field(default_factory=dict)
-    questions: int | None = None
+    questions: int | None = None  # the questions the samples answer
+    units: int | None = None  # the resampling units they fall in (`ReportSpec.unit`: the questions, or e.g. their videos)
     note: str = ""  # why intervals are missing (or the per-sample data disagrees)
     sampled: Sampled | None = None
     source: str = ""  # for a row joining several tasks: which
@@ -666,7 +689,7 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
         return stats
     # borrowed verdicts matter only where the records ask the judge
     sampled.borrowed = (sampled.borrowed or borrowed) if sampled.bench.needs_judge(sampled.records) else ""
-    stats.sampled, stats.questions = sampled, sampled.unit_count
+    stats.sampled, stats.questions, stats.units = sampled, sampled.question_count, sampled.unit_count
     mark_not_computed(run, task, stats, benchmark.name)
     # the run's metrics recomputed from its samples (to check them against its results): over the arrays when
     # the benchmark has them (equal to its metric function to 1e-9, the tolerance of the check)
@@ -803,16 +826,24 @@ def short_notes(rows: list[tuple[list[str], bool]], column: int) -> list[str]:
 
 def ci_reason(benchmark: str, stats: TaskStats, metric: str) -> str:
     """Why a metric with a value has no interval (the Note cell)."""
-    if stats.questions is not None and stats.questions < MIN_UNITS:
-        return f"no CI from {stats.questions} {spec_of(benchmark).unit}"
+    if stats.units is not None and stats.units < MIN_UNITS:
+        return f"no CI from {stats.units} {spec_of(benchmark).unit}"
     if stats.sampled is not None and not stats.sampled.trusted(metric):
         return stats.sampled.why_not(metric) + (HEAD_MARK + stats.note if stats.note else "")
     return stats.note or "undefined in too many resamples"
 
 
+def count_columns(benchmark: str) -> list[str]:
+    """The counts a CI table shows: the questions, and the resampling units when they are not the
+    questions (VRBench: the videos), each in its own column."""
+    unit = spec_of(benchmark).unit
+    return ["Questions"] + ([] if unit == "questions" else [unit.capitalize()])
+
+
 def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table:
     """Headline metrics with their 95% bootstrap CIs, one row per (run, task, metric); a metric
     the run did not compute is a row saying so, with the reason and no interval."""
+    counts = count_columns(benchmark)
     rows = []
     for label, task, stats in entries:
         for metric in spec_of(benchmark).headline:
@@ -831,12 +862,14 @@ def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table
             if borrowed:  # verdicts the run did not record: said in the cell, the cache under the table
                 reason = (f"{reason}; " if reason else "") + "verdicts borrowed" + HEAD_MARK + borrowed
             rows.append(([user_cell(label), task, spec_of(benchmark).label(metric), fmt(value, digits), fmt_ci(interval, digits),
-                          fmt(stats.questions), reason], True))
-    notes = [f"Percentile bootstrap over {spec_of(benchmark).unit}, re-aggregated by the benchmark's own metric functions.",
+                          fmt(stats.questions)] + [fmt(stats.units)] * (len(counts) - 1) + [reason], True))
+    notes = [f"Percentile bootstrap over {spec_of(benchmark).unit}, re-aggregated by the benchmark's own metric functions."
+             + (f" Questions: the questions answered; {counts[1]}: the {spec_of(benchmark).unit} they belong to, what the bootstrap "
+                "resamples." if len(counts) > 1 else ""),
              "judge_failed N of M: judgments that failed after retries; under the allowed share they count as wrong answers, "
              "beyond it the metric is not computed."]
-    return Table("95% bootstrap confidence intervals (headline metrics)", ["Run", "Task", "Metric", "Value", "95% CI", "Questions", "Note"],
-                 rows, notes + short_notes(rows, 6))
+    columns = ["Run", "Task", "Metric", "Value", "95% CI", *counts, "Note"]
+    return Table("95% bootstrap confidence intervals (headline metrics)", columns, rows, notes + short_notes(rows, len(columns) - 1))
 
 
 def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list[Difference]]]) -> Table:
@@ -853,9 +886,10 @@ def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list
                 note = "" if d.interval is not None or d.common >= MIN_UNITS else f"no CI from {d.common} {spec_of(benchmark).unit}"
                 cells = [f"{d.difference:+.{digits}f}", fmt_ci(d.interval, digits), str(d.common), verdict, note]
             rows.append(([f"{MINE}{other} − {base}", task, spec_of(benchmark).label(d.metric)] + cells, True))
-    return Table("Paired comparisons (difference with 95% CI, same questions)", ["Runs", "Task", "Metric", "Difference", "95% CI",
-                 "Common questions", "Significant", "Note"], rows,
-                 ["Paired bootstrap: the questions both runs answered, resampled together.", pairing_note()] + short_notes(rows, 7))
+    unit = spec_of(benchmark).unit
+    return Table(f"Paired comparisons (difference with 95% CI, same {unit})", ["Runs", "Task", "Metric", "Difference", "95% CI",
+                 f"Common {unit}", "Significant", "Note"], rows,
+                 [f"Paired bootstrap: the {unit} both runs answered, resampled together.", pairing_note()] + short_notes(rows, 7))
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -1173,7 +1207,8 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
         "seed": seed, "bootstrap": n, "pairs": pairs,
         "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
         "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results)} for run in runs},
-        "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "note": s.note} for (label, task), s in stats.items()},
+        "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "units": s.units, "note": s.note}
+                  for (label, task), s in stats.items()},
         "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
                                    "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
     }

@@ -48,6 +48,14 @@ class SampleColumns:
     aggregate: Aggregate
     once: Mapping[str, np.ndarray] = field(default_factory=dict)
 
+    def where(self, mask: np.ndarray) -> "SampleColumns":
+        """The contributions of the samples where `mask` holds (the others' set to 0): summed over a
+        resample of all the units, they give the metrics of those samples in that resample (a group
+        of a breakdown, as a benchmark's per-group metrics are computed from the run's samples)."""
+        keep = np.asarray(mask, dtype=float)
+        return SampleColumns({name: values * keep for name, values in self.counted.items()}, self.aggregate,
+                             {name: values * keep for name, values in self.once.items()})
+
 
 def column(values: Sequence[float] | Iterator[float]) -> np.ndarray:
     """A float64 column from per-sample numbers (bools count 1 / 0)."""
