@@ -43,3 +43,16 @@ def test_demo_runs_the_user_tasks_with_no_flag(tmp_path):
     assert pasted.returncode == 0, pasted.stdout[-3000:] + pasted.stderr[-3000:]
     newest = max(results_dir.rglob("*_results.json"), key=lambda p: p.stat().st_mtime)
     assert newest != results_file and json.loads(newest.read_text())["results"]["vcr_cot"]["accuracy,none"] > 0
+
+
+@pytest.mark.slow
+def test_demo_fails_with_the_cause_when_lmms_eval_cannot_evaluate(tmp_path, without_filelock_api):
+    """lmms-eval exits 0 after an exception: the demo exits 1 and its last line is the traceback's."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "demo", "--out", str(tmp_path / "sample"),
+         "--output_path", str(tmp_path / "results"), "--tasks", "cg_bench_mcq"],
+        capture_output=True, text=True, timeout=900, env=without_filelock_api)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lmms-vr demo: lmms-eval failed: ModuleNotFoundError: No module named 'filelock._api'"), proc.stderr[-3000:]
+    assert "exit 0" not in proc.stdout + proc.stderr
