@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,28 @@ def sample_env(sample_dir) -> dict[str, str]:
     from lmms_video_reasoning.utils.tools.sample import env_for
 
     return env_for(sample_dir)
+
+
+@pytest.fixture
+def without_filelock_api(tmp_path) -> dict[str, str]:
+    """The environment with filelock as 4.3 ships it to lmms-eval: `import filelock._api` (lmms-eval
+    0.7.3's evaluator does, before the first document) fails, filelock's own relative imports work.
+    A `sitecustomize.py` on PYTHONPATH installs it in every Python process started with it."""
+    folder = tmp_path / "no_filelock_api"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(textwrap.dedent("""
+        import builtins
+
+        _import = builtins.__import__
+
+
+        def _without_private_api(name, globals=None, locals=None, fromlist=(), level=0):
+            if level == 0 and name == "filelock._api":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return _import(name, globals, locals, fromlist, level)
+
+
+        builtins.__import__ = _without_private_api
+    """))
+    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "LMMS_VR_CACHE": str(tmp_path / "cache")}

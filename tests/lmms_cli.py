@@ -1,7 +1,9 @@
 """Run lmms-eval's own CLI in a subprocess, as users do, and read its results file.
 
 `--verbosity DEBUG` makes the CLI exit non-zero after an exception (it exits 0
-otherwise), so a failure inside a task fails the test.
+otherwise), so a failure inside a task fails the test. The command, the results file and
+the failure's cause are those of utils/lmms/cli_run.py (the demo's and doctor's); the whole
+log is kept for the tests that read it.
 """
 
 from __future__ import annotations
@@ -10,30 +12,26 @@ import glob
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from lmms_video_reasoning.utils.lmms.cli_run import Evaluation, failure_cause, newest_results
 
 
 def run_lmms_eval(tasks: str, output_path: Path, *, model: str = "vr_replay", model_args: str = "",
                   env: dict | None = None, extra: list[str] | None = None, timeout: int = 600,
                   log_samples: bool = True) -> dict:
     """Run `python -m lmms_eval` and return the parsed results JSON."""
-    cmd = [sys.executable, "-m", "lmms_eval", "--tasks", tasks, "--model", model, "--verbosity", "DEBUG",
-           "--output_path", str(output_path)]
-    if model_args:
-        cmd += ["--model_args", model_args]
-    if log_samples:
-        cmd.append("--log_samples")
-    cmd += extra or []
+    evaluation = Evaluation(tasks, output_path, model=model, model_args=model_args,
+                            extra=("--verbosity", "DEBUG", *(["--log_samples"] if log_samples else []), *(extra or [])))
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(evaluation.command(), env=full_env, capture_output=True, text=True, timeout=timeout)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0 or "Traceback (most recent call last)" in log:
-        raise AssertionError(f"lmms-eval failed (exit {proc.returncode}):\n{log[-6000:]}")
-    found = sorted(glob.glob(str(Path(output_path) / "**" / "*_results.json"), recursive=True), key=os.path.getmtime)
-    if not found:
+        raise AssertionError(f"lmms-eval failed (exit {proc.returncode}): {failure_cause(proc.stderr)}\n{log[-6000:]}")
+    found = newest_results(output_path)
+    if found is None:
         raise AssertionError(f"lmms-eval wrote no results file under {output_path}:\n{log[-4000:]}")
-    results = json.loads(Path(found[-1]).read_text())
+    results = json.loads(found.read_text())
     results["_log"] = log
     return results
 

@@ -79,3 +79,16 @@ def test_score_on_the_demo_output_reads_the_runs_judge_cache(tmp_path):
     with_root, _ = _scored(results_dir, {**clean, "CGBENCH_ROOT": str(out / "cg_bench")}, tmp_path / "root.json")
     assert with_root["cg_bench_open"]["oe_acc,none"] == pytest.approx(run["cg_bench_open"]["oe_acc,none"])
     assert with_root["cg_bench_open"]["judge_failed,none"] == 0
+
+
+@pytest.mark.slow
+def test_demo_fails_with_the_cause_when_lmms_eval_cannot_evaluate(tmp_path, without_filelock_api):
+    """lmms-eval exits 0 after an exception: the demo exits 1 and its last line is the traceback's."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "demo", "--out", str(tmp_path / "sample"),
+         "--output_path", str(tmp_path / "results"), "--tasks", "cg_bench_mcq"],
+        capture_output=True, text=True, timeout=900, env=without_filelock_api)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lmms-vr demo: lmms-eval failed: ModuleNotFoundError: No module named 'filelock._api'"), proc.stderr[-3000:]
+    assert "exit 0" not in proc.stdout + proc.stderr

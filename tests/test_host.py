@@ -174,27 +174,72 @@ def _doctor(env: dict) -> tuple[int, dict]:
     return proc.returncode, {f["topic"]: f for f in json.loads(proc.stdout)}
 
 
+EVALUATION = "evaluation: python -m lmms_eval"
+
+
 @pytest.mark.slow
 def test_doctor_reports_each_integration_truthfully(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LMMS_VR_JUDGE", "LMMS_VR_NO_AUTOLOAD"))}
-    env["LMMS_VR_JUDGE_CACHE"] = str(tmp_path / "cache.sqlite")
-    code, found = _doctor({**env, "LMMS_VR_JUDGE_BASE_URL": "http://127.0.0.1:9/v1", "LMMS_VR_JUDGE_MODEL": "m"})
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LMMS_VR_JUDGE", "LMMS_VR_NO_AUTOLOAD")) and k not in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY")}
+    env["LMMS_VR_CACHE"] = str(tmp_path / "cache")  # the sample doctor evaluates, written once for the three runs
+    code, found = _doctor(env)  # a working install, no judge configured yet: it passes
+    assert code == 0, found
     for topic in ("tasks: python -m lmms_eval", "tasks: lmms-eval tasks list / serve", "stderr", "judge-usage",
-                  "task-context", "autoload", "lmms-eval"):
+                  "task-context", "autoload", "lmms-eval", EVALUATION):
         assert found[topic]["state"] == "ok", found[topic]
-    assert found["judge: vcr_bench"]["state"] == "info" and "127.0.0.1:9" in found["judge: vcr_bench"]["detail"]
+    for bench, key in {"vcr_bench": "OPENAI_API_KEY", "cg_bench": "OPENAI_API_KEY", "vrbench": "DEEPSEEK_API_KEY"}.items():
+        judge = found[f"judge: {bench}"]
+        assert judge["state"] == "warn" and "not configured" in judge["detail"], judge
+        assert judge["fix"].startswith(f"set {key},"), judge
+        other = ({"OPENAI_API_KEY", "DEEPSEEK_API_KEY"} - {key}).pop()
+        assert other not in judge["fix"] + judge["detail"], judge
 
-    code, found = _doctor({**env, "LMMS_VR_NO_AUTOLOAD": "1"})
+    code, found = _doctor({**env, "LMMS_VR_NO_AUTOLOAD": "1", "LMMS_VR_JUDGE_BASE_URL": "http://127.0.0.1:9/v1", "LMMS_VR_JUDGE_MODEL": "m"})
     assert code == 1
     assert found["autoload"]["state"] == "off" and "LMMS_VR_NO_AUTOLOAD" in found["autoload"]["detail"]
     assert found["tasks: lmms-eval tasks list / serve"]["state"] == "off"  # only the .pth reaches that command
     assert found["tasks: lmms-eval tasks list / serve"]["fix"].startswith("pass --include_path")
     assert found["tasks: python -m lmms_eval"]["state"] == "ok"  # the entry point still does
+    assert found[EVALUATION]["state"] == "ok"
     assert found["stderr"]["state"] == "ok"
-    assert found["judge: vcr_bench"]["state"] == "off" and "not configured" in found["judge: vcr_bench"]["detail"]
+    assert found["judge: vcr_bench"]["state"] == "info" and "127.0.0.1:9" in found["judge: vcr_bench"]["detail"]
 
     code, found = _doctor({**env, "LMMS_VR_PROXY_CACHE_MB": "nan"})
     assert found["setting LMMS_VR_PROXY_CACHE_MB"]["state"] == "off" and code == 1
+
+
+@pytest.mark.slow
+def test_doctor_fails_when_lmms_eval_cannot_evaluate_and_names_why(without_filelock_api):
+    """The failure a fresh install met (filelock 4.3 without the private module lmms-eval imports):
+    every task is listed, yet no document can be evaluated. doctor says so, with the cause."""
+    code, found = _doctor(without_filelock_api)
+    assert code == 1
+    assert found["tasks: python -m lmms_eval"]["state"] == "ok"  # listing tasks cannot see it
+    assert found[EVALUATION]["state"] == "off", found[EVALUATION]
+    assert found[EVALUATION]["detail"].endswith("ModuleNotFoundError: No module named 'filelock._api'"), found[EVALUATION]
+    assert "constraints.txt" in found[EVALUATION]["fix"]
+
+
+def test_the_cause_of_a_failed_run_is_the_last_tracebacks_last_line():
+    from lmms_video_reasoning.utils.lmms.cli_run import failure_cause
+
+    output = textwrap.dedent("""\
+        Generating test split: 1 examples [00:00, 156.67 examples/s]\r  0%|          | 0/1
+        Traceback (most recent call last):
+          File "a.py", line 1, in <module>
+        KeyError: 'x'
+
+        During handling of the above exception, another exception occurred:
+
+        Traceback (most recent call last):
+          File "evaluator.py", line 134, in _enable_reentrant_filelocks
+            import filelock._api as _fl_api
+                   ^^^^^^^^^^^^^
+        ModuleNotFoundError: No module named 'filelock._api'
+        2026-01-01 | ERROR | Error during evaluation: No module named 'filelock._api'. Please set `--verbosity=DEBUG`
+    """)
+    assert failure_cause(output) == "ModuleNotFoundError: No module named 'filelock._api'"
+    assert failure_cause("no traceback here\n") == ""
 
 
 _REAL_LOOP = r"""

@@ -11,16 +11,15 @@ and `--real-judge`, that judge is used instead.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import cache_home
+from lmms_video_reasoning.utils.lmms.cli_run import Evaluation
 from lmms_video_reasoning.utils.tools.sample import SAMPLE_VERSION, env_for, sample_benchmarks, write_sample
 
 
@@ -38,20 +37,26 @@ def sample_responder(request: dict) -> str:
     return "0"
 
 
-def ensure_sample(out: Path) -> Path:
+def ensure_sample(out: Path | None = None) -> Path:
+    """The sample benchmark in `out` (default: under the cache), written unless already there."""
+    out = Path(out) if out else cache_home() / "sample"
     version_file = out / "VERSION"
     if not (version_file.is_file() and version_file.read_text().strip() == str(SAMPLE_VERSION)):
         write_sample(out)
     return out
 
 
+def sample_settings(out: Path) -> dict[str, str]:
+    """What a run on the sample in `out` adds to the environment: its roots, and offline."""
+    return {**env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
 def main(args) -> int:
     from lmms_video_reasoning.judges import LocalJudgeServer
 
-    out = Path(args.out) if args.out else cache_home() / "sample"
-    ensure_sample(out)
+    out = ensure_sample(args.out)
     output_path = Path(args.output_path) if args.output_path else out / "demo_results"
-    settings = {**env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # what the demo adds to the environment
+    settings = sample_settings(out)  # what the demo adds to the environment
     server = None
     if not args.real_judge:
         server = LocalJudgeServer(responder=sample_responder, model="sample-oracle").start()
@@ -60,35 +65,27 @@ def main(args) -> int:
         print(f"local sample judge at {server.base_url} (it runs only while the demo does: a pasted command "
               "reuses its verdicts from the cache, and new judge requests fail)")
     env = {**os.environ, **settings}
-    tasks = args.tasks or demo_tasks()
-    cmd = [sys.executable, "-m", "lmms_eval", "--tasks", tasks, "--model", "vr_replay",
-           "--model_args", f"predictions={out / 'predictions.jsonl'}", "--output_path", str(output_path),
-           "--log_samples", "--verbosity", "WARNING"]
+    evaluation = Evaluation(args.tasks or demo_tasks(), output_path, model_args=f"predictions={out / 'predictions.jsonl'}",
+                            extra=("--log_samples", "--verbosity", "WARNING"))
     # the command as it can be pasted into a shell: the demo's settings, then the command
     # A pasted command outlives the demo's judge: its verdicts come from the cache, so the
     # preflight's judge check (which would find the endpoint gone) is switched off there.
     pasted = {**settings, "LMMS_VR_PREFLIGHT": "off"} if server is not None else settings
     print("$ " + " ".join(f"{name}={shlex.quote(value)}" for name, value in pasted.items()) + " "
-          + " ".join(shlex.quote(part) for part in cmd))
-    started = time.time()
+          + " ".join(shlex.quote(part) for part in evaluation.command()))
     try:
-        returncode = subprocess.run(cmd, env=env).returncode
+        outcome = evaluation.run(env)
     finally:
         if server is not None:
             server.stop()
-    # lmms-eval exits 0 after an exception unless --verbosity DEBUG: check its results file.
-    results = [p for p in output_path.rglob("*_results.json") if p.stat().st_mtime >= started]
-    produced = json.loads(max(results, key=lambda p: p.stat().st_mtime).read_text())["results"] if results else {}
-    missing = [task for task in tasks.split(",") if task not in produced]
-    if returncode or missing:
-        print(f"lmms-vr demo: lmms-eval failed (exit {returncode}); tasks without results: {missing}", file=sys.stderr)
-        return returncode or 1
+    if not outcome.ok:
+        print(f"lmms-vr demo: lmms-eval failed: {outcome.cause}", file=sys.stderr)
+        return 1
     print(f"results and samples under {output_path}")
-    newest = max(results, key=lambda p: p.stat().st_mtime)
     report_dir = output_path / "report"
     # `lmms-vr report` on this run; the sample's roots let it rebuild judge inputs (e.g. frames a request holds)
-    report_env = {**os.environ, **env_for(out), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    command = [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "report", str(newest), "--out", str(report_dir)]
+    report_env = {**os.environ, **sample_settings(out)}
+    command = [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "report", str(outcome.results_file), "--out", str(report_dir)]
     print("the papers' tables beside this run, with 95% CIs:")
     if subprocess.run(command, env=report_env).returncode:  # `lmms-vr report` prints the report's paths itself
         print("lmms-vr demo: the report of the run failed (see above)", file=sys.stderr)

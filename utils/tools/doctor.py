@@ -1,9 +1,15 @@
-"""`lmms-vr doctor`: which integrations with lmms-eval are active here, and the fix for each that is not.
+"""`lmms-vr doctor`: whether lmms-eval evaluates here, which integrations are active, and the fix for each that is not.
 
     lmms-vr doctor [--no-network] [--json]
 
 Every line is measured in this environment, not assumed:
 - the install (regular or editable; the start-up .pth present; LMMS_VR_NO_AUTOLOAD);
+- an evaluation: one document of the generated sample benchmark (`EVALUATED_TASK`, which needs
+  no judge) through `python -m lmms_eval` with the replay model, in a child process and a
+  temporary output folder, as a user runs it (utils/lmms/cli_run.py, shared with `lmms-vr demo`).
+  Listing tasks is not enough: an install whose lmms-eval lists every task can still fail on its
+  first document (e.g. a dependency release without a module lmms-eval imports); then the
+  traceback's last line (`ModuleNotFoundError: No module named ...`) is the finding;
 - the tasks as `python -m lmms_eval` sees them (a child process imports lmms-eval's models, so
   our entry point runs) and as `lmms-eval tasks list` / `serve` see them (a child process builds
   a TaskManager without importing the models: only the .pth reaches that path);
@@ -12,8 +18,10 @@ Every line is measured in this environment, not assumed:
 - fast video inputs per known model (installed versions against the verified ones) and decode-ahead;
 - every setting's value (an invalid one is shown with its error);
 - each benchmark's judge: configured, reachable, the model it serves (`--no-network` skips the call);
+  one not configured yet is a warning naming the key its declaration (`Benchmark.judge`) reads;
 - each benchmark's data: its root variable and whether the folder exists (else the Hub).
-Exit status 1 when something is off that a run would miss, else 0.
+States: ok, OFF (a run would miss it), warn (a run works, its judged metrics would be NaN), info.
+Exit status 1 when something is OFF (the evaluation above failing among them), else 0.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ from pathlib import Path
 from lmms_video_reasoning.utils.core import registry, settings
 from lmms_video_reasoning.utils.lmms import host
 
-OK, OFF, INFO = "ok", "off", "info"
+OK, OFF, WARN, INFO = "ok", "off", "warn", "info"
+# The document `doctor` evaluates: multiple choice, scored without a judge.
+EVALUATED_TASK = "cg_bench_mcq"
 
 # Run in a child process: lmms-eval as `python -m lmms_eval` loads it (models first, then evaluator).
 _RUN_PROBE = """
@@ -71,7 +81,7 @@ def our_tasks() -> list[str]:
 @dataclass
 class Finding:
     topic: str
-    state: str  # OK / OFF / INFO
+    state: str  # OK / OFF (exit status 1) / WARN / INFO
     detail: str
     fix: str = ""
 
@@ -160,6 +170,31 @@ def check_host() -> list[Finding]:
     return findings
 
 
+def check_evaluation(timeout: float = 600) -> list[Finding]:
+    """One document of the sample benchmark through `python -m lmms_eval` with the replay model."""
+    import tempfile
+    import time
+
+    from lmms_video_reasoning.utils.lmms.cli_run import Evaluation
+    from lmms_video_reasoning.utils.tools.demo import ensure_sample, sample_settings
+
+    topic = "evaluation: python -m lmms_eval"
+    try:
+        sample = ensure_sample()
+    except Exception as error:  # noqa: BLE001 - reported as the finding
+        return [Finding(topic, OFF, f"the sample benchmark could not be written: {type(error).__name__}: {error}", "lmms-vr sample --out DIR")]
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="lmms-vr-doctor-") as output_path:
+        evaluation = Evaluation(EVALUATED_TASK, Path(output_path), model_args=f"predictions={sample / 'predictions.jsonl'}",
+                                extra=("--limit", "1", "--verbosity", "WARNING"))
+        outcome = evaluation.run({**os.environ, **sample_settings(sample)}, echo=False, timeout=timeout)
+    if not outcome.ok:
+        return [Finding(topic, OFF, f"lmms-eval cannot evaluate: {outcome.cause}",
+                        "install the tested dependency set (`pip install -c constraints.txt .` in the repository); "
+                        f"`lmms-vr demo --tasks {EVALUATED_TASK}` shows lmms-eval's whole output")]
+    return [Finding(topic, OK, f"one document of {EVALUATED_TASK} (sample benchmark, vr_replay) evaluated in {time.time() - started:.0f} s")]
+
+
 def check_inputs() -> list[Finding]:
     from lmms_video_reasoning.utils.lmms import model_video
 
@@ -201,8 +236,10 @@ def check_judges(network: bool) -> list[Finding]:
             findings.append(Finding(f"judge: {bench.name}", OFF, f"misconfigured: {error}", "see `Judges` in the README"))
             continue
         if config is None:
-            findings.append(Finding(f"judge: {bench.name}", OFF, "not configured: judged metrics would be NaN",
-                                    "set LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL (see the README), or judge later with `lmms-vr score`"))
+            findings.append(Finding(f"judge: {bench.name}", WARN, f"not configured: judged metrics would be NaN "
+                                    f"(the official judge, {bench.judge.model}, needs {bench.judge.key_env})",
+                                    f"set {bench.judge.key_env}, or LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL for another "
+                                    "endpoint (see the README); or judge later with `lmms-vr score`"))
             continue
         where = f"{config.model} at {config.endpoint}"
         if not network:
@@ -246,8 +283,14 @@ def _declare_every_setting() -> None:
 
 
 def diagnose(network: bool = True) -> list[Finding]:
+    from concurrent.futures import ThreadPoolExecutor
+
     _declare_every_setting()
-    return [*check_install(), *check_host(), *check_inputs(), *check_settings(), *check_judges(network), *check_data()]
+    with ThreadPoolExecutor(1) as pool:  # the evaluation's child runs beside the probes' children
+        evaluation = pool.submit(check_evaluation)
+        found = [*check_install(), *check_host()]
+        found += evaluation.result()
+    return [*found, *check_inputs(), *check_settings(), *check_judges(network), *check_data()]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -255,7 +298,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([asdict(f) for f in findings], indent=2))
     else:
-        mark = {OK: "[ok] ", OFF: "[OFF]", INFO: "[ - ]"}
+        mark = {OK: "[ok] ", OFF: "[OFF]", WARN: "[ ! ]", INFO: "[ - ]"}
         for f in findings:
             print(f"{mark[f.state]} {f.topic}: {f.detail}" + (f"\n        fix: {f.fix}" if f.fix and f.state != OK else ""))
     return 1 if any(f.state == OFF for f in findings) else 0
