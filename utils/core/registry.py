@@ -344,6 +344,33 @@ def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
     return folders
 
 
+def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benchmark]:
+    """{task or group name: its benchmark} for every task YAML of every benchmark (or of
+    `benchmarks_`); templates (`_*.yaml`) name nothing. What lmms-eval must find by name."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):  # `!function hooks.x` tags: the names are all that is read
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    if benchmarks_ is None:
+        try:
+            benchmarks_ = benchmarks()
+        except DataError:  # a broken external declaration (the plugin reports it): this suite's own
+            benchmarks_ = builtin()
+    found: dict[str, Benchmark] = {}
+    for benchmark in benchmarks_:
+        for folder in benchmark.task_dirs:
+            for path in sorted(Path(folder).rglob("*.yaml")):
+                if path.name.startswith("_"):
+                    continue
+                config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
+                for key in ("task", "group"):
+                    if isinstance(config.get(key), str):
+                        found.setdefault(config[key], benchmark)
+    return found
+
+
 def judge_defaults(name: str) -> JudgeDefaults:
     """The judge the benchmark `name` declares (DataError for an unknown benchmark or one without a judge)."""
     benchmark = get(name)
