@@ -11,13 +11,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
-def run_lmms_eval(tasks: str, output_path: Path, *, model: str = "vr_replay", model_args: str = "",
-                  env: dict | None = None, extra: list[str] | None = None, timeout: int = 600,
-                  log_samples: bool = True) -> dict:
-    """Run `python -m lmms_eval` and return the parsed results JSON."""
+def lmms_eval_process(tasks: str, output_path: Path, *, model: str = "vr_replay", model_args: str = "",
+                      env: dict | None = None, extra: list[str] | None = None, timeout: int = 600,
+                      log_samples: bool = True, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """Run `python -m lmms_eval --verbosity DEBUG` (from `cwd`); (the finished process, its wall seconds)."""
     cmd = [sys.executable, "-m", "lmms_eval", "--tasks", tasks, "--model", model, "--verbosity", "DEBUG",
            "--output_path", str(output_path)]
     if model_args:
@@ -26,7 +27,17 @@ def run_lmms_eval(tasks: str, output_path: Path, *, model: str = "vr_replay", mo
         cmd.append("--log_samples")
     cmd += extra or []
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return proc, time.monotonic() - started
+
+
+def run_lmms_eval(tasks: str, output_path: Path, *, model: str = "vr_replay", model_args: str = "",
+                  env: dict | None = None, extra: list[str] | None = None, timeout: int = 600,
+                  log_samples: bool = True, cwd: Path | None = None) -> dict:
+    """Run `python -m lmms_eval` and return the parsed results JSON."""
+    proc, _seconds = lmms_eval_process(tasks, output_path, model=model, model_args=model_args, env=env, extra=extra,
+                                       timeout=timeout, log_samples=log_samples, cwd=cwd)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0 or "Traceback (most recent call last)" in log:
         raise AssertionError(f"lmms-eval failed (exit {proc.returncode}):\n{log[-6000:]}")

@@ -316,11 +316,13 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Benchmark:
-    """The benchmark called `name` (or one of its aliases)."""
+    """The benchmark called `name` (or one of its aliases: its name is the canonical one, the one
+    every command and message prints, e.g. `lmms-vr prepare vrbench`; `vr_bench` is accepted)."""
     for benchmark in benchmarks():
         if name == benchmark.name or name in benchmark.aliases:
             return benchmark
-    raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {', '.join(names())}")
+    listed = [b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks()]
+    raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {', '.join(listed)}")
 
 
 def owning(dotted: str) -> Benchmark | None:

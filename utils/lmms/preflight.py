@@ -179,7 +179,7 @@ def _folder_clash(tasks: list | None, cli_tasks: str | None) -> list | None:
         return tasks
     folder = os.path.abspath(cli_tasks)
     log.warning("lmms-video-reasoning: --tasks %s: the current folder holds a folder %s, which lmms-eval reads as a "
-                "folder of task YAMLs (it holds none, so lmms-eval found no tasks). Running the task %s instead; run "
+                "folder of task YAMLs (it holds none, so lmms-eval found no tasks). Running this suite's %s instead; run "
                 "from another folder to avoid this.", cli_tasks, folder, cli_tasks)
     return [cli_tasks]
 
