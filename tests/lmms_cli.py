@@ -12,19 +12,30 @@ import glob
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from lmms_video_reasoning.utils.lmms.cli_run import Evaluation, failure_cause, newest_results
 
 
-def run_lmms_eval(tasks: str, output_path: Path, *, model: str = "vr_replay", model_args: str = "",
-                  env: dict | None = None, extra: list[str] | None = None, timeout: int = 600,
-                  log_samples: bool = True) -> dict:
-    """Run `python -m lmms_eval` and return the parsed results JSON."""
+def lmms_eval_process(tasks: str, output_path: Path, *, model: str = "vr_replay", model_args: str = "",
+                      env: dict | None = None, extra: list[str] | None = None, timeout: int = 600,
+                      log_samples: bool = True, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    """Run `python -m lmms_eval --verbosity DEBUG` (from `cwd`); (the finished process, its wall seconds)."""
     evaluation = Evaluation(tasks, output_path, model=model, model_args=model_args,
                             extra=("--verbosity", "DEBUG", *(["--log_samples"] if log_samples else []), *(extra or [])))
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    proc = subprocess.run(evaluation.command(), env=full_env, capture_output=True, text=True, timeout=timeout)
+    started = time.monotonic()
+    proc = subprocess.run(evaluation.command(), env=full_env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return proc, time.monotonic() - started
+
+
+def run_lmms_eval(tasks: str, output_path: Path, *, model: str = "vr_replay", model_args: str = "",
+                  env: dict | None = None, extra: list[str] | None = None, timeout: int = 600,
+                  log_samples: bool = True, cwd: Path | None = None) -> dict:
+    """Run `python -m lmms_eval` and return the parsed results JSON."""
+    proc, _seconds = lmms_eval_process(tasks, output_path, model=model, model_args=model_args, env=env, extra=extra,
+                                       timeout=timeout, log_samples=log_samples, cwd=cwd)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0 or "Traceback (most recent call last)" in log:
         raise AssertionError(f"lmms-eval failed (exit {proc.returncode}): {failure_cause(proc.stderr)}\n{log[-6000:]}")

@@ -259,6 +259,38 @@ def test_prepare_verify_only_on_the_sample_layout(benchmark, tmp_path, capsys):
     assert f"videos unusable: {victim}" in out and "is incomplete" in out
 
 
+def test_one_name_per_benchmark_in_what_prepare_and_doctor_print(tmp_path, capsys, monkeypatch):
+    """Each benchmark has one canonical name (its registry name: vcr_bench, vrbench, cg_bench), the one
+    every printed command uses; the task-style `vr_bench` is accepted by `prepare` and said to be an alias."""
+    import re
+
+    from lmms_video_reasoning.utils.core import registry
+    from lmms_video_reasoning.utils.tools import doctor
+    from lmms_video_reasoning.utils.tools.cli import build_parser, main
+    from lmms_video_reasoning.utils.tools.sample import write_sample
+
+    canonical = registry.names()
+    for benchmark in registry.builtin():
+        assert benchmark.data().SOURCE.benchmark == benchmark.name  # the name `prepare_command` prints
+    assert registry.get("vr_bench").name == "vrbench"
+    root = write_sample(tmp_path, ("vrbench",))["vrbench"]
+    assert main(["prepare", "vr_bench", "--root", str(root), "--verify-only"]) == 0
+    printed = capsys.readouterr().out
+    assert "note: vr_bench is another name of vrbench: `lmms-vr prepare vrbench`" in printed, printed
+    with pytest.raises(DataError, match=r"vrbench \(or vr_bench\)"):
+        registry.get("vr-bench")
+    for variable in ("VCR_BENCH_ROOT", "VRBENCH_ROOT", "CGBENCH_ROOT"):  # doctor's hint for a root not set ...
+        monkeypatch.delenv(variable, raising=False)
+    hints = [finding.fix for finding in doctor.check_data()]
+    monkeypatch.setenv("VRBENCH_ROOT", str(tmp_path / "absent"))  # ... and for one that is not a folder
+    hints += [finding.fix for finding in doctor.check_data()]
+    named = re.findall(r"lmms-vr prepare ([\w-]+)", printed + "\n".join(hints))
+    assert len(named) >= 7 and set(named) <= set(canonical), named
+    prepare_help = next(action for action in build_parser()._subparsers._group_actions[0].choices["prepare"]._actions
+                        if action.dest == "benchmark").help
+    assert all(name in prepare_help for name in canonical) and "vr_bench" in prepare_help, prepare_help
+
+
 def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, capsys, monkeypatch):
     from lmms_video_reasoning.cg_bench import aggregate, data, hooks
     from lmms_video_reasoning.cg_bench.sample import write_sample

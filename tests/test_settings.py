@@ -95,3 +95,40 @@ def test_bounded_memo_drops_the_least_recently_used():
     assert "b" not in memo and memo.get("a") == 1 and memo.get("c") == 3 and len(memo) == 2
     calls = []
     assert memo.get_or_make("d", lambda: calls.append(1) or 4) == 4 and memo.get_or_make("d", lambda: 5) == 4 and calls == [1]
+
+
+_EVERY_DECLARATION = """
+import importlib, json, pathlib
+import lmms_video_reasoning.utils
+from lmms_video_reasoning.utils.core import settings
+reached = {s.name for s in settings.declare_all()}
+root = pathlib.Path(lmms_video_reasoning.utils.__file__).parents[1]
+modules = []
+for path in sorted(root.rglob("*.py")):
+    rel = path.relative_to(root)
+    if set(rel.parts) & {"tests", "benchmarks", "build", "upstream", "host_pr_files"} or rel.parts[0].startswith("."):
+        continue
+    if "settings.declare(" in path.read_text(encoding="utf-8"):
+        modules.append(".".join(rel.with_suffix("").parts))
+        importlib.import_module("lmms_video_reasoning." + modules[-1])
+print(json.dumps({"modules": modules, "missed": sorted({s.name for s in settings.declared()} - reached)}))
+"""
+
+
+def test_declare_all_reaches_every_setting_the_package_declares():
+    """The start-up check validates what `declare_all` declares: a module declaring a setting that
+    neither SUITE_MODULES nor a benchmark's hooks reach would go unchecked."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _EVERY_DECLARATION], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(found["modules"]) >= 10 and found["missed"] == [], found
+
+
+def test_problems_lists_every_invalid_value():
+    env = {"LMMS_VR_TEST_FLAG": "ture", "LMMS_VR_TEST_SHARE": "2", "LMMS_VR_TEST_MODE": "path"}
+    found = [str(error) for error in settings.problems(env) if "LMMS_VR_TEST_" in str(error)]
+    assert [text.split("=")[0] for text in found] == ["LMMS_VR_TEST_FLAG", "LMMS_VR_TEST_SHARE"], found

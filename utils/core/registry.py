@@ -323,11 +323,13 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Benchmark:
-    """The benchmark called `name` (or one of its aliases)."""
+    """The benchmark called `name` (or one of its aliases: its name is the canonical one, the one
+    every command and message prints, e.g. `lmms-vr prepare vrbench`; `vr_bench` is accepted)."""
     for benchmark in benchmarks():
         if name == benchmark.name or name in benchmark.aliases:
             return benchmark
-    raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {', '.join(names())}")
+    listed = [b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks()]
+    raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {', '.join(listed)}")
 
 
 def owning(dotted: str) -> Benchmark | None:
@@ -349,6 +351,33 @@ def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
             if folder not in folders:
                 folders.append(folder)
     return folders
+
+
+def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benchmark]:
+    """{task or group name: its benchmark} for every task YAML of every benchmark (or of
+    `benchmarks_`); templates (`_*.yaml`) name nothing. What lmms-eval must find by name."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):  # `!function hooks.x` tags: the names are all that is read
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    if benchmarks_ is None:
+        try:
+            benchmarks_ = benchmarks()
+        except DataError:  # a broken external declaration (the plugin reports it): this suite's own
+            benchmarks_ = builtin()
+    found: dict[str, Benchmark] = {}
+    for benchmark in benchmarks_:
+        for folder in benchmark.task_dirs:
+            for path in sorted(Path(folder).rglob("*.yaml")):
+                if path.name.startswith("_"):
+                    continue
+                config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
+                for key in ("task", "group"):
+                    if isinstance(config.get(key), str):
+                        found.setdefault(config[key], benchmark)
+    return found
 
 
 def judge_defaults(name: str) -> JudgeDefaults:

@@ -61,15 +61,21 @@ def default_root(source: DataSource) -> Path:
     return cache_home() / "data" / source.benchmark
 
 
+def root_problem(source: DataSource) -> str | None:
+    """Why `$<BENCH>_ROOT` cannot be the benchmark's root (set, but not a folder), or None."""
+    value = os.environ.get(source.root_env, "").strip()
+    if value and not Path(value).expanduser().is_dir():
+        return f"{source.root_env}={value} is not a directory; point it at a copy made by `{source.prepare_command}`"
+    return None
+
+
 def data_root(source: DataSource) -> Path:
     """The local root of a benchmark: `$<BENCH>_ROOT` if set, else the default folder."""
+    problem = root_problem(source)
+    if problem:
+        raise DataError(problem)
     value = os.environ.get(source.root_env, "").strip()
-    if value:
-        root = Path(value).expanduser()
-        if not root.is_dir():
-            raise DataError(f"{source.root_env}={value} is not a directory; point it at a copy made by `{source.prepare_command}`")
-        return root
-    return default_root(source)
+    return Path(value).expanduser() if value else default_root(source)
 
 
 @functools.lru_cache(maxsize=8)

@@ -13,8 +13,9 @@ waits until lmms-eval's own modules are imported and then calls the matching fun
 - `lmms_eval.evaluator_utils`: standard errors for our headline metrics and judge usage
   attributed to the task being aggregated; `...usage_metrics`: the judge's cost in
   lmms-eval's usage summary (before `lmms_eval.evaluator` binds its functions);
-  `lmms_eval.evaluator`: lmms-eval's judge settings for our judges, and the server its
-  `--launcher_args` start kept alive until our judging (in aggregation) is done.
+  `lmms_eval.evaluator`: lmms-eval's judge settings for our judges, the server its
+  `--launcher_args` start kept alive until our judging (in aggregation) is done, and the
+  start-up check of a run (`preflight.start`: settings, data roots, output folder).
 
 A hook that fails is logged and never breaks the import of lmms-eval. Set
 LMMS_VR_NO_AUTOLOAD=1 to switch all of this off (the usual boolean rule of
@@ -37,7 +38,7 @@ HOOKS = {
     "lmms_eval.models": "install_model_manifests",
     "lmms_eval.evaluator_utils": "install_metric_hooks",
     "lmms_eval.models.model_utils.usage_metrics": "install_usage_hooks",
-    "lmms_eval.evaluator": "install_launcher_hooks",
+    "lmms_eval.evaluator": "install_evaluator_hooks",
 }
 
 

@@ -207,6 +207,14 @@ CLI_ARGUMENTS = declare(
     assumes="lmms-eval's CLI flags --model, --output_path, --predict_only in sys.argv",
     lost="the preflight checks everything (judge and media) whatever the flags",
     workaround="LMMS_VR_PREFLIGHT=off skips the preflight")
+STARTUP_CHECK = declare(
+    "start-up-check",
+    gives="every setting, the data roots and the output folder checked before the model loads, all problems in one "
+          "message; every task that fails to load named at once; `--tasks cg_bench` run from a folder holding ./cg_bench",
+    assumes="lmms_eval.evaluator.simple_evaluate(model, ..., tasks=..., cli_args=...) loads the model after it starts, and "
+            "loads the tasks through lmms_eval.evaluator.get_task_dict(task_name_list, ...)",
+    lost="the start-up checks run when the first task loads (after the model), and stop at the first task that fails",
+    workaround="`lmms-vr doctor` lists every invalid setting and data root before a run")
 JUDGE_SERVER = declare(
     "judge-server",
     gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "

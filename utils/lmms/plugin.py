@@ -87,13 +87,27 @@ def install_task_path() -> None:
             def initialize_tasks(*args, **kwargs):
                 bound = signature.bind(*args, **kwargs)
                 bound.arguments["include_path"] = _add_our_tasks(bound.arguments.get("include_path"))
-                return original(*bound.args, **bound.kwargs)
+                result = original(*bound.args, **bound.kwargs)
+                _install_late_evaluator_hooks()
+                return result
 
             return initialize_tasks
 
         host.wrap(TaskManager, "initialize_tasks", make)
 
     host.TASK_PATH.install(check_and_wrap)
+
+
+def _install_late_evaluator_hooks() -> None:
+    """The evaluator's hooks, when no start-up hook installed them (an editable install without
+    the .pth, LMMS_VR_NO_AUTOLOAD): the entry point runs while `lmms_eval.evaluator` is still being
+    imported; lmms-eval's CLI builds its TaskManager once it is, before `simple_evaluate`."""
+    evaluator = sys.modules.get("lmms_eval.evaluator")
+    if evaluator is not None and hasattr(evaluator, "simple_evaluate") and host.STARTUP_CHECK.state == "not installed":
+        try:
+            install_evaluator_hooks()
+        except Exception:  # noqa: BLE001 - never break lmms-eval's task index
+            logger.exception("lmms-video-reasoning: the lmms_eval.evaluator hooks failed")
 
 
 def install_model_manifests() -> None:
@@ -198,7 +212,13 @@ def install_all() -> None:
     install_model_manifests()
     install_usage_hooks()
     install_metric_hooks()
+    install_evaluator_hooks()
+
+
+def install_evaluator_hooks() -> None:
+    """What wraps `lmms_eval.evaluator`: the judge server's lifetime and the start-up check."""
     install_launcher_hooks()
+    install_startup_check()
 
 
 def install_launcher_hooks() -> None:
@@ -207,6 +227,50 @@ def install_launcher_hooks() -> None:
     from lmms_video_reasoning.utils.lmms import launcher
 
     launcher.install()
+
+
+def install_startup_check() -> None:
+    """`preflight.start` when `simple_evaluate` starts (before the model loads), and
+    `preflight.load_tasks` around its task loading (every failing task named at once)."""
+    import lmms_eval.evaluator as evaluator
+
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    def check_and_wrap() -> None:
+        for name in ("simple_evaluate", "get_task_dict"):
+            host.require(callable(getattr(evaluator, name, None)), f"lmms_eval.evaluator.{name} is gone")
+        parameters = host.parameter_names(evaluator.simple_evaluate)
+        host.require({"model", "tasks", "cli_args"} <= set(parameters),
+                     "simple_evaluate(model, ..., tasks, ..., cli_args) has another signature")
+        host.require(host.parameter_names(evaluator.get_task_dict)[:1] == ["task_name_list"],
+                     "get_task_dict(task_name_list, ...) has another signature")
+        position = parameters.index("tasks")
+
+        def make_evaluate(original):
+            def simple_evaluate(*args, **kwargs):
+                args = list(args)  # called as lmms-eval calls it (keywords), positions kept as given
+                positional = "tasks" not in kwargs and position < len(args)
+                tasks = args[position] if positional else kwargs.get("tasks")
+                cli_args = kwargs.get("cli_args", args[parameters.index("cli_args")] if parameters.index("cli_args") < len(args) else None)
+                checked = preflight.start(tasks, getattr(cli_args, "tasks", None))
+                if positional:
+                    args[position] = checked
+                elif checked is not tasks:
+                    kwargs["tasks"] = checked
+                return original(*args, **kwargs)
+
+            return simple_evaluate
+
+        def make_load(original):
+            def get_task_dict(task_name_list, *args, **kwargs):
+                return preflight.load_tasks(lambda tasks: original(tasks, *args, **kwargs), task_name_list)
+
+            return get_task_dict
+
+        host.wrap(evaluator, "simple_evaluate", make_evaluate)
+        host.wrap(evaluator, "get_task_dict", make_load)
+
+    host.STARTUP_CHECK.install(check_and_wrap)
 
 
 def model_manifests() -> list:
@@ -228,5 +292,5 @@ def register() -> list:
     install_task_path()
     install_usage_hooks()
     install_metric_hooks()
-    launcher.register_judge_settings()  # the launcher is wrapped once lmms_eval.evaluator is imported (autoload)
+    launcher.register_judge_settings()  # the evaluator is wrapped once it is imported (autoload, or the first TaskManager)
     return model_manifests()

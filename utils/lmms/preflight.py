@@ -1,8 +1,22 @@
-"""Checks made when lmms-eval loads a task, so a run fails in seconds, before generation, not after.
+"""Checks made when an lmms-eval run starts, so it fails in seconds, before generation, not after.
 
 A GPU run that meets a missing video at document 900, or a judge it cannot reach after
-generating everything, has spent hours for nothing. What can be checked cheaply is checked
-when lmms-eval loads the task's documents (its `process_docs` hook), once per process:
+generating everything, has spent hours for nothing. Two moments:
+
+At the start (`start`, called by the `start-up-check` touchpoint of host.py when lmms-eval's
+`simple_evaluate` begins, before it loads the model), for a run of any of this suite's tasks:
+
+- every setting of the suite (`settings.declare_all`: they are declared where they are used) has
+  an accepted value; all invalid ones are reported at once, each with its variable, value and the
+  accepted values. Settings are checked even with LMMS_VR_PREFLIGHT=off (an invalid one would
+  fail the run later anyway);
+- the root variable of every benchmark the run needs, when set, names a folder (all reported at once);
+- the output folder (`--output_path`) can be written;
+- `--tasks NAME` run from a folder holding `./NAME` (the clone's root holds `./cg_bench`): lmms-eval
+  reads it as a folder of task YAMLs, finds none and stops with "no tasks found"; when NAME is one
+  of this suite's tasks and the folder holds no YAML, the task NAME is run, with a WARNING saying why.
+
+When lmms-eval loads the tasks' documents (their `process_docs` hook), once per process:
 
 - the output folder (`--output_path`) can be written;
 - the data root holds every file the task needs and each video decodes (the checks of
@@ -13,10 +27,13 @@ when lmms-eval loads the task's documents (its `process_docs` hook), once per pr
   (judge later). With no judge configured the run goes on and says, before generating, that
   its judged metrics will be NaN until `lmms-vr score` judges them.
 
-A failed check ends the process with one message naming the cause and the fix
+A failed check ends the process with one message naming each cause and its fix
 (`PreflightFailed`, a SystemExit: lmms-eval retries task downloads on any Exception, which
-would bury the message under a minute of retries and a RetryError). `LMMS_VR_PREFLIGHT=off`
-skips the checks (e.g. a `--limit` run on a partial data root). Outside an lmms-eval run
+would bury the message under a minute of retries and a RetryError). When several of the run's
+tasks fail to load (`load_tasks`: e.g. two benchmarks' data incomplete), each is loaded alone
+and every failure is reported in the one message. Without the touchpoint (another lmms-eval
+version) the start-up checks run when the first task loads. `LMMS_VR_PREFLIGHT=off`
+skips the checks but the settings' (e.g. a `--limit` run on a partial data root). Outside an lmms-eval run
 (`lmms-vr score`, tests calling the hooks) nothing is checked and errors stay ordinary exceptions.
 
 What is not checked here is counted, never fatal: a judge that fails during the run is handled
@@ -27,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import tempfile
 import threading
@@ -35,8 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from lmms_video_reasoning.utils.core import settings
-from lmms_video_reasoning.utils.core.roots import DataError, DataSource
+from lmms_video_reasoning.utils.core import registry, settings
+from lmms_video_reasoning.utils.core.roots import DataError, DataSource, root_problem
 
 log = logging.getLogger("lmms_video_reasoning.preflight")
 
@@ -48,16 +66,22 @@ MODELS_WITHOUT_MEDIA = ("vr_replay",)
 PROBE_TIMEOUT_S = 10.0
 _OFF = ("0", "off", "false", "no")
 
-_lock = threading.Lock()
-_done: dict[tuple, str | None] = {}  # check -> failure message (None: passed), once per process
+_lock = threading.RLock()  # a check may ask another (the start-up check, the output folder)
+_done: dict[tuple, "str | list[str] | None"] = {}  # check -> failure message(s) (None, []: passed), once per process
 _suspended = threading.local()
+PREFIX = "lmms-video-reasoning: cannot start: "
 
 
 class PreflightFailed(SystemExit):
-    """A task cannot run as set up; raised before generation with the cause and the fix."""
+    """A run cannot go on as set up; raised before generation with each cause and its fix."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(f"lmms-video-reasoning: cannot start: {message}")
+    def __init__(self, problems: "str | Sequence[str]") -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(dict.fromkeys(problems))
+        if len(self.problems) == 1:
+            super().__init__(PREFIX + self.problems[0])
+        else:
+            super().__init__(f"{PREFIX}{len(self.problems)} problems, nothing was generated:"
+                             + "".join(f"\n  - {problem}" for problem in self.problems))
 
 
 @contextlib.contextmanager
@@ -71,9 +95,17 @@ def off() -> Iterator[None]:
         _suspended.value = previous
 
 
+def enabled() -> bool:
+    """LMMS_VR_PREFLIGHT (an invalid value counts as on: the start-up check reports it)."""
+    try:
+        return PREFLIGHT.read()
+    except settings.SettingError:
+        return True
+
+
 def active() -> bool:
     """Inside an lmms-eval run, checks not switched off."""
-    if not PREFLIGHT.read() or getattr(_suspended, "value", False):
+    if not enabled() or getattr(_suspended, "value", False):
         return False
     return "lmms_eval.evaluator" in sys.modules
 
@@ -94,6 +126,86 @@ def predict_only() -> bool:
     return "--predict_only" in sys.argv[1:]
 
 
+# ---------------------------------------------------------------------------- at the start
+
+
+def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
+    """The start-up check of a run of `tasks` (lmms-eval's `simple_evaluate` arguments: names or
+    configs), before the model loads; returns the tasks to run (see the module doc: a folder
+    named like the task). PreflightFailed naming every problem; nothing for other tasks' runs."""
+    tasks = _folder_clash(tasks, cli_tasks if cli_tasks is not None else cli_option("--tasks"))
+    if getattr(_suspended, "value", False):
+        return tasks
+    benchmarks = run_benchmarks(tasks)
+    if benchmarks:
+        _once(("start", tuple(b.name for b in benchmarks)), lambda: startup_problems(benchmarks))
+    return tasks
+
+
+def run_benchmarks(tasks: list | None) -> list:
+    """This suite's benchmarks (registry order) that the run's tasks belong to."""
+    ours = registry.task_names()
+    named = set()
+    for task in tasks or []:
+        if isinstance(task, dict):
+            task = task.get("task") or task.get("group")
+        if isinstance(task, str) and task in ours:
+            named.add(ours[task].name)
+    return list({b.name: b for b in ours.values() if b.name in named}.values())
+
+
+def startup_problems(benchmarks: Sequence) -> list[str]:
+    """Every problem of the start-up check for a run of `benchmarks` (see the module doc)."""
+    started = time.monotonic()
+    settings.declare_all()
+    found = [str(error) for error in settings.problems()]
+    if enabled():
+        for benchmark in benchmarks:
+            if benchmark.data_module is not None:
+                problem = root_problem(benchmark.data().SOURCE)
+                if problem:
+                    found.append(problem)
+        output = _result(("output", cli_option("--output_path")), check_output_folder)
+        if output:
+            found.append(output)
+    log.info("start-up checks (%d settings, %s) done in %.2f s", len(settings.declared()),
+             ", ".join(b.name for b in benchmarks), time.monotonic() - started)
+    return found
+
+
+def _folder_clash(tasks: list | None, cli_tasks: str | None) -> list | None:
+    """`--tasks NAME` where ./NAME is a folder without task YAMLs and NAME one of our tasks: [NAME]."""
+    if tasks or not cli_tasks or not os.path.isdir(cli_tasks) or cli_tasks not in registry.task_names():
+        return tasks
+    folder = os.path.abspath(cli_tasks)
+    log.warning("lmms-video-reasoning: --tasks %s: the current folder holds a folder %s, which lmms-eval reads as a "
+                "folder of task YAMLs (it holds none, so lmms-eval found no tasks). Running this suite's %s instead; run "
+                "from another folder to avoid this.", cli_tasks, folder, cli_tasks)
+    return [cli_tasks]
+
+
+def load_tasks(load: Callable[[list], object], tasks: list) -> object:
+    """lmms-eval's loading of `tasks` (`load(tasks)`, its get_task_dict); when a check fails,
+    each of our tasks is loaded alone so that the one message names every failing one."""
+    try:
+        return load(tasks)
+    except PreflightFailed as failed:
+        ours = registry.task_names()
+        names = [task for task in tasks if isinstance(task, str) and task in ours] if isinstance(tasks, list) else []
+        if len(names) < 2:
+            raise
+        problems: list[str] = []
+        for name in names:
+            try:
+                load([name])
+            except PreflightFailed as each:
+                problems.extend(each.problems)
+        raise PreflightFailed(problems or failed.problems) from None
+
+
+# ---------------------------------------------------------------------------- at task load
+
+
 def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | None" = None,
               judge: object | None = None) -> object:
     """Run a `process_docs` body with the checks around it (see the module doc).
@@ -104,6 +216,8 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
     if not active():
         return load()
     started = time.monotonic()
+    # the start-up checks, when lmms-eval's start did not run them (no start-up-check touchpoint)
+    _once(("start", (benchmark,)), lambda: startup_problems([registry.get(benchmark)]))
     try:
         docs = load()
     except DataError as error:  # annotations missing or broken: say it once, now
@@ -117,12 +231,17 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
     return docs
 
 
-def _once(key: tuple, check: Callable[[], str | None]) -> None:
-    """Run a check once per process; a failure (its message) is raised every time it is asked."""
+def _result(key: tuple, check: Callable[[], "str | list[str] | None"]) -> "str | list[str] | None":
+    """Run a check once per process; its failure message(s) every time it is asked."""
     with _lock:
         if key not in _done:
             _done[key] = check()
-        failure = _done[key]
+        return _done[key]
+
+
+def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
+    """Run a check once per process; a failure (its message or messages) is raised every time it is asked."""
+    failure = _result(key, check)
     if failure:
         raise PreflightFailed(failure)
 

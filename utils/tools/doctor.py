@@ -61,21 +61,7 @@ print(json.dumps({"missing": sorted(set(json.loads(sys.argv[1])) - set(TaskManag
 
 def our_tasks() -> list[str]:
     """Task and group names our task YAMLs define (what lmms-eval must find)."""
-    import yaml
-
-    from lmms_video_reasoning.utils.lmms import plugin
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    names = set()
-    for path in (path for folder in plugin.task_dirs() for path in folder.rglob("*.yaml")):
-        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
-        for key in ("task", "group"):
-            if isinstance(config.get(key), str) and not path.name.startswith("_"):
-                names.add(config[key])
-    return sorted(names)
+    return sorted(registry.task_names())
 
 
 @dataclass
@@ -268,24 +254,10 @@ def check_data() -> list[Finding]:
     return findings
 
 
-def _declare_every_setting() -> None:
-    """Settings are declared where they are used: import those modules so all are shown."""
-    import importlib
-
-    from lmms_video_reasoning.utils.lmms import autoload, model_video, preflight, responses  # noqa: F401
-
-    for bench in registry.benchmarks():
-        for module in ("hooks", "aggregate"):
-            try:
-                importlib.import_module(f"{bench.package}.{module}")
-            except ModuleNotFoundError:
-                pass
-
-
 def diagnose(network: bool = True) -> list[Finding]:
     from concurrent.futures import ThreadPoolExecutor
 
-    _declare_every_setting()
+    settings.declare_all()  # settings are declared where they are used
     with ThreadPoolExecutor(1) as pool:  # the evaluation's child runs beside the probes' children
         evaluation = pool.submit(check_evaluation)
         found = [*check_install(), *check_host()]
