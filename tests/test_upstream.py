@@ -72,11 +72,25 @@ def test_one_independent_pr_per_benchmark_and_small_host_prs(prs):
         assert any(path.startswith(f"test/eval/{pr.spec['folder']}/test_") for path in pr.changes)
     hosts = by_kind(prs, "host")
     assert {pr.slug for pr in hosts} >= {"llm-judge-cache", "aggregation-stderr", "task-entry-points", "launcher-after-aggregation",
-                                         "qwen2-vl-kept-frames"}
+                                         "qwen2-vl-kept-frames", "filelock-public-api"}
     for pr in hosts:
         assert 0 < pr.python_lines() <= 300, (pr.name, pr.python_lines())
         assert all(path.startswith(("lmms_eval/", "test/")) for path in pr.changes)
         assert pr.tests and all(any(path.startswith(test) for path in pr.changes) for test in pr.tests)
+
+
+def test_the_filelock_bound_names_the_host_pr_that_lifts_it(prs):
+    """pyproject.toml bounds filelock below 4.3 until lmms-eval imports no private filelock module:
+    the PR it names is in the series, says so, and takes the private import out of the evaluator."""
+    [pr] = [pr for pr in prs if pr.slug == "filelock-public-api"]
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert f"host PR {pr.name}" in pyproject and '"filelock>=3.16,<4.3"' in pyproject
+    assert "bound goes once this is merged" in pr.description
+    assert "| 4.3.1 | FAIL (ModuleNotFoundError: No module named 'filelock._api') | pass |" in pr.spec["numbers"]  # measured, before and after
+    private = re.compile(r"^\s*(import|from) filelock\._", re.MULTILINE)
+    assert private.search(pr.base["lmms_eval/evaluator.py"].decode()) and not private.search(pr.changes["lmms_eval/evaluator.py"].decode())
+    assert "_fl_api" not in pr.changes["lmms_eval/evaluator.py"].decode()
+    assert 0 < pr.python_lines() <= 15, pr.python_lines()  # a fix of the size lmms-eval merges
 
 
 def test_cgbench_and_vrbench_prs_keep_their_folders_other_tasks(prs, tree):

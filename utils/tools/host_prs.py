@@ -1,11 +1,12 @@
 """Host pull requests: small changes to lmms-eval itself, each useful to every task.
 
 They replace what the plugin patches into lmms-eval at import time today (`utils/lmms/plugin.py`,
-`autoload.py`, `judge_usage.py`) with the change lmms-eval would carry itself, and (08) bring the
-idea of the plugin's fast inputs (`utils/lmms/model_video.py`) into the `qwen2_vl` model itself. Each PR is a set of
-anchored edits to files of the clean tree (the anchor must occur exactly once: a tree it does
-not fit is an error, never a silent skip) and new files (`host_pr_files/<slug>/`, mirroring the
-tree), with its description below.
+`autoload.py`, `judge_usage.py`) with the change lmms-eval would carry itself, (08) bring the
+idea of the plugin's fast inputs (`utils/lmms/model_video.py`) into the `qwen2_vl` model itself,
+and (09) let lmms-eval's evaluator run on filelock 4.3 (the plugin bounds filelock below it
+until then). Each PR is a set of anchored edits to files of the clean tree (the anchor must
+occur exactly once: a tree it does not fit is an error, never a silent skip) and new files
+(`host_pr_files/<slug>/`, mirroring the tree), with its description below.
 """
 
 from __future__ import annotations
@@ -485,4 +486,97 @@ budget that shrinks the frames by the decoded count, and an image beside the vid
 """,
     numbers=NUMBERS_QWEN2_VL)
 
-HOST_PRS = (JUDGE_CACHE, AGGREGATION_STDERR, TASK_ENTRY_POINTS, LAUNCHER, QWEN2_VL)
+# ------------------------------------------------------------------------------ 09: filelock's public API only
+
+NUMBERS_FILELOCK = """Measured with lmms-video-reasoning's `python benchmarks/filelock_public_api.py` (the repository this series comes from:
+this PR's test, `pytest test/evaluator/test_filelock_public_api.py`, run against a copy of the installed lmms-eval 0.7.3
+with and without this PR, in a scratch venv holding each filelock release; datasets 5.2.0, CPython 3.11, Linux):
+
+| filelock | without this PR | with this PR |
+|---|---|---|
+| 3.16.1 | FAIL (it imports ['filelock._api']; its 5 lock checks pass) | pass |
+| 4.2.12 | FAIL (it imports ['filelock._api']; its 5 lock checks pass) | pass |
+| 4.3.1 | FAIL (ModuleNotFoundError: No module named 'filelock._api') | pass |
+
+Without this PR every `simple_evaluate` on filelock 4.3 stops at its first line; on 3.16 and 4.2
+the locks behave the same with and without it (the test fails there only on the private import)."""
+
+FILELOCK = HostPR(
+    9, "filelock-public-api", "evaluator: patch filelock's lock metaclass through its public API (filelock 4.3 removed filelock._api)",
+    (
+        Edit("lmms_eval/evaluator.py", """    import filelock as _fl
+    import filelock._api as _fl_api
+    from datasets.utils import _filelock as _datasets_filelock
+""", """    import inspect
+
+    import filelock as _fl
+    from datasets.utils import _filelock as _datasets_filelock
+"""),
+        Edit("lmms_eval/evaluator.py", """    original_call = _fl_api.FileLockMeta.__call__
+    _cross_class_cache: dict[str, _fl_api.BaseFileLock] = {}
+""", """    # filelock's public API only: its private modules move between releases (4.3 removed filelock._api).
+    lock_meta = type(_fl.BaseFileLock)
+    original_call = lock_meta.__call__
+    # the value of `mode` meaning "not passed" (filelock 4.x: UNSET_FILE_MODE, -1)
+    unset_mode = inspect.signature(original_call).parameters["mode"].default
+    _cross_class_cache: dict[str, _fl.BaseFileLock] = {}
+"""),
+        Edit("lmms_eval/evaluator.py", """                unset_mode = getattr(_fl_api, "_UNSET_FILE_MODE", None)
+""", ""),
+        Edit("lmms_eval/evaluator.py", """    _fl_api.FileLockMeta.__call__ = _patched_call
+""", """    lock_meta.__call__ = _patched_call
+"""),
+    ),
+    ("test/evaluator",),
+    """## Summary
+
+`simple_evaluate` starts with `_enable_reentrant_filelocks()`, which patches filelock's lock
+metaclass so that `filelock.FileLock` and `datasets.utils._filelock.FileLock` share one lock
+object per path. It reaches the metaclass through `import filelock._api`, a private module:
+filelock 4.3 reorganised its internals (`filelock._core._singleton.FileLockMeta`), and with
+filelock 4.3.x installed every evaluation fails before its first document:
+
+```
+ModuleNotFoundError: No module named 'filelock._api'
+```
+
+The same patch, through filelock's public API only:
+
+- the metaclass is `type(filelock.BaseFileLock)` (the annotation `filelock.BaseFileLock`);
+- the "mode not passed" value is the `mode` default of the metaclass's `__call__` signature
+  instead of the private `_UNSET_FILE_MODE`. Where that constant exists it is that default (-1);
+  in filelock 4.2.12 it is the public `UNSET_FILE_MODE`, so the lookup found nothing there and
+  only a missing `mode` counted as unset.
+
+Behaviour is otherwise unchanged: one instance per lock path across both classes,
+`is_singleton=True` by default, and datasets' lock mode from the current umask. The new test
+(`test/evaluator/test_filelock_public_api.py`) checks those in a child process, and that the
+evaluator imports no private `filelock._*` module; it passes with filelock 3.16.1, 4.2.12 and
+4.3.1 (see Numbers).
+
+The plugin this comes from (lmms-video-reasoning) bounds `filelock<4.3` for this alone; the
+bound goes once this is merged.
+
+## Files
+
+{files}
+
+Size: {size}
+
+## Validation
+
+{validation}
+
+## Numbers
+
+{numbers}
+
+## Risk
+
+A datasets lock created with an explicit `mode` equal to filelock's default (-1, "unset", in
+filelock 4; 0o644 in 3.16) now gets the umask mode, like one created without `mode`; before, it
+kept the value passed. datasets itself never passes `mode`.
+""",
+    numbers=NUMBERS_FILELOCK)
+
+HOST_PRS = (JUDGE_CACHE, AGGREGATION_STDERR, TASK_ENTRY_POINTS, LAUNCHER, QWEN2_VL, FILELOCK)
