@@ -58,10 +58,14 @@ def upper_bounded() -> list[str]:
 
 
 def last_line(text: str) -> str:
-    """The cause a failed command printed: a traceback's final `Error:` line, else its last line."""
+    """The cause a failed command printed: a traceback's final `Error:` line, else doctor's `[OFF]`
+    findings, else its last line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*:", line)]
-    return (errors or lines or ["(no output)"])[-1][:300]
+    if errors:
+        return errors[-1][:300]
+    off = [line for line in lines if line.startswith("[OFF]")]
+    return "; ".join(off)[:600] if off else (lines or ["(no output)"])[-1][:300]
 
 
 def run(cmd: list[str], log: Path, **kwargs) -> tuple[int, str, float]:

@@ -230,3 +230,5 @@ def test_the_newest_releases_tool_names_the_cause_and_the_bounds():
            "2026-11-26 | ERROR | lmms_eval.__main__:cli_evaluate:614 - Error during evaluation\n")
     assert newest.last_line(log) == "ModuleNotFoundError: No module named 'filelock._api'"
     assert newest.last_line("one\ntwo\n") == "two"
+    doctor = "[ok]  install: regular\n[OFF] lmms-eval evaluates: x\n        fix: y\n[ - ] data: z\n        fix: w\n"
+    assert newest.last_line(doctor) == "[OFF] lmms-eval evaluates: x"
