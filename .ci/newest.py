@@ -94,6 +94,14 @@ class Venv:
         return code == 0, last_line(text), seconds
 
 
+def newest_on_index(venv: Venv, name: str) -> str:
+    """The newest release the package index offers (`pip index versions`), whatever pyproject.toml's
+    range or this machine's pip constraints let the install take."""
+    out = subprocess.run([str(venv.python), "-m", "pip", "index", "versions", name], capture_output=True, text=True).stdout
+    match = re.match(r"\S+ \(([^)]+)\)", out.strip())
+    return match.group(1) if match else "?"
+
+
 def check(venv: Venv, work: Path, tests: bool) -> list[dict]:
     """doctor, demo, and the test suite when asked: one entry each, with the cause of a failure."""
     steps = []
@@ -170,9 +178,11 @@ def main() -> int:
     print(f"\n{'step':<40} result")
     for step in steps:
         print(f"{step['step']:<40} {'ok' if step['ok'] else 'FAILED: ' + step['cause']} ({step['seconds']} s)")
-    print(f"\n{'package':<18} {'tested':<12} newest")
+    offered = {name: newest_on_index(venv, name) for name in WATCHED} if venv.python.exists() else {}
+    print(f"\n{'package':<18} {'tested':<12} {'installed':<12} newest on the index")
     for name in WATCHED:
-        print(f"{name:<18} {tested.get(name, '-'):<12} {newest.get(name, '-')}")
+        held = "" if offered.get(name) in (newest.get(name), None) else "  (held back: pyproject.toml's range or pip's constraints here)"
+        print(f"{name:<18} {tested.get(name, '-'):<12} {newest.get(name, '-'):<12} {offered.get(name, '?')}{held}")
     print(f"\n{len(changed)} packages differ from constraints.txt" + (": " + ", ".join(
         f"{name} {old or '-'} -> {new or '-'}" for name, (old, new) in sorted(changed.items())) if changed else ""))
     if found:
@@ -181,7 +191,7 @@ def main() -> int:
         print("what broke: no single rollback makes the demo pass (see the logs)" if changed else "what broke: see the logs")
     if args.json:
         Path(args.json).write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "unbounded": args.unbounded, "passed": passed,
-                                               "steps": steps, "watched": {n: [tested.get(n), newest.get(n)] for n in WATCHED},
+                                               "steps": steps, "watched": {n: {"tested": tested.get(n), "installed": newest.get(n), "index": offered.get(n)} for n in WATCHED},
                                                "changed": {n: list(v) for n, v in sorted(changed.items())}, "culprits": found}, indent=2))
     if passed and args.write_lock:
         write_lock(newest)
