@@ -324,7 +324,7 @@ def names() -> list[str]:
 
 def get(name: str) -> Benchmark:
     """The benchmark called `name` (or one of its aliases: its name is the canonical one, the one
-    every command and message prints, e.g. `lmms-vr prepare vrbench`; `vr_bench` is accepted)."""
+    every command and message prints; an alias, e.g. a task-style name, is accepted)."""
     for benchmark in benchmarks():
         if name == benchmark.name or name in benchmark.aliases:
             return benchmark

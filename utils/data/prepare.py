@@ -312,7 +312,7 @@ def limits_of(args) -> archives.Limits:
 def main(args) -> int:
     module = benchmark_module(args.benchmark)
     source = module.SOURCE
-    if args.benchmark != source.benchmark:  # an alias (e.g. vr_bench, the task's name): say the canonical name once
+    if args.benchmark != source.benchmark:  # an alias (e.g. a task-style name): say the canonical name once
         print(f"note: {args.benchmark} is another name of {source.benchmark}: `lmms-vr prepare {source.benchmark}`")
     root = Path(args.root).expanduser().resolve()
     try:

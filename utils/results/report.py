@@ -27,7 +27,7 @@ each resample's records (`bootstrap_values_reference`). Resampling units are the
 (`ReportSpec.unit`: questions, or videos), and a paired comparison resamples the units both
 runs answered. Tables count questions (`ScoringAdapter.question`: a question answered in several
 modes counts once) and, where the bootstrap resamples coarser units, those in their own column
-(VRBench: Questions and Videos). A group's metric (e.g. accuracy by duration) gets its CI from
+(e.g. Questions and Videos). A group's metric (e.g. accuracy by duration) gets its CI from
 the same resamples, computed on the group's samples of each (`bootstrap_values`'s `where`). Each samples file is read once, streamed, and only what the metrics read of each
 record is kept (`ScoringAdapter.report_record`).
 
@@ -835,7 +835,7 @@ def ci_reason(benchmark: str, stats: TaskStats, metric: str) -> str:
 
 def count_columns(benchmark: str) -> list[str]:
     """The counts a CI table shows: the questions, and the resampling units when they are not the
-    questions (VRBench: the videos), each in its own column."""
+    questions (e.g. videos), each in its own column."""
     unit = spec_of(benchmark).unit
     return ["Questions"] + ([] if unit == "questions" else [unit.capitalize()])
 

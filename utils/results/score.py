@@ -877,7 +877,10 @@ def _verdicts_source(args, gathered: Sequence[Gathered], said: set | None = None
     names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
     readers: dict[str, Any] = {}
     for name in names:
-        if JudgeConfig.from_env(name) is not None:
+        try:
+            if JudgeConfig.from_env(name) is not None:
+                continue
+        except ValueError:  # a benchmark that declares no judge: there is no recorded judge to read
             continue
         for item in gathered:
             reader, why = recorded_verdicts(Path(item.source), name)

@@ -4,7 +4,7 @@
     lmms-vr tasks-path                       print the folder of the task YAMLs (for --include_path)
     lmms-vr sample --out DIR                 write the generated sample benchmark
     lmms-vr demo                             sample + replay predictions through lmms-eval
-    lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data (BENCH: vcr_bench, vrbench, cg_bench)
+    lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data (BENCH: its folder's name)
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
         [--estimate | --batch-export F | --batch-import F | --batch]   judging cost, batch files, Batch API
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_delegate("tools.demo"))
 
     prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
-    prepare.add_argument("benchmark", help="the benchmark, by its name (vcr_bench, vrbench, cg_bench: its folder in this suite) "
-                                           "or an alias (vr_bench)")
+    prepare.add_argument("benchmark", help="the benchmark, by its name (its folder in this suite; an unknown name lists them) "
+                                           "or an alias")
     prepare.add_argument("--root", required=True, help="local root (then export the root variable it prints)")
     prepare.add_argument("--split", default="mini", choices=["mini", "full"],
                          help="for a benchmark with splits: the split whose media are verified (all archives are fetched)")
