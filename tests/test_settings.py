@@ -100,8 +100,8 @@ def test_bounded_memo_drops_the_least_recently_used():
 _EVERY_DECLARATION = """
 import importlib, json, pathlib
 import lmms_video_reasoning.utils
-from lmms_video_reasoning.utils.core import settings
-reached = {s.name for s in settings.declare_all()}
+from lmms_video_reasoning.utils.core import registry, settings
+reached = {s.name for s in registry.declare_all_settings()}
 root = pathlib.Path(lmms_video_reasoning.utils.__file__).parents[1]
 modules = []
 for path in sorted(root.rglob("*.py")):
@@ -116,7 +116,7 @@ print(json.dumps({"modules": modules, "missed": sorted({s.name for s in settings
 
 
 def test_declare_all_reaches_every_setting_the_package_declares():
-    """The start-up check validates what `declare_all` declares: a module declaring a setting that
+    """The start-up check validates what `declare_all_settings` declares: a module declaring a setting that
     neither SUITE_MODULES nor a benchmark's hooks reach would go unchecked."""
     import json
     import subprocess

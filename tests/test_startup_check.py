@@ -27,10 +27,10 @@ INVALID = {"bool": "maybe", "choice": "not-a-choice", "int": "lots", "float": "n
 
 _LIST_SETTINGS = """
 import json, sys
-from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core import registry, settings
 invalid = json.loads(sys.argv[1])
 found = []
-for setting in settings.declare_all():
+for setting in registry.declare_all_settings():
     if setting.kind in invalid:
         try:
             setting.parse(invalid[setting.kind])
@@ -43,7 +43,7 @@ print(json.dumps(found))
 @pytest.fixture(scope="module")
 def invalid_settings() -> list[list[str]]:
     """[name, invalid value, the error it must give] for every setting the package declares with a
-    validator, as a fresh process sees them (`settings.declare_all`)."""
+    validator, as a fresh process sees them (`registry.declare_all_settings`)."""
     proc = subprocess.run([sys.executable, "-c", _LIST_SETTINGS, json.dumps(INVALID)], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -426,3 +426,32 @@ def load_reference(package: str, filename: str) -> dict:
             raise DataError(f"{package}: reference tables {filename} not found ({error}); reinstall the package") from None
         _reference_cache[key] = with_row_sources(json.loads(text))
     return _reference_cache[key]
+
+
+# The modules outside the benchmark folders that declare settings (dotted, under the package).
+# A benchmark's settings are declared by its lmms-eval bindings: BENCHMARK_MODULES of its package.
+# tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
+SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
+                 "utils.lmms.preflight", "utils.lmms.responses", "utils.results.standard_error",
+                 "judges.batch_api", "judges.cache", "judges.failure_share")
+BENCHMARK_MODULES = ("hooks", "aggregate")
+
+
+def declare_all_settings() -> list[settings.Setting]:
+    """Import every module that declares a setting (this suite's, then each registered benchmark's:
+    settings are declared where they are used), and return all declared settings."""
+    for module in SUITE_MODULES:
+        importlib.import_module(f"{NAMESPACE}.{module}")
+    try:
+        found = benchmarks()
+    except DataError:  # a broken external declaration: this suite's own (the registry's error says the rest)
+        found = builtin()
+    for benchmark in found:
+        for module in BENCHMARK_MODULES:
+            name = f"{benchmark.package}.{module}"
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as error:
+                if error.name != name:  # the module exists and something it imports is missing
+                    raise
+    return settings.declared()

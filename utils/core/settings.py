@@ -12,9 +12,11 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
 details file (`resolved(scoring_only=True)`), so a score can be reproduced.
 
-`declare_all()` imports every module that declares a setting (this suite's and each registered
-benchmark's), so that `problems()` sees them all: the preflight rejects every invalid value at
-the start of an lmms-eval run (`utils/lmms/preflight.py`), and `lmms-vr doctor` shows them.
+`registry.declare_all_settings()` imports every module that declares a setting (this suite's and
+each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
+invalid value at the start of an lmms-eval run (`utils/lmms/preflight.py`), and `lmms-vr doctor`
+shows them. (It lives in the registry, which knows the benchmarks: this module is exported
+with a benchmark's task folder and names none.)
 """
 
 from __future__ import annotations
@@ -141,40 +143,6 @@ def problems(env: Mapping[str, str] | None = None) -> list[SettingError]:
         except SettingError as error:
             found.append(error)
     return found
-
-
-# The modules outside the benchmark folders that declare settings (dotted, under the package).
-# A benchmark's settings are declared by its lmms-eval bindings: BENCHMARK_MODULES of its package.
-# tests/test_settings.py checks that `declare_all` reaches every `declare` of the package.
-SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
-                 "utils.lmms.preflight", "utils.lmms.responses", "utils.results.standard_error",
-                 "judges.batch_api", "judges.cache", "judges.failure_share")
-BENCHMARK_MODULES = ("hooks", "aggregate")
-
-
-def declare_all() -> list[Setting]:
-    """Import every module that declares a setting (this suite's, then each registered benchmark's:
-    settings are declared where they are used), and return all declared settings."""
-    import importlib
-
-    from lmms_video_reasoning.utils.core import registry
-    from lmms_video_reasoning.utils.core.data_errors import DataError
-
-    for module in SUITE_MODULES:
-        importlib.import_module(f"{registry.NAMESPACE}.{module}")
-    try:
-        benchmarks = registry.benchmarks()
-    except DataError:  # a broken external declaration: this suite's own (the registry's error says the rest)
-        benchmarks = registry.builtin()
-    for benchmark in benchmarks:
-        for module in BENCHMARK_MODULES:
-            name = f"{benchmark.package}.{module}"
-            try:
-                importlib.import_module(name)
-            except ModuleNotFoundError as error:
-                if error.name != name:  # the module exists and something it imports is missing
-                    raise
-    return declared()
 
 
 def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -> dict[str, Any]:

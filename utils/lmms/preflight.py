@@ -6,7 +6,7 @@ generating everything, has spent hours for nothing. Two moments:
 At the start (`start`, called by the `start-up-check` touchpoint of host.py when lmms-eval's
 `simple_evaluate` begins, before it loads the model), for a run of any of this suite's tasks:
 
-- every setting of the suite (`settings.declare_all`: they are declared where they are used) has
+- every setting of the suite (`registry.declare_all_settings`: they are declared where they are used) has
   an accepted value; all invalid ones are reported at once, each with its variable, value and the
   accepted values. Settings are checked even with LMMS_VR_PREFLIGHT=off (an invalid one would
   fail the run later anyway);
@@ -157,7 +157,7 @@ def run_benchmarks(tasks: list | None) -> list:
 def startup_problems(benchmarks: Sequence) -> list[str]:
     """Every problem of the start-up check for a run of `benchmarks` (see the module doc)."""
     started = time.monotonic()
-    settings.declare_all()
+    registry.declare_all_settings()
     found = [str(error) for error in settings.problems()]
     if enabled():
         for benchmark in benchmarks:

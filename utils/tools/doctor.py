@@ -257,7 +257,7 @@ def check_data() -> list[Finding]:
 def diagnose(network: bool = True) -> list[Finding]:
     from concurrent.futures import ThreadPoolExecutor
 
-    settings.declare_all()  # settings are declared where they are used
+    registry.declare_all_settings()  # settings are declared where they are used
     with ThreadPoolExecutor(1) as pool:  # the evaluation's child runs beside the probes' children
         evaluation = pool.submit(check_evaluation)
         found = [*check_install(), *check_host()]
