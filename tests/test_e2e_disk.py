@@ -76,6 +76,8 @@ def test_full_output_disk_keeps_the_records_and_score_recovers_every_task(tmp_pa
             assert task in records, f"{task}: samples truncated ({sizes.get(task)} bytes) and its records were removed:\n{log[-3000:]}"
             assert len(records[task].read_text().splitlines()) == whole[task], f"{task}: the records file is not whole"
             assert f"task {task}: " in log and "the records" in log and "are kept" in log, log[-3000:]
+        for task in set(JUDGED_TASKS) - set(truncated):  # a whole samples file: the records were only a copy
+            assert task not in records, f"{task}: samples whole ({sizes[task]} bytes) but the records were kept"
         scored = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(output),
                                  "--out", str(tmp_path / "scored.json")], env={**os.environ, **env},
                                 capture_output=True, text=True, timeout=600)
@@ -119,3 +121,25 @@ def test_preflight_refuses_a_read_only_judge_cache(tmp_path, sample_dir, sample_
         check_refused(proc, seconds, output, f"judge cache", str(folder), "LMMS_VR_JUDGE_CACHE")
         assert not server.requests, "the judge was asked"
     print(f"read-only judge cache refused after {seconds:.0f} s")
+
+
+def test_records_that_do_not_fit_are_reported_with_the_file_and_the_free_space(tmp_path, caplog):
+    """`save_records` on a full 64 KiB tmpfs (ENOSPC): None, an error naming the file and the free
+    space, no partial file left; then records that fit are written whole. Under a second."""
+    from lmms_video_reasoning.utils.results import aggregation
+
+    started = time.monotonic()
+    with tmpfs(tmp_path / "out", "64k") as output:
+        run = aggregation.RunFiles(output, "20990101_000000")
+        big = [{"sample_id": f"s{i}", "response": "x" * 4096} for i in range(40)]  # 160 KiB
+        with caplog.at_level("ERROR", logger="lmms_video_reasoning.aggregation"):
+            assert aggregation.save_records(big, run) is None
+        message = caplog.text
+        assert "20990101_000000_records_" in message and "free in" in message and str(output) in message, message
+        assert "No space left" in message, message
+        assert sorted(p.name for p in output.iterdir()) == [], "a partial records file was left on the full disk"
+        small = [{"sample_id": "s1", "response": "ok"}]
+        path = aggregation.save_records(small, run)
+        assert path is not None and json.loads(path.read_text())["record"] == small[0]
+        aggregation._saved_records.pop(path, None)  # not this process's run: nothing to drop at exit
+    assert time.monotonic() - started < 5
