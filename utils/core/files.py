@@ -26,3 +26,43 @@ def atomic_target(target: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename inside `folder` durable (a no-op where folders cannot be opened)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Bytes an unprivileged writer can still write in `folder`'s file system (`os.statvfs`), None if unknown."""
+    try:
+        stat = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def size_text(size: int | None) -> str:
+    """`1.5 MiB`, `12 KiB`, `300 B` (`unknown` for None)."""
+    if size is None:
+        return "unknown"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def free_space_text(folder: Path) -> str:
+    """`<free> free on <folder>` for messages about a full disk."""
+    return f"{size_text(free_bytes(folder))} free in {folder}"

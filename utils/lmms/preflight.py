@@ -18,12 +18,16 @@ At the start (`start`, called by the `start-up-check` touchpoint of host.py when
 
 When lmms-eval loads the tasks' documents (their `process_docs` hook), once per process:
 
-- the output folder (`--output_path`) can be written;
+- the output folder (`--output_path`) can be written (a 4 KiB probe, written and fsynced) and has
+  room for the run: its free space (`os.statvfs`, no probe of that size) is at least an estimate
+  that scales with the documents of the tasks loaded so far (`output_estimate`, a deliberate floor;
+  a disk that fills anyway keeps this suite's records, see `utils/results/aggregation.py`);
 - the data root holds every file the task needs and each video decodes (the checks of
   `lmms-vr prepare --verify-only`, with the tasks' own resolvers; skipped for tasks without
   visuals and for the replay model, which reads no video);
 - the judge, for tasks that need one: the configuration is valid, the endpoint answers, the
-  key is accepted and the model is one the endpoint serves. Not checked with `--predict_only`
+  key is accepted and the model is one the endpoint serves, and the judge cache
+  (LMMS_VR_JUDGE_CACHE, its file and folder) can be written. Not checked with `--predict_only`
   (judge later). With no judge configured the run goes on and says, before generating, that
   its judged metrics will be NaN until `lmms-vr score` judges them.
 
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -53,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from lmms_video_reasoning.utils.core import registry, settings
+from lmms_video_reasoning.utils.core import files, registry, settings
 from lmms_video_reasoning.utils.core.roots import DataError, DataSource, root_problem
 
 log = logging.getLogger("lmms_video_reasoning.preflight")
@@ -195,6 +200,8 @@ def load_tasks(load: Callable[[list], object], tasks: list) -> object:
         if len(names) < 2:
             raise
         problems: list[str] = []
+        with _lock:
+            _documents.clear()  # each task is loaded again, alone: counted again
         for name in names:
             try:
                 load([name])
@@ -223,6 +230,10 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
     except DataError as error:  # annotations missing or broken: say it once, now
         raise PreflightFailed(str(error)) from None
     _once(("output", cli_option("--output_path")), check_output_folder)
+    with _lock:
+        _documents.append(run_documents(len(docs)) if hasattr(docs, "__len__") else 0)
+        documents = sum(_documents)
+    _once(("space", cli_option("--output_path"), documents), lambda: check_output_space(documents))
     if media is not None and cli_option("--model") not in MODELS_WITHOUT_MEDIA:
         _once(("media", benchmark, media.key), lambda: check_media(media))
     if judge is not None and not predict_only():
@@ -247,17 +258,87 @@ def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
 
 
 def check_output_folder() -> str | None:
+    """`--output_path` can be created and written: a 4 KiB probe is written, fsynced and removed."""
     folder = cli_option("--output_path")
     if not folder:
         return None
     path = Path(folder).expanduser()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".lmms_vr_write_check_"):
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".lmms_vr_write_check_") as probe:
+            probe.write(b"\0" * PROBE_BYTES)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as error:
+        return (f"the output folder {path} cannot be written ({error.strerror or error}; {files.free_space_text(path)}); "
+                "give another --output_path, so that the samples and results of the run reach disk")
+    return None
+
+
+# What a run writes per document, at least: lmms-eval's samples line (the record under each
+# metric name, the document, the response) and this suite's records and results. Measured on the
+# sample benchmark: 4 KiB (cg_bench_open) to 30 KiB (vr_bench) per document with short replies;
+# a long chain of thought takes more. The estimate is deliberately low (a floor, not a forecast):
+# it refuses an output folder that cannot hold even that, and a disk that fills anyway keeps the
+# records (`aggregation`: they are removed only when lmms-eval's samples file was read back whole).
+BYTES_PER_DOCUMENT = 8 * 1024
+PROBE_BYTES = 4096
+_documents: list[int] = []  # documents of each task loaded in this process (their sum: the run's)
+
+
+def run_documents(documents: int) -> int:
+    """The documents lmms-eval will run of a task that has `documents` (its `--limit`: a count, or a fraction < 1)."""
+    limit = cli_option("--limit")
+    if not limit:
+        return documents
+    try:
+        value = float(limit)
+    except ValueError:
+        return documents
+    return min(documents, math.ceil(documents * value) if value < 1 else int(value))
+
+
+def output_estimate(documents: int) -> int:
+    """Bytes a run of `documents` documents writes to `--output_path`, at least (`BYTES_PER_DOCUMENT`)."""
+    return documents * BYTES_PER_DOCUMENT
+
+
+def check_output_space(documents: int) -> str | None:
+    """`--output_path` has room for what a run of `documents` documents writes (`os.statvfs`
+    against `output_estimate`; the probe of `check_output_folder` proves it can be written)."""
+    folder = cli_option("--output_path")
+    if not folder:
+        return None
+    path = Path(folder).expanduser()
+    free, needed = files.free_bytes(path), output_estimate(documents)
+    if free is None or free >= needed:
+        return None
+    return (f"the output folder {path} has {files.size_text(free)} free, less than the {files.size_text(needed)} a run of "
+            f"{documents} documents writes at least ({files.size_text(BYTES_PER_DOCUMENT)} each: samples, records, "
+            f"results). Nothing was generated. Free space there or give another --output_path ({PREFLIGHT_ENV}=off skips "
+            "this check)")
+
+
+def check_judge_cache(path: "Path | None") -> str | None:
+    """The judge cache file (LMMS_VR_JUDGE_CACHE) and its folder can be written: SQLite writes the
+    file and a journal beside it. Opened for appending, the file is not changed; a probe file in
+    the folder is created and removed."""
+    if path is None:
+        return None
+    fix = "set LMMS_VR_JUDGE_CACHE to a writable file, or LMMS_VR_JUDGE_CACHE=off to judge without a cache"
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_cache_check_"):
             pass
     except OSError as error:
-        return (f"the output folder {path} cannot be written ({error.strerror or error}); give another --output_path, "
-                "so that the samples and results of the run reach disk")
+        return f"the judge cache folder {folder} cannot be written ({error.strerror or error}); {fix}"
+    if path.exists():
+        try:
+            with path.open("ab"):
+                pass
+        except OSError as error:
+            return f"the judge cache {path} cannot be written ({error.strerror or error}); {fix}"
     return None
 
 
@@ -294,6 +375,10 @@ def check_judge(judge: object) -> str | None:
         config = JudgeConfig.from_env(judge)
     except (JudgeConfigError, ValueError) as error:
         return f"the {benchmark} judge is misconfigured: {error}. Or run with --predict_only and judge later with `lmms-vr score`"
+    cache = check_judge_cache(config.cache_path) if config is not None else None
+    if cache:
+        return (f"the {benchmark} judge cache cannot be used: {cache}. Nothing was generated (a run would end with NaN "
+                "judged metrics)")
     from lmms_video_reasoning.judges.config import host_judge
 
     host = host_judge()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.utils.core import files
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.lmms import run_output
 
@@ -241,26 +242,31 @@ def _safe_run_files(args: Any) -> "RunFiles | None":
 
 
 def save_records(records: Records, run: "RunFiles | None") -> Path | None:
-    """Write the task's records beside the run's output before anything can fail (atomic; None
-    without an output folder or when the disk refuses, which is logged, never raised)."""
+    """Write the task's records beside the run's output before anything can fail (atomic: a
+    temporary file, fsync, rename; None without an output folder or when the disk refuses, which
+    is logged as an error naming the file and the free space, never raised)."""
     if run is None:
         return None
     from lmms_video_reasoning.utils.lmms import judge_usage
 
     task = judge_usage.current_task() or f"unnamed_{records_key(records)[:12]}"
+    path = None
     try:
         path = run.path(RECORDS_FILE.format(task=task))
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".partial")
-        with partial.open("w", encoding="utf-8") as handle:
+        with files.atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:
             for index, record in enumerate(records):
                 row = {"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None, "record": record}
                 handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(partial, path)
+        files.fsync_folder(path.parent)
     except OSError as error:
-        log.error("%s: could not save the records before scoring (%s); scoring goes on", _task_label(), error)
+        where = path if path is not None else getattr(run, "folder", "the output folder")
+        free = files.free_space_text(path.parent if path is not None else Path(run.folder))
+        log.error("%s: could not save its %d records to %s (%s; %s): this suite's copy of the generations is NOT on "
+                  "disk, only lmms-eval's samples file will be; free space in the output folder (--output_path) "
+                  "and keep the samples file", _task_label(), len(records), where, error.strerror or error, free)
         return None
     log.info("%s: %d records saved to %s before scoring", _task_label(), len(records), path)
     with _written_lock:
@@ -273,13 +279,27 @@ _saved_records: dict[Path, str] = {}  # records files of this process -> their t
 
 @atexit.register
 def _drop_records_lmms_eval_also_wrote() -> None:
-    """At exit, a records file whose samples file lmms-eval wrote (same run, same task) is a copy:
-    removed. Without --log_samples, or when lmms-eval failed, it stays for `lmms-vr score`."""
+    """At exit, a records file whose samples file lmms-eval wrote whole (same run, same task, read
+    back: `score.samples_differ`) is a copy: removed. Otherwise (no --log_samples, lmms-eval
+    failed, a full disk truncated the samples) it stays for `lmms-vr score`, with a warning
+    naming the task, the samples file and why when there is a samples file."""
     for path, task in list(_saved_records.items()):
         prefix = path.name[: -len(RECORDS_FILE.format(task=task))]
-        if (path.parent / f"{prefix}samples_{task}.jsonl").is_file():
-            with contextlib.suppress(OSError):
-                path.unlink()
+        samples = path.parent / f"{prefix}samples_{task}.jsonl"
+        if not samples.is_file():
+            continue
+        try:
+            from lmms_video_reasoning.utils.results import score
+
+            why = score.samples_differ(samples, path, task)
+        except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
+            why = f"it could not be read back ({type(error).__name__}: {error})"
+        if why:
+            log.warning("task %s: %s: %s; the records %s are kept: `lmms-vr score %s` scores them", task, samples, why,
+                        path, path.parent)
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ could not be read or written (the metrics stand; a rerun would pay again for wha
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import glob
 import importlib
@@ -506,11 +507,59 @@ def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
         if not match or match["task"] not in specs:
             continue
         run = str(path.parent.relative_to(folder) / match["prefix"])
-        if match["task"] not in runs.get(run, {}):
+        samples = runs.get(run, {}).get(match["task"])
+        if samples is None:
             log.info("%s: no samples file for task %s of run %s; scoring the records saved before its judging", path,
                      match["task"], run)
             runs.setdefault(run, {})[match["task"]] = path
+            continue
+        # Records left beside a samples file: lmms-eval's copy was not verified whole at exit.
+        why = samples_differ(samples, path, match["task"])
+        if why:
+            log.warning("%s: %s; scoring the records saved before its judging (%s) instead", samples, why, path.name)
+            runs[run][match["task"]] = path
     return runs, skipped
+
+
+def samples_differ(samples: Path, records: Path, task: str) -> str | None:
+    """Why lmms-eval's samples file of `task` is not a whole copy of the records this suite saved
+    (`<date_id>_records_<task>.jsonl`), or None when it is: every line a JSON object, as many
+    samples as records, every record's sample present. The one test of both the removal of the
+    records at the end of a run (`aggregation`) and of which file `lmms-vr score` reads."""
+    spec = task_spec(task)
+    try:
+        kept, _ = read_samples(records, spec)
+    except (OSError, DataError) as error:
+        return f"the records file {records} cannot be read back ({error})"
+    try:
+        size = samples.stat().st_size
+    except OSError as error:
+        return f"lmms-eval's samples file cannot be read ({error.strerror or error})"
+    if size == 0:
+        return f"lmms-eval's samples file is empty (0 bytes; 0 of {len(kept)} samples)"
+    try:
+        got, _ = read_samples(samples, spec)
+    except (OSError, DataError) as error:
+        whole = _whole_lines(samples)
+        return f"lmms-eval's samples file is truncated or damaged: {whole} of {len(kept)} samples whole ({size} bytes; {error})"
+    if len(got) != len(kept):
+        return f"lmms-eval's samples file is truncated: {len(got)} of {len(kept)} samples ({size} bytes)"
+    missing = collections.Counter(str(r.get("sample_id")) for r in kept) - collections.Counter(str(r.get("sample_id")) for r in got)
+    if missing:
+        return (f"lmms-eval's samples file lacks {sum(missing.values())} of the {len(kept)} records' samples "
+                f"({_some(sorted(missing))})")
+    return None
+
+
+def _whole_lines(path: Path) -> int:
+    """Lines of a file that are whole JSON objects."""
+    whole = 0
+    for _number, _offset, raw in _lines(path):
+        try:
+            whole += isinstance(json.loads(raw), dict)
+        except ValueError:
+            pass
+    return whole
 
 
 def task_of_samples_file(path: Path) -> str | None:
