@@ -99,7 +99,7 @@ def test_import_refuses_foreign_stale_and_other_models_replies(sample_dir, sampl
         assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
     out = capsys.readouterr().out
     assert "REFUSED (not served): 1 answered by another model than the judge's, 1 with a custom_id this cache never exported" in out
-    assert "1 unreadable lines" in out and "1 failed lines" in out
+    assert "1 not result lines" in out and "1 failed lines" in out
     cache = ReplyCache(tmp_path / "judge.sqlite")
     assert [row["reason"][:6] for row in cache.rejected(garbage)] == ["parse:"], "kept apart, not served"
     assert cache.get(other) is None and cache.get(garbage) is None and cache.get("f" * 64) is None
@@ -109,7 +109,7 @@ def test_import_refuses_foreign_stale_and_other_models_replies(sample_dir, sampl
     with environment(env):
         assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
     again = capsys.readouterr().out
-    assert "stale" in again and "cached 0 replies" in again
+    assert "stale" in again and " 0 cached," in again
     # The refused, unparsed and failed requests are due in the next export (the unparsed one as its re-ask).
     with environment(env):
         assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(tmp_path / "next.jsonl")]) == 0
