@@ -370,8 +370,10 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
     from lmms_video_reasoning.judges.batch_api import kill_point
 
     finished = []
+    seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
-        rows = api.open_submissions()
+        rows = [row for row in api.open_submissions() if row["submission"] not in seen]
+        seen.update(row["submission"] for row in rows)
         if rows:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
