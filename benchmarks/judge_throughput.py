@@ -122,8 +122,8 @@ def run_offline(count: int, tmp: Path) -> dict:
     answer_file(tmp / "requests.jsonl", tmp / "results.jsonl", echo_responder)
     answer_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    with (tmp / "results.jsonl").open(encoding="utf-8") as handle:
-        results, _bad = read_result_lines(handle, "results.jsonl")
+    with (tmp / "results.jsonl").open("rb") as handle:
+        results = read_result_lines(handle, "results.jsonl").results
     imported, _ = _pass("import", config, count, results)
     import_seconds = time.perf_counter() - started
     values, missing = _read_back(config, count)

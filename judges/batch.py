@@ -30,7 +30,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
@@ -44,6 +44,7 @@ from lmms_video_reasoning.judges.engine import (
     _read,
     _validate,
     parse_completion,
+    reply_too_large,
     request_body,
     request_keys,
     same_model,
@@ -202,25 +203,103 @@ def request_line(key: str, model: str, request: JudgeRequest) -> dict:
 
 @dataclass(frozen=True)
 class ResultLine:
-    """One line of a batch output or error file: the reply body, or the error."""
+    """One line of a batch output or error file: the reply body, or the error; `where` is its
+    file and line number ("results.jsonl:12")."""
 
     custom_id: str
     status: int | None
     body: Any
     error: str | None
+    where: str = ""
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.status == 200 and isinstance(self.body, dict)
 
+    def reply(self) -> tuple[str, str] | None:
+        """What would be cached of it (the reply text and the answering model), None for an error line."""
+        if not self.ok:
+            return None
+        try:
+            reply = parse_completion(json.dumps(self.body).encode("utf-8"), "")
+        except _AttemptFailed:
+            return ("(malformed)", json.dumps(self.body, sort_keys=True))
+        return (reply.raw, reply.answered_by)
 
-def read_result_lines(lines: Iterator[str], where: str) -> tuple[dict[str, ResultLine], list[str]]:
-    """{custom_id: result} from batch output/error lines, and the lines that could not be read
-    (named, never silently skipped). A custom_id answered twice keeps its successful line."""
-    results: dict[str, ResultLine] = {}
-    unreadable = []
-    for number, text in enumerate(lines, 1):
+
+@dataclass
+class ResultRead:
+    """Batch result lines as read, every line accounted for: `results` (one line per custom_id),
+    and the lines that are not in it: blank, undecodable (not UTF-8), unreadable (not a batch
+    result line), duplicates (the custom_id's reply again, or an error line beside its reply:
+    imported once) and conflicts (one custom_id with different replies: none of its lines is
+    imported). Each listed line is named "file:line"."""
+
+    results: dict[str, ResultLine] = field(default_factory=dict)
+    lines: int = 0
+    blank: int = 0
+    undecodable: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    conflicts: dict[str, list[str]] = field(default_factory=dict)  # custom_id -> the file:line of each of its lines
+
+    @property
+    def conflict_lines(self) -> int:
+        return sum(len(wheres) for wheres in self.conflicts.values())
+
+    def add(self, line: ResultLine) -> None:
+        """One result line, under the rule for a custom_id seen before."""
+        key = line.custom_id
+        if key in self.conflicts:
+            self.conflicts[key].append(line.where)
+            return
+        kept = self.results.get(key)
+        if kept is None:
+            self.results[key] = line
+            return
+        mine, theirs = line.reply(), kept.reply()
+        if mine is not None and theirs is not None and mine != theirs:
+            del self.results[key]
+            self.conflicts[key] = [kept.where, line.where]
+            return
+        if mine is not None and theirs is None:  # a reply after an error line (a retry's success): the reply counts
+            self.results[key] = line
+            self.duplicates.append(f"{kept.where}: {key[:16]}: an error line beside its reply at {line.where}")
+        else:
+            self.duplicates.append(f"{line.where}: {key[:16]}: {'the same reply' if mine is not None else 'an error line'} "
+                                   f"as at {kept.where}")
+
+    def absorb(self, other: "ResultRead") -> None:
+        """Another read's lines (another file of the same import), under the same rules."""
+        self.lines += other.lines
+        self.blank += other.blank
+        self.undecodable += other.undecodable
+        self.unreadable += other.unreadable
+        self.duplicates += other.duplicates
+        for key, wheres in other.conflicts.items():
+            kept = self.results.pop(key, None)
+            self.conflicts[key] = self.conflicts.get(key, []) + ([kept.where] if kept else []) + wheres
+        for line in other.results.values():
+            self.add(line)
+
+
+def read_result_lines(lines: Iterable[bytes | str], where: str, into: ResultRead | None = None) -> ResultRead:
+    """Read batch output/error lines (bytes, each decoded on its own: a line that is not UTF-8 or
+    not a result line is counted and named, and the others are read). `where` names the file."""
+    read = into if into is not None else ResultRead()
+    for number, data in enumerate(lines, 1):
+        read.lines += 1
+        place = f"{where}:{number}"
+        if isinstance(data, bytes):
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as error:
+                read.undecodable.append(f"{place}: not UTF-8 (byte 0x{data[error.start]:02x} at column {error.start + 1})")
+                continue
+        else:
+            text = data
         if not text.strip():
+            read.blank += 1
             continue
         try:
             row = json.loads(text)
@@ -228,7 +307,7 @@ def read_result_lines(lines: Iterator[str], where: str) -> tuple[dict[str, Resul
             if not isinstance(custom_id, str):
                 raise TypeError("custom_id is not a string")
         except (ValueError, KeyError, TypeError) as error:
-            unreadable.append(f"{where} line {number}: not a batch result line ({type(error).__name__}: {str(error)[:80]})")
+            read.unreadable.append(f"{place}: not a batch result line ({type(error).__name__}: {str(error)[:80]})")
             continue
         response = row.get("response") if isinstance(row.get("response"), dict) else {}
         error = row.get("error")
@@ -238,10 +317,20 @@ def read_result_lines(lines: Iterator[str], where: str) -> tuple[dict[str, Resul
             message = f"batch error: {error.get('code') or ''} {error.get('message') or ''}".strip() if isinstance(error, dict) else f"batch error: {error}"
         elif status != 200:
             message = f"batch http {status}"
-        line = ResultLine(custom_id, status, response.get("body"), message)
-        if custom_id not in results or line.ok:
-            results[custom_id] = line
-    return results, unreadable
+        read.add(ResultLine(custom_id, status, response.get("body"), message, place))
+    return read
+
+
+def place_order(where: str) -> tuple[str, int]:
+    """A "file:line" place as (file, line number), for listing lines in file order."""
+    name, _, number = where.rpartition(":")
+    return (name, int(number)) if number.isdigit() else (where, 0)
+
+
+def split_bytes(data: bytes) -> list[bytes]:
+    """A downloaded file's lines, split as reading the file splits them (on b"\\n" only)."""
+    lines = data.split(b"\n")
+    return lines[:-1] if lines and lines[-1] == b"" else lines
 
 
 # ---------------------------------------------------------------------- the pass judge
@@ -282,22 +371,54 @@ class Pending:
 
 @dataclass
 class ImportCounts:
-    """What an import did with every line of its results."""
+    """What an import did with every line of its results (`accounted()` of them add up to `lines`)."""
 
-    lines: int = 0
+    lines: int = 0  # the results' lines, every one of them
     cached: int = 0  # parsed, stored as servable replies
     rejected: int = 0  # did not parse: kept apart, the re-ask is due
     errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
-    failed: int = 0  # of those, requests whose batch attempts are used up (judged failed)
+    failed: int = 0  # of those (and of the too large), requests whose batch attempts are used up (judged failed)
     refused_model: int = 0  # answered by another model than the judge's
     refused_foreign: int = 0  # custom_id not exported from this cache
     refused_stale: int = 0  # custom_id no longer asked for (already answered, or not part of this scoring)
-    unreadable: list[str] = field(default_factory=list)
+    refused_too_large: int = 0  # a reply over the judge's max_reply_bytes (LMMS_VR_JUDGE_MAX_REPLY_BYTES), as synchronous replies
+    refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
+    blank: int = 0
+    duplicates: list[str] = field(default_factory=list)  # imported once (`ResultRead`)
+    conflicts: list[str] = field(default_factory=list)  # "custom_id: file:line, file:line": different replies, none imported
+    conflict_lines: int = 0
+    undecodable: list[str] = field(default_factory=list)  # not UTF-8: "file:line: ..."
+    unreadable: list[str] = field(default_factory=list)  # not a batch result line: "file:line: ..."
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    def take(self, read: "ResultRead") -> None:
+        """The lines a read kept out of the results."""
+        self.lines += read.lines
+        self.blank += read.blank
+        self.duplicates += read.duplicates
+        self.conflicts += [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()]
+        self.conflict_lines += read.conflict_lines
+        self.undecodable += read.undecodable
+        self.unreadable += read.unreadable
+
+    def refuse(self, kind: str, line: "ResultLine", why: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
+
+    def accepted(self) -> int:
+        """Lines whose result was taken (cached, kept apart as unparsed, or counted as a failed attempt)."""
+        return self.cached + self.rejected + self.errors
+
+    def accounted(self) -> int:
+        return (self.accepted() + self.refused_model + self.refused_foreign + self.refused_stale + self.refused_too_large
+                + self.blank + len(self.duplicates) + self.conflict_lines + len(self.undecodable) + len(self.unreadable))
+
     def as_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["refused"] = sorted(self.refused, key=lambda line: place_order(line.split(": ", 1)[0]))
+        out["accepted"], out["unaccounted"] = self.accepted(), self.lines - self.accounted()
+        return out
 
 
 class _Ctx(threading.local):
@@ -343,11 +464,12 @@ def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) ->
     """The configured judge's configuration, or (no key here, e.g. a GPU node) the model the
     environment names for ``benchmark`` with the cache of LMMS_VR_JUDGE_CACHE."""
     if config is None:
-        from lmms_video_reasoning.judges.config import _prices
+        from lmms_video_reasoning.judges.config import DEFAULT_MAX_REPLY_BYTES, _int, _prices
         import os
 
         config = JudgeConfig(model=default_model(benchmark), benchmark=benchmark, cache_path=cache_path_from_env(),
-                             model_env="(batch)", prices=_prices(os.environ))
+                             model_env="(batch)", prices=_prices(os.environ),
+                             max_reply_bytes=_int(os.environ, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024))
     if need_cache and config.cache_path is None:
         raise JudgeConfigError("batch judging keeps its replies in the judge cache, which is off (LMMS_VR_JUDGE_CACHE=off): "
                                "set LMMS_VR_JUDGE_CACHE to a file")
@@ -475,21 +597,27 @@ class PassJudge(Judge):
             return self._after_import(request, key, attempt, attempts)
         if entry is None:
             with owner.lock:
-                counts.refused_foreign += 1
+                counts.refuse("refused_foreign", line, "a custom_id this cache never exported")
             self._collect(request, key, attempt, attempts)
             return self._pending()
-        reply = None
+        reply, too_large = None, None
         if line.ok:
-            try:
-                reply = parse_completion(json.dumps(line.body).encode("utf-8"), owner.endpoint)
-            except _AttemptFailed:
-                reply = None
+            data = json.dumps(line.body).encode("utf-8")
+            too_large = reply_too_large(len(data), self.config.max_reply_bytes)
+            if too_large is None:
+                try:
+                    reply = parse_completion(data, owner.endpoint)
+                except _AttemptFailed:
+                    reply = None
         if reply is None:
-            error = line.error or "batch reply without a chat completion"
+            error = too_large or line.error or "batch reply without a chat completion"
             used_up = entry.errors + 1 >= self.config.max_attempts
             self.ledger.mark(key, self.config.model, FAILED if used_up else ERRORED, reason=error, add_error=True)
             with owner.lock:
-                counts.errors += 1
+                if too_large:
+                    counts.refuse("refused_too_large", line, too_large)
+                else:
+                    counts.errors += 1
                 counts.failed += used_up
             if used_up:
                 return self._failed(request, f"{error} ({entry.errors + 1} batch attempts)")
@@ -501,7 +629,7 @@ class PassJudge(Judge):
         if not same_model(self.config.model, reply.answered_by or UNNAMED_MODEL):
             self.cache.reject(key, self.config.model, reply, f"batch import: answered by {reply.answered_by!r}, not {self.config.model!r}")
             with owner.lock:
-                counts.refused_model += 1
+                counts.refuse("refused_model", line, f"answered by {reply.answered_by!r}, not {self.config.model!r}")
             self._collect(request, key, attempt, attempts)
             return self._pending()
         self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
@@ -538,16 +666,14 @@ class PassJudge(Judge):
         return self._pending()
 
 
-def stale_or_foreign(results: dict[str, ResultLine], consumed: set[str], ledgers: Sequence[BatchLedger]) -> tuple[int, int]:
-    """(stale, foreign) among the result lines no request of the pass asked for: stale when
-    this cache exported the custom_id (answered since, or another scoring's), else foreign."""
-    stale = foreign = 0
-    for key in results.keys() - consumed:
+def refuse_unasked(counts: ImportCounts, results: dict[str, ResultLine], consumed: set[str], ledgers: Sequence[BatchLedger]) -> None:
+    """The result lines no request of the pass asked for, refused: stale when this cache exported
+    the custom_id (answered since, or another scoring's), else foreign."""
+    for key in sorted(results.keys() - consumed, key=lambda k: place_order(results[k].where)):
         if any(ledger.entry(key) is not None for ledger in ledgers):
-            stale += 1
+            counts.refuse("refused_stale", results[key], "stale: already answered, or not asked by this scoring")
         else:
-            foreign += 1
-    return stale, foreign
+            counts.refuse("refused_foreign", results[key], "a custom_id this cache never exported")
 
 
 def write_lines(path: Path, lines: Sequence[dict]) -> None:

@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.judges.batch import BatchLedger, ResultLine, read_result_lines, split_lines
+from lmms_video_reasoning.judges.batch import BatchLedger, ResultLine, ResultRead, read_result_lines, split_bytes, split_lines
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
 
@@ -60,9 +60,12 @@ class Finished:
     batch_id: str
     status: str
     requests: int
-    results: dict[str, ResultLine]
-    unreadable: list[str]
+    read: ResultRead  # its output and error files' lines
     errors: list[str]  # the batch's own errors (a failed batch: why)
+
+    @property
+    def results(self) -> dict[str, ResultLine]:
+        return self.read.results
 
 
 class BatchApi:
@@ -165,21 +168,16 @@ class BatchApi:
         return finished
 
     def _download(self, row: dict, batch: Any) -> Finished:
-        results: dict[str, ResultLine] = {}
-        unreadable: list[str] = []
+        read = ResultRead()
         for name in ("output_file_id", "error_file_id"):
             file_id = getattr(batch, name, None)
             if not file_id:
                 continue
-            text = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, file_id).text
-            lines, bad = read_result_lines(iter(text.splitlines()), f"batch {batch.id} {name[:-8]} file")
-            for key, line in lines.items():
-                if key not in results or line.ok:
-                    results[key] = line
-            unreadable += bad
+            data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, file_id).content
+            read_result_lines(split_bytes(data), f"batch {batch.id} {name[:-8]} file", into=read)
         kill_point("downloaded")
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
-        return Finished(row["submission"], batch.id, batch.status, row["requests"], results, unreadable, errors)
+        return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
 
     def _call(self, what: str, method, *args, **kwargs):
         import openai

@@ -726,9 +726,9 @@ class Judge:
         chunks, size = [], 0
         for chunk in response.iter_bytes():
             size += len(chunk)
-            if size > self.config.max_reply_bytes:
-                raise _RequestFailed(f"reply larger than {self.config.max_reply_bytes} bytes refused "
-                                     "(LMMS_VR_JUDGE_MAX_REPLY_BYTES); check the endpoint")
+            refusal = reply_too_large(size, self.config.max_reply_bytes)
+            if refusal:
+                raise _RequestFailed(refusal)
             if time.monotonic() > deadline:
                 raise _AttemptFailed(f"timeout (the reply was still arriving after {self.config.timeout:g} s)")
             chunks.append(chunk)
@@ -831,6 +831,14 @@ def _token_count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 or value != int(value):
         return None
     return int(value)
+
+
+def reply_too_large(size: int, limit: int) -> str | None:
+    """Why a reply body of ``size`` bytes is refused (over the judge's ``max_reply_bytes``), None if it is not:
+    the one cap of synchronous replies and batch-imported ones."""
+    if size > limit:
+        return f"reply larger than {limit} bytes refused (LMMS_VR_JUDGE_MAX_REPLY_BYTES); check the endpoint"
+    return None
 
 
 def parse_completion(data: bytes, endpoint: str) -> CachedReply:

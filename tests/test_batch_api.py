@@ -146,3 +146,19 @@ def test_killed_while_the_api_creates_the_batch(synchronous, sample_dir, sample_
         assert len(api.created) == 2  # the found first batch, then the scoring calls' batch
         _never_twice(api)
     _assert_same(synchronous, out)
+
+
+def test_benchmarks_sharing_a_judge_wait_for_each_batch_once(sample_dir, sample_env, tmp_path, capsys):
+    predictions = tmp_path / "predictions.jsonl"
+    rows = [line for line in (sample_dir / "predictions.jsonl").read_text().splitlines()
+            if json.loads(line)["task"] in ("vcr_cot", "vr_bench")]
+    predictions.write_text("\n".join(rows) + "\n")
+    with FakeBatchApi(sample_responder, api_key=KEY) as api:
+        with environment(_env(api, sample_env, tmp_path / "judge.sqlite")):
+            assert cli_main(["score", str(predictions), "--batch", "--out", str(tmp_path / "scored.json")]) == 0
+        printed = capsys.readouterr().out
+        created = list(api.created)
+    assert len(created) >= 3, "two benchmarks' first round and a later step"
+    listed = [line.split(":")[0].strip() for line in printed.splitlines() if line.startswith("  batch_")]
+    assert sorted(listed) == sorted(created), printed
+    assert f"{len(created)} batches" in printed

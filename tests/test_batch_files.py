@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_import_refuses_foreign_stale_and_other_models_replies(sample_dir, sampl
         assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
     out = capsys.readouterr().out
     assert "REFUSED (not served): 1 answered by another model than the judge's, 1 with a custom_id this cache never exported" in out
-    assert "1 unreadable lines" in out and "1 failed lines" in out
+    assert "1 not result lines" in out and "1 failed lines" in out
     cache = ReplyCache(tmp_path / "judge.sqlite")
     assert [row["reason"][:6] for row in cache.rejected(garbage)] == ["parse:"], "kept apart, not served"
     assert cache.get(other) is None and cache.get(garbage) is None and cache.get("f" * 64) is None
@@ -109,10 +110,142 @@ def test_import_refuses_foreign_stale_and_other_models_replies(sample_dir, sampl
     with environment(env):
         assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
     again = capsys.readouterr().out
-    assert "stale" in again and "cached 0 replies" in again
+    assert "stale" in again and " 0 cached," in again
     # The refused, unparsed and failed requests are due in the next export (the unparsed one as its re-ask).
     with environment(env):
         assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(tmp_path / "next.jsonl")]) == 0
     due = [json.loads(line)["custom_id"] for line in (tmp_path / "next.jsonl").read_text().splitlines()]
     assert other in due and failing in due and garbage not in due
     assert len(due) == 3 + sum(1 for key in keys[3:] if cache.get(key) is None)  # + the sample judge's refusals, re-asked
+
+
+# ---------------------------------------------------------------------- an import's every line accounted for
+
+SUMMARY = re.compile(r"imported \S+: (\d+) lines: (\d+) cached, (\d+) did not parse .*?, (\d+) failed lines \(due again; \d+ "
+                     r"requests out of attempts: judged failed\), (\d+) duplicates \(imported once\), (\d+) in (\d+) conflicts "
+                     r".*?, (\d+) refused, (\d+) undecodable, (\d+) not result lines, (\d+) blank")
+
+
+def _accounting(out: str) -> tuple[int, dict]:
+    """(the line count the import reports, each fate's count) from its summary line."""
+    found = SUMMARY.search(out)
+    assert found, out
+    numbers = [int(value) for value in found.groups()]
+    names = ("cached", "rejected", "errors", "duplicates", "conflict_lines", "conflicts", "refused", "undecodable",
+             "unreadable", "blank")
+    return numbers[0], dict(zip(names, numbers[1:]))
+
+
+def _exported(predictions, env, folder) -> tuple[list[str], list[dict]]:
+    requests, results = folder / "requests.jsonl", folder / "answered.jsonl"
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(requests)]) == 0
+    answer_file(requests, results, sample_responder)
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    return [row["custom_id"] for row in rows], rows
+
+
+def _with_reply(row: dict, content: str) -> dict:
+    row = json.loads(json.dumps(row))
+    row["id"] = "another-line-id"
+    row["response"]["body"]["id"] = "chatcmpl-another"
+    row["response"]["body"]["choices"][0]["message"]["content"] = content
+    return row
+
+
+def _encoded(row: dict) -> bytes:
+    return json.dumps(row).encode("utf-8") + b"\n"
+
+
+def test_import_accounts_for_every_line(sample_dir, sample_env, tmp_path, capsys):
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
+    predictions = sample_dir / "predictions.jsonl"
+    keys, rows = _exported(predictions, env, tmp_path)
+    assert len(keys) >= 8
+    conflicted, doubled, undecodable, huge = keys[0], keys[1], keys[2], keys[3]
+    reply = lambda row: row["response"]["body"]["choices"][0]["message"]["content"]  # noqa: E731
+    lines = [
+        _encoded(rows[0]),                                                    # 1: conflict, first reply
+        _encoded(rows[1]),                                                    # 2: cached
+        _encoded(_with_reply(rows[0], reply(rows[0]) + " (changed)")),        # 3: conflict, another reply
+        _encoded(_with_reply(rows[1], reply(rows[1]))),                       # 4: the same reply again: a duplicate
+        _encoded(rows[2]).replace(b'"content": "', b'"content": "\xff', 1),   # 5: not UTF-8
+        _encoded(_with_reply(rows[3], "x" * (4 * 1024 * 1024 + 1))),          # 6: over the 4 MiB reply cap
+        b"\n",                                                                # 7: blank
+        b"{not json\n",                                                       # 8: not a result line
+    ] + [_encoded(row) for row in rows[4:]]                                   # 9...: the other replies
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b"".join(lines))
+    assert b"\xff" in results.read_bytes()
+    capsys.readouterr()
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
+    out = capsys.readouterr().out
+    total, fates = _accounting(out)
+    assert total == results.read_bytes().count(b"\n") == len(lines)
+    assert sum(value for name, value in fates.items() if name != "conflicts") == total, fates
+    assert fates["conflicts"] == 1 and fates["conflict_lines"] == 2 and fates["duplicates"] == 1
+    assert fates["undecodable"] == 1 and fates["unreadable"] == 1 and fates["blank"] == 1 and fates["refused"] == 1
+    assert fates["cached"] + fates["rejected"] == len(rows) - 3, "every good line imported"
+    assert f"{conflicted[:16]}: results.jsonl:1, results.jsonl:3" in out
+    assert "results.jsonl:5: not UTF-8 (byte 0xff" in out
+    assert f"results.jsonl:6: {huge[:16]}: reply larger than {4 * 1024 * 1024} bytes refused" in out
+    assert "results.jsonl:8: not a batch result line" in out
+    assert f"results.jsonl:4: {doubled[:16]}: the same reply as at results.jsonl:2" in out
+    cache = ReplyCache(tmp_path / "judge.sqlite")
+    assert cache.get(conflicted) is None, "neither of two different replies is cached"
+    assert cache.get(doubled) is not None and cache.get(doubled).raw == reply(rows[1])
+    assert cache.get(undecodable) is None and cache.get(huge) is None
+    assert not cache.rejected(huge), "a reply over the cap is not kept"
+    assert sum(cache.get(key) is not None for key in keys[4:]) == fates["cached"] - 1
+    # The conflicting, undecodable and too large ones are due again.
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(tmp_path / "next.jsonl")]) == 0
+    due = {json.loads(line)["custom_id"] for line in (tmp_path / "next.jsonl").read_text().splitlines()}
+    assert {conflicted, undecodable, huge} <= due and doubled not in due
+
+
+def test_the_reply_cap_is_the_judge_setting(sample_dir, sample_env, tmp_path, capsys):
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite"), "LMMS_VR_JUDGE_MAX_REPLY_BYTES": "2048"}
+    predictions = sample_dir / "predictions.jsonl"
+    keys, rows = _exported(predictions, env, tmp_path)
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(_encoded(_with_reply(rows[0], "y" * 3000)) + b"".join(_encoded(row) for row in rows[1:]))
+    capsys.readouterr()
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert f"results.jsonl:1: {keys[0][:16]}: reply larger than 2048 bytes refused" in out
+    assert ReplyCache(tmp_path / "judge.sqlite").get(keys[0]) is None
+
+
+def test_import_that_accepts_nothing_fails(sample_dir, sample_env, tmp_path, capsys):
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
+    predictions = sample_dir / "predictions.jsonl"
+    keys, rows = _exported(predictions, env, tmp_path)
+    foreign = json.loads(json.dumps(rows[0]))
+    foreign["custom_id"] = "f" * 64
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(_encoded(foreign) + b"\xfe\xff\n" + b"[]\n")
+    capsys.readouterr()
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 2
+    captured = capsys.readouterr()
+    assert "results.jsonl:1: ffffffffffffffff: a custom_id this cache never exported" in captured.out
+    assert "results.jsonl:2: not UTF-8" in captured.out and "results.jsonl:3: not a batch result line" in captured.out
+    assert "nothing imported: none of its 3 lines was accepted" in captured.err
+    assert "1 with a custom_id this cache never exported" in captured.err and "1 undecodable" in captured.err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(empty)]) == 2
+    assert "the file is empty" in capsys.readouterr().err
+    # Imported once, then again: every line stale, nothing accepted.
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(b"".join(_encoded(row) for row in rows))
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(good)]) == 0
+        capsys.readouterr()
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(good)]) == 2
+    again = capsys.readouterr()
+    assert f"{len(rows)} stale (already imported, or not asked by this scoring)" in again.err

@@ -239,25 +239,24 @@ def print_export(result: dict) -> None:
 
 
 def import_results(gathered: Sequence[Any], path: Path) -> dict:
-    """Fill the cache from a results file; returns the counts of every line's fate."""
+    """Fill the cache from a results file; returns the counts of every line's fate. Its lines are
+    read as bytes, one by one: a line that is not UTF-8 or not a result line is counted and named."""
     path = Path(path)
     try:
-        with path.open(encoding="utf-8") as handle:
-            results, unreadable = batch_mod.read_result_lines(handle, str(path))
+        with path.open("rb") as handle:
+            read = batch_mod.read_result_lines(handle, path.name)
     except OSError as error:
         raise DataError(f"cannot read the batch results {path}: {error.strerror or error}") from None
-    return import_lines(gathered, results, unreadable, str(path))
+    return import_lines(gathered, read, str(path))
 
 
-def import_lines(gathered: Sequence[Any], results: dict, unreadable: list[str], where: str) -> dict:
+def import_lines(gathered: Sequence[Any], read: "batch_mod.ResultRead", where: str) -> dict:
+    results = read.results
     judge_pass = run_pass(gathered, JudgePass("import", results=results, endpoint=f"(batch results {Path(where).name})"))
     counts = judge_pass.counts
-    counts.unreadable = list(unreadable)
-    counts.lines = len(results) + len(unreadable)
+    counts.take(read)
     ledgers = [judge.ledger for judge in judge_pass.judges.values() if judge.ledger is not None]
-    stale, foreign = batch_mod.stale_or_foreign(results, judge_pass.consumed, ledgers)
-    counts.refused_stale += stale
-    counts.refused_foreign += foreign
+    batch_mod.refuse_unasked(counts, results, judge_pass.consumed, ledgers)
     out = counts.as_dict()
     out["next_round"] = len(judge_pass.pending)
     out["rounds_left"] = max((p.rounds_left for p in judge_pass.pending.values()), default=0)
@@ -265,22 +264,59 @@ def import_lines(gathered: Sequence[Any], results: dict, unreadable: list[str], 
     return out
 
 
+SHOWN = 50  # lines named per kind of refusal (all are counted)
+
+
+def _named(title: str, lines: Sequence[str]) -> None:
+    if not lines:
+        return
+    print(f"{title} ({len(lines)}):")
+    for line in lines[:SHOWN]:
+        print(f"  {line}")
+    if len(lines) > SHOWN:
+        print(f"  ... and {len(lines) - SHOWN} more")
+
+
 def print_import(result: dict, where: str) -> None:
-    print(f"imported {where}: {result['lines']} lines; cached {result['cached']} replies, {result['rejected']} did not parse "
-          f"(kept apart; re-asked in the next round), {result['errors']} failed lines (due again; {result['failed']} of them "
-          f"out of attempts: judged failed)")
-    refused = result["refused_model"] + result["refused_foreign"] + result["refused_stale"]
-    if refused or result["unreadable"]:
+    print(f"imported {where}: {result['lines']} lines: {result['cached']} cached, {result['rejected']} did not parse "
+          f"(kept apart; re-asked in the next round), {result['errors']} failed lines (due again; {result['failed']} "
+          f"requests out of attempts: judged failed), {len(result['duplicates'])} duplicates (imported once), "
+          f"{result['conflict_lines']} in {len(result['conflicts'])} conflicts (one custom_id, different replies: none "
+          f"imported), {len(result['refused'])} refused, {len(result['undecodable'])} undecodable, "
+          f"{len(result['unreadable'])} not result lines, {result['blank']} blank")
+    if result["refused"]:
         print(f"REFUSED (not served): {result['refused_model']} answered by another model than the judge's, "
               f"{result['refused_foreign']} with a custom_id this cache never exported, {result['refused_stale']} stale "
-              f"(already answered, or not asked by this scoring), {len(result['unreadable'])} unreadable lines")
-        for line in result["unreadable"][:5]:
-            print(f"  {line}")
+              f"(already answered, or not asked by this scoring), {result['refused_too_large']} replies over the size cap")
+    _named("REFUSED lines", result["refused"])
+    _named("CONFLICTS (one custom_id answered differently; none imported, due again)", result["conflicts"])
+    _named("UNDECODABLE lines (skipped)", result["undecodable"])
+    _named("NOT RESULT LINES (skipped)", result["unreadable"])
+    _named("duplicates (imported once)", result["duplicates"])
+    if result["unaccounted"]:
+        print(f"WARNING: {result['unaccounted']} lines not accounted for above (a bug: please report it)")
     if result["next_round"]:
         print(f"next round: {result['next_round']} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
               f"at most {result['rounds_left']} rounds left")
     else:
         print("every judge request is answered: score with `lmms-vr score PATH --out scored.json`")
+
+
+def nothing_accepted(result: dict, where: str) -> str | None:
+    """Why an import took nothing from ``where`` (the exit is then non-zero), None if it took a line."""
+    if result["accepted"]:
+        return None
+    if not result["lines"]:
+        return f"{where}: nothing imported: the file is empty"
+    parts = [f"{count} {what}" for count, what in (
+        (result["refused_stale"], "stale (already imported, or not asked by this scoring)"),
+        (result["refused_foreign"], "with a custom_id this cache never exported (another cache's results?)"),
+        (result["refused_model"], "answered by another model than the judge's"),
+        (result["refused_too_large"], "over the reply size cap"),
+        (result["conflict_lines"], "in conflicts"), (len(result["duplicates"]), "duplicates"),
+        (len(result["undecodable"]), "undecodable"), (len(result["unreadable"]), "not result lines"),
+        (result["blank"], "blank")) if count]
+    return f"{where}: nothing imported: none of its {result['lines']} lines was accepted: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------------- the Batch API
@@ -334,20 +370,22 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
     from lmms_video_reasoning.judges.batch_api import kill_point
 
     finished = []
+    seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
-        rows = api.open_submissions()
+        rows = [row for row in api.open_submissions() if row["submission"] not in seen]
+        seen.update(row["submission"] for row in rows)
         if rows:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
         return
-    results: dict = {}
-    unreadable: list[str] = []
+    read = batch_mod.ResultRead()
     for _api, item in finished:
-        results.update(item.results)
-        unreadable += item.unreadable
-    imported = import_lines(gathered, results, unreadable, "batch")
+        read.absorb(item.read)
+    imported = import_lines(gathered, read, "batch")
     for name, value in imported.items():
-        if isinstance(value, int):
+        if isinstance(value, list) and name != "consumed":
+            totals["import"][name] = totals["import"].get(name, []) + value
+        elif isinstance(value, int):
             totals["import"][name] = totals["import"].get(name, 0) + value
     kill_point("imported")
     consumed = set(imported["consumed"])
@@ -394,9 +432,14 @@ def print_api(totals: dict) -> None:
               f"{entry['error_lines']} error lines{extra}{errors}")
     counts = totals["import"]
     if counts:
-        print(f"  imported: {counts.get('cached', 0)} cached, {counts.get('rejected', 0)} did not parse (re-asked), "
-              f"{counts.get('errors', 0)} failed lines, {counts.get('failed', 0)} requests out of attempts, refused "
-              f"{counts.get('refused_model', 0) + counts.get('refused_foreign', 0) + counts.get('refused_stale', 0)}")
+        print(f"  imported: {counts.get('lines', 0)} result lines: {counts.get('cached', 0)} cached, {counts.get('rejected', 0)} "
+              f"did not parse (re-asked), {counts.get('errors', 0)} failed lines, {counts.get('failed', 0)} requests out of "
+              f"attempts, {len(counts.get('duplicates', []))} duplicates, {counts.get('conflict_lines', 0)} in conflicts, refused "
+              f"{len(counts.get('refused', []))}, {len(counts.get('undecodable', []))} undecodable, "
+              f"{len(counts.get('unreadable', []))} not result lines")
+        for title, name in (("REFUSED lines", "refused"), ("CONFLICTS (none imported, due again)", "conflicts"),
+                            ("UNDECODABLE lines", "undecodable"), ("NOT RESULT LINES", "unreadable")):
+            _named(f"  {title}", counts.get(name, []))
 
 
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:

@@ -900,7 +900,11 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
         batch_judging.print_export(batch_judging.export(gathered, Path(args.batch_export)))
         return True
     if getattr(args, "batch_import", None):
-        batch_judging.print_import(batch_judging.import_results(gathered, Path(args.batch_import)), args.batch_import)
+        imported = batch_judging.import_results(gathered, Path(args.batch_import))
+        batch_judging.print_import(imported, args.batch_import)
+        refusal = batch_judging.nothing_accepted(imported, args.batch_import)
+        if refusal:
+            raise DataError(refusal)
         return True
     if getattr(args, "batch", False):
         batch_judging.print_api(batch_judging.api_judging(gathered))
