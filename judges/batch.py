@@ -23,6 +23,7 @@ judge's `max_attempts`), and the Batch API submissions (`batch_api.py`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from lmms_video_reasoning.judges import parsing
-from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
+from lmms_video_reasoning.judges.cache import CacheLockTimeout, CachedReply, ReplyCache
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model
 from lmms_video_reasoning.judges.engine import (
     UNNAMED_MODEL,
@@ -101,25 +102,38 @@ class BatchLedger:
         self.cache = cache
         for attempt in range(40):  # a new database being created by another process: retry "locked"
             try:
-                for statement in _SCHEMA:
-                    self._db().execute(statement)
+                with cache.locked() as db:
+                    for statement in _SCHEMA:
+                        db.execute(statement)
                 break
             except sqlite3.OperationalError as error:
-                if "locked" not in str(error) or attempt == 39:
+                if isinstance(error, CacheLockTimeout) or "locked" not in str(error) or attempt == 39:
                     raise JudgeConfigError(f"cannot set up batch judging in the judge cache {cache.path} ({error}); "
                                            "set LMMS_VR_JUDGE_CACHE to a writable file") from None
                 time.sleep(0.05 * (attempt + 1))
 
-    def _db(self) -> sqlite3.Connection:
-        return self.cache._connection()
+    def _rows(self, statement: str, parameters: tuple = ()) -> list[tuple]:
+        return self.cache.execute(statement, parameters)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction, holding the cache (its dot-lock on a network file system) throughout."""
+        with self.cache.locked() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
     def entry(self, key: str) -> LedgerEntry | None:
-        row = self._db().execute("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,)).fetchone()
-        return LedgerEntry(*row) if row else None
+        rows = self._rows("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
+        return LedgerEntry(*rows[0]) if rows else None
 
     def mark(self, key: str, model: str, state: str, *, benchmark: str = "", tag: str = "", reason: str | None = None,
              add_error: bool = False, submission: str | None = None) -> None:
-        self._db().execute(
+        self._rows(
             "INSERT INTO batch_requests (key, model, benchmark, tag, state, errors, submission, reason, updated) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET state = excluded.state, "
             "errors = batch_requests.errors + ?, submission = excluded.submission, reason = COALESCE(excluded.reason, batch_requests.reason), "
@@ -131,66 +145,47 @@ class BatchLedger:
     def mark_many(self, keys: Sequence[str], model: str, state: str, submission: str | None = None,
                   meta: dict[str, tuple[str, str]] | None = None) -> None:
         """One transaction for many keys (`meta`: key -> (benchmark, tag))."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             for key in keys:
                 benchmark, tag = (meta or {}).get(key, ("", ""))
                 self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def keys_of(self, submission: str) -> list[str]:
-        return [row[0] for row in self._db().execute("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
+        return [row[0] for row in self._rows("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
 
     def has_answers(self, model: str) -> bool:
         """Whether replies for ``model`` were imported from a batch into this cache."""
-        row = self._db().execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)).fetchone()
-        return row is not None
+        return bool(self._rows("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
 
     # -- Batch API submissions (batch_api.py)
 
     def submissions(self, model: str, states: Sequence[str]) -> list[dict]:
         marks = ",".join("?" * len(states))
-        rows = self._db().execute(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
-                                  f"created FROM api_batches WHERE model = ? AND state IN ({marks}) ORDER BY created",
-                                  (model, *states))
+        rows = self._rows(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
+                          f"created FROM api_batches WHERE model = ? AND state IN ({marks}) ORDER BY created",
+                          (model, *states))
         names = ("submission", "model", "endpoint", "state", "input_file_id", "batch_id", "requests", "status", "summary", "created")
         return [dict(zip(names, row)) for row in rows]
 
     def add_submission(self, submission: str, model: str, endpoint: str, keys: Sequence[str], meta: dict) -> None:
         """The submission row and its keys in flight, in one transaction (before anything is uploaded)."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as db:
             now = time.time()
             db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (submission, model, endpoint, "uploading", len(keys), now, now))
             for key in keys:
                 benchmark, tag = meta.get(key, ("", ""))
                 self.mark(key, model, IN_FLIGHT, benchmark=benchmark, tag=tag, submission=submission)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def update_submission(self, submission: str, **values: Any) -> None:
         names = ", ".join(f"{name} = ?" for name in values)
-        self._db().execute(f"UPDATE api_batches SET {names}, updated = ? WHERE submission = ?", (*values.values(), time.time(), submission))
+        self._rows(f"UPDATE api_batches SET {names}, updated = ? WHERE submission = ?", (*values.values(), time.time(), submission))
 
     def drop_submission(self, submission: str) -> None:
         """A submission that never reached the API (killed before its upload finished): its keys are due again."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as db:
             db.execute("UPDATE batch_requests SET state = ?, submission = NULL WHERE submission = ? AND state = ?", (EXPORTED, submission, IN_FLIGHT))
             db.execute("DELETE FROM api_batches WHERE submission = ?", (submission,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
 
 # ---------------------------------------------------------------------- batch lines

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from lmms_video_reasoning.judges.cache import (
     cache_mode,
     filesystem_type,
     is_network_filesystem,
+    read_lock_owner,
 )
 
 CLUSTER_MOUNTS = r"""sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
@@ -87,37 +90,166 @@ def reply(text: str, by: str = "judge-x") -> CachedReply:
     return CachedReply(text, 3, 1, by, "http://127.0.0.1:1/v1")
 
 
-def test_network_mode_uses_a_rollback_journal_and_a_dot_lock(tmp_path):
+def test_network_mode_uses_a_rollback_journal_and_a_dot_lock(tmp_path, monkeypatch):
+    """About 1 s."""
+    monkeypatch.setenv("LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S", "0.5")
     cache = ReplyCache(tmp_path / "c.sqlite", mode=NETWORK)
     assert cache.put("k1", "m", reply("one"))
     assert cache.get("k1").raw == "one" and len(cache) == 1
     assert header_journal(cache.path) == (1, 1), "no WAL on a network file system"
     assert not (tmp_path / "c.sqlite-wal").exists() and not (tmp_path / "c.sqlite-shm").exists()
     assert not cache.lock_path.exists(), "no lock is held between statements"
-    # a statement holds the dot-lock: while another process's lock exists, a write waits for it
-    slow = ReplyCache(tmp_path / "c.sqlite", mode=NETWORK)
-    slow._connection().execute("PRAGMA busy_timeout=300")
+    with cache.locked():
+        owner = read_lock_owner(cache.lock_path)
+        assert (owner.host, owner.pid) == (socket.gethostname(), os.getpid()), "the lock names its holder"
+    # another process's lock (here one made as SQLite's dot-file VFS makes it, no owner): a write waits for it
     cache.lock_path.mkdir()
     started = time.monotonic()
-    assert not slow.put("k2", "m", reply("two")), "a held lock is not skipped"
-    assert time.monotonic() - started >= 0.25 and slow.errors == 1
+    assert not cache.put("k2", "m", reply("two")), "a held lock is not skipped"
+    assert time.monotonic() - started >= 0.5 and cache.errors == 1
     cache.lock_path.rmdir()
-    assert slow.put("k2", "m", reply("two")) and cache.get("k2").raw == "two"
+    assert cache.put("k2", "m", reply("two")) and cache.get("k2").raw == "two"
 
 
-def test_a_lock_left_by_a_killed_process_is_removed_when_stale(tmp_path, caplog):
+def test_a_lock_of_unknown_or_remote_owner_is_removed_when_stale(tmp_path, monkeypatch, caplog):
+    """About 1 s."""
+    monkeypatch.setenv("LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S", "0.5")
     cache = ReplyCache(tmp_path / "c.sqlite", mode=NETWORK)
-    cache.lock_path.mkdir()
+    cache.lock_path.mkdir()  # no owner (SQLite's own lock, an older version), an hour old
     old = time.time() - 3600
     os.utime(cache.lock_path, (old, old))
-    cache._connection().execute("PRAGMA busy_timeout=200")
     with caplog.at_level(logging.WARNING, logger="lmms_video_reasoning.judges"):
         assert cache.put("k", "m", reply("v"))
     assert not cache.lock_path.exists() and cache.get("k").raw == "v" and cache.errors == 0
-    assert any("removed a lock" in r.getMessage() for r in caplog.records)
-    # a fresh lock is someone's transaction: never removed
+    removed = [r.getMessage() for r in caplog.records if "removed the lock" in r.getMessage()]
+    assert len(removed) == 1 and "unknown owner" in removed[0] and "3600 s old" in removed[0], removed
+    # a process on another host that took it 20 s ago: in use by the default bound, stale with a 10 s one
     cache.lock_path.mkdir()
-    assert not cache.break_stale_lock() and cache.lock_path.exists()
+    (cache.lock_path / "owner").write_text(json.dumps({"host": "node-07", "pid": 1, "since": time.time() - 20, "token": "t"}))
+    assert not cache.put("k2", "m", reply("w")) and cache.lock_path.exists(), "a fresh lock is someone's transaction"
+    monkeypatch.setenv("LMMS_VR_JUDGE_CACHE_STALE_LOCK_S", "10")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lmms_video_reasoning.judges"):
+        assert cache.put("k2", "m", reply("w")) and not cache.lock_path.exists()
+    removed = [r.getMessage() for r in caplog.records if "removed the lock" in r.getMessage()]
+    assert len(removed) == 1 and "pid 1 on host node-07" in removed[0] and "another host" in removed[0], removed
+
+
+_HOLDER = """
+import sys, time
+from lmms_video_reasoning.judges.cache import ReplyCache
+cache = ReplyCache(sys.argv[1], mode="network")
+with cache.locked():
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+_SURVIVOR = """
+import logging, sys, time
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
+cache = ReplyCache(sys.argv[1], mode="network")
+for i in range(20):
+    assert cache.put(f"{sys.argv[2]}-{i}", "m", CachedReply(f"v{i}", 1, 1, "judge-x", None))
+print(len(cache), cache.errors, flush=True)
+"""
+
+
+def start_holder(path: Path, env: dict) -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env)
+    assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+    return holder
+
+
+def lock_env(**values: str) -> dict:
+    return {**os.environ, **{f"LMMS_VR_JUDGE_CACHE_{name}": value for name, value in values.items()}}
+
+
+def test_a_lock_held_by_a_killed_process_is_removed_at_once_on_its_host(tmp_path):
+    """Two real processes on one network-mode cache; the holder is SIGKILLed. About 3 s."""
+    path = tmp_path / "c.sqlite"
+    env = lock_env(STALE_LOCK_S="600", LOCK_WAIT_S="30")  # the default staleness: only the dead pid frees it
+    holder = start_holder(path, env)
+    before = subprocess.Popen([sys.executable, "-c", _SURVIVOR, str(path), "before"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(0.5)
+    assert before.poll() is None, "the survivor waits for the live holder"
+    killed_at = time.monotonic()
+    holder.kill()
+    holder.wait()  # reaped: a zombie is no process either, but the test does not rely on that
+    assert (path.parent / "c.sqlite.lock" / "owner").exists(), "SIGKILL leaves the lock behind"
+    out, err = before.communicate(timeout=30)
+    took = time.monotonic() - killed_at
+    assert before.returncode == 0 and out.split() == ["20", "0"], err[-2000:]
+    assert took < 10, f"the survivor took {took:.1f} s after the kill"
+    warnings = [line for line in err.splitlines() if "removed the lock" in line]
+    assert len(warnings) == 1 and f"pid {holder.pid}" in warnings[0] and "no longer running" in warnings[0], err[-2000:]
+    # a process started after the kill finds no lock left (the survivor removed it) and works at once
+    holder = start_holder(path, env)
+    holder.kill()
+    holder.wait()
+    after = subprocess.run([sys.executable, "-c", _SURVIVOR, str(path), "after"], capture_output=True, text=True, env=env,
+                           timeout=30)
+    assert after.returncode == 0 and after.stdout.split() == ["40", "0"], after.stderr[-2000:]
+    assert f"pid {holder.pid}" in after.stderr and "no longer running" in after.stderr
+    assert not (path.parent / "c.sqlite.lock").exists()
+
+
+def test_a_waiter_on_a_live_holder_says_so_and_gives_up_with_the_owner_and_the_fix(tmp_path):
+    """A live holder for the whole wait (LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S=4). About 6 s."""
+    path = tmp_path / "c.sqlite"
+    env = lock_env(LOCK_WAIT_S="4")
+    holder = start_holder(path, env)
+    try:
+        started = time.monotonic()
+        waiter = subprocess.run([sys.executable, "-c", _SURVIVOR, str(path), "w"], capture_output=True, text=True,
+                                env=env, timeout=30)
+        took = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+    assert waiter.returncode != 0 and 4 <= took < 15, (took, waiter.stderr[-2000:])
+    lock = str(path.parent / "c.sqlite.lock")
+    waiting = [line for line in waiter.stderr.splitlines() if line.startswith("WARNING") and "waiting" in line]
+    assert waiting and lock in waiting[0] and f"pid {holder.pid} on host {socket.gethostname()}" in waiting[0], waiter.stderr
+    error = waiter.stderr.strip().splitlines()[-1]
+    assert "JudgeConfigError" in error and lock in error and f"pid {holder.pid}" in error, error
+    assert "gave up after 4 s" in error and "remove" in error and "LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S" in error, error
+
+
+_BUSY = """
+import sys, threading, time
+from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
+cache = ReplyCache(sys.argv[1], mode="network")
+def work(n):
+    i = 0
+    while True:
+        cache.put(f"{n}-{i}", "m", CachedReply("v", 1, 1, "judge-x", None)); cache.get(f"{n}-{i}"); i += 1
+for n in range(8):
+    threading.Thread(target=work, args=(n,), daemon=True).start()
+if sys.argv[2] == "hold":
+    with cache.locked():
+        print("held", flush=True)
+        time.sleep(60)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("main", ["hold", "busy"])
+def test_sigterm_releases_the_lock(tmp_path, main):
+    """SIGTERM while the main thread holds the lock, or while 8 threads write (3 tries). About 2 s each."""
+    path = tmp_path / "c.sqlite"
+    for _ in range(3 if main == "busy" else 1):
+        proc = subprocess.Popen([sys.executable, "-c", _BUSY, str(path), main], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "held", proc.stderr.read()
+        time.sleep(0.3)
+        proc.terminate()
+        assert proc.wait(timeout=10) == -signal.SIGTERM, proc.stderr.read()
+        assert not (path.parent / "c.sqlite.lock").exists(), "SIGTERM left the lock"
+    assert len(ReplyCache(path, mode=NETWORK)) > 0
 
 
 _WRITER = """
