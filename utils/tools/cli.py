@@ -51,6 +51,17 @@ def _delegate(module: str):
     return run
 
 
+def _benchmark_names() -> str:
+    """The registered benchmarks as `prepare` takes them: `name (or alias)`, comma-separated."""
+    from lmms_video_reasoning.utils.core import registry
+
+    try:
+        found = registry.benchmarks()
+    except Exception:  # noqa: BLE001 - a broken external declaration: `prepare` itself says what is wrong
+        found = registry.builtin()
+    return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in found)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lmms-vr", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -69,8 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_delegate("tools.demo"))
 
     prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
-    prepare.add_argument("benchmark", help="the benchmark, by its name (its folder in this suite; an unknown name lists them) "
-                                           "or an alias")
+    prepare.add_argument("benchmark", help=f"the benchmark, by its name (its folder in this suite): {_benchmark_names()}")
     prepare.add_argument("--root", required=True, help="local root (then export the root variable it prints)")
     prepare.add_argument("--split", default="mini", choices=["mini", "full"],
                          help="for a benchmark with splits: the split whose media are verified (all archives are fetched)")
