@@ -318,6 +318,20 @@ def builtin() -> list[Benchmark]:
     return [importlib.import_module(f"{NAMESPACE}.{folder}.benchmark").BENCHMARK for folder in BUILTIN]
 
 
+def usable() -> list[Benchmark]:
+    """Every benchmark, or the suite's own when an external declaration cannot be loaded (where
+    that one is loaded, its DataError says what is wrong)."""
+    try:
+        return benchmarks()
+    except DataError:
+        return builtin()
+
+
+def listing(benchmarks_: Sequence[Benchmark]) -> str:
+    """`name (or alias), ...`: how commands and messages list the benchmarks."""
+    return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks_)
+
+
 def names() -> list[str]:
     return [b.name for b in benchmarks()]
 
@@ -328,8 +342,7 @@ def get(name: str) -> Benchmark:
     for benchmark in benchmarks():
         if name == benchmark.name or name in benchmark.aliases:
             return benchmark
-    listed = [b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks()]
-    raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {', '.join(listed)}")
+    raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {listing(benchmarks())}")
 
 
 def owning(dotted: str) -> Benchmark | None:
@@ -362,13 +375,8 @@ def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benc
         pass
 
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    if benchmarks_ is None:
-        try:
-            benchmarks_ = benchmarks()
-        except DataError:  # a broken external declaration (the plugin reports it): this suite's own
-            benchmarks_ = builtin()
     found: dict[str, Benchmark] = {}
-    for benchmark in benchmarks_:
+    for benchmark in usable() if benchmarks_ is None else benchmarks_:
         for folder in benchmark.task_dirs:
             for path in sorted(Path(folder).rglob("*.yaml")):
                 if path.name.startswith("_"):
@@ -442,11 +450,7 @@ def declare_all_settings() -> list[settings.Setting]:
     settings are declared where they are used), and return all declared settings."""
     for module in SUITE_MODULES:
         importlib.import_module(f"{NAMESPACE}.{module}")
-    try:
-        found = benchmarks()
-    except DataError:  # a broken external declaration: this suite's own (the registry's error says the rest)
-        found = builtin()
-    for benchmark in found:
+    for benchmark in usable():
         for module in BENCHMARK_MODULES:
             name = f"{benchmark.package}.{module}"
             try:

@@ -257,6 +257,17 @@ def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
         raise PreflightFailed(failure)
 
 
+def write_probe(folder: Path, size: int = 0) -> None:
+    """Create `folder` if needed, then write `size` bytes to a probe file there, fsync and remove
+    it (OSError when the folder cannot take them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_write_check_") as probe:
+        if size:
+            probe.write(b"\0" * size)
+            probe.flush()
+            os.fsync(probe.fileno())
+
+
 def check_output_folder() -> str | None:
     """`--output_path` can be created and written: a 4 KiB probe is written, fsynced and removed."""
     folder = cli_option("--output_path")
@@ -264,11 +275,7 @@ def check_output_folder() -> str | None:
         return None
     path = Path(folder).expanduser()
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".lmms_vr_write_check_") as probe:
-            probe.write(b"\0" * PROBE_BYTES)
-            probe.flush()
-            os.fsync(probe.fileno())
+        write_probe(path, PROBE_BYTES)
     except OSError as error:
         return (f"the output folder {path} cannot be written ({error.strerror or error}; {files.free_space_text(path)}); "
                 "give another --output_path, so that the samples and results of the run reach disk")
@@ -328,9 +335,7 @@ def check_judge_cache(path: "Path | None") -> str | None:
     fix = "set LMMS_VR_JUDGE_CACHE to a writable file, or LMMS_VR_JUDGE_CACHE=off to judge without a cache"
     folder = path.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_cache_check_"):
-            pass
+        write_probe(folder)
     except OSError as error:
         return f"the judge cache folder {folder} cannot be written ({error.strerror or error}); {fix}"
     if path.exists():

@@ -55,11 +55,7 @@ def _benchmark_names() -> str:
     """The registered benchmarks as `prepare` takes them: `name (or alias)`, comma-separated."""
     from lmms_video_reasoning.utils.core import registry
 
-    try:
-        found = registry.benchmarks()
-    except Exception:  # noqa: BLE001 - a broken external declaration: `prepare` itself says what is wrong
-        found = registry.builtin()
-    return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in found)
+    return registry.listing(registry.usable())
 
 
 def build_parser() -> argparse.ArgumentParser:

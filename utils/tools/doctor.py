@@ -59,11 +59,6 @@ print(json.dumps({"missing": sorted(set(json.loads(sys.argv[1])) - set(TaskManag
 """
 
 
-def our_tasks() -> list[str]:
-    """Task and group names our task YAMLs define (what lmms-eval must find)."""
-    return sorted(registry.task_names())
-
-
 @dataclass
 class Finding:
     topic: str
@@ -127,7 +122,7 @@ def check_install() -> list[Finding]:
 
 def check_host() -> list[Finding]:
     findings = []
-    tasks = our_tasks()
+    tasks = sorted(registry.task_names())  # what lmms-eval must find
     run = _child(_RUN_PROBE, tasks)
     if "error" in run:
         return [Finding("python -m lmms_eval", OFF, f"lmms-eval could not be loaded: {run['error']}", "pip install '.[test]'")]
