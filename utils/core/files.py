@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 from pathlib import Path
@@ -40,6 +41,26 @@ def fsync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(descriptor)
+
+
+def write_durably(target: Path, data: bytes) -> None:
+    """`data` as `target`, whole or not at all, and on the disk (not only in the page cache) when
+    this returns: atomic, fsynced, the rename made durable."""
+    target = Path(target)
+    with atomic_target(target) as partial, partial.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    fsync_folder(target.parent)
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes, read back from the file system."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def free_bytes(folder: Path) -> int | None:

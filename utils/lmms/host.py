@@ -181,6 +181,14 @@ RUN_FILES = declare(
             "aggregating thread's stack",
     lost="extra files carry a date rebuilt from the CLI arguments (may differ from the results file by a second)",
     workaround="`lmms-vr score OUTPUT_PATH` pairs files by task, not only by date")
+RUN_RECORDS = declare(
+    "run-records",
+    gives="every task's records written before the run's first judging starts",
+    assumes="lmms_eval.evaluator.evaluate's local `eval_tasks` (TaskOutput with task_name, task, "
+            "sample_metrics) on the aggregating thread's stack, all filled before the first aggregation",
+    lost="each task's records are written when its own aggregation starts: a run killed while judging "
+         "an earlier task loses the later tasks' generations",
+    workaround="generate with --predict_only --log_samples, then `lmms-vr score OUTPUT_PATH`")
 FAST_INPUTS = declare(
     "fast-inputs",
     gives="video-native models decode only the frames they keep, from a small proxy clip",

@@ -39,11 +39,41 @@ def run_identity(args: Any) -> tuple[str, str]:
 
 
 def _from_simple_evaluate() -> tuple[str | None, str | None]:
-    frame = sys._getframe(1)
+    scope = _locals_of("simple_evaluate", "datetime_str")
+    if scope is None:
+        return None, None
+    tracker = scope.get("evaluation_tracker")
+    folder = getattr(getattr(tracker, "general_config_tracker", None), "model_name_sanitized", None)
+    return str(scope["datetime_str"]).replace(":", "-"), folder
+
+
+def suite_records_of_run() -> dict[str, tuple[list, Any]] | None:
+    """{task: (its records, its CLI namespace)} for every task of this suite in the run being
+    aggregated, read from lmms_eval.evaluator.evaluate's `eval_tasks` (touchpoint `run-records`):
+    lmms-eval has built every task's records (`process_results`) before it aggregates the first.
+    A task of this suite is one whose aggregations carry their benchmark (`ScoreOnce`). None
+    when the list is not found (another lmms-eval)."""
+    scope = _locals_of("evaluate", "eval_tasks")
+    if scope is None:
+        host.RUN_RECORDS.switch_off("no lmms_eval.evaluator.evaluate frame with eval_tasks on the aggregating thread")
+        return None
+    found = {}
+    for task_output in scope["eval_tasks"]:
+        task = getattr(task_output, "task", None)
+        aggregations = task.aggregation() if task is not None and hasattr(task, "aggregation") else {}
+        for (metric, _filter), items in (getattr(task_output, "sample_metrics", None) or {}).items():
+            if getattr(aggregations.get(metric), "benchmark", None):
+                found[task_output.task_name] = (items, getattr(task, "args", None))
+                break
+    host.RUN_RECORDS.worked()
+    return found
+
+
+def _locals_of(function: str, name: str) -> dict | None:
+    """The locals of the nearest caller frame running `function` that has `name`, else None."""
+    frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_name == "simple_evaluate" and "datetime_str" in frame.f_locals:
-            tracker = frame.f_locals.get("evaluation_tracker")
-            folder = getattr(getattr(tracker, "general_config_tracker", None), "model_name_sanitized", None)
-            return str(frame.f_locals["datetime_str"]).replace(":", "-"), folder
+        if frame.f_code.co_name == function and name in frame.f_locals:
+            return frame.f_locals
         frame = frame.f_back
-    return None, None
+    return None

@@ -128,6 +128,8 @@ class ScoreOnce:
         with self._lock:
             if key in self._results:
                 return self._results[key], False
+            if run is not None:
+                save_run_records(_records_of_run(), run)  # every task of the run, before its first judging
             saved = save_records(records, run)
             log_judging_estimate(self._score, records)
             keeping = _keeping.set(_standard_errors_on())  # the outcomes of this scoring serve the standard error
@@ -241,40 +243,94 @@ def _safe_run_files(args: Any) -> "RunFiles | None":
         return None
 
 
-def save_records(records: Records, run: "RunFiles | None") -> Path | None:
+def _records_of_run() -> dict[str, Records]:
+    """{task: records} of every task of this suite in the lmms-eval run being aggregated ({} when
+    lmms-eval's task list is not found: each task's records are then saved at its own aggregation)."""
+    try:
+        found = run_output.suite_records_of_run()
+    except Exception as error:  # noqa: BLE001 - each task's aggregation still saves its own records
+        log.warning("could not read the run's task list (%s: %s): each task's records are saved when its judging starts",
+                    type(error).__name__, error)
+        return {}
+    return {task: records for task, (records, _args) in (found or {}).items()}
+
+
+def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None") -> None:
+    """Every task's records of the run, before its first judging starts (lmms-eval aggregates one
+    task after another: a kill during the first task's judging must not lose the others'
+    generations), then `<date_id>_run_tasks.json` naming each task with its records file, count
+    and checksum (or why it is not saved), which `lmms-vr score` checks the folder against.
+    Once per run and task (`save_records` keeps what it wrote); never raises."""
+    if run is None or not records_by_task:
+        return
+    entries = {}
+    for task, records in records_by_task.items():
+        path = save_records(records, run, task)
+        saved = _saved_records.get(path) if path is not None else None
+        entries[task] = ({"records_file": path.name, "records": len(records), "sha256": saved[1]} if saved
+                         else {"records_file": None, "records": len(records), "error": "not saved (see the log)"})
+    manifest = run.folder / f"{run.date_id}_{RUN_TASKS_FILE}"
+    if manifest in _manifests and _manifests[manifest] == entries:
+        return
+    try:
+        files.write_durably(manifest, json.dumps({"tasks": entries, "written": "before judging, by lmms-video-reasoning"},
+                                                 indent=1).encode("utf-8"))
+    except OSError as error:
+        log.error("could not write %s (%s; %s): `lmms-vr score` cannot tell which tasks the run had",
+                  manifest, error.strerror or error, files.free_space_text(run.folder))
+        return
+    _manifests[manifest] = entries
+
+
+def save_records(records: Records, run: "RunFiles | None", task: str | None = None) -> Path | None:
     """Write the task's records beside the run's output before anything can fail (atomic: a
-    temporary file, fsync, rename; None without an output folder or when the disk refuses, which
-    is logged as an error naming the file and the free space, never raised)."""
+    temporary file, fsync, rename; then read back and checked against the checksum of what was
+    written). None without an output folder or when the disk refuses, which is logged as an error
+    naming the file and the free space, never raised. The same records of the same task in the
+    same run are written once."""
     if run is None:
         return None
     from lmms_video_reasoning.utils.lmms import judge_usage
 
-    task = judge_usage.current_task() or f"unnamed_{records_key(records)[:12]}"
+    task = task or judge_usage.current_task() or f"unnamed_{records_key(records)[:12]}"
+    key = (run.folder, run.date_id, task, records_key(records))
+    with _written_lock:
+        if key in _saved_by_content:
+            return _saved_by_content[key]
     path = None
     try:
         path = run.path(RECORDS_FILE.format(task=task))
         path.parent.mkdir(parents=True, exist_ok=True)
-        with files.atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:
+        digest = hashlib.sha256()
+        with files.atomic_target(path) as partial, partial.open("wb") as handle:
             for index, record in enumerate(records):
                 row = {"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None, "record": record}
-                handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                line = (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+                digest.update(line)
+                handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
         files.fsync_folder(path.parent)
+        if files.sha256_of(path) != digest.hexdigest():  # what the disk gives back, not what was handed to it
+            raise OSError(f"{path} does not read back as written")
     except OSError as error:
         where = path if path is not None else getattr(run, "folder", "the output folder")
         free = files.free_space_text(path.parent if path is not None else Path(run.folder))
-        log.error("%s: could not save its %d records to %s (%s; %s): this suite's copy of the generations is NOT on "
+        log.error("task %s: could not save its %d records to %s (%s; %s): this suite's copy of the generations is NOT on "
                   "disk, only lmms-eval's samples file will be; free space in the output folder (--output_path) "
-                  "and keep the samples file", _task_label(), len(records), where, error.strerror or error, free)
+                  "and keep the samples file", task, len(records), where, error.strerror or error, free)
         return None
-    log.info("%s: %d records saved to %s before scoring", _task_label(), len(records), path)
+    log.info("task %s: %d records saved to %s before scoring", task, len(records), path)
     with _written_lock:
-        _saved_records[path] = task
+        _saved_records[path] = (task, digest.hexdigest())
+        _saved_by_content[key] = path
     return path
 
 
-_saved_records: dict[Path, str] = {}  # records files of this process -> their task
+RUN_TASKS_FILE = "run_tasks.json"  # beside the run's results: `<date_id>_run_tasks.json`
+_saved_records: dict[Path, tuple[str, str]] = {}  # records files of this process -> (task, sha256)
+_saved_by_content: dict[tuple, Path] = {}  # (folder, date_id, task, records key) -> its records file
+_manifests: dict[Path, dict] = {}  # run manifests this process wrote -> what they say
 
 
 @atexit.register
@@ -282,24 +338,33 @@ def _drop_records_lmms_eval_also_wrote() -> None:
     """At exit, a records file whose samples file lmms-eval wrote whole (same run, same task, read
     back: `score.samples_differ`) is a copy: removed. Otherwise (no --log_samples, lmms-eval
     failed, a full disk truncated the samples) it stays for `lmms-vr score`, with a warning
-    naming the task, the samples file and why when there is a samples file."""
-    for path, task in list(_saved_records.items()):
+    naming the task, the samples file and why when there is a samples file. A run's manifest
+    goes with the last of its records files."""
+    kept = set()
+    for path, (task, _digest) in list(_saved_records.items()):
         prefix = path.name[: -len(RECORDS_FILE.format(task=task))]
         samples = path.parent / f"{prefix}samples_{task}.jsonl"
-        if not samples.is_file():
-            continue
-        try:
-            from lmms_video_reasoning.utils.results import score
+        why = "there is no samples file (lmms-eval did not finish, or ran without --log_samples)"
+        if samples.is_file():
+            try:
+                from lmms_video_reasoning.utils.results import score
 
-            why = score.samples_differ(samples, path, task)
-        except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
-            why = f"it could not be read back ({type(error).__name__}: {error})"
+                why = score.samples_differ(samples, path, task)
+            except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
+                why = f"it could not be read back ({type(error).__name__}: {error})"
+            if why:
+                log.warning("task %s: %s: %s; the records %s are kept: `lmms-vr score %s` scores them", task, samples, why,
+                            path, path.parent)
         if why:
-            log.warning("task %s: %s: %s; the records %s are kept: `lmms-vr score %s` scores them", task, samples, why,
-                        path, path.parent)
+            kept.add(path.parent / prefix)
             continue
         with contextlib.suppress(OSError):
             path.unlink()
+    for manifest, entries in _manifests.items():
+        prefix = manifest.name[: -len(RUN_TASKS_FILE)]
+        if manifest.parent / prefix not in kept and all(entry["records_file"] for entry in entries.values()):
+            with contextlib.suppress(OSError):
+                manifest.unlink()
 
 
 @dataclass(frozen=True)

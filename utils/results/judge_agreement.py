@@ -491,7 +491,7 @@ def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, scori
     found: list[tuple[str, scoring.Gathered]] = []
     for item in paths:
         label, path = report.split_label(item)
-        gathered, skipped = scoring.gather_records(path, task)
+        gathered, skipped, _missing = scoring.gather_records(path, task)
         for line in skipped:
             print(f"NOT COMPARED: {line}")
         taken = {name for name, _ in found}  # runs of the earlier arguments: a repeated name gets its path

@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from lmms_video_reasoning.judges import get_judge
-from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core import files, registry
 from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
 
 log = logging.getLogger("lmms_video_reasoning.score")
@@ -521,6 +521,42 @@ def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
     return runs, skipped
 
 
+RUN_TASKS_SUFFIX = "_run_tasks.json"  # `aggregation.save_run_records`: every task of a run, before judging
+
+
+def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
+    """What is missing or damaged in the runs of an output folder, one line each: a task of this
+    suite that a run had (its `<date_id>_run_tasks.json`, written before judging, or the `configs`
+    of lmms-eval's `<date_id>_results.json`) with neither a samples file nor a records file, and a
+    records file that no longer matches the checksum written with it."""
+    folder = Path(folder)
+    specs = task_specs()
+    problems = []
+    for suffix, tasks_in in ((RUN_TASKS_SUFFIX, lambda data: data.get("tasks")), (RESULTS_SUFFIX, lambda data: data.get("configs"))):
+        for name in sorted(glob.glob(str(folder / "**" / f"*{suffix}"), recursive=True)):
+            path = Path(name)
+            run = str(path.parent.relative_to(folder) / path.name[: -len(suffix)])
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                tasks = tasks_in(data) if isinstance(data, dict) else None
+            except (OSError, ValueError):
+                continue  # not a file of a run (or not readable): nothing it says can be checked
+            for task, entry in (tasks or {}).items() if isinstance(tasks, dict) else ():
+                found = runs.get(run, {}).get(task)
+                if task not in specs:
+                    continue
+                if found is None:
+                    line = (f"task {task} of run {run} ({path.name}): neither its samples file nor the records saved before "
+                            f"judging are in {path.parent}")
+                    if line not in problems:
+                        problems.append(line)
+                elif suffix == RUN_TASKS_SUFFIX and isinstance(entry, dict) and found.name == entry.get("records_file") \
+                        and entry.get("sha256") and files.sha256_of(found) != entry["sha256"]:
+                    problems.append(f"task {task} of run {run}: {found} was changed since it was written before judging "
+                                    f"(its checksum differs from {path.name}): scored as it is now")
+    return problems
+
+
 def samples_differ(samples: Path, records: Path, task: str) -> str | None:
     """Why lmms-eval's samples file of `task` is not a whole copy of the records this suite saved
     (`<date_id>_records_<task>.jsonl`), or None when it is: every line a JSON object, as many
@@ -603,22 +639,26 @@ def _from_samples(run: str, task: str, path: Path) -> Gathered:
     return Gathered(run, task, records, str(path), check_coverage(records, spec, coverage))
 
 
-def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered], list[str]]:
+def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered], list[str], list[str]]:
     """(every run and task in a folder, a samples file or a predictions file, read back into
-    records; the files found but not scored, with the reason)."""
+    records; the files found but not scored, with the reason; the tasks a run of the folder had
+    that are missing or damaged, `missing_tasks`)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file or folder (give an lmms-eval --output_path folder, a samples .jsonl or a predictions .jsonl)")
     if path.is_dir():
         runs, skipped = samples_runs(path)
+        missing = missing_tasks(path, runs)
         if task is not None:
-            runs = {run: {task: files[task]} for run, files in runs.items() if task in files}
+            runs = {run: {task: found[task]} for run, found in runs.items() if task in found}
+            missing = [line for line in missing if line.startswith(f"task {task} ")]
         if not runs:
             what = f"for task {task} " if task else ""
             found = "".join(f"; found but not scored: {line}" for line in skipped[:5])
-            raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it{found}; "
+            lost = "".join(f"; missing: {line}" for line in missing)
+            raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it{found}{lost}; "
                             "run lmms-eval with --log_samples and give its --output_path folder")
-        return [_from_samples(run, name, file) for run, files in sorted(runs.items()) for name, file in sorted(files.items())], skipped
+        return [_from_samples(run, name, file) for run, found in sorted(runs.items()) for name, file in sorted(found.items())], skipped, missing
     if not _has_content(path):
         raise DataError(f"{path}: the file is empty (no JSON line in it): nothing to score; give the samples file an lmms-eval "
                         "run wrote with --log_samples (<date>_samples_<task>.jsonl), its --output_path folder, or a replay "
@@ -631,7 +671,7 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
         for name in tasks:
             records, coverage = read_predictions(path, task_spec(name))
             gathered.append(Gathered(path.stem, name, records, str(path), coverage))
-        return gathered, []
+        return gathered, [], []
     name = task or task_of_samples_file(path)
     if name is None and path.name.endswith(RESULTS_SUFFIX):
         raise DataError(f"{path}: an lmms-eval results file, not a samples file: give its folder ({path.parent}), where "
@@ -640,7 +680,7 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
         raise DataError(f"{path}: not named *_samples_<task>.jsonl and not replay predictions "
                         "({\"task\", \"id\", \"response\"} lines); name the task with --task")
     match = SAMPLES_PATTERN.match(path.name) or RECORDS_PATTERN.match(path.name)
-    return [_from_samples(match["prefix"] if match else path.stem, name, path)], []
+    return [_from_samples(match["prefix"] if match else path.stem, name, path)], [], []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -846,7 +886,7 @@ def main(args) -> int:
 
     launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     try:
-        gathered, skipped = gather_records(Path(args.path), args.task)
+        gathered, skipped, missing = gather_records(Path(args.path), args.task)
         if _batch_step(args, gathered):
             return 0
         said: set = set()
@@ -861,6 +901,8 @@ def main(args) -> int:
     print_scores(scores)
     for line in skipped:
         print(f"\nNOT SCORED: {line}")
+    for line in missing:
+        print(f"\nMISSING: {line}")
     outages = {json.dumps(s.accounting["stats"]["outage"], sort_keys=True) for s in scores
                if s.accounting is not None and (s.accounting.get("stats") or {}).get("outage")}
     for outage in map(json.loads, sorted(outages)):
@@ -881,7 +923,7 @@ def main(args) -> int:
             except OSError as error:
                 raise DataError(f"cannot write the results to {path}: {error.strerror or error} (give another --out)") from None
             print(f"\nresults{f' of run {run}' if len(runs) > 1 else ''} written to {path}")
-    return 3 if outages else 4 if cache_errors else 0
+    return 3 if outages else 4 if cache_errors else 5 if missing else 0
 
 
 def _batch_step(args, gathered: Sequence[Gathered]) -> bool:

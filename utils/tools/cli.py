@@ -91,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="refuse an archive declaring more than this times its size (zip bombs; default 100)")
     prepare.set_defaults(run=_delegate("data.prepare"))
 
-    score = sub.add_parser("score", help="score lmms-eval samples files or replay predictions")
+    score = sub.add_parser("score", help="score lmms-eval samples files or replay predictions",
+                           epilog="exit status: 0 scored; 2 bad input (named); 3 a judge outage (judgments not made: run "
+                                  "again); 4 judge cache errors; 5 a task of a run in the folder is missing (named)")
     score.add_argument("path", help="an lmms-eval --output_path folder, a samples .jsonl, or a replay predictions .jsonl")
     score.add_argument("--task", help="optional: score only this task. Needed only when PATH does not say it: a predictions "
                                       "file whose lines have no `task` field, or a samples file not named *_samples_<task>.jsonl")
