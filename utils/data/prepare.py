@@ -201,6 +201,7 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
                 crcs = old.get("crcs", {})
                 rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
                 print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
+            archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
             need = archives.check_space(plan, root, limits, rewrite)
             print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
                   f"{archives.human(plan.declared)}; {archives.human(need)} still to write, "
