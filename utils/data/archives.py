@@ -21,8 +21,8 @@ gives (the benchmark decides; members that leave the root are refused), after ch
 declared expansion against `limits.max_ratio` (zip bombs) and the free disk against what is
 still to be written plus `limits.keep_free`. Each member is streamed to a temporary file,
 bounded by its declared size, CRC-checked, then moved into place, so no partial file is ever
-left under a final name. A file already in place is never replaced: the same content (size
-and CRC) is skipped, different content (often another archive's verified copy of a
+left under a final name. A file already in place is never replaced: the same content (its size,
+and the CRC an earlier extraction recorded for it) is skipped, different content (often another archive's verified copy of a
 same-named video) or a file where a member needs a folder refuses the archive before anything
 of it is written (`refuse_conflicts`), naming the archive, the member and the file.
 """
@@ -30,7 +30,6 @@ of it is written (`refuse_conflicts`), naming the archive, the member and the fi
 from __future__ import annotations
 
 import errno
-import functools
 import io
 import os
 import re
@@ -40,7 +39,7 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Callable, Mapping
 
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.files import atomic_target
@@ -392,6 +391,8 @@ class Plan:
     archive: Archive
     entries: list[tuple[Member, str]]  # member, root-relative target
     skipped: int  # members no target wanted (e.g. a README)
+    # CRC of each file the extraction of another archive verified and recorded (`prepare`'s stamps)
+    verified: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def declared(self) -> int:
@@ -400,27 +401,15 @@ class Plan:
     def pending(self, root: Path, rewrite: frozenset[str] = frozenset()) -> list[tuple[Member, str]]:
         """Entries to write: those in `rewrite`, and those whose content is not at their target."""
         return [(member, target) for member, target in self.entries
-                if target in rewrite or not in_place(Path(root) / target, member)]
+                if target in rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _crc_of(path: str, size: int, mtime_ns: int) -> int:
-    crc = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(BLOCK):
-            crc = zlib.crc32(chunk, crc)
-    return crc
-
-
-def file_crc(path: Path) -> int:
-    """The CRC-32 of a file, read once per version of it (path, size, mtime)."""
-    stat = Path(path).stat()
-    return _crc_of(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-def in_place(path: Path, member: Member) -> bool:
-    """The member's content is already at `path`: a file of its size and CRC."""
-    return path.is_file() and path.stat().st_size == member.size and file_crc(path) == member.crc
+def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
+    """The member's content is already at `path`: a file of its size, with its CRC when an
+    extraction recorded the file's CRC. Files reach their names only whole and CRC-checked
+    (`extract`), so the size is enough otherwise, and a resumed extraction reads nothing back."""
+    return (path.is_file() and path.stat().st_size == member.size
+            and (verified_crc is None or verified_crc == member.crc))
 
 
 def _file_in_the_way(root: Path, target: str) -> Path | None:
@@ -443,7 +432,7 @@ def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) ->
             found.append(f"member {member.name!r} goes to {path}, under {blocking}, which is a file, not a folder")
         elif path.is_dir():
             found.append(f"member {member.name!r} goes to {path}, which is a folder")
-        elif path.exists() and target not in rewrite and not in_place(path, member):
+        elif path.exists() and target not in rewrite and not in_place(path, member, plan_.verified.get(target)):
             found.append(f"member {member.name!r} would replace {path}, whose content differs "
                          f"({path.stat().st_size} bytes there, {member.size} bytes with CRC {member.crc:08x} in the archive)")
     return found

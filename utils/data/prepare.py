@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -195,7 +196,8 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             continue
         rewrite: frozenset[str] = frozenset()
         try:
-            plan = archives.plan(archive, module.extraction_target)
+            plan = dataclasses.replace(archives.plan(archive, module.extraction_target),
+                                       verified=_verified_by_others(root, archive.label))
             if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
                 old = _read_stamp(_stamp_path(root, archive.label)) or {}
                 crcs = old.get("crcs", {})
@@ -221,6 +223,16 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             _mark_deleted(root, archive.label)
     media_index.forget(root)
     return report
+
+
+def _verified_by_others(root: Path, label: str) -> dict[str, int]:
+    """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
+    verified: dict[str, int] = {}
+    for path in sorted((root / STAMP_DIR).glob("*.json")):
+        stamp = _read_stamp(path)
+        if stamp is not None and stamp.get("archive") != label:
+            verified.update({t: c for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)})
+    return verified
 
 
 def _progress(total: int):
