@@ -11,12 +11,11 @@ only (the upstream task folder shares this module).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.utils.core.data_errors import DataError, require_fields
+from lmms_video_reasoning.utils.core.data_errors import DataError, finite_number, letters, option_letter, require_fields
 
 SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
 META_FILE = "video_meta_info.json"
@@ -45,22 +44,20 @@ def validate_record(record: Any, where: str) -> dict:
     choices = record["choices"]
     if not isinstance(choices, list) or not 2 <= len(choices) <= MAX_CHOICES or not all(isinstance(c, str) for c in choices):
         fail(f"choices must be a list of 2 to {MAX_CHOICES} strings, got {choices!r}")
-    letter = record["right_answer"]
-    if len(letter) != 1 or not "A" <= letter < chr(ord("A") + len(choices)):
-        fail(f"right_answer {letter!r} is not one of the {len(choices)} option letters")
+    option_letter(record["right_answer"], letters(len(choices)), "right_answer", where)
     intervals = record["clue_intervals"]
     if not isinstance(intervals, list) or not intervals:
         fail(f"clue_intervals must be a non-empty list of [start, end], got {intervals!r}")
     clean = []
     for interval in intervals:
-        if (not isinstance(interval, (list, tuple)) or len(interval) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in interval)
-                or interval[0] > interval[1] or interval[0] < 0):
+        if not isinstance(interval, (list, tuple)) or len(interval) != 2:
+            fail(f"clue interval {interval!r} is not [start, end] seconds")
+        start, end = (finite_number(value, f"clue interval {interval!r} {side}", where) for side, value in zip(("start", "end"), interval))
+        if start > end:
             fail(f"clue interval {interval!r} is not [start, end] seconds with 0 <= start <= end")
-        clean.append([float(interval[0]), float(interval[1])])
-    if not isinstance(record["duration"], (int, float)) or record["duration"] <= 0:
-        fail(f"duration must be a positive number of seconds, got {record['duration']!r}")
-    return {**record, "choices": list(choices), "clue_intervals": clean, "duration": int(record["duration"])}
+        clean.append([start, end])
+    duration = finite_number(record["duration"], "duration", where, positive=True)
+    return {**record, "choices": list(choices), "clue_intervals": clean, "duration": int(duration)}
 
 
 def validate_records(records: Any, where: str) -> list[dict]:
@@ -91,10 +88,13 @@ def parse_meta(raw: Any, where: str) -> dict[str, VideoMeta]:
         raise DataError(f"{where}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
     table = {}
     for uid, entry in raw.items():
-        require_fields(entry, ("max_frame", "fps"), f"{where} entry {uid!r}")
-        if not entry["fps"] or entry["fps"] <= 0 or entry["max_frame"] <= 0:
-            raise DataError(f"{where} entry {uid!r}: fps and max_frame must be positive, got {entry}")
-        table[uid] = VideoMeta(float(entry.get("duration") or entry["max_frame"] / entry["fps"]), int(entry["max_frame"]), float(entry["fps"]))
+        where_entry = f"{where} entry {uid!r}"
+        require_fields(entry, ("max_frame", "fps"), where_entry)
+        fps = finite_number(entry["fps"], "fps", where_entry, positive=True, unit="frames per second")
+        max_frame = finite_number(entry["max_frame"], "max_frame", where_entry, positive=True, unit="frames")
+        # no duration (or 0): the sampler's own max_frame / fps
+        duration = finite_number(entry["duration"], "duration", where_entry) if entry.get("duration") else max_frame / fps
+        table[uid] = VideoMeta(duration, int(max_frame), fps)
     return table
 
 

@@ -335,6 +335,32 @@ def test_malformed_record_is_named():
         data.validate_record({"qid": 1}, "f.json #3")
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("duration", math.nan, r"qid 7.*duration must be a finite number of seconds > 0, got nan"),
+    ("duration", math.inf, r"qid 7.*duration must be a finite number of seconds > 0, got inf"),
+    ("clue_intervals", [[1, math.nan]], r"qid 7.*clue interval \[1, nan\] end must be a finite number of seconds >= 0"),
+    ("clue_intervals", [[-2, 3]], r"qid 7.*clue interval \[-2, 3\] start must be"),
+    ("right_answer", "5", r"qid 7.*right_answer '5' is not one of the option letters A, B, C, D, E; correct that record"),
+])
+def test_bad_values_name_the_question_field_and_value(field, value, message):
+    """A NaN duration (bucketed `60+`) or a gold letter past the options: the file is refused, naming the question."""
+    good = {"qid": 7, "video_uid": "v", "question": "Q", "answer": "x", "choices": ["x", "y", "z", "w", "u"],
+            "right_answer": "A", "clue_intervals": [[1, 2]], "domain": "GUI", "sub_category": "Hallucination", "duration": 600}
+    with pytest.raises(DataError, match=message):
+        data.validate_records([good, {**good, "qid": 8}, {**good, field: value}], "f.json")
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"duration": math.nan, "max_frame": 100, "fps": 25.0}, "duration must be a finite number of seconds >= 0, got nan"),
+    ({"duration": 4.0, "max_frame": 100, "fps": math.nan}, "fps must be a finite number of frames per second > 0, got nan"),
+    ({"duration": 4.0, "max_frame": math.inf, "fps": 25.0}, "max_frame must be a finite number of frames > 0, got inf"),
+])
+def test_bad_frame_table_values_name_the_video(entry, message):
+    with pytest.raises(DataError, match=f"meta.json entry 'v1': {message}"):
+        data.parse_meta({"v0": {"duration": 4.0, "max_frame": 100, "fps": 25.0}, "v1": entry}, "meta.json")
+    assert data.parse_meta({"v1": {"max_frame": 100, "fps": 25.0}}, "meta.json")["v1"].duration == 4.0
+
+
 def test_missing_video_error_names_file_and_fix(cg_env):
     with pytest.raises(DataError, match=r"cg_videos_720p/nope\.mp4.*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
         data.video_path("nope")

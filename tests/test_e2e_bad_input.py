@@ -150,6 +150,52 @@ def test_malformed_annotation_record_is_named(fresh_sample):
     assert "question" in str(caught.value) and str(broken_id) in str(caught.value), str(caught.value)
 
 
+def _edit_records(path: Path, edit) -> None:
+    records = json.loads(path.read_text())
+    edit(records)
+    path.write_text(json.dumps(records))  # json writes NaN as the bare `NaN` Python's reader accepts
+
+
+def test_bad_annotation_values_refuse_the_file_before_generation_and_in_prepare(fresh_sample, capsys):
+    """Issue 34: a NaN duration (bucketed `long`) or a multiple-choice answer no option has used to
+    load and change the scores; now the task's `process_docs` and `lmms-vr prepare` refuse the file,
+    naming the record, the field and the value."""
+    from lmms_video_reasoning.utils.core.roots import DataError
+    from lmms_video_reasoning.utils.tools.cli import main
+
+    annotation = fresh_sample / "vcr_bench" / "v1" / "videos" / "meta_info_video.json"
+    records = json.loads(annotation.read_text())
+    choice = next(r for r in records if r["multiple-choice"])
+    other = next(r for r in records if r["id"] != choice["id"])
+    for field, value, record in (("answer", 5, choice), ("duration", float("nan"), other)):
+        _edit_records(annotation, lambda rs: rs[records.index(record)].update({field: value}))
+        with pytest.raises(DataError) as caught:
+            hook(task_config("vcr_cot")["process_docs"])(None)
+        message = str(caught.value)
+        assert f"id={record['id']}" in message and field in message and repr(value) in message, message
+        assert "meta_info_video.json" in message and "correct that record" in message, message
+        assert main(["prepare", "vcr_bench", "--root", str(fresh_sample / "vcr_bench"), "--verify-only"]) == 2
+        assert message in capsys.readouterr().err
+        annotation.write_text(json.dumps(records))
+
+
+def test_a_bad_duration_leaves_the_score_unchanged(fresh_sample, tmp_path, capsys):
+    """`lmms-vr score` reads the documents as the run does: a NaN duration refuses the file (no
+    score written) instead of bucketing the question `60+` and scoring it."""
+    from lmms_video_reasoning.utils.tools.cli import main
+
+    predictions, good, bad = fresh_sample / "predictions.jsonl", tmp_path / "good.json", tmp_path / "bad.json"
+    assert main(["score", str(predictions), "--task", "cg_bench_mcq", "--out", str(good)]) == 0
+    annotation = fresh_sample / "cg_bench" / "cgbench_mini.json"
+    qid = json.loads(annotation.read_text())[2]["qid"]
+    _edit_records(annotation, lambda rs: rs[2].update(duration=float("nan")))
+    capsys.readouterr()
+    assert main(["score", str(predictions), "--task", "cg_bench_mcq", "--out", str(bad)]) == 2
+    error = capsys.readouterr().err
+    assert f"cgbench_mini.json record #2 (qid {qid}): duration must be a finite number of seconds > 0, got nan" in error
+    assert not bad.exists()
+
+
 def test_garbage_srt_does_not_crash_cg_bench(fresh_sample):
     """CG-Bench prompts carry subtitles: a garbage SRT gives a clear error or no subtitle lines."""
     config = task_config("cg_bench_long")

@@ -165,6 +165,61 @@ def test_missing_split_part_is_named_without_running_anything(tmp_path):
     assert "the last part big.zip (it holds the directory) is missing" in prepare.extract_all(root, KEEP, LIMITS).failed[0]
 
 
+@pytest.mark.parametrize("size", ["same size", "other size"])
+def test_a_second_archive_never_replaces_a_verified_video(tmp_path, size):
+    """Two CG-Bench chunks holding a same-named video with different content: the first one's
+    (extracted and verified) file is kept byte for byte; the second archive is refused as a
+    whole, naming the archive, the member and the file, and stays refused on every rerun."""
+    cg = prepare.benchmark_module("cg_bench")
+    root = tmp_path / "root"
+    root.mkdir()
+    good, other = random.Random(1).randbytes(5000), random.Random(2).randbytes(5000 if size == "same size" else 4000)
+    (root / "video_chunk_01.zip").write_bytes(_zip({"a.mp4": good}))
+    (root / "video_chunk_02.zip").write_bytes(_zip({"b.mp4": b"b" * 100, "x/a.mp4": other}))
+    for _run in range(2):
+        report = prepare.extract_all(root, cg, LIMITS)
+        assert report.extracted + report.up_to_date == ["video_chunk_01.zip"] and len(report.failed) == 1
+        message = report.failed[0]
+        assert message.startswith("video_chunk_02.zip: member 'x/a.mp4' would replace ") and "whose content differs" in message
+        assert str(root / "cg_videos_720p" / "a.mp4") in message and "nothing of it was written" in message
+        assert "delete it" in message and "delete the archive" in message
+        assert (root / "cg_videos_720p" / "a.mp4").read_bytes() == good
+        assert not (root / "cg_videos_720p" / "b.mp4").exists()  # the refused archive wrote nothing
+    assert prepare.stamp_state(root, archives.find_archives(root)[1]) == "new"
+
+
+def test_the_same_content_already_in_place_is_kept_and_counted_done(tmp_path):
+    root = tmp_path / "root"
+    (root / "x").mkdir(parents=True)
+    (root / "x" / "one.bin").write_bytes(b"1" * 100)  # unzipped by other means, or by another archive
+    before = (root / "x" / "one.bin").stat().st_mtime_ns
+    (root / "a.zip").write_bytes(_zip({"x/one.bin": b"1" * 100, "x/two.bin": b"2"}))
+    (root / "b.zip").write_bytes(_zip({"x/one.bin": b"1" * 100}))
+    report = prepare.extract_all(root, KEEP, LIMITS)
+    assert report.extracted == ["a.zip", "b.zip"] and not report.failed
+    assert (root / "x" / "one.bin").stat().st_mtime_ns == before and (root / "x" / "two.bin").read_bytes() == b"2"
+
+
+def test_a_member_under_an_existing_file_names_the_member_and_the_file(tmp_path):
+    root = tmp_path / "root"
+    (root / "videos").mkdir(parents=True)
+    (root / "videos" / "a.mp4").write_bytes(b"good video")
+    (root / "b.zip").write_bytes(_zip({"videos/a.mp4/x": b"1", "videos/c.mp4": b"2"}))
+    [message] = prepare.extract_all(root, KEEP, LIMITS).failed
+    assert message.startswith(f"b.zip: member 'videos/a.mp4/x' goes to {root / 'videos' / 'a.mp4' / 'x'}, under "
+                              f"{root / 'videos' / 'a.mp4'}, which is a file, not a folder")
+    assert "File exists" not in message and "nothing of it was written" in message
+    assert (root / "videos" / "a.mp4").read_bytes() == b"good video" and not (root / "videos" / "c.mp4").exists()
+    (root / "b.zip").write_bytes(_zip({"videos/c.mp4": b"2"}))  # a folder where a member goes
+    (root / "videos" / "c.mp4").mkdir()
+    assert "member 'videos/c.mp4' goes to" in prepare.extract_all(root, KEEP, LIMITS).failed[0]
+    # within one archive: a member where another needs a folder is refused before anything is written
+    (root / "c.zip").write_bytes(_zip({"d/e.mp4": b"1", "d/e.mp4/f": b"2"}))
+    with pytest.raises(archives.ArchiveError, match="c.zip: member 'd/e.mp4' would be the file d/e.mp4, where member "
+                                                    "'d/e.mp4/f' needs a folder"):
+        archives.plan(archives.find_archives(root)[1], KEEP.extraction_target)
+
+
 # ---------------------------------------------------------------------- resolvers
 
 

@@ -10,6 +10,7 @@ import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, MediaError
 from lmms_video_reasoning.vcr_bench import aggregate, data, hooks, sample, scoring
+from lmms_video_reasoning.vcr_bench import docs as vcr_docs
 from lmms_video_reasoning.vcr_bench import task as vcr_task
 
 
@@ -57,6 +58,46 @@ def test_bad_records_name_the_record():
         data.records_to_docs([{**good, "reasoning": "1. a"}], "f.json")
     with pytest.raises(DataError, match="duplicate id 7"):
         data.records_to_docs([good, good], "f.json")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("duration", math.nan, r"id=7\).*duration must be a finite number of seconds >= 0, got nan"),
+    ("duration", math.inf, r"id=7\).*duration must be a finite number.*got inf"),
+    ("duration", -1, r"id=7\).*duration must be a finite number.*got -1"),
+    ("answer", 5, r"id=7\).*answer 5 is not one of the option letters A, B, C, D; correct that record"),
+    ("answer", "E", r"id=7\).*answer 'E' is not one of the option letters A, B, C, D"),
+])
+def test_bad_values_name_the_record_field_and_value(field, value, message):
+    """A NaN duration would be bucketed `long` and a gold answer no option has scores every reply
+    wrong: both refuse the file (in `prepare` and before generation), naming the record."""
+    good = {"id": 7, "video_path": "video/x/a.mp4", "duration": 12, "dimension": "Video Plot Analysis",
+            "question": "Why?A. a\nB. b\nC. c\nD. d\n", "multiple-choice": True,
+            "choices": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer": "D", "reasoning": ["1. a"]}
+    assert data.records_to_docs([good], "f.json")[0]["answer"] == "D"
+    with pytest.raises(DataError, match=message):
+        data.records_to_docs([{**good, field: value}], "f.json")
+
+
+def test_option_letters_come_from_the_choices_else_the_question_text():
+    question = "Why didn't he go?A. Hostile.\nB. Another woman.\nC. Another man.\n"
+    assert vcr_docs.option_letters(question, {"A": "x", "B": "y", "C": "", "D": ""}) == ["A", "B"]
+    assert vcr_docs.option_letters(question, {"A": "", "B": "", "C": "", "D": ""}) == ["A", "B", "C"]
+    with pytest.raises(DataError, match="'A': the question has no options"):
+        data.record_to_doc({"id": 1, "video_path": "v.mp4", "duration": 1, "dimension": "vpa", "question": "Why?",
+                            "multiple-choice": True, "choices": {}, "answer": "A", "reasoning": []}, "r")
+
+
+@pytest.mark.parametrize("answer, ok", [("[13, 54]", True), ("[56,96,104,144]", True), ("Kitchen", True),
+                                        ("[-3, 5]", False), ("[2, 1e999]", False)])
+def test_time_answers_hold_finite_seconds(answer, ok):
+    """An open answer that parses as an interval is scored by time IoU: its bounds must be seconds."""
+    record = {"id": 3, "video_path": "v.mp4", "duration": 60, "dimension": "Video Temporal Grounding",
+              "question": "When?", "multiple-choice": False, "choices": {}, "answer": answer, "reasoning": []}
+    if ok:
+        assert data.record_to_doc(record, "r")["answer"] == answer
+    else:
+        with pytest.raises(DataError, match=r"answer '\[.*\]' (start|end) must be a finite number of seconds >= 0"):
+            data.record_to_doc(record, "r")
 
 
 def test_missing_video_is_a_clear_error(docs, tmp_path, monkeypatch):

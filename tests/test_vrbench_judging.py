@@ -64,6 +64,12 @@ def test_malformed_record_is_named(debug_records):
     broken["mcq"]["qa2"]["reasoning_type"] = "Counting"
     with pytest.raises(DataError, match="unknown reasoning_type 'Counting'"):
         data.flatten([broken])
+    for answer in (5, "E"):  # a gold answer no option has: the file is refused, naming the question
+        broken = json.loads(json.dumps(debug_records[1]))
+        broken["mcq"]["qa2"]["answer"] = answer
+        with pytest.raises(DataError, match=rf"eb5vwy4GSSs, question qa2: answer {answer!r} is not one of the option "
+                                            r"letters A, B, C, D; correct that record"):
+            data.flatten([broken])
 
 
 def test_inference_prompt_byte_exact(debug_records, ref_prompt):

@@ -9,8 +9,10 @@ the duration bucket of the paper's Table 1. A record's `video_path` is relative 
 from __future__ import annotations
 
 import json
+import re
 
-from lmms_video_reasoning.utils.core.data_errors import DataError, require_fields
+from lmms_video_reasoning.utils.core.data_errors import DataError, finite_number, option_letter, require_fields
+from lmms_video_reasoning.vcr_bench.scoring import parse_interval
 
 VIDEO_DIR = "v1/videos"
 ANNOTATION = f"{VIDEO_DIR}/meta_info_video.json"
@@ -27,6 +29,10 @@ DIMENSIONS = {
 }
 # Duration buckets (paper Table 1): short <= 60 s, medium <= 300 s, long > 300 s.
 SHORT_MAX_S, MEDIUM_MAX_S = 60, 300
+
+# An option inside a multiple-choice question's text ("...?A. He ...\nB. ..."): a capital letter
+# not preceded by a letter, then ". ".
+QUESTION_OPTION = re.compile(r"(?<![A-Za-z])([A-Z])\.\s")
 
 RECORD_FIELDS = ("id", "video_path", "duration", "dimension", "question", "multiple-choice", "answer", "reasoning")
 
@@ -47,6 +53,20 @@ def duration_bucket(duration_s: float) -> str:
     return "medium" if duration_s <= MEDIUM_MAX_S else "long"
 
 
+def option_letters(question: str, choices: dict) -> list[str]:
+    """The letters of a multiple-choice question: the `choices` with a text (the official file),
+    else the options written in the question text (they are there too); none is an error."""
+    found = [letter for letter, text in choices.items() if str(text).strip()]
+    return found or list(dict.fromkeys(QUESTION_OPTION.findall(question)))
+
+
+def check_time_answer(answer, where: str) -> None:
+    """A grounding answer in time ("[13, 54]", scored by IoU) must hold finite seconds >= 0."""
+    interval = parse_interval(answer) if isinstance(answer, str) else None
+    for side, value in zip(("start", "end"), interval or ()):
+        finite_number(value, f"answer {answer!r} {side}", where)
+
+
 def record_to_doc(record: dict, where: str) -> dict:
     """Validate one official record and turn it into a task document (Arrow-friendly types)."""
     require_fields(record, RECORD_FIELDS, where)
@@ -55,8 +75,7 @@ def record_to_doc(record: dict, where: str) -> dict:
     for name in ("video_path", "question"):
         if not isinstance(record[name], str) or not record[name].strip():
             raise DataError(f"{where}: '{name}' must be a non-empty string, got {record[name]!r}")
-    if isinstance(record["duration"], bool) or not isinstance(record["duration"], (int, float)) or record["duration"] < 0:
-        raise DataError(f"{where}: 'duration' must be a number of seconds, got {record['duration']!r}")
+    duration = finite_number(record["duration"], "duration", where)
     if not isinstance(record["multiple-choice"], bool):
         raise DataError(f"{where}: 'multiple-choice' must be true or false, got {record['multiple-choice']!r}")
     if not isinstance(record["answer"], (str, int, float)) or isinstance(record["answer"], bool):
@@ -67,12 +86,18 @@ def record_to_doc(record: dict, where: str) -> dict:
     choices = record.get("choices") or {}
     if not isinstance(choices, dict):
         raise DataError(f"{where}: 'choices' must be an object of option letter -> text, got {type(choices).__name__}")
+    if record["multiple-choice"]:
+        answer = record["answer"]
+        option_letter(answer.strip().upper() if isinstance(answer, str) else answer,
+                      option_letters(record["question"], choices), "answer", where)
+    else:
+        check_time_answer(record["answer"], where)
     code = dimension_code(record["dimension"], where)
     return {
         "sample_id": str(int(record["id"])),
         "id": int(record["id"]),
         "video_path": record["video_path"],
-        "duration": float(record["duration"]),
+        "duration": duration,
         "dimension": next(full for full, c in DIMENSIONS.items() if c == code),
         "dimension_code": code,
         "question": record["question"],

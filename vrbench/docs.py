@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lmms_video_reasoning.utils.core.data_errors import DataError, require_fields
+from lmms_video_reasoning.utils.core.data_errors import DataError, option_letter, require_fields
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.scoring import TYPE_METRIC
 
@@ -60,8 +60,7 @@ def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
             if reasoning_type.strip() not in TYPE_METRIC:
                 raise DataError(f"{where}: unknown reasoning_type {reasoning_type!r}; expected one of {sorted(TYPE_METRIC)}")
             options = _options(qa["options"], where)
-            if qa["answer"] not in dict(options):
-                raise DataError(f"{where}: answer {qa['answer']!r} is not one of the option letters {[o[0] for o in options]}")
+            option_letter(qa["answer"], [letter for letter, _text in options], "answer", where)
             steps = _steps(qa["reasoning_process"], where)
             docs.append(
                 {

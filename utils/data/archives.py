@@ -21,7 +21,10 @@ gives (the benchmark decides; members that leave the root are refused), after ch
 declared expansion against `limits.max_ratio` (zip bombs) and the free disk against what is
 still to be written plus `limits.keep_free`. Each member is streamed to a temporary file,
 bounded by its declared size, CRC-checked, then moved into place, so no partial file is ever
-left under a final name.
+left under a final name. A file already in place is never replaced: the same content (its size,
+and the CRC an earlier extraction recorded for it) is skipped, different content (often another archive's verified copy of a
+same-named video) or a file where a member needs a folder refuses the archive before anything
+of it is written (`refuse_conflicts`), naming the archive, the member and the file.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Callable, Mapping
 
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.files import atomic_target
@@ -388,19 +391,64 @@ class Plan:
     archive: Archive
     entries: list[tuple[Member, str]]  # member, root-relative target
     skipped: int  # members no target wanted (e.g. a README)
+    # CRC of each file the extraction of another archive verified and recorded (`prepare`'s stamps)
+    verified: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def declared(self) -> int:
         return sum(member.size for member, _t in self.entries)
 
     def pending(self, root: Path, rewrite: frozenset[str] = frozenset()) -> list[tuple[Member, str]]:
-        """Entries to write: those in `rewrite`, and those whose target is not there with the right size."""
-        out = []
-        for member, target in self.entries:
-            path = Path(root) / target
-            if target in rewrite or not (path.is_file() and path.stat().st_size == member.size):
-                out.append((member, target))
-        return out
+        """Entries to write: those in `rewrite`, and those whose content is not at their target."""
+        return [(member, target) for member, target in self.entries
+                if target in rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
+
+
+def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
+    """The member's content is already at `path`: a file of its size, with its CRC when an
+    extraction recorded the file's CRC. Files reach their names only whole and CRC-checked
+    (`extract`), so the size is enough otherwise, and a resumed extraction reads nothing back."""
+    return (path.is_file() and path.stat().st_size == member.size
+            and (verified_crc is None or verified_crc == member.crc))
+
+
+def _file_in_the_way(root: Path, target: str) -> Path | None:
+    """A file where `target` needs a folder (one of its parent folders), or None."""
+    for folder in reversed(PurePosixPath(target).parents[:-1]):  # from the root down
+        path = root / folder
+        if path.exists() and not path.is_dir():
+            return path
+    return None
+
+
+def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> list[str]:
+    """One line per entry that would replace a different file already in place, or whose place
+    is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
+    root = Path(root)
+    found = []
+    for member, target in plan_.entries:
+        path, blocking = root / target, _file_in_the_way(root, target)
+        if blocking is not None:
+            found.append(f"member {member.name!r} goes to {path}, under {blocking}, which is a file, not a folder")
+        elif path.is_dir():
+            found.append(f"member {member.name!r} goes to {path}, which is a folder")
+        elif path.exists() and target not in rewrite and not in_place(path, member, plan_.verified.get(target)):
+            found.append(f"member {member.name!r} would replace {path}, whose content differs "
+                         f"({path.stat().st_size} bytes there, {member.size} bytes with CRC {member.crc:08x} in the archive)")
+    return found
+
+
+def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
+    """ArchiveError naming the archive, the member and the file in the way when extracting would
+    replace or run under a file already there (often another archive's verified copy); before
+    anything of the archive is written."""
+    found = conflicts(plan_, root, rewrite)
+    if found:
+        more = f" (and {len(found) - 1} more member(s) like it)" if len(found) > 1 else ""
+        raise ArchiveError(
+            f"{plan_.archive.label}: {found[0]}{more}; refusing to extract this archive (nothing of it was written, "
+            f"the file in place is kept). If the file in place is wrong, delete it; if {plan_.archive.label} is not "
+            "a genuine copy (two archives disagree about that file), delete the archive; then rerun `lmms-vr prepare`")
 
 
 def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
@@ -428,6 +476,12 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
         if target not in seen:
             seen[target] = member
             entries.append((member, target))
+    folders = {str(folder): target for target in seen for folder in PurePosixPath(target).parents}
+    for target, member in seen.items():
+        if target in folders:  # one member would be a file where another needs a folder
+            raise ArchiveError(f"{archive.label}: member {member.name!r} would be the file {target}, where member "
+                               f"{seen[folders[target]].name!r} needs a folder; this is not the dataset's archive: "
+                               "delete it and download it again")
     return Plan(archive, entries, skipped)
 
 
@@ -510,13 +564,14 @@ def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], N
     a file of the right size is there); return {target: size} of all its targets once each is
     verified present with its declared size."""
     root = Path(root)
+    refuse_conflicts(plan_, root, rewrite)
     check_space(plan_, root, limits, rewrite)
     view = Concatenation(plan_.archive.parts)
     try:
         for member, target in plan_.pending(root, rewrite):
             path = root / target
-            path.parent.mkdir(parents=True, exist_ok=True)
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 with atomic_target(path) as tmp, tmp.open("wb") as out:
                     _copy_member(view, member, out, plan_.archive.label)
             except OSError as exc:

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -195,12 +196,14 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             continue
         rewrite: frozenset[str] = frozenset()
         try:
-            plan = archives.plan(archive, module.extraction_target)
+            plan = dataclasses.replace(archives.plan(archive, module.extraction_target),
+                                       verified=_verified_by_others(root, archive.label))
             if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
                 old = _read_stamp(_stamp_path(root, archive.label)) or {}
                 crcs = old.get("crcs", {})
                 rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
                 print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
+            archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
             need = archives.check_space(plan, root, limits, rewrite)
             print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
                   f"{archives.human(plan.declared)}; {archives.human(need)} still to write, "
@@ -220,6 +223,16 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             _mark_deleted(root, archive.label)
     media_index.forget(root)
     return report
+
+
+def _verified_by_others(root: Path, label: str) -> dict[str, int]:
+    """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
+    verified: dict[str, int] = {}
+    for path in sorted((root / STAMP_DIR).glob("*.json")):
+        stamp = _read_stamp(path)
+        if stamp is not None and stamp.get("archive") != label:
+            verified.update({t: c for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)})
+    return verified
 
 
 def _progress(total: int):
