@@ -34,7 +34,10 @@ Several runs give one results file each, `<FILE stem>_<run>.json`.
 A run whose lmms-eval aggregation failed has no samples file: the records its tasks saved
 before judging (`<date_id>_records_<task>.jsonl`) are scored instead. Exit status 3: the judge
 had an outage (circuit breaker open), so the metrics it could not judge are not computed; run
-the same command again once it works (nothing failed was cached). Exit status 4: the judge cache
+the same command again once it works (nothing failed was cached); after an offline batch flow
+(--batch-export / --batch-import) a configured judge sends nothing that flow exported, so a
+judgment it failed is counted as failed and printed as NOT SENT with how to judge it
+(`--batch-export`, `--judge-online`), not an outage (docs/judges.md). Exit status 4: the judge cache
 could not be read or written (the metrics stand; a rerun would pay again for what was not stored).
 """
 
