@@ -42,7 +42,9 @@ from lmms_video_reasoning.judges.engine import (
     JudgeRequest,
     JudgeResult,
     _AttemptFailed,
+    _NotComputed,
     _read,
+    configured_judge,
     _validate,
     parse_completion,
     reply_too_large,
@@ -153,6 +155,20 @@ class BatchLedger:
     def keys_of(self, submission: str) -> list[str]:
         return [row[0] for row in self._rows("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
 
+    def held(self, keys: Sequence[str]) -> str | None:
+        """What the batch flow says of a request (its attempts' keys, as `request_keys` gives them)
+        that has no cached verdict: None (none of them was ever exported: not the batch's),
+        FAILED (its attempts used up in the batches, or each of its replies rejected: what an
+        export would now count as failed), else EXPORTED (due: exported or in flight, due again
+        after a failed line, or its re-ask not answered yet)."""
+        marks = ",".join("?" * len(keys))
+        states = dict(self._rows(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
+        if not states:
+            return None
+        if FAILED in states.values() or all(states.get(key) == REJECTED for key in keys):
+            return FAILED
+        return EXPORTED
+
     def has_answers(self, model: str) -> bool:
         """Whether replies for ``model`` were imported from a batch into this cache."""
         return bool(self._rows("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
@@ -186,6 +202,53 @@ class BatchLedger:
         with self._transaction() as db:
             db.execute("UPDATE batch_requests SET state = ?, submission = NULL WHERE submission = ? AND state = ?", (EXPORTED, submission, IN_FLIGHT))
             db.execute("DELETE FROM api_batches WHERE submission = ?", (submission,))
+
+
+# ---------------------------------------------------------------------- scoring after the batch flow
+
+HELD_FAILED = ("not sent: the offline batch flow failed it (its batch attempts used up, or no reply parsed); "
+               "`lmms-vr score PATH --judge-online` sends it to the configured judge")
+HELD_DUE = ("not sent: the offline batch flow exported it and has no answer for it yet; export it with "
+            "`lmms-vr score PATH --batch-export FILE`, or send it with `lmms-vr score PATH --judge-online`")
+
+
+class BatchBoundJudge(Judge):
+    """The configured judge when its cache holds an offline batch flow of its model (`--batch-export`
+    / `--batch-import`): cached verdicts are served as usual, and so is (sent) a request the flow
+    never exported; a request the flow holds (`BatchLedger.held`) is not sent: it is not computed
+    (a failed judgment, as a `CacheOnlyJudge` miss), counted as `batch_failed` or `batch_due`. So a
+    key in the environment never re-sends, on its own, what was judged (or failed) in a batch;
+    `lmms-vr score --judge-online` uses the plain configured judge."""
+
+    def __init__(self, config: JudgeConfig, budget, breaker, ledger: "BatchLedger") -> None:
+        super().__init__(config, budget, breaker)
+        self.ledger = ledger
+
+    def _fetch(self, request: JudgeRequest, key: str = "") -> CachedReply:
+        state = self.ledger.held(request_keys(self.config.model, request))
+        if state is None:
+            return super()._fetch(request, key)
+        failed = state == FAILED
+        self.stats.add(request.tag, **{"batch_failed" if failed else "batch_due": 1})
+        raise _NotComputed(HELD_FAILED if failed else HELD_DUE)
+
+
+def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
+    """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its
+    model, else None (the configured judge, unchanged). A cache that cannot be read: None (the judge
+    reports its cache errors)."""
+    if config.cache_path is None or not Path(config.cache_path).is_file():
+        return None
+    try:
+        cache = ReplyCache(config.cache_path)
+        if not cache.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batch_requests'"):
+            return None
+        if not cache.execute("SELECT 1 FROM batch_requests WHERE model = ? LIMIT 1", (config.model,)):
+            return None
+        ledger = BatchLedger(cache)
+    except (sqlite3.Error, OSError, JudgeConfigError):
+        return None
+    return configured_judge(config, BatchBoundJudge, ledger)
 
 
 # ---------------------------------------------------------------------- batch lines

@@ -104,9 +104,11 @@ class JudgeResult:
 # calls: HTTP requests sent (retries included); cache_refused: cached replies not served
 # (did not parse, another judge's, or recorded before the answering model was kept);
 # not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`;
-# cache_errors: cache reads and writes that failed (a verdict not stored is paid for again).
+# cache_errors: cache reads and writes that failed (a verdict not stored is paid for again);
+# batch_failed / batch_due: not_computed requests the offline batch flow holds (judges/batch.py,
+# `BatchBoundJudge`): failed in its batches / exported or due again but not answered yet.
 _COUNTERS = ("calls", "cache_hits", "cache_refused", "failures", "not_computed", "reasks", "retries",
-             "prompt_tokens", "completion_tokens", "usage_unreported", "cache_errors")
+             "prompt_tokens", "completion_tokens", "usage_unreported", "cache_errors", "batch_failed", "batch_due")
 
 
 @dataclass
@@ -124,6 +126,8 @@ class JudgeStats:
     completion_tokens: int = 0
     usage_unreported: int = 0
     cache_errors: int = 0
+    batch_failed: int = 0
+    batch_due: int = 0
     cost_usd: float | None = None
     budget_exhausted: bool = False
     answered_by: dict[str, int] = field(default_factory=dict)  # answering model -> replies used
@@ -930,19 +934,29 @@ def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | 
         replaced = _replacement(benchmark, config)
         if replaced is not CONFIGURED:
             return replaced
-    with _registry_lock:
-        if config is None:
+    if config is None:
+        with _registry_lock:
             if benchmark not in _warned and not quiet:
                 _warned.add(benchmark)
                 log.warning(not_configured_message(benchmark))
-            return None
-        judge = _judges.get(config.identity)
+        return None
+    return configured_judge(config)
+
+
+def configured_judge(config: JudgeConfig, kind: "type[Judge]" = None, *args: Any) -> Judge:
+    """The process's one judge of class ``kind`` (default `Judge`; a subclass taking
+    ``(config, budget, breaker, *args)``) for ``config``: every judge of a process shares the
+    call budget, and the judges of one endpoint its circuit breaker."""
+    kind = kind or Judge
+    identity = config.identity if kind is Judge else (kind.__name__, config.identity)
+    with _registry_lock:
+        judge = _judges.get(identity)
         if judge is None:
             budget = _budgets.get(config.max_calls)
             if budget is None:
                 budget = _budgets[config.max_calls] = CallBudget(config.max_calls, "process")
             breaker = _breakers.setdefault(config.endpoint, CircuitBreaker(config.concurrency))
-            judge = _judges[config.identity] = Judge(config, budget, breaker)
+            judge = _judges[identity] = kind(config, budget, breaker, *args)
         return judge
 
 

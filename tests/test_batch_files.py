@@ -249,3 +249,105 @@ def test_import_that_accepts_nothing_fails(sample_dir, sample_env, tmp_path, cap
         assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(good)]) == 2
     again = capsys.readouterr()
     assert f"{len(rows)} stale (already imported, or not asked by this scoring)" in again.err
+
+
+# ---------------------------------------------------------------------- scoring after the offline flow, with a judge configured
+
+
+def _offline_flow_with_one_failure(predictions, env, folder, capsys) -> tuple[str, set[str]]:
+    """Export/import rounds (no key) until nothing is due, one request failing in every batch until its
+    attempts are used up: (its custom_id, the custom_ids answered in the batches)."""
+    failing, answered = None, set()
+    for number in range(1, 12):
+        requests, results = folder / f"requests_{number}.jsonl", folder / f"results_{number}.jsonl"
+        with environment(env):
+            assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(requests)]) == 0
+        keys = [json.loads(line)["custom_id"] for line in requests.read_text().splitlines() if line.strip()]
+        if not keys:
+            break
+        failing = failing or keys[0]
+        answer_file(requests, results, sample_responder, faults={failing: "error"})
+        answered |= {json.loads(line)["custom_id"] for line in results.read_text().splitlines()} - {failing}
+        with environment(env):
+            assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "1 requests out of attempts: judged failed" in out and "nothing to judge" in out
+    return failing, answered
+
+
+def test_after_the_offline_flow_a_configured_judge_sends_nothing_it_held(sample_dir, sample_env, tmp_path, capsys):
+    """The fault audit: after a finished offline batch flow, provider keys in the environment made `score`
+    re-send the batch-failed judgment and report a JUDGE OUTAGE (exit 3). The batch's verdicts are used:
+    the failed judgment is counted as failed, not sent, and the output says how to retry it."""
+    from lmms_video_reasoning.judges import LocalJudgeServer
+
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
+    predictions = sample_dir / "predictions.jsonl"
+    failing, answered = _offline_flow_with_one_failure(predictions, env, tmp_path, capsys)
+    # A judge that cannot be reached (a closed port), its key set: nothing is sent, so no outage.
+    unreachable = {**env, "LMMS_VR_JUDGE_BASE_URL": "http://127.0.0.1:9/v1", "LMMS_VR_JUDGE_API_KEY": "sk-test"}
+    with environment(unreachable):
+        status = cli_main(["score", str(predictions), "--task", "vr_bench", "--out", str(tmp_path / "scored.json")])
+    out = capsys.readouterr().out
+    assert "JUDGE OUTAGE" not in out and status == 0, out
+    assert "judgments of the offline batch flow were not sent" in out, out
+    assert "2 failed in the batch (attempts used up, or no reply parsed), 0 exported and not answered yet" in out, out
+    assert "--judge-online` sends them to the configured judge (sample-oracle at http://127.0.0.1:9/v1)" in out, out
+    stats = json.loads((tmp_path / "scored.json").read_text())["lmms_vr"]["judge_accounting"]["vr_bench"]["stats"]
+    assert (stats["calls"], stats["not_computed"], stats["batch_failed"], stats["batch_due"]) == (0, 2, 2, 0), stats
+    # A reachable judge: still nothing sent (requests counted by the server) ...
+    with LocalJudgeServer(responder=sample_responder, model="sample-oracle") as server:
+        reachable = {**env, "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_API_KEY": "sk-test"}
+        with environment(reachable):
+            assert cli_main(["score", str(predictions), "--task", "vr_bench"]) == 0
+        assert server.request_count == 0
+        assert "2 judgments of the offline batch flow were not sent" in capsys.readouterr().out
+        # ... until asked: --judge-online sends the two failed judgments (re-asks included), nothing answered in a batch.
+        cache = ReplyCache(tmp_path / "judge.sqlite")
+        cached = {key for key in answered if cache.get(key) is not None}
+        with environment(reachable):
+            assert cli_main(["score", str(predictions), "--task", "vr_bench", "--judge-online"]) == 0
+        sent = [{request_key(b["model"], b["messages"], b["max_tokens"], b.get("temperature"), attempt) for attempt in range(6)}
+                for b in server.requests]
+        assert sent and not set().union(*sent) & cached, "a request answered in a batch is never re-sent"
+        assert failing in set().union(*sent) and len({min(keys) for keys in sent}) == 2, len(sent)
+        assert "NOT SENT" not in capsys.readouterr().out
+        assert cache.get(failing) is not None, "judged online now, and cached"
+        # A later score: the failed line's judgment is served from the cache; the one whose replies never parse
+        # (the sample judge's refusal, re-asked online in vain) is held again, nothing is sent.
+        with environment(reachable):
+            assert cli_main(["score", str(predictions), "--task", "vr_bench"]) == 0
+        assert server.request_count == len(sent)
+        assert "NOT SENT: 1 judgments of the offline batch flow were not sent: 1 failed" in capsys.readouterr().out
+
+
+def test_a_request_still_due_in_the_flow_is_not_sent_and_others_are(sample_dir, sample_env, tmp_path, capsys):
+    """One round imported with a failed line (due again): `score` with a configured judge sends none of the
+    flow's requests and says to export them; a task the flow never exported is judged online as usual."""
+    from lmms_video_reasoning.judges import LocalJudgeServer
+
+    env = {**sample_env, **NO_KEY, "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite")}
+    predictions = sample_dir / "predictions.jsonl"
+    requests, results = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-export", str(requests)]) == 0
+    keys = [json.loads(line)["custom_id"] for line in requests.read_text().splitlines()]
+    answer_file(requests, results, sample_responder, faults={keys[0]: "error"})
+    with environment(env):
+        assert cli_main(["score", str(predictions), "--task", "vr_bench", "--batch-import", str(results)]) == 0
+    capsys.readouterr()
+    with LocalJudgeServer(responder=sample_responder, model="sample-oracle") as server:
+        reachable = {**env, "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_API_KEY": "sk-test"}
+        with environment(reachable):
+            assert cli_main(["score", str(predictions), "--task", "vr_bench", "--out", str(tmp_path / "scored.json")]) == 0
+        out = capsys.readouterr().out
+        assert server.request_count == 0, "nothing the batch flow holds is sent"
+        stats = json.loads((tmp_path / "scored.json").read_text())["lmms_vr"]["judge_accounting"]["vr_bench"]["stats"]
+        due = stats["batch_due"]
+        assert due >= 1 and stats["batch_failed"] == 0 and stats["not_computed"] == due, stats
+        assert f"NOT SENT: {due} judgments of the offline batch flow were not sent: 0 failed in the batch" in out, out
+        assert f"--batch-export FILE` exports the {due} still due" in out
+        # The same cache, a task whose requests were never exported: judged online as usual.
+        with environment(reachable):
+            assert cli_main(["score", str(predictions), "--task", "vcr_cot"]) == 0
+        assert server.request_count > 0 and "NOT SENT" not in capsys.readouterr().out

@@ -34,7 +34,10 @@ Several runs give one results file each, `<FILE stem>_<run>.json`.
 A run whose lmms-eval aggregation failed has no samples file: the records its tasks saved
 before judging (`<date_id>_records_<task>.jsonl`) are scored instead. Exit status 3: the judge
 had an outage (circuit breaker open), so the metrics it could not judge are not computed; run
-the same command again once it works (nothing failed was cached). Exit status 4: the judge cache
+the same command again once it works (nothing failed was cached); after an offline batch flow
+(--batch-export / --batch-import) a configured judge sends nothing that flow exported, so a
+judgment it failed is counted as failed and printed as NOT SENT with how to judge it
+(`--batch-export`, `--judge-online`), not an outage (docs/judges.md). Exit status 4: the judge cache
 could not be read or written (the metrics stand; a rerun would pay again for what was not stored).
 """
 
@@ -909,6 +912,7 @@ def main(args) -> int:
         # An outage is not a result: say so in the exit status too (scripts check it).
         print(f"\nJUDGE OUTAGE: {outage['model']} at {outage['endpoint']}: {outage['reason']}. The judgments it did not make "
               "are not computed (nothing cached for them); run the same command again once the judge works.")
+    print_held(scores, str(args.path))
     cache_errors = {(s.accounting.get("cache") or {}).get("path"): (s.accounting.get("cache") or {}).get("errors")
                     for s in scores if s.accounting is not None and (s.accounting.get("stats") or {}).get("cache_errors")}
     for path, count in cache_errors.items():
@@ -924,6 +928,27 @@ def main(args) -> int:
                 raise DataError(f"cannot write the results to {path}: {error.strerror or error} (give another --out)") from None
             print(f"\nresults{f' of run {run}' if len(runs) > 1 else ''} written to {path}")
     return 3 if outages else 4 if cache_errors else 5 if missing else 0
+
+
+def print_held(scores: Sequence[TaskScore], path: str) -> None:
+    """The judgments a configured judge did not send because the offline batch flow holds them
+    (`batch.BatchBoundJudge`), per judge and cache, and how to retry them."""
+    held: dict[tuple, list[int]] = {}
+    for s in scores:
+        stats = (s.accounting or {}).get("stats") or {}
+        if stats.get("batch_failed") or stats.get("batch_due"):
+            judge = s.accounting.get("judge") or {}
+            counts = held.setdefault((judge.get("model"), judge.get("base_url"), (s.accounting.get("cache") or {}).get("path")), [0, 0])
+            counts[0] += stats.get("batch_failed", 0)
+            counts[1] += stats.get("batch_due", 0)
+    for (model, endpoint, cache), (failed, due) in held.items():
+        # Not an outage and not a silent re-send: the batch's verdicts stand, the rest is counted as failed.
+        retry = [f"`lmms-vr score {path} --batch-export FILE` exports the {due} still due"] if due else []
+        retry.append(f"`lmms-vr score {path} --judge-online` sends them to the configured judge ({model} at {endpoint})")
+        print(f"\nNOT SENT: {failed + due} judgments of the offline batch flow were not sent: {failed} failed in the batch "
+              f"(attempts used up, or no reply parsed), {due} exported and not answered yet (cache {cache}). They are counted "
+              "as failed judgments (judge_failed; metrics past the failure share are not computed). To judge them: "
+              + "; ".join(retry) + ".")
 
 
 def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
@@ -955,12 +980,16 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
 
 def _verdicts_source(args, gathered: Sequence[Gathered], said: set | None = None):
     """After --batch, every verdict is read from the cache (a request the batches could not answer
-    is not sent now: it is counted as failed). With no judge configured, a benchmark is scored from
+    is not sent now: it is counted as failed). A configured judge whose cache holds an offline batch
+    flow of its model (--batch-export / --batch-import) sends no request that flow holds
+    (`batch.BatchBoundJudge`: counted as failed, `print_held` says how to retry), unless
+    --judge-online. With no judge configured, a benchmark is scored from
     the judge cache its run recorded (`recorded_verdicts`: the judge `lmms-vr report` reads too),
     else, when its judge model has batch-imported replies in the cache, from them (a GPU node with
     no key). `said`: the notes already printed (one per judge and cache)."""
     from contextlib import nullcontext
 
+    from lmms_video_reasoning.judges.batch import batch_bound_judge
     from lmms_video_reasoning.judges.config import JudgeConfig
     from lmms_video_reasoning.judges.engine import CONFIGURED, cache_only_judge, judges_replaced_by
     from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
@@ -971,11 +1000,16 @@ def _verdicts_source(args, gathered: Sequence[Gathered], said: set | None = None
             benchmark, *((config.model, config.cache_path, config.base_url) if config is not None else ())))
     names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
     readers: dict[str, Any] = {}
+    bound: dict[str, Any] = {}  # configured judges bound to the batch flow of their cache
     for name in names:
         try:
-            if JudgeConfig.from_env(name) is not None:
-                continue
+            config = JudgeConfig.from_env(name)
         except ValueError:  # a benchmark that declares no judge: there is no recorded judge to read
+            continue
+        if config is not None:
+            judge = None if getattr(args, "judge_online", False) else batch_bound_judge(config)
+            if judge is not None:
+                bound[name] = judge
             continue
         for item in gathered:
             reader, why = recorded_verdicts(Path(item.source), name)
@@ -998,8 +1032,8 @@ def _verdicts_source(args, gathered: Sequence[Gathered], said: set | None = None
         if note not in said:
             said.add(note)
             print(note)
-    if readers or models:
-        return judges_replaced_by(lambda benchmark, config: CONFIGURED if config is not None
+    if readers or models or bound:
+        return judges_replaced_by(lambda benchmark, config: (bound.get(benchmark) or CONFIGURED) if config is not None
                                   else readers.get(benchmark) or cache_only_judge(benchmark, models.get(benchmark)))
     return nullcontext()
 

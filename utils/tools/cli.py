@@ -6,7 +6,7 @@
     lmms-vr demo                             sample + replay predictions through lmms-eval
     lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data (BENCH: its folder's name)
     lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
-        [--estimate | --batch-export F | --batch-import F | --batch]   judging cost, batch files, Batch API
+        [--estimate | --batch-export F | --batch-import F | --batch | --judge-online]   judging cost, batch files, Batch API
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
     lmms-vr judge-agreement RUN... --candidate MODEL   a candidate judge against the reference, with CIs
     lmms-vr upstream --lmms-eval DIR --out SERIES [--validate]
@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="fill the judge cache from batch results (validated like synchronous replies)")
     judging.add_argument("--batch", action="store_true",
                          help="judge through the OpenAI Batch API (half price; resumable), then score from the cache")
+    judging.add_argument("--judge-online", action="store_true",
+                         help="after --batch-export/--batch-import: send the requests the batch flow failed or has not "
+                              "answered to the configured judge (by default they are not sent and count as failed)")
     score.set_defaults(run=_delegate("results.score"))
 
     report = sub.add_parser("report", help="the papers' tables, with CIs and plots")
