@@ -47,8 +47,8 @@ def _from_simple_evaluate() -> tuple[str | None, str | None]:
     return str(scope["datetime_str"]).replace(":", "-"), folder
 
 
-def suite_records_of_run() -> dict[str, tuple[list, Any]] | None:
-    """{task: (its records, its CLI namespace)} for every task of this suite in the run being
+def suite_records_of_run() -> dict[str, list] | None:
+    """{task: its records} for every task of this suite in the run being
     aggregated, read from lmms_eval.evaluator.evaluate's `eval_tasks` (touchpoint `run-records`):
     lmms-eval has built every task's records (`process_results`) before it aggregates the first.
     A task of this suite is one whose aggregations carry their benchmark (`ScoreOnce`). None
@@ -63,7 +63,7 @@ def suite_records_of_run() -> dict[str, tuple[list, Any]] | None:
         aggregations = task.aggregation() if task is not None and hasattr(task, "aggregation") else {}
         for (metric, _filter), items in (getattr(task_output, "sample_metrics", None) or {}).items():
             if getattr(aggregations.get(metric), "benchmark", None):
-                found[task_output.task_name] = (items, getattr(task, "args", None))
+                found[task_output.task_name] = items
                 break
     host.RUN_RECORDS.worked()
     return found

@@ -252,7 +252,7 @@ def _records_of_run() -> dict[str, Records]:
         log.warning("could not read the run's task list (%s: %s): each task's records are saved when its judging starts",
                     type(error).__name__, error)
         return {}
-    return {task: records for task, (records, _args) in (found or {}).items()}
+    return found or {}
 
 
 def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None") -> None:
@@ -263,6 +263,10 @@ def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None"
     Once per run and task (`save_records` keeps what it wrote); never raises."""
     if run is None or not records_by_task:
         return
+    seen = (run.folder, run.date_id, tuple(sorted((task, id(records)) for task, records in records_by_task.items())))
+    if seen in _manifests_for:
+        return  # the next task's aggregation of the same run: all saved already
+    _manifests_for.add(seen)
     entries = {}
     for task, records in records_by_task.items():
         path = save_records(records, run, task)
@@ -270,8 +274,6 @@ def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None"
         entries[task] = ({"records_file": path.name, "records": len(records), "sha256": saved[1]} if saved
                          else {"records_file": None, "records": len(records), "error": "not saved (see the log)"})
     manifest = run.folder / f"{run.date_id}_{RUN_TASKS_FILE}"
-    if manifest in _manifests and _manifests[manifest] == entries:
-        return
     try:
         files.write_durably(manifest, json.dumps({"tasks": entries, "written": "before judging, by lmms-video-reasoning"},
                                                  indent=1).encode("utf-8"))
@@ -331,6 +333,7 @@ RUN_TASKS_FILE = "run_tasks.json"  # beside the run's results: `<date_id>_run_ta
 _saved_records: dict[Path, tuple[str, str]] = {}  # records files of this process -> (task, sha256)
 _saved_by_content: dict[tuple, Path] = {}  # (folder, date_id, task, records key) -> its records file
 _manifests: dict[Path, dict] = {}  # run manifests this process wrote -> what they say
+_manifests_for: set[tuple] = set()  # (folder, date_id, (task, id of its records list)...) saved
 
 
 @atexit.register
