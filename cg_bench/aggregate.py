@@ -6,7 +6,8 @@ the plugin: the configured judge engine with its cache (`judges`) and the data r
 (`media.MEDIA`). Records of separate runs can be concatenated: long + clue + grounding
 records of one model give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
 `outcome_columns` is `task_metrics` over per-sample arrays, for the bootstrap
-(`utils/results/resampling.py`); the scoring keeps its outcomes for the in-run standard errors.
+(`utils/results/resampling.py`); `scored_records` gives the metrics with the outcomes they come
+from (the in-run standard errors bootstrap those), `score_records` its metrics.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from lmms_video_reasoning.cg_bench.outcomes import (  # noqa: F401 - part of thi
 )
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.bind import bind
-from lmms_video_reasoning.utils.results.aggregation import keep_outcomes
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, ratio
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
@@ -72,20 +72,26 @@ def _configured_judge(records: Sequence[dict], settings: Settings):
     return get_judge("cg_bench")
 
 
-def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
-    """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report).
+def scored_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> tuple[dict, list[Outcome]]:
+    """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report),
+    and the per-answer outcomes they come from.
 
     `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
     on). See `outcomes.score_with`.
     """
     settings = outcomes.as_settings(settings)
     judge = bind(_configured_judge(records, settings))
-    scores = outcomes.score_with(records, settings, judge, media.MEDIA, keep=keep_outcomes)
+    scores, answers = outcomes.score_with(records, settings, judge, media.MEDIA)
     if judge is not None and any(record.get("mode") == "open" for record in records):
         judge.log_summary()
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
-    return scores
+    return scores, answers
+
+
+def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
+    """The metrics of `scored_records`."""
+    return scored_records(records, settings)[0]
 
 
 def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:

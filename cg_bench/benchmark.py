@@ -10,7 +10,7 @@ from lmms_video_reasoning.cg_bench import aggregate, judging
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
 
 # The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables.
 JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
@@ -18,7 +18,7 @@ JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_e
 
 
 class CgBenchScoring(ScoringAdapter):
-    """CG-Bench: `cg_bench.aggregate.score_records`; outcomes from `read_outcomes`, metrics from `task_metrics`.
+    """CG-Bench: `cg_bench.aggregate.scored_records`; outcomes from `read_outcomes`, metrics from `task_metrics`.
 
     Records of several CG-Bench tasks of one run may be scored together: long + clue +
     grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
@@ -32,25 +32,23 @@ class CgBenchScoring(ScoringAdapter):
         return Settings.from_env()
 
     def score(self, records, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import score_records
+        from lmms_video_reasoning.cg_bench.aggregate import scored_records
 
-        return score_records(records, settings)
+        metrics, answers = scored_records(records, settings)
+        if self.needs_judge(records) and get_judge(JUDGE, quiet=True) is None:
+            return Scored(metrics, None)  # open answers and no judge: no outcomes (as `outcomes` says)
+        return Scored(metrics, _fields(answers))
 
     def needs_judge(self, records):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge=None):
         from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
-        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
 
-        kept = kept_outcomes(records, settings)
-        if kept is not None:  # the very records this process just scored: the outcomes it used
-            return [dict(vars(outcome)) for outcome in kept]
         judge = judge if judge is not None or not self.needs_judge(records) else get_judge(JUDGE)
         if self.needs_judge(records) and judge is None:
             return None
-        # an Outcome holds only numbers, strings and None: its fields' dict is `dataclasses.asdict` (faster)
-        return [dict(vars(outcome)) for outcome in read_outcomes(records, settings, judge)]
+        return _fields(read_outcomes(records, settings, judge))
 
     def metrics(self, records, outcomes, settings):
         from lmms_video_reasoning.cg_bench.aggregate import Outcome, task_metrics
@@ -79,6 +77,12 @@ class CgBenchScoring(ScoringAdapter):
 
     def stratum(self, record):
         return str(record.get("sub_category") or "")
+
+
+def _fields(outcomes) -> list[dict]:
+    """JSON-ready outcomes: an Outcome holds only numbers, strings and None, so its fields' dict is
+    `dataclasses.asdict` (faster)."""
+    return [dict(vars(outcome)) for outcome in outcomes]
 
 
 BENCHMARK = Benchmark(

@@ -107,7 +107,7 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # One record per metric of the task (the same record): cheap, never raises, no judge.
 process_results = records_hook(build_record, task.metric_names)
 
-_scorer = ScoreOnce(lambda records_: score_records(records_, Settings.from_env()), "cg_bench")
+_scorer = ScoreOnce("cg_bench")
 
 
 def details_path(run: RunFiles, task_kind: str) -> Path:

@@ -3,7 +3,8 @@
 `make_record(doc, response, media)` is what `process_results` logs (everything needed to
 re-score, no judge call). `score_with(records, settings, judge, media)` reads every reply
 (`scoring`), runs the open-ended judge (`judge`: an "ask the judge" binding, None when none is
-configured) once for the open records, joins modes per qid and returns every metric.
+configured) once for the open records, joins modes per qid and returns every metric with the
+per-answer outcomes it computed them from.
 Records of separate runs can be concatenated: long + clue + grounding records of one model
 give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
 
@@ -269,20 +270,18 @@ def as_settings(settings: "Settings | dict | None") -> Settings:
     return settings or Settings()
 
 
-def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None, media: sampling.Media,
-               keep: Callable[[Sequence[dict], Settings, list], None] | None = None) -> dict:
-    """All metrics of a list of records (what the tasks' aggregations report).
+def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
+               media: sampling.Media) -> tuple[dict, list[Outcome]]:
+    """All metrics of a list of records (what the tasks' aggregations report), and the per-sample
+    outcomes they come from (`read_outcomes`).
 
     `settings`: see `as_settings`; `judge`: None when no judge is configured. Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`,
     `subtitles_unusable` (videos whose SRT yields no line: asked without subtitles), and
     `breakdown` (a dict: per-group metrics, parse and model failures per mode, judge failures,
-    the settings used). `keep(records, settings, outcomes)` is handed the outcomes (the plugin's
-    standard errors reuse them).
+    the settings used).
     """
     settings = as_settings(settings)
     outcomes = read_outcomes(records, settings, judge, media)
-    if keep is not None:
-        keep(records, settings, outcomes)
     scores = task_metrics(outcomes)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
@@ -317,4 +316,4 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         for groups in (scores["breakdown"].get(name, {}) for name in ("duration", "domain", "kind")):
             for group in groups.values():
                 group.pop("oe_acc", None)
-    return scores
+    return scores, outcomes

@@ -490,11 +490,10 @@ class JudgePass:
     tag, pending requests, import counts."""
 
     def __init__(self, mode: str, results: dict[str, ResultLine] | None = None, walk: bool = False,
-                 endpoint: str = "(batch file)", configured_only: bool = False) -> None:
+                 endpoint: str = "(batch file)") -> None:
         if mode not in ("estimate", "collect", "import"):
             raise ValueError(f"unknown pass mode {mode!r}")
         self.mode, self.walk, self.endpoint = mode, walk, endpoint
-        self.configured_only = configured_only  # no judge configured: none (as `get_judge` says), not the default model
         self.results = results or {}
         self.consumed: set[str] = set()
         self.task = ""  # set by the caller before each task's judging
@@ -507,8 +506,6 @@ class JudgePass:
         self.lock = threading.Lock()
 
     def __call__(self, benchmark: str, config: JudgeConfig | None) -> "PassJudge | None":
-        if config is None and self.configured_only:
-            return None
         judge = self.judges.get(benchmark)
         if judge is None:
             judge = self.judges[benchmark] = PassJudge(self, pass_config(benchmark, config, need_cache=self.mode != "estimate"))

@@ -1,20 +1,83 @@
-"""ScoreOnce: a task's (possibly judge-heavy) scoring runs once for all its metrics."""
+"""ScoreOnce: a task's (possibly judge-heavy) scoring runs once for all its metrics and their standard errors."""
 
-from lmms_video_reasoning.utils.results.aggregation import RunFiles, ScoreOnce, records_key
+import math
+
+import numpy as np
+import pytest
+
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.registry import Scored, ScoringAdapter
+from lmms_video_reasoning.utils.results.aggregation import RunFiles, ScoreOnce, ScoringFailed, records_key
+
+
+class Counting(ScoringAdapter):
+    """A scoring that counts its calls: `score` gives `metrics(records)` and one outcome per record."""
+
+    def __init__(self, metrics):
+        self.calls, self._metrics = [], metrics
+
+    def score(self, records, settings):
+        self.calls.append(len(records))
+        return Scored(self._metrics(records), [{"x": r["x"]} for r in records])
+
+    def outcomes(self, records, settings, judge=None):
+        raise AssertionError("the outcomes were derived a second time")
 
 
 def test_scoring_runs_once_per_distinct_records():
-    calls = []
-
-    def score(records):
-        calls.append(len(records))
-        return {"n": len(records), "sum": sum(r["x"] for r in records)}
-
-    once = ScoreOnce(score, "toy")
+    scoring = Counting(lambda records: {"n": len(records), "sum": sum(r["x"] for r in records)})
+    once = ScoreOnce("toy", scoring)
     records = [{"x": 1}, {"x": 2}]
     assert once(records)["n"] == 2 and once(list(reversed(records)))["sum"] == 3
-    assert calls == [2]  # same content (any order): no second scoring
-    assert once([{"x": 5}])["sum"] == 5 and calls == [2, 1]
+    assert scoring.calls == [2]  # same content (any order): no second scoring
+    assert once([{"x": 5}])["sum"] == 5 and scoring.calls == [2, 1]
+    scored, first = once.scored(records)
+    assert not first and scored.outcomes == [{"x": 1}, {"x": 2}] and scored.records == records  # kept with the metrics
+
+
+def test_a_failed_scoring_gives_nan_metrics_and_no_outcomes():
+    once = ScoreOnce("toy", Counting(lambda records: 1 / 0))
+    assert math.isnan(once.aggregation("a")([{"x": 1}]))
+    scored, _ = once.scored([{"x": 1}])
+    assert isinstance(scored.scores, ScoringFailed) and scored.outcomes is None
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The toy benchmark (tests/toy_bench) registered, its scoring counted."""
+    monkeypatch.setenv(registry.BENCHMARKS_ENV, "toy_bench.benchmark")
+    monkeypatch.setattr(registry, "_registered", {})
+    monkeypatch.setattr(registry, "_builtin_loaded", False)
+    benchmark = registry.get("toy_bench")
+    calls = []
+    score = type(benchmark.scoring).score
+    monkeypatch.setattr(type(benchmark.scoring), "score", lambda self, records, settings: calls.append(len(records)) or score(self, records, settings))
+    monkeypatch.setattr(type(benchmark.scoring), "outcomes", Counting.outcomes)
+    return calls
+
+
+def test_the_standard_error_bootstraps_the_outcomes_of_the_one_scoring(toy, monkeypatch):
+    """lmms-eval asks the aggregation for its standard error: the same ScoreOnce answers, from the
+    outcomes its one scoring returned (no second scoring, no second derivation of the outcomes)."""
+    from lmms_video_reasoning.utils.results import report, standard_error
+    from toy_bench import records as toy_records
+
+    monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
+    replies = ["1", "2", "0", "3", "1", "0", "2", "3", "1", "0"]
+    records = [toy_records.build_record({"sample_id": f"q{i}", "answer": str(i % 4)}, reply) for i, reply in enumerate(replies)]
+    once = ScoreOnce("toy_bench")
+    aggregate = once.aggregation("accuracy")
+    assert aggregate(records) == pytest.approx(100 * sum(reply == str(i % 4) for i, reply in enumerate(replies)) / len(replies))
+    assert once.aggregation("model_failed").stderr_for(1000) is None  # not a headline metric
+    stderr = aggregate.stderr_for(200)(records)
+    assert toy == [len(records)], "scored once, for the metric and its standard error"
+    scored, _ = once.scored(records)
+    expected = report.bootstrap_values(report.Sampled("toy_bench", records, scored.outcomes, scored.settings), 200, standard_error.REPORT_SEED)
+    assert stderr == pytest.approx(float(np.std(expected["accuracy"], ddof=1))) and stderr > 0
+    # other outcomes give another standard error: the ones handed in are the ones bootstrapped
+    flipped = [{"correct": not outcome["correct"]} if i % 3 else outcome for i, outcome in enumerate(scored.outcomes)]
+    other = standard_error.bootstrap_stderrs("toy_bench", records[:-1], flipped[:-1], scored.settings, 200)["accuracy"]
+    assert other != pytest.approx(stderr)
 
 
 def test_records_key_depends_on_content():
@@ -31,7 +94,7 @@ def test_aggregation_functions_receive_lmms_eval_args(tmp_path):
     from lmms_video_reasoning.utils.results.aggregation import run_files
 
     seen = []
-    once = ScoreOnce(lambda records: {"a": 1.0, "b": 2.0}, "toy")
+    once = ScoreOnce("toy", Counting(lambda records: {"a": 1.0, "b": 2.0}))
     aggregate_b = once.aggregation("b", after=lambda scores, run: seen.append((scores["a"], run)))
     # lmms-eval passes its CLI namespace only to a parameter named `args`
     assert "args" in inspect.signature(aggregate_b).parameters

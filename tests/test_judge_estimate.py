@@ -1,4 +1,4 @@
-"""The judging cost estimate (`lmms-vr score --estimate`, the in-run log line) against a real judged run.
+"""The judging cost estimate (`lmms-vr score --estimate`; an lmms-eval run makes none) against a real judged run.
 
 The judged run: the sample benchmark's replay predictions scored through a real local judge
 server on 127.0.0.1 whose `usage` counts prompt tokens as a vLLM server counts a ChatML judge
@@ -21,7 +21,6 @@ import pytest
 from batch_runner import chatml_prompt_tokens
 from lmms_video_reasoning.judges.tokens import image_tokens, tokenizer_for
 from lmms_video_reasoning.utils.results import batch_judging, score
-from lmms_video_reasoning.utils.results.aggregation import log_judging_estimate
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment
 
@@ -102,7 +101,7 @@ def _scored_by_tag(item) -> dict:
 
     judge = get_judge(registry.get(score.task_spec(item.task).benchmark).scoring.judge_name)
     before = judge.stats.as_dict()
-    score.score_task(item.task, item.records, with_outcomes=False)
+    score.score_task(item.task, item.records)
     after = judge.stats.as_dict()
     tags = {tag: {name: value - before["by_tag"].get(tag, {}).get(name, 0) for name, value in counts.items()}
             for tag, counts in after["by_tag"].items()}
@@ -156,23 +155,29 @@ def test_cache_hits_are_excluded(judged):
     assert sum(judged["after"]["cache_hits"].values()) > 0
 
 
-def test_in_run_log_line_before_judging(judged, caplog):
+def test_an_lmms_eval_aggregation_scores_once_and_estimates_nothing(judged, caplog, monkeypatch):
+    """The in-run aggregation of a judged task runs its scoring once: no second pass with a judge
+    that sends nothing to log an estimate (that is `lmms-vr score PATH --estimate`)."""
+    from lmms_video_reasoning.judges import batch
+    from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.lmms import judge_usage
-    from lmms_video_reasoning.vcr_bench import aggregate, scoring
+    from lmms_video_reasoning.utils.results.aggregation import ScoreOnce
 
     records = [g for g in judged["gathered"] if g.task == "vcr_cot"][0].records
+    scoring = type(registry.get("vcr_bench").scoring)
+    passes, score = [], scoring.score
+    monkeypatch.setattr(scoring, "score", lambda self, rs, settings: passes.append(len(rs)) or score(self, rs, settings))
+    monkeypatch.setattr(batch.JudgePass, "__init__", lambda *a, **k: pytest.fail("a judge pass in the run"))
     cache = judged["env"]["LMMS_VR_JUDGE_CACHE"]
-    with environment({**judged["env"], "LMMS_VR_JUDGE_CACHE": cache + ".fresh", "LMMS_VR_JUDGE_PRICES": json.dumps(
-            {"sample-oracle": {"input": 2.5, "output": 10, "batch_input": 1.25, "batch_output": 5}})}):
+    with environment({**judged["env"], "LMMS_VR_JUDGE_CACHE": cache + ".fresh"}):
         before = judged["server"].request_count
-        with caplog.at_level(logging.WARNING, logger="lmms_video_reasoning"), judge_usage.task_context("vcr_cot"):
-            log_judging_estimate(lambda rs: aggregate.score_records(list(rs), scoring.resolve_settings(None)), records)
-        assert judged["server"].request_count == before, "the estimate sends nothing"
-    [line] = [r.getMessage() for r in caplog.records if "requests not in the judge cache" in r.getMessage()]
+        with caplog.at_level(logging.INFO, logger="lmms_video_reasoning"), judge_usage.task_context("vcr_cot"):
+            assert ScoreOnce("vcr_bench").aggregation("accuracy")(records) > 0
+        sent = judged["server"].request_count - before
+    assert passes == [len(records)], "one scoring"
     extract = _by_tag(judged["before"], "vcr_cot")
-    first = sum(row["requests"] for tag, row in extract.items() if tag != "vcr.score")
-    assert f"judging {first} requests" in line and f"up to {extract['vcr.extract']['requests']} later-step" in line
-    assert "synchronous" in line and "batched" in line and "$" in line
+    assert sent >= sum(row["requests"] for row in extract.values()) > 0, "the one scoring judged (a fresh cache)"
+    assert not [r for r in caplog.records if "requests not in the judge cache" in r.getMessage()]
 
 
 def test_cli_estimate_writes_json(judged, tmp_path, capsys):

@@ -619,5 +619,5 @@ def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
         row = ci_rows(built, "vrbench")[("vr_bench", metric)]
         assert row[4] == "–" and row[NOTE] == "no CI from 1 videos", row
     with sample_judge(scored.dir / "judge.sqlite", scored.env):
-        assert standard_error.bootstrap_stderrs("vrbench", one.records, 50) == {}
-        assert standard_error.bootstrap_stderrs("vrbench", sampled.records, 50)["mcq_accuracy"] > 0
+        assert standard_error.bootstrap_stderrs("vrbench", one.records, one.outcomes, one.settings, 50) == {}
+        assert standard_error.bootstrap_stderrs("vrbench", sampled.records, sampled.outcomes, sampled.settings, 50)["mcq_accuracy"] > 0

@@ -297,7 +297,7 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
 
 
 def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
-    """The plugin's metrics of one sample task: its own records and `score_records` (the aggregation's path)."""
+    """The plugin's metrics of one sample task: its own records and `scoring.score` (the aggregation's path)."""
     from lmms_video_reasoning.utils.core import registry
 
     benchmark = next(b for b in registry.benchmarks() if task in _tasks_of(b))
@@ -305,7 +305,7 @@ def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
     docs = _plugin_docs(benchmark.name, task, hooks)
     replies = predictions[task]
     records = [_record(benchmark.name, hooks, doc, replies[str(doc["sample_id"] if benchmark.name != "vcr_bench" else doc["id"])], task) for doc in docs]
-    return benchmark.scoring.score(records, benchmark.scoring.settings(records))
+    return benchmark.scoring.score(records, benchmark.scoring.settings(records)).metrics
 
 
 def _tasks_of(benchmark) -> set[str]:

@@ -1,10 +1,11 @@
 """VCR-Bench metrics in the plugin: the task's scoring (`task.score_with`) with the plugin's judge,
 and the same metrics over per-sample arrays for the bootstrap.
 
-`score_records(records, settings)` is the one code path of the lmms-eval aggregation and
-`lmms-vr score`: it judges every record in one batch with the configured judge engine (cached,
-accounted) and keeps the outcomes for the in-run standard errors. `metric_columns` is
-`task.metrics_from_outcomes` over arrays (`utils/results/resampling.py`).
+`scored_records(records, settings)` is the one code path of the lmms-eval aggregation and
+`lmms-vr score` (through `benchmark.VcrBenchScoring.score`): it judges every record in one batch
+with the configured judge engine (cached, accounted) and returns the metrics with the outcomes
+they come from (the in-run standard errors bootstrap those); `score_records` is its metrics.
+`metric_columns` is `task.metrics_from_outcomes` over arrays (`utils/results/resampling.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.results.aggregation import keep_outcomes
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.vcr_bench import judging, scoring, task
 
@@ -25,14 +25,20 @@ NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or r
                  "with `lmms-vr score`.")
 
 
-def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+def scored_records(records: Sequence[dict], settings: dict | None = None) -> tuple[dict[str, float], list[dict] | None]:
     """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
-    judged by the configured judge (`task.score_with`; NaN without one)."""
+    judged by the configured judge (`task.score_with`; NaN without one), and the judge's outcomes
+    per sample (None without a judge)."""
     judge = bind(get_judge("vcr_bench"))
-    metrics = task.score_with(records, judge, settings, NO_JUDGE_HINT, keep=keep_outcomes)
+    scored = task.score_with(records, judge, settings, NO_JUDGE_HINT)
     if judge is not None:
         judge.log_summary()
-    return metrics
+    return scored
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of `scored_records`."""
+    return scored_records(records, settings)[0]
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> SampleColumns:

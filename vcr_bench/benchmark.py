@@ -8,7 +8,7 @@ from pathlib import Path
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
 from lmms_video_reasoning.vcr_bench import judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
 
@@ -18,7 +18,7 @@ JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_
 
 
 class VcrBenchScoring(ScoringAdapter):
-    """VCR-Bench: `aggregate.score_records` (the task's scoring with the plugin's judge); outcomes
+    """VCR-Bench: `aggregate.scored_records` (the task's scoring with the plugin's judge); outcomes
     from `judging.judge_records`, metrics from `task.metrics_from_outcomes`."""
 
     name = judge_name = "vcr_bench"
@@ -29,14 +29,9 @@ class VcrBenchScoring(ScoringAdapter):
     def score(self, records, settings):
         from lmms_video_reasoning.vcr_bench import aggregate
 
-        return aggregate.score_records(records, settings)
+        return Scored(*aggregate.scored_records(records, settings))
 
     def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
-
-        kept = kept_outcomes(records, settings)
-        if kept is not None:  # the very records this process just scored: the verdicts it used
-            return kept
         judge = judge if judge is not None else get_judge(JUDGE)
         if judge is None:
             return None

@@ -9,9 +9,10 @@ video models get a proxy clip of exactly the frames their own path keeps, chat m
 
 Scoring: `process_results` only builds a self-contained record (`task.build_record`: never
 calls a judge, never raises); the first aggregation of a task judges all records in one batch
-(`aggregate.score_records`, memoised by content so the metric aggregations share one batch)
-and writes the judge accounting next to the results. `lmms-vr score` calls the same
-`score_records` on records read back from a `--log_samples` file.
+(the benchmark's `scoring.score`, `aggregate.scored_records`, memoised by content with its outcomes
+so the metric aggregations and their standard errors share one batch) and writes the judge
+accounting next to the results. `lmms-vr score` calls the same scoring on records read back
+from a `--log_samples` file.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from lmms_video_reasoning.utils.core.records import process_results as records_h
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.vcr_bench import aggregate, data, media, task
+from lmms_video_reasoning.vcr_bench import data, media, task
 from lmms_video_reasoning.vcr_bench.task import VISUAL_MODE, VISUAL_MODE_ENV, VISUAL_MODES, task_settings  # noqa: F401 - part of this module's interface
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
@@ -77,7 +78,7 @@ process_results = records_hook(task.build_record, _metric_names(True), chain_of_
 # Ablations (paper Table 5 reports accuracy only): no recall / precision judging.
 process_results_accuracy_only = records_hook(task.build_record, _metric_names(False), chain_of_thought=False)
 
-_SCORE = ScoreOnce(aggregate.score_records, "vcr_bench")
+_SCORE = ScoreOnce("vcr_bench")
 _write_accounting = judge_accounting_writer("vcr_bench")
 
 

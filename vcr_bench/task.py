@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from lmms_video_reasoning.judges import failure_share
@@ -159,15 +159,14 @@ def metric_names(chain_of_thought: bool) -> tuple[str, ...]:
 # ---------------------------------------------------------------- scoring
 
 
-def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None, how_to_configure: str = "",
-               keep: Callable[[Sequence[dict], dict, list], None] | None = None) -> dict[str, float]:
-    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records.
+def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
+               how_to_configure: str = "") -> tuple[dict[str, float], list[dict] | None]:
+    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
+    and the judge's per-sample outcomes they come from (`judging.judge_records`; None without a judge).
 
     Without a judge nothing can be scored, not even accuracy (the answer is extracted by the
     judge): every judge-based metric is NaN and one log line says how many samples were left
     unscored (ending with `how_to_configure`); `model_failed` needs no judge and is still counted.
-    `keep(records, settings, outcomes)` is handed the judge's outcomes (the plugin's standard
-    errors reuse them).
     """
     settings = scoring.resolve_settings(settings)
     records = list(records)
@@ -177,14 +176,12 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
         log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
                     "are NaN (answers are extracted by the judge).%s", len(records), how_to_configure)
         return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": count_model_failures(records),
-                "reasoning_truncated": count_truncated(records)}
+                "reasoning_truncated": count_truncated(records)}, None
     outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
-    if keep is not None:
-        keep(records, settings, outcomes)
     metrics, judged = metrics_from_outcomes(records, outcomes, settings), judged_count(records)
     if failure_share.too_many_failed(metrics["judge_failed"], judged):
         log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged))
-    return metrics
+    return metrics, outcomes
 
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:

@@ -1,9 +1,10 @@
 """VRBench metrics in the plugin: the task's scoring (`task.score_with`) with the plugin's judge,
 and the same metrics over per-sample arrays for the bootstrap.
 
-`score_records(records, settings)` is the one code path of the lmms-eval aggregation and
-`lmms-vr score`: the configured judge engine (cached, accounted) rates the rated records, and
-the ratings are kept for the in-run standard errors. `metric_columns` is
+`scored_records(records, settings)` is the one code path of the lmms-eval aggregation and
+`lmms-vr score` (through `benchmark.VrBenchScoring.score`): the configured judge engine (cached,
+accounted) rates the rated records, and the metrics come with the ratings (the in-run standard
+errors bootstrap those); `score_records` is its metrics. `metric_columns` is
 `task.metrics_from_outcomes` over arrays (`utils/results/resampling.py`).
 """
 
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.results.aggregation import keep_outcomes
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.vrbench import task
 from lmms_video_reasoning.vrbench.scoring import PROTOCOLS, TYPE_NAMES, judge_prompt_kind, mcq_correct, type_metric
@@ -23,20 +23,27 @@ from lmms_video_reasoning.vrbench.scoring import PROTOCOLS, TYPE_NAMES, judge_pr
 log = logging.getLogger("lmms_video_reasoning.vrbench")
 
 
-def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """All metrics of one task's records (the `lmms-vr score` entry; same path as aggregation).
+def scored_records(records: Sequence[dict], settings: dict | None = None
+                   ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
+    """All metrics of one task's records (the aggregation's and `lmms-vr score`'s path) and the
+    ratings per question they come from (`task.score_with`).
 
     `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
     Runs the configured judge (if any) over the rated records.
     """
     if not records:
-        return {}
+        return {}, []
     _protocol, with_judge = task.task_protocol(records, settings)
     judge = bind(get_judge("vrbench")) if with_judge else None
-    metrics = task.score_with(records, judge, settings, keep=keep_outcomes)
+    scored = task.score_with(records, judge, settings)
     if judge is not None:
         judge.log_summary()
-    return metrics
+    return scored
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of `scored_records`."""
+    return scored_records(records, settings)[0]
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,

@@ -8,7 +8,7 @@ from pathlib import Path
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, ScoringAdapter
+from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
 from lmms_video_reasoning.vrbench import judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
 
@@ -17,7 +17,7 @@ JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_u
 
 
 class VrBenchScoring(ScoringAdapter):
-    """VRBench: `aggregate.score_records` (the task's scoring with the plugin's judge); outcomes
+    """VRBench: `aggregate.scored_records` (the task's scoring with the plugin's judge); outcomes
     from `judging.rate`, metrics from `task.metrics_from_outcomes`."""
 
     name = judge_name = "vrbench"
@@ -28,24 +28,27 @@ class VrBenchScoring(ScoringAdapter):
     def score(self, records, settings):
         from lmms_video_reasoning.vrbench import aggregate
 
-        return aggregate.score_records(records, settings)
+        metrics, rated = aggregate.scored_records(records, settings)
+        return Scored(metrics, self._outcomes(records, rated))
 
     def needs_judge(self, records):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.utils.results.aggregation import kept_outcomes
-
         if not self.needs_judge(records):
-            return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
-        # the very records this process just scored: the ratings it used
-        rated = kept_outcomes(records, settings["protocol"])
-        if rated is not None:
-            return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
+            return self._outcomes(records, None)
         judge = judge if judge is not None else get_judge(JUDGE)
         if judge is None:
             return None
-        rated = judging.rate(list(records), settings["protocol"], bind(judge))
+        return self._outcomes(records, judging.rate(list(records), settings["protocol"], bind(judge)))
+
+    def _outcomes(self, records, rated):
+        """JSON-ready outcomes of the ratings `(process, judge failed)` (None: not rated; MCQ-only
+        records are never rated)."""
+        if not self.needs_judge(records):
+            return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
+        if rated is None:
+            return None
         return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):

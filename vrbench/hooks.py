@@ -17,7 +17,7 @@ from lmms_video_reasoning.utils.core.records import process_results as records_h
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.vrbench import aggregate, data, media, task
+from lmms_video_reasoning.vrbench import data, media, task
 from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer  # noqa: F401 - part of this module's interface
 from lmms_video_reasoning.vrbench.task import (  # noqa: F401 - part of this module's interface
     DEFAULT_NUM_FRAMES,
@@ -103,7 +103,7 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # One record per metric of the task (never calls the judge, never raises on a response).
 process_results = records_hook(task.build_record, task.metric_names)
 
-_score_once = ScoreOnce(aggregate.score_records, "vrbench")
+_score_once = ScoreOnce("vrbench")
 _write_accounting = judge_accounting_writer("vrbench")
 
 

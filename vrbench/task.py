@@ -261,23 +261,23 @@ def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, 
 
 
 def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
-               keep: Callable[[Sequence[dict], str, list], None] | None = None) -> dict[str, float]:
-    """All metrics of one task's records: the judge (None: not configured) rates the rated records.
+               ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
+    """All metrics of one task's records: the judge (None: not configured) rates the rated records;
+    and the per-sample outcomes they come from, `(process score or None, judge failed)` (MCQ-only
+    records: `(None, False)` each; None when a judge is needed and there is none).
 
     `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
-    `keep(records, protocol, outcomes)` is handed the ratings (the plugin's standard errors reuse them).
     """
     if not records:
-        return {}
+        return {}, []
     protocol, with_judge = task_protocol(records, settings)
     warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
     outcomes = [(None, False)] * len(records)
     judge = judge if with_judge else None
     if judge is not None:
         outcomes = judging.rate(records, protocol, judge)
-        if keep is not None:
-            keep(records, protocol, outcomes)
         failed, judged = judge_failures(records, outcomes, protocol)
         if failure_share.too_many_failed(failed, judged):
             log.error(failure_share.explain("VRBench", failed, judged))
-    return metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
+    metrics = metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
+    return metrics, None if with_judge and judge is None else outcomes

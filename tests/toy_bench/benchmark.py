@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmms_video_reasoning.utils.core.registry import Benchmark, ReportSpec, ScoringAdapter
+from lmms_video_reasoning.utils.core.registry import Benchmark, ReportSpec, Scored, ScoringAdapter
 from lmms_video_reasoning.utils.lmms.responses import model_failed
 from lmms_video_reasoning.utils.results import report
 
@@ -25,21 +25,22 @@ def metrics_of(records_: list[dict], outcomes: list[dict]) -> dict:
             "model_failed": sum(model_failed(record) for record in records_)}
 
 
-def score_records(records_: list[dict]) -> dict:
-    return metrics_of(records_, [{"correct": records.correct(record)} for record in records_])
+def outcomes_of(records_: list[dict]) -> list[dict]:
+    return [{"correct": records.correct(record)} for record in records_]
 
 
 class ToyScoring(ScoringAdapter):
     name = judge_name = "toy_bench"
 
     def score(self, records_, settings):
-        return score_records(list(records_))
+        outcomes = outcomes_of(records_)
+        return Scored(metrics_of(list(records_), outcomes), outcomes)
 
     def needs_judge(self, records_):
         return False
 
     def outcomes(self, records_, settings, judge=None):
-        return [{"correct": records.correct(record)} for record in records_]
+        return outcomes_of(records_)
 
     def metrics(self, records_, outcomes, settings):
         return metrics_of(list(records_), list(outcomes))

@@ -6,7 +6,7 @@ from lmms_video_reasoning.utils.core.records import process_results as records_h
 from lmms_video_reasoning.utils.core.roots import docs_dataset
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce
 
-from . import benchmark, data, records
+from . import data, records
 
 METRICS = ("accuracy", "model_failed")
 
@@ -25,6 +25,6 @@ def doc_to_text(doc, lmms_eval_specific_kwargs=None):
 
 process_results = records_hook(records.build_record, lambda doc: METRICS)
 
-_score = ScoreOnce(benchmark.score_records, "toy_bench")
+_score = ScoreOnce("toy_bench")
 aggregate_accuracy = _score.aggregation("accuracy")
 aggregate_model_failed = _score.aggregation("model_failed")

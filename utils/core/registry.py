@@ -8,7 +8,7 @@ declaration, never a file name or a function name by convention:
 |--------------------|-------------------------------------------------------|----------------------------------|
 | `task_dirs`        | the folders of its lmms-eval task YAMLs               | the plugin (every lmms-eval `TaskManager` indexes them), `lmms-vr score`, `upstream` |
 | `build_record`     | `(doc, response, **options) -> record`: one sample's record (options: the task's `process_results` hook, `utils.core.records.process_results`) | `lmms-vr score` (predict-only files, replay predictions) |
-| `scoring`          | a `ScoringAdapter`: score, per-sample outcomes, metrics | `lmms-vr score`, `report`, Stderr |
+| `scoring`          | a `ScoringAdapter`: score (metrics and per-sample outcomes), outcomes, metrics | the aggregation, `lmms-vr score`, `report`, Stderr |
 | `judge`            | `JudgeDefaults`: the official judge's model, key and endpoint variables | `judges.config` |
 | `report`           | a `ReportSpec`; its `headline` metrics get CIs in the report and lmms-eval's Stderr | `lmms-vr report`, `utils.results.standard_error` |
 | `failure_counts`   | the metrics counting samples not scored normally      | `lmms-vr report`                 |
@@ -17,8 +17,9 @@ declaration, never a file name or a function name by convention:
 | `reference`, `demo_tasks`, `aliases` | the papers' tables, what the demo runs, other names | report, demo, prepare |
 
 Each aggregation function a task YAML names carries its benchmark and metric
-(`utils.results.aggregation.ScoreOnce(score, benchmark)`), so lmms-eval's Stderr column finds the
-benchmark's headline metrics without any naming convention.
+(`utils.results.aggregation.ScoreOnce(benchmark)`, which scores through the benchmark's `scoring`),
+so lmms-eval's Stderr column finds the benchmark's headline metrics without any naming convention,
+and their standard error is asked of the ScoreOnce that scored the records, with its outcomes.
 
 The three folders of this suite share one layout, each file with one meaning (only
 `benchmark.py` and the task folder are required of a new benchmark):
@@ -28,7 +29,7 @@ The three folders of this suite share one layout, each file with one meaning (on
   the task, whoever runs it (shared with the upstream task folder; written against "ask the judge",
   `utils.core.ask`, and "get the frames", the task's `Media`):
     task.py          inputs, build_record (the per-sample record: never judges, never raises), metrics
-                     from judge outcomes, score_with(records, judge)
+                     from judge outcomes, score_with(records, judge) -> (metrics, outcomes)
     docs.py          annotation records -> task documents, checked
     frames.py        the frame plan (`utils.core.frame_plan.FramePlan`: index and timestamp formulas)
     prompts.py       official prompt text (files in prompts/)
@@ -37,7 +38,8 @@ The three folders of this suite share one layout, each file with one meaning (on
   the plugin's bindings:
     hooks.py         lmms-eval hooks only: process_docs, doc_to_visual/text/messages, process_results, aggregate_*
     media.py         "get the frames" on the data root (frame plans checked against the files, proxy clips)
-    aggregate.py     score_records (the task's scoring with the judge engine) and the metrics over arrays
+    aggregate.py     scored_records (the task's scoring with the judge engine: metrics and outcomes; score_records
+                     its metrics) and the metrics over arrays
     data.py          Hub layout, annotations, media resolvers, what `prepare` checks
     report.py        its section of `lmms-vr report`; sample.py the generated sample; README.md; reference_tables.json
 
@@ -57,7 +59,7 @@ import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.roots import DataError
@@ -72,12 +74,24 @@ BENCHMARKS = settings.declare(BENCHMARKS_ENV, "text", "", "benchmarks outside th
 DEFAULT_ATTRIBUTE = "BENCHMARK"
 
 
-class ScoringAdapter:
-    """One benchmark's scoring, as `lmms-vr score` and `lmms-vr report` use it.
+class Scored(NamedTuple):
+    """What one scoring of a task's records gives: every metric, and the per-sample outcomes they
+    were computed from (JSON-ready, as `ScoringAdapter.outcomes` gives them; None when they need a
+    judge and none is configured, or the scoring failed)."""
 
-    `score` is the benchmark's own `score_records` (the task aggregation's code path).
-    `outcomes` runs the same judging / parsing per sample (through the judge cache) and
-    returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes
+    metrics: dict
+    outcomes: list[dict] | None
+
+
+class ScoringAdapter:
+    """One benchmark's scoring, as the task's aggregation (`utils.results.aggregation.ScoreOnce`),
+    `lmms-vr score` and `lmms-vr report` use it.
+
+    `score` is the benchmark's own scoring (its aggregation's code path): the metrics and the
+    per-sample outcomes it computed them from, once (`Scored`; the standard errors and the
+    samples file of `lmms-vr score` take the outcomes from there). `outcomes` runs the same
+    judging / parsing per sample again with another judge (the report's reader of the judge
+    cache, the judge agreement's recorder) and returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes
     with the benchmark's pure aggregation functions, so a bootstrap resample is re-aggregated
     exactly as the benchmark aggregates (macro means, F1 of means, joins per question);
     `columns` is the same as arrays (each sample's contribution once, the metrics from sums:
@@ -94,7 +108,8 @@ class ScoringAdapter:
         """The settings the task's aggregation would use (records and environment)."""
         return None
 
-    def score(self, records: Sequence[dict], settings: Any) -> dict:
+    def score(self, records: Sequence[dict], settings: Any) -> Scored:
+        """The metrics of the records and their per-sample outcomes, from one scoring (the configured judge)."""
         raise NotImplementedError
 
     def needs_judge(self, records: Sequence[dict]) -> bool:

@@ -5,7 +5,10 @@ lmms-eval calls one aggregation function per metric, each with the list of recor
 metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
 once per distinct list of records and each metric picks its value from the result
 (each benchmark's `hooks.py` defines its aggregation functions over a ScoreOnce; each carries
-its benchmark and metric, which is how lmms-eval's Stderr column finds its standard error).
+its benchmark and metric, which is how lmms-eval's Stderr column finds its standard error). The
+one scoring gives the metrics and the per-sample outcomes they come from; the standard error of
+those records is asked of the same ScoreOnce and bootstraps those outcomes (nothing is parsed or
+read from the judge cache a second time).
 
 No run is lost here. lmms-eval writes its results and samples only after every aggregation
 returned, and an exception in one (a judge error, a bug, a full disk) means it writes
@@ -19,19 +22,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import contextvars
 import hashlib
 import json
 import logging
 import math
 import os
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lmms_video_reasoning.utils.core import files
+from lmms_video_reasoning.utils.core import files, registry
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.lmms import run_output
 
@@ -56,43 +57,6 @@ def records_key(records: Records) -> str:
 
 
 _keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)  # record lists (a run's tasks) by identity
-# Outcomes of the scoring in progress (`ScoreOnce`), for the standard error of the same records.
-_outcomes: OrderedDict[tuple[int, ...], tuple[list, Any, Any]] = OrderedDict()
-_outcomes_lock = threading.Lock()
-_keeping: contextvars.ContextVar[bool] = contextvars.ContextVar("lmms_vr_keeping_outcomes", default=False)
-OUTCOMES_KEPT = 8
-
-
-def keep_outcomes(records: Records, settings: Any, outcomes: Any) -> None:
-    """Remember the per-sample outcomes a task's aggregation (`ScoreOnce`) just computed for
-    these record objects under these settings: the standard error of the same records
-    (`standard_error.py`) reuses them (`kept_outcomes`) instead of parsing every reply or reading
-    every verdict from the judge cache again. Outside an aggregation (a cost estimate's pass,
-    `lmms-vr score`) nothing is kept."""
-    if not _keeping.get():
-        return
-    identity = tuple(map(id, records))
-    with _outcomes_lock:
-        _outcomes[identity] = (list(records), settings, outcomes)
-        while len(_outcomes) > OUTCOMES_KEPT:
-            _outcomes.popitem(last=False)
-
-
-def kept_outcomes(records: Records, settings: Any) -> Any | None:
-    """The outcomes `keep_outcomes` remembered for these very record objects and settings, else
-    None. Handed out once (then forgotten: the run's memory is not held for them)."""
-    identity = tuple(map(id, records))
-    with _outcomes_lock:
-        kept = _outcomes.get(identity)
-        if kept is None or kept[1] != settings:
-            return None
-        del _outcomes[identity]
-    return kept[2]
-
-
-def _forget_outcomes(records: Records) -> None:
-    with _outcomes_lock:
-        _outcomes.pop(tuple(map(id, records)), None)
 
 
 class ScoringFailed(dict):
@@ -106,24 +70,39 @@ class ScoringFailed(dict):
         return math.nan
 
 
-class ScoreOnce:
-    """Memoise `score(records) -> {metric: value}` by the records' content; `benchmark` is the
-    registry name of the benchmark whose metrics these are (its aggregations carry it)."""
+@dataclass(frozen=True)
+class ScoredRecords:
+    """One scoring of a task's records: the records as scored, their scores (a `ScoringFailed` when
+    the scoring raised), the per-sample outcomes the scores were computed from (None: not computed,
+    e.g. no judge, or the scoring failed) and the settings it used."""
 
-    def __init__(self, score: Callable[[Records], dict[str, Any]], benchmark: str):
-        self._score = score
+    records: list
+    scores: dict[str, Any]
+    outcomes: list | None
+    settings: Any
+
+
+class ScoreOnce:
+    """A benchmark's scoring (its registry entry's `ScoringAdapter`: `settings`, then `score`)
+    memoised by the records' content, metrics and per-sample outcomes together; `benchmark` is
+    the registry name of the benchmark whose metrics these are (its aggregations carry it).
+    `scoring`: another adapter than the registry's (tests)."""
+
+    def __init__(self, benchmark: str, scoring: "registry.ScoringAdapter | None" = None):
         self.benchmark = benchmark
-        self._results: BoundedMemo[dict[str, Any]] = BoundedMemo(32)  # a run's tasks, several times over
+        self._scoring = scoring
+        self._results: BoundedMemo[ScoredRecords] = BoundedMemo(32)  # a run's tasks, several times over
         self._lock = threading.Lock()
 
     def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
-        """The scores of `records`, scored once per content (see `_scored`)."""
-        return self._scored(records, run)[0]
+        """The scores of `records`, scored once per content (see `scored`)."""
+        return self.scored(records, run)[0].scores
 
-    def _scored(self, records: Records, run: "RunFiles | None") -> tuple[dict[str, Any], bool]:
-        """(scores, whether this call scored them). The first call for some content saves the
-        records beside `run`'s output, then scores them; an error gives `ScoringFailed` (every
-        metric NaN) and one log line naming the cause and the records file, never an exception."""
+    def scored(self, records: Records, run: "RunFiles | None" = None) -> tuple[ScoredRecords, bool]:
+        """(the scoring of `records`, whether this call scored them). The first call for some
+        content saves the records beside `run`'s output, then scores them; an error gives
+        `ScoringFailed` (every metric NaN) and one log line naming the cause and the records
+        file, never an exception."""
         key = records_key(records)
         with self._lock:
             if key in self._results:
@@ -131,20 +110,20 @@ class ScoreOnce:
             if run is not None:
                 save_run_records(_records_of_run(), run)  # every task of the run, before its first judging
             saved = save_records(records, run)
-            log_judging_estimate(self._score, records)
-            keeping = _keeping.set(_standard_errors_on())  # the outcomes of this scoring serve the standard error
+            records = list(records)
+            settings = None
             try:
-                self._results[key] = self._score(records)
+                scoring = self._scoring if self._scoring is not None else registry.get(self.benchmark).scoring
+                settings = scoring.settings(records)
+                metrics, outcomes = scoring.score(records, settings)
+                self._results[key] = ScoredRecords(records, metrics, outcomes, settings)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
-                _forget_outcomes(records)
-                self._results[key] = ScoringFailed(error)
+                self._results[key] = ScoredRecords(records, ScoringFailed(error), None, settings)
                 log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
                           "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
                           _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",
                           run.folder if run is not None else "<output_path>")
                 log.debug("scoring traceback", exc_info=True)
-            finally:
-                _keeping.reset(keeping)
             return self._results[key], True
 
     def aggregation(self, metric: str, after: AfterScoring | None = None) -> Callable[..., Any]:
@@ -154,11 +133,14 @@ class ScoreOnce:
         then runs with the run's output files (`RunFiles`, None without `--output_path`),
         e.g. to write the judge accounting beside the run's results. The records reach disk
         before the scoring starts; nothing raised here reaches lmms-eval (see the module doc).
+        Its `stderr_for(bootstrap_iters)` (what lmms-eval's Stderr column asks, see
+        `utils/lmms/plugin.py`) is the metric's standard error over this scoring's outcomes.
         """
 
         def aggregate(records: Records, args: Any = None) -> Any:
             run = _safe_run_files(args)
-            scores, first = self._scored(records, run)
+            scored, first = self.scored(records, run)
+            scores = scored.scores
             if first and after is not None and not isinstance(scores, ScoringFailed):
                 try:
                     after(scores, run)
@@ -169,64 +151,27 @@ class ScoreOnce:
 
         aggregate.__name__ = f"aggregate_{metric}"
         aggregate.benchmark, aggregate.metric = self.benchmark, metric
-        # lmms-eval's Stderr column asks the aggregation for its standard error (utils/lmms/plugin.py)
-        aggregate.stderr_for = lambda bootstrap_iters: _stderr_function(self.benchmark, metric, bootstrap_iters)
+        aggregate.stderr_for = lambda bootstrap_iters: self.stderr_function(metric, bootstrap_iters)
         return aggregate
 
+    def stderr_function(self, metric: str, bootstrap_iters: int) -> Callable[[Records], Any] | None:
+        """lmms-eval's `stderr_for_metric` contract for `metric`: a function of the records (the
+        bootstrap over the outcomes this ScoreOnce scored them with, `standard_error.py`), or
+        None (not a headline metric, or no bootstrap)."""
+        # By name, at call time: the bootstrap needs the report's statistics, which the upstream
+        # export (utils/tools/upstream.py follows imports) does not ship with the aggregation.
+        import importlib
 
-def log_judging_estimate(score: Callable[[Records], Any], records: Records) -> None:
-    """One log line with the bill of the judging about to start: requests not in the judge cache,
-    tokens and price (synchronous and batched), from a pass of the same scoring that sends nothing
-    (`judges.batch.JudgePass`; later steps, which depend on replies, are named, not priced).
-    Never raises: an estimate is worth a line, never the run."""
-    import importlib
+        standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
+        stderr = standard_error.stderr_function(self.benchmark, metric, bootstrap_iters)
+        if stderr is None:
+            return None
 
-    from lmms_video_reasoning.judges.batch import JudgePass
-    from lmms_video_reasoning.judges.engine import judges_replaced_by
-    from lmms_video_reasoning.utils.lmms import judge_usage
+        def of_records(records: Records) -> Any:
+            scored = self.scored(records)[0]  # scored by the aggregation just before: its outcomes
+            return stderr(scored.records, scored.outcomes, scored.settings)
 
-    task = judge_usage.current_task()
-    if task is None:
-        return  # not inside lmms-eval's aggregation of one of our tasks
-    try:
-        # By name, at call time: `lmms-vr score`'s modules, which the upstream export (it follows
-        # imports) does not ship with the aggregation (there: ImportError, no estimate line).
-        batch_judging = importlib.import_module("lmms_video_reasoning.utils.results.batch_judging")
-        task_spec = importlib.import_module("lmms_video_reasoning.utils.results.score").task_spec
-        from lmms_video_reasoning.utils.core import registry
-
-        if not registry.get(task_spec(task).benchmark).scoring.needs_judge(records):
-            return  # nothing to judge: no second pass over the records
-        judge_pass = JudgePass("estimate", walk=False, configured_only=True)
-        judge_pass.task = task
-        with batch_judging.quiet_judging(), judges_replaced_by(judge_pass):
-            score(records)
-        line = batch_judging.estimate_line(judge_pass.task, judge_pass)
-    except Exception as error:  # noqa: BLE001
-        log.debug("judging estimate failed: %s: %s", type(error).__name__, error)
-        return
-    if line:
-        log.warning(line)
-
-
-def _standard_errors_on() -> bool:
-    """Standard errors will be asked for (`LMMS_VR_STDERR` not off; False where the module is not
-    shipped, as in the upstream export): only then are the scoring's outcomes kept for them."""
-    import importlib
-
-    try:
-        return importlib.import_module("lmms_video_reasoning.utils.results.standard_error").enabled()
-    except ImportError:
-        return False
-
-
-def _stderr_function(benchmark: str, metric: str, bootstrap_iters: int) -> Callable[..., Any] | None:
-    # By name, at call time: the bootstrap needs the report's statistics, which the upstream
-    # export (utils/tools/upstream.py follows imports) does not ship with the aggregation.
-    import importlib
-
-    standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
-    return standard_error.stderr_function(benchmark, metric, bootstrap_iters)
+        return of_records
 
 
 def _task_label() -> str:

@@ -185,25 +185,6 @@ def print_estimate(data: dict) -> None:
           "n/a for endpoints without one")
 
 
-def estimate_line(task: str, judge_pass: JudgePass) -> str | None:
-    """The one log line of an in-run estimate (the first steps: later steps depend on replies)."""
-    tags = judge_pass.estimates.get(task)
-    judge = next(iter(judge_pass.judges.values()), None)
-    if judge is None:
-        return None
-    total = batch_mod.summarize_estimates(dict(tags or {}))
-    from lmms_video_reasoning.judges.tokens import tokenizer_for
-
-    price = judge.config.price()
-    later = f" (+ up to {total.later_steps:,} later-step requests after their replies)" if total.later_steps else ""
-    unbuilt = [entry for entry in judge_pass.unbuilt if entry.task == task]
-    later += f" (NOT COUNTED: {len(unbuilt):,} judging items whose requests could not be built, see the log)" if unbuilt else ""
-    return (f"{task}: judging {total.requests:,} requests not in the judge cache{later} ({judge_pass.served.get(task, 0):,} cached): "
-            f"{total.input_tokens:,} input tokens ({tokenizer_for(judge.config.model).method}), ~{total.output_tokens:,} output "
-            f"tokens; {_money(_usd(total, price))} synchronous, {_money(_usd(total, batch_price(judge.config.model, price)))} "
-            f"batched ({judge.config.model}; `lmms-vr score <output_path> --estimate` for the full bill)")
-
-
 # ---------------------------------------------------------------------- batch files
 
 

@@ -5,8 +5,9 @@
     lmms-vr score predictions.jsonl --task T  replay predictions (`{"task", "id", "response"}` lines)
     ... [--task T] [--out results.json]
 
-The metrics are computed by the task's own scoring entry (`score_records`), the function its
-lmms-eval aggregation calls, on the task's own records:
+The metrics are computed by the task's own scoring entry (its benchmark's `scoring.score`, what
+its lmms-eval aggregation calls), on the task's own records, with the per-sample outcomes that
+one scoring computed them from:
 - a `--log_samples` file holds each sample's record under each metric name: used as is;
 - a `--predict_only` file holds only the response, `doc_id` and `target`: the task's
   documents are rebuilt with its `process_docs` hook (annotations from the local root or
@@ -738,34 +739,21 @@ def unbuilt_items(benchmark: str, items: int) -> tuple[str, str]:
             f"needs {root_env}" if unset else "judge items not rebuilt")
 
 
-def score_task(task: str, records: Sequence[dict], source: str = "", with_outcomes: bool = True, run: str = "",
+def score_task(task: str, records: Sequence[dict], source: str = "", run: str = "",
                coverage: Coverage | None = None) -> TaskScore:
-    """The task's metrics by its own scoring entry, then (judge cache permitting) per-sample outcomes."""
+    """The task's metrics by its own scoring entry, with the per-sample outcomes that scoring
+    computed them from (None when they need a judge and none is configured)."""
     spec = task_spec(task)
     bench = registry.get(spec.benchmark).scoring
     records = list(records)
     settings = bench.settings(records)
     judge = get_judge(bench.judge_name) if bench.needs_judge(records) else None
     before = judge.stats.as_dict() if judge is not None else None
-    computed = bench.score(records, settings)
+    computed, outcomes = bench.score(records, settings)
     metrics = {name: computed[name] for name in spec.metrics if name in computed} or computed  # the task's metrics
     accounting = None
     if judge is not None:
         accounting = {**judge.accounting(), "stats": _stats_delta(before, judge.stats.as_dict())}
-    outcomes = None
-    if with_outcomes and judge is not None and judge.cache is not None:
-        from lmms_video_reasoning.judges import cache_reader
-
-        # Read back the verdicts the scoring just used; a failed judgment stays failed rather
-        # than being asked again (which could give outcomes other than the metrics).
-        outcomes = bench.outcomes(records, settings, judge=cache_reader(judge))
-    elif with_outcomes and judge is None:
-        outcomes = bench.outcomes(records, settings)
-    elif with_outcomes:
-        log.warning("%s: the judge cache is off, so per-sample outcomes are not recomputed (that would call the judge again); "
-                    "the report will have no confidence intervals for its judge-based metrics", task)
-    if outcomes is not None:
-        _check_same(task, computed, bench.metrics(records, outcomes, settings))
     if coverage is not None:
         coverage.scored = len(records)
         for line in coverage.problems():
@@ -780,14 +768,6 @@ def same_value(a: Any, b: Any) -> bool:
             return math.isnan(a) and math.isnan(b)
         return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
     return a == b
-
-
-def _check_same(task: str, metrics: dict, recomputed: dict) -> None:
-    """Warn when per-sample outcomes do not reproduce the metrics (a judge answering differently)."""
-    differ = [name for name, value in recomputed.items() if name in metrics and not same_value(metrics[name], value)]
-    if differ:
-        log.warning("%s: per-sample outcomes give other values than the scoring for %s (a judge without cache "
-                    "answering differently?); confidence intervals may not match the point estimates", task, ", ".join(differ))
 
 
 def result_entry(task: str, metrics: dict) -> dict:

@@ -7,15 +7,15 @@ benchmark's headline metrics (`ReportSpec.headline`): the standard error is the 
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
 questions, or videos whose questions are correlated), the report's seed and resample count,
 and the same code (`report.bootstrap_values`: each sample's contribution computed once, the
-resamples as sums over arrays, `resampling.py`). The per-sample outcomes are the ones the
-task's scoring just computed (`aggregation.kept_outcomes`), else read back through the judge
-cache without sending anything (``judges.cache_reader``), so they cost no call. One
-bootstrap per distinct list of records serves all of a task's headline metrics; on a full
-CG-Bench run it takes about a second (`benchmarks/statistics.py`).
+resamples as sums over arrays, `resampling.py`). The per-sample outcomes are handed in: those
+the task's scoring computed its metrics from (`aggregation.ScoreOnce.stderr_function`), so they
+cost no call and no second parse. One bootstrap per distinct list of records serves all of a
+task's headline metrics; on a full CG-Bench run it takes about a second (`benchmarks/statistics.py`).
 
 Not a standard error (N/A, as lmms-eval prints for any metric it cannot bootstrap): other
 metrics (breakdowns, failure counts), judged metrics when the judge is not configured or
-its cache is off (the bootstrap would pay for every judge call again), runs with
+its cache is off (verdicts not kept: `lmms-vr report` could not give their intervals either), a
+task whose scoring failed (its metrics are NaN), runs with
 `LMMS_VR_STDERR=off` (said once in the log), and `simple_evaluate(bootstrap_iters=0)` from
 Python (lmms-eval 0.7.3's command line has no flag for it).
 """
@@ -79,22 +79,26 @@ def headline_metrics(benchmark: str) -> Sequence[str]:
     return spec.headline if spec is not None else ()
 
 
-def stderr_function(benchmark: str, metric: str, bootstrap_iters: int) -> Callable[[Sequence[dict]], Any] | None:
+def stderr_function(benchmark: str, metric: str, bootstrap_iters: int) -> Callable[[Sequence[dict], Sequence[dict] | None, Any], Any] | None:
     """lmms-eval's `stderr_for_metric` contract for one of our aggregations (its `benchmark`
-    and `metric`): a function of the records, or None (not a headline metric, or no bootstrap)."""
+    and `metric`): a function of the records, the per-sample outcomes the scoring computed for
+    them and its settings (`aggregation.ScoreOnce` binds the last two), or None (not a headline
+    metric, or no bootstrap)."""
     if bootstrap_iters <= 0 or metric not in headline_metrics(benchmark) or not enabled():
         return None
     resamples = min(bootstrap_iters, REPORT_RESAMPLES)
 
-    def stderr(records: Sequence[dict]) -> Any:
-        value = bootstrap_stderrs(benchmark, list(records), resamples).get(metric)
+    def stderr(records: Sequence[dict], outcomes: Sequence[dict] | None, settings: Any) -> Any:
+        value = bootstrap_stderrs(benchmark, list(records), outcomes, settings, resamples).get(metric)
         return "N/A" if value is None else value
 
     return stderr
 
 
-def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPORT_RESAMPLES, seed: int = REPORT_SEED) -> dict[str, float]:
-    """{metric: bootstrap standard error} of a task's records (memoised by content)."""
+def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any,
+                      resamples: int = REPORT_RESAMPLES, seed: int = REPORT_SEED) -> dict[str, float]:
+    """{metric: bootstrap standard error} of a task's records, from the per-sample outcomes (and
+    settings) its scoring computed the metrics with (`ScoringAdapter.score`); memoised by content."""
     from lmms_video_reasoning.utils.results.aggregation import records_key
 
     key = (benchmark, records_key(records), resamples, seed)
@@ -102,7 +106,7 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPO
         if key in _bootstraps:
             return _bootstraps[key]
     try:
-        result = _compute(benchmark, records, resamples, seed)
+        result = _compute(benchmark, records, outcomes, settings, resamples, seed)
     except Exception:  # a standard error is never worth failing the run for
         log.exception("%s: bootstrap standard errors failed; lmms-eval will show N/A", benchmark)
         result = {}
@@ -111,26 +115,23 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], resamples: int = REPO
     return result
 
 
-def _compute(benchmark: str, records: list[dict], resamples: int, seed: int) -> dict[str, float]:
+def _compute(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any, resamples: int,
+             seed: int) -> dict[str, float]:
     import numpy as np
 
-    from lmms_video_reasoning.judges import cache_reader, get_judge
+    from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.results import report, resampling
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
         judge = get_judge(bench.judge_name)
-        if judge is None or judge.cache is None:  # without its cache, the bootstrap would judge everything again
+        if judge is None or judge.cache is None:
             log.warning("%s: judge %s, so no standard errors for its judged metrics", benchmark,
                         "not configured" if judge is None else "cache off")
             return {}
-    settings = bench.settings(records)
-    # Read back the verdicts the aggregation just used: a failed judgment stays failed, as in
-    # the metrics, and is never paid for again.
-    outcomes = bench.outcomes(records, settings, judge=cache_reader(judge) if bench.needs_judge(records) else None)
     if outcomes is None:
-        log.warning("%s: no judge configured, so no standard errors for its judged metrics", benchmark)
+        log.warning("%s: the scoring gave no per-sample outcomes (no judge, or it failed), so no standard errors", benchmark)
         return {}
     sampled = report.Sampled(benchmark, records, list(outcomes), settings)
     values = report.bootstrap_values(sampled, resamples, seed)
