@@ -31,7 +31,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.cache import CacheLockTimeout, CachedReply, ReplyCache
