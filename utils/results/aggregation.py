@@ -12,9 +12,10 @@ read from the judge cache a second time).
 
 No run is lost here. lmms-eval writes its results and samples only after every aggregation
 returned, and an exception in one (a judge error, a bug, a full disk) means it writes
-nothing. So, before any judging, the task's records are written beside the run's output
-(`<date_id>_records_<task>.jsonl`, which `lmms-vr score` reads when the samples file is
-missing), and an aggregation never raises: an error becomes NaN metrics and one log line
+nothing, and a killed run writes nothing either. So, before the run's first judging, every
+task's records are written beside the run's output (`<date_id>_records_<task>.jsonl`, with
+`<date_id>_run_tasks.json` naming them; `lmms-vr score` reads them when a samples file is
+missing or damaged), and an aggregation never raises: an error becomes NaN metrics and one log line
 naming the cause and the records file.
 """
 
