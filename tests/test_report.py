@@ -621,3 +621,57 @@ def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
     with sample_judge(scored.dir / "judge.sqlite", scored.env):
         assert standard_error.bootstrap_stderrs("vrbench", one.records, one.outcomes, one.settings, 50) == {}
         assert standard_error.bootstrap_stderrs("vrbench", sampled.records, sampled.outcomes, sampled.settings, 50)["mcq_accuracy"] > 0
+
+
+# ---------------------------------------------------------------------------------- provenance of the paper's rows
+
+
+def test_each_reference_table_says_the_data_and_protocol_of_its_rows(scored, sample_dir, tmp_path):
+    """Under each paper table: the data version and protocol its rows come from, and for each run the
+    questions it scored against the release (or split), a mismatch as a visible note."""
+    expected = sample_counts(sample_dir)
+    data = report.build_report([f"m={scored.files[name]}" for name in ("vcr", "vr", "cg")], tmp_path, n=0)
+    vr_notes = table_of(data, "vrbench", "Table 2")["notes"]
+    rows_note = next(note for note in vr_notes if note.startswith("Reference rows: "))
+    assert "1,010 videos, 9,468 questions" in rows_note and "960 videos, 8,243 questions" in rows_note
+    assert "two-phase" in rows_note and "Fig. A20" in rows_note and "shows no options" in rows_note
+    [run_note] = [note for note in vr_notes if note.startswith((report.MISMATCH + "m:", "m:"))]
+    assert run_note.startswith(report.MISMATCH), "a run of the released data is not on the rows' 9,468 questions"
+    assert f"m: {expected['vr_questions']} of the 8,243 released questions (a part of it" in run_note
+    assert "data mismatch: the rows are on 9,468 questions" in run_note
+    assert "protocol mismatch: one generation with the options shown" in run_note and "default protocol" in run_note
+
+    cg_notes = table_of(data, "cg_bench", "Table 3")["notes"]
+    assert any("does not say whether Table 3 used the full set (12,129 questions) or the mini split (3,000)" in note for note in cg_notes)
+    [run_note] = [note for note in cg_notes if note.startswith(report.MISMATCH + "m:")]
+    assert f"m: {expected['cg_questions']} of the 3,000 mini-split questions" in run_note
+    assert "the paper does not state the data of its rows" in run_note and "0/1/2 verdicts" in run_note
+
+    vcr_notes = table_of(data, "vcr_bench", "Table 2")["notes"]
+    assert any("revised text" in note and "2504.07956" in note for note in vcr_notes)
+    [run_note] = [note for note in vcr_notes if note.startswith(report.MISMATCH + "m:")]
+    assert f"m: {expected['vcr_questions']} of the 1,034 released questions" in run_note and "data mismatch" in run_note
+    markdown = (tmp_path / "report.md").read_text()
+    assert "9,468 questions" in markdown and f"{expected['vr_questions']} of the 8,243 released questions" in markdown
+
+
+@pytest.mark.parametrize("benchmark,table,questions,available,protocol,mismatch", [
+    ("vcr_bench", "table2", 1034, 1034, "", None),  # all released questions = the rows' questions: no mismatch
+    ("vcr_bench", "table2", 500, 1034, "", "data mismatch: the rows are on 1,034 questions"),
+    ("vrbench", "table2", 8243, 8243, "", "data mismatch: the rows are on 9,468 questions"),  # the whole release is not the paper's version
+    ("vrbench", "table2", 9468, None, "", None),
+    ("vrbench", "table2", 9468, None, "one generation", "protocol mismatch: one generation"),
+    ("cg_bench", "table3", 3000, 3000, "", "the paper does not state the data of its rows"),
+])
+def test_provenance_note_reports_a_mismatch_only_where_the_run_differs(benchmark, table, questions, available, protocol, mismatch):
+    notes = report.provenance_notes(benchmark, table, [report.Coverage("run", questions, available, "released", protocol)])
+    assert notes[0].startswith("Reference rows: data: ")
+    [note] = notes[1:]
+    if mismatch is None:
+        assert not note.startswith(report.MISMATCH) and "the same data and protocol as the rows" in note
+    else:
+        assert note.startswith(report.MISMATCH + "run: ") and mismatch in note
+    assert ("a part of it" in note) == (available is not None and questions < available)
+    if available == 8243:
+        assert note.startswith(f"{report.MISMATCH}run: 8,243 of the 8,243 released questions;")
+    assert report.provenance_notes(benchmark, table, []) == notes[:1]

@@ -78,3 +78,30 @@ def test_protocol_anchors_are_in_the_reference_rows():
     assert row("cg_bench", "table3", "GPT-4o-08-06")["values"] == [58.3, 45.2, 5.62, 8.30, 4.38, 77.5, 39.5]
     assert row("vrbench", "table2", "GPT-4o", "VLMs")["values"][:3] == [70.68, 83.25, 58.10]
     assert row("vcr_bench", "table2", "o1")["values"][-1] == 62.8 and row("vcr_bench", "table3", "o1")["values"][-1] == 56.7
+
+
+def test_the_typo_note_names_the_column_the_paper_prints_it_in():
+    """VRBench's '57/12' (InternLM3-8B-Instruct): the table note names the column of the paper's
+    header it sits under, and the stored 57.12 is in that column."""
+    text = (upstream_seeds() / SEED_FILES["vrbench"]).read_text(encoding="utf-8")
+    anchor = TABLE_ANCHORS[("vrbench", "table2")]
+    lines = text[text.index(anchor):].splitlines()
+    labels = ["Overall"] + [cell.strip() for cell in lines[1].split("\t") if cell.strip()]  # second header line: MCQ-O ... LL
+    cells = seed_row(text, anchor, "InternLM3-8B-Instruct [3]")
+    column = cells.index("57/12")
+    spec = REFERENCE_ROWS["vrbench"]["tables"]["table2"]
+    assert labels[column] == "HR"
+    assert "HR value" in spec["note"] and "II value" not in spec["note"]
+    row = next(r for r in spec["rows"] if r["model"].startswith("InternLM3"))
+    assert row["values"][column] == 57.12 and spec["columns"][column] == "type_hypothetical_reasoning"
+
+
+def test_every_reference_table_states_its_data_and_protocol():
+    """Each table's `provenance` (shown under it by the report): the data and protocol of its rows."""
+    for benchmark, data in REFERENCE_ROWS.items():
+        for name, table in data["tables"].items():
+            provenance = table["provenance"]
+            assert provenance["data"] and provenance["protocol"], (benchmark, name)
+            assert provenance["questions"] is None or isinstance(provenance["questions"], int)
+    assert REFERENCE_ROWS["vrbench"]["tables"]["table2"]["provenance"]["questions"] == 9468
+    assert REFERENCE_ROWS["cg_bench"]["tables"]["table3"]["provenance"]["questions"] is None  # the paper does not say

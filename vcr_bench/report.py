@@ -8,9 +8,10 @@ from typing import Sequence
 
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report import (
-    MINE, Run, Section, ci_table, comparison_table, comparisons_for, error_bars, grouped_bars, interval_of, paper_table,
-    pyplot, reference, run_row, value_of,
+    MINE, Coverage, Run, Section, ci_table, comparison_table, comparisons_for, error_bars, grouped_bars, interval_of, paper_table,
+    pyplot, questions_of, reference, run_row, value_of,
 )
+from lmms_video_reasoning.vcr_bench.data import RELEASE
 
 TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
 HEADLINE = ("accuracy", "perception_f1", "reasoning_f1", "cot_recall", "cot_precision", "cot_f1")
@@ -74,15 +75,20 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                         [value_of(stats[(run.label, task)], c) for c in columns], "vcr_bench", columns)
                 for run, task in present if task in tasks]
 
-    section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",))))
-    section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS)))
-    section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS)))
+    def covered(tasks: Sequence[str], among: Sequence[Run] = runs) -> list[Coverage]:
+        """The released questions each run's task scored (the rows are on all 1,034)."""
+        return [Coverage(run.label if task == "vcr_cot" else f"{run.label} · {task}", questions_of(run, task, stats[(run.label, task)]),
+                         RELEASE["all"][0], "released") for run, task in present if task in tasks and run in among]
+
+    section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))
+    section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS), coverage=covered(TASKS)))
+    section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS), coverage=covered(TASKS)))
     ablations = [run for run in runs if sum((run.label, t) in stats for t in TASKS) > 1]
     if ablations:
         columns = tables["table5"]["columns"]
         user = [run_row(run.label, "vcr_* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
                         "vcr_bench", columns) for run in ablations]
-        section.tables.append(paper_table("vcr_bench", "table5", user))
+        section.tables.append(paper_table("vcr_bench", "table5", user, coverage=covered(TASKS, ablations)))
     section.tables.append(ci_table("vcr_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
     comparisons = comparisons_for("vcr_bench", TASKS, stats, runs, n, seed)
     if comparisons:

@@ -7,8 +7,10 @@ from typing import Sequence
 
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report import (
-    Run, Section, ci_table, comparison_table, comparisons_for, grouped_bars, interval_of, paper_table, reference, run_row, value_of,
+    Coverage, Run, Section, ci_table, comparison_table, comparisons_for, grouped_bars, interval_of, paper_table, questions_of, reference,
+    run_row, value_of,
 )
+from lmms_video_reasoning.vrbench.data import RELEASE
 
 TASKS = ("vr_bench", "vr_bench_official", "vr_bench_text", "vr_bench_mcq")
 HEADLINE = ("overall", "mcq_accuracy", "process_score")
@@ -17,6 +19,22 @@ LABELS = {
     "type_event_attribution": "EA", "type_counting": "CP", "type_hypothetical_reasoning": "HR", "type_implicit_inference": "II",
     "type_information_synopsis": "IS", "type_event_prediction": "EP", "type_logical_linkage": "LL",
 }
+
+
+# How every run of this suite differs from the protocol of the paper's Table 2 rows (README, differences)
+ONE_GENERATION = ("one generation with the options shown, as the official code (the paper's rows: reasoning first, "
+                  "without the options, then the choice); this suite has no switch for the two-phase protocol")
+JUDGE_PROTOCOL = {"default": "judge: this suite's default protocol", "official": "judge: the official script's behaviour"}
+
+
+def coverage(run: Run, task: str, stats) -> Coverage:
+    """A run's task beside Table 2: the released questions it scored, its protocol."""
+    label = run.label if task == "vr_bench" else f"{run.label} · {task}"
+    protocol = ONE_GENERATION
+    if task != "vr_bench_mcq":
+        judged = stats.sampled.settings.get("protocol") if stats.sampled is not None else ("official" if task == "vr_bench_official" else None)
+        protocol += f" ({JUDGE_PROTOCOL.get(judged, 'judge protocol not recorded')})"
+    return Coverage(label, questions_of(run, task, stats), RELEASE["all"][0], "released", protocol)
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
@@ -31,12 +49,18 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                         [value_of(stats[(run.label, task)], c) for c in columns], "vrbench", columns)
                 for run, task in present if task in tasks]
 
-    vlm = rows(("vr_bench", "vr_bench_official", "vr_bench_mcq"))
+    def covered(tasks: Sequence[str]) -> list[Coverage]:
+        return [coverage(run, task, stats[(run.label, task)]) for run, task in present if task in tasks]
+
+    vlm_tasks, llm_tasks = ("vr_bench", "vr_bench_official", "vr_bench_mcq"), ("vr_bench_text",)
+    vlm = rows(vlm_tasks)
     if vlm:
-        section.tables.append(paper_table("vrbench", "table2", vlm, groups=("VLMs",), title_suffix=" — VLMs (frames)"))
-    llm = rows(("vr_bench_text",))
+        section.tables.append(paper_table("vrbench", "table2", vlm, groups=("VLMs",), title_suffix=" — VLMs (frames)",
+                                          coverage=covered(vlm_tasks)))
+    llm = rows(llm_tasks)
     if llm:
-        section.tables.append(paper_table("vrbench", "table2", llm, groups=("LLMs",), title_suffix=" — LLMs (summary, no frames)"))
+        section.tables.append(paper_table("vrbench", "table2", llm, groups=("LLMs",), title_suffix=" — LLMs (summary, no frames)",
+                                          coverage=covered(llm_tasks)))
     section.tables.append(ci_table("vrbench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
     comparisons = comparisons_for("vrbench", TASKS, stats, runs, n, seed)
     if comparisons:

@@ -129,8 +129,10 @@ def video_frames(kwargs: dict | None) -> str:
     """Which frames video mode shows: `protocol` (default) or `model`; `$VRBENCH_VIDEO_FRAMES` wins.
 
     `protocol`: the official inference's `num_frames` segment-midpoint frames at 224x224, as a
-    video clip (the paper ran every model, video-native ones included, on these frames, with
-    per-model frame counts in its Table A3). `model`: the model samples the full video itself.
+    video clip (the official inference ran every model, video-native ones included, on these
+    frames; its default count, 16, and the size are the official code's, the per-model counts of
+    the task YAMLs the paper's Table A3 where it lists the model). `model`: the model samples the
+    full video itself.
     """
     value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:

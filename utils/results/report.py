@@ -775,13 +775,71 @@ def paper_rows(table: dict, columns: Sequence[str], benchmark: str, table_name: 
     return rows
 
 
-def paper_table(benchmark: str, name: str, user_rows: list, groups: Sequence[str] | None = None, title_suffix: str = "") -> Table:
+@dataclass
+class Coverage:
+    """What one run beside a paper table scored, to compare with the data and protocol of the
+    table's rows (`provenance` in the benchmark's `reference_tables.json`)."""
+
+    label: str  # the run as its row names it (with its task)
+    questions: int | None  # the questions it scored (None: unknown, no samples file nor lmms-eval's n-samples)
+    available: int | None  # the questions of the data it drew them from (the release, or the split)
+    data: str  # that data in one word before "questions" ("released", "mini-split")
+    protocol: str = ""  # how its protocol differs from the rows' ("" = the same)
+
+
+MISMATCH = "⚠ "  # starts a note saying a run is not on the rows' data or protocol
+
+
+def questions_of(run: Run, task: str, stats: TaskStats | None) -> int | None:
+    """The questions a run's task scored: its samples' (`TaskStats.questions`), else lmms-eval's n-samples."""
+    if stats is not None and stats.questions is not None:
+        return stats.questions
+    return run.sizes.get(task)
+
+
+def provenance_notes(benchmark: str, name: str, coverage: Sequence[Coverage]) -> list[str]:
+    """Under a paper table: the data version and protocol its rows come from, then for each run
+    the questions it scored and, as a visible note (`MISMATCH`), where it is not on the rows'
+    data (another question count, or rows whose data the paper does not state) or protocol."""
+    prov = reference(benchmark)["tables"][name].get("provenance")
+    if not prov:
+        return []
+    notes = [f"Reference rows: data: {prov['data']}; protocol: {prov['protocol']}."]
+    rows_questions = prov.get("questions")
+    for run in coverage:
+        if run.questions is None:
+            scored = f"{run.data} questions, how many unknown (no samples file, no n-samples)"
+        elif run.available:
+            scored = f"{run.questions:,} of the {run.available:,} {run.data} questions"
+            if run.questions < run.available:
+                scored += " (a part of it: a --limit or sample run)"
+        else:
+            scored = f"{run.questions:,} {run.data} questions"
+        problems = []
+        if rows_questions is None:
+            problems.append("the paper does not state the data of its rows, so the run cannot be matched to them")
+        elif run.questions != rows_questions:
+            problems.append(f"data mismatch: the rows are on {rows_questions:,} questions")
+        if run.protocol:
+            problems.append(f"protocol mismatch: {run.protocol}")
+        if problems:
+            notes.append(f"{MISMATCH}{run.label}: {scored}; " + "; ".join(problems) + ".")
+        else:
+            notes.append(f"{run.label}: {scored}; the same data and protocol as the rows.")
+    return notes
+
+
+def paper_table(benchmark: str, name: str, user_rows: list, groups: Sequence[str] | None = None, title_suffix: str = "",
+                coverage: Sequence[Coverage] = ()) -> Table:
+    """A paper table with the user's rows first, its source, its note and (`coverage`) how each
+    run compares with the data and protocol of the rows (`provenance_notes`)."""
     spec = reference(benchmark)["tables"][name]
     columns = spec["columns"]
     table_name = name.replace("table", "Table ")
     notes = [f"Paper rows: {reference(benchmark)['citation']}, {table_name}."]
     if spec.get("note"):
         notes.append(spec["note"])
+    notes += provenance_notes(benchmark, name, coverage)
     notes += list(dict.fromkeys(note for cells, _ in user_rows for note in getattr(cells, "notes", ())))
     return Table(spec["title"] + title_suffix, ["Model", "Source"] + [spec_of(benchmark).label(c) for c in columns],
                  user_rows + paper_rows(spec, columns, benchmark, table_name, groups), notes)
