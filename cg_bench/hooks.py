@@ -1,7 +1,7 @@
 """lmms-eval hooks of the CG-Bench tasks in the plugin (the functions the YAMLs in `cg_bench/tasks/` name).
 
 The tasks themselves (documents, inputs, records, metrics) are `task.py`, `sampling.py` and
-`outcomes.py`, shared with the protocol tasks that `lmms-vr upstream` adds to lmms-eval's
+`outcomes.py`, shared with the protocol tasks that `dev/upstream.py` adds to lmms-eval's
 `cgbench` folder; this module binds them to the plugin: documents from the data root with the
 checks before generation (`utils.preflight`), the judge engine (`aggregate.py`) and the data
 root's media with the fast inputs (`media.MEDIA`).

@@ -1,7 +1,7 @@
 """lmms-eval hooks of the VCR-Bench tasks in the plugin (`vcr_bench/tasks/*.yaml` point here).
 
 The task itself (inputs, records, metrics) is `task.py`, shared with the task folder that
-`lmms-vr upstream` writes into lmms-eval; this module binds it to the plugin: documents from
+`dev/upstream.py` writes into lmms-eval; this module binds it to the plugin: documents from
 the data root with the checks before generation (`utils.lmms.preflight`), the judge engine with
 its cache (`aggregate.py`), and the data root's media with the fast inputs (`media.py`: simple
 video models get a proxy clip of exactly the frames their own path keeps, chat models the path;

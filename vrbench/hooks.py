@@ -1,7 +1,7 @@
 """lmms-eval hooks for the VRBench tasks in the plugin (the functions the YAMLs in `vrbench/tasks/` name).
 
 The task itself (inputs, records, metrics; one generation scored for both tracks) is
-`task.py`, shared with the task folder that `lmms-vr upstream` writes into lmms-eval; this
+`task.py`, shared with the task folder that `dev/upstream.py` writes into lmms-eval; this
 module binds it to the plugin: documents from the data root with the checks before
 generation (`utils.lmms.preflight`), the judge engine with its cache (`aggregate.py`), and the
 data root's media with the fast inputs (`media.py`: a clip of the protocol frames, or of exactly
