@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 NOT_VALIDATED = "_Not validated: run `python dev/upstream.py --lmms-eval DIR --out SERIES --validate`._"
-VENV_EXCLUDE = re.compile(r"^(lmms_video_reasoning|lmms_eval)([-.].*)?$|^__pycache__$")
+# this package and lmms-eval, installed or editable (`pip install -e`: its `__editable__.<name>-<version>.pth` and finder module)
+VENV_EXCLUDE = re.compile(r"^(__editable__[._])?(lmms_video_reasoning|lmms_eval)([-._].*)?$|^__pycache__$")
 LIMIT = 8
 JUDGE_MODEL = "sample-oracle"
 RUN_TIMEOUT_S = 1200

@@ -257,11 +257,6 @@ def usable_video(source: DataSource, path: Path) -> Path:
     return path
 
 
-def checked_video(source: DataSource, relpath: str) -> Path:
-    """`media_file` for a video that must also decode (`usable_video`)."""
-    return usable_video(source, media_file(source, relpath))
-
-
 def docs_dataset(docs: Sequence[dict]):
     """An Arrow dataset of task documents (the value returned by a `process_docs` hook)."""
     import datasets
