@@ -33,9 +33,8 @@ import logging
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench import data, media, task
-from lmms_video_reasoning.cg_bench.aggregate import METRICS, Settings, build_record, score_records  # noqa: F401 - part of this module's interface
-from lmms_video_reasoning.cg_bench.media import clip_cache_dir  # noqa: F401 - part of this module's interface
-from lmms_video_reasoning.cg_bench.task import DEFAULTS, VISUAL_MODES, build_docs, settings_of  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.cg_bench.aggregate import Settings, build_record, score_records
+from lmms_video_reasoning.cg_bench.task import build_docs
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.records import process_results as records_hook
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset

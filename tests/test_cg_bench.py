@@ -11,6 +11,7 @@ import pytest
 from lmms_video_reasoning.cg_bench import aggregate, data, frames, hooks, judging, media, prompts, sample, sampling, scoring
 from lmms_video_reasoning.cg_bench import aggregate as cg_aggregate
 from lmms_video_reasoning.judges.parsing import ParseError
+from lmms_video_reasoning.cg_bench import docs as cg_docs
 from lmms_video_reasoning.utils.core.roots import DataError
 from reference_data import REPO, prompt_dir
 
@@ -310,13 +311,13 @@ def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkey
 def test_malformed_record_is_named():
     good = {"qid": 7, "video_uid": "v", "question": "Q", "answer": "x", "choices": ["x", "y", "z", "w", "u"],
             "right_answer": "A", "clue_intervals": [[1, 2]], "domain": "GUI", "sub_category": "Hallucination", "duration": 600}
-    assert data.validate_record(good, "f.json #0")["clue_intervals"] == [[1.0, 2.0]]
+    assert cg_docs.validate_record(good, "f.json #0")["clue_intervals"] == [[1.0, 2.0]]
     with pytest.raises(DataError, match=r"qid 7.*right_answer 'F'"):
-        data.validate_record({**good, "right_answer": "F"}, "f.json #0")
+        cg_docs.validate_record({**good, "right_answer": "F"}, "f.json #0")
     with pytest.raises(DataError, match=r"qid 7.*clue interval \[5, 2\]"):
-        data.validate_record({**good, "clue_intervals": [[5, 2]]}, "f.json #0")
+        cg_docs.validate_record({**good, "clue_intervals": [[5, 2]]}, "f.json #0")
     with pytest.raises(DataError, match="missing field"):
-        data.validate_record({"qid": 1}, "f.json #3")
+        cg_docs.validate_record({"qid": 1}, "f.json #3")
 
 
 @pytest.mark.parametrize("field, value, message", [

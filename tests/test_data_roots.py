@@ -11,6 +11,7 @@ import pytest
 
 from lmms_video_reasoning.cg_bench.data import CG_BENCH
 from lmms_video_reasoning.utils.core import roots
+from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.vcr_bench.data import VCR_BENCH
 from lmms_video_reasoning.vrbench.data import VRBENCH
 from lmms_video_reasoning.utils.lmms.replay_model import PredictionsError, load_predictions, lookup
@@ -84,9 +85,9 @@ def test_jsonl_errors_name_the_line_counting_blank_lines(tmp_path, reader):
 
 def test_require_fields_names_the_record():
     with pytest.raises(roots.DataError, match="record qid=7: missing field\\(s\\) answer"):
-        roots.require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
+        require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
     with pytest.raises(roots.DataError, match="expected a JSON object"):
-        roots.require_fields(["x"], ["qid"], "record 3")
+        require_fields(["x"], ["qid"], "record 3")
 
 
 def test_predictions_file(tmp_path):

@@ -24,7 +24,6 @@ from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import aggregate, data, media, task
-from lmms_video_reasoning.vcr_bench.task import VISUAL_MODE, VISUAL_MODE_ENV, VISUAL_MODES, task_settings  # noqa: F401 - part of this module's interface
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from lmms_video_reasoning.utils.core.data_errors import DataError, require_fields  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.utils.core.data_errors import DataError  # noqa: F401 - also this module's interface (`roots.DataError`)
 
 # The installed huggingface_hub's CLI (`hf`; `huggingface-cli` is its deprecated name).
 HF_LOGIN = "hf auth login"
