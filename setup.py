@@ -21,8 +21,8 @@ from setuptools.command.build_py import build_py
 
 NAMESPACE = "lmms_video_reasoning"
 PTH = f"{NAMESPACE}.pth"
-# folders that are not part of the package (tests, measurements, build output)
-NOT_SHIPPED = ("tests", "tests.*", "benchmarks", "benchmarks.*", "build", "build.*")
+# folders that are not part of the package (tests, measurements, development tools, build output)
+NOT_SHIPPED = ("tests", "tests.*", "benchmarks", "benchmarks.*", "dev", "dev.*", "build", "build.*")
 
 HERE = Path(__file__).parent
 FOUND = find_packages(where=str(HERE), exclude=NOT_SHIPPED)

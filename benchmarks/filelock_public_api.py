@@ -25,13 +25,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # host_prs, upstream_validate: the PR series' tool
+
 SLUG = "filelock-public-api"
 TEST = "test/evaluator/test_filelock_public_api.py"
 
 
 def venv_with_filelock(spec: str, path: Path) -> tuple[Path, str]:
     """A scratch venv with this venv's dependencies and filelock `spec`; its python and filelock version."""
-    from lmms_video_reasoning.utils.tools.upstream_validate import clean_venv
+    from upstream_validate import clean_venv
 
     python = clean_venv(path)
     site = next(path.glob("lib/python*/site-packages"))
@@ -48,7 +50,7 @@ def venv_with_filelock(spec: str, path: Path) -> tuple[Path, str]:
 def trees(work: Path) -> dict[str, Path]:
     """The installed lmms-eval without and with the PR, each with the PR's test beside it."""
     import lmms_eval
-    from lmms_video_reasoning.utils.tools import host_prs
+    import host_prs
 
     package = Path(lmms_eval.__file__).parent
     before = work / "before" / "tree"
@@ -61,7 +63,7 @@ def trees(work: Path) -> dict[str, Path]:
 
 
 def run_test(python: Path, tree: Path, work: Path) -> str:
-    from lmms_video_reasoning.utils.tools.upstream_validate import base_env
+    from upstream_validate import base_env
 
     proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tree), TEST],
                           check=False, cwd=tree, env={**base_env(work), "PYTHONPATH": str(tree)}, capture_output=True, text=True, timeout=900)

@@ -1,6 +1,6 @@
 """The upstream host PR "qwen2_vl decodes only the frames it keeps": its time and memory, before and after.
 
-Not a test. The PR (``utils/tools/host_prs.py``, ``QWEN2_VL``) is applied to a copy of the
+Not a test. The PR (``dev/host_prs.py``, ``QWEN2_VL``) is applied to a copy of the
 installed lmms-eval 0.7.3; each case runs in a fresh process importing that copy, and calls
 ``Qwen2_VL._vision_inputs`` (the step the PR changes: the images and videos handed to the
 processor) on one video message with the model's defaults (32 frames, max_pixels 602112):
@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "dev"))  # host_prs: the PR series' tool
 import frame_sampling as fs  # noqa: E402 - the generated benchmark videos
 import model_inputs as mi  # noqa: E402 - its short clips
 
@@ -41,7 +42,7 @@ LONG = mi.FILES
 def patched_lmms_eval(target: Path) -> Path:
     """A copy of the installed lmms-eval with the PR applied; returns the folder to put on sys.path."""
     import lmms_eval
-    from lmms_video_reasoning.utils.tools import host_prs
+    import host_prs
 
     return host_prs.patched_copy("qwen2-vl-kept-frames", Path(lmms_eval.__file__).parent, target)
 

@@ -127,7 +127,7 @@ def write_vcr_bench(root: Path, questions: int, videos: int) -> list[dict]:
     """A VCR-Bench root of `questions` copies of the 21 sample questions on `videos` video
     names; `vcr_cot` replies are the sample's reply to the question copied."""
     from lmms_video_reasoning.vcr_bench import sample
-    from lmms_video_reasoning.vcr_bench.data import ANNOTATION
+    from lmms_video_reasoning.vcr_bench.docs import ANNOTATION
 
     base = sample.build_records()
     replies = sample.demo_table(base)["vcr_cot"]
@@ -149,7 +149,7 @@ def write_vrbench(root: Path, questions: int, videos: int) -> list[dict]:
     (8 or 9 per video, cycling through the story's seven); `vr_bench` replies from the
     sample's generator, indexed over the whole run."""
     from lmms_video_reasoning.vrbench import sample
-    from lmms_video_reasoning.vrbench.data import ANNOTATIONS, flatten
+    from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, flatten
 
     lines = []
     for v in range(videos):

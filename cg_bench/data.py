@@ -40,17 +40,14 @@ from lmms_video_reasoning.utils.core.roots import (
     usable_video as shared_usable_video,
     video_problem,
 )
-from lmms_video_reasoning.cg_bench.sampling import subtitle_problem  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.cg_bench.sampling import subtitle_problem
 # documents (validation) and the sampler's table: `docs.py`, shared with the upstream form
-from lmms_video_reasoning.cg_bench.docs import (  # noqa: F401 - part of this module's interface
-    FIELDS,
-    MAX_CHOICES,
+from lmms_video_reasoning.cg_bench.docs import (
     META_FILE,
     PACKAGED_META,
     SPLIT_FILES,
     VideoMeta,
     parse_meta,
-    validate_record,
     validate_records,
 )
 

@@ -1,7 +1,7 @@
 """lmms-eval hooks of the CG-Bench tasks in the plugin (the functions the YAMLs in `cg_bench/tasks/` name).
 
 The tasks themselves (documents, inputs, records, metrics) are `task.py`, `sampling.py` and
-`outcomes.py`, shared with the protocol tasks that `lmms-vr upstream` adds to lmms-eval's
+`outcomes.py`, shared with the protocol tasks that `dev/upstream.py` adds to lmms-eval's
 `cgbench` folder; this module binds them to the plugin: documents from the data root with the
 checks before generation (`utils.preflight`), the judge engine (`aggregate.py`) and the data
 root's media with the fast inputs (`media.MEDIA`).
@@ -33,9 +33,8 @@ import logging
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench import data, media, task
-from lmms_video_reasoning.cg_bench.aggregate import METRICS, Settings, build_record, score_records  # noqa: F401 - part of this module's interface
-from lmms_video_reasoning.cg_bench.media import clip_cache_dir  # noqa: F401 - part of this module's interface
-from lmms_video_reasoning.cg_bench.task import DEFAULTS, VISUAL_MODES, build_docs, settings_of  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.cg_bench.aggregate import build_record
+from lmms_video_reasoning.cg_bench.task import build_docs
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.records import process_results as records_hook
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset

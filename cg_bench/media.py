@@ -17,7 +17,8 @@ from typing import Sequence
 
 from lmms_video_reasoning.cg_bench import data
 from lmms_video_reasoning.utils.core.roots import cache_home
-from lmms_video_reasoning.utils.media.video import FramePlan, PlannedFrames, plan_frames
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
+from lmms_video_reasoning.utils.media.video import PlannedFrames, plan_frames
 
 
 def clip_cache_dir() -> Path:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from lmms_video_reasoning.utils.core.ask import ParseError  # the judge interface's re-ask signal
-from lmms_video_reasoning.utils.core.intervals import intervals_iou
 
 IOU_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)  # stat_with_key.py; the paper's rec.@IoU / acc.@IoU
 DURATION_BUCKETS = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")  # minutes
@@ -209,16 +208,6 @@ def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool
             except Unscorable:
                 return (0.0 if strict else None), "failed"
     return (0.0 if strict else None), "failed"
-
-
-def tiou(predicted: Sequence[Sequence[float]], truth: Sequence[Sequence[float]]) -> float:
-    """Temporal IoU of two interval sets after merging overlaps within each (paper eq. 1).
-
-    A reversed predicted interval [end, start] is read as [start, end] (the official code
-    subtracts it as a negative length, which can push IoU above 1). Inputs are not mutated.
-    """
-    normalised = [[min(a, b), max(a, b)] for a, b in predicted]
-    return intervals_iou(normalised, [list(pair) for pair in truth])
 
 
 # ---------------------------------------------------------------------- open-ended

@@ -11,7 +11,6 @@ from lmms_video_reasoning.judges.engine import (
     Judge,
     JudgeRequest,
     JudgeResult,
-    JudgeStats,
     get_judge,
     cache_reader,
 )
@@ -36,7 +35,6 @@ __all__ = [
     "JudgeConfigError",
     "JudgeRequest",
     "JudgeResult",
-    "JudgeStats",
     "LocalJudgeServer",
     "get_judge",
     "parsing",

@@ -20,8 +20,6 @@ request twice:
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -43,13 +41,6 @@ POLL_SECONDS = settings.declare("LMMS_VR_BATCH_POLL_SECONDS", "float", 30.0, "se
 MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUESTS_PER_FILE, "requests per Batch API input "
                                 "file (the API's limit; lower it for a smaller enqueued-token quota)", minimum=1,
                                 maximum=MAX_REQUESTS_PER_FILE)
-# Test hook: the process kills itself (SIGKILL, no cleanup) right after the named step.
-KILL_AT_ENV = "LMMS_VR_BATCH_TEST_KILL_AT"
-
-
-def kill_point(step: str) -> None:
-    if os.environ.get(KILL_AT_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -90,11 +81,9 @@ class BatchApi:
             submission = uuid.uuid4().hex
             keys = [line_key(data) for data in chunk]
             self.ledger.add_submission(submission, self.config.model, self.config.endpoint, keys, meta)
-            kill_point("recorded")
             upload = self._call("upload the batch input file", self.client.files.create,
                                 file=(f"lmms_vr_{submission}.jsonl", b"".join(chunk)), purpose="batch")
             self.ledger.update_submission(submission, input_file_id=upload.id, state="uploaded")
-            kill_point("uploaded")
             self._create(submission, upload.id)
             submissions.append(submission)
         return submissions
@@ -104,7 +93,6 @@ class BatchApi:
                            endpoint="/v1/chat/completions", completion_window=COMPLETION_WINDOW,
                            metadata={METADATA_KEY: submission})
         self.ledger.update_submission(submission, batch_id=batch.id, state="submitted", status=batch.status)
-        kill_point("submitted")
 
     # ------------------------------------------------------------------ re-attach
 
@@ -154,7 +142,6 @@ class BatchApi:
             while pending:
                 for batch_id, row in list(pending.items()):
                     batch = self._call("poll the batch", self.client.batches.retrieve, batch_id)
-                    kill_point("polled")
                     counts = getattr(batch, "request_counts", None)
                     seen = (counts.completed + counts.failed) if counts is not None else 0
                     bar.update(max(0, seen - progress.get(batch_id, 0)))
@@ -175,7 +162,6 @@ class BatchApi:
                 continue
             data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, file_id).content
             read_result_lines(split_bytes(data), f"batch {batch.id} {name[:-8]} file", into=read)
-        kill_point("downloaded")
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
         return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
 

@@ -67,11 +67,6 @@ def batch_price(model: str, price: dict[str, float] | None, env: Mapping[str, st
     return {"input": price["input"] * BATCH_DISCOUNT, "output": price["output"] * BATCH_DISCOUNT}
 
 
-def price_of(model: str, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
-    """USD per 1M input/output tokens for ``model`` (LMMS_VR_JUDGE_PRICES, else the built-in list)."""
-    return JudgeConfig(model=model, prices=_prices(os.environ if env is None else env)).price()
-
-
 class JudgeConfigError(RuntimeError):
     """The judge cannot run as configured (bad variable, rejected key, unknown model).
 

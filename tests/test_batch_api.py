@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -111,8 +112,8 @@ def test_killed_at_each_step_the_rerun_submits_nothing_twice(step, synchronous, 
     out = tmp_path / "scored.json"
     with FakeBatchApi(sample_responder, api_key=KEY) as api:
         env = {**os.environ, **_env(api, sample_env, tmp_path / "judge.sqlite")}
-        killed = subprocess.run(_command(sample_dir, out), env={**env, "LMMS_VR_BATCH_TEST_KILL_AT": step},
-                                capture_output=True, text=True, timeout=300)
+        kill_at = [sys.executable, str(Path(__file__).resolve().parent / "batch_kill_at.py"), step, *_command(sample_dir, out)[3:]]
+        killed = subprocess.run(kill_at, env=env, capture_output=True, text=True, timeout=300)
         assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
         created_before = len(api.created)
         rerun = subprocess.run(_command(sample_dir, out), env=env, capture_output=True, text=True, timeout=300)

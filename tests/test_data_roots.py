@@ -11,6 +11,7 @@ import pytest
 
 from lmms_video_reasoning.cg_bench.data import CG_BENCH
 from lmms_video_reasoning.utils.core import roots
+from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.vcr_bench.data import VCR_BENCH
 from lmms_video_reasoning.vrbench.data import VRBENCH
 from lmms_video_reasoning.utils.lmms.replay_model import PredictionsError, load_predictions, lookup
@@ -84,9 +85,9 @@ def test_jsonl_errors_name_the_line_counting_blank_lines(tmp_path, reader):
 
 def test_require_fields_names_the_record():
     with pytest.raises(roots.DataError, match="record qid=7: missing field\\(s\\) answer"):
-        roots.require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
+        require_fields({"qid": 7}, ["qid", "answer"], "record qid=7")
     with pytest.raises(roots.DataError, match="expected a JSON object"):
-        roots.require_fields(["x"], ["qid"], "record 3")
+        require_fields(["x"], ["qid"], "record 3")
 
 
 def test_predictions_file(tmp_path):
@@ -115,19 +116,19 @@ def test_bad_predictions_files(tmp_path, content, message):
         load_predictions(tmp_path / "missing.jsonl")
 
 
-def test_checked_video_rejects_undecodable_files(tmp_path, monkeypatch):
+def test_usable_video_rejects_undecodable_files(tmp_path, monkeypatch):
     from lmms_video_reasoning.utils.media.synthetic import write_video
 
     monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
     good = write_video(tmp_path / "good.mp4", duration=2.0)
-    assert roots.checked_video(VCR_BENCH, "good.mp4") == good
+    assert roots.usable_video(VCR_BENCH, roots.media_file(VCR_BENCH, "good.mp4")) == good
     (tmp_path / "half.mp4").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     (tmp_path / "junk.mp4").write_bytes(b"\x00garbage" * 500)
     for name in ("half.mp4", "junk.mp4"):
         with pytest.raises(roots.MediaError, match=rf"{name} is unusable: .*lmms-vr prepare vcr_bench"):
-            roots.checked_video(VCR_BENCH, name)
+            roots.usable_video(VCR_BENCH, roots.media_file(VCR_BENCH, name))
     with pytest.raises(roots.MediaError, match="not found"):
-        roots.checked_video(VCR_BENCH, "absent.mp4")
+        roots.usable_video(VCR_BENCH, roots.media_file(VCR_BENCH, "absent.mp4"))
     assert roots.video_problem(tmp_path / "absent.mp4") == "it does not exist"
 
 

@@ -118,7 +118,7 @@ def test_preflight_refuses_a_read_only_judge_cache(tmp_path, sample_dir, sample_
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
         output = tmp_path / "out"
         proc, seconds = replay_process(sample_dir, output, judge_env(sample_env, server, cache), tasks=("vcr_cot",))
-        check_refused(proc, seconds, output, f"judge cache", str(folder), "LMMS_VR_JUDGE_CACHE")
+        check_refused(proc, seconds, output, "judge cache", str(folder), "LMMS_VR_JUDGE_CACHE")
         assert not server.requests, "the judge was asked"
     print(f"read-only judge cache refused after {seconds:.0f} s")
 

@@ -91,11 +91,12 @@ def _quick_first(values):
 @pytest.mark.parametrize("nesting", _quick_first(VRBENCH_NESTINGS))
 def test_vrbench_split_set_from_the_hub(nesting, hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.vrbench import data
+    from lmms_video_reasoning.vrbench.docs import flatten
 
     root = tmp_path / "root"
     files = vrbench_repo(sample_dir, nesting, tmp_path / "build")
     assert "(split," in prepared(hub, "OpenGVLab/VRBench", files, "vr_bench", "VRBENCH_ROOT", root, monkeypatch)
-    docs = data.flatten(data.load_records())
+    docs = flatten(data.load_records())
     found = {data.resolve_checked_video(doc["video_path"]) for doc in docs}
     assert found == set((root / "VRBench/videos/v001").glob("*.mp4")) and len(found) == 4
     assert not list(root.glob("*.joined.zip")) and not list((root / "v001_360p_zips").glob("*.mp4"))

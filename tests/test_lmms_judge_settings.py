@@ -31,14 +31,16 @@ NO_OVERRIDES = {"LMMS_VR_JUDGE_BASE_URL": "", "LMMS_VR_JUDGE_API_KEY": "", "LMMS
 
 
 @pytest.fixture(autouse=True)
-def lmms_settings():
+def lmms_settings(monkeypatch):
     import lmms_eval.evaluator  # noqa: F401 - its import installs the touchpoint (autoload): reset after it
 
-    launcher.reset_for_tests()
+    # each test starts with no launcher of this process and the touchpoint not installed; restored after it
+    monkeypatch.setattr(launcher, "_launchers", [])
+    monkeypatch.setattr(launcher, "_warned", set())
+    monkeypatch.setattr(host.JUDGE_SERVER, "state", "not installed")
     launcher.register_judge_settings()
     yield
     judge_config.register_host_judge(None)
-    launcher.reset_for_tests()
 
 
 def test_api_type_local_is_the_judge_of_every_benchmark():

@@ -300,13 +300,15 @@ def test_hypothesis_chosen_videos_give_identical_inputs(shared_folder, checkpoin
 
 @pytest.mark.slow
 def test_upstream_qwen2_vl_pr_gives_the_processor_the_same_inputs(grid, checkpoints, tmp_path):
-    """The upstream host PR "qwen2_vl decodes only the frames it keeps" (utils/tools/host_prs.py),
+    """The upstream host PR "qwen2_vl decodes only the frames it keeps" (dev/host_prs.py),
     applied to a copy of the installed lmms-eval: lmms-eval's own Qwen2_VL, given the plain video
     path as upstream tasks give it, hands its processor the same tensors as the unpatched class, on
     the whole grid and both settings, without ever calling qwen_vl_utils' fetch_video where it
     read the video."""
     import lmms_eval
-    from lmms_video_reasoning.utils.tools import host_prs
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # a development tool, not part of the package
+    import host_prs
 
     patched = host_prs.patched_copy("qwen2-vl-kept-frames", Path(lmms_eval.__file__).parent, tmp_path)
     models = models_of("qwen2_vl")

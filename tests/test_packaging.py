@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 # the top-level package folders setup.py ships under the namespace: utils, judges, the benchmarks
 PACKAGE_DIRS = sorted({name.split(".")[0] for name in find_packages(str(REPO), exclude=("tests", "tests.*", "benchmarks", "benchmarks.*",
-                                                                                        "build", "build.*"))})
+                                                                                        "dev", "dev.*", "build", "build.*"))})
 
 
 def test_wheel_contents(tmp_path):
@@ -51,11 +51,9 @@ def test_wheel_contents(tmp_path):
         assert f"lmms_video_reasoning/{bench}/reference_tables.json" in names, "the papers' tables are package data"
     assert "lmms_video_reasoning/cg_bench/video_meta_info.json" in names  # the official frame table (not on the Hub)
     assert not any("/tests/" in n or n.startswith("tests/") for n in names)
-    for bench in ("vcr_bench", "vrbench", "cg_bench"):  # what `lmms-vr upstream` reads from an install
-        for name in ("pr.json", "PR.md", "README.md"):
-            assert f"lmms_video_reasoning/{bench}/upstream/{name}" in names, (bench, name)
-        assert any(n.startswith(f"lmms_video_reasoning/{bench}/upstream/test_") for n in names), bench
-    assert any(n.startswith("lmms_video_reasoning/utils/tools/host_pr_files/") and n.endswith(".py") for n in names)
+    # the upstream PR series' generator and its inputs are a development tool of the repository (dev/)
+    assert not any("/upstream/" in n or "host_pr" in n or "benchmark_pr_files" in n or n.startswith("dev/") for n in names)
+    assert not any(n.startswith("lmms_video_reasoning/utils/tools/upstream") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheels[0]).read(entry_points).decode()
     assert "lmms-vr = lmms_video_reasoning.utils.tools.cli:main" in text
@@ -72,7 +70,7 @@ def _oldest_python() -> str:
     return match.group(1)
 
 
-STATIC_CHECK_PATHS = [*PACKAGE_DIRS, "tests", "benchmarks", "setup.py"]
+STATIC_CHECK_PATHS = [*PACKAGE_DIRS, "tests", "benchmarks", "dev", "setup.py"]
 
 
 def _tool(name: str) -> str:
@@ -136,8 +134,6 @@ def package_imports(folders=PACKAGE_DIRS) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for folder in folders:
         for path in sorted((REPO / folder).rglob("*.py")):
-            if {"upstream", "host_pr_files"} & set(path.relative_to(REPO).parts):
-                continue  # written into lmms-eval's tree by `lmms-vr upstream`: they import what its tests have (pytest)
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]

@@ -37,7 +37,8 @@ TITLE_OF = {"vcr": "VCR-Bench", "vr": "VRBench", "cg": "CG-Bench"}
 
 def score_predictions(predictions: Path, tasks, out: Path) -> dict:
     """`lmms-vr score predictions.jsonl --task T --out out` for several tasks, in-process."""
-    scores = [score.score_task(task, score.records_from_predictions(predictions, score.task_spec(task)), str(predictions)) for task in tasks]
+    scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
+              for gathered in score.gather_records(predictions, task)[0]]
     return score.write_results(out, scores, str(predictions))
 
 

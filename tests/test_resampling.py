@@ -45,7 +45,8 @@ def moved(predictions: Path, task: str, out: Path, shift: int) -> Path:
 
 
 def score_predictions(predictions: Path, tasks, out: Path) -> Path:
-    scores = [score.score_task(task, score.records_from_predictions(predictions, score.task_spec(task)), str(predictions)) for task in tasks]
+    scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
+              for gathered in score.gather_records(predictions, task)[0]]
     score.write_results(out, scores, str(predictions))
     return out
 

@@ -106,7 +106,7 @@ root = pathlib.Path(lmms_video_reasoning.utils.__file__).parents[1]
 modules = []
 for path in sorted(root.rglob("*.py")):
     rel = path.relative_to(root)
-    if set(rel.parts) & {"tests", "benchmarks", "build", "upstream", "host_pr_files"} or rel.parts[0].startswith("."):
+    if set(rel.parts) & {"tests", "benchmarks", "build", "dev"} or rel.parts[0].startswith("."):
         continue
     if "settings.declare(" in path.read_text(encoding="utf-8"):
         modules.append(".".join(rel.with_suffix("").parts))

@@ -1,11 +1,11 @@
-"""`lmms-vr upstream`: the suite as a series of lmms-eval pull requests.
+"""`python dev/upstream.py`: the suite as a series of lmms-eval pull requests.
 
 The fast tests build the series against the installed lmms-eval 0.7.3 (its package folder is a
 tree's `lmms_eval/`, with lmms-eval's ruff settings beside it): what each PR carries, that it
 is its source copied, that it applies alone and in order, lints clean, fits its size, and that
 the upstream form of every benchmark gives the plugin's numbers on the sample benchmark (both
 run here, in-process, with one local judge server). The slow test is the real check: the
-0.7.3 sdist from PyPI, `lmms-vr upstream --validate` (each PR in a fresh venv without this
+0.7.3 sdist from PyPI, `python dev/upstream.py --validate` (each PR in a fresh venv without this
 package: lint, tests, `tasks list`, `--limit 8` runs), every row passed.
 """
 
@@ -25,7 +25,14 @@ from pathlib import Path
 import pytest
 
 import lmms_eval
-from lmms_video_reasoning.utils.tools import host_prs, upstream
+
+REPO = Path(__file__).resolve().parents[1]
+DEV = REPO / "dev"  # the generator is a development tool of the repository, not part of the package
+sys.path.insert(0, str(DEV))
+
+import host_prs  # noqa: E402
+import upstream  # noqa: E402
+import upstream_validate  # noqa: E402
 
 PACKAGE = "lmms_video_reasoning"
 # lmms-eval 0.7.3's own ruff settings (its pyproject.toml)
@@ -83,7 +90,7 @@ def test_the_filelock_bound_names_the_host_pr_that_lifts_it(prs):
     """pyproject.toml bounds filelock below 4.3 until lmms-eval imports no private filelock module:
     the PR it names is in the series, says so, and takes the private import out of the evaluator."""
     [pr] = [pr for pr in prs if pr.slug == "filelock-public-api"]
-    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    pyproject = (REPO / "pyproject.toml").read_text()
     assert f"host PR {pr.name}" in pyproject and '"filelock>=3.16,<4.3"' in pyproject
     assert "bound goes once this is merged" in pr.description
     assert "| 4.3.1 | FAIL (ModuleNotFoundError: No module named 'filelock._api') | pass |" in pr.spec["numbers"]  # measured, before and after
@@ -144,14 +151,14 @@ def _statements(source: str) -> str:
 def test_the_export_copies_modules_only_their_imports_change(prs):
     """One source of truth: each exported module is its source module, statement for statement."""
     for pr in by_kind(prs, "benchmark"):
-        base = upstream.package_dir(pr.spec["sample"])
-        sources = upstream.closure(base / "upstream" / pr.spec["hooks"], pr.spec["sample"])
+        base, files = upstream.package_dir(pr.spec["sample"]), upstream.BENCHMARK_FILES / pr.spec["sample"]
+        sources = upstream.closure(files / pr.spec["hooks"], pr.spec["sample"])
         assert any(name.endswith(".task") for name in sources) and any(name.endswith(".judging") for name in sources)
         for name, source in sources.items():
             target = f"lmms_eval/tasks/{pr.spec['folder']}/{name.rsplit('.', 1)[1]}.py"
             assert _statements(pr.changes[target].decode()) == _statements(source.read_text()), target
         hooks = pr.changes[f"lmms_eval/tasks/{pr.spec['folder']}/{pr.spec['hooks']}"].decode()
-        assert _statements(hooks) == _statements((base / "upstream" / pr.spec["hooks"]).read_text())
+        assert _statements(hooks) == _statements((files / pr.spec["hooks"]).read_text())
         for path in base.glob("prompts/*.txt"):  # protocol data byte for byte
             assert pr.changes[f"lmms_eval/tasks/{pr.spec['folder']}/prompts/{path.name}"] == path.read_bytes()
 
@@ -210,18 +217,12 @@ def test_upstream_yamls_declare_the_plugin_tasks_metrics(prs):
         if task:
             plugin[task] = path
     for pr in by_kind(prs, "benchmark"):
-        folder = upstream.package_dir(pr.spec["sample"]) / "upstream"
+        folder = upstream.BENCHMARK_FILES / pr.spec["sample"]
         for task, source in pr.spec["tasks"].items():
             mapped = source.replace("cg_bench_", "cg_bench_full_") if task.startswith("cgbench_full_") else source
-            ours = set(upstream_validate_metric_names(folder, task))
-            theirs = set(upstream_validate_metric_names(plugin[mapped].parent, plugin[mapped].stem))
+            ours = set(upstream_validate.metric_names(folder, task))
+            theirs = set(upstream_validate.metric_names(plugin[mapped].parent, plugin[mapped].stem))
             assert ours == theirs, (task, ours ^ theirs)
-
-
-def upstream_validate_metric_names(folder: Path, task: str) -> list[str]:
-    from lmms_video_reasoning.utils.tools.upstream_validate import metric_names
-
-    return metric_names(folder, task)
 
 
 # --------------------------------------------------------------------------- the upstream form = the plugin
@@ -247,10 +248,8 @@ def _upstream_scores(spec: dict, task: str, sample: Path, predictions: dict, tmp
     from lmms_eval import utils as lmms_utils
     from lmms_eval.tasks import TaskManager, get_task_dict
 
-    from lmms_video_reasoning.utils.tools.upstream_validate import overlay
-
-    folder = upstream.package_dir(spec["sample"]) / "upstream"
-    config = lmms_utils.load_yaml_config(str(overlay(task, folder / f"{task}.yaml{upstream.TEMPLATE_SUFFIX}", spec["documents"], sample / spec["sample"], tmp_path)))
+    folder = upstream.BENCHMARK_FILES / spec["sample"]
+    config = lmms_utils.load_yaml_config(str(upstream_validate.overlay(task, folder / f"{task}.yaml", spec["documents"], sample / spec["sample"], tmp_path)))
     built = get_task_dict([config], TaskManager("ERROR", include_defaults=False))[task]
     replies = predictions[spec["tasks"][task]]
     values = [built.process_results(doc, [replies[str(doc[spec["id_field"]])]]) for doc in built.eval_docs]
@@ -263,7 +262,6 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
     from lmms_video_reasoning.judges import engine
     from lmms_video_reasoning.utils.lmms import llm_judge_ask
     from lmms_video_reasoning.utils.tools.sample import env_for
-    from lmms_video_reasoning.utils.tools.upstream_validate import validation_judge
 
     predictions: dict[str, dict] = {}
     for line in (sample / "predictions.jsonl").read_text().splitlines():
@@ -277,7 +275,7 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
     monkeypatch.setattr(engine, "_judges", {})
     monkeypatch.setattr(llm_judge_ask, "_judges", {})
     compared = 0
-    with LocalJudgeServer(responder=validation_judge, model="sample-oracle") as server:
+    with LocalJudgeServer(responder=upstream_validate.validation_judge, model="sample-oracle") as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_MODEL", "sample-oracle")
         monkeypatch.setenv("API_TYPE", "openai")
@@ -363,7 +361,7 @@ def test_where_the_upstream_form_can_differ_from_the_plugin(sample, monkeypatch)
 
 
 def test_not_a_tree_is_a_clear_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tmp_path),
+    proc = subprocess.run([sys.executable, str(DEV / "upstream.py"), "--lmms-eval", str(tmp_path),
                            "--out", str(tmp_path / "series")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "is not an lmms-eval 0.7.x tree" in proc.stderr and "unpacked sdist" in proc.stderr
@@ -383,7 +381,7 @@ def test_series_validated_in_a_clean_lmms_eval_073(tmp_path):
         archive.extractall(tmp_path, filter="data")
     tree = tmp_path / "lmms_eval-0.7.3"
     out = tmp_path / "series"
-    proc = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "upstream", "--lmms-eval", str(tree), "--out", str(out), "--validate"],
+    proc = subprocess.run([sys.executable, str(DEV / "upstream.py"), "--lmms-eval", str(tree), "--out", str(out), "--validate"],
                           capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     report = json.loads((out / "validation.json").read_text())

@@ -40,16 +40,16 @@ def judge_with(monkeypatch, responder):
 
 
 def test_sample_covers_every_dimension_type_and_duration(docs):
-    assert {d["dimension_code"] for d in docs.values()} == set(data.DIMENSIONS.values())
+    assert {d["dimension_code"] for d in docs.values()} == set(vcr_docs.DIMENSIONS.values())
     assert {d["multiple_choice"] for d in docs.values()} == {True, False}
-    assert {data.duration_bucket(d["duration"]) for d in docs.values()} == {"short", "medium", "long"}
+    assert {vcr_docs.duration_bucket(d["duration"]) for d in docs.values()} == {"short", "medium", "long"}
     assert docs[2]["answer"] == "[8, 30]" and docs[3]["answer"] == "[56,96,104,144]"
 
 
 def test_bad_records_name_the_record():
     good = {"id": 7, "video_path": "video/x/a.mp4", "duration": 12, "dimension": "video temporal counting",
             "question": "q?", "multiple-choice": False, "choices": {}, "answer": "3", "reasoning": ["1. a"]}
-    assert data.record_to_doc(good, "r")["dimension_code"] == "vtc"
+    assert vcr_docs.record_to_doc(good, "r")["dimension_code"] == "vtc"
     with pytest.raises(DataError, match=r"record #0 \(id=7\).*unknown dimension 'Video Fun'"):
         data.records_to_docs([{**good, "dimension": "Video Fun"}], "f.json")
     with pytest.raises(DataError, match="missing field.*reasoning"):
@@ -83,7 +83,7 @@ def test_option_letters_come_from_the_choices_else_the_question_text():
     assert vcr_docs.option_letters(question, {"A": "x", "B": "y", "C": "", "D": ""}) == ["A", "B"]
     assert vcr_docs.option_letters(question, {"A": "", "B": "", "C": "", "D": ""}) == ["A", "B", "C"]
     with pytest.raises(DataError, match="'A': the question has no options"):
-        data.record_to_doc({"id": 1, "video_path": "v.mp4", "duration": 1, "dimension": "vpa", "question": "Why?",
+        vcr_docs.record_to_doc({"id": 1, "video_path": "v.mp4", "duration": 1, "dimension": "vpa", "question": "Why?",
                             "multiple-choice": True, "choices": {}, "answer": "A", "reasoning": []}, "r")
 
 
@@ -94,10 +94,10 @@ def test_time_answers_hold_finite_seconds(answer, ok):
     record = {"id": 3, "video_path": "v.mp4", "duration": 60, "dimension": "Video Temporal Grounding",
               "question": "When?", "multiple-choice": False, "choices": {}, "answer": answer, "reasoning": []}
     if ok:
-        assert data.record_to_doc(record, "r")["answer"] == answer
+        assert vcr_docs.record_to_doc(record, "r")["answer"] == answer
     else:
         with pytest.raises(DataError, match=r"answer '\[.*\]' (start|end) must be a finite number of seconds >= 0"):
-            data.record_to_doc(record, "r")
+            vcr_docs.record_to_doc(record, "r")
 
 
 def test_missing_video_is_a_clear_error(docs, tmp_path, monkeypatch):

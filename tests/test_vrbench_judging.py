@@ -13,6 +13,7 @@ import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, docs_dataset
 from lmms_video_reasoning.vrbench import aggregate, data, hooks, prompts
+from lmms_video_reasoning.vrbench import docs as vr_docs
 from lmms_video_reasoning.vrbench import task as vr_task
 from lmms_video_reasoning.vrbench.sample import judge_responder
 from reference_data import prompt_dir
@@ -40,7 +41,7 @@ def test_prompt_files_are_verbatim_copies():
 
 
 def test_debug_records_load_and_flatten(debug_records):
-    docs = data.flatten(debug_records)
+    docs = vr_docs.flatten(debug_records)
     assert len(docs) == sum(len(r["mcq"]) for r in debug_records) == 13
     first = docs[0]
     assert first["sample_id"] == "TZk_p-q8Fzo_qa1" and first["qa_key"] == "qa1"
@@ -59,21 +60,21 @@ def test_malformed_record_is_named(debug_records):
     broken = json.loads(json.dumps(debug_records[1]))
     del broken["mcq"]["qa3"]["answer"]
     with pytest.raises(DataError, match=r"eb5vwy4GSSs, question qa3: missing field\(s\) answer"):
-        data.flatten([broken])
+        vr_docs.flatten([broken])
     broken = json.loads(json.dumps(debug_records[1]))
     broken["mcq"]["qa2"]["reasoning_type"] = "Counting"
     with pytest.raises(DataError, match="unknown reasoning_type 'Counting'"):
-        data.flatten([broken])
+        vr_docs.flatten([broken])
     for answer in (5, "E"):  # a gold answer no option has: the file is refused, naming the question
         broken = json.loads(json.dumps(debug_records[1]))
         broken["mcq"]["qa2"]["answer"] = answer
         with pytest.raises(DataError, match=rf"eb5vwy4GSSs, question qa2: answer {answer!r} is not one of the option "
                                             r"letters A, B, C, D; correct that record"):
-            data.flatten([broken])
+            vr_docs.flatten([broken])
 
 
 def test_inference_prompt_byte_exact(debug_records, ref_prompt):
-    doc = data.flatten(debug_records)[0]
+    doc = vr_docs.flatten(debug_records)[0]
     qa = debug_records[0]["mcq"]["qa1"]
     mcq = "Question: " + qa["question"] + "\nOptions:\n" + "\n".join(f"{k}: {v}" for k, v in qa["options"].items())
     expected = ref_prompt("MCQ_COT_PROMPT.template.txt").replace("$multiple_choice_question", mcq).replace(
@@ -101,7 +102,7 @@ def run_judge(monkeypatch, debug_records, protocol):
     long_video["video_id"] = "long_summary"
     long_video["video_summary"] = debug_records[0]["video_summary"]  # 13,665 characters
     long_video["mcq"] = {"qa5": long_video["mcq"]["qa5"]}  # Event Prediction
-    docs = data.flatten([*debug_records, long_video])
+    docs = vr_docs.flatten([*debug_records, long_video])
     for doc in docs:
         doc["mode"], doc["protocol"] = "judge", protocol
     records = [vr_task.build_record(doc, RESPONSE) for doc in docs]
@@ -170,7 +171,7 @@ MODEL_FAILURE = ("[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - "
 @pytest.mark.parametrize("protocol", ["default", "official"])
 def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protocol):
     """The failure string is wrong for MCQ-O, never reaches the judge, and is counted apart."""
-    docs = [d for d in data.flatten(debug_records) if d["reasoning_type"] == "Event Attribution"][:2]
+    docs = [d for d in vr_docs.flatten(debug_records) if d["reasoning_type"] == "Event Attribution"][:2]
     assert len(docs) == 2
     for doc in docs:
         doc["mode"], doc["protocol"] = "judge", protocol
@@ -206,9 +207,9 @@ def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protoco
 
 
 def test_model_failure_in_the_mcq_task(debug_records):
-    doc = dict(data.flatten(debug_records)[0], mode="mcq", protocol="default")
+    doc = dict(vr_docs.flatten(debug_records)[0], mode="mcq", protocol="default")
     records = hooks.process_results(dict(doc, answer="E"), [MODEL_FAILURE])
-    assert set(records) == set(hooks.MCQ_METRICS) and "model_failed" in records
+    assert set(records) == set(vr_task.MCQ_METRICS) and "model_failed" in records
     metrics = aggregate.score_records([records["mcq_accuracy"]])
     assert metrics["mcq_accuracy"] == 0 and metrics["model_failed"] == 1
     assert "judge_failed" not in metrics

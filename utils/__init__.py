@@ -8,7 +8,7 @@
     3 lmms      the seam with lmms-eval: plugin, autoload, preflight, model inputs, replay model
     4 results   aggregation, standard errors, score, report
     5 benchmarks (vcr_bench, vrbench, cg_bench)
-    6 tools     the CLI, demo, sample benchmark, upstream export
+    6 tools     the CLI, doctor, demo, sample benchmark
 
 Shared code names no benchmark: it finds them through `core.registry`.
 """

@@ -25,18 +25,7 @@ from lmms_video_reasoning.utils.core.roots import (
     video_problem,
 )
 # documents (validation, dimensions, duration buckets): `docs.py`, shared with the upstream form
-from lmms_video_reasoning.vcr_bench.docs import (  # noqa: F401 - part of this module's interface
-    ANNOTATION,
-    DIMENSIONS,
-    MEDIUM_MAX_S,
-    RECORD_FIELDS,
-    SHORT_MAX_S,
-    VIDEO_DIR,
-    dimension_code,
-    duration_bucket,
-    record_to_doc,
-    records_to_docs,
-)
+from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR, records_to_docs
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vcr_bench`).
 VCR_BENCH = SOURCE = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")

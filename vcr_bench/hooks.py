@@ -1,7 +1,7 @@
 """lmms-eval hooks of the VCR-Bench tasks in the plugin (`vcr_bench/tasks/*.yaml` point here).
 
 The task itself (inputs, records, metrics) is `task.py`, shared with the task folder that
-`lmms-vr upstream` writes into lmms-eval; this module binds it to the plugin: documents from
+`dev/upstream.py` writes into lmms-eval; this module binds it to the plugin: documents from
 the data root with the checks before generation (`utils.lmms.preflight`), the judge engine with
 its cache (`aggregate.py`), and the data root's media with the fast inputs (`media.py`: simple
 video models get a proxy clip of exactly the frames their own path keeps, chat models the path;
@@ -25,7 +25,6 @@ from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import data, media, task
-from lmms_video_reasoning.vcr_bench.task import VISUAL_MODE, VISUAL_MODE_ENV, VISUAL_MODES, task_settings  # noqa: F401 - part of this module's interface
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lmms_video_reasoning.utils.lmms import model_video
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.vcr_bench import data
 
@@ -17,7 +18,7 @@ class PluginMedia:
     (`video.plan_frames`, the one path every benchmark's plans take), frames from the exact
     sampler, and the proxy clip of the model's own frames for video-native models."""
 
-    def plan(self, doc: dict, plan: video.FramePlan, n: int) -> video.PlannedFrames:
+    def plan(self, doc: dict, plan: FramePlan, n: int) -> video.PlannedFrames:
         return video.plan_frames(data.video_file(doc), plan, n)
 
     def frames(self, doc: dict, indices: Sequence[int]) -> list:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils.media.synthetic import Shape, shape_box, write_video
 from lmms_video_reasoning.vcr_bench import prompts
-from lmms_video_reasoning.vcr_bench.data import ANNOTATION, VIDEO_DIR
+from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR
 
 SOURCE = "synthetic"
 

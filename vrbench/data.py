@@ -24,24 +24,22 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.core.roots import (
     DataError,
     DataSource,
     annotation_file,
     data_root,
     read_json,
-    require_fields,
     require_media,
     usable_video,
     video_problem,
 )
 # documents (flattened per question, checked): `docs.py`, shared with the upstream form
-from lmms_video_reasoning.vrbench.docs import (  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.vrbench.docs import (
     ANNOTATIONS,
-    QUESTION_FIELDS,
     VIDEO_FIELDS,
     VIDEO_FOLDER,
-    flatten,
 )
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).

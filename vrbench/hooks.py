@@ -1,7 +1,7 @@
 """lmms-eval hooks for the VRBench tasks in the plugin (the functions the YAMLs in `vrbench/tasks/` name).
 
 The task itself (inputs, records, metrics; one generation scored for both tracks) is
-`task.py`, shared with the task folder that `lmms-vr upstream` writes into lmms-eval; this
+`task.py`, shared with the task folder that `dev/upstream.py` writes into lmms-eval; this
 module binds it to the plugin: documents from the data root with the checks before
 generation (`utils.lmms.preflight`), the judge engine with its cache (`aggregate.py`), and the
 data root's media with the fast inputs (`media.py`: a clip of the protocol frames, or of exactly
@@ -17,26 +17,8 @@ from lmms_video_reasoning.utils.core.records import process_results as records_h
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms import preflight
 from lmms_video_reasoning.utils.results.aggregation import ScoreOnce, judge_accounting_writer
-from lmms_video_reasoning.vrbench import data, media, task
-from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer  # noqa: F401 - part of this module's interface
-from lmms_video_reasoning.vrbench.task import (  # noqa: F401 - part of this module's interface
-    DEFAULT_NUM_FRAMES,
-    DEFAULT_VIDEO_FRAMES,
-    JUDGE_METRICS,
-    MCQ_METRICS,
-    NUM_FRAMES,
-    NUM_FRAMES_ENV,
-    PROTOCOL,
-    PROTOCOL_ENV,
-    VIDEO_FRAMES,
-    VIDEO_FRAMES_ENV,
-    VIDEO_FRAMES_SETTING,
-    doc_to_text,
-    num_frames,
-    protocol_from_env,
-    video_frames,
-    visual_mode,
-)
+from lmms_video_reasoning.vrbench import data, docs, media, task
+from lmms_video_reasoning.vrbench.task import doc_to_text, protocol_from_env  # noqa: F401 - doc_to_text: the task YAMLs' hook
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
 
@@ -47,7 +29,7 @@ log = logging.getLogger("lmms_video_reasoning.vrbench")
 
 def build_docs(mode: str, protocol: str) -> list[dict]:
     """The task's documents: every question of the annotation file, stamped with mode and protocol."""
-    return task.stamp(data.flatten(data.load_records()), mode, protocol)
+    return task.stamp(docs.flatten(data.load_records()), mode, protocol)
 
 
 # Checked before generation (`utils.lmms.preflight`): the videos (not for the text-only task) and

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.vrbench import data
 
@@ -17,7 +18,7 @@ class PluginMedia:
     file is decoded either way: lmms-eval's qwen2_vl would log a decode error and answer from
     the text alone."""
 
-    def plan(self, doc: dict, plan: video.FramePlan, n: int) -> video.PlannedFrames:
+    def plan(self, doc: dict, plan: FramePlan, n: int) -> video.PlannedFrames:
         return video.plan_frames(data.resolve_video(doc["video_path"]), plan, n)
 
     def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:

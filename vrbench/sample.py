@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_video
-from lmms_video_reasoning.vrbench.data import ANNOTATIONS, flatten
+from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, flatten
 
 FPS, WIDTH, HEIGHT = 2, 160, 120
 TASKS = ("vr_bench", "vr_bench_mcq", "vr_bench_text", "vr_bench_official")

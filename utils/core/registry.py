@@ -316,12 +316,6 @@ def register(benchmark: Benchmark) -> Benchmark:
     return benchmark
 
 
-def unregister(name: str) -> None:
-    _load_builtin()
-    with _lock:
-        _registered.pop(name, None)
-
-
 def benchmarks() -> list[Benchmark]:
     """Every benchmark, in report order (DataError when a declared one cannot be loaded)."""
     _load_builtin()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from lmms_video_reasoning.utils.core.data_errors import DataError, require_fields  # noqa: F401 - part of this module's interface
+from lmms_video_reasoning.utils.core.data_errors import DataError  # noqa: F401 - also this module's interface (`roots.DataError`)
 
 # The installed huggingface_hub's CLI (`hf`; `huggingface-cli` is its deprecated name).
 HF_LOGIN = "hf auth login"
@@ -255,11 +255,6 @@ def usable_video(source: DataSource, path: Path) -> Path:
         raise MediaError(f"video {path} is unusable: {problem}. Re-download it with `{source.prepare_command}` "
                          f"(or `lmms-vr prepare {source.benchmark} --root DIR --verify-only` to list every bad file)")
     return path
-
-
-def checked_video(source: DataSource, relpath: str) -> Path:
-    """`media_file` for a video that must also decode (`usable_video`)."""
-    return usable_video(source, media_file(source, relpath))
 
 
 def docs_dataset(docs: Sequence[dict]):

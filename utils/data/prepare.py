@@ -30,7 +30,7 @@ from pathlib import Path
 from lmms_video_reasoning.utils.data import archives
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core import registry
-from lmms_video_reasoning.utils.data.media_index import KindReport, verify  # noqa: F401 - `prepare.verify` as before
+from lmms_video_reasoning.utils.data.media_index import KindReport, verify
 from lmms_video_reasoning.utils.core.roots import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource
 
 STAMP_DIR = ".lmms_vr_prepare"

@@ -184,10 +184,3 @@ def _wrapped_consolidate(consolidate):
 
     return wrapped
 
-
-def reset_for_tests() -> None:
-    """Forget the launchers of this process and the touchpoint's state (tests building several)."""
-    with _lock:
-        _launchers.clear()
-        _warned.clear()
-    host.JUDGE_SERVER.state = "not installed"

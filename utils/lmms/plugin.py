@@ -206,15 +206,6 @@ def install_usage_hooks() -> None:
     host.JUDGE_USAGE.install(wrap_usage)
 
 
-def install_all() -> None:
-    """Every touchpoint whose lmms-eval module is loaded (or loads cheaply now: lmms-eval is running)."""
-    install_task_path()
-    install_model_manifests()
-    install_usage_hooks()
-    install_metric_hooks()
-    install_evaluator_hooks()
-
-
 def install_evaluator_hooks() -> None:
     """What wraps `lmms_eval.evaluator`: the judge server's lifetime and the start-up check."""
     install_launcher_hooks()

@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
-from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts, choose  # noqa: F401 - FramePlan, check_counts: part of this module's interface
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 
 logger = logging.getLogger(__name__)

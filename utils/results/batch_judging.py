@@ -348,8 +348,6 @@ def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_by
 
 def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
     """Wait for every open submission, import all their results in one pass, close them."""
-    from lmms_video_reasoning.judges.batch_api import kill_point
-
     finished = []
     seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
@@ -368,7 +366,6 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
             totals["import"][name] = totals["import"].get(name, []) + value
         elif isinstance(value, int):
             totals["import"][name] = totals["import"].get(name, 0) + value
-    kill_point("imported")
     consumed = set(imported["consumed"])
     for api, item in finished:
         leftover = _close(api, item, consumed)

@@ -473,11 +473,6 @@ def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
     return records, coverage
 
 
-def records_from_predictions(path: Path, spec: TaskSpec) -> list[dict]:
-    """Records for replay predictions, matched on the documents' `sample_id` (see `read_predictions`)."""
-    return read_predictions(path, spec)[0]
-
-
 def tasks_in_predictions(path: Path) -> list[str]:
     return sorted({row["task"] for row in read_jsonl(path) if isinstance(row.get("task"), str)})
 

@@ -1,1 +1,1 @@
-"""Layer 6, `tools`: the `lmms-vr` command line, the demo, the sample benchmark and the upstream export."""
+"""Layer 6, `tools`: the `lmms-vr` command line, doctor, the demo and the sample benchmark."""

@@ -9,8 +9,6 @@
         [--estimate | --batch-export F | --batch-import F | --batch | --judge-online]   judging cost, batch files, Batch API
     lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
     lmms-vr judge-agreement RUN... --candidate MODEL   a candidate judge against the reference, with CIs
-    lmms-vr upstream --lmms-eval DIR --out SERIES [--validate]
-                                             this suite as a series of lmms-eval pull requests
 """
 
 from __future__ import annotations
@@ -144,14 +142,6 @@ def build_parser() -> argparse.ArgumentParser:
     agreement.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
     agreement.add_argument("--out", default="judge_agreement.json", help="where to write the agreement (JSON)")
     agreement.set_defaults(run=_delegate("results.judge_agreement"))
-
-    upstream = sub.add_parser("upstream", help="this suite as a series of lmms-eval pull requests (patches + descriptions)")
-    upstream.add_argument("--lmms-eval", required=True, help="a clean lmms-eval 0.7.x tree (git clone or unpacked sdist); it is only read")
-    upstream.add_argument("--out", required=True, help="the folder for NN-name.patch and NN-name.md")
-    upstream.add_argument("--validate", action="store_true",
-                          help="check every PR (alone, then the series) in a fresh venv without this package; the numbers go into the descriptions")
-    upstream.add_argument("--keep", action="store_true", help="with --validate: keep the trees, logs and runs in OUT/validation_work")
-    upstream.set_defaults(run=_delegate("tools.upstream"))
 
     doctor = sub.add_parser("doctor", help="which integrations with lmms-eval are active here, and the fix for each that is not")
     doctor.add_argument("--no-network", action="store_true", help="do not contact the judge endpoints")

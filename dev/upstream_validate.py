@@ -1,4 +1,4 @@
-"""`lmms-vr upstream --validate`: every PR of the series checked by a real run, the numbers kept.
+"""`python dev/upstream.py --validate`: every PR of the series checked by a real run, the numbers kept.
 
 For each PR, alone on a copy of the clean lmms-eval tree, and then for the whole series applied
 in order, in a fresh virtual environment WITHOUT this package (`clean_venv`: the current
@@ -38,8 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-NOT_VALIDATED = "_Not validated: run `lmms-vr upstream --lmms-eval DIR --out SERIES --validate`._"
-VENV_EXCLUDE = re.compile(r"^(lmms_video_reasoning|lmms_eval)([-.].*)?$|^__pycache__$")
+NOT_VALIDATED = "_Not validated: run `python dev/upstream.py --lmms-eval DIR --out SERIES --validate`._"
+# this package and lmms-eval, installed or editable (`pip install -e`: its `__editable__.<name>-<version>.pth` and finder module)
+VENV_EXCLUDE = re.compile(r"^(__editable__[._])?(lmms_video_reasoning|lmms_eval)([-._].*)?$|^__pycache__$")
 LIMIT = 8
 JUDGE_MODEL = "sample-oracle"
 RUN_TIMEOUT_S = 1200
@@ -183,7 +184,7 @@ def _results_file(out: Path) -> dict:
 
 def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, judge_env: dict[str, str], plugin: dict | None, requests=None) -> dict:
     """Apply `prs` (in order) to `tree` and run every check; the rows of its validation table."""
-    from lmms_video_reasoning.utils.tools import upstream
+    import upstream
 
     rows: list[dict] = []
     for pr in prs:
@@ -299,12 +300,9 @@ def task_specs(pr) -> dict[str, str]:
 
 
 def metric_names(folder: Path, task: str) -> list[str]:
-    """The metrics a task's YAML (and its includes) declares, read without importing its hooks
-    (in a tree `<task>.yaml`; in a benchmark's `upstream/` folder `<task>.yaml.in`)."""
+    """The metrics a task's YAML (and its includes) declares, read without importing its hooks."""
     names: list[str] = []
     path = folder / f"{task}.yaml"
-    if not path.is_file():
-        path = folder / f"{task}.yaml.in"
     seen = set()
     while path is not None and path not in seen:
         seen.add(path)
@@ -367,7 +365,7 @@ def plugin_numbers(sample: Path, judge_url: str, work: Path) -> dict[str, dict]:
 def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
     """Validate every PR alone, then the whole series; return {name: result} (also in `out/validation.json`)."""
     from lmms_video_reasoning.judges import LocalJudgeServer
-    from lmms_video_reasoning.utils.tools import upstream
+    import upstream
     from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
     started = time.time()
@@ -452,7 +450,7 @@ def table(pr, result: dict) -> str:
         mark = "pass" if row["passed"] else "FAIL"
         lines.append(f"| {row['check']} | `{row['command']}` | {row['n']} | {mark}: {row['result']} |")
     status = "Every check passed." if result["passed"] else "**Some checks failed.**"
-    return "\n".join(lines) + f"\n\n{status} Run: `lmms-vr upstream --lmms-eval DIR --out SERIES --validate` (details: `SERIES/validation.json`)."
+    return "\n".join(lines) + f"\n\n{status} Run: `python dev/upstream.py --lmms-eval DIR --out SERIES --validate` (details: `SERIES/validation.json`)."
 
 
 def numbers_section(pr, result: dict | None) -> str:

@@ -36,7 +36,7 @@ class HostPR:
 
 
 def _apply(tree: Path, edits: tuple[Edit, ...]) -> dict[str, bytes]:
-    from lmms_video_reasoning.utils.tools.upstream import UpstreamError
+    from upstream import UpstreamError
 
     texts: dict[str, str] = {}
     for edit in edits:
@@ -61,7 +61,7 @@ def _new_files(slug: str) -> dict[str, bytes]:
 
 def pull_requests(tree: Path) -> list:
     """The host PRs as `upstream.PullRequest`s against `tree`."""
-    from lmms_video_reasoning.utils.tools.upstream import PullRequest, UpstreamError
+    from upstream import PullRequest, UpstreamError
 
     prs = []
     for pr in HOST_PRS:

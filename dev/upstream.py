@@ -1,4 +1,8 @@
-"""`lmms-vr upstream --lmms-eval DIR --out SERIES/`: this suite as a series of lmms-eval pull requests.
+"""`python dev/upstream.py --lmms-eval DIR --out SERIES/`: this suite as a series of lmms-eval pull requests.
+
+A development tool, run from a clone of this repository with the package installed in
+development mode (`pip install -e .`); it reads the clone's sources and is not part of the
+installed package.
 
 Each PR is a patch that applies with `git apply` to a clean lmms-eval tree (the one at DIR),
 `SERIES/NN-<slug>.patch`, with its description `SERIES/NN-<slug>.md`:
@@ -6,7 +10,7 @@ Each PR is a patch that applies with `git apply` to a clean lmms-eval tree (the 
 - one PR per benchmark, each independent of the others, copied from the benchmark's folder:
   the modules its lmms-eval hooks import (its task logic, written against two small
   interfaces: "ask the judge", `utils/core/ask.py`, and "get the frames", each task module's
-  `Media`), bound to lmms-eval by the hooks in `<benchmark>/upstream/` (lmms-eval's judge
+  `Media`), bound to lmms-eval by the hooks in `dev/benchmark_pr_files/<benchmark>/` (lmms-eval's judge
   layer `llm_judge` and plain video paths), the folder's YAMLs, README and tests
   (`test/eval/<folder>/`). Only imports change (`lmms_video_reasoning.<...>.<module>` ->
   `lmms_eval.tasks.<folder>.<module>`), then lmms-eval's own ruff settings sort and format them.
@@ -14,17 +18,17 @@ Each PR is a patch that applies with `git apply` to a clean lmms-eval tree (the 
   modules needing only the standard library or lmms-eval (`EXPORTABLE`); the plugin's
   infrastructure (judge engine and cache, proxy clips, the data-root tooling, the report, the
   synthetic videos) never leaves this repository.
-- host PRs (`utils/tools/host_prs.py`), each small and useful to every lmms-eval task.
+- host PRs (`dev/host_prs.py`), each small and useful to every lmms-eval task.
 
 `--validate` then checks every PR in a fresh virtual environment without this package
-(`utils/tools/upstream_validate.py`) and writes the numbers of that run into the descriptions.
+(`dev/upstream_validate.py`) and writes the numbers of that run into the descriptions.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import difflib
-import importlib.util
 import json
 import re
 import shutil
@@ -35,7 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = "lmms_video_reasoning"
-UPSTREAM_DIR = "upstream"
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent  # the clone: `lmms_video_reasoning.<folder>` is its folder <folder> (setup.py)
+# Per benchmark (its folder's name): the lmms-eval task folder's own files (hooks, YAMLs, README, tests, PR text).
+BENCHMARK_FILES = HERE / "benchmark_pr_files"
 SPEC_FILE = "pr.json"
 DESCRIPTION_FILE = "PR.md"
 # Shared modules a task folder may carry: the standard library, numpy/PIL/av/cv2 and lmms-eval only.
@@ -48,10 +55,6 @@ EXPORTABLE = frozenset({
 PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data", "hooks", "media", "aggregate"})
 THIRD_PARTY = frozenset({"numpy", "PIL", "av", "cv2", "datasets", "lmms_eval", "loguru"})
 NOT_EXPORTED = {SPEC_FILE, DESCRIPTION_FILE, "__pycache__"}
-# The upstream task YAMLs are kept as `<name>.yaml.in` and written as `<name>.yaml`: inside this
-# package a `.yaml` would be indexed by lmms-eval as a task of the plugin (`lmms-vr tasks-path`
-# hands lmms-eval the whole package), beside the plugin's own task of the same name.
-TEMPLATE_SUFFIX = ".in"
 
 
 class UpstreamError(ValueError):
@@ -102,10 +105,11 @@ def check_tree(tree: Path) -> None:
 
 
 def package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(f"{PACKAGE}.{name}")
-    if spec is None or spec.submodule_search_locations is None:
-        raise UpstreamError(f"{PACKAGE}.{name} is not installed")
-    return Path(list(spec.submodule_search_locations)[0])
+    """The clone's folder of `lmms_video_reasoning.<name>`."""
+    folder = REPO / name.replace(".", "/")
+    if not (folder / "__init__.py").is_file():
+        raise UpstreamError(f"{PACKAGE}.{name} is not a package of {REPO}")
+    return folder
 
 
 # ------------------------------------------------------------------------------ a benchmark's folder
@@ -116,18 +120,15 @@ def benchmark_folders() -> list[str]:
     from lmms_video_reasoning.utils.core import registry
 
     folders = [benchmark.package.rsplit(".", 1)[1] for benchmark in registry.benchmarks()]
-    return [folder for folder in folders if (package_dir(folder) / UPSTREAM_DIR / SPEC_FILE).is_file()]
+    return [folder for folder in folders if (BENCHMARK_FILES / folder / SPEC_FILE).is_file()]
 
 
 def module_file(name: str) -> Path | None:
-    """The source of one of our modules (`lmms_video_reasoning.x.y`), None for a package or a non-module."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
+    """The clone's source of one of our modules (`lmms_video_reasoning.x.y`), None for a package or a non-module."""
+    if not name.startswith(PACKAGE + "."):
         return None
-    if spec is None or spec.origin is None or spec.submodule_search_locations is not None:
-        return None
-    return Path(spec.origin)
+    path = (REPO / name[len(PACKAGE) + 1:].replace(".", "/")).with_suffix(".py")
+    return path if path.is_file() else None
 
 
 def imports_of(source: str) -> list[tuple[str, list[str], int]]:
@@ -199,7 +200,7 @@ def rewrite_imports(source: str, folder: str) -> str:
 def benchmark_pr(benchmark: str, tree: Path) -> PullRequest:
     """The pull request of one benchmark (see the module doc)."""
     base = package_dir(benchmark)
-    upstream = base / UPSTREAM_DIR
+    upstream = BENCHMARK_FILES / benchmark
     spec = json.loads((upstream / SPEC_FILE).read_text(encoding="utf-8"))
     folder = spec["folder"]
     target = f"lmms_eval/tasks/{folder}"
@@ -225,7 +226,7 @@ def benchmark_pr(benchmark: str, tree: Path) -> PullRequest:
             original = (tree / target / "README.md").read_bytes()
             changes[f"{target}/README.md"] = original.rstrip() + b"\n\n" + content
         else:
-            changes[f"{target}/{path.name.removesuffix(TEMPLATE_SUFFIX)}"] = content
+            changes[f"{target}/{path.name}"] = content
     if spec.get("new_folder_doc") and not (tree / target / "__init__.py").exists():
         changes[f"{target}/__init__.py"] = f'"""{spec["new_folder_doc"]}"""\n'.encode("utf-8")
     for name in spec.get("removes", []):
@@ -335,7 +336,7 @@ def size_section(pr: PullRequest) -> str:
 
 def render(pr: PullRequest, result: dict | None) -> str:
     """The PR description: the template with its sections filled (`result`: the PR's validation run)."""
-    from lmms_video_reasoning.utils.tools import upstream_validate
+    import upstream_validate
 
     table = upstream_validate.table(pr, result) if result else upstream_validate.NOT_VALIDATED
     numbers = upstream_validate.numbers_section(pr, result)
@@ -349,7 +350,7 @@ def render(pr: PullRequest, result: dict | None) -> str:
 
 def series(tree: Path) -> list[PullRequest]:
     """Every PR of the series, in order, formatted under the tree's ruff settings."""
-    from lmms_video_reasoning.utils.tools import host_prs
+    import host_prs
 
     tree = Path(tree).resolve()
     check_tree(tree)
@@ -378,7 +379,18 @@ def write_series(tree: Path, out: Path, validation: dict | None = None, prs: lis
     return prs
 
 
-def main(args) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python dev/upstream.py", description="this suite as a series of lmms-eval pull requests (patches + descriptions)")
+    parser.add_argument("--lmms-eval", required=True, help="a clean lmms-eval 0.7.x tree (git clone or unpacked sdist); it is only read")
+    parser.add_argument("--out", required=True, help="the folder for NN-name.patch and NN-name.md")
+    parser.add_argument("--validate", action="store_true",
+                        help="check every PR (alone, then the series) in a fresh venv without this package; the numbers go into the descriptions")
+    parser.add_argument("--keep", action="store_true", help="with --validate: keep the trees, logs and runs in OUT/validation_work")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     tree, out = Path(args.lmms_eval), Path(args.out)
     try:
         prs = series(tree)
@@ -388,12 +400,12 @@ def main(args) -> int:
         lint_report = {pr.name: lint(pr, tree.resolve()) for pr in prs}
         validation = None
         if args.validate:
-            from lmms_video_reasoning.utils.tools import upstream_validate
+            import upstream_validate
 
             validation = upstream_validate.validate(prs, tree.resolve(), out, keep=args.keep)
         write_series(tree, out, validation, prs)
     except UpstreamError as error:
-        print(f"lmms-vr upstream: error: {error}", file=sys.stderr)
+        print(f"dev/upstream.py: error: {error}", file=sys.stderr)
         return 2
     print(f"wrote {len(prs)} pull requests into {out}:")
     for pr in prs:
@@ -406,3 +418,11 @@ def main(args) -> int:
         print("validation: " + ("every PR passed" if not bad else f"FAILED: {', '.join(bad)}") + f" (details in {out / 'validation.json'})")
         return 1 if bad or failed else 0
     return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    # As a script this file is `__main__`; host_prs and upstream_validate import it as `upstream`.
+    # Run that module's main, so one UpstreamError class is raised and caught.
+    import upstream
+
+    sys.exit(upstream.main())
