@@ -267,14 +267,14 @@ def hook_seconds(tasks: str, run: Path, env: dict[str, str]) -> float:
     then every metric's standard error timed (`stderr_for`, as lmms-eval asks for it)."""
     import importlib
 
-    from lmms_video_reasoning.utils.results import score
+    from lmms_video_reasoning.utils.results import samples_io, task_specs
 
     os.environ.update(env)  # the judge (its cache is warm: nothing is sent)
     spent = 0.0
     for task in tasks.split(","):
-        spec = score.task_spec(task)
+        spec = task_specs.task_spec(task)
         [samples] = sorted(run.rglob(f"*_samples_{task}.jsonl"))
-        records = score.records_from_samples(samples, spec)
+        records = samples_io.records_from_samples(samples, spec)
         hooks = importlib.import_module(spec.process_results.rpartition(".")[0])
         aggregations = {metric: getattr(hooks, f"aggregate_{metric}") for metric in spec.metrics}
         items = {metric: list(records) for metric in spec.metrics}  # lmms-eval: one list per metric, the same records
@@ -329,7 +329,8 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
     """For each benchmark's first two runs: every task's bootstrap values and their paired
     differences, by the arrays and by the reference (each resample re-aggregated by the
     benchmark's metric function), for one seed: equal to 1e-9, metric by metric."""
-    from lmms_video_reasoning.utils.results import report
+    from lmms_video_reasoning.utils.core import registry
+    from lmms_video_reasoning.utils.results import report_bootstrap, report_verdicts
 
     os.environ.update(env)  # the judge cache the runs wrote (the reference re-reads nothing: outcomes are loaded once)
     checked, differ = 0, []
@@ -338,17 +339,17 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
             sampled = []
             for folder in folders[:2]:
                 [samples] = sorted(folder.rglob(f"*_samples_{task}.jsonl"))
-                verdicts, why, _borrowed = report.verdicts_for(results_file(folder), report.registry.get(benchmark).scoring.judge_name)
-                loaded, reason = report.load_sampled(task, samples, verdicts, why)
+                verdicts, why, _borrowed = report_verdicts.verdicts_for(results_file(folder), registry.get(benchmark).scoring.judge_name)
+                loaded, reason = report_bootstrap.load_sampled(task, samples, verdicts, why)
                 if loaded is None:
                     raise SystemExit(f"{samples}: {reason}")
                 sampled.append(loaded)
-            fast, slow = report.bootstrap_values(sampled[0], resamples, 11), report.bootstrap_values_reference(sampled[0], resamples, 11)
+            fast, slow = report_bootstrap.bootstrap_values(sampled[0], resamples, 11), report_bootstrap.bootstrap_values_reference(sampled[0], resamples, 11)
             checked += 1
             if list(fast) != list(slow) or not all(same(fast[m], slow[m]) for m in slow):
                 differ.append(f"{task} bootstrap")
-            common, observed, values = report.paired_values(sampled[0], sampled[1], resamples, 12)
-            slow_observed, slow_values = report.paired_values_reference(sampled[0], sampled[1], common, resamples, 12)
+            common, observed, values = report_bootstrap.paired_values(sampled[0], sampled[1], resamples, 12)
+            slow_observed, slow_values = report_bootstrap.paired_values_reference(sampled[0], sampled[1], common, resamples, 12)
             checked += 1
             if (list(observed) != list(slow_observed) or not all(same(observed[m], slow_observed[m]) for m in slow_observed)
                     or list(values) != list(slow_values) or not all(same(values[m], slow_values[m]) for m in slow_values)):

@@ -14,9 +14,12 @@ from pathlib import Path
 from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, breakdown
 from lmms_video_reasoning.cg_bench.scoring import crr
 from lmms_video_reasoning.utils.core.registry import ReportSpec
-from lmms_video_reasoning.utils.results.report import (
-    Coverage, NotComputed, Run, Sampled, Section, Table, TaskStats, bootstrap_ci, trusted_only, ci_table, comparison_table, comparisons_for,
-    digits_for, fmt, grouped_bars, paper_table, reference, run_row, user_cell, value_of,
+from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
+from lmms_video_reasoning.utils.results.report_plots import grouped_bars
+from lmms_video_reasoning.utils.results.report_runs import Run
+from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, trusted_only, comparisons_for, value_of
+from lmms_video_reasoning.utils.results.report_tables import (
+    Coverage, Section, Table, ci_table, comparison_table, digits_for, fmt, paper_table, reference, run_row, user_cell,
 )
 from lmms_video_reasoning.cg_bench.data import RELEASE
 

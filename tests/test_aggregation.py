@@ -59,7 +59,7 @@ def toy(monkeypatch):
 def test_the_standard_error_bootstraps_the_outcomes_of_the_one_scoring(toy, monkeypatch):
     """lmms-eval asks the aggregation for its standard error: the same ScoreOnce answers, from the
     outcomes its one scoring returned (no second scoring, no second derivation of the outcomes)."""
-    from lmms_video_reasoning.utils.results import report, standard_error
+    from lmms_video_reasoning.utils.results import report_bootstrap, standard_error
     from toy_bench import records as toy_records
 
     monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
@@ -72,7 +72,7 @@ def test_the_standard_error_bootstraps_the_outcomes_of_the_one_scoring(toy, monk
     stderr = aggregate.stderr_for(200)(records)
     assert toy == [len(records)], "scored once, for the metric and its standard error"
     scored, _ = once.scored(records)
-    expected = report.bootstrap_values(report.Sampled("toy_bench", records, scored.outcomes, scored.settings), 200, standard_error.REPORT_SEED)
+    expected = report_bootstrap.bootstrap_values(report_bootstrap.Sampled("toy_bench", records, scored.outcomes, scored.settings), 200, standard_error.REPORT_SEED)
     assert stderr == pytest.approx(float(np.std(expected["accuracy"], ddof=1))) and stderr > 0
     # other outcomes give another standard error: the ones handed in are the ones bootstrapped
     flipped = [{"correct": not outcome["correct"]} if i % 3 else outcome for i, outcome in enumerate(scored.outcomes)]

@@ -25,7 +25,7 @@ CORRUPTIONS = ("truncated", "corrupt_header", "zero_byte", "missing", "no_video_
 
 def task_config(task: str) -> dict:
     from lmms_video_reasoning.utils.core.registry import task_dirs
-    from lmms_video_reasoning.utils.results.score import _read_yaml
+    from lmms_video_reasoning.utils.results.task_specs import _read_yaml
 
     for path in (path for folder in task_dirs() for path in folder.rglob("*.yaml")):
         config = _read_yaml(path)

@@ -20,7 +20,7 @@ import pytest
 
 from batch_runner import chatml_prompt_tokens
 from lmms_video_reasoning.judges.tokens import image_tokens, tokenizer_for
-from lmms_video_reasoning.utils.results import batch_judging, score
+from lmms_video_reasoning.utils.results import batch_judging, run_folders, score, task_specs
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment
 
@@ -86,7 +86,7 @@ def judged(sample_dir, sample_env, tmp_path_factory):
         env = {**sample_env, "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_MODEL": "sample-oracle",
                "LMMS_VR_JUDGE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
         with environment(env):
-            gathered = [item for task in TASKS for item in score.gather_records(predictions, task)[0]]
+            gathered = [item for task in TASKS for item in run_folders.gather_records(predictions, task)[0]]
             before = batch_judging.estimate(gathered)
             assert server.request_count == 0, "the estimate sends nothing"
             accounting = {item.task: _scored_by_tag(item) for item in gathered}
@@ -99,7 +99,7 @@ def _scored_by_tag(item) -> dict:
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.utils.core import registry
 
-    judge = get_judge(registry.get(score.task_spec(item.task).benchmark).scoring.judge_name)
+    judge = get_judge(registry.get(task_specs.task_spec(item.task).benchmark).scoring.judge_name)
     before = judge.stats.as_dict()
     score.score_task(item.task, item.records)
     after = judge.stats.as_dict()

@@ -186,7 +186,7 @@ def test_results_have_bootstrap_stderrs_and_judge_usage(tmp_path, monkeypatch):
     import numpy as np
 
     from lmms_video_reasoning.judges import LocalJudgeServer
-    from lmms_video_reasoning.utils.results import report
+    from lmms_video_reasoning.utils.results import report_bootstrap
     from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
     from lmms_video_reasoning.vrbench import sample
 
@@ -212,10 +212,10 @@ def test_results_have_bootstrap_stderrs_and_judge_usage(tmp_path, monkeypatch):
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         [samples] = glob.glob(str(out / "**" / "*_samples_vr_bench.jsonl"), recursive=True)
-        sampled, why = report.load_sampled("vr_bench", Path(samples))
+        sampled, why = report_bootstrap.load_sampled("vr_bench", Path(samples))
         assert sampled is not None, why
         assert server.request_count == calls  # outcomes came from the judge cache
-        values = report.bootstrap_values(sampled, 1000, 0)
+        values = report_bootstrap.bootstrap_values(sampled, 1000, 0)
         for name in ("overall", "mcq_accuracy", "process_score"):
             assert metrics[f"{name}_stderr,none"] == pytest.approx(float(np.std(values[name], ddof=1)), rel=1e-9)
         units = sampled.units()

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from lmms_video_reasoning.utils.results import report
-from lmms_video_reasoning.utils.results import score
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts
+from lmms_video_reasoning.utils.results import run_folders, samples_io, score, task_specs
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import sample_judge
 
@@ -38,7 +38,7 @@ TITLE_OF = {"vcr": "VCR-Bench", "vr": "VRBench", "cg": "CG-Bench"}
 def score_predictions(predictions: Path, tasks, out: Path) -> dict:
     """`lmms-vr score predictions.jsonl --task T --out out` for several tasks, in-process."""
     scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
-              for gathered in score.gather_records(predictions, task)[0]]
+              for gathered in run_folders.gather_records(predictions, task)[0]]
     return score.write_results(out, scores, str(predictions))
 
 
@@ -76,7 +76,7 @@ def value(results: dict, task: str, metric: str) -> float:
 
 
 def user_rows(table: dict) -> list[list[str]]:
-    return [row for row in table["rows"] if row[0].startswith(report.MINE)]
+    return [row for row in table["rows"] if row[0].startswith(report_tables.MINE)]
 
 
 # ---------------------------------------------------------------------------------- rendering
@@ -102,7 +102,7 @@ def test_report_renders_each_benchmark_alone(scored, tmp_path, name):
     assert "<script" not in page.lower() and "http://" not in page and "https://" not in page  # self-contained
     # failure counts are shown with the run, never hidden in a score
     counts = {"vcr": "judge_failed", "vr": "judge_failed", "cg": "parse_failed"}[name]
-    assert re.search(r"failure counts: .*" + re.escape(report.md_text(counts)) + r" \d", markdown), markdown[:800]
+    assert re.search(r"failure counts: .*" + re.escape(report_tables.md_text(counts)) + r" \d", markdown), markdown[:800]
     assert "model\\_failed 0" in markdown and "model_failed 0" in page and "failure counts:" in page
     assert "reasoning\\_truncated 0" in markdown  # a thinking model's cut-off replies are shown too
 
@@ -112,17 +112,17 @@ def test_report_tables_hold_the_scored_values(scored, tmp_path):
     assert list(data["runs"]) == ["m"], "same label, disjoint tasks: one run"
     vcr_table2 = data["sections"]["vcr_bench"]["tables"][0]
     [row] = user_rows(vcr_table2)
-    assert row[-1] == report.fmt(value(scored.results["vcr"], "vcr_cot", "cot_f1"))
-    assert row[vcr_table2["columns"].index("Perc. Rec")] == report.fmt(value(scored.results["vcr"], "vcr_cot", "perception_recall"))
+    assert row[-1] == report_tables.fmt(value(scored.results["vcr"], "vcr_cot", "cot_f1"))
+    assert row[vcr_table2["columns"].index("Perc. Rec")] == report_tables.fmt(value(scored.results["vcr"], "vcr_cot", "perception_recall"))
     vr_table = data["sections"]["vrbench"]["tables"][0]
     [row] = user_rows(vr_table)
-    assert row[2:5] == [report.fmt(value(scored.results["vr"], "vr_bench", m), 2) for m in ("overall", "mcq_accuracy", "process_score")]
+    assert row[2:5] == [report_tables.fmt(value(scored.results["vr"], "vr_bench", m), 2) for m in ("overall", "mcq_accuracy", "process_score")]
     assert any(r[0].startswith("Gemini-2.0-Pro") and r[2] == "76.61" for r in vr_table["rows"])
     cg_table = data["sections"]["cg_bench"]["tables"][0]
     rows = user_rows(cg_table)
-    assert rows[0][2:4] == [report.fmt(value(scored.results["cg"], "cg_bench_mcq", m)) for m in ("clue_acc", "long_acc")]
-    assert rows[0][8] == report.fmt(value(scored.results["cg"], "cg_bench_open", "oe_acc"))
-    assert rows[1][0].endswith("(blind)") and rows[1][2] == report.fmt(value(scored.results["cg"], "cg_bench_blind", "blind_acc"))
+    assert rows[0][2:4] == [report_tables.fmt(value(scored.results["cg"], "cg_bench_mcq", m)) for m in ("clue_acc", "long_acc")]
+    assert rows[0][8] == report_tables.fmt(value(scored.results["cg"], "cg_bench_open", "oe_acc"))
+    assert rows[1][0].endswith("(blind)") and rows[1][2] == report_tables.fmt(value(scored.results["cg"], "cg_bench_blind", "blind_acc"))
     assert any(r[0].startswith("GPT-4o-08-06") and r[2:9] == ["58.3", "45.2", "5.62", "8.30", "4.38", "77.5", "39.5"] for r in cg_table["rows"])
 
 
@@ -136,12 +136,12 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     clue_acc = value(scored.results["cg_clue"], "cg_bench_clue", "clue_acc")
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
-               for record in score.records_from_samples(score.samples_path(scored.files[name], RUNS[name][0]), score.task_spec(RUNS[name][0]))]
+               for record in samples_io.records_from_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))]
     expected = aggregate.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)
     [row] = user_rows(data["sections"]["cg_bench"]["tables"][0])
-    assert row[6] == report.fmt(expected, 2)
+    assert row[6] == report_tables.fmt(expected, 2)
 
 
 def sample_counts(sample_dir: Path) -> dict:
@@ -231,7 +231,7 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, breakdown
     from lmms_video_reasoning.utils.results import resampling
 
-    sampled, why = report.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
+    sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
     assert sampled is not None, why
     outcomes = [Outcome(**o) for o in sampled.outcomes]
     groups = breakdown(outcomes)["domain"]
@@ -242,11 +242,11 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
         whole = resampling.whole(within)
         for metric in ("long_acc", "clue_acc", "miou", "acc_at_iou"):
             assert whole[metric] == pytest.approx(metrics[metric], abs=1e-9), (domain, metric)
-        fast = report.bootstrap_values(sampled, 60, 3, where)
-        slow = report.bootstrap_values_reference(sampled, 60, 3, where)
+        fast = report_bootstrap.bootstrap_values(sampled, 60, 3, where)
+        slow = report_bootstrap.bootstrap_values_reference(sampled, 60, 3, where)
         for metric in ("long_acc", "clue_acc", "miou", "acc_at_iou", "crr"):
             assert np.allclose(fast[metric], slow[metric], atol=1e-9, equal_nan=True), (domain, metric)
-        assert not np.allclose(fast["long_acc"], report.bootstrap_values(sampled, 60, 3)["long_acc"], equal_nan=True)
+        assert not np.allclose(fast["long_acc"], report_bootstrap.bootstrap_values(sampled, 60, 3)["long_acc"], equal_nan=True)
 
 
 # ---------------------------------------------------------------------------------- bootstrap
@@ -254,16 +254,16 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
 
 @pytest.mark.parametrize("name,task", [("vcr", "vcr_cot"), ("vr", "vr_bench"), ("cg", "cg_bench_mcq"), ("cg", "cg_bench_open")])
 def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
-    sampled, why = report.load_sampled(task, score.samples_path(scored.files[name], task))
+    sampled, why = report_bootstrap.load_sampled(task, score.samples_path(scored.files[name], task))
     assert sampled is not None, why
     point = sampled.metrics()
     for metric, expected in scored.results[name]["results"][task].items():
         if metric.endswith(",none") and isinstance(expected, (int, float)):
             assert score.same_value(point[metric[:-5]], expected), f"{metric}: pure re-aggregation equals the task's scoring"
-    first = report.bootstrap_ci(sampled, n=300, seed=7)
-    assert first == report.bootstrap_ci(sampled, n=300, seed=7)
-    assert first != report.bootstrap_ci(sampled, n=300, seed=8)
-    headline = [m for m in report.spec_of(sampled.benchmark).headline if m in point and not math.isnan(point[m])]
+    first = report_bootstrap.bootstrap_ci(sampled, n=300, seed=7)
+    assert first == report_bootstrap.bootstrap_ci(sampled, n=300, seed=7)
+    assert first != report_bootstrap.bootstrap_ci(sampled, n=300, seed=8)
+    headline = [m for m in report_runs.spec_of(sampled.benchmark).headline if m in point and not math.isnan(point[m])]
     assert headline
     for metric in headline:
         low, high = first[metric]
@@ -272,8 +272,8 @@ def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
 
 
 def test_percentile_interval():
-    assert report.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
-    assert report.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
+    assert report_bootstrap.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
+    assert report_bootstrap.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
 
 
 def test_paired_comparison_of_two_runs(scored, tmp_path):
@@ -289,10 +289,10 @@ def test_paired_comparison_of_two_runs(scored, tmp_path):
     low, high = (float(x) for x in re.findall(r"[-+]?\d+\.\d+", rows["MCQ-O"][4])[:2])
     assert low <= worse - base <= high and high - low > 0
     assert rows["MCQ-O"][6] in ("yes", "no (within noise)")
-    units = report.load_sampled("vr_bench", score.samples_path(scored.files["vr"], "vr_bench"))[0].units()
+    units = report_bootstrap.load_sampled("vr_bench", score.samples_path(scored.files["vr"], "vr_bench"))[0].units()
     assert len(units) == 4 and sum(map(len, units.values())) == 28  # 4 videos, 28 questions
-    sampled, _ = report.load_sampled("vr_bench", score.samples_path(scored.files["vr"], "vr_bench"))
-    same = {d.metric: d for d in report.paired_difference(sampled, sampled, n=50, seed=0)}
+    sampled, _ = report_bootstrap.load_sampled("vr_bench", score.samples_path(scored.files["vr"], "vr_bench"))
+    same = {d.metric: d for d in report_bootstrap.paired_difference(sampled, sampled, n=50, seed=0)}
     assert same["mcq_accuracy"].difference == 0 and same["mcq_accuracy"].interval == (0.0, 0.0)
     assert "worse − base" in (tmp_path / "report.md").read_text()
 
@@ -358,9 +358,9 @@ def lmms_eval_shaped(scored, names, folder: Path) -> Path:
         for task in data["results"]:
             source = score.samples_path(scored.files[name], task)
             rows = [json.loads(line) for line in source.read_text().splitlines()]
-            assert all(score.OUTCOME_KEY in row for row in rows)
+            assert all(task_specs.OUTCOME_KEY in row for row in rows)
             for row in rows:
-                row.pop(score.OUTCOME_KEY)
+                row.pop(task_specs.OUTCOME_KEY)
             (folder / source.name).write_text("".join(json.dumps(row) + "\n" for row in rows))
     return folder
 
@@ -375,7 +375,7 @@ def ci_rows(data: dict, benchmark: str) -> dict[tuple[str, str], list[str]]:
     assert table["columns"][NOTE] == "Note"
     rows = [list(row) for row in table["rows"]]
     for row in rows:
-        assert len(row[NOTE]) <= report.NOTE_WIDTH, row[NOTE]  # long explanations go under the table
+        assert len(row[NOTE]) <= report_tables.NOTE_WIDTH, row[NOTE]  # long explanations go under the table
         ref = re.search(r"\[(\d+)\]$", row[NOTE])
         row[NOTE] += f" {notes[int(ref[1])]}" if ref else ""
     return {(row[1], row[2]): row for row in rows}
@@ -487,7 +487,7 @@ def judge_outage(folder: Path, task: str, judge_free: tuple[str, ...]) -> int:
     entry = data["results"][task]
     for key in list(entry):
         name = key.partition(",")[0]
-        if "," in key and name not in judge_free and name not in report.failure_counts(score.task_spec(task).benchmark):
+        if "," in key and name not in judge_free and name not in report_stats.failure_counts(task_specs.task_spec(task).benchmark):
             entry[key] = math.nan
     entry["judge_failed,none"] = samples
     results_file.write_text(json.dumps(data))
@@ -499,7 +499,7 @@ def test_a_judge_outage_is_not_computed_never_a_difference_of_zero(scored, tmp_p
     side has no value; its tables say "not computed" with judge_failed N of M; its plots have no bar."""
     base = lmms_eval_shaped(scored, ("vr",), tmp_path / "base")
     outage = lmms_eval_shaped(scored, ("vr",), tmp_path / "outage")
-    total = judge_outage(outage, "vr_bench", report.spec_of("vrbench").judge_free)
+    total = judge_outage(outage, "vr_bench", report_runs.spec_of("vrbench").judge_free)
     data = report.build_report([f"base={base}", f"outage={outage}"], tmp_path / "report", n=100)
     compared = {row[2]: row for row in table_of(data, "vrbench", "Paired comparisons")["rows"]}
     for metric in ("OE-P", "Overall"):
@@ -532,7 +532,7 @@ def test_plots_leave_out_values_not_computed(tmp_path, monkeypatch):
     drawn = []
     real_bar = matplotlib.axes.Axes.bar
     monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda self, x, height, *a, **k: drawn.append(list(height)) or real_bar(self, x, height, *a, **k))
-    report.grouped_bars(tmp_path / "p.png", "t", ["a", "b", "c"], [("run", [50.0, report.NotComputed("judge_failed 3 of 3"), 70.0],
+    report_plots.grouped_bars(tmp_path / "p.png", "t", ["a", "b", "c"], [("run", [50.0, report_stats.NotComputed("judge_failed 3 of 3"), 70.0],
                                                                      [None, None, None]), ("down", [math.nan] * 3, [None] * 3)], "y")
     assert drawn == [[50.0, 70.0]] and (tmp_path / "p.png").stat().st_size > 0
 
@@ -547,7 +547,7 @@ def test_verdicts_of_another_run_are_never_the_runs(scored, tmp_path, monkeypatc
     monkeypatch.setenv("LMMS_VR_JUDGE_MODEL", "sample-oracle")
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(scored.dir / "judge.sqlite"))  # the shared cache, with the other run's verdicts
     folder = lmms_eval_shaped(scored, ("cg",), tmp_path / "run")
-    total = judge_outage(folder, "cg_bench_open", report.spec_of("cg_bench").judge_free)
+    total = judge_outage(folder, "cg_bench_open", report_runs.spec_of("cg_bench").judge_free)
     (results_file,) = folder.glob("cg.json")
     data = json.loads(results_file.read_text())
     data["lmms_vr"].pop("judge_accounting")  # this run recorded no judge
@@ -562,7 +562,7 @@ def test_verdicts_of_another_run_are_never_the_runs(scored, tmp_path, monkeypatc
     assert long_acc[4].startswith("[")  # judge-free metrics keep their CIs
     assert "borrowed" in built["tasks"]["m|cg_bench_open"]["note"]
     table3 = table_of(built, "cg_bench", reference_title("cg_bench", "table3"))
-    [row] = [r for r in table3["rows"] if r[0] == f"{report.MINE}m"]
+    [row] = [r for r in table3["rows"] if r[0] == f"{report_tables.MINE}m"]
     assert row[table3["columns"].index("OE-acc")] == "not computed"
 
 
@@ -572,7 +572,7 @@ def test_accounting_of_another_run_in_the_folder_is_not_this_runs(tmp_path):
                  "2026_a_cg_bench_open_details.json", "2026_b_judge_accounting_vrbench.json", "2026_ab_judge_accounting_vrbench.json",
                  "judge_accounting_vrbench.json"):
         (tmp_path / name).write_text("{}")
-    found = {p.name for p in report.run_accounting_files(tmp_path / "2026_a_results.json")}
+    found = {p.name for p in report_verdicts.run_accounting_files(tmp_path / "2026_a_results.json")}
     assert found == {"2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json", "2026_a_cg_bench_open_details.json"}
 
 
@@ -606,11 +606,11 @@ def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
     folder = tmp_path / "one"
     folder.mkdir()
     samples = score.samples_path(scored.files["vr"], "vr_bench")
-    sampled, _ = report.load_sampled("vr_bench", samples)
+    sampled, _ = report_bootstrap.load_sampled("vr_bench", samples)
     first = next(iter(sampled.units().values()))
     lines = samples.read_text().splitlines()
     (folder / samples.name).write_text("".join(lines[i] + "\n" for i in first))
-    one, _ = report.load_sampled("vr_bench", folder / samples.name)
+    one, _ = report_bootstrap.load_sampled("vr_bench", folder / samples.name)
     assert len(one.units()) == 1
     data = json.loads(scored.files["vr"].read_text())
     data["results"]["vr_bench"] = {f"{k},none": v for k, v in one.metrics().items()}
@@ -636,21 +636,21 @@ def test_each_reference_table_says_the_data_and_protocol_of_its_rows(scored, sam
     rows_note = next(note for note in vr_notes if note.startswith("Reference rows: "))
     assert "1,010 videos, 9,468 questions" in rows_note and "960 videos, 8,243 questions" in rows_note
     assert "two-phase" in rows_note and "Fig. A20" in rows_note and "shows no options" in rows_note
-    [run_note] = [note for note in vr_notes if note.startswith((report.MISMATCH + "m:", "m:"))]
-    assert run_note.startswith(report.MISMATCH), "a run of the released data is not on the rows' 9,468 questions"
+    [run_note] = [note for note in vr_notes if note.startswith((report_tables.MISMATCH + "m:", "m:"))]
+    assert run_note.startswith(report_tables.MISMATCH), "a run of the released data is not on the rows' 9,468 questions"
     assert f"m: {expected['vr_questions']} of the 8,243 released questions (a part of it" in run_note
     assert "data mismatch: the rows are on 9,468 questions" in run_note
     assert "protocol mismatch: one generation with the options shown" in run_note and "default protocol" in run_note
 
     cg_notes = table_of(data, "cg_bench", "Table 3")["notes"]
     assert any("does not say whether Table 3 used the full set (12,129 questions) or the mini split (3,000)" in note for note in cg_notes)
-    [run_note] = [note for note in cg_notes if note.startswith(report.MISMATCH + "m:")]
+    [run_note] = [note for note in cg_notes if note.startswith(report_tables.MISMATCH + "m:")]
     assert f"m: {expected['cg_questions']} of the 3,000 mini-split questions" in run_note
     assert "the paper does not state the data of its rows" in run_note and "0/1/2 verdicts" in run_note
 
     vcr_notes = table_of(data, "vcr_bench", "Table 2")["notes"]
     assert any("revised text" in note and "2504.07956" in note for note in vcr_notes)
-    [run_note] = [note for note in vcr_notes if note.startswith(report.MISMATCH + "m:")]
+    [run_note] = [note for note in vcr_notes if note.startswith(report_tables.MISMATCH + "m:")]
     assert f"m: {expected['vcr_questions']} of the 1,034 released questions" in run_note and "data mismatch" in run_note
     markdown = (tmp_path / "report.md").read_text()
     assert "9,468 questions" in markdown and f"{expected['vr_questions']} of the 8,243 released questions" in markdown
@@ -665,14 +665,14 @@ def test_each_reference_table_says_the_data_and_protocol_of_its_rows(scored, sam
     ("cg_bench", "table3", 3000, 3000, "", "the paper does not state the data of its rows"),
 ])
 def test_provenance_note_reports_a_mismatch_only_where_the_run_differs(benchmark, table, questions, available, protocol, mismatch):
-    notes = report.provenance_notes(benchmark, table, [report.Coverage("run", questions, available, "released", protocol)])
+    notes = report_tables.provenance_notes(benchmark, table, [report_tables.Coverage("run", questions, available, "released", protocol)])
     assert notes[0].startswith("Reference rows: data: ")
     [note] = notes[1:]
     if mismatch is None:
-        assert not note.startswith(report.MISMATCH) and "the same data and protocol as the rows" in note
+        assert not note.startswith(report_tables.MISMATCH) and "the same data and protocol as the rows" in note
     else:
-        assert note.startswith(report.MISMATCH + "run: ") and mismatch in note
+        assert note.startswith(report_tables.MISMATCH + "run: ") and mismatch in note
     assert ("a part of it" in note) == (available is not None and questions < available)
     if available == 8243:
-        assert note.startswith(f"{report.MISMATCH}run: 8,243 of the 8,243 released questions;")
-    assert report.provenance_notes(benchmark, table, []) == notes[:1]
+        assert note.startswith(f"{report_tables.MISMATCH}run: 8,243 of the 8,243 released questions;")
+    assert report_tables.provenance_notes(benchmark, table, []) == notes[:1]

@@ -1,6 +1,6 @@
 """The bootstrap over arrays (`utils/results/resampling.py`) equals the reference bootstrap.
 
-The reference is the bootstrap by definition, kept in `report.py`: each resample's records
+The reference is the bootstrap by definition, kept in `report_bootstrap.py`: each resample's records
 re-aggregated by the benchmark's own metric function (`bootstrap_values_reference`,
 `paired_values_reference`). For the same seed and resample count every value must agree to
 1e-9 (metric by metric, in the same order), so no interval, standard error or paired difference
@@ -23,7 +23,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lmms_video_reasoning.utils.results import report, resampling, score, standard_error
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts, resampling
+from lmms_video_reasoning.utils.results import run_folders, samples_io, score, standard_error, task_specs
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -46,7 +48,7 @@ def moved(predictions: Path, task: str, out: Path, shift: int) -> Path:
 
 def score_predictions(predictions: Path, tasks, out: Path) -> Path:
     scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
-              for gathered in score.gather_records(predictions, task)[0]]
+              for gathered in run_folders.gather_records(predictions, task)[0]]
     score.write_results(out, scores, str(predictions))
     return out
 
@@ -67,22 +69,22 @@ def runs(sample_dir, sample_env, tmp_path_factory):
     return SimpleNamespace(dir=out, files=files, env=sample_env, cache=cache)
 
 
-def loaded(runs, name: str, task: str, stored: bool = True) -> report.Sampled:
+def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.Sampled:
     """The task's per-sample data as the report loads it: outcomes stored by `lmms-vr score`, or
     (stored=False) recomputed with verdicts from the run's judge cache, as for lmms-eval's files."""
     path = score.samples_path(runs.files[name], task)
     if not stored:
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         for row in rows:
-            row.pop(score.OUTCOME_KEY)
+            row.pop(task_specs.OUTCOME_KEY)
         path = runs.dir / f"bare_{name}_samples_{task}.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    verdicts, why, _ = report.verdicts_for(runs.files[name], report.registry.get(score.task_spec(task).benchmark).scoring.judge_name)
+    verdicts, why, _ = report_verdicts.verdicts_for(runs.files[name], registry.get(task_specs.task_spec(task).benchmark).scoring.judge_name)
     with environment(runs.env):  # CG-Bench's step-2 judge request holds the clue frames: rebuilt from the sample root
-        sampled, reason = report.load_sampled(task, path, verdicts, why)
+        sampled, reason = report_bootstrap.load_sampled(task, path, verdicts, why)
     assert sampled is not None, reason
     if not stored:  # recomputed from the judge cache: the run's own outcomes (a failed judgment stays failed)
-        assert sampled.outcomes == score.read_samples_with_outcomes(score.samples_path(runs.files[name], task), score.task_spec(task))[2]
+        assert sampled.outcomes == samples_io.read_samples_with_outcomes(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[2]
     return sampled
 
 
@@ -96,11 +98,11 @@ def assert_same(fast: dict, slow: dict, what: str) -> None:
         assert equal.all(), (what, metric, a[~equal][:5], b[~equal][:5])
 
 
-def joined(parts: list[report.Sampled]) -> report.Sampled:
+def joined(parts: list[report_bootstrap.Sampled]) -> report_bootstrap.Sampled:
     """CG-Bench's joined row of a run (as `cg_bench.report.combined_row` builds it)."""
     records = [r for part in parts for r in part.records]
     outcomes = [o for part in parts for o in part.outcomes]
-    return report.Sampled("cg_bench", records, outcomes, parts[0].settings)
+    return report_bootstrap.Sampled("cg_bench", records, outcomes, parts[0].settings)
 
 
 # ---------------------------------------------------------------------------------- the sample benchmark
@@ -111,13 +113,13 @@ def joined(parts: list[report.Sampled]) -> report.Sampled:
 def test_array_bootstrap_equals_the_reference(runs, name, task, stored, monkeypatch):
     sampled = loaded(runs, name, task, stored)
     assert sampled.totals is not None, "every benchmark of the suite has its array form"
-    slow = report.bootstrap_values_reference(sampled, 300, 7)
+    slow = report_bootstrap.bootstrap_values_reference(sampled, 300, 7)
     with monkeypatch.context() as patch:  # the arrays never call the metric function per resample
         patch.setattr(type(sampled.bench), "metrics", lambda *args: pytest.fail("re-aggregated a resample"))
-        fast = report.bootstrap_values(sampled, 300, 7)
+        fast = report_bootstrap.bootstrap_values(sampled, 300, 7)
     assert_same(fast, slow, task)
     assert any(np.std(v[~np.isnan(v)]) > 0 for v in fast.values() if (~np.isnan(v)).sum() > 1), "a real spread"
-    intervals, reference = report.bootstrap_ci(sampled, 300, 7), {m: report.percentile_interval(v) for m, v in slow.items()}
+    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: report_bootstrap.percentile_interval(v) for m, v in slow.items()}
     assert [m for m, i in intervals.items() if i is None] == [m for m, i in reference.items() if i is None]
     assert_same({m: i for m, i in intervals.items() if i}, {m: i for m, i in reference.items() if i}, f"{task} intervals")
     # the run itself from the arrays: the benchmark's metric function's values
@@ -128,8 +130,8 @@ def test_array_bootstrap_equals_the_reference(runs, name, task, stored, monkeypa
 @pytest.mark.parametrize("name,task", [("vcr", "vcr_cot"), ("vr", "vr_bench"), ("cg", "cg_bench_mcq"), ("cg", "cg_bench_open")])
 def test_paired_differences_equal_the_reference(runs, name, task):
     base, other = loaded(runs, name, task), loaded(runs, f"{name}_moved", task, stored=False)
-    common, observed, values = report.paired_values(base, other, 300, 3)
-    slow_observed, slow_values = report.paired_values_reference(base, other, common, 300, 3)
+    common, observed, values = report_bootstrap.paired_values(base, other, 300, 3)
+    slow_observed, slow_values = report_bootstrap.paired_values_reference(base, other, common, 300, 3)
     assert_same(observed, slow_observed, f"{task} observed")
     assert_same(values, slow_values, f"{task} resampled")
     assert any(abs(v) > 0 for v in observed.values() if not math.isnan(v)), "the changed replies change the metrics"
@@ -140,11 +142,11 @@ def test_cg_joined_rows_equal_the_reference(runs):
     one_file = joined([loaded(runs, "cg", task) for task in RUNS["cg"]])
     split = joined([loaded(runs, name, RUNS[name][0], stored=False) for name in ("cg_long", "cg_clue", "cg_grounding")])
     for sampled in (one_file, split):
-        fast, slow = report.bootstrap_values(sampled, 300, 5), report.bootstrap_values_reference(sampled, 300, 5)
+        fast, slow = report_bootstrap.bootstrap_values(sampled, 300, 5), report_bootstrap.bootstrap_values_reference(sampled, 300, 5)
         assert_same(fast, slow, "joined")
         assert not math.isnan(np.nanmean(fast["acc_at_iou"])) and not math.isnan(np.nanmean(fast["crr"]))
-    common, observed, values = report.paired_values(one_file, split, 200, 9)
-    slow_observed, slow_values = report.paired_values_reference(one_file, split, common, 200, 9)
+    common, observed, values = report_bootstrap.paired_values(one_file, split, 200, 9)
+    slow_observed, slow_values = report_bootstrap.paired_values_reference(one_file, split, common, 200, 9)
     assert_same(observed, slow_observed, "joined observed")
     assert_same(values, slow_values, "joined resampled")
 
@@ -157,18 +159,18 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
 
     monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
     samples = {task: loaded(runs, name, task) for name, task in TASKS}
-    for benchmark in {score.task_spec(task).benchmark for _name, task in TASKS}:
+    for benchmark in {task_specs.task_spec(task).benchmark for _name, task in TASKS}:
         monkeypatch.setattr(type(registry.get(benchmark).scoring), "outcomes", lambda *a, **k: pytest.fail("outcomes derived again"))
     with sample_judge(runs.cache, runs.env):
         for name, task in TASKS:
             sampled = samples[task]
-            benchmark = score.task_spec(task).benchmark
-            records = score.records_from_samples(score.samples_path(runs.files[name], task), score.task_spec(task))
+            benchmark = task_specs.task_spec(task).benchmark
+            records = samples_io.records_from_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))
             once = ScoreOnce(benchmark)
-            slow = report.bootstrap_values_reference(sampled, 300, 0)
-            headline = [m for m in report.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
+            slow = report_bootstrap.bootstrap_values_reference(sampled, 300, 0)
+            headline = [m for m in report_runs.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
             assert headline, task
-            for metric in report.spec_of(benchmark).headline:
+            for metric in report_runs.spec_of(benchmark).headline:
                 aggregate = once.aggregation(metric)
                 aggregate(records)
                 stderr = aggregate.stderr_for(300)(records)
@@ -182,7 +184,7 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
 # ---------------------------------------------------------------------------------- varied inputs
 
 
-def varied_vcr(sampled: report.Sampled, rng: random.Random) -> report.Sampled:
+def varied_vcr(sampled: report_bootstrap.Sampled, rng: random.Random) -> report_bootstrap.Sampled:
     records, outcomes = [dict(r) for r in sampled.records], [dict(o) for o in sampled.outcomes]
     for record, outcome in zip(records, outcomes):
         roll = rng.random()
@@ -203,10 +205,10 @@ def varied_vcr(sampled: report.Sampled, rng: random.Random) -> report.Sampled:
             record["dimension_code"] = "ftr"
         if record["duration_bucket"] == "long":
             record["duration_bucket"] = "medium"
-    return report.Sampled("vcr_bench", records, outcomes, sampled.settings)
+    return report_bootstrap.Sampled("vcr_bench", records, outcomes, sampled.settings)
 
 
-def varied_vr(sampled: report.Sampled, rng: random.Random, protocol: str, mode: str) -> report.Sampled:
+def varied_vr(sampled: report_bootstrap.Sampled, rng: random.Random, protocol: str, mode: str) -> report_bootstrap.Sampled:
     records, outcomes = [dict(r) for r in sampled.records], [dict(o) for o in sampled.outcomes]
     for record, outcome in zip(records, outcomes):
         record["protocol"], record["mode"] = protocol, mode
@@ -221,10 +223,10 @@ def varied_vr(sampled: report.Sampled, rng: random.Random, protocol: str, mode: 
             record["reasoning_truncated"] = True
         if mode == "mcq":
             outcome.update(process=None, judge_failed=False, judged=False)
-    return report.Sampled("vrbench", records, outcomes, {"protocol": protocol})
+    return report_bootstrap.Sampled("vrbench", records, outcomes, {"protocol": protocol})
 
 
-def varied_cg(sampled: report.Sampled, rng: random.Random) -> report.Sampled:
+def varied_cg(sampled: report_bootstrap.Sampled, rng: random.Random) -> report_bootstrap.Sampled:
     from lmms_video_reasoning.cg_bench.aggregate import JUDGE_OFF
 
     records, outcomes = [dict(r) for r in sampled.records], [dict(o) for o in sampled.outcomes]
@@ -238,14 +240,14 @@ def varied_cg(sampled: report.Sampled, rng: random.Random) -> report.Sampled:
             outcome["value"] = rng.choice([0.1, 0.2, 0.30000000000000004, 0.5, 1.0])  # thresholds hit exactly
         elif roll < 0.3 and outcome["mode"] == "open":
             outcome.update(value=None, judge_error=rng.choice(["no verdict after retries", JUDGE_OFF]))
-    return report.Sampled("cg_bench", records, outcomes, sampled.settings)
+    return report_bootstrap.Sampled("cg_bench", records, outcomes, sampled.settings)
 
 
-def assert_arrays_are_the_metric_function(sampled: report.Sampled, what: str) -> None:
+def assert_arrays_are_the_metric_function(sampled: report_bootstrap.Sampled, what: str) -> None:
     metrics = sampled.metrics()
     assert_same(resampling.whole(sampled.totals), {m: v for m, v in metrics.items() if isinstance(v, (int, float))}, f"{what} whole")
     for seed in (0, 1):
-        assert_same(report.bootstrap_values(sampled, 60, seed), report.bootstrap_values_reference(sampled, 60, seed), f"{what} seed {seed}")
+        assert_same(report_bootstrap.bootstrap_values(sampled, 60, seed), report_bootstrap.bootstrap_values_reference(sampled, 60, seed), f"{what} seed {seed}")
 
 
 @pytest.mark.parametrize("share", ["0.05", "0.0", "1.0"])
@@ -270,9 +272,9 @@ def test_array_forms_equal_the_metric_functions_on_varied_inputs(runs, monkeypat
 def test_a_benchmark_without_arrays_gets_the_reference(runs, monkeypatch):
     sampled = loaded(runs, "vr", "vr_bench")
     monkeypatch.setattr(type(sampled.bench), "columns", lambda self, records, outcomes, settings: None)
-    fresh = report.Sampled(sampled.benchmark, sampled.records, sampled.outcomes, sampled.settings)
+    fresh = report_bootstrap.Sampled(sampled.benchmark, sampled.records, sampled.outcomes, sampled.settings)
     assert fresh.totals is None
-    assert report.bootstrap_values(fresh, 40, 1) == report.bootstrap_values_reference(fresh, 40, 1)
+    assert report_bootstrap.bootstrap_values(fresh, 40, 1) == report_bootstrap.bootstrap_values_reference(fresh, 40, 1)
 
 
 # ---------------------------------------------------------------------------------- settings and the report
@@ -306,40 +308,40 @@ def test_pairs_against_the_baseline_or_every_pair(runs, tmp_path):
     items = [f"a={runs.files['vr']}", f"b={runs.files['vr_moved']}", f"c={runs.files['vr']}"]
     baseline = report.build_report(items, tmp_path / "baseline", n=50, seed=0)
     pairs, notes = comparison_pairs(baseline, "vrbench")
-    assert pairs == {f"{report.MINE}b − a", f"{report.MINE}c − a"} and baseline["pairs"] == "baseline"
+    assert pairs == {f"{report_tables.MINE}b − a", f"{report_tables.MINE}c − a"} and baseline["pairs"] == "baseline"
     assert any("against the baseline" in note for note in notes)
     assert "against the baseline" in (tmp_path / "baseline" / "report.md").read_text()
     every = report.build_report(items, tmp_path / "all", n=50, seed=0, pairs="all")
     pairs, notes = comparison_pairs(every, "vrbench")
-    assert pairs == {f"{report.MINE}b − a", f"{report.MINE}c − a", f"{report.MINE}c − b"}
+    assert pairs == {f"{report_tables.MINE}b − a", f"{report_tables.MINE}c − a", f"{report_tables.MINE}c − b"}
     assert any("every pair" in note for note in notes)
     with pytest.raises(DataError, match="--pairs 'some'"):
         report.build_report(items, tmp_path / "bad", n=0, pairs="some")
 
 
 def test_task_yamls_are_parsed_once(monkeypatch):
-    score.task_specs()
+    task_specs.task_specs()
     calls = []
-    original = score._read_yaml
-    monkeypatch.setattr(score, "_read_yaml", lambda path: calls.append(path) or original(path))
+    original = task_specs._read_yaml
+    monkeypatch.setattr(task_specs, "_read_yaml", lambda path: calls.append(path) or original(path))
     for _ in range(3):
-        specs = score.task_specs()
-        score.task_spec("vr_bench")
+        specs = task_specs.task_specs()
+        task_specs.task_spec("vr_bench")
     assert calls == [] and "cg_bench_full_mcq" in specs
 
 
 # ---------------------------------------------------------------------------------- the samples file, streamed
 
 
-def lmms_eval_line(record: dict, doc_id: int, spec: score.TaskSpec, **extra) -> dict:
+def lmms_eval_line(record: dict, doc_id: int, spec: task_specs.TaskSpec, **extra) -> dict:
     """A line as lmms-eval 0.7.3 logs it: the record under each of the task's metric names."""
     return {"doc_id": doc_id, "target": record.get("answer"), "filtered_resps": [record.get("response")], "token_counts": [3],
             "doc_hash": "0" * 64, **extra, **{metric: record for metric in spec.metrics}, "input": "the prompt"}
 
 
 def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_path):
-    spec = score.task_spec("vr_bench")
-    records = score.records_from_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)
+    spec = task_specs.task_spec("vr_bench")
+    records = samples_io.records_from_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)
     lines = [json.dumps(lmms_eval_line(record, i, spec)) for i, record in enumerate(records)]
     # a nested object holding a key named like a metric comes before the real copies: never taken for the record
     decoy = lmms_eval_line(records[1], 1, spec, doc={"mcq_accuracy": {"sample_id": "decoy"}, "note": '"overall": {'})
@@ -347,27 +349,27 @@ def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_pat
     lines[2] = json.dumps(lmms_eval_line(records[2], 2, spec), separators=(",", ":"))  # another writer's separators
     path = tmp_path / "run_samples_vr_bench.jsonl"
     path.write_text("\n".join(lines) + "\n" + lines[3] + "\n" + json.dumps(dict(reversed(list(json.loads(lines[4]).items())))) + "\n")
-    read, coverage, outcomes = score.read_samples_with_outcomes(path, spec)
+    read, coverage, outcomes = samples_io.read_samples_with_outcomes(path, spec)
     assert read == records and outcomes is None
     assert coverage.samples == len(records) + 2 and coverage.duplicates_dropped == 2  # verbatim, and the same row reordered
     changed = json.loads(lines[5])
     changed["overall"] = {**changed["overall"], "response": "another reply"}
     path.write_text("\n".join(lines) + "\n" + json.dumps(changed) + "\n")
     with pytest.raises(DataError, match="doc_id 5 appears twice with different content"):
-        score.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples_with_outcomes(path, spec)
     path.write_text("\n".join(lines) + "\n" + lines[6][: len(lines[6]) // 2 + 7] + "\n")
     with pytest.raises(DataError, match=rf"{path.name}:{len(lines) + 1}: not valid JSON"):
-        score.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples_with_outcomes(path, spec)
     path.write_text("[1, 2]\n")
     with pytest.raises(DataError, match="expected a JSON object"):
-        score.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples_with_outcomes(path, spec)
 
 
 def test_the_report_keeps_only_what_the_metrics_read(runs):
     for name, task in TASKS:
         sampled = loaded(runs, name, task, stored=False)
-        full = score.records_from_samples(score.samples_path(runs.files[name], task), score.task_spec(task))
+        full = samples_io.records_from_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))
         assert all(len(json.dumps(slim)) < len(json.dumps(record)) / 2 for slim, record in zip(sampled.records, full)), task
         assert "response" not in sampled.records[0] and "question" not in sampled.records[0]
-        whole = report.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)
+        whole = report_bootstrap.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)
         assert_same(sampled.metrics(), whole.metrics(), f"{task}: slim records, same metrics")

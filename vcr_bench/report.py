@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Sequence
 
 from lmms_video_reasoning.utils.core.registry import ReportSpec
-from lmms_video_reasoning.utils.results.report import (
-    MINE, Coverage, Run, Section, ci_table, comparison_table, comparisons_for, error_bars, grouped_bars, interval_of, paper_table,
-    pyplot, questions_of, reference, run_row, value_of,
+from lmms_video_reasoning.utils.results.report_plots import error_bars, grouped_bars, pyplot
+from lmms_video_reasoning.utils.results.report_runs import Run
+from lmms_video_reasoning.utils.results.report_stats import comparisons_for, interval_of, value_of
+from lmms_video_reasoning.utils.results.report_tables import (
+    MINE, Coverage, Section, ci_table, comparison_table, paper_table, questions_of, reference, run_row,
 )
 from lmms_video_reasoning.vcr_bench.data import RELEASE
 

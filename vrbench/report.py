@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Sequence
 
 from lmms_video_reasoning.utils.core.registry import ReportSpec
-from lmms_video_reasoning.utils.results.report import (
-    Coverage, Run, Section, ci_table, comparison_table, comparisons_for, grouped_bars, interval_of, paper_table, questions_of, reference,
-    run_row, value_of,
+from lmms_video_reasoning.utils.results.report_plots import grouped_bars
+from lmms_video_reasoning.utils.results.report_runs import Run
+from lmms_video_reasoning.utils.results.report_stats import comparisons_for, interval_of, value_of
+from lmms_video_reasoning.utils.results.report_tables import (
+    Coverage, Section, ci_table, comparison_table, paper_table, questions_of, reference, run_row,
 )
 from lmms_video_reasoning.vrbench.data import RELEASE
 

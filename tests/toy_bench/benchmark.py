@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils.core.registry import Benchmark, ReportSpec, Scored, ScoringAdapter
 from lmms_video_reasoning.utils.lmms.responses import model_failed
-from lmms_video_reasoning.utils.results import report
+from lmms_video_reasoning.utils.results import report_stats, report_tables
 
 from . import records
 
@@ -51,11 +51,11 @@ def section(runs, stats, out, n, seed):
     present = [(run, "toy_count") for run in runs if (run.label, "toy_count") in stats]
     if not present:
         return None
-    part = report.Section("toy_bench")
-    rows = [report.run_row(run.label, task, [report.value_of(stats[(run.label, task)], "accuracy")], "toy_bench", ["accuracy"])
+    part = report_tables.Section("toy_bench")
+    rows = [report_tables.run_row(run.label, task, [report_stats.value_of(stats[(run.label, task)], "accuracy")], "toy_bench", ["accuracy"])
             for run, task in present]
-    part.tables.append(report.paper_table("toy_bench", "table1", rows))
-    part.tables.append(report.ci_table("toy_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
+    part.tables.append(report_tables.paper_table("toy_bench", "table1", rows))
+    part.tables.append(report_tables.ci_table("toy_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
     return part
 
 

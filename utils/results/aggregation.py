@@ -285,7 +285,7 @@ _manifests_for: set[tuple] = set()  # (folder, date_id, (task, id of its records
 @atexit.register
 def _drop_records_lmms_eval_also_wrote() -> None:
     """At exit, a records file whose samples file lmms-eval wrote whole (same run, same task, read
-    back: `score.samples_differ`) is a copy: removed. Otherwise (no --log_samples, lmms-eval
+    back: `run_folders.samples_differ`) is a copy: removed. Otherwise (no --log_samples, lmms-eval
     failed, a full disk truncated the samples) it stays for `lmms-vr score`, with a warning
     naming the task, the samples file and why when there is a samples file. A run's manifest
     goes with the last of its records files."""
@@ -296,9 +296,9 @@ def _drop_records_lmms_eval_also_wrote() -> None:
         why = "there is no samples file (lmms-eval did not finish, or ran without --log_samples)"
         if samples.is_file():
             try:
-                from lmms_video_reasoning.utils.results import score
+                from lmms_video_reasoning.utils.results import run_folders
 
-                why = score.samples_differ(samples, path, task)
+                why = run_folders.samples_differ(samples, path, task)
             except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
                 why = f"it could not be read back ({type(error).__name__}: {error})"
             if why:

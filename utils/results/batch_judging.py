@@ -43,7 +43,7 @@ def quiet_judging() -> Iterator[None]:
 
 def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
     """The tasks' own scoring (`score_records`) with `judge_pass` as every benchmark's judge."""
-    from lmms_video_reasoning.utils.results.score import task_spec
+    from lmms_video_reasoning.utils.results.task_specs import task_spec
 
     for item in gathered:
         spec = task_spec(item.task)
@@ -94,7 +94,7 @@ def cost_rows(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[Co
 def estimate(gathered: Sequence[Any], walk: bool = True) -> dict:
     """The estimate of every task's judging as JSON-ready data (rows, totals, how tokens were counted)."""
     from lmms_video_reasoning.judges.tokens import tokenizer_for
-    from lmms_video_reasoning.utils.results.score import task_spec
+    from lmms_video_reasoning.utils.results.task_specs import task_spec
 
     judge_pass = run_pass(gathered, JudgePass("estimate", walk=walk))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
@@ -115,8 +115,8 @@ def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[
     """What the estimate leaves out, per task and step: the judging items whose code failed
     (`batch.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
     there on (`requests`: the count their last request declared; `unknown_items`: items that could
-    not say, at least one request each), the first reason and what is missing (`score.unbuilt_items`)."""
-    from lmms_video_reasoning.utils.results.score import unbuilt_items
+    not say, at least one request each), the first reason and what is missing (`task_specs.unbuilt_items`)."""
+    from lmms_video_reasoning.utils.results.task_specs import unbuilt_items
 
     groups: dict[tuple[str, str | None], list] = {}
     for entry in judge_pass.unbuilt:

@@ -48,8 +48,12 @@ from typing import Any, Iterator, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results import agreement as stats
-from lmms_video_reasoning.utils.results import report
-from lmms_video_reasoning.utils.results import score as scoring
+from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
+from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot
+from lmms_video_reasoning.utils.results.report_runs import split_label
+from lmms_video_reasoning.utils.results.report_tables import Section, Table
+from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
+from lmms_video_reasoning.utils.results.task_specs import task_spec
 
 log = logging.getLogger("lmms_video_reasoning.agreement")
 
@@ -279,19 +283,19 @@ def _snapshots(judged: Sequence[Judged]) -> dict[str, int]:
     return dict(counted.most_common())
 
 
-def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], report.Sampled | None, report.Sampled | None]:
+def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], Sampled | None, Sampled | None]:
     """Each headline metric under both judges and the paired difference, on the samples both judged completely."""
     both = [i for i, (r, c) in enumerate(zip(pair.reference, pair.candidate)) if r.complete and c.complete]
     if not both:
         return [], None, None
     records = [pair.records[i] for i in both]
-    reference = report.Sampled(pair.benchmark, records, [pair.reference[i].outcome for i in both], pair.settings)
-    candidate = report.Sampled(pair.benchmark, records, [pair.candidate[i].outcome for i in both], pair.settings)
+    reference = Sampled(pair.benchmark, records, [pair.reference[i].outcome for i in both], pair.settings)
+    candidate = Sampled(pair.benchmark, records, [pair.candidate[i].outcome for i in both], pair.settings)
     spec = registry.get(pair.benchmark).report
     headline = spec.headline if spec is not None else ()
     values_reference, values_candidate = reference.metrics(), candidate.metrics()
     rows = []
-    for difference in report.paired_difference(reference, candidate, n, seed):
+    for difference in paired_difference(reference, candidate, n, seed):
         if difference.metric not in headline or all(_undefined(values.get(difference.metric)) for values in (values_reference, values_candidate)):
             continue  # not a metric of this task
         rows.append({"run": pair.run, "task": pair.task, "benchmark": pair.benchmark, "metric": difference.metric,
@@ -301,7 +305,7 @@ def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], r
     return rows, reference, candidate
 
 
-def ranking_agreement(sampled: dict[tuple[str, str], tuple[report.Sampled, report.Sampled]], n: int, seed: int) -> list[dict]:
+def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n: int, seed: int) -> list[dict]:
     """Per task and headline metric with two or more runs: Kendall's tau-b between the runs'
     values under the reference and under the candidate, on the questions every run has, with a
     bootstrap CI (the questions resampled together across runs)."""
@@ -469,11 +473,11 @@ def side_for(benchmark: str, common: str | None, named: dict[str, str], cache: P
     return Side(model, cache)
 
 
-def read_pair(run: str, item: scoring.Gathered, setup: Setup, readers: dict) -> TaskPair:
+def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
     """Both judges' per-sample outcomes of one task of one run, from their caches."""
     from lmms_video_reasoning.judges import CacheOnlyJudge
 
-    spec = scoring.task_spec(item.task)
+    spec = task_spec(item.task)
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(item.records)
     judged = []
@@ -486,12 +490,12 @@ def read_pair(run: str, item: scoring.Gathered, setup: Setup, readers: dict) -> 
     return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
 
 
-def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, scoring.Gathered]]:
+def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, Gathered]]:
     """(run label, task records) for every RUN argument (`LABEL=PATH` names the run)."""
-    found: list[tuple[str, scoring.Gathered]] = []
+    found: list[tuple[str, Gathered]] = []
     for item in paths:
-        label, path = report.split_label(item)
-        gathered, skipped, _missing = scoring.gather_records(path, task)
+        label, path = split_label(item)
+        gathered, skipped, _missing = gather_records(path, task)
         for line in skipped:
             print(f"NOT COMPARED: {line}")
         taken = {name for name, _ in found}  # runs of the earlier arguments: a repeated name gets its path
@@ -499,7 +503,7 @@ def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, scori
     return found
 
 
-def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int, args) -> tuple[set, dict]:
+def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) -> tuple[set, dict]:
     """Judge a stratified subset of `size` samples with the reference judge; returns the chosen
     (task, sample id) keys and what the calibration did (plan, budget, spend)."""
     from lmms_video_reasoning.judges import CacheOnlyJudge, Judge
@@ -512,7 +516,7 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
     strata: dict[tuple, list[tuple]] = defaultdict(list)  # (task, stratum) -> samples
     methods: set[str] = set()  # how input tokens were counted
     for _run, item in found:
-        spec = scoring.task_spec(item.task)
+        spec = task_spec(item.task)
         bench = registry.get(spec.benchmark).scoring
         side = setup.candidate[spec.benchmark]
         key = (spec.benchmark, side.model, str(side.cache), side.endpoint)
@@ -536,9 +540,9 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
     chosen = stratified_subset(strata, size, args.seed)
     planned = [a for sample in chosen for a in candidate_asks[sample]]
     configs = {b: reference_config(b, setup.reference[b].model, setup.reference[b].cache, args.reference_base_url, args.reference_key_env)
-               for b in sorted({scoring.task_spec(task).benchmark for task, _ in chosen})}
+               for b in sorted({task_spec(task).benchmark for task, _ in chosen})}
     prices = {b: c.price() for b, c in configs.items()}
-    bench_of = {sample: scoring.task_spec(sample[0]).benchmark for sample in chosen}
+    bench_of = {sample: task_spec(sample[0]).benchmark for sample in chosen}
     estimate, worst, priced = 0.0, 0.0, True
     for sample in chosen:
         price = prices[bench_of[sample]]
@@ -567,7 +571,7 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
     engine.on_usage(limit.paid)
     judges = {b: Judge(c, budget=limit) for b, c in configs.items()}
     for run, item in found:
-        spec = scoring.task_spec(item.task)
+        spec = task_spec(item.task)
         records = [r for r in item.records if (item.task, str(r["sample_id"])) in chosen_set]
         if records:
             bench = registry.get(spec.benchmark).scoring
@@ -584,7 +588,7 @@ def calibrate(found: list[tuple[str, scoring.Gathered]], setup: Setup, size: int
                         "bound": spent, "reference": {b: c.public_dict() for b, c in configs.items()}}
 
 
-def compare(found: list[tuple[str, scoring.Gathered]], setup: Setup, n: int, seed: int, only: set | None = None) -> dict:
+def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, only: set | None = None) -> dict:
     """The agreement document for the runs (restricted to `only` (task, sample id) keys when given)."""
     readers: dict = {}
     calls: dict[tuple[str, str], CallPairs] = {}
@@ -685,7 +689,7 @@ def main(args) -> int:
 
     launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     found = gather_runs(args.runs, args.task)
-    benchmarks = sorted({scoring.task_spec(g.task).benchmark for _, g in found})
+    benchmarks = sorted({task_spec(g.task).benchmark for _, g in found})
     shared = Path(args.cache).expanduser() if args.cache else judge_config.cache_path_from_env()
     if shared is None and not (args.reference_cache and args.candidate_cache):
         raise DataError("the judge cache is off (LMMS_VR_JUDGE_CACHE=off): give --cache FILE (or --reference-cache and --candidate-cache)")
@@ -739,7 +743,7 @@ def read_document(path: Path) -> dict:
 
 def agreement_plot(document: dict, path: Path) -> Path:
     """Kappa per judge call type and the headline metrics' differences, each with its 95% CI."""
-    plt = report.pyplot()
+    plt = pyplot()
     calls, metrics = document["calls"], document["metrics"]
     rows = max(len(calls), len(metrics), 1)
     fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.38 * rows), dpi=110)
@@ -750,7 +754,7 @@ def agreement_plot(document: dict, path: Path) -> Path:
         ys = list(range(len(shown)))[::-1]
         values = [e[value_key] for e in shown]
         intervals = [tuple(e[ci_key]) if e.get(ci_key) else None for e in shown]
-        ax.barh(ys, values, xerr=report.error_bars(values, intervals) if any(intervals) else None, color="#4c72b0",
+        ax.barh(ys, values, xerr=error_bars(values, intervals) if any(intervals) else None, color="#4c72b0",
                 capsize=3, error_kw={"elinewidth": 1, "ecolor": "#333"})
         ax.scatter(values, ys, s=12, color="black", zorder=3)  # a value of 0 has no bar: the dot shows it
         ax.set_yticks(ys, [label(e) for e in shown], fontsize=8)
@@ -775,14 +779,14 @@ def agreement_section(path: Path, out: Path, index: int = 1):
         + (", ".join(f"{m} x{c}" for m, c in s["candidate"]["snapshots"].items()) or "none") + ")"
         for b, s in document["judges"].items())
     digits = 3
-    calls = report.Table("Verdict agreement per judge call type (95% bootstrap CIs)",
+    calls = Table("Verdict agreement per judge call type (95% bootstrap CIs)",
                          ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
                          [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), _f(c["agreement"], digits),
                             _ci(c["agreement_ci"], digits), _f(c["kappa"], digits), _ci(c["kappa_ci"], digits), c["statistic"]], True)
                           for c in document["calls"]],
                          [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (n/a) "
                           "where both judges gave one and the same label throughout."])
-    metrics = report.Table("Headline metrics under both judges (candidate − reference, paired)",
+    metrics = Table("Headline metrics under both judges (candidate − reference, paired)",
                            ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
                            [([m["run"], m["task"], m["metric"], _f(m["reference"], 2), _f(m["candidate"], 2),
                               f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "n/a", _ci(m["ci"], 2),
@@ -790,7 +794,7 @@ def agreement_section(path: Path, out: Path, index: int = 1):
                            ["On the samples both judges judged completely."])
     tables = [calls, metrics]
     if document["ranking"]:
-        tables.append(report.Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
+        tables.append(Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
                                    [([r["task"], r["metric"], ", ".join(r["runs"]), _f(r["tau"]), _ci(r["ci"]), str(r["questions"])], True)
                                     for r in document["ranking"]]))
     missing = [f"{row['run']} {row['task']}: {row['samples'] - row['compared']} of {row['samples']} samples not compared"
@@ -802,5 +806,5 @@ def agreement_section(path: Path, out: Path, index: int = 1):
                                     f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."
                                     if calibration else "")
     figure = agreement_plot(document, out / f"judge_agreement_{index}.png")
-    return report.Section("judge_agreement", tables, [("Judge agreement: kappa and metric differences with 95% CIs", figure)],
+    return Section("judge_agreement", tables, [("Judge agreement: kappa and metric differences with 95% CIs", figure)],
                           {"agreement_file": str(path)}, title="Judge agreement", intro=intro)

@@ -16,7 +16,7 @@ is drawn) are `once` columns: summed over the units drawn at least once.
 The draws are exactly those of the reference bootstrap, one `rng.integers(0, units, units)` per
 resample from `numpy.random.default_rng(seed)`, so for the same seed and resample count every
 value equals the reference's (re-aggregating each resample's records with the metric function,
-`report.bootstrap_values_reference`) up to floating-point summation order (tests hold 1e-9).
+`report_bootstrap.bootstrap_values_reference`) up to floating-point summation order (tests hold 1e-9).
 """
 
 from __future__ import annotations

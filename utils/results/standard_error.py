@@ -6,7 +6,7 @@ metric (`aggregation.ScoreOnce`), and `stderr_function` gives the standard error
 benchmark's headline metrics (`ReportSpec.headline`): the standard error is the standard deviation of the same bootstrap that
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
 questions, or videos whose questions are correlated), the report's seed and resample count,
-and the same code (`report.bootstrap_values`: each sample's contribution computed once, the
+and the same code (`report_bootstrap.bootstrap_values`: each sample's contribution computed once, the
 resamples as sums over arrays, `resampling.py`). The per-sample outcomes are handed in: those
 the task's scoring computed its metrics from (`aggregation.ScoreOnce.stderr_function`), so they
 cost no call and no second parse. One bootstrap per distinct list of records serves all of a
@@ -121,7 +121,7 @@ def _compute(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
 
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.utils.core import registry
-    from lmms_video_reasoning.utils.results import report, resampling
+    from lmms_video_reasoning.utils.results import report_bootstrap, resampling
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
@@ -133,8 +133,8 @@ def _compute(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
     if outcomes is None:
         log.warning("%s: the scoring gave no per-sample outcomes (no judge, or it failed), so no standard errors", benchmark)
         return {}
-    sampled = report.Sampled(benchmark, records, list(outcomes), settings)
-    values = report.bootstrap_values(sampled, resamples, seed)
+    sampled = report_bootstrap.Sampled(benchmark, records, list(outcomes), settings)
+    values = report_bootstrap.bootstrap_values(sampled, resamples, seed)
     # only to see which metrics the run could not compute (NaN): from the same arrays when the benchmark has them
     whole = resampling.whole(sampled.totals) if sampled.totals is not None else sampled.metrics()
     stderrs = {}

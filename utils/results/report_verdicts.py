@@ -1,0 +1,145 @@
+"""The judge a run used (`lmms-vr report`, `lmms-vr score`): its verdicts are read back from its cache."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from lmms_video_reasoning.utils.results.report_runs import read_results
+from lmms_video_reasoning.utils.results.task_specs import RESULTS_SUFFIX
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge a run used: its verdicts are read back from its cache (no key, no request)
+# ---------------------------------------------------------------------------------------------
+
+
+def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
+    """Every judge configuration of `judge_name` in a JSON document (`Judge.accounting()`'s
+    `judge` object: benchmark, model, cache_path), wherever the writer nested it."""
+    if depth > 4:
+        return []
+    if isinstance(data, dict):
+        if data.get("benchmark") == judge_name and isinstance(data.get("model"), str) and "cache_path" in data:
+            return [data]
+        return [found for value in data.values() for found in judge_settings(value, judge_name, depth + 1)]
+    if isinstance(data, list):
+        return [found for value in data[:50] for found in judge_settings(value, judge_name, depth + 1)]
+    return []
+
+
+_readers: dict[tuple, Any] = {}
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def run_accounting_files(results_file: Path) -> list[Path]:
+    """The files of this run that may record its judge: `<date_id>[_N]_<name>.json` beside
+    `<date_id>_results.json` (in its folder, or the one above it), e.g. its
+    `..._judge_accounting_<benchmark>.json` or a benchmark's details file. Another run's files in
+    the same folder name another run's judge and cache: never used for this one."""
+    if not results_file.name.endswith(RESULTS_SUFFIX):
+        return []
+    prefix = results_file.name[: -len(RESULTS_SUFFIX)]
+    pattern = re.compile(re.escape(prefix) + r"_.+\.json")
+    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob_escape(prefix)}_*.json")
+                   if pattern.fullmatch(p.name) and p != results_file), key=_mtime, reverse=True)
+
+
+def glob_escape(text: str) -> str:
+    """`text` matched literally by `Path.glob`."""
+    import glob
+
+    return glob.escape(text)
+
+
+def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:
+    """(a `judges.CacheOnlyJudge` on a judge cache, "", borrowed) or (None, why there is none, "").
+
+    The judge is the one the run recorded: in the results file itself (`lmms-vr score`), or
+    in the run's own judge accounting beside lmms-eval's results (`run_accounting_files`).
+    A run that recorded none gets the judge configured in this environment, whose cache may
+    hold verdicts made for another run: `borrowed` then says so (and the caller checks that
+    they reproduce the run's results before trusting them).
+    """
+    candidates: list[dict] = []
+    if results_file is not None:
+        data, _ = read_results(results_file)
+        candidates += judge_settings(data, judge_name) if data else []
+        for path in [] if candidates else run_accounting_files(results_file):
+            try:
+                if path.stat().st_size < 1 << 22:
+                    candidates += judge_settings(json.loads(path.read_text(encoding="utf-8")), judge_name)
+            except (ValueError, OSError):
+                continue
+    recorded = len(candidates)
+    try:
+        from lmms_video_reasoning.judges import JudgeConfig
+
+        configured = JudgeConfig.from_env(judge_name)
+    except Exception:  # noqa: BLE001 - an unknown judge name or a bad variable: no configured judge
+        configured = None
+    if configured is not None and not recorded:
+        candidates.append({"model": configured.model, "cache_path": str(configured.cache_path) if configured.cache_path else None,
+                           "base_url": configured.endpoint})
+    caches = [(c["model"], c["cache_path"], _endpoint(c.get("base_url")), i >= recorded) for i, c in enumerate(candidates) if c.get("cache_path")]
+    for model, cache, endpoint, borrowed in caches:
+        if Path(cache).is_file():
+            from lmms_video_reasoning.judges import CacheOnlyJudge
+
+            key = (judge_name, model, str(cache), endpoint)
+            if key not in _readers:
+                _readers[key] = CacheOnlyJudge(judge_name, model, cache, endpoint)
+            return _readers[key], "", (f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)"
+                                       if borrowed else "")
+    if caches:
+        return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine", ""
+    if candidates:
+        return None, "the run's judge had its cache off (LMMS_VR_JUDGE_CACHE=off)", ""
+    return None, "no judge recorded with the results and none configured", ""
+
+
+def _endpoint(base_url: Any) -> str | None:
+    """The endpoint an accounting records (`base_url`), None for the provider's default."""
+    return base_url if isinstance(base_url, str) and base_url.startswith("http") and " " not in base_url else None
+
+
+class _NoVerdicts:
+    """The judge of a run whose cache is not available: every request is missing, none is sent."""
+
+    def __init__(self) -> None:
+        self.misses = self.item_errors = 0
+
+    def ask(self, request):
+        from lmms_video_reasoning.judges import JudgeResult
+
+        self.misses += 1
+        return JudgeResult(False, None, None, "no judge cache", False)
+
+    def map(self, fn, items, desc=""):
+        out = []
+        for item in items:
+            try:
+                out.append(fn(item, self.ask))
+            except Exception:  # noqa: BLE001 - an item that cannot even be rebuilt is missing too
+                self.item_errors += 1
+                out.append(None)
+        return out
+
+    def log_summary(self) -> None:
+        pass
+
+
+def shortfall(judge: Any) -> tuple[int, int]:
+    """(requests not answered from the cache, judging items that failed before asking) so far."""
+    if isinstance(judge, _NoVerdicts):
+        return judge.misses, judge.item_errors
+    stats = judge.stats.as_dict()
+    return stats.get("not_computed", 0), stats.get("by_tag", {}).get("(map)", {}).get("failures", 0)

@@ -1,0 +1,338 @@
+"""Reading samples files (`--log_samples`, `--predict_only`, `lmms-vr score --out`) and replay predictions back into records."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
+from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KEY, TaskSpec, _function
+
+log = logging.getLogger("lmms_video_reasoning.score")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading samples files and predictions back into records
+# ---------------------------------------------------------------------------------------------
+
+
+def logged_record(row: dict, spec: TaskSpec) -> dict | None:
+    """The record a `--log_samples` line holds under the task's metric names (None: predict-only)."""
+    if isinstance(row.get(RECORD_KEY), dict):
+        return row[RECORD_KEY]
+    for name in spec.metrics:
+        value = row.get(name)
+        if isinstance(value, dict) and "sample_id" in value:
+            return value
+    return None
+
+
+def task_docs(spec: TaskSpec) -> list[dict]:
+    """The task's documents, built by its own `process_docs` hook (annotations needed)."""
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    with preflight.off():  # scoring needs the documents, not the videos or a reachable judge
+        dataset = _function(spec.process_docs)(None)
+    return [dict(doc) for doc in dataset]
+
+
+def response_text(row: dict) -> str:
+    """A predict-only line's response as the tasks' `process_results` receives it: the raw
+    generation (`resps`). `filtered_resps` may hold it with the reasoning blocks stripped
+    (lmms-eval's `--reasoning_tags`); the tasks set `reasoning_tags: none` and split the reply
+    themselves (`utils/lmms/responses.py`)."""
+    value = row.get("resps", row.get("filtered_resps"))
+    while isinstance(value, list) and value:
+        value = value[0]
+    return value if isinstance(value, str) else ""
+
+
+def target_of(doc: dict, spec: TaskSpec) -> str | None:
+    """The logged `target` of a doc (the YAML's `doc_to_target` field), None if not a plain field."""
+    if spec.target in doc:
+        return str(doc[spec.target])
+    return None
+
+
+def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[dict]:
+    """Records for predict-only lines: the doc at `doc_id` (checked against the logged
+    `target`), then the task's record builder (`record_builder`) on the raw response.
+
+    lmms-eval's `doc_hash` cannot identify a doc (it hashes the request, the same for every
+    line), so the doc's position and its target are what tie a line to its document.
+    """
+    docs = task_docs(spec)
+    build_record = record_builder(spec)
+    records = []
+    for row in rows:
+        doc_id = row.get("doc_id")
+        if not isinstance(doc_id, int) or not 0 <= doc_id < len(docs):
+            raise DataError(f"{where}: doc_id {doc_id!r} is not one of the {len(docs)} documents of task {spec.name} found now; "
+                            f"point the benchmark's data root at the annotations the run used (see `lmms-vr prepare`)")
+        doc = docs[doc_id]
+        expected = target_of(doc, spec)
+        if expected is not None and "target" in row and str(row["target"]) != expected:
+            raise DataError(f"{where}: doc_id {doc_id} of task {spec.name} has target {row['target']!r} in the file but "
+                            f"{expected!r} in the annotations found now: they are not the ones the run used; point the "
+                            f"benchmark's data root at the same annotations (see `lmms-vr prepare`)")
+        records.append(build_record(doc, response_text(row)))
+    return records
+
+
+def record_builder(spec: TaskSpec) -> Callable[[dict, str], dict]:
+    """The record of one (document, raw reply) of the task: the benchmark's declared
+    `build_record` with the options of the task's `process_results` hook (`record_options`,
+    `utils.core.records.process_results`), as lmms-eval's run built it."""
+    options = getattr(_function(spec.process_results), "record_options", {})
+    build = registry.get(spec.benchmark).build_record
+    return lambda doc, response: build(doc, response, **options)
+
+
+@dataclass
+class Coverage:
+    """Which of the task's documents a file's samples cover: nothing is left out silently.
+
+    `documents` is None when the task's documents could not be loaded (then only
+    duplicates are checked, and `note` says why).
+    """
+
+    samples: int  # rows (or predictions) read for the task
+    scored: int = 0
+    documents: int | None = None
+    duplicates_dropped: int = 0  # rows repeated verbatim, scored once
+    missing: list[str] = dataclasses.field(default_factory=list)  # documents with no sample (or prediction)
+    unknown: list[str] = dataclasses.field(default_factory=list)  # samples of no current document
+    unmatched_predictions: list[str] = dataclasses.field(default_factory=list)  # replay ids matching no document
+    missing_scored_as_empty: bool = False  # replay: documents without a prediction scored as empty responses
+    note: str = ""
+
+    def problems(self) -> list[str]:
+        """One line per difference between the samples and the task's documents."""
+        lines = []
+        if self.duplicates_dropped:
+            lines.append(f"{self.duplicates_dropped} duplicated rows scored once")
+        if self.missing:
+            what = "scored as empty responses" if self.missing_scored_as_empty else "not scored"
+            lines.append(f"{len(self.missing)} of {self.documents} documents have no sample, {what} ({_some(self.missing)})")
+        if self.unknown:
+            lines.append(f"{len(self.unknown)} samples match no document of the task found now ({_some(self.unknown)})")
+        if self.unmatched_predictions:
+            lines.append(f"{len(self.unmatched_predictions)} predictions match no document and were not scored "
+                         f"({_some(self.unmatched_predictions)})")
+        if self.note:
+            lines.append(self.note)
+        return lines
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "problems": self.problems()}
+
+
+def _some(ids: Sequence[str], shown: int = 5) -> str:
+    return "ids " + ", ".join(map(repr, ids[:shown])) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
+    """The task's records from a samples file (logged, or rebuilt for predict-only lines) and
+    what they cover; verbatim repeated rows are scored once, conflicting ones refused."""
+    records, coverage, _outcomes = read_samples_with_outcomes(path, spec)
+    return records, coverage
+
+
+def read_samples_with_outcomes(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list[dict] | None]:
+    """`read_samples`, and the per-sample outcomes `lmms-vr score --out` stored beside the
+    records (None when not every sample has one), in one pass over the file.
+
+    The file is streamed and each line keeps only what scoring reads: its record once (an
+    lmms-eval line holds it under every metric name: the first copy is parsed, the others are
+    not), its stored outcome; a predict-only line keeps its `doc_id`, `target` and response.
+    A row repeated verbatim (same `doc_id`, same text) is dropped and counted; two different
+    rows for one `doc_id` are an error, as are two different records for one `sample_id`."""
+    kept: dict[Any, int] = {}  # doc_id -> the offset of its line (read again only when the doc_id repeats)
+    first_copy: list[str] = []  # the metric name whose copy of the record comes first in this file's lines
+    logged: list[dict | None] = []
+    outcomes: list[Any] = []
+    predict_only: list[dict] = []
+    rows = dropped = 0
+    for number, offset, raw in _lines(path):
+        text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            continue
+        rows += 1
+        fields = _row_fields(text, spec, f"{path}:{number}", first_copy)
+        identity = fields.get("doc_id")
+        if isinstance(identity, int):
+            if identity in kept:
+                if not _same_row(path, kept[identity], offset):
+                    raise DataError(f"{path}: doc_id {identity} appears twice with different content (row {number}); "
+                                    "the file mixes runs or was edited: keep one row per document")
+                dropped += 1
+                continue
+            kept[identity] = offset
+        record = logged_record(fields, spec)
+        logged.append(record)
+        outcomes.append(fields.get(OUTCOME_KEY, _NO_OUTCOME))
+        if record is None:
+            predict_only.append({key: fields[key] for key in ("doc_id", "target", "resps", "filtered_resps") if key in fields})
+    if not rows:
+        raise DataError(f"{path}: the file is empty (no samples in it): lmms-eval wrote no sample of task {spec.name} "
+                        "there; run the task again with --log_samples, or move the file away to score the rest")
+    coverage = Coverage(samples=rows, duplicates_dropped=dropped)
+    if not predict_only:
+        records, kept_at = _unique_records(logged, path)
+        coverage.duplicates_dropped += len(logged) - len(records)
+        stored = [outcomes[i] for i in kept_at]
+        return records, coverage, None if any(o is _NO_OUTCOME for o in stored) else stored
+    if len(predict_only) < len(logged):
+        raise DataError(f"{path}: some lines hold records and some do not; the file mixes runs")
+    log.info("%s: a --predict_only file; rebuilding %d records from the task's documents", path.name, len(predict_only))
+    return rebuild_records(predict_only, spec, str(path)), coverage, None
+
+
+_NO_OUTCOME = object()
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _lines(path: Path):
+    """(line number, byte offset, raw line) of a file, lines ended by "\\n" only (a lone "\\r" is
+    JSON whitespace inside a record)."""
+    with Path(path).open("rb") as handle:
+        offset = 0
+        for number, raw in enumerate(handle, 1):
+            yield number, offset, raw
+            offset += len(raw)
+
+
+def _row_fields(text: str, spec: TaskSpec, where: str, first_copy: list[str]) -> dict:
+    """The top-level fields of one samples line that scoring reads; a line that is not a JSON
+    object is an error naming the file and line."""
+    fields = _up_to_record(text, spec, first_copy)
+    if fields is not None:
+        return fields
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(f"{where}: not valid JSON ({error.msg})") from None
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object")
+    return row
+
+
+def _up_to_record(text: str, spec: TaskSpec, first_copy: list[str]) -> dict | None:
+    """An lmms-eval line (the record under each of the task's metric names) parsed only up to
+    the record's first copy: the fields before it and the record. None when the line has
+    another shape (ours, with the record once; predict-only; other separators): it is then
+    parsed whole. The fields before the copy, closed with "}", must parse as an object: the
+    copy's key is then a key of the line itself, not of a nested object. `first_copy` holds the
+    name whose copy came first on an earlier line (lines of one file share their key order)."""
+    start = text.find(f'"{first_copy[0]}": ') if first_copy else -1
+    if start <= 0:
+        starts = [(at, name) for name in spec.metrics if (at := text.find(f'"{name}": ')) > 0]
+        if not starts:
+            return None
+        start, name = min(starts)
+        first_copy[:] = [name]
+    head = text[:start].rstrip()
+    if not head.endswith(",") or not text[-8:].rstrip().endswith("}") or f'"{RECORD_KEY}": ' in head:
+        return None
+    try:
+        fields = json.loads(head[:-1] + "}")
+        key, position = _DECODER.raw_decode(text, start)
+        colon = _SPACE.match(text, position).end()
+        value, _end = _DECODER.raw_decode(text, _SPACE.match(text, colon + 1).end())
+    except ValueError:
+        return None
+    if not (isinstance(fields, dict) and text[colon:colon + 1] == ":" and isinstance(value, dict) and "sample_id" in value):
+        return None
+    fields[key] = value
+    return fields
+
+
+def _same_row(path: Path, first_offset: int, offset: int) -> bool:
+    """Two lines of the file at these offsets are the same row: the same text, or the same JSON
+    (key order aside)."""
+    with Path(path).open("rb") as handle:
+        lines = []
+        for start in (first_offset, offset):
+            handle.seek(start)
+            lines.append(handle.readline().rstrip(b"\r\n"))
+    if lines[0] == lines[1]:
+        return True
+    rows = [json.dumps(json.loads(line.decode("utf-8", errors="replace")), sort_keys=True, default=str) for line in lines]
+    return rows[0] == rows[1]
+
+
+def _unique_records(records: list[dict], path: Path) -> tuple[list[dict], list[int]]:
+    """(records with verbatim repeats of a sample_id dropped, the index of each one kept);
+    different records for one sample_id are an error."""
+    seen: dict[str, int] = {}
+    unique, kept_at = [], []
+    for index, record in enumerate(records):
+        sample_id = str(record.get("sample_id"))
+        if sample_id in seen:
+            first = records[seen[sample_id]]
+            if first is not record and json.dumps(first, sort_keys=True, default=str) != json.dumps(record, sort_keys=True, default=str):
+                raise DataError(f"{path}: sample {sample_id!r} appears twice with different records; the file mixes runs "
+                                "or was edited: keep one row per document")
+            continue
+        seen[sample_id] = index
+        unique.append(record)
+        kept_at.append(index)
+    return unique, kept_at
+
+
+def records_from_samples(path: Path, spec: TaskSpec) -> list[dict]:
+    """The task's records from a samples file: logged records, or rebuilt for predict-only lines."""
+    return read_samples(path, spec)[0]
+
+
+def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) -> Coverage:
+    """Compare the records' sample ids with the task's documents (when they can be loaded now)."""
+    try:
+        docs = task_docs(spec)
+    except Exception as error:  # noqa: BLE001 - no annotations here: coverage is unknown, said so
+        coverage.note = f"the task's documents could not be loaded ({type(error).__name__}: {error}); coverage not checked"
+        return coverage
+    doc_ids = [str(doc["sample_id"]) for doc in docs]
+    present = {str(record.get("sample_id")) for record in records}
+    known = set(doc_ids)
+    coverage.documents = len(doc_ids)
+    coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
+    coverage.unknown = sorted(present - known)
+    return coverage
+
+
+def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
+    """Records for replay predictions (`{"task", "id", "response"}`), matched on `sample_id`.
+
+    A document with no prediction is scored as an empty response (counted in the coverage);
+    predictions that match no document are listed in the coverage.
+    """
+    from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
+
+    table = load_predictions(path)
+    build_record = record_builder(spec)
+    docs = task_docs(spec)
+    records, missing = [], []
+    for doc in docs:
+        response = lookup(table, spec.name, str(doc["sample_id"]))
+        if response is None:
+            missing.append(str(doc["sample_id"]))
+            response = ""
+        records.append(build_record(doc, response))  # as the replay model answers it
+    if len(missing) == len(records):
+        raise DataError(f"{path}: no prediction for any document of task {spec.name} (ids are the documents' sample_id)")
+    ids = {str(doc["sample_id"]) for doc in docs}
+    coverage = Coverage(samples=len(records) - len(missing), documents=len(docs), missing=missing, missing_scored_as_empty=True,
+                        unmatched_predictions=[i for i in unmatched(table, spec.name, ids) if (spec.name, i) in table])
+    return records, coverage
+
+
+def tasks_in_predictions(path: Path) -> list[str]:
+    return sorted({row["task"] for row in read_jsonl(path) if isinstance(row.get("task"), str)})
