@@ -32,7 +32,8 @@ the same resamples, computed on the group's samples of each (`bootstrap_values`'
 record is kept (`ScoringAdapter.report_record`).
 
 Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
-through `utils/core/registry.py`; this module is the shared machinery.
+through `utils/core/registry.py`; this module (the build and the CLI) and the `report_*` modules
+beside it (runs, verdicts, bootstrap, stats, tables, plots) are the shared machinery.
 
 Files under a folder that look like results but do not parse are listed as not read (in the
 report and on stderr), never silently dropped.
