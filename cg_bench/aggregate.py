@@ -1,7 +1,7 @@
 """From per-answer records to CG-Bench metrics in the plugin: the one code path of the tasks and `lmms-vr score`.
 
 The logic (records, outcomes, metrics, breakdowns, how failures enter them) is `outcomes.py`,
-shared with the task folder that `lmms-vr upstream` writes into lmms-eval; here it is bound to
+shared with the task folder that `dev/upstream.py` writes into lmms-eval; here it is bound to
 the plugin: the configured judge engine with its cache (`judges`) and the data root's media
 (`media.MEDIA`). Records of separate runs can be concatenated: long + clue + grounding
 records of one model give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.

@@ -160,7 +160,7 @@ class ScoreOnce:
         bootstrap over the outcomes this ScoreOnce scored them with, `standard_error.py`), or
         None (not a headline metric, or no bootstrap)."""
         # By name, at call time: the bootstrap needs the report's statistics, which the upstream
-        # export (utils/tools/upstream.py follows imports) does not ship with the aggregation.
+        # export (dev/upstream.py follows imports) does not ship with the aggregation.
         import importlib
 
         standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
