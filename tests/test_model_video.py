@@ -124,17 +124,20 @@ def test_chat_model_reads_the_same_frames_and_timing_from_the_proxy(case, long_i
     assert Path(proxy).stat().st_size < (real * frames[0].size + 1350 * 1200), Path(proxy).stat().st_size
 
 
-@pytest.mark.parametrize("kind", ["ntsc", "vfr"])
+@pytest.mark.parametrize("kind", ["ntsc", "vfr", "vfr_large_denominator"])
 def test_timed_proxy_keeps_a_fractional_rate(kind, tmp_path, monkeypatch):
-    """29.97 fps (30000/1001), or variable frame timing (an average rate such as 24.376): the
-    proxy reports the same count and the same float rate to decord."""
+    """29.97 fps (30000/1001), or variable frame timing (an average rate such as 24.376, or
+    66256000/1104043: a denominator over a million, found by hypothesis): the proxy reports the
+    same count and the same float rate to decord, to the last bit."""
     import decord
 
     monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     if kind == "ntsc":
         source = syn.write_video(tmp_path / "ntsc.mp4", 8, fps=30000 / 1001, width=160, height=120, stamp_index=True)
-    else:
+    elif kind == "vfr":
         source = syn.write_video(tmp_path / "vfr.mp4", 8, fps=24, width=160, height=120, vfr=True, stamp_index=True)
+    else:
+        source = syn.write_video(tmp_path / "vfr2.mp4", 69.01, fps=60000 / 1001, width=80, height=32, vfr=True, textured=True)
     model = chat_model("qwen2_5_vl_chat", max_num_frames=16)
     proxy = mv.prepare(source, mv.Request(mv.reading_of(model)))
     assert proxy is not None

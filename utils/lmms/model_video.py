@@ -353,8 +353,14 @@ def _proxy_rate(slots: int, duration: float) -> Fraction:
 
 
 def source_rate(fps: float) -> Fraction:
-    """The source's average rate as a fraction (30000/1001 for 29.97...), for a timed proxy."""
-    return Fraction(fps).limit_denominator(1_000_000)
+    """The source's average rate as a fraction (30000/1001 for 29.97...), for a timed proxy: the
+    one with the smallest denominator tried whose float is the rate to the last bit (a variable
+    frame rate's average can need more than a million, e.g. 66256000/1104043)."""
+    for bound in (1_000_000, 100_000_000, 2**31 - 1):
+        rate = Fraction(fps).limit_denominator(bound)
+        if float(rate) == fps:
+            break
+    return rate
 
 
 def plan_timed_proxy(reading: Reading, total: int, fps: float, targets: Sequence[int], size: tuple[int, int]) -> ProxyLayout | None:
@@ -541,7 +547,7 @@ def check_timed_proxy(path: Path, total: int, fps: float) -> bool:
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         rate = stream.average_rate
-        return stream.frames == total and rate is not None and abs(float(rate) - fps) <= 1e-9 * max(1.0, fps)
+        return stream.frames == total and rate is not None and float(rate) == fps  # the model's metadata: to the last bit
 
 
 def _resize_one_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
