@@ -71,7 +71,7 @@ def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
     records file that no longer matches the checksum written with it."""
     folder = Path(folder)
     specs = task_specs()
-    problems = []
+    problems, named = [], set()
     for suffix, tasks_in in ((RUN_TASKS_SUFFIX, lambda data: data.get("tasks")), (RESULTS_SUFFIX, lambda data: data.get("configs"))):
         for name in sorted(glob.glob(str(folder / "**" / f"*{suffix}"), recursive=True)):
             path = Path(name)
@@ -86,10 +86,10 @@ def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
                 if task not in specs:
                     continue
                 if found is None:
-                    line = (f"task {task} of run {run} ({path.name}): neither its samples file nor the records saved before "
-                            f"judging are in {path.parent}")
-                    if line not in problems:
-                        problems.append(line)
+                    if (run, task) not in named:  # once, whether the manifest or the results file names it
+                        named.add((run, task))
+                        problems.append(f"task {task} of run {run} ({path.name}): neither its samples file nor the records "
+                                        f"saved before judging are in {path.parent}")
                 elif suffix == RUN_TASKS_SUFFIX and isinstance(entry, dict) and found.name == entry.get("records_file") \
                         and entry.get("sha256") and files.sha256_of(found) != entry["sha256"]:
                     problems.append(f"task {task} of run {run}: {found} was changed since it was written before judging "
