@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,16 +248,11 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
     try:
         path = run.path(RECORDS_FILE.format(task=task))
         path.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
-        with files.atomic_target(path) as partial, partial.open("wb") as handle:
-            for index, record in enumerate(records):
-                row = {"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None, "record": record}
-                line = (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-                digest.update(line)
-                handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-        files.fsync_folder(path.parent)
+        data = "".join(json.dumps({"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None,
+                                   "record": record}, ensure_ascii=False, default=str) + "\n"
+                       for index, record in enumerate(records)).encode("utf-8")
+        digest = hashlib.sha256(data)
+        files.write_durably(path, data)
         if files.sha256_of(path) != digest.hexdigest():  # what the disk gives back, not what was handed to it
             raise OSError(f"{path} does not read back as written")
     except OSError as error:
