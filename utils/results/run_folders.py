@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils.core import files
 from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.results.aggregation import RUN_TASKS_FILE
 from lmms_video_reasoning.utils.results.samples_io import Coverage, _lines, _some, check_coverage, read_predictions, read_samples, tasks_in_predictions
 from lmms_video_reasoning.utils.results.task_specs import RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, task_spec, task_specs
 
@@ -61,7 +62,7 @@ def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
     return runs, skipped
 
 
-RUN_TASKS_SUFFIX = "_run_tasks.json"  # `aggregation.save_run_records`: every task of a run, before judging
+RUN_TASKS_SUFFIX = "_" + RUN_TASKS_FILE  # `aggregation.save_run_records`: every task of a run, before judging
 
 
 def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
