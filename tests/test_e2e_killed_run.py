@@ -62,7 +62,7 @@ class HoldsFirstRequestOf:
 
 def start(sample_dir: Path, output: Path, env: dict) -> subprocess.Popen:
     evaluation = Evaluation(",".join(JUDGED_TASKS), output, model="vr_replay",
-                            model_args=f"predictions={sample_dir / 'predictions.jsonl'}", extra=("--log_samples",))
+                            model_args=f"predictions={sample_dir / 'predictions.jsonl'}", extra=("--verbosity", "DEBUG", "--log_samples"))
     return subprocess.Popen(evaluation.command(), env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
