@@ -37,7 +37,7 @@ import numpy as np
 from lmms_video_reasoning.cg_bench import judging, sampling, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import settings
-from lmms_video_reasoning.utils.core.columns import SampleColumns, point, ratio, rowwise
+from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point, ratio, rowwise
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
@@ -184,39 +184,28 @@ def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], jud
 
 
 def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:
-    """Every CG-Bench metric over per-answer columns (`utils/core/columns.py`): each answer's value
-    per mode where it has one (an unparseable reply or a missing verdict is left out of its mean),
-    tIoU >= each threshold (`>=` as `stat_with_key.py`; VLMEvalKit and the paper's text say `>`),
-    its failure flags; and acc@IoU's join per question (`stat_with_key.py`: the questions whose long
-    answer and grounding reply both have a value, one pair per qid however often the question is
-    drawn: a `once` column, on the question's last long answer). The metrics from their sums:
-    `metrics_from_totals`. `outcomes`: Outcome objects or their fields as dicts (stored outcomes)."""
-    modes = ("long", "clue", "open", "blind", "grounding")
-    code = {mode: number for number, mode in enumerate(modes)}
-    # one pass over the outcomes; every column below is numpy over these
+    """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
+    (`>=` as `stat_with_key.py`), failures, acc@IoU's join (one pair per qid with both values: a `once` column)."""
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
-    mode = np.fromiter((code.get(o["mode"], -1) for o in fields), dtype=np.int64, count=len(fields))
-    value = np.fromiter((math.nan if o["value"] is None else o["value"] for o in fields), dtype=float, count=len(fields))
-    flags = np.array([(o["parse_failed"], o["model_failed"], o["reasoning_truncated"], o["judge_error"] is not None,
-                       o["judge_error"] in (NO_JUDGE, JUDGE_OFF)) for o in fields], dtype=float).reshape(len(fields), 5)
+    mode = np.array([o["mode"] for o in fields], dtype=str)
+    value = column(math.nan if o["value"] is None else o["value"] for o in fields)
     valued = ~np.isnan(value)
     counted: dict[str, np.ndarray] = {}
-    for name in modes:
-        of_mode = (mode == code[name]) & valued
-        counted[f"n:{name}"] = of_mode.astype(float)
-        counted[f"sum:{name}"] = np.where(of_mode, value, 0.0)
-    grounded = (mode == code["grounding"]) & valued
+    for name in ("long", "clue", "open", "blind", "grounding"):
+        counted[f"n:{name}"] = ((mode == name) & valued).astype(float)
+        counted[f"sum:{name}"] = np.where((mode == name) & valued, value, 0.0)
+    grounded = (mode == "grounding") & valued
     for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
         counted[f"iou_at:{k}"] = (grounded & (np.where(valued, value, -np.inf) >= threshold)).astype(float)
-    counted["parse_failed"], counted["model_failed"], counted["reasoning_truncated"] = flags[:, 0], flags[:, 1], flags[:, 2]
-    is_open = (mode == code["open"]).astype(float)
-    counted["open"], counted["open_failed"], counted["open_not_run"] = is_open, is_open * flags[:, 3], is_open * flags[:, 4]
-    # acc@IoU's join: per qid the last long value and the last grounding value, the pair counted
-    # once on the sample of the last long answer
-    long_at: dict[int, int] = {}
+    for name in ("parse_failed", "model_failed", "reasoning_truncated"):
+        counted[name] = column(o[name] for o in fields)
+    counted["open"] = (mode == "open").astype(float)
+    counted["open_failed"] = counted["open"] * column(o["judge_error"] is not None for o in fields)
+    counted["open_not_run"] = counted["open"] * column(o["judge_error"] in (NO_JUDGE, JUDGE_OFF) for o in fields)
+    long_at: dict[int, int] = {}  # per qid its last long answer (the pair is counted on it) and last grounding value
     ground: dict[int, float] = {}
-    for index in np.flatnonzero(valued & ((mode == code["long"]) | grounded)).tolist():
-        if mode[index] == code["long"]:
+    for index in np.flatnonzero(valued & ((mode == "long") | grounded)).tolist():
+        if mode[index] == "long":
             long_at[fields[index]["qid"]] = index
         else:
             ground[fields[index]["qid"]] = float(value[index])
@@ -226,23 +215,19 @@ def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:
             once["pairs"][index] = 1.0
             for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
                 once[f"pair_at:{k}"][index] = float(value[index] == 1.0 and ground[qid] >= threshold)
-    return SampleColumns(counted, metrics_from_totals, once, counts=("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
+    return SampleColumns(counted, metrics_from_totals, once, ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
 
 
 def metrics_from_totals(totals, whole: bool) -> dict:
-    """Every CG-Bench metric from column sums (one value per row): 100 x the mean per mode (NaN
-    with nothing to average), rec.@IoU and acc.@IoU (the mean over thresholds of the share at or
-    above each), CRR (`scoring.crr`), the failure counts (`judge_failed` NaN when there are no open
-    answers or the judge did not run); on a whole run, `oe_acc` not computed past the failure share."""
+    """The metrics from column sums (a row each): 100 x the mean per mode, the mean share over thresholds,
+    CRR, failures; on a whole run `oe_acc` is not computed past the judge failure share (never per group)."""
 
     def percent(mode: str) -> np.ndarray:
         return ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
 
     def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:
-        shares = 0.0
-        for k in range(len(scoring.IOU_THRESHOLDS)):
-            shares = shares + ratio(totals[f"{prefix}:{k}"], count)
-        return 100.0 * shares / len(scoring.IOU_THRESHOLDS)
+        thresholds = range(len(scoring.IOU_THRESHOLDS))
+        return 100.0 * sum((ratio(totals[f"{prefix}:{k}"], count) for k in thresholds), 0.0) / len(scoring.IOU_THRESHOLDS)
 
     long_acc, clue_acc = percent("long"), percent("clue")
     judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
@@ -260,7 +245,7 @@ def metrics_from_totals(totals, whole: bool) -> dict:
         "model_failed": totals["model_failed"],
         "reasoning_truncated": totals["reasoning_truncated"],
     }
-    if whole:  # `oe_acc` not computed past the failure share (decided on the whole task, never per breakdown group)
+    if whole:
         withheld = np.array([failure_share.too_many_failed(f, int(n)) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
         metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
     return metrics
@@ -272,9 +257,7 @@ def metrics_of(outcomes: Sequence[Outcome | dict]) -> dict[str, float]:
 
 
 def task_metrics(outcomes: Sequence[Outcome | dict]) -> dict[str, float]:
-    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
-    judgments failed than the failure share allows (`judges.failure_share`; decided on the whole
-    task, never per breakdown group)."""
+    """A task's metrics: `metrics_of`, `oe_acc` not computed past the judge failure share (`judges.failure_share`)."""
     return point(outcome_columns(outcomes))
 
 
@@ -298,17 +281,14 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
     """Metrics by duration bucket (minutes), domain and question kind (`BREAKDOWN_GROUPS`); NaN-only
     entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
     question and mode scored: long, clue, grounding, open, blind)."""
-    columns = outcome_columns(outcomes)
     out: dict = {}
     for name, key in BREAKDOWN_GROUPS.items():
-        keys = [key(outcome) for outcome in outcomes]
         buckets: dict[str, list[Outcome]] = defaultdict(list)
-        for value, outcome in zip(keys, outcomes):
-            buckets[value].append(outcome)
+        for outcome in outcomes:
+            buckets[key(outcome)].append(outcome)
         order = scoring.DURATION_BUCKETS if name == "duration" else sorted(buckets)
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
-                             **_present(point(columns.where(np.array([k == value for k in keys])), whole=False))}
-                     for value in order if value in buckets}
+                             **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
     return out
 
 

@@ -179,8 +179,8 @@ def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequ
         return resampling.resampled(sampled.totals, n, seed)
     import numpy as np
 
-    within = resampling.UnitTotals(sampled.totals.columns.where(np.asarray(where, dtype=bool)), sampled.unit_numbers[0], sampled.unit_count)
-    return resampling.resampled(within, n, seed)
+    flagged = resampling.within(sampled.totals.columns, np.asarray(where, dtype=bool))
+    return resampling.resampled(resampling.UnitTotals(flagged, sampled.unit_numbers[0], sampled.unit_count), n, seed)
 
 
 def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:

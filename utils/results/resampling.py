@@ -31,6 +31,15 @@ from lmms_video_reasoning.utils.core.columns import SampleColumns
 CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
 
 
+def within(columns: SampleColumns, mask: np.ndarray) -> SampleColumns:
+    """The contributions of the samples where `mask` holds (the others' set to 0): summed over a
+    resample of all the units, they give the metrics of those samples in that resample (a group
+    of a breakdown, as a benchmark's per-group metrics are computed from the run's samples)."""
+    keep = np.asarray(mask, dtype=float)
+    return SampleColumns({name: values * keep for name, values in columns.counted.items()}, columns.aggregate,
+                         {name: values * keep for name, values in columns.once.items()}, columns.counts)
+
+
 class UnitTotals:
     """A run's columns summed per resampling unit (units in the order of `keys`). Columns that
     are 0 for every sample (another mode's, a failure that never happened) are left out of the
