@@ -23,17 +23,17 @@ reads none). Then, in one run, side by side:
 - ``report``: `lmms-vr report` on 1, 2 and 4 full CG-Bench runs and VCR-Bench runs, 1 and 2
   VRBench runs, at 1000 resamples and at 0 (runs 3 and 4: other replies, `variant`):
   ``report_ratio_4runs`` (1000 / 0, four CG-Bench runs), ``report_4runs_s``;
-- ``same_intervals``: the array bootstrap and the reference bootstrap (each resample
-  re-aggregated by the benchmark's metric function) agree to 1e-9 on these runs (every task,
-  every metric, paired differences included; 20 resamples at full size, as the reference
-  re-aggregates 36,387 records per resample).
-- ``reaggregate``: what the other way to bootstrap would cost, every resample re-aggregated by
-  the benchmark's metric function (no per-sample arrays): its CPU seconds per resample on each
-  replay's tasks (timed in the ``same_intervals`` step), the in-run standard errors that gives
-  (x 1000 resamples, ``instderr_overhead_ratio`` estimated from the replays' CPU time), and the
-  four-run CG-Bench report run with the arrays switched off at ``reaggregate_resamples``
-  resamples, extrapolated linearly from the same report at 0 resamples to 1000
-  (``report_4runs_s_est``).
+- ``same_intervals``: the bootstrap over the per-sample columns and the bootstrap by definition
+  (each resample's records re-aggregated by the benchmark's `metrics`) agree to 1e-9 on these runs
+  (every task, every metric, paired differences included; 20 resamples at full size, as the
+  reference re-aggregates 36,387 records per resample).
+- ``reaggregate`` (``--reaggregate``): what the other way to bootstrap costs, every resample
+  re-aggregated by the benchmark's `metrics` instead of the sums of its per-sample columns (the
+  choice of issue 35): CPU seconds per resample on each replay's tasks (timed in the
+  ``same_intervals`` step), the in-run standard errors that gives (x 1000 resamples, against the
+  replays' CPU time: ``instderr_overhead_ratio_est``) and the four-run CG-Bench report run that
+  way at ``reaggregate_resamples`` resamples, extrapolated from the same report at 0 resamples to
+  1000 (``report_4runs_s_est``).
 
 Every step runs as its own process; its peak memory is that process's maximum resident set
 and its CPU time that process's user + sys (`os.wait4`). This process stays small (the judge
@@ -42,7 +42,7 @@ it starts with. `--quick` builds small runs (a smoke
 run of a few minutes, most of it lmms-eval starting). Goals: ``instderr_overhead_ratio`` <= 1.10,
 ``report_ratio_4runs`` <= 2, ``report_4runs_s`` < 60, no step over 1.5 GB.
 
-    .venv/bin/python benchmarks/statistics.py [--quick] [--json] [--keep DIR]
+    .venv/bin/python benchmarks/statistics.py [--quick] [--json] [--keep DIR] [--reaggregate]
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ def stderr_cells(output_path: Path, metric: str) -> tuple[bool, bool]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The arrays against the reference bootstrap on these runs
+# The column bootstrap against the bootstrap by definition on these runs
 # ---------------------------------------------------------------------------------------------
 
 
@@ -345,8 +345,8 @@ def same(a, b) -> bool:
 
 def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], resamples: int, env: dict[str, str]) -> dict:
     """For each benchmark's first two runs: every task's bootstrap values and their paired
-    differences, by the arrays and by the reference (each resample re-aggregated by the
-    benchmark's metric function), for one seed: equal to 1e-9, metric by metric."""
+    differences, over the columns and by the reference (each resample's records re-aggregated by
+    the benchmark's `metrics`), for one seed: equal to 1e-9, metric by metric."""
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.results import report_bootstrap, report_verdicts
 
@@ -441,7 +441,7 @@ def _call(connection, function, args) -> None:
 FORK = multiprocessing.get_context("fork")
 
 
-def measure(folder: Path, scale: Scale) -> dict:
+def measure(folder: Path, scale: Scale, reaggregate: bool = False) -> dict:
     started = time.perf_counter()
     load_before = os.getloadavg()
     predictions = in_child(write_roots, folder, scale)
@@ -491,7 +491,7 @@ def measure(folder: Path, scale: Scale) -> dict:
                     step = lmms_vr(["report", *items, "--out", str(folder / f"report_{benchmark}_{count}_{resamples}"),
                                     "--bootstrap", str(resamples)], env)
                     out["report"][benchmark][f"{count}_runs_{resamples}_resamples"] = step.figures()
-            if benchmark == "cg_bench":  # the same four-run report, every resample re-aggregated by the metric function
+            if reaggregate and benchmark == "cg_bench":  # the same four-run report, every resample re-aggregated by `metrics`
                 items = [f"run{i + 1}={path}" for i, path in enumerate(runs[benchmark][:4])]
                 step = lmms_vr_reaggregated(["report", *items, "--out", str(folder / "report_cg_bench_4_reaggregated"),
                                              "--bootstrap", str(scale.reaggregate_resamples)], env)
@@ -502,7 +502,8 @@ def measure(folder: Path, scale: Scale) -> dict:
     ratios = {b: r["ratio_cpu"] for b, r in out["replay"].items()}
     cg = out["report"]["cg_bench"]
     four, four_none = cg[f"4_runs_{scale.resamples}_resamples"], cg["4_runs_0_resamples"]
-    out["reaggregate"] = reaggregation_estimate(out, scale)
+    if reaggregate:
+        out["reaggregate"] = reaggregation_estimate(out, scale)
     steps = [r[side] for r in out["replay"].values() for side in ("off", "on")] + list(out["score"].values()) + \
         [figures for per in out["report"].values() for figures in per.values()]
     out.update({
@@ -555,7 +556,8 @@ def print_table(out: dict) -> None:
             print(f"  report {benchmark:9s} {name:28s} {step}")
     for key in ("instderr_overhead_ratio", "instderr_overhead_ratio_wall", "instderr_s", "report_ratio_4runs", "report_4runs_s", "peak_mb_max",
                 "same_intervals", "reaggregate", "goals", "total_s"):
-        print(f"  {key}: {out[key]}")
+        if key in out:
+            print(f"  {key}: {out[key]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -563,16 +565,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small runs (a smoke run), not the benchmarks' sizes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep", help="build and keep everything in this folder (default: a temporary one)")
+    parser.add_argument("--reaggregate", action="store_true", help="also measure the bootstrap that re-aggregates every "
+                        "resample by the benchmark's metrics (no per-sample columns)")
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else FULL
     if args.keep:
         folder = Path(args.keep)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        out = measure(folder, scale)
+        out = measure(folder, scale, args.reaggregate)
     else:
         with tempfile.TemporaryDirectory(prefix="lmms_vr_statistics_") as tmp:
-            out = measure(Path(tmp), scale)
+            out = measure(Path(tmp), scale, args.reaggregate)
     if args.json:
         print(json.dumps(out))
     else:
