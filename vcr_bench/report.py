@@ -9,10 +9,11 @@ from typing import Sequence
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_plots import error_bars, grouped_bars, pyplot
 from lmms_video_reasoning.utils.results.report_runs import Run
-from lmms_video_reasoning.utils.results.report_stats import comparisons_for, interval_of, value_of
+from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, comparisons_for, interval_of, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
     MINE, Coverage, Section, ci_table, comparison_table, paper_table, questions_of, reference, run_row,
 )
+from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.data import RELEASE
 
 TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
@@ -25,7 +26,29 @@ LABELS = {
     "accuracy_vpa": "VPA", "accuracy_tsg": "TSG", "accuracy": "Avg acc",
     "accuracy_short": "Short", "accuracy_medium": "Med", "accuracy_long": "Long",
     "vcr_text_only:accuracy": "Text", "vcr_one_frame:accuracy": "1 Frame", "vcr_direct:accuracy": "Direct", "vcr_cot:accuracy": "CoT",
+    "full_cot_given_correct": "P(full CoT | correct)",
 }
+
+
+def full_cot_given_correct(label: str, stats: TaskStats) -> tuple[float, str]:
+    """Paper Table 10 for a `vcr_cot` run, from its per-sample outcomes (`scoring.full_cot_share`),
+    and the note under the table: what the share counts, or why the report cannot compute it."""
+    judged = value_of(stats, "cot_f1")
+    if isinstance(judged, NotComputed):  # the run's judged metrics are not computed: neither is this (run_row says why)
+        return judged, ""
+    if stats.sampled is None:
+        return math.nan, f"{label}: needs the run's per-sample outcomes ({stats.note})"
+    for metric in ("accuracy", "cot_f1"):
+        if not stats.sampled.trusted(metric):
+            return math.nan, f"{label}: the outcomes are not the run's ({stats.sampled.why_not(metric)})"
+    share = scoring.full_cot_share(stats.sampled.outcomes, scoring.resolve_settings(stats.sampled.settings)["include_background"])
+    if not share.correct:
+        note = f"{label}: no correct answer with its CoT judged: the share is undefined"
+    else:
+        note = f"{label}: {share.full} of the {share.correct} correct answers have a fully correct CoT"
+    if share.unjudged:
+        note += f" ({share.unjudged} correct answers without a CoT judgment left out)"
+    return share.share, note
 
 
 def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple | None, tuple | None]]) -> Path:
@@ -91,12 +114,18 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         user = [run_row(run.label, "vcr_* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
                         "vcr_bench", columns) for run in ablations]
         section.tables.append(paper_table("vcr_bench", "table5", user, coverage=covered(TASKS, ablations)))
+    cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
+    if cot_runs:  # Table 10 from the vcr_cot outcomes: no generation of its own
+        shares = [(label, *full_cot_given_correct(label, s)) for label, s in cot_runs]
+        table10 = paper_table("vcr_bench", "table10", [run_row(label, "vcr_cot", [value], "vcr_bench", ["full_cot_given_correct"])
+                                                       for label, value, _ in shares], coverage=covered(("vcr_cot",)))
+        table10.notes += [note for _, _, note in shares if note]
+        section.tables.append(table10)
     section.tables.append(ci_table("vcr_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
     comparisons = comparisons_for("vcr_bench", TASKS, stats, runs, n, seed)
     if comparisons:
         section.tables.append(comparison_table("vcr_bench", comparisons))
 
-    cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
     if cot_runs:
         user = [(label, value_of(s, "cot_f1"), value_of(s, "accuracy"), interval_of(s, "cot_f1"), interval_of(s, "accuracy")) for label, s in cot_runs]
         user = [point for point in user if not (math.isnan(point[1]) or math.isnan(point[2]))]  # not computed: no point
