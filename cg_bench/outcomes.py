@@ -119,6 +119,7 @@ class Outcome:
     judge_error: str | None = None  # open: why there is no verdict (NO_JUDGE / JUDGE_OFF: not judged at all)
     model_failed: bool = False  # lmms-eval's placeholder, no answer: value 0, never parsed nor judged
     reasoning_truncated: bool = False  # the reply ended inside its reasoning, no answer: value 0, never parsed nor judged
+    sub_category: str = ""  # the annotation's level-2 category (`scoring.SUB_CATEGORIES`; "" in outcomes stored before it was kept)
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: sampling.Media) -> list[Outcome]:
@@ -154,7 +155,7 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
                 open_slots.append((index, record, prediction))
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), model_failed=no_answer,
-                                reasoning_truncated=truncated))
+                                reasoning_truncated=truncated, sub_category=record["sub_category"]))
     if open_slots and settings.judge:
         _judge(open_slots, outcomes, judge, media)
     elif open_slots:
@@ -184,9 +185,10 @@ def _values(outcomes: Iterable[Outcome], mode: str) -> list[float]:
     return [o.value for o in outcomes if o.mode == mode and o.value is not None]
 
 
-def acc_at_iou_pairs(outcomes: Sequence[Outcome]) -> list[tuple[bool, float]]:
-    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`)."""
-    long = {o.qid: o.value for o in outcomes if o.mode == "long" and o.value is not None}
+def acc_at_iou_pairs(outcomes: Sequence[Outcome], answer_mode: str = "long") -> list[tuple[bool, float]]:
+    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`).
+    `answer_mode` "blind": the text-only answer instead (the paper's GPT4o (text) row of Table 3)."""
+    long = {o.qid: o.value for o in outcomes if o.mode == answer_mode and o.value is not None}
     ground = {o.qid: o.value for o in outcomes if o.mode == "grounding" and o.value is not None}
     return [(long[qid] == 1.0, ground[qid]) for qid in sorted(long.keys() & ground.keys())]
 
@@ -237,24 +239,29 @@ def _present(metrics: dict[str, float]) -> dict[str, float]:
     return {name: value for name, value in metrics.items() if not (isinstance(value, float) and math.isnan(value))}
 
 
-# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain and question kind.
+NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
+# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain, question kind and sub-category.
 BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
     "duration": lambda o: scoring.duration_bucket(o.duration),
     "domain": lambda o: o.domain,
     "kind": lambda o: o.kind,
+    "sub_category": lambda o: o.sub_category or NOT_RECORDED,
 }
+# The order of each group's keys in `breakdown` (the others sorted)
+GROUP_ORDER = {"duration": scoring.DURATION_BUCKETS, "sub_category": scoring.SUB_CATEGORIES}
 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics by duration bucket (minutes), domain and question kind (`BREAKDOWN_GROUPS`); NaN-only
-    entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
+    """Metrics by duration bucket (minutes), domain, question kind and sub-category (`BREAKDOWN_GROUPS`,
+    in `GROUP_ORDER`); NaN-only entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
     question and mode scored: long, clue, grounding, open, blind)."""
     out: dict = {}
     for name, key in BREAKDOWN_GROUPS.items():
         buckets: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in outcomes:
             buckets[key(outcome)].append(outcome)
-        order = scoring.DURATION_BUCKETS if name == "duration" else sorted(buckets)
+        listed = GROUP_ORDER.get(name, ())
+        order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
                              **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
     return out
@@ -313,7 +320,7 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         **breakdown(outcomes),
     }
     if withheld:  # the task's decision holds for its breakdowns too
-        for groups in (scores["breakdown"].get(name, {}) for name in ("duration", "domain", "kind")):
+        for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
             for group in groups.values():
                 group.pop("oe_acc", None)
     return scores, outcomes

@@ -14,7 +14,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from lmms_video_reasoning.cg_bench import report as cg_report
+from lmms_video_reasoning.cg_bench import scoring as cg
+from lmms_video_reasoning.cg_bench.outcomes import NOT_RECORDED, Outcome, acc_at_iou_pairs, breakdown
 from lmms_video_reasoning.utils.results import report, report_tables, score
+from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
+from lmms_video_reasoning.utils.results.report_stats import TaskStats
+from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY
 from lmms_video_reasoning.vcr_bench import scoring as vcr
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, PERCEPTION, REASONING
 from score_report_support import sample_judge, score_predictions
@@ -104,3 +110,115 @@ def test_report_table10_is_the_share_of_full_cots_among_the_runs_correct_answers
     assert row[2] == report_tables.fmt(100 * full / correct)
     assert any(r[0] == "GPT-4o" and r[2] == "49.9" for r in table["rows"])  # the paper's rows beside it
     assert "Table 10" in (tmp_path / "report.md").read_text()
+
+
+# ---------------------------------------------------------------- CG-Bench: acc.@IoU at tau = 0, sub-categories, the text-only row
+
+
+def cg_outcome(qid: int, mode: str, value: float | None, sub_category: str = "Entity Perception") -> Outcome:
+    kind = cg.question_kind(sub_category) if sub_category else "perception"
+    return Outcome(qid, mode, value, False, 600, "News", kind, sub_category=sub_category)
+
+
+def test_acc_at_iou_at_tau_0_needs_an_overlap_not_just_an_interval():
+    pairs = [(True, 0.0), (True, 1e-9), (True, 0.5), (False, 0.8), (True, 0.0)]
+    assert cg.acc_at_iou_over(pairs, 0.0) == pytest.approx(100 * 2 / 5)  # a tIoU of exactly 0 does not count
+    assert cg.acc_at_iou_over(pairs, 0.5) == pytest.approx(0.0)  # `>` at every tau: 0.5 is not above 0.5
+    assert cg.acc_at_iou_over([(True, 0.0)] * 3, 0.0) == 0.0  # every interval misses the clue
+    assert cg.acc_at_iou_over([(False, 1.0)], 0.0) == 0.0  # no correct answer
+    assert math.isnan(cg.acc_at_iou_over([], 0.0))
+    # the existing metric is unchanged: the mean over 0.1-0.5 with `>=` (official code)
+    assert cg.acc_at_iou([(True, 0.1), (True, 0.0)]) == pytest.approx(100 * (1 / 2) / 5)
+
+
+def test_acc_at_iou_pairs_join_the_blind_answer_for_the_text_only_row():
+    answers = [cg_outcome(1, "blind", 1.0), cg_outcome(2, "blind", 0.0), cg_outcome(3, "blind", None),
+               cg_outcome(1, "grounding", 0.3), cg_outcome(2, "grounding", 0.6), cg_outcome(3, "grounding", 0.9),
+               cg_outcome(1, "long", 0.0)]
+    assert acc_at_iou_pairs(answers, "blind") == [(True, 0.3), (False, 0.6)]  # an unparsed blind answer has no pair
+    assert acc_at_iou_pairs(answers) == [(False, 0.3)]  # the long answer, as before
+
+
+def test_breakdown_by_the_twelve_sub_categories_in_the_papers_order():
+    answers = [cg_outcome(1, "long", 1.0, "Hallucination"), cg_outcome(2, "long", 0.0, "Entity Perception"),
+               cg_outcome(3, "long", 1.0, "Entity Perception"), cg_outcome(4, "long", 1.0, "Time Cognition"),
+               cg_outcome(5, "long", 1.0, "")]  # an outcome stored before the sub-category was kept
+    groups = breakdown(answers)["sub_category"]
+    assert list(groups) == ["Entity Perception", "Time Cognition", "Hallucination", NOT_RECORDED]
+    assert groups["Entity Perception"]["long_acc"] == 50.0 and groups["Entity Perception"]["questions"] == 2
+    assert len(cg.SUB_CATEGORIES) == 12 and {cg.question_kind(s) for s in cg.SUB_CATEGORIES} == set(cg.KINDS)
+
+
+def test_the_annotations_sub_categories_are_the_papers_twelve(reference_dir):
+    """The real mini-split sample's `sub_category` values are among the 12 (tests/reference/cg_bench)."""
+    [annotations] = [p for p in (reference_dir / "cg_bench").glob("*.json") if "mini" in p.name]
+    records = json.loads(annotations.read_text(encoding="utf-8"))
+    assert {record["sub_category"] for record in records} <= set(cg.SUB_CATEGORIES)
+
+
+def test_outcomes_keep_the_sub_category_of_their_record(sample_dir, sample_env):
+    from lmms_video_reasoning.cg_bench import aggregate, data, task
+    from score_report_support import environment
+
+    with environment(sample_env):
+        records = data.load_records("mini")
+        docs = task.build_docs(records, "long", "mini")
+        built = [aggregate.build_record(doc, "A") for doc in docs]
+        scores, answers = aggregate.scored_records(built, {"judge": False})
+    assert [a.sub_category for a in answers] == [r["sub_category"] for r in records]
+    assert sum(group["questions"] for group in scores["breakdown"]["sub_category"].values()) == len(records)
+
+
+def joined(point: dict, answers: list[Outcome] | None = None) -> TaskStats:
+    """A joined CG-Bench row as the report builds it: the metrics and, optionally, its outcomes."""
+    row = TaskStats(point=point)
+    if answers is not None:
+        row.sampled = Sampled("cg_bench", [{"qid": a.qid, "mode": a.mode} for a in answers], [dict(vars(a)) for a in answers], None)
+    return row
+
+
+def test_the_text_only_row_has_every_cell_the_runs_text_only_tasks_give():
+    blind = joined({"blind_acc": 50.0}, [cg_outcome(1, "blind", 1.0), cg_outcome(2, "blind", 0.0)])
+    # only the blind task: its accuracy twice, their CRR (100), nothing else
+    assert cg_report.blind_values(blind, None) == [50.0, 50.0, None, None, None, 100.0, None]
+    text = joined({"miou": 20.0, "rec_at_iou": 30.0, "oe_acc": 10.0}, [cg_outcome(1, "grounding", 0.3), cg_outcome(2, "grounding", 0.6)])
+    values = cg_report.blind_values(blind, text)
+    # acc.@IoU: question 1 (right, tIoU 0.3 >= 0.1, 0.2, 0.3), question 2 wrong: (3/5) / 2 questions
+    assert values == [50.0, 50.0, 20.0, 30.0, pytest.approx(100 * 3 / 5 / 2), 100.0, 10.0]
+    assert math.isnan(cg_report.blind_values(blind, joined({"miou": 20.0}))[4])  # no outcomes: no joined acc.@IoU
+    assert math.isnan(cg_report.blind_values(joined({"blind_acc": 0.0}), None)[5])  # CRR of a 0 accuracy is undefined
+
+
+def test_acc_at_iou0_of_a_joined_row_comes_from_its_outcomes():
+    answers = [cg_outcome(1, "long", 1.0), cg_outcome(1, "grounding", 0.0), cg_outcome(2, "long", 1.0), cg_outcome(2, "grounding", 0.05)]
+    assert cg_report.with_acc_at_iou0(joined({}, answers)).point["acc_at_iou0"] == 50.0  # question 1's tIoU is exactly 0
+    assert math.isnan(cg_report.with_acc_at_iou0(joined({"acc_at_iou": 3.0})).point["acc_at_iou0"])  # no samples file
+
+
+def test_report_cg_tables_acc_at_iou0_sub_categories_and_blind_row(scored, tmp_path):
+    data = report.build_report([f"m={scored.files['cg']}"], tmp_path, n=50)
+    samples = [json.loads(line) for line in score.samples_path(scored.files["cg"], "cg_bench_mcq").read_text().splitlines() if line.strip()]
+    answers = [Outcome(**sample[OUTCOME_KEY]) for sample in samples]  # stored by `lmms-vr score`
+    long = {a.qid: a.value for a in answers if a.mode == "long" and a.value is not None}
+    ground = {a.qid: a.value for a in answers if a.mode == "grounding" and a.value is not None}
+    both = long.keys() & ground.keys()
+    expected = 100 * sum(long[q] == 1.0 and ground[q] > 0 for q in both) / len(both)
+
+    table4 = table_titled(data, "cg_bench", "Table 4")
+    [row] = [r for r in table4["rows"] if r[0].startswith(report_tables.MINE)]
+    assert row[0].endswith("m · the task defaults") and row[table4["columns"].index("acc.@IoU (τ=0)")] == report_tables.fmt(expected)
+    assert any(r[1] == "paper, Table 4 · F+S+ST+FT" and r[5] == "26.7" for r in table4["rows"])
+    assert any(note.startswith(report_tables.MISMATCH + "m · the task defaults:") and "the rows are on 1,000 questions" in note
+               for note in table4["notes"])
+    assert data["sections"]["cg_bench"]["joined"]["m|mini"]["acc_at_iou0"] == pytest.approx(expected)
+
+    sub = table_titled(data, "cg_bench", "Breakdown by sub-category")
+    shown = [r[1] for r in sub["rows"]]
+    expected_order = [name for name in cg.SUB_CATEGORIES if name in shown]
+    assert shown == expected_order and len(shown) > 3
+    assert sum(int(r[2]) for r in sub["rows"]) == len(long.keys() | ground.keys())
+
+    table3 = table_titled(data, "cg_bench", "Table 3")
+    [blind] = [r for r in table3["rows"] if r[0].endswith("m (blind)")]
+    accuracy = scored.results["cg"]["results"]["cg_bench_blind"]["blind_acc,none"]
+    assert blind[2:] == [report_tables.fmt(accuracy)] * 2 + ["–"] * 3 + ["100.0", "–"]
