@@ -222,3 +222,62 @@ def test_report_cg_tables_acc_at_iou0_sub_categories_and_blind_row(scored, tmp_p
     [blind] = [r for r in table3["rows"] if r[0].endswith("m (blind)")]
     accuracy = scored.results["cg"]["results"]["cg_bench_blind"]["blind_acc,none"]
     assert blind[2:] == [report_tables.fmt(accuracy)] * 2 + ["–"] * 3 + ["100.0", "–"]
+
+
+# ---------------------------------------------------------------- task options: VCR-Bench Table 9 (frame count)
+
+
+@pytest.fixture
+def vcr_docs(sample_dir, monkeypatch):
+    from lmms_video_reasoning.vcr_bench import data as vcr_data
+
+    monkeypatch.setenv("VCR_BENCH_ROOT", str(sample_dir / "vcr_bench"))
+    monkeypatch.delenv("VCR_BENCH_VISUAL_MODE", raising=False)
+    return {doc["id"]: doc for doc in vcr_data.load_records()}
+
+
+@pytest.mark.parametrize("count", [16, 32, 128])
+def test_vcr_frame_count_sets_the_frames_and_their_times(vcr_docs, count):
+    from lmms_video_reasoning.vcr_bench import frames as vcr_frames
+    from lmms_video_reasoning.vcr_bench import hooks as vcr_hooks
+
+    doc = vcr_docs[15]  # 330 s at 1 fps: 330 frames
+    kwargs = {"visual_mode": "frames", "frame_count": count}
+    shown = vcr_hooks.doc_to_visual(doc, kwargs)
+    assert len(shown) == count
+    times = vcr_frames.timestamps(vcr_frames.indices(330, count), 1.0)
+    assert vcr_hooks.doc_to_text(doc, kwargs).startswith(
+        f"The video is given as {count} frames, taken at these times: " + ", ".join(f"{t:.1f}s" for t in times) + ".")
+    assert len(vcr_hooks.doc_to_messages(doc, kwargs)[0]["content"]) == count + 1
+    # the default is the paper's 64
+    assert len(vcr_hooks.doc_to_visual(doc, {"visual_mode": "frames"})) == 64
+
+
+def test_vcr_frame_count_outside_frames_mode_or_not_a_count_is_an_error(vcr_docs):
+    from lmms_video_reasoning.utils.core.roots import DataError
+    from lmms_video_reasoning.vcr_bench import hooks as vcr_hooks
+
+    doc = vcr_docs[15]
+    for mode in ("video", "one_frame", "none"):
+        with pytest.raises(DataError, match=f"frame_count 16 is set but visual_mode is '{mode}'.*max_num_frames"):
+            vcr_hooks.doc_to_visual(doc, {"visual_mode": mode, "frame_count": 16})
+    for bad in (0, -4, "32", 16.0, True):
+        with pytest.raises(DataError, match="frame_count .* must be a positive integer"):
+            vcr_hooks.doc_to_text(doc, {"visual_mode": "frames", "frame_count": bad})
+
+
+def test_report_table9_sets_each_frame_count_task_in_its_column(tmp_path):
+    """Table 9 from the `vcr_cot_frames<N>` tasks of one run (their results only: no samples file)."""
+    from lmms_video_reasoning.utils.results.report_runs import Run
+    from lmms_video_reasoning.vcr_bench import report as vcr_report
+
+    accuracy = {16: 12.5, 32: 30.0, 128: 36.0}  # no 64-frame task in this run: "–", never 0
+    run = Run("qwen", [tmp_path / "r.json"], sizes={f"vcr_cot_frames{n}": 1034 for n in accuracy})
+    stats = {("qwen", f"vcr_cot_frames{n}"): TaskStats(point={"accuracy": value}) for n, value in accuracy.items()}
+    section = vcr_report.section([run], stats, tmp_path, 0, 0)
+    [table9] = [t for t in section.tables if t.title.startswith("Table 9")]
+    assert table9.columns == ["Model", "Source", "16 frames", "32 frames", "64 frames", "128 frames"]
+    [mine] = [cells for cells, is_mine in table9.rows if is_mine]
+    assert mine[2:] == ["12.5", "30.0", "–", "36.0"]
+    assert ["Qwen2.5-VL-7B", "paper, Table 9", "13.5", "33.7", "36.9", "37.2"] in [cells for cells, _ in table9.rows]
+    assert not any(t.title.startswith(("Table 2", "Table 3", "Table 10")) for t in section.tables)  # no vcr_cot run

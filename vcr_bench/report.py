@@ -17,6 +17,8 @@ from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.data import RELEASE
 
 TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
+# Table 9: `vcr_cot` with `frame_count` N in frames mode (README, "Reproducing the paper's tables")
+FRAME_TASKS = tuple(f"vcr_cot_frames{count}" for count in (16, 32, 64, 128))
 HEADLINE = ("accuracy", "perception_f1", "reasoning_f1", "cot_recall", "cot_precision", "cot_f1")
 LABELS = {
     "perception_recall": "Perc. Rec", "perception_precision": "Perc. Pre", "perception_f1": "Perc. F1",
@@ -27,6 +29,7 @@ LABELS = {
     "accuracy_short": "Short", "accuracy_medium": "Med", "accuracy_long": "Long",
     "vcr_text_only:accuracy": "Text", "vcr_one_frame:accuracy": "1 Frame", "vcr_direct:accuracy": "Direct", "vcr_cot:accuracy": "CoT",
     "full_cot_given_correct": "P(full CoT | correct)",
+    **{f"{task}:accuracy": f"{task.removeprefix('vcr_cot_frames')} frames" for task in FRAME_TASKS},
 }
 
 
@@ -88,7 +91,7 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
-    present = [(run, task) for run in runs for task in TASKS if (run.label, task) in stats]
+    present = [(run, task) for run in runs for task in TASKS + FRAME_TASKS if (run.label, task) in stats]
     if not present:
         return None
     section = Section("vcr_bench")
@@ -105,15 +108,22 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         return [Coverage(run.label if task == "vcr_cot" else f"{run.label} · {task}", questions_of(run, task, stats[(run.label, task)]),
                          RELEASE["all"][0], "released") for run, task in present if task in tasks and run in among]
 
-    section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))
-    section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS), coverage=covered(TASKS)))
-    section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS), coverage=covered(TASKS)))
+    if any(task in TASKS for _, task in present):
+        section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))
+        section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS), coverage=covered(TASKS)))
+        section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS), coverage=covered(TASKS)))
     ablations = [run for run in runs if sum((run.label, t) in stats for t in TASKS) > 1]
     if ablations:
         columns = tables["table5"]["columns"]
         user = [run_row(run.label, "vcr_* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
                         "vcr_bench", columns) for run in ablations]
         section.tables.append(paper_table("vcr_bench", "table5", user, coverage=covered(TASKS, ablations)))
+    frame_runs = [run for run in runs if any((run.label, t) in stats for t in FRAME_TASKS)]
+    if frame_runs:
+        columns = tables["table9"]["columns"]
+        user = [run_row(run.label, "vcr_cot_frames* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
+                        "vcr_bench", columns) for run in frame_runs]
+        section.tables.append(paper_table("vcr_bench", "table9", user, coverage=covered(FRAME_TASKS, frame_runs)))
     cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
     if cot_runs:  # Table 10 from the vcr_cot outcomes: no generation of its own
         shares = [(label, *full_cot_given_correct(label, s)) for label, s in cot_runs]
@@ -122,7 +132,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         table10.notes += [note for _, _, note in shares if note]
         section.tables.append(table10)
     section.tables.append(ci_table("vcr_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
-    comparisons = comparisons_for("vcr_bench", TASKS, stats, runs, n, seed)
+    comparisons = comparisons_for("vcr_bench", TASKS + FRAME_TASKS, stats, runs, n, seed)
     if comparisons:
         section.tables.append(comparison_table("vcr_bench", comparisons))
 
