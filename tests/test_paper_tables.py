@@ -281,3 +281,103 @@ def test_report_table9_sets_each_frame_count_task_in_its_column(tmp_path):
     assert mine[2:] == ["12.5", "30.0", "–", "36.0"]
     assert ["Qwen2.5-VL-7B", "paper, Table 9", "13.5", "33.7", "36.9", "37.2"] in [cells for cells, _ in table9.rows]
     assert not any(t.title.startswith(("Table 2", "Table 3", "Table 10")) for t in section.tables)  # no vcr_cot run
+
+
+# ---------------------------------------------------------------- task options: CG-Bench Table 4 / 10 modalities, the text-only row
+
+
+@pytest.fixture
+def park(sample_dir, monkeypatch):
+    """The sample's 180 s park video (2 fps, with subtitles): its long-video question."""
+    from lmms_video_reasoning.cg_bench import data as cg_data
+    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+
+    monkeypatch.setenv("CGBENCH_ROOT", str(sample_dir / "cg_bench"))
+    return next(d for d in cg_hooks.build_docs(cg_data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+
+
+def cg_prompt(doc: dict, subtitles: str = "", frame_times: str = "") -> str:
+    from lmms_video_reasoning.cg_bench import prompts
+
+    return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
+
+
+FOUR_TIMES = "A total of 4 frames are sampled. Their corresponding timestamps are:\n\n22.0, 67.0, 112.0, 156.5\n\n"  # long_frames 4
+SUBS_HEAD = "The subtitles of the video are as follows:\n\n"
+TIMED = SUBS_HEAD + "[18.0, 42.0] Look, a ball rolls in\n[58.0, 92.0] Now something slides across\n\n"
+UNTIMED = SUBS_HEAD + "Look, a ball rolls in\nNow something slides across\n\n"
+
+
+@pytest.mark.parametrize("modality,kwargs,subtitles,frame_times", [
+    ("F", {"subtitles": False, "frame_times": False}, "", ""),
+    ("F+FT", {"subtitles": False}, "", FOUR_TIMES),
+    ("F+S", {"subtitle_times": False, "frame_times": False}, UNTIMED, ""),
+    ("F+S+ST", {"frame_times": False}, TIMED, ""),
+    ("F+S+FT", {"subtitle_times": False}, UNTIMED, FOUR_TIMES),
+    ("F+S+ST+FT", {}, TIMED, FOUR_TIMES),
+])
+def test_cg_every_table4_modality_is_a_task_setting(park, modality, kwargs, subtitles, frame_times):
+    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+
+    settings = {"visual_mode": "frames", "long_frames": 4, **kwargs}
+    assert cg_hooks.doc_to_text(park, settings) == cg_prompt(park, subtitles, frame_times), modality
+    assert len(cg_hooks.doc_to_visual(park, settings)) == 4
+
+
+def test_cg_subtitles_only_and_text_only_show_no_visual(park, sample_dir):
+    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+    from lmms_video_reasoning.cg_bench import sampling
+
+    frames_span = {"visual_mode": "none", "long_frames": 4, "subtitle_times": False}  # S (128 frames), here 4
+    video_span = {**frames_span, "subtitle_span": "video"}  # S (full-video)
+    text_only = {"visual_mode": "none", "subtitles": False}  # the text-only row
+    every_line = [cue.text.replace("\n", " ") for cue in sampling.load_cues(sample_dir / "cg_bench" / "cg_subtitles" / "cgsample_park.srt")]
+    assert len(every_line) > 2  # more subtitles in the video than at the 4 frames' times
+    expected = {id(frames_span): cg_prompt(park, UNTIMED), id(video_span): cg_prompt(park, SUBS_HEAD + "\n".join(every_line) + "\n\n"),
+                id(text_only): cg_prompt(park)}
+    for settings in (frames_span, video_span, text_only):
+        assert cg_hooks.doc_to_text(park, settings) == expected[id(settings)]
+        assert cg_hooks.doc_to_visual(park, settings) == []
+        [turn] = cg_hooks.doc_to_messages(park, settings)
+        assert turn["content"] == [{"type": "text", "text": expected[id(settings)]}]
+    timed_video = cg_hooks.doc_to_text(park, {**video_span, "subtitle_times": True})
+    assert "[18.0, 42.0] Look, a ball rolls in" in timed_video and timed_video.count("\n[") == len(every_line)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"subtitle_times": "no"}, "subtitle_times must be true or false"),
+    ({"subtitle_span": "scene"}, r"subtitle_span must be one of \('frames', 'video'\)"),
+    ({"visual_mode": "audio"}, r"visual_mode must be one of \('video', 'frames', 'none'\)"),
+])
+def test_cg_bad_modality_settings_name_the_setting(park, kwargs, message):
+    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+
+    with pytest.raises(ValueError, match=message):
+        cg_hooks.doc_to_text(park, kwargs)
+
+
+def test_report_tables_4_and_10_row_per_modality_and_the_text_only_cells(tmp_path):
+    """The report's CG tables from the modality tasks' results (no samples file: acc.@IoU at tau = 0
+    says what it needs) and the text-only tasks' cells in the blind row of Table 3."""
+    from lmms_video_reasoning.utils.results.report_runs import Run
+
+    point = {"long_acc": 50.0, "clue_acc": 62.5, "miou": 4.0, "rec_at_iou": 5.0, "acc_at_iou": 2.0, "crr": 80.0}
+    stats = {("gpt", "cg_bench_mcq_f_s"): TaskStats(point=dict(point)), ("gpt", "cg_bench_open_f_s"): TaskStats(point={"oe_acc": 30.0}),
+             ("gpt", "cg_bench_long_s_video"): TaskStats(point={"long_acc": 33.0}),
+             ("gpt", "cg_bench_full_mcq_f"): TaskStats(point=dict(point, long_acc=40.0)),
+             ("gpt", "cg_bench_blind"): TaskStats(point={"blind_acc": 20.0}),
+             ("gpt", "cg_bench_grounding_text"): TaskStats(point={"miou": 0.5, "rec_at_iou": 0.7}),
+             ("gpt", "cg_bench_open_text"): TaskStats(point={"oe_acc": 3.0})}
+    section = cg_report.section([Run("gpt", [tmp_path / "r.json"])], stats, tmp_path, 0, 0)
+    tables = {t.title.split(":")[0]: t for t in section.tables if t.title.startswith("Table")}
+
+    def mine(table):
+        return {cells[0].removeprefix(report_tables.MINE): cells[2:] for cells, is_mine in table.rows if is_mine}
+
+    assert mine(tables["Table 4"]) == {"gpt · F+S": ["62.5", "50.0", "4.00", "–", "80.0", "30.0"],
+                                       "gpt · S (full-video)": ["–", "33.0", "–", "–", "–", "–"]}
+    assert "gpt · F+S: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them" in tables["Table 4"].notes
+    assert mine(tables["Table 10"]) == {"gpt · full · F": ["62.5", "40.0", "4.00", "–", "80.0", "–"]}
+    assert any("data mismatch: the rows are on 12,129 questions" in note for note in tables["Table 10"].notes)
+    # Table 3: the blind task's accuracy and CRR, the text-only tasks' mIoU, rec.@IoU and OE-acc
+    assert mine(tables["Table 3"])["gpt (blind)"] == ["20.0", "20.0", "0.50", "0.70", "–", "100.0", "3.0"]
