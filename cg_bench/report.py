@@ -127,7 +127,11 @@ def blind_values(row: TaskStats, text: TaskStats | None) -> list:
     if text is None:
         return [blind, blind, None, None, None, crr(blind, blind), None]
     answers, grounding = outcomes_of(row), outcomes_of(text)
-    joined = math.nan if answers is None or grounding is None else scoring.acc_at_iou(acc_at_iou_pairs(answers + grounding, "blind"))
+    if answers is None or grounding is None:
+        joined = math.nan
+    else:  # the blind answers with the text-only grounding only (the row's own grounding answers saw the video)
+        pairs = acc_at_iou_pairs([o for o in answers if o.mode == "blind"] + [o for o in grounding if o.mode == "grounding"], "blind")
+        joined = scoring.acc_at_iou(pairs)
     return [blind, blind, value_of(text, "miou"), value_of(text, "rec_at_iou"), joined, crr(blind, blind), value_of(text, "oe_acc")]
 
 
@@ -189,7 +193,7 @@ def row_name(label: str, split: str) -> str:
     return label if split == "mini" else f"{label} · full"
 
 
-def ablation_tables(runs: list[Run], stats: dict, combined: dict, n: int, seed: int) -> list[Table]:
+def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
     """Tables 4 (mini-split rows; the paper's 1,000-question subset with subtitles) and 10 (full-split
     rows; the full test set): each run's prompt & modality settings (`MODALITIES`, and the plain tasks)
     with acc.@IoU at tau = 0, beside the paper's rows."""
@@ -197,7 +201,8 @@ def ablation_tables(runs: list[Run], stats: dict, combined: dict, n: int, seed: 
     coverage: dict[str, list[Coverage]] = {"mini": [], "full": []}
     missing: dict[str, list[str]] = {"mini": [], "full": []}
     for suffix, modality in [("", DEFAULT_MODALITY), *MODALITIES.items()]:
-        for (label, split), row in (combined if not suffix else joined_rows(runs, stats, n, seed, suffix)).items():
+        # the modality rows show no CI: joined without resampling (n = 0)
+        for (label, split), row in (combined if not suffix else joined_rows(runs, stats, 0, seed, suffix)).items():
             with_acc_at_iou0(row)
             if all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):
                 continue  # e.g. a run of the blind task only
@@ -221,7 +226,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     combined = joined_rows(runs, stats, n, seed)
     if not combined:
         return None
-    text_only = joined_rows(runs, stats, n, seed, TEXT_ONLY)
+    text_only = joined_rows(runs, stats, 0, seed, TEXT_ONLY)  # its cells show no CI
     section = Section("cg_bench")
     columns = reference("cg_bench")["tables"]["table3"]["columns"]
     user = []
@@ -241,7 +246,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                        "paper's GPT4o (text) row, and mIoU, rec.@IoU, acc.@IoU and OE-acc from the run's text-only tasks "
                        f"(cg_bench_grounding{TEXT_ONLY}, cg_bench_open{TEXT_ONLY}) when it has them.")
     section.tables.append(table)
-    section.tables += ablation_tables(runs, stats, combined, n, seed)
+    section.tables += ablation_tables(runs, stats, combined, seed)
     section.tables.append(ci_table("cg_bench", [(row_name(label, split), "joined CG tasks", row)
                                                 for (label, split), row in combined.items()]))
     cg_tasks = sorted({task for (_, task) in stats if task.startswith("cg_bench")})

@@ -381,3 +381,10 @@ def test_report_tables_4_and_10_row_per_modality_and_the_text_only_cells(tmp_pat
     assert any("data mismatch: the rows are on 12,129 questions" in note for note in tables["Table 10"].notes)
     # Table 3: the blind task's accuracy and CRR, the text-only tasks' mIoU, rec.@IoU and OE-acc
     assert mine(tables["Table 3"])["gpt (blind)"] == ["20.0", "20.0", "0.50", "0.70", "–", "100.0", "3.0"]
+
+
+def test_the_text_only_acc_at_iou_never_joins_the_grounding_answers_that_saw_the_video():
+    blind = joined({"blind_acc": 100.0}, [cg_outcome(1, "blind", 1.0), cg_outcome(2, "blind", 1.0),
+                                          cg_outcome(1, "grounding", 0.9), cg_outcome(2, "grounding", 0.9)])  # cg_bench_mcq's, with video
+    text = joined({"miou": 1.0}, [cg_outcome(1, "grounding", 0.0)])  # the text-only task answered question 1 only
+    assert cg_report.blind_values(blind, text)[4] == 0.0  # one pair: question 1 with its text-only tIoU 0
