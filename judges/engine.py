@@ -86,7 +86,7 @@ class Judge:
         if config.price() is not None:
             self.stats.cost_usd = 0.0
         self.cache = ReplyCache(config.cache_path) if config.cache_path else None
-        self.endpoint = ChatEndpoint(config)
+        self.transport = ChatEndpoint(config)
         # Bounds in-flight HTTP requests across map() and direct ask() callers (e.g. lmms-eval's
         # parallel process_results threads), not time spent in backoff sleeps.
         self._in_flight = threading.BoundedSemaphore(config.concurrency)
@@ -290,7 +290,7 @@ class Judge:
                 with self._in_flight:
                     if self.breaker.open:  # opened while this request waited for a slot
                         raise RequestFailed(self._outage_error())
-                    reply = self.endpoint.post(request)
+                    reply = self.transport.post(request)
             except AttemptFailed as failure:
                 last_reason = failure.reason
                 if self.breaker.attempt_failed(failure.reason, isinstance(failure, Unreachable)):
