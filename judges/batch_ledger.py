@@ -169,7 +169,6 @@ class BatchLedger:
             db.execute("DELETE FROM api_batches WHERE submission = ?", (submission,))
 
 
-
 HELD_FAILED = ("not sent: the offline batch flow failed it (its batch attempts used up, or no reply parsed); "
                "`lmms-vr score PATH --judge-online` sends it to the configured judge")
 HELD_DUE = ("not sent: the offline batch flow exported it and has no answer for it yet; export it with "

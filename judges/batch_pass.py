@@ -1,8 +1,8 @@
-"""Judging without sending: the cost estimate, batch files and the state of batch judging.
+"""Judging without sending: the passes of the cost estimate and of batch judging.
 
 The benchmarks' own judging code runs unchanged: `lmms-vr score` hands each benchmark's scoring a
-`PassJudge` (`JudgePass.judge_for`) instead of the synchronous one. A `PassJudge` serves cached replies exactly
-as the synchronous judge does, and for a request with no servable reply it
+`PassJudge` (`JudgePass.judge_for`) instead of the synchronous judge. A `PassJudge` serves cached
+replies exactly as the synchronous judge does, and for a request with no servable reply it
 
 - ``estimate``: counts it (input tokens with the judge model's tokenizer, `judges/tokens.py`;
   output tokens of the protocol's `expected_reply`) and, when walking, answers it with that
@@ -16,8 +16,8 @@ as the synchronous judge does, and for a request with no servable reply it
 A ``PENDING`` answer is a not-yet-available verdict: the benchmarks treat it as a failed
 judgment for that pass (its dependent steps are not asked), and nothing about it is cached.
 
-What was exported, answered or failed is kept by `batch_ledger.BatchLedger`; the lines are
-`batch_files`'.
+What was exported, answered or failed is kept by `batch_ledger.BatchLedger`; the request and
+result lines are `batch_files`'.
 """
 
 from __future__ import annotations
