@@ -29,13 +29,13 @@ from lmms_video_reasoning.cg_bench.outcomes import (  # noqa: F401 - part of thi
     STRICT_ENV,
     Outcome,
     Settings,
+    acc_at_iou_pairs,
     breakdown,
     metrics_of,
     model_failed,
     open_count,
     task_metrics,
 )
-from lmms_video_reasoning.judges.bind import bind
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
@@ -46,43 +46,36 @@ def build_record(doc: dict, response: Any) -> dict:
     return outcomes.make_record(doc, response, media.MEDIA)
 
 
-def read_outcomes(records: Sequence[dict], settings: Settings, judge=None) -> list[Outcome]:
-    """Parse every record and judge the open-ended ones (the judge runs here, once).
-
-    `judge`: the judge to ask (default: the configured one); `lmms-vr report` passes a reader of the judge cache."""
-    asked = bind(judge if judge is not None else _configured_judge(records, settings))
-    result = outcomes.read_outcomes(records, settings, asked, media.MEDIA)
-    if asked is not None and any(outcome.mode == "open" and outcome.judge_error != JUDGE_OFF for outcome in result):
-        asked.log_summary()
-    return result
+def read_outcomes(records: Sequence[dict], settings: Settings, judge) -> list[Outcome]:
+    """Parse every record and judge the open-ended ones with `judge` (the judge runs here, once;
+    None: none configured); `lmms-vr report` passes a reader of the judge cache."""
+    return outcomes.read_outcomes(records, settings, judge, media.MEDIA)
 
 
 def _configured_judge(records: Sequence[dict], settings: Settings):
     """The configured judge when open answers are to be judged (looked up only then: no warning otherwise)."""
     if not settings.judge or not any(record.get("mode") == "open" for record in records):
         return None
-    from lmms_video_reasoning.judges.engine import get_judge
+    from lmms_video_reasoning.judges import get_judge
 
     return get_judge("cg_bench")
 
 
-def scored_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> tuple[dict, list[Outcome]]:
+def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report),
-    and the per-answer outcomes they come from.
+    and the per-answer outcomes they come from, the open answers judged by `judge` (None: none configured).
 
     `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
     on). See `outcomes.score_with`.
     """
     settings = outcomes.as_settings(settings)
-    judge = bind(_configured_judge(records, settings))
     scores, answers = outcomes.score_with(records, settings, judge, media.MEDIA)
-    if judge is not None and any(record.get("mode") == "open" for record in records):
-        judge.log_summary()
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, answers
 
 
 def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
-    """The metrics of `scored_records`."""
-    return scored_records(records, settings)[0]
+    """The metrics of `scored_records` with the configured judge."""
+    settings = outcomes.as_settings(settings)
+    return scored_records(records, settings, _configured_judge(records, settings))[0]

@@ -8,7 +8,6 @@ from typing import Sequence
 
 from lmms_video_reasoning.cg_bench import aggregate, judging
 from lmms_video_reasoning.cg_bench.report import report_spec
-from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
 
@@ -32,21 +31,20 @@ class CgBenchScoring(ScoringAdapter):
 
         return Settings.from_env()
 
-    def score(self, records, settings):
+    def score(self, records, settings, judge):
         from lmms_video_reasoning.cg_bench.aggregate import scored_records
 
-        metrics, answers = scored_records(records, settings)
-        if self.needs_judge(records) and get_judge(JUDGE, quiet=True) is None:
+        metrics, answers = scored_records(records, settings, judge)
+        if self.needs_judge(records) and judge is None:
             return Scored(metrics, None)  # open answers and no judge: no outcomes (as `outcomes` says)
         return Scored(metrics, _fields(answers))
 
     def needs_judge(self, records):
         return any(record["mode"] == "open" for record in records)
 
-    def outcomes(self, records, settings, judge=None):
+    def outcomes(self, records, settings, judge):
         from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
 
-        judge = judge if judge is not None or not self.needs_judge(records) else get_judge(JUDGE)
         if self.needs_judge(records) and judge is None:
             return None
         return _fields(read_outcomes(records, settings, judge))

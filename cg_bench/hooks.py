@@ -119,7 +119,7 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
     """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
     if run is None:
         return
-    from lmms_video_reasoning.judges.engine import get_judge
+    from lmms_video_reasoning.judges import get_judge
 
     judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
     details = {**scores, "judge": judge.accounting() if judge is not None else None,

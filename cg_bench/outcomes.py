@@ -122,6 +122,7 @@ class Outcome:
     judge_error: str | None = None  # open: why there is no verdict (NO_JUDGE / JUDGE_OFF: not judged at all)
     model_failed: bool = False  # lmms-eval's placeholder, no answer: value 0, never parsed nor judged
     reasoning_truncated: bool = False  # the reply ended inside its reasoning, no answer: value 0, never parsed nor judged
+    sub_category: str = ""  # the annotation's level-2 category (`scoring.SUB_CATEGORIES`; "" in outcomes stored before it was kept)
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: sampling.Media) -> list[Outcome]:
@@ -157,7 +158,7 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
                 open_slots.append((index, record, prediction))
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), model_failed=no_answer,
-                                reasoning_truncated=truncated))
+                                reasoning_truncated=truncated, sub_category=record["sub_category"]))
     if open_slots and settings.judge:
         _judge(open_slots, outcomes, judge, media)
     elif open_slots:
@@ -183,9 +184,30 @@ def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], jud
         outcomes[index].judge_error = verdict.error
 
 
-def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:
+def _joined(fields: Sequence[dict], answer_mode: str = "long") -> dict[int, tuple[int, float]]:
+    """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last `answer_mode` answer with
+    a value, its last grounding tIoU)} for the qids having both."""
+    answers: dict[int, int] = {}
+    ground: dict[int, float] = {}
+    for index, o in enumerate(fields):
+        if o["value"] is not None and o["mode"] in (answer_mode, "grounding"):
+            if o["mode"] == answer_mode:
+                answers[o["qid"]] = index
+            else:
+                ground[o["qid"]] = o["value"]
+    return {qid: (index, ground[qid]) for qid, index in answers.items() if qid in ground}
+
+
+def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> list[tuple[bool, float]]:
+    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`).
+    `answer_mode` "blind": the text-only answer instead (the paper's GPT4o (text) row of Table 3)."""
+    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(_joined(fields, answer_mode).items())]
+
+
+def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> SampleColumns:
     """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
-    (`>=` as `stat_with_key.py`), failures, acc@IoU's join (one pair per qid with both values: a `once` column)."""
+    (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
     mode = np.array([o["mode"] for o in fields], dtype=str)
     value = column(math.nan if o["value"] is None else o["value"] for o in fields)
@@ -202,19 +224,11 @@ def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:
     counted["open"] = (mode == "open").astype(float)
     counted["open_failed"] = counted["open"] * column(o["judge_error"] is not None for o in fields)
     counted["open_not_run"] = counted["open"] * column(o["judge_error"] in (NO_JUDGE, JUDGE_OFF) for o in fields)
-    long_at: dict[int, int] = {}  # per qid its last long answer (the pair is counted on it) and last grounding value
-    ground: dict[int, float] = {}
-    for index in np.flatnonzero(valued & ((mode == "long") | grounded)).tolist():
-        if mode[index] == "long":
-            long_at[fields[index]["qid"]] = index
-        else:
-            ground[fields[index]["qid"]] = float(value[index])
     once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
-    for qid, index in long_at.items():
-        if qid in ground:
-            once["pairs"][index] = 1.0
-            for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
-                once[f"pair_at:{k}"][index] = float(value[index] == 1.0 and ground[qid] >= threshold)
+    for index, iou in _joined(fields, answer_mode).values():
+        once["pairs"][index] = 1.0
+        for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+            once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
     return SampleColumns(counted, metrics_from_totals, once, ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
 
 
@@ -251,9 +265,10 @@ def metrics_from_totals(totals, whole: bool) -> dict:
     return metrics
 
 
-def metrics_of(outcomes: Sequence[Outcome | dict]) -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
-    return point(outcome_columns(outcomes), whole=False)
+def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> dict[str, float]:
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score);
+    `answer_mode` "blind": acc@IoU of the text-only answers (`acc_at_iou_pairs`)."""
+    return point(outcome_columns(outcomes, answer_mode), whole=False)
 
 
 def task_metrics(outcomes: Sequence[Outcome | dict]) -> dict[str, float]:
@@ -269,24 +284,29 @@ def _present(metrics: dict[str, float]) -> dict[str, float]:
     return {name: value for name, value in metrics.items() if not (isinstance(value, float) and math.isnan(value))}
 
 
-# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain and question kind.
+NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
+# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain, question kind and sub-category.
 BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
     "duration": lambda o: scoring.duration_bucket(o.duration),
     "domain": lambda o: o.domain,
     "kind": lambda o: o.kind,
+    "sub_category": lambda o: o.sub_category or NOT_RECORDED,
 }
+# The order of each group's keys in `breakdown` (the others sorted)
+GROUP_ORDER = {"duration": scoring.DURATION_BUCKETS, "sub_category": scoring.SUB_CATEGORIES}
 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics by duration bucket (minutes), domain and question kind (`BREAKDOWN_GROUPS`); NaN-only
-    entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
+    """Metrics by duration bucket (minutes), domain, question kind and sub-category (`BREAKDOWN_GROUPS`,
+    in `GROUP_ORDER`); NaN-only entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
     question and mode scored: long, clue, grounding, open, blind)."""
     out: dict = {}
     for name, key in BREAKDOWN_GROUPS.items():
         buckets: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in outcomes:
             buckets[key(outcome)].append(outcome)
-        order = scoring.DURATION_BUCKETS if name == "duration" else sorted(buckets)
+        listed = GROUP_ORDER.get(name, ())
+        order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
                              **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
     return out
@@ -345,7 +365,7 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         **breakdown(outcomes),
     }
     if withheld:  # the task's decision holds for its breakdowns too
-        for groups in (scores["breakdown"].get(name, {}) for name in ("duration", "domain", "kind")):
+        for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
             for group in groups.values():
                 group.pop("oe_acc", None)
     return scores, outcomes

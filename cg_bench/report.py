@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, breakdown
-from lmms_video_reasoning.cg_bench.scoring import crr
+from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, acc_at_iou_pairs, breakdown, metrics_of
+from lmms_video_reasoning.cg_bench.scoring import acc_at_iou_over, crr
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -26,7 +26,7 @@ from lmms_video_reasoning.cg_bench.data import RELEASE
 HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
 LABELS = {
     "clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU",
-    "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc",
+    "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc", "acc_at_iou0": "acc.@IoU (τ=0)",
 }
 MODES = ("long", "clue", "grounding", "open", "blind")
 SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}
@@ -36,10 +36,19 @@ MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("m
 OFFICIAL_PROMPTS = ("the official code's prompts and judge (fenced JSON answers, 0/1/2 verdicts), not the paper appendix's "
                     "(bare letter; yes / no / \"need visual clue\"); this suite has no switch for the paper's")
 DURATION_ORDER = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")
+# The paper's prompt & modality settings (Table 4, Table 10) by the suffix of their tasks' names
+# (`cg_bench_mcq_f_s`, `cg_bench_open_f_s`, ...; README, "Reproducing the paper's tables"): frames (F),
+# frame timestamps (FT), subtitles (S), subtitle timestamps (ST); "S" rows: subtitles only, no visual.
+MODALITIES = {"_f": "F", "_f_ft": "F+FT", "_f_s": "F+S", "_f_s_st": "F+S+ST", "_f_s_ft": "F+S+FT", "_f_s_st_ft": "F+S+ST+FT",
+              "_s_frames": "S (128 frames)", "_s_video": "S (full-video)"}
+DEFAULT_MODALITY = "the task defaults"  # the row of the plain `cg_bench_*` tasks (the model's settings block decides)
+TEXT_ONLY = "_text"  # suffix of the text-only grounding / open tasks: the other cells of the paper's GPT4o (text) row
+ABLATION_COLUMNS = ("clue_acc", "long_acc", "miou", "acc_at_iou0", "crr", "oe_acc")  # Table 4 / Table 10
 
 
-def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, seed: int) -> TaskStats | None:
-    """One CG-Bench row per run and split: every mode's outcomes joined (CRR and acc@IoU across files)."""
+def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, seed: int, suffix: str = "") -> TaskStats | None:
+    """One CG-Bench row per run and split: every mode's outcomes joined (CRR and acc@IoU across files).
+    `suffix`: the row of the tasks named `cg_bench_<kind><suffix>` (a modality ablation, `MODALITIES`)."""
     prefix = SPLITS[split]
     records, outcomes, used, point = [], [], [], {}
     not_computed: dict[str, str] = {}
@@ -47,7 +56,7 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
     settings = None
     for mode in MODES:
         for kind in MODE_TASKS[mode]:
-            task = prefix + kind
+            task = prefix + kind + suffix
             stats = per_task.get(task)
             if stats is None:
                 continue
@@ -94,7 +103,40 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
     return combined
 
 
+def outcomes_of(row: TaskStats | None) -> list[Outcome] | None:
+    """A joined row's per-answer outcomes, when the report has them as the run scored them (None otherwise)."""
+    if row is None or row.sampled is None or not row.sampled.trusted("acc_at_iou"):
+        return None
+    return [Outcome(**outcome) for outcome in row.sampled.outcomes]
+
+
+def with_acc_at_iou0(row: TaskStats) -> TaskStats:
+    """The row with `acc_at_iou0`: acc.@IoU at tau = 0 as the paper's ablations report it (Table 4,
+    Table 10, Fig. 7: `scoring.acc_at_iou_over`), from its outcomes (NaN without them)."""
+    answers = outcomes_of(row)
+    row.point["acc_at_iou0"] = math.nan if answers is None else acc_at_iou_over(acc_at_iou_pairs(answers), 0.0)
+    return row
+
+
+def blind_values(row: TaskStats, text: TaskStats | None) -> list:
+    """The paper's GPT4o (text) row of Table 3 for a run: blind-acc in both accuracy columns, CRR of
+    the two (100, or NaN at 0), and from the text-only grounding / open tasks (`TEXT_ONLY`), when the
+    run has them, mIoU, rec.@IoU, acc.@IoU (the blind answer joined with the text-only grounding) and OE-acc."""
+    blind = value_of(row, "blind_acc")
+    if text is None:
+        return [blind, blind, None, None, None, crr(blind, blind), None]
+    answers, grounding = outcomes_of(row), outcomes_of(text)
+    if answers is None or grounding is None:
+        joined = math.nan
+    else:  # the blind answers with the text-only grounding only (the row's own grounding answers saw the video)
+        joined = metrics_of([o for o in answers if o.mode == "blind"] + [o for o in grounding if o.mode == "grounding"], "blind")["acc_at_iou"]
+    return [blind, blind, value_of(text, "miou"), value_of(text, "rec_at_iou"), joined, crr(blind, blind), value_of(text, "oe_acc")]
+
+
 BREAKDOWN_COLUMNS = ("long_acc", "clue_acc", "miou", "acc_at_iou", "oe_acc")
+# The breakdown tables: (group of `BREAKDOWN_GROUPS`, what it is, its column header)
+BREAKDOWN_TABLES = (("duration", "duration (minutes)", "Duration"), ("domain", "domain", "Domain"), ("kind", "question kind", "Kind"),
+                    ("sub_category", "sub-category (the paper's 12 level-2 question categories, appendix Table 7)", "Sub-category"))
 
 
 def breakdown_cell(row: TaskStats, metrics: dict, metric: str) -> str:
@@ -131,44 +173,89 @@ def answers_note(rows: list[TaskStats]) -> str:
             f"({', '.join(modes)}: up to {len(modes)} per question); each metric is computed from the answers of its mode.")
 
 
-def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
+def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "") -> dict[tuple[str, str], TaskStats]:
+    """{(run label, split): `combined_row`} of the runs having tasks with this `suffix`."""
     combined = {}
     for run in runs:
         for split in SPLITS:
             per_task = {task: s for (label, task), s in stats.items() if label == run.label and task.startswith(SPLITS[split])
                         and (split == "full" or not task.startswith(SPLITS["full"]))}
-            row = combined_row(run, split, per_task, n, seed) if per_task else None
+            row = combined_row(run, split, per_task, n, seed, suffix) if per_task else None
             if row is not None:
                 combined[(run.label, split)] = row
+    return combined
+
+
+def row_name(label: str, split: str) -> str:
+    """A joined row's name: the run's label, with " · full" on the full split."""
+    return label if split == "mini" else f"{label} · full"
+
+
+def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
+    """Tables 4 (mini-split rows; the paper's 1,000-question subset with subtitles) and 10 (full-split
+    rows; the full test set): each run's prompt & modality settings (`MODALITIES`, and the plain tasks)
+    with acc.@IoU at tau = 0, beside the paper's rows."""
+    rows: dict[str, list] = {"mini": [], "full": []}
+    coverage: dict[str, list[Coverage]] = {"mini": [], "full": []}
+    missing: dict[str, list[str]] = {"mini": [], "full": []}
+    for suffix, modality in [("", DEFAULT_MODALITY), *MODALITIES.items()]:
+        # the modality rows show no CI: joined without resampling (n = 0)
+        for (label, split), row in (combined if not suffix else joined_rows(runs, stats, 0, seed, suffix)).items():
+            with_acc_at_iou0(row)
+            if all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):
+                continue  # e.g. a run of the blind task only
+            name = f"{row_name(label, split)} · {modality}"
+            rows[split].append(run_row(name, row.source, [value_of(row, c) for c in ABLATION_COLUMNS], "cg_bench", ABLATION_COLUMNS))
+            coverage[split].append(Coverage(name, row.questions, RELEASE[split][0], f"{split}-split", OFFICIAL_PROMPTS))
+            if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou")):
+                missing[split].append(name)
+    tables = []
+    for split, name in (("mini", "table4"), ("full", "table10")):
+        if rows[split]:
+            table = paper_table("cg_bench", name, rows[split], coverage=coverage[split])
+            table.notes.append("acc.@IoU (τ=0): the long answer correct and a tIoU above 0 (the paper's ablation default, "
+                               "section 3.3), from the per-answer outcomes; Table 3's acc.@IoU is the mean over τ = 0.1-0.5.")
+            table.notes += [f"{name}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them" for name in missing[split]]
+            tables.append(table)
+    return tables
+
+
+def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
+    combined = joined_rows(runs, stats, n, seed)
     if not combined:
         return None
+    text_only = joined_rows(runs, stats, 0, seed, TEXT_ONLY)  # its cells show no CI
     section = Section("cg_bench")
     columns = reference("cg_bench")["tables"]["table3"]["columns"]
     user = []
     for (label, split), row in combined.items():
-        name = label if split == "mini" else f"{label} · full"
+        name = row_name(label, split)
         if any(not math.isnan(value_of(row, c)) for c in columns):
             user.append(run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns))
-        if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting: one accuracy
-            blind = value_of(row, "blind_acc")
-            user.append(run_row(f"{name} (blind)", "cg_bench_blind", [blind, blind, None, None, None, None, None], "cg_bench", columns))
+        if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
+            text = text_only.get((label, split))
+            source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")
+            user.append(run_row(f"{name} (blind)", source, blind_values(row, text), "cg_bench", columns))
     table = paper_table("cg_bench", "table3", user, coverage=[
-        Coverage(label if split == "mini" else f"{label} · full", row.questions, RELEASE[split][0], f"{split}-split", OFFICIAL_PROMPTS)
+        Coverage(row_name(label, split), row.questions, RELEASE[split][0], f"{split}-split", OFFICIAL_PROMPTS)
         for (label, split), row in combined.items()])
     table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
-                       "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns, as the paper's GPT4o (text) row.")
+                       "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns and their CRR, as the "
+                       "paper's GPT4o (text) row, and mIoU, rec.@IoU, acc.@IoU and OE-acc from the run's text-only tasks "
+                       f"(cg_bench_grounding{TEXT_ONLY}, cg_bench_open{TEXT_ONLY}) when it has them.")
     section.tables.append(table)
-    section.tables.append(ci_table("cg_bench", [(label if split == "mini" else f"{label} · full", "joined CG tasks", row)
+    section.tables += ablation_tables(runs, stats, combined, seed)
+    section.tables.append(ci_table("cg_bench", [(row_name(label, split), "joined CG tasks", row)
                                                 for (label, split), row in combined.items()]))
     cg_tasks = sorted({task for (_, task) in stats if task.startswith("cg_bench")})
     comparisons = comparisons_for("cg_bench", cg_tasks, stats, runs, n, seed)
     if comparisons:
         section.tables.append(comparison_table("cg_bench", comparisons))
 
-    with_samples = [(label if split == "mini" else f"{label} · full", row) for (label, split), row in combined.items() if row.sampled]
+    with_samples = [(row_name(label, split), row) for (label, split), row in combined.items() if row.sampled]
     breakdowns = {name: breakdown([Outcome(**outcome) for outcome in row.sampled.outcomes]) for name, row in with_samples}
     intervals = {name: breakdown_intervals(dict(with_samples)[name], data, n, seed) for name, data in breakdowns.items()}
-    for group, title in (("duration", "duration (minutes)"), ("domain", "domain"), ("kind", "question kind")):
+    for group, title, header in BREAKDOWN_TABLES:
         rows = []
         for name, data in breakdowns.items():
             row = dict(with_samples)[name]
@@ -176,7 +263,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                 rows.append(([user_cell(name), key, str(metrics["questions"]), str(metrics["n"])] +
                              [breakdown_cell(row, metrics, c) for c in BREAKDOWN_COLUMNS], True))
         if rows:
-            section.tables.append(Table(f"Breakdown by {title}", ["Run", group.capitalize(), "Questions", "Answers", "long-acc", "clue-acc",
+            section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers", "long-acc", "clue-acc",
                                                                    "mIoU", "acc.@IoU", "OE-acc"], rows,
                                         ["From the per-sample outcomes (cg_bench.aggregate.breakdown). "
                                          "A cell the report cannot compute as the run did says what it needs.",

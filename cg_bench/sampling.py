@@ -101,11 +101,13 @@ def subtitle_problem(path: Path) -> str | None:
     return None
 
 
-def subtitles_for(plan: QuestionFrames, media: Media) -> str:
+def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
     """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies).
 
-    `get_subtitles` with `sub_time=True`, via `subtitles.lines_for_times` at the frames' exact
-    times `index / fps`.
+    `get_subtitles` with `sub_time=True` (`with_times` False: `sub_time=False`, the text only;
+    the paper's "S" without "ST"), via `subtitles.lines_for_times` at the frames' exact times
+    `index / fps`. `whole_video`: every subtitle of the video (the paper's "S (full-video)"),
+    by the same rule at each cue's midpoint (each line once, in order).
     """
     path = media.subtitle_path(plan.video_uid)
     if path is None:
@@ -114,8 +116,8 @@ def subtitles_for(plan: QuestionFrames, media: Media) -> str:
     if not cues and str(path) not in _warned:
         _warned.add(str(path))
         logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles and counted in subtitles_unusable", path, subtitle_problem(path))
-    times = [index / plan.fps for index in plan.indices]
-    return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times))
+    times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
+    return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
 
 
 def subtitles_missing(video_uid: str, media: Media) -> bool:

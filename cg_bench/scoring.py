@@ -19,6 +19,10 @@ from lmms_video_reasoning.utils.core.ask import ParseError  # the judge interfac
 IOU_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)  # stat_with_key.py; the paper's rec.@IoU / acc.@IoU
 DURATION_BUCKETS = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")  # minutes
 KINDS = ("perception", "reasoning", "hallucination")
+# The annotations' `sub_category`: the paper's 12 level-2 question categories (appendix, Table 7), in its order
+SUB_CATEGORIES = ("Entity Perception", "Event Perception", "Scene Perception", "Text Perception", "Time Perception",
+                  "2D Spatial Perception", "Entity Cognition", "Event Cognition", "Scene Cognition", "Text Cognition",
+                  "Time Cognition", "Hallucination")
 
 _FENCE_OPEN = "```json"
 # `post_process`: bare words after ": " are quoted before json.loads (multiple choice only).
@@ -274,6 +278,17 @@ def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
 
 
 # ---------------------------------------------------------------------- metric arithmetic
+
+
+def acc_at_iou_over(pairs: Sequence[tuple[bool, float]], tau: float = 0.0) -> float:
+    """acc.@IoU at one threshold as the paper defines it (section 3.3): the share (x100) of
+    questions whose long-video answer is correct and whose tIoU exceeds (`>`) `tau`. At the
+    paper's ablation default `tau` = 0 (Table 4, Table 10, Fig. 7) the predicted interval must
+    overlap the clue: a tIoU of exactly 0 does not count (`>=` would make it MCQ accuracy).
+    `pairs` as `outcomes.acc_at_iou_pairs` joins them; NaN without pairs."""
+    if not pairs:
+        return math.nan
+    return 100.0 * sum(ok and iou > tau for ok, iou in pairs) / len(pairs)
 
 
 def crr(long_acc: float, clue_acc: float) -> float:

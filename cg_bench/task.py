@@ -12,8 +12,11 @@ task has three per question, `sample_id` = "<qid>:<mode>"):
 | mcq       | long + clue + grounding   | long_acc, clue_acc, miou, rec_at_iou, acc_at_iou, crr, parse_failed |
 | blind     | blind                     | blind_acc, parse_failed                                        |
 
-Settings come from `lmms_eval_specific_kwargs` (`visual_mode`: video | frames, `long_frames`,
-`clue_frames`, `subtitles`, `frame_times`). Files come through a `sampling.Media` (get the
+Settings come from `lmms_eval_specific_kwargs` (`visual_mode`: video | frames | none, `long_frames`,
+`clue_frames`, `subtitles`, `subtitle_times`, `subtitle_span`, `frame_times`). The paper's prompt &
+modality ablations (Table 4 / Table 10) combine them: frames (F), frame timestamps (FT), subtitles
+(S), subtitle timestamps (ST); `none` with subtitles is its "S" rows (subtitles only), `none`
+without them the text-only row of Table 3. Files come through a `sampling.Media` (get the
 frames), supplied by the task's lmms-eval hooks.
 """
 
@@ -26,9 +29,12 @@ DEFAULTS = {
     "long_frames": sampling.DEFAULT_LONG_FRAMES,
     "clue_frames": sampling.DEFAULT_CLUE_FRAMES,
     "subtitles": True,
+    "subtitle_times": True,  # each subtitle line as `[start, end] text` (ST); False: the text only
+    "subtitle_span": "frames",  # the subtitles at the sampled frames' times; "video": every subtitle of the video
     "frame_times": True,
 }
-VISUAL_MODES = ("video", "frames")
+VISUAL_MODES = ("video", "frames", "none")  # none: no visual at all (subtitles only, or the text alone)
+SUBTITLE_SPANS = ("frames", "video")
 
 
 def settings_of(kwargs: dict | None) -> dict:
@@ -39,6 +45,10 @@ def settings_of(kwargs: dict | None) -> dict:
     for key in ("long_frames", "clue_frames"):
         if not isinstance(merged[key], int) or merged[key] < 1:
             raise ValueError(f"cg_bench: {key} must be a positive integer, got {merged[key]!r} (lmms_eval_specific_kwargs)")
+    if not isinstance(merged["subtitle_times"], bool):
+        raise ValueError(f"cg_bench: subtitle_times must be true or false, got {merged['subtitle_times']!r} (lmms_eval_specific_kwargs)")
+    if merged["subtitle_span"] not in SUBTITLE_SPANS:
+        raise ValueError(f"cg_bench: subtitle_span must be one of {SUBTITLE_SPANS}, got {merged['subtitle_span']!r} (lmms_eval_specific_kwargs)")
     return merged
 
 
@@ -83,22 +93,24 @@ def doc_to_text(doc: dict, kwargs: dict | None, media: sampling.Media) -> str:
 
     Frames mode: system prompt + subtitles + frame times + question + options. Video mode:
     the same without the frame-times block (the model samples its own frames); subtitles
-    are those the protocol's frames would show. Blind: the paper's Blind-MCQ prompt.
+    are those the protocol's frames would show. No visual (`none`): the same without frame
+    times. Subtitle lines carry their times unless `subtitle_times` is false; `subtitle_span`
+    "video" shows every subtitle of the video. Blind: the paper's Blind-MCQ prompt.
     """
     if doc["mode"] == "blind":
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(kwargs)
     frame_plan = plan(doc, settings, media)
-    subtitles = sampling.subtitles_for(frame_plan, media) if settings["subtitles"] else ""
+    subtitles = sampling.subtitles_for(frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
     frame_times = prompts.frame_times_block(frame_plan.indices, frame_plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: sampling.Media) -> list:
     """Simple models: the video (video mode; clue mode gets a video of the clue intervals) or the sampled PIL frames."""
-    if doc["mode"] == "blind":
-        return []
     settings = settings_of(kwargs)
+    if doc["mode"] == "blind" or settings["visual_mode"] == "none":
+        return []
     if settings["visual_mode"] == "frames":
         return sampling.frames_for(plan(doc, settings, media), media)
     return [media.video(doc)]
@@ -118,7 +130,7 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: sampling.Media) -> li
     """Chat models: one user turn, visuals first then the text block (as the official runner)."""
     settings = settings_of(kwargs)
     text = doc_to_text(doc, kwargs, media)
-    if doc["mode"] == "blind":
+    if doc["mode"] == "blind" or settings["visual_mode"] == "none":
         content = []
     elif settings["visual_mode"] == "frames":
         content = [{"type": "image", "url": frame} for frame in sampling.frames_for(plan(doc, settings, media), media)]

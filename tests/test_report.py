@@ -19,9 +19,9 @@ import pytest
 from PIL import Image
 
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import run_folders, samples_io, score, task_specs
+from lmms_video_reasoning.utils.results import samples_io, score, task_specs
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
-from score_report_support import sample_judge
+from score_report_support import sample_judge, score_predictions
 
 RUNS = {
     "vcr": ("vcr_cot",),
@@ -33,13 +33,6 @@ RUNS = {
 }
 SECTION_OF = {"vcr": "vcr_bench", "vr": "vrbench", "cg": "cg_bench"}
 TITLE_OF = {"vcr": "VCR-Bench", "vr": "VRBench", "cg": "CG-Bench"}
-
-
-def score_predictions(predictions: Path, tasks, out: Path) -> dict:
-    """`lmms-vr score predictions.jsonl --task T --out out` for several tasks, in-process."""
-    scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
-              for gathered in run_folders.gather_records(predictions, task)[0]]
-    return score.write_results(out, scores, str(predictions))
 
 
 def worse_predictions(predictions: Path, task: str, out: Path, flipped: int) -> Path:

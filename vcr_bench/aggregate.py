@@ -12,7 +12,6 @@ import logging
 from collections.abc import Sequence
 
 from lmms_video_reasoning.judges import get_judge
-from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.vcr_bench import task
 
 log = logging.getLogger("lmms_video_reasoning.vcr_bench")
@@ -21,17 +20,13 @@ NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or r
                  "with `lmms-vr score`.")
 
 
-def scored_records(records: Sequence[dict], settings: dict | None = None) -> tuple[dict[str, float], list[dict] | None]:
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
     """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
-    judged by the configured judge (`task.score_with`; NaN without one), and the judge's outcomes
-    per sample (None without a judge)."""
-    judge = bind(get_judge("vcr_bench"))
-    scored = task.score_with(records, judge, settings, NO_JUDGE_HINT)
-    if judge is not None:
-        judge.log_summary()
-    return scored
+    judged by `judge` (`task.score_with`; NaN without one), and the judge's outcomes per sample
+    (None without a judge)."""
+    return task.score_with(records, judge, settings, NO_JUDGE_HINT)
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of `scored_records`."""
-    return scored_records(records, settings)[0]
+    """The metrics of `scored_records` with the configured judge."""
+    return scored_records(records, settings, get_judge("vcr_bench"))[0]

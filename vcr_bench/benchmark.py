@@ -5,8 +5,6 @@ and `lmms-vr report`, official judge, report specification (`report.py`), papers
 
 from pathlib import Path
 
-from lmms_video_reasoning.judges import get_judge
-from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
 from lmms_video_reasoning.vcr_bench import judging, scoring, task
@@ -18,7 +16,7 @@ JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_
 
 
 class VcrBenchScoring(ScoringAdapter):
-    """VCR-Bench: `aggregate.scored_records` (the task's scoring with the plugin's judge); outcomes
+    """VCR-Bench: `aggregate.scored_records` (the task's scoring with the judge it is handed); outcomes
     from `judging.judge_records`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
 
     name = judge_name = "vcr_bench"
@@ -26,17 +24,16 @@ class VcrBenchScoring(ScoringAdapter):
     def settings(self, records):
         return scoring.resolve_settings(None)
 
-    def score(self, records, settings):
+    def score(self, records, settings, judge):
         from lmms_video_reasoning.vcr_bench import aggregate
 
-        return Scored(*aggregate.scored_records(records, settings))
+        return Scored(*aggregate.scored_records(records, settings, judge))
 
-    def outcomes(self, records, settings, judge=None):
-        judge = judge if judge is not None else get_judge(JUDGE)
+    def outcomes(self, records, settings, judge):
         if judge is None:
             return None
         chain_of_thought = any(record.get("score_cot", True) for record in records)
-        return judging.judge_records(list(records), bind(judge), chain_of_thought, settings)
+        return judging.judge_records(list(records), judge, chain_of_thought, settings)
 
     def metrics(self, records, outcomes, settings):
         return task.metrics_from_outcomes(records, outcomes, settings)

@@ -9,13 +9,16 @@ from typing import Sequence
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_plots import error_bars, grouped_bars, pyplot
 from lmms_video_reasoning.utils.results.report_runs import Run
-from lmms_video_reasoning.utils.results.report_stats import comparisons_for, interval_of, value_of
+from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, comparisons_for, interval_of, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
     MINE, Coverage, Section, ci_table, comparison_table, paper_table, questions_of, reference, run_row,
 )
+from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.data import RELEASE
 
 TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
+# Table 9: `vcr_cot` with `frame_count` N in frames mode (README, "Reproducing the paper's tables")
+FRAME_TASKS = tuple(f"vcr_cot_frames{count}" for count in (16, 32, 64, 128))
 HEADLINE = ("accuracy", "perception_f1", "reasoning_f1", "cot_recall", "cot_precision", "cot_f1")
 LABELS = {
     "perception_recall": "Perc. Rec", "perception_precision": "Perc. Pre", "perception_f1": "Perc. F1",
@@ -25,7 +28,30 @@ LABELS = {
     "accuracy_vpa": "VPA", "accuracy_tsg": "TSG", "accuracy": "Avg acc",
     "accuracy_short": "Short", "accuracy_medium": "Med", "accuracy_long": "Long",
     "vcr_text_only:accuracy": "Text", "vcr_one_frame:accuracy": "1 Frame", "vcr_direct:accuracy": "Direct", "vcr_cot:accuracy": "CoT",
+    "full_cot_given_correct": "P(full CoT | correct)",
+    **{f"{task}:accuracy": f"{task.removeprefix('vcr_cot_frames')} frames" for task in FRAME_TASKS},
 }
+
+
+def full_cot_given_correct(label: str, stats: TaskStats) -> tuple[float, str]:
+    """Paper Table 10 for a `vcr_cot` run, from its per-sample outcomes (`scoring.full_cot_share`),
+    and the note under the table: what the share counts, or why the report cannot compute it."""
+    judged = value_of(stats, "cot_f1")
+    if isinstance(judged, NotComputed):  # the run's judged metrics are not computed: neither is this (run_row says why)
+        return judged, ""
+    if stats.sampled is None:
+        return math.nan, f"{label}: needs the run's per-sample outcomes ({stats.note})"
+    for metric in ("accuracy", "cot_f1"):
+        if not stats.sampled.trusted(metric):
+            return math.nan, f"{label}: the outcomes are not the run's ({stats.sampled.why_not(metric)})"
+    share = scoring.full_cot_share(stats.sampled.outcomes, scoring.resolve_settings(stats.sampled.settings)["include_background"])
+    if not share.correct:
+        note = f"{label}: no correct answer with its CoT judged: the share is undefined"
+    else:
+        note = f"{label}: {share.full} of the {share.correct} correct answers have a fully correct CoT"
+    if share.unjudged:
+        note += f" ({share.unjudged} correct answers without a CoT judgment left out)"
+    return share.share, note
 
 
 def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple | None, tuple | None]]) -> Path:
@@ -65,7 +91,7 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
-    present = [(run, task) for run in runs for task in TASKS if (run.label, task) in stats]
+    present = [(run, task) for run in runs for task in TASKS + FRAME_TASKS if (run.label, task) in stats]
     if not present:
         return None
     section = Section("vcr_bench")
@@ -82,21 +108,34 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         return [Coverage(run.label if task == "vcr_cot" else f"{run.label} · {task}", questions_of(run, task, stats[(run.label, task)]),
                          RELEASE["all"][0], "released") for run, task in present if task in tasks and run in among]
 
-    section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))
-    section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS), coverage=covered(TASKS)))
-    section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS), coverage=covered(TASKS)))
+    if any(task in TASKS for _, task in present):
+        section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))
+        section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS), coverage=covered(TASKS)))
+        section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS), coverage=covered(TASKS)))
     ablations = [run for run in runs if sum((run.label, t) in stats for t in TASKS) > 1]
     if ablations:
         columns = tables["table5"]["columns"]
         user = [run_row(run.label, "vcr_* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
                         "vcr_bench", columns) for run in ablations]
         section.tables.append(paper_table("vcr_bench", "table5", user, coverage=covered(TASKS, ablations)))
+    frame_runs = [run for run in runs if any((run.label, t) in stats for t in FRAME_TASKS)]
+    if frame_runs:
+        columns = tables["table9"]["columns"]
+        user = [run_row(run.label, "vcr_cot_frames* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
+                        "vcr_bench", columns) for run in frame_runs]
+        section.tables.append(paper_table("vcr_bench", "table9", user, coverage=covered(FRAME_TASKS, frame_runs)))
+    cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
+    if cot_runs:  # Table 10 from the vcr_cot outcomes: no generation of its own
+        shares = [(label, *full_cot_given_correct(label, s)) for label, s in cot_runs]
+        table10 = paper_table("vcr_bench", "table10", [run_row(label, "vcr_cot", [value], "vcr_bench", ["full_cot_given_correct"])
+                                                       for label, value, _ in shares], coverage=covered(("vcr_cot",)))
+        table10.notes += [note for _, _, note in shares if note]
+        section.tables.append(table10)
     section.tables.append(ci_table("vcr_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
-    comparisons = comparisons_for("vcr_bench", TASKS, stats, runs, n, seed)
+    comparisons = comparisons_for("vcr_bench", TASKS + FRAME_TASKS, stats, runs, n, seed)
     if comparisons:
         section.tables.append(comparison_table("vcr_bench", comparisons))
 
-    cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
     if cot_runs:
         user = [(label, value_of(s, "cot_f1"), value_of(s, "accuracy"), interval_of(s, "cot_f1"), interval_of(s, "accuracy")) for label, s in cot_runs]
         user = [point for point in user if not (math.isnan(point[1]) or math.isnan(point[2]))]  # not computed: no point

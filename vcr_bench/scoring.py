@@ -360,6 +360,43 @@ def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[l
     return point(SampleColumns(cot_columns(recall_steps, precision_steps, include_background), lambda totals, _whole: cot_from_totals(totals)))
 
 
+# ---------------------------------------------------------------- paper Table 10
+
+
+def fully_correct_cot(recall_steps: Sequence[dict] | None, precision_steps: Sequence[dict] | None,
+                      include_background: bool = False) -> bool | None:
+    """The paper's "full CoT score" (appendix, Table 10) of one sample: its overall recall and
+    precision are both 1 (every reference step Matched, no response step Wrong; Redundant steps
+    do not count, as in precision). A ratio the sample does not define (no steps of the kind)
+    is not a full score. None when either CoT judgment is missing (failed or not run)."""
+    if recall_steps is None or precision_steps is None:
+        return None
+    recall = recall_ratios(recall_steps, include_background)["overall"]
+    precision = precision_ratios(precision_steps, include_background)["overall"]
+    return recall == 1 and precision == 1
+
+
+@dataclass(frozen=True)
+class FullCotShare:
+    """Paper Table 10: of the correctly answered questions, the share (0-100) with a fully correct
+    CoT (`fully_correct_cot`). `correct` counts the correct answers with both CoT judgments
+    (the denominator), `full` those with a full CoT score, `unjudged` the correct answers left
+    out because a CoT judgment is missing. `share` is NaN when `correct` is 0."""
+
+    share: float
+    full: int
+    correct: int
+    unjudged: int
+
+
+def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -> FullCotShare:
+    """`FullCotShare` of a run's per-sample outcomes (`correct`, `recall_steps`, `precision_steps`)."""
+    judged = [fully_correct_cot(o["recall_steps"], o["precision_steps"], include_background) for o in outcomes if o["correct"] is True]
+    full = sum(j is True for j in judged)
+    correct = sum(j is not None for j in judged)
+    return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)
+
+
 # ---------------------------------------------------------------- scoring settings
 
 INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"

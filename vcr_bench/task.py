@@ -8,7 +8,8 @@ Inputs (README.md, "Tasks"; paper Table 5 for the ablations), chosen per task an
 by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
   video      the video (models with native video input; the default, as in the paper)
   frames     64 frames at floor(i * total / 64), with their times round(idx / fps, 1) s
-             written before the question (frame-based models: `openai`, `gpt4v`)
+             written before the question (frame-based models: `openai`, `gpt4v`); the
+             task setting `frame_count` sets another number (paper Table 9: 16, 32, 64, 128)
   one_frame  the middle frame only (`vcr_one_frame`)
   none       no visual (`vcr_text_only`)
 `VCR_BENCH_VISUAL_MODE=video|frames` overrides video/frames for `vcr_cot` and `vcr_direct`.
@@ -78,12 +79,30 @@ def task_settings(kwargs: dict | None) -> tuple[str, bool]:
     return mode, bool(kwargs.get("chain_of_thought", True))
 
 
-def frame_plan(doc: dict, mode: str, media: Media) -> Chosen:
-    """The frames of the frame modes and their times: 64 start-aligned frames (`frames`) or the
-    middle frame (`one_frame`), from the container (no decoding)."""
+def frame_count(kwargs: dict | None, mode: str) -> int:
+    """The frames of `frames` mode: the task setting `frame_count` (paper Table 9 varies it: 16, 32,
+    64, 128), else 64 (section 3.1). Set with any other mode it would change nothing, so it is an
+    error (a video model's count is its own `--model_args`, e.g. `max_num_frames`)."""
+    kwargs = kwargs or {}
+    if "frame_count" not in kwargs:
+        return FRAME_COUNT
+    count = kwargs["frame_count"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise DataError(f"VCR-Bench frame_count {count!r} (lmms_eval_specific_kwargs) must be a positive integer, "
+                        "e.g. 16, 32, 64 or 128 (paper Table 9)")
+    if mode != "frames":
+        raise DataError(f"VCR-Bench frame_count {count} is set but visual_mode is {mode!r}: frame_count sets the frames of "
+                        "visual_mode frames only; for a video model pass its own frame count in --model_args "
+                        "(e.g. max_num_frames), or set visual_mode: frames")
+    return count
+
+
+def frame_plan(doc: dict, mode: str, media: Media, count: int = FRAME_COUNT) -> Chosen:
+    """The frames of the frame modes and their times: `count` start-aligned frames (`frames`) or
+    the middle frame (`one_frame`), from the container (no decoding)."""
     if mode == "one_frame":
         return media.plan(doc, frames.ONE_FRAME, 1)
-    return media.plan(doc, frames.PLAN, FRAME_COUNT)
+    return media.plan(doc, frames.PLAN, count)
 
 
 # ---------------------------------------------------------------- model inputs
@@ -92,18 +111,20 @@ def frame_plan(doc: dict, mode: str, media: Media) -> Chosen:
 def doc_to_text(doc: dict, kwargs: dict | None, media: Media) -> str:
     """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
     mode, chain_of_thought = task_settings(kwargs)
-    preamble = prompts.frame_times_preamble(frame_plan(doc, mode, media).timestamps) if mode == "frames" else ""
+    count = frame_count(kwargs, mode)
+    preamble = prompts.frame_times_preamble(frame_plan(doc, mode, media, count).timestamps) if mode == "frames" else ""
     return prompts.model_prompt(doc["question"], chain_of_thought, preamble)
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
     """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
     mode, _ = task_settings(kwargs)
+    count = frame_count(kwargs, mode)
     if mode == "none":
         return []
     if mode == "video":
         return [media.video(doc)]
-    return list(media.frames(doc, frame_plan(doc, mode, media).indices))
+    return list(media.frames(doc, frame_plan(doc, mode, media, count).indices))
 
 
 def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:

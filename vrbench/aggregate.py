@@ -12,30 +12,23 @@ import logging
 from collections.abc import Sequence
 
 from lmms_video_reasoning.judges import get_judge
-from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.vrbench import task
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
 
 
-def scored_records(records: Sequence[dict], settings: dict | None = None
+def scored_records(records: Sequence[dict], settings: dict | None, judge
                    ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
     """All metrics of one task's records (the aggregation's and `lmms-vr score`'s path) and the
     ratings per question they come from (`task.score_with`).
 
     `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
-    Runs the configured judge (if any) over the rated records.
+    `judge` (None: none configured) rates the rated records.
     """
-    if not records:
-        return {}, []
-    _protocol, with_judge = task.task_protocol(records, settings)
-    judge = bind(get_judge("vrbench")) if with_judge else None
-    scored = task.score_with(records, judge, settings)
-    if judge is not None:
-        judge.log_summary()
-    return scored
+    return task.score_with(records, judge, settings)
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of `scored_records`."""
-    return scored_records(records, settings)[0]
+    """The metrics of `scored_records` with the configured judge (looked up only for rated records)."""
+    with_judge = bool(records) and task.task_protocol(records, settings)[1]
+    return scored_records(records, settings, get_judge("vrbench") if with_judge else None)[0]

@@ -5,8 +5,6 @@ and `lmms-vr report`, official judge, report specification (`report.py`), papers
 
 from pathlib import Path
 
-from lmms_video_reasoning.judges import get_judge
-from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
 from lmms_video_reasoning.vrbench import judging, task
@@ -17,7 +15,7 @@ JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_u
 
 
 class VrBenchScoring(ScoringAdapter):
-    """VRBench: `aggregate.scored_records` (the task's scoring with the plugin's judge); outcomes
+    """VRBench: `aggregate.scored_records` (the task's scoring with the judge it is handed); outcomes
     from `judging.rate`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
 
     name = judge_name = "vrbench"
@@ -25,22 +23,21 @@ class VrBenchScoring(ScoringAdapter):
     def settings(self, records):
         return {"protocol": records[0]["protocol"]} if records else {"protocol": "default"}
 
-    def score(self, records, settings):
+    def score(self, records, settings, judge):
         from lmms_video_reasoning.vrbench import aggregate
 
-        metrics, rated = aggregate.scored_records(records, settings)
+        metrics, rated = aggregate.scored_records(records, settings, judge)
         return Scored(metrics, self._outcomes(records, rated))
 
     def needs_judge(self, records):
         return any(record["mode"] != "mcq" for record in records)
 
-    def outcomes(self, records, settings, judge=None):
+    def outcomes(self, records, settings, judge):
         if not self.needs_judge(records):
             return self._outcomes(records, None)
-        judge = judge if judge is not None else get_judge(JUDGE)
         if judge is None:
             return None
-        return self._outcomes(records, judging.rate(list(records), settings["protocol"], bind(judge)))
+        return self._outcomes(records, judging.rate(list(records), settings["protocol"], judge))
 
     def _outcomes(self, records, rated):
         """JSON-ready outcomes of the ratings `(process, judge failed)` (None: not rated; MCQ-only
