@@ -37,7 +37,7 @@ import numpy as np
 from lmms_video_reasoning.cg_bench import judging, sampling, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import settings
-from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point, ratio, rowwise
+from lmms_video_reasoning.utils.core.columns import SampleColumns, point, ratio, rowwise
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
@@ -209,21 +209,23 @@ def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long
     """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
     (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
-    mode = np.array([o["mode"] for o in fields], dtype=str)
-    value = column(math.nan if o["value"] is None else o["value"] for o in fields)
+    modes = ("long", "clue", "open", "blind", "grounding")
+    code = {name: number for number, name in enumerate(modes)}
+    rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
+                      o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
+                     for o in fields], dtype=float).reshape(len(fields), 7)  # one pass; every column below is numpy
+    mode, value = rows[:, 0], rows[:, 1]
     valued = ~np.isnan(value)
     counted: dict[str, np.ndarray] = {}
-    for name in ("long", "clue", "open", "blind", "grounding"):
-        counted[f"n:{name}"] = ((mode == name) & valued).astype(float)
-        counted[f"sum:{name}"] = np.where((mode == name) & valued, value, 0.0)
-    grounded = (mode == "grounding") & valued
+    for name in modes:
+        counted[f"n:{name}"] = ((mode == code[name]) & valued).astype(float)
+        counted[f"sum:{name}"] = np.where((mode == code[name]) & valued, value, 0.0)
+    grounded = (mode == code["grounding"]) & valued
     for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
         counted[f"iou_at:{k}"] = (grounded & (np.where(valued, value, -np.inf) >= threshold)).astype(float)
-    for name in ("parse_failed", "model_failed", "reasoning_truncated"):
-        counted[name] = column(o[name] for o in fields)
-    counted["open"] = (mode == "open").astype(float)
-    counted["open_failed"] = counted["open"] * column(o["judge_error"] is not None for o in fields)
-    counted["open_not_run"] = counted["open"] * column(o["judge_error"] in (NO_JUDGE, JUDGE_OFF) for o in fields)
+    counted["parse_failed"], counted["model_failed"], counted["reasoning_truncated"] = rows[:, 2], rows[:, 3], rows[:, 4]
+    counted["open"] = (mode == code["open"]).astype(float)
+    counted["open_failed"], counted["open_not_run"] = counted["open"] * rows[:, 5], counted["open"] * rows[:, 6]
     once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
     for index, iou in _joined(fields, answer_mode).values():
         once["pairs"][index] = 1.0
