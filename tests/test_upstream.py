@@ -47,8 +47,8 @@ select = ["E4", "E7", "E9", "F", "I"]
 known-first-party = ["lmms_eval"]
 '''
 # Plugin infrastructure that must never reach lmms-eval (a module of that name in a PR is a copy of it).
-INFRASTRUCTURE = {"engine.py", "cache.py", "local_server.py", "config.py", "model_video.py", "video.py", "synthetic.py", "preflight.py",
-                  "roots.py", "media_index.py", "aggregation.py", "report.py", "replay_model.py", "sample.py", "autoload.py", "plugin.py"}
+INFRASTRUCTURE = {"engine.py", "cache.py", "local_server.py", "config.py", "model_video.py", "model_readings.py", "proxy_clips.py",
+                  "decode_ahead.py", "video.py", "frame_table.py", "frame_decoder.py", "synthetic.py", "preflight.py", "roots.py", "media_index.py", "aggregation.py", "report.py", "replay_model.py", "sample.py", "autoload.py", "plugin.py"}
 
 
 @pytest.fixture(scope="module")
