@@ -25,7 +25,7 @@ ends the call (no forward pass):
   on 1,219 videos, arXiv 2412.12075; VCR-Bench 1,034 on 859, arXiv 2504.07956).
 - ``frames identical`` (every row): the frames handed to the processor have the same shape and
   a maximum pixel difference of 0, and the video metadata is equal.
-- ``floor``: only decoding qwen2_vl's frames with ``utils.video.read_frames`` (cold), the
+- ``floor``: only decoding qwen2_vl's frames with ``utils.media.frame_decoder.read_frames`` (cold), the
   least any exact method must do; ``today_s / floor_s`` is the largest speed-up exact frames allow.
 
 Then a simulated run of 20 documents (hard links of the two long files, so every document is
@@ -186,11 +186,11 @@ def model_reads(model, path: str, mode: str) -> tuple[np.ndarray, dict]:
 
 def decode_floor(path: str) -> np.ndarray:
     """Only the decode of the frames qwen2_vl ends with (our sampler, cold): what any exact method must do."""
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media import frame_decoder, frame_table
 
-    info = video.probe(path)
+    info = frame_table.probe(path)
     chosen = readings.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height)
-    return video.read_frames(path, sorted(set(chosen.indices)), as_array=True)
+    return frame_decoder.read_frames(path, sorted(set(chosen.indices)), as_array=True)
 
 
 def _ours(model, path: str, cache: str) -> tuple[np.ndarray, dict]:
@@ -220,13 +220,13 @@ def run_case(case: str, path: str, cache: str, model) -> tuple[np.ndarray, dict]
 
 
 def worker(case: str, path: str, out: str, warmup: str, cache: str) -> None:
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media import frame_table
 
     consumer, method = case.split(":")
     model = lmms_model(consumer, Path(warmup).parent / "checkpoints") if method != "floor" else None
     with tempfile.TemporaryDirectory() as warm_cache:
         run_case(case, warmup, warm_cache, model)  # imports, codec tables, torch kernels
-    video._TABLE_CACHE.clear()
+    frame_table._TABLE_CACHE.clear()
     mv._done.clear()
     (frames, extra), elapsed, peak = fs.measured(lambda: run_case(case, path, cache, model))
     np.save(out, frames)
@@ -261,7 +261,7 @@ def simulated_run(documents: list[Path], model_seconds: float, ahead: int, cache
     """One document per video of ``documents`` (repeats: later questions on the same video)
     through lmms-eval's own qwen2_vl ``generate_until`` (tiny checkpoint; the forward pass is
     ``model_seconds`` of sleep), our hook giving each its proxy, ``ahead`` documents decoded ahead."""
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media import frame_table
 
     cache.parent.mkdir(parents=True, exist_ok=True)
     os.environ[clips.CACHE_DIR_ENV] = str(cache)
@@ -269,7 +269,7 @@ def simulated_run(documents: list[Path], model_seconds: float, ahead: int, cache
     os.environ[mv.INPUT_ENV] = "fast"
     decode_ahead._ahead = None
     mv._done.clear()
-    video._TABLE_CACHE.clear()
+    frame_table._TABLE_CACHE.clear()
     model = lmms_model("qwen2_vl", checkpoints, stop=False)
     forward = SleepingForward(model_seconds, model.tokenizer.eos_token_id)
     model._model = forward
@@ -341,9 +341,9 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
                         bench: today["time"] / ((ours["time"] + (q - 1) * ours["warm_s"]) / q) for bench, q in QUESTIONS_PER_VIDEO.items()
                     }
                 if consumer == "qwen2_vl":
-                    from lmms_video_reasoning.utils.media import video
+                    from lmms_video_reasoning.utils.media import frame_table
 
-                    info = video.probe(paths[name])
+                    info = frame_table.probe(paths[name])
                     row["composed_indices"] = list(readings.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height).indices)
                 rows.append(row)
         if docs and long_files:

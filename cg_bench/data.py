@@ -115,9 +115,9 @@ def video_meta(video_uid: str) -> VideoMeta:
     table = video_meta_table()
     if video_uid in table:
         return table[video_uid]
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_table import probe
 
-    info = video.probe(video_path(video_uid))
+    info = probe(video_path(video_uid))
     # the official table's max_frame is the last frame's index (frame count - 1; e.g. JuBBIJ7adjM:
     # 1172.538 s x 29.97 fps = 35,141 frames, max_frame 35,140)
     return VideoMeta(float(info.duration), max(1, int(info.total_frames) - 1), float(info.fps))

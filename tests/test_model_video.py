@@ -176,13 +176,13 @@ def test_unknown_chat_models_and_impossible_budgets_get_the_path(long_ish_video,
 def test_protocol_frames_proxy_holds_exactly_those_frames(long_ish_video, tmp_path, monkeypatch):
     """VRBench protocol: 16 segment midpoints at 224x224 (OpenCV bilinear) as a video."""
     import decord
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_decoder import read_frames
 
     monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     indices = vr_frames.indices(1350, 16)
     proxy = mv.prepare(long_ish_video, mv.Request(None, tuple(indices), vr_frames.SIZE))
     frames = decord.VideoReader(proxy).get_batch(list(range(16))).asnumpy()
-    expected = video.read_frames(long_ish_video, indices, size=vr_frames.SIZE, as_array=True)
+    expected = read_frames(long_ish_video, indices, size=vr_frames.SIZE, as_array=True)
     assert np.array_equal(frames, expected)
 
 
@@ -235,7 +235,8 @@ def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, lon
 def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_path, monkeypatch):
     """VRBench's default for video models: `num_frames` segment midpoints at 224x224, as a video."""
     import decord
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_decoder import read_frames
+    from lmms_video_reasoning.utils.media.frame_table import probe
     from lmms_video_reasoning.vrbench import hooks
 
     monkeypatch.setenv("VRBENCH_ROOT", str(sample_dir / "vrbench"))
@@ -244,8 +245,8 @@ def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_
     source = hooks.data.resolve_video(doc["video_path"])
     [clip] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
     assert Path(clip).parent == tmp_path / "proxies"
-    indices = vr_frames.indices(video.probe(source).total_frames, 8)
-    expected = video.read_frames(source, indices, size=vr_frames.SIZE, as_array=True)
+    indices = vr_frames.indices(probe(source).total_frames, 8)
+    expected = read_frames(source, indices, size=vr_frames.SIZE, as_array=True)
     assert np.array_equal(decord.VideoReader(clip).get_batch(list(range(8))).asnumpy(), expected)
     # `video_frames: model`: the model's own frames (a proxy for qwen2_vl); outside a model run: the path.
     [own] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))

@@ -193,13 +193,14 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
     """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no
     exact proxy layout exists (the caller hands over the path). Raises VideoError for a file
     that cannot be decoded."""
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_decoder import read_frames
+    from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 
     path = Path(path)
     try:
         st = path.stat()
     except OSError:
-        raise video.VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
+        raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
     ident = (str(path), st.st_size, st.st_mtime_ns, request)
     with _lock_for(ident):  # foreground and decode-ahead never prepare the same input twice
         with _locks_guard:
@@ -213,7 +214,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             usage.record_reused()
             result = str(target)
         else:
-            info = video.probe(path)
+            info = probe(path)
             planned = _layout_for(request, info)
             if planned is None:
                 logger.warning("%s: no exact proxy layout for %s; handing the model the original path", path, request.reading)
@@ -222,11 +223,11 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
                 return None
             unique, size, layout = planned
             if request.frames is not None and request.size is not None:
-                frames = video.read_frames(path, unique, size=request.size, as_array=True)
+                frames = read_frames(path, unique, size=request.size, as_array=True)
             elif request.frames is None and request.reading.model != "llava_onevision":
-                frames = video.read_frames(path, unique, size=(size[1], size[0]), resize=proxy_clips.resize_one_like_qwen, as_array=True)
+                frames = read_frames(path, unique, size=(size[1], size[0]), resize=proxy_clips.resize_one_like_qwen, as_array=True)
             else:
-                frames = video.read_frames(path, unique, as_array=True)
+                frames = read_frames(path, unique, as_array=True)
             timed = request.frames is None and request.reading.timed
 
             def write(tmp: Path) -> None:
@@ -279,7 +280,7 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
     """
     from lmms_video_reasoning.utils.core.roots import MediaError
-    from lmms_video_reasoning.utils.media.video import VideoError
+    from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 
     path = Path(path)
     if input_mode() == "path":
@@ -299,8 +300,6 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
             return str(on_broken(path) if on_broken else path)
     try:
         if callable(frames):
-            from lmms_video_reasoning.utils.media.video import probe
-
             frames = frames(probe(path).total_frames)
         request = Request(reading if frames is None else None, tuple(int(i) for i in frames) if frames is not None else None,
                           tuple(size) if size is not None else None)
