@@ -542,9 +542,10 @@ def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monke
 
 def test_prepare_lists(cg_root):
     records = data.records_at(cg_root, "mini")
-    assert data.media_files(records) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
-    assert all((cg_root / rel).is_file() for rel in data.media_files(records))
-    assert "cg_subtitles/cgsample_park.srt" in data.optional_media_files(records)
+    kinds = {kind.name: kind for kind in data.media_kinds(cg_root, records)}  # what `lmms-vr prepare` checks
+    assert list(kinds["videos"].items) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
+    assert all(resolve().is_file() for resolve in kinds["videos"].items.values())
+    assert "cg_subtitles/cgsample_park.srt" in kinds["subtitles"].items
     assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json"}  # the meta table is not on the Hub
 
 

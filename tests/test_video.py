@@ -297,13 +297,6 @@ def test_cut_clip_concurrent_writers(videos, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [results[0].name]
 
 
-def test_clue_clip_prefers_official(videos, tmp_path):
-    official = tmp_path / "q1.mp4"
-    official.write_bytes(videos["short"].read_bytes())
-    assert video.clue_clip(official, videos["cfr"], [[1, 2]], tmp_path / "cache") == official
-    cut = video.clue_clip(tmp_path / "missing.mp4", videos["cfr"], [[1, 2]], tmp_path / "cache")
-    assert _stamps(cut) == list(range(10, 20))
-
 
 def test_non_reference_frames_are_recognised(videos):
     """The skip relies on nal_ref_idc: x264 pyramid B-frames give non-reference frames, P-only none."""

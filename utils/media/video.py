@@ -19,8 +19,8 @@ Public interface
 - ``sample(path, plan, n, *, intervals=None, size=None, meta=None) -> SampledFrames``: the
   two steps at once (frames, indices, timestamps, fps, total_frames, notes).
 - ``cut_clip(path, intervals_s, cache_dir) -> Path``: the clue intervals concatenated into a
-  new MP4, for models that only accept a video path; ``clue_clip(official_clip, path,
-  intervals_s, cache_dir)`` prefers the dataset's own clip when it exists.
+  new MP4, for models that only accept a video path (CG-Bench's media prefer the dataset's own
+  clip when it exists).
 - ``probe``, ``read_frames`` and ``VideoError`` live in ``frame_table`` and ``frame_decoder``.
 """
 
@@ -287,13 +287,3 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: in
             for packet in stream.encode():
                 out.mux(packet)
     return target
-
-
-def clue_clip(official_clip, path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
-    """The dataset's own clue clip (e.g. CG-Bench ``cg_clue_videos/{qid}.mp4``) when it exists
-    and is not empty, else ``cut_clip(path, intervals_s, cache_dir)``."""
-    if official_clip is not None:
-        official_clip = Path(official_clip)
-        if official_clip.is_file() and official_clip.stat().st_size > 0:
-            return official_clip
-    return cut_clip(path, intervals_s, cache_dir)
