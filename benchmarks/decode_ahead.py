@@ -21,7 +21,7 @@ For each shape and model time, the run without (``LMMS_VR_DECODE_AHEAD=0``) and 
 ``input_wait`` (the model idle, waiting for its input) of both, and ``bound`` =
 max(input wait without, model time): the least any overlap can reach.
 
-    python benchmarks/decode_ahead.py [--json] [--docs 20] [--model-seconds 1 3] [--shapes distinct cg_bench] [--ahead 2]
+    python benchmarks/decode_ahead.py [--json] [--docs 20] [--model-seconds 1 3] [--shapes distinct cg_bench] [--ahead 2] [--files ...]
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def measure(shape: str, model_seconds: float, ahead: int, docs: int, sources: li
             "model_s": without["model_s"], "ratio_to_bound": round(with_["wall_s"] / bound, 3)}
 
 
-def benchmark(cache_dir: Path, docs: int, seconds: list[float], shapes: list[str], ahead: int) -> dict:
-    sources = list(fs.generate(cache_dir, list(mi.FILES)).values())
+def benchmark(cache_dir: Path, docs: int, seconds: list[float], shapes: list[str], ahead: int, files: list[str]) -> dict:
+    sources = list(fs.generate(cache_dir, files).values())
     rows = []
     with tempfile.TemporaryDirectory(prefix="decode_ahead_", dir=cache_dir) as tmpdir:
         for n, (shape, model_seconds) in enumerate((shape, s) for shape in shapes for s in seconds):
@@ -104,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-seconds", type=float, nargs="+", default=[1.0, 3.0], help="stub generation time per document")
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--ahead", type=int, default=2, help="documents decoded ahead in the run with it")
+    parser.add_argument("--files", nargs="+", choices=mi.FILES, default=list(mi.FILES), help="source videos, used in turn")
     parser.add_argument("--cache-dir", type=Path, default=fs.DEFAULT_CACHE, help="where generated videos are kept")
     args = parser.parse_args(argv)
-    summary = benchmark(args.cache_dir, args.docs, args.model_seconds, args.shapes, args.ahead)
+    summary = benchmark(args.cache_dir, args.docs, args.model_seconds, args.shapes, args.ahead, args.files)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:

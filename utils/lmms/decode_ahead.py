@@ -1,4 +1,11 @@
-"""Decode-ahead: the next documents' video inputs prepared while the model works on this one.
+"""Decode-ahead (opt-in): the next documents' video inputs prepared while the model works on this one.
+
+Off by default (``LMMS_VR_DECODE_AHEAD=0``): it only hides the making of a proxy clip a document
+does not find in the cache, at most the model's own time per document. Measured
+(``benchmarks/decode_ahead.py``, docs/measured.md): no gain where most documents reuse a cached
+proxy (CG-Bench and VRBench: about 10 questions per video); a gain where every document is a new
+video (VCR-Bench: 1,034 questions on 859 videos) and decoding takes about as long as generating.
+``LMMS_VR_DECODE_AHEAD=2`` turns it on for such runs.
 
 While the model generates for one document, the next ``LMMS_VR_DECODE_AHEAD`` documents in the
 model's own processing order are prepared by one background thread: it calls their task hook
@@ -10,7 +17,7 @@ from the model's ``generate_until`` (lmms-eval's ``Collator``), read by ``host.u
 
 Public interface
 ----------------
-- ``DECODE_AHEAD`` (``LMMS_VR_DECODE_AHEAD``): documents prepared ahead (0 = off).
+- ``DECODE_AHEAD`` (``LMMS_VR_DECODE_AHEAD``): documents prepared ahead (0 = off, the default).
 - ``schedule_ahead(reading)``: called by the hook after a document's own input is ready.
 - ``prefetching()`` / ``prefetch_reading()``: whether this thread runs a decode-ahead job, and as
   which model's ``Reading`` (the job's stack holds no model).
@@ -32,9 +39,9 @@ from lmms_video_reasoning.utils.lmms.model_readings import Reading
 logger = logging.getLogger("lmms_video_reasoning.model_video")
 
 DECODE_AHEAD_ENV = "LMMS_VR_DECODE_AHEAD"
-DEFAULT_DECODE_AHEAD = 2
+DEFAULT_DECODE_AHEAD = 0  # opt-in: see the module docstring for when it pays
 DECODE_AHEAD = settings.declare(DECODE_AHEAD_ENV, "int", DEFAULT_DECODE_AHEAD, "documents decoded ahead of the model "
-                                "(0 = off)", minimum=0)
+                                "(0 = off, the default; 2 for runs where most documents are a new video)", minimum=0)
 
 _context = threading.local()  # .prefetching, .reading: set by decode-ahead jobs (no model frame on their stack)
 

@@ -211,7 +211,7 @@ DECODE_AHEAD = declare(
             "and `doc_id`/`task`, and requests' args (context, gen_kwargs, doc_to_visual, doc_id, task, split) "
             "(upcoming_documents)",
     lost="each video is decoded when the model asks for it (GPU waits on decoding)",
-    workaround="LMMS_VR_DECODE_AHEAD=0 states it explicitly; nothing else changes")
+    workaround="none needed: it is opt-in (LMMS_VR_DECODE_AHEAD, default 0); LMMS_VR_DECODE_AHEAD=0 is the same behaviour")
 FAILURE_PLACEHOLDERS = declare(
     "failure-placeholders",
     gives="API models' give-up strings counted as model failures instead of scored as answers",

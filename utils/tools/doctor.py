@@ -187,7 +187,7 @@ def check_inputs() -> list[Finding]:
                                 if unverified else "proxy clips of the frames it keeps",
                                 "run tests/test_model_equivalence.py on this version" if unverified else ""))
     depth = decode_ahead.DECODE_AHEAD.read()
-    findings.append(Finding("decode-ahead", OK if depth else INFO, f"{depth} documents ahead" if depth else "off (LMMS_VR_DECODE_AHEAD=0)"))
+    findings.append(Finding("decode-ahead", OK if depth else INFO, f"{depth} documents ahead" if depth else "off (the default; LMMS_VR_DECODE_AHEAD=2 turns it on)"))
     return findings
 
 
