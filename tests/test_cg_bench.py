@@ -527,7 +527,7 @@ def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
 
 
 def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monkeypatch):
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_table import probe
 
     monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path / "cache"))
     docs = hooks.build_docs(data.load_records("mini"), "clue", "mini")
@@ -536,15 +536,16 @@ def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monke
     assert str(tmp_path / "cache") in clip
     fps = data.video_meta(doc["video_uid"]).fps
     length = sum(end - start for start, end in doc["clue_intervals"])
-    assert video.probe(clip).total_frames == pytest.approx(length * fps, abs=2)
+    assert probe(clip).total_frames == pytest.approx(length * fps, abs=2)
     assert hooks.doc_to_messages(doc, {"visual_mode": "video"})[0]["content"][0] == {"type": "video", "url": clip}
 
 
 def test_prepare_lists(cg_root):
     records = data.records_at(cg_root, "mini")
-    assert data.media_files(records) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
-    assert all((cg_root / rel).is_file() for rel in data.media_files(records))
-    assert "cg_subtitles/cgsample_park.srt" in data.optional_media_files(records)
+    kinds = {kind.name: kind for kind in data.media_kinds(cg_root, records)}  # what `lmms-vr prepare` checks
+    assert list(kinds["videos"].items) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
+    assert all(resolve().is_file() for resolve in kinds["videos"].items.values())
+    assert "cg_subtitles/cgsample_park.srt" in kinds["subtitles"].items
     assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json"}  # the meta table is not on the Hub
 
 

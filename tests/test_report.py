@@ -129,7 +129,7 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     clue_acc = value(scored.results["cg_clue"], "cg_bench_clue", "clue_acc")
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
-               for record in samples_io.records_from_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))]
+               for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))[0]]
     expected = aggregate.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)

@@ -165,7 +165,7 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
         for name, task in TASKS:
             sampled = samples[task]
             benchmark = task_specs.task_spec(task).benchmark
-            records = samples_io.records_from_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))
+            records = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
             once = ScoreOnce(benchmark)
             slow = report_bootstrap.bootstrap_values_reference(sampled, 300, 0)
             headline = [m for m in report_runs.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
@@ -341,7 +341,7 @@ def lmms_eval_line(record: dict, doc_id: int, spec: task_specs.TaskSpec, **extra
 
 def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_path):
     spec = task_specs.task_spec("vr_bench")
-    records = samples_io.records_from_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)
+    records = samples_io.read_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)[0]
     lines = [json.dumps(lmms_eval_line(record, i, spec)) for i, record in enumerate(records)]
     # a nested object holding a key named like a metric comes before the real copies: never taken for the record
     decoy = lmms_eval_line(records[1], 1, spec, doc={"mcq_accuracy": {"sample_id": "decoy"}, "note": '"overall": {'})
@@ -368,7 +368,7 @@ def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_pat
 def test_the_report_keeps_only_what_the_metrics_read(runs):
     for name, task in TASKS:
         sampled = loaded(runs, name, task, stored=False)
-        full = samples_io.records_from_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))
+        full = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
         assert all(len(json.dumps(slim)) < len(json.dumps(record)) / 2 for slim, record in zip(sampled.records, full)), task
         assert "response" not in sampled.records[0] and "question" not in sampled.records[0]
         whole = report_bootstrap.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)

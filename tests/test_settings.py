@@ -40,14 +40,14 @@ def test_choices_any_case():
 def test_the_suites_own_settings_follow_the_rule():
     from lmms_video_reasoning.cg_bench import aggregate
     from lmms_video_reasoning.judges import failure_share
-    from lmms_video_reasoning.utils.lmms import autoload, model_video
+    from lmms_video_reasoning.utils.lmms import autoload, proxy_clips
 
     with pytest.raises(settings.SettingError, match="LMMS_VR_NO_AUTOLOAD"):  # was: any value but "0" disabled the hooks
         autoload.NO_AUTOLOAD.read({"LMMS_VR_NO_AUTOLOAD": "maybe"})
     assert autoload.NO_AUTOLOAD.read({"LMMS_VR_NO_AUTOLOAD": "false"}) is False
     for raw in ("nan", "inf", "-5"):  # was: accepted
         with pytest.raises(settings.SettingError, match="LMMS_VR_PROXY_CACHE_MB"):
-            model_video.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
+            proxy_clips.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
     with pytest.raises(settings.SettingError, match="LMMS_VR_CG_STRICT"):
         aggregate.STRICT.read({"LMMS_VR_CG_STRICT": "strict"})
     assert failure_share.failed_share_limit({"LMMS_VR_JUDGE_FAILED_SHARE": "0.1"}) == 0.1

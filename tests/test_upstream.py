@@ -47,8 +47,9 @@ select = ["E4", "E7", "E9", "F", "I"]
 known-first-party = ["lmms_eval"]
 '''
 # Plugin infrastructure that must never reach lmms-eval (a module of that name in a PR is a copy of it).
-INFRASTRUCTURE = {"engine.py", "cache.py", "local_server.py", "config.py", "model_video.py", "video.py", "synthetic.py", "preflight.py",
-                  "roots.py", "media_index.py", "aggregation.py", "report.py", "replay_model.py", "sample.py", "autoload.py", "plugin.py"}
+INFRASTRUCTURE = {"engine.py", "cache.py", "local_server.py", "config.py", "model_video.py", "model_readings.py", "proxy_clips.py",
+                  "decode_ahead.py", "video.py", "frame_table.py", "frame_decoder.py", "synthetic.py", "preflight.py", "roots.py",
+                  "media_index.py", "aggregation.py", "report.py", "replay_model.py", "sample.py", "autoload.py", "plugin.py"}
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +343,7 @@ def _record(benchmark: str, hooks, doc: dict, reply: str, task: str) -> dict:
 def test_where_the_upstream_form_can_differ_from_the_plugin(sample, monkeypatch):
     """The upstream form gives the plugin's numbers on the sample; these are the cases where it cannot."""
     from lmms_video_reasoning.utils.lmms import llm_judge_ask
-    from lmms_video_reasoning.utils.media import plain_frames, video
+    from lmms_video_reasoning.utils.media import frame_decoder, frame_table, plain_frames
     from lmms_video_reasoning.vcr_bench import scoring
 
     # 1. lmms-eval's providers strip the judge's reply; the official VCR-Bench code keeps it, and
@@ -356,10 +357,10 @@ def test_where_the_upstream_form_can_differ_from_the_plugin(sample, monkeypatch)
     #    clip (and simple models a proxy of their own frames): the model input, not the scoring, differs.
     # 4. Frames for frame-based models: the same frames from the plain decoder as from the plugin's sampler.
     path = next((sample / "vrbench").rglob("*.mp4"))
-    info = video.probe(path)
+    info = frame_table.probe(path)
     assert plain_frames.probe(path) == (info.total_frames, info.fps)
     indices = [0, 7, info.total_frames // 2, info.total_frames - 1]
-    for plain, exact in zip(plain_frames.read_frames(path, indices, size=(224, 224)), video.read_frames(path, indices, size=(224, 224))):
+    for plain, exact in zip(plain_frames.read_frames(path, indices, size=(224, 224)), frame_decoder.read_frames(path, indices, size=(224, 224))):
         assert plain.tobytes() == exact.tobytes()
 
 

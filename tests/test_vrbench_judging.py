@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
@@ -51,7 +52,8 @@ def test_debug_records_load_and_flatten(debug_records):
     assert {"Counting Porblems", "Event Summarization", "Hypothetical Reasoning", "Event Prediction"} <= types
     synopsis = next(d for d in docs if d["reasoning_type"] == "Event Summarization")
     assert synopsis["steps"] == [] and synopsis["procedure"] == ""
-    assert data.media_files(debug_records) == ["VRBench/videos/v001/TZk_p-q8Fzo.mp4", "VRBench/videos/v001/eb5vwy4GSSs.mp4"]
+    [videos] = data.media_kinds(Path("unused"), debug_records)  # what `lmms-vr prepare` checks
+    assert sorted(videos.items) == ["VRBench/videos/v001/TZk_p-q8Fzo.mp4", "VRBench/videos/v001/eb5vwy4GSSs.mp4"]
     # Arrow-friendly: the documents become a dataset.
     assert len(docs_dataset(docs)) == 13
 

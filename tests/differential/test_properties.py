@@ -8,11 +8,11 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from interval_iou import intervals_iou
 
 from lmms_video_reasoning.cg_bench import aggregate as cg_aggregate
 from lmms_video_reasoning.cg_bench import scoring as cg
 from lmms_video_reasoning.judges.parsing import ParseError, extract_json
-from lmms_video_reasoning.utils.core.intervals import intervals_iou
 from lmms_video_reasoning.vcr_bench import scoring as vcr
 from lmms_video_reasoning.vrbench import scoring as vr
 

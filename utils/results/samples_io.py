@@ -287,11 +287,6 @@ def _unique_records(records: list[dict], path: Path) -> tuple[list[dict], list[i
     return unique, kept_at
 
 
-def records_from_samples(path: Path, spec: TaskSpec) -> list[dict]:
-    """The task's records from a samples file: logged records, or rebuilt for predict-only lines."""
-    return read_samples(path, spec)[0]
-
-
 def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) -> Coverage:
     """Compare the records' sample ids with the task's documents (when they can be loaded now)."""
     try:
