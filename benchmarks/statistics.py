@@ -23,10 +23,17 @@ reads none). Then, in one run, side by side:
 - ``report``: `lmms-vr report` on 1, 2 and 4 full CG-Bench runs and VCR-Bench runs, 1 and 2
   VRBench runs, at 1000 resamples and at 0 (runs 3 and 4: other replies, `variant`):
   ``report_ratio_4runs`` (1000 / 0, four CG-Bench runs), ``report_4runs_s``;
-- ``same_intervals``: the array bootstrap and the reference bootstrap (each resample
-  re-aggregated by the benchmark's metric function) agree to 1e-9 on these runs (every task,
-  every metric, paired differences included; 20 resamples at full size, as the reference
-  re-aggregates 36,387 records per resample).
+- ``same_intervals``: the bootstrap over the per-sample columns and the bootstrap by definition
+  (each resample's records re-aggregated by the benchmark's `metrics`) agree to 1e-9 on these runs
+  (every task, every metric, paired differences included; 20 resamples at full size, as the
+  reference re-aggregates 36,387 records per resample).
+- ``reaggregate`` (``--reaggregate``): what the other way to bootstrap costs, every resample
+  re-aggregated by the benchmark's `metrics` instead of the sums of its per-sample columns (the
+  choice of issue 35): CPU seconds per resample on each replay's tasks (timed in the
+  ``same_intervals`` step), the in-run standard errors that gives (x 1000 resamples, against the
+  replays' CPU time: ``instderr_overhead_ratio_est``) and the four-run CG-Bench report run that
+  way at ``reaggregate_resamples`` resamples, extrapolated from the same report at 0 resamples to
+  1000 (``report_4runs_s_est``).
 
 Every step runs as its own process; its peak memory is that process's maximum resident set
 and its CPU time that process's user + sys (`os.wait4`). This process stays small (the judge
@@ -35,7 +42,7 @@ it starts with. `--quick` builds small runs (a smoke
 run of a few minutes, most of it lmms-eval starting). Goals: ``instderr_overhead_ratio`` <= 1.10,
 ``report_ratio_4runs`` <= 2, ``report_4runs_s`` < 60, no step over 1.5 GB.
 
-    .venv/bin/python benchmarks/statistics.py [--quick] [--json] [--keep DIR]
+    .venv/bin/python benchmarks/statistics.py [--quick] [--json] [--keep DIR] [--reaggregate]
 """
 
 from __future__ import annotations
@@ -71,10 +78,11 @@ class Scale:
     check_resamples: int  # resamples of the same_intervals check
     distinct_runs: bool  # the 4-run reports read 4 different runs (else runs 3 and 4 are runs 1 and 2 again)
     repeats: int  # replays with the hook off and on, interleaved; the least time of each side is kept
+    reaggregate_resamples: int  # the four-run report re-aggregating every resample (extrapolated to `resamples`)
 
 
-FULL = Scale(12_129, 1_219, 1_034, 859, 8_243, 960, 1000, 20, True, 2)
-QUICK = Scale(300, 40, 60, 50, 120, 14, 200, 50, False, 1)
+FULL = Scale(12_129, 1_219, 1_034, 859, 8_243, 960, 1000, 20, True, 2, 10)
+QUICK = Scale(300, 40, 60, 50, 120, 14, 200, 50, False, 1, 5)
 
 
 def mark(text: str, copy: int) -> str:
@@ -299,6 +307,16 @@ def lmms_vr(arguments: list[str], env: dict[str, str]) -> Step:
     return run_step([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", *arguments], env, f"lmms-vr {' '.join(arguments[:2])}")
 
 
+# `lmms-vr` with no per-sample arrays: every resample re-aggregated by the benchmark's metric function.
+REAGGREGATED = ("import runpy, sys; from lmms_video_reasoning.utils.results import report_bootstrap; "
+                "report_bootstrap.Sampled.totals = property(lambda self: None); sys.argv = ['lmms-vr', *sys.argv[1:]]; "
+                "runpy.run_module('lmms_video_reasoning.utils.tools.cli', run_name='__main__')")
+
+
+def lmms_vr_reaggregated(arguments: list[str], env: dict[str, str]) -> Step:
+    return run_step([sys.executable, "-c", REAGGREGATED, *arguments], env, f"lmms-vr {' '.join(arguments[:2])} (re-aggregated)")
+
+
 def results_file(output_path: Path) -> Path:
     found = sorted(output_path.rglob("*_results.json"))
     if len(found) != 1:
@@ -314,7 +332,7 @@ def stderr_cells(output_path: Path, metric: str) -> tuple[bool, bool]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The arrays against the reference bootstrap on these runs
+# The column bootstrap against the bootstrap by definition on these runs
 # ---------------------------------------------------------------------------------------------
 
 
@@ -327,13 +345,14 @@ def same(a, b) -> bool:
 
 def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], resamples: int, env: dict[str, str]) -> dict:
     """For each benchmark's first two runs: every task's bootstrap values and their paired
-    differences, by the arrays and by the reference (each resample re-aggregated by the
-    benchmark's metric function), for one seed: equal to 1e-9, metric by metric."""
+    differences, over the columns and by the reference (each resample's records re-aggregated by
+    the benchmark's `metrics`), for one seed: equal to 1e-9, metric by metric."""
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.results import report_bootstrap, report_verdicts
 
     os.environ.update(env)  # the judge cache the runs wrote (the reference re-reads nothing: outcomes are loaded once)
     checked, differ = 0, []
+    per_resample: dict[str, float] = {}  # task -> CPU seconds of one resample re-aggregated by the metric function
     for benchmark, folders in runs.items():
         for task in tasks[benchmark]:
             sampled = []
@@ -344,7 +363,10 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
                 if loaded is None:
                     raise SystemExit(f"{samples}: {reason}")
                 sampled.append(loaded)
-            fast, slow = report_bootstrap.bootstrap_values(sampled[0], resamples, 11), report_bootstrap.bootstrap_values_reference(sampled[0], resamples, 11)
+            fast = report_bootstrap.bootstrap_values(sampled[0], resamples, 11)
+            started = time.process_time()
+            slow = report_bootstrap.bootstrap_values_reference(sampled[0], resamples, 11)
+            per_resample[task] = (time.process_time() - started) / resamples
             checked += 1
             if list(fast) != list(slow) or not all(same(fast[m], slow[m]) for m in slow):
                 differ.append(f"{task} bootstrap")
@@ -355,7 +377,7 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
                     or list(values) != list(slow_values) or not all(same(values[m], slow_values[m]) for m in slow_values)):
                 differ.append(f"{task} paired")
     return {"same_intervals": not differ, "same_intervals_checked": checked, "same_intervals_differ": differ,
-            "same_intervals_resamples": resamples}
+            "same_intervals_resamples": resamples, "reaggregate_s_per_resample": per_resample}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,7 +441,7 @@ def _call(connection, function, args) -> None:
 FORK = multiprocessing.get_context("fork")
 
 
-def measure(folder: Path, scale: Scale) -> dict:
+def measure(folder: Path, scale: Scale, reaggregate: bool = False) -> dict:
     started = time.perf_counter()
     load_before = os.getloadavg()
     predictions = in_child(write_roots, folder, scale)
@@ -469,12 +491,19 @@ def measure(folder: Path, scale: Scale) -> dict:
                     step = lmms_vr(["report", *items, "--out", str(folder / f"report_{benchmark}_{count}_{resamples}"),
                                     "--bootstrap", str(resamples)], env)
                     out["report"][benchmark][f"{count}_runs_{resamples}_resamples"] = step.figures()
+            if reaggregate and benchmark == "cg_bench":  # the same four-run report, every resample re-aggregated by `metrics`
+                items = [f"run{i + 1}={path}" for i, path in enumerate(runs[benchmark][:4])]
+                step = lmms_vr_reaggregated(["report", *items, "--out", str(folder / "report_cg_bench_4_reaggregated"),
+                                             "--bootstrap", str(scale.reaggregate_resamples)], env)
+                out["report_reaggregated"] = {f"4_runs_{scale.reaggregate_resamples}_resamples": step.figures()}
         checked = in_child(same_intervals, {b: paths[:2] for b, paths in runs.items()},
                                  {b: tasks.split(",") for b, tasks in TASKS.items()}, scale.check_resamples, env)
     out.update(checked)
     ratios = {b: r["ratio_cpu"] for b, r in out["replay"].items()}
     cg = out["report"]["cg_bench"]
     four, four_none = cg[f"4_runs_{scale.resamples}_resamples"], cg["4_runs_0_resamples"]
+    if reaggregate:
+        out["reaggregate"] = reaggregation_estimate(out, scale)
     steps = [r[side] for r in out["replay"].values() for side in ("off", "on")] + list(out["score"].values()) + \
         [figures for per in out["report"].values() for figures in per.values()]
     out.update({
@@ -498,6 +527,24 @@ def measure(folder: Path, scale: Scale) -> dict:
     return out
 
 
+def reaggregation_estimate(out: dict, scale: Scale) -> dict:
+    """The figures of bootstrapping by re-aggregating every resample with the metric function: the
+    in-run standard errors (each task's resamples at the report's count, as the hook asks) against
+    the replays' CPU time, and the four-run CG-Bench report extrapolated from its re-aggregated run."""
+    per_resample = out["reaggregate_s_per_resample"]
+    instderr = {b: sum(per_resample[t] for t in TASKS[b].split(",")) * scale.resamples for b in TASKS}
+    ratios = {b: round((out["replay"][b]["off"]["cpu_s"] + instderr[b]) / out["replay"][b]["off"]["cpu_s"], 3) for b in TASKS}
+    cg = out["report"]["cg_bench"]
+    measured, none = out["report_reaggregated"][f"4_runs_{scale.reaggregate_resamples}_resamples"], cg["4_runs_0_resamples"]
+    per = {key: (measured[key] - none[key]) / scale.reaggregate_resamples for key in ("wall_s", "cpu_s")}
+    return {"s_per_resample": {t: round(v, 4) for t, v in per_resample.items()},
+            "instderr_s_est": {b: round(v, 1) for b, v in instderr.items()},
+            "instderr_overhead_ratio_est": max(ratios.values()), "instderr_overhead_ratio_est_by_benchmark": ratios,
+            "report_4runs_s_est": round(none["wall_s"] + per["wall_s"] * scale.resamples, 1),
+            "report_4runs_cpu_s_est": round(none["cpu_s"] + per["cpu_s"] * scale.resamples, 1),
+            "report_4runs_measured_at": scale.reaggregate_resamples}
+
+
 def print_table(out: dict) -> None:
     print(f"statistics at {out['scale']} size (documents per replay: {out['documents']}; load {out['load_average_before_after']})")
     for benchmark, replay in out["replay"].items():
@@ -508,8 +555,9 @@ def print_table(out: dict) -> None:
         for name, step in per.items():
             print(f"  report {benchmark:9s} {name:28s} {step}")
     for key in ("instderr_overhead_ratio", "instderr_overhead_ratio_wall", "instderr_s", "report_ratio_4runs", "report_4runs_s", "peak_mb_max",
-                "same_intervals", "goals", "total_s"):
-        print(f"  {key}: {out[key]}")
+                "same_intervals", "reaggregate", "goals", "total_s"):
+        if key in out:
+            print(f"  {key}: {out[key]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -517,16 +565,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small runs (a smoke run), not the benchmarks' sizes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep", help="build and keep everything in this folder (default: a temporary one)")
+    parser.add_argument("--reaggregate", action="store_true", help="also measure the bootstrap that re-aggregates every "
+                        "resample by the benchmark's metrics (no per-sample columns)")
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else FULL
     if args.keep:
         folder = Path(args.keep)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        out = measure(folder, scale)
+        out = measure(folder, scale, args.reaggregate)
     else:
         with tempfile.TemporaryDirectory(prefix="lmms_vr_statistics_") as tmp:
-            out = measure(Path(tmp), scale)
+            out = measure(Path(tmp), scale, args.reaggregate)
     if args.json:
         print(json.dumps(out))
     else:

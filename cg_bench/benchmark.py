@@ -17,7 +17,8 @@ JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_e
 
 
 class CgBenchScoring(ScoringAdapter):
-    """CG-Bench: `cg_bench.aggregate.scored_records`; outcomes from `read_outcomes`, metrics from `task_metrics`.
+    """CG-Bench: `cg_bench.aggregate.scored_records`; outcomes from `read_outcomes`, metrics from
+    `outcomes.outcome_columns` (`task_metrics`).
 
     Records of several CG-Bench tasks of one run may be scored together: long + clue +
     grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
@@ -54,7 +55,7 @@ class CgBenchScoring(ScoringAdapter):
         return task_metrics([Outcome(**outcome) for outcome in outcomes])
 
     def columns(self, records, outcomes, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import outcome_columns
+        from lmms_video_reasoning.cg_bench.outcomes import outcome_columns
 
         return outcome_columns(outcomes)
 

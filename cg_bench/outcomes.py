@@ -30,11 +30,14 @@ import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from lmms_video_reasoning.cg_bench import judging, sampling, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point, ratio, rowwise
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
@@ -181,54 +184,96 @@ def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], jud
         outcomes[index].judge_error = verdict.error
 
 
-def _values(outcomes: Iterable[Outcome], mode: str) -> list[float]:
-    return [o.value for o in outcomes if o.mode == mode and o.value is not None]
+def _joined(fields: Sequence[dict], answer_mode: str = "long") -> dict[int, tuple[int, float]]:
+    """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last `answer_mode` answer with
+    a value, its last grounding tIoU)} for the qids having both."""
+    answers: dict[int, int] = {}
+    ground: dict[int, float] = {}
+    for index, o in enumerate(fields):
+        if o["value"] is not None and o["mode"] in (answer_mode, "grounding"):
+            if o["mode"] == answer_mode:
+                answers[o["qid"]] = index
+            else:
+                ground[o["qid"]] = o["value"]
+    return {qid: (index, ground[qid]) for qid, index in answers.items() if qid in ground}
 
 
-def acc_at_iou_pairs(outcomes: Sequence[Outcome], answer_mode: str = "long") -> list[tuple[bool, float]]:
+def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> list[tuple[bool, float]]:
     """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`).
     `answer_mode` "blind": the text-only answer instead (the paper's GPT4o (text) row of Table 3)."""
-    long = {o.qid: o.value for o in outcomes if o.mode == answer_mode and o.value is not None}
-    ground = {o.qid: o.value for o in outcomes if o.mode == "grounding" and o.value is not None}
-    return [(long[qid] == 1.0, ground[qid]) for qid in sorted(long.keys() & ground.keys())]
+    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(_joined(fields, answer_mode).items())]
 
 
-def judge_failed_count(outcomes: Sequence[Outcome]) -> float:
-    """Open answers sent to the judge that got no verdict after the engine's retries and re-asks
-    (HTTP failure or an unparseable verdict, at step 1 or step 2). NaN when there are no open
-    answers or the judge did not run at all (then oe_acc is NaN too)."""
-    errors = [o.judge_error for o in outcomes if o.mode == "open"]
-    if not errors or any(error in (NO_JUDGE, JUDGE_OFF) for error in errors):
-        return math.nan
-    return sum(error is not None for error in errors)
+def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> SampleColumns:
+    """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
+    (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
+    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    mode = np.array([o["mode"] for o in fields], dtype=str)
+    value = column(math.nan if o["value"] is None else o["value"] for o in fields)
+    valued = ~np.isnan(value)
+    counted: dict[str, np.ndarray] = {}
+    for name in ("long", "clue", "open", "blind", "grounding"):
+        counted[f"n:{name}"] = ((mode == name) & valued).astype(float)
+        counted[f"sum:{name}"] = np.where((mode == name) & valued, value, 0.0)
+    grounded = (mode == "grounding") & valued
+    for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+        counted[f"iou_at:{k}"] = (grounded & (np.where(valued, value, -np.inf) >= threshold)).astype(float)
+    for name in ("parse_failed", "model_failed", "reasoning_truncated"):
+        counted[name] = column(o[name] for o in fields)
+    counted["open"] = (mode == "open").astype(float)
+    counted["open_failed"] = counted["open"] * column(o["judge_error"] is not None for o in fields)
+    counted["open_not_run"] = counted["open"] * column(o["judge_error"] in (NO_JUDGE, JUDGE_OFF) for o in fields)
+    once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
+    for index, iou in _joined(fields, answer_mode).values():
+        once["pairs"][index] = 1.0
+        for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+            once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
+    return SampleColumns(counted, metrics_from_totals, once, ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
 
 
-def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
-    long_acc = scoring.percent_mean(_values(outcomes, "long"))
-    clue_acc = scoring.percent_mean(_values(outcomes, "clue"))
-    ious = _values(outcomes, "grounding")
-    return {
+def metrics_from_totals(totals, whole: bool) -> dict:
+    """The metrics from column sums (a row each): 100 x the mean per mode, the mean share over thresholds,
+    CRR, failures; on a whole run `oe_acc` is not computed past the judge failure share (never per group)."""
+
+    def percent(mode: str) -> np.ndarray:
+        return ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
+
+    def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:
+        thresholds = range(len(scoring.IOU_THRESHOLDS))
+        return 100.0 * sum((ratio(totals[f"{prefix}:{k}"], count) for k in thresholds), 0.0) / len(scoring.IOU_THRESHOLDS)
+
+    long_acc, clue_acc = percent("long"), percent("clue")
+    judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
+    metrics = {
         "long_acc": long_acc,
         "clue_acc": clue_acc,
-        "miou": scoring.percent_mean(ious),
-        "rec_at_iou": scoring.rec_at_iou(ious),
-        "acc_at_iou": scoring.acc_at_iou(acc_at_iou_pairs(outcomes)),
-        "crr": scoring.crr(long_acc, clue_acc),
-        "oe_acc": scoring.percent_mean(_values(outcomes, "open")),
-        "blind_acc": scoring.percent_mean(_values(outcomes, "blind")),
-        "parse_failed": sum(o.parse_failed for o in outcomes),
-        "judge_failed": judge_failed_count(outcomes),
-        "model_failed": sum(o.model_failed for o in outcomes),
-        "reasoning_truncated": sum(o.reasoning_truncated for o in outcomes),
+        "miou": percent("grounding"),
+        "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]),
+        "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
+        "crr": rowwise(scoring.crr, long_acc, clue_acc),
+        "oe_acc": percent("open"),
+        "blind_acc": percent("blind"),
+        "parse_failed": totals["parse_failed"],
+        "judge_failed": judge_failed,
+        "model_failed": totals["model_failed"],
+        "reasoning_truncated": totals["reasoning_truncated"],
     }
+    if whole:
+        withheld = np.array([failure_share.too_many_failed(f, int(n)) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
+        metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
+    return metrics
 
 
-def task_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
-    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
-    judgments failed than the failure share allows (`judges.failure_share`; decided on the whole
-    task, never per breakdown group)."""
-    return failure_share.withhold(metrics_of(outcomes), ("oe_acc",), judge_failed_count(outcomes), open_count(outcomes))
+def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> dict[str, float]:
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score);
+    `answer_mode` "blind": acc@IoU of the text-only answers (`acc_at_iou_pairs`)."""
+    return point(outcome_columns(outcomes, answer_mode), whole=False)
+
+
+def task_metrics(outcomes: Sequence[Outcome | dict]) -> dict[str, float]:
+    """A task's metrics: `metrics_of`, `oe_acc` not computed past the judge failure share (`judges.failure_share`)."""
+    return point(outcome_columns(outcomes))
 
 
 def open_count(outcomes: Sequence[Outcome]) -> int:

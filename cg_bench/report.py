@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, acc_at_iou_pairs, breakdown
-from lmms_video_reasoning.cg_bench import scoring
+from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, acc_at_iou_pairs, breakdown, metrics_of
 from lmms_video_reasoning.cg_bench.scoring import acc_at_iou_over, crr
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
@@ -130,8 +129,7 @@ def blind_values(row: TaskStats, text: TaskStats | None) -> list:
     if answers is None or grounding is None:
         joined = math.nan
     else:  # the blind answers with the text-only grounding only (the row's own grounding answers saw the video)
-        pairs = acc_at_iou_pairs([o for o in answers if o.mode == "blind"] + [o for o in grounding if o.mode == "grounding"], "blind")
-        joined = scoring.acc_at_iou(pairs)
+        joined = metrics_of([o for o in answers if o.mode == "blind"] + [o for o in grounding if o.mode == "grounding"], "blind")["acc_at_iou"]
     return [blind, blind, value_of(text, "miou"), value_of(text, "rec_at_iou"), joined, crr(blind, blind), value_of(text, "oe_acc")]
 
 

@@ -12,7 +12,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core.ask import ParseError  # the judge interface's re-ask signal
 
@@ -280,38 +280,12 @@ def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
 # ---------------------------------------------------------------------- metric arithmetic
 
 
-def percent_mean(values: Iterable[float]) -> float:
-    """100 x the mean, NaN when there is nothing to average."""
-    values = list(values)
-    return 100.0 * sum(values) / len(values) if values else math.nan
-
-
-def rec_at_iou(ious: Sequence[float], thresholds: Sequence[float] = IOU_THRESHOLDS) -> float:
-    """rec.@IoU: mean over thresholds of the share of questions with tIoU >= threshold (x100).
-
-    `>=` as `stat_with_key.py` (VLMEvalKit and the paper's text say `>`).
-    """
-    if not ious:
-        return math.nan
-    return 100.0 * sum(sum(iou >= t for iou in ious) / len(ious) for t in thresholds) / len(thresholds)
-
-
-def acc_at_iou(pairs: Sequence[tuple[bool, float]], thresholds: Sequence[float] = IOU_THRESHOLDS) -> float:
-    """acc.@IoU: like rec.@IoU, but a question also needs its long-video answer correct.
-
-    `pairs` = (long answer correct, grounding tIoU) per question, joined on qid.
-    """
-    if not pairs:
-        return math.nan
-    return 100.0 * sum(sum(ok and iou >= t for ok, iou in pairs) / len(pairs) for t in thresholds) / len(thresholds)
-
-
 def acc_at_iou_over(pairs: Sequence[tuple[bool, float]], tau: float = 0.0) -> float:
     """acc.@IoU at one threshold as the paper defines it (section 3.3): the share (x100) of
     questions whose long-video answer is correct and whose tIoU exceeds (`>`) `tau`. At the
     paper's ablation default `tau` = 0 (Table 4, Table 10, Fig. 7) the predicted interval must
     overlap the clue: a tIoU of exactly 0 does not count (`>=` would make it MCQ accuracy).
-    `pairs` as `acc_at_iou`; NaN without pairs."""
+    `pairs` as `outcomes.acc_at_iou_pairs` joins them; NaN without pairs."""
     if not pairs:
         return math.nan
     return 100.0 * sum(ok and iou > tau for ok, iou in pairs) / len(pairs)

@@ -213,10 +213,16 @@ def test_parse_open_and_judge_verdicts():
 
 
 def test_threshold_means_use_greater_or_equal():
+    def answer(qid, mode, value):
+        return cg_aggregate.Outcome(qid, mode, value, False, 60, "d", "perception")
+
     # thresholds 0.1..0.5 pass 3, 2, 1, 1, 1 of 4 questions
-    assert scoring.rec_at_iou([0.1, 0.25, 0.5, 0.05]) == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
-    assert scoring.acc_at_iou([(True, 0.5), (False, 0.5), (True, 0.15)]) == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
-    assert math.isnan(scoring.rec_at_iou([]))
+    grounded = cg_aggregate.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
+    assert grounded["rec_at_iou"] == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
+    joined = [answer(qid, mode, value) for qid, long, iou in ((1, 1.0, 0.5), (2, 0.0, 0.5), (3, 1.0, 0.15))
+              for mode, value in (("long", long), ("grounding", iou))]
+    assert cg_aggregate.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
+    assert math.isnan(cg_aggregate.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
 
 
 def test_crr_arithmetic():

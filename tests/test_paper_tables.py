@@ -16,7 +16,7 @@ import pytest
 
 from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import scoring as cg
-from lmms_video_reasoning.cg_bench.outcomes import NOT_RECORDED, Outcome, acc_at_iou_pairs, breakdown
+from lmms_video_reasoning.cg_bench.outcomes import NOT_RECORDED, Outcome, acc_at_iou_pairs, breakdown, metrics_of
 from lmms_video_reasoning.utils.results import report, report_tables, score
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report_stats import TaskStats
@@ -128,7 +128,8 @@ def test_acc_at_iou_at_tau_0_needs_an_overlap_not_just_an_interval():
     assert cg.acc_at_iou_over([(False, 1.0)], 0.0) == 0.0  # no correct answer
     assert math.isnan(cg.acc_at_iou_over([], 0.0))
     # the existing metric is unchanged: the mean over 0.1-0.5 with `>=` (official code)
-    assert cg.acc_at_iou([(True, 0.1), (True, 0.0)]) == pytest.approx(100 * (1 / 2) / 5)
+    answers = [cg_outcome(1, "long", 1.0), cg_outcome(1, "grounding", 0.1), cg_outcome(2, "long", 1.0), cg_outcome(2, "grounding", 0.0)]
+    assert metrics_of(answers)["acc_at_iou"] == pytest.approx(100 * (1 / 2) / 5)
 
 
 def test_acc_at_iou_pairs_join_the_blind_answer_for_the_text_only_row():

@@ -17,7 +17,7 @@ JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_
 
 class VcrBenchScoring(ScoringAdapter):
     """VCR-Bench: `aggregate.scored_records` (the task's scoring with the judge it is handed); outcomes
-    from `judging.judge_records`, metrics from `task.metrics_from_outcomes`."""
+    from `judging.judge_records`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
 
     name = judge_name = "vcr_bench"
 
@@ -53,9 +53,7 @@ class VcrBenchScoring(ScoringAdapter):
         return str(record.get("dimension_code") or "")
 
     def columns(self, records, outcomes, settings):
-        from lmms_video_reasoning.vcr_bench import aggregate
-
-        return aggregate.metric_columns(records, outcomes, settings)
+        return task.metric_columns(records, outcomes, settings)
 
     def report_record(self, record):
         """The groups a sample counts in and its failure flags (`task.metrics_from_outcomes` reads no more)."""

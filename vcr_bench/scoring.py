@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from lmms_video_reasoning.judges.parsing import (
     ParseError,
     extract_digit,
@@ -21,6 +23,7 @@ from lmms_video_reasoning.judges.parsing import (
     normalize_label,
 )
 from lmms_video_reasoning.utils.core import settings as setting
+from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
 
 PERCEPTION = "Video Description Steps"
 REASONING = "Logical Inference Steps"
@@ -267,12 +270,9 @@ def precision_ratios(steps: Iterable[dict], include_background: bool = False) ->
 
 
 # ---------------------------------------------------------------- aggregation
-
-
-def macro_mean(values: Iterable[float | None]) -> float:
-    """Mean over the samples where the ratio is defined (None skipped; a real 0 counts); NaN if none."""
-    defined = [v for v in values if v is not None]
-    return sum(defined) / len(defined) if defined else math.nan
+#
+# Each metric is defined once, over per-sample columns (`utils/core/columns.py`): a run's value is
+# the aggregate of the run's sums, a bootstrap resample's the aggregate of the resample's sums.
 
 
 def f1(precision: float, recall: float) -> float:
@@ -282,14 +282,82 @@ def f1(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
-def accuracy(outcomes: Sequence[bool | None]) -> float:
-    """Micro accuracy in percent; a sample without a verdict (failed) counts as wrong; NaN if empty."""
-    return 100.0 * sum(o is True for o in outcomes) / len(outcomes) if outcomes else math.nan
-
-
 def percent(value: float) -> float:
     """A 0-1 ratio on the 0-100 scale the metrics use (NaN stays NaN)."""
     return value * 100.0
+
+
+DIMENSION_CODES = ("ftr", "vtc", "vtg", "vkr", "tsr", "vpa", "tsg")
+DURATION_BUCKETS = ("short", "medium", "long")
+ACCURACY_METRICS = (
+    "accuracy",
+    *(f"accuracy_{code}" for code in DIMENSION_CODES),
+    *(f"accuracy_{bucket}" for bucket in DURATION_BUCKETS),
+    "accuracy_mc",
+    "accuracy_open",
+)
+_COT_PREFIX = {"perception": "perception", "reasoning": "reasoning", "overall": "cot"}
+COT_METRICS = tuple(f"{_COT_PREFIX[kind]}_{part}" for kind in COT_KINDS for part in ("recall", "precision", "f1"))
+# Counts, lower is better: samples with a failed judge call or record / with no model answer /
+# whose reply ended inside an open reasoning block.
+COUNT_METRICS = ("judge_failed", "model_failed", "reasoning_truncated")
+METRICS = ACCURACY_METRICS + COT_METRICS + COUNT_METRICS
+
+
+def accuracy_columns(records: Sequence[dict], verdicts: Sequence[bool | None]) -> dict[str, np.ndarray]:
+    """Micro accuracy overall, per dimension, per duration bucket, multiple choice vs open, per
+    sample: `n:<metric>` (the sample is in the group) and `right:<metric>` (and its verdict is
+    correct; a sample without a verdict, failed, counts as wrong)."""
+    groups = {
+        "accuracy": lambda r: True,
+        **{f"accuracy_{code}": (lambda r, c=code: r["dimension_code"] == c) for code in DIMENSION_CODES},
+        **{f"accuracy_{bucket}": (lambda r, b=bucket: r["duration_bucket"] == b) for bucket in DURATION_BUCKETS},
+        "accuracy_mc": lambda r: bool(r["multiple_choice"]),
+        "accuracy_open": lambda r: not r["multiple_choice"],
+    }
+    correct = column(verdict is True for verdict in verdicts)
+    out = {}
+    for name, member in groups.items():
+        out[f"n:{name}"] = column(map(member, records))
+        out[f"right:{name}"] = out[f"n:{name}"] * correct
+    return out
+
+
+def accuracy_from_totals(totals: Totals) -> dict[str, np.ndarray]:
+    """Each group's accuracy in percent: its right answers over its samples; NaN for an empty group."""
+    return {name: ratio(100.0 * totals[f"right:{name}"], totals[f"n:{name}"]) for name in ACCURACY_METRICS}
+
+
+def cot_columns(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None],
+                include_background: bool = False) -> dict[str, np.ndarray]:
+    """Per sample and kind, its recall and precision ratio (`recall_ratios`, `precision_ratios`)
+    where it is defined (`<side>_sum:<kind>`) and whether it is (`<side>_n:<kind>`): a sample whose
+    judgement failed (None), or whose ratio is 0/0, is left out of that mean only."""
+    out = {}
+    for side, all_steps, ratios_of in (("recall", recall_steps, recall_ratios), ("precision", precision_steps, precision_ratios)):
+        ratios = [None if steps is None else ratios_of(steps, include_background) for steps in all_steps]
+        for kind in COT_KINDS:
+            values = [None if r is None else r[kind] for r in ratios]
+            out[f"{side}_sum:{kind}"] = column(0.0 if v is None else v for v in values)
+            out[f"{side}_n:{kind}"] = column(v is not None for v in values)
+    return out
+
+
+def cot_from_totals(totals: Totals) -> dict[str, np.ndarray]:
+    """Recall and precision per kind (the mean over the samples where each is defined) and F1 of
+    those means, in percent."""
+    out = {}
+    for kind in COT_KINDS:
+        r = ratio(totals[f"recall_sum:{kind}"], totals[f"recall_n:{kind}"])
+        p = ratio(totals[f"precision_sum:{kind}"], totals[f"precision_n:{kind}"])
+        prefix = _COT_PREFIX[kind]
+        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = percent(r), percent(p), percent(rowwise(f1, p, r))
+    return out
+
+
+def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, float]:
+    """The CoT metrics of these samples (`cot_columns` summed, `cot_from_totals`)."""
+    return point(SampleColumns(cot_columns(recall_steps, precision_steps, include_background), lambda totals, _whole: cot_from_totals(totals)))
 
 
 # ---------------------------------------------------------------- paper Table 10
@@ -327,53 +395,6 @@ def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -
     full = sum(j is True for j in judged)
     correct = sum(j is not None for j in judged)
     return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)
-
-
-# ---------------------------------------------------------------- the task's metrics
-
-DIMENSION_CODES = ("ftr", "vtc", "vtg", "vkr", "tsr", "vpa", "tsg")
-DURATION_BUCKETS = ("short", "medium", "long")
-ACCURACY_METRICS = (
-    "accuracy",
-    *(f"accuracy_{code}" for code in DIMENSION_CODES),
-    *(f"accuracy_{bucket}" for bucket in DURATION_BUCKETS),
-    "accuracy_mc",
-    "accuracy_open",
-)
-_COT_PREFIX = {"perception": "perception", "reasoning": "reasoning", "overall": "cot"}
-COT_METRICS = tuple(f"{_COT_PREFIX[kind]}_{part}" for kind in COT_KINDS for part in ("recall", "precision", "f1"))
-# Counts, lower is better: samples with a failed judge call or record / with no model answer /
-# whose reply ended inside an open reasoning block.
-COUNT_METRICS = ("judge_failed", "model_failed", "reasoning_truncated")
-METRICS = ACCURACY_METRICS + COT_METRICS + COUNT_METRICS
-
-
-def accuracy_metrics(records: Sequence[dict], verdicts: Sequence[bool | None]) -> dict[str, float]:
-    """Micro accuracy overall, per dimension, per duration bucket, multiple choice vs open."""
-    groups = {
-        "accuracy": lambda r: True,
-        **{f"accuracy_{code}": (lambda r, c=code: r["dimension_code"] == c) for code in DIMENSION_CODES},
-        **{f"accuracy_{bucket}": (lambda r, b=bucket: r["duration_bucket"] == b) for bucket in DURATION_BUCKETS},
-        "accuracy_mc": lambda r: bool(r["multiple_choice"]),
-        "accuracy_open": lambda r: not r["multiple_choice"],
-    }
-    return {name: accuracy([v for r, v in zip(records, verdicts) if member(r)]) for name, member in groups.items()}
-
-
-def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, float]:
-    """Recall, precision (macro over samples where defined) and F1 of the averages, per kind.
-
-    A sample whose recall / precision judgement failed (None) is left out of that mean only.
-    """
-    recalls = [recall_ratios(steps, include_background) for steps in recall_steps if steps is not None]
-    precisions = [precision_ratios(steps, include_background) for steps in precision_steps if steps is not None]
-    out = {}
-    for kind in COT_KINDS:
-        r = macro_mean(ratios[kind] for ratios in recalls)
-        p = macro_mean(ratios[kind] for ratios in precisions)
-        prefix = _COT_PREFIX[kind]
-        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = percent(r), percent(p), percent(f1(p, r))
-    return out
 
 
 # ---------------------------------------------------------------- scoring settings

@@ -27,8 +27,11 @@ import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import numpy as np
+
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
@@ -206,23 +209,47 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
 
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of judged records (`judging.judge_records` outcomes); no judge call."""
+    """The metrics of judged records (`judging.judge_records` outcomes); no judge call: the
+    aggregate of the run's `metric_columns`."""
+    return point(metric_columns(records, outcomes, settings))
+
+
+def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> SampleColumns:
+    """Every metric of the task, over per-sample columns (`utils/core/columns.py`): each sample's
+    groups and verdict (`scoring.accuracy_columns`), its recall and precision ratios per kind
+    (`scoring.cot_columns`) and its failure flags; the metrics from their sums (`metrics_from_totals`)."""
     settings = scoring.resolve_settings(settings)
-    metrics = scoring.accuracy_metrics(records, [outcome["correct"] for outcome in outcomes])
-    if any(record.get("score_cot", True) for record in records):
-        metrics.update(scoring.cot_metrics([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
-                                           settings["include_background"]))
-    else:
-        metrics.update(dict.fromkeys(scoring.COT_METRICS, math.nan))
-    metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
-    # Past the failure share, the judged metrics would measure the judge's outage, not the model.
-    failure_share.withhold(metrics, [m for m in scoring.METRICS if m not in scoring.COUNT_METRICS],
-                           metrics["judge_failed"], judged_count(records))
+    counted = scoring.accuracy_columns(records, [outcome["correct"] for outcome in outcomes])
+    counted.update(scoring.cot_columns([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
+                                       settings["include_background"]))
+    counted["score_cot"] = column(record.get("score_cot", True) for record in records)
+    counted["judge_failed"] = column(bool(outcome["errors"]) for outcome in outcomes)
+    counted["verdict_lenient_changed"] = column(judging.lenient_changed([outcome]) for outcome in outcomes)
+    counted["model_failed"] = column(map(model_failed, records))
+    counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
+    counted["samples"] = np.ones(len(records))
+    return SampleColumns(counted, metrics_from_totals, counts=(*scoring.COUNT_METRICS, "verdict_lenient_changed"))
+
+
+def metrics_from_totals(totals, whole: bool) -> dict:
+    """The task's metrics from column sums (one value per row): accuracy per group, the CoT
+    metrics when any sample is CoT-scored (else NaN), the failure counts; on a whole run, the
+    judged metrics not computed past the judge failure share."""
+    metrics = scoring.accuracy_from_totals(totals)
+    scored = totals["score_cot"] > 0
+    metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})
+    metrics["judge_failed"] = totals["judge_failed"]
+    if whole:  # past the failure share, the judged metrics would measure the judge's outage, not the model
+        judged = totals["samples"] - totals["model_failed"]
+        withheld = np.array([failure_share.too_many_failed(f, int(j)) for f, j in zip(metrics["judge_failed"], judged)], dtype=bool)
+        for name in scoring.METRICS:
+            if name not in scoring.COUNT_METRICS and name in metrics:
+                metrics[name] = np.where(withheld, np.nan, metrics[name])
     # Not a task metric (no YAML entry): how many verdicts the other reading of the scoring
     # judge's reply would change (`lenient_verdict`); in the scored output and the logs.
-    metrics["verdict_lenient_changed"] = judging.lenient_changed(outcomes)
-    metrics["model_failed"] = count_model_failures(records)
-    metrics["reasoning_truncated"] = count_truncated(records)
+    metrics["verdict_lenient_changed"] = totals["verdict_lenient_changed"]
+    metrics["model_failed"] = totals["model_failed"]
+    metrics["reasoning_truncated"] = totals["reasoning_truncated"]
     return metrics
 
 

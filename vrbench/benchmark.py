@@ -16,7 +16,7 @@ JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_u
 
 class VrBenchScoring(ScoringAdapter):
     """VRBench: `aggregate.scored_records` (the task's scoring with the judge it is handed); outcomes
-    from `judging.rate`, metrics from `task.metrics_from_outcomes`."""
+    from `judging.rate`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
 
     name = judge_name = "vrbench"
 
@@ -70,12 +70,8 @@ class VrBenchScoring(ScoringAdapter):
         return str(record.get("reasoning_type") or "")
 
     def columns(self, records, outcomes, settings):
-        from lmms_video_reasoning.vrbench import aggregate
-
-        if len({record["mode"] for record in records}) > 1:
-            return None  # a resample's `needs_judge` could differ from the run's: re-aggregate each one
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return aggregate.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+        return task.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
     def report_record(self, record):
         """The question's type, gold letter, the final answer its MCQ letter is read from, and its failure flags."""

@@ -18,12 +18,15 @@ Every function is pure and cites the official code it follows (OpenGVLab/VRBench
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.parsing import ParseError, extract_tag
+from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
 from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PROTOCOLS = ("default", "official")
@@ -308,28 +311,6 @@ class QuestionScore:
     model_failed: bool = False  # lmms-eval's placeholder instead of an answer: wrong, never judged
 
 
-def _mean(values: Iterable[float]) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else math.nan
-
-
-def mcq_accuracy(scores: Sequence[QuestionScore]) -> float:
-    """MCQ-O: percentage of questions whose extracted letter is the gold letter."""
-    return 100 * _mean(1.0 if s.correct else 0.0 for s in scores)
-
-
-def oe_p(scores: Sequence[QuestionScore], protocol: str) -> float:
-    """OE-P: mean process score x 10.
-
-    default: over rated questions the judge scored (judge and model failures excluded).
-    official: over every question, unrated types and failures (judge or model) as 0
-    (`calculate_openqa_scores`).
-    """
-    if protocol == "official":
-        return 10 * _mean(s.process if s.process is not None else 0.0 for s in scores)
-    return 10 * _mean(s.process for s in scores if s.rated and s.process is not None)
-
-
 def combine_type(mcq: float, oe: float, protocol: str, has_oe: bool) -> float:
     """A type's score from its MCQ accuracy and OE-P.
 
@@ -347,34 +328,68 @@ def combine_type(mcq: float, oe: float, protocol: str, has_oe: bool) -> float:
     return (mcq + oe) / 2
 
 
-def aggregate(scores: Sequence[QuestionScore], protocol: str, with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
-    """All metrics of a task from its per-question scores.
+def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, np.ndarray]:
+    """Each metric's per-question numbers (`utils/core/columns.py`): MCQ-O right or not; the process
+    score where OE-P counts it (default: the rated questions the judge scored; official
+    (`calculate_openqa_scores`): every question, unrated types and failures as 0); the failure
+    flags, per reasoning type too; and the failure share's counts (`needed`: a rating was needed,
+    `needed_failed`: and it failed)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown VRBench protocol {protocol!r}; use one of {PROTOCOLS}")
+    correct = column(s.correct for s in scores)
+    rated = column(s.rated for s in scores)
+    if protocol == "official":
+        process_sum, process_n = column(0.0 if s.process is None else s.process for s in scores), np.ones(len(scores))
+    else:
+        process_n = rated * column(s.process is not None for s in scores)
+        process_sum = process_n * column(0.0 if s.process is None else s.process for s in scores)
+    failed, failed_model = column(s.judge_failed for s in scores), column(s.model_failed for s in scores)
+    out = {"questions": np.ones(len(scores)), "correct": correct, "process_sum": process_sum, "process_n": process_n,
+           "judge_failed": failed, "model_failed": failed_model}
+    kinds = [type_metric(s.reasoning_type) for s in scores]
+    for name in TYPE_NAMES:
+        member = column(kind == name for kind in kinds)
+        out.update({f"n:{name}": member, f"correct:{name}": member * correct, f"rated:{name}": member * rated,
+                    f"process_sum:{name}": member * process_sum, f"process_n:{name}": member * process_n})
+    out["needed"] = rated * (1.0 - failed_model)
+    out["needed_failed"] = out["needed"] * failed
+    return out
+
+
+def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_ran: bool = True, withhold: bool = False) -> dict[str, np.ndarray]:
+    """All metrics of a task from the sums of `score_columns` (one value per row): MCQ-O (x 100),
+    OE-P (mean process score x 10), overall (their mean) and each type (`combine_type`).
 
     `with_judge`: the task rates reasoning (vr_bench, vr_bench_text); False gives MCQ-only
     metrics (vr_bench_mcq: `mcq_accuracy` and MCQ accuracy per type). `judge_ran`: False when
     no judge is configured; then every judge-based value is NaN (not computed), never 0.
+    `withhold`: past the judge failure share the judge-based values are not computed either and
+    `judge_failed` counts the failed ratings (`judges.failure_share`, decided on a whole run).
     `model_failed` (questions the model never answered) is counted in every task.
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown VRBench protocol {protocol!r}; use one of {PROTOCOLS}")
-    metrics = {"mcq_accuracy": mcq_accuracy(scores)}
-    by_type: dict[str, list[QuestionScore]] = {name: [] for name in TYPE_NAMES}
-    for score in scores:
-        name = type_metric(score.reasoning_type)
-        if name is not None:
-            by_type[name].append(score)
-    metrics["model_failed"] = sum(1 for s in scores if s.model_failed)
+    withheld = np.zeros(len(totals["questions"]), dtype=bool)
+    if withhold and with_judge and judge_ran:
+        withheld = np.array([failure_share.too_many_failed(f, int(n)) for f, n in zip(totals["needed_failed"], totals["needed"])], dtype=bool)
+    ran = judge_ran & ~withheld
+    metrics = {"mcq_accuracy": 100 * ratio(totals["correct"], totals["questions"]), "model_failed": totals["model_failed"]}
     if not with_judge:
-        for name, group in by_type.items():
-            metrics[f"type_{name}"] = mcq_accuracy(group)
+        for name in TYPE_NAMES:
+            metrics[f"type_{name}"] = 100 * ratio(totals[f"correct:{name}"], totals[f"n:{name}"])
         return metrics
-    metrics["process_score"] = oe_p(scores, protocol) if judge_ran else math.nan
+    metrics["process_score"] = np.where(ran, 10 * ratio(totals["process_sum"], totals["process_n"]), np.nan)
     metrics["overall"] = (metrics["mcq_accuracy"] + metrics["process_score"]) / 2
-    for name, group in by_type.items():
-        has_oe = any(s.rated for s in group)
-        if not group or (has_oe and not judge_ran):
-            metrics[f"type_{name}"] = math.nan
-        else:
-            metrics[f"type_{name}"] = combine_type(mcq_accuracy(group), oe_p(group, protocol), protocol, has_oe)
-    metrics["judge_failed"] = sum(1 for s in scores if s.judge_failed) if judge_ran else math.nan
+    for name in TYPE_NAMES:
+        mcq = 100 * ratio(totals[f"correct:{name}"], totals[f"n:{name}"])
+        oe = 10 * ratio(totals[f"process_sum:{name}"], totals[f"process_n:{name}"])
+        has_oe = totals[f"rated:{name}"] > 0
+        combined = rowwise(lambda m, o, h: combine_type(m, o, protocol, bool(h)), mcq, oe, has_oe)
+        metrics[f"type_{name}"] = np.where((totals[f"n:{name}"] == 0) | (has_oe & ~ran), np.nan, combined)
+    metrics["judge_failed"] = np.where(withheld, totals["needed_failed"], np.where(ran, totals["judge_failed"], np.nan))
     return metrics
+
+
+def aggregate(scores: Sequence[QuestionScore], protocol: str, with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
+    """All metrics of a task from its per-question scores (`score_columns` summed, `metrics_from_totals`)."""
+    columns = SampleColumns(score_columns(scores, protocol), lambda totals, _whole: metrics_from_totals(totals, protocol, with_judge, judge_ran),
+                            counts=("model_failed", "judge_failed"))
+    return point(columns)

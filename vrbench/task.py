@@ -28,17 +28,17 @@ from typing import Any, Protocol
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
-from lmms_video_reasoning.vrbench import frames, judging, prompts
+from lmms_video_reasoning.vrbench import frames, judging, prompts, scoring
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
     PROTOCOLS,
     TYPE_NAMES,
     QuestionScore,
-    aggregate,
     extract_mcq_answer,
     judge_prompt_kind,
     mcq_correct,
@@ -220,10 +220,20 @@ def metric_names(doc: dict) -> tuple[str, ...]:
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                           with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
-    """Metrics from records and their judge outcomes `(process score or None, judge failed)`.
+    """Metrics from records and their judge outcomes `(process score or None, judge failed)`: the
+    aggregate of the run's `metric_columns`."""
+    return point(metric_columns(records, outcomes, protocol, with_judge, judge_ran))
+
+
+def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
+                   with_judge: bool, judge_ran: bool = True) -> SampleColumns:
+    """Every metric of the task over per-question columns (`utils/core/columns.py`): each question's
+    `scoring.score_columns` and whether its reply was cut off; the metrics from their sums
+    (`scoring.metrics_from_totals`; on a whole run, the judge-based ones not computed past the
+    failure share: the process ratings would measure the judge's outage).
 
     A model-failed record is never judged (`judging.rate` gives it `(None, False)`), so its
-    process score is None: left out of OE-P (default) or 0 (official), see `scoring.oe_p`.
+    process score is None: left out of OE-P (default) or 0 (official).
     """
     scores = [
         QuestionScore(
@@ -236,14 +246,14 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[floa
         )
         for record, (process, failed) in zip(records, outcomes, strict=True)
     ]
-    failed, judged = judge_failures(records, outcomes, protocol)
-    # Past the failure share the process ratings would measure the judge's outage: not computed.
-    withheld = with_judge and judge_ran and failure_share.too_many_failed(failed, judged)
-    metrics = aggregate(scores, protocol, with_judge, judge_ran=judge_ran and not withheld)
-    if withheld:
-        metrics["judge_failed"] = failed
-    metrics["reasoning_truncated"] = sum(map(reasoning_truncated, records))
-    return metrics
+    counted = scoring.score_columns(scores, protocol)
+    counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
+
+    def metrics(totals, whole: bool) -> dict:
+        return {**scoring.metrics_from_totals(totals, protocol, with_judge, judge_ran, withhold=whole),
+                "reasoning_truncated": totals["reasoning_truncated"]}
+
+    return SampleColumns(counted, metrics, counts=("model_failed", "judge_failed", "reasoning_truncated"))
 
 
 def judge_failures(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str) -> tuple[int, int]:

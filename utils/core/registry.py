@@ -39,7 +39,7 @@ The three folders of this suite share one layout, each file with one meaning (on
     hooks.py         lmms-eval hooks only: process_docs, doc_to_visual/text/messages, process_results, aggregate_*
     media.py         "get the frames" on the data root (frame plans checked against the files, proxy clips)
     aggregate.py     scored_records (the task's scoring with the judge it is handed: metrics and outcomes;
-                     score_records its metrics with the configured judge) and the metrics over arrays
+                     score_records its metrics with the configured judge)
     data.py          Hub layout, annotations, media resolvers, what `prepare` checks
     report.py        its section of `lmms-vr report`; sample.py the generated sample; README.md; reference_tables.json
 
@@ -91,11 +91,10 @@ class ScoringAdapter:
     per-sample outcomes it computed them from, once (`Scored`; the standard errors and the
     samples file of `lmms-vr score` take the outcomes from there). `outcomes` runs the same
     judging / parsing per sample again with another judge (the report's reader of the judge
-    cache, the judge agreement's recorder) and returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes
-    with the benchmark's pure aggregation functions, so a bootstrap resample is re-aggregated
-    exactly as the benchmark aggregates (macro means, F1 of means, joins per question);
-    `columns` is the same as arrays (each sample's contribution once, the metrics from sums:
-    the fast bootstrap, `utils/results/resampling.py`); `report_record` is what those read of a
+    cache, the judge agreement's recorder) and returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes;
+    `columns` is where a benchmark defines them once (each sample's contribution and the metrics
+    from their sums, `utils/core/columns.py`: `metrics` is their `point`, a bootstrap resample the
+    same aggregate of its sums, `utils/results/resampling.py`); `report_record` is what those read of a
     record (all the report keeps); `question` and `unit` name a record's question and its
     resampling unit. `judge`, in `score` and `outcomes`, is the judge to ask, handed over by
     the caller that owns it (an object with `ask` and `map`, `utils.core.ask.Judge`; None: no
@@ -126,9 +125,10 @@ class ScoringAdapter:
         raise NotImplementedError
 
     def columns(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> Any:
-        """`metrics` as arrays for the bootstrap: each sample's contribution once and the metrics
-        from their sums (a `utils.results.resampling.SampleColumns`), equal to `metrics` on every
-        resample. None (the default): each resample is re-aggregated by `metrics` (slower)."""
+        """The metrics over per-sample columns (a `utils.core.columns.SampleColumns`: each sample's
+        contribution once, the metrics from their sums; `metrics` is their `point`). None (the
+        default): the benchmark defines its metrics by `metrics` alone, and each bootstrap resample
+        is re-aggregated by it (slower)."""
         return None
 
     def report_record(self, record: dict) -> dict:

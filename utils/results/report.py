@@ -20,10 +20,10 @@ stored are recomputed with the benchmark's own judging / parsing, the judge's ve
 from the judge cache the run wrote (`judges.CacheOnlyJudge`, on the judge the accounting
 beside the results records, else the configured one): no key is needed, no request is sent. When
 verdicts are missing, only the metrics that need no judge get CIs (and the report says
-why). Each bootstrap resample is aggregated as the benchmark's own metric functions aggregate
-(macro means, F1 of averaged precision and recall, per-question joins): over per-sample arrays
-computed once per run (`resampling.py`, each benchmark's `columns`), equal to re-aggregating
-each resample's records (`bootstrap_values_reference`). Resampling units are the benchmark's
+why). Each bootstrap resample is aggregated by the benchmark's own metric definition (macro
+means, F1 of averaged precision and recall, per-question joins): its per-sample columns, computed
+once per run, summed over the resample (`resampling.py`, each benchmark's `columns`; the run's
+value is the same aggregate of its own sums). Resampling units are the benchmark's
 (`ReportSpec.unit`: questions, or videos), and a paired comparison resamples the units both
 runs answered. Tables count questions (`ScoringAdapter.question`: a question answered in several
 modes counts once) and, where the bootstrap resamples coarser units, those in their own column

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.columns import SampleColumns, point
 from lmms_video_reasoning.utils.core.registry import ScoringAdapter
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results import resampling
@@ -70,17 +71,22 @@ class Sampled:
         return groups
 
     @functools.cached_property
+    def columns(self) -> SampleColumns | None:
+        """The benchmark's metrics over these samples' columns, computed once (None when it defines
+        its metrics by `metrics` alone: each resample is then re-aggregated by it)."""
+        return self.bench.columns(self.records, self.outcomes, self.settings)
+
+    @functools.cached_property
     def totals(self) -> resampling.UnitTotals | None:
-        """The per-sample contributions summed per unit, computed once (None when the benchmark
-        gives no array form of its metrics: each resample is then re-aggregated by `metrics`)."""
-        columns = self.bench.columns(self.records, self.outcomes, self.settings)
-        if columns is None:
+        """The per-sample contributions summed per unit, computed once (None without columns)."""
+        if self.columns is None:
             return None
-        return resampling.UnitTotals(columns, self.unit_numbers[0], len(self.unit_numbers[1]))
+        return resampling.UnitTotals(self.columns, self.unit_numbers[0], len(self.unit_numbers[1]))
 
     def metrics(self, indices: Sequence[int] | None = None) -> dict[str, float]:
+        """The metrics of these samples (of the samples at `indices`), as the benchmark defines them."""
         if indices is None:
-            return self.bench.metrics(self.records, self.outcomes, self.settings)
+            return point(self.columns) if self.columns is not None else self.bench.metrics(self.records, self.outcomes, self.settings)
         return self.bench.metrics([self.records[i] for i in indices], [self.outcomes[i] for i in indices], self.settings)
 
     def trusted(self, metric: str) -> bool:
@@ -160,8 +166,8 @@ MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is
 
 def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, Any]:
     """Every metric on `n` resamples of the questions (units) with replacement (seeded):
-    {metric: array of n values}. Over the benchmark's per-sample arrays (`resampling`), else
-    (a benchmark without them) each resample re-aggregated by its metric function.
+    {metric: array of n values}. Over the benchmark's per-sample columns (`resampling`), else
+    (a benchmark defining its metrics by `metrics` alone) each resample re-aggregated by it.
 
     `where` (one flag per record): the metrics of the flagged records of each resample of all the
     run's units, as a group's metric (e.g. accuracy on short videos) is computed from the run."""
@@ -173,8 +179,8 @@ def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequ
         return resampling.resampled(sampled.totals, n, seed)
     import numpy as np
 
-    within = resampling.UnitTotals(sampled.totals.columns.where(np.asarray(where, dtype=bool)), sampled.unit_numbers[0], sampled.unit_count)
-    return resampling.resampled(within, n, seed)
+    flagged = resampling.within(sampled.totals.columns, np.asarray(where, dtype=bool))
+    return resampling.resampled(resampling.UnitTotals(flagged, sampled.unit_numbers[0], sampled.unit_count), n, seed)
 
 
 def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
@@ -191,8 +197,7 @@ def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
 
 def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, list[float]]:
     """`bootstrap_values` by definition: each resample's records (those flagged by `where`)
-    re-aggregated by the benchmark's own metric function (the reference the array form is held
-    to, and the path of a benchmark without one)."""
+    re-aggregated by the benchmark's `metrics` (the path of a benchmark without columns)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -233,7 +238,7 @@ def common_units(base: Sampled, other: Sampled) -> list[str]:
 
 def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -> tuple[list[str], dict[str, float], dict[str, Any]]:
     """(the common units, other - base on them, other - base on `n` paired resamples of them).
-    Over both runs' per-sample arrays (`resampling.paired`), else by the metric functions."""
+    Over both runs' per-sample columns (`resampling.paired`), else by their `metrics`."""
     import numpy as np
 
     common = common_units(base, other)

@@ -9,7 +9,6 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results import resampling
 from lmms_video_reasoning.utils.results.report_bootstrap import Difference, Sampled, bootstrap_ci, load_sampled, paired_difference
 from lmms_video_reasoning.utils.results.report_runs import Run, spec_of
 from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
@@ -98,9 +97,7 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
     sampled.borrowed = (sampled.borrowed or borrowed) if sampled.bench.needs_judge(sampled.records) else ""
     stats.sampled, stats.questions, stats.units = sampled, sampled.question_count, sampled.unit_count
     mark_not_computed(run, task, stats, benchmark.name)
-    # the run's metrics recomputed from its samples (to check them against its results): over the arrays when
-    # the benchmark has them (equal to its metric function to 1e-9, the tolerance of the check)
-    recomputed = resampling.whole(sampled.totals) if sampled.totals is not None else sampled.metrics()
+    recomputed = sampled.metrics()  # the run's metrics recomputed from its samples, to check them against its results
     if sampled.missing_verdicts and not sampled.borrowed and reproduces_run(sampled, stats.point, recomputed):
         sampled.missing_verdicts = sampled.gap = ""  # the missing verdicts are the run's own failed judgments
     differ = [m for m, v in stats.point.items() if m in recomputed and sampled.trusted(m) and not same_value(v, recomputed[m])]

@@ -1,10 +1,8 @@
-"""The bootstrap over arrays: each sample's contribution computed once, resamples as unit counts.
+"""The bootstrap over a benchmark's per-sample columns: resamples as unit counts.
 
-A benchmark's metrics are functions of sums over its samples: right answers and questions per
-group, summed per-sample ratios and how many are defined, tIoUs over thresholds, failure counts.
-The benchmark gives those per-sample numbers once per run (`SampleColumns`, from its scoring
-adapter's `columns`) and an `aggregate` that turns sums into its metrics with the arithmetic of
-its own metric functions (macro means, F1 of the means, accuracy per group, CRR of two means).
+A benchmark defines its metrics once, as per-sample columns and an `aggregate` of their sums
+(`utils/core/columns.py`, from its scoring adapter's `columns`): a run's metrics are the aggregate
+of its own sums, a resample's the aggregate of the resample's sums.
 
 A bootstrap resample draws resampling units (questions, or videos) with replacement: it is the
 number of times each unit was drawn, and every sum of the resample is a product of those counts
@@ -13,10 +11,10 @@ small) instead of `n` runs of the metric function over copied records. Per-quest
 (CG-Bench's acc@IoU, whose official join keeps one pair per question however often the question
 is drawn) are `once` columns: summed over the units drawn at least once.
 
-The draws are exactly those of the reference bootstrap, one `rng.integers(0, units, units)` per
+The draws are those of the bootstrap by definition, one `rng.integers(0, units, units)` per
 resample from `numpy.random.default_rng(seed)`, so for the same seed and resample count every
-value equals the reference's (re-aggregating each resample's records with the metric function,
-`report_bootstrap.bootstrap_values_reference`) up to floating-point summation order (tests hold 1e-9).
+value equals the metrics of that resample's records (`report_bootstrap.bootstrap_values_reference`,
+the path of a benchmark without columns) up to floating-point summation order.
 """
 
 from __future__ import annotations
@@ -24,49 +22,22 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-Totals = Mapping[str, np.ndarray]
-# aggregate(totals, whole) -> {metric: one value per row of totals}; `whole` is True when the
-# totals are a run's own (each row a whole set of samples: the judge failure share applies, as in
-# the benchmark's metric function), False for bootstrap resamples (the share is the run's decision).
-Aggregate = Callable[[Totals, bool], dict[str, np.ndarray]]
+from lmms_video_reasoning.utils.core.columns import SampleColumns
 
 CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
 
 
-@dataclass(frozen=True)
-class SampleColumns:
-    """A run's per-sample contributions: `counted` columns are summed with each sample's
-    multiplicity in a resample, `once` columns once per unit drawn (a benchmark places a per-unit
-    value on one sample of the unit and 0 on the others). `aggregate` computes the metrics."""
-
-    counted: Mapping[str, np.ndarray]
-    aggregate: Aggregate
-    once: Mapping[str, np.ndarray] = field(default_factory=dict)
-
-    def where(self, mask: np.ndarray) -> "SampleColumns":
-        """The contributions of the samples where `mask` holds (the others' set to 0): summed over a
-        resample of all the units, they give the metrics of those samples in that resample (a group
-        of a breakdown, as a benchmark's per-group metrics are computed from the run's samples)."""
-        keep = np.asarray(mask, dtype=float)
-        return SampleColumns({name: values * keep for name, values in self.counted.items()}, self.aggregate,
-                             {name: values * keep for name, values in self.once.items()})
-
-
-def column(values: Sequence[float] | Iterator[float]) -> np.ndarray:
-    """A float64 column from per-sample numbers (bools count 1 / 0)."""
-    return np.fromiter((float(v) for v in values), dtype=float)
-
-
-def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """numerator / denominator, NaN where the denominator is 0 (nothing to average)."""
-    out = np.full(np.broadcast(numerator, denominator).shape, np.nan)
-    np.divide(numerator, denominator, out=out, where=denominator != 0)
-    return out
+def within(columns: SampleColumns, mask: np.ndarray) -> SampleColumns:
+    """The contributions of the samples where `mask` holds (the others' set to 0): summed over a
+    resample of all the units, they give the metrics of those samples in that resample (a group
+    of a breakdown, as a benchmark's per-group metrics are computed from the run's samples)."""
+    keep = np.asarray(mask, dtype=float)
+    return SampleColumns({name: values * keep for name, values in columns.counted.items()}, columns.aggregate,
+                         {name: values * keep for name, values in columns.once.items()}, columns.counts)
 
 
 class UnitTotals:

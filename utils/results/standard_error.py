@@ -6,8 +6,8 @@ metric (`aggregation.ScoreOnce`), and `stderr_function` gives the standard error
 benchmark's headline metrics (`ReportSpec.headline`): the standard error is the standard deviation of the same bootstrap that
 gives `lmms-vr report` its 95% CIs: the benchmark's resampling units (its `ReportSpec.unit`:
 questions, or videos whose questions are correlated), the report's seed and resample count,
-and the same code (`report_bootstrap.bootstrap_values`: each sample's contribution computed once, the
-resamples as sums over arrays, `resampling.py`). The per-sample outcomes are handed in: those
+and the same code (`report_bootstrap.bootstrap_values`: the benchmark's per-sample columns, each
+resample's metrics from its sums, `resampling.py`). The per-sample outcomes are handed in: those
 the task's scoring computed its metrics from (`aggregation.ScoreOnce.stderr_function`), so they
 cost no call and no second parse. One bootstrap per distinct list of records serves all of a
 task's headline metrics; on a full CG-Bench run it takes about a second (`benchmarks/statistics.py`).
@@ -121,7 +121,7 @@ def _compute(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
 
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.utils.core import registry
-    from lmms_video_reasoning.utils.results import report_bootstrap, resampling
+    from lmms_video_reasoning.utils.results import report_bootstrap
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
@@ -135,8 +135,7 @@ def _compute(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
         return {}
     sampled = report_bootstrap.Sampled(benchmark, records, list(outcomes), settings)
     values = report_bootstrap.bootstrap_values(sampled, resamples, seed)
-    # only to see which metrics the run could not compute (NaN): from the same arrays when the benchmark has them
-    whole = resampling.whole(sampled.totals) if sampled.totals is not None else sampled.metrics()
+    whole = sampled.metrics()  # only to see which metrics the run could not compute (NaN)
     stderrs = {}
     for metric in headline_metrics(benchmark):
         if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
