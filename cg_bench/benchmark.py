@@ -1,24 +1,350 @@
-"""CG-Bench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
-declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
-and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
-(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
+"""CG-Bench bound to lmms-eval and to the suite: its tasks, its lmms-eval hooks, the data root's
+media, the scoring with the judge engine, and the declaration shared code reads
+(`utils/core/registry.py` lists each `Benchmark` field and who reads it).
 
+The tasks themselves (documents, inputs, records, metrics) are `task.py`, `sampling.py` and
+`outcomes.py`, shared with the protocol tasks that `dev/upstream.py` adds to lmms-eval's
+`cgbench` folder; this module binds them to the plugin:
+
+- `TASKS` / `GROUPS`: every task, declared once (the table of `task.py`: long, clue, grounding,
+  open, mcq, blind on `cgbench_mini.json`; `cg_bench_full_*` the same on `cgbench.json`);
+  `tasks/*.yaml` are generated from them (`python -m lmms_video_reasoning.utils.core.task_yaml`).
+- lmms-eval hooks: documents from the data root with the checks before generation
+  (`utils.lmms.preflight`), the model inputs (`task.doc_to_*` with `MEDIA`; settings from
+  `lmms_eval_specific_kwargs`: `visual_mode` video | frames, `long_frames`, `clue_frames`,
+  `subtitles`, `frame_times`), and, made from the declaration (`__getattr__`), each task's
+  `process_results_<task>` and each metric's `aggregate_<metric>`. Breakdowns (duration bucket,
+  domain, kind), per-mode parse failures and the judge accounting go to
+  `<date_id>_cg_bench_<kind>_details.json` beside the run's `<date_id>_results.json`.
+- `PluginMedia`: "get the frames" on the data root (`sampling.py` with the root's files): frame
+  plans from the sampler's table (`data.video_meta`: the packaged official table, the root's
+  own, else the file probed) checked against the file when it is at hand
+  (`utils.media.video.plan_frames`), files under the root (`data`), frames from the exact
+  sampler, and for video-native models a proxy clip of exactly the frames their own path keeps
+  (`utils.lmms.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path).
+- Scoring (`outcomes.py` with the configured judge engine and `MEDIA`): `scored_records` gives
+  the metrics with the per-answer outcomes they come from (the aggregations' and `lmms-vr
+  score`'s one code path; the parsing variant from `LMMS_VR_CG_STRICT` at scoring time).
+  Records of separate runs can be concatenated: long + clue + grounding records of one model
+  give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does. `outcome_columns` is
+  `task_metrics` over per-sample arrays (`utils/results/resampling.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
-from lmms_video_reasoning.cg_bench import aggregate, judging
+from lmms_video_reasoning.cg_bench import data, judging, outcomes, scoring, task
+from lmms_video_reasoning.cg_bench.outcomes import JUDGE_OFF, METRICS, NO_JUDGE, Outcome, Settings
 from lmms_video_reasoning.cg_bench.report import report_spec
-from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges import failure_share, get_judge
+from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
+from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
+from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
+from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
+from lmms_video_reasoning.utils.results.aggregation import DeclaredHooks, RunFiles
+from lmms_video_reasoning.utils.results.resampling import SampleColumns, ratio
+
+logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
 # The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables.
 JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
 
+# ---------------------------------------------------------------------- the tasks
+
+KINDS = ("long", "clue", "grounding", "open", "mcq", "blind")
+SPLITS = {"mini": ("cg_bench", "cgbench_mini.json, 3,000 questions"), "full": ("cg_bench_full", "cgbench.json, 12,129 questions")}
+# The official runner: temperature 0, no stop string (a fenced JSON answer spans lines).
+GENERATION = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
+# visual_mode video: the video path (clue: start_time/end_time or a clue clip);
+# frames: the official sampled frames + frame times (models that take images).
+PER_MODEL = {"default": dict(task.DEFAULTS), "openai": {**task.DEFAULTS, "visual_mode": "frames"}}
+
+
+def _task(kind: str, split: str) -> Task:
+    prefix, about = SPLITS[split]
+    return Task(f"{prefix}_{kind}", METRICS[kind], process_docs=f"load_{kind}" + ("_full" if split == "full" else ""),
+                generation_kwargs=GENERATION, model_kwargs=PER_MODEL, target="right_answer",
+                about=f"CG-Bench {kind} ({about}); see cg_bench/README.md")
+
+
+TASKS = tuple(_task(kind, split) for split in SPLITS for kind in KINDS)
+GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in KINDS), "All CG-Bench tasks."),
+          Group("cg_bench_full", tuple(f"cg_bench_full_{kind}" for kind in KINDS), "All CG-Bench tasks on cgbench.json."))
+
+
+# ---------------------------------------------------------------------- documents (process_docs)
+
+
+def _loader(task_kind: str, split: str):
+    """The `process_docs` hook of one task, checked before generation (`utils/lmms/preflight.py`): the
+    media (not for the blind task) and the judge (the open-ended task)."""
+
+    def load_docs(_placeholder=None):
+        from lmms_video_reasoning.utils.lmms import preflight
+
+        media = None if task_kind == "blind" else preflight.MediaCheck(
+            data.CG_BENCH, lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)), key=split)
+        return preflight.task_load("cg_bench", lambda: docs_dataset(task.build_docs(data.load_records(split), task_kind, split)),
+                                   media, judge="cg_bench" if task_kind == "open" else None)
+
+    load_docs.__name__ = f"load_{task_kind}_{split}"
+    return load_docs
+
+
+load_long, load_clue, load_grounding = _loader("long", "mini"), _loader("clue", "mini"), _loader("grounding", "mini")
+load_open, load_mcq, load_blind = _loader("open", "mini"), _loader("mcq", "mini"), _loader("blind", "mini")
+load_long_full, load_clue_full, load_grounding_full = _loader("long", "full"), _loader("clue", "full"), _loader("grounding", "full")
+load_open_full, load_mcq_full, load_blind_full = _loader("open", "full"), _loader("mcq", "full"), _loader("blind", "full")
+
+
+# ---------------------------------------------------------------------- model inputs ("get the frames" on the data root)
+
+
+def clip_cache_dir() -> Path:
+    return cache_home() / "cg_bench_clips"
+
+
+class PluginMedia:
+    """Files under the CG-Bench data root; see the module doc."""
+
+    def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None):
+        """The table's values while they describe the file; a video not at hand leaves them
+        unchecked, as the official runner uses them (replay predictions are scored where the
+        videos are not); reading the frames then fails naming the file (`frames`)."""
+        from lmms_video_reasoning.utils.media.video import plan_frames
+
+        meta = data.video_meta(video_uid)
+        path = data.video_at(data.data_root(data.CG_BENCH), video_uid)
+        return plan_frames(path, plan, n, intervals=intervals, meta={"max_frame": meta.max_frame, "fps": meta.fps})
+
+    def subtitle_path(self, video_uid: str) -> Path | None:
+        return data.subtitle_path(video_uid)
+
+    def frames(self, video_uid: str, indices: Sequence[int]) -> list:
+        from lmms_video_reasoning.utils.media import video
+
+        return video.read_frames(data.video_path(video_uid), list(indices))
+
+    def full_video(self, doc: dict) -> str:
+        """The question's full video, checked to decode (video mode hands only the path to the model)."""
+        return data.usable_video(data.video_path(doc["video_uid"]))
+
+    def clue_video(self, doc: dict) -> str:
+        """The dataset's clip (checked), else one cut from the (checked) full video."""
+        clip = data.clue_clip_path(doc["qid"])
+        if clip is not None:
+            return data.usable_video(clip)
+        from lmms_video_reasoning.utils.media import video
+
+        return Path(video.cut_clip(self.full_video(doc), doc["clue_intervals"], clip_cache_dir()))
+
+    def video(self, doc: dict) -> str:
+        """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip).
+        The file is decoded either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl`
+        would swallow a decode error."""
+        from lmms_video_reasoning.utils.lmms import model_video
+
+        if doc["mode"] == "clue":
+            return model_video.video_for_model(self.clue_video(doc))
+        return model_video.video_for_model(data.video_path(doc["video_uid"]), on_broken=data.usable_video)
+
+
+MEDIA = PluginMedia()
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The official text block (`task.doc_to_text`; no decoding)."""
+    return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """Simple models: a proxy clip of the video (clue mode: of the clue clip) or the sampled PIL frames.
+
+    Video mode: a proxy clip of exactly the frames the calling model's own path keeps
+    (`utils/lmms/model_video.py`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
+    either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl` would swallow a decode error.
+    """
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """Chat models: one user turn, visuals first then the text block (as the official runner)."""
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+# ---------------------------------------------------------------------- records and scoring with the judge engine
+
+
+def build_record(doc: dict, response: Any) -> dict:
+    """The logged record of one answer (`Benchmark.build_record`: `outcomes.make_record` with the
+    data root's subtitles): the question's facts plus the raw reply, no parsing, no judge."""
+    return outcomes.make_record(doc, response, MEDIA)
+
+
+def read_outcomes(records: Sequence[dict], settings: Settings, judge=None) -> list[Outcome]:
+    """Parse every record and judge the open-ended ones (the judge runs here, once).
+
+    `judge`: the judge to ask (default: the configured one); `lmms-vr report` passes a reader of the judge cache."""
+    asked = bind(judge if judge is not None else _configured_judge(records, settings))
+    result = outcomes.read_outcomes(records, settings, asked, MEDIA)
+    if asked is not None and any(outcome.mode == "open" and outcome.judge_error != JUDGE_OFF for outcome in result):
+        asked.log_summary()
+    return result
+
+
+def _configured_judge(records: Sequence[dict], settings: Settings):
+    """The configured judge when open answers are to be judged (looked up only then: no warning otherwise)."""
+    if not settings.judge or not any(record.get("mode") == "open" for record in records):
+        return None
+    from lmms_video_reasoning.judges.engine import get_judge
+
+    return get_judge("cg_bench")
+
+
+def scored_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> tuple[dict, list[Outcome]]:
+    """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report),
+    and the per-answer outcomes they come from.
+
+    `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
+    on). See `outcomes.score_with`.
+    """
+    settings = outcomes.as_settings(settings)
+    judge = bind(_configured_judge(records, settings))
+    scores, answers = outcomes.score_with(records, settings, judge, MEDIA)
+    if judge is not None and any(record.get("mode") == "open" for record in records):
+        judge.log_summary()
+    if scores["subtitles_missing"]:
+        logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
+    return scores, answers
+
+
+def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
+    """The metrics of `scored_records`."""
+    return scored_records(records, settings)[0]
+
+
+def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:
+    """`task_metrics` over arrays, for the bootstrap (`utils/results/resampling.py`): each
+    answer's contribution once (its value per mode where it has one, tIoU >= each threshold,
+    failure flags) and, for acc@IoU, one pair per question (`acc_at_iou_pairs` keeps one per qid
+    however often the question is drawn: a `once` column, on the question's last long answer);
+    the metrics from their sums with the arithmetic of `metrics_of` and `scoring`."""
+    import numpy as np
+
+    modes = ("long", "clue", "open", "blind", "grounding")
+    code = {mode: number for number, mode in enumerate(modes)}
+    # one pass over the outcomes (Outcome objects, or their fields as dicts: `lmms-vr report`'s
+    # stored outcomes); every column below is numpy over these
+    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    mode = np.fromiter((code.get(o["mode"], -1) for o in fields), dtype=np.int64, count=len(fields))
+    value = np.fromiter((math.nan if o["value"] is None else o["value"] for o in fields), dtype=float, count=len(fields))
+    flags = np.array([(o["parse_failed"], o["model_failed"], o["reasoning_truncated"], o["judge_error"] is not None,
+                       o["judge_error"] in (NO_JUDGE, JUDGE_OFF)) for o in fields], dtype=float).reshape(len(fields), 5)
+    valued = ~np.isnan(value)
+    counted: dict[str, np.ndarray] = {}
+    for name in modes:
+        of_mode = (mode == code[name]) & valued
+        counted[f"n:{name}"] = of_mode.astype(float)
+        counted[f"sum:{name}"] = np.where(of_mode, value, 0.0)
+    grounded = (mode == code["grounding"]) & valued
+    for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+        counted[f"iou_at:{k}"] = (grounded & (np.where(valued, value, -np.inf) >= threshold)).astype(float)
+    counted["parse_failed"], counted["model_failed"], counted["reasoning_truncated"] = flags[:, 0], flags[:, 1], flags[:, 2]
+    is_open = (mode == code["open"]).astype(float)
+    counted["open"], counted["open_failed"], counted["open_not_run"] = is_open, is_open * flags[:, 3], is_open * flags[:, 4]
+    # acc@IoU's join: per qid the last long value and the last grounding value (as the dicts of
+    # `acc_at_iou_pairs` keep them), the pair counted once on the sample of the last long answer
+    long_at: dict[int, int] = {}
+    ground: dict[int, float] = {}
+    for index in np.flatnonzero(valued & ((mode == code["long"]) | grounded)).tolist():
+        if mode[index] == code["long"]:
+            long_at[fields[index]["qid"]] = index
+        else:
+            ground[fields[index]["qid"]] = float(value[index])
+    once = {"pairs": np.zeros(len(outcomes)), **{f"pair_at:{k}": np.zeros(len(outcomes)) for k in range(len(scoring.IOU_THRESHOLDS))}}
+    for qid, index in long_at.items():
+        if qid in ground:
+            once["pairs"][index] = 1.0
+            for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+                once[f"pair_at:{k}"][index] = float(value[index] == 1.0 and ground[qid] >= threshold)
+    return SampleColumns(counted, _metrics_from_totals, once)
+
+
+def _metrics_from_totals(totals, whole: bool) -> dict:
+    """The metrics of `task_metrics` from column sums (one value per row)."""
+    import numpy as np
+
+    def percent(mode: str) -> np.ndarray:  # scoring.percent_mean: 100 x the mean
+        return ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
+
+    def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:  # scoring.rec_at_iou / acc_at_iou
+        shares = 0.0
+        for k in range(len(scoring.IOU_THRESHOLDS)):
+            shares = shares + ratio(totals[f"{prefix}:{k}"], count)
+        return 100.0 * shares / len(scoring.IOU_THRESHOLDS)
+
+    long_acc, clue_acc = percent("long"), percent("clue")
+    crr = np.where(np.isnan(long_acc) | np.isnan(clue_acc) | (clue_acc == 0), np.nan,
+                   ratio(100.0 * np.minimum(long_acc, clue_acc), clue_acc))
+    judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
+    metrics = {
+        "long_acc": long_acc,
+        "clue_acc": clue_acc,
+        "miou": percent("grounding"),
+        "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]),
+        "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
+        "crr": crr,
+        "oe_acc": percent("open"),
+        "blind_acc": percent("blind"),
+        "parse_failed": totals["parse_failed"],
+        "judge_failed": judge_failed,
+        "model_failed": totals["model_failed"],
+        "reasoning_truncated": totals["reasoning_truncated"],
+    }
+    if whole:  # `task_metrics`: oe_acc not computed past the failure share
+        withheld = np.array([failure_share.too_many_failed(f, int(n)) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
+        metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
+    return metrics
+
+
+# ---------------------------------------------------------------------- after a task's scoring: its details file
+
+
+def details_path(run: RunFiles, task_kind: str) -> Path:
+    """Where a task's breakdowns and judge accounting are written, beside the run's results:
+    `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
+    return run.path(f"cg_bench_{task_kind}_details.json")
+
+
+def _write_details(scores: dict, run: RunFiles | None) -> None:
+    """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
+    if run is None:
+        return
+    from lmms_video_reasoning.judges.engine import get_judge
+
+    judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
+    details = {**scores, "judge": judge.accounting() if judge is not None else None,
+               "settings": settings.resolved(scoring_only=True)}
+    path = details_path(run, scores["breakdown"]["task_kind"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
+    logger.debug("cg_bench: breakdowns by duration / domain / kind written to %s", path)
+
+
+# ---------------------------------------------------------------------- the declaration
+
+
 class CgBenchScoring(ScoringAdapter):
-    """CG-Bench: `cg_bench.aggregate.scored_records`; outcomes from `read_outcomes`, metrics from `task_metrics`.
+    """CG-Bench: `scored_records`; outcomes from `read_outcomes`, metrics from `outcomes.task_metrics`.
 
     Records of several CG-Bench tasks of one run may be scored together: long + clue +
     grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
@@ -27,13 +353,9 @@ class CgBenchScoring(ScoringAdapter):
     name = judge_name = "cg_bench"
 
     def settings(self, records):
-        from lmms_video_reasoning.cg_bench.aggregate import Settings
-
         return Settings.from_env()
 
     def score(self, records, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import scored_records
-
         metrics, answers = scored_records(records, settings)
         if self.needs_judge(records) and get_judge(JUDGE, quiet=True) is None:
             return Scored(metrics, None)  # open answers and no judge: no outcomes (as `outcomes` says)
@@ -43,28 +365,20 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge=None):
-        from lmms_video_reasoning.cg_bench.aggregate import read_outcomes
-
         judge = judge if judge is not None or not self.needs_judge(records) else get_judge(JUDGE)
         if self.needs_judge(records) and judge is None:
             return None
         return _fields(read_outcomes(records, settings, judge))
 
-    def metrics(self, records, outcomes, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import Outcome, task_metrics
+    def metrics(self, records, outcomes_, settings):
+        return outcomes.task_metrics([Outcome(**outcome) for outcome in outcomes_])
 
-        return task_metrics([Outcome(**outcome) for outcome in outcomes])
+    def columns(self, records, outcomes_, settings):
+        return outcome_columns(outcomes_)
 
-    def columns(self, records, outcomes, settings):
-        from lmms_video_reasoning.cg_bench.aggregate import outcome_columns
-
-        return outcome_columns(outcomes)
-
-    def breakdown(self, outcomes: Sequence[dict]) -> dict:
-        """Metrics by duration bucket, domain and question kind (`cg_bench.aggregate.breakdown`)."""
-        from lmms_video_reasoning.cg_bench.aggregate import Outcome, breakdown
-
-        return breakdown([Outcome(**outcome) for outcome in outcomes])
+    def breakdown(self, outcomes_: Sequence[dict]) -> dict:
+        """Metrics by duration bucket, domain and question kind (`outcomes.breakdown`)."""
+        return outcomes.breakdown([Outcome(**outcome) for outcome in outcomes_])
 
     def report_record(self, record):
         """The question and the mode (the metrics read only the outcomes)."""
@@ -79,10 +393,10 @@ class CgBenchScoring(ScoringAdapter):
         return str(record.get("sub_category") or "")
 
 
-def _fields(outcomes) -> list[dict]:
+def _fields(outcomes_) -> list[dict]:
     """JSON-ready outcomes: an Outcome holds only numbers, strings and None, so its fields' dict is
     `dataclasses.asdict` (faster)."""
-    return [dict(vars(outcome)) for outcome in outcomes]
+    return [dict(vars(outcome)) for outcome in outcomes_]
 
 
 BENCHMARK = Benchmark(
@@ -90,8 +404,10 @@ BENCHMARK = Benchmark(
     title="CG-Bench",
     package=__package__,
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=aggregate.build_record,
+    build_record=build_record,
     scoring=CgBenchScoring(),
+    tasks=TASKS,
+    groups=GROUPS,
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),
@@ -100,3 +416,7 @@ BENCHMARK = Benchmark(
     sample_module=f"{__package__}.sample",
     demo_tasks=("cg_bench_mcq", "cg_bench_open"),
 )
+
+# `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
+# aggregation of a task writes its details file.
+__getattr__ = DeclaredHooks(BENCHMARK, _write_details)

@@ -12,6 +12,7 @@ package: lint, tests, `tasks list`, `--limit 8` runs), every row passed.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import math
 import re
@@ -299,7 +300,7 @@ def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
     from lmms_video_reasoning.utils.core import registry
 
     benchmark = next(b for b in registry.benchmarks() if task in _tasks_of(b))
-    hooks = __import__(f"{benchmark.package}.hooks", fromlist=["hooks"])
+    hooks = importlib.import_module(benchmark.binding)
     docs = _plugin_docs(benchmark.name, task, hooks)
     replies = predictions[task]
     records = [_record(benchmark.name, hooks, doc, replies[str(doc["sample_id"] if benchmark.name != "vcr_bench" else doc["id"])], task) for doc in docs]
@@ -321,8 +322,9 @@ def _plugin_docs(benchmark: str, task: str, hooks) -> list[dict]:
         mode = {"vr_bench": "judge", "vr_bench_mcq": "mcq", "vr_bench_text": "text", "vr_bench_official": "judge"}[task]
         return hooks.build_docs(mode, "official" if task == "vr_bench_official" else "default")
     from lmms_video_reasoning.cg_bench import data
+    from lmms_video_reasoning.cg_bench import task as cg_task
 
-    return hooks.build_docs(data.load_records("mini"), task.removeprefix("cg_bench_"), "mini")
+    return cg_task.build_docs(data.load_records("mini"), task.removeprefix("cg_bench_"), "mini")
 
 
 def _record(benchmark: str, hooks, doc: dict, reply: str, task: str) -> dict:

@@ -1,25 +1,251 @@
-"""VCR-Bench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
-declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
-and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
-(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
+"""VCR-Bench bound to lmms-eval and to the suite: its tasks, its lmms-eval hooks, the data root's
+media, the scoring with the judge engine, and the declaration shared code reads
+(`utils/core/registry.py` lists each `Benchmark` field and who reads it).
 
+The task itself (inputs, records, metrics) is `task.py`, shared with the task folder that
+`dev/upstream.py` writes into lmms-eval; this module binds it to the plugin:
+
+- `TASKS` / `GROUPS`: every task, declared once; `tasks/*.yaml` are generated from them
+  (`python -m lmms_video_reasoning.utils.core.task_yaml`).
+- lmms-eval hooks: documents from the data root with the checks before generation
+  (`utils.lmms.preflight`), the model inputs (`task.doc_to_*` with `MEDIA`), and, made from the
+  declaration (`__getattr__`), each task's `process_results_<task>` and each metric's
+  `aggregate_<metric>`.
+- `PluginMedia`: "get the frames" on the data root: videos under it (`data.video_file`), frame
+  plans from the container (`utils.media.video.plan_frames`), frames from the exact sampler, and
+  for video-native models a proxy clip of exactly the frames their own path keeps
+  (`utils.lmms.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path).
+- Scoring: `process_results` only builds a self-contained record (`task.build_record`: never
+  calls a judge, never raises); the first aggregation of a task judges all records in one
+  batch (`scored_records`: the task's scoring with the configured judge engine, cached and
+  accounted; through `VcrBenchScoring.score`, memoised by content with its outcomes so the
+  metric aggregations and their standard errors share one batch) and writes the judge
+  accounting next to the results. `lmms-vr score` calls the same scoring on records read back
+  from a `--log_samples` file. `metric_columns` is `task.metrics_from_outcomes` over arrays
+  (`utils/results/resampling.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
-from lmms_video_reasoning.vcr_bench import judging, scoring, task
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
+from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.results.aggregation import DeclaredHooks, judge_accounting_writer
+from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
+from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
+
+log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 
 # The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
 JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
+NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or re-score the --log_samples file later "
+                 "with `lmms-vr score`.")
+
+
+# ---------------------------------------------------------------- the tasks
+
+# until: [] so a chain of thought is not cut at its first blank line.
+GENERATION = {"until": [], "max_new_tokens": 4096, "do_sample": False, "temperature": 0}
+
+
+def _inputs(visual_mode: str, chain_of_thought: bool, frame_models: bool) -> dict:
+    """`lmms_eval_specific_kwargs`: `visual_mode` for every model (video: the video for
+    native-video models), 64 timestamped frames for frame-based models (API models)."""
+    blocks = {"default": {"visual_mode": visual_mode, "chain_of_thought": chain_of_thought}}
+    if frame_models:
+        blocks.update({model: {"visual_mode": "frames", "chain_of_thought": chain_of_thought}
+                       for model in ("openai", "async_openai", "gpt4v")})
+    return blocks
+
+
+def _task(name: str, about: str, visual_mode: str, cot_prompt: bool = True, scores_cot: bool = False,
+          process_docs: str = "load_docs") -> Task:
+    """`cot_prompt`: the prompt asks for the chain of thought; `scores_cot`: recall and precision
+    are judged too (`vcr_cot`; the paper's Table 5 ablations report accuracy only)."""
+    return Task(name, task.metric_names(scores_cot), process_docs=process_docs, record_options={"chain_of_thought": scores_cot},
+                generation_kwargs=GENERATION, about=about, model_kwargs=_inputs(visual_mode, cot_prompt, frame_models=visual_mode == "video"))
+
+
+TASKS = (
+    _task("vcr_cot", "VCR-Bench as published: question + the CoT instruction, accuracy and CoT score (4 judge calls).",
+          "video", scores_cot=True),
+    _task("vcr_direct", 'Paper Table 5 "Direct": the question without the CoT instruction; accuracy only.', "video", cot_prompt=False),
+    _task("vcr_text_only", 'Paper Table 5 "Text": question + CoT instruction, no visual input; accuracy only.', "none",
+          process_docs="load_docs_no_visual"),
+    _task("vcr_one_frame", 'Paper Table 5 "1 Frame": question + CoT instruction with the middle frame only; accuracy only.', "one_frame"),
+)
+# Not named `vcr_bench`: lmms-eval reads `--tasks X` as a folder of YAMLs when ./X exists,
+# and `vcr_bench/` is a folder of this repository (the CLI would then find no task).
+GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
+                "All VCR-Bench tasks: the benchmark (vcr_cot) and the paper's Table 5 ablations."),)
+
+
+# ---------------------------------------------------------------- documents (process_docs)
+
+
+def _media_check():
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    return preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
+
+
+def load_docs(dataset=None) -> Any:
+    """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
+    before generation: `utils.preflight`)."""
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _media_check(), judge="vcr_bench")
+
+
+def load_docs_no_visual(dataset=None) -> Any:
+    """`process_docs` of `vcr_text_only`: the same documents; no video is needed."""
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), judge="vcr_bench")
+
+
+# ---------------------------------------------------------------- model inputs ("get the frames" on the data root)
+
+
+class PluginMedia:
+    """Videos under the data root (`data.video_file`), frame plans from the container
+    (`video.plan_frames`, the one path every benchmark's plans take), frames from the exact
+    sampler, and the proxy clip of the model's own frames for video-native models."""
+
+    def plan(self, doc: dict, plan: FramePlan, n: int):
+        from lmms_video_reasoning.utils.media import video
+
+        return video.plan_frames(data.video_file(doc), plan, n)
+
+    def frames(self, doc: dict, indices: Sequence[int]) -> list:
+        from lmms_video_reasoning.utils.media import video
+
+        return list(video.read_frames(data.video_file(doc), list(indices)))
+
+    def video(self, doc: dict) -> str:
+        # The model's own frames in a proxy clip (utils.model_video; `LMMS_VR_VIDEO_INPUT=path`
+        # hands over the path). Either way the file is decoded here first: native-video models
+        # swallow a decode error and answer from the text alone, so a broken file fails here.
+        from lmms_video_reasoning.utils.lmms import model_video
+
+        return model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))
+
+
+MEDIA = PluginMedia()
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
+    return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """Chat models: the visuals of `doc_to_visual` as video / image parts, then the prompt."""
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+# ---------------------------------------------------------------- scoring with the judge engine
+
+
+def scored_records(records: Sequence[dict], settings: dict | None = None) -> tuple[dict[str, float], list[dict] | None]:
+    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
+    judged by the configured judge (`task.score_with`; NaN without one), and the judge's outcomes
+    per sample (None without a judge)."""
+    judge = bind(get_judge("vcr_bench"))
+    scored = task.score_with(records, judge, settings, NO_JUDGE_HINT)
+    if judge is not None:
+        judge.log_summary()
+    return scored
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of `scored_records`."""
+    return scored_records(records, settings)[0]
+
+
+def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> SampleColumns:
+    """`metrics_from_outcomes` over arrays, for the bootstrap (`utils/results/resampling.py`):
+    each sample's contribution once (group membership and verdict, its recall and precision
+    ratios per kind from `scoring.recall_ratios` / `precision_ratios`, its failure flags), and
+    the metrics from their sums with the same arithmetic (micro accuracy per group, macro means
+    where the ratio is defined, F1 of the means, the failure share on a whole run)."""
+    import numpy as np
+
+    settings = scoring.resolve_settings(settings)
+    correct = np.array([outcome["correct"] is True for outcome in outcomes], dtype=float)
+    members = {
+        "accuracy": [True] * len(records),
+        **{f"accuracy_{code}": [r["dimension_code"] == code for r in records] for code in scoring.DIMENSION_CODES},
+        **{f"accuracy_{bucket}": [r["duration_bucket"] == bucket for r in records] for bucket in scoring.DURATION_BUCKETS},
+        "accuracy_mc": [bool(r["multiple_choice"]) for r in records],
+        "accuracy_open": [not r["multiple_choice"] for r in records],
+    }
+    counted: dict[str, np.ndarray] = {}
+    for name, member in members.items():
+        counted[f"n:{name}"] = column(member)
+        counted[f"right:{name}"] = counted[f"n:{name}"] * correct
+    for side, steps_key, ratios_of in (("recall", "recall_steps", scoring.recall_ratios), ("precision", "precision_steps", scoring.precision_ratios)):
+        ratios = [None if o[steps_key] is None else ratios_of(o[steps_key], settings["include_background"]) for o in outcomes]
+        for kind in scoring.COT_KINDS:
+            values = [None if r is None else r[kind] for r in ratios]
+            counted[f"{side}_sum:{kind}"] = column(0.0 if v is None else v for v in values)
+            counted[f"{side}_n:{kind}"] = column(v is not None for v in values)
+    counted["score_cot"] = column(record.get("score_cot", True) for record in records)
+    counted["judge_failed"] = column(bool(outcome["errors"]) for outcome in outcomes)
+    counted["verdict_lenient_changed"] = column(judging.lenient_changed([outcome]) for outcome in outcomes)
+    counted["model_failed"] = column(model_failed(record) for record in records)
+    counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
+    counted["samples"] = np.ones(len(records))
+    return SampleColumns(counted, _metrics_from_totals)
+
+
+def _metrics_from_totals(totals, whole: bool) -> dict:
+    """The metrics of `metrics_from_outcomes` from column sums (one value per row)."""
+    import numpy as np
+
+    metrics = {name: ratio(100.0 * totals[f"right:{name}"], totals[f"n:{name}"]) for name in scoring.ACCURACY_METRICS}
+    scored = totals["score_cot"] > 0  # any sample with CoT scoring (else the CoT metrics are NaN)
+    for kind in scoring.COT_KINDS:
+        r = ratio(totals[f"recall_sum:{kind}"], totals[f"recall_n:{kind}"])
+        p = ratio(totals[f"precision_sum:{kind}"], totals[f"precision_n:{kind}"])
+        f1 = np.where(np.isnan(p) | np.isnan(r), np.nan, ratio(2 * p * r, p + r))  # 0/0 -> 0, as scoring.f1
+        f1 = np.where(~np.isnan(p) & ~np.isnan(r) & (p + r == 0), 0.0, f1)
+        prefix = scoring._COT_PREFIX[kind]
+        for part, value in (("recall", r), ("precision", p), ("f1", f1)):
+            metrics[f"{prefix}_{part}"] = np.where(scored, value * 100.0, np.nan)
+    metrics["judge_failed"] = totals["judge_failed"]
+    if whole:  # the failure share, per row as `failure_share.withhold` decides it on a run
+        judged = totals["samples"] - totals["model_failed"]
+        withheld = np.array([failure_share.too_many_failed(f, int(j)) for f, j in zip(metrics["judge_failed"], judged)], dtype=bool)
+        for name in scoring.METRICS:
+            if name not in scoring.COUNT_METRICS and name in metrics:
+                metrics[name] = np.where(withheld, np.nan, metrics[name])
+    metrics["verdict_lenient_changed"] = totals["verdict_lenient_changed"]
+    metrics["model_failed"] = totals["model_failed"]
+    metrics["reasoning_truncated"] = totals["reasoning_truncated"]
+    return metrics
+
 
 class VcrBenchScoring(ScoringAdapter):
-    """VCR-Bench: `aggregate.scored_records` (the task's scoring with the plugin's judge); outcomes
-    from `judging.judge_records`, metrics from `task.metrics_from_outcomes`."""
+    """VCR-Bench: `scored_records` (the task's scoring with the plugin's judge); outcomes from
+    `judging.judge_records`, metrics from `task.metrics_from_outcomes`."""
 
     name = judge_name = "vcr_bench"
 
@@ -27,9 +253,7 @@ class VcrBenchScoring(ScoringAdapter):
         return scoring.resolve_settings(None)
 
     def score(self, records, settings):
-        from lmms_video_reasoning.vcr_bench import aggregate
-
-        return Scored(*aggregate.scored_records(records, settings))
+        return Scored(*scored_records(records, settings))
 
     def outcomes(self, records, settings, judge=None):
         judge = judge if judge is not None else get_judge(JUDGE)
@@ -56,14 +280,10 @@ class VcrBenchScoring(ScoringAdapter):
         return str(record.get("dimension_code") or "")
 
     def columns(self, records, outcomes, settings):
-        from lmms_video_reasoning.vcr_bench import aggregate
-
-        return aggregate.metric_columns(records, outcomes, settings)
+        return metric_columns(records, outcomes, settings)
 
     def report_record(self, record):
         """The groups a sample counts in and its failure flags (`task.metrics_from_outcomes` reads no more)."""
-        from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
-
         kept = {key: record[key] for key in ("sample_id", "dimension_code", "duration_bucket", "multiple_choice", "score_cot") if key in record}
         return {**kept, "model_failed": model_failed(record), "reasoning_truncated": reasoning_truncated(record)}
 
@@ -75,6 +295,8 @@ BENCHMARK = Benchmark(
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
     build_record=task.build_record,
     scoring=VcrBenchScoring(),
+    tasks=TASKS,
+    groups=GROUPS,
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
@@ -83,3 +305,7 @@ BENCHMARK = Benchmark(
     sample_module=f"{__package__}.sample",
     demo_tasks=("vcr_cot",),
 )
+
+# `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
+# aggregation of a task writes the judge accounting beside the run's results.
+__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vcr_bench"))

@@ -1,24 +1,279 @@
-"""VRBench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
-declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
-and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
-(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
+"""VRBench bound to lmms-eval and to the suite: its tasks, its lmms-eval hooks, the data root's
+media, the scoring with the judge engine, and the declaration shared code reads
+(`utils/core/registry.py` lists each `Benchmark` field and who reads it).
 
+The task itself (inputs, records, metrics; one generation scored for both tracks) is `task.py`,
+shared with the task folder that `dev/upstream.py` writes into lmms-eval; this module binds it
+to the plugin:
+
+- `TASKS` / `GROUPS`: every task, declared once; `tasks/*.yaml` are generated from them
+  (`python -m lmms_video_reasoning.utils.core.task_yaml`).
+- lmms-eval hooks: documents from the data root with the checks before generation
+  (`utils.lmms.preflight`), the model inputs (`task.doc_to_*` with `MEDIA`), and, made from the
+  declaration (`__getattr__`), each task's `process_results_<task>` and each metric's
+  `aggregate_<metric>`.
+- `PluginMedia`: "get the frames" on the data root: videos under it (`data.resolve_video`),
+  frame plans from the container (`utils.media.video.plan_frames`), frames from the exact
+  sampler, and for video-native models a proxy clip (`utils.lmms.model_video`) of the protocol
+  frames or of the frames the model's own path keeps (`LMMS_VR_VIDEO_INPUT=path` hands the
+  model the original path).
+- Scoring: `scored_records` is the one code path of the lmms-eval aggregation and `lmms-vr
+  score` (through `VrBenchScoring.score`): the configured judge engine (cached, accounted)
+  rates the rated records, and the metrics come with the ratings (the in-run standard errors
+  bootstrap those). `metric_columns` is `task.metrics_from_outcomes` over arrays
+  (`utils/results/resampling.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
-from lmms_video_reasoning.vrbench import judging, task
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
+from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.results.aggregation import DeclaredHooks, judge_accounting_writer
+from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
+from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
+from lmms_video_reasoning.vrbench.scoring import PROTOCOLS, TYPE_NAMES, judge_prompt_kind, mcq_correct, type_metric
+from lmms_video_reasoning.vrbench.task import doc_to_text, protocol_from_env  # noqa: F401 - doc_to_text: the task YAMLs' hook
+
+log = logging.getLogger("lmms_video_reasoning.vrbench")
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
 
 
+# ----------------------------------------------------------------------------------------
+# The tasks
+# ----------------------------------------------------------------------------------------
+
+GREEDY = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
+# A model-named block replaces `default`. visual_mode: video = a clip of the num_frames
+# segment-midpoint frames at 224x224 (video_frames: protocol, the default; `model` lets the
+# model sample the video; e.g. qwen2_vl max_num_frames=128 keeps all 128); frames = those
+# frames as images. VRBENCH_NUM_FRAMES overrides num_frames.
+# Counts: 16 and 224x224 are the official code's (inference/main.py); 128 for qwen2_vl /
+# qwen2_5_vl and 64 for openai / gpt4v / internvl2 are paper Table A3's; 128 for
+# llava_onevision is this suite's choice (Table A3 has no LLaVA-OneVision row).
+PER_MODEL = {
+    "default": {"visual_mode": "video", "num_frames": 16},
+    **{model: {"visual_mode": "video", "num_frames": 128} for model in ("qwen2_vl", "qwen2_5_vl", "llava_onevision")},
+    **{model: {"visual_mode": "frames", "num_frames": 64} for model in ("openai", "gpt4v", "internvl2")},
+}
+SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
+
+TASKS = (
+    Task("vr_bench", task.JUDGE_METRICS, process_docs="load_docs", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
+         about="VRBench: one generation per question, scored for MCQ-O (rule cascade) and OE-P (DeepSeek-V3 judge).\n" + SEE_README),
+    Task("vr_bench_mcq", task.MCQ_METRICS, process_docs="load_docs_mcq", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
+         about="VRBench MCQ-O only: the same generation as vr_bench, no judge.\n" + SEE_README),
+    Task("vr_bench_text", task.JUDGE_METRICS, process_docs="load_docs_text", generation_kwargs=GREEDY,
+         model_kwargs={"default": PER_MODEL["default"]},
+         about="VRBench text-only (the paper's LLM setting): video summary + question, no frames.\n" + SEE_README),
+    Task("vr_bench_official", task.JUDGE_METRICS, process_docs="load_docs_official", model_kwargs=PER_MODEL,
+         generation_kwargs={**GREEDY, "do_sample": True, "temperature": 1.0},
+         about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
+               "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),
+)
+GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "All VRBench tasks."),)
+
+
+# ----------------------------------------------------------------------------------------
+# Documents (process_docs)
+# ----------------------------------------------------------------------------------------
+
+
+def build_docs(mode: str, protocol: str) -> list[dict]:
+    """The task's documents: every question of the annotation file, stamped with mode and protocol."""
+    return task.stamp(docs.flatten(data.load_records()), mode, protocol)
+
+
+def _load(mode: str, protocol: Callable[[], str], media: bool, judge: bool):
+    """A task's documents, checked before generation (`utils.lmms.preflight`): the videos (not
+    for the text-only task) and the judge (not for the MCQ-only task)."""
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    check = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())) if media else None
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol())), check, judge="vrbench" if judge else None)
+
+
+def load_docs(_placeholder=None):
+    """`process_docs` of vr_bench."""
+    return _load("judge", protocol_from_env, media=True, judge=True)
+
+
+def load_docs_mcq(_placeholder=None):
+    """`process_docs` of vr_bench_mcq."""
+    return _load("mcq", protocol_from_env, media=True, judge=False)
+
+
+def load_docs_text(_placeholder=None):
+    """`process_docs` of vr_bench_text."""
+    return _load("text", protocol_from_env, media=False, judge=True)
+
+
+def load_docs_official(_placeholder=None):
+    """`process_docs` of vr_bench_official."""
+    return _load("judge", lambda: "official", media=True, judge=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Model inputs ("get the frames" on the data root)
+# ----------------------------------------------------------------------------------------
+
+
+class PluginMedia:
+    """Videos under the data root, frames from the exact sampler, and for video-native models a
+    proxy clip (`utils.model_video`) of the protocol frames or of the model's own frames. The
+    file is decoded either way: lmms-eval's qwen2_vl would log a decode error and answer from
+    the text alone."""
+
+    def plan(self, doc: dict, plan: FramePlan, n: int):
+        from lmms_video_reasoning.utils.media import video
+
+        return video.plan_frames(data.resolve_video(doc["video_path"]), plan, n)
+
+    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
+        from lmms_video_reasoning.utils.media import video
+
+        return video.read_frames(data.resolve_video(doc["video_path"]), list(indices), size=size)
+
+    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
+        from lmms_video_reasoning.utils.lmms import model_video
+
+        path = data.resolve_video(doc["video_path"])
+        checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
+        if pick is None:
+            return model_video.video_for_model(path, on_broken=checked)
+        return model_video.video_for_model(path, frames=pick, size=size, on_broken=checked)
+
+
+MEDIA = PluginMedia()
+
+
+def video_input(doc: dict, kwargs: dict | None) -> str:
+    """The video handed to a video-native model (`task.video_input` with the plugin's media)."""
+    return task.video_input(doc, kwargs, MEDIA)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """One user turn: the video or frames first, then the prompt (as the official inference)."""
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+# ----------------------------------------------------------------------------------------
+# Scoring with the judge engine
+# ----------------------------------------------------------------------------------------
+
+
+def scored_records(records: Sequence[dict], settings: dict | None = None
+                   ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
+    """All metrics of one task's records (the aggregation's and `lmms-vr score`'s path) and the
+    ratings per question they come from (`task.score_with`).
+
+    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
+    Runs the configured judge (if any) over the rated records.
+    """
+    if not records:
+        return {}, []
+    _protocol, with_judge = task.task_protocol(records, settings)
+    judge = bind(get_judge("vrbench")) if with_judge else None
+    scored = task.score_with(records, judge, settings)
+    if judge is not None:
+        judge.log_summary()
+    return scored
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of `scored_records`."""
+    return scored_records(records, settings)[0]
+
+
+def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
+                   with_judge: bool, judge_ran: bool = True) -> SampleColumns:
+    """`metrics_from_outcomes` over arrays, for the bootstrap (`utils/results/resampling.py`):
+    each question's contribution once (MCQ-O right or not, its process score where OE-P counts
+    it under `protocol`, its type, its failure flags), and the metrics from their sums with the
+    arithmetic of `scoring.aggregate` (means x 100 / x 10, the protocol's per-type combination,
+    the failure share on a whole run)."""
+    import numpy as np
+
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown VRBench protocol {protocol!r}; use one of {PROTOCOLS}")
+    correct = column(not reasoning_truncated(r) and mcq_correct(final_answer(r), r["answer"]) for r in records)
+    rated = column(judge_prompt_kind(r["reasoning_type"], protocol) is not None for r in records)
+    failed_model = column(map(model_failed, records))
+    process = [p for p, _failed in outcomes]
+    if protocol == "official":  # over every question, no rating = 0
+        process_sum, process_n = column(0.0 if p is None else p for p in process), np.ones(len(records))
+    else:  # over the rated questions the judge scored
+        process_n = rated * column(p is not None for p in process)
+        process_sum = process_n * column(0.0 if p is None else p for p in process)
+    counted = {"questions": np.ones(len(records)), "correct": correct, "process_sum": process_sum, "process_n": process_n,
+               "judge_failed": column(failed for _p, failed in outcomes), "model_failed": failed_model,
+               "reasoning_truncated": column(map(reasoning_truncated, records))}
+    kinds = [type_metric(r["reasoning_type"]) for r in records]
+    for name in TYPE_NAMES:
+        member = column(kind == name for kind in kinds)
+        counted.update({f"n:{name}": member, f"correct:{name}": member * correct, f"rated:{name}": member * rated,
+                        f"process_sum:{name}": member * process_sum, f"process_n:{name}": member * process_n})
+    # the failure share's counts (`judge_failures`): ratings failed of the questions that needed one
+    needed = rated * (1.0 - failed_model)
+    counted["needed"], counted["needed_failed"] = needed, needed * counted["judge_failed"]
+
+    def metrics(totals, whole: bool) -> dict:
+        return _metrics_from_totals(totals, whole, protocol, with_judge, judge_ran)
+
+    return SampleColumns(counted, metrics)
+
+
+def _metrics_from_totals(totals, whole: bool, protocol: str, with_judge: bool, judge_ran: bool) -> dict:
+    """The metrics of `metrics_from_outcomes` (`scoring.aggregate`) from column sums (one value per row)."""
+    import numpy as np
+
+    withheld = np.zeros(len(totals["questions"]), dtype=bool)
+    if whole and with_judge and judge_ran:
+        withheld = np.array([failure_share.too_many_failed(f, int(j)) for f, j in zip(totals["needed_failed"], totals["needed"])], dtype=bool)
+    ran = judge_ran & ~withheld
+    metrics = {"mcq_accuracy": 100 * ratio(totals["correct"], totals["questions"]), "model_failed": totals["model_failed"]}
+    if not with_judge:
+        for name in TYPE_NAMES:
+            metrics[f"type_{name}"] = 100 * ratio(totals[f"correct:{name}"], totals[f"n:{name}"])
+        metrics["reasoning_truncated"] = totals["reasoning_truncated"]
+        return metrics
+    metrics["process_score"] = np.where(ran, 10 * ratio(totals["process_sum"], totals["process_n"]), np.nan)
+    metrics["overall"] = (metrics["mcq_accuracy"] + metrics["process_score"]) / 2
+    for name in TYPE_NAMES:
+        mcq = 100 * ratio(totals[f"correct:{name}"], totals[f"n:{name}"])
+        oe = 10 * ratio(totals[f"process_sum:{name}"], totals[f"process_n:{name}"])
+        has_oe = totals[f"rated:{name}"] > 0
+        if protocol == "official":  # `scoring.combine_type`: the mean when both > 0, else whichever is > 0, else 0
+            combined = np.where((mcq > 0) & (oe > 0), (mcq + oe) / 2, np.where(mcq > 0, mcq, np.where(oe > 0, oe, 0.0)))
+        else:
+            combined = np.where(has_oe, (mcq + oe) / 2, mcq)
+        empty = totals[f"n:{name}"] == 0
+        metrics[f"type_{name}"] = np.where(empty | (has_oe & ~ran), np.nan, combined)
+    metrics["judge_failed"] = np.where(ran, totals["judge_failed"], np.nan)
+    metrics["judge_failed"] = np.where(withheld, totals["needed_failed"], metrics["judge_failed"])
+    metrics["reasoning_truncated"] = totals["reasoning_truncated"]
+    return metrics
+
+
 class VrBenchScoring(ScoringAdapter):
-    """VRBench: `aggregate.scored_records` (the task's scoring with the plugin's judge); outcomes
-    from `judging.rate`, metrics from `task.metrics_from_outcomes`."""
+    """VRBench: `scored_records` (the task's scoring with the plugin's judge); outcomes from
+    `judging.rate`, metrics from `task.metrics_from_outcomes`."""
 
     name = judge_name = "vrbench"
 
@@ -26,9 +281,7 @@ class VrBenchScoring(ScoringAdapter):
         return {"protocol": records[0]["protocol"]} if records else {"protocol": "default"}
 
     def score(self, records, settings):
-        from lmms_video_reasoning.vrbench import aggregate
-
-        metrics, rated = aggregate.scored_records(records, settings)
+        metrics, rated = scored_records(records, settings)
         return Scored(metrics, self._outcomes(records, rated))
 
     def needs_judge(self, records):
@@ -73,17 +326,13 @@ class VrBenchScoring(ScoringAdapter):
         return str(record.get("reasoning_type") or "")
 
     def columns(self, records, outcomes, settings):
-        from lmms_video_reasoning.vrbench import aggregate
-
         if len({record["mode"] for record in records}) > 1:
             return None  # a resample's `needs_judge` could differ from the run's: re-aggregate each one
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return aggregate.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+        return metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
 
     def report_record(self, record):
         """The question's type, gold letter, the final answer its MCQ letter is read from, and its failure flags."""
-        from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
-
         kept = {key: record[key] for key in ("sample_id", "mode", "protocol", "reasoning_type", "answer") if key in record}
         return {**kept, "final_answer": final_answer(record), "reasoning_truncated": reasoning_truncated(record),
                 "model_failed": model_failed(record)}
@@ -101,6 +350,8 @@ BENCHMARK = Benchmark(
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
     build_record=task.build_record,
     scoring=VrBenchScoring(),
+    tasks=TASKS,
+    groups=GROUPS,
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
@@ -110,3 +361,7 @@ BENCHMARK = Benchmark(
     demo_tasks=("vr_bench",),
     aliases=("vr_bench",),
 )
+
+# `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
+# aggregation of a task writes the judge accounting beside the run's results.
+__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vrbench"))

@@ -31,21 +31,19 @@ COMMON_FIELDS = ("sample_id", "response", "final_answer", "reasoning_truncated",
 BuildRecord = Callable[..., dict]
 
 
-def process_results(build_record: BuildRecord, metric_names: Callable[[dict], Sequence[str]], **options: Any):
+def process_results(build_record: BuildRecord, metrics: Sequence[str], **options: Any):
     """A task's lmms-eval `process_results` hook: the sample's record, built by
-    `build_record(doc, reply, **options)`, under every metric name of the task
-    (`metric_names(doc)`). lmms-eval hands each aggregation the task's records under its
-    metric's name; the benchmark's aggregations score them once (`ScoreOnce`).
-
-    `options` stay on the hook (`record_options`), so `lmms-vr score` rebuilds the same record
-    from a raw reply with the benchmark's declared `build_record`.
+    `build_record(doc, reply, **options)`, under every metric name of the task. lmms-eval
+    hands each aggregation the task's records under its metric's name; the benchmark's
+    aggregations score them once (`ScoreOnce`). The options are the task's declared
+    `record_options` (`registry.Task`), which `lmms-vr score` reads there too.
     """
+    metrics = tuple(metrics)
 
     def hook(doc: dict, results: Sequence) -> dict:
         record = build_record(doc, results[0] if results else "", **options)
-        return {name: record for name in metric_names(doc)}
+        return {name: record for name in metrics}
 
-    hook.record_options = dict(options)
     hook.__doc__ = f"lmms-eval `process_results`: `{build_record.__module__}.{build_record.__name__}` under every metric name" + (
         f" ({', '.join(f'{k}={v!r}' for k, v in options.items())})" if options else "")
     return hook

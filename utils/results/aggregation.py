@@ -174,6 +174,42 @@ class ScoreOnce:
         return of_records
 
 
+class DeclaredHooks:
+    """The lmms-eval hooks a benchmark's task declarations imply, as its binding module's
+    `__getattr__` (`__getattr__ = DeclaredHooks(BENCHMARK, after)`): `aggregate_<metric>` (the
+    aggregation of that metric over one ScoreOnce, `after` as in `ScoreOnce.aggregation`) and
+    `process_results_<task>` (the task's record under each of its metrics, built with its
+    `record_options`). Each is made once: lmms-eval's `!function` gets the same object every time
+    (`importlib.import_module(module)` then `getattr`), so the task's metrics share one scoring."""
+
+    def __init__(self, benchmark: "registry.Benchmark", after: AfterScoring | None = None):
+        self.benchmark, self.after = benchmark, after
+        self.score_once = ScoreOnce(benchmark.name)
+        self._made: dict[str, Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str) -> Callable[..., Any]:
+        with self._lock:
+            if name not in self._made:
+                self._made[name] = self._make(name)
+            return self._made[name]
+
+    def _make(self, name: str) -> Callable[..., Any]:
+        from lmms_video_reasoning.utils.core.records import process_results
+
+        metric = name[len(registry.AGGREGATE):] if name.startswith(registry.AGGREGATE) else None
+        if metric in self.benchmark.metrics():
+            return self.score_once.aggregation(metric, self.after)
+        task = name[len(registry.PROCESS_RESULTS):] if name.startswith(registry.PROCESS_RESULTS) else None
+        declared = {t.name: t for t in self.benchmark.tasks}
+        if task in declared:
+            hook = process_results(self.benchmark.build_record, declared[task].metrics, **declared[task].record_options)
+            hook.__name__ = hook.__qualname__ = name
+            return hook
+        raise AttributeError(f"module {self.benchmark.binding!r} has no attribute {name!r} (nor does benchmark "
+                             f"{self.benchmark.name} declare a task or metric it would be made for)")
+
+
 def _task_label() -> str:
     from lmms_video_reasoning.utils.lmms import judge_usage
 

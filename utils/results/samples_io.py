@@ -87,9 +87,8 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
 
 def record_builder(spec: TaskSpec) -> Callable[[dict, str], dict]:
     """The record of one (document, raw reply) of the task: the benchmark's declared
-    `build_record` with the options of the task's `process_results` hook (`record_options`,
-    `utils.core.records.process_results`), as lmms-eval's run built it."""
-    options = getattr(_function(spec.process_results), "record_options", {})
+    `build_record` with the task's declared `record_options`, as lmms-eval's run built it."""
+    options = dict(spec.declared.record_options)
     build = registry.get(spec.benchmark).build_record
     return lambda doc, response: build(doc, response, **options)
 
