@@ -4,7 +4,7 @@ lmms-eval calls one aggregation function per metric, each with the list of recor
 `process_results` returned under that metric's name. Our records are the same for every
 metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
 once per distinct list of records and each metric picks its value from the result
-(each benchmark's `hooks.py` defines its aggregation functions over a ScoreOnce; each carries
+(each benchmark's binding makes its aggregation functions over a ScoreOnce, `DeclaredHooks`; each carries
 its benchmark and metric, which is how lmms-eval's Stderr column finds its standard error). The
 one scoring gives the metrics and the per-sample outcomes they come from; the standard error of
 those records is asked of the same ScoreOnce and bootstraps those outcomes (nothing is parsed or
