@@ -48,7 +48,8 @@ from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
-from lmms_video_reasoning.utils.results.aggregation import DeclaredHooks, RunFiles
+from lmms_video_reasoning.utils.core.settings import records_settings
+from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, RunFiles
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, ratio
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
@@ -184,10 +185,10 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # ---------------------------------------------------------------------- records and scoring with the judge engine
 
 
-def build_record(doc: dict, response: Any) -> dict:
+def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
     """The logged record of one answer (`Benchmark.build_record`: `outcomes.make_record` with the
     data root's subtitles): the question's facts plus the raw reply, no parsing, no judge."""
-    return outcomes.make_record(doc, response, MEDIA)
+    return outcomes.make_record(doc, response, MEDIA, settings)
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings, judge=None) -> list[Outcome]:
@@ -214,10 +215,10 @@ def scored_records(records: Sequence[dict], settings: "Settings | dict | None" =
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report),
     and the per-answer outcomes they come from.
 
-    `settings`: a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge
-    on). See `outcomes.score_with`.
+    `settings`: a Settings, a dict such as `{"strict": True}`, or None (the records' own: those
+    of their task, `CgBenchScoring.settings`). See `outcomes.score_with`.
     """
-    settings = outcomes.as_settings(settings)
+    settings = BENCHMARK.scoring.settings(records) if settings is None else outcomes.as_settings(settings)
     judge = bind(_configured_judge(records, settings))
     scores, answers = outcomes.score_with(records, settings, judge, MEDIA)
     if judge is not None and any(record.get("mode") == "open" for record in records):
@@ -353,7 +354,8 @@ class CgBenchScoring(ScoringAdapter):
     name = judge_name = "cg_bench"
 
     def settings(self, records):
-        return Settings.from_env()
+        """The settings the records were made with (their task's; each variable overrides)."""
+        return Settings.of(records_settings(BENCHMARK.options, records))
 
     def score(self, records, settings):
         metrics, answers = scored_records(records, settings)
@@ -371,7 +373,7 @@ class CgBenchScoring(ScoringAdapter):
         return _fields(read_outcomes(records, settings, judge))
 
     def metrics(self, records, outcomes_, settings):
-        return outcomes.task_metrics([Outcome(**outcome) for outcome in outcomes_])
+        return outcomes.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
 
     def columns(self, records, outcomes_, settings):
         return outcome_columns(outcomes_)
@@ -408,6 +410,7 @@ BENCHMARK = Benchmark(
     scoring=CgBenchScoring(),
     tasks=TASKS,
     groups=GROUPS,
+    options=(*outcomes.OPTIONS, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),

@@ -30,7 +30,7 @@ import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lmms_video_reasoning.cg_bench import judging, sampling, scoring
 from lmms_video_reasoning.judges import failure_share
@@ -43,9 +43,12 @@ logger = logging.getLogger(__name__)
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
 OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
-STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True)
+# The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
+STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True,
+                          option="strict")
 OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "a reversed predicted interval computed "
-                                     "as the official code does (negative length)", scoring=True)
+                                     "as the official code does (negative length)", scoring=True, option="official_reversed")
+OPTIONS = (STRICT, OFFICIAL_REVERSED)
 METRICS = {
     "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
     "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
@@ -66,23 +69,33 @@ NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=Fals
 class Settings:
     """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
     `official_reversed` computes a reversed predicted interval [end, start] as the official code
-    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end]."""
+    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end];
+    `failed_share` the failure share of `judges.failure_share` (None: the environment's)."""
 
     strict: bool = False
     judge: bool = True
     official_reversed: bool = False
+    failed_share: float | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> "Settings":
+        """From a task's settings (`settings.task_settings`: its options in effect, as its records carry them)."""
+        return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
+                   failed_share=values.get(failure_share.FAILED_SHARE.option))
 
     @classmethod
     def from_env(cls) -> "Settings":
-        return cls(strict=STRICT.read(), official_reversed=OFFICIAL_REVERSED.read())
+        """The defaults, each overridden by its environment variable when set."""
+        return cls.of(settings.task_settings((*OPTIONS, failure_share.FAILED_SHARE)))
 
 
-def make_record(doc: dict, response: Any, media: sampling.Media) -> dict:
+def make_record(doc: dict, response: Any, media: sampling.Media, task_settings: dict | None = None) -> dict:
     """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge).
 
     lmms-eval's failure placeholder is kept as the response and marked: `model_failed` True,
     `model_failure` its first line (what went wrong). The response is the raw reply;
-    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_record`.
+    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_record`
+    (under the task's settings, `registry.Benchmark.record`).
     """
     return {
         "sample_id": doc["sample_id"],
@@ -97,7 +110,7 @@ def make_record(doc: dict, response: Any, media: sampling.Media) -> dict:
         "domain": doc["domain"],
         "sub_category": doc["sub_category"],
         "duration": int(doc["duration"]),
-        **reply_record(response),
+        **reply_record(response, task_settings),
         # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
         "subtitles_unusable": None if doc["mode"] == "blind" else sampling.subtitles_unusable(doc["video_uid"], media),
         # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
@@ -224,11 +237,11 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
     }
 
 
-def task_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
+def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None) -> dict[str, float]:
     """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
-    judgments failed than the failure share allows (`judges.failure_share`; decided on the whole
-    task, never per breakdown group)."""
-    return failure_share.withhold(metrics_of(outcomes), ("oe_acc",), judge_failed_count(outcomes), open_count(outcomes))
+    judgments failed than the failure share allows (`judges.failure_share`, `failed_share` the
+    task's; decided on the whole task, never per breakdown group)."""
+    return failure_share.withhold(metrics_of(outcomes), ("oe_acc",), judge_failed_count(outcomes), open_count(outcomes), failed_share)
 
 
 def open_count(outcomes: Sequence[Outcome]) -> int:
@@ -270,9 +283,9 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
 def as_settings(settings: "Settings | dict | None") -> Settings:
     """A Settings from a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge on)."""
     if isinstance(settings, dict):
-        unknown = set(settings) - {"strict", "judge", "official_reversed"}
+        unknown = set(settings) - {"strict", "judge", "official_reversed", "failed_share"}
         if unknown:
-            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed")
+            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed, failed_share")
         settings = Settings(**settings)
     return settings or Settings()
 
@@ -289,7 +302,7 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
     """
     settings = as_settings(settings)
     outcomes = read_outcomes(records, settings, judge, media)
-    scores = task_metrics(outcomes)
+    scores = task_metrics(outcomes, settings.failed_share)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
     scores["subtitles_unusable"] = len(unusable_srt)
@@ -302,14 +315,14 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
                        "were asked without subtitles", len(unusable_srt), unusable_srt[0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
-    withheld = failure_share.too_many_failed(scores["judge_failed"], open_count(outcomes))
+    withheld = failure_share.too_many_failed(scores["judge_failed"], open_count(outcomes), settings.failed_share)
     if withheld:
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes)))
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes), settings.failed_share))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
         "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
-                     "official_reversed": settings.official_reversed},
+                     "official_reversed": settings.official_reversed, "failed_share": settings.failed_share},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},

@@ -38,8 +38,9 @@ from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.core.settings import records_settings
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.results.aggregation import DeclaredHooks, judge_accounting_writer
+from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
@@ -167,7 +168,8 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 def scored_records(records: Sequence[dict], settings: dict | None = None) -> tuple[dict[str, float], list[dict] | None]:
     """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
     judged by the configured judge (`task.score_with`; NaN without one), and the judge's outcomes
-    per sample (None without a judge)."""
+    per sample (None without a judge). `settings`: the records' own by default."""
+    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
     judge = bind(get_judge("vcr_bench"))
     scored = task.score_with(records, judge, settings, NO_JUDGE_HINT)
     if judge is not None:
@@ -250,7 +252,8 @@ class VcrBenchScoring(ScoringAdapter):
     name = judge_name = "vcr_bench"
 
     def settings(self, records):
-        return scoring.resolve_settings(None)
+        """The settings the records were made with (their task's; each variable overrides)."""
+        return records_settings(BENCHMARK.options, records)
 
     def score(self, records, settings):
         return Scored(*scored_records(records, settings))
@@ -297,6 +300,7 @@ BENCHMARK = Benchmark(
     scoring=VcrBenchScoring(),
     tasks=TASKS,
     groups=GROUPS,
+    options=(*scoring.OPTIONS, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),

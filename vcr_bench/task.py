@@ -135,10 +135,10 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 # ---------------------------------------------------------------- per-sample records
 
 
-def build_record(doc: dict, response: Any, chain_of_thought: bool = True) -> dict:
+def build_record(doc: dict, response: Any, chain_of_thought: bool = True, settings: dict | None = None) -> dict:
     """The record of one sample (`Benchmark.build_record`); `chain_of_thought` (`score_cot`):
     recall and precision are judged too (`vcr_cot`; the paper's Table 5 ablations score
-    accuracy only).
+    accuracy only); `settings`: the task's (`registry.Benchmark.record`), which make the reply fields.
 
     lmms-eval's placeholder for a request that got no answer ("[LMMS_EVAL_REQUEST_FAILED ...]")
     is kept as the response and marked `model_failed`, with its first line as `model_failure`:
@@ -147,7 +147,7 @@ def build_record(doc: dict, response: Any, chain_of_thought: bool = True) -> dic
     wrong without a judge call) and which text the judges see. A document that cannot be read
     becomes a record with its `error` (a failed sample, not a retry loop).
     """
-    reply = reply_record(response)
+    reply = reply_record(response, settings)
     try:
         return {
             "sample_id": str(doc["sample_id"]),
@@ -200,8 +200,9 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
                 "reasoning_truncated": count_truncated(records)}, None
     outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
     metrics, judged = metrics_from_outcomes(records, outcomes, settings), judged_count(records)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged):
-        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged))
+    limit = settings.get(failure_share.FAILED_SHARE.option)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
+        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
     return metrics, outcomes
 
 
@@ -217,7 +218,7 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], set
     metrics["judge_failed"] = sum(bool(outcome["errors"]) for outcome in outcomes)
     # Past the failure share, the judged metrics would measure the judge's outage, not the model.
     failure_share.withhold(metrics, [m for m in scoring.METRICS if m not in scoring.COUNT_METRICS],
-                           metrics["judge_failed"], judged_count(records))
+                           metrics["judge_failed"], judged_count(records), settings.get(failure_share.FAILED_SHARE.option))
     # Not a task metric (no YAML entry): how many verdicts the other reading of the scoring
     # judge's reply would change (`lenient_verdict`); in the scored output and the logs.
     metrics["verdict_lenient_changed"] = judging.lenient_changed(outcomes)

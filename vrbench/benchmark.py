@@ -36,13 +36,14 @@ from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.core.settings import records_settings
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.results.aggregation import DeclaredHooks, judge_accounting_writer
+from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
 from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
 from lmms_video_reasoning.vrbench.scoring import PROTOCOLS, TYPE_NAMES, judge_prompt_kind, mcq_correct, type_metric
-from lmms_video_reasoning.vrbench.task import doc_to_text, protocol_from_env  # noqa: F401 - doc_to_text: the task YAMLs' hook
+from lmms_video_reasoning.vrbench.task import doc_to_text  # noqa: F401 - the task YAMLs' hook
 
 log = logging.getLogger("lmms_video_reasoning.vrbench")
 
@@ -78,6 +79,7 @@ TASKS = (
          model_kwargs={"default": PER_MODEL["default"]},
          about="VRBench text-only (the paper's LLM setting): video summary + question, no frames.\n" + SEE_README),
     Task("vr_bench_official", task.JUDGE_METRICS, process_docs="load_docs_official", model_kwargs=PER_MODEL,
+         settings={"protocol": "official"},
          generation_kwargs={**GREEDY, "do_sample": True, "temperature": 1.0},
          about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
                "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),
@@ -95,33 +97,35 @@ def build_docs(mode: str, protocol: str) -> list[dict]:
     return task.stamp(docs.flatten(data.load_records()), mode, protocol)
 
 
-def _load(mode: str, protocol: Callable[[], str], media: bool, judge: bool):
-    """A task's documents, checked before generation (`utils.lmms.preflight`): the videos (not
-    for the text-only task) and the judge (not for the MCQ-only task)."""
+def _load(task_name: str, mode: str, media: bool, judge: bool):
+    """A task's documents, stamped with its mode and protocol (the task's option, which
+    `VRBENCH_PROTOCOL` overrides), checked before generation (`utils.lmms.preflight`): the videos
+    (not for the text-only task) and the judge (not for the MCQ-only task)."""
     from lmms_video_reasoning.utils.lmms import preflight
 
+    protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when the documents are
     check = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())) if media else None
     return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol())), check, judge="vrbench" if judge else None)
 
 
 def load_docs(_placeholder=None):
     """`process_docs` of vr_bench."""
-    return _load("judge", protocol_from_env, media=True, judge=True)
+    return _load("vr_bench", "judge", media=True, judge=True)
 
 
 def load_docs_mcq(_placeholder=None):
     """`process_docs` of vr_bench_mcq."""
-    return _load("mcq", protocol_from_env, media=True, judge=False)
+    return _load("vr_bench_mcq", "mcq", media=True, judge=False)
 
 
 def load_docs_text(_placeholder=None):
     """`process_docs` of vr_bench_text."""
-    return _load("text", protocol_from_env, media=False, judge=True)
+    return _load("vr_bench_text", "text", media=False, judge=True)
 
 
 def load_docs_official(_placeholder=None):
     """`process_docs` of vr_bench_official."""
-    return _load("judge", lambda: "official", media=True, judge=True)
+    return _load("vr_bench_official", "judge", media=True, judge=True)
 
 
 # ----------------------------------------------------------------------------------------
@@ -183,11 +187,13 @@ def scored_records(records: Sequence[dict], settings: dict | None = None
     """All metrics of one task's records (the aggregation's and `lmms-vr score`'s path) and the
     ratings per question they come from (`task.score_with`).
 
-    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
-    Runs the configured judge (if any) over the rated records.
+    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol (the
+    records' own settings by default, `VrBenchScoring.settings`). Runs the configured judge (if
+    any) over the rated records.
     """
     if not records:
         return {}, []
+    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
     _protocol, with_judge = task.task_protocol(records, settings)
     judge = bind(get_judge("vrbench")) if with_judge else None
     scored = task.score_with(records, judge, settings)
@@ -278,7 +284,12 @@ class VrBenchScoring(ScoringAdapter):
     name = judge_name = "vrbench"
 
     def settings(self, records):
-        return {"protocol": records[0]["protocol"]} if records else {"protocol": "default"}
+        """The settings the records were made with (their task's; each variable overrides); records
+        made before they carried their settings carry their protocol."""
+        values = records_settings(BENCHMARK.options, records)
+        if records and "settings" not in records[0] and not task.PROTOCOL.is_set():
+            values["protocol"] = records[0]["protocol"]
+        return values
 
     def score(self, records, settings):
         metrics, rated = scored_records(records, settings)
@@ -306,7 +317,8 @@ class VrBenchScoring(ScoringAdapter):
 
     def metrics(self, records, outcomes, settings):
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return task.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+        return task.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True,
+                                          failed_share=settings.get(failure_share.FAILED_SHARE.option))
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
@@ -352,6 +364,7 @@ BENCHMARK = Benchmark(
     scoring=VrBenchScoring(),
     tasks=TASKS,
     groups=GROUPS,
+    options=(task.PROTOCOL, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),

@@ -213,9 +213,9 @@ class Task:
 
     `metrics` are the benchmark's own metric tuples (its scoring's names), in the order lmms-eval
     reports them; `process_docs` names the binding's hook building the task's documents;
-    `record_options` are what `build_record(doc, reply, **record_options)` is given for this task;
-    `settings` the task's values of the benchmark's score-changing `options` (the others keep
-    their defaults); `model_kwargs` is lmms-eval's `lmms_eval_specific_kwargs` (a model-named
+    `record_options` are what `build_record(doc, reply, settings=..., **record_options)` is given
+    for this task; `settings` the task's values of the benchmark's score-changing `options` (the
+    others keep their defaults; the environment variable of each overrides it); `model_kwargs` is lmms-eval's `lmms_eval_specific_kwargs` (a model-named
     block replaces `default`: repeat every key); `about` the YAML's first comment line(s).
     """
 
@@ -268,6 +268,7 @@ class Benchmark:
     tasks: tuple[Task, ...] = ()
     groups: tuple[Group, ...] = ()
     binding: str = ""
+    options: tuple[settings.Setting, ...] = ()  # the score-changing settings its tasks declare (`Setting.option`)
     judge: JudgeDefaults | None = None
     report: ReportSpec | None = None
     failure_counts: tuple[str, ...] = ()
@@ -292,6 +293,15 @@ class Benchmark:
             unknown = [name for name in group.tasks if name not in names]
             if unknown:
                 raise DataError(f"benchmark {self.name}: group {group.name} lists undeclared tasks {unknown}; declare them in `tasks`")
+        unnamed = [setting.name for setting in self.options if not setting.option]
+        if unnamed:
+            raise DataError(f"benchmark {self.name}: options {unnamed} name no task option; declare them with option=...")
+        known = {setting.option for setting in self.options}
+        for task in self.tasks:
+            unknown = sorted(set(task.settings) - known)
+            if unknown:
+                raise DataError(f"benchmark {self.name}: task {task.name} sets {unknown}, not options of the benchmark "
+                                f"({', '.join(sorted(known)) or 'none'})")
 
     def task(self, name: str) -> Task:
         """The declared task `name` (DataError naming the benchmark's tasks otherwise)."""
@@ -299,6 +309,21 @@ class Benchmark:
             if task.name == name:
                 return task
         raise DataError(f"benchmark {self.name} has no task {name!r}; its tasks are {', '.join(t.name for t in self.tasks)}")
+
+    def task_options(self, task: Task) -> dict[str, Any]:
+        """The task's declared options, every one of the benchmark's (its value, or the default):
+        what its YAML writes into `metadata.settings`, lmms-eval's results' config block."""
+        return {setting.option: task.settings.get(setting.option, setting.default) for setting in self.options}
+
+    def record(self, task: Task, doc: dict, response: Any) -> dict:
+        """One sample's record of `task` (its `process_results`, and `lmms-vr score` rebuilding one
+        from a raw reply): `build_record` with the task's record options and its settings in effect
+        (`settings.task_settings`: the declared ones, each overridden by its environment variable
+        when set), which the record carries (`settings`), so that its scoring uses them."""
+        values = settings.task_settings(self.options, task.settings)
+        record = self.build_record(doc, response, settings=values, **task.record_options)
+        record["settings"] = values
+        return record
 
     def metrics(self) -> tuple[str, ...]:
         """Every metric of its tasks, each once, in declaration order."""

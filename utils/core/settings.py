@@ -10,7 +10,12 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
   never a silent default (a typo in a scoring switch must not read as "off").
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
-details file (`resolved(scoring_only=True)`), so a score can be reproduced.
+details file (`resolved(scoring_only=True)`), so a score can be reproduced. Those that are a
+task's options (`option`: the name a task declares its value under, `registry.Task.settings`)
+are part of the task's configuration: the task declares them (the setting's default otherwise),
+its YAML carries them (`metadata.settings`, in lmms-eval's results), and each record carries the
+values it was made with (`task_settings`), which its scoring reads (`records_settings`). The
+environment variable overrides the task's value, and the record says so (`FROM_ENV`).
 
 `registry.declare_all_settings()` imports every module that declares a setting (this suite's and
 each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
@@ -26,7 +31,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
-    from typing import Any, Mapping
+    from typing import Any, Mapping, Sequence
 
 # No dataclasses/typing imports: autoload reads LMMS_VR_NO_AUTOLOAD through this module at
 # every interpreter start (via the installed .pth), so it stays as cheap as `os`.
@@ -42,14 +47,18 @@ class SettingError(ValueError):
 
 class Setting:
     """One environment variable: kind, default, meaning, accepted values.
-    `scoring`: it changes scores, so it is recorded with every run's results."""
+    `scoring`: it changes scores, so it is recorded with every run's results; `option`: the name
+    of the task option it overrides (see the module doc)."""
 
-    __slots__ = ("name", "kind", "default", "help", "choices", "minimum", "maximum", "scoring")
+    __slots__ = ("name", "kind", "default", "help", "choices", "minimum", "maximum", "scoring", "option")
 
     def __init__(self, name: str, kind: str, default: Any, help: str, choices: tuple[str, ...] = (),
-                 minimum: float | None = None, maximum: float | None = None, scoring: bool = False) -> None:
+                 minimum: float | None = None, maximum: float | None = None, scoring: bool = False, option: str = "") -> None:
         self.name, self.kind, self.default, self.help = name, kind, default, help
         self.choices, self.minimum, self.maximum, self.scoring = tuple(choices), minimum, maximum, scoring
+        self.option = option  # the task option it overrides ("" for none); implies `scoring`
+        if option and not scoring:
+            raise ValueError(f"setting {name}: a task option ({option}) changes scores: declare it with scoring=True")
 
     def _identity(self) -> tuple:
         return tuple(getattr(self, slot) for slot in self.__slots__)
@@ -157,3 +166,46 @@ def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -
         except SettingError as error:
             values[setting.name] = f"invalid: {error}"
     return values
+
+
+# ---------------------------------------------------------------- a task's options
+
+FROM_ENV = "from_env"  # in a task's settings: {variable: value} of the score-changing variables set in the environment
+
+
+def task_settings(options: Sequence[Setting], declared: Mapping[str, Any] | None = None,
+                  env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A task's options in effect, {option: value}: its declared value (the setting's default when
+    it declares none), overridden by the environment variable when that is set; under FROM_ENV
+    every score-changing variable set in the environment (the overrides, and those that are not
+    a task's option, e.g. a model input's). SettingError for a value the setting does not accept."""
+    declared = declared or {}
+    values = {setting.option: setting.read(env) if setting.is_set(env) else declared.get(setting.option, setting.default)
+              for setting in options}
+    values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared_scoring() if setting.is_set(env)}
+    return values
+
+
+def records_settings(options: Sequence[Setting], records: Sequence[Mapping], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The options a task's records were made with (each record's `settings`; records made before
+    they were recorded: the defaults), each overridden by its environment variable when set now;
+    FROM_ENV lists the variables set at the run and now. ValueError when the records were made
+    with different values (records of several runs): score them apart, or set the variable."""
+    made = {}
+    for record in records:
+        recorded = record.get("settings") or {}
+        key = tuple((setting.option, recorded.get(setting.option, setting.default)) for setting in options if not setting.is_set(env))
+        made.setdefault(key, recorded)
+    if len(made) > 1:
+        differing = sorted({option for key in made for option, value in key if any(dict(other)[option] != value for other in made)})
+        named = ", ".join(f"{option} ({next(s.name for s in options if s.option == option)})" for option in differing)
+        raise ValueError(f"these records were made with different settings: {named}; score the runs apart, or set the "
+                         "variable to score them all alike")
+    recorded = next(iter(made.values()), {})
+    values = task_settings(options, {k: v for k, v in recorded.items() if k != FROM_ENV}, env)
+    values[FROM_ENV] = {**(recorded.get(FROM_ENV) or {}), **values[FROM_ENV]}
+    return values
+
+
+def declared_scoring() -> list[Setting]:
+    return [setting for setting in declared() if setting.scoring]

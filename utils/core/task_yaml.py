@@ -89,6 +89,8 @@ def task_config(benchmark: Benchmark, task: Task) -> dict:
     if task.model_kwargs is not None:
         config["lmms_eval_specific_kwargs"] = {model: dict(kwargs) for model, kwargs in task.model_kwargs.items()}
     config["metadata"] = {"version": VERSION}
+    if benchmark.options:  # the task's score-changing settings, in the config block of lmms-eval's results
+        config["metadata"]["settings"] = benchmark.task_options(task)
     return config
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -32,13 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import files, registry
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
-from lmms_video_reasoning.utils.lmms import run_output
+from lmms_video_reasoning.utils.lmms import responses, run_output
 
 Records = Sequence[dict]
 
 log = logging.getLogger("lmms_video_reasoning.aggregation")
+# The score-changing settings every task of the suite carries besides its benchmark's own
+# (`Benchmark.options`): which text the judges rating reasoning see and whether a reply starts
+# inside its reasoning (the record's reply fields, `utils.lmms.responses`), and the share of
+# failed judgments past which judged metrics are withheld (`judges.failure_share`).
+SHARED_OPTIONS = (responses.REASONING, responses.PREFILLED, failure_share.FAILED_SHARE)
 RECORDS_FILE = "records_{task}.jsonl"  # beside the run's results: `<date_id>_records_<task>.jsonl`
 
 
@@ -178,8 +185,8 @@ class DeclaredHooks:
     """The lmms-eval hooks a benchmark's task declarations imply, as its binding module's
     `__getattr__` (`__getattr__ = DeclaredHooks(BENCHMARK, after)`): `aggregate_<metric>` (the
     aggregation of that metric over one ScoreOnce, `after` as in `ScoreOnce.aggregation`) and
-    `process_results_<task>` (the task's record under each of its metrics, built with its
-    `record_options`). Each is made once: lmms-eval's `!function` gets the same object every time
+    `process_results_<task>` (the task's record under each of its metrics, `Benchmark.record`: built
+    with its record options and settings). Each is made once: lmms-eval's `!function` gets the same object every time
     (`importlib.import_module(module)` then `getattr`), so the task's metrics share one scoring."""
 
     def __init__(self, benchmark: "registry.Benchmark", after: AfterScoring | None = None):
@@ -203,7 +210,7 @@ class DeclaredHooks:
         task = name[len(registry.PROCESS_RESULTS):] if name.startswith(registry.PROCESS_RESULTS) else None
         declared = {t.name: t for t in self.benchmark.tasks}
         if task in declared:
-            hook = process_results(self.benchmark.build_record, declared[task].metrics, **declared[task].record_options)
+            hook = process_results(functools.partial(self.benchmark.record, declared[task]), declared[task].metrics)
             hook.__name__ = hook.__qualname__ = name
             return hook
         raise AttributeError(f"module {self.benchmark.binding!r} has no attribute {name!r} (nor does benchmark "
