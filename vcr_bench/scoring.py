@@ -392,12 +392,15 @@ OPTIONS = (INCLUDE_BACKGROUND, LENIENT_VERDICT, OFFICIAL_REVERSED)
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """The scoring settings: those given (a task's, as its records carry them; the defaults for
-    those not given), each overridden by its environment variable when set (`settings.task_settings`,
-    the one rule): `include_background` (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts
-    Background Review steps, as the paper-era code did; default off as the current code);
-    `lenient_verdict` (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1
-    decides instead of the official exact reply "1"); `official_reversed`
-    (`VCR_BENCH_OFFICIAL_REVERSED`: reversed interval bounds / box corners enter the IoU rule as
-    given, as officially). Other keys given are kept."""
-    return {**(settings or {}), **setting.task_settings(OPTIONS, settings)}
+    """The scoring settings: those given (a task's, as its records carry them: the plugin's scoring
+    reads them once, `VcrBenchScoring.settings`), the defaults for those not given; None (a caller
+    with no task, e.g. the upstream task folder): the defaults, each overridden by its environment
+    variable when set (`settings.task_settings`, the one rule). `include_background`
+    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the paper-era
+    code did; default off as the current code); `lenient_verdict` (`VCR_BENCH_LENIENT_VERDICT`:
+    the scoring judge's first standalone 0/1 decides instead of the official exact reply "1");
+    `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed interval bounds / box corners
+    enter the IoU rule as given, as officially). Other keys given are kept."""
+    if settings is None:
+        return setting.task_settings(OPTIONS)
+    return {**{option.option: option.default for option in OPTIONS}, **settings}

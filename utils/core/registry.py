@@ -7,6 +7,7 @@ declaration, never a file name or a function name by convention:
 | `Benchmark` field  | what it declares                                      | read by                          |
 |--------------------|-------------------------------------------------------|----------------------------------|
 | `tasks`, `groups`  | every lmms-eval task (`Task`: its metrics, `process_docs` hook, record options, generation and per-model settings) and group, once | the YAML generator (`utils.core.task_yaml`), `lmms-vr score`, `report`, the preflight, `doctor` |
+| `options`          | the score-changing settings its tasks declare (`settings.Setting` with an `option` name; a task's values in `Task.settings`, the variable an override): in the YAMLs' `metadata.settings`, in every record (`Benchmark.record`) | the YAML generator, `process_results`, its scoring (`settings.records_settings`), `lmms-vr score` |
 | `task_dirs`        | the folder(s) of its generated task YAMLs             | the plugin (every lmms-eval `TaskManager` indexes them), `upstream` |
 | `binding`          | the module of its lmms-eval hooks (default `<package>.benchmark`): the YAMLs' `!function` paths | the YAML generator, `lmms-vr score` (documents), the settings check |
 | `build_record`     | `(doc, response, **options) -> record`: one sample's record (options: the task's `record_options`) | `process_results`, `lmms-vr score` (predict-only files, replay predictions) |
