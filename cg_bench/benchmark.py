@@ -1,33 +1,20 @@
-"""CG-Bench bound to lmms-eval and to the suite: its tasks, its lmms-eval hooks, the data root's
-media, the scoring with the judge engine, and the declaration shared code reads
-(`utils/core/registry.py` lists each `Benchmark` field and who reads it).
+"""CG-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
+(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
+`GROUPS`: long, clue, grounding, open, mcq, blind on `cgbench_mini.json`, `cg_bench_full_*` on
+`cgbench.json`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones
+made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the
+judge engine (`scored_records`, `outcome_columns`) and the declaration (`BENCHMARK`). The tasks
+themselves are `task.py`, `sampling.py` and `outcomes.py`, shared with the upstream protocol tasks.
 
-The tasks themselves (documents, inputs, records, metrics) are `task.py`, `sampling.py` and
-`outcomes.py`, shared with the protocol tasks that `dev/upstream.py` adds to lmms-eval's
-`cgbench` folder; this module binds them to the plugin:
-
-- `TASKS` / `GROUPS`: every task, declared once (the table of `task.py`: long, clue, grounding,
-  open, mcq, blind on `cgbench_mini.json`; `cg_bench_full_*` the same on `cgbench.json`);
-  `tasks/*.yaml` are generated from them (`python -m lmms_video_reasoning.utils.core.task_yaml`).
-- lmms-eval hooks: documents from the data root with the checks before generation
-  (`utils.lmms.preflight`), the model inputs (`task.doc_to_*` with `MEDIA`; settings from
-  `lmms_eval_specific_kwargs`: `visual_mode` video | frames, `long_frames`, `clue_frames`,
-  `subtitles`, `frame_times`), and, made from the declaration (`__getattr__`), each task's
-  `process_results_<task>` and each metric's `aggregate_<metric>`. Breakdowns (duration bucket,
-  domain, kind), per-mode parse failures and the judge accounting go to
-  `<date_id>_cg_bench_<kind>_details.json` beside the run's `<date_id>_results.json`.
-- `PluginMedia`: "get the frames" on the data root (`sampling.py` with the root's files): frame
-  plans from the sampler's table (`data.video_meta`: the packaged official table, the root's
-  own, else the file probed) checked against the file when it is at hand
-  (`utils.media.video.plan_frames`), files under the root (`data`), frames from the exact
-  sampler, and for video-native models a proxy clip of exactly the frames their own path keeps
-  (`utils.lmms.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path).
-- Scoring (`outcomes.py` with the configured judge engine and `MEDIA`): `scored_records` gives
-  the metrics with the per-answer outcomes they come from (the aggregations' and `lmms-vr
-  score`'s one code path; the parsing variant from `LMMS_VR_CG_STRICT` at scoring time).
-  Records of separate runs can be concatenated: long + clue + grounding records of one model
-  give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does. `outcome_columns` is
-  `task_metrics` over per-sample arrays (`utils/results/resampling.py`).
+Model inputs follow `lmms_eval_specific_kwargs` (`visual_mode` video | frames, `long_frames`,
+`clue_frames`, `subtitles`, `frame_times`). `PluginMedia` plans frames from the sampler's table
+(`data.video_meta`: the packaged official table, the root's own, else the file probed), checked
+against the file when it is at hand; video-native models get a proxy clip of exactly the frames
+their own path keeps (`LMMS_VR_VIDEO_INPUT=path`: the path). Each task's first aggregation writes
+its breakdowns (duration bucket, domain, kind), per-mode parse failures and the judge accounting
+to `<date_id>_cg_bench_<kind>_details.json` beside lmms-eval's results. Records of separate runs
+can be concatenated: long + clue + grounding records of one model give `crr` and `acc_at_iou`
+exactly as `cg_bench_mcq` does.
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
-"""VCR-Bench bound to lmms-eval and to the suite: its tasks, its lmms-eval hooks, the data root's
-media, the scoring with the judge engine, and the declaration shared code reads
-(`utils/core/registry.py` lists each `Benchmark` field and who reads it).
+"""VCR-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
+(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
+`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
+`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge
+engine (`scored_records`, `metric_columns`) and the declaration (`BENCHMARK`). The task itself
+(inputs, records, metrics) is `task.py`, shared with the upstream task folder.
 
-The task itself (inputs, records, metrics) is `task.py`, shared with the task folder that
-`dev/upstream.py` writes into lmms-eval; this module binds it to the plugin:
-
-- `TASKS` / `GROUPS`: every task, declared once; `tasks/*.yaml` are generated from them
-  (`python -m lmms_video_reasoning.utils.core.task_yaml`).
-- lmms-eval hooks: documents from the data root with the checks before generation
-  (`utils.lmms.preflight`), the model inputs (`task.doc_to_*` with `MEDIA`), and, made from the
-  declaration (`__getattr__`), each task's `process_results_<task>` and each metric's
-  `aggregate_<metric>`.
-- `PluginMedia`: "get the frames" on the data root: videos under it (`data.video_file`), frame
-  plans from the container (`utils.media.video.plan_frames`), frames from the exact sampler, and
-  for video-native models a proxy clip of exactly the frames their own path keeps
-  (`utils.lmms.model_video`; `LMMS_VR_VIDEO_INPUT=path` hands over the path).
-- Scoring: `process_results` only builds a self-contained record (`task.build_record`: never
-  calls a judge, never raises); the first aggregation of a task judges all records in one
-  batch (`scored_records`: the task's scoring with the configured judge engine, cached and
-  accounted; through `VcrBenchScoring.score`, memoised by content with its outcomes so the
-  metric aggregations and their standard errors share one batch) and writes the judge
-  accounting next to the results. `lmms-vr score` calls the same scoring on records read back
-  from a `--log_samples` file. `metric_columns` is `task.metrics_from_outcomes` over arrays
-  (`utils/results/resampling.py`).
+Video-native models get a proxy clip of exactly the frames their own path keeps (`utils.lmms.
+model_video`; `LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames. Scoring:
+`process_results` only builds a self-contained record (`task.build_record`: never calls a
+judge, never raises); the first aggregation of a task judges all records in one batch
+(`scored_records`, memoised by content with its outcomes so the metric aggregations and their
+standard errors share one batch) and writes the judge accounting next to the results; `lmms-vr
+score` calls the same scoring on records read back from a `--log_samples` file.
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
-"""VRBench bound to lmms-eval and to the suite: its tasks, its lmms-eval hooks, the data root's
-media, the scoring with the judge engine, and the declaration shared code reads
-(`utils/core/registry.py` lists each `Benchmark` field and who reads it).
+"""VRBench's binding to lmms-eval and to the suite, one module as in every benchmark folder
+(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
+`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
+`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge
+engine (`scored_records`, `metric_columns`) and the declaration (`BENCHMARK`). The task itself
+(inputs, records, metrics; one generation scored for both tracks) is `task.py`, shared with the
+upstream task folder.
 
-The task itself (inputs, records, metrics; one generation scored for both tracks) is `task.py`,
-shared with the task folder that `dev/upstream.py` writes into lmms-eval; this module binds it
-to the plugin:
-
-- `TASKS` / `GROUPS`: every task, declared once; `tasks/*.yaml` are generated from them
-  (`python -m lmms_video_reasoning.utils.core.task_yaml`).
-- lmms-eval hooks: documents from the data root with the checks before generation
-  (`utils.lmms.preflight`), the model inputs (`task.doc_to_*` with `MEDIA`), and, made from the
-  declaration (`__getattr__`), each task's `process_results_<task>` and each metric's
-  `aggregate_<metric>`.
-- `PluginMedia`: "get the frames" on the data root: videos under it (`data.resolve_video`),
-  frame plans from the container (`utils.media.video.plan_frames`), frames from the exact
-  sampler, and for video-native models a proxy clip (`utils.lmms.model_video`) of the protocol
-  frames or of the frames the model's own path keeps (`LMMS_VR_VIDEO_INPUT=path` hands the
-  model the original path).
-- Scoring: `scored_records` is the one code path of the lmms-eval aggregation and `lmms-vr
-  score` (through `VrBenchScoring.score`): the configured judge engine (cached, accounted)
-  rates the rated records, and the metrics come with the ratings (the in-run standard errors
-  bootstrap those). `metric_columns` is `task.metrics_from_outcomes` over arrays
-  (`utils/results/resampling.py`).
+Documents are stamped with the task's mode and protocol (its option, `VRBENCH_PROTOCOL`
+overrides). Video-native models get a clip of the protocol frames, or of exactly the frames
+their own path keeps (`video_frames: model`; `LMMS_VR_VIDEO_INPUT=path`: the path). The judge
+engine (cached, accounted) rates the rated records at the task's first aggregation; `lmms-vr
+score` calls the same scoring.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ declaration, never a file name or a function name by convention:
 | `options`          | the score-changing settings its tasks declare (`settings.Setting` with an `option` name; a task's values in `Task.settings`, the variable an override): in the YAMLs' `metadata.settings`, in every record (`Benchmark.record`) | the YAML generator, `process_results`, its scoring (`settings.records_settings`), `lmms-vr score` |
 | `task_dirs`        | the folder(s) of its generated task YAMLs             | the plugin (every lmms-eval `TaskManager` indexes them), `upstream` |
 | `binding`          | the module of its lmms-eval hooks (default `<package>.benchmark`): the YAMLs' `!function` paths | the YAML generator, `lmms-vr score` (documents), the settings check |
-| `build_record`     | `(doc, response, **options) -> record`: one sample's record (options: the task's `record_options`) | `process_results`, `lmms-vr score` (predict-only files, replay predictions) |
+| `build_record`     | `(doc, response, settings=..., **options) -> record`: one sample's record (options: the task's `record_options`; settings: its options in effect) | `process_results`, `lmms-vr score` (predict-only files, replay predictions) |
 | `scoring`          | a `ScoringAdapter`: score (metrics and per-sample outcomes), outcomes, metrics | the aggregation, `lmms-vr score`, `report`, Stderr |
 | `judge`            | `JudgeDefaults`: the official judge's model, key and endpoint variables | `judges.config` |
 | `report`           | a `ReportSpec`; its `headline` metrics get CIs in the report and lmms-eval's Stderr | `lmms-vr report`, `utils.results.standard_error` |
@@ -216,8 +216,9 @@ class Task:
     reports them; `process_docs` names the binding's hook building the task's documents;
     `record_options` are what `build_record(doc, reply, settings=..., **record_options)` is given
     for this task; `settings` the task's values of the benchmark's score-changing `options` (the
-    others keep their defaults; the environment variable of each overrides it); `model_kwargs` is lmms-eval's `lmms_eval_specific_kwargs` (a model-named
-    block replaces `default`: repeat every key); `about` the YAML's first comment line(s).
+    others keep their defaults; the environment variable of each overrides it); `model_kwargs`
+    is lmms-eval's `lmms_eval_specific_kwargs` (a model-named block replaces `default`: repeat
+    every key); `about` the YAML's first comment line(s).
     """
 
     name: str
@@ -225,7 +226,7 @@ class Task:
     process_docs: str = "process_docs"
     record_options: Mapping[str, Any] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
-    generation_kwargs: Mapping[str, Any] = field(default_factory=lambda: {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0})
+    generation_kwargs: Mapping[str, Any] = field(default_factory=dict)  # lmms-eval's (e.g. until, max_new_tokens)
     model_kwargs: Mapping[str, Mapping[str, Any]] | None = None
     target: str = "answer"  # `doc_to_target`: the document field lmms-eval logs as `target`
     about: str = ""
