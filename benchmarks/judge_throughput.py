@@ -29,7 +29,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeRequest
+from lmms_video_reasoning.judges import Judge, JudgeConfig
+from lmms_video_reasoning.utils.core.ask import Request
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
@@ -54,17 +55,17 @@ def run_batch(judge: Judge, count: int) -> tuple[float, list]:
 
 
 def _judge_item(index: int, ask):
-    result = ask(JudgeRequest([{"role": "user", "content": f"item {index}: is this answer correct?"}], max_tokens=16, tag="bench"))
+    result = ask(Request([{"role": "user", "content": f"item {index}: is this answer correct?"}], max_tokens=16, tag="bench"))
     return result.value if result.ok else None
 
 
 def _pass(mode: str, config: JudgeConfig, count: int, results=None):
-    """One pass of the N calls with a judge that does not send (`judges.batch.JudgePass`)."""
-    from lmms_video_reasoning.judges.batch import JudgePass
+    """One pass of the N calls with a judge that does not send (`judges.batch_pass.JudgePass`)."""
+    from lmms_video_reasoning.judges.batch_pass import JudgePass
 
     judge_pass = JudgePass(mode, results=results)
     judge_pass.task = "bench"
-    judge = judge_pass("bench", config)
+    judge = judge_pass.judge_for("bench", config)
     judge.map(_judge_item, range(count), desc=mode)
     return judge_pass, judge
 
@@ -108,7 +109,8 @@ def run_offline(count: int, tmp: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from batch_runner import answer_file
 
-    from lmms_video_reasoning.judges.batch import EXPORTED, read_result_lines, write_lines
+    from lmms_video_reasoning.judges.batch_files import read_result_lines, write_lines
+    from lmms_video_reasoning.judges.batch_ledger import EXPORTED
     from lmms_video_reasoning.judges.local_server import echo_responder
 
     config = JudgeConfig(model="local-judge", cache_path=tmp / "offline.sqlite")

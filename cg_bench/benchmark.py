@@ -3,7 +3,8 @@
 `GROUPS`: long, clue, grounding, open, mcq, blind on `cgbench_mini.json`, `cg_bench_full_*` on
 `cgbench.json`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones
 made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the
-judge engine (`scored_records`, `outcome_columns`) and the declaration (`BENCHMARK`). The tasks
+judge it is handed (`scored_records`; `score_records` with the configured one; `outcome_columns`)
+and the declaration (`BENCHMARK`). The tasks
 themselves are `task.py`, `sampling.py` and `outcomes.py`, shared with the upstream protocol tasks.
 
 Model inputs follow `lmms_eval_specific_kwargs` (`visual_mode` video | frames, `long_frames`,
@@ -29,7 +30,6 @@ from lmms_video_reasoning.cg_bench import data, judging, outcomes, scoring, task
 from lmms_video_reasoning.cg_bench.outcomes import JUDGE_OFF, METRICS, NO_JUDGE, Outcome, Settings
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import failure_share, get_judge
-from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
@@ -178,46 +178,37 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     return outcomes.make_record(doc, response, MEDIA, settings)
 
 
-def read_outcomes(records: Sequence[dict], settings: Settings, judge=None) -> list[Outcome]:
-    """Parse every record and judge the open-ended ones (the judge runs here, once).
-
-    `judge`: the judge to ask (default: the configured one); `lmms-vr report` passes a reader of the judge cache."""
-    asked = bind(judge if judge is not None else _configured_judge(records, settings))
-    result = outcomes.read_outcomes(records, settings, asked, MEDIA)
-    if asked is not None and any(outcome.mode == "open" and outcome.judge_error != JUDGE_OFF for outcome in result):
-        asked.log_summary()
-    return result
+def read_outcomes(records: Sequence[dict], settings: Settings, judge) -> list[Outcome]:
+    """Parse every record and judge the open-ended ones with `judge` (the judge runs here, once;
+    None: none configured); `lmms-vr report` passes a reader of the judge cache."""
+    return outcomes.read_outcomes(records, settings, judge, MEDIA)
 
 
 def _configured_judge(records: Sequence[dict], settings: Settings):
     """The configured judge when open answers are to be judged (looked up only then: no warning otherwise)."""
     if not settings.judge or not any(record.get("mode") == "open" for record in records):
         return None
-    from lmms_video_reasoning.judges.engine import get_judge
-
     return get_judge("cg_bench")
 
 
-def scored_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> tuple[dict, list[Outcome]]:
+def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report),
-    and the per-answer outcomes they come from.
+    and the per-answer outcomes they come from, the open answers judged by `judge` (None: none configured).
 
-    `settings`: a Settings, a dict such as `{"strict": True}`, or None (the records' own: those
-    of their task, `CgBenchScoring.settings`). See `outcomes.score_with`.
+    `settings`: a Settings (`CgBenchScoring.settings`: the records' own), a dict such as
+    `{"strict": True}`, or None (official parsing, judge on). See `outcomes.score_with`.
     """
-    settings = BENCHMARK.scoring.settings(records) if settings is None else outcomes.as_settings(settings)
-    judge = bind(_configured_judge(records, settings))
+    settings = outcomes.as_settings(settings)
     scores, answers = outcomes.score_with(records, settings, judge, MEDIA)
-    if judge is not None and any(record.get("mode") == "open" for record in records):
-        judge.log_summary()
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, answers
 
 
 def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
-    """The metrics of `scored_records`."""
-    return scored_records(records, settings)[0]
+    """The metrics of `scored_records` with the configured judge (`settings`: the records' own by default)."""
+    settings = BENCHMARK.scoring.settings(records) if settings is None else outcomes.as_settings(settings)
+    return scored_records(records, settings, _configured_judge(records, settings))[0]
 
 
 def outcome_columns(outcomes: Sequence[Outcome | dict]) -> SampleColumns:
@@ -317,8 +308,6 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
     """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
     if run is None:
         return
-    from lmms_video_reasoning.judges.engine import get_judge
-
     judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
     details = {**scores, "judge": judge.accounting() if judge is not None else None,
                "settings": settings.resolved(scoring_only=True)}
@@ -344,17 +333,16 @@ class CgBenchScoring(ScoringAdapter):
         """The settings the records were made with (their task's; each variable overrides)."""
         return Settings.of(records_settings(BENCHMARK.options, records))
 
-    def score(self, records, settings):
-        metrics, answers = scored_records(records, settings)
-        if self.needs_judge(records) and get_judge(JUDGE, quiet=True) is None:
+    def score(self, records, settings, judge):
+        metrics, answers = scored_records(records, settings, judge)
+        if self.needs_judge(records) and judge is None:
             return Scored(metrics, None)  # open answers and no judge: no outcomes (as `outcomes` says)
         return Scored(metrics, _fields(answers))
 
     def needs_judge(self, records):
         return any(record["mode"] == "open" for record in records)
 
-    def outcomes(self, records, settings, judge=None):
-        judge = judge if judge is not None or not self.needs_judge(records) else get_judge(JUDGE)
+    def outcomes(self, records, settings, judge):
         if self.needs_judge(records) and judge is None:
             return None
         return _fields(read_outcomes(records, settings, judge))

@@ -1,19 +1,14 @@
 """Shared LLM-judge engine: concurrent, cached, resumable, cost-accounted judging (issue 3).
 
-See judges/README.md for configuration (environment variables) and failure semantics.
+A judge answers `utils.core.ask.Request`s with `Result`s (the one request type of benchmark code,
+the engine, its cache and the batch flow). See judges/README.md for configuration (environment
+variables) and failure semantics.
 """
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
-from lmms_video_reasoning.judges.engine import (
-    NOT_COMPUTED,
-    CacheOnlyJudge,
-    Judge,
-    JudgeRequest,
-    JudgeResult,
-    get_judge,
-    cache_reader,
-)
+from lmms_video_reasoning.judges.engine import NOT_COMPUTED, CacheOnlyJudge, Judge
+from lmms_video_reasoning.judges.process_registry import cache_reader, get_judge, scoring_judge
 
 
 def __getattr__(name: str):
@@ -33,10 +28,9 @@ __all__ = [
     "Judge",
     "JudgeConfig",
     "JudgeConfigError",
-    "JudgeRequest",
-    "JudgeResult",
     "LocalJudgeServer",
     "get_judge",
     "parsing",
     "cache_reader",
+    "scoring_judge",
 ]

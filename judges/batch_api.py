@@ -1,6 +1,6 @@
 """Judging through the OpenAI Batch API (half the synchronous price), resumable after a kill.
 
-Every step is recorded in the judge cache (`batch.BatchLedger`, table `api_batches`) before the
+Every step is recorded in the judge cache (`batch_ledger.BatchLedger`, table `api_batches`) before the
 next one starts, so a rerun re-attaches to what an earlier run submitted and never submits a
 request twice:
 
@@ -12,7 +12,7 @@ request twice:
    metadata (or its input file) in the batch list, instead of creating another;
 4. it is polled until it ends (completed, expired, cancelled, failed), with a progress bar;
 5. its output and error files are downloaded and imported with the synchronous validation
-   rules (`batch.JudgePass` in ``import`` mode); requests without a result (an expired or
+   rules (`batch_pass.JudgePass` in ``import`` mode); requests without a result (an expired or
    cancelled batch, a failed one) are counted and due again in the next round, up to the
    judge's `max_attempts`; then the submission is marked `done`.
 """
@@ -25,7 +25,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.judges.batch import BatchLedger, ResultLine, ResultRead, read_result_lines, split_bytes, split_lines
+from lmms_video_reasoning.judges.batch_files import ResultLine, ResultRead, read_result_lines, split_bytes, split_lines
+from lmms_video_reasoning.judges.batch_ledger import BatchLedger
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
 

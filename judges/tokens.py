@@ -1,4 +1,4 @@
-"""Token counts of judge requests, for the cost estimate (`judges/batch.py`), with no network.
+"""Token counts of judge requests, for the cost estimate (`judges/batch_pass.py`), with no network.
 
 OpenAI models are counted with their own tokenizer, `tiktoken` (`o200k_base` for GPT-4o and
 later, `cl100k_base` for GPT-4 / GPT-3.5). tiktoken downloads its BPE file on first use, which a

@@ -35,7 +35,7 @@ def _kill_after(owner, name: str, when=lambda *args, **kwargs: True) -> None:
 
 
 def install(step: str) -> None:
-    from lmms_video_reasoning.judges.batch import BatchLedger
+    from lmms_video_reasoning.judges.batch_ledger import BatchLedger
     from lmms_video_reasoning.judges.batch_api import BatchApi
     from lmms_video_reasoning.utils.results import batch_judging
 

@@ -16,11 +16,11 @@ class Counting(ScoringAdapter):
     def __init__(self, metrics):
         self.calls, self._metrics = [], metrics
 
-    def score(self, records, settings):
+    def score(self, records, settings, judge):
         self.calls.append(len(records))
         return Scored(self._metrics(records), [{"x": r["x"]} for r in records])
 
-    def outcomes(self, records, settings, judge=None):
+    def outcomes(self, records, settings, judge):
         raise AssertionError("the outcomes were derived a second time")
 
 
@@ -51,7 +51,7 @@ def toy(monkeypatch):
     benchmark = registry.get("toy_bench")
     calls = []
     score = type(benchmark.scoring).score
-    monkeypatch.setattr(type(benchmark.scoring), "score", lambda self, records, settings: calls.append(len(records)) or score(self, records, settings))
+    monkeypatch.setattr(type(benchmark.scoring), "score", lambda self, records, settings, judge: calls.append(len(records)) or score(self, records, settings, judge))
     monkeypatch.setattr(type(benchmark.scoring), "outcomes", Counting.outcomes)
     return calls
 
@@ -119,7 +119,8 @@ def test_run_files_never_overwrite_another_runs_file(tmp_path):
 def test_judge_accounting_is_written_next_to_the_results(tmp_path, monkeypatch):
     import json
 
-    from lmms_video_reasoning.judges import JudgeRequest, LocalJudgeServer, get_judge
+    from lmms_video_reasoning.judges import LocalJudgeServer, get_judge
+    from lmms_video_reasoning.utils.core.ask import Request
     from lmms_video_reasoning.utils.results.aggregation import judge_accounting_writer
 
     with LocalJudgeServer(lambda body: "1") as server:
@@ -127,7 +128,7 @@ def test_judge_accounting_is_written_next_to_the_results(tmp_path, monkeypatch):
         monkeypatch.setenv("LMMS_VR_JUDGE_API_KEY", "sk-test-secret-123456")
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "cache.sqlite"))
         judge = get_judge("vrbench")
-        assert judge.ask(JudgeRequest([{"role": "user", "content": "x"}])).ok
+        assert judge.ask(Request([{"role": "user", "content": "x"}])).ok
         judge_accounting_writer("vrbench")({}, RunFiles(tmp_path, "20260101_120000"))
     written = (tmp_path / "20260101_120000_judge_accounting_vrbench.json").read_text()
     assert json.loads(written)  # valid JSON with the counts

@@ -20,17 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeConfigError, JudgeRequest, LocalJudgeServer
-from lmms_video_reasoning.judges.cache import (
+from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeConfigError, LocalJudgeServer
+from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
+from lmms_video_reasoning.judges.cache_lock import (
     LOCAL,
     NETWORK,
-    CachedReply,
-    ReplyCache,
     cache_mode,
     filesystem_type,
     is_network_filesystem,
     read_lock_owner,
 )
+from lmms_video_reasoning.utils.core.ask import Request
 
 CLUSTER_MOUNTS = r"""sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
 /dev/nvme0n1p2 / ext4 rw,relatime 0 0
@@ -313,7 +313,7 @@ def test_a_cache_that_cannot_be_written_is_counted_and_reported_once(tmp_path, c
         judge = Judge(JudgeConfig(model="judge-x", base_url=server.base_url, cache_path=tmp_path / "c.sqlite", concurrency=4))
         refuse_writes(tmp_path / "c.sqlite")
         with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.judges"):
-            results = judge.map(lambda i, ask: ask(JudgeRequest([{"role": "user", "content": f"q{i}"}], tag="t")), range(6))
+            results = judge.map(lambda i, ask: ask(Request([{"role": "user", "content": f"q{i}"}], tag="t")), range(6))
             judge.log_summary()
     assert all(r.ok for r in results), "the verdicts of this run are used"
     stats = judge.accounting()
@@ -330,7 +330,7 @@ def test_a_broken_cache_read_is_counted_too(tmp_path, caplog):
         judge = Judge(JudgeConfig(model="judge-x", base_url=server.base_url, cache_path=tmp_path / "c.sqlite"))
         with sqlite3.connect(tmp_path / "c.sqlite") as connection:
             connection.execute("DROP TABLE replies")
-        result = judge.ask(JudgeRequest([{"role": "user", "content": "q"}]))
+        result = judge.ask(Request([{"role": "user", "content": "q"}]))
     assert result.ok and judge.stats.cache_errors == 2  # the read, then the write
 
 
@@ -354,7 +354,7 @@ def test_score_exits_non_zero_when_the_cache_cannot_be_written(tmp_path, sample_
 def test_verdicts_record_their_snapshot_and_a_mixed_cache_is_reported(tmp_path, caplog):
     """`gpt-4o` answered by one snapshot before and another now: served, warned about once, counted."""
     cache = tmp_path / "c.sqlite"
-    request = lambda i: JudgeRequest([{"role": "user", "content": f"q{i}"}], tag="t")  # noqa: E731
+    request = lambda i: Request([{"role": "user", "content": f"q{i}"}], tag="t")  # noqa: E731
     with LocalJudgeServer(reply_model="gpt-4o-2024-08-06") as before:
         old = Judge(JudgeConfig(model="gpt-4o", base_url=before.base_url, cache_path=cache))
         assert all(old.ask(request(i)).answered_by == "gpt-4o-2024-08-06" for i in range(3))
@@ -376,7 +376,7 @@ def test_one_snapshot_is_not_reported(tmp_path, caplog):
     with LocalJudgeServer(reply_model="gpt-4o-2024-08-06") as server:
         judge = Judge(JudgeConfig(model="gpt-4o", base_url=server.base_url, cache_path=tmp_path / "c.sqlite"))
         for _ in range(2):
-            judge.ask(JudgeRequest([{"role": "user", "content": "q"}]))
+            judge.ask(Request([{"role": "user", "content": "q"}]))
     assert judge.stats.snapshots() == {"current": "gpt-4o-2024-08-06", "other": 0, "by": {"gpt-4o-2024-08-06": 2}}
     assert not [r for r in caplog.records if "snapshot" in r.getMessage()]
 

@@ -158,7 +158,7 @@ def test_cache_hits_are_excluded(judged):
 def test_an_lmms_eval_aggregation_scores_once_and_estimates_nothing(judged, caplog, monkeypatch):
     """The in-run aggregation of a judged task runs its scoring once: no second pass with a judge
     that sends nothing to log an estimate (that is `lmms-vr score PATH --estimate`)."""
-    from lmms_video_reasoning.judges import batch
+    from lmms_video_reasoning.judges import batch_pass
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.lmms import judge_usage
     from lmms_video_reasoning.utils.results.aggregation import ScoreOnce
@@ -166,8 +166,8 @@ def test_an_lmms_eval_aggregation_scores_once_and_estimates_nothing(judged, capl
     records = [g for g in judged["gathered"] if g.task == "vcr_cot"][0].records
     scoring = type(registry.get("vcr_bench").scoring)
     passes, score = [], scoring.score
-    monkeypatch.setattr(scoring, "score", lambda self, rs, settings: passes.append(len(rs)) or score(self, rs, settings))
-    monkeypatch.setattr(batch.JudgePass, "__init__", lambda *a, **k: pytest.fail("a judge pass in the run"))
+    monkeypatch.setattr(scoring, "score", lambda self, rs, settings, judge: passes.append(len(rs)) or score(self, rs, settings, judge))
+    monkeypatch.setattr(batch_pass.JudgePass, "__init__", lambda *a, **k: pytest.fail("a judge pass in the run"))
     cache = judged["env"]["LMMS_VR_JUDGE_CACHE"]
     with environment({**judged["env"], "LMMS_VR_JUDGE_CACHE": cache + ".fresh"}):
         before = judged["server"].request_count

@@ -16,15 +16,15 @@ from lmms_video_reasoning.judges import (
     FaultPlan,
     JudgeConfig,
     JudgeConfigError,
-    JudgeRequest,
     LocalJudgeServer,
-    engine,
     get_judge,
     parsing,
     cache_reader,
 )
 from lmms_video_reasoning.judges import config as judge_config
+from lmms_video_reasoning.judges import process_registry, transport
 from lmms_video_reasoning.judges.cache import request_key
+from lmms_video_reasoning.utils.core.ask import Request
 from test_judges import ask_item, make_judge, verdict_responder
 from test_judges_config import JUDGE_VARIABLES
 
@@ -36,14 +36,14 @@ def clean_registry(monkeypatch, tmp_path):
     for name in JUDGE_VARIABLES + ["LMMS_VR_JUDGE_MAX_REPLY_BYTES"]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "registry_cache.sqlite"))
-    monkeypatch.setattr(engine, "_judges", {})
-    monkeypatch.setattr(engine, "_budgets", {})
-    monkeypatch.setattr(engine, "_warned", set())
+    monkeypatch.setattr(process_registry, "_judges", {})
+    monkeypatch.setattr(process_registry, "_budgets", {})
+    monkeypatch.setattr(process_registry, "_warned", set())
     monkeypatch.setattr(judge_config, "_served_models", {})
 
 
-def request(item: int) -> JudgeRequest:
-    return JudgeRequest([{"role": "user", "content": f"question {item}"}], parse=parsing.extract_json, tag="t")
+def request(item: int) -> Request:
+    return Request([{"role": "user", "content": f"question {item}"}], parse=parsing.extract_json, tag="t")
 
 
 # ---------------------------------------------------------------------- unparsed replies
@@ -68,11 +68,11 @@ def test_an_unparsed_reply_is_kept_but_never_served(tmp_path):
 
 def test_a_cached_reply_that_no_longer_parses_is_refused_and_replaced(tmp_path):
     with LocalJudgeServer(lambda body: "score: 1") as server:
-        first = make_judge(server, tmp_path).ask(JudgeRequest([{"role": "user", "content": "q"}]))  # no parser: stored
+        first = make_judge(server, tmp_path).ask(Request([{"role": "user", "content": "q"}]))  # no parser: stored
         assert first.ok and server.request_count == 1
     with LocalJudgeServer(verdict_responder) as server:
         judge = make_judge(server, tmp_path)
-        result = judge.ask(JudgeRequest([{"role": "user", "content": "q"}], parse=parsing.extract_json))
+        result = judge.ask(Request([{"role": "user", "content": "q"}], parse=parsing.extract_json))
         assert result.ok and result.value == {"item": "q", "score": 1} and server.request_count == 1
         assert judge.stats.cache_refused == 1 and judge.stats.cache_hits == 0
         assert [row["raw"] for row in judge.cache.rejected()] == ["score: 1"]
@@ -206,9 +206,9 @@ def test_retry_after_values():
     later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
     cases = {"2": 2.0, "soon": None, "nan": None, "inf": None, "-3": 0.0, "": None}
     for value, expected in cases.items():
-        assert engine.retry_after_seconds({"retry-after": value}) == expected, value
-    assert 25 < engine.retry_after_seconds({"retry-after": later}) <= 30
-    assert engine.retry_after_seconds({"retry-after-ms": "250"}) == 0.25
+        assert transport.retry_after_seconds({"retry-after": value}) == expected, value
+    assert 25 < transport.retry_after_seconds({"retry-after": later}) <= 30
+    assert transport.retry_after_seconds({"retry-after-ms": "250"}) == 0.25
 
 
 def test_repr_shows_no_credentials():

@@ -29,7 +29,7 @@ import pytest
 
 from lmms_cli import metric, samples_files
 from lmms_video_reasoning.judges.config import DEFAULT_CONCURRENCY
-from lmms_video_reasoning.judges.engine import CircuitBreaker
+from lmms_video_reasoning.judges.limits import CircuitBreaker
 from model_server import FaultPlan, LocalJudgeServer, SampleJudge
 
 pytestmark = pytest.mark.slow

@@ -15,11 +15,11 @@ from lmms_video_reasoning.judges import (
     Judge,
     JudgeConfig,
     JudgeConfigError,
-    JudgeRequest,
     LocalJudgeServer,
     parsing,
 )
 from lmms_video_reasoning.judges.local_server import echo_responder, last_user_text
+from lmms_video_reasoning.utils.core.ask import Request
 
 SECRET = "sk-test-SECRETKEY-0123456789abcdef"
 
@@ -46,11 +46,11 @@ def make_judge(server: LocalJudgeServer, tmp_path: Path, **overrides) -> Judge:
 
 
 def ask_item(item, ask):
-    return ask(JudgeRequest([{"role": "user", "content": f"question {item}"}], parse=parsing.extract_json, tag="t"))
+    return ask(Request([{"role": "user", "content": f"question {item}"}], parse=parsing.extract_json, tag="t"))
 
 
 def ask_plain(item, ask):
-    return ask(JudgeRequest([{"role": "user", "content": f"question {item}"}]))
+    return ask(Request([{"role": "user", "content": f"question {item}"}]))
 
 
 def test_faults_give_identical_results_and_lose_no_sample(tmp_path):
@@ -92,11 +92,11 @@ def test_cache_key_covers_model_parameters_and_images(tmp_path):
     with LocalJudgeServer(verdict_responder) as server:
         judge = make_judge(server, tmp_path)
         requests = [
-            JudgeRequest(image_message("AAAA", "low")),
-            JudgeRequest(image_message("BBBB", "low")),
-            JudgeRequest(image_message("AAAA", "high")),
-            JudgeRequest(image_message("AAAA", "low"), temperature=None),
-            JudgeRequest(image_message("AAAA", "low"), max_tokens=16),
+            Request(image_message("AAAA", "low")),
+            Request(image_message("BBBB", "low")),
+            Request(image_message("AAAA", "high")),
+            Request(image_message("AAAA", "low"), temperature=None),
+            Request(image_message("AAAA", "low"), max_tokens=16),
         ]
         for request in requests + requests:
             assert judge.ask(request).ok
@@ -137,16 +137,16 @@ def test_unparseable_reply_is_reasked_then_recorded_with_raw_kept(tmp_path):
 
     with LocalJudgeServer(flaky_format) as server:
         judge = make_judge(server, tmp_path)
-        good = judge.ask(JudgeRequest([{"role": "user", "content": "fine"}], parse=parsing.extract_json))
+        good = judge.ask(Request([{"role": "user", "content": "fine"}], parse=parsing.extract_json))
         assert good.ok and good.value == [1, 2] and server.request_count == 2
-        bad = judge.ask(JudgeRequest([{"role": "user", "content": "hopeless"}], parse=parsing.extract_json, max_reasks=2))
+        bad = judge.ask(Request([{"role": "user", "content": "hopeless"}], parse=parsing.extract_json, max_reasks=2))
         assert not bad.ok and bad.value is None and bad.error.startswith("parse:")
         assert bad.raw == "I refuse to answer in JSON."
         assert server.request_count == 2 + 3
         assert judge.stats.reasks == 1 + 2 and judge.stats.failures == 1
         # A rerun replays the same replies from the cache: no paid call repeated.
         rerun = make_judge(server, tmp_path)
-        assert rerun.ask(JudgeRequest([{"role": "user", "content": "fine"}], parse=parsing.extract_json)).value == [1, 2]
+        assert rerun.ask(Request([{"role": "user", "content": "fine"}], parse=parsing.extract_json)).value == [1, 2]
         assert server.request_count == 5
 
 
@@ -168,35 +168,35 @@ def test_not_found_names_model_and_base_url_variables(tmp_path):
     with LocalJudgeServer(verdict_responder) as server:
         judge = make_judge(server, tmp_path, base_url=server.base_url.replace("/v1", "/nope"))
         with pytest.raises(JudgeConfigError, match="LMMS_VR_JUDGE_MODEL.*LMMS_VR_JUDGE_BASE_URL"):
-            judge.ask(JudgeRequest([{"role": "user", "content": "x"}]))
+            judge.ask(Request([{"role": "user", "content": "x"}]))
 
 
 def test_retry_after_is_honoured_and_capped(tmp_path):
     with LocalJudgeServer(verdict_responder, faults=FaultPlan(by_request={1: "429"}, retry_after=0.4)) as server:
         started = time.perf_counter()
-        assert make_judge(server, tmp_path / "a", backoff_base=0.0).ask(JudgeRequest([{"role": "user", "content": "x"}])).ok
+        assert make_judge(server, tmp_path / "a", backoff_base=0.0).ask(Request([{"role": "user", "content": "x"}])).ok
         assert time.perf_counter() - started >= 0.4
     with LocalJudgeServer(verdict_responder, faults=FaultPlan(by_request={1: "429"}, retry_after=30)) as server:
         started = time.perf_counter()
-        assert make_judge(server, tmp_path / "b", retry_after_cap=0.2).ask(JudgeRequest([{"role": "user", "content": "x"}])).ok
+        assert make_judge(server, tmp_path / "b", retry_after_cap=0.2).ask(Request([{"role": "user", "content": "x"}])).ok
         assert time.perf_counter() - started < 2.0
 
 
 def test_persistent_server_errors_become_a_bounded_judge_failure_not_cached(tmp_path):
     with LocalJudgeServer(verdict_responder, faults=FaultPlan(first_k=3, kinds=("500",))) as server:
         judge = make_judge(server, tmp_path, max_attempts=3)
-        result = judge.ask(JudgeRequest([{"role": "user", "content": "x"}]))
+        result = judge.ask(Request([{"role": "user", "content": "x"}]))
         assert not result.ok and result.error == "http 500 after 3 attempts" and result.value is None
         assert server.request_count == 3 and judge.stats.failures == 1
         # The failure was not cached: the next run asks again and succeeds.
-        assert make_judge(server, tmp_path).ask(JudgeRequest([{"role": "user", "content": "x"}])).ok
+        assert make_judge(server, tmp_path).ask(Request([{"role": "user", "content": "x"}])).ok
         assert server.request_count == 4
 
 
 def test_map_keeps_order_and_chains_dependent_steps_concurrently(tmp_path):
     def extract_then_score(item, ask):
-        extracted = ask(JudgeRequest([{"role": "user", "content": f"extract {item}"}], tag="extract"))
-        scored = ask(JudgeRequest([{"role": "user", "content": f"score {extracted.value}"}], tag="score"))
+        extracted = ask(Request([{"role": "user", "content": f"extract {item}"}], tag="extract"))
+        scored = ask(Request([{"role": "user", "content": f"score {extracted.value}"}], tag="score"))
         return item, scored.value
 
     # Concurrency is observed on the server (requests in flight at once), not timed: a loaded
@@ -225,7 +225,7 @@ def test_map_records_an_items_exception_and_keeps_the_others(tmp_path, caplog):
     def sometimes_broken(item, ask):
         if item == 3:
             raise ValueError("bad record")
-        return ask(JudgeRequest([{"role": "user", "content": str(item)}])).value
+        return ask(Request([{"role": "user", "content": str(item)}])).value
 
     with LocalJudgeServer() as server:
         judge = make_judge(server, tmp_path)
@@ -307,7 +307,7 @@ def test_ask_is_thread_safe_with_a_shared_cache_across_judges(tmp_path):
         def worker(offset: int) -> None:
             for index in range(offset, 60, 6):
                 judge = judges[index % 2]
-                results[index] = judge.ask(JudgeRequest([{"role": "user", "content": f"q{index % 30}"}])).value
+                results[index] = judge.ask(Request([{"role": "user", "content": f"q{index % 30}"}])).value
 
         threads = [threading.Thread(target=worker, args=(offset,)) for offset in range(6)]
         for thread in threads:
@@ -334,10 +334,11 @@ def test_a_broken_cache_is_counted_and_reported_once_and_judging_goes_on(tmp_pat
 
 _RANK_SCRIPT = """
 import sys
-from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeRequest
+from lmms_video_reasoning.judges import Judge, JudgeConfig
+from lmms_video_reasoning.utils.core.ask import Request
 base_url, cache, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
 judge = Judge(JudgeConfig(model="m", base_url=base_url, cache_path=cache, concurrency=8, timeout=5))
-results = judge.map(lambda i, ask: ask(JudgeRequest([{"role": "user", "content": f"q{i}"}])), range(30))
+results = judge.map(lambda i, ask: ask(Request([{"role": "user", "content": f"q{i}"}])), range(30))
 assert all(r.ok and r.value == f"echo: q{i}" for i, r in enumerate(results)), results
 print(judge.stats.calls, judge.stats.cache_hits)
 """
@@ -367,9 +368,9 @@ def test_bad_requests_fail_fast_with_a_clear_error(tmp_path):
     with LocalJudgeServer() as server:
         judge = make_judge(server, tmp_path)
         with pytest.raises(ValueError, match="base64 data URLs"):
-            judge.ask(JudgeRequest([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": b"raw bytes"}}]}]))
+            judge.ask(Request([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": b"raw bytes"}}]}]))
         with pytest.raises(ValueError, match="non-empty list"):
-            judge.ask(JudgeRequest([]))
+            judge.ask(Request([]))
         assert server.request_count == 0
 
 
@@ -378,7 +379,7 @@ def test_a_bad_request_fails_that_item_only(tmp_path):
     # not stop the batch: that item is a counted judge failure, not a configuration error.
     with LocalJudgeServer(verdict_responder, faults=FaultPlan(by_request={3: "400"})) as server:
         judge = make_judge(server, tmp_path, concurrency=1)
-        results = judge.map(lambda item, ask: ask(JudgeRequest([{"role": "user", "content": f"q{item}"}])), range(6))
+        results = judge.map(lambda item, ask: ask(Request([{"role": "user", "content": f"q{item}"}])), range(6))
     failed = [r for r in results if not r.ok]
     assert len(failed) == 1 and failed[0].error.startswith("http 400") and "context length" in failed[0].error
     assert sum(r.ok for r in results) == 5 and judge.stats.retries == 0
@@ -388,5 +389,5 @@ def test_a_judge_that_rejects_every_request_is_a_configuration_error(tmp_path):
     with LocalJudgeServer(verdict_responder, faults=FaultPlan(rate=1.0, kinds=("400",))) as server:
         judge = make_judge(server, tmp_path, concurrency=1)
         with pytest.raises(JudgeConfigError, match="HTTP 400 .*LMMS_VR_JUDGE_MODEL"):
-            judge.map(lambda item, ask: ask(JudgeRequest([{"role": "user", "content": f"q{item}"}])), range(40))
+            judge.map(lambda item, ask: ask(Request([{"role": "user", "content": f"q{item}"}])), range(40))
         assert server.request_count < 40

@@ -4,8 +4,9 @@ import logging
 
 import pytest
 
-from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError, JudgeRequest, LocalJudgeServer, get_judge
-from lmms_video_reasoning.judges import engine
+from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError, LocalJudgeServer, get_judge
+from lmms_video_reasoning.judges import process_registry
+from lmms_video_reasoning.utils.core.ask import Request
 
 JUDGE_VARIABLES = [
     "LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "LMMS_VR_JUDGE_MODEL", "LMMS_VR_JUDGE_CONCURRENCY",
@@ -19,8 +20,8 @@ def clean_env(monkeypatch, tmp_path):
     for name in JUDGE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "cache.sqlite"))
-    monkeypatch.setattr(engine, "_judges", {})
-    monkeypatch.setattr(engine, "_warned", set())
+    monkeypatch.setattr(process_registry, "_judges", {})
+    monkeypatch.setattr(process_registry, "_warned", set())
 
 
 def test_vcr_and_cg_default_to_gpt4o_with_lmms_eval_conventions():
@@ -103,6 +104,6 @@ def test_get_judge_shares_one_instance_per_config_and_judges_over_http(monkeypat
         vcr, again = get_judge("vcr_bench"), get_judge("vcr_bench")
         assert vcr is again
         assert get_judge("vrbench") is not vcr  # other benchmark, other config
-        assert vcr.ask(JudgeRequest([{"role": "user", "content": "hi"}])).value == "echo: hi"
+        assert vcr.ask(Request([{"role": "user", "content": "hi"}])).value == "echo: hi"
         monkeypatch.setenv("LMMS_VR_JUDGE_MODEL", "another")
         assert get_judge("vcr_bench") is not vcr

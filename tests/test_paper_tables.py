@@ -165,7 +165,7 @@ def test_outcomes_keep_the_sub_category_of_their_record(sample_dir, sample_env):
         records = data.load_records("mini")
         docs = task.build_docs(records, "long", "mini")
         built = [binding.build_record(doc, "A") for doc in docs]
-        scores, answers = binding.scored_records(built, {"judge": False})
+        scores, answers = binding.scored_records(built, {"judge": False}, None)
     assert [a.sub_category for a in answers] == [r["sub_category"] for r in records]
     assert sum(group["questions"] for group in scores["breakdown"]["sub_category"].values()) == len(records)
 

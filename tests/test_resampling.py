@@ -227,7 +227,7 @@ def varied_vr(sampled: report_bootstrap.Sampled, rng: random.Random, protocol: s
 
 
 def varied_cg(sampled: report_bootstrap.Sampled, rng: random.Random) -> report_bootstrap.Sampled:
-    from lmms_video_reasoning.cg_bench.aggregate import JUDGE_OFF
+    from lmms_video_reasoning.cg_bench.outcomes import JUDGE_OFF
 
     records, outcomes = [dict(r) for r in sampled.records], [dict(o) for o in sampled.outcomes]
     for outcome in outcomes:

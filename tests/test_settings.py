@@ -178,7 +178,7 @@ def test_a_record_carries_its_settings_and_its_scoring_uses_them(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
     def scores(records):
-        return cg.scoring.score(records, cg.scoring.settings(records)).metrics
+        return cg.scoring.score(records, cg.scoring.settings(records), None).metrics  # long answers: no judge
 
     plain = [cg.record(long, _cg_doc(1), fenced), cg.record(long, _cg_doc(2), "no idea")]
     assert plain[0]["settings"]["strict"] is False and plain[0]["settings"][settings.FROM_ENV] == {}

@@ -254,7 +254,7 @@ def _upstream_scores(spec: dict, task: str, sample: Path, predictions: dict, tmp
 def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_path, monkeypatch):
     """Both forms judge the same replies through the same local judge: every metric is equal."""
     from lmms_video_reasoning.judges import LocalJudgeServer
-    from lmms_video_reasoning.judges import engine
+    from lmms_video_reasoning.judges import process_registry
     from lmms_video_reasoning.utils.lmms import llm_judge_ask
     from lmms_video_reasoning.utils.tools.sample import env_for
 
@@ -267,7 +267,7 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-    monkeypatch.setattr(engine, "_judges", {})
+    monkeypatch.setattr(process_registry, "_judges", {})
     monkeypatch.setattr(llm_judge_ask, "_judges", {})
     compared = 0
     with LocalJudgeServer(responder=upstream_validate.validation_judge, model="sample-oracle") as server:
@@ -290,7 +290,9 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
 
 
 def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
-    """The plugin's metrics of one sample task: its own records and `scoring.score` (the aggregation's path)."""
+    """The plugin's metrics of one sample task: its own records and `scoring.score` with the configured judge
+    (the aggregation's path)."""
+    from lmms_video_reasoning.judges import scoring_judge
     from lmms_video_reasoning.utils.core import registry
 
     benchmark = next(b for b in registry.benchmarks() if task in _tasks_of(b))
@@ -298,7 +300,8 @@ def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
     docs = _plugin_docs(benchmark.name, task, hooks)
     replies = predictions[task]
     records = [_record(benchmark.name, hooks, doc, replies[str(doc["sample_id"] if benchmark.name != "vcr_bench" else doc["id"])], task) for doc in docs]
-    return benchmark.scoring.score(records, benchmark.scoring.settings(records)).metrics
+    scoring = benchmark.scoring
+    return scoring.score(records, scoring.settings(records), scoring_judge(scoring, records)).metrics
 
 
 def _tasks_of(benchmark) -> set[str]:

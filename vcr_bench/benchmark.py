@@ -1,9 +1,10 @@
 """VCR-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
 (`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
 `GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
-`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge
-engine (`scored_records`, `metric_columns`) and the declaration (`BENCHMARK`). The task itself
-(inputs, records, metrics) is `task.py`, shared with the upstream task folder.
+`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
+is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
+declaration (`BENCHMARK`). The task itself (inputs, records, metrics) is `task.py`, shared with
+the upstream task folder.
 
 Video-native models get a proxy clip of exactly the frames their own path keeps (`utils.lmms.
 model_video`; `LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames. Scoring:
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges import failure_share, get_judge
-from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
@@ -154,21 +154,17 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # ---------------------------------------------------------------- scoring with the judge engine
 
 
-def scored_records(records: Sequence[dict], settings: dict | None = None) -> tuple[dict[str, float], list[dict] | None]:
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
     """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
-    judged by the configured judge (`task.score_with`; NaN without one), and the judge's outcomes
-    per sample (None without a judge). `settings`: the records' own by default."""
-    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
-    judge = bind(get_judge("vcr_bench"))
-    scored = task.score_with(records, judge, settings, NO_JUDGE_HINT)
-    if judge is not None:
-        judge.log_summary()
-    return scored
+    judged by `judge` (`task.score_with`; NaN without one), and the judge's outcomes per sample
+    (None without a judge)."""
+    return task.score_with(records, judge, settings, NO_JUDGE_HINT)
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of `scored_records`."""
-    return scored_records(records, settings)[0]
+    """The metrics of `scored_records` with the configured judge (`settings`: the records' own by default)."""
+    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
+    return scored_records(records, settings, get_judge("vcr_bench"))[0]
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> SampleColumns:
@@ -244,15 +240,14 @@ class VcrBenchScoring(ScoringAdapter):
         """The settings the records were made with (their task's; each variable overrides)."""
         return records_settings(BENCHMARK.options, records)
 
-    def score(self, records, settings):
-        return Scored(*scored_records(records, settings))
+    def score(self, records, settings, judge):
+        return Scored(*scored_records(records, settings, judge))
 
-    def outcomes(self, records, settings, judge=None):
-        judge = judge if judge is not None else get_judge(JUDGE)
+    def outcomes(self, records, settings, judge):
         if judge is None:
             return None
         chain_of_thought = any(record.get("score_cot", True) for record in records)
-        return judging.judge_records(list(records), bind(judge), chain_of_thought, settings)
+        return judging.judge_records(list(records), judge, chain_of_thought, settings)
 
     def metrics(self, records, outcomes, settings):
         return task.metrics_from_outcomes(records, outcomes, settings)

@@ -1,16 +1,16 @@
 """VRBench's binding to lmms-eval and to the suite, one module as in every benchmark folder
 (`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
 `GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
-`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge
-engine (`scored_records`, `metric_columns`) and the declaration (`BENCHMARK`). The task itself
-(inputs, records, metrics; one generation scored for both tracks) is `task.py`, shared with the
-upstream task folder.
+`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
+is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
+declaration (`BENCHMARK`). The task itself (inputs, records, metrics; one generation scored for
+both tracks) is `task.py`, shared with the upstream task folder.
 
 Documents are stamped with the task's mode and protocol (its option, `VRBENCH_PROTOCOL`
 overrides). Video-native models get a clip of the protocol frames, or of exactly the frames
 their own path keeps (`video_frames: model`; `LMMS_VR_VIDEO_INPUT=path`: the path). The judge
-engine (cached, accounted) rates the rated records at the task's first aggregation; `lmms-vr
-score` calls the same scoring.
+(the configured engine, cached and accounted, handed over by the aggregation) rates the rated
+records at the task's first aggregation; `lmms-vr score` calls the same scoring.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lmms_video_reasoning.judges import failure_share, get_judge
-from lmms_video_reasoning.judges.bind import bind
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
@@ -171,29 +170,26 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # ----------------------------------------------------------------------------------------
 
 
-def scored_records(records: Sequence[dict], settings: dict | None = None
+def scored_records(records: Sequence[dict], settings: dict | None, judge
                    ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
     """All metrics of one task's records (the aggregation's and `lmms-vr score`'s path) and the
     ratings per question they come from (`task.score_with`).
 
-    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol (the
-    records' own settings by default, `VrBenchScoring.settings`). Runs the configured judge (if
-    any) over the rated records.
+    `settings`: the task's (`VrBenchScoring.settings`: the records' own), or optional
+    `{"protocol": "default"|"official"}` overriding the records' protocol. `judge` (None: none
+    configured) rates the rated records.
     """
-    if not records:
-        return {}, []
-    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
-    _protocol, with_judge = task.task_protocol(records, settings)
-    judge = bind(get_judge("vrbench")) if with_judge else None
-    scored = task.score_with(records, judge, settings)
-    if judge is not None:
-        judge.log_summary()
-    return scored
+    return task.score_with(records, judge, settings)
 
 
 def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of `scored_records`."""
-    return scored_records(records, settings)[0]
+    """The metrics of `scored_records` with the configured judge (looked up only for rated records;
+    `settings`: the records' own by default)."""
+    if not records:
+        return {}
+    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
+    with_judge = task.task_protocol(records, settings)[1]
+    return scored_records(records, settings, get_judge("vrbench") if with_judge else None)[0]
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
@@ -280,20 +276,19 @@ class VrBenchScoring(ScoringAdapter):
             values["protocol"] = records[0]["protocol"]
         return values
 
-    def score(self, records, settings):
-        metrics, rated = scored_records(records, settings)
+    def score(self, records, settings, judge):
+        metrics, rated = scored_records(records, settings, judge)
         return Scored(metrics, self._outcomes(records, rated))
 
     def needs_judge(self, records):
         return any(record["mode"] != "mcq" for record in records)
 
-    def outcomes(self, records, settings, judge=None):
+    def outcomes(self, records, settings, judge):
         if not self.needs_judge(records):
             return self._outcomes(records, None)
-        judge = judge if judge is not None else get_judge(JUDGE)
         if judge is None:
             return None
-        return self._outcomes(records, judging.rate(list(records), settings["protocol"], bind(judge)))
+        return self._outcomes(records, judging.rate(list(records), settings["protocol"], judge))
 
     def _outcomes(self, records, rated):
         """JSON-ready outcomes of the ratings `(process, judge failed)` (None: not rated; MCQ-only

@@ -52,14 +52,14 @@ def outcomes_of(records_: list[dict]) -> list[dict]:
 class ToyScoring(ScoringAdapter):
     name = judge_name = "toy_bench"
 
-    def score(self, records_, settings):
+    def score(self, records_, settings, judge):
         outcomes = outcomes_of(records_)
         return Scored(metrics_of(list(records_), outcomes), outcomes)
 
     def needs_judge(self, records_):
         return False
 
-    def outcomes(self, records_, settings, judge=None):
+    def outcomes(self, records_, settings, judge):
         return outcomes_of(records_)
 
     def metrics(self, records_, outcomes, settings):

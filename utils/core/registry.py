@@ -104,8 +104,11 @@ class ScoringAdapter:
     `columns` is the same as arrays (each sample's contribution once, the metrics from sums:
     the fast bootstrap, `utils/results/resampling.py`); `report_record` is what those read of a
     record (all the report keeps); `question` and `unit` name a record's question and its
-    resampling unit. `judge` is the judge to use (the configured one by default; the report
-    passes a reader of the judge cache, which never calls an endpoint).
+    resampling unit. `judge`, in `score` and `outcomes`, is the judge to ask, handed over by
+    the caller that owns it (an object with `ask` and `map`, `utils.core.ask.Judge`; None: no
+    judge configured): the aggregation and `lmms-vr score` pass the configured judge (or a reader
+    of the judge cache), the estimate and batch passes their judge that does not send, the report
+    a reader of the run's judge cache. The caller also does the judge's accounting and summary.
     """
 
     name = ""
@@ -115,15 +118,15 @@ class ScoringAdapter:
         """The settings the task's aggregation would use (records and environment)."""
         return None
 
-    def score(self, records: Sequence[dict], settings: Any) -> Scored:
-        """The metrics of the records and their per-sample outcomes, from one scoring (the configured judge)."""
+    def score(self, records: Sequence[dict], settings: Any, judge: Any) -> Scored:
+        """The metrics of the records and their per-sample outcomes, from one scoring with `judge`."""
         raise NotImplementedError
 
     def needs_judge(self, records: Sequence[dict]) -> bool:
         return True
 
-    def outcomes(self, records: Sequence[dict], settings: Any, judge: Any = None) -> list[dict] | None:
-        """Per-sample outcomes, or None when they need a judge and none is configured."""
+    def outcomes(self, records: Sequence[dict], settings: Any, judge: Any) -> list[dict] | None:
+        """Per-sample outcomes with `judge`, or None when they need a judge and `judge` is None."""
         raise NotImplementedError
 
     def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
@@ -534,7 +537,7 @@ def load_reference(package: str, filename: str) -> dict:
 # tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
 SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
                  "utils.lmms.preflight", "utils.lmms.responses", "utils.results.standard_error",
-                 "judges.batch_api", "judges.cache", "judges.failure_share")
+                 "judges.batch_api", "judges.cache_lock", "judges.failure_share")
 
 
 def declare_all_settings() -> list[settings.Setting]:

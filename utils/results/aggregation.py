@@ -122,7 +122,12 @@ class ScoreOnce:
             try:
                 scoring = self._scoring if self._scoring is not None else registry.get(self.benchmark).scoring
                 settings = scoring.settings(records)
-                metrics, outcomes = scoring.score(records, settings)
+                from lmms_video_reasoning.judges import scoring_judge
+
+                judge = scoring_judge(scoring, records)  # the configured judge, when the records need one
+                metrics, outcomes = scoring.score(records, settings, judge)
+                if judge is not None:
+                    judge.log_summary()  # the owner of the judge reports on it
                 self._results[key] = ScoredRecords(records, metrics, outcomes, settings)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
                 self._results[key] = ScoredRecords(records, ScoringFailed(error), None, settings)

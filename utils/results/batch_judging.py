@@ -5,7 +5,7 @@
     lmms-vr score PATH --batch-import results.jsonl  fill the cache from the results (validated as synchronous replies)
     lmms-vr score PATH --batch [--out scored.json]   the same through the OpenAI Batch API, then score from the cache
 
-Each runs the tasks' own scoring code with a judge that does not send (`judges.batch.JudgePass`),
+Each runs the tasks' own scoring code with a judge that does not send (`judges.batch_pass.JudgePass`),
 so the requests are exactly those the synchronous run would send, and the dependent ones (a
 protocol's later step, a re-ask) appear once what they depend on is in the cache.
 """
@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from lmms_video_reasoning.judges import batch as batch_mod
-from lmms_video_reasoning.judges.batch import JudgePass, TagEstimate
-from lmms_video_reasoning.judges.config import batch_price
-from lmms_video_reasoning.judges.engine import judges_replaced_by
+from lmms_video_reasoning.judges import batch_files, batch_ledger
+from lmms_video_reasoning.judges.batch_pass import JudgePass, TagEstimate, refuse_unasked, summarize_estimates
+from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 
@@ -42,7 +41,7 @@ def quiet_judging() -> Iterator[None]:
 
 
 def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
-    """The tasks' own scoring (`score_records`) with `judge_pass` as every benchmark's judge."""
+    """The tasks' own scoring (`scoring.score`) with `judge_pass`'s judge of each benchmark."""
     from lmms_video_reasoning.utils.results.task_specs import task_spec
 
     for item in gathered:
@@ -52,8 +51,9 @@ def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
         if not records or not bench.needs_judge(records):
             continue
         judge_pass.task = item.task
-        with quiet_judging(), judges_replaced_by(judge_pass):
-            bench.score(records, bench.settings(records))
+        with quiet_judging():
+            judge = judge_pass.judge_for(bench.judge_name, JudgeConfig.from_env(bench.judge_name))
+            bench.score(records, bench.settings(records), judge)
     return judge_pass
 
 
@@ -113,7 +113,7 @@ def estimate(gathered: Sequence[Any], walk: bool = True) -> dict:
 
 def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[dict]:
     """What the estimate leaves out, per task and step: the judging items whose code failed
-    (`batch.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
+    (`batch_pass.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
     there on (`requests`: the count their last request declared; `unknown_items`: items that could
     not say, at least one request each), the first reason and what is missing (`task_specs.unbuilt_items`)."""
     from lmms_video_reasoning.utils.results.task_specs import unbuilt_items
@@ -134,7 +134,7 @@ def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[
 
 
 def _totals(rows: Sequence[CostRow]) -> dict:
-    total = batch_mod.summarize_estimates({str(i): r.estimate for i, r in enumerate(rows)})
+    total = summarize_estimates({str(i): r.estimate for i, r in enumerate(rows)})
     sync = [r.sync_usd for r in rows]
     cheap = [r.batch_usd for r in rows]
     return {**vars(total),
@@ -193,11 +193,11 @@ def export(gathered: Sequence[Any], path: Path) -> dict:
     judge_pass = run_pass(gathered, JudgePass("collect"))
     pending = list(judge_pass.pending.values())
     lines = [p.line for p in pending]
-    batch_mod.write_lines(path, lines)
+    batch_files.write_lines(path, lines)
     for judge in judge_pass.judges.values():
         keys = [p.key for p in pending if p.benchmark == judge.config.benchmark]
         if keys and judge.ledger is not None:
-            judge.ledger.mark_many(keys, judge.config.model, batch_mod.EXPORTED, meta={p.key: (p.benchmark, p.tag) for p in pending})
+            judge.ledger.mark_many(keys, judge.config.model, batch_ledger.EXPORTED, meta={p.key: (p.benchmark, p.tag) for p in pending})
     by_tag: dict[str, int] = {}
     for p in pending:
         by_tag[p.tag] = by_tag.get(p.tag, 0) + 1
@@ -225,19 +225,19 @@ def import_results(gathered: Sequence[Any], path: Path) -> dict:
     path = Path(path)
     try:
         with path.open("rb") as handle:
-            read = batch_mod.read_result_lines(handle, path.name)
+            read = batch_files.read_result_lines(handle, path.name)
     except OSError as error:
         raise DataError(f"cannot read the batch results {path}: {error.strerror or error}") from None
     return import_lines(gathered, read, str(path))
 
 
-def import_lines(gathered: Sequence[Any], read: "batch_mod.ResultRead", where: str) -> dict:
+def import_lines(gathered: Sequence[Any], read: "batch_files.ResultRead", where: str) -> dict:
     results = read.results
     judge_pass = run_pass(gathered, JudgePass("import", results=results, endpoint=f"(batch results {Path(where).name})"))
     counts = judge_pass.counts
     counts.take(read)
     ledgers = [judge.ledger for judge in judge_pass.judges.values() if judge.ledger is not None]
-    batch_mod.refuse_unasked(counts, results, judge_pass.consumed, ledgers)
+    refuse_unasked(counts, results, judge_pass.consumed, ledgers)
     out = counts.as_dict()
     out["next_round"] = len(judge_pass.pending)
     out["rounds_left"] = max((p.rounds_left for p in judge_pass.pending.values()), default=0)
@@ -307,7 +307,7 @@ def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_by
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
     earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
     from lmms_video_reasoning.judges.batch_api import MAX_FILE_BYTES, MAX_REQUESTS, BatchApi
-    from lmms_video_reasoning.judges.engine import get_judge
+    from lmms_video_reasoning.judges import get_judge
 
     max_requests = max_requests or MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
@@ -357,7 +357,7 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
         return
-    read = batch_mod.ResultRead()
+    read = batch_files.ResultRead()
     for _api, item in finished:
         read.absorb(item.read)
     imported = import_lines(gathered, read, "batch")
@@ -378,7 +378,7 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
 def _close(api, item, consumed: set[str]) -> int:
     """Requests of a finished batch that got no result are due again (counted as a failed attempt,
     up to the judge's max_attempts); the submission is done. Returns how many had no result."""
-    from lmms_video_reasoning.judges.batch import ERRORED, EXPORTED, FAILED, IN_FLIGHT
+    from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT
 
     ledger, model = api.ledger, api.config.model
     leftover = 0
@@ -424,7 +424,7 @@ def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
     """{benchmark: model} for benchmarks with no judge configured whose judge model has batch-imported
     replies in the judge cache: `lmms-vr score` reads their verdicts from the cache (nothing sent)."""
     from lmms_video_reasoning.judges.cache import ReplyCache
-    from lmms_video_reasoning.judges.config import JudgeConfig, cache_path_from_env, default_model
+    from lmms_video_reasoning.judges.config import cache_path_from_env, default_model
 
     path = cache_path_from_env()
     if path is None or not path.is_file():
@@ -435,7 +435,7 @@ def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
         try:
             if JudgeConfig.from_env(benchmark) is not None:
                 continue
-            ledger = ledger or batch_mod.BatchLedger(ReplyCache(path))
+            ledger = ledger or batch_ledger.BatchLedger(ReplyCache(path))
             model = default_model(benchmark)
             if ledger.has_answers(model):
                 found[benchmark] = model

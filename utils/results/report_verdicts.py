@@ -118,10 +118,10 @@ class _NoVerdicts:
         self.misses = self.item_errors = 0
 
     def ask(self, request):
-        from lmms_video_reasoning.judges import JudgeResult
+        from lmms_video_reasoning.utils.core.ask import Result
 
         self.misses += 1
-        return JudgeResult(False, None, None, "no judge cache", False)
+        return Result(False, None, None, "no judge cache", False)
 
     def map(self, fn, items, desc=""):
         out = []

@@ -50,9 +50,9 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges import scoring_judge
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV, records_settings
@@ -104,17 +104,25 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
     return delta
 
 
+# (a benchmark's scoring, the records) -> the judge it is handed (None: no judge)
+JudgeChooser = Callable[[registry.ScoringAdapter, list], Any]
+
+
 def score_task(task: str, records: Sequence[dict], source: str = "", run: str = "",
-               coverage: Coverage | None = None) -> TaskScore:
+               coverage: Coverage | None = None, judge_for: JudgeChooser = scoring_judge) -> TaskScore:
     """The task's metrics by its own scoring entry, with the per-sample outcomes that scoring
-    computed them from (None when they need a judge and none is configured)."""
+    computed them from (None when they need a judge and none is configured). The scoring is
+    handed `judge_for(scoring, records)`: the configured judge by default (`_judge_chooser`:
+    what `lmms-vr score` chose)."""
     spec = task_spec(task)
     bench = registry.get(spec.benchmark).scoring
     records = list(records)
     settings = bench.settings(records)
-    judge = get_judge(bench.judge_name) if bench.needs_judge(records) else None
+    judge = judge_for(bench, records)
     before = judge.stats.as_dict() if judge is not None else None
-    computed, outcomes = bench.score(records, settings)
+    computed, outcomes = bench.score(records, settings, judge)
+    if judge is not None:
+        judge.log_summary()
     metrics = {name: computed[name] for name in spec.metrics if name in computed} or computed  # the task's metrics
     accounting = None
     if judge is not None:
@@ -245,8 +253,7 @@ def main(args) -> int:
         said: set = set()
         scores = []
         for item in gathered:
-            with _verdicts_source(args, [item], said):
-                scores.append(_score(item))
+            scores.append(_score(item, _judge_chooser(args, [item], said)))
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
@@ -282,7 +289,7 @@ def main(args) -> int:
 
 def print_held(scores: Sequence[TaskScore], path: str) -> None:
     """The judgments a configured judge did not send because the offline batch flow holds them
-    (`batch.BatchBoundJudge`), per judge and cache, and how to retry them."""
+    (`batch_ledger.BatchBoundJudge`), per judge and cache, and how to retry them."""
     held: dict[tuple, list[int]] = {}
     for s in scores:
         stats = (s.accounting or {}).get("stats") or {}
@@ -328,26 +335,33 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
     return False
 
 
-def _verdicts_source(args, gathered: Sequence[Gathered], said: set | None = None):
-    """After --batch, every verdict is read from the cache (a request the batches could not answer
+def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) -> JudgeChooser:
+    """The judge each benchmark's scoring is handed (`score_task`'s `judge_for`), and the notes on it.
+
+    After --batch, every verdict is read from the cache (a request the batches could not answer
     is not sent now: it is counted as failed). A configured judge whose cache holds an offline batch
     flow of its model (--batch-export / --batch-import) sends no request that flow holds
-    (`batch.BatchBoundJudge`: counted as failed, `print_held` says how to retry), unless
+    (`batch_ledger.BatchBoundJudge`: counted as failed, `print_held` says how to retry), unless
     --judge-online. With no judge configured, a benchmark is scored from
     the judge cache its run recorded (`recorded_verdicts`: the judge `lmms-vr report` reads too),
     else, when its judge model has batch-imported replies in the cache, from them (a GPU node with
     no key). `said`: the notes already printed (one per judge and cache)."""
-    from contextlib import nullcontext
-
-    from lmms_video_reasoning.judges.batch import batch_bound_judge
+    from lmms_video_reasoning.judges.batch_ledger import batch_bound_judge
     from lmms_video_reasoning.judges.config import JudgeConfig
-    from lmms_video_reasoning.judges.engine import CONFIGURED, cache_only_judge, judges_replaced_by
+    from lmms_video_reasoning.judges.process_registry import cache_only_judge
     from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
 
     said = set() if said is None else said
     if getattr(args, "batch", False):  # every judge reads its own cache, sending nothing
-        return judges_replaced_by(lambda benchmark, config: cache_only_judge(
-            benchmark, *((config.model, config.cache_path, config.base_url) if config is not None else ())))
+
+        def cache_read(bench, records):
+            if not bench.judge_name or not bench.needs_judge(records):
+                return None
+            config = JudgeConfig.from_env(bench.judge_name)
+            return cache_only_judge(bench.judge_name,
+                                    *((config.model, config.cache_path, config.base_url) if config is not None else ()))
+
+        return cache_read
     names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
     readers: dict[str, Any] = {}
     bound: dict[str, Any] = {}  # configured judges bound to the batch flow of their cache
@@ -382,10 +396,20 @@ def _verdicts_source(args, gathered: Sequence[Gathered], said: set | None = None
         if note not in said:
             said.add(note)
             print(note)
-    if readers or models or bound:
-        return judges_replaced_by(lambda benchmark, config: (bound.get(benchmark) or CONFIGURED) if config is not None
-                                  else readers.get(benchmark) or cache_only_judge(benchmark, models.get(benchmark)))
-    return nullcontext()
+
+    def chosen(bench, records):
+        name = bench.judge_name
+        if not name or not bench.needs_judge(records):
+            return None
+        if name in bound:
+            return bound[name]
+        if name in readers:
+            return readers[name]
+        if name in models:
+            return cache_only_judge(name, models[name])
+        return scoring_judge(bench, records)  # the configured judge
+
+    return chosen
 
 
 def run_results_file(samples: Path) -> Path | None:
@@ -417,9 +441,9 @@ def recorded_verdicts(samples: Path, judge_name: str) -> tuple[Any, str]:
     return reader, why if why.startswith("the judge cache") or why.startswith("the run's judge") else ""
 
 
-def _score(item: Gathered) -> TaskScore:
+def _score(item: Gathered, judge_for: JudgeChooser) -> TaskScore:
     try:
-        return score_task(item.task, item.records, item.source, run=item.run, coverage=item.coverage)
+        return score_task(item.task, item.records, item.source, run=item.run, coverage=item.coverage, judge_for=judge_for)
     except (KeyError, TypeError, AttributeError) as error:
         raise DataError(f"{item.source}: task {item.task}: a record lacks what scoring needs ({type(error).__name__}: {error}); "
                         "the file was not written by this suite's task or was edited") from None

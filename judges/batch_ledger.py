@@ -1,0 +1,214 @@
+"""The state of offline batch judging, kept in the judge cache's database, and the judge that respects it.
+
+`BatchLedger` keeps, in tables of its own beside the cache's replies, which requests were
+exported or submitted, answered, rejected (the next attempt is due), failed in a batch (retried
+up to the judge's `max_attempts`), and the Batch API submissions (`batch_api.py`).
+`BatchBoundJudge` is the configured judge once its cache holds such a flow: it never re-sends on
+its own what the flow judged or holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from lmms_video_reasoning.judges.cache import CacheLockTimeout, CachedReply, ReplyCache
+from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
+from lmms_video_reasoning.judges.engine import Judge, NotComputed, request_keys
+from lmms_video_reasoning.judges.process_registry import configured_judge
+from lmms_video_reasoning.utils.core.ask import Request
+
+# batch_requests.state
+EXPORTED, IN_FLIGHT, ANSWERED, REJECTED, ERRORED, FAILED = "exported", "in_flight", "answered", "rejected", "errored", "failed"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS batch_requests (
+        key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        benchmark TEXT,
+        tag TEXT,
+        state TEXT NOT NULL,
+        errors INTEGER NOT NULL DEFAULT 0,
+        submission TEXT,
+        reason TEXT,
+        updated REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS api_batches (
+        submission TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        endpoint TEXT,
+        state TEXT NOT NULL,
+        input_file_id TEXT,
+        batch_id TEXT,
+        requests INTEGER NOT NULL,
+        status TEXT,
+        summary TEXT,
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    )""",
+)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    state: str
+    errors: int
+    submission: str | None
+    reason: str | None
+
+
+class BatchLedger:
+    """Batch judging state in the judge cache's database (tables of its own; the replies stay in
+    `replies` / `rejected`)."""
+
+    def __init__(self, cache: ReplyCache) -> None:
+        self.cache = cache
+        for attempt in range(40):  # a new database being created by another process: retry "locked"
+            try:
+                with cache.locked() as db:
+                    for statement in _SCHEMA:
+                        db.execute(statement)
+                break
+            except sqlite3.OperationalError as error:
+                if isinstance(error, CacheLockTimeout) or "locked" not in str(error) or attempt == 39:
+                    raise JudgeConfigError(f"cannot set up batch judging in the judge cache {cache.path} ({error}); "
+                                           "set LMMS_VR_JUDGE_CACHE to a writable file") from None
+                time.sleep(0.05 * (attempt + 1))
+
+    def _rows(self, statement: str, parameters: tuple = ()) -> list[tuple]:
+        return self.cache.execute(statement, parameters)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction, holding the cache (its dot-lock on a network file system) throughout."""
+        with self.cache.locked() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def entry(self, key: str) -> LedgerEntry | None:
+        rows = self._rows("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
+        return LedgerEntry(*rows[0]) if rows else None
+
+    def mark(self, key: str, model: str, state: str, *, benchmark: str = "", tag: str = "", reason: str | None = None,
+             add_error: bool = False, submission: str | None = None) -> None:
+        self._rows(
+            "INSERT INTO batch_requests (key, model, benchmark, tag, state, errors, submission, reason, updated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET state = excluded.state, "
+            "errors = batch_requests.errors + ?, submission = excluded.submission, reason = COALESCE(excluded.reason, batch_requests.reason), "
+            "updated = excluded.updated, benchmark = COALESCE(NULLIF(excluded.benchmark, ''), batch_requests.benchmark), "
+            "tag = COALESCE(NULLIF(excluded.tag, ''), batch_requests.tag)",
+            (key, model, benchmark, tag, state, int(add_error), submission, reason, time.time(), int(add_error)),
+        )
+
+    def mark_many(self, keys: Sequence[str], model: str, state: str, submission: str | None = None,
+                  meta: dict[str, tuple[str, str]] | None = None) -> None:
+        """One transaction for many keys (`meta`: key -> (benchmark, tag))."""
+        with self._transaction():
+            for key in keys:
+                benchmark, tag = (meta or {}).get(key, ("", ""))
+                self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
+
+    def keys_of(self, submission: str) -> list[str]:
+        return [row[0] for row in self._rows("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
+
+    def held(self, keys: Sequence[str]) -> str | None:
+        """What the batch flow says of a request (its attempts' keys, as `request_keys` gives them)
+        that has no cached verdict: None (none of them was ever exported: not the batch's),
+        FAILED (its attempts used up in the batches, or each of its replies rejected: what an
+        export would now count as failed), else EXPORTED (due: exported or in flight, due again
+        after a failed line, or its re-ask not answered yet)."""
+        marks = ",".join("?" * len(keys))
+        states = dict(self._rows(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
+        if not states:
+            return None
+        if FAILED in states.values() or all(states.get(key) == REJECTED for key in keys):
+            return FAILED
+        return EXPORTED
+
+    def has_answers(self, model: str) -> bool:
+        """Whether replies for ``model`` were imported from a batch into this cache."""
+        return bool(self._rows("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
+
+    # -- Batch API submissions (batch_api.py)
+
+    def submissions(self, model: str, states: Sequence[str]) -> list[dict]:
+        marks = ",".join("?" * len(states))
+        rows = self._rows(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
+                          f"created FROM api_batches WHERE model = ? AND state IN ({marks}) ORDER BY created",
+                          (model, *states))
+        names = ("submission", "model", "endpoint", "state", "input_file_id", "batch_id", "requests", "status", "summary", "created")
+        return [dict(zip(names, row)) for row in rows]
+
+    def add_submission(self, submission: str, model: str, endpoint: str, keys: Sequence[str], meta: dict) -> None:
+        """The submission row and its keys in flight, in one transaction (before anything is uploaded)."""
+        with self._transaction() as db:
+            now = time.time()
+            db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (submission, model, endpoint, "uploading", len(keys), now, now))
+            for key in keys:
+                benchmark, tag = meta.get(key, ("", ""))
+                self.mark(key, model, IN_FLIGHT, benchmark=benchmark, tag=tag, submission=submission)
+
+    def update_submission(self, submission: str, **values: Any) -> None:
+        names = ", ".join(f"{name} = ?" for name in values)
+        self._rows(f"UPDATE api_batches SET {names}, updated = ? WHERE submission = ?", (*values.values(), time.time(), submission))
+
+    def drop_submission(self, submission: str) -> None:
+        """A submission that never reached the API (killed before its upload finished): its keys are due again."""
+        with self._transaction() as db:
+            db.execute("UPDATE batch_requests SET state = ?, submission = NULL WHERE submission = ? AND state = ?", (EXPORTED, submission, IN_FLIGHT))
+            db.execute("DELETE FROM api_batches WHERE submission = ?", (submission,))
+
+
+HELD_FAILED = ("not sent: the offline batch flow failed it (its batch attempts used up, or no reply parsed); "
+               "`lmms-vr score PATH --judge-online` sends it to the configured judge")
+HELD_DUE = ("not sent: the offline batch flow exported it and has no answer for it yet; export it with "
+            "`lmms-vr score PATH --batch-export FILE`, or send it with `lmms-vr score PATH --judge-online`")
+
+
+class BatchBoundJudge(Judge):
+    """The configured judge when its cache holds an offline batch flow of its model (`--batch-export`
+    / `--batch-import`): cached verdicts are served as usual, and so is (sent) a request the flow
+    never exported; a request the flow holds (`BatchLedger.held`) is not sent: it is not computed
+    (a failed judgment, as a `CacheOnlyJudge` miss), counted as `batch_failed` or `batch_due`. So a
+    key in the environment never re-sends, on its own, what was judged (or failed) in a batch;
+    `lmms-vr score --judge-online` uses the plain configured judge."""
+
+    def __init__(self, config: JudgeConfig, budget, breaker, ledger: "BatchLedger") -> None:
+        super().__init__(config, budget, breaker)
+        self.ledger = ledger
+
+    def _fetch(self, request: Request, key: str = "") -> CachedReply:
+        state = self.ledger.held(request_keys(self.config.model, request))
+        if state is None:
+            return super()._fetch(request, key)
+        failed = state == FAILED
+        self.stats.add(request.tag, **{"batch_failed" if failed else "batch_due": 1})
+        raise NotComputed(HELD_FAILED if failed else HELD_DUE)
+
+
+def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
+    """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its
+    model, else None (the configured judge, unchanged). A cache that cannot be read: None (the judge
+    reports its cache errors)."""
+    if config.cache_path is None or not Path(config.cache_path).is_file():
+        return None
+    try:
+        cache = ReplyCache(config.cache_path)
+        if not cache.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batch_requests'"):
+            return None
+        if not cache.execute("SELECT 1 FROM batch_requests WHERE model = ? LIMIT 1", (config.model,)):
+            return None
+        ledger = BatchLedger(cache)
+    except (sqlite3.Error, OSError, JudgeConfigError):
+        return None
+    return configured_judge(config, BatchBoundJudge, ledger)

@@ -1,0 +1,113 @@
+"""What stops a judge from sending: the call budget and the circuit breaker.
+
+`CallBudget` bounds the HTTP requests of the judges sharing it (LMMS_VR_JUDGE_MAX_CALLS, per
+process); `CircuitBreaker` stops judging when the endpoint is down, so an outage costs seconds
+and is named once. The per-process registry (`process_registry`) hands every judge of a process
+one budget, and the judges of one endpoint one breaker.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class CallBudget:
+    """At most ``max_calls`` HTTP requests, shared by every Judge holding this budget.
+
+    ``get_judge`` gives all judges of a process one budget (LMMS_VR_JUDGE_MAX_CALLS is per
+    process, whatever the number of benchmarks or tasks); a Judge built directly has its own.
+    """
+
+    def __init__(self, max_calls: int | None, scope: str) -> None:
+        self.max_calls = max_calls
+        self.scope = scope
+        self.used = 0
+        self.exhausted = False
+        self._lock = threading.Lock()
+
+    def reserve(self) -> bool:
+        """Count one request; False (and nothing counted) once the budget is spent."""
+        with self._lock:
+            if self.max_calls is not None and self.used >= self.max_calls:
+                self.exhausted = True
+                return False
+            self.used += 1
+            return True
+
+    def as_dict(self) -> dict:
+        with self._lock:
+            return {"scope": self.scope, "max_calls": self.max_calls, "calls": self.used, "exhausted": self.exhausted}
+
+
+# The circuit breaker's rules (see `CircuitBreaker`).
+UNREACHABLE_IN_A_ROW = 3
+FAILED_REQUESTS_BEFORE_ANY_VERDICT = 8
+
+
+class CircuitBreaker:
+    """Stops judging when the endpoint is down, so an outage costs seconds and is named once.
+
+    It opens (for the rest of the judge's life) when
+    - `UNREACHABLE_IN_A_ROW` attempts in a row could not connect (connection refused, a host
+      name that does not resolve, a TLS error), whatever came before: the server is gone;
+    - `attempt_limit` attempts in a row failed (HTTP 5xx, malformed bodies, timeouts) with no
+      reply between them: max(16, 2 x concurrency + 8), so a merely flaky endpoint (every
+      request answered after a few retries) never reaches it, while a dead one does within
+      about three backoff rounds;
+    - the first `FAILED_REQUESTS_BEFORE_ANY_VERDICT` requests all ended without a verdict
+      (e.g. an endpoint whose every reply is garbage).
+    Once open, requests fail at once with the reason, sleeping retries wake up and give up,
+    nothing is cached, and cached verdicts are still served: a later run re-sends exactly the
+    judgments that were not made.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self.attempt_limit = max(16, 2 * concurrency + 8)
+        self.reason: str | None = None
+        self._opened = threading.Event()
+        self._lock = threading.Lock()
+        self._unreachable = 0
+        self._failed_attempts = 0
+        self._failed_requests = 0
+        self._verdicts = 0
+
+    @property
+    def open(self) -> bool:
+        return self._opened.is_set()
+
+    def attempt_failed(self, reason: str, unreachable: bool) -> bool:
+        """Count a failed HTTP attempt; True when this one opened the breaker."""
+        with self._lock:
+            self._unreachable = self._unreachable + 1 if unreachable else 0
+            self._failed_attempts += 1
+            if self._unreachable >= UNREACHABLE_IN_A_ROW:
+                return self._trip(f"{reason} ({self._unreachable} attempts in a row)")
+            if self._failed_attempts >= self.attempt_limit:
+                return self._trip(f"{reason} ({self._failed_attempts} failed attempts in a row, no reply between them)")
+            return False
+
+    def attempt_answered(self) -> None:
+        with self._lock:
+            self._unreachable = self._failed_attempts = 0
+
+    def request_ended(self, verdict: bool, reason: str = "") -> bool:
+        """Count a request's end; True when this failure opened the breaker."""
+        with self._lock:
+            if verdict:
+                self._verdicts += 1
+                return False
+            self._failed_requests += 1
+            if not self._verdicts and self._failed_requests >= FAILED_REQUESTS_BEFORE_ANY_VERDICT:
+                return self._trip(f"the first {self._failed_requests} requests all failed, the last with: {reason}")
+            return False
+
+    def wait(self, seconds: float) -> None:
+        """Sleep before a retry; returns at once when the breaker opens."""
+        self._opened.wait(seconds)
+
+    def _trip(self, reason: str) -> bool:
+        if self._opened.is_set():
+            return False
+        self.reason = reason
+        self._opened.set()
+        return True
