@@ -35,7 +35,6 @@ from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
-from lmms_video_reasoning.utils.core.settings import records_settings
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, RunFiles
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, ratio
 
@@ -331,7 +330,7 @@ class CgBenchScoring(ScoringAdapter):
 
     def settings(self, records):
         """The settings the records were made with (their task's; each variable overrides)."""
-        return Settings.of(records_settings(BENCHMARK.options, records))
+        return Settings.of(BENCHMARK.settings_of(records))
 
     def score(self, records, settings, judge):
         metrics, answers = scored_records(records, settings, judge)

@@ -79,13 +79,12 @@ class Settings:
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> "Settings":
-        """From a task's settings (`settings.task_settings`: its options in effect, as its records carry them)."""
+        """From a task's options in effect (`settings.task_settings`, as its records carry them)."""
         return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
                    failed_share=values.get(failure_share.FAILED_SHARE.option))
 
     @classmethod
     def from_env(cls) -> "Settings":
-        """The defaults, each overridden by its environment variable when set."""
         return cls.of(settings.task_settings((*OPTIONS, failure_share.FAILED_SHARE)))
 
 

@@ -190,7 +190,7 @@ def test_a_record_carries_its_settings_and_its_scoring_uses_them(monkeypatch):
     monkeypatch.delenv("LMMS_VR_CG_STRICT")  # scored later, elsewhere: the run's settings
     assert scores(made)["long_acc"] == pytest.approx(50.0) and scores(made)["parse_failed"] == 1
     monkeypatch.setenv("LMMS_VR_CG_STRICT", "off")  # an override when scoring wins, and is said
-    used = settings.records_settings(cg.options, made)
+    used = cg.settings_of(made)
     assert used["strict"] is False and used[settings.FROM_ENV] == {"LMMS_VR_CG_STRICT": False}
     assert scores(made)["long_acc"] == pytest.approx(100.0)
     monkeypatch.delenv("LMMS_VR_CG_STRICT")
@@ -198,9 +198,9 @@ def test_a_record_carries_its_settings_and_its_scoring_uses_them(monkeypatch):
     declared = dataclasses.replace(long, settings={"strict": True})  # a task declaring it, no variable
     assert scores([cg.record(declared, _cg_doc(1), fenced), cg.record(declared, _cg_doc(2), "no idea")])["long_acc"] == pytest.approx(50.0)
     with pytest.raises(ValueError, match=r"made with different settings: strict \(LMMS_VR_CG_STRICT\)"):
-        settings.records_settings(cg.options, plain + made)
+        cg.settings_of(plain + made)
     legacy = [{key: value for key, value in record.items() if key != "settings"} for record in made]
-    assert settings.records_settings(cg.options, legacy)["strict"] is False  # made before records carried them: the defaults
+    assert cg.settings_of(legacy)["strict"] is False  # made before records carried them: the defaults
 
 
 def test_the_reply_fields_follow_the_tasks_settings(monkeypatch):

@@ -27,7 +27,6 @@ from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
-from lmms_video_reasoning.utils.core.settings import records_settings
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
@@ -238,7 +237,7 @@ class VcrBenchScoring(ScoringAdapter):
 
     def settings(self, records):
         """The settings the records were made with (their task's; each variable overrides)."""
-        return records_settings(BENCHMARK.options, records)
+        return BENCHMARK.settings_of(records)
 
     def score(self, records, settings, judge):
         return Scored(*scored_records(records, settings, judge))

@@ -24,7 +24,6 @@ from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
-from lmms_video_reasoning.utils.core.settings import records_settings
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.utils.results.resampling import SampleColumns, column, ratio
@@ -271,7 +270,7 @@ class VrBenchScoring(ScoringAdapter):
     def settings(self, records):
         """The settings the records were made with (their task's; each variable overrides); records
         made before they carried their settings carry their protocol."""
-        values = records_settings(BENCHMARK.options, records)
+        values = BENCHMARK.settings_of(records)
         if records and "settings" not in records[0] and not task.PROTOCOL.is_set():
             values["protocol"] = records[0]["protocol"]
         return values

@@ -18,7 +18,7 @@ Fields every benchmark's record has, with one meaning:
                          never parsed or judged, counted wrong, reported in `model_failed`
     model_failure        the placeholder's first line (what went wrong), else None
     settings             the task's score-changing settings it was made with (`settings.task_settings`;
-                         its scoring reads them, `settings.records_settings`)
+                         its scoring reads them, `registry.Benchmark.settings_of`)
 
 Which strings are the host's placeholders, and how a reply splits into reasoning and answer,
 is lmms-eval's business: `utils.lmms.responses` fills these fields (`reply_record`) and says

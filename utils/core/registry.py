@@ -7,7 +7,7 @@ declaration, never a file name or a function name by convention:
 | `Benchmark` field  | what it declares                                      | read by                          |
 |--------------------|-------------------------------------------------------|----------------------------------|
 | `tasks`, `groups`  | every lmms-eval task (`Task`: its metrics, `process_docs` hook, record options, generation and per-model settings) and group, once | the YAML generator (`utils.core.task_yaml`), `lmms-vr score`, `report`, the preflight, `doctor` |
-| `options`          | the score-changing settings its tasks declare (`settings.Setting` with an `option` name; a task's values in `Task.settings`, the variable an override): in the YAMLs' `metadata.settings`, in every record (`Benchmark.record`) | the YAML generator, `process_results`, its scoring (`settings.records_settings`), `lmms-vr score` |
+| `options`          | the score-changing settings its tasks declare (`settings.Setting` with an `option` name; a task's values in `Task.settings`, the variable an override): in the YAMLs' `metadata.settings`, in every record (`Benchmark.record`) | the YAML generator, `process_results`, its scoring (`Benchmark.settings_of`), `lmms-vr score` |
 | `task_dirs`        | the folder(s) of its generated task YAMLs             | the plugin (every lmms-eval `TaskManager` indexes them), `upstream` |
 | `binding`          | the module of its lmms-eval hooks (default `<package>.benchmark`): the YAMLs' `!function` paths | the YAML generator, `lmms-vr score` (documents), the settings check |
 | `build_record`     | `(doc, response, settings=..., **options) -> record`: one sample's record (options: the task's `record_options`; settings: its options in effect) | `process_results`, `lmms-vr score` (predict-only files, replay predictions) |
@@ -329,6 +329,27 @@ class Benchmark:
         record = self.build_record(doc, response, settings=values, **task.record_options)
         record["settings"] = values
         return record
+
+    def settings_of(self, records: Sequence[Mapping], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The options a task's records were made with (each record's `settings`; records made
+        before they were recorded: the defaults), each overridden by its environment variable when
+        set now; `settings.FROM_ENV` lists the variables set at the run and now. DataError when the
+        records were made with different values (records of several runs): score them apart, or
+        set the variable. What its scoring reads (its `ScoringAdapter.settings`) and `lmms-vr score` shows."""
+        made = {}
+        for record in records:
+            recorded = record.get("settings") or {}
+            key = tuple((s.option, recorded.get(s.option, s.default)) for s in self.options if not s.is_set(env))
+            made.setdefault(key, recorded)
+        if len(made) > 1:
+            differing = sorted({option for key in made for option, value in key if any(dict(other)[option] != value for other in made)})
+            named = ", ".join(f"{option} ({next(s.name for s in self.options if s.option == option)})" for option in differing)
+            raise DataError(f"benchmark {self.name}: these records were made with different settings: {named}; score the runs "
+                            "apart, or set the variable to score them all alike")
+        recorded = next(iter(made.values()), {})
+        values = settings.task_settings(self.options, {k: v for k, v in recorded.items() if k != settings.FROM_ENV}, env)
+        values[settings.FROM_ENV] = {**(recorded.get(settings.FROM_ENV) or {}), **values[settings.FROM_ENV]}
+        return values
 
     def metrics(self) -> tuple[str, ...]:
         """Every metric of its tasks, each once, in declaration order."""

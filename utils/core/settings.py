@@ -10,12 +10,9 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
   never a silent default (a typo in a scoring switch must not read as "off").
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
-details file (`resolved(scoring_only=True)`), so a score can be reproduced. Those that are a
-task's options (`option`: the name a task declares its value under, `registry.Task.settings`)
-are part of the task's configuration: the task declares them (the setting's default otherwise),
-its YAML carries them (`metadata.settings`, in lmms-eval's results), and each record carries the
-values it was made with (`task_settings`), which its scoring reads (`records_settings`). The
-environment variable overrides the task's value, and the record says so (`FROM_ENV`).
+details file (`resolved(scoring_only=True)`), so a score can be reproduced. A task's options
+(`option`: its name in `registry.Task.settings`) are part of its configuration, carried by each
+record (`task_settings`); the variable overrides the task's value, and says so (`FROM_ENV`).
 
 `registry.declare_all_settings()` imports every module that declares a setting (this suite's and
 each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
@@ -173,39 +170,12 @@ def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -
 FROM_ENV = "from_env"  # in a task's settings: {variable: value} of the score-changing variables set in the environment
 
 
-def task_settings(options: Sequence[Setting], declared: Mapping[str, Any] | None = None,
+def task_settings(options: Sequence[Setting], chosen: Mapping[str, Any] | None = None,
                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A task's options in effect, {option: value}: its declared value (the setting's default when
-    it declares none), overridden by the environment variable when that is set; under FROM_ENV
-    every score-changing variable set in the environment (the overrides, and those that are not
-    a task's option, e.g. a model input's). SettingError for a value the setting does not accept."""
-    declared = declared or {}
-    values = {setting.option: setting.read(env) if setting.is_set(env) else declared.get(setting.option, setting.default)
+    """A task's options in effect, {option: value}: its `chosen` value (else the default), overridden
+    by the variable when set; under FROM_ENV every score-changing variable set (SettingError: invalid)."""
+    chosen = chosen or {}
+    values = {setting.option: setting.read(env) if setting.is_set(env) else chosen.get(setting.option, setting.default)
               for setting in options}
-    values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared_scoring() if setting.is_set(env)}
+    values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared() if setting.scoring and setting.is_set(env)}
     return values
-
-
-def records_settings(options: Sequence[Setting], records: Sequence[Mapping], env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The options a task's records were made with (each record's `settings`; records made before
-    they were recorded: the defaults), each overridden by its environment variable when set now;
-    FROM_ENV lists the variables set at the run and now. ValueError when the records were made
-    with different values (records of several runs): score them apart, or set the variable."""
-    made = {}
-    for record in records:
-        recorded = record.get("settings") or {}
-        key = tuple((setting.option, recorded.get(setting.option, setting.default)) for setting in options if not setting.is_set(env))
-        made.setdefault(key, recorded)
-    if len(made) > 1:
-        differing = sorted({option for key in made for option, value in key if any(dict(other)[option] != value for other in made)})
-        named = ", ".join(f"{option} ({next(s.name for s in options if s.option == option)})" for option in differing)
-        raise ValueError(f"these records were made with different settings: {named}; score the runs apart, or set the "
-                         "variable to score them all alike")
-    recorded = next(iter(made.values()), {})
-    values = task_settings(options, {k: v for k, v in recorded.items() if k != FROM_ENV}, env)
-    values[FROM_ENV] = {**(recorded.get(FROM_ENV) or {}), **values[FROM_ENV]}
-    return values
-
-
-def declared_scoring() -> list[Setting]:
-    return [setting for setting in declared() if setting.scoring]

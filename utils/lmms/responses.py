@@ -139,9 +139,8 @@ def prefilled_setting() -> bool:
 
 
 def reply_fields(response: str, task_settings: Mapping[str, Any] | None = None) -> dict:
-    """The record fields about a reply's reasoning (see the module docstring), for `process_results`:
-    under the task's settings (`judged_reply`, `think_prefilled`, `settings.task_settings`), or
-    the environment's when none are given."""
+    """The record fields about a reply's reasoning (see the module docstring), for `process_results`,
+    under the task's settings (`judged_reply`, `think_prefilled`; none given: the environment's)."""
     task_settings = task_settings or {}
     prefilled = task_settings.get(PREFILLED.option, None)
     prefilled = prefilled_setting() if prefilled is None else bool(prefilled)

@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 from lmms_video_reasoning.judges import scoring_judge
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.core.settings import FROM_ENV, records_settings
+from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
 from lmms_video_reasoning.utils.results.samples_io import Coverage
 from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KEY, RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, task_spec, unbuilt_items
@@ -81,7 +81,7 @@ class TaskScore:
     source: str
     run: str = ""
     coverage: Coverage | None = None
-    settings: dict | None = None  # the task's score-changing settings used (`settings.records_settings`)
+    settings: dict | None = None  # the task's score-changing settings used (`Benchmark.settings_of`)
 
 
 def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
@@ -131,7 +131,7 @@ def score_task(task: str, records: Sequence[dict], source: str = "", run: str = 
         coverage.scored = len(records)
         for line in coverage.problems():
             log.warning("%s (%s): %s", task, source, line)
-    used = records_settings(registry.get(spec.benchmark).options, records)
+    used = registry.get(spec.benchmark).settings_of(records)
     return TaskScore(task, spec.benchmark, metrics, records, outcomes, accounting, source, run, coverage, used)
 
 
