@@ -52,7 +52,7 @@ EXPORTABLE = frozenset({
     "utils.media.plain_frames", "utils.media.subtitles",
 })
 # A benchmark's own modules that serve the plugin only (data roots, engine binding, report, sample).
-PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data", "hooks", "media", "aggregate"})
+PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data"})
 THIRD_PARTY = frozenset({"numpy", "PIL", "av", "cv2", "datasets", "lmms_eval", "loguru"})
 NOT_EXPORTED = {SPEC_FILE, DESCRIPTION_FILE, "__pycache__"}
 

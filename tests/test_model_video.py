@@ -237,21 +237,21 @@ def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_
     import decord
     from lmms_video_reasoning.utils.media.frame_decoder import read_frames
     from lmms_video_reasoning.utils.media.frame_table import probe
-    from lmms_video_reasoning.vrbench import hooks
+    from lmms_video_reasoning.vrbench import benchmark as binding
 
     monkeypatch.setenv("VRBENCH_ROOT", str(sample_dir / "vrbench"))
     monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
-    doc = hooks.build_docs("judge", "default")[0]
-    source = hooks.data.resolve_video(doc["video_path"])
-    [clip] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
+    doc = binding.build_docs("judge", "default")[0]
+    source = binding.data.resolve_video(doc["video_path"])
+    [clip] = as_qwen2_vl(lambda: binding.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
     assert Path(clip).parent == tmp_path / "proxies"
     indices = vr_frames.indices(probe(source).total_frames, 8)
     expected = read_frames(source, indices, size=vr_frames.SIZE, as_array=True)
     assert np.array_equal(decord.VideoReader(clip).get_batch(list(range(8))).asnumpy(), expected)
     # `video_frames: model`: the model's own frames (a proxy for qwen2_vl); outside a model run: the path.
-    [own] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))
+    [own] = as_qwen2_vl(lambda: binding.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))
     assert own != clip and own.endswith(clips.PROXY_SUFFIX)
-    assert hooks.doc_to_visual(doc, {"visual_mode": "video"}) == [str(source)]
+    assert binding.doc_to_visual(doc, {"visual_mode": "video"}) == [str(source)]
 
 
 _FILL = """

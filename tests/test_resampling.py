@@ -216,21 +216,21 @@ def test_a_benchmark_without_arrays_gets_the_reference(runs, monkeypatch):
 
 
 def test_standard_errors_can_be_switched_off(monkeypatch, caplog):
-    from lmms_video_reasoning.vrbench import hooks
+    from lmms_video_reasoning.vrbench import benchmark as binding
 
     monkeypatch.setattr(standard_error, "_said", set())
     monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
-    assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is not None
-    assert hooks.aggregate_judge_failed.stderr_for(1000) is None  # not a headline metric
+    assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None
+    assert binding.aggregate_judge_failed.stderr_for(1000) is None  # not a headline metric
     monkeypatch.setenv(standard_error.STDERR_ENV, "off")
     with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
-        assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is None
-        assert hooks.aggregate_overall.stderr_for(1000) is None
+        assert binding.aggregate_mcq_accuracy.stderr_for(1000) is None
+        assert binding.aggregate_overall.stderr_for(1000) is None
     said = [r for r in caplog.records if standard_error.STDERR_ENV in r.getMessage()]
     assert len(said) == 1 and "off" in said[0].getMessage(), "said once, not per metric"
     monkeypatch.setenv(standard_error.STDERR_ENV, "maybe")
     with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
-        assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is not None  # an unknown value keeps them on ...
+        assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None  # an unknown value keeps them on ...
     assert any(r.levelno == logging.ERROR and "'maybe'" in r.getMessage() for r in caplog.records)  # ... and says so
 
 
@@ -252,17 +252,6 @@ def test_pairs_against_the_baseline_or_every_pair(runs, tmp_path):
     assert any("every pair" in note for note in notes)
     with pytest.raises(DataError, match="--pairs 'some'"):
         report.build_report(items, tmp_path / "bad", n=0, pairs="some")
-
-
-def test_task_yamls_are_parsed_once(monkeypatch):
-    task_specs.task_specs()
-    calls = []
-    original = task_specs._read_yaml
-    monkeypatch.setattr(task_specs, "_read_yaml", lambda path: calls.append(path) or original(path))
-    for _ in range(3):
-        specs = task_specs.task_specs()
-        task_specs.task_spec("vr_bench")
-    assert calls == [] and "cg_bench_full_mcq" in specs
 
 
 # ---------------------------------------------------------------------------------- the samples file, streamed

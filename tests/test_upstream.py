@@ -12,6 +12,7 @@ package: lint, tests, `tasks list`, `--limit 8` runs), every row passed.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import math
 import re
@@ -209,20 +210,14 @@ def test_host_pr_edits_refuse_a_tree_they_do_not_fit(tree, tmp_path):
 
 
 def test_upstream_yamls_declare_the_plugin_tasks_metrics(prs):
-    from lmms_video_reasoning.utils.core import registry
+    from lmms_video_reasoning.utils.results.task_specs import task_spec
 
-    plugin = {}
-    for path in (path for folder in registry.task_dirs() for path in folder.rglob("*.yaml")):
-        text = path.read_text()
-        task = next(iter(re.findall(r"^task: (\S+)", text, re.M)), None)
-        if task:
-            plugin[task] = path
     for pr in by_kind(prs, "benchmark"):
         folder = upstream.BENCHMARK_FILES / pr.spec["sample"]
         for task, source in pr.spec["tasks"].items():
             mapped = source.replace("cg_bench_", "cg_bench_full_") if task.startswith("cgbench_full_") else source
             ours = set(upstream_validate.metric_names(folder, task))
-            theirs = set(upstream_validate.metric_names(plugin[mapped].parent, plugin[mapped].stem))
+            theirs = set(task_spec(mapped).metrics)  # the plugin task's declaration
             assert ours == theirs, (task, ours ^ theirs)
 
 
@@ -302,7 +297,7 @@ def plugin_scores(task: str, sample: Path, predictions: dict) -> dict:
     from lmms_video_reasoning.utils.core import registry
 
     benchmark = next(b for b in registry.benchmarks() if task in _tasks_of(b))
-    hooks = __import__(f"{benchmark.package}.hooks", fromlist=["hooks"])
+    hooks = importlib.import_module(benchmark.binding)
     docs = _plugin_docs(benchmark.name, task, hooks)
     replies = predictions[task]
     records = [_record(benchmark.name, hooks, doc, replies[str(doc["sample_id"] if benchmark.name != "vcr_bench" else doc["id"])], task) for doc in docs]
@@ -325,8 +320,9 @@ def _plugin_docs(benchmark: str, task: str, hooks) -> list[dict]:
         mode = {"vr_bench": "judge", "vr_bench_mcq": "mcq", "vr_bench_text": "text", "vr_bench_official": "judge"}[task]
         return hooks.build_docs(mode, "official" if task == "vr_bench_official" else "default")
     from lmms_video_reasoning.cg_bench import data
+    from lmms_video_reasoning.cg_bench import task as cg_task
 
-    return hooks.build_docs(data.load_records("mini"), task.removeprefix("cg_bench_"), "mini")
+    return cg_task.build_docs(data.load_records("mini"), task.removeprefix("cg_bench_"), "mini")
 
 
 def _record(benchmark: str, hooks, doc: dict, reply: str, task: str) -> dict:
