@@ -156,7 +156,7 @@ def build_base(repository: Path, out: Path, release: Path | None = None, rev: st
     if archive.returncode != 0:
         raise UpstreamError(f"git archive {sha} of {repository} failed: {archive.stderr.decode(errors='replace')[-500:]}")
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    label = f"lmms-eval repository {sha[:12]} ({date})"
+    label = f"lmms-eval {sha[:12]} ({date})"
     if release is not None:
         with tempfile.TemporaryDirectory() as scratch:
             folder = _release_folder(Path(release), Path(scratch))
@@ -172,7 +172,7 @@ def build_base(repository: Path, out: Path, release: Path | None = None, rev: st
                     shutil.copytree(source, out / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
                 elif source.is_file():
                     shutil.copyfile(source, out / name)
-        label += f" + lmms-eval {version} release package code ({', '.join(FROM_RELEASE)})"
+        label += f" with the {version} release's {', '.join(FROM_RELEASE)}"
     git(["init", "-q"], out)
     git(["add", "-A", "--force"], out)  # the release's data files the repository's .gitignore names too
     git(["commit", "-q", "-m", label], out)
@@ -495,6 +495,29 @@ def apply(patch: Path, tree: Path, check: bool = False) -> None:
 
 
 # ------------------------------------------------------------------------------ descriptions
+
+PR_TEMPLATE = ".github/pull_request_template.md"
+
+
+def template_report(description: str, template: str) -> str:
+    """'' when a description follows the PR template: its sections (`## ...`) in the template's
+    order, no other, within each the bullet count its comment asks ("Max 3 bullets", "1-2 bullets"),
+    and a ticked box under "Type of Change"; else what differs."""
+    def sections(text: str) -> dict[str, str]:
+        parts = re.split(r"^## (.+)$", text, flags=re.M)
+        return dict(zip(parts[1::2], parts[2::2]))
+
+    wanted, got = sections(template), sections(description)
+    problems = [] if list(got) == list(wanted) else [f"sections {list(got)}, the template's {list(wanted)}"]
+    for name, body in wanted.items():
+        limit = re.search(r"(?:Max (\d+)|\d+-(\d+)) bullets", body)
+        bullets = len(re.findall(r"^- ", re.sub(r"<details>.*?</details>", "", got.get(name, ""), flags=re.S), re.M))
+        if limit and bullets > int(limit.group(1) or limit.group(2)):
+            problems.append(f"{name}: {bullets} bullets, the template asks {limit.group(0)}")
+        if "- [ ]" in body and "- [x]" not in got.get(name, ""):
+            problems.append(f"{name}: no box ticked")
+    return "; ".join(problems)
+
 
 
 def files_section(pr: PullRequest) -> str:

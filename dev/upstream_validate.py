@@ -226,6 +226,11 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
                          "nothing to rewrite in the PR's lines" if not report else report[-300:], not report))
     # the PRs' tests, and the tree's own tests of what they change where it has them (a bare sdist has no test/)
     tests = sorted({test for pr in prs for test in pr.tests if (tree.path / test).exists()})
+    template = tree.clean / upstream.PR_TEMPLATE
+    if template.is_file():
+        report = "; ".join(f"{pr.name}: {problem}" for pr in prs for problem in [upstream.template_report(upstream.render(pr, None), template.read_text())] if problem)
+        rows.append(_row("description", f"the description's sections and bullets against {upstream.PR_TEMPLATE}", len(prs),
+                         "follows the template" if not report else report[-300:], not report))
     tasks = {name: (pr, meta) for pr in prs for name, meta in task_specs(pr).items()}
     names = set(tasks) | {group for pr in prs for group in pr.spec.get("groups", [])}
     jobs = {}
@@ -407,15 +412,17 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
     try:
         python = clean_venv(work / "venv")
         sample = work / "sample"
-        write_sample(sample)
-        env = {**base_env(work), **env_for(sample)}
+        benchmarks = any(pr.kind == "benchmark" for pr in prs)  # host PRs alone need neither the sample nor the plugin's scores
+        if benchmarks:
+            write_sample(sample)
+        env = {**base_env(work), **(env_for(sample) if benchmarks else {})}
         probe = subprocess.run([str(python), "-c", "import lmms_video_reasoning"], env=env, capture_output=True, text=True)
         if probe.returncode == 0:
             raise RuntimeError("the validation environment can import lmms_video_reasoning; it must not")
         results: dict[str, Any] = {}
         with LocalJudgeServer(responder=validation_judge, model=JUDGE_MODEL) as server:
             judge_env = {"API_TYPE": "openai", "OPENAI_API_URL": server.base_url, "OPENAI_API_KEY": "sk-local-validation", "MODEL_VERSION": JUDGE_MODEL}
-            plugin = plugin_numbers(sample, server.base_url, work)
+            plugin = plugin_numbers(sample, server.base_url, work) if benchmarks else {}
             for pr in prs:
                 tree_copy = Tree(pr.name, tree, work, python, env)
                 result = check_tree(tree_copy, [pr], patches, sample, judge_env, plugin if pr.kind == "benchmark" else None)
