@@ -5,7 +5,11 @@ development mode (`pip install -e .`); it reads the clone's sources and is not p
 installed package.
 
 Each PR is a patch that applies with `git apply` to a clean lmms-eval tree (the one at DIR),
-`SERIES/NN-<slug>.patch`, with its description `SERIES/NN-<slug>.md`:
+`SERIES/NN-<slug>.patch`, with its description `SERIES/NN-<slug>.md` in the form of lmms-eval's
+PR template. The tree a PR targets is the base `--build-base` writes: lmms-eval's repository (its
+test/, docs/, pre-commit configuration, PR template) with the newer release's package code; the
+PRs' new Python is formatted by its ruff settings and then its pre-commit hooks (black, isort at the
+configuration's versions):
 
 - one PR per benchmark, each independent of the others, copied from the benchmark's folder:
   the modules its lmms-eval hooks import (its task logic, written against two small
@@ -183,8 +187,8 @@ def build_base(repository: Path, out: Path, release: Path | None = None, rev: st
 # ------------------------------------------------------------------------------ the base's pre-commit hooks
 
 # pre-commit hooks run here from a venv holding the configuration's exact versions from PyPI (pre-commit
-# itself would clone each hook's repository): hook id -> (PyPI package, its flag for "check, do not fix").
-HOOKS = {"black": ("black", "--check"), "isort": ("isort", "--check-only")}
+# itself would clone each hook's repository): hook id -> its PyPI package, run as `python -m <package>`.
+HOOKS = {"black": "black", "isort": "isort"}
 
 
 @dataclass(frozen=True)
@@ -214,7 +218,7 @@ def hooks_python(hooks: list[Hook]) -> Path:
     """A venv with exactly the hooks' versions (made once, kept in the user's cache)."""
     import os
 
-    pins = [f"{HOOKS[hook.name][0]}=={hook.version}" for hook in hooks]
+    pins = [f"{HOOKS[hook.name]}=={hook.version}" for hook in hooks]
     folder = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "lmms_vr_upstream" / "hooks" / "_".join(sorted(pins))
     python = folder / "bin" / "python"
     if not python.is_file():
@@ -226,11 +230,10 @@ def hooks_python(hooks: list[Hook]) -> Path:
     return python
 
 
-def run_hooks(hooks: list[Hook], files: dict[str, bytes], tree: Path, check: bool = False) -> dict[str, bytes]:
-    """`files` as the hooks leave them (fix mode), run in a scratch copy laid out like the tree: its
-    pyproject.toml beside, and its packages' `__init__.py` on the files' paths and `lmms_eval/`'s (isort
-    places an import by what it finds there: `lmms_eval` is first-party). With `check`, the hooks only
-    check; the files come back unchanged and a failing hook raises UpstreamError."""
+def run_hooks(hooks: list[Hook], files: dict[str, bytes], tree: Path) -> dict[str, bytes]:
+    """`files` as the hooks leave them, run in the configuration's order in a scratch copy laid out like
+    the tree: its pyproject.toml beside, and its packages' `__init__.py` on the files' paths and
+    `lmms_eval/`'s (isort places an import by what it finds there: `lmms_eval` is first-party)."""
     python, tree = hooks_python(hooks), Path(tree)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
@@ -243,10 +246,9 @@ def run_hooks(hooks: list[Hook], files: dict[str, bytes], tree: Path, check: boo
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_bytes(content)
         for hook in hooks:
-            module, check_flag = HOOKS[hook.name]
-            proc = subprocess.run([str(python), "-m", module, *([check_flag] if check else []), *hook.args, *files], cwd=root, capture_output=True, text=True)
-            if check and proc.returncode != 0:
-                raise UpstreamError(f"{hook.name} {hook.version}: {(proc.stdout + proc.stderr).strip()[-1500:]}")
+            proc = subprocess.run([str(python), "-m", HOOKS[hook.name], *hook.args, *files], cwd=root, capture_output=True, text=True)
+            if proc.returncode != 0:  # a file it cannot parse, not one it rewrote
+                raise UpstreamError(f"{hook.name} {hook.version} failed: {(proc.stdout + proc.stderr).strip()[-1500:]}")
         return {path: (root / path).read_bytes() for path in files}
 
 
@@ -594,8 +596,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.build_base and not args.repository:
         parser.error("--build-base needs --repository")
-    if not args.build_base and not (args.lmms_eval and args.out):
-        parser.error("give --lmms-eval and --out (or --build-base DIR --repository GIT [--release SDIST])")
+    if not (args.lmms_eval and args.out) and (args.lmms_eval or args.out or not args.build_base):
+        parser.error("give --lmms-eval and --out (and/or --build-base DIR --repository GIT [--release SDIST])")
     return args
 
 

@@ -1,14 +1,16 @@
 """`python dev/upstream.py --validate`: every PR of the series checked by a real run, the numbers kept.
 
-For each PR, alone on a copy of the clean lmms-eval tree, and then for the whole series applied
-in order, in a fresh virtual environment WITHOUT this package (`clean_venv`: the current
-environment's dependencies, neither this package nor lmms-eval; the tree is imported from its
-folder):
+For each PR, alone on a copy of the clean tree (the base of `--build-base`, or an sdist), and
+then for the whole series applied in order, in a fresh virtual environment WITHOUT this package
+(`clean_venv`: the current environment's dependencies, neither this package nor lmms-eval; the
+tree is imported from its folder):
 
 1. `git apply` of the patch(es);
 2. lmms-eval's own ruff settings (its `pyproject.toml`): `ruff check` and `ruff format --check`
-   of the PR's Python;
-3. `pytest` of the tests the PR adds;
+   of the PR's Python; on a base, its pre-commit hooks (`upstream.hook_report`) and its PR
+   template (`upstream.template_report`);
+3. `pytest` of the tests the PR adds (and the base's own tests it names), from the tree's root,
+   so its `test/conftest.py` and pytest settings apply: a test they skip fails the row;
 4. `lmms-eval tasks list` lists every task and group the PR adds (and keeps upstream's);
 5. a `--limit 8` run of every task the PR adds, and (benchmark PRs) a run on the whole sample
    benchmark whose numbers are compared with the plugin's own scoring of the same replies.
@@ -70,8 +72,8 @@ def clean_venv(path: Path) -> Path:
 
 
 def kept_entries(site: Path) -> list[Path]:
-    """The entries of a site-packages folder the clean venv links: all but this package's and lmms-eval's,
-    and but a `.pth` file that puts either on the path (an editable install's, `easy-install.pth`)."""
+    """The entries of a site-packages folder the clean venv links: every one except this package's and
+    lmms-eval's, and except a `.pth` file that puts either on the path (an editable install's, `easy-install.pth`)."""
     repo = str(Path(__file__).resolve().parents[1])
     kept = []
     for entry in sorted(site.iterdir()):

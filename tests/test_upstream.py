@@ -270,6 +270,27 @@ def test_pre_commit_hooks_are_read_from_the_configuration(tmp_path):
     assert upstream.precommit_hooks(tmp_path / "nothing") == []
 
 
+@pytest.mark.slow
+def test_pre_commit_hooks_judge_only_the_prs_lines(tmp_path):
+    """black and isort at the configuration's versions (installed from PyPI once): a new file comes out
+    formatted; in a modified file, the lines the PR wrote count, not the tree's own unformatted ones."""
+    (tmp_path / ".pre-commit-config.yaml").write_text("repos:\n  - repo: https://github.com/psf/black\n    rev: 25.1.0\n    hooks:\n      - id: black\n"
+                                                      "        args: [\"--line-length=240\"]\n  - repo: https://github.com/PyCQA/isort\n    rev: 6.0.1\n"
+                                                      "    hooks:\n      - id: isort\n        args: [\"--profile\", \"black\"]\n")
+    (tmp_path / "pyproject.toml").write_text(RUFF_SETTINGS)
+    (tmp_path / "lmms_eval").mkdir()
+    (tmp_path / "lmms_eval/__init__.py").write_text("")
+    base = b"import os\n\nVALUES = [1,2]\n"  # the tree's own line black would rewrite
+    long_import = "from lmms_eval.models.model_utils.some_module import first_function_name, second_function_name\n"
+    pr = upstream.PullRequest(1, "t", "t", "host", {"lmms_eval/x.py": base.replace(b"import os\n", b"import os\n\n" + long_import.encode()),
+                                                    "test/eval/test_x.py": (long_import + "import pytest\n").encode()}, "", base={"lmms_eval/x.py": base})
+    report = upstream.hook_report(pr, tmp_path)
+    assert "lmms_eval/x.py: black, isort would rewrite: from lmms_eval.models" in report and "VALUES" not in report and "test_x" in report
+    fixed = upstream.formatted(pr, tmp_path)
+    assert fixed.changes["test/eval/test_x.py"].decode().startswith("import pytest\n\nfrom lmms_eval.models.model_utils.some_module import (\n")
+    assert long_import in fixed.changes["lmms_eval/x.py"].decode()  # a modified file's lines are the PR author's to write
+
+
 def test_the_clean_venv_leaves_out_editable_installs(tmp_path):
     site = tmp_path / "site-packages"
     site.mkdir()
