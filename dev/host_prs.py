@@ -6,7 +6,11 @@ idea of the plugin's fast inputs (`utils/lmms/model_video.py`) into the `qwen2_v
 and (09) let lmms-eval's evaluator run on filelock 4.3 (the plugin bounds filelock below it
 until then). Each PR is a set of anchored edits to files of the clean tree (the anchor must
 occur exactly once: a tree it does not fit is an error, never a silent skip) and new files
-(`host_pr_files/<slug>/`, mirroring the tree), with its description below.
+(`host_pr_files/<slug>/`, mirroring the tree; tests where lmms-eval's repository keeps them,
+`test/eval/` and `test/models/`), with its description below in the form of lmms-eval's PR
+template. Each has a user: a gap or bug of lmms-eval itself its test shows. The aggregation
+standard errors (05) and the launcher's judge server kept up until aggregation (07) left the
+series: no task of it needs them (docs/upstream.md).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ class HostPR:
     slug: str
     title: str
     edits: tuple[Edit, ...]
-    tests: tuple[str, ...]
+    tests: tuple[str, ...]  # its test files, and the tree's own tests of what it changes (run where the tree has them)
     description: str
     numbers: str = ""  # measured outside the validation (a benchmark of this repository, with its command)
 
