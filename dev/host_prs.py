@@ -39,6 +39,19 @@ class HostPR:
     numbers: str = ""  # measured outside the validation (a benchmark of this repository, with its command)
 
 
+# The "Type of Change" boxes of lmms-eval's PR template (.github/pull_request_template.md), in its order.
+CHANGE_TYPES = ("Bug fix (non-breaking change)", "New feature", "New benchmark/task", "New model integration", "Breaking change",
+                "Documentation update", "Refactoring (no functional changes)")
+
+
+def type_of_change(*ticked: str) -> str:
+    """The template's last section with the boxes `ticked`."""
+    unknown = set(ticked) - set(CHANGE_TYPES)
+    if unknown:
+        raise ValueError(f"not a type of change of the PR template: {sorted(unknown)}")
+    return "## Type of Change\n" + "".join(f"- [{'x' if kind in ticked else ' '}] {kind}\n" for kind in CHANGE_TYPES)
+
+
 def _apply(tree: Path, edits: tuple[Edit, ...]) -> dict[str, bytes]:
     from upstream import UpstreamError
 
@@ -193,15 +206,7 @@ def is_budget_exceeded() -> bool:'''),
 - Nothing changes without `LMMS_EVAL_JUDGE_CACHE`, except the new `judge_requests` key in `results["usage"]` (absent when nothing was judged). With it, an identical request returns the stored reply: a judge run at temperature > 0 then stops sampling anew, which is the point of the cache and why it is opt-in.
 - The wrapping replaces `evaluate`/`evaluate_async` on the provider instance; a provider overriding a helper (`evaluate_binary`...) without calling them would bypass it (none in this repository does).
 
-## Type of Change
-- [ ] Bug fix (non-breaking change)
-- [x] New feature
-- [ ] New benchmark/task
-- [ ] New model integration
-- [ ] Breaking change
-- [ ] Documentation update
-- [ ] Refactoring (no functional changes)
-""")
+""" + type_of_change("New feature"))
 
 # ------------------------------------------------------------------------------ 06: tasks of installed packages
 
@@ -284,15 +289,7 @@ class TaskManager:'''),
 - One `importlib.metadata` scan per `TaskManager` (milliseconds); no entry point and no `LMMS_EVAL_PLUGINS`, no change. An entry point or plugin that fails to load is logged and skipped, so a broken package does not stop lmms-eval; lmms-eval's own tasks win a name clash.
 - With `LMMS_EVAL_PLUGINS` set, its task folders now also reach `tasks list`, `serve` and the wizard, where they were missing.
 
-## Type of Change
-- [x] Bug fix (non-breaking change)
-- [x] New feature
-- [ ] New benchmark/task
-- [ ] New model integration
-- [ ] Breaking change
-- [ ] Documentation update
-- [ ] Refactoring (no functional changes)
-""")
+""" + type_of_change("Bug fix (non-breaking change)", "New feature"))
 
 # ------------------------------------------------------------------------------ 08: qwen2_vl decodes only the frames it keeps
 
@@ -409,15 +406,7 @@ QWEN2_VL = HostPR(
 - A file decord decodes only in part: before, a failure on a frame the model then dropped sent qwen_vl_utils to its torchvision reader for every frame; now the kept frames come from decord when it reads those.
 - The tests compare with the previous path on clips of 2 s to 60 s (NTSC and 7 fps, B-frames, long keyframe intervals, a size that is no multiple of the patch, a token budget that shrinks the frames by the decoded count, an image beside the video), and show the previous path taken with an unchecked qwen-vl-utils release and with a renamed internal.
 
-## Type of Change
-- [ ] Bug fix (non-breaking change)
-- [x] New feature
-- [ ] New benchmark/task
-- [ ] New model integration
-- [ ] Breaking change
-- [ ] Documentation update
-- [ ] Refactoring (no functional changes)
-""",
+""" + type_of_change("New feature"),
     numbers=NUMBERS_QWEN2_VL)
 
 # ------------------------------------------------------------------------------ 09: filelock's public API only
@@ -482,15 +471,7 @@ FILELOCK = HostPR(
 ## Risk / Compatibility
 - A datasets lock created with an explicit `mode` equal to filelock's default (-1, "unset", in filelock 4; 0o644 in 3.16) now gets the umask mode, like one created without `mode`; before, it kept the value passed. datasets itself never passes `mode`.
 
-## Type of Change
-- [x] Bug fix (non-breaking change)
-- [ ] New feature
-- [ ] New benchmark/task
-- [ ] New model integration
-- [ ] Breaking change
-- [ ] Documentation update
-- [ ] Refactoring (no functional changes)
-""",
+""" + type_of_change("Bug fix (non-breaking change)"),
     numbers=NUMBERS_FILELOCK)
 
 HOST_PRS = (JUDGE_CACHE, TASK_ENTRY_POINTS, QWEN2_VL, FILELOCK)

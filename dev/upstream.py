@@ -533,7 +533,8 @@ def size_section(pr: PullRequest) -> str:
     python = pr.python_lines()
     tests = pr.python_lines(outside_tests=False) - python
     data = sum(len(c) for p, c in pr.changes.items() if c is not None and not p.endswith((".py", ".yaml", "_yaml", ".md")))
-    return f"{python} lines of Python outside tests, {tests} lines of tests, {data:,} bytes of protocol data (official prompts, frame table)."
+    text = f"{python} lines of Python outside tests, {tests} lines of tests"
+    return text + (f", {data:,} bytes of protocol data (official prompts, frame table)." if data else ".")
 
 
 def render(pr: PullRequest, result: dict | None) -> str:

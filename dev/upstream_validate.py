@@ -489,13 +489,13 @@ def table(pr, result: dict) -> str:
 
 def template_validation(result: dict | None) -> str:
     """The validation in the form of lmms-eval's PR template (at most 3 bullets, `<command>` | sample
-    size: `N=<...>` | key metrics: `<...>` | result: `pass/fail`: tree checks, tests, the rest), every
+    size: `N=<...>` | key metrics: `<...>` | result: `pass/fail`: the PR's form, tests, the rest), every
     row of the run below them, folded."""
     if not result:
         return NOT_VALIDATED
-    groups = [[row for row in result["rows"] if row["check"] in ("applies", "lint", "pre-commit")],
-              [row for row in result["rows"] if row["check"] == "tests"],
-              [row for row in result["rows"] if row["check"] not in ("applies", "lint", "pre-commit", "tests")]]
+    form = ("applies", "lint", "pre-commit", "description")
+    groups = [[row for row in result["rows"] if row["check"] in form], [row for row in result["rows"] if row["check"] == "tests"],
+              [row for row in result["rows"] if row["check"] not in (*form, "tests")]]
     bullets = []
     for rows in filter(None, groups):
         command = " && ".join(f"`{row['command']}`" for row in rows)
