@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -62,6 +63,38 @@ def _task(kind: str, split: str) -> Task:
 
 
 TASKS = tuple(_task(kind, split) for split in SPLITS for kind in KINDS)
+
+# The paper's input ablations (cg_bench/README.md, "Reproducing the paper's tables"): the same
+# documents with the inputs fixed for every model. cg_bench/report.py finds them by their suffix
+# (`MODALITIES`, `TEXT_ONLY`). F: the official sampled frames; FT: their times; S: subtitles; ST:
+# the subtitles' times. Not in the groups.
+_FRAMES = {"visual_mode": "frames"}
+MODALITY_INPUTS = {
+    "_f": {**_FRAMES, "subtitles": False, "frame_times": False},
+    "_f_ft": {**_FRAMES, "subtitles": False, "frame_times": True},
+    "_f_s": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": False},
+    "_f_s_st": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": False},
+    "_f_s_ft": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": True},
+    "_f_s_st_ft": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": True},
+}
+TEXT_INPUTS = {  # no visual: subtitles only (Table 4's S rows), or the text alone (Table 3's text-only row)
+    "_s_frames": ("long", {"visual_mode": "none", "subtitle_times": False}),
+    "_s_video": ("long", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
+}
+
+
+def _ablation(kind: str, split: str, suffix: str, inputs: dict, media: bool = True) -> Task:
+    base = _task(kind, split)
+    return replace(base, name=base.name + suffix, process_docs=base.process_docs + ("" if media else "_text"),
+                   model_kwargs={"default": {**task.DEFAULTS, **inputs}}, about=f"{base.about}; the paper's input ablation {suffix[1:]} (cg_bench/report.py MODALITIES, TEXT_ONLY)")
+
+
+ABLATIONS = (
+    *(_ablation(kind, split, suffix, inputs) for split in SPLITS for suffix, inputs in MODALITY_INPUTS.items() for kind in ("mcq", "open")),
+    *(_ablation(kind, split, suffix, inputs, media=False) for split in SPLITS for suffix, (kind, inputs) in TEXT_INPUTS.items()),
+    *(_ablation(kind, split, "_text", {"visual_mode": "none", "subtitles": False}, media=False)
+      for split in SPLITS for kind in ("grounding", "open")),
+)
 GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in KINDS), "All CG-Bench tasks."),
           Group("cg_bench_full", tuple(f"cg_bench_full_{kind}" for kind in KINDS), "All CG-Bench tasks on cgbench.json."))
 
@@ -69,19 +102,20 @@ GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in KINDS), "All CG
 # ---------------------------------------------------------------------- documents (process_docs)
 
 
-def _loader(task_kind: str, split: str):
+def _loader(task_kind: str, split: str, media_needed: bool = True):
     """The `process_docs` hook of one task, checked before generation (`utils/lmms/preflight.py`): the
-    media (not for the blind task) and the judge (the open-ended task)."""
+    media (not for the blind task, nor `media_needed=False`: the ablations without a visual) and the
+    judge (the open-ended task)."""
 
     def load_docs(_placeholder=None):
         from lmms_video_reasoning.utils.lmms import preflight
 
-        media = None if task_kind == "blind" else preflight.MediaCheck(
+        media = None if task_kind == "blind" or not media_needed else preflight.MediaCheck(
             data.CG_BENCH, lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)), key=split)
         return preflight.task_load("cg_bench", lambda: docs_dataset(task.build_docs(data.load_records(split), task_kind, split)),
                                    media, judge="cg_bench" if task_kind == "open" else None)
 
-    load_docs.__name__ = f"load_{task_kind}_{split}"
+    load_docs.__name__ = f"load_{task_kind}_{split}" + ("" if media_needed else "_text")
     return load_docs
 
 
@@ -89,6 +123,8 @@ load_long, load_clue, load_grounding = _loader("long", "mini"), _loader("clue", 
 load_open, load_mcq, load_blind = _loader("open", "mini"), _loader("mcq", "mini"), _loader("blind", "mini")
 load_long_full, load_clue_full, load_grounding_full = _loader("long", "full"), _loader("clue", "full"), _loader("grounding", "full")
 load_open_full, load_mcq_full, load_blind_full = _loader("open", "full"), _loader("mcq", "full"), _loader("blind", "full")
+load_long_text, load_grounding_text, load_open_text = (_loader(kind, "mini", False) for kind in ("long", "grounding", "open"))
+load_long_full_text, load_grounding_full_text, load_open_full_text = (_loader(kind, "full", False) for kind in ("long", "grounding", "open"))
 
 
 # ---------------------------------------------------------------------- model inputs ("get the frames" on the data root)
@@ -297,7 +333,7 @@ BENCHMARK = Benchmark(
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
     build_record=build_record,
     scoring=CgBenchScoring(),
-    tasks=TASKS,
+    tasks=TASKS + ABLATIONS,
     groups=GROUPS,
     options=(*outcomes.OPTIONS, *SHARED_OPTIONS),
     judge=JUDGE,

@@ -390,3 +390,34 @@ def test_the_text_only_acc_at_iou_never_joins_the_grounding_answers_that_saw_the
                                           cg_outcome(1, "grounding", 0.9), cg_outcome(2, "grounding", 0.9)])  # cg_bench_mcq's, with video
     text = joined({"miou": 1.0}, [cg_outcome(1, "grounding", 0.0)])  # the text-only task answered question 1 only
     assert cg_report.blind_values(blind, text)[4] == 0.0  # one pair: question 1 with its text-only tIoU 0
+
+
+def test_the_ablation_tasks_the_reports_read_are_declared_with_their_inputs():
+    """Every task name the report's ablation tables look for is a declared task (so `--tasks` finds
+    it), and its inputs are the ablation's: Table 9's frame counts, Table 4's modalities, the
+    text-only row's no-visual tasks (whose documents need no media check)."""
+    from lmms_video_reasoning.cg_bench import benchmark as cg_binding, report as cg_report
+    from lmms_video_reasoning.utils.core import registry
+    from lmms_video_reasoning.vcr_bench import report as vcr_report
+
+    vcr = {t.name: t for t in registry.get("vcr_bench").tasks}
+    for name in vcr_report.FRAME_TASKS:
+        assert vcr[name].model_kwargs["default"]["frame_count"] == int(name.removeprefix("vcr_cot_frames"))
+        assert vcr[name].model_kwargs["default"]["visual_mode"] == "frames" and set(vcr[name].model_kwargs) == {"default"}
+    cg = {t.name: t for t in registry.get("cg_bench").tasks}
+    for prefix in ("cg_bench", "cg_bench_full"):
+        for suffix, inputs in cg_binding.MODALITY_INPUTS.items():
+            assert suffix in cg_report.MODALITIES
+            for kind in ("mcq", "open"):
+                kwargs = cg[f"{prefix}_{kind}{suffix}"].model_kwargs["default"]
+                assert kwargs["visual_mode"] == "frames" and kwargs["subtitles"] == ("_s" in suffix)
+                assert kwargs["frame_times"] == suffix.endswith("_ft")
+        for suffix in ("_s_frames", "_s_video"):
+            task = cg[f"{prefix}_long{suffix}"]
+            assert task.model_kwargs["default"]["visual_mode"] == "none" and task.process_docs.endswith("_text")
+        for kind in ("grounding", "open"):
+            task = cg[f"{prefix}_{kind}{cg_report.TEXT_ONLY}"]
+            assert task.model_kwargs["default"]["subtitles"] is False and task.process_docs.endswith("_text")
+            assert callable(getattr(cg_binding, task.process_docs))
+    groups = {g.name: g for g in registry.get("cg_bench").groups}
+    assert not any(name.endswith(tuple(cg_report.MODALITIES)) for name in groups["cg_bench"].tasks)  # ablations are not in the group

@@ -48,10 +48,12 @@ NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or r
 GENERATION = {"until": [], "max_new_tokens": 4096, "do_sample": False, "temperature": 0}
 
 
-def _inputs(visual_mode: str, chain_of_thought: bool, frame_models: bool) -> dict:
+def _inputs(visual_mode: str, chain_of_thought: bool, frame_models: bool, frame_count: int | None = None) -> dict:
     """`lmms_eval_specific_kwargs`: `visual_mode` for every model (video: the video for
-    native-video models), 64 timestamped frames for frame-based models (API models)."""
-    blocks = {"default": {"visual_mode": visual_mode, "chain_of_thought": chain_of_thought}}
+    native-video models), 64 timestamped frames for frame-based models (API models);
+    `frame_count`: another number of frames (frames mode, paper Table 9)."""
+    blocks = {"default": {"visual_mode": visual_mode, "chain_of_thought": chain_of_thought,
+                          **({"frame_count": frame_count} if frame_count is not None else {})}}
     if frame_models:
         blocks.update({model: {"visual_mode": "frames", "chain_of_thought": chain_of_thought}
                        for model in ("openai", "async_openai", "gpt4v")})
@@ -59,11 +61,12 @@ def _inputs(visual_mode: str, chain_of_thought: bool, frame_models: bool) -> dic
 
 
 def _task(name: str, about: str, visual_mode: str, cot_prompt: bool = True, scores_cot: bool = False,
-          process_docs: str = "load_docs") -> Task:
+          process_docs: str = "load_docs", frame_count: int | None = None) -> Task:
     """`cot_prompt`: the prompt asks for the chain of thought; `scores_cot`: recall and precision
     are judged too (`vcr_cot`; the paper's Table 5 ablations report accuracy only)."""
     return Task(name, task.metric_names(scores_cot), process_docs=process_docs, record_options={"chain_of_thought": scores_cot},
-                generation_kwargs=GENERATION, about=about, model_kwargs=_inputs(visual_mode, cot_prompt, frame_models=visual_mode == "video"))
+                generation_kwargs=GENERATION, about=about,
+                model_kwargs=_inputs(visual_mode, cot_prompt, frame_models=visual_mode == "video", frame_count=frame_count))
 
 
 TASKS = (
@@ -74,6 +77,10 @@ TASKS = (
           process_docs="load_docs_no_visual"),
     _task("vcr_one_frame", 'Paper Table 5 "1 Frame": question + CoT instruction with the middle frame only; accuracy only.', "one_frame"),
 )
+# Paper Table 9 (frame-based models, 16/32/64/128 frames): `vcr_cot` in frames mode for every model;
+# the report's Table 9 reads these tasks by name (vcr_bench/report.py). Not in the group: ablations.
+FRAME_ABLATION = tuple(_task(f"vcr_cot_frames{count}", f"Paper Table 9: vcr_cot with {count} timestamped frames for every model.",
+                             "frames", scores_cot=True, frame_count=count) for count in (16, 32, 64, 128))
 # Not named `vcr_bench`: lmms-eval reads `--tasks X` as a folder of YAMLs when ./X exists,
 # and `vcr_bench/` is a folder of this repository (the CLI would then find no task).
 GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
@@ -217,7 +224,7 @@ BENCHMARK = Benchmark(
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
     build_record=task.build_record,
     scoring=VcrBenchScoring(),
-    tasks=TASKS,
+    tasks=TASKS + FRAME_ABLATION,
     groups=GROUPS,
     options=(*scoring.OPTIONS, *SHARED_OPTIONS),
     judge=JUDGE,
