@@ -1,6 +1,6 @@
 """Proxies are provably the models' own inputs: lmms-eval's real code on the path vs on the proxy.
 
-For every reading in `utils.model_video._KNOWN` (qwen2_vl, simple and chat qwen2_5_vl, simple
+For every reading in `utils.lmms.model_readings._KNOWN` (qwen2_vl, simple and chat qwen2_5_vl, simple
 and chat qwen3_vl, llava_onevision) lmms-eval 0.7.3's own model class runs its
 `generate_until` (tiny offline checkpoints) on each video of a grid, once with the original
 path and once with our proxy (`tests/model_equivalence.py`, in a subprocess with the processor
