@@ -216,3 +216,27 @@ def test_the_reply_fields_follow_the_tasks_settings(monkeypatch):
     record = cg.record(task, _cg_doc(1), "thinking without an end")
     assert record["judged_reply"] == "stripped" and record["reasoning_truncated"] is True
     assert cg.record(cg.task("cg_bench_long"), _cg_doc(1), "thinking without an end")["reasoning_truncated"] is False
+
+
+def test_the_report_names_settings_that_differ_from_the_tasks_declared_ones(tmp_path):
+    """`lmms-vr report` reads each task's settings from the results file (lmms-eval's config block,
+    or what `lmms-vr score` recorded, overrides included) and names those not as declared."""
+    import json
+
+    from lmms_video_reasoning.utils.results.report import settings_summary
+    from lmms_video_reasoning.utils.results.report_runs import load_runs
+
+    declared = {"lenient_verdict": False, "include_background": False}
+    lmms_eval_run = {"results": {"vcr_cot": {"accuracy,none": 50.0}, "vcr_direct": {"accuracy,none": 40.0}},
+                     "configs": {"vcr_cot": {"metadata": {"settings": {**declared, "lenient_verdict": True}}},
+                                 "vcr_direct": {"metadata": {"settings": declared}}}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x_results.json").write_text(json.dumps(lmms_eval_run))
+    scored = {"results": {"vr_bench": {"overall,none": 1.0}},
+              "lmms_vr": {"settings": {"vr_bench": {"protocol": "official", "from_env": {"VRBENCH_PROTOCOL": "official"}}}}}
+    (tmp_path / "b.json").write_text(json.dumps(scored))
+    [first] = load_runs([f"m={tmp_path / 'a' / 'x_results.json'}"])
+    assert first.settings["vcr_cot"]["lenient_verdict"] is True
+    assert settings_summary(first) == "vcr_cot: lenient_verdict=True"  # vcr_direct is as declared: not named
+    [second] = load_runs([f"n={tmp_path / 'b.json'}"])
+    assert settings_summary(second) == "vr_bench: protocol=official, from the environment VRBENCH_PROTOCOL=official"
