@@ -45,13 +45,19 @@ GREEDY = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature"
 # segment-midpoint frames at 224x224 (video_frames: protocol, the default; `model` lets the
 # model sample the video; e.g. qwen2_vl max_num_frames=128 keeps all 128); frames = those
 # frames as images. VRBENCH_NUM_FRAMES overrides num_frames.
-# Counts: 16 and 224x224 are the official code's (inference/main.py); 128 for qwen2_vl /
-# qwen2_5_vl and 64 for openai / gpt4v / internvl2 are paper Table A3's; 128 for
-# llava_onevision is this suite's choice (Table A3 has no LLaVA-OneVision row).
+# Counts: 16 and 224x224 are the official code's (inference/main.py); the per-model ones are
+# paper Table A3's "Input Frames" (video-native models get a clip, the others frames), except 128
+# for llava_onevision, this suite's choice (Table A3 has no LLaVA-OneVision row). Table A3's
+# Gemini (0.5 fps) is no frame count: `gemini` keeps the default; H2OVL and DeepSeek-VL2 (4) have
+# no lmms-eval model.
 PER_MODEL = {
     "default": {"visual_mode": "video", "num_frames": 16},
-    **{model: {"visual_mode": "video", "num_frames": 128} for model in ("qwen2_vl", "qwen2_5_vl", "llava_onevision")},
-    **{model: {"visual_mode": "frames", "num_frames": 64} for model in ("openai", "gpt4v", "internvl2")},
+    **{model: {"visual_mode": "video", "num_frames": 128} for model in ("qwen2_vl", "qwen2_5_vl", "llava_onevision", "longva")},
+    "internvideo2_5": {"visual_mode": "video", "num_frames": 64},
+    "videochat_flash": {"visual_mode": "video", "num_frames": 512},
+    **{model: {"visual_mode": "frames", "num_frames": 64} for model in ("openai", "async_openai", "gpt4v", "internvl2")},
+    "claude": {"visual_mode": "frames", "num_frames": 20},
+    **{model: {"visual_mode": "frames", "num_frames": 8} for model in ("phi3v", "aria")},
 }
 SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
 
