@@ -106,11 +106,8 @@ def settings_summary(run: Run) -> str:
 
 def _declared_settings(task: str) -> dict:
     """The task's declared score-changing settings (`Benchmark.task_options`; {} for a task of no benchmark)."""
-    for benchmark in registry.benchmarks():
-        for declared in benchmark.tasks:
-            if declared.name == task:
-                return benchmark.task_options(declared)
-    return {}
+    benchmark = registry.task_names().get(task)
+    return {} if benchmark is None or task not in {t.name for t in benchmark.tasks} else benchmark.task_options(benchmark.task(task))
 
 
 def bootstrap_units(html_form: bool = False) -> str:
