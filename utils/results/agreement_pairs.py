@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results import agreement as stats
+from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.run_folders import Gathered
 from lmms_video_reasoning.utils.results.task_specs import task_spec
@@ -122,24 +122,12 @@ class Judged:
         return self.outcome is not None and not self.item_errors and all(a.ok for a in self.asked)
 
 
-@contextmanager
-def quiet_benchmarks() -> Iterator[None]:
-    """The benchmarks' per-batch warnings (e.g. "N samples had a failed judge call") would repeat
-    for every sample read here one at a time; what matters is counted in the coverage instead."""
-    logger = logging.getLogger("lmms_video_reasoning")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def judge_each(bench, records: Sequence[dict], settings: Any, judge, tokenizer: Any = None) -> list[Judged]:
     """Each record's outcome under `judge`, judged alone so its requests are known (outcomes of
     this suite's benchmarks depend on their own record only)."""
     out = []
-    with quiet_benchmarks():
+    # the per-batch warnings would repeat for every sample; what matters is counted in the coverage
+    with quiet_judging(logging.ERROR):
         for record in records:
             recorder = RecordingJudge(judge, tokenizer)
             outcomes = bench.outcomes([record], settings, judge=recorder)
