@@ -57,13 +57,28 @@ def upper_bounded() -> list[str]:
     return names
 
 
+def _failure_cause():
+    """`utils/lmms/cli_run.failure_cause` (standard library only), read from this checkout: this
+    script runs outside the venvs it makes, where the package is not installed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_lmms_vr_cli_run", REPO / "utils" / "lmms" / "cli_run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.failure_cause
+
+
+failure_cause = _failure_cause()
+
+
 def last_line(text: str) -> str:
-    """The cause a failed command printed: a traceback's final `Error:` line, else doctor's `[OFF]`
-    findings, else its last line."""
+    """The cause a failed command printed: its last traceback's exception line (`failure_cause`),
+    else doctor's `[OFF]` findings, else its last line."""
+    cause = failure_cause(text)
+    if cause:
+        return cause[:300]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*:", line)]
-    if errors:
-        return errors[-1][:300]
     off = [line for line in lines if line.startswith("[OFF]")]
     return "; ".join(off)[:600] if off else (lines or ["(no output)"])[-1][:300]
 

@@ -3,7 +3,7 @@
 Not a test. For each filelock (a version, installed from PyPI, or a wheel file), a scratch venv
 holding this venv's dependencies (``upstream_validate.clean_venv``: symlinks, no lmms_eval, no
 lmms_video_reasoning) with that filelock installed in place of this venv's; in it, the PR's test
-(``test/evaluator/test_filelock_public_api.py``, lmms-eval's tree) against a copy of the
+(``test/eval/test_filelock_public_api.py``, lmms-eval's tree) against a copy of the
 installed lmms-eval 0.7.3:
 
 - ``before``: the copy as installed;
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dev"))  # host_prs, upstream_validate: the PR series' tool
 
 SLUG = "filelock-public-api"
-TEST = "test/evaluator/test_filelock_public_api.py"
+TEST = "test/eval/test_filelock_public_api.py"
 
 
 def venv_with_filelock(spec: str, path: Path) -> tuple[Path, str]:

@@ -7,7 +7,7 @@ times, side by side and each in a fresh subprocess (so peak memory is per method
 - ``decord``: ``VideoReader(path).get_batch(indices)`` (default threads, what lmms-eval uses);
 - ``sequential``: a full PyAV decode keeping the target frames (the exactness reference;
   timed once per file for both N, it does not depend on N);
-- ``sampler``: ``lmms_video_reasoning.utils.media.video.read_frames`` (cold: frame-table scan
+- ``sampler``: ``lmms_video_reasoning.utils.media.frame_decoder.read_frames`` (cold: frame-table scan
   included);
 - ``bound``: the keyframe-decode lower bound: one thread decoding, for every target, the
   packets from its preceding keyframe up to it (groups sharing a keyframe decoded once),
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from lmms_video_reasoning.cg_bench import frames as cg_frames
 from lmms_video_reasoning.utils.media import synthetic as syn
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.media import frame_decoder, frame_table
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lmms_video_reasoning" / "frame_sampling"
 FRAME_COUNTS = (64, 128)
@@ -96,8 +96,8 @@ def run_decord(path: str, indices: list[int]) -> np.ndarray:
 
 
 def run_sampler(path: str, indices: list[int]) -> np.ndarray:
-    video._TABLE_CACHE.clear()  # cold: the packet scan is part of the cost
-    return video.read_frames(path, indices, as_array=True)
+    frame_table._TABLE_CACHE.clear()  # cold: the packet scan is part of the cost
+    return frame_decoder.read_frames(path, indices, as_array=True)
 
 
 def run_sequential(path: str, indices: list[int]) -> np.ndarray:
@@ -121,13 +121,13 @@ def run_bound(path: str, indices: list[int]) -> float:
     """Seconds to decode keyframe -> target packets (pre-read) on one thread; see module doc."""
     import av
 
-    table = video._frame_table(path, use_cache=False)
-    runs = video._plan(table, {table.decode_pos[i] for i in indices})
+    table = frame_table._frame_table(path, use_cache=False)
+    runs = frame_decoder._plan(table, {table.decode_pos[i] for i in indices})
     groups = []
     with av.open(path) as container:
         stream = container.streams.video[0]
         for run in runs:
-            video._seek_to(container, stream, table, run.start)
+            frame_decoder._seek_to(container, stream, table, run.start)
             packets = []
             for packet in container.demux(stream):
                 d = table.pos_of_pts.get(packet.pts)
@@ -180,7 +180,7 @@ def worker(method: str, path: str, indices: list[int], out: str, warmup: str) ->
         print(json.dumps({"time": run_bound(path, indices)}))
         return
     METHODS[method](warmup, [0, 1])
-    video._TABLE_CACHE.clear()
+    frame_table._TABLE_CACHE.clear()
 
     frames, elapsed, peak_growth = measured(lambda: METHODS[method](path, indices))
     if out != "-":
@@ -260,7 +260,7 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
         tmp = Path(tmpdir)
         for name in names:
             path = paths[name]
-            info = video.probe(path)
+            info = frame_table.probe(path)
             sets = {n: cg_frames.long_indices(info.total_frames, n) for n in FRAME_COUNTS}
             union = sorted(set().union(*sets.values()))
             print(f"{name}: {info.total_frames} frames, sequential reference ...", file=sys.stderr, flush=True)
@@ -318,7 +318,7 @@ def benchmark(cache_dir: Path, repeats: int, names: list[str]) -> dict:
         and summary["frames_identical"]
     )
     summary.update(
-        goals=GOALS, machine=machine(), repeats=repeats, workers=video.DEFAULT_WORKERS,
+        goals=GOALS, machine=machine(), repeats=repeats, workers=frame_decoder.DEFAULT_WORKERS,
         load_average_at_end=os.getloadavg(), rows=rows,
     )
     return summary

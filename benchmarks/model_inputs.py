@@ -25,7 +25,7 @@ ends the call (no forward pass):
   on 1,219 videos, arXiv 2412.12075; VCR-Bench 1,034 on 859, arXiv 2504.07956).
 - ``frames identical`` (every row): the frames handed to the processor have the same shape and
   a maximum pixel difference of 0, and the video metadata is equal.
-- ``floor``: only decoding qwen2_vl's frames with ``utils.video.read_frames`` (cold), the
+- ``floor``: only decoding qwen2_vl's frames with ``utils.media.frame_decoder.read_frames`` (cold), the
   least any exact method must do; ``today_s / floor_s`` is the largest speed-up exact frames allow.
 
 Then a simulated run of 20 documents (hard links of the two long files, so every document is
@@ -58,7 +58,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import frame_sampling as fs  # noqa: E402 - the generated benchmark videos
 
-from lmms_video_reasoning.utils.lmms import model_video as mv  # noqa: E402
+from lmms_video_reasoning.utils.lmms import decode_ahead, model_video as mv  # noqa: E402
+from lmms_video_reasoning.utils.lmms import model_readings as readings, proxy_clips as clips  # noqa: E402
 from lmms_video_reasoning.utils.media import synthetic as syn  # noqa: E402
 
 FILES = ("long_720p_gop250", "textured_720p_bframes")
@@ -73,7 +74,8 @@ CHAT = {"max_pixels": 1605632, "min_pixels": 256 * 28 * 28, "max_num_frames": 32
 # consumer -> lmms-eval class, tiny checkpoint family, constructor settings (qwen2_vl: its defaults)
 MODELS = {"qwen2_vl": ("lmms_eval.models.simple.qwen2_vl.Qwen2_VL", "qwen2_vl", {}),
           "chat": ("lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL", "qwen2_5_vl", CHAT)}
-QWEN2_VL = mv.Reading("qwen2_vl", 32, 602112, 3136)  # qwen2_vl's defaults, for the decode floor only
+QWEN2_VL = readings.Reading("qwen2_vl", 32, 602112, 3136)  # qwen2_vl's defaults, for the decode floor only
+DECODE_AHEAD = 2  # documents decoded ahead in the simulated run (LMMS_VR_DECODE_AHEAD)
 GOALS = {"speedup_vs_model_path": 20.0, "peak_memory_mb": 1024.0, "overlap_ratio": 1.15}
 QUESTIONS_PER_VIDEO = {"cg_bench": 12129 / 1219, "vcr_bench": 1034 / 859}  # the papers' totals (see docstring)
 TESTS = Path(__file__).resolve().parents[1] / "tests"  # tiny_models.py: offline checkpoints
@@ -184,17 +186,17 @@ def model_reads(model, path: str, mode: str) -> tuple[np.ndarray, dict]:
 
 def decode_floor(path: str) -> np.ndarray:
     """Only the decode of the frames qwen2_vl ends with (our sampler, cold): what any exact method must do."""
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media import frame_decoder, frame_table
 
-    info = video.probe(path)
-    chosen = mv.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height)
-    return video.read_frames(path, sorted(set(chosen.indices)), as_array=True)
+    info = frame_table.probe(path)
+    chosen = readings.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height)
+    return frame_decoder.read_frames(path, sorted(set(chosen.indices)), as_array=True)
 
 
 def _ours(model, path: str, cache: str) -> tuple[np.ndarray, dict]:
     """Cold (the hook makes the proxy, the model reads it) then warm (a later question on the
     same video: the proxy is found in the cache folder)."""
-    os.environ[mv.CACHE_DIR_ENV] = cache
+    os.environ[clips.CACHE_DIR_ENV] = cache
     start = time.perf_counter()
     frames, extra = model_reads(model, path, "fast")
     cold = time.perf_counter() - start
@@ -202,7 +204,7 @@ def _ours(model, path: str, cache: str) -> tuple[np.ndarray, dict]:
     start = time.perf_counter()
     model_reads(model, path, "fast")
     warm = time.perf_counter() - start
-    proxies = list(Path(cache).glob("*" + mv.PROXY_SUFFIX))
+    proxies = list(Path(cache).glob("*" + clips.PROXY_SUFFIX))
     return frames, {**extra, "time": cold, "warm_s": warm, "proxy_mb": sum(p.stat().st_size for p in proxies) / 2**20}
 
 
@@ -218,13 +220,13 @@ def run_case(case: str, path: str, cache: str, model) -> tuple[np.ndarray, dict]
 
 
 def worker(case: str, path: str, out: str, warmup: str, cache: str) -> None:
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media import frame_table
 
     consumer, method = case.split(":")
     model = lmms_model(consumer, Path(warmup).parent / "checkpoints") if method != "floor" else None
     with tempfile.TemporaryDirectory() as warm_cache:
         run_case(case, warmup, warm_cache, model)  # imports, codec tables, torch kernels
-    video._TABLE_CACHE.clear()
+    frame_table._TABLE_CACHE.clear()
     mv._done.clear()
     (frames, extra), elapsed, peak = fs.measured(lambda: run_case(case, path, cache, model))
     np.save(out, frames)
@@ -242,39 +244,45 @@ def run_worker(case: str, path: Path, out: Path, warmup: Path, cache: Path) -> d
 # ----------------------------------------------------------------------------- simulated run
 
 
-def simulated_run(paths: list[Path], docs: int, model_seconds: float, ahead: int, cache: Path, checkpoints: Path) -> dict:
-    """``docs`` documents through lmms-eval's own qwen2_vl ``generate_until`` (tiny checkpoint;
-    the forward pass is ``model_seconds`` of sleep), our hook giving each its proxy."""
-    from lmms_video_reasoning.utils.media import video
-
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    os.environ[mv.CACHE_DIR_ENV] = str(cache)
-    os.environ[mv.DECODE_AHEAD_ENV] = str(ahead)
-    os.environ[mv.INPUT_ENV] = "fast"
-    mv._ahead = None
-    mv._done.clear()
-    video._TABLE_CACHE.clear()
+def distinct_documents(paths: list[Path], docs: int, folder: Path, tag: str) -> list[Path]:
+    """``docs`` hard links of ``paths`` in turn (``folder/{tag}-NN``): every document a new video
+    (a new cache key), nothing shared between documents; the caller removes them."""
+    folder.mkdir(parents=True, exist_ok=True)
     links = []
-    for n in range(docs):  # a distinct file per document: nothing is shared between documents
-        link = cache.parent / f"doc{ahead}-{n:02d}{paths[n % len(paths)].suffix}"
+    for n in range(docs):
+        link = folder / f"{tag}-{n:02d}{paths[n % len(paths)].suffix}"
         if not link.exists():
             os.link(paths[n % len(paths)], link)
         links.append(link)
+    return links
+
+
+def simulated_run(documents: list[Path], model_seconds: float, ahead: int, cache: Path, checkpoints: Path) -> dict:
+    """One document per video of ``documents`` (repeats: later questions on the same video)
+    through lmms-eval's own qwen2_vl ``generate_until`` (tiny checkpoint; the forward pass is
+    ``model_seconds`` of sleep), our hook giving each its proxy, ``ahead`` documents decoded ahead."""
+    from lmms_video_reasoning.utils.media import frame_table
+
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    os.environ[clips.CACHE_DIR_ENV] = str(cache)
+    os.environ[decode_ahead.DECODE_AHEAD_ENV] = str(ahead)
+    os.environ[mv.INPUT_ENV] = "fast"
+    decode_ahead._ahead = None
+    mv._done.clear()
+    frame_table._TABLE_CACHE.clear()
     model = lmms_model("qwen2_vl", checkpoints, stop=False)
     forward = SleepingForward(model_seconds, model.tokenizer.eos_token_id)
     model._model = forward
-    requests = requests_for(model, [str(link) for link in links])
+    requests = requests_for(model, [str(path) for path in documents])
     start = time.perf_counter()
     model.generate_until(requests)
     wall = time.perf_counter() - start
-    if mv._ahead is not None:
-        mv._ahead.stop()
-    for link in links:
-        link.unlink()
+    if decode_ahead._ahead is not None:
+        decode_ahead._ahead.stop()
     # Input wait of each document: from the previous forward pass's end (or the start) to its processor call.
     ends = [start] + forward.ended[:-1]
     waits = [call["at"] - end for call, end in zip(model.processor.calls, ends)]
-    return {"wall_s": wall, "input_wait_s": sum(waits), "model_s": docs * model_seconds, "waits": waits}
+    return {"wall_s": wall, "input_wait_s": sum(waits), "model_s": len(documents) * model_seconds, "waits": waits}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -333,17 +341,22 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
                         bench: today["time"] / ((ours["time"] + (q - 1) * ours["warm_s"]) / q) for bench, q in QUESTIONS_PER_VIDEO.items()
                     }
                 if consumer == "qwen2_vl":
-                    from lmms_video_reasoning.utils.media import video
+                    from lmms_video_reasoning.utils.media import frame_table
 
-                    info = video.probe(paths[name])
-                    row["composed_indices"] = list(mv.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height).indices)
+                    info = frame_table.probe(paths[name])
+                    row["composed_indices"] = list(readings.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height).indices)
                 rows.append(row)
         if docs and long_files:
             print(f"simulated run: {docs} documents, {model_seconds} s each ...", file=sys.stderr, flush=True)
             sources = [paths[name] for name in long_files]
             checkpoints = cache_dir / "checkpoints"
-            sequential = simulated_run(sources, docs, model_seconds, 0, tmp / "sim0" / "cache", checkpoints)
-            overlapped = simulated_run(sources, docs, model_seconds, mv.DEFAULT_DECODE_AHEAD, tmp / "sim2" / "cache", checkpoints)
+            runs = {}
+            for ahead in (0, DECODE_AHEAD):
+                documents = distinct_documents(sources, docs, tmp / "documents", f"doc{ahead}")
+                runs[ahead] = simulated_run(documents, model_seconds, ahead, tmp / f"sim{ahead}" / "cache", checkpoints)
+                for path in documents:
+                    path.unlink()
+            sequential, overlapped = runs[0], runs[DECODE_AHEAD]
         else:
             sequential = overlapped = None
     qwen_rows = [r for r in rows if r["consumer"] == "qwen2_vl" and not r["short_clip"]]
@@ -372,7 +385,7 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
     if sequential is not None:
         bound = max(sequential["input_wait_s"], sequential["model_s"])
         summary["overlap_efficiency"] = bound / overlapped["wall_s"]
-        summary["simulated"] = {"docs": docs, "model_seconds": model_seconds, "decode_ahead": mv.DEFAULT_DECODE_AHEAD,
+        summary["simulated"] = {"docs": docs, "model_seconds": model_seconds, "decode_ahead": DECODE_AHEAD,
                                 "wall_without_s": sequential["wall_s"], "wall_with_s": overlapped["wall_s"],
                                 "total_decode_s": sequential["input_wait_s"], "total_model_s": sequential["model_s"],
                                 "ratio_to_bound": overlapped["wall_s"] / bound, "input_wait_with_s": overlapped["input_wait_s"]}

@@ -282,7 +282,7 @@ def hook_seconds(tasks: str, run: Path, env: dict[str, str]) -> float:
     for task in tasks.split(","):
         spec = task_specs.task_spec(task)
         [samples] = sorted(run.rglob(f"*_samples_{task}.jsonl"))
-        records = samples_io.records_from_samples(samples, spec)
+        records = samples_io.read_samples(samples, spec)[0]
         hooks = importlib.import_module(spec.process_results.rpartition(".")[0])
         aggregations = {metric: getattr(hooks, f"aggregate_{metric}") for metric in spec.metrics}
         items = {metric: list(records) for metric in spec.metrics}  # lmms-eval: one list per metric, the same records

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Iterable
 
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.roots import (
@@ -115,9 +114,9 @@ def video_meta(video_uid: str) -> VideoMeta:
     table = video_meta_table()
     if video_uid in table:
         return table[video_uid]
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_table import probe
 
-    info = video.probe(video_path(video_uid))
+    info = probe(video_path(video_uid))
     # the official table's max_frame is the last frame's index (frame count - 1; e.g. JuBBIJ7adjM:
     # 1172.538 s x 29.97 fps = 35,141 frames, max_frame 35,140)
     return VideoMeta(float(info.duration), max(1, int(info.total_frames) - 1), float(info.fps))
@@ -172,23 +171,6 @@ def clue_clip_path(qid: int) -> Path | None:
 def subtitle_path(video_uid: str) -> Path | None:
     """The SRT of a video, or None (not every video has subtitles)."""
     return subtitle_at(data_root(CG_BENCH), video_uid)
-
-
-def media_files(records: Iterable[dict]) -> list[str]:
-    """Canonical relative paths of the full videos every record needs.
-
-    Clue clips and subtitles exist only for some questions / videos; see `optional_media_files`.
-    """
-    return list(dict.fromkeys(f"{VIDEO_DIR}/{record['video_uid']}.mp4" for record in records))
-
-
-def optional_media_files(records: Iterable[dict]) -> list[str]:
-    """Media used when present: the pre-cut clue clips and the subtitles (absent ones are not errors)."""
-    paths: dict[str, None] = {}
-    for record in records:
-        paths[f"{SUBTITLE_DIR}/{record['video_uid']}.srt"] = None
-        paths[f"{CLUE_DIR}/{record['qid']}.mp4"] = None
-    return list(paths)
 
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:

@@ -30,7 +30,7 @@ import logging
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -46,9 +46,12 @@ logger = logging.getLogger(__name__)
 
 STRICT_ENV = "LMMS_VR_CG_STRICT"
 OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
-STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True)
+# The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
+STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True,
+                          option="strict")
 OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "a reversed predicted interval computed "
-                                     "as the official code does (negative length)", scoring=True)
+                                     "as the official code does (negative length)", scoring=True, option="official_reversed")
+OPTIONS = (STRICT, OFFICIAL_REVERSED)
 METRICS = {
     "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
     "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
@@ -69,23 +72,32 @@ NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=Fals
 class Settings:
     """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
     `official_reversed` computes a reversed predicted interval [end, start] as the official code
-    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end]."""
+    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end];
+    `failed_share` the failure share of `judges.failure_share` (None: the environment's)."""
 
     strict: bool = False
     judge: bool = True
     official_reversed: bool = False
+    failed_share: float | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> "Settings":
+        """From a task's options in effect (`settings.task_settings`, as its records carry them)."""
+        return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
+                   failed_share=values.get(failure_share.FAILED_SHARE.option))
 
     @classmethod
     def from_env(cls) -> "Settings":
-        return cls(strict=STRICT.read(), official_reversed=OFFICIAL_REVERSED.read())
+        return cls.of(settings.task_settings((*OPTIONS, failure_share.FAILED_SHARE)))
 
 
-def make_record(doc: dict, response: Any, media: sampling.Media) -> dict:
+def make_record(doc: dict, response: Any, media: sampling.Media, task_settings: dict | None = None) -> dict:
     """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge).
 
     lmms-eval's failure placeholder is kept as the response and marked: `model_failed` True,
     `model_failure` its first line (what went wrong). The response is the raw reply;
-    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_record`.
+    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_record`
+    (under the task's settings, `registry.Benchmark.record`).
     """
     return {
         "sample_id": doc["sample_id"],
@@ -100,7 +112,7 @@ def make_record(doc: dict, response: Any, media: sampling.Media) -> dict:
         "domain": doc["domain"],
         "sub_category": doc["sub_category"],
         "duration": int(doc["duration"]),
-        **reply_record(response),
+        **reply_record(response, task_settings),
         # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
         "subtitles_unusable": None if doc["mode"] == "blind" else sampling.subtitles_unusable(doc["video_uid"], media),
         # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
@@ -205,7 +217,7 @@ def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "lon
     return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(_joined(fields, answer_mode).items())]
 
 
-def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> SampleColumns:
+def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long", failed_share: float | None = None) -> SampleColumns:
     """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
     (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
@@ -231,10 +243,11 @@ def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long
         once["pairs"][index] = 1.0
         for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
             once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
-    return SampleColumns(counted, metrics_from_totals, once, ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
+    return SampleColumns(counted, lambda totals, whole: metrics_from_totals(totals, whole, failed_share), once,
+                         ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
 
 
-def metrics_from_totals(totals, whole: bool) -> dict:
+def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) -> dict:
     """The metrics from column sums (a row each): 100 x the mean per mode, the mean share over thresholds,
     CRR, failures; on a whole run `oe_acc` is not computed past the judge failure share (never per group)."""
 
@@ -262,7 +275,7 @@ def metrics_from_totals(totals, whole: bool) -> dict:
         "reasoning_truncated": totals["reasoning_truncated"],
     }
     if whole:
-        withheld = np.array([failure_share.too_many_failed(f, int(n)) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
+        withheld = np.array([failure_share.too_many_failed(f, int(n), failed_share) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
         metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
     return metrics
 
@@ -273,9 +286,11 @@ def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") ->
     return point(outcome_columns(outcomes, answer_mode), whole=False)
 
 
-def task_metrics(outcomes: Sequence[Outcome | dict]) -> dict[str, float]:
-    """A task's metrics: `metrics_of`, `oe_acc` not computed past the judge failure share (`judges.failure_share`)."""
-    return point(outcome_columns(outcomes))
+def task_metrics(outcomes: Sequence[Outcome | dict], failed_share: float | None = None) -> dict[str, float]:
+    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
+    judgments failed than the failure share allows (`judges.failure_share`, `failed_share` the
+    task's; decided on the whole task, never per breakdown group)."""
+    return point(outcome_columns(outcomes, failed_share=failed_share))
 
 
 def open_count(outcomes: Sequence[Outcome]) -> int:
@@ -317,9 +332,9 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
 def as_settings(settings: "Settings | dict | None") -> Settings:
     """A Settings from a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge on)."""
     if isinstance(settings, dict):
-        unknown = set(settings) - {"strict", "judge", "official_reversed"}
+        unknown = set(settings) - {"strict", "judge", "official_reversed", "failed_share"}
         if unknown:
-            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed")
+            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed, failed_share")
         settings = Settings(**settings)
     return settings or Settings()
 
@@ -336,7 +351,7 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
     """
     settings = as_settings(settings)
     outcomes = read_outcomes(records, settings, judge, media)
-    scores = task_metrics(outcomes)
+    scores = task_metrics(outcomes, settings.failed_share)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
     scores["subtitles_unusable"] = len(unusable_srt)
@@ -349,14 +364,14 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
                        "were asked without subtitles", len(unusable_srt), unusable_srt[0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
-    withheld = failure_share.too_many_failed(scores["judge_failed"], open_count(outcomes))
+    withheld = failure_share.too_many_failed(scores["judge_failed"], open_count(outcomes), settings.failed_share)
     if withheld:
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes)))
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes), settings.failed_share))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
         "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
-                     "official_reversed": settings.official_reversed},
+                     "official_reversed": settings.official_reversed, "failed_share": settings.failed_share},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
         "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},

@@ -6,7 +6,11 @@ idea of the plugin's fast inputs (`utils/lmms/model_video.py`) into the `qwen2_v
 and (09) let lmms-eval's evaluator run on filelock 4.3 (the plugin bounds filelock below it
 until then). Each PR is a set of anchored edits to files of the clean tree (the anchor must
 occur exactly once: a tree it does not fit is an error, never a silent skip) and new files
-(`host_pr_files/<slug>/`, mirroring the tree), with its description below.
+(`host_pr_files/<slug>/`, mirroring the tree; tests where lmms-eval's repository keeps them,
+`test/eval/` and `test/models/`), with its description below in the form of lmms-eval's PR
+template. Each has a user: a gap or bug of lmms-eval itself its test shows. The aggregation
+standard errors (05) and the launcher's judge server kept up until aggregation (07) left the
+series: no task of it needs them (docs/upstream.md).
 """
 
 from __future__ import annotations
@@ -30,9 +34,22 @@ class HostPR:
     slug: str
     title: str
     edits: tuple[Edit, ...]
-    tests: tuple[str, ...]
+    tests: tuple[str, ...]  # its test files, and the tree's own tests of what it changes (run where the tree has them)
     description: str
     numbers: str = ""  # measured outside the validation (a benchmark of this repository, with its command)
+
+
+# The "Type of Change" boxes of lmms-eval's PR template (.github/pull_request_template.md), in its order.
+CHANGE_TYPES = ("Bug fix (non-breaking change)", "New feature", "New benchmark/task", "New model integration", "Breaking change",
+                "Documentation update", "Refactoring (no functional changes)")
+
+
+def type_of_change(*ticked: str) -> str:
+    """The template's last section with the boxes `ticked`."""
+    unknown = set(ticked) - set(CHANGE_TYPES)
+    if unknown:
+        raise ValueError(f"not a type of change of the PR template: {sorted(unknown)}")
+    return "## Type of Change\n" + "".join(f"- [{'x' if kind in ticked else ' '}] {kind}\n" for kind in CHANGE_TYPES)
 
 
 def _apply(tree: Path, edits: tuple[Edit, ...]) -> dict[str, bytes]:
@@ -92,138 +109,109 @@ def patched_copy(slug: str, package: Path, target: Path) -> Path:
     return tree
 
 
-# ------------------------------------------------------------------------------ 04: judge cache and failure accounting
+# ------------------------------------------------------------------------------ 04: judge cache and counted judge requests
 
 JUDGE_CACHE = HostPR(
-    4, "llm-judge-cache", "llm_judge: a judge-reply cache (LMMS_EVAL_JUDGE_CACHE) and counted judge failures",
+    4, "llm-judge-cache", "llm_judge: a judge-reply cache (LMMS_EVAL_JUDGE_CACHE) and every judge request counted in results[\"usage\"]",
     (
         Edit("lmms_eval/llm_judge/__init__.py", "from .base import ServerInterface\n",
-             "import os\n\nfrom .base import ServerInterface\nfrom .cache import AccountedServer, cache_from_env, judge_stats\n"),
+             "from .base import ServerInterface\nfrom .cache import accounted, cache_from_env\n"),
         Edit("lmms_eval/llm_judge/__init__.py", '''        An instance of ServerInterface.
     """
     return ProviderFactory.create_provider(api_type=server_name, config=config)
-''', '''        An instance of ServerInterface: the provider, its calls and failures counted
-        (``judge_stats()``) and, with ``LMMS_EVAL_JUDGE_CACHE`` set, its replies cached.
+''', '''        An instance of ServerInterface, its requests counted in the run's usage and, with
+        ``LMMS_EVAL_JUDGE_CACHE`` set, answered from that cache when they can be.
     """
-    api_type = (server_name or os.getenv("API_TYPE", "openai")).lower()
-    return AccountedServer(ProviderFactory.create_provider(api_type=api_type, config=config), api_type, cache_from_env())
+    return accounted(ProviderFactory.create_provider(api_type=server_name, config=config), cache_from_env())
 '''),
-        Edit("lmms_eval/llm_judge/__init__.py", '''    "get_server",
-]''', '''    "get_server",
-    "judge_stats",
-]'''),
-    ),
-    ("test/llm_judge",),
-    """## Summary
+        Edit("lmms_eval/models/model_utils/usage_metrics.py", "import threading\n", "import threading\nfrom collections import Counter\n"),
+        Edit("lmms_eval/models/model_utils/usage_metrics.py", '''_CURRENT_TASK_CONTEXT: Optional[str] = None
+''', '''_CURRENT_TASK_CONTEXT: Optional[str] = None
 
-Tasks that judge with `lmms_eval.llm_judge` (30 of them, `get_server(API_TYPE, ServerConfig(...))`)
-pay for every judge call again on every rerun, and a judge call that fails is handled (or not) by
-each task on its own, with nothing telling the user how many failed.
-
-- `LMMS_EVAL_JUDGE_CACHE=<file>` (or `1`: `~/.cache/lmms_eval/judge_cache.sqlite`): a server from
-  `get_server` answers a request it has answered before (same provider, model, messages, images,
-  temperature, max_tokens, top_p, response format, system prompt) from a SQLite file. A rerun, a
-  resumed run or a second model evaluated against the same references pays for no call twice.
-  Only successful, non-empty replies are stored. Off by default: nothing changes unless it is set.
-- Every server from `get_server` counts its calls, cache hits and failures by reason
-  (`lmms_eval.llm_judge.judge_stats()`); when calls failed, one line on stderr at exit says how many
-  and why.
-
-The plugin this comes from (lmms-video-reasoning) keeps its own judge engine with such a cache;
-this PR gives every lmms-eval task the same, in the host's judge layer.
-
-## Files
-
-{files}
-
-Size: {size}
-
-## Validation
-
-{validation}
-
-## Numbers
-
-{numbers}
-
-## Risk
-
-`get_server` returns the provider wrapped (`AccountedServer`, a `ServerInterface` delegating
-every other attribute to the provider), so `evaluate_binary` & co. and provider attributes work
-as before. The cache covers `evaluate` (the synchronous path every task uses); async providers'
-`evaluate_async` is unchanged.
-""")
-
-# ------------------------------------------------------------------------------ 05: standard errors for custom aggregations
-
-AGGREGATION_STDERR = HostPR(
-    5, "aggregation-stderr", "metrics: standard errors for a task's own aggregation functions",
-    (
-        Edit("lmms_eval/api/metrics.py", '''def stderr_for_metric(metric, bootstrap_iters: int):
-    if bootstrap_iters <= 0:
-        # return no function (don't compute stderr) if bootstrap iters = 0
-        return None
-''', '''def bootstrappable(aggregation):
-    """Mark a task's aggregation function: its standard error is bootstrapped like the built-in ones'
-    (it must be a pure function of the per-sample items, picklable: a module-level function)."""
-    aggregation.bootstrappable = True
-    return aggregation
+# LLM-judge requests by (task, outcome): "answered" by the provider, "cached" (LMMS_EVAL_JUDGE_CACHE),
+# "failed: <exception type>" or "failed: unsuccessful response". Their tokens are in _USAGE_HISTORY.
+_JUDGE_REQUESTS: Counter = Counter()
+'''),
+        Edit("lmms_eval/models/model_utils/usage_metrics.py", '''    with _USAGE_LOCK:
+        _USAGE_HISTORY.clear()
+''', '''    with _USAGE_LOCK:
+        _USAGE_HISTORY.clear()
+        _JUDGE_REQUESTS.clear()
+'''),
+        Edit("lmms_eval/models/model_utils/usage_metrics.py", '''def is_budget_exceeded() -> bool:''', '''def log_judge_request(outcome: str, task_name: Optional[str] = None) -> None:
+    """Count one LLM-judge request by its outcome (see ``_JUDGE_REQUESTS``); the task falls back to
+    ``_CURRENT_TASK_CONTEXT`` as in ``log_usage``."""
+    with _USAGE_LOCK:
+        _JUDGE_REQUESTS[(task_name or _CURRENT_TASK_CONTEXT or "_unknown", outcome)] += 1
 
 
-def stderr_for_metric(metric, bootstrap_iters: int):
-    if bootstrap_iters <= 0:
-        # return no function (don't compute stderr) if bootstrap iters = 0
-        return None
+def summarize_judge_requests() -> Dict[str, Any]:
+    """The judge requests' outcomes, in total and by task ({} when there were none). Failed ones are
+    logged as a warning too: a score computed without some of its judgments must not pass unnoticed."""
+    with _USAGE_LOCK:
+        counts = dict(_JUDGE_REQUESTS)
+    total: Counter = Counter()
+    by_task: Dict[str, Counter] = {}
+    for (task, outcome), n in counts.items():
+        total[outcome] += n
+        by_task.setdefault(task, Counter())[outcome] += n
+    failed = {outcome: n for outcome, n in total.items() if outcome.startswith("failed")}
+    if failed:
+        eval_logger.warning("LLM judge: {} of {} requests failed: {}", sum(failed.values()), sum(total.values()), failed)
+    return {"total": dict(total), "by_task": {task: dict(outcomes) for task, outcomes in by_task.items()}} if counts else {}
 
-    # A task's own aggregation can declare its standard error: `aggregation.stderr_for(bootstrap_iters)`
-    # returns the function (items -> stderr, or None), or `@bootstrappable` asks for the bootstrap.
-    declared = getattr(metric, "stderr_for", None)
-    if callable(declared):
-        return declared(bootstrap_iters)
-    if getattr(metric, "bootstrappable", False):
-        return lambda x: bootstrap_stderr(metric, x, iters=bootstrap_iters)
+
+def is_budget_exceeded() -> bool:'''),
+        Edit("lmms_eval/models/model_utils/usage_metrics.py", '''    with _USAGE_LOCK:
+        history = list(_USAGE_HISTORY)
+
+    if not history:
+        return {}
+''', '''    with _USAGE_LOCK:
+        history = list(_USAGE_HISTORY)
+    judge_requests = summarize_judge_requests()
+
+    if not history:
+        return {"judge_requests": judge_requests} if judge_requests else {}
+'''),
+        Edit("lmms_eval/models/model_utils/usage_metrics.py", '''        "budget_exceeded": _BUDGET_EXCEEDED,
+        "budget_total_tokens": _BUDGET,
+    }
+''', '''        "budget_exceeded": _BUDGET_EXCEEDED,
+        "budget_total_tokens": _BUDGET,
+        **({"judge_requests": judge_requests} if judge_requests else {}),
+    }
 '''),
     ),
-    ("test/api",),
+    ("test/eval/test_llm_judge_cache.py",),
     """## Summary
+- `LMMS_EVAL_JUDGE_CACHE=<file>` (or `1`: `~/.cache/lmms_eval/judge_cache.sqlite`): a judge server from `get_server` answers a request it has answered before from a SQLite file, so a rerun, a resumed run or a second model judged against the same references pays for no judge call twice. Off by default.
+- Every judge request is counted by outcome (answered, cached, failed and why), in total and by task, in `results["usage"]["judge_requests"]`, beside the judge tokens `usage_metrics` already records; failed requests are also logged as one warning at the end of the run.
+- Both cover every way a task reaches the judge: `evaluate`, `evaluate_async`, `evaluate_batch` and the `evaluate_binary`/`comparative`/`rubric` helpers, sync and async.
 
-The `Stderr` column is N/A for every metric whose aggregation is a task's own function:
-`stderr_for_metric` knows lmms-eval's built-in aggregations and, by name, two tasks' functions
-(`amber_g`, `coco_cap_chair`). Tasks with metrics such as an F1 of averaged precision and recall,
-a per-question join, or a judged accuracy cannot give theirs.
+## In scope
+- `lmms_eval/llm_judge/cache.py` (new): the SQLite cache (key: provider class, model, messages, images, temperature, max_tokens, top_p, response format, system prompt; only successful, non-empty replies are stored) and `accounted(server, cache)`, which wraps the provider's own `evaluate` and `evaluate_async` on the instance: every other method calls one of them, and an async provider's synchronous `evaluate` goes through `evaluate_async` (counted once).
+- `get_server` returns the provider so wrapped (same class, same attributes). Who uses it: the 19 task folders that call `get_server` (`emma`, `holisafe`, `internal_eval`, `k12`, `llava-in-the-wild`, `llava_wilder`, `mathverse`, `mathvista`, `mme_cot`, `mmrefine`, `mmvet`, `mmvetv2`, `multilingual-llava-bench-in-the-wild`, `olympiadbench`, `omnispatial`, `spatialtreebench`, `stare`, `voicebench`, `wenet_speech`) and `lmms_eval.verifiers`' `openai` verifier.
+- `usage_metrics`: `log_judge_request`, `summarize_judge_requests`; `reset_usage_metrics` clears them with the rest.
+- Size: {size}
 
-A task's aggregation can now declare it:
-
-- `@bootstrappable` (new, in `lmms_eval.api.metrics`): bootstrap it like the built-in ones;
-- `aggregation.stderr_for = lambda bootstrap_iters: fn`: its own standard error function
-  (e.g. a bootstrap over videos rather than questions, or an analytic formula).
-
-Undeclared aggregations behave as before (None, the column shows N/A); `--bootstrap_iters 0`
-still turns every standard error off.
-
-## Files
-
-{files}
-
-Size: {size}
+## Out of scope
+- Which reply a task makes of a failed judgment (each task decides, as before); retries (the providers' own).
+- Caching the evaluated model's own API calls (`ResponseCache` does that).
 
 ## Validation
+{validation_bullets}
 
-{validation}
+## Risk / Compatibility
+- Nothing changes without `LMMS_EVAL_JUDGE_CACHE`, except the new `judge_requests` key in `results["usage"]` (absent when nothing was judged). With it, an identical request returns the stored reply: a judge run at temperature > 0 then stops sampling anew, which is the point of the cache and why it is opt-in.
+- The wrapping replaces `evaluate`/`evaluate_async` on the provider instance; a provider overriding a helper (`evaluate_binary`...) without calling them would bypass it (none in this repository does).
 
-## Numbers
-
-{numbers}
-
-## Risk
-
-Only aggregations carrying the new attributes are affected.
-""")
+""" + type_of_change("New feature"))
 
 # ------------------------------------------------------------------------------ 06: tasks of installed packages
 
 TASK_ENTRY_POINTS = HostPR(
-    6, "task-entry-points", "tasks: index the task folders of installed packages (entry point group `lmms_eval.tasks`)",
+    6, "task-entry-points", "tasks: task folders of installed packages (entry point group `lmms_eval.tasks`), and LMMS_EVAL_PLUGINS' task folders in every TaskManager",
     (
         Edit("lmms_eval/tasks/__init__.py", '''        if include_defaults:
             all_paths = [os.path.dirname(os.path.abspath(__file__)) + "/"]
@@ -239,9 +227,11 @@ TASK_ENTRY_POINTS = HostPR(
 
 def installed_task_paths() -> List[str]:
     """Task folders of installed packages: each entry point of the group `lmms_eval.tasks` names a
-    folder path (a string, a list of them, or a callable returning either). One that fails to
-    load is logged and skipped; lmms-eval's own tasks win a name clash (they are indexed first)."""
+    folder (a string, a list of them, or a callable returning either), and each package of
+    `LMMS_EVAL_PLUGINS` that has a `tasks` subpackage gives that folder. One that fails to load is
+    logged and skipped; lmms-eval's own tasks win a name clash (they are indexed first)."""
     from importlib.metadata import entry_points
+    from importlib.util import find_spec
 
     paths = []
     for entry_point in entry_points(group=TASKS_ENTRY_POINT_GROUP):
@@ -251,103 +241,55 @@ def installed_task_paths() -> List[str]:
             paths.extend([value] if isinstance(value, (str, os.PathLike)) else list(value))
         except Exception as error:
             eval_logger.warning(f"Task entry point {entry_point.name!r} ({entry_point.value}) could not be loaded: {error}")
+    for plugin in filter(None, os.environ.get("LMMS_EVAL_PLUGINS", "").split(",")):
+        try:
+            spec = find_spec(f"{plugin}.tasks")
+        except ImportError as error:
+            eval_logger.warning(f"LMMS_EVAL_PLUGINS: {plugin!r} could not be imported: {error}")
+            continue
+        if spec is not None and spec.submodule_search_locations:  # a plugin of models only has none
+            paths.append(spec.submodule_search_locations[0])
     return [str(path) for path in paths]
 
 
 class TaskManager:'''),
+        Edit("lmms_eval/__main__.py", "import datetime\nimport importlib\nimport json\n", "import datetime\nimport json\n"),
+        Edit("lmms_eval/__main__.py", '''    if os.environ.get("LMMS_EVAL_PLUGINS", None):
+        args.include_path = [args.include_path] if args.include_path else []
+        for plugin in os.environ["LMMS_EVAL_PLUGINS"].split(","):
+            package_tasks_location = importlib.util.find_spec(f"{plugin}.tasks").submodule_search_locations[0]
+            args.include_path.append(package_tasks_location)
+
+''', ""),
     ),
-    ("test/tasks",),
+    ("test/eval/test_task_entry_points.py",),
     """## Summary
+- lmms-eval finds the tasks of an installed package through a new entry point group, `lmms_eval.tasks`, the counterpart of the models' `lmms_eval.models`: every `TaskManager` that indexes the default tasks also indexes those folders, so `lmms-eval tasks list`, `--tasks`, `lmms-eval serve` and the wizard see them with no flag.
+- Fixes `LMMS_EVAL_PLUGINS` for tasks. Its `<plugin>.tasks` folder was appended to `args.include_path` in `cli_evaluate_single` *after* the `TaskManager` had been built, so it never reached any command: with lmms-eval 0.7.3, `LMMS_EVAL_PLUGINS=demo_plugin lmms-eval --model dummy --tasks demo_plugin_task` ends in `ValueError: Tasks not found: demo_plugin_task` although `demo_plugin/tasks/` holds it (found with `--include_path`). The same folders now come from the `TaskManager` itself, beside the entry points, and the dead block goes.
 
-lmms-eval has an entry point group for models (`lmms_eval.models`) but none for tasks, so a
-package of tasks is found only with `--include_path <its folder>` on every command, or by
-patching `TaskManager` at import time (what plugins do today). This adds the group
-`lmms_eval.tasks`: an installed package declares
+## In scope
+- `lmms_eval/tasks/__init__.py`: `installed_task_paths()` (entry points of `lmms_eval.tasks`, then `LMMS_EVAL_PLUGINS`' `tasks` folders), indexed after lmms-eval's own folder when `include_defaults` is set.
+- `lmms_eval/__main__.py`: the block that appended `LMMS_EVAL_PLUGINS`' folders too late, and its `import importlib`, removed.
+- A package declares its folder as
 
-```toml
-[project.entry-points."lmms_eval.tasks"]
-my_tasks = "my_package:TASKS_DIR"   # a folder path, a list of them, or a callable returning either
-```
+  ```toml
+  [project.entry-points."lmms_eval.tasks"]
+  my_tasks = "my_package:TASKS_DIR"   # a folder path, a list of them, or a callable returning either
+  ```
+- Size: {size}
 
-and every `TaskManager` that indexes the default tasks also indexes those folders, so
-`lmms-eval tasks list`, `--tasks`, `lmms-eval serve` and the wizard see them with no flag.
-An entry point that fails to load is logged and skipped; lmms-eval's own tasks win a name clash.
-
-## Files
-
-{files}
-
-Size: {size}
+## Out of scope
+- `LMMS_EVAL_PLUGINS` for models (`_merge_legacy_plugin_models`, deprecated there in favour of `lmms_eval.models`): unchanged. For tasks it keeps working, now everywhere; the entry point group is the way that needs no environment variable.
+- `--include_path`: unchanged, and still indexed after these folders.
 
 ## Validation
+{validation_bullets}
 
-{validation}
+## Risk / Compatibility
+- One `importlib.metadata` scan per `TaskManager` (milliseconds); no entry point and no `LMMS_EVAL_PLUGINS`, no change. An entry point or plugin that fails to load is logged and skipped, so a broken package does not stop lmms-eval; lmms-eval's own tasks win a name clash.
+- With `LMMS_EVAL_PLUGINS` set, its task folders now also reach `tasks list`, `serve` and the wizard, where they were missing.
 
-## Numbers
-
-{numbers}
-
-## Risk
-
-One `importlib.metadata` scan per `TaskManager` (milliseconds); no entry point, no change.
-""")
-
-# ------------------------------------------------------------------------------ 07: the launcher's judge server
-
-LAUNCHER = HostPR(
-    7, "launcher-after-aggregation", "evaluator: keep the launcher's judge server up until the tasks have aggregated",
-    (
-        Edit("lmms_eval/evaluator.py", '''    if RANK == 0:
-        if eval_server_launcher is not None:
-            eval_server_launcher.clean()
-        ### Aggregate results over all datapoints ###
-        # aggregate results ; run bootstrap CIs
-        for task_output in eval_tasks:
-            task_output.calculate_aggregate_metric(bootstrap_iters=bootstrap_iters)
-            task_output.calculate_clt_aggregate_metric()
-            task_output.calculate_stability_metrics()
-''', '''    if RANK == 0:
-        ### Aggregate results over all datapoints ###
-        # aggregate results ; run bootstrap CIs
-        # The judge server of `--launcher_args` stays up until then: aggregations may judge (one batch per task).
-        try:
-            for task_output in eval_tasks:
-                task_output.calculate_aggregate_metric(bootstrap_iters=bootstrap_iters)
-                task_output.calculate_clt_aggregate_metric()
-                task_output.calculate_stability_metrics()
-        finally:
-            if eval_server_launcher is not None:
-                eval_server_launcher.clean()
-'''),
-    ),
-    ("test/evaluator",),
-    """## Summary
-
-`--launcher_args name=sglang,...` starts a judge server on the GPU node after generation and
-stops it before the aggregation runs. A task that judges in its aggregation (one concurrent batch
-for the whole task, instead of one call at a time in `process_results`) then finds no server.
-The server now stays up until every task has aggregated (and is stopped even when an
-aggregation raises).
-
-## Files
-
-{files}
-
-Size: {size}
-
-## Validation
-
-{validation}
-
-## Numbers
-
-{numbers}
-
-## Risk
-
-The judge server's GPU memory is held a little longer (the aggregation's duration); generation
-is over by then.
-""")
+""" + type_of_change("Bug fix (non-breaking change)", "New feature"))
 
 # ------------------------------------------------------------------------------ 08: qwen2_vl decodes only the frames it keeps
 
@@ -432,7 +374,7 @@ QWEN2_VL = HostPR(
     (
         Edit("lmms_eval/models/simple/qwen2_vl.py", "from lmms_eval.models.model_utils.media_encoder import encode_image_to_data_url\n",
              "from lmms_eval.models.model_utils.media_encoder import encode_image_to_data_url\n"
-             "from lmms_eval.models.model_utils.qwen_kept_frames import kept_positions, video_inputs_of_kept_frames\n"),
+             "from lmms_eval.models.model_utils.qwen_kept_frames import (\n    kept_positions,\n    video_inputs_of_kept_frames,\n)\n"),
         Edit("lmms_eval/models/simple/qwen2_vl.py", "        reasoning_prompt: Optional[str] = None,\n        **kwargs,\n",
              "        reasoning_prompt: Optional[str] = None,\n        decode_kept_frames: bool = True,\n        **kwargs,\n"),
         Edit("lmms_eval/models/simple/qwen2_vl.py", "        self.max_num_frames = max_num_frames\n",
@@ -440,56 +382,37 @@ QWEN2_VL = HostPR(
         Edit("lmms_eval/models/simple/qwen2_vl.py", "    def generate_until(self, requests: List[Instance]) -> List[str]:\n", QWEN2_VL_METHOD),
         Edit("lmms_eval/models/simple/qwen2_vl.py", QWEN2_VL_SELECTION, "            image_inputs, video_inputs = self._vision_inputs(batched_messages)\n"),
     ),
-    ("test/models",),
+    ("test/models/test_qwen2_vl_kept_frames.py",),
     """## Summary
+- `qwen2_vl` hands a video path to `qwen_vl_utils.process_vision_info`, which decodes it at 2 fps (up to 768 frames) and resizes every frame; `generate_until` then keeps at most `max_num_frames` (32). On long videos almost all that time and memory is thrown away: 58.8 s and 16.2 GB for one 20-minute 720p video's inputs, 3.7 s and 0.73 GB with this change (Numbers below).
+- The model now computes the same choice before decoding (`lmms_eval/models/model_utils/qwen_kept_frames.py`) and decodes and resizes only the frames it keeps: the processor receives the same tensor, element for element, same shape and dtype.
+- Guarded: only with the qwen-vl-utils releases it was checked against (0.0.13, 0.0.14; lmms-eval pins no upper bound), and any failure of it, a renamed qwen-vl-utils internal included, sends the model to its previous path (logged once), never to an error.
 
-`qwen2_vl` hands a video path to `qwen_vl_utils.process_vision_info`, which decodes it at 2 fps
-(up to 768 frames) and resizes every frame; `generate_until` then keeps at most
-`max_num_frames` (32) of them. On long videos almost all of that time and memory is thrown away
-(see Numbers).
+## In scope
+- `qwen_kept_frames.py` (new): qwen_vl_utils' frame indices from the file's frame count and rate (its own `smart_nframes`), the positions the model keeps among them (`kept_positions`, now the one definition both paths use), and `fetch_video`'s resize target for the number of frames it *would* have decoded; the kept frames decoded with the same reader (decord) and resized with the same call.
+- `qwen2_vl.py`: the frame selection moves from `generate_until` into `_vision_inputs`; `decode_kept_frames=True` by default, `--model_args ...,decode_kept_frames=False` restores the previous path.
+- Where the result could differ, the previous path runs: another qwen-vl-utils release, qwen_vl_utils reading with another backend (torchcodec installed, `FORCE_QWENVL_VIDEO_READER`), more than one video in a batch (the model selects frames in the first one only), a video element with other keys, a file decord cannot read.
+- Size: {size}
 
-This computes the same choice before decoding (`lmms_eval/models/model_utils/qwen_kept_frames.py`):
-qwen_vl_utils' frame indices from the file's frame count and rate (its own `smart_nframes`),
-the positions the model keeps among them (`kept_positions`, now the one definition both paths
-use), and `fetch_video`'s resize target for the number of frames it *would* have decoded. Only
-the kept frames are decoded, with the same reader (decord), and resized with the same call, so
-the processor receives the same tensor: equal element for element, same shape and dtype.
-
-- On by default; `--model_args ...,decode_kept_frames=False` restores the previous path.
-- Where the result could differ, the model takes its previous path: qwen_vl_utils reading with
-  another backend (torchcodec installed, `FORCE_QWENVL_VIDEO_READER`), more than one video in a
-  batch (the model selects frames in the first one only), a video element with other keys, a file
-  decord cannot read.
-- `generate_until_multi_round` is unchanged (its selection keeps repeated frames).
-
-## Files
-
-{files}
-
-Size: {size}
+## Out of scope
+- `generate_until_multi_round` (its selection keeps repeated frames) and the other Qwen models (`qwen2_5_vl`, `qwen3_vl`, the chat classes): unchanged; each can take the same change once this is in.
 
 ## Validation
-
-{validation}
-
-## Numbers
+{validation_bullets}
 
 {numbers}
 
-## Risk
+## Risk / Compatibility
+- A file decord decodes only in part: before, a failure on a frame the model then dropped sent qwen_vl_utils to its torchvision reader for every frame; now the kept frames come from decord when it reads those.
+- The tests compare with the previous path on clips of 2 s to 60 s (NTSC and 7 fps, B-frames, long keyframe intervals, a size that is no multiple of the patch, a token budget that shrinks the frames by the decoded count, an image beside the video), and show the previous path taken with an unchecked qwen-vl-utils release and with a renamed internal.
 
-A file decord decodes only in part: before, a failure on a frame the model then dropped sent
-qwen_vl_utils to its torchvision reader for every frame; now the kept frames come from decord
-when it reads those. The tests compare with the previous path on clips of 2 s to 60 s, NTSC and
-7 fps rates, B-frames, long keyframe intervals, a size that is no multiple of the patch, a token
-budget that shrinks the frames by the decoded count, and an image beside the video.
-""",
+""" + type_of_change("New feature"),
     numbers=NUMBERS_QWEN2_VL)
 
 # ------------------------------------------------------------------------------ 09: filelock's public API only
 
 NUMBERS_FILELOCK = """Measured with lmms-video-reasoning's `python benchmarks/filelock_public_api.py` (the repository this series comes from:
-this PR's test, `pytest test/evaluator/test_filelock_public_api.py`, run against a copy of the installed lmms-eval 0.7.3
+this PR's test, `pytest test/eval/test_filelock_public_api.py`, run against a copy of the installed lmms-eval 0.7.3
 with and without this PR, in a scratch venv holding each filelock release; datasets 5.2.0, CPython 3.11, Linux):
 
 | filelock | without this PR | with this PR |
@@ -527,56 +450,28 @@ FILELOCK = HostPR(
 """, """    lock_meta.__call__ = _patched_call
 """),
     ),
-    ("test/evaluator",),
+    ("test/eval/test_filelock_public_api.py", "test/eval/test_filelock_patch.py"),
     """## Summary
+- `simple_evaluate` starts with `_enable_reentrant_filelocks()`, which patches filelock's lock metaclass so that `filelock.FileLock` and `datasets.utils._filelock.FileLock` share one lock object per path. It reaches the metaclass through the private `import filelock._api`; filelock 4.3 moved its internals (`filelock._core._singleton.FileLockMeta`), and with filelock 4.3.x every evaluation fails before its first document: `ModuleNotFoundError: No module named 'filelock._api'`.
+- The same patch through filelock's public API only: the metaclass is `type(filelock.BaseFileLock)`, and the "mode not passed" value is the `mode` default of its `__call__` signature instead of the private `_UNSET_FILE_MODE` (in filelock 4.2.12 that constant is the public `UNSET_FILE_MODE`, so the old lookup found nothing there and only a missing `mode` counted as unset).
 
-`simple_evaluate` starts with `_enable_reentrant_filelocks()`, which patches filelock's lock
-metaclass so that `filelock.FileLock` and `datasets.utils._filelock.FileLock` share one lock
-object per path. It reaches the metaclass through `import filelock._api`, a private module:
-filelock 4.3 reorganised its internals (`filelock._core._singleton.FileLockMeta`), and with
-filelock 4.3.x installed every evaluation fails before its first document:
+## In scope
+- `lmms_eval/evaluator.py`: `_enable_reentrant_filelocks` only. Behaviour is otherwise unchanged: one instance per lock path across both classes, `is_singleton=True` by default, datasets' lock mode from the current umask.
+- `test/eval/test_filelock_public_api.py` (new, beside the existing `test/eval/test_filelock_patch.py`, which passes as before): those checks in a child process (the patch is process-wide), and that the evaluator imports no private `filelock._*` module.
+- Size: {size}
 
-```
-ModuleNotFoundError: No module named 'filelock._api'
-```
-
-The same patch, through filelock's public API only:
-
-- the metaclass is `type(filelock.BaseFileLock)` (the annotation `filelock.BaseFileLock`);
-- the "mode not passed" value is the `mode` default of the metaclass's `__call__` signature
-  instead of the private `_UNSET_FILE_MODE`. Where that constant exists it is that default (-1);
-  in filelock 4.2.12 it is the public `UNSET_FILE_MODE`, so the lookup found nothing there and
-  only a missing `mode` counted as unset.
-
-Behaviour is otherwise unchanged: one instance per lock path across both classes,
-`is_singleton=True` by default, and datasets' lock mode from the current umask. The new test
-(`test/evaluator/test_filelock_public_api.py`) checks those in a child process, and that the
-evaluator imports no private `filelock._*` module; it passes with filelock 3.16.1, 4.2.12 and
-4.3.1 (see Numbers).
-
-The plugin this comes from (lmms-video-reasoning) bounds `filelock<4.3` for this alone; the
-bound goes once this is merged.
-
-## Files
-
-{files}
-
-Size: {size}
+## Out of scope
+- The lock semantics themselves and datasets' own locking.
 
 ## Validation
-
-{validation}
-
-## Numbers
+{validation_bullets}
 
 {numbers}
 
-## Risk
+## Risk / Compatibility
+- A datasets lock created with an explicit `mode` equal to filelock's default (-1, "unset", in filelock 4; 0o644 in 3.16) now gets the umask mode, like one created without `mode`; before, it kept the value passed. datasets itself never passes `mode`.
 
-A datasets lock created with an explicit `mode` equal to filelock's default (-1, "unset", in
-filelock 4; 0o644 in 3.16) now gets the umask mode, like one created without `mode`; before, it
-kept the value passed. datasets itself never passes `mode`.
-""",
+""" + type_of_change("Bug fix (non-breaking change)"),
     numbers=NUMBERS_FILELOCK)
 
-HOST_PRS = (JUDGE_CACHE, AGGREGATION_STDERR, TASK_ENTRY_POINTS, LAUNCHER, QWEN2_VL, FILELOCK)
+HOST_PRS = (JUDGE_CACHE, TASK_ENTRY_POINTS, QWEN2_VL, FILELOCK)

@@ -5,7 +5,11 @@ development mode (`pip install -e .`); it reads the clone's sources and is not p
 installed package.
 
 Each PR is a patch that applies with `git apply` to a clean lmms-eval tree (the one at DIR),
-`SERIES/NN-<slug>.patch`, with its description `SERIES/NN-<slug>.md`:
+`SERIES/NN-<slug>.patch`, with its description `SERIES/NN-<slug>.md` in the form of lmms-eval's
+PR template. The tree a PR targets is the base `--build-base` writes: lmms-eval's repository (its
+test/, docs/, pre-commit configuration, PR template) with the newer release's package code; the
+PRs' new Python is formatted by its ruff settings and then its pre-commit hooks (black, isort at the
+configuration's versions):
 
 - one PR per benchmark, each independent of the others, copied from the benchmark's folder:
   the modules its lmms-eval hooks import (its task logic, written against two small
@@ -35,6 +39,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +58,7 @@ EXPORTABLE = frozenset({
     "utils.media.plain_frames", "utils.media.subtitles",
 })
 # A benchmark's own modules that serve the plugin only (data roots, engine binding, report, sample).
-PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data", "hooks", "media", "aggregate"})
+PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data"})
 THIRD_PARTY = frozenset({"numpy", "PIL", "av", "cv2", "datasets", "lmms_eval", "loguru"})
 NOT_EXPORTED = {SPEC_FILE, DESCRIPTION_FILE, "__pycache__"}
 
@@ -101,7 +107,174 @@ def check_tree(tree: Path) -> None:
     tasks = tree / "lmms_eval" / "tasks"
     if not (tasks / "__init__.py").is_file() or not (tree / "lmms_eval" / "llm_judge").is_dir():
         raise UpstreamError(f"{tree} is not an lmms-eval 0.7.x tree (no lmms_eval/tasks/__init__.py or lmms_eval/llm_judge/): "
-                            "pass the folder holding lmms_eval/ (a git clone or an unpacked sdist)")
+                            "pass the folder holding lmms_eval/ (the base of `--build-base`, a git clone or an unpacked sdist)")
+
+
+# ------------------------------------------------------------------------------ the base a PR targets
+
+# What the base takes from the release: its package code and build settings (the rest is the repository's).
+FROM_RELEASE = ("lmms_eval", "pyproject.toml", "setup.py")
+BASE_FILES = (".pre-commit-config.yaml", "test/conftest.py", ".github/pull_request_template.md")
+
+
+def is_base(tree: Path) -> bool:
+    """A tree with the repository's test rules, pre-commit configuration and PR template (not a bare sdist)."""
+    return all((Path(tree) / name).is_file() for name in BASE_FILES)
+
+
+def base_label(tree: Path) -> str:
+    """What the tree is, for the descriptions: the base's provenance (its commit message) or the sdist's version."""
+    tree = Path(tree)
+    if (tree / ".git").exists():
+        return git(["log", "-1", "--format=%s"], tree).strip()
+    info = tree / "PKG-INFO"
+    version = re.search(r"^Version: (\S+)", info.read_text(encoding="utf-8"), re.M) if info.is_file() else None
+    return f"the lmms-eval {version.group(1)} release" if version else f"the lmms-eval tree {tree.name}"
+
+
+def _release_folder(release: Path, scratch: Path) -> Path:
+    """The unpacked release: `release` itself, or the sdist `release` (.tar.gz) unpacked into `scratch`."""
+    import tarfile
+
+    if release.is_dir():
+        return release
+    with tarfile.open(release) as archive:
+        archive.extractall(scratch, filter="data")  # keeps the files' dates: they say when the release was built
+    [folder] = [path for path in scratch.iterdir() if path.is_dir()]
+    return folder
+
+
+def build_base(repository: Path, out: Path, release: Path | None = None, rev: str = "HEAD") -> Path:
+    """The tree a PR targets, in `out` (a new folder): lmms-eval's repository at `rev` (a clone or a bare
+    git directory; its test/, docs/, pre-commit configuration and PR template) with, given `release` (an
+    sdist .tar.gz or its unpacked folder), the release's package code and build settings (`FROM_RELEASE`)
+    in place of the repository's. The release must be the newer: its files are dated after the commit.
+    Files of the repository the sdist does not ship (the web UI's sources) stay. `out` is a git repository
+    with one commit, so patches apply with `git apply` and pre-commit runs there."""
+    out = Path(out)
+    if out.exists():
+        raise UpstreamError(f"{out} exists: --build-base writes a new folder")
+    sha, date, stamp = git(["-C", str(repository), "log", "-1", "--format=%H %cs %ct", rev], Path.cwd()).split()
+    out.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repository), "archive", "--format=tar", sha], capture_output=True)
+    if archive.returncode != 0:
+        raise UpstreamError(f"git archive {sha} of {repository} failed: {archive.stderr.decode(errors='replace')[-500:]}")
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    label = f"lmms-eval {sha[:12]} ({date})"
+    if release is not None:
+        with tempfile.TemporaryDirectory() as scratch:
+            folder = _release_folder(Path(release), Path(scratch))
+            info = (folder / "PKG-INFO").read_text(encoding="utf-8") if (folder / "PKG-INFO").is_file() else ""
+            version = next(iter(re.findall(r"^Version: (\S+)", info, re.M)), folder.name)
+            built = max(path.stat().st_mtime for path in (folder / "lmms_eval").rglob("*.py"))
+            if built < int(stamp):
+                raise UpstreamError(f"the release {version} (files of {time.strftime('%Y-%m-%d', time.gmtime(built))}) is older than the repository's "
+                                    f"commit {sha[:12]} ({date}): build the base from the repository alone (no --release)")
+            for name in FROM_RELEASE:
+                source = folder / name
+                if source.is_dir():
+                    shutil.copytree(source, out / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                elif source.is_file():
+                    shutil.copyfile(source, out / name)
+        label += f" with the {version} release's {', '.join(FROM_RELEASE)}"
+    git(["init", "-q"], out)
+    git(["add", "-A", "--force"], out)  # the release's data files the repository's .gitignore names too
+    git(["commit", "-q", "-m", label], out)
+    check_tree(out)
+    return out
+
+
+# ------------------------------------------------------------------------------ the base's pre-commit hooks
+
+# pre-commit hooks run here from a venv holding the configuration's exact versions from PyPI (pre-commit
+# itself would clone each hook's repository): hook id -> its PyPI package, run as `python -m <package>`.
+HOOKS = {"black": "black", "isort": "isort"}
+
+
+@dataclass(frozen=True)
+class Hook:
+    name: str
+    version: str
+    args: tuple[str, ...]
+
+
+def precommit_hooks(tree: Path) -> list[Hook]:
+    """The tree's pre-commit hooks, in the configuration's order ([] without a configuration)."""
+    import yaml
+
+    config = Path(tree) / ".pre-commit-config.yaml"
+    if not config.is_file():
+        return []
+    hooks = []
+    for repo in yaml.safe_load(config.read_text(encoding="utf-8")).get("repos", []):
+        for hook in repo.get("hooks", []):
+            if hook["id"] not in HOOKS:
+                raise UpstreamError(f"{config}: hook {hook['id']!r} of {repo.get('repo')} is not one this tool runs ({sorted(HOOKS)}): add it to HOOKS")
+            hooks.append(Hook(hook["id"], str(repo["rev"]).lstrip("v"), tuple(str(arg) for arg in hook.get("args", []))))
+    return hooks
+
+
+def hooks_python(hooks: list[Hook]) -> Path:
+    """A venv with exactly the hooks' versions (made once, kept in the user's cache)."""
+    import os
+
+    pins = [f"{HOOKS[hook.name]}=={hook.version}" for hook in hooks]
+    folder = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "lmms_vr_upstream" / "hooks" / "_".join(sorted(pins))
+    python = folder / "bin" / "python"
+    if not python.is_file():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True, capture_output=True)
+        proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins], capture_output=True, text=True)
+        if proc.returncode != 0:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise UpstreamError(f"pip install {' '.join(pins)} (the pre-commit hooks' versions) failed: {proc.stderr[-1500:]}")
+    return python
+
+
+def run_hooks(hooks: list[Hook], files: dict[str, bytes], tree: Path) -> dict[str, bytes]:
+    """`files` as the hooks leave them, run in the configuration's order in a scratch copy laid out like
+    the tree: its pyproject.toml beside, and its packages' `__init__.py` on the files' paths and
+    `lmms_eval/`'s (isort places an import by what it finds there: `lmms_eval` is first-party)."""
+    python, tree = hooks_python(hooks), Path(tree)
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        layout = {"pyproject.toml", "lmms_eval/__init__.py"} | {f"{folder.as_posix()}/__init__.py" for path in files for folder in Path(path).parents[:-1]}
+        for name in sorted(layout - set(files)):
+            if (tree / name).is_file():
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(tree / name, root / name)
+        for path, content in files.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_bytes(content)
+        for hook in hooks:
+            proc = subprocess.run([str(python), "-m", HOOKS[hook.name], *hook.args, *files], cwd=root, capture_output=True, text=True)
+            if proc.returncode != 0:  # a file it cannot parse, not one it rewrote
+                raise UpstreamError(f"{hook.name} {hook.version} failed: {(proc.stdout + proc.stderr).strip()[-1500:]}")
+        return {path: (root / path).read_bytes() for path in files}
+
+
+def _changed_lines(before: bytes, after: bytes) -> Counter:
+    old, new = before.decode("utf-8").splitlines(), after.decode("utf-8").splitlines()
+    return Counter(line[1:] for line in difflib.unified_diff(old, new, lineterm="", n=0) if line.startswith("-") and not line.startswith("---"))
+
+
+def hook_report(pr: "PullRequest", tree: Path) -> str:
+    """'' when the tree's pre-commit hooks change nothing the PR wrote, else the lines they would rewrite.
+    A file the PR modifies is judged by the lines the hooks would rewrite in it that they would not
+    rewrite in the tree's own version (the release's code is formatted by other rules than the
+    repository's hooks: its unrelated lines are not the PR's to change)."""
+    hooks = precommit_hooks(tree)
+    python = {path: content for path, content in pr.changes.items() if content is not None and path.endswith(".py")}
+    if not hooks or not python:
+        return ""
+    fixed = run_hooks(hooks, python, tree)
+    base = {path: pr.base[path] for path in python if path in pr.base}
+    fixed_base = run_hooks(hooks, base, tree) if base else {}
+    problems = []
+    for path, content in python.items():
+        new = _changed_lines(content, fixed[path]) - (_changed_lines(base[path], fixed_base[path]) if path in base else Counter())
+        if new:
+            problems.append(f"{path}: {', '.join(sorted(hook.name for hook in hooks))} would rewrite: " + " | ".join(sorted(new)[:5]))
+    return "\n".join(problems)
 
 
 def package_dir(name: str) -> Path:
@@ -246,8 +419,9 @@ def ruff(args: list[str], config: Path, cwd: Path) -> subprocess.CompletedProces
 
 
 def formatted(pr: PullRequest, tree: Path) -> PullRequest:
-    """The PR with its Python import-sorted and formatted by ruff under the tree's settings (the
-    statements are the source's: only import order and layout change)."""
+    """The PR with its Python import-sorted and formatted by ruff under the tree's settings, then its
+    new files by the tree's pre-commit hooks (black, isort) where it has them (the statements are the
+    source's: only import order and layout change)."""
     python = {path: content for path, content in pr.changes.items() if content is not None and path.endswith(".py")}
     if not python:
         return pr
@@ -263,11 +437,15 @@ def formatted(pr: PullRequest, tree: Path) -> PullRequest:
         ruff(["format", "--quiet", *python], config, root)
         changes = dict(pr.changes)
         changes.update({path: (root / path).read_bytes() for path in python})
+    hooks, new = precommit_hooks(tree), {path: changes[path] for path in python if path not in pr.base}
+    if hooks and new:
+        changes.update(run_hooks(hooks, new, tree))
     return PullRequest(pr.number, pr.slug, pr.title, pr.kind, changes, pr.description, pr.spec, pr.tests, pr.base)
 
 
 def lint(pr: PullRequest, tree: Path) -> str:
-    """'' when the PR's Python passes the tree's own ruff check and format check, else the report."""
+    """'' when the PR's Python passes the tree's own ruff check and format check and its pre-commit
+    hooks (`hook_report`), else the report."""
     python = [path for path, content in pr.changes.items() if content is not None and path.endswith(".py")]
     if not python:
         return ""
@@ -277,7 +455,8 @@ def lint(pr: PullRequest, tree: Path) -> str:
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_bytes(pr.changes[path])
         check, fmt = ruff(["check", *python], tree / "pyproject.toml", root), ruff(["format", "--check", *python], tree / "pyproject.toml", root)
-    return "" if check.returncode == 0 and fmt.returncode == 0 else (check.stdout + fmt.stdout)[-4000:]
+    report = "" if check.returncode == 0 and fmt.returncode == 0 else (check.stdout + fmt.stdout)[-4000:]
+    return (report + "\n" + hook_report(pr, tree)).strip()
 
 
 def git(args: list[str], cwd: Path) -> str:
@@ -319,6 +498,29 @@ def apply(patch: Path, tree: Path, check: bool = False) -> None:
 
 # ------------------------------------------------------------------------------ descriptions
 
+PR_TEMPLATE = ".github/pull_request_template.md"
+
+
+def template_report(description: str, template: str) -> str:
+    """'' when a description follows the PR template: its sections (`## ...`) in the template's
+    order, no other, within each the bullet count its comment asks ("Max 3 bullets", "1-2 bullets"),
+    and a ticked box under "Type of Change"; else what differs."""
+    def sections(text: str) -> dict[str, str]:
+        parts = re.split(r"^## (.+)$", text, flags=re.M)
+        return dict(zip(parts[1::2], parts[2::2]))
+
+    wanted, got = sections(template), sections(description)
+    problems = [] if list(got) == list(wanted) else [f"sections {list(got)}, the template's {list(wanted)}"]
+    for name, body in wanted.items():
+        limit = re.search(r"(?:Max (\d+)|\d+-(\d+)) bullets", body)
+        bullets = len(re.findall(r"^- ", re.sub(r"<details>.*?</details>", "", got.get(name, ""), flags=re.S), re.M))
+        if limit and bullets > int(limit.group(1) or limit.group(2)):
+            problems.append(f"{name}: {bullets} bullets, the template asks {limit.group(0)}")
+        if "- [ ]" in body and "- [x]" not in got.get(name, ""):
+            problems.append(f"{name}: no box ticked")
+    return "; ".join(problems)
+
+
 
 def files_section(pr: PullRequest) -> str:
     added = sorted(p for p, c in pr.changes.items() if c is not None)
@@ -331,7 +533,8 @@ def size_section(pr: PullRequest) -> str:
     python = pr.python_lines()
     tests = pr.python_lines(outside_tests=False) - python
     data = sum(len(c) for p, c in pr.changes.items() if c is not None and not p.endswith((".py", ".yaml", "_yaml", ".md")))
-    return f"{python} lines of Python outside tests, {tests} lines of tests, {data:,} bytes of protocol data (official prompts, frame table)."
+    text = f"{python} lines of Python outside tests, {tests} lines of tests"
+    return text + (f", {data:,} bytes of protocol data (official prompts, frame table)." if data else ".")
 
 
 def render(pr: PullRequest, result: dict | None) -> str:
@@ -341,6 +544,7 @@ def render(pr: PullRequest, result: dict | None) -> str:
     table = upstream_validate.table(pr, result) if result else upstream_validate.NOT_VALIDATED
     numbers = upstream_validate.numbers_section(pr, result)
     text = pr.description.replace("{validation}", table).replace("{numbers}", numbers)
+    text = text.replace("{validation_bullets}", upstream_validate.template_validation(result))
     text = text.replace("{files}", files_section(pr)).replace("{size}", size_section(pr))
     return f"# {pr.title}\n\n{text.strip()}\n"
 
@@ -381,19 +585,46 @@ def write_series(tree: Path, out: Path, validation: dict | None = None, prs: lis
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python dev/upstream.py", description="this suite as a series of lmms-eval pull requests (patches + descriptions)")
-    parser.add_argument("--lmms-eval", required=True, help="a clean lmms-eval 0.7.x tree (git clone or unpacked sdist); it is only read")
-    parser.add_argument("--out", required=True, help="the folder for NN-name.patch and NN-name.md")
+    parser.add_argument("--lmms-eval", help="the tree the PRs target: the base of --build-base (or a clean lmms-eval 0.7.x sdist); it is only read")
+    parser.add_argument("--out", help="the folder for NN-name.patch and NN-name.md")
+    parser.add_argument("--only", help="comma-separated PR numbers or slugs: write (and validate) these PRs of the series only")
     parser.add_argument("--validate", action="store_true",
                         help="check every PR (alone, then the series) in a fresh venv without this package; the numbers go into the descriptions")
     parser.add_argument("--keep", action="store_true", help="with --validate: keep the trees, logs and runs in OUT/validation_work")
-    return parser.parse_args(argv)
+    parser.add_argument("--build-base", metavar="DIR", help="write the base a PR targets into DIR (new): --repository, with --release's package code")
+    parser.add_argument("--repository", metavar="GIT[@REV]", help="with --build-base: lmms-eval's repository (a clone or a bare git directory), at REV (default HEAD)")
+    parser.add_argument("--release", metavar="SDIST", help="with --build-base: the release whose package code replaces the repository's (an sdist .tar.gz or its folder)")
+    args = parser.parse_args(argv)
+    if args.build_base and not args.repository:
+        parser.error("--build-base needs --repository")
+    if not (args.lmms_eval and args.out) and (args.lmms_eval or args.out or not args.build_base):
+        parser.error("give --lmms-eval and --out (and/or --build-base DIR --repository GIT [--release SDIST])")
+    return args
+
+
+def selected(prs: list[PullRequest], only: str | None) -> list[PullRequest]:
+    """The PRs `only` names (numbers or slugs, comma-separated); all of them without it."""
+    if not only:
+        return prs
+    wanted = {name.strip() for name in only.split(",") if name.strip()}
+    chosen = [pr for pr in prs if {str(pr.number), f"{pr.number:02d}", pr.slug, pr.name} & wanted]
+    known = {name for pr in chosen for name in (str(pr.number), f"{pr.number:02d}", pr.slug, pr.name)}
+    if wanted - known:
+        raise UpstreamError(f"--only names no PR of the series: {sorted(wanted - known)} (the series: {[pr.name for pr in prs]})")
+    return chosen
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    tree, out = Path(args.lmms_eval), Path(args.out)
     try:
-        prs = series(tree)
+        if args.build_base:
+            repository, _, rev = args.repository.partition("@")
+            base = build_base(Path(repository), Path(args.build_base), Path(args.release) if args.release else None, rev or "HEAD")
+            print(f"wrote the base into {base}: {base_label(base)}")
+            if not args.lmms_eval:
+                return 0
+        tree, out = Path(args.lmms_eval), Path(args.out)
+        prs = selected(series(tree), args.only)
         problems = {pr.name: leftovers(pr) for pr in prs if leftovers(pr)}
         if problems:
             raise UpstreamError(f"files still naming {PACKAGE}: {problems}")
@@ -412,7 +643,7 @@ def main(argv=None) -> int:
         print(f"  {pr.name}.patch  ({pr.kind}; {pr.python_lines()} lines of Python outside tests, {len(pr.changes)} files)")
     failed = [name for name, report in lint_report.items() if report]
     for name in failed:
-        print(f"warning: {name} does not pass lmms-eval's ruff settings:\n{lint_report[name]}", file=sys.stderr)
+        print(f"warning: {name} does not pass lmms-eval's ruff settings or pre-commit hooks:\n{lint_report[name]}", file=sys.stderr)
     if validation is not None:
         bad = [name for name, result in validation.items() if not result.get("passed")]
         print("validation: " + ("every PR passed" if not bad else f"FAILED: {', '.join(bad)}") + f" (details in {out / 'validation.json'})")

@@ -1,14 +1,16 @@
 """`python dev/upstream.py --validate`: every PR of the series checked by a real run, the numbers kept.
 
-For each PR, alone on a copy of the clean lmms-eval tree, and then for the whole series applied
-in order, in a fresh virtual environment WITHOUT this package (`clean_venv`: the current
-environment's dependencies, neither this package nor lmms-eval; the tree is imported from its
-folder):
+For each PR, alone on a copy of the clean tree (the base of `--build-base`, or an sdist), and
+then for the whole series applied in order, in a fresh virtual environment WITHOUT this package
+(`clean_venv`: the current environment's dependencies, neither this package nor lmms-eval; the
+tree is imported from its folder):
 
 1. `git apply` of the patch(es);
 2. lmms-eval's own ruff settings (its `pyproject.toml`): `ruff check` and `ruff format --check`
-   of the PR's Python;
-3. `pytest` of the tests the PR adds;
+   of the PR's Python; on a base, its pre-commit hooks (`upstream.hook_report`) and its PR
+   template (`upstream.template_report`);
+3. `pytest` of the tests the PR adds (and the base's own tests it names), from the tree's root,
+   so its `test/conftest.py` and pytest settings apply: a test they skip fails the row;
 4. `lmms-eval tasks list` lists every task and group the PR adds (and keeps upstream's);
 5. a `--limit 8` run of every task the PR adds, and (benchmark PRs) a run on the whole sample
    benchmark whose numbers are compared with the plugin's own scoring of the same replies.
@@ -39,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 NOT_VALIDATED = "_Not validated: run `python dev/upstream.py --lmms-eval DIR --out SERIES --validate`._"
-# this package and lmms-eval, installed or editable (`pip install -e`: its `__editable__.<name>-<version>.pth` and finder module)
-VENV_EXCLUDE = re.compile(r"^(__editable__[._])?(lmms_video_reasoning|lmms_eval)([-._].*)?$|^__pycache__$")
+# this package and lmms-eval, installed or editable (`pip install -e`: its `__editable__.<name>-<version>.pth` and finder
+# module; `setup.py develop`: its `.egg-link`)
+VENV_EXCLUDE = re.compile(r"^(__editable__[._]+)?(lmms[-_]video[-_]reasoning|lmms[-_]eval)([-._].*)?$|^__pycache__$")
 LIMIT = 8
 JUDGE_MODEL = "sample-oracle"
 RUN_TIMEOUT_S = 1200
@@ -60,13 +63,26 @@ def clean_venv(path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     shared = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     site = path / "lib" / shared.parent.name / "site-packages"
-    for entry in shared.iterdir():
-        if not VENV_EXCLUDE.match(entry.name):
-            (site / entry.name).symlink_to(entry)
+    for entry in kept_entries(shared):
+        (site / entry.name).symlink_to(entry)
     ruff = Path(sys.prefix) / "bin" / "ruff"  # lmms-eval's own dependency: its binary, for `python -m ruff`
     if ruff.is_file():
         (path / "bin" / "ruff").symlink_to(ruff)
     return path / "bin" / "python"
+
+
+def kept_entries(site: Path) -> list[Path]:
+    """The entries of a site-packages folder the clean venv links: every one except this package's and
+    lmms-eval's, and except a `.pth` file that puts either on the path (an editable install's, `easy-install.pth`)."""
+    repo = str(Path(__file__).resolve().parents[1])
+    kept = []
+    for entry in sorted(site.iterdir()):
+        if VENV_EXCLUDE.match(entry.name):
+            continue
+        if entry.suffix == ".pth" and re.search(rf"{re.escape(repo)}|lmms_video_reasoning|lmms_eval", entry.read_text(errors="replace")):
+            continue
+        kept.append(entry)
+    return kept
 
 
 def base_env(work: Path) -> dict[str, str]:
@@ -80,10 +96,13 @@ def base_env(work: Path) -> dict[str, str]:
 
 
 def copy_tree(tree: Path, target: Path) -> Path:
-    """A copy of the clean tree (lmms_eval/, pyproject.toml and the other top-level files)."""
+    """A copy of the clean tree: all of a base (its test/ rules, pre-commit configuration; not .git),
+    an sdist's lmms_eval/, pyproject.toml and other top-level files."""
+    import upstream
+
     target.mkdir(parents=True)
     for entry in tree.iterdir():
-        if entry.name in ("lmms_eval", "pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE"):
+        if entry.name != ".git" and (upstream.is_base(tree) or entry.name in ("lmms_eval", "pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE")):
             (shutil.copytree if entry.is_dir() else shutil.copyfile)(entry, target / entry.name)
     return target
 
@@ -139,7 +158,7 @@ class Tree:
     """One copy of the clean tree with some patches applied, and the processes run against it."""
 
     def __init__(self, name: str, clean: Path, work: Path, python: Path, env: dict[str, str]) -> None:
-        self.name, self.work, self.python = name, work / name, python
+        self.name, self.work, self.python, self.clean = name, work / name, python, clean
         self.path = copy_tree(clean, self.work / "tree")
         self.env = {**env, "PYTHONPATH": str(self.path)}
         (self.work / "logs").mkdir()
@@ -190,7 +209,7 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
     for pr in prs:
         try:
             upstream.apply(patches[pr.name], tree.path)
-            rows.append(_row("applies", f"git apply {pr.name}.patch", len(pr.changes), "applies to the clean lmms-eval 0.7.3 tree", True))
+            rows.append(_row("applies", f"git apply {pr.name}.patch", len(pr.changes), f"applies to {upstream.base_label(tree.clean)}", True))
         except upstream.UpstreamError as error:
             rows.append(_row("applies", f"git apply {pr.name}.patch", len(pr.changes), str(error)[:300], False))
             return {"passed": False, "rows": rows}
@@ -201,14 +220,26 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
     lint_ok = check.returncode == 0 and fmt.returncode == 0
     rows.append(_row("lint", "ruff check && ruff format --check (lmms-eval's pyproject.toml)", len(python_files),
                      "clean" if lint_ok else (check.stdout + fmt.stdout + check.stderr + fmt.stderr)[-300:], lint_ok))
-    tests = sorted({test for pr in prs for test in pr.tests})
+    hooks = upstream.precommit_hooks(tree.clean)
+    if hooks:
+        report = "\n".join(filter(None, (upstream.hook_report(pr, tree.clean) for pr in prs)))
+        names = ", ".join(f"{hook.name} {hook.version}" for hook in hooks)
+        rows.append(_row("pre-commit", f"{names} as .pre-commit-config.yaml runs them", len(python_files),
+                         "nothing to rewrite in the PR's lines" if not report else report[-300:], not report))
+    # the PRs' tests, and the tree's own tests of what they change where it has them (a bare sdist has no test/)
+    tests = sorted({test for pr in prs for test in pr.tests if (tree.path / test).exists()})
+    template = tree.clean / upstream.PR_TEMPLATE
+    if template.is_file():
+        report = "; ".join(f"{pr.name}: {problem}" for pr in prs for problem in [upstream.template_report(upstream.render(pr, None), template.read_text())] if problem)
+        rows.append(_row("description", f"the description's sections and bullets against {upstream.PR_TEMPLATE}", len(prs),
+                         "follows the template" if not report else report[-300:], not report))
     tasks = {name: (pr, meta) for pr in prs for name, meta in task_specs(pr).items()}
     names = set(tasks) | {group for pr in prs for group in pr.spec.get("groups", [])}
     jobs = {}
     common: list[str] = []
     env = {**tree.env, **judge_env, "LMMS_EVAL_JUDGE_CACHE": str(tree.work / "judge_cache.sqlite")}
     if tests:
-        jobs["pytest"] = tree.start("pytest", ["-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=tree.path)
+        jobs["pytest"] = tree.start("pytest", ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests], cwd=tree.path)
     jobs["list"] = tree.start("list", ["-m", "lmms_eval", "tasks", "list"])
     replay = None
     if tasks:
@@ -238,9 +269,10 @@ def check_tree(tree: Tree, prs: list, patches: dict[str, Path], sample: Path, ju
     if "pytest" in jobs:
         passed = re.search(r"(\d+) passed", logs["pytest"])
         failed = re.search(r"(\d+) (failed|error)", logs["pytest"])
-        ok = codes["pytest"] == 0 and passed is not None
-        rows.append(_row("tests", f"pytest {' '.join(tests)}", passed.group(1) if passed else 0,
-                         f"{passed.group(1)} passed" if ok else (failed.group(0) if failed else logs['pytest'][-300:]), ok))
+        skipped = re.findall(r"^SKIPPED \[\d+\] (.*)$", logs["pytest"], re.M)  # a test the tree's conftest.py skips is a test not run
+        ok = codes["pytest"] == 0 and passed is not None and not skipped
+        result = f"{passed.group(1)} passed, none skipped" if ok else f"skipped: {skipped[:3]}" if skipped else (failed.group(0) if failed else logs['pytest'][-300:])
+        rows.append(_row("tests", f"pytest {' '.join(tests)} (from the tree's root: its conftest.py and pytest settings)", passed.group(1) if passed else 0, result, ok))
     listed = {line.strip() for line in logs["list"].splitlines() if line.startswith("  ")}
     missing = sorted(names - listed)
     unchanged = [name for pr in prs for name in pr.spec.get("unchanged", []) if name not in listed]
@@ -382,15 +414,17 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
     try:
         python = clean_venv(work / "venv")
         sample = work / "sample"
-        write_sample(sample)
-        env = {**base_env(work), **env_for(sample)}
+        benchmarks = any(pr.kind == "benchmark" for pr in prs)  # host PRs alone need neither the sample nor the plugin's scores
+        if benchmarks:
+            write_sample(sample)
+        env = {**base_env(work), **(env_for(sample) if benchmarks else {})}
         probe = subprocess.run([str(python), "-c", "import lmms_video_reasoning"], env=env, capture_output=True, text=True)
         if probe.returncode == 0:
             raise RuntimeError("the validation environment can import lmms_video_reasoning; it must not")
         results: dict[str, Any] = {}
         with LocalJudgeServer(responder=validation_judge, model=JUDGE_MODEL) as server:
             judge_env = {"API_TYPE": "openai", "OPENAI_API_URL": server.base_url, "OPENAI_API_KEY": "sk-local-validation", "MODEL_VERSION": JUDGE_MODEL}
-            plugin = plugin_numbers(sample, server.base_url, work)
+            plugin = plugin_numbers(sample, server.base_url, work) if benchmarks else {}
             for pr in prs:
                 tree_copy = Tree(pr.name, tree, work, python, env)
                 result = check_tree(tree_copy, [pr], patches, sample, judge_env, plugin if pr.kind == "benchmark" else None)
@@ -407,10 +441,10 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
             results["series"]["judge_requests"] = server.request_count
         for result in results.values():
             result["passed"] = all(row["passed"] for row in result["rows"]) and bool(result["rows"])
-        environment = {"python": sys.version.split()[0], "lmms_eval_tree": str(tree), "seconds": round(time.time() - started),
+        environment = {"python": sys.version.split()[0], "lmms_eval_tree": str(tree), "base": upstream.base_label(tree), "seconds": round(time.time() - started),
                        "clean_venv": "the current venv's dependencies symlinked; no lmms_video_reasoning, no lmms_eval (the tree is imported from its folder)"}
         (out / "validation.json").write_text(json.dumps({"environment": environment, "results": results}, indent=2, default=str) + "\n", encoding="utf-8")
-        (out / "README.md").write_text(series_readme(prs, results), encoding="utf-8")
+        (out / "README.md").write_text(series_readme(prs, results, upstream.base_label(tree)), encoding="utf-8")
         return results
     finally:
         if not keep:
@@ -453,6 +487,24 @@ def table(pr, result: dict) -> str:
     return "\n".join(lines) + f"\n\n{status} Run: `python dev/upstream.py --lmms-eval DIR --out SERIES --validate` (details: `SERIES/validation.json`)."
 
 
+def template_validation(result: dict | None) -> str:
+    """The validation in the form of lmms-eval's PR template (at most 3 bullets, `<command>` | sample
+    size: `N=<...>` | key metrics: `<...>` | result: `pass/fail`: the PR's form, tests, the rest), every
+    row of the run below them, folded."""
+    if not result:
+        return NOT_VALIDATED
+    form = ("applies", "lint", "pre-commit", "description")
+    groups = [[row for row in result["rows"] if row["check"] in form], [row for row in result["rows"] if row["check"] == "tests"],
+              [row for row in result["rows"] if row["check"] not in (*form, "tests")]]
+    bullets = []
+    for rows in filter(None, groups):
+        command = " && ".join(f"`{row['command']}`" for row in rows)
+        sizes = ", ".join(f"{row['check']} N={row['n']}" for row in rows)
+        metrics = "; ".join(row["result"] for row in rows)
+        bullets.append(f"- {command} | sample size: `{sizes}` | key metrics: `{metrics}` | result: `{'pass' if all(row['passed'] for row in rows) else 'fail'}`")
+    return "\n".join(bullets) + "\n\n<details><summary>Every check of the run</summary>\n\n" + table(None, result) + "\n\n</details>"
+
+
 def numbers_section(pr, result: dict | None) -> str:
     """The numbers of the whole-sample run (and, for a fix, before and after); a host PR measured
     outside the validation (`spec["numbers"]`, a benchmark of this repository) shows those."""
@@ -493,8 +545,8 @@ def _value(path: str, numbers: dict):
     return numbers.get(task, {}).get(metric)
 
 
-def series_readme(prs: list, results: dict) -> str:
-    lines = ["# The series", "", "Apply in order with `git apply NN-*.patch` from the root of an lmms-eval 0.7.3 tree; each PR also applies alone.", "",
+def series_readme(prs: list, results: dict, base: str) -> str:
+    lines = ["# The series", "", f"Apply in order with `git apply NN-*.patch` from the root of {base}; each PR also applies alone.", "",
              "| PR | kind | Python outside tests | validation |", "|---|---|---|---|"]
     for pr in prs:
         result = results.get(pr.name, {})

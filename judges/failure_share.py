@@ -24,7 +24,8 @@ from lmms_video_reasoning.utils.core import settings
 FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
 DEFAULT_FAILED_SHARE = 0.05
 FAILED_SHARE = settings.declare(FAILED_SHARE_ENV, "float", DEFAULT_FAILED_SHARE, "the share of failed judgments above "
-                                "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0, scoring=True)
+                                "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0, scoring=True,
+                                option="judge_failed_share")  # a task option (`registry.Task.settings`)
 
 
 def failed_share_limit(env: Mapping[str, str] | None = None) -> float:
@@ -56,18 +57,19 @@ def too_many_failed(failed: float, judged: int, limit: float | None = None) -> b
     return failed / judged > (failed_share_limit() if limit is None else limit)
 
 
-def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged: int) -> dict:
-    """`metrics` with every judged metric set to NaN when too many judgments failed (in place)."""
-    if too_many_failed(failed, judged):
+def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged: int, limit: float | None = None) -> dict:
+    """`metrics` with every judged metric set to NaN when too many judgments failed (in place;
+    `limit`: the task's share, the environment's when None)."""
+    if too_many_failed(failed, judged, limit):
         for name in judged_metrics:
             if name in metrics:
                 metrics[name] = math.nan
     return metrics
 
 
-def explain(benchmark: str, failed: float, judged: int) -> str:
+def explain(benchmark: str, failed: float, judged: int, limit: float | None = None) -> str:
     """The log line of a withheld metric set (the cause is in the judge's accounting)."""
-    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {failed_share_limit():.0%} "
+    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {failed_share_limit() if limit is None else limit:.0%} "
             f"({FAILED_SHARE_ENV}) a score can absorb: the judged metrics are not computed (NaN) rather than "
             "published as the model's score; the judge's log says why they failed, and judging the saved samples "
             "again once the judge works gives the score")

@@ -1,6 +1,6 @@
 """The seam between shared code and benchmarks: a toy fourth benchmark, one folder outside the
-suite (`tests/toy_bench/`: a task YAML, lmms-eval hooks, a record builder, a rule-based metric,
-a paper table, a report section, its data layout) plus one registration line, runs through
+suite (`tests/toy_bench/`: a declared task with its generated YAML, lmms-eval hooks, a record
+builder, a rule-based metric, a paper table, a report section, its data layout) plus one registration line, runs through
 `python -m lmms_eval`, `lmms-vr score`, `lmms-vr report` and `lmms-vr prepare --verify-only`
 with no change to shared code.
 
@@ -21,7 +21,7 @@ import pytest
 
 from lmms_cli import metric, run_lmms_eval, samples_files
 from lmms_video_reasoning.utils.core import registry
-from lmms_video_reasoning.utils.core.registry import Benchmark, JudgeDefaults
+from lmms_video_reasoning.utils.core.registry import Benchmark, Group, JudgeDefaults, Task
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 
 TESTS = Path(__file__).resolve().parent
@@ -61,7 +61,13 @@ def test_the_toy_is_one_folder_found_by_its_registration_line(toy_benchmark):
     assert registry.names() == ["vcr_bench", "vrbench", "cg_bench", "toy_bench"]  # built-in first: report order
     assert registry.get("toy") is toy_benchmark
     assert registry.task_dirs()[-1] == TESTS / "toy_bench" / "tasks"
-    assert registry.owning("toy_bench.hooks.process_results") is toy_benchmark
+    assert registry.task_names()["toy_count"] is toy_benchmark and toy_benchmark.binding == "toy_bench.benchmark"
+
+
+def test_the_toys_task_yaml_is_generated_from_its_declaration(toy_benchmark):
+    from lmms_video_reasoning.utils.core import task_yaml
+
+    assert task_yaml.differences(toy_benchmark) == []
 
 
 def test_a_toy_benchmark_goes_through_score_and_report(toy_benchmark, tmp_path, capsys, monkeypatch):
@@ -156,6 +162,40 @@ def test_a_declaration_is_checked():
                         scoring=cg.scoring)
     with pytest.raises(ValueError, match="benchmark x: its task folder /nowhere/tasks does not exist"):
         registry.task_dirs([missing])
+    task = Task("x_one", ("accuracy",))
+    with pytest.raises(ValueError, match="benchmark x: tasks or groups declared twice: x_one"):
+        Benchmark(name="x", title="X", package="x", task_dirs=cg.task_dirs, build_record=cg.build_record, scoring=cg.scoring,
+                  tasks=(task, task))
+    with pytest.raises(ValueError, match=r"group x_all lists undeclared tasks \['x_two'\]"):
+        Benchmark(name="x", title="X", package="x", task_dirs=cg.task_dirs, build_record=cg.build_record, scoring=cg.scoring,
+                  tasks=(task,), groups=(Group("x_all", ("x_one", "x_two")),))
+
+
+@pytest.mark.parametrize("name", registry.BUILTIN)
+def test_the_committed_task_yamls_are_generated_from_the_declarations(name):
+    """`tasks/*.yaml` are the generator's output for the declared tasks: a YAML edited by hand, or
+    a declaration changed without regenerating them, fails here (fix: `python -m
+    lmms_video_reasoning.utils.core.task_yaml`)."""
+    from lmms_video_reasoning.utils.core import task_yaml
+
+    assert task_yaml.differences(registry.get(name)) == []
+
+
+def test_the_declared_hooks_are_made_once_from_the_declaration():
+    """`aggregate_<metric>` and `process_results_<task>` resolve from the declaration (lmms-eval's
+    `!function`: import the module, then getattr), the same object every time."""
+    import importlib
+
+    vcr = registry.get("vcr_bench")
+    binding = importlib.import_module(vcr.binding)
+    assert binding.aggregate_cot_f1 is getattr(binding, "aggregate_cot_f1") and binding.aggregate_cot_f1.metric == "cot_f1"
+    record = binding.process_results_vcr_direct({"sample_id": "9"}, ["B"])
+    assert tuple(record) == vcr.task("vcr_direct").metrics and record["accuracy"]["score_cot"] is False
+    assert binding.process_results_vcr_cot({"sample_id": "9"}, ["B"])["accuracy"]["score_cot"] is True
+    for missing in ("aggregate_nope", "process_results_nope", "nope"):
+        with pytest.raises(AttributeError, match=f"has no attribute '{missing}'"):
+            getattr(binding, missing)
+    assert not hasattr(binding, "__path__")
 
 
 def test_the_registry_finds_the_suites_benchmarks_in_report_order():
@@ -168,15 +208,15 @@ def test_the_registry_finds_the_suites_benchmarks_in_report_order():
         assert benchmark.reference_tables()["tables"], benchmark.name
         assert isinstance(benchmark.judge, JudgeDefaults) and benchmark.judge.benchmark == benchmark.name
         assert benchmark.task_dirs == (Path(registry.__file__).parents[2] / benchmark.package.split(".")[-1] / "tasks",)
-        # the record builder: the task's own (CG-Bench's binds the data root's subtitles, in the plugin's aggregate)
-        assert benchmark.build_record.__module__ in (f"{benchmark.package}.task", f"{benchmark.package}.aggregate")
+        # the record builder: the task's own (CG-Bench's binds the data root's subtitles, in its binding)
+        assert benchmark.build_record.__module__ in (f"{benchmark.package}.task", benchmark.binding)
         assert benchmark.build_record.__name__ == "build_record" and benchmark.sample() is not None
         assert set(benchmark.failure_counts) <= {"model_failed", "judge_failed", "parse_failed", "reasoning_truncated"}
 
 
 def test_the_suites_folders_share_one_layout():
     """Each file name has one meaning in every benchmark folder (`utils/core/registry.py`)."""
-    layout = {"benchmark.py", "hooks.py", "media.py", "aggregate.py", "task.py", "docs.py", "data.py", "frames.py",
+    layout = {"benchmark.py", "task.py", "docs.py", "data.py", "frames.py",
               "prompts.py", "judging.py", "scoring.py", "report.py", "sample.py", "__init__.py"}
     # CG-Bench's task is larger: its frames and subtitles (sampling.py), its per-question joins (outcomes.py)
     extra = {"cg_bench": {"sampling.py", "outcomes.py"}}
@@ -198,10 +238,10 @@ def test_judges_are_declared_not_registered_by_import():
 
 def test_aggregations_carry_their_benchmark_and_metric():
     """lmms-eval's Stderr column finds our headline metrics through the aggregation itself."""
-    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+    from lmms_video_reasoning.cg_bench import benchmark as cg_binding
     from lmms_video_reasoning.utils.results import standard_error
 
-    assert (cg_hooks.aggregate_crr.benchmark, cg_hooks.aggregate_crr.metric) == ("cg_bench", "crr")
+    assert (cg_binding.aggregate_crr.benchmark, cg_binding.aggregate_crr.metric) == ("cg_bench", "crr")
     assert standard_error.stderr_function("cg_bench", "crr", 100) is not None
     assert standard_error.stderr_function("cg_bench", "parse_failed", 100) is None  # not a headline metric
     assert standard_error.stderr_function("cg_bench", "crr", 0) is None
@@ -216,7 +256,7 @@ BENCHMARK_WORDS = re.compile(r"(?<![A-Za-z0-9_])(?:vcr|vrbench|vr_bench|cg_bench
                                     "utils/results/report_runs.py", "utils/results/report_verdicts.py", "utils/results/report_bootstrap.py",
                                     "utils/results/report_stats.py", "utils/results/report_tables.py", "utils/results/report_plots.py",
                                     "utils/results/task_specs.py", "utils/results/samples_io.py", "utils/results/run_folders.py",
-                                    "utils/core/records.py", "utils/data/prepare.py", "utils/core/roots.py", "utils/tools/sample.py",
+                                    "utils/core/records.py", "utils/core/task_yaml.py", "utils/data/prepare.py", "utils/core/roots.py", "utils/tools/sample.py",
                                     "utils/tools/demo.py", "utils/tools/cli.py", "utils/media/video.py", "utils/lmms/plugin.py",
                                     "utils/results/standard_error.py", "utils/results/aggregation.py", "judges/config.py",
                                     "judges/engine.py", "judges/process_registry.py", "utils/core/ask.py", "utils/core/frame_plan.py",

@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
-from lmms_video_reasoning.cg_bench import aggregate, data, frames, hooks, judging, media, prompts, sample, sampling, scoring
-from lmms_video_reasoning.cg_bench import aggregate as cg_aggregate
+from lmms_video_reasoning.cg_bench import data, frames, judging, outcomes, prompts, sample, sampling, scoring
+from lmms_video_reasoning.cg_bench import benchmark as binding
+from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.cg_bench import docs as cg_docs
 from lmms_video_reasoning.utils.core.roots import DataError
@@ -72,17 +73,17 @@ def test_blind_prompt_is_the_papers_text():
 
 
 def test_doc_to_text_on_sample_frames_and_video_modes(cg_env):
-    docs = hooks.build_docs(data.load_records("mini"), "long", "mini")
+    docs = cg_task.build_docs(data.load_records("mini"), "long", "mini")
     doc = next(d for d in docs if d["video_uid"] == "cgsample_park")
-    frames_text = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
+    frames_text = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     # 180 s at 2 fps: max_frame 359, 4 segment centres int(seg/2 + round(seg*i)) with seg = 89.75
-    plan = media.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
+    plan = binding.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert list(plan.indices) == [44, 134, 224, 313]
     expected_times = "A total of 4 frames are sampled. Their corresponding timestamps are:\n\n22.0, 67.0, 112.0, 156.5\n\n"
     expected_subs = ("The subtitles of the video are as follows:\n\n[18.0, 42.0] Look, a ball rolls in\n"
                      "[58.0, 92.0] Now something slides across\n\n")
     assert frames_text == prompts.system_prompt("long") + expected_subs + expected_times + "Question: " + doc["question"] + "\n\n" + prompts.options_block(doc["choices"])
-    video_text = hooks.doc_to_text(doc, {"visual_mode": "video", "long_frames": 4})
+    video_text = binding.doc_to_text(doc, {"visual_mode": "video", "long_frames": 4})
     assert "A total of" not in video_text and expected_subs in video_text
 
 
@@ -98,16 +99,16 @@ def test_a_table_entry_that_disagrees_with_the_file_gives_way_with_a_warning(cg_
     table["cgsample_park"] = {"duration": 180.0, "max_frame": 1079, "fps": 6.0}  # the file: 360 frames at 2 fps
     (root / data.META_FILE).write_text(json.dumps(table))
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    doc = next(d for d in hooks.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    doc = next(d for d in cg_task.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
     with caplog.at_level(logging.WARNING):
-        text = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
+        text = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     assert "metadata (1079 frames at 6.0000 fps) disagrees with the video file" in caplog.text and "cgsample_park.mp4" in caplog.text
-    plan = media.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
+    plan = binding.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert (plan.total_frames, plan.fps) == (360, 2.0) and any("disagrees" in note for note in plan.notes)
     assert plan.indices == frames.long_indices(360, 4) != frames.long_indices(1079, 4)
     assert prompts.frame_times_block(plan.indices, plan.fps) in text  # the times of the frames the model sees
-    assert len(hooks.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})) == 4
-    clue = media.MEDIA.plan("cgsample_park", frames.CLUE_PLAN, 4, doc["clue_intervals"])
+    assert len(binding.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})) == 4
+    clue = binding.MEDIA.plan("cgsample_park", frames.CLUE_PLAN, 4, doc["clue_intervals"])
     assert clue.fps == 2.0 and all(index < 360 for index in clue.indices)
 
 
@@ -119,30 +120,30 @@ def test_the_prompt_needs_no_video_the_frames_do(cg_root, tmp_path, monkeypatch)
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    doc = next(d for d in hooks.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
-    expected = hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
+    doc = next(d for d in cg_task.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    expected = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     (root / data.VIDEO_DIR / "cgsample_park.mp4").unlink()
     data.clear_media_index()
-    assert hooks.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4}) == expected
-    unchecked = media.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
+    assert binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4}) == expected
+    unchecked = binding.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert unchecked.path is None and unchecked.indices == [44, 134, 224, 313] and "not checked" in unchecked.notes[0]
     with pytest.raises(MediaError, match="cgsample_park.mp4.*lmms-vr prepare cg_bench"):
-        hooks.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})
+        binding.doc_to_visual(doc, {"visual_mode": "frames", "long_frames": 4})
 
 
 def test_visuals_per_mode(cg_env):
     records = data.load_records("mini")
-    clue_docs = hooks.build_docs(records, "clue", "mini")
+    clue_docs = cg_task.build_docs(records, "clue", "mini")
     with_clip = next(d for d in clue_docs if d["qid"] % 2 == 0 and len(d["clue_intervals"]) == 1)
-    assert hooks.doc_to_visual(with_clip, {"visual_mode": "video"}) == [str(cg_env / "cg_clue_videos" / f"{with_clip['qid']}.mp4")]
-    part = hooks.doc_to_messages(with_clip, {"visual_mode": "video"})[0]["content"][0]
+    assert binding.doc_to_visual(with_clip, {"visual_mode": "video"}) == [str(cg_env / "cg_clue_videos" / f"{with_clip['qid']}.mp4")]
+    part = binding.doc_to_messages(with_clip, {"visual_mode": "video"})[0]["content"][0]
     assert part["start_time"] == with_clip["clue_intervals"][0][0] and part["end_time"] == with_clip["clue_intervals"][0][1]
-    frames = hooks.doc_to_visual(with_clip, {"visual_mode": "frames", "clue_frames": 8})
+    frames = binding.doc_to_visual(with_clip, {"visual_mode": "frames", "clue_frames": 8})
     assert len(frames) == 8 and frames[0].size == (sample.WIDTH, sample.HEIGHT)
-    blind = hooks.build_docs(records, "blind", "mini")[0]
-    assert hooks.doc_to_visual(blind, {}) == [] and hooks.doc_to_messages(blind, {})[0]["content"][0]["type"] == "text"
+    blind = cg_task.build_docs(records, "blind", "mini")[0]
+    assert binding.doc_to_visual(blind, {}) == [] and binding.doc_to_messages(blind, {})[0]["content"][0]["type"] == "text"
     with pytest.raises(ValueError, match="visual_mode"):
-        hooks.doc_to_text(clue_docs[0], {"visual_mode": "pixels"})
+        binding.doc_to_text(clue_docs[0], {"visual_mode": "pixels"})
 
 
 # ---------------------------------------------------------------------- parsing
@@ -214,15 +215,15 @@ def test_parse_open_and_judge_verdicts():
 
 def test_threshold_means_use_greater_or_equal():
     def answer(qid, mode, value):
-        return cg_aggregate.Outcome(qid, mode, value, False, 60, "d", "perception")
+        return outcomes.Outcome(qid, mode, value, False, 60, "d", "perception")
 
     # thresholds 0.1..0.5 pass 3, 2, 1, 1, 1 of 4 questions
-    grounded = cg_aggregate.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
+    grounded = outcomes.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
     assert grounded["rec_at_iou"] == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
     joined = [answer(qid, mode, value) for qid, long, iou in ((1, 1.0, 0.5), (2, 0.0, 0.5), (3, 1.0, 0.15))
               for mode, value in (("long", long), ("grounding", iou))]
-    assert cg_aggregate.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
-    assert math.isnan(cg_aggregate.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
+    assert outcomes.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
+    assert math.isnan(outcomes.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
 
 
 def test_crr_arithmetic():
@@ -240,7 +241,7 @@ def _record(qid, mode, response, right="B", intervals=((10.0, 20.0),)):
     doc = {"sample_id": f"{qid}:{mode}", "task_kind": "mcq", "mode": mode, "qid": qid, "video_uid": "v", "question": "Q",
            "answer": "Red", "right_answer": right, "clue_intervals": [list(i) for i in intervals], "domain": "GUI",
            "sub_category": "Entity Perception", "duration": 700}
-    return cg_aggregate.build_record(doc, response)
+    return binding.build_record(doc, response)
 
 
 def test_score_records_joins_modes_per_qid():
@@ -250,7 +251,7 @@ def test_score_records_joins_modes_per_qid():
         _record(2, "long", fenced("A")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]])),
         _record(3, "long", "no idea"), _record(3, "clue", fenced("A")), _record(3, "grounding", fenced([[15, 25]])),
     ]
-    scores = aggregate.score_records(records)
+    scores = binding.score_records(records)
     assert scores["long_acc"] == pytest.approx(50.0)  # qid 3 unparseable: left out
     assert scores["clue_acc"] == pytest.approx(200 / 3)
     assert scores["crr"] == pytest.approx(100 * 50 / (200 / 3))
@@ -258,7 +259,7 @@ def test_score_records_joins_modes_per_qid():
     assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
     assert scores["parse_failed"] == 1
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
-    strict = aggregate.score_records(records, aggregate.Settings(strict=True))
+    strict = binding.score_records(records, outcomes.Settings(strict=True))
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
 
 
@@ -274,28 +275,28 @@ def test_model_failure_is_a_missing_answer_in_every_mode(strict):
     assert all(r["model_failed"] is True and r["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1 retries]") for r in failed)
     assert _record(2, "long", fenced("B"))["model_failed"] is False and _record(2, "long", fenced("B"))["model_failure"] is None
     records = failed + [_record(2, "long", fenced("B")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]]))]
-    scores = aggregate.score_records(records, {"strict": strict})
+    scores = binding.score_records(records, {"strict": strict})
     # qid 1 counts as wrong / tIoU 0 in every denominator (parsed, it would be right and IoU 1)
     assert scores["long_acc"] == scores["clue_acc"] == pytest.approx(50.0)
     assert scores["miou"] == pytest.approx(50.0) and scores["rec_at_iou"] == pytest.approx(50.0)
     assert scores["acc_at_iou"] == pytest.approx(50.0)
     assert scores["model_failed"] == 3 and scores["parse_failed"] == 0
     assert scores["breakdown"]["model_failed_by_mode"] == {"long": 1, "clue": 1, "grounding": 1}
-    blind = aggregate.score_records([{**_record(3, "blind", FAILED_REPLY), "task_kind": "blind"}], {"strict": strict})
+    blind = binding.score_records([{**_record(3, "blind", FAILED_REPLY), "task_kind": "blind"}], {"strict": strict})
     assert blind["blind_acc"] == 0.0 and blind["model_failed"] == 1 and blind["parse_failed"] == 0
 
 
 def test_model_failure_recognised_in_records_logged_without_the_mark():
     record = _record(1, "long", FAILED_REPLY)
     del record["model_failed"], record["model_failure"]
-    scores = aggregate.score_records([record])
+    scores = binding.score_records([record])
     assert scores["long_acc"] == 0.0 and scores["model_failed"] == 1
 
 
 def test_process_results_marks_the_failure_under_every_metric(cg_env):
-    doc = hooks.build_docs(data.load_records("mini"), "long", "mini")[0]
-    result = hooks.process_results(doc, [FAILED_REPLY])
-    assert set(result) == set(aggregate.METRICS["long"]) and "model_failed" in result
+    doc = cg_task.build_docs(data.load_records("mini"), "long", "mini")[0]
+    result = binding.process_results_cg_bench_long(doc, [FAILED_REPLY])
+    assert set(result) == set(outcomes.METRICS["long"]) and "model_failed" in result
     assert result["model_failed"]["model_failed"] is True and result["model_failed"]["response"] == FAILED_REPLY
 
 
@@ -309,7 +310,7 @@ def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkey
     records = data.load_records("mini")
     assert len(records) == 3000 and len({r["video_uid"] for r in records}) == 1118
     assert all(r["video_uid"] in data.video_meta_table() for r in records)
-    docs = hooks.build_docs(records, "mcq", "mini")
+    docs = cg_task.build_docs(records, "mcq", "mini")
     assert len(docs) == 9000 and docs[1]["sample_id"] == f"{records[0]['qid']}:clue"
     assert {scoring.question_kind(r["sub_category"]) for r in records} == set(scoring.KINDS)
 
@@ -373,15 +374,15 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     from lmms_video_reasoning.judges import LocalJudgeServer
 
     questions = [q for q in sample.build_questions()[:-sample.MINI_EXCLUDED] if q["answer"] in sample.SYNONYMS][:3]
-    docs = {d["qid"]: d for d in hooks.build_docs(data.load_records("mini"), "open", "mini")}
+    docs = {d["qid"]: d for d in cg_task.build_docs(data.load_records("mini"), "open", "mini")}
     fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
     replies = [fenced(questions[0]["answer"]), fenced(sample.SYNONYMS[questions[1]["answer"]]), fenced("A purple hexagon"), ""]
-    records = [cg_aggregate.build_record(docs[q["qid"]], r) for q, r in zip(questions + questions[:1], replies)]
+    records = [binding.build_record(docs[q["qid"]], r) for q, r in zip(questions + questions[:1], replies)]
 
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        scores = aggregate.score_records(records)
+        scores = binding.score_records(records)
         bodies = list(server.requests)
 
     # right (step 1 -> 1), synonym (step 1 -> 2, step 2 -> 1), wrong (0); the empty reply is left out
@@ -394,7 +395,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     expected = prompts.judge_step1_text(questions[0]["question"], questions[0]["answer"], questions[0]["answer"])
     assert expected in [b["messages"][0]["content"][0]["text"] for b in step1]
     content = step2[0]["messages"][0]["content"]
-    plan = media.MEDIA.plan(questions[1]["video_uid"], frames.CLUE_PLAN, sampling.DEFAULT_CLUE_FRAMES, questions[1]["clue_intervals"])
+    plan = binding.MEDIA.plan(questions[1]["video_uid"], frames.CLUE_PLAN, sampling.DEFAULT_CLUE_FRAMES, questions[1]["clue_intervals"])
     images = [part for part in content if part["type"] == "image_url"]
     assert len(images) == len(plan.indices) > 0
     assert images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,") and images[0]["image_url"]["detail"] == "low"
@@ -404,7 +405,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
 
 def _open_records(n):
     questions = sample.build_questions()[:-sample.MINI_EXCLUDED][:n]
-    docs = {d["qid"]: d for d in hooks.build_docs(data.load_records("mini"), "open", "mini")}
+    docs = {d["qid"]: d for d in cg_task.build_docs(data.load_records("mini"), "open", "mini")}
     return questions, [docs[q["qid"]] for q in questions]
 
 
@@ -416,10 +417,10 @@ def test_open_model_failure_is_never_judged(cg_env, monkeypatch):
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        alone = aggregate.score_records([cg_aggregate.build_record(docs[0], FAILED_REPLY)])
+        alone = binding.score_records([binding.build_record(docs[0], FAILED_REPLY)])
         assert server.request_count == 0
         assert alone["oe_acc"] == 0.0 and alone["model_failed"] == 1 and alone["parse_failed"] == 0 and alone["judge_failed"] == 0
-        both = aggregate.score_records([cg_aggregate.build_record(docs[0], FAILED_REPLY), cg_aggregate.build_record(docs[1], fenced(questions[1]["answer"]))])
+        both = binding.score_records([binding.build_record(docs[0], FAILED_REPLY), binding.build_record(docs[1], fenced(questions[1]["answer"]))])
         bodies = list(server.requests)
     assert len(bodies) == 1 and "LMMS_EVAL_REQUEST_FAILED" not in json.dumps(bodies)
     assert both["oe_acc"] == pytest.approx(50.0) and both["model_failed"] == 1
@@ -437,20 +438,20 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
         text = body["messages"][0]["content"][-1]["text"]
         return "I will not grade this." if f"'{refused}'" in text else sample.oracle_judge_reply(body)
 
-    records = [cg_aggregate.build_record(docs[0], fenced(questions[0]["answer"])),
-               cg_aggregate.build_record(docs[1], fenced("A purple hexagon")),
-               cg_aggregate.build_record(docs[2], fenced(refused)),
-               cg_aggregate.build_record(docs[1], "")]
+    records = [binding.build_record(docs[0], fenced(questions[0]["answer"])),
+               binding.build_record(docs[1], fenced("A purple hexagon")),
+               binding.build_record(docs[2], fenced(refused)),
+               binding.build_record(docs[1], "")]
     with LocalJudgeServer(responder=responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
         monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", "0.5")  # 1 failure of 4 is under this share
-        scores = aggregate.score_records(records)
-        strict = aggregate.score_records(records, {"strict": True})
+        scores = binding.score_records(records)
+        strict = binding.score_records(records, {"strict": True})
         # per run: right (1 request), wrong (1), refused (3: asked, then re-asked twice); the empty reply none
         assert server.request_count == 2 * (1 + 1 + 3)
         monkeypatch.delenv("LMMS_VR_JUDGE_FAILED_SHARE")  # the default 5%: 1 of 4 is too many
-        withheld = aggregate.score_records(records)
+        withheld = binding.score_records(records)
     assert scores["judge_failed"] == 1 and scores["parse_failed"] == 1 and scores["model_failed"] == 0
     assert scores["oe_acc"] == pytest.approx(50.0)  # right + wrong; the unjudged and the empty reply left out
     assert strict["judge_failed"] == 1 and strict["oe_acc"] == pytest.approx(100 / 3)  # strict: the empty reply is wrong
@@ -461,10 +462,10 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
 def test_open_without_judge_is_not_computed(cg_env, monkeypatch):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    doc = hooks.build_docs(data.load_records("mini"), "open", "mini")[0]
-    scores = aggregate.score_records([cg_aggregate.build_record(doc, "Red")])
+    doc = cg_task.build_docs(data.load_records("mini"), "open", "mini")[0]
+    scores = binding.score_records([binding.build_record(doc, "Red")])
     assert math.isnan(scores["oe_acc"]) and math.isnan(scores["judge_failed"]) and scores["breakdown"]["judge_configured"] is False
-    skipped = aggregate.score_records([cg_aggregate.build_record(doc, "Red")], {"judge": False})
+    skipped = binding.score_records([binding.build_record(doc, "Red")], {"judge": False})
     assert math.isnan(skipped["oe_acc"]) and math.isnan(skipped["judge_failed"])
 
 
@@ -490,21 +491,21 @@ def test_video_mode_refuses_a_broken_video_with_a_clear_error(cg_root, tmp_path,
     shutil.copytree(cg_root, root)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
     records = data.load_records("mini")
-    clue = next(d for d in hooks.build_docs(records, "clue", "mini") if data.clue_clip_path(d["qid"]) is not None)
-    long = next(d for d in hooks.build_docs(records, "long", "mini") if d["video_uid"] != clue["video_uid"])
+    clue = next(d for d in cg_task.build_docs(records, "clue", "mini") if data.clue_clip_path(d["qid"]) is not None)
+    long = next(d for d in cg_task.build_docs(records, "long", "mini") if d["video_uid"] != clue["video_uid"])
     video = {"visual_mode": "video"}
-    assert hooks.doc_to_visual(long, video) and hooks.doc_to_visual(clue, video)  # intact files pass
+    assert binding.doc_to_visual(long, video) and binding.doc_to_visual(clue, video)  # intact files pass
 
     clip = data.clue_clip_path(clue["qid"])
     _truncate(clip)
     with pytest.raises(MediaError, match=rf"{clip.name} is unusable: .*lmms-vr prepare cg_bench"):
-        hooks.doc_to_visual(clue, video)
+        binding.doc_to_visual(clue, video)
     full = data.video_path(long["video_uid"])
     _truncate(full)
-    for call in (hooks.doc_to_visual, hooks.doc_to_messages):
+    for call in (binding.doc_to_visual, binding.doc_to_messages):
         with pytest.raises(MediaError, match=rf"{full.name} is unusable"):
             call(long, video)
-    assert long["question"] in hooks.doc_to_text(long, video)  # the text needs no decoding
+    assert long["question"] in binding.doc_to_text(long, video)  # the text needs no decoding
 
 
 def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
@@ -516,7 +517,7 @@ def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    doc = hooks.build_docs(data.load_records("mini"), "grounding", "mini")[0]
+    doc = cg_task.build_docs(data.load_records("mini"), "grounding", "mini")[0]
     path = data.video_path(doc["video_uid"])
     with av.open(str(path), "w", format="mp4") as container:
         stream = container.add_stream("aac", rate=16000)
@@ -529,32 +530,33 @@ def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
         for packet in stream.encode(None):
             container.mux(packet)
     with pytest.raises(MediaError, match=rf"{path.name} is unusable: it has no video stream"):
-        hooks.doc_to_messages(doc, {"visual_mode": "video"})
+        binding.doc_to_messages(doc, {"visual_mode": "video"})
 
 
 def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monkeypatch):
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_table import probe
 
     monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path / "cache"))
-    docs = hooks.build_docs(data.load_records("mini"), "clue", "mini")
+    docs = cg_task.build_docs(data.load_records("mini"), "clue", "mini")
     doc = next(d for d in docs if len(d["clue_intervals"]) == 2 and data.clue_clip_path(d["qid"]) is None)
-    (clip,) = hooks.doc_to_visual(doc, {"visual_mode": "video"})
+    (clip,) = binding.doc_to_visual(doc, {"visual_mode": "video"})
     assert str(tmp_path / "cache") in clip
     fps = data.video_meta(doc["video_uid"]).fps
     length = sum(end - start for start, end in doc["clue_intervals"])
-    assert video.probe(clip).total_frames == pytest.approx(length * fps, abs=2)
-    assert hooks.doc_to_messages(doc, {"visual_mode": "video"})[0]["content"][0] == {"type": "video", "url": clip}
+    assert probe(clip).total_frames == pytest.approx(length * fps, abs=2)
+    assert binding.doc_to_messages(doc, {"visual_mode": "video"})[0]["content"][0] == {"type": "video", "url": clip}
 
 
 def test_prepare_lists(cg_root):
     records = data.records_at(cg_root, "mini")
-    assert data.media_files(records) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
-    assert all((cg_root / rel).is_file() for rel in data.media_files(records))
-    assert "cg_subtitles/cgsample_park.srt" in data.optional_media_files(records)
+    kinds = {kind.name: kind for kind in data.media_kinds(cg_root, records)}  # what `lmms-vr prepare` checks
+    assert list(kinds["videos"].items) == [f"cg_videos_720p/{v.uid}.mp4" for v in sample.VIDEOS]
+    assert all(resolve().is_file() for resolve in kinds["videos"].items.values())
+    assert "cg_subtitles/cgsample_park.srt" in kinds["subtitles"].items
     assert set(data.HUB_ANNOTATIONS) == {"cgbench_mini.json", "cgbench.json"}  # the meta table is not on the Hub
 
 
 def test_full_split_variant_loads_cgbench_json(cg_env):
-    mini, full = hooks.load_long(), hooks.load_long_full()
+    mini, full = binding.load_long(), binding.load_long_full()
     assert len(full) == len(mini) + sample.MINI_EXCLUDED
     assert set(full["split"]) == {"full"} and set(mini["sample_id"]) < set(full["sample_id"])

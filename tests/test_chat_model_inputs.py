@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lmms_video_reasoning.utils.lmms import model_video as mv
+from lmms_video_reasoning.utils.lmms import model_video as mv, proxy_clips as clips
 from processor_probe import METADATA_FIELDS
 
 DOCUMENTS = 6
@@ -53,11 +53,11 @@ def run_with_and_without_proxies(tmp_path, model: str, checkpoint) -> dict[str, 
     for mode in ("fast", "path"):
         folder = tmp_path / f"{model}-{mode}"
         env = {**env_for(sample, ("vcr_bench",)), **processor_probe_env(folder / "probe"), **QUIET_CPU,
-               mv.INPUT_ENV: mode, mv.CACHE_DIR_ENV: str(folder / "proxies")}
+               mv.INPUT_ENV: mode, clips.CACHE_DIR_ENV: str(folder / "proxies")}
         results = run_lmms_eval("vcr_cot", folder / "out", model=model, model_args=args, env=env,
                                 extra=["--limit", str(DOCUMENTS)], log_samples=False)
         runs[mode] = {"calls": processor_calls(folder / "probe"), "reads": video_reads(folder / "probe"),
-                      "proxies": sorted((folder / "proxies").glob("*" + mv.PROXY_SUFFIX)), "log": results["_log"]}
+                      "proxies": sorted((folder / "proxies").glob("*" + clips.PROXY_SUFFIX)), "log": results["_log"]}
     return runs
 
 
@@ -89,7 +89,7 @@ def assert_proxies_only_in_fast_mode(runs: dict[str, dict]) -> None:
     fast, path = runs["fast"], runs["path"]
     assert len(fast["reads"]) == len(path["reads"]) == DOCUMENTS, (fast["reads"], path["reads"])
     assert not path["proxies"], path["proxies"]
-    assert not any(read.endswith(mv.PROXY_SUFFIX) for read in path["reads"]), path["reads"]
+    assert not any(read.endswith(clips.PROXY_SUFFIX) for read in path["reads"]), path["reads"]
     assert fast["proxies"], "no proxy was made in fast mode: the chat model was handed the original video path"
     made = {str(proxy) for proxy in fast["proxies"]}
     assert set(fast["reads"]) <= made, f"fast mode: the model read {sorted(set(fast['reads']) - made)}, not the proxies {sorted(made)}"

@@ -54,11 +54,11 @@ def test_hub_failure_is_explained_offline(tmp_path):
 
 def test_media_errors_name_file_variable_and_command(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
-    with pytest.raises(roots.MediaError, match=r"not found: .*cg_videos_720p/x\.mp4.*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
-        roots.media_file(CG_BENCH, "cg_videos_720p/x.mp4")
+    with pytest.raises(roots.MediaError, match=r"cg_videos_720p/x\.mp4 not found under .*CGBENCH_ROOT.*lmms-vr prepare cg_bench"):
+        roots.require_media(CG_BENCH, tmp_path / "cg_videos_720p/x.mp4", "video cg_videos_720p/x.mp4")
     (tmp_path / "empty.mp4").write_bytes(b"")
     with pytest.raises(roots.MediaError, match="empty"):
-        roots.media_file(CG_BENCH, "empty.mp4")
+        roots.require_media(CG_BENCH, tmp_path / "empty.mp4", "video empty.mp4")
 
 
 def test_read_json_errors_name_the_file(tmp_path):
@@ -121,14 +121,14 @@ def test_usable_video_rejects_undecodable_files(tmp_path, monkeypatch):
 
     monkeypatch.setenv("VCR_BENCH_ROOT", str(tmp_path))
     good = write_video(tmp_path / "good.mp4", duration=2.0)
-    assert roots.usable_video(VCR_BENCH, roots.media_file(VCR_BENCH, "good.mp4")) == good
+    assert roots.usable_video(VCR_BENCH, tmp_path / "good.mp4") == good
     (tmp_path / "half.mp4").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     (tmp_path / "junk.mp4").write_bytes(b"\x00garbage" * 500)
     for name in ("half.mp4", "junk.mp4"):
         with pytest.raises(roots.MediaError, match=rf"{name} is unusable: .*lmms-vr prepare vcr_bench"):
-            roots.usable_video(VCR_BENCH, roots.media_file(VCR_BENCH, name))
+            roots.usable_video(VCR_BENCH, tmp_path / name)
     with pytest.raises(roots.MediaError, match="not found"):
-        roots.usable_video(VCR_BENCH, roots.media_file(VCR_BENCH, "absent.mp4"))
+        roots.require_media(VCR_BENCH, tmp_path / "absent.mp4", "video absent.mp4")
     assert roots.video_problem(tmp_path / "absent.mp4") == "it does not exist"
 
 

@@ -24,11 +24,17 @@ CORRUPTIONS = ("truncated", "corrupt_header", "zero_byte", "missing", "no_video_
 
 
 def task_config(task: str) -> dict:
-    from lmms_video_reasoning.utils.core.registry import task_dirs
-    from lmms_video_reasoning.utils.results.task_specs import _read_yaml
+    """The task's YAML as lmms-eval reads it (`!function dotted.path` as the string `dotted.path`)."""
+    import yaml
 
+    from lmms_video_reasoning.utils.core.registry import task_dirs
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
     for path in (path for folder in task_dirs() for path in folder.rglob("*.yaml")):
-        config = _read_yaml(path)
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
         if config.get("task") == task:
             return config
     raise KeyError(task)

@@ -249,17 +249,17 @@ sys.path.insert(0, sys.argv[1])
 from tiny_models import build_qwen2_vl
 from lmms_eval.api.instance import Instance
 from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
-from lmms_video_reasoning.utils.lmms import host, model_video as mv
+from lmms_video_reasoning.utils.lmms import decode_ahead, host, model_video as mv, proxy_clips as clips
 from lmms_video_reasoning.utils.media import synthetic as syn
 
 work = Path(sys.argv[2])
 videos = [syn.write_video(work / f"doc{n}.mp4", 4, fps=10, width=160, height=120) for n in range(4)]
 written = []
-encode = mv.write_proxy
+encode = clips.write_proxy
 def spy(target, frames, layout):
     written.append(threading.current_thread().name)
     encode(target, frames, layout)
-mv.write_proxy = spy
+clips.write_proxy = spy
 model = Qwen2_VL(pretrained=str(build_qwen2_vl(work / "ckpt")), device="cpu", device_map="cpu", max_num_frames=4)
 model.task_dict = {"t": {"test": [{"video": str(v)} for v in videos]}}
 def doc_to_visual(doc):
@@ -268,7 +268,7 @@ gen = {"max_new_tokens": 2, "temperature": 0}
 requests = [Instance("generate_until", ("Describe.", gen, doc_to_visual, n, "t", "test"), idx=0,
                      metadata={"task": "t", "doc_id": n, "repeats": 1}) for n in range(4)]
 model.generate_until(requests)
-mv._ahead.stop()
+decode_ahead._ahead.stop()
 print(json.dumps({"written": written, "state": host.DECODE_AHEAD.state}))
 """
 

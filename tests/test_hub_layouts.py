@@ -104,22 +104,23 @@ def test_vrbench_split_set_from_the_hub(nesting, hub, sample_dir, tmp_path, monk
 
 @pytest.mark.parametrize("layout", _quick_first(CG_LAYOUTS))
 def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
-    from lmms_video_reasoning.cg_bench import data, hooks, media, sampling
+    from lmms_video_reasoning.cg_bench import benchmark as binding
+    from lmms_video_reasoning.cg_bench import data, sampling, task
 
     root = tmp_path / "root"
     prepared(hub, "CG-Bench/CG-Bench", cg_repo(sample_dir, layout), "cg_bench", "CGBENCH_ROOT", root, monkeypatch, gated=True)
     assert "video_meta_info.json" not in os.listdir(root)  # not on the Hub: the packaged table serves
     source = sample_dir / "cg_bench"
-    docs = hooks.build_docs(data.load_records("mini"), "mcq", "mini")
+    docs = task.build_docs(data.load_records("mini"), "mcq", "mini")
     for doc in docs:
-        assert hooks.full_video(doc) == root / data.VIDEO_DIR / f"{doc['video_uid']}.mp4"
+        assert binding.MEDIA.full_video(doc) == root / data.VIDEO_DIR / f"{doc['video_uid']}.mp4"
         clip = data.clue_clip_path(doc["qid"])
         assert (clip is not None) == (source / data.CLUE_DIR / f"{doc['qid']}.mp4").is_file()
         if clip is not None:
             assert clip.parent == root / data.CLUE_DIR and data.usable_video(clip) == clip
         has_srt = (source / data.SUBTITLE_DIR / f"{doc['video_uid']}.srt").is_file()
         assert (data.subtitle_path(doc["video_uid"]) is not None) == has_srt
-        assert sampling.subtitles_unusable(doc["video_uid"], media.MEDIA) is None
+        assert sampling.subtitles_unusable(doc["video_uid"], binding.MEDIA) is None
     uid = docs[0]["video_uid"]
     assert uid not in data.meta_table_at(None)  # not in the official table: probed from the file
     sample_meta = json.loads((source / data.META_FILE).read_text())[uid]  # what the sample generator wrote

@@ -5,11 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-from lmms_video_reasoning.utils.core.intervals import (
-    clamp_intervals,
-    intervals_iou,
-    merge_intervals,
-)
+from interval_iou import intervals_iou
+from lmms_video_reasoning.utils.core.intervals import clamp_intervals, merge_intervals
 
 
 def test_merge_overlapping_touching_disjoint_reversed():

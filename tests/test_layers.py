@@ -21,7 +21,7 @@ LEVEL = {"utils.core": 0, "utils.media": 1, "utils.data": 1, "judges": 2, "utils
 
 
 def package_of(module: str) -> str:
-    """'utils.results.report' -> 'utils.results'; 'cg_bench.hooks' -> 'cg_bench'."""
+    """'utils.results.report' -> 'utils.results'; 'cg_bench.task' -> 'cg_bench'."""
     parts = module.split(".")
     if parts[0] == "utils" and len(parts) > 1 and f"utils.{parts[1]}" in LEVEL:
         return f"utils.{parts[1]}"

@@ -1,6 +1,6 @@
 """Proxies are provably the models' own inputs: lmms-eval's real code on the path vs on the proxy.
 
-For every reading in `utils.model_video._KNOWN` (qwen2_vl, simple and chat qwen2_5_vl, simple
+For every reading in `utils.lmms.model_readings._KNOWN` (qwen2_vl, simple and chat qwen2_5_vl, simple
 and chat qwen3_vl, llava_onevision) lmms-eval 0.7.3's own model class runs its
 `generate_until` (tiny offline checkpoints) on each video of a grid, once with the original
 path and once with our proxy (`tests/model_equivalence.py`, in a subprocess with the processor
@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lmms_video_reasoning.utils.lmms import model_video as mv
+from lmms_video_reasoning.utils.lmms import model_readings as readings, model_video as mv, proxy_clips as clips
 from lmms_video_reasoning.utils.media import synthetic as syn
 
 HARNESS = Path(__file__).with_name("model_equivalence.py")
 BROKEN_LAST_FRAME = "3s_last_frame_undecodable.mp4"
-CG_BENCH_TABLE = Path(mv.__file__).resolve().parents[2] / "cg_bench" / "video_meta_info.json"
+CG_BENCH_TABLE = Path(readings.__file__).resolve().parents[2] / "cg_bench" / "video_meta_info.json"
 ARRAYS = ("pixel_values_videos", "video_grid_thw", "input_ids", "second_per_grid_ts")
 METADATA = ("fps", "frames_indices", "total_num_frames", "video_backend")
 QUIET_CPU = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -245,7 +245,7 @@ def assert_equivalent(lines: list[dict]) -> dict[str, dict[str, int]]:
         assert path["reads"] in ([], [video]), (case, path["reads"])
         # Not vacuous: wherever the model read the video without error, it read our proxy.
         if path["reads"] and not path["error"]:
-            assert len(fast["reads"]) == 1 and fast["reads"][0].endswith(mv.PROXY_SUFFIX), (case, fast["reads"])
+            assert len(fast["reads"]) == 1 and fast["reads"][0].endswith(clips.PROXY_SUFFIX), (case, fast["reads"])
             used["proxy"] += 1
         else:
             assert fast["reads"] == path["reads"], (case, fast["reads"], path["reads"])
@@ -254,7 +254,7 @@ def assert_equivalent(lines: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def test_groups_cover_every_known_reading():
-    assert sorted(r for group in GROUPS.values() for r in group) == sorted(READINGS) == sorted(set(mv._KNOWN.values()))
+    assert sorted(r for group in GROUPS.values() for r in group) == sorted(READINGS) == sorted(set(readings._KNOWN.values()))
 
 
 @pytest.mark.slow

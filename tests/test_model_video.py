@@ -16,17 +16,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
-from lmms_video_reasoning.utils.lmms import model_video as mv
+from lmms_video_reasoning.utils.lmms import decode_ahead, model_video as mv
+from lmms_video_reasoning.utils.lmms import model_readings as readings, proxy_clips as clips
 from lmms_video_reasoning.utils.media import synthetic as syn
 from lmms_video_reasoning.vrbench import frames as vr_frames
 
 READINGS = {
-    "qwen2_vl": mv.Reading("qwen2_vl", 32, 602112, 3136),
-    "qwen2_5_vl": mv.Reading("qwen2_5_vl", 32, 1605632, 200704),
-    "qwen2_vl_odd_budget": mv.Reading("qwen2_vl", 15, 602112, 3136),
-    "llava_onevision": mv.Reading("llava_onevision", 32),
+    "qwen2_vl": readings.Reading("qwen2_vl", 32, 602112, 3136),
+    "qwen2_5_vl": readings.Reading("qwen2_5_vl", 32, 1605632, 200704),
+    "qwen2_vl_odd_budget": readings.Reading("qwen2_vl", 15, 602112, 3136),
+    "llava_onevision": readings.Reading("llava_onevision", 32),
 }
 
 
@@ -48,14 +51,14 @@ def llava_load_video(path: str, max_frames_num: int) -> np.ndarray:
 def test_proxy_is_cached_and_holds_the_composed_frames(name, long_ish_video, tmp_path, monkeypatch):
     """The proxy lands in the cache folder and a second request is a hit. Whether each model's own
     code reads the same tensors from it is tests/test_model_equivalence.py's (lmms-eval's classes)."""
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     reading = READINGS[name]
     proxy = mv.prepare(long_ish_video, mv.Request(reading))
-    assert proxy is not None and Path(proxy).parent == tmp_path / "proxies" and proxy.endswith(mv.PROXY_SUFFIX)
+    assert proxy is not None and Path(proxy).parent == tmp_path / "proxies" and proxy.endswith(clips.PROXY_SUFFIX)
     if reading.model == "llava_onevision":  # native size: the index stamps survive, and the real reader agrees
         original, via_proxy = llava_load_video(str(long_ish_video), reading.max_frames), llava_load_video(proxy, reading.max_frames)
         assert np.array_equal(original, via_proxy)
-        assert [syn.read_index_stamp(f) for f in via_proxy] == list(mv.model_frames(reading, 1350, 30.0, 320, 240).indices)
+        assert [syn.read_index_stamp(f) for f in via_proxy] == list(readings.model_frames(reading, 1350, 30.0, 320, 240).indices)
     # A second request is a cache hit: same file, not rewritten.
     mtime = Path(proxy).stat().st_mtime_ns
     mv._done.clear()
@@ -78,14 +81,14 @@ def chat_model(name: str, **settings):
     return model
 
 
-def qwen_reads(path: str, reading: mv.Reading, total: int) -> tuple[np.ndarray, dict, dict]:
+def qwen_reads(path: str, reading: readings.Reading, total: int) -> tuple[np.ndarray, dict, dict]:
     """What qwen_vl_utils (real, decord) gives for ``path`` with the video kwargs ``reading``'s
     model passes for a video of ``total`` frames: frames, video metadata, processor kwargs. The
     same kwargs on the source and on its proxy; that they are the model's own is
     tests/test_model_equivalence.py's (lmms-eval's classes)."""
     from qwen_vl_utils import process_vision_info
 
-    kwargs, patch = mv._video_kwargs(reading, total)
+    kwargs, patch = readings._video_kwargs(reading, total)
     messages = [{"role": "user", "content": [{"type": "video", "video": path, **kwargs}]}]
     _images, videos, video_kwargs = process_vision_info(messages, return_video_kwargs=True, return_video_metadata=True,
                                                         image_patch_size=patch)
@@ -107,13 +110,13 @@ CHAT_CASES = {
 def test_chat_model_reads_the_same_frames_and_timing_from_the_proxy(case, long_ish_video, tmp_path, monkeypatch):
     """Chat models pass the reader's `video_metadata` (fps, frame indices, count) to the processor:
     the timed proxy must give back the frames AND that metadata."""
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     name, settings = CHAT_CASES[case]
     model = chat_model(name, **settings)
-    reading = mv.reading_of(model)
+    reading = readings.reading_of(model)
     assert reading is not None and reading.model == name and reading.timed
     proxy = mv.prepare(long_ish_video, mv.Request(reading))
-    assert proxy is not None and proxy.endswith(mv.PROXY_SUFFIX)
+    assert proxy is not None and proxy.endswith(clips.PROXY_SUFFIX)
     frames, metadata, kwargs = qwen_reads(str(long_ish_video), reading, 1350)
     proxy_frames, proxy_metadata, proxy_kwargs = qwen_reads(proxy, reading, 1350)
     assert frames.shape == proxy_frames.shape and np.array_equal(frames, proxy_frames), case
@@ -131,7 +134,7 @@ def test_timed_proxy_keeps_a_fractional_rate(kind, tmp_path, monkeypatch):
     same count and the same float rate to decord, to the last bit."""
     import decord
 
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     if kind == "ntsc":
         source = syn.write_video(tmp_path / "ntsc.mp4", 8, fps=30000 / 1001, width=160, height=120, stamp_index=True)
     elif kind == "vfr":
@@ -139,52 +142,52 @@ def test_timed_proxy_keeps_a_fractional_rate(kind, tmp_path, monkeypatch):
     else:
         source = syn.write_video(tmp_path / "vfr2.mp4", 69.01, fps=60000 / 1001, width=80, height=32, vfr=True, textured=True)
     model = chat_model("qwen2_5_vl_chat", max_num_frames=16)
-    proxy = mv.prepare(source, mv.Request(mv.reading_of(model)))
+    proxy = mv.prepare(source, mv.Request(readings.reading_of(model)))
     assert proxy is not None
     original, via_proxy = decord.VideoReader(str(source)), decord.VideoReader(proxy)
     assert (len(via_proxy), via_proxy.get_avg_fps()) == (len(original), original.get_avg_fps())
-    frames, metadata, _ = qwen_reads(str(source), mv.reading_of(model), len(original))
-    proxy_frames, proxy_metadata, _ = qwen_reads(proxy, mv.reading_of(model), len(original))
+    frames, metadata, _ = qwen_reads(str(source), readings.reading_of(model), len(original))
+    proxy_frames, proxy_metadata, _ = qwen_reads(proxy, readings.reading_of(model), len(original))
     assert proxy_metadata == metadata and np.array_equal(frames, proxy_frames)
     # A proxy whose container would declare another rate is never used (and never left in the cache).
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "other"))
-    monkeypatch.setattr(mv, "source_rate", lambda fps: mv.Fraction(round(fps)))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "other"))
+    monkeypatch.setattr(clips, "source_rate", lambda fps: Fraction(round(fps)))
     mv._done.clear()
-    assert mv.prepare(source, mv.Request(mv.reading_of(model))) is None
-    assert not list((tmp_path / "other").glob("*" + mv.PROXY_SUFFIX))
+    assert mv.prepare(source, mv.Request(readings.reading_of(model))) is None
+    assert not list((tmp_path / "other").glob("*" + clips.PROXY_SUFFIX))
 
 
 def test_unknown_chat_models_and_impossible_budgets_get_the_path(long_ish_video, tmp_path, monkeypatch):
     from lmms_eval.models.chat.qwen2_5_vl import Qwen2_5_VL as Qwen2_5_VLChat
 
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
 
     class Custom(Qwen2_5_VLChat):  # a subclass reads like its parent
         pass
 
     custom = object.__new__(Custom)
     custom.max_num_frames, custom.fps, custom.max_pixels, custom.min_pixels = 8, None, 1605632, 200704
-    assert mv.reading_of(custom) == mv.Reading("qwen2_5_vl_chat", 8, 1605632, 200704)
+    assert readings.reading_of(custom) == readings.Reading("qwen2_5_vl_chat", 8, 1605632, 200704)
     # Qwen3-VL asks for exactly max_num_frames; more than the video has is its own error, so no proxy.
     short = syn.write_video(tmp_path / "short.mp4", 1, fps=10, width=160, height=120)
-    assert mv.prepare(short, mv.Request(mv.reading_of(chat_model("qwen3_vl_chat")))) is None
+    assert mv.prepare(short, mv.Request(readings.reading_of(chat_model("qwen3_vl_chat")))) is None
 
 
 def test_protocol_frames_proxy_holds_exactly_those_frames(long_ish_video, tmp_path, monkeypatch):
     """VRBench protocol: 16 segment midpoints at 224x224 (OpenCV bilinear) as a video."""
     import decord
-    from lmms_video_reasoning.utils.media import video
+    from lmms_video_reasoning.utils.media.frame_decoder import read_frames
 
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     indices = vr_frames.indices(1350, 16)
     proxy = mv.prepare(long_ish_video, mv.Request(None, tuple(indices), vr_frames.SIZE))
     frames = decord.VideoReader(proxy).get_batch(list(range(16))).asnumpy()
-    expected = video.read_frames(long_ish_video, indices, size=vr_frames.SIZE, as_array=True)
+    expected = read_frames(long_ish_video, indices, size=vr_frames.SIZE, as_array=True)
     assert np.array_equal(frames, expected)
 
 
 def test_plain_path_setting_and_unknown_models_get_the_path(long_ish_video, tmp_path, monkeypatch):
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     checked = []
     assert mv.video_for_model(long_ish_video, on_broken=lambda p: checked.append(p) or p) == str(long_ish_video)
     assert checked == [long_ish_video]  # outside a known model: the path, checked
@@ -213,7 +216,7 @@ def as_qwen2_vl(call):
 def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, long_ish_video):
     from lmms_video_reasoning.utils.core.roots import MediaError
 
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(long_ish_video.read_bytes()[: 20_000])
     with pytest.raises(MediaError, match="broken.mp4"):
@@ -232,32 +235,33 @@ def test_broken_file_is_reported_by_the_decode_itself(tmp_path, monkeypatch, lon
 def test_vrbench_video_mode_gives_the_protocol_frames_as_a_clip(sample_dir, tmp_path, monkeypatch):
     """VRBench's default for video models: `num_frames` segment midpoints at 224x224, as a video."""
     import decord
-    from lmms_video_reasoning.utils.media import video
-    from lmms_video_reasoning.vrbench import hooks
+    from lmms_video_reasoning.utils.media.frame_decoder import read_frames
+    from lmms_video_reasoning.utils.media.frame_table import probe
+    from lmms_video_reasoning.vrbench import benchmark as binding
 
     monkeypatch.setenv("VRBENCH_ROOT", str(sample_dir / "vrbench"))
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
-    doc = hooks.build_docs("judge", "default")[0]
-    source = hooks.data.resolve_video(doc["video_path"])
-    [clip] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    doc = binding.build_docs("judge", "default")[0]
+    source = binding.data.resolve_video(doc["video_path"])
+    [clip] = as_qwen2_vl(lambda: binding.doc_to_visual(doc, {"visual_mode": "video", "num_frames": 8}))
     assert Path(clip).parent == tmp_path / "proxies"
-    indices = vr_frames.indices(video.probe(source).total_frames, 8)
-    expected = video.read_frames(source, indices, size=vr_frames.SIZE, as_array=True)
+    indices = vr_frames.indices(probe(source).total_frames, 8)
+    expected = read_frames(source, indices, size=vr_frames.SIZE, as_array=True)
     assert np.array_equal(decord.VideoReader(clip).get_batch(list(range(8))).asnumpy(), expected)
     # `video_frames: model`: the model's own frames (a proxy for qwen2_vl); outside a model run: the path.
-    [own] = as_qwen2_vl(lambda: hooks.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))
-    assert own != clip and own.endswith(mv.PROXY_SUFFIX)
-    assert hooks.doc_to_visual(doc, {"visual_mode": "video"}) == [str(source)]
+    [own] = as_qwen2_vl(lambda: binding.doc_to_visual(doc, {"visual_mode": "video", "video_frames": "model"}))
+    assert own != clip and own.endswith(clips.PROXY_SUFFIX)
+    assert binding.doc_to_visual(doc, {"visual_mode": "video"}) == [str(source)]
 
 
 _FILL = """
 import json, os, sys
-from lmms_video_reasoning.utils.lmms import model_video as mv
+from lmms_video_reasoning.utils.lmms import model_readings as readings, model_video as mv, proxy_clips as clips
 path, worker = sys.argv[1], int(sys.argv[2])
-cache = mv.ProxyCache(mv.cache_dir(), mv.cache_limit_bytes(), protect_s=0)
+cache = clips.ProxyCache(clips.cache_dir(), clips.cache_limit_bytes(), protect_s=0)
 sizes = []
 for n in range(4):
-    mv.prepare(path, mv.Request(mv.Reading("qwen2_vl", 4 + 2 * n + 20 * worker, 602112, 3136)), cache)
+    mv.prepare(path, mv.Request(readings.Reading("qwen2_vl", 4 + 2 * n + 20 * worker, 602112, 3136)), cache)
     sizes.append(cache.size())
 print(json.dumps(sizes))
 """
@@ -266,13 +270,13 @@ print(json.dumps(sizes))
 def test_cache_stays_within_its_bound_with_two_processes(tmp_path):
     small = syn.write_video(tmp_path / "small.mp4", 20, fps=10, width=160, height=120)
     folder = tmp_path / "proxies"
-    one = mv.ProxyCache(folder, 1 << 40)
-    env = {**os.environ, mv.CACHE_DIR_ENV: str(folder)}
+    one = clips.ProxyCache(folder, 1 << 40)
+    env = {**os.environ, clips.CACHE_DIR_ENV: str(folder)}
     # Bound: about three clips of the largest kind written here.
-    probe = mv.prepare(small, mv.Request(mv.Reading("qwen2_vl", 38, 602112, 3136)), one)
+    probe = mv.prepare(small, mv.Request(readings.Reading("qwen2_vl", 38, 602112, 3136)), one)
     clip = Path(probe).stat().st_size
     limit_mb = 3 * clip / 2**20
-    env[mv.CACHE_MB_ENV] = str(limit_mb)
+    env[clips.CACHE_MB_ENV] = str(limit_mb)
     procs = [subprocess.Popen([sys.executable, "-c", _FILL, str(small), str(w)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for w in (0, 1)]
     outputs = [p.communicate(timeout=300) for p in procs]
@@ -294,18 +298,18 @@ def test_run_reports_proxies_made_again_and_the_bound_that_keeps_them(tmp_path, 
     import atexit
 
     videos = [syn.write_video(tmp_path / f"v{n}.mp4", 6, fps=10, width=160, height=120, textured=True) for n in range(2)]
-    reading = mv.Reading("qwen2_vl", 8, 602112, 3136)
-    clip = Path(mv.prepare(videos[0], mv.Request(reading), mv.ProxyCache(tmp_path / "sizing", 1 << 40))).stat().st_size
+    reading = readings.Reading("qwen2_vl", 8, 602112, 3136)
+    clip = Path(mv.prepare(videos[0], mv.Request(reading), clips.ProxyCache(tmp_path / "sizing", 1 << 40))).stat().st_size
     for limit, expect_again in ((int(1.5 * clip), 1), (1 << 40, 0)):
         monkeypatch.setattr(mv, "usage", mv._Usage())
         mv._done.clear()
-        cache = mv.ProxyCache(tmp_path / f"cache-{limit}", limit)
+        cache = clips.ProxyCache(tmp_path / f"cache-{limit}", limit)
         for n in (0, 0, 1, 0):  # a second question on video 0, then video 1, then video 0 again
             assert mv.prepare(videos[n], mv.Request(reading), cache) is not None
         line = mv.usage.summary(limit)
         assert mv.usage.made_again == expect_again and len(mv.usage.made) == 2, line
         assert f"{expect_again} made again" in line and ("reused from the cache" in line)
-        assert (f"raise {mv.CACHE_MB_ENV} to at least" in line) == bool(expect_again), line
+        assert (f"raise {clips.CACHE_MB_ENV} to at least" in line) == bool(expect_again), line
         atexit.unregister(mv.usage.report)  # this test's counts are not the test process's to report
     assert mv._Usage().summary(1 << 30) is None  # nothing made: nothing to report
 
@@ -328,7 +332,7 @@ def test_tiny_qwen2_vl_receives_the_same_tensors_with_and_without_proxies(tmp_pa
     for mode in ("fast", "path"):
         folder = tmp_path / mode
         env = {**env_for(sample, ("vcr_bench",)), **processor_probe_env(folder / "probe"),
-               mv.INPUT_ENV: mode, mv.CACHE_DIR_ENV: str(folder / "proxies")}
+               mv.INPUT_ENV: mode, clips.CACHE_DIR_ENV: str(folder / "proxies")}
         results = run_lmms_eval("vcr_cot", folder / "out", model="qwen2_vl", model_args=args, env=env,
                                 extra=["--limit", "6"], log_samples=False)
         runs[mode] = {"calls": processor_calls(folder / "probe"), "proxies": sorted((folder / "proxies").glob("*.avi")),
@@ -359,17 +363,17 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_
     from lmms_eval.utils import Collator
 
     videos = [syn.write_video(tmp_path / f"doc{n}.mp4", 6, fps=10, width=160, height=120) for n in range(4)]
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
-    monkeypatch.setenv(mv.DECODE_AHEAD_ENV, "2")
-    monkeypatch.setattr(mv, "_ahead", None)
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(decode_ahead.DECODE_AHEAD_ENV, "2")
+    monkeypatch.setattr(decode_ahead, "_ahead", None)
     written = []  # (thread, source video) per proxy actually encoded
-    encode = mv.write_proxy
+    encode = clips.write_proxy
 
     def spy(target, frames, layout):
         written.append((threading.current_thread().name, Path(target).name.lstrip(".").split("-")[0]))
         encode(target, frames, layout)
 
-    monkeypatch.setattr(mv, "write_proxy", spy)
+    monkeypatch.setattr(clips, "write_proxy", spy)
     dataset = [{"video": str(v)} for v in videos]
 
     def doc_to_visual(doc, wrappers=20 if kind == "deep_hook" else 0):
@@ -414,10 +418,10 @@ def test_decode_ahead_prepares_the_next_documents_in_the_models_order(kind, tmp_
     hook = doc_to_messages if kind == "chat" else doc_to_visual
     args = [("ctx", hook, {}, n, "t", "test") if kind == "chat" else ("ctx", {}, hook, n, "t", "test") for n in range(4)]
     proxies = Stub().generate_until(args)
-    ahead = mv._ahead
+    ahead = decode_ahead._ahead
     ahead.stop()
     assert not ahead._thread.is_alive(), "the decode-ahead thread outlived the run"
-    assert all(p.endswith(mv.PROXY_SUFFIX) for p in proxies)
+    assert all(p.endswith(clips.PROXY_SUFFIX) for p in proxies)
     sources = [name for _thread, name in written]
     assert sorted(sources) == ["doc0", "doc1", "doc2", "doc3"], f"each input is prepared exactly once: {written}"
     assert written[0] == ("MainThread", "doc3"), written  # the model's first document, in the foreground
@@ -449,7 +453,7 @@ def test_fast_path_is_off_on_unverified_versions(installed, tmp_path):
     """The readings are facts about lmms-eval 0.7.3 + qwen-vl-utils 0.0.14: another reported
     version hands the model the original path, says so in one log line, and the exit report counts it."""
     source = syn.write_video(tmp_path / "clip.mp4", 3, fps=10, width=64, height=48)
-    env = {**os.environ, mv.CACHE_DIR_ENV: str(tmp_path / "proxies")}
+    env = {**os.environ, clips.CACHE_DIR_ENV: str(tmp_path / "proxies")}
     env.pop(mv.INPUT_ENV, None)
     done = subprocess.run([sys.executable, "-c", _VERSION_GUARD, str(source), *([installed] if installed else [])],
                           env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -457,7 +461,7 @@ def test_fast_path_is_off_on_unverified_versions(installed, tmp_path):
     results = done.stdout.split("RESULT", 1)[1].split()
     guard_lines = [line for line in done.stderr.splitlines() if "video proxies are off for qwen2_vl" in line]
     if installed is None:
-        assert all(r.endswith(mv.PROXY_SUFFIX) for r in results) and len(results) == 2, results
+        assert all(r.endswith(clips.PROXY_SUFFIX) for r in results) and len(results) == 2, results
         assert not guard_lines, guard_lines
         return
     name, version = installed.split("=")
@@ -478,9 +482,9 @@ def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_readi
 
     qwen = object.__new__(Qwen2_VL)
     qwen.max_num_frames, qwen.max_pixels, qwen.min_pixels, qwen.batch_size_per_gpu = 32, 602112, 3136, 1
-    assert mv.reading_of(qwen) == mv.Reading("qwen2_vl", 32, 602112, 3136)
+    assert readings.reading_of(qwen) == readings.Reading("qwen2_vl", 32, 602112, 3136)
     qwen.batch_size_per_gpu = 2
-    assert mv.reading_of(qwen) is None
+    assert readings.reading_of(qwen) is None
 
     class Batched(Qwen2_VL):
         def __init__(self):  # lmms-eval's defaults, batch size 2, no checkpoint
@@ -490,7 +494,7 @@ def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_readi
             return mv.video_for_model(requests[0])
 
     source = syn.write_video(tmp_path / "clip.mp4", 2, fps=10, width=64, height=48)
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     monkeypatch.setattr(mv, "usage", mv._Usage())
     assert Batched().generate_until([source]) == str(source)
     assert list(mv.usage.paths) == [("qwen2_vl", "with settings the video alone does not decide (batch size, reader, subclass)")]
@@ -498,9 +502,9 @@ def test_settings_whose_selection_depends_on_batch_mates_or_backend_get_no_readi
     atexit.unregister(mv.usage.report)  # this test's counts are not the test process's to report
     llava = object.__new__(Llava_OneVision)
     llava.max_frames_num, llava.video_decode_backend = 16, "decord"
-    assert mv.reading_of(llava) == mv.Reading("llava_onevision", 16)
+    assert readings.reading_of(llava) == readings.Reading("llava_onevision", 16)
     llava.video_decode_backend = "pyav"
-    assert mv.reading_of(llava) is None
+    assert readings.reading_of(llava) is None
 
 
 @pytest.mark.parametrize("backend", ["torchcodec", "torchvision"])
@@ -510,9 +514,9 @@ def test_another_qwen_vl_utils_reader_gets_the_path(backend, tmp_path, monkeypat
     from qwen_vl_utils import vision_process
 
     source = syn.write_video(tmp_path / "clip.mp4", 3, fps=10, width=64, height=48)
-    monkeypatch.setenv(mv.CACHE_DIR_ENV, str(tmp_path / "proxies"))
+    monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "proxies"))
     monkeypatch.setattr(mv, "usage", mv._Usage())
-    assert as_qwen2_vl(lambda: mv.video_for_model(source)).endswith(mv.PROXY_SUFFIX)  # decord: a proxy
+    assert as_qwen2_vl(lambda: mv.video_for_model(source)).endswith(clips.PROXY_SUFFIX)  # decord: a proxy
     monkeypatch.setattr(vision_process, "get_video_reader_backend", lambda: backend)
     assert as_qwen2_vl(lambda: mv.video_for_model(source)) == str(source)
     assert mv.usage.paths == {("qwen2_vl", "with a qwen-vl-utils video reader other than decord"): 1}

@@ -158,14 +158,15 @@ def test_the_annotations_sub_categories_are_the_papers_twelve(reference_dir):
 
 
 def test_outcomes_keep_the_sub_category_of_their_record(sample_dir, sample_env):
-    from lmms_video_reasoning.cg_bench import aggregate, data, task
+    from lmms_video_reasoning.cg_bench import benchmark as binding
+    from lmms_video_reasoning.cg_bench import data, task
     from score_report_support import environment
 
     with environment(sample_env):
         records = data.load_records("mini")
         docs = task.build_docs(records, "long", "mini")
-        built = [aggregate.build_record(doc, "A") for doc in docs]
-        scores, answers = aggregate.scored_records(built, {"judge": False}, None)
+        built = [binding.build_record(doc, "A") for doc in docs]
+        scores, answers = binding.scored_records(built, {"judge": False}, None)
     assert [a.sub_category for a in answers] == [r["sub_category"] for r in records]
     assert sum(group["questions"] for group in scores["breakdown"]["sub_category"].values()) == len(records)
 
@@ -240,31 +241,31 @@ def vcr_docs(sample_dir, monkeypatch):
 @pytest.mark.parametrize("count", [16, 32, 128])
 def test_vcr_frame_count_sets_the_frames_and_their_times(vcr_docs, count):
     from lmms_video_reasoning.vcr_bench import frames as vcr_frames
-    from lmms_video_reasoning.vcr_bench import hooks as vcr_hooks
+    from lmms_video_reasoning.vcr_bench import benchmark as vcr_binding
 
     doc = vcr_docs[15]  # 330 s at 1 fps: 330 frames
     kwargs = {"visual_mode": "frames", "frame_count": count}
-    shown = vcr_hooks.doc_to_visual(doc, kwargs)
+    shown = vcr_binding.doc_to_visual(doc, kwargs)
     assert len(shown) == count
     times = vcr_frames.timestamps(vcr_frames.indices(330, count), 1.0)
-    assert vcr_hooks.doc_to_text(doc, kwargs).startswith(
+    assert vcr_binding.doc_to_text(doc, kwargs).startswith(
         f"The video is given as {count} frames, taken at these times: " + ", ".join(f"{t:.1f}s" for t in times) + ".")
-    assert len(vcr_hooks.doc_to_messages(doc, kwargs)[0]["content"]) == count + 1
+    assert len(vcr_binding.doc_to_messages(doc, kwargs)[0]["content"]) == count + 1
     # the default is the paper's 64
-    assert len(vcr_hooks.doc_to_visual(doc, {"visual_mode": "frames"})) == 64
+    assert len(vcr_binding.doc_to_visual(doc, {"visual_mode": "frames"})) == 64
 
 
 def test_vcr_frame_count_outside_frames_mode_or_not_a_count_is_an_error(vcr_docs):
     from lmms_video_reasoning.utils.core.roots import DataError
-    from lmms_video_reasoning.vcr_bench import hooks as vcr_hooks
+    from lmms_video_reasoning.vcr_bench import benchmark as vcr_binding
 
     doc = vcr_docs[15]
     for mode in ("video", "one_frame", "none"):
         with pytest.raises(DataError, match=f"frame_count 16 is set but visual_mode is '{mode}'.*max_num_frames"):
-            vcr_hooks.doc_to_visual(doc, {"visual_mode": mode, "frame_count": 16})
+            vcr_binding.doc_to_visual(doc, {"visual_mode": mode, "frame_count": 16})
     for bad in (0, -4, "32", 16.0, True):
         with pytest.raises(DataError, match="frame_count .* must be a positive integer"):
-            vcr_hooks.doc_to_text(doc, {"visual_mode": "frames", "frame_count": bad})
+            vcr_binding.doc_to_text(doc, {"visual_mode": "frames", "frame_count": bad})
 
 
 def test_report_table9_sets_each_frame_count_task_in_its_column(tmp_path):
@@ -291,10 +292,10 @@ def test_report_table9_sets_each_frame_count_task_in_its_column(tmp_path):
 def park(sample_dir, monkeypatch):
     """The sample's 180 s park video (2 fps, with subtitles): its long-video question."""
     from lmms_video_reasoning.cg_bench import data as cg_data
-    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+    from lmms_video_reasoning.cg_bench import task as cg_task
 
     monkeypatch.setenv("CGBENCH_ROOT", str(sample_dir / "cg_bench"))
-    return next(d for d in cg_hooks.build_docs(cg_data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    return next(d for d in cg_task.build_docs(cg_data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
 
 
 def cg_prompt(doc: dict, subtitles: str = "", frame_times: str = "") -> str:
@@ -318,15 +319,15 @@ UNTIMED = SUBS_HEAD + "Look, a ball rolls in\nNow something slides across\n\n"
     ("F+S+ST+FT", {}, TIMED, FOUR_TIMES),
 ])
 def test_cg_every_table4_modality_is_a_task_setting(park, modality, kwargs, subtitles, frame_times):
-    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+    from lmms_video_reasoning.cg_bench import benchmark as cg_binding
 
     settings = {"visual_mode": "frames", "long_frames": 4, **kwargs}
-    assert cg_hooks.doc_to_text(park, settings) == cg_prompt(park, subtitles, frame_times), modality
-    assert len(cg_hooks.doc_to_visual(park, settings)) == 4
+    assert cg_binding.doc_to_text(park, settings) == cg_prompt(park, subtitles, frame_times), modality
+    assert len(cg_binding.doc_to_visual(park, settings)) == 4
 
 
 def test_cg_subtitles_only_and_text_only_show_no_visual(park, sample_dir):
-    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+    from lmms_video_reasoning.cg_bench import benchmark as cg_binding
     from lmms_video_reasoning.cg_bench import sampling
 
     frames_span = {"visual_mode": "none", "long_frames": 4, "subtitle_times": False}  # S (128 frames), here 4
@@ -337,11 +338,11 @@ def test_cg_subtitles_only_and_text_only_show_no_visual(park, sample_dir):
     expected = {id(frames_span): cg_prompt(park, UNTIMED), id(video_span): cg_prompt(park, SUBS_HEAD + "\n".join(every_line) + "\n\n"),
                 id(text_only): cg_prompt(park)}
     for settings in (frames_span, video_span, text_only):
-        assert cg_hooks.doc_to_text(park, settings) == expected[id(settings)]
-        assert cg_hooks.doc_to_visual(park, settings) == []
-        [turn] = cg_hooks.doc_to_messages(park, settings)
+        assert cg_binding.doc_to_text(park, settings) == expected[id(settings)]
+        assert cg_binding.doc_to_visual(park, settings) == []
+        [turn] = cg_binding.doc_to_messages(park, settings)
         assert turn["content"] == [{"type": "text", "text": expected[id(settings)]}]
-    timed_video = cg_hooks.doc_to_text(park, {**video_span, "subtitle_times": True})
+    timed_video = cg_binding.doc_to_text(park, {**video_span, "subtitle_times": True})
     assert "[18.0, 42.0] Look, a ball rolls in" in timed_video and timed_video.count("\n[") == len(every_line)
 
 
@@ -351,10 +352,10 @@ def test_cg_subtitles_only_and_text_only_show_no_visual(park, sample_dir):
     ({"visual_mode": "audio"}, r"visual_mode must be one of \('video', 'frames', 'none'\)"),
 ])
 def test_cg_bad_modality_settings_name_the_setting(park, kwargs, message):
-    from lmms_video_reasoning.cg_bench import hooks as cg_hooks
+    from lmms_video_reasoning.cg_bench import benchmark as cg_binding
 
     with pytest.raises(ValueError, match=message):
-        cg_hooks.doc_to_text(park, kwargs)
+        cg_binding.doc_to_text(park, kwargs)
 
 
 def test_report_tables_4_and_10_row_per_modality_and_the_text_only_cells(tmp_path):
@@ -389,3 +390,34 @@ def test_the_text_only_acc_at_iou_never_joins_the_grounding_answers_that_saw_the
                                           cg_outcome(1, "grounding", 0.9), cg_outcome(2, "grounding", 0.9)])  # cg_bench_mcq's, with video
     text = joined({"miou": 1.0}, [cg_outcome(1, "grounding", 0.0)])  # the text-only task answered question 1 only
     assert cg_report.blind_values(blind, text)[4] == 0.0  # one pair: question 1 with its text-only tIoU 0
+
+
+def test_the_ablation_tasks_the_reports_read_are_declared_with_their_inputs():
+    """Every task name the report's ablation tables look for is a declared task (so `--tasks` finds
+    it), and its inputs are the ablation's: Table 9's frame counts, Table 4's modalities, the
+    text-only row's no-visual tasks (whose documents need no media check)."""
+    from lmms_video_reasoning.cg_bench import benchmark as cg_binding, report as cg_report
+    from lmms_video_reasoning.utils.core import registry
+    from lmms_video_reasoning.vcr_bench import report as vcr_report
+
+    vcr = {t.name: t for t in registry.get("vcr_bench").tasks}
+    for name in vcr_report.FRAME_TASKS:
+        assert vcr[name].model_kwargs["default"]["frame_count"] == int(name.removeprefix("vcr_cot_frames"))
+        assert vcr[name].model_kwargs["default"]["visual_mode"] == "frames" and set(vcr[name].model_kwargs) == {"default"}
+    cg = {t.name: t for t in registry.get("cg_bench").tasks}
+    for prefix in ("cg_bench", "cg_bench_full"):
+        for suffix, inputs in cg_binding.MODALITY_INPUTS.items():
+            assert suffix in cg_report.MODALITIES
+            for kind in ("mcq", "open"):
+                kwargs = cg[f"{prefix}_{kind}{suffix}"].model_kwargs["default"]
+                assert kwargs["visual_mode"] == "frames" and kwargs["subtitles"] == ("_s" in suffix)
+                assert kwargs["frame_times"] == suffix.endswith("_ft")
+        for suffix in ("_s_frames", "_s_video"):
+            task = cg[f"{prefix}_long{suffix}"]
+            assert task.model_kwargs["default"]["visual_mode"] == "none" and task.process_docs.endswith("_text")
+        for kind in ("grounding", "open"):
+            task = cg[f"{prefix}_{kind}{cg_report.TEXT_ONLY}"]
+            assert task.model_kwargs["default"]["subtitles"] is False and task.process_docs.endswith("_text")
+            assert callable(getattr(cg_binding, task.process_docs))
+    groups = {g.name: g for g in registry.get("cg_bench").groups}
+    assert not any(name.endswith(tuple(cg_report.MODALITIES)) for name in groups["cg_bench"].tasks)  # ablations are not in the group

@@ -122,7 +122,7 @@ def test_limits_bomb_disk_and_hostile_names(tmp_path):
     with pytest.raises(archives.ArchiveError, match="zip bomb.*--max-ratio"):
         archives.check_space(plan, root, LIMITS)
     assert archives.check_space(plan, root, archives.Limits(max_ratio=1e6, keep_free=0)) == 8 << 20
-    with pytest.raises(archives.ArchiveError, match="needs 8.4 MB of free disk.*--keep-free.*nothing was written"):
+    with pytest.raises(archives.ArchiveError, match="needs 8.0 MiB of free disk.*--keep-free.*nothing was written"):
         archives.check_space(plan, root, archives.Limits(max_ratio=1e6, keep_free=1 << 60))
     (root / "bomb.zip").write_bytes(_zip({"ok.bin": b"1", "/etc/evil": b"2"}))
     with pytest.raises(archives.ArchiveError, match="'/etc/evil' would be written outside the data root"):
@@ -347,7 +347,7 @@ def test_one_name_per_benchmark_in_what_prepare_and_doctor_print(tmp_path, capsy
 
 
 def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, capsys, monkeypatch):
-    from lmms_video_reasoning.cg_bench import aggregate, data, hooks
+    from lmms_video_reasoning.cg_bench import benchmark as binding, data, task
     from lmms_video_reasoning.cg_bench.sample import write_sample
     from lmms_video_reasoning.utils.tools.cli import main
 
@@ -362,12 +362,12 @@ def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, ca
 
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
     media_index.forget()
-    docs = [d for d in hooks.build_docs(data.load_records("mini"), "long", "mini")]
-    records = [aggregate.build_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
+    docs = [d for d in task.build_docs(data.load_records("mini"), "long", "mini")]
+    records = [binding.build_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
     park = [r for r in records if r["video_uid"] == "cgsample_park"]
     assert park and all("no subtitle line" in r["subtitles_unusable"] for r in park)
     assert all(r["subtitles_unusable"] is None for r in records if r["video_uid"] != "cgsample_park")
-    scores = aggregate.score_records(records, {"judge": False})
+    scores = binding.score_records(records, {"judge": False})
     assert scores["subtitles_unusable"] == 1 and list(scores["breakdown"]["subtitles_unusable"]) == ["cgsample_park"]
 
 
@@ -494,7 +494,7 @@ def test_missing_subtitles_are_listed(tmp_path, capsys):
 
 def test_a_missing_srt_is_counted_at_run_time(tmp_path, monkeypatch):
     """A video whose subtitle file is absent is asked without subtitles: counted and named, not silent."""
-    from lmms_video_reasoning.cg_bench import aggregate, data, hooks
+    from lmms_video_reasoning.cg_bench import benchmark as binding, data, task
     from lmms_video_reasoning.cg_bench.sample import write_sample
 
     root = write_sample(tmp_path / "cg")
@@ -502,9 +502,9 @@ def test_a_missing_srt_is_counted_at_run_time(tmp_path, monkeypatch):
 
     def without_subtitles() -> tuple[set, dict]:
         media_index.forget()
-        docs = hooks.build_docs(data.load_records("mini"), "long", "mini")
-        records = [aggregate.build_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
-        return {r["video_uid"] for r in records if r["subtitles_missing"]}, aggregate.score_records(records, {"judge": False})
+        docs = task.build_docs(data.load_records("mini"), "long", "mini")
+        records = [binding.build_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
+        return {r["video_uid"] for r in records if r["subtitles_missing"]}, binding.score_records(records, {"judge": False})
 
     before, _scores = without_subtitles()  # the sample, like the release, has videos without an SRT
     assert "cgsample_park" not in before

@@ -120,7 +120,7 @@ def test_report_tables_hold_the_scored_values(scored, tmp_path):
 
 
 def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
-    from lmms_video_reasoning.cg_bench import aggregate, scoring as cg_scoring
+    from lmms_video_reasoning.cg_bench import benchmark as cg_binding, scoring as cg_scoring
 
     files = [f"m={scored.files[name]}" for name in ("cg_long", "cg_clue", "cg_grounding")]
     data = report.build_report(files, tmp_path, n=100, seed=0)
@@ -129,8 +129,8 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     clue_acc = value(scored.results["cg_clue"], "cg_bench_clue", "clue_acc")
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
-               for record in samples_io.records_from_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))]
-    expected = aggregate.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
+               for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))[0]]
+    expected = cg_binding.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)
     [row] = user_rows(data["sections"]["cg_bench"]["tables"][0])
@@ -221,7 +221,7 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     the group; on the run itself equal to the benchmark's breakdown of that group."""
     import numpy as np
 
-    from lmms_video_reasoning.cg_bench.aggregate import BREAKDOWN_GROUPS, Outcome, breakdown
+    from lmms_video_reasoning.cg_bench.outcomes import BREAKDOWN_GROUPS, Outcome, breakdown
     from lmms_video_reasoning.utils.results import resampling
 
     sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))

@@ -159,7 +159,7 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
         for name, task in TASKS:
             sampled = samples[task]
             benchmark = task_specs.task_spec(task).benchmark
-            records = samples_io.records_from_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))
+            records = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
             once = ScoreOnce(benchmark)
             slow = report_bootstrap.bootstrap_values_reference(sampled, 300, 0)
             headline = [m for m in report_runs.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
@@ -216,21 +216,21 @@ def test_a_benchmark_without_arrays_gets_the_reference(runs, monkeypatch):
 
 
 def test_standard_errors_can_be_switched_off(monkeypatch, caplog):
-    from lmms_video_reasoning.vrbench import hooks
+    from lmms_video_reasoning.vrbench import benchmark as binding
 
     monkeypatch.setattr(standard_error, "_said", set())
     monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
-    assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is not None
-    assert hooks.aggregate_judge_failed.stderr_for(1000) is None  # not a headline metric
+    assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None
+    assert binding.aggregate_judge_failed.stderr_for(1000) is None  # not a headline metric
     monkeypatch.setenv(standard_error.STDERR_ENV, "off")
     with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
-        assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is None
-        assert hooks.aggregate_overall.stderr_for(1000) is None
+        assert binding.aggregate_mcq_accuracy.stderr_for(1000) is None
+        assert binding.aggregate_overall.stderr_for(1000) is None
     said = [r for r in caplog.records if standard_error.STDERR_ENV in r.getMessage()]
     assert len(said) == 1 and "off" in said[0].getMessage(), "said once, not per metric"
     monkeypatch.setenv(standard_error.STDERR_ENV, "maybe")
     with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
-        assert hooks.aggregate_mcq_accuracy.stderr_for(1000) is not None  # an unknown value keeps them on ...
+        assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None  # an unknown value keeps them on ...
     assert any(r.levelno == logging.ERROR and "'maybe'" in r.getMessage() for r in caplog.records)  # ... and says so
 
 
@@ -254,17 +254,6 @@ def test_pairs_against_the_baseline_or_every_pair(runs, tmp_path):
         report.build_report(items, tmp_path / "bad", n=0, pairs="some")
 
 
-def test_task_yamls_are_parsed_once(monkeypatch):
-    task_specs.task_specs()
-    calls = []
-    original = task_specs._read_yaml
-    monkeypatch.setattr(task_specs, "_read_yaml", lambda path: calls.append(path) or original(path))
-    for _ in range(3):
-        specs = task_specs.task_specs()
-        task_specs.task_spec("vr_bench")
-    assert calls == [] and "cg_bench_full_mcq" in specs
-
-
 # ---------------------------------------------------------------------------------- the samples file, streamed
 
 
@@ -276,7 +265,7 @@ def lmms_eval_line(record: dict, doc_id: int, spec: task_specs.TaskSpec, **extra
 
 def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_path):
     spec = task_specs.task_spec("vr_bench")
-    records = samples_io.records_from_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)
+    records = samples_io.read_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)[0]
     lines = [json.dumps(lmms_eval_line(record, i, spec)) for i, record in enumerate(records)]
     # a nested object holding a key named like a metric comes before the real copies: never taken for the record
     decoy = lmms_eval_line(records[1], 1, spec, doc={"mcq_accuracy": {"sample_id": "decoy"}, "note": '"overall": {'})
@@ -303,7 +292,7 @@ def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_pat
 def test_the_report_keeps_only_what_the_metrics_read(runs):
     for name, task in TASKS:
         sampled = loaded(runs, name, task, stored=False)
-        full = samples_io.records_from_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))
+        full = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
         assert all(len(json.dumps(slim)) < len(json.dumps(record)) / 2 for slim, record in zip(sampled.records, full)), task
         assert "response" not in sampled.records[0] and "question" not in sampled.records[0]
         whole = report_bootstrap.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)

@@ -38,18 +38,18 @@ def test_choices_any_case():
 
 
 def test_the_suites_own_settings_follow_the_rule():
-    from lmms_video_reasoning.cg_bench import aggregate
+    from lmms_video_reasoning.cg_bench import outcomes
     from lmms_video_reasoning.judges import failure_share
-    from lmms_video_reasoning.utils.lmms import autoload, model_video
+    from lmms_video_reasoning.utils.lmms import autoload, proxy_clips
 
     with pytest.raises(settings.SettingError, match="LMMS_VR_NO_AUTOLOAD"):  # was: any value but "0" disabled the hooks
         autoload.NO_AUTOLOAD.read({"LMMS_VR_NO_AUTOLOAD": "maybe"})
     assert autoload.NO_AUTOLOAD.read({"LMMS_VR_NO_AUTOLOAD": "false"}) is False
     for raw in ("nan", "inf", "-5"):  # was: accepted
         with pytest.raises(settings.SettingError, match="LMMS_VR_PROXY_CACHE_MB"):
-            model_video.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
+            proxy_clips.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
     with pytest.raises(settings.SettingError, match="LMMS_VR_CG_STRICT"):
-        aggregate.STRICT.read({"LMMS_VR_CG_STRICT": "strict"})
+        outcomes.STRICT.read({"LMMS_VR_CG_STRICT": "strict"})
     assert failure_share.failed_share_limit({"LMMS_VR_JUDGE_FAILED_SHARE": "0.1"}) == 0.1
 
 
@@ -132,3 +132,111 @@ def test_problems_lists_every_invalid_value():
     env = {"LMMS_VR_TEST_FLAG": "ture", "LMMS_VR_TEST_SHARE": "2", "LMMS_VR_TEST_MODE": "path"}
     found = [str(error) for error in settings.problems(env) if "LMMS_VR_TEST_" in str(error)]
     assert [text.split("=")[0] for text in found] == ["LMMS_VR_TEST_FLAG", "LMMS_VR_TEST_SHARE"], found
+
+
+# ---------------------------------------------------------------- settings that change a score: a task's options
+
+def _cg_doc(qid: int) -> dict:
+    return {"sample_id": str(qid), "task_kind": "long", "mode": "long", "qid": qid, "video_uid": "v", "question": "Q",
+            "answer": "Red", "right_answer": "B", "clue_intervals": [[10.0, 20.0]], "domain": "GUI",
+            "sub_category": "Entity Perception", "duration": 700}
+
+
+def test_a_task_declares_its_score_changing_settings_and_its_yaml_carries_them():
+    """Each option of the benchmark has the task's value (the setting's default unless the task
+    declares one) in `metadata.settings`, which lmms-eval copies into its results' config block."""
+    from lmms_video_reasoning.utils.core import registry, task_yaml
+
+    vr = registry.get("vrbench")
+    assert task_yaml.task_config(vr, vr.task("vr_bench_official"))["metadata"]["settings"] == {
+        "protocol": "official", "judged_reply": "full", "think_prefilled": False, "judge_failed_share": 0.05}
+    assert vr.task_options(vr.task("vr_bench"))["protocol"] == "default"
+    cg = registry.get("cg_bench")
+    assert set(cg.task_options(cg.task("cg_bench_mcq"))) == {"strict", "official_reversed", "judged_reply", "think_prefilled",
+                                                            "judge_failed_share"}
+    # every score-changing setting of a benchmark's scoring is one of its options
+    scoring_settings = {s.name for b in registry.builtin() for s in b.options}
+    assert {"VCR_BENCH_LENIENT_VERDICT", "VCR_BENCH_INCLUDE_BACKGROUND", "VCR_BENCH_OFFICIAL_REVERSED", "LMMS_VR_CG_STRICT",
+            "LMMS_VR_CG_OFFICIAL_REVERSED", "VRBENCH_PROTOCOL", "LMMS_VR_REASONING", "LMMS_VR_THINK_PREFILLED",
+            "LMMS_VR_JUDGE_FAILED_SHARE"} <= scoring_settings
+    with pytest.raises(ValueError, match=r"task x sets \['strictly'\], not options of the benchmark"):
+        registry.Benchmark(name="x", title="X", package="x", task_dirs=cg.task_dirs, build_record=cg.build_record,
+                           scoring=cg.scoring, options=cg.options, tasks=(registry.Task("x", ("long_acc",), settings={"strictly": True}),))
+
+
+def test_a_record_carries_its_settings_and_its_scoring_uses_them(monkeypatch):
+    """The run's settings travel with its records: scored later without the variable they still
+    apply; a variable set then overrides them, and the settings used say so."""
+    import dataclasses
+
+    from lmms_video_reasoning.utils.core import registry
+
+    cg = registry.get("cg_bench")
+    long = cg.task("cg_bench_long")
+    fenced = "```json\n{\"result\": \"B\"}\n```"
+    for name in ("LMMS_VR_CG_STRICT", "LMMS_VR_CG_OFFICIAL_REVERSED", "LMMS_VR_JUDGE_FAILED_SHARE", "LMMS_VR_REASONING"):
+        monkeypatch.delenv(name, raising=False)
+
+    def scores(records):
+        return cg.scoring.score(records, cg.scoring.settings(records), None).metrics  # long answers: no judge
+
+    plain = [cg.record(long, _cg_doc(1), fenced), cg.record(long, _cg_doc(2), "no idea")]
+    assert plain[0]["settings"]["strict"] is False and plain[0]["settings"][settings.FROM_ENV] == {}
+    assert scores(plain)["long_acc"] == pytest.approx(100.0)  # official parsing: the unparseable reply is left out
+
+    monkeypatch.setenv("LMMS_VR_CG_STRICT", "1")  # at the run: an override, recorded with every record
+    made = [cg.record(long, _cg_doc(1), fenced), cg.record(long, _cg_doc(2), "no idea")]
+    assert made[0]["settings"]["strict"] is True and made[0]["settings"][settings.FROM_ENV] == {"LMMS_VR_CG_STRICT": True}
+    monkeypatch.delenv("LMMS_VR_CG_STRICT")  # scored later, elsewhere: the run's settings
+    assert scores(made)["long_acc"] == pytest.approx(50.0) and scores(made)["parse_failed"] == 1
+    monkeypatch.setenv("LMMS_VR_CG_STRICT", "off")  # an override when scoring wins, and is said
+    used = cg.settings_of(made)
+    assert used["strict"] is False and used[settings.FROM_ENV] == {"LMMS_VR_CG_STRICT": False}
+    assert scores(made)["long_acc"] == pytest.approx(100.0)
+    monkeypatch.delenv("LMMS_VR_CG_STRICT")
+
+    declared = dataclasses.replace(long, settings={"strict": True})  # a task declaring it, no variable
+    assert scores([cg.record(declared, _cg_doc(1), fenced), cg.record(declared, _cg_doc(2), "no idea")])["long_acc"] == pytest.approx(50.0)
+    with pytest.raises(ValueError, match=r"made with different settings: strict \(LMMS_VR_CG_STRICT\)"):
+        cg.settings_of(plain + made)
+    legacy = [{key: value for key, value in record.items() if key != "settings"} for record in made]
+    assert cg.settings_of(legacy)["strict"] is False  # made before records carried them: the defaults
+
+
+def test_the_reply_fields_follow_the_tasks_settings(monkeypatch):
+    """`judged_reply` and `think_prefilled` are task options: the record's reply fields are made with them."""
+    import dataclasses
+
+    from lmms_video_reasoning.utils.core import registry
+
+    monkeypatch.delenv("LMMS_VR_REASONING", raising=False)
+    monkeypatch.delenv("LMMS_VR_THINK_PREFILLED", raising=False)
+    cg = registry.get("cg_bench")
+    task = dataclasses.replace(cg.task("cg_bench_long"), settings={"judged_reply": "stripped", "think_prefilled": True})
+    record = cg.record(task, _cg_doc(1), "thinking without an end")
+    assert record["judged_reply"] == "stripped" and record["reasoning_truncated"] is True
+    assert cg.record(cg.task("cg_bench_long"), _cg_doc(1), "thinking without an end")["reasoning_truncated"] is False
+
+
+def test_the_report_names_settings_that_differ_from_the_tasks_declared_ones(tmp_path):
+    """`lmms-vr report` reads each task's settings from the results file (lmms-eval's config block,
+    or what `lmms-vr score` recorded, overrides included) and names those not as declared."""
+    import json
+
+    from lmms_video_reasoning.utils.results.report import settings_summary
+    from lmms_video_reasoning.utils.results.report_runs import load_runs
+
+    declared = {"lenient_verdict": False, "include_background": False}
+    lmms_eval_run = {"results": {"vcr_cot": {"accuracy,none": 50.0}, "vcr_direct": {"accuracy,none": 40.0}},
+                     "configs": {"vcr_cot": {"metadata": {"settings": {**declared, "lenient_verdict": True}}},
+                                 "vcr_direct": {"metadata": {"settings": declared}}}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x_results.json").write_text(json.dumps(lmms_eval_run))
+    scored = {"results": {"vr_bench": {"overall,none": 1.0}},
+              "lmms_vr": {"settings": {"vr_bench": {"protocol": "official", "from_env": {"VRBENCH_PROTOCOL": "official"}}}}}
+    (tmp_path / "b.json").write_text(json.dumps(scored))
+    [first] = load_runs([f"m={tmp_path / 'a' / 'x_results.json'}"])
+    assert first.settings["vcr_cot"]["lenient_verdict"] is True
+    assert settings_summary(first) == "vcr_cot: lenient_verdict=True"  # vcr_direct is as declared: not named
+    [second] = load_runs([f"n={tmp_path / 'b.json'}"])
+    assert settings_summary(second) == "vr_bench: protocol=official, from the environment VRBENCH_PROTOCOL=official"

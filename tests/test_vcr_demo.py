@@ -89,19 +89,19 @@ def demo_records(reference_dir):
 
 
 def test_list_repr_of_reference_steps_reaches_the_judge(reference_dir, judge_env):
-    from lmms_video_reasoning.vcr_bench import aggregate
+    from lmms_video_reasoning.vcr_bench import benchmark as binding
 
     responder, _server = judge_env
-    aggregate.score_records(demo_records(reference_dir))
+    binding.score_records(demo_records(reference_dir))
     recall_prompts = [p for p in responder.served if p.startswith("You are an expert system for verifying")]
     assert any("[Ground Truth Information]\n['1. 0:08-0:30, a series of explosions" in p for p in recall_prompts)
 
 
 def test_official_demo_scores_in_process(reference_dir, judge_env):
-    from lmms_video_reasoning.vcr_bench import aggregate
+    from lmms_video_reasoning.vcr_bench import benchmark as binding
 
     responder, server = judge_env
-    metrics = aggregate.score_records(demo_records(reference_dir))
+    metrics = binding.score_records(demo_records(reference_dir))
     assert responder.unexpected == [], "a prompt differs from the official one:\n" + responder.unexpected[0][:2000]
     # 4 extractions + 4 scorings + 4 recalls + 4 precisions, each byte-identical to the official prompt.
     assert server.request_count == 16 and len(set(responder.served)) == 16

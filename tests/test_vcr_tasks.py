@@ -9,7 +9,8 @@ import math
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, MediaError
-from lmms_video_reasoning.vcr_bench import aggregate, data, hooks, sample, scoring
+from lmms_video_reasoning.vcr_bench import benchmark as binding
+from lmms_video_reasoning.vcr_bench import data, sample, scoring
 from lmms_video_reasoning.vcr_bench import docs as vcr_docs
 from lmms_video_reasoning.vcr_bench import task as vcr_task
 
@@ -103,7 +104,7 @@ def test_time_answers_hold_finite_seconds(answer, ok):
 def test_missing_video_is_a_clear_error(docs, tmp_path, monkeypatch):
     doc = dict(docs[0], video_path="video/synthetic/nope.mp4")
     with pytest.raises(MediaError, match="nope.mp4.*VCR_BENCH_ROOT.*lmms-vr prepare vcr_bench"):
-        hooks.doc_to_visual(doc, {"visual_mode": "video"})
+        binding.doc_to_visual(doc, {"visual_mode": "video"})
 
 
 def test_broken_video_in_video_mode_is_a_clear_error_before_the_model(docs, vcr_root, tmp_path, monkeypatch):
@@ -117,10 +118,10 @@ def test_broken_video_in_video_mode_is_a_clear_error_before_the_model(docs, vcr_
     doc = docs[0]
     video = root / data.VIDEO_DIR / doc["video_path"]
     video.write_bytes(video.read_bytes()[: video.stat().st_size // 3])  # truncated: no decodable frame left
-    for call in (hooks.doc_to_visual, hooks.doc_to_messages):
+    for call in (binding.doc_to_visual, binding.doc_to_messages):
         with pytest.raises(MediaError, match=rf"{video.name}.*unusable.*lmms-vr prepare vcr_bench"):
             call(doc, {"visual_mode": "video"})
-    assert hooks.doc_to_text(doc, {"visual_mode": "video"}).startswith(doc["question"].rstrip())
+    assert binding.doc_to_text(doc, {"visual_mode": "video"}).startswith(doc["question"].rstrip())
 
 
 # ---------------------------------------------------------------- model inputs
@@ -128,58 +129,58 @@ def test_broken_video_in_video_mode_is_a_clear_error_before_the_model(docs, vcr_
 
 def test_video_mode_gives_the_path_and_the_cot_prompt(docs):
     doc = docs[0]
-    assert hooks.doc_to_visual(doc, {"visual_mode": "video"})[0].endswith("v1/videos/video/synthetic/shapes_short_a.mp4")
-    text = hooks.doc_to_text(doc, {"visual_mode": "video"})
+    assert binding.doc_to_visual(doc, {"visual_mode": "video"})[0].endswith("v1/videos/video/synthetic/shapes_short_a.mp4")
+    text = binding.doc_to_text(doc, {"visual_mode": "video"})
     assert text == doc["question"].rstrip() + "\nPlease provide a step-by-step solution to the given question."
-    assert hooks.doc_to_text(doc, {"visual_mode": "video", "chain_of_thought": False}) == doc["question"].rstrip()
-    messages = hooks.doc_to_messages(doc, {"visual_mode": "video"})
+    assert binding.doc_to_text(doc, {"visual_mode": "video", "chain_of_thought": False}) == doc["question"].rstrip()
+    messages = binding.doc_to_messages(doc, {"visual_mode": "video"})
     assert [part["type"] for part in messages[0]["content"]] == ["video", "text"]
 
 
 def test_frames_mode_samples_64_frames_with_their_times(docs):
     doc = docs[15]  # the long video: 330 s at 1 fps -> 330 frames
-    frames = hooks.doc_to_visual(doc, {"visual_mode": "frames"})
+    frames = binding.doc_to_visual(doc, {"visual_mode": "frames"})
     assert len(frames) == 64 and frames[0].size == (160, 120)
-    text = hooks.doc_to_text(doc, {"visual_mode": "frames"})
+    text = binding.doc_to_text(doc, {"visual_mode": "frames"})
     expected_times = [round((i * 330 // 64) / 1.0, 1) for i in range(64)]
     assert text.startswith("The video is given as 64 frames, taken at these times: 0.0s, 5.0s, 10.0s, 15.0s, 20.0s, 25.0s, 30.0s,")
     assert f"{expected_times[-1]:.1f}s." in text and text.endswith("step-by-step solution to the given question.")
     # A frame shows what the video shows at its time: the green square (20-100 s) at frame 25 (25.0 s).
     green = frames[5].getpixel((48, 60))
     assert green[1] > 150 and green[0] < 100
-    content = hooks.doc_to_messages(doc, {"visual_mode": "frames"})[0]["content"]
+    content = binding.doc_to_messages(doc, {"visual_mode": "frames"})[0]["content"]
     assert [part["type"] for part in content] == ["image"] * 64 + ["text"]
 
 
 def test_one_frame_and_text_only(docs):
-    frames = hooks.doc_to_visual(docs[9], {"visual_mode": "one_frame"})  # 150 s at 2 fps: frame 150 = 75 s
+    frames = binding.doc_to_visual(docs[9], {"visual_mode": "one_frame"})  # 150 s at 2 fps: frame 150 = 75 s
     assert len(frames) == 1
     red = frames[0].getpixel((224, 72))  # red triangle (70-130 s, visible 70-75, 80-85, ...): off at 75.0 s
     assert red[0] < 100
-    assert hooks.doc_to_visual(docs[9], {"visual_mode": "none"}) == []
-    assert "frames" not in hooks.doc_to_text(docs[9], {"visual_mode": "one_frame"})
+    assert binding.doc_to_visual(docs[9], {"visual_mode": "none"}) == []
+    assert "frames" not in binding.doc_to_text(docs[9], {"visual_mode": "one_frame"})
 
 
 def test_visual_mode_override_and_bad_value(docs, monkeypatch):
     monkeypatch.setenv("VCR_BENCH_VISUAL_MODE", "frames")
-    assert len(hooks.doc_to_visual(docs[0], {"visual_mode": "video"})) == 64
-    assert hooks.doc_to_visual(docs[0], {"visual_mode": "none"}) == []  # ablations keep their input
+    assert len(binding.doc_to_visual(docs[0], {"visual_mode": "video"})) == 64
+    assert binding.doc_to_visual(docs[0], {"visual_mode": "none"}) == []  # ablations keep their input
     monkeypatch.setenv("VCR_BENCH_VISUAL_MODE", "audio")
     with pytest.raises(DataError, match="VCR_BENCH_VISUAL_MODE='audio' is not accepted"):
-        hooks.doc_to_text(docs[0], {"visual_mode": "video"})
+        binding.doc_to_text(docs[0], {"visual_mode": "video"})
 
 
 def test_process_results_never_raises_and_carries_everything(docs):
-    out = hooks.process_results(docs[5], ["resp"])
+    out = binding.process_results_vcr_cot(docs[5], ["resp"])
     record = out["accuracy"]
     assert set(out) == set(scoring.METRICS) and all(v is record for v in out.values())
     assert record["reasoning"] == docs[5]["reasoning"] and record["response"] == "resp" and record["error"] is None
     assert record["model_failed"] is False and record["model_failure"] is None
     json.dumps(record)
-    broken = hooks.process_results({"sample_id": "9"}, [None])["accuracy"]
+    broken = binding.process_results_vcr_cot({"sample_id": "9"}, [None])["accuracy"]
     assert broken["error"] and broken["response"] == ""
-    assert "cot_f1" not in hooks.process_results_accuracy_only(docs[5], ["r"])
-    assert "model_failed" in hooks.process_results_accuracy_only(docs[5], ["r"])
+    assert "cot_f1" not in binding.process_results_vcr_direct(docs[5], ["r"])
+    assert "model_failed" in binding.process_results_vcr_direct(docs[5], ["r"])
 
 
 PLACEHOLDER = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - {'error': 'injected'}"
@@ -188,11 +189,11 @@ PLACEHOLDER = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Error code: 500 - {'er
 def test_model_failure_placeholder_is_never_judged(docs, monkeypatch):
     """lmms-eval's placeholder for a failed API request: no judge request at all, wrong for
     accuracy, no CoT ratio, counted in model_failed and not in judge_failed."""
-    record = hooks.process_results(docs[4], [PLACEHOLDER])["accuracy"]
+    record = binding.process_results_vcr_cot(docs[4], [PLACEHOLDER])["accuracy"]
     assert record["model_failed"] is True and record["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1")
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        metrics = aggregate.score_records([record])
+        metrics = binding.score_records([record])
     finally:
         server.stop()
     assert server.request_count == 0
@@ -207,8 +208,8 @@ def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, 
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
         records = [vcr_task.build_record(docs[i], responses[i]) for i in sorted(docs)]
-        metrics = aggregate.score_records(records)
-        answered = aggregate.score_records([r for r in records if not r["model_failed"]])
+        metrics = binding.score_records(records)
+        answered = binding.score_records([r for r in records if not r["model_failed"]])
     finally:
         server.stop()
     assert not [b for b in server.requests if "LMMS_EVAL_REQUEST_FAILED" in json.dumps(b)]
@@ -236,9 +237,9 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
     try:
         table = sample.demo_table()["vcr_cot"]
         records = [vcr_task.build_record(d, table[i][0]) for i, d in sorted(docs.items())]
-        records.append({**hooks.process_results({"sample_id": "x"}, ["?"])["accuracy"], "dimension_code": "ftr",
+        records.append({**binding.process_results_vcr_cot({"sample_id": "x"}, ["?"])["accuracy"], "dimension_code": "ftr",
                          "duration_bucket": "short", "multiple_choice": True})
-        metrics = aggregate.score_records(records)
+        metrics = binding.score_records(records)
     finally:
         server.stop()
     assert metrics["judge_failed"] == 2  # the broken recall + the unprocessable record
@@ -252,7 +253,7 @@ def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
         record = vcr_task.build_record(docs[4], "A")  # correct bare letter
-        metrics = aggregate.score_records([record])
+        metrics = binding.score_records([record])
     finally:
         server.stop()
     kinds = [b["messages"][0]["content"][:20] for b in server.requests]
@@ -265,8 +266,8 @@ def test_background_setting_changes_overall(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
         record = vcr_task.build_record(docs[5], "Nothing useful. So the answer is the magenta circle.")
-        default = aggregate.score_records([record])
-        included = aggregate.score_records([record], {"include_background": True})
+        default = binding.score_records([record])
+        included = binding.score_records([record], {"include_background": True})
     finally:
         server.stop()
     # Reference of id 5: 1 background + 2 perception + 1 inference step, none matched.
@@ -280,7 +281,7 @@ def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
     records = [vcr_task.build_record(d, "A") for d in docs.values()]
     records[0] = vcr_task.build_record(docs[0], PLACEHOLDER)
     with caplog.at_level("WARNING"):
-        metrics = aggregate.score_records(records)
+        metrics = binding.score_records(records)
     assert metrics.pop("model_failed") == 1  # needs no judge
     assert metrics.pop("reasoning_truncated") == 0  # nor does this count
     assert all(math.isnan(v) for v in metrics.values())

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from lmms_video_reasoning.cg_bench import frames as cg_frames
 from lmms_video_reasoning.utils.media import synthetic as syn
-from lmms_video_reasoning.utils.media import video
-from lmms_video_reasoning.utils.media.video import VideoError
+from lmms_video_reasoning.utils.media import frame_decoder, frame_table, video
+from lmms_video_reasoning.utils.media.frame_decoder import read_frames
+from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 from lmms_video_reasoning.vcr_bench import frames as vcr_frames
 from lmms_video_reasoning.vrbench import frames as vr_frames
 
@@ -111,12 +112,12 @@ def test_bad_counts_rejected():
 def test_read_frames_equals_sequential_decode(videos, name):
     path = videos[name]
     reference = sequential_decode(path)
-    info = video.probe(path)
+    info = probe(path)
     assert info.total_frames == len(reference) == 300
     rng = np.random.default_rng(7)
     indices = [int(i) for i in rng.choice(300, 45, replace=False)] + [0, 299, 17, 17]
     for workers in (1, 2):
-        frames = video.read_frames(path, indices, as_array=True, workers=workers)
+        frames = read_frames(path, indices, as_array=True, workers=workers)
         assert frames.shape == (len(indices), 120, 160, 3)
         for row, i in enumerate(indices):
             assert syn.read_index_stamp(frames[row]) == i
@@ -126,31 +127,31 @@ def test_read_frames_equals_sequential_decode(videos, name):
 def test_vfr_index_is_not_time_times_average_fps(videos):
     """On the VFR file index -> time by the average fps drifts; the sampler follows the frames."""
     times = syn.frame_times(30, 10, vfr=True)
-    info = video.probe(videos["vfr"])
+    info = probe(videos["vfr"])
     drift = [abs(round(t * info.fps) - i) for i, t in enumerate(times)]
     assert max(drift) >= 5  # a time-based decoder would return other frames
     worst = int(np.argmax(drift))
-    (frame,) = video.read_frames(videos["vfr"], [worst])
+    (frame,) = read_frames(videos["vfr"], [worst])
     assert syn.read_index_stamp(frame) == worst
 
 
 def test_read_frames_pil_and_resize(videos):
-    images = video.read_frames(videos["bframes"], [3, 150])
+    images = read_frames(videos["bframes"], [3, 150])
     assert [im.size for im in images] == [(160, 120), (160, 120)]
     assert [syn.read_index_stamp(im) for im in images] == [3, 150]
-    small = video.read_frames(videos["bframes"], [3], size=(64, 48), as_array=True)
+    small = read_frames(videos["bframes"], [3], size=(64, 48), as_array=True)
     assert small.shape == (1, 48, 64, 3)
 
 
 def test_read_frames_index_out_of_range(videos):
     with pytest.raises(IndexError, match="300 frames"):
-        video.read_frames(videos["cfr"], [300])
+        read_frames(videos["cfr"], [300])
 
 
 def test_shapes_land_where_shape_box_says(videos):
     """Ground-truth boxes from synthetic.shape_box match the decoded pixels."""
     shape = syn.Shape("circle", "red", 1, 25, (0.2, 0.3), (0.8, 0.7))
-    (frame,) = video.read_frames(videos["cfr"], [100], as_array=True)  # t = 10.0 s
+    (frame,) = read_frames(videos["cfr"], [100], as_array=True)  # t = 10.0 s
     x1, y1, x2, y2 = syn.shape_box(shape, 10.0, 160, 120)
     centre = frame[(y1 + y2) // 2, (x1 + x2) // 2].astype(int)
     assert abs(centre - np.array(syn.COLORS["red"])).max() < 40
@@ -215,7 +216,7 @@ def test_meta_slightly_longer_than_file_clamps_indices(videos):
 
 def _expect_video_error(path, match):
     with pytest.raises(VideoError, match=match) as info:
-        video.probe(path)
+        probe(path)
     assert str(path) in str(info.value)
     assert isinstance(info.value, ValueError)
     # no decoder exception chained into what the user sees
@@ -228,7 +229,7 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.mp4").write_bytes(b"")
     _expect_video_error(tmp_path / "empty.mp4", "empty")
     with pytest.raises(VideoError, match="not found"):
-        video.read_frames(tmp_path / "nope.mp4", [0])
+        read_frames(tmp_path / "nope.mp4", [0])
 
 
 def test_truncated_files(tmp_path):
@@ -278,7 +279,7 @@ def test_cut_clip_frames_and_cache(videos, tmp_path):
     # merged and time-ordered: [2, 4) -> 20..39, [5, 5] -> 50, [10, 11) -> 100..109, [28, 30] -> 280..299
     expected = list(range(20, 40)) + [50] + list(range(100, 110)) + list(range(280, 300))
     assert _stamps(clip) == expected
-    assert video.probe(clip).total_frames == len(expected)
+    assert probe(clip).total_frames == len(expected)
     mtime = clip.stat().st_mtime_ns
     assert video.cut_clip(path, intervals, tmp_path) == clip and clip.stat().st_mtime_ns == mtime
     other = video.cut_clip(path, [[0, 1]], tmp_path)
@@ -296,22 +297,15 @@ def test_cut_clip_concurrent_writers(videos, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [results[0].name]
 
 
-def test_clue_clip_prefers_official(videos, tmp_path):
-    official = tmp_path / "q1.mp4"
-    official.write_bytes(videos["short"].read_bytes())
-    assert video.clue_clip(official, videos["cfr"], [[1, 2]], tmp_path / "cache") == official
-    cut = video.clue_clip(tmp_path / "missing.mp4", videos["cfr"], [[1, 2]], tmp_path / "cache")
-    assert _stamps(cut) == list(range(10, 20))
-
 
 def test_non_reference_frames_are_recognised(videos):
     """The skip relies on nal_ref_idc: x264 pyramid B-frames give non-reference frames, P-only none."""
 
     def flags(path):
-        table = video._frame_table(path)
+        table = frame_table._frame_table(path)
         with av.open(str(path)) as container:
             return [
-                video._is_reference(p, table.codec, table.nal_length_size) for p in container.demux(video=0) if p.size
+                frame_decoder._is_reference(p, table.codec, table.nal_length_size) for p in container.demux(video=0) if p.size
             ]
 
     with_b = flags(videos["bframes"])
@@ -320,7 +314,7 @@ def test_non_reference_frames_are_recognised(videos):
 
 
 def test_seek_landing_after_keyframe_falls_back(videos, monkeypatch):
-    real = video._seek_to
+    real = frame_decoder._seek_to
 
     def lands_late(container, stream, table, start):
         if start == table.decode_pos[0]:
@@ -328,6 +322,6 @@ def test_seek_landing_after_keyframe_falls_back(videos, monkeypatch):
         else:  # a demuxer that overshoots to the next keyframe
             container.seek(table.pts[start] + 1, stream=stream, backward=False, any_frame=False)
 
-    monkeypatch.setattr(video, "_seek_to", lands_late)
-    frames = video.read_frames(videos["cfr"], [30, 60], workers=1)
+    monkeypatch.setattr(frame_decoder, "_seek_to", lands_late)
+    frames = read_frames(videos["cfr"], [30, 60], workers=1)
     assert [syn.read_index_stamp(f) for f in frames] == [30, 60]

@@ -15,7 +15,8 @@ from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import MediaError
 from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 from lmms_video_reasoning.utils.media.synthetic import COLORS
-from lmms_video_reasoning.vrbench import aggregate, hooks, sample
+from lmms_video_reasoning.vrbench import benchmark as binding
+from lmms_video_reasoning.vrbench import sample
 from lmms_video_reasoning.vrbench.scoring import TYPE_NAMES, extract_mcq_answer
 
 JUDGE_TASKS = ("vr_bench", "vr_bench_text", "vr_bench_official")
@@ -32,7 +33,7 @@ def vrbench_sample(tmp_path_factory):
 def sample_docs(vrbench_sample, monkeypatch):
     monkeypatch.setenv("VRBENCH_ROOT", str(vrbench_sample / "vrbench"))
     monkeypatch.delenv("VRBENCH_PROTOCOL", raising=False)
-    return hooks.build_docs("judge", "default")
+    return binding.build_docs("judge", "default")
 
 
 def test_sample_covers_every_type_with_timed_steps(sample_docs):
@@ -46,7 +47,7 @@ def test_sample_covers_every_type_with_timed_steps(sample_docs):
 
 def test_frames_are_segment_midpoints_at_224(sample_docs):
     doc = sample_docs[0]  # syn_story_01: 150 s at 2 fps = 300 frames; blue square on screen 20-67 s
-    frames = hooks.doc_to_visual(doc, {"visual_mode": "frames", "num_frames": 4})
+    frames = binding.doc_to_visual(doc, {"visual_mode": "frames", "num_frames": 4})
     assert [frame.size for frame in frames] == [(224, 224)] * 4
     # Midpoints of 4 segments of 300 frames: 37, 112, 187, 262 -> 18.5 s, 56 s, 93.5 s, 131 s.
     square = [np.asarray(frame)[112, round(0.78 * 224)].astype(int) for frame in frames]
@@ -57,10 +58,10 @@ def test_frames_are_segment_midpoints_at_224(sample_docs):
 
 def test_video_path_resolution_tolerates_zip_layout(sample_docs, vrbench_sample):
     moved = next(doc for doc in sample_docs if doc["video_id"] == "syn_story_02")
-    assert hooks.doc_to_visual(moved, {"visual_mode": "video"}) == [str(vrbench_sample / "vrbench" / "v001" / "syn_story_02.mp4")]
+    assert binding.doc_to_visual(moved, {"visual_mode": "video"}) == [str(vrbench_sample / "vrbench" / "v001" / "syn_story_02.mp4")]
     missing = dict(moved, video_path="VRBench/videos/v001/not_there.mp4")
     with pytest.raises(MediaError, match=r"not_there\.mp4.*VRBENCH_ROOT.*lmms-vr prepare vrbench"):
-        hooks.doc_to_visual(missing, {"visual_mode": "video"})
+        binding.doc_to_visual(missing, {"visual_mode": "video"})
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage_header"])
@@ -70,17 +71,17 @@ def test_broken_video_in_video_mode_is_a_clear_error(vrbench_sample, tmp_path, m
     root = tmp_path / "vrbench"
     shutil.copytree(vrbench_sample / "vrbench", root)
     monkeypatch.setenv("VRBENCH_ROOT", str(root))
-    doc = hooks.build_docs("judge", "default")[0]
-    [path] = hooks.doc_to_visual(doc, {"visual_mode": "video"})  # decodes: accepted
+    doc = binding.build_docs("judge", "default")[0]
+    [path] = binding.doc_to_visual(doc, {"visual_mode": "video"})  # decodes: accepted
     video = Path(path)
     content = video.read_bytes()
     video.write_bytes(content[: len(content) // 3] if damage == "truncated" else bytes(4096) + content[4096:])
     pattern = rf"{re.escape(video.name)} is unusable: .*lmms-vr prepare vrbench"
     with pytest.raises(MediaError, match=pattern):
-        hooks.doc_to_visual(doc, {"visual_mode": "video"})
+        binding.doc_to_visual(doc, {"visual_mode": "video"})
     with pytest.raises(MediaError, match=pattern):
-        hooks.doc_to_messages(doc, {"visual_mode": "video"})
-    assert doc["question"] in hooks.doc_to_text(doc, {"visual_mode": "video"})  # the prompt never decodes
+        binding.doc_to_messages(doc, {"visual_mode": "video"})
+    assert doc["question"] in binding.doc_to_text(doc, {"visual_mode": "video"})  # the prompt never decodes
 
 
 @pytest.mark.slow
@@ -123,7 +124,7 @@ def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
         for task in ("vr_bench", "vr_bench_official"):
             [log] = samples_files(tmp_path, task)
             records = [json.loads(line)["mcq_accuracy"] for line in log.read_text().splitlines()]
-            rescored = aggregate.score_records(records)
+            rescored = binding.score_records(records)
             for name, value in rescored.items():
                 assert value == pytest.approx(metric(results, task, name)) or (math.isnan(value) and math.isnan(metric(results, task, name)))
 

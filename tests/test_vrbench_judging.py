@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, docs_dataset
-from lmms_video_reasoning.vrbench import aggregate, data, hooks, prompts
+from lmms_video_reasoning.vrbench import benchmark as binding
+from lmms_video_reasoning.vrbench import data, prompts
 from lmms_video_reasoning.vrbench import docs as vr_docs
 from lmms_video_reasoning.vrbench import task as vr_task
 from lmms_video_reasoning.vrbench.sample import judge_responder
@@ -51,7 +53,8 @@ def test_debug_records_load_and_flatten(debug_records):
     assert {"Counting Porblems", "Event Summarization", "Hypothetical Reasoning", "Event Prediction"} <= types
     synopsis = next(d for d in docs if d["reasoning_type"] == "Event Summarization")
     assert synopsis["steps"] == [] and synopsis["procedure"] == ""
-    assert data.media_files(debug_records) == ["VRBench/videos/v001/TZk_p-q8Fzo.mp4", "VRBench/videos/v001/eb5vwy4GSSs.mp4"]
+    [videos] = data.media_kinds(Path("unused"), debug_records)  # what `lmms-vr prepare` checks
+    assert sorted(videos.items) == ["VRBench/videos/v001/TZk_p-q8Fzo.mp4", "VRBench/videos/v001/eb5vwy4GSSs.mp4"]
     # Arrow-friendly: the documents become a dataset.
     assert len(docs_dataset(docs)) == 13
 
@@ -80,9 +83,9 @@ def test_inference_prompt_byte_exact(debug_records, ref_prompt):
     expected = ref_prompt("MCQ_COT_PROMPT.template.txt").replace("$multiple_choice_question", mcq).replace(
         "$video_summary", debug_records[0]["video_summary"]
     )
-    assert hooks.doc_to_text(doc) == expected
+    assert binding.doc_to_text(doc) == expected
     doc["mode"] = "text"
-    messages = hooks.doc_to_messages(doc, {"visual_mode": "frames", "num_frames": 4})
+    messages = binding.doc_to_messages(doc, {"visual_mode": "frames", "num_frames": 4})
     assert messages == [{"role": "user", "content": [{"type": "text", "text": expected}]}]
 
 
@@ -109,7 +112,7 @@ def run_judge(monkeypatch, debug_records, protocol):
     with LocalJudgeServer(judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        metrics = aggregate.score_records(records)
+        metrics = binding.score_records(records)
         sent = {json.loads(json.dumps(body["messages"]))[1]["content"]: body for body in server.requests}
     return metrics, sent
 
@@ -186,11 +189,11 @@ def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protoco
     with LocalJudgeServer(judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        only_failure = aggregate.score_records([failed])
+        only_failure = binding.score_records([failed])
         assert server.request_count == 0, "the failure string reached the judge"
-        both = aggregate.score_records([failed, answered])
+        both = binding.score_records([failed, answered])
         assert server.request_count == 1
-        only_answered = aggregate.score_records([answered])
+        only_answered = binding.score_records([answered])
         assert not any("LMMS_EVAL_REQUEST_FAILED" in json.dumps(body) for body in server.requests)
 
     assert only_failure["mcq_accuracy"] == 0 and only_failure["model_failed"] == 1 and only_failure["judge_failed"] == 0
@@ -208,11 +211,11 @@ def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protoco
 
 def test_model_failure_in_the_mcq_task(debug_records):
     doc = dict(vr_docs.flatten(debug_records)[0], mode="mcq", protocol="default")
-    records = hooks.process_results(dict(doc, answer="E"), [MODEL_FAILURE])
+    records = binding.process_results_vr_bench_mcq(dict(doc, answer="E"), [MODEL_FAILURE])
     assert set(records) == set(vr_task.MCQ_METRICS) and "model_failed" in records
-    metrics = aggregate.score_records([records["mcq_accuracy"]])
+    metrics = binding.score_records([records["mcq_accuracy"]])
     assert metrics["mcq_accuracy"] == 0 and metrics["model_failed"] == 1
     assert "judge_failed" not in metrics
     # Records logged before the flag existed are recognised from their response.
     legacy = {k: v for k, v in records["mcq_accuracy"].items() if k not in ("model_failed", "model_failure")}
-    assert aggregate.score_records([legacy])["model_failed"] == 1
+    assert binding.score_records([legacy])["model_failed"] == 1

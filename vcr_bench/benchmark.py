@@ -1,33 +1,189 @@
-"""VCR-Bench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
-declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
-and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
-(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
+"""VCR-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
+(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
+`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
+`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
+is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
+declaration (`BENCHMARK`). The task itself (inputs, records, metrics) is `task.py`, shared with
+the upstream task folder.
 
+Video-native models get a proxy clip of exactly the frames their own path keeps (`utils.lmms.
+model_video`; `LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames. Scoring:
+`process_results` only builds a self-contained record (`task.build_record`: never calls a
+judge, never raises); the first aggregation of a task judges all records in one batch
+(`scored_records`, memoised by content with its outcomes so the metric aggregations and their
+standard errors share one batch) and writes the judge accounting next to the results; `lmms-vr
+score` calls the same scoring on records read back from a `--log_samples` file.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
-from lmms_video_reasoning.vcr_bench import judging, scoring, task
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
+from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
+from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
+
+log = logging.getLogger("lmms_video_reasoning.vcr_bench")
 
 # The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
 JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
+NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or re-score the --log_samples file later "
+                 "with `lmms-vr score`.")
+
+
+# ---------------------------------------------------------------- the tasks
+
+# until: [] so a chain of thought is not cut at its first blank line.
+GENERATION = {"until": [], "max_new_tokens": 4096, "do_sample": False, "temperature": 0}
+
+
+def _inputs(visual_mode: str, chain_of_thought: bool, frame_models: bool, frame_count: int | None = None) -> dict:
+    """`lmms_eval_specific_kwargs`: `visual_mode` for every model (video: the video for
+    native-video models), 64 timestamped frames for frame-based models (API models);
+    `frame_count`: another number of frames (frames mode, paper Table 9)."""
+    blocks = {"default": {"visual_mode": visual_mode, "chain_of_thought": chain_of_thought,
+                          **({"frame_count": frame_count} if frame_count is not None else {})}}
+    if frame_models:
+        blocks.update({model: {"visual_mode": "frames", "chain_of_thought": chain_of_thought}
+                       for model in ("openai", "async_openai", "gpt4v")})
+    return blocks
+
+
+def _task(name: str, about: str, visual_mode: str, cot_prompt: bool = True, scores_cot: bool = False,
+          process_docs: str = "load_docs", frame_count: int | None = None) -> Task:
+    """`cot_prompt`: the prompt asks for the chain of thought; `scores_cot`: recall and precision
+    are judged too (`vcr_cot`; the paper's Table 5 ablations report accuracy only)."""
+    return Task(name, task.metric_names(scores_cot), process_docs=process_docs, record_options={"chain_of_thought": scores_cot},
+                generation_kwargs=GENERATION, about=about,
+                model_kwargs=_inputs(visual_mode, cot_prompt, frame_models=visual_mode == "video", frame_count=frame_count))
+
+
+TASKS = (
+    _task("vcr_cot", "VCR-Bench as published: question + the CoT instruction, accuracy and CoT score (4 judge calls).",
+          "video", scores_cot=True),
+    _task("vcr_direct", 'Paper Table 5 "Direct": the question without the CoT instruction; accuracy only.', "video", cot_prompt=False),
+    _task("vcr_text_only", 'Paper Table 5 "Text": question + CoT instruction, no visual input; accuracy only.', "none",
+          process_docs="load_docs_no_visual"),
+    _task("vcr_one_frame", 'Paper Table 5 "1 Frame": question + CoT instruction with the middle frame only; accuracy only.', "one_frame"),
+)
+# Paper Table 9 (frame-based models, 16/32/64/128 frames): `vcr_cot` in frames mode for every model;
+# the report's Table 9 reads these tasks by name (vcr_bench/report.py). Not in the group: ablations.
+FRAME_ABLATION = tuple(_task(f"vcr_cot_frames{count}", f"Paper Table 9: vcr_cot with {count} timestamped frames for every model.",
+                             "frames", scores_cot=True, frame_count=count) for count in (16, 32, 64, 128))
+# Not named `vcr_bench`: lmms-eval reads `--tasks X` as a folder of YAMLs when ./X exists,
+# and `vcr_bench/` is a folder of this repository (the CLI would then find no task).
+GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
+                "All VCR-Bench tasks: the benchmark (vcr_cot) and the paper's Table 5 ablations."),)
+
+
+# ---------------------------------------------------------------- documents (process_docs)
+
+
+def _media_check():
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    return preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
+
+
+def load_docs(dataset=None) -> Any:
+    """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
+    before generation: `utils.preflight`)."""
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _media_check(), judge="vcr_bench")
+
+
+def load_docs_no_visual(dataset=None) -> Any:
+    """`process_docs` of `vcr_text_only`: the same documents; no video is needed."""
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), judge="vcr_bench")
+
+
+# ---------------------------------------------------------------- model inputs ("get the frames" on the data root)
+
+
+class PluginMedia:
+    """Videos under the data root (`data.video_file`), frame plans from the container
+    (`video.plan_frames`, the one path every benchmark's plans take), frames from the exact
+    sampler, and the proxy clip of the model's own frames for video-native models."""
+
+    def plan(self, doc: dict, plan: FramePlan, n: int):
+        from lmms_video_reasoning.utils.media import video
+
+        return video.plan_frames(data.video_file(doc), plan, n)
+
+    def frames(self, doc: dict, indices: Sequence[int]) -> list:
+        from lmms_video_reasoning.utils.media import video
+
+        return list(video.read_frames(data.video_file(doc), list(indices)))
+
+    def video(self, doc: dict) -> str:
+        # The model's own frames in a proxy clip (utils.model_video; `LMMS_VR_VIDEO_INPUT=path`
+        # hands over the path). Either way the file is decoded here first: native-video models
+        # swallow a decode error and answer from the text alone, so a broken file fails here.
+        from lmms_video_reasoning.utils.lmms import model_video
+
+        return model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))
+
+
+MEDIA = PluginMedia()
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
+    return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """Chat models: the visuals of `doc_to_visual` as video / image parts, then the prompt."""
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+# ---------------------------------------------------------------- scoring with the judge engine
+
+
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
+    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
+    judged by `judge` (`task.score_with`; NaN without one), and the judge's outcomes per sample
+    (None without a judge)."""
+    return task.score_with(records, judge, settings, NO_JUDGE_HINT)
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of `scored_records` with the configured judge (`settings`: the records' own by default)."""
+    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
+    return scored_records(records, settings, get_judge("vcr_bench"))[0]
+
 
 class VcrBenchScoring(ScoringAdapter):
-    """VCR-Bench: `aggregate.scored_records` (the task's scoring with the judge it is handed); outcomes
-    from `judging.judge_records`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
+    """VCR-Bench: `scored_records` (the task's scoring with the judge it is handed); outcomes from
+    `judging.judge_records`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
 
     name = judge_name = "vcr_bench"
 
     def settings(self, records):
-        return scoring.resolve_settings(None)
+        """The settings the records were made with (their task's; each variable overrides)."""
+        return BENCHMARK.settings_of(records)
 
     def score(self, records, settings, judge):
-        from lmms_video_reasoning.vcr_bench import aggregate
-
-        return Scored(*aggregate.scored_records(records, settings, judge))
+        return Scored(*scored_records(records, settings, judge))
 
     def outcomes(self, records, settings, judge):
         if judge is None:
@@ -57,8 +213,6 @@ class VcrBenchScoring(ScoringAdapter):
 
     def report_record(self, record):
         """The groups a sample counts in and its failure flags (`task.metrics_from_outcomes` reads no more)."""
-        from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
-
         kept = {key: record[key] for key in ("sample_id", "dimension_code", "duration_bucket", "multiple_choice", "score_cot") if key in record}
         return {**kept, "model_failed": model_failed(record), "reasoning_truncated": reasoning_truncated(record)}
 
@@ -70,6 +224,9 @@ BENCHMARK = Benchmark(
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
     build_record=task.build_record,
     scoring=VcrBenchScoring(),
+    tasks=TASKS + FRAME_ABLATION,
+    groups=GROUPS,
+    options=(*scoring.OPTIONS, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
@@ -78,3 +235,7 @@ BENCHMARK = Benchmark(
     sample_module=f"{__package__}.sample",
     demo_tasks=("vcr_cot",),
 )
+
+# `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
+# aggregation of a task writes the judge accounting beside the run's results.
+__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vcr_bench"))

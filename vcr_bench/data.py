@@ -76,11 +76,6 @@ def checked_video_file(doc: dict) -> Path:
     return usable_video(VCR_BENCH, video_file(doc))
 
 
-def media_files(records) -> list[str]:
-    """Root-relative canonical paths of the videos the records need."""
-    return sorted({f"{VIDEO_DIR}/{record['video_path']}" for record in records})
-
-
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks, with the resolver the tasks use."""
     items = {}

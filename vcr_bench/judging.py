@@ -212,8 +212,8 @@ def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool,
                     "leniently (first standalone 0/1); used: %s (setting lenient_verdict)", changed,
                     "lenient" if (settings or {}).get("lenient_verdict") else "official exact \"1\"")
     failed = sum(bool(o["errors"]) for o in outcomes)
-    # Past the failure share the metrics are not computed at all (aggregate.metrics_from_outcomes says so).
-    if failed and not failure_share.too_many_failed(failed, len(records) - unanswered):
+    # Past the failure share the metrics are not computed at all (task.metrics_from_outcomes says so).
+    if failed and not failure_share.too_many_failed(failed, len(records) - unanswered, settings.get(failure_share.FAILED_SHARE.option)):
         log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "
                     "and are left out of the CoT mean they could not enter (judge_failed=%d)", failed, len(records), failed)
     return outcomes

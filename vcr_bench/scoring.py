@@ -402,22 +402,26 @@ def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -
 INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
 LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
 OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
+# The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
 INCLUDE_BACKGROUND = setting.declare(INCLUDE_BACKGROUND_ENV, "bool", False, "overall CoT counts Background Review "
-                                     "steps (paper-era code)", scoring=True)
+                                     "steps (paper-era code)", scoring=True, option="include_background")
 LENIENT_VERDICT = setting.declare(LENIENT_VERDICT_ENV, "bool", False, "the scoring judge's first standalone 0/1 "
-                                  "decides instead of the exact reply '1'", scoring=True)
+                                  "decides instead of the exact reply '1'", scoring=True, option="lenient_verdict")
 OFFICIAL_REVERSED = setting.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reversed intervals / boxes enter the IoU "
-                                    "rule as given, as officially", scoring=True)
+                                    "rule as given, as officially", scoring=True, option="official_reversed")
+OPTIONS = (INCLUDE_BACKGROUND, LENIENT_VERDICT, OFFICIAL_REVERSED)
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """Scoring settings, from the argument or the environment (`=1`): `include_background`
-    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the
-    paper-era code did; default off as the current code); `lenient_verdict`
-    (`VCR_BENCH_LENIENT_VERDICT`: the scoring judge's first standalone 0/1 decides instead of
-    the official exact reply "1"); `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed
-    interval bounds / box corners enter the IoU rule as given, as officially)."""
-    merged = {"include_background": INCLUDE_BACKGROUND.read(), "lenient_verdict": LENIENT_VERDICT.read(),
-              "official_reversed": OFFICIAL_REVERSED.read()}
-    merged.update(settings or {})
-    return merged
+    """The scoring settings: those given (a task's, as its records carry them: the plugin's scoring
+    reads them once, `VcrBenchScoring.settings`), the defaults for those not given; None (a caller
+    with no task, e.g. the upstream task folder): the defaults, each overridden by its environment
+    variable when set (`settings.task_settings`, the one rule). `include_background`
+    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the paper-era
+    code did; default off as the current code); `lenient_verdict` (`VCR_BENCH_LENIENT_VERDICT`:
+    the scoring judge's first standalone 0/1 decides instead of the official exact reply "1");
+    `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed interval bounds / box corners
+    enter the IoU rule as given, as officially). Other keys given are kept."""
+    if settings is None:
+        return setting.task_settings(OPTIONS)
+    return {**{option.option: option.default for option in OPTIONS}, **settings}

@@ -138,10 +138,10 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 # ---------------------------------------------------------------- per-sample records
 
 
-def build_record(doc: dict, response: Any, chain_of_thought: bool = True) -> dict:
+def build_record(doc: dict, response: Any, chain_of_thought: bool = True, settings: dict | None = None) -> dict:
     """The record of one sample (`Benchmark.build_record`); `chain_of_thought` (`score_cot`):
     recall and precision are judged too (`vcr_cot`; the paper's Table 5 ablations score
-    accuracy only).
+    accuracy only); `settings`: the task's (`registry.Benchmark.record`), which make the reply fields.
 
     lmms-eval's placeholder for a request that got no answer ("[LMMS_EVAL_REQUEST_FAILED ...]")
     is kept as the response and marked `model_failed`, with its first line as `model_failure`:
@@ -150,7 +150,7 @@ def build_record(doc: dict, response: Any, chain_of_thought: bool = True) -> dic
     wrong without a judge call) and which text the judges see. A document that cannot be read
     becomes a record with its `error` (a failed sample, not a retry loop).
     """
-    reply = reply_record(response)
+    reply = reply_record(response, settings)
     try:
         return {
             "sample_id": str(doc["sample_id"]),
@@ -203,8 +203,9 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
                 "reasoning_truncated": count_truncated(records)}, None
     outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
     metrics, judged = metrics_from_outcomes(records, outcomes, settings), judged_count(records)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged):
-        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged))
+    limit = settings.get(failure_share.FAILED_SHARE.option)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
+        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
     return metrics, outcomes
 
 
@@ -228,20 +229,22 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: 
     counted["model_failed"] = column(map(model_failed, records))
     counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
     counted["samples"] = np.ones(len(records))
-    return SampleColumns(counted, metrics_from_totals, counts=(*scoring.COUNT_METRICS, "verdict_lenient_changed"))
+    limit = settings.get(failure_share.FAILED_SHARE.option)
+    return SampleColumns(counted, lambda totals, whole: metrics_from_totals(totals, whole, limit),
+                         counts=(*scoring.COUNT_METRICS, "verdict_lenient_changed"))
 
 
-def metrics_from_totals(totals, whole: bool) -> dict:
+def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
     """The task's metrics from column sums (one value per row): accuracy per group, the CoT
     metrics when any sample is CoT-scored (else NaN), the failure counts; on a whole run, the
-    judged metrics not computed past the judge failure share."""
+    judged metrics not computed past the judge failure share (`limit`: the task's; the environment's when None)."""
     metrics = scoring.accuracy_from_totals(totals)
     scored = totals["score_cot"] > 0
     metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})
     metrics["judge_failed"] = totals["judge_failed"]
     if whole:  # past the failure share, the judged metrics would measure the judge's outage, not the model
         judged = totals["samples"] - totals["model_failed"]
-        withheld = np.array([failure_share.too_many_failed(f, int(j)) for f, j in zip(metrics["judge_failed"], judged)], dtype=bool)
+        withheld = np.array([failure_share.too_many_failed(f, int(j), limit) for f, j in zip(metrics["judge_failed"], judged)], dtype=bool)
         for name in scoring.METRICS:
             if name not in scoring.COUNT_METRICS and name in metrics:
                 metrics[name] = np.where(withheld, np.nan, metrics[name])

@@ -1,32 +1,216 @@
-"""VRBench as the suite's shared code sees it (`utils/core/registry.py` lists what each field
-declares and who reads it): its task folder, record builder, scoring adapter for `lmms-vr score`
-and `lmms-vr report`, official judge, report specification (`report.py`), papers' tables
-(`reference_tables.json`), data for `lmms-vr prepare` (`data.py`) and generated sample (`sample.py`)."""
+"""VRBench's binding to lmms-eval and to the suite, one module as in every benchmark folder
+(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
+`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
+`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
+is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
+declaration (`BENCHMARK`). The task itself (inputs, records, metrics; one generation scored for
+both tracks) is `task.py`, shared with the upstream task folder.
 
+Documents are stamped with the task's mode and protocol (its option, `VRBENCH_PROTOCOL`
+overrides). Video-native models get a clip of the protocol frames, or of exactly the frames
+their own path keeps (`video_frames: model`; `LMMS_VR_VIDEO_INPUT=path`: the path). The judge
+(the configured engine, cached and accounted, handed over by the aggregation) rates the rated
+records at the task's first aggregation; `lmms-vr score` calls the same scoring.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.registry import Benchmark, Scored, ScoringAdapter
-from lmms_video_reasoning.vrbench import judging, task
+from lmms_video_reasoning.utils.core.frame_plan import FramePlan
+from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
+from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
+from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
+from lmms_video_reasoning.vrbench.task import doc_to_text  # noqa: F401 - the task YAMLs' hook
+
+log = logging.getLogger("lmms_video_reasoning.vrbench")
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
 
 
+# ----------------------------------------------------------------------------------------
+# The tasks
+# ----------------------------------------------------------------------------------------
+
+GREEDY = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
+# A model-named block replaces `default`. visual_mode: video = a clip of the num_frames
+# segment-midpoint frames at 224x224 (video_frames: protocol, the default; `model` lets the
+# model sample the video; e.g. qwen2_vl max_num_frames=128 keeps all 128); frames = those
+# frames as images. VRBENCH_NUM_FRAMES overrides num_frames.
+# Counts: 16 and 224x224 are the official code's (inference/main.py); the per-model ones are
+# paper Table A3's "Input Frames" (video-native models get a clip, the others frames), except 128
+# for llava_onevision, this suite's choice (Table A3 has no LLaVA-OneVision row). Table A3's
+# Gemini (0.5 fps) is no frame count: `gemini` keeps the default; H2OVL and DeepSeek-VL2 (4) have
+# no lmms-eval model.
+PER_MODEL = {
+    "default": {"visual_mode": "video", "num_frames": 16},
+    **{model: {"visual_mode": "video", "num_frames": 128} for model in ("qwen2_vl", "qwen2_5_vl", "llava_onevision", "longva")},
+    "internvideo2_5": {"visual_mode": "video", "num_frames": 64},
+    "videochat_flash": {"visual_mode": "video", "num_frames": 512},
+    **{model: {"visual_mode": "frames", "num_frames": 64} for model in ("openai", "async_openai", "gpt4v", "internvl2")},
+    "claude": {"visual_mode": "frames", "num_frames": 20},
+    **{model: {"visual_mode": "frames", "num_frames": 8} for model in ("phi3v", "aria")},
+}
+SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
+
+TASKS = (
+    Task("vr_bench", task.JUDGE_METRICS, process_docs="load_docs", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
+         about="VRBench: one generation per question, scored for MCQ-O (rule cascade) and OE-P (DeepSeek-V3 judge).\n" + SEE_README),
+    Task("vr_bench_mcq", task.MCQ_METRICS, process_docs="load_docs_mcq", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
+         about="VRBench MCQ-O only: the same generation as vr_bench, no judge.\n" + SEE_README),
+    Task("vr_bench_text", task.JUDGE_METRICS, process_docs="load_docs_text", generation_kwargs=GREEDY,
+         model_kwargs={"default": PER_MODEL["default"]},
+         about="VRBench text-only (the paper's LLM setting): video summary + question, no frames.\n" + SEE_README),
+    Task("vr_bench_official", task.JUDGE_METRICS, process_docs="load_docs_official", model_kwargs=PER_MODEL,
+         settings={"protocol": "official"},
+         generation_kwargs={**GREEDY, "do_sample": True, "temperature": 1.0},
+         about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
+               "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),
+)
+GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "All VRBench tasks."),)
+
+
+# ----------------------------------------------------------------------------------------
+# Documents (process_docs)
+# ----------------------------------------------------------------------------------------
+
+
+def build_docs(mode: str, protocol: str) -> list[dict]:
+    """The task's documents: every question of the annotation file, stamped with mode and protocol."""
+    return task.stamp(docs.flatten(data.load_records()), mode, protocol)
+
+
+def _load(task_name: str, mode: str, media: bool, judge: bool):
+    """A task's documents, stamped with its mode and protocol (the task's option, which
+    `VRBENCH_PROTOCOL` overrides), checked before generation (`utils.lmms.preflight`): the videos
+    (not for the text-only task) and the judge (not for the MCQ-only task)."""
+    from lmms_video_reasoning.utils.lmms import preflight
+
+    protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when the documents are
+    check = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())) if media else None
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol())), check, judge="vrbench" if judge else None)
+
+
+def load_docs(_placeholder=None):
+    """`process_docs` of vr_bench."""
+    return _load("vr_bench", "judge", media=True, judge=True)
+
+
+def load_docs_mcq(_placeholder=None):
+    """`process_docs` of vr_bench_mcq."""
+    return _load("vr_bench_mcq", "mcq", media=True, judge=False)
+
+
+def load_docs_text(_placeholder=None):
+    """`process_docs` of vr_bench_text."""
+    return _load("vr_bench_text", "text", media=False, judge=True)
+
+
+def load_docs_official(_placeholder=None):
+    """`process_docs` of vr_bench_official."""
+    return _load("vr_bench_official", "judge", media=True, judge=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Model inputs ("get the frames" on the data root)
+# ----------------------------------------------------------------------------------------
+
+
+class PluginMedia:
+    """Videos under the data root, frames from the exact sampler, and for video-native models a
+    proxy clip (`utils.model_video`) of the protocol frames or of the model's own frames. The
+    file is decoded either way: lmms-eval's qwen2_vl would log a decode error and answer from
+    the text alone."""
+
+    def plan(self, doc: dict, plan: FramePlan, n: int):
+        from lmms_video_reasoning.utils.media import video
+
+        return video.plan_frames(data.resolve_video(doc["video_path"]), plan, n)
+
+    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
+        from lmms_video_reasoning.utils.media import video
+
+        return video.read_frames(data.resolve_video(doc["video_path"]), list(indices), size=size)
+
+    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
+        from lmms_video_reasoning.utils.lmms import model_video
+
+        path = data.resolve_video(doc["video_path"])
+        checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
+        if pick is None:
+            return model_video.video_for_model(path, on_broken=checked)
+        return model_video.video_for_model(path, frames=pick, size=size, on_broken=checked)
+
+
+MEDIA = PluginMedia()
+
+
+def video_input(doc: dict, kwargs: dict | None) -> str:
+    """The video handed to a video-native model (`task.video_input` with the plugin's media)."""
+    return task.video_input(doc, kwargs, MEDIA)
+
+
+def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
+    """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
+    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
+    """One user turn: the video or frames first, then the prompt (as the official inference)."""
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+# ----------------------------------------------------------------------------------------
+# Scoring with the judge engine
+# ----------------------------------------------------------------------------------------
+
+
+def scored_records(records: Sequence[dict], settings: dict | None, judge
+                   ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
+    """All metrics of one task's records (the aggregation's and `lmms-vr score`'s path) and the
+    ratings per question they come from (`task.score_with`).
+
+    `settings`: the task's (`VrBenchScoring.settings`: the records' own), or optional
+    `{"protocol": "default"|"official"}` overriding the records' protocol. `judge` (None: none
+    configured) rates the rated records.
+    """
+    return task.score_with(records, judge, settings)
+
+
+def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of `scored_records` with the configured judge (looked up only for rated records;
+    `settings`: the records' own by default)."""
+    if not records:
+        return {}
+    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
+    with_judge = task.task_protocol(records, settings)[1]
+    return scored_records(records, settings, get_judge("vrbench") if with_judge else None)[0]
+
+
 class VrBenchScoring(ScoringAdapter):
-    """VRBench: `aggregate.scored_records` (the task's scoring with the judge it is handed); outcomes
-    from `judging.rate`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
+    """VRBench: `scored_records` (the task's scoring with the judge it is handed); outcomes from
+    `judging.rate`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
 
     name = judge_name = "vrbench"
 
     def settings(self, records):
-        return {"protocol": records[0]["protocol"]} if records else {"protocol": "default"}
+        """The settings the records were made with (their task's; each variable overrides); records
+        made before they carried their settings carry their protocol."""
+        values = BENCHMARK.settings_of(records)
+        if records and "settings" not in records[0] and not task.PROTOCOL.is_set():
+            values["protocol"] = records[0]["protocol"]
+        return values
 
     def score(self, records, settings, judge):
-        from lmms_video_reasoning.vrbench import aggregate
-
-        metrics, rated = aggregate.scored_records(records, settings, judge)
+        metrics, rated = scored_records(records, settings, judge)
         return Scored(metrics, self._outcomes(records, rated))
 
     def needs_judge(self, records):
@@ -50,7 +234,8 @@ class VrBenchScoring(ScoringAdapter):
 
     def metrics(self, records, outcomes, settings):
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return task.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+        return task.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True,
+                                          failed_share=settings.get(failure_share.FAILED_SHARE.option))
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
@@ -71,12 +256,11 @@ class VrBenchScoring(ScoringAdapter):
 
     def columns(self, records, outcomes, settings):
         pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return task.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True)
+        return task.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True,
+                                   failed_share=settings.get(failure_share.FAILED_SHARE.option))
 
     def report_record(self, record):
         """The question's type, gold letter, the final answer its MCQ letter is read from, and its failure flags."""
-        from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
-
         kept = {key: record[key] for key in ("sample_id", "mode", "protocol", "reasoning_type", "answer") if key in record}
         return {**kept, "final_answer": final_answer(record), "reasoning_truncated": reasoning_truncated(record),
                 "model_failed": model_failed(record)}
@@ -94,6 +278,9 @@ BENCHMARK = Benchmark(
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
     build_record=task.build_record,
     scoring=VrBenchScoring(),
+    tasks=TASKS,
+    groups=GROUPS,
+    options=(task.PROTOCOL, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
@@ -103,3 +290,7 @@ BENCHMARK = Benchmark(
     demo_tasks=("vr_bench",),
     aliases=("vr_bench",),
 )
+
+# `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
+# aggregation of a task writes the judge accounting beside the run's results.
+__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vrbench"))

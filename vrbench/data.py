@@ -20,7 +20,6 @@ expected path, the variable and the command that fetches the data; `resolve_chec
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
@@ -96,11 +95,6 @@ def resolve_checked_video(video_path: str) -> Path:
     """`resolve_video` for a video that must also decode (`utils.data.usable_video`: opens,
     has a video stream, yields a first frame; cached). MediaError naming the file and the fix."""
     return usable_video(VRBENCH, resolve_video(video_path))
-
-
-def media_files(records: Iterable[dict]) -> list[str]:
-    """The video paths (relative to the root) the records need."""
-    return sorted({str(record["video_path"]) for record in records})
 
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:

@@ -356,7 +356,8 @@ def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, n
     return out
 
 
-def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_ran: bool = True, withhold: bool = False) -> dict[str, np.ndarray]:
+def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_ran: bool = True, withhold: bool = False,
+                        limit: float | None = None) -> dict[str, np.ndarray]:
     """All metrics of a task from the sums of `score_columns` (one value per row): MCQ-O (x 100),
     OE-P (mean process score x 10), overall (their mean) and each type (`combine_type`).
 
@@ -369,7 +370,7 @@ def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_r
     """
     withheld = np.zeros(len(totals["questions"]), dtype=bool)
     if withhold and with_judge and judge_ran:
-        withheld = np.array([failure_share.too_many_failed(f, int(n)) for f, n in zip(totals["needed_failed"], totals["needed"])], dtype=bool)
+        withheld = np.array([failure_share.too_many_failed(f, int(n), limit) for f, n in zip(totals["needed_failed"], totals["needed"])], dtype=bool)
     ran = judge_ran & ~withheld
     metrics = {"mcq_accuracy": 100 * ratio(totals["correct"], totals["questions"]), "model_failed": totals["model_failed"]}
     if not with_judge:

@@ -10,7 +10,8 @@ One generation per question, the official CoT template, scored for both tracks:
 The task's lmms-eval hooks call these functions with a judge answering `ask.Request`s and a
 `Media` that gets the frames. The task's mode and protocol are stamped on every document and copied into every
 record, so a record is re-scored exactly as the task's aggregation scored it.
-`VRBENCH_PROTOCOL=official` switches the other tasks to the official protocol too.
+The protocol is the task's option (`protocol`: `default`, or `official` for `vr_bench_official`);
+`VRBENCH_PROTOCOL` overrides it for every task.
 
 Visual input settings (`lmms_eval_specific_kwargs`): `visual_mode` (`video`: a video, for
 video-native models; `frames`: `num_frames` frames at segment midpoints, 224x224, for
@@ -53,7 +54,7 @@ VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
 VIDEO_FRAMES = ("protocol", "model")
 DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
 PROTOCOL = settings.declare(PROTOCOL_ENV, "choice", "default", "VRBench protocol: this suite's default or the "
-                            "official code's", choices=PROTOCOLS, scoring=True)
+                            "official code's", choices=PROTOCOLS, scoring=True, option="protocol")  # a task option
 NUM_FRAMES = settings.declare(NUM_FRAMES_ENV, "int", None, "frames for frame-based models (overrides the task's "
                               "num_frames)", minimum=1, scoring=True)
 VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what video-native models see: the protocol's "
@@ -83,12 +84,18 @@ class Media(Protocol):
 # ----------------------------------------------------------------------------------------
 
 
-def protocol_from_env() -> str:
-    """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
+def task_protocol_of(declared: dict | None = None) -> str:
+    """The protocol of a task declaring `declared` (its options; `default` when it declares none),
+    overridden by `$VRBENCH_PROTOCOL` when set (`settings.task_settings`)."""
     try:
-        return PROTOCOL.read()
+        return settings.task_settings((PROTOCOL,), declared)[PROTOCOL.option]
     except settings.SettingError as error:
         raise DataError(str(error)) from None
+
+
+def protocol_from_env() -> str:
+    """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
+    return task_protocol_of()
 
 
 def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
@@ -184,7 +191,7 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 # ----------------------------------------------------------------------------------------
 
 
-def build_record(doc: dict, response: Any) -> dict:
+def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
     """The per-question record: everything needed to score it again, nothing expensive.
 
     Also the way to score a `--predict_only` file: pair each raw response with its document.
@@ -193,9 +200,10 @@ def build_record(doc: dict, response: Any) -> dict:
     raw reply (the OE-P judge rates it whole, as the official judge rates the model's whole
     output); the MCQ letter is read from its final answer (`utils.lmms.responses.reply_record`),
     so a thinking model's reasoning cannot lend it a letter, and a reply cut off inside its
-    reasoning has no letter (wrong, counted in `reasoning_truncated`).
+    reasoning has no letter (wrong, counted in `reasoning_truncated`). `settings`: the task's
+    (`registry.Benchmark.record`), which make the reply fields.
     """
-    reply = reply_record(response)
+    reply = reply_record(response, settings)
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     no_letter = reply["model_failed"] or reply["reasoning_truncated"]
     return {
@@ -219,18 +227,19 @@ def metric_names(doc: dict) -> tuple[str, ...]:
 
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
-                          with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
+                          with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> dict[str, float]:
     """Metrics from records and their judge outcomes `(process score or None, judge failed)`: the
     aggregate of the run's `metric_columns`."""
-    return point(metric_columns(records, outcomes, protocol, with_judge, judge_ran))
+    return point(metric_columns(records, outcomes, protocol, with_judge, judge_ran, failed_share))
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
-                   with_judge: bool, judge_ran: bool = True) -> SampleColumns:
+                   with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
     """Every metric of the task over per-question columns (`utils/core/columns.py`): each question's
     `scoring.score_columns` and whether its reply was cut off; the metrics from their sums
     (`scoring.metrics_from_totals`; on a whole run, the judge-based ones not computed past the
-    failure share: the process ratings would measure the judge's outage).
+    failure share, `failed_share` the task's (None: the environment's): the process ratings would
+    measure the judge's outage).
 
     A model-failed record is never judged (`judging.rate` gives it `(None, False)`), so its
     process score is None: left out of OE-P (default) or 0 (official).
@@ -250,7 +259,7 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | Non
     counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
 
     def metrics(totals, whole: bool) -> dict:
-        return {**scoring.metrics_from_totals(totals, protocol, with_judge, judge_ran, withhold=whole),
+        return {**scoring.metrics_from_totals(totals, protocol, with_judge, judge_ran, withhold=whole, limit=failed_share),
                 "reasoning_truncated": totals["reasoning_truncated"]}
 
     return SampleColumns(counted, metrics, counts=("model_failed", "judge_failed", "reasoning_truncated"))
@@ -278,18 +287,20 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
     and the per-sample outcomes they come from, `(process score or None, judge failed)` (MCQ-only
     records: `(None, False)` each; None when a judge is needed and there is none).
 
-    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol.
+    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol, and
+    the task's failure share (`judge_failed_share`).
     """
     if not records:
         return {}, []
     protocol, with_judge = task_protocol(records, settings)
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
     outcomes = [(None, False)] * len(records)
     judge = judge if with_judge else None
     if judge is not None:
         outcomes = judging.rate(records, protocol, judge)
         failed, judged = judge_failures(records, outcomes, protocol)
-        if failure_share.too_many_failed(failed, judged):
-            log.error(failure_share.explain("VRBench", failed, judged))
-    metrics = metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None)
+        if failure_share.too_many_failed(failed, judged, limit):
+            log.error(failure_share.explain("VRBench", failed, judged, limit))
+    metrics = metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
     return metrics, None if with_judge and judge is None else outcomes

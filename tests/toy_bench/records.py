@@ -7,8 +7,9 @@ import re
 from lmms_video_reasoning.utils.lmms.responses import reply_record
 
 
-def build_record(doc: dict, response) -> dict:
-    return {"sample_id": doc["sample_id"], "answer": doc["answer"], **reply_record(response)}
+def build_record(doc: dict, response, settings: dict | None = None) -> dict:
+    """`settings`: the task's (`registry.Benchmark.record`), which make the reply fields."""
+    return {"sample_id": doc["sample_id"], "answer": doc["answer"], **reply_record(response, settings)}
 
 
 def correct(record: dict) -> bool:

@@ -72,16 +72,16 @@ def free_bytes(folder: Path) -> int | None:
     return stat.f_bavail * stat.f_frsize
 
 
-def size_text(size: int | None) -> str:
-    """`1.5 MiB`, `12 KiB`, `300 B` (`unknown` for None)."""
+def size_text(size: float | None) -> str:
+    """`1.5 MiB`, `12.0 KiB`, `300 B`, `2.1 TiB` (`unknown` for None): the suite's one byte formatter
+    (binary units, as `df -h` and `du -h` show sizes)."""
     if size is None:
         return "unknown"
     value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{value:.1f} TiB"
 
 
 def free_space_text(folder: Path) -> str:

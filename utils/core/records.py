@@ -3,8 +3,9 @@ the one shape of a `process_results` hook.
 
 A record is what a task's `process_results` logs for one sample: JSON-ready, everything needed
 to score the sample again (`lmms-vr score` re-scores `--log_samples` files from it), built by
-the benchmark's `build_record(doc, response, **options)` (its `records.py`, declared as
-`Benchmark.build_record`). Building one never judges and never raises on a reply.
+the benchmark's `build_record(doc, response, settings=..., **options)` (declared as
+`Benchmark.build_record`; `Benchmark.record` gives it the task's options and settings).
+Building one never judges and never raises on a reply.
 
 Fields every benchmark's record has, with one meaning:
 
@@ -16,6 +17,8 @@ Fields every benchmark's record has, with one meaning:
     model_failed         the host returned its failure placeholder instead of a reply:
                          never parsed or judged, counted wrong, reported in `model_failed`
     model_failure        the placeholder's first line (what went wrong), else None
+    settings             the task's score-changing settings it was made with (`settings.task_settings`;
+                         its scoring reads them, `registry.Benchmark.settings_of`)
 
 Which strings are the host's placeholders, and how a reply splits into reasoning and answer,
 is lmms-eval's business: `utils.lmms.responses` fills these fields (`reply_record`) and says
@@ -26,26 +29,20 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-COMMON_FIELDS = ("sample_id", "response", "final_answer", "reasoning_truncated", "judged_reply", "model_failed", "model_failure")
+COMMON_FIELDS = ("sample_id", "response", "final_answer", "reasoning_truncated", "judged_reply", "model_failed", "model_failure",
+                 "settings")
 
-BuildRecord = Callable[..., dict]
 
-
-def process_results(build_record: BuildRecord, metric_names: Callable[[dict], Sequence[str]], **options: Any):
-    """A task's lmms-eval `process_results` hook: the sample's record, built by
-    `build_record(doc, reply, **options)`, under every metric name of the task
-    (`metric_names(doc)`). lmms-eval hands each aggregation the task's records under its
-    metric's name; the benchmark's aggregations score them once (`ScoreOnce`).
-
-    `options` stay on the hook (`record_options`), so `lmms-vr score` rebuilds the same record
-    from a raw reply with the benchmark's declared `build_record`.
+def process_results(record_of: Callable[[dict, Any], dict], metrics: Sequence[str]):
+    """A task's lmms-eval `process_results` hook: the sample's record, `record_of(doc, reply)`
+    (`registry.Benchmark.record`: the benchmark's `build_record` with the task's options and
+    settings), under every metric name of the task. lmms-eval hands each aggregation the task's
+    records under its metric's name; the benchmark's aggregations score them once (`ScoreOnce`).
     """
+    metrics = tuple(metrics)
 
     def hook(doc: dict, results: Sequence) -> dict:
-        record = build_record(doc, results[0] if results else "", **options)
-        return {name: record for name in metric_names(doc)}
+        record = record_of(doc, results[0] if results else "")
+        return {name: record for name in metrics}
 
-    hook.record_options = dict(options)
-    hook.__doc__ = f"lmms-eval `process_results`: `{build_record.__module__}.{build_record.__name__}` under every metric name" + (
-        f" ({', '.join(f'{k}={v!r}' for k, v in options.items())})" if options else "")
     return hook

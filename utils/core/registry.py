@@ -6,26 +6,37 @@ declaration, never a file name or a function name by convention:
 
 | `Benchmark` field  | what it declares                                      | read by                          |
 |--------------------|-------------------------------------------------------|----------------------------------|
-| `task_dirs`        | the folders of its lmms-eval task YAMLs               | the plugin (every lmms-eval `TaskManager` indexes them), `lmms-vr score`, `upstream` |
-| `build_record`     | `(doc, response, **options) -> record`: one sample's record (options: the task's `process_results` hook, `utils.core.records.process_results`) | `lmms-vr score` (predict-only files, replay predictions) |
+| `tasks`, `groups`  | every lmms-eval task (`Task`: its metrics, `process_docs` hook, record options, generation and per-model settings) and group, once | the YAML generator (`utils.core.task_yaml`), `lmms-vr score`, `report`, the preflight, `doctor` |
+| `options`          | the score-changing settings its tasks declare (`settings.Setting` with an `option` name; a task's values in `Task.settings`, the variable an override): in the YAMLs' `metadata.settings`, in every record (`Benchmark.record`) | the YAML generator, `process_results`, its scoring (`Benchmark.settings_of`), `lmms-vr score` |
+| `task_dirs`        | the folder(s) of its generated task YAMLs             | the plugin (every lmms-eval `TaskManager` indexes them), `upstream` |
+| `binding`          | the module of its lmms-eval hooks (default `<package>.benchmark`): the YAMLs' `!function` paths | the YAML generator, `lmms-vr score` (documents), the settings check |
+| `build_record`     | `(doc, response, settings=..., **options) -> record`: one sample's record (options: the task's `record_options`; settings: its options in effect) | `process_results`, `lmms-vr score` (predict-only files, replay predictions) |
 | `scoring`          | a `ScoringAdapter`: score (metrics and per-sample outcomes), outcomes, metrics | the aggregation, `lmms-vr score`, `report`, Stderr |
 | `judge`            | `JudgeDefaults`: the official judge's model, key and endpoint variables | `judges.config` |
 | `report`           | a `ReportSpec`; its `headline` metrics get CIs in the report and lmms-eval's Stderr | `lmms-vr report`, `utils.results.standard_error` |
-| `failure_counts`   | the metrics counting samples not scored normally      | `lmms-vr report`                 |
+| `failure_counts`   | the metrics counting samples not scored normally (lower is better; every other metric higher) | `lmms-vr report`, the YAMLs' `higher_is_better` |
 | `data_module`      | what `lmms-vr prepare` downloads and checks           | `lmms-vr prepare`                |
 | `sample_module`    | the generated sample (`write_sample`, `demo_predictions`, `oracle_judge_reply`) | `lmms-vr sample`, `demo` |
 | `reference`, `demo_tasks`, `aliases` | the papers' tables, what the demo runs, other names | report, demo, prepare |
 
-Each aggregation function a task YAML names carries its benchmark and metric
-(`utils.results.aggregation.ScoreOnce(benchmark)`, which scores through the benchmark's `scoring`),
-so lmms-eval's Stderr column finds the benchmark's headline metrics without any naming convention,
-and their standard error is asked of the ScoreOnce that scored the records, with its outcomes.
+The hooks a task's YAML names beyond its `process_docs` and `doc_to_*` come from the declaration
+(`utils.results.aggregation.DeclaredHooks`, the binding's module `__getattr__`): the task's
+`process_results_<task>` (its record under each of its metrics) and one `aggregate_<metric>` per
+metric, each carrying its benchmark and metric (`ScoreOnce(benchmark)`, which scores through the
+benchmark's `scoring`), so lmms-eval's Stderr column finds the benchmark's headline metrics without
+any naming convention, and their standard error is asked of the ScoreOnce that scored the
+records, with its outcomes.
 
 The three folders of this suite share one layout, each file with one meaning (only
 `benchmark.py` and the task folder are required of a new benchmark):
 
-    benchmark.py     the declaration above (and the official judge's defaults, `JUDGE`)
-    tasks/           task and group YAMLs, and `doc_source.json` (lmms-eval's one-row placeholder)
+    benchmark.py     the binding: the declaration above (its tasks, the official judge's defaults
+                     `JUDGE`), the lmms-eval hooks (process_docs with the checks before generation,
+                     doc_to_visual/text/messages; the declared ones through `__getattr__`), "get the
+                     frames" on the data root (`PluginMedia`: frame plans checked against the files,
+                     proxy clips), and the scoring with the judge engine (`scored_records`)
+    tasks/           the task and group YAMLs generated from `tasks`/`groups`, and `doc_source.json`
+                     (lmms-eval's one-row placeholder)
   the task, whoever runs it (shared with the upstream task folder; written against "ask the judge",
   `utils.core.ask`, and "get the frames", the task's `Media`):
     task.py          inputs, build_record (the per-sample record: never judges, never raises), metrics
@@ -35,11 +46,7 @@ The three folders of this suite share one layout, each file with one meaning (on
     prompts.py       official prompt text (files in prompts/)
     judging.py       judge requests (official prompts, parsers, re-asks), batch judging
     scoring.py       pure functions: reply parsers, per-sample verdicts, metric formulas
-  the plugin's bindings:
-    hooks.py         lmms-eval hooks only: process_docs, doc_to_visual/text/messages, process_results, aggregate_*
-    media.py         "get the frames" on the data root (frame plans checked against the files, proxy clips)
-    aggregate.py     scored_records (the task's scoring with the judge it is handed: metrics and outcomes;
-                     score_records its metrics with the configured judge)
+  and:
     data.py          Hub layout, annotations, media resolvers, what `prepare` checks
     report.py        its section of `lmms-vr report`; sample.py the generated sample; README.md; reference_tables.json
 
@@ -204,12 +211,57 @@ class JudgeDefaults:
 
 
 @dataclass(frozen=True)
+class Task:
+    """One lmms-eval task of a benchmark, declared once, in Python: the YAML lmms-eval reads is
+    generated from it (`utils.core.task_yaml`), and `lmms-vr score` and the registry read it.
+
+    `metrics` are the benchmark's own metric tuples (its scoring's names), in the order lmms-eval
+    reports them; `process_docs` names the binding's hook building the task's documents;
+    `record_options` are what `build_record(doc, reply, settings=..., **record_options)` is given
+    for this task; `settings` the task's values of the benchmark's score-changing `options` (the
+    others keep their defaults; the environment variable of each overrides it); `model_kwargs`
+    is lmms-eval's `lmms_eval_specific_kwargs` (a model-named block replaces `default`: repeat
+    every key); `about` the YAML's first comment line(s).
+    """
+
+    name: str
+    metrics: tuple[str, ...]
+    process_docs: str = "process_docs"
+    record_options: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    generation_kwargs: Mapping[str, Any] = field(default_factory=dict)  # lmms-eval's (e.g. until, max_new_tokens)
+    model_kwargs: Mapping[str, Mapping[str, Any]] | None = None
+    target: str = "answer"  # `doc_to_target`: the document field lmms-eval logs as `target`
+    about: str = ""
+
+    @property
+    def process_results(self) -> str:
+        """The binding's `process_results` hook of this task (made from this declaration, see
+        `utils.results.aggregation.DeclaredHooks`)."""
+        return f"{PROCESS_RESULTS}{self.name}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group of tasks lmms-eval runs by one name."""
+
+    name: str
+    tasks: tuple[str, ...]
+    about: str = ""
+
+
+# The hooks a declaration implies (`utils.results.aggregation.DeclaredHooks` makes them): one
+# aggregation per metric, one `process_results` per task.
+AGGREGATE, PROCESS_RESULTS = "aggregate_", "process_results_"
+
+
+@dataclass(frozen=True)
 class Benchmark:
     """One benchmark, as shared code sees it (see the module docstring for each field's reader).
 
-    `package` is the module path its hooks live under (a task belongs to the benchmark whose
-    package holds its `process_results`). `reference` is the papers' tables: a package-data
-    file name in `package` (JSON), or the tables themselves.
+    `package` is its folder's module path; `binding` the module holding its lmms-eval hooks (the
+    task YAMLs' `!function` paths; default `<package>.benchmark`). `reference` is the papers'
+    tables: a package-data file name in `package` (JSON), or the tables themselves.
     """
 
     name: str
@@ -218,6 +270,10 @@ class Benchmark:
     task_dirs: tuple[Path, ...]
     build_record: Callable[..., dict]
     scoring: ScoringAdapter
+    tasks: tuple[Task, ...] = ()
+    groups: tuple[Group, ...] = ()
+    binding: str = ""
+    options: tuple[settings.Setting, ...] = ()  # the score-changing settings its tasks declare (`Setting.option`)
     judge: JudgeDefaults | None = None
     report: ReportSpec | None = None
     failure_counts: tuple[str, ...] = ()
@@ -233,6 +289,75 @@ class Benchmark:
         object.__setattr__(self, "task_dirs", tuple(Path(folder) for folder in self.task_dirs))
         if self.judge is not None and self.judge.benchmark != self.name:
             raise DataError(f"benchmark {self.name}: its judge is declared for {self.judge.benchmark!r}; use JudgeDefaults({self.name!r}, ...)")
+        object.__setattr__(self, "binding", self.binding or f"{self.package}.benchmark")
+        names = [task.name for task in self.tasks] + [group.name for group in self.groups]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise DataError(f"benchmark {self.name}: tasks or groups declared twice: {', '.join(repeated)}")
+        for group in self.groups:
+            unknown = [name for name in group.tasks if name not in names]
+            if unknown:
+                raise DataError(f"benchmark {self.name}: group {group.name} lists undeclared tasks {unknown}; declare them in `tasks`")
+        unnamed = [setting.name for setting in self.options if not setting.option]
+        if unnamed:
+            raise DataError(f"benchmark {self.name}: options {unnamed} name no task option; declare them with option=...")
+        known = {setting.option for setting in self.options}
+        for task in self.tasks:
+            unknown = sorted(set(task.settings) - known)
+            if unknown:
+                raise DataError(f"benchmark {self.name}: task {task.name} sets {unknown}, not options of the benchmark "
+                                f"({', '.join(sorted(known)) or 'none'})")
+
+    def task(self, name: str) -> Task:
+        """The declared task `name` (DataError naming the benchmark's tasks otherwise)."""
+        for task in self.tasks:
+            if task.name == name:
+                return task
+        raise DataError(f"benchmark {self.name} has no task {name!r}; its tasks are {', '.join(t.name for t in self.tasks)}")
+
+    def task_options(self, task: Task) -> dict[str, Any]:
+        """The task's declared options, every one of the benchmark's (its value, or the default):
+        what its YAML writes into `metadata.settings`, lmms-eval's results' config block."""
+        return {setting.option: task.settings.get(setting.option, setting.default) for setting in self.options}
+
+    def record(self, task: Task, doc: dict, response: Any) -> dict:
+        """One sample's record of `task` (its `process_results`, and `lmms-vr score` rebuilding one
+        from a raw reply): `build_record` with the task's record options and its settings in effect
+        (`settings.task_settings`: the declared ones, each overridden by its environment variable
+        when set), which the record carries (`settings`), so that its scoring uses them."""
+        values = settings.task_settings(self.options, task.settings)
+        record = self.build_record(doc, response, settings=values, **task.record_options)
+        record["settings"] = values
+        return record
+
+    def settings_of(self, records: Sequence[Mapping], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The options a task's records were made with (each record's `settings`; records made
+        before they were recorded: the defaults), each overridden by its environment variable when
+        set now; `settings.FROM_ENV` lists the variables set at the run and now. DataError when the
+        records were made with different values (records of several runs): score them apart, or
+        set the variable. What its scoring reads (its `ScoringAdapter.settings`) and `lmms-vr score` shows."""
+        made = {}
+        for record in records:
+            recorded = record.get("settings") or {}
+            key = tuple((s.option, recorded.get(s.option, s.default)) for s in self.options if not s.is_set(env))
+            made.setdefault(key, recorded)
+        if len(made) > 1:
+            differing = sorted({option for key in made for option, value in key if any(dict(other)[option] != value for other in made)})
+            named = ", ".join(f"{option} ({next(s.name for s in self.options if s.option == option)})" for option in differing)
+            raise DataError(f"benchmark {self.name}: these records were made with different settings: {named}; score the runs "
+                            "apart, or set the variable to score them all alike")
+        recorded = next(iter(made.values()), {})
+        values = settings.task_settings(self.options, {k: v for k, v in recorded.items() if k != settings.FROM_ENV}, env)
+        values[settings.FROM_ENV] = {**(recorded.get(settings.FROM_ENV) or {}), **values[settings.FROM_ENV]}
+        return values
+
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric of its tasks, each once, in declaration order."""
+        return tuple(dict.fromkeys(metric for task in self.tasks for metric in task.metrics))
+
+    def higher_is_better(self, metric: str) -> bool:
+        """lmms-eval's direction of a metric: the failure counts are lower-is-better, all others higher."""
+        return metric not in self.failure_counts
 
     def data(self):
         """The benchmark's data module, imported on use. `lmms-vr prepare` needs: `SOURCE` (a
@@ -357,14 +482,6 @@ def get(name: str) -> Benchmark:
     raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {listing(benchmarks())}")
 
 
-def owning(dotted: str) -> Benchmark | None:
-    """The benchmark whose package holds the hook `dotted` (None if none)."""
-    for benchmark in benchmarks():
-        if dotted.startswith(benchmark.package + "."):
-            return benchmark
-    return None
-
-
 def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
     """The task folders of every benchmark (or of `benchmarks_`), in registry order; a declared
     folder that does not exist is a DataError naming the benchmark."""
@@ -379,24 +496,12 @@ def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
 
 
 def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benchmark]:
-    """{task or group name: its benchmark} for every task YAML of every benchmark (or of
-    `benchmarks_`); templates (`_*.yaml`) name nothing. What lmms-eval must find by name."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):  # `!function hooks.x` tags: the names are all that is read
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    """{task or group name: its benchmark} for every declared task and group of every benchmark
+    (or of `benchmarks_`): what lmms-eval must find by name."""
     found: dict[str, Benchmark] = {}
     for benchmark in usable() if benchmarks_ is None else benchmarks_:
-        for folder in benchmark.task_dirs:
-            for path in sorted(Path(folder).rglob("*.yaml")):
-                if path.name.startswith("_"):
-                    continue
-                config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
-                for key in ("task", "group"):
-                    if isinstance(config.get(key), str):
-                        found.setdefault(config[key], benchmark)
+        for name in [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]:
+            found.setdefault(name, benchmark)
     return found
 
 
@@ -449,25 +554,19 @@ def load_reference(package: str, filename: str) -> dict:
 
 
 # The modules outside the benchmark folders that declare settings (dotted, under the package).
-# A benchmark's settings are declared by its lmms-eval bindings: BENCHMARK_MODULES of its package.
+# A benchmark's settings are declared by the modules its binding (`Benchmark.binding`) imports.
 # tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
 SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
+                 "utils.lmms.proxy_clips", "utils.lmms.decode_ahead",
                  "utils.lmms.preflight", "utils.lmms.responses", "utils.results.standard_error",
                  "judges.batch_api", "judges.cache_lock", "judges.failure_share")
-BENCHMARK_MODULES = ("hooks", "aggregate")
 
 
 def declare_all_settings() -> list[settings.Setting]:
-    """Import every module that declares a setting (this suite's, then each registered benchmark's:
-    settings are declared where they are used), and return all declared settings."""
+    """Import every module that declares a setting (this suite's, then each registered benchmark's
+    binding: settings are declared where they are used), and return all declared settings."""
     for module in SUITE_MODULES:
         importlib.import_module(f"{NAMESPACE}.{module}")
     for benchmark in usable():
-        for module in BENCHMARK_MODULES:
-            name = f"{benchmark.package}.{module}"
-            try:
-                importlib.import_module(name)
-            except ModuleNotFoundError as error:
-                if error.name != name:  # the module exists and something it imports is missing
-                    raise
+        importlib.import_module(benchmark.binding)
     return settings.declared()

@@ -208,14 +208,6 @@ def require_media(source: DataSource, path: Path | None, described: str) -> Path
     return Path(path)
 
 
-def media_file(source: DataSource, relpath: str) -> Path:
-    """Absolute path of a media file at `relpath` under the benchmark root; MediaError if unusable."""
-    path = data_root(source) / relpath
-    if not path.is_file():
-        raise MediaError(f"media file not found: {path}. Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with `{source.prepare_command}`")
-    return require_media(source, path, str(path))
-
-
 @functools.lru_cache(maxsize=4096)
 def _video_problem(path: str, size: int, mtime: float) -> str | None:
     """Why a video file cannot be decoded (None when it can): it must open, have a video

@@ -10,7 +10,9 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
   never a silent default (a typo in a scoring switch must not read as "off").
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
-details file (`resolved(scoring_only=True)`), so a score can be reproduced.
+details file (`resolved(scoring_only=True)`), so a score can be reproduced. A task's options
+(`option`: its name in `registry.Task.settings`) are part of its configuration, carried by each
+record (`task_settings`); the variable overrides the task's value, and says so (`FROM_ENV`).
 
 `registry.declare_all_settings()` imports every module that declares a setting (this suite's and
 each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
@@ -26,7 +28,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
-    from typing import Any, Mapping
+    from typing import Any, Mapping, Sequence
 
 # No dataclasses/typing imports: autoload reads LMMS_VR_NO_AUTOLOAD through this module at
 # every interpreter start (via the installed .pth), so it stays as cheap as `os`.
@@ -42,14 +44,18 @@ class SettingError(ValueError):
 
 class Setting:
     """One environment variable: kind, default, meaning, accepted values.
-    `scoring`: it changes scores, so it is recorded with every run's results."""
+    `scoring`: it changes scores, so it is recorded with every run's results; `option`: the name
+    of the task option it overrides (see the module doc)."""
 
-    __slots__ = ("name", "kind", "default", "help", "choices", "minimum", "maximum", "scoring")
+    __slots__ = ("name", "kind", "default", "help", "choices", "minimum", "maximum", "scoring", "option")
 
     def __init__(self, name: str, kind: str, default: Any, help: str, choices: tuple[str, ...] = (),
-                 minimum: float | None = None, maximum: float | None = None, scoring: bool = False) -> None:
+                 minimum: float | None = None, maximum: float | None = None, scoring: bool = False, option: str = "") -> None:
         self.name, self.kind, self.default, self.help = name, kind, default, help
         self.choices, self.minimum, self.maximum, self.scoring = tuple(choices), minimum, maximum, scoring
+        self.option = option  # the task option it overrides ("" for none); implies `scoring`
+        if option and not scoring:
+            raise ValueError(f"setting {name}: a task option ({option}) changes scores: declare it with scoring=True")
 
     def _identity(self) -> tuple:
         return tuple(getattr(self, slot) for slot in self.__slots__)
@@ -156,4 +162,20 @@ def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -
             values[setting.name] = setting.read(env)
         except SettingError as error:
             values[setting.name] = f"invalid: {error}"
+    return values
+
+
+# ---------------------------------------------------------------- a task's options
+
+FROM_ENV = "from_env"  # in a task's settings: {variable: value} of the score-changing variables set in the environment
+
+
+def task_settings(options: Sequence[Setting], chosen: Mapping[str, Any] | None = None,
+                  env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A task's options in effect, {option: value}: its `chosen` value (else the default), overridden
+    by the variable when set; under FROM_ENV every score-changing variable set (SettingError: invalid)."""
+    chosen = chosen or {}
+    values = {setting.option: setting.read(env) if setting.is_set(env) else chosen.get(setting.option, setting.default)
+              for setting in options}
+    values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared() if setting.scoring and setting.is_set(env)}
     return values

@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
 
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.core.files import atomic_target
+from lmms_video_reasoning.utils.core.files import atomic_target, size_text
 
 
 class ArchiveError(DataError):
@@ -361,14 +361,6 @@ class Limits:
     keep_free: int = 1 << 30
 
 
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover
-
-
 def parse_size(text: str | int) -> int:
     """'10G', '500M', '1.5T', '0' or a plain number of bytes -> bytes (ValueError otherwise)."""
     if isinstance(text, int):
@@ -490,15 +482,15 @@ def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str]
     archive_bytes = plan_.archive.archive_bytes
     if plan_.declared > limits.max_ratio * archive_bytes + (1 << 20):
         raise ArchiveError(
-            f"{plan_.archive.label} declares {human(plan_.declared)} of content from {human(archive_bytes)} of archive "
+            f"{plan_.archive.label} declares {size_text(plan_.declared)} of content from {size_text(archive_bytes)} of archive "
             f"(more than {limits.max_ratio:g} times): refusing to extract a possible zip bomb. If this archive is "
             "genuine, raise the limit with --max-ratio")
     need = sum(member.size for member, _t in plan_.pending(root, rewrite))
     free = shutil.disk_usage(root).free
     if need + limits.keep_free > free:
         raise ArchiveError(
-            f"{plan_.archive.label} needs {human(need)} of free disk to extract, {human(free)} is free and "
-            f"{human(limits.keep_free)} must stay free (--keep-free): free some space (or point --root at a larger "
+            f"{plan_.archive.label} needs {size_text(need)} of free disk to extract, {size_text(free)} is free and "
+            f"{size_text(limits.keep_free)} must stay free (--keep-free): free some space (or point --root at a larger "
             "disk) and rerun; nothing was written")
     return need
 
@@ -528,7 +520,7 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
         written += len(chunk)
         if written > member.size:
             raise ArchiveError(f"{label}: member {member.name!r} expands beyond its declared "
-                               f"{human(member.size)} (corrupt or hostile archive); nothing of it was kept")
+                               f"{size_text(member.size)} (corrupt or hostile archive); nothing of it was kept")
         crc = zlib.crc32(chunk, crc)
         out.write(chunk)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from lmms_video_reasoning.utils.data import archives
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.files import size_text
 from lmms_video_reasoning.utils.data.media_index import KindReport, verify
 from lmms_video_reasoning.utils.core.roots import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource
 
@@ -145,17 +146,17 @@ def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> No
     done = set(extracted_parts(root))
     media = sum(size for name, size in files.items() if archives.is_archive_name(name) and name not in done)
     free = shutil.disk_usage(root).free
-    print(f"{source.hub_repo}: {len(files)} file(s), {archives.human(sum(files.values()))}; to download "
-          f"{len(to_fetch)} ({archives.human(sum(to_fetch.values()))}); unpacking the archives not yet extracted "
-          f"needs about {archives.human(media)} more; {archives.human(free)} free")
+    print(f"{source.hub_repo}: {len(files)} file(s), {size_text(sum(files.values()))}; to download "
+          f"{len(to_fetch)} ({size_text(sum(to_fetch.values()))}); unpacking the archives not yet extracted "
+          f"needs about {size_text(media)} more; {size_text(free)} free")
     # every archive is downloaded before any is extracted (and deleted, with --delete-archives): the
     # disk must hold the download and the extraction together (hundreds of GB of archives, as much again unpacked)
     download_bytes = sum(to_fetch.values())
     if download_bytes + media + limits.keep_free > free:
-        raise DataError(f"not enough free disk under {root}: the download needs {archives.human(download_bytes)}, "
-                        f"extracting the archives about {archives.human(media)} more ({archives.human(download_bytes + media)} "
-                        f"in all), {archives.human(limits.keep_free)} must stay free (--keep-free) and "
-                        f"{archives.human(free)} is free; free space or choose another --root, then rerun (nothing was downloaded)")
+        raise DataError(f"not enough free disk under {root}: the download needs {size_text(download_bytes)}, "
+                        f"extracting the archives about {size_text(media)} more ({size_text(download_bytes + media)} "
+                        f"in all), {size_text(limits.keep_free)} must stay free (--keep-free) and "
+                        f"{size_text(free)} is free; free space or choose another --root, then rerun (nothing was downloaded)")
     if to_fetch:
         download(source, sorted(files), root)
 
@@ -206,8 +207,8 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
             need = archives.check_space(plan, root, limits, rewrite)
             print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
-                  f"{archives.human(plan.declared)}; {archives.human(need)} still to write, "
-                  f"{archives.human(shutil.disk_usage(root).free)} free)")
+                  f"{size_text(plan.declared)}; {size_text(need)} still to write, "
+                  f"{size_text(shutil.disk_usage(root).free)} free)")
             sizes = archives.extract(plan, root, limits, _progress(len(plan.pending(root, rewrite))), rewrite)
         except archives.ArchiveError as exc:
             report.failed.append(str(exc))

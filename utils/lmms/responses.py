@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from lmms_video_reasoning.utils.core import settings
 
@@ -58,10 +59,12 @@ _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 REASONING_ENV = "LMMS_VR_REASONING"
 PREFILLED_ENV = "LMMS_VR_THINK_PREFILLED"
 FULL, STRIPPED = "full", "stripped"
+# Task options (a task may declare them; the variable overrides): the record's reply fields are made with them.
 REASONING = settings.declare(REASONING_ENV, "choice", FULL, "what the judges rating reasoning see: the full reply or "
-                             "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED), scoring=True)
+                             "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED), scoring=True,
+                             option="judged_reply")
 PREFILLED = settings.declare(PREFILLED_ENV, "bool", False, "the chat template opens <think> in the prompt, so every "
-                             "reply starts inside it", scoring=True)
+                             "reply starts inside it", scoring=True, option="think_prefilled")
 
 
 @dataclass(frozen=True)
@@ -135,22 +138,26 @@ def prefilled_setting() -> bool:
     return PREFILLED.read()
 
 
-def reply_fields(response: str) -> dict:
-    """The record fields about a reply's reasoning (see the module docstring), for `process_results`."""
-    prefilled = prefilled_setting()
+def reply_fields(response: str, task_settings: Mapping[str, Any] | None = None) -> dict:
+    """The record fields about a reply's reasoning (see the module docstring), for `process_results`,
+    under the task's settings (`judged_reply`, `think_prefilled`; none given: the environment's)."""
+    task_settings = task_settings or {}
+    prefilled = task_settings.get(PREFILLED.option, None)
+    prefilled = prefilled_setting() if prefilled is None else bool(prefilled)
     return {
         "final_answer": answer_text(response, prefilled),
         "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
-        "judged_reply": reasoning_setting(),
+        "judged_reply": task_settings.get(REASONING.option) or reasoning_setting(),
     }
 
 
-def reply_record(response: object) -> dict:
+def reply_record(response: object, task_settings: Mapping[str, Any] | None = None) -> dict:
     """The record fields about the reply every benchmark's record has (`utils.core.records`):
-    the raw `response`, its reasoning fields (`reply_fields`), `model_failed` and `model_failure`."""
+    the raw `response`, its reasoning fields (`reply_fields`, under the task's settings),
+    `model_failed` and `model_failure`."""
     text = response if isinstance(response, str) else ("" if response is None else str(response))
     reason = failure_reason(text)
-    return {"response": text, **reply_fields(text), "model_failed": reason is not None, "model_failure": reason}
+    return {"response": text, **reply_fields(text, task_settings), "model_failed": reason is not None, "model_failure": reason}
 
 
 def judged_text(record: dict) -> str:

@@ -2,15 +2,13 @@
 
 Our records and judge accounting go beside lmms-eval's `<date_id>_results.json` with the same
 `date_id`, so the files of one run pair up. lmms-eval keeps that date only as a local of
-`simple_evaluate`, on the stack of the thread that aggregates; the walk looks for the frame
-by its function name (no fixed depth, so inlined comprehensions of Python 3.12 change nothing).
+`simple_evaluate`, on the stack of the thread that aggregates (read by `host.caller_locals`).
 Without it (another lmms-eval), the date and folder are rebuilt from the CLI arguments the way
 lmms-eval 0.7 builds them, and failing that the folder is the output path and the time UTC.
 """
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -39,7 +37,7 @@ def run_identity(args: Any) -> tuple[str, str]:
 
 
 def _from_simple_evaluate() -> tuple[str | None, str | None]:
-    scope = _locals_of("simple_evaluate", "datetime_str")
+    scope = host.caller_locals("simple_evaluate", "datetime_str")
     if scope is None:
         return None, None
     tracker = scope.get("evaluation_tracker")
@@ -53,7 +51,7 @@ def suite_records_of_run() -> dict[str, list] | None:
     lmms-eval has built every task's records (`process_results`) before it aggregates the first.
     A task of this suite is one whose aggregations carry their benchmark (`ScoreOnce`). None
     when the list is not found (another lmms-eval)."""
-    scope = _locals_of("evaluate", "eval_tasks")
+    scope = host.caller_locals("evaluate", "eval_tasks")
     if scope is None:
         host.RUN_RECORDS.switch_off("no lmms_eval.evaluator.evaluate frame with eval_tasks on the aggregating thread")
         return None
@@ -68,12 +66,3 @@ def suite_records_of_run() -> dict[str, list] | None:
     host.RUN_RECORDS.worked()
     return found
 
-
-def _locals_of(function: str, name: str) -> dict | None:
-    """The locals of the nearest caller frame running `function` that has `name`, else None."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_name == function and name in frame.f_locals:
-            return frame.f_locals
-        frame = frame.f_back
-    return None

@@ -4,7 +4,7 @@ lmms-eval calls one aggregation function per metric, each with the list of recor
 `process_results` returned under that metric's name. Our records are the same for every
 metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
 once per distinct list of records and each metric picks its value from the result
-(each benchmark's `hooks.py` defines its aggregation functions over a ScoreOnce; each carries
+(each benchmark's binding makes its aggregation functions over a ScoreOnce, `DeclaredHooks`; each carries
 its benchmark and metric, which is how lmms-eval's Stderr column finds its standard error). The
 one scoring gives the metrics and the per-sample outcomes they come from; the standard error of
 those records is asked of the same ScoreOnce and bootstraps those outcomes (nothing is parsed or
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -32,13 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import files, registry
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
-from lmms_video_reasoning.utils.lmms import run_output
+from lmms_video_reasoning.utils.lmms import responses, run_output
 
 Records = Sequence[dict]
 
 log = logging.getLogger("lmms_video_reasoning.aggregation")
+# The score-changing settings every task of the suite carries besides its benchmark's own
+# (`Benchmark.options`): which text the judges rating reasoning see and whether a reply starts
+# inside its reasoning (the record's reply fields, `utils.lmms.responses`), and the share of
+# failed judgments past which judged metrics are withheld (`judges.failure_share`).
+SHARED_OPTIONS = (responses.REASONING, responses.PREFILLED, failure_share.FAILED_SHARE)
 RECORDS_FILE = "records_{task}.jsonl"  # beside the run's results: `<date_id>_records_<task>.jsonl`
 
 
@@ -177,6 +184,42 @@ class ScoreOnce:
             return stderr(scored.records, scored.outcomes, scored.settings)
 
         return of_records
+
+
+class DeclaredHooks:
+    """The lmms-eval hooks a benchmark's task declarations imply, as its binding module's
+    `__getattr__` (`__getattr__ = DeclaredHooks(BENCHMARK, after)`): `aggregate_<metric>` (the
+    aggregation of that metric over one ScoreOnce, `after` as in `ScoreOnce.aggregation`) and
+    `process_results_<task>` (the task's record under each of its metrics, `Benchmark.record`: built
+    with its record options and settings). Each is made once: lmms-eval's `!function` gets the same object every time
+    (`importlib.import_module(module)` then `getattr`), so the task's metrics share one scoring."""
+
+    def __init__(self, benchmark: "registry.Benchmark", after: AfterScoring | None = None):
+        self.benchmark, self.after = benchmark, after
+        self.score_once = ScoreOnce(benchmark.name)
+        self._made: dict[str, Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str) -> Callable[..., Any]:
+        with self._lock:
+            if name not in self._made:
+                self._made[name] = self._make(name)
+            return self._made[name]
+
+    def _make(self, name: str) -> Callable[..., Any]:
+        from lmms_video_reasoning.utils.core.records import process_results
+
+        metric = name[len(registry.AGGREGATE):] if name.startswith(registry.AGGREGATE) else None
+        if metric in self.benchmark.metrics():
+            return self.score_once.aggregation(metric, self.after)
+        task = name[len(registry.PROCESS_RESULTS):] if name.startswith(registry.PROCESS_RESULTS) else None
+        declared = {t.name: t for t in self.benchmark.tasks}
+        if task in declared:
+            hook = process_results(functools.partial(self.benchmark.record, declared[task]), declared[task].metrics)
+            hook.__name__ = hook.__qualname__ = name
+            return hook
+        raise AttributeError(f"module {self.benchmark.binding!r} has no attribute {name!r} (nor does benchmark "
+                             f"{self.benchmark.name} declare a task or metric it would be made for)")
 
 
 def _task_label() -> str:

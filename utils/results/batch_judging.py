@@ -29,11 +29,12 @@ log = logging.getLogger("lmms_video_reasoning.score")
 
 
 @contextlib.contextmanager
-def quiet_judging() -> Iterator[None]:
-    """The benchmarks' warnings about failed judgments mean "pending" in a pass: not shown."""
+def quiet_judging(level: int = logging.CRITICAL) -> Iterator[None]:
+    """The benchmarks' log lines below `level` are not shown: their warnings about failed judgments
+    mean "pending" in a pass, and would repeat for every sample judged one at a time."""
     logger = logging.getLogger("lmms_video_reasoning")
     saved = logger.level
-    logger.setLevel(logging.CRITICAL)
+    logger.setLevel(level)
     try:
         yield
     finally:

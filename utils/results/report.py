@@ -88,6 +88,28 @@ def failure_summary(run: Run) -> str:
     return "; ".join(parts)
 
 
+def settings_summary(run: Run) -> str:
+    """Per task, the settings that change a score where they differ from the task's declared
+    defaults, and the environment variables that overrode them (nothing: every task as declared)."""
+    from lmms_video_reasoning.utils.core.settings import FROM_ENV
+
+    parts = []
+    for task in sorted(run.settings):
+        values = run.settings[task]
+        declared = _declared_settings(task)
+        changed = [f"{name}={value}" for name, value in values.items() if name != FROM_ENV and name in declared and declared[name] != value]
+        overrides = [f"{name}={value}" for name, value in (values.get(FROM_ENV) or {}).items()]
+        if changed or overrides:
+            parts.append(f"{task}: " + ", ".join(changed + [f"from the environment {o}" for o in overrides]))
+    return "; ".join(parts)
+
+
+def _declared_settings(task: str) -> dict:
+    """The task's declared score-changing settings (`Benchmark.task_options`; {} for a task of no benchmark)."""
+    benchmark = registry.task_names().get(task)
+    return {} if benchmark is None or task not in {t.name for t in benchmark.tasks} else benchmark.task_options(benchmark.task(task))
+
+
 def bootstrap_units(html_form: bool = False) -> str:
     """What the bootstrap resamples, as the report's header says it ("questions (X: over videos)")."""
     others = [(b.title, b.report.unit) for b in registry.benchmarks() if b.report is not None and b.report.unit != "questions"]
@@ -104,8 +126,10 @@ def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int,
            f"({n} resamples, seed {seed}).", ""] + ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
     for run in runs:
         failures = failure_summary(run)
+        changed = settings_summary(run)
         out.append(f"- **{md_text(run.label)}**: " + ", ".join(md_text(p) for p in run.paths) + f" — tasks {md_text(', '.join(sorted(run.results)))}"
-                   + (f" (failure counts: {md_text(failures)})" if failures else ""))
+                   + (f" (failure counts: {md_text(failures)})" if failures else "")
+                   + (f" (settings not the tasks' defaults: {md_text(changed)})" if changed else ""))
     if unread:
         out += ["", "Not read (not in any table below):", ""]
         out += [f"- {md_text(u.path)}: {md_text(u.reason)}" for u in unread]
@@ -140,7 +164,9 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
         failures = failure_summary(run)
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
                      f"{html.escape(', '.join(sorted(run.results)))}"
-                     + (f" <span class='note'>(failure counts: {html.escape(failures)})</span>" if failures else "") + "</li>")
+                     + (f" <span class='note'>(failure counts: {html.escape(failures)})</span>" if failures else "")
+                     + (f" <span class='note'>(settings not the tasks' defaults: {html.escape(settings_summary(run))})</span>"
+                        if settings_summary(run) else "") + "</li>")
     parts.append("</ul>")
     if unread:
         parts.append("<p>Not read (not in any table below):</p><ul>" + "".join(
@@ -184,7 +210,7 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
     builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
     sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
     if agreement and sections:
-        from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
+        from lmms_video_reasoning.utils.results.agreement_report import agreement_section
 
         sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
     if not sections:
@@ -196,7 +222,7 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
     data = {
         "seed": seed, "bootstrap": n, "pairs": pairs,
         "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
-        "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results)} for run in runs},
+        "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results), "settings": run.settings} for run in runs},
         "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "units": s.units, "note": s.note}
                   for (label, task), s in stats.items()},
         "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],

@@ -40,6 +40,7 @@ class Run:
     samples: dict[str, Path] = field(default_factory=dict)
     sources: dict[str, Path] = field(default_factory=dict)  # task -> the results file it came from
     sizes: dict[str, int] = field(default_factory=dict)  # task -> samples scored (lmms-eval's `n-samples`)
+    settings: dict[str, dict] = field(default_factory=dict)  # task -> its score-changing settings (`settings_used`)
 
 
 @dataclass
@@ -150,6 +151,17 @@ def sample_counts(data: dict) -> dict[str, int]:
     return counts
 
 
+def settings_used(data: dict) -> dict[str, dict]:
+    """task -> the score-changing settings its scores were computed with: those `lmms-vr score`
+    recorded (`lmms_vr.settings`, environment overrides included), else the task's declared ones
+    that lmms-eval copied into its config block (`configs[task].metadata.settings`)."""
+    found = {str(task): dict(entry.get("metadata", {}).get("settings") or {})
+             for task, entry in (data.get("configs") or {}).items() if isinstance(entry, dict)}
+    found.update({str(task): dict(values) for task, values in ((data.get("lmms_vr") or {}).get("settings") or {}).items()
+                  if isinstance(values, dict)})
+    return {task: values for task, values in found.items() if values}
+
+
 def load_runs(items: Sequence[str], unread: list[Unread] | None = None) -> list[Run]:
     """Runs from the command line's results arguments (same label + disjoint tasks = one run).
 
@@ -173,4 +185,5 @@ def load_runs(items: Sequence[str], unread: list[Unread] | None = None) -> list[
             target.samples.update(samples_for(file, data))
             target.sources.update(dict.fromkeys(results, file))
             target.sizes.update(sample_counts(data))
+            target.settings.update({task: values for task, values in settings_used(data).items() if task in results})
     return runs

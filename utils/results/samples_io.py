@@ -86,12 +86,10 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
 
 
 def record_builder(spec: TaskSpec) -> Callable[[dict, str], dict]:
-    """The record of one (document, raw reply) of the task: the benchmark's declared
-    `build_record` with the options of the task's `process_results` hook (`record_options`,
-    `utils.core.records.process_results`), as lmms-eval's run built it."""
-    options = getattr(_function(spec.process_results), "record_options", {})
-    build = registry.get(spec.benchmark).build_record
-    return lambda doc, response: build(doc, response, **options)
+    """The record of one (document, raw reply) of the task, as lmms-eval's run built it: the
+    benchmark's `build_record` with the task's declared options and settings (`Benchmark.record`)."""
+    benchmark = registry.get(spec.benchmark)
+    return lambda doc, response: benchmark.record(spec.declared, doc, response)
 
 
 @dataclass
@@ -285,11 +283,6 @@ def _unique_records(records: list[dict], path: Path) -> tuple[list[dict], list[i
         unique.append(record)
         kept_at.append(index)
     return unique, kept_at
-
-
-def records_from_samples(path: Path, spec: TaskSpec) -> list[dict]:
-    """The task's records from a samples file: logged records, or rebuilt for predict-only lines."""
-    return read_samples(path, spec)[0]
 
 
 def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) -> Coverage:

@@ -55,6 +55,7 @@ from typing import Any, Callable, Sequence
 from lmms_video_reasoning.judges import scoring_judge
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
 from lmms_video_reasoning.utils.results.samples_io import Coverage
 from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KEY, RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, task_spec, unbuilt_items
@@ -80,6 +81,7 @@ class TaskScore:
     source: str
     run: str = ""
     coverage: Coverage | None = None
+    settings: dict | None = None  # the task's score-changing settings used (`Benchmark.settings_of`)
 
 
 def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
@@ -129,7 +131,8 @@ def score_task(task: str, records: Sequence[dict], source: str = "", run: str = 
         coverage.scored = len(records)
         for line in coverage.problems():
             log.warning("%s (%s): %s", task, source, line)
-    return TaskScore(task, spec.benchmark, metrics, records, outcomes, accounting, source, run, coverage)
+    used = registry.get(spec.benchmark).settings_of(records)
+    return TaskScore(task, spec.benchmark, metrics, records, outcomes, accounting, source, run, coverage, used)
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -166,6 +169,7 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
             "sources": {s.task: s.source for s in scores},
             "coverage": {s.task: s.coverage.as_dict() for s in scores if s.coverage is not None},
             "judge_accounting": {s.task: s.accounting for s in scores if s.accounting is not None},
+            "settings": {s.task: s.settings for s in scores if s.settings is not None},
         },
     }
     for s in scores:
@@ -209,6 +213,9 @@ def print_scores(scores: Sequence[TaskScore]) -> None:
         for name, value in s.metrics.items():
             if not isinstance(value, dict):
                 print(f"  {name:<28} {_format(value)}")
+        if s.settings:
+            print("  settings: " + ", ".join(f"{k}={v}" for k, v in s.settings.items() if k != FROM_ENV)
+                  + "".join(f"; {name}={value} from the environment" for name, value in s.settings[FROM_ENV].items()))
         if s.accounting is not None:
             stats = s.accounting["stats"]
             cost = stats.get("cost_usd")

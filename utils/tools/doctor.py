@@ -177,17 +177,17 @@ def check_evaluation(timeout: float = 600) -> list[Finding]:
 
 
 def check_inputs() -> list[Finding]:
-    from lmms_video_reasoning.utils.lmms import model_video
+    from lmms_video_reasoning.utils.lmms import decode_ahead, model_readings
 
     findings = []
-    for model in sorted(set(model_video._KNOWN.values())):
-        unverified = model_video.unverified_versions(model)
+    for model in sorted(set(model_readings._KNOWN.values())):
+        unverified = model_readings.unverified_versions(model)
         findings.append(Finding(f"fast inputs: {model}", OFF if unverified else OK,
                                 f"installed {', '.join(unverified)} not verified: the model reads the original video"
                                 if unverified else "proxy clips of the frames it keeps",
                                 "run tests/test_model_equivalence.py on this version" if unverified else ""))
-    depth = model_video.DECODE_AHEAD.read()
-    findings.append(Finding("decode-ahead", OK if depth else INFO, f"{depth} documents ahead" if depth else "off (LMMS_VR_DECODE_AHEAD=0)"))
+    depth = decode_ahead.DECODE_AHEAD.read()
+    findings.append(Finding("decode-ahead", OK if depth else INFO, f"{depth} documents ahead" if depth else "off (the default; LMMS_VR_DECODE_AHEAD=2 turns it on)"))
     return findings
 
 

@@ -1,56 +1,30 @@
-"""Judge replies kept on disk, and judge failures counted, for every task that judges with llm_judge.
+"""Judge replies kept on disk, and every judge request counted, for the servers of ``get_server``.
 
 With ``LMMS_EVAL_JUDGE_CACHE`` set to a file (or to ``1``: ``~/.cache/lmms_eval/judge_cache.sqlite``),
-a server from ``get_server`` answers a request it has answered before (same provider, model,
-messages, images and sampling settings) from that SQLite file, so a rerun or a resumed
-evaluation pays for no judge call twice. Only successful, non-empty replies are stored; the
-file is safe for the threads of one process and for several processes (SQLite locking).
+a server answers a request it has answered before (same provider, model, messages, images and
+sampling settings) from that SQLite file, so a rerun or a resumed evaluation pays for no judge
+call twice. Only successful, non-empty replies are stored; the file is safe for the threads of
+one process and for several processes (SQLite locking).
 
-Every server from ``get_server`` also counts its calls, cache hits and failures
-(``judge_stats()``); when judge calls failed, one line on stderr at exit says how many and why, so a
-score that lost judgments does not look complete.
+Every request, cached or not, synchronous, asynchronous or in a batch, is counted by its outcome
+in the run's usage (``usage_metrics.log_judge_request``: ``results["usage"]["judge_requests"]``).
 """
 
-import atexit
 import hashlib
 import json
 import os
 import sqlite3
-import sys
 import threading
-from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
-from .base import ServerInterface
+from lmms_eval.models.model_utils.usage_metrics import log_judge_request
+
+from .base import AsyncServerInterface, ServerInterface
 from .protocol import Request, Response
 
 CACHE_ENV = "LMMS_EVAL_JUDGE_CACHE"
 DEFAULT_CACHE = Path("~/.cache/lmms_eval/judge_cache.sqlite")
-
-_stats: Counter = Counter()
-_failures: Counter = Counter()
-_lock = threading.Lock()
-
-
-def judge_stats() -> dict:
-    """Calls, cache hits and failures (by reason) of every judge server of this process."""
-    with _lock:
-        return {"calls": _stats["calls"], "cache_hits": _stats["cache_hits"], "failures": sum(_failures.values()), "failure_reasons": dict(_failures)}
-
-
-def _count(name: str, reason: Optional[str] = None) -> None:
-    with _lock:
-        _stats[name] += 1
-        if reason is not None:
-            _failures[reason] += 1
-
-
-@atexit.register
-def _report_failures() -> None:
-    stats = judge_stats()
-    if stats["failures"]:  # the interpreter's own stderr: handlers may be closed by now
-        print(f"LLM judge: {stats['failures']} of {stats['calls']} calls failed ({stats['failure_reasons']})", file=sys.__stderr__)
 
 
 def _image_key(image: Any) -> str:
@@ -77,9 +51,9 @@ class JudgeCache:
         return self._local.connection
 
     @staticmethod
-    def key(api_type: str, request: Request, config: Any) -> str:
+    def key(provider: str, request: Request, config: Any) -> str:
         payload = {
-            "api_type": api_type,
+            "provider": provider,
             "model": config.model_name,
             "messages": request.messages,
             "images": [_image_key(image) for image in request.images or []],
@@ -103,33 +77,67 @@ def cache_from_env() -> Optional[JudgeCache]:
     return JudgeCache(DEFAULT_CACHE if value == "1" else Path(value))
 
 
-class AccountedServer(ServerInterface):
-    """A provider whose ``evaluate`` is counted and, with a cache, answered from it when it can."""
+class _Accounting:
+    """One server's requests: looked up in the cache, counted, stored once answered."""
 
-    def __init__(self, server: ServerInterface, api_type: str, cache: Optional[JudgeCache] = None) -> None:
-        super().__init__(server.config)
-        self.server, self.api_type, self.cache = server, api_type, cache
+    def __init__(self, server: ServerInterface, cache: Optional[JudgeCache]) -> None:
+        self.server, self.cache, self.provider = server, cache, type(server).__qualname__
 
-    def is_available(self) -> bool:
-        return self.server.is_available()
-
-    def evaluate(self, request: Request) -> Response:
-        key = self.cache.key(self.api_type, request, request.config or self.config) if self.cache is not None else None
-        cached = self.cache.get(key) if key is not None else None
+    def lookup(self, request: Request) -> Tuple[Optional[str], Optional[Response]]:
+        if self.cache is None:
+            return None, None
+        key = self.cache.key(self.provider, request, request.config or self.server.config)
+        cached = self.cache.get(key)
         if cached is not None:
-            _count("cache_hits")
-            return cached
-        _count("calls")
-        try:
-            response = self.server.evaluate(request)
-        except Exception as error:
-            _count("failed", type(error).__name__)
-            raise
+            log_judge_request("cached")
+        return key, cached
+
+    def settle(self, key: Optional[str], response: Response) -> Response:
         if not response.success:
-            _count("failed", response.error_message or "unsuccessful response")
-        elif key is not None and response.content:
-            self.cache.put(key, response)
+            log_judge_request("failed: unsuccessful response")  # its error message may quote the provider: not in results
+        else:
+            log_judge_request("answered")
+            if key is not None and response.content:
+                self.cache.put(key, response)
         return response
 
-    def __getattr__(self, name: str) -> Any:  # the provider's own attributes (client, api_url, ...)
-        return getattr(self.server, name)
+
+def accounted(server: ServerInterface, cache: Optional[JudgeCache] = None) -> ServerInterface:
+    """`server`, its requests counted and, with `cache`, answered from it when they can be.
+
+    The provider's own `evaluate` and `evaluate_async` are wrapped on the instance: every other
+    method (`evaluate_binary`, `evaluate_batch`, the `*_async` helpers) calls one of them, and an
+    async provider's synchronous `evaluate` (``AsyncServerInterface``'s) runs `evaluate_async`,
+    where the request is counted once."""
+    accounting = _Accounting(server, cache)
+    if type(server).evaluate is not AsyncServerInterface.evaluate:
+        evaluate = server.evaluate
+
+        def accounted_evaluate(request: Request) -> Response:
+            key, cached = accounting.lookup(request)
+            if cached is not None:
+                return cached
+            try:
+                response = evaluate(request)
+            except Exception as error:
+                log_judge_request(f"failed: {type(error).__name__}")
+                raise
+            return accounting.settle(key, response)
+
+        server.evaluate = accounted_evaluate
+    if isinstance(server, AsyncServerInterface):
+        evaluate_async = server.evaluate_async
+
+        async def accounted_evaluate_async(request: Request) -> Response:
+            key, cached = accounting.lookup(request)
+            if cached is not None:
+                return cached
+            try:
+                response = await evaluate_async(request)
+            except Exception as error:
+                log_judge_request(f"failed: {type(error).__name__}")
+                raise
+            return accounting.settle(key, response)
+
+        server.evaluate_async = accounted_evaluate_async
+    return server

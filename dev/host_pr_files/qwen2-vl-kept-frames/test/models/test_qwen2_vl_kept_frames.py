@@ -5,17 +5,18 @@
 """
 
 from fractions import Fraction
+from types import SimpleNamespace
 
+import av
+import decord
 import numpy as np
 import pytest
 import torch
 
-av = pytest.importorskip("av")
-decord = pytest.importorskip("decord")
-vision_process = pytest.importorskip("qwen_vl_utils.vision_process")
+from lmms_eval.models.model_utils import qwen_kept_frames
+from lmms_eval.models.simple.qwen2_vl import Qwen2_VL
 
-from lmms_eval.models.model_utils import qwen_kept_frames  # noqa: E402
-from lmms_eval.models.simple.qwen2_vl import Qwen2_VL  # noqa: E402
+vision_process = pytest.importorskip("qwen_vl_utils.vision_process")
 
 # name: (seconds, frame rate, width, height, B-frames, keyframe interval)
 VIDEOS = {
@@ -134,3 +135,29 @@ def test_the_frame_size_follows_the_decoded_count_not_the_kept_one(videos, decod
     assert decoded[-1] > 32 and expected[0].shape[2] * expected[0].shape[3] < 176 * 144  # the budget shrank the frames
     _, got = model(True)._vision_inputs(conversations)
     assert decoded[-1] == 32 and got[0].shape == expected[0].shape and torch.equal(got[0], expected[0])
+
+
+def test_a_qwen_vl_utils_release_not_checked_takes_the_usual_path(videos, decoded, monkeypatch):
+    """A later qwen-vl-utils may sample or resize otherwise: until checked, the model decodes as before."""
+    clip = videos["20s_ntsc_176x144_bframes"]
+    _, expected = before_this_change(messages(clip), 32)
+    every = decoded[-1]
+    monkeypatch.setattr(qwen_kept_frames, "_qwen_vl_utils_version", lambda: "0.0.15")
+    decoded.clear()
+    _, got = model(True)._vision_inputs(messages(clip))
+    assert torch.equal(got[0], expected[0]) and decoded == [every]
+
+
+def test_a_renamed_qwen_vl_utils_internal_takes_the_usual_path(videos, decoded, monkeypatch):
+    """The kept-frames path reads qwen_vl_utils' constants; a release that renames one (here
+    VIDEO_MAX_TOKEN_NUM) sends the model to its usual path instead of raising."""
+    import qwen_vl_utils
+
+    clip = videos["20s_ntsc_176x144_bframes"]
+    _, expected = before_this_change(messages(clip), 32)
+    every = decoded[-1]
+    renamed = {name: value for name, value in vars(vision_process).items() if name != "VIDEO_MAX_TOKEN_NUM"}
+    monkeypatch.setattr(qwen_vl_utils, "vision_process", SimpleNamespace(**renamed, VIDEO_MAX_TOKENS=vision_process.VIDEO_MAX_TOKEN_NUM))
+    decoded.clear()
+    _, got = model(True)._vision_inputs(messages(clip))
+    assert torch.equal(got[0], expected[0]) and decoded[-1] == every  # every frame decoded by the usual path

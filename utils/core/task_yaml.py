@@ -1,0 +1,160 @@
+"""The task YAMLs lmms-eval reads, generated from each benchmark's declaration (`Benchmark.tasks`
+and `Benchmark.groups`, `utils/core/registry.py`): the one place a task is written down is
+Python; its YAML is output, committed so that lmms-eval finds it, and checked against the
+declaration by the tests (`tests/test_benchmark_seam.py`).
+
+    python -m lmms_video_reasoning.utils.core.task_yaml            # rewrite every registered benchmark's YAMLs
+    python -m lmms_video_reasoning.utils.core.task_yaml --check    # exit 1 naming each file that differs
+    python -m lmms_video_reasoning.utils.core.task_yaml my_bench   # one benchmark (e.g. one added with LMMS_VR_BENCHMARKS)
+
+Each task's YAML names the hooks of the benchmark's binding module (`Benchmark.binding`):
+`process_docs` (the task's), `doc_to_visual`, `doc_to_text`, `doc_to_messages` (when the binding
+has it), and the hooks the declaration implies, `process_results_<task>` and
+`aggregate_<metric>` (`utils.results.aggregation.DeclaredHooks`). The task's score-changing
+settings go to `metadata.settings`, which lmms-eval copies into the config block of every
+results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+import yaml
+
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Task
+
+COMMAND = "python -m lmms_video_reasoning.utils.core.task_yaml"
+PLACEHOLDER = "doc_source.json"  # lmms-eval's one-row dataset; `process_docs` replaces it with the documents
+VERSION = 1  # lmms-eval's task version (`metadata.version`)
+
+
+class _Hook(str):
+    """A dotted hook path, written as `!function path` (lmms-eval imports it)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    def choose_scalar_style(self):
+        return "" if self.event.tag == "!function" else super().choose_scalar_style()  # `!function a.b`, unquoted
+
+
+_Dumper.add_representer(_Hook, lambda dumper, value: dumper.represent_scalar("!function", str(value)))
+
+
+def _dump(config: dict) -> str:
+    """Mappings as blocks, their innermost collections on one line each."""
+    return yaml.dump(config, Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=1000)
+
+
+def _comment(*lines: str) -> str:
+    return "".join(f"# {line}\n" if line else "#\n" for text in lines for line in text.splitlines())
+
+
+def _header(benchmark: Benchmark, about: str) -> str:
+    return _comment(about, f"Generated from {benchmark.binding} by `{COMMAND}`: edit the declaration there.")
+
+
+def task_config(benchmark: Benchmark, task: Task) -> dict:
+    """The task's lmms-eval configuration (hooks as `_Hook` paths)."""
+    binding = importlib.import_module(benchmark.binding)
+
+    def hook(name: str) -> _Hook:
+        getattr(binding, name)  # a hook the binding does not have is an error here, not in lmms-eval's index
+        return _Hook(f"{benchmark.binding}.{name}")
+
+    config = {
+        "task": task.name,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": PLACEHOLDER}},
+        "test_split": "test",
+        "process_docs": hook(task.process_docs),
+        "doc_to_visual": hook("doc_to_visual"),
+        "doc_to_text": hook("doc_to_text"),
+    }
+    if hasattr(binding, "doc_to_messages"):
+        config["doc_to_messages"] = hook("doc_to_messages")
+    config.update({
+        "doc_to_target": task.target,
+        "output_type": "generate_until",
+        # the hooks split a thinking model's reasoning from its answer themselves (utils/lmms/responses.py)
+        "reasoning_tags": "none",
+        "generation_kwargs": dict(task.generation_kwargs),
+        "process_results": hook(task.process_results),
+        "metric_list": [{"metric": metric, "aggregation": hook(f"{registry.AGGREGATE}{metric}"),
+                         "higher_is_better": benchmark.higher_is_better(metric)} for metric in task.metrics],
+    })
+    if task.model_kwargs is not None:
+        config["lmms_eval_specific_kwargs"] = {model: dict(kwargs) for model, kwargs in task.model_kwargs.items()}
+    config["metadata"] = {"version": VERSION}
+    if benchmark.options:  # the task's score-changing settings, in the config block of lmms-eval's results
+        config["metadata"]["settings"] = benchmark.task_options(task)
+    return config
+
+
+def task_text(benchmark: Benchmark, task: Task) -> str:
+    config = task_config(benchmark, task)
+    return _header(benchmark, task.about) + _dump(config)
+
+
+def group_text(benchmark: Benchmark, group: Group) -> str:
+    return _header(benchmark, group.about) + _dump({"group": group.name, "task": list(group.tasks)})
+
+
+def files_of(benchmark: Benchmark) -> dict[Path, str]:
+    """{path: text} of every YAML of the benchmark, in its first task folder."""
+    folder = benchmark.task_dirs[0]
+    files = {folder / f"{task.name}.yaml": task_text(benchmark, task) for task in benchmark.tasks}
+    files.update({folder / f"{group.name}.yaml": group_text(benchmark, group) for group in benchmark.groups})
+    return files
+
+
+def differences(benchmark: Benchmark) -> list[str]:
+    """One line per YAML of the benchmark's task folder that is not what its declaration generates."""
+    expected = files_of(benchmark)
+    found = {path for path in benchmark.task_dirs[0].glob("*.yaml")}
+    lines = [f"{path}: not generated from the declaration (remove it)" for path in sorted(found - set(expected))]
+    for path, text in expected.items():
+        if not path.is_file():
+            lines.append(f"{path}: missing")
+        elif path.read_text(encoding="utf-8") != text:
+            lines.append(f"{path}: differs from the declaration")
+    return lines
+
+
+def write(benchmark: Benchmark) -> list[Path]:
+    """Write the benchmark's YAMLs (and remove the folder's YAMLs it no longer declares); the paths changed."""
+    expected = files_of(benchmark)
+    changed = []
+    for path in sorted(set(benchmark.task_dirs[0].glob("*.yaml")) - set(expected)):
+        path.unlink()
+        changed.append(path)
+    for path, text in expected.items():
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description="Generate the task YAMLs from the benchmarks' declarations.")
+    parser.add_argument("benchmarks", nargs="*", help="benchmark names (default: every registered benchmark)")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 naming each file that differs")
+    args = parser.parse_args(argv)
+    chosen = [registry.get(name) for name in args.benchmarks] or registry.benchmarks()
+    if args.check:
+        lines = [line for benchmark in chosen for line in differences(benchmark)]
+        print("\n".join(lines) if lines else "task YAMLs match their declarations")
+        if lines:
+            print(f"run `{COMMAND}` to regenerate them", file=sys.stderr)
+        return 1 if lines else 0
+    for benchmark in chosen:
+        for path in write(benchmark):
+            print(f"wrote {path}" if path.is_file() else f"removed {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

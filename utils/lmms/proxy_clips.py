@@ -1,0 +1,277 @@
+"""Proxy clips: the frames a model keeps, in a small lossless clip it reads back exactly.
+
+A proxy is a short AVI (UT Video: lossless RGB, every frame a keyframe) laid out so that the
+model's own selection on it (``model_readings.model_frames``, simulated before use) yields the
+target frames in order at the target size. Models that also read the video's timing get a
+*timed* proxy: the source's frame count and rate, their frames at their own indices, a tiny
+placeholder elsewhere, so the reader reports the same metadata (``plan_timed_proxy``).
+
+Public interface
+----------------
+- ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``;
+  ``check_timed_proxy(path, total, fps)``: the written container declares the source's count and rate.
+- ``resize_like_qwen(frames, size)``: ``qwen_vl_utils.fetch_video``'s resize, reproduced.
+- ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
+  multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock);
+  ``cache_dir()`` (``LMMS_VR_PROXY_CACHE_DIR``) and ``cache_limit_bytes()``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.files import atomic_target
+from lmms_video_reasoning.utils.lmms.model_readings import Reading, model_frames
+
+CACHE_MB_ENV = "LMMS_VR_PROXY_CACHE_MB"
+CACHE_DIR_ENV = "LMMS_VR_PROXY_CACHE_DIR"
+DEFAULT_CACHE_MB = 4096
+CACHE_MB = settings.declare(CACHE_MB_ENV, "float", DEFAULT_CACHE_MB, "size limit of the proxy clip cache in MB", minimum=0)
+CACHE_DIR = settings.declare(CACHE_DIR_ENV, "text", "", "folder of the proxy clip cache (default: the suite's cache)")
+PROXY_SUFFIX = ".avi"  # UT Video (lossless RGB, intra-only) in AVI: decord and PyAV read it exactly
+PROXY_VERSION = 1  # part of every cache key: bump when the proxy layout changes
+
+
+# --------------------------------------------------------------------------------------------
+# Proxy layout: which frame goes where so the model's selection on the proxy yields the targets
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProxyLayout:
+    """A proxy of ``len(fill)`` frames at ``rate`` fps; slot ``s`` shows target ``fill[s]``
+    (a position in the target list), or a placeholder when ``fill[s]`` is None."""
+
+    fill: tuple[int | None, ...]
+    rate: Fraction
+
+
+def _proxy_rate(slots: int, duration: float) -> Fraction:
+    """The source's temporal extent, at most 2 fps (Qwen readers sample a path at 2 fps, so a
+    slower clip is read frame by frame; other readers ignore the rate)."""
+    rate = Fraction(slots / duration).limit_denominator(1_000_000) if duration > 0 else Fraction(1)
+    return max(min(rate, Fraction(2)), Fraction(1, 1_000_000))
+
+
+def source_rate(fps: float) -> Fraction:
+    """The source's average rate as a fraction (30000/1001 for 29.97...), for a timed proxy: the
+    one with the smallest denominator tried whose float is the rate to the last bit (a variable
+    frame rate's average can need more than a million, e.g. 66256000/1104043)."""
+    for bound in (1_000_000, 100_000_000, 2**31 - 1):
+        rate = Fraction(fps).limit_denominator(bound)
+        if float(rate) == fps:
+            break
+    return rate
+
+
+def plan_timed_proxy(reading: Reading, total: int, fps: float, targets: Sequence[int], size: tuple[int, int]) -> ProxyLayout | None:
+    """The timed layout: as many frames as the source at its rate, each target at its own index,
+    placeholders between. The model's reader then finds the same frame count and fps, picks the
+    same indices and reports the same ``video_metadata``; None if its resize of the (already
+    resized) frames would not be the identity."""
+    got = model_frames(reading, total, fps, size[1], size[0])
+    if got.indices != tuple(targets) or got.size != size:
+        return None
+    fill: list[int | None] = [None] * total
+    for j, index in enumerate(targets):
+        fill[index] = j
+    return ProxyLayout(tuple(fill), source_rate(fps))
+
+
+def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int, int], duration: float) -> ProxyLayout | None:
+    """A short layout whose reading by ``reading`` (simulated with ``model_frames``) gives
+    ``targets`` in order at ``size``; None if no small layout does. ``reading=None``: the targets
+    as they are (a protocol's frames). Not for timed readings (``plan_timed_proxy``)."""
+    k = len(targets)
+    for slots in range(k, k + 4):
+        rate = _proxy_rate(slots, duration)
+        if reading is None:
+            return ProxyLayout(tuple(range(k)), rate)
+        got = model_frames(reading, slots, float(rate), size[1], size[0])
+        if len(got.indices) != k or got.size != size:
+            continue
+        fill: dict[int, int] = {}  # proxy slot -> position in targets
+        if any(fill.setdefault(slot, j) != j and targets[fill[slot]] != targets[j] for j, slot in enumerate(got.indices)):
+            continue  # one slot would have to show two different frames
+        order, last = [], 0
+        for slot in range(slots):
+            last = fill.get(slot, last)
+            order.append(last)
+        return ProxyLayout(tuple(order), rate)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Bounded, multi-process-safe cache of proxy clips
+# --------------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    from lmms_video_reasoning.utils.core.roots import cache_home
+
+    value = CACHE_DIR.read()
+    return Path(value) if value else cache_home() / "video_proxies"
+
+
+def cache_limit_bytes() -> int:
+    return int(CACHE_MB.read() * 2**20)
+
+
+class ProxyCache:
+    """Proxy clips in one folder, at most ``limit`` bytes, least recently used evicted first.
+
+    A hit touches the file (mtime = last use). A new clip is written to a temporary file and
+    renamed into place (``atomic_target``), so readers never see a partial clip and two
+    processes making the same clip both end with a complete one. Eviction runs under an
+    exclusive ``flock`` on ``.lock`` (one process at a time) and never removes the clip just
+    made, nor clips used in the last ``protect_s`` seconds while others can go (the ones the
+    model is about to read, including decode-ahead results).
+    """
+
+    def __init__(self, folder: Path, limit: int, protect_s: float = 120.0):
+        self.folder, self.limit, self.protect_s = Path(folder), int(limit), protect_s
+
+    def path_for(self, stem: str, key: str) -> Path:
+        return self.folder / f"{stem[:40]}-{key}{PROXY_SUFFIX}"
+
+    def hit(self, path: Path) -> bool:
+        try:
+            os.utime(path)
+            return path.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    def store(self, path: Path, write: Callable[[Path], None]) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_target(path) as tmp:
+            write(tmp)
+        self.evict(keep=path)
+        return path
+
+    def entries(self) -> list[tuple[float, int, Path]]:
+        found = []
+        for entry in os.scandir(self.folder):
+            if entry.name.startswith(".") and ".tmp" in entry.name:
+                self._remove_if_stale(Path(entry.path))
+            elif entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                found.append((st.st_mtime, st.st_size, Path(entry.path)))
+        return sorted(found)
+
+    @staticmethod
+    def _remove_if_stale(path: Path, age_s: float = 3600.0) -> None:
+        """A temporary clip no writer has touched for an hour was cut short (e.g. at exit): removed."""
+        import time
+
+        try:
+            if time.time() - path.stat().st_mtime > age_s:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def size(self) -> int:
+        return sum(size for _, size, _ in self.entries())
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Remove least recently used clips until the folder fits the limit; returns bytes freed."""
+        import time
+
+        freed = 0
+        with open(self.folder / ".lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                entries = self.entries()
+                total = sum(size for _, size, _ in entries)
+                now = time.time()
+                # Oldest first; recently used ones only when nothing older is left.
+                ordered = [e for e in entries if now - e[0] > self.protect_s] + [e for e in entries if now - e[0] <= self.protect_s]
+                for _mtime, size, path in ordered:
+                    if total <= self.limit:
+                        break
+                    if keep is not None and path == keep:
+                        continue
+                    try:
+                        path.unlink()
+                    except FileNotFoundError:
+                        pass
+                    total -= size
+                    freed += size
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        return freed
+
+
+PLACEHOLDER_GREY = 128  # the colour of a timed proxy's unused frames (no model reads them)
+
+
+def write_proxy(target: Path, frames: np.ndarray, layout: ProxyLayout) -> None:
+    """Encode ``frames`` into the AVI ``target`` in ``layout``'s order, losslessly (UT Video,
+    planar RGB, every frame a keyframe). Each distinct frame is encoded once and its packet
+    repeated where the layout repeats it; placeholders are one encoded grey frame (about 800
+    bytes), so a timed proxy of a long video stays small and is written in well under a second."""
+    import av
+
+    height, width = frames.shape[1:3]
+    with av.open(str(target), mode="w", format="avi") as out:
+        stream = out.add_stream("utvideo", rate=layout.rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "gbrp"
+        encoded: dict[int | None, bytes] = {}
+        time_base = None
+
+        def encode(image: np.ndarray) -> bytes:
+            nonlocal time_base
+            packets = list(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")))
+            if len(packets) != 1:  # an intra-only encoder answers each frame with one packet
+                raise RuntimeError(f"utvideo returned {len(packets)} packets for one frame")
+            time_base = packets[0].time_base
+            return bytes(packets[0])
+
+        for j in layout.fill:
+            if j not in encoded:
+                encoded[j] = encode(np.full((height, width, 3), PLACEHOLDER_GREY, np.uint8) if j is None else frames[j])
+        for slot, j in enumerate(layout.fill):
+            packet = av.Packet(encoded[j])
+            packet.pts = packet.dts = slot
+            packet.time_base, packet.stream, packet.is_keyframe = time_base, stream, True
+            out.mux(packet)
+
+
+def check_timed_proxy(path: Path, total: int, fps: float) -> bool:
+    """Whether the container of ``path`` declares ``total`` frames at ``fps`` (the frame count and
+    average rate decord and qwen_vl_utils' other readers take from FFmpeg). Reads the header only:
+    opening a long proxy with decord reads every packet (about a second for 170,000 frames)."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate
+        return stream.frames == total and rate is not None and float(rate) == fps  # the model's metadata: to the last bit
+
+
+def resize_one_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
+    """``resize_like_qwen`` of one ``(H, W, 3)`` frame (per frame: the result is the same as in a
+    batch, and it runs in the sampler's decoding threads)."""
+    return resize_like_qwen(frame[None], (width_height[1], width_height[0]))[0]
+
+
+def resize_like_qwen(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``fetch_video``'s resize (torchvision bicubic, antialias, on uint8) of ``(N, H, W, 3)`` frames."""
+    if frames.shape[1:3] == tuple(size):
+        return frames
+    import torch
+    from torchvision import transforms
+    from torchvision.transforms import InterpolationMode
+
+    tensor = torch.from_numpy(frames).permute(0, 3, 1, 2)
+    resized = transforms.functional.resize(tensor, list(size), interpolation=InterpolationMode.BICUBIC, antialias=True)
+    return resized.permute(0, 2, 3, 1).contiguous().numpy()

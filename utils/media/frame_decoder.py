@@ -1,0 +1,251 @@
+"""The fast exact decoder: the frames at given presentation indices, decoding no more than needed.
+
+How it is fast and exact
+------------------------
+The frame table (``utils/media/frame_table.py``) gives every packet's pts, keyframe flag and
+decode position. Targets are grouped by the keyframe they must be decoded from; each group seeks
+once to its keyframe and sends the decoder only the packets it needs: reference frames (others
+depend on them) and the targets themselves. Non-reference frames that are not targets (most
+B-frames) are never decoded. Worker threads pull groups from one queue (longest first), each
+with its own demuxer and decoder (PyAV releases the GIL while decoding).
+``benchmarks/frame_sampling.py`` measures this against decord and a full sequential decode;
+``utils/media/VIDEO.md`` records the figures.
+
+Public interface
+----------------
+- ``read_frames(path, indices, *, size=None, as_array=False, workers=DEFAULT_WORKERS, resize=None)``:
+  the frames at those presentation-order indices (index ``i`` = the ``i``-th frame a full
+  sequential decode yields), as RGB PIL images or one ``(N, H, W, 3)`` uint8 array, in the order asked.
+- ``_plan`` / ``_decode_runs``: keyframe groups and their decoding, for clue clips (every frame
+  of a run, re-encoded).
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from lmms_video_reasoning.utils.media.frame_table import VideoError, _frame_table, _FrameTable, _open, _short
+
+DEFAULT_WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+def _is_reference(data, codec: str, nal_size: int) -> bool:
+    """Whether a packet's picture may be referenced by others (so it cannot be skipped).
+
+    H.264 (length-prefixed NAL units, as in MP4/MKV): reference unless every slice NAL
+    (type 1 or 5) has ``nal_ref_idc == 0``, the standard's mark of a picture no other picture
+    uses. Other codecs or layouts: always True (never skipped; HEVC's "non-reference" types
+    may still be referenced by higher temporal sub-layers).
+    """
+    if nal_size == 0 or codec != "h264":
+        return True
+    view = memoryview(data)
+    i, end, slices = 0, len(view), 0
+    while i + nal_size < end:
+        length = int.from_bytes(view[i : i + nal_size], "big")
+        header = view[i + nal_size]
+        if header & 0x1F in (1, 5):
+            if header & 0x60:
+                return True
+            slices += 1
+        i += nal_size + length
+    return slices == 0
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Decode positions ``start`` (a keyframe) .. ``end`` and the targets inside."""
+
+    start: int
+    end: int
+    targets: frozenset[int]  # decode positions
+
+
+def _start_keyframe(table: _FrameTable, d: int) -> int:
+    """Last keyframe at or before decode position ``d`` whose pts does not follow ``d``'s.
+
+    A frame shown before its keyframe but decoded after it (an open-GOP leading picture) may
+    reference the previous group, so it starts from the keyframe before.
+    """
+    k = bisect.bisect_right(table.keyframes, d) - 1
+    while k > 0 and table.pts[table.keyframes[k]] > table.pts[d]:
+        k -= 1
+    return table.keyframes[max(k, 0)]
+
+
+def _plan(table: _FrameTable, targets: Iterable[int]) -> list[_Run]:
+    """Group target decode positions into runs that each start at one keyframe.
+
+    Adjacent or overlapping groups merge into one run (decoding on is cheaper than seeking).
+    """
+    by_key: dict[int, list[int]] = {}
+    for d in sorted(set(targets)):
+        by_key.setdefault(_start_keyframe(table, d), []).append(d)
+    runs: list[_Run] = []
+    for k in sorted(by_key):
+        ds = by_key[k]
+        if runs and k <= runs[-1].end + 1:
+            last = runs[-1]
+            runs[-1] = _Run(last.start, max(last.end, max(ds)), last.targets | frozenset(ds))
+        else:
+            runs.append(_Run(k, max(ds), frozenset(ds)))
+    return runs
+
+
+def _decode_runs(table: _FrameTable, runs: Iterable[_Run], sink, skip_nonref: bool = True) -> None:
+    """Decode ``runs`` with one demuxer + decoder, calling ``sink(decode_pos, frame)`` per target.
+
+    Within a run frames arrive in presentation order (the decoder reorders). With
+    ``skip_nonref`` only the keyframe, reference frames and the targets are decoded.
+    """
+    import av
+
+    container = _open(table.path)
+    try:
+        stream = container.streams.video[0]
+        cc = stream.codec_context
+        cc.thread_type = "NONE"
+        cc.thread_count = 1
+        for run in runs:
+            if not _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=False):
+                # The demuxer landed after the keyframe (an unusual index): read from the start.
+                _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=True)
+    except av.error.FFmpegError as exc:
+        raise VideoError(f"video file is corrupt, decoding failed: {table.path} ({_short(exc)}). Re-download it.") from None
+    finally:
+        container.close()
+
+
+def _decode_run(container, stream, table: _FrameTable, run: _Run, sink, skip_nonref: bool, seek_to_start: bool) -> bool:
+    """Seek, then decode one run; False (nothing decoded) if the seek landed past its keyframe."""
+    cc, pos_of_pts = stream.codec_context, table.pos_of_pts
+    _seek_to(container, stream, table, table.decode_pos[0] if seek_to_start else run.start)
+    started = False
+    for packet in container.demux(stream):
+        if packet.size == 0 or packet.is_discard:
+            continue
+        d = pos_of_pts.get(packet.pts if packet.pts is not None else packet.dts)
+        if d is None or d < run.start:
+            continue
+        if not started and d > run.start:
+            return False
+        if d > run.end:
+            break
+        started = True
+        if (
+            d == run.start
+            or d in run.targets
+            or not skip_nonref
+            or _is_reference(packet, table.codec, table.nal_length_size)
+        ):
+            _deliver(cc.decode(packet), run, pos_of_pts, sink)
+    _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
+    cc.flush_buffers()
+    return True
+
+
+def _deliver(frames, run: _Run, pos_of_pts: dict[int, int], sink) -> None:
+    for frame in frames:
+        d = pos_of_pts.get(frame.pts)
+        if d in run.targets:
+            sink(d, frame)
+
+
+def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
+    """Position the demuxer at or before decode position ``start`` (a keyframe)."""
+    container.seek(table.pts[start], stream=stream, backward=True, any_frame=False)
+
+
+def _to_rgb(frame, size: tuple[int, int] | None, resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None) -> np.ndarray:
+    """RGB uint8 array of a decoded frame, resized when ``size`` differs: with ``resize(arr, size)``
+    when given, else OpenCV bilinear."""
+    arr = frame.to_ndarray(format="rgb24")
+    if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
+        if resize is not None:
+            return resize(arr, tuple(size))
+        import cv2
+
+        arr = cv2.resize(arr, tuple(size), interpolation=cv2.INTER_LINEAR)
+    return arr
+
+
+def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -> None:
+    """Decode ``runs`` on ``workers`` threads, each with its own demuxer and decoder, pulling
+    runs from one shared queue, longest first: no thread idles while another still has work
+    (fixed contiguous shares left one core idle for up to a third of the time)."""
+    if workers <= 1 or len(runs) <= 1:
+        _decode_runs(table, runs, sink)
+        return
+    queue = collections.deque(sorted(runs, key=lambda run: run.end - run.start, reverse=True))
+
+    def pull():
+        while True:
+            try:
+                yield queue.popleft()  # atomic: each run goes to exactly one thread
+            except IndexError:
+                return
+
+    threads = min(workers, len(runs))
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(lambda _n: _decode_runs(table, pull(), sink), range(threads)):
+            pass
+
+
+def read_frames(
+    path,
+    indices: Sequence[int],
+    *,
+    size: tuple[int, int] | None = None,
+    as_array: bool = False,
+    workers: int = DEFAULT_WORKERS,
+    resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None,
+):
+    """Frames at presentation-order ``indices`` of ``path``, in the order given (repeats allowed).
+
+    Index ``i`` is the ``i``-th frame a full sequential decode yields. Returns RGB PIL images,
+    or with ``as_array`` one ``(N, H, W, 3)`` uint8 array (filled in place: peak memory is the
+    returned frames plus one frame per worker). ``size`` = ``(width, height)`` resizes with
+    bilinear interpolation (OpenCV ``INTER_LINEAR``, as official code that resizes with cv2 does),
+    or with ``resize(frame, (width, height))`` when given (run in the decoding threads, so a
+    full-size copy of every frame is never held).
+    ``workers``: decoding threads. Raises VideoError for unreadable files, IndexError for
+    indices outside the video.
+    """
+    from PIL import Image
+
+    path = Path(path)
+    table = _frame_table(path)
+    total = table.info.total_frames
+    indices = [int(i) for i in indices]
+    bad = [i for i in indices if not 0 <= i < total]
+    if bad:
+        raise IndexError(f"frame index {bad[0]} out of range for {path} ({total} frames)")
+    rows: dict[int, list[int]] = {}  # decode position -> output positions
+    for r, i in enumerate(indices):
+        rows.setdefault(table.decode_pos[i], []).append(r)
+    width, height = size if size is not None else (table.info.width, table.info.height)
+    out = np.empty((len(indices), height, width, 3), dtype=np.uint8) if as_array else [None] * len(indices)
+
+    decoded: set[int] = set()
+
+    def sink(d: int, frame) -> None:
+        arr = _to_rgb(frame, size, resize)
+        for r in rows[d]:
+            out[r] = arr if as_array else Image.fromarray(arr)
+        decoded.add(d)
+
+    _decode_parallel(table, _plan(table, rows), sink, workers)
+    missing = [i for i in indices if table.decode_pos[i] not in decoded]
+    if missing:
+        raise VideoError(
+            f"video file is corrupt: frame {missing[0]} of {path} could not be decoded "
+            f"({len(set(missing))} frame(s) missing). Re-download it."
+        )
+    return out

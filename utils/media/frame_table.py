@@ -1,0 +1,233 @@
+"""A video file's frame table: every packet's timestamp and keyframe flag, from one packet scan.
+
+Real files' header frame counts are missing or wrong, and container index timestamps are in
+decode order on B-frame files, so the exact sampler (``utils/media/frame_decoder.py``) works
+from this table: presentation index ``i`` is the ``i``-th smallest pts, so variable-frame-rate
+and B-frame files map index -> frame exactly.
+
+Public interface
+----------------
+- ``VideoError`` (a ``ValueError``): the file is missing, empty, truncated, corrupt or has no
+  video stream. The message names the file and what to do; never a decoder traceback.
+- ``probe(path) -> VideoInfo(total_frames, fps, duration, width, height)``: from the container.
+  ``total_frames`` is exact: it counts the packets of the video stream (a packet scan), because
+  header counts are missing or wrong in real files (and a truncated file is detected by
+  comparing the two); ``probe(path, exact=False)`` reads only the header when it has a count.
+- ``_frame_table(path)``: the table itself (cached by path, size and mtime), for the decoder
+  and clue clips.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
+
+
+class VideoError(ValueError):
+    """A video file cannot be used: missing, empty, truncated, corrupt, or no video stream."""
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What the container says, with an exact frame count from a packet scan."""
+
+    total_frames: int
+    fps: float
+    duration: float
+    width: int
+    height: int
+
+
+# --------------------------------------------------------------------------------------------
+# Opening files and the frame table
+# --------------------------------------------------------------------------------------------
+
+
+def _open(path: Path):
+    """Open ``path`` with PyAV, turning every failure into a VideoError that says what to do."""
+    import av
+
+    if not path.exists():
+        raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).")
+    if path.is_dir():
+        raise VideoError(f"video path is a directory, not a file: {path}")
+    if path.stat().st_size == 0:
+        raise VideoError(f"video file is empty (0 bytes): {path}. Re-download or re-extract it.")
+    try:
+        container = av.open(str(path))
+    except (av.error.FFmpegError, UnicodeDecodeError, OSError) as exc:
+        raise VideoError(
+            f"video file cannot be opened (truncated or corrupt, or not a video): {path} ({_short(exc)}). "
+            "Re-download or re-extract it."
+        ) from None
+    if not container.streams.video:
+        container.close()
+        raise VideoError(f"file has no video stream: {path}. Point the dataset at the video file itself.")
+    return container
+
+
+def _short(exc: BaseException) -> str:
+    """One line about ``exc``: FFmpeg's reason without errno noise."""
+    text = getattr(exc, "strerror", None) or str(exc) or exc.__class__.__name__
+    return text.splitlines()[0][:200]
+
+
+@dataclass(frozen=True)
+class _FrameTable:
+    """Packets of the video stream in decode order, and the presentation order over them."""
+
+    path: Path
+    info: VideoInfo
+    codec: str
+    time_base: Fraction  # of pts
+    nal_length_size: int  # AVCC/HVCC NAL length prefix (0: unknown format, no packet skipping)
+    pts: list[int]  # decode order
+    keyframes: list[int]  # decode positions of keyframes, ascending
+    decode_pos: list[int]  # presentation index -> decode position
+    pos_of_pts: dict[int, int]  # pts -> decode position
+
+
+_TABLE_CACHE: dict[tuple, _FrameTable] = {}
+_TABLE_LOCK = threading.Lock()
+_TABLE_CACHE_SIZE = 8
+
+
+def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
+    """The frame table of ``path`` (cached by path, size and mtime)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if use_cache and key is not None:
+        with _TABLE_LOCK:
+            if key in _TABLE_CACHE:
+                return _TABLE_CACHE[key]
+    table = _scan(path)
+    if use_cache and key is not None:
+        with _TABLE_LOCK:
+            if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
+                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+            _TABLE_CACHE[key] = table
+    return table
+
+
+def _nal_length_size(codec: str, extradata: bytes | None) -> int:
+    """Length-prefix size of NAL units in MP4/MKV H.264 packets (from avcC); 0 when unknown."""
+    if not extradata:
+        return 0
+    if codec == "h264" and extradata[0] == 1 and len(extradata) > 4:
+        return (extradata[4] & 0x03) + 1
+    return 0
+
+
+def _scan(path: Path) -> _FrameTable:
+    """Read every packet header of the video stream (no decoding) into a frame table."""
+    import av
+
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        codec = stream.codec_context.name
+        nal_size = _nal_length_size(codec, stream.codec_context.extradata)
+        header_frames = stream.frames
+        pts: list[int] = []
+        keyframes: list[int] = []
+        try:
+            for packet in container.demux(stream):
+                if packet.size == 0 or packet.is_discard:
+                    continue
+                p = packet.pts if packet.pts is not None else packet.dts
+                if p is None:
+                    raise VideoError(
+                        f"video has packets without timestamps, frames cannot be located exactly: {path}. "
+                        "Remux it (ffmpeg -i in -c copy out.mp4)."
+                    )
+                if packet.is_keyframe:
+                    keyframes.append(len(pts))
+                pts.append(p)
+        except av.error.FFmpegError as exc:
+            raise VideoError(f"video file is truncated or corrupt: {path} ({_short(exc)}). Re-download it.") from None
+        if not pts:
+            raise VideoError(f"video stream has no frames: {path}. Re-download or re-extract it.")
+        if header_frames and len(pts) < header_frames:
+            raise VideoError(
+                f"video file is truncated: {path} lists {header_frames} frames but only {len(pts)} can be read. "
+                "Re-download it."
+            )
+        if not keyframes or keyframes[0] != 0:
+            # Frames before the first keyframe cannot be decoded; treat the first packet as the
+            # start point (decoders conceal what they can), as a sequential decode would.
+            keyframes.insert(0, 0)
+        order = sorted(range(len(pts)), key=pts.__getitem__)
+        pos_of_pts = {p: i for i, p in enumerate(pts)}
+        if len(pos_of_pts) != len(pts):
+            raise VideoError(f"video has duplicate frame timestamps, frames cannot be located exactly: {path}. Remux it.")
+        tb = stream.time_base
+        if stream.duration:
+            duration = float(stream.duration * tb)
+        elif container.duration:
+            duration = container.duration / 1_000_000
+        else:
+            duration = float((pts[order[-1]] - pts[order[0]]) * tb)
+        if stream.average_rate:
+            fps = float(stream.average_rate)
+        elif duration > 0:
+            fps = len(pts) / duration
+        else:
+            raise VideoError(f"video has no frame rate and no duration: {path}. Remux it.")
+        info = VideoInfo(
+            total_frames=len(pts),
+            fps=fps,
+            duration=duration,
+            width=stream.codec_context.width,
+            height=stream.codec_context.height,
+        )
+        return _FrameTable(path, info, codec, tb, nal_size, pts, keyframes, order, pos_of_pts)
+    finally:
+        container.close()
+
+
+_INFO_CACHE_SIZE = 4096  # a few hundred bytes each: one per video of a benchmark's split
+_INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(_INFO_CACHE_SIZE)
+
+
+def probe(path, *, exact: bool = True) -> VideoInfo:
+    """Frame count, average fps, duration (s), width, height of ``path``.
+
+    ``exact``: the frame count of a packet scan (header counts are missing or wrong in real
+    files). ``exact=False``: the container header's count when it has one (no packet scan;
+    milliseconds for an hour of video), else the packet scan's; what a metadata check needs
+    when frames are not decoded yet. Remembered per file (path, size, mtime).
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, exact)
+    except OSError:
+        key = None
+    if key is None:
+        return (None if exact else _header_info(path)) or _frame_table(path).info
+    return _INFO_CACHE.get_or_make(key, lambda: (None if exact else _header_info(path)) or _frame_table(path).info)
+
+
+def _header_info(path: Path) -> VideoInfo | None:
+    """What the container header says, when it counts the frames and gives a rate (else None)."""
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        if not stream.frames or not stream.average_rate:
+            return None
+        if stream.duration:
+            duration = float(stream.duration * stream.time_base)
+        else:
+            duration = stream.frames / float(stream.average_rate)
+        return VideoInfo(int(stream.frames), float(stream.average_rate), duration, stream.codec_context.width,
+                         stream.codec_context.height)
+    finally:
+        container.close()

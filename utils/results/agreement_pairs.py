@@ -1,0 +1,332 @@
+"""What each judge said per sample, and how two judges' verdicts pair up (`lmms-vr judge-agreement`).
+
+Each benchmark's own judging code is run once per sample and per judge with a reader of the judge
+cache (`judges.CacheOnlyJudge`: no key, no request); every judge request it makes is recorded
+(`RecordingJudge`), so the two judges' replies to the same request pair up (`pair_verdicts`: by
+tag and occurrence; the cache keys them by judge model). From the pairs: agreement and kappa per
+judge call type (`call_summary`), both judges' headline metrics and their paired difference
+(`metric_differences`), and the runs' order under the two judges (`ranking_agreement`), each with
+bootstrap CIs (utils/results/agreement.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from lmms_video_reasoning.utils.core import registry
+from lmms_video_reasoning.utils.results import agreement as stats
+from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
+from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
+from lmms_video_reasoning.utils.results.run_folders import Gathered
+from lmms_video_reasoning.utils.results.task_specs import task_spec
+
+log = logging.getLogger("lmms_video_reasoning.agreement")
+
+WEIGHTS = "quadratic"
+IMAGE_TOKENS = 85  # an image part at detail "low" (OpenAI's figure), for the cost estimate
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording what a benchmark's judging asks
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Asked:
+    """One judge request as the benchmark's code made it, and what came back."""
+
+    tag: str
+    occurrence: int  # the how-many-th request with this tag for the sample (pairs two judges' requests)
+    ok: bool
+    value: Any = None
+    answered_by: str | None = None
+    missing: bool = False  # no verdict in the cache (a cache reader sent nothing)
+    prompt_tokens: int = 0  # input tokens (the reference's tokenizer in a calibration; else characters / 4), for the cost estimate
+    reply_tokens: int = 0  # of the reply this judge gave (what the other judge's reply will be near)
+    max_tokens: int = 0
+
+
+def approximate_prompt_tokens(messages: Sequence[dict]) -> int:
+    """A stated approximation of a request's input tokens: 4 characters per token, a fixed count per image."""
+    characters = images = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            characters += len(content)
+            continue
+        for part in content or []:
+            if part.get("type") == "text":
+                characters += len(part.get("text", ""))
+            elif part.get("type") == "image_url":
+                images += 1
+    return characters // 4 + images * IMAGE_TOKENS
+
+
+class RecordingJudge:
+    """A judge (usually a `CacheOnlyJudge`) whose every request is recorded; `map` runs items
+    one after the other, so the requests of one sample are recorded in their order.
+    `tokenizer` (`judges.tokens.Tokenizer`: `request_tokens`, `text_tokens`) counts each request's
+    input and reply tokens, for a calibration's cost; default: 4 characters per token."""
+
+    def __init__(self, inner, tokenizer: Any = None) -> None:
+        self.inner = inner
+        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else approximate_prompt_tokens
+        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: len(text) // 4)
+        self.asked: list[Asked] = []
+        self.item_errors = 0
+
+    def __getattr__(self, name: str):  # config, cache, stats, accounting ... of the judge read
+        return getattr(self.inner, name)
+
+    def ask(self, request):
+        from lmms_video_reasoning.judges import NOT_COMPUTED
+
+        result = self.inner.ask(request)
+        occurrence = sum(1 for a in self.asked if a.tag == request.tag)
+        self.asked.append(Asked(request.tag, occurrence, result.ok, result.value if result.ok else None, result.answered_by,
+                                missing=result.error == NOT_COMPUTED, prompt_tokens=self.count_tokens(request.messages),
+                                reply_tokens=self.count_reply(result.raw or ""), max_tokens=request.max_tokens))
+        return result
+
+    def map(self, fn, items, desc: str = "") -> list:
+        out = []
+        for item in items:
+            try:
+                out.append(fn(item, self.ask))
+            except Exception as error:  # noqa: BLE001 - e.g. a request needing media that are not here
+                self.item_errors += 1
+                log.debug("%s: a judge item could not be rebuilt: %s: %s", desc, type(error).__name__, error)
+                out.append(None)
+        return out
+
+    def log_summary(self) -> None:
+        pass
+
+
+@dataclass
+class Judged:
+    """One sample under one judge: its outcome and the judge requests behind it."""
+
+    outcome: dict | None
+    asked: list[Asked]
+    item_errors: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Every request the sample needed got a verdict (the outcome is the judge's)."""
+        return self.outcome is not None and not self.item_errors and all(a.ok for a in self.asked)
+
+
+def judge_each(bench, records: Sequence[dict], settings: Any, judge, tokenizer: Any = None) -> list[Judged]:
+    """Each record's outcome under `judge`, judged alone so its requests are known (outcomes of
+    this suite's benchmarks depend on their own record only)."""
+    out = []
+    # the per-batch warnings would repeat for every sample; what matters is counted in the coverage
+    with quiet_judging(logging.ERROR):
+        for record in records:
+            recorder = RecordingJudge(judge, tokenizer)
+            outcomes = bench.outcomes([record], settings, judge=recorder)
+            out.append(Judged(outcomes[0] if outcomes else None, recorder.asked, recorder.item_errors))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairing two judges' verdicts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """Who one of the two judges is, per benchmark."""
+
+    model: str
+    cache: Path | None
+    endpoint: str | None = None
+
+
+@dataclass
+class TaskPair:
+    """One task of one run, judged by both judges."""
+
+    run: str
+    task: str
+    benchmark: str
+    records: list[dict]
+    settings: Any
+    reference: list[Judged]
+    candidate: list[Judged]
+
+
+@dataclass
+class CallPairs:
+    """Every verdict pair of one call type: {unit: [(reference label, candidate label)]}."""
+
+    benchmark: str
+    call: str
+    scale: tuple | None
+    units: dict[tuple, list[tuple]] = field(default_factory=lambda: defaultdict(list))
+
+    def pairs(self) -> list[tuple]:
+        return [pair for unit in self.units.values() for pair in unit]
+
+
+@dataclass
+class Setup:
+    """Both judges, per benchmark."""
+
+    reference: dict[str, Side]
+    candidate: dict[str, Side]
+
+
+def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
+    """Both judges' per-sample outcomes of one task of one run, from their caches."""
+    from lmms_video_reasoning.judges import CacheOnlyJudge
+
+    spec = task_spec(item.task)
+    bench = registry.get(spec.benchmark).scoring
+    settings = bench.settings(item.records)
+    judged = []
+    for sides in (setup.reference, setup.candidate):
+        side = sides[spec.benchmark]
+        key = (spec.benchmark, side.model, str(side.cache), side.endpoint)
+        if key not in readers:
+            readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
+        judged.append(judge_each(bench, item.records, settings, readers[key]))
+    return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
+
+
+def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tuple[str, str, Any, Any]], Counter]:
+    """[(call type, item, reference label, candidate label)] of one sample, and what could not be
+    paired (a request only one judge made, one that failed or was missing on a side, a reply's
+    item the other reply lacks), by reason."""
+    unpaired: Counter = Counter()
+    by_key = {(a.tag, a.occurrence): a for a in candidate.asked}
+    reference_keys = {(a.tag, a.occurrence) for a in reference.asked}
+    for key in by_key.keys() - reference_keys:
+        unpaired[f"{key[0]}: asked by the candidate only"] += 1
+    pairs = []
+    for asked in reference.asked:
+        other = by_key.get((asked.tag, asked.occurrence))
+        if other is None:
+            unpaired[f"{asked.tag}: asked by the reference only"] += 1
+            continue
+        if not (asked.ok and other.ok):
+            side = "reference" if not asked.ok else "candidate"
+            unpaired[f"{asked.tag}: no {side} verdict" + (" in the cache" if (asked if not asked.ok else other).missing else "")] += 1
+            continue
+        ours = {(call, item): label for call, item, label in bench.verdicts(asked.tag, asked.value)}
+        theirs = {(call, item): label for call, item, label in bench.verdicts(other.tag, other.value)}
+        for key in ours.keys() ^ theirs.keys():
+            unpaired[f"{key[0]}: an item in one reply only"] += 1
+        pairs += [(call, item, ours[(call, item)], theirs[(call, item)]) for call, item in ours if (call, item) in theirs]
+    return pairs, unpaired
+
+
+def kappa_of(pairs: Sequence[tuple], scale: tuple | None) -> float:
+    return stats.weighted_kappa(pairs, WEIGHTS) if scale is not None else stats.cohen_kappa(pairs)
+
+
+def call_summary(call: CallPairs, n: int, seed: int) -> dict:
+    pairs = call.pairs()
+    units = list(call.units.values())
+    kappa = kappa_of(pairs, call.scale)
+    reference_labels, candidate_labels = Counter(map(_label, (a for a, _ in pairs))), Counter(map(_label, (b for _, b in pairs)))
+    return {
+        "benchmark": call.benchmark, "call": call.call, "kind": "ratings" if call.scale is not None else "categories",
+        "statistic": f"weighted kappa ({WEIGHTS})" if call.scale is not None else "Cohen's kappa",
+        "pairs": len(pairs), "units": len(units),
+        "agreement": stats.agreement_rate(pairs),
+        "agreement_ci": stats.bootstrap_interval(units, stats.agreement_rate, n, seed),
+        "kappa": kappa,
+        "kappa_ci": stats.bootstrap_interval(units, lambda p: kappa_of(p, call.scale), n, seed),
+        "labels": {label: [reference_labels.get(label, 0), candidate_labels.get(label, 0)]
+                   for label in sorted(set(reference_labels) | set(candidate_labels))},
+    }
+
+
+def _label(value: Any) -> str:
+    """A label as a JSON key (ratings 7.0 -> "7")."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _undefined(value: Any) -> bool:
+    return not isinstance(value, (int, float)) or math.isnan(value)
+
+
+def snapshots(judged: Sequence[Judged]) -> dict[str, int]:
+    counted = Counter(a.answered_by or "(not recorded)" for j in judged for a in j.asked if a.ok)
+    return dict(counted.most_common())
+
+
+def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], Sampled | None, Sampled | None]:
+    """Each headline metric under both judges and the paired difference, on the samples both judged completely."""
+    both = [i for i, (r, c) in enumerate(zip(pair.reference, pair.candidate)) if r.complete and c.complete]
+    if not both:
+        return [], None, None
+    records = [pair.records[i] for i in both]
+    reference = Sampled(pair.benchmark, records, [pair.reference[i].outcome for i in both], pair.settings)
+    candidate = Sampled(pair.benchmark, records, [pair.candidate[i].outcome for i in both], pair.settings)
+    spec = registry.get(pair.benchmark).report
+    headline = spec.headline if spec is not None else ()
+    values_reference, values_candidate = reference.metrics(), candidate.metrics()
+    rows = []
+    for difference in paired_difference(reference, candidate, n, seed):
+        if difference.metric not in headline or all(_undefined(values.get(difference.metric)) for values in (values_reference, values_candidate)):
+            continue  # not a metric of this task
+        rows.append({"run": pair.run, "task": pair.task, "benchmark": pair.benchmark, "metric": difference.metric,
+                     "reference": values_reference.get(difference.metric), "candidate": values_candidate.get(difference.metric),
+                     "difference": difference.difference, "ci": difference.interval, "samples": len(records),
+                     "units": difference.common})
+    return rows, reference, candidate
+
+
+def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n: int, seed: int) -> list[dict]:
+    """Per task and headline metric with two or more runs: Kendall's tau-b between the runs'
+    values under the reference and under the candidate, on the questions every run has, with a
+    bootstrap CI (the questions resampled together across runs)."""
+    by_task: dict[str, list[str]] = defaultdict(list)
+    for run, task in sampled:
+        by_task[task].append(run)
+    rows = []
+    for task, runs in sorted(by_task.items()):
+        if len(runs) < 2:
+            continue
+        unit_maps = {run: sampled[(run, task)][0].units() for run in runs}
+        common = [unit for unit in unit_maps[runs[0]] if all(unit in unit_maps[run] for run in runs)]
+        spec = registry.get(sampled[(runs[0], task)][0].benchmark).report
+        headline = spec.headline if spec is not None else ()
+        if not common or not headline:
+            continue
+
+        def values(picks) -> tuple[list[dict], list[dict]]:
+            """Every run's metrics on the picked questions, under the reference and the candidate."""
+            per_run = [[i for pick in picks for i in unit_maps[run][common[pick]]] for run in runs]
+            return ([sampled[(run, task)][0].metrics(indices) for run, indices in zip(runs, per_run)],
+                    [sampled[(run, task)][1].metrics(indices) for run, indices in zip(runs, per_run)])
+
+        def taus(picks) -> dict[str, float]:
+            reference, candidate = values(picks)
+            return {metric: stats.kendall_tau([m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate])
+                    for metric in headline}
+
+        reference, candidate = values(range(len(common)))
+        from lmms_video_reasoning.judges import failure_share
+
+        with failure_share.decided_on_the_whole_run():
+            resampled = stats.bootstrap_values(len(common), taus, n, seed)
+        for metric in headline:
+            reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
+            if any(_undefined(v) for v in reference_values + candidate_values):
+                continue  # not a metric of this task
+            rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
+                         "tau": stats.kendall_tau(reference_values, candidate_values),
+                         "ci": stats.percentile_interval([r[metric] for r in resampled]) if resampled else None,
+                         "questions": len(common)})
+    return rows
