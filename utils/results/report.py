@@ -107,7 +107,8 @@ def settings_summary(run: Run) -> str:
 def _declared_settings(task: str) -> dict:
     """The task's declared score-changing settings (`Benchmark.task_options`; {} for a task of no benchmark)."""
     benchmark = registry.task_names().get(task)
-    return {} if benchmark is None or task not in {t.name for t in benchmark.tasks} else benchmark.task_options(benchmark.task(task))
+    declared = next((t for t in benchmark.tasks if t.name == task), None) if benchmark is not None else None  # a group: none
+    return {} if declared is None else benchmark.task_options(declared)
 
 
 def bootstrap_units(html_form: bool = False) -> str:
@@ -161,12 +162,12 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
              f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p>"
              + (f"<p>{html.escape(pairing_note())}</p>" if len(runs) > 1 else "") + "<ul>"]
     for run in runs:
-        failures = failure_summary(run)
+        failures, changed = failure_summary(run), settings_summary(run)
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
                      f"{html.escape(', '.join(sorted(run.results)))}"
                      + (f" <span class='note'>(failure counts: {html.escape(failures)})</span>" if failures else "")
-                     + (f" <span class='note'>(settings not the tasks' defaults: {html.escape(settings_summary(run))})</span>"
-                        if settings_summary(run) else "") + "</li>")
+                     + (f" <span class='note'>(settings not the tasks' defaults: {html.escape(changed)})</span>" if changed else "")
+                     + "</li>")
     parts.append("</ul>")
     if unread:
         parts.append("<p>Not read (not in any table below):</p><ul>" + "".join(
