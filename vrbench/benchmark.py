@@ -74,6 +74,10 @@ TASKS = (
          generation_kwargs={**GREEDY, "do_sample": True, "temperature": 1.0},
          about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
                "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),
+    Task("vr_bench_two_phase", task.JUDGE_METRICS, process_docs="load_docs_two_phase", output_type="generate_until_agentic",
+         generation_kwargs={**GREEDY, "max_agentic_steps": 2}, model_kwargs=PER_MODEL,
+         about="VRBench, the paper's two-phase protocol (section 4, Fig. A20): round 1 reasons with no options shown,\n"
+               "round 2 chooses an option given round 1's reply; OE-P rates round 1, MCQ-O reads round 2.\n" + SEE_README),
 )
 GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "All VRBench tasks."),)
 
@@ -117,6 +121,11 @@ def load_docs_text(_placeholder=None):
 def load_docs_official(_placeholder=None):
     """`process_docs` of vr_bench_official."""
     return _load("vr_bench_official", "judge", media=True, judge=True)
+
+
+def load_docs_two_phase(_placeholder=None):
+    """`process_docs` of vr_bench_two_phase."""
+    return _load("vr_bench_two_phase", task.TWO_PHASE, media=True, judge=True)
 
 
 # ----------------------------------------------------------------------------------------

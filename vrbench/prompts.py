@@ -12,6 +12,10 @@ fields the way the official code does.
 - Judge (`evaluation/model_api/base_model.py`, separate mode): system prompt
   `*_EVAL_SYSTEM_PROMPT_SEPARATE`, user prompt `*_EVAL_HUMAN_PROMPT_TEMPLATE.format(...)`
   with the `{question}`, `{response}`, `{procedure}`, `{answer}` (and `{video_summary}`) fields.
+
+The paper's two-phase protocol (`vr_bench_two_phase`; section 4, "Evaluation Protocols"): round 1
+shows the Fig. A20 prompt (no options; `PAPER_REASONING_PROMPT`, transcribed from the paper), round
+2 the options beside the round-1 reasoning (`CHOICE_PROMPT`, this suite's wording: the paper prints none).
 """
 
 from __future__ import annotations
@@ -28,6 +32,19 @@ UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
+PAPER_REASONING_PROMPT = "PAPER_REASONING_PROMPT.template.txt"
+# Round 2 of the two-phase protocol: the official template's option block and answer line.
+CHOICE_PROMPT = Template("""# Your Reasoning
+$reasoning
+
+Based on your reasoning above, choose the best option.
+
+# Multiple Choice Question
+$multiple_choice_question
+
+# Output Format:
+<Answer> [Option letter]
+""")
 
 # evaluation/model_api/base_model.py: `limit = 10000; summary = summary[:limit]`.
 SUMMARY_LIMIT = 10_000
@@ -51,6 +68,16 @@ def inference_prompt(question: str, options: Sequence[tuple[str, str]], summary:
         multiple_choice_question=multiple_choice_question(question, options),
         video_summary=summary,
     )
+
+
+def reasoning_prompt(question: str, summary: str) -> str:
+    """Round 1 of the paper's protocol: the Fig. A20 prompt (summary and question, no options)."""
+    return Template(load(PAPER_REASONING_PROMPT)).substitute(question=question, video_summary=summary)
+
+
+def choice_prompt(question: str, options: Sequence[tuple[str, str]], reasoning: str) -> str:
+    """Round 2 of the paper's protocol: the round-1 reasoning, then the question with its options."""
+    return CHOICE_PROMPT.substitute(reasoning=reasoning, multiple_choice_question=multiple_choice_question(question, options))
 
 
 def format_procedure(steps: Sequence[tuple[str, str]]) -> str:
