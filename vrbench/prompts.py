@@ -32,8 +32,27 @@ UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
-PAPER_REASONING_PROMPT = "PAPER_REASONING_PROMPT.template.txt"
-# Round 2 of the two-phase protocol: the official template's option block and answer line.
+# Round 1 of the two-phase protocol: the paper's Fig. A20 prompt for VLMs, system prompt (b) then user
+# prompt (c), transcribed from the paper's text (arXiv:2506.10857; no official code holds it).
+PAPER_REASONING_PROMPT = Template("""You are a helpful video understanding assistant designed to answer multi-step reasoning \
+questions based on the video and summary.
+You should break down the reasoning process into clear, specific events.
+
+# Format:
+Your answer should be formatted as follows:
+<Step 1> [Event1 for Step 1]
+<Step 2> [Event for Step 2]
+...
+<Step N> [Final Event for the last Step]
+<Answer> [Final conclusion based on the reasoning process]
+
+# Video Summary
+$video_summary
+
+# Question
+$question
+""")
+# Round 2 (the paper prints no wording for it): the official template's option block and answer line.
 CHOICE_PROMPT = Template("""# Your Reasoning
 $reasoning
 
@@ -72,7 +91,7 @@ def inference_prompt(question: str, options: Sequence[tuple[str, str]], summary:
 
 def reasoning_prompt(question: str, summary: str) -> str:
     """Round 1 of the paper's protocol: the Fig. A20 prompt (summary and question, no options)."""
-    return Template(load(PAPER_REASONING_PROMPT)).substitute(question=question, video_summary=summary)
+    return PAPER_REASONING_PROMPT.substitute(question=question, video_summary=summary)
 
 
 def choice_prompt(question: str, options: Sequence[tuple[str, str]], reasoning: str) -> str:

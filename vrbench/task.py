@@ -184,7 +184,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previo
     """The official CoT prompt (question, `X: text` option lines, the video summary); for the
     two-phase task, the prompt of its next round (`two_phase_turn`; lmms-eval's agentic loop
     passes the rounds' replies as `previous_output`)."""
-    if doc["mode"] == TWO_PHASE:
+    if doc.get("mode") == TWO_PHASE:
         return two_phase_turn(doc, previous_output or [])
     return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
 
