@@ -20,8 +20,8 @@ from lmms_video_reasoning.vrbench import docs as vr_docs
 from lmms_video_reasoning.vrbench import task as vr_task
 from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer
 
-# Fig. A20: system prompt (b) (VLMs), then the user prompt (c).
-PAPER_PROMPT = """You are a helpful video understanding assistant designed to answer multi-step reasoning questions based on the video and summary.
+# Fig. A20: system prompt (b) for VLMs ("video and summary"; (a) for LLMs: "video summary"), then the user prompt (c).
+PAPER_PROMPT = """You are a helpful video understanding assistant designed to answer multi-step reasoning questions based on the {basis}.
 You should break down the reasoning process into clear, specific events.
 
 # Format:
@@ -44,7 +44,7 @@ Your answer should be formatted as follows:
 def docs(reference_dir):
     found = vr_docs.flatten(data.load_records(reference_dir / "vrbench" / "VRBench_debug.jsonl"))
     for doc in found:
-        doc["mode"], doc["protocol"] = vr_task.TWO_PHASE, "default"
+        doc["mode"], doc["protocol"], doc["two_phase"] = "judge", "default", True
     return {doc["sample_id"]: doc for doc in found}
 
 
@@ -55,8 +55,10 @@ def untimed_steps(doc: dict) -> list[str]:
 def test_round_prompts_follow_the_paper(docs):
     doc = docs["TZk_p-q8Fzo_qa1"]
     first = binding.doc_to_text(doc, {"visual_mode": "video"})  # lmms-eval's context of round 1
-    assert first == PAPER_PROMPT.format(summary=doc["video_summary"], question=doc["question"])
+    assert first == PAPER_PROMPT.format(basis="video and summary", summary=doc["video_summary"], question=doc["question"])
     assert "Options" not in first and not any(text in first for _letter, text in doc["options"])
+    as_text = binding.doc_to_text({**doc, "mode": "text"})  # vr_bench_text_two_phase: the LLM prompt
+    assert as_text == PAPER_PROMPT.format(basis="video summary", summary=doc["video_summary"], question=doc["question"])
 
     reply = "<think>Which steps?</think><Step 1> They explore the ruins.\n<Answer> They value history."
     visuals, second, done, outputs, info = binding.doc_to_text(doc, lmms_eval_specific_kwargs={"visual_mode": "video"},
@@ -76,7 +78,7 @@ def test_round_prompts_follow_the_paper(docs):
 def test_a_response_without_both_rounds_names_the_fix(docs):
     doc = docs["TZk_p-q8Fzo_qa1"]
     for response in ("<Answer> D", json.dumps({"rounds": ["only one"]}), ["a", "b", "c"]):
-        with pytest.raises(DataError, match="vr_bench_two_phase: expected the two rounds' replies"):
+        with pytest.raises(DataError, match="VRBench two-phase task: expected the two rounds' replies"):
             vr_task.build_record(doc, response)
     assert vr_task.build_record(doc, ["r1", "<Answer> D"])["mcq_pred"] == "D"  # a replay prediction's list
 
@@ -115,21 +117,24 @@ def test_scores_by_hand_against_a_local_judge(docs, monkeypatch):
 
 @pytest.mark.slow
 def test_two_phase_through_lmms_eval(tmp_path, monkeypatch):
-    """The sample and its replay predictions (two replies per question) through `python -m lmms_eval`."""
+    """The sample and its replay predictions (two replies per question) through `python -m lmms_eval`,
+    both two-phase tasks (the same replies: the same scores)."""
     out = tmp_path / "sample"
     write_sample(out, ("vrbench",))
     with LocalJudgeServer(sample.judge_responder) as server:
         env = {**env_for(out, ("vrbench",)), "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_CACHE": "off"}
-        results = run_lmms_eval("vr_bench_two_phase", tmp_path / "run", model_args=f"predictions={out / 'predictions.jsonl'}", env=env)
+        results = run_lmms_eval("vr_bench_two_phase,vr_bench_text_two_phase", tmp_path / "run", model_args=f"predictions={out / 'predictions.jsonl'}", env=env)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         [samples] = samples_files(tmp_path / "run", "vr_bench_two_phase")
         records = [json.loads(line)["mcq_accuracy"] for line in samples.read_text().splitlines()]
         rescored = binding.score_records(records)
-    docs = binding.build_docs(vr_task.TWO_PHASE, "default")
+    docs = binding.build_docs("judge", "default", two_phase=True)
     right = [extract_mcq_answer(sample.demo_response(doc, index)) == doc["answer"] for index, doc in enumerate(docs)]
     assert metric(results, "vr_bench_two_phase", "mcq_accuracy") == pytest.approx(100 * sum(right) / len(right))
     assert metric(results, "vr_bench_two_phase", "process_score") == pytest.approx(rescored["process_score"])
+    for name in ("mcq_accuracy", "process_score", "overall"):
+        assert metric(results, "vr_bench_text_two_phase", name) == pytest.approx(metric(results, "vr_bench_two_phase", name))
     by_id = {record["sample_id"]: record for record in records}
     for index, doc in enumerate(docs):
         first, second = sample.two_phase_replies(doc, index)

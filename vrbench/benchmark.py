@@ -60,6 +60,10 @@ PER_MODEL = {
     **{model: {"visual_mode": "frames", "num_frames": 8} for model in ("phi3v", "aria")},
 }
 SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
+# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`task.two_phase_turn`).
+TWO_ROUNDS = {**GREEDY, "max_agentic_steps": 2}
+TWO_PHASE_ABOUT = ("the paper's two-phase protocol (section 4, Fig. A20): round 1 reasons with no options shown,\n"
+                   "round 2 chooses an option given round 1's reply; OE-P rates round 1, MCQ-O reads round 2.\n" + SEE_README)
 
 TASKS = (
     Task("vr_bench", task.JUDGE_METRICS, process_docs="load_docs", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
@@ -75,9 +79,9 @@ TASKS = (
          about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
                "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),
     Task("vr_bench_two_phase", task.JUDGE_METRICS, process_docs="load_docs_two_phase", output_type="generate_until_agentic",
-         generation_kwargs={**GREEDY, "max_agentic_steps": 2}, model_kwargs=PER_MODEL,
-         about="VRBench, the paper's two-phase protocol (section 4, Fig. A20): round 1 reasons with no options shown,\n"
-               "round 2 chooses an option given round 1's reply; OE-P rates round 1, MCQ-O reads round 2.\n" + SEE_README),
+         generation_kwargs=TWO_ROUNDS, model_kwargs=PER_MODEL, about=f"VRBench, {TWO_PHASE_ABOUT}"),
+    Task("vr_bench_text_two_phase", task.JUDGE_METRICS, process_docs="load_docs_text_two_phase", output_type="generate_until_agentic",
+         generation_kwargs=TWO_ROUNDS, model_kwargs={"default": PER_MODEL["default"]}, about=f"VRBench text-only, {TWO_PHASE_ABOUT}"),
 )
 GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "All VRBench tasks."),)
 
@@ -87,12 +91,12 @@ GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "
 # ----------------------------------------------------------------------------------------
 
 
-def build_docs(mode: str, protocol: str) -> list[dict]:
+def build_docs(mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
     """The task's documents: every question of the annotation file, stamped with mode and protocol."""
-    return task.stamp(docs.flatten(data.load_records()), mode, protocol)
+    return task.stamp(docs.flatten(data.load_records()), mode, protocol, two_phase)
 
 
-def _load(task_name: str, mode: str, media: bool, judge: bool):
+def _load(task_name: str, mode: str, media: bool, judge: bool, two_phase: bool = False):
     """A task's documents, stamped with its mode and protocol (the task's option, which
     `VRBENCH_PROTOCOL` overrides), checked before generation (`utils.lmms.preflight`): the videos
     (not for the text-only task) and the judge (not for the MCQ-only task)."""
@@ -100,7 +104,7 @@ def _load(task_name: str, mode: str, media: bool, judge: bool):
 
     protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when the documents are
     check = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())) if media else None
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol())), check, judge="vrbench" if judge else None)
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check, judge="vrbench" if judge else None)
 
 
 def load_docs(_placeholder=None):
@@ -125,7 +129,12 @@ def load_docs_official(_placeholder=None):
 
 def load_docs_two_phase(_placeholder=None):
     """`process_docs` of vr_bench_two_phase."""
-    return _load("vr_bench_two_phase", task.TWO_PHASE, media=True, judge=True)
+    return _load("vr_bench_two_phase", "judge", media=True, judge=True, two_phase=True)
+
+
+def load_docs_text_two_phase(_placeholder=None):
+    """`process_docs` of vr_bench_text_two_phase."""
+    return _load("vr_bench_text_two_phase", "text", media=False, judge=True, two_phase=True)
 
 
 # ----------------------------------------------------------------------------------------

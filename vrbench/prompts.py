@@ -32,10 +32,10 @@ UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
-# Round 1 of the two-phase protocol: the paper's Fig. A20 prompt for VLMs, system prompt (b) then user
-# prompt (c), transcribed from the paper's text (arXiv:2506.10857; no official code holds it).
+# Round 1 of the two-phase protocol: the paper's Fig. A20 prompt, system prompt (b) for VLMs ("video and
+# summary") or (a) for LLMs ("video summary"), then the user prompt (c), transcribed from the paper's text (arXiv:2506.10857; no official code holds it).
 PAPER_REASONING_PROMPT = Template("""You are a helpful video understanding assistant designed to answer multi-step reasoning \
-questions based on the video and summary.
+questions based on the $basis.
 You should break down the reasoning process into clear, specific events.
 
 # Format:
@@ -89,9 +89,11 @@ def inference_prompt(question: str, options: Sequence[tuple[str, str]], summary:
     )
 
 
-def reasoning_prompt(question: str, summary: str) -> str:
-    """Round 1 of the paper's protocol: the Fig. A20 prompt (summary and question, no options)."""
-    return PAPER_REASONING_PROMPT.substitute(question=question, video_summary=summary)
+def reasoning_prompt(question: str, summary: str, with_video: bool = True) -> str:
+    """Round 1 of the paper's protocol: the Fig. A20 prompt (summary and question, no options), for
+    VLMs or (`with_video=False`) LLMs."""
+    basis = "video and summary" if with_video else "video summary"
+    return PAPER_REASONING_PROMPT.substitute(basis=basis, question=question, video_summary=summary)
 
 
 def choice_prompt(question: str, options: Sequence[tuple[str, str]], reasoning: str) -> str:

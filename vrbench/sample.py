@@ -20,7 +20,7 @@ data, except in one video (`Counting Problems`). One summary is longer than the 
 
 `demo_predictions(root)`: replay responses for every VRBench task, mostly right, some wrong,
 one unextractable, one the test judge refuses to rate (see `judge_responder`); for the two-phase
-task, each as two rounds (`two_phase_replies`).
+tasks, each as two rounds (`two_phase_replies`).
 `judge_responder(body)`: a deterministic stand-in for the DeepSeek judge, for
 `judges.LocalJudgeServer`: it rates a response by how many reference steps it repeats.
 """
@@ -36,8 +36,8 @@ from lmms_video_reasoning.utils.media.synthetic import Shape, write_video
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, flatten
 
 FPS, WIDTH, HEIGHT = 2, 160, 120
-TWO_PHASE_TASK = "vr_bench_two_phase"
-TASKS = ("vr_bench", "vr_bench_mcq", "vr_bench_text", "vr_bench_official", TWO_PHASE_TASK)
+TWO_PHASE_TASKS = ("vr_bench_two_phase", "vr_bench_text_two_phase")
+TASKS = ("vr_bench", "vr_bench_mcq", "vr_bench_text", "vr_bench_official", *TWO_PHASE_TASKS)
 LETTERS = "ABCD"
 # Markers in demo responses that the test judge reacts to.
 JUDGE_REFUSAL_MARKER = "JUDGE-FAIL"
@@ -281,7 +281,7 @@ def demo_predictions(root: Path) -> list[dict]:
     docs = flatten(json.loads(line) for line in (Path(root) / ANNOTATIONS).read_text(encoding="utf-8").splitlines() if line.strip())
     return [
         {"task": task, "id": doc["sample_id"],
-         "response": two_phase_replies(doc, index) if task == TWO_PHASE_TASK else demo_response(doc, index)}
+         "response": two_phase_replies(doc, index) if task in TWO_PHASE_TASKS else demo_response(doc, index)}
         for task in TASKS
         for index, doc in enumerate(docs)
     ]

@@ -6,9 +6,9 @@ One generation per question, the official CoT template, scored for both tracks (
 - `vr_bench_mcq` (`mcq` mode): the same generation; MCQ-O only, no judge.
 - `vr_bench_text` (`text` mode): the paper's LLM setting: summary + question, no visual input.
 - `vr_bench_official`: `judge` mode under the official protocol (see `scoring.py`).
-- `vr_bench_two_phase` (`two_phase` mode): the paper's protocol instead, two generations: the Fig.
-  A20 reasoning prompt (no options), then the options (`two_phase_turn`); OE-P rates round 1, MCQ-O
-  reads round 2.
+- `vr_bench_two_phase`, `vr_bench_text_two_phase` (`judge` / `text` mode, documents marked
+  `two_phase`): the paper's protocol instead, two generations: the Fig. A20 reasoning prompt (no
+  options), then the options (`two_phase_turn`); OE-P rates round 1, MCQ-O reads round 2.
 
 The task's lmms-eval hooks call these functions with a judge answering `ask.Request`s and a
 `Media` that gets the frames. The task's mode and protocol are stamped on every document and copied into every
@@ -67,7 +67,7 @@ VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what 
 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
-TWO_PHASE = "two_phase"  # the mode of `vr_bench_two_phase`: the paper's reasoning round, then the choice round
+TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
 ROUNDS = "rounds"  # the key of the two replies in a two-phase response
 
 MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
@@ -106,10 +106,13 @@ def protocol_from_env() -> str:
     return task_protocol_of()
 
 
-def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
-    """The task's documents: every question, stamped with the task's mode and protocol (in place)."""
+def stamp(docs: list[dict], mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
+    """The task's documents: every question, stamped with the task's mode and protocol, and marked
+    `two_phase` for the paper's protocol (in place)."""
     for doc in docs:
         doc["mode"], doc["protocol"] = mode, protocol
+        if two_phase:
+            doc[TWO_PHASE] = True
     return docs
 
 
@@ -184,7 +187,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previo
     """The official CoT prompt (question, `X: text` option lines, the video summary); for the
     two-phase task, the prompt of its next round (`two_phase_turn`; lmms-eval's agentic loop
     passes the rounds' replies as `previous_output`)."""
-    if doc.get("mode") == TWO_PHASE:
+    if doc.get(TWO_PHASE):
         return two_phase_turn(doc, previous_output or [])
     return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
 
@@ -195,7 +198,7 @@ def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
     beside the round-1 reply without its reasoning blocks (as a chat template keeps an earlier
     turn). After round 2: done, both replies packed into the one response lmms-eval logs."""
     if not replies:
-        return prompts.reasoning_prompt(doc["question"], doc["video_summary"])
+        return prompts.reasoning_prompt(doc["question"], doc["video_summary"], with_video=doc["mode"] != "text")
     if len(replies) == 1:
         choice = prompts.choice_prompt(doc["question"], [tuple(o) for o in doc["options"]], strip_reasoning(replies[0]))
         return [], choice, False, None, None
@@ -214,7 +217,7 @@ def unpack_rounds(response: Any) -> tuple[str, str]:
         except (ValueError, AttributeError):
             rounds = None
     if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
-        raise DataError(f"vr_bench_two_phase: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
+        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
                         f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
     return rounds[0], rounds[1]
 
@@ -257,7 +260,7 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     reasoning has no letter (wrong, counted in `reasoning_truncated`). `settings`: the task's
     (`registry.Benchmark.record`), which make the reply fields.
     """
-    reply = two_phase_reply(response, settings) if doc["mode"] == TWO_PHASE else reply_record(response, settings)
+    reply = two_phase_reply(response, settings) if doc.get(TWO_PHASE) else reply_record(response, settings)
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     no_letter = reply["model_failed"] or reply["reasoning_truncated"]
     return {
