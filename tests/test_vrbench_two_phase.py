@@ -139,3 +139,19 @@ def test_two_phase_through_lmms_eval(tmp_path, monkeypatch):
     for index, doc in enumerate(docs):
         first, second = sample.two_phase_replies(doc, index)
         assert (by_id[doc["sample_id"]]["response"], by_id[doc["sample_id"]]["choice_response"]) == (first, second)
+
+
+def test_replay_answers_a_list_one_reply_per_round(tmp_path):
+    from lmms_video_reasoning.utils.lmms.replay_model import PredictionsError, ReplayModel, load_predictions
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(json.dumps({"task": "t", "id": "q1", "response": ["reasoning", "<Answer> B"]}) + "\n")
+    assert load_predictions(path) == {("t", "q1"): ("reasoning", "<Answer> B")}
+    model = ReplayModel(predictions=str(path))
+    model.task_dict = {"t": {"test": [{"sample_id": "q1"}]}}
+    assert [model._respond("t", "test", 0) for _round in range(2)] == ["reasoning", "<Answer> B"]
+    with pytest.raises(PredictionsError, match="has 2 replies .* and round 3 was asked"):
+        model._respond("t", "test", 0)
+    path.write_text(json.dumps({"id": "q1", "response": ["reasoning", 7]}) + "\n")
+    with pytest.raises(PredictionsError, match="record 1: response must be a string .or a list of strings, one per round."):
+        load_predictions(path)
