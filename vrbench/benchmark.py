@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
+from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
@@ -96,45 +97,30 @@ def build_docs(mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
     return task.stamp(docs.flatten(data.load_records()), mode, protocol, two_phase)
 
 
-def _load(task_name: str, mode: str, media: bool, judge: bool, two_phase: bool = False):
+def _load(task_name: str, mode: str, two_phase: bool = False):
     """A task's documents, stamped with its mode and protocol (the task's option, which
     `VRBENCH_PROTOCOL` overrides), checked before generation (`utils.lmms.preflight`): the videos
-    (not for the text-only task) and the judge (not for the MCQ-only task)."""
+    (not for the text-only tasks) and the judge (not for the MCQ-only task)."""
     from lmms_video_reasoning.utils.lmms import preflight
 
     protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when the documents are
-    check = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())) if media else None
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check, judge="vrbench" if judge else None)
+    media = lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())  # noqa: E731
+    check = preflight.MediaCheck(data.VRBENCH, media) if mode != "text" else None
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check,
+                               judge="vrbench" if mode != "mcq" else None)
 
 
-def load_docs(_placeholder=None):
-    """`process_docs` of vr_bench."""
-    return _load("vr_bench", "judge", media=True, judge=True)
+def _process_docs(task_name: str, mode: str, two_phase: bool = False):
+    """The `process_docs` hook of one task (lmms-eval hands it a placeholder dataset)."""
+    return lambda _placeholder=None: _load(task_name, mode, two_phase)
 
 
-def load_docs_mcq(_placeholder=None):
-    """`process_docs` of vr_bench_mcq."""
-    return _load("vr_bench_mcq", "mcq", media=True, judge=False)
-
-
-def load_docs_text(_placeholder=None):
-    """`process_docs` of vr_bench_text."""
-    return _load("vr_bench_text", "text", media=False, judge=True)
-
-
-def load_docs_official(_placeholder=None):
-    """`process_docs` of vr_bench_official."""
-    return _load("vr_bench_official", "judge", media=True, judge=True)
-
-
-def load_docs_two_phase(_placeholder=None):
-    """`process_docs` of vr_bench_two_phase."""
-    return _load("vr_bench_two_phase", "judge", media=True, judge=True, two_phase=True)
-
-
-def load_docs_text_two_phase(_placeholder=None):
-    """`process_docs` of vr_bench_text_two_phase."""
-    return _load("vr_bench_text_two_phase", "text", media=False, judge=True, two_phase=True)
+load_docs = _process_docs("vr_bench", "judge")
+load_docs_mcq = _process_docs("vr_bench_mcq", "mcq")
+load_docs_text = _process_docs("vr_bench_text", "text")
+load_docs_official = _process_docs("vr_bench_official", "judge")
+load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge", two_phase=True)
+load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_phase=True)
 
 
 # ----------------------------------------------------------------------------------------
@@ -251,9 +237,7 @@ class VrBenchScoring(ScoringAdapter):
         return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):
-        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return task.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True,
-                                          failed_share=settings.get(failure_share.FAILED_SHARE.option))
+        return point(self.columns(records, outcomes, settings))
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
