@@ -112,15 +112,7 @@ def cut_summary(summary: str) -> str:
     return summary[:SUMMARY_LIMIT]
 
 
-def unique_answer_messages(question: str, response: str, procedure: str, answer: str) -> list[dict]:
-    """Chat messages of the unique-answer judge (system + filled human template)."""
-    user = load(UNIQUE_HUMAN).format(question=question, response=response, procedure=procedure, answer=answer)
-    return [{"role": "system", "content": load(UNIQUE_SYSTEM)}, {"role": "user", "content": user}]
-
-
-def non_unique_answer_messages(summary: str, question: str, response: str, procedure: str, answer: str) -> list[dict]:
-    """Chat messages of the non-unique-answer judge; `summary` is used as given (cut it first)."""
-    user = load(NON_UNIQUE_HUMAN).format(
-        video_summary=summary, question=question, response=response, procedure=procedure, answer=answer
-    )
-    return [{"role": "system", "content": load(NON_UNIQUE_SYSTEM)}, {"role": "user", "content": user}]
+def judge_prompt(system: str, human: str, **fields: str) -> list[dict]:
+    """Chat messages of a judge: its system prompt, then its human template filled with `fields`
+    (the non-unique-answer one's `video_summary` used as given: cut it first)."""
+    return [{"role": "system", "content": load(system)}, {"role": "user", "content": load(human).format(**fields)}]
