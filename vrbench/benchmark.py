@@ -3,8 +3,9 @@
 `GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
 `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
 is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
-declaration (`BENCHMARK`). The task itself (inputs, records, metrics; one generation scored for
-both tracks) is `task.py`, shared with the upstream task folder.
+declaration (`BENCHMARK`). The task itself (inputs, records, metrics; one generation, or the
+paper's two for the `*_two_phase` tasks, scored for both tracks) is `task.py`, shared with the
+upstream task folder.
 
 Documents are stamped with the task's mode and protocol (its option, `VRBENCH_PROTOCOL`
 overrides). Video-native models get a clip of the protocol frames, or of exactly the frames

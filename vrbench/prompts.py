@@ -33,7 +33,8 @@ UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 # Round 1 of the two-phase protocol: the paper's Fig. A20 prompt, system prompt (b) for VLMs ("video and
-# summary") or (a) for LLMs ("video summary"), then the user prompt (c), transcribed from the paper's text (arXiv:2506.10857; no official code holds it).
+# summary") or (a) for LLMs ("video summary"), then the user prompt (c), transcribed from the paper's
+# text (arXiv:2506.10857; no official code holds it).
 PAPER_REASONING_PROMPT = Template("""You are a helpful video understanding assistant designed to answer multi-step reasoning \
 questions based on the $basis.
 You should break down the reasoning process into clear, specific events.

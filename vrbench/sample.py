@@ -273,7 +273,7 @@ def two_phase_replies(doc: dict, index: int) -> list[str]:
     letter = _LETTER_ANSWER.search(response)
     if letter is None:
         return [response, response]
-    return [_LETTER_ANSWER.sub(f"<Answer> {doc['original_answer']}", response), f"<Answer> {letter.group(1) or letter.group(2)}"]
+    return [_LETTER_ANSWER.sub(lambda _letter: f"<Answer> {doc['original_answer']}", response), f"<Answer> {letter.group(1) or letter.group(2)}"]
 
 
 def demo_predictions(root: Path) -> list[dict]:

@@ -1,6 +1,6 @@
 """VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
 
-One generation per question, the official CoT template, scored for both tracks (but one task):
+One generation per question (two for the paper's protocol), the official CoT template, scored for both tracks:
 
 - `vr_bench` (`judge` mode): frames (or the video) + template; MCQ-O and OE-P from the same response.
 - `vr_bench_mcq` (`mcq` mode): the same generation; MCQ-O only, no judge.
@@ -67,10 +67,9 @@ VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what 
 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
+MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
 TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
 ROUNDS = "rounds"  # the key of the two replies in a two-phase response
-
-MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
 
 
 class Media(Protocol):

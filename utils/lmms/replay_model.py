@@ -4,8 +4,8 @@
 
 Each line of the JSONL is `{"task": "<task name>", "id": <native id>, "response": "..."}`
 (`task` may be omitted; `response` may be a list of replies, one per round of a multi-round task:
-the n-th request for a document gets the n-th). The native id is the document's `sample_id` field, which every
-task of this suite builds from the dataset's ids (a task asking one question in several
+the n-th request for a document gets the n-th). The native id is the document's `sample_id`
+field, which every task of this suite builds from the dataset's ids (a task asking one question in several
 modes appends `:<mode>`). The model never calls `doc_to_visual`, so no video
 is decoded: it scores predictions made by another inference stack with these protocols,
 and drives the project's end-to-end tests.
