@@ -27,28 +27,8 @@ benchmark's `scoring`), so lmms-eval's Stderr column finds the benchmark's headl
 any naming convention, and their standard error is asked of the ScoreOnce that scored the
 records, with its outcomes.
 
-The three folders of this suite share one layout, each file with one meaning (only
-`benchmark.py` and the task folder are required of a new benchmark):
-
-    benchmark.py     the binding: the declaration above (its tasks, the official judge's defaults
-                     `JUDGE`), the lmms-eval hooks (process_docs with the checks before generation,
-                     doc_to_visual/text/messages; the declared ones through `__getattr__`), "get the
-                     frames" on the data root (`PluginMedia`: frame plans checked against the files,
-                     proxy clips), and the scoring with the judge engine (`scored_records`)
-    tasks/           the task and group YAMLs generated from `tasks`/`groups`, and `doc_source.json`
-                     (lmms-eval's one-row placeholder)
-  the task, whoever runs it (shared with the upstream task folder; written against "ask the judge",
-  `utils.core.ask`, and "get the frames", the task's `Media`):
-    task.py          inputs, build_record (the per-sample record: never judges, never raises), metrics
-                     from judge outcomes, score_with(records, judge) -> (metrics, outcomes)
-    docs.py          annotation records -> task documents, checked
-    frames.py        the frame plan (`utils.core.frame_plan.FramePlan`: index and timestamp formulas)
-    prompts.py       official prompt text (files in prompts/)
-    judging.py       judge requests (official prompts, parsers, re-asks), batch judging
-    scoring.py       pure functions: reply parsers, per-sample verdicts, metric formulas
-  and:
-    data.py          Hub layout, annotations, media resolvers, what `prepare` checks
-    report.py        its section of `lmms-vr report`; sample.py the generated sample; README.md; reference_tables.json
+Each benchmark folder has the same files with the same meanings (docs/internals.md, *Layout*);
+only `benchmark.py` and the task folder are required of a new benchmark.
 
 Registration, in report order: the folders shipped with the suite (`BUILTIN`); then installed
 packages' entry points in the group `lmms_video_reasoning.benchmarks` (`name = "pkg.benchmark:BENCHMARK"`);
