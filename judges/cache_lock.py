@@ -129,14 +129,18 @@ class CacheLockTimeout(sqlite3.OperationalError):
     """The cache's lock stayed held past LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S (its message names the owner and the fix)."""
 
 
-def _proc_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22); tells a
-    reused pid from the owner. None where /proc cannot say."""
+def _proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (the state first; [] where /proc cannot say)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
+        return []
+    return text[text.rfind(")") + 2:].split()
+
+
+def _proc_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, field 22); tells a reused pid from the owner."""
+    fields = _proc_stat(pid)
     return fields[19] if len(fields) > 19 else None
 
 
@@ -159,12 +163,8 @@ def _process_alive(pid: int, proc_start: str | None) -> bool:
         return False
     except OSError:  # EPERM: alive, another user's
         pass
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-        if state[state.rfind(")") + 2:].startswith("Z"):
-            return False  # a zombie holds nothing
-    except OSError:
-        pass
+    if _proc_stat(pid)[:1] == ["Z"]:
+        return False  # a zombie holds nothing
     now_start = _proc_start(pid)
     return not (proc_start and now_start and now_start != proc_start)  # a reused pid is another process
 
