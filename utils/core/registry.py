@@ -72,22 +72,12 @@ class Scored(NamedTuple):
 
 class ScoringAdapter:
     """One benchmark's scoring, as the task's aggregation (`utils.results.aggregation.ScoreOnce`),
-    `lmms-vr score` and `lmms-vr report` use it.
+    `lmms-vr score` and `lmms-vr report` use it (each method says what it gives).
 
-    `score` is the benchmark's own scoring (its aggregation's code path): the metrics and the
-    per-sample outcomes it computed them from, once (`Scored`; the standard errors and the
-    samples file of `lmms-vr score` take the outcomes from there). `outcomes` runs the same
-    judging / parsing per sample again with another judge (the report's reader of the judge
-    cache, the judge agreement's recorder) and returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes;
-    `columns` is where a benchmark defines them once (each sample's contribution and the metrics
-    from their sums, `utils/core/columns.py`: `metrics` is their `point`, a bootstrap resample the
-    same aggregate of its sums, `utils/results/resampling.py`); `report_record` is what those read of a
-    record (all the report keeps); `question` and `unit` name a record's question and its
-    resampling unit. `judge`, in `score` and `outcomes`, is the judge to ask, handed over by
-    the caller that owns it (an object with `ask` and `map`, `utils.core.ask.Judge`; None: no
-    judge configured): the aggregation and `lmms-vr score` pass the configured judge (or a reader
-    of the judge cache), the estimate and batch passes their judge that does not send, the report
-    a reader of the run's judge cache. The caller also does the judge's accounting and summary.
+    `judge`, in `score` and `outcomes`, is handed over by the caller that owns it (an object with
+    `ask` and `map`, `utils.core.ask.Judge`; None: no judge configured): the configured judge, a
+    reader of the judge cache, or the estimate and batch passes' judge that does not send. The
+    caller also does the judge's accounting and summary.
     """
 
     name = ""
@@ -105,10 +95,13 @@ class ScoringAdapter:
         return True
 
     def outcomes(self, records: Sequence[dict], settings: Any, judge: Any) -> list[dict] | None:
-        """Per-sample outcomes with `judge`, or None when they need a judge and `judge` is None."""
+        """The same judging / parsing as `score`, per sample, with another judge (the report's
+        reader of the judge cache, the judge agreement's recorder): JSON-ready outcomes, or None
+        when they need a judge and `judge` is None."""
         raise NotImplementedError
 
     def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
+        """Every metric, recomputed from records and their outcomes."""
         raise NotImplementedError
 
     def columns(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> Any:
