@@ -119,7 +119,6 @@ LOCK_WAIT = settings.declare(
     "LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S", "float", 900.0,
     "network-mode judge cache: the longest a statement waits for the cache's lock before it fails with an error "
     "naming the lock and its owner (keep it above LMMS_VR_JUDGE_CACHE_STALE_LOCK_S)", minimum=0.1)
-STALE_LOCK_S = STALE_LOCK.default  # the documented bound (10 minutes)
 LOCK_REPORT_FIRST_S = 3.0  # a waiter says it is waiting after this long...
 LOCK_REPORT_EVERY_S = 30.0  # ...and again at this interval
 _OWNER = "owner"  # the file in the lock directory naming its holder
