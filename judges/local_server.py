@@ -25,6 +25,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
 
+
 def echo_responder(body: dict) -> str:
     """Default reply: the last user message's text, prefixed with "echo: "."""
     return "echo: " + last_user_text(body)
