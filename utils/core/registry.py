@@ -442,10 +442,6 @@ def listing(benchmarks_: Sequence[Benchmark]) -> str:
     return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks_)
 
 
-def names() -> list[str]:
-    return [b.name for b in benchmarks()]
-
-
 def get(name: str) -> Benchmark:
     """The benchmark called `name` (or one of its aliases: its name is the canonical one, the one
     every command and message prints; an alias, e.g. a task-style name, is accepted)."""
