@@ -14,17 +14,16 @@ from lmms_video_reasoning.judges.process_registry import cache_reader, get_judge
 def __getattr__(name: str):
     # Lazy, so `python -m lmms_video_reasoning.judges.local_server` does not import the
     # module twice (runpy warns about that).
-    if name in ("LocalJudgeServer", "FaultPlan"):
+    if name == "LocalJudgeServer":
         from lmms_video_reasoning.judges import local_server
 
-        return getattr(local_server, name)
+        return local_server.LocalJudgeServer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "NOT_COMPUTED",
     "CacheOnlyJudge",
-    "FaultPlan",
     "Judge",
     "JudgeConfig",
     "JudgeConfigError",

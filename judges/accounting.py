@@ -13,20 +13,18 @@ from dataclasses import dataclass, field
 # Recorded as the answering model when a reply has no `model` field.
 UNNAMED_MODEL = "(not named in the reply)"
 
-# calls: HTTP requests sent (retries included); cache_refused: cached replies not served
-# (did not parse, another judge's, or recorded before the answering model was kept);
-# not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`;
-# cache_errors: cache reads and writes that failed (a verdict not stored is paid for again);
-# batch_failed / batch_due: not_computed requests the offline batch flow holds (judges/batch_ledger.py,
-# `BatchBoundJudge`): failed in its batches / exported or due again but not answered yet.
-_COUNTERS = ("calls", "cache_hits", "cache_refused", "failures", "not_computed", "reasks", "retries",
-             "prompt_tokens", "completion_tokens", "usage_unreported", "cache_errors", "batch_failed", "batch_due")
-
 
 @dataclass
 class JudgeStats:
-    """Thread-safe accounting of one Judge."""
+    """Thread-safe accounting of one Judge. Its int fields are the counters (`_COUNTERS`), each kept
+    per request tag too."""
 
+    # calls: HTTP requests sent (retries included); cache_refused: cached replies not served
+    # (did not parse, another judge's, or recorded before the answering model was kept);
+    # not_computed: CacheOnlyJudge misses; usage_unreported: replies without a valid `usage`;
+    # cache_errors: cache reads and writes that failed (a verdict not stored is paid for again);
+    # batch_failed / batch_due: not_computed requests the offline batch flow holds (judges/batch_ledger.py,
+    # `BatchBoundJudge`): failed in its batches / exported or due again but not answered yet.
     calls: int = 0
     cache_hits: int = 0
     cache_refused: int = 0
@@ -96,3 +94,6 @@ class JudgeStats:
             out["failure_reasons"] = dict(sorted(self.failure_reasons.items(), key=lambda item: -item[1]))
             out["outage"] = dict(self.outage) if self.outage else None
             return out
+
+
+_COUNTERS = tuple(name for name, spec in JudgeStats.__dataclass_fields__.items() if spec.type == "int")

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 from lmms_video_reasoning.judges.config import JudgeConfigError
 from lmms_video_reasoning.judges.transport import AttemptFailed, parse_completion, request_body
 from lmms_video_reasoning.utils.core.ask import Request
+from lmms_video_reasoning.utils.core.files import atomic_target
 
 CHAT_URL = "/v1/chat/completions"
 
@@ -157,16 +158,12 @@ def split_bytes(data: bytes) -> list[bytes]:
     return lines[:-1] if lines and lines[-1] == b"" else lines
 
 
-
 def write_lines(path: Path, lines: Sequence[dict]) -> None:
     """A batch input file, written whole (atomically)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-    partial.replace(path)
+    with atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
 
 
 def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> list[list[bytes]]:

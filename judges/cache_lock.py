@@ -1,30 +1,15 @@
-"""How the judge cache's SQLite file is locked, which depends on the file system it is on.
+"""How the judge cache's SQLite file is locked, which depends on the file system it is on
+(docs/judges.md, "The judge cache on cluster file systems", says it for users).
 
-Where the file lives decides how it is locked (``cache_mode``):
-
-- a local file system: WAL mode (readers never wait for writers), POSIX locks;
-- a network or cluster file system (NFS, Lustre, GPFS, BeeGFS, CIFS, sshfs, ...; read from
-  ``/proc/mounts``): WAL is not safe there. Its index lives in a shared-memory file that
-  processes on different hosts cannot share, so a run on a compute node and
-  `lmms-vr score` on the login node could corrupt the file. POSIX advisory locks are
-  unreliable there too (Lustre without ``-o flock`` keeps them per node). So the cache uses
-  a rollback journal (``journal_mode=DELETE``, nothing shared in memory) and a dot-file lock:
-  each statement (or short transaction, `cache.ReplyCache.locked`) holds ``<cache>.lock``, a
-  directory made with ``mkdir``, which is atomic on these file systems (the lock SQLite's
-  ``unix-dotfile`` VFS makes, so older versions of this suite take turns with this one). The
-  cache takes it itself and tells SQLite not to lock (``unix-none``), so that the lock can say
-  who holds it: ``<cache>.lock/owner`` records the host, the pid and since when.
-  A waiter re-reads the owner on every attempt (`DotLock`): an owner on the same host whose
-  process is gone is stale at once; an owner on another host (or unknown: a lock made by an
-  older version) when it is older than ``LMMS_VR_JUDGE_CACHE_STALE_LOCK_S`` (no statement
-  here holds it for more than milliseconds). A stale lock is removed with one WARNING naming
-  the owner and why, under ``<cache>.lock.break`` so that two waiters never remove a lock one
-  of them has just taken again. A waiter says so (which lock, held by whom, since when) after
-  a few seconds and then periodically, and gives up after ``LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S``
-  with an error naming the lock, its owner and the fix. SIGTERM (with no handler of the
-  application's own) releases the lock before the process ends; SIGKILL cannot, which is what
-  the staleness rules are for.
-  ``LMMS_VR_JUDGE_CACHE_MODE=network|local`` overrides the detection.
+`cache_mode`: on a local file system, WAL and POSIX locks; on a network one (``/proc/mounts``;
+``LMMS_VR_JUDGE_CACHE_MODE`` overrides), a rollback journal and SQLite told not to lock
+(``unix-none``): each statement holds ``<cache>.lock``, a directory made with ``mkdir`` (atomic
+there; the lock SQLite's ``unix-dotfile`` VFS makes, so older versions take turns with this one),
+whose ``owner`` file names the host, pid and since when. `DotLock` waits for it, re-reading the
+owner each attempt: a dead owner on this host is stale at once, another host's (or an unknown
+one's) past ``LMMS_VR_JUDGE_CACHE_STALE_LOCK_S``; a stale lock is removed under
+``<cache>.lock.break`` (two waiters never remove a lock one has just taken again). SIGTERM
+releases it (`release_on_sigterm`); SIGKILL cannot, which is what the staleness rules are for.
 """
 
 from __future__ import annotations
@@ -134,7 +119,6 @@ LOCK_WAIT = settings.declare(
     "LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S", "float", 900.0,
     "network-mode judge cache: the longest a statement waits for the cache's lock before it fails with an error "
     "naming the lock and its owner (keep it above LMMS_VR_JUDGE_CACHE_STALE_LOCK_S)", minimum=0.1)
-STALE_LOCK_S = STALE_LOCK.default  # the documented bound (10 minutes)
 LOCK_REPORT_FIRST_S = 3.0  # a waiter says it is waiting after this long...
 LOCK_REPORT_EVERY_S = 30.0  # ...and again at this interval
 _OWNER = "owner"  # the file in the lock directory naming its holder
@@ -144,14 +128,18 @@ class CacheLockTimeout(sqlite3.OperationalError):
     """The cache's lock stayed held past LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S (its message names the owner and the fix)."""
 
 
-def _proc_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22); tells a
-    reused pid from the owner. None where /proc cannot say."""
+def _proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (the state first; [] where /proc cannot say)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
+        return []
+    return text[text.rfind(")") + 2:].split()
+
+
+def _proc_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, field 22); tells a reused pid from the owner."""
+    fields = _proc_stat(pid)
     return fields[19] if len(fields) > 19 else None
 
 
@@ -174,12 +162,8 @@ def _process_alive(pid: int, proc_start: str | None) -> bool:
         return False
     except OSError:  # EPERM: alive, another user's
         pass
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-        if state[state.rfind(")") + 2:].startswith("Z"):
-            return False  # a zombie holds nothing
-    except OSError:
-        pass
+    if _proc_stat(pid)[:1] == ["Z"]:
+        return False  # a zombie holds nothing
     now_start = _proc_start(pid)
     return not (proc_start and now_start and now_start != proc_start)  # a reused pid is another process
 

@@ -233,7 +233,7 @@ class JudgeConfig:
                     base_url, base_url_env = _check_url(_strip_endpoint(value), name), name
                     break
 
-        timeout = _float(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S)
+        timeout = _number(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S)
         model, model_env = named_model(benchmark, env)
         if host is not None:
             # The host's server serves its own model: never the benchmark's default name.
@@ -255,11 +255,11 @@ class JudgeConfig:
             key_env=key_env,
             base_url_env=base_url_env,
             model_env=model_env,
-            concurrency=_int(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
+            concurrency=_number(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
             cache_path=cache_path_from_env(env),
-            max_calls=_int(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
+            max_calls=_number(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
             timeout=timeout,
-            max_reply_bytes=_int(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
+            max_reply_bytes=_number(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
             prices=_prices(env),
         )
 
@@ -382,29 +382,18 @@ def _check_url(url: str, variable: str) -> str:
     return url.rstrip("/")
 
 
-def _int(env: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+def _number(env: Mapping[str, str], name: str, default: float | None, minimum: int | None = None) -> float | None:
+    """The variable as an integer >= ``minimum``, or (``minimum`` None) as seconds, a number > 0."""
     raw = _get(env, name)
     if raw is None:
         return default
+    seconds = minimum is None
     try:
-        value = int(raw)
+        value = float(raw) if seconds else int(raw)
     except ValueError:
-        raise JudgeConfigError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise JudgeConfigError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = _get(env, name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise JudgeConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise JudgeConfigError(f"{name} must be > 0, got {value}")
+        raise JudgeConfigError(f"{name} must be {'a number of seconds' if seconds else 'an integer'}, got {raw!r}") from None
+    if value <= 0 if seconds else value < minimum:
+        raise JudgeConfigError(f"{name} must be {'> 0' if seconds else f'>= {minimum}'}, got {value}")
     return value
 
 

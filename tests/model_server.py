@@ -21,7 +21,7 @@ import io
 import threading
 import zlib
 
-from lmms_video_reasoning.judges import FaultPlan  # noqa: F401 (re-exported for tests)
+from judge_faults import FaultPlan  # noqa: F401 (re-exported for tests)
 from lmms_video_reasoning.judges import LocalJudgeServer as _LocalJudgeServer
 
 SAMPLE_JUDGE_MODEL = "sample-oracle"  # the judge model the end-to-end tests name (LMMS_VR_JUDGE_MODEL)

@@ -58,7 +58,7 @@ def toy_benchmark(monkeypatch):
 
 
 def test_the_toy_is_one_folder_found_by_its_registration_line(toy_benchmark):
-    assert registry.names() == ["vcr_bench", "vrbench", "cg_bench", "toy_bench"]  # built-in first: report order
+    assert [b.name for b in registry.benchmarks()] == ["vcr_bench", "vrbench", "cg_bench", "toy_bench"]  # built-in first: report order
     assert registry.get("toy") is toy_benchmark
     assert registry.task_dirs()[-1] == TESTS / "toy_bench" / "tasks"
     assert registry.task_names()["toy_count"] is toy_benchmark and toy_benchmark.binding == "toy_bench.benchmark"
@@ -148,7 +148,7 @@ def test_a_broken_registration_is_named_and_hides_no_other_task(monkeypatch, tmp
     monkeypatch.setattr(registry, "_registered", {})
     monkeypatch.setattr(registry, "_builtin_loaded", False)
     monkeypatch.delenv(registry.BENCHMARKS_ENV)
-    assert registry.names() == ["vcr_bench", "vrbench", "cg_bench"]
+    assert [b.name for b in registry.benchmarks()] == ["vcr_bench", "vrbench", "cg_bench"]
 
 
 def test_a_declaration_is_checked():
@@ -199,7 +199,7 @@ def test_the_declared_hooks_are_made_once_from_the_declaration():
 
 
 def test_the_registry_finds_the_suites_benchmarks_in_report_order():
-    assert registry.names() == ["vcr_bench", "vrbench", "cg_bench"]
+    assert [b.name for b in registry.benchmarks()] == ["vcr_bench", "vrbench", "cg_bench"]
     assert registry.get("vr_bench") is registry.get("vrbench")  # the alias `lmms-vr prepare vr_bench` accepts
     with pytest.raises(ValueError, match="unknown benchmark 'nope'.*vcr_bench, vrbench .or vr_bench., cg_bench"):
         registry.get("nope")

@@ -10,10 +10,10 @@ import tracemalloc
 
 import pytest
 
+from judge_faults import FaultPlan
 from lmms_video_reasoning.judges import (
     NOT_COMPUTED,
     CacheOnlyJudge,
-    FaultPlan,
     JudgeConfig,
     JudgeConfigError,
     LocalJudgeServer,

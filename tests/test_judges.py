@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from judge_faults import FaultPlan
 from lmms_video_reasoning.judges import (
-    FaultPlan,
     Judge,
     JudgeConfig,
     JudgeConfigError,

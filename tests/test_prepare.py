@@ -324,7 +324,7 @@ def test_one_name_per_benchmark_in_what_prepare_and_doctor_print(tmp_path, capsy
     from lmms_video_reasoning.utils.tools.cli import build_parser, main
     from lmms_video_reasoning.utils.tools.sample import write_sample
 
-    canonical = registry.names()
+    canonical = [b.name for b in registry.benchmarks()]
     for benchmark in registry.builtin():
         assert benchmark.data().SOURCE.benchmark == benchmark.name  # the name `prepare_command` prints
     assert registry.get("vr_bench").name == "vrbench"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lmms_video_reasoning.judges import FaultPlan, LocalJudgeServer
-from lmms_video_reasoning.judges.local_server import request_fingerprint
+from judge_faults import FaultPlan, request_fingerprint
+from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.results import score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment, judge_env

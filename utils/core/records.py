@@ -29,10 +29,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-COMMON_FIELDS = ("sample_id", "response", "final_answer", "reasoning_truncated", "judged_reply", "model_failed", "model_failure",
-                 "settings")
-
-
 def process_results(record_of: Callable[[dict, Any], dict], metrics: Sequence[str]):
     """A task's lmms-eval `process_results` hook: the sample's record, `record_of(doc, reply)`
     (`registry.Benchmark.record`: the benchmark's `build_record` with the task's options and

@@ -27,28 +27,8 @@ benchmark's `scoring`), so lmms-eval's Stderr column finds the benchmark's headl
 any naming convention, and their standard error is asked of the ScoreOnce that scored the
 records, with its outcomes.
 
-The three folders of this suite share one layout, each file with one meaning (only
-`benchmark.py` and the task folder are required of a new benchmark):
-
-    benchmark.py     the binding: the declaration above (its tasks, the official judge's defaults
-                     `JUDGE`), the lmms-eval hooks (process_docs with the checks before generation,
-                     doc_to_visual/text/messages; the declared ones through `__getattr__`), "get the
-                     frames" on the data root (`PluginMedia`: frame plans checked against the files,
-                     proxy clips), and the scoring with the judge engine (`scored_records`)
-    tasks/           the task and group YAMLs generated from `tasks`/`groups`, and `doc_source.json`
-                     (lmms-eval's one-row placeholder)
-  the task, whoever runs it (shared with the upstream task folder; written against "ask the judge",
-  `utils.core.ask`, and "get the frames", the task's `Media`):
-    task.py          inputs, build_record (the per-sample record: never judges, never raises), metrics
-                     from judge outcomes, score_with(records, judge) -> (metrics, outcomes)
-    docs.py          annotation records -> task documents, checked
-    frames.py        the frame plan (`utils.core.frame_plan.FramePlan`: index and timestamp formulas)
-    prompts.py       official prompt text (files in prompts/)
-    judging.py       judge requests (official prompts, parsers, re-asks), batch judging
-    scoring.py       pure functions: reply parsers, per-sample verdicts, metric formulas
-  and:
-    data.py          Hub layout, annotations, media resolvers, what `prepare` checks
-    report.py        its section of `lmms-vr report`; sample.py the generated sample; README.md; reference_tables.json
+Each benchmark folder has the same files with the same meanings (docs/internals.md, *Layout*);
+only `benchmark.py` and the task folder are required of a new benchmark.
 
 Registration, in report order: the folders shipped with the suite (`BUILTIN`); then installed
 packages' entry points in the group `lmms_video_reasoning.benchmarks` (`name = "pkg.benchmark:BENCHMARK"`);
@@ -92,22 +72,12 @@ class Scored(NamedTuple):
 
 class ScoringAdapter:
     """One benchmark's scoring, as the task's aggregation (`utils.results.aggregation.ScoreOnce`),
-    `lmms-vr score` and `lmms-vr report` use it.
+    `lmms-vr score` and `lmms-vr report` use it (each method says what it gives).
 
-    `score` is the benchmark's own scoring (its aggregation's code path): the metrics and the
-    per-sample outcomes it computed them from, once (`Scored`; the standard errors and the
-    samples file of `lmms-vr score` take the outcomes from there). `outcomes` runs the same
-    judging / parsing per sample again with another judge (the report's reader of the judge
-    cache, the judge agreement's recorder) and returns JSON-ready outcomes; `metrics` recomputes every metric from records and outcomes;
-    `columns` is where a benchmark defines them once (each sample's contribution and the metrics
-    from their sums, `utils/core/columns.py`: `metrics` is their `point`, a bootstrap resample the
-    same aggregate of its sums, `utils/results/resampling.py`); `report_record` is what those read of a
-    record (all the report keeps); `question` and `unit` name a record's question and its
-    resampling unit. `judge`, in `score` and `outcomes`, is the judge to ask, handed over by
-    the caller that owns it (an object with `ask` and `map`, `utils.core.ask.Judge`; None: no
-    judge configured): the aggregation and `lmms-vr score` pass the configured judge (or a reader
-    of the judge cache), the estimate and batch passes their judge that does not send, the report
-    a reader of the run's judge cache. The caller also does the judge's accounting and summary.
+    `judge`, in `score` and `outcomes`, is handed over by the caller that owns it (an object with
+    `ask` and `map`, `utils.core.ask.Judge`; None: no judge configured): the configured judge, a
+    reader of the judge cache, or the estimate and batch passes' judge that does not send. The
+    caller also does the judge's accounting and summary.
     """
 
     name = ""
@@ -125,10 +95,13 @@ class ScoringAdapter:
         return True
 
     def outcomes(self, records: Sequence[dict], settings: Any, judge: Any) -> list[dict] | None:
-        """Per-sample outcomes with `judge`, or None when they need a judge and `judge` is None."""
+        """The same judging / parsing as `score`, per sample, with another judge (the report's
+        reader of the judge cache, the judge agreement's recorder): JSON-ready outcomes, or None
+        when they need a judge and `judge` is None."""
         raise NotImplementedError
 
     def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
+        """Every metric, recomputed from records and their outcomes."""
         raise NotImplementedError
 
     def columns(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> Any:
@@ -470,10 +443,6 @@ def usable() -> list[Benchmark]:
 def listing(benchmarks_: Sequence[Benchmark]) -> str:
     """`name (or alias), ...`: how commands and messages list the benchmarks."""
     return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks_)
-
-
-def names() -> list[str]:
-    return [b.name for b in benchmarks()]
 
 
 def get(name: str) -> Benchmark:

@@ -57,10 +57,6 @@ def cache_home() -> Path:
     return Path(base)
 
 
-def default_root(source: DataSource) -> Path:
-    return cache_home() / "data" / source.benchmark
-
-
 def root_problem(source: DataSource) -> str | None:
     """Why `$<BENCH>_ROOT` cannot be the benchmark's root (set, but not a folder), or None."""
     value = os.environ.get(source.root_env, "").strip()
@@ -75,7 +71,7 @@ def data_root(source: DataSource) -> Path:
     if problem:
         raise DataError(problem)
     value = os.environ.get(source.root_env, "").strip()
-    return Path(value).expanduser() if value else default_root(source)
+    return Path(value).expanduser() if value else cache_home() / "data" / source.benchmark
 
 
 @functools.lru_cache(maxsize=8)
@@ -104,10 +100,6 @@ def hub_unavailable() -> str | None:
     return _unreachable(constants.ENDPOINT)
 
 
-class DataUnavailable(DataError):
-    """The data cannot be had here at all (no root, no Hub): retrying cannot help."""
-
-
 def annotation_file(source: DataSource, relpath: str) -> Path:
     """Path of an annotation file, downloading it from the Hub when no local root is set.
 
@@ -121,9 +113,9 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
         raise DataError(f"annotation file {path} not found under {source.root_env}={root}; fetch it with `{source.prepare_command}`")
     why = hub_unavailable()
     if why:
-        # Inside lmms-eval, the task-load wrapper (`utils.preflight.task_load`) ends the run with
+        # Inside lmms-eval, the task-load wrapper (`utils.lmms.preflight.task_load`) ends the run with
         # this message alone (lmms-eval would retry it for a minute and bury it in a RetryError).
-        raise DataUnavailable(
+        raise DataError(
             f"{source.benchmark}: no local copy ({source.root_env} is not set and {path} does not exist) and {why}, "
             f"so {source.hub_repo} cannot be fetched. "
             f"Set {source.root_env} to a copy made by `{source.prepare_command}` (run where the Hub is reachable), "
