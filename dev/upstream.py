@@ -433,7 +433,7 @@ def used_parts(roots: list[Path], modules: dict[str, Path]) -> dict[str, set[str
 
 def shaken(source: str, keep: set[str]) -> str:
     """`source` without its module-level definitions outside `keep` (and the comment lines just above
-    each); every other line is the source's. Imports left unused are removed by ruff afterwards."""
+    each), and the imports only those used (ruff's F401 fix); every other line is the source's."""
     lines = source.splitlines(keepends=True)
     drop: set[int] = set()
     for node in ast.parse(source).body:
@@ -444,8 +444,12 @@ def shaken(source: str, keep: set[str]) -> str:
         while first > 0 and lines[first - 1].lstrip().startswith("#"):
             first -= 1
         drop.update(range(first, node.end_lineno))
-    text = "".join(line for number, line in enumerate(lines) if number not in drop)
-    return re.sub(r"\n{3,}(?=\S)", "\n\n\n", text)
+    text = re.sub(r"\n{3,}(?=\S)", "\n\n\n", "".join(line for number, line in enumerate(lines) if number not in drop))
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--fix-only", "--select", "F401", "--quiet", "--stdin-filename", "module.py", "-"],
+                          input=text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UpstreamError(f"ruff could not remove the unused imports of a module cut to {sorted(keep)}: {proc.stderr[-500:]}")
+    return proc.stdout
 
 
 def rewrite_imports(source: str, folder: str, shared: frozenset[str] = frozenset()) -> str:
@@ -580,8 +584,7 @@ def formatted(pr: PullRequest, tree: Path) -> PullRequest:
         for path, content in python.items():
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_bytes(content)
-        # I: import order; F401: the imports only the definitions left behind used (`shaken`)
-        ruff(["check", "--fix", "--select", "I,F401", "--quiet", *python], config, root)
+        ruff(["check", "--fix", "--select", "I", "--quiet", *python], config, root)
         ruff(["format", "--quiet", *python], config, root)
         changes = dict(pr.changes)
         changes.update({path: (root / path).read_bytes() for path in python})

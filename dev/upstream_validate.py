@@ -427,7 +427,8 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
             plugin = plugin_numbers(sample, server.base_url, work) if benchmarks else {}
             for pr in prs:
                 tree_copy = Tree(pr.name, tree, work, python, env)
-                result = check_tree(tree_copy, [pr], patches, sample, judge_env, plugin if pr.kind == "benchmark" else None)
+                alone = [other for other in prs if other.name in pr.requires] + [pr]  # on what it builds on
+                result = check_tree(tree_copy, alone, patches, sample, judge_env, plugin if pr.kind == "benchmark" else None)
                 if pr.spec.get("before"):
                     result["before"] = before = before_numbers(pr, tree, work, python, env, sample, judge_env)
                     ran = before.get("exit_code") == 0 and all(before["numbers"].get(name) for name in pr.spec["before"]["tasks"])
