@@ -12,12 +12,14 @@ PRs' new Python is formatted by its ruff settings and then its pre-commit hooks 
 configuration's versions):
 
 - one PR per benchmark, each independent of the others, copied from the benchmark's folder:
-  the modules its lmms-eval hooks import (its task logic, written against two small
+  of the modules its lmms-eval hooks import, the definitions its hooks and tests reach (its task logic, written against two small
   interfaces: "ask the judge", `utils/core/ask.py`, and "get the frames", each task module's
   `Media`), bound to lmms-eval by the hooks in `dev/benchmark_pr_files/<benchmark>/` (lmms-eval's judge
   layer `llm_judge` and plain video paths), the folder's YAMLs, README and tests
   (`test/eval/<folder>/`). Only imports change (`lmms_video_reasoning.<...>.<module>` ->
   `lmms_eval.tasks.<folder>.<module>`), then lmms-eval's own ruff settings sort and format them.
+  A module two or more benchmarks need goes once into a PR of its own (`SHARED_PACKAGE`), which the
+  benchmark PRs build on (applied before each, alone too).
   What a folder may carry is checked: its own protocol modules and a short list of shared
   modules needing only the standard library or lmms-eval (`EXPORTABLE`); the plugin's
   infrastructure (judge engine and cache, proxy clips, the data-root tooling, the report, the

@@ -1,6 +1,6 @@
 """`python dev/upstream.py --validate`: every PR of the series checked by a real run, the numbers kept.
 
-For each PR, alone on a copy of the clean tree (the base of `--build-base`, or an sdist), and
+For each PR, alone (with the PRs it builds on, `PullRequest.requires`) on a copy of the clean tree (the base of `--build-base`, or an sdist), and
 then for the whole series applied in order, in a fresh virtual environment WITHOUT this package
 (`clean_venv`: the current environment's dependencies, neither this package nor lmms-eval; the
 tree is imported from its folder):
@@ -547,7 +547,7 @@ def _value(path: str, numbers: dict):
 
 
 def series_readme(prs: list, results: dict, base: str) -> str:
-    lines = ["# The series", "", f"Apply in order with `git apply NN-*.patch` from the root of {base}; each PR also applies alone.", "",
+    lines = ["# The series", "", f"Apply in order with `git apply NN-*.patch` from the root of {base}; each PR also applies alone (a benchmark PR on 00, which it builds on).", "",
              "| PR | kind | Python outside tests | validation |", "|---|---|---|---|"]
     for pr in prs:
         result = results.get(pr.name, {})
