@@ -376,6 +376,11 @@ def _defined(node: ast.stmt) -> set[str]:
     return {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
 
 
+def _imported(tree: ast.Module) -> set[str]:
+    """The names a module's top-level imports bind."""
+    return {alias.asname or alias.name.split(".")[0] for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+
+
 def _aliases(tree: ast.Module, modules: dict[str, Path]) -> dict[str, tuple[str, str | None]]:
     """{local name: (module, None)} for an imported module of ours, {local name: (module, name)} for a name imported from one."""
     found: dict[str, tuple[str, str | None]] = {}
@@ -411,7 +416,7 @@ def used_parts(roots: list[Path], modules: dict[str, Path]) -> dict[str, set[str
     trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules.items()}
     aliases = {name: _aliases(tree, modules) for name, tree in trees.items()}
     kept: dict[str, set[str]] = {name: set() for name in modules}
-    todo: list[tuple[str, ast.stmt]] = []
+    todo: list[tuple[str, ast.stmt, dict]] = []  # (the module, "" for a root; a statement to keep; its aliases)
     for root in roots:
         tree = ast.parse(root.read_text(encoding="utf-8"))
         root_aliases = _aliases(tree, modules)
@@ -419,6 +424,7 @@ def used_parts(roots: list[Path], modules: dict[str, Path]) -> dict[str, set[str
     for name, tree in trees.items():
         todo += [(name, node, aliases[name]) for node in tree.body if not _defined(node) and not isinstance(node, (ast.Import, ast.ImportFrom))]
     definitions = {name: [(node, _defined(node)) for node in tree.body] for name, tree in trees.items()}
+    imported = {name: _imported(tree) for name, tree in trees.items()}
     while todo:
         module, node, names = todo.pop()
         local, other = _demands(node, names)
@@ -427,6 +433,11 @@ def used_parts(roots: list[Path], modules: dict[str, Path]) -> dict[str, set[str
             if name in kept[target]:
                 continue
             matches = [definition for definition, defines in definitions[target] if name in defines]
+            if not matches and target != module and name in imported[target]:  # a name it imports, read through it
+                kept[target] |= {name}  # `shaken` checks the import stays
+                source = aliases[target].get(name)
+                if source and source[1] is not None:
+                    todo.append((source[0], ast.Expr(ast.Name(source[1], ast.Load())), aliases[source[0]]))
             if matches:
                 kept[target] |= {name}
                 todo += [(target, definition, aliases[target]) for definition in matches]
@@ -451,6 +462,9 @@ def shaken(source: str, keep: set[str]) -> str:
                           input=text, capture_output=True, text=True)
     if proc.returncode != 0:
         raise UpstreamError(f"ruff could not remove the unused imports of a module cut to {sorted(keep)}: {proc.stderr[-500:]}")
+    lost = (keep & _imported(ast.parse(source))) - _imported(ast.parse(proc.stdout))
+    if lost:  # a name other modules read through this one, unused in it
+        raise UpstreamError(f"the cut module no longer imports {sorted(lost)}, which other modules read through it: import them from where they are defined")
     return proc.stdout
 
 

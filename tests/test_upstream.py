@@ -152,6 +152,28 @@ def test_a_folder_importing_plugin_infrastructure_is_refused(tmp_path):
         upstream.closure(hooks, "vcr_bench")
 
 
+def test_the_export_keeps_the_definitions_the_hooks_reach(tmp_path, monkeypatch):
+    """`used_parts` follows the hooks' reads through modules (a name read through a module that imports
+    it, too); `shaken` leaves the rest behind with its comment and the imports only it used."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "errors.py").write_text("class Bad(ValueError):\n    pass\n\n\nclass Unused(ValueError):\n    pass\n")
+    (package / "rules.py").write_text(f"import math\n\nfrom {PACKAGE}.pkg.errors import Bad\n\nLIMIT = 3\n\n\ndef check(x):\n    if x is None:\n        raise Bad(x)\n    return x <= LIMIT\n\n\n"
+                                      "# only the plugin's report reads this\ndef spread(x):\n    return math.sqrt(x)\n")
+    hooks = tmp_path / "hooks.py"
+    hooks.write_text(f"from {PACKAGE}.pkg import rules\n\n\ndef hook(x):\n    if not rules.check(x):\n        raise rules.Bad(x)\n")
+    monkeypatch.setattr(upstream, "REPO", tmp_path)
+    modules = {f"{PACKAGE}.pkg.rules": package / "rules.py", f"{PACKAGE}.pkg.errors": package / "errors.py"}
+    kept = upstream.used_parts([hooks], modules)
+    assert kept == {f"{PACKAGE}.pkg.rules": {"check", "LIMIT", "Bad"}, f"{PACKAGE}.pkg.errors": {"Bad"}}
+    rules = upstream.shaken((package / "rules.py").read_text(), kept[f"{PACKAGE}.pkg.rules"])
+    assert "def check" in rules and "spread" not in rules and "plugin's report" not in rules and "import math" not in rules and "import Bad" in rules
+    assert "Unused" not in upstream.shaken((package / "errors.py").read_text(), kept[f"{PACKAGE}.pkg.errors"])
+    with pytest.raises(upstream.UpstreamError, match=r"no longer imports \['Bad'\], which other modules read through it"):
+        upstream.shaken(f"from {PACKAGE}.pkg.errors import Bad\n", {"Bad"})  # read through it, unused in it: ruff would drop it
+
+
 class _DropImports(ast.NodeTransformer):
     def visit_Import(self, node):
         return None
