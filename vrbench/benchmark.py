@@ -3,8 +3,9 @@
 `GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
 `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
 is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
-declaration (`BENCHMARK`). The task itself (inputs, records, metrics; one generation scored for
-both tracks) is `task.py`, shared with the upstream task folder.
+declaration (`BENCHMARK`). The task itself (inputs, records, metrics; one generation, or the
+paper's two for the `*_two_phase` tasks, scored for both tracks) is `task.py`, shared with the
+upstream task folder.
 
 Documents are stamped with the task's mode and protocol (its option, `VRBENCH_PROTOCOL`
 overrides). Video-native models get a clip of the protocol frames, or of exactly the frames
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
+from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
@@ -60,6 +62,10 @@ PER_MODEL = {
     **{model: {"visual_mode": "frames", "num_frames": 8} for model in ("phi3v", "aria")},
 }
 SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
+# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`task.two_phase_turn`).
+TWO_ROUNDS = {**GREEDY, "max_agentic_steps": 2}
+TWO_PHASE_ABOUT = ("the paper's two-phase protocol (section 4, Fig. A20): round 1 reasons with no options shown,\n"
+                   "round 2 chooses an option given round 1's reply; OE-P rates round 1, MCQ-O reads round 2.\n" + SEE_README)
 
 TASKS = (
     Task("vr_bench", task.JUDGE_METRICS, process_docs="load_docs", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
@@ -74,6 +80,10 @@ TASKS = (
          generation_kwargs={**GREEDY, "do_sample": True, "temperature": 1.0},
          about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
                "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),
+    Task("vr_bench_two_phase", task.JUDGE_METRICS, process_docs="load_docs_two_phase", output_type="generate_until_agentic",
+         generation_kwargs=TWO_ROUNDS, model_kwargs=PER_MODEL, about=f"VRBench, {TWO_PHASE_ABOUT}"),
+    Task("vr_bench_text_two_phase", task.JUDGE_METRICS, process_docs="load_docs_text_two_phase", output_type="generate_until_agentic",
+         generation_kwargs=TWO_ROUNDS, model_kwargs={"default": PER_MODEL["default"]}, about=f"VRBench text-only, {TWO_PHASE_ABOUT}"),
 )
 GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "All VRBench tasks."),)
 
@@ -83,40 +93,35 @@ GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "
 # ----------------------------------------------------------------------------------------
 
 
-def build_docs(mode: str, protocol: str) -> list[dict]:
+def build_docs(mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
     """The task's documents: every question of the annotation file, stamped with mode and protocol."""
-    return task.stamp(docs.flatten(data.load_records()), mode, protocol)
+    return task.stamp(docs.flatten(data.load_records()), mode, protocol, two_phase)
 
 
-def _load(task_name: str, mode: str, media: bool, judge: bool):
+def _load(task_name: str, mode: str, two_phase: bool = False):
     """A task's documents, stamped with its mode and protocol (the task's option, which
     `VRBENCH_PROTOCOL` overrides), checked before generation (`utils.lmms.preflight`): the videos
-    (not for the text-only task) and the judge (not for the MCQ-only task)."""
+    (not for the text-only tasks) and the judge (not for the MCQ-only task)."""
     from lmms_video_reasoning.utils.lmms import preflight
 
     protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when the documents are
-    check = preflight.MediaCheck(data.VRBENCH, lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())) if media else None
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol())), check, judge="vrbench" if judge else None)
+    media = lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())  # noqa: E731
+    check = preflight.MediaCheck(data.VRBENCH, media) if mode != "text" else None
+    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check,
+                               judge="vrbench" if mode != "mcq" else None)
 
 
-def load_docs(_placeholder=None):
-    """`process_docs` of vr_bench."""
-    return _load("vr_bench", "judge", media=True, judge=True)
+def _process_docs(task_name: str, mode: str, two_phase: bool = False):
+    """The `process_docs` hook of one task (lmms-eval hands it a placeholder dataset)."""
+    return lambda _placeholder=None: _load(task_name, mode, two_phase)
 
 
-def load_docs_mcq(_placeholder=None):
-    """`process_docs` of vr_bench_mcq."""
-    return _load("vr_bench_mcq", "mcq", media=True, judge=False)
-
-
-def load_docs_text(_placeholder=None):
-    """`process_docs` of vr_bench_text."""
-    return _load("vr_bench_text", "text", media=False, judge=True)
-
-
-def load_docs_official(_placeholder=None):
-    """`process_docs` of vr_bench_official."""
-    return _load("vr_bench_official", "judge", media=True, judge=True)
+load_docs = _process_docs("vr_bench", "judge")
+load_docs_mcq = _process_docs("vr_bench_mcq", "mcq")
+load_docs_text = _process_docs("vr_bench_text", "text")
+load_docs_official = _process_docs("vr_bench_official", "judge")
+load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge", two_phase=True)
+load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_phase=True)
 
 
 # ----------------------------------------------------------------------------------------
@@ -233,9 +238,7 @@ class VrBenchScoring(ScoringAdapter):
         return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):
-        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return task.metrics_from_outcomes(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True,
-                                          failed_share=settings.get(failure_share.FAILED_SHARE.option))
+        return point(self.columns(records, outcomes, settings))
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's

@@ -53,9 +53,10 @@ def judge_messages(record: dict, protocol: str) -> list[dict] | None:
     if protocol == "official":
         response = official_response(response)
         procedure, answer = answer, procedure  # the official call's swapped arguments
+    fields = {"question": record["question"], "response": response, "procedure": procedure, "answer": answer}
     if kind == UNIQUE:
-        return prompts.unique_answer_messages(record["question"], response, procedure, answer)
-    return prompts.non_unique_answer_messages(record["summary"], record["question"], response, procedure, answer)
+        return prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
+    return prompts.judge_prompt(prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN, video_summary=record["summary"], **fields)
 
 
 def judge_request(record: dict, protocol: str) -> Request | None:

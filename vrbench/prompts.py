@@ -12,6 +12,10 @@ fields the way the official code does.
 - Judge (`evaluation/model_api/base_model.py`, separate mode): system prompt
   `*_EVAL_SYSTEM_PROMPT_SEPARATE`, user prompt `*_EVAL_HUMAN_PROMPT_TEMPLATE.format(...)`
   with the `{question}`, `{response}`, `{procedure}`, `{answer}` (and `{video_summary}`) fields.
+
+The paper's two-phase protocol (`vr_bench_two_phase`; section 4, "Evaluation Protocols"): round 1
+shows the Fig. A20 prompt (no options; `PAPER_REASONING_PROMPT`, transcribed from the paper), round
+2 the options beside the round-1 reasoning (`CHOICE_PROMPT`, this suite's wording: the paper prints none).
 """
 
 from __future__ import annotations
@@ -28,6 +32,39 @@ UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
+# Round 1 of the two-phase protocol: the paper's Fig. A20 prompt, system prompt (b) for VLMs ("video and
+# summary") or (a) for LLMs ("video summary"), then the user prompt (c), transcribed from the paper's
+# text (arXiv:2506.10857; no official code holds it).
+PAPER_REASONING_PROMPT = Template("""You are a helpful video understanding assistant designed to answer multi-step reasoning \
+questions based on the $basis.
+You should break down the reasoning process into clear, specific events.
+
+# Format:
+Your answer should be formatted as follows:
+<Step 1> [Event1 for Step 1]
+<Step 2> [Event for Step 2]
+...
+<Step N> [Final Event for the last Step]
+<Answer> [Final conclusion based on the reasoning process]
+
+# Video Summary
+$video_summary
+
+# Question
+$question
+""")
+# Round 2 (the paper prints no wording for it): the official template's option block and answer line.
+CHOICE_PROMPT = Template("""# Your Reasoning
+$reasoning
+
+Based on your reasoning above, choose the best option.
+
+# Multiple Choice Question
+$multiple_choice_question
+
+# Output Format:
+<Answer> [Option letter]
+""")
 
 # evaluation/model_api/base_model.py: `limit = 10000; summary = summary[:limit]`.
 SUMMARY_LIMIT = 10_000
@@ -53,6 +90,18 @@ def inference_prompt(question: str, options: Sequence[tuple[str, str]], summary:
     )
 
 
+def reasoning_prompt(question: str, summary: str, with_video: bool = True) -> str:
+    """Round 1 of the paper's protocol: the Fig. A20 prompt (summary and question, no options), for
+    VLMs or (`with_video=False`) LLMs."""
+    basis = "video and summary" if with_video else "video summary"
+    return PAPER_REASONING_PROMPT.substitute(basis=basis, question=question, video_summary=summary)
+
+
+def choice_prompt(question: str, options: Sequence[tuple[str, str]], reasoning: str) -> str:
+    """Round 2 of the paper's protocol: the round-1 reasoning, then the question with its options."""
+    return CHOICE_PROMPT.substitute(reasoning=reasoning, multiple_choice_question=multiple_choice_question(question, options))
+
+
 def format_procedure(steps: Sequence[tuple[str, str]]) -> str:
     """Reference steps as the official `format_process`: `<Step n> text` lines, by step number."""
     ordered = sorted(steps, key=lambda step: int(step[0]))
@@ -64,15 +113,7 @@ def cut_summary(summary: str) -> str:
     return summary[:SUMMARY_LIMIT]
 
 
-def unique_answer_messages(question: str, response: str, procedure: str, answer: str) -> list[dict]:
-    """Chat messages of the unique-answer judge (system + filled human template)."""
-    user = load(UNIQUE_HUMAN).format(question=question, response=response, procedure=procedure, answer=answer)
-    return [{"role": "system", "content": load(UNIQUE_SYSTEM)}, {"role": "user", "content": user}]
-
-
-def non_unique_answer_messages(summary: str, question: str, response: str, procedure: str, answer: str) -> list[dict]:
-    """Chat messages of the non-unique-answer judge; `summary` is used as given (cut it first)."""
-    user = load(NON_UNIQUE_HUMAN).format(
-        video_summary=summary, question=question, response=response, procedure=procedure, answer=answer
-    )
-    return [{"role": "system", "content": load(NON_UNIQUE_SYSTEM)}, {"role": "user", "content": user}]
+def judge_prompt(system: str, human: str, **fields: str) -> list[dict]:
+    """Chat messages of a judge: its system prompt, then its human template filled with `fields`
+    (the non-unique-answer one's `video_summary` used as given: cut it first)."""
+    return [{"role": "system", "content": load(system)}, {"role": "user", "content": load(human).format(**fields)}]

@@ -14,7 +14,7 @@ from lmms_video_reasoning.utils.results.report_tables import (
 )
 from lmms_video_reasoning.vrbench.data import RELEASE
 
-TASKS = ("vr_bench", "vr_bench_official", "vr_bench_text", "vr_bench_mcq")
+TASKS = ("vr_bench", "vr_bench_official", "vr_bench_text", "vr_bench_mcq", "vr_bench_two_phase", "vr_bench_text_two_phase")
 HEADLINE = ("overall", "mcq_accuracy", "process_score")
 LABELS = {
     "overall": "Overall", "mcq_accuracy": "MCQ-O", "process_score": "OE-P",
@@ -25,14 +25,16 @@ LABELS = {
 
 # How every run of this suite differs from the protocol of the paper's Table 2 rows (README, differences)
 ONE_GENERATION = ("one generation with the options shown, as the official code (the paper's rows: reasoning first, "
-                  "without the options, then the choice); this suite has no switch for the two-phase protocol")
+                  "without the options, then the choice: tasks vr_bench_two_phase, vr_bench_text_two_phase)")
+TWO_PHASE = ("generation in two phases, as the rows; OE-P weights the official code's 0.4/0.4/0.1/0.1 for every type "
+             "(the paper: 8:1:1 without the similarity term for EP and HR)")
 JUDGE_PROTOCOL = {"default": "judge: this suite's default protocol", "official": "judge: the official script's behaviour"}
 
 
 def coverage(run: Run, task: str, stats) -> Coverage:
     """A run's task beside Table 2: the released questions it scored, its protocol."""
     label = run.label if task == "vr_bench" else f"{run.label} · {task}"
-    protocol = ONE_GENERATION
+    protocol = TWO_PHASE if task.endswith("_two_phase") else ONE_GENERATION
     if task != "vr_bench_mcq":
         judged = stats.sampled.settings.get("protocol") if stats.sampled is not None else ("official" if task == "vr_bench_official" else None)
         protocol += f" ({JUDGE_PROTOCOL.get(judged, 'judge protocol not recorded')})"
@@ -54,7 +56,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     def covered(tasks: Sequence[str]) -> list[Coverage]:
         return [coverage(run, task, stats[(run.label, task)]) for run, task in present if task in tasks]
 
-    vlm_tasks, llm_tasks = ("vr_bench", "vr_bench_official", "vr_bench_mcq"), ("vr_bench_text",)
+    vlm_tasks, llm_tasks = ("vr_bench", "vr_bench_official", "vr_bench_mcq", "vr_bench_two_phase"), ("vr_bench_text", "vr_bench_text_two_phase")
     vlm = rows(vlm_tasks)
     if vlm:
         section.tables.append(paper_table("vrbench", "table2", vlm, groups=("VLMs",), title_suffix=" — VLMs (frames)",

@@ -19,7 +19,8 @@ data, except in one video (`Counting Problems`). One summary is longer than the 
 (`v001/<id>.mp4`) instead of the path its record names.
 
 `demo_predictions(root)`: replay responses for every VRBench task, mostly right, some wrong,
-one unextractable, one the test judge refuses to rate (see `judge_responder`).
+one unextractable, one the test judge refuses to rate (see `judge_responder`); for the two-phase
+tasks, each as two rounds (`two_phase_replies`).
 `judge_responder(body)`: a deterministic stand-in for the DeepSeek judge, for
 `judges.LocalJudgeServer`: it rates a response by how many reference steps it repeats.
 """
@@ -35,7 +36,8 @@ from lmms_video_reasoning.utils.media.synthetic import Shape, write_video
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, flatten
 
 FPS, WIDTH, HEIGHT = 2, 160, 120
-TASKS = ("vr_bench", "vr_bench_mcq", "vr_bench_text", "vr_bench_official")
+TWO_PHASE_TASKS = ("vr_bench_two_phase", "vr_bench_text_two_phase")
+TASKS = ("vr_bench", "vr_bench_mcq", "vr_bench_text", "vr_bench_official", *TWO_PHASE_TASKS)
 LETTERS = "ABCD"
 # Markers in demo responses that the test judge reacts to.
 JUDGE_REFUSAL_MARKER = "JUDGE-FAIL"
@@ -260,11 +262,26 @@ def demo_response(doc: dict, index: int) -> str:
     return f"{body}\n<Answer> {right}"
 
 
+_LETTER_ANSWER = re.compile(r"<Answer> ([A-D])$|\\boxed\{([A-D])\}")
+
+
+def two_phase_replies(doc: dict, index: int) -> list[str]:
+    """`demo_response` as the two rounds of the paper's protocol: the reasoning concluding in the
+    reference answer's words where it named a letter, then that letter (`<Answer> X`, or the
+    reply itself when it named none)."""
+    response = demo_response(doc, index)
+    letter = _LETTER_ANSWER.search(response)
+    if letter is None:
+        return [response, response]
+    return [_LETTER_ANSWER.sub(lambda _letter: f"<Answer> {doc['original_answer']}", response), f"<Answer> {letter.group(1) or letter.group(2)}"]
+
+
 def demo_predictions(root: Path) -> list[dict]:
     """Replay lines `{"task", "id", "response"}` for every VRBench task."""
     docs = flatten(json.loads(line) for line in (Path(root) / ANNOTATIONS).read_text(encoding="utf-8").splitlines() if line.strip())
     return [
-        {"task": task, "id": doc["sample_id"], "response": demo_response(doc, index)}
+        {"task": task, "id": doc["sample_id"],
+         "response": two_phase_replies(doc, index) if task in TWO_PHASE_TASKS else demo_response(doc, index)}
         for task in TASKS
         for index, doc in enumerate(docs)
     ]

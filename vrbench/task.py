@@ -1,11 +1,14 @@
 """VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
 
-One generation per question, the official CoT template, scored for both tracks:
+One generation per question (two for the paper's protocol), the official CoT template, scored for both tracks:
 
 - `vr_bench` (`judge` mode): frames (or the video) + template; MCQ-O and OE-P from the same response.
 - `vr_bench_mcq` (`mcq` mode): the same generation; MCQ-O only, no judge.
 - `vr_bench_text` (`text` mode): the paper's LLM setting: summary + question, no visual input.
 - `vr_bench_official`: `judge` mode under the official protocol (see `scoring.py`).
+- `vr_bench_two_phase`, `vr_bench_text_two_phase` (`judge` / `text` mode, documents marked
+  `two_phase`): the paper's protocol instead, two generations: the Fig. A20 reasoning prompt (no
+  options), then the options (`two_phase_turn`); OE-P rates round 1, MCQ-O reads round 2.
 
 The task's lmms-eval hooks call these functions with a judge answering `ask.Request`s and a
 `Media` that gets the frames. The task's mode and protocol are stamped on every document and copied into every
@@ -23,6 +26,7 @@ override them.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -33,7 +37,8 @@ from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
-from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
+from lmms_video_reasoning.utils.lmms.responses import (final_answer, model_failed, reasoning_truncated, reply_record, strip_reasoning,
+                                                        warn_truncated)
 from lmms_video_reasoning.vrbench import frames, judging, prompts, scoring
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
@@ -63,6 +68,8 @@ VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
 MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
+TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
+ROUNDS = "rounds"  # the key of the two replies in a two-phase response
 
 
 class Media(Protocol):
@@ -98,10 +105,13 @@ def protocol_from_env() -> str:
     return task_protocol_of()
 
 
-def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
-    """The task's documents: every question, stamped with the task's mode and protocol (in place)."""
+def stamp(docs: list[dict], mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
+    """The task's documents: every question, stamped with the task's mode and protocol, and marked
+    `two_phase` for the paper's protocol (in place)."""
     for doc in docs:
         doc["mode"], doc["protocol"] = mode, protocol
+        if two_phase:
+            doc[TWO_PHASE] = True
     return docs
 
 
@@ -171,9 +181,55 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
     return sample_frames(doc, num_frames(kwargs), media)
 
 
-def doc_to_text(doc: dict, kwargs: dict | None = None) -> str:
-    """The official CoT prompt (question, `X: text` option lines, the video summary)."""
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
+                round_idx: int | None = None, previous_round_info: Any = None) -> str | tuple:
+    """The official CoT prompt (question, `X: text` option lines, the video summary); for the
+    two-phase task, the prompt of its next round (`two_phase_turn`; lmms-eval's agentic loop
+    passes the rounds' replies as `previous_output`)."""
+    if doc.get(TWO_PHASE):
+        return two_phase_turn(doc, previous_output or [])
     return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
+
+
+def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
+    """lmms-eval's `generate_until_agentic` step of the paper's protocol. Before any reply: the
+    Fig. A20 prompt (no options). After round 1: round 2, text only (`[]` visuals): the options
+    beside the round-1 reply without its reasoning blocks (as a chat template keeps an earlier
+    turn). After round 2: done, both replies packed into the one response lmms-eval logs."""
+    if not replies:
+        return prompts.reasoning_prompt(doc["question"], doc["video_summary"], with_video=doc["mode"] != "text")
+    if len(replies) == 1:
+        choice = prompts.choice_prompt(doc["question"], [tuple(o) for o in doc["options"]], strip_reasoning(replies[0]))
+        return [], choice, False, None, None
+    return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
+
+
+def unpack_rounds(response: Any) -> tuple[str, str]:
+    """(reasoning, choice) replies of a two-phase response: the packed JSON lmms-eval logs, or
+    the two replies as a list (a replay prediction); "" (no prediction) is two empty replies."""
+    if response in ("", None):
+        return "", ""
+    rounds = response
+    if isinstance(response, str):
+        try:
+            rounds = json.loads(response).get(ROUNDS)
+        except (ValueError, AttributeError):
+            rounds = None
+    if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
+        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
+                        f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
+    return rounds[0], rounds[1]
+
+
+def two_phase_reply(response: Any, settings: dict | None) -> dict:
+    """The reply fields of a two-phase record: `response` is round 1 (what the OE-P judge rates),
+    `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
+    round is a model failure (never judged, wrong)."""
+    reasoning, choice = unpack_rounds(response)
+    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
+    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
+            "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
+            "model_failure": first["model_failure"] or second["model_failure"]}
 
 
 def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
@@ -203,7 +259,7 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     reasoning has no letter (wrong, counted in `reasoning_truncated`). `settings`: the task's
     (`registry.Benchmark.record`), which make the reply fields.
     """
-    reply = reply_record(response, settings)
+    reply = two_phase_reply(response, settings) if doc.get(TWO_PHASE) else reply_record(response, settings)
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     no_letter = reply["model_failed"] or reply["reasoning_truncated"]
     return {

@@ -221,7 +221,9 @@ class Task:
     for this task; `settings` the task's values of the benchmark's score-changing `options` (the
     others keep their defaults; the environment variable of each overrides it); `model_kwargs`
     is lmms-eval's `lmms_eval_specific_kwargs` (a model-named block replaces `default`: repeat
-    every key); `about` the YAML's first comment line(s).
+    every key); `output_type` lmms-eval's (`generate_until_agentic`: several rounds, each
+    prompt from `doc_to_text(doc, previous_output=..., round_idx=...)`); `about` the YAML's first
+    comment line(s).
     """
 
     name: str
@@ -232,6 +234,7 @@ class Task:
     generation_kwargs: Mapping[str, Any] = field(default_factory=dict)  # lmms-eval's (e.g. until, max_new_tokens)
     model_kwargs: Mapping[str, Mapping[str, Any]] | None = None
     target: str = "answer"  # `doc_to_target`: the document field lmms-eval logs as `target`
+    output_type: str = "generate_until"
     about: str = ""
 
     @property

@@ -78,7 +78,7 @@ def task_config(benchmark: Benchmark, task: Task) -> dict:
         config["doc_to_messages"] = hook("doc_to_messages")
     config.update({
         "doc_to_target": task.target,
-        "output_type": "generate_until",
+        "output_type": task.output_type,
         # the hooks split a thinking model's reasoning from its answer themselves (utils/lmms/responses.py)
         "reasoning_tags": "none",
         "generation_kwargs": dict(task.generation_kwargs),

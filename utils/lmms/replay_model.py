@@ -3,8 +3,9 @@
     --model vr_replay --model_args predictions=preds.jsonl[,missing=empty]
 
 Each line of the JSONL is `{"task": "<task name>", "id": <native id>, "response": "..."}`
-(`task` may be omitted). The native id is the document's `sample_id` field, which every
-task of this suite builds from the dataset's ids (a task asking one question in several
+(`task` may be omitted; `response` may be a list of replies, one per round of a multi-round task:
+the n-th request for a document gets the n-th). The native id is the document's `sample_id`
+field, which every task of this suite builds from the dataset's ids (a task asking one question in several
 modes appends `:<mode>`). The model never calls `doc_to_visual`, so no video
 is decoded: it scores predictions made by another inference stack with these protocols,
 and drives the project's end-to-end tests.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 from lmms_eval.api.model import lmms
@@ -28,8 +30,11 @@ class PredictionsError(DataError):
     """A predictions file is missing, malformed, or lacks an answer for a request."""
 
 
-def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], str]:
-    """Read a replay JSONL into {(task or None, str(id)): response}.
+Response = str | tuple[str, ...]  # one reply, or one per round
+
+
+def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], Response]:
+    """Read a replay JSONL into {(task or None, str(id)): response} (a list of replies as a tuple).
 
     Raises PredictionsError naming the file and the line or record for anything malformed,
     and for an id given twice with different responses (the same response twice is allowed).
@@ -37,17 +42,18 @@ def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], st
     path = Path(path)
     if not path.is_file():
         raise PredictionsError(f"predictions file not found: {path} (give --model_args predictions=FILE.jsonl)")
-    table: dict[tuple[str | None, str], str] = {}
+    table: dict[tuple[str | None, str], Response] = {}
     first_seen: dict[tuple[str | None, str], int] = {}
     for number, row in enumerate(read_jsonl(path, PredictionsError), 1):
         where = f"{path}: record {number}"
         if "id" not in row or "response" not in row:
             raise PredictionsError(f'{where}: expected {{"task": ..., "id": ..., "response": ...}}')
         response = row["response"]
-        if not isinstance(response, str):
-            raise PredictionsError(f"{where}: response must be a string, got {type(response).__name__}")
-        clean = encodable(response)
-        if clean != response:
+        replies = response if isinstance(response, list) and response else [response]
+        if not all(isinstance(reply, str) for reply in replies):
+            raise PredictionsError(f"{where}: response must be a string (or a list of strings, one per round), got {response!r:.80}")
+        clean = tuple(map(encodable, replies)) if isinstance(response, list) else encodable(response)
+        if clean != (tuple(response) if isinstance(response, list) else response):
             logger.warning("%s: response has unpaired UTF-16 surrogates (invalid in UTF-8); replaced by U+FFFD", where)
         key = (row.get("task"), str(row["id"]))
         if key in table and table[key] != clean:
@@ -60,7 +66,7 @@ def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], st
     return table
 
 
-def unmatched(table: dict[tuple[str | None, str], str], task: str, sample_ids: set[str]) -> list[str]:
+def unmatched(table: dict[tuple[str | None, str], Response], task: str, sample_ids: set[str]) -> list[str]:
     """Ids of predictions for ``task`` (or with no task) that match none of its documents."""
     return sorted(sample_id for (name, sample_id) in table if name in (task, None) and sample_id not in sample_ids)
 
@@ -75,7 +81,7 @@ def encodable(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-def lookup(table: dict[tuple[str | None, str], str], task: str, sample_id: str) -> str | None:
+def lookup(table: dict[tuple[str | None, str], Response], task: str, sample_id: str) -> Response | None:
     """The response for (task, id): a task-specific line wins over a task-less one."""
     if (task, sample_id) in table:
         return table[(task, sample_id)]
@@ -92,6 +98,7 @@ class ReplayModel(lmms):
         self.table = load_predictions(predictions)
         self.missing = missing
         self.predictions_path = predictions
+        self._asked: Counter = Counter()  # requests per (task, split, doc): the round a list of replies answers
         # Under torchrun / accelerate every rank answers its own shard of the requests.
         self._rank = int(os.environ.get("RANK", 0))
         self._world_size = int(os.environ.get("WORLD_SIZE", 1))
@@ -102,6 +109,13 @@ class ReplayModel(lmms):
             raise PredictionsError(f"task {task!r} documents have no 'sample_id': vr_replay only serves this suite's tasks")
         sample_id = str(doc["sample_id"])
         response = lookup(self.table, task, sample_id)
+        if isinstance(response, tuple):
+            round_index = self._asked[(task, split, doc_id)]
+            self._asked[(task, split, doc_id)] += 1
+            if round_index >= len(response):
+                raise PredictionsError(f"vr_replay: task {task!r} id {sample_id!r} has {len(response)} replies in {self.predictions_path} "
+                                       f"and round {round_index + 1} was asked (give one reply per round)")
+            return response[round_index]
         if response is not None:
             return response
         if self.missing == "empty":

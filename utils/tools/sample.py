@@ -16,7 +16,7 @@ from typing import Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import SUBSET_MARKER
 
-SAMPLE_VERSION = 1
+SAMPLE_VERSION = 2  # 2: replies per round for multi-round tasks
 
 
 def sample_benchmarks() -> tuple[str, ...]:
