@@ -521,7 +521,7 @@ def shared_modules(exports: dict[str, Export]) -> Export:
     return shared
 
 
-def shared_pr(shared: Export, tree: Path) -> PullRequest:
+def shared_pr(shared: Export) -> PullRequest:
     """The PR of the shared modules (`shared_modules`), under `SHARED_PACKAGE`."""
     spec = json.loads((SHARED_FILES / SPEC_FILE).read_text(encoding="utf-8"))
     target = SHARED_PACKAGE.replace(".", "/")
@@ -727,7 +727,7 @@ def series(tree: Path) -> list[PullRequest]:
     check_tree(tree)
     exports = {name: exported(name) for name in benchmark_folders()}
     shared = shared_modules(exports)
-    common = [shared_pr(shared, tree)] if shared else []
+    common = [shared_pr(shared)] if shared else []
     requires = [pr.name for pr in common]
     prs = common + [benchmark_pr(name, tree, export, shared, requires) for name, export in exports.items()] + host_prs.pull_requests(tree)
     numbers = [pr.number for pr in prs]
