@@ -526,7 +526,7 @@ def numbers_section(pr, result: dict | None) -> str:
         lines = ["", "Before and after, the same replies and the same judge, on the whole sample:", "", "| | before (this tree) | after (this PR) |", "|---|---|---|"]
         for label, was, now in pr.spec["before"]["rows"]:
             lines.append(f"| {label} | {_lookup(was, before['numbers'])} | {_lookup(now, full)} |")
-        text += "\n".join(lines)
+        text += "\n" + "\n".join(lines)  # a blank line ends the table above
     return text
 
 
