@@ -12,12 +12,14 @@ PRs' new Python is formatted by its ruff settings and then its pre-commit hooks 
 configuration's versions):
 
 - one PR per benchmark, each independent of the others, copied from the benchmark's folder:
-  the modules its lmms-eval hooks import (its task logic, written against two small
+  of the modules its lmms-eval hooks import, the definitions its hooks and tests reach (its task logic, written against two small
   interfaces: "ask the judge", `utils/core/ask.py`, and "get the frames", each task module's
   `Media`), bound to lmms-eval by the hooks in `dev/benchmark_pr_files/<benchmark>/` (lmms-eval's judge
   layer `llm_judge` and plain video paths), the folder's YAMLs, README and tests
   (`test/eval/<folder>/`). Only imports change (`lmms_video_reasoning.<...>.<module>` ->
   `lmms_eval.tasks.<folder>.<module>`), then lmms-eval's own ruff settings sort and format them.
+  A module two or more benchmarks need goes once into a PR of its own (`SHARED_PACKAGE`), which the
+  benchmark PRs build on (applied before each, alone too).
   What a folder may carry is checked: its own protocol modules and a short list of shared
   modules needing only the standard library or lmms-eval (`EXPORTABLE`); the plugin's
   infrastructure (judge engine and cache, proxy clips, the data-root tooling, the report, the
@@ -50,6 +52,9 @@ REPO = HERE.parent  # the clone: `lmms_video_reasoning.<folder>` is its folder <
 # Per benchmark (its folder's name): the lmms-eval task folder's own files (hooks, YAMLs, README, tests, PR text).
 BENCHMARK_FILES = HERE / "benchmark_pr_files"
 SPEC_FILE = "pr.json"
+# The PR of what two or more benchmark PRs need (`shared_modules`): its files (pr.json, PR.md) and its package.
+SHARED_FILES = BENCHMARK_FILES / "_shared"
+SHARED_PACKAGE = "lmms_eval.tasks._task_utils.video_judging"
 DESCRIPTION_FILE = "PR.md"
 # Shared modules a task folder may carry: the standard library, numpy/PIL/av/cv2 and lmms-eval only.
 EXPORTABLE = frozenset({
@@ -80,6 +85,7 @@ class PullRequest:
     spec: dict = field(default_factory=dict)
     tests: list[str] = field(default_factory=list)  # test folders or files under the tree, for pytest
     base: dict[str, bytes] = field(default_factory=dict)  # the clean tree's version of each file it modifies
+    requires: list[str] = field(default_factory=list)  # the PRs (names) it builds on: applied before it, alone too
 
     @property
     def name(self) -> str:
@@ -359,28 +365,189 @@ def closure(start: Path, benchmark: str) -> dict[str, Path]:
     return found
 
 
-def rewrite_imports(source: str, folder: str) -> str:
-    """`lmms_video_reasoning.<...>.<module>` -> `lmms_eval.tasks.<folder>.<module>`; a package -> the folder."""
+# ------------------------------------------------------------------------------ only what the hooks use
+
+
+def _defined(node: ast.stmt) -> set[str]:
+    """The module-level names a statement defines (a definition or an assignment); empty for others."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    return {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """The names a module's top-level imports bind."""
+    return {alias.asname or alias.name.split(".")[0] for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+
+
+def _aliases(tree: ast.Module, modules: dict[str, Path]) -> dict[str, tuple[str, str | None]]:
+    """{local name: (module, None)} for an imported module of ours, {local name: (module, name)} for a name imported from one."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if f"{node.module}.{alias.name}" in modules:
+                    found[local] = (f"{node.module}.{alias.name}", None)
+                elif node.module in modules:
+                    found[local] = (node.module, alias.name)
+    return found
+
+
+def _demands(node: ast.AST, aliases: dict[str, tuple[str, str | None]]) -> tuple[set[str], set[tuple[str, str]]]:
+    """The names a statement reads: (this module's, {(other module, name)})."""
+    local, other = set(), set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            local.add(child.id)
+            target = aliases.get(child.id)
+            if target and target[1] is not None:
+                other.add(target)
+        elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name) and aliases.get(child.value.id, ("", ""))[1] is None:
+            other.add((aliases[child.value.id][0], child.attr))
+    return local, other
+
+
+def used_parts(roots: list[Path], modules: dict[str, Path]) -> dict[str, set[str]]:
+    """{module: the module-level names of it that `roots` (the hooks, the tests) reach}: every statement of
+    the roots, then, transitively, the definitions those statements read (statements that define nothing,
+    such as a module's docstring or an `if`, are always kept)."""
+    trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules.items()}
+    aliases = {name: _aliases(tree, modules) for name, tree in trees.items()}
+    kept: dict[str, set[str]] = {name: set() for name in modules}
+    todo: list[tuple[str, ast.stmt, dict]] = []  # (the module, "" for a root; a statement to keep; its aliases)
+    for root in roots:
+        tree = ast.parse(root.read_text(encoding="utf-8"))
+        root_aliases = _aliases(tree, modules)
+        todo += [("", node, root_aliases) for node in tree.body]
+    for name, tree in trees.items():
+        todo += [(name, node, aliases[name]) for node in tree.body if not _defined(node) and not isinstance(node, (ast.Import, ast.ImportFrom))]
+    definitions = {name: [(node, _defined(node)) for node in tree.body] for name, tree in trees.items()}
+    imported = {name: _imported(tree) for name, tree in trees.items()}
+    while todo:
+        module, node, names = todo.pop()
+        local, other = _demands(node, names)
+        wanted = {(module, name) for name in local} if module else set()
+        for target, name in wanted | other:
+            if name in kept[target]:
+                continue
+            matches = [definition for definition, defines in definitions[target] if name in defines]
+            if not matches and target != module and name in imported[target]:  # a name it imports, read through it
+                kept[target] |= {name}  # `shaken` checks the import stays
+                source = aliases[target].get(name)
+                if source and source[1] is not None:
+                    todo.append((source[0], ast.Expr(ast.Name(source[1], ast.Load())), aliases[source[0]]))
+            if matches:
+                kept[target] |= {name}
+                todo += [(target, definition, aliases[target]) for definition in matches]
+    return kept
+
+
+def shaken(source: str, keep: set[str]) -> str:
+    """`source` without its module-level definitions outside `keep` (and the comment lines just above
+    each), and the imports only those used (ruff's F401 fix); every other line is the source's."""
+    lines = source.splitlines(keepends=True)
+    drop: set[int] = set()
+    for node in ast.parse(source).body:
+        defines = _defined(node)
+        if not defines or defines & keep:
+            continue
+        first = min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])]) - 1
+        while first > 0 and lines[first - 1].lstrip().startswith("#"):
+            first -= 1
+        drop.update(range(first, node.end_lineno))
+    text = re.sub(r"\n{3,}(?=\S)", "\n\n\n", "".join(line for number, line in enumerate(lines) if number not in drop))
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--fix-only", "--select", "F401", "--quiet", "--stdin-filename", "module.py", "-"],
+                          input=text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UpstreamError(f"ruff could not remove the unused imports of a module cut to {sorted(keep)}: {proc.stderr[-500:]}")
+    lost = (keep & _imported(ast.parse(source))) - _imported(ast.parse(proc.stdout))
+    if lost:  # a name other modules read through this one, unused in it
+        raise UpstreamError(f"the cut module no longer imports {sorted(lost)}, which other modules read through it: import them from where they are defined")
+    return proc.stdout
+
+
+def rewrite_imports(source: str, folder: str, shared: frozenset[str] = frozenset()) -> str:
+    """`lmms_video_reasoning.<...>.<module>` -> `lmms_eval.tasks.<folder>.<module>` (a module of `shared`:
+    `SHARED_PACKAGE.<module>`); a package -> the folder."""
     target = f"lmms_eval.tasks.{folder}"
+
+    def package(match: re.Match) -> str:  # `from <package> import a, b`: the modules' new home
+        package, names = match.group(1), re.findall(r"\w+", match.group(2))
+        homes = {SHARED_PACKAGE if f"{package}.{name}" in shared else target for name in names if module_file(f"{package}.{name}")}
+        if len(homes) > 1:
+            raise UpstreamError(f"`from {package} import {', '.join(names)}` imports shared and unshared modules: split the import")
+        return f"from {homes.pop() if homes else target} import {match.group(2)}"
 
     def mapped(match: re.Match) -> str:
         name = match.group(0)
-        return f"{target}.{name.rsplit('.', 1)[1]}" if module_file(name) is not None else target
+        if module_file(name) is None:
+            return target
+        return f"{SHARED_PACKAGE if name in shared else target}.{name.rsplit('.', 1)[1]}"
+
+    source = re.sub(rf"from ({PACKAGE}(?:\.\w+)+) import (\([^)]*\)|[^\n]+)",
+                    lambda m: package(m) if module_file(m.group(1)) is None else m.group(0), source)
 
     return re.sub(rf"\b{PACKAGE}(?:\.\w+)+", mapped, source)
 
 
-def benchmark_pr(benchmark: str, tree: Path) -> PullRequest:
-    """The pull request of one benchmark (see the module doc)."""
+Export = dict[str, tuple[Path, set[str]]]  # {module: (its source, the names of it exported)}
+
+
+def exported(benchmark: str) -> Export:
+    """The modules of ours a benchmark's task folder needs, each with the definitions its hooks and
+    tests reach (a module none of whose definitions they reach stays behind)."""
+    upstream = BENCHMARK_FILES / benchmark
+    spec = json.loads((upstream / SPEC_FILE).read_text(encoding="utf-8"))
+    modules = closure(upstream / spec["hooks"], benchmark)
+    kept = used_parts([upstream / spec["hooks"]] + sorted(upstream.glob("test_*.py")), modules)
+    return {name: (path, kept[name]) for name, path in modules.items() if kept[name]}
+
+
+def shared_modules(exports: dict[str, Export]) -> Export:
+    """The modules two or more benchmarks export, each with every name any of them needs: they go into
+    one PR of their own (`SHARED_PACKAGE`) that the benchmark PRs build on, never into two folders."""
+    users = Counter(name for export in exports.values() for name in export)
+    shared: Export = {}
+    for export in exports.values():
+        for name, (path, keep) in export.items():
+            if users[name] > 1:
+                shared.setdefault(name, (path, set()))[1].update(keep)
+    for name, (path, _keep) in shared.items():
+        alone = our_modules(path.read_text(encoding="utf-8")) - set(shared)
+        if alone:
+            raise UpstreamError(f"{name} is shared by several benchmarks but imports {sorted(alone)}, which only one exports: share it too")
+    return shared
+
+
+def shared_pr(shared: Export) -> PullRequest:
+    """The PR of the shared modules (`shared_modules`), under `SHARED_PACKAGE`."""
+    spec = json.loads((SHARED_FILES / SPEC_FILE).read_text(encoding="utf-8"))
+    target = SHARED_PACKAGE.replace(".", "/")
+    names = frozenset(shared)
+    changes: dict[str, bytes | None] = {f"{target}/__init__.py": f'"""{spec["package_doc"]}"""\n'.encode("utf-8")}
+    for name, (path, keep) in sorted(shared.items()):
+        source = shaken(path.read_text(encoding="utf-8"), keep)
+        changes[f"{target}/{name.rsplit('.', 1)[1]}.py"] = rewrite_imports(source, "", names).encode("utf-8")
+    description = (SHARED_FILES / DESCRIPTION_FILE).read_text(encoding="utf-8")
+    return PullRequest(spec["number"], spec["slug"], spec["title"], "shared", changes, description, spec, [], {})
+
+
+def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, shared: Export | None = None, requires: list[str] | None = None) -> PullRequest:
+    """The pull request of one benchmark (see the module doc): `export` (default: `exported(benchmark)`)
+    without the `shared` modules, which its code imports from `SHARED_PACKAGE` (the PR `requires`)."""
     base = package_dir(benchmark)
     upstream = BENCHMARK_FILES / benchmark
     spec = json.loads((upstream / SPEC_FILE).read_text(encoding="utf-8"))
     folder = spec["folder"]
     target = f"lmms_eval/tasks/{folder}"
     changes: dict[str, bytes | None] = {}
-    modules = closure(upstream / spec["hooks"], benchmark)
-    for name, path in sorted(modules.items()):
-        changes[f"{target}/{name.rsplit('.', 1)[1]}.py"] = rewrite_imports(path.read_text(encoding="utf-8"), folder).encode("utf-8")
+    export, shared = export if export is not None else exported(benchmark), frozenset(shared or ())
+    for name, (path, keep) in sorted(export.items()):
+        if name not in shared:
+            source = shaken(path.read_text(encoding="utf-8"), keep)
+            changes[f"{target}/{name.rsplit('.', 1)[1]}.py"] = rewrite_imports(source, folder, shared).encode("utf-8")
     for pattern in spec.get("data_files", []):
         for path in sorted(base.glob(pattern)):
             if path.is_file() and "__pycache__" not in path.parts:
@@ -391,7 +558,7 @@ def benchmark_pr(benchmark: str, tree: Path) -> PullRequest:
             continue
         content = path.read_bytes()
         if path.suffix == ".py":
-            content = rewrite_imports(content.decode("utf-8"), folder).encode("utf-8")
+            content = rewrite_imports(content.decode("utf-8"), folder, shared).encode("utf-8")
         if path.name.startswith("test_") and path.suffix == ".py":
             changes[f"test/eval/{folder}/{path.name}"] = content
             tests.append(f"test/eval/{folder}")
@@ -408,7 +575,7 @@ def benchmark_pr(benchmark: str, tree: Path) -> PullRequest:
         changes[f"{target}/{name}"] = None
     description = (upstream / DESCRIPTION_FILE).read_text(encoding="utf-8")
     base = {path: (tree / path).read_bytes() for path, content in changes.items() if content is not None and (tree / path).is_file()}
-    return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)), base)
+    return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)), base, list(requires or []))
 
 
 # ------------------------------------------------------------------------------ formatting and patches
@@ -440,7 +607,7 @@ def formatted(pr: PullRequest, tree: Path) -> PullRequest:
     hooks, new = precommit_hooks(tree), {path: changes[path] for path in python if path not in pr.base}
     if hooks and new:
         changes.update(run_hooks(hooks, new, tree))
-    return PullRequest(pr.number, pr.slug, pr.title, pr.kind, changes, pr.description, pr.spec, pr.tests, pr.base)
+    return PullRequest(pr.number, pr.slug, pr.title, pr.kind, changes, pr.description, pr.spec, pr.tests, pr.base, pr.requires)
 
 
 def lint(pr: PullRequest, tree: Path) -> str:
@@ -558,7 +725,11 @@ def series(tree: Path) -> list[PullRequest]:
 
     tree = Path(tree).resolve()
     check_tree(tree)
-    prs = [benchmark_pr(name, tree) for name in benchmark_folders()] + host_prs.pull_requests(tree)
+    exports = {name: exported(name) for name in benchmark_folders()}
+    shared = shared_modules(exports)
+    common = [shared_pr(shared)] if shared else []
+    requires = [pr.name for pr in common]
+    prs = common + [benchmark_pr(name, tree, export, shared, requires) for name, export in exports.items()] + host_prs.pull_requests(tree)
     numbers = [pr.number for pr in prs]
     if len(set(numbers)) != len(numbers):
         raise UpstreamError(f"two PRs share a number: {numbers}")
@@ -611,7 +782,8 @@ def selected(prs: list[PullRequest], only: str | None) -> list[PullRequest]:
     known = {name for pr in chosen for name in (str(pr.number), f"{pr.number:02d}", pr.slug, pr.name)}
     if wanted - known:
         raise UpstreamError(f"--only names no PR of the series: {sorted(wanted - known)} (the series: {[pr.name for pr in prs]})")
-    return chosen
+    required = {name for pr in chosen for name in pr.requires}  # a PR is checked on what it builds on
+    return [pr for pr in prs if pr in chosen or pr.name in required]
 
 
 def main(argv=None) -> int:

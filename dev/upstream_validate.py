@@ -1,6 +1,6 @@
 """`python dev/upstream.py --validate`: every PR of the series checked by a real run, the numbers kept.
 
-For each PR, alone on a copy of the clean tree (the base of `--build-base`, or an sdist), and
+For each PR, alone (with the PRs it builds on, `PullRequest.requires`) on a copy of the clean tree (the base of `--build-base`, or an sdist), and
 then for the whole series applied in order, in a fresh virtual environment WITHOUT this package
 (`clean_venv`: the current environment's dependencies, neither this package nor lmms-eval; the
 tree is imported from its folder):
@@ -427,7 +427,8 @@ def validate(prs: list, tree: Path, out: Path, keep: bool = False) -> dict:
             plugin = plugin_numbers(sample, server.base_url, work) if benchmarks else {}
             for pr in prs:
                 tree_copy = Tree(pr.name, tree, work, python, env)
-                result = check_tree(tree_copy, [pr], patches, sample, judge_env, plugin if pr.kind == "benchmark" else None)
+                alone = [other for other in prs if other.name in pr.requires] + [pr]  # on what it builds on
+                result = check_tree(tree_copy, alone, patches, sample, judge_env, plugin if pr.kind == "benchmark" else None)
                 if pr.spec.get("before"):
                     result["before"] = before = before_numbers(pr, tree, work, python, env, sample, judge_env)
                     ran = before.get("exit_code") == 0 and all(before["numbers"].get(name) for name in pr.spec["before"]["tasks"])
@@ -525,7 +526,7 @@ def numbers_section(pr, result: dict | None) -> str:
         lines = ["", "Before and after, the same replies and the same judge, on the whole sample:", "", "| | before (this tree) | after (this PR) |", "|---|---|---|"]
         for label, was, now in pr.spec["before"]["rows"]:
             lines.append(f"| {label} | {_lookup(was, before['numbers'])} | {_lookup(now, full)} |")
-        text += "\n".join(lines)
+        text += "\n" + "\n".join(lines)  # a blank line ends the table above
     return text
 
 
@@ -546,7 +547,7 @@ def _value(path: str, numbers: dict):
 
 
 def series_readme(prs: list, results: dict, base: str) -> str:
-    lines = ["# The series", "", f"Apply in order with `git apply NN-*.patch` from the root of {base}; each PR also applies alone.", "",
+    lines = ["# The series", "", f"Apply in order with `git apply NN-*.patch` from the root of {base}; each PR also applies alone (a benchmark PR on 00, which it builds on).", "",
              "| PR | kind | Python outside tests | validation |", "|---|---|---|---|"]
     for pr in prs:
         result = results.get(pr.name, {})
