@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts, resampling
 from lmms_video_reasoning.utils.results import samples_io, score, task_specs
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import sample_judge, score_predictions
@@ -222,7 +222,6 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     import numpy as np
 
     from lmms_video_reasoning.cg_bench.outcomes import BREAKDOWN_GROUPS, Outcome, breakdown
-    from lmms_video_reasoning.utils.results import resampling
 
     sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
     assert sampled is not None, why
@@ -265,8 +264,8 @@ def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
 
 
 def test_percentile_interval():
-    assert report_bootstrap.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
-    assert report_bootstrap.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
+    assert resampling.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
+    assert resampling.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
 
 
 def test_paired_comparison_of_two_runs(scored, tmp_path):

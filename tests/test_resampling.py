@@ -22,7 +22,7 @@ import pytest
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import run_folders, samples_io, score, standard_error, task_specs
+from lmms_video_reasoning.utils.results import resampling, run_folders, samples_io, score, standard_error, task_specs
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -81,7 +81,7 @@ def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.
         sampled, reason = report_bootstrap.load_sampled(task, path, verdicts, why)
     assert sampled is not None, reason
     if not stored:  # recomputed from the judge cache: the run's own outcomes (a failed judgment stays failed)
-        assert sampled.outcomes == samples_io.read_samples_with_outcomes(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[2]
+        assert sampled.outcomes == samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[2]
     return sampled
 
 
@@ -116,7 +116,7 @@ def test_the_bootstrap_is_each_resamples_metrics(runs, name, task, stored, monke
         fast = report_bootstrap.bootstrap_values(sampled, 300, 7)
     assert_same(fast, slow, task)
     assert any(np.std(v[~np.isnan(v)]) > 0 for v in fast.values() if (~np.isnan(v)).sum() > 1), "a real spread"
-    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: report_bootstrap.percentile_interval(v) for m, v in slow.items()}
+    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: resampling.percentile_interval(v) for m, v in slow.items()}
     assert [m for m, i in intervals.items() if i is None] == [m for m, i in reference.items() if i is None]
     assert_same({m: i for m, i in intervals.items() if i}, {m: i for m, i in reference.items() if i}, f"{task} intervals")
 
@@ -273,20 +273,20 @@ def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_pat
     lines[2] = json.dumps(lmms_eval_line(records[2], 2, spec), separators=(",", ":"))  # another writer's separators
     path = tmp_path / "run_samples_vr_bench.jsonl"
     path.write_text("\n".join(lines) + "\n" + lines[3] + "\n" + json.dumps(dict(reversed(list(json.loads(lines[4]).items())))) + "\n")
-    read, coverage, outcomes = samples_io.read_samples_with_outcomes(path, spec)
+    read, coverage, outcomes = samples_io.read_samples(path, spec)
     assert read == records and outcomes is None
     assert coverage.samples == len(records) + 2 and coverage.duplicates_dropped == 2  # verbatim, and the same row reordered
     changed = json.loads(lines[5])
     changed["overall"] = {**changed["overall"], "response": "another reply"}
     path.write_text("\n".join(lines) + "\n" + json.dumps(changed) + "\n")
     with pytest.raises(DataError, match="doc_id 5 appears twice with different content"):
-        samples_io.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples(path, spec)
     path.write_text("\n".join(lines) + "\n" + lines[6][: len(lines[6]) // 2 + 7] + "\n")
     with pytest.raises(DataError, match=rf"{path.name}:{len(lines) + 1}: not valid JSON"):
-        samples_io.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples(path, spec)
     path.write_text("[1, 2]\n")
     with pytest.raises(DataError, match="expected a JSON object"):
-        samples_io.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples(path, spec)
 
 
 def test_the_report_keeps_only_what_the_metrics_read(runs):

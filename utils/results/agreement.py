@@ -7,9 +7,10 @@ tests/test_agreement_stats.py:
 - `cohen_kappa`: Cohen's kappa, agreement beyond the chance agreement of the two marginals;
 - `weighted_kappa`: for ratings on an ordered scale, disagreements weighted by their distance
   (quadratic by default: the weight of rating 3 against 7 is (3-7)^2, so a near miss costs little);
-- `kendall_tau`: Kendall's tau-b of two rankings (ties handled), for the runs' order under two judges;
-- `bootstrap_interval`: a percentile interval of any of them, resampling units (questions, or
-  videos) with replacement, so the pairs of one question move together.
+- `kendall_tau`: Kendall's tau-b of two rankings (ties handled), for the runs' order under two judges.
+
+Their intervals resample units (questions, or videos) with replacement, so the pairs of one
+question move together (`resampling.bootstrap_interval`).
 
 Undefined values are NaN, never 0: kappa when both judges use one and the same label (no
 disagreement is possible by chance or otherwise), tau when either ranking is all ties.
@@ -19,9 +20,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Callable, Hashable, Sequence, TypeVar
+from typing import Hashable, Sequence
 
-T = TypeVar("T")
 Pair = tuple[Hashable, Hashable]  # (reference label, candidate label)
 
 
@@ -95,43 +95,3 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     if not denominator:
         return math.nan
     return (concordant - discordant) / denominator
-
-
-def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The percentile interval of bootstrap values; None when most of them are undefined (NaN)."""
-    import numpy as np
-
-    finite = np.array([v for v in values if isinstance(v, (int, float)) and not math.isnan(v)], dtype=float)
-    if len(finite) < max(2, len(values) // 2):
-        return None
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
-    return float(low), float(high)
-
-
-def bootstrap_interval(units: Sequence[Sequence[T]], statistic: Callable[[list[T]], float], n: int = 1000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float] | None:
-    """Percentile interval of ``statistic`` over ``n`` resamples of ``units`` (each a list of
-    items, e.g. one question's verdict pairs) drawn with replacement; None with fewer than two
-    units (every resample would be the sample itself) or ``n`` = 0."""
-    import numpy as np
-
-    if len(units) < 2 or n <= 0:
-        return None
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n):
-        picks = rng.integers(0, len(units), len(units))
-        values.append(statistic([item for pick in picks for item in units[pick]]))
-    return percentile_interval(values, level)
-
-
-def bootstrap_values(count: int, compute: Callable[[Sequence[int]], Any], n: int = 1000, seed: int = 0) -> list[Any]:
-    """``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement (seeded), for
-    statistics that read several paired samples at once (e.g. a ranking of runs)."""
-    import numpy as np
-
-    if count < 2 or n <= 0:
-        return []
-    rng = np.random.default_rng(seed)
-    return [compute(rng.integers(0, count, count)) for _ in range(n)]

@@ -6,7 +6,7 @@ cache (`judges.CacheOnlyJudge`: no key, no request); every judge request it make
 tag and occurrence; the cache keys them by judge model). From the pairs: agreement and kappa per
 judge call type (`call_summary`), both judges' headline metrics and their paired difference
 (`metric_differences`), and the runs' order under the two judges (`ranking_agreement`), each with
-bootstrap CIs (utils/results/agreement.py).
+bootstrap CIs (utils/results/agreement.py, resampling.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results import agreement as stats
+from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, bootstrap_values, percentile_interval
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.run_folders import Gathered
@@ -241,9 +242,9 @@ def call_summary(call: CallPairs, n: int, seed: int) -> dict:
         "statistic": f"weighted kappa ({WEIGHTS})" if call.scale is not None else "Cohen's kappa",
         "pairs": len(pairs), "units": len(units),
         "agreement": stats.agreement_rate(pairs),
-        "agreement_ci": stats.bootstrap_interval(units, stats.agreement_rate, n, seed),
+        "agreement_ci": bootstrap_interval(units, stats.agreement_rate, n, seed),
         "kappa": kappa,
-        "kappa_ci": stats.bootstrap_interval(units, lambda p: kappa_of(p, call.scale), n, seed),
+        "kappa_ci": bootstrap_interval(units, lambda p: kappa_of(p, call.scale), n, seed),
         "labels": {label: [reference_labels.get(label, 0), candidate_labels.get(label, 0)]
                    for label in sorted(set(reference_labels) | set(candidate_labels))},
     }
@@ -320,13 +321,13 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
         from lmms_video_reasoning.judges import failure_share
 
         with failure_share.decided_on_the_whole_run():
-            resampled = stats.bootstrap_values(len(common), taus, n, seed)
+            resampled = bootstrap_values(len(common), taus, n, seed)
         for metric in headline:
             reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
             if any(_undefined(v) for v in reference_values + candidate_values):
                 continue  # not a metric of this task
             rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
                          "tau": stats.kendall_tau(reference_values, candidate_values),
-                         "ci": stats.percentile_interval([r[metric] for r in resampled]) if resampled else None,
+                         "ci": percentile_interval([r[metric] for r in resampled]) if resampled else None,
                          "questions": len(common)})
     return rows

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -48,6 +47,7 @@ from lmms_video_reasoning.utils.results.agreement_calibration import calibrate
 from lmms_video_reasoning.utils.results.agreement_pairs import (CallPairs, Setup, Side, call_summary, metric_differences,
                                                                 pair_verdicts, ranking_agreement, read_pair, snapshots)
 from lmms_video_reasoning.utils.results.agreement_report import FORMAT, interval_text, number_text
+from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_runs import split_label
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
 from lmms_video_reasoning.utils.results.task_specs import task_spec
@@ -155,16 +155,6 @@ def print_document(document: dict) -> None:
                   + (", ".join(f"{k} x{v}" for k, v in row["unpaired_requests"].items()) or "none"))
 
 
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    return value
-
-
 def main(args) -> int:
     from lmms_video_reasoning.judges import JudgeConfigError
     from lmms_video_reasoning.judges import config as judge_config
@@ -203,7 +193,7 @@ def main(args) -> int:
     print_document(document)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(_json_ready(document), indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    out.write_text(json.dumps(json_ready(document), indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     print(f"\nagreement written to {out} (show it in a report: lmms-vr report RESULTS... --agreement {out})")
     compared = sum(row["compared"] for row in document["coverage"])
     if not compared:

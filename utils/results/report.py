@@ -58,18 +58,15 @@ from lmms_video_reasoning.utils.results.report_tables import MINE, Section, html
 from lmms_video_reasoning.utils.results.task_specs import task_specs
 
 
-# ---------------------------------------------------------------------------------------------
-# Output
-# ---------------------------------------------------------------------------------------------
 
-
-def _json_ready(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
+    """`value` as JSON writes it, NaN as null."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _json_ready(v) for k, v in value.items()}
+        return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
+        return [json_ready(v) for v in value]
     return value
 
 
@@ -229,7 +226,7 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
         "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
                                    "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
     }
-    (out / "report.json").write_text(json.dumps(_json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "report.json").write_text(json.dumps(json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return data
 
 

@@ -25,10 +25,6 @@ def spec_of(benchmark: str) -> ReportSpec:
     return spec
 
 
-# ---------------------------------------------------------------------------------------------
-# Runs: results files, their samples files, their labels
-# ---------------------------------------------------------------------------------------------
-
 
 @dataclass
 class Run:

@@ -16,10 +16,6 @@ from lmms_video_reasoning.utils.results.score import same_value
 from lmms_video_reasoning.utils.results.task_specs import task_spec
 
 
-# ---------------------------------------------------------------------------------------------
-# The numbers behind the tables: per run and task, points from the results, CIs from samples
-# ---------------------------------------------------------------------------------------------
-
 
 @dataclass
 class TaskStats:

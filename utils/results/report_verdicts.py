@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 from pathlib import Path
@@ -9,11 +10,6 @@ from typing import Any
 
 from lmms_video_reasoning.utils.results.report_runs import read_results
 from lmms_video_reasoning.utils.results.task_specs import RESULTS_SUFFIX
-
-
-# ---------------------------------------------------------------------------------------------
-# The judge a run used: its verdicts are read back from its cache (no key, no request)
-# ---------------------------------------------------------------------------------------------
 
 
 def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
@@ -49,15 +45,8 @@ def run_accounting_files(results_file: Path) -> list[Path]:
         return []
     prefix = results_file.name[: -len(RESULTS_SUFFIX)]
     pattern = re.compile(re.escape(prefix) + r"_.+\.json")
-    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob_escape(prefix)}_*.json")
+    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob.escape(prefix)}_*.json")
                    if pattern.fullmatch(p.name) and p != results_file), key=_mtime, reverse=True)
-
-
-def glob_escape(text: str) -> str:
-    """`text` matched literally by `Path.glob`."""
-    import glob
-
-    return glob.escape(text)
 
 
 def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:

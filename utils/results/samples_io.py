@@ -17,11 +17,6 @@ from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KE
 log = logging.getLogger("lmms_video_reasoning.score")
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading samples files and predictions back into records
-# ---------------------------------------------------------------------------------------------
-
-
 def logged_record(row: dict, spec: TaskSpec) -> dict | None:
     """The record a `--log_samples` line holds under the task's metric names (None: predict-only)."""
     if isinstance(row.get(RECORD_KEY), dict):
@@ -135,16 +130,11 @@ def _some(ids: Sequence[str], shown: int = 5) -> str:
     return "ids " + ", ".join(map(repr, ids[:shown])) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
-def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
-    """The task's records from a samples file (logged, or rebuilt for predict-only lines) and
-    what they cover; verbatim repeated rows are scored once, conflicting ones refused."""
-    records, coverage, _outcomes = read_samples_with_outcomes(path, spec)
-    return records, coverage
-
-
-def read_samples_with_outcomes(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list[dict] | None]:
-    """`read_samples`, and the per-sample outcomes `lmms-vr score --out` stored beside the
-    records (None when not every sample has one), in one pass over the file.
+def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list[dict] | None]:
+    """The task's records from a samples file (logged, or rebuilt for predict-only lines), what
+    they cover and the per-sample outcomes `lmms-vr score --out` stored beside the records (None
+    when not every sample has one), in one pass over the file; verbatim repeated rows are scored
+    once, conflicting ones refused.
 
     The file is streamed and each line keeps only what scoring reads: its record once (an
     lmms-eval line holds it under every metric name: the first copy is parsed, the others are

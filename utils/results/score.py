@@ -63,10 +63,6 @@ from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KE
 log = logging.getLogger("lmms_video_reasoning.score")
 
 
-# ---------------------------------------------------------------------------------------------
-# Scoring
-# ---------------------------------------------------------------------------------------------
-
 
 @dataclass
 class TaskScore:
