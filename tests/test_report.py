@@ -593,7 +593,7 @@ def test_breakdowns_that_need_the_data_root_say_so(scored, tmp_path, monkeypatch
 def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
     """A one-video VRBench subset: no CI (every resample is the video itself) and no standard error,
     never `± 0`."""
-    from lmms_video_reasoning.utils.results import standard_error
+    from lmms_video_reasoning.utils.results import aggregation
 
     folder = tmp_path / "one"
     folder.mkdir()
@@ -612,8 +612,8 @@ def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
         row = ci_rows(built, "vrbench")[("vr_bench", metric)]
         assert row[4] == "–" and row[NOTE] == "no CI from 1 videos", row
     with sample_judge(scored.dir / "judge.sqlite", scored.env):
-        assert standard_error.bootstrap_stderrs("vrbench", one.records, one.outcomes, one.settings, 50) == {}
-        assert standard_error.bootstrap_stderrs("vrbench", sampled.records, sampled.outcomes, sampled.settings, 50)["mcq_accuracy"] > 0
+        assert aggregation.bootstrap_stderrs("vrbench", one.records, one.outcomes, one.settings, 50) == {}
+        assert aggregation.bootstrap_stderrs("vrbench", sampled.records, sampled.outcomes, sampled.settings, 50)["mcq_accuracy"] > 0
 
 
 # ---------------------------------------------------------------------------------- provenance of the paper's rows

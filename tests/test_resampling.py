@@ -22,7 +22,7 @@ import pytest
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import resampling, run_folders, samples_io, score, standard_error, task_specs
+from lmms_video_reasoning.utils.results import aggregation, resampling, run_folders, samples_io, score, task_specs
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -151,7 +151,7 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.results.aggregation import ScoreOnce
 
-    monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
+    monkeypatch.delenv(aggregation.STDERR_ENV, raising=False)
     samples = {task: loaded(runs, name, task) for name, task in TASKS}
     for benchmark in {task_specs.task_spec(task).benchmark for _name, task in TASKS}:
         monkeypatch.setattr(type(registry.get(benchmark).scoring), "outcomes", lambda *a, **k: pytest.fail("outcomes derived again"))
@@ -218,18 +218,18 @@ def test_a_benchmark_without_arrays_gets_the_reference(runs, monkeypatch):
 def test_standard_errors_can_be_switched_off(monkeypatch, caplog):
     from lmms_video_reasoning.vrbench import benchmark as binding
 
-    monkeypatch.setattr(standard_error, "_said", set())
-    monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
+    monkeypatch.setattr(aggregation, "_said", set())
+    monkeypatch.delenv(aggregation.STDERR_ENV, raising=False)
     assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None
     assert binding.aggregate_judge_failed.stderr_for(1000) is None  # not a headline metric
-    monkeypatch.setenv(standard_error.STDERR_ENV, "off")
-    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
+    monkeypatch.setenv(aggregation.STDERR_ENV, "off")
+    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.aggregation"):
         assert binding.aggregate_mcq_accuracy.stderr_for(1000) is None
         assert binding.aggregate_overall.stderr_for(1000) is None
-    said = [r for r in caplog.records if standard_error.STDERR_ENV in r.getMessage()]
+    said = [r for r in caplog.records if aggregation.STDERR_ENV in r.getMessage()]
     assert len(said) == 1 and "off" in said[0].getMessage(), "said once, not per metric"
-    monkeypatch.setenv(standard_error.STDERR_ENV, "maybe")
-    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
+    monkeypatch.setenv(aggregation.STDERR_ENV, "maybe")
+    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.aggregation"):
         assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None  # an unknown value keeps them on ...
     assert any(r.levelno == logging.ERROR and "'maybe'" in r.getMessage() for r in caplog.records)  # ... and says so
 
