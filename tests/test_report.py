@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts, resampling
-from lmms_video_reasoning.utils.results import samples_io, score, task_specs
+from lmms_video_reasoning.utils.results import samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import sample_judge, score_predictions
 
@@ -129,7 +129,7 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     clue_acc = value(scored.results["cg_clue"], "cg_bench_clue", "clue_acc")
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
-               for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))[0]]
+               for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), samples_io.task_spec(RUNS[name][0]))[0]]
     expected = cg_binding.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)
@@ -350,9 +350,9 @@ def lmms_eval_shaped(scored, names, folder: Path) -> Path:
         for task in data["results"]:
             source = score.samples_path(scored.files[name], task)
             rows = [json.loads(line) for line in source.read_text().splitlines()]
-            assert all(task_specs.OUTCOME_KEY in row for row in rows)
+            assert all(samples_io.OUTCOME_KEY in row for row in rows)
             for row in rows:
-                row.pop(task_specs.OUTCOME_KEY)
+                row.pop(samples_io.OUTCOME_KEY)
             (folder / source.name).write_text("".join(json.dumps(row) + "\n" for row in rows))
     return folder
 
@@ -479,7 +479,7 @@ def judge_outage(folder: Path, task: str, judge_free: tuple[str, ...]) -> int:
     entry = data["results"][task]
     for key in list(entry):
         name = key.partition(",")[0]
-        if "," in key and name not in judge_free and name not in report_stats.failure_counts(task_specs.task_spec(task).benchmark):
+        if "," in key and name not in judge_free and name not in report_stats.failure_counts(samples_io.task_spec(task).benchmark):
             entry[key] = math.nan
     entry["judge_failed,none"] = samples
     results_file.write_text(json.dumps(data))

@@ -22,7 +22,7 @@ import pytest
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import aggregation, resampling, run_folders, samples_io, score, task_specs
+from lmms_video_reasoning.utils.results import aggregation, resampling, run_folders, samples_io, score
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -73,15 +73,15 @@ def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.
     if not stored:
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         for row in rows:
-            row.pop(task_specs.OUTCOME_KEY)
+            row.pop(samples_io.OUTCOME_KEY)
         path = runs.dir / f"bare_{name}_samples_{task}.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    verdicts, why, _ = report_verdicts.verdicts_for(runs.files[name], registry.get(task_specs.task_spec(task).benchmark).scoring.judge_name)
+    verdicts, why, _ = report_verdicts.verdicts_for(runs.files[name], registry.get(samples_io.task_spec(task).benchmark).scoring.judge_name)
     with environment(runs.env):  # CG-Bench's step-2 judge request holds the clue frames: rebuilt from the sample root
         sampled, reason = report_bootstrap.load_sampled(task, path, verdicts, why)
     assert sampled is not None, reason
     if not stored:  # recomputed from the judge cache: the run's own outcomes (a failed judgment stays failed)
-        assert sampled.outcomes == samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[2]
+        assert sampled.outcomes == samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[2]
     return sampled
 
 
@@ -153,13 +153,13 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
 
     monkeypatch.delenv(aggregation.STDERR_ENV, raising=False)
     samples = {task: loaded(runs, name, task) for name, task in TASKS}
-    for benchmark in {task_specs.task_spec(task).benchmark for _name, task in TASKS}:
+    for benchmark in {samples_io.task_spec(task).benchmark for _name, task in TASKS}:
         monkeypatch.setattr(type(registry.get(benchmark).scoring), "outcomes", lambda *a, **k: pytest.fail("outcomes derived again"))
     with sample_judge(runs.cache, runs.env):
         for name, task in TASKS:
             sampled = samples[task]
-            benchmark = task_specs.task_spec(task).benchmark
-            records = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
+            benchmark = samples_io.task_spec(task).benchmark
+            records = samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
             once = ScoreOnce(benchmark)
             slow = report_bootstrap.bootstrap_values_reference(sampled, 300, 0)
             headline = [m for m in report_runs.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
@@ -257,14 +257,14 @@ def test_pairs_against_the_baseline_or_every_pair(runs, tmp_path):
 # ---------------------------------------------------------------------------------- the samples file, streamed
 
 
-def lmms_eval_line(record: dict, doc_id: int, spec: task_specs.TaskSpec, **extra) -> dict:
+def lmms_eval_line(record: dict, doc_id: int, spec: samples_io.TaskSpec, **extra) -> dict:
     """A line as lmms-eval 0.7.3 logs it: the record under each of the task's metric names."""
     return {"doc_id": doc_id, "target": record.get("answer"), "filtered_resps": [record.get("response")], "token_counts": [3],
             "doc_hash": "0" * 64, **extra, **{metric: record for metric in spec.metrics}, "input": "the prompt"}
 
 
 def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_path):
-    spec = task_specs.task_spec("vr_bench")
+    spec = samples_io.task_spec("vr_bench")
     records = samples_io.read_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)[0]
     lines = [json.dumps(lmms_eval_line(record, i, spec)) for i, record in enumerate(records)]
     # a nested object holding a key named like a metric comes before the real copies: never taken for the record
@@ -292,7 +292,7 @@ def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_pat
 def test_the_report_keeps_only_what_the_metrics_read(runs):
     for name, task in TASKS:
         sampled = loaded(runs, name, task, stored=False)
-        full = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
+        full = samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
         assert all(len(json.dumps(slim)) < len(json.dumps(record)) / 2 for slim, record in zip(sampled.records, full)), task
         assert "response" not in sampled.records[0] and "question" not in sampled.records[0]
         whole = report_bootstrap.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)

@@ -20,7 +20,7 @@ from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.agreement_pairs import Asked, Setup, Side, judge_each
 from lmms_video_reasoning.utils.results.run_folders import Gathered
-from lmms_video_reasoning.utils.results.task_specs import task_spec
+from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
 def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0) -> list[Any]:

@@ -24,7 +24,7 @@ from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, bo
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.run_folders import Gathered
-from lmms_video_reasoning.utils.results.task_specs import task_spec
+from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 log = logging.getLogger("lmms_video_reasoning.agreement")
 

@@ -24,6 +24,7 @@ from lmms_video_reasoning.judges.batch_pass import JudgePass, TagEstimate, refus
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_items
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -43,8 +44,6 @@ def quiet_judging(level: int = logging.CRITICAL) -> Iterator[None]:
 
 def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
     """The tasks' own scoring (`scoring.score`) with `judge_pass`'s judge of each benchmark."""
-    from lmms_video_reasoning.utils.results.task_specs import task_spec
-
     for item in gathered:
         spec = task_spec(item.task)
         bench = registry.get(spec.benchmark).scoring
@@ -95,7 +94,6 @@ def cost_rows(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[Co
 def estimate(gathered: Sequence[Any], walk: bool = True) -> dict:
     """The estimate of every task's judging as JSON-ready data (rows, totals, how tokens were counted)."""
     from lmms_video_reasoning.judges.tokens import tokenizer_for
-    from lmms_video_reasoning.utils.results.task_specs import task_spec
 
     judge_pass = run_pass(gathered, JudgePass("estimate", walk=walk))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
@@ -116,9 +114,7 @@ def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[
     """What the estimate leaves out, per task and step: the judging items whose code failed
     (`batch_pass.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
     there on (`requests`: the count their last request declared; `unknown_items`: items that could
-    not say, at least one request each), the first reason and what is missing (`task_specs.unbuilt_items`)."""
-    from lmms_video_reasoning.utils.results.task_specs import unbuilt_items
-
+    not say, at least one request each), the first reason and what is missing (`samples_io.unbuilt_items`)."""
     groups: dict[tuple[str, str | None], list] = {}
     for entry in judge_pass.unbuilt:
         groups.setdefault((entry.task, entry.after), []).append(entry)

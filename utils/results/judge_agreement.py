@@ -50,7 +50,7 @@ from lmms_video_reasoning.utils.results.agreement_report import FORMAT, interval
 from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_runs import split_label
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.task_specs import task_spec
+from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
 def per_benchmark(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:

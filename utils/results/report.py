@@ -55,7 +55,7 @@ from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.report_runs import Run, Unread, load_runs
 from lmms_video_reasoning.utils.results.report_stats import PAIRING, PAIRINGS, failure_counts, pairing_note, task_stats
 from lmms_video_reasoning.utils.results.report_tables import MINE, Section, html_table, markdown_table, md_text
-from lmms_video_reasoning.utils.results.task_specs import task_specs
+from lmms_video_reasoning.utils.results.samples_io import task_specs
 
 
 

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results.task_specs import RESULTS_SUFFIX
+from lmms_video_reasoning.utils.results.samples_io import RESULTS_SUFFIX
 
 log = logging.getLogger("lmms_video_reasoning.report")
 

@@ -13,7 +13,7 @@ from lmms_video_reasoning.utils.results.report_bootstrap import Difference, Samp
 from lmms_video_reasoning.utils.results.report_runs import Run, spec_of
 from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
 from lmms_video_reasoning.utils.results.score import same_value
-from lmms_video_reasoning.utils.results.task_specs import task_spec
+from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
 

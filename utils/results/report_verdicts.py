@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.utils.results.report_runs import read_results
-from lmms_video_reasoning.utils.results.task_specs import RESULTS_SUFFIX
+from lmms_video_reasoning.utils.results.samples_io import RESULTS_SUFFIX
 
 
 def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:

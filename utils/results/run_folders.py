@@ -13,8 +13,8 @@ from pathlib import Path
 from lmms_video_reasoning.utils.core import files
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.aggregation import RUN_TASKS_FILE
-from lmms_video_reasoning.utils.results.samples_io import Coverage, _lines, _some, check_coverage, read_predictions, read_samples, tasks_in_predictions
-from lmms_video_reasoning.utils.results.task_specs import RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, task_spec, task_specs
+from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, _lines, _some, check_coverage,
+                                                           read_predictions, read_samples, task_spec, task_specs, tasks_in_predictions)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 

@@ -57,8 +57,8 @@ from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import Coverage
-from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KEY, RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, task_spec, unbuilt_items
+from lmms_video_reasoning.utils.results.samples_io import (OUTCOME_KEY, RECORD_KEY, RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage,
+                                                           task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
