@@ -47,6 +47,7 @@ from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import files, registry, settings as suite_settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.lmms import responses, run_output
+from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 
 Records = Sequence[dict]
 
@@ -219,14 +220,6 @@ def _say_once(key: str, level: int, message: str, *args: Any) -> None:
             return
         _said.add(key)
     log.log(level, message, *args)
-
-
-def headline_metrics(benchmark: str) -> Sequence[str]:
-    try:
-        spec = registry.get(benchmark).report
-    except ValueError:
-        return ()
-    return spec.headline if spec is not None else ()
 
 
 def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any,

@@ -23,6 +23,7 @@ from lmms_video_reasoning.utils.results import agreement as stats
 from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, bootstrap_values, percentile_interval
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
+from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.run_folders import Gathered
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
@@ -184,20 +185,25 @@ class Setup:
     candidate: dict[str, Side]
 
 
-def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
-    """Both judges' per-sample outcomes of one task of one run, from their caches."""
+def cache_reader(bench, side: Side, readers: dict):
+    """The reader of `side`'s judge cache for `bench` (`judges.CacheOnlyJudge`), one per judge and cache in `readers`."""
     from lmms_video_reasoning.judges import CacheOnlyJudge
 
+    key = (bench.judge_name, side.model, str(side.cache), side.endpoint)
+    if key not in readers:
+        readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
+    return readers[key]
+
+
+def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
+    """Both judges' per-sample outcomes of one task of one run, from their caches."""
     spec = task_spec(item.task)
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(item.records)
     judged = []
     for sides in (setup.reference, setup.candidate):
         side = sides[spec.benchmark]
-        key = (spec.benchmark, side.model, str(side.cache), side.endpoint)
-        if key not in readers:
-            readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
-        judged.append(judge_each(bench, item.records, settings, readers[key]))
+        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side, readers)))
     return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
 
 
@@ -274,8 +280,7 @@ def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], S
     records = [pair.records[i] for i in both]
     reference = Sampled(pair.benchmark, records, [pair.reference[i].outcome for i in both], pair.settings)
     candidate = Sampled(pair.benchmark, records, [pair.candidate[i].outcome for i in both], pair.settings)
-    spec = registry.get(pair.benchmark).report
-    headline = spec.headline if spec is not None else ()
+    headline = headline_metrics(pair.benchmark)
     values_reference, values_candidate = reference.metrics(), candidate.metrics()
     rows = []
     for difference in paired_difference(reference, candidate, n, seed):
@@ -301,8 +306,7 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
             continue
         unit_maps = {run: sampled[(run, task)][0].units() for run in runs}
         common = [unit for unit in unit_maps[runs[0]] if all(unit in unit_maps[run] for run in runs)]
-        spec = registry.get(sampled[(runs[0], task)][0].benchmark).report
-        headline = spec.headline if spec is not None else ()
+        headline = headline_metrics(sampled[(runs[0], task)][0].benchmark)
         if not common or not headline:
             continue
 

@@ -53,7 +53,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.report_runs import Run, Unread, load_runs
-from lmms_video_reasoning.utils.results.report_stats import PAIRING, PAIRINGS, failure_counts, pairing_note, task_stats
+from lmms_video_reasoning.utils.results.report_stats import PAIRING, PAIRINGS, pairing_note, task_stats
 from lmms_video_reasoning.utils.results.report_tables import MINE, Section, html_table, markdown_table, md_text
 from lmms_video_reasoning.utils.results.samples_io import task_specs
 
@@ -77,7 +77,7 @@ def failure_summary(run: Run) -> str:
     parts = []
     specs = task_specs()
     for task in sorted(run.results):
-        declared = failure_counts(specs[task].benchmark) if task in specs else ()
+        declared = registry.get(specs[task].benchmark).failure_counts if task in specs else ()
         counts = [f"{name} {run.results[task][name]:g}" for name in declared
                   if isinstance(run.results[task].get(name), (int, float)) and not math.isnan(run.results[task][name])]
         if counts:

@@ -25,6 +25,15 @@ def spec_of(benchmark: str) -> ReportSpec:
     return spec
 
 
+def headline_metrics(benchmark: str) -> tuple[str, ...]:
+    """The benchmark's metrics with CIs and standard errors (`ReportSpec.headline`; none without a report)."""
+    try:
+        spec = registry.get(benchmark).report
+    except ValueError:
+        return ()
+    return spec.headline if spec is not None else ()
+
+
 
 @dataclass
 class Run:
