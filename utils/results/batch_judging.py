@@ -91,11 +91,11 @@ def cost_rows(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[Co
     return rows
 
 
-def estimate(gathered: Sequence[Any], walk: bool = True) -> dict:
+def estimate(gathered: Sequence[Any]) -> dict:
     """The estimate of every task's judging as JSON-ready data (rows, totals, how tokens were counted)."""
     from lmms_video_reasoning.judges.tokens import tokenizer_for
 
-    judge_pass = run_pass(gathered, JudgePass("estimate", walk=walk))
+    judge_pass = run_pass(gathered, JudgePass("estimate", walk=True))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
     rows = cost_rows(judge_pass, benchmarks)
     models = sorted({row.model for row in rows} | set(judge_pass.models().values()))
@@ -300,13 +300,11 @@ def nothing_accepted(result: dict, where: str) -> str | None:
 # ---------------------------------------------------------------------- the Batch API
 
 
-def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_bytes: int | None = None) -> dict:
+def api_judging(gathered: Sequence[Any]) -> dict:
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
     earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
-    from lmms_video_reasoning.judges.batch_api import MAX_FILE_BYTES, MAX_REQUESTS, BatchApi
+    from lmms_video_reasoning.judges.batch_api import MAX_REQUESTS, BatchApi
     from lmms_video_reasoning.judges import get_judge
-
-    max_requests = max_requests or MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
     totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {},
                               "batches": [], "import": {}}
@@ -318,7 +316,7 @@ def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_by
             if configured is None:
                 raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
                                 "README's Judges section), or use --batch-export / --batch-import")
-            apis[benchmark] = BatchApi(configured.config, ledger, max_requests, max_bytes or MAX_FILE_BYTES)
+            apis[benchmark] = BatchApi(configured.config, ledger, MAX_REQUESTS.read())  # smaller files than the API's limit, e.g. for a token quota
         return apis[benchmark]
 
     # Open the ledgers of every judge the scoring uses (the collect pass builds them).
