@@ -30,7 +30,6 @@ from lmms_video_reasoning.utils.results.samples_io import task_spec
 log = logging.getLogger("lmms_video_reasoning.agreement")
 
 WEIGHTS = "quadratic"
-IMAGE_TOKENS = 85  # an image part at detail "low" (OpenAI's figure), for the cost estimate
 
 
 # ---------------------------------------------------------------------------------------------
@@ -48,37 +47,21 @@ class Asked:
     value: Any = None
     answered_by: str | None = None
     missing: bool = False  # no verdict in the cache (a cache reader sent nothing)
-    prompt_tokens: int = 0  # input tokens (the reference's tokenizer in a calibration; else characters / 4), for the cost estimate
+    prompt_tokens: int = 0  # input tokens by the reference's tokenizer (a calibration's cost estimate; 0 without one)
     reply_tokens: int = 0  # of the reply this judge gave (what the other judge's reply will be near)
     max_tokens: int = 0
-
-
-def approximate_prompt_tokens(messages: Sequence[dict]) -> int:
-    """A stated approximation of a request's input tokens: 4 characters per token, a fixed count per image."""
-    characters = images = 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            characters += len(content)
-            continue
-        for part in content or []:
-            if part.get("type") == "text":
-                characters += len(part.get("text", ""))
-            elif part.get("type") == "image_url":
-                images += 1
-    return characters // 4 + images * IMAGE_TOKENS
 
 
 class RecordingJudge:
     """A judge (usually a `CacheOnlyJudge`) whose every request is recorded; `map` runs items
     one after the other, so the requests of one sample are recorded in their order.
     `tokenizer` (`judges.tokens.Tokenizer`: `request_tokens`, `text_tokens`) counts each request's
-    input and reply tokens, for a calibration's cost; default: 4 characters per token."""
+    input and reply tokens, for a calibration's cost (none counted without one)."""
 
     def __init__(self, inner, tokenizer: Any = None) -> None:
         self.inner = inner
-        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else approximate_prompt_tokens
-        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: len(text) // 4)
+        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else (lambda messages: 0)
+        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: 0)
         self.asked: list[Asked] = []
         self.item_errors = 0
 
