@@ -24,10 +24,9 @@ from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, bo
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
+from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
 from lmms_video_reasoning.utils.results.run_folders import Gathered
 from lmms_video_reasoning.utils.results.samples_io import task_spec
-
-log = logging.getLogger("lmms_video_reasoning.agreement")
 
 WEIGHTS = "quadratic"
 
@@ -52,9 +51,8 @@ class Asked:
     max_tokens: int = 0
 
 
-class RecordingJudge:
-    """A judge (usually a `CacheOnlyJudge`) whose every request is recorded; `map` runs items
-    one after the other, so the requests of one sample are recorded in their order.
+class RecordingJudge(InOrderJudge):
+    """A judge (usually a `CacheOnlyJudge`) whose every request is recorded, in their order.
     `tokenizer` (`judges.tokens.Tokenizer`: `request_tokens`, `text_tokens`) counts each request's
     input and reply tokens, for a calibration's cost (none counted without one)."""
 
@@ -63,7 +61,6 @@ class RecordingJudge:
         self.count_tokens = tokenizer.request_tokens if tokenizer is not None else (lambda messages: 0)
         self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: 0)
         self.asked: list[Asked] = []
-        self.item_errors = 0
 
     def __getattr__(self, name: str):  # config, cache, stats, accounting ... of the judge read
         return getattr(self.inner, name)
@@ -77,20 +74,6 @@ class RecordingJudge:
                                 missing=result.error == NOT_COMPUTED, prompt_tokens=self.count_tokens(request.messages),
                                 reply_tokens=self.count_reply(result.raw or ""), max_tokens=request.max_tokens))
         return result
-
-    def map(self, fn, items, desc: str = "") -> list:
-        out = []
-        for item in items:
-            try:
-                out.append(fn(item, self.ask))
-            except Exception as error:  # noqa: BLE001 - e.g. a request needing media that are not here
-                self.item_errors += 1
-                log.debug("%s: a judge item could not be rebuilt: %s: %s", desc, type(error).__name__, error)
-                out.append(None)
-        return out
-
-    def log_summary(self) -> None:
-        pass
 
 
 @dataclass

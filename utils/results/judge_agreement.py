@@ -34,7 +34,6 @@ Reported (stdout, and the JSON `--out` that `lmms-vr report --agreement` shows):
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -159,11 +158,6 @@ def main(args) -> int:
     from lmms_video_reasoning.judges import JudgeConfigError
     from lmms_video_reasoning.judges import config as judge_config
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    from lmms_video_reasoning.utils.lmms import launcher
-
-    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     found = gather_runs(args.runs, args.task)
     benchmarks = sorted({task_spec(g.task).benchmark for _, g in found})
     shared = Path(args.cache).expanduser() if args.cache else judge_config.cache_path_from_env()

@@ -44,7 +44,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import logging
 import math
 import sys
 from pathlib import Path
@@ -231,11 +230,6 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
 
 
 def main(args) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    from lmms_video_reasoning.utils.lmms import launcher
-
-    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, pairs=getattr(args, "pairs", "baseline"),
                         agreement=getattr(args, "agreement", None) or ())
     for entry in data["not_read"]:

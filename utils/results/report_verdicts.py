@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.utils.results.report_runs import read_results
 from lmms_video_reasoning.utils.results.samples_io import RESULTS_SUFFIX
+
+log = logging.getLogger("lmms_video_reasoning.report")
 
 
 def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
@@ -100,30 +103,37 @@ def _endpoint(base_url: Any) -> str | None:
     return base_url if isinstance(base_url, str) and base_url.startswith("http") and " " not in base_url else None
 
 
-class _NoVerdicts:
+class InOrderJudge:
+    """A judge whose `map` runs the items one after the other (their requests in order), counting
+    the items whose code raised (e.g. a request needing media that are not here) as `item_errors`."""
+
+    item_errors = 0
+
+    def map(self, fn, items, desc: str = "") -> list:
+        out = []
+        for item in items:
+            try:
+                out.append(fn(item, self.ask))
+            except Exception as error:  # noqa: BLE001 - an item that cannot even be rebuilt is missing too
+                self.item_errors += 1
+                log.debug("%s: a judge item could not be rebuilt: %s: %s", desc, type(error).__name__, error)
+                out.append(None)
+        return out
+
+    def log_summary(self) -> None:
+        pass
+
+
+class _NoVerdicts(InOrderJudge):
     """The judge of a run whose cache is not available: every request is missing, none is sent."""
 
-    def __init__(self) -> None:
-        self.misses = self.item_errors = 0
+    misses = 0
 
     def ask(self, request):
         from lmms_video_reasoning.utils.core.ask import Result
 
         self.misses += 1
         return Result(False, None, None, "no judge cache", False)
-
-    def map(self, fn, items, desc=""):
-        out = []
-        for item in items:
-            try:
-                out.append(fn(item, self.ask))
-            except Exception:  # noqa: BLE001 - an item that cannot even be rebuilt is missing too
-                self.item_errors += 1
-                out.append(None)
-        return out
-
-    def log_summary(self) -> None:
-        pass
 
 
 def shortfall(judge: Any) -> tuple[int, int]:

@@ -237,11 +237,6 @@ def print_scores(scores: Sequence[TaskScore]) -> None:
 def main(args) -> int:
     from lmms_video_reasoning.judges import JudgeConfigError
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    from lmms_video_reasoning.utils.lmms import launcher
-
-    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     try:
         gathered, skipped, missing = gather_records(Path(args.path), args.task)
         if _batch_step(args, gathered):
