@@ -27,6 +27,11 @@ RECORD_KEY = "record"  # our samples files: the record once, not under every met
 OUTCOME_KEY = "lmms_vr_outcome"
 
 
+def results_stem(path: Path) -> str:
+    """What a run's other files are named after: lmms-eval's `<date_id>` of `<date_id>_results.json`, else the file's stem."""
+    return path.name[: -len(RESULTS_SUFFIX)] if path.name.endswith(RESULTS_SUFFIX) else path.stem
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """What scoring needs to know about one task of this suite (from its declaration)."""

@@ -58,7 +58,7 @@ from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
 from lmms_video_reasoning.utils.results.samples_io import (OUTCOME_KEY, RECORD_KEY, RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage,
-                                                           task_spec, unbuilt_items)
+                                                           results_stem, task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -146,8 +146,7 @@ def result_entry(task: str, metrics: dict) -> dict:
 
 
 def samples_path(out: Path, task: str) -> Path:
-    stem = out.name[: -len(RESULTS_SUFFIX)] if out.name.endswith(RESULTS_SUFFIX) else out.stem
-    return out.with_name(f"{stem}_samples_{task}.jsonl")
+    return out.with_name(f"{results_stem(out)}_samples_{task}.jsonl")
 
 
 def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
@@ -189,7 +188,7 @@ def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
     out = Path(out)
     if len(runs) <= 1:
         return {run: out for run in runs}
-    stem = out.name[: -len(RESULTS_SUFFIX)] if out.name.endswith(RESULTS_SUFFIX) else out.stem
+    stem = results_stem(out)
     suffix = RESULTS_SUFFIX if out.name.endswith(RESULTS_SUFFIX) else out.suffix or ".json"
     return {run: out.with_name(f"{stem}_{re.sub(r'[^A-Za-z0-9_.-]+', '__', run)}{suffix}") for run in runs}
 
