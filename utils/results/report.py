@@ -207,7 +207,7 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
     builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
     sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
     if agreement and sections:
-        from lmms_video_reasoning.utils.results.agreement_report import agreement_section
+        from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
 
         sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
     if not sections:
