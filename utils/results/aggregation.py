@@ -48,6 +48,7 @@ from lmms_video_reasoning.utils.core import files, registry, settings as suite_s
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.lmms import responses, run_output
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
+from lmms_video_reasoning.utils.results.samples_io import sample_line
 
 Records = Sequence[dict]
 
@@ -385,9 +386,7 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
     try:
         path = run.path(RECORDS_FILE.format(task=task))
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = "".join(json.dumps({"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None,
-                                   "record": record}, ensure_ascii=False, default=str) + "\n"
-                       for index, record in enumerate(records)).encode("utf-8")
+        data = "".join(sample_line(index, record) for index, record in enumerate(records)).encode("utf-8")
         digest = hashlib.sha256(data)
         files.write_durably(path, data)
         if files.sha256_of(path) != digest.hexdigest():  # what the disk gives back, not what was handed to it

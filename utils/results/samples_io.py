@@ -25,6 +25,16 @@ RECORDS_PATTERN = re.compile(r"^(?P<prefix>.*)_records_(?P<task>[A-Za-z0-9_\-]+)
 RESULTS_SUFFIX = "_results.json"
 RECORD_KEY = "record"  # our samples files: the record once, not under every metric name
 OUTCOME_KEY = "lmms_vr_outcome"
+_NO_OUTCOME = object()
+
+
+def sample_line(index: int, record: Any, outcome: Any = _NO_OUTCOME) -> str:
+    """One line of this suite's samples files (the records saved before judging, `lmms-vr score --out`):
+    the record once, with its scored outcome when there is one."""
+    row = {"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None, RECORD_KEY: record}
+    if outcome is not _NO_OUTCOME:
+        row[OUTCOME_KEY] = outcome
+    return json.dumps(row, ensure_ascii=False, default=str) + "\n"
 
 
 def results_stem(path: Path) -> str:
@@ -242,7 +252,6 @@ def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list
     return rebuild_records(predict_only, spec, str(path)), coverage, None
 
 
-_NO_OUTCOME = object()
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
 

@@ -57,8 +57,8 @@ from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import (OUTCOME_KEY, RECORD_KEY, RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage,
-                                                           results_stem, task_spec, unbuilt_items)
+from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, results_stem, sample_line,
+                                                           task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -169,11 +169,8 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     }
     for s in scores:
         with samples_path(out, s.task).open("w", encoding="utf-8") as handle:
-            for index, record in enumerate(s.records):
-                row = {"doc_id": index, "sample_id": record.get("sample_id"), RECORD_KEY: record}
-                if s.outcomes is not None:
-                    row[OUTCOME_KEY] = s.outcomes[index]
-                handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.writelines(sample_line(index, record, *([s.outcomes[index]] if s.outcomes is not None else []))
+                              for index, record in enumerate(s.records))
     out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     return results
 
