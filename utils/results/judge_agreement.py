@@ -133,6 +133,16 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
             "calls": [call_summary(c, n, seed) for _, c in sorted(calls.items())],
             "metrics": metrics, "ranking": ranking_agreement(sampled, n, seed), "coverage": coverage}
 
+def number_text(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+def interval_text(interval: Any, digits: int = 3) -> str:
+    return "–" if not interval else f"[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+
+
 def print_document(document: dict) -> None:
     for benchmark, sides in document["judges"].items():
         reference, candidate = sides["reference"], sides["candidate"]
@@ -161,16 +171,6 @@ def print_document(document: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 # The agreement document read back: its section in `lmms-vr report --agreement FILE`
 # ---------------------------------------------------------------------------------------------
-
-
-def number_text(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.{digits}f}"
-
-
-def interval_text(interval: Any, digits: int = 3) -> str:
-    return "–" if not interval else f"[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
 
 
 def read_document(path: Path) -> dict:
