@@ -473,13 +473,15 @@ def table_of(data: dict, benchmark: str, prefix: str) -> dict:
 def judge_outage(folder: Path, task: str, judge_free: tuple[str, ...]) -> int:
     """Rewrite a run's results as the failure-share rule leaves a judge outage: every judge-based
     metric NaN, judge_failed the number of samples. Returns that number."""
+    from lmms_video_reasoning.utils.core import registry
+
     (results_file,) = [p for p in folder.glob("*.json") if task in json.loads(p.read_text())["results"]]
     data = json.loads(results_file.read_text())
     samples = sum(1 for line in score.samples_path(results_file, task).read_text().splitlines() if line.strip())
     entry = data["results"][task]
     for key in list(entry):
         name = key.partition(",")[0]
-        if "," in key and name not in judge_free and name not in report_stats.failure_counts(samples_io.task_spec(task).benchmark):
+        if "," in key and name not in judge_free and name not in registry.get(samples_io.task_spec(task).benchmark).failure_counts:
             entry[key] = math.nan
     entry["judge_failed,none"] = samples
     results_file.write_text(json.dumps(data))
