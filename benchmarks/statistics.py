@@ -275,12 +275,12 @@ def hook_seconds(tasks: str, run: Path, env: dict[str, str]) -> float:
     then every metric's standard error timed (`stderr_for`, as lmms-eval asks for it)."""
     import importlib
 
-    from lmms_video_reasoning.utils.results import samples_io, task_specs
+    from lmms_video_reasoning.utils.results import samples_io
 
     os.environ.update(env)  # the judge (its cache is warm: nothing is sent)
     spent = 0.0
     for task in tasks.split(","):
-        spec = task_specs.task_spec(task)
+        spec = samples_io.task_spec(task)
         [samples] = sorted(run.rglob(f"*_samples_{task}.jsonl"))
         records = samples_io.read_samples(samples, spec)[0]
         hooks = importlib.import_module(spec.process_results.rpartition(".")[0])

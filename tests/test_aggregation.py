@@ -59,10 +59,10 @@ def toy(monkeypatch):
 def test_the_standard_error_bootstraps_the_outcomes_of_the_one_scoring(toy, monkeypatch):
     """lmms-eval asks the aggregation for its standard error: the same ScoreOnce answers, from the
     outcomes its one scoring returned (no second scoring, no second derivation of the outcomes)."""
-    from lmms_video_reasoning.utils.results import report_bootstrap, standard_error
+    from lmms_video_reasoning.utils.results import aggregation, report_bootstrap
     from toy_bench import records as toy_records
 
-    monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
+    monkeypatch.delenv(aggregation.STDERR_ENV, raising=False)
     replies = ["1", "2", "0", "3", "1", "0", "2", "3", "1", "0"]
     records = [toy_records.build_record({"sample_id": f"q{i}", "answer": str(i % 4)}, reply) for i, reply in enumerate(replies)]
     once = ScoreOnce("toy_bench")
@@ -72,11 +72,11 @@ def test_the_standard_error_bootstraps_the_outcomes_of_the_one_scoring(toy, monk
     stderr = aggregate.stderr_for(200)(records)
     assert toy == [len(records)], "scored once, for the metric and its standard error"
     scored, _ = once.scored(records)
-    expected = report_bootstrap.bootstrap_values(report_bootstrap.Sampled("toy_bench", records, scored.outcomes, scored.settings), 200, standard_error.REPORT_SEED)
+    expected = report_bootstrap.bootstrap_values(report_bootstrap.Sampled("toy_bench", records, scored.outcomes, scored.settings), 200, aggregation.REPORT_SEED)
     assert stderr == pytest.approx(float(np.std(expected["accuracy"], ddof=1))) and stderr > 0
     # other outcomes give another standard error: the ones handed in are the ones bootstrapped
     flipped = [{"correct": not outcome["correct"]} if i % 3 else outcome for i, outcome in enumerate(scored.outcomes)]
-    other = standard_error.bootstrap_stderrs("toy_bench", records[:-1], flipped[:-1], scored.settings, 200)["accuracy"]
+    other = aggregation.bootstrap_stderrs("toy_bench", records[:-1], flipped[:-1], scored.settings, 200)["accuracy"]
     assert other != pytest.approx(stderr)
 
 

@@ -239,13 +239,14 @@ def test_judges_are_declared_not_registered_by_import():
 def test_aggregations_carry_their_benchmark_and_metric():
     """lmms-eval's Stderr column finds our headline metrics through the aggregation itself."""
     from lmms_video_reasoning.cg_bench import benchmark as cg_binding
-    from lmms_video_reasoning.utils.results import standard_error
+    from lmms_video_reasoning.utils.results import aggregation
 
     assert (cg_binding.aggregate_crr.benchmark, cg_binding.aggregate_crr.metric) == ("cg_bench", "crr")
-    assert standard_error.stderr_function("cg_bench", "crr", 100) is not None
-    assert standard_error.stderr_function("cg_bench", "parse_failed", 100) is None  # not a headline metric
-    assert standard_error.stderr_function("cg_bench", "crr", 0) is None
-    assert not hasattr(standard_error, "find_benchmark")
+    once = aggregation.ScoreOnce("cg_bench")
+    assert once.stderr_function("crr", 100) is not None
+    assert once.stderr_function("parse_failed", 100) is None  # not a headline metric
+    assert once.stderr_function("crr", 0) is None
+    assert not hasattr(aggregation, "find_benchmark")
 
 
 SHARED = Path(__file__).resolve().parents[1]
@@ -255,10 +256,10 @@ BENCHMARK_WORDS = re.compile(r"(?<![A-Za-z0-9_])(?:vcr|vrbench|vr_bench|cg_bench
 @pytest.mark.parametrize("module", ["utils/results/report.py", "utils/results/score.py", "utils/core/registry.py",
                                     "utils/results/report_runs.py", "utils/results/report_verdicts.py", "utils/results/report_bootstrap.py",
                                     "utils/results/report_stats.py", "utils/results/report_tables.py", "utils/results/report_plots.py",
-                                    "utils/results/task_specs.py", "utils/results/samples_io.py", "utils/results/run_folders.py",
+                                    "utils/results/samples_io.py", "utils/results/samples_io.py", "utils/results/run_folders.py",
                                     "utils/core/records.py", "utils/core/task_yaml.py", "utils/data/prepare.py", "utils/core/roots.py", "utils/tools/sample.py",
                                     "utils/tools/demo.py", "utils/tools/cli.py", "utils/media/video.py", "utils/lmms/plugin.py",
-                                    "utils/results/standard_error.py", "utils/results/aggregation.py", "judges/config.py",
+                                    "utils/results/aggregation.py", "judges/config.py",
                                     "judges/engine.py", "judges/process_registry.py", "utils/core/ask.py", "utils/core/frame_plan.py",
                                     "utils/lmms/llm_judge_ask.py", "utils/media/plain_frames.py", "dev/upstream.py",
                                     "dev/upstream_validate.py", "dev/host_prs.py", "setup.py"])

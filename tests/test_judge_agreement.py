@@ -1,5 +1,5 @@
 """`lmms-vr judge-agreement` with two simulated judges on loopback (utils/results/judge_agreement.py and
-the agreement_pairs / agreement_calibration / agreement_report modules it runs).
+the agreement_pairs / agreement_calibration modules it runs).
 
 The reference judge is the sample benchmark's oracle; the candidate is the same oracle with a
 known share of verdicts flipped deterministically (by a hash of the request): CG-Bench step-1
@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from lmms_video_reasoning.judges import LocalJudgeServer
-from lmms_video_reasoning.utils.results.agreement import kendall_tau
+from lmms_video_reasoning.utils.results.agreement_pairs import kendall_tau
 from lmms_video_reasoning.utils.results.agreement_calibration import stratified_subset
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from lmms_video_reasoning.utils.tools.demo import sample_responder

@@ -20,7 +20,7 @@ import pytest
 
 from batch_runner import chatml_prompt_tokens
 from lmms_video_reasoning.judges.tokens import image_tokens, tokenizer_for
-from lmms_video_reasoning.utils.results import batch_judging, run_folders, score, task_specs
+from lmms_video_reasoning.utils.results import batch_judging, run_folders, samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment
 
@@ -99,7 +99,7 @@ def _scored_by_tag(item) -> dict:
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.utils.core import registry
 
-    judge = get_judge(registry.get(task_specs.task_spec(item.task).benchmark).scoring.judge_name)
+    judge = get_judge(registry.get(samples_io.task_spec(item.task).benchmark).scoring.judge_name)
     before = judge.stats.as_dict()
     score.score_task(item.task, item.records)
     after = judge.stats.as_dict()

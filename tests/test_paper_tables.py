@@ -20,7 +20,7 @@ from lmms_video_reasoning.cg_bench.outcomes import NOT_RECORDED, Outcome, acc_at
 from lmms_video_reasoning.utils.results import report, report_tables, score
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report_stats import TaskStats
-from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY
+from lmms_video_reasoning.utils.results.samples_io import OUTCOME_KEY
 from lmms_video_reasoning.vcr_bench import scoring as vcr
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, PERCEPTION, REASONING
 from score_report_support import sample_judge, score_predictions

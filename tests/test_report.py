@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
-from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import samples_io, score, task_specs
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts, resampling
+from lmms_video_reasoning.utils.results import samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import sample_judge, score_predictions
 
@@ -129,7 +129,7 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     clue_acc = value(scored.results["cg_clue"], "cg_bench_clue", "clue_acc")
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
-               for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))[0]]
+               for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), samples_io.task_spec(RUNS[name][0]))[0]]
     expected = cg_binding.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)
@@ -222,7 +222,6 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     import numpy as np
 
     from lmms_video_reasoning.cg_bench.outcomes import BREAKDOWN_GROUPS, Outcome, breakdown
-    from lmms_video_reasoning.utils.results import resampling
 
     sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
     assert sampled is not None, why
@@ -265,8 +264,8 @@ def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
 
 
 def test_percentile_interval():
-    assert report_bootstrap.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
-    assert report_bootstrap.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
+    assert resampling.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
+    assert resampling.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
 
 
 def test_paired_comparison_of_two_runs(scored, tmp_path):
@@ -351,9 +350,9 @@ def lmms_eval_shaped(scored, names, folder: Path) -> Path:
         for task in data["results"]:
             source = score.samples_path(scored.files[name], task)
             rows = [json.loads(line) for line in source.read_text().splitlines()]
-            assert all(task_specs.OUTCOME_KEY in row for row in rows)
+            assert all(samples_io.OUTCOME_KEY in row for row in rows)
             for row in rows:
-                row.pop(task_specs.OUTCOME_KEY)
+                row.pop(samples_io.OUTCOME_KEY)
             (folder / source.name).write_text("".join(json.dumps(row) + "\n" for row in rows))
     return folder
 
@@ -474,13 +473,15 @@ def table_of(data: dict, benchmark: str, prefix: str) -> dict:
 def judge_outage(folder: Path, task: str, judge_free: tuple[str, ...]) -> int:
     """Rewrite a run's results as the failure-share rule leaves a judge outage: every judge-based
     metric NaN, judge_failed the number of samples. Returns that number."""
+    from lmms_video_reasoning.utils.core import registry
+
     (results_file,) = [p for p in folder.glob("*.json") if task in json.loads(p.read_text())["results"]]
     data = json.loads(results_file.read_text())
     samples = sum(1 for line in score.samples_path(results_file, task).read_text().splitlines() if line.strip())
     entry = data["results"][task]
     for key in list(entry):
         name = key.partition(",")[0]
-        if "," in key and name not in judge_free and name not in report_stats.failure_counts(task_specs.task_spec(task).benchmark):
+        if "," in key and name not in judge_free and name not in registry.get(samples_io.task_spec(task).benchmark).failure_counts:
             entry[key] = math.nan
     entry["judge_failed,none"] = samples
     results_file.write_text(json.dumps(data))
@@ -594,7 +595,7 @@ def test_breakdowns_that_need_the_data_root_say_so(scored, tmp_path, monkeypatch
 def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
     """A one-video VRBench subset: no CI (every resample is the video itself) and no standard error,
     never `± 0`."""
-    from lmms_video_reasoning.utils.results import standard_error
+    from lmms_video_reasoning.utils.results import aggregation
 
     folder = tmp_path / "one"
     folder.mkdir()
@@ -613,8 +614,8 @@ def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
         row = ci_rows(built, "vrbench")[("vr_bench", metric)]
         assert row[4] == "–" and row[NOTE] == "no CI from 1 videos", row
     with sample_judge(scored.dir / "judge.sqlite", scored.env):
-        assert standard_error.bootstrap_stderrs("vrbench", one.records, one.outcomes, one.settings, 50) == {}
-        assert standard_error.bootstrap_stderrs("vrbench", sampled.records, sampled.outcomes, sampled.settings, 50)["mcq_accuracy"] > 0
+        assert aggregation.bootstrap_stderrs("vrbench", one.records, one.outcomes, one.settings, 50) == {}
+        assert aggregation.bootstrap_stderrs("vrbench", sampled.records, sampled.outcomes, sampled.settings, 50)["mcq_accuracy"] > 0
 
 
 # ---------------------------------------------------------------------------------- provenance of the paper's rows

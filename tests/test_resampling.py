@@ -22,7 +22,7 @@ import pytest
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import run_folders, samples_io, score, standard_error, task_specs
+from lmms_video_reasoning.utils.results import aggregation, resampling, run_folders, samples_io, score
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -73,15 +73,15 @@ def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.
     if not stored:
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         for row in rows:
-            row.pop(task_specs.OUTCOME_KEY)
+            row.pop(samples_io.OUTCOME_KEY)
         path = runs.dir / f"bare_{name}_samples_{task}.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    verdicts, why, _ = report_verdicts.verdicts_for(runs.files[name], registry.get(task_specs.task_spec(task).benchmark).scoring.judge_name)
+    verdicts, why, _ = report_verdicts.verdicts_for(runs.files[name], registry.get(samples_io.task_spec(task).benchmark).scoring.judge_name)
     with environment(runs.env):  # CG-Bench's step-2 judge request holds the clue frames: rebuilt from the sample root
         sampled, reason = report_bootstrap.load_sampled(task, path, verdicts, why)
     assert sampled is not None, reason
     if not stored:  # recomputed from the judge cache: the run's own outcomes (a failed judgment stays failed)
-        assert sampled.outcomes == samples_io.read_samples_with_outcomes(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[2]
+        assert sampled.outcomes == samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[2]
     return sampled
 
 
@@ -116,7 +116,7 @@ def test_the_bootstrap_is_each_resamples_metrics(runs, name, task, stored, monke
         fast = report_bootstrap.bootstrap_values(sampled, 300, 7)
     assert_same(fast, slow, task)
     assert any(np.std(v[~np.isnan(v)]) > 0 for v in fast.values() if (~np.isnan(v)).sum() > 1), "a real spread"
-    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: report_bootstrap.percentile_interval(v) for m, v in slow.items()}
+    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: resampling.percentile_interval(v) for m, v in slow.items()}
     assert [m for m, i in intervals.items() if i is None] == [m for m, i in reference.items() if i is None]
     assert_same({m: i for m, i in intervals.items() if i}, {m: i for m, i in reference.items() if i}, f"{task} intervals")
 
@@ -151,15 +151,15 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
     from lmms_video_reasoning.utils.core import registry
     from lmms_video_reasoning.utils.results.aggregation import ScoreOnce
 
-    monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
+    monkeypatch.delenv(aggregation.STDERR_ENV, raising=False)
     samples = {task: loaded(runs, name, task) for name, task in TASKS}
-    for benchmark in {task_specs.task_spec(task).benchmark for _name, task in TASKS}:
+    for benchmark in {samples_io.task_spec(task).benchmark for _name, task in TASKS}:
         monkeypatch.setattr(type(registry.get(benchmark).scoring), "outcomes", lambda *a, **k: pytest.fail("outcomes derived again"))
     with sample_judge(runs.cache, runs.env):
         for name, task in TASKS:
             sampled = samples[task]
-            benchmark = task_specs.task_spec(task).benchmark
-            records = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
+            benchmark = samples_io.task_spec(task).benchmark
+            records = samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
             once = ScoreOnce(benchmark)
             slow = report_bootstrap.bootstrap_values_reference(sampled, 300, 0)
             headline = [m for m in report_runs.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
@@ -218,18 +218,18 @@ def test_a_benchmark_without_arrays_gets_the_reference(runs, monkeypatch):
 def test_standard_errors_can_be_switched_off(monkeypatch, caplog):
     from lmms_video_reasoning.vrbench import benchmark as binding
 
-    monkeypatch.setattr(standard_error, "_said", set())
-    monkeypatch.delenv(standard_error.STDERR_ENV, raising=False)
+    monkeypatch.setattr(aggregation, "_said", set())
+    monkeypatch.delenv(aggregation.STDERR_ENV, raising=False)
     assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None
     assert binding.aggregate_judge_failed.stderr_for(1000) is None  # not a headline metric
-    monkeypatch.setenv(standard_error.STDERR_ENV, "off")
-    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
+    monkeypatch.setenv(aggregation.STDERR_ENV, "off")
+    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.aggregation"):
         assert binding.aggregate_mcq_accuracy.stderr_for(1000) is None
         assert binding.aggregate_overall.stderr_for(1000) is None
-    said = [r for r in caplog.records if standard_error.STDERR_ENV in r.getMessage()]
+    said = [r for r in caplog.records if aggregation.STDERR_ENV in r.getMessage()]
     assert len(said) == 1 and "off" in said[0].getMessage(), "said once, not per metric"
-    monkeypatch.setenv(standard_error.STDERR_ENV, "maybe")
-    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.standard_error"):
+    monkeypatch.setenv(aggregation.STDERR_ENV, "maybe")
+    with caplog.at_level(logging.INFO, logger="lmms_video_reasoning.aggregation"):
         assert binding.aggregate_mcq_accuracy.stderr_for(1000) is not None  # an unknown value keeps them on ...
     assert any(r.levelno == logging.ERROR and "'maybe'" in r.getMessage() for r in caplog.records)  # ... and says so
 
@@ -257,14 +257,14 @@ def test_pairs_against_the_baseline_or_every_pair(runs, tmp_path):
 # ---------------------------------------------------------------------------------- the samples file, streamed
 
 
-def lmms_eval_line(record: dict, doc_id: int, spec: task_specs.TaskSpec, **extra) -> dict:
+def lmms_eval_line(record: dict, doc_id: int, spec: samples_io.TaskSpec, **extra) -> dict:
     """A line as lmms-eval 0.7.3 logs it: the record under each of the task's metric names."""
     return {"doc_id": doc_id, "target": record.get("answer"), "filtered_resps": [record.get("response")], "token_counts": [3],
             "doc_hash": "0" * 64, **extra, **{metric: record for metric in spec.metrics}, "input": "the prompt"}
 
 
 def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_path):
-    spec = task_specs.task_spec("vr_bench")
+    spec = samples_io.task_spec("vr_bench")
     records = samples_io.read_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)[0]
     lines = [json.dumps(lmms_eval_line(record, i, spec)) for i, record in enumerate(records)]
     # a nested object holding a key named like a metric comes before the real copies: never taken for the record
@@ -273,26 +273,26 @@ def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_pat
     lines[2] = json.dumps(lmms_eval_line(records[2], 2, spec), separators=(",", ":"))  # another writer's separators
     path = tmp_path / "run_samples_vr_bench.jsonl"
     path.write_text("\n".join(lines) + "\n" + lines[3] + "\n" + json.dumps(dict(reversed(list(json.loads(lines[4]).items())))) + "\n")
-    read, coverage, outcomes = samples_io.read_samples_with_outcomes(path, spec)
+    read, coverage, outcomes = samples_io.read_samples(path, spec)
     assert read == records and outcomes is None
     assert coverage.samples == len(records) + 2 and coverage.duplicates_dropped == 2  # verbatim, and the same row reordered
     changed = json.loads(lines[5])
     changed["overall"] = {**changed["overall"], "response": "another reply"}
     path.write_text("\n".join(lines) + "\n" + json.dumps(changed) + "\n")
     with pytest.raises(DataError, match="doc_id 5 appears twice with different content"):
-        samples_io.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples(path, spec)
     path.write_text("\n".join(lines) + "\n" + lines[6][: len(lines[6]) // 2 + 7] + "\n")
     with pytest.raises(DataError, match=rf"{path.name}:{len(lines) + 1}: not valid JSON"):
-        samples_io.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples(path, spec)
     path.write_text("[1, 2]\n")
     with pytest.raises(DataError, match="expected a JSON object"):
-        samples_io.read_samples_with_outcomes(path, spec)
+        samples_io.read_samples(path, spec)
 
 
 def test_the_report_keeps_only_what_the_metrics_read(runs):
     for name, task in TASKS:
         sampled = loaded(runs, name, task, stored=False)
-        full = samples_io.read_samples(score.samples_path(runs.files[name], task), task_specs.task_spec(task))[0]
+        full = samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
         assert all(len(json.dumps(slim)) < len(json.dumps(record)) / 2 for slim, record in zip(sampled.records, full)), task
         assert "response" not in sampled.records[0] and "question" not in sampled.records[0]
         whole = report_bootstrap.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)

@@ -15,7 +15,7 @@ import pytest
 
 from lmms_cli import run_lmms_eval, samples_files
 from lmms_video_reasoning.utils.core.roots import read_jsonl
-from lmms_video_reasoning.utils.results import report, report_runs, samples_io, score, task_specs
+from lmms_video_reasoning.utils.results import report, report_runs, samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment, sample_judge
 
@@ -77,7 +77,7 @@ def test_predict_only_file_scored_end_to_end_with_the_judge(runs, tmp_path):
     for task in PREDICT_ONLY_TASKS:
         [path] = samples_files(runs.out / "predict_only", task)
         rows = read_jsonl(path)
-        assert all(samples_io.logged_record(row, task_specs.task_spec(task)) is None for row in rows), "raw responses only"
+        assert all(samples_io.logged_record(row, samples_io.task_spec(task)) is None for row in rows), "raw responses only"
     before = runs.server.request_count
     with environment({"LMMS_VR_JUDGE_CACHE": str(tmp_path / "fresh.sqlite")}):  # a new cache: the judge is really asked
         out = tmp_path / "predict_only.json"
@@ -110,7 +110,7 @@ def test_report_on_an_lmms_eval_folder(runs, tmp_path):
         # a reply that never parsed is not served from the cache; the outcomes recomputed without it
         # reproduce the run's (judge_failed included), so it is the run's own failed judgment, not a gap
         assert entry["note"] == "", (task, failed, entry["note"])
-        benchmark = task_specs.task_spec(task).benchmark
+        benchmark = samples_io.task_spec(task).benchmark
         for metric in report_runs.spec_of(benchmark).headline:
             point = entry["point"].get(metric)
             if point is not None and metric in entry["ci"]:

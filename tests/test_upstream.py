@@ -364,7 +364,7 @@ def test_host_pr_edits_refuse_a_tree_they_do_not_fit(tree, tmp_path):
 
 
 def test_upstream_yamls_declare_the_plugin_tasks_metrics(prs):
-    from lmms_video_reasoning.utils.results.task_specs import task_spec
+    from lmms_video_reasoning.utils.results.samples_io import task_spec
 
     for pr in by_kind(prs, "benchmark"):
         folder = upstream.BENCHMARK_FILES / pr.spec["sample"]

@@ -13,7 +13,7 @@ declaration, never a file name or a function name by convention:
 | `build_record`     | `(doc, response, settings=..., **options) -> record`: one sample's record (options: the task's `record_options`; settings: its options in effect) | `process_results`, `lmms-vr score` (predict-only files, replay predictions) |
 | `scoring`          | a `ScoringAdapter`: score (metrics and per-sample outcomes), outcomes, metrics | the aggregation, `lmms-vr score`, `report`, Stderr |
 | `judge`            | `JudgeDefaults`: the official judge's model, key and endpoint variables | `judges.config` |
-| `report`           | a `ReportSpec`; its `headline` metrics get CIs in the report and lmms-eval's Stderr | `lmms-vr report`, `utils.results.standard_error` |
+| `report`           | a `ReportSpec`; its `headline` metrics get CIs in the report and lmms-eval's Stderr | `lmms-vr report`, `utils.results.aggregation` |
 | `failure_counts`   | the metrics counting samples not scored normally (lower is better; every other metric higher) | `lmms-vr report`, the YAMLs' `higher_is_better` |
 | `data_module`      | what `lmms-vr prepare` downloads and checks           | `lmms-vr prepare`                |
 | `sample_module`    | the generated sample (`write_sample`, `demo_predictions`, `oracle_judge_reply`) | `lmms-vr sample`, `demo` |
@@ -530,7 +530,7 @@ def load_reference(package: str, filename: str) -> dict:
 # tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
 SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
                  "utils.lmms.proxy_clips", "utils.lmms.decode_ahead",
-                 "utils.lmms.preflight", "utils.lmms.responses", "utils.results.standard_error",
+                 "utils.lmms.preflight", "utils.lmms.responses", "utils.results.aggregation",
                  "judges.batch_api", "judges.cache_lock", "judges.failure_share")
 
 

@@ -6,9 +6,18 @@ metric of a task, and scoring them may mean thousands of judge calls, so the sco
 once per distinct list of records and each metric picks its value from the result
 (each benchmark's binding makes its aggregation functions over a ScoreOnce, `DeclaredHooks`; each carries
 its benchmark and metric, which is how lmms-eval's Stderr column finds its standard error). The
-one scoring gives the metrics and the per-sample outcomes they come from; the standard error of
-those records is asked of the same ScoreOnce and bootstraps those outcomes (nothing is parsed or
-read from the judge cache a second time).
+one scoring gives the metrics and the per-sample outcomes they come from.
+
+Standard errors, in lmms-eval's `Stderr` column: lmms-eval asks `stderr_for_metric(aggregation,
+bootstrap_iters)`, and ours answer through the aggregation (`ScoreOnce.stderr_function`) for the
+benchmark's headline metrics (`ReportSpec.headline`): the standard deviation of the bootstrap that
+gives `lmms-vr report` its 95% CIs (the benchmark's resampling units, the report's seed and
+resample count, `report_bootstrap.bootstrap_values`), over the outcomes that one scoring computed
+(no call, no second parse); one bootstrap per task serves all its headline metrics, about a second
+on a full CG-Bench run (`benchmarks/statistics.py`). N/A, as lmms-eval prints for any metric it
+cannot bootstrap: other metrics, judged metrics when the judge is not configured or its cache is
+off (`lmms-vr report` could not give their intervals either), a task whose scoring failed,
+`LMMS_VR_STDERR=off` (said once in the log), and `simple_evaluate(bootstrap_iters=0)`.
 
 No run is lost here. lmms-eval writes its results and samples only after every aggregation
 returned, and an exception in one (a judge error, a bug, a full disk) means it writes
@@ -28,15 +37,18 @@ import hashlib
 import json
 import logging
 import math
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.core import files, registry
+from lmms_video_reasoning.utils.core import files, registry, settings as suite_settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.lmms import responses, run_output
+from lmms_video_reasoning.utils.results.report_runs import headline_metrics
+from lmms_video_reasoning.utils.results.samples_io import sample_line
 
 Records = Sequence[dict]
 
@@ -47,6 +59,11 @@ log = logging.getLogger("lmms_video_reasoning.aggregation")
 # failed judgments past which judged metrics are withheld (`judges.failure_share`).
 SHARED_OPTIONS = (responses.REASONING, responses.PREFILLED, failure_share.FAILED_SHARE)
 RECORDS_FILE = "records_{task}.jsonl"  # beside the run's results: `<date_id>_records_<task>.jsonl`
+REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
+REPORT_SEED = 0  # `lmms-vr report --seed` default
+STDERR_ENV = "LMMS_VR_STDERR"
+STDERR = suite_settings.declare(STDERR_ENV, "bool", True, "bootstrap standard errors of the headline metrics in lmms-eval's "
+                                "Stderr column (about a second per task at full size); off: N/A")
 
 
 def records_key(records: Records) -> str:
@@ -168,22 +185,95 @@ class ScoreOnce:
 
     def stderr_function(self, metric: str, bootstrap_iters: int) -> Callable[[Records], Any] | None:
         """lmms-eval's `stderr_for_metric` contract for `metric`: a function of the records (the
-        bootstrap over the outcomes this ScoreOnce scored them with, `standard_error.py`), or
-        None (not a headline metric, or no bootstrap)."""
-        # By name, at call time: the bootstrap needs the report's statistics, which the upstream
-        # export (dev/upstream.py follows imports) does not ship with the aggregation.
-        import importlib
-
-        standard_error = importlib.import_module("lmms_video_reasoning.utils.results.standard_error")
-        stderr = standard_error.stderr_function(self.benchmark, metric, bootstrap_iters)
-        if stderr is None:
+        bootstrap over the outcomes this ScoreOnce scored them with, see the module doc), or None
+        (not a headline metric, no bootstrap, or `LMMS_VR_STDERR` off)."""
+        if bootstrap_iters <= 0 or metric not in headline_metrics(self.benchmark) or not stderr_enabled():
             return None
+        resamples = min(bootstrap_iters, REPORT_RESAMPLES)
 
         def of_records(records: Records) -> Any:
             scored = self.scored(records)[0]  # scored by the aggregation just before: its outcomes
-            return stderr(scored.records, scored.outcomes, scored.settings)
+            value = bootstrap_stderrs(self.benchmark, scored.records, scored.outcomes, scored.settings, resamples).get(metric)
+            return "N/A" if value is None else value
 
         return of_records
+
+
+def stderr_enabled() -> bool:
+    """`LMMS_VR_STDERR` is not off (said once in the log when it is). A value the setting does not
+    accept keeps them on, with one error line naming the variable and the accepted values: this is
+    read while lmms-eval aggregates, where raising would lose the run's results."""
+    try:
+        on = STDERR.read()
+    except suite_settings.SettingError as error:
+        _say_once("bad", logging.ERROR, "%s; standard errors stay on", error)
+        return True
+    if not on:
+        _say_once("off", logging.INFO, "%s=%s: no standard errors for this suite's metrics (lmms-eval's Stderr column "
+                  "shows N/A); `lmms-vr report` computes the confidence intervals from the samples file",
+                  STDERR_ENV, os.environ.get(STDERR_ENV, "").strip())
+    return on
+
+
+def _say_once(key: str, level: int, message: str, *args: Any) -> None:
+    with _stderr_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    log.log(level, message, *args)
+
+
+def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any,
+                      resamples: int = REPORT_RESAMPLES, seed: int = REPORT_SEED) -> dict[str, float]:
+    """{metric: bootstrap standard error} of a task's records, from the per-sample outcomes (and
+    settings) its scoring computed the metrics with (`ScoringAdapter.score`); memoised by content."""
+    key = (benchmark, records_key(records), resamples, seed)
+    with _stderr_lock:
+        if key in _bootstraps:
+            return _bootstraps[key]
+    try:
+        result = _stderrs(benchmark, records, outcomes, settings, resamples, seed)
+    except Exception:  # a standard error is never worth failing the run for
+        log.exception("%s: bootstrap standard errors failed; lmms-eval will show N/A", benchmark)
+        result = {}
+    with _stderr_lock:
+        _bootstraps[key] = result
+    return result
+
+
+def _stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any, resamples: int,
+             seed: int) -> dict[str, float]:
+    import numpy as np
+
+    from lmms_video_reasoning.judges import get_judge
+    from lmms_video_reasoning.utils.results import report_bootstrap
+
+    bench = registry.get(benchmark).scoring
+    if bench.needs_judge(records):
+        judge = get_judge(bench.judge_name)
+        if judge is None or judge.cache is None:
+            log.warning("%s: judge %s, so no standard errors for its judged metrics", benchmark,
+                        "not configured" if judge is None else "cache off")
+            return {}
+    if outcomes is None:
+        log.warning("%s: the scoring gave no per-sample outcomes (no judge, or it failed), so no standard errors", benchmark)
+        return {}
+    sampled = report_bootstrap.Sampled(benchmark, records, list(outcomes), settings)
+    values = report_bootstrap.bootstrap_values(sampled, resamples, seed)
+    whole = sampled.metrics()  # only to see which metrics the run could not compute (NaN)
+    stderrs = {}
+    for metric in headline_metrics(benchmark):
+        if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
+            continue  # not computed (e.g. past the judge failure share): no standard error either
+        finite = [v for v in values.get(metric, []) if not math.isnan(v)]
+        if len(finite) >= max(2, resamples // 2):  # as the report: undefined when most resamples are
+            stderrs[metric] = float(np.std(finite, ddof=1))
+    return stderrs
+
+
+_stderr_lock = threading.Lock()
+_said: set[str] = set()  # log lines already written once in this process
+_bootstraps: BoundedMemo[dict[str, float]] = BoundedMemo(64)  # per task's records
 
 
 class DeclaredHooks:
@@ -296,9 +386,7 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
     try:
         path = run.path(RECORDS_FILE.format(task=task))
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = "".join(json.dumps({"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None,
-                                   "record": record}, ensure_ascii=False, default=str) + "\n"
-                       for index, record in enumerate(records)).encode("utf-8")
+        data = "".join(sample_line(index, record) for index, record in enumerate(records)).encode("utf-8")
         digest = hashlib.sha256(data)
         files.write_durably(path, data)
         if files.sha256_of(path) != digest.hexdigest():  # what the disk gives back, not what was handed to it

@@ -18,9 +18,9 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results.agreement_pairs import Asked, Setup, Side, judge_each
+from lmms_video_reasoning.utils.results.agreement_pairs import Asked, Setup, Side, cache_reader, judge_each
 from lmms_video_reasoning.utils.results.run_folders import Gathered
-from lmms_video_reasoning.utils.results.task_specs import task_spec
+from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
 def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0) -> list[Any]:
@@ -114,7 +114,7 @@ def reference_config(benchmark: str, model: str | None, cache: Path | None, base
 def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) -> tuple[set, dict]:
     """Judge a stratified subset of `size` samples with the reference judge; returns the chosen
     (task, sample id) keys and what the calibration did (plan, budget, spend)."""
-    from lmms_video_reasoning.judges import CacheOnlyJudge, Judge
+    from lmms_video_reasoning.judges import Judge
     from lmms_video_reasoning.judges import engine
     from lmms_video_reasoning.judges.tokens import tokenizer_for
 
@@ -126,14 +126,10 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
     for _run, item in found:
         spec = task_spec(item.task)
         bench = registry.get(spec.benchmark).scoring
-        side = setup.candidate[spec.benchmark]
-        key = (spec.benchmark, side.model, str(side.cache), side.endpoint)
-        if key not in readers:
-            readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
         # input tokens counted as the reference will be billed (its tokenizer, or the stated approximation)
         tokenizer = tokenizer_for(setup.reference[spec.benchmark].model)
         methods.add(tokenizer.method)
-        judged = judge_each(bench, item.records, bench.settings(item.records), readers[key], tokenizer)
+        judged = judge_each(bench, item.records, bench.settings(item.records), cache_reader(bench, setup.candidate[spec.benchmark], readers), tokenizer)
         for record, j in zip(item.records, judged):
             if not (j.complete and j.asked):
                 continue  # a sample the candidate did not judge (completely) cannot be compared

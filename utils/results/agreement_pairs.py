@@ -6,7 +6,15 @@ cache (`judges.CacheOnlyJudge`: no key, no request); every judge request it make
 tag and occurrence; the cache keys them by judge model). From the pairs: agreement and kappa per
 judge call type (`call_summary`), both judges' headline metrics and their paired difference
 (`metric_differences`), and the runs' order under the two judges (`ranking_agreement`), each with
-bootstrap CIs (utils/results/agreement.py).
+bootstrap CIs over units (questions, or videos: the pairs of one question move together, `resampling.py`).
+
+The statistics, small pure functions checked against textbook values and scikit-learn / SciPy in
+tests/test_agreement_stats.py: `agreement_rate` (the share of pairs with the same label),
+`cohen_kappa` (agreement beyond the chance agreement of the two marginals), `weighted_kappa` (for
+ratings on an ordered scale, disagreements weighted by their distance: quadratic, the weight of 3
+against 7 is (3-7)^2, so a near miss costs little) and `kendall_tau` (tau-b of two rankings, ties
+handled). Undefined values are NaN, never 0: kappa when both judges use one and the same label, tau
+when either ranking is all ties.
 """
 
 from __future__ import annotations
@@ -16,19 +24,98 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 from lmms_video_reasoning.utils.core import registry
-from lmms_video_reasoning.utils.results import agreement as stats
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
+from lmms_video_reasoning.utils.results.report_runs import headline_metrics
+from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
+from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, bootstrap_values, percentile_interval
 from lmms_video_reasoning.utils.results.run_folders import Gathered
-from lmms_video_reasoning.utils.results.task_specs import task_spec
-
-log = logging.getLogger("lmms_video_reasoning.agreement")
+from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 WEIGHTS = "quadratic"
-IMAGE_TOKENS = 85  # an image part at detail "low" (OpenAI's figure), for the cost estimate
+
+
+# ---------------------------------------------------------------------------------------------
+# The statistics
+# ---------------------------------------------------------------------------------------------
+
+
+Pair = tuple[Hashable, Hashable]  # (reference label, candidate label)
+
+
+def agreement_rate(pairs: Sequence[Pair]) -> float:
+    """The share of pairs whose two labels are equal (NaN for no pairs)."""
+    if not pairs:
+        return math.nan
+    return sum(a == b for a, b in pairs) / len(pairs)
+
+
+def cohen_kappa(pairs: Sequence[Pair]) -> float:
+    """Cohen's kappa: (p_o - p_e) / (1 - p_e), p_e from the two judges' own label frequencies.
+
+    NaN when there are no pairs or chance agreement is already 1 (both judges always give the
+    same single label)."""
+    n = len(pairs)
+    if not n:
+        return math.nan
+    observed = agreement_rate(pairs)
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum(first[label] * second.get(label, 0) for label in first) / (n * n)
+    if expected >= 1.0 - 1e-12:
+        return math.nan
+    return (observed - expected) / (1.0 - expected)
+
+
+def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadratic") -> float:
+    """Weighted kappa of ratings: 1 - sum(w * observed) / sum(w * expected), w = |a - b| (linear)
+    or (a - b)^2 (quadratic) of the rating values themselves (so the weights follow the
+    scale, e.g. 0-10, whichever ratings occur). NaN when there are no pairs or the expected
+    disagreement is 0."""
+    if weights not in ("linear", "quadratic"):
+        raise ValueError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
+    n = len(pairs)
+    if not n:
+        return math.nan
+    power = 1 if weights == "linear" else 2
+    distance = lambda a, b: abs(float(a) - float(b)) ** power  # noqa: E731
+    observed = sum(distance(a, b) for a, b in pairs) / n
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum(count_a * count_b * distance(a, b) for a, count_a in first.items() for b, count_b in second.items()) / (n * n)
+    if expected <= 1e-12:
+        return math.nan
+    return 1.0 - observed / expected
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b of two paired sequences: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)).
+
+    NaN for fewer than two items or when either sequence is constant."""
+    if len(x) != len(y):
+        raise ValueError(f"kendall_tau needs sequences of one length, got {len(x)} and {len(y)}")
+    n = len(x)
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0 and dy == 0:
+                ties_x += 1
+                ties_y += 1
+            elif dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    pairs = n * (n - 1) // 2
+    denominator = math.sqrt((pairs - ties_x) * (pairs - ties_y))
+    if not denominator:
+        return math.nan
+    return (concordant - discordant) / denominator
 
 
 # ---------------------------------------------------------------------------------------------
@@ -46,39 +133,21 @@ class Asked:
     value: Any = None
     answered_by: str | None = None
     missing: bool = False  # no verdict in the cache (a cache reader sent nothing)
-    prompt_tokens: int = 0  # input tokens (the reference's tokenizer in a calibration; else characters / 4), for the cost estimate
+    prompt_tokens: int = 0  # input tokens by the reference's tokenizer (a calibration's cost estimate; 0 without one)
     reply_tokens: int = 0  # of the reply this judge gave (what the other judge's reply will be near)
     max_tokens: int = 0
 
 
-def approximate_prompt_tokens(messages: Sequence[dict]) -> int:
-    """A stated approximation of a request's input tokens: 4 characters per token, a fixed count per image."""
-    characters = images = 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            characters += len(content)
-            continue
-        for part in content or []:
-            if part.get("type") == "text":
-                characters += len(part.get("text", ""))
-            elif part.get("type") == "image_url":
-                images += 1
-    return characters // 4 + images * IMAGE_TOKENS
-
-
-class RecordingJudge:
-    """A judge (usually a `CacheOnlyJudge`) whose every request is recorded; `map` runs items
-    one after the other, so the requests of one sample are recorded in their order.
+class RecordingJudge(InOrderJudge):
+    """A judge (usually a `CacheOnlyJudge`) whose every request is recorded, in their order.
     `tokenizer` (`judges.tokens.Tokenizer`: `request_tokens`, `text_tokens`) counts each request's
-    input and reply tokens, for a calibration's cost; default: 4 characters per token."""
+    input and reply tokens, for a calibration's cost (none counted without one)."""
 
     def __init__(self, inner, tokenizer: Any = None) -> None:
         self.inner = inner
-        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else approximate_prompt_tokens
-        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: len(text) // 4)
+        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else (lambda messages: 0)
+        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: 0)
         self.asked: list[Asked] = []
-        self.item_errors = 0
 
     def __getattr__(self, name: str):  # config, cache, stats, accounting ... of the judge read
         return getattr(self.inner, name)
@@ -92,20 +161,6 @@ class RecordingJudge:
                                 missing=result.error == NOT_COMPUTED, prompt_tokens=self.count_tokens(request.messages),
                                 reply_tokens=self.count_reply(result.raw or ""), max_tokens=request.max_tokens))
         return result
-
-    def map(self, fn, items, desc: str = "") -> list:
-        out = []
-        for item in items:
-            try:
-                out.append(fn(item, self.ask))
-            except Exception as error:  # noqa: BLE001 - e.g. a request needing media that are not here
-                self.item_errors += 1
-                log.debug("%s: a judge item could not be rebuilt: %s: %s", desc, type(error).__name__, error)
-                out.append(None)
-        return out
-
-    def log_summary(self) -> None:
-        pass
 
 
 @dataclass
@@ -183,20 +238,25 @@ class Setup:
     candidate: dict[str, Side]
 
 
-def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
-    """Both judges' per-sample outcomes of one task of one run, from their caches."""
+def cache_reader(bench, side: Side, readers: dict):
+    """The reader of `side`'s judge cache for `bench` (`judges.CacheOnlyJudge`), one per judge and cache in `readers`."""
     from lmms_video_reasoning.judges import CacheOnlyJudge
 
+    key = (bench.judge_name, side.model, str(side.cache), side.endpoint)
+    if key not in readers:
+        readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
+    return readers[key]
+
+
+def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
+    """Both judges' per-sample outcomes of one task of one run, from their caches."""
     spec = task_spec(item.task)
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(item.records)
     judged = []
     for sides in (setup.reference, setup.candidate):
         side = sides[spec.benchmark]
-        key = (spec.benchmark, side.model, str(side.cache), side.endpoint)
-        if key not in readers:
-            readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
-        judged.append(judge_each(bench, item.records, settings, readers[key]))
+        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side, readers)))
     return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
 
 
@@ -228,7 +288,7 @@ def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tup
 
 
 def kappa_of(pairs: Sequence[tuple], scale: tuple | None) -> float:
-    return stats.weighted_kappa(pairs, WEIGHTS) if scale is not None else stats.cohen_kappa(pairs)
+    return weighted_kappa(pairs, WEIGHTS) if scale is not None else cohen_kappa(pairs)
 
 
 def call_summary(call: CallPairs, n: int, seed: int) -> dict:
@@ -240,10 +300,10 @@ def call_summary(call: CallPairs, n: int, seed: int) -> dict:
         "benchmark": call.benchmark, "call": call.call, "kind": "ratings" if call.scale is not None else "categories",
         "statistic": f"weighted kappa ({WEIGHTS})" if call.scale is not None else "Cohen's kappa",
         "pairs": len(pairs), "units": len(units),
-        "agreement": stats.agreement_rate(pairs),
-        "agreement_ci": stats.bootstrap_interval(units, stats.agreement_rate, n, seed),
+        "agreement": agreement_rate(pairs),
+        "agreement_ci": bootstrap_interval(units, agreement_rate, n, seed),
         "kappa": kappa,
-        "kappa_ci": stats.bootstrap_interval(units, lambda p: kappa_of(p, call.scale), n, seed),
+        "kappa_ci": bootstrap_interval(units, lambda p: kappa_of(p, call.scale), n, seed),
         "labels": {label: [reference_labels.get(label, 0), candidate_labels.get(label, 0)]
                    for label in sorted(set(reference_labels) | set(candidate_labels))},
     }
@@ -273,8 +333,7 @@ def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], S
     records = [pair.records[i] for i in both]
     reference = Sampled(pair.benchmark, records, [pair.reference[i].outcome for i in both], pair.settings)
     candidate = Sampled(pair.benchmark, records, [pair.candidate[i].outcome for i in both], pair.settings)
-    spec = registry.get(pair.benchmark).report
-    headline = spec.headline if spec is not None else ()
+    headline = headline_metrics(pair.benchmark)
     values_reference, values_candidate = reference.metrics(), candidate.metrics()
     rows = []
     for difference in paired_difference(reference, candidate, n, seed):
@@ -300,8 +359,7 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
             continue
         unit_maps = {run: sampled[(run, task)][0].units() for run in runs}
         common = [unit for unit in unit_maps[runs[0]] if all(unit in unit_maps[run] for run in runs)]
-        spec = registry.get(sampled[(runs[0], task)][0].benchmark).report
-        headline = spec.headline if spec is not None else ()
+        headline = headline_metrics(sampled[(runs[0], task)][0].benchmark)
         if not common or not headline:
             continue
 
@@ -313,20 +371,20 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
 
         def taus(picks) -> dict[str, float]:
             reference, candidate = values(picks)
-            return {metric: stats.kendall_tau([m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate])
+            return {metric: kendall_tau([m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate])
                     for metric in headline}
 
         reference, candidate = values(range(len(common)))
         from lmms_video_reasoning.judges import failure_share
 
         with failure_share.decided_on_the_whole_run():
-            resampled = stats.bootstrap_values(len(common), taus, n, seed)
+            resampled = bootstrap_values(len(common), taus, n, seed)
         for metric in headline:
             reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
             if any(_undefined(v) for v in reference_values + candidate_values):
                 continue  # not a metric of this task
             rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
-                         "tau": stats.kendall_tau(reference_values, candidate_values),
-                         "ci": stats.percentile_interval([r[metric] for r in resampled]) if resampled else None,
+                         "tau": kendall_tau(reference_values, candidate_values),
+                         "ci": percentile_interval([r[metric] for r in resampled]) if resampled else None,
                          "questions": len(common)})
     return rows

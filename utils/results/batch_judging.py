@@ -24,6 +24,7 @@ from lmms_video_reasoning.judges.batch_pass import JudgePass, TagEstimate, refus
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_items
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -43,8 +44,6 @@ def quiet_judging(level: int = logging.CRITICAL) -> Iterator[None]:
 
 def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
     """The tasks' own scoring (`scoring.score`) with `judge_pass`'s judge of each benchmark."""
-    from lmms_video_reasoning.utils.results.task_specs import task_spec
-
     for item in gathered:
         spec = task_spec(item.task)
         bench = registry.get(spec.benchmark).scoring
@@ -92,12 +91,11 @@ def cost_rows(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[Co
     return rows
 
 
-def estimate(gathered: Sequence[Any], walk: bool = True) -> dict:
+def estimate(gathered: Sequence[Any]) -> dict:
     """The estimate of every task's judging as JSON-ready data (rows, totals, how tokens were counted)."""
     from lmms_video_reasoning.judges.tokens import tokenizer_for
-    from lmms_video_reasoning.utils.results.task_specs import task_spec
 
-    judge_pass = run_pass(gathered, JudgePass("estimate", walk=walk))
+    judge_pass = run_pass(gathered, JudgePass("estimate", walk=True))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
     rows = cost_rows(judge_pass, benchmarks)
     models = sorted({row.model for row in rows} | set(judge_pass.models().values()))
@@ -116,9 +114,7 @@ def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[
     """What the estimate leaves out, per task and step: the judging items whose code failed
     (`batch_pass.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
     there on (`requests`: the count their last request declared; `unknown_items`: items that could
-    not say, at least one request each), the first reason and what is missing (`task_specs.unbuilt_items`)."""
-    from lmms_video_reasoning.utils.results.task_specs import unbuilt_items
-
+    not say, at least one request each), the first reason and what is missing (`samples_io.unbuilt_items`)."""
     groups: dict[tuple[str, str | None], list] = {}
     for entry in judge_pass.unbuilt:
         groups.setdefault((entry.task, entry.after), []).append(entry)
@@ -304,13 +300,11 @@ def nothing_accepted(result: dict, where: str) -> str | None:
 # ---------------------------------------------------------------------- the Batch API
 
 
-def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_bytes: int | None = None) -> dict:
+def api_judging(gathered: Sequence[Any]) -> dict:
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
     earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
-    from lmms_video_reasoning.judges.batch_api import MAX_FILE_BYTES, MAX_REQUESTS, BatchApi
+    from lmms_video_reasoning.judges.batch_api import MAX_REQUESTS, BatchApi
     from lmms_video_reasoning.judges import get_judge
-
-    max_requests = max_requests or MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
     totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {},
                               "batches": [], "import": {}}
@@ -322,7 +316,7 @@ def api_judging(gathered: Sequence[Any], max_requests: int | None = None, max_by
             if configured is None:
                 raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
                                 "README's Judges section), or use --batch-export / --batch-import")
-            apis[benchmark] = BatchApi(configured.config, ledger, max_requests, max_bytes or MAX_FILE_BYTES)
+            apis[benchmark] = BatchApi(configured.config, ledger, MAX_REQUESTS.read())  # smaller files than the API's limit, e.g. for a token quota
         return apis[benchmark]
 
     # Open the ledgers of every judge the scoring uses (the collect pass builds them).

@@ -44,7 +44,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import logging
 import math
 import sys
 from pathlib import Path
@@ -53,23 +52,20 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.report_runs import Run, Unread, load_runs
-from lmms_video_reasoning.utils.results.report_stats import PAIRING, PAIRINGS, failure_counts, pairing_note, task_stats
+from lmms_video_reasoning.utils.results.report_stats import PAIRING, PAIRINGS, pairing_note, task_stats
 from lmms_video_reasoning.utils.results.report_tables import MINE, Section, html_table, markdown_table, md_text
-from lmms_video_reasoning.utils.results.task_specs import task_specs
+from lmms_video_reasoning.utils.results.samples_io import task_specs
 
 
-# ---------------------------------------------------------------------------------------------
-# Output
-# ---------------------------------------------------------------------------------------------
 
-
-def _json_ready(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
+    """`value` as JSON writes it, NaN as null."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _json_ready(v) for k, v in value.items()}
+        return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
+        return [json_ready(v) for v in value]
     return value
 
 
@@ -80,7 +76,7 @@ def failure_summary(run: Run) -> str:
     parts = []
     specs = task_specs()
     for task in sorted(run.results):
-        declared = failure_counts(specs[task].benchmark) if task in specs else ()
+        declared = registry.get(specs[task].benchmark).failure_counts if task in specs else ()
         counts = [f"{name} {run.results[task][name]:g}" for name in declared
                   if isinstance(run.results[task].get(name), (int, float)) and not math.isnan(run.results[task][name])]
         if counts:
@@ -211,7 +207,7 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
     builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
     sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
     if agreement and sections:
-        from lmms_video_reasoning.utils.results.agreement_report import agreement_section
+        from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
 
         sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
     if not sections:
@@ -229,16 +225,11 @@ def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str
         "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
                                    "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
     }
-    (out / "report.json").write_text(json.dumps(_json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "report.json").write_text(json.dumps(json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return data
 
 
 def main(args) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    from lmms_video_reasoning.utils.lmms import launcher
-
-    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, pairs=getattr(args, "pairs", "baseline"),
                         agreement=getattr(args, "agreement", None) or ())
     for entry in data["not_read"]:

@@ -15,15 +15,10 @@ from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results import resampling
 from lmms_video_reasoning.utils.results.report_runs import spec_of
 from lmms_video_reasoning.utils.results.report_verdicts import _NoVerdicts, shortfall, verdicts_for
-from lmms_video_reasoning.utils.results.samples_io import read_samples_with_outcomes
-from lmms_video_reasoning.utils.results.task_specs import task_spec, unbuilt_items
+from lmms_video_reasoning.utils.results.samples_io import read_samples, task_spec, unbuilt_items
 
 log = logging.getLogger("lmms_video_reasoning.report")
 
-
-# ---------------------------------------------------------------------------------------------
-# Per-sample data and the bootstrap
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -114,7 +109,7 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     except DataError:
         return None, f"{task} is not a task of this suite"
     try:
-        records, _coverage, outcomes = read_samples_with_outcomes(path, spec)
+        records, _coverage, outcomes = read_samples(path, spec)
     except (DataError, OSError) as error:
         return None, f"samples file unreadable: {error}"
     bench = registry.get(spec.benchmark).scoring
@@ -146,19 +141,6 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     # only what the metrics read from now on: memory follows what the report needs, not the samples file
     records = [bench.report_record(record) for record in records]
     return Sampled(spec.benchmark, records, list(outcomes), settings, missing, gap, borrowed), ""
-
-
-def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
-    import numpy as np
-
-    values = np.asarray(values, dtype=float)
-    finite = values[~np.isnan(values)]
-    if len(finite) < max(2, len(values) // 2):
-        return None
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is the sample itself)
@@ -218,7 +200,7 @@ def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 
     """95% percentile CIs of every metric, resampling questions with replacement (seeded);
     `where`: of the flagged records' metrics (see `bootstrap_values`)."""
     values = bootstrap_values(sampled, n, seed, where)
-    return {name: percentile_interval(series, level) for name, series in values.items()}
+    return {name: resampling.percentile_interval(series, level) for name, series in values.items()}
 
 
 @dataclass
@@ -275,4 +257,4 @@ def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n:
 def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:
     """other - base per metric on the questions both answered, with a paired bootstrap CI."""
     common, observed, values = paired_values(base, other, n, seed)
-    return [Difference(name, value, percentile_interval(values.get(name, []), level), len(common)) for name, value in observed.items()]
+    return [Difference(name, value, resampling.percentile_interval(values.get(name, []), level), len(common)) for name, value in observed.items()]

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results.task_specs import RESULTS_SUFFIX
+from lmms_video_reasoning.utils.results.samples_io import RESULTS_SUFFIX, results_stem
 
 log = logging.getLogger("lmms_video_reasoning.report")
 
@@ -25,9 +25,14 @@ def spec_of(benchmark: str) -> ReportSpec:
     return spec
 
 
-# ---------------------------------------------------------------------------------------------
-# Runs: results files, their samples files, their labels
-# ---------------------------------------------------------------------------------------------
+def headline_metrics(benchmark: str) -> tuple[str, ...]:
+    """The benchmark's metrics with CIs and standard errors (`ReportSpec.headline`; none without a report)."""
+    try:
+        spec = registry.get(benchmark).report
+    except ValueError:
+        return ()
+    return spec.headline if spec is not None else ()
+
 
 
 @dataclass
@@ -131,7 +136,7 @@ def samples_for(path: Path, data: dict) -> dict[str, Path]:
     """{task: samples file} of a results file: lmms-eval's `<date>_samples_<task>.jsonl` or ours."""
     ours = (data.get("lmms_vr") or {}).get("samples") or {}
     found = {task: path.with_name(name) for task, name in ours.items() if _file_name(name) and path.with_name(name).is_file()}
-    prefix = path.name[: -len(RESULTS_SUFFIX)] if path.name.endswith(RESULTS_SUFFIX) else path.stem
+    prefix = results_stem(path)
     for task in data.get("results", {}):
         if task in found or not _file_name(f"{prefix}_samples_{task}.jsonl"):
             continue

@@ -13,12 +13,8 @@ from lmms_video_reasoning.utils.results.report_bootstrap import Difference, Samp
 from lmms_video_reasoning.utils.results.report_runs import Run, spec_of
 from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
 from lmms_video_reasoning.utils.results.score import same_value
-from lmms_video_reasoning.utils.results.task_specs import task_spec
+from lmms_video_reasoning.utils.results.samples_io import task_spec
 
-
-# ---------------------------------------------------------------------------------------------
-# The numbers behind the tables: per run and task, points from the results, CIs from samples
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -59,7 +55,7 @@ def mark_not_computed(run: Run, task: str, stats: TaskStats, benchmark: str) -> 
     failures = judge_failures(run, task, stats)
     if not failures:
         return
-    judge_free, counts = spec_of(benchmark).judge_free, failure_counts(benchmark)
+    judge_free, counts = spec_of(benchmark).judge_free, registry.get(benchmark).failure_counts
     for metric, value in stats.point.items():
         if math.isnan(value) and metric not in judge_free and metric not in counts:
             stats.not_computed[metric] = failures
@@ -187,9 +183,3 @@ def comparisons_for(benchmark: str, tasks: Sequence[str], stats: dict, runs: lis
                 differences.append(Difference(d.metric, math.nan, None, d.common, why) if why else d)
             out.append((task, base_label, label, differences))
     return out
-
-
-def failure_counts(benchmark: str) -> tuple[str, ...]:
-    """The metrics counting samples not scored normally, as the benchmark declares them
-    (`Benchmark.failure_counts`): no CI, never a judged metric left uncomputed."""
-    return registry.get(benchmark).failure_counts

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import glob
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.utils.results.report_runs import read_results
-from lmms_video_reasoning.utils.results.task_specs import RESULTS_SUFFIX
+from lmms_video_reasoning.utils.results.samples_io import RESULTS_SUFFIX
 
-
-# ---------------------------------------------------------------------------------------------
-# The judge a run used: its verdicts are read back from its cache (no key, no request)
-# ---------------------------------------------------------------------------------------------
+log = logging.getLogger("lmms_video_reasoning.report")
 
 
 def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
@@ -49,15 +48,8 @@ def run_accounting_files(results_file: Path) -> list[Path]:
         return []
     prefix = results_file.name[: -len(RESULTS_SUFFIX)]
     pattern = re.compile(re.escape(prefix) + r"_.+\.json")
-    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob_escape(prefix)}_*.json")
+    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob.escape(prefix)}_*.json")
                    if pattern.fullmatch(p.name) and p != results_file), key=_mtime, reverse=True)
-
-
-def glob_escape(text: str) -> str:
-    """`text` matched literally by `Path.glob`."""
-    import glob
-
-    return glob.escape(text)
 
 
 def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:
@@ -111,30 +103,37 @@ def _endpoint(base_url: Any) -> str | None:
     return base_url if isinstance(base_url, str) and base_url.startswith("http") and " " not in base_url else None
 
 
-class _NoVerdicts:
+class InOrderJudge:
+    """A judge whose `map` runs the items one after the other (their requests in order), counting
+    the items whose code raised (e.g. a request needing media that are not here) as `item_errors`."""
+
+    item_errors = 0
+
+    def map(self, fn, items, desc: str = "") -> list:
+        out = []
+        for item in items:
+            try:
+                out.append(fn(item, self.ask))
+            except Exception as error:  # noqa: BLE001 - an item that cannot even be rebuilt is missing too
+                self.item_errors += 1
+                log.debug("%s: a judge item could not be rebuilt: %s: %s", desc, type(error).__name__, error)
+                out.append(None)
+        return out
+
+    def log_summary(self) -> None:
+        pass
+
+
+class _NoVerdicts(InOrderJudge):
     """The judge of a run whose cache is not available: every request is missing, none is sent."""
 
-    def __init__(self) -> None:
-        self.misses = self.item_errors = 0
+    misses = 0
 
     def ask(self, request):
         from lmms_video_reasoning.utils.core.ask import Result
 
         self.misses += 1
         return Result(False, None, None, "no judge cache", False)
-
-    def map(self, fn, items, desc=""):
-        out = []
-        for item in items:
-            try:
-                out.append(fn(item, self.ask))
-            except Exception:  # noqa: BLE001 - an item that cannot even be rebuilt is missing too
-                self.item_errors += 1
-                out.append(None)
-        return out
-
-    def log_summary(self) -> None:
-        pass
 
 
 def shortfall(judge: Any) -> tuple[int, int]:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from lmms_video_reasoning.utils.core.columns import SampleColumns
 
+T = TypeVar("T")
 CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
 
 
@@ -150,3 +151,32 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     if not parts:
         return {}
     return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
+
+
+def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
+    values = np.asarray(values, dtype=float)
+    finite = values[~np.isnan(values)]
+    if len(finite) < max(2, len(values) // 2):
+        return None
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_values(count: int, compute: Callable[[Sequence[int]], Any], n: int = 1000, seed: int = 0) -> list[Any]:
+    """``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement (seeded, drawn as
+    `draws` draws them), for statistics of items rather than columns (the judge agreement's)."""
+    if count < 2 or n <= 0:
+        return []
+    rng = np.random.default_rng(seed)
+    return [compute(rng.integers(0, count, count)) for _ in range(n)]
+
+
+def bootstrap_interval(units: Sequence[Sequence[T]], statistic: Callable[[list[T]], float], n: int = 1000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile interval of ``statistic`` over ``n`` resamples of ``units`` (each a list of
+    items, e.g. one question's verdict pairs) drawn with replacement; None with fewer than two
+    units (every resample would be the sample itself) or ``n`` = 0."""
+    values = bootstrap_values(len(units), lambda picks: statistic([item for pick in picks for item in units[pick]]), n, seed)
+    return percentile_interval(values, level) if values else None

@@ -13,8 +13,8 @@ from pathlib import Path
 from lmms_video_reasoning.utils.core import files
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.aggregation import RUN_TASKS_FILE
-from lmms_video_reasoning.utils.results.samples_io import Coverage, _lines, _some, check_coverage, read_predictions, read_samples, tasks_in_predictions
-from lmms_video_reasoning.utils.results.task_specs import RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, task_spec, task_specs
+from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, _lines, _some, check_coverage,
+                                                           read_predictions, read_samples, task_spec, task_specs, tasks_in_predictions)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -105,7 +105,7 @@ def samples_differ(samples: Path, records: Path, task: str) -> str | None:
     records at the end of a run (`aggregation`) and of which file `lmms-vr score` reads."""
     spec = task_spec(task)
     try:
-        kept, _ = read_samples(records, spec)
+        kept = read_samples(records, spec)[0]
     except (OSError, DataError) as error:
         return f"the records file {records} cannot be read back ({error})"
     try:
@@ -115,7 +115,7 @@ def samples_differ(samples: Path, records: Path, task: str) -> str | None:
     if size == 0:
         return f"lmms-eval's samples file is empty (0 bytes; 0 of {len(kept)} samples)"
     try:
-        got, _ = read_samples(samples, spec)
+        got = read_samples(samples, spec)[0]
     except (OSError, DataError) as error:
         whole = _whole_lines(samples)
         return f"lmms-eval's samples file is truncated or damaged: {whole} of {len(kept)} samples whole ({size} bytes; {error})"
@@ -176,7 +176,7 @@ class Gathered:
 
 def _from_samples(run: str, task: str, path: Path) -> Gathered:
     spec = task_spec(task)
-    records, coverage = read_samples(path, spec)
+    records, coverage, _outcomes = read_samples(path, spec)
     return Gathered(run, task, records, str(path), check_coverage(records, spec, coverage))
 
 

@@ -1,8 +1,11 @@
-"""Reading samples files (`--log_samples`, `--predict_only`, `lmms-vr score --out`) and replay predictions back into records."""
+"""This suite's tasks as scoring knows them (`TaskSpec`: each registered benchmark's declared tasks,
+`registry.Task`), the names of the files their runs write, and reading samples files
+(`--log_samples`, `--predict_only`, `lmms-vr score --out`) and replay predictions back into records."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import logging
 import re
@@ -12,14 +15,76 @@ from typing import Any, Callable, Sequence
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
-from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KEY, TaskSpec, _function
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
+SAMPLES_PATTERN = re.compile(r"^(?P<prefix>.*)_samples_(?P<task>[A-Za-z0-9_\-]+)\.jsonl$")
+# Written by the tasks' aggregation before judging (`utils.aggregation.save_records`): a run
+# whose aggregation failed, so that lmms-eval wrote no samples file, is recovered from these.
+RECORDS_PATTERN = re.compile(r"^(?P<prefix>.*)_records_(?P<task>[A-Za-z0-9_\-]+)\.jsonl$")
+RESULTS_SUFFIX = "_results.json"
+RECORD_KEY = "record"  # our samples files: the record once, not under every metric name
+OUTCOME_KEY = "lmms_vr_outcome"
+_NO_OUTCOME = object()
 
-# ---------------------------------------------------------------------------------------------
-# Reading samples files and predictions back into records
-# ---------------------------------------------------------------------------------------------
+
+def sample_line(index: int, record: Any, outcome: Any = _NO_OUTCOME) -> str:
+    """One line of this suite's samples files (the records saved before judging, `lmms-vr score --out`):
+    the record once, with its scored outcome when there is one."""
+    row = {"doc_id": index, "sample_id": record.get("sample_id") if isinstance(record, dict) else None, RECORD_KEY: record}
+    if outcome is not _NO_OUTCOME:
+        row[OUTCOME_KEY] = outcome
+    return json.dumps(row, ensure_ascii=False, default=str) + "\n"
+
+
+def results_stem(path: Path) -> str:
+    """What a run's other files are named after: lmms-eval's `<date_id>` of `<date_id>_results.json`, else the file's stem."""
+    return path.name[: -len(RESULTS_SUFFIX)] if path.name.endswith(RESULTS_SUFFIX) else path.stem
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What scoring needs to know about one task of this suite (from its declaration)."""
+
+    name: str
+    benchmark: str  # the registry name of the benchmark declaring it
+    process_docs: str  # dotted path of the `process_docs` hook
+    process_results: str  # dotted path of the `process_results` hook
+    metrics: tuple[str, ...]
+    target: str  # `doc_to_target`: the doc field lmms-eval logs as `target`
+    declared: registry.Task  # the declaration itself (record options, settings)
+
+
+def task_specs() -> dict[str, TaskSpec]:
+    """Every task of the registered benchmarks (groups left out), by name."""
+    return {task.name: TaskSpec(task.name, benchmark.name, f"{benchmark.binding}.{task.process_docs}",
+                                f"{benchmark.binding}.{task.process_results}", tuple(task.metrics), task.target, task)
+            for benchmark in registry.benchmarks() for task in benchmark.tasks}
+
+
+def task_spec(name: str) -> TaskSpec:
+    specs = task_specs()
+    if name not in specs:
+        raise DataError(f"unknown task {name!r}: this suite's tasks are {', '.join(sorted(specs))}")
+    return specs[name]
+
+
+def _function(dotted: str) -> Callable:
+    module, _, attribute = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def unbuilt_items(benchmark: str, items: int) -> tuple[str, str]:
+    """(a sentence on `items` judging items of `benchmark` whose request could not be built, a few
+    words for a table cell). Such a request holds the benchmark's media (e.g. CG-Bench's clue
+    frames): when the data root's variable is not set, that is what is missing."""
+    import os
+
+    root_env = registry.get(benchmark).data().SOURCE.root_env
+    unset = not os.environ.get(root_env, "").strip()
+    return (f"{items} judge items could not be rebuilt (see the log; e.g. media not found" + (f": {root_env} is not set" if unset else "") + ")",
+            f"needs {root_env}" if unset else "judge items not rebuilt")
+
 
 
 def logged_record(row: dict, spec: TaskSpec) -> dict | None:
@@ -135,16 +200,11 @@ def _some(ids: Sequence[str], shown: int = 5) -> str:
     return "ids " + ", ".join(map(repr, ids[:shown])) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
-def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
-    """The task's records from a samples file (logged, or rebuilt for predict-only lines) and
-    what they cover; verbatim repeated rows are scored once, conflicting ones refused."""
-    records, coverage, _outcomes = read_samples_with_outcomes(path, spec)
-    return records, coverage
-
-
-def read_samples_with_outcomes(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list[dict] | None]:
-    """`read_samples`, and the per-sample outcomes `lmms-vr score --out` stored beside the
-    records (None when not every sample has one), in one pass over the file.
+def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list[dict] | None]:
+    """The task's records from a samples file (logged, or rebuilt for predict-only lines), what
+    they cover and the per-sample outcomes `lmms-vr score --out` stored beside the records (None
+    when not every sample has one), in one pass over the file; verbatim repeated rows are scored
+    once, conflicting ones refused.
 
     The file is streamed and each line keeps only what scoring reads: its record once (an
     lmms-eval line holds it under every metric name: the first copy is parsed, the others are
@@ -192,7 +252,6 @@ def read_samples_with_outcomes(path: Path, spec: TaskSpec) -> tuple[list[dict], 
     return rebuild_records(predict_only, spec, str(path)), coverage, None
 
 
-_NO_OUTCOME = object()
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
 

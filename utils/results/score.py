@@ -57,15 +57,11 @@ from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import Coverage
-from lmms_video_reasoning.utils.results.task_specs import OUTCOME_KEY, RECORD_KEY, RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, task_spec, unbuilt_items
+from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, results_stem, sample_line,
+                                                           task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
-
-# ---------------------------------------------------------------------------------------------
-# Scoring
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -150,8 +146,7 @@ def result_entry(task: str, metrics: dict) -> dict:
 
 
 def samples_path(out: Path, task: str) -> Path:
-    stem = out.name[: -len(RESULTS_SUFFIX)] if out.name.endswith(RESULTS_SUFFIX) else out.stem
-    return out.with_name(f"{stem}_samples_{task}.jsonl")
+    return out.with_name(f"{results_stem(out)}_samples_{task}.jsonl")
 
 
 def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
@@ -174,11 +169,8 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     }
     for s in scores:
         with samples_path(out, s.task).open("w", encoding="utf-8") as handle:
-            for index, record in enumerate(s.records):
-                row = {"doc_id": index, "sample_id": record.get("sample_id"), RECORD_KEY: record}
-                if s.outcomes is not None:
-                    row[OUTCOME_KEY] = s.outcomes[index]
-                handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.writelines(sample_line(index, record, *([s.outcomes[index]] if s.outcomes is not None else []))
+                              for index, record in enumerate(s.records))
     out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     return results
 
@@ -193,7 +185,7 @@ def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
     out = Path(out)
     if len(runs) <= 1:
         return {run: out for run in runs}
-    stem = out.name[: -len(RESULTS_SUFFIX)] if out.name.endswith(RESULTS_SUFFIX) else out.stem
+    stem = results_stem(out)
     suffix = RESULTS_SUFFIX if out.name.endswith(RESULTS_SUFFIX) else out.suffix or ".json"
     return {run: out.with_name(f"{stem}_{re.sub(r'[^A-Za-z0-9_.-]+', '__', run)}{suffix}") for run in runs}
 
@@ -241,11 +233,6 @@ def print_scores(scores: Sequence[TaskScore]) -> None:
 def main(args) -> int:
     from lmms_video_reasoning.judges import JudgeConfigError
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
-    from lmms_video_reasoning.utils.lmms import launcher
-
-    launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
     try:
         gathered, skipped, missing = gather_records(Path(args.path), args.task)
         if _batch_step(args, gathered):

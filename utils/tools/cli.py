@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 
@@ -40,10 +41,17 @@ def _sample(args) -> int:
     return 0
 
 
-def _delegate(module: str):
-    """Subcommands implemented in their own module (imported only when used)."""
+def _delegate(module: str, judging: bool = False):
+    """Subcommands implemented in their own module (imported only when used); `judging`: one that
+    may read or ask a judge (`score`, `report`, `judge-agreement`), with this suite's log lines shown."""
 
     def run(args) -> int:
+        if judging:
+            logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+            logging.getLogger("lmms_video_reasoning").setLevel(logging.INFO)
+            from lmms_video_reasoning.utils.lmms import launcher
+
+            launcher.register_judge_settings()  # no LMMS_VR_JUDGE_* set: lmms-eval's API_TYPE=local judge
         return importlib.import_module(f"lmms_video_reasoning.utils.{module}").main(args)
 
     return run
@@ -108,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     judging.add_argument("--judge-online", action="store_true",
                          help="after --batch-export/--batch-import: send the requests the batch flow failed or has not "
                               "answered to the configured judge (by default they are not sent and count as failed)")
-    score.set_defaults(run=_delegate("results.score"))
+    score.set_defaults(run=_delegate("results.score", judging=True))
 
     report = sub.add_parser("report", help="the papers' tables, with CIs and plots")
     report.add_argument("results", nargs="+", help="results JSON files or folders (lmms-eval or `lmms-vr score`)")
@@ -119,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a judge agreement file (`lmms-vr judge-agreement --out FILE`) to show as a section; repeatable")
     report.add_argument("--pairs", choices=("baseline", "all"), default="baseline",
                         help="paired comparisons: each run against the first one given (default) or every pair")
-    report.set_defaults(run=_delegate("results.report"))
+    report.set_defaults(run=_delegate("results.report", judging=True))
 
     agreement = sub.add_parser("judge-agreement", help="how far a candidate judge is from the reference judge, with CIs")
     agreement.add_argument("runs", nargs="+", help="what `lmms-vr score` reads (output folders, samples or predictions files), "
@@ -141,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     agreement.add_argument("--seed", type=int, default=0, help="bootstrap and subset seed")
     agreement.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
     agreement.add_argument("--out", default="judge_agreement.json", help="where to write the agreement (JSON)")
-    agreement.set_defaults(run=_delegate("results.judge_agreement"))
+    agreement.set_defaults(run=_delegate("results.judge_agreement", judging=True))
 
     doctor = sub.add_parser("doctor", help="which integrations with lmms-eval are active here, and the fix for each that is not")
     doctor.add_argument("--no-network", action="store_true", help="do not contact the judge endpoints")
