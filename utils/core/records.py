@@ -29,16 +29,40 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+class SameRecord:
+    """A sample's record under the task's other metric names: lmms-eval hands each metric's
+    aggregation its own list of `process_results` values and logs every value of the sample in
+    its `--log_samples` line, so the record itself goes under the first metric only and this
+    stands for it under the others (`records_of` reads it back; lmms-eval logs it as `str`, a
+    short note, not 25 copies of the record)."""
+
+    __slots__ = ("record", "metric")
+
+    def __init__(self, record: dict, metric: str) -> None:
+        self.record, self.metric = record, metric
+
+    def __str__(self) -> str:
+        return f"the record under {self.metric}"
+
+    __repr__ = __str__
+
+
+def records_of(values: Sequence) -> list:
+    """The records of one metric's `process_results` values (a record, or a `SameRecord`)."""
+    return [value.record if isinstance(value, SameRecord) else value for value in values]
+
+
 def process_results(record_of: Callable[[dict, Any], dict], metrics: Sequence[str]):
     """A task's lmms-eval `process_results` hook: the sample's record, `record_of(doc, reply)`
     (`registry.Benchmark.record`: the benchmark's `build_record` with the task's options and
-    settings), under every metric name of the task. lmms-eval hands each aggregation the task's
-    records under its metric's name; the benchmark's aggregations score them once (`ScoreOnce`).
+    settings), under the task's first metric name and a `SameRecord` under the others. lmms-eval
+    hands each aggregation the task's values under its metric's name; the benchmark's
+    aggregations read the records (`records_of`) and score them once (`ScoreOnce`).
     """
-    metrics = tuple(metrics)
+    first, *others = tuple(metrics)
 
     def hook(doc: dict, results: Sequence) -> dict:
         record = record_of(doc, results[0] if results else "")
-        return {name: record for name in metrics}
+        return {first: record, **{name: SameRecord(record, first) for name in others}}
 
     return hook

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from lmms_video_reasoning.utils.core.records import records_of
 from lmms_video_reasoning.utils.lmms import host
 
 
@@ -61,7 +62,7 @@ def suite_records_of_run() -> dict[str, list] | None:
         aggregations = task.aggregation() if task is not None and hasattr(task, "aggregation") else {}
         for (metric, _filter), items in (getattr(task_output, "sample_metrics", None) or {}).items():
             if getattr(aggregations.get(metric), "benchmark", None):
-                found[task_output.task_name] = items
+                found[task_output.task_name] = records_of(items)
                 break
     host.RUN_RECORDS.worked()
     return found

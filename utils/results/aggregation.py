@@ -46,6 +46,7 @@ from typing import Any, Callable, Sequence
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import files, registry, settings as suite_settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
+from lmms_video_reasoning.utils.core.records import records_of
 from lmms_video_reasoning.utils.lmms import responses, run_output
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.samples_io import sample_line
@@ -127,6 +128,7 @@ class ScoreOnce:
         content saves the records beside `run`'s output, then scores them; an error gives
         `ScoringFailed` (every metric NaN) and one log line naming the cause and the records
         file, never an exception."""
+        records = records_of(records)  # one metric's values: the records, or stand-ins for them
         key = records_key(records)
         with self._lock:
             if key in self._results:
