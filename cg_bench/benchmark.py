@@ -3,7 +3,7 @@
 `GROUPS`: long, clue, grounding, open, mcq, blind on `cgbench_mini.json`, `cg_bench_full_*` on
 `cgbench.json`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones
 made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the
-judge it is handed (`scored_records`; `score_records` with the configured one; `outcome_columns`)
+judge it is handed (`scored_records`; `outcome_columns`)
 and the declaration (`BENCHMARK`). The tasks
 themselves are `task.py`, `sampling.py` and `outcomes.py`, shared with the upstream protocol tasks.
 
@@ -217,13 +217,6 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge) -> list[Ou
     return outcomes.read_outcomes(records, settings, judge, MEDIA)
 
 
-def _configured_judge(records: Sequence[dict], settings: Settings):
-    """The configured judge when open answers are to be judged (looked up only then: no warning otherwise)."""
-    if not settings.judge or not any(record.get("mode") == "open" for record in records):
-        return None
-    return get_judge("cg_bench")
-
-
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
     """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report),
     and the per-answer outcomes they come from, the open answers judged by `judge` (None: none configured).
@@ -236,12 +229,6 @@ def scored_records(records: Sequence[dict], settings: "Settings | dict | None", 
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, answers
-
-
-def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
-    """The metrics of `scored_records` with the configured judge (`settings`: the records' own by default)."""
-    settings = BENCHMARK.scoring.settings(records) if settings is None else outcomes.as_settings(settings)
-    return scored_records(records, settings, _configured_judge(records, settings))[0]
 
 
 # ---------------------------------------------------------------------- after a task's scoring: its details file

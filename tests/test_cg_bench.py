@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from bench_scoring import score_records
 from lmms_video_reasoning.cg_bench import data, frames, judging, outcomes, prompts, sample, sampling, scoring
 from lmms_video_reasoning.cg_bench import benchmark as binding
 from lmms_video_reasoning.cg_bench import task as cg_task
@@ -251,7 +252,7 @@ def test_score_records_joins_modes_per_qid():
         _record(2, "long", fenced("A")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]])),
         _record(3, "long", "no idea"), _record(3, "clue", fenced("A")), _record(3, "grounding", fenced([[15, 25]])),
     ]
-    scores = binding.score_records(records)
+    scores = score_records(binding, records)
     assert scores["long_acc"] == pytest.approx(50.0)  # qid 3 unparseable: left out
     assert scores["clue_acc"] == pytest.approx(200 / 3)
     assert scores["crr"] == pytest.approx(100 * 50 / (200 / 3))
@@ -259,7 +260,7 @@ def test_score_records_joins_modes_per_qid():
     assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
     assert scores["parse_failed"] == 1
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
-    strict = binding.score_records(records, outcomes.Settings(strict=True))
+    strict = score_records(binding, records, outcomes.Settings(strict=True))
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
 
 
@@ -275,21 +276,21 @@ def test_model_failure_is_a_missing_answer_in_every_mode(strict):
     assert all(r["model_failed"] is True and r["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1 retries]") for r in failed)
     assert _record(2, "long", fenced("B"))["model_failed"] is False and _record(2, "long", fenced("B"))["model_failure"] is None
     records = failed + [_record(2, "long", fenced("B")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]]))]
-    scores = binding.score_records(records, {"strict": strict})
+    scores = score_records(binding, records, {"strict": strict})
     # qid 1 counts as wrong / tIoU 0 in every denominator (parsed, it would be right and IoU 1)
     assert scores["long_acc"] == scores["clue_acc"] == pytest.approx(50.0)
     assert scores["miou"] == pytest.approx(50.0) and scores["rec_at_iou"] == pytest.approx(50.0)
     assert scores["acc_at_iou"] == pytest.approx(50.0)
     assert scores["model_failed"] == 3 and scores["parse_failed"] == 0
     assert scores["breakdown"]["model_failed_by_mode"] == {"long": 1, "clue": 1, "grounding": 1}
-    blind = binding.score_records([{**_record(3, "blind", FAILED_REPLY), "task_kind": "blind"}], {"strict": strict})
+    blind = score_records(binding, [{**_record(3, "blind", FAILED_REPLY), "task_kind": "blind"}], {"strict": strict})
     assert blind["blind_acc"] == 0.0 and blind["model_failed"] == 1 and blind["parse_failed"] == 0
 
 
 def test_model_failure_recognised_in_records_logged_without_the_mark():
     record = _record(1, "long", FAILED_REPLY)
     del record["model_failed"], record["model_failure"]
-    scores = binding.score_records([record])
+    scores = score_records(binding, [record])
     assert scores["long_acc"] == 0.0 and scores["model_failed"] == 1
 
 
@@ -382,7 +383,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        scores = binding.score_records(records)
+        scores = score_records(binding, records)
         bodies = list(server.requests)
 
     # right (step 1 -> 1), synonym (step 1 -> 2, step 2 -> 1), wrong (0); the empty reply is left out
@@ -417,10 +418,10 @@ def test_open_model_failure_is_never_judged(cg_env, monkeypatch):
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        alone = binding.score_records([binding.build_record(docs[0], FAILED_REPLY)])
+        alone = score_records(binding, [binding.build_record(docs[0], FAILED_REPLY)])
         assert server.request_count == 0
         assert alone["oe_acc"] == 0.0 and alone["model_failed"] == 1 and alone["parse_failed"] == 0 and alone["judge_failed"] == 0
-        both = binding.score_records([binding.build_record(docs[0], FAILED_REPLY), binding.build_record(docs[1], fenced(questions[1]["answer"]))])
+        both = score_records(binding, [binding.build_record(docs[0], FAILED_REPLY), binding.build_record(docs[1], fenced(questions[1]["answer"]))])
         bodies = list(server.requests)
     assert len(bodies) == 1 and "LMMS_EVAL_REQUEST_FAILED" not in json.dumps(bodies)
     assert both["oe_acc"] == pytest.approx(50.0) and both["model_failed"] == 1
@@ -446,12 +447,12 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
         monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", "0.5")  # 1 failure of 4 is under this share
-        scores = binding.score_records(records)
-        strict = binding.score_records(records, {"strict": True})
+        scores = score_records(binding, records)
+        strict = score_records(binding, records, {"strict": True})
         # per run: right (1 request), wrong (1), refused (3: asked, then re-asked twice); the empty reply none
         assert server.request_count == 2 * (1 + 1 + 3)
         monkeypatch.delenv("LMMS_VR_JUDGE_FAILED_SHARE")  # the default 5%: 1 of 4 is too many
-        withheld = binding.score_records(records)
+        withheld = score_records(binding, records)
     assert scores["judge_failed"] == 1 and scores["parse_failed"] == 1 and scores["model_failed"] == 0
     assert scores["oe_acc"] == pytest.approx(50.0)  # right + wrong; the unjudged and the empty reply left out
     assert strict["judge_failed"] == 1 and strict["oe_acc"] == pytest.approx(100 / 3)  # strict: the empty reply is wrong
@@ -463,9 +464,9 @@ def test_open_without_judge_is_not_computed(cg_env, monkeypatch):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     doc = cg_task.build_docs(data.load_records("mini"), "open", "mini")[0]
-    scores = binding.score_records([binding.build_record(doc, "Red")])
+    scores = score_records(binding, [binding.build_record(doc, "Red")])
     assert math.isnan(scores["oe_acc"]) and math.isnan(scores["judge_failed"]) and scores["breakdown"]["judge_configured"] is False
-    skipped = binding.score_records([binding.build_record(doc, "Red")], {"judge": False})
+    skipped = score_records(binding, [binding.build_record(doc, "Red")], {"judge": False})
     assert math.isnan(skipped["oe_acc"]) and math.isnan(skipped["judge_failed"])
 
 

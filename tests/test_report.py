@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
+from bench_scoring import score_records
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts
 from lmms_video_reasoning.utils.results import samples_io, score, task_specs
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
@@ -130,7 +131,7 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
                for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), task_specs.task_spec(RUNS[name][0]))[0]]
-    expected = cg_binding.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
+    expected = score_records(cg_binding, records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)
     [row] = user_rows(data["sections"]["cg_bench"]["tables"][0])

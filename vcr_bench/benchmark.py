@@ -2,7 +2,7 @@
 (`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
 `GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
 `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
-is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
+is handed (`scored_records`; `metric_columns`) and the
 declaration (`BENCHMARK`). The task itself (inputs, records, metrics) is `task.py`, shared with
 the upstream task folder.
 
@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
@@ -164,12 +163,6 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tup
     judged by `judge` (`task.score_with`; NaN without one), and the judge's outcomes per sample
     (None without a judge)."""
     return task.score_with(records, judge, settings, NO_JUDGE_HINT)
-
-
-def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of `scored_records` with the configured judge (`settings`: the records' own by default)."""
-    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
-    return scored_records(records, settings, get_judge("vcr_bench"))[0]
 
 
 class VcrBenchScoring(ScoringAdapter):

@@ -9,6 +9,7 @@ parsed replies to these functions.
 from __future__ import annotations
 
 import ast
+import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -24,6 +25,8 @@ from lmms_video_reasoning.judges.parsing import (
 )
 from lmms_video_reasoning.utils.core import settings as setting
 from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
+
+log = logging.getLogger(__name__)
 
 PERCEPTION = "Video Description Steps"
 REASONING = "Logical Inference Steps"
@@ -197,7 +200,7 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
     As `match_answer`, decided by the answers' shape in any dimension: both parse as time
     intervals -> correct iff time IoU > 0.7; else both parse as integer boxes -> box IoU > 0.5.
     Where the official code raises inside this rule (a zero-area union, a literal nested too
-    deeply, a non-text answer) the sample scores 0: (False, None). Reversed bounds are read in
+    deeply, a non-text answer) the sample scores 0: (False, None), with a warning naming the error. Reversed bounds are read in
     order unless `official_reversed` (README.md, "How scoring runs" 2; README differences).
     """
     ordered = not official_reversed
@@ -213,7 +216,10 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
         if gt_box is not None and pred_box is not None:
             iou = box_iou(gt_box, pred_box, ordered)
             return iou > TSG_IOU_THRESHOLD, iou
-    except Exception:  # noqa: BLE001 - `match_answer` catches everything and stores 0 (wrong)
+    except (ArithmeticError, RecursionError, MemoryError, TypeError, AttributeError) as error:
+        # `match_answer` catches these and stores 0 (wrong); said, never swallowed silently
+        log.warning("VCR-Bench: the official IoU rule raised %s: %s on answer %.80r (reference %.80r); scored 0 as officially",
+                    type(error).__name__, error, extracted, gt_answer)
         return False, None
     return None
 
