@@ -5,7 +5,7 @@
 made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the
 judge it is handed (`scored_records`; `outcome_columns`)
 and the declaration (`BENCHMARK`). The tasks
-themselves are `task.py`, `sampling.py` and `outcomes.py`, shared with the upstream protocol tasks.
+themselves are `task.py` and `frames.py`, shared with the upstream protocol tasks.
 
 Model inputs follow `lmms_eval_specific_kwargs` (`visual_mode` video | frames, `long_frames`,
 `clue_frames`, `subtitles`, `frame_times`). `PluginMedia` plans frames from the sampler's table
@@ -26,8 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from lmms_video_reasoning.cg_bench import data, judging, outcomes, task
-from lmms_video_reasoning.cg_bench.outcomes import METRICS, Outcome, Settings
+from lmms_video_reasoning.cg_bench import data, judging, task
+from lmms_video_reasoning.cg_bench.task import METRICS, Outcome, Settings
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
@@ -206,15 +206,15 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 
 
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The logged record of one answer (`Benchmark.build_record`: `outcomes.make_record` with the
+    """The logged record of one answer (`Benchmark.build_record`: `task.make_record` with the
     data root's subtitles): the question's facts plus the raw reply, no parsing, no judge."""
-    return outcomes.make_record(doc, response, MEDIA, settings)
+    return task.make_record(doc, response, MEDIA, settings)
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings, judge) -> list[Outcome]:
     """Parse every record and judge the open-ended ones with `judge` (the judge runs here, once;
     None: none configured); `lmms-vr report` passes a reader of the judge cache."""
-    return outcomes.read_outcomes(records, settings, judge, MEDIA)
+    return task.read_outcomes(records, settings, judge, MEDIA)
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
@@ -222,10 +222,10 @@ def scored_records(records: Sequence[dict], settings: "Settings | dict | None", 
     and the per-answer outcomes they come from, the open answers judged by `judge` (None: none configured).
 
     `settings`: a Settings (`CgBenchScoring.settings`: the records' own), a dict such as
-    `{"strict": True}`, or None (official parsing, judge on). See `outcomes.score_with`.
+    `{"strict": True}`, or None (official parsing, judge on). See `task.score_with`.
     """
-    settings = outcomes.as_settings(settings)
-    scores, answers = outcomes.score_with(records, settings, judge, MEDIA)
+    settings = task.as_settings(settings)
+    scores, answers = task.score_with(records, settings, judge, MEDIA)
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, answers
@@ -258,7 +258,7 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
 
 class CgBenchScoring(ScoringAdapter):
     """CG-Bench: `scored_records`; outcomes from `read_outcomes`, metrics from
-    `outcomes.outcome_columns` (`task_metrics`).
+    `task.outcome_columns` (`task_metrics`).
 
     Records of several CG-Bench tasks of one run may be scored together: long + clue +
     grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
@@ -285,14 +285,14 @@ class CgBenchScoring(ScoringAdapter):
         return _fields(read_outcomes(records, settings, judge))
 
     def metrics(self, records, outcomes_, settings):
-        return outcomes.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
+        return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
 
     def columns(self, records, outcomes_, settings):
-        return outcomes.outcome_columns(outcomes_, failed_share=settings.failed_share)
+        return task.outcome_columns(outcomes_, failed_share=settings.failed_share)
 
     def breakdown(self, outcomes_: Sequence[dict]) -> dict:
-        """Metrics by duration bucket, domain and question kind (`outcomes.breakdown`)."""
-        return outcomes.breakdown([Outcome(**outcome) for outcome in outcomes_])
+        """Metrics by duration bucket, domain and question kind (`task.breakdown`)."""
+        return task.breakdown([Outcome(**outcome) for outcome in outcomes_])
 
     def report_record(self, record):
         """The question and the mode (the metrics read only the outcomes)."""
@@ -322,7 +322,7 @@ BENCHMARK = Benchmark(
     scoring=CgBenchScoring(),
     tasks=TASKS + ABLATIONS,
     groups=GROUPS,
-    options=(*outcomes.OPTIONS, *SHARED_OPTIONS),
+    options=(*task.OPTIONS, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),

@@ -39,7 +39,7 @@ from lmms_video_reasoning.utils.core.roots import (
     usable_video as shared_usable_video,
     video_problem,
 )
-from lmms_video_reasoning.cg_bench.sampling import subtitle_problem
+from lmms_video_reasoning.cg_bench.frames import subtitle_problem
 # documents (validation) and the sampler's table: `docs.py`, shared with the upstream form
 from lmms_video_reasoning.cg_bench.docs import (
     META_FILE,

@@ -15,7 +15,7 @@ import io
 from dataclasses import dataclass
 from typing import Sequence
 
-from lmms_video_reasoning.cg_bench import prompts, sampling
+from lmms_video_reasoning.cg_bench import frames, prompts
 from lmms_video_reasoning.cg_bench.scoring import judge_verdict
 from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
 
@@ -72,10 +72,10 @@ def step1_request(item: OpenItem) -> Request:
     )
 
 
-def step2_request(item: OpenItem, frames: Sequence, plan: sampling.QuestionFrames, subtitles: str) -> Request:
+def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames, subtitles: str) -> Request:
     """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
     text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    content = [image_part(frame) for frame in frames] + [{"type": "text", "text": text}]
+    content = [image_part(frame) for frame in images] + [{"type": "text", "text": text}]
     return Request(
         messages=[{"role": "user", "content": content}],
         temperature=0.0,
@@ -85,7 +85,7 @@ def step2_request(item: OpenItem, frames: Sequence, plan: sampling.QuestionFrame
     )
 
 
-def judge_one(item: OpenItem, ask: Ask, clue_frames: int = sampling.DEFAULT_CLUE_FRAMES, media: sampling.Media | None = None) -> OpenVerdict:
+def judge_one(item: OpenItem, ask: Ask, clue_frames: int = frames.DEFAULT_CLUE_FRAMES, media: frames.Media | None = None) -> OpenVerdict:
     """Both steps for one item; step 2 (the clue frames, from `media`) only when step 1 says 2.
     Failures come back as verdict None."""
     first = ask(step1_request(item))
@@ -93,15 +93,14 @@ def judge_one(item: OpenItem, ask: Ask, clue_frames: int = sampling.DEFAULT_CLUE
         return OpenVerdict(None, None, None, f"step 1: {first.error}")
     if first.value in (0, 1):
         return OpenVerdict(first.value, None, first.value)
-    plan = sampling.frame_plan(item.video_uid, "clue", item.clue_intervals, media, clue_frames=clue_frames)
-    frames = sampling.frames_for(plan, media)
-    second = ask(step2_request(item, frames, plan, sampling.subtitles_for(plan, media)))
+    plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media, clue_frames=clue_frames)
+    second = ask(step2_request(item, frames.frames_for(plan, media), plan, frames.subtitles_for(plan, media)))
     if not second.ok:
         return OpenVerdict(first.value, None, None, f"step 2: {second.error}")
     return OpenVerdict(first.value, second.value, second.value)
 
 
-def judge_open(items: Sequence[OpenItem], judge: Judge, media: sampling.Media, clue_frames: int = sampling.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
+def judge_open(items: Sequence[OpenItem], judge: Judge, media: frames.Media, clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
     """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
     results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames, media), list(items), desc="cg_bench open-ended judge")
     return [result if result is not None else OpenVerdict(None, None, None, "judge item failed (see log)") for result in results]

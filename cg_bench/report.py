@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench.outcomes import BREAKDOWN_GROUPS, Outcome, acc_at_iou_pairs, breakdown, metrics_of
+from lmms_video_reasoning.cg_bench.task import BREAKDOWN_GROUPS, Outcome, acc_at_iou_pairs, breakdown, metrics_of
 from lmms_video_reasoning.cg_bench.scoring import acc_at_iou_over, crr
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
@@ -265,7 +265,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         if rows:
             section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers", "long-acc", "clue-acc",
                                                                    "mIoU", "acc.@IoU", "OE-acc"], rows,
-                                        ["From the per-sample outcomes (cg_bench.outcomes.breakdown). "
+                                        ["From the per-sample outcomes (cg_bench.task.breakdown). "
                                          "A cell the report cannot compute as the run did says what it needs.",
                                          answers_note([row for _, row in with_samples])]))
     if breakdowns:

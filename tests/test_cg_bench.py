@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from bench_scoring import score_records
-from lmms_video_reasoning.cg_bench import data, frames, judging, outcomes, prompts, sample, sampling, scoring
+from lmms_video_reasoning.cg_bench import data, frames, judging, prompts, sample, scoring
 from lmms_video_reasoning.cg_bench import benchmark as binding
 from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.judges.parsing import ParseError
@@ -216,15 +216,15 @@ def test_parse_open_and_judge_verdicts():
 
 def test_threshold_means_use_greater_or_equal():
     def answer(qid, mode, value):
-        return outcomes.Outcome(qid, mode, value, False, 60, "d", "perception")
+        return cg_task.Outcome(qid, mode, value, False, 60, "d", "perception")
 
     # thresholds 0.1..0.5 pass 3, 2, 1, 1, 1 of 4 questions
-    grounded = outcomes.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
+    grounded = cg_task.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
     assert grounded["rec_at_iou"] == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
     joined = [answer(qid, mode, value) for qid, long, iou in ((1, 1.0, 0.5), (2, 0.0, 0.5), (3, 1.0, 0.15))
               for mode, value in (("long", long), ("grounding", iou))]
-    assert outcomes.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
-    assert math.isnan(outcomes.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
+    assert cg_task.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
+    assert math.isnan(cg_task.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
 
 
 def test_crr_arithmetic():
@@ -260,7 +260,7 @@ def test_score_records_joins_modes_per_qid():
     assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
     assert scores["parse_failed"] == 1
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
-    strict = score_records(binding, records, outcomes.Settings(strict=True))
+    strict = score_records(binding, records, cg_task.Settings(strict=True))
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
 
 
@@ -297,7 +297,7 @@ def test_model_failure_recognised_in_records_logged_without_the_mark():
 def test_process_results_marks_the_failure_under_every_metric(cg_env):
     doc = cg_task.build_docs(data.load_records("mini"), "long", "mini")[0]
     result = binding.process_results_cg_bench_long(doc, [FAILED_REPLY])
-    assert set(result) == set(outcomes.METRICS["long"]) and "model_failed" in result
+    assert set(result) == set(cg_task.METRICS["long"]) and "model_failed" in result
     assert result["model_failed"]["model_failed"] is True and result["model_failed"]["response"] == FAILED_REPLY
 
 
@@ -396,7 +396,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     expected = prompts.judge_step1_text(questions[0]["question"], questions[0]["answer"], questions[0]["answer"])
     assert expected in [b["messages"][0]["content"][0]["text"] for b in step1]
     content = step2[0]["messages"][0]["content"]
-    plan = binding.MEDIA.plan(questions[1]["video_uid"], frames.CLUE_PLAN, sampling.DEFAULT_CLUE_FRAMES, questions[1]["clue_intervals"])
+    plan = binding.MEDIA.plan(questions[1]["video_uid"], frames.CLUE_PLAN, frames.DEFAULT_CLUE_FRAMES, questions[1]["clue_intervals"])
     images = [part for part in content if part["type"] == "image_url"]
     assert len(images) == len(plan.indices) > 0
     assert images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,") and images[0]["image_url"]["detail"] == "low"

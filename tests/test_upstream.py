@@ -79,7 +79,7 @@ def test_one_independent_pr_per_benchmark_and_small_host_prs(prs):
     assert folders == [{"vcr_cot_bench"}, {"vrbench"}, {"cgbench"}]  # nothing outside its own folder
     for pr in benchmarks:
         # A guard against growth, not the goal (issue 36: about 800 each); CG-Bench's 2,598 include the
-        # paper-table columns (acc.@IoU at 0, sub-categories) its exported outcomes.py now carries.
+        # paper-table columns (acc.@IoU at 0, sub-categories) its exported task.py now carries.
         assert pr.python_lines() <= 2700, (pr.name, pr.python_lines())
         assert any(path.startswith(f"test/eval/{pr.spec['folder']}/test_") for path in pr.changes)
     hosts = by_kind(prs, "host")
