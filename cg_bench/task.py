@@ -19,30 +19,21 @@ modality ablations (Table 4 / Table 10) combine them: frames (F), frame timestam
 without them the text-only row of Table 3. Files come through a `frames.Media` (get the
 frames), supplied by the task's lmms-eval hooks.
 
-Records and metrics: from per-answer records to CG-Bench metrics: the one code path of every binding.
+Records (`make_record`: the question's facts and the raw reply, no parsing, no judge call) are
+scored by `score_with`: every reply read (`scoring`), the open answers judged once (`judging`;
+`judge` None: none configured), the modes joined per qid, every metric with the per-answer
+outcomes it comes from. Records of separate runs can be concatenated: long + clue + grounding
+records of one model give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
 
-`make_record(doc, response, media)` is what `process_results` logs (everything needed to
-re-score, no judge call). `score_with(records, settings, judge, media)` reads every reply
-(`scoring`), runs the open-ended judge (`judge`: an "ask the judge" binding, None when none is
-configured) once for the open records, joins modes per qid and returns every metric with the
-per-answer outcomes it computed them from.
-Records of separate runs can be concatenated: long + clue + grounding records of one model
-give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
-
-How failures enter the metrics (official default): an unparseable reply is left out of its
-metric's denominator and counted in `parse_failed`; `acc_at_iou` uses the questions whose
-long answer and grounding reply both parsed; `oe_acc` uses the questions with a final judge
-verdict (a question whose judging failed is left out and counted in `judge_failed`).
-Strict: unparseable replies count as wrong / tIoU 0 (still counted in `parse_failed`); an
-empty open answer is wrong without asking the judge.
-In both settings lmms-eval's failure placeholder (`responses.is_model_failure`: the
-model never answered) is a missing answer, not a reply: never parsed nor judged, wrong /
-tIoU 0 in every denominator, counted in `model_failed` (not in `parse_failed`).
-Thinking models: every parser (and the open-ended judge, through the parsed prediction)
-reads the reply's final answer (`responses.py`: after the last `</think>`, or inside
-`<answer>`; the whole reply only when that part is empty), so the letters and times in the
-reasoning cannot answer for it. A reply that ends inside an open reasoning block has no
-answer: wrong / tIoU 0 in both settings, never judged, counted in `reasoning_truncated`.
+Failures (official default): an unparseable reply is left out of its metric's denominator and
+counted in `parse_failed`; `acc_at_iou` uses the questions whose long answer and grounding reply
+both parsed; `oe_acc` the questions with a final judge verdict (a failed judgment is counted in
+`judge_failed`). Strict: unparseable replies count as wrong / tIoU 0 (still in `parse_failed`), an
+empty open answer is wrong without asking the judge. In both, lmms-eval's failure placeholder
+(`model_failed`) and a reply that ends inside an open reasoning block (`reasoning_truncated`) are
+no answer: wrong / tIoU 0 in every denominator, never parsed nor judged. Parsers and the judge
+read the reply's final answer (`utils/lmms/responses.py`: after the last `</think>`, or inside
+`<answer>`), so letters and times in the reasoning cannot answer for it.
 """
 
 from __future__ import annotations
@@ -55,7 +46,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from lmms_video_reasoning.cg_bench import frames, judging, prompts, scoring
+from lmms_video_reasoning.cg_bench import docs, frames, judging, prompts, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.ask import Judge
@@ -113,26 +104,15 @@ class Settings:
 
 
 def make_record(doc: dict, response: Any, media: frames.Media, task_settings: dict | None = None) -> dict:
-    """The logged record of one answer: the question's facts plus the raw reply (no parsing, no judge).
-
-    lmms-eval's failure placeholder is kept as the response and marked: `model_failed` True,
-    `model_failure` its first line (what went wrong). The response is the raw reply;
-    `final_answer` (what the parsers read) and `reasoning_truncated` come from `reply_record`
-    (under the task's settings, `registry.Benchmark.record`).
-    """
+    """The logged record of one answer: the question's facts plus the raw reply and what
+    `reply_record` reads of it under the task's settings (`model_failed` with its first line for
+    lmms-eval's failure placeholder, `final_answer`, `reasoning_truncated`); no parsing, no judge."""
+    record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
+              **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
+    record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
+                  duration=int(doc["duration"]))
     return {
-        "sample_id": doc["sample_id"],
-        "task_kind": doc.get("task_kind", doc["mode"]),
-        "mode": doc["mode"],
-        "qid": int(doc["qid"]),
-        "video_uid": doc["video_uid"],
-        "question": doc["question"],
-        "answer": doc["answer"],
-        "right_answer": doc["right_answer"],
-        "clue_intervals": [[float(a), float(b)] for a, b in doc["clue_intervals"]],
-        "domain": doc["domain"],
-        "sub_category": doc["sub_category"],
-        "duration": int(doc["duration"]),
+        **record,
         **reply_record(response, task_settings),
         # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
         "subtitles_unusable": None if doc["mode"] == "blind" else frames.subtitles_unusable(doc["video_uid"], media),
@@ -389,13 +369,14 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
     if withheld:
         logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes), settings.failed_share))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
+    modes = [mode for mode in MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
         "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
                      "official_reversed": settings.official_reversed, "failed_share": settings.failed_share},
-        "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in MODES if any(o.mode == mode for o in outcomes)},
-        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
-        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in MODES if any(o.mode == mode for o in outcomes)},
+        "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
+        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in modes},
+        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in modes},
         "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
         "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
         "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
@@ -445,26 +426,8 @@ def settings_of(kwargs: dict | None) -> dict:
 def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
     """Task documents from validated records: one per (question, mode) with a `sample_id`."""
     modes = ("long", "clue", "grounding") if task_kind == "mcq" else (task_kind,)
-    docs = []
-    for record in records:
-        for mode in modes:
-            docs.append({
-                "sample_id": f"{record['qid']}:{mode}" if task_kind == "mcq" else str(record["qid"]),
-                "task_kind": task_kind,
-                "mode": mode,
-                "split": split,
-                "qid": record["qid"],
-                "video_uid": record["video_uid"],
-                "question": record["question"],
-                "answer": record["answer"],
-                "choices": record["choices"],
-                "right_answer": record["right_answer"],
-                "clue_intervals": record["clue_intervals"],
-                "domain": record["domain"],
-                "sub_category": record["sub_category"],
-                "duration": record["duration"],
-            })
-    return docs
+    return [{"sample_id": f"{record['qid']}:{mode}" if task_kind == "mcq" else str(record["qid"]), "task_kind": task_kind,
+             "mode": mode, "split": split, **{key: record[key] for key in docs.FIELDS}} for record in records for mode in modes]
 
 
 # ---------------------------------------------------------------------- model input

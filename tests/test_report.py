@@ -212,7 +212,7 @@ def test_cg_bench_plots_carry_intervals(scored, tmp_path, monkeypatch):
 
 def plot_order(group: str, plotted: dict) -> list[str]:
     """The plot's category order: duration buckets in order, domains sorted."""
-    from lmms_video_reasoning.cg_bench.report import DURATION_ORDER
+    from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS as DURATION_ORDER
 
     return [b for b in DURATION_ORDER if b in plotted] if group == "duration" else sorted(plotted)
 
