@@ -56,12 +56,10 @@ from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed
 
 logger = logging.getLogger(__name__)
 
-STRICT_ENV = "LMMS_VR_CG_STRICT"
-OFFICIAL_REVERSED_ENV = "LMMS_VR_CG_OFFICIAL_REVERSED"
 # The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
-STRICT = settings.declare(STRICT_ENV, "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True,
+STRICT = settings.declare("LMMS_VR_CG_STRICT", "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True,
                           option="strict")
-OFFICIAL_REVERSED = settings.declare(OFFICIAL_REVERSED_ENV, "bool", False, "a reversed predicted interval computed "
+OFFICIAL_REVERSED = settings.declare("LMMS_VR_CG_OFFICIAL_REVERSED", "bool", False, "a reversed predicted interval computed "
                                      "as the official code does (negative length)", scoring=True, option="official_reversed")
 OPTIONS = (STRICT, OFFICIAL_REVERSED)
 METRICS = {

@@ -405,29 +405,20 @@ def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -
 
 # ---------------------------------------------------------------- scoring settings
 
-INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
-LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
-OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
 # The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
-INCLUDE_BACKGROUND = setting.declare(INCLUDE_BACKGROUND_ENV, "bool", False, "overall CoT counts Background Review "
+INCLUDE_BACKGROUND = setting.declare("VCR_BENCH_INCLUDE_BACKGROUND", "bool", False, "overall CoT counts Background Review "
                                      "steps (paper-era code)", scoring=True, option="include_background")
-LENIENT_VERDICT = setting.declare(LENIENT_VERDICT_ENV, "bool", False, "the scoring judge's first standalone 0/1 "
+LENIENT_VERDICT = setting.declare("VCR_BENCH_LENIENT_VERDICT", "bool", False, "the scoring judge's first standalone 0/1 "
                                   "decides instead of the exact reply '1'", scoring=True, option="lenient_verdict")
-OFFICIAL_REVERSED = setting.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reversed intervals / boxes enter the IoU "
+OFFICIAL_REVERSED = setting.declare("VCR_BENCH_OFFICIAL_REVERSED", "bool", False, "reversed intervals / boxes enter the IoU "
                                     "rule as given, as officially", scoring=True, option="official_reversed")
 OPTIONS = (INCLUDE_BACKGROUND, LENIENT_VERDICT, OFFICIAL_REVERSED)
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """The scoring settings: those given (a task's, as its records carry them: the plugin's scoring
-    reads them once, `VcrBenchScoring.settings`), the defaults for those not given; None (a caller
-    with no task, e.g. the upstream task folder): the defaults, each overridden by its environment
-    variable when set (`settings.task_settings`, the one rule). `include_background`
-    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the paper-era
-    code did; default off as the current code); `lenient_verdict` (`VCR_BENCH_LENIENT_VERDICT`:
-    the scoring judge's first standalone 0/1 decides instead of the official exact reply "1");
-    `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed interval bounds / box corners
-    enter the IoU rule as given, as officially). Other keys given are kept."""
+    """The scoring settings (`OPTIONS`): those given (a task's, as its records carry them), the
+    defaults for the others, other keys kept; None (a caller with no task, e.g. the upstream task
+    folder): the defaults, each overridden by its environment variable (`settings.task_settings`)."""
     if settings is None:
         return setting.task_settings(OPTIONS)
     return {**{option.option: option.default for option in OPTIONS}, **settings}
