@@ -140,13 +140,9 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 _warned: set[str] = set()
 
 
+@functools.lru_cache(maxsize=1024)
 def load_cues(path: Path) -> tuple:
     """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
-    return _cues(str(path))
-
-
-@functools.lru_cache(maxsize=1024)
-def _cues(path: str) -> tuple:
     return tuple(subtitles.parse_srt(Path(path)).cues)
 
 

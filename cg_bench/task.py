@@ -292,14 +292,6 @@ def task_metrics(outcomes: Sequence[Outcome | dict], failed_share: float | None 
     return point(outcome_columns(outcomes, failed_share=failed_share))
 
 
-def open_count(outcomes: Sequence[Outcome]) -> int:
-    return sum(o.mode == "open" for o in outcomes)
-
-
-def _present(metrics: dict[str, float]) -> dict[str, float]:
-    return {name: value for name, value in metrics.items() if not (isinstance(value, float) and math.isnan(value))}
-
-
 NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
 # The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain, question kind and sub-category.
 BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
@@ -324,7 +316,8 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
         listed = GROUP_ORDER.get(name, ())
         order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
-                             **_present(metrics_of(buckets[value]))} for value in order if value in buckets}
+                             **{metric: v for metric, v in metrics_of(buckets[value]).items() if not (isinstance(v, float) and math.isnan(v))}}
+                     for value in order if value in buckets}
     return out
 
 
@@ -340,32 +333,26 @@ def as_settings(settings: "Settings | dict | None") -> Settings:
 
 def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
                media: frames.Media) -> tuple[dict, list[Outcome]]:
-    """All metrics of a list of records (what the tasks' aggregations report), and the per-sample
-    outcomes they come from (`read_outcomes`).
-
-    `settings`: see `as_settings`; `judge`: None when no judge is configured. Returns the headline metrics, `parse_failed`, `judge_failed`, `model_failed`,
-    `subtitles_unusable` (videos whose SRT yields no line: asked without subtitles), and
-    `breakdown` (a dict: per-group metrics, parse and model failures per mode, judge failures,
-    the settings used).
-    """
+    """Every metric of the records (what the tasks' aggregations report), and the per-answer outcomes
+    they come from (`read_outcomes`; `judge` None: none configured). Beside the metrics: the counts of
+    videos asked without subtitles (`subtitles_unusable`, `subtitles_missing`) and `breakdown` (per-group
+    metrics, parse and model failures per mode, judge failures, the settings used)."""
     settings = as_settings(settings)
     outcomes = read_outcomes(records, settings, judge, media)
     scores = task_metrics(outcomes, settings.failed_share)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
-    unusable_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_unusable")})
-    scores["subtitles_unusable"] = len(unusable_srt)
-    missing_srt = sorted({r["video_uid"] for r in records if r.get("subtitles_missing")})
-    scores["subtitles_missing"] = len(missing_srt)
-    if missing_srt:
-        logger.warning("cg_bench: %d video(s) have no subtitle file (e.g. %s); their questions were asked without subtitles",
-                       len(missing_srt), missing_srt[0])
-    if unusable_srt:
-        logger.warning("cg_bench: %d video(s) have an SRT that yields no subtitle line (e.g. %s); their questions "
-                       "were asked without subtitles", len(unusable_srt), unusable_srt[0])
+    videos = {}  # the videos asked without subtitles: their SRT yields no line / they have none
+    for key, what in (("subtitles_unusable", "have an SRT that yields no subtitle line"), ("subtitles_missing", "have no subtitle file")):
+        videos[key] = sorted({r["video_uid"] for r in records if r.get(key)})
+        scores[key] = len(videos[key])
+        if videos[key]:
+            logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles",
+                           len(videos[key]), what, videos[key][0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
-    withheld = failure_share.too_many_failed(scores["judge_failed"], open_count(outcomes), settings.failed_share)
+    opened = sum(o.mode == "open" for o in outcomes)
+    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, settings.failed_share)
     if withheld:
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], open_count(outcomes), settings.failed_share))
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, settings.failed_share))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     modes = [mode for mode in MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
@@ -378,7 +365,7 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
         "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
         "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
-        "subtitles_missing": missing_srt,
+        "subtitles_missing": videos["subtitles_missing"],
         **breakdown(outcomes),
     }
     if withheld:  # the task's decision holds for its breakdowns too

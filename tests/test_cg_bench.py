@@ -15,6 +15,7 @@ from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.cg_bench import docs as cg_docs
 from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.data import media_index
 from reference_data import REPO, prompt_dir
 
 OFFICIAL = ("long_acc", "clue_acc", "miou", "open", "eval_open_step_1", "eval_open_step_2")
@@ -124,7 +125,7 @@ def test_the_prompt_needs_no_video_the_frames_do(cg_root, tmp_path, monkeypatch)
     doc = next(d for d in cg_task.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
     expected = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     (root / data.VIDEO_DIR / "cgsample_park.mp4").unlink()
-    data.clear_media_index()
+    media_index.forget()
     assert binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4}) == expected
     unchecked = binding.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert unchecked.path is None and unchecked.indices == [44, 134, 224, 313] and "not checked" in unchecked.notes[0]
@@ -310,7 +311,7 @@ def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkey
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
     records = data.load_records("mini")
     assert len(records) == 3000 and len({r["video_uid"] for r in records}) == 1118
-    assert all(r["video_uid"] in data.video_meta_table() for r in records)
+    assert all(r["video_uid"] in data.meta_table_at(data.data_root(data.CG_BENCH)) for r in records)
     docs = cg_task.build_docs(records, "mcq", "mini")
     assert len(docs) == 9000 and docs[1]["sample_id"] == f"{records[0]['qid']}:clue"
     assert {scoring.question_kind(r["sub_category"]) for r in records} == set(scoring.KINDS)

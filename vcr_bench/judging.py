@@ -1,19 +1,13 @@
 """The four VCR-Bench judge calls, run for a whole task in one concurrent batch.
 
-Per sample (README.md, "How scoring runs"): answer extraction, then, chained on it, answer scoring
-(or the IoU rule for VTG / TSG); recall and precision run in parallel with that chain. All
-samples' jobs go through one `judge.map`, so a task's judging costs the time of its slowest
-chain, not the sum. Every request carries its official prompt as one user message,
-temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-asks by the
-engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
-never turned into a score. A sample without a model answer (`utils.lmms.responses.model_failed`) gets
-no judge call at all.
-
-Every call is shown the model's whole reply, thinking blocks included, as the official code
-passes the model's whole output to all four prompts (`responses.judged_text`; the
-reasoning blocks are stripped under `LMMS_VR_REASONING=stripped`). A reply that ends inside an
-open reasoning block has no answer: it is wrong without an extraction call; recall and
-precision still rate the reasoning it wrote.
+Per sample (README.md, "How scoring runs"): answer extraction, then answer scoring (or the IoU rule
+for VTG / TSG); recall and precision in parallel with that chain, all through one `judge.map`. Each
+request carries its official prompt as one user message, temperature 0, max_tokens 2048, a parser
+that raises `ParseError` (bounded re-asks) and a tag for the accounting. A failed call is recorded
+in the sample's `errors`, never turned into a score; a sample without a model answer gets no judge
+call. Every call is shown the model's whole reply, thinking included, as officially
+(`responses.judged_text`; stripped under `LMMS_VR_REASONING=stripped`); a reply ending inside an
+open reasoning block is wrong without an extraction call, its reasoning still rated.
 """
 
 from __future__ import annotations
