@@ -58,31 +58,23 @@ def image_part(frame) -> dict:
     return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{encoded}", "detail": "low"}}
 
 
+def _request(content: list, allowed: tuple, tag: str, expected_reply: str, later_steps: int = 0) -> Request:
+    """One judge step: one user turn, temperature 0, the step's verdict parser (`scoring.judge_verdict`)."""
+    return Request(messages=[{"role": "user", "content": content}], temperature=0.0, parse=lambda raw: judge_verdict(raw, allowed),
+                   tag=tag, expected_reply=expected_reply, later_steps=later_steps)
+
+
 def step1_request(item: OpenItem) -> Request:
-    """Step 1: text only (the runner turns subtitles and frame times off for this step)."""
+    """Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
+    assumes "needs a visual check", so step 2 is counted for every question (an upper bound)."""
     text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    return Request(
-        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
-        temperature=0.0,
-        parse=lambda raw: judge_verdict(raw, (0, 1, 2)),
-        tag=STEP1_TAG,
-        # The estimate assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
-        expected_reply=EXPECTED_STEP1_REPLY,
-        later_steps=1,
-    )
+    return _request([{"type": "text", "text": text}], (0, 1, 2), STEP1_TAG, EXPECTED_STEP1_REPLY, later_steps=1)
 
 
 def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames, subtitles: str) -> Request:
     """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
     text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    content = [image_part(frame) for frame in images] + [{"type": "text", "text": text}]
-    return Request(
-        messages=[{"role": "user", "content": content}],
-        temperature=0.0,
-        parse=lambda raw: judge_verdict(raw, (0, 1)),
-        tag=STEP2_TAG,
-        expected_reply=EXPECTED_STEP2_REPLY,
-    )
+    return _request([image_part(frame) for frame in images] + [{"type": "text", "text": text}], (0, 1), STEP2_TAG, EXPECTED_STEP2_REPLY)
 
 
 def judge_one(item: OpenItem, ask: Ask, clue_frames: int = frames.DEFAULT_CLUE_FRAMES, media: frames.Media | None = None) -> OpenVerdict:

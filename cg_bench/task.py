@@ -393,15 +393,13 @@ SUBTITLE_SPANS = ("frames", "video")
 def settings_of(kwargs: dict | None) -> dict:
     """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
     merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
-    if merged["visual_mode"] not in VISUAL_MODES:
-        raise ValueError(f"cg_bench: visual_mode must be one of {VISUAL_MODES}, got {merged['visual_mode']!r} (lmms_eval_specific_kwargs)")
-    for key in ("long_frames", "clue_frames"):
-        if not isinstance(merged[key], int) or merged[key] < 1:
-            raise ValueError(f"cg_bench: {key} must be a positive integer, got {merged[key]!r} (lmms_eval_specific_kwargs)")
-    if not isinstance(merged["subtitle_times"], bool):
-        raise ValueError(f"cg_bench: subtitle_times must be true or false, got {merged['subtitle_times']!r} (lmms_eval_specific_kwargs)")
-    if merged["subtitle_span"] not in SUBTITLE_SPANS:
-        raise ValueError(f"cg_bench: subtitle_span must be one of {SUBTITLE_SPANS}, got {merged['subtitle_span']!r} (lmms_eval_specific_kwargs)")
+    positive = (lambda v: isinstance(v, int) and v >= 1, "a positive integer")
+    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive,
+              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"),
+              "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
+    for key, (ok, what) in checks.items():
+        if not ok(merged[key]):
+            raise ValueError(f"cg_bench: {key} must be {what}, got {merged[key]!r} (lmms_eval_specific_kwargs)")
     return merged
 
 

@@ -99,23 +99,19 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
             "verdict_exact": reading.exact, "verdict_lenient": reading.lenient}
 
 
-def judge_recall(record: dict, ask: Ask) -> dict:
-    """Recall judge: {"steps": [{"type", "judgment"}] per reference step} or {"error"}."""
-    prompt = prompts.recall_prompt(record["question"], record["answer"], judged_text(record), record["reasoning"])
-    result = ask(judge_request(prompt, scoring.parse_recall, "vcr.recall",
-                               expected_reply=expected_steps_reply(record["reasoning"], precision=False)))
-    return {"steps": result.value} if result.ok else {"error": f"recall: {result.error}"}
-
-
-def judge_precision(record: dict, ask: Ask) -> dict:
-    """Precision judge: {"steps": [{"type", "judgment"}] per response step} or {"error"}."""
-    prompt = prompts.precision_prompt(record["question"], judged_text(record), record["reasoning"])
-    result = ask(judge_request(prompt, scoring.parse_precision, "vcr.precision",
-                               expected_reply=expected_steps_reply(response_steps(judged_text(record)), precision=True)))
-    return {"steps": result.value} if result.ok else {"error": f"precision: {result.error}"}
-
-
-JOBS = {"answer": judge_answer, "recall": judge_recall, "precision": judge_precision}
+def judge_steps(record: dict, ask: Ask, kind: str) -> dict:
+    """Recall (each reference step) or precision (each response step) judge: {"steps": [{"type",
+    "judgment"}]} or {"error"}."""
+    response = judged_text(record)
+    if kind == "recall":
+        prompt = prompts.recall_prompt(record["question"], record["answer"], response, record["reasoning"])
+        request = judge_request(prompt, scoring.parse_recall, "vcr.recall", expected_reply=expected_steps_reply(record["reasoning"], precision=False))
+    else:
+        prompt = prompts.precision_prompt(record["question"], response, record["reasoning"])
+        request = judge_request(prompt, scoring.parse_precision, "vcr.precision",
+                                expected_reply=expected_steps_reply(response_steps(response), precision=True))
+    result = ask(request)
+    return {"steps": result.value} if result.ok else {"error": f"{kind}: {result.error}"}
 
 
 def needs_precision_judge(response: str) -> bool:
@@ -191,7 +187,7 @@ def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool,
 
     def run(job, ask):
         index, kind = job
-        return judge_answer(records[index], ask, settings) if kind == "answer" else JOBS[kind](records[index], ask)
+        return judge_answer(records[index], ask, settings) if kind == "answer" else judge_steps(records[index], ask, kind)
 
     results = judge.map(run, jobs, desc="VCR-Bench judging")
     outcomes = combine(records, jobs, results, chain_of_thought)
