@@ -91,17 +91,10 @@ def box_answer(video: str, label: str, t: float, shift: int = 0) -> str:
     return "[" + ",".join(str(v + shift) for v in box) + "]"
 
 
-def mc_question(text: str, options: list[str]) -> tuple[str, dict]:
-    """The question text with its options inside (as in the official file) and the choices."""
-    choices = dict(zip("ABCD", options))
-    return text + "\n" + "\n".join(f"{letter}. {option}" for letter, option in choices.items()) + "\n", choices
-
-
 def _question(qid, video, dimension, text, answer, steps, options=None) -> dict:
-    if options:
-        question, choices = mc_question(text, options)
-    else:
-        question, choices = text, dict.fromkeys("ABCD", "")
+    # a multiple-choice question has its options in its text too, as in the official file
+    choices = dict(zip("ABCD", options)) if options else dict.fromkeys("ABCD", "")
+    question = text + "\n" + "\n".join(f"{letter}. {option}" for letter, option in choices.items()) + "\n" if options else text
     spec = VIDEOS[video]
     return {
         "id": qid,

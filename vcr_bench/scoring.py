@@ -288,11 +288,6 @@ def f1(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
-def percent(value: float) -> float:
-    """A 0-1 ratio on the 0-100 scale the metrics use (NaN stays NaN)."""
-    return value * 100.0
-
-
 DIMENSION_CODES = ("ftr", "vtc", "vtg", "vkr", "tsr", "vpa", "tsg")
 DURATION_BUCKETS = ("short", "medium", "long")
 ACCURACY_METRICS = (
@@ -357,7 +352,7 @@ def cot_from_totals(totals: Totals) -> dict[str, np.ndarray]:
         r = ratio(totals[f"recall_sum:{kind}"], totals[f"recall_n:{kind}"])
         p = ratio(totals[f"precision_sum:{kind}"], totals[f"precision_n:{kind}"])
         prefix = _COT_PREFIX[kind]
-        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = percent(r), percent(p), percent(rowwise(f1, p, r))
+        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = r * 100.0, p * 100.0, rowwise(f1, p, r) * 100.0
     return out
 
 
