@@ -1,21 +1,15 @@
 """CG-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
-(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
-`GROUPS`: long, clue, grounding, open, mcq, blind on `cgbench_mini.json`, `cg_bench_full_*` on
-`cgbench.json`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones
-made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the
-judge it is handed (`scored_records`; `score_records` with the configured one; `outcome_columns`)
-and the declaration (`BENCHMARK`). The tasks
-themselves are `task.py`, `sampling.py` and `outcomes.py`, shared with the upstream protocol tasks.
+(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`, `ABLATIONS`,
+`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (`load_*`, `doc_to_*`; the
+declared ones made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring
+with the judge it is handed (`scored_records`) and the declaration (`BENCHMARK`). The task itself is
+`task.py` and `frames.py`, shared with the upstream protocol tasks.
 
-Model inputs follow `lmms_eval_specific_kwargs` (`visual_mode` video | frames, `long_frames`,
-`clue_frames`, `subtitles`, `frame_times`). `PluginMedia` plans frames from the sampler's table
-(`data.video_meta`: the packaged official table, the root's own, else the file probed), checked
-against the file when it is at hand; video-native models get a proxy clip of exactly the frames
-their own path keeps (`LMMS_VR_VIDEO_INPUT=path`: the path). Each task's first aggregation writes
-its breakdowns (duration bucket, domain, kind), per-mode parse failures and the judge accounting
-to `<date_id>_cg_bench_<kind>_details.json` beside lmms-eval's results. Records of separate runs
-can be concatenated: long + clue + grounding records of one model give `crr` and `acc_at_iou`
-exactly as `cg_bench_mcq` does.
+`PluginMedia` plans frames from the sampler's table (`data.video_meta`), checked against the file
+when it is at hand; video-native models get a proxy clip of exactly the frames their own path keeps
+(`LMMS_VR_VIDEO_INPUT=path`: the path). Each task's first aggregation writes its breakdowns,
+per-mode failures and the judge accounting to `<date_id>_cg_bench_<kind>_details.json` beside
+lmms-eval's results.
 """
 
 from __future__ import annotations
@@ -26,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from lmms_video_reasoning.cg_bench import data, judging, outcomes, task
-from lmms_video_reasoning.cg_bench.outcomes import METRICS, Outcome, Settings
+from lmms_video_reasoning.cg_bench import data, judging, task
+from lmms_video_reasoning.cg_bench.task import METRICS, Outcome, Settings
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
@@ -102,45 +96,38 @@ GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in KINDS), "All CG
 # ---------------------------------------------------------------------- documents (process_docs)
 
 
-def _loader(task_kind: str, split: str, media_needed: bool = True):
-    """The `process_docs` hook of one task, checked before generation (`utils/lmms/preflight.py`): the
-    media (not for the blind task, nor `media_needed=False`: the ablations without a visual) and the
-    judge (the open-ended task)."""
+def _loader(name: str):
+    """The `process_docs` hook `load_<kind>[_full][_text]`, checked before generation
+    (`utils/lmms/preflight.py`): the media (not for the blind task nor the `_text` ablations
+    without a visual) and the judge (the open-ended task)."""
+    kind, split, media_needed = name.split("_")[1], "full" if "_full" in name else "mini", not name.endswith("_text")
 
     def load_docs(_placeholder=None):
         from lmms_video_reasoning.utils.lmms import preflight
 
-        media = None if task_kind == "blind" or not media_needed else preflight.MediaCheck(
+        media = None if kind == "blind" or not media_needed else preflight.MediaCheck(
             data.CG_BENCH, lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)), key=split)
-        return preflight.task_load("cg_bench", lambda: docs_dataset(task.build_docs(data.load_records(split), task_kind, split)),
-                                   media, judge="cg_bench" if task_kind == "open" else None)
+        return preflight.task_load("cg_bench", lambda: docs_dataset(task.build_docs(data.load_records(split), kind, split)),
+                                   media, judge="cg_bench" if kind == "open" else None)
 
-    load_docs.__name__ = f"load_{task_kind}_{split}" + ("" if media_needed else "_text")
+    load_docs.__name__ = name
     return load_docs
 
 
-load_long, load_clue, load_grounding = _loader("long", "mini"), _loader("clue", "mini"), _loader("grounding", "mini")
-load_open, load_mcq, load_blind = _loader("open", "mini"), _loader("mcq", "mini"), _loader("blind", "mini")
-load_long_full, load_clue_full, load_grounding_full = _loader("long", "full"), _loader("clue", "full"), _loader("grounding", "full")
-load_open_full, load_mcq_full, load_blind_full = _loader("open", "full"), _loader("mcq", "full"), _loader("blind", "full")
-load_long_text, load_grounding_text, load_open_text = (_loader(kind, "mini", False) for kind in ("long", "grounding", "open"))
-load_long_full_text, load_grounding_full_text, load_open_full_text = (_loader(kind, "full", False) for kind in ("long", "grounding", "open"))
+# load_long, load_clue_full, load_open_text, ...: one per `process_docs` the tasks name
+globals().update({t.process_docs: _loader(t.process_docs) for t in TASKS + ABLATIONS})
 
 
 # ---------------------------------------------------------------------- model inputs ("get the frames" on the data root)
 
 
-def clip_cache_dir() -> Path:
-    return cache_home() / "cg_bench_clips"
-
-
 class PluginMedia:
-    """Files under the CG-Bench data root; see the module doc."""
+    """Files under the CG-Bench data root (`frames.Media`)."""
 
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None):
         """The table's values while they describe the file; a video not at hand leaves them
         unchecked, as the official runner uses them (replay predictions are scored where the
-        videos are not); reading the frames then fails naming the file (`frames`)."""
+        videos are not); reading the frames then fails naming the file."""
         from lmms_video_reasoning.utils.media.video import plan_frames
 
         meta = data.video_meta(video_uid)
@@ -156,7 +143,6 @@ class PluginMedia:
         return video.read_frames(data.video_path(video_uid), list(indices))
 
     def full_video(self, doc: dict) -> str:
-        """The question's full video, checked to decode (video mode hands only the path to the model)."""
         return data.usable_video(data.video_path(doc["video_uid"]))
 
     def clue_video(self, doc: dict) -> str:
@@ -166,7 +152,7 @@ class PluginMedia:
             return data.usable_video(clip)
         from lmms_video_reasoning.utils.media import video
 
-        return Path(video.cut_clip(self.full_video(doc), doc["clue_intervals"], clip_cache_dir()))
+        return Path(video.cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips"))
 
     def video(self, doc: dict) -> str:
         """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip).
@@ -183,22 +169,14 @@ MEDIA = PluginMedia()
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    """The official text block (`task.doc_to_text`; no decoding)."""
     return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """Simple models: a proxy clip of the video (clue mode: of the clue clip) or the sampled PIL frames.
-
-    Video mode: a proxy clip of exactly the frames the calling model's own path keeps
-    (`utils/lmms/model_video.py`; `LMMS_VR_VIDEO_INPUT=path` hands over the path). The file is decoded
-    either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl` would swallow a decode error.
-    """
     return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    """Chat models: one user turn, visuals first then the text block (as the official runner)."""
     return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
@@ -206,88 +184,50 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 
 
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The logged record of one answer (`Benchmark.build_record`: `outcomes.make_record` with the
-    data root's subtitles): the question's facts plus the raw reply, no parsing, no judge."""
-    return outcomes.make_record(doc, response, MEDIA, settings)
-
-
-def read_outcomes(records: Sequence[dict], settings: Settings, judge) -> list[Outcome]:
-    """Parse every record and judge the open-ended ones with `judge` (the judge runs here, once;
-    None: none configured); `lmms-vr report` passes a reader of the judge cache."""
-    return outcomes.read_outcomes(records, settings, judge, MEDIA)
-
-
-def _configured_judge(records: Sequence[dict], settings: Settings):
-    """The configured judge when open answers are to be judged (looked up only then: no warning otherwise)."""
-    if not settings.judge or not any(record.get("mode") == "open" for record in records):
-        return None
-    return get_judge("cg_bench")
+    """`task.make_record` with the data root's subtitles (`Benchmark.build_record`)."""
+    return task.make_record(doc, response, MEDIA, settings)
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
-    """All metrics of a list of records (what the tasks' aggregations and `lmms-vr score` report),
-    and the per-answer outcomes they come from, the open answers judged by `judge` (None: none configured).
-
-    `settings`: a Settings (`CgBenchScoring.settings`: the records' own), a dict such as
-    `{"strict": True}`, or None (official parsing, judge on). See `outcomes.score_with`.
-    """
-    settings = outcomes.as_settings(settings)
-    scores, answers = outcomes.score_with(records, settings, judge, MEDIA)
+    """`task.score_with` on the data root: every metric of the records (what the tasks' aggregations
+    and `lmms-vr score` report) and the per-answer outcomes, the open answers judged by `judge` (None:
+    none configured). Records of several tasks of one run may be scored together: long + clue +
+    grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
+    scores, answers = task.score_with(records, task.as_settings(settings), judge, MEDIA)
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, answers
 
 
-def score_records(records: Sequence[dict], settings: "Settings | dict | None" = None) -> dict:
-    """The metrics of `scored_records` with the configured judge (`settings`: the records' own by default)."""
-    settings = BENCHMARK.scoring.settings(records) if settings is None else outcomes.as_settings(settings)
-    return scored_records(records, settings, _configured_judge(records, settings))[0]
-
-
-# ---------------------------------------------------------------------- after a task's scoring: its details file
-
-
-def details_path(run: RunFiles, task_kind: str) -> Path:
-    """Where a task's breakdowns and judge accounting are written, beside the run's results:
-    `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
-    return run.path(f"cg_bench_{task_kind}_details.json")
-
-
 def _write_details(scores: dict, run: RunFiles | None) -> None:
-    """Write every metric, the breakdowns and the judge accounting beside lmms-eval's results."""
+    """Every metric, the breakdowns and the judge accounting beside lmms-eval's results:
+    `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
     if run is None:
         return
-    judge = get_judge("cg_bench") if scores["breakdown"]["task_kind"] in ("open",) else None
+    kind = scores["breakdown"]["task_kind"]
+    judge = get_judge("cg_bench") if kind == "open" else None
     details = {**scores, "judge": judge.accounting() if judge is not None else None,
                "settings": settings.resolved(scoring_only=True)}
-    path = details_path(run, scores["breakdown"]["task_kind"])
+    path = run.path(f"cg_bench_{kind}_details.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
-    logger.debug("cg_bench: breakdowns by duration / domain / kind written to %s", path)
 
 
 # ---------------------------------------------------------------------- the declaration
 
 
 class CgBenchScoring(ScoringAdapter):
-    """CG-Bench: `scored_records`; outcomes from `read_outcomes`, metrics from
-    `outcomes.outcome_columns` (`task_metrics`).
-
-    Records of several CG-Bench tasks of one run may be scored together: long + clue +
-    grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does.
-    """
+    """CG-Bench: `scored_records`; outcomes from `task.read_outcomes`, metrics from `task.outcome_columns`."""
 
     name = judge_name = "cg_bench"
 
     def settings(self, records):
-        """The settings the records were made with (their task's; each variable overrides)."""
         return Settings.of(BENCHMARK.settings_of(records))
 
     def score(self, records, settings, judge):
         metrics, answers = scored_records(records, settings, judge)
-        if self.needs_judge(records) and judge is None:
-            return Scored(metrics, None)  # open answers and no judge: no outcomes (as `outcomes` says)
-        return Scored(metrics, _fields(answers))
+        # open answers and no judge: no outcomes
+        return Scored(metrics, None if self.needs_judge(records) and judge is None else _fields(answers))
 
     def needs_judge(self, records):
         return any(record["mode"] == "open" for record in records)
@@ -295,25 +235,20 @@ class CgBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge):
         if self.needs_judge(records) and judge is None:
             return None
-        return _fields(read_outcomes(records, settings, judge))
+        return _fields(task.read_outcomes(records, settings, judge, MEDIA))
 
     def metrics(self, records, outcomes_, settings):
-        return outcomes.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
+        return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
 
     def columns(self, records, outcomes_, settings):
-        return outcomes.outcome_columns(outcomes_, failed_share=settings.failed_share)
-
-    def breakdown(self, outcomes_: Sequence[dict]) -> dict:
-        """Metrics by duration bucket, domain and question kind (`outcomes.breakdown`)."""
-        return outcomes.breakdown([Outcome(**outcome) for outcome in outcomes_])
+        return task.outcome_columns(outcomes_, failed_share=settings.failed_share)
 
     def report_record(self, record):
         """The question and the mode (the metrics read only the outcomes)."""
         return {key: record[key] for key in ("sample_id", "qid", "mode") if key in record}
 
     def question(self, record):
-        """The question (`qid`): its long, clue, grounding and open answers are records of it, and
-        it is the resampling unit (the joins of CRR and acc.@IoU are per question)."""
+        """The `qid`: its answers in every mode are records of it (the joins of CRR and acc.@IoU are per question)."""
         return str(record["qid"])
 
     def stratum(self, record):
@@ -321,8 +256,7 @@ class CgBenchScoring(ScoringAdapter):
 
 
 def _fields(outcomes_) -> list[dict]:
-    """JSON-ready outcomes: an Outcome holds only numbers, strings and None, so its fields' dict is
-    `dataclasses.asdict` (faster)."""
+    """JSON-ready outcomes (an Outcome holds only numbers, strings and None)."""
     return [dict(vars(outcome)) for outcome in outcomes_]
 
 
@@ -335,7 +269,7 @@ BENCHMARK = Benchmark(
     scoring=CgBenchScoring(),
     tasks=TASKS + ABLATIONS,
     groups=GROUPS,
-    options=(*outcomes.OPTIONS, *SHARED_OPTIONS),
+    options=(*task.OPTIONS, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),

@@ -1,25 +1,19 @@
 """CG-Bench annotations and media: loading, validation, and finding files by name.
 
-Hugging Face dataset `CG-Bench/CG-Bench` (gated): `cgbench_mini.json` (3,000 questions, the
-default) and `cgbench.json` (12,129) at the root; media in `video_chunk_01.zip`..`_45.zip`,
-`clue_video_chunk_*.zip` and `subtitles.zip`. Since the 2025 repack each chunk is a complete
-zip with (most likely) flat members (`<video_uid>.mp4`, `<qid>.mp4`, `<video_uid>.srt`);
-copies made earlier with the official `unzip_hf_zip.py` hold byte slices of one zip with
-foldered members. `lmms-vr prepare` handles both and extracts into the canonical folders
-`cg_videos_720p/`, `cg_clue_videos/` (pre-cut clue clips, not for every question) and
-`cg_subtitles/` (not every video has subtitles) (`extraction_target`).
+Hugging Face dataset `CG-Bench/CG-Bench` (gated): `cgbench_mini.json` (3,000 questions, the default)
+and `cgbench.json` (12,129); media in `video_chunk_*.zip`, `clue_video_chunk_*.zip` and
+`subtitles.zip`, complete zips since the 2025 repack (byte slices of one zip before it, as the
+official `unzip_hf_zip.py` reads them). `lmms-vr prepare` handles both and extracts into
+`cg_videos_720p/`, `cg_clue_videos/` (pre-cut clue clips, not for every question) and `cg_subtitles/`
+(not every video has subtitles) (`extraction_target`). The resolvers (`video_at`, `clue_clip_at`,
+`subtitle_at`), used by the tasks and by `prepare`'s check alike, look in the canonical place first,
+else for the file of that name anywhere under the root (`utils/data/media_index.py`): a clue clip
+only in a folder named `*clue*`, a video in any other.
 
-The resolvers `video_at`, `clue_clip_at` and `subtitle_at` are used by the tasks and by
-`prepare`'s check alike: the canonical place first, else the file of that name anywhere under
-the root (`utils/data/media_index.py`, one index per root and process): a video in any folder but a
-clue folder, a clue clip only in a folder named `*clue*`, an SRT anywhere.
-
-`video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input)
-is not on the Hub: it comes from the official GitHub repository (CG-Bench/CG-Bench,
-`run/video_meta_info.json`) and ships with this package (`cg_bench/video_meta_info.json`, 1,219
-videos). When the root holds its own `video_meta_info.json`, the root's table wins for every
-video it lists (it describes the files in that root, e.g. re-encoded ones); a video in neither
-table is probed from its file (`video_meta`: `max_frame` = frame count - 1, as in the table).
+The sampler's table (`video_meta_info.json`: duration, `max_frame`, fps per video) comes from the
+official GitHub repository and ships with this package (`docs.PACKAGED_META`, 1,219 videos); a root's
+own table wins for every video it lists (it describes that root's files); a video in neither is
+probed from its file (`video_meta`).
 """
 
 from __future__ import annotations
@@ -39,13 +33,13 @@ from lmms_video_reasoning.utils.core.roots import (
     usable_video as shared_usable_video,
     video_problem,
 )
-from lmms_video_reasoning.cg_bench.sampling import subtitle_problem
+from lmms_video_reasoning.cg_bench.frames import subtitle_problem
 # documents (validation) and the sampler's table: `docs.py`, shared with the upstream form
 from lmms_video_reasoning.cg_bench.docs import (
     META_FILE,
-    PACKAGED_META,
     SPLIT_FILES,
     VideoMeta,
+    packaged_meta,
     parse_meta,
     validate_records,
 )
@@ -78,40 +72,29 @@ def load_records(split: str = "mini") -> list[dict]:
 
 
 _meta_lock = threading.Lock()
-_meta_cache: dict[str, dict[str, VideoMeta]] = {}
-
-
-def _read_meta(path: Path) -> dict[str, VideoMeta]:
-    return parse_meta(read_json(path), str(path))
+_meta_cache: dict[Path, dict[str, VideoMeta]] = {}
 
 
 def meta_table_at(root: Path | None) -> dict[str, VideoMeta]:
     """The sampler's table for a root: the packaged official table, overridden entry by entry
     by the root's own `video_meta_info.json` when it has one (cached per file)."""
-    paths = [PACKAGED_META] + ([Path(root) / META_FILE] if root is not None and (Path(root) / META_FILE).is_file() else [])
-    key = "|".join(str(p) for p in paths)
+    own = Path(root) / META_FILE if root is not None else None
+    if own is None or not own.is_file():
+        return packaged_meta()
     with _meta_lock:
-        if key not in _meta_cache:
-            tables = [_read_meta(path) for path in paths]
-            merged = dict(tables[0])
-            if len(tables) > 1:
-                differ = sorted(uid for uid, meta in tables[1].items() if uid in merged and merged[uid] != meta)
-                if differ:
-                    logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); "
-                                   "the root's values are used", paths[1], len(differ), differ[0])
-                merged.update(tables[1])
-            _meta_cache[key] = merged
-        return _meta_cache[key]
-
-
-def video_meta_table() -> dict[str, VideoMeta]:
-    """`meta_table_at` of the current data root."""
-    return meta_table_at(data_root(CG_BENCH))
+        if own not in _meta_cache:
+            official, override = packaged_meta(), parse_meta(read_json(own), str(own))
+            differ = sorted(uid for uid, meta in override.items() if uid in official and official[uid] != meta)
+            if differ:
+                logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); "
+                               "the root's values are used", own, len(differ), differ[0])
+            _meta_cache[own] = {**official, **override}
+        return _meta_cache[own]
 
 
 def video_meta(video_uid: str) -> VideoMeta:
     """The sampler's meta of one video: the tables (`meta_table_at`), else probed from the file."""
-    table = video_meta_table()
+    table = meta_table_at(data_root(CG_BENCH))
     if video_uid in table:
         return table[video_uid]
     from lmms_video_reasoning.utils.media.frame_table import probe
@@ -147,19 +130,13 @@ def subtitle_at(root: Path, video_uid: str) -> Path | None:
     return media_index.locate(root, rel, [rel], None, "CG-Bench subtitles")
 
 
-def clear_media_index() -> None:
-    """Forget the media indexes (after files were added under a root)."""
-    media_index.forget()
-
-
 def video_path(video_uid: str) -> Path:
     """The full video of `video_uid`; raises MediaError naming the file, variable and command."""
     return require_media(CG_BENCH, video_at(data_root(CG_BENCH), video_uid), f"CG-Bench video {VIDEO_DIR}/{video_uid}.mp4")
 
 
 def usable_video(path: Path) -> Path:
-    """`path` if it opens and decodes, else MediaError naming the file and the fix
-    (`utils.data.usable_video`; for the video mode, where the model only gets the path)."""
+    """`path` if it opens and decodes, else MediaError naming the file and the fix (video mode)."""
     return shared_usable_video(CG_BENCH, path)
 
 

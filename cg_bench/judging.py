@@ -15,7 +15,7 @@ import io
 from dataclasses import dataclass
 from typing import Sequence
 
-from lmms_video_reasoning.cg_bench import prompts, sampling
+from lmms_video_reasoning.cg_bench import frames, prompts
 from lmms_video_reasoning.cg_bench.scoring import judge_verdict
 from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
 
@@ -58,34 +58,26 @@ def image_part(frame) -> dict:
     return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{encoded}", "detail": "low"}}
 
 
+def _request(content: list, allowed: tuple, tag: str, expected_reply: str, later_steps: int = 0) -> Request:
+    """One judge step: one user turn, temperature 0, the step's verdict parser (`scoring.judge_verdict`)."""
+    return Request(messages=[{"role": "user", "content": content}], temperature=0.0, parse=lambda raw: judge_verdict(raw, allowed),
+                   tag=tag, expected_reply=expected_reply, later_steps=later_steps)
+
+
 def step1_request(item: OpenItem) -> Request:
-    """Step 1: text only (the runner turns subtitles and frame times off for this step)."""
+    """Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
+    assumes "needs a visual check", so step 2 is counted for every question (an upper bound)."""
     text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    return Request(
-        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
-        temperature=0.0,
-        parse=lambda raw: judge_verdict(raw, (0, 1, 2)),
-        tag=STEP1_TAG,
-        # The estimate assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
-        expected_reply=EXPECTED_STEP1_REPLY,
-        later_steps=1,
-    )
+    return _request([{"type": "text", "text": text}], (0, 1, 2), STEP1_TAG, EXPECTED_STEP1_REPLY, later_steps=1)
 
 
-def step2_request(item: OpenItem, frames: Sequence, plan: sampling.QuestionFrames, subtitles: str) -> Request:
+def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames, subtitles: str) -> Request:
     """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
     text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    content = [image_part(frame) for frame in frames] + [{"type": "text", "text": text}]
-    return Request(
-        messages=[{"role": "user", "content": content}],
-        temperature=0.0,
-        parse=lambda raw: judge_verdict(raw, (0, 1)),
-        tag=STEP2_TAG,
-        expected_reply=EXPECTED_STEP2_REPLY,
-    )
+    return _request([image_part(frame) for frame in images] + [{"type": "text", "text": text}], (0, 1), STEP2_TAG, EXPECTED_STEP2_REPLY)
 
 
-def judge_one(item: OpenItem, ask: Ask, clue_frames: int = sampling.DEFAULT_CLUE_FRAMES, media: sampling.Media | None = None) -> OpenVerdict:
+def judge_one(item: OpenItem, ask: Ask, clue_frames: int = frames.DEFAULT_CLUE_FRAMES, media: frames.Media | None = None) -> OpenVerdict:
     """Both steps for one item; step 2 (the clue frames, from `media`) only when step 1 says 2.
     Failures come back as verdict None."""
     first = ask(step1_request(item))
@@ -93,15 +85,14 @@ def judge_one(item: OpenItem, ask: Ask, clue_frames: int = sampling.DEFAULT_CLUE
         return OpenVerdict(None, None, None, f"step 1: {first.error}")
     if first.value in (0, 1):
         return OpenVerdict(first.value, None, first.value)
-    plan = sampling.frame_plan(item.video_uid, "clue", item.clue_intervals, media, clue_frames=clue_frames)
-    frames = sampling.frames_for(plan, media)
-    second = ask(step2_request(item, frames, plan, sampling.subtitles_for(plan, media)))
+    plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media, clue_frames=clue_frames)
+    second = ask(step2_request(item, frames.frames_for(plan, media), plan, frames.subtitles_for(plan, media)))
     if not second.ok:
         return OpenVerdict(first.value, None, None, f"step 2: {second.error}")
     return OpenVerdict(first.value, second.value, second.value)
 
 
-def judge_open(items: Sequence[OpenItem], judge: Judge, media: sampling.Media, clue_frames: int = sampling.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
+def judge_open(items: Sequence[OpenItem], judge: Judge, media: frames.Media, clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
     """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
     results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames, media), list(items), desc="cg_bench open-ended judge")
     return [result if result is not None else OpenVerdict(None, None, None, "judge item failed (see log)") for result in results]

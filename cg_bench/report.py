@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench.outcomes import BREAKDOWN_GROUPS, Outcome, acc_at_iou_pairs, breakdown, metrics_of
-from lmms_video_reasoning.cg_bench.scoring import acc_at_iou_over, crr
+from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, acc_at_iou_over, crr
+from lmms_video_reasoning.cg_bench.task import BREAKDOWN_GROUPS, HEADLINE, MODES, Outcome, acc_at_iou_pairs, breakdown, metrics_of
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -23,19 +23,16 @@ from lmms_video_reasoning.utils.results.report_tables import (
 )
 from lmms_video_reasoning.cg_bench.data import RELEASE
 
-HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
 LABELS = {
     "clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU",
     "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc", "acc_at_iou0": "acc.@IoU (τ=0)",
 }
-MODES = ("long", "clue", "grounding", "open", "blind")
 SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}
 # Which task's records stand for each CG-Bench mode (the combined task first).
 MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("mcq", "grounding"), "open": ("open",), "blind": ("blind",)}
 # How every run of this suite differs from the protocol the paper describes for Table 3 (README, differences)
 OFFICIAL_PROMPTS = ("the official code's prompts and judge (fenced JSON answers, 0/1/2 verdicts), not the paper appendix's "
                     "(bare letter; yes / no / \"need visual clue\"); this suite has no switch for the paper's")
-DURATION_ORDER = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")
 # The paper's prompt & modality settings (Table 4, Table 10) by the suffix of their tasks' names
 # (`cg_bench_mcq_f_s`, `cg_bench_open_f_s`, ...; README, "Reproducing the paper's tables"): frames (F),
 # frame timestamps (FT), subtitles (S), subtitle timestamps (ST); "S" rows: subtitles only, no visual.
@@ -265,27 +262,23 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         if rows:
             section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers", "long-acc", "clue-acc",
                                                                    "mIoU", "acc.@IoU", "OE-acc"], rows,
-                                        ["From the per-sample outcomes (cg_bench.outcomes.breakdown). "
+                                        ["From the per-sample outcomes (cg_bench.task.breakdown). "
                                          "A cell the report cannot compute as the run did says what it needs.",
                                          answers_note([row for _, row in with_samples])]))
     if breakdowns:
-        buckets = [b for b in DURATION_ORDER if any(b in d.get("duration", {}) for d in breakdowns.values())]
+        buckets = [b for b in DURATION_BUCKETS if any(b in d.get("duration", {}) for d in breakdowns.values())]
         metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
         rows_of = dict(with_samples)
         # a run whose outcomes for the metric are not its run's is left out of the plots
         breakdowns = {name: d for name, d in breakdowns.items() if rows_of[name].sampled.trusted(metric)
                       and not math.isnan(value_of(rows_of[name], metric))}
-        section.figures.append(("Accuracy by duration", grouped_bars(
-            out / "cg_bench_accuracy_by_duration.png", f"CG-Bench {LABELS[metric]} by video duration (minutes)", buckets,
-            [(name, [d.get("duration", {}).get(b, {}).get(metric, math.nan) for b in buckets],
-              [intervals[name].get("duration", {}).get(b, {}).get(metric) for b in buckets]) for name, d in breakdowns.items()],
-            LABELS[metric])))
         domains = sorted({k for d in breakdowns.values() for k in d.get("domain", {})})
-        section.figures.append(("Accuracy by domain", grouped_bars(
-            out / "cg_bench_accuracy_by_domain.png", f"CG-Bench {LABELS[metric]} by domain", domains,
-            [(name, [d.get("domain", {}).get(k, {}).get(metric, math.nan) for k in domains],
-              [intervals[name].get("domain", {}).get(k, {}).get(metric) for k in domains]) for name, d in breakdowns.items()],
-            LABELS[metric])))
+        for group, keys, what in (("duration", buckets, "video duration (minutes)"), ("domain", domains, "domain")):
+            section.figures.append((f"Accuracy by {group}", grouped_bars(
+                out / f"cg_bench_accuracy_by_{group}.png", f"CG-Bench {LABELS[metric]} by {what}", keys,
+                [(name, [d.get(group, {}).get(k, {}).get(metric, math.nan) for k in keys],
+                  [intervals[name].get(group, {}).get(k, {}).get(metric) for k in keys]) for name, d in breakdowns.items()],
+                LABELS[metric])))
     section.data["joined"] = {f"{label}|{split}": row.point for (label, split), row in combined.items()}
     section.data["joined_ci"] = {f"{label}|{split}": row.ci for (label, split), row in combined.items()}
     section.data["breakdown_ci"] = intervals

@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench import data, prompts
+from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_srt, write_video
 
 WIDTH, HEIGHT = 160, 120
@@ -176,7 +177,7 @@ def write_sample(root) -> Path:
     (root / data.META_FILE).write_text(json.dumps(meta, indent=1))
     (root / data.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
     (root / data.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
-    data.clear_media_index()
+    media_index.forget()  # the root has new files
     return root
 
 
@@ -244,19 +245,11 @@ def blind_reply(question: dict, variant: int) -> str:
 
 def demo_predictions(root=None) -> list[dict]:
     """Replay lines for every CG-Bench task on the sample (mini split)."""
-    rows = []
-    questions = build_questions()[:-MINI_EXCLUDED]
-    for i, q in enumerate(questions):
-        qid = str(q["qid"])
-        rows.append({"task": "cg_bench_long", "id": qid, "response": mcq_reply(q, i)})
-        rows.append({"task": "cg_bench_clue", "id": qid, "response": mcq_reply(q, i + 4)})
-        rows.append({"task": "cg_bench_grounding", "id": qid, "response": grounding_reply(q, i)})
-        rows.append({"task": "cg_bench_open", "id": qid, "response": open_reply(q, i)})
-        rows.append({"task": "cg_bench_blind", "id": qid, "response": blind_reply(q, i)})
-        rows.append({"task": "cg_bench_mcq", "id": f"{qid}:long", "response": mcq_reply(q, i)})
-        rows.append({"task": "cg_bench_mcq", "id": f"{qid}:clue", "response": mcq_reply(q, i + 4)})
-        rows.append({"task": "cg_bench_mcq", "id": f"{qid}:grounding", "response": grounding_reply(q, i)})
-    return rows
+    replies = (("cg_bench_long", "", mcq_reply, 0), ("cg_bench_clue", "", mcq_reply, 4), ("cg_bench_grounding", "", grounding_reply, 0),
+               ("cg_bench_open", "", open_reply, 0), ("cg_bench_blind", "", blind_reply, 0), ("cg_bench_mcq", ":long", mcq_reply, 0),
+               ("cg_bench_mcq", ":clue", mcq_reply, 4), ("cg_bench_mcq", ":grounding", grounding_reply, 0))
+    return [{"task": task, "id": f"{q['qid']}{suffix}", "response": reply(q, i + shift)}
+            for i, q in enumerate(build_questions()[:-MINI_EXCLUDED]) for task, suffix, reply, shift in replies]
 
 
 # ---------------------------------------------------------------------- sample judge
@@ -288,14 +281,14 @@ def oracle_judge_reply(request: dict) -> str | None:
     if text.startswith(step1):
         match = _QUOTED.search(text[len(step1):])
         if not match:
-            return "```json\n{\"result\": 0}\n```"
+            return _fenced(0)
         answer, prediction = match["answer"] or "", match["prediction"]
         verdict = 1 if prediction.lower() == answer.lower() else 2 if SYNONYMS.get(answer) == prediction else 0
-        return f"```json\n{{\"result\": {verdict}}}\n```"
+        return _fenced(verdict)
     if text.startswith(step2):
         tail = text[text.rfind("Question: "):]
         match = _QUOTED.search(tail)
         truth = {q["question"]: q["answer"] for q in build_questions()}
         ok = bool(match) and images > 0 and SYNONYMS.get(truth.get(match["question"], "")) == match["prediction"]
-        return f"```json\n{{\"result\": {int(ok)}}}\n```"
+        return _fenced(int(ok))
     return None

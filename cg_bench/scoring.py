@@ -285,7 +285,7 @@ def acc_at_iou_over(pairs: Sequence[tuple[bool, float]], tau: float = 0.0) -> fl
     questions whose long-video answer is correct and whose tIoU exceeds (`>`) `tau`. At the
     paper's ablation default `tau` = 0 (Table 4, Table 10, Fig. 7) the predicted interval must
     overlap the clue: a tIoU of exactly 0 does not count (`>=` would make it MCQ accuracy).
-    `pairs` as `outcomes.acc_at_iou_pairs` joins them; NaN without pairs."""
+    `pairs` as `task.acc_at_iou_pairs` joins them; NaN without pairs."""
     if not pairs:
         return math.nan
     return 100.0 * sum(ok and iou > tau for ok, iou in pairs) / len(pairs)

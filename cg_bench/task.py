@@ -16,18 +16,371 @@ Settings come from `lmms_eval_specific_kwargs` (`visual_mode`: video | frames | 
 `clue_frames`, `subtitles`, `subtitle_times`, `subtitle_span`, `frame_times`). The paper's prompt &
 modality ablations (Table 4 / Table 10) combine them: frames (F), frame timestamps (FT), subtitles
 (S), subtitle timestamps (ST); `none` with subtitles is its "S" rows (subtitles only), `none`
-without them the text-only row of Table 3. Files come through a `sampling.Media` (get the
+without them the text-only row of Table 3. Files come through a `frames.Media` (get the
 frames), supplied by the task's lmms-eval hooks.
+
+Records (`make_record`: the question's facts and the raw reply, no parsing, no judge call) are
+scored by `score_with`: every reply read (`scoring`), the open answers judged once (`judging`;
+`judge` None: none configured), the modes joined per qid, every metric with the per-answer
+outcomes it comes from. Records of separate runs can be concatenated: long + clue + grounding
+records of one model give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
+
+Failures (official default): an unparseable reply is left out of its metric's denominator and
+counted in `parse_failed`; `acc_at_iou` uses the questions whose long answer and grounding reply
+both parsed; `oe_acc` the questions with a final judge verdict (a failed judgment is counted in
+`judge_failed`). Strict: unparseable replies count as wrong / tIoU 0 (still in `parse_failed`), an
+empty open answer is wrong without asking the judge. In both, lmms-eval's failure placeholder
+(`model_failed`) and a reply that ends inside an open reasoning block (`reasoning_truncated`) are
+no answer: wrong / tIoU 0 in every denominator, never parsed nor judged. Parsers and the judge
+read the reply's final answer (`utils/lmms/responses.py`: after the last `</think>`, or inside
+`<answer>`), so letters and times in the reasoning cannot answer for it.
 """
 
 from __future__ import annotations
 
-from lmms_video_reasoning.cg_bench import outcomes, prompts, sampling
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from lmms_video_reasoning.cg_bench import docs, frames, judging, prompts, scoring
+from lmms_video_reasoning.judges import failure_share
+from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.columns import SampleColumns, point, ratio, rowwise
+from lmms_video_reasoning.utils.core.data_errors import require_fields
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
+
+logger = logging.getLogger(__name__)
+
+# The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
+STRICT = settings.declare("LMMS_VR_CG_STRICT", "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True,
+                          option="strict")
+OFFICIAL_REVERSED = settings.declare("LMMS_VR_CG_OFFICIAL_REVERSED", "bool", False, "a reversed predicted interval computed "
+                                     "as the official code does (negative length)", scoring=True, option="official_reversed")
+OPTIONS = (STRICT, OFFICIAL_REVERSED)
+METRICS = {
+    "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+    "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+    "grounding": ("miou", "rec_at_iou", "parse_failed", "model_failed", "reasoning_truncated"),
+    "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed", "reasoning_truncated"),
+    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "model_failed", "reasoning_truncated"),
+    "blind": ("blind_acc", "parse_failed", "model_failed", "reasoning_truncated"),
+}
+HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
+RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
+                 "domain", "sub_category", "duration", "response")
+MODES = ("long", "clue", "grounding", "open", "blind")
+# judge_error of open answers that were not judged at all (oe_acc and judge_failed are then NaN)
+NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=False)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
+    `official_reversed` computes a reversed predicted interval [end, start] as the official code
+    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end];
+    `failed_share` the failure share of `judges.failure_share` (None: the environment's)."""
+
+    strict: bool = False
+    judge: bool = True
+    official_reversed: bool = False
+    failed_share: float | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> "Settings":
+        """From a task's options in effect (`settings.task_settings`, as its records carry them)."""
+        return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
+                   failed_share=values.get(failure_share.FAILED_SHARE.option))
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        return cls.of(settings.task_settings((*OPTIONS, failure_share.FAILED_SHARE)))
+
+
+def make_record(doc: dict, response: Any, media: frames.Media, task_settings: dict | None = None) -> dict:
+    """The logged record of one answer: the question's facts plus the raw reply and what
+    `reply_record` reads of it under the task's settings (`model_failed` with its first line for
+    lmms-eval's failure placeholder, `final_answer`, `reasoning_truncated`); no parsing, no judge."""
+    record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
+              **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
+    record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
+                  duration=int(doc["duration"]))
+    return {
+        **record,
+        **reply_record(response, task_settings),
+        # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
+        "subtitles_unusable": None if doc["mode"] == "blind" else frames.subtitles_unusable(doc["video_uid"], media),
+        # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
+        "subtitles_missing": doc["mode"] != "blind" and frames.subtitles_missing(doc["video_uid"], media),
+    }
+
+
+@dataclass
+class Outcome:
+    """One answer read: `value` is correct (0/1) for multiple choice and open, tIoU for grounding."""
+
+    qid: int
+    mode: str
+    value: float | None  # None: left out of the metric (unparseable, or no judge verdict)
+    parse_failed: bool
+    duration: int
+    domain: str
+    kind: str
+    judge_error: str | None = None  # open: why there is no verdict (NO_JUDGE / JUDGE_OFF: not judged at all)
+    model_failed: bool = False  # lmms-eval's placeholder, no answer: value 0, never parsed nor judged
+    reasoning_truncated: bool = False  # the reply ended inside its reasoning, no answer: value 0, never parsed nor judged
+    sub_category: str = ""  # the annotation's level-2 category (`scoring.SUB_CATEGORIES`; "" in outcomes stored before it was kept)
+
+
+def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: frames.Media) -> list[Outcome]:
+    """Parse every record and judge the open-ended ones (the judge runs here, once).
+
+    `judge`: the judge to ask (None: no judge configured; open answers are then not judged);
+    `media` gets the clue frames of the judge's second step."""
+    outcomes = []
+    open_slots: list[tuple[int, dict, str]] = []
+    for index, record in enumerate(records):
+        require_fields(record, RECORD_FIELDS, f"cg_bench record #{index}")
+        mode = record["mode"]
+        if mode not in MODES:
+            raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
+        value, failed, no_answer = None, False, model_failed(record)
+        truncated = reasoning_truncated(record)
+        answer = final_answer(record)
+        if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
+            value = 0.0
+        elif mode in ("long", "clue", "blind"):
+            parsed = scoring.parse_mcq(answer, record["right_answer"], settings.strict)
+            failed = parsed.how == "failed"
+            value = None if parsed.correct is None else float(parsed.correct)
+        elif mode == "grounding":
+            value, how = scoring.grounding_tiou(answer, record["clue_intervals"], settings.strict,
+                                                settings.official_reversed)
+            failed = how == "failed"
+        else:
+            prediction = scoring.parse_open(answer, settings.strict)
+            failed = prediction is None
+            value = 0.0 if failed and settings.strict else None
+            if prediction is not None:
+                open_slots.append((index, record, prediction))
+        outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
+                                scoring.question_kind(record["sub_category"]), model_failed=no_answer,
+                                reasoning_truncated=truncated, sub_category=record["sub_category"]))
+    if open_slots and settings.judge:
+        _judge(open_slots, outcomes, judge, media)
+    elif open_slots:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = JUDGE_OFF
+    return outcomes
+
+
+def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], judge: Judge | None, media: frames.Media) -> None:
+    """Fill the open outcomes with the two-step judge's verdicts (NaN metric when no judge is set)."""
+    if judge is None:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = NO_JUDGE
+        return
+    items = [
+        judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
+                         tuple(tuple(pair) for pair in record["clue_intervals"]))
+        for _index, record, prediction in open_slots
+    ]
+    verdicts = judging.judge_open(items, judge, media)
+    for (index, _record, _prediction), verdict in zip(open_slots, verdicts):
+        outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
+        outcomes[index].judge_error = verdict.error
+
+
+def _joined(fields: Sequence[dict], answer_mode: str = "long") -> dict[int, tuple[int, float]]:
+    """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last `answer_mode` answer with
+    a value, its last grounding tIoU)} for the qids having both."""
+    answers: dict[int, int] = {}
+    ground: dict[int, float] = {}
+    for index, o in enumerate(fields):
+        if o["value"] is not None and o["mode"] in (answer_mode, "grounding"):
+            if o["mode"] == answer_mode:
+                answers[o["qid"]] = index
+            else:
+                ground[o["qid"]] = o["value"]
+    return {qid: (index, ground[qid]) for qid, index in answers.items() if qid in ground}
+
+
+def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> list[tuple[bool, float]]:
+    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`).
+    `answer_mode` "blind": the text-only answer instead (the paper's GPT4o (text) row of Table 3)."""
+    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(_joined(fields, answer_mode).items())]
+
+
+def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long", failed_share: float | None = None) -> SampleColumns:
+    """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
+    (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
+    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    modes = ("long", "clue", "open", "blind", "grounding")
+    code = {name: number for number, name in enumerate(modes)}
+    rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
+                      o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
+                     for o in fields], dtype=float).reshape(len(fields), 7)  # one pass; every column below is numpy
+    mode, value = rows[:, 0], rows[:, 1]
+    valued = ~np.isnan(value)
+    counted: dict[str, np.ndarray] = {}
+    for name in modes:
+        counted[f"n:{name}"] = ((mode == code[name]) & valued).astype(float)
+        counted[f"sum:{name}"] = np.where((mode == code[name]) & valued, value, 0.0)
+    grounded = (mode == code["grounding"]) & valued
+    for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+        counted[f"iou_at:{k}"] = (grounded & (np.where(valued, value, -np.inf) >= threshold)).astype(float)
+    counted["parse_failed"], counted["model_failed"], counted["reasoning_truncated"] = rows[:, 2], rows[:, 3], rows[:, 4]
+    counted["open"] = (mode == code["open"]).astype(float)
+    counted["open_failed"], counted["open_not_run"] = counted["open"] * rows[:, 5], counted["open"] * rows[:, 6]
+    once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
+    for index, iou in _joined(fields, answer_mode).values():
+        once["pairs"][index] = 1.0
+        for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
+            once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
+    return SampleColumns(counted, lambda totals, whole: metrics_from_totals(totals, whole, failed_share), once,
+                         ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
+
+
+def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) -> dict:
+    """The metrics from column sums (a row each): 100 x the mean per mode, the mean share over thresholds,
+    CRR, failures; on a whole run `oe_acc` is not computed past the judge failure share (never per group)."""
+
+    def percent(mode: str) -> np.ndarray:
+        return ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
+
+    def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:
+        thresholds = range(len(scoring.IOU_THRESHOLDS))
+        return 100.0 * sum((ratio(totals[f"{prefix}:{k}"], count) for k in thresholds), 0.0) / len(scoring.IOU_THRESHOLDS)
+
+    long_acc, clue_acc = percent("long"), percent("clue")
+    judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
+    metrics = {
+        "long_acc": long_acc,
+        "clue_acc": clue_acc,
+        "miou": percent("grounding"),
+        "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]),
+        "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
+        "crr": rowwise(scoring.crr, long_acc, clue_acc),
+        "oe_acc": percent("open"),
+        "blind_acc": percent("blind"),
+        "parse_failed": totals["parse_failed"],
+        "judge_failed": judge_failed,
+        "model_failed": totals["model_failed"],
+        "reasoning_truncated": totals["reasoning_truncated"],
+    }
+    if whole:
+        withheld = np.array([failure_share.too_many_failed(f, int(n), failed_share) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
+        metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
+    return metrics
+
+
+def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> dict[str, float]:
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score);
+    `answer_mode` "blind": acc@IoU of the text-only answers (`acc_at_iou_pairs`)."""
+    return point(outcome_columns(outcomes, answer_mode), whole=False)
+
+
+def task_metrics(outcomes: Sequence[Outcome | dict], failed_share: float | None = None) -> dict[str, float]:
+    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
+    judgments failed than the failure share allows (`judges.failure_share`, `failed_share` the
+    task's; decided on the whole task, never per breakdown group)."""
+    return point(outcome_columns(outcomes, failed_share=failed_share))
+
+
+NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
+# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain, question kind and sub-category.
+BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
+    "duration": lambda o: scoring.duration_bucket(o.duration),
+    "domain": lambda o: o.domain,
+    "kind": lambda o: o.kind,
+    "sub_category": lambda o: o.sub_category or NOT_RECORDED,
+}
+# The order of each group's keys in `breakdown` (the others sorted)
+GROUP_ORDER = {"duration": scoring.DURATION_BUCKETS, "sub_category": scoring.SUB_CATEGORIES}
+
+
+def breakdown(outcomes: Sequence[Outcome]) -> dict:
+    """Metrics by duration bucket (minutes), domain, question kind and sub-category (`BREAKDOWN_GROUPS`,
+    in `GROUP_ORDER`); NaN-only entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
+    question and mode scored: long, clue, grounding, open, blind)."""
+    out: dict = {}
+    for name, key in BREAKDOWN_GROUPS.items():
+        buckets: dict[str, list[Outcome]] = defaultdict(list)
+        for outcome in outcomes:
+            buckets[key(outcome)].append(outcome)
+        listed = GROUP_ORDER.get(name, ())
+        order = [*listed, *sorted(set(buckets) - set(listed))]
+        out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
+                             **{metric: v for metric, v in metrics_of(buckets[value]).items() if not (isinstance(v, float) and math.isnan(v))}}
+                     for value in order if value in buckets}
+    return out
+
+
+def as_settings(settings: "Settings | dict | None") -> Settings:
+    """A Settings from a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge on)."""
+    if isinstance(settings, dict):
+        unknown = set(settings) - {"strict", "judge", "official_reversed", "failed_share"}
+        if unknown:
+            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed, failed_share")
+        settings = Settings(**settings)
+    return settings or Settings()
+
+
+def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
+               media: frames.Media) -> tuple[dict, list[Outcome]]:
+    """Every metric of the records (what the tasks' aggregations report), and the per-answer outcomes
+    they come from (`read_outcomes`; `judge` None: none configured). Beside the metrics: the counts of
+    videos asked without subtitles (`subtitles_unusable`, `subtitles_missing`) and `breakdown` (per-group
+    metrics, parse and model failures per mode, judge failures, the settings used)."""
+    settings = as_settings(settings)
+    outcomes = read_outcomes(records, settings, judge, media)
+    scores = task_metrics(outcomes, settings.failed_share)
+    warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
+    videos = {}  # the videos asked without subtitles: their SRT yields no line / they have none
+    for key, what in (("subtitles_unusable", "have an SRT that yields no subtitle line"), ("subtitles_missing", "have no subtitle file")):
+        videos[key] = sorted({r["video_uid"] for r in records if r.get(key)})
+        scores[key] = len(videos[key])
+        if videos[key]:
+            logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles",
+                           len(videos[key]), what, videos[key][0])
+    judge_errors = [o.judge_error for o in outcomes if o.judge_error]
+    opened = sum(o.mode == "open" for o in outcomes)
+    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, settings.failed_share)
+    if withheld:
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, settings.failed_share))
+    task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
+    modes = [mode for mode in MODES if any(o.mode == mode for o in outcomes)]
+    scores["breakdown"] = {
+        "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
+        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
+                     "official_reversed": settings.official_reversed, "failed_share": settings.failed_share},
+        "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
+        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in modes},
+        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in modes},
+        "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
+        "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
+        "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
+        "subtitles_missing": videos["subtitles_missing"],
+        **breakdown(outcomes),
+    }
+    if withheld:  # the task's decision holds for its breakdowns too
+        for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
+            for group in groups.values():
+                group.pop("oe_acc", None)
+    return scores, outcomes
+
+
+# ---------------------------------------------------------------------- task settings and model inputs
 
 DEFAULTS = {
     "visual_mode": "video",
-    "long_frames": sampling.DEFAULT_LONG_FRAMES,
-    "clue_frames": sampling.DEFAULT_CLUE_FRAMES,
+    "long_frames": frames.DEFAULT_LONG_FRAMES,
+    "clue_frames": frames.DEFAULT_CLUE_FRAMES,
     "subtitles": True,
     "subtitle_times": True,  # each subtitle line as `[start, end] text` (ST); False: the text only
     "subtitle_span": "frames",  # the subtitles at the sampled frames' times; "video": every subtitle of the video
@@ -40,15 +393,13 @@ SUBTITLE_SPANS = ("frames", "video")
 def settings_of(kwargs: dict | None) -> dict:
     """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
     merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
-    if merged["visual_mode"] not in VISUAL_MODES:
-        raise ValueError(f"cg_bench: visual_mode must be one of {VISUAL_MODES}, got {merged['visual_mode']!r} (lmms_eval_specific_kwargs)")
-    for key in ("long_frames", "clue_frames"):
-        if not isinstance(merged[key], int) or merged[key] < 1:
-            raise ValueError(f"cg_bench: {key} must be a positive integer, got {merged[key]!r} (lmms_eval_specific_kwargs)")
-    if not isinstance(merged["subtitle_times"], bool):
-        raise ValueError(f"cg_bench: subtitle_times must be true or false, got {merged['subtitle_times']!r} (lmms_eval_specific_kwargs)")
-    if merged["subtitle_span"] not in SUBTITLE_SPANS:
-        raise ValueError(f"cg_bench: subtitle_span must be one of {SUBTITLE_SPANS}, got {merged['subtitle_span']!r} (lmms_eval_specific_kwargs)")
+    positive = (lambda v: isinstance(v, int) and v >= 1, "a positive integer")
+    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive,
+              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"),
+              "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
+    for key, (ok, what) in checks.items():
+        if not ok(merged[key]):
+            raise ValueError(f"cg_bench: {key} must be {what}, got {merged[key]!r} (lmms_eval_specific_kwargs)")
     return merged
 
 
@@ -58,37 +409,19 @@ def settings_of(kwargs: dict | None) -> dict:
 def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
     """Task documents from validated records: one per (question, mode) with a `sample_id`."""
     modes = ("long", "clue", "grounding") if task_kind == "mcq" else (task_kind,)
-    docs = []
-    for record in records:
-        for mode in modes:
-            docs.append({
-                "sample_id": f"{record['qid']}:{mode}" if task_kind == "mcq" else str(record["qid"]),
-                "task_kind": task_kind,
-                "mode": mode,
-                "split": split,
-                "qid": record["qid"],
-                "video_uid": record["video_uid"],
-                "question": record["question"],
-                "answer": record["answer"],
-                "choices": record["choices"],
-                "right_answer": record["right_answer"],
-                "clue_intervals": record["clue_intervals"],
-                "domain": record["domain"],
-                "sub_category": record["sub_category"],
-                "duration": record["duration"],
-            })
-    return docs
+    return [{"sample_id": f"{record['qid']}:{mode}" if task_kind == "mcq" else str(record["qid"]), "task_kind": task_kind,
+             "mode": mode, "split": split, **{key: record[key] for key in docs.FIELDS}} for record in records for mode in modes]
 
 
 # ---------------------------------------------------------------------- model input
 
 
-def plan(doc: dict, settings: dict, media: sampling.Media) -> sampling.QuestionFrames:
+def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrames:
     """The frames the document's mode samples (no decoding)."""
-    return sampling.frame_plan(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
+    return frames.frame_plan(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
 
 
-def doc_to_text(doc: dict, kwargs: dict | None, media: sampling.Media) -> str:
+def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media) -> str:
     """The official text block (no decoding: frame times come from the sampler's table).
 
     Frames mode: system prompt + subtitles + frame times + question + options. Video mode:
@@ -101,22 +434,22 @@ def doc_to_text(doc: dict, kwargs: dict | None, media: sampling.Media) -> str:
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(kwargs)
     frame_plan = plan(doc, settings, media)
-    subtitles = sampling.subtitles_for(frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
+    subtitles = frames.subtitles_for(frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
     frame_times = prompts.frame_times_block(frame_plan.indices, frame_plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
 
 
-def doc_to_visual(doc: dict, kwargs: dict | None, media: sampling.Media) -> list:
+def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
     """Simple models: the video (video mode; clue mode gets a video of the clue intervals) or the sampled PIL frames."""
     settings = settings_of(kwargs)
     if doc["mode"] == "blind" or settings["visual_mode"] == "none":
         return []
     if settings["visual_mode"] == "frames":
-        return sampling.frames_for(plan(doc, settings, media), media)
+        return frames.frames_for(plan(doc, settings, media), media)
     return [media.video(doc)]
 
 
-def video_part(doc: dict, media: sampling.Media) -> dict:
+def video_part(doc: dict, media: frames.Media) -> dict:
     """Chat video content; one clue interval is sent exactly as start_time/end_time of the full video."""
     if doc["mode"] == "clue":
         if len(doc["clue_intervals"]) == 1:
@@ -126,14 +459,14 @@ def video_part(doc: dict, media: sampling.Media) -> dict:
     return {"type": "video", "url": str(media.full_video(doc))}
 
 
-def doc_to_messages(doc: dict, kwargs: dict | None, media: sampling.Media) -> list[dict]:
+def doc_to_messages(doc: dict, kwargs: dict | None, media: frames.Media) -> list[dict]:
     """Chat models: one user turn, visuals first then the text block (as the official runner)."""
     settings = settings_of(kwargs)
     text = doc_to_text(doc, kwargs, media)
     if doc["mode"] == "blind" or settings["visual_mode"] == "none":
         content = []
     elif settings["visual_mode"] == "frames":
-        content = [{"type": "image", "url": frame} for frame in sampling.frames_for(plan(doc, settings, media), media)]
+        content = [{"type": "image", "url": frame} for frame in frames.frames_for(plan(doc, settings, media), media)]
     else:
         content = [video_part(doc, media)]
     return [{"role": "user", "content": content + [{"type": "text", "text": text}]}]
@@ -141,4 +474,4 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: sampling.Media) -> li
 
 def metric_names(doc: dict) -> tuple[str, ...]:
     """The metrics of the document's task."""
-    return outcomes.METRICS[doc["task_kind"]]
+    return METRICS[doc["task_kind"]]

@@ -218,11 +218,9 @@ def test_the_suites_folders_share_one_layout():
     """Each file name has one meaning in every benchmark folder (`utils/core/registry.py`)."""
     layout = {"benchmark.py", "task.py", "docs.py", "data.py", "frames.py",
               "prompts.py", "judging.py", "scoring.py", "report.py", "sample.py", "__init__.py"}
-    # CG-Bench's task is larger: its frames and subtitles (sampling.py), its per-question joins (outcomes.py)
-    extra = {"cg_bench": {"sampling.py", "outcomes.py"}}
     for benchmark in registry.builtin():
         folder = Path(registry.__file__).parents[2] / benchmark.package.split(".")[-1]
-        assert {p.name for p in folder.glob("*.py")} == layout | extra.get(benchmark.name, set()), benchmark.name
+        assert {p.name for p in folder.glob("*.py")} == layout, benchmark.name
 
 
 def test_judges_are_declared_not_registered_by_import():

@@ -8,12 +8,14 @@ import shutil
 
 import pytest
 
-from lmms_video_reasoning.cg_bench import data, frames, judging, outcomes, prompts, sample, sampling, scoring
+from bench_scoring import score_records
+from lmms_video_reasoning.cg_bench import data, frames, judging, prompts, sample, scoring
 from lmms_video_reasoning.cg_bench import benchmark as binding
 from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.cg_bench import docs as cg_docs
 from lmms_video_reasoning.utils.core.roots import DataError
+from lmms_video_reasoning.utils.data import media_index
 from reference_data import REPO, prompt_dir
 
 OFFICIAL = ("long_acc", "clue_acc", "miou", "open", "eval_open_step_1", "eval_open_step_2")
@@ -123,7 +125,7 @@ def test_the_prompt_needs_no_video_the_frames_do(cg_root, tmp_path, monkeypatch)
     doc = next(d for d in cg_task.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
     expected = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     (root / data.VIDEO_DIR / "cgsample_park.mp4").unlink()
-    data.clear_media_index()
+    media_index.forget()
     assert binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4}) == expected
     unchecked = binding.MEDIA.plan("cgsample_park", frames.LONG_PLAN, 4)
     assert unchecked.path is None and unchecked.indices == [44, 134, 224, 313] and "not checked" in unchecked.notes[0]
@@ -215,15 +217,15 @@ def test_parse_open_and_judge_verdicts():
 
 def test_threshold_means_use_greater_or_equal():
     def answer(qid, mode, value):
-        return outcomes.Outcome(qid, mode, value, False, 60, "d", "perception")
+        return cg_task.Outcome(qid, mode, value, False, 60, "d", "perception")
 
     # thresholds 0.1..0.5 pass 3, 2, 1, 1, 1 of 4 questions
-    grounded = outcomes.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
+    grounded = cg_task.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
     assert grounded["rec_at_iou"] == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
     joined = [answer(qid, mode, value) for qid, long, iou in ((1, 1.0, 0.5), (2, 0.0, 0.5), (3, 1.0, 0.15))
               for mode, value in (("long", long), ("grounding", iou))]
-    assert outcomes.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
-    assert math.isnan(outcomes.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
+    assert cg_task.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
+    assert math.isnan(cg_task.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
 
 
 def test_crr_arithmetic():
@@ -251,7 +253,7 @@ def test_score_records_joins_modes_per_qid():
         _record(2, "long", fenced("A")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]])),
         _record(3, "long", "no idea"), _record(3, "clue", fenced("A")), _record(3, "grounding", fenced([[15, 25]])),
     ]
-    scores = binding.score_records(records)
+    scores = score_records(binding, records)
     assert scores["long_acc"] == pytest.approx(50.0)  # qid 3 unparseable: left out
     assert scores["clue_acc"] == pytest.approx(200 / 3)
     assert scores["crr"] == pytest.approx(100 * 50 / (200 / 3))
@@ -259,7 +261,7 @@ def test_score_records_joins_modes_per_qid():
     assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
     assert scores["parse_failed"] == 1
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
-    strict = binding.score_records(records, outcomes.Settings(strict=True))
+    strict = score_records(binding, records, cg_task.Settings(strict=True))
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
 
 
@@ -275,28 +277,28 @@ def test_model_failure_is_a_missing_answer_in_every_mode(strict):
     assert all(r["model_failed"] is True and r["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1 retries]") for r in failed)
     assert _record(2, "long", fenced("B"))["model_failed"] is False and _record(2, "long", fenced("B"))["model_failure"] is None
     records = failed + [_record(2, "long", fenced("B")), _record(2, "clue", fenced("B")), _record(2, "grounding", fenced([[10, 20]]))]
-    scores = binding.score_records(records, {"strict": strict})
+    scores = score_records(binding, records, {"strict": strict})
     # qid 1 counts as wrong / tIoU 0 in every denominator (parsed, it would be right and IoU 1)
     assert scores["long_acc"] == scores["clue_acc"] == pytest.approx(50.0)
     assert scores["miou"] == pytest.approx(50.0) and scores["rec_at_iou"] == pytest.approx(50.0)
     assert scores["acc_at_iou"] == pytest.approx(50.0)
     assert scores["model_failed"] == 3 and scores["parse_failed"] == 0
     assert scores["breakdown"]["model_failed_by_mode"] == {"long": 1, "clue": 1, "grounding": 1}
-    blind = binding.score_records([{**_record(3, "blind", FAILED_REPLY), "task_kind": "blind"}], {"strict": strict})
+    blind = score_records(binding, [{**_record(3, "blind", FAILED_REPLY), "task_kind": "blind"}], {"strict": strict})
     assert blind["blind_acc"] == 0.0 and blind["model_failed"] == 1 and blind["parse_failed"] == 0
 
 
 def test_model_failure_recognised_in_records_logged_without_the_mark():
     record = _record(1, "long", FAILED_REPLY)
     del record["model_failed"], record["model_failure"]
-    scores = binding.score_records([record])
+    scores = score_records(binding, [record])
     assert scores["long_acc"] == 0.0 and scores["model_failed"] == 1
 
 
 def test_process_results_marks_the_failure_under_every_metric(cg_env):
     doc = cg_task.build_docs(data.load_records("mini"), "long", "mini")[0]
     result = binding.process_results_cg_bench_long(doc, [FAILED_REPLY])
-    assert set(result) == set(outcomes.METRICS["long"]) and "model_failed" in result
+    assert set(result) == set(cg_task.METRICS["long"]) and "model_failed" in result
     assert result["model_failed"]["model_failed"] is True and result["model_failed"]["response"] == FAILED_REPLY
 
 
@@ -309,7 +311,7 @@ def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkey
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
     records = data.load_records("mini")
     assert len(records) == 3000 and len({r["video_uid"] for r in records}) == 1118
-    assert all(r["video_uid"] in data.video_meta_table() for r in records)
+    assert all(r["video_uid"] in data.meta_table_at(data.data_root(data.CG_BENCH)) for r in records)
     docs = cg_task.build_docs(records, "mcq", "mini")
     assert len(docs) == 9000 and docs[1]["sample_id"] == f"{records[0]['qid']}:clue"
     assert {scoring.question_kind(r["sub_category"]) for r in records} == set(scoring.KINDS)
@@ -382,7 +384,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        scores = binding.score_records(records)
+        scores = score_records(binding, records)
         bodies = list(server.requests)
 
     # right (step 1 -> 1), synonym (step 1 -> 2, step 2 -> 1), wrong (0); the empty reply is left out
@@ -395,7 +397,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     expected = prompts.judge_step1_text(questions[0]["question"], questions[0]["answer"], questions[0]["answer"])
     assert expected in [b["messages"][0]["content"][0]["text"] for b in step1]
     content = step2[0]["messages"][0]["content"]
-    plan = binding.MEDIA.plan(questions[1]["video_uid"], frames.CLUE_PLAN, sampling.DEFAULT_CLUE_FRAMES, questions[1]["clue_intervals"])
+    plan = binding.MEDIA.plan(questions[1]["video_uid"], frames.CLUE_PLAN, frames.DEFAULT_CLUE_FRAMES, questions[1]["clue_intervals"])
     images = [part for part in content if part["type"] == "image_url"]
     assert len(images) == len(plan.indices) > 0
     assert images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,") and images[0]["image_url"]["detail"] == "low"
@@ -417,10 +419,10 @@ def test_open_model_failure_is_never_judged(cg_env, monkeypatch):
     with LocalJudgeServer(responder=sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        alone = binding.score_records([binding.build_record(docs[0], FAILED_REPLY)])
+        alone = score_records(binding, [binding.build_record(docs[0], FAILED_REPLY)])
         assert server.request_count == 0
         assert alone["oe_acc"] == 0.0 and alone["model_failed"] == 1 and alone["parse_failed"] == 0 and alone["judge_failed"] == 0
-        both = binding.score_records([binding.build_record(docs[0], FAILED_REPLY), binding.build_record(docs[1], fenced(questions[1]["answer"]))])
+        both = score_records(binding, [binding.build_record(docs[0], FAILED_REPLY), binding.build_record(docs[1], fenced(questions[1]["answer"]))])
         bodies = list(server.requests)
     assert len(bodies) == 1 and "LMMS_EVAL_REQUEST_FAILED" not in json.dumps(bodies)
     assert both["oe_acc"] == pytest.approx(50.0) and both["model_failed"] == 1
@@ -446,12 +448,12 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
         monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", "0.5")  # 1 failure of 4 is under this share
-        scores = binding.score_records(records)
-        strict = binding.score_records(records, {"strict": True})
+        scores = score_records(binding, records)
+        strict = score_records(binding, records, {"strict": True})
         # per run: right (1 request), wrong (1), refused (3: asked, then re-asked twice); the empty reply none
         assert server.request_count == 2 * (1 + 1 + 3)
         monkeypatch.delenv("LMMS_VR_JUDGE_FAILED_SHARE")  # the default 5%: 1 of 4 is too many
-        withheld = binding.score_records(records)
+        withheld = score_records(binding, records)
     assert scores["judge_failed"] == 1 and scores["parse_failed"] == 1 and scores["model_failed"] == 0
     assert scores["oe_acc"] == pytest.approx(50.0)  # right + wrong; the unjudged and the empty reply left out
     assert strict["judge_failed"] == 1 and strict["oe_acc"] == pytest.approx(100 / 3)  # strict: the empty reply is wrong
@@ -463,9 +465,9 @@ def test_open_without_judge_is_not_computed(cg_env, monkeypatch):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     doc = cg_task.build_docs(data.load_records("mini"), "open", "mini")[0]
-    scores = binding.score_records([binding.build_record(doc, "Red")])
+    scores = score_records(binding, [binding.build_record(doc, "Red")])
     assert math.isnan(scores["oe_acc"]) and math.isnan(scores["judge_failed"]) and scores["breakdown"]["judge_configured"] is False
-    skipped = binding.score_records([binding.build_record(doc, "Red")], {"judge": False})
+    skipped = score_records(binding, [binding.build_record(doc, "Red")], {"judge": False})
     assert math.isnan(skipped["oe_acc"]) and math.isnan(skipped["judge_failed"])
 
 

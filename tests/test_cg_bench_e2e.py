@@ -8,8 +8,10 @@ import math
 import pytest
 from lmms_cli import metric, run_lmms_eval, samples_files
 
+from bench_scoring import score_records
 from lmms_video_reasoning.cg_bench import benchmark as binding
-from lmms_video_reasoning.cg_bench import outcomes, sample
+from lmms_video_reasoning.cg_bench import sample
+from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
 
@@ -45,9 +47,9 @@ def test_mcq_and_open_through_lmms_eval(cg_sample, tmp_path, monkeypatch):
         for task in ("cg_bench_mcq", "cg_bench_open"):
             (path,) = samples_files(output, task)
             records = [json.loads(line)["parse_failed"] for line in path.read_text().splitlines() if line.strip()]
-            rescored[task] = binding.score_records(records)
+            rescored[task] = score_records(binding, records)
 
-    mcq = {name: metric(results, "cg_bench_mcq", name) for name in outcomes.METRICS["mcq"]}
+    mcq = {name: metric(results, "cg_bench_mcq", name) for name in cg_task.METRICS["mcq"]}
     assert mcq["long_acc"] == pytest.approx(_expected_mcq_accuracy(0))
     assert mcq["clue_acc"] == pytest.approx(_expected_mcq_accuracy(4))
     assert mcq["crr"] == pytest.approx(100 * min(mcq["long_acc"], mcq["clue_acc"]) / mcq["clue_acc"])

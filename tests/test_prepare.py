@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench_scoring import score_records
 from lmms_video_reasoning.utils.data import archives
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.data import prepare
@@ -367,7 +368,7 @@ def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, ca
     park = [r for r in records if r["video_uid"] == "cgsample_park"]
     assert park and all("no subtitle line" in r["subtitles_unusable"] for r in park)
     assert all(r["subtitles_unusable"] is None for r in records if r["video_uid"] != "cgsample_park")
-    scores = binding.score_records(records, {"judge": False})
+    scores = score_records(binding, records, {"judge": False})
     assert scores["subtitles_unusable"] == 1 and list(scores["breakdown"]["subtitles_unusable"]) == ["cgsample_park"]
 
 
@@ -504,7 +505,7 @@ def test_a_missing_srt_is_counted_at_run_time(tmp_path, monkeypatch):
         media_index.forget()
         docs = task.build_docs(data.load_records("mini"), "long", "mini")
         records = [binding.build_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
-        return {r["video_uid"] for r in records if r["subtitles_missing"]}, binding.score_records(records, {"judge": False})
+        return {r["video_uid"] for r in records if r["subtitles_missing"]}, score_records(binding, records, {"judge": False})
 
     before, _scores = without_subtitles()  # the sample, like the release, has videos without an SRT
     assert "cgsample_park" not in before

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 from PIL import Image
 
+from bench_scoring import score_records
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts, resampling
 from lmms_video_reasoning.utils.results import samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
@@ -130,7 +131,7 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
                for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), samples_io.task_spec(RUNS[name][0]))[0]]
-    expected = cg_binding.score_records(records, {"strict": False, "judge": False})["acc_at_iou"]
+    expected = score_records(cg_binding, records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)
     [row] = user_rows(data["sections"]["cg_bench"]["tables"][0])
@@ -211,7 +212,7 @@ def test_cg_bench_plots_carry_intervals(scored, tmp_path, monkeypatch):
 
 def plot_order(group: str, plotted: dict) -> list[str]:
     """The plot's category order: duration buckets in order, domains sorted."""
-    from lmms_video_reasoning.cg_bench.report import DURATION_ORDER
+    from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS as DURATION_ORDER
 
     return [b for b in DURATION_ORDER if b in plotted] if group == "duration" else sorted(plotted)
 
@@ -221,7 +222,7 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     the group; on the run itself equal to the benchmark's breakdown of that group."""
     import numpy as np
 
-    from lmms_video_reasoning.cg_bench.outcomes import BREAKDOWN_GROUPS, Outcome, breakdown
+    from lmms_video_reasoning.cg_bench.task import BREAKDOWN_GROUPS, Outcome, breakdown
 
     sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
     assert sampled is not None, why

@@ -38,7 +38,7 @@ def test_choices_any_case():
 
 
 def test_the_suites_own_settings_follow_the_rule():
-    from lmms_video_reasoning.cg_bench import outcomes
+    from lmms_video_reasoning.cg_bench import task as cg_task
     from lmms_video_reasoning.judges import failure_share
     from lmms_video_reasoning.utils.lmms import autoload, proxy_clips
 
@@ -49,7 +49,7 @@ def test_the_suites_own_settings_follow_the_rule():
         with pytest.raises(settings.SettingError, match="LMMS_VR_PROXY_CACHE_MB"):
             proxy_clips.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
     with pytest.raises(settings.SettingError, match="LMMS_VR_CG_STRICT"):
-        outcomes.STRICT.read({"LMMS_VR_CG_STRICT": "strict"})
+        cg_task.STRICT.read({"LMMS_VR_CG_STRICT": "strict"})
     assert failure_share.failed_share_limit({"LMMS_VR_JUDGE_FAILED_SHARE": "0.1"}) == 0.1
 
 

@@ -15,6 +15,7 @@ import json
 import math
 
 import pytest
+from bench_scoring import score_records
 from lmms_video_reasoning.judges import LocalJudgeServer
 from reference_data import prompt_dir
 
@@ -92,7 +93,7 @@ def test_list_repr_of_reference_steps_reaches_the_judge(reference_dir, judge_env
     from lmms_video_reasoning.vcr_bench import benchmark as binding
 
     responder, _server = judge_env
-    binding.score_records(demo_records(reference_dir))
+    score_records(binding, demo_records(reference_dir))
     recall_prompts = [p for p in responder.served if p.startswith("You are an expert system for verifying")]
     assert any("[Ground Truth Information]\n['1. 0:08-0:30, a series of explosions" in p for p in recall_prompts)
 
@@ -101,7 +102,7 @@ def test_official_demo_scores_in_process(reference_dir, judge_env):
     from lmms_video_reasoning.vcr_bench import benchmark as binding
 
     responder, server = judge_env
-    metrics = binding.score_records(demo_records(reference_dir))
+    metrics = score_records(binding, demo_records(reference_dir))
     assert responder.unexpected == [], "a prompt differs from the official one:\n" + responder.unexpected[0][:2000]
     # 4 extractions + 4 scorings + 4 recalls + 4 precisions, each byte-identical to the official prompt.
     assert server.request_count == 16 and len(set(responder.served)) == 16

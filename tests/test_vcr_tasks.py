@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from bench_scoring import score_records
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, MediaError
 from lmms_video_reasoning.vcr_bench import benchmark as binding
@@ -193,7 +194,7 @@ def test_model_failure_placeholder_is_never_judged(docs, monkeypatch):
     assert record["model_failed"] is True and record["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1")
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
-        metrics = binding.score_records([record])
+        metrics = score_records(binding, [record])
     finally:
         server.stop()
     assert server.request_count == 0
@@ -208,8 +209,8 @@ def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, 
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
         records = [vcr_task.build_record(docs[i], responses[i]) for i in sorted(docs)]
-        metrics = binding.score_records(records)
-        answered = binding.score_records([r for r in records if not r["model_failed"]])
+        metrics = score_records(binding, records)
+        answered = score_records(binding, [r for r in records if not r["model_failed"]])
     finally:
         server.stop()
     assert not [b for b in server.requests if "LMMS_EVAL_REQUEST_FAILED" in json.dumps(b)]
@@ -239,7 +240,7 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
         records = [vcr_task.build_record(d, table[i][0]) for i, d in sorted(docs.items())]
         records.append({**binding.process_results_vcr_cot({"sample_id": "x"}, ["?"])["accuracy"], "dimension_code": "ftr",
                          "duration_bucket": "short", "multiple_choice": True})
-        metrics = binding.score_records(records)
+        metrics = score_records(binding, records)
     finally:
         server.stop()
     assert metrics["judge_failed"] == 2  # the broken recall + the unprocessable record
@@ -253,7 +254,7 @@ def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
         record = vcr_task.build_record(docs[4], "A")  # correct bare letter
-        metrics = binding.score_records([record])
+        metrics = score_records(binding, [record])
     finally:
         server.stop()
     kinds = [b["messages"][0]["content"][:20] for b in server.requests]
@@ -266,8 +267,8 @@ def test_background_setting_changes_overall(docs, monkeypatch):
     server = judge_with(monkeypatch, sample.judge_responder)
     try:
         record = vcr_task.build_record(docs[5], "Nothing useful. So the answer is the magenta circle.")
-        default = binding.score_records([record])
-        included = binding.score_records([record], {"include_background": True})
+        default = score_records(binding, [record])
+        included = score_records(binding, [record], {"include_background": True})
     finally:
         server.stop()
     # Reference of id 5: 1 background + 2 perception + 1 inference step, none matched.
@@ -281,7 +282,7 @@ def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
     records = [vcr_task.build_record(d, "A") for d in docs.values()]
     records[0] = vcr_task.build_record(docs[0], PLACEHOLDER)
     with caplog.at_level("WARNING"):
-        metrics = binding.score_records(records)
+        metrics = score_records(binding, records)
     assert metrics.pop("model_failed") == 1  # needs no judge
     assert metrics.pop("reasoning_truncated") == 0  # nor does this count
     assert all(math.isnan(v) for v in metrics.values())

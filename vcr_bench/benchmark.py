@@ -1,18 +1,15 @@
 """VCR-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
-(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
-`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
-`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
-is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
-declaration (`BENCHMARK`). The task itself (inputs, records, metrics) is `task.py`, shared with
-the upstream task folder.
+(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`, `GROUPS`;
+`tasks/*.yaml` are generated from them), the lmms-eval hooks (`load_docs*`, `doc_to_*`; the declared
+ones made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the
+judge it is handed (`scored_records`) and the declaration (`BENCHMARK`). The task itself (inputs,
+records, metrics) is `task.py`, shared with the upstream task folder.
 
-Video-native models get a proxy clip of exactly the frames their own path keeps (`utils.lmms.
-model_video`; `LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames. Scoring:
-`process_results` only builds a self-contained record (`task.build_record`: never calls a
-judge, never raises); the first aggregation of a task judges all records in one batch
-(`scored_records`, memoised by content with its outcomes so the metric aggregations and their
-standard errors share one batch) and writes the judge accounting next to the results; `lmms-vr
-score` calls the same scoring on records read back from a `--log_samples` file.
+Video-native models get a proxy clip of exactly the frames their own path keeps (`LMMS_VR_VIDEO_INPUT
+=path`: the path), frame-based ones 64 timed frames. `process_results` only builds a record (never a
+judge call, never raising); the first aggregation of a task judges all its records in one batch and
+writes the judge accounting beside the results; `lmms-vr score` runs the same scoring on a
+`--log_samples` file.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
@@ -90,34 +86,26 @@ GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
 # ---------------------------------------------------------------- documents (process_docs)
 
 
-def _media_check():
+def load_docs(dataset=None, media: bool = True) -> Any:
+    """`process_docs`: the benchmark's documents for lmms-eval's one-row placeholder, the media
+    (`media`) and the judge checked before generation (`utils/lmms/preflight.py`)."""
     from lmms_video_reasoning.utils.lmms import preflight
 
-    return preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records()))
-
-
-def load_docs(dataset=None) -> Any:
-    """`process_docs`: replace the one-row placeholder with the benchmark's documents (checked
-    before generation: `utils.preflight`)."""
-    from lmms_video_reasoning.utils.lmms import preflight
-
-    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), _media_check(), judge="vcr_bench")
+    check = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records())) if media else None
+    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), check, judge="vcr_bench")
 
 
 def load_docs_no_visual(dataset=None) -> Any:
     """`process_docs` of `vcr_text_only`: the same documents; no video is needed."""
-    from lmms_video_reasoning.utils.lmms import preflight
-
-    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), judge="vcr_bench")
+    return load_docs(dataset, media=False)
 
 
 # ---------------------------------------------------------------- model inputs ("get the frames" on the data root)
 
 
 class PluginMedia:
-    """Videos under the data root (`data.video_file`), frame plans from the container
-    (`video.plan_frames`, the one path every benchmark's plans take), frames from the exact
-    sampler, and the proxy clip of the model's own frames for video-native models."""
+    """Videos under the data root (`data.video_file`): frame plans from the container, frames from
+    the exact sampler, the proxy clip of the model's own frames for video-native models (`task.Media`)."""
 
     def plan(self, doc: dict, plan: FramePlan, n: int):
         from lmms_video_reasoning.utils.media import video
@@ -142,17 +130,14 @@ MEDIA = PluginMedia()
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
     return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
     return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    """Chat models: the visuals of `doc_to_visual` as video / image parts, then the prompt."""
     return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
@@ -164,12 +149,6 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tup
     judged by `judge` (`task.score_with`; NaN without one), and the judge's outcomes per sample
     (None without a judge)."""
     return task.score_with(records, judge, settings, NO_JUDGE_HINT)
-
-
-def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of `scored_records` with the configured judge (`settings`: the records' own by default)."""
-    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
-    return scored_records(records, settings, get_judge("vcr_bench"))[0]
 
 
 class VcrBenchScoring(ScoringAdapter):

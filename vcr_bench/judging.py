@@ -1,19 +1,13 @@
 """The four VCR-Bench judge calls, run for a whole task in one concurrent batch.
 
-Per sample (README.md, "How scoring runs"): answer extraction, then, chained on it, answer scoring
-(or the IoU rule for VTG / TSG); recall and precision run in parallel with that chain. All
-samples' jobs go through one `judge.map`, so a task's judging costs the time of its slowest
-chain, not the sum. Every request carries its official prompt as one user message,
-temperature 0, max_tokens 2048, a parser that raises `ParseError` (bounded re-asks by the
-engine) and a tag for the accounting. A failed call is recorded in the sample's `errors`,
-never turned into a score. A sample without a model answer (`utils.lmms.responses.model_failed`) gets
-no judge call at all.
-
-Every call is shown the model's whole reply, thinking blocks included, as the official code
-passes the model's whole output to all four prompts (`responses.judged_text`; the
-reasoning blocks are stripped under `LMMS_VR_REASONING=stripped`). A reply that ends inside an
-open reasoning block has no answer: it is wrong without an extraction call; recall and
-precision still rate the reasoning it wrote.
+Per sample (README.md, "How scoring runs"): answer extraction, then answer scoring (or the IoU rule
+for VTG / TSG); recall and precision in parallel with that chain, all through one `judge.map`. Each
+request carries its official prompt as one user message, temperature 0, max_tokens 2048, a parser
+that raises `ParseError` (bounded re-asks) and a tag for the accounting. A failed call is recorded
+in the sample's `errors`, never turned into a score; a sample without a model answer gets no judge
+call. Every call is shown the model's whole reply, thinking included, as officially
+(`responses.judged_text`; stripped under `LMMS_VR_REASONING=stripped`); a reply ending inside an
+open reasoning block is wrong without an extraction call, its reasoning still rated.
 """
 
 from __future__ import annotations
@@ -105,23 +99,19 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
             "verdict_exact": reading.exact, "verdict_lenient": reading.lenient}
 
 
-def judge_recall(record: dict, ask: Ask) -> dict:
-    """Recall judge: {"steps": [{"type", "judgment"}] per reference step} or {"error"}."""
-    prompt = prompts.recall_prompt(record["question"], record["answer"], judged_text(record), record["reasoning"])
-    result = ask(judge_request(prompt, scoring.parse_recall, "vcr.recall",
-                               expected_reply=expected_steps_reply(record["reasoning"], precision=False)))
-    return {"steps": result.value} if result.ok else {"error": f"recall: {result.error}"}
-
-
-def judge_precision(record: dict, ask: Ask) -> dict:
-    """Precision judge: {"steps": [{"type", "judgment"}] per response step} or {"error"}."""
-    prompt = prompts.precision_prompt(record["question"], judged_text(record), record["reasoning"])
-    result = ask(judge_request(prompt, scoring.parse_precision, "vcr.precision",
-                               expected_reply=expected_steps_reply(response_steps(judged_text(record)), precision=True)))
-    return {"steps": result.value} if result.ok else {"error": f"precision: {result.error}"}
-
-
-JOBS = {"answer": judge_answer, "recall": judge_recall, "precision": judge_precision}
+def judge_steps(record: dict, ask: Ask, kind: str) -> dict:
+    """Recall (each reference step) or precision (each response step) judge: {"steps": [{"type",
+    "judgment"}]} or {"error"}."""
+    response = judged_text(record)
+    if kind == "recall":
+        prompt = prompts.recall_prompt(record["question"], record["answer"], response, record["reasoning"])
+        request = judge_request(prompt, scoring.parse_recall, "vcr.recall", expected_reply=expected_steps_reply(record["reasoning"], precision=False))
+    else:
+        prompt = prompts.precision_prompt(record["question"], response, record["reasoning"])
+        request = judge_request(prompt, scoring.parse_precision, "vcr.precision",
+                                expected_reply=expected_steps_reply(response_steps(response), precision=True))
+    result = ask(request)
+    return {"steps": result.value} if result.ok else {"error": f"{kind}: {result.error}"}
 
 
 def needs_precision_judge(response: str) -> bool:
@@ -197,7 +187,7 @@ def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool,
 
     def run(job, ask):
         index, kind = job
-        return judge_answer(records[index], ask, settings) if kind == "answer" else JOBS[kind](records[index], ask)
+        return judge_answer(records[index], ask, settings) if kind == "answer" else judge_steps(records[index], ask, kind)
 
     results = judge.map(run, jobs, desc="VCR-Bench judging")
     outcomes = combine(records, jobs, results, chain_of_thought)

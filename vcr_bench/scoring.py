@@ -9,6 +9,7 @@ parsed replies to these functions.
 from __future__ import annotations
 
 import ast
+import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -24,6 +25,8 @@ from lmms_video_reasoning.judges.parsing import (
 )
 from lmms_video_reasoning.utils.core import settings as setting
 from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
+
+log = logging.getLogger(__name__)
 
 PERCEPTION = "Video Description Steps"
 REASONING = "Logical Inference Steps"
@@ -197,7 +200,7 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
     As `match_answer`, decided by the answers' shape in any dimension: both parse as time
     intervals -> correct iff time IoU > 0.7; else both parse as integer boxes -> box IoU > 0.5.
     Where the official code raises inside this rule (a zero-area union, a literal nested too
-    deeply, a non-text answer) the sample scores 0: (False, None). Reversed bounds are read in
+    deeply, a non-text answer) the sample scores 0: (False, None), with a warning naming the error. Reversed bounds are read in
     order unless `official_reversed` (README.md, "How scoring runs" 2; README differences).
     """
     ordered = not official_reversed
@@ -213,7 +216,10 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
         if gt_box is not None and pred_box is not None:
             iou = box_iou(gt_box, pred_box, ordered)
             return iou > TSG_IOU_THRESHOLD, iou
-    except Exception:  # noqa: BLE001 - `match_answer` catches everything and stores 0 (wrong)
+    except (ArithmeticError, RecursionError, MemoryError, TypeError, AttributeError) as error:
+        # `match_answer` catches these and stores 0 (wrong); said, never swallowed silently
+        log.warning("VCR-Bench: the official IoU rule raised %s: %s on answer %.80r (reference %.80r); scored 0 as officially",
+                    type(error).__name__, error, extracted, gt_answer)
         return False, None
     return None
 
@@ -282,11 +288,6 @@ def f1(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
-def percent(value: float) -> float:
-    """A 0-1 ratio on the 0-100 scale the metrics use (NaN stays NaN)."""
-    return value * 100.0
-
-
 DIMENSION_CODES = ("ftr", "vtc", "vtg", "vkr", "tsr", "vpa", "tsg")
 DURATION_BUCKETS = ("short", "medium", "long")
 ACCURACY_METRICS = (
@@ -351,7 +352,7 @@ def cot_from_totals(totals: Totals) -> dict[str, np.ndarray]:
         r = ratio(totals[f"recall_sum:{kind}"], totals[f"recall_n:{kind}"])
         p = ratio(totals[f"precision_sum:{kind}"], totals[f"precision_n:{kind}"])
         prefix = _COT_PREFIX[kind]
-        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = percent(r), percent(p), percent(rowwise(f1, p, r))
+        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = r * 100.0, p * 100.0, rowwise(f1, p, r) * 100.0
     return out
 
 
@@ -399,29 +400,20 @@ def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -
 
 # ---------------------------------------------------------------- scoring settings
 
-INCLUDE_BACKGROUND_ENV = "VCR_BENCH_INCLUDE_BACKGROUND"
-LENIENT_VERDICT_ENV = "VCR_BENCH_LENIENT_VERDICT"
-OFFICIAL_REVERSED_ENV = "VCR_BENCH_OFFICIAL_REVERSED"
 # The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
-INCLUDE_BACKGROUND = setting.declare(INCLUDE_BACKGROUND_ENV, "bool", False, "overall CoT counts Background Review "
+INCLUDE_BACKGROUND = setting.declare("VCR_BENCH_INCLUDE_BACKGROUND", "bool", False, "overall CoT counts Background Review "
                                      "steps (paper-era code)", scoring=True, option="include_background")
-LENIENT_VERDICT = setting.declare(LENIENT_VERDICT_ENV, "bool", False, "the scoring judge's first standalone 0/1 "
+LENIENT_VERDICT = setting.declare("VCR_BENCH_LENIENT_VERDICT", "bool", False, "the scoring judge's first standalone 0/1 "
                                   "decides instead of the exact reply '1'", scoring=True, option="lenient_verdict")
-OFFICIAL_REVERSED = setting.declare(OFFICIAL_REVERSED_ENV, "bool", False, "reversed intervals / boxes enter the IoU "
+OFFICIAL_REVERSED = setting.declare("VCR_BENCH_OFFICIAL_REVERSED", "bool", False, "reversed intervals / boxes enter the IoU "
                                     "rule as given, as officially", scoring=True, option="official_reversed")
 OPTIONS = (INCLUDE_BACKGROUND, LENIENT_VERDICT, OFFICIAL_REVERSED)
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """The scoring settings: those given (a task's, as its records carry them: the plugin's scoring
-    reads them once, `VcrBenchScoring.settings`), the defaults for those not given; None (a caller
-    with no task, e.g. the upstream task folder): the defaults, each overridden by its environment
-    variable when set (`settings.task_settings`, the one rule). `include_background`
-    (`VCR_BENCH_INCLUDE_BACKGROUND`: overall CoT counts Background Review steps, as the paper-era
-    code did; default off as the current code); `lenient_verdict` (`VCR_BENCH_LENIENT_VERDICT`:
-    the scoring judge's first standalone 0/1 decides instead of the official exact reply "1");
-    `official_reversed` (`VCR_BENCH_OFFICIAL_REVERSED`: reversed interval bounds / box corners
-    enter the IoU rule as given, as officially). Other keys given are kept."""
+    """The scoring settings (`OPTIONS`): those given (a task's, as its records carry them), the
+    defaults for the others, other keys kept; None (a caller with no task, e.g. the upstream task
+    folder): the defaults, each overridden by its environment variable (`settings.task_settings`)."""
     if settings is None:
         return setting.task_settings(OPTIONS)
     return {**{option.option: option.default for option in OPTIONS}, **settings}

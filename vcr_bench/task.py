@@ -41,8 +41,7 @@ from lmms_video_reasoning.vcr_bench import docs, frames, judging, prompts, scori
 log = logging.getLogger(__name__)
 
 VISUAL_MODES = ("video", "frames", "one_frame", "none")
-VISUAL_MODE_ENV = "VCR_BENCH_VISUAL_MODE"
-VISUAL_MODE = settings.declare(VISUAL_MODE_ENV, "choice", "", "what the video tasks show: the video, frames, one frame "
+VISUAL_MODE = settings.declare("VCR_BENCH_VISUAL_MODE", "choice", "", "what the video tasks show: the video, frames, one frame "
                                "or nothing", choices=VISUAL_MODES, scoring=True)
 FRAME_COUNT = frames.FRAME_COUNT
 
@@ -75,7 +74,7 @@ def task_settings(kwargs: dict | None) -> tuple[str, bool]:
     if override and mode in ("video", "frames"):
         mode = override
     if mode not in VISUAL_MODES:
-        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE_ENV}) is not one of {VISUAL_MODES}")
+        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE.name}) is not one of {VISUAL_MODES}")
     return mode, bool(kwargs.get("chain_of_thought", True))
 
 
@@ -139,40 +138,24 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 
 
 def build_record(doc: dict, response: Any, chain_of_thought: bool = True, settings: dict | None = None) -> dict:
-    """The record of one sample (`Benchmark.build_record`); `chain_of_thought` (`score_cot`):
-    recall and precision are judged too (`vcr_cot`; the paper's Table 5 ablations score
-    accuracy only); `settings`: the task's (`registry.Benchmark.record`), which make the reply fields.
-
-    lmms-eval's placeholder for a request that got no answer ("[LMMS_EVAL_REQUEST_FAILED ...]")
-    is kept as the response and marked `model_failed`, with its first line as `model_failure`:
-    it is never judged (`responses.model_failed`). The response is the raw reply;
-    `reply_record` adds its final answer, whether its reasoning was cut off (then the answer is
-    wrong without a judge call) and which text the judges see. A document that cannot be read
-    becomes a record with its `error` (a failed sample, not a retry loop).
-    """
-    reply = reply_record(response, settings)
+    """The record of one sample (`Benchmark.build_record`); `chain_of_thought` (`score_cot`): recall
+    and precision are judged too (`vcr_cot`; the Table 5 ablations score accuracy only); `settings`:
+    the task's, under which `reply_record` reads the reply (lmms-eval's failure placeholder marked
+    `model_failed` and never judged; the final answer; a reasoning cut off: wrong without a judge
+    call). A document that cannot be read becomes a record with its `error` (a failed sample, not a
+    retry loop)."""
+    record = {"sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
+              "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
+              "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [],
+              **reply_record(response, settings), "score_cot": chain_of_thought, "error": None}
     try:
-        return {
-            "sample_id": str(doc["sample_id"]),
-            "id": int(doc["id"]),
-            "dimension_code": doc["dimension_code"],
-            "duration": float(doc["duration"]),
-            "duration_bucket": docs.duration_bucket(float(doc["duration"])),
-            "multiple_choice": bool(doc["multiple_choice"]),
-            "question": doc["question"],
-            "answer": doc["answer"],
-            "reasoning": list(doc["reasoning"]),
-            **reply,
-            "score_cot": chain_of_thought,
-            "error": None,
-        }
+        duration = float(doc["duration"])
+        record.update(sample_id=str(doc["sample_id"]), id=int(doc["id"]), dimension_code=doc["dimension_code"], duration=duration,
+                      duration_bucket=docs.duration_bucket(duration), multiple_choice=bool(doc["multiple_choice"]),
+                      question=doc["question"], answer=doc["answer"], reasoning=list(doc["reasoning"]))
     except Exception as error:  # noqa: BLE001 - a bad doc must become a failed sample, not a retry loop
-        return {
-            "sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
-            "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
-            "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [], **reply,
-            "score_cot": chain_of_thought, "error": f"{type(error).__name__}: {error}",
-        }
+        record["error"] = f"{type(error).__name__}: {error}"
+    return record
 
 
 def metric_names(chain_of_thought: bool) -> tuple[str, ...]:

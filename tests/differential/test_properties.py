@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from interval_iou import intervals_iou
 
+from bench_scoring import score_records
 from lmms_video_reasoning.cg_bench import benchmark as cg_binding
-from lmms_video_reasoning.cg_bench import outcomes as cg_outcomes
+from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.cg_bench import scoring as cg
 from lmms_video_reasoning.judges.parsing import ParseError, extract_json
 from lmms_video_reasoning.vcr_bench import scoring as vcr
@@ -135,8 +136,8 @@ def test_no_reply_crashes_cg_bench_score_records(responses, strict):
         records.append({"sample_id": str(index), "qid": index % 5, "mode": mode, "video_uid": "v", "question": "Q?",
                         "answer": "a ball", "right_answer": "B", "clue_intervals": [[8.0, 30.0]], "domain": "d",
                         "sub_category": "Object Perception", "duration": 600, "response": response})
-    scores = cg_binding.score_records(records, {"strict": strict, "judge": False})
-    for name in cg_outcomes.HEADLINE:
+    scores = score_records(cg_binding, records, {"strict": strict, "judge": False})
+    for name in cg_task.HEADLINE:
         value = scores[name]
         assert math.isnan(value) or 0.0 <= value <= 100.0
     assert scores["parse_failed"] <= len(records)

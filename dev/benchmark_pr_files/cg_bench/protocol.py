@@ -3,8 +3,8 @@
 The tasks `cgbench_long`, `cgbench_clue`, `cgbench_grounding`, `cgbench_open`, `cgbench_mcq`
 (long + clue + grounding joined per question: CRR and acc@IoU) and `cgbench_blind`, on the
 mini split, and `cgbench_full_*` on the full one. The task logic is `task.py` (documents,
-inputs), `sampling.py` (the official frame sampler and subtitles), `outcomes.py` (records,
-outcomes, metrics), `judging.py` (the two-step open-ended judge) and `scoring.py`; this module
+inputs, records, outcomes, metrics), `frames.py` (the official frame sampler and subtitles),
+`judging.py` (the two-step open-ended judge) and `scoring.py`; this module
 binds it to lmms-eval: the folder's dataset, files resolved by `resolve_media_reference` (plain
 paths), frames decoded with PyAV (`plain_frames.py`), and the judge of lmms-eval's own settings
 (`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`, the provider's key and URL). Open answers
@@ -19,7 +19,7 @@ from pathlib import Path
 from datasets import Dataset
 
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
-from lmms_video_reasoning.cg_bench import docs, judging, outcomes, task
+from lmms_video_reasoning.cg_bench import docs, judging, task
 from lmms_video_reasoning.utils.core.frame_plan import choose
 from lmms_video_reasoning.utils.lmms.llm_judge_ask import configured_judge
 from lmms_video_reasoning.utils.media import plain_frames
@@ -113,17 +113,17 @@ def cgbench_protocol_doc_to_messages(doc, lmms_eval_specific_kwargs=None):
 def cgbench_protocol_process_results(doc, results):
     """The answer's record and its outcome (open answers judged here, by the two-step judge)."""
     response = results[0] if results else ""
-    record = outcomes.make_record(doc, response if isinstance(response, str) else str(response), MEDIA)
+    record = task.make_record(doc, response if isinstance(response, str) else str(response), MEDIA)
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
-    outcome = outcomes.read_outcomes([record], outcomes.Settings.from_env(), judge, MEDIA)[0]
+    outcome = task.read_outcomes([record], task.Settings.from_env(), judge, MEDIA)[0]
     value = {"record": record, "outcome": dataclasses.asdict(outcome)}
     return {name: value for name in task.metric_names(doc)}
 
 
 def metrics(values):
     """Every metric of a task from its outcomes (modes joined per question)."""
-    read = [outcomes.Outcome(**value["outcome"]) for value in values]
-    return outcomes.task_metrics(read)
+    read = [task.Outcome(**value["outcome"]) for value in values]
+    return task.task_metrics(read)
 
 
 def _aggregation(metric):
