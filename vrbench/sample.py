@@ -226,9 +226,7 @@ def write_sample(root: Path) -> Path:
     return root
 
 
-# ----------------------------------------------------------------------------------------
-# Replay predictions and the test judge
-# ----------------------------------------------------------------------------------------
+# --- Replay predictions and the test judge
 
 _TIMES = re.compile(r"\s*\[\d\d:\d\d:\d\d->\d\d:\d\d:\d\d\]\.?")
 

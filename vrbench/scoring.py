@@ -31,9 +31,7 @@ from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PROTOCOLS = ("default", "official")
 
-# ----------------------------------------------------------------------------------------
-# Reasoning types
-# ----------------------------------------------------------------------------------------
+# --- Reasoning types
 
 # Spelling in the data -> metric suffix. The data spells counting "Counting Porblems"; both
 # spellings are accepted. "Multi-element Inference" is named by the official judge code
@@ -78,9 +76,7 @@ def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
     return None
 
 
-# ----------------------------------------------------------------------------------------
-# MCQ-O: the official 8-stage extraction cascade (calculate_scores.py::extract_mcq_answer)
-# ----------------------------------------------------------------------------------------
+# --- MCQ-O: the official 8-stage extraction cascade (calculate_scores.py::extract_mcq_answer)
 
 # Stage 4 keywords, in the official order. All matches of all keywords are concatenated in
 # keyword order and the last one wins: the last match of the last keyword that matched,
@@ -215,9 +211,7 @@ def mcq_correct(response: str | None, answer: str) -> bool:
     return not is_model_failure(response) and extract_mcq_answer(response) == answer
 
 
-# ----------------------------------------------------------------------------------------
-# OE-P: the four judge tags and their weights
-# ----------------------------------------------------------------------------------------
+# --- OE-P: the four judge tags and their weights
 
 # batch_evaluation_api_mp_time_async.py: 0.4 / 0.4 / 0.1 / 0.1, in this tag order.
 TAGS = {
@@ -286,11 +280,7 @@ def official_response(response: str) -> str:
     return response.strip("Assistant:")  # noqa: B005, PLE1310 - the official quirk, on purpose
 
 
-# ----------------------------------------------------------------------------------------
-# Aggregation
-# ----------------------------------------------------------------------------------------
-
-
+# --- Aggregation
 @dataclass(frozen=True)
 class QuestionScore:
     """Everything aggregation needs about one question."""
