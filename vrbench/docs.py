@@ -42,12 +42,7 @@ def _steps(process: Any, where: str) -> list[list[str]]:
 
 
 def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
-    """One document per question, id `"{video_id}_{qa_key}"` (the official question id).
-
-    Each document carries what inference and scoring need: the question and its options, the
-    gold letter, the open-ended reference answer, the reference steps (formatted as the
-    official judge sees them), the reasoning type and the video's summary and path.
-    """
+    """One document per question, id `"{video_id}_{qa_key}"` (the official question id)."""
     docs = []
     for record in records:
         video_id = str(record["video_id"])

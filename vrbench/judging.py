@@ -44,33 +44,24 @@ JUDGE_MODEL = "deepseek-chat"
 JUDGE_BASE_URL = "https://api.deepseek.com/v1"
 
 
-def judge_messages(record: dict, protocol: str) -> list[dict] | None:
-    """The chat messages the judge receives for one record, or None if the type is not rated."""
+def judge_request(record: dict, protocol: str) -> Request | None:
+    """The judge request for one record (None if its type is not rated under `protocol`)."""
     kind = judge_prompt_kind(record["reasoning_type"], protocol)
     if kind is None:
         return None
     response, procedure, answer = judged_text(record), record["procedure"], record["original_answer"]
-    if protocol == "official":
+    official = protocol == "official"
+    if official:
         response = official_response(response)
         procedure, answer = answer, procedure  # the official call's swapped arguments
     fields = {"question": record["question"], "response": response, "procedure": procedure, "answer": answer}
     if kind == UNIQUE:
-        return prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
-    return prompts.judge_prompt(prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN, video_summary=record["summary"], **fields)
-
-
-def judge_request(record: dict, protocol: str) -> Request | None:
-    """The judge request for one record (None if its type is not rated under `protocol`)."""
-    messages = judge_messages(record, protocol)
-    if messages is None:
-        return None
-    kind = judge_prompt_kind(record["reasoning_type"], protocol)
-    expected = expected_reply(kind)
-    if protocol == "official":
-        # Parsed after the call with the official rules: missing tags score 0, no re-ask.
-        return Request(messages, temperature=None, tag=f"vrbench.{kind}", expected_reply=expected)
-    return Request(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}",
-                   expected_reply=expected)
+        messages = prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
+    else:
+        messages = prompts.judge_prompt(prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN, video_summary=record["summary"], **fields)
+    # official: no temperature sent, and the reply parsed after the call with the official rules (missing tags score 0, no re-ask)
+    return Request(messages, temperature=None if official else 0.0, parse=None if official else partial(parse_tags, kind=kind),
+                   tag=f"vrbench.{kind}", expected_reply=expected_reply(kind))
 
 
 # A per-dimension rationale of typical length (about 60 tokens), for the cost estimate.

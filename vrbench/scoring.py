@@ -26,7 +26,7 @@ import numpy as np
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.parsing import ParseError, extract_tag
-from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
+from lmms_video_reasoning.utils.core.columns import Totals, column, ratio, rowwise
 from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PROTOCOLS = ("default", "official")
@@ -55,11 +55,6 @@ OFFICIAL_NON_UNIQUE = ("Hypothetical Reasoning", "Event Prediction")
 COUNTING = ("Counting Porblems", "Counting Problems")
 
 UNIQUE, NON_UNIQUE = "unique", "non_unique"
-
-
-def type_metric(reasoning_type: str) -> str | None:
-    """Metric suffix of a reasoning type as spelled in the data (KeyError if unknown)."""
-    return TYPE_METRIC[reasoning_type.strip()]
 
 
 def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
@@ -120,73 +115,6 @@ def _strip_punctuation(text: str) -> str:
     return _PERIOD.sub("", output, count=_PERIOD_LIMIT)
 
 
-def _stage_boxed(text: str) -> str | None:
-    """1. `\\boxed{X}` (first occurrence)."""
-    match = _BOXED.search(text)
-    return match.group(1).upper() if match else None
-
-
-def _stage_answer_tag(text: str) -> str | None:
-    """2. `<Answer>` then optional whitespace then the letter (first occurrence; `[X]` fails)."""
-    match = _ANSWER_TAG.search(text)
-    return match.group(1).upper() if match else None
-
-
-def _stage_option_line(text: str) -> str | None:
-    """3. A line `X. text` in the stripped response (last such line)."""
-    return _last([letter for letter, _rest in _OPTION_LINE.findall(text.strip())])
-
-
-def _stage_keywords(text: str) -> str | None:
-    """4. `Answer`, `answer is`, ..., `conclusion` + `[:\\s]+X` + space/end/period/comma."""
-    matches: list[str] = []
-    for pattern in _KEYWORD_PATTERNS:
-        matches.extend(pattern.findall(text))
-    return _last(matches)
-
-
-def _stage_labels(text: str) -> str | None:
-    """5. `X.` then `X)` then `X:` anywhere, any case (so "the house." gives E)."""
-    for pattern in _LABEL_PATTERNS:
-        matches = pattern.findall(text)
-        if matches:
-            return _last(matches)
-    return None
-
-
-def _stage_letter_before_word(text: str) -> str | None:
-    """6. A whitespace-preceded letter followed by whitespace and a letter, or the end."""
-    return _last(_LETTER_BEFORE_WORD.findall(text))
-
-
-def _stage_cleaned_text(text: str) -> str | None:
-    """7. Punctuation stripped, lower-cased: the last standalone a-e."""
-    cleaned = _strip_punctuation(text.replace("\n", " ").replace("\t", " ").strip())
-    cleaned = cleaned.strip("'").strip('"').strip(")").strip("(").strip().lower()
-    return _last(_STANDALONE_ANY_CASE.findall(cleaned))
-
-
-def _stage_bare_letter(text: str) -> str | None:
-    """8. A standalone capital A-E: the last one in the final 50 characters (any case there),
-    else the last one anywhere."""
-    if not _STANDALONE.findall(text):
-        return None
-    in_tail = _STANDALONE_ANY_CASE.findall(text.lower()[-50:])
-    return _last(in_tail) or _last(_STANDALONE.findall(text))
-
-
-_STAGES = (
-    _stage_boxed,
-    _stage_answer_tag,
-    _stage_option_line,
-    _stage_keywords,
-    _stage_labels,
-    _stage_letter_before_word,
-    _stage_cleaned_text,
-    _stage_bare_letter,
-)
-
-
 def extract_mcq_answer(response: str | None) -> str | None:
     """The option letter (A-E) the official cascade reads from a response, or None.
 
@@ -195,11 +123,27 @@ def extract_mcq_answer(response: str | None) -> str | None:
     """
     if not response:
         return None
-    for stage in _STAGES:
-        letter = stage(response)
-        if letter is not None:
-            return letter
-    return None
+    # 1. `\\boxed{X}`; 2. `<Answer>`, optional whitespace, the letter (`[X]` fails): first occurrence
+    for pattern in (_BOXED, _ANSWER_TAG):
+        match = pattern.search(response)
+        if match:
+            return match.group(1).upper()
+    letter = (
+        _last([letter for letter, _rest in _OPTION_LINE.findall(response.strip())])  # 3. the last line `X. text`
+        or _last([found for pattern in _KEYWORD_PATTERNS for found in pattern.findall(response)])  # 4. keywords
+        # 5. `X.`, then `X)`, then `X:` anywhere, any case (so "the house." gives E): the first style found decides
+        or next((_last(found) for found in (pattern.findall(response) for pattern in _LABEL_PATTERNS) if found), None)
+        or _last(_LETTER_BEFORE_WORD.findall(response))  # 6. a letter between whitespace and a letter, or the end
+    )
+    if letter:
+        return letter
+    # 7. Punctuation stripped, lower-cased: the last standalone a-e.
+    cleaned = _strip_punctuation(response.replace("\n", " ").replace("\t", " ").strip())
+    letter = _last(_STANDALONE_ANY_CASE.findall(cleaned.strip("'").strip('"').strip(")").strip("(").strip().lower()))
+    if letter or not _STANDALONE.findall(response):
+        return letter
+    # 8. A standalone capital A-E: the last one in the final 50 characters (any case there), else the last one anywhere.
+    return _last(_STANDALONE_ANY_CASE.findall(response.lower()[-50:])) or _last(_STANDALONE.findall(response))
 
 
 def mcq_correct(response: str | None, answer: str) -> bool:
@@ -328,7 +272,7 @@ def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, n
     failed, failed_model = column(s.judge_failed for s in scores), column(s.model_failed for s in scores)
     out = {"questions": np.ones(len(scores)), "correct": correct, "process_sum": process_sum, "process_n": process_n,
            "judge_failed": failed, "model_failed": failed_model}
-    kinds = [type_metric(s.reasoning_type) for s in scores]
+    kinds = [TYPE_METRIC[s.reasoning_type.strip()] for s in scores]
     for name in TYPE_NAMES:
         member = column(kind == name for kind in kinds)
         out.update({f"n:{name}": member, f"correct:{name}": member * correct, f"rated:{name}": member * rated,
@@ -369,10 +313,3 @@ def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_r
         metrics[f"type_{name}"] = np.where((totals[f"n:{name}"] == 0) | (has_oe & ~ran), np.nan, combined)
     metrics["judge_failed"] = np.where(withheld, totals["needed_failed"], np.where(ran, totals["judge_failed"], np.nan))
     return metrics
-
-
-def aggregate(scores: Sequence[QuestionScore], protocol: str, with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
-    """All metrics of a task from its per-question scores (`score_columns` summed, `metrics_from_totals`)."""
-    columns = SampleColumns(score_columns(scores, protocol), lambda totals, _whole: metrics_from_totals(totals, protocol, with_judge, judge_ran),
-                            counts=("model_failed", "judge_failed"))
-    return point(columns)
