@@ -30,11 +30,7 @@ JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_u
 # --- The tasks
 
 GREEDY = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
-# A model-named block replaces `default`. visual_mode: video = a clip of the num_frames
-# segment-midpoint frames at 224x224 (video_frames: protocol, the default; `model` lets the
-# model sample the video; e.g. qwen2_vl max_num_frames=128 keeps all 128); frames = those
-# frames as images. VRBENCH_NUM_FRAMES overrides num_frames.
-# Counts: 16 and 224x224 are the official code's (inference/main.py); the per-model ones are
+# A model-named block replaces `default` (the settings: `task.py`). Counts: 16 and 224x224 are the official code's (inference/main.py); the per-model ones are
 # paper Table A3's "Input Frames" (video-native models get a clip, the others frames), except 128
 # for llava_onevision, this suite's choice (Table A3 has no LLaVA-OneVision row). Table A3's
 # Gemini (0.5 fps) is no frame count: `gemini` keeps the default; H2OVL and DeepSeek-VL2 (4) have
@@ -194,7 +190,7 @@ class VrBenchScoring(ScoringAdapter):
                                    failed_share=settings.get(failure_share.FAILED_SHARE.option))
 
     def report_record(self, record):
-        kept = {key: record[key] for key in ("sample_id", "mode", "protocol", "reasoning_type", "answer") if key in record}
+        kept = {key: record[key] for key in task.RECORD_KEYS if key in record}
         return {**kept, "final_answer": final_answer(record), "reasoning_truncated": reasoning_truncated(record),
                 "model_failed": model_failed(record)}
 

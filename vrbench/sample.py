@@ -112,68 +112,41 @@ def questions(story: Story, video_index: int) -> dict:
     """The seven questions of one video (`mcq` field of the record)."""
     s, leave, (f0, f1), late = story, story.leave, story.flash, story.late_start
     specs = [
-        (
-            "Event Attribution",
-            f"Why does the {s.target} square leave the screen?",
+        ("Event Attribution", f"Why does the {s.target} square leave the screen?",
             f"Because the {s.mover} circle moves across the screen and reaches it.",
             [f"Because the {s.flasher} triangle starts flashing.", f"Because the {s.late} circle pushes it off the top.", "Because the video ends."],
-            {"1": f"The {s.target} square appears on the right {span(20, 25)}", "2": f"The {s.mover} circle moves from the left toward the {s.target} square {span(10, leave)}", "3": f"The {s.target} square leaves as soon as the {s.mover} circle reaches it {span(leave - 5, leave)}"},
-        ),
-        (
-            s.counting_spelling,
-            "How many different shapes appear in the video?",
+            {"1": f"The {s.target} square appears on the right {span(20, 25)}", "2": f"The {s.mover} circle moves from the left toward the {s.target} square {span(10, leave)}", "3": f"The {s.target} square leaves as soon as the {s.mover} circle reaches it {span(leave - 5, leave)}"}),
+        (s.counting_spelling, "How many different shapes appear in the video?",
             "Four shapes appear in total.",
             ["Two shapes appear in total.", "Three shapes appear in total.", "Five shapes appear in total."],
-            {"1": f"A {s.mover} circle appears {span(10, 15)}", "2": f"A {s.target} square appears {span(20, 25)}", "3": f"A {s.flasher} triangle appears {span(f0, f0 + 5)}", "4": f"A {s.late} circle appears {span(late, late + 5)}"},
-        ),
-        (
-            "Event Prediction",
-            f"The {s.late} circle is still sinking when the video ends. What will most likely happen next?",
+            {"1": f"A {s.mover} circle appears {span(10, 15)}", "2": f"A {s.target} square appears {span(20, 25)}", "3": f"A {s.flasher} triangle appears {span(f0, f0 + 5)}", "4": f"A {s.late} circle appears {span(late, late + 5)}"}),
+        ("Event Prediction", f"The {s.late} circle is still sinking when the video ends. What will most likely happen next?",
             f"It will reach the centre of the screen, where the {s.flasher} triangle flashed.",
             [f"It will turn into a {s.target} square.", "It will fly back to the top corner.", f"It will split into two {s.mover} circles."],
-            {"1": f"The {s.late} circle appears at the top {span(late, late + 5)}", "2": f"It keeps moving down toward the centre {span(late, s.duration)}", "3": "At that pace it will soon reach the centre, where the triangle flashed"},
-        ),
-        (
-            "Hypothetical Reasoning",
-            f"What would have happened if the {s.mover} circle had never moved?",
+            {"1": f"The {s.late} circle appears at the top {span(late, late + 5)}", "2": f"It keeps moving down toward the centre {span(late, s.duration)}", "3": "At that pace it will soon reach the centre, where the triangle flashed"}),
+        ("Hypothetical Reasoning", f"What would have happened if the {s.mover} circle had never moved?",
             f"The {s.target} square would have stayed on the screen.",
             [f"The {s.flasher} triangle would have stopped flashing.", f"The {s.late} circle would have appeared earlier.", "The video would have been shorter."],
-            {"1": f"The {s.target} square leaves only when the {s.mover} circle reaches it", "2": f"If the {s.mover} circle stayed on the left, it would never reach the square", "3": f"So the {s.target} square would have stayed on the screen"},
-        ),
-        (
-            "Implicit Inference",
-            f"What does the flashing of the {s.flasher} triangle announce?",
+            {"1": f"The {s.target} square leaves only when the {s.mover} circle reaches it", "2": f"If the {s.mover} circle stayed on the left, it would never reach the square", "3": f"So the {s.target} square would have stayed on the screen"}),
+        ("Implicit Inference", f"What does the flashing of the {s.flasher} triangle announce?",
             f"The arrival of the {s.late} circle, which appears while the triangle is still flashing.",
             [f"The departure of the {s.target} square.", "The end of the video.", f"The return of the {s.mover} circle."],
-            {"1": f"The {s.flasher} triangle starts flashing in the middle of the video {span(f0, f0 + 5)}", "2": f"While it still flashes, the {s.late} circle appears {span(late, late + 5)}", "3": f"The flashing stops once the {s.late} circle is on screen {span(f1 - 5, f1)}"},
-        ),
-        (
-            "Logical Linkage",
-            f"What do the {s.mover} circle and the {s.late} circle have in common?",
+            {"1": f"The {s.flasher} triangle starts flashing in the middle of the video {span(f0, f0 + 5)}", "2": f"While it still flashes, the {s.late} circle appears {span(late, late + 5)}", "3": f"The flashing stops once the {s.late} circle is on screen {span(f1 - 5, f1)}"}),
+        ("Logical Linkage", f"What do the {s.mover} circle and the {s.late} circle have in common?",
             "Both are circles that move steadily across the screen.",
             ["Both flash once per second.", "Both stay in the same place.", "Both are squares that leave early."],
-            {"1": f"The {s.mover} circle glides from left to right {span(10, leave)}", "2": f"The {s.late} circle sinks from the top toward the centre {span(late, s.duration)}", "3": "Both are circles and both move steadily"},
-        ),
-        (
-            "Event Summarization",
-            "What is the main story of this video?",
+            {"1": f"The {s.mover} circle glides from left to right {span(10, leave)}", "2": f"The {s.late} circle sinks from the top toward the centre {span(late, s.duration)}", "3": "Both are circles and both move steadily"}),
+        ("Event Summarization", "What is the main story of this video?",
             f"A {s.mover} circle reaches a {s.target} square and both vanish; then a flashing {s.flasher} triangle announces a {s.late} circle that sinks toward the centre.",
             ["A single square stays still for the whole video.", "Two triangles chase each other around the edges.", "The screen stays dark except for a scrolling text."],
-            {},
-        ),
+            {}),
     ]
     mcq = {}
     for number, (rtype, question, correct, wrong, steps) in enumerate(specs, 1):
         position = (video_index + number) % 4
-        mcq[f"qa{number}"] = {
-            "question": question,
-            "options": dict(zip(LETTERS, wrong[:position] + [correct] + wrong[position:])),
-            "answer": LETTERS[position],
-            "original_question": question,
-            "original_answer": correct,
-            "reasoning_process": steps,
-            "reasoning_type": rtype,
-        }
+        mcq[f"qa{number}"] = {"question": question, "options": dict(zip(LETTERS, wrong[:position] + [correct] + wrong[position:])),
+                              "answer": LETTERS[position], "original_question": question, "original_answer": correct,
+                              "reasoning_process": steps, "reasoning_type": rtype}
     return mcq
 
 

@@ -58,6 +58,7 @@ JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n
 MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
 TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
 ROUNDS = "rounds"  # the key of the two replies in a two-phase response
+RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # what a record copies of its question first
 
 
 class Media(Protocol):
@@ -213,19 +214,9 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     reply = two_phase_reply(response, settings) if doc.get(TWO_PHASE) else reply_record(response, settings)
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     no_letter = reply["model_failed"] or reply["reasoning_truncated"]
-    return {
-        "sample_id": doc["sample_id"],
-        "mode": doc["mode"],
-        "protocol": doc["protocol"],
-        "reasoning_type": doc["reasoning_type"],
-        "answer": doc["answer"],
-        **reply,
-        "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
-        "question": doc["question"],
-        "procedure": doc["procedure"],
-        "original_answer": doc["original_answer"],
-        "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else "",
-    }
+    return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
+            **{key: doc[key] for key in ("question", "procedure", "original_answer")},
+            "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else ""}
 
 
 def metric_names(doc: dict) -> tuple[str, ...]:
@@ -249,17 +240,10 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | Non
     measure the judge's outage). A model-failed record is never judged (`judging.rate` gives it
     `(None, False)`): left out of OE-P (default) or 0 (official).
     """
-    scores = [
-        QuestionScore(
-            reasoning_type=record["reasoning_type"],
-            correct=not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
-            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
-            process=process,
-            judge_failed=failed,
-            model_failed=model_failed(record),
-        )
-        for record, (process, failed) in zip(records, outcomes, strict=True)
-    ]
+    scores = [QuestionScore(record["reasoning_type"], not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
+                            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None, process=process,
+                            judge_failed=failed, model_failed=model_failed(record))
+              for record, (process, failed) in zip(records, outcomes, strict=True)]
     counted = scoring.score_columns(scores, protocol)
     counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
 
