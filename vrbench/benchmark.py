@@ -55,11 +55,9 @@ TASKS = (
          about="VRBench: one generation per question, scored for MCQ-O (rule cascade) and OE-P (DeepSeek-V3 judge).\n" + SEE_README),
     Task("vr_bench_mcq", task.MCQ_METRICS, process_docs="load_docs_mcq", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
          about="VRBench MCQ-O only: the same generation as vr_bench, no judge.\n" + SEE_README),
-    Task("vr_bench_text", task.JUDGE_METRICS, process_docs="load_docs_text", generation_kwargs=GREEDY,
-         model_kwargs={"default": PER_MODEL["default"]},
+    Task("vr_bench_text", task.JUDGE_METRICS, process_docs="load_docs_text", generation_kwargs=GREEDY, model_kwargs={"default": PER_MODEL["default"]},
          about="VRBench text-only (the paper's LLM setting): video summary + question, no frames.\n" + SEE_README),
-    Task("vr_bench_official", task.JUDGE_METRICS, process_docs="load_docs_official", model_kwargs=PER_MODEL,
-         settings={"protocol": "official"},
+    Task("vr_bench_official", task.JUDGE_METRICS, process_docs="load_docs_official", model_kwargs=PER_MODEL, settings={"protocol": "official"},
          generation_kwargs={**GREEDY, "do_sample": True, "temperature": 1.0},
          about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
                "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),

@@ -26,16 +26,8 @@ from functools import partial
 from lmms_video_reasoning.utils.core.ask import Judge, Request
 from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed
 from lmms_video_reasoning.vrbench import prompts
-from lmms_video_reasoning.vrbench.scoring import (
-    TAGS,
-    UNIQUE,
-    judge_prompt_kind,
-    official_response,
-    official_tag_values,
-    parse_tags,
-    parse_tags_official,
-    process_score,
-)
+from lmms_video_reasoning.vrbench.scoring import (TAGS, UNIQUE, judge_prompt_kind, official_response, official_tag_values, parse_tags,
+                                                  parse_tags_official, process_score)
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +72,9 @@ def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
     """(process score or None, judge failed) for one rated record."""
     kind = judge_prompt_kind(record["reasoning_type"], protocol)
     result = ask(judge_request(record, protocol))
-    if protocol == "official":
-        values = official_tag_values(result.raw if result.ok else "", kind)
-        failed = not result.ok or None in values  # counted, but scored as the official code: 0
-        return process_score(parse_tags_official(result.raw if result.ok else "", kind)), failed
+    if protocol == "official":  # a missing tag counts as a failure, but scores as in the official code: 0
+        raw = result.raw if result.ok else ""
+        return process_score(parse_tags_official(raw, kind)), not result.ok or None in official_tag_values(raw, kind)
     if not result.ok:
         log.debug("VRBench judge failed for %s: %s", record.get("sample_id"), result.error)
         return None, True

@@ -218,12 +218,8 @@ def two_phase_replies(doc: dict, index: int) -> list[str]:
 def demo_predictions(root: Path) -> list[dict]:
     """Replay lines `{"task", "id", "response"}` for every VRBench task."""
     docs = flatten(json.loads(line) for line in (Path(root) / ANNOTATIONS).read_text(encoding="utf-8").splitlines() if line.strip())
-    return [
-        {"task": task, "id": doc["sample_id"],
-         "response": two_phase_replies(doc, index) if task in TWO_PHASE_TASKS else demo_response(doc, index)}
-        for task in TASKS
-        for index, doc in enumerate(docs)
-    ]
+    return [{"task": task, "id": doc["sample_id"], "response": (two_phase_replies if task in TWO_PHASE_TASKS else demo_response)(doc, index)}
+            for task in TASKS for index, doc in enumerate(docs)]
 
 
 _STEP_LINE = re.compile(r"^<Step \d+> (.*)$", re.MULTILINE)

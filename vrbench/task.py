@@ -226,20 +226,16 @@ def metric_names(doc: dict) -> tuple[str, ...]:
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                           with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> dict[str, float]:
-    """Metrics from records and their judge outcomes `(process score or None, judge failed)`: the
-    aggregate of the run's `metric_columns`."""
+    """The metrics of `metric_columns` (the upstream task folder's aggregation)."""
     return point(metric_columns(records, outcomes, protocol, with_judge, judge_ran, failed_share))
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                    with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
-    """Every metric of the task over per-question columns (`utils/core/columns.py`): each question's
-    `scoring.score_columns` and whether its reply was cut off; the metrics from their sums
-    (`scoring.metrics_from_totals`; on a whole run, the judge-based ones not computed past the
-    failure share, `failed_share` the task's (None: the environment's): the process ratings would
-    measure the judge's outage). A model-failed record is never judged (`judging.rate` gives it
-    `(None, False)`): left out of OE-P (default) or 0 (official).
-    """
+    """Every metric of the task over per-question columns (`utils/core/columns.py`): `scoring.score_columns`
+    and whether the reply was cut off; the metrics from their sums (`scoring.metrics_from_totals`; on a whole
+    run, the judge-based ones withheld past the failure share, `failed_share` the task's, None: the
+    environment's). A model-failed record is never judged: left out of OE-P (default) or 0 (official)."""
     scores = [QuestionScore(record["reasoning_type"], not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
                             rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None, process=process,
                             judge_failed=failed, model_failed=model_failed(record))
@@ -265,11 +261,9 @@ def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge | None,
                    ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
-    """All metrics of one task's records, the judge (None: not configured) rating the rated records,
-    and the per-sample outcomes they come from, `(process score or None, judge failed)` (MCQ-only
-    records: `(None, False)` each; None when a judge is needed and there is none). `settings`: the
-    task's failure share (`judge_failed_share`) and optionally a `protocol` overriding the records'.
-    """
+    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
+    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
+    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
     if not records:
         return {}, []
     protocol, with_judge = task_protocol(records, settings)
