@@ -20,8 +20,7 @@ from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, Decla
 from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
 from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
-# the task YAMLs' hook, and the scoring with the judge it is handed (the aggregation's and `lmms-vr score`'s)
-from lmms_video_reasoning.vrbench.task import doc_to_text, scored_records  # noqa: F401
+from lmms_video_reasoning.vrbench.task import doc_to_text  # noqa: F401 - the task YAMLs' hook
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
@@ -133,6 +132,11 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
     return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+
+
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
+    """The aggregation's and `lmms-vr score`'s scoring, with the judge it is handed (`task.score_with`)."""
+    return task.score_with(records, judge, settings)
 
 
 class VrBenchScoring(ScoringAdapter):

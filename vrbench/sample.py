@@ -48,21 +48,10 @@ class Story:
     summary_every: int = 30  # seconds between summary observations (small = long summary)
     zip_layout: bool = False  # stored at v001/<id>.mp4 instead of the record's path
 
-    @property
-    def leave(self) -> int:  # the target leaves when the mover reaches it
-        return int(0.45 * self.duration)
-
-    @property
-    def path(self) -> str:  # the record's `video_path` (always the official form)
-        return f"VRBench/videos/v001/{self.video_id}.mp4"
-
-    @property
-    def flash(self) -> tuple[int, int]:
-        return int(0.55 * self.duration), int(0.75 * self.duration)
-
-    @property
-    def late_start(self) -> int:
-        return int(0.7 * self.duration)
+    leave = property(lambda self: int(0.45 * self.duration))  # the target leaves when the mover reaches it
+    flash = property(lambda self: (int(0.55 * self.duration), int(0.75 * self.duration)))  # the triangle's start and end
+    late_start = property(lambda self: int(0.7 * self.duration))
+    path = property(lambda self: f"VRBench/videos/v001/{self.video_id}.mp4")  # the record's `video_path` (the official form)
 
     def shapes(self) -> list[Shape]:
         return [

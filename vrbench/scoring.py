@@ -108,10 +108,7 @@ def _strip_punctuation(text: str) -> str:
     output = text
     has_number_comma = _DIGIT_COMMA_DIGIT.search(text) is not None
     for mark in _PUNCTUATION:
-        if mark + " " in text or " " + mark in text or has_number_comma:
-            output = output.replace(mark, "")
-        else:
-            output = output.replace(mark, " ")
+        output = output.replace(mark, "" if mark + " " in text or " " + mark in text or has_number_comma else " ")
     return _PERIOD.sub("", output, count=_PERIOD_LIMIT)
 
 

@@ -146,9 +146,8 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
                 round_idx: int | None = None, previous_round_info: Any = None) -> str | tuple:
-    """The official CoT prompt (question, `X: text` option lines, the video summary); for the
-    two-phase task, the prompt of its next round (`two_phase_turn`; lmms-eval's agentic loop
-    passes the rounds' replies as `previous_output`)."""
+    """The official CoT prompt; for the two-phase task, the prompt of its next round (`two_phase_turn`;
+    lmms-eval's agentic loop passes the rounds' replies as `previous_output`)."""
     if doc.get(TWO_PHASE):
         return two_phase_turn(doc, previous_output or [])
     return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
@@ -259,8 +258,8 @@ def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, 
     return protocol, modes.pop() != "mcq"
 
 
-def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge | None,
-                   ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
+def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
+               ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
     """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
     outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
     there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
