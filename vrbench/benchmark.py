@@ -29,11 +29,11 @@ JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_u
 # --- The tasks
 
 GREEDY = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
-# A model-named block replaces `default` (the settings: `task.py`). Counts: 16 and 224x224 are the official code's (inference/main.py); the per-model ones are
-# paper Table A3's "Input Frames" (video-native models get a clip, the others frames), except 128
-# for llava_onevision, this suite's choice (Table A3 has no LLaVA-OneVision row). Table A3's
-# Gemini (0.5 fps) is no frame count: `gemini` keeps the default; H2OVL and DeepSeek-VL2 (4) have
-# no lmms-eval model.
+# A model-named block replaces `default` (the settings: `task.py`). Counts: 16 and 224x224 are the
+# official code's (inference/main.py); the per-model ones are paper Table A3's "Input Frames"
+# (video-native models get a clip, the others frames), except 128 for llava_onevision, this suite's
+# choice (Table A3 has no LLaVA-OneVision row). Table A3's Gemini (0.5 fps) is no frame count:
+# `gemini` keeps the default; H2OVL and DeepSeek-VL2 (4) have no lmms-eval model.
 PER_MODEL = {
     "default": {"visual_mode": "video", "num_frames": 16},
     **{model: {"visual_mode": "video", "num_frames": 128} for model in ("qwen2_vl", "qwen2_5_vl", "llava_onevision", "longva")},
