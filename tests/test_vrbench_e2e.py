@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lmms_cli import metric, run_lmms_eval, samples_files
+from bench_scoring import score_records
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import MediaError
 from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
@@ -124,7 +125,7 @@ def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
         for task in ("vr_bench", "vr_bench_official"):
             [log] = samples_files(tmp_path, task)
             records = [json.loads(line)["mcq_accuracy"] for line in log.read_text().splitlines()]
-            rescored = binding.score_records(records)
+            rescored = score_records(binding, records)
             for name, value in rescored.items():
                 assert value == pytest.approx(metric(results, task, name)) or (math.isnan(value) and math.isnan(metric(results, task, name)))
 

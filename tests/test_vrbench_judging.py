@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
+from bench_scoring import score_records
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError, docs_dataset
 from lmms_video_reasoning.vrbench import benchmark as binding
@@ -112,7 +113,7 @@ def run_judge(monkeypatch, debug_records, protocol):
     with LocalJudgeServer(judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        metrics = binding.score_records(records)
+        metrics = score_records(binding, records)
         sent = {json.loads(json.dumps(body["messages"]))[1]["content"]: body for body in server.requests}
     return metrics, sent
 
@@ -189,11 +190,11 @@ def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protoco
     with LocalJudgeServer(judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        only_failure = binding.score_records([failed])
+        only_failure = score_records(binding, [failed])
         assert server.request_count == 0, "the failure string reached the judge"
-        both = binding.score_records([failed, answered])
+        both = score_records(binding, [failed, answered])
         assert server.request_count == 1
-        only_answered = binding.score_records([answered])
+        only_answered = score_records(binding, [answered])
         assert not any("LMMS_EVAL_REQUEST_FAILED" in json.dumps(body) for body in server.requests)
 
     assert only_failure["mcq_accuracy"] == 0 and only_failure["model_failed"] == 1 and only_failure["judge_failed"] == 0
@@ -213,9 +214,9 @@ def test_model_failure_in_the_mcq_task(debug_records):
     doc = dict(vr_docs.flatten(debug_records)[0], mode="mcq", protocol="default")
     records = binding.process_results_vr_bench_mcq(dict(doc, answer="E"), [MODEL_FAILURE])
     assert set(records) == set(vr_task.MCQ_METRICS) and "model_failed" in records
-    metrics = binding.score_records([records["mcq_accuracy"]])
+    metrics = score_records(binding, [records["mcq_accuracy"]])
     assert metrics["mcq_accuracy"] == 0 and metrics["model_failed"] == 1
     assert "judge_failed" not in metrics
     # Records logged before the flag existed are recognised from their response.
     legacy = {k: v for k, v in records["mcq_accuracy"].items() if k not in ("model_failed", "model_failure")}
-    assert binding.score_records([legacy])["model_failed"] == 1
+    assert score_records(binding, [legacy])["model_failed"] == 1

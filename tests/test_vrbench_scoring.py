@@ -11,13 +11,21 @@ import math
 
 import pytest
 from lmms_video_reasoning.judges.parsing import ParseError
+from lmms_video_reasoning.utils.core.columns import SampleColumns, point
 from lmms_video_reasoning.utils.lmms.responses import model_failed
 from lmms_video_reasoning.vrbench import scoring
 from lmms_video_reasoning.vrbench.scoring import (
     QuestionScore,
-    aggregate,
     extract_mcq_answer,
 )
+
+
+def aggregate(scores, protocol: str, with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
+    """All metrics of a task from its per-question scores (`score_columns` summed, `metrics_from_totals`)."""
+    columns = SampleColumns(scoring.score_columns(scores, protocol),
+                            lambda totals, _whole: scoring.metrics_from_totals(totals, protocol, with_judge, judge_ran),
+                            counts=("model_failed", "judge_failed"))
+    return point(columns)
 
 CASCADE = [
     # 1: \boxed{} wins over everything, any case.

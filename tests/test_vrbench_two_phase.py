@@ -11,6 +11,7 @@ import re
 
 import pytest
 from lmms_cli import metric, run_lmms_eval, samples_files
+from bench_scoring import score_records
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
@@ -104,7 +105,7 @@ def test_scores_by_hand_against_a_local_judge(docs, monkeypatch):
     with LocalJudgeServer(sample.judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-        metrics = binding.score_records(records)
+        metrics = score_records(binding, records)
         judged = [body["messages"][1]["content"] for body in server.requests]
     assert len(judged) == 3  # the failed record is not judged
     shown = [user.split("# Model's reasoning process and Answer\n", 1)[1].split("\n# Correct reasoning step", 1)[0] for user in judged]
@@ -128,7 +129,7 @@ def test_two_phase_through_lmms_eval(tmp_path, monkeypatch):
             monkeypatch.setenv(name, value)
         [samples] = samples_files(tmp_path / "run", "vr_bench_two_phase")
         records = [json.loads(line)["mcq_accuracy"] for line in samples.read_text().splitlines()]
-        rescored = binding.score_records(records)
+        rescored = score_records(binding, records)
     docs = binding.build_docs("judge", "default", two_phase=True)
     right = [extract_mcq_answer(sample.demo_response(doc, index)) == doc["answer"] for index, doc in enumerate(docs)]
     assert metric(results, "vr_bench_two_phase", "mcq_accuracy") == pytest.approx(100 * sum(right) / len(right))

@@ -1,26 +1,15 @@
-"""VRBench's binding to lmms-eval and to the suite, one module as in every benchmark folder
-(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`,
-`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by
-`__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the judge it
-is handed (`scored_records`; `score_records` with the configured one; `metric_columns`) and the
-declaration (`BENCHMARK`). The task itself (inputs, records, metrics; one generation, or the
-paper's two for the `*_two_phase` tasks, scored for both tracks) is `task.py`, shared with the
-upstream task folder.
-
-Documents are stamped with the task's mode and protocol (its option, `VRBENCH_PROTOCOL`
-overrides). Video-native models get a clip of the protocol frames, or of exactly the frames
-their own path keeps (`video_frames: model`; `LMMS_VR_VIDEO_INPUT=path`: the path). The judge
-(the configured engine, cached and accounted, handed over by the aggregation) rates the rated
-records at the task's first aggregation; `lmms-vr score` calls the same scoring.
+"""VRBench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists each part): the tasks,
+the lmms-eval hooks (the declared ones made by `__getattr__`), "get the frames" on the data root
+(`PluginMedia`) and the declaration (`BENCHMARK`). The task itself (inputs, records, metrics, the
+scoring with the judge it is handed) is `task.py`, shared with the upstream task folder.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lmms_video_reasoning.judges import failure_share, get_judge
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
@@ -30,28 +19,21 @@ from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
+from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
 from lmms_video_reasoning.vrbench.task import doc_to_text  # noqa: F401 - the task YAMLs' hook
-
-log = logging.getLogger("lmms_video_reasoning.vrbench")
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
 
 
-# ----------------------------------------------------------------------------------------
-# The tasks
-# ----------------------------------------------------------------------------------------
+# --- The tasks
 
 GREEDY = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
-# A model-named block replaces `default`. visual_mode: video = a clip of the num_frames
-# segment-midpoint frames at 224x224 (video_frames: protocol, the default; `model` lets the
-# model sample the video; e.g. qwen2_vl max_num_frames=128 keeps all 128); frames = those
-# frames as images. VRBENCH_NUM_FRAMES overrides num_frames.
-# Counts: 16 and 224x224 are the official code's (inference/main.py); the per-model ones are
-# paper Table A3's "Input Frames" (video-native models get a clip, the others frames), except 128
-# for llava_onevision, this suite's choice (Table A3 has no LLaVA-OneVision row). Table A3's
-# Gemini (0.5 fps) is no frame count: `gemini` keeps the default; H2OVL and DeepSeek-VL2 (4) have
-# no lmms-eval model.
+# A model-named block replaces `default` (the settings: `task.py`). Counts: 16 and 224x224 are the
+# official code's (inference/main.py); the per-model ones are paper Table A3's "Input Frames"
+# (video-native models get a clip, the others frames), except 128 for llava_onevision, this suite's
+# choice (Table A3 has no LLaVA-OneVision row). Table A3's Gemini (0.5 fps) is no frame count:
+# `gemini` keeps the default; H2OVL and DeepSeek-VL2 (4) have no lmms-eval model.
 PER_MODEL = {
     "default": {"visual_mode": "video", "num_frames": 16},
     **{model: {"visual_mode": "video", "num_frames": 128} for model in ("qwen2_vl", "qwen2_5_vl", "llava_onevision", "longva")},
@@ -72,11 +54,9 @@ TASKS = (
          about="VRBench: one generation per question, scored for MCQ-O (rule cascade) and OE-P (DeepSeek-V3 judge).\n" + SEE_README),
     Task("vr_bench_mcq", task.MCQ_METRICS, process_docs="load_docs_mcq", generation_kwargs=GREEDY, model_kwargs=PER_MODEL,
          about="VRBench MCQ-O only: the same generation as vr_bench, no judge.\n" + SEE_README),
-    Task("vr_bench_text", task.JUDGE_METRICS, process_docs="load_docs_text", generation_kwargs=GREEDY,
-         model_kwargs={"default": PER_MODEL["default"]},
+    Task("vr_bench_text", task.JUDGE_METRICS, process_docs="load_docs_text", generation_kwargs=GREEDY, model_kwargs={"default": PER_MODEL["default"]},
          about="VRBench text-only (the paper's LLM setting): video summary + question, no frames.\n" + SEE_README),
-    Task("vr_bench_official", task.JUDGE_METRICS, process_docs="load_docs_official", model_kwargs=PER_MODEL,
-         settings={"protocol": "official"},
+    Task("vr_bench_official", task.JUDGE_METRICS, process_docs="load_docs_official", model_kwargs=PER_MODEL, settings={"protocol": "official"},
          generation_kwargs={**GREEDY, "do_sample": True, "temperature": 1.0},
          about="VRBench, official protocol (swapped judge fields, strip('Assistant:'), unrated types as 0)\n"
                "and official sampled decoding (temperature 1.0; add --seed 215 for the official seed).\n" + SEE_README),
@@ -88,32 +68,27 @@ TASKS = (
 GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "All VRBench tasks."),)
 
 
-# ----------------------------------------------------------------------------------------
-# Documents (process_docs)
-# ----------------------------------------------------------------------------------------
-
-
+# --- Documents (process_docs)
 def build_docs(mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
     """The task's documents: every question of the annotation file, stamped with mode and protocol."""
     return task.stamp(docs.flatten(data.load_records()), mode, protocol, two_phase)
 
 
-def _load(task_name: str, mode: str, two_phase: bool = False):
-    """A task's documents, stamped with its mode and protocol (the task's option, which
-    `VRBENCH_PROTOCOL` overrides), checked before generation (`utils.lmms.preflight`): the videos
-    (not for the text-only tasks) and the judge (not for the MCQ-only task)."""
-    from lmms_video_reasoning.utils.lmms import preflight
-
-    protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when the documents are
-    media = lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())  # noqa: E731
-    check = preflight.MediaCheck(data.VRBENCH, media) if mode != "text" else None
-    return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check,
-                               judge="vrbench" if mode != "mcq" else None)
-
-
 def _process_docs(task_name: str, mode: str, two_phase: bool = False):
-    """The `process_docs` hook of one task (lmms-eval hands it a placeholder dataset)."""
-    return lambda _placeholder=None: _load(task_name, mode, two_phase)
+    """The `process_docs` hook of one task (lmms-eval hands it a placeholder dataset): its documents,
+    stamped with its protocol (the task's option, which `VRBENCH_PROTOCOL` overrides), checked before
+    generation (`utils.lmms.preflight`): the videos (not for text-only tasks), the judge (not for MCQ-only)."""
+
+    def load(_placeholder=None):
+        from lmms_video_reasoning.utils.lmms import preflight
+
+        protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when loading
+        media = lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())  # noqa: E731
+        check = preflight.MediaCheck(data.VRBENCH, media) if mode != "text" else None
+        return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check,
+                                   judge="vrbench" if mode != "mcq" else None)
+
+    return load
 
 
 load_docs = _process_docs("vr_bench", "judge")
@@ -124,11 +99,7 @@ load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge", two_phase=Tru
 load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_phase=True)
 
 
-# ----------------------------------------------------------------------------------------
-# Model inputs ("get the frames" on the data root)
-# ----------------------------------------------------------------------------------------
-
-
+# --- Model inputs ("get the frames" on the data root)
 class PluginMedia:
     """Videos under the data root, frames from the exact sampler, and for video-native models a
     proxy clip (`utils.model_video`) of the protocol frames or of the model's own frames. The
@@ -148,67 +119,33 @@ class PluginMedia:
     def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
         from lmms_video_reasoning.utils.lmms import model_video
 
-        path = data.resolve_video(doc["video_path"])
         checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
-        if pick is None:
-            return model_video.video_for_model(path, on_broken=checked)
-        return model_video.video_for_model(path, frames=pick, size=size, on_broken=checked)
+        return model_video.video_for_model(data.resolve_video(doc["video_path"]), frames=pick, size=size, on_broken=checked)
 
 
 MEDIA = PluginMedia()
 
 
-def video_input(doc: dict, kwargs: dict | None) -> str:
-    """The video handed to a video-native model (`task.video_input` with the plugin's media)."""
-    return task.video_input(doc, kwargs, MEDIA)
-
-
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
     return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    """One user turn: the video or frames first, then the prompt (as the official inference)."""
     return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
-# ----------------------------------------------------------------------------------------
-# Scoring with the judge engine
-# ----------------------------------------------------------------------------------------
-
-
-def scored_records(records: Sequence[dict], settings: dict | None, judge
-                   ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
-    """All metrics of one task's records (the aggregation's and `lmms-vr score`'s path) and the
-    ratings per question they come from (`task.score_with`).
-
-    `settings`: the task's (`VrBenchScoring.settings`: the records' own), or optional
-    `{"protocol": "default"|"official"}` overriding the records' protocol. `judge` (None: none
-    configured) rates the rated records.
-    """
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
+    """The aggregation's and `lmms-vr score`'s scoring, with the judge it is handed (`task.score_with`)."""
     return task.score_with(records, judge, settings)
 
 
-def score_records(records: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of `scored_records` with the configured judge (looked up only for rated records;
-    `settings`: the records' own by default)."""
-    if not records:
-        return {}
-    settings = BENCHMARK.scoring.settings(records) if settings is None else settings
-    with_judge = task.task_protocol(records, settings)[1]
-    return scored_records(records, settings, get_judge("vrbench") if with_judge else None)[0]
-
-
 class VrBenchScoring(ScoringAdapter):
-    """VRBench: `scored_records` (the task's scoring with the judge it is handed); outcomes from
-    `judging.rate`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
+    """VRBench: outcomes from `judging.rate`, metrics from `task.metric_columns`."""
 
     name = judge_name = "vrbench"
 
     def settings(self, records):
-        """The settings the records were made with (their task's; each variable overrides); records
-        made before they carried their settings carry their protocol."""
+        # records made before they carried their settings carry their protocol
         values = BENCHMARK.settings_of(records)
         if records and "settings" not in records[0] and not task.PROTOCOL.is_set():
             values["protocol"] = records[0]["protocol"]
@@ -223,19 +160,13 @@ class VrBenchScoring(ScoringAdapter):
 
     def outcomes(self, records, settings, judge):
         if not self.needs_judge(records):
-            return self._outcomes(records, None)
-        if judge is None:
-            return None
-        return self._outcomes(records, judging.rate(list(records), settings["protocol"], judge))
+            return self._outcomes(records, [(None, False)] * len(records))
+        return None if judge is None else self._outcomes(records, judging.rate(list(records), settings["protocol"], judge))
 
     def _outcomes(self, records, rated):
-        """JSON-ready outcomes of the ratings `(process, judge failed)` (None: not rated; MCQ-only
-        records are never rated)."""
-        if not self.needs_judge(records):
-            return [{"process": None, "judge_failed": False, "judged": False} for _ in records]
-        if rated is None:
-            return None
-        return [{"process": process, "judge_failed": failed, "judged": True} for process, failed in rated]
+        """JSON-ready outcomes of the ratings `(process, judge failed)` (MCQ-only records are never rated)."""
+        judged = self.needs_judge(records)
+        return None if rated is None else [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
 
     def metrics(self, records, outcomes, settings):
         return point(self.columns(records, outcomes, settings))
@@ -243,8 +174,6 @@ class VrBenchScoring(ScoringAdapter):
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
         raw reply is read with the official rules; a missing tag is no verdict)."""
-        from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
-
         kind = tag.rsplit(".", 1)[-1]
         if kind not in TAGS:
             return super().verdicts(tag, value)
@@ -263,8 +192,7 @@ class VrBenchScoring(ScoringAdapter):
                                    failed_share=settings.get(failure_share.FAILED_SHARE.option))
 
     def report_record(self, record):
-        """The question's type, gold letter, the final answer its MCQ letter is read from, and its failure flags."""
-        kept = {key: record[key] for key in ("sample_id", "mode", "protocol", "reasoning_type", "answer") if key in record}
+        kept = {key: record[key] for key in task.RECORD_KEYS if key in record}
         return {**kept, "final_answer": final_answer(record), "reasoning_truncated": reasoning_truncated(record),
                 "model_failed": model_failed(record)}
 

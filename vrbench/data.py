@@ -1,21 +1,13 @@
-"""VRBench annotations and videos: load `VRBench_eval.jsonl`, flatten it into questions, find videos.
+"""VRBench annotations and videos: load `VRBench_eval.jsonl` (one line per video), find videos.
 
-Layout (Hugging Face dataset `OpenGVLab/VRBench`, or a local copy under `$VRBENCH_ROOT`):
-
-    VRBench_eval.jsonl            one line per video (schema of the official VRBench_debug.jsonl)
-    VRBench/videos/v001/<id>.mp4  the record's `video_path`, relative to the root
-
-On the Hub the videos are an Info-ZIP split set in the folder `v001_360p_zips/`
-(`v001_360p.z01`..`.z39` + `v001_360p.zip`, ~421 GB) whose inner nesting is unverified
-(`VRBench/videos/v001/`, `videos/v001/`, `v001/`, `v001_360p/` or none). `lmms-vr prepare`
-streams every `.mp4` member into the canonical folder `VRBench/videos/v001/` (the path the
-records name). `video_at` is the one resolver of the tasks and of `prepare`'s check: the
-record's path, then the canonical folder, else the file of that name anywhere under the root
-(sharing most of the record's folders wins), so a copy extracted by other means (next to the
-archive in `v001_360p_zips/`, or under any of the nestings above) works too. A record path
-that leaves the root (absolute, `..`) is refused. A missing file is an error naming the
-expected path, the variable and the command that fetches the data; `resolve_checked_video`
-(video mode) also rejects a file that does not decode.
+Layout (Hugging Face dataset `OpenGVLab/VRBench`, or a local copy under `$VRBENCH_ROOT`): the
+annotation file at the root and each record's `video_path`, `VRBench/videos/v001/<id>.mp4`. The Hub's
+videos are an Info-ZIP split set in `v001_360p_zips/` (`v001_360p.z01`..`.z39` + `.zip`, ~421 GB) of
+unverified inner nesting; `lmms-vr prepare` streams every `.mp4` member into `VRBench/videos/v001/`.
+`video_at`, the one resolver of the tasks and of `prepare`'s check, tries the record's path, then that
+folder, else the file of that name anywhere under the root (sharing most of the record's folders
+wins), so a copy extracted by other means works too. A record path leaving the root is refused; a
+missing file is an error naming the path, the variable and the command that fetches the data.
 """
 
 from __future__ import annotations
@@ -34,12 +26,7 @@ from lmms_video_reasoning.utils.core.roots import (
     usable_video,
     video_problem,
 )
-# documents (flattened per question, checked): `docs.py`, shared with the upstream form
-from lmms_video_reasoning.vrbench.docs import (
-    ANNOTATIONS,
-    VIDEO_FIELDS,
-    VIDEO_FOLDER,
-)
+from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, VIDEO_FIELDS, VIDEO_FOLDER
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).
 VRBENCH = SOURCE = DataSource("vrbench", "OpenGVLab/VRBench", "VRBENCH_ROOT")

@@ -1,10 +1,6 @@
-"""VRBench documents: one per question of `VRBench_eval.jsonl` (one line per video).
-
-Each document carries what inference and scoring need: the question and its options, the
-gold letter, the open-ended reference answer, the reference steps (formatted as the official
-judge sees them), the reasoning type and the video's summary and path (records say
-`VRBench/videos/v001/<id>.mp4`, relative to the dataset root). A malformed record is an
-error naming it. Standard library only (the upstream task folder shares this module).
+"""VRBench documents: one per question of `VRBench_eval.jsonl` (one line per video), with what
+inference and scoring need (the reference steps formatted as the official judge sees them). A
+malformed record is an error naming it. Standard library only (the upstream task folder shares this module).
 """
 
 from __future__ import annotations
@@ -42,12 +38,7 @@ def _steps(process: Any, where: str) -> list[list[str]]:
 
 
 def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
-    """One document per question, id `"{video_id}_{qa_key}"` (the official question id).
-
-    Each document carries what inference and scoring need: the question and its options, the
-    gold letter, the open-ended reference answer, the reference steps (formatted as the
-    official judge sees them), the reasoning type and the video's summary and path.
-    """
+    """One document per question, id `"{video_id}_{qa_key}"` (the official question id)."""
     docs = []
     for record in records:
         video_id = str(record["video_id"])

@@ -15,11 +15,8 @@ SIZE = (224, 224)
 
 
 def indices(total: int, n: int = 16) -> list[int]:
-    """VRBench: segment midpoints; every frame if ``n >= total``.
-
-    Official ``get_middle_frame_indices`` (OpenGVLab/VRBench ``inference/utils/video_process.py``):
-    boundaries ``np.linspace(0, total, n + 1, dtype=int)``, index ``(start + end) // 2``.
-    """
+    """Segment midpoints, every frame if ``n >= total`` (the official ``get_middle_frame_indices``:
+    boundaries ``np.linspace(0, total, n + 1, dtype=int)``, index ``(start + end) // 2``)."""
     check_counts(total, n)
     if n >= total:
         return list(range(total))

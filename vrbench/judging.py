@@ -26,16 +26,8 @@ from functools import partial
 from lmms_video_reasoning.utils.core.ask import Judge, Request
 from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed
 from lmms_video_reasoning.vrbench import prompts
-from lmms_video_reasoning.vrbench.scoring import (
-    TAGS,
-    UNIQUE,
-    judge_prompt_kind,
-    official_response,
-    official_tag_values,
-    parse_tags,
-    parse_tags_official,
-    process_score,
-)
+from lmms_video_reasoning.vrbench.scoring import (TAGS, UNIQUE, judge_prompt_kind, official_response, official_tag_values, parse_tags,
+                                                  parse_tags_official, process_score)
 
 log = logging.getLogger(__name__)
 
@@ -44,33 +36,24 @@ JUDGE_MODEL = "deepseek-chat"
 JUDGE_BASE_URL = "https://api.deepseek.com/v1"
 
 
-def judge_messages(record: dict, protocol: str) -> list[dict] | None:
-    """The chat messages the judge receives for one record, or None if the type is not rated."""
+def judge_request(record: dict, protocol: str) -> Request | None:
+    """The judge request for one record (None if its type is not rated under `protocol`)."""
     kind = judge_prompt_kind(record["reasoning_type"], protocol)
     if kind is None:
         return None
     response, procedure, answer = judged_text(record), record["procedure"], record["original_answer"]
-    if protocol == "official":
+    official = protocol == "official"
+    if official:
         response = official_response(response)
         procedure, answer = answer, procedure  # the official call's swapped arguments
     fields = {"question": record["question"], "response": response, "procedure": procedure, "answer": answer}
     if kind == UNIQUE:
-        return prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
-    return prompts.judge_prompt(prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN, video_summary=record["summary"], **fields)
-
-
-def judge_request(record: dict, protocol: str) -> Request | None:
-    """The judge request for one record (None if its type is not rated under `protocol`)."""
-    messages = judge_messages(record, protocol)
-    if messages is None:
-        return None
-    kind = judge_prompt_kind(record["reasoning_type"], protocol)
-    expected = expected_reply(kind)
-    if protocol == "official":
-        # Parsed after the call with the official rules: missing tags score 0, no re-ask.
-        return Request(messages, temperature=None, tag=f"vrbench.{kind}", expected_reply=expected)
-    return Request(messages, temperature=0.0, parse=partial(parse_tags, kind=kind), tag=f"vrbench.{kind}",
-                   expected_reply=expected)
+        messages = prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
+    else:
+        messages = prompts.judge_prompt(prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN, video_summary=record["summary"], **fields)
+    # official: no temperature sent, and the reply parsed after the call with the official rules (missing tags score 0, no re-ask)
+    return Request(messages, temperature=None if official else 0.0, parse=None if official else partial(parse_tags, kind=kind),
+                   tag=f"vrbench.{kind}", expected_reply=expected_reply(kind))
 
 
 # A per-dimension rationale of typical length (about 60 tokens), for the cost estimate.
@@ -89,10 +72,9 @@ def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
     """(process score or None, judge failed) for one rated record."""
     kind = judge_prompt_kind(record["reasoning_type"], protocol)
     result = ask(judge_request(record, protocol))
-    if protocol == "official":
-        values = official_tag_values(result.raw if result.ok else "", kind)
-        failed = not result.ok or None in values  # counted, but scored as the official code: 0
-        return process_score(parse_tags_official(result.raw if result.ok else "", kind)), failed
+    if protocol == "official":  # a missing tag counts as a failure, but scores as in the official code: 0
+        raw = result.raw if result.ok else ""
+        return process_score(parse_tags_official(raw, kind)), not result.ok or None in official_tag_values(raw, kind)
     if not result.ok:
         log.debug("VRBench judge failed for %s: %s", record.get("sample_id"), result.error)
         return None, True

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -31,14 +30,17 @@ TWO_PHASE = ("generation in two phases, as the rows; OE-P weights the official c
 JUDGE_PROTOCOL = {"default": "judge: this suite's default protocol", "official": "judge: the official script's behaviour"}
 
 
+def _label(run: Run, task: str) -> str:
+    return run.label if task == "vr_bench" else f"{run.label} · {task}"
+
+
 def coverage(run: Run, task: str, stats) -> Coverage:
     """A run's task beside Table 2: the released questions it scored, its protocol."""
-    label = run.label if task == "vr_bench" else f"{run.label} · {task}"
     protocol = TWO_PHASE if task.endswith("_two_phase") else ONE_GENERATION
     if task != "vr_bench_mcq":
         judged = stats.sampled.settings.get("protocol") if stats.sampled is not None else ("official" if task == "vr_bench_official" else None)
         protocol += f" ({JUDGE_PROTOCOL.get(judged, 'judge protocol not recorded')})"
-    return Coverage(label, questions_of(run, task, stats), RELEASE["all"][0], "released", protocol)
+    return Coverage(_label(run, task), questions_of(run, task, stats), RELEASE["all"][0], "released", protocol)
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
@@ -47,35 +49,24 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         return None
     section = Section("vrbench")
     columns = reference("vrbench")["tables"]["table2"]["columns"]
-
-    def rows(tasks: Sequence[str]) -> list:
-        return [run_row(run.label if task == "vr_bench" else f"{run.label} · {task}", task,
-                        [value_of(stats[(run.label, task)], c) for c in columns], "vrbench", columns)
-                for run, task in present if task in tasks]
-
-    def covered(tasks: Sequence[str]) -> list[Coverage]:
-        return [coverage(run, task, stats[(run.label, task)]) for run, task in present if task in tasks]
-
-    vlm_tasks, llm_tasks = ("vr_bench", "vr_bench_official", "vr_bench_mcq", "vr_bench_two_phase"), ("vr_bench_text", "vr_bench_text_two_phase")
-    vlm = rows(vlm_tasks)
-    if vlm:
-        section.tables.append(paper_table("vrbench", "table2", vlm, groups=("VLMs",), title_suffix=" — VLMs (frames)",
-                                          coverage=covered(vlm_tasks)))
-    llm = rows(llm_tasks)
-    if llm:
-        section.tables.append(paper_table("vrbench", "table2", llm, groups=("LLMs",), title_suffix=" — LLMs (summary, no frames)",
-                                          coverage=covered(llm_tasks)))
+    for group, suffix, tasks in (("VLMs", " — VLMs (frames)", ("vr_bench", "vr_bench_official", "vr_bench_mcq", "vr_bench_two_phase")),
+                                 ("LLMs", " — LLMs (summary, no frames)", ("vr_bench_text", "vr_bench_text_two_phase"))):
+        shown = [(run, task) for run, task in present if task in tasks]
+        if shown:
+            rows = [run_row(_label(run, task), task, [value_of(stats[(run.label, task)], c) for c in columns], "vrbench", columns)
+                    for run, task in shown]
+            section.tables.append(paper_table("vrbench", "table2", rows, groups=(group,), title_suffix=suffix,
+                                              coverage=[coverage(run, task, stats[(run.label, task)]) for run, task in shown]))
     section.tables.append(ci_table("vrbench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
     comparisons = comparisons_for("vrbench", TASKS, stats, runs, n, seed)
     if comparisons:
         section.tables.append(comparison_table("vrbench", comparisons))
     types = columns[3:]
-    shown = [(run.label if task == "vr_bench" else f"{run.label} · {task}", stats[(run.label, task)]) for run, task in present]
     paper_row = next(r for r in reference("vrbench")["tables"]["table2"]["rows"] if r["model"].startswith("GPT-4o") and r["group"].startswith("VLMs"))
     section.figures.append(("Score by reasoning type", grouped_bars(
         out / "vrbench_by_type.png", "VRBench score by reasoning type", [LABELS[t] for t in types],
-        [(label, [value_of(s, t) for t in types], [interval_of(s, t) for t in types]) for label, s in shown], "Score",
-        ("paper: GPT-4o (VLM)", paper_row["values"][3:]))))
+        [(_label(run, task), [value_of(stats[(run.label, task)], t) for t in types], [interval_of(stats[(run.label, task)], t) for t in types])
+         for run, task in present], "Score", ("paper: GPT-4o (VLM)", paper_row["values"][3:]))))
     return section
 
 

@@ -1,28 +1,19 @@
 """The VRBench sample benchmark: synthetic "narrative" videos in the official layout.
 
-`write_sample(root)` writes `root/VRBench_eval.jsonl` (the schema of the official
-`VRBench_debug.jsonl`) and four small videos (2 fps, 160x120, 2.5-4 minutes) in which coloured
-shapes act out a short story with known times:
+`write_sample(root)` writes `root/VRBench_eval.jsonl` (the schema of the official `VRBench_debug.jsonl`)
+and four videos (2 fps, 160x120, 2.5-4 minutes) in which coloured shapes act out a story with known
+times: a circle (the "mover") enters at 0:10 and glides right to a square (the "target", on screen
+from 0:20), which leaves when it is reached; a triangle flashes at 1 Hz mid-video; a second circle
+(the "late" one) appears while it still flashes and sinks toward the centre until the end. Each video
+has one question of each of the seven reasoning types with reference steps timed `[HH:MM:SS->HH:MM:SS]`
+(none for hypothetical steps, as in the data). The data's `Counting Porblems` is spelled right in one
+video; one summary is longer than the judge's 10,000-character cut; one video sits where a plain
+extraction of the split zip puts it (`v001/<id>.mp4`), not at its record's path.
 
-- a circle (the "mover") enters at 0:10 and glides right toward a square;
-- the square (the "target"), on screen from 0:20, leaves the moment the mover reaches it;
-- a triangle flashes at 1 Hz in the middle of the video;
-- a second circle (the "late" circle) appears while the triangle still flashes and sinks
-  toward the centre until the end.
-
-Each video has one question of each of the seven reasoning types (attribution, counting,
-prediction, hypothetical, implicit inference, logical linkage, synopsis), so every question
-has a true answer, and reference steps with real `[HH:MM:SS->HH:MM:SS]` times (hypothetical
-steps carry none, as in the real data). Counting is spelled `Counting Porblems` as in the
-data, except in one video (`Counting Problems`). One summary is longer than the judge's
-10,000-character cut. One video sits where a plain extraction of the split zip puts it
-(`v001/<id>.mp4`) instead of the path its record names.
-
-`demo_predictions(root)`: replay responses for every VRBench task, mostly right, some wrong,
-one unextractable, one the test judge refuses to rate (see `judge_responder`); for the two-phase
-tasks, each as two rounds (`two_phase_replies`).
-`judge_responder(body)`: a deterministic stand-in for the DeepSeek judge, for
-`judges.LocalJudgeServer`: it rates a response by how many reference steps it repeats.
+`demo_predictions(root)`: replay responses for every VRBench task, mostly right, some wrong, one
+unextractable, one the test judge refuses to rate; two rounds each for the two-phase tasks.
+`judge_responder(body)`: a deterministic stand-in for the DeepSeek judge (`judges.LocalJudgeServer`)
+rating a response by how many reference steps it repeats.
 """
 
 from __future__ import annotations
@@ -33,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_video
+from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, flatten
+from lmms_video_reasoning.vrbench.scoring import NON_UNIQUE, TAGS, UNIQUE, process_score
 
 FPS, WIDTH, HEIGHT = 2, 160, 120
 TWO_PHASE_TASKS = ("vr_bench_two_phase", "vr_bench_text_two_phase")
@@ -55,17 +48,10 @@ class Story:
     summary_every: int = 30  # seconds between summary observations (small = long summary)
     zip_layout: bool = False  # stored at v001/<id>.mp4 instead of the record's path
 
-    @property
-    def leave(self) -> int:  # the target leaves when the mover reaches it
-        return int(0.45 * self.duration)
-
-    @property
-    def flash(self) -> tuple[int, int]:
-        return int(0.55 * self.duration), int(0.75 * self.duration)
-
-    @property
-    def late_start(self) -> int:
-        return int(0.7 * self.duration)
+    leave = property(lambda self: int(0.45 * self.duration))  # the target leaves when the mover reaches it
+    flash = property(lambda self: (int(0.55 * self.duration), int(0.75 * self.duration)))  # the triangle's start and end
+    late_start = property(lambda self: int(0.7 * self.duration))
+    path = property(lambda self: f"VRBench/videos/v001/{self.video_id}.mp4")  # the record's `video_path` (the official form)
 
     def shapes(self) -> list[Shape]:
         return [
@@ -93,21 +79,6 @@ def span(start: float, end: float) -> str:
     return f"[{hms(start)}->{hms(end)}]"
 
 
-def video_relpath(story: Story) -> str:
-    """The `video_path` of the record (always the official form)."""
-    return f"VRBench/videos/v001/{story.video_id}.mp4"
-
-
-def stored_relpath(story: Story) -> str:
-    """Where the sample stores the file (the zip layout for one video)."""
-    return f"v001/{story.video_id}.mp4" if story.zip_layout else video_relpath(story)
-
-
-def _visible(story: Story, t: float) -> list[str]:
-    names = {"circle": "circle", "square": "square", "triangle": "triangle"}
-    return [f"a {s.color} {names[s.kind]}" for s in story.shapes() if s.start <= t < s.end]
-
-
 def summary(story: Story) -> str:
     """A narrative summary in the data's style: the plot, then timed observations."""
     lead, leave, (f0, f1), late = 10, story.leave, story.flash, story.late_start
@@ -121,121 +92,78 @@ def summary(story: Story) -> str:
     )
     notes = []
     for t in range(0, story.duration, story.summary_every):
-        seen = _visible(story, t)
-        what = ", ".join(seen) if seen else "nothing but the dark background"
-        notes.append(f"At {hms(t)} the frame shows {what}.")
+        seen = ", ".join(f"a {s.color} {s.kind}" for s in story.shapes() if s.start <= t < s.end)
+        notes.append(f"At {hms(t)} the frame shows {seen or 'nothing but the dark background'}.")
     return plot + " " + " ".join(notes)
-
-
-def _options(correct: str, wrong: list[str], position: int) -> tuple[dict, str]:
-    texts = wrong[:position] + [correct] + wrong[position:]
-    return dict(zip(LETTERS, texts)), LETTERS[position]
 
 
 def questions(story: Story, video_index: int) -> dict:
     """The seven questions of one video (`mcq` field of the record)."""
     s, leave, (f0, f1), late = story, story.leave, story.flash, story.late_start
     specs = [
-        (
-            "Event Attribution",
-            f"Why does the {s.target} square leave the screen?",
+        ("Event Attribution", f"Why does the {s.target} square leave the screen?",
             f"Because the {s.mover} circle moves across the screen and reaches it.",
             [f"Because the {s.flasher} triangle starts flashing.", f"Because the {s.late} circle pushes it off the top.", "Because the video ends."],
-            {"1": f"The {s.target} square appears on the right {span(20, 25)}", "2": f"The {s.mover} circle moves from the left toward the {s.target} square {span(10, leave)}", "3": f"The {s.target} square leaves as soon as the {s.mover} circle reaches it {span(leave - 5, leave)}"},
-        ),
-        (
-            s.counting_spelling,
-            "How many different shapes appear in the video?",
+            {"1": f"The {s.target} square appears on the right {span(20, 25)}", "2": f"The {s.mover} circle moves from the left toward the {s.target} square {span(10, leave)}", "3": f"The {s.target} square leaves as soon as the {s.mover} circle reaches it {span(leave - 5, leave)}"}),
+        (s.counting_spelling, "How many different shapes appear in the video?",
             "Four shapes appear in total.",
             ["Two shapes appear in total.", "Three shapes appear in total.", "Five shapes appear in total."],
-            {"1": f"A {s.mover} circle appears {span(10, 15)}", "2": f"A {s.target} square appears {span(20, 25)}", "3": f"A {s.flasher} triangle appears {span(f0, f0 + 5)}", "4": f"A {s.late} circle appears {span(late, late + 5)}"},
-        ),
-        (
-            "Event Prediction",
-            f"The {s.late} circle is still sinking when the video ends. What will most likely happen next?",
+            {"1": f"A {s.mover} circle appears {span(10, 15)}", "2": f"A {s.target} square appears {span(20, 25)}", "3": f"A {s.flasher} triangle appears {span(f0, f0 + 5)}", "4": f"A {s.late} circle appears {span(late, late + 5)}"}),
+        ("Event Prediction", f"The {s.late} circle is still sinking when the video ends. What will most likely happen next?",
             f"It will reach the centre of the screen, where the {s.flasher} triangle flashed.",
             [f"It will turn into a {s.target} square.", "It will fly back to the top corner.", f"It will split into two {s.mover} circles."],
-            {"1": f"The {s.late} circle appears at the top {span(late, late + 5)}", "2": f"It keeps moving down toward the centre {span(late, s.duration)}", "3": "At that pace it will soon reach the centre, where the triangle flashed"},
-        ),
-        (
-            "Hypothetical Reasoning",
-            f"What would have happened if the {s.mover} circle had never moved?",
+            {"1": f"The {s.late} circle appears at the top {span(late, late + 5)}", "2": f"It keeps moving down toward the centre {span(late, s.duration)}", "3": "At that pace it will soon reach the centre, where the triangle flashed"}),
+        ("Hypothetical Reasoning", f"What would have happened if the {s.mover} circle had never moved?",
             f"The {s.target} square would have stayed on the screen.",
             [f"The {s.flasher} triangle would have stopped flashing.", f"The {s.late} circle would have appeared earlier.", "The video would have been shorter."],
-            {"1": f"The {s.target} square leaves only when the {s.mover} circle reaches it", "2": f"If the {s.mover} circle stayed on the left, it would never reach the square", "3": f"So the {s.target} square would have stayed on the screen"},
-        ),
-        (
-            "Implicit Inference",
-            f"What does the flashing of the {s.flasher} triangle announce?",
+            {"1": f"The {s.target} square leaves only when the {s.mover} circle reaches it", "2": f"If the {s.mover} circle stayed on the left, it would never reach the square", "3": f"So the {s.target} square would have stayed on the screen"}),
+        ("Implicit Inference", f"What does the flashing of the {s.flasher} triangle announce?",
             f"The arrival of the {s.late} circle, which appears while the triangle is still flashing.",
             [f"The departure of the {s.target} square.", "The end of the video.", f"The return of the {s.mover} circle."],
-            {"1": f"The {s.flasher} triangle starts flashing in the middle of the video {span(f0, f0 + 5)}", "2": f"While it still flashes, the {s.late} circle appears {span(late, late + 5)}", "3": f"The flashing stops once the {s.late} circle is on screen {span(f1 - 5, f1)}"},
-        ),
-        (
-            "Logical Linkage",
-            f"What do the {s.mover} circle and the {s.late} circle have in common?",
+            {"1": f"The {s.flasher} triangle starts flashing in the middle of the video {span(f0, f0 + 5)}", "2": f"While it still flashes, the {s.late} circle appears {span(late, late + 5)}", "3": f"The flashing stops once the {s.late} circle is on screen {span(f1 - 5, f1)}"}),
+        ("Logical Linkage", f"What do the {s.mover} circle and the {s.late} circle have in common?",
             "Both are circles that move steadily across the screen.",
             ["Both flash once per second.", "Both stay in the same place.", "Both are squares that leave early."],
-            {"1": f"The {s.mover} circle glides from left to right {span(10, leave)}", "2": f"The {s.late} circle sinks from the top toward the centre {span(late, s.duration)}", "3": "Both are circles and both move steadily"},
-        ),
-        (
-            "Event Summarization",
-            "What is the main story of this video?",
+            {"1": f"The {s.mover} circle glides from left to right {span(10, leave)}", "2": f"The {s.late} circle sinks from the top toward the centre {span(late, s.duration)}", "3": "Both are circles and both move steadily"}),
+        ("Event Summarization", "What is the main story of this video?",
             f"A {s.mover} circle reaches a {s.target} square and both vanish; then a flashing {s.flasher} triangle announces a {s.late} circle that sinks toward the centre.",
             ["A single square stays still for the whole video.", "Two triangles chase each other around the edges.", "The screen stays dark except for a scrolling text."],
-            {},
-        ),
+            {}),
     ]
     mcq = {}
     for number, (rtype, question, correct, wrong, steps) in enumerate(specs, 1):
-        options, answer = _options(correct, wrong, (video_index + number) % 4)
-        mcq[f"qa{number}"] = {
-            "question": question,
-            "options": options,
-            "answer": answer,
-            "original_question": question,
-            "original_answer": correct,
-            "reasoning_process": steps,
-            "reasoning_type": rtype,
-        }
+        position = (video_index + number) % 4
+        mcq[f"qa{number}"] = {"question": question, "options": dict(zip(LETTERS, wrong[:position] + [correct] + wrong[position:])),
+                              "answer": LETTERS[position], "original_question": question, "original_answer": correct,
+                              "reasoning_process": steps, "reasoning_type": rtype}
     return mcq
 
 
 def records() -> list[dict]:
-    return [
-        {
-            "video_id": story.video_id,
-            "video_path": video_relpath(story),
-            "video_summary": summary(story),
-            "mcq": questions(story, index),
-            "video_read_type": "decord" if index % 2 else "av",
-        }
-        for index, story in enumerate(STORIES)
-    ]
+    return [{"video_id": story.video_id, "video_path": story.path, "video_summary": summary(story),
+             "mcq": questions(story, index), "video_read_type": "decord" if index % 2 else "av"}
+            for index, story in enumerate(STORIES)]
 
 
 def write_sample(root: Path) -> Path:
-    """Write the sample benchmark under `root` (a VRBENCH_ROOT); videos are kept if present."""
+    """Write the sample benchmark under `root` (a VRBENCH_ROOT)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     for story in STORIES:
-        write_video(root / stored_relpath(story), story.duration, story.shapes(), fps=FPS, width=WIDTH, height=HEIGHT)
-    with (root / ANNOTATIONS).open("w", encoding="utf-8") as handle:
-        for record in records():
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        stored = f"v001/{story.video_id}.mp4" if story.zip_layout else story.path
+        write_video(root / stored, story.duration, story.shapes(), fps=FPS, width=WIDTH, height=HEIGHT)
+    (root / ANNOTATIONS).write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records()), encoding="utf-8")
     return root
 
 
-# ----------------------------------------------------------------------------------------
-# Replay predictions and the test judge
-# ----------------------------------------------------------------------------------------
+# --- Replay predictions and the test judge
 
 _TIMES = re.compile(r"\s*\[\d\d:\d\d:\d\d->\d\d:\d\d:\d\d\]\.?")
 
 
-def step_texts(steps: list[list[str]]) -> list[str]:
+def step_texts(texts) -> list[str]:
     """Reference step texts without their timestamps."""
-    return [_TIMES.sub("", text).strip() for _number, text in steps]
+    return [_TIMES.sub("", text).strip() for text in texts]
 
 
 def demo_response(doc: dict, index: int) -> str:
@@ -245,7 +173,7 @@ def demo_response(doc: dict, index: int) -> str:
     test judge refuses to rate it; index 12: `\\boxed{X}`; index 16: an "Assistant:" prefix;
     otherwise the reference steps and `<Answer> X`.
     """
-    steps = step_texts(doc["steps"]) or [doc["original_answer"]]
+    steps = step_texts(text for _number, text in doc["steps"]) or [doc["original_answer"]]
     body = "\n".join(f"<Step {n}> {text}" for n, text in enumerate(steps, 1))
     right = doc["answer"]
     if index == 5:
@@ -279,65 +207,46 @@ def two_phase_replies(doc: dict, index: int) -> list[str]:
 def demo_predictions(root: Path) -> list[dict]:
     """Replay lines `{"task", "id", "response"}` for every VRBench task."""
     docs = flatten(json.loads(line) for line in (Path(root) / ANNOTATIONS).read_text(encoding="utf-8").splitlines() if line.strip())
-    return [
-        {"task": task, "id": doc["sample_id"],
-         "response": two_phase_replies(doc, index) if task in TWO_PHASE_TASKS else demo_response(doc, index)}
-        for task in TASKS
-        for index, doc in enumerate(docs)
-    ]
+    return [{"task": task, "id": doc["sample_id"], "response": (two_phase_replies if task in TWO_PHASE_TASKS else demo_response)(doc, index)}
+            for task in TASKS for index, doc in enumerate(docs)]
 
 
 _STEP_LINE = re.compile(r"^<Step \d+> (.*)$", re.MULTILINE)
-
-
-def judge_responder(body: dict) -> str:
-    """Deterministic test judge: rates the response by the reference steps it repeats.
-
-    matching/relevance = factual = round(10 x repeated steps / steps); logical = 8 with an
-    `<Answer>` line, else 2; clarity = 7. Replies without tags to responses carrying
-    `JUDGE-FAIL`. Works for both protocols (the steps are found wherever the prompt puts them).
-    """
-    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    response = user.split("# Model's reasoning process and Answer\n", 1)[-1].split("\n# Correct reasoning step and Answer", 1)[0]
-    if JUDGE_REFUSAL_MARKER in response:
-        return "I am unable to rate this response."
-    reference = user.split("# Correct reasoning step and Answer", 1)[-1]
-    steps = [_TIMES.sub("", text).strip() for text in _STEP_LINE.findall(reference)]
-    matched = sum(1 for step in steps if step in response)
-    match = round(10 * matched / len(steps)) if steps else 5
-    logical = 8 if "<Answer>" in response else 2
-    first = "step_matching" if "<step_matching>" in system else "relevance"
-    last = "process_clarity" if first == "step_matching" else "clarity"
-    return (
-        f"<{first}>{match}</{first}>\n<logical_consistency>{logical}</logical_consistency>\n"
-        f"<factual_accuracy>{match}</factual_accuracy>\n<{last}>7</{last}>\n<rationale>\n    test judge\n</rationale>"
-    )
-
-
+REFUSAL = "I am unable to rate this response."
 # lmms-eval 0.7.3's own `vrbench_process` asks for one 0-10 score in this tag (its single-prompt judge).
 SINGLE_SCORE_PROMPT = "<rate>the score (0-10)</rate>"
 
 
-def single_score_reply(text: str) -> str:
-    """The same judge for lmms-eval 0.7.3's single-score prompt: the weighted sum of the four
-    ratings `judge_responder` gives, in a `<rate>` tag (no tag for a refused response)."""
-    four = judge_responder({"messages": [{"role": "system", "content": "<step_matching>"}, {"role": "user", "content": text}]})
-    if "<step_matching>" not in four:
-        return four
-    values = [float(v) for v in re.findall(r">(\d+(?:\.\d+)?)</", four)]
-    return f"<rate>{0.4 * values[0] + 0.4 * values[1] + 0.1 * values[2] + 0.1 * values[3]:.1f}</rate>\n<reason>test judge</reason>"
+def _ratings(user: str) -> tuple[int, ...] | None:
+    """The test judge's four ratings, in weight order (None: a response carrying `JUDGE-FAIL`):
+    matching/relevance = factual = round(10 x repeated reference steps / steps); logical = 8 with an
+    `<Answer>` line, else 2; clarity = 7. The steps are found wherever the prompt puts them (both protocols)."""
+    response = user.split("# Model's reasoning process and Answer\n", 1)[-1].split("\n# Correct reasoning step and Answer", 1)[0]
+    if JUDGE_REFUSAL_MARKER in response:
+        return None
+    steps = step_texts(_STEP_LINE.findall(user.split("# Correct reasoning step and Answer", 1)[-1]))
+    match = round(10 * sum(1 for step in steps if step in response) / len(steps)) if steps else 5
+    return match, 8 if "<Answer>" in response else 2, match, 7
+
+
+def judge_responder(body: dict) -> str:
+    """Deterministic test judge in the official four-tag format, rating the response by the reference steps it repeats."""
+    ratings = _ratings(body["messages"][-1]["content"])
+    if ratings is None:
+        return REFUSAL
+    tags = TAGS[UNIQUE if "<step_matching>" in body["messages"][0]["content"] else NON_UNIQUE]
+    return "".join(f"<{tag}>{value}</{tag}>\n" for tag, value in zip(tags, ratings)) + "<rationale>\n    test judge\n</rationale>"
 
 
 def oracle_judge_reply(body: dict) -> str | None:
-    """`judge_responder` for VRBench's judge prompts (the official four-tag ones and lmms-eval
-    0.7.3's single-score one), None for any other prompt (the demo routes one local judge server
-    across the three benchmarks)."""
-    from lmms_video_reasoning.vrbench import prompts
-
+    """The test judge for VRBench's judge prompts (the official four-tag ones, and lmms-eval 0.7.3's
+    single-score one: the weighted sum in a `<rate>` tag), None for any other prompt (the demo routes
+    one local judge server across the three benchmarks)."""
     messages = body.get("messages") or []
-    system = messages[0].get("content") if messages else None
-    if isinstance(messages[-1].get("content") if messages else None, str) and SINGLE_SCORE_PROMPT in messages[-1]["content"]:
-        return single_score_reply(messages[-1]["content"])
-    if system not in (prompts.load(prompts.UNIQUE_SYSTEM), prompts.load(prompts.NON_UNIQUE_SYSTEM)):
+    user = messages[-1].get("content") if messages else None
+    if isinstance(user, str) and SINGLE_SCORE_PROMPT in user:
+        ratings = _ratings(user)
+        return REFUSAL if ratings is None else f"<rate>{process_score(ratings):.1f}</rate>\n<reason>test judge</reason>"
+    if (messages[0].get("content") if messages else None) not in (prompts.load(prompts.UNIQUE_SYSTEM), prompts.load(prompts.NON_UNIQUE_SYSTEM)):
         return None
     return judge_responder(body)

@@ -26,14 +26,12 @@ import numpy as np
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.parsing import ParseError, extract_tag
-from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
+from lmms_video_reasoning.utils.core.columns import Totals, column, ratio, rowwise
 from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 
 PROTOCOLS = ("default", "official")
 
-# ----------------------------------------------------------------------------------------
-# Reasoning types
-# ----------------------------------------------------------------------------------------
+# --- Reasoning types
 
 # Spelling in the data -> metric suffix. The data spells counting "Counting Porblems"; both
 # spellings are accepted. "Multi-element Inference" is named by the official judge code
@@ -59,11 +57,6 @@ COUNTING = ("Counting Porblems", "Counting Problems")
 UNIQUE, NON_UNIQUE = "unique", "non_unique"
 
 
-def type_metric(reasoning_type: str) -> str | None:
-    """Metric suffix of a reasoning type as spelled in the data (KeyError if unknown)."""
-    return TYPE_METRIC[reasoning_type.strip()]
-
-
 def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
     """Which judge prompt rates this type: `unique`, `non_unique`, or None (not rated).
 
@@ -78,9 +71,7 @@ def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
     return None
 
 
-# ----------------------------------------------------------------------------------------
-# MCQ-O: the official 8-stage extraction cascade (calculate_scores.py::extract_mcq_answer)
-# ----------------------------------------------------------------------------------------
+# --- MCQ-O: the official 8-stage extraction cascade (calculate_scores.py::extract_mcq_answer)
 
 # Stage 4 keywords, in the official order. All matches of all keywords are concatenated in
 # keyword order and the last one wins: the last match of the last keyword that matched,
@@ -117,78 +108,8 @@ def _strip_punctuation(text: str) -> str:
     output = text
     has_number_comma = _DIGIT_COMMA_DIGIT.search(text) is not None
     for mark in _PUNCTUATION:
-        if mark + " " in text or " " + mark in text or has_number_comma:
-            output = output.replace(mark, "")
-        else:
-            output = output.replace(mark, " ")
+        output = output.replace(mark, "" if mark + " " in text or " " + mark in text or has_number_comma else " ")
     return _PERIOD.sub("", output, count=_PERIOD_LIMIT)
-
-
-def _stage_boxed(text: str) -> str | None:
-    """1. `\\boxed{X}` (first occurrence)."""
-    match = _BOXED.search(text)
-    return match.group(1).upper() if match else None
-
-
-def _stage_answer_tag(text: str) -> str | None:
-    """2. `<Answer>` then optional whitespace then the letter (first occurrence; `[X]` fails)."""
-    match = _ANSWER_TAG.search(text)
-    return match.group(1).upper() if match else None
-
-
-def _stage_option_line(text: str) -> str | None:
-    """3. A line `X. text` in the stripped response (last such line)."""
-    return _last([letter for letter, _rest in _OPTION_LINE.findall(text.strip())])
-
-
-def _stage_keywords(text: str) -> str | None:
-    """4. `Answer`, `answer is`, ..., `conclusion` + `[:\\s]+X` + space/end/period/comma."""
-    matches: list[str] = []
-    for pattern in _KEYWORD_PATTERNS:
-        matches.extend(pattern.findall(text))
-    return _last(matches)
-
-
-def _stage_labels(text: str) -> str | None:
-    """5. `X.` then `X)` then `X:` anywhere, any case (so "the house." gives E)."""
-    for pattern in _LABEL_PATTERNS:
-        matches = pattern.findall(text)
-        if matches:
-            return _last(matches)
-    return None
-
-
-def _stage_letter_before_word(text: str) -> str | None:
-    """6. A whitespace-preceded letter followed by whitespace and a letter, or the end."""
-    return _last(_LETTER_BEFORE_WORD.findall(text))
-
-
-def _stage_cleaned_text(text: str) -> str | None:
-    """7. Punctuation stripped, lower-cased: the last standalone a-e."""
-    cleaned = _strip_punctuation(text.replace("\n", " ").replace("\t", " ").strip())
-    cleaned = cleaned.strip("'").strip('"').strip(")").strip("(").strip().lower()
-    return _last(_STANDALONE_ANY_CASE.findall(cleaned))
-
-
-def _stage_bare_letter(text: str) -> str | None:
-    """8. A standalone capital A-E: the last one in the final 50 characters (any case there),
-    else the last one anywhere."""
-    if not _STANDALONE.findall(text):
-        return None
-    in_tail = _STANDALONE_ANY_CASE.findall(text.lower()[-50:])
-    return _last(in_tail) or _last(_STANDALONE.findall(text))
-
-
-_STAGES = (
-    _stage_boxed,
-    _stage_answer_tag,
-    _stage_option_line,
-    _stage_keywords,
-    _stage_labels,
-    _stage_letter_before_word,
-    _stage_cleaned_text,
-    _stage_bare_letter,
-)
 
 
 def extract_mcq_answer(response: str | None) -> str | None:
@@ -199,11 +120,27 @@ def extract_mcq_answer(response: str | None) -> str | None:
     """
     if not response:
         return None
-    for stage in _STAGES:
-        letter = stage(response)
-        if letter is not None:
-            return letter
-    return None
+    # 1. `\\boxed{X}`; 2. `<Answer>`, optional whitespace, the letter (`[X]` fails): first occurrence
+    for pattern in (_BOXED, _ANSWER_TAG):
+        match = pattern.search(response)
+        if match:
+            return match.group(1).upper()
+    letter = (
+        _last([letter for letter, _rest in _OPTION_LINE.findall(response.strip())])  # 3. the last line `X. text`
+        or _last([found for pattern in _KEYWORD_PATTERNS for found in pattern.findall(response)])  # 4. keywords
+        # 5. `X.`, then `X)`, then `X:` anywhere, any case (so "the house." gives E): the first style found decides
+        or next((_last(found) for found in (pattern.findall(response) for pattern in _LABEL_PATTERNS) if found), None)
+        or _last(_LETTER_BEFORE_WORD.findall(response))  # 6. a letter between whitespace and a letter, or the end
+    )
+    if letter:
+        return letter
+    # 7. Punctuation stripped, lower-cased: the last standalone a-e.
+    cleaned = _strip_punctuation(response.replace("\n", " ").replace("\t", " ").strip())
+    letter = _last(_STANDALONE_ANY_CASE.findall(cleaned.strip("'").strip('"').strip(")").strip("(").strip().lower()))
+    if letter or not _STANDALONE.findall(response):
+        return letter
+    # 8. A standalone capital A-E: the last one in the final 50 characters (any case there), else the last one anywhere.
+    return _last(_STANDALONE_ANY_CASE.findall(response.lower()[-50:])) or _last(_STANDALONE.findall(response))
 
 
 def mcq_correct(response: str | None, answer: str) -> bool:
@@ -215,9 +152,7 @@ def mcq_correct(response: str | None, answer: str) -> bool:
     return not is_model_failure(response) and extract_mcq_answer(response) == answer
 
 
-# ----------------------------------------------------------------------------------------
-# OE-P: the four judge tags and their weights
-# ----------------------------------------------------------------------------------------
+# --- OE-P: the four judge tags and their weights
 
 # batch_evaluation_api_mp_time_async.py: 0.4 / 0.4 / 0.1 / 0.1, in this tag order.
 TAGS = {
@@ -286,11 +221,7 @@ def official_response(response: str) -> str:
     return response.strip("Assistant:")  # noqa: B005, PLE1310 - the official quirk, on purpose
 
 
-# ----------------------------------------------------------------------------------------
-# Aggregation
-# ----------------------------------------------------------------------------------------
-
-
+# --- Aggregation
 @dataclass(frozen=True)
 class QuestionScore:
     """Everything aggregation needs about one question."""
@@ -338,7 +269,7 @@ def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, n
     failed, failed_model = column(s.judge_failed for s in scores), column(s.model_failed for s in scores)
     out = {"questions": np.ones(len(scores)), "correct": correct, "process_sum": process_sum, "process_n": process_n,
            "judge_failed": failed, "model_failed": failed_model}
-    kinds = [type_metric(s.reasoning_type) for s in scores]
+    kinds = [TYPE_METRIC[s.reasoning_type.strip()] for s in scores]
     for name in TYPE_NAMES:
         member = column(kind == name for kind in kinds)
         out.update({f"n:{name}": member, f"correct:{name}": member * correct, f"rated:{name}": member * rated,
@@ -379,10 +310,3 @@ def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_r
         metrics[f"type_{name}"] = np.where((totals[f"n:{name}"] == 0) | (has_oe & ~ran), np.nan, combined)
     metrics["judge_failed"] = np.where(withheld, totals["needed_failed"], np.where(ran, totals["judge_failed"], np.nan))
     return metrics
-
-
-def aggregate(scores: Sequence[QuestionScore], protocol: str, with_judge: bool, judge_ran: bool = True) -> dict[str, float]:
-    """All metrics of a task from its per-question scores (`score_columns` summed, `metrics_from_totals`)."""
-    columns = SampleColumns(score_columns(scores, protocol), lambda totals, _whole: metrics_from_totals(totals, protocol, with_judge, judge_ran),
-                            counts=("model_failed", "judge_failed"))
-    return point(columns)

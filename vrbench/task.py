@@ -1,27 +1,18 @@
 """VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
 
-One generation per question (two for the paper's protocol), the official CoT template, scored for both tracks:
+One generation per question with the official CoT template, scored for both tracks, in one of
+three modes stamped on every document and copied into every record (so a record is re-scored
+exactly as the task's aggregation scored it): `judge` (frames or video + template; MCQ-O and
+OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's LLM setting:
+summary + question, no visual input). Documents marked `two_phase` follow the paper's protocol
+instead, two generations (`two_phase_turn`): the Fig. A20 reasoning prompt without the options,
+then the options; OE-P rates round 1, MCQ-O reads round 2. The protocol (`scoring.py`) is the
+task's option, which `VRBENCH_PROTOCOL` overrides.
 
-- `vr_bench` (`judge` mode): frames (or the video) + template; MCQ-O and OE-P from the same response.
-- `vr_bench_mcq` (`mcq` mode): the same generation; MCQ-O only, no judge.
-- `vr_bench_text` (`text` mode): the paper's LLM setting: summary + question, no visual input.
-- `vr_bench_official`: `judge` mode under the official protocol (see `scoring.py`).
-- `vr_bench_two_phase`, `vr_bench_text_two_phase` (`judge` / `text` mode, documents marked
-  `two_phase`): the paper's protocol instead, two generations: the Fig. A20 reasoning prompt (no
-  options), then the options (`two_phase_turn`); OE-P rates round 1, MCQ-O reads round 2.
-
-The task's lmms-eval hooks call these functions with a judge answering `ask.Request`s and a
-`Media` that gets the frames. The task's mode and protocol are stamped on every document and copied into every
-record, so a record is re-scored exactly as the task's aggregation scored it.
-The protocol is the task's option (`protocol`: `default`, or `official` for `vr_bench_official`);
-`VRBENCH_PROTOCOL` overrides it for every task.
-
-Visual input settings (`lmms_eval_specific_kwargs`): `visual_mode` (`video`: a video, for
-video-native models; `frames`: `num_frames` frames at segment midpoints, 224x224, for
-frame-based models), `num_frames` and `video_frames` (video mode: `protocol`, the default, is
-a clip of those same `num_frames` 224x224 frames, as the official inference ran video models;
-`model` lets the model sample the full video); `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES`
-override them.
+Visual input (`lmms_eval_specific_kwargs`, `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override):
+`visual_mode` (`video` for video-native models, `frames`: `num_frames` segment-midpoint frames
+at 224x224), `video_frames` (video mode: `protocol`, a clip of those same frames, as the
+official inference ran video models; `model`: the model samples the full video).
 """
 
 from __future__ import annotations
@@ -52,32 +43,29 @@ from lmms_video_reasoning.vrbench.scoring import (
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_ENV = "VRBENCH_PROTOCOL"
-NUM_FRAMES_ENV = "VRBENCH_NUM_FRAMES"
 DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
-VIDEO_FRAMES_ENV = "VRBENCH_VIDEO_FRAMES"
 VIDEO_FRAMES = ("protocol", "model")
 DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
-PROTOCOL = settings.declare(PROTOCOL_ENV, "choice", "default", "VRBench protocol: this suite's default or the "
+PROTOCOL = settings.declare("VRBENCH_PROTOCOL", "choice", "default", "VRBench protocol: this suite's default or the "
                             "official code's", choices=PROTOCOLS, scoring=True, option="protocol")  # a task option
-NUM_FRAMES = settings.declare(NUM_FRAMES_ENV, "int", None, "frames for frame-based models (overrides the task's "
+NUM_FRAMES = settings.declare("VRBENCH_NUM_FRAMES", "int", None, "frames for frame-based models (overrides the task's "
                               "num_frames)", minimum=1, scoring=True)
-VIDEO_FRAMES_SETTING = settings.declare(VIDEO_FRAMES_ENV, "choice", None, "what video-native models see: the protocol's "
-                                        "frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
+VIDEO_FRAMES_SETTING = settings.declare("VRBENCH_VIDEO_FRAMES", "choice", None, "what video-native models see: the "
+                                        "protocol's frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
 MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
 TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
 ROUNDS = "rounds"  # the key of the two replies in a two-phase response
+RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # what a record copies of its question first
 
 
 class Media(Protocol):
     """Get the frames: what the task needs from a document's video (the binding resolves the file)."""
 
     def plan(self, doc: dict, plan: FramePlan, n: int) -> Chosen:
-        """The `n` frames `plan` picks in the document's video and their times (`frame_plan.choose`
-        on the video's frame count and fps; no decoding)."""
+        """The `n` frames `plan` picks in the video and their times (no decoding)."""
 
     def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
         """The frames at these presentation indices, as RGB PIL images (resized to `size`)."""
@@ -86,11 +74,7 @@ class Media(Protocol):
         """What a video-native model is handed: the video, or (`pick`, `size`) a video of just those frames."""
 
 
-# ----------------------------------------------------------------------------------------
-# Documents
-# ----------------------------------------------------------------------------------------
-
-
+# --- Documents
 def task_protocol_of(declared: dict | None = None) -> str:
     """The protocol of a task declaring `declared` (its options; `default` when it declares none),
     overridden by `$VRBENCH_PROTOCOL` when set (`settings.task_settings`)."""
@@ -100,9 +84,7 @@ def task_protocol_of(declared: dict | None = None) -> str:
         raise DataError(str(error)) from None
 
 
-def protocol_from_env() -> str:
-    """`$VRBENCH_PROTOCOL` (default|official), `default` when unset."""
-    return task_protocol_of()
+protocol_from_env = task_protocol_of  # `$VRBENCH_PROTOCOL`, `default` when unset
 
 
 def stamp(docs: list[dict], mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
@@ -115,11 +97,7 @@ def stamp(docs: list[dict], mode: str, protocol: str, two_phase: bool = False) -
     return docs
 
 
-# ----------------------------------------------------------------------------------------
-# Model input
-# ----------------------------------------------------------------------------------------
-
-
+# --- Model input
 def num_frames(kwargs: dict | None) -> int:
     """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
     value = NUM_FRAMES.read() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
@@ -128,7 +106,7 @@ def num_frames(kwargs: dict | None) -> int:
     except (TypeError, ValueError):
         count = 0
     if count < 1:
-        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES_ENV} or lmms_eval_specific_kwargs)")
+        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES.name} or lmms_eval_specific_kwargs)")
     return count
 
 
@@ -143,49 +121,33 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 
 def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (default) or `model`; `$VRBENCH_VIDEO_FRAMES` wins.
-
-    `protocol`: the official inference's `num_frames` segment-midpoint frames at 224x224, as a
-    video clip (the official inference ran every model, video-native ones included, on these
-    frames; its default count, 16, and the size are the official code's, the per-model counts of
-    the task YAMLs the paper's Table A3 where it lists the model). `model`: the model samples the
-    full video itself.
-    """
+    """Which frames video mode shows: `protocol` (default: the official inference's `num_frames`
+    segment-midpoint frames at 224x224, as a clip; the count of each model in the task YAMLs is the
+    paper's Table A3 where it lists the model) or `model` (it samples the full video); `$VRBENCH_VIDEO_FRAMES` wins."""
     value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
-        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_ENV} or lmms_eval_specific_kwargs)")
+        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_SETTING.name} or lmms_eval_specific_kwargs)")
     return value
 
 
-def sample_frames(doc: dict, n: int, media: Media) -> list:
-    """The official frame sampling: `n` segment midpoints, resized to 224x224 (PIL images)."""
-    return media.frames(doc, media.plan(doc, frames.PLAN, n).indices, size=frames.SIZE)
-
-
-def video_input(doc: dict, kwargs: dict | None, media: Media) -> str:
-    """The video handed to a video-native model: of the protocol frames, or (`video_frames:
-    model`) the video for the model to sample itself."""
-    if video_frames(kwargs) == "model":
-        return media.video(doc)
-    n = num_frames(kwargs)
-    return media.video(doc, pick=lambda total: frames.indices(total, n), size=frames.SIZE)
-
-
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
-    """`[video]` (video mode, see `video_input`), the sampled frames (frames mode), or `[]` (text task)."""
+    """`[video]` (video mode: of the protocol frames, or the video for the model to sample itself),
+    the sampled frames (frames mode), or `[]` (text task)."""
     mode = visual_mode(doc, kwargs)
     if mode == "none":
         return []
-    if mode == "video":
-        return [video_input(doc, kwargs, media)]
-    return sample_frames(doc, num_frames(kwargs), media)
+    if mode == "frames":
+        return media.frames(doc, media.plan(doc, frames.PLAN, num_frames(kwargs)).indices, size=frames.SIZE)
+    if video_frames(kwargs) == "model":
+        return [media.video(doc)]
+    n = num_frames(kwargs)
+    return [media.video(doc, pick=lambda total: frames.indices(total, n), size=frames.SIZE)]
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
                 round_idx: int | None = None, previous_round_info: Any = None) -> str | tuple:
-    """The official CoT prompt (question, `X: text` option lines, the video summary); for the
-    two-phase task, the prompt of its next round (`two_phase_turn`; lmms-eval's agentic loop
-    passes the rounds' replies as `previous_output`)."""
+    """The official CoT prompt; for the two-phase task, the prompt of its next round (`two_phase_turn`;
+    lmms-eval's agentic loop passes the rounds' replies as `previous_output`)."""
     if doc.get(TWO_PHASE):
         return two_phase_turn(doc, previous_output or [])
     return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
@@ -234,47 +196,26 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
 
 def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
     """One user turn: the video or frames first, then the prompt (as the official inference)."""
-    mode = visual_mode(doc, kwargs)
-    visuals = doc_to_visual(doc, kwargs, media)
-    kind = "video" if mode == "video" else "image"
-    content = [{"type": kind, "url": visual} for visual in visuals]
-    content.append({"type": "text", "text": doc_to_text(doc, kwargs)})
-    return [{"role": "user", "content": content}]
+    kind = "video" if visual_mode(doc, kwargs) == "video" else "image"
+    content = [{"type": kind, "url": visual} for visual in doc_to_visual(doc, kwargs, media)]
+    return [{"role": "user", "content": [*content, {"type": "text", "text": doc_to_text(doc, kwargs)}]}]
 
 
-# ----------------------------------------------------------------------------------------
-# Records and metrics
-# ----------------------------------------------------------------------------------------
-
-
+# --- Records and metrics
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The per-question record: everything needed to score it again, nothing expensive.
-
-    Also the way to score a `--predict_only` file: pair each raw response with its document.
-    lmms-eval's failure placeholder (an API model that gave up) is marked `model_failed`
-    with its first line as `model_failure`, and no letter is read from it. `response` is the
-    raw reply (the OE-P judge rates it whole, as the official judge rates the model's whole
-    output); the MCQ letter is read from its final answer (`utils.lmms.responses.reply_record`),
-    so a thinking model's reasoning cannot lend it a letter, and a reply cut off inside its
-    reasoning has no letter (wrong, counted in `reasoning_truncated`). `settings`: the task's
-    (`registry.Benchmark.record`), which make the reply fields.
+    """The per-question record: everything needed to score it again, nothing expensive (also the
+    way to score a `--predict_only` file). The OE-P judge rates the raw `response` whole, as the
+    official judge rates the model's whole output; the MCQ letter is read from its final answer
+    (`utils.lmms.responses.reply_record`), so a thinking model's reasoning cannot lend it a letter,
+    and a failed reply (lmms-eval's placeholder) or one cut off inside its reasoning has none.
+    `settings`: the task's (`registry.Benchmark.record`), which make the reply fields.
     """
     reply = two_phase_reply(response, settings) if doc.get(TWO_PHASE) else reply_record(response, settings)
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     no_letter = reply["model_failed"] or reply["reasoning_truncated"]
-    return {
-        "sample_id": doc["sample_id"],
-        "mode": doc["mode"],
-        "protocol": doc["protocol"],
-        "reasoning_type": doc["reasoning_type"],
-        "answer": doc["answer"],
-        **reply,
-        "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
-        "question": doc["question"],
-        "procedure": doc["procedure"],
-        "original_answer": doc["original_answer"],
-        "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else "",
-    }
+    return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
+            **{key: doc[key] for key in ("question", "procedure", "original_answer")},
+            "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else ""}
 
 
 def metric_names(doc: dict) -> tuple[str, ...]:
@@ -284,33 +225,20 @@ def metric_names(doc: dict) -> tuple[str, ...]:
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                           with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> dict[str, float]:
-    """Metrics from records and their judge outcomes `(process score or None, judge failed)`: the
-    aggregate of the run's `metric_columns`."""
+    """The metrics of `metric_columns` (the upstream task folder's aggregation)."""
     return point(metric_columns(records, outcomes, protocol, with_judge, judge_ran, failed_share))
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                    with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
-    """Every metric of the task over per-question columns (`utils/core/columns.py`): each question's
-    `scoring.score_columns` and whether its reply was cut off; the metrics from their sums
-    (`scoring.metrics_from_totals`; on a whole run, the judge-based ones not computed past the
-    failure share, `failed_share` the task's (None: the environment's): the process ratings would
-    measure the judge's outage).
-
-    A model-failed record is never judged (`judging.rate` gives it `(None, False)`), so its
-    process score is None: left out of OE-P (default) or 0 (official).
-    """
-    scores = [
-        QuestionScore(
-            reasoning_type=record["reasoning_type"],
-            correct=not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
-            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None,
-            process=process,
-            judge_failed=failed,
-            model_failed=model_failed(record),
-        )
-        for record, (process, failed) in zip(records, outcomes, strict=True)
-    ]
+    """Every metric of the task over per-question columns (`utils/core/columns.py`): `scoring.score_columns`
+    and whether the reply was cut off; the metrics from their sums (`scoring.metrics_from_totals`; on a whole
+    run, the judge-based ones withheld past the failure share, `failed_share` the task's, None: the
+    environment's). A model-failed record is never judged: left out of OE-P (default) or 0 (official)."""
+    scores = [QuestionScore(record["reasoning_type"], not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
+                            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None, process=process,
+                            judge_failed=failed, model_failed=model_failed(record))
+              for record, (process, failed) in zip(records, outcomes, strict=True)]
     counted = scoring.score_columns(scores, protocol)
     counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
 
@@ -319,13 +247,6 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | Non
                 "reasoning_truncated": totals["reasoning_truncated"]}
 
     return SampleColumns(counted, metrics, counts=("model_failed", "judge_failed", "reasoning_truncated"))
-
-
-def judge_failures(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str) -> tuple[int, int]:
-    """(failed ratings, questions that needed a rating): the failure share's counts."""
-    needed = [failed for record, (_process, failed) in zip(records, outcomes)
-              if judge_prompt_kind(record["reasoning_type"], protocol) is not None and not model_failed(record)]
-    return sum(needed), len(needed)
 
 
 def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, bool]:
@@ -339,24 +260,19 @@ def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, 
 
 def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
                ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
-    """All metrics of one task's records: the judge (None: not configured) rates the rated records;
-    and the per-sample outcomes they come from, `(process score or None, judge failed)` (MCQ-only
-    records: `(None, False)` each; None when a judge is needed and there is none).
-
-    `settings`: optional `{"protocol": "default"|"official"}` overriding the records' protocol, and
-    the task's failure share (`judge_failed_share`).
-    """
+    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
+    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
+    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
     if not records:
         return {}, []
     protocol, with_judge = task_protocol(records, settings)
     limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
-    outcomes = [(None, False)] * len(records)
     judge = judge if with_judge else None
+    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
+    columns = metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
     if judge is not None:
-        outcomes = judging.rate(records, protocol, judge)
-        failed, judged = judge_failures(records, outcomes, protocol)
+        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
         if failure_share.too_many_failed(failed, judged, limit):
             log.error(failure_share.explain("VRBench", failed, judged, limit))
-    metrics = metrics_from_outcomes(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
-    return metrics, None if with_judge and judge is None else outcomes
+    return point(columns), None if with_judge and judge is None else outcomes
