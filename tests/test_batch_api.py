@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fake_batch_api import FakeBatchApi
+from lmms_video_reasoning.utils.results.score import samples_path
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from lmms_video_reasoning.utils.tools.demo import sample_responder
 from score_report_support import environment, sample_judge
@@ -33,7 +34,13 @@ def synchronous(sample_dir, sample_env, tmp_path_factory):
     out = folder / "sync.json"
     with sample_judge(folder / "judge.sqlite", {**sample_env, "HF_HUB_OFFLINE": "1"}):
         assert cli_main(["score", str(sample_dir / "predictions.jsonl"), "--task", TASK, "--out", str(out)]) == 0
-    return json.loads(out.read_text())["results"][TASK]
+    return {"results": json.loads(out.read_text())["results"][TASK], "outcomes": outcomes_of(out)}
+
+
+def outcomes_of(scored_file: Path, task: str = TASK) -> dict[str, dict]:
+    """{sample_id: the judge's outcome} from the samples file `lmms-vr score --out` wrote beside the results."""
+    lines = samples_path(scored_file, task).read_text().splitlines()
+    return {row["sample_id"]: row["lmms_vr_outcome"] for row in map(json.loads, lines)}
 
 
 def _env(api, sample_env, cache, **extra) -> dict:
@@ -42,11 +49,19 @@ def _env(api, sample_env, cache, **extra) -> dict:
             **extra}
 
 
-def _assert_same(expected: dict, scored_file) -> None:
+def _assert_same(expected: dict, scored_file, output: str = "") -> None:
+    """The batch run's metrics and per-sample outcomes are the synchronous run's; a difference names
+    the samples that differ and their outcomes (and ends with the run's `output`)."""
     got = json.loads(scored_file.read_text())["results"][TASK]
-    for name, value in expected.items():
+    outcomes = outcomes_of(scored_file)
+    differ = {sample: (outcome, outcomes.get(sample)) for sample, outcome in expected["outcomes"].items()
+              if outcomes.get(sample) != outcome}
+    why = "".join(f"\n  sample {sample}: synchronous {sync}, batch {batch}" for sample, (sync, batch) in differ.items())
+    why += f"\n{output[-3000:]}" if output else ""
+    for name, value in expected["results"].items():
         same = (math.isnan(value) and math.isnan(got[name])) if isinstance(value, float) and math.isnan(value) else got[name] == value
-        assert same, f"{name}: synchronous {value!r}, batch {got[name]!r}"
+        assert same, f"{name}: synchronous {value!r}, batch {got[name]!r}{why}"
+    assert not differ, f"per-sample outcomes differ:{why}"
 
 
 def _never_twice(api: FakeBatchApi) -> None:
@@ -72,7 +87,7 @@ def test_batch_judging_with_expiry_partial_and_failed_batches(synchronous, sampl
         assert max(len(ids) for ids in api.submitted_ids()) <= 25, "input files split at the request limit"
         _never_twice(api)
         assert ("POST", "/v1/chat/completions") not in api.requests, "nothing judged synchronously"
-    _assert_same(synchronous, out)
+    _assert_same(synchronous, out, printed)
     assert "expired, " in printed and "failed, 0 of" in printed and "injected validation failure" in printed
     assert "without a result (due again)" in printed and KEY not in printed
     results = json.loads(out.read_text())
@@ -103,7 +118,7 @@ def test_a_batch_cancelled_through_the_client(synchronous, sample_dir, sample_en
     assert run.returncode == 0, output[-3000:]
     assert api.batches[api.created[0]]["status"] == "cancelled" and len(api.created) >= 2
     _never_twice(api)
-    _assert_same(synchronous, out)
+    _assert_same(synchronous, out, output)
     assert "cancelled" in output
 
 
@@ -125,7 +140,7 @@ def test_killed_at_each_step_the_rerun_submits_nothing_twice(step, synchronous, 
             assert created_before == 0 and "re-attached to an earlier run's batches: dropped 1" in rerun.stdout
         if step == "uploaded":
             assert created_before == 0 and "created 1" in rerun.stdout
-    _assert_same(synchronous, out)
+    _assert_same(synchronous, out, killed.stdout + killed.stderr + rerun.stdout + rerun.stderr)
 
 
 def test_killed_while_the_api_creates_the_batch(synchronous, sample_dir, sample_env, tmp_path):
@@ -146,7 +161,7 @@ def test_killed_while_the_api_creates_the_batch(synchronous, sample_dir, sample_
         assert "found 1" in rerun.stdout
         assert len(api.created) == 2  # the found first batch, then the scoring calls' batch
         _never_twice(api)
-    _assert_same(synchronous, out)
+    _assert_same(synchronous, out, rerun.stdout + rerun.stderr)
 
 
 def test_benchmarks_sharing_a_judge_wait_for_each_batch_once(sample_dir, sample_env, tmp_path, capsys):

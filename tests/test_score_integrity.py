@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from judge_faults import FaultPlan, request_fingerprint
+from test_batch_api import outcomes_of
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.results import score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
@@ -182,7 +183,11 @@ def test_a_judge_incident_then_a_healthy_rerun_gives_the_clean_metrics(env, samp
     with LocalJudgeServer(responder=sample_responder) as recovered:
         rerun = run(recovered, tmp_path / "shared.sqlite", tmp_path / "rerun.json")
         resent = [request_fingerprint(body) for body in recovered.requests]
-    assert rerun["results"][task] == clean["results"][task]
+    clean_outcomes, rerun_outcomes = outcomes_of(tmp_path / "clean.json", task), outcomes_of(tmp_path / "rerun.json", task)
+    differ = "".join(f"\n  sample {sample}: clean {outcome}, rerun {rerun_outcomes.get(sample)}"
+                     for sample, outcome in clean_outcomes.items() if rerun_outcomes.get(sample) != outcome)
+    assert rerun["results"][task] == clean["results"][task], f"metrics differ; samples:{differ}"
+    assert not differ, f"per-sample outcomes differ:{differ}"
     assert failed and failed <= set(resent), "every judgment that failed is asked again"
     assert not set(resent) & answered, "no judgment answered during the incident is paid for twice"
     # Besides the failed ones, only the later steps the failures had prevented are new.
