@@ -62,3 +62,18 @@ def without_filelock_api(tmp_path) -> dict[str, str]:
     """))
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "LMMS_VR_CACHE": str(tmp_path / "cache")}
+
+
+@pytest.fixture(autouse=True)
+def _no_open_breaker_outlives_its_test():
+    """A judge's circuit breaker lives as long as the process, per endpoint URL: within a real run
+    that is the point, but tests reuse random loopback ports, so a breaker one test tripped would
+    fail another test's judge on the same port at once. After a test that tripped one, the
+    process's judges and breakers are forgotten."""
+    yield
+    from lmms_video_reasoning.judges import process_registry
+
+    with process_registry._registry_lock:
+        if any(breaker.open() for breaker in process_registry._breakers.values()):
+            process_registry._breakers.clear()
+            process_registry._judges.clear()
