@@ -523,7 +523,7 @@ def numbers_section(pr, result: dict | None) -> str:
     text = "\n".join(lines)
     before = result.get("before")
     if before and "numbers" in before:
-        lines = ["", "Before and after, the same replies and the same judge, on the whole sample:", "", "| | before (this tree) | after (this PR) |", "|---|---|---|"]
+        lines = ["", "Upstream's tasks (this PR leaves them as they are) and the new ones, the same replies and the same judge, on the whole sample:", "", "| | upstream's tasks | the new tasks (this PR) |", "|---|---|---|"]
         for label, was, now in pr.spec["before"]["rows"]:
             lines.append(f"| {label} | {_lookup(was, before['numbers'])} | {_lookup(now, full)} |")
         text += "\n" + "\n".join(lines)  # a blank line ends the table above
