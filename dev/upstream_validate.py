@@ -21,8 +21,8 @@ through a one-line YAML overlay per task (`include:` the PR's YAML, `data_files:
 annotation file: the tasks' own data source is the Hub), and one local judge server
 (`judges/local_server.py`, answering from the sample's truth) reached through lmms-eval's own
 judge settings (`API_TYPE=openai`, `OPENAI_API_URL`, `OPENAI_API_KEY`, `MODEL_VERSION`).
-A PR that fixes upstream tasks (its `pr.json` names them under `before`) also runs them on the
-clean tree, for its before/after numbers. Everything lands in `SERIES/validation.json`.
+A PR that adds tasks beside upstream's (its `pr.json` names those under `before`) also runs them on
+the clean tree, to compare both on the same replies. Everything lands in `SERIES/validation.json`.
 """
 
 from __future__ import annotations
