@@ -143,8 +143,8 @@ def test_a_benchmark_pr_overwriting_a_file_of_the_tree_is_refused(tmp_path):
     folder.mkdir(parents=True)
     (folder / "README.md").write_text("# VRBench\n")
     (folder / "protocol.py").write_text("# someone else's\n")
+    exports = {name: upstream.exported(name) for name in upstream.benchmark_folders()}
     with pytest.raises(upstream.UpstreamError, match=r"would overwrite \['lmms_eval/tasks/vrbench/protocol.py'\].*a PR of its own"):
-        exports = {name: upstream.exported(name) for name in upstream.benchmark_folders()}
         upstream.benchmark_pr("vrbench", tmp_path, exports["vrbench"], upstream.shared_modules(exports))
 
 
