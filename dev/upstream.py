@@ -19,7 +19,8 @@ configuration's versions):
   (`test/eval/<folder>/`). Only imports change (`lmms_video_reasoning.<...>.<module>` ->
   `lmms_eval.tasks.<folder>.<module>`), then lmms-eval's own ruff settings sort and format them.
   A module two or more benchmarks need goes once into a PR of its own (`SHARED_PACKAGE`), which the
-  benchmark PRs build on (applied before each, alone too).
+  benchmark PRs build on (applied before each, alone too). A benchmark PR only adds files (and
+  appends to its folder's README): a file of the tree it would overwrite is refused.
   What a folder may carry is checked: its own protocol modules and a short list of shared
   modules needing only the standard library or lmms-eval (`EXPORTABLE`); the plugin's
   infrastructure (judge engine and cache, proxy clips, the data-root tooling, the report, the
@@ -569,10 +570,12 @@ def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, share
             changes[f"{target}/{path.name}"] = content
     if spec.get("new_folder_doc") and not (tree / target / "__init__.py").exists():
         changes[f"{target}/__init__.py"] = f'"""{spec["new_folder_doc"]}"""\n'.encode("utf-8")
-    for name in spec.get("removes", []):
-        if not (tree / target / name).exists():
-            raise UpstreamError(f"{benchmark}: {target}/{name} (to be removed) is not in {tree}")
-        changes[f"{target}/{name}"] = None
+    # Extend, never break: a benchmark PR adds files; of the tree's, it may only append to a README.
+    appended = {f"{target}/README.md"} if spec.get("readme") == "append" else set()
+    existing = sorted(path for path in set(changes) - appended if (tree / path).exists())
+    if existing:
+        raise UpstreamError(f"{benchmark}: the PR would overwrite {existing} of {tree}: give its files new names (a new task, "
+                            "a new hooks module); a change to an existing task is a PR of its own")
     description = (upstream / DESCRIPTION_FILE).read_text(encoding="utf-8")
     base = {path: (tree / path).read_bytes() for path, content in changes.items() if content is not None and (tree / path).is_file()}
     return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)), base, list(requires or []))

@@ -21,8 +21,8 @@ through a one-line YAML overlay per task (`include:` the PR's YAML, `data_files:
 annotation file: the tasks' own data source is the Hub), and one local judge server
 (`judges/local_server.py`, answering from the sample's truth) reached through lmms-eval's own
 judge settings (`API_TYPE=openai`, `OPENAI_API_URL`, `OPENAI_API_KEY`, `MODEL_VERSION`).
-A PR that fixes upstream tasks (its `pr.json` names them under `before`) also runs them on the
-clean tree, for its before/after numbers. Everything lands in `SERIES/validation.json`.
+A PR that adds tasks beside upstream's (its `pr.json` names those under `before`) also runs them on
+the clean tree, to compare both on the same replies. Everything lands in `SERIES/validation.json`.
 """
 
 from __future__ import annotations
@@ -523,7 +523,7 @@ def numbers_section(pr, result: dict | None) -> str:
     text = "\n".join(lines)
     before = result.get("before")
     if before and "numbers" in before:
-        lines = ["", "Before and after, the same replies and the same judge, on the whole sample:", "", "| | before (this tree) | after (this PR) |", "|---|---|---|"]
+        lines = ["", "Upstream's tasks (this PR leaves them as they are) and the new ones, the same replies and the same judge, on the whole sample:", "", "| | upstream's tasks | the new tasks (this PR) |", "|---|---|---|"]
         for label, was, now in pr.spec["before"]["rows"]:
             lines.append(f"| {label} | {_lookup(was, before['numbers'])} | {_lookup(now, full)} |")
         text += "\n" + "\n".join(lines)  # a blank line ends the table above

@@ -123,13 +123,29 @@ def test_the_filelock_bound_names_the_host_pr_that_lifts_it(prs):
 
 
 def test_cgbench_and_vrbench_prs_keep_their_folders_other_tasks(prs, tree):
-    vrbench, cgbench = [pr for pr in prs if pr.slug in ("vrbench-one-generation", "cgbench-protocol")]
-    assert {path for path, content in vrbench.changes.items() if content is None} == {
-        "lmms_eval/tasks/vrbench/vrbench_group.yaml", "lmms_eval/tasks/vrbench/vrbench_process.yaml"}
+    vrbench, cgbench = [pr for pr in prs if pr.slug in ("vrbench-protocol", "cgbench-protocol")]
+    # Extend, never break (issue 36): of 0.7.3's vrbench folder, 02 deletes and rewrites no file; it appends to the README
+    folder = tree / "lmms_eval/tasks/vrbench"
+    existing = {f"lmms_eval/tasks/vrbench/{path.relative_to(folder).as_posix()}" for path in folder.rglob("*") if path.is_file() and "__pycache__" not in path.parts}
+    assert {"lmms_eval/tasks/vrbench/vrbench_group.yaml", "lmms_eval/tasks/vrbench/vrbench_process.yaml", "lmms_eval/tasks/vrbench/utils.py"} <= existing
+    assert existing & set(vrbench.changes) == {"lmms_eval/tasks/vrbench/README.md"} and None not in vrbench.changes.values()
+    assert vrbench.changes["lmms_eval/tasks/vrbench/README.md"].decode().startswith((folder / "README.md").read_text().rstrip())
+    assert set(vrbench.spec["tasks"]) == {"vrbench_protocol", "vrbench_protocol_mcq", "vrbench_protocol_text", "vrbench_protocol_official"}
     untouched = {"utils.py", "_default_template_yaml", "cgbench.yaml", "cgbench_subtitles.yaml", "cgbench_group.yaml", "__init__.py"}
     assert not {path.rsplit("/", 1)[1] for path in cgbench.changes if path.startswith("lmms_eval/tasks/cgbench/")} & untouched
     readme = cgbench.changes["lmms_eval/tasks/cgbench/README.md"].decode()
     assert readme.startswith((tree / "lmms_eval/tasks/cgbench/README.md").read_text().rstrip())  # upstream's text, then ours
+
+
+def test_a_benchmark_pr_overwriting_a_file_of_the_tree_is_refused(tmp_path):
+    """A tree whose vrbench folder already has the PR's hooks module: the PR would change a task it does not own."""
+    folder = tmp_path / "lmms_eval/tasks/vrbench"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("# VRBench\n")
+    (folder / "protocol.py").write_text("# someone else's\n")
+    exports = {name: upstream.exported(name) for name in upstream.benchmark_folders()}
+    with pytest.raises(upstream.UpstreamError, match=r"would overwrite \['lmms_eval/tasks/vrbench/protocol.py'\].*a PR of its own"):
+        upstream.benchmark_pr("vrbench", tmp_path, exports["vrbench"], upstream.shared_modules(exports))
 
 
 def test_no_exported_file_names_this_package_or_carries_its_infrastructure(prs):
@@ -554,7 +570,7 @@ def test_series_validated_in_a_clean_lmms_eval_073(tmp_path):
         if pr.kind == "benchmark":
             assert {row["check"] for row in results[pr.name]["rows"]} >= {"run", "equals plugin"}
             assert all(row["n"] == 8 for row in results[pr.name]["rows"] if row["check"] == "run")
-    before = results["02-vrbench-one-generation"]["before"]
-    assert before["numbers"]["vrbench_process"] and before["numbers"]["vrbench_mcq"]  # upstream's tasks ran, before the fix
-    assert "| OE-P |" in (out / "02-vrbench-one-generation.md").read_text()
+    before = results["02-vrbench-protocol"]["before"]
+    assert before["numbers"]["vrbench_process"] and before["numbers"]["vrbench_mcq"]  # upstream's tasks ran beside the new ones
+    assert "| OE-P |" in (out / "02-vrbench-protocol.md").read_text()
     print(f"series validated in {time.time() - started:.0f} s")

@@ -1,8 +1,9 @@
-"""VRBench (multi-step reasoning in long narrative videos) tasks: the lmms-eval hooks.
+"""VRBench's official protocol (`vrbench_protocol*` tasks): the lmms-eval hooks.
 
-One generation per question, scored for both tracks: MCQ-O by the official extraction
-cascade and OE-P by the official four-tag process judge (DeepSeek-V3 by default). The task
-logic is `task.py` (inputs, records, metrics) with `judging.py` and `scoring.py`; this module
+Added beside the folder's `vrbench` group (`vrbench_mcq`, `vrbench_process`, `utils.py`), which
+stay as they are. One generation per question, scored for both tracks: MCQ-O by the official
+extraction cascade and OE-P by the official four-tag process judge (DeepSeek-V3 by default). The
+task logic is `task.py` (inputs, records, metrics) with `judging.py` and `scoring.py`; this module
 binds it to lmms-eval: documents from `VRBench_eval.jsonl`, videos resolved by
 `resolve_media_reference` (plain paths), frames decoded with PyAV (`plain_frames.py`), and the
 judge of lmms-eval's own settings (`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`, the
@@ -31,22 +32,22 @@ def _documents(dataset, mode, protocol=None):
 
 
 def vrbench_process_docs(dataset):
-    """`vrbench`: one document per question (the 960 video records hold 8,243), both tracks."""
+    """`vrbench_protocol`: one document per question (the 960 video records hold 8,243), both tracks."""
     return _documents(dataset, "judge")
 
 
 def vrbench_process_docs_mcq(dataset):
-    """`vrbench_mcq`: MCQ-O only, no judge."""
+    """`vrbench_protocol_mcq`: MCQ-O only, no judge."""
     return _documents(dataset, "mcq")
 
 
 def vrbench_process_docs_text(dataset):
-    """`vrbench_text`: the paper's LLM setting (summary + question, no visual input)."""
+    """`vrbench_protocol_text`: the paper's LLM setting (summary + question, no visual input)."""
     return _documents(dataset, "text")
 
 
 def vrbench_process_docs_official(dataset):
-    """`vrbench_official`: the official judge behaviour exactly."""
+    """`vrbench_protocol_official`: the official judge behaviour exactly."""
     return _documents(dataset, "judge", "official")
 
 

@@ -1,4 +1,4 @@
-"""Offline checks of lmms_eval/tasks/vrbench: no network, API key, GPU or download.
+"""Offline checks of the vrbench_protocol tasks of lmms_eval/tasks/vrbench: no network, API key, GPU or download.
 
 Each test writes a one-video annotation file in the official schema and a short video, builds
 the tasks with lmms-eval from this folder (documents read from that file), and rates the
@@ -94,30 +94,30 @@ def scores(task):
     return {metric: aggregate([value[metric] for value in values]) for metric, aggregate in task.aggregation().items()}
 
 
-def test_one_task_for_both_tracks_replaces_the_group():
+def test_protocol_tasks_are_added_beside_the_existing_ones():
     manager = TaskManager("ERROR", include_defaults=False, include_path=str(FOLDER))
-    assert {"vrbench", "vrbench_mcq", "vrbench_text", "vrbench_official"} <= set(manager.all_tasks)
-    assert "vrbench_process" not in manager.all_tasks and "vrbench" not in manager.all_groups
+    assert {"vrbench_protocol", "vrbench_protocol_mcq", "vrbench_protocol_text", "vrbench_protocol_official"} <= set(manager.all_tasks)
+    assert {"vrbench_mcq", "vrbench_process"} <= set(manager.all_tasks) and "vrbench" in manager.all_groups  # unchanged
 
 
 def test_documents_and_inputs(root, tmp_path):
-    task = build("vrbench", root, tmp_path)
+    task = build("vrbench_protocol", root, tmp_path)
     docs = list(task.eval_docs)
     assert [doc["sample_id"] for doc in docs] == ["v1_qa1", "v1_qa2", "v1_qa3"]
     text = task.doc_to_text(docs[0])
     assert "Why does the square leave?" in text and "A: the red circle" in text and "A red circle chases a blue square." in text
-    hooks = importlib.import_module("lmms_eval.tasks.vrbench.utils")
+    hooks = importlib.import_module("lmms_eval.tasks.vrbench.protocol")
     assert hooks.vrbench_doc_to_visual(docs[0], {"visual_mode": "video"}) == [str(root / "VRBench/videos/v001/v1.mp4")]
     frames = hooks.vrbench_doc_to_visual(docs[0], {"visual_mode": "frames", "num_frames": 4})
     assert len(frames) == 4 and frames[0].size == (224, 224)  # the official 224x224 segment midpoints
-    assert hooks.vrbench_doc_to_visual(build("vrbench_text", root, tmp_path).eval_docs[0], {}) == []
+    assert hooks.vrbench_doc_to_visual(build("vrbench_protocol_text", root, tmp_path).eval_docs[0], {}) == []
 
 
 def test_one_generation_scored_by_the_official_four_tag_judge(root, tmp_path, monkeypatch):
     monkeypatch.setenv("API_TYPE", "vrbench_test_four_tag")
     monkeypatch.setenv("MODEL_VERSION", "four-tag-judged")
     FourTagJudge.calls.clear()
-    metrics = scores(build("vrbench", root, tmp_path))
+    metrics = scores(build("vrbench_protocol", root, tmp_path))
     assert metrics["mcq_accuracy"] == pytest.approx(200 / 3)  # qa2 answered D
     assert metrics["process_score"] == pytest.approx(76.0)  # 0.4*8 + 0.4*6 + 0.1*10 + 0.1*10, synopsis not rated
     assert metrics["overall"] == pytest.approx((200 / 3 + 76.0) / 2) and metrics["judge_failed"] == 0
@@ -128,7 +128,7 @@ def test_one_generation_scored_by_the_official_four_tag_judge(root, tmp_path, mo
 def test_failed_judge_calls_are_counted_not_dropped(root, tmp_path, monkeypatch):
     monkeypatch.setenv("API_TYPE", "vrbench_test_broken")
     monkeypatch.setenv("MODEL_VERSION", "broken-judged")
-    metrics = scores(build("vrbench", root, tmp_path))
+    metrics = scores(build("vrbench_protocol", root, tmp_path))
     assert metrics["judge_failed"] == 2 and math.isnan(metrics["process_score"])  # every rating failed: not computed
     assert metrics["mcq_accuracy"] == pytest.approx(200 / 3)  # the rule-based track still counts
 
@@ -136,11 +136,11 @@ def test_failed_judge_calls_are_counted_not_dropped(root, tmp_path, monkeypatch)
 def test_official_protocol_scores_unrated_questions_zero(root, tmp_path, monkeypatch):
     monkeypatch.setenv("API_TYPE", "vrbench_test_four_tag")
     monkeypatch.setenv("MODEL_VERSION", "four-tag-official")
-    metrics = scores(build("vrbench_official", root, tmp_path))
+    metrics = scores(build("vrbench_protocol_official", root, tmp_path))
     assert metrics["process_score"] == pytest.approx((7.6 + 7.6 + 0.0) / 3 * 10)  # the synopsis question counts 0
 
 
 def test_mcq_task_needs_no_judge(root, tmp_path, monkeypatch):
     monkeypatch.setenv("API_TYPE", "vrbench_test_broken")
-    metrics = scores(build("vrbench_mcq", root, tmp_path))
+    metrics = scores(build("vrbench_protocol_mcq", root, tmp_path))
     assert metrics["mcq_accuracy"] == pytest.approx(200 / 3) and "process_score" not in metrics
