@@ -74,6 +74,6 @@ def _no_open_breaker_outlives_its_test():
     from lmms_video_reasoning.judges import process_registry
 
     with process_registry._registry_lock:
-        if any(breaker.open() for breaker in process_registry._breakers.values()):
+        if any(breaker.open for breaker in process_registry._breakers.values()):
             process_registry._breakers.clear()
             process_registry._judges.clear()
