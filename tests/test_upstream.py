@@ -50,7 +50,7 @@ known-first-party = ["lmms_eval"]
 '''
 # Plugin infrastructure that must never reach lmms-eval (a module of that name in a PR is a copy of it).
 INFRASTRUCTURE = {"engine.py", "cache.py", "local_server.py", "config.py", "model_video.py", "model_readings.py", "proxy_clips.py",
-                  "decode_ahead.py", "video.py", "frame_table.py", "frame_decoder.py", "synthetic.py", "preflight.py", "roots.py",
+                  "video.py", "frame_table.py", "frame_decoder.py", "synthetic.py", "preflight.py", "roots.py",
                   "media_index.py", "aggregation.py", "report.py", "replay_model.py", "sample.py", "autoload.py", "plugin.py"}
 
 
@@ -361,8 +361,9 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
     """Both forms judge the same replies through the same local judge: every metric is equal."""
     from lmms_video_reasoning.judges import LocalJudgeServer
     from lmms_video_reasoning.judges import process_registry
-    from lmms_video_reasoning.utils.lmms import llm_judge_ask
     from lmms_video_reasoning.utils.tools.sample import env_for
+
+    import llm_judge_ask  # dev/ (on the path above)
 
     predictions: dict[str, dict] = {}
     for line in (sample / "predictions.jsonl").read_text().splitlines():
@@ -443,8 +444,9 @@ def _record(benchmark: str, hooks, doc: dict, reply: str, task: str) -> dict:
 
 def test_where_the_upstream_form_can_differ_from_the_plugin(sample, monkeypatch):
     """The upstream form gives the plugin's numbers on the sample; these are the cases where it cannot."""
-    from lmms_video_reasoning.utils.lmms import llm_judge_ask
-    from lmms_video_reasoning.utils.media import frame_decoder, frame_table, plain_frames
+    import llm_judge_ask  # dev/ (on the path above)
+    import plain_frames
+    from lmms_video_reasoning.utils.media import frame_decoder, frame_table
     from lmms_video_reasoning.vcr_bench import scoring
 
     # 1. lmms-eval's providers strip the judge's reply; the official VCR-Bench code keeps it, and

@@ -13,8 +13,7 @@ decide, the model gets the original path (counted in the exit report).
 
 This module is the entry point a task's hook calls; the jobs live beside it:
 ``model_readings`` (what a model's own path selects), ``proxy_clips`` (layouts, writing, the
-bounded cache), ``decode_ahead`` (the next documents prepared in the background), and
-``host`` (the model calling the hook and its processing order, read from the stack).
+bounded cache), and ``host`` (the model calling the hook, read from the stack).
 
 Public interface
 ----------------
@@ -47,7 +46,7 @@ from typing import Callable, Sequence
 
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
-from lmms_video_reasoning.utils.lmms import decode_ahead, host, proxy_clips
+from lmms_video_reasoning.utils.lmms import host, proxy_clips
 from lmms_video_reasoning.utils.lmms.model_readings import (Reading, known_model, model_frames, qwen_reader_verified,
                                                             reading_of, takes_as_video, version_verified)
 from lmms_video_reasoning.utils.lmms.proxy_clips import ProxyCache, ProxyLayout
@@ -156,8 +155,6 @@ class _Usage:
 
     def record_path(self, model: str, reason: str) -> None:
         """A known model's input handed over as the original path (no proxy), and why."""
-        if decode_ahead.prefetching():
-            return  # a decode-ahead job: the document's own call counts it
         with self.lock:
             self.paths[(model, reason)] += 1
             self._register()
@@ -202,7 +199,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
     except OSError:
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
     ident = (str(path), st.st_size, st.st_mtime_ns, request)
-    with _lock_for(ident):  # foreground and decode-ahead never prepare the same input twice
+    with _lock_for(ident):  # two threads never prepare the same input twice
         with _locks_guard:
             known = _done.get(ident)
         cache = cache or ProxyCache(proxy_clips.cache_dir(), proxy_clips.cache_limit_bytes())
@@ -258,15 +255,6 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
 # --------------------------------------------------------------------------------------------
 
 
-def calling_model() -> tuple[bool, Reading | None, object | None]:
-    """Whether an lmms-eval model called the hook, its ``Reading``, and the model instance
-    (a decode-ahead job: its model's ``Reading``, no instance on its thread's stack)."""
-    if decode_ahead.prefetching():
-        return True, decode_ahead.prefetch_reading(), None
-    model = host.calling_model()
-    return (True, reading_of(model), model) if model is not None else (False, None, None)
-
-
 def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
                     size: tuple[int, int] | None = None, on_broken: Callable[[Path], object] | None = None) -> str:
     """What a ``doc_to_visual`` hook hands a simple video model for the video ``path``.
@@ -274,7 +262,7 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     With ``LMMS_VR_VIDEO_INPUT=path``: ``str(path)`` after ``on_broken(path)`` (the benchmark's
     decode check). Otherwise, when the calling model is known (``reading_of``) or ``frames``
     fixes the frames (indices, or a function of the frame count; ``size`` = ``(width, height)``): a proxy clip (``prepare``) the model
-    reads back as exactly those frames, and the next documents are queued for decode-ahead.
+    reads back as exactly those frames.
     Unknown models (without ``frames``) and calls from outside a model (scripts, tests) get the
     checked path. A file our decoder rejects goes through
     ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
@@ -285,8 +273,9 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     path = Path(path)
     if input_mode() == "path":
         return str(on_broken(path) if on_broken else path)
-    inside, reading, model = calling_model()
-    if not inside or (reading is None and frames is None):  # called outside a run, or by a model we do not know
+    model = host.calling_model()
+    reading = reading_of(model) if model is not None else None
+    if model is None or (reading is None and frames is None):  # called outside a run, or by a model we do not know
         name = known_model(model) if model is not None else None
         if name is not None:  # a known model whose settings make its frames depend on more than the video
             usage.record_path(name, "with settings the video alone does not decide (batch size, reader, subclass)")
@@ -308,6 +297,4 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
         if on_broken is not None:
             on_broken(path)  # raises with the benchmark's own advice when the file is broken
         raise MediaError(str(exc)) from None
-    if reading is not None:  # after this document's input, so the two never compete for the CPU
-        decode_ahead.schedule_ahead(reading)
     return proxy if proxy is not None else str(on_broken(path) if on_broken else path)

@@ -132,7 +132,7 @@ class ProxyCache:
     processes making the same clip both end with a complete one. Eviction runs under an
     exclusive ``flock`` on ``.lock`` (one process at a time) and never removes the clip just
     made, nor clips used in the last ``protect_s`` seconds while others can go (the ones the
-    model is about to read, including decode-ahead results).
+    model is about to read).
     """
 
     def __init__(self, folder: Path, limit: int, protect_s: float = 120.0):
