@@ -16,8 +16,6 @@ Public interface
   shows, before decoding; ``resolve_meta`` is the rule for dataset metadata (a per-video frame
   table) that disagrees with the file; ``notes`` lists what was clamped, dropped or overridden
   (also logged as warnings). ``PlannedFrames.read()`` decodes them (``read_frames``).
-- ``sample(path, plan, n, *, intervals=None, size=None, meta=None) -> SampledFrames``: the
-  two steps at once (frames, indices, timestamps, fps, total_frames, notes).
 - ``cut_clip(path, intervals_s, cache_dir) -> Path``: the clue intervals concatenated into a
   new MP4, for models that only accept a video path (CG-Bench's media prefer the dataset's own
   clip when it exists).
@@ -31,7 +29,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -52,23 +50,6 @@ META_FPS_TOLERANCE_FRACTION = 0.01
 _META_WARNED: set[str] = set()  # notes already logged (at most _META_WARNED_SIZE)
 _META_WARNED_SIZE = 4096
 _META_WARNED_LOCK = threading.Lock()
-
-
-@dataclass
-class SampledFrames:
-    """Frames a protocol shows a model, with the indices and times it tells the model.
-
-    ``timestamps`` are the protocol's (``round(idx / fps, k)``), ``fps`` and ``total_frames``
-    the values the indices and timestamps were computed from (see ``resolve_meta``);
-    ``notes`` lists anything worth a warning (meta disagreement, clamped intervals).
-    """
-
-    frames: list | np.ndarray
-    indices: list[int]
-    timestamps: list[float]
-    fps: float
-    total_frames: int
-    notes: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,25 +172,6 @@ def plan_frames(
         notes.append(f"{past_end} index(es) past the last frame ({in_file - 1}) were dropped")
         logger.warning("%s: %s", path, notes[-1])
     return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
-
-
-def sample(
-    path,
-    plan: FramePlan,
-    n: int,
-    *,
-    intervals: Sequence[Sequence[float]] | None = None,
-    size: tuple[int, int] | str | None = None,
-    meta: dict | None = None,
-    as_array: bool = False,
-    workers: int = DEFAULT_WORKERS,
-) -> SampledFrames:
-    """Sample ``n`` frames of ``path`` as ``plan`` says (``plan_frames``, then ``read``): frames,
-    indices and the plan's timestamps. ``size``: None = the plan's size (or the decoded size),
-    ``(width, height)``, or ``"native"``."""
-    planned = plan_frames(path, plan, n, intervals=intervals, meta=meta)
-    frames = planned.read(size=size, as_array=as_array, workers=workers)
-    return SampledFrames(frames, planned.indices, planned.timestamps, planned.fps, planned.total_frames, list(planned.notes))
 
 
 # --------------------------------------------------------------------------------------------
