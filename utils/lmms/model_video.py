@@ -15,19 +15,8 @@ This module is the entry point a task's hook calls; the jobs live beside it:
 ``model_readings`` (what a model's own path selects), ``proxy_clips`` (layouts, writing, the
 bounded cache), and ``host`` (the model calling the hook, read from the stack).
 
-Public interface
-----------------
-- ``INPUT_ENV`` (``LMMS_VR_VIDEO_INPUT``): ``fast`` (default) or ``path``: ``path`` restores
-  plain video paths everywhere (the one switch back).
-- ``video_for_model(path, *, frames=None, size=None, on_broken=None) -> str``: what a
-  ``doc_to_visual`` hook returns for a video: a cached proxy clip path when the calling model
-  is known (or ``frames`` fixes the frames, e.g. a benchmark protocol), else ``str(path)``.
-  A file that cannot be decoded raises through ``on_broken`` (the benchmark's checked-video
-  function, whose error names the fix) or MediaError; this decode is the broken-file check.
-- ``prepare(path, Request(...), cache=None)``: the proxy clip for one request (made or found).
-- ``usage``: this process's proxies made / reused / made again after eviction, logged at exit
-  with the ``LMMS_VR_PROXY_CACHE_MB`` that would have kept every one, and the inputs a known
-  model got as the original path, by reason (``usage.summary``).
+A task's ``doc_to_visual`` calls ``video_for_model``; ``LMMS_VR_VIDEO_INPUT=path`` (``INPUT``) restores plain
+paths everywhere; ``usage`` logs at exit the proxies made and reused and the inputs handed over as paths.
 
 See ``utils/media/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
 """
@@ -54,14 +43,8 @@ from lmms_video_reasoning.utils.lmms.proxy_clips import ProxyCache, ProxyLayout
 logger = logging.getLogger("lmms_video_reasoning.model_video")
 
 INPUT_ENV = "LMMS_VR_VIDEO_INPUT"
-INPUT_MODES = ("fast", "path")
 INPUT = settings.declare(INPUT_ENV, "choice", "fast", "video inputs of known video-native models: fast proxy clips "
-                         "of the frames they keep, or the original path", choices=INPUT_MODES)
-
-
-def input_mode() -> str:
-    """``fast`` (proxy clips for known models) or ``path`` (plain paths), from ``LMMS_VR_VIDEO_INPUT``."""
-    return INPUT.read()
+                         "of the frames they keep, or the original path", choices=("fast", "path"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,7 +254,7 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 
     path = Path(path)
-    if input_mode() == "path":
+    if INPUT.read() == "path":
         return str(on_broken(path) if on_broken else path)
     model = host.calling_model()
     reading = reading_of(model) if model is not None else None

@@ -5,15 +5,6 @@ model's own selection on it (``model_readings.model_frames``, simulated before u
 target frames in order at the target size. Models that also read the video's timing get a
 *timed* proxy: the source's frame count and rate, their frames at their own indices, a tiny
 placeholder elsewhere, so the reader reports the same metadata (``plan_timed_proxy``).
-
-Public interface
-----------------
-- ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``;
-  ``check_timed_proxy(path, total, fps)``: the written container declares the source's count and rate.
-- ``resize_like_qwen(frames, size)``: ``qwen_vl_utils.fetch_video``'s resize, reproduced.
-- ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
-  multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock);
-  ``cache_dir()`` (``LMMS_VR_PROXY_CACHE_DIR``) and ``cache_limit_bytes()``.
 """
 
 from __future__ import annotations

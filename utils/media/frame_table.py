@@ -5,16 +5,8 @@ decode order on B-frame files, so the exact sampler (``utils/media/frame_decoder
 from this table: presentation index ``i`` is the ``i``-th smallest pts, so variable-frame-rate
 and B-frame files map index -> frame exactly.
 
-Public interface
-----------------
-- ``VideoError`` (a ``ValueError``): the file is missing, empty, truncated, corrupt or has no
-  video stream. The message names the file and what to do; never a decoder traceback.
-- ``probe(path) -> VideoInfo(total_frames, fps, duration, width, height)``: from the container.
-  ``total_frames`` is exact: it counts the packets of the video stream (a packet scan), because
-  header counts are missing or wrong in real files (and a truncated file is detected by
-  comparing the two); ``probe(path, exact=False)`` reads only the header when it has a count.
-- ``_frame_table(path)``: the table itself (cached by path, size and mtime), for the decoder
-  and clue clips.
+``probe`` gives a file's ``VideoInfo``; ``VideoError`` (a ValueError) names the file and what to do, never
+a decoder traceback; ``_frame_table`` (cached by path, size and mtime) serves the decoder and clue clips.
 """
 
 from __future__ import annotations

@@ -6,20 +6,8 @@ published numbers depend on those exact frames. Each benchmark declares that cho
 of one file (checked against the dataset's metadata) and decodes exactly those frames with the
 exact sampler (``utils/media/frame_decoder.py``, on the frame table of ``utils/media/frame_table.py``).
 
-Public interface
-----------------
-- ``FramePlan(name, times, pick=..., pick_in_intervals=..., size=...)``: a protocol's pure index
-  and timestamp functions, declared by each benchmark (``<benchmark>/frames.py``).
-- ``plan_frames(path, plan, n, *, intervals=None, meta=None) -> PlannedFrames``
-  ``(path, indices, timestamps, fps, total_frames, size, notes)``: what every benchmark's
-  production code calls (its ``frames.py``) to turn its plan into indices and the times it
-  shows, before decoding; ``resolve_meta`` is the rule for dataset metadata (a per-video frame
-  table) that disagrees with the file; ``notes`` lists what was clamped, dropped or overridden
-  (also logged as warnings). ``PlannedFrames.read()`` decodes them (``read_frames``).
-- ``cut_clip(path, intervals_s, cache_dir) -> Path``: the clue intervals concatenated into a
-  new MP4, for models that only accept a video path (CG-Bench's media prefer the dataset's own
-  clip when it exists).
-- ``probe``, ``read_frames`` and ``VideoError`` live in ``frame_table`` and ``frame_decoder``.
+``plan_frames`` (what each benchmark's binding calls) and ``PlannedFrames.read``; ``cut_clip`` for models
+that take only a path. ``probe``, ``read_frames`` and ``VideoError`` live in ``frame_table`` and ``frame_decoder``.
 """
 
 from __future__ import annotations
@@ -33,7 +21,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
