@@ -64,7 +64,7 @@ class Request:
 # One lock per video being made; an evicted lock only lets two threads make the same clip (last one wins).
 _locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
-_done: "collections.OrderedDict[tuple, str]" = collections.OrderedDict()
+_done: BoundedMemo[str] = BoundedMemo(4096)  # input -> its proxy, made or found in this process
 
 
 def _lock_for(ident: tuple) -> threading.Lock:
@@ -183,8 +183,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
     ident = (str(path), st.st_size, st.st_mtime_ns, request)
     with _lock_for(ident):  # two threads never prepare the same input twice
-        with _locks_guard:
-            known = _done.get(ident)
+        known = _done.get(ident)
         cache = cache or ProxyCache(proxy_clips.cache_dir(), proxy_clips.cache_limit_bytes())
         if known is not None and cache.hit(Path(known)):
             usage.record_reused()
@@ -225,10 +224,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             result = str(target)
             usage.record_made(target)
             logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(unique), size[1], size[0])
-        with _locks_guard:
-            _done[ident] = result
-            while len(_done) > 4096:
-                _done.popitem(last=False)
+        _done[ident] = result
         return result
 
 

@@ -221,8 +221,6 @@ def write_video(
     background: str = "black",
     overwrite: bool = False,
     stamp_index: bool = False,
-    crf: int = 23,
-    preset: str = "ultrafast",
     faststart: bool = False,
     open_gop: bool = False,
     pix_fmt: str = "yuv420p",
@@ -265,7 +263,7 @@ def write_video(
                 x264_params += ":b-adapt=0:b-pyramid=normal"
             if open_gop:
                 x264_params += ":open-gop=1"
-            stream.options = {"preset": preset, "crf": str(crf), "x264-params": x264_params}
+            stream.options = {"preset": "ultrafast", "crf": "23", "x264-params": x264_params}
             masks: dict = {}
             canvas = np.empty((height, width, 3), dtype=np.uint8)
             for i, t in enumerate(times):

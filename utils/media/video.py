@@ -24,7 +24,7 @@ from pathlib import Path
 from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
-from lmms_video_reasoning.utils.media.frame_decoder import DEFAULT_WORKERS, _decode_runs, _plan, read_frames
+from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames
 from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, probe
 
 logger = logging.getLogger(__name__)
@@ -102,13 +102,13 @@ class PlannedFrames:
     size: tuple[int, int] | None = None
     notes: tuple[str, ...] = ()
 
-    def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False, workers: int = DEFAULT_WORKERS):
+    def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False):
         """The planned frames (``read_frames``); ``size`` None: the plan's size (or the decoded
         size), ``(width, height)``, or ``"native"``."""
         if self.path is None:
             raise VideoError(f"no video file to read the planned frames from ({'; '.join(self.notes)})")
         size = size if size is not None else (self.size or _NATIVE)
-        return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array, workers=workers)
+        return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array)
 
 
 def plan_frames(
@@ -190,12 +190,12 @@ def _clip_frames(table: _FrameTable, merged: list[list[float]]) -> list[int]:
     return picked
 
 
-def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: int = 18) -> Path:
+def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
     """A new MP4 of the frames inside ``intervals_s`` (seconds), concatenated in time order.
 
     For models that only take a video path (clue-only questions). Intervals are clamped to
     the video and merged (overlaps would repeat frames); frames are re-encoded (H.264,
-    ``crf``) rather than stream-copied, so the clip starts exactly at the interval, not at
+    CRF 18) rather than stream-copied, so the clip starts exactly at the interval, not at
     the previous keyframe, and is played at the source's average fps. The file is cached in
     ``cache_dir`` under a name keyed by the video's path, size, mtime and the intervals;
     concurrent writers are safe (each writes a temporary file, then ``os.replace``).
@@ -223,7 +223,7 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: in
         with av.open(str(tmp), mode="w", format="mp4") as out:
             stream = out.add_stream("libx264", rate=rate)
             stream.width, stream.height, stream.pix_fmt = table.info.width, table.info.height, "yuv420p"
-            stream.options = {"preset": "veryfast", "crf": str(crf)}
+            stream.options = {"preset": "veryfast", "crf": "18"}
 
             def sink(d: int, frame) -> None:
                 frame.pts, frame.time_base = decode_positions[d], 1 / rate
