@@ -204,7 +204,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             if request.frames is not None and request.size is not None:
                 frames = read_frames(path, unique, size=request.size, as_array=True)
             elif request.frames is None and request.reading.model != "llava_onevision":
-                frames = read_frames(path, unique, size=(size[1], size[0]), resize=proxy_clips.resize_one_like_qwen, as_array=True)
+                frames = read_frames(path, unique, size=(size[1], size[0]), resize=proxy_clips.resize_like_qwen, as_array=True)
             else:
                 frames = read_frames(path, unique, as_array=True)
             timed = request.frames is None and request.reading.timed

@@ -170,9 +170,6 @@ class ProxyCache:
         except FileNotFoundError:
             pass
 
-    def size(self) -> int:
-        return sum(size for _, size, _ in self.entries())
-
     def evict(self, keep: Path | None = None) -> int:
         """Remove least recently used clips until the folder fits the limit; returns bytes freed."""
         import time
@@ -249,20 +246,16 @@ def check_timed_proxy(path: Path, total: int, fps: float) -> bool:
         return stream.frames == total and rate is not None and float(rate) == fps  # the model's metadata: to the last bit
 
 
-def resize_one_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
-    """``resize_like_qwen`` of one ``(H, W, 3)`` frame (per frame: the result is the same as in a
-    batch, and it runs in the sampler's decoding threads)."""
-    return resize_like_qwen(frame[None], (width_height[1], width_height[0]))[0]
-
-
-def resize_like_qwen(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """``fetch_video``'s resize (torchvision bicubic, antialias, on uint8) of ``(N, H, W, 3)`` frames."""
-    if frames.shape[1:3] == tuple(size):
-        return frames
+def resize_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
+    """``fetch_video``'s resize (torchvision bicubic, antialias, on uint8) of one ``(H, W, 3)`` frame (per
+    frame the result is the same as in a batch; it runs in the sampler's decoding threads)."""
+    size = (width_height[1], width_height[0])
+    if frame.shape[:2] == size:
+        return frame
     import torch
     from torchvision import transforms
     from torchvision.transforms import InterpolationMode
 
-    tensor = torch.from_numpy(frames).permute(0, 3, 1, 2)
+    tensor = torch.from_numpy(frame[None]).permute(0, 3, 1, 2)
     resized = transforms.functional.resize(tensor, list(size), interpolation=InterpolationMode.BICUBIC, antialias=True)
-    return resized.permute(0, 2, 3, 1).contiguous().numpy()
+    return resized.permute(0, 2, 3, 1).contiguous().numpy()[0]
