@@ -28,18 +28,14 @@ ends the call (no forward pass):
 - ``floor``: only decoding qwen2_vl's frames with ``utils.media.frame_decoder.read_frames`` (cold), the
   least any exact method must do; ``today_s / floor_s`` is the largest speed-up exact frames allow.
 
-Then a simulated run of 20 documents (hard links of the two long files, so every document is
-a new video) through lmms-eval's ``Qwen2_VL.generate_until`` with the processor call answered
-by a one-token batch and the forward pass replaced by a 2 s sleep (the GPU): wall time with and
-without decode-ahead. ``--json`` prints ``speedup_vs_model_path`` (long files),
-``speedup_short_clips``, ``peak_memory_mb``, ``frames_identical``, ``overlap_efficiency``, the
-package versions and per-case rows.
+``--json`` prints ``speedup_vs_model_path`` (long files), ``speedup_short_clips``,
+``peak_memory_mb``, ``frames_identical``, the package versions and per-case rows.
 
 WARNING: ``qwen2_vl`` / ``today`` peaks near 17 GB on the 20-minute file (it was killed for lack
 of memory at 24 GB resident on the 23 GB development machine in the issue-23 run):
 ``--today-files`` limits lmms-eval's own path to some files.
 
-    python benchmarks/model_inputs.py [--json] [--docs 20] [--model-seconds 2] [--skip-today] [--files ...] [--today-files ...]
+    python benchmarks/model_inputs.py [--json] [--skip-today] [--files ...] [--today-files ...]
 """
 
 from __future__ import annotations
@@ -58,7 +54,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import frame_sampling as fs  # noqa: E402 - the generated benchmark videos
 
-from lmms_video_reasoning.utils.lmms import decode_ahead, model_video as mv  # noqa: E402
+from lmms_video_reasoning.utils.lmms import model_video as mv  # noqa: E402
 from lmms_video_reasoning.utils.lmms import model_readings as readings, proxy_clips as clips  # noqa: E402
 from lmms_video_reasoning.utils.media import synthetic as syn  # noqa: E402
 
@@ -75,8 +71,7 @@ CHAT = {"max_pixels": 1605632, "min_pixels": 256 * 28 * 28, "max_num_frames": 32
 MODELS = {"qwen2_vl": ("lmms_eval.models.simple.qwen2_vl.Qwen2_VL", "qwen2_vl", {}),
           "chat": ("lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL", "qwen2_5_vl", CHAT)}
 QWEN2_VL = readings.Reading("qwen2_vl", 32, 602112, 3136)  # qwen2_vl's defaults, for the decode floor only
-DECODE_AHEAD = 2  # documents decoded ahead in the simulated run (LMMS_VR_DECODE_AHEAD)
-GOALS = {"speedup_vs_model_path": 20.0, "peak_memory_mb": 1024.0, "overlap_ratio": 1.15}
+GOALS = {"speedup_vs_model_path": 20.0, "peak_memory_mb": 1024.0}
 QUESTIONS_PER_VIDEO = {"cg_bench": 12129 / 1219, "vcr_bench": 1034 / 859}  # the papers' totals (see docstring)
 TESTS = Path(__file__).resolve().parents[1] / "tests"  # tiny_models.py: offline checkpoints
 
@@ -107,20 +102,6 @@ class ProcessorInputs:
         if self.stop:
             raise ProcessorReached
         return BatchFeature({"input_ids": torch.tensor([[0]])})
-
-
-class SleepingForward:
-    """The model's ``generate``: ``seconds`` of sleep (GPU work; the CPU is free), one EOS token."""
-
-    def __init__(self, seconds: float, eos: int):
-        self.seconds, self.eos, self.ended = seconds, eos, []
-
-    def generate(self, input_ids, **kwargs):
-        import torch
-
-        time.sleep(self.seconds)
-        self.ended.append(time.perf_counter())
-        return torch.cat([input_ids, torch.tensor([[self.eos]])], dim=1)
 
 
 def lmms_model(consumer: str, checkpoints: Path, stop: bool = True):
@@ -244,47 +225,6 @@ def run_worker(case: str, path: Path, out: Path, warmup: Path, cache: Path) -> d
 # ----------------------------------------------------------------------------- simulated run
 
 
-def distinct_documents(paths: list[Path], docs: int, folder: Path, tag: str) -> list[Path]:
-    """``docs`` hard links of ``paths`` in turn (``folder/{tag}-NN``): every document a new video
-    (a new cache key), nothing shared between documents; the caller removes them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    links = []
-    for n in range(docs):
-        link = folder / f"{tag}-{n:02d}{paths[n % len(paths)].suffix}"
-        if not link.exists():
-            os.link(paths[n % len(paths)], link)
-        links.append(link)
-    return links
-
-
-def simulated_run(documents: list[Path], model_seconds: float, ahead: int, cache: Path, checkpoints: Path) -> dict:
-    """One document per video of ``documents`` (repeats: later questions on the same video)
-    through lmms-eval's own qwen2_vl ``generate_until`` (tiny checkpoint; the forward pass is
-    ``model_seconds`` of sleep), our hook giving each its proxy, ``ahead`` documents decoded ahead."""
-    from lmms_video_reasoning.utils.media import frame_table
-
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    os.environ[clips.CACHE_DIR_ENV] = str(cache)
-    os.environ[decode_ahead.DECODE_AHEAD_ENV] = str(ahead)
-    os.environ[mv.INPUT_ENV] = "fast"
-    decode_ahead._ahead = None
-    mv._done.clear()
-    frame_table._TABLE_CACHE.clear()
-    model = lmms_model("qwen2_vl", checkpoints, stop=False)
-    forward = SleepingForward(model_seconds, model.tokenizer.eos_token_id)
-    model._model = forward
-    requests = requests_for(model, [str(path) for path in documents])
-    start = time.perf_counter()
-    model.generate_until(requests)
-    wall = time.perf_counter() - start
-    if decode_ahead._ahead is not None:
-        decode_ahead._ahead.stop()
-    # Input wait of each document: from the previous forward pass's end (or the start) to its processor call.
-    ends = [start] + forward.ended[:-1]
-    waits = [call["at"] - end for call, end in zip(model.processor.calls, ends)]
-    return {"wall_s": wall, "input_wait_s": sum(waits), "model_s": len(documents) * model_seconds, "waits": waits}
-
-
 # ----------------------------------------------------------------------------- driver
 
 
@@ -304,7 +244,7 @@ def generate_clips(cache_dir: Path, names: list[str]) -> dict[str, Path]:
     return {name: syn.write_video(cache_dir / f"{name}.mp4", textured=True, stamp_index=True, **CLIPS[name]) for name in names}
 
 
-def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool, files: tuple[str, ...] = FILES + tuple(CLIPS),
+def benchmark(cache_dir: Path, skip_today: bool, files: tuple[str, ...] = FILES + tuple(CLIPS),
               today_files: tuple[str, ...] | None = None) -> dict:
     """``today_files``: the files lmms-eval's own path runs on (None: all of ``files``)."""
     long_files = [name for name in files if name in FILES]
@@ -346,19 +286,6 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
                     info = frame_table.probe(paths[name])
                     row["composed_indices"] = list(readings.model_frames(QWEN2_VL, info.total_frames, info.fps, info.width, info.height).indices)
                 rows.append(row)
-        if docs and long_files:
-            print(f"simulated run: {docs} documents, {model_seconds} s each ...", file=sys.stderr, flush=True)
-            sources = [paths[name] for name in long_files]
-            checkpoints = cache_dir / "checkpoints"
-            runs = {}
-            for ahead in (0, DECODE_AHEAD):
-                documents = distinct_documents(sources, docs, tmp / "documents", f"doc{ahead}")
-                runs[ahead] = simulated_run(documents, model_seconds, ahead, tmp / f"sim{ahead}" / "cache", checkpoints)
-                for path in documents:
-                    path.unlink()
-            sequential, overlapped = runs[0], runs[DECODE_AHEAD]
-        else:
-            sequential = overlapped = None
     qwen_rows = [r for r in rows if r["consumer"] == "qwen2_vl" and not r["short_clip"]]
     chat_rows = [r for r in rows if r["consumer"] == "chat" and not r["short_clip"]]
 
@@ -382,13 +309,6 @@ def benchmark(cache_dir: Path, docs: int, model_seconds: float, skip_today: bool
         "goals": GOALS, "machine": fs.machine(), "load_average_at_end": os.getloadavg(), "rows": rows,
         "versions": {name: _version(name) for name in ("lmms-eval", "qwen-vl-utils", "transformers", "decord", "av", "torch")},
     }
-    if sequential is not None:
-        bound = max(sequential["input_wait_s"], sequential["model_s"])
-        summary["overlap_efficiency"] = bound / overlapped["wall_s"]
-        summary["simulated"] = {"docs": docs, "model_seconds": model_seconds, "decode_ahead": DECODE_AHEAD,
-                                "wall_without_s": sequential["wall_s"], "wall_with_s": overlapped["wall_s"],
-                                "total_decode_s": sequential["input_wait_s"], "total_model_s": sequential["model_s"],
-                                "ratio_to_bound": overlapped["wall_s"] / bound, "input_wait_with_s": overlapped["input_wait_s"]}
     return summary
 
 
@@ -408,11 +328,6 @@ def print_table(summary: dict) -> None:
               f"{r['ours_warm_s']:>7.2f} {r.get('speedup_warm', nan):>5.1f}x {r.get('decode_floor_s') or nan:>8.2f} "
               f"{r.get('today_peak_mb', nan):>9.0f} {r['ours_peak_mb']:>8.0f} "
               f"{('same' if check.get('identical') else 'DIFF') if check else '-':>7}")
-    sim = summary.get("simulated")
-    if sim:
-        print(f"\nsimulated {sim['docs']} documents x {sim['model_seconds']} s model: without decode-ahead {sim['wall_without_s']:.1f} s, "
-              f"with {sim['wall_with_s']:.1f} s; max(total decode {sim['total_decode_s']:.1f} s, total model {sim['total_model_s']:.1f} s) "
-              f"-> ratio {sim['ratio_to_bound']:.3f} (goal <= {GOALS['overlap_ratio']}), overlap_efficiency {summary['overlap_efficiency']:.3f}")
     print(f"speedup_vs_model_path (qwen2_vl, min): cold {summary['speedup_vs_model_path']}, warm {summary['speedup_vs_model_path_warm']}, "
           f"per document {summary['speedup_vs_model_path_per_document']}, exact-decode ceiling {summary['speedup_ceiling_exact_decode']}; "
           f"chat: cold {summary['speedup_vs_model_path_chat']}, warm {summary['speedup_vs_model_path_chat_warm']}; "
@@ -428,16 +343,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--docs", type=int, default=20, help="documents in the simulated run")
-    parser.add_argument("--model-seconds", type=float, default=2.0, help="stub model time per document")
     parser.add_argument("--cache-dir", type=Path, default=fs.DEFAULT_CACHE, help="where generated videos are kept")
     parser.add_argument("--skip-today", action="store_true", help="skip lmms-eval's own paths (17 GB on the long file)")
     parser.add_argument("--files", nargs="+", choices=FILES + tuple(CLIPS), default=list(FILES + tuple(CLIPS)),
-                        help="subset of files (the simulated run uses the long ones)")
+                        help="subset of files")
     parser.add_argument("--today-files", nargs="+", choices=FILES + tuple(CLIPS), default=None,
                         help="run lmms-eval's own path only on these (it needs over 16 GB on the 20-minute file)")
     args = parser.parse_args(argv)
-    summary = benchmark(args.cache_dir, args.docs, args.model_seconds, args.skip_today, tuple(args.files),
+    summary = benchmark(args.cache_dir, args.skip_today, tuple(args.files),
                         None if args.today_files is None else tuple(args.today_files))
     if args.json:
         print(json.dumps(summary, indent=1, default=str))

@@ -60,8 +60,8 @@ DESCRIPTION_FILE = "PR.md"
 # Shared modules a task folder may carry: the standard library, numpy/PIL/av/cv2 and lmms-eval only.
 EXPORTABLE = frozenset({
     "utils.core.ask", "utils.core.columns", "utils.core.data_errors", "utils.core.frame_plan", "utils.core.intervals", "utils.core.settings",
-    "judges.parsing", "judges.failure_share", "utils.lmms.responses", "utils.lmms.llm_judge_ask",
-    "utils.media.plain_frames", "utils.media.subtitles",
+    "judges.parsing", "judges.failure_share", "utils.lmms.responses", "dev.llm_judge_ask",
+    "dev.plain_frames", "utils.media.subtitles",
 })
 # A benchmark's own modules that serve the plugin only (data roots, engine binding, report, sample).
 PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data"})

@@ -73,13 +73,12 @@ def build(spec: dict, calls: Path):
 def main(spec_path: str, results_path: str) -> None:
     from lmms_eval.api.instance import Instance
     from lmms_eval.api.task import ConfigurableMessagesTask
-    from lmms_video_reasoning.utils.lmms import decode_ahead, model_video as mv, proxy_clips as clips
+    from lmms_video_reasoning.utils.lmms import model_video as mv, proxy_clips as clips
 
     spec = json.loads(Path(spec_path).read_text())
     lmms_eval_file = importlib.import_module("lmms_eval").__file__  # which lmms-eval ran (a patched tree on PYTHONPATH)
     calls = Path(os.environ["LMMS_VR_TEST_PROCESSOR_PROBE"])
     os.environ[clips.CACHE_DIR_ENV] = spec["cache"]
-    os.environ[decode_ahead.DECODE_AHEAD_ENV] = "0"  # one request per run: nothing to prepare ahead
     videos = spec["videos"]
 
     def doc_to_visual(doc):  # our tasks' hook for a video; "plain": the path itself, as upstream tasks give it

@@ -259,7 +259,7 @@ BENCHMARK_WORDS = re.compile(r"(?<![A-Za-z0-9_])(?:vcr|vrbench|vr_bench|cg_bench
                                     "utils/tools/demo.py", "utils/tools/cli.py", "utils/media/video.py", "utils/lmms/plugin.py",
                                     "utils/results/aggregation.py", "judges/config.py",
                                     "judges/engine.py", "judges/process_registry.py", "utils/core/ask.py", "utils/core/frame_plan.py",
-                                    "utils/lmms/llm_judge_ask.py", "utils/media/plain_frames.py", "dev/upstream.py",
+                                    "dev/llm_judge_ask.py", "dev/plain_frames.py", "dev/upstream.py",
                                     "dev/upstream_validate.py", "dev/host_prs.py", "setup.py"])
 def test_restructured_shared_modules_name_no_benchmark(module):
     """The shared modules this seam replaced name no benchmark (the registry only its folder list)."""

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +33,10 @@ import lmms_eval
 REPO = Path(__file__).resolve().parents[1]
 DEV = REPO / "dev"  # the generator is a development tool of the repository, not part of the package
 sys.path.insert(0, str(DEV))
+# The export's own helpers (dev/llm_judge_ask.py, dev/plain_frames.py) are named `lmms_video_reasoning.dev.<module>`
+# by the hook files, which the export rewrites; run in this process, that name is dev/.
+sys.modules["lmms_video_reasoning.dev"] = types.ModuleType("lmms_video_reasoning.dev")
+sys.modules["lmms_video_reasoning.dev"].__path__ = [str(DEV)]
 
 import host_prs  # noqa: E402
 import upstream  # noqa: E402
@@ -51,7 +56,7 @@ known-first-party = ["lmms_eval"]
 '''
 # Plugin infrastructure that must never reach lmms-eval (a module of that name in a PR is a copy of it).
 INFRASTRUCTURE = {"engine.py", "cache.py", "local_server.py", "config.py", "model_video.py", "model_readings.py", "proxy_clips.py",
-                  "decode_ahead.py", "video.py", "frame_table.py", "frame_decoder.py", "synthetic.py", "preflight.py", "roots.py",
+                  "video.py", "frame_table.py", "frame_decoder.py", "synthetic.py", "preflight.py", "roots.py",
                   "media_index.py", "aggregation.py", "report.py", "replay_model.py", "sample.py", "autoload.py", "plugin.py"}
 
 
@@ -426,7 +431,7 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
     """Both forms judge the same replies through the same local judge: every metric is equal."""
     from lmms_video_reasoning.judges import LocalJudgeServer
     from lmms_video_reasoning.judges import process_registry
-    from lmms_video_reasoning.utils.lmms import llm_judge_ask
+    from lmms_video_reasoning.dev import llm_judge_ask
     from lmms_video_reasoning.utils.tools.sample import env_for
 
     predictions: dict[str, dict] = {}
@@ -508,8 +513,8 @@ def _record(benchmark: str, hooks, doc: dict, reply: str, task: str) -> dict:
 
 def test_where_the_upstream_form_can_differ_from_the_plugin(sample, monkeypatch):
     """The upstream form gives the plugin's numbers on the sample; these are the cases where it cannot."""
-    from lmms_video_reasoning.utils.lmms import llm_judge_ask
-    from lmms_video_reasoning.utils.media import frame_decoder, frame_table, plain_frames
+    from lmms_video_reasoning.dev import llm_judge_ask, plain_frames
+    from lmms_video_reasoning.utils.media import frame_decoder, frame_table
     from lmms_video_reasoning.vcr_bench import scoring
 
     # 1. lmms-eval's providers strip the judge's reply; the official VCR-Bench code keeps it, and

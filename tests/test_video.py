@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import av
 import numpy as np
@@ -157,35 +158,41 @@ def test_shapes_land_where_shape_box_says(videos):
     assert abs(centre - np.array(syn.COLORS["red"])).max() < 40
 
 
-# ---------------------------------------------------------------- sample()
+# ---------------------------------------------------------------- plan_frames, then read
+
+
+def sample(path, plan, n, *, size=None, as_array=False, **options):
+    """The production path's two steps (`plan_frames`, then `read`): what the plan picks and tells the model, and the frames."""
+    planned = video.plan_frames(path, plan, n, **options)
+    return SimpleNamespace(**{**vars(planned), "notes": list(planned.notes)}, frames=planned.read(size=size, as_array=as_array))
 
 
 def test_sample_protocols(videos):
     path = videos["cfr"]
-    vcr = video.sample(path, vcr_frames.PLAN, 64)
+    vcr = sample(path, vcr_frames.PLAN, 64)
     assert vcr.indices == vcr_frames.indices(300, 64)
     assert vcr.timestamps[:3] == [0.0, 0.4, 0.9]  # 4 / 10, 9 / 10
     assert [syn.read_index_stamp(f) for f in vcr.frames] == vcr.indices
-    cg = video.sample(path, cg_frames.LONG_PLAN, 8, as_array=True)
+    cg = sample(path, cg_frames.LONG_PLAN, 8, as_array=True)
     assert cg.indices == [18, 56, 93, 130, 168, 206, 243, 280]  # seg 37.5
     assert cg.timestamps == [1.8, 5.6, 9.3, 13.0, 16.8, 20.6, 24.3, 28.0]
     assert cg.frames.shape == (8, 120, 160, 3)
-    vr = video.sample(path, vr_frames.PLAN, 4)
+    vr = sample(path, vr_frames.PLAN, 4)
     assert vr.indices == [37, 112, 187, 262]
     assert vr.frames[0].size == vr_frames.SIZE
-    native = video.sample(path, vr_frames.PLAN, 4, size="native")
+    native = sample(path, vr_frames.PLAN, 4, size="native")
     assert native.frames[0].size == (160, 120)
-    clue = video.sample(path, cg_frames.CLUE_PLAN, 32, intervals=[[2, 3.5], [29, 40]])
+    clue = sample(path, cg_frames.CLUE_PLAN, 32, intervals=[[2, 3.5], [29, 40]])
     assert clue.indices == list(range(20, 35)) + list(range(290, 300))
     assert any("clamped" in note for note in clue.notes)
     with pytest.raises(ValueError, match="clue intervals"):
-        video.sample(path, cg_frames.CLUE_PLAN, 32)
+        sample(path, cg_frames.CLUE_PLAN, 32)
     with pytest.raises(ValueError, match="unknown sampling protocol"):
-        video.sample(path, "mvbench", 8)
+        sample(path, "mvbench", 8)
 
 
 def test_short_video_gets_all_frames(videos):
-    result = video.sample(videos["short"], vcr_frames.PLAN, 64)
+    result = sample(videos["short"], vcr_frames.PLAN, 64)
     assert result.indices == list(range(20))
     assert [syn.read_index_stamp(f) for f in result.frames] == list(range(20))
 
@@ -193,20 +200,20 @@ def test_short_video_gets_all_frames(videos):
 def test_meta_agreeing_is_used_disagreeing_is_overridden(videos, caplog):
     path = videos["cfr"]
     # CG-Bench max_frame is the count minus one: the official indices come from it.
-    agreed = video.sample(path, cg_frames.LONG_PLAN, 8, meta={"max_frame": 299, "fps": 10.0})
+    agreed = sample(path, cg_frames.LONG_PLAN, 8, meta={"max_frame": 299, "fps": 10.0})
     assert agreed.indices == cg_frames.long_indices(299, 8) != cg_frames.long_indices(300, 8)
     assert (agreed.total_frames, agreed.notes) == (299, [])
     with caplog.at_level(logging.WARNING):
-        other = video.sample(path, cg_frames.LONG_PLAN, 8, meta={"max_frame": 899, "fps": 30.0})
+        other = sample(path, cg_frames.LONG_PLAN, 8, meta={"max_frame": 899, "fps": 30.0})
     assert other.indices == cg_frames.long_indices(300, 8)
     assert other.fps == 10.0 and "disagrees" in other.notes[0] and "disagrees" in caplog.text
     with pytest.raises(ValueError, match="max_frame"):
-        video.sample(path, cg_frames.LONG_PLAN, 8, meta={"duration": 30})
+        sample(path, cg_frames.LONG_PLAN, 8, meta={"duration": 30})
 
 
 def test_meta_slightly_longer_than_file_clamps_indices(videos):
     # metadata two frames longer than the 20-frame file (within tolerance): indices 20, 21 dropped
-    result = video.sample(videos["short"], vcr_frames.PLAN, 64, meta={"max_frame": 22, "fps": 10.0})
+    result = sample(videos["short"], vcr_frames.PLAN, 64, meta={"max_frame": 22, "fps": 10.0})
     assert result.indices == list(range(20)) and result.total_frames == 22
     assert any("2 index(es) past the last frame" in note for note in result.notes)
 

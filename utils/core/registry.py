@@ -529,7 +529,7 @@ def load_reference(package: str, filename: str) -> dict:
 # A benchmark's settings are declared by the modules its binding (`Benchmark.binding`) imports.
 # tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
 SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
-                 "utils.lmms.proxy_clips", "utils.lmms.decode_ahead",
+                 "utils.lmms.proxy_clips",
                  "utils.lmms.preflight", "utils.lmms.responses", "utils.results.aggregation",
                  "judges.batch_api", "judges.cache_lock", "judges.failure_share")
 

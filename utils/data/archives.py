@@ -217,16 +217,13 @@ class Archive:
         finally:
             view.close()
 
-    def disk_starts(self, view: Concatenation) -> list[int]:
-        return view.starts[:-1] if self.kind == "split" else [0]
-
     def _members(self, view: Concatenation) -> list[Member]:
         last_start = view.starts[-2]
         end = _end_record(view, last_start if self.kind == "split" else 0)
         if end is None:
             raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete"
                                f"{' (the last chunk holds it: is one missing?)' if self.kind == 'slices' else ''} ({self._fix()})")
-        starts = self.disk_starts(view)
+        starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
         if len(starts) != end.disks:
             raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
         eocd_abs = (last_start if self.kind == "split" else 0) + end.position
@@ -245,8 +242,9 @@ class Archive:
             raise ArchiveError(f"{self.label}: its directory starts in part {cd_disk + 1} of {len(starts)} ({self._fix()})")
         cd_abs = starts[cd_disk] + cd_offset
         if cd_abs + cd_size + zip64_len != eocd_abs:
-            raise ArchiveError(f"{self.label}: its directory is not where its end record says ({self._offset_hint()}; "
-                               f"{self._fix()})")
+            hint = ("it is a slice of a larger zip, or was cut short" if self.kind == "zip"
+                    else "a part is missing, truncated or from another copy")
+            raise ArchiveError(f"{self.label}: its directory is not where its end record says ({hint}; {self._fix()})")
         members = _parse_central(view.read_at(cd_abs, cd_size), entries, self.label)
         for member in members:
             if member.disk >= len(starts):
@@ -255,11 +253,6 @@ class Archive:
             member.offset = starts[member.disk] + member.offset
             member.disk = 0
         return members
-
-    def _offset_hint(self) -> str:
-        if self.kind == "zip":
-            return "it is a slice of a larger zip, or was cut short"
-        return "a part is missing, truncated or from another copy"
 
     def _fix(self) -> str:
         return f"delete {self.label if self.kind == 'zip' else 'its parts'} and rerun `lmms-vr prepare` to download again"

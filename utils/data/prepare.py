@@ -315,14 +315,6 @@ def table(reports: list[KindReport]) -> str:
 
 # --- command --------------------------------------------------------------------------
 
-def limits_of(args) -> archives.Limits:
-    keep_free = getattr(args, "keep_free", None)
-    max_ratio = getattr(args, "max_ratio", None)
-    return archives.Limits(
-        max_ratio=float(max_ratio) if max_ratio is not None else archives.Limits.max_ratio,
-        keep_free=archives.parse_size(keep_free) if keep_free is not None else archives.Limits.keep_free)
-
-
 def main(args) -> int:
     module = benchmark_module(args.benchmark)
     source = module.SOURCE
@@ -334,16 +326,16 @@ def main(args) -> int:
     except OSError as exc:
         raise DataError(f"cannot use --root {root}: {exc.strerror or exc}") from None
     try:
-        limits = limits_of(args)
+        limits = archives.Limits(max_ratio=args.max_ratio, keep_free=archives.parse_size(args.keep_free))
     except ValueError as exc:
         raise DataError(f"--keep-free: {exc}") from None
-    split = getattr(args, "split", "mini")
+    split = args.split
     extraction = ExtractionReport()
     try:
         if not args.verify_only:
-            if not getattr(args, "skip_download", False):
+            if not args.skip_download:
                 fetch(source, module, root, limits)
-            extraction = extract_all(root, module, limits, getattr(args, "delete_archives", False))
+            extraction = extract_all(root, module, limits, args.delete_archives)
             for label in extraction.extracted:
                 print(f"extracted {label}")
             for message in extraction.failed:
@@ -364,7 +356,7 @@ def main(args) -> int:
             listing.parent.mkdir(parents=True, exist_ok=True)
             listing.write_text("".join(f"{item}\n" for item in report.missing), encoding="utf-8")
             print(f"{len(report.missing)} {report.kind.name} missing ({report.kind.when_missing}): all listed in {listing}")
-    counts, counts_ok = release_check(module, root, records, split, getattr(args, "subset", False))
+    counts, counts_ok = release_check(module, root, records, split, args.subset)
     if counts:
         print(counts)
     ok = not extraction.failed and not any(r.fails for r in reports) and counts_ok

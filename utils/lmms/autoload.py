@@ -2,20 +2,10 @@
 
 `lmms_video_reasoning.pth` (installed at the top of site-packages) imports this module at
 interpreter start. It imports nothing heavy: it puts one finder on `sys.meta_path` that
-waits until lmms-eval's own modules are imported and then calls the matching function of
-`lmms_video_reasoning.utils.lmms.plugin`:
-
-- `lmms_eval.tasks`: every `TaskManager` indexes our task folder. This covers the entry
-  points that build a task index without importing `lmms_eval.models` (`lmms-eval tasks`,
-  `power`, `serve`, the wizard), which the `lmms_eval.models` entry point cannot reach.
-- `lmms_eval.models`: our model manifests are registered even when another plugin's entry
-  point failed first (lmms-eval stops loading entry points at the first failure).
-- `lmms_eval.evaluator_utils`: standard errors for our headline metrics and judge usage
-  attributed to the task being aggregated; `...usage_metrics`: the judge's cost in
-  lmms-eval's usage summary (before `lmms_eval.evaluator` binds its functions);
-  `lmms_eval.evaluator`: lmms-eval's judge settings for our judges, the server its
-  `--launcher_args` start kept alive until our judging (in aggregation) is done, and the
-  start-up check of a run (`preflight.start`: settings, data roots, output folder).
+waits until lmms-eval's own modules are imported and then calls the matching `install_*` function
+of `lmms_video_reasoning.utils.lmms.plugin` (`HOOKS`). This covers the
+entry points that never import `lmms_eval.models` (`lmms-eval tasks`, `power`, `serve`), which the
+`lmms_eval.models` entry point cannot reach.
 
 A hook that fails is logged and never breaks the import of lmms-eval. Set
 LMMS_VR_NO_AUTOLOAD=1 to switch all of this off (the usual boolean rule of

@@ -2,7 +2,7 @@
 
 lmms-eval (0.7.x) offers entry points for models only, so the rest of the integration —
 tasks visible to every command, Stderr for our aggregations, judge cost in its usage
-summary, the run's output files, fast video inputs, decode-ahead — touches the host's
+summary, the run's output files, fast video inputs — touches the host's
 internals. Each such place is a `Touchpoint`: what it gives the user, what it assumes of
 lmms-eval, the lmms-eval versions it was verified on, and what the user loses (with the
 workaround) when it is off.
@@ -14,8 +14,8 @@ an lmms-eval command: a run of another task, or of ours without the extra, goes 
 `LMMS_VR_HOST_UNVERIFIED=1` installs on unverified versions anyway (each check still runs).
 
 Reading lmms-eval's internals from the stack (locals of its functions, the model running a
-hook) happens here too, and only here: `calling_model`, `upcoming_documents` (touchpoints
-fast-inputs and decode-ahead) and `caller_locals` (run-files, run-records).
+hook) happens here too, and only here: `calling_model` (touchpoint fast-inputs) and
+`caller_locals` (run-files, run-records).
 
 `lmms-vr doctor` prints the state of every touchpoint (`status()`).
 """
@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import itertools
 import logging
 import sys
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -204,14 +202,6 @@ FAST_INPUTS = declare(
             "(calling_model)",
     lost="models decode the whole video themselves (slower, more memory; the same frames)",
     workaround="none needed for correctness; LMMS_VR_VIDEO_INPUT=path is the same behaviour on purpose")
-DECODE_AHEAD = declare(
-    "decode-ahead",
-    gives="the next documents' videos decoded while the GPU generates",
-    assumes="simple models' generate_until(self, requests) holding `re_ords` (a Collator with arr_with_indices) "
-            "and `doc_id`/`task`, and requests' args (context, gen_kwargs, doc_to_visual, doc_id, task, split) "
-            "(upcoming_documents)",
-    lost="each video is decoded when the model asks for it (GPU waits on decoding)",
-    workaround="none needed: it is opt-in (LMMS_VR_DECODE_AHEAD, default 0); LMMS_VR_DECODE_AHEAD=0 is the same behaviour")
 FAILURE_PLACEHOLDERS = declare(
     "failure-placeholders",
     gives="API models' give-up strings counted as model failures instead of scored as answers",
@@ -260,15 +250,6 @@ def caller_locals(function: str, name: str) -> dict | None:
     return None
 
 
-def _is_method_of(frame, obj) -> bool:
-    """Whether `frame` runs a method called on `obj`: its code's first parameter is `self`
-    bound to `obj`. A comprehension (its own frame before Python 3.12, inlined since PEP 709), a
-    generator expression, a lambda or a nested function sees `self` only as a free variable, so
-    it never matches, whichever Python runs it."""
-    code = frame.f_code
-    return code.co_argcount > 0 and code.co_varnames[0] == "self" and frame.f_locals.get("self") is obj
-
-
 def _model_frame(start):
     """The innermost stack frame, from `start` outwards, running a method of an lmms-eval model
     (None outside one). The walk goes to the bottom of the stack: no frame count, which would
@@ -291,68 +272,7 @@ def _model_frame(start):
 def calling_model():
     """The lmms-eval model (an `lmms_eval.api.model.lmms` instance) whose method is running on this
     thread's stack, innermost first: the model that called a task's hook; None outside a model
-    (scripts, tests, a decode-ahead thread)."""
+    (scripts, tests)."""
     frame = _model_frame(sys._getframe(1))
     return None if frame is None else frame.f_locals["self"]
 
-
-_orders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _processing_order(collator) -> tuple[list[tuple], dict]:
-    """Request args in the order a model's `Collator` hands them out (groups, then sort key),
-    and each `(task, doc_id)`'s position in it."""
-    cached = _orders.get(collator)
-    if cached is not None:
-        return cached
-    groups = collator.arr_with_indices
-    groups = groups.values() if isinstance(groups, dict) else [groups]
-    order = [args for values in groups for _i, args in sorted(values, key=lambda x: collator.fn(x[1]))]
-    position = {(args[4], args[3]): n for n, args in enumerate(order) if len(args) >= 6}
-    _orders[collator] = order, position
-    return order, position
-
-
-def upcoming_documents(limit: int) -> list[tuple[Callable, dict]]:
-    """(hook, doc) of the next `limit` documents the calling model handles after its current chunk,
-    in its own order (touchpoint decode-ahead): the hook is the request's doc_to_visual (simple models)
-    or doc_to_messages (chat models, which call doc_to_visual). Empty outside a model or when
-    its order cannot be read; raises on a model layout other than the assumed one."""
-    frame = _model_frame(sys._getframe(1))
-    if frame is None:
-        return []
-    model = frame.f_locals["self"]
-    local = frame.f_locals  # names as in lmms-eval 0.7's models' generate_until
-    task, doc_ids = local.get("task"), local.get("doc_id", local.get("batched_doc_id"))
-    # The Collator may live a method up (qwen3_vl handles each chunk in a helper method): walk out
-    # through the model's own methods and what runs inside them (comprehension, generator, lambda
-    # frames, whether or not their body names `self`: Python < 3.12 gives a comprehension a frame
-    # of its own; nested functions closing over `self`), and stop at the first frame that is neither.
-    owner, collator = frame, None
-    while owner is not None:
-        code = owner.f_code
-        if _is_method_of(owner, model):
-            collator = owner.f_locals.get("re_ords")
-            if collator is not None:
-                break
-        elif not (code.co_name.startswith("<") or ("self" in code.co_freevars and owner.f_locals.get("self") is model)):
-            break
-        owner = owner.f_back
-    if collator is None or doc_ids is None or not hasattr(collator, "arr_with_indices"):
-        return []
-    task = task[0] if isinstance(task, tuple) else task
-    order, position = _processing_order(collator)
-    current = [position.get((task, d)) for d in doc_ids]
-    if None in current:
-        return []
-    upcoming = []
-    for args in itertools.islice(order, max(current) + 1, None):
-        if len(upcoming) == limit:
-            break
-        # Simple models' args: (context, gen_kwargs, doc_to_visual, doc_id, task, split);
-        # chat models': (context, doc_to_messages, gen_kwargs, ...), which calls doc_to_visual.
-        fn = args[2] if callable(args[2]) else args[1]
-        doc_id, task_name, split = args[3], args[4], args[5]
-        if callable(fn):
-            upcoming.append((fn, model.task_dict[task_name][split][doc_id]))
-    return upcoming

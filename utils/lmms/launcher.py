@@ -18,15 +18,8 @@ is when this suite judges. The launcher lmms-eval builds is wrapped so that `cle
 back until every task's aggregation has run (lmms-eval's next step, `consolidate_results`), or
 until the process exits if that step is never reached.
 
-Verified against lmms-eval 0.7.3 (`evaluator.py`: `simple_evaluate` builds
-`get_launcher(name)(**launcher_args)`; `evaluate` calls `launch()` on rank 0 after generation,
-`clean()` on rank 0 before `calculate_aggregate_metric`, then `consolidate_results(eval_tasks)`;
-`llm_judge/launcher/base.py`: launchers have `host`, `port`, `model`; the SGLang launcher also
-`api_key`, and its server answers the OpenAI API under /v1). It is the `judge-server` touchpoint of
-host.py: on another lmms-eval version, when `lmms_eval.evaluator` has no `get_launcher` or
-`consolidate_results`, or when a launcher lacks `host`/`port`/`model`, it switches itself off with
-one WARNING and lmms-eval runs as shipped (its server is gone when we judge: set
-LMMS_VR_JUDGE_BASE_URL to a server that outlives aggregation). The settings (API_TYPE=local) need
+What this assumes of lmms-eval is the `judge-server` touchpoint of host.py: when the host differs it
+switches itself off with one WARNING and lmms-eval runs as shipped. The settings (API_TYPE=local) need
 no wrapping and always apply.
 """
 

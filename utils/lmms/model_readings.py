@@ -10,21 +10,6 @@ What is covered: the readings in ``_KNOWN`` on lmms-eval 0.7.3 with qwen-vl-util
 (``VERIFIED_VERSIONS``), proven by running lmms-eval's own classes on the path and on the proxy
 (tests/test_model_equivalence.py). On other versions the model gets the original path.
 
-Public interface
-----------------
-- ``Reading``: how a known lmms-eval model reads a video path (model name, frame budget,
-  pixel limits); ``reading_of(model)`` for an lmms-eval model instance (None if unknown, or a
-  batch size above 1 where the model's selection looks at the batch's first video only, or
-  llava_onevision's pyav reader); ``known_model(model)``: its ``_KNOWN`` name.
-- ``VERIFIED_VERSIONS`` / ``version_verified(model)`` / ``unverified_versions(model)``: the package
-  versions the readings were proven on; any other installed version turns the fast path off for
-  that model (one log line).
-- ``takes_as_video(model, path)``: whether the model's own code reads ``path`` as a video (by
-  its extension); if not, it gets the path. ``qwen_reader_verified(model)``: qwen_vl_utils
-  reads with decord (the reader the readings were proven with); if not, the path.
-- ``model_frames(reading, total, fps, width, height) -> ModelFrames(indices, size)``: the
-  presentation indices and the frame size the model's own path ends with.
-
 See ``utils/media/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
 """
 

@@ -13,22 +13,10 @@ decide, the model gets the original path (counted in the exit report).
 
 This module is the entry point a task's hook calls; the jobs live beside it:
 ``model_readings`` (what a model's own path selects), ``proxy_clips`` (layouts, writing, the
-bounded cache), ``decode_ahead`` (the next documents prepared in the background), and
-``host`` (the model calling the hook and its processing order, read from the stack).
+bounded cache), and ``host`` (the model calling the hook, read from the stack).
 
-Public interface
-----------------
-- ``INPUT_ENV`` (``LMMS_VR_VIDEO_INPUT``): ``fast`` (default) or ``path``: ``path`` restores
-  plain video paths everywhere (the one switch back).
-- ``video_for_model(path, *, frames=None, size=None, on_broken=None) -> str``: what a
-  ``doc_to_visual`` hook returns for a video: a cached proxy clip path when the calling model
-  is known (or ``frames`` fixes the frames, e.g. a benchmark protocol), else ``str(path)``.
-  A file that cannot be decoded raises through ``on_broken`` (the benchmark's checked-video
-  function, whose error names the fix) or MediaError; this decode is the broken-file check.
-- ``prepare(path, Request(...), cache=None)``: the proxy clip for one request (made or found).
-- ``usage``: this process's proxies made / reused / made again after eviction, logged at exit
-  with the ``LMMS_VR_PROXY_CACHE_MB`` that would have kept every one, and the inputs a known
-  model got as the original path, by reason (``usage.summary``).
+A task's ``doc_to_visual`` calls ``video_for_model``; ``LMMS_VR_VIDEO_INPUT=path`` (``INPUT``) restores plain
+paths everywhere; ``usage`` logs at exit the proxies made and reused and the inputs handed over as paths.
 
 See ``utils/media/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
 """
@@ -47,7 +35,7 @@ from typing import Callable, Sequence
 
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
-from lmms_video_reasoning.utils.lmms import decode_ahead, host, proxy_clips
+from lmms_video_reasoning.utils.lmms import host, proxy_clips
 from lmms_video_reasoning.utils.lmms.model_readings import (Reading, known_model, model_frames, qwen_reader_verified,
                                                             reading_of, takes_as_video, version_verified)
 from lmms_video_reasoning.utils.lmms.proxy_clips import ProxyCache, ProxyLayout
@@ -55,14 +43,8 @@ from lmms_video_reasoning.utils.lmms.proxy_clips import ProxyCache, ProxyLayout
 logger = logging.getLogger("lmms_video_reasoning.model_video")
 
 INPUT_ENV = "LMMS_VR_VIDEO_INPUT"
-INPUT_MODES = ("fast", "path")
 INPUT = settings.declare(INPUT_ENV, "choice", "fast", "video inputs of known video-native models: fast proxy clips "
-                         "of the frames they keep, or the original path", choices=INPUT_MODES)
-
-
-def input_mode() -> str:
-    """``fast`` (proxy clips for known models) or ``path`` (plain paths), from ``LMMS_VR_VIDEO_INPUT``."""
-    return INPUT.read()
+                         "of the frames they keep, or the original path", choices=("fast", "path"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -82,7 +64,7 @@ class Request:
 # One lock per video being made; an evicted lock only lets two threads make the same clip (last one wins).
 _locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
-_done: "collections.OrderedDict[tuple, str]" = collections.OrderedDict()
+_done: BoundedMemo[str] = BoundedMemo(4096)  # input -> its proxy, made or found in this process
 
 
 def _lock_for(ident: tuple) -> threading.Lock:
@@ -156,8 +138,6 @@ class _Usage:
 
     def record_path(self, model: str, reason: str) -> None:
         """A known model's input handed over as the original path (no proxy), and why."""
-        if decode_ahead.prefetching():
-            return  # a decode-ahead job: the document's own call counts it
         with self.lock:
             self.paths[(model, reason)] += 1
             self._register()
@@ -202,9 +182,8 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
     except OSError:
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
     ident = (str(path), st.st_size, st.st_mtime_ns, request)
-    with _lock_for(ident):  # foreground and decode-ahead never prepare the same input twice
-        with _locks_guard:
-            known = _done.get(ident)
+    with _lock_for(ident):  # two threads never prepare the same input twice
+        known = _done.get(ident)
         cache = cache or ProxyCache(proxy_clips.cache_dir(), proxy_clips.cache_limit_bytes())
         if known is not None and cache.hit(Path(known)):
             usage.record_reused()
@@ -225,7 +204,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             if request.frames is not None and request.size is not None:
                 frames = read_frames(path, unique, size=request.size, as_array=True)
             elif request.frames is None and request.reading.model != "llava_onevision":
-                frames = read_frames(path, unique, size=(size[1], size[0]), resize=proxy_clips.resize_one_like_qwen, as_array=True)
+                frames = read_frames(path, unique, size=(size[1], size[0]), resize=proxy_clips.resize_like_qwen, as_array=True)
             else:
                 frames = read_frames(path, unique, as_array=True)
             timed = request.frames is None and request.reading.timed
@@ -245,10 +224,7 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
             result = str(target)
             usage.record_made(target)
             logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(unique), size[1], size[0])
-        with _locks_guard:
-            _done[ident] = result
-            while len(_done) > 4096:
-                _done.popitem(last=False)
+        _done[ident] = result
         return result
 
 
@@ -258,15 +234,6 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
 # --------------------------------------------------------------------------------------------
 
 
-def calling_model() -> tuple[bool, Reading | None, object | None]:
-    """Whether an lmms-eval model called the hook, its ``Reading``, and the model instance
-    (a decode-ahead job: its model's ``Reading``, no instance on its thread's stack)."""
-    if decode_ahead.prefetching():
-        return True, decode_ahead.prefetch_reading(), None
-    model = host.calling_model()
-    return (True, reading_of(model), model) if model is not None else (False, None, None)
-
-
 def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
                     size: tuple[int, int] | None = None, on_broken: Callable[[Path], object] | None = None) -> str:
     """What a ``doc_to_visual`` hook hands a simple video model for the video ``path``.
@@ -274,7 +241,7 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     With ``LMMS_VR_VIDEO_INPUT=path``: ``str(path)`` after ``on_broken(path)`` (the benchmark's
     decode check). Otherwise, when the calling model is known (``reading_of``) or ``frames``
     fixes the frames (indices, or a function of the frame count; ``size`` = ``(width, height)``): a proxy clip (``prepare``) the model
-    reads back as exactly those frames, and the next documents are queued for decode-ahead.
+    reads back as exactly those frames.
     Unknown models (without ``frames``) and calls from outside a model (scripts, tests) get the
     checked path. A file our decoder rejects goes through
     ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
@@ -283,10 +250,11 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 
     path = Path(path)
-    if input_mode() == "path":
+    if INPUT.read() == "path":
         return str(on_broken(path) if on_broken else path)
-    inside, reading, model = calling_model()
-    if not inside or (reading is None and frames is None):  # called outside a run, or by a model we do not know
+    model = host.calling_model()
+    reading = reading_of(model) if model is not None else None
+    if model is None or (reading is None and frames is None):  # called outside a run, or by a model we do not know
         name = known_model(model) if model is not None else None
         if name is not None:  # a known model whose settings make its frames depend on more than the video
             usage.record_path(name, "with settings the video alone does not decide (batch size, reader, subclass)")
@@ -308,6 +276,4 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
         if on_broken is not None:
             on_broken(path)  # raises with the benchmark's own advice when the file is broken
         raise MediaError(str(exc)) from None
-    if reading is not None:  # after this document's input, so the two never compete for the CPU
-        decode_ahead.schedule_ahead(reading)
     return proxy if proxy is not None else str(on_broken(path) if on_broken else path)

@@ -207,25 +207,13 @@ def install_usage_hooks() -> None:
 
 
 def install_evaluator_hooks() -> None:
-    """What wraps `lmms_eval.evaluator`: the judge server's lifetime and the start-up check."""
-    install_launcher_hooks()
-    install_startup_check()
-
-
-def install_launcher_hooks() -> None:
-    """lmms-eval's judge settings (API_TYPE=local, --launcher_args) for our judges, and its judge
-    server kept until our judging is done (`launcher.py`)."""
-    from lmms_video_reasoning.utils.lmms import launcher
+    """What wraps `lmms_eval.evaluator`: lmms-eval's judge settings for our judges and its judge server
+    kept until our judging is done (`launcher.py`); `preflight.start` when `simple_evaluate` starts (before
+    the model loads), and `preflight.load_tasks` around its task loading (every failing task named at once)."""
+    from lmms_video_reasoning.utils.lmms import launcher, preflight
 
     launcher.install()
-
-
-def install_startup_check() -> None:
-    """`preflight.start` when `simple_evaluate` starts (before the model loads), and
-    `preflight.load_tasks` around its task loading (every failing task named at once)."""
     import lmms_eval.evaluator as evaluator
-
-    from lmms_video_reasoning.utils.lmms import preflight
 
     def check_and_wrap() -> None:
         for name in ("simple_evaluate", "get_task_dict"):

@@ -3,45 +3,28 @@
 A GPU run that meets a missing video at document 900, or a judge it cannot reach after
 generating everything, has spent hours for nothing. Two moments:
 
-At the start (`start`, called by the `start-up-check` touchpoint of host.py when lmms-eval's
-`simple_evaluate` begins, before it loads the model), for a run of any of this suite's tasks:
+At the start (`start`, the `start-up-check` touchpoint of host.py, before the model loads), for a
+run of any of this suite's tasks: every setting has an accepted value (checked even with
+LMMS_VR_PREFLIGHT=off: an invalid one would fail the run later anyway), the root variable of every
+benchmark the run needs names a folder, and `--output_path` can be written. `--tasks NAME` run from
+a folder holding `./NAME` (which lmms-eval reads as a folder of task YAMLs) runs the task NAME, with
+a WARNING saying why.
 
-- every setting of the suite (`registry.declare_all_settings`: they are declared where they are used) has
-  an accepted value; all invalid ones are reported at once, each with its variable, value and the
-  accepted values. Settings are checked even with LMMS_VR_PREFLIGHT=off (an invalid one would
-  fail the run later anyway);
-- the root variable of every benchmark the run needs, when set, names a folder (all reported at once);
-- the output folder (`--output_path`) can be written;
-- `--tasks NAME` run from a folder holding `./NAME` (the clone's root holds `./cg_bench`): lmms-eval
-  reads it as a folder of task YAMLs, finds none and stops with "no tasks found"; when NAME is one
-  of this suite's tasks and the folder holds no YAML, the task NAME is run, with a WARNING saying why.
+When lmms-eval loads the tasks' documents (`task_load`, their `process_docs`), once per process:
+the output folder can be written (a 4 KiB probe) and has room for at least `output_estimate` of
+the documents loaded so far; the data root holds every file the task needs and each video decodes
+(the checks of `lmms-vr prepare --verify-only`; not for the replay model, which reads no video);
+the judge, for tasks that need one: configuration, endpoint, key, served model, and a writable
+judge cache (not with `--predict_only`; with no judge configured the run goes on and says its
+judged metrics will be NaN until `lmms-vr score` judges them).
 
-When lmms-eval loads the tasks' documents (their `process_docs` hook), once per process:
-
-- the output folder (`--output_path`) can be written (a 4 KiB probe, written and fsynced) and has
-  room for the run: its free space (`os.statvfs`, no probe of that size) is at least an estimate
-  that scales with the documents of the tasks loaded so far (`output_estimate`, a deliberate floor;
-  a disk that fills anyway keeps this suite's records, see `utils/results/aggregation.py`);
-- the data root holds every file the task needs and each video decodes (the checks of
-  `lmms-vr prepare --verify-only`, with the tasks' own resolvers; skipped for tasks without
-  visuals and for the replay model, which reads no video);
-- the judge, for tasks that need one: the configuration is valid, the endpoint answers, the
-  key is accepted and the model is one the endpoint serves, and the judge cache
-  (LMMS_VR_JUDGE_CACHE, its file and folder) can be written. Not checked with `--predict_only`
-  (judge later). With no judge configured the run goes on and says, before generating, that
-  its judged metrics will be NaN until `lmms-vr score` judges them.
-
-A failed check ends the process with one message naming each cause and its fix
-(`PreflightFailed`, a SystemExit: lmms-eval retries task downloads on any Exception, which
-would bury the message under a minute of retries and a RetryError). When several of the run's
-tasks fail to load (`load_tasks`: e.g. two benchmarks' data incomplete), each is loaded alone
-and every failure is reported in the one message. Without the touchpoint (another lmms-eval
-version) the start-up checks run when the first task loads. `LMMS_VR_PREFLIGHT=off`
-skips the checks but the settings' (e.g. a `--limit` run on a partial data root). Outside an lmms-eval run
-(`lmms-vr score`, tests calling the hooks) nothing is checked and errors stay ordinary exceptions.
-
-What is not checked here is counted, never fatal: a judge that fails during the run is handled
-by the judge's circuit breaker and the failure share (`judges.failure_share`).
+A failed check ends the process with one message naming each cause and its fix (`PreflightFailed`,
+a SystemExit: lmms-eval retries task downloads on any Exception, which would bury the message);
+when several tasks fail to load (`load_tasks`), each is loaded alone and every failure is named.
+Without the touchpoint the start-up checks run when the first task loads. `LMMS_VR_PREFLIGHT=off`
+skips all but the settings' check. Outside an lmms-eval run (`lmms-vr score`, tests calling the
+hooks) nothing is checked. A judge that fails during the run is counted, never fatal
+(`judges.failure_share`).
 """
 
 from __future__ import annotations
@@ -69,7 +52,6 @@ PREFLIGHT = settings.declare(PREFLIGHT_ENV, "bool", True, "checks at task load (
 # where the videos may not be (docs/running.md, "Predictions from another stack").
 MODELS_WITHOUT_MEDIA = ("vr_replay",)
 PROBE_TIMEOUT_S = 10.0
-_OFF = ("0", "off", "false", "no")
 
 _lock = threading.RLock()  # a check may ask another (the start-up check, the output folder)
 _done: dict[tuple, "str | list[str] | None"] = {}  # check -> failure message(s) (None, []: passed), once per process

@@ -5,15 +5,6 @@ model's own selection on it (``model_readings.model_frames``, simulated before u
 target frames in order at the target size. Models that also read the video's timing get a
 *timed* proxy: the source's frame count and rate, their frames at their own indices, a tiny
 placeholder elsewhere, so the reader reports the same metadata (``plan_timed_proxy``).
-
-Public interface
-----------------
-- ``plan_proxy`` / ``plan_timed_proxy`` -> ``ProxyLayout``; ``write_proxy(target, frames, layout)``;
-  ``check_timed_proxy(path, total, fps)``: the written container declares the source's count and rate.
-- ``resize_like_qwen(frames, size)``: ``qwen_vl_utils.fetch_video``'s resize, reproduced.
-- ``ProxyCache``: the bounded (``LMMS_VR_PROXY_CACHE_MB``, default 4096), least-recently-used,
-  multi-process-safe folder of proxy clips (atomic writes, eviction under a file lock);
-  ``cache_dir()`` (``LMMS_VR_PROXY_CACHE_DIR``) and ``cache_limit_bytes()``.
 """
 
 from __future__ import annotations
@@ -132,7 +123,7 @@ class ProxyCache:
     processes making the same clip both end with a complete one. Eviction runs under an
     exclusive ``flock`` on ``.lock`` (one process at a time) and never removes the clip just
     made, nor clips used in the last ``protect_s`` seconds while others can go (the ones the
-    model is about to read, including decode-ahead results).
+    model is about to read).
     """
 
     def __init__(self, folder: Path, limit: int, protect_s: float = 120.0):
@@ -178,9 +169,6 @@ class ProxyCache:
                 path.unlink()
         except FileNotFoundError:
             pass
-
-    def size(self) -> int:
-        return sum(size for _, size, _ in self.entries())
 
     def evict(self, keep: Path | None = None) -> int:
         """Remove least recently used clips until the folder fits the limit; returns bytes freed."""
@@ -258,20 +246,16 @@ def check_timed_proxy(path: Path, total: int, fps: float) -> bool:
         return stream.frames == total and rate is not None and float(rate) == fps  # the model's metadata: to the last bit
 
 
-def resize_one_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
-    """``resize_like_qwen`` of one ``(H, W, 3)`` frame (per frame: the result is the same as in a
-    batch, and it runs in the sampler's decoding threads)."""
-    return resize_like_qwen(frame[None], (width_height[1], width_height[0]))[0]
-
-
-def resize_like_qwen(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """``fetch_video``'s resize (torchvision bicubic, antialias, on uint8) of ``(N, H, W, 3)`` frames."""
-    if frames.shape[1:3] == tuple(size):
-        return frames
+def resize_like_qwen(frame: np.ndarray, width_height: tuple[int, int]) -> np.ndarray:
+    """``fetch_video``'s resize (torchvision bicubic, antialias, on uint8) of one ``(H, W, 3)`` frame (per
+    frame the result is the same as in a batch; it runs in the sampler's decoding threads)."""
+    size = (width_height[1], width_height[0])
+    if frame.shape[:2] == size:
+        return frame
     import torch
     from torchvision import transforms
     from torchvision.transforms import InterpolationMode
 
-    tensor = torch.from_numpy(frames).permute(0, 3, 1, 2)
+    tensor = torch.from_numpy(frame[None]).permute(0, 3, 1, 2)
     resized = transforms.functional.resize(tensor, list(size), interpolation=InterpolationMode.BICUBIC, antialias=True)
-    return resized.permute(0, 2, 3, 1).contiguous().numpy()
+    return resized.permute(0, 2, 3, 1).contiguous().numpy()[0]

@@ -63,6 +63,7 @@ FULL, STRIPPED = "full", "stripped"
 REASONING = settings.declare(REASONING_ENV, "choice", FULL, "what the judges rating reasoning see: the full reply or "
                              "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED), scoring=True,
                              option="judged_reply")
+# Prefilled: e.g. Qwen3-VL Thinking's template; off, a reply without tags is a plain answer.
 PREFILLED = settings.declare(PREFILLED_ENV, "bool", False, "the chat template opens <think> in the prompt, so every "
                              "reply starts inside it", scoring=True, option="think_prefilled")
 
@@ -125,29 +126,16 @@ def strip_reasoning(text: str) -> str:
     return result.strip()
 
 
-def reasoning_setting() -> str:
-    """`LMMS_VR_REASONING`: `full` (default: the judges rating reasoning see the whole reply)
-    or `stripped` (they see it with the reasoning blocks removed, as lmms-eval's default gives)."""
-    return REASONING.read()
-
-
-def prefilled_setting() -> bool:
-    """`LMMS_VR_THINK_PREFILLED=1`: the model's chat template opens `<think>` in the prompt
-    (Qwen3-VL Thinking and other always-thinking templates), so a reply with no closing tag
-    stopped mid-thought. Off by default: a reply without tags is then a plain answer."""
-    return PREFILLED.read()
-
-
 def reply_fields(response: str, task_settings: Mapping[str, Any] | None = None) -> dict:
     """The record fields about a reply's reasoning (see the module docstring), for `process_results`,
     under the task's settings (`judged_reply`, `think_prefilled`; none given: the environment's)."""
     task_settings = task_settings or {}
     prefilled = task_settings.get(PREFILLED.option, None)
-    prefilled = prefilled_setting() if prefilled is None else bool(prefilled)
+    prefilled = PREFILLED.read() if prefilled is None else bool(prefilled)
     return {
         "final_answer": answer_text(response, prefilled),
         "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
-        "judged_reply": task_settings.get(REASONING.option) or reasoning_setting(),
+        "judged_reply": task_settings.get(REASONING.option) or REASONING.read(),
     }
 
 

@@ -11,13 +11,7 @@ with its own demuxer and decoder (PyAV releases the GIL while decoding).
 ``benchmarks/frame_sampling.py`` measures this against decord and a full sequential decode;
 ``utils/media/VIDEO.md`` records the figures.
 
-Public interface
-----------------
-- ``read_frames(path, indices, *, size=None, as_array=False, workers=DEFAULT_WORKERS, resize=None)``:
-  the frames at those presentation-order indices (index ``i`` = the ``i``-th frame a full
-  sequential decode yields), as RGB PIL images or one ``(N, H, W, 3)`` uint8 array, in the order asked.
-- ``_plan`` / ``_decode_runs``: keyframe groups and their decoding, for clue clips (every frame
-  of a run, re-encoded).
+``read_frames`` is the entry point; ``_plan`` / ``_decode_runs`` also serve clue clips (``video.cut_clip``).
 """
 
 from __future__ import annotations

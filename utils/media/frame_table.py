@@ -5,21 +5,12 @@ decode order on B-frame files, so the exact sampler (``utils/media/frame_decoder
 from this table: presentation index ``i`` is the ``i``-th smallest pts, so variable-frame-rate
 and B-frame files map index -> frame exactly.
 
-Public interface
-----------------
-- ``VideoError`` (a ``ValueError``): the file is missing, empty, truncated, corrupt or has no
-  video stream. The message names the file and what to do; never a decoder traceback.
-- ``probe(path) -> VideoInfo(total_frames, fps, duration, width, height)``: from the container.
-  ``total_frames`` is exact: it counts the packets of the video stream (a packet scan), because
-  header counts are missing or wrong in real files (and a truncated file is detected by
-  comparing the two); ``probe(path, exact=False)`` reads only the header when it has a count.
-- ``_frame_table(path)``: the table itself (cached by path, size and mtime), for the decoder
-  and clue clips.
+``probe`` gives a file's ``VideoInfo``; ``VideoError`` (a ValueError) names the file and what to do, never
+a decoder traceback; ``_frame_table`` (cached by path, size and mtime) serves the decoder and clue clips.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -91,30 +82,25 @@ class _FrameTable:
     pos_of_pts: dict[int, int]  # pts -> decode position
 
 
-_TABLE_CACHE: dict[tuple, _FrameTable] = {}
-_TABLE_LOCK = threading.Lock()
-_TABLE_CACHE_SIZE = 8
+_TABLE_CACHE: BoundedMemo[_FrameTable] = BoundedMemo(8)
+
+
+def _file_key(path: Path) -> tuple | None:
+    """What identifies a file's content for the caches: its path, size and mtime (None: no such file)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return str(path.resolve()), st.st_size, st.st_mtime_ns
 
 
 def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
     """The frame table of ``path`` (cached by path, size and mtime)."""
     path = Path(path)
-    try:
-        st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    except OSError:
-        key = None
-    if use_cache and key is not None:
-        with _TABLE_LOCK:
-            if key in _TABLE_CACHE:
-                return _TABLE_CACHE[key]
-    table = _scan(path)
-    if use_cache and key is not None:
-        with _TABLE_LOCK:
-            if len(_TABLE_CACHE) >= _TABLE_CACHE_SIZE:
-                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
-            _TABLE_CACHE[key] = table
-    return table
+    key = _file_key(path)
+    if not use_cache or key is None:
+        return _scan(path)
+    return _TABLE_CACHE.get_or_make(key, lambda: _scan(path))
 
 
 def _nal_length_size(codec: str, extradata: bytes | None) -> int:
@@ -193,8 +179,7 @@ def _scan(path: Path) -> _FrameTable:
         container.close()
 
 
-_INFO_CACHE_SIZE = 4096  # a few hundred bytes each: one per video of a benchmark's split
-_INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(_INFO_CACHE_SIZE)
+_INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(4096)  # a few hundred bytes each: one per video of a split
 
 
 def probe(path, *, exact: bool = True) -> VideoInfo:
@@ -206,14 +191,12 @@ def probe(path, *, exact: bool = True) -> VideoInfo:
     when frames are not decoded yet. Remembered per file (path, size, mtime).
     """
     path = Path(path)
-    try:
-        st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, exact)
-    except OSError:
-        key = None
-    if key is None:
+    key = _file_key(path)
+
+    def make() -> VideoInfo:
         return (None if exact else _header_info(path)) or _frame_table(path).info
-    return _INFO_CACHE.get_or_make(key, lambda: (None if exact else _header_info(path)) or _frame_table(path).info)
+
+    return make() if key is None else _INFO_CACHE.get_or_make((*key, exact), make)
 
 
 def _header_info(path: Path) -> VideoInfo | None:

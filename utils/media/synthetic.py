@@ -1,27 +1,9 @@
 """Deterministic synthetic videos and subtitle files for tests, sample data and benchmarks.
 
 Real benchmark media are hundreds of GB on the Hugging Face Hub, so every test and sample run
-uses small videos generated here with PyAV (H.264 in MP4, libx264).
-
-Public interface:
-
-- ``COLORS``: colour name -> RGB tuple.
-- ``Shape``: a coloured circle / square / triangle that appears at ``start``, leaves at ``end``,
-  optionally moves linearly from ``pos0`` to ``pos1`` and optionally flashes.
-- ``shape_box(shape, t, width, height)``: the shape's integer pixel box ``[x1, y1, x2, y2]``
-  (x2/y2 exclusive, clipped to the frame) at time ``t``, or None when it is not visible.
-  This is the ground truth that sample data and tests compare answers against.
-- ``write_video(path, duration, shapes, ...)``: render and encode; returns the path and skips
-  the work when the file already exists (unless ``overwrite``). Options: GOP length, B-frames,
-  a textured background (realistic bitrates, B-frames that matter), variable frame rate, and
-  ``stamp_index`` (the frame's decode index written as a binary code, read back with
-  ``read_index_stamp``) so tests can check that a decoder returned exactly the frame asked for.
-- ``frame_times(duration, fps, vfr)``: the presentation time of every frame ``write_video``
-  writes (the same schedule, so tests know each frame's time without decoding).
-- ``write_srt(path, cues)``: an SRT file from ``(start_s, end_s, text)`` cues.
-
-Files are written to a temporary name and moved into place with ``os.replace``, so concurrent
-generators of the same file never leave a half-written video behind.
+uses small videos generated here with PyAV (H.264 in MP4, libx264): ``Shape``s drawn over a
+background by ``write_video``, whose ground truth is ``shape_box``. Files are written to a
+temporary name and moved into place, so concurrent generators never leave a half-written video.
 """
 
 from __future__ import annotations
@@ -239,8 +221,6 @@ def write_video(
     background: str = "black",
     overwrite: bool = False,
     stamp_index: bool = False,
-    crf: int = 23,
-    preset: str = "ultrafast",
     faststart: bool = False,
     open_gop: bool = False,
     pix_fmt: str = "yuv420p",
@@ -283,7 +263,7 @@ def write_video(
                 x264_params += ":b-adapt=0:b-pyramid=normal"
             if open_gop:
                 x264_params += ":open-gop=1"
-            stream.options = {"preset": preset, "crf": str(crf), "x264-params": x264_params}
+            stream.options = {"preset": "ultrafast", "crf": "23", "x264-params": x264_params}
             masks: dict = {}
             canvas = np.empty((height, width, 3), dtype=np.uint8)
             for i, t in enumerate(times):
@@ -326,13 +306,3 @@ def write_srt(path, cues: Sequence[tuple[float, float, str]]) -> Path:
     path.write_text("\n".join(blocks), encoding="utf-8")
     return path
 
-
-__all__ = [
-    "COLORS",
-    "Shape",
-    "frame_times",
-    "read_index_stamp",
-    "shape_box",
-    "write_srt",
-    "write_video",
-]

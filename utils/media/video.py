@@ -6,22 +6,8 @@ published numbers depend on those exact frames. Each benchmark declares that cho
 of one file (checked against the dataset's metadata) and decodes exactly those frames with the
 exact sampler (``utils/media/frame_decoder.py``, on the frame table of ``utils/media/frame_table.py``).
 
-Public interface
-----------------
-- ``FramePlan(name, times, pick=..., pick_in_intervals=..., size=...)``: a protocol's pure index
-  and timestamp functions, declared by each benchmark (``<benchmark>/frames.py``).
-- ``plan_frames(path, plan, n, *, intervals=None, meta=None) -> PlannedFrames``
-  ``(path, indices, timestamps, fps, total_frames, size, notes)``: what every benchmark's
-  production code calls (its ``frames.py``) to turn its plan into indices and the times it
-  shows, before decoding; ``resolve_meta`` is the rule for dataset metadata (a per-video frame
-  table) that disagrees with the file; ``notes`` lists what was clamped, dropped or overridden
-  (also logged as warnings). ``PlannedFrames.read()`` decodes them (``read_frames``).
-- ``sample(path, plan, n, *, intervals=None, size=None, meta=None) -> SampledFrames``: the
-  two steps at once (frames, indices, timestamps, fps, total_frames, notes).
-- ``cut_clip(path, intervals_s, cache_dir) -> Path``: the clue intervals concatenated into a
-  new MP4, for models that only accept a video path (CG-Bench's media prefer the dataset's own
-  clip when it exists).
-- ``probe``, ``read_frames`` and ``VideoError`` live in ``frame_table`` and ``frame_decoder``.
+``plan_frames`` (what each benchmark's binding calls) and ``PlannedFrames.read``; ``cut_clip`` for models
+that take only a path. ``probe``, ``read_frames`` and ``VideoError`` live in ``frame_table`` and ``frame_decoder``.
 """
 
 from __future__ import annotations
@@ -31,15 +17,14 @@ import hashlib
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
-from lmms_video_reasoning.utils.media.frame_decoder import DEFAULT_WORKERS, _decode_runs, _plan, read_frames
+from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames
 from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, probe
 
 logger = logging.getLogger(__name__)
@@ -52,23 +37,6 @@ META_FPS_TOLERANCE_FRACTION = 0.01
 _META_WARNED: set[str] = set()  # notes already logged (at most _META_WARNED_SIZE)
 _META_WARNED_SIZE = 4096
 _META_WARNED_LOCK = threading.Lock()
-
-
-@dataclass
-class SampledFrames:
-    """Frames a protocol shows a model, with the indices and times it tells the model.
-
-    ``timestamps`` are the protocol's (``round(idx / fps, k)``), ``fps`` and ``total_frames``
-    the values the indices and timestamps were computed from (see ``resolve_meta``);
-    ``notes`` lists anything worth a warning (meta disagreement, clamped intervals).
-    """
-
-    frames: list | np.ndarray
-    indices: list[int]
-    timestamps: list[float]
-    fps: float
-    total_frames: int
-    notes: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,13 +102,13 @@ class PlannedFrames:
     size: tuple[int, int] | None = None
     notes: tuple[str, ...] = ()
 
-    def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False, workers: int = DEFAULT_WORKERS):
+    def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False):
         """The planned frames (``read_frames``); ``size`` None: the plan's size (or the decoded
         size), ``(width, height)``, or ``"native"``."""
         if self.path is None:
             raise VideoError(f"no video file to read the planned frames from ({'; '.join(self.notes)})")
         size = size if size is not None else (self.size or _NATIVE)
-        return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array, workers=workers)
+        return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array)
 
 
 def plan_frames(
@@ -193,25 +161,6 @@ def plan_frames(
     return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
 
 
-def sample(
-    path,
-    plan: FramePlan,
-    n: int,
-    *,
-    intervals: Sequence[Sequence[float]] | None = None,
-    size: tuple[int, int] | str | None = None,
-    meta: dict | None = None,
-    as_array: bool = False,
-    workers: int = DEFAULT_WORKERS,
-) -> SampledFrames:
-    """Sample ``n`` frames of ``path`` as ``plan`` says (``plan_frames``, then ``read``): frames,
-    indices and the plan's timestamps. ``size``: None = the plan's size (or the decoded size),
-    ``(width, height)``, or ``"native"``."""
-    planned = plan_frames(path, plan, n, intervals=intervals, meta=meta)
-    frames = planned.read(size=size, as_array=as_array, workers=workers)
-    return SampledFrames(frames, planned.indices, planned.timestamps, planned.fps, planned.total_frames, list(planned.notes))
-
-
 # --------------------------------------------------------------------------------------------
 # Clue clips for models that only take a video path
 # --------------------------------------------------------------------------------------------
@@ -241,12 +190,12 @@ def _clip_frames(table: _FrameTable, merged: list[list[float]]) -> list[int]:
     return picked
 
 
-def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: int = 18) -> Path:
+def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
     """A new MP4 of the frames inside ``intervals_s`` (seconds), concatenated in time order.
 
     For models that only take a video path (clue-only questions). Intervals are clamped to
     the video and merged (overlaps would repeat frames); frames are re-encoded (H.264,
-    ``crf``) rather than stream-copied, so the clip starts exactly at the interval, not at
+    CRF 18) rather than stream-copied, so the clip starts exactly at the interval, not at
     the previous keyframe, and is played at the source's average fps. The file is cached in
     ``cache_dir`` under a name keyed by the video's path, size, mtime and the intervals;
     concurrent writers are safe (each writes a temporary file, then ``os.replace``).
@@ -274,7 +223,7 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir, *, crf: in
         with av.open(str(tmp), mode="w", format="mp4") as out:
             stream = out.add_stream("libx264", rate=rate)
             stream.width, stream.height, stream.pix_fmt = table.info.width, table.info.height, "yuv420p"
-            stream.options = {"preset": "veryfast", "crf": str(crf)}
+            stream.options = {"preset": "veryfast", "crf": "18"}
 
             def sink(d: int, frame) -> None:
                 frame.pts, frame.time_base = decode_positions[d], 1 / rate

@@ -15,7 +15,7 @@ Every line is measured in this environment, not assumed:
   a TaskManager without importing the models: only the .pth reaches that path);
 - each touchpoint of utils/lmms/host.py (Stderr, judge usage, task context, ...) as installed
   in the first child, with the workaround when off;
-- fast video inputs per known model (installed versions against the verified ones) and decode-ahead;
+- fast video inputs per known model (installed versions against the verified ones);
 - every setting's value (an invalid one is shown with its error);
 - each benchmark's judge: configured, reachable, the model it serves (`--no-network` skips the call);
   one not configured yet is a warning naming the key its declaration (`Benchmark.judge`) reads;
@@ -140,7 +140,7 @@ def check_host() -> list[Finding]:
                                 else "every task listed", host.TASK_PATH.workaround if missing else ""))
     for point in host.status():
         state = run["touchpoints"].get(point.name, "not installed")
-        if point.name in ("task-path", "fast-inputs", "decode-ahead"):
+        if point.name in ("task-path", "fast-inputs"):
             continue  # measured above / below, by what they do
         if state == "not installed":  # used at run time: what can be known now is the version
             state = "on" if host.host_version() in point.verified else f"off: lmms-eval {host.host_version()} is not verified"
@@ -177,7 +177,7 @@ def check_evaluation(timeout: float = 600) -> list[Finding]:
 
 
 def check_inputs() -> list[Finding]:
-    from lmms_video_reasoning.utils.lmms import decode_ahead, model_readings
+    from lmms_video_reasoning.utils.lmms import model_readings
 
     findings = []
     for model in sorted(set(model_readings._KNOWN.values())):
@@ -186,8 +186,6 @@ def check_inputs() -> list[Finding]:
                                 f"installed {', '.join(unverified)} not verified: the model reads the original video"
                                 if unverified else "proxy clips of the frames it keeps",
                                 "run tests/test_model_equivalence.py on this version" if unverified else ""))
-    depth = decode_ahead.DECODE_AHEAD.read()
-    findings.append(Finding("decode-ahead", OK if depth else INFO, f"{depth} documents ahead" if depth else "off (the default; LMMS_VR_DECODE_AHEAD=2 turns it on)"))
     return findings
 
 

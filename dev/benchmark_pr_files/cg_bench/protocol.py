@@ -21,8 +21,8 @@ from datasets import Dataset
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_video_reasoning.cg_bench import docs, judging, task
 from lmms_video_reasoning.utils.core.frame_plan import choose
-from lmms_video_reasoning.utils.lmms.llm_judge_ask import configured_judge
-from lmms_video_reasoning.utils.media import plain_frames
+from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
+from lmms_video_reasoning.dev import plain_frames
 
 CACHE_DIR = "cg_videos_720p"
 ROOT_ENV = "CGBENCH_ROOT"

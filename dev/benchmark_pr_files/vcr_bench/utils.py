@@ -16,8 +16,8 @@ from datasets import Dataset
 
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_video_reasoning.utils.core.frame_plan import choose
-from lmms_video_reasoning.utils.lmms.llm_judge_ask import configured_judge
-from lmms_video_reasoning.utils.media import plain_frames
+from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
+from lmms_video_reasoning.dev import plain_frames
 from lmms_video_reasoning.vcr_bench import docs, judging, scoring, task
 
 # Where the videos are: a record's `video_path` is relative to `v1/videos/` of the dataset.
