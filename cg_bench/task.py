@@ -222,9 +222,10 @@ def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
     modes = ("long", "clue", "open", "blind", "grounding")
     code = {name: number for number, name in enumerate(modes)}
+    # one pass; every column below is numpy
     rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
                       o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
-                     for o in fields], dtype=float).reshape(len(fields), 7)  # one pass; every column below is numpy
+                     for o in fields], dtype=float).reshape(len(fields), 7)
     mode, value = rows[:, 0], rows[:, 1]
     valued = ~np.isnan(value)
     counted: dict[str, np.ndarray] = {}
