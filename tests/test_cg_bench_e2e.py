@@ -12,6 +12,7 @@ from bench_scoring import score_records
 from lmms_video_reasoning.cg_bench import benchmark as binding
 from lmms_video_reasoning.cg_bench import sample
 from lmms_video_reasoning.cg_bench import task as cg_task
+from lmms_video_reasoning.utils.results import samples_io
 from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
 
@@ -46,7 +47,8 @@ def test_mcq_and_open_through_lmms_eval(cg_sample, tmp_path, monkeypatch):
         rescored = {}
         for task in ("cg_bench_mcq", "cg_bench_open"):
             (path,) = samples_files(output, task)
-            records = [json.loads(line)["parse_failed"] for line in path.read_text().splitlines() if line.strip()]
+            records = [samples_io.logged_record(json.loads(line), samples_io.task_spec(task))
+                       for line in path.read_text().splitlines() if line.strip()]
             rescored[task] = score_records(binding, records)
 
     mcq = {name: metric(results, "cg_bench_mcq", name) for name in cg_task.METRICS["mcq"]}

@@ -1,6 +1,6 @@
 """A full or read-only disk, end to end (real lmms-eval processes, real tmpfs mounts).
 
-- The output folder fills while lmms-eval writes its samples (a 1 MiB tmpfs: room for the
+- The output folder fills while lmms-eval writes its samples (a 448 KiB tmpfs: room for the
   preflight's estimate and this suite's records, not for lmms-eval's samples files): the samples
   are truncated, so the records (this suite's copy of the generations) stay on disk with a
   warning naming the task, the samples file and why, and `lmms-vr score` on the folder gives
@@ -59,11 +59,11 @@ def files_under(folder: Path, pattern: str) -> list[Path]:
 def test_full_output_disk_keeps_the_records_and_score_recovers_every_task(tmp_path, sample_dir, sample_env, clean):
     """About 1.5 min on 2 busy cores (one lmms-eval run, one `lmms-vr score`), plus the clean run."""
     started = time.monotonic()
-    with tmpfs(tmp_path / "out", "1m") as output, LocalJudgeServer(SampleJudge(), api_key=JUDGE_KEY) as server:
+    with tmpfs(tmp_path / "out", "448k") as output, LocalJudgeServer(SampleJudge(), api_key=JUDGE_KEY) as server:
         env = judge_env(sample_env, server, tmp_path / "cache.sqlite")
         proc, seconds = replay_process(sample_dir, output, env)
         log = proc.stdout + proc.stderr
-        assert GENERATED in log, f"the preflight refused a 1 MiB folder, the test needs it to pass:\n{log[-3000:]}"
+        assert GENERATED in log, f"the preflight refused a 448 KiB folder, the test needs it to pass:\n{log[-3000:]}"
         records = {path.name.split("_records_")[1][:-len(".jsonl")]: path for path in files_under(output, "*_records_*.jsonl")}
         samples = {path.name.split("_samples_")[1][:-len(".jsonl")]: path for path in files_under(output, "*_samples_*.jsonl")}
         sizes = {task: path.stat().st_size for task, path in samples.items()}
@@ -71,7 +71,7 @@ def test_full_output_disk_keeps_the_records_and_score_recovers_every_task(tmp_pa
         truncated = [task for task in JUDGED_TASKS
                      if task not in samples or len(samples[task].read_bytes().splitlines()) < whole[task]
                      or not samples[task].read_bytes().endswith(b"\n")]
-        assert truncated, f"the 1 MiB disk held every samples file ({sizes}): the test no longer fills the disk"
+        assert truncated, f"the 448 KiB disk held every samples file ({sizes}): the test no longer fills the disk"
         for task in truncated:
             assert task in records, f"{task}: samples truncated ({sizes.get(task)} bytes) and its records were removed:\n{log[-3000:]}"
             assert len(records[task].read_text().splitlines()) == whole[task], f"{task}: the records file is not whole"
@@ -103,7 +103,7 @@ def check_refused(proc, seconds: float, output: Path, *needles: str) -> None:
 
 
 def test_preflight_refuses_an_output_disk_too_small_for_the_run(tmp_path, sample_dir, sample_env):
-    """A 256 KiB tmpfs, for 83 documents (at least 664 KiB): refused at task load, under 3 min."""
+    """A 256 KiB tmpfs, for 83 documents (at least 332 KiB): refused at task load, under 3 min."""
     with tmpfs(tmp_path / "out", "256k") as output, LocalJudgeServer(SampleJudge(), api_key=JUDGE_KEY) as server:
         proc, seconds = replay_process(sample_dir, output, judge_env(sample_env, server, tmp_path / "cache.sqlite"))
         check_refused(proc, seconds, output, f"the output folder {output} has", "free, less than the", "KiB a run of 83 documents")

@@ -563,10 +563,12 @@ def test_series_validated_in_a_clean_lmms_eval_073(tmp_path):
     results = report["results"]
     prs = upstream.series(tree)
     assert set(results) == {pr.name for pr in prs} | {"series"}
+    shared = {pr.name for pr in prs if pr.kind == "shared"}
     for name, result in results.items():
         assert result["passed"], (name, [row for row in result["rows"] if not row["passed"]])
         checks = {row["check"] for row in result["rows"]}
-        assert {"applies", "lint", "tests", "listed"} <= checks, name
+        # the shared PR has no tests of its own: its modules run in the benchmark PRs' tests, which apply it first
+        assert {"applies", "lint", "listed"} | (set() if name in shared else {"tests"}) <= checks, name
     for pr in prs:
         description = (out / f"{pr.name}.md").read_text()
         assert "not run" not in description.lower() and "Not validated" not in description

@@ -264,13 +264,14 @@ def check_output_folder() -> str | None:
     return None
 
 
-# What a run writes per document, at least: lmms-eval's samples line (the record under each
-# metric name, the document, the response) and this suite's records and results. Measured on the
-# sample benchmark: 4 KiB (cg_bench_open) to 30 KiB (vr_bench) per document with short replies;
+# What a run writes per document, at least: lmms-eval's samples line (the record once, the
+# document, the response) and this suite's records and results. Measured on the sample
+# benchmark: samples lines of 1.8 KiB (cg_bench_open) to 7.6 KiB (vr_bench) per document with
+# short replies, and the records about as much again;
 # a long chain of thought takes more. The estimate is deliberately low (a floor, not a forecast):
 # it refuses an output folder that cannot hold even that, and a disk that fills anyway keeps the
 # records (`aggregation`: they are removed only when lmms-eval's samples file was read back whole).
-BYTES_PER_DOCUMENT = 8 * 1024
+BYTES_PER_DOCUMENT = 4 * 1024
 PROBE_BYTES = 4096
 _documents: list[int] = []  # documents of each task loaded in this process (their sum: the run's)
 
