@@ -136,7 +136,6 @@ class ScoreOnce:
             if run is not None:
                 save_run_records(_records_of_run(), run)  # every task of the run, before its first judging
             saved = save_records(records, run)
-            records = list(records)
             settings = None
             try:
                 scoring = self._scoring if self._scoring is not None else registry.get(self.benchmark).scoring
