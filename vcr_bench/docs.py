@@ -1,10 +1,6 @@
-"""VCR-Bench documents: an official annotation record -> a task document, and its groupings.
-
-The dataset's `v1/videos/meta_info_video.json` is a JSON list of records; each becomes one
-document (validated: a bad record is an error naming it) with the dimension's metric code and
-the duration bucket of the paper's Table 1. A record's `video_path` is relative to
-`v1/videos/`. Standard library only (the upstream task folder shares this module).
-"""
+"""VCR-Bench documents: an official record of `v1/videos/meta_info_video.json` -> a checked task
+document (a bad record is an error naming it), with its dimension code and duration bucket.
+Standard library only."""
 
 from __future__ import annotations
 
@@ -12,33 +8,17 @@ import json
 import re
 
 from lmms_video_reasoning.utils.core.data_errors import DataError, finite_number, option_letter, require_fields
-from lmms_video_reasoning.vcr_bench.scoring import parse_interval
+from lmms_video_reasoning.vcr_bench.scoring import DIMENSIONS, parse_interval
 
-VIDEO_DIR = "v1/videos"
+VIDEO_DIR = "v1/videos"  # a record's `video_path` is relative to it
 ANNOTATION = f"{VIDEO_DIR}/meta_info_video.json"
-
-# The seven dimensions (paper Sec. 2.1.1) and the codes that name their metrics.
-DIMENSIONS = {
-    "Fundamental Temporal Reasoning": "ftr",
-    "Video Temporal Counting": "vtc",
-    "Video Temporal Grounding": "vtg",
-    "Video Knowledge Reasoning": "vkr",
-    "Temporal Spatial Reasoning": "tsr",
-    "Video Plot Analysis": "vpa",
-    "Temporal Spatial Grounding": "tsg",
-}
-# Duration buckets (paper Table 1): short <= 60 s, medium <= 300 s, long > 300 s.
-SHORT_MAX_S, MEDIUM_MAX_S = 60, 300
-
-# An option inside a multiple-choice question's text ("...?A. He ...\nB. ..."): a capital letter
-# not preceded by a letter, then ". ".
+# An option inside a multiple-choice question's text ("...?A. He ...\nB. ..."): a capital not after a letter, then ". ".
 QUESTION_OPTION = re.compile(r"(?<![A-Za-z])([A-Z])\.\s")
-
 RECORD_FIELDS = ("id", "video_path", "duration", "dimension", "question", "multiple-choice", "answer", "reasoning")
 
 
 def dimension_code(name: str, where: str) -> str:
-    """The code of a dimension name, matched case- and space-insensitively; DataError if unknown."""
+    """The code of a dimension name (case- and space-insensitive) or code; DataError if unknown."""
     wanted = " ".join(str(name).split()).lower()
     for full, code in DIMENSIONS.items():
         if full.lower() == wanted or code == wanted:
@@ -47,24 +27,14 @@ def dimension_code(name: str, where: str) -> str:
 
 
 def duration_bucket(duration_s: float) -> str:
-    """'short' (<= 60 s), 'medium' (<= 300 s) or 'long' (README.md, "How scoring runs")."""
-    if duration_s <= SHORT_MAX_S:
-        return "short"
-    return "medium" if duration_s <= MEDIUM_MAX_S else "long"
+    """Paper Table 1: 'short' (<= 60 s), 'medium' (<= 300 s) or 'long'."""
+    return "short" if duration_s <= 60 else "medium" if duration_s <= 300 else "long"
 
 
 def option_letters(question: str, choices: dict) -> list[str]:
-    """The letters of a multiple-choice question: the `choices` with a text (the official file),
-    else the options written in the question text (they are there too); none is an error."""
+    """A multiple-choice question's letters: its `choices` with a text, else the options in its text."""
     found = [letter for letter, text in choices.items() if str(text).strip()]
     return found or list(dict.fromkeys(QUESTION_OPTION.findall(question)))
-
-
-def check_time_answer(answer, where: str) -> None:
-    """A grounding answer in time ("[13, 54]", scored by IoU) must hold finite seconds >= 0."""
-    interval = parse_interval(answer) if isinstance(answer, str) else None
-    for side, value in zip(("start", "end"), interval or ()):
-        finite_number(value, f"answer {answer!r} {side}", where)
 
 
 def record_to_doc(record: dict, where: str) -> dict:
@@ -90,22 +60,16 @@ def record_to_doc(record: dict, where: str) -> dict:
         answer = record["answer"]
         option_letter(answer.strip().upper() if isinstance(answer, str) else answer,
                       option_letters(record["question"], choices), "answer", where)
-    else:
-        check_time_answer(record["answer"], where)
+    else:  # a grounding answer in time ("[13, 54]", scored by IoU) holds finite seconds
+        for side, value in zip(("start", "end"), parse_interval(record["answer"]) or ()):
+            finite_number(value, f"answer {record['answer']!r} {side}", where)
     code = dimension_code(record["dimension"], where)
-    return {
-        "sample_id": str(int(record["id"])),
-        "id": int(record["id"]),
-        "video_path": record["video_path"],
-        "duration": duration,
-        "dimension": next(full for full, c in DIMENSIONS.items() if c == code),
-        "dimension_code": code,
-        "question": record["question"],
-        "multiple_choice": record["multiple-choice"],
-        "choices": json.dumps(choices, ensure_ascii=False),  # variable keys: stored as JSON text
-        "answer": str(record["answer"]),
-        "reasoning": list(steps),
-    }
+    doc = {"sample_id": str(int(record["id"])), "id": int(record["id"]), "video_path": record["video_path"], "duration": duration,
+           "dimension": next(full for full, c in DIMENSIONS.items() if c == code)}
+    # `choices` has variable keys: stored as JSON text (Arrow-friendly)
+    doc.update(dimension_code=code, question=record["question"], multiple_choice=record["multiple-choice"],
+               choices=json.dumps(choices, ensure_ascii=False), answer=str(record["answer"]), reasoning=list(steps))
+    return doc
 
 
 def records_to_docs(records, source: str) -> list[dict]:
