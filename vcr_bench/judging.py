@@ -1,14 +1,6 @@
-"""The four VCR-Bench judge calls, run for a whole task in one concurrent batch.
-
-Per sample (README.md, "How scoring runs"): answer extraction, then answer scoring (or the IoU rule
-for VTG / TSG); recall and precision in parallel with that chain, all through one `judge.map`. Each
-request carries its official prompt as one user message, temperature 0, max_tokens 2048, a parser
-that raises `ParseError` (bounded re-asks) and a tag for the accounting. A failed call is recorded
-in the sample's `errors`, never turned into a score; a sample without a model answer gets no judge
-call. Every call is shown the model's whole reply, thinking included, as officially
-(`responses.judged_text`; stripped under `LMMS_VR_REASONING=stripped`); a reply ending inside an
-open reasoning block is wrong without an extraction call, its reasoning still rated.
-"""
+"""The four VCR-Bench judge calls (README.md, "How scoring runs"), a whole task in one concurrent batch:
+answer extraction then scoring (or the IoU rule), recall and precision beside. A failed call is recorded in
+the sample's `errors`, never scored; judges see the whole reply, thinking included, as officially."""
 
 from __future__ import annotations
 
@@ -18,69 +10,36 @@ from collections.abc import Callable, Sequence
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
-from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.vcr_bench import prompts, scoring
 
 log = logging.getLogger(__name__)
 
-# The official judge (eval_code: GPT-4o through the OpenAI client).
-JUDGE_MODEL = "gpt-4o-2024-08-06"
-JUDGE_MAX_TOKENS = 2048
-MAX_REASKS = 2
+JUDGE_MODEL = "gpt-4o-2024-08-06"  # the official judge (eval_code: GPT-4o through the OpenAI client)
+# A typical precision `reasons_for_judgment` (about 30 tokens), for the cost estimate.
+_TYPICAL_REASON = "The ground truth states the same event at the same time in the video, so the step is supported by the ground truth information."
 
 
 def judge_request(prompt: str, parse: Callable, tag: str, expected_reply: str | None = None, later_steps: int = 0) -> Request:
-    """One official judge call: the prompt as a single user message, temperature 0.
-
-    `expected_reply` / `later_steps`: what the cost estimate assumes (the reply's format and
-    size; answer extraction is followed by the scoring call unless the IoU rule decides)."""
-    return Request(
-        messages=[{"role": "user", "content": prompt}],
-        max_tokens=JUDGE_MAX_TOKENS,
-        temperature=0.0,
-        parse=parse,
-        max_reasks=MAX_REASKS,
-        tag=tag,
-        expected_reply=expected_reply,
-        later_steps=later_steps,
-    )
-
-
-# A typical `reasons_for_judgment` of the precision judge (about 30 tokens), for the estimate.
-_TYPICAL_REASON = ("The ground truth states the same event at the same time in the video, so the step is supported "
-                   "by the ground truth information.")
+    """One official judge call; `expected_reply` / `later_steps`: what the cost estimate assumes (the
+    reply's format and size; extraction is followed by the scoring call unless the IoU rule decides)."""
+    return Request(messages=[{"role": "user", "content": prompt}], max_tokens=2048, temperature=0.0, parse=parse, max_reasks=2,
+                   tag=tag, expected_reply=expected_reply, later_steps=later_steps)
 
 
 def expected_steps_reply(steps: Sequence[str], precision: bool) -> str:
-    """A recall / precision reply in the official output format, one object per step (the estimate's
-    assumption: its size grows with the steps judged)."""
-    items = []
-    for step in steps:
-        item = {"step": step, "step_type": "Video Description Steps"}
-        if precision:
-            item["reasons_for_judgment"] = _TYPICAL_REASON
-        item["judgment"] = "Matched"
-        items.append(item)
-    return json.dumps(items, indent=2, ensure_ascii=False)
+    """A recall / precision reply in the official format, one object per step (the estimate's assumption)."""
+    reason = {"reasons_for_judgment": _TYPICAL_REASON} if precision else {}
+    return json.dumps([{"step": step, "step_type": scoring.PERCEPTION, **reason, "judgment": "Matched"} for step in steps], indent=2, ensure_ascii=False)
 
 
-def response_steps(response: str) -> list[str]:
-    """The response's non-empty lines, at most 35 (the precision prompt's limit): the steps the
-    precision judge re-formats, as the estimate counts them."""
-    return [line.strip() for line in response.splitlines() if line.strip()][:35]
-
-
-def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
-    """Extraction -> (IoU rule | scoring judge): {"extracted", "correct", "iou"} or {"error"}.
-
-    With the scoring judge, "verdict" keeps both readings of its reply (`scoring.VerdictReading`);
-    `settings["lenient_verdict"]` picks the lenient one, the official exact "1" otherwise.
-    """
-    settings = settings or {}
-    response = judged_text(record)
-    if not response.strip() or reasoning_truncated(record):
+def judge_answer(record: dict, ask: Ask, settings: dict) -> dict:
+    """Extraction -> (IoU rule | scoring judge): {"extracted", "correct", "iou"} or {"error"}; with the
+    scoring judge, both readings of its verdict (`scoring.VerdictReading`), `lenient_verdict` picking one."""
+    response = responses.judged_text(record)
+    if not response.strip() or responses.reasoning_truncated(record):
         return {"extracted": "", "correct": False, "iou": None}  # nothing (or no answer yet) to extract: wrong
-    # The estimate assumes an extraction as long as the reference answer (then the IoU rule or the scoring call).
+    # The estimate assumes an extraction as long as the reference answer.
     extraction = ask(judge_request(prompts.extraction_prompt(record["question"], response), scoring.parse_extraction, "vcr.extract",
                                    expected_reply=str(record["answer"]), later_steps=1))
     if not extraction.ok:
@@ -95,59 +54,45 @@ def judge_answer(record: dict, ask: Ask, settings: dict | None = None) -> dict:
     if not verdict.ok:
         return {"extracted": extracted, "error": f"answer scoring: {verdict.error}"}
     reading = verdict.value
-    return {"extracted": extracted, "correct": reading.correct(lenient), "iou": None,
-            "verdict_exact": reading.exact, "verdict_lenient": reading.lenient}
+    return {"extracted": extracted, "correct": reading.correct(lenient), "iou": None, "verdict_exact": reading.exact, "verdict_lenient": reading.lenient}
 
 
 def judge_steps(record: dict, ask: Ask, kind: str) -> dict:
-    """Recall (each reference step) or precision (each response step) judge: {"steps": [{"type",
-    "judgment"}]} or {"error"}."""
-    response = judged_text(record)
+    """Recall (each reference step) or precision (each response step, at most 35 lines as the prompt
+    says): {"steps": [{"type", "judgment"}]} or {"error"}."""
+    response = responses.judged_text(record)
     if kind == "recall":
         prompt = prompts.recall_prompt(record["question"], record["answer"], response, record["reasoning"])
         request = judge_request(prompt, scoring.parse_recall, "vcr.recall", expected_reply=expected_steps_reply(record["reasoning"], precision=False))
     else:
+        lines = [line.strip() for line in response.splitlines() if line.strip()][:35]
         prompt = prompts.precision_prompt(record["question"], response, record["reasoning"])
-        request = judge_request(prompt, scoring.parse_precision, "vcr.precision",
-                                expected_reply=expected_steps_reply(response_steps(response), precision=True))
+        request = judge_request(prompt, scoring.parse_precision, "vcr.precision", expected_reply=expected_steps_reply(lines, precision=True))
     result = ask(request)
     return {"steps": result.value} if result.ok else {"error": f"{kind}: {result.error}"}
 
 
 def needs_precision_judge(response: str) -> bool:
-    """Precision is judged only for responses with content beyond a bare option letter.
-
-    An empty response has no steps; a bare letter is one final-answer step scored from the
-    answer verdict (official issue #2, see `scoring.is_bare_answer`).
-    """
+    """Precision is judged only for a response beyond a bare option letter (`scoring.is_bare_answer`)."""
     return bool(response.strip()) and not scoring.is_bare_answer(response)
 
 
 def plan_jobs(records: Sequence[dict], chain_of_thought: bool) -> list[tuple[int, str]]:
-    """(record index, job kind) for every judge job of the batch."""
+    """(record index, job kind) for every judge job; a failed record or model is counted, not judged."""
     jobs = []
     for index, record in enumerate(records):
-        if record.get("error") or model_failed(record):
-            continue  # unprocessable record or no model answer: counted, nothing to judge
+        if record.get("error") or responses.model_failed(record):
+            continue
         jobs.append((index, "answer"))
         if chain_of_thought:
-            jobs.append((index, "recall"))
-            if needs_precision_judge(judged_text(record)):
-                jobs.append((index, "precision"))
+            jobs += [(index, "recall")] + ([(index, "precision")] if needs_precision_judge(responses.judged_text(record)) else [])
     return jobs
 
 
-def empty_outcome(record: dict) -> dict:
-    """A sample's outcome before judging; a record that failed processing starts with its error."""
-    return {
-        "extracted": None, "correct": None, "iou": None, "recall_steps": None, "precision_steps": None,
-        "errors": [f"processing: {record['error']}"] if record.get("error") else [],
-    }
-
-
 def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: Sequence[dict | None], chain_of_thought: bool) -> list[dict]:
-    """Per-sample outcomes from the job results (None from judge.map = the job itself failed)."""
-    outcomes = [empty_outcome(record) for record in records]
+    """Per-sample outcomes from the job results (None from judge.map: the job itself failed)."""
+    outcomes = [{"extracted": None, "correct": None, "iou": None, "recall_steps": None, "precision_steps": None,
+                 "errors": [f"processing: {record['error']}"] if record.get("error") else []} for record in records]
     for (index, kind), result in zip(jobs, results, strict=True):
         outcome = outcomes[index]
         if result is None:
@@ -156,53 +101,45 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
         if "error" in result:
             outcome["errors"].append(result["error"])
         if kind == "answer":
-            outcome.update({key: result.get(key) for key in ("extracted", "correct", "iou", "verdict_exact", "verdict_lenient")
-                            if key in result})
+            outcome.update({key: result[key] for key in ("extracted", "correct", "iou", "verdict_exact", "verdict_lenient") if key in result})
         elif "steps" in result:
             outcome[f"{kind}_steps"] = result["steps"]
-    if chain_of_thought:
-        for record, outcome in zip(records, outcomes):
-            if record.get("error") or model_failed(record) or needs_precision_judge(judged_text(record)):
-                continue
-            if not judged_text(record).strip():
-                outcome["precision_steps"] = []  # no steps: precision undefined for every kind
-            elif outcome["correct"] is not None:
-                outcome["precision_steps"] = scoring.bare_answer_steps(outcome["correct"])
+    for record, outcome in zip(records, outcomes):
+        if not chain_of_thought or record.get("error") or responses.model_failed(record) or needs_precision_judge(responses.judged_text(record)):
+            continue
+        if not responses.judged_text(record).strip():
+            outcome["precision_steps"] = []  # no steps: precision undefined for every kind
+        elif outcome["correct"] is not None:
+            outcome["precision_steps"] = scoring.bare_answer_steps(outcome["correct"])
     return outcomes
 
 
 def lenient_changed(outcomes: Sequence[dict]) -> int:
-    """Samples whose scoring-judge verdict differs between the official exact "1" reading and
-    the lenient one (first standalone 0/1), whichever the run used."""
+    """Samples whose scoring verdict differs between the official exact "1" and the lenient reading."""
     return sum(o.get("verdict_lenient") is not None and o["verdict_lenient"] != o.get("verdict_exact") for o in outcomes)
 
 
 def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
-    """Judge every record in one concurrent batch; returns one outcome per record, in order.
-
-    `settings` None: the scoring settings of the environment (`scoring.resolve_settings`)."""
-    if settings is None:
-        settings = scoring.resolve_settings(None)
+    """One outcome per record, in order, judged in one concurrent batch; `settings` None: the environment's."""
+    settings = scoring.resolve_settings(None) if settings is None else settings
     jobs = plan_jobs(records, chain_of_thought)
 
     def run(job, ask):
         index, kind = job
         return judge_answer(records[index], ask, settings) if kind == "answer" else judge_steps(records[index], ask, kind)
 
-    results = judge.map(run, jobs, desc="VCR-Bench judging")
-    outcomes = combine(records, jobs, results, chain_of_thought)
-    unanswered = sum(model_failed(record) for record in records)
+    outcomes = combine(records, jobs, judge.map(run, jobs, desc="VCR-Bench judging"), chain_of_thought)
+    unanswered = sum(map(responses.model_failed, records))
     if unanswered:
         log.warning("VCR-Bench: %d of %d samples have lmms-eval's failure placeholder instead of a model answer; "
-                    "not judged, wrong for accuracy, left out of the CoT means (model_failed=%d)",
-                    unanswered, len(records), unanswered)
+                    "not judged, wrong for accuracy, left out of the CoT means (model_failed=%d)", unanswered, len(records), unanswered)
     changed = lenient_changed(outcomes)
     if changed:
         log.warning("VCR-Bench: the scoring judge's verdict of %d sample(s) is not exactly \"1\"/\"0\" and reads differently "
                     "leniently (first standalone 0/1); used: %s (setting lenient_verdict)", changed,
-                    "lenient" if (settings or {}).get("lenient_verdict") else "official exact \"1\"")
+                    "lenient" if settings.get("lenient_verdict") else "official exact \"1\"")
     failed = sum(bool(o["errors"]) for o in outcomes)
-    # Past the failure share the metrics are not computed at all (task.metrics_from_outcomes says so).
+    # Past the failure share the metrics are not computed at all (task.score_with says so).
     if failed and not failure_share.too_many_failed(failed, len(records) - unanswered, settings.get(failure_share.FAILED_SHARE.option)):
         log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "
                     "and are left out of the CoT mean they could not enter (judge_failed=%d)", failed, len(records), failed)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lmms_video_reasoning.judges.parsing import ParseError, extract_digit, extract_json, normalize_label
+from lmms_video_reasoning.judges import parsing
+from lmms_video_reasoning.utils.core import columns
 from lmms_video_reasoning.utils.core import settings as setting
-from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def parse_extraction(reply: str) -> str:
     """Judge call 1: the extracted answer, unstripped as the official code stores it (its IoU rule is
     whitespace-sensitive: " [1,2,3,4]" is not a box); a blank reply -> re-ask."""
     if not isinstance(reply, str) or not reply.strip():
-        raise ParseError("empty answer-extraction reply")
+        raise parsing.ParseError("empty answer-extraction reply")
     return reply
 
 
@@ -66,8 +66,8 @@ def parse_verdict(reply: str, lenient: bool = False) -> VerdictReading:
     "**1**" and "1\n" are wrong); `lenient`: a reply without a standalone 0/1 is re-asked."""
     reply = reply if isinstance(reply, str) else ""
     try:
-        lenient_value: bool | None = extract_digit(reply, "01") == 1
-    except ParseError:
+        lenient_value: bool | None = parsing.extract_digit(reply, "01") == 1
+    except parsing.ParseError:
         if lenient:
             raise
         lenient_value = None
@@ -77,13 +77,13 @@ def parse_verdict(reply: str, lenient: bool = False) -> VerdictReading:
 def _judged_steps(reply: str, labels: Sequence[str], aliases: dict) -> list[dict]:
     """[{"type", "judgment"}] from a fenced or bare JSON array of step objects."""
     steps = []
-    for number, item in enumerate(extract_json(reply, expect=list), 1):
+    for number, item in enumerate(parsing.extract_json(reply, expect=list), 1):
         if not isinstance(item, dict):
-            raise ParseError(f"step {number} is not a JSON object: {item!r}")
+            raise parsing.ParseError(f"step {number} is not a JSON object: {item!r}")
         step_type, judgment = item.get("step_type", item.get("type")), item.get("judgment", item.get("judgement"))
         if step_type is None or judgment is None:
-            raise ParseError(f"step {number} lacks step_type or judgment: {sorted(item)}")
-        steps.append({"type": normalize_label(step_type, STEP_TYPES, STEP_TYPE_ALIASES), "judgment": normalize_label(judgment, labels, aliases)})
+            raise parsing.ParseError(f"step {number} lacks step_type or judgment: {sorted(item)}")
+        steps.append({"type": parsing.normalize_label(step_type, STEP_TYPES, STEP_TYPE_ALIASES), "judgment": parsing.normalize_label(judgment, labels, aliases)})
     return steps
 
 
@@ -233,17 +233,17 @@ METRICS = ACCURACY_METRICS + COT_METRICS + COUNT_METRICS
 
 def accuracy_columns(records: Sequence[dict], verdicts: Sequence[bool | None]) -> dict[str, np.ndarray]:
     """Per sample and group: `n:<metric>` (in the group) and `right:<metric>` (and correct; no verdict, failed, is wrong)."""
-    correct = column(verdict is True for verdict in verdicts)
+    correct = columns.column(verdict is True for verdict in verdicts)
     out = {}
     for name, member in ACCURACY_GROUPS.items():
-        out[f"n:{name}"] = column(map(member, records))
+        out[f"n:{name}"] = columns.column(map(member, records))
         out[f"right:{name}"] = out[f"n:{name}"] * correct
     return out
 
 
-def accuracy_from_totals(totals: Totals) -> dict[str, np.ndarray]:
+def accuracy_from_totals(totals: columns.Totals) -> dict[str, np.ndarray]:
     """Each group's accuracy in percent; NaN for an empty group."""
-    return {name: ratio(100.0 * totals[f"right:{name}"], totals[f"n:{name}"]) for name in ACCURACY_METRICS}
+    return {name: columns.ratio(100.0 * totals[f"right:{name}"], totals[f"n:{name}"]) for name in ACCURACY_METRICS}
 
 
 def cot_columns(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, np.ndarray]:
@@ -254,25 +254,25 @@ def cot_columns(recall_steps: Sequence[list | None], precision_steps: Sequence[l
         ratios = [None if steps is None else ratios_of(steps, include_background) for steps in all_steps]
         for kind in COT_KINDS:
             values = [None if r is None else r[kind] for r in ratios]
-            out[f"{side}_sum:{kind}"] = column(0.0 if v is None else v for v in values)
-            out[f"{side}_n:{kind}"] = column(v is not None for v in values)
+            out[f"{side}_sum:{kind}"] = columns.column(0.0 if v is None else v for v in values)
+            out[f"{side}_n:{kind}"] = columns.column(v is not None for v in values)
     return out
 
 
-def cot_from_totals(totals: Totals) -> dict[str, np.ndarray]:
+def cot_from_totals(totals: columns.Totals) -> dict[str, np.ndarray]:
     """Recall and precision per kind (means where defined) and the F1 of those means, in percent."""
     out = {}
     for kind in COT_KINDS:
-        r = ratio(totals[f"recall_sum:{kind}"], totals[f"recall_n:{kind}"])
-        p = ratio(totals[f"precision_sum:{kind}"], totals[f"precision_n:{kind}"])
+        r = columns.ratio(totals[f"recall_sum:{kind}"], totals[f"recall_n:{kind}"])
+        p = columns.ratio(totals[f"precision_sum:{kind}"], totals[f"precision_n:{kind}"])
         prefix = _COT_PREFIX[kind]
-        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = r * 100.0, p * 100.0, rowwise(f1, p, r) * 100.0
+        out[f"{prefix}_recall"], out[f"{prefix}_precision"], out[f"{prefix}_f1"] = r * 100.0, p * 100.0, columns.rowwise(f1, p, r) * 100.0
     return out
 
 
 def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, float]:
     """The CoT metrics of these samples."""
-    return point(SampleColumns(cot_columns(recall_steps, precision_steps, include_background), lambda totals, _whole: cot_from_totals(totals)))
+    return columns.point(columns.SampleColumns(cot_columns(recall_steps, precision_steps, include_background), lambda totals, _whole: cot_from_totals(totals)))
 
 
 def fully_correct_cot(recall_steps: Sequence[dict] | None, precision_steps: Sequence[dict] | None,
