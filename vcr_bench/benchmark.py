@@ -1,20 +1,13 @@
-"""VCR-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
-(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`, `GROUPS`;
-`tasks/*.yaml` are generated from them), the lmms-eval hooks (`load_docs*`, `doc_to_*`; the declared
-ones made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring with the
-judge it is handed (`scored_records`) and the declaration (`BENCHMARK`). The task itself (inputs,
-records, metrics) is `task.py`, shared with the upstream task folder.
-
-Video-native models get a proxy clip of exactly the frames their own path keeps (`LMMS_VR_VIDEO_INPUT
-=path`: the path), frame-based ones 64 timed frames. `process_results` only builds a record (never a
-judge call, never raising); the first aggregation of a task judges all its records in one batch and
-writes the judge accounting beside the results; `lmms-vr score` runs the same scoring on a
-`--log_samples` file.
+"""VCR-Bench's binding to lmms-eval and to the suite (`utils/core/registry.py` says what each part is): the
+tasks (`tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by `__getattr__`),
+"get the frames" on the data root (`PluginMedia`), the scoring with the judge it is handed and the
+declaration (`BENCHMARK`). `process_results` only builds a record; the first aggregation of a task judges
+all its records in one batch. Video-native models get a proxy clip of exactly the frames their own path
+keeps (`LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +21,6 @@ from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, Decla
 from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
 
-log = logging.getLogger("lmms_video_reasoning.vcr_bench")
-
 # The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
 JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
@@ -37,32 +28,20 @@ JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_
 NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or re-score the --log_samples file later "
                  "with `lmms-vr score`.")
 
-
-# ---------------------------------------------------------------- the tasks
-
 # until: [] so a chain of thought is not cut at its first blank line.
 GENERATION = {"until": [], "max_new_tokens": 4096, "do_sample": False, "temperature": 0}
 
 
-def _inputs(visual_mode: str, chain_of_thought: bool, frame_models: bool, frame_count: int | None = None) -> dict:
-    """`lmms_eval_specific_kwargs`: `visual_mode` for every model (video: the video for
-    native-video models), 64 timestamped frames for frame-based models (API models);
-    `frame_count`: another number of frames (frames mode, paper Table 9)."""
-    blocks = {"default": {"visual_mode": visual_mode, "chain_of_thought": chain_of_thought,
-                          **({"frame_count": frame_count} if frame_count is not None else {})}}
-    if frame_models:
-        blocks.update({model: {"visual_mode": "frames", "chain_of_thought": chain_of_thought}
-                       for model in ("openai", "async_openai", "gpt4v")})
-    return blocks
-
-
 def _task(name: str, about: str, visual_mode: str, cot_prompt: bool = True, scores_cot: bool = False,
           process_docs: str = "load_docs", frame_count: int | None = None) -> Task:
-    """`cot_prompt`: the prompt asks for the chain of thought; `scores_cot`: recall and precision
-    are judged too (`vcr_cot`; the paper's Table 5 ablations report accuracy only)."""
+    """`cot_prompt`: the prompt asks for the chain of thought; `scores_cot`: recall and precision are judged
+    too (`vcr_cot`; the Table 5 ablations report accuracy only). `lmms_eval_specific_kwargs`: `visual_mode`
+    for every model, and with the video, 64 timed frames for the API models; `frame_count` (paper Table 9)."""
+    kwargs = {"default": {"visual_mode": visual_mode, "chain_of_thought": cot_prompt, **({"frame_count": frame_count} if frame_count else {})}}
+    if visual_mode == "video":
+        kwargs.update({model: {"visual_mode": "frames", "chain_of_thought": cot_prompt} for model in ("openai", "async_openai", "gpt4v")})
     return Task(name, task.metric_names(scores_cot), process_docs=process_docs, record_options={"chain_of_thought": scores_cot},
-                generation_kwargs=GENERATION, about=about,
-                model_kwargs=_inputs(visual_mode, cot_prompt, frame_models=visual_mode == "video", frame_count=frame_count))
+                generation_kwargs=GENERATION, about=about, model_kwargs=kwargs)
 
 
 TASKS = (
@@ -83,12 +62,8 @@ GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
                 "All VCR-Bench tasks: the benchmark (vcr_cot) and the paper's Table 5 ablations."),)
 
 
-# ---------------------------------------------------------------- documents (process_docs)
-
-
 def load_docs(dataset=None, media: bool = True) -> Any:
-    """`process_docs`: the benchmark's documents for lmms-eval's one-row placeholder, the media
-    (`media`) and the judge checked before generation (`utils/lmms/preflight.py`)."""
+    """`process_docs`: the documents, the media (`media`) and the judge checked first (`utils/lmms/preflight.py`)."""
     from lmms_video_reasoning.utils.lmms import preflight
 
     check = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records())) if media else None
@@ -96,11 +71,8 @@ def load_docs(dataset=None, media: bool = True) -> Any:
 
 
 def load_docs_no_visual(dataset=None) -> Any:
-    """`process_docs` of `vcr_text_only`: the same documents; no video is needed."""
+    """`process_docs` of `vcr_text_only`: no video is needed."""
     return load_docs(dataset, media=False)
-
-
-# ---------------------------------------------------------------- model inputs ("get the frames" on the data root)
 
 
 class PluginMedia:
@@ -118,9 +90,7 @@ class PluginMedia:
         return list(video.read_frames(data.video_file(doc), list(indices)))
 
     def video(self, doc: dict) -> str:
-        # The model's own frames in a proxy clip (utils.model_video; `LMMS_VR_VIDEO_INPUT=path`
-        # hands over the path). Either way the file is decoded here first: native-video models
-        # swallow a decode error and answer from the text alone, so a broken file fails here.
+        # decoded here first either way: native-video models swallow a decode error and answer from the text alone
         from lmms_video_reasoning.utils.lmms import model_video
 
         return model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))
@@ -141,34 +111,24 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
     return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
-# ---------------------------------------------------------------- scoring with the judge engine
-
-
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
-    """All VCR-Bench metrics (0-100; `judge_failed`, `model_failed` counts) of a task's records,
-    judged by `judge` (`task.score_with`; NaN without one), and the judge's outcomes per sample
-    (None without a judge)."""
+    """The metrics of a task's records judged by `judge`, and the outcomes per sample (`task.score_with`)."""
     return task.score_with(records, judge, settings, NO_JUDGE_HINT)
 
 
 class VcrBenchScoring(ScoringAdapter):
-    """VCR-Bench: `scored_records` (the task's scoring with the judge it is handed); outcomes from
-    `judging.judge_records`, metrics from `task.metric_columns` (`metrics_from_outcomes`)."""
+    """VCR-Bench: `scored_records`; outcomes from `judging.judge_records`, metrics from `task.metric_columns`."""
 
     name = judge_name = "vcr_bench"
 
     def settings(self, records):
-        """The settings the records were made with (their task's; each variable overrides)."""
         return BENCHMARK.settings_of(records)
 
     def score(self, records, settings, judge):
         return Scored(*scored_records(records, settings, judge))
 
     def outcomes(self, records, settings, judge):
-        if judge is None:
-            return None
-        chain_of_thought = any(record.get("score_cot", True) for record in records)
-        return judging.judge_records(list(records), judge, chain_of_thought, settings)
+        return None if judge is None else judging.judge_records(list(records), judge, settings)
 
     def metrics(self, records, outcomes, settings):
         return task.metrics_from_outcomes(records, outcomes, settings)
@@ -197,23 +157,11 @@ class VcrBenchScoring(ScoringAdapter):
 
 
 BENCHMARK = Benchmark(
-    name="vcr_bench",
-    title="VCR-Bench",
-    package=__package__,
-    task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=task.build_record,
-    scoring=VcrBenchScoring(),
-    tasks=TASKS + FRAME_ABLATION,
-    groups=GROUPS,
-    options=(*scoring.OPTIONS, *SHARED_OPTIONS),
-    judge=JUDGE,
-    report=report_spec(),
-    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
-    reference="reference_tables.json",
-    data_module=f"{__package__}.data",
-    sample_module=f"{__package__}.sample",
-    demo_tasks=("vcr_cot",),
-)
+    name="vcr_bench", title="VCR-Bench", package=__package__, task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=task.build_record, scoring=VcrBenchScoring(), tasks=TASKS + FRAME_ABLATION, groups=GROUPS,
+    options=(*scoring.OPTIONS, *SHARED_OPTIONS), judge=JUDGE, report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"), reference="reference_tables.json",
+    data_module=f"{__package__}.data", sample_module=f"{__package__}.sample", demo_tasks=("vcr_cot",))
 
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes the judge accounting beside the run's results.

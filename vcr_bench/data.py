@@ -1,13 +1,9 @@
 """VCR-Bench annotations -> task documents, and where the media live.
 
-Layout of the Hugging Face dataset `VLM-Reasoning/VCR-Bench` (README.md, "Data"), kept as is
-under a local root (`VCR_BENCH_ROOT`): `v1/videos/meta_info_video.json` (a JSON list of
-records) and `v1/videos/video.zip`, whose members `video/<source>/<name>.mp4` `lmms-vr prepare`
-extracts into `v1/videos/` (the canonical place: a record's `video_path` is relative to
-`v1/videos/`). `video_at` is the one resolver of the tasks and of `prepare`'s check: the
-canonical path first, else the file of that name sharing most of the record's folders
-(`utils.media_index.locate`), wherever another unzip put it; a path that leaves the root
-(`..`, absolute) is refused.
+The Hugging Face dataset `VLM-Reasoning/VCR-Bench` kept as is under `VCR_BENCH_ROOT` (README.md, "Data"):
+`v1/videos/meta_info_video.json` and `v1/videos/video.zip`, which `lmms-vr prepare` extracts into `v1/videos/`.
+`video_at`, the one resolver of the tasks and of `prepare`'s check: the canonical path, else the file of that
+name sharing most of the record's folders (`media_index.locate`); a path leaving the root is refused.
 """
 
 from __future__ import annotations
@@ -15,38 +11,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
-from lmms_video_reasoning.utils.core.roots import (
-    DataSource,
-    annotation_file,
-    data_root,
-    read_json,
-    require_media,
-    usable_video,
-    video_problem,
-)
-# documents (validation, dimensions, duration buckets): `docs.py`, shared with the upstream form
+from lmms_video_reasoning.utils.core.roots import DataSource, annotation_file, data_root, read_json, require_media, usable_video, video_problem
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR, records_to_docs
 
-# The Hugging Face dataset and the root variable (`lmms-vr prepare vcr_bench`).
 VCR_BENCH = SOURCE = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")
 # The release's size (paper, Hub card): (questions, videos) per split, checked by `lmms-vr prepare`.
 RELEASE = {"all": (1034, 859)}
 
-# What `lmms-vr prepare vcr_bench` fetches (huggingface_hub allow_patterns).
+# What `lmms-vr prepare vcr_bench` fetches (huggingface_hub allow_patterns)
 HUB_ANNOTATIONS = [ANNOTATION]
 HUB_MEDIA_PATTERNS = [f"{VIDEO_DIR}/video.zip*", f"{VIDEO_DIR}/video/**"]
 
 
+def records_at(root: Path | None = None, split: str | None = None) -> list[dict]:
+    """The documents of a local copy at `root` (`lmms-vr prepare`; one split)."""
+    path = Path(root) / ANNOTATION if root is not None else annotation_file(VCR_BENCH, ANNOTATION)
+    return records_to_docs(read_json(path), str(path))
+
+
 def load_records() -> list[dict]:
     """All task documents from the annotation file under the data root (or the Hub)."""
-    path = annotation_file(VCR_BENCH, ANNOTATION)
-    return records_to_docs(read_json(path), str(path))
-
-
-def records_at(root: Path, split: str | None = None) -> list[dict]:
-    """The documents of a local copy at `root` (for `lmms-vr prepare`; VCR-Bench has one split)."""
-    path = Path(root) / ANNOTATION
-    return records_to_docs(read_json(path), str(path))
+    return records_at()
 
 
 def release_counts(records: list[dict]) -> tuple[int, int]:
@@ -86,14 +71,9 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
 
 
 def extraction_target(archive: str, member: str) -> str | None:
-    """Where `lmms-vr prepare` puts an archive member: `video.zip`'s `video/<source>/<name>` under
-    `v1/videos/` (members without the `video/` folder get it); folders and hidden or macOS
-    metadata entries are skipped."""
+    """Where `lmms-vr prepare` puts an archive member: `video/<source>/<name>` under `v1/videos/` (the
+    `video/` folder added when missing); folders and hidden or macOS metadata entries are skipped."""
     parts = member.split("/")
     if not parts[-1] or any(part.startswith(".") or part == "__MACOSX" for part in parts):
         return None
-    if "video" in parts[:-1]:
-        parts = parts[parts.index("video"):]
-    else:
-        parts = ["video", *parts]
-    return "/".join([VIDEO_DIR, *parts])
+    return "/".join([VIDEO_DIR, *(parts[parts.index("video"):] if "video" in parts[:-1] else ["video", *parts])])

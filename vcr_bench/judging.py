@@ -77,19 +77,20 @@ def needs_precision_judge(response: str) -> bool:
     return bool(response.strip()) and not scoring.is_bare_answer(response)
 
 
-def plan_jobs(records: Sequence[dict], chain_of_thought: bool) -> list[tuple[int, str]]:
-    """(record index, job kind) for every judge job; a failed record or model is counted, not judged."""
+def plan_jobs(records: Sequence[dict]) -> list[tuple[int, str]]:
+    """(record index, job kind) for every judge job (recall and precision where the record's task scores the
+    CoT, `score_cot`); a failed record or model is counted, not judged."""
     jobs = []
     for index, record in enumerate(records):
         if record.get("error") or responses.model_failed(record):
             continue
         jobs.append((index, "answer"))
-        if chain_of_thought:
+        if record.get("score_cot", True):
             jobs += [(index, "recall")] + ([(index, "precision")] if needs_precision_judge(responses.judged_text(record)) else [])
     return jobs
 
 
-def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: Sequence[dict | None], chain_of_thought: bool) -> list[dict]:
+def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: Sequence[dict | None]) -> list[dict]:
     """Per-sample outcomes from the job results (None from judge.map: the job itself failed)."""
     outcomes = [{"extracted": None, "correct": None, "iou": None, "recall_steps": None, "precision_steps": None,
                  "errors": [f"processing: {record['error']}"] if record.get("error") else []} for record in records]
@@ -105,7 +106,7 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
         elif "steps" in result:
             outcome[f"{kind}_steps"] = result["steps"]
     for record, outcome in zip(records, outcomes):
-        if not chain_of_thought or record.get("error") or responses.model_failed(record) or needs_precision_judge(responses.judged_text(record)):
+        if not record.get("score_cot", True) or record.get("error") or responses.model_failed(record) or needs_precision_judge(responses.judged_text(record)):
             continue
         if not responses.judged_text(record).strip():
             outcome["precision_steps"] = []  # no steps: precision undefined for every kind
@@ -119,16 +120,16 @@ def lenient_changed(outcomes: Sequence[dict]) -> int:
     return sum(o.get("verdict_lenient") is not None and o["verdict_lenient"] != o.get("verdict_exact") for o in outcomes)
 
 
-def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
+def judge_records(records: Sequence[dict], judge: Judge, settings: dict | None = None) -> list[dict]:
     """One outcome per record, in order, judged in one concurrent batch; `settings` None: the environment's."""
     settings = scoring.resolve_settings(None) if settings is None else settings
-    jobs = plan_jobs(records, chain_of_thought)
+    jobs = plan_jobs(records)
 
     def run(job, ask):
         index, kind = job
         return judge_answer(records[index], ask, settings) if kind == "answer" else judge_steps(records[index], ask, kind)
 
-    outcomes = combine(records, jobs, judge.map(run, jobs, desc="VCR-Bench judging"), chain_of_thought)
+    outcomes = combine(records, jobs, judge.map(run, jobs, desc="VCR-Bench judging"))
     unanswered = sum(map(responses.model_failed, records))
     if unanswered:
         log.warning("VCR-Bench: %d of %d samples have lmms-eval's failure placeholder instead of a model answer; "

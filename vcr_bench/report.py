@@ -24,8 +24,7 @@ LABELS = {
     "perception_recall": "Perc. Rec", "perception_precision": "Perc. Pre", "perception_f1": "Perc. F1",
     "reasoning_recall": "Reas. Rec", "reasoning_precision": "Reas. Pre", "reasoning_f1": "Reas. F1",
     "cot_recall": "Avg Rec", "cot_precision": "Avg Pre", "cot_f1": "Avg F1 (CoT score)",
-    "accuracy_ftr": "FTR", "accuracy_vtc": "VTC", "accuracy_vtg": "VTG", "accuracy_vkr": "VKR", "accuracy_tsr": "TSR",
-    "accuracy_vpa": "VPA", "accuracy_tsg": "TSG", "accuracy": "Avg acc",
+    **{f"accuracy_{code}": code.upper() for code in scoring.DIMENSIONS.values()}, "accuracy": "Avg acc",
     "accuracy_short": "Short", "accuracy_medium": "Med", "accuracy_long": "Long",
     "vcr_text_only:accuracy": "Text", "vcr_one_frame:accuracy": "1 Frame", "vcr_direct:accuracy": "Direct", "vcr_cot:accuracy": "CoT",
     "full_cot_given_correct": "P(full CoT | correct)",
@@ -112,18 +111,13 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))
         section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS), coverage=covered(TASKS)))
         section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS), coverage=covered(TASKS)))
-    ablations = [run for run in runs if sum((run.label, t) in stats for t in TASKS) > 1]
-    if ablations:
-        columns = tables["table5"]["columns"]
-        user = [run_row(run.label, "vcr_* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
-                        "vcr_bench", columns) for run in ablations]
-        section.tables.append(paper_table("vcr_bench", "table5", user, coverage=covered(TASKS, ablations)))
-    frame_runs = [run for run in runs if any((run.label, t) in stats for t in FRAME_TASKS)]
-    if frame_runs:
-        columns = tables["table9"]["columns"]
-        user = [run_row(run.label, "vcr_cot_frames* tasks", [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns],
-                        "vcr_bench", columns) for run in frame_runs]
-        section.tables.append(paper_table("vcr_bench", "table9", user, coverage=covered(FRAME_TASKS, frame_runs)))
+    # accuracy across tasks: the Table 5 ablations (runs with two or more of them), Table 9's frame counts
+    for name, tasks, what, fewest in (("table5", TASKS, "vcr_* tasks", 2), ("table9", FRAME_TASKS, "vcr_cot_frames* tasks", 1)):
+        among, columns = [run for run in runs if sum((run.label, t) in stats for t in tasks) >= fewest], tables[name]["columns"]
+        user = [run_row(run.label, what, [value_of(stats.get((run.label, c.split(":")[0])), "accuracy") for c in columns], "vcr_bench", columns)
+                for run in among]
+        if among:
+            section.tables.append(paper_table("vcr_bench", name, user, coverage=covered(tasks, among)))
     cot_runs = [(run.label, stats[(run.label, "vcr_cot")]) for run, task in present if task == "vcr_cot"]
     if cot_runs:  # Table 10 from the vcr_cot outcomes: no generation of its own
         shares = [(label, *full_cot_given_correct(label, s)) for label, s in cot_runs]
@@ -140,18 +134,13 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         user = [(label, value_of(s, "cot_f1"), value_of(s, "accuracy"), interval_of(s, "cot_f1"), interval_of(s, "accuracy")) for label, s in cot_runs]
         user = [point for point in user if not (math.isnan(point[1]) or math.isnan(point[2]))]  # not computed: no point
         section.figures.append(("CoT score vs accuracy", cot_vs_accuracy_plot(out / "vcr_bench_cot_vs_accuracy.png", user)))
-        paper_row = next(r for r in tables["table4"]["rows"] if r["model"] == "GPT-4o")
-        buckets = ("accuracy_short", "accuracy_medium", "accuracy_long")
-        section.figures.append(("Accuracy by duration", grouped_bars(
-            out / "vcr_bench_accuracy_by_duration.png", "VCR-Bench accuracy by duration (vcr_cot)", ["Short (≤60 s)", "Medium (≤300 s)", "Long"],
-            [(label, [value_of(s, b) for b in buckets], [interval_of(s, b) for b in buckets]) for label, s in cot_runs], "Accuracy",
-            ("paper: GPT-4o", paper_row["values"][:3]))))
-        dims = tables["table3"]["columns"][:7]
-        paper_row = next(r for r in tables["table3"]["rows"] if r["model"] == "GPT-4o")
-        section.figures.append(("Accuracy by dimension", grouped_bars(
-            out / "vcr_bench_accuracy_by_dimension.png", "VCR-Bench accuracy by dimension (vcr_cot)", [LABELS[d] for d in dims],
-            [(label, [value_of(s, d) for d in dims], [interval_of(s, d) for d in dims]) for label, s in cot_runs], "Accuracy",
-            ("paper: GPT-4o", paper_row["values"][:7]))))
+        for by, table, names in (("duration", "table4", ["Short (≤60 s)", "Medium (≤300 s)", "Long"]), ("dimension", "table3", None)):
+            metrics = tables[table]["columns"][:3 if names else 7]  # table4 opens with the buckets, table3 with the dimensions
+            paper_row = next(r for r in tables[table]["rows"] if r["model"] == "GPT-4o")
+            section.figures.append((f"Accuracy by {by}", grouped_bars(
+                out / f"vcr_bench_accuracy_by_{by}.png", f"VCR-Bench accuracy by {by} (vcr_cot)", names or [LABELS[m] for m in metrics],
+                [(label, [value_of(s, m) for m in metrics], [interval_of(s, m) for m in metrics]) for label, s in cot_runs], "Accuracy",
+                ("paper: GPT-4o", paper_row["values"][:len(metrics)]))))
     return section
 
 

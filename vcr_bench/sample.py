@@ -1,12 +1,9 @@
-"""The VCR-Bench sample benchmark: synthetic videos, official layout, known truth.
+"""The VCR-Bench sample benchmark: synthetic videos in the official layout, with known truth.
 
-`write_sample(root)` writes `root/v1/videos/meta_info_video.json` (the official record schema) and
-`video/synthetic/*.mp4` under it: four videos of coloured shapes that appear, move, flash and leave
-at known times (40 s, 55 s, 150 s, 330 s, low frame rates). 21 questions cover the seven dimensions,
-multiple choice and open-ended, the three duration buckets; grounding answers come from the shapes
-(VTG "[8, 30]", TSG boxes from `shape_box`); reference steps carry real timestamps.
-`demo_predictions(root)`: replay responses for the four tasks (mostly right, some wrong, some
-unparseable, one empty, one bare letter: official issue #2), the intended verdicts in `DEMO_CORRECT`.
+`write_sample(root)`: the official annotation file and four videos of coloured shapes that appear, move,
+flash and leave at known times (40 s to 330 s); 21 questions over the seven dimensions and three duration
+buckets, grounding answers computed from the shapes. `demo_predictions`: replay responses for the four
+tasks (some wrong, unparseable, empty, one bare letter), their verdicts in `DEMO_CORRECT`.
 `judge_responder(body)`: a local judge answering the four official prompts from the known truth.
 """
 
@@ -22,6 +19,7 @@ from pathlib import Path
 from lmms_video_reasoning.utils.media.synthetic import Shape, shape_box, write_video
 from lmms_video_reasoning.vcr_bench import prompts
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR
+from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, DIMENSIONS, PERCEPTION, REASONING
 
 SOURCE = "synthetic"
 
@@ -66,16 +64,10 @@ VIDEOS = {
 }
 
 
-def mmss(seconds: float) -> str:
-    """Video time as the annotations write it: 0:08, 2:30."""
-    seconds = round(seconds)
-    return f"{seconds // 60}:{seconds % 60:02d}"
-
-
 def span(video: str, label: str) -> str:
-    """"0:08-0:30" for the time a shape is on screen."""
+    """"0:08-0:30" for the time a shape is on screen (as the annotations write times)."""
     shape = VIDEOS[video].shapes[label]
-    return f"{mmss(shape.start)}-{mmss(shape.end)}"
+    return "-".join(f"{round(t) // 60}:{round(t) % 60:02d}" for t in (shape.start, shape.end))
 
 
 def interval_answer(video: str, label: str) -> str:
@@ -95,23 +87,12 @@ def _question(qid, video, dimension, text, answer, steps, options=None) -> dict:
     # a multiple-choice question has its options in its text too, as in the official file
     choices = dict(zip("ABCD", options)) if options else dict.fromkeys("ABCD", "")
     question = text + "\n" + "\n".join(f"{letter}. {option}" for letter, option in choices.items()) + "\n" if options else text
-    spec = VIDEOS[video]
-    return {
-        "id": qid,
-        "video_path": spec.video_path,
-        "duration": spec.duration,
-        "dimension": dimension,
-        "question": question,
-        "multiple-choice": bool(options),
-        "choices": choices,
-        "answer": answer,
-        "reasoning": [f"{n}. {step}" for n, step in enumerate(steps, 1)],
-    }
+    return {"id": qid, "video_path": VIDEOS[video].video_path, "duration": VIDEOS[video].duration, "dimension": dimension,
+            "question": question, "multiple-choice": bool(options), "choices": choices, "answer": answer,
+            "reasoning": [f"{n}. {step}" for n, step in enumerate(steps, 1)]}
 
 
-FTR, VTC, VTG = "Fundamental Temporal Reasoning", "Video Temporal Counting", "Video Temporal Grounding"
-VKR, TSR, VPA = "Video Knowledge Reasoning", "Temporal Spatial Reasoning", "Video Plot Analysis"
-TSG = "Temporal Spatial Grounding"
+FTR, VTC, VTG, VKR, TSR, VPA, TSG = DIMENSIONS  # their names, in the paper's order
 
 
 def build_records() -> list[dict]:
@@ -121,23 +102,19 @@ def build_records() -> list[dict]:
         _question(0, a, FTR, "Which shape appears first in the video?", "B", [
             f"{span(a, 'red circle')}, a red circle is on screen on the left.",
             f"{span(a, 'blue square')}, a blue square moves from the upper left to the lower right.",
-            "Therefore, the red circle appears first.",
-        ], ["the blue square", "the red circle", "the yellow triangle", "the green circle"]),
+            "Therefore, the red circle appears first."], ["the blue square", "the red circle", "the yellow triangle", "the green circle"]),
         _question(1, a, VTC, "How many times does the yellow triangle flash?", "10", [
             f"{span(a, 'yellow triangle')}, a yellow triangle flashes in the upper right, once per second.",
-            "Therefore, the yellow triangle flashes 10 times.",
-        ]),
+            "Therefore, the yellow triangle flashes 10 times."]),
         _question(2, a, VTG, "Give the start and end time, in seconds, of the event 'a blue square moves across the screen'.",
                   interval_answer(a, "blue square"), [
             "0:08, a blue square appears in the upper left.",
             "0:30, the blue square leaves the screen at the lower right.",
-            "Therefore, the event lasts from 8 to 30 seconds.",
-        ]),
+            "Therefore, the event lasts from 8 to 30 seconds."]),
         _question(3, a, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the red circle at 5.0 s.",
                   box_answer(a, "red circle", 5.0), [
             f"{span(a, 'red circle')}, a red circle stays still on the left of the frame.",
-            f"Therefore, at 5.0 s the red circle is at {box_answer(a, 'red circle', 5.0)}.",
-        ]),
+            f"Therefore, at 5.0 s the red circle is at {box_answer(a, 'red circle', 5.0)}."]),
         _question(4, b, TSR, "In which direction does the magenta circle move?", "A", [
             f"{span(b, 'magenta circle')}, a magenta circle moves from the upper right to the lower left.",
             "Therefore, it moves from the upper right to the lower left.",
@@ -146,40 +123,32 @@ def build_records() -> list[dict]:
             "The question asks about the moment the cyan triangle starts flashing.",
             f"{span(b, 'magenta circle')}, a magenta circle moves from the upper right to the lower left.",
             f"{span(b, 'cyan triangle')}, a cyan triangle flashes in the lower right.",
-            "Therefore, the magenta circle is on screen when the cyan triangle starts flashing.",
-        ]),
+            "Therefore, the magenta circle is on screen when the cyan triangle starts flashing."]),
         _question(6, b, VKR, "The last shape to appear has how many corners?", "C", [
             f"{span(b, 'orange square')}, an orange square appears in the centre.",
-            "A square has four corners, so the last shape has 4 corners.",
-        ], ["0", "3", "4", "5"]),
+            "A square has four corners, so the last shape has 4 corners."], ["0", "3", "4", "5"]),
         _question(7, b, VTC, "How many times does the cyan triangle flash?", "C", [
             f"{span(b, 'cyan triangle')}, a cyan triangle flashes twice per second.",
-            "Therefore, the cyan triangle flashes 8 times.",
-        ], ["4", "6", "8", "10"]),
+            "Therefore, the cyan triangle flashes 8 times."], ["4", "6", "8", "10"]),
         _question(8, b, FTR, "Which shape appears right after the white square?", "the magenta circle", [
             f"{span(b, 'white square')}, a white square is on screen in the upper left.",
             f"{span(b, 'magenta circle')}, a magenta circle enters at the upper right.",
-            "Therefore, the magenta circle appears right after the white square.",
-        ]),
+            "Therefore, the magenta circle appears right after the white square."]),
         _question(9, m, VTG, "Give the start and end time, in seconds, of the event 'an orange square is on screen'.",
                   interval_answer(m, "orange square"), [
             "0:10, an orange square appears on the left.",
             "1:00, the orange square disappears.",
-            "Therefore, the event lasts from 10 to 60 seconds.",
-        ]),
+            "Therefore, the event lasts from 10 to 60 seconds."]),
         _question(10, m, VTC, "How many times does the red triangle flash?", "6", [
             f"{span(m, 'red triangle')}, a red triangle flashes in the upper right, once every ten seconds.",
-            "Therefore, the red triangle flashes 6 times.",
-        ]),
+            "Therefore, the red triangle flashes 6 times."]),
         _question(11, m, TSR, "Does the blue circle move left, right, up or down?", "right", [
             f"{span(m, 'blue circle')}, a blue circle moves along the bottom from the left edge to the right edge.",
-            "Therefore, the blue circle moves right.",
-        ]),
+            "Therefore, the blue circle moves right."]),
         _question(12, m, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the blue circle at 120.0 s.",
                   box_answer(m, "blue circle", 120.0), [
             f"{span(m, 'blue circle')}, a blue circle moves along the bottom from left to right.",
-            f"Therefore, at 120.0 s the blue circle is at {box_answer(m, 'blue circle', 120.0)}.",
-        ]),
+            f"Therefore, at 120.0 s the blue circle is at {box_answer(m, 'blue circle', 120.0)}."]),
         _question(13, m, VPA, "What happens after the orange square leaves?", "A", [
             f"{span(m, 'orange square')}, an orange square is on screen on the left.",
             f"{span(m, 'red triangle')}, a red triangle flashes in the upper right.",
@@ -187,8 +156,7 @@ def build_records() -> list[dict]:
         ], ["the red triangle starts flashing", "a green circle appears", "the screen turns white", "the video ends"]),
         _question(14, m, VKR, "How many sides does the flashing shape have?", "3", [
             f"{span(m, 'red triangle')}, the flashing shape is a red triangle.",
-            "A triangle has three sides, so the flashing shape has 3 sides.",
-        ]),
+            "A triangle has three sides, so the flashing shape has 3 sides."]),
         _question(15, l, FTR, "In what order do the shapes appear?", "A", [
             f"{span(l, 'green square')}, a green square is on screen.",
             f"{span(l, 'yellow circle')}, a yellow circle moves diagonally.",
@@ -200,27 +168,22 @@ def build_records() -> list[dict]:
                   interval_answer(l, "yellow circle"), [
             "2:30, a yellow circle appears in the upper left.",
             "4:10, the yellow circle leaves at the lower right.",
-            "Therefore, the event lasts from 150 to 250 seconds.",
-        ]),
+            "Therefore, the event lasts from 150 to 250 seconds."]),
         _question(17, l, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the red square at 300.0 s.",
                   box_answer(l, "red square", 300.0), [
             f"{span(l, 'red square')}, a red square stays still in the upper right.",
-            f"Therefore, at 300.0 s the red square is at {box_answer(l, 'red square', 300.0)}.",
-        ]),
+            f"Therefore, at 300.0 s the red square is at {box_answer(l, 'red square', 300.0)}."]),
         _question(18, l, VPA, "Which shape is on screen for the longest time?", "the yellow circle", [
             f"{span(l, 'green square')}, a green square is on screen for 80 seconds.",
             f"{span(l, 'yellow circle')}, a yellow circle is on screen for 100 seconds.",
             f"{span(l, 'red square')}, a red square is on screen for 40 seconds.",
-            "Therefore, the yellow circle is on screen for the longest time.",
-        ]),
+            "Therefore, the yellow circle is on screen for the longest time."]),
         _question(19, l, VKR, "The shape on screen at 1:00 has how many corners?", "C", [
             f"{span(l, 'green square')}, a green square is on screen.",
-            "A square has four corners, so the shape has 4 corners.",
-        ], ["0", "3", "4", "6"]),
+            "A square has four corners, so the shape has 4 corners."], ["0", "3", "4", "6"]),
         _question(20, l, TSR, "Where is the red square located?", "A", [
             f"{span(l, 'red square')}, a red square is on screen in the upper right.",
-            "Therefore, the red square is located in the upper right.",
-        ], ["upper right", "lower left", "centre", "upper left"]),
+            "Therefore, the red square is located in the upper right."], ["upper right", "lower left", "centre", "upper left"]),
     ]
 
 
@@ -249,10 +212,8 @@ def step_body(step: str) -> str:
 def cot_response(record: dict, answer: str | None = None, drop: tuple = (), wrong_steps: tuple = (), last: str | None = None) -> str:
     """A chain of thought built from the reference steps, ending in "So the answer is X."."""
     bodies = [step_body(s) for i, s in enumerate(record["reasoning"]) if i not in drop]
-    if last is not None:
-        bodies[-1] = last
-    lines = [*wrong_steps, *bodies, f"So the answer is {record['answer'] if answer is None else answer}."]
-    return "\n".join(lines)
+    bodies[-1] = bodies[-1] if last is None else last
+    return "\n".join([*wrong_steps, *bodies, f"So the answer is {record['answer'] if answer is None else answer}."])
 
 
 def _cot_predictions(records: list[dict]) -> dict[int, tuple[str, bool]]:
@@ -287,12 +248,9 @@ def _reduced_input_predictions(records: list[dict], right: set[int]) -> dict[int
 def demo_table(records: list[dict] | None = None) -> dict[str, dict[int, tuple[str, bool]]]:
     """{task: {id: (response, intended verdict)}} for the four tasks."""
     records = records or build_records()
-    return {
-        "vcr_cot": _cot_predictions(records),
-        "vcr_direct": _direct_predictions(records),
-        "vcr_text_only": _reduced_input_predictions(records, {14, 19}),
-        "vcr_one_frame": _reduced_input_predictions(records, {0, 6, 11, 14, 19, 20}),
-    }
+    return {"vcr_cot": _cot_predictions(records), "vcr_direct": _direct_predictions(records),
+            "vcr_text_only": _reduced_input_predictions(records, {14, 19}),
+            "vcr_one_frame": _reduced_input_predictions(records, {0, 6, 11, 14, 19, 20})}
 
 
 DEMO_CORRECT = {task: sorted(i for i, (_r, ok) in rows.items() if ok) for task, rows in demo_table().items()}
@@ -311,17 +269,12 @@ _TRUTH = {record["question"].strip(): record for record in build_records()}
 
 
 def _norm(text: str) -> str:
-    text = " ".join(str(text).lower().split()).strip(" .")
-    return re.sub(r"^the ", "", text)
+    return re.sub(r"^the ", "", " ".join(str(text).lower().split()).strip(" ."))
 
 
 def step_type(text: str) -> str:
     """The sample's step typing: a timestamp -> perception, "The question..." -> background."""
-    if _TIME.search(text):
-        return "Video Description Steps"
-    if _norm(text).startswith("question asks"):
-        return "Background Review Steps"
-    return "Logical Inference Steps"
+    return PERCEPTION if _TIME.search(text) else BACKGROUND if _norm(text).startswith("question asks") else REASONING
 
 
 def answers_match(model: str, standard: str, question: str) -> bool:
@@ -373,7 +326,7 @@ def _precision_reply(content: str) -> str:
     items = []
     for line in filter(None, (step_body(line).strip() for line in solution.splitlines())):
         kind = step_type(line)
-        if kind == "Background Review Steps":
+        if kind == BACKGROUND:
             verdict = "Redundant"
         elif re.match(r"so the answer is", line, re.IGNORECASE):
             verdict = "Matched" if answers_match(extract_answer(line), truth["answer"], truth["question"]) else "Wrong"

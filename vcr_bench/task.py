@@ -139,8 +139,7 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
         log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
                     "are NaN (answers are extracted by the judge).%s", len(records), how_to_configure)
         return unjudged_metrics(records), None
-    chain_of_thought = any(record.get("score_cot", True) for record in records)
-    outcomes = judging.judge_records(records, judge, chain_of_thought, settings)
+    outcomes = judging.judge_records(records, judge, settings)
     metrics, judged = metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(responses.model_failed, records))
     limit = settings.get(failure_share.FAILED_SHARE.option)
     if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):

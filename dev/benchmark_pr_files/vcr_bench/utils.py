@@ -59,7 +59,7 @@ def _judged(doc, results, chain_of_thought):
     """The sample's record and its judged outcome (None without a judge), under each of the task's metrics."""
     record = task.build_record(doc, results[0] if results else "", chain_of_thought)
     judge = configured_judge(judging.JUDGE_MODEL)
-    outcome = judging.judge_records([record], judge, chain_of_thought)[0] if judge is not None else None
+    outcome = judging.judge_records([record], judge)[0] if judge is not None else None
     value = {"record": record, "outcome": outcome}
     return {name: value for name in task.metric_names(chain_of_thought)}
 
