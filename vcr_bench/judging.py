@@ -58,8 +58,7 @@ def judge_answer(record: dict, ask: Ask, settings: dict) -> dict:
 
 
 def judge_steps(record: dict, ask: Ask, kind: str) -> dict:
-    """Recall (each reference step) or precision (each response step, at most 35 lines as the prompt
-    says): {"steps": [{"type", "judgment"}]} or {"error"}."""
+    """Recall (reference steps) or precision (response steps, 35 at most): {"steps": [{"type", "judgment"}]} or {"error"}."""
     response = responses.judged_text(record)
     if kind == "recall":
         prompt = prompts.recall_prompt(record["question"], record["answer"], response, record["reasoning"])
@@ -78,8 +77,7 @@ def needs_precision_judge(response: str) -> bool:
 
 
 def plan_jobs(records: Sequence[dict]) -> list[tuple[int, str]]:
-    """(record index, job kind) for every judge job (recall and precision where the record's task scores the
-    CoT, `score_cot`); a failed record or model is counted, not judged."""
+    """(record index, job kind) of every judge job; a failed record or model is counted, not judged."""
     jobs = []
     for index, record in enumerate(records):
         if record.get("error") or responses.model_failed(record):
@@ -136,9 +134,9 @@ def judge_records(records: Sequence[dict], judge: Judge, settings: dict | None =
                     "not judged, wrong for accuracy, left out of the CoT means (model_failed=%d)", unanswered, len(records), unanswered)
     changed = lenient_changed(outcomes)
     if changed:
-        log.warning("VCR-Bench: the scoring judge's verdict of %d sample(s) is not exactly \"1\"/\"0\" and reads differently "
-                    "leniently (first standalone 0/1); used: %s (setting lenient_verdict)", changed,
-                    "lenient" if settings.get("lenient_verdict") else "official exact \"1\"")
+        log.warning("VCR-Bench: the scoring judge's verdict of %d sample(s) is not exactly 1/0 and reads differently leniently "
+                    "(first standalone 0/1); used: %s (setting lenient_verdict)", changed,
+                    "lenient" if settings.get("lenient_verdict") else "the official exact 1")
     failed = sum(bool(o["errors"]) for o in outcomes)
     # Past the failure share the metrics are not computed at all (task.score_with says so).
     if failed and not failure_share.too_many_failed(failed, len(records) - unanswered, settings.get(failure_share.FAILED_SHARE.option)):

@@ -1,10 +1,7 @@
-"""VCR-Bench prompts: the model's instruction and the four official judge prompts.
-
-The judge prompts are the official files in `prompts/` (verbatim runtime values of `eval_code/prompt.py`
-in zhishuifeiqian/VCR-Bench, commit 4e564b7), read bytes-exact and filled as the official code does
-(README.md, "How scoring runs"): extraction and scoring concatenate an unformatted part 1 with a
-`str.format`-filled part 2; recall and precision format one template, the reference steps as `str(list)`.
-"""
+"""VCR-Bench prompts: the model's instruction and the four official judge prompts, the files in `prompts/`
+(verbatim runtime values of `eval_code/prompt.py` in zhishuifeiqian/VCR-Bench, commit 4e564b7) filled as the
+official code does: extraction and scoring append a `str.format`-filled part 2 to an unformatted part 1;
+recall and precision format one template, the reference steps as `str(list)`."""
 
 from __future__ import annotations
 

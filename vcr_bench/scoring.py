@@ -1,9 +1,6 @@
-"""VCR-Bench scoring: judge-reply parsers, grounding IoU and the metric arithmetic, as pure functions.
-
-Each cites the rule it implements: the official evaluation code (zhishuifeiqian/VCR-Bench `eval_code/`,
-commit 4e564b7) or the paper; README.md, "How scoring runs", lists where this suite differs. `judging.py`
-calls the judge and hands the parsed replies to these functions.
-"""
+"""VCR-Bench scoring: judge-reply parsers, grounding IoU and the metric arithmetic, as pure functions, each
+citing the rule it implements: the official evaluation code (zhishuifeiqian/VCR-Bench `eval_code/`, commit
+4e564b7) or the paper (README.md, "How scoring runs", lists where this suite differs)."""
 
 from __future__ import annotations
 
@@ -218,11 +215,9 @@ def f1(precision: float, recall: float) -> float:
 
 
 # Micro accuracy of each group of samples, in this order: all, per dimension, per duration bucket, multiple choice / open.
-ACCURACY_GROUPS = {
-    "accuracy": lambda r: True,
-    **{f"accuracy_{code}": (lambda r, c=code: r["dimension_code"] == c) for code in DIMENSIONS.values()},
-    **{f"accuracy_{bucket}": (lambda r, b=bucket: r["duration_bucket"] == b) for bucket in ("short", "medium", "long")},
-    "accuracy_mc": lambda r: bool(r["multiple_choice"]), "accuracy_open": lambda r: not r["multiple_choice"]}
+ACCURACY_GROUPS = {"accuracy": lambda r: True, **{f"accuracy_{code}": (lambda r, c=code: r["dimension_code"] == c) for code in DIMENSIONS.values()}}
+ACCURACY_GROUPS.update({f"accuracy_{bucket}": (lambda r, b=bucket: r["duration_bucket"] == b) for bucket in ("short", "medium", "long")})
+ACCURACY_GROUPS.update(accuracy_mc=lambda r: bool(r["multiple_choice"]), accuracy_open=lambda r: not r["multiple_choice"])
 ACCURACY_METRICS = tuple(ACCURACY_GROUPS)
 _COT_PREFIX = {"perception": "perception", "reasoning": "reasoning", "overall": "cot"}
 COT_METRICS = tuple(f"{_COT_PREFIX[kind]}_{part}" for kind in COT_KINDS for part in ("recall", "precision", "f1"))
@@ -314,8 +309,7 @@ OPTIONS = (INCLUDE_BACKGROUND, LENIENT_VERDICT, OFFICIAL_REVERSED)
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """The scoring settings (`OPTIONS`): those given (a task's), the defaults for the others, other keys
-    kept; None (no task): the defaults, each overridden by its environment variable."""
+    """The scoring settings (`OPTIONS`): a task's, with defaults for the others; None: the environment's."""
     if settings is None:
         return setting.task_settings(OPTIONS)
     return {**{option.option: option.default for option in OPTIONS}, **settings}

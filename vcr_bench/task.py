@@ -100,18 +100,18 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 
 
 def build_record(doc: dict, response: Any, chain_of_thought: bool = True, settings: dict | None = None) -> dict:
-    """The record of one sample, never raising: `chain_of_thought` (`score_cot`): recall and precision are
-    judged too; the reply read under the task's `settings` (`reply_record`: lmms-eval's failure placeholder
-    marked `model_failed`). A document that cannot be read gives a record with its `error` (a failed sample)."""
+    """The record of one sample, never raising (a bad document: its `error`); `chain_of_thought`: recall and
+    precision are judged too; the reply read under the task's `settings` (`responses.reply_record`)."""
     record = {"sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
-              "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"),
-              "question": doc.get("question"), "answer": doc.get("answer"), "reasoning": [],
-              **responses.reply_record(response, settings), "score_cot": chain_of_thought, "error": None}
-    try:
+              "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice")}
+    record.update(question=doc.get("question"), answer=doc.get("answer"), reasoning=[], **responses.reply_record(response, settings))
+    record.update(score_cot=chain_of_thought, error=None)
+    try:  # every value read before the record changes: a bad document leaves it as it was
         duration = float(doc["duration"])
-        record.update(sample_id=str(doc["sample_id"]), id=int(doc["id"]), dimension_code=doc["dimension_code"], duration=duration,
-                      duration_bucket=docs.duration_bucket(duration), multiple_choice=bool(doc["multiple_choice"]),
-                      question=doc["question"], answer=doc["answer"], reasoning=list(doc["reasoning"]))
+        read = dict(sample_id=str(doc["sample_id"]), id=int(doc["id"]), dimension_code=doc["dimension_code"], duration=duration,
+                    duration_bucket=docs.duration_bucket(duration))
+        record.update(read, multiple_choice=bool(doc["multiple_choice"]), question=doc["question"], answer=doc["answer"],
+                      reasoning=list(doc["reasoning"]))
     except Exception as error:  # noqa: BLE001 - a bad doc must become a failed sample, not a retry loop
         record["error"] = f"{type(error).__name__}: {error}"
     return record
@@ -153,8 +153,7 @@ def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], set
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> columns.SampleColumns:
-    """Every metric of the task over per-sample columns (`utils/core/columns.py`): each sample's groups and
-    verdict, recall and precision ratios per kind and failure flags; the metrics from their sums."""
+    """Every metric of the task over per-sample columns (groups, verdict, ratios, failure flags) and from their sums."""
     settings = scoring.resolve_settings(settings)
     counted = scoring.accuracy_columns(records, [outcome["correct"] for outcome in outcomes])
     counted.update(scoring.cot_columns([o["recall_steps"] for o in outcomes], [o["precision_steps"] for o in outcomes],
