@@ -134,9 +134,8 @@ def judge_records(records: Sequence[dict], judge: Judge, settings: dict | None =
                     "not judged, wrong for accuracy, left out of the CoT means (model_failed=%d)", unanswered, len(records), unanswered)
     changed = lenient_changed(outcomes)
     if changed:
-        log.warning("VCR-Bench: the scoring judge's verdict of %d sample(s) is not exactly 1/0 and reads differently leniently "
-                    "(first standalone 0/1); used: %s (setting lenient_verdict)", changed,
-                    "lenient" if settings.get("lenient_verdict") else "the official exact 1")
+        log.warning("VCR-Bench: %d scoring verdict(s) not exactly 1/0 read differently leniently (first standalone 0/1); "
+                    "used: the %s reading (setting lenient_verdict)", changed, "lenient" if settings.get("lenient_verdict") else "exact")
     failed = sum(bool(o["errors"]) for o in outcomes)
     # Past the failure share the metrics are not computed at all (task.score_with says so).
     if failed and not failure_share.too_many_failed(failed, len(records) - unanswered, settings.get(failure_share.FAILED_SHARE.option)):
