@@ -29,14 +29,14 @@ def model_prompt(question: str, chain_of_thought: bool = True, timestamps: Seque
 
 def extraction_prompt(question: str, response: str) -> str:
     """Judge call 1, answer extraction."""
-    part2 = official_prompt("Answer_Extraction_Prompt_part2").format(question=question, response=response)
-    return official_prompt("Answer_Extraction_Prompt_part1") + part2
+    return official_prompt("Answer_Extraction_Prompt_part1") + official_prompt("Answer_Extraction_Prompt_part2").format(
+        question=question, response=response)
 
 
 def scoring_prompt(question: str, extract_answer: str, gt_answer: str) -> str:
     """Judge call 2, answer scoring."""
-    part2 = official_prompt("Answer_Scoring_Prompt_part2").format(question=question, extract_answer=extract_answer, gt_answer=gt_answer)
-    return official_prompt("Answer_Scoring_Prompt_part1") + part2
+    return official_prompt("Answer_Scoring_Prompt_part1") + official_prompt("Answer_Scoring_Prompt_part2").format(
+        question=question, extract_answer=extract_answer, gt_answer=gt_answer)
 
 
 def recall_prompt(question: str, answer: str, response: str, reference_steps: Sequence[str]) -> str:
