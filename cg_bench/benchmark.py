@@ -89,8 +89,10 @@ ABLATIONS = (
     *(_ablation(kind, split, "_text", {"visual_mode": "none", "subtitles": False}, media=False)
       for split in SPLITS for kind in ("grounding", "open")),
 )
-GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in KINDS), "All CG-Bench tasks."),
-          Group("cg_bench_full", tuple(f"cg_bench_full_{kind}" for kind in KINDS), "All CG-Bench tasks on cgbench.json."))
+# Every metric, each answer generated once: `mcq` runs the long, clue and grounding modes of each question.
+GROUPED = ("mcq", "open", "blind")
+GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in GROUPED), "Every CG-Bench metric (mcq: long + clue + grounding)."),
+          Group("cg_bench_full", tuple(f"cg_bench_full_{kind}" for kind in GROUPED), "Every CG-Bench metric on cgbench.json."))
 
 
 # ---------------------------------------------------------------------- documents (process_docs)
