@@ -1,39 +1,19 @@
-"""CG-Bench as lmms-eval tasks, whoever runs them: documents, model inputs and records.
+"""CG-Bench as lmms-eval tasks, whoever runs them: documents, model inputs, records and metrics.
 
-Tasks and their documents (one per question, `sample_id` = str(qid); the joined multiple-choice
-task has three per question, `sample_id` = "<qid>:<mode>"):
+A task's documents are one per question (`sample_id` = str(qid)); `mcq` has three per question
+(long + clue + grounding, `sample_id` = "<qid>:<mode>") so CRR and acc@IoU join them per qid;
+`METRICS` lists each task's metrics. Inputs follow `lmms_eval_specific_kwargs` (`DEFAULTS`); the
+paper's modality ablations (Tables 4, 10) are combinations of them. Files come through a
+`frames.Media`, supplied by the task's lmms-eval hooks.
 
-| task kind | modes                     | metrics (each task also has `model_failed`, `reasoning_truncated`) |
-|-----------|---------------------------|----------------------------------------------------------------|
-| long      | long                      | long_acc, parse_failed                                         |
-| clue      | clue                      | clue_acc, parse_failed                                         |
-| grounding | grounding                 | miou, rec_at_iou, parse_failed                                 |
-| open      | open                      | oe_acc, parse_failed, judge_failed (LLM judge)                 |
-| mcq       | long + clue + grounding   | long_acc, clue_acc, miou, rec_at_iou, acc_at_iou, crr, parse_failed |
-| blind     | blind                     | blind_acc, parse_failed                                        |
-
-Settings come from `lmms_eval_specific_kwargs` (`visual_mode`: video | frames | none, `long_frames`,
-`clue_frames`, `subtitles`, `subtitle_times`, `subtitle_span`, `frame_times`). The paper's prompt &
-modality ablations (Table 4 / Table 10) combine them: frames (F), frame timestamps (FT), subtitles
-(S), subtitle timestamps (ST); `none` with subtitles is its "S" rows (subtitles only), `none`
-without them the text-only row of Table 3. Files come through a `frames.Media` (get the
-frames), supplied by the task's lmms-eval hooks.
-
-Records (`make_record`: the question's facts and the raw reply, no parsing, no judge call) are
-scored by `score_with`: every reply read (`scoring`), the open answers judged once (`judging`;
-`judge` None: none configured), the modes joined per qid, every metric with the per-answer
-outcomes it comes from. Records of separate runs can be concatenated: long + clue + grounding
-records of one model give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
-
-Failures (official default): an unparseable reply is left out of its metric's denominator and
-counted in `parse_failed`; `acc_at_iou` uses the questions whose long answer and grounding reply
-both parsed; `oe_acc` the questions with a final judge verdict (a failed judgment is counted in
-`judge_failed`). Strict: unparseable replies count as wrong / tIoU 0 (still in `parse_failed`), an
-empty open answer is wrong without asking the judge. In both, lmms-eval's failure placeholder
-(`model_failed`) and a reply that ends inside an open reasoning block (`reasoning_truncated`) are
-no answer: wrong / tIoU 0 in every denominator, never parsed nor judged. Parsers and the judge
-read the reply's final answer (`utils/lmms/responses.py`: after the last `</think>`, or inside
-`<answer>`), so letters and times in the reasoning cannot answer for it.
+`make_record` keeps the question's facts and the raw reply; `score_with` reads every reply
+(`scoring`), judges the open answers once (`judging`) and gives every metric with the outcomes it
+comes from. Failures (official default): an unparseable reply is left out of its metric and
+counted in `parse_failed`; `oe_acc` uses the questions with a final verdict (failed judgments in
+`judge_failed`). Strict: unparseable is wrong / tIoU 0, an empty open answer wrong unjudged. In
+both, lmms-eval's failure placeholder (`model_failed`) and a reply ending inside its reasoning
+(`reasoning_truncated`) count as wrong, never parsed nor judged; parsers read the final answer
+(`utils/lmms/responses.py`).
 """
 
 from __future__ import annotations
@@ -137,10 +117,8 @@ class Outcome:
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: frames.Media) -> list[Outcome]:
-    """Parse every record and judge the open-ended ones (the judge runs here, once).
-
-    `judge`: the judge to ask (None: no judge configured; open answers are then not judged);
-    `media` gets the clue frames of the judge's second step."""
+    """Parse every record and judge the open-ended ones, once (`judge` None: none configured, not judged;
+    `media` gives the clue frames of the judge's second step)."""
     outcomes = []
     open_slots: list[tuple[int, dict, str]] = []
     for index, record in enumerate(records):
@@ -170,29 +148,17 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), model_failed=no_answer,
                                 reasoning_truncated=truncated, sub_category=record["sub_category"]))
-    if open_slots and settings.judge:
-        _judge(open_slots, outcomes, judge, media)
+    not_judged = JUDGE_OFF if not settings.judge else NO_JUDGE if judge is None else None
+    if not_judged:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = not_judged
     elif open_slots:
-        for index, _record, _prediction in open_slots:
-            outcomes[index].judge_error = JUDGE_OFF
+        items = [judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
+                                  tuple(tuple(pair) for pair in record["clue_intervals"])) for _index, record, prediction in open_slots]
+        for (index, _record, _prediction), verdict in zip(open_slots, judging.judge_open(items, judge, media)):
+            outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
+            outcomes[index].judge_error = verdict.error
     return outcomes
-
-
-def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], judge: Judge | None, media: frames.Media) -> None:
-    """Fill the open outcomes with the two-step judge's verdicts (NaN metric when no judge is set)."""
-    if judge is None:
-        for index, _record, _prediction in open_slots:
-            outcomes[index].judge_error = NO_JUDGE
-        return
-    items = [
-        judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
-                         tuple(tuple(pair) for pair in record["clue_intervals"]))
-        for _index, record, prediction in open_slots
-    ]
-    verdicts = judging.judge_open(items, judge, media)
-    for (index, _record, _prediction), verdict in zip(open_slots, verdicts):
-        outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
-        outcomes[index].judge_error = verdict.error
 
 
 def _joined(fields: Sequence[dict], answer_mode: str = "long") -> dict[int, tuple[int, float]]:
@@ -220,8 +186,7 @@ def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long
     """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
     (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
-    modes = ("long", "clue", "open", "blind", "grounding")
-    code = {name: number for number, name in enumerate(modes)}
+    code = {name: number for number, name in enumerate(MODES)}
     # one pass; every column below is numpy
     rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
                       o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
@@ -229,7 +194,7 @@ def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long
     mode, value = rows[:, 0], rows[:, 1]
     valued = ~np.isnan(value)
     counted: dict[str, np.ndarray] = {}
-    for name in modes:
+    for name in MODES:
         counted[f"n:{name}"] = ((mode == code[name]) & valued).astype(float)
         counted[f"sum:{name}"] = np.where((mode == code[name]) & valued, value, 0.0)
     grounded = (mode == code["grounding"]) & valued
@@ -441,7 +406,7 @@ def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media) -> str:
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
-    """Simple models: the video (video mode; clue mode gets a video of the clue intervals) or the sampled PIL frames."""
+    """Simple models: the video (clue mode: a video of the clue intervals), the sampled PIL frames, or nothing."""
     settings = settings_of(kwargs)
     if doc["mode"] == "blind" or settings["visual_mode"] == "none":
         return []
@@ -450,29 +415,15 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
     return [media.video(doc)]
 
 
-def video_part(doc: dict, media: frames.Media) -> dict:
-    """Chat video content; one clue interval is sent exactly as start_time/end_time of the full video."""
-    if doc["mode"] == "clue":
-        if len(doc["clue_intervals"]) == 1:
-            start, end = doc["clue_intervals"][0]
-            return {"type": "video", "url": str(media.full_video(doc)), "start_time": float(start), "end_time": float(end)}
-        return {"type": "video", "url": str(media.clue_video(doc))}
-    return {"type": "video", "url": str(media.full_video(doc))}
-
-
 def doc_to_messages(doc: dict, kwargs: dict | None, media: frames.Media) -> list[dict]:
-    """Chat models: one user turn, visuals first then the text block (as the official runner)."""
-    settings = settings_of(kwargs)
-    text = doc_to_text(doc, kwargs, media)
-    if doc["mode"] == "blind" or settings["visual_mode"] == "none":
-        content = []
-    elif settings["visual_mode"] == "frames":
-        content = [{"type": "image", "url": frame} for frame in frames.frames_for(plan(doc, settings, media), media)]
+    """Chat models: one user turn, visuals first then the text block (as the official runner); one clue
+    interval is sent exactly as start_time/end_time of the full video."""
+    text, video = doc_to_text(doc, kwargs, media), settings_of(kwargs)["visual_mode"] == "video" and doc["mode"] != "blind"
+    if not video:
+        content = [{"type": "image", "url": frame} for frame in doc_to_visual(doc, kwargs, media)]
+    elif doc["mode"] == "clue" and len(doc["clue_intervals"]) == 1:
+        (start, end), = doc["clue_intervals"]
+        content = [{"type": "video", "url": str(media.full_video(doc)), "start_time": float(start), "end_time": float(end)}]
     else:
-        content = [video_part(doc, media)]
+        content = [{"type": "video", "url": str(media.clue_video(doc) if doc["mode"] == "clue" else media.full_video(doc))}]
     return [{"role": "user", "content": content + [{"type": "text", "text": text}]}]
-
-
-def metric_names(doc: dict) -> tuple[str, ...]:
-    """The metrics of the document's task."""
-    return METRICS[doc["task_kind"]]

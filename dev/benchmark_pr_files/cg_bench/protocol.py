@@ -94,8 +94,20 @@ def _process_docs(task_kind, split):
         records = docs.validate_records([dict(row) for row in dataset], f"CG-Bench {docs.SPLIT_FILES[split]}")
         return Dataset.from_list(task.build_docs(records, task_kind, split))
 
-    process_docs.__name__ = f"cgbench_{task_kind}_{split}_docs"
     return process_docs
+
+
+def _aggregation(metric):
+    def aggregate(values):
+        return task.task_metrics([task.Outcome(**value["outcome"]) for value in values])[metric]
+
+    return aggregate
+
+
+# cgbench_<kind>_docs / cgbench_full_<kind>_docs and cgbench_protocol_aggregate_<metric>, named in the YAMLs
+for _kind, _metrics in task.METRICS.items():
+    globals().update({f"cgbench_{_kind}_docs": _process_docs(_kind, "mini"), f"cgbench_full_{_kind}_docs": _process_docs(_kind, "full")})
+    globals().update({f"cgbench_protocol_aggregate_{metric}": _aggregation(metric) for metric in _metrics})
 
 
 def cgbench_protocol_doc_to_visual(doc, lmms_eval_specific_kwargs=None):
@@ -117,39 +129,4 @@ def cgbench_protocol_process_results(doc, results):
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
     outcome = task.read_outcomes([record], task.Settings.from_env(), judge, MEDIA)[0]
     value = {"record": record, "outcome": dataclasses.asdict(outcome)}
-    return {name: value for name in task.metric_names(doc)}
-
-
-def metrics(values):
-    """Every metric of a task from its outcomes (modes joined per question)."""
-    read = [task.Outcome(**value["outcome"]) for value in values]
-    return task.task_metrics(read)
-
-
-def _aggregation(metric):
-    def aggregate(values):
-        return metrics(values)[metric]
-
-    aggregate.__name__ = f"cgbench_protocol_aggregate_{metric}"
-    return aggregate
-
-
-cgbench_long_docs, cgbench_full_long_docs = _process_docs("long", "mini"), _process_docs("long", "full")
-cgbench_clue_docs, cgbench_full_clue_docs = _process_docs("clue", "mini"), _process_docs("clue", "full")
-cgbench_grounding_docs, cgbench_full_grounding_docs = _process_docs("grounding", "mini"), _process_docs("grounding", "full")
-cgbench_open_docs, cgbench_full_open_docs = _process_docs("open", "mini"), _process_docs("open", "full")
-cgbench_mcq_docs, cgbench_full_mcq_docs = _process_docs("mcq", "mini"), _process_docs("mcq", "full")
-cgbench_blind_docs, cgbench_full_blind_docs = _process_docs("blind", "mini"), _process_docs("blind", "full")
-
-cgbench_protocol_aggregate_long_acc = _aggregation("long_acc")
-cgbench_protocol_aggregate_parse_failed = _aggregation("parse_failed")
-cgbench_protocol_aggregate_model_failed = _aggregation("model_failed")
-cgbench_protocol_aggregate_reasoning_truncated = _aggregation("reasoning_truncated")
-cgbench_protocol_aggregate_clue_acc = _aggregation("clue_acc")
-cgbench_protocol_aggregate_miou = _aggregation("miou")
-cgbench_protocol_aggregate_rec_at_iou = _aggregation("rec_at_iou")
-cgbench_protocol_aggregate_oe_acc = _aggregation("oe_acc")
-cgbench_protocol_aggregate_judge_failed = _aggregation("judge_failed")
-cgbench_protocol_aggregate_acc_at_iou = _aggregation("acc_at_iou")
-cgbench_protocol_aggregate_crr = _aggregation("crr")
-cgbench_protocol_aggregate_blind_acc = _aggregation("blind_acc")
+    return {name: value for name in task.METRICS[doc["task_kind"]]}
