@@ -1,17 +1,16 @@
 """CG-Bench documents: the official annotation schema, checked, and the official frame table.
 
-`cgbench_mini.json` (3,000 questions, the default) and `cgbench.json` (12,129) are lists of
-question records; each is validated (a bad record is an error naming it and the field).
-`video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input)
-is not on the Hub: it comes from the official GitHub repository (CG-Bench/CG-Bench,
-`run/video_meta_info.json`, 1,219 videos) and ships beside this module. Standard library
-only (the upstream task folder shares this module).
+`cgbench_mini.json` (3,000 questions, the default) and `cgbench.json` (12,129): lists of question
+records, each validated (an error names the record and the field). `video_meta_info.json` (duration,
+`max_frame`, fps per video: the official sampler's input) is not on the Hub: it ships beside this
+module from the official repository (CG-Bench/CG-Bench `run/video_meta_info.json`, 1,219 videos).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,8 @@ MAX_CHOICES = 8  # letters A..H
 
 
 def validate_record(record: Any, where: str) -> dict:
-    """Check one annotation record against the official schema; return it normalised.
-
-    Normalised: `qid` int, `choices` list of str, `clue_intervals` list of [float, float],
-    `duration` int. Raises DataError naming the record and the field.
-    """
+    """One annotation record checked against the official schema (DataError naming the record and the field),
+    normalised: `choices` a list, `clue_intervals` [float, float] pairs, `duration` int."""
     require_fields(record, FIELDS, where)
     where = f"{where} (qid {record.get('qid')!r})"
 
@@ -98,12 +94,7 @@ def parse_meta(raw: Any, where: str) -> dict[str, VideoMeta]:
     return table
 
 
+@cache
 def packaged_meta() -> dict[str, VideoMeta]:
     """The official table shipped beside this module (read once)."""
-    global _packaged
-    if _packaged is None:
-        _packaged = parse_meta(json.loads(PACKAGED_META.read_text(encoding="utf-8")), str(PACKAGED_META))
-    return _packaged
-
-
-_packaged: dict[str, VideoMeta] | None = None
+    return parse_meta(json.loads(PACKAGED_META.read_text(encoding="utf-8")), str(PACKAGED_META))

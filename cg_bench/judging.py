@@ -29,9 +29,7 @@ EXPECTED_STEP2_REPLY = '```json\n{"result": 1}\n```'
 
 
 @dataclass(frozen=True)
-class OpenItem:
-    """One open-ended answer to judge."""
-
+class OpenItem:  # one open-ended answer to judge
     qid: int
     video_uid: str
     question: str
@@ -41,9 +39,7 @@ class OpenItem:
 
 
 @dataclass(frozen=True)
-class OpenVerdict:
-    """The judge's outcome for one item: verdict 0/1, or None with the error."""
-
+class OpenVerdict:  # verdict 0/1, or None with the error
     step1: int | None
     step2: int | None
     verdict: int | None
@@ -78,8 +74,7 @@ def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames,
 
 
 def judge_one(item: OpenItem, ask: Ask, clue_frames: int = frames.DEFAULT_CLUE_FRAMES, media: frames.Media | None = None) -> OpenVerdict:
-    """Both steps for one item; step 2 (the clue frames, from `media`) only when step 1 says 2.
-    Failures come back as verdict None."""
+    """Both steps for one item, step 2 (the clue frames, from `media`) only when step 1 says 2 (failures: verdict None)."""
     first = ask(step1_request(item))
     if not first.ok:
         return OpenVerdict(None, None, None, f"step 1: {first.error}")
