@@ -19,7 +19,6 @@ probed from its file (`video_meta`).
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
@@ -35,14 +34,7 @@ from lmms_video_reasoning.utils.core.roots import (
 )
 from lmms_video_reasoning.cg_bench.frames import subtitle_problem
 # documents (validation) and the sampler's table: `docs.py`, shared with the upstream form
-from lmms_video_reasoning.cg_bench.docs import (
-    META_FILE,
-    SPLIT_FILES,
-    VideoMeta,
-    packaged_meta,
-    parse_meta,
-    validate_records,
-)
+from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare cg_bench`).
 CG_BENCH = SOURCE = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
@@ -71,30 +63,12 @@ def load_records(split: str = "mini") -> list[dict]:
     return validate_records(read_json(path), str(path))
 
 
-_meta_lock = threading.Lock()
-_meta_cache: dict[Path, dict[str, VideoMeta]] = {}
 
-
-def meta_table_at(root: Path | None) -> dict[str, VideoMeta]:
-    """The sampler's table for a root: the packaged official table, overridden entry by entry
-    by the root's own `video_meta_info.json` when it has one (cached per file)."""
-    own = Path(root) / META_FILE if root is not None else None
-    if own is None or not own.is_file():
-        return packaged_meta()
-    with _meta_lock:
-        if own not in _meta_cache:
-            official, override = packaged_meta(), parse_meta(read_json(own), str(own))
-            differ = sorted(uid for uid, meta in override.items() if uid in official and official[uid] != meta)
-            if differ:
-                logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); "
-                               "the root's values are used", own, len(differ), differ[0])
-            _meta_cache[own] = {**official, **override}
-        return _meta_cache[own]
 
 
 def video_meta(video_uid: str) -> VideoMeta:
-    """The sampler's meta of one video: the tables (`meta_table_at`), else probed from the file."""
-    table = meta_table_at(data_root(CG_BENCH))
+    """The sampler's meta of one video: the tables (`meta_table`), else probed from the file."""
+    table = meta_table(data_root(CG_BENCH))
     if video_uid in table:
         return table[video_uid]
     from lmms_video_reasoning.utils.media.frame_table import probe

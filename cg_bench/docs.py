@@ -9,6 +9,7 @@ module from the official repository (CG-Bench/CG-Bench `run/video_meta_info.json
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -21,6 +22,7 @@ META_FILE = "video_meta_info.json"
 PACKAGED_META = Path(__file__).with_name(META_FILE)  # official GitHub run/video_meta_info.json
 FIELDS = ("qid", "video_uid", "question", "answer", "choices", "right_answer", "clue_intervals", "domain", "sub_category", "duration")
 MAX_CHOICES = 8  # letters A..H
+logger = logging.getLogger(__name__)
 
 
 def validate_record(record: Any, where: str) -> dict:
@@ -94,7 +96,32 @@ def parse_meta(raw: Any, where: str) -> dict[str, VideoMeta]:
     return table
 
 
+def read_meta(path: Path) -> dict[str, VideoMeta]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}): restore the file") from None
+    return parse_meta(raw, str(path))
+
+
 @cache
 def packaged_meta() -> dict[str, VideoMeta]:
     """The official table shipped beside this module (read once)."""
-    return parse_meta(json.loads(PACKAGED_META.read_text(encoding="utf-8")), str(PACKAGED_META))
+    return read_meta(PACKAGED_META)
+
+
+def meta_table(root: str | Path | None) -> dict[str, VideoMeta]:
+    """The sampler's table for a data root: the official one, overridden entry by entry by the root's own
+    `video_meta_info.json` when it has one (it describes that root's files)."""
+    own = Path(root) / META_FILE if root else None
+    return _overridden(own) if own is not None and own.is_file() else packaged_meta()
+
+
+@cache
+def _overridden(own: Path) -> dict[str, VideoMeta]:
+    official, override = packaged_meta(), read_meta(own)
+    differ = sorted(uid for uid, meta in override.items() if uid in official and official[uid] != meta)
+    if differ:
+        logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); the root's values are used",
+                       own, len(differ), differ[0])
+    return {**official, **override}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench import data, prompts
+from lmms_video_reasoning.cg_bench import data, docs, prompts
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_srt, write_video
 
@@ -174,9 +174,9 @@ def write_sample(root) -> Path:
             (start, end), video = question["clue_intervals"][0], by_uid[question["video_uid"]]
             write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, _clip_shapes(video.shapes, start, end),
                         fps=video.fps, width=WIDTH, height=HEIGHT)
-    (root / data.META_FILE).write_text(json.dumps(meta, indent=1))
-    (root / data.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
-    (root / data.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
+    (root / docs.META_FILE).write_text(json.dumps(meta, indent=1))
+    (root / docs.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
+    (root / docs.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
     media_index.forget()  # the root has new files
     return root
 

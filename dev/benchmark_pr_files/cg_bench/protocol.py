@@ -12,7 +12,6 @@ are judged in `process_results`; a failed judgment is counted in `judge_failed`,
 """
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 
@@ -43,28 +42,14 @@ def video_path(video_uid):
 class PlainMedia:
     """Get the frames: the official frame table, subtitles and videos as plain paths, PyAV-decoded frames."""
 
-    def __init__(self):
-        self._tables = {}
-
     def plan(self, video_uid, plan, n, intervals=None):
-        """The frames `plan` picks, from the official table's (max_frame, fps), else the file's."""
-        root = os.getenv(ROOT_ENV, "").strip()
-        table = self._table(Path(root) / docs.META_FILE if root else None)
+        """The frames `plan` picks, from the frame table's (max_frame, fps) (the root's own copy first), else the file's."""
+        table = docs.meta_table(os.getenv(ROOT_ENV, "").strip())
         if video_uid in table:
             entry = table[video_uid]
             return choose(plan, entry.max_frame, entry.fps, n, intervals)
         count, fps = plain_frames.probe(video_path(video_uid))
         return choose(plan, max(1, count - 1), fps, n, intervals)  # the table's max_frame is the last frame's index
-
-    def _table(self, override):
-        """The packaged official table, overridden entry by entry by the data root's own copy."""
-        key = str(override) if override is not None and override.is_file() else ""
-        if key not in self._tables:
-            table = dict(docs.packaged_meta())
-            if key:
-                table.update(docs.parse_meta(json.loads(override.read_text(encoding="utf-8")), key))
-            self._tables[key] = table
-        return self._tables[key]
 
     def subtitle_path(self, video_uid):
         path = _resolve(f"{video_uid}.srt", "CGBENCH_SUBTITLE_DIR", ("cg_subtitles", "subtitles"))
