@@ -65,7 +65,6 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
 @dataclass(frozen=True)
 class McqParse:
     correct: bool | None  # None: the reply could not be read
-    letters: tuple[str, ...]  # the letter(s) the verdict was based on
     how: str  # "json" | "letters" | "failed"
 
 
@@ -77,18 +76,14 @@ def parse_mcq(response: str, right_answer: str, strict: bool = False) -> McqPars
     response = response or ""
     if response:
         found, value = json_result(response, quote_bare_words=True)
-        if found:
-            if not strict:
-                return McqParse(value == right_answer, (str(value),), "json")
-            if isinstance(value, str) and _LETTER.fullmatch(value.strip()):
-                letter = value.strip()
-                return McqParse(letter == right_answer, (letter,), "json")
+        if found and not strict:
+            return McqParse(value == right_answer, "json")
+        if found and isinstance(value, str) and _LETTER.fullmatch(value.strip()):
+            return McqParse(value.strip() == right_answer, "json")
         letters = _LETTER.findall(response)
         if letters:
-            if strict:
-                return McqParse(letters[-1] == right_answer, (letters[-1],), "letters")
-            return McqParse(right_answer in letters, tuple(letters), "letters")
-    return McqParse(False if strict else None, (), "failed")
+            return McqParse(letters[-1] == right_answer if strict else right_answer in letters, "letters")
+    return McqParse(False if strict else None, "failed")
 
 
 # ---------------------------------------------------------------------- grounding

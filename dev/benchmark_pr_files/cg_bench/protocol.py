@@ -1,14 +1,9 @@
 """CG-Bench's official protocol tasks (clue-grounded QA in long videos): the lmms-eval hooks.
 
-The tasks `cgbench_long`, `cgbench_clue`, `cgbench_grounding`, `cgbench_open`, `cgbench_mcq`
-(long + clue + grounding joined per question: CRR and acc@IoU) and `cgbench_blind`, on the
-mini split, and `cgbench_full_*` on the full one. The task logic is `task.py` (documents,
-inputs, records, outcomes, metrics), `frames.py` (the official frame sampler and subtitles),
-`judging.py` (the two-step open-ended judge) and `scoring.py`; this module
-binds it to lmms-eval: the folder's dataset, files resolved by `resolve_media_reference` (plain
-paths), frames decoded with PyAV (`plain_frames.py`), and the judge of lmms-eval's own settings
-(`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`, the provider's key and URL). Open answers
-are judged in `process_results`; a failed judgment is counted in `judge_failed`, never scored.
+The task logic is `task.py` (documents, inputs, records, metrics), `frames.py` (the official frame sampler,
+subtitles), `judging.py` (the two-step open-ended judge) and `scoring.py`. Here: the folder's dataset, files
+resolved by `resolve_media_reference`, frames decoded with PyAV, and lmms-eval's own judge (`lmms_eval.llm_judge`:
+`API_TYPE`, `MODEL_VERSION`); open answers are judged in `process_results`, a failed judgment counted in `judge_failed`.
 """
 
 import dataclasses
