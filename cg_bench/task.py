@@ -60,10 +60,8 @@ NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=Fals
 
 @dataclass(frozen=True)
 class Settings:
-    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
-    `official_reversed` computes a reversed predicted interval [end, start] as the official code
-    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end];
-    `failed_share` the failure share of `judges.failure_share` (None: the environment's)."""
+    """Scoring settings: `judge` False skips the open-ended judge (oe_acc NaN); `official_reversed`: a reversed
+    interval is a negative length as officially (`scoring.tiou_official`); `failed_share`: `judges.failure_share`'s."""
 
     strict: bool = False
     judge: bool = True
@@ -82,9 +80,7 @@ class Settings:
 
 
 def make_record(doc: dict, response: Any, media: frames.Media, task_settings: dict | None = None) -> dict:
-    """The logged record of one answer: the question's facts plus the raw reply and what
-    `reply_record` reads of it under the task's settings (`model_failed` with its first line for
-    lmms-eval's failure placeholder, `final_answer`, `reasoning_truncated`); no parsing, no judge."""
+    """The logged record of one answer: the question's facts, the raw reply and what `reply_record` reads of it; no parsing, no judge."""
     record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
               **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
     record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
@@ -183,11 +179,10 @@ def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "lon
 
 
 def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long", failed_share: float | None = None) -> SampleColumns:
-    """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
-    (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
+    """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU `>=` each threshold
+    (`stat_with_key.py`), failures, acc@IoU's pairs (once per qid, on its answer)."""
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
     code = {name: number for number, name in enumerate(MODES)}
-    # one pass; every column below is numpy
     rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
                       o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
                      for o in fields], dtype=float).reshape(len(fields), 7)
@@ -252,28 +247,23 @@ def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") ->
 
 
 def task_metrics(outcomes: Sequence[Outcome | dict], failed_share: float | None = None) -> dict[str, float]:
-    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
-    judgments failed than the failure share allows (`judges.failure_share`, `failed_share` the
-    task's; decided on the whole task, never per breakdown group)."""
+    """A task's metrics: `metrics_of`, with `oe_acc` NaN past the judge failure share (decided on the whole task)."""
     return point(outcome_columns(outcomes, failed_share=failed_share))
 
 
 NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
-# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain, question kind and sub-category.
 BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
     "duration": lambda o: scoring.duration_bucket(o.duration),
     "domain": lambda o: o.domain,
     "kind": lambda o: o.kind,
     "sub_category": lambda o: o.sub_category or NOT_RECORDED,
 }
-# The order of each group's keys in `breakdown` (the others sorted)
 GROUP_ORDER = {"duration": scoring.DURATION_BUCKETS, "sub_category": scoring.SUB_CATEGORIES}
 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics by duration bucket (minutes), domain, question kind and sub-category (`BREAKDOWN_GROUPS`,
-    in `GROUP_ORDER`); NaN-only entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
-    question and mode scored: long, clue, grounding, open, blind)."""
+    """Metrics per group of `BREAKDOWN_GROUPS` (keys in `GROUP_ORDER`, the others sorted; NaN left out), with
+    the group's `questions` and `n` outcomes (one per question and mode scored)."""
     out: dict = {}
     for name, key in BREAKDOWN_GROUPS.items():
         buckets: dict[str, list[Outcome]] = defaultdict(list)
@@ -299,10 +289,8 @@ def as_settings(settings: "Settings | dict | None") -> Settings:
 
 def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
                media: frames.Media) -> tuple[dict, list[Outcome]]:
-    """Every metric of the records (what the tasks' aggregations report), and the per-answer outcomes
-    they come from (`read_outcomes`; `judge` None: none configured). Beside the metrics: the counts of
-    videos asked without subtitles (`subtitles_unusable`, `subtitles_missing`) and `breakdown` (per-group
-    metrics, parse and model failures per mode, judge failures, the settings used)."""
+    """Every metric of the records and the outcomes they come from (`read_outcomes`), with the counts of videos
+    asked without subtitles and `breakdown` (per group and mode, failures, the settings used)."""
     settings = as_settings(settings)
     outcomes = read_outcomes(records, settings, judge, media)
     scores = task_metrics(outcomes, settings.failed_share)
@@ -388,14 +376,8 @@ def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrame
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media) -> str:
-    """The official text block (no decoding: frame times come from the sampler's table).
-
-    Frames mode: system prompt + subtitles + frame times + question + options. Video mode:
-    the same without the frame-times block (the model samples its own frames); subtitles
-    are those the protocol's frames would show. No visual (`none`): the same without frame
-    times. Subtitle lines carry their times unless `subtitle_times` is false; `subtitle_span`
-    "video" shows every subtitle of the video. Blind: the paper's Blind-MCQ prompt.
-    """
+    """The official text block, no decoding: subtitles at the protocol's frames (`subtitle_span` "video": all),
+    frame times in frames mode only (a video model samples its own); blind: the paper's Blind-MCQ prompt."""
     if doc["mode"] == "blind":
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(kwargs)
