@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.cg_bench import data, judging, task
-from lmms_video_reasoning.cg_bench.task import METRICS, Outcome, Settings
+from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome, Settings
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
@@ -51,35 +51,17 @@ def _task(kind: str, split: str) -> Task:
 
 TASKS = tuple(_task(kind, split) for split in SPLITS for kind in KINDS)
 
-# The paper's input ablations (cg_bench/README.md, "Reproducing the paper's tables"): the same
-# documents with the inputs fixed for every model. cg_bench/report.py finds them by their suffix
-# (`MODALITIES`, `TEXT_ONLY`). F: the official sampled frames; FT: their times; S: subtitles; ST:
-# the subtitles' times. Not in the groups.
-_FRAMES = {"visual_mode": "frames"}
-MODALITY_INPUTS = {
-    "_f": {**_FRAMES, "subtitles": False, "frame_times": False},
-    "_f_ft": {**_FRAMES, "subtitles": False, "frame_times": True},
-    "_f_s": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": False},
-    "_f_s_st": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": False},
-    "_f_s_ft": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": True},
-    "_f_s_st_ft": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": True},
-}
-TEXT_INPUTS = {  # no visual: subtitles only (Table 4's S rows), or the text alone (Table 3's text-only row)
-    "_s_frames": ("long", {"visual_mode": "none", "subtitle_times": False}),
-    "_s_video": ("long", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
-}
-
-
 def _ablation(kind: str, split: str, suffix: str, inputs: dict, media: bool = True) -> Task:
     base = _task(kind, split)
     return replace(base, name=base.name + suffix, process_docs=base.process_docs + ("" if media else "_text"),
                    model_kwargs={"default": {**task.DEFAULTS, **inputs}}, about=f"{base.about}; the paper's input ablation {suffix[1:]} (cg_bench/report.py MODALITIES, TEXT_ONLY)")
 
 
+# The paper's input ablations (`task.MODALITY_INPUTS`): not in the groups.
 ABLATIONS = (
     *(_ablation(kind, split, suffix, inputs) for split in SPLITS for suffix, inputs in MODALITY_INPUTS.items() for kind in ("mcq", "open")),
-    *(_ablation(kind, split, suffix, inputs, media=False) for split in SPLITS for suffix, (kind, inputs) in TEXT_INPUTS.items()),
-    *(_ablation(kind, split, "_text", {"visual_mode": "none", "subtitles": False}, media=False)
+    *(_ablation(kind, split, suffix, inputs, media=False) for split in SPLITS for suffix, (kind, _label, inputs) in TEXT_INPUTS.items()),
+    *(_ablation(kind, split, TEXT_ONLY, {"visual_mode": "none", "subtitles": False}, media=False)
       for split in SPLITS for kind in ("grounding", "open")),
 )
 # Every metric, each answer generated once: `mcq` runs the long, clue and grounding modes of each question.

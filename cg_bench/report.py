@@ -12,7 +12,9 @@ import math
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, acc_at_iou_over, crr
-from lmms_video_reasoning.cg_bench.task import BREAKDOWN_GROUPS, HEADLINE, MODES, Outcome, acc_at_iou_pairs, breakdown, metrics_of
+from lmms_video_reasoning.cg_bench.task import (
+    BREAKDOWN_GROUPS, HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, acc_at_iou_pairs, breakdown, metrics_of,
+)
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -33,13 +35,10 @@ MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("m
 # How every run of this suite differs from the protocol the paper describes for Table 3 (README, differences)
 OFFICIAL_PROMPTS = ("the official code's prompts and judge (fenced JSON answers, 0/1/2 verdicts), not the paper appendix's "
                     "(bare letter; yes / no / \"need visual clue\"); this suite has no switch for the paper's")
-# The paper's prompt & modality settings (Table 4, Table 10) by the suffix of their tasks' names
-# (`cg_bench_mcq_f_s`, `cg_bench_open_f_s`, ...; README, "Reproducing the paper's tables"): frames (F),
-# frame timestamps (FT), subtitles (S), subtitle timestamps (ST); "S" rows: subtitles only, no visual.
-MODALITIES = {"_f": "F", "_f_ft": "F+FT", "_f_s": "F+S", "_f_s_st": "F+S+ST", "_f_s_ft": "F+S+FT", "_f_s_st_ft": "F+S+ST+FT",
-              "_s_frames": "S (128 frames)", "_s_video": "S (full-video)"}
+# The paper's prompt & modality settings (Table 4, Table 10) by the suffix of their tasks' names (`task.MODALITY_INPUTS`):
+# "_f_s_st" is F+S+ST.
+MODALITIES = {**{suffix: suffix[1:].upper().replace("_", "+") for suffix in MODALITY_INPUTS}, **{s: label for s, (_k, label, _i) in TEXT_INPUTS.items()}}
 DEFAULT_MODALITY = "the task defaults"  # the row of the plain `cg_bench_*` tasks (the model's settings block decides)
-TEXT_ONLY = "_text"  # suffix of the text-only grounding / open tasks: the other cells of the paper's GPT4o (text) row
 ABLATION_COLUMNS = ("clue_acc", "long_acc", "miou", "acc_at_iou0", "crr", "oe_acc")  # Table 4 / Table 10
 
 

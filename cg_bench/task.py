@@ -340,6 +340,22 @@ DEFAULTS = {
     "subtitle_span": "frames",  # the subtitles at the sampled frames' times; "video": every subtitle of the video
     "frame_times": True,
 }
+# The paper's input ablations (README, "Reproducing the paper's tables"): the documents of `cg_bench_<kind><suffix>`
+# with these inputs for every model. F: the official sampled frames; FT: their times; S: subtitles; ST: their times.
+_FRAMES = {"visual_mode": "frames"}
+MODALITY_INPUTS = {
+    "_f": {**_FRAMES, "subtitles": False, "frame_times": False},
+    "_f_ft": {**_FRAMES, "subtitles": False, "frame_times": True},
+    "_f_s": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": False},
+    "_f_s_st": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": False},
+    "_f_s_ft": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": True},
+    "_f_s_st_ft": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": True},
+}
+TEXT_INPUTS = {  # (kind, row label, inputs): subtitles only, no visual (Table 4's S rows)
+    "_s_frames": ("long", "S (128 frames)", {"visual_mode": "none", "subtitle_times": False}),
+    "_s_video": ("long", "S (full-video)", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
+}
+TEXT_ONLY = "_text"  # the text-only grounding / open tasks: the other cells of the paper's GPT4o (text) row (Table 3)
 VISUAL_MODES = ("video", "frames", "none")  # none: no visual at all (subtitles only, or the text alone)
 SUBTITLE_SPANS = ("frames", "video")
 
