@@ -119,7 +119,6 @@ def build_questions() -> tuple[dict, ...]:
             if seen_kinds.count(shape.kind) == 1:
                 add(video, f"In the {video.uid.split('_')[1]} video, what color is the {shape.kind}?",
                     shape.color.capitalize(), COLOR_WORDS, [span], "Entity Perception")
-            if seen_kinds.count(shape.kind) == 1:
                 add(video, f"In the {video.uid.split('_')[1]} video, what does the {_describe(shape)} do while it is on screen?",
                     _motion(shape), MOTIONS, [span], "Event Perception")
         first, last = video.shapes[0], video.shapes[-1]
