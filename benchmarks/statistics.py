@@ -98,7 +98,7 @@ def write_cg_bench(root: Path, questions: int, videos: int) -> list[dict]:
     """A CG-Bench root whose full split (`cgbench.json`) has `questions` questions on `videos`
     videos, each a copy of a sample question of the same sample video; replies for the four
     multiple-choice and grounding tasks."""
-    from lmms_video_reasoning.cg_bench import data, sample
+    from lmms_video_reasoning.cg_bench import data, docs, sample
 
     base = sample.build_questions()
     by_video = {video.uid: [q for q in base if q["video_uid"] == video.uid] for video in sample.VIDEOS}
@@ -114,7 +114,7 @@ def write_cg_bench(root: Path, questions: int, videos: int) -> list[dict]:
         q.update(qid=100_000 + i, video_uid=f"cgs{v:05d}", question=mark(q["question"], i))
         rows.append(q)
     root.mkdir(parents=True, exist_ok=True)
-    (root / data.META_FILE).write_text(json.dumps(meta))
+    (root / docs.META_FILE).write_text(json.dumps(meta))
     (root / data.SPLIT_FILES["full"]).write_text(json.dumps(rows, ensure_ascii=False))
     (root / data.SPLIT_FILES["mini"]).write_text(json.dumps(rows[:100], ensure_ascii=False))
     predictions = []

@@ -1,15 +1,8 @@
-"""CG-Bench's binding to lmms-eval and to the suite, one module as in every benchmark folder
-(`utils/core/registry.py` lists what each part is and who reads it): the tasks (`TASKS`, `ABLATIONS`,
-`GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (`load_*`, `doc_to_*`; the
-declared ones made by `__getattr__`), "get the frames" on the data root (`PluginMedia`), the scoring
-with the judge it is handed (`scored_records`) and the declaration (`BENCHMARK`). The task itself is
-`task.py` and `frames.py`, shared with the upstream protocol tasks.
-
-`PluginMedia` plans frames from the sampler's table (`data.video_meta`), checked against the file
-when it is at hand; video-native models get a proxy clip of exactly the frames their own path keeps
-(`LMMS_VR_VIDEO_INPUT=path`: the path). Each task's first aggregation writes its breakdowns,
-per-mode failures and the judge accounting to `<date_id>_cg_bench_<kind>_details.json` beside
-lmms-eval's results.
+"""CG-Bench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists the parts): the tasks
+(`TASKS`, `ABLATIONS`, `GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (`load_*`,
+`doc_to_*`, and the declared ones made by `__getattr__`), "get the frames" on the data root
+(`PluginMedia`), the scoring with the judge it is handed and the declaration (`BENCHMARK`). Each task's
+first aggregation writes `<date_id>_cg_bench_<kind>_details.json` (breakdowns, failures, judge accounting).
 """
 
 from __future__ import annotations
@@ -21,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.cg_bench import data, judging, task
-from lmms_video_reasoning.cg_bench.task import METRICS, Outcome, Settings
+from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome, Settings
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
@@ -58,48 +51,31 @@ def _task(kind: str, split: str) -> Task:
 
 TASKS = tuple(_task(kind, split) for split in SPLITS for kind in KINDS)
 
-# The paper's input ablations (cg_bench/README.md, "Reproducing the paper's tables"): the same
-# documents with the inputs fixed for every model. cg_bench/report.py finds them by their suffix
-# (`MODALITIES`, `TEXT_ONLY`). F: the official sampled frames; FT: their times; S: subtitles; ST:
-# the subtitles' times. Not in the groups.
-_FRAMES = {"visual_mode": "frames"}
-MODALITY_INPUTS = {
-    "_f": {**_FRAMES, "subtitles": False, "frame_times": False},
-    "_f_ft": {**_FRAMES, "subtitles": False, "frame_times": True},
-    "_f_s": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": False},
-    "_f_s_st": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": False},
-    "_f_s_ft": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": True},
-    "_f_s_st_ft": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": True},
-}
-TEXT_INPUTS = {  # no visual: subtitles only (Table 4's S rows), or the text alone (Table 3's text-only row)
-    "_s_frames": ("long", {"visual_mode": "none", "subtitle_times": False}),
-    "_s_video": ("long", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
-}
-
-
 def _ablation(kind: str, split: str, suffix: str, inputs: dict, media: bool = True) -> Task:
     base = _task(kind, split)
     return replace(base, name=base.name + suffix, process_docs=base.process_docs + ("" if media else "_text"),
                    model_kwargs={"default": {**task.DEFAULTS, **inputs}}, about=f"{base.about}; the paper's input ablation {suffix[1:]} (cg_bench/report.py MODALITIES, TEXT_ONLY)")
 
 
+# The paper's input ablations (`task.MODALITY_INPUTS`): not in the groups.
 ABLATIONS = (
     *(_ablation(kind, split, suffix, inputs) for split in SPLITS for suffix, inputs in MODALITY_INPUTS.items() for kind in ("mcq", "open")),
-    *(_ablation(kind, split, suffix, inputs, media=False) for split in SPLITS for suffix, (kind, inputs) in TEXT_INPUTS.items()),
-    *(_ablation(kind, split, "_text", {"visual_mode": "none", "subtitles": False}, media=False)
+    *(_ablation(kind, split, suffix, inputs, media=False) for split in SPLITS for suffix, (kind, _label, inputs) in TEXT_INPUTS.items()),
+    *(_ablation(kind, split, TEXT_ONLY, {"visual_mode": "none", "subtitles": False}, media=False)
       for split in SPLITS for kind in ("grounding", "open")),
 )
-GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in KINDS), "All CG-Bench tasks."),
-          Group("cg_bench_full", tuple(f"cg_bench_full_{kind}" for kind in KINDS), "All CG-Bench tasks on cgbench.json."))
+# Every metric, each answer generated once: `mcq` runs the long, clue and grounding modes of each question.
+GROUPED = ("mcq", "open", "blind")
+GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in GROUPED), "Every CG-Bench metric (mcq: long + clue + grounding)."),
+          Group("cg_bench_full", tuple(f"cg_bench_full_{kind}" for kind in GROUPED), "Every CG-Bench metric on cgbench.json."))
 
 
 # ---------------------------------------------------------------------- documents (process_docs)
 
 
 def _loader(name: str):
-    """The `process_docs` hook `load_<kind>[_full][_text]`, checked before generation
-    (`utils/lmms/preflight.py`): the media (not for the blind task nor the `_text` ablations
-    without a visual) and the judge (the open-ended task)."""
+    """The `process_docs` hook `load_<kind>[_full][_text]`, checked before generation (`preflight`): the media
+    (not for blind nor the `_text` ablations) and the judge (open)."""
     kind, split, media_needed = name.split("_")[1], "full" if "_full" in name else "mini", not name.endswith("_text")
 
     def load_docs(_placeholder=None):
@@ -125,9 +101,7 @@ class PluginMedia:
     """Files under the CG-Bench data root (`frames.Media`)."""
 
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None):
-        """The table's values while they describe the file; a video not at hand leaves them
-        unchecked, as the official runner uses them (replay predictions are scored where the
-        videos are not); reading the frames then fails naming the file."""
+        """The table's values, checked against the file when it is at hand (replays are scored where the videos are not)."""
         from lmms_video_reasoning.utils.media.video import plan_frames
 
         meta = data.video_meta(video_uid)
@@ -155,9 +129,8 @@ class PluginMedia:
         return Path(video.cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips"))
 
     def video(self, doc: dict) -> str:
-        """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip).
-        The file is decoded either way (MediaError naming it otherwise): lmms-eval's `qwen2_vl`
-        would swallow a decode error."""
+        """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip), decoded either
+        way (MediaError naming it; lmms-eval's `qwen2_vl` would swallow a decode error)."""
         from lmms_video_reasoning.utils.lmms import model_video
 
         if doc["mode"] == "clue":
@@ -189,10 +162,8 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
-    """`task.score_with` on the data root: every metric of the records (what the tasks' aggregations
-    and `lmms-vr score` report) and the per-answer outcomes, the open answers judged by `judge` (None:
-    none configured). Records of several tasks of one run may be scored together: long + clue +
-    grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
+    """`task.score_with` on the data root (records of several tasks of a run may be scored together:
+    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does)."""
     scores, answers = task.score_with(records, task.as_settings(settings), judge, MEDIA)
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
@@ -200,8 +171,7 @@ def scored_records(records: Sequence[dict], settings: "Settings | dict | None", 
 
 
 def _write_details(scores: dict, run: RunFiles | None) -> None:
-    """Every metric, the breakdowns and the judge accounting beside lmms-eval's results:
-    `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
+    """Every metric, the breakdowns and the judge accounting in `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
     if run is None:
         return
     kind = scores["breakdown"]["task_kind"]

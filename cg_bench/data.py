@@ -1,25 +1,18 @@
-"""CG-Bench annotations and media: loading, validation, and finding files by name.
+"""CG-Bench annotations and media on the data root: loading, validation, finding files by name.
 
-Hugging Face dataset `CG-Bench/CG-Bench` (gated): `cgbench_mini.json` (3,000 questions, the default)
-and `cgbench.json` (12,129); media in `video_chunk_*.zip`, `clue_video_chunk_*.zip` and
-`subtitles.zip`, complete zips since the 2025 repack (byte slices of one zip before it, as the
-official `unzip_hf_zip.py` reads them). `lmms-vr prepare` handles both and extracts into
-`cg_videos_720p/`, `cg_clue_videos/` (pre-cut clue clips, not for every question) and `cg_subtitles/`
-(not every video has subtitles) (`extraction_target`). The resolvers (`video_at`, `clue_clip_at`,
-`subtitle_at`), used by the tasks and by `prepare`'s check alike, look in the canonical place first,
-else for the file of that name anywhere under the root (`utils/data/media_index.py`): a clue clip
-only in a folder named `*clue*`, a video in any other.
-
-The sampler's table (`video_meta_info.json`: duration, `max_frame`, fps per video) comes from the
-official GitHub repository and ships with this package (`docs.PACKAGED_META`, 1,219 videos); a root's
-own table wins for every video it lists (it describes that root's files); a video in neither is
-probed from its file (`video_meta`).
+Hugging Face dataset `CG-Bench/CG-Bench` (gated): `cgbench_mini.json` (3,000 questions, the default),
+`cgbench.json` (12,129), media in `video_chunk_*.zip`, `clue_video_chunk_*.zip` and `subtitles.zip`
+(complete zips since the 2025 repack, byte slices of one zip before it, as the official `unzip_hf_zip.py`
+reads them). `lmms-vr prepare` extracts them into `cg_videos_720p/`, `cg_clue_videos/` (clue clips, not
+for every question) and `cg_subtitles/` (not every video has subtitles). The resolvers (`video_at`,
+`clue_clip_at`, `subtitle_at`), shared by the tasks and `prepare`'s check, look in the canonical place,
+else for the file of that name under the root (`utils/data/media_index.py`): a clue clip only in a
+folder named `*clue*`, a video in any other. The sampler's table: `docs.meta_table`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
@@ -34,15 +27,7 @@ from lmms_video_reasoning.utils.core.roots import (
     video_problem,
 )
 from lmms_video_reasoning.cg_bench.frames import subtitle_problem
-# documents (validation) and the sampler's table: `docs.py`, shared with the upstream form
-from lmms_video_reasoning.cg_bench.docs import (
-    META_FILE,
-    SPLIT_FILES,
-    VideoMeta,
-    packaged_meta,
-    parse_meta,
-    validate_records,
-)
+from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare cg_bench`).
 CG_BENCH = SOURCE = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
@@ -52,8 +37,7 @@ logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 # The release's size: (questions, videos) per split, checked by `lmms-vr prepare`.
 RELEASE = {"mini": (3000, 1118), "full": (12129, 1219)}
 HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
-# allow_patterns for huggingface_hub.snapshot_download (complete chunks since the 2025 repack,
-# byte slices of one zip before it: `lmms-vr prepare` tells them apart).
+# allow_patterns for huggingface_hub.snapshot_download
 HUB_MEDIA_PATTERNS = ("video_chunk_*.zip", "clue_video_chunk_*.zip", "subtitles.zip")
 
 VIDEO_DIR, CLUE_DIR, SUBTITLE_DIR = "cg_videos_720p", "cg_clue_videos", "cg_subtitles"
@@ -71,30 +55,9 @@ def load_records(split: str = "mini") -> list[dict]:
     return validate_records(read_json(path), str(path))
 
 
-_meta_lock = threading.Lock()
-_meta_cache: dict[Path, dict[str, VideoMeta]] = {}
-
-
-def meta_table_at(root: Path | None) -> dict[str, VideoMeta]:
-    """The sampler's table for a root: the packaged official table, overridden entry by entry
-    by the root's own `video_meta_info.json` when it has one (cached per file)."""
-    own = Path(root) / META_FILE if root is not None else None
-    if own is None or not own.is_file():
-        return packaged_meta()
-    with _meta_lock:
-        if own not in _meta_cache:
-            official, override = packaged_meta(), parse_meta(read_json(own), str(own))
-            differ = sorted(uid for uid, meta in override.items() if uid in official and official[uid] != meta)
-            if differ:
-                logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); "
-                               "the root's values are used", own, len(differ), differ[0])
-            _meta_cache[own] = {**official, **override}
-        return _meta_cache[own]
-
-
 def video_meta(video_uid: str) -> VideoMeta:
-    """The sampler's meta of one video: the tables (`meta_table_at`), else probed from the file."""
-    table = meta_table_at(data_root(CG_BENCH))
+    """The sampler's meta of one video: the tables (`meta_table`), else probed from the file."""
+    table = meta_table(data_root(CG_BENCH))
     if video_uid in table:
         return table[video_uid]
     from lmms_video_reasoning.utils.media.frame_table import probe

@@ -1,17 +1,17 @@
 """CG-Bench documents: the official annotation schema, checked, and the official frame table.
 
-`cgbench_mini.json` (3,000 questions, the default) and `cgbench.json` (12,129) are lists of
-question records; each is validated (a bad record is an error naming it and the field).
-`video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input)
-is not on the Hub: it comes from the official GitHub repository (CG-Bench/CG-Bench,
-`run/video_meta_info.json`, 1,219 videos) and ships beside this module. Standard library
-only (the upstream task folder shares this module).
+`cgbench_mini.json` (3,000 questions, the default) and `cgbench.json` (12,129): lists of question
+records, each validated (an error names the record and the field). `video_meta_info.json` (duration,
+`max_frame`, fps per video: the official sampler's input) is not on the Hub: it ships beside this
+module from the official repository (CG-Bench/CG-Bench `run/video_meta_info.json`, 1,219 videos).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,12 @@ META_FILE = "video_meta_info.json"
 PACKAGED_META = Path(__file__).with_name(META_FILE)  # official GitHub run/video_meta_info.json
 FIELDS = ("qid", "video_uid", "question", "answer", "choices", "right_answer", "clue_intervals", "domain", "sub_category", "duration")
 MAX_CHOICES = 8  # letters A..H
+logger = logging.getLogger(__name__)
 
 
 def validate_record(record: Any, where: str) -> dict:
-    """Check one annotation record against the official schema; return it normalised.
-
-    Normalised: `qid` int, `choices` list of str, `clue_intervals` list of [float, float],
-    `duration` int. Raises DataError naming the record and the field.
-    """
+    """One annotation record checked against the official schema (DataError naming the record and the field),
+    normalised: `choices` a list, `clue_intervals` [float, float] pairs, `duration` int."""
     require_fields(record, FIELDS, where)
     where = f"{where} (qid {record.get('qid')!r})"
 
@@ -98,12 +96,32 @@ def parse_meta(raw: Any, where: str) -> dict[str, VideoMeta]:
     return table
 
 
+def read_meta(path: Path) -> dict[str, VideoMeta]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}): restore the file") from None
+    return parse_meta(raw, str(path))
+
+
+@cache
 def packaged_meta() -> dict[str, VideoMeta]:
     """The official table shipped beside this module (read once)."""
-    global _packaged
-    if _packaged is None:
-        _packaged = parse_meta(json.loads(PACKAGED_META.read_text(encoding="utf-8")), str(PACKAGED_META))
-    return _packaged
+    return read_meta(PACKAGED_META)
 
 
-_packaged: dict[str, VideoMeta] | None = None
+def meta_table(root: str | Path | None) -> dict[str, VideoMeta]:
+    """The sampler's table for a data root: the official one, overridden entry by entry by the root's own
+    `video_meta_info.json` when it has one (it describes that root's files)."""
+    own = Path(root) / META_FILE if root else None
+    return _overridden(own) if own is not None and own.is_file() else packaged_meta()
+
+
+@cache
+def _overridden(own: Path) -> dict[str, VideoMeta]:
+    official, override = packaged_meta(), read_meta(own)
+    differ = sorted(uid for uid, meta in override.items() if uid in official and official[uid] != meta)
+    if differ:
+        logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); the root's values are used",
+                       own, len(differ), differ[0])
+    return {**official, **override}

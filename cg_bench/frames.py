@@ -1,14 +1,10 @@
 """What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
 
 Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``). Long video,
-grounding and open take segment centres of the whole video (`LONG_PLAN`, 128 by default); clue
-mode takes frames inside the clue intervals (`CLUE_PLAN`, 32 by default). Indices come from the
-video's `video_meta_info.json` entry (`max_frame`, `fps`), as the official runner computes them
-(the binding's `Media.plan`; the plugin checks the entry against the file,
-``utils.media.video.plan_frames``), so the prompt text needs no decoding. Subtitles follow
-`get_subtitles`: a cue is shown when its span strictly contains a sampled frame's time (integer
-milliseconds), each line once, as `[start, end] text`. Files come through a `Media` (get the
-frames), supplied by the task's lmms-eval hooks.
+grounding and open take segment centres of the whole video (`LONG_PLAN`, 128 frames by default),
+clue mode frames inside the clue intervals (`CLUE_PLAN`, 32), indices from the video's
+`video_meta_info.json` entry (`max_frame`, `fps`), so the prompt text needs no decoding. Subtitles
+follow `get_subtitles` (`utils/media/subtitles.py`). Files come through a `Media`.
 """
 
 from __future__ import annotations
@@ -28,13 +24,9 @@ logger = logging.getLogger(__name__)
 
 
 def long_indices(total: int, n: int = 128) -> list[int]:
-    """CG-Bench long video / grounding / open: segment centres ``int(seg/2 + round(seg*i))``.
-
-    ``seg = total / n`` (official ``sample_frames_global_average`` in CG-Bench ``run/utils.py``,
-    called with the metadata ``max_frame`` as ``total``). Rounding is Python/NumPy's
-    round-half-to-even, as in the official code. The official code does not shorten the list
-    for short videos (indices repeat); neither does this.
-    """
+    """Long video / grounding / open: segment centres ``int(seg/2 + round(seg*i))``, ``seg = total / n``
+    (official ``sample_frames_global_average``, ``total`` = the metadata's ``max_frame``; round half to
+    even; indices repeat for short videos, as officially)."""
     check_counts(total, n)
     seg = float(total) / n
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
@@ -43,20 +35,14 @@ def long_indices(total: int, n: int = 128) -> list[int]:
 def clue_indices(
     intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32
 ) -> tuple[list[int], int]:
-    """CG-Bench clue mode: frames inside the clue intervals; returns ``(indices, n_clamped)``.
+    """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``. Official
+    ``sample_frames_clue_average``: frame ranges ``[round(s * fps), round(e * fps))``; all their frames
+    if ``<= n`` (interval order, repeats kept), else per interval ``int(n * len / total_len)`` frames, at
+    least 1, at ``int(a + seg/2 + seg*k)``, ``seg = len / count`` (the total can exceed ``n``, as officially).
 
-    Official ``sample_frames_clue_average`` (CG-Bench ``run/utils.py``): intervals become frame
-    ranges ``[round(s * fps), round(e * fps))``; if they hold ``<= n`` frames in total, all of
-    them are used (interval order, repeats kept); otherwise each interval gets
-    ``int(n * len / total_len)`` frames, at least 1, at ``int(a + seg/2 + seg*k)`` with
-    ``seg = len / count`` (so the total can exceed ``n`` by the number of tiny intervals, as
-    in the official code).
-
-    Project additions (documented in the protocol notes): intervals are first clamped to the
-    video (``[0, total / fps]``; ``n_clamped`` counts those changed, a warning is logged) and
-    reversed intervals read as ``[start, end]``, so no index points past the last frame (the
-    official code silently drops such frames); a zero-length interval gets one frame at its
-    start when no other interval holds frames (the official code would return none).
+    Additions (protocol notes): intervals clamped to the video (``n_clamped`` counted, a warning logged)
+    and reversed ones read as ``[start, end]``, so no index points past the last frame (officially
+    dropped silently); zero-length intervals alone get one frame at their start (officially none).
     """
     check_counts(total, n)
     if fps <= 0:
@@ -95,29 +81,24 @@ DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
 class Media(Protocol):
     """Get the frames: what CG-Bench needs from a question's video, subtitles and clue clip."""
 
-    def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> Chosen:
-        """The `n` frames `plan` picks in the video (inside `intervals` for the clue plan), from
-        (max_frame, fps) as the official sampler sees them (its table): `frame_plan.choose`."""
+    # The `n` frames `plan` picks (inside `intervals` for the clue plan) from (max_frame, fps) as the
+    # official sampler sees them (its table): `frame_plan.choose`.
+    def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> Chosen: ...
 
-    def subtitle_path(self, video_uid: str) -> Path | None:
-        """The video's SRT file, or None (not every video has subtitles)."""
+    def subtitle_path(self, video_uid: str) -> Path | None: ...  # None: no SRT (not every video has one)
 
-    def frames(self, video_uid: str, indices: Sequence[int]) -> list:
-        """The full video's frames at these presentation indices, as RGB PIL images."""
+    def frames(self, video_uid: str, indices: Sequence[int]) -> list: ...  # RGB PIL images of the full video
 
-    def video(self, doc: dict) -> str:
-        """What a video-native model is handed (clue mode: a video of the clue intervals)."""
+    def video(self, doc: dict) -> str: ...  # what a video-native model is handed (clue mode: of the clue intervals)
 
-    def full_video(self, doc: dict) -> str:
-        """The full video's path (checked to decode)."""
+    def full_video(self, doc: dict) -> str: ...  # checked to decode
 
-    def clue_video(self, doc: dict) -> str:
-        """A video of the clue intervals only (the dataset's clip when it has one)."""
+    def clue_video(self, doc: dict) -> str: ...  # a video of the clue intervals only (the dataset's clip when it has one)
 
 
 @dataclass(frozen=True)
 class QuestionFrames:
-    """The frames a mode samples from a question's video: indices into the full video and its fps."""
+    """The frames a mode samples: indices into the full video, and its fps."""
 
     video_uid: str
     indices: tuple[int, ...]
@@ -158,13 +139,9 @@ def subtitle_problem(path: Path) -> str | None:
 
 
 def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
-    """The subtitles block for a frame plan ('' when the video has no SRT or no cue applies).
-
-    `get_subtitles` with `sub_time=True` (`with_times` False: `sub_time=False`, the text only;
-    the paper's "S" without "ST"), via `subtitles.lines_for_times` at the frames' exact times
-    `index / fps`. `whole_video`: every subtitle of the video (the paper's "S (full-video)"),
-    by the same rule at each cue's midpoint (each line once, in order).
-    """
+    """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
+    times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
+    `whole_video`: every subtitle, by the same rule at each cue's midpoint (the paper's "S (full-video)")."""
     path = media.subtitle_path(plan.video_uid)
     if path is None:
         return ""
@@ -197,5 +174,4 @@ def subtitles_unusable(video_uid: str, media: Media) -> str | None:
 
 
 def frames_for(plan: QuestionFrames, media: Media) -> list:
-    """The sampled frames as RGB PIL images (decodes the full video)."""
     return media.frames(plan.video_uid, list(plan.indices))

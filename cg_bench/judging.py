@@ -29,9 +29,7 @@ EXPECTED_STEP2_REPLY = '```json\n{"result": 1}\n```'
 
 
 @dataclass(frozen=True)
-class OpenItem:
-    """One open-ended answer to judge."""
-
+class OpenItem:  # one open-ended answer to judge
     qid: int
     video_uid: str
     question: str
@@ -41,11 +39,7 @@ class OpenItem:
 
 
 @dataclass(frozen=True)
-class OpenVerdict:
-    """The judge's outcome for one item: verdict 0/1, or None with the error."""
-
-    step1: int | None
-    step2: int | None
+class OpenVerdict:  # verdict 0/1, or None with the error
     verdict: int | None
     error: str | None = None
 
@@ -78,21 +72,20 @@ def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames,
 
 
 def judge_one(item: OpenItem, ask: Ask, clue_frames: int = frames.DEFAULT_CLUE_FRAMES, media: frames.Media | None = None) -> OpenVerdict:
-    """Both steps for one item; step 2 (the clue frames, from `media`) only when step 1 says 2.
-    Failures come back as verdict None."""
+    """Both steps for one item, step 2 (the clue frames, from `media`) only when step 1 says 2 (failures: verdict None)."""
     first = ask(step1_request(item))
     if not first.ok:
-        return OpenVerdict(None, None, None, f"step 1: {first.error}")
+        return OpenVerdict(None, f"step 1: {first.error}")
     if first.value in (0, 1):
-        return OpenVerdict(first.value, None, first.value)
+        return OpenVerdict(first.value)
     plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media, clue_frames=clue_frames)
     second = ask(step2_request(item, frames.frames_for(plan, media), plan, frames.subtitles_for(plan, media)))
     if not second.ok:
-        return OpenVerdict(first.value, None, None, f"step 2: {second.error}")
-    return OpenVerdict(first.value, second.value, second.value)
+        return OpenVerdict(None, f"step 2: {second.error}")
+    return OpenVerdict(second.value)
 
 
 def judge_open(items: Sequence[OpenItem], judge: Judge, media: frames.Media, clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
     """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
     results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames, media), list(items), desc="cg_bench open-ended judge")
-    return [result if result is not None else OpenVerdict(None, None, None, "judge item failed (see log)") for result in results]
+    return [result if result is not None else OpenVerdict(None, "judge item failed (see log)") for result in results]

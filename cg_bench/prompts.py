@@ -1,11 +1,10 @@
-"""CG-Bench prompt text, assembled exactly as the official runner does.
+"""CG-Bench prompt text, assembled exactly as the official runner does (pure text assembly).
 
-The official runner (CG-Bench/CG-Bench `run/utils.py`, commit f826608) sends one user turn:
-the sampled frames as images, then ONE text block = the mode's system prompt
-(`prompts/<mode>.txt`, byte-exact) + a subtitles block + a frame-times block +
-`Question: ...` + the options as `A:text` lines (multiple-choice modes only). The open-ended
-judge reuses the same blocks with the reference / the prediction quoted after the question.
-Every function here is pure text assembly; sampling and subtitle lookup live elsewhere.
+The official runner (CG-Bench/CG-Bench `run/utils.py`, commit f826608) sends one user turn: the
+sampled frames as images, then ONE text block = the mode's system prompt (`prompts/<mode>.txt`,
+byte-exact) + a subtitles block + a frame-times block + `Question: ...` + the options as `A:text`
+lines (multiple-choice modes only). The open-ended judge reuses the blocks with the reference /
+the prediction quoted after the question.
 """
 
 from __future__ import annotations
@@ -14,11 +13,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+from lmms_video_reasoning.cg_bench.frames import timestamps
+from lmms_video_reasoning.utils.core.data_errors import letters
+
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 # Our task modes -> the official runner's `task_mode` (the prompt file names).
 OFFICIAL_MODE = {"long": "long_acc", "clue": "clue_acc", "grounding": "miou", "open": "open"}
-OFFICIAL_PROMPTS = ("long_acc", "clue_acc", "miou", "open", "eval_open_step_1", "eval_open_step_2")
 CHOICE_MODES = ("long", "clue", "grounding")  # the official modes that list the options
 
 
@@ -38,20 +39,9 @@ def system_prompt(mode: str) -> str:
     return load_prompt(OFFICIAL_MODE[mode])
 
 
-def option_letters(count: int) -> list[str]:
-    """Letters A, B, ... for `count` options (the runner's `chr(ord('A') + i)`)."""
-    return [chr(ord("A") + i) for i in range(count)]
-
-
-def frame_time(index: int, fps: float) -> float:
-    """A sampled frame's time as the runner prints it: `round(index / fps, 4)`."""
-    return round(index / fps, 4)
-
-
 def frame_times_block(indices: Sequence[int], fps: float) -> str:
     """`get_frame_times`: how many frames were sampled and their times, comma separated."""
-    times = ", ".join(str(frame_time(i, fps)) for i in indices)
-    return f"A total of {len(indices)} frames are sampled. Their corresponding timestamps are:\n\n{times}\n\n"
+    return f"A total of {len(indices)} frames are sampled. Their corresponding timestamps are:\n\n{', '.join(map(str, timestamps(indices, fps)))}\n\n"
 
 
 def question_block(question: str) -> str:
@@ -60,30 +50,18 @@ def question_block(question: str) -> str:
 
 def options_block(choices: Sequence[str]) -> str:
     """Options as `A:text` lines (no space after the colon), then a blank line."""
-    return "\n".join(f"{letter}:{text}" for letter, text in zip(option_letters(len(choices)), choices)) + "\n\n"
+    return "\n".join(f"{letter}:{text}" for letter, text in zip(letters(len(choices)), choices)) + "\n\n"
 
 
 def model_prompt(mode: str, question: str, choices: Sequence[str], subtitles: str = "", frame_times: str = "") -> str:
-    """The full text block a model receives in `mode` (`get_prompt` after the system prompt).
-
-    `subtitles` / `frame_times` are the ready blocks (`utils.subtitles.subtitle_prompt`,
-    `frame_times_block`),
-    '' when the setting is off or nothing applies.
-    """
+    """The text block a model receives in `mode` (`get_prompt`); `subtitles` / `frame_times`: the ready blocks, or ''."""
     text = system_prompt(mode) + subtitles + frame_times + question_block(question)
-    if mode in CHOICE_MODES:
-        text += options_block(choices)
-    return text
+    return text + options_block(choices) if mode in CHOICE_MODES else text
 
 
 def judge_step1_text(question: str, answer: str, prediction: str) -> str:
     """Open-ended judge, step 1 (text only, no subtitles, no frame times): question, reference, prediction."""
-    return (
-        load_prompt("eval_open_step_1")
-        + question_block(question)
-        + f"The ground truth answer is '{answer}'\n\n"
-        + f"The model's prediction is '{prediction}'\n\n"
-    )
+    return load_prompt("eval_open_step_1") + question_block(question) + f"The ground truth answer is '{answer}'\n\nThe model's prediction is '{prediction}'\n\n"
 
 
 def judge_step2_text(question: str, prediction: str, subtitles: str, frame_times: str) -> str:
@@ -93,7 +71,7 @@ def judge_step2_text(question: str, prediction: str, subtitles: str, frame_times
 
 def blind_prompt(question: str, choices: Sequence[str]) -> str:
     """The paper's Blind-MCQ prompt (appendix B.2) with the question and `A. text` choice lines."""
-    choice_lines = "\n".join(f"{letter}. {text}" for letter, text in zip(option_letters(len(choices)), choices))
+    choice_lines = "\n".join(f"{letter}. {text}" for letter, text in zip(letters(len(choices)), choices))
     # Placeholders are replaced once each, in order, so a question containing "<Choices>" stays intact.
     head, tail = load_prompt("blind_mcq").split("<Question>", 1)
     middle, rest = tail.split("<Choices>", 1)

@@ -1,9 +1,5 @@
-"""CG-Bench in `lmms-vr report`: the paper's Table 3 with every mode of a run joined per question, CIs, breakdowns, plots.
-
-The modes of one run may come from one task (`cg_bench_mcq`) or several (`cg_bench_long`,
-`cg_bench_clue`, ... run separately): CRR and acc.@IoU are joined across them per question.
-The breakdowns count a group's questions and its answers (one per question and mode); their
-plotted values carry 95% CIs from the run's bootstrap (`breakdown_intervals`).
+"""CG-Bench in `lmms-vr report`: the paper's Table 3 with every mode of a run joined per question (CRR and
+acc.@IoU across tasks run separately), CIs, the ablation tables, breakdowns with their CIs, plots.
 """
 
 from __future__ import annotations
@@ -12,7 +8,9 @@ import math
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, acc_at_iou_over, crr
-from lmms_video_reasoning.cg_bench.task import BREAKDOWN_GROUPS, HEADLINE, MODES, Outcome, acc_at_iou_pairs, breakdown, metrics_of
+from lmms_video_reasoning.cg_bench.task import (
+    BREAKDOWN_GROUPS, HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, acc_at_iou_pairs, breakdown, metrics_of,
+)
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -33,13 +31,10 @@ MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("m
 # How every run of this suite differs from the protocol the paper describes for Table 3 (README, differences)
 OFFICIAL_PROMPTS = ("the official code's prompts and judge (fenced JSON answers, 0/1/2 verdicts), not the paper appendix's "
                     "(bare letter; yes / no / \"need visual clue\"); this suite has no switch for the paper's")
-# The paper's prompt & modality settings (Table 4, Table 10) by the suffix of their tasks' names
-# (`cg_bench_mcq_f_s`, `cg_bench_open_f_s`, ...; README, "Reproducing the paper's tables"): frames (F),
-# frame timestamps (FT), subtitles (S), subtitle timestamps (ST); "S" rows: subtitles only, no visual.
-MODALITIES = {"_f": "F", "_f_ft": "F+FT", "_f_s": "F+S", "_f_s_st": "F+S+ST", "_f_s_ft": "F+S+FT", "_f_s_st_ft": "F+S+ST+FT",
-              "_s_frames": "S (128 frames)", "_s_video": "S (full-video)"}
+# The paper's prompt & modality settings (Table 4, Table 10) by the suffix of their tasks' names (`task.MODALITY_INPUTS`):
+# "_f_s_st" is F+S+ST.
+MODALITIES = {**{suffix: suffix[1:].upper().replace("_", "+") for suffix in MODALITY_INPUTS}, **{s: label for s, (_k, label, _i) in TEXT_INPUTS.items()}}
 DEFAULT_MODALITY = "the task defaults"  # the row of the plain `cg_bench_*` tasks (the model's settings block decides)
-TEXT_ONLY = "_text"  # suffix of the text-only grounding / open tasks: the other cells of the paper's GPT4o (text) row
 ABLATION_COLUMNS = ("clue_acc", "long_acc", "miou", "acc_at_iou0", "crr", "oe_acc")  # Table 4 / Table 10
 
 
@@ -108,8 +103,7 @@ def outcomes_of(row: TaskStats | None) -> list[Outcome] | None:
 
 
 def with_acc_at_iou0(row: TaskStats) -> TaskStats:
-    """The row with `acc_at_iou0`: acc.@IoU at tau = 0 as the paper's ablations report it (Table 4,
-    Table 10, Fig. 7: `scoring.acc_at_iou_over`), from its outcomes (NaN without them)."""
+    """The row with `acc_at_iou0`: acc.@IoU at tau = 0, as the paper's ablations report it, from its outcomes (NaN without them)."""
     answers = outcomes_of(row)
     row.point["acc_at_iou0"] = math.nan if answers is None else acc_at_iou_over(acc_at_iou_pairs(answers), 0.0)
     return row
@@ -147,10 +141,8 @@ def breakdown_cell(row: TaskStats, metrics: dict, metric: str) -> str:
 
 
 def breakdown_intervals(row: TaskStats, data: dict, n: int, seed: int) -> dict:
-    """{group: {key: {metric: 95% CI}}} of a run's breakdown `data` (`breakdown` of its joined
-    outcomes), as the other benchmarks' per-group metrics get theirs: the run's questions
-    resampled (`bootstrap_ci`), each group's metrics from its answers in every resample. The
-    headline metrics the group has, where their outcomes are the run's."""
+    """{group: {key: {metric: 95% CI}}} of a run's breakdown `data`: the run's questions resampled
+    (`bootstrap_ci`), each group's headline metrics from its answers, where their outcomes are the run's."""
     if n <= 0:
         return {}
     outcomes = [Outcome(**outcome) for outcome in row.sampled.outcomes]
@@ -189,9 +181,8 @@ def row_name(label: str, split: str) -> str:
 
 
 def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
-    """Tables 4 (mini-split rows; the paper's 1,000-question subset with subtitles) and 10 (full-split
-    rows; the full test set): each run's prompt & modality settings (`MODALITIES`, and the plain tasks)
-    with acc.@IoU at tau = 0, beside the paper's rows."""
+    """Tables 4 (mini split) and 10 (full split): each run's prompt & modality settings (`MODALITIES`, and the
+    plain tasks) with acc.@IoU at tau = 0, beside the paper's rows."""
     rows: dict[str, list] = {"mini": [], "full": []}
     coverage: dict[str, list[Coverage]] = {"mini": [], "full": []}
     missing: dict[str, list[str]] = {"mini": [], "full": []}

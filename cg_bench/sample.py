@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from lmms_video_reasoning.cg_bench import data, prompts
+from lmms_video_reasoning.cg_bench import data, docs, prompts
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_srt, write_video
 
@@ -119,7 +119,6 @@ def build_questions() -> tuple[dict, ...]:
             if seen_kinds.count(shape.kind) == 1:
                 add(video, f"In the {video.uid.split('_')[1]} video, what color is the {shape.kind}?",
                     shape.color.capitalize(), COLOR_WORDS, [span], "Entity Perception")
-            if seen_kinds.count(shape.kind) == 1:
                 add(video, f"In the {video.uid.split('_')[1]} video, what does the {_describe(shape)} do while it is on screen?",
                     _motion(shape), MOTIONS, [span], "Event Perception")
         first, last = video.shapes[0], video.shapes[-1]
@@ -174,9 +173,9 @@ def write_sample(root) -> Path:
             (start, end), video = question["clue_intervals"][0], by_uid[question["video_uid"]]
             write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, _clip_shapes(video.shapes, start, end),
                         fps=video.fps, width=WIDTH, height=HEIGHT)
-    (root / data.META_FILE).write_text(json.dumps(meta, indent=1))
-    (root / data.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
-    (root / data.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
+    (root / docs.META_FILE).write_text(json.dumps(meta, indent=1))
+    (root / docs.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
+    (root / docs.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
     media_index.forget()  # the root has new files
     return root
 
@@ -189,53 +188,28 @@ def _fenced(value) -> str:
 
 
 def mcq_reply(question: dict, variant: int) -> str:
-    """A multiple-choice reply: right (fenced JSON) mostly; some wrong, lenient or unparseable."""
+    """A multiple-choice reply: right (fenced JSON) mostly; some wrong, with no JSON (the official letter
+    fallback), a bare word (quoted by the parser) or unparseable."""
     right = question["right_answer"]
-    wrong = "A" if right != "A" else "B"
-    kind = variant % 9
-    if kind == 3:
-        return _fenced(wrong)
-    if kind == 5:
-        return f"The answer is {right}."  # no JSON: the official letter fallback
-    if kind == 6:
-        return "```json\n{\"result\": " + right + "}\n```"  # bare word, quoted by the parser
-    if kind == 7:
-        return "I cannot tell from these frames."  # unparseable
-    return _fenced(right)
+    return {3: _fenced("A" if right != "A" else "B"), 5: f"The answer is {right}.", 6: "```json\n{\"result\": " + right + "}\n```",
+            7: "I cannot tell from these frames."}.get(variant % 9, _fenced(right))
 
 
 def grounding_reply(question: dict, variant: int) -> str:
-    """A grounding reply: the true intervals, a half-overlapping guess, a miss, prose, or no answer."""
+    """A grounding reply: the true intervals, a half-overlapping guess (tIoU 1/3), a miss (tIoU 0), a reversed
+    interval in prose (number fallback), no numbers (official tIoU 0) or one number (unparseable)."""
     truth = question["clue_intervals"]
-    kind = variant % 6
-    if kind == 1:
-        start, end = truth[0]
-        return _fenced([[start + (end - start) / 2, end + (end - start) / 2]])  # tIoU 1/3
-    if kind == 2:
-        return _fenced([[0, 5]])  # a miss (tIoU 0)
-    if kind == 3:
-        start, end = truth[0]
-        return f"The clue is between {int(end)} and {int(start)} seconds."  # reversed, number fallback
-    if kind == 4:
-        return "Around the middle of the video."  # no numbers: official tIoU 0
-    if kind == 5:
-        return "At about 12 seconds."  # one number: unparseable
-    return _fenced(truth)
+    (start, end), half = truth[0], (truth[0][1] - truth[0][0]) / 2
+    return {1: _fenced([[start + half, end + half]]), 2: _fenced([[0, 5]]), 3: f"The clue is between {int(end)} and {int(start)} seconds.",
+            4: "Around the middle of the video.", 5: "At about 12 seconds."}.get(variant % 6, _fenced(truth))
 
 
 def open_reply(question: dict, variant: int) -> str:
-    """An open-ended reply: the answer, a synonym (judge step 2), a wrong answer, or nothing."""
+    """An open-ended reply: the answer, a synonym (judge step 2), a wrong answer, nothing, or no JSON (the whole reply)."""
     answer = question["answer"]
-    kind = variant % 5
     if answer in SYNONYMS and variant % 2:
         return _fenced(SYNONYMS[answer])
-    if kind == 2:
-        return _fenced("A purple hexagon")
-    if kind == 4:
-        return ""
-    if kind == 3:
-        return answer  # no JSON: the whole reply is the prediction
-    return _fenced(answer)
+    return {2: _fenced("A purple hexagon"), 3: answer, 4: ""}.get(variant % 5, _fenced(answer))
 
 
 def blind_reply(question: dict, variant: int) -> str:

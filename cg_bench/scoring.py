@@ -1,9 +1,8 @@
-"""CG-Bench scoring: reply parsing, tIoU, and the metric arithmetic, as small pure functions.
+"""CG-Bench scoring as small pure functions: reply parsing, tIoU, metric arithmetic (percentages, as Table 3).
 
-Defaults follow the official runner (CG-Bench/CG-Bench, commit f826608: `post_process` in
-`run/utils.py`, the sums of `run/stat_with_key.py`); `strict=True` is this suite's stricter
-variant. Each function cites the rule it implements. Metrics are percentages (0-100) as in
-the paper's Table 3.
+Defaults follow the official runner (CG-Bench/CG-Bench, commit f826608: `post_process` in `run/utils.py`,
+the sums of `run/stat_with_key.py`); `strict=True` is this suite's stricter variant. Each function cites
+the rule it implements.
 """
 
 from __future__ import annotations
@@ -35,10 +34,7 @@ _NUMBER = re.compile(r"-?\d+\.?\d*")
 
 
 def fenced_json(response: str) -> str:
-    """The text between the first "```json" and the next "```", stripped; '' if there is none.
-
-    `post_process`: only a block opened with ```json counts (a bare ``` fence does not).
-    """
+    """`post_process`: the text between the first "```json" (a bare ``` does not count) and the next "```", stripped; ''."""
     start = response.find(_FENCE_OPEN)
     if start == -1:
         return ""
@@ -49,13 +45,11 @@ def fenced_json(response: str) -> str:
 
 
 def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, Any]:
-    """(found, value) of `{"result": ...}` in the reply's fenced JSON block.
+    """(found, value) of `{"result": ...}` in the reply's fenced JSON block, read by `json.loads`.
 
-    `quote_bare_words`: `{"result": B}` is read as `{"result": "B"}` (the runner does this
-    for the multiple-choice modes only). found is False for no block, invalid JSON, JSON
-    nested too deeply to read (RecursionError: the runner catches every exception here) or
-    no `result` key, the cases where the runner falls back to scanning the whole reply.
-    JSON's `NaN`, `Infinity` and `true` are read as Python's `json.loads` reads them.
+    `quote_bare_words`: `{"result": B}` reads as `{"result": "B"}` (the runner's multiple-choice modes).
+    Not found (the runner then scans the whole reply): no block, any error (the runner catches every
+    exception, RecursionError included) or no `result` key.
     """
     content = fenced_json(response)
     if not content:
@@ -70,37 +64,26 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
 
 @dataclass(frozen=True)
 class McqParse:
-    """A multiple-choice reply read: correct is None when the reply could not be read."""
-
-    correct: bool | None
-    letters: tuple[str, ...]  # the letter(s) the verdict was based on
+    correct: bool | None  # None: the reply could not be read
     how: str  # "json" | "letters" | "failed"
 
 
 def parse_mcq(response: str, right_answer: str, strict: bool = False) -> McqParse:
-    """Score a multiple-choice reply (long-acc, clue-acc, blind).
-
-    Official: the fenced JSON `result` decides (correct iff it equals the right letter
-    exactly); otherwise the reply is correct if ANY standalone letter A-H in it equals the
-    right letter (lenient: "A or B" counts); no letter: unparseable (left out).
-    Strict: the JSON `result` if it is a single letter, else the LAST standalone letter;
-    no letter: wrong (and still counted as a parse failure).
-    """
+    """A multiple-choice reply (long, clue, blind). Official: the fenced JSON `result` decides (equal to the
+    right letter); else correct if ANY standalone letter A-H is the right one ("A or B" counts); no letter:
+    unparseable (left out). Strict: the JSON `result` if a single letter, else the LAST standalone letter;
+    no letter: wrong (still counted as a parse failure)."""
     response = response or ""
     if response:
         found, value = json_result(response, quote_bare_words=True)
-        if found:
-            if not strict:
-                return McqParse(value == right_answer, (str(value),), "json")
-            if isinstance(value, str) and _LETTER.fullmatch(value.strip()):
-                letter = value.strip()
-                return McqParse(letter == right_answer, (letter,), "json")
+        if found and not strict:
+            return McqParse(value == right_answer, "json")
+        if found and isinstance(value, str) and _LETTER.fullmatch(value.strip()):
+            return McqParse(value.strip() == right_answer, "json")
         letters = _LETTER.findall(response)
         if letters:
-            if strict:
-                return McqParse(letters[-1] == right_answer, (letters[-1],), "letters")
-            return McqParse(right_answer in letters, tuple(letters), "letters")
-    return McqParse(False if strict else None, (), "failed")
+            return McqParse(letters[-1] == right_answer if strict else right_answer in letters, "letters")
+    return McqParse(False if strict else None, "failed")
 
 
 # ---------------------------------------------------------------------- grounding
@@ -111,11 +94,10 @@ class Unscorable(ValueError):
 
 
 def _merged(intervals: Any, mutable: bool, ordered: bool) -> list:
-    """The official `merge_intervals` on a copy: sort by start, extend the last interval while
-    the next starts at or before its end. Raises where the official code raises: a `result`
-    that is not a list, items without [0]/[1], values that do not compare, and a merge into an
-    immutable pair (`mutable` False: the number fallback builds tuples, so any overlapping or
-    touching pair raises). `ordered` reads each reversed pair [b, a] (b > a) as [a, b]."""
+    """The official `merge_intervals` on a copy (sort by start, extend the last interval while the next starts
+    at or before its end), raising where it raises: not a list, items without [0]/[1], values that do not
+    compare, a merge into an immutable pair (`mutable` False: the number fallback builds tuples, so any
+    overlapping or touching pair raises). `ordered` reads each reversed pair [b, a] (b > a) as [a, b]."""
     if not intervals:
         return []
     if not isinstance(intervals, list):
@@ -166,15 +148,11 @@ def _official_arithmetic(predicted: Any, truth: Sequence[Sequence[float]], mutab
 
 def tiou_official(predicted: Any, truth: Sequence[Sequence[float]], mutable: bool = True,
                   reversed_as_official: bool = True) -> float:
-    """tIoU as the official `calculate_intervals_iou` computes it, or Unscorable where it raises.
-
-    `predicted` is the JSON `result` as read (any JSON value: true is 1, NaN and Infinity are
-    floats) or the fallback's pairs (`mutable` False: tuples). Merged lengths and pairwise
-    intersections are summed in the official order; `union <= 0` (or NaN) gives 0. Whether a
-    prediction is scorable is always decided officially; then, unless `reversed_as_official`,
-    a reversed interval [end, start] is read as [start, end] (officially it is subtracted as a
-    negative length and the tIoU can exceed 1 or be negative).
-    """
+    """tIoU as the official `calculate_intervals_iou` computes it (sums in its order; `union <= 0` or NaN
+    gives 0), or Unscorable where it raises. `predicted`: the JSON `result` as read (true is 1, NaN a
+    float) or the fallback's pairs (`mutable` False: tuples). Scorable is decided officially; then, unless
+    `reversed_as_official`, a reversed [end, start] is read as [start, end] (officially a negative length:
+    the tIoU can exceed 1 or be negative)."""
     value = _official_arithmetic(predicted, truth, mutable, ordered=False)
     if reversed_as_official or not isinstance(predicted, list) or not any(_reversed_pair(item) for item in predicted):
         return value
@@ -186,16 +164,11 @@ def tiou_official(predicted: Any, truth: Sequence[Sequence[float]], mutable: boo
 
 def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool = False,
                    reversed_as_official: bool = False) -> tuple[float | None, str]:
-    """(tIoU or None, how) of a grounding reply, as `post_process` + `calculate_intervals_iou`.
-
-    The JSON `result` first; when its tIoU raises (not a list of pairs, strings,
-    ...), the numbers of the whole reply, paired. The official fallback builds tuples, and its
-    `merge_intervals` raises on the first overlapping or touching pair: the runner catches the
-    error and saves nothing, so such a reply (any "m:ss" time: `0:10 to 0:25` reads as [0, 10],
-    [0, 25]) is left out like an unparseable one ("failed"; strict: tIoU 0). A reversed
-    interval [end, start] is read as [start, end] unless `reversed_as_official` (then it is
-    subtracted as a negative length, as officially, and the tIoU can exceed 1).
-    """
+    """(tIoU or None, how) of a grounding reply, as `post_process` + `calculate_intervals_iou`: the JSON
+    `result` first; when its tIoU raises, the numbers of the whole reply, paired. That fallback builds
+    tuples, so an overlapping or touching pair raises and the runner saves nothing: such a reply (any
+    "m:ss" time: `0:10 to 0:25` reads as [0, 10], [0, 25]) is left out as unparseable ("failed"; strict:
+    tIoU 0). Reversed intervals: `tiou_official`."""
     response = response or ""
     if response:
         found, value = json_result(response)
@@ -218,13 +191,9 @@ def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool
 
 
 def parse_open(response: str, strict: bool = False) -> str | None:
-    """The open-ended prediction as the step-1 judge sees it, or None (left out of OE-acc).
-
-    Official `post_process` for `open`: the fenced JSON `result` unless it is null, else the
-    whole reply; `get_prompt` renders it with Python's `str()` (a list shows as ['a', 'b'],
-    true as True). Only an empty reply has no prediction; a whitespace-only reply is judged.
-    Strict: a blank reply (empty or whitespace) has no prediction (the caller counts it wrong).
-    """
+    """The open-ended prediction as the step-1 judge sees it, or None (left out of OE-acc). `post_process`:
+    the fenced JSON `result` unless null, else the whole reply, rendered by `str()` (`get_prompt`: a list
+    shows as ['a', 'b']). Only an empty reply has none (whitespace is judged); strict: a blank one too."""
     response = response or ""
     if not response or (strict and not response.strip()):
         return None
@@ -235,11 +204,9 @@ def parse_open(response: str, strict: bool = False) -> str | None:
 
 
 def judge_value(reply: str, allowed: Sequence[int]) -> Any:
-    """A judge step's official result: the fenced JSON `result` as read (any JSON value:
-    2, -1, "1", true...), else the first character among `allowed` in the whole reply, as an
-    int (`re.search(r'[012]', ...)` / `[01]`). Raises ParseError (the judge is re-asked; the
-    runner re-runs the step) when there is neither.
-    """
+    """A judge step's official result: the fenced JSON `result` as read (2, -1, "1", true...), else the
+    first character among `allowed` in the reply as an int (`re.search(r'[012]', ...)` / `[01]`).
+    Neither: ParseError (the judge is re-asked, as the runner re-runs the step)."""
     reply = reply or ""
     found, value = json_result(reply)
     if found and value is not None:
@@ -250,42 +217,27 @@ def judge_value(reply: str, allowed: Sequence[int]) -> Any:
     return int(match.group())
 
 
-def step1_is_final(value: Any) -> bool:
-    """`save_result`: a step-1 result `in [0, 1]` (so also true, false, 1.0) is final; anything
-    else (2, -1, 10, "1", a list...) goes to step 2."""
-    try:
-        return value in (0, 1)
-    except Exception:  # noqa: BLE001 - an exotic value that cannot be compared is not final
-        return False
-
-
-def verdict_correct(value: Any) -> int:
-    """`stat_with_key.py`: the final result counts as right iff `== 1` (1, 1.0, true)."""
-    try:
-        return int(bool(value == 1))
-    except Exception:  # noqa: BLE001
-        return 0
-
-
 def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
-    """A judge step's 0/1 verdict as the official statistics count it: step 1 (`allowed`
-    with 2) gives 2 for every result that is not final; step 2 gives 1 iff the result `== 1`.
-    """
+    """A judge step's verdict as the official statistics count it. Step 1 (`allowed` with 2): a result
+    `in [0, 1]` (also true, 1.0) is final (`save_result`), anything else (2, -1, "1", a list...) gives 2,
+    step 2. Step 2: 1 iff the result `== 1` (`stat_with_key.py`). A value that cannot be compared: not
+    final / wrong."""
     value = judge_value(reply, allowed)
-    if 2 in allowed:
-        return int(value == 1) if step1_is_final(value) else 2
-    return verdict_correct(value)
+    try:
+        if 2 in allowed:
+            return int(value == 1) if value in (0, 1) else 2
+        return int(bool(value == 1))
+    except Exception:  # noqa: BLE001 - an exotic value that cannot be compared
+        return 2 if 2 in allowed else 0
 
 
 # ---------------------------------------------------------------------- metric arithmetic
 
 
 def acc_at_iou_over(pairs: Sequence[tuple[bool, float]], tau: float = 0.0) -> float:
-    """acc.@IoU at one threshold as the paper defines it (section 3.3): the share (x100) of
-    questions whose long-video answer is correct and whose tIoU exceeds (`>`) `tau`. At the
-    paper's ablation default `tau` = 0 (Table 4, Table 10, Fig. 7) the predicted interval must
-    overlap the clue: a tIoU of exactly 0 does not count (`>=` would make it MCQ accuracy).
-    `pairs` as `task.acc_at_iou_pairs` joins them; NaN without pairs."""
+    """acc.@IoU at one threshold as the paper defines it (section 3.3): the share (x100) of questions whose
+    long answer is correct and whose tIoU exceeds (`>`) `tau`; at the ablation default `tau` = 0 (Tables 4,
+    10, Fig. 7) a tIoU of exactly 0 does not count. `pairs`: `task.acc_at_iou_pairs`; NaN without pairs."""
     if not pairs:
         return math.nan
     return 100.0 * sum(ok and iou > tau for ok, iou in pairs) / len(pairs)

@@ -1,39 +1,19 @@
-"""CG-Bench as lmms-eval tasks, whoever runs them: documents, model inputs and records.
+"""CG-Bench as lmms-eval tasks, whoever runs them: documents, model inputs, records and metrics.
 
-Tasks and their documents (one per question, `sample_id` = str(qid); the joined multiple-choice
-task has three per question, `sample_id` = "<qid>:<mode>"):
+A task's documents are one per question (`sample_id` = str(qid)); `mcq` has three per question
+(long + clue + grounding, `sample_id` = "<qid>:<mode>") so CRR and acc@IoU join them per qid;
+`METRICS` lists each task's metrics. Inputs follow `lmms_eval_specific_kwargs` (`DEFAULTS`); the
+paper's modality ablations (Tables 4, 10) are combinations of them. Files come through a
+`frames.Media`, supplied by the task's lmms-eval hooks.
 
-| task kind | modes                     | metrics (each task also has `model_failed`, `reasoning_truncated`) |
-|-----------|---------------------------|----------------------------------------------------------------|
-| long      | long                      | long_acc, parse_failed                                         |
-| clue      | clue                      | clue_acc, parse_failed                                         |
-| grounding | grounding                 | miou, rec_at_iou, parse_failed                                 |
-| open      | open                      | oe_acc, parse_failed, judge_failed (LLM judge)                 |
-| mcq       | long + clue + grounding   | long_acc, clue_acc, miou, rec_at_iou, acc_at_iou, crr, parse_failed |
-| blind     | blind                     | blind_acc, parse_failed                                        |
-
-Settings come from `lmms_eval_specific_kwargs` (`visual_mode`: video | frames | none, `long_frames`,
-`clue_frames`, `subtitles`, `subtitle_times`, `subtitle_span`, `frame_times`). The paper's prompt &
-modality ablations (Table 4 / Table 10) combine them: frames (F), frame timestamps (FT), subtitles
-(S), subtitle timestamps (ST); `none` with subtitles is its "S" rows (subtitles only), `none`
-without them the text-only row of Table 3. Files come through a `frames.Media` (get the
-frames), supplied by the task's lmms-eval hooks.
-
-Records (`make_record`: the question's facts and the raw reply, no parsing, no judge call) are
-scored by `score_with`: every reply read (`scoring`), the open answers judged once (`judging`;
-`judge` None: none configured), the modes joined per qid, every metric with the per-answer
-outcomes it comes from. Records of separate runs can be concatenated: long + clue + grounding
-records of one model give `crr` and `acc_at_iou` exactly as `cg_bench_mcq` does.
-
-Failures (official default): an unparseable reply is left out of its metric's denominator and
-counted in `parse_failed`; `acc_at_iou` uses the questions whose long answer and grounding reply
-both parsed; `oe_acc` the questions with a final judge verdict (a failed judgment is counted in
-`judge_failed`). Strict: unparseable replies count as wrong / tIoU 0 (still in `parse_failed`), an
-empty open answer is wrong without asking the judge. In both, lmms-eval's failure placeholder
-(`model_failed`) and a reply that ends inside an open reasoning block (`reasoning_truncated`) are
-no answer: wrong / tIoU 0 in every denominator, never parsed nor judged. Parsers and the judge
-read the reply's final answer (`utils/lmms/responses.py`: after the last `</think>`, or inside
-`<answer>`), so letters and times in the reasoning cannot answer for it.
+`make_record` keeps the question's facts and the raw reply; `score_with` reads every reply
+(`scoring`), judges the open answers once (`judging`) and gives every metric with the outcomes it
+comes from. Failures (official default): an unparseable reply is left out of its metric and
+counted in `parse_failed`; `oe_acc` uses the questions with a final verdict (failed judgments in
+`judge_failed`). Strict: unparseable is wrong / tIoU 0, an empty open answer wrong unjudged. In
+both, lmms-eval's failure placeholder (`model_failed`) and a reply ending inside its reasoning
+(`reasoning_truncated`) count as wrong, never parsed nor judged; parsers read the final answer
+(`utils/lmms/responses.py`).
 """
 
 from __future__ import annotations
@@ -80,10 +60,8 @@ NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=Fals
 
 @dataclass(frozen=True)
 class Settings:
-    """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
-    `official_reversed` computes a reversed predicted interval [end, start] as the official code
-    does (a negative length; tIoU can exceed 1) instead of reading it as [start, end];
-    `failed_share` the failure share of `judges.failure_share` (None: the environment's)."""
+    """Scoring settings: `judge` False skips the open-ended judge (oe_acc NaN); `official_reversed`: a reversed
+    interval is a negative length as officially (`scoring.tiou_official`); `failed_share`: `judges.failure_share`'s."""
 
     strict: bool = False
     judge: bool = True
@@ -102,9 +80,7 @@ class Settings:
 
 
 def make_record(doc: dict, response: Any, media: frames.Media, task_settings: dict | None = None) -> dict:
-    """The logged record of one answer: the question's facts plus the raw reply and what
-    `reply_record` reads of it under the task's settings (`model_failed` with its first line for
-    lmms-eval's failure placeholder, `final_answer`, `reasoning_truncated`); no parsing, no judge."""
+    """The logged record of one answer: the question's facts, the raw reply and what `reply_record` reads of it; no parsing, no judge."""
     record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
               **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
     record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
@@ -137,10 +113,8 @@ class Outcome:
 
 
 def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: frames.Media) -> list[Outcome]:
-    """Parse every record and judge the open-ended ones (the judge runs here, once).
-
-    `judge`: the judge to ask (None: no judge configured; open answers are then not judged);
-    `media` gets the clue frames of the judge's second step."""
+    """Parse every record and judge the open-ended ones, once (`judge` None: none configured, not judged;
+    `media` gives the clue frames of the judge's second step)."""
     outcomes = []
     open_slots: list[tuple[int, dict, str]] = []
     for index, record in enumerate(records):
@@ -170,29 +144,17 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), model_failed=no_answer,
                                 reasoning_truncated=truncated, sub_category=record["sub_category"]))
-    if open_slots and settings.judge:
-        _judge(open_slots, outcomes, judge, media)
+    not_judged = JUDGE_OFF if not settings.judge else NO_JUDGE if judge is None else None
+    if not_judged:
+        for index, _record, _prediction in open_slots:
+            outcomes[index].judge_error = not_judged
     elif open_slots:
-        for index, _record, _prediction in open_slots:
-            outcomes[index].judge_error = JUDGE_OFF
+        items = [judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
+                                  tuple(tuple(pair) for pair in record["clue_intervals"])) for _index, record, prediction in open_slots]
+        for (index, _record, _prediction), verdict in zip(open_slots, judging.judge_open(items, judge, media)):
+            outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
+            outcomes[index].judge_error = verdict.error
     return outcomes
-
-
-def _judge(open_slots: list[tuple[int, dict, str]], outcomes: list[Outcome], judge: Judge | None, media: frames.Media) -> None:
-    """Fill the open outcomes with the two-step judge's verdicts (NaN metric when no judge is set)."""
-    if judge is None:
-        for index, _record, _prediction in open_slots:
-            outcomes[index].judge_error = NO_JUDGE
-        return
-    items = [
-        judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
-                         tuple(tuple(pair) for pair in record["clue_intervals"]))
-        for _index, record, prediction in open_slots
-    ]
-    verdicts = judging.judge_open(items, judge, media)
-    for (index, _record, _prediction), verdict in zip(open_slots, verdicts):
-        outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
-        outcomes[index].judge_error = verdict.error
 
 
 def _joined(fields: Sequence[dict], answer_mode: str = "long") -> dict[int, tuple[int, float]]:
@@ -217,19 +179,17 @@ def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "lon
 
 
 def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long", failed_share: float | None = None) -> SampleColumns:
-    """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU >= each threshold
-    (`>=` as `stat_with_key.py`), failures, acc@IoU's pairs (`_joined`: once per qid, on its answer)."""
+    """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU `>=` each threshold
+    (`stat_with_key.py`), failures, acc@IoU's pairs (once per qid, on its answer)."""
     fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
-    modes = ("long", "clue", "open", "blind", "grounding")
-    code = {name: number for number, name in enumerate(modes)}
-    # one pass; every column below is numpy
+    code = {name: number for number, name in enumerate(MODES)}
     rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
                       o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
                      for o in fields], dtype=float).reshape(len(fields), 7)
     mode, value = rows[:, 0], rows[:, 1]
     valued = ~np.isnan(value)
     counted: dict[str, np.ndarray] = {}
-    for name in modes:
+    for name in MODES:
         counted[f"n:{name}"] = ((mode == code[name]) & valued).astype(float)
         counted[f"sum:{name}"] = np.where((mode == code[name]) & valued, value, 0.0)
     grounded = (mode == code["grounding"]) & valued
@@ -287,28 +247,23 @@ def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") ->
 
 
 def task_metrics(outcomes: Sequence[Outcome | dict], failed_share: float | None = None) -> dict[str, float]:
-    """A task's metrics: `metrics_of`, with `oe_acc` not computed (NaN) when more of the task's
-    judgments failed than the failure share allows (`judges.failure_share`, `failed_share` the
-    task's; decided on the whole task, never per breakdown group)."""
+    """A task's metrics: `metrics_of`, with `oe_acc` NaN past the judge failure share (decided on the whole task)."""
     return point(outcome_columns(outcomes, failed_share=failed_share))
 
 
 NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
-# The groups of `breakdown`: the group of an outcome by its video's duration (minutes), domain, question kind and sub-category.
 BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
     "duration": lambda o: scoring.duration_bucket(o.duration),
     "domain": lambda o: o.domain,
     "kind": lambda o: o.kind,
     "sub_category": lambda o: o.sub_category or NOT_RECORDED,
 }
-# The order of each group's keys in `breakdown` (the others sorted)
 GROUP_ORDER = {"duration": scoring.DURATION_BUCKETS, "sub_category": scoring.SUB_CATEGORIES}
 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics by duration bucket (minutes), domain, question kind and sub-category (`BREAKDOWN_GROUPS`,
-    in `GROUP_ORDER`); NaN-only entries left out. Each group's `questions` counts its questions, `n` its outcomes (one per
-    question and mode scored: long, clue, grounding, open, blind)."""
+    """Metrics per group of `BREAKDOWN_GROUPS` (keys in `GROUP_ORDER`, the others sorted; NaN left out), with
+    the group's `questions` and `n` outcomes (one per question and mode scored)."""
     out: dict = {}
     for name, key in BREAKDOWN_GROUPS.items():
         buckets: dict[str, list[Outcome]] = defaultdict(list)
@@ -334,10 +289,8 @@ def as_settings(settings: "Settings | dict | None") -> Settings:
 
 def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
                media: frames.Media) -> tuple[dict, list[Outcome]]:
-    """Every metric of the records (what the tasks' aggregations report), and the per-answer outcomes
-    they come from (`read_outcomes`; `judge` None: none configured). Beside the metrics: the counts of
-    videos asked without subtitles (`subtitles_unusable`, `subtitles_missing`) and `breakdown` (per-group
-    metrics, parse and model failures per mode, judge failures, the settings used)."""
+    """Every metric of the records and the outcomes they come from (`read_outcomes`), with the counts of videos
+    asked without subtitles and `breakdown` (per group and mode, failures, the settings used)."""
     settings = as_settings(settings)
     outcomes = read_outcomes(records, settings, judge, media)
     scores = task_metrics(outcomes, settings.failed_share)
@@ -387,6 +340,22 @@ DEFAULTS = {
     "subtitle_span": "frames",  # the subtitles at the sampled frames' times; "video": every subtitle of the video
     "frame_times": True,
 }
+# The paper's input ablations (README, "Reproducing the paper's tables"): the documents of `cg_bench_<kind><suffix>`
+# with these inputs for every model. F: the official sampled frames; FT: their times; S: subtitles; ST: their times.
+_FRAMES = {"visual_mode": "frames"}
+MODALITY_INPUTS = {
+    "_f": {**_FRAMES, "subtitles": False, "frame_times": False},
+    "_f_ft": {**_FRAMES, "subtitles": False, "frame_times": True},
+    "_f_s": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": False},
+    "_f_s_st": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": False},
+    "_f_s_ft": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": True},
+    "_f_s_st_ft": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": True},
+}
+TEXT_INPUTS = {  # (kind, row label, inputs): subtitles only, no visual (Table 4's S rows)
+    "_s_frames": ("long", "S (128 frames)", {"visual_mode": "none", "subtitle_times": False}),
+    "_s_video": ("long", "S (full-video)", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
+}
+TEXT_ONLY = "_text"  # the text-only grounding / open tasks: the other cells of the paper's GPT4o (text) row (Table 3)
 VISUAL_MODES = ("video", "frames", "none")  # none: no visual at all (subtitles only, or the text alone)
 SUBTITLE_SPANS = ("frames", "video")
 
@@ -423,14 +392,8 @@ def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrame
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media) -> str:
-    """The official text block (no decoding: frame times come from the sampler's table).
-
-    Frames mode: system prompt + subtitles + frame times + question + options. Video mode:
-    the same without the frame-times block (the model samples its own frames); subtitles
-    are those the protocol's frames would show. No visual (`none`): the same without frame
-    times. Subtitle lines carry their times unless `subtitle_times` is false; `subtitle_span`
-    "video" shows every subtitle of the video. Blind: the paper's Blind-MCQ prompt.
-    """
+    """The official text block, no decoding: subtitles at the protocol's frames (`subtitle_span` "video": all),
+    frame times in frames mode only (a video model samples its own); blind: the paper's Blind-MCQ prompt."""
     if doc["mode"] == "blind":
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(kwargs)
@@ -441,7 +404,7 @@ def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media) -> str:
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
-    """Simple models: the video (video mode; clue mode gets a video of the clue intervals) or the sampled PIL frames."""
+    """Simple models: the video (clue mode: a video of the clue intervals), the sampled PIL frames, or nothing."""
     settings = settings_of(kwargs)
     if doc["mode"] == "blind" or settings["visual_mode"] == "none":
         return []
@@ -450,29 +413,15 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
     return [media.video(doc)]
 
 
-def video_part(doc: dict, media: frames.Media) -> dict:
-    """Chat video content; one clue interval is sent exactly as start_time/end_time of the full video."""
-    if doc["mode"] == "clue":
-        if len(doc["clue_intervals"]) == 1:
-            start, end = doc["clue_intervals"][0]
-            return {"type": "video", "url": str(media.full_video(doc)), "start_time": float(start), "end_time": float(end)}
-        return {"type": "video", "url": str(media.clue_video(doc))}
-    return {"type": "video", "url": str(media.full_video(doc))}
-
-
 def doc_to_messages(doc: dict, kwargs: dict | None, media: frames.Media) -> list[dict]:
-    """Chat models: one user turn, visuals first then the text block (as the official runner)."""
-    settings = settings_of(kwargs)
-    text = doc_to_text(doc, kwargs, media)
-    if doc["mode"] == "blind" or settings["visual_mode"] == "none":
-        content = []
-    elif settings["visual_mode"] == "frames":
-        content = [{"type": "image", "url": frame} for frame in frames.frames_for(plan(doc, settings, media), media)]
+    """Chat models: one user turn, visuals first then the text block (as the official runner); one clue
+    interval is sent exactly as start_time/end_time of the full video."""
+    text, video = doc_to_text(doc, kwargs, media), settings_of(kwargs)["visual_mode"] == "video" and doc["mode"] != "blind"
+    if not video:
+        content = [{"type": "image", "url": frame} for frame in doc_to_visual(doc, kwargs, media)]
+    elif doc["mode"] == "clue" and len(doc["clue_intervals"]) == 1:
+        (start, end), = doc["clue_intervals"]
+        content = [{"type": "video", "url": str(media.full_video(doc)), "start_time": float(start), "end_time": float(end)}]
     else:
-        content = [video_part(doc, media)]
+        content = [{"type": "video", "url": str(media.clue_video(doc) if doc["mode"] == "clue" else media.full_video(doc))}]
     return [{"role": "user", "content": content + [{"type": "text", "text": text}]}]
-
-
-def metric_names(doc: dict) -> tuple[str, ...]:
-    """The metrics of the document's task."""
-    return METRICS[doc["task_kind"]]

@@ -98,9 +98,9 @@ def test_a_table_entry_that_disagrees_with_the_file_gives_way_with_a_warning(cg_
 
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
-    table = json.loads((root / data.META_FILE).read_text())
+    table = json.loads((root / cg_docs.META_FILE).read_text())
     table["cgsample_park"] = {"duration": 180.0, "max_frame": 1079, "fps": 6.0}  # the file: 360 frames at 2 fps
-    (root / data.META_FILE).write_text(json.dumps(table))
+    (root / cg_docs.META_FILE).write_text(json.dumps(table))
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
     doc = next(d for d in cg_task.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
     with caplog.at_level(logging.WARNING):
@@ -314,7 +314,7 @@ def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkey
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
     records = data.load_records("mini")
     assert len(records) == 3000 and len({r["video_uid"] for r in records}) == 1118
-    assert all(r["video_uid"] in data.meta_table_at(data.data_root(data.CG_BENCH)) for r in records)
+    assert all(r["video_uid"] in data.meta_table(data.data_root(data.CG_BENCH)) for r in records)
     docs = cg_task.build_docs(records, "mcq", "mini")
     assert len(docs) == 9000 and docs[1]["sample_id"] == f"{records[0]['qid']}:clue"
     assert {scoring.question_kind(r["sub_category"]) for r in records} == set(scoring.KINDS)
@@ -354,8 +354,8 @@ def test_bad_values_name_the_question_field_and_value(field, value, message):
 ])
 def test_bad_frame_table_values_name_the_video(entry, message):
     with pytest.raises(DataError, match=f"meta.json entry 'v1': {message}"):
-        data.parse_meta({"v0": {"duration": 4.0, "max_frame": 100, "fps": 25.0}, "v1": entry}, "meta.json")
-    assert data.parse_meta({"v1": {"max_frame": 100, "fps": 25.0}}, "meta.json")["v1"].duration == 4.0
+        cg_docs.parse_meta({"v0": {"duration": 4.0, "max_frame": 100, "fps": 25.0}, "v1": entry}, "meta.json")
+    assert cg_docs.parse_meta({"v1": {"max_frame": 100, "fps": 25.0}}, "meta.json")["v1"].duration == 4.0
 
 
 def test_missing_video_error_names_file_and_fix(cg_env):

@@ -106,6 +106,7 @@ def test_vrbench_split_set_from_the_hub(nesting, hub, sample_dir, tmp_path, monk
 def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.cg_bench import benchmark as binding
     from lmms_video_reasoning.cg_bench import data, frames, task
+    from lmms_video_reasoning.cg_bench.docs import META_FILE
 
     root = tmp_path / "root"
     prepared(hub, "CG-Bench/CG-Bench", cg_repo(sample_dir, layout), "cg_bench", "CGBENCH_ROOT", root, monkeypatch, gated=True)
@@ -122,8 +123,8 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
         assert (data.subtitle_path(doc["video_uid"]) is not None) == has_srt
         assert frames.subtitles_unusable(doc["video_uid"], binding.MEDIA) is None
     uid = docs[0]["video_uid"]
-    assert uid not in data.meta_table_at(None)  # not in the official table: probed from the file
-    sample_meta = json.loads((source / data.META_FILE).read_text())[uid]  # what the sample generator wrote
+    assert uid not in data.meta_table(None)  # not in the official table: probed from the file
+    sample_meta = json.loads((source / META_FILE).read_text())[uid]  # what the sample generator wrote
     assert data.video_meta(uid).max_frame == sample_meta["max_frame"] and data.video_meta(uid).fps == sample_meta["fps"]
 
 

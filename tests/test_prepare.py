@@ -373,13 +373,13 @@ def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, ca
 
 
 def test_cg_meta_table_packaged_and_overridden_by_the_root(tmp_path):
-    from lmms_video_reasoning.cg_bench import data
+    from lmms_video_reasoning.cg_bench import data, docs
 
-    packaged = data.meta_table_at(None)
+    packaged = data.meta_table(None)
     assert len(packaged) == 1219 and packaged["JuBBIJ7adjM"].max_frame == 35140
-    (tmp_path / data.META_FILE).write_text(json.dumps({"JuBBIJ7adjM": {"duration": 10.0, "max_frame": 250, "fps": 25.0},
+    (tmp_path / docs.META_FILE).write_text(json.dumps({"JuBBIJ7adjM": {"duration": 10.0, "max_frame": 250, "fps": 25.0},
                                                         "mine": {"duration": 2.0, "max_frame": 50, "fps": 25.0}}))
-    table = data.meta_table_at(tmp_path)
+    table = data.meta_table(tmp_path)
     assert table["JuBBIJ7adjM"].max_frame == 250 and table["mine"].fps == 25.0  # the root wins
     assert table["kenufFDfitQ"] == packaged["kenufFDfitQ"]  # others from the official table
 

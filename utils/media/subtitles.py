@@ -1,23 +1,9 @@
-"""SRT subtitles: tolerant parsing and the CG-Bench selection of lines for sampled frames.
+"""SRT subtitles: tolerant parsing (`parse_srt`) and the CG-Bench selection of lines for sampled frames
+(`lines_for_times`, `subtitle_prompt`: official `get_subtitles` in CG-Bench `run/utils.py`).
 
-Public interface:
-
-- ``Cue(start, end, text)``: times in seconds (millisecond precision, as SRT stores them),
-  text lines joined with "\\n".
-- ``parse_srt(text_or_path) -> SrtParse(cues, skipped)``: survives a BOM, CRLF or CR line
-  ends, missing or wrong cue numbers, overlapping cues, non-UTF-8 bytes (UTF-16 with a BOM,
-  then UTF-8, then Windows-1252, then UTF-8 with replacement characters) and malformed blocks
-  (no timing line, unreadable times, end before start): such a block is skipped and counted
-  in ``skipped``, never fatal. HTML-style formatting tags (``<i>``, ``<b>``, ``<u>``,
-  ``<font ...>``) are removed from the text.
-- ``lines_for_times(cues, times, *, with_times=True) -> list[str]``: the CG-Bench selection
-  (official ``get_subtitles`` in CG-Bench ``run/utils.py``): for each sampled frame time in
-  order, every cue whose span strictly contains it (compared in integer milliseconds, as
-  pysubs2 does), each line once, formatted ``"[start, end] text"`` with start/end in seconds
-  as Python prints ``milliseconds / 1000`` (``[5.0, 7.25] text``) and line breaks in the text
-  replaced by spaces.
-- ``subtitle_prompt(lines)``: the official prompt block, ``"The subtitles of the video are as
-  follows:\\n\\n" + "\\n".join(lines) + "\\n\\n"``, or ``""`` when there are no lines.
+A malformed block (no timing line, unreadable times, end before start) is skipped and counted, never
+fatal; a BOM, CRLF or CR line ends, missing cue numbers and non-UTF-8 bytes are read (UTF-16 with a
+BOM, UTF-8, Windows-1252, then UTF-8 with replacements); `<i>`, `<b>`, `<u>`, `<font>` tags removed.
 """
 
 from __future__ import annotations
@@ -51,7 +37,6 @@ _TAG = re.compile(r"</?(?:i|b|u|s|font)(?:\s[^>]*)?>", re.IGNORECASE)
 
 
 def _decode(data: bytes) -> str:
-    """Bytes -> text: UTF-16 (BOM), UTF-8 (BOM optional), Windows-1252, UTF-8 with replacements."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return data.decode("utf-16")
     for encoding in ("utf-8-sig", "cp1252"):
@@ -63,10 +48,7 @@ def _decode(data: bytes) -> str:
 
 
 def _read(text_or_path) -> str:
-    """SRT text from a path, bytes or a string.
-
-    A ``str`` is taken as SRT text when it holds a line break or ``-->``, else as a path.
-    """
+    """SRT text from a path, bytes or a string (SRT text when it holds a line break or ``-->``, else a path)."""
     if isinstance(text_or_path, bytes):
         return _decode(text_or_path)
     if isinstance(text_or_path, str) and ("\n" in text_or_path or "-->" in text_or_path):
@@ -127,12 +109,10 @@ def _line(cue: Cue, with_times: bool) -> str:
 
 
 def lines_for_times(cues: Sequence[Cue], times: Iterable[float], *, with_times: bool = True) -> list[str]:
-    """Lines of the cues strictly containing each time (seconds), each line once, in order.
-
-    Official CG-Bench ``get_subtitles``: ``sub.start < t < sub.end`` in integer milliseconds,
-    ``t = round(frame_index / fps * 1000)``; a line that is blank (possible only without
-    times) is left out.
-    """
+    """Lines of the cues strictly containing each time (seconds), each line once, in order: ``get_subtitles``'
+    ``sub.start < t < sub.end`` in integer milliseconds (as pysubs2), ``t = round(frame_index / fps * 1000)``;
+    a line is ``[start, end] text`` (seconds as Python prints ``ms / 1000``; line breaks as spaces), or the
+    text alone without times (then a blank line is left out)."""
     spans = [(round(c.start * 1000), round(c.end * 1000), c) for c in cues]
     lines: list[str] = []
     seen: set[str] = set()

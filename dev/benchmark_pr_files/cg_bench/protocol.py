@@ -1,18 +1,12 @@
 """CG-Bench's official protocol tasks (clue-grounded QA in long videos): the lmms-eval hooks.
 
-The tasks `cgbench_long`, `cgbench_clue`, `cgbench_grounding`, `cgbench_open`, `cgbench_mcq`
-(long + clue + grounding joined per question: CRR and acc@IoU) and `cgbench_blind`, on the
-mini split, and `cgbench_full_*` on the full one. The task logic is `task.py` (documents,
-inputs, records, outcomes, metrics), `frames.py` (the official frame sampler and subtitles),
-`judging.py` (the two-step open-ended judge) and `scoring.py`; this module
-binds it to lmms-eval: the folder's dataset, files resolved by `resolve_media_reference` (plain
-paths), frames decoded with PyAV (`plain_frames.py`), and the judge of lmms-eval's own settings
-(`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`, the provider's key and URL). Open answers
-are judged in `process_results`; a failed judgment is counted in `judge_failed`, never scored.
+The task logic is `task.py` (documents, inputs, records, metrics), `frames.py` (the official frame sampler,
+subtitles), `judging.py` (the two-step open-ended judge) and `scoring.py`. Here: the folder's dataset, files
+resolved by `resolve_media_reference`, frames decoded with PyAV, and lmms-eval's own judge (`lmms_eval.llm_judge`:
+`API_TYPE`, `MODEL_VERSION`); open answers are judged in `process_results`, a failed judgment counted in `judge_failed`.
 """
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 
@@ -43,28 +37,14 @@ def video_path(video_uid):
 class PlainMedia:
     """Get the frames: the official frame table, subtitles and videos as plain paths, PyAV-decoded frames."""
 
-    def __init__(self):
-        self._tables = {}
-
     def plan(self, video_uid, plan, n, intervals=None):
-        """The frames `plan` picks, from the official table's (max_frame, fps), else the file's."""
-        root = os.getenv(ROOT_ENV, "").strip()
-        table = self._table(Path(root) / docs.META_FILE if root else None)
+        """The frames `plan` picks, from the frame table's (max_frame, fps) (the root's own copy first), else the file's."""
+        table = docs.meta_table(os.getenv(ROOT_ENV, "").strip())
         if video_uid in table:
             entry = table[video_uid]
             return choose(plan, entry.max_frame, entry.fps, n, intervals)
         count, fps = plain_frames.probe(video_path(video_uid))
         return choose(plan, max(1, count - 1), fps, n, intervals)  # the table's max_frame is the last frame's index
-
-    def _table(self, override):
-        """The packaged official table, overridden entry by entry by the data root's own copy."""
-        key = str(override) if override is not None and override.is_file() else ""
-        if key not in self._tables:
-            table = dict(docs.packaged_meta())
-            if key:
-                table.update(docs.parse_meta(json.loads(override.read_text(encoding="utf-8")), key))
-            self._tables[key] = table
-        return self._tables[key]
 
     def subtitle_path(self, video_uid):
         path = _resolve(f"{video_uid}.srt", "CGBENCH_SUBTITLE_DIR", ("cg_subtitles", "subtitles"))
@@ -94,8 +74,20 @@ def _process_docs(task_kind, split):
         records = docs.validate_records([dict(row) for row in dataset], f"CG-Bench {docs.SPLIT_FILES[split]}")
         return Dataset.from_list(task.build_docs(records, task_kind, split))
 
-    process_docs.__name__ = f"cgbench_{task_kind}_{split}_docs"
     return process_docs
+
+
+def _aggregation(metric):
+    def aggregate(values):
+        return task.task_metrics([task.Outcome(**value["outcome"]) for value in values])[metric]
+
+    return aggregate
+
+
+# cgbench_<kind>_docs / cgbench_full_<kind>_docs and cgbench_protocol_aggregate_<metric>, named in the YAMLs
+for _kind, _metrics in task.METRICS.items():
+    globals().update({f"cgbench_{_kind}_docs": _process_docs(_kind, "mini"), f"cgbench_full_{_kind}_docs": _process_docs(_kind, "full")})
+    globals().update({f"cgbench_protocol_aggregate_{metric}": _aggregation(metric) for metric in _metrics})
 
 
 def cgbench_protocol_doc_to_visual(doc, lmms_eval_specific_kwargs=None):
@@ -117,39 +109,4 @@ def cgbench_protocol_process_results(doc, results):
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
     outcome = task.read_outcomes([record], task.Settings.from_env(), judge, MEDIA)[0]
     value = {"record": record, "outcome": dataclasses.asdict(outcome)}
-    return {name: value for name in task.metric_names(doc)}
-
-
-def metrics(values):
-    """Every metric of a task from its outcomes (modes joined per question)."""
-    read = [task.Outcome(**value["outcome"]) for value in values]
-    return task.task_metrics(read)
-
-
-def _aggregation(metric):
-    def aggregate(values):
-        return metrics(values)[metric]
-
-    aggregate.__name__ = f"cgbench_protocol_aggregate_{metric}"
-    return aggregate
-
-
-cgbench_long_docs, cgbench_full_long_docs = _process_docs("long", "mini"), _process_docs("long", "full")
-cgbench_clue_docs, cgbench_full_clue_docs = _process_docs("clue", "mini"), _process_docs("clue", "full")
-cgbench_grounding_docs, cgbench_full_grounding_docs = _process_docs("grounding", "mini"), _process_docs("grounding", "full")
-cgbench_open_docs, cgbench_full_open_docs = _process_docs("open", "mini"), _process_docs("open", "full")
-cgbench_mcq_docs, cgbench_full_mcq_docs = _process_docs("mcq", "mini"), _process_docs("mcq", "full")
-cgbench_blind_docs, cgbench_full_blind_docs = _process_docs("blind", "mini"), _process_docs("blind", "full")
-
-cgbench_protocol_aggregate_long_acc = _aggregation("long_acc")
-cgbench_protocol_aggregate_parse_failed = _aggregation("parse_failed")
-cgbench_protocol_aggregate_model_failed = _aggregation("model_failed")
-cgbench_protocol_aggregate_reasoning_truncated = _aggregation("reasoning_truncated")
-cgbench_protocol_aggregate_clue_acc = _aggregation("clue_acc")
-cgbench_protocol_aggregate_miou = _aggregation("miou")
-cgbench_protocol_aggregate_rec_at_iou = _aggregation("rec_at_iou")
-cgbench_protocol_aggregate_oe_acc = _aggregation("oe_acc")
-cgbench_protocol_aggregate_judge_failed = _aggregation("judge_failed")
-cgbench_protocol_aggregate_acc_at_iou = _aggregation("acc_at_iou")
-cgbench_protocol_aggregate_crr = _aggregation("crr")
-cgbench_protocol_aggregate_blind_acc = _aggregation("blind_acc")
+    return {name: value for name in task.METRICS[doc["task_kind"]]}
