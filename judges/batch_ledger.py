@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from lmms_video_reasoning.judges.cache import CacheLockTimeout, CachedReply, ReplyCache
+from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.judges.engine import Judge, NotComputed, request_keys
 from lmms_video_reasoning.judges.process_registry import configured_judge
@@ -67,20 +67,11 @@ class BatchLedger:
 
     def __init__(self, cache: ReplyCache) -> None:
         self.cache = cache
-        for attempt in range(40):  # a new database being created by another process: retry "locked"
-            try:
-                with cache.locked() as db:
-                    for statement in _SCHEMA:
-                        db.execute(statement)
-                break
-            except sqlite3.OperationalError as error:
-                if isinstance(error, CacheLockTimeout) or "locked" not in str(error) or attempt == 39:
-                    raise JudgeConfigError(f"cannot set up batch judging in the judge cache {cache.path} ({error}); "
-                                           "set LMMS_VR_JUDGE_CACHE to a writable file") from None
-                time.sleep(0.05 * (attempt + 1))
-
-    def _rows(self, statement: str, parameters: tuple = ()) -> list[tuple]:
-        return self.cache.execute(statement, parameters)
+        try:
+            cache.create(lambda db: [db.execute(statement) for statement in _SCHEMA])
+        except sqlite3.OperationalError as error:
+            raise JudgeConfigError(f"cannot set up batch judging in the judge cache {cache.path} ({error}); "
+                                   "set LMMS_VR_JUDGE_CACHE to a writable file") from None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -95,12 +86,12 @@ class BatchLedger:
                 raise
 
     def entry(self, key: str) -> LedgerEntry | None:
-        rows = self._rows("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
+        rows = self.cache.execute("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
         return LedgerEntry(*rows[0]) if rows else None
 
     def mark(self, key: str, model: str, state: str, *, benchmark: str = "", tag: str = "", reason: str | None = None,
              add_error: bool = False, submission: str | None = None) -> None:
-        self._rows(
+        self.cache.execute(
             "INSERT INTO batch_requests (key, model, benchmark, tag, state, errors, submission, reason, updated) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET state = excluded.state, "
             "errors = batch_requests.errors + ?, submission = excluded.submission, reason = COALESCE(excluded.reason, batch_requests.reason), "
@@ -118,7 +109,7 @@ class BatchLedger:
                 self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
 
     def keys_of(self, submission: str) -> list[str]:
-        return [row[0] for row in self._rows("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
+        return [row[0] for row in self.cache.execute("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
 
     def held(self, keys: Sequence[str]) -> str | None:
         """What the batch flow says of a request (its attempts' keys, as `request_keys` gives them)
@@ -127,7 +118,7 @@ class BatchLedger:
         export would now count as failed), else EXPORTED (due: exported or in flight, due again
         after a failed line, or its re-ask not answered yet)."""
         marks = ",".join("?" * len(keys))
-        states = dict(self._rows(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
+        states = dict(self.cache.execute(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
         if not states:
             return None
         if FAILED in states.values() or all(states.get(key) == REJECTED for key in keys):
@@ -136,13 +127,13 @@ class BatchLedger:
 
     def has_answers(self, model: str) -> bool:
         """Whether replies for ``model`` were imported from a batch into this cache."""
-        return bool(self._rows("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
+        return bool(self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
 
     # -- Batch API submissions (batch_api.py)
 
     def submissions(self, model: str, states: Sequence[str]) -> list[dict]:
         marks = ",".join("?" * len(states))
-        rows = self._rows(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
+        rows = self.cache.execute(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
                           f"created FROM api_batches WHERE model = ? AND state IN ({marks}) ORDER BY created",
                           (model, *states))
         names = ("submission", "model", "endpoint", "state", "input_file_id", "batch_id", "requests", "status", "summary", "created")
@@ -160,7 +151,7 @@ class BatchLedger:
 
     def update_submission(self, submission: str, **values: Any) -> None:
         names = ", ".join(f"{name} = ?" for name in values)
-        self._rows(f"UPDATE api_batches SET {names}, updated = ? WHERE submission = ?", (*values.values(), time.time(), submission))
+        self.cache.execute(f"UPDATE api_batches SET {names}, updated = ? WHERE submission = ?", (*values.values(), time.time(), submission))
 
     def drop_submission(self, submission: str) -> None:
         """A submission that never reached the API (killed before its upload finished): its keys are due again."""

@@ -304,6 +304,12 @@ class DotLock:
                 raise
         self.depth += 1
 
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
     def release(self) -> None:
         self.depth -= 1
         try:
