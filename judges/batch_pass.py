@@ -224,7 +224,7 @@ class PassJudge(Judge):
             if hit is not None:
                 with self.owner.lock:
                     self.owner.served[self.owner.task] += 1
-                return Result(True, hit[1], hit[0].raw, None, True, hit[0].answered_by)
+                return hit
         last_reason, last_raw = None, None
         for attempt, key in enumerate(keys):
             entry = self.ledger.entry(key) if self.ledger is not None and self.owner.mode != "estimate" else None
@@ -360,7 +360,7 @@ class PassJudge(Judge):
         and the ledger now say."""
         hit, _refusal = self._lookup(key, request)
         if hit is not None:
-            return Result(True, hit[1], hit[0].raw, None, True, hit[0].answered_by)
+            return hit
         entry = self.ledger.entry(key)
         if entry is not None and entry.state == REJECTED:
             return entry.reason, None
