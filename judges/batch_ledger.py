@@ -1,10 +1,9 @@
-"""The state of offline batch judging, kept in the judge cache's database, and the judge that respects it.
+"""The state of offline batch judging, in the judge cache's database, and the judge that respects it.
 
-`BatchLedger` keeps, in tables of its own beside the cache's replies, which requests were
-exported or submitted, answered, rejected (the next attempt is due), failed in a batch (retried
-up to the judge's `max_attempts`), and the Batch API submissions (`batch_api.py`).
-`BatchBoundJudge` is the configured judge once its cache holds such a flow: it never re-sends on
-its own what the flow judged or holds.
+`BatchLedger` keeps, in tables of its own, which requests were exported or submitted, answered,
+rejected (the next attempt is due), failed in a batch (retried up to the judge's `max_attempts`),
+and the Batch API submissions (`batch_api.py`). `BatchBoundJudge` is the configured judge once its
+cache holds such a flow: it never re-sends on its own what the flow judged or holds.
 """
 
 from __future__ import annotations
@@ -62,8 +61,7 @@ class LedgerEntry:
 
 
 class BatchLedger:
-    """Batch judging state in the judge cache's database (tables of its own; the replies stay in
-    `replies` / `rejected`)."""
+    """Batch judging state beside the judge cache's `replies` / `rejected`."""
 
     def __init__(self, cache: ReplyCache) -> None:
         self.cache = cache
@@ -104,9 +102,12 @@ class BatchLedger:
                   meta: dict[str, tuple[str, str]] | None = None) -> None:
         """One transaction for many keys (`meta`: key -> (benchmark, tag))."""
         with self._transaction():
-            for key in keys:
-                benchmark, tag = (meta or {}).get(key, ("", ""))
-                self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
+            self._mark_all(keys, model, state, submission, meta or {})
+
+    def _mark_all(self, keys: Sequence[str], model: str, state: str, submission: str | None, meta: dict) -> None:
+        for key in keys:
+            benchmark, tag = meta.get(key, ("", ""))
+            self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
 
     def keys_of(self, submission: str) -> list[str]:
         return [row[0] for row in self.cache.execute("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
@@ -126,7 +127,6 @@ class BatchLedger:
         return EXPORTED
 
     def has_answers(self, model: str) -> bool:
-        """Whether replies for ``model`` were imported from a batch into this cache."""
         return bool(self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
 
     # -- Batch API submissions (batch_api.py)
@@ -145,9 +145,7 @@ class BatchLedger:
             now = time.time()
             db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (submission, model, endpoint, "uploading", len(keys), now, now))
-            for key in keys:
-                benchmark, tag = meta.get(key, ("", ""))
-                self.mark(key, model, IN_FLIGHT, benchmark=benchmark, tag=tag, submission=submission)
+            self._mark_all(keys, model, IN_FLIGHT, submission, meta)
 
     def update_submission(self, submission: str, **values: Any) -> None:
         names = ", ".join(f"{name} = ?" for name in values)
@@ -167,12 +165,10 @@ HELD_DUE = ("not sent: the offline batch flow exported it and has no answer for 
 
 
 class BatchBoundJudge(Judge):
-    """The configured judge when its cache holds an offline batch flow of its model (`--batch-export`
-    / `--batch-import`): cached verdicts are served as usual, and so is (sent) a request the flow
-    never exported; a request the flow holds (`BatchLedger.held`) is not sent: it is not computed
-    (a failed judgment, as a `CacheOnlyJudge` miss), counted as `batch_failed` or `batch_due`. So a
-    key in the environment never re-sends, on its own, what was judged (or failed) in a batch;
-    `lmms-vr score --judge-online` uses the plain configured judge."""
+    """The configured judge when its cache holds an offline batch flow of its model: cached verdicts
+    are served and a request the flow never exported is sent as usual; one the flow holds
+    (`BatchLedger.held`) is not computed (as a `CacheOnlyJudge` miss), counted as `batch_failed` or
+    `batch_due`. `lmms-vr score --judge-online` uses the plain configured judge."""
 
     def __init__(self, config: JudgeConfig, budget, breaker, ledger: "BatchLedger") -> None:
         super().__init__(config, budget, breaker)
@@ -189,8 +185,7 @@ class BatchBoundJudge(Judge):
 
 def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
     """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its
-    model, else None (the configured judge, unchanged). A cache that cannot be read: None (the judge
-    reports its cache errors)."""
+    model, else None (also for a cache that cannot be read: the judge reports its errors)."""
     if config.cache_path is None or not Path(config.cache_path).is_file():
         return None
     try:
