@@ -25,30 +25,11 @@ from lmms_video_reasoning.utils.core.ask import Request
 EXPORTED, IN_FLIGHT, ANSWERED, REJECTED, ERRORED, FAILED = "exported", "in_flight", "answered", "rejected", "errored", "failed"
 
 _SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS batch_requests (
-        key TEXT PRIMARY KEY,
-        model TEXT NOT NULL,
-        benchmark TEXT,
-        tag TEXT,
-        state TEXT NOT NULL,
-        errors INTEGER NOT NULL DEFAULT 0,
-        submission TEXT,
-        reason TEXT,
-        updated REAL NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS api_batches (
-        submission TEXT PRIMARY KEY,
-        model TEXT NOT NULL,
-        endpoint TEXT,
-        state TEXT NOT NULL,
-        input_file_id TEXT,
-        batch_id TEXT,
-        requests INTEGER NOT NULL,
-        status TEXT,
-        summary TEXT,
-        created REAL NOT NULL,
-        updated REAL NOT NULL
-    )""",
+    "CREATE TABLE IF NOT EXISTS batch_requests (key TEXT PRIMARY KEY, model TEXT NOT NULL, benchmark TEXT, tag TEXT, "
+    "state TEXT NOT NULL, errors INTEGER NOT NULL DEFAULT 0, submission TEXT, reason TEXT, updated REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS api_batches (submission TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT, state TEXT NOT NULL, "
+    "input_file_id TEXT, batch_id TEXT, requests INTEGER NOT NULL, status TEXT, summary TEXT, created REAL NOT NULL, "
+    "updated REAL NOT NULL)",
 )
 
 

@@ -26,39 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from lmms_video_reasoning.judges.cache_lock import (
-    LOCAL,
-    MODE_ENV,
-    NETWORK,
-    CacheLockTimeout,
-    cache_mode,
-    dot_lock,
-    journal_is_wal,
-    release_on_sigterm,
-)
+from lmms_video_reasoning.judges.cache_lock import (LOCAL, MODE_ENV, NETWORK, CacheLockTimeout, cache_mode, dot_lock,
+                                                    journal_is_wal, release_on_sigterm)
 from lmms_video_reasoning.judges.config import JudgeConfigError
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
 _SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS replies (
-        key TEXT PRIMARY KEY,
-        model TEXT NOT NULL,
-        raw TEXT NOT NULL,
-        prompt_tokens INTEGER NOT NULL,
-        completion_tokens INTEGER NOT NULL,
-        created REAL NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS rejected (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        key TEXT NOT NULL,
-        model TEXT NOT NULL,
-        answered_by TEXT,
-        endpoint TEXT,
-        raw TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        created REAL NOT NULL
-    )""",
+    "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model TEXT NOT NULL, raw TEXT NOT NULL, "
+    "prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS rejected (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, model TEXT NOT NULL, "
+    "answered_by TEXT, endpoint TEXT, raw TEXT NOT NULL, reason TEXT NOT NULL, created REAL NOT NULL)",
 )
 # Columns added to `replies` after its first release (caches made before get them, NULL).
 _ADDED_COLUMNS = (("answered_by", "TEXT"), ("endpoint", "TEXT"))

@@ -25,8 +25,7 @@ OVERRIDE_MODEL = "LMMS_VR_JUDGE_MODEL"
 
 DEFAULT_CONCURRENCY = 32
 DEFAULT_TIMEOUT_S = 120.0
-# A judge reply is a few KB; a larger body is a broken or hostile endpoint, refused before
-# it fills memory or the cache.
+# A judge reply is a few KB; a larger body is a broken or hostile endpoint, refused before it fills memory.
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Sent when a local server needs no key: the openai client refuses an empty one.
@@ -229,21 +228,12 @@ class JudgeConfig:
         elif model is None:
             model, model_env = defaults.model, "(built-in default)"
 
-        return cls(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            benchmark=judge_name(benchmark),
-            key_env=key_env,
-            base_url_env=base_url_env,
-            model_env=model_env,
-            concurrency=_number(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
-            cache_path=cache_path_from_env(env),
-            max_calls=_number(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
-            timeout=timeout,
-            max_reply_bytes=_number(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
-            prices=_prices(env),
-        )
+        return cls(model=model, base_url=base_url, api_key=api_key, benchmark=judge_name(benchmark), key_env=key_env,
+                   base_url_env=base_url_env, model_env=model_env, timeout=timeout, cache_path=cache_path_from_env(env),
+                   concurrency=_number(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
+                   max_calls=_number(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
+                   max_reply_bytes=_number(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
+                   prices=_prices(env))
 
 
 def named_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> tuple[str | None, str]:

@@ -23,13 +23,8 @@ from typing import Any, Mapping
 
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
 from lmms_video_reasoning.judges.cache import CachedReply
-from lmms_video_reasoning.judges.config import (
-    DUMMY_API_KEY,
-    OPENAI_DEFAULT_BASE_URL,
-    JudgeConfig,
-    JudgeConfigError,
-    connect_error_reason,
-)
+from lmms_video_reasoning.judges.config import (DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError,
+                                                connect_error_reason)
 from lmms_video_reasoning.utils.core.ask import Request
 
 # Statuses that say "this request/credential/model is wrong": retrying cannot help.
@@ -249,14 +244,9 @@ def parse_completion(data: bytes, endpoint: str) -> CachedReply:
     prompt = _token_count(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
     completion = _token_count(usage.get("completion_tokens")) if isinstance(usage, dict) else None
     model = body.get("model")
-    return CachedReply(
-        raw=content if isinstance(content, str) else "",
-        prompt_tokens=prompt or 0,
-        completion_tokens=completion or 0,
-        answered_by=model.strip() if isinstance(model, str) and model.strip() else UNNAMED_MODEL,
-        endpoint=endpoint,
-        usage_ok=prompt is not None and completion is not None,
-    )
+    return CachedReply(content if isinstance(content, str) else "", prompt or 0, completion or 0,
+                       model.strip() if isinstance(model, str) and model.strip() else UNNAMED_MODEL, endpoint,
+                       usage_ok=prompt is not None and completion is not None)
 
 
 def _error_detail(data: bytes) -> str:
