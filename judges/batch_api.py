@@ -59,12 +59,10 @@ class Finished:
 class BatchApi:
     """The Batch API of one judge configuration (its endpoint, key and model)."""
 
-    def __init__(self, config: JudgeConfig, ledger: BatchLedger, max_requests: int = MAX_REQUESTS_PER_FILE,
-                 max_bytes: int = MAX_FILE_BYTES) -> None:
+    def __init__(self, config: JudgeConfig, ledger: BatchLedger, max_requests: int = MAX_REQUESTS_PER_FILE) -> None:
         from openai import OpenAI
 
-        self.config, self.ledger = config, ledger
-        self.max_requests, self.max_bytes = max_requests, max_bytes
+        self.config, self.ledger, self.max_requests = config, ledger, max_requests
         self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
                              timeout=min(config.timeout, 600.0), max_retries=6)
         self.poll_seconds = POLL_SECONDS.read()
@@ -74,7 +72,7 @@ class BatchApi:
     def submit(self, lines: Sequence[dict], meta: dict[str, tuple[str, str]]) -> list[str]:
         """Upload and submit ``lines`` in files within the API's limits; returns the submission ids."""
         submissions = []
-        for chunk in split_lines(lines, self.max_requests, self.max_bytes):
+        for chunk in split_lines(lines, self.max_requests, MAX_FILE_BYTES):
             submission = uuid.uuid4().hex
             keys = [json.loads(data)["custom_id"] for data in chunk]
             self.ledger.add_submission(submission, self.config.model, self.config.endpoint, keys, meta)

@@ -53,9 +53,7 @@ def configured_judge(config: JudgeConfig, kind: "type[Judge]" = None, *args: Any
     with _registry_lock:
         judge = _judges.get(identity)
         if judge is None:
-            budget = _budgets.get(config.max_calls)
-            if budget is None:
-                budget = _budgets[config.max_calls] = CallBudget(config.max_calls, "process")
+            budget = _budgets.setdefault(config.max_calls, CallBudget(config.max_calls, "process"))
             breaker = _breakers.setdefault(config.endpoint, CircuitBreaker(config.concurrency))
             judge = _judges[identity] = kind(config, budget, breaker, *args)
         return judge
