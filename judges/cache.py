@@ -8,8 +8,8 @@
 - ``rejected``: replies that did not parse (or were refused later), kept for inspection, never served.
 
 Other tables in the file (batch bookkeeping) are left alone. How the file is locked depends on
-where it lives: see `cache_lock`. A failed read or write is counted (``errors``) and the first is
-logged with the path and the fix: a verdict not stored is paid for again by the next run.
+where it lives: see `cache_lock`. A failed read or write is counted (``errors``, the accounting's
+``cache_errors``; `lmms-vr score` exits non-zero) and the first is logged with the path and the fix.
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ class ReplyCache:
         for attempt in range(_INIT_ATTEMPTS):
             try:
                 with self.locked() as connection:
-                    return tables(connection)
+                    tables(connection)
+                return
             except sqlite3.OperationalError as error:
                 if isinstance(error, CacheLockTimeout) or "locked" not in str(error) or attempt == _INIT_ATTEMPTS - 1:
                     raise

@@ -42,18 +42,9 @@ class _Server(ThreadingHTTPServer):
 class LocalJudgeServer:
     """Threaded OpenAI-compatible HTTP server on 127.0.0.1:<free port>; a context manager."""
 
-    def __init__(
-        self,
-        responder: Callable[[dict], str] | None = None,
-        latency: float = 0.0,
-        faults: Any = None,
-        model: str = "local-judge",
-        port: int = 0,
-        api_key: str | None = None,
-        reply_model: str | None = None,
-        listed_models: Sequence[str] | None = None,
-        usage: Callable[[dict, str], dict] | None = None,
-    ) -> None:
+    def __init__(self, responder: Callable[[dict], str] | None = None, latency: float = 0.0, faults: Any = None,
+                 model: str = "local-judge", port: int = 0, api_key: str | None = None, reply_model: str | None = None,
+                 listed_models: Sequence[str] | None = None, usage: Callable[[dict, str], dict] | None = None) -> None:
         self.responder = responder or echo_responder
         self.latency = latency
         self.faults = faults  # `.answer(handler, number, body)` -> True when it answered the request itself
