@@ -67,9 +67,8 @@ class Pending:
 
 @dataclass
 class ImportCounts:
-    """What an import did with every line of its results (`accounted()` of them add up to `lines`)."""
+    """What an import did with every line of its results (`accounted()` of them add up to the lines read)."""
 
-    lines: int = 0  # the results' lines, every one of them
     cached: int = 0  # parsed, stored as servable replies
     rejected: int = 0  # did not parse: kept apart, the re-ask is due
     errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
@@ -79,23 +78,12 @@ class ImportCounts:
     refused_stale: int = 0  # custom_id no longer asked for (already answered, or not part of this scoring)
     refused_too_large: int = 0  # a reply over the judge's max_reply_bytes (LMMS_VR_JUDGE_MAX_REPLY_BYTES), as synchronous replies
     refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
-    blank: int = 0
-    duplicates: list[str] = field(default_factory=list)  # imported once (`ResultRead`)
-    conflicts: list[str] = field(default_factory=list)  # "custom_id: file:line, file:line": different replies, none imported
-    conflict_lines: int = 0
-    undecodable: list[str] = field(default_factory=list)  # not UTF-8: "file:line: ..."
-    unreadable: list[str] = field(default_factory=list)  # not a batch result line: "file:line: ..."
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    read: ResultRead = field(default_factory=ResultRead)  # the lines as read: blank, duplicates, conflicts... (`take`)
 
-    def take(self, read: "ResultRead") -> None:
-        self.lines += read.lines
-        self.blank += read.blank
-        self.duplicates += read.duplicates
-        self.conflicts += [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()]
-        self.conflict_lines += read.conflict_lines
-        self.undecodable += read.undecodable
-        self.unreadable += read.unreadable
+    def take(self, read: ResultRead) -> None:
+        self.read.absorb(read)
 
     def refuse(self, kind: str, line: "ResultLine", why: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
@@ -105,13 +93,18 @@ class ImportCounts:
         return self.cached + self.rejected + self.errors
 
     def accounted(self) -> int:
+        read = self.read
         return (self.accepted() + self.refused_model + self.refused_foreign + self.refused_stale + self.refused_too_large
-                + self.blank + len(self.duplicates) + self.conflict_lines + len(self.undecodable) + len(self.unreadable))
+                + read.blank + len(read.duplicates) + read.conflict_lines + len(read.undecodable) + len(read.unreadable))
 
     def as_dict(self) -> dict:
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        read = self.read
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "read"}
+        out.update(lines=read.lines, blank=read.blank, duplicates=read.duplicates, conflict_lines=read.conflict_lines,
+                   conflicts=[f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()],
+                   undecodable=read.undecodable, unreadable=read.unreadable)
         out["refused"] = sorted(self.refused, key=lambda line: place_order(line.split(": ", 1)[0]))
-        out["accepted"], out["unaccounted"] = self.accepted(), self.lines - self.accounted()
+        out["accepted"], out["unaccounted"] = self.accepted(), read.lines - self.accounted()
         return out
 
 
