@@ -1,9 +1,5 @@
-"""A judge's accounting: `JudgeStats`, the thread-safe counters of one judge.
-
-It counts, per judge and per request tag, what the judge did (HTTP calls, cache hits and
-refusals, failures and their reasons, re-asks, retries, tokens, cost) and which model snapshots
-answered; `engine.Judge.accounting` writes it out beside a run's results.
-"""
+"""`JudgeStats`: the thread-safe counters of one judge, per request tag too (calls, cache hits and
+refusals, failures and why, re-asks, retries, tokens, cost, the snapshots that answered)."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ UNNAMED_MODEL = "(not named in the reply)"
 
 @dataclass
 class JudgeStats:
-    """Thread-safe accounting of one Judge. Its int fields are the counters (`_COUNTERS`), each kept
-    per request tag too."""
+    """Its int fields are the counters (`_COUNTERS`), each kept per request tag too."""
 
     # calls: HTTP requests sent (retries included); cache_refused: cached replies not served
     # (did not parse, another judge's, or recorded before the answering model was kept);
@@ -73,7 +68,7 @@ class JudgeStats:
             return {"current": current, "other": sum(count for model, count in by.items() if model != current), "by": dict(sorted(by.items()))}
 
     def add_failure(self, tag: str, reason: str) -> None:
-        """One request that ended without a verdict, and why (the accounting keeps the reasons)."""
+        """One request that ended without a verdict, and why."""
         self.add(tag, failures=1)
         with self._lock:
             self.failure_reasons[reason] = self.failure_reasons.get(reason, 0) + 1

@@ -1,24 +1,20 @@
 """Judging through the OpenAI Batch API (half the synchronous price), resumable after a kill.
 
-Every step is recorded in the judge cache (`batch_ledger.BatchLedger`, table `api_batches`) before the
-next one starts, so a rerun re-attaches to what an earlier run submitted and never submits a
-request twice:
-
+Every step is recorded in the judge cache (`BatchLedger`, table `api_batches`) before the next one
+starts, so a rerun re-attaches to what an earlier run submitted and never submits a request twice:
 1. the submission row and its requests (`in_flight`) are recorded;
-2. the input file is uploaded (`uploaded`, with the file id); a run killed during the upload
-   left no batch behind: its submission is dropped and its requests are due again;
-3. the batch is created with the submission id in its metadata (`submitted`, with the batch
-   id); a run killed after the API created it but before the id was recorded finds it by that
-   metadata (or its input file) in the batch list, instead of creating another;
-4. it is polled until it ends (completed, expired, cancelled, failed), with a progress bar;
-5. its output and error files are downloaded and imported with the synchronous validation
-   rules (`batch_pass.JudgePass` in ``import`` mode); requests without a result (an expired or
-   cancelled batch, a failed one) are counted and due again in the next round, up to the
-   judge's `max_attempts`; then the submission is marked `done`.
+2. the input file is uploaded (`uploaded`); a run killed during the upload left no batch behind:
+   its submission is dropped and its requests are due again;
+3. the batch is created with the submission id in its metadata (`submitted`); a run killed before
+   the batch id was recorded finds it by that metadata (or its input file) in the batch list;
+4. it is polled until it ends, with a progress bar;
+5. its output and error files are imported with the synchronous rules (`JudgePass` ``import``);
+   requests without a result are due again in the next round, up to the judge's `max_attempts`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -46,7 +42,7 @@ MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUEST
 
 @dataclass
 class Finished:
-    """A submission that ended at the API, with its result lines."""
+    """A submission that ended at the API."""
 
     submission: str
     batch_id: str
@@ -63,12 +59,10 @@ class Finished:
 class BatchApi:
     """The Batch API of one judge configuration (its endpoint, key and model)."""
 
-    def __init__(self, config: JudgeConfig, ledger: BatchLedger, max_requests: int = MAX_REQUESTS_PER_FILE,
-                 max_bytes: int = MAX_FILE_BYTES) -> None:
+    def __init__(self, config: JudgeConfig, ledger: BatchLedger, max_requests: int = MAX_REQUESTS_PER_FILE) -> None:
         from openai import OpenAI
 
-        self.config, self.ledger = config, ledger
-        self.max_requests, self.max_bytes = max_requests, max_bytes
+        self.config, self.ledger, self.max_requests = config, ledger, max_requests
         self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
                              timeout=min(config.timeout, 600.0), max_retries=6)
         self.poll_seconds = POLL_SECONDS.read()
@@ -78,9 +72,9 @@ class BatchApi:
     def submit(self, lines: Sequence[dict], meta: dict[str, tuple[str, str]]) -> list[str]:
         """Upload and submit ``lines`` in files within the API's limits; returns the submission ids."""
         submissions = []
-        for chunk in split_lines(lines, self.max_requests, self.max_bytes):
+        for chunk in split_lines(lines, self.max_requests, MAX_FILE_BYTES):
             submission = uuid.uuid4().hex
-            keys = [line_key(data) for data in chunk]
+            keys = [json.loads(data)["custom_id"] for data in chunk]
             self.ledger.add_submission(submission, self.config.model, self.config.endpoint, keys, meta)
             upload = self._call("upload the batch input file", self.client.files.create,
                                 file=(f"lmms_vr_{submission}.jsonl", b"".join(chunk)), purpose="batch")
@@ -98,8 +92,8 @@ class BatchApi:
     # ------------------------------------------------------------------ re-attach
 
     def reattach(self) -> dict[str, int]:
-        """Bring every unfinished submission of an earlier (killed) run to `submitted`; returns
-        what was done: dropped (never reached the API), found (created, id recovered), created."""
+        """Bring every unfinished submission of an earlier (killed) run to `submitted`: dropped (never
+        reached the API), found (created, id recovered) or created."""
         done = {"dropped": 0, "found": 0, "created": 0}
         for row in self.ledger.submissions(self.config.model, ["uploading"]):
             self.ledger.drop_submission(row["submission"])
@@ -115,8 +109,7 @@ class BatchApi:
         return done
 
     def _find(self, row: dict) -> Any:
-        """The batch created for a recorded submission whose id was not recorded (by its metadata
-        or input file), None if the API has none."""
+        """The batch created for a submission whose batch id was not recorded, None if the API has none."""
         since = row["created"] - 3600
         for batch in self._call("list the batches", self.client.batches.list, limit=100):
             metadata = getattr(batch, "metadata", None) or {}
@@ -181,10 +174,3 @@ class BatchApi:
         except openai.APIError as error:
             raise JudgeConfigError(f"the Batch API at {self.config.endpoint} failed to {what}: "
                                    f"{type(error).__name__} {getattr(error, 'status_code', '')}".strip()) from None
-
-
-def line_key(data: bytes) -> str:
-    """The custom_id of an encoded batch input line (the cache key)."""
-    import json
-
-    return json.loads(data)["custom_id"]

@@ -1,9 +1,8 @@
 """Batch files: the request lines the OpenAI Batch API and `vllm run-batch` read, and their result lines.
 
-A request line carries the request's cache key as its `custom_id` and the chat-completion body
-the synchronous judge would send (`transport.request_body`). Result lines are read one by one,
-every line accounted for (`ResultRead`): a line that is not UTF-8, not a result line, a duplicate
-or a conflict is counted and named by its "file:line", never dropped silently.
+A request line carries the request's cache key as its `custom_id` and the body the synchronous
+judge would send. Every result line is accounted for (`ResultRead`): a line that is not UTF-8, not
+a result line, a duplicate or a conflict is counted and named by its "file:line".
 """
 
 from __future__ import annotations
@@ -22,14 +21,12 @@ CHAT_URL = "/v1/chat/completions"
 
 
 def request_line(key: str, model: str, request: Request) -> dict:
-    """One line of a batch input file (OpenAI Batch API and `vllm run-batch` share it)."""
     return {"custom_id": key, "method": "POST", "url": CHAT_URL, "body": request_body(model, request)}
 
 
 @dataclass(frozen=True)
 class ResultLine:
-    """One line of a batch output or error file: the reply body, or the error; `where` is its
-    file and line number ("results.jsonl:12")."""
+    """One line of a batch output or error file; `where` is its "file:line"."""
 
     custom_id: str
     status: int | None
@@ -54,11 +51,9 @@ class ResultLine:
 
 @dataclass
 class ResultRead:
-    """Batch result lines as read, every line accounted for: `results` (one line per custom_id),
-    and the lines that are not in it: blank, undecodable (not UTF-8), unreadable (not a batch
-    result line), duplicates (the custom_id's reply again, or an error line beside its reply:
-    imported once) and conflicts (one custom_id with different replies: none of its lines is
-    imported). Each listed line is named "file:line"."""
+    """Batch result lines as read: `results` (one line per custom_id), and the lines not in it: blank,
+    undecodable, unreadable (not a result line), duplicates (the same reply again, or an error line
+    beside its reply: imported once) and conflicts (different replies: none imported)."""
 
     results: dict[str, ResultLine] = field(default_factory=dict)
     lines: int = 0
@@ -73,7 +68,6 @@ class ResultRead:
         return sum(len(wheres) for wheres in self.conflicts.values())
 
     def add(self, line: ResultLine) -> None:
-        """One result line, under the rule for a custom_id seen before."""
         key = line.custom_id
         if key in self.conflicts:
             self.conflicts[key].append(line.where)
@@ -95,7 +89,7 @@ class ResultRead:
                                    f"as at {kept.where}")
 
     def absorb(self, other: "ResultRead") -> None:
-        """Another read's lines (another file of the same import), under the same rules."""
+        """Another file's read, under the same rules."""
         self.lines += other.lines
         self.blank += other.blank
         self.undecodable += other.undecodable
@@ -109,8 +103,7 @@ class ResultRead:
 
 
 def read_result_lines(lines: Iterable[bytes | str], where: str, into: ResultRead | None = None) -> ResultRead:
-    """Read batch output/error lines (bytes, each decoded on its own: a line that is not UTF-8 or
-    not a result line is counted and named, and the others are read). `where` names the file."""
+    """Read batch output/error lines (bytes decoded one by one) of the file ``where``."""
     read = into if into is not None else ResultRead()
     for number, data in enumerate(lines, 1):
         read.lines += 1
@@ -159,7 +152,6 @@ def split_bytes(data: bytes) -> list[bytes]:
 
 
 def write_lines(path: Path, lines: Sequence[dict]) -> None:
-    """A batch input file, written whole (atomically)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:

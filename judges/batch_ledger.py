@@ -1,10 +1,9 @@
-"""The state of offline batch judging, kept in the judge cache's database, and the judge that respects it.
+"""The state of offline batch judging, in the judge cache's database, and the judge that respects it.
 
-`BatchLedger` keeps, in tables of its own beside the cache's replies, which requests were
-exported or submitted, answered, rejected (the next attempt is due), failed in a batch (retried
-up to the judge's `max_attempts`), and the Batch API submissions (`batch_api.py`).
-`BatchBoundJudge` is the configured judge once its cache holds such a flow: it never re-sends on
-its own what the flow judged or holds.
+`BatchLedger` keeps, in tables of its own, which requests were exported or submitted, answered,
+rejected (the next attempt is due), failed in a batch (retried up to the judge's `max_attempts`),
+and the Batch API submissions (`batch_api.py`). `BatchBoundJudge` is the configured judge once its
+cache holds such a flow: it never re-sends on its own what the flow judged or holds.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from lmms_video_reasoning.judges.cache import CacheLockTimeout, CachedReply, ReplyCache
+from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.judges.engine import Judge, NotComputed, request_keys
 from lmms_video_reasoning.judges.process_registry import configured_judge
@@ -26,30 +25,11 @@ from lmms_video_reasoning.utils.core.ask import Request
 EXPORTED, IN_FLIGHT, ANSWERED, REJECTED, ERRORED, FAILED = "exported", "in_flight", "answered", "rejected", "errored", "failed"
 
 _SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS batch_requests (
-        key TEXT PRIMARY KEY,
-        model TEXT NOT NULL,
-        benchmark TEXT,
-        tag TEXT,
-        state TEXT NOT NULL,
-        errors INTEGER NOT NULL DEFAULT 0,
-        submission TEXT,
-        reason TEXT,
-        updated REAL NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS api_batches (
-        submission TEXT PRIMARY KEY,
-        model TEXT NOT NULL,
-        endpoint TEXT,
-        state TEXT NOT NULL,
-        input_file_id TEXT,
-        batch_id TEXT,
-        requests INTEGER NOT NULL,
-        status TEXT,
-        summary TEXT,
-        created REAL NOT NULL,
-        updated REAL NOT NULL
-    )""",
+    "CREATE TABLE IF NOT EXISTS batch_requests (key TEXT PRIMARY KEY, model TEXT NOT NULL, benchmark TEXT, tag TEXT, "
+    "state TEXT NOT NULL, errors INTEGER NOT NULL DEFAULT 0, submission TEXT, reason TEXT, updated REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS api_batches (submission TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT, state TEXT NOT NULL, "
+    "input_file_id TEXT, batch_id TEXT, requests INTEGER NOT NULL, status TEXT, summary TEXT, created REAL NOT NULL, "
+    "updated REAL NOT NULL)",
 )
 
 
@@ -62,25 +42,15 @@ class LedgerEntry:
 
 
 class BatchLedger:
-    """Batch judging state in the judge cache's database (tables of its own; the replies stay in
-    `replies` / `rejected`)."""
+    """Batch judging state beside the judge cache's `replies` / `rejected`."""
 
     def __init__(self, cache: ReplyCache) -> None:
         self.cache = cache
-        for attempt in range(40):  # a new database being created by another process: retry "locked"
-            try:
-                with cache.locked() as db:
-                    for statement in _SCHEMA:
-                        db.execute(statement)
-                break
-            except sqlite3.OperationalError as error:
-                if isinstance(error, CacheLockTimeout) or "locked" not in str(error) or attempt == 39:
-                    raise JudgeConfigError(f"cannot set up batch judging in the judge cache {cache.path} ({error}); "
-                                           "set LMMS_VR_JUDGE_CACHE to a writable file") from None
-                time.sleep(0.05 * (attempt + 1))
-
-    def _rows(self, statement: str, parameters: tuple = ()) -> list[tuple]:
-        return self.cache.execute(statement, parameters)
+        try:
+            cache.create(lambda db: [db.execute(statement) for statement in _SCHEMA])
+        except sqlite3.OperationalError as error:
+            raise JudgeConfigError(f"cannot set up batch judging in the judge cache {cache.path} ({error}); "
+                                   "set LMMS_VR_JUDGE_CACHE to a writable file") from None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -95,12 +65,12 @@ class BatchLedger:
                 raise
 
     def entry(self, key: str) -> LedgerEntry | None:
-        rows = self._rows("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
+        rows = self.cache.execute("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
         return LedgerEntry(*rows[0]) if rows else None
 
     def mark(self, key: str, model: str, state: str, *, benchmark: str = "", tag: str = "", reason: str | None = None,
              add_error: bool = False, submission: str | None = None) -> None:
-        self._rows(
+        self.cache.execute(
             "INSERT INTO batch_requests (key, model, benchmark, tag, state, errors, submission, reason, updated) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET state = excluded.state, "
             "errors = batch_requests.errors + ?, submission = excluded.submission, reason = COALESCE(excluded.reason, batch_requests.reason), "
@@ -113,12 +83,15 @@ class BatchLedger:
                   meta: dict[str, tuple[str, str]] | None = None) -> None:
         """One transaction for many keys (`meta`: key -> (benchmark, tag))."""
         with self._transaction():
-            for key in keys:
-                benchmark, tag = (meta or {}).get(key, ("", ""))
-                self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
+            self._mark_all(keys, model, state, submission, meta or {})
+
+    def _mark_all(self, keys: Sequence[str], model: str, state: str, submission: str | None, meta: dict) -> None:
+        for key in keys:
+            benchmark, tag = meta.get(key, ("", ""))
+            self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
 
     def keys_of(self, submission: str) -> list[str]:
-        return [row[0] for row in self._rows("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
+        return [row[0] for row in self.cache.execute("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
 
     def held(self, keys: Sequence[str]) -> str | None:
         """What the batch flow says of a request (its attempts' keys, as `request_keys` gives them)
@@ -127,7 +100,7 @@ class BatchLedger:
         export would now count as failed), else EXPORTED (due: exported or in flight, due again
         after a failed line, or its re-ask not answered yet)."""
         marks = ",".join("?" * len(keys))
-        states = dict(self._rows(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
+        states = dict(self.cache.execute(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
         if not states:
             return None
         if FAILED in states.values() or all(states.get(key) == REJECTED for key in keys):
@@ -135,14 +108,13 @@ class BatchLedger:
         return EXPORTED
 
     def has_answers(self, model: str) -> bool:
-        """Whether replies for ``model`` were imported from a batch into this cache."""
-        return bool(self._rows("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
+        return bool(self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
 
     # -- Batch API submissions (batch_api.py)
 
     def submissions(self, model: str, states: Sequence[str]) -> list[dict]:
         marks = ",".join("?" * len(states))
-        rows = self._rows(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
+        rows = self.cache.execute(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
                           f"created FROM api_batches WHERE model = ? AND state IN ({marks}) ORDER BY created",
                           (model, *states))
         names = ("submission", "model", "endpoint", "state", "input_file_id", "batch_id", "requests", "status", "summary", "created")
@@ -154,13 +126,11 @@ class BatchLedger:
             now = time.time()
             db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (submission, model, endpoint, "uploading", len(keys), now, now))
-            for key in keys:
-                benchmark, tag = meta.get(key, ("", ""))
-                self.mark(key, model, IN_FLIGHT, benchmark=benchmark, tag=tag, submission=submission)
+            self._mark_all(keys, model, IN_FLIGHT, submission, meta)
 
     def update_submission(self, submission: str, **values: Any) -> None:
         names = ", ".join(f"{name} = ?" for name in values)
-        self._rows(f"UPDATE api_batches SET {names}, updated = ? WHERE submission = ?", (*values.values(), time.time(), submission))
+        self.cache.execute(f"UPDATE api_batches SET {names}, updated = ? WHERE submission = ?", (*values.values(), time.time(), submission))
 
     def drop_submission(self, submission: str) -> None:
         """A submission that never reached the API (killed before its upload finished): its keys are due again."""
@@ -176,12 +146,10 @@ HELD_DUE = ("not sent: the offline batch flow exported it and has no answer for 
 
 
 class BatchBoundJudge(Judge):
-    """The configured judge when its cache holds an offline batch flow of its model (`--batch-export`
-    / `--batch-import`): cached verdicts are served as usual, and so is (sent) a request the flow
-    never exported; a request the flow holds (`BatchLedger.held`) is not sent: it is not computed
-    (a failed judgment, as a `CacheOnlyJudge` miss), counted as `batch_failed` or `batch_due`. So a
-    key in the environment never re-sends, on its own, what was judged (or failed) in a batch;
-    `lmms-vr score --judge-online` uses the plain configured judge."""
+    """The configured judge when its cache holds an offline batch flow of its model: cached verdicts
+    are served and a request the flow never exported is sent as usual; one the flow holds
+    (`BatchLedger.held`) is not computed (as a `CacheOnlyJudge` miss), counted as `batch_failed` or
+    `batch_due`. `lmms-vr score --judge-online` uses the plain configured judge."""
 
     def __init__(self, config: JudgeConfig, budget, breaker, ledger: "BatchLedger") -> None:
         super().__init__(config, budget, breaker)
@@ -198,8 +166,7 @@ class BatchBoundJudge(Judge):
 
 def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
     """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its
-    model, else None (the configured judge, unchanged). A cache that cannot be read: None (the judge
-    reports its cache errors)."""
+    model, else None (also for a cache that cannot be read: the judge reports its errors)."""
     if config.cache_path is None or not Path(config.cache_path).is_file():
         return None
     try:

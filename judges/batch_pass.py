@@ -1,23 +1,15 @@
 """Judging without sending: the passes of the cost estimate and of batch judging.
 
-The benchmarks' own judging code runs unchanged: `lmms-vr score` hands each benchmark's scoring a
-`PassJudge` (`JudgePass.judge_for`) instead of the synchronous judge. A `PassJudge` serves cached
-replies exactly as the synchronous judge does, and for a request with no servable reply it
-
-- ``estimate``: counts it (input tokens with the judge model's tokenizer, `judges/tokens.py`;
-  output tokens of the protocol's `expected_reply`) and, when walking, answers it with that
-  expected reply so the chain goes on to its later steps (nothing is cached);
-- ``collect``: records it as a batch request (the OpenAI Batch API / `vllm run-batch` line, with
-  the cache key as `custom_id`) and answers ``PENDING``;
-- ``import``: takes its reply from a batch results file and validates it with the synchronous
-  rules: a reply that parses is cached, one that does not is kept in the cache's `rejected`
-  table and the request's re-ask (the next attempt's key) becomes the next pending request.
-
-A ``PENDING`` answer is a not-yet-available verdict: the benchmarks treat it as a failed
-judgment for that pass (its dependent steps are not asked), and nothing about it is cached.
-
-What was exported, answered or failed is kept by `batch_ledger.BatchLedger`; the request and
-result lines are `batch_files`'.
+`lmms-vr score` hands each benchmark's unchanged scoring a `PassJudge` (`JudgePass.judge_for`). It
+serves cached replies as the synchronous judge does; a request with no servable reply is
+- ``estimate``: counted (input tokens with the judge model's tokenizer, `tokens.py`; output tokens
+  of the protocol's `expected_reply`) and, when walking, answered with that expected reply so the
+  chain goes on to its later steps (nothing is cached);
+- ``collect``: recorded as a batch request line (its cache key as `custom_id`), answered ``PENDING``;
+- ``import``: answered from a batch results file with the synchronous rules: a reply that parses
+  is cached, one that does not is kept in `rejected` and the re-ask becomes the next pending request.
+``PENDING`` is a failed judgment for that pass (dependent steps are not asked); nothing of it is
+cached. What was exported, answered or failed is `batch_ledger`'s; the lines are `batch_files`'.
 """
 
 from __future__ import annotations
@@ -54,8 +46,7 @@ class TagEstimate:
 
 @dataclass
 class Unbuilt:
-    """A judging item whose code failed in an estimate pass (e.g. the media of its next request not
-    found): the requests it would have made from there on are not in the estimate."""
+    """A judging item whose code failed in an estimate pass: its requests from there on are not counted."""
 
     task: str
     after: str | None  # the tag of its last request (None: it failed before its first one)
@@ -65,7 +56,7 @@ class Unbuilt:
 
 @dataclass
 class Pending:
-    """A request to send now: its batch line and what bounds the rounds it can still take."""
+    """A request to send now: its batch line and the rounds it can still take."""
 
     key: str
     benchmark: str
@@ -76,9 +67,8 @@ class Pending:
 
 @dataclass
 class ImportCounts:
-    """What an import did with every line of its results (`accounted()` of them add up to `lines`)."""
+    """What an import did with every line of its results (`accounted()` of them add up to the lines read)."""
 
-    lines: int = 0  # the results' lines, every one of them
     cached: int = 0  # parsed, stored as servable replies
     rejected: int = 0  # did not parse: kept apart, the re-ask is due
     errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
@@ -88,41 +78,33 @@ class ImportCounts:
     refused_stale: int = 0  # custom_id no longer asked for (already answered, or not part of this scoring)
     refused_too_large: int = 0  # a reply over the judge's max_reply_bytes (LMMS_VR_JUDGE_MAX_REPLY_BYTES), as synchronous replies
     refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
-    blank: int = 0
-    duplicates: list[str] = field(default_factory=list)  # imported once (`ResultRead`)
-    conflicts: list[str] = field(default_factory=list)  # "custom_id: file:line, file:line": different replies, none imported
-    conflict_lines: int = 0
-    undecodable: list[str] = field(default_factory=list)  # not UTF-8: "file:line: ..."
-    unreadable: list[str] = field(default_factory=list)  # not a batch result line: "file:line: ..."
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    read: ResultRead = field(default_factory=ResultRead)  # the lines as read: blank, duplicates, conflicts... (`take`)
 
-    def take(self, read: "ResultRead") -> None:
-        """The lines a read kept out of the results."""
-        self.lines += read.lines
-        self.blank += read.blank
-        self.duplicates += read.duplicates
-        self.conflicts += [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()]
-        self.conflict_lines += read.conflict_lines
-        self.undecodable += read.undecodable
-        self.unreadable += read.unreadable
+    def take(self, read: ResultRead) -> None:
+        self.read.absorb(read)
 
     def refuse(self, kind: str, line: "ResultLine", why: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
         self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
 
     def accepted(self) -> int:
-        """Lines whose result was taken (cached, kept apart as unparsed, or counted as a failed attempt)."""
         return self.cached + self.rejected + self.errors
 
     def accounted(self) -> int:
+        read = self.read
         return (self.accepted() + self.refused_model + self.refused_foreign + self.refused_stale + self.refused_too_large
-                + self.blank + len(self.duplicates) + self.conflict_lines + len(self.undecodable) + len(self.unreadable))
+                + read.blank + len(read.duplicates) + read.conflict_lines + len(read.undecodable) + len(read.unreadable))
 
     def as_dict(self) -> dict:
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        read = self.read
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "read"}
+        out.update(lines=read.lines, blank=read.blank, duplicates=read.duplicates, conflict_lines=read.conflict_lines,
+                   conflicts=[f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()],
+                   undecodable=read.undecodable, unreadable=read.unreadable)
         out["refused"] = sorted(self.refused, key=lambda line: place_order(line.split(": ", 1)[0]))
-        out["accepted"], out["unaccounted"] = self.accepted(), self.lines - self.accounted()
+        out["accepted"], out["unaccounted"] = self.accepted(), read.lines - self.accounted()
         return out
 
 
@@ -132,9 +114,8 @@ class _Ctx(threading.local):
 
 
 class JudgePass:
-    """One pass of the benchmarks' judging with `PassJudge`s (`judge_for` gives the one each
-    benchmark's scoring is handed). Shared state, per benchmark's judge: estimates by task and
-    tag, pending requests, import counts."""
+    """One pass of the benchmarks' judging with `PassJudge`s: estimates by task and tag, pending
+    requests, import counts."""
 
     def __init__(self, mode: str, results: dict[str, ResultLine] | None = None, walk: bool = False,
                  endpoint: str = "(batch file)") -> None:
@@ -153,8 +134,7 @@ class JudgePass:
         self.lock = threading.Lock()
 
     def judge_for(self, benchmark: str, config: JudgeConfig | None) -> "PassJudge":
-        """The pass's judge of ``benchmark`` (one per benchmark), from its configured judge's ``config``
-        (None: no judge configured here; see `pass_config`)."""
+        """The pass's one judge of ``benchmark``, from its configured judge's ``config`` (None: see `pass_config`)."""
         judge = self.judges.get(benchmark)
         if judge is None:
             judge = self.judges[benchmark] = PassJudge(self, pass_config(benchmark, config, need_cache=self.mode != "estimate"))
@@ -224,10 +204,10 @@ class PassJudge(Judge):
             if hit is not None:
                 with self.owner.lock:
                     self.owner.served[self.owner.task] += 1
-                return Result(True, hit[1], hit[0].raw, None, True, hit[0].answered_by)
+                return hit
         last_reason, last_raw = None, None
         for attempt, key in enumerate(keys):
-            entry = self.ledger.entry(key) if self.ledger is not None and self.owner.mode != "estimate" else None
+            entry = self.ledger.entry(key) if self.ledger is not None else None
             if entry is not None and entry.state == REJECTED:
                 last_reason = entry.reason
                 continue  # this attempt's reply did not parse: the next attempt is the re-ask
@@ -281,8 +261,7 @@ class PassJudge(Judge):
         return self._pending()
 
     def _collect(self, request: Request, key: str, attempt: int, attempts: int) -> None:
-        per_step = attempts
-        rounds = (attempts - attempt) + request.later_steps * per_step
+        rounds = (attempts - attempt) + request.later_steps * attempts
         pending = Pending(key, self.config.benchmark, request.tag, request_line(key, self.config.model, request), rounds)
         with self.owner.lock:
             self.owner.pending.setdefault(key, pending)
@@ -356,11 +335,10 @@ class PassJudge(Judge):
         return Result(True, value, reply.raw, None, False, reply.answered_by)
 
     def _after_import(self, request, key, attempt, attempts):
-        """The same request asked again in this pass, after its line was imported: as the cache
-        and the ledger now say."""
+        """The same request asked again in this pass after its line was imported: as the cache and ledger say."""
         hit, _refusal = self._lookup(key, request)
         if hit is not None:
-            return Result(True, hit[1], hit[0].raw, None, True, hit[0].answered_by)
+            return hit
         entry = self.ledger.entry(key)
         if entry is not None and entry.state == REJECTED:
             return entry.reason, None
@@ -371,14 +349,12 @@ class PassJudge(Judge):
 
 
 def refuse_unasked(counts: ImportCounts, results: dict[str, ResultLine], consumed: set[str], ledgers: Sequence[BatchLedger]) -> None:
-    """The result lines no request of the pass asked for, refused: stale when this cache exported
-    the custom_id (answered since, or another scoring's), else foreign."""
+    """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
     for key in sorted(results.keys() - consumed, key=lambda k: place_order(results[k].where)):
         if any(ledger.entry(key) is not None for ledger in ledgers):
             counts.refuse("refused_stale", results[key], "stale: already answered, or not asked by this scoring")
         else:
             counts.refuse("refused_foreign", results[key], "a custom_id this cache never exported")
-
 
 
 def summarize_estimates(estimates: dict[str, TagEstimate]) -> TagEstimate:

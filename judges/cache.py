@@ -1,26 +1,15 @@
 """Persistent judge reply cache: SQLite, shared by threads, processes and hosts.
 
-Two tables:
+- ``replies``: replies that may be served again (they parsed, or had no parser), keyed by a hash
+  of the endpoint-independent request content, so a rerun pays for no call twice and one cache
+  serves OpenAI, a proxy or a mirror of the same model. Each row records the model that answered
+  (the response's ``model`` field, e.g. ``gpt-4o-2024-08-06``) and the endpoint (no credentials);
+  the engine checks both before serving it. Rows without ``answered_by`` are never served.
+- ``rejected``: replies that did not parse (or were refused later), kept for inspection, never served.
 
-- ``replies``: replies that may be served again, i.e. replies that parsed (or had no parser).
-  Keyed by a hash of the endpoint-independent request content, so a rerun or an interrupted
-  run pays for no call twice and the same cache serves OpenAI, a proxy or a mirror of the
-  same model. Each row records the model that actually answered (the response's ``model``
-  field: the snapshot, e.g. ``gpt-4o-2024-08-06`` for a request to ``gpt-4o``) and the
-  endpoint (credentials removed); the engine checks both before serving it.
-- ``rejected``: replies that did not parse (or a row refused later), kept for inspection and
-  never served. Append-only.
-
-Rows written before the answering model was recorded (no ``answered_by``) are never served.
-Other tables in the same file (e.g. batch bookkeeping) are left alone.
-
-Where the file lives decides how it is locked (``cache_mode``: WAL on a local file system, a
-rollback journal and a dot-file lock on a network one): see `cache_lock`.
-
-A database error is never silent: each failed read or write is counted (``errors``) and the
-first is logged with the path and the fix; the engine counts them in its accounting
-(``cache_errors``) and `lmms-vr score` exits non-zero, because a verdict that was not
-stored is paid for again by the next run.
+Other tables in the file (batch bookkeeping) are left alone. How the file is locked depends on
+where it lives: see `cache_lock`. A failed read or write is counted (``errors``, the accounting's
+``cache_errors``; `lmms-vr score` exits non-zero) and the first is logged with the path and the fix.
 """
 
 from __future__ import annotations
@@ -35,41 +24,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from lmms_video_reasoning.judges.cache_lock import (
-    LOCAL,
-    MODE_ENV,
-    NETWORK,
-    CacheLockTimeout,
-    cache_mode,
-    dot_lock,
-    journal_is_wal,
-    release_on_sigterm,
-)
+from lmms_video_reasoning.judges.cache_lock import (LOCAL, MODE_ENV, NETWORK, CacheLockTimeout, cache_mode, dot_lock,
+                                                    journal_is_wal, release_on_sigterm)
 from lmms_video_reasoning.judges.config import JudgeConfigError
 
 log = logging.getLogger("lmms_video_reasoning.judges")
 
 _SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS replies (
-        key TEXT PRIMARY KEY,
-        model TEXT NOT NULL,
-        raw TEXT NOT NULL,
-        prompt_tokens INTEGER NOT NULL,
-        completion_tokens INTEGER NOT NULL,
-        created REAL NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS rejected (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        key TEXT NOT NULL,
-        model TEXT NOT NULL,
-        answered_by TEXT,
-        endpoint TEXT,
-        raw TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        created REAL NOT NULL
-    )""",
+    "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model TEXT NOT NULL, raw TEXT NOT NULL, "
+    "prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS rejected (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, model TEXT NOT NULL, "
+    "answered_by TEXT, endpoint TEXT, raw TEXT NOT NULL, reason TEXT NOT NULL, created REAL NOT NULL)",
 )
 # Columns added to `replies` after its first release (caches made before get them, NULL).
 _ADDED_COLUMNS = (("answered_by", "TEXT"), ("endpoint", "TEXT"))
@@ -87,11 +54,8 @@ class CachedReply:
 
 
 def request_key(model: str, messages: list[dict], max_tokens: int, temperature: float | None, attempt: int) -> str:
-    """sha256 of the canonical JSON of what determines a reply (no endpoint, no key).
-
-    ``attempt`` is the re-ask number: a re-asked request must not read back the reply
-    that failed to parse.
-    """
+    """sha256 of the canonical JSON of what determines a reply (no endpoint, no key); ``attempt``
+    is the re-ask number, so a re-ask never reads back the reply that failed to parse."""
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature, "attempt": attempt}
     try:
         canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -102,9 +66,7 @@ def request_key(model: str, messages: list[dict], max_tokens: int, temperature: 
 
 class ReplyCache:
     """Thread-safe, process-safe key -> reply store (one SQLite connection per thread).
-
-    ``mode``: ``"local"`` or ``"network"`` (see the module docstring); None: detected.
-    """
+    ``mode``: ``"local"`` or ``"network"`` (see `cache_lock`); None: detected."""
 
     def __init__(self, path: str | Path, mode: str | None = None) -> None:
         self.path = Path(path).expanduser()
@@ -118,21 +80,9 @@ class ReplyCache:
             self._lock = dot_lock(self.path) if self.mode == NETWORK else None
             if self._lock is not None:
                 release_on_sigterm()
-                self._lock.acquire()  # not `locked`: its connection cannot open a WAL file
-                try:
+                with self._lock:  # not `locked`: its connection cannot open a WAL file
                     self._leave_wal()
-                finally:
-                    self._lock.release()
-            # Two processes creating a new cache at once: switching to WAL can report "database
-            # is locked" at once, without SQLite's busy handler; the schema is idempotent, so retry.
-            for attempt in range(_INIT_ATTEMPTS):
-                try:
-                    self._create_schema()
-                    break
-                except sqlite3.OperationalError as error:
-                    if isinstance(error, CacheLockTimeout) or "locked" not in str(error) or attempt == _INIT_ATTEMPTS - 1:
-                        raise
-                    time.sleep(0.05 * (attempt + 1))
+            self.create(self._create_tables)
         except CacheLockTimeout as error:
             raise JudgeConfigError(f"cannot open the judge cache {self.path}: {error}") from None
         except (OSError, sqlite3.Error) as error:
@@ -163,9 +113,19 @@ class ReplyCache:
             raise sqlite3.OperationalError("it is in WAL mode and another process holds it; stop the runs using it and retry")
         log.warning("judge cache %s: switched from WAL to a rollback journal (it is on a network file system)", self.path)
 
-    def _create_schema(self) -> None:
-        with self.locked() as connection:
-            self._create_tables(connection)
+    def create(self, tables: Callable[[sqlite3.Connection], None]) -> None:
+        """Run idempotent ``tables(connection)`` (CREATE ... IF NOT EXISTS), retried while another process
+        creates the same file: switching to WAL can report "database is locked" at once, without SQLite's
+        busy handler. Raises sqlite3.Error."""
+        for attempt in range(_INIT_ATTEMPTS):
+            try:
+                with self.locked() as connection:
+                    tables(connection)
+                return
+            except sqlite3.OperationalError as error:
+                if isinstance(error, CacheLockTimeout) or "locked" not in str(error) or attempt == _INIT_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def _create_tables(self, connection: sqlite3.Connection) -> None:
         if self.mode == LOCAL:
@@ -202,98 +162,69 @@ class ReplyCache:
 
     @property
     def lock_path(self) -> Path:
-        """The dot-lock (a directory, with its holder in ``owner``) held while a statement runs (network mode)."""
+        """The dot-lock held while a statement runs (network mode)."""
         return self.path.with_name(self.path.name + ".lock")
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection, with the cache to itself for the block (network mode: the dot-lock;
-        local mode: SQLite's own locks, nothing taken here). Every statement in the block must be read to
-        its end (fetchall) and every transaction ended before it ends. Reentrant. Raises sqlite3.Error
-        (CacheLockTimeout: the lock stayed held past LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S)."""
-        if self._lock is None:
+        local mode: SQLite's own locks). Every statement in the block must be read to its end (fetchall)
+        and every transaction ended before it ends. Reentrant. Raises sqlite3.Error (CacheLockTimeout:
+        the lock stayed held past LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S)."""
+        with self._lock or contextlib.nullcontext():
             yield self._connection()
-            return
-        self._lock.acquire()
-        try:
-            yield self._connection()
-        finally:
-            self._lock.release()
 
     def execute(self, statement: str, parameters: tuple = ()) -> list[tuple]:
-        """Run one statement on this cache's database, with its locking mode, and return every row.
-
-        Other tables in the file (e.g. batch bookkeeping) must go through this or `locked` (the
-        same connection settings): on a network file system a connection opened with SQLite's
-        default locking would not take the dot-lock, and switching the file to WAL would lock out
-        the others. Raises sqlite3.Error."""
-        return self._run(statement, parameters)
-
-    def _run(self, statement: str, parameters: tuple = ()) -> list[tuple]:
-        """Execute and read to the end (the transaction, and with it the lock, ends here)."""
+        """Run one statement with this cache's locking and return every row (the transaction, and
+        with it the lock, ends here). Other tables in the file (batch bookkeeping) must go through
+        this or `locked`: a connection with SQLite's default locking would not take the dot-lock on
+        a network file system. Raises sqlite3.Error."""
         with self.locked() as connection:
             return connection.execute(statement, parameters).fetchall()
 
     # ------------------------------------------------------------------ reads and writes
 
     def get(self, key: str) -> CachedReply | None:
-        """The stored reply, or None (also when the read failed: see `lookup`)."""
         return self.lookup(key)[0]
 
     def lookup(self, key: str) -> tuple[CachedReply | None, bool]:
-        """(the stored reply or None, whether the read worked). A failed read is counted and
-        logged (`errors`): the caller then asks the endpoint, paying for a verdict that may be stored.
-
-        The caller decides whether the reply may be served (answering model, parse)."""
+        """(the stored reply or None, whether the read worked); a failed read is counted and logged, and
+        the caller asks the endpoint. Whether the reply may be served is the caller's decision."""
         try:
-            rows = self._run("SELECT raw, prompt_tokens, completion_tokens, answered_by, endpoint FROM replies WHERE key = ?", (key,))
+            rows = self.execute("SELECT raw, prompt_tokens, completion_tokens, answered_by, endpoint FROM replies WHERE key = ?", (key,))
         except sqlite3.Error as error:
             self._failed("read", error)
             return None, False
         return (CachedReply(*rows[0]) if rows else None), True  # usage_ok: not stored, tokens as recorded
 
     def put(self, key: str, model: str, reply: CachedReply, replace: bool = False) -> bool:
-        """Store a servable reply; False when the database failed (counted and logged: the
-        verdict is used, but a later run pays for it again). The first writer of a key wins
-        (ranks racing on a key agree), unless ``replace``: the stored row was refused and this
-        reply supersedes it."""
+        """Store a servable reply; False when the database failed (counted and logged). The first writer
+        of a key wins (ranks racing on a key agree), unless ``replace``: the stored row was refused."""
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        try:
-            self._run(
-                f"{verb} INTO replies (key, model, raw, prompt_tokens, completion_tokens, created, answered_by, endpoint) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time(), reply.answered_by, reply.endpoint),
-            )
-        except sqlite3.Error as error:
-            self._failed("write", error)
-            return False
-        return True
+        return self._write(f"{verb} INTO replies (key, model, raw, prompt_tokens, completion_tokens, created, answered_by, "
+                           "endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (key, model, reply.raw, reply.prompt_tokens, reply.completion_tokens, time.time(), reply.answered_by,
+                            reply.endpoint))
 
     def reject(self, key: str, model: str, reply: CachedReply, reason: str) -> bool:
-        """Keep a reply that must not be served (it did not parse, or was refused) for
-        inspection; False when the database failed (counted and logged)."""
-        try:
-            self._run(
-                "INSERT INTO rejected (key, model, answered_by, endpoint, raw, reason, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, model, reply.answered_by, reply.endpoint, reply.raw, reason[:500], time.time()),
-            )
-        except sqlite3.Error as error:
-            self._failed("write", error)
-            return False
-        return True
+        """Keep a reply that must not be served, for inspection; False when the database failed."""
+        return self._write("INSERT INTO rejected (key, model, answered_by, endpoint, raw, reason, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (key, model, reply.answered_by, reply.endpoint, reply.raw, reason[:500], time.time()))
 
     def rejected(self, key: str | None = None) -> list[dict[str, Any]]:
         """Kept replies that were never served (all, or those of one request key), oldest first."""
         query = "SELECT key, model, answered_by, endpoint, raw, reason, created FROM rejected"
-        rows = self._run(query + (" WHERE key = ?" if key else "") + " ORDER BY id", (key,) if key else ())
+        rows = self.execute(query + (" WHERE key = ?" if key else "") + " ORDER BY id", (key,) if key else ())
         names = ("key", "model", "answered_by", "endpoint", "raw", "reason", "created")
         return [dict(zip(names, row)) for row in rows]
 
-    def snapshots(self, model: str | None = None) -> dict[str, int]:
-        """{answering model (snapshot): stored replies}, of the replies requested as ``model`` (all when None)."""
-        rows = self._run("SELECT COALESCE(answered_by, '(not recorded)'), COUNT(*) FROM replies"
-                         + (" WHERE model = ?" if model else "") + " GROUP BY 1 ORDER BY 2 DESC", (model,) if model else ())
-        return {str(name): int(count) for name, count in rows}
+    def _write(self, statement: str, parameters: tuple) -> bool:
+        try:
+            self.execute(statement, parameters)
+        except sqlite3.Error as error:
+            self._failed("write", error)
+            return False
+        return True
 
     def _failed(self, what: str, error: sqlite3.Error) -> None:
         """Count a failed read or write; the first is logged at ERROR with the path and the fix."""
@@ -310,9 +241,9 @@ class ReplyCache:
                       self.path, what, error, self.lock_path, MODE_ENV)
 
     def __len__(self) -> int:
-        return self._run("SELECT COUNT(*) FROM replies")[0][0]
+        return self.execute("SELECT COUNT(*) FROM replies")[0][0]
 
     def stats(self) -> dict[str, Any]:
-        rejected = self._run("SELECT COUNT(*) FROM rejected")[0][0]
+        rejected = self.execute("SELECT COUNT(*) FROM rejected")[0][0]
         return {"path": str(self.path), "entries": len(self), "rejected_kept": rejected, "mode": self.mode,
                 "mode_reason": self.mode_reason, "errors": self.errors, "first_error": self._first_error}

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -48,24 +49,17 @@ NETWORK_FILESYSTEMS = frozenset({
 })
 
 
-def _unescape_mount(field: str) -> str:
-    """/proc/mounts writes space, tab, newline and backslash in paths as octal escapes."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(code, char)
-    return field
-
-
 def filesystem_type(path: str | Path, mounts_text: str) -> str | None:
-    """The type of the file system holding ``path`` (absolute), from the text of /proc/mounts:
-    the entry with the longest mount point containing it (the last one for a mount point
-    mounted over). None when no entry contains it."""
+    """The type of the file system holding ``path`` (absolute), from the text of /proc/mounts: the
+    entry with the longest mount point containing it (the last one for a mount point mounted over)."""
     target = os.path.normpath(str(path))
     best: tuple[int, str] | None = None
     for line in mounts_text.splitlines():
         fields = line.split()
         if len(fields) < 3:
             continue
-        point = os.path.normpath(_unescape_mount(fields[1]))
+        # /proc/mounts writes space, tab, newline and backslash in paths as octal escapes (\040 ...)
+        point = os.path.normpath(re.sub(r"\\([0-7]{3})", lambda code: chr(int(code.group(1), 8)), fields[1]))
         inside = target == point or target.startswith(point.rstrip("/") + "/") or point == "/"
         if inside and (best is None or len(point) >= best[0]):
             best = (len(point), fields[2])
@@ -77,11 +71,8 @@ def is_network_filesystem(fstype: str | None) -> bool:
 
 
 def cache_mode(path: str | Path, env: Mapping[str, str] | None = None, mounts_text: str | None = None) -> tuple[str, str]:
-    """(``"local"`` | ``"network"``, why) for a cache file at ``path``.
-
-    ``LMMS_VR_JUDGE_CACHE_MODE`` decides when set; otherwise the file system type from
-    ``mounts_text`` (default: /proc/mounts; where it cannot be read, the file is taken as local).
-    """
+    """(``"local"`` | ``"network"``, why) for a cache file at ``path``: ``LMMS_VR_JUDGE_CACHE_MODE`` when
+    set, else the file system type from ``mounts_text`` (default /proc/mounts; unreadable: local)."""
     try:
         forced = CACHE_MODE.read(env)
     except settings.SettingError as error:
@@ -143,15 +134,11 @@ def _proc_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _pid_namespace() -> str:
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
 _HOST = socket.gethostname()
-_PID_NAMESPACE = _pid_namespace()
+try:
+    _PID_NAMESPACE = os.readlink("/proc/self/ns/pid")
+except OSError:
+    _PID_NAMESPACE = ""
 
 
 def _process_alive(pid: int, proc_start: str | None) -> bool:
@@ -303,6 +290,12 @@ class DotLock:
                 self.mutex.release()
                 raise
         self.depth += 1
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
     def release(self) -> None:
         self.depth -= 1

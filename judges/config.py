@@ -1,11 +1,9 @@
 """Judge configuration: which endpoint, model and key each benchmark uses, read from the environment.
 
-Precedence (issue 3): ``LMMS_VR_JUDGE_BASE_URL`` / ``LMMS_VR_JUDGE_API_KEY`` /
-``LMMS_VR_JUDGE_MODEL`` override everything; otherwise each benchmark has the defaults of
-its official evaluation code, declared by the benchmark (``Benchmark.judge``, a ``JudgeDefaults``
-its ``judging`` module holds as ``JUDGE``), plus lmms-eval's conventions (``OPENAI_API_URL``,
-``MODEL_VERSION``). Benchmark code passes its ``JudgeDefaults`` itself; shared code names the
-benchmark and the registry finds its declaration. Nothing is declared by importing a module.
+``LMMS_VR_JUDGE_BASE_URL`` / ``_API_KEY`` / ``_MODEL`` override everything; otherwise the host's
+judge (`register_host_judge`), else the defaults of the benchmark's official evaluation code
+(``Benchmark.judge``, a ``JudgeDefaults``) plus lmms-eval's conventions (``OPENAI_API_URL``,
+``MODEL_VERSION``). Benchmark code passes its ``JudgeDefaults``; shared code names the benchmark.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ OVERRIDE_MODEL = "LMMS_VR_JUDGE_MODEL"
 
 DEFAULT_CONCURRENCY = 32
 DEFAULT_TIMEOUT_S = 120.0
-# A judge reply is a few KB; a larger body is a broken or hostile endpoint, refused before
-# it fills memory or the cache.
+# A judge reply is a few KB; a larger body is a broken or hostile endpoint, refused before it fills memory.
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Sent when a local server needs no key: the openai client refuses an empty one.
@@ -43,9 +40,7 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
 }
 
 
-# The OpenAI Batch API bills half the synchronous price; LMMS_VR_JUDGE_PRICES may state a model's own
-# "batch_input" / "batch_output" prices instead.
-BATCH_DISCOUNT = 0.5
+BATCH_DISCOUNT = 0.5  # the OpenAI Batch API bills half the synchronous price
 
 
 def batch_price(model: str, price: dict[str, float] | None, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
@@ -68,21 +63,16 @@ def batch_price(model: str, price: dict[str, float] | None, env: Mapping[str, st
 
 
 class JudgeConfigError(RuntimeError):
-    """The judge cannot run as configured (bad variable, rejected key, unknown model).
-
-    Raised instead of retrying; the message names the environment variable to fix and
-    never contains the key.
-    """
+    """The judge cannot run as configured (bad variable, rejected key, unknown model); raised instead
+    of retrying. The message names the environment variable to fix and never contains the key."""
 
 
 @dataclass(frozen=True)
 class HostJudge:
     """A judge endpoint the host harness configures (lmms-eval: its `API_TYPE=local` provider, or the
-    server its `--launcher_args` starts), used when no LMMS_VR_JUDGE_* variable is set.
-
-    ``model`` None: the one model the endpoint lists (GET /models). ``source`` names where it
-    came from (in the accounting and in errors, instead of a variable). ``started``: False while
-    the host has yet to start the server (checks of the endpoint wait)."""
+    server its `--launcher_args` starts), used when no LMMS_VR_JUDGE_* variable is set. ``model``
+    None: the one the endpoint lists; ``source``: where it came from (named instead of a variable);
+    ``started``: False while the host has yet to start the server."""
 
     base_url: str
     model: str | None
@@ -97,7 +87,6 @@ _host_judge: "Callable[[Mapping[str, str]], HostJudge | None] | None" = None
 
 
 def register_host_judge(resolver: "Callable[[Mapping[str, str]], HostJudge | None] | None") -> None:
-    """Let the host seam name a judge for the runs where no LMMS_VR_JUDGE_* variable is set (None: none)."""
     global _host_judge
     _host_judge = resolver
 
@@ -111,9 +100,7 @@ def host_judge(env: Mapping[str, str] | None = None) -> HostJudge | None:
 
 
 def benchmark_defaults(benchmark: "str | JudgeDefaults") -> JudgeDefaults:
-    """The judge defaults of ``benchmark``: the declaration itself when given one (benchmark code
-    passes the ``JUDGE`` its ``benchmark`` module declares), else what the registered benchmark of that name declares
-    (``Benchmark.judge``); ValueError naming the benchmarks that have a judge."""
+    """The declaration itself, or what the registered benchmark of that name declares (ValueError if none)."""
     if isinstance(benchmark, JudgeDefaults):
         return benchmark
     from lmms_video_reasoning.utils.core import registry
@@ -125,7 +112,6 @@ def benchmark_defaults(benchmark: "str | JudgeDefaults") -> JudgeDefaults:
 
 
 def judge_name(benchmark: "str | JudgeDefaults") -> str:
-    """The benchmark name a judge is known by (in logs, caches and accounting)."""
     return benchmark.benchmark if isinstance(benchmark, JudgeDefaults) else benchmark
 
 
@@ -171,7 +157,6 @@ class JudgeConfig:
 
     @property
     def identity(self) -> tuple:
-        """Hashable identity used to share one Judge per configuration in a process."""
         return tuple((name, getattr(self, name)) for name in self.__dataclass_fields__)
 
     def price(self) -> dict[str, float] | None:
@@ -201,12 +186,8 @@ class JudgeConfig:
     @classmethod
     def from_env(cls, benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None,
                  host_settings: bool = True) -> "JudgeConfig | None":
-        """Resolve the judge for ``benchmark`` (its name, or its ``JudgeDefaults``) from environment
-        variables; None if none is configured.
-
-        Precedence: LMMS_VR_JUDGE_*; else the host's judge (`register_host_judge`: lmms-eval's
-        local provider or its launched server; not with ``host_settings=False``); else the
-        benchmark's own defaults."""
+        """The judge of ``benchmark`` (its name, or its ``JudgeDefaults``) the environment configures
+        (see the module doc; ``host_settings=False``: not the host's judge), None if none is."""
         defaults = benchmark_defaults(benchmark)
         env = os.environ if env is None else env
 
@@ -247,21 +228,12 @@ class JudgeConfig:
         elif model is None:
             model, model_env = defaults.model, "(built-in default)"
 
-        return cls(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            benchmark=judge_name(benchmark),
-            key_env=key_env,
-            base_url_env=base_url_env,
-            model_env=model_env,
-            concurrency=_number(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
-            cache_path=cache_path_from_env(env),
-            max_calls=_number(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
-            timeout=timeout,
-            max_reply_bytes=_number(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
-            prices=_prices(env),
-        )
+        return cls(model=model, base_url=base_url, api_key=api_key, benchmark=judge_name(benchmark), key_env=key_env,
+                   base_url_env=base_url_env, model_env=model_env, timeout=timeout, cache_path=cache_path_from_env(env),
+                   concurrency=_number(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
+                   max_calls=_number(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
+                   max_reply_bytes=_number(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
+                   prices=_prices(env))
 
 
 def named_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
@@ -286,11 +258,8 @@ _served_lock = threading.Lock()
 
 def served_model(base_url: str, api_key: str | None, timeout: float, where: str | None = None,
                  model_variable: str = OVERRIDE_MODEL) -> str:
-    """The one model an endpoint lists at ``GET <base_url>/models`` (asked once per process).
-
-    Raises JudgeConfigError naming ``model_variable`` (LMMS_VR_JUDGE_MODEL) when the endpoint
-    cannot tell (unreachable, no such route, or several models).
-    """
+    """The one model an endpoint lists at ``GET <base_url>/models`` (asked once per process);
+    JudgeConfigError naming ``model_variable`` when it cannot tell (unreachable, no route, several)."""
     with _served_lock:
         if base_url in _served_models:
             return _served_models[base_url]
@@ -346,16 +315,6 @@ def not_configured_message(benchmark: "str | JudgeDefaults") -> str:
     )
 
 
-def default_cache_path() -> Path:
-    """``<user cache dir>/lmms_video_reasoning/judge_cache.sqlite``."""
-    try:
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("lmms_video_reasoning")) / "judge_cache.sqlite"
-    except ImportError:  # a declared dependency; a broken install falls back to the XDG default
-        return Path.home() / ".cache" / "lmms_video_reasoning" / "judge_cache.sqlite"
-
-
 def redact_url(url: str) -> str:
     """The URL without user info and query string (Azure-style keys can sit in either)."""
     parts = urlsplit(url)
@@ -401,15 +360,17 @@ def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
     """The judge cache file LMMS_VR_JUDGE_CACHE names (default path when unset; None when ``off``)."""
     raw = _get(os.environ if env is None else env, "LMMS_VR_JUDGE_CACHE")
     if raw is None:
-        return default_cache_path()
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("lmms_video_reasoning")) / "judge_cache.sqlite"
     if raw.lower() in ("off", "none", "0", "false", "no"):
         return None
     return Path(raw).expanduser()
 
 
 def _prices(env: Mapping[str, str]) -> tuple[tuple[str, float, float], ...]:
-    """Parse LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}`` (optional
-    ``batch_input`` / ``batch_output``: see `batch_price`)."""
+    """LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}`` (`batch_price` reads
+    the optional ``batch_input`` / ``batch_output``)."""
     raw = _get(env, "LMMS_VR_JUDGE_PRICES")
     if raw is None:
         return ()

@@ -1,20 +1,13 @@
 """The judge engine: cached, retried, budgeted, concurrent calls to an OpenAI-compatible chat endpoint.
 
-``Judge.ask`` answers one ``utils.core.ask.Request`` (blocking, thread-safe) with a ``Result``;
-``Judge.map`` runs a function over many items with bounded concurrency, so a benchmark's
-dependent steps (extract -> score) chain per item without serialising the batch. Every request
-ends in a ``Result``: a reply, or ``ok=False`` with the reason — a failure is never silently a
-score. Only ``JudgeConfigError`` (rejected key, unknown model, bad variable) is raised,
-because no later request can succeed either.
+``Judge.ask`` answers one ``utils.core.ask.Request`` (blocking, thread-safe) with a ``Result``: a
+reply, or ``ok=False`` with the reason (a failure is never silently a score). Only
+``JudgeConfigError`` (rejected key, unknown model, bad variable) is raised: no later request can
+succeed either. ``Judge.map`` runs dependent steps per item with bounded concurrency.
 
-What may be served from the cache: a reply that parsed, answered by the requested model
-(the response's ``model`` field, or a dated snapshot of it) or by the same endpoint. A
-reply that did not parse is kept in the cache's ``rejected`` table and never served.
-``CacheOnlyJudge`` serves cached verdicts with no endpoint and no key.
-
-The parts: the HTTP attempt (`transport`), the budget and the circuit breaker (`limits`), the
-counters (`accounting`), the cache (`cache`); the judges a process shares (`get_judge`) are
-`process_registry`'s.
+Served from the cache: a reply that parsed, answered by the requested model (or a dated snapshot
+of it) or by the same endpoint. ``CacheOnlyJudge`` serves cached verdicts with no endpoint and no key.
+The parts: `transport` (HTTP), `limits` (budget, breaker), `accounting`, `cache`, `process_registry`.
 """
 
 from __future__ import annotations
@@ -46,7 +39,6 @@ _usage_listeners: list[UsageListener] = []
 
 
 def on_usage(listener: UsageListener) -> None:
-    """Call `listener` for every answered judge request (once per listener)."""
     if listener not in _usage_listeners:
         _usage_listeners.append(listener)
 
@@ -98,23 +90,18 @@ class Judge:
     # ------------------------------------------------------------------ public API
 
     def ask(self, request: Request) -> Result:
-        """Answer one request: cache, else HTTP with retries; parse and re-ask if a parser is given.
-
-        The first cached reply (over the re-ask numbers) that may be served is (see
-        ``_lookup``); otherwise the endpoint is asked. A fresh reply that parses is cached;
-        one that does not is kept in the cache's ``rejected`` table and the request re-asked.
-        """
+        """The first servable cached reply over the re-ask numbers (a rerun repeats no call that
+        succeeded), else HTTP with retries. A fresh reply that parses is cached; one that does not
+        is kept in the cache's ``rejected`` table and the request re-asked."""
         validate_request(request)
         keys = request_keys(self.config.model, request)
         replies = len(keys)
-        # A verdict reached after re-asks is served too: a rerun repeats no call that succeeded.
         refused: dict[int, tuple[CachedReply, str]] = {}
         for attempt, key in enumerate(keys):
             hit, refusal = self._lookup(key, request)
             if hit is not None:
-                cached_reply, value = hit
-                self._count_answer(cached_reply.answered_by or UNNAMED_MODEL, cached=True)
-                return Result(True, value, cached_reply.raw, None, True, cached_reply.answered_by)
+                self._count_answer(hit.answered_by or UNNAMED_MODEL, cached=True)
+                return hit
             if refusal is not None:
                 refused[attempt] = refusal
         reply: CachedReply | None = None
@@ -151,12 +138,8 @@ class Judge:
 
     def map(self, fn: Callable[[T, Ask], R], items: Sequence[T], desc: str = "judging") -> list[R | None]:
         """``[fn(item, self.ask) for item in items]`` with ``config.concurrency`` threads, in input order.
-
-        ``fn`` may call ``ask`` several times in sequence (dependent steps). A
-        ``JudgeConfigError`` stops the batch and is re-raised. Any other exception raised by
-        ``fn`` is logged with the item index, counted in ``stats.failures`` and gives ``None``
-        in that slot: callers must treat ``None`` as a judge failure, never as a score.
-        """
+        A ``JudgeConfigError`` stops the batch and is re-raised; any other exception of ``fn`` is
+        logged, counted in ``stats.failures`` and gives ``None`` (a judge failure, never a score)."""
         from tqdm.auto import tqdm
 
         items = list(items)
@@ -199,7 +182,6 @@ class Judge:
         return summary
 
     def write_accounting(self, path: str | Path, extra: dict | None = None) -> None:
-        """Write ``accounting(extra)`` as JSON to ``path`` (the key is never part of it)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.accounting(extra), indent=2, sort_keys=True, default=str)
@@ -227,8 +209,7 @@ class Judge:
     # ------------------------------------------------------------------ one reply
 
     def _stored(self, tag: str, ok: bool) -> None:
-        """Count a cache write that failed (the cache logs the first with its path and fix)."""
-        if not ok:
+        if not ok:  # the cache logs the first failed write with its path and fix
             self.stats.add(tag, cache_errors=1)
 
     def _count_answer(self, model: str, cached: bool) -> None:
@@ -243,8 +224,8 @@ class Judge:
                             ", ".join(f"{name} x{count}" for name, count in snapshots["by"].items()),
                             snapshots["current"] if self.stats.live_snapshot else "none", self.config.model_env)
 
-    def _lookup(self, key: str, request: Request) -> tuple[tuple[CachedReply, Any] | None, tuple[CachedReply, str] | None]:
-        """(servable cached reply and its parsed value, None) | (None, refused row and why) | (None, None)."""
+    def _lookup(self, key: str, request: Request) -> tuple[Result | None, tuple[CachedReply, str] | None]:
+        """(the servable cached reply's Result, None) | (None, refused row and why) | (None, None)."""
         if self.cache is None:
             return None, None
         row, read = self.cache.lookup(key)
@@ -264,7 +245,7 @@ class Judge:
             self._warn_once(reason.split(":")[0], "judge cache %s: a cached reply is not served (%s); asking again", self.cache.path, reason)
             return None, (row, reason)
         self.stats.add(request.tag, cache_hits=1)
-        return (row, value), None
+        return Result(True, value, row.raw, None, True, row.answered_by), None
 
     def _untrusted(self, row: CachedReply) -> str | None:
         """Why a cached reply must not be served by this judge, or None."""
@@ -277,19 +258,19 @@ class Judge:
         return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
     def _fetch(self, request: Request, key: str = "") -> CachedReply:
-        """POST with bounded retries: backoff with jitter, Retry-After honoured (capped);
-        nothing is sent once the circuit breaker is open."""
+        """POST with bounded retries (jittered backoff, Retry-After honoured up to a cap); nothing is
+        sent once the circuit breaker is open."""
         last_reason = "no attempt made"
         for attempt in range(self.config.max_attempts):
             if self.breaker.open:
-                raise RequestFailed(self._outage_error())
+                raise RequestFailed(self._outage())
             if attempt:
                 self.stats.add(request.tag, retries=1)
             self._reserve_call(request.tag)
             try:
                 with self._in_flight:
                     if self.breaker.open:  # opened while this request waited for a slot
-                        raise RequestFailed(self._outage_error())
+                        raise RequestFailed(self._outage())
                     reply = self.transport.post(request)
             except AttemptFailed as failure:
                 last_reason = failure.reason
@@ -314,28 +295,25 @@ class Judge:
         if endpoint_fault and self.breaker.request_ended(verdict=False, reason=reason):
             self._announce_outage()
 
-    def _outage_error(self) -> str:
-        self._record_outage()
-        return f"judge unavailable (circuit breaker open): {self.breaker.reason}"
-
-    def _record_outage(self) -> None:
+    def _outage(self) -> str:
+        """Record the outage in the stats (once); the error of a request it stops."""
         with self.stats._lock:
             if self.stats.outage is None:
                 self.stats.outage = {"endpoint": self.config.public_dict()["base_url"], "model": self.config.model,
                                      "reason": self.breaker.reason}
+        return f"judge unavailable (circuit breaker open): {self.breaker.reason}"
 
     def _announce_outage(self) -> None:
         """The one log line of an outage: the endpoint, the cause, what happens and the fix."""
         config = self.config
         endpoint = config.public_dict()["base_url"]
-        self._record_outage()
+        self._outage()
         log.error("judge %r at %s is unavailable: %s. Judging stopped for this process: the judgments not made are "
                   "reported as failed (metrics past the failure share are not computed), nothing is cached for them, "
                   "and `lmms-vr score <output_path>` re-sends exactly those once the endpoint works (check %s and %s).",
                   config.model, endpoint, self._scrub(self.breaker.reason or ""), config.base_url_env, config.key_env)
 
     def _reserve_call(self, tag: str) -> None:
-        """Count one HTTP request against the budget, or fail the request if it is spent."""
         if not self.budget.reserve():
             if not self.stats.budget_exhausted:
                 self.stats.budget_exhausted = True
@@ -369,21 +347,16 @@ class Judge:
         log.warning(message, *args)
 
     def _scrub(self, text: str) -> str:
-        """``text`` without this judge's key (`transport.scrub`)."""
         return scrub(text, self.config.api_key)
 
 
 class CacheOnlyJudge(Judge):
     """Verdicts read from the judge cache alone: no endpoint, no key, no HTTP request.
 
-    A cached reply is served exactly when a configured judge of ``model`` would serve it
-    (it parses, and was answered by ``model`` or a dated snapshot of it, or by ``endpoint``
-    when given); any other request gives ``Result(ok=False, error=NOT_COMPUTED)``,
-    counted in ``stats.not_computed``, never sent anywhere. Pass the ``model`` the run was
-    judged with (its accounting's ``judge.model``); default: what the environment names for
-    ``benchmark``, else its built-in judge. The cache: ``cache_path``, else
-    ``LMMS_VR_JUDGE_CACHE`` / the default path.
-    """
+    A cached reply is served exactly when a configured judge of ``model`` (default: what the
+    environment names for ``benchmark``) at ``endpoint`` would serve it; any other request gives
+    ``Result(ok=False, error=NOT_COMPUTED)``, counted in ``stats.not_computed``. The cache:
+    ``cache_path``, else ``LMMS_VR_JUDGE_CACHE`` / the default path."""
 
     def __init__(self, benchmark: str, model: str | None = None, cache_path: str | Path | None = None,
                  endpoint: str | None = None) -> None:
@@ -399,7 +372,7 @@ class CacheOnlyJudge(Judge):
 
 
 def request_keys(model: str, request: Request) -> list[str]:
-    """The cache keys of a request's replies: the first ask and each re-ask."""
+    """The cache keys of the first ask and each re-ask."""
     replies = request.max_reasks + 1 if request.parse else 1
     return [request_key(model, request.messages, request.max_tokens, request.temperature, attempt) for attempt in range(replies)]
 
@@ -413,7 +386,6 @@ def reply_value(request: Request, raw: str) -> Any:
 
 
 def validate_request(request: Request) -> None:
-    """A TypeError or ValueError naming what is wrong with a request, before anything is looked up or sent."""
     if not isinstance(request, Request):
         raise TypeError(f"Judge.ask takes a Request, got {type(request).__name__}")
     if not isinstance(request.messages, list) or not request.messages:

@@ -1,10 +1,5 @@
-"""What stops a judge from sending: the call budget and the circuit breaker.
-
-`CallBudget` bounds the HTTP requests of the judges sharing it (LMMS_VR_JUDGE_MAX_CALLS, per
-process); `CircuitBreaker` stops judging when the endpoint is down, so an outage costs seconds
-and is named once. The per-process registry (`process_registry`) hands every judge of a process
-one budget, and the judges of one endpoint one breaker.
-"""
+"""What stops a judge from sending: the call budget and the circuit breaker (`process_registry`
+hands every judge of a process one budget, and the judges of one endpoint one breaker)."""
 
 from __future__ import annotations
 
@@ -12,11 +7,7 @@ import threading
 
 
 class CallBudget:
-    """At most ``max_calls`` HTTP requests, shared by every Judge holding this budget.
-
-    ``get_judge`` gives all judges of a process one budget (LMMS_VR_JUDGE_MAX_CALLS is per
-    process, whatever the number of benchmarks or tasks); a Judge built directly has its own.
-    """
+    """At most ``max_calls`` HTTP requests (LMMS_VR_JUDGE_MAX_CALLS), shared by every Judge holding it."""
 
     def __init__(self, max_calls: int | None, scope: str) -> None:
         self.max_calls = max_calls
@@ -26,7 +17,7 @@ class CallBudget:
         self._lock = threading.Lock()
 
     def reserve(self) -> bool:
-        """Count one request; False (and nothing counted) once the budget is spent."""
+        """Count one request; False (nothing counted) once the budget is spent."""
         with self._lock:
             if self.max_calls is not None and self.used >= self.max_calls:
                 self.exhausted = True
@@ -39,7 +30,6 @@ class CallBudget:
             return {"scope": self.scope, "max_calls": self.max_calls, "calls": self.used, "exhausted": self.exhausted}
 
 
-# The circuit breaker's rules (see `CircuitBreaker`).
 UNREACHABLE_IN_A_ROW = 3
 FAILED_REQUESTS_BEFORE_ANY_VERDICT = 8
 
@@ -47,18 +37,11 @@ FAILED_REQUESTS_BEFORE_ANY_VERDICT = 8
 class CircuitBreaker:
     """Stops judging when the endpoint is down, so an outage costs seconds and is named once.
 
-    It opens (for the rest of the judge's life) when
-    - `UNREACHABLE_IN_A_ROW` attempts in a row could not connect (connection refused, a host
-      name that does not resolve, a TLS error), whatever came before: the server is gone;
-    - `attempt_limit` attempts in a row failed (HTTP 5xx, malformed bodies, timeouts) with no
-      reply between them: max(16, 2 x concurrency + 8), so a merely flaky endpoint (every
-      request answered after a few retries) never reaches it, while a dead one does within
-      about three backoff rounds;
-    - the first `FAILED_REQUESTS_BEFORE_ANY_VERDICT` requests all ended without a verdict
-      (e.g. an endpoint whose every reply is garbage).
-    Once open, requests fail at once with the reason, sleeping retries wake up and give up,
-    nothing is cached, and cached verdicts are still served: a later run re-sends exactly the
-    judgments that were not made.
+    It opens for good when `UNREACHABLE_IN_A_ROW` attempts in a row could not connect; when
+    `attempt_limit` = max(16, 2 x concurrency + 8) attempts in a row failed with no reply between
+    them (a flaky endpoint never gets there, a dead one within about three backoff rounds); or when
+    the first `FAILED_REQUESTS_BEFORE_ANY_VERDICT` requests all ended without a verdict. Then
+    requests fail at once, sleeping retries give up, and cached verdicts are still served.
     """
 
     def __init__(self, concurrency: int) -> None:
@@ -102,7 +85,7 @@ class CircuitBreaker:
             return False
 
     def wait(self, seconds: float) -> None:
-        """Sleep before a retry; returns at once when the breaker opens."""
+        """Sleep before a retry; wakes when the breaker opens."""
         self._opened.wait(seconds)
 
     def _trip(self, reason: str) -> bool:

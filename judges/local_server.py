@@ -1,16 +1,9 @@
 """A real OpenAI-compatible chat server on 127.0.0.1 for tests, demos and the throughput benchmark.
 
-``POST /v1/chat/completions`` answers with ``responder(request_body) -> text`` after an
-optional latency, with token usage; ``faults`` (the tests' `FaultPlan`, tests/judge_faults.py)
-may answer a request instead (429, 500, timeouts, truncated bodies, ...). ``GET /stats``
-returns ``{"requests": n}``.
-
-Run as a subprocess (tests kill and restart it)::
-
-    python -m lmms_video_reasoning.judges.local_server --port 0 \\
-        --responder lmms_video_reasoning.judges.local_server:echo_responder --latency 0.2
-
-The first line on stdout is the base URL.
+``POST /v1/chat/completions`` answers ``responder(request_body) -> text`` after an optional latency,
+with token usage; ``faults`` (tests/judge_faults.py) may answer instead. ``GET /stats``: ``{"requests": n}``.
+As a subprocess (its first stdout line is the base URL): ``python -m lmms_video_reasoning.judges.local_server
+--port 0 --responder pkg.module:function --latency 0.2``.
 """
 
 from __future__ import annotations
@@ -27,12 +20,10 @@ from typing import Any, Callable, Sequence
 
 
 def echo_responder(body: dict) -> str:
-    """Default reply: the last user message's text, prefixed with "echo: "."""
     return "echo: " + last_user_text(body)
 
 
 def last_user_text(body: dict) -> str:
-    """Text of the last user message of a chat request (text parts joined)."""
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user":
             content = message.get("content")
@@ -51,18 +42,9 @@ class _Server(ThreadingHTTPServer):
 class LocalJudgeServer:
     """Threaded OpenAI-compatible HTTP server on 127.0.0.1:<free port>; a context manager."""
 
-    def __init__(
-        self,
-        responder: Callable[[dict], str] | None = None,
-        latency: float = 0.0,
-        faults: Any = None,
-        model: str = "local-judge",
-        port: int = 0,
-        api_key: str | None = None,
-        reply_model: str | None = None,
-        listed_models: Sequence[str] | None = None,
-        usage: Callable[[dict, str], dict] | None = None,
-    ) -> None:
+    def __init__(self, responder: Callable[[dict], str] | None = None, latency: float = 0.0, faults: Any = None,
+                 model: str = "local-judge", port: int = 0, api_key: str | None = None, reply_model: str | None = None,
+                 listed_models: Sequence[str] | None = None, usage: Callable[[dict, str], dict] | None = None) -> None:
         self.responder = responder or echo_responder
         self.latency = latency
         self.faults = faults  # `.answer(handler, number, body)` -> True when it answered the request itself
@@ -116,7 +98,7 @@ class LocalJudgeServer:
 
 
 def _usage(body: dict, reply: str) -> dict:
-    """Rough token counts (4 characters per token), enough for cost accounting tests."""
+    """4 characters per token."""
     prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
     completion_tokens = max(1, len(reply) // 4)
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}

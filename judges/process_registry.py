@@ -1,12 +1,6 @@
-"""The judges a process shares: one per configuration, with one call budget and one breaker per endpoint.
-
-``get_judge(benchmark)`` is the configured judge of a benchmark (from the environment), or None
-with one log line per benchmark naming what to set. The same resolved configuration always
-gives the same instance, so stats, cache and concurrency bound are shared across the tasks and
-threads of a process; every judge of a process spends one call budget (LMMS_VR_JUDGE_MAX_CALLS
-is per process), and the judges of one endpoint share its circuit breaker (an outage is found
-and named once). The code that scores with a judge is handed it explicitly
-(`ScoringAdapter.score(records, settings, judge)`); nothing here swaps the judge of a process.
+"""The judges a process shares: one per configuration (stats, cache and concurrency bound shared
+across tasks and threads), one call budget per process, one circuit breaker per endpoint. The code
+that scores is handed its judge explicitly (`ScoringAdapter.score(records, settings, judge)`).
 """
 
 from __future__ import annotations
@@ -30,12 +24,8 @@ _warned: set[str] = set()
 
 
 def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | None:
-    """The shared Judge for ``benchmark`` (its name, or the ``JudgeDefaults`` it declares)
-    configured from the environment, or None.
-
-    None comes with one log line per benchmark per process naming the variables to set
-    (``quiet``: no line, for callers that only report on a judge if there is one).
-    """
+    """The shared Judge for ``benchmark`` (its name, or its ``JudgeDefaults``) configured from the
+    environment, or None with one log line per benchmark naming the variables to set (not ``quiet``)."""
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
     benchmark = judge_name(benchmark)
     if config is None:
@@ -48,26 +38,22 @@ def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | 
 
 
 def scoring_judge(scoring: Any, records: Any) -> Judge | None:
-    """The configured judge a benchmark's scoring (a `ScoringAdapter`: `judge_name`, `needs_judge`)
-    of ``records`` is handed: ``get_judge(judge_name)`` when the records need a judge, else None
-    (and then no warning that none is configured)."""
+    """The configured judge a `ScoringAdapter` of ``records`` is handed: None (and no warning) when
+    the records need no judge."""
     if not scoring.judge_name or not scoring.needs_judge(records):
         return None
     return get_judge(scoring.judge_name)
 
 
 def configured_judge(config: JudgeConfig, kind: "type[Judge]" = None, *args: Any) -> Judge:
-    """The process's one judge of class ``kind`` (default `Judge`; a subclass taking
-    ``(config, budget, breaker, *args)``) for ``config``: every judge of a process shares the
-    call budget, and the judges of one endpoint its circuit breaker."""
+    """The process's one judge of class ``kind`` (default `Judge`; a subclass takes
+    ``(config, budget, breaker, *args)``) for ``config``."""
     kind = kind or Judge
     identity = config.identity if kind is Judge else (kind.__name__, config.identity)
     with _registry_lock:
         judge = _judges.get(identity)
         if judge is None:
-            budget = _budgets.get(config.max_calls)
-            if budget is None:
-                budget = _budgets[config.max_calls] = CallBudget(config.max_calls, "process")
+            budget = _budgets.setdefault(config.max_calls, CallBudget(config.max_calls, "process"))
             breaker = _breakers.setdefault(config.endpoint, CircuitBreaker(config.concurrency))
             judge = _judges[identity] = kind(config, budget, breaker, *args)
         return judge
@@ -75,7 +61,7 @@ def configured_judge(config: JudgeConfig, kind: "type[Judge]" = None, *args: Any
 
 def cache_only_judge(benchmark: str, model: str | None = None, cache_path: str | Path | None = None,
                      endpoint: str | None = None) -> CacheOnlyJudge:
-    """The process's one ``CacheOnlyJudge`` for these arguments (shared stats across tasks)."""
+    """The process's one ``CacheOnlyJudge`` for these arguments."""
     identity = ("cache-only", benchmark, model, str(cache_path) if cache_path else None, endpoint)
     with _registry_lock:
         reader = _judges.get(identity)
@@ -85,8 +71,6 @@ def cache_only_judge(benchmark: str, model: str | None = None, cache_path: str |
 
 
 def cache_reader(judge: Judge) -> CacheOnlyJudge:
-    """A reader of what ``judge`` would serve from its cache (same model, cache and endpoint),
-    sending nothing: to re-read the verdicts a judging pass just used (a failed judgment stays
-    failed). Passed explicitly to the code that needs it."""
+    """A reader of what ``judge`` would serve from its cache, sending nothing (a failed judgment stays failed)."""
     config = judge.config
     return cache_only_judge(config.benchmark, config.model, config.cache_path, config.base_url)

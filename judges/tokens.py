@@ -1,17 +1,14 @@
-"""Token counts of judge requests, for the cost estimate (`judges/batch_pass.py`), with no network.
+"""Token counts of judge requests, for the cost estimate (`batch_pass.py`), with no network.
 
-OpenAI models are counted with their own tokenizer, `tiktoken` (`o200k_base` for GPT-4o and
-later, `cl100k_base` for GPT-4 / GPT-3.5). tiktoken downloads its BPE file on first use, which a
-GPU node or a firewalled login node cannot do; the same files ship inside the `bpe-openai`
-wheel, so they are read from there and checked against the SHA-256 tiktoken itself expects
-before tiktoken builds the encoding. Other models (DeepSeek, Qwen, Llama judges) have no
-tokenizer here: they are counted with `o200k_base` as a stated approximation (a BPE vocabulary
-of similar size; English prompt text differs by a few percent between such tokenizers).
+OpenAI models are counted with `tiktoken` (`o200k_base` for GPT-4o and later, `cl100k_base` for
+GPT-4 / 3.5), its BPE files read from the `bpe-openai` wheel (checked against the SHA-256 tiktoken
+expects) instead of downloaded, which a GPU node cannot do. Other models (DeepSeek, Qwen, Llama) are
+counted with `o200k_base` as a stated approximation (a few percent off on English prompts).
 
-A chat request costs its messages' tokens plus OpenAI's chat framing: 3 tokens per message and
-3 that prime the reply. An image costs what OpenAI bills for it: `detail: low` a flat 85
-tokens (2,833 for gpt-4o-mini); otherwise 85 + 170 per 512-pixel tile of the image scaled to fit
-2048x2048 and then to 768 pixels on its short side (gpt-4o-mini: 2,833 + 5,667 per tile).
+A chat request costs its messages' tokens plus 3 per message and 3 that prime the reply. An image
+costs what OpenAI bills: `detail: low` 85 tokens (gpt-4o-mini 2,833); otherwise 85 + 170 per
+512-pixel tile of the image scaled to fit 2048x2048, then to 768 px on its short side (gpt-4o-mini:
+2,833 + 5,667 per tile).
 """
 
 from __future__ import annotations
@@ -78,8 +75,7 @@ class Tokenizer:
 
 
 def encoding_name(model: str) -> str | None:
-    """tiktoken's encoding for an OpenAI model name (a dated snapshot, `ft:` and `org/` prefixes
-    included), None for any other model."""
+    """tiktoken's encoding for an OpenAI model name (snapshots, `ft:` and `org/` prefixes too), else None."""
     import tiktoken.model
 
     name = model.rsplit("/", 1)[-1]
@@ -110,8 +106,7 @@ def tokenizer_for(model: str) -> Tokenizer:
 
 
 def _offline_encoding(name: str):
-    """tiktoken's encoding `name`, its BPE file read from the `bpe-openai` wheel (hash-checked)
-    instead of downloaded: served to tiktoken through a private cache folder for the load."""
+    """tiktoken's encoding `name`, its BPE file served from the `bpe-openai` wheel through a private cache folder."""
     import tiktoken
 
     url, expected = _TIKTOKEN_FILES[name]

@@ -1,16 +1,15 @@
 """The HTTP side of a judge: one chat-completion POST to an OpenAI-compatible endpoint per attempt.
 
-`ChatEndpoint.post` sends one request and sorts what comes back: a reply (`CachedReply`: text,
-usage, the answering model), a retryable failure (`AttemptFailed`; `Unreachable` when nothing
-could connect), this request's failure (`RequestFailed`) or the configuration's
-(`JudgeConfigError`: a rejected key, an unknown model). An attempt is bounded as a whole by the
-judge's timeout (a watchdog shuts down a socket still reading at the deadline) and its reply by
-`max_reply_bytes`. The retries, the budget and the circuit breaker around it are the engine's
-(`engine.Judge._fetch`). The batch flow reads its replies with the same `parse_completion`.
+`ChatEndpoint.post` sorts what comes back: a reply (`CachedReply`), a retryable failure
+(`AttemptFailed`; `Unreachable` when nothing could connect), this request's failure
+(`RequestFailed`) or the configuration's (`JudgeConfigError`: a rejected key, an unknown model).
+An attempt is bounded as a whole by the judge's timeout and its reply by `max_reply_bytes`; the
+retries around it are the engine's. The batch flow reads its replies with `parse_completion` too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import heapq
 import itertools
@@ -24,13 +23,8 @@ from typing import Any, Mapping
 
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
 from lmms_video_reasoning.judges.cache import CachedReply
-from lmms_video_reasoning.judges.config import (
-    DUMMY_API_KEY,
-    OPENAI_DEFAULT_BASE_URL,
-    JudgeConfig,
-    JudgeConfigError,
-    connect_error_reason,
-)
+from lmms_video_reasoning.judges.config import (DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError,
+                                                connect_error_reason)
 from lmms_video_reasoning.utils.core.ask import Request
 
 # Statuses that say "this request/credential/model is wrong": retrying cannot help.
@@ -59,11 +53,8 @@ class Unreachable(AttemptFailed):
 
 
 class _Watchdog:
-    """One daemon thread that shuts down the socket of any request still running at its deadline.
-
-    httpx's timeouts bound each socket read, not a request: a server sending one byte a
-    second would never time out. Shutting the socket down makes the blocked read fail at once.
-    """
+    """One daemon thread that shuts down the socket of any request still running at its deadline:
+    httpx's timeouts bound each socket read, not a request (a server sending one byte a second)."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
@@ -99,10 +90,8 @@ class _Watchdog:
                     _deadline, token, sock = heapq.heappop(self._heap)
                     if token in self._live:
                         self._live.discard(token)
-                        try:
+                        with contextlib.suppress(OSError):
                             sock.shutdown(socket.SHUT_RDWR)
-                        except OSError:
-                            pass
                 self._condition.wait(timeout=self._heap[0][0] - now if self._heap else None)
 
 
@@ -143,10 +132,7 @@ class ChatEndpoint:
             return self._client
 
     def post(self, request: Request) -> CachedReply:
-        """One HTTP attempt, bounded as a whole by ``config.timeout`` and ``config.max_reply_bytes``.
-
-        Raises AttemptFailed (retry), JudgeConfigError or RequestFailed.
-        """
+        """One HTTP attempt; raises AttemptFailed (retry), JudgeConfigError or RequestFailed."""
         import httpx
 
         payload = json.dumps(request_body(self.config.model, request), ensure_ascii=False).encode("utf-8")
@@ -225,7 +211,6 @@ def scrub(text: str, api_key: str | None) -> str:
 
 
 def request_body(model: str, request: Request) -> dict[str, Any]:
-    """The chat-completion body sent for a request (also a batch file line's `body`)."""
     body: dict[str, Any] = {"model": model, "messages": request.messages, "max_tokens": request.max_tokens}
     if request.temperature is not None:
         body["temperature"] = request.temperature
@@ -240,8 +225,7 @@ def _token_count(value: Any) -> int | None:
 
 
 def reply_too_large(size: int, limit: int) -> str | None:
-    """Why a reply body of ``size`` bytes is refused (over the judge's ``max_reply_bytes``), None if it is not:
-    the one cap of synchronous replies and batch-imported ones."""
+    """Why a reply body of ``size`` bytes is refused (synchronous and batch-imported replies alike), or None."""
     if size > limit:
         return f"reply larger than {limit} bytes refused (LMMS_VR_JUDGE_MAX_REPLY_BYTES); check the endpoint"
     return None
@@ -249,10 +233,7 @@ def reply_too_large(size: int, limit: int) -> str | None:
 
 def parse_completion(data: bytes, endpoint: str) -> CachedReply:
     """Reply text, usage and answering model from a chat-completion body; malformed bodies are retryable.
-
-    A malformed or missing ``usage`` does not lose the reply: its tokens count as 0 and the
-    reply is counted in ``usage_unreported`` (the cost estimate is then a lower bound).
-    """
+    A malformed or missing ``usage`` does not lose the reply: its tokens count as 0 (``usage_ok`` False)."""
     try:
         body = json.loads(data)
         message = body["choices"][0]["message"]
@@ -263,14 +244,9 @@ def parse_completion(data: bytes, endpoint: str) -> CachedReply:
     prompt = _token_count(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
     completion = _token_count(usage.get("completion_tokens")) if isinstance(usage, dict) else None
     model = body.get("model")
-    return CachedReply(
-        raw=content if isinstance(content, str) else "",
-        prompt_tokens=prompt or 0,
-        completion_tokens=completion or 0,
-        answered_by=model.strip() if isinstance(model, str) and model.strip() else UNNAMED_MODEL,
-        endpoint=endpoint,
-        usage_ok=prompt is not None and completion is not None,
-    )
+    return CachedReply(content if isinstance(content, str) else "", prompt or 0, completion or 0,
+                       model.strip() if isinstance(model, str) and model.strip() else UNNAMED_MODEL, endpoint,
+                       usage_ok=prompt is not None and completion is not None)
 
 
 def _error_detail(data: bytes) -> str:
@@ -286,10 +262,8 @@ def _error_detail(data: bytes) -> str:
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Seconds from a Retry-After (or retry-after-ms) header: a number or an HTTP date.
-
-    None (normal backoff) for anything else (``soon``, ``nan``, ``inf``, negative, garbage).
-    """
+    """Seconds from a Retry-After (or retry-after-ms) header: a number or an HTTP date; None (normal
+    backoff) for anything else (``soon``, ``nan``, ``inf``, negative, garbage)."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = (headers.get(name) or "").strip()
         if not value:

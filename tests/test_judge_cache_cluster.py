@@ -45,6 +45,13 @@ user@login:/data /mnt/remote fuse.sshfs rw,nosuid,nodev 0 0
 """
 
 
+def stored_snapshots(cache: ReplyCache, model: str | None = None) -> dict[str, int]:
+    """{answering model (snapshot): stored replies}, of the replies requested as ``model`` (all when None)."""
+    rows = cache.execute("SELECT COALESCE(answered_by, '(not recorded)'), COUNT(*) FROM replies"
+                         + (" WHERE model = ?" if model else "") + " GROUP BY 1 ORDER BY 2 DESC", (model,) if model else ())
+    return {str(name): int(count) for name, count in rows}
+
+
 @pytest.mark.parametrize("path, expected", [
     ("/home/alice/.cache/lmms_video_reasoning/judge_cache.sqlite", "nfs4"),
     ("/scratch/alice/cache.sqlite", "lustre"),
@@ -297,7 +304,7 @@ def test_an_old_cache_file_stays_readable(tmp_path):
         cache = ReplyCache(path, mode=mode)
         row = cache.get("k")
         assert (row.raw, row.answered_by, row.endpoint) == ("old", None, None)
-        assert cache.snapshots() == {"(not recorded)": 1}
+        assert stored_snapshots(cache) == {"(not recorded)": 1}
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == 0
 
@@ -358,7 +365,7 @@ def test_verdicts_record_their_snapshot_and_a_mixed_cache_is_reported(tmp_path, 
     with LocalJudgeServer(reply_model="gpt-4o-2024-08-06") as before:
         old = Judge(JudgeConfig(model="gpt-4o", base_url=before.base_url, cache_path=cache))
         assert all(old.ask(request(i)).answered_by == "gpt-4o-2024-08-06" for i in range(3))
-    assert ReplyCache(cache).snapshots("gpt-4o") == {"gpt-4o-2024-08-06": 3}
+    assert stored_snapshots(ReplyCache(cache), "gpt-4o") == {"gpt-4o-2024-08-06": 3}
     with LocalJudgeServer(reply_model="gpt-4o-2024-11-20") as now:
         judge = Judge(JudgeConfig(model="gpt-4o", base_url=now.base_url, cache_path=cache))
         with caplog.at_level(logging.WARNING, logger="lmms_video_reasoning.judges"):
@@ -369,7 +376,7 @@ def test_verdicts_record_their_snapshot_and_a_mixed_cache_is_reported(tmp_path, 
     assert snapshots == {"current": "gpt-4o-2024-11-20", "other": 3, "by": {"gpt-4o-2024-08-06": 3, "gpt-4o-2024-11-20": 2}}
     warned = [r.getMessage() for r in caplog.records if "more than one model snapshot" in r.getMessage()]
     assert len(warned) == 1 and "gpt-4o-2024-08-06 x3" in warned[0]
-    assert ReplyCache(cache).snapshots("gpt-4o") == {"gpt-4o-2024-08-06": 3, "gpt-4o-2024-11-20": 2}
+    assert stored_snapshots(ReplyCache(cache), "gpt-4o") == {"gpt-4o-2024-08-06": 3, "gpt-4o-2024-11-20": 2}
 
 
 def test_one_snapshot_is_not_reported(tmp_path, caplog):
