@@ -1,30 +1,20 @@
-"""The zip archives datasets ship as, read without joining copies and without prompting.
+"""The zip archives datasets ship as, read in place: nothing joined on disk, nothing prompted.
 
-Three shapes occur on the Hub (and on users' disks):
+Three shapes occur on the Hub: a complete zip (`video.zip`, a new-style `video_chunk_07.zip`);
+byte slices of one zip (`<prefix>_chunk_1.zip`, `_2`, ...: only their concatenation is a zip);
+an Info-ZIP split set (`x.z01`, ..., `x.zip`; member offsets relative to their part; Python's
+`zipfile` refuses such sets when ZIP64). `find_archives(root)` groups the files and tells the
+shapes apart by each file's end record. Every shape is read through one view of its parts in order
+(`Concatenation`) by a small central-directory reader (ZIP64 included); missing parts and chunks
+are named before anything is read.
 
-- a complete zip (`video.zip`, a new-style `video_chunk_07.zip`);
-- byte slices of one zip (`<prefix>_chunk_1.zip`, `_2`, ...: older copies cut by a script;
-  only their concatenation, in numeric order, is a zip);
-- an Info-ZIP split set (`x.z01`, `x.z02`, ..., `x.zip`; each member's offset is relative to
-  the part it starts in, and Python's `zipfile` refuses such sets when they are ZIP64).
-
-`find_archives(root)` groups the files and tells the shapes apart by reading each file's end
-record (a complete zip's central directory ends exactly where its end record starts; a slice
-has no end record or one pointing before its first byte). Every shape is read through one
-seekable view of its parts in order (`Concatenation`), by a small reader of the central
-directory (ZIP64 included) that maps (part, offset) to a position in that view, so nothing
-is joined on disk and no external tool can prompt for a missing part: missing parts and
-chunks are named before anything is read.
-
-`extract(archive, target_of, root, limits)` writes each member to the place `target_of`
-gives (the benchmark decides; members that leave the root are refused), after checking the
-declared expansion against `limits.max_ratio` (zip bombs) and the free disk against what is
-still to be written plus `limits.keep_free`. Each member is streamed to a temporary file,
-bounded by its declared size, CRC-checked, then moved into place, so no partial file is ever
-left under a final name. A file already in place is never replaced: the same content (its size,
-and the CRC an earlier extraction recorded for it) is skipped, different content (often another archive's verified copy of a
-same-named video) or a file where a member needs a folder refuses the archive before anything
-of it is written (`refuse_conflicts`), naming the archive, the member and the file.
+`extract` writes each member where the benchmark's `target_of` says (members leaving the root are
+refused), after checking the declared expansion (`Limits.max_ratio`: zip bombs) and the free disk
+(`Limits.keep_free`). Each member is streamed to a temporary file, bounded by its declared size,
+CRC-checked, then moved into place: no partial file ever has a final name. A file already in place
+is never replaced: the same content (size, and the CRC an earlier extraction recorded) is skipped;
+different content, or a file where a folder is needed, refuses the archive before anything of it
+is written (`refuse_conflicts`), naming the archive, the member and the file.
 """
 
 from __future__ import annotations
@@ -63,64 +53,36 @@ def is_archive_name(name: str) -> bool:
     return base.lower().endswith(".zip") or SPLIT_PART.match(base) is not None
 
 
-class Concatenation(io.RawIOBase):
-    """A read-only, seekable view of several files one after another."""
+class Concatenation:
+    """A read-only view of several files one after another, read by offset."""
 
     def __init__(self, paths: list[Path]):
-        super().__init__()
         self.paths = [Path(p) for p in paths]
-        self.sizes = [p.stat().st_size for p in self.paths]
         self.starts = [0]
-        for size in self.sizes:
-            self.starts.append(self.starts[-1] + size)
+        for path in self.paths:
+            self.starts.append(self.starts[-1] + path.stat().st_size)
         self.size = self.starts[-1]
-        self._pos = 0
         self._handles: dict[int, io.BufferedReader] = {}
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer) -> int:
-        if self._pos >= self.size:
-            return 0
-        index = bisect_right(self.starts, self._pos) - 1
-        handle = self._handles.get(index)
-        if handle is None:
-            handle = self._handles[index] = self.paths[index].open("rb")
-        handle.seek(self._pos - self.starts[index])
-        want = min(len(buffer), self.starts[index + 1] - self._pos)
-        data = handle.read(want)
-        buffer[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
-
     def read_at(self, offset: int, length: int) -> bytes:
-        self.seek(offset)
-        chunks, left = [], length
-        while left > 0:
-            data = self.read(left)
+        chunks, end = [], min(offset + length, self.size)
+        while offset < end:
+            index = bisect_right(self.starts, offset) - 1
+            if index not in self._handles:
+                self._handles[index] = self.paths[index].open("rb")
+            handle = self._handles[index]
+            handle.seek(offset - self.starts[index])
+            data = handle.read(min(end, self.starts[index + 1]) - offset)
             if not data:
                 break
             chunks.append(data)
-            left -= len(data)
+            offset += len(data)
         return b"".join(chunks)
 
     def close(self) -> None:
         for handle in self._handles.values():
             handle.close()
         self._handles.clear()
-        super().close()
 
 
 @dataclass
@@ -259,7 +221,7 @@ class Archive:
 
 
 def _classify(path: Path) -> str:
-    """'zip' when the file is a complete zip on its own, else 'piece' (a slice, or damaged)."""
+    """'zip' for a complete zip on its own, else 'piece' (a slice, or damaged)."""
     view = Concatenation([path])
     try:
         if view.size == 0:
@@ -323,16 +285,11 @@ def find_archives(root: Path) -> list[Archive]:
         numbered.sort()
         kinds = {path: _classify(path) for _n, path in numbered}
         whole = [path for path, kind in kinds.items() if kind == "zip"]
-        if len(whole) == len(numbered):  # the repacked layout: each chunk is a zip of its own
+        if whole:  # the repacked layout (each chunk a zip of its own); any other chunk is a damaged copy
             archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
-            continue
-        if whole:  # some chunks are complete zips, so the others are damaged copies of such zips
-            archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
-            for path, kind in kinds.items():
-                if kind != "zip":
-                    archives.append(Archive(rel(path), "zip", [path], [
-                        "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
-                        "and rerun `lmms-vr prepare` to download it again"]))
+            archives.extend(Archive(rel(path), "zip", [path], [
+                "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
+                "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items() if kind != "zip")
             continue
         archive = Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered])
         present = {n for n, _p in numbered}
@@ -347,8 +304,7 @@ def find_archives(root: Path) -> list[Archive]:
 
 @dataclass(frozen=True)
 class Limits:
-    """Safety limits of an extraction: declared expansion at most `max_ratio` times the archive
-    (plus 1 MiB), and `keep_free` bytes left free on the disk afterwards."""
+    """Declared expansion at most `max_ratio` times the archive (plus 1 MiB); `keep_free` bytes left free."""
 
     max_ratio: float = 100.0
     keep_free: int = 1 << 30
@@ -390,9 +346,8 @@ class Plan:
 
 
 def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
-    """The member's content is already at `path`: a file of its size, with its CRC when an
-    extraction recorded the file's CRC. Files reach their names only whole and CRC-checked
-    (`extract`), so the size is enough otherwise, and a resumed extraction reads nothing back."""
+    """The member's content is at `path`: a file of its size (and its CRC, when an extraction recorded
+    it). Files reach their names only whole and CRC-checked, so a resumed extraction reads nothing back."""
     return (path.is_file() and path.stat().st_size == member.size
             and (verified_crc is None or verified_crc == member.crc))
 
@@ -407,8 +362,8 @@ def _file_in_the_way(root: Path, target: str) -> Path | None:
 
 
 def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> list[str]:
-    """One line per entry that would replace a different file already in place, or whose place
-    is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
+    """One line per entry that would replace a different file, or whose place is taken by a file
+    where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
     root = Path(root)
     found = []
     for member, target in plan_.entries:
@@ -424,9 +379,6 @@ def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) ->
 
 
 def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
-    """ArchiveError naming the archive, the member and the file in the way when extracting would
-    replace or run under a file already there (often another archive's verified copy); before
-    anything of the archive is written."""
     found = conflicts(plan_, root, rewrite)
     if found:
         more = f" (and {len(found) - 1} more member(s) like it)" if len(found) > 1 else ""
@@ -504,7 +456,7 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
         raise ArchiveError(f"{label}: member {member.name!r} has no local header where the directory says "
                            "(a part or chunk is corrupt or from another copy): delete the archive and rerun `lmms-vr prepare`")
     name_len, extra_len = struct.unpack("<2H", header[26:30])
-    view.seek(member.offset + 30 + name_len + extra_len)
+    at = member.offset + 30 + name_len + extra_len
     decompressor = _decompressor(member, label)
     left, written, crc = member.compressed, 0, 0
 
@@ -518,10 +470,11 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
         out.write(chunk)
 
     while left > 0:
-        data = view.read(min(BLOCK, left))
+        data = view.read_at(at, min(BLOCK, left))
         if not data:
             raise ArchiveError(f"{label}: member {member.name!r} is cut short (truncated download): delete the "
                                "archive and rerun `lmms-vr prepare`")
+        at += len(data)
         left -= len(data)
         if decompressor is None:
             emit(data)
@@ -545,9 +498,8 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
 
 def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], None] = lambda _m: None,
             rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Write every pending member of `plan_` under `root` (`rewrite`: targets written even when
-    a file of the right size is there); return {target: size} of all its targets once each is
-    verified present with its declared size."""
+    """Write every pending member of `plan_` under `root` (and those in `rewrite`); {target: size}
+    of all its targets once each is verified in place."""
     root = Path(root)
     refuse_conflicts(plan_, root, rewrite)
     check_space(plan_, root, limits, rewrite)
