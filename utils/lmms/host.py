@@ -1,23 +1,15 @@
 """Every assumption this suite makes about lmms-eval, declared in one place.
 
-lmms-eval (0.7.x) offers entry points for models only, so the rest of the integration —
-tasks visible to every command, Stderr for our aggregations, judge cost in its usage
-summary, the run's output files, fast video inputs — touches the host's
-internals. Each such place is a `Touchpoint`: what it gives the user, what it assumes of
-lmms-eval, the lmms-eval versions it was verified on, and what the user loses (with the
-workaround) when it is off.
+lmms-eval (0.7.x) offers entry points for models only, so the rest of the integration touches the
+host's internals. Each such place is a `Touchpoint`: what it gives the user, what it assumes of
+lmms-eval, the versions it was verified on, and what the user loses (with the workaround) when off.
+`Touchpoint.install` leaves it off, with one WARNING naming what is lost and the workaround, on an
+lmms-eval version not in `verified` (unless `LMMS_VR_HOST_UNVERIFIED=1`), when its own check of
+the host fails, or when installing raises: nothing here ever fails an lmms-eval command.
 
-A touchpoint is installed only through `Touchpoint.install`: on an lmms-eval version not in
-`verified`, or when its own check of the host fails, or when installing raises, it stays
-off and logs one WARNING naming what is lost and the workaround. Nothing here ever fails
-an lmms-eval command: a run of another task, or of ours without the extra, goes on.
-`LMMS_VR_HOST_UNVERIFIED=1` installs on unverified versions anyway (each check still runs).
-
-Reading lmms-eval's internals from the stack (locals of its functions, the model running a
-hook) happens here too, and only here: `calling_model` (touchpoint fast-inputs) and
-`caller_locals` (run-files, run-records).
-
-`lmms-vr doctor` prints the state of every touchpoint (`status()`).
+Reading lmms-eval's internals from the stack happens here too, and only here: `calling_model`
+(touchpoint fast-inputs) and `caller_locals` (run-files, run-records). `lmms-vr doctor` prints
+every touchpoint's state (`status()`).
 """
 
 from __future__ import annotations
@@ -238,10 +230,9 @@ JUDGE_SERVER = declare(
 
 
 def caller_locals(function: str, name: str) -> dict | None:
-    """The locals of the nearest frame, from the caller's caller outwards, running a function
-    named `function` that has the local `name` (touchpoints run-files, run-records: lmms-eval
-    keeps the run's date and tasks as locals of simple_evaluate / evaluate); None when none does.
-    By name, not depth: inlined comprehensions (Python 3.12) change nothing."""
+    """The locals of the nearest frame, from the caller's caller outwards, running `function` with
+    the local `name` (lmms-eval keeps the run's date and tasks as locals of simple_evaluate /
+    evaluate); None when none does. By name, not depth: inlined comprehensions change nothing."""
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_name == function and name in frame.f_locals:
@@ -250,29 +241,20 @@ def caller_locals(function: str, name: str) -> dict | None:
     return None
 
 
-def _model_frame(start):
-    """The innermost stack frame, from `start` outwards, running a method of an lmms-eval model
-    (None outside one). The walk goes to the bottom of the stack: no frame count, which would
-    differ between Pythons that do and do not give comprehensions a frame of their own."""
+def calling_model():
+    """The lmms-eval model (an `lmms_eval.api.model.lmms`) whose method is running on this thread's
+    stack, innermost first: the model that called a task's hook; None outside a model. The walk goes
+    to the bottom of the stack (no frame count: Pythons differ in giving comprehensions a frame)."""
     try:
         from lmms_eval.api.model import lmms
     except Exception:  # noqa: BLE001 - lmms-eval absent: no model to find
         return None
-    frame = start
+    frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_argcount > 0 and code.co_varnames[0] == "self":  # cheap test first: f_locals copies on 3.11
             candidate = frame.f_locals.get("self")
             if isinstance(candidate, lmms):
-                return frame
+                return candidate
         frame = frame.f_back
     return None
-
-
-def calling_model():
-    """The lmms-eval model (an `lmms_eval.api.model.lmms` instance) whose method is running on this
-    thread's stack, innermost first: the model that called a task's hook; None outside a model
-    (scripts, tests)."""
-    frame = _model_frame(sys._getframe(1))
-    return None if frame is None else frame.f_locals["self"]
-
