@@ -1,9 +1,8 @@
 """Judge calls in lmms-eval's own usage accounting (`results["usage"]`, source "judge").
 
-The judge engine calls `record` (subscribed with `engine.on_usage` below) once per answered HTTP request (cache hits cost nothing and
-are not API calls). lmms-eval's usage records hold tokens only, so the estimated cost is
-added to its summary as `by_source.judge.cost_usd` (lmms_plugin wraps
-`summarize_usage_metrics`). Outside lmms-eval (`lmms-vr score`) this is a no-op.
+The judge engine calls `record` once per answered HTTP request (cache hits are not API calls).
+lmms-eval's usage records hold tokens only, so the estimated cost is added to its summary as
+`by_source.judge.cost_usd` (`add_cost`). Outside lmms-eval (`lmms-vr score`) this is a no-op.
 """
 
 from __future__ import annotations
@@ -65,8 +64,7 @@ def current_task() -> str | None:
 
 
 def check_task_context() -> None:
-    """The host facts `task_context` relies on (touchpoint `task-context` in host.py), checked
-    when lmms-eval's usage module is loaded (importing it here would load all of lmms_eval.models)."""
+    """The host facts `task_context` relies on (touchpoint `task-context`), when its usage module is loaded."""
     from lmms_video_reasoning.utils.lmms import host
 
     usage = _usage_metrics()

@@ -1,12 +1,9 @@
 """A video file's frame table: every packet's timestamp and keyframe flag, from one packet scan.
 
-Real files' header frame counts are missing or wrong, and container index timestamps are in
-decode order on B-frame files, so the exact sampler (``utils/media/frame_decoder.py``) works
-from this table: presentation index ``i`` is the ``i``-th smallest pts, so variable-frame-rate
-and B-frame files map index -> frame exactly.
-
-``probe`` gives a file's ``VideoInfo``; ``VideoError`` (a ValueError) names the file and what to do, never
-a decoder traceback; ``_frame_table`` (cached by path, size and mtime) serves the decoder and clue clips.
+Header frame counts are often missing or wrong, and index timestamps are in decode order on B-frame
+files, so the exact sampler works from this table: presentation index ``i`` is the ``i``-th smallest
+pts (exact for variable-rate and B-frame files). ``probe`` gives a file's ``VideoInfo``;
+``VideoError`` (a ValueError) names the file and the fix, never a decoder traceback.
 """
 
 from __future__ import annotations
@@ -31,11 +28,6 @@ class VideoInfo:
     duration: float
     width: int
     height: int
-
-
-# --------------------------------------------------------------------------------------------
-# Opening files and the frame table
-# --------------------------------------------------------------------------------------------
 
 
 def _open(path: Path):
@@ -86,7 +78,7 @@ _TABLE_CACHE: BoundedMemo[_FrameTable] = BoundedMemo(8)
 
 
 def _file_key(path: Path) -> tuple | None:
-    """What identifies a file's content for the caches: its path, size and mtime (None: no such file)."""
+    """Path, size and mtime: a file's content for the caches (None: no such file)."""
     try:
         st = path.stat()
     except OSError:
@@ -183,13 +175,9 @@ _INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(4096)  # a few hundred bytes e
 
 
 def probe(path, *, exact: bool = True) -> VideoInfo:
-    """Frame count, average fps, duration (s), width, height of ``path``.
-
-    ``exact``: the frame count of a packet scan (header counts are missing or wrong in real
-    files). ``exact=False``: the container header's count when it has one (no packet scan;
-    milliseconds for an hour of video), else the packet scan's; what a metadata check needs
-    when frames are not decoded yet. Remembered per file (path, size, mtime).
-    """
+    """Frame count, average fps, duration (s), width, height of ``path`` (remembered per file).
+    ``exact``: the count of a packet scan; ``exact=False``: the header's count when it has one
+    (milliseconds for an hour of video; what a metadata check needs before any decoding)."""
     path = Path(path)
     key = _file_key(path)
 
