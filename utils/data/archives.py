@@ -29,10 +29,11 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.files import atomic_target, size_text
+from lmms_video_reasoning.utils.data.media_index import leaves_root
 
 
 class ArchiveError(DataError):
@@ -84,6 +85,12 @@ class Concatenation:
             handle.close()
         self._handles.clear()
 
+    def __enter__(self) -> "Concatenation":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
+
 
 @dataclass
 class Member:
@@ -97,11 +104,9 @@ class Member:
     offset: int  # relative to its part's start (split sets) or the file's start
 
 
-@dataclass
-class EndRecord:
-    position: int  # of the EOCD in the file it was found in
-    disk: int  # number of the disk holding it (= parts - 1 for a split set)
-    disks: int
+class EndRecord(NamedTuple):
+    position: int  # of the EOCD, from where the search started
+    disks: int  # parts of the archive
     entries: int
     cd_disk: int
     cd_size: int
@@ -119,12 +124,11 @@ def _end_record(view: Concatenation, start: int = 0) -> EndRecord | None:
     if index < 0:
         return None
     _sig, disk, cd_disk, _here, entries, cd_size, cd_offset, _comment = struct.unpack("<4s4H2LH", tail[index:index + 22])
-    position = tail_start + index - start
-    record = EndRecord(position, disk, disk + 1, entries, cd_disk, cd_size, cd_offset, None)
+    zip64_at, disks = None, disk + 1
     if index >= 20 and tail[index - 20:index - 16] == LOCATOR64:
-        _sig, z_disk, z_offset, total = struct.unpack("<4sLQL", tail[index - 20:index])
-        record.zip64_at, record.disks = (z_disk, z_offset), total
-    return record
+        _sig, z_disk, z_offset, disks = struct.unpack("<4sLQL", tail[index - 20:index])
+        zip64_at = (z_disk, z_offset)
+    return EndRecord(tail_start + index - start, disks, entries, cd_disk, cd_size, cd_offset, zip64_at)
 
 
 def _parse_central(data: bytes, expected: int, where: str) -> list[Member]:
@@ -173,11 +177,8 @@ class Archive:
         """The central directory (ArchiveError naming what is wrong and the fix)."""
         if self.problems:
             raise ArchiveError(f"{self.label}: " + "; ".join(self.problems))
-        view = Concatenation(self.parts)
-        try:
+        with Concatenation(self.parts) as view:
             return self._members(view)
-        finally:
-            view.close()
 
     def _members(self, view: Concatenation) -> list[Member]:
         last_start = view.starts[-2]
@@ -222,22 +223,15 @@ class Archive:
 
 def _classify(path: Path) -> str:
     """'zip' for a complete zip on its own, else 'piece' (a slice, or damaged)."""
-    view = Concatenation([path])
-    try:
-        if view.size == 0:
+    with Concatenation([path]) as view:
+        end = _end_record(view) if view.size else None
+        if end is None or end.disks != 1 or view.read_at(0, 4) not in (LOCAL, EOCD):
             return "piece"
-        end = _end_record(view)
-        head = view.read_at(0, 4)
-        if end is None or end.disks != 1 or head not in (LOCAL, EOCD):
-            return "piece"
-        trial = Archive(path.name, "zip", [path])
         try:
-            trial._members(view)
+            Archive(path.name, "zip", [path])._members(view)
         except ArchiveError:
             return "piece"
         return "zip"
-    finally:
-        view.close()
 
 
 def find_archives(root: Path) -> list[Archive]:
@@ -321,12 +315,6 @@ def parse_size(text: str | int) -> int:
     return int(float(match[1]) * 1024 ** power)
 
 
-def unsafe_member(name: str) -> bool:
-    """A member name that would leave the folder it is extracted to (absolute, drive, `..`)."""
-    text = name.replace("\\", "/")
-    return text.startswith("/") or (len(text) > 1 and text[1] == ":") or ".." in PurePosixPath(text).parts
-
-
 @dataclass
 class Plan:
     archive: Archive
@@ -395,7 +383,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
     for member in members:
         if member.name.endswith("/"):
             continue
-        if unsafe_member(member.name):
+        if leaves_root(member.name):
             raise ArchiveError(f"{archive.label}: member {member.name!r} would be written outside the data root; "
                                "refusing to extract this archive (nothing was written). It is not a genuine copy: "
                                "delete it and download it again")
@@ -405,7 +393,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
         if target is None:
             skipped += 1
             continue
-        if unsafe_member(target):  # a benchmark mapping must keep to the root as well
+        if leaves_root(target):  # a benchmark mapping must keep to the root as well
             raise ArchiveError(f"{archive.label}: member {member.name!r} maps outside the root ({target})")
         if target in seen and (seen[target].size, seen[target].crc) != (member.size, member.crc):
             raise ArchiveError(f"{archive.label}: members {seen[target].name!r} and {member.name!r} both map to "
@@ -503,8 +491,7 @@ def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], N
     root = Path(root)
     refuse_conflicts(plan_, root, rewrite)
     check_space(plan_, root, limits, rewrite)
-    view = Concatenation(plan_.archive.parts)
-    try:
+    with Concatenation(plan_.archive.parts) as view:
         for member, target in plan_.pending(root, rewrite):
             path = root / target
             try:
@@ -517,8 +504,6 @@ def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], N
                                        "some space and rerun (finished files are kept, the partial one was removed)") from None
                 raise ArchiveError(f"cannot write {path} ({exc.strerror or exc}) while extracting {plan_.archive.label}") from None
             progress(target)
-    finally:
-        view.close()
     sizes = {}
     for member, target in plan_.entries:
         path = root / target

@@ -22,13 +22,18 @@ from lmms_video_reasoning.utils.core.roots import MediaError
 Accept = Callable[[Sequence[str]], bool]  # relative path parts (folders + name) -> may this file be used?
 
 
+def leaves_root(path: str) -> bool:
+    """A relative path that would leave its folder: absolute, a drive (`C:/`), or with `..`
+    (backslashes count as separators: records and archives made on Windows)."""
+    text = path.replace("\\", "/")
+    return text.startswith("/") or (len(text) > 1 and text[1] == ":") or ".." in text.split("/")
+
+
 def inside_root(value: str, where: str) -> str:
-    """`value` as a relative POSIX path under the root (backslashes are separators; empty and `.`
-    parts dropped); MediaError otherwise."""
+    """`value` as a relative POSIX path under the root (empty and `.` parts dropped); MediaError otherwise."""
     text = str(value).replace("\\", "/").strip()
     parts = [part for part in text.split("/") if part not in ("", ".")]
-    drive = len(text) > 1 and text[1] == ":"  # C:/... is absolute on Windows
-    if not text or text.startswith("/") or drive or ".." in parts:
+    if not text or leaves_root(text):
         raise MediaError(f"{where}: media path {value!r} leaves the data root (absolute or with '..'); "
                          "only paths inside the root are read. Fix the record or the annotation file")
     if not parts:
