@@ -46,7 +46,6 @@ def write_durably(target: Path, data: bytes) -> None:
 
 
 def sha256_of(path: Path) -> str:
-    """The sha256 of a file's bytes, read back from the file system."""
     digest = hashlib.sha256()
     with Path(path).open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -75,5 +74,4 @@ def size_text(size: float | None) -> str:
 
 
 def free_space_text(folder: Path) -> str:
-    """`<free> free on <folder>` for messages about a full disk."""
     return f"{size_text(free_bytes(folder))} free in {folder}"

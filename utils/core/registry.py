@@ -60,7 +60,6 @@ class ScoringAdapter:
     judge_name = ""
 
     def settings(self, records: Sequence[dict]) -> Any:
-        """The settings the task's aggregation would use (records and environment)."""
         return None
 
     def score(self, records: Sequence[dict], settings: Any, judge: Any) -> Scored:
@@ -105,7 +104,6 @@ class ScoringAdapter:
         return None
 
     def stratum(self, record: dict) -> str:
-        """The stratum of a record when a calibration subset is drawn (`--calibrate`)."""
         return ""
 
 
@@ -171,7 +169,6 @@ class Task:
 
 @dataclass(frozen=True)
 class Group:
-    """A group of tasks lmms-eval runs by one name."""
 
     name: str
     tasks: tuple[str, ...]
@@ -340,7 +337,6 @@ def _resolve(source: str, target: str) -> Benchmark:
 
 
 def register(benchmark: Benchmark) -> Benchmark:
-    """Add a benchmark (replacing one of the same name); returns it."""
     _load_builtin()
     with _lock:
         _registered[benchmark.name] = benchmark
@@ -348,7 +344,6 @@ def register(benchmark: Benchmark) -> Benchmark:
 
 
 def benchmarks() -> list[Benchmark]:
-    """Every benchmark, in report order (DataError when a declared one cannot be loaded)."""
     _load_builtin()
     return list(_registered.values())
 
@@ -367,7 +362,6 @@ def usable() -> list[Benchmark]:
 
 
 def listing(benchmarks_: Sequence[Benchmark]) -> str:
-    """`name (or alias), ...`: how commands and messages list the benchmarks."""
     return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks_)
 
 
@@ -380,7 +374,6 @@ def get(name: str) -> Benchmark:
 
 
 def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
-    """The task folders of every benchmark (or of `benchmarks_`), in registry order."""
     folders: list[Path] = []
     for benchmark in benchmarks() if benchmarks_ is None else benchmarks_:
         for folder in benchmark.task_dirs:
@@ -432,7 +425,6 @@ def with_row_sources(data: dict) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def load_reference(package: str, filename: str) -> dict:
-    """The reference tables shipped as `filename` in `package` (read once per process)."""
     try:
         text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
     except (FileNotFoundError, ModuleNotFoundError) as error:

@@ -41,7 +41,6 @@ SUBSET_MARKER = ".lmms_vr_subset.json"
 
 
 def cache_home() -> Path:
-    """This suite's cache folder (judge cache, clips, default data roots)."""
     base = os.environ.get("LMMS_VR_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lmms_video_reasoning"
     )
@@ -57,7 +56,6 @@ def root_problem(source: DataSource) -> str | None:
 
 
 def data_root(source: DataSource) -> Path:
-    """The local root of a benchmark: `$<BENCH>_ROOT` if set, else the default folder."""
     problem = root_problem(source)
     if problem:
         raise DataError(problem)

@@ -42,7 +42,6 @@ _Dumper.add_representer(_Hook, lambda dumper, value: dumper.represent_scalar("!f
 
 
 def _dump(config: dict) -> str:
-    """Mappings as blocks, their innermost collections on one line each."""
     return yaml.dump(config, Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=1000)
 
 
@@ -55,7 +54,6 @@ def _header(benchmark: Benchmark, about: str) -> str:
 
 
 def task_config(benchmark: Benchmark, task: Task) -> dict:
-    """The task's lmms-eval configuration (hooks as `_Hook` paths)."""
     binding = importlib.import_module(benchmark.binding)
 
     def hook(name: str) -> _Hook:
@@ -100,7 +98,6 @@ def group_text(benchmark: Benchmark, group: Group) -> str:
 
 
 def files_of(benchmark: Benchmark) -> dict[Path, str]:
-    """{path: text} of every YAML of the benchmark, in its first task folder."""
     folder = benchmark.task_dirs[0]
     files = {folder / f"{task.name}.yaml": task_text(benchmark, task) for task in benchmark.tasks}
     files.update({folder / f"{group.name}.yaml": group_text(benchmark, group) for group in benchmark.groups})
@@ -123,7 +120,6 @@ def differences(benchmark: Benchmark) -> list[str]:
 
 
 def write(benchmark: Benchmark) -> list[Path]:
-    """Write the benchmark's YAMLs (removing those it no longer declares); the paths changed."""
     stale, changed = _changes(benchmark)
     for path in stale:
         path.unlink()

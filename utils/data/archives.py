@@ -49,7 +49,6 @@ SPLIT_PART = re.compile(r"^(?P<stem>.+)\.z(?P<number>\d{2,})$")
 
 
 def is_archive_name(name: str) -> bool:
-    """A zip or a part of a split zip, by its name."""
     base = name.rsplit("/", 1)[-1]
     return base.lower().endswith(".zip") or SPLIT_PART.match(base) is not None
 
@@ -115,7 +114,6 @@ class EndRecord(NamedTuple):
 
 
 def _end_record(view: Concatenation, start: int = 0) -> EndRecord | None:
-    """The end-of-central-directory record in the view's bytes from `start`, or None."""
     tail_start = max(start, view.size - (1 << 16) - 22)
     tail = view.read_at(tail_start, view.size - tail_start)
     index = tail.rfind(EOCD)
@@ -222,7 +220,6 @@ class Archive:
 
 
 def _classify(path: Path) -> str:
-    """'zip' for a complete zip on its own, else 'piece' (a slice, or damaged)."""
     with Concatenation([path]) as view:
         end = _end_record(view) if view.size else None
         if end is None or end.disks != 1 or view.read_at(0, 4) not in (LOCAL, EOCD):

@@ -94,7 +94,6 @@ def index_for(root: Path) -> FileIndex:
 
 
 def forget(root: Path | None = None) -> None:
-    """Drop the index of `root` (or every index) after files were added or moved."""
     with _lock:
         if root is None:
             _indexes.clear()

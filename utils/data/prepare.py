@@ -34,7 +34,6 @@ HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's l
 
 
 def benchmark_module(name: str):
-    """The benchmark's data module (`Benchmark.data`; `name` may be an alias)."""
     return registry.get(name).data()
 
 
@@ -73,13 +72,18 @@ def stamp_state(root: Path, archive: archives.Archive) -> str:
 def extracted_parts(root: Path, deleted_only: bool = False) -> list[str]:
     """Archive files (root-relative) extracted earlier whose files are all in place (`deleted_only`:
     those deleted since, which the download skips)."""
-    out = []
-    folder = root / STAMP_DIR
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        stamp = _read_stamp(path)
-        if stamp and (stamp.get("deleted") or not deleted_only) and _targets_in_place(root, stamp):
-            out.extend(part[0] for part in stamp.get("parts", []))
-    return out
+    return [part[0] for stamp in _stamps(root) if (stamp.get("deleted") or not deleted_only) and _targets_in_place(root, stamp)
+            for part in stamp.get("parts", [])]
+
+
+def _stamps(root: Path) -> list[dict]:
+    return [stamp for path in sorted((root / STAMP_DIR).glob("*.json")) if (stamp := _read_stamp(path)) is not None]
+
+
+def _write_stamp(root: Path, label: str, stamp: dict) -> None:
+    path = _stamp_path(root, label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
 
 
 # --- download -------------------------------------------------------------------------
@@ -115,7 +119,6 @@ def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dic
 
 
 def download(source: DataSource, files: list[str], root: Path) -> None:
-    """Fetch exactly `files` from the dataset into `root` (resumable)."""
     from huggingface_hub import snapshot_download
 
     try:
@@ -125,7 +128,6 @@ def download(source: DataSource, files: list[str], root: Path) -> None:
 
 
 def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> None:
-    """Step 1: say what the download and extraction need, check the disk, download."""
     patterns = [*module.HUB_ANNOTATIONS, *module.HUB_MEDIA_PATTERNS]
     skip = extracted_parts(root, deleted_only=True)
     files = hub_files(source, patterns, skip)
@@ -171,16 +173,13 @@ def _delete_archive(root: Path, archive: archives.Archive) -> None:
         for extra in (root / HF_METADATA / f"{rel}.metadata", root / HF_METADATA / f"{rel}.lock"):
             extra.unlink(missing_ok=True)
         part.unlink(missing_ok=True)
-    path = _stamp_path(root, archive.label)
-    stamp = _read_stamp(path)
+    stamp = _read_stamp(_stamp_path(root, archive.label))
     if stamp is not None:
-        stamp["deleted"] = True
-        path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
+        _write_stamp(root, archive.label, {**stamp, "deleted": True})
         print(f"deleted {archive.label} (extracted and verified)")
 
 
 def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bool = False) -> ExtractionReport:
-    """Step 2: extract every archive under `root` not yet stamped done (see the module doc)."""
     report = ExtractionReport()
     for archive in archives.find_archives(root):
         state = stamp_state(root, archive) if not archive.problems else "new"
@@ -194,8 +193,7 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             plan = dataclasses.replace(archives.plan(archive, module.extraction_target),
                                        verified=_verified_by_others(root, archive.label))
             if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
-                old = _read_stamp(_stamp_path(root, archive.label)) or {}
-                crcs = old.get("crcs", {})
+                crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
                 rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
                 print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
             archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
@@ -209,9 +207,7 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             continue
         stamp = {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive), "targets": sizes,
                  "crcs": {target: member.crc for member, target in plan.entries}, "skipped_members": plan.skipped}
-        path = _stamp_path(root, archive.label)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
+        _write_stamp(root, archive.label, stamp)
         report.extracted.append(archive.label)
         if delete_archives:
             _delete_archive(root, archive)
@@ -221,12 +217,8 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
 
 def _verified_by_others(root: Path, label: str) -> dict[str, int]:
     """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
-    verified: dict[str, int] = {}
-    for path in sorted((root / STAMP_DIR).glob("*.json")):
-        stamp = _read_stamp(path)
-        if stamp is not None and stamp.get("archive") != label:
-            verified.update({t: c for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)})
-    return verified
+    return {t: c for stamp in _stamps(root) if stamp.get("archive") != label
+            for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
 
 
 def _progress(total: int):

@@ -49,7 +49,6 @@ class Evaluation:
                 "--output_path", str(self.output_path), *self.extra]
 
     def run(self, env: Mapping[str, str], *, echo: bool = True, timeout: float | None = None) -> Outcome:
-        """Run it; with `echo` its stdout and stderr reach the terminal as they come, else only the cause is kept."""
         started = time.time()
         proc = subprocess.Popen(self.command(), env=dict(env), stdout=None if echo else subprocess.DEVNULL, stderr=subprocess.PIPE)
         timer = threading.Timer(timeout, proc.kill) if timeout else None

@@ -82,7 +82,6 @@ class Touchpoint:
             return True
 
     def worked(self) -> None:
-        """A touchpoint used at run time found what it assumes (until it once does not)."""
         if self.state == "not installed":
             self.state = "on"
 
@@ -113,7 +112,6 @@ def status() -> list[Touchpoint]:
 
 
 def require(condition: bool, what: str) -> None:
-    """A touchpoint's check of the host: raise HostAssumptionFailed naming what differs."""
     if not condition:
         raise HostAssumptionFailed(what)
 

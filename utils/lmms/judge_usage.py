@@ -40,7 +40,6 @@ engine.on_usage(record)
 
 
 def reset() -> None:
-    """lmms-eval resets its usage at the start of each evaluation; so do we."""
     global _cost_usd
     with _lock:
         _cost_usd = None
@@ -59,7 +58,6 @@ _current_task: str | None = None  # the task lmms-eval is aggregating (names its
 
 
 def current_task() -> str | None:
-    """The task whose metrics lmms-eval is aggregating now (None outside `task_context`)."""
     return _current_task
 
 

@@ -75,7 +75,6 @@ class KeptAliveLauncher:
         self.clean_requested = True
 
     def finish(self) -> None:
-        """Stop the server, once, if it was launched."""
         with _lock:
             if self.cleaned or not self.launched:
                 return
@@ -110,7 +109,6 @@ def lmms_judge(env: Mapping[str, str]) -> HostJudge | None:
 
 
 def register_judge_settings() -> None:
-    """Make lmms-eval's judge settings this suite's default (no LMMS_VR_JUDGE_* set). Idempotent."""
     judge_config.register_host_judge(lmms_judge)
 
 

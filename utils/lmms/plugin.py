@@ -63,7 +63,6 @@ def _add_our_tasks(include_path):
 
 
 def install_task_path() -> None:
-    """Make every lmms-eval `TaskManager` index our task folder (idempotent)."""
     from lmms_eval.tasks import TaskManager
 
     def check_and_wrap() -> None:

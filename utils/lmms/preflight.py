@@ -81,7 +81,6 @@ def enabled() -> bool:
 
 
 def active() -> bool:
-    """Inside an lmms-eval run, checks not switched off."""
     if not enabled() or getattr(_suspended, "value", False):
         return False
     return "lmms_eval.evaluator" in sys.modules
@@ -99,7 +98,6 @@ def cli_option(name: str) -> str | None:
 
 
 def predict_only() -> bool:
-    """`--predict_only`: generation only, judged later with `lmms-vr score`."""
     return "--predict_only" in sys.argv[1:]
 
 
@@ -128,7 +126,6 @@ def run_benchmarks(tasks: list | None) -> list:
 
 
 def startup_problems(benchmarks: Sequence) -> list[str]:
-    """Every problem of the start-up check for a run of `benchmarks` (see the module doc)."""
     started = time.monotonic()
     registry.declare_all_settings()
     found = [str(error) for error in settings.problems()]
@@ -298,7 +295,6 @@ def check_judge_cache(path: "Path | None") -> str | None:
 
 
 def check_media(media: "MediaCheck") -> str | None:
-    """Every required file present and decodable, as `lmms-vr prepare --verify-only` checks it."""
     from lmms_video_reasoning.utils.data import media_index  # not `prepare`: the upstream export has no registry
 
     started = time.monotonic()

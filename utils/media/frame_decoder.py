@@ -115,12 +115,7 @@ def _decode_run(container, stream, table: _FrameTable, run: _Run, sink, skip_non
         if d > run.end:
             break
         started = True
-        if (
-            d == run.start
-            or d in run.targets
-            or not skip_nonref
-            or _is_reference(packet, table.codec, table.nal_length_size)
-        ):
+        if d == run.start or d in run.targets or not skip_nonref or _is_reference(packet, table.codec, table.nal_length_size):
             _deliver(cc.decode(packet), run, pos_of_pts, sink)
     _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
     cc.flush_buffers()
@@ -135,7 +130,6 @@ def _deliver(frames, run: _Run, pos_of_pts: dict[int, int], sink) -> None:
 
 
 def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
-    """Position the demuxer at or before decode position ``start`` (a keyframe)."""
     container.seek(table.pts[start], stream=stream, backward=True, any_frame=False)
 
 
@@ -172,15 +166,8 @@ def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -
             pass
 
 
-def read_frames(
-    path,
-    indices: Sequence[int],
-    *,
-    size: tuple[int, int] | None = None,
-    as_array: bool = False,
-    workers: int = DEFAULT_WORKERS,
-    resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None,
-):
+def read_frames(path, indices: Sequence[int], *, size: tuple[int, int] | None = None, as_array: bool = False,
+                workers: int = DEFAULT_WORKERS, resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None):
     """Frames at presentation-order ``indices`` of ``path`` (the ``i``-th frame a sequential decode
     yields), in the order given: RGB PIL images, or with ``as_array`` one ``(N, H, W, 3)`` uint8 array
     filled in place. ``size`` = ``(width, height)`` resizes with OpenCV ``INTER_LINEAR`` (as official
@@ -212,8 +199,6 @@ def read_frames(
     _decode_parallel(table, _plan(table, rows), sink, workers)
     missing = [i for i in indices if table.decode_pos[i] not in decoded]
     if missing:
-        raise VideoError(
-            f"video file is corrupt: frame {missing[0]} of {path} could not be decoded "
-            f"({len(set(missing))} frame(s) missing). Re-download it."
-        )
+        raise VideoError(f"video file is corrupt: frame {missing[0]} of {path} could not be decoded "
+                         f"({len(set(missing))} frame(s) missing). Re-download it.")
     return out

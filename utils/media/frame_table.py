@@ -43,10 +43,8 @@ def _open(path: Path):
     try:
         container = av.open(str(path))
     except (av.error.FFmpegError, UnicodeDecodeError, OSError) as exc:
-        raise VideoError(
-            f"video file cannot be opened (truncated or corrupt, or not a video): {path} ({_short(exc)}). "
-            "Re-download or re-extract it."
-        ) from None
+        raise VideoError(f"video file cannot be opened (truncated or corrupt, or not a video): {path} ({_short(exc)}). "
+                         "Re-download or re-extract it.") from None
     if not container.streams.video:
         container.close()
         raise VideoError(f"file has no video stream: {path}. Point the dataset at the video file itself.")
@@ -78,7 +76,6 @@ _TABLE_CACHE: BoundedMemo[_FrameTable] = BoundedMemo(8)
 
 
 def _file_key(path: Path) -> tuple | None:
-    """Path, size and mtime: a file's content for the caches (None: no such file)."""
     try:
         st = path.stat()
     except OSError:
@@ -87,7 +84,6 @@ def _file_key(path: Path) -> tuple | None:
 
 
 def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
-    """The frame table of ``path`` (cached by path, size and mtime)."""
     path = Path(path)
     key = _file_key(path)
     if not use_cache or key is None:
@@ -105,7 +101,6 @@ def _nal_length_size(codec: str, extradata: bytes | None) -> int:
 
 
 def _scan(path: Path) -> _FrameTable:
-    """Read every packet header of the video stream (no decoding) into a frame table."""
     import av
 
     container = _open(path)
@@ -122,10 +117,8 @@ def _scan(path: Path) -> _FrameTable:
                     continue
                 p = packet.pts if packet.pts is not None else packet.dts
                 if p is None:
-                    raise VideoError(
-                        f"video has packets without timestamps, frames cannot be located exactly: {path}. "
-                        "Remux it (ffmpeg -i in -c copy out.mp4)."
-                    )
+                    raise VideoError(f"video has packets without timestamps, frames cannot be located exactly: {path}. "
+                                     "Remux it (ffmpeg -i in -c copy out.mp4).")
                 if packet.is_keyframe:
                     keyframes.append(len(pts))
                 pts.append(p)
@@ -134,10 +127,8 @@ def _scan(path: Path) -> _FrameTable:
         if not pts:
             raise VideoError(f"video stream has no frames: {path}. Re-download or re-extract it.")
         if header_frames and len(pts) < header_frames:
-            raise VideoError(
-                f"video file is truncated: {path} lists {header_frames} frames but only {len(pts)} can be read. "
-                "Re-download it."
-            )
+            raise VideoError(f"video file is truncated: {path} lists {header_frames} frames but only {len(pts)} can be "
+                             "read. Re-download it.")
         if not keyframes or keyframes[0] != 0:
             # Frames before the first keyframe cannot be decoded; treat the first packet as the
             # start point (decoders conceal what they can), as a sequential decode would.
@@ -159,13 +150,7 @@ def _scan(path: Path) -> _FrameTable:
             fps = len(pts) / duration
         else:
             raise VideoError(f"video has no frame rate and no duration: {path}. Remux it.")
-        info = VideoInfo(
-            total_frames=len(pts),
-            fps=fps,
-            duration=duration,
-            width=stream.codec_context.width,
-            height=stream.codec_context.height,
-        )
+        info = VideoInfo(len(pts), fps, duration, stream.codec_context.width, stream.codec_context.height)
         return _FrameTable(path, info, codec, tb, nal_size, pts, keyframes, order, pos_of_pts)
     finally:
         container.close()

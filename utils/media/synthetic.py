@@ -17,16 +17,9 @@ import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
 
 COLORS: dict[str, tuple[int, int, int]] = {
-    "red": (230, 30, 30),
-    "green": (30, 200, 60),
-    "blue": (40, 70, 230),
-    "yellow": (240, 220, 40),
-    "white": (245, 245, 245),
-    "magenta": (220, 40, 220),
-    "cyan": (40, 220, 230),
-    "orange": (245, 140, 20),
-    "black": (0, 0, 0),
-    "gray": (128, 128, 128),
+    "red": (230, 30, 30), "green": (30, 200, 60), "blue": (40, 70, 230), "yellow": (240, 220, 40),
+    "white": (245, 245, 245), "magenta": (220, 40, 220), "cyan": (40, 220, 230), "orange": (245, 140, 20),
+    "black": (0, 0, 0), "gray": (128, 128, 128),
 }
 
 SHAPE_KINDS = ("circle", "square", "triangle")
@@ -91,7 +84,6 @@ def shape_box(shape: Shape, t: float, width: int, height: int) -> tuple[int, int
 
 
 def _shape_mask(kind: str, side: int) -> np.ndarray:
-    """Boolean mask of a ``side`` x ``side`` shape."""
     if kind == "square":
         return np.ones((side, side), dtype=bool)
     c = (np.arange(side) + 0.5) / side  # pixel centres in [0, 1]
@@ -150,7 +142,6 @@ def _stamp_block(height: int) -> int:
 
 
 def _stamp(canvas: np.ndarray, index: int) -> None:
-    """Write ``index`` as STAMP_BITS black/white blocks along the top-left edge."""
     b = _stamp_block(canvas.shape[0])
     for bit in range(STAMP_BITS):
         value = 255 if (index >> bit) & 1 else 0
@@ -169,25 +160,10 @@ def read_index_stamp(frame) -> int:
     return index
 
 
-def write_video(
-    path,
-    duration: float,
-    shapes: Sequence[Shape] = (),
-    *,
-    fps: float = 10,
-    width: int = 320,
-    height: int = 240,
-    gop: int = 250,
-    bframes: int = 0,
-    textured: bool = False,
-    vfr: bool = False,
-    background: str = "black",
-    overwrite: bool = False,
-    stamp_index: bool = False,
-    faststart: bool = False,
-    open_gop: bool = False,
-    pix_fmt: str = "yuv420p",
-) -> Path:
+def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: float = 10, width: int = 320, height: int = 240,
+                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, background: str = "black",
+                overwrite: bool = False, stamp_index: bool = False, faststart: bool = False, open_gop: bool = False,
+                pix_fmt: str = "yuv420p") -> Path:
     """Render ``shapes`` over ``duration`` seconds into a deterministic H.264 MP4 ``path`` (kept when
     it exists, unless ``overwrite``). ``gop``: keyframe interval, exact (no scene cuts); ``bframes``:
     consecutive B-frames (pyramid: some are references); ``textured``: a scrolling noise background

@@ -49,16 +49,10 @@ def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[
     if info is None:
         return int(meta_total), float(meta_fps), []
     frame_tol = max(META_FRAME_TOLERANCE, META_FRAME_TOLERANCE_FRACTION * info.total_frames)
-    agrees = (
-        abs(int(meta_total) - info.total_frames) <= frame_tol
-        and abs(float(meta_fps) - info.fps) <= META_FPS_TOLERANCE_FRACTION * info.fps
-    )
-    if agrees:
+    if abs(int(meta_total) - info.total_frames) <= frame_tol and abs(float(meta_fps) - info.fps) <= META_FPS_TOLERANCE_FRACTION * info.fps:
         return int(meta_total), float(meta_fps), []
-    note = (
-        f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
-        f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values"
-    )
+    note = (f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
+            f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values")
     with _META_WARNED_LOCK:  # once per file and process: a video's questions all ask for its plan
         first = note not in _META_WARNED
         if first and len(_META_WARNED) < _META_WARNED_SIZE:
@@ -92,14 +86,8 @@ class PlannedFrames:
         return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array)
 
 
-def plan_frames(
-    path,
-    plan: FramePlan,
-    n: int,
-    *,
-    intervals: Sequence[Sequence[float]] | None = None,
-    meta: dict | None = None,
-) -> PlannedFrames:
+def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[float]] | None = None,
+                meta: dict | None = None) -> PlannedFrames:
     """The ``n`` frames ``plan`` (a benchmark's ``FramePlan``, via ``frame_plan.choose``) picks in
     ``path``, and their times. ``intervals``: the question's (seconds), for plans picking inside them.
     ``meta``: the dataset's per-video metadata, checked against the container header only
