@@ -346,9 +346,9 @@ def _file_in_the_way(root: Path, target: str) -> Path | None:
     return None
 
 
-def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> list[str]:
-    """One line per entry that would replace a different file, or whose place is taken by a file
-    where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
+def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
+    """ArchiveError, before anything is written, when an entry would replace a different file, or its
+    place is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
     root = Path(root)
     found = []
     for member, target in plan_.entries:
@@ -360,11 +360,6 @@ def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) ->
         elif path.exists() and target not in rewrite and not in_place(path, member, plan_.verified.get(target)):
             found.append(f"member {member.name!r} would replace {path}, whose content differs "
                          f"({path.stat().st_size} bytes there, {member.size} bytes with CRC {member.crc:08x} in the archive)")
-    return found
-
-
-def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
-    found = conflicts(plan_, root, rewrite)
     if found:
         more = f" (and {len(found) - 1} more member(s) like it)" if len(found) > 1 else ""
         raise ArchiveError(

@@ -134,87 +134,63 @@ def parameter_names(function: Callable) -> list[str]:
 
 # -- the touchpoints (installed by utils/lmms/plugin.py; used where named) ---------------------
 
-TASK_PATH = declare(
-    "task-path",
-    gives="this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
+TASK_PATH = declare("task-path", gives="this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
     assumes="lmms_eval.tasks.TaskManager.initialize_tasks(include_path=...) builds every task index",
     lost="the tasks are not found by name",
     workaround='pass --include_path "$(lmms-vr tasks-path)"')
-MODEL_MANIFESTS = declare(
-    "model-manifests",
-    gives="the `vr_replay` model (replay predictions)",
+MODEL_MANIFESTS = declare("model-manifests", gives="the `vr_replay` model (replay predictions)",
     assumes="lmms_eval.models.MODEL_REGISTRY_V2 with register_manifest / list_canonical_model_ids and "
             "lmms_eval.models.registry_v2.ModelManifest(model_id, simple_class_path)",
     lost="--model vr_replay is unknown",
     workaround="score predictions with `lmms-vr score PREDICTIONS.jsonl --task TASK`")
-STDERR = declare(
-    "stderr",
-    gives="bootstrap standard errors of the headline metrics in lmms-eval's Stderr column",
+STDERR = declare("stderr", gives="bootstrap standard errors of the headline metrics in lmms-eval's Stderr column",
     assumes="lmms_eval.api.metrics.stderr_for_metric(metric, bootstrap_iters), imported by name into "
             "lmms_eval.evaluator_utils (its `cluster_key` CLT errors cover means of per-sample scores only, "
             "not F1 of means or per-question joins)",
     lost="Stderr shows N/A for this suite's metrics",
     workaround="`lmms-vr report RESULTS` gives the same bootstrap intervals")
-TASK_CONTEXT = declare(
-    "task-context",
-    gives="judge usage attributed to the task being aggregated, and the task's records file named",
+TASK_CONTEXT = declare("task-context", gives="judge usage attributed to the task being aggregated, and the task's records file named",
     assumes="lmms_eval.evaluator_utils.TaskOutput.calculate_aggregate_metric(self, ...) with self.task_name; "
             "usage_metrics.set_task_context and its module variable _CURRENT_TASK_CONTEXT",
     lost="judge usage is not split by task; records files are named `records_task.jsonl`",
     workaround="the judge accounting file beside the results holds the judge's calls and cost")
-JUDGE_USAGE = declare(
-    "judge-usage",
-    gives="the judge's tokens and cost in lmms-eval's usage summary (results['usage'])",
+JUDGE_USAGE = declare("judge-usage", gives="the judge's tokens and cost in lmms-eval's usage summary (results['usage'])",
     assumes="lmms_eval.models.model_utils.usage_metrics.summarize_usage_metrics / reset_usage_metrics / "
             "log_usage(model_name, input_tokens, output_tokens, source), bound by lmms_eval.evaluator at its import",
     lost="the judge's cost is missing from results['usage']",
     workaround="read `<date>_judge_accounting_<benchmark>.json` beside the results")
-RUN_FILES = declare(
-    "run-files",
-    gives="the records and judge accounting written beside the run's results with the same date prefix",
+RUN_FILES = declare("run-files", gives="the records and judge accounting written beside the run's results with the same date prefix",
     assumes="lmms_eval.evaluator.simple_evaluate's locals `datetime_str` and `evaluation_tracker` on the "
             "aggregating thread's stack",
     lost="extra files carry a date rebuilt from the CLI arguments (may differ from the results file by a second)",
     workaround="`lmms-vr score OUTPUT_PATH` pairs files by task, not only by date")
-RUN_RECORDS = declare(
-    "run-records",
-    gives="every task's records written before the run's first judging starts",
+RUN_RECORDS = declare("run-records", gives="every task's records written before the run's first judging starts",
     assumes="lmms_eval.evaluator.evaluate's local `eval_tasks` (TaskOutput with task_name, task, "
             "sample_metrics) on the aggregating thread's stack, all filled before the first aggregation",
     lost="each task's records are written when its own aggregation starts: a run killed while judging "
          "an earlier task loses the later tasks' generations",
     workaround="generate with --predict_only --log_samples, then `lmms-vr score OUTPUT_PATH`")
-FAST_INPUTS = declare(
-    "fast-inputs",
-    gives="video-native models decode only the frames they keep, from a small proxy clip",
+FAST_INPUTS = declare("fast-inputs", gives="video-native models decode only the frames they keep, from a small proxy clip",
     assumes="the model classes of utils/lmms/model_readings.py _KNOWN and their frame readings "
             "(qwen-vl-utils versions in model_readings.VERIFIED_VERSIONS); the model calling a hook is on its stack "
             "(calling_model)",
     lost="models decode the whole video themselves (slower, more memory; the same frames)",
     workaround="none needed for correctness; LMMS_VR_VIDEO_INPUT=path is the same behaviour on purpose")
-FAILURE_PLACEHOLDERS = declare(
-    "failure-placeholders",
-    gives="API models' give-up strings counted as model failures instead of scored as answers",
+FAILURE_PLACEHOLDERS = declare("failure-placeholders", gives="API models' give-up strings counted as model failures instead of scored as answers",
     assumes="the placeholder texts of lmms-eval's API models (utils/lmms/responses.py)",
     lost="a failed API request may be scored as a wrong answer",
     workaround="check `model_failed` against your API logs")
-CLI_ARGUMENTS = declare(
-    "cli-arguments",
-    gives="the preflight knows --model, --output_path and --predict_only before generation",
+CLI_ARGUMENTS = declare("cli-arguments", gives="the preflight knows --model, --output_path and --predict_only before generation",
     assumes="lmms-eval's CLI flags --model, --output_path, --predict_only in sys.argv",
     lost="the preflight checks everything (judge and media) whatever the flags",
     workaround="LMMS_VR_PREFLIGHT=off skips the preflight")
-STARTUP_CHECK = declare(
-    "start-up-check",
-    gives="every setting, the data roots and the output folder checked before the model loads, all problems in one "
+STARTUP_CHECK = declare("start-up-check", gives="every setting, the data roots and the output folder checked before the model loads, all problems in one "
           "message; every task that fails to load named at once; `--tasks cg_bench` run from a folder holding ./cg_bench",
     assumes="lmms_eval.evaluator.simple_evaluate(model, ..., tasks=..., cli_args=...) loads the model after it starts, and "
             "loads the tasks through lmms_eval.evaluator.get_task_dict(task_name_list, ...)",
     lost="the start-up checks run when the first task loads (after the model), and stop at the first task that fails",
     workaround="`lmms-vr doctor` lists every invalid setting and data root before a run")
-JUDGE_SERVER = declare(
-    "judge-server",
-    gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
+JUDGE_SERVER = declare("judge-server", gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
           "aggregation) is done",
     assumes="lmms_eval.evaluator.get_launcher(name)(**launcher_args) builds the launcher (simple_evaluate); evaluate calls "
             "launch() on rank 0 after generation, clean() on rank 0 before aggregation, then consolidate_results(...); "

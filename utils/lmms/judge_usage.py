@@ -78,15 +78,12 @@ def task_context(task_name: str) -> Iterator[None]:
     global _current_task
     saved_task, _current_task = _current_task, task_name
     usage = _usage_metrics()
+    previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
     try:
-        if usage is None:
-            yield
-            return
-        previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
-        usage.set_task_context(task_name)
-        try:
-            yield
-        finally:
-            usage.set_task_context(previous)
+        if usage is not None:
+            usage.set_task_context(task_name)
+        yield
     finally:
+        if usage is not None:
+            usage.set_task_context(previous)
         _current_task = saved_task

@@ -37,14 +37,6 @@ _launchers: list["KeptAliveLauncher"] = []  # built by lmms-eval in this process
 _warned: set[str] = set()
 
 
-def _warn_once(topic: str, message: str, *args: Any) -> None:
-    with _lock:
-        if topic in _warned:
-            return
-        _warned.add(topic)
-    log.warning(message, *args)
-
-
 class KeptAliveLauncher:
     """lmms-eval's launcher, whose `clean()` waits until this suite's judging is done (every other
     attribute is the launcher's)."""
@@ -102,9 +94,13 @@ def lmms_judge(env: Mapping[str, str]) -> HostJudge | None:
         model = (env.get("MODEL_VERSION") or "").strip() or None
         return HostJudge(base_url=base, model=model, source="lmms-eval API_TYPE=local (LLM_JUDGE_URL)", model_variable="MODEL_VERSION")
     if api_type in UNSUPPORTED_API_TYPES:
-        _warn_once(f"api_type:{api_type}", "API_TYPE=%s (lmms-eval's %s judge provider) is not an OpenAI-compatible endpoint this "
-                   "suite's judges can call; they use their own defaults. Set LMMS_VR_JUDGE_BASE_URL, LMMS_VR_JUDGE_API_KEY and "
-                   "LMMS_VR_JUDGE_MODEL (e.g. Azure's <endpoint>/openai/v1) to judge with it.", api_type, api_type)
+        with _lock:  # warned once per process
+            first = api_type not in _warned
+            _warned.add(api_type)
+        if first:
+            log.warning("API_TYPE=%s (lmms-eval's %s judge provider) is not an OpenAI-compatible endpoint this suite's judges "
+                        "can call; they use their own defaults. Set LMMS_VR_JUDGE_BASE_URL, LMMS_VR_JUDGE_API_KEY and "
+                        "LMMS_VR_JUDGE_MODEL (e.g. Azure's <endpoint>/openai/v1) to judge with it.", api_type, api_type)
     return None
 
 
