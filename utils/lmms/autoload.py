@@ -46,14 +46,11 @@ class _HookedLoader:
     def __init__(self, loader, name: str) -> None:
         self._loader, self._name = loader, name
 
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
     def exec_module(self, module) -> None:
         self._loader.exec_module(module)
         run_hook(self._name)
 
-    def __getattr__(self, attribute):  # get_resource_reader, is_package, ... of the real loader
+    def __getattr__(self, attribute):  # create_module, get_resource_reader, is_package, ... of the real loader
         return getattr(self._loader, attribute)
 
 

@@ -101,9 +101,8 @@ class Touchpoint:
 TOUCHPOINTS: dict[str, Touchpoint] = {}
 
 
-def declare(name: str, *, gives: str, assumes: str, lost: str, workaround: str,
-            verified: tuple[str, ...] = VERIFIED) -> Touchpoint:
-    TOUCHPOINTS[name] = Touchpoint(name, gives, assumes, lost, workaround, verified)
+def declare(name: str, *, gives: str, assumes: str, lost: str, workaround: str) -> Touchpoint:
+    TOUCHPOINTS[name] = Touchpoint(name, gives, assumes, lost, workaround)
     return TOUCHPOINTS[name]
 
 

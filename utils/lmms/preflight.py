@@ -225,11 +225,15 @@ def write_probe(folder: Path, size: int = 0) -> None:
             os.fsync(probe.fileno())
 
 
-def check_output_folder() -> str | None:
+def _output_folder() -> Path | None:
     folder = cli_option("--output_path")
-    if not folder:
+    return Path(folder).expanduser() if folder else None
+
+
+def check_output_folder() -> str | None:
+    path = _output_folder()
+    if path is None:
         return None
-    path = Path(folder).expanduser()
     try:
         write_probe(path, PROBE_BYTES)
     except OSError as error:
@@ -261,11 +265,8 @@ def run_documents(documents: int) -> int:
 
 def check_output_space(documents: int) -> str | None:
     """`--output_path` has room for what a run of `documents` documents writes, at least."""
-    folder = cli_option("--output_path")
-    if not folder:
-        return None
-    path = Path(folder).expanduser()
-    free, needed = files.free_bytes(path), documents * BYTES_PER_DOCUMENT
+    path = _output_folder()
+    free, needed = (files.free_bytes(path) if path else None), documents * BYTES_PER_DOCUMENT
     if free is None or free >= needed:
         return None
     return (f"the output folder {path} has {files.size_text(free)} free, less than the {files.size_text(needed)} a run of "

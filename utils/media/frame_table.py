@@ -138,12 +138,8 @@ def _scan(path: Path) -> _FrameTable:
         if len(pos_of_pts) != len(pts):
             raise VideoError(f"video has duplicate frame timestamps, frames cannot be located exactly: {path}. Remux it.")
         tb = stream.time_base
-        if stream.duration:
-            duration = float(stream.duration * tb)
-        elif container.duration:
-            duration = container.duration / 1_000_000
-        else:
-            duration = float((pts[order[-1]] - pts[order[0]]) * tb)
+        duration = (float(stream.duration * tb) if stream.duration else container.duration / 1_000_000 if container.duration
+                    else float((pts[order[-1]] - pts[order[0]]) * tb))
         if stream.average_rate:
             fps = float(stream.average_rate)
         elif duration > 0:
@@ -179,10 +175,7 @@ def _header_info(path: Path) -> VideoInfo | None:
         stream = container.streams.video[0]
         if not stream.frames or not stream.average_rate:
             return None
-        if stream.duration:
-            duration = float(stream.duration * stream.time_base)
-        else:
-            duration = stream.frames / float(stream.average_rate)
+        duration = float(stream.duration * stream.time_base) if stream.duration else stream.frames / float(stream.average_rate)
         return VideoInfo(int(stream.frames), float(stream.average_rate), duration, stream.codec_context.width,
                          stream.codec_context.height)
     finally:
