@@ -167,10 +167,6 @@ class Archive:
     parts: list[Path]
     problems: list[str] = field(default_factory=list)  # found while grouping: extraction refuses
 
-    @property
-    def archive_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.parts if p.exists())
-
     def members(self) -> list[Member]:
         """The central directory (ArchiveError naming what is wrong and the fix)."""
         if self.problems:
@@ -404,7 +400,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
 
 def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str] = frozenset()) -> int:
     """Bytes still to write; ArchiveError when the expansion looks like a bomb or the disk is too full."""
-    archive_bytes = plan_.archive.archive_bytes
+    archive_bytes = sum(p.stat().st_size for p in plan_.archive.parts if p.exists())
     if plan_.declared > limits.max_ratio * archive_bytes + (1 << 20):
         raise ArchiveError(
             f"{plan_.archive.label} declares {size_text(plan_.declared)} of content from {size_text(archive_bytes)} of archive "

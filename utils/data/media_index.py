@@ -72,9 +72,6 @@ class FileIndex:
             paths.sort()
         return index
 
-    def named(self, name: str) -> list[str]:
-        return self.by_name.get(name, [])
-
 
 _lock = threading.Lock()
 _indexes: dict[str, FileIndex] = {}
@@ -118,7 +115,7 @@ def locate(root: Path, relpath: str, canonical: Iterable[str] = (), accept: Acce
             return Path(path)
     wanted = str(relpath).split("/")
     scored = []
-    for rel in index_for(root).named(wanted[-1]):
+    for rel in index_for(root).by_name.get(wanted[-1], []):
         parts = rel.split("/")
         if accept is None or accept(parts):
             scored.append((_shared_tail(parts, wanted), rel))
