@@ -60,9 +60,11 @@ class ScoringAdapter:
     judge_name = ""
 
     def settings(self, records: Sequence[dict]) -> Any:
+        """The settings the task's aggregation would use (records and environment)."""
         return None
 
     def score(self, records: Sequence[dict], settings: Any, judge: Any) -> Scored:
+        """The metrics of the records and their per-sample outcomes, from one scoring with `judge`."""
         raise NotImplementedError
 
     def needs_judge(self, records: Sequence[dict]) -> bool:

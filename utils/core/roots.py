@@ -147,25 +147,13 @@ def jsonl_rows(lines: Iterable[str], where: str, error: type[DataError] = DataEr
             raise error(f"{where}:{line_no}: not valid JSON ({exc.msg})") from None
 
 
-def _newline_lines(handle: Iterable[str]) -> Iterable[str]:
-    """The lines of a text handle opened with newline="", ended by "\\n" only (such a handle
-    also ends a piece at a lone "\\r", which JSON allows as whitespace inside a record)."""
-    pending = ""
-    for piece in handle:
-        pending += piece
-        if pending.endswith("\n"):
-            yield pending
-            pending = ""
-    if pending:
-        yield pending
-
-
 def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
     """The JSON objects of a .jsonl file (bytes that are not UTF-8 replaced); a malformed line
     raises `error` naming the file and line."""
     rows = []
-    with Path(path).open(encoding="utf-8", errors="replace", newline="") as handle:
-        for line_no, row in jsonl_rows(_newline_lines(handle), str(path), error):
+    with Path(path).open("rb") as handle:  # binary lines end at b"\n" only, never inside a UTF-8 character
+        lines = (raw.decode("utf-8", errors="replace") for raw in handle)
+        for line_no, row in jsonl_rows(lines, str(path), error):
             if not isinstance(row, dict):
                 raise error(f"{path}:{line_no}: expected a JSON object")
             rows.append(row)

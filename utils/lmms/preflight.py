@@ -116,12 +116,8 @@ def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
 def run_benchmarks(tasks: list | None) -> list:
     """This suite's benchmarks (registry order) that the run's tasks belong to."""
     ours = registry.task_names()
-    named = set()
-    for task in tasks or []:
-        if isinstance(task, dict):
-            task = task.get("task") or task.get("group")
-        if isinstance(task, str) and task in ours:
-            named.add(ours[task].name)
+    names = [(task.get("task") or task.get("group")) if isinstance(task, dict) else task for task in tasks or []]
+    named = {ours[name].name for name in names if isinstance(name, str) and name in ours}
     return list({b.name: b for b in ours.values() if b.name in named}.values())
 
 
