@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -19,7 +18,8 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
-from lmms_video_reasoning.utils.core.intervals import clamp_intervals
+from lmms_video_reasoning.utils.core.intervals import clamp_intervals, merge_intervals
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames
 from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, probe
 
@@ -30,9 +30,7 @@ logger = logging.getLogger(__name__)
 META_FRAME_TOLERANCE = 2
 META_FRAME_TOLERANCE_FRACTION = 0.01
 META_FPS_TOLERANCE_FRACTION = 0.01
-_META_WARNED: set[str] = set()  # notes already logged (at most _META_WARNED_SIZE)
-_META_WARNED_SIZE = 4096
-_META_WARNED_LOCK = threading.Lock()
+_META_WARNED: BoundedMemo[str] = BoundedMemo(4096)  # notes already logged
 
 
 def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[int, float, list[str]]:
@@ -53,11 +51,8 @@ def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[
         return int(meta_total), float(meta_fps), []
     note = (f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
             f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values")
-    with _META_WARNED_LOCK:  # once per file and process: a video's questions all ask for its plan
-        first = note not in _META_WARNED
-        if first and len(_META_WARNED) < _META_WARNED_SIZE:
-            _META_WARNED.add(note)
-    if first:
+    if note not in _META_WARNED:  # once per file and process: a video's questions all ask for its plan
+        _META_WARNED[note] = note
         logger.warning(note)
     return info.total_frames, info.fps, [note]
 
@@ -123,12 +118,6 @@ def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[f
     return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
 
 
-def _clip_key(path: Path, intervals: list[list[float]]) -> str:
-    st = path.stat()
-    text = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{intervals!r}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def _clip_frames(table: _FrameTable, merged: list[list[float]]) -> list[int]:
     """Presentation indices of the frames whose time (from the first frame) is in a ``[s, e)`` of
     ``merged`` (seconds); a zero-length interval gives the frame on screen at ``s``."""
@@ -150,7 +139,6 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
     at the interval; played at the source's average fps; cached in ``cache_dir`` by the video's path,
     size, mtime and the intervals (written whole, then renamed)."""
     import av
-    from lmms_video_reasoning.utils.core.intervals import merge_intervals
 
     path = Path(path)
     table = _frame_table(path)
@@ -162,7 +150,9 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
         raise ValueError(f"cut_clip needs at least one interval for {path}")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    target = cache_dir / f"{path.stem}-{_clip_key(path, merged)}.mp4"
+    st = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{merged!r}".encode()).hexdigest()[:16]
+    target = cache_dir / f"{path.stem}-{key}.mp4"
     if target.exists() and target.stat().st_size > 0:
         return target
     indices = _clip_frames(table, merged)
