@@ -91,15 +91,6 @@ def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
     return _TABLE_CACHE.get_or_make(key, lambda: _scan(path))
 
 
-def _nal_length_size(codec: str, extradata: bytes | None) -> int:
-    """Length-prefix size of NAL units in MP4/MKV H.264 packets (from avcC); 0 when unknown."""
-    if not extradata:
-        return 0
-    if codec == "h264" and extradata[0] == 1 and len(extradata) > 4:
-        return (extradata[4] & 0x03) + 1
-    return 0
-
-
 def _scan(path: Path) -> _FrameTable:
     import av
 
@@ -107,7 +98,8 @@ def _scan(path: Path) -> _FrameTable:
     try:
         stream = container.streams.video[0]
         codec = stream.codec_context.name
-        nal_size = _nal_length_size(codec, stream.codec_context.extradata)
+        extradata = stream.codec_context.extradata  # avcC: the length prefix of MP4/MKV H.264 NAL units (0: unknown)
+        nal_size = (extradata[4] & 0x03) + 1 if codec == "h264" and extradata and extradata[0] == 1 and len(extradata) > 4 else 0
         header_frames = stream.frames
         pts: list[int] = []
         keyframes: list[int] = []
