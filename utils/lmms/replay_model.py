@@ -60,6 +60,11 @@ def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], Re
     return table
 
 
+def unmatched(table: dict[tuple[str | None, str], Response], task: str, sample_ids: set[str]) -> list[str]:
+    """Ids of predictions for ``task`` (or with no task) that match none of its documents."""
+    return sorted(sample_id for (name, sample_id) in table if name in (task, None) and sample_id not in sample_ids)
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -123,13 +128,13 @@ class ReplayModel(lmms):
 
     def _report_unmatched(self, tasks: set[tuple[str, str]]) -> None:
         every_id: set[str] = set()
-        unmatched = []  # (task, ids of its predictions that match none of its documents)
+        found = []  # (task, ids of its predictions that match none of its documents)
         for task, split in sorted(tasks):
             ids = {str(doc["sample_id"]) for doc in self.task_dict[task][split] if "sample_id" in doc}
             every_id |= ids
-            unmatched.append((task, sorted(i for (name, i) in self.table if name == task and i not in ids)))
-        unmatched.append(("(no task given)", sorted(i for (name, i) in self.table if name is None and i not in every_id)))
-        for task, ids in unmatched:
+            found.append((task, [i for i in unmatched(self.table, task, ids) if (task, i) in self.table]))
+        found.append(("(no task given)", sorted(i for (name, i) in self.table if name is None and i not in every_id)))
+        for task, ids in found:
             if ids:
                 logger.warning("vr_replay: %d predictions for task %s in %s match no document (ids such as %s); they were "
                                "not scored", len(ids), task, self.predictions_path, ", ".join(map(repr, ids[:5])))
