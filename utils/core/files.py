@@ -12,13 +12,9 @@ from typing import Iterator
 
 @contextlib.contextmanager
 def atomic_target(target: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `target` to write to; when the block succeeds it replaces
-    `target` in one step (`os.replace`), when it fails it is removed.
-
-    The temporary name is unique per process and thread, so concurrent writers of the same
-    target never mix their bytes (the last complete file wins), and it keeps the target's
-    suffix (tools such as `zip --out` and PyAV go by it).
-    """
+    """A temporary path beside `target` to write to: it replaces `target` in one step when the block
+    succeeds, is removed when it fails. Unique per process and thread (concurrent writers never mix
+    their bytes: the last complete file wins); it keeps the target's suffix (PyAV goes by it)."""
     target = Path(target)
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.{threading.get_ident()}.tmp{target.suffix}")
     try:
@@ -29,10 +25,16 @@ def atomic_target(target: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
-def fsync_folder(folder: Path) -> None:
-    """Make a rename inside `folder` durable (a no-op where folders cannot be opened)."""
+def write_durably(target: Path, data: bytes) -> None:
+    """`data` as `target`, whole or not at all, and on the disk when this returns: atomic, fsynced,
+    the rename made durable (where folders can be opened)."""
+    target = Path(target)
+    with atomic_target(target) as partial, partial.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
     try:
-        descriptor = os.open(folder, os.O_RDONLY)
+        descriptor = os.open(target.parent, os.O_RDONLY)
     except OSError:
         return
     try:
@@ -43,19 +45,7 @@ def fsync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-def write_durably(target: Path, data: bytes) -> None:
-    """`data` as `target`, whole or not at all, and on the disk (not only in the page cache) when
-    this returns: atomic, fsynced, the rename made durable."""
-    target = Path(target)
-    with atomic_target(target) as partial, partial.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    fsync_folder(target.parent)
-
-
 def sha256_of(path: Path) -> str:
-    """The sha256 of a file's bytes, read back from the file system."""
     digest = hashlib.sha256()
     with Path(path).open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -73,8 +63,7 @@ def free_bytes(folder: Path) -> int | None:
 
 
 def size_text(size: float | None) -> str:
-    """`1.5 MiB`, `12.0 KiB`, `300 B`, `2.1 TiB` (`unknown` for None): the suite's one byte formatter
-    (binary units, as `df -h` and `du -h` show sizes)."""
+    """`1.5 MiB`, `300 B`, `2.1 TiB` (`unknown` for None): the suite's one byte formatter (binary units)."""
     if size is None:
         return "unknown"
     value = float(size)
@@ -85,5 +74,4 @@ def size_text(size: float | None) -> str:
 
 
 def free_space_text(folder: Path) -> str:
-    """`<free> free on <folder>` for messages about a full disk."""
     return f"{size_text(free_bytes(folder))} free in {folder}"

@@ -1,16 +1,8 @@
-"""Time intervals in seconds: merging and clamping to a video's length.
-
-Public interface:
-
-- ``merge_intervals(intervals)``: sorted union of ``[start, end]`` intervals, overlapping or
-  touching ones merged (CG-Bench official ``merge_intervals`` merges when
-  ``start <= previous end``).
-- ``clamp_intervals(intervals, duration)``: intervals limited to ``[0, duration]`` and the
-  number that had to change.
-
-Every function reads a reversed interval ``[end, start]`` as ``[start, end]`` (so a reversed
-prediction can never give a temporal IoU above 1) and returns new lists: inputs are never mutated
-(the official ``merge_intervals`` sorts and extends its argument in place).
+"""Time intervals in seconds: ``merge_intervals`` (sorted union; overlapping or touching ones merged,
+as CG-Bench's official ``merge_intervals`` does when ``start <= previous end``) and
+``clamp_intervals`` (limited to ``[0, duration]``). A reversed interval ``[end, start]`` reads as
+``[start, end]`` (a reversed prediction never gives a temporal IoU above 1); inputs are never
+mutated (the official ``merge_intervals`` sorts and extends its argument in place).
 """
 
 from __future__ import annotations
@@ -36,7 +28,6 @@ def _normalized(intervals: Sequence[Sequence[float]]) -> list[Interval]:
 
 
 def merge_intervals(intervals: Sequence[Sequence[float]]) -> list[Interval]:
-    """Sorted union of ``intervals``; overlapping or touching intervals become one."""
     merged: list[Interval] = []
     for a, b in sorted(_normalized(intervals)):
         if merged and a <= merged[-1][1]:
@@ -47,11 +38,8 @@ def merge_intervals(intervals: Sequence[Sequence[float]]) -> list[Interval]:
 
 
 def clamp_intervals(intervals: Sequence[Sequence[float]], duration: float) -> tuple[list[Interval], int]:
-    """``intervals`` limited to ``[0, duration]`` (order kept), and how many had to change.
-
-    An interval entirely past the end becomes ``[duration, duration]`` (zero length) rather
-    than disappearing, so callers keep one entry per input interval.
-    """
+    """``intervals`` limited to ``[0, duration]`` (order kept), and how many had to change; one past
+    the end becomes ``[duration, duration]``, so callers keep one entry per input interval."""
     if not duration >= 0:
         raise ValueError(f"duration must be >= 0, got {duration}")
     clamped, changed = [], 0

@@ -49,14 +49,6 @@ class BoundedMemo(Generic[V]):
         with self._lock:
             return len(self._items)
 
-    def setdefault(self, key: Hashable, value: V) -> V:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        self[key] = value
-        return value
-
     def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
         found = self.get(key, _MISSING)
         if found is not _MISSING:

@@ -1,45 +1,23 @@
 """The benchmark contract, and the registry: the one place shared code learns about benchmarks.
 
-A benchmark is one folder that holds everything about it, plus one registration. The folder
-declares itself in `benchmark.py` (`BENCHMARK = Benchmark(...)`), and every consumer reads the
-declaration, never a file name or a function name by convention:
-
-| `Benchmark` field  | what it declares                                      | read by                          |
-|--------------------|-------------------------------------------------------|----------------------------------|
-| `tasks`, `groups`  | every lmms-eval task (`Task`: its metrics, `process_docs` hook, record options, generation and per-model settings) and group, once | the YAML generator (`utils.core.task_yaml`), `lmms-vr score`, `report`, the preflight, `doctor` |
-| `options`          | the score-changing settings its tasks declare (`settings.Setting` with an `option` name; a task's values in `Task.settings`, the variable an override): in the YAMLs' `metadata.settings`, in every record (`Benchmark.record`) | the YAML generator, `process_results`, its scoring (`Benchmark.settings_of`), `lmms-vr score` |
-| `task_dirs`        | the folder(s) of its generated task YAMLs             | the plugin (every lmms-eval `TaskManager` indexes them), `upstream` |
-| `binding`          | the module of its lmms-eval hooks (default `<package>.benchmark`): the YAMLs' `!function` paths | the YAML generator, `lmms-vr score` (documents), the settings check |
-| `build_record`     | `(doc, response, settings=..., **options) -> record`: one sample's record (options: the task's `record_options`; settings: its options in effect) | `process_results`, `lmms-vr score` (predict-only files, replay predictions) |
-| `scoring`          | a `ScoringAdapter`: score (metrics and per-sample outcomes), outcomes, metrics | the aggregation, `lmms-vr score`, `report`, Stderr |
-| `judge`            | `JudgeDefaults`: the official judge's model, key and endpoint variables | `judges.config` |
-| `report`           | a `ReportSpec`; its `headline` metrics get CIs in the report and lmms-eval's Stderr | `lmms-vr report`, `utils.results.aggregation` |
-| `failure_counts`   | the metrics counting samples not scored normally (lower is better; every other metric higher) | `lmms-vr report`, the YAMLs' `higher_is_better` |
-| `data_module`      | what `lmms-vr prepare` downloads and checks           | `lmms-vr prepare`                |
-| `sample_module`    | the generated sample (`write_sample`, `demo_predictions`, `oracle_judge_reply`) | `lmms-vr sample`, `demo` |
-| `reference`, `demo_tasks`, `aliases` | the papers' tables, what the demo runs, other names | report, demo, prepare |
-
-The hooks a task's YAML names beyond its `process_docs` and `doc_to_*` come from the declaration
-(`utils.results.aggregation.DeclaredHooks`, the binding's module `__getattr__`): the task's
-`process_results_<task>` (its record under each of its metrics) and one `aggregate_<metric>` per
-metric, each carrying its benchmark and metric (`ScoreOnce(benchmark)`, which scores through the
-benchmark's `scoring`), so lmms-eval's Stderr column finds the benchmark's headline metrics without
-any naming convention, and their standard error is asked of the ScoreOnce that scored the
-records, with its outcomes.
-
-Each benchmark folder has the same files with the same meanings (docs/internals.md, *Layout*);
-only `benchmark.py` and the task folder are required of a new benchmark.
+A benchmark is one folder declaring itself in `benchmark.py` (`BENCHMARK = Benchmark(...)`, each
+field described in docs/internals.md, *Adding a benchmark*), plus one registration. Every
+consumer (the YAML generator `utils.core.task_yaml`, the plugin, `lmms-vr prepare`, `score`,
+`report`, `doctor`, the preflight, `judges.config`) reads the declaration, never a file or
+function name by convention. The hooks a task's YAML names beyond its `process_docs` and `doc_to_*`
+come from the declaration (`utils.results.aggregation.DeclaredHooks`): `process_results_<task>`
+and one `aggregate_<metric>` per metric, each carrying its benchmark and metric, so lmms-eval's
+Stderr column finds the headline metrics without any naming convention.
 
 Registration, in report order: the folders shipped with the suite (`BUILTIN`); then installed
 packages' entry points in the group `lmms_video_reasoning.benchmarks` (`name = "pkg.benchmark:BENCHMARK"`);
-then `LMMS_VR_BENCHMARKS=module:attribute,...` (a benchmark that is not installed, e.g. a folder on
-`PYTHONPATH`; `module` alone means `module:BENCHMARK`); then `register()` calls in the process.
-Each of them reaches every consumer above, lmms-eval subprocesses included (the plugin reads the
-registry when lmms-eval builds its task index).
+then `LMMS_VR_BENCHMARKS=module:attribute,...` (`module` alone means `module:BENCHMARK`); then
+`register()` calls in the process. Each reaches every consumer, lmms-eval subprocesses included.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import threading
@@ -62,22 +40,20 @@ DEFAULT_ATTRIBUTE = "BENCHMARK"
 
 
 class Scored(NamedTuple):
-    """What one scoring of a task's records gives: every metric, and the per-sample outcomes they
-    were computed from (JSON-ready, as `ScoringAdapter.outcomes` gives them; None when they need a
-    judge and none is configured, or the scoring failed)."""
+    """One scoring of a task's records: every metric, and the per-sample outcomes they were
+    computed from (JSON-ready; None when they need a judge and none is configured, or it failed)."""
 
     metrics: dict
     outcomes: list[dict] | None
 
 
 class ScoringAdapter:
-    """One benchmark's scoring, as the task's aggregation (`utils.results.aggregation.ScoreOnce`),
-    `lmms-vr score` and `lmms-vr report` use it (each method says what it gives).
+    """One benchmark's scoring, as the aggregation (`utils.results.aggregation.ScoreOnce`),
+    `lmms-vr score` and `lmms-vr report` use it.
 
-    `judge`, in `score` and `outcomes`, is handed over by the caller that owns it (an object with
-    `ask` and `map`, `utils.core.ask.Judge`; None: no judge configured): the configured judge, a
-    reader of the judge cache, or the estimate and batch passes' judge that does not send. The
-    caller also does the judge's accounting and summary.
+    `judge`, in `score` and `outcomes`, is handed over by the caller that owns it and does its
+    accounting (an object with `ask` and `map`, `utils.core.ask.Judge`; None: no judge configured):
+    the configured judge, a reader of the judge cache, or the estimate and batch passes' judge.
     """
 
     name = ""
@@ -95,64 +71,48 @@ class ScoringAdapter:
         return True
 
     def outcomes(self, records: Sequence[dict], settings: Any, judge: Any) -> list[dict] | None:
-        """The same judging / parsing as `score`, per sample, with another judge (the report's
-        reader of the judge cache, the judge agreement's recorder): JSON-ready outcomes, or None
-        when they need a judge and `judge` is None."""
+        """The same judging / parsing as `score`, per sample, with another judge (the report's cache
+        reader, the judge agreement's recorder); None when they need a judge and `judge` is None."""
         raise NotImplementedError
 
     def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
-        """Every metric, recomputed from records and their outcomes."""
         raise NotImplementedError
 
     def columns(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> Any:
-        """The metrics over per-sample columns (a `utils.core.columns.SampleColumns`: each sample's
-        contribution once, the metrics from their sums; `metrics` is their `point`). None (the
-        default): the benchmark defines its metrics by `metrics` alone, and each bootstrap resample
-        is re-aggregated by it (slower)."""
+        """The metrics over per-sample columns (`utils.core.columns.SampleColumns`, whose `point` is
+        `metrics`); None: each bootstrap resample is re-aggregated by `metrics` (slower)."""
         return None
 
     def report_record(self, record: dict) -> dict:
-        """What `metrics`, `columns`, `question`, `unit`, `settings` and `needs_judge` read of a record once
-        its outcome is known: all `lmms-vr report` keeps of each sample, so its memory follows
-        what it needs (derived values such as a final answer computed here). The whole record
-        by default."""
+        """All `lmms-vr report` keeps of a record once its outcome is known (what `metrics`, `columns`,
+        `question`, `unit`, `settings` and `needs_judge` read), so its memory follows what it needs."""
         return record
 
     def question(self, record: dict) -> str:
-        """The question a record answers (several records may answer one question, e.g. one per
-        mode): what the report counts as its questions."""
+        """The question a record answers (several records may answer one, e.g. one per mode)."""
         return str(record["sample_id"])
 
     def unit(self, record: dict) -> str:
-        """The resampling unit (and pairing key) of a record: its question by default (a benchmark
-        whose questions are correlated resamples a coarser unit, e.g. the video)."""
+        """The resampling unit (and pairing key): the question, or a coarser one (e.g. the video)."""
         return self.question(record)
 
-    # `lmms-vr judge-agreement`: what two judges' replies to the same request are compared on.
-
     def verdicts(self, tag: str, value: Any) -> list[tuple[str, str, Any]]:
-        """The verdicts in one parsed judge reply (the request's `tag`, the parser's value), as
-        (call type, item, label): the call type is usually the tag; `item` pairs the verdicts
-        within one reply (e.g. "step 3"). Default: a plain value is one label."""
+        """`lmms-vr judge-agreement`: the verdicts in one parsed judge reply as (call type, item,
+        label); `item` pairs the verdicts within one reply (e.g. "step 3")."""
         return [(tag, "", value)] if isinstance(value, (str, int, float, bool)) else []
 
     def rating_scale(self, call: str) -> tuple | None:
-        """The ordered ratings of a call type whose verdicts are ratings (weighted kappa), or
-        None when they are categories (Cohen's kappa)."""
+        """The ordered ratings of a call type (weighted kappa), or None for categories (Cohen's)."""
         return None
 
     def stratum(self, record: dict) -> str:
-        """The stratum of a record when a calibration subset is drawn (`--calibrate`)."""
         return ""
 
 
 @dataclass(frozen=True)
 class ReportSpec:
-    """What `lmms-vr report` needs from a benchmark besides its scoring.
-
-    `section(runs, stats, out, n, seed)` builds the benchmark's part of the report (its
-    paper tables, CI table, comparisons, plots) or returns None when no run has its tasks.
-    """
+    """What `lmms-vr report` needs besides the scoring: `section(runs, stats, out, n, seed)` builds
+    the benchmark's part (paper tables, CIs, plots), or None when no run has its tasks."""
 
     section: Callable[..., Any]
     headline: tuple[str, ...]  # metrics with bootstrap CIs (and a standard error in lmms-eval's Stderr column)
@@ -171,9 +131,8 @@ class ReportSpec:
 
 @dataclass(frozen=True)
 class JudgeDefaults:
-    """A benchmark's judge as its official evaluation code sets it: the model, the variable that
-    names another model, the key variable it needs, the endpoint and the variables that move it.
-    `judges.config` resolves a judge from it (`LMMS_VR_JUDGE_*` override everything)."""
+    """A benchmark's judge as its official code sets it (`judges.config` resolves it;
+    `LMMS_VR_JUDGE_*` override everything)."""
 
     benchmark: str  # the benchmark's registry name (names its judge in logs and accounting)
     model: str
@@ -185,18 +144,13 @@ class JudgeDefaults:
 
 @dataclass(frozen=True)
 class Task:
-    """One lmms-eval task of a benchmark, declared once, in Python: the YAML lmms-eval reads is
-    generated from it (`utils.core.task_yaml`), and `lmms-vr score` and the registry read it.
+    """One lmms-eval task, declared once in Python; its YAML is generated from it (`utils.core.task_yaml`).
 
-    `metrics` are the benchmark's own metric tuples (its scoring's names), in the order lmms-eval
-    reports them; `process_docs` names the binding's hook building the task's documents;
-    `record_options` are what `build_record(doc, reply, settings=..., **record_options)` is given
-    for this task; `settings` the task's values of the benchmark's score-changing `options` (the
-    others keep their defaults; the environment variable of each overrides it); `model_kwargs`
-    is lmms-eval's `lmms_eval_specific_kwargs` (a model-named block replaces `default`: repeat
-    every key); `output_type` lmms-eval's (`generate_until_agentic`: several rounds, each
-    prompt from `doc_to_text(doc, previous_output=..., round_idx=...)`); `about` the YAML's first
-    comment line(s).
+    `metrics`: the scoring's names, in lmms-eval's order; `record_options`: what
+    `build_record(doc, reply, settings=..., **record_options)` gets; `settings`: the task's values of
+    the benchmark's `options` (the environment variable of each overrides it); `model_kwargs`:
+    lmms-eval's `lmms_eval_specific_kwargs` (a model-named block replaces `default`: repeat every
+    key); `output_type`: lmms-eval's; `about`: the YAML's first comment line(s).
     """
 
     name: str
@@ -212,14 +166,11 @@ class Task:
 
     @property
     def process_results(self) -> str:
-        """The binding's `process_results` hook of this task (made from this declaration, see
-        `utils.results.aggregation.DeclaredHooks`)."""
         return f"{PROCESS_RESULTS}{self.name}"
 
 
 @dataclass(frozen=True)
 class Group:
-    """A group of tasks lmms-eval runs by one name."""
 
     name: str
     tasks: tuple[str, ...]
@@ -233,12 +184,8 @@ AGGREGATE, PROCESS_RESULTS = "aggregate_", "process_results_"
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One benchmark, as shared code sees it (see the module docstring for each field's reader).
-
-    `package` is its folder's module path; `binding` the module holding its lmms-eval hooks (the
-    task YAMLs' `!function` paths; default `<package>.benchmark`). `reference` is the papers'
-    tables: a package-data file name in `package` (JSON), or the tables themselves.
-    """
+    """One benchmark, as shared code sees it. `binding`: the module of its lmms-eval hooks (default
+    `<package>.benchmark`); `reference`: the papers' tables, or their JSON file in `package`."""
 
     name: str
     title: str
@@ -285,33 +232,27 @@ class Benchmark:
                                 f"({', '.join(sorted(known)) or 'none'})")
 
     def task(self, name: str) -> Task:
-        """The declared task `name` (DataError naming the benchmark's tasks otherwise)."""
         for task in self.tasks:
             if task.name == name:
                 return task
         raise DataError(f"benchmark {self.name} has no task {name!r}; its tasks are {', '.join(t.name for t in self.tasks)}")
 
     def task_options(self, task: Task) -> dict[str, Any]:
-        """The task's declared options, every one of the benchmark's (its value, or the default):
-        what its YAML writes into `metadata.settings`, lmms-eval's results' config block."""
+        """Every option of the benchmark for `task` (its value, or the default): its YAML's `metadata.settings`."""
         return {setting.option: task.settings.get(setting.option, setting.default) for setting in self.options}
 
     def record(self, task: Task, doc: dict, response: Any) -> dict:
-        """One sample's record of `task` (its `process_results`, and `lmms-vr score` rebuilding one
-        from a raw reply): `build_record` with the task's record options and its settings in effect
-        (`settings.task_settings`: the declared ones, each overridden by its environment variable
-        when set), which the record carries (`settings`), so that its scoring uses them."""
+        """One sample's record of `task`: `build_record` with the task's record options and its
+        settings in effect (`settings.task_settings`), which the record carries for its scoring."""
         values = settings.task_settings(self.options, task.settings)
         record = self.build_record(doc, response, settings=values, **task.record_options)
         record["settings"] = values
         return record
 
     def settings_of(self, records: Sequence[Mapping], env: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """The options a task's records were made with (each record's `settings`; records made
-        before they were recorded: the defaults), each overridden by its environment variable when
-        set now; `settings.FROM_ENV` lists the variables set at the run and now. DataError when the
-        records were made with different values (records of several runs): score them apart, or
-        set the variable. What its scoring reads (its `ScoringAdapter.settings`) and `lmms-vr score` shows."""
+        """The options a task's records were made with (each record's `settings`, else the defaults),
+        each overridden by its environment variable when set now; `settings.FROM_ENV` lists the
+        variables set at the run and now. DataError when the records disagree (several runs)."""
         made = {}
         for record in records:
             recorded = record.get("settings") or {}
@@ -328,24 +269,20 @@ class Benchmark:
         return values
 
     def metrics(self) -> tuple[str, ...]:
-        """Every metric of its tasks, each once, in declaration order."""
         return tuple(dict.fromkeys(metric for task in self.tasks for metric in task.metrics))
 
     def higher_is_better(self, metric: str) -> bool:
-        """lmms-eval's direction of a metric: the failure counts are lower-is-better, all others higher."""
         return metric not in self.failure_counts
 
     def data(self):
-        """The benchmark's data module, imported on use. `lmms-vr prepare` needs: `SOURCE` (a
-        `utils.data.DataSource`), `HUB_ANNOTATIONS`, `HUB_MEDIA_PATTERNS`, `extraction_target`,
-        `records_at(root, split=...)` and `media_kinds(root, records)`."""
+        """The data module `lmms-vr prepare` uses: `SOURCE`, `HUB_ANNOTATIONS`, `HUB_MEDIA_PATTERNS`,
+        `extraction_target`, `records_at(root, split=...)`, `media_kinds(root, records)`."""
         if self.data_module is None:
             raise DataError(f"benchmark {self.name} has no data to prepare")
         return importlib.import_module(self.data_module)
 
     def sample(self):
-        """The module writing the benchmark's generated sample, imported on use (None: it has
-        none): `write_sample(root)`, `demo_predictions(root)`, `oracle_judge_reply(request)`."""
+        """The generated sample's module (`write_sample`, `demo_predictions`, `oracle_judge_reply`), or None."""
         return None if self.sample_module is None else importlib.import_module(self.sample_module)
 
     def reference_tables(self) -> dict:
@@ -363,57 +300,45 @@ _builtin_loaded = False
 
 
 def _load_builtin() -> None:
+    """Register, once: the built-in benchmarks (report order), then the installed and named ones,
+    then anything registered before the first look-up."""
     global _builtin_loaded
-    if _builtin_loaded:
-        return
     with _lock:
         if _builtin_loaded:
             return
-        found = {}
-        for folder in BUILTIN:
-            module = importlib.import_module(f"{NAMESPACE}.{folder}.benchmark")
-            found[module.BENCHMARK.name] = module.BENCHMARK
+        found = {benchmark.name: benchmark for benchmark in builtin()}
+        from importlib.metadata import entry_points
+
+        sources = [(f"entry point {point.name!r} (group {ENTRY_POINT_GROUP})", point.value)
+                   for point in entry_points(group=ENTRY_POINT_GROUP)]
+        sources += [(f"{BENCHMARKS_ENV} entry {entry.strip()!r}", entry.strip()) for entry in BENCHMARKS.read().split(",") if entry.strip()]
         external = {}
-        for source, target in _external_sources():
+        for source, target in sources:
             benchmark = _resolve(source, target)
             if benchmark.name in found:
                 raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
             external[benchmark.name] = benchmark
-        # built-in first (report order), then installed and named ones, then anything registered before the first look-up
         _registered.update({**found, **external, **{k: v for k, v in _registered.items() if k not in found and k not in external}})
         _builtin_loaded = True
 
 
-def _external_sources() -> list[tuple[str, str]]:
-    """(where it was declared, "module:attribute") of every benchmark outside this suite."""
-    from importlib.metadata import entry_points
-
-    sources = [(f"entry point {point.name!r} (group {ENTRY_POINT_GROUP})", point.value)
-               for point in entry_points(group=ENTRY_POINT_GROUP)]
-    for entry in BENCHMARKS.read().split(","):
-        if entry.strip():
-            sources.append((f"{BENCHMARKS_ENV} entry {entry.strip()!r}", entry.strip()))
-    return sources
-
-
 def _resolve(source: str, target: str) -> Benchmark:
     """The `Benchmark` that `module:attribute` names (DataError naming `source` and the fix)."""
-    module_name, _, attribute = target.partition(":")
+    module_name, _, attribute = (part.strip() for part in target.partition(":"))
+    attribute = attribute or DEFAULT_ATTRIBUTE
     try:
-        value = getattr(importlib.import_module(module_name.strip()), attribute.strip() or DEFAULT_ATTRIBUTE)
+        value = getattr(importlib.import_module(module_name), attribute)
     except ImportError as error:
-        raise DataError(f"{source}: cannot import {module_name.strip()!r} ({error}); install it or put its folder on "
+        raise DataError(f"{source}: cannot import {module_name!r} ({error}); install it or put its folder on "
                         f"PYTHONPATH, or remove the entry") from None
     except AttributeError:
-        raise DataError(f"{source}: {module_name.strip()!r} has no {attribute.strip() or DEFAULT_ATTRIBUTE!r}; name the "
-                        f"Benchmark as module:attribute") from None
+        raise DataError(f"{source}: {module_name!r} has no {attribute!r}; name the Benchmark as module:attribute") from None
     if not isinstance(value, Benchmark):
         raise DataError(f"{source}: {target} is a {type(value).__name__}, not a Benchmark (utils.core.registry.Benchmark)")
     return value
 
 
 def register(benchmark: Benchmark) -> Benchmark:
-    """Add a benchmark (replacing one of the same name); returns it."""
     _load_builtin()
     with _lock:
         _registered[benchmark.name] = benchmark
@@ -421,7 +346,6 @@ def register(benchmark: Benchmark) -> Benchmark:
 
 
 def benchmarks() -> list[Benchmark]:
-    """Every benchmark, in report order (DataError when a declared one cannot be loaded)."""
     _load_builtin()
     return list(_registered.values())
 
@@ -432,8 +356,7 @@ def builtin() -> list[Benchmark]:
 
 
 def usable() -> list[Benchmark]:
-    """Every benchmark, or the suite's own when an external declaration cannot be loaded (where
-    that one is loaded, its DataError says what is wrong)."""
+    """Every benchmark, or the suite's own when an external declaration cannot be loaded."""
     try:
         return benchmarks()
     except DataError:
@@ -441,13 +364,11 @@ def usable() -> list[Benchmark]:
 
 
 def listing(benchmarks_: Sequence[Benchmark]) -> str:
-    """`name (or alias), ...`: how commands and messages list the benchmarks."""
     return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks_)
 
 
 def get(name: str) -> Benchmark:
-    """The benchmark called `name` (or one of its aliases: its name is the canonical one, the one
-    every command and message prints; an alias, e.g. a task-style name, is accepted)."""
+    """The benchmark called `name` or one of its aliases (messages print its name)."""
     for benchmark in benchmarks():
         if name == benchmark.name or name in benchmark.aliases:
             return benchmark
@@ -455,8 +376,6 @@ def get(name: str) -> Benchmark:
 
 
 def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
-    """The task folders of every benchmark (or of `benchmarks_`), in registry order; a declared
-    folder that does not exist is a DataError naming the benchmark."""
     folders: list[Path] = []
     for benchmark in benchmarks() if benchmarks_ is None else benchmarks_:
         for folder in benchmark.task_dirs:
@@ -468,8 +387,7 @@ def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
 
 
 def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benchmark]:
-    """{task or group name: its benchmark} for every declared task and group of every benchmark
-    (or of `benchmarks_`): what lmms-eval must find by name."""
+    """{task or group name: its benchmark} (every benchmark's, or `benchmarks_`')."""
     found: dict[str, Benchmark] = {}
     for benchmark in usable() if benchmarks_ is None else benchmarks_:
         for name in [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]:
@@ -478,7 +396,6 @@ def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benc
 
 
 def judge_defaults(name: str) -> JudgeDefaults:
-    """The judge the benchmark `name` declares (DataError for an unknown benchmark or one without a judge)."""
     benchmark = get(name)
     if benchmark.judge is None:
         with_judge = [b.name for b in benchmarks() if b.judge is not None]
@@ -486,9 +403,7 @@ def judge_defaults(name: str) -> JudgeDefaults:
     return benchmark.judge
 
 
-# ---------------------------------------------------------------------------------------------
 # The papers' reference tables (package data)
-# ---------------------------------------------------------------------------------------------
 
 
 def paper_citation(paper: Mapping) -> str:
@@ -510,33 +425,25 @@ def with_row_sources(data: dict) -> dict:
     return {**data, "paper": paper, "citation": paper_citation(paper), "tables": tables}
 
 
-_reference_cache: dict[tuple[str, str], dict] = {}
-
-
+@functools.lru_cache(maxsize=None)
 def load_reference(package: str, filename: str) -> dict:
-    """The reference tables shipped as `filename` in `package` (read once per process)."""
-    key = (package, filename)
-    if key not in _reference_cache:
-        try:
-            text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-        except (FileNotFoundError, ModuleNotFoundError) as error:
-            raise DataError(f"{package}: reference tables {filename} not found ({error}); reinstall the package") from None
-        _reference_cache[key] = with_row_sources(json.loads(text))
-    return _reference_cache[key]
+    try:
+        text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError) as error:
+        raise DataError(f"{package}: reference tables {filename} not found ({error}); reinstall the package") from None
+    return with_row_sources(json.loads(text))
 
 
 # The modules outside the benchmark folders that declare settings (dotted, under the package).
 # A benchmark's settings are declared by the modules its binding (`Benchmark.binding`) imports.
 # tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
 SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
-                 "utils.lmms.proxy_clips",
-                 "utils.lmms.preflight", "utils.lmms.responses", "utils.results.aggregation",
+                 "utils.lmms.proxy_clips", "utils.lmms.preflight", "utils.lmms.responses", "utils.results.aggregation",
                  "judges.batch_api", "judges.cache_lock", "judges.failure_share")
 
 
 def declare_all_settings() -> list[settings.Setting]:
-    """Import every module that declares a setting (this suite's, then each registered benchmark's
-    binding: settings are declared where they are used), and return all declared settings."""
+    """Import every module that declares a setting (this suite's, then each benchmark's binding); all declared settings."""
     for module in SUITE_MODULES:
         importlib.import_module(f"{NAMESPACE}.{module}")
     for benchmark in usable():

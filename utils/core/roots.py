@@ -1,13 +1,7 @@
-"""Where each benchmark's data lives: the Hub by default, a local root when asked.
-
-A root holds a benchmark's annotation files as its Hugging Face dataset has them and the
-media extracted into the benchmark's canonical folders (`lmms-vr prepare`; each benchmark's
-`data.py` resolves media files, `utils/data/media_index.py` finds them by name). The root
-is `$<BENCH>_ROOT` when set (clusters without internet; `lmms-vr prepare` fills it),
-else a default folder under the user cache, which `lmms-vr prepare` also fills.
-Annotations missing from the default folder are fetched from the Hub on first use;
-media (hundreds of GB) are never fetched implicitly: a missing video is an error that
-names the file, the variable and the command that fetches it.
+"""Where each benchmark's data lives: `$<BENCH>_ROOT` when set (`lmms-vr prepare` fills it), else a
+default folder under the user cache. Annotations missing from the default folder are fetched from
+the Hub on first use; media (hundreds of GB) never are: a missing video is an error naming the
+file, the variable and the command that fetches it.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ class MediaError(DataError):
 
 
 @dataclass(frozen=True)
-class DataSource:
+class DataSource:  # each benchmark's `data.SOURCE`
     benchmark: str  # the benchmark's registry name: the `lmms-vr prepare` argument
     hub_repo: str  # Hugging Face dataset id
     root_env: str  # environment variable naming a local copy
@@ -41,16 +35,12 @@ class DataSource:
         return f"lmms-vr prepare {self.benchmark} --root DIR && export {self.root_env}=DIR"
 
 
-# Each benchmark's DataSource is declared in its folder's data.py (`SOURCE`).
-
-
 # A root holding part of a release on purpose (the generated sample writes it): `lmms-vr prepare`
 # prints its record counts instead of checking them against the release (as `--subset` does).
 SUBSET_MARKER = ".lmms_vr_subset.json"
 
 
 def cache_home() -> Path:
-    """This suite's cache folder (judge cache, clips, default data roots)."""
     base = os.environ.get("LMMS_VR_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lmms_video_reasoning"
     )
@@ -66,7 +56,6 @@ def root_problem(source: DataSource) -> str | None:
 
 
 def data_root(source: DataSource) -> Path:
-    """The local root of a benchmark: `$<BENCH>_ROOT` if set, else the default folder."""
     problem = root_problem(source)
     if problem:
         raise DataError(problem)
@@ -76,8 +65,8 @@ def data_root(source: DataSource) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _unreachable(endpoint: str) -> str | None:
-    """Why the Hub at `endpoint` cannot be reached (None when a TCP connection opens within 3 s).
-    Asked once per process: lmms-eval retries task loading, the answer does not change."""
+    """Why the Hub at `endpoint` cannot be reached (None when a TCP connection opens within 3 s);
+    asked once per process (lmms-eval retries task loading)."""
     import socket
     from urllib.parse import urlsplit
 
@@ -101,10 +90,8 @@ def hub_unavailable() -> str | None:
 
 
 def annotation_file(source: DataSource, relpath: str) -> Path:
-    """Path of an annotation file, downloading it from the Hub when no local root is set.
-
-    With no root and no Hub (HF_HUB_OFFLINE=1, or no connection) it fails at once, naming the
-    variable and the `prepare` command, instead of retrying a download that cannot happen."""
+    """Path of an annotation file, downloaded from the Hub when no local root is set (with no root
+    and no Hub, a DataError at once naming the variable and the `prepare` command)."""
     root = data_root(source)
     path = root / relpath
     if path.is_file():
@@ -149,11 +136,8 @@ def read_json(path: Path) -> Any:
 
 
 def jsonl_rows(lines: Iterable[str], where: str, error: type[DataError] = DataError) -> Iterable[tuple[int, Any]]:
-    """(1-based line number, parsed value) for each non-blank line; blank lines count.
-
-    Lines are split on "\\n" only: `str.splitlines` also splits on U+2028 and other
-    characters JSON allows raw inside strings, which cut a record in two and shift every
-    later line number."""
+    """(1-based line number, parsed value) for each non-blank line. Lines end at "\\n" only:
+    `str.splitlines` also splits on U+2028 and others JSON allows raw inside strings."""
     for line_no, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -163,25 +147,13 @@ def jsonl_rows(lines: Iterable[str], where: str, error: type[DataError] = DataEr
             raise error(f"{where}:{line_no}: not valid JSON ({exc.msg})") from None
 
 
-def _newline_lines(handle: Iterable[str]) -> Iterable[str]:
-    """The lines of a text handle opened with newline="", ended by "\\n" only (such a handle
-    also ends a piece at a lone "\\r", which JSON allows as whitespace inside a record)."""
-    pending = ""
-    for piece in handle:
-        pending += piece
-        if pending.endswith("\n"):
-            yield pending
-            pending = ""
-    if pending:
-        yield pending
-
-
 def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
-    """The JSON objects of a .jsonl file (blank lines skipped; bytes that are not UTF-8
-    replaced); a malformed line raises `error` naming the file and line."""
+    """The JSON objects of a .jsonl file (bytes that are not UTF-8 replaced); a malformed line
+    raises `error` naming the file and line."""
     rows = []
-    with Path(path).open(encoding="utf-8", errors="replace", newline="") as handle:
-        for line_no, row in jsonl_rows(_newline_lines(handle), str(path), error):
+    with Path(path).open("rb") as handle:  # binary lines end at b"\n" only, never inside a UTF-8 character
+        lines = (raw.decode("utf-8", errors="replace") for raw in handle)
+        for line_no, row in jsonl_rows(lines, str(path), error):
             if not isinstance(row, dict):
                 raise error(f"{path}:{line_no}: expected a JSON object")
             rows.append(row)
@@ -189,8 +161,8 @@ def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
 
 
 def require_media(source: DataSource, path: Path | None, described: str) -> Path:
-    """`path` when it is a non-empty file; MediaError naming `described` (the file a record
-    needs, e.g. "video cg_videos_720p/x.mp4"), the root, the variable and the fix otherwise."""
+    """`path` when it is a non-empty file; else MediaError naming `described` (e.g. "video
+    cg_videos_720p/x.mp4"), the root, the variable and the fix."""
     if path is None or not Path(path).is_file():
         raise MediaError(f"{described} not found under {data_root(source)} (searched where every supported layout "
                          f"puts it). Set {source.root_env} to your copy of {source.hub_repo}, or fetch it with "
@@ -202,8 +174,7 @@ def require_media(source: DataSource, path: Path | None, described: str) -> Path
 
 @functools.lru_cache(maxsize=4096)
 def _video_problem(path: str, size: int, mtime: float) -> str | None:
-    """Why a video file cannot be decoded (None when it can): it must open, have a video
-    stream and yield a first frame. Cached by path, size and mtime (cheap on reruns)."""
+    """Why a video file cannot be decoded: it must open, have a video stream and yield a first frame."""
     if size == 0:
         return "the file is empty"
     try:
@@ -229,11 +200,8 @@ def video_problem(path: str | os.PathLike) -> str | None:
 
 
 def usable_video(source: DataSource, path: Path) -> Path:
-    """`path` if it decodes (`video_problem`), else MediaError naming the file and the fix.
-
-    For models that take only a path: lmms-eval's `qwen2_vl` would swallow the decoder error
-    and answer from the text alone, so a broken file must stop here.
-    """
+    """`path` if it decodes, else MediaError naming the file and the fix (models that take a path,
+    such as lmms-eval's `qwen2_vl`, would swallow the decoder error and answer from the text alone)."""
     problem = video_problem(path)
     if problem:
         raise MediaError(f"video {path} is unusable: {problem}. Re-download it with `{source.prepare_command}` "

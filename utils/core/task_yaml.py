@@ -1,18 +1,15 @@
-"""The task YAMLs lmms-eval reads, generated from each benchmark's declaration (`Benchmark.tasks`
-and `Benchmark.groups`, `utils/core/registry.py`): the one place a task is written down is
-Python; its YAML is output, committed so that lmms-eval finds it, and checked against the
-declaration by the tests (`tests/test_benchmark_seam.py`).
+"""The task YAMLs lmms-eval reads, generated from each benchmark's declaration (`Benchmark.tasks`,
+`Benchmark.groups`): the task is written down once, in Python; its YAML is output, committed so that
+lmms-eval finds it, and checked against the declaration (`--check`, run by the tests and CI).
 
     python -m lmms_video_reasoning.utils.core.task_yaml            # rewrite every registered benchmark's YAMLs
     python -m lmms_video_reasoning.utils.core.task_yaml --check    # exit 1 naming each file that differs
-    python -m lmms_video_reasoning.utils.core.task_yaml my_bench   # one benchmark (e.g. one added with LMMS_VR_BENCHMARKS)
+    python -m lmms_video_reasoning.utils.core.task_yaml my_bench   # one benchmark
 
-Each task's YAML names the hooks of the benchmark's binding module (`Benchmark.binding`):
-`process_docs` (the task's), `doc_to_visual`, `doc_to_text`, `doc_to_messages` (when the binding
-has it), and the hooks the declaration implies, `process_results_<task>` and
-`aggregate_<metric>` (`utils.results.aggregation.DeclaredHooks`). The task's score-changing
-settings go to `metadata.settings`, which lmms-eval copies into the config block of every
-results file.
+Each YAML names the hooks of the benchmark's binding module: `process_docs` (the task's),
+`doc_to_visual`, `doc_to_text`, `doc_to_messages` (when the binding has it), and those the
+declaration implies (`process_results_<task>`, `aggregate_<metric>`). The task's score-changing
+settings go to `metadata.settings`, which lmms-eval copies into every results file's config block.
 """
 
 from __future__ import annotations
@@ -45,7 +42,6 @@ _Dumper.add_representer(_Hook, lambda dumper, value: dumper.represent_scalar("!f
 
 
 def _dump(config: dict) -> str:
-    """Mappings as blocks, their innermost collections on one line each."""
     return yaml.dump(config, Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=1000)
 
 
@@ -58,7 +54,6 @@ def _header(benchmark: Benchmark, about: str) -> str:
 
 
 def task_config(benchmark: Benchmark, task: Task) -> dict:
-    """The task's lmms-eval configuration (hooks as `_Hook` paths)."""
     binding = importlib.import_module(benchmark.binding)
 
     def hook(name: str) -> _Hook:
@@ -95,8 +90,7 @@ def task_config(benchmark: Benchmark, task: Task) -> dict:
 
 
 def task_text(benchmark: Benchmark, task: Task) -> str:
-    config = task_config(benchmark, task)
-    return _header(benchmark, task.about) + _dump(config)
+    return _header(benchmark, task.about) + _dump(task_config(benchmark, task))
 
 
 def group_text(benchmark: Benchmark, group: Group) -> str:
@@ -104,38 +98,34 @@ def group_text(benchmark: Benchmark, group: Group) -> str:
 
 
 def files_of(benchmark: Benchmark) -> dict[Path, str]:
-    """{path: text} of every YAML of the benchmark, in its first task folder."""
     folder = benchmark.task_dirs[0]
     files = {folder / f"{task.name}.yaml": task_text(benchmark, task) for task in benchmark.tasks}
     files.update({folder / f"{group.name}.yaml": group_text(benchmark, group) for group in benchmark.groups})
     return files
 
 
+def _changes(benchmark: Benchmark) -> tuple[list[Path], dict[Path, str]]:
+    """(the task folder's YAMLs it no longer declares, {path: text} of those to write)."""
+    expected = files_of(benchmark)
+    stale = sorted(set(benchmark.task_dirs[0].glob("*.yaml")) - set(expected))
+    return stale, {path: text for path, text in expected.items()
+                   if not path.is_file() or path.read_text(encoding="utf-8") != text}
+
+
 def differences(benchmark: Benchmark) -> list[str]:
     """One line per YAML of the benchmark's task folder that is not what its declaration generates."""
-    expected = files_of(benchmark)
-    found = {path for path in benchmark.task_dirs[0].glob("*.yaml")}
-    lines = [f"{path}: not generated from the declaration (remove it)" for path in sorted(found - set(expected))]
-    for path, text in expected.items():
-        if not path.is_file():
-            lines.append(f"{path}: missing")
-        elif path.read_text(encoding="utf-8") != text:
-            lines.append(f"{path}: differs from the declaration")
-    return lines
+    stale, changed = _changes(benchmark)
+    return ([f"{path}: not generated from the declaration (remove it)" for path in stale]
+            + [f"{path}: {'differs from the declaration' if path.is_file() else 'missing'}" for path in changed])
 
 
 def write(benchmark: Benchmark) -> list[Path]:
-    """Write the benchmark's YAMLs (and remove the folder's YAMLs it no longer declares); the paths changed."""
-    expected = files_of(benchmark)
-    changed = []
-    for path in sorted(set(benchmark.task_dirs[0].glob("*.yaml")) - set(expected)):
+    stale, changed = _changes(benchmark)
+    for path in stale:
         path.unlink()
-        changed.append(path)
-    for path, text in expected.items():
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            changed.append(path)
-    return changed
+    for path, text in changed.items():
+        path.write_text(text, encoding="utf-8")
+    return [*stale, *changed]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,30 +1,20 @@
-"""The zip archives datasets ship as, read without joining copies and without prompting.
+"""The zip archives datasets ship as, read in place: nothing joined on disk, nothing prompted.
 
-Three shapes occur on the Hub (and on users' disks):
+Three shapes occur on the Hub: a complete zip (`video.zip`, a new-style `video_chunk_07.zip`);
+byte slices of one zip (`<prefix>_chunk_1.zip`, `_2`, ...: only their concatenation is a zip);
+an Info-ZIP split set (`x.z01`, ..., `x.zip`; member offsets relative to their part; Python's
+`zipfile` refuses such sets when ZIP64). `find_archives(root)` groups the files and tells the
+shapes apart by each file's end record. Every shape is read through one view of its parts in order
+(`Concatenation`) by a small central-directory reader (ZIP64 included); missing parts and chunks
+are named before anything is read.
 
-- a complete zip (`video.zip`, a new-style `video_chunk_07.zip`);
-- byte slices of one zip (`<prefix>_chunk_1.zip`, `_2`, ...: older copies cut by a script;
-  only their concatenation, in numeric order, is a zip);
-- an Info-ZIP split set (`x.z01`, `x.z02`, ..., `x.zip`; each member's offset is relative to
-  the part it starts in, and Python's `zipfile` refuses such sets when they are ZIP64).
-
-`find_archives(root)` groups the files and tells the shapes apart by reading each file's end
-record (a complete zip's central directory ends exactly where its end record starts; a slice
-has no end record or one pointing before its first byte). Every shape is read through one
-seekable view of its parts in order (`Concatenation`), by a small reader of the central
-directory (ZIP64 included) that maps (part, offset) to a position in that view, so nothing
-is joined on disk and no external tool can prompt for a missing part: missing parts and
-chunks are named before anything is read.
-
-`extract(archive, target_of, root, limits)` writes each member to the place `target_of`
-gives (the benchmark decides; members that leave the root are refused), after checking the
-declared expansion against `limits.max_ratio` (zip bombs) and the free disk against what is
-still to be written plus `limits.keep_free`. Each member is streamed to a temporary file,
-bounded by its declared size, CRC-checked, then moved into place, so no partial file is ever
-left under a final name. A file already in place is never replaced: the same content (its size,
-and the CRC an earlier extraction recorded for it) is skipped, different content (often another archive's verified copy of a
-same-named video) or a file where a member needs a folder refuses the archive before anything
-of it is written (`refuse_conflicts`), naming the archive, the member and the file.
+`extract` writes each member where the benchmark's `target_of` says (members leaving the root are
+refused), after checking the declared expansion (`Limits.max_ratio`: zip bombs) and the free disk
+(`Limits.keep_free`). Each member is streamed to a temporary file, bounded by its declared size,
+CRC-checked, then moved into place: no partial file ever has a final name. A file already in place
+is never replaced: the same content (size, and the CRC an earlier extraction recorded) is skipped;
+different content, or a file where a folder is needed, refuses the archive before anything of it
+is written (`refuse_conflicts`), naming the archive, the member and the file.
 """
 
 from __future__ import annotations
@@ -39,10 +29,11 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.files import atomic_target, size_text
+from lmms_video_reasoning.utils.data.media_index import leaves_root
 
 
 class ArchiveError(DataError):
@@ -58,69 +49,46 @@ SPLIT_PART = re.compile(r"^(?P<stem>.+)\.z(?P<number>\d{2,})$")
 
 
 def is_archive_name(name: str) -> bool:
-    """A zip or a part of a split zip, by its name."""
     base = name.rsplit("/", 1)[-1]
     return base.lower().endswith(".zip") or SPLIT_PART.match(base) is not None
 
 
-class Concatenation(io.RawIOBase):
-    """A read-only, seekable view of several files one after another."""
+class Concatenation:
+    """A read-only view of several files one after another, read by offset."""
 
     def __init__(self, paths: list[Path]):
-        super().__init__()
         self.paths = [Path(p) for p in paths]
-        self.sizes = [p.stat().st_size for p in self.paths]
         self.starts = [0]
-        for size in self.sizes:
-            self.starts.append(self.starts[-1] + size)
+        for path in self.paths:
+            self.starts.append(self.starts[-1] + path.stat().st_size)
         self.size = self.starts[-1]
-        self._pos = 0
         self._handles: dict[int, io.BufferedReader] = {}
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer) -> int:
-        if self._pos >= self.size:
-            return 0
-        index = bisect_right(self.starts, self._pos) - 1
-        handle = self._handles.get(index)
-        if handle is None:
-            handle = self._handles[index] = self.paths[index].open("rb")
-        handle.seek(self._pos - self.starts[index])
-        want = min(len(buffer), self.starts[index + 1] - self._pos)
-        data = handle.read(want)
-        buffer[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
-
     def read_at(self, offset: int, length: int) -> bytes:
-        self.seek(offset)
-        chunks, left = [], length
-        while left > 0:
-            data = self.read(left)
+        chunks, end = [], min(offset + length, self.size)
+        while offset < end:
+            index = bisect_right(self.starts, offset) - 1
+            if index not in self._handles:
+                self._handles[index] = self.paths[index].open("rb")
+            handle = self._handles[index]
+            handle.seek(offset - self.starts[index])
+            data = handle.read(min(end, self.starts[index + 1]) - offset)
             if not data:
                 break
             chunks.append(data)
-            left -= len(data)
+            offset += len(data)
         return b"".join(chunks)
 
     def close(self) -> None:
         for handle in self._handles.values():
             handle.close()
         self._handles.clear()
-        super().close()
+
+    def __enter__(self) -> "Concatenation":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
 
 
 @dataclass
@@ -135,11 +103,9 @@ class Member:
     offset: int  # relative to its part's start (split sets) or the file's start
 
 
-@dataclass
-class EndRecord:
-    position: int  # of the EOCD in the file it was found in
-    disk: int  # number of the disk holding it (= parts - 1 for a split set)
-    disks: int
+class EndRecord(NamedTuple):
+    position: int  # of the EOCD, from where the search started
+    disks: int  # parts of the archive
     entries: int
     cd_disk: int
     cd_size: int
@@ -148,7 +114,6 @@ class EndRecord:
 
 
 def _end_record(view: Concatenation, start: int = 0) -> EndRecord | None:
-    """The end-of-central-directory record in the view's bytes from `start`, or None."""
     tail_start = max(start, view.size - (1 << 16) - 22)
     tail = view.read_at(tail_start, view.size - tail_start)
     index = tail.rfind(EOCD)
@@ -157,12 +122,11 @@ def _end_record(view: Concatenation, start: int = 0) -> EndRecord | None:
     if index < 0:
         return None
     _sig, disk, cd_disk, _here, entries, cd_size, cd_offset, _comment = struct.unpack("<4s4H2LH", tail[index:index + 22])
-    position = tail_start + index - start
-    record = EndRecord(position, disk, disk + 1, entries, cd_disk, cd_size, cd_offset, None)
+    zip64_at, disks = None, disk + 1
     if index >= 20 and tail[index - 20:index - 16] == LOCATOR64:
-        _sig, z_disk, z_offset, total = struct.unpack("<4sLQL", tail[index - 20:index])
-        record.zip64_at, record.disks = (z_disk, z_offset), total
-    return record
+        _sig, z_disk, z_offset, disks = struct.unpack("<4sLQL", tail[index - 20:index])
+        zip64_at = (z_disk, z_offset)
+    return EndRecord(tail_start + index - start, disks, entries, cd_disk, cd_size, cd_offset, zip64_at)
 
 
 def _parse_central(data: bytes, expected: int, where: str) -> list[Member]:
@@ -203,19 +167,12 @@ class Archive:
     parts: list[Path]
     problems: list[str] = field(default_factory=list)  # found while grouping: extraction refuses
 
-    @property
-    def archive_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.parts if p.exists())
-
     def members(self) -> list[Member]:
         """The central directory (ArchiveError naming what is wrong and the fix)."""
         if self.problems:
             raise ArchiveError(f"{self.label}: " + "; ".join(self.problems))
-        view = Concatenation(self.parts)
-        try:
+        with Concatenation(self.parts) as view:
             return self._members(view)
-        finally:
-            view.close()
 
     def _members(self, view: Concatenation) -> list[Member]:
         last_start = view.starts[-2]
@@ -259,23 +216,15 @@ class Archive:
 
 
 def _classify(path: Path) -> str:
-    """'zip' when the file is a complete zip on its own, else 'piece' (a slice, or damaged)."""
-    view = Concatenation([path])
-    try:
-        if view.size == 0:
+    with Concatenation([path]) as view:
+        end = _end_record(view) if view.size else None
+        if end is None or end.disks != 1 or view.read_at(0, 4) not in (LOCAL, EOCD):
             return "piece"
-        end = _end_record(view)
-        head = view.read_at(0, 4)
-        if end is None or end.disks != 1 or head not in (LOCAL, EOCD):
-            return "piece"
-        trial = Archive(path.name, "zip", [path])
         try:
-            trial._members(view)
+            Archive(path.name, "zip", [path])._members(view)
         except ArchiveError:
             return "piece"
         return "zip"
-    finally:
-        view.close()
 
 
 def find_archives(root: Path) -> list[Archive]:
@@ -323,16 +272,11 @@ def find_archives(root: Path) -> list[Archive]:
         numbered.sort()
         kinds = {path: _classify(path) for _n, path in numbered}
         whole = [path for path, kind in kinds.items() if kind == "zip"]
-        if len(whole) == len(numbered):  # the repacked layout: each chunk is a zip of its own
+        if whole:  # the repacked layout (each chunk a zip of its own); any other chunk is a damaged copy
             archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
-            continue
-        if whole:  # some chunks are complete zips, so the others are damaged copies of such zips
-            archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
-            for path, kind in kinds.items():
-                if kind != "zip":
-                    archives.append(Archive(rel(path), "zip", [path], [
-                        "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
-                        "and rerun `lmms-vr prepare` to download it again"]))
+            archives.extend(Archive(rel(path), "zip", [path], [
+                "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
+                "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items() if kind != "zip")
             continue
         archive = Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered])
         present = {n for n, _p in numbered}
@@ -347,8 +291,7 @@ def find_archives(root: Path) -> list[Archive]:
 
 @dataclass(frozen=True)
 class Limits:
-    """Safety limits of an extraction: declared expansion at most `max_ratio` times the archive
-    (plus 1 MiB), and `keep_free` bytes left free on the disk afterwards."""
+    """Declared expansion at most `max_ratio` times the archive (plus 1 MiB); `keep_free` bytes left free."""
 
     max_ratio: float = 100.0
     keep_free: int = 1 << 30
@@ -363,12 +306,6 @@ def parse_size(text: str | int) -> int:
         raise ValueError(f"not a size: {text!r} (use e.g. 500M, 10G)")
     power = " KMGTP".index(match[2].upper() or " ")
     return int(float(match[1]) * 1024 ** power)
-
-
-def unsafe_member(name: str) -> bool:
-    """A member name that would leave the folder it is extracted to (absolute, drive, `..`)."""
-    text = name.replace("\\", "/")
-    return text.startswith("/") or (len(text) > 1 and text[1] == ":") or ".." in PurePosixPath(text).parts
 
 
 @dataclass
@@ -390,9 +327,8 @@ class Plan:
 
 
 def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
-    """The member's content is already at `path`: a file of its size, with its CRC when an
-    extraction recorded the file's CRC. Files reach their names only whole and CRC-checked
-    (`extract`), so the size is enough otherwise, and a resumed extraction reads nothing back."""
+    """The member's content is at `path`: a file of its size (and its CRC, when an extraction recorded
+    it). Files reach their names only whole and CRC-checked, so a resumed extraction reads nothing back."""
     return (path.is_file() and path.stat().st_size == member.size
             and (verified_crc is None or verified_crc == member.crc))
 
@@ -406,9 +342,9 @@ def _file_in_the_way(root: Path, target: str) -> Path | None:
     return None
 
 
-def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> list[str]:
-    """One line per entry that would replace a different file already in place, or whose place
-    is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
+def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
+    """ArchiveError, before anything is written, when an entry would replace a different file, or its
+    place is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
     root = Path(root)
     found = []
     for member, target in plan_.entries:
@@ -420,14 +356,6 @@ def conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) ->
         elif path.exists() and target not in rewrite and not in_place(path, member, plan_.verified.get(target)):
             found.append(f"member {member.name!r} would replace {path}, whose content differs "
                          f"({path.stat().st_size} bytes there, {member.size} bytes with CRC {member.crc:08x} in the archive)")
-    return found
-
-
-def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
-    """ArchiveError naming the archive, the member and the file in the way when extracting would
-    replace or run under a file already there (often another archive's verified copy); before
-    anything of the archive is written."""
-    found = conflicts(plan_, root, rewrite)
     if found:
         more = f" (and {len(found) - 1} more member(s) like it)" if len(found) > 1 else ""
         raise ArchiveError(
@@ -443,7 +371,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
     for member in members:
         if member.name.endswith("/"):
             continue
-        if unsafe_member(member.name):
+        if leaves_root(member.name):
             raise ArchiveError(f"{archive.label}: member {member.name!r} would be written outside the data root; "
                                "refusing to extract this archive (nothing was written). It is not a genuine copy: "
                                "delete it and download it again")
@@ -453,7 +381,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
         if target is None:
             skipped += 1
             continue
-        if unsafe_member(target):  # a benchmark mapping must keep to the root as well
+        if leaves_root(target):  # a benchmark mapping must keep to the root as well
             raise ArchiveError(f"{archive.label}: member {member.name!r} maps outside the root ({target})")
         if target in seen and (seen[target].size, seen[target].crc) != (member.size, member.crc):
             raise ArchiveError(f"{archive.label}: members {seen[target].name!r} and {member.name!r} both map to "
@@ -472,7 +400,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
 
 def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str] = frozenset()) -> int:
     """Bytes still to write; ArchiveError when the expansion looks like a bomb or the disk is too full."""
-    archive_bytes = plan_.archive.archive_bytes
+    archive_bytes = sum(p.stat().st_size for p in plan_.archive.parts if p.exists())
     if plan_.declared > limits.max_ratio * archive_bytes + (1 << 20):
         raise ArchiveError(
             f"{plan_.archive.label} declares {size_text(plan_.declared)} of content from {size_text(archive_bytes)} of archive "
@@ -504,7 +432,7 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
         raise ArchiveError(f"{label}: member {member.name!r} has no local header where the directory says "
                            "(a part or chunk is corrupt or from another copy): delete the archive and rerun `lmms-vr prepare`")
     name_len, extra_len = struct.unpack("<2H", header[26:30])
-    view.seek(member.offset + 30 + name_len + extra_len)
+    at = member.offset + 30 + name_len + extra_len
     decompressor = _decompressor(member, label)
     left, written, crc = member.compressed, 0, 0
 
@@ -518,10 +446,11 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
         out.write(chunk)
 
     while left > 0:
-        data = view.read(min(BLOCK, left))
+        data = view.read_at(at, min(BLOCK, left))
         if not data:
             raise ArchiveError(f"{label}: member {member.name!r} is cut short (truncated download): delete the "
                                "archive and rerun `lmms-vr prepare`")
+        at += len(data)
         left -= len(data)
         if decompressor is None:
             emit(data)
@@ -545,14 +474,12 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
 
 def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], None] = lambda _m: None,
             rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Write every pending member of `plan_` under `root` (`rewrite`: targets written even when
-    a file of the right size is there); return {target: size} of all its targets once each is
-    verified present with its declared size."""
+    """Write every pending member of `plan_` under `root` (and those in `rewrite`); {target: size}
+    of all its targets once each is verified in place."""
     root = Path(root)
     refuse_conflicts(plan_, root, rewrite)
     check_space(plan_, root, limits, rewrite)
-    view = Concatenation(plan_.archive.parts)
-    try:
+    with Concatenation(plan_.archive.parts) as view:
         for member, target in plan_.pending(root, rewrite):
             path = root / target
             try:
@@ -565,8 +492,6 @@ def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], N
                                        "some space and rerun (finished files are kept, the partial one was removed)") from None
                 raise ArchiveError(f"cannot write {path} ({exc.strerror or exc}) while extracting {plan_.archive.label}") from None
             progress(target)
-    finally:
-        view.close()
     sizes = {}
     for member, target in plan_.entries:
         path = root / target

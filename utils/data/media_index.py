@@ -1,18 +1,12 @@
 """Finding a benchmark's media files by name under a data root, wherever an archive put them.
 
-Datasets on the Hub were repacked over time, so the same file may sit at the path a record
-names, in a canonical folder, or under whatever nesting an archive carried. A benchmark's
-resolver (in its own `data.py`) states its canonical places and which folders a kind of file
-may live in; this module supplies what every resolver needs:
-
-- `inside_root(value, where)`: a record's relative path (normalised), refused (MediaError naming the
-  record) when it is absolute or climbs out with `..`: nothing outside the root is ever read.
-- `FileIndex` / `index_for(root)`: every file under a root by base name, built once per root
-  and process (one `os.scandir` walk; hidden files and folders such as `.cache` are skipped).
-- `locate(root, relpath, canonical, accept)`: the canonical candidates first (one `stat`
-  each, no walk), else the indexed files of that name that `accept` allows, ranked by how
-  many trailing path parts they share with `relpath`; a tie between different files is an
-  error naming them rather than a guess.
+Datasets on the Hub were repacked over time, so a file may sit at the path a record names, in a
+canonical folder, or under whatever nesting an archive carried. A benchmark's resolver (its
+`data.py`) states its canonical places and the folders a kind of file may live in; this module
+gives `inside_root` (a record's path, refused when it leaves the root), `index_for` (every file
+under a root by base name, one walk per root and process, hidden folders skipped) and `locate`
+(the canonical candidates first, else the indexed files of that name ranked by the trailing path
+parts they share with the record's path; a tie between different files is an error naming them).
 """
 
 from __future__ import annotations
@@ -28,15 +22,18 @@ from lmms_video_reasoning.utils.core.roots import MediaError
 Accept = Callable[[Sequence[str]], bool]  # relative path parts (folders + name) -> may this file be used?
 
 
-def inside_root(value: str, where: str) -> str:
-    """`value` as a relative POSIX path (str) that stays under the root; MediaError otherwise.
+def leaves_root(path: str) -> bool:
+    """A relative path that would leave its folder: absolute, a drive (`C:/`), or with `..`
+    (backslashes count as separators: records and archives made on Windows)."""
+    text = path.replace("\\", "/")
+    return text.startswith("/") or (len(text) > 1 and text[1] == ":") or ".." in text.split("/")
 
-    Backslashes count as separators (records written on Windows); empty and `.` parts are dropped.
-    """
+
+def inside_root(value: str, where: str) -> str:
+    """`value` as a relative POSIX path under the root (empty and `.` parts dropped); MediaError otherwise."""
     text = str(value).replace("\\", "/").strip()
     parts = [part for part in text.split("/") if part not in ("", ".")]
-    drive = len(text) > 1 and text[1] == ":"  # C:/... is absolute on Windows
-    if not text or text.startswith("/") or drive or ".." in parts:
+    if not text or leaves_root(text):
         raise MediaError(f"{where}: media path {value!r} leaves the data root (absolute or with '..'); "
                          "only paths inside the root are read. Fix the record or the annotation file")
     if not parts:
@@ -75,9 +72,6 @@ class FileIndex:
             paths.sort()
         return index
 
-    def named(self, name: str) -> list[str]:
-        return self.by_name.get(name, [])
-
 
 _lock = threading.Lock()
 _indexes: dict[str, FileIndex] = {}
@@ -97,7 +91,6 @@ def index_for(root: Path) -> FileIndex:
 
 
 def forget(root: Path | None = None) -> None:
-    """Drop the index of `root` (or every index) after files were added or moved."""
     with _lock:
         if root is None:
             _indexes.clear()
@@ -107,23 +100,14 @@ def forget(root: Path | None = None) -> None:
 
 
 def _shared_tail(a: Sequence[str], b: Sequence[str]) -> int:
-    count = 0
-    for x, y in zip(reversed(a), reversed(b)):
-        if x != y:
-            break
-        count += 1
-    return count
+    return next((n for n, (x, y) in enumerate(zip(reversed(a), reversed(b))) if x != y), min(len(a), len(b)))
 
 
 def locate(root: Path, relpath: str, canonical: Iterable[str] = (), accept: Accept | None = None,
            what: str = "media file") -> Path | None:
-    """The file `relpath` (from `inside_root`) stands for under `root`, or None when there is none.
-
-    `canonical`: relative paths tried first, in order (the record's own path belongs here).
-    Otherwise the files named like `relpath` anywhere under the root that `accept` allows,
-    the one sharing the longest tail of folders with `relpath` winning; several different
-    files tying for best is a MediaError naming them (the record cannot tell which it means).
-    """
+    """The file `relpath` (from `inside_root`) stands for under `root`, or None: the first of
+    `canonical` that exists, else the indexed file of that name `accept` allows sharing the longest
+    tail of folders with `relpath` (MediaError when different files tie)."""
     base = str(root)
     for candidate in canonical:
         path = os.path.join(base, candidate)
@@ -131,7 +115,7 @@ def locate(root: Path, relpath: str, canonical: Iterable[str] = (), accept: Acce
             return Path(path)
     wanted = str(relpath).split("/")
     scored = []
-    for rel in index_for(root).named(wanted[-1]):
+    for rel in index_for(root).by_name.get(wanted[-1], []):
         parts = rel.split("/")
         if accept is None or accept(parts):
             scored.append((_shared_tail(parts, wanted), rel))
@@ -149,14 +133,12 @@ def locate(root: Path, relpath: str, canonical: Iterable[str] = (), accept: Acce
 
 @dataclass
 class MediaKind:
-    """One kind of media a benchmark's documents use, as `lmms-vr prepare` checks it.
+    """One kind of media a benchmark's documents use, as `lmms-vr prepare` and the preflight check it.
 
-    `items`: label (the canonical relative path) -> the tasks' own resolver for it (returns the
-    path or None; a MediaError, e.g. a path leaving the root, counts as missing with its reason).
-    `problem(path)`: why a present file is unusable (None when fine). `when_missing` /
-    `when_unreadable`: what the tasks do about such a file (shown in `prepare`'s table).
-    A required kind makes `prepare` fail when one is missing or unusable; `unusable_fails`
-    (default: `required`) makes an unusable optional file fail it too (the tasks would stop).
+    `items`: label -> the tasks' own resolver (the path or None; a MediaError counts as missing with
+    its reason). `problem(path)`: why a present file is unusable. `when_missing` / `when_unreadable`:
+    what the tasks do about such a file. A required kind fails when one is missing or unusable;
+    `unusable_fails` (default: `required`) makes an unusable optional file fail too.
     """
 
     name: str
@@ -168,13 +150,6 @@ class MediaKind:
     unusable_fails: bool | None = None
     list_missing: bool = False  # an optional kind whose absent files `prepare` lists (e.g. subtitles a question loses)
 
-    @property
-    def unusable_is_error(self) -> bool:
-        return self.required if self.unusable_fails is None else self.unusable_fails
-
-
-# --- verification: what `lmms-vr prepare --verify-only` and the run's preflight check ----------
-
 
 @dataclass
 class KindReport:
@@ -185,13 +160,13 @@ class KindReport:
 
     @property
     def fails(self) -> bool:
-        return bool((self.kind.required and self.missing) or (self.kind.unusable_is_error and self.unusable))
+        unusable_fails = self.kind.required if self.kind.unusable_fails is None else self.kind.unusable_fails
+        return bool((self.kind.required and self.missing) or (unusable_fails and self.unusable))
 
 
 def verify(kinds: list[MediaKind], workers: int = 8) -> list[KindReport]:
-    """Resolve and check every item of every kind, exactly as the tasks will. Resolving is an
-    index look-up; the checks (decoding a first frame, which releases the GIL) run on `workers`
-    threads, so a root of a thousand videos is checked in seconds."""
+    """Resolve and check every item of every kind, as the tasks will; the checks (decoding a first
+    frame, which releases the GIL) run on `workers` threads."""
     from concurrent.futures import ThreadPoolExecutor
 
     reports = []

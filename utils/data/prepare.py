@@ -1,22 +1,16 @@
 """`lmms-vr prepare BENCH --root DIR`: fetch a benchmark's data, extract it, and check it as the tasks will.
 
-1. Download (unless `--verify-only` / `--skip-download`) the annotation files and media
-   archives the benchmark names (`HUB_ANNOTATIONS`, `HUB_MEDIA_PATTERNS`) with
-   `huggingface_hub.snapshot_download` (resumable). Before it starts, the size of what is
-   still to fetch and the extraction's estimated size are printed and checked against the
-   free disk; patterns that match nothing on the Hub are named.
-2. Extract every archive under the root (`utils/data/archives.py`: a complete zip, byte slices of one,
-   or an Info-ZIP split set, each read in place, nothing joined on disk, nothing prompted),
-   each member to the place the benchmark's `extraction_target` gives (its canonical media
-   folders). Zip-bomb and free-disk limits are checked first (`--max-ratio`, `--keep-free`).
-   An archive is stamped done (`<root>/.lmms_vr_prepare/`) only after its members are in place
-   with their declared sizes and CRCs; a stamp is void when the archive's files changed (size
-   or mtime) or an extracted file went missing. `--delete-archives` removes an archive once it
-   is stamped (a later run does not download it again while its files are in place).
-3. Verify with the benchmark's `media_kinds`: the very resolvers the tasks use, so a root
-   that passes is one the tasks can use. A table per media kind gives present / missing /
-   unusable and what the tasks do about each, then the `export` line. Exit status 0 only when
-   no required file is missing or unusable and every archive was extracted.
+1. Download (unless `--verify-only` / `--skip-download`) the files the benchmark names
+   (`HUB_ANNOTATIONS`, `HUB_MEDIA_PATTERNS`) with `huggingface_hub.snapshot_download` (resumable),
+   after printing what is still to fetch and to unpack and checking it against the free disk.
+2. Extract every archive under the root (`archives.py`), each member to the place the benchmark's
+   `extraction_target` gives, within the `--max-ratio` and `--keep-free` limits. An archive is
+   stamped done (`<root>/.lmms_vr_prepare/`) only once its members are in place with their sizes and
+   CRCs; a stamp is void when the archive's files changed (size or mtime) or an extracted file went
+   missing. `--delete-archives` removes a stamped archive (later runs do not download it again).
+3. Verify with the benchmark's `media_kinds`, the very resolvers the tasks use: a table per media
+   kind (present / missing / unusable, and what the tasks do about each), then the `export` line.
+   Exit status 0 only when no required file is missing or unusable and every archive was extracted.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import archives
@@ -39,8 +34,6 @@ HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's l
 
 
 def benchmark_module(name: str):
-    """The benchmark's data module (SOURCE, HUB_ANNOTATIONS, HUB_MEDIA_PATTERNS, media_kinds, extraction_target, ...),
-    found through the registry (`name` may be an alias)."""
     return registry.get(name).data()
 
 
@@ -77,15 +70,20 @@ def stamp_state(root: Path, archive: archives.Archive) -> str:
 
 
 def extracted_parts(root: Path, deleted_only: bool = False) -> list[str]:
-    """Archive files (root-relative) extracted earlier whose files are all in place (with
-    `deleted_only`, those deleted since: the download skips them)."""
-    out = []
-    folder = root / STAMP_DIR
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        stamp = _read_stamp(path)
-        if stamp and (stamp.get("deleted") or not deleted_only) and _targets_in_place(root, stamp):
-            out.extend(part[0] for part in stamp.get("parts", []))
-    return out
+    """Archive files (root-relative) extracted earlier whose files are all in place (`deleted_only`:
+    those deleted since, which the download skips)."""
+    return [part[0] for stamp in _stamps(root) if (stamp.get("deleted") or not deleted_only) and _targets_in_place(root, stamp)
+            for part in stamp.get("parts", [])]
+
+
+def _stamps(root: Path) -> list[dict]:
+    return [stamp for path in sorted((root / STAMP_DIR).glob("*.json")) if (stamp := _read_stamp(path)) is not None]
+
+
+def _write_stamp(root: Path, label: str, stamp: dict) -> None:
+    path = _stamp_path(root, label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
 
 
 # --- download -------------------------------------------------------------------------
@@ -121,7 +119,6 @@ def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dic
 
 
 def download(source: DataSource, files: list[str], root: Path) -> None:
-    """Fetch exactly `files` from the dataset into `root` (resumable)."""
     from huggingface_hub import snapshot_download
 
     try:
@@ -131,15 +128,14 @@ def download(source: DataSource, files: list[str], root: Path) -> None:
 
 
 def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> None:
-    """Step 1: say what the download and extraction need, check the disk, download."""
     patterns = [*module.HUB_ANNOTATIONS, *module.HUB_MEDIA_PATTERNS]
     skip = extracted_parts(root, deleted_only=True)
     files = hub_files(source, patterns, skip)
     known = [*files, *skip]
     for pattern in module.HUB_ANNOTATIONS:
-        if not any(_matches(name, pattern) for name in known):
+        if not any(fnmatch(name, pattern) for name in known):
             print(f"note: {pattern} is not in {source.hub_repo} on the Hub")
-    if not any(_matches(name, pattern) for name in known for pattern in module.HUB_MEDIA_PATTERNS):
+    if not any(fnmatch(name, pattern) for name in known for pattern in module.HUB_MEDIA_PATTERNS):
         print(f"note: no media archive in {source.hub_repo} matches {', '.join(module.HUB_MEDIA_PATTERNS)}")
     to_fetch = {name: size for name, size in files.items()
                 if not ((root / name).is_file() and (root / name).stat().st_size == size)}
@@ -161,12 +157,6 @@ def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> No
         download(source, sorted(files), root)
 
 
-def _matches(name: str, pattern: str) -> bool:
-    from fnmatch import fnmatch
-
-    return fnmatch(name, pattern)
-
-
 # --- extraction -----------------------------------------------------------------------
 
 @dataclass
@@ -177,15 +167,19 @@ class ExtractionReport:
 
 
 def _delete_archive(root: Path, archive: archives.Archive) -> None:
+    """Delete an extracted archive (and huggingface_hub's notes on it); its stamp says so."""
     for part in archive.parts:
         rel = part.relative_to(root).as_posix()
         for extra in (root / HF_METADATA / f"{rel}.metadata", root / HF_METADATA / f"{rel}.lock"):
             extra.unlink(missing_ok=True)
         part.unlink(missing_ok=True)
+    stamp = _read_stamp(_stamp_path(root, archive.label))
+    if stamp is not None:
+        _write_stamp(root, archive.label, {**stamp, "deleted": True})
+        print(f"deleted {archive.label} (extracted and verified)")
 
 
 def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bool = False) -> ExtractionReport:
-    """Step 2: extract every archive under `root` not yet stamped done (see the module doc)."""
     report = ExtractionReport()
     for archive in archives.find_archives(root):
         state = stamp_state(root, archive) if not archive.problems else "new"
@@ -193,15 +187,13 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             report.up_to_date.append(archive.label)
             if delete_archives:
                 _delete_archive(root, archive)
-                _mark_deleted(root, archive.label)
             continue
         rewrite: frozenset[str] = frozenset()
         try:
             plan = dataclasses.replace(archives.plan(archive, module.extraction_target),
                                        verified=_verified_by_others(root, archive.label))
             if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
-                old = _read_stamp(_stamp_path(root, archive.label)) or {}
-                crcs = old.get("crcs", {})
+                crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
                 rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
                 print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
             archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
@@ -215,25 +207,18 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             continue
         stamp = {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive), "targets": sizes,
                  "crcs": {target: member.crc for member, target in plan.entries}, "skipped_members": plan.skipped}
-        path = _stamp_path(root, archive.label)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
+        _write_stamp(root, archive.label, stamp)
         report.extracted.append(archive.label)
         if delete_archives:
             _delete_archive(root, archive)
-            _mark_deleted(root, archive.label)
     media_index.forget(root)
     return report
 
 
 def _verified_by_others(root: Path, label: str) -> dict[str, int]:
     """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
-    verified: dict[str, int] = {}
-    for path in sorted((root / STAMP_DIR).glob("*.json")):
-        stamp = _read_stamp(path)
-        if stamp is not None and stamp.get("archive") != label:
-            verified.update({t: c for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)})
-    return verified
+    return {t: c for stamp in _stamps(root) if stamp.get("archive") != label
+            for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
 
 
 def _progress(total: int):
@@ -248,15 +233,6 @@ def _progress(total: int):
     return report
 
 
-def _mark_deleted(root: Path, label: str) -> None:
-    path = _stamp_path(root, label)
-    stamp = _read_stamp(path)
-    if stamp is not None:
-        stamp["deleted"] = True
-        path.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
-        print(f"deleted {label} (extracted and verified)")
-
-
 # --- verification ---------------------------------------------------------------------
 
 def declared_subset(root: Path) -> str:
@@ -269,9 +245,8 @@ def declared_subset(root: Path) -> str:
 
 
 def release_check(module, root: Path, records: list[dict], split: str, subset: bool = False) -> tuple[str, bool]:
-    """(a line on the root's record counts against the release's, True when they agree or a
-    subset is declared: `--subset`, or the root's `SUBSET_MARKER`). An annotation file cut at a
-    record boundary parses; only its counts show it."""
+    """(a line on the root's record counts against the release's, True when they agree or a subset is
+    declared: `--subset`, or `SUBSET_MARKER`). A file cut at a record boundary parses: only counts show it."""
     release = getattr(module, "RELEASE", {})
     expected = release.get(split) or release.get("all")
     if expected is None or not hasattr(module, "release_counts"):
@@ -296,8 +271,8 @@ def _actions(kind: media_index.MediaKind) -> str:
 
 
 def table(reports: list[KindReport]) -> str:
-    """The per-kind table and up to 10 examples of each gap (absent optional files are only counted,
-    unless their kind lists them: `MediaKind.list_missing`)."""
+    """The per-kind table and up to 10 examples of each gap (absent optional files only counted,
+    unless `MediaKind.list_missing`)."""
     head = ("media", "required", "needed", "present", "missing", "unusable", "what the tasks do about a missing / unusable file")
     rows = [head] + [(r.kind.name, "yes" if r.kind.required else "no", str(len(r.kind.items)), str(r.present),
                       str(len(r.missing)), str(len(r.unusable)), _actions(r.kind))

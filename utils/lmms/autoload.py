@@ -1,15 +1,10 @@
 """Post-import hooks that make this suite look built in to every lmms-eval entry point.
 
-`lmms_video_reasoning.pth` (installed at the top of site-packages) imports this module at
-interpreter start. It imports nothing heavy: it puts one finder on `sys.meta_path` that
-waits until lmms-eval's own modules are imported and then calls the matching `install_*` function
-of `lmms_video_reasoning.utils.lmms.plugin` (`HOOKS`). This covers the
-entry points that never import `lmms_eval.models` (`lmms-eval tasks`, `power`, `serve`), which the
-`lmms_eval.models` entry point cannot reach.
-
-A hook that fails is logged and never breaks the import of lmms-eval. Set
-LMMS_VR_NO_AUTOLOAD=1 to switch all of this off (the usual boolean rule of
-utils/core/settings.py; an unreadable value leaves the hooks off and says so on stderr).
+`lmms_video_reasoning.pth` imports this module at interpreter start; it imports nothing heavy and
+puts one finder on `sys.meta_path` that, once one of lmms-eval's modules in `HOOKS` is executed,
+calls the matching `install_*` function of `plugin` (which covers `lmms-eval tasks`, `power`,
+`serve`, never reached by the `lmms_eval.models` entry point). A failing hook is logged, never
+breaks lmms-eval's import. LMMS_VR_NO_AUTOLOAD=1 switches it off.
 """
 
 from __future__ import annotations
@@ -51,14 +46,11 @@ class _HookedLoader:
     def __init__(self, loader, name: str) -> None:
         self._loader, self._name = loader, name
 
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
     def exec_module(self, module) -> None:
         self._loader.exec_module(module)
         run_hook(self._name)
 
-    def __getattr__(self, attribute):  # get_resource_reader, is_package, ... of the real loader
+    def __getattr__(self, attribute):  # create_module, get_resource_reader, is_package, ... of the real loader
         return getattr(self._loader, attribute)
 
 

@@ -1,11 +1,8 @@
 """`python -m lmms_eval` in a child process, as a user runs it, and why it failed.
 
-lmms-eval's CLI exits 0 after an exception unless `--verbosity DEBUG` (it prints the traceback,
-then logs "Error during evaluation: ..."): a run worked when it exited 0 and wrote a results file
-holding every task it was given. When it did not, `Outcome.cause` is the line a user needs: the
-last line of the traceback on its stderr (e.g. `ModuleNotFoundError: No module named 'filelock._api'`).
-`lmms-vr demo` runs it with its output shown as it comes, `lmms-vr doctor` one document, quietly;
-tests/lmms_cli.py builds its command and reads its results with the same code.
+lmms-eval's CLI exits 0 after an exception unless `--verbosity DEBUG`: a run worked when it exited 0
+and wrote a results file holding every task it was given. Otherwise `Outcome.cause` is the last line
+of the traceback on its stderr. Used by `lmms-vr demo`, `lmms-vr doctor` and tests/lmms_cli.py.
 """
 
 from __future__ import annotations
@@ -52,7 +49,6 @@ class Evaluation:
                 "--output_path", str(self.output_path), *self.extra]
 
     def run(self, env: Mapping[str, str], *, echo: bool = True, timeout: float | None = None) -> Outcome:
-        """Run it; with `echo` its stdout and stderr reach the terminal as they come, else only the cause is kept."""
         started = time.time()
         proc = subprocess.Popen(self.command(), env=dict(env), stdout=None if echo else subprocess.DEVNULL, stderr=subprocess.PIPE)
         timer = threading.Timer(timeout, proc.kill) if timeout else None

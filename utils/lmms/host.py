@@ -1,23 +1,15 @@
 """Every assumption this suite makes about lmms-eval, declared in one place.
 
-lmms-eval (0.7.x) offers entry points for models only, so the rest of the integration —
-tasks visible to every command, Stderr for our aggregations, judge cost in its usage
-summary, the run's output files, fast video inputs — touches the host's
-internals. Each such place is a `Touchpoint`: what it gives the user, what it assumes of
-lmms-eval, the lmms-eval versions it was verified on, and what the user loses (with the
-workaround) when it is off.
+lmms-eval (0.7.x) offers entry points for models only, so the rest of the integration touches the
+host's internals. Each such place is a `Touchpoint`: what it gives the user, what it assumes of
+lmms-eval, the versions it was verified on, and what the user loses (with the workaround) when off.
+`Touchpoint.install` leaves it off, with one WARNING naming what is lost and the workaround, on an
+lmms-eval version not in `verified` (unless `LMMS_VR_HOST_UNVERIFIED=1`), when its own check of
+the host fails, or when installing raises: nothing here ever fails an lmms-eval command.
 
-A touchpoint is installed only through `Touchpoint.install`: on an lmms-eval version not in
-`verified`, or when its own check of the host fails, or when installing raises, it stays
-off and logs one WARNING naming what is lost and the workaround. Nothing here ever fails
-an lmms-eval command: a run of another task, or of ours without the extra, goes on.
-`LMMS_VR_HOST_UNVERIFIED=1` installs on unverified versions anyway (each check still runs).
-
-Reading lmms-eval's internals from the stack (locals of its functions, the model running a
-hook) happens here too, and only here: `calling_model` (touchpoint fast-inputs) and
-`caller_locals` (run-files, run-records).
-
-`lmms-vr doctor` prints the state of every touchpoint (`status()`).
+Reading lmms-eval's internals from the stack happens here too, and only here: `calling_model`
+(touchpoint fast-inputs) and `caller_locals` (run-files, run-records). `lmms-vr doctor` prints
+every touchpoint's state (`status()`).
 """
 
 from __future__ import annotations
@@ -90,7 +82,6 @@ class Touchpoint:
             return True
 
     def worked(self) -> None:
-        """A touchpoint used at run time found what it assumes (until it once does not)."""
         if self.state == "not installed":
             self.state = "on"
 
@@ -110,9 +101,8 @@ class Touchpoint:
 TOUCHPOINTS: dict[str, Touchpoint] = {}
 
 
-def declare(name: str, *, gives: str, assumes: str, lost: str, workaround: str,
-            verified: tuple[str, ...] = VERIFIED) -> Touchpoint:
-    TOUCHPOINTS[name] = Touchpoint(name, gives, assumes, lost, workaround, verified)
+def declare(name: str, *, gives: str, assumes: str, lost: str, workaround: str) -> Touchpoint:
+    TOUCHPOINTS[name] = Touchpoint(name, gives, assumes, lost, workaround)
     return TOUCHPOINTS[name]
 
 
@@ -121,7 +111,6 @@ def status() -> list[Touchpoint]:
 
 
 def require(condition: bool, what: str) -> None:
-    """A touchpoint's check of the host: raise HostAssumptionFailed naming what differs."""
     if not condition:
         raise HostAssumptionFailed(what)
 
@@ -144,87 +133,63 @@ def parameter_names(function: Callable) -> list[str]:
 
 # -- the touchpoints (installed by utils/lmms/plugin.py; used where named) ---------------------
 
-TASK_PATH = declare(
-    "task-path",
-    gives="this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
+TASK_PATH = declare("task-path", gives="this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
     assumes="lmms_eval.tasks.TaskManager.initialize_tasks(include_path=...) builds every task index",
     lost="the tasks are not found by name",
     workaround='pass --include_path "$(lmms-vr tasks-path)"')
-MODEL_MANIFESTS = declare(
-    "model-manifests",
-    gives="the `vr_replay` model (replay predictions)",
+MODEL_MANIFESTS = declare("model-manifests", gives="the `vr_replay` model (replay predictions)",
     assumes="lmms_eval.models.MODEL_REGISTRY_V2 with register_manifest / list_canonical_model_ids and "
             "lmms_eval.models.registry_v2.ModelManifest(model_id, simple_class_path)",
     lost="--model vr_replay is unknown",
     workaround="score predictions with `lmms-vr score PREDICTIONS.jsonl --task TASK`")
-STDERR = declare(
-    "stderr",
-    gives="bootstrap standard errors of the headline metrics in lmms-eval's Stderr column",
+STDERR = declare("stderr", gives="bootstrap standard errors of the headline metrics in lmms-eval's Stderr column",
     assumes="lmms_eval.api.metrics.stderr_for_metric(metric, bootstrap_iters), imported by name into "
             "lmms_eval.evaluator_utils (its `cluster_key` CLT errors cover means of per-sample scores only, "
             "not F1 of means or per-question joins)",
     lost="Stderr shows N/A for this suite's metrics",
     workaround="`lmms-vr report RESULTS` gives the same bootstrap intervals")
-TASK_CONTEXT = declare(
-    "task-context",
-    gives="judge usage attributed to the task being aggregated, and the task's records file named",
+TASK_CONTEXT = declare("task-context", gives="judge usage attributed to the task being aggregated, and the task's records file named",
     assumes="lmms_eval.evaluator_utils.TaskOutput.calculate_aggregate_metric(self, ...) with self.task_name; "
             "usage_metrics.set_task_context and its module variable _CURRENT_TASK_CONTEXT",
     lost="judge usage is not split by task; records files are named `records_task.jsonl`",
     workaround="the judge accounting file beside the results holds the judge's calls and cost")
-JUDGE_USAGE = declare(
-    "judge-usage",
-    gives="the judge's tokens and cost in lmms-eval's usage summary (results['usage'])",
+JUDGE_USAGE = declare("judge-usage", gives="the judge's tokens and cost in lmms-eval's usage summary (results['usage'])",
     assumes="lmms_eval.models.model_utils.usage_metrics.summarize_usage_metrics / reset_usage_metrics / "
             "log_usage(model_name, input_tokens, output_tokens, source), bound by lmms_eval.evaluator at its import",
     lost="the judge's cost is missing from results['usage']",
     workaround="read `<date>_judge_accounting_<benchmark>.json` beside the results")
-RUN_FILES = declare(
-    "run-files",
-    gives="the records and judge accounting written beside the run's results with the same date prefix",
+RUN_FILES = declare("run-files", gives="the records and judge accounting written beside the run's results with the same date prefix",
     assumes="lmms_eval.evaluator.simple_evaluate's locals `datetime_str` and `evaluation_tracker` on the "
             "aggregating thread's stack",
     lost="extra files carry a date rebuilt from the CLI arguments (may differ from the results file by a second)",
     workaround="`lmms-vr score OUTPUT_PATH` pairs files by task, not only by date")
-RUN_RECORDS = declare(
-    "run-records",
-    gives="every task's records written before the run's first judging starts",
+RUN_RECORDS = declare("run-records", gives="every task's records written before the run's first judging starts",
     assumes="lmms_eval.evaluator.evaluate's local `eval_tasks` (TaskOutput with task_name, task, "
             "sample_metrics) on the aggregating thread's stack, all filled before the first aggregation",
     lost="each task's records are written when its own aggregation starts: a run killed while judging "
          "an earlier task loses the later tasks' generations",
     workaround="generate with --predict_only --log_samples, then `lmms-vr score OUTPUT_PATH`")
-FAST_INPUTS = declare(
-    "fast-inputs",
-    gives="video-native models decode only the frames they keep, from a small proxy clip",
+FAST_INPUTS = declare("fast-inputs", gives="video-native models decode only the frames they keep, from a small proxy clip",
     assumes="the model classes of utils/lmms/model_readings.py _KNOWN and their frame readings "
             "(qwen-vl-utils versions in model_readings.VERIFIED_VERSIONS); the model calling a hook is on its stack "
             "(calling_model)",
     lost="models decode the whole video themselves (slower, more memory; the same frames)",
     workaround="none needed for correctness; LMMS_VR_VIDEO_INPUT=path is the same behaviour on purpose")
-FAILURE_PLACEHOLDERS = declare(
-    "failure-placeholders",
-    gives="API models' give-up strings counted as model failures instead of scored as answers",
+FAILURE_PLACEHOLDERS = declare("failure-placeholders", gives="API models' give-up strings counted as model failures instead of scored as answers",
     assumes="the placeholder texts of lmms-eval's API models (utils/lmms/responses.py)",
     lost="a failed API request may be scored as a wrong answer",
     workaround="check `model_failed` against your API logs")
-CLI_ARGUMENTS = declare(
-    "cli-arguments",
-    gives="the preflight knows --model, --output_path and --predict_only before generation",
+CLI_ARGUMENTS = declare("cli-arguments", gives="the preflight knows --model, --output_path and --predict_only before generation",
     assumes="lmms-eval's CLI flags --model, --output_path, --predict_only in sys.argv",
     lost="the preflight checks everything (judge and media) whatever the flags",
     workaround="LMMS_VR_PREFLIGHT=off skips the preflight")
-STARTUP_CHECK = declare(
-    "start-up-check",
-    gives="every setting, the data roots and the output folder checked before the model loads, all problems in one "
+STARTUP_CHECK = declare("start-up-check", gives="every setting, the data roots and the output folder checked before the model loads, all problems in one "
           "message; every task that fails to load named at once; `--tasks cg_bench` run from a folder holding ./cg_bench",
     assumes="lmms_eval.evaluator.simple_evaluate(model, ..., tasks=..., cli_args=...) loads the model after it starts, and "
             "loads the tasks through lmms_eval.evaluator.get_task_dict(task_name_list, ...)",
     lost="the start-up checks run when the first task loads (after the model), and stop at the first task that fails",
     workaround="`lmms-vr doctor` lists every invalid setting and data root before a run")
-JUDGE_SERVER = declare(
-    "judge-server",
-    gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
+JUDGE_SERVER = declare("judge-server", gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
           "aggregation) is done",
     assumes="lmms_eval.evaluator.get_launcher(name)(**launcher_args) builds the launcher (simple_evaluate); evaluate calls "
             "launch() on rank 0 after generation, clean() on rank 0 before aggregation, then consolidate_results(...); "
@@ -238,10 +203,9 @@ JUDGE_SERVER = declare(
 
 
 def caller_locals(function: str, name: str) -> dict | None:
-    """The locals of the nearest frame, from the caller's caller outwards, running a function
-    named `function` that has the local `name` (touchpoints run-files, run-records: lmms-eval
-    keeps the run's date and tasks as locals of simple_evaluate / evaluate); None when none does.
-    By name, not depth: inlined comprehensions (Python 3.12) change nothing."""
+    """The locals of the nearest frame, from the caller's caller outwards, running `function` with
+    the local `name` (lmms-eval keeps the run's date and tasks as locals of simple_evaluate /
+    evaluate); None when none does. By name, not depth: inlined comprehensions change nothing."""
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_name == function and name in frame.f_locals:
@@ -250,29 +214,20 @@ def caller_locals(function: str, name: str) -> dict | None:
     return None
 
 
-def _model_frame(start):
-    """The innermost stack frame, from `start` outwards, running a method of an lmms-eval model
-    (None outside one). The walk goes to the bottom of the stack: no frame count, which would
-    differ between Pythons that do and do not give comprehensions a frame of their own."""
+def calling_model():
+    """The lmms-eval model (an `lmms_eval.api.model.lmms`) whose method is running on this thread's
+    stack, innermost first: the model that called a task's hook; None outside a model. The walk goes
+    to the bottom of the stack (no frame count: Pythons differ in giving comprehensions a frame)."""
     try:
         from lmms_eval.api.model import lmms
     except Exception:  # noqa: BLE001 - lmms-eval absent: no model to find
         return None
-    frame = start
+    frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_argcount > 0 and code.co_varnames[0] == "self":  # cheap test first: f_locals copies on 3.11
             candidate = frame.f_locals.get("self")
             if isinstance(candidate, lmms):
-                return frame
+                return candidate
         frame = frame.f_back
     return None
-
-
-def calling_model():
-    """The lmms-eval model (an `lmms_eval.api.model.lmms` instance) whose method is running on this
-    thread's stack, innermost first: the model that called a task's hook; None outside a model
-    (scripts, tests)."""
-    frame = _model_frame(sys._getframe(1))
-    return None if frame is None else frame.f_locals["self"]
-

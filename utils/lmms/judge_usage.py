@@ -1,9 +1,8 @@
 """Judge calls in lmms-eval's own usage accounting (`results["usage"]`, source "judge").
 
-The judge engine calls `record` (subscribed with `engine.on_usage` below) once per answered HTTP request (cache hits cost nothing and
-are not API calls). lmms-eval's usage records hold tokens only, so the estimated cost is
-added to its summary as `by_source.judge.cost_usd` (lmms_plugin wraps
-`summarize_usage_metrics`). Outside lmms-eval (`lmms-vr score`) this is a no-op.
+The judge engine calls `record` once per answered HTTP request (cache hits are not API calls).
+lmms-eval's usage records hold tokens only, so the estimated cost is added to its summary as
+`by_source.judge.cost_usd` (`add_cost`). Outside lmms-eval (`lmms-vr score`) this is a no-op.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ engine.on_usage(record)
 
 
 def reset() -> None:
-    """lmms-eval resets its usage at the start of each evaluation; so do we."""
     global _cost_usd
     with _lock:
         _cost_usd = None
@@ -60,13 +58,11 @@ _current_task: str | None = None  # the task lmms-eval is aggregating (names its
 
 
 def current_task() -> str | None:
-    """The task whose metrics lmms-eval is aggregating now (None outside `task_context`)."""
     return _current_task
 
 
 def check_task_context() -> None:
-    """The host facts `task_context` relies on (touchpoint `task-context` in host.py), checked
-    when lmms-eval's usage module is loaded (importing it here would load all of lmms_eval.models)."""
+    """The host facts `task_context` relies on (touchpoint `task-context`), when its usage module is loaded."""
     from lmms_video_reasoning.utils.lmms import host
 
     usage = _usage_metrics()
@@ -82,15 +78,12 @@ def task_context(task_name: str) -> Iterator[None]:
     global _current_task
     saved_task, _current_task = _current_task, task_name
     usage = _usage_metrics()
+    previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
     try:
-        if usage is None:
-            yield
-            return
-        previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
-        usage.set_task_context(task_name)
-        try:
-            yield
-        finally:
-            usage.set_task_context(previous)
+        if usage is not None:
+            usage.set_task_context(task_name)
+        yield
     finally:
+        if usage is not None:
+            usage.set_task_context(previous)
         _current_task = saved_task

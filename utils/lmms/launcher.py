@@ -1,26 +1,19 @@
 """lmms-eval's own judge settings for this suite's judges, and lmms-eval's judge server kept alive for them.
 
-With no LMMS_VR_JUDGE_* variable set, the suite's judges follow lmms-eval's (`lmms_judge`,
-registered with `judges.config.register_host_judge`):
+With no LMMS_VR_JUDGE_* variable set, the suite's judges follow lmms-eval's (`lmms_judge`):
 
-- `--launcher_args name=sglang,model=M,host=H,port=P[,api_key=K]`: lmms-eval starts a judge
-  server on rank 0 after generation; every benchmark is judged by model M at http://H:P/v1;
-- else `API_TYPE=local`: lmms-eval's local provider, `LLM_JUDGE_URL` (default
-  http://localhost:8000/v1/chat/completions; the route is stripped) with model `MODEL_VERSION`
-  (else the one the server lists), no key;
-- else `API_TYPE=openai` (lmms-eval's default): nothing to change, VCR-Bench and CG-Bench already
-  read `OPENAI_API_KEY`, `OPENAI_API_URL` and `MODEL_VERSION` (VRBench keeps its DeepSeek judge);
-- `API_TYPE=azure|async_azure|bedrock|dummy`: not an endpoint this suite's judges can call; one
-  WARNING says so and names LMMS_VR_JUDGE_*, and the benchmarks' own defaults apply.
+- `--launcher_args name=sglang,model=M,host=H,port=P[,api_key=K]`: the server lmms-eval starts on
+  rank 0 after generation judges every benchmark with model M at http://H:P/v1;
+- else `API_TYPE=local`: `LLM_JUDGE_URL` (default http://localhost:8000/v1/chat/completions; the
+  route is stripped) with model `MODEL_VERSION` (else the one the server lists), no key;
+- else `API_TYPE=openai` (the default): VCR-Bench and CG-Bench already read `OPENAI_API_KEY`,
+  `OPENAI_API_URL` and `MODEL_VERSION` (VRBench keeps its DeepSeek judge);
+- `API_TYPE=azure|async_azure|bedrock|dummy`: not an endpoint our judges can call; one WARNING
+  names LMMS_VR_JUDGE_*, and the benchmarks' own defaults apply.
 
-lmms-eval calls the launcher's `clean()` (killing the server) right before aggregation, which
-is when this suite judges. The launcher lmms-eval builds is wrapped so that `clean()` is held
-back until every task's aggregation has run (lmms-eval's next step, `consolidate_results`), or
-until the process exits if that step is never reached.
-
-What this assumes of lmms-eval is the `judge-server` touchpoint of host.py: when the host differs it
-switches itself off with one WARNING and lmms-eval runs as shipped. The settings (API_TYPE=local) need
-no wrapping and always apply.
+lmms-eval calls the launcher's `clean()` (killing the server) right before aggregation, which is
+when this suite judges: the launcher is wrapped so that `clean()` waits until every task's
+aggregation has run (`consolidate_results`), or the process exits (touchpoint `judge-server`).
 """
 
 from __future__ import annotations
@@ -44,18 +37,9 @@ _launchers: list["KeptAliveLauncher"] = []  # built by lmms-eval in this process
 _warned: set[str] = set()
 
 
-def _warn_once(topic: str, message: str, *args: Any) -> None:
-    with _lock:
-        if topic in _warned:
-            return
-        _warned.add(topic)
-    log.warning(message, *args)
-
-
 class KeptAliveLauncher:
-    """lmms-eval's launcher, whose `clean()` waits until this suite's judging is done.
-
-    lmms-eval only calls `launch()` and `clean()`; every other attribute is the launcher's."""
+    """lmms-eval's launcher, whose `clean()` waits until this suite's judging is done (every other
+    attribute is the launcher's)."""
 
     def __init__(self, launcher: Any, name: str) -> None:
         self.launcher = launcher
@@ -79,12 +63,10 @@ class KeptAliveLauncher:
                  "and it is stopped once they are done", self.name, self.launcher.model, self.base_url)
         return result
 
-    def clean(self, *args: Any, **kwargs: Any) -> None:
-        """lmms-eval cleans before aggregation; held back until `finish` (after aggregation)."""
+    def clean(self, *args: Any, **kwargs: Any) -> None:  # held back until `finish` (after aggregation)
         self.clean_requested = True
 
     def finish(self) -> None:
-        """Stop the server, once, if it was launched (lmms-eval asked for it, or the process ends)."""
         with _lock:
             if self.cleaned or not self.launched:
                 return
@@ -95,19 +77,15 @@ class KeptAliveLauncher:
             log.warning("stopping lmms-eval's judge server (%s) failed: %s: %s", self.name, type(error).__name__, error)
 
 
-def launcher_judge(launcher: KeptAliveLauncher) -> HostJudge:
-    """The judge a launcher's server provides (`started` False until it is launched)."""
-    return HostJudge(base_url=launcher.base_url, model=str(launcher.launcher.model), api_key=getattr(launcher.launcher, "api_key", None),
-                     source=f"lmms-eval --launcher_args name={launcher.name}", started=launcher.launched and not launcher.cleaned,
-                     model_variable="--launcher_args model=...")
-
-
 def lmms_judge(env: Mapping[str, str]) -> HostJudge | None:
-    """The judge lmms-eval's settings name (see the module docstring), or None (the benchmarks' own defaults)."""
+    """The judge lmms-eval's settings name, or None (the benchmarks' own defaults)."""
     with _lock:
         launcher = _launchers[-1] if _launchers else None
     if launcher is not None and not launcher.cleaned:
-        return launcher_judge(launcher)
+        server = launcher.launcher
+        return HostJudge(base_url=launcher.base_url, model=str(server.model), api_key=getattr(server, "api_key", None),
+                         source=f"lmms-eval --launcher_args name={launcher.name}", started=launcher.launched,
+                         model_variable="--launcher_args model=...")
     api_type = (env.get("API_TYPE") or "").strip().lower()
     if api_type == "local":
         url = (env.get("LLM_JUDGE_URL") or "").strip() or DEFAULT_LOCAL_URL
@@ -116,21 +94,23 @@ def lmms_judge(env: Mapping[str, str]) -> HostJudge | None:
         model = (env.get("MODEL_VERSION") or "").strip() or None
         return HostJudge(base_url=base, model=model, source="lmms-eval API_TYPE=local (LLM_JUDGE_URL)", model_variable="MODEL_VERSION")
     if api_type in UNSUPPORTED_API_TYPES:
-        _warn_once(f"api_type:{api_type}", "API_TYPE=%s (lmms-eval's %s judge provider) is not an OpenAI-compatible endpoint this "
-                   "suite's judges can call; they use their own defaults. Set LMMS_VR_JUDGE_BASE_URL, LMMS_VR_JUDGE_API_KEY and "
-                   "LMMS_VR_JUDGE_MODEL (e.g. Azure's <endpoint>/openai/v1) to judge with it.", api_type, api_type)
+        with _lock:  # warned once per process
+            first = api_type not in _warned
+            _warned.add(api_type)
+        if first:
+            log.warning("API_TYPE=%s (lmms-eval's %s judge provider) is not an OpenAI-compatible endpoint this suite's judges "
+                        "can call; they use their own defaults. Set LMMS_VR_JUDGE_BASE_URL, LMMS_VR_JUDGE_API_KEY and "
+                        "LMMS_VR_JUDGE_MODEL (e.g. Azure's <endpoint>/openai/v1) to judge with it.", api_type, api_type)
     return None
 
 
 def register_judge_settings() -> None:
-    """Make lmms-eval's judge settings this suite's default (no LMMS_VR_JUDGE_* set). Idempotent."""
     judge_config.register_host_judge(lmms_judge)
 
 
 def install() -> bool:
-    """Register lmms-eval's judge settings, and wrap its launcher and its post-aggregation step
-    (the `judge-server` touchpoint of host.py: once; off with one WARNING, lmms-eval then runs as
-    shipped, when it is not shaped as assumed). True when the wrapping is on."""
+    """Register lmms-eval's judge settings, and wrap its launcher and `consolidate_results`
+    (touchpoint `judge-server`); True when the wrapping is on."""
     register_judge_settings()
 
     def check_and_wrap() -> None:

@@ -1,16 +1,9 @@
 """What a known lmms-eval video model reads from a video path: its frames, their size, and timing.
 
-lmms-eval's simple video models take only a path and decode it themselves. `qwen2_vl` (and
-the simple `qwen2_5_vl`) hand it to `qwen_vl_utils.fetch_video`, which decodes the video at
-2 fps up to 768 frames and resizes them all, after which the model keeps (at most) 32 of them.
-This module computes, from the container alone, the frames that path ends with (the composed
-indices) and their size, so a proxy clip (utils/lmms/proxy_clips.py) can hold exactly those.
-
-What is covered: the readings in ``_KNOWN`` on lmms-eval 0.7.3 with qwen-vl-utils 0.0.14
-(``VERIFIED_VERSIONS``), proven by running lmms-eval's own classes on the path and on the proxy
-(tests/test_model_equivalence.py). On other versions the model gets the original path.
-
-See ``utils/media/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
+Computed from the container alone, so a proxy clip (`proxy_clips.py`) can hold exactly those frames
+(see `model_video.py`). Covered: the readings in ``_KNOWN`` on the ``VERIFIED_VERSIONS``, proven by
+running lmms-eval's own classes on the path and on the proxy (tests/test_model_equivalence.py); on
+other versions the model gets the original path. See ``utils/media/VIDEO.md``.
 """
 
 from __future__ import annotations
@@ -35,8 +28,7 @@ class Reading:
     total_pixels: int | None = None  # qwen3_vl: a pixel budget over all frames
 
     @property
-    def timed(self) -> bool:
-        """Whether the model reads the video's timing (frame indices / fps) along with its frames."""
+    def timed(self) -> bool:  # the model reads the video's timing (frame indices / fps) with its frames
         return self.model in TIMED_READINGS
 
 
@@ -90,8 +82,7 @@ _version_warned: set[str] = set()
 
 
 def version_verified(model: str) -> bool:
-    """Whether the fast path may serve ``model`` on the installed versions; logs once per model
-    (one line) when it may not."""
+    """Whether the fast path may serve ``model`` on the installed versions (else one line per model)."""
     unverified = unverified_versions(model)
     if unverified and model not in _version_warned:
         _version_warned.add(model)
@@ -133,7 +124,7 @@ def known_model(model) -> str | None:
 
 
 def reading_of(model) -> Reading | None:
-    """The ``Reading`` of an lmms-eval model instance, or None (a model, or settings, we do not know)."""
+    """The ``Reading`` of an lmms-eval model instance, or None (a model or settings we do not know)."""
     name = known_model(model)
     if name is not None:
         if getattr(model, "is_simple", True) == (name in _CHAT_READINGS):

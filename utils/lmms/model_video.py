@@ -1,24 +1,15 @@
 """Video inputs for lmms-eval's video-native models, prepared once, fast, with bounded memory.
 
-lmms-eval's simple video models take only a path and decode it themselves. `qwen2_vl` (and
-the simple `qwen2_5_vl`) hand it to `qwen_vl_utils.fetch_video`, which decodes the video at
-2 fps up to 768 frames and resizes them all, after which the model keeps (at most) 32 of them; on a
-20-minute 720p file that is tens of seconds and ~17 GB per sample. The hook computes, from
-the container, the frames that path would end with (utils/lmms/model_readings.py), decodes only
-those with `utils.media.frame_decoder.read_frames`, applies the same resize, and writes them into
-a small lossless *proxy clip* (utils/lmms/proxy_clips.py) that the model reads as a video and ends
-up with exactly the same frames (checked by simulating the model's selection on the proxy before
-using it). On other package versions, and for settings or files whose frames the container cannot
-decide, the model gets the original path (counted in the exit report).
-
-This module is the entry point a task's hook calls; the jobs live beside it:
-``model_readings`` (what a model's own path selects), ``proxy_clips`` (layouts, writing, the
-bounded cache), and ``host`` (the model calling the hook, read from the stack).
-
-A task's ``doc_to_visual`` calls ``video_for_model``; ``LMMS_VR_VIDEO_INPUT=path`` (``INPUT``) restores plain
-paths everywhere; ``usage`` logs at exit the proxies made and reused and the inputs handed over as paths.
-
-See ``utils/media/VIDEO.md`` ("Inputs for video-native models") for what is exact and why.
+lmms-eval's simple video models take only a path and decode it themselves: `qwen2_vl` hands it to
+`qwen_vl_utils.fetch_video`, which decodes at 2 fps up to 768 frames and resizes them all, then
+keeps at most 32 (on a 20-minute 720p file, tens of seconds and ~17 GB per sample). A task's
+`doc_to_visual` calls `video_for_model`, which computes from the container the frames that path
+would end with (`model_readings`), decodes only those (`utils.media.frame_decoder.read_frames`)
+with the same resize, and writes them into a small lossless proxy clip (`proxy_clips`) the model
+reads back as exactly the same frames (its selection simulated on the proxy before use). On other
+package versions, and for settings or files the container cannot decide, the model gets the
+original path (counted in the exit report, `usage`). `LMMS_VR_VIDEO_INPUT=path` gives plain paths
+everywhere. See `utils/media/VIDEO.md` ("Inputs for video-native models").
 """
 
 from __future__ import annotations
@@ -47,11 +38,6 @@ INPUT = settings.declare(INPUT_ENV, "choice", "fast", "video inputs of known vid
                          "of the frames they keep, or the original path", choices=("fast", "path"))
 
 
-# --------------------------------------------------------------------------------------------
-# Preparing one input
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Request:
     """What to put in a proxy: the model's own frames (``reading``) or fixed ``frames``/``size``."""
@@ -69,7 +55,7 @@ _done: BoundedMemo[str] = BoundedMemo(4096)  # input -> its proxy, made or found
 
 def _lock_for(ident: tuple) -> threading.Lock:
     with _locks_guard:
-        return _locks.setdefault(ident, threading.Lock())
+        return _locks.get_or_make(ident, threading.Lock)
 
 
 def _key(path: Path, request: Request) -> str:
@@ -127,8 +113,7 @@ class _Usage:
     def record_made(self, target: Path) -> None:
         size = target.stat().st_size if target.exists() else 0
         with self.lock:
-            if target.name in self.made:
-                self.made_again += 1
+            self.made_again += target.name in self.made
             self.made.setdefault(target.name, size)
             self._register()
 
@@ -137,15 +122,13 @@ class _Usage:
             self.reused += 1
 
     def record_path(self, model: str, reason: str) -> None:
-        """A known model's input handed over as the original path (no proxy), and why."""
         with self.lock:
             self.paths[(model, reason)] += 1
             self._register()
 
     def summary(self, limit: int) -> str | None:
-        """One line for the log (None when nothing was made or handed over); names the setting
-        when the bound made the run decode a video twice, and counts the inputs that went to a
-        known model as the original path, by reason."""
+        """One line for the log (None when nothing was made or handed over), naming the setting when
+        the bound made the run decode a video twice."""
         with self.lock:
             if not self.made and not self.paths:
                 return None
@@ -170,9 +153,8 @@ usage = _Usage()
 
 
 def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | None:
-    """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no
-    exact proxy layout exists (the caller hands over the path). Raises VideoError for a file
-    that cannot be decoded."""
+    """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no exact
+    layout exists (the caller hands over the path); VideoError for a file that cannot be decoded."""
     from lmms_video_reasoning.utils.media.frame_decoder import read_frames
     from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 
@@ -228,24 +210,14 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
         return result
 
 
-
-# --------------------------------------------------------------------------------------------
-# The hook-facing entry point
-# --------------------------------------------------------------------------------------------
-
-
 def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[int]] | None = None,
                     size: tuple[int, int] | None = None, on_broken: Callable[[Path], object] | None = None) -> str:
-    """What a ``doc_to_visual`` hook hands a simple video model for the video ``path``.
-
-    With ``LMMS_VR_VIDEO_INPUT=path``: ``str(path)`` after ``on_broken(path)`` (the benchmark's
-    decode check). Otherwise, when the calling model is known (``reading_of``) or ``frames``
-    fixes the frames (indices, or a function of the frame count; ``size`` = ``(width, height)``): a proxy clip (``prepare``) the model
-    reads back as exactly those frames.
-    Unknown models (without ``frames``) and calls from outside a model (scripts, tests) get the
-    checked path. A file our decoder rejects goes through
-    ``on_broken`` (which raises with the benchmark's advice) or raises MediaError.
-    """
+    """What a ``doc_to_visual`` hook hands a simple video model for the video ``path``: when the calling
+    model is known (``reading_of``) or ``frames`` fixes the frames (indices, or a function of the
+    frame count; ``size`` = ``(width, height)``), a proxy clip the model reads back as exactly those
+    frames; else (and with ``LMMS_VR_VIDEO_INPUT=path``) the path checked by ``on_broken`` (the
+    benchmark's decode check, raising with its advice). A file our decoder rejects goes through
+    ``on_broken``, or raises MediaError."""
     from lmms_video_reasoning.utils.core.roots import MediaError
     from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 

@@ -1,21 +1,13 @@
 """Registration of this suite with lmms-eval.
 
-lmms-eval (0.7.x) has no entry point for tasks, only one for models
-(`lmms_eval.models`), whose callables run while `lmms_eval.models` is imported --
-before the CLI builds its `TaskManager`. `register` uses that moment to add the task
-folders of every registered benchmark (`utils.core.registry.task_dirs`: this suite's, and
-those declared by entry point or `LMMS_VR_BENCHMARKS`) to every `TaskManager` (by wrapping
-`TaskManager.initialize_tasks`) and returns the manifest of the replay model. So, after
-`pip install`, `python -m lmms_eval --tasks <one of our tasks> ...` finds them with no flag.
-
-Every change to lmms-eval goes through a touchpoint of `host.py` (declared assumptions,
-verified versions, one WARNING and nothing else when off); `lmms-vr doctor` shows their state.
-`--include_path "$(lmms-vr tasks-path)"` is the documented fallback for the task path.
-
-The entry point does not run for the subcommands that never import `lmms_eval.models`
-(`lmms-eval tasks`, `power`, `serve`): `lmms_autoload` (started by the installed
-`lmms_video_reasoning.pth`) calls the `install_*` functions below as soon as lmms-eval's
-own modules are imported, which covers every entry point.
+lmms-eval (0.7.x) has an entry point for models only (`lmms_eval.models`), run while
+`lmms_eval.models` is imported, before the CLI builds its `TaskManager`. `register` uses that moment
+to add every registered benchmark's task folders (`registry.task_dirs`) to every `TaskManager` and
+returns the replay model's manifest: after `pip install`, `python -m lmms_eval --tasks <ours>` needs
+no flag. Subcommands that never import `lmms_eval.models` (`tasks`, `power`, `serve`) are reached by
+`autoload` (started by the installed `.pth`), which calls the `install_*` functions below as soon as
+lmms-eval's own modules are imported. Every change to lmms-eval goes through a touchpoint of
+`host.py`; `--include_path "$(lmms-vr tasks-path)"` is the documented fallback for the task path.
 """
 
 from __future__ import annotations
@@ -33,9 +25,8 @@ _reported: set[str] = set()
 
 
 def task_dirs() -> list[Path]:
-    """The task folders of every registered benchmark. When a benchmark declared outside this
-    suite cannot be loaded, this suite's own, with one error naming the declaration: a broken
-    external declaration must not hide the other tasks from lmms-eval."""
+    """The task folders of every registered benchmark; when an external declaration cannot be loaded,
+    this suite's own, with one error naming it (it must not hide the other tasks from lmms-eval)."""
     from lmms_video_reasoning.utils.core import registry
 
     try:
@@ -48,10 +39,8 @@ def task_dirs() -> list[Path]:
 
 
 def include_path() -> tuple[Path, list[Path]]:
-    """(one folder for lmms-eval's `--include_path`, the registered task folders it does not hold).
-
-    lmms-eval indexes that folder recursively; in an installed package the namespace folder
-    `lmms_video_reasoning/` holds every built-in benchmark's `tasks/` and no other YAML."""
+    """(one folder for lmms-eval's `--include_path`, the registered task folders it does not hold):
+    installed, the namespace folder holds every built-in benchmark's `tasks/` and no other YAML."""
     from lmms_video_reasoning.utils.core import registry
 
     folders = task_dirs()
@@ -74,7 +63,6 @@ def _add_our_tasks(include_path):
 
 
 def install_task_path() -> None:
-    """Make every lmms-eval `TaskManager` index our task folder (idempotent)."""
     from lmms_eval.tasks import TaskManager
 
     def check_and_wrap() -> None:
@@ -99,9 +87,8 @@ def install_task_path() -> None:
 
 
 def _install_late_evaluator_hooks() -> None:
-    """The evaluator's hooks, when no start-up hook installed them (an editable install without
-    the .pth, LMMS_VR_NO_AUTOLOAD): the entry point runs while `lmms_eval.evaluator` is still being
-    imported; lmms-eval's CLI builds its TaskManager once it is, before `simple_evaluate`."""
+    """The evaluator's hooks, when autoload did not install them (an editable install, LMMS_VR_NO_AUTOLOAD):
+    lmms-eval's CLI builds its TaskManager once `lmms_eval.evaluator` is imported, before `simple_evaluate`."""
     evaluator = sys.modules.get("lmms_eval.evaluator")
     if evaluator is not None and hasattr(evaluator, "simple_evaluate") and host.STARTUP_CHECK.state == "not installed":
         try:
@@ -111,8 +98,7 @@ def _install_late_evaluator_hooks() -> None:
 
 
 def install_model_manifests() -> None:
-    """Register our models in lmms-eval's registry if its entry-point loading did not
-    (lmms-eval stops at the first failing third-party entry point)."""
+    """Register our models if lmms-eval's entry-point loading did not (it stops at the first failing one)."""
 
     def register_missing() -> None:
         from lmms_eval.models import MODEL_REGISTRY_V2
@@ -127,13 +113,8 @@ def install_model_manifests() -> None:
 
 
 def install_metric_hooks() -> None:
-    """Standard errors for our headline metrics, and judge usage attributed to the task being
-    aggregated (judging runs in aggregation, after lmms-eval cleared its task context).
-
-    `stderr_for_metric` gives a standard error only for lmms-eval's own aggregation
-    functions; ours carry theirs (`aggregation.stderr_for(bootstrap_iters)`, set by
-    `utils/results/aggregation.py`), so it is asked first.
-    """
+    """Standard errors for our headline metrics (our aggregations carry `stderr_for(bootstrap_iters)`,
+    asked first), and judge usage attributed to the task being aggregated (our judging runs there)."""
     import lmms_eval.api.metrics as metrics
     import lmms_eval.evaluator_utils as evaluator_utils
 
@@ -176,10 +157,8 @@ def install_metric_hooks() -> None:
 
 
 def install_usage_hooks() -> None:
-    """Judge cost in lmms-eval's usage summary; our running total reset with lmms-eval's.
-
-    `lmms_eval.evaluator` binds both functions by name when it is imported; if it already
-    was, its names are rebound too (so the order of imports does not matter)."""
+    """Judge cost in lmms-eval's usage summary, our total reset with lmms-eval's (`lmms_eval.evaluator`
+    binds both by name at its import: when already imported, its names are rebound too)."""
     import lmms_eval.models.model_utils.usage_metrics as usage
 
     def wrap_usage() -> None:
@@ -207,9 +186,8 @@ def install_usage_hooks() -> None:
 
 
 def install_evaluator_hooks() -> None:
-    """What wraps `lmms_eval.evaluator`: lmms-eval's judge settings for our judges and its judge server
-    kept until our judging is done (`launcher.py`); `preflight.start` when `simple_evaluate` starts (before
-    the model loads), and `preflight.load_tasks` around its task loading (every failing task named at once)."""
+    """`lmms_eval.evaluator`'s hooks: its judge server kept for our judging (`launcher.py`),
+    `preflight.start` when `simple_evaluate` starts, `preflight.load_tasks` around its task loading."""
     from lmms_video_reasoning.utils.lmms import launcher, preflight
 
     launcher.install()
@@ -253,19 +231,14 @@ def install_evaluator_hooks() -> None:
 
 
 def model_manifests() -> list:
-    """Manifests of the models this suite adds (the replay model)."""
     from lmms_eval.models.registry_v2 import ModelManifest
 
     return [ModelManifest(model_id="vr_replay", simple_class_path="lmms_video_reasoning.utils.lmms.replay_model.ReplayModel")]
 
 
 def register() -> list:
-    """Entry point `lmms_eval.models`: install what can be installed now, return our model manifests.
-
-    This is the only hook of an editable install (`pip install -e .` installs no .pth): the
-    task path and the metric and usage touchpoints are installed here too, so a run behaves
-    as in a regular install. (The registry itself is still being built: manifests are returned.)
-    """
+    """Entry point `lmms_eval.models`: install what can be installed now (the only hook of an
+    editable install, which has no .pth), and return our model manifests (the registry is being built)."""
     from lmms_video_reasoning.utils.lmms import launcher
 
     install_task_path()

@@ -1,30 +1,21 @@
 """Checks made when an lmms-eval run starts, so it fails in seconds, before generation, not after.
 
-A GPU run that meets a missing video at document 900, or a judge it cannot reach after
-generating everything, has spent hours for nothing. Two moments:
+At the start (`start`, touchpoint `start-up-check` of host.py, before the model loads) of a run of
+this suite's tasks: every setting has an accepted value (even with LMMS_VR_PREFLIGHT=off), each
+needed benchmark's root variable names a folder, `--output_path` can be written. `--tasks NAME` run
+from a folder holding `./NAME` (which lmms-eval reads as a folder of task YAMLs) runs the task NAME,
+with a WARNING saying why. Without the touchpoint these run when the first task loads.
 
-At the start (`start`, the `start-up-check` touchpoint of host.py, before the model loads), for a
-run of any of this suite's tasks: every setting has an accepted value (checked even with
-LMMS_VR_PREFLIGHT=off: an invalid one would fail the run later anyway), the root variable of every
-benchmark the run needs names a folder, and `--output_path` can be written. `--tasks NAME` run from
-a folder holding `./NAME` (which lmms-eval reads as a folder of task YAMLs) runs the task NAME, with
-a WARNING saying why.
-
-When lmms-eval loads the tasks' documents (`task_load`, their `process_docs`), once per process:
-the output folder can be written (a 4 KiB probe) and has room for at least `output_estimate` of
-the documents loaded so far; the data root holds every file the task needs and each video decodes
-(the checks of `lmms-vr prepare --verify-only`; not for the replay model, which reads no video);
-the judge, for tasks that need one: configuration, endpoint, key, served model, and a writable
-judge cache (not with `--predict_only`; with no judge configured the run goes on and says its
-judged metrics will be NaN until `lmms-vr score` judges them).
+When lmms-eval loads a task's documents (`task_load`, its `process_docs`), once per process: the
+output folder takes a 4 KiB probe and has room for the documents loaded so far; the data root holds
+every file the task needs and each video decodes (as `lmms-vr prepare --verify-only`; not for the
+replay model); the judge, for tasks that need one, answers with its model and its cache can be
+written (not with `--predict_only`; with no judge configured the run goes on, its judged metrics
+NaN until `lmms-vr score` judges them).
 
 A failed check ends the process with one message naming each cause and its fix (`PreflightFailed`,
-a SystemExit: lmms-eval retries task downloads on any Exception, which would bury the message);
-when several tasks fail to load (`load_tasks`), each is loaded alone and every failure is named.
-Without the touchpoint the start-up checks run when the first task loads. `LMMS_VR_PREFLIGHT=off`
-skips all but the settings' check. Outside an lmms-eval run (`lmms-vr score`, tests calling the
-hooks) nothing is checked. A judge that fails during the run is counted, never fatal
-(`judges.failure_share`).
+a SystemExit: lmms-eval retries task loading on any Exception, which would bury the message); when
+several tasks fail to load (`load_tasks`), each is named. Outside an lmms-eval run nothing is checked.
 """
 
 from __future__ import annotations
@@ -48,8 +39,7 @@ log = logging.getLogger("lmms_video_reasoning.preflight")
 
 PREFLIGHT_ENV = "LMMS_VR_PREFLIGHT"
 PREFLIGHT = settings.declare(PREFLIGHT_ENV, "bool", True, "checks at task load (data, media, output folder, judge); off skips them")
-# Models that never read a video: this suite's replay model scores predictions made elsewhere,
-# where the videos may not be (docs/running.md, "Predictions from another stack").
+# Models that never read a video (the replay model scores predictions made elsewhere).
 MODELS_WITHOUT_MEDIA = ("vr_replay",)
 PROBE_TIMEOUT_S = 10.0
 
@@ -91,7 +81,6 @@ def enabled() -> bool:
 
 
 def active() -> bool:
-    """Inside an lmms-eval run, checks not switched off."""
     if not enabled() or getattr(_suspended, "value", False):
         return False
     return "lmms_eval.evaluator" in sys.modules
@@ -109,17 +98,12 @@ def cli_option(name: str) -> str | None:
 
 
 def predict_only() -> bool:
-    """`--predict_only`: generation only, judged later with `lmms-vr score`."""
     return "--predict_only" in sys.argv[1:]
 
 
-# ---------------------------------------------------------------------------- at the start
-
-
 def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
-    """The start-up check of a run of `tasks` (lmms-eval's `simple_evaluate` arguments: names or
-    configs), before the model loads; returns the tasks to run (see the module doc: a folder
-    named like the task). PreflightFailed naming every problem; nothing for other tasks' runs."""
+    """The start-up check of a run of `tasks` (`simple_evaluate`'s: names or configs); the tasks to
+    run (see the module doc: a folder named like the task). PreflightFailed naming every problem."""
     tasks = _folder_clash(tasks, cli_tasks if cli_tasks is not None else cli_option("--tasks"))
     if getattr(_suspended, "value", False):
         return tasks
@@ -132,17 +116,12 @@ def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
 def run_benchmarks(tasks: list | None) -> list:
     """This suite's benchmarks (registry order) that the run's tasks belong to."""
     ours = registry.task_names()
-    named = set()
-    for task in tasks or []:
-        if isinstance(task, dict):
-            task = task.get("task") or task.get("group")
-        if isinstance(task, str) and task in ours:
-            named.add(ours[task].name)
+    names = [(task.get("task") or task.get("group")) if isinstance(task, dict) else task for task in tasks or []]
+    named = {ours[name].name for name in names if isinstance(name, str) and name in ours}
     return list({b.name: b for b in ours.values() if b.name in named}.values())
 
 
 def startup_problems(benchmarks: Sequence) -> list[str]:
-    """Every problem of the start-up check for a run of `benchmarks` (see the module doc)."""
     started = time.monotonic()
     registry.declare_all_settings()
     found = [str(error) for error in settings.problems()]
@@ -172,8 +151,8 @@ def _folder_clash(tasks: list | None, cli_tasks: str | None) -> list | None:
 
 
 def load_tasks(load: Callable[[list], object], tasks: list) -> object:
-    """lmms-eval's loading of `tasks` (`load(tasks)`, its get_task_dict); when a check fails,
-    each of our tasks is loaded alone so that the one message names every failing one."""
+    """lmms-eval's `get_task_dict(tasks)`; when a check fails, each of our tasks is loaded alone so
+    that the one message names every failing one."""
     try:
         return load(tasks)
     except PreflightFailed as failed:
@@ -192,16 +171,10 @@ def load_tasks(load: Callable[[list], object], tasks: list) -> object:
         raise PreflightFailed(problems or failed.problems) from None
 
 
-# ---------------------------------------------------------------------------- at task load
-
-
 def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | None" = None,
               judge: object | None = None) -> object:
-    """Run a `process_docs` body with the checks around it (see the module doc).
-
-    `load()` builds the documents; `media` the task's media check, None for tasks without visuals;
-    `judge` the judge the task needs (its `JudgeDefaults`, or a registered benchmark's name; None: no judge).
-    """
+    """Run a `process_docs` body (`load()`) with the checks around it; `media`: the task's media check
+    (None: no visuals); `judge`: the judge it needs (`JudgeDefaults` or a benchmark's name; None: none)."""
     if not active():
         return load()
     started = time.monotonic()
@@ -225,7 +198,7 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
 
 
 def _result(key: tuple, check: Callable[[], "str | list[str] | None"]) -> "str | list[str] | None":
-    """Run a check once per process; its failure message(s) every time it is asked."""
+    """Run a check once per process; its failure message(s) every time it is asked (`_once` raises them)."""
     with _lock:
         if key not in _done:
             _done[key] = check()
@@ -233,15 +206,13 @@ def _result(key: tuple, check: Callable[[], "str | list[str] | None"]) -> "str |
 
 
 def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
-    """Run a check once per process; a failure (its message or messages) is raised every time it is asked."""
     failure = _result(key, check)
     if failure:
         raise PreflightFailed(failure)
 
 
 def write_probe(folder: Path, size: int = 0) -> None:
-    """Create `folder` if needed, then write `size` bytes to a probe file there, fsync and remove
-    it (OSError when the folder cannot take them)."""
+    """Write `size` bytes to a probe file in `folder` (made if needed), fsync, remove (OSError if it cannot)."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_write_check_") as probe:
         if size:
@@ -250,12 +221,15 @@ def write_probe(folder: Path, size: int = 0) -> None:
             os.fsync(probe.fileno())
 
 
-def check_output_folder() -> str | None:
-    """`--output_path` can be created and written: a 4 KiB probe is written, fsynced and removed."""
+def _output_folder() -> Path | None:
     folder = cli_option("--output_path")
-    if not folder:
+    return Path(folder).expanduser() if folder else None
+
+
+def check_output_folder() -> str | None:
+    path = _output_folder()
+    if path is None:
         return None
-    path = Path(folder).expanduser()
     try:
         write_probe(path, PROBE_BYTES)
     except OSError as error:
@@ -264,13 +238,10 @@ def check_output_folder() -> str | None:
     return None
 
 
-# What a run writes per document, at least: lmms-eval's samples line (the record once, the
-# document, the response) and this suite's records and results. Measured on the sample
-# benchmark: samples lines of 1.8 KiB (cg_bench_open) to 7.6 KiB (vr_bench) per document with
-# short replies, and the records about as much again;
-# a long chain of thought takes more. The estimate is deliberately low (a floor, not a forecast):
-# it refuses an output folder that cannot hold even that, and a disk that fills anyway keeps the
-# records (`aggregation`: they are removed only when lmms-eval's samples file was read back whole).
+# What a run writes per document, at least (lmms-eval's samples line, our records and results;
+# measured on the sample: samples lines of 1.8 KiB (cg_bench_open) to 7.6 KiB (vr_bench) per document
+# with short replies, the records about as much again). A floor, not a forecast: it refuses a folder
+# that cannot hold even that; a disk that fills anyway keeps the records (`aggregation`).
 BYTES_PER_DOCUMENT = 4 * 1024
 PROBE_BYTES = 4096
 _documents: list[int] = []  # documents of each task loaded in this process (their sum: the run's)
@@ -288,19 +259,10 @@ def run_documents(documents: int) -> int:
     return min(documents, math.ceil(documents * value) if value < 1 else int(value))
 
 
-def output_estimate(documents: int) -> int:
-    """Bytes a run of `documents` documents writes to `--output_path`, at least (`BYTES_PER_DOCUMENT`)."""
-    return documents * BYTES_PER_DOCUMENT
-
-
 def check_output_space(documents: int) -> str | None:
-    """`--output_path` has room for what a run of `documents` documents writes (`os.statvfs`
-    against `output_estimate`; the probe of `check_output_folder` proves it can be written)."""
-    folder = cli_option("--output_path")
-    if not folder:
-        return None
-    path = Path(folder).expanduser()
-    free, needed = files.free_bytes(path), output_estimate(documents)
+    """`--output_path` has room for what a run of `documents` documents writes, at least."""
+    path = _output_folder()
+    free, needed = (files.free_bytes(path) if path else None), documents * BYTES_PER_DOCUMENT
     if free is None or free >= needed:
         return None
     return (f"the output folder {path} has {files.size_text(free)} free, less than the {files.size_text(needed)} a run of "
@@ -310,9 +272,8 @@ def check_output_space(documents: int) -> str | None:
 
 
 def check_judge_cache(path: "Path | None") -> str | None:
-    """The judge cache file (LMMS_VR_JUDGE_CACHE) and its folder can be written: SQLite writes the
-    file and a journal beside it. Opened for appending, the file is not changed; a probe file in
-    the folder is created and removed."""
+    """The judge cache file and its folder can be written (SQLite writes a journal beside it); the
+    file is opened for appending, so not changed."""
     if path is None:
         return None
     fix = "set LMMS_VR_JUDGE_CACHE to a writable file, or LMMS_VR_JUDGE_CACHE=off to judge without a cache"
@@ -331,7 +292,6 @@ def check_judge_cache(path: "Path | None") -> str | None:
 
 
 def check_media(media: "MediaCheck") -> str | None:
-    """Every required file present and decodable, as `lmms-vr prepare --verify-only` checks it."""
     from lmms_video_reasoning.utils.data import media_index  # not `prepare`: the upstream export has no registry
 
     started = time.monotonic()
@@ -356,7 +316,7 @@ def check_media(media: "MediaCheck") -> str | None:
 def check_judge(judge: object) -> str | None:
     """The judge's configuration, endpoint, key and model, from one GET /models."""
     from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
-    from lmms_video_reasoning.judges.config import judge_name
+    from lmms_video_reasoning.judges.config import host_judge, judge_name, not_configured_message
 
     benchmark = judge_name(judge)
     try:
@@ -367,8 +327,6 @@ def check_judge(judge: object) -> str | None:
     if cache:
         return (f"the {benchmark} judge cache cannot be used: {cache}. Nothing was generated (a run would end with NaN "
                 "judged metrics)")
-    from lmms_video_reasoning.judges.config import host_judge
-
     host = host_judge()
     if config is not None and host is not None and not host.started:
         # lmms-eval starts its judge server after generation: nothing to reach yet
@@ -376,8 +334,6 @@ def check_judge(judge: object) -> str | None:
                  benchmark, host.source, config.endpoint, config.model)
         return None
     if config is None:
-        from lmms_video_reasoning.judges.config import not_configured_message
-
         log.warning("%s Generating anyway: the samples are kept, and `lmms-vr score <output_path>` judges them later.",
                     not_configured_message(judge))
         return None
@@ -394,6 +350,7 @@ def probe_endpoint(config) -> str | None:
     import httpx
 
     from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, connect_error_reason
+    from lmms_video_reasoning.judges.engine import same_model
 
     base = (config.base_url or OPENAI_DEFAULT_BASE_URL).rstrip("/")
     headers = {"Authorization": f"Bearer {config.api_key or DUMMY_API_KEY}"}
@@ -413,8 +370,6 @@ def probe_endpoint(config) -> str | None:
         served = [str(entry["id"]) for entry in response.json()["data"]]
     except (ValueError, KeyError, TypeError):
         return None
-    from lmms_video_reasoning.judges.engine import same_model
-
     if served and not any(same_model(config.model, name) or same_model(name, config.model) for name in served):
         shown = ", ".join(served[:8]) + (f" and {len(served) - 8} more" if len(served) > 8 else "")
         return f"does not serve that model (it lists {shown})"
@@ -423,8 +378,8 @@ def probe_endpoint(config) -> str | None:
 
 @dataclass(frozen=True)
 class MediaCheck:
-    """What a task's media check reads: its data source and its media kinds (`data.media_kinds`,
-    resolved when checked); `key` tells checks of one process apart (e.g. the split)."""
+    """A task's media check: its data source and media kinds (resolved when checked); `key` tells
+    checks of one process apart (e.g. the split)."""
 
     source: DataSource
     kinds: Callable[[], Sequence]

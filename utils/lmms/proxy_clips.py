@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -30,11 +31,6 @@ PROXY_SUFFIX = ".avi"  # UT Video (lossless RGB, intra-only) in AVI: decord and 
 PROXY_VERSION = 1  # part of every cache key: bump when the proxy layout changes
 
 
-# --------------------------------------------------------------------------------------------
-# Proxy layout: which frame goes where so the model's selection on the proxy yields the targets
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ProxyLayout:
     """A proxy of ``len(fill)`` frames at ``rate`` fps; slot ``s`` shows target ``fill[s]``
@@ -52,9 +48,8 @@ def _proxy_rate(slots: int, duration: float) -> Fraction:
 
 
 def source_rate(fps: float) -> Fraction:
-    """The source's average rate as a fraction (30000/1001 for 29.97...), for a timed proxy: the
-    one with the smallest denominator tried whose float is the rate to the last bit (a variable
-    frame rate's average can need more than a million, e.g. 66256000/1104043)."""
+    """The source's average rate as the fraction with the smallest denominator tried whose float is
+    the rate to the last bit (30000/1001; a variable rate's average can need 66256000/1104043)."""
     for bound in (1_000_000, 100_000_000, 2**31 - 1):
         rate = Fraction(fps).limit_denominator(bound)
         if float(rate) == fps:
@@ -64,9 +59,8 @@ def source_rate(fps: float) -> Fraction:
 
 def plan_timed_proxy(reading: Reading, total: int, fps: float, targets: Sequence[int], size: tuple[int, int]) -> ProxyLayout | None:
     """The timed layout: as many frames as the source at its rate, each target at its own index,
-    placeholders between. The model's reader then finds the same frame count and fps, picks the
-    same indices and reports the same ``video_metadata``; None if its resize of the (already
-    resized) frames would not be the identity."""
+    placeholders between (the reader finds the same count and fps, picks the same indices, reports
+    the same ``video_metadata``); None if its resize of the resized frames would not be the identity."""
     got = model_frames(reading, total, fps, size[1], size[0])
     if got.indices != tuple(targets) or got.size != size:
         return None
@@ -77,9 +71,8 @@ def plan_timed_proxy(reading: Reading, total: int, fps: float, targets: Sequence
 
 
 def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int, int], duration: float) -> ProxyLayout | None:
-    """A short layout whose reading by ``reading`` (simulated with ``model_frames``) gives
-    ``targets`` in order at ``size``; None if no small layout does. ``reading=None``: the targets
-    as they are (a protocol's frames). Not for timed readings (``plan_timed_proxy``)."""
+    """A short layout whose reading by ``reading`` (simulated) gives ``targets`` in order at ``size``;
+    None if no small layout does. ``reading=None``: the targets as they are (a protocol's frames)."""
     k = len(targets)
     for slots in range(k, k + 4):
         rate = _proxy_rate(slots, duration)
@@ -99,11 +92,6 @@ def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int,
     return None
 
 
-# --------------------------------------------------------------------------------------------
-# Bounded, multi-process-safe cache of proxy clips
-# --------------------------------------------------------------------------------------------
-
-
 def cache_dir() -> Path:
     from lmms_video_reasoning.utils.core.roots import cache_home
 
@@ -118,12 +106,9 @@ def cache_limit_bytes() -> int:
 class ProxyCache:
     """Proxy clips in one folder, at most ``limit`` bytes, least recently used evicted first.
 
-    A hit touches the file (mtime = last use). A new clip is written to a temporary file and
-    renamed into place (``atomic_target``), so readers never see a partial clip and two
-    processes making the same clip both end with a complete one. Eviction runs under an
-    exclusive ``flock`` on ``.lock`` (one process at a time) and never removes the clip just
-    made, nor clips used in the last ``protect_s`` seconds while others can go (the ones the
-    model is about to read).
+    A hit touches the file (mtime = last use); a new clip is renamed into place whole
+    (``atomic_target``). Eviction runs under an exclusive ``flock`` on ``.lock`` and never removes
+    the clip just made, nor clips used in the last ``protect_s`` seconds while others can go.
     """
 
     def __init__(self, folder: Path, limit: int, protect_s: float = 120.0):
@@ -147,53 +132,38 @@ class ProxyCache:
         return path
 
     def entries(self) -> list[tuple[float, int, Path]]:
-        found = []
+        """(mtime, size, path) of each clip, oldest first; a temporary clip no writer touched for an
+        hour was cut short (e.g. at exit) and is removed."""
+        found, now = [], time.time()
         for entry in os.scandir(self.folder):
-            if entry.name.startswith(".") and ".tmp" in entry.name:
-                self._remove_if_stale(Path(entry.path))
-            elif entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
-                try:
+            try:
+                if entry.name.startswith(".") and ".tmp" in entry.name:
+                    if now - entry.stat().st_mtime > 3600:
+                        os.unlink(entry.path)
+                elif entry.name.endswith(PROXY_SUFFIX) and not entry.name.startswith("."):
                     st = entry.stat()
-                except FileNotFoundError:
-                    continue
-                found.append((st.st_mtime, st.st_size, Path(entry.path)))
+                    found.append((st.st_mtime, st.st_size, Path(entry.path)))
+            except FileNotFoundError:
+                continue
         return sorted(found)
-
-    @staticmethod
-    def _remove_if_stale(path: Path, age_s: float = 3600.0) -> None:
-        """A temporary clip no writer has touched for an hour was cut short (e.g. at exit): removed."""
-        import time
-
-        try:
-            if time.time() - path.stat().st_mtime > age_s:
-                path.unlink()
-        except FileNotFoundError:
-            pass
 
     def evict(self, keep: Path | None = None) -> int:
         """Remove least recently used clips until the folder fits the limit; returns bytes freed."""
-        import time
-
         freed = 0
         with open(self.folder / ".lock", "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 entries = self.entries()
-                total = sum(size for _, size, _ in entries)
-                now = time.time()
+                total, now = sum(size for _, size, _ in entries), time.time()
                 # Oldest first; recently used ones only when nothing older is left.
                 ordered = [e for e in entries if now - e[0] > self.protect_s] + [e for e in entries if now - e[0] <= self.protect_s]
                 for _mtime, size, path in ordered:
                     if total <= self.limit:
                         break
-                    if keep is not None and path == keep:
-                        continue
-                    try:
-                        path.unlink()
-                    except FileNotFoundError:
-                        pass
-                    total -= size
-                    freed += size
+                    if path != keep:
+                        path.unlink(missing_ok=True)
+                        total -= size
+                        freed += size
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
         return freed
@@ -203,10 +173,9 @@ PLACEHOLDER_GREY = 128  # the colour of a timed proxy's unused frames (no model 
 
 
 def write_proxy(target: Path, frames: np.ndarray, layout: ProxyLayout) -> None:
-    """Encode ``frames`` into the AVI ``target`` in ``layout``'s order, losslessly (UT Video,
-    planar RGB, every frame a keyframe). Each distinct frame is encoded once and its packet
-    repeated where the layout repeats it; placeholders are one encoded grey frame (about 800
-    bytes), so a timed proxy of a long video stays small and is written in well under a second."""
+    """Encode ``frames`` into the AVI ``target`` in ``layout``'s order, losslessly. Each distinct frame
+    is encoded once and its packet repeated; placeholders are one grey frame (about 800 bytes), so a
+    timed proxy of a long video stays small and is written in well under a second."""
     import av
 
     height, width = frames.shape[1:3]
@@ -235,9 +204,8 @@ def write_proxy(target: Path, frames: np.ndarray, layout: ProxyLayout) -> None:
 
 
 def check_timed_proxy(path: Path, total: int, fps: float) -> bool:
-    """Whether the container of ``path`` declares ``total`` frames at ``fps`` (the frame count and
-    average rate decord and qwen_vl_utils' other readers take from FFmpeg). Reads the header only:
-    opening a long proxy with decord reads every packet (about a second for 170,000 frames)."""
+    """Whether the container of ``path`` declares ``total`` frames at ``fps`` (what decord and
+    qwen_vl_utils take from FFmpeg); from the header only (decord would read every packet)."""
     import av
 
     with av.open(str(path)) as container:

@@ -2,13 +2,10 @@
 
     --model vr_replay --model_args predictions=preds.jsonl[,missing=empty]
 
-Each line of the JSONL is `{"task": "<task name>", "id": <native id>, "response": "..."}`
-(`task` may be omitted; `response` may be a list of replies, one per round of a multi-round task:
-the n-th request for a document gets the n-th). The native id is the document's `sample_id`
-field, which every task of this suite builds from the dataset's ids (a task asking one question in several
-modes appends `:<mode>`). The model never calls `doc_to_visual`, so no video
-is decoded: it scores predictions made by another inference stack with these protocols,
-and drives the project's end-to-end tests.
+Each line is `{"task": "<task name>", "id": <native id>, "response": "..."}` (`task` optional;
+`response` may be a list, one reply per round of a multi-round task). The id is the document's
+`sample_id` (a task asking one question in several modes appends `:<mode>`). No video is decoded:
+it scores predictions made by another inference stack, and drives the end-to-end tests.
 """
 
 from __future__ import annotations
@@ -34,11 +31,8 @@ Response = str | tuple[str, ...]  # one reply, or one per round
 
 
 def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], Response]:
-    """Read a replay JSONL into {(task or None, str(id)): response} (a list of replies as a tuple).
-
-    Raises PredictionsError naming the file and the line or record for anything malformed,
-    and for an id given twice with different responses (the same response twice is allowed).
-    """
+    """A replay JSONL as {(task or None, str(id)): response} (a list of replies as a tuple);
+    PredictionsError naming the record for anything malformed or an id given twice differently."""
     path = Path(path)
     if not path.is_file():
         raise PredictionsError(f"predictions file not found: {path} (give --model_args predictions=FILE.jsonl)")
@@ -75,9 +69,8 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def encodable(text: str) -> str:
-    """`text` with unpaired surrogates (a JSON escape such as "\\udcff" yields them) replaced
-    by U+FFFD: lmms-eval's --log_samples writer stops at the first string UTF-8 cannot
-    encode, silently losing every later sample of the task."""
+    """`text` with unpaired surrogates (from JSON escapes such as "\\udcff") replaced by U+FFFD:
+    lmms-eval's --log_samples writer stops at the first one, losing every later sample."""
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
@@ -134,18 +127,17 @@ class ReplayModel(lmms):
         return responses
 
     def _report_unmatched(self, tasks: set[tuple[str, str]]) -> None:
-        """Warn about predictions for the requested tasks (or with no task) that match none of their documents."""
         every_id: set[str] = set()
+        found = []  # (task, ids of its predictions that match none of its documents)
         for task, split in sorted(tasks):
             ids = {str(doc["sample_id"]) for doc in self.task_dict[task][split] if "sample_id" in doc}
             every_id |= ids
-            self._warn_unmatched(task, [i for i in unmatched(self.table, task, ids) if (task, i) in self.table])
-        self._warn_unmatched("(no task given)", sorted(i for (name, i) in self.table if name is None and i not in every_id))
-
-    def _warn_unmatched(self, task: str, ids: list[str]) -> None:
-        if ids:
-            logger.warning("vr_replay: %d predictions for task %s in %s match no document (ids such as %s); they were not scored",
-                           len(ids), task, self.predictions_path, ", ".join(map(repr, ids[:5])))
+            found.append((task, [i for i in unmatched(self.table, task, ids) if (task, i) in self.table]))
+        found.append(("(no task given)", sorted(i for (name, i) in self.table if name is None and i not in every_id)))
+        for task, ids in found:
+            if ids:
+                logger.warning("vr_replay: %d predictions for task %s in %s match no document (ids such as %s); they were "
+                               "not scored", len(ids), task, self.predictions_path, ", ".join(map(repr, ids[:5])))
 
     def generate_until_multi_round(self, requests) -> list[str]:
         return self.generate_until(requests)

@@ -1,10 +1,9 @@
 """Where the lmms-eval run in progress writes its results (touchpoint `run-files` of host.py).
 
 Our records and judge accounting go beside lmms-eval's `<date_id>_results.json` with the same
-`date_id`, so the files of one run pair up. lmms-eval keeps that date only as a local of
-`simple_evaluate`, on the stack of the thread that aggregates (read by `host.caller_locals`).
-Without it (another lmms-eval), the date and folder are rebuilt from the CLI arguments the way
-lmms-eval 0.7 builds them, and failing that the folder is the output path and the time UTC.
+`date_id`, which lmms-eval keeps only as a local of `simple_evaluate` (`host.caller_locals`).
+Without it, the date and folder are rebuilt from the CLI arguments as lmms-eval 0.7 does, and
+failing that the folder is the output path and the time UTC.
 """
 
 from __future__ import annotations
@@ -47,11 +46,9 @@ def _from_simple_evaluate() -> tuple[str | None, str | None]:
 
 
 def suite_records_of_run() -> dict[str, list] | None:
-    """{task: its records} for every task of this suite in the run being
-    aggregated, read from lmms_eval.evaluator.evaluate's `eval_tasks` (touchpoint `run-records`):
-    lmms-eval has built every task's records (`process_results`) before it aggregates the first.
-    A task of this suite is one whose aggregations carry their benchmark (`ScoreOnce`). None
-    when the list is not found (another lmms-eval)."""
+    """{task: its records} for every task of this suite (its aggregations carry their benchmark) in
+    the run being aggregated, from `evaluate`'s `eval_tasks` (touchpoint `run-records`: every task's
+    records are built before the first aggregation); None when not found."""
     scope = host.caller_locals("evaluate", "eval_tasks")
     if scope is None:
         host.RUN_RECORDS.switch_off("no lmms_eval.evaluator.evaluate frame with eval_tasks on the aggregating thread")

@@ -1,16 +1,10 @@
 """The fast exact decoder: the frames at given presentation indices, decoding no more than needed.
 
-How it is fast and exact
-------------------------
-The frame table (``utils/media/frame_table.py``) gives every packet's pts, keyframe flag and
-decode position. Targets are grouped by the keyframe they must be decoded from; each group seeks
-once to its keyframe and sends the decoder only the packets it needs: reference frames (others
-depend on them) and the targets themselves. Non-reference frames that are not targets (most
-B-frames) are never decoded. Worker threads pull groups from one queue (longest first), each
-with its own demuxer and decoder (PyAV releases the GIL while decoding).
-``benchmarks/frame_sampling.py`` measures this against decord and a full sequential decode;
-``utils/media/VIDEO.md`` records the figures.
-
+The frame table (``frame_table.py``) gives every packet's pts, keyframe flag and decode position.
+Targets are grouped by the keyframe they must be decoded from; each group seeks once to it and
+sends the decoder only reference frames and the targets (most B-frames are never decoded). Worker
+threads pull groups from one queue (longest first), each with its own demuxer and decoder (PyAV
+releases the GIL). ``benchmarks/frame_sampling.py`` measures it (figures in ``utils/media/VIDEO.md``).
 ``read_frames`` is the entry point; ``_plan`` / ``_decode_runs`` also serve clue clips (``video.cut_clip``).
 """
 
@@ -31,13 +25,9 @@ DEFAULT_WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
 def _is_reference(data, codec: str, nal_size: int) -> bool:
-    """Whether a packet's picture may be referenced by others (so it cannot be skipped).
-
-    H.264 (length-prefixed NAL units, as in MP4/MKV): reference unless every slice NAL
-    (type 1 or 5) has ``nal_ref_idc == 0``, the standard's mark of a picture no other picture
-    uses. Other codecs or layouts: always True (never skipped; HEVC's "non-reference" types
-    may still be referenced by higher temporal sub-layers).
-    """
+    """Whether a packet's picture may be referenced by others (so it cannot be skipped): for H.264 in
+    MP4/MKV, unless every slice NAL (type 1 or 5) has ``nal_ref_idc == 0``; other codecs: always
+    (HEVC's "non-reference" types may still be referenced by higher temporal sub-layers)."""
     if nal_size == 0 or codec != "h264":
         return True
     view = memoryview(data)
@@ -63,11 +53,8 @@ class _Run:
 
 
 def _start_keyframe(table: _FrameTable, d: int) -> int:
-    """Last keyframe at or before decode position ``d`` whose pts does not follow ``d``'s.
-
-    A frame shown before its keyframe but decoded after it (an open-GOP leading picture) may
-    reference the previous group, so it starts from the keyframe before.
-    """
+    """Last keyframe at or before decode position ``d`` whose pts does not follow ``d``'s (an open-GOP
+    leading picture may reference the previous group, so it starts from the keyframe before)."""
     k = bisect.bisect_right(table.keyframes, d) - 1
     while k > 0 and table.pts[table.keyframes[k]] > table.pts[d]:
         k -= 1
@@ -75,10 +62,8 @@ def _start_keyframe(table: _FrameTable, d: int) -> int:
 
 
 def _plan(table: _FrameTable, targets: Iterable[int]) -> list[_Run]:
-    """Group target decode positions into runs that each start at one keyframe.
-
-    Adjacent or overlapping groups merge into one run (decoding on is cheaper than seeking).
-    """
+    """Target decode positions in runs that each start at one keyframe (adjacent or overlapping
+    groups merge: decoding on is cheaper than seeking)."""
     by_key: dict[int, list[int]] = {}
     for d in sorted(set(targets)):
         by_key.setdefault(_start_keyframe(table, d), []).append(d)
@@ -94,11 +79,8 @@ def _plan(table: _FrameTable, targets: Iterable[int]) -> list[_Run]:
 
 
 def _decode_runs(table: _FrameTable, runs: Iterable[_Run], sink, skip_nonref: bool = True) -> None:
-    """Decode ``runs`` with one demuxer + decoder, calling ``sink(decode_pos, frame)`` per target.
-
-    Within a run frames arrive in presentation order (the decoder reorders). With
-    ``skip_nonref`` only the keyframe, reference frames and the targets are decoded.
-    """
+    """Decode ``runs`` with one demuxer + decoder, calling ``sink(decode_pos, frame)`` per target in
+    presentation order; with ``skip_nonref`` only the keyframe, reference frames and targets are decoded."""
     import av
 
     container = _open(table.path)
@@ -133,12 +115,7 @@ def _decode_run(container, stream, table: _FrameTable, run: _Run, sink, skip_non
         if d > run.end:
             break
         started = True
-        if (
-            d == run.start
-            or d in run.targets
-            or not skip_nonref
-            or _is_reference(packet, table.codec, table.nal_length_size)
-        ):
+        if d == run.start or d in run.targets or not skip_nonref or _is_reference(packet, table.codec, table.nal_length_size):
             _deliver(cc.decode(packet), run, pos_of_pts, sink)
     _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
     cc.flush_buffers()
@@ -153,13 +130,11 @@ def _deliver(frames, run: _Run, pos_of_pts: dict[int, int], sink) -> None:
 
 
 def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
-    """Position the demuxer at or before decode position ``start`` (a keyframe)."""
     container.seek(table.pts[start], stream=stream, backward=True, any_frame=False)
 
 
 def _to_rgb(frame, size: tuple[int, int] | None, resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None) -> np.ndarray:
-    """RGB uint8 array of a decoded frame, resized when ``size`` differs: with ``resize(arr, size)``
-    when given, else OpenCV bilinear."""
+    """RGB array of a decoded frame, resized to ``size`` by ``resize(arr, size)``, else OpenCV bilinear."""
     arr = frame.to_ndarray(format="rgb24")
     if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
         if resize is not None:
@@ -171,9 +146,8 @@ def _to_rgb(frame, size: tuple[int, int] | None, resize: Callable[[np.ndarray, t
 
 
 def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -> None:
-    """Decode ``runs`` on ``workers`` threads, each with its own demuxer and decoder, pulling
-    runs from one shared queue, longest first: no thread idles while another still has work
-    (fixed contiguous shares left one core idle for up to a third of the time)."""
+    """Decode ``runs`` on ``workers`` threads pulling from one queue, longest first (fixed contiguous
+    shares left one core idle for up to a third of the time)."""
     if workers <= 1 or len(runs) <= 1:
         _decode_runs(table, runs, sink)
         return
@@ -192,26 +166,13 @@ def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -
             pass
 
 
-def read_frames(
-    path,
-    indices: Sequence[int],
-    *,
-    size: tuple[int, int] | None = None,
-    as_array: bool = False,
-    workers: int = DEFAULT_WORKERS,
-    resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None,
-):
-    """Frames at presentation-order ``indices`` of ``path``, in the order given (repeats allowed).
-
-    Index ``i`` is the ``i``-th frame a full sequential decode yields. Returns RGB PIL images,
-    or with ``as_array`` one ``(N, H, W, 3)`` uint8 array (filled in place: peak memory is the
-    returned frames plus one frame per worker). ``size`` = ``(width, height)`` resizes with
-    bilinear interpolation (OpenCV ``INTER_LINEAR``, as official code that resizes with cv2 does),
-    or with ``resize(frame, (width, height))`` when given (run in the decoding threads, so a
-    full-size copy of every frame is never held).
-    ``workers``: decoding threads. Raises VideoError for unreadable files, IndexError for
-    indices outside the video.
-    """
+def read_frames(path, indices: Sequence[int], *, size: tuple[int, int] | None = None, as_array: bool = False,
+                workers: int = DEFAULT_WORKERS, resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None):
+    """Frames at presentation-order ``indices`` of ``path`` (the ``i``-th frame a sequential decode
+    yields), in the order given: RGB PIL images, or with ``as_array`` one ``(N, H, W, 3)`` uint8 array
+    filled in place. ``size`` = ``(width, height)`` resizes with OpenCV ``INTER_LINEAR`` (as official
+    code using cv2 does) or ``resize(frame, size)``, in the decoding threads (no full-size copy of
+    every frame is held). VideoError for unreadable files, IndexError for indices outside the video."""
     from PIL import Image
 
     path = Path(path)
@@ -238,8 +199,6 @@ def read_frames(
     _decode_parallel(table, _plan(table, rows), sink, workers)
     missing = [i for i in indices if table.decode_pos[i] not in decoded]
     if missing:
-        raise VideoError(
-            f"video file is corrupt: frame {missing[0]} of {path} could not be decoded "
-            f"({len(set(missing))} frame(s) missing). Re-download it."
-        )
+        raise VideoError(f"video file is corrupt: frame {missing[0]} of {path} could not be decoded "
+                         f"({len(set(missing))} frame(s) missing). Re-download it.")
     return out

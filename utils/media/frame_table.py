@@ -1,12 +1,9 @@
 """A video file's frame table: every packet's timestamp and keyframe flag, from one packet scan.
 
-Real files' header frame counts are missing or wrong, and container index timestamps are in
-decode order on B-frame files, so the exact sampler (``utils/media/frame_decoder.py``) works
-from this table: presentation index ``i`` is the ``i``-th smallest pts, so variable-frame-rate
-and B-frame files map index -> frame exactly.
-
-``probe`` gives a file's ``VideoInfo``; ``VideoError`` (a ValueError) names the file and what to do, never
-a decoder traceback; ``_frame_table`` (cached by path, size and mtime) serves the decoder and clue clips.
+Header frame counts are often missing or wrong, and index timestamps are in decode order on B-frame
+files, so the exact sampler works from this table: presentation index ``i`` is the ``i``-th smallest
+pts (exact for variable-rate and B-frame files). ``probe`` gives a file's ``VideoInfo``;
+``VideoError`` (a ValueError) names the file and the fix, never a decoder traceback.
 """
 
 from __future__ import annotations
@@ -33,11 +30,6 @@ class VideoInfo:
     height: int
 
 
-# --------------------------------------------------------------------------------------------
-# Opening files and the frame table
-# --------------------------------------------------------------------------------------------
-
-
 def _open(path: Path):
     """Open ``path`` with PyAV, turning every failure into a VideoError that says what to do."""
     import av
@@ -51,10 +43,8 @@ def _open(path: Path):
     try:
         container = av.open(str(path))
     except (av.error.FFmpegError, UnicodeDecodeError, OSError) as exc:
-        raise VideoError(
-            f"video file cannot be opened (truncated or corrupt, or not a video): {path} ({_short(exc)}). "
-            "Re-download or re-extract it."
-        ) from None
+        raise VideoError(f"video file cannot be opened (truncated or corrupt, or not a video): {path} ({_short(exc)}). "
+                         "Re-download or re-extract it.") from None
     if not container.streams.video:
         container.close()
         raise VideoError(f"file has no video stream: {path}. Point the dataset at the video file itself.")
@@ -86,7 +76,6 @@ _TABLE_CACHE: BoundedMemo[_FrameTable] = BoundedMemo(8)
 
 
 def _file_key(path: Path) -> tuple | None:
-    """What identifies a file's content for the caches: its path, size and mtime (None: no such file)."""
     try:
         st = path.stat()
     except OSError:
@@ -95,7 +84,6 @@ def _file_key(path: Path) -> tuple | None:
 
 
 def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
-    """The frame table of ``path`` (cached by path, size and mtime)."""
     path = Path(path)
     key = _file_key(path)
     if not use_cache or key is None:
@@ -103,24 +91,15 @@ def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
     return _TABLE_CACHE.get_or_make(key, lambda: _scan(path))
 
 
-def _nal_length_size(codec: str, extradata: bytes | None) -> int:
-    """Length-prefix size of NAL units in MP4/MKV H.264 packets (from avcC); 0 when unknown."""
-    if not extradata:
-        return 0
-    if codec == "h264" and extradata[0] == 1 and len(extradata) > 4:
-        return (extradata[4] & 0x03) + 1
-    return 0
-
-
 def _scan(path: Path) -> _FrameTable:
-    """Read every packet header of the video stream (no decoding) into a frame table."""
     import av
 
     container = _open(path)
     try:
         stream = container.streams.video[0]
         codec = stream.codec_context.name
-        nal_size = _nal_length_size(codec, stream.codec_context.extradata)
+        extradata = stream.codec_context.extradata  # avcC: the length prefix of MP4/MKV H.264 NAL units (0: unknown)
+        nal_size = (extradata[4] & 0x03) + 1 if codec == "h264" and extradata and extradata[0] == 1 and len(extradata) > 4 else 0
         header_frames = stream.frames
         pts: list[int] = []
         keyframes: list[int] = []
@@ -130,10 +109,8 @@ def _scan(path: Path) -> _FrameTable:
                     continue
                 p = packet.pts if packet.pts is not None else packet.dts
                 if p is None:
-                    raise VideoError(
-                        f"video has packets without timestamps, frames cannot be located exactly: {path}. "
-                        "Remux it (ffmpeg -i in -c copy out.mp4)."
-                    )
+                    raise VideoError(f"video has packets without timestamps, frames cannot be located exactly: {path}. "
+                                     "Remux it (ffmpeg -i in -c copy out.mp4).")
                 if packet.is_keyframe:
                     keyframes.append(len(pts))
                 pts.append(p)
@@ -142,10 +119,8 @@ def _scan(path: Path) -> _FrameTable:
         if not pts:
             raise VideoError(f"video stream has no frames: {path}. Re-download or re-extract it.")
         if header_frames and len(pts) < header_frames:
-            raise VideoError(
-                f"video file is truncated: {path} lists {header_frames} frames but only {len(pts)} can be read. "
-                "Re-download it."
-            )
+            raise VideoError(f"video file is truncated: {path} lists {header_frames} frames but only {len(pts)} can be "
+                             "read. Re-download it.")
         if not keyframes or keyframes[0] != 0:
             # Frames before the first keyframe cannot be decoded; treat the first packet as the
             # start point (decoders conceal what they can), as a sequential decode would.
@@ -155,25 +130,15 @@ def _scan(path: Path) -> _FrameTable:
         if len(pos_of_pts) != len(pts):
             raise VideoError(f"video has duplicate frame timestamps, frames cannot be located exactly: {path}. Remux it.")
         tb = stream.time_base
-        if stream.duration:
-            duration = float(stream.duration * tb)
-        elif container.duration:
-            duration = container.duration / 1_000_000
-        else:
-            duration = float((pts[order[-1]] - pts[order[0]]) * tb)
+        duration = (float(stream.duration * tb) if stream.duration else container.duration / 1_000_000 if container.duration
+                    else float((pts[order[-1]] - pts[order[0]]) * tb))
         if stream.average_rate:
             fps = float(stream.average_rate)
         elif duration > 0:
             fps = len(pts) / duration
         else:
             raise VideoError(f"video has no frame rate and no duration: {path}. Remux it.")
-        info = VideoInfo(
-            total_frames=len(pts),
-            fps=fps,
-            duration=duration,
-            width=stream.codec_context.width,
-            height=stream.codec_context.height,
-        )
+        info = VideoInfo(len(pts), fps, duration, stream.codec_context.width, stream.codec_context.height)
         return _FrameTable(path, info, codec, tb, nal_size, pts, keyframes, order, pos_of_pts)
     finally:
         container.close()
@@ -183,13 +148,9 @@ _INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(4096)  # a few hundred bytes e
 
 
 def probe(path, *, exact: bool = True) -> VideoInfo:
-    """Frame count, average fps, duration (s), width, height of ``path``.
-
-    ``exact``: the frame count of a packet scan (header counts are missing or wrong in real
-    files). ``exact=False``: the container header's count when it has one (no packet scan;
-    milliseconds for an hour of video), else the packet scan's; what a metadata check needs
-    when frames are not decoded yet. Remembered per file (path, size, mtime).
-    """
+    """Frame count, average fps, duration (s), width, height of ``path`` (remembered per file).
+    ``exact``: the count of a packet scan; ``exact=False``: the header's count when it has one
+    (milliseconds for an hour of video; what a metadata check needs before any decoding)."""
     path = Path(path)
     key = _file_key(path)
 
@@ -206,10 +167,7 @@ def _header_info(path: Path) -> VideoInfo | None:
         stream = container.streams.video[0]
         if not stream.frames or not stream.average_rate:
             return None
-        if stream.duration:
-            duration = float(stream.duration * stream.time_base)
-        else:
-            duration = stream.frames / float(stream.average_rate)
+        duration = float(stream.duration * stream.time_base) if stream.duration else stream.frames / float(stream.average_rate)
         return VideoInfo(int(stream.frames), float(stream.average_rate), duration, stream.codec_context.width,
                          stream.codec_context.height)
     finally:

@@ -17,16 +17,9 @@ import numpy as np
 from lmms_video_reasoning.utils.core.files import atomic_target
 
 COLORS: dict[str, tuple[int, int, int]] = {
-    "red": (230, 30, 30),
-    "green": (30, 200, 60),
-    "blue": (40, 70, 230),
-    "yellow": (240, 220, 40),
-    "white": (245, 245, 245),
-    "magenta": (220, 40, 220),
-    "cyan": (40, 220, 230),
-    "orange": (245, 140, 20),
-    "black": (0, 0, 0),
-    "gray": (128, 128, 128),
+    "red": (230, 30, 30), "green": (30, 200, 60), "blue": (40, 70, 230), "yellow": (240, 220, 40),
+    "white": (245, 245, 245), "magenta": (220, 40, 220), "cyan": (40, 220, 230), "orange": (245, 140, 20),
+    "black": (0, 0, 0), "gray": (128, 128, 128),
 }
 
 SHAPE_KINDS = ("circle", "square", "triangle")
@@ -44,13 +37,9 @@ STAMP_BITS = 20
 
 @dataclass(frozen=True)
 class Shape:
-    """A shape on screen from ``start`` (inclusive) to ``end`` (exclusive), in seconds.
-
-    Positions are centre fractions of width/height; ``pos1`` set means linear motion from
-    ``pos0`` at ``start`` to ``pos1`` at ``end``. ``size`` is the side (or diameter) as a
-    fraction of frame height. ``flash_hz > 0`` shows the shape only during the first half of
-    each period (counted from ``start``).
-    """
+    """A shape on screen from ``start`` (inclusive) to ``end`` (exclusive), in seconds; positions are
+    centre fractions of width/height (``pos1``: linear motion from ``pos0``); ``size``: side as a
+    fraction of the height; ``flash_hz > 0`` shows it in the first half of each period only."""
 
     kind: str
     color: str
@@ -72,40 +61,20 @@ class Shape:
             raise ValueError(f"Shape size must be positive, got {self.size}")
 
 
-def _visible(shape: Shape, t: float) -> bool:
-    if not shape.start <= t < shape.end:
-        return False
-    if shape.flash_hz > 0:
-        phase = ((t - shape.start) * shape.flash_hz) % 1.0
-        return phase < 0.5
-    return True
-
-
-def _centre(shape: Shape, t: float) -> tuple[float, float]:
-    if shape.pos1 is None:
-        return shape.pos0
-    a = (t - shape.start) / (shape.end - shape.start)
-    return (
-        shape.pos0[0] + a * (shape.pos1[0] - shape.pos0[0]),
-        shape.pos0[1] + a * (shape.pos1[1] - shape.pos0[1]),
-    )
-
-
 def _unclipped_box(shape: Shape, t: float, width: int, height: int) -> tuple[int, int, int, int]:
     side = max(1, round(shape.size * height))
-    cx, cy = _centre(shape, t)
+    a = 0.0 if shape.pos1 is None else (t - shape.start) / (shape.end - shape.start)
+    end = shape.pos1 or shape.pos0
+    cx, cy = shape.pos0[0] + a * (end[0] - shape.pos0[0]), shape.pos0[1] + a * (end[1] - shape.pos0[1])
     x1 = round(cx * width - side / 2)
     y1 = round(cy * height - side / 2)
     return x1, y1, x1 + side, y1 + side
 
 
 def shape_box(shape: Shape, t: float, width: int, height: int) -> tuple[int, int, int, int] | None:
-    """Integer absolute-pixel box ``(x1, y1, x2, y2)`` of ``shape`` at time ``t``.
-
-    x2/y2 are exclusive and the box is clipped to the frame; None when the shape is not
-    visible at ``t`` (outside [start, end), in a flash-off half period, or fully off-frame).
-    """
-    if not _visible(shape, t):
+    """Pixel box ``(x1, y1, x2, y2)`` of ``shape`` at ``t`` (x2/y2 exclusive, clipped to the frame);
+    None when not visible (outside [start, end), in a flash-off half period, or off-frame)."""
+    if not shape.start <= t < shape.end or (shape.flash_hz > 0 and ((t - shape.start) * shape.flash_hz) % 1.0 >= 0.5):
         return None
     x1, y1, x2, y2 = _unclipped_box(shape, t, width, height)
     cx1, cy1, cx2, cy2 = max(0, x1), max(0, y1), min(width, x2), min(height, y2)
@@ -115,7 +84,6 @@ def shape_box(shape: Shape, t: float, width: int, height: int) -> tuple[int, int
 
 
 def _shape_mask(kind: str, side: int) -> np.ndarray:
-    """Boolean mask of a ``side`` x ``side`` shape."""
     if kind == "square":
         return np.ones((side, side), dtype=bool)
     c = (np.arange(side) + 0.5) / side  # pixel centres in [0, 1]
@@ -141,12 +109,8 @@ def _draw(canvas: np.ndarray, shape: Shape, t: float, masks: dict) -> None:
 
 
 def frame_times(duration: float, fps: float, vfr: bool = False) -> list[float]:
-    """Presentation time (seconds) of every frame ``write_video`` writes for these settings.
-
-    Constant rate: ``i / fps`` for ``i < round(duration * fps)``. Variable rate: blocks of
-    ``VFR_BLOCK`` frames alternate between 0.5x and 1.5x the nominal interval, times rounded
-    to milliseconds, until ``duration`` is reached.
-    """
+    """Presentation time (seconds) of every frame ``write_video`` writes (variable rate: see ``VFR_BLOCK``,
+    times rounded to milliseconds)."""
     if duration <= 0 or fps <= 0:
         raise ValueError(f"duration and fps must be positive, got duration={duration}, fps={fps}")
     if not vfr:
@@ -178,7 +142,6 @@ def _stamp_block(height: int) -> int:
 
 
 def _stamp(canvas: np.ndarray, index: int) -> None:
-    """Write ``index`` as STAMP_BITS black/white blocks along the top-left edge."""
     b = _stamp_block(canvas.shape[0])
     for bit in range(STAMP_BITS):
         value = 255 if (index >> bit) & 1 else 0
@@ -186,10 +149,7 @@ def _stamp(canvas: np.ndarray, index: int) -> None:
 
 
 def read_index_stamp(frame) -> int:
-    """Read back the index written by ``write_video(..., stamp_index=True)``.
-
-    ``frame``: an RGB PIL image or HxWx3 uint8 array at the written resolution.
-    """
+    """The index written by ``write_video(..., stamp_index=True)`` in ``frame`` (RGB, written size)."""
     arr = np.asarray(frame)
     b = _stamp_block(arr.shape[0])
     index = 0
@@ -200,43 +160,16 @@ def read_index_stamp(frame) -> int:
     return index
 
 
-def _background(name: str) -> tuple[int, int, int]:
-    if name not in COLORS:
-        raise ValueError(f"background {name!r} unknown; use one of {sorted(COLORS)}")
-    return COLORS[name]
-
-
-def write_video(
-    path,
-    duration: float,
-    shapes: Sequence[Shape] = (),
-    *,
-    fps: float = 10,
-    width: int = 320,
-    height: int = 240,
-    gop: int = 250,
-    bframes: int = 0,
-    textured: bool = False,
-    vfr: bool = False,
-    background: str = "black",
-    overwrite: bool = False,
-    stamp_index: bool = False,
-    faststart: bool = False,
-    open_gop: bool = False,
-    pix_fmt: str = "yuv420p",
-) -> Path:
-    """Render ``shapes`` over ``duration`` seconds and encode a deterministic H.264 MP4.
-
-    Returns ``path`` (as a Path). Skips the work when the file exists unless ``overwrite``.
-    ``gop``: keyframe interval in frames (scene-cut detection off, so keyframes are exactly
-    every ``gop`` frames). ``bframes``: consecutive B-frames (x264 pyramid: some B-frames
-    are references). ``textured``: scrolling noise/gradient background, for realistic
-    bitrates. ``vfr``: variable frame timestamps (see ``frame_times``). ``stamp_index``:
-    write each frame's index as a binary code in the top-left corner (``read_index_stamp``).
-    ``faststart``: put the index (moov) before the media data, as web-ready files do.
-    ``open_gop``: x264 open GOPs (non-IDR keyframes; B-frames before a keyframe in display
-    order may reference the previous group). ``pix_fmt``: ``yuv444p`` allows odd sizes (x264 High 4:4:4).
-    """
+def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: float = 10, width: int = 320, height: int = 240,
+                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, background: str = "black",
+                overwrite: bool = False, stamp_index: bool = False, faststart: bool = False, open_gop: bool = False,
+                pix_fmt: str = "yuv420p") -> Path:
+    """Render ``shapes`` over ``duration`` seconds into a deterministic H.264 MP4 ``path`` (kept when
+    it exists, unless ``overwrite``). ``gop``: keyframe interval, exact (no scene cuts); ``bframes``:
+    consecutive B-frames (pyramid: some are references); ``textured``: a scrolling noise background
+    (realistic bitrates); ``vfr``: see ``frame_times``; ``stamp_index``: each frame's index as a
+    binary code (``read_index_stamp``); ``faststart``: moov first; ``open_gop``: non-IDR keyframes;
+    ``pix_fmt``: ``yuv444p`` allows odd sizes."""
     import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
 
     path = Path(path)
@@ -246,7 +179,9 @@ def write_video(
         raise ValueError(f"width and height must be even for yuv420p (pix_fmt='yuv444p' takes odd ones), got {width}x{height}")
     path.parent.mkdir(parents=True, exist_ok=True)
     times = frame_times(duration, fps, vfr)
-    bg = np.array(_background(background), dtype=np.uint8)
+    if background not in COLORS:
+        raise ValueError(f"background {background!r} unknown; use one of {sorted(COLORS)}")
+    bg = np.array(COLORS[background], dtype=np.uint8)
     texture = _texture(width, height) if textured else None
     rate = Fraction(fps).limit_denominator(1001)
     time_base = VFR_TIME_BASE if vfr else 1 / rate
@@ -299,10 +234,7 @@ def write_srt(path, cues: Sequence[tuple[float, float, str]]) -> Path:
     """Write ``(start_s, end_s, text)`` cues as a UTF-8 SRT file (indices from 1); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    blocks = [
-        f"{n}\n{_srt_time(start)} --> {_srt_time(end)}\n{text}\n"
-        for n, (start, end, text) in enumerate(cues, start=1)
-    ]
+    blocks = [f"{n}\n{_srt_time(start)} --> {_srt_time(end)}\n{text}\n" for n, (start, end, text) in enumerate(cues, start=1)]
     path.write_text("\n".join(blocks), encoding="utf-8")
     return path
 

@@ -1,13 +1,9 @@
 """Frame sampling: a benchmark's frame plan on a video file, and clue clips.
 
-Every benchmark decides which frames a frame-based model sees and tells it their times; the
-published numbers depend on those exact frames. Each benchmark declares that choice as a
-``FramePlan`` in its own folder (``frames.py``); this module turns it into the indices and times
-of one file (checked against the dataset's metadata) and decodes exactly those frames with the
-exact sampler (``utils/media/frame_decoder.py``, on the frame table of ``utils/media/frame_table.py``).
-
-``plan_frames`` (what each benchmark's binding calls) and ``PlannedFrames.read``; ``cut_clip`` for models
-that take only a path. ``probe``, ``read_frames`` and ``VideoError`` live in ``frame_table`` and ``frame_decoder``.
+The published numbers depend on the exact frames a model sees. Each benchmark declares its choice
+as a ``FramePlan`` (its ``frames.py``); ``plan_frames`` turns it into the indices and times of one
+file (checked against the dataset's metadata) and ``PlannedFrames.read`` decodes exactly those
+(``frame_decoder``); ``cut_clip`` serves models that take only a path.
 """
 
 from __future__ import annotations
@@ -15,7 +11,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -23,7 +18,8 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
-from lmms_video_reasoning.utils.core.intervals import clamp_intervals
+from lmms_video_reasoning.utils.core.intervals import clamp_intervals, merge_intervals
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames
 from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, probe
 
@@ -34,28 +30,14 @@ logger = logging.getLogger(__name__)
 META_FRAME_TOLERANCE = 2
 META_FRAME_TOLERANCE_FRACTION = 0.01
 META_FPS_TOLERANCE_FRACTION = 0.01
-_META_WARNED: set[str] = set()  # notes already logged (at most _META_WARNED_SIZE)
-_META_WARNED_SIZE = 4096
-_META_WARNED_LOCK = threading.Lock()
-
-
-# --------------------------------------------------------------------------------------------
-# Protocol sampling with metadata cross-check
-# --------------------------------------------------------------------------------------------
+_META_WARNED: BoundedMemo[str] = BoundedMemo(4096)  # notes already logged
 
 
 def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[int, float, list[str]]:
-    """Frame count and fps the protocol formulas use: ``(total, fps, notes)``.
-
-    Rule: the dataset's metadata (CG-Bench ``video_meta_info.json``: ``max_frame``, ``fps``;
-    ``total_frames`` is accepted too) is what the official sampler used, so it wins while it
-    describes this file: frame counts within ``META_FRAME_TOLERANCE`` frames or
-    ``META_FRAME_TOLERANCE_FRACTION`` and fps within ``META_FPS_TOLERANCE_FRACTION``
-    (CG-Bench ``max_frame`` is one less than the container count). Otherwise the metadata
-    describes another encoding of the video, the container wins (it is the file being
-    decoded) and a note is returned and logged. Without metadata: the container. Without the
-    file's figures (``info`` None): the metadata, as it stands.
-    """
+    """Frame count and fps the protocol formulas use: ``(total, fps, notes)``. The dataset's metadata
+    (``max_frame`` or ``total_frames``, ``fps``) is what the official sampler used, so it wins while
+    it describes this file (within the ``META_*`` tolerances); otherwise it describes another
+    encoding, and the container wins with a note (logged once). Without ``info``: the metadata."""
     if not meta:
         return info.total_frames, info.fps, []
     meta_total = meta.get("max_frame", meta.get("total_frames"))
@@ -65,21 +47,12 @@ def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[
     if info is None:
         return int(meta_total), float(meta_fps), []
     frame_tol = max(META_FRAME_TOLERANCE, META_FRAME_TOLERANCE_FRACTION * info.total_frames)
-    agrees = (
-        abs(int(meta_total) - info.total_frames) <= frame_tol
-        and abs(float(meta_fps) - info.fps) <= META_FPS_TOLERANCE_FRACTION * info.fps
-    )
-    if agrees:
+    if abs(int(meta_total) - info.total_frames) <= frame_tol and abs(float(meta_fps) - info.fps) <= META_FPS_TOLERANCE_FRACTION * info.fps:
         return int(meta_total), float(meta_fps), []
-    note = (
-        f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
-        f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values"
-    )
-    with _META_WARNED_LOCK:  # once per file and process: a video's questions all ask for its plan
-        first = note not in _META_WARNED
-        if first and len(_META_WARNED) < _META_WARNED_SIZE:
-            _META_WARNED.add(note)
-    if first:
+    note = (f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
+            f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values")
+    if note not in _META_WARNED:  # once per file and process: a video's questions all ask for its plan
+        _META_WARNED[note] = note
         logger.warning(note)
     return info.total_frames, info.fps, [note]
 
@@ -89,10 +62,8 @@ _NATIVE = "native"
 
 @dataclass(frozen=True)
 class PlannedFrames:
-    """The frames a protocol picks in one file, before any decoding: presentation ``indices``,
-    the ``timestamps`` shown to the model, the ``fps`` and ``total_frames`` they were computed
-    from (``resolve_meta``), the protocol's frame ``size`` and ``notes`` (meta disagreement,
-    clamped intervals, dropped indices; each also logged as a warning)."""
+    """The frames a protocol picks in one file, before any decoding: their ``timestamps`` shown to
+    the model, the ``fps`` and ``total_frames`` used (``resolve_meta``), and ``notes`` (each logged)."""
 
     path: Path | None
     indices: list[int]
@@ -103,36 +74,22 @@ class PlannedFrames:
     notes: tuple[str, ...] = ()
 
     def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False):
-        """The planned frames (``read_frames``); ``size`` None: the plan's size (or the decoded
-        size), ``(width, height)``, or ``"native"``."""
+        """The planned frames; ``size``: ``(width, height)``, ``"native"``, or None (the plan's)."""
         if self.path is None:
             raise VideoError(f"no video file to read the planned frames from ({'; '.join(self.notes)})")
         size = size if size is not None else (self.size or _NATIVE)
         return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array)
 
 
-def plan_frames(
-    path,
-    plan: FramePlan,
-    n: int,
-    *,
-    intervals: Sequence[Sequence[float]] | None = None,
-    meta: dict | None = None,
-) -> PlannedFrames:
-    """The ``n`` frames ``plan`` (a benchmark's ``FramePlan``) picks in ``path``, and their times.
-
-    The plugin's path from a file to a protocol's frame indices, for every benchmark (the indices
-    themselves come from ``frame_plan.choose``, as upstream's plain probe does). ``intervals``:
-    the question's intervals (seconds), for plans that pick inside them. ``meta``: the dataset's
-    per-video metadata (e.g. CG-Bench's ``video_meta_info.json`` entry), checked against the file
-    (``resolve_meta``: the official values while they describe this file, else the file's, with a
-    note); then only the container header is read (``probe(exact=False)``), so a prompt that
-    shows frame times needs no decoding. Without ``meta``: the exact frame count of a packet scan.
-    Indices the metadata puts past the file's last frame are dropped with a note (the official
-    CG-Bench code skips frames it cannot find). With ``meta``, a file that is not at hand
-    (``path`` None, e.g. replay predictions scored where the videos are not) or cannot be opened
-    leaves the metadata unchecked, with a note; reading the frames then fails, naming the file.
-    """
+def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[float]] | None = None,
+                meta: dict | None = None) -> PlannedFrames:
+    """The ``n`` frames ``plan`` (a benchmark's ``FramePlan``, via ``frame_plan.choose``) picks in
+    ``path``, and their times. ``intervals``: the question's (seconds), for plans picking inside them.
+    ``meta``: the dataset's per-video metadata, checked against the container header only
+    (``resolve_meta``; a prompt showing frame times needs no decoding); without it, the exact count
+    of a packet scan. Indices past the file's last frame are dropped with a note (official CG-Bench
+    skips them). With ``meta``, a file not at hand (``path`` None, e.g. replayed predictions) or
+    unreadable leaves the metadata unchecked, with a note; reading the frames then names the file."""
     if not isinstance(plan, FramePlan):  # before any file is opened
         raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
     path = None if path is None else Path(path)
@@ -161,23 +118,9 @@ def plan_frames(
     return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
 
 
-# --------------------------------------------------------------------------------------------
-# Clue clips for models that only take a video path
-# --------------------------------------------------------------------------------------------
-
-
-def _clip_key(path: Path, intervals: list[list[float]]) -> str:
-    st = path.stat()
-    text = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{intervals!r}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def _clip_frames(table: _FrameTable, merged: list[list[float]]) -> list[int]:
-    """Presentation indices of the frames shown inside ``merged`` intervals (seconds).
-
-    A frame belongs to ``[s, e)`` when its presentation time (from the first frame) does; a
-    zero-length interval contributes the frame on screen at ``s``.
-    """
+    """Presentation indices of the frames whose time (from the first frame) is in a ``[s, e)`` of
+    ``merged`` (seconds); a zero-length interval gives the frame on screen at ``s``."""
     first = table.pts[table.decode_pos[0]]
     seconds = [float((table.pts[d] - first) * table.time_base) for d in table.decode_pos]
     picked: list[int] = []
@@ -191,17 +134,11 @@ def _clip_frames(table: _FrameTable, merged: list[list[float]]) -> list[int]:
 
 
 def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
-    """A new MP4 of the frames inside ``intervals_s`` (seconds), concatenated in time order.
-
-    For models that only take a video path (clue-only questions). Intervals are clamped to
-    the video and merged (overlaps would repeat frames); frames are re-encoded (H.264,
-    CRF 18) rather than stream-copied, so the clip starts exactly at the interval, not at
-    the previous keyframe, and is played at the source's average fps. The file is cached in
-    ``cache_dir`` under a name keyed by the video's path, size, mtime and the intervals;
-    concurrent writers are safe (each writes a temporary file, then ``os.replace``).
-    """
+    """An MP4 of the frames inside ``intervals_s`` (seconds; clamped and merged), in time order, for
+    models that take only a path. Re-encoded (H.264, CRF 18), not stream-copied, so it starts exactly
+    at the interval; played at the source's average fps; cached in ``cache_dir`` by the video's path,
+    size, mtime and the intervals (written whole, then renamed)."""
     import av
-    from lmms_video_reasoning.utils.core.intervals import merge_intervals
 
     path = Path(path)
     table = _frame_table(path)
@@ -213,7 +150,9 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
         raise ValueError(f"cut_clip needs at least one interval for {path}")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    target = cache_dir / f"{path.stem}-{_clip_key(path, merged)}.mp4"
+    st = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{merged!r}".encode()).hexdigest()[:16]
+    target = cache_dir / f"{path.stem}-{key}.mp4"
     if target.exists() and target.stat().st_size > 0:
         return target
     indices = _clip_frames(table, merged)
