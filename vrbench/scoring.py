@@ -1,7 +1,7 @@
 """VRBench scoring: MCQ letter extraction, judge-tag parsing, per-question and per-task metrics.
 
-Every function is pure and cites the official code it follows (OpenGVLab/VRBench, commit
-47a22db): `evaluation/calculate_scores.py` (MCQ-O, per-type combination) and
+Each function cites the official code it follows (OpenGVLab/VRBench, commit 47a22db):
+`evaluation/calculate_scores.py` (MCQ-O, per-type combination) and
 `evaluation/batch_evaluation_api_mp_time_async.py` (OE-P tags and weights). Two protocols:
 
 - `default`: failures are visible. A missing tag or failed judge call is a judge failure,
@@ -71,76 +71,15 @@ def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
     return None
 
 
-# --- MCQ-O: the official 8-stage extraction cascade (calculate_scores.py::extract_mcq_answer)
-
-# Stage 4 keywords, in the official order. All matches of all keywords are concatenated in
-# keyword order and the last one wins: the last match of the last keyword that matched,
-# not the match nearest the end of the text.
-_KEYWORDS = ("Answer", "answer is", "correct answer", "final answer", "final", "therefore", "conclusion")
-_KEYWORD_PATTERNS = [re.compile(keyword + r"[:\s]+([A-E])(?:\s|$|\.|,)", re.IGNORECASE) for keyword in _KEYWORDS]
-# Stage 5: the first label style with any match decides (its last match).
-_LABEL_PATTERNS = [re.compile(r"([A-E])" + re.escape(mark), re.IGNORECASE) for mark in (".", ")", ":")]
-_BOXED = re.compile(r"\\boxed\{([A-E])\}", re.IGNORECASE)
-_ANSWER_TAG = re.compile(r"<Answer>\s*([A-E])", re.IGNORECASE)
-_OPTION_LINE = re.compile(r"^([A-E])\.\s*(.+)$", re.IGNORECASE | re.MULTILINE)
-# Stage 6: IGNORECASE makes the `[A-Z]` look-ahead accept lower-case words too.
-_LETTER_BEFORE_WORD = re.compile(r"(?:^|\n|\s)([A-E])\s+(?=[A-Z]|$|\n)", re.IGNORECASE | re.MULTILINE)
-_STANDALONE = re.compile(r"\b([A-E])\b")
-_STANDALONE_ANY_CASE = re.compile(r"\b([A-E])\b", re.IGNORECASE)
-
-# Stage 7 text clean-up (the official `process_punctuation`, from a VQA normaliser).
-_PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?", "!")
-_DIGIT_COMMA_DIGIT = re.compile(r"(\d)(,)(\d)")
-_PERIOD = re.compile(r"\.(?!\d)")
-# The official call is `period_strip.sub("", output, re.UNICODE)`: re.UNICODE (32) lands in
-# the `count` argument, so only the first 32 periods are removed.
-_PERIOD_LIMIT = int(re.UNICODE)
-
-
-def _last(matches: Sequence[str]) -> str | None:
-    return matches[-1].upper() if matches else None
-
-
-def _strip_punctuation(text: str) -> str:
-    """Official `process_punctuation`: each mark deleted (if it touches a space anywhere in the
-    original text, or the text has a digit,digit comma) or else replaced by a space; then up to
-    32 periods not followed by a digit deleted."""
-    output = text
-    has_number_comma = _DIGIT_COMMA_DIGIT.search(text) is not None
-    for mark in _PUNCTUATION:
-        output = output.replace(mark, "" if mark + " " in text or " " + mark in text or has_number_comma else " ")
-    return _PERIOD.sub("", output, count=_PERIOD_LIMIT)
-
-
+# --- MCQ-O
 def extract_mcq_answer(response: str | None) -> str | None:
-    """The option letter (A-E) the official cascade reads from a response, or None.
+    """The option letter (A-E) the official 8-stage cascade (`calculate_scores.py::extract_mcq_answer`,
+    quirks included) reads from a response, or None: lmms-eval's port in its `vrbench` task folder,
+    which agrees with the official code on every row of tests/differential (imported when first
+    needed: it loads lmms-eval's task registry)."""
+    from lmms_eval.tasks.vrbench.utils import extract_mcq_answer as ported
 
-    Reproduces `calculate_scores.py::extract_mcq_answer` stage by stage, quirks included:
-    the first stage that yields a letter decides. No LLM fallback.
-    """
-    if not response:
-        return None
-    # 1. `\\boxed{X}`; 2. `<Answer>`, optional whitespace, the letter (`[X]` fails): first occurrence
-    for pattern in (_BOXED, _ANSWER_TAG):
-        match = pattern.search(response)
-        if match:
-            return match.group(1).upper()
-    letter = (
-        _last([letter for letter, _rest in _OPTION_LINE.findall(response.strip())])  # 3. the last line `X. text`
-        or _last([found for pattern in _KEYWORD_PATTERNS for found in pattern.findall(response)])  # 4. keywords
-        # 5. `X.`, then `X)`, then `X:` anywhere, any case (so "the house." gives E): the first style found decides
-        or next((_last(found) for found in (pattern.findall(response) for pattern in _LABEL_PATTERNS) if found), None)
-        or _last(_LETTER_BEFORE_WORD.findall(response))  # 6. a letter between whitespace and a letter, or the end
-    )
-    if letter:
-        return letter
-    # 7. Punctuation stripped, lower-cased: the last standalone a-e.
-    cleaned = _strip_punctuation(response.replace("\n", " ").replace("\t", " ").strip())
-    letter = _last(_STANDALONE_ANY_CASE.findall(cleaned.strip("'").strip('"').strip(")").strip("(").strip().lower()))
-    if letter or not _STANDALONE.findall(response):
-        return letter
-    # 8. A standalone capital A-E: the last one in the final 50 characters (any case there), else the last one anywhere.
-    return _last(_STANDALONE_ANY_CASE.findall(response.lower()[-50:])) or _last(_STANDALONE.findall(response))
+    return ported(response)
 
 
 def mcq_correct(response: str | None, answer: str) -> bool:

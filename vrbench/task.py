@@ -4,10 +4,8 @@ One generation per question with the official CoT template, scored for both trac
 three modes stamped on every document and copied into every record (so a record is re-scored
 exactly as the task's aggregation scored it): `judge` (frames or video + template; MCQ-O and
 OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's LLM setting:
-summary + question, no visual input). Documents marked `two_phase` follow the paper's protocol
-instead, two generations (`two_phase_turn`): the Fig. A20 reasoning prompt without the options,
-then the options; OE-P rates round 1, MCQ-O reads round 2. The protocol (`scoring.py`) is the
-task's option, which `VRBENCH_PROTOCOL` overrides.
+summary + question, no visual input). The protocol (`scoring.py`) is the task's option, which
+`VRBENCH_PROTOCOL` overrides. (The paper's two-phase protocol: `two_phase.py`.)
 
 Visual input (`lmms_eval_specific_kwargs`, `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override):
 `visual_mode` (`video` for video-native models, `frames`: `num_frames` segment-midpoint frames
@@ -17,7 +15,6 @@ official inference ran video models; `model`: the model samples the full video).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -28,8 +25,7 @@ from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
-from lmms_video_reasoning.utils.lmms.responses import (final_answer, model_failed, reasoning_truncated, reply_record, strip_reasoning,
-                                                        warn_truncated)
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
 from lmms_video_reasoning.vrbench import frames, judging, prompts, scoring
 from lmms_video_reasoning.vrbench.scoring import (
     NON_UNIQUE,
@@ -56,8 +52,6 @@ VIDEO_FRAMES_SETTING = settings.declare("VRBENCH_VIDEO_FRAMES", "choice", None, 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
 MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
-TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
-ROUNDS = "rounds"  # the key of the two replies in a two-phase response
 RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # what a record copies of its question first
 
 
@@ -84,16 +78,10 @@ def task_protocol_of(declared: dict | None = None) -> str:
         raise DataError(str(error)) from None
 
 
-protocol_from_env = task_protocol_of  # `$VRBENCH_PROTOCOL`, `default` when unset
-
-
-def stamp(docs: list[dict], mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
-    """The task's documents: every question, stamped with the task's mode and protocol, and marked
-    `two_phase` for the paper's protocol (in place)."""
+def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
+    """The task's documents: every question, stamped with the task's mode and protocol (in place)."""
     for doc in docs:
         doc["mode"], doc["protocol"] = mode, protocol
-        if two_phase:
-            doc[TWO_PHASE] = True
     return docs
 
 
@@ -144,61 +132,16 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
     return [media.video(doc, pick=lambda total: frames.indices(total, n), size=frames.SIZE)]
 
 
-def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
-                round_idx: int | None = None, previous_round_info: Any = None) -> str | tuple:
-    """The official CoT prompt; for the two-phase task, the prompt of its next round (`two_phase_turn`;
-    lmms-eval's agentic loop passes the rounds' replies as `previous_output`)."""
-    if doc.get(TWO_PHASE):
-        return two_phase_turn(doc, previous_output or [])
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The official CoT prompt."""
     return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
 
 
-def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
-    """lmms-eval's `generate_until_agentic` step of the paper's protocol. Before any reply: the
-    Fig. A20 prompt (no options). After round 1: round 2, text only (`[]` visuals): the options
-    beside the round-1 reply without its reasoning blocks (as a chat template keeps an earlier
-    turn). After round 2: done, both replies packed into the one response lmms-eval logs."""
-    if not replies:
-        return prompts.reasoning_prompt(doc["question"], doc["video_summary"], with_video=doc["mode"] != "text")
-    if len(replies) == 1:
-        choice = prompts.choice_prompt(doc["question"], [tuple(o) for o in doc["options"]], strip_reasoning(replies[0]))
-        return [], choice, False, None, None
-    return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
-
-
-def unpack_rounds(response: Any) -> tuple[str, str]:
-    """(reasoning, choice) replies of a two-phase response: the packed JSON lmms-eval logs, or
-    the two replies as a list (a replay prediction); "" (no prediction) is two empty replies."""
-    if response in ("", None):
-        return "", ""
-    rounds = response
-    if isinstance(response, str):
-        try:
-            rounds = json.loads(response).get(ROUNDS)
-        except (ValueError, AttributeError):
-            rounds = None
-    if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
-        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
-                        f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
-    return rounds[0], rounds[1]
-
-
-def two_phase_reply(response: Any, settings: dict | None) -> dict:
-    """The reply fields of a two-phase record: `response` is round 1 (what the OE-P judge rates),
-    `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
-    round is a model failure (never judged, wrong)."""
-    reasoning, choice = unpack_rounds(response)
-    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
-    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
-            "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
-            "model_failure": first["model_failure"] or second["model_failure"]}
-
-
-def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
-    """One user turn: the video or frames first, then the prompt (as the official inference)."""
+def doc_to_messages(doc: dict, kwargs: dict | None, media: Media, text: str) -> list[dict]:
+    """One user turn: the video or frames first, then the prompt `text` (as the official inference)."""
     kind = "video" if visual_mode(doc, kwargs) == "video" else "image"
     content = [{"type": kind, "url": visual} for visual in doc_to_visual(doc, kwargs, media)]
-    return [{"role": "user", "content": [*content, {"type": "text", "text": doc_to_text(doc, kwargs)}]}]
+    return [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
 
 
 # --- Records and metrics
@@ -210,23 +153,21 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     and a failed reply (lmms-eval's placeholder) or one cut off inside its reasoning has none.
     `settings`: the task's (`registry.Benchmark.record`), which make the reply fields.
     """
-    reply = two_phase_reply(response, settings) if doc.get(TWO_PHASE) else reply_record(response, settings)
+    return record_of(doc, reply_record(response, settings))
+
+
+def record_of(doc: dict, reply: dict) -> dict:
+    """The record of a question and its reply fields (`utils.lmms.responses.reply_record`)."""
     needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
     no_letter = reply["model_failed"] or reply["reasoning_truncated"]
     return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
             **{key: doc[key] for key in ("question", "procedure", "original_answer")},
-            "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else ""}
+            "summary": doc["video_summary"][:prompts.SUMMARY_LIMIT] if needs_summary else ""}
 
 
 def metric_names(doc: dict) -> tuple[str, ...]:
     """The metrics of the document's task (MCQ-only for `mcq` mode)."""
     return MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
-
-
-def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
-                          with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> dict[str, float]:
-    """The metrics of `metric_columns` (the upstream task folder's aggregation)."""
-    return point(metric_columns(records, outcomes, protocol, with_judge, judge_ran, failed_share))
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
