@@ -32,7 +32,6 @@ from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 PROTOCOLS = ("default", "official")
 
 # --- Reasoning types
-
 # Spelling in the data -> metric suffix. The data spells counting "Counting Porblems"; both
 # spellings are accepted. "Multi-element Inference" is named by the official judge code
 # (unique-answer prompt) but is not one of the paper's seven types: no per-type metric.
@@ -58,11 +57,8 @@ UNIQUE, NON_UNIQUE = "unique", "non_unique"
 
 
 def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
-    """Which judge prompt rates this type: `unique`, `non_unique`, or None (not rated).
-
-    Official: only the types in the judge's two lists are rated (counting and synopsis are
-    not). Default: counting questions are rated with the unique-answer prompt too.
-    """
+    """Which judge prompt rates this type: `unique`, `non_unique`, or None (not rated: synopsis; counting
+    in the official protocol, which rates only the judge's two lists)."""
     name = reasoning_type.strip()
     if name in OFFICIAL_NON_UNIQUE:
         return NON_UNIQUE
@@ -83,21 +79,15 @@ def extract_mcq_answer(response: str | None) -> str | None:
 
 
 def mcq_correct(response: str | None, answer: str) -> bool:
-    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong).
-
-    lmms-eval's failure placeholder is wrong without extraction: the cascade would read a
-    letter out of the error text (its last standalone a-e, e.g. an "e" in the message).
-    """
+    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong). lmms-eval's
+    failure placeholder is wrong unread: the cascade would find a letter in the error text (e.g. an "e")."""
     return not is_model_failure(response) and extract_mcq_answer(response) == answer
 
 
 # --- OE-P: the four judge tags and their weights
-
 # batch_evaluation_api_mp_time_async.py: 0.4 / 0.4 / 0.1 / 0.1, in this tag order.
-TAGS = {
-    UNIQUE: ("step_matching", "logical_consistency", "factual_accuracy", "process_clarity"),
-    NON_UNIQUE: ("relevance", "logical_consistency", "factual_accuracy", "clarity"),
-}
+TAGS = {UNIQUE: ("step_matching", "logical_consistency", "factual_accuracy", "process_clarity"),
+        NON_UNIQUE: ("relevance", "logical_consistency", "factual_accuracy", "clarity")}
 WEIGHTS = (0.4, 0.4, 0.1, 0.1)
 
 # The official `extract_numbers` pattern (int, float, signed).
@@ -115,12 +105,9 @@ def _tag_number(content: str) -> float | None:
 
 
 def parse_tags(reply: str, kind: str) -> tuple[float, ...]:
-    """Default protocol: the four 0-10 ratings of a judge reply, in weight order.
-
-    Each tag is read with `judges.parsing.extract_tag` (last occurrence) and its value with
-    the official number rule. A missing tag or a value outside 0-10 raises ParseError (the
-    judge is re-asked, then the question is a judge failure).
-    """
+    """Default protocol: the four 0-10 ratings of a judge reply, in weight order, each tag's last occurrence
+    read with the official number rule. A missing tag or a value outside 0-10 raises ParseError (the
+    judge is re-asked, then the question is a judge failure)."""
     values = []
     for tag in TAGS[kind]:
         content = extract_tag(reply, tag)
@@ -174,13 +161,9 @@ class QuestionScore:
 
 
 def combine_type(mcq: float, oe: float, protocol: str, has_oe: bool) -> float:
-    """A type's score from its MCQ accuracy and OE-P.
-
-    default: their mean when the type is rated (NaN when its OE-P could not be computed),
-    the MCQ accuracy alone for types without steps (synopsis).
-    official (`calculate_combined_scores`): the mean when both are > 0, else whichever is
-    > 0, else 0.
-    """
+    """A type's score from its MCQ accuracy and OE-P. default: their mean when the type is rated, the MCQ
+    accuracy alone for types without steps (synopsis). official (`calculate_combined_scores`): the mean
+    when both are > 0, else whichever is > 0, else 0."""
     if protocol == "official":
         if mcq > 0 and oe > 0:
             return (mcq + oe) / 2
@@ -222,14 +205,10 @@ def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_r
                         limit: float | None = None) -> dict[str, np.ndarray]:
     """All metrics of a task from the sums of `score_columns` (one value per row): MCQ-O (x 100),
     OE-P (mean process score x 10), overall (their mean) and each type (`combine_type`).
-
-    `with_judge`: the task rates reasoning (vr_bench, vr_bench_text); False gives MCQ-only
-    metrics (vr_bench_mcq: `mcq_accuracy` and MCQ accuracy per type). `judge_ran`: False when
-    no judge is configured; then every judge-based value is NaN (not computed), never 0.
-    `withhold`: past the judge failure share the judge-based values are not computed either and
-    `judge_failed` counts the failed ratings (`judges.failure_share`, decided on a whole run).
-    `model_failed` (questions the model never answered) is counted in every task.
-    """
+    `with_judge`: False gives the MCQ-only metrics (vr_bench_mcq). `judge_ran`: False when no judge is
+    configured; then every judge-based value is NaN (not computed), never 0. `withhold`: past the judge
+    failure share (`judges.failure_share`, decided on a whole run) those are not computed either and
+    `judge_failed` counts the failed ratings. `model_failed` is counted in every task."""
     withheld = np.zeros(len(totals["questions"]), dtype=bool)
     if withhold and with_judge and judge_ran:
         withheld = np.array([failure_share.too_many_failed(f, int(n), limit) for f, n in zip(totals["needed_failed"], totals["needed"])], dtype=bool)

@@ -25,17 +25,8 @@ from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
-from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
+from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.vrbench import frames, judging, prompts, scoring
-from lmms_video_reasoning.vrbench.scoring import (
-    NON_UNIQUE,
-    PROTOCOLS,
-    TYPE_NAMES,
-    QuestionScore,
-    extract_mcq_answer,
-    judge_prompt_kind,
-    mcq_correct,
-)
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +34,15 @@ DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 VIDEO_FRAMES = ("protocol", "model")
 DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
 PROTOCOL = settings.declare("VRBENCH_PROTOCOL", "choice", "default", "VRBench protocol: this suite's default or the "
-                            "official code's", choices=PROTOCOLS, scoring=True, option="protocol")  # a task option
+                            "official code's", choices=scoring.PROTOCOLS, scoring=True, option="protocol")  # a task option
 NUM_FRAMES = settings.declare("VRBENCH_NUM_FRAMES", "int", None, "frames for frame-based models (overrides the task's "
                               "num_frames)", minimum=1, scoring=True)
 VIDEO_FRAMES_SETTING = settings.declare("VRBENCH_VIDEO_FRAMES", "choice", None, "what video-native models see: the "
                                         "protocol's frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
 
-JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
+JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in scoring.TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
-MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
+MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in scoring.TYPE_NAMES), "model_failed", "reasoning_truncated")
 RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # what a record copies of its question first
 
 
@@ -146,23 +137,19 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media, text: str) -> 
 
 # --- Records and metrics
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The per-question record: everything needed to score it again, nothing expensive (also the
-    way to score a `--predict_only` file). The OE-P judge rates the raw `response` whole, as the
-    official judge rates the model's whole output; the MCQ letter is read from its final answer
-    (`utils.lmms.responses.reply_record`), so a thinking model's reasoning cannot lend it a letter,
-    and a failed reply (lmms-eval's placeholder) or one cut off inside its reasoning has none.
-    `settings`: the task's (`registry.Benchmark.record`), which make the reply fields.
-    """
-    return record_of(doc, reply_record(response, settings))
+    """The per-question record: all that scores it again (also from a `--predict_only` file). The OE-P judge
+    rates the whole `response`, as the official judge; the MCQ letter is read from its final answer
+    (`utils.lmms.responses.reply_record`, made with the task's `settings`): none for a failed reply or one cut
+    off inside its reasoning, and a thinking model's reasoning cannot lend it one."""
+    return record_of(doc, responses.reply_record(response, settings))
 
 
 def record_of(doc: dict, reply: dict) -> dict:
     """The record of a question and its reply fields (`utils.lmms.responses.reply_record`)."""
-    needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
-    no_letter = reply["model_failed"] or reply["reasoning_truncated"]
-    return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
-            **{key: doc[key] for key in ("question", "procedure", "original_answer")},
-            "summary": doc["video_summary"][:prompts.SUMMARY_LIMIT] if needs_summary else ""}
+    judge_summary = scoring.judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == scoring.NON_UNIQUE and doc["mode"] != "mcq"
+    letter = None if reply["model_failed"] or reply["reasoning_truncated"] else scoring.extract_mcq_answer(reply["final_answer"])
+    return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": letter, **{key: doc[key] for key in ("question", "procedure", "original_answer")},
+            "summary": doc["video_summary"][:prompts.SUMMARY_LIMIT] if judge_summary else ""}
 
 
 def metric_names(doc: dict) -> tuple[str, ...]:
@@ -172,16 +159,15 @@ def metric_names(doc: dict) -> tuple[str, ...]:
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                    with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
-    """Every metric of the task over per-question columns (`utils/core/columns.py`): `scoring.score_columns`
-    and whether the reply was cut off; the metrics from their sums (`scoring.metrics_from_totals`; on a whole
-    run, the judge-based ones withheld past the failure share, `failed_share` the task's, None: the
-    environment's). A model-failed record is never judged: left out of OE-P (default) or 0 (official)."""
-    scores = [QuestionScore(record["reasoning_type"], not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
-                            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None, process=process,
-                            judge_failed=failed, model_failed=model_failed(record))
-              for record, (process, failed) in zip(records, outcomes, strict=True)]
+    """Every metric of the task over per-question columns (`utils/core/columns.py`; `scoring.score_columns`,
+    `scoring.metrics_from_totals`): on a whole run, the judge-based ones withheld past the failure share
+    (`failed_share` the task's, None: the environment's). A model-failed record is never judged."""
+    # per record r: MCQ-O right (a reply cut off inside its reasoning has no letter), rated, (process score, judge failed), model failed
+    scores = [scoring.QuestionScore(r["reasoning_type"], not responses.reasoning_truncated(r) and scoring.mcq_correct(responses.final_answer(r), r["answer"]),
+                                    scoring.judge_prompt_kind(r["reasoning_type"], protocol) is not None, p, f, responses.model_failed(r))
+              for r, (p, f) in zip(records, outcomes, strict=True)]
     counted = scoring.score_columns(scores, protocol)
-    counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
+    counted["reasoning_truncated"] = column(map(responses.reasoning_truncated, records))
 
     def metrics(totals, whole: bool) -> dict:
         return {**scoring.metrics_from_totals(totals, protocol, with_judge, judge_ran, withhold=whole, limit=failed_share),
@@ -208,7 +194,7 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
         return {}, []
     protocol, with_judge = task_protocol(records, settings)
     limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
-    warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
+    responses.warn_truncated(log, "VRBench", sum(map(responses.reasoning_truncated, records)), len(records))
     judge = judge if with_judge else None
     outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
     columns = metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
