@@ -17,10 +17,10 @@ from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, S
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
-from lmms_video_reasoning.vrbench import data, docs, judging, task, two_phase
+from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
 from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
-from lmms_video_reasoning.vrbench.two_phase import MARK as TWO_PHASE
+from lmms_video_reasoning.vrbench.task import TWO_PHASE
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
@@ -44,7 +44,7 @@ PER_MODEL = {
     **{model: {"visual_mode": "frames", "num_frames": 8} for model in ("phi3v", "aria")},
 }
 SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
-# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`two_phase.turn`).
+# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`task.two_phase_turn`).
 TWO_ROUNDS = {**GREEDY, "max_agentic_steps": 2}
 TWO_PHASE_ABOUT = ("the paper's two-phase protocol (section 4, Fig. A20): round 1 reasons with no options shown,\n"
                    "round 2 chooses an option given round 1's reply; OE-P rates round 1, MCQ-O reads round 2.\n" + SEE_README)
@@ -139,7 +139,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previo
     """The official CoT prompt; for the two-phase tasks, the prompt of their next round (lmms-eval's
     agentic loop passes the rounds' replies as `previous_output`)."""
     if doc.get(TWO_PHASE):
-        return two_phase.turn(doc, previous_output or [])
+        return task.two_phase_turn(doc, previous_output or [])
     return task.doc_to_text(doc, lmms_eval_specific_kwargs)
 
 
@@ -148,9 +148,9 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 
 
 def build_record(doc: dict, response, settings: dict | None = None) -> dict:
-    """`task.build_record`; for the two-phase tasks, of both rounds' replies (`two_phase.reply`)."""
+    """`task.build_record`; for the two-phase tasks, of both rounds' replies (`task.two_phase_reply`)."""
     if doc.get(TWO_PHASE):
-        return task.record_of(doc, two_phase.reply(response, settings))
+        return task.record_of(doc, task.two_phase_reply(response, settings))
     return task.build_record(doc, response, settings)
 
 

@@ -12,8 +12,6 @@ fields the way the official code does.
 - Judge (`evaluation/model_api/base_model.py`, separate mode): system prompt
   `*_EVAL_SYSTEM_PROMPT_SEPARATE`, user prompt `*_EVAL_HUMAN_PROMPT_TEMPLATE.format(...)`
   with the `{question}`, `{response}`, `{procedure}`, `{answer}` (and `{video_summary}`) fields.
-
-The paper's two-phase protocol's prompts are in `two_phase.py`.
 """
 
 from __future__ import annotations
@@ -30,6 +28,39 @@ UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
+# The two-phase protocol's round 1: the paper's Fig. A20 prompt, system prompt (b) for VLMs ("video and summary") or (a) for LLMs
+# ("video summary"), then the user prompt (c), transcribed from the paper's text (arXiv:2506.10857; no
+# official code holds it).
+PAPER_REASONING_PROMPT = Template("""You are a helpful video understanding assistant designed to answer multi-step reasoning \
+questions based on the $basis.
+You should break down the reasoning process into clear, specific events.
+
+# Format:
+Your answer should be formatted as follows:
+<Step 1> [Event1 for Step 1]
+<Step 2> [Event for Step 2]
+...
+<Step N> [Final Event for the last Step]
+<Answer> [Final conclusion based on the reasoning process]
+
+# Video Summary
+$video_summary
+
+# Question
+$question
+""")
+# Round 2 (the paper prints no wording for it): the official template's option block and answer line.
+CHOICE_PROMPT = Template("""# Your Reasoning
+$reasoning
+
+Based on your reasoning above, choose the best option.
+
+# Multiple Choice Question
+$multiple_choice_question
+
+# Output Format:
+<Answer> [Option letter]
+""")
 # What the non-unique-answer judge sees of the summary (evaluation/model_api/base_model.py: `limit = 10000; summary = summary[:limit]`).
 SUMMARY_LIMIT = 10_000
 

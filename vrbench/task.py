@@ -5,7 +5,7 @@ three modes stamped on every document and copied into every record (so a record 
 exactly as the task's aggregation scored it): `judge` (frames or video + template; MCQ-O and
 OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's LLM setting:
 summary + question, no visual input). The protocol (`scoring.py`) is the task's option, which
-`VRBENCH_PROTOCOL` overrides. (The paper's two-phase protocol: `two_phase.py`.)
+`VRBENCH_PROTOCOL` overrides.
 
 Visual input (`lmms_eval_specific_kwargs`, `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override):
 `visual_mode` (`video` for video-native models, `frames`: `num_frames` segment-midpoint frames
@@ -15,6 +15,7 @@ official inference ran video models; `model`: the model samples the full video).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -43,6 +44,8 @@ VIDEO_FRAMES_SETTING = settings.declare("VRBENCH_VIDEO_FRAMES", "choice", None, 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in scoring.TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
 MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in scoring.TYPE_NAMES), "model_failed", "reasoning_truncated")
+TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
+ROUNDS = "rounds"  # the key of the two replies in a two-phase response
 RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # what a record copies of its question first
 
 
@@ -174,6 +177,51 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | Non
                 "reasoning_truncated": totals["reasoning_truncated"]}
 
     return SampleColumns(counted, metrics, counts=("model_failed", "judge_failed", "reasoning_truncated"))
+
+
+# --- The paper's two-phase protocol (section 4, "Evaluation Protocols"; tasks vr_bench_two_phase and
+# vr_bench_text_two_phase, whose documents are marked TWO_PHASE: `benchmark.py` dispatches here), two
+# generations: OE-P rates round 1, MCQ-O reads round 2.
+def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
+    """lmms-eval's `generate_until_agentic` step. Before any reply: the Fig. A20 prompt for VLMs, or LLMs
+    (text task). After round 1: round 2, text only (`[]` visuals): the options beside the round-1 reply
+    without its reasoning blocks (as a chat template keeps an earlier turn). After round 2: done, both
+    replies packed into the one response lmms-eval logs."""
+    if not replies:
+        basis = "video summary" if doc["mode"] == "text" else "video and summary"
+        return prompts.PAPER_REASONING_PROMPT.substitute(basis=basis, question=doc["question"], video_summary=doc["video_summary"])
+    if len(replies) == 1:
+        options = prompts.multiple_choice_question(doc["question"], [tuple(o) for o in doc["options"]])
+        return [], prompts.CHOICE_PROMPT.substitute(reasoning=responses.strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
+    return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
+
+
+def unpack_rounds(response: Any) -> tuple[str, str]:
+    """(reasoning, choice) replies of a two-phase response: the packed JSON lmms-eval logs, or
+    the two replies as a list (a replay prediction); "" (no prediction) is two empty replies."""
+    if response in ("", None):
+        return "", ""
+    rounds = response
+    if isinstance(response, str):
+        try:
+            rounds = json.loads(response).get(ROUNDS)
+        except (ValueError, AttributeError):
+            rounds = None
+    if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
+        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
+                        f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
+    return rounds[0], rounds[1]
+
+
+def two_phase_reply(response: Any, settings: dict | None) -> dict:
+    """The reply fields of a two-phase record: `response` is round 1 (what the OE-P judge rates),
+    `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
+    round is a model failure (never judged, wrong)."""
+    reasoning, choice = unpack_rounds(response)
+    first, second = responses.reply_record(reasoning, settings), responses.reply_record(choice, settings)
+    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
+            "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
+            "model_failure": first["model_failure"] or second["model_failure"]}
 
 
 def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, bool]:
