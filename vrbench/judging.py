@@ -54,16 +54,11 @@ def judge_request(record: dict, protocol: str) -> Request | None:
                    tag=f"vrbench.{kind}", expected_reply=expected_reply(kind))
 
 
-# A per-dimension rationale of typical length (about 60 tokens), for the cost estimate.
-_TYPICAL_RATIONALE = ("- Alignment: the response follows most reference steps and reaches the correct answer.\n"
-                      "    - Deficiencies: one intermediate step is missing and a time reference is imprecise; "
-                      "the explanation is otherwise clear and consistent.")
-
-
 def expected_reply(kind: str) -> str:
-    """A reply in the official output format (four rated tags and a rationale): the estimate's assumption."""
+    """A reply in the official output format, four rated tags and a rationale of typical length (about 60 tokens): the cost estimate's assumption."""
     tags = "\n".join(f"<{tag}>7</{tag}>" for tag in scoring.TAGS[kind])
-    return f"{tags}\n<rationale>\n    {_TYPICAL_RATIONALE}\n</rationale>"
+    return (f"{tags}\n<rationale>\n    - Alignment: the response follows most reference steps and reaches the correct answer.\n    - Deficiencies: one "
+            "intermediate step is missing and a time reference is imprecise; the explanation is otherwise clear and consistent.\n</rationale>")
 
 
 def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:

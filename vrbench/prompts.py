@@ -1,9 +1,8 @@
 """VRBench prompts: the official inference template and judge prompts, loaded verbatim.
 
-The files in `vrbench/prompts/` are byte-exact copies of the runtime values of the official
-code (OpenGVLab/VRBench, commit 47a22db; see `prompts/README.md`). A judge prompt is part of
-the metric's definition, so nothing here edits them: the functions below only fill their
-fields the way the official code does.
+The files in `vrbench/prompts/` are byte-exact copies of the runtime values of the official code
+(OpenGVLab/VRBench, commit 47a22db; see `prompts/README.md`), part of the metrics' definition:
+the functions below only fill their fields the way the official code does.
 
 - Inference (`inference/utils/prepare_input.py::prepare_qa_text_input`): `MCQ_COT_PROMPT` is
   a `string.Template`; `$multiple_choice_question` is `"Question: {q}\\nOptions:\\n"` followed
@@ -89,6 +88,5 @@ def format_procedure(steps: Sequence[tuple[str, str]]) -> str:
 
 
 def judge_prompt(system: str, human: str, **fields: str) -> list[dict]:
-    """Chat messages of a judge: its system prompt, then its human template filled with `fields`
-    (the non-unique-answer one's `video_summary` used as given: cut it first)."""
+    """Chat messages of a judge: its system prompt, its human template filled with `fields` (a `video_summary` as given)."""
     return [{"role": "system", "content": load(system)}, {"role": "user", "content": load(human).format(**fields)}]

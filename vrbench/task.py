@@ -1,16 +1,13 @@
 """VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
 
-One generation per question with the official CoT template, scored for both tracks, in one of
-three modes stamped on every document and copied into every record (so a record is re-scored
-exactly as the task's aggregation scored it): `judge` (frames or video + template; MCQ-O and
-OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's LLM setting:
-summary + question, no visual input). The protocol (`scoring.py`) is the task's option, which
-`VRBENCH_PROTOCOL` overrides.
+One generation per question with the official CoT template, scored for both tracks, in a mode
+stamped on every document and copied into every record (re-scored as the aggregation scored it):
+`judge` (MCQ-O and OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's
+LLM setting: no visual input). The protocol (`scoring.py`): the task's option, or `VRBENCH_PROTOCOL`.
 
 Visual input (`lmms_eval_specific_kwargs`, `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override):
-`visual_mode` (`video` for video-native models, `frames`: `num_frames` segment-midpoint frames
-at 224x224), `video_frames` (video mode: `protocol`, a clip of those same frames, as the
-official inference ran video models; `model`: the model samples the full video).
+`visual_mode` (`video`, or `frames`: `num_frames` segment-midpoint frames at 224x224), `video_frames`
+(video mode: `protocol`, a clip of those frames, as the official inference; `model`: the model samples it).
 """
 
 from __future__ import annotations
@@ -103,9 +100,8 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 
 def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (default: the official inference's `num_frames`
-    segment-midpoint frames at 224x224, as a clip; the count of each model in the task YAMLs is the
-    paper's Table A3 where it lists the model) or `model` (it samples the full video); `$VRBENCH_VIDEO_FRAMES` wins."""
+    """Which frames video mode shows: `protocol` (default: the official `num_frames` segment midpoints at
+    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video); `$VRBENCH_VIDEO_FRAMES` wins."""
     value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
         raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_SETTING.name} or lmms_eval_specific_kwargs)")

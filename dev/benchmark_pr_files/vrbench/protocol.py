@@ -1,15 +1,12 @@
 """VRBench's official protocol (`vrbench_protocol*` tasks): the lmms-eval hooks.
 
-Added beside the folder's `vrbench` group (`vrbench_mcq`, `vrbench_process`, `utils.py`), which
-stay as they are. One generation per question, scored for both tracks: MCQ-O by the official
-extraction cascade (`utils.extract_mcq_answer`) and OE-P by the official four-tag process judge
-(DeepSeek-V3 by default). The task logic is `task.py` (inputs, records, metrics) with `judging.py`
-and `scoring.py`; this module binds it to lmms-eval: documents from `VRBench_eval.jsonl`, videos
-found by `utils.vrbench_doc_to_visual`, frames decoded with PyAV (`plain_frames.py`), and the judge
-of lmms-eval's own settings (`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`, the provider's key
-and URL). Each question is judged in `process_results`; a judge call that still fails after its
-retries is counted in `judge_failed` and left out of OE-P (official protocol: scored 0, as the
-official script does), never dropped silently.
+Added beside the folder's `vrbench` group (`vrbench_mcq`, `vrbench_process`, `utils.py`), which stay
+as they are. One generation per question, scored for both tracks: MCQ-O by the official extraction
+cascade, OE-P by the official four-tag process judge. The task logic is `task.py`, `judging.py` and
+`scoring.py`; this module binds it to lmms-eval: videos found by `utils.vrbench_doc_to_visual`, frames
+decoded with PyAV (`plain_frames.py`), the judge of lmms-eval's settings (`lmms_eval.llm_judge`).
+Each question is judged in `process_results`; a call that still fails after its retries is counted in
+`judge_failed` and left out of OE-P (official protocol: scored 0, as the official script does).
 """
 
 from functools import partial
@@ -24,8 +21,7 @@ from lmms_video_reasoning.dev import plain_frames
 from lmms_video_reasoning.vrbench import docs, judging, task
 
 
-def _documents(dataset, mode, protocol=None):
-    """One document per question (the 960 video records hold 8,243), stamped with the task's mode."""
+def _documents(dataset, mode, protocol=None):  # one per question: the 960 video records hold 8,243
     records = [docs.without_arrow_gaps(row) for row in dataset]
     return Dataset.from_list(task.stamp(docs.flatten(records), mode, protocol or task.task_protocol_of()))
 
