@@ -1,14 +1,12 @@
 """VRBench OE-P judge: build the official judge requests byte-exact and rate a batch of records.
 
-Official pipeline (OpenGVLab/VRBench, commit 47a22db, separate mode):
-`evaluation/batch_evaluation_api_mp_time_async.py::async_process_sample` reads the response as
-`steps_and_answer.strip('Assistant:')`, picks the unique-answer prompt for Event Attribution /
-Implicit Inference / Logical Linkage (and "Multi-element Inference"), the non-unique-answer
-prompt with the video summary for Event Prediction / Hypothetical Reasoning, and nothing for
-other types. It calls `evaluate_*_answer_response(..., procedure, answer)` while the methods
-take `(..., answer, procedure)`: the reference answer text lands in the template's
-`{procedure}` field ("Reasoning Step:") and the reference steps in `{answer}` ("Answer:").
-The request sets no temperature.
+Official pipeline (OpenGVLab/VRBench, commit 47a22db, separate mode): `evaluation/batch_evaluation_api_mp_time_async.py
+::async_process_sample` reads the response as `steps_and_answer.strip('Assistant:')`, picks the unique-answer
+prompt for Event Attribution / Implicit Inference / Logical Linkage (and "Multi-element Inference"), the
+non-unique-answer prompt with the video summary for Event Prediction / Hypothetical Reasoning, none for other
+types. It calls `evaluate_*_answer_response(..., procedure, answer)`, the methods take `(..., answer, procedure)`:
+the reference answer lands in the template's `{procedure}` ("Reasoning Step:"), the steps in `{answer}`
+("Answer:"). The request sets no temperature.
 
 Both protocols show the judge the response as generated, thinking blocks included (the
 official judge rates the model's whole output; `LMMS_VR_REASONING=stripped` removes them).

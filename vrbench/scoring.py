@@ -92,9 +92,8 @@ def _last(matches: Sequence[str]) -> str | None:
 
 
 def _strip_punctuation(text: str) -> str:
-    """Official `process_punctuation`: each mark deleted (if it touches a space anywhere in the
-    original text, or the text has a digit,digit comma) or else replaced by a space; then up to
-    32 periods not followed by a digit deleted."""
+    """Official `process_punctuation`: each mark deleted if it touches a space anywhere in the original text (or
+    the text has a digit,digit comma), else replaced by a space; then up to 32 periods not before a digit deleted."""
     output = text
     has_number_comma = _DIGIT_COMMA_DIGIT.search(text) is not None
     for mark in _PUNCTUATION:
@@ -172,8 +171,7 @@ def parse_tags(reply: str, kind: str) -> tuple[float, ...]:
 
 
 def official_tag_values(reply: str, kind: str) -> tuple[float | None, ...]:
-    """Official tag reading: the first `<tag>...</tag>` on one line (`re.search`, no DOTALL)
-    and its number; None where the tag (or a number in it) is missing."""
+    """Official tag reading: the first `<tag>...</tag>` on one line (`re.search`, no DOTALL), its number or None."""
     values = []
     for tag in TAGS[kind]:
         match = re.search(rf"<{tag}>(.*?)</{tag}>", reply or "")
