@@ -65,6 +65,19 @@ def test_video_path_resolution_tolerates_zip_layout(sample_docs, vrbench_sample)
         binding.doc_to_visual(missing, {"visual_mode": "video"})
 
 
+def test_upstream_form_finds_the_plugins_videos(sample_docs, monkeypatch):
+    """The exported hooks resolve videos with lmms-eval 0.7.3's own `vrbench_doc_to_visual` (its real code
+    here): on the official layout, the plugin's file; a missing one is an error naming the variable."""
+    from lmms_eval.tasks.vrbench.utils import vrbench_doc_to_visual
+    from lmms_video_reasoning.vrbench import data
+
+    monkeypatch.delenv("VRBENCH_VIDEO_DIR", raising=False)
+    official = [doc for doc in sample_docs if doc["video_id"] != "syn_story_02"]  # syn_story_02: a zip's layout, the plugin's search only
+    assert official and all(vrbench_doc_to_visual(doc) == [str(data.resolve_video(doc["video_path"]))] for doc in official)
+    with pytest.raises(FileNotFoundError, match="point VRBENCH_VIDEO_DIR at the directory"):
+        vrbench_doc_to_visual(dict(official[0], video_path="VRBench/videos/v001/not_there.mp4"))
+
+
 @pytest.mark.parametrize("damage", ["truncated", "garbage_header"])
 def test_broken_video_in_video_mode_is_a_clear_error(vrbench_sample, tmp_path, monkeypatch, damage):
     """Video mode hands the model a path: a file that does not decode must fail here, naming

@@ -18,7 +18,6 @@ from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 from lmms_video_reasoning.vrbench import benchmark as binding
 from lmms_video_reasoning.vrbench import data, sample
 from lmms_video_reasoning.vrbench import docs as vr_docs
-from lmms_video_reasoning.vrbench import task as vr_task
 from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer
 
 # Fig. A20: system prompt (b) for VLMs ("video and summary"; (a) for LLMs: "video summary"), then the user prompt (c).
@@ -72,7 +71,7 @@ def test_round_prompts_follow_the_paper(docs):
 
     _visuals, _text, done, [packed], _info = binding.doc_to_text(doc, previous_output=[reply, "<Answer> D"], round_idx=2)
     assert done and json.loads(packed) == {"rounds": [reply, "<Answer> D"]}
-    record = vr_task.build_record(doc, packed)
+    record = binding.build_record(doc, packed)
     assert (record["response"], record["choice_response"], record["mcq_pred"]) == (reply, "<Answer> D", "D")
 
 
@@ -80,8 +79,8 @@ def test_a_response_without_both_rounds_names_the_fix(docs):
     doc = docs["TZk_p-q8Fzo_qa1"]
     for response in ("<Answer> D", json.dumps({"rounds": ["only one"]}), ["a", "b", "c"]):
         with pytest.raises(DataError, match="VRBench two-phase task: expected the two rounds' replies"):
-            vr_task.build_record(doc, response)
-    assert vr_task.build_record(doc, ["r1", "<Answer> D"])["mcq_pred"] == "D"  # a replay prediction's list
+            binding.build_record(doc, response)
+    assert binding.build_record(doc, ["r1", "<Answer> D"])["mcq_pred"] == "D"  # a replay prediction's list
 
 
 def test_scores_by_hand_against_a_local_judge(docs, monkeypatch):
@@ -101,7 +100,7 @@ def test_scores_by_hand_against_a_local_judge(docs, monkeypatch):
         # round 2 failed: a model failure, never judged, wrong
         ii2["sample_id"]: ["<Step 1> x\n<Answer> y", "[LMMS_EVAL_REQUEST_FAILED] timeout"],
     }
-    records = [vr_task.build_record(docs[sample_id], replies) for sample_id, replies in rounds.items()]
+    records = [binding.build_record(docs[sample_id], replies) for sample_id, replies in rounds.items()]
     with LocalJudgeServer(sample.judge_responder) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")

@@ -20,7 +20,7 @@ from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, Decla
 from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
 from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
-from lmms_video_reasoning.vrbench.task import doc_to_text  # noqa: F401 - the task YAMLs' hook
+from lmms_video_reasoning.vrbench.task import TWO_PHASE
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
@@ -70,8 +70,12 @@ GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "
 
 # --- Documents (process_docs)
 def build_docs(mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
-    """The task's documents: every question of the annotation file, stamped with mode and protocol."""
-    return task.stamp(docs.flatten(data.load_records()), mode, protocol, two_phase)
+    """The task's documents: every question of the annotation file, stamped with mode and protocol,
+    and marked for the paper's two-phase protocol (`two_phase`)."""
+    found = task.stamp(docs.flatten(data.load_records()), mode, protocol)
+    for doc in found if two_phase else ():
+        doc[TWO_PHASE] = True
+    return found
 
 
 def _process_docs(task_name: str, mode: str, two_phase: bool = False):
@@ -130,8 +134,24 @@ def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> l
     return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
+                round_idx: int | None = None, previous_round_info=None) -> str | tuple:
+    """The official CoT prompt; for the two-phase tasks, the prompt of their next round (lmms-eval's
+    agentic loop passes the rounds' replies as `previous_output`)."""
+    if doc.get(TWO_PHASE):
+        return task.two_phase_turn(doc, previous_output or [])
+    return task.doc_to_text(doc, lmms_eval_specific_kwargs)
+
+
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA, doc_to_text(doc, lmms_eval_specific_kwargs))
+
+
+def build_record(doc: dict, response, settings: dict | None = None) -> dict:
+    """`task.build_record`; for the two-phase tasks, of both rounds' replies (`task.two_phase_reply`)."""
+    if doc.get(TWO_PHASE):
+        return task.record_of(doc, task.two_phase_reply(response, settings))
+    return task.build_record(doc, response, settings)
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
@@ -207,7 +227,7 @@ BENCHMARK = Benchmark(
     title="VRBench",
     package=__package__,
     task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=task.build_record,
+    build_record=build_record,
     scoring=VrBenchScoring(),
     tasks=TASKS,
     groups=GROUPS,

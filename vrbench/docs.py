@@ -78,10 +78,8 @@ def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
 def without_arrow_gaps(record: dict) -> dict:
     """A video record as its JSON line has it, from a row of the `datasets` json builder.
 
-    Where `datasets` stores `mcq` (qa1..qaN: 6 to 10 per video) and `reasoning_process` (step
-    numbers) as Arrow structs, every row gets the union of their keys and a key a video lacks
-    comes back as None; such entries are dropped (other fields are unchanged).
-    """
+    `datasets` stores `mcq` (qa1..qaN, 6 to 10 per video) and `reasoning_process` as Arrow structs:
+    every row gets the union of their keys, a key a video lacks as None; such entries are dropped."""
 
     def present(mapping: Any) -> Any:
         return {key: value for key, value in mapping.items() if value is not None} if isinstance(mapping, dict) else mapping

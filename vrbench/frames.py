@@ -1,7 +1,5 @@
-"""VRBench frame plan: segment midpoints at 224x224, as the official inference ran every model.
-
-Source: OpenGVLab/VRBench, commit 47a22db, ``inference/utils/video_process.py``.
-"""
+"""VRBench frame plan: segment midpoints at 224x224, as the official inference ran every model
+(OpenGVLab/VRBench, commit 47a22db, ``inference/utils/video_process.py``)."""
 
 from __future__ import annotations
 

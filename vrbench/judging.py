@@ -1,14 +1,12 @@
 """VRBench OE-P judge: build the official judge requests byte-exact and rate a batch of records.
 
-Official pipeline (OpenGVLab/VRBench, commit 47a22db, separate mode):
-`evaluation/batch_evaluation_api_mp_time_async.py::async_process_sample` reads the response as
-`steps_and_answer.strip('Assistant:')`, picks the unique-answer prompt for Event Attribution /
-Implicit Inference / Logical Linkage (and "Multi-element Inference"), the non-unique-answer
-prompt with the video summary for Event Prediction / Hypothetical Reasoning, and nothing for
-other types. It calls `evaluate_*_answer_response(..., procedure, answer)` while the methods
-take `(..., answer, procedure)`: the reference answer text lands in the template's
-`{procedure}` field ("Reasoning Step:") and the reference steps in `{answer}` ("Answer:").
-The request sets no temperature.
+Official pipeline (OpenGVLab/VRBench, commit 47a22db, separate mode): `evaluation/batch_evaluation_api_mp_time_async.py
+::async_process_sample` reads the response as `steps_and_answer.strip('Assistant:')`, picks the unique-answer
+prompt for Event Attribution / Implicit Inference / Logical Linkage (and "Multi-element Inference"), the
+non-unique-answer prompt with the video summary for Event Prediction / Hypothetical Reasoning, none for other
+types. It calls `evaluate_*_answer_response(..., procedure, answer)`, the methods take `(..., answer, procedure)`:
+the reference answer lands in the template's `{procedure}` ("Reasoning Step:"), the steps in `{answer}`
+("Answer:"). The request sets no temperature.
 
 Both protocols show the judge the response as generated, thinking blocks included (the
 official judge rates the model's whole output; `LMMS_VR_REASONING=stripped` removes them).
@@ -24,10 +22,8 @@ from collections.abc import Sequence
 from functools import partial
 
 from lmms_video_reasoning.utils.core.ask import Judge, Request
-from lmms_video_reasoning.utils.lmms.responses import judged_text, model_failed
-from lmms_video_reasoning.vrbench import prompts
-from lmms_video_reasoning.vrbench.scoring import (TAGS, UNIQUE, judge_prompt_kind, official_response, official_tag_values, parse_tags,
-                                                  parse_tags_official, process_score)
+from lmms_video_reasoning.utils.lmms import responses
+from lmms_video_reasoning.vrbench import prompts, scoring
 
 log = logging.getLogger(__name__)
 
@@ -38,57 +34,49 @@ JUDGE_BASE_URL = "https://api.deepseek.com/v1"
 
 def judge_request(record: dict, protocol: str) -> Request | None:
     """The judge request for one record (None if its type is not rated under `protocol`)."""
-    kind = judge_prompt_kind(record["reasoning_type"], protocol)
+    kind = scoring.judge_prompt_kind(record["reasoning_type"], protocol)
     if kind is None:
         return None
-    response, procedure, answer = judged_text(record), record["procedure"], record["original_answer"]
+    response, procedure, answer = responses.judged_text(record), record["procedure"], record["original_answer"]
     official = protocol == "official"
     if official:
-        response = official_response(response)
+        response = scoring.official_response(response)
         procedure, answer = answer, procedure  # the official call's swapped arguments
     fields = {"question": record["question"], "response": response, "procedure": procedure, "answer": answer}
-    if kind == UNIQUE:
+    if kind == scoring.UNIQUE:
         messages = prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
     else:
         messages = prompts.judge_prompt(prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN, video_summary=record["summary"], **fields)
     # official: no temperature sent, and the reply parsed after the call with the official rules (missing tags score 0, no re-ask)
-    return Request(messages, temperature=None if official else 0.0, parse=None if official else partial(parse_tags, kind=kind),
+    return Request(messages, temperature=None if official else 0.0, parse=None if official else partial(scoring.parse_tags, kind=kind),
                    tag=f"vrbench.{kind}", expected_reply=expected_reply(kind))
 
 
-# A per-dimension rationale of typical length (about 60 tokens), for the cost estimate.
-_TYPICAL_RATIONALE = ("- Alignment: the response follows most reference steps and reaches the correct answer.\n"
-                      "    - Deficiencies: one intermediate step is missing and a time reference is imprecise; "
-                      "the explanation is otherwise clear and consistent.")
-
-
 def expected_reply(kind: str) -> str:
-    """A reply in the official output format (four rated tags and a rationale): the estimate's assumption."""
-    tags = "\n".join(f"<{tag}>7</{tag}>" for tag in TAGS[kind])
-    return f"{tags}\n<rationale>\n    {_TYPICAL_RATIONALE}\n</rationale>"
+    """A reply in the official output format, four rated tags and a rationale of typical length (about 60 tokens): the cost estimate's assumption."""
+    tags = "\n".join(f"<{tag}>7</{tag}>" for tag in scoring.TAGS[kind])
+    return (f"{tags}\n<rationale>\n    - Alignment: the response follows most reference steps and reaches the correct answer.\n    - Deficiencies: one "
+            "intermediate step is missing and a time reference is imprecise; the explanation is otherwise clear and consistent.\n</rationale>")
 
 
 def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
     """(process score or None, judge failed) for one rated record."""
-    kind = judge_prompt_kind(record["reasoning_type"], protocol)
+    kind = scoring.judge_prompt_kind(record["reasoning_type"], protocol)
     result = ask(judge_request(record, protocol))
     if protocol == "official":  # a missing tag counts as a failure, but scores as in the official code: 0
         raw = result.raw if result.ok else ""
-        return process_score(parse_tags_official(raw, kind)), not result.ok or None in official_tag_values(raw, kind)
+        return scoring.process_score(scoring.parse_tags_official(raw, kind)), not result.ok or None in scoring.official_tag_values(raw, kind)
     if not result.ok:
         log.debug("VRBench judge failed for %s: %s", record.get("sample_id"), result.error)
         return None, True
-    return process_score(result.value), False
+    return scoring.process_score(result.value), False
 
 
 def rate(records: Sequence[dict], protocol: str, judge: Judge) -> list[tuple[float | None, bool]]:
-    """Rate every record: `(process score or None, judge failed)` per record, in order.
-
-    Records whose type the protocol does not rate, and records holding lmms-eval's failure
-    placeholder instead of an answer (`model_failed`), give `(None, False)` without a call.
-    """
+    """`(process score or None, judge failed)` per record, in order: `(None, False)` without a call for a
+    type the protocol does not rate or lmms-eval's failure placeholder instead of an answer (`model_failed`)."""
     rated = [i for i, record in enumerate(records)
-             if judge_prompt_kind(record["reasoning_type"], protocol) and not model_failed(record)]
+             if scoring.judge_prompt_kind(record["reasoning_type"], protocol) and not responses.model_failed(record)]
     outcomes: list[tuple[float | None, bool]] = [(None, False)] * len(records)
     results = judge.map(partial(_rate_one, protocol=protocol), [records[i] for i in rated], desc="VRBench OE-P judge")
     for index, result in zip(rated, results):

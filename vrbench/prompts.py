@@ -1,9 +1,8 @@
 """VRBench prompts: the official inference template and judge prompts, loaded verbatim.
 
-The files in `vrbench/prompts/` are byte-exact copies of the runtime values of the official
-code (OpenGVLab/VRBench, commit 47a22db; see `prompts/README.md`). A judge prompt is part of
-the metric's definition, so nothing here edits them: the functions below only fill their
-fields the way the official code does.
+The files in `vrbench/prompts/` are byte-exact copies of the runtime values of the official code
+(OpenGVLab/VRBench, commit 47a22db; see `prompts/README.md`), part of the metrics' definition:
+the functions below only fill their fields the way the official code does.
 
 - Inference (`inference/utils/prepare_input.py::prepare_qa_text_input`): `MCQ_COT_PROMPT` is
   a `string.Template`; `$multiple_choice_question` is `"Question: {q}\\nOptions:\\n"` followed
@@ -12,10 +11,6 @@ fields the way the official code does.
 - Judge (`evaluation/model_api/base_model.py`, separate mode): system prompt
   `*_EVAL_SYSTEM_PROMPT_SEPARATE`, user prompt `*_EVAL_HUMAN_PROMPT_TEMPLATE.format(...)`
   with the `{question}`, `{response}`, `{procedure}`, `{answer}` (and `{video_summary}`) fields.
-
-The paper's two-phase protocol (`vr_bench_two_phase`; section 4, "Evaluation Protocols"): round 1
-shows the Fig. A20 prompt (no options; `PAPER_REASONING_PROMPT`, transcribed from the paper), round
-2 the options beside the round-1 reasoning (`CHOICE_PROMPT`, this suite's wording: the paper prints none).
 """
 
 from __future__ import annotations
@@ -32,9 +27,9 @@ UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
-# Round 1 of the two-phase protocol: the paper's Fig. A20 prompt, system prompt (b) for VLMs ("video and
-# summary") or (a) for LLMs ("video summary"), then the user prompt (c), transcribed from the paper's
-# text (arXiv:2506.10857; no official code holds it).
+# The two-phase protocol's round 1: the paper's Fig. A20 prompt, system prompt (b) for VLMs ("video and summary") or (a) for LLMs
+# ("video summary"), then the user prompt (c), transcribed from the paper's text (arXiv:2506.10857; no
+# official code holds it).
 PAPER_REASONING_PROMPT = Template("""You are a helpful video understanding assistant designed to answer multi-step reasoning \
 questions based on the $basis.
 You should break down the reasoning process into clear, specific events.
@@ -65,8 +60,7 @@ $multiple_choice_question
 # Output Format:
 <Answer> [Option letter]
 """)
-
-# evaluation/model_api/base_model.py: `limit = 10000; summary = summary[:limit]`.
+# What the non-unique-answer judge sees of the summary (evaluation/model_api/base_model.py: `limit = 10000; summary = summary[:limit]`).
 SUMMARY_LIMIT = 10_000
 
 
@@ -84,22 +78,7 @@ def multiple_choice_question(question: str, options: Sequence[tuple[str, str]]) 
 
 def inference_prompt(question: str, options: Sequence[tuple[str, str]], summary: str) -> str:
     """The official CoT prompt for one question (`Template.substitute`, as the official code)."""
-    return Template(load(MCQ_COT_PROMPT)).substitute(
-        multiple_choice_question=multiple_choice_question(question, options),
-        video_summary=summary,
-    )
-
-
-def reasoning_prompt(question: str, summary: str, with_video: bool = True) -> str:
-    """Round 1 of the paper's protocol: the Fig. A20 prompt (summary and question, no options), for
-    VLMs or (`with_video=False`) LLMs."""
-    basis = "video and summary" if with_video else "video summary"
-    return PAPER_REASONING_PROMPT.substitute(basis=basis, question=question, video_summary=summary)
-
-
-def choice_prompt(question: str, options: Sequence[tuple[str, str]], reasoning: str) -> str:
-    """Round 2 of the paper's protocol: the round-1 reasoning, then the question with its options."""
-    return CHOICE_PROMPT.substitute(reasoning=reasoning, multiple_choice_question=multiple_choice_question(question, options))
+    return Template(load(MCQ_COT_PROMPT)).substitute(multiple_choice_question=multiple_choice_question(question, options), video_summary=summary)
 
 
 def format_procedure(steps: Sequence[tuple[str, str]]) -> str:
@@ -108,12 +87,6 @@ def format_procedure(steps: Sequence[tuple[str, str]]) -> str:
     return "\n".join(f"<Step {number}> {text}" for number, text in ordered)
 
 
-def cut_summary(summary: str) -> str:
-    """The summary shown to the non-unique-answer judge: its first 10,000 characters."""
-    return summary[:SUMMARY_LIMIT]
-
-
 def judge_prompt(system: str, human: str, **fields: str) -> list[dict]:
-    """Chat messages of a judge: its system prompt, then its human template filled with `fields`
-    (the non-unique-answer one's `video_summary` used as given: cut it first)."""
+    """Chat messages of a judge: its system prompt, its human template filled with `fields` (a `video_summary` as given)."""
     return [{"role": "system", "content": load(system)}, {"role": "user", "content": load(human).format(**fields)}]

@@ -1,19 +1,17 @@
 """VRBench scoring: MCQ letter extraction, judge-tag parsing, per-question and per-task metrics.
 
-Every function is pure and cites the official code it follows (OpenGVLab/VRBench, commit
-47a22db): `evaluation/calculate_scores.py` (MCQ-O, per-type combination) and
+Every function is pure and cites the official code it follows (OpenGVLab/VRBench, commit 47a22db):
+`evaluation/calculate_scores.py` (MCQ-O, per-type combination) and
 `evaluation/batch_evaluation_api_mp_time_async.py` (OE-P tags and weights). Two protocols:
 
-- `default`: failures are visible. A missing tag or failed judge call is a judge failure,
-  excluded from OE-P and counted in `judge_failed`; a model failure (lmms-eval's placeholder
-  instead of an answer) is wrong for MCQ-O, never judged, excluded from OE-P the same way and
-  counted in `model_failed`; counting questions are rated with the
-  unique-answer prompt; synopsis questions (no steps) are left out of OE-P; a type's score is
-  the mean of its MCQ accuracy and its OE-P (MCQ only for synopsis).
-- `official`: the official numbers. Missing tags score 0, counting and synopsis questions are
-  never rated yet count as 0 in OE-P, and a type's score uses the official "use whichever is
-  above zero" combination. A model failure is not judged either and counts as 0 in OE-P
-  (the official script would have rated the failure text; 0 is what an empty answer gets).
+- `default`: failures are visible. A missing tag or failed judge call is a judge failure, out of
+  OE-P and counted in `judge_failed`; a model failure (lmms-eval's placeholder instead of an answer)
+  is wrong for MCQ-O, never judged, out of OE-P, counted in `model_failed`; counting questions are
+  rated with the unique-answer prompt, synopsis ones (no steps) are not; a type's score is the mean
+  of its MCQ accuracy and OE-P (MCQ only for synopsis).
+- `official`: the official numbers. Missing tags, counting and synopsis questions (never rated) and
+  model failures (the official script would rate the failure text) count as 0 in OE-P; a type's
+  score uses the official "use whichever is above zero" combination.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 PROTOCOLS = ("default", "official")
 
 # --- Reasoning types
-
 # Spelling in the data -> metric suffix. The data spells counting "Counting Porblems"; both
 # spellings are accepted. "Multi-element Inference" is named by the official judge code
 # (unique-answer prompt) but is not one of the paper's seven types: no per-type metric.
@@ -58,11 +55,7 @@ UNIQUE, NON_UNIQUE = "unique", "non_unique"
 
 
 def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
-    """Which judge prompt rates this type: `unique`, `non_unique`, or None (not rated).
-
-    Official: only the types in the judge's two lists are rated (counting and synopsis are
-    not). Default: counting questions are rated with the unique-answer prompt too.
-    """
+    """`unique`, `non_unique` or None (not rated: synopsis; counting under the official protocol): its judge prompt."""
     name = reasoning_type.strip()
     if name in OFFICIAL_NON_UNIQUE:
         return NON_UNIQUE
@@ -72,10 +65,8 @@ def judge_prompt_kind(reasoning_type: str, protocol: str) -> str | None:
 
 
 # --- MCQ-O: the official 8-stage extraction cascade (calculate_scores.py::extract_mcq_answer)
-
-# Stage 4 keywords, in the official order. All matches of all keywords are concatenated in
-# keyword order and the last one wins: the last match of the last keyword that matched,
-# not the match nearest the end of the text.
+# Stage 4 keywords, in the official order: all matches of all keywords, in keyword order, the last
+# wins (the last match of the last keyword that matched, not the match nearest the end of the text).
 _KEYWORDS = ("Answer", "answer is", "correct answer", "final answer", "final", "therefore", "conclusion")
 _KEYWORD_PATTERNS = [re.compile(keyword + r"[:\s]+([A-E])(?:\s|$|\.|,)", re.IGNORECASE) for keyword in _KEYWORDS]
 # Stage 5: the first label style with any match decides (its last match).
@@ -92,8 +83,7 @@ _STANDALONE_ANY_CASE = re.compile(r"\b([A-E])\b", re.IGNORECASE)
 _PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?", "!")
 _DIGIT_COMMA_DIGIT = re.compile(r"(\d)(,)(\d)")
 _PERIOD = re.compile(r"\.(?!\d)")
-# The official call is `period_strip.sub("", output, re.UNICODE)`: re.UNICODE (32) lands in
-# the `count` argument, so only the first 32 periods are removed.
+# The official `period_strip.sub("", output, re.UNICODE)` passes re.UNICODE (32) as `count`: 32 periods at most.
 _PERIOD_LIMIT = int(re.UNICODE)
 
 
@@ -102,9 +92,8 @@ def _last(matches: Sequence[str]) -> str | None:
 
 
 def _strip_punctuation(text: str) -> str:
-    """Official `process_punctuation`: each mark deleted (if it touches a space anywhere in the
-    original text, or the text has a digit,digit comma) or else replaced by a space; then up to
-    32 periods not followed by a digit deleted."""
+    """Official `process_punctuation`: each mark deleted if it touches a space anywhere in the original text (or
+    the text has a digit,digit comma), else replaced by a space; then up to 32 periods not before a digit deleted."""
     output = text
     has_number_comma = _DIGIT_COMMA_DIGIT.search(text) is not None
     for mark in _PUNCTUATION:
@@ -113,11 +102,8 @@ def _strip_punctuation(text: str) -> str:
 
 
 def extract_mcq_answer(response: str | None) -> str | None:
-    """The option letter (A-E) the official cascade reads from a response, or None.
-
-    Reproduces `calculate_scores.py::extract_mcq_answer` stage by stage, quirks included:
-    the first stage that yields a letter decides. No LLM fallback.
-    """
+    """The option letter (A-E) `calculate_scores.py::extract_mcq_answer` reads from a response, or None:
+    its stages, quirks included; the first stage that yields a letter decides. No LLM fallback."""
     if not response:
         return None
     # 1. `\\boxed{X}`; 2. `<Answer>`, optional whitespace, the letter (`[X]` fails): first occurrence
@@ -144,21 +130,15 @@ def extract_mcq_answer(response: str | None) -> str | None:
 
 
 def mcq_correct(response: str | None, answer: str) -> bool:
-    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong).
-
-    lmms-eval's failure placeholder is wrong without extraction: the cascade would read a
-    letter out of the error text (its last standalone a-e, e.g. an "e" in the message).
-    """
+    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong). lmms-eval's
+    failure placeholder is wrong unread: the cascade would find a letter in the error text (e.g. an "e")."""
     return not is_model_failure(response) and extract_mcq_answer(response) == answer
 
 
 # --- OE-P: the four judge tags and their weights
-
 # batch_evaluation_api_mp_time_async.py: 0.4 / 0.4 / 0.1 / 0.1, in this tag order.
-TAGS = {
-    UNIQUE: ("step_matching", "logical_consistency", "factual_accuracy", "process_clarity"),
-    NON_UNIQUE: ("relevance", "logical_consistency", "factual_accuracy", "clarity"),
-}
+TAGS = {UNIQUE: ("step_matching", "logical_consistency", "factual_accuracy", "process_clarity"),
+        NON_UNIQUE: ("relevance", "logical_consistency", "factual_accuracy", "clarity")}
 WEIGHTS = (0.4, 0.4, 0.1, 0.1)
 
 # The official `extract_numbers` pattern (int, float, signed).
@@ -176,12 +156,8 @@ def _tag_number(content: str) -> float | None:
 
 
 def parse_tags(reply: str, kind: str) -> tuple[float, ...]:
-    """Default protocol: the four 0-10 ratings of a judge reply, in weight order.
-
-    Each tag is read with `judges.parsing.extract_tag` (last occurrence) and its value with
-    the official number rule. A missing tag or a value outside 0-10 raises ParseError (the
-    judge is re-asked, then the question is a judge failure).
-    """
+    """Default protocol: the four 0-10 ratings of a judge reply in weight order (each tag's last occurrence, the official
+    number rule). A missing tag or a value outside 0-10 raises ParseError (re-asked, then a judge failure)."""
     values = []
     for tag in TAGS[kind]:
         content = extract_tag(reply, tag)
@@ -195,8 +171,7 @@ def parse_tags(reply: str, kind: str) -> tuple[float, ...]:
 
 
 def official_tag_values(reply: str, kind: str) -> tuple[float | None, ...]:
-    """Official tag reading: the first `<tag>...</tag>` on one line (`re.search`, no DOTALL)
-    and its number; None where the tag (or a number in it) is missing."""
+    """Official tag reading: the first `<tag>...</tag>` on one line (`re.search`, no DOTALL), its number or None."""
     values = []
     for tag in TAGS[kind]:
         match = re.search(rf"<{tag}>(.*?)</{tag}>", reply or "")
@@ -205,8 +180,7 @@ def official_tag_values(reply: str, kind: str) -> tuple[float | None, ...]:
 
 
 def parse_tags_official(reply: str, kind: str) -> tuple[float, ...]:
-    """Official protocol ratings: a missing tag scores 0. (A tag without a number crashes
-    the official script; here it scores 0 too.)"""
+    """Official protocol ratings: a missing tag scores 0 (a tag without a number, which crashes the official script, too)."""
     return tuple(0.0 if value is None else value for value in official_tag_values(reply, kind))
 
 
@@ -216,8 +190,7 @@ def process_score(ratings: Sequence[float]) -> float:
 
 
 def official_response(response: str) -> str:
-    """The response as the official judge sees it: `str.strip('Assistant:')`, which strips
-    the characters A s i t a n : from both ends (not the prefix "Assistant:")."""
+    """The response as the official judge sees it: `str.strip('Assistant:')` strips the characters A s i t a n : from both ends."""
     return response.strip("Assistant:")  # noqa: B005, PLE1310 - the official quirk, on purpose
 
 
@@ -235,28 +208,18 @@ class QuestionScore:
 
 
 def combine_type(mcq: float, oe: float, protocol: str, has_oe: bool) -> float:
-    """A type's score from its MCQ accuracy and OE-P.
-
-    default: their mean when the type is rated (NaN when its OE-P could not be computed),
-    the MCQ accuracy alone for types without steps (synopsis).
-    official (`calculate_combined_scores`): the mean when both are > 0, else whichever is
-    > 0, else 0.
-    """
-    if protocol == "official":
-        if mcq > 0 and oe > 0:
-            return (mcq + oe) / 2
+    """A type's score from its MCQ accuracy and OE-P. default: their mean when the type is rated, the MCQ
+    accuracy alone for types without steps (synopsis). official (`calculate_combined_scores`): the mean
+    when both are > 0, else whichever is > 0, else 0."""
+    if protocol == "official" and not (mcq > 0 and oe > 0):
         return mcq if mcq > 0 else (oe if oe > 0 else 0.0)
-    if not has_oe:
-        return mcq
-    return (mcq + oe) / 2
+    return (mcq + oe) / 2 if has_oe or protocol == "official" else mcq
 
 
 def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, np.ndarray]:
-    """Each metric's per-question numbers (`utils/core/columns.py`): MCQ-O right or not; the process
-    score where OE-P counts it (default: the rated questions the judge scored; official
-    (`calculate_openqa_scores`): every question, unrated types and failures as 0); the failure
-    flags, per reasoning type too; and the failure share's counts (`needed`: a rating was needed,
-    `needed_failed`: and it failed)."""
+    """Each metric's per-question numbers (`utils/core/columns.py`), per reasoning type too: MCQ-O right or
+    not; the process score where OE-P counts it (default: where the judge rated; official, `calculate_openqa_scores`:
+    every question, 0 if unrated or failed); failure flags; `needed` (a rating was needed), `needed_failed`."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown VRBench protocol {protocol!r}; use one of {PROTOCOLS}")
     correct = column(s.correct for s in scores)
@@ -281,16 +244,10 @@ def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, n
 
 def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_ran: bool = True, withhold: bool = False,
                         limit: float | None = None) -> dict[str, np.ndarray]:
-    """All metrics of a task from the sums of `score_columns` (one value per row): MCQ-O (x 100),
-    OE-P (mean process score x 10), overall (their mean) and each type (`combine_type`).
-
-    `with_judge`: the task rates reasoning (vr_bench, vr_bench_text); False gives MCQ-only
-    metrics (vr_bench_mcq: `mcq_accuracy` and MCQ accuracy per type). `judge_ran`: False when
-    no judge is configured; then every judge-based value is NaN (not computed), never 0.
-    `withhold`: past the judge failure share the judge-based values are not computed either and
-    `judge_failed` counts the failed ratings (`judges.failure_share`, decided on a whole run).
-    `model_failed` (questions the model never answered) is counted in every task.
-    """
+    """All metrics of a task from the sums of `score_columns` (one per row): MCQ-O (x 100), OE-P (mean process
+    score x 10), overall (their mean), each type (`combine_type`). `with_judge`: False gives the MCQ-only metrics.
+    `judge_ran`: False when no judge is configured: the judge-based values are NaN (not computed), never 0; likewise
+    past the failure share when `withhold` (`judges.failure_share`, on a whole run), `judge_failed` counting them."""
     withheld = np.zeros(len(totals["questions"]), dtype=bool)
     if withhold and with_judge and judge_ran:
         withheld = np.array([failure_share.too_many_failed(f, int(n), limit) for f, n in zip(totals["needed_failed"], totals["needed"])], dtype=bool)

@@ -1,18 +1,13 @@
 """VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
 
-One generation per question with the official CoT template, scored for both tracks, in one of
-three modes stamped on every document and copied into every record (so a record is re-scored
-exactly as the task's aggregation scored it): `judge` (frames or video + template; MCQ-O and
-OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's LLM setting:
-summary + question, no visual input). Documents marked `two_phase` follow the paper's protocol
-instead, two generations (`two_phase_turn`): the Fig. A20 reasoning prompt without the options,
-then the options; OE-P rates round 1, MCQ-O reads round 2. The protocol (`scoring.py`) is the
-task's option, which `VRBENCH_PROTOCOL` overrides.
+One generation per question with the official CoT template, scored for both tracks, in a mode
+stamped on every document and copied into every record (re-scored as the aggregation scored it):
+`judge` (MCQ-O and OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's
+LLM setting: no visual input). The protocol (`scoring.py`): the task's option, or `VRBENCH_PROTOCOL`.
 
 Visual input (`lmms_eval_specific_kwargs`, `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override):
-`visual_mode` (`video` for video-native models, `frames`: `num_frames` segment-midpoint frames
-at 224x224), `video_frames` (video mode: `protocol`, a clip of those same frames, as the
-official inference ran video models; `model`: the model samples the full video).
+`visual_mode` (`video`, or `frames`: `num_frames` segment-midpoint frames at 224x224), `video_frames`
+(video mode: `protocol`, a clip of those frames, as the official inference; `model`: the model samples it).
 """
 
 from __future__ import annotations
@@ -28,18 +23,8 @@ from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
-from lmms_video_reasoning.utils.lmms.responses import (final_answer, model_failed, reasoning_truncated, reply_record, strip_reasoning,
-                                                        warn_truncated)
+from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.vrbench import frames, judging, prompts, scoring
-from lmms_video_reasoning.vrbench.scoring import (
-    NON_UNIQUE,
-    PROTOCOLS,
-    TYPE_NAMES,
-    QuestionScore,
-    extract_mcq_answer,
-    judge_prompt_kind,
-    mcq_correct,
-)
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +32,15 @@ DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 VIDEO_FRAMES = ("protocol", "model")
 DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
 PROTOCOL = settings.declare("VRBENCH_PROTOCOL", "choice", "default", "VRBench protocol: this suite's default or the "
-                            "official code's", choices=PROTOCOLS, scoring=True, option="protocol")  # a task option
+                            "official code's", choices=scoring.PROTOCOLS, scoring=True, option="protocol")  # a task option
 NUM_FRAMES = settings.declare("VRBENCH_NUM_FRAMES", "int", None, "frames for frame-based models (overrides the task's "
                               "num_frames)", minimum=1, scoring=True)
 VIDEO_FRAMES_SETTING = settings.declare("VRBENCH_VIDEO_FRAMES", "choice", None, "what video-native models see: the "
                                         "protocol's frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
 
-JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in TYPE_NAMES), "judge_failed", "model_failed",
+JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in scoring.TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
-MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in TYPE_NAMES), "model_failed", "reasoning_truncated")
+MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in scoring.TYPE_NAMES), "model_failed", "reasoning_truncated")
 TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
 ROUNDS = "rounds"  # the key of the two replies in a two-phase response
 RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # what a record copies of its question first
@@ -84,16 +69,10 @@ def task_protocol_of(declared: dict | None = None) -> str:
         raise DataError(str(error)) from None
 
 
-protocol_from_env = task_protocol_of  # `$VRBENCH_PROTOCOL`, `default` when unset
-
-
-def stamp(docs: list[dict], mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
-    """The task's documents: every question, stamped with the task's mode and protocol, and marked
-    `two_phase` for the paper's protocol (in place)."""
+def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
+    """The task's documents: every question, stamped with the task's mode and protocol (in place)."""
     for doc in docs:
         doc["mode"], doc["protocol"] = mode, protocol
-        if two_phase:
-            doc[TWO_PHASE] = True
     return docs
 
 
@@ -121,9 +100,8 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 
 def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (default: the official inference's `num_frames`
-    segment-midpoint frames at 224x224, as a clip; the count of each model in the task YAMLs is the
-    paper's Table A3 where it lists the model) or `model` (it samples the full video); `$VRBENCH_VIDEO_FRAMES` wins."""
+    """Which frames video mode shows: `protocol` (default: the official `num_frames` segment midpoints at
+    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video); `$VRBENCH_VIDEO_FRAMES` wins."""
     value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
         raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_SETTING.name} or lmms_eval_specific_kwargs)")
@@ -144,25 +122,73 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
     return [media.video(doc, pick=lambda total: frames.indices(total, n), size=frames.SIZE)]
 
 
-def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
-                round_idx: int | None = None, previous_round_info: Any = None) -> str | tuple:
-    """The official CoT prompt; for the two-phase task, the prompt of its next round (`two_phase_turn`;
-    lmms-eval's agentic loop passes the rounds' replies as `previous_output`)."""
-    if doc.get(TWO_PHASE):
-        return two_phase_turn(doc, previous_output or [])
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """The official CoT prompt."""
     return prompts.inference_prompt(doc["question"], [tuple(o) for o in doc["options"]], doc["video_summary"])
 
 
+def doc_to_messages(doc: dict, kwargs: dict | None, media: Media, text: str) -> list[dict]:
+    """One user turn: the video or frames first, then the prompt `text` (as the official inference)."""
+    kind = "video" if visual_mode(doc, kwargs) == "video" else "image"
+    content = [{"type": kind, "url": visual} for visual in doc_to_visual(doc, kwargs, media)]
+    return [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
+
+
+# --- Records and metrics
+def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
+    """The per-question record: all that scores it again (also from a `--predict_only` file). The OE-P judge
+    rates the whole `response`, as the official judge; the MCQ letter is read from its final answer
+    (`utils.lmms.responses.reply_record`, made with the task's `settings`): none for a failed reply or one cut
+    off inside its reasoning, and a thinking model's reasoning cannot lend it one."""
+    return record_of(doc, responses.reply_record(response, settings))
+
+
+def record_of(doc: dict, reply: dict) -> dict:
+    """The record of a question and its reply fields (`utils.lmms.responses.reply_record`)."""
+    judge_summary = scoring.judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == scoring.NON_UNIQUE and doc["mode"] != "mcq"
+    letter = None if reply["model_failed"] or reply["reasoning_truncated"] else scoring.extract_mcq_answer(reply["final_answer"])
+    return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": letter, **{key: doc[key] for key in ("question", "procedure", "original_answer")},
+            "summary": doc["video_summary"][:prompts.SUMMARY_LIMIT] if judge_summary else ""}
+
+
+def metric_names(doc: dict) -> tuple[str, ...]:
+    """The metrics of the document's task (MCQ-only for `mcq` mode)."""
+    return MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
+
+
+def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
+                   with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
+    """Every metric of the task over per-question columns (`utils/core/columns.py`; `scoring.score_columns`,
+    `scoring.metrics_from_totals`): on a whole run, the judge-based ones withheld past the failure share
+    (`failed_share` the task's, None: the environment's). A model-failed record is never judged."""
+    # per record r: MCQ-O right (a reply cut off inside its reasoning has no letter), rated, (process score, judge failed), model failed
+    scores = [scoring.QuestionScore(r["reasoning_type"], not responses.reasoning_truncated(r) and scoring.mcq_correct(responses.final_answer(r), r["answer"]),
+                                    scoring.judge_prompt_kind(r["reasoning_type"], protocol) is not None, p, f, responses.model_failed(r))
+              for r, (p, f) in zip(records, outcomes, strict=True)]
+    counted = scoring.score_columns(scores, protocol)
+    counted["reasoning_truncated"] = column(map(responses.reasoning_truncated, records))
+
+    def metrics(totals, whole: bool) -> dict:
+        return {**scoring.metrics_from_totals(totals, protocol, with_judge, judge_ran, withhold=whole, limit=failed_share),
+                "reasoning_truncated": totals["reasoning_truncated"]}
+
+    return SampleColumns(counted, metrics, counts=("model_failed", "judge_failed", "reasoning_truncated"))
+
+
+# --- The paper's two-phase protocol (section 4, "Evaluation Protocols"; tasks vr_bench_two_phase and
+# vr_bench_text_two_phase, whose documents are marked TWO_PHASE: `benchmark.py` dispatches here), two
+# generations: OE-P rates round 1, MCQ-O reads round 2.
 def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
-    """lmms-eval's `generate_until_agentic` step of the paper's protocol. Before any reply: the
-    Fig. A20 prompt (no options). After round 1: round 2, text only (`[]` visuals): the options
-    beside the round-1 reply without its reasoning blocks (as a chat template keeps an earlier
-    turn). After round 2: done, both replies packed into the one response lmms-eval logs."""
+    """lmms-eval's `generate_until_agentic` step. Before any reply: the Fig. A20 prompt for VLMs, or LLMs
+    (text task). After round 1: round 2, text only (`[]` visuals): the options beside the round-1 reply
+    without its reasoning blocks (as a chat template keeps an earlier turn). After round 2: done, both
+    replies packed into the one response lmms-eval logs."""
     if not replies:
-        return prompts.reasoning_prompt(doc["question"], doc["video_summary"], with_video=doc["mode"] != "text")
+        basis = "video summary" if doc["mode"] == "text" else "video and summary"
+        return prompts.PAPER_REASONING_PROMPT.substitute(basis=basis, question=doc["question"], video_summary=doc["video_summary"])
     if len(replies) == 1:
-        choice = prompts.choice_prompt(doc["question"], [tuple(o) for o in doc["options"]], strip_reasoning(replies[0]))
-        return [], choice, False, None, None
+        options = prompts.multiple_choice_question(doc["question"], [tuple(o) for o in doc["options"]])
+        return [], prompts.CHOICE_PROMPT.substitute(reasoning=responses.strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
     return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
 
 
@@ -188,65 +214,10 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
     `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
     round is a model failure (never judged, wrong)."""
     reasoning, choice = unpack_rounds(response)
-    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
+    first, second = responses.reply_record(reasoning, settings), responses.reply_record(choice, settings)
     return {**first, "choice_response": choice, "final_answer": second["final_answer"],
             "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
             "model_failure": first["model_failure"] or second["model_failure"]}
-
-
-def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
-    """One user turn: the video or frames first, then the prompt (as the official inference)."""
-    kind = "video" if visual_mode(doc, kwargs) == "video" else "image"
-    content = [{"type": kind, "url": visual} for visual in doc_to_visual(doc, kwargs, media)]
-    return [{"role": "user", "content": [*content, {"type": "text", "text": doc_to_text(doc, kwargs)}]}]
-
-
-# --- Records and metrics
-def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The per-question record: everything needed to score it again, nothing expensive (also the
-    way to score a `--predict_only` file). The OE-P judge rates the raw `response` whole, as the
-    official judge rates the model's whole output; the MCQ letter is read from its final answer
-    (`utils.lmms.responses.reply_record`), so a thinking model's reasoning cannot lend it a letter,
-    and a failed reply (lmms-eval's placeholder) or one cut off inside its reasoning has none.
-    `settings`: the task's (`registry.Benchmark.record`), which make the reply fields.
-    """
-    reply = two_phase_reply(response, settings) if doc.get(TWO_PHASE) else reply_record(response, settings)
-    needs_summary = judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == NON_UNIQUE and doc["mode"] != "mcq"
-    no_letter = reply["model_failed"] or reply["reasoning_truncated"]
-    return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": None if no_letter else extract_mcq_answer(reply["final_answer"]),
-            **{key: doc[key] for key in ("question", "procedure", "original_answer")},
-            "summary": prompts.cut_summary(doc["video_summary"]) if needs_summary else ""}
-
-
-def metric_names(doc: dict) -> tuple[str, ...]:
-    """The metrics of the document's task (MCQ-only for `mcq` mode)."""
-    return MCQ_METRICS if doc["mode"] == "mcq" else JUDGE_METRICS
-
-
-def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
-                          with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> dict[str, float]:
-    """The metrics of `metric_columns` (the upstream task folder's aggregation)."""
-    return point(metric_columns(records, outcomes, protocol, with_judge, judge_ran, failed_share))
-
-
-def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
-                   with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
-    """Every metric of the task over per-question columns (`utils/core/columns.py`): `scoring.score_columns`
-    and whether the reply was cut off; the metrics from their sums (`scoring.metrics_from_totals`; on a whole
-    run, the judge-based ones withheld past the failure share, `failed_share` the task's, None: the
-    environment's). A model-failed record is never judged: left out of OE-P (default) or 0 (official)."""
-    scores = [QuestionScore(record["reasoning_type"], not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
-                            rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None, process=process,
-                            judge_failed=failed, model_failed=model_failed(record))
-              for record, (process, failed) in zip(records, outcomes, strict=True)]
-    counted = scoring.score_columns(scores, protocol)
-    counted["reasoning_truncated"] = column(map(reasoning_truncated, records))
-
-    def metrics(totals, whole: bool) -> dict:
-        return {**scoring.metrics_from_totals(totals, protocol, with_judge, judge_ran, withhold=whole, limit=failed_share),
-                "reasoning_truncated": totals["reasoning_truncated"]}
-
-    return SampleColumns(counted, metrics, counts=("model_failed", "judge_failed", "reasoning_truncated"))
 
 
 def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, bool]:
@@ -267,7 +238,7 @@ def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | No
         return {}, []
     protocol, with_judge = task_protocol(records, settings)
     limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
-    warn_truncated(log, "VRBench", sum(map(reasoning_truncated, records)), len(records))
+    responses.warn_truncated(log, "VRBench", sum(map(responses.reasoning_truncated, records)), len(records))
     judge = judge if with_judge else None
     outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
     columns = metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
