@@ -87,8 +87,7 @@ PADDING = ("It is not shown", "None of these", "All of these", "It cannot be det
 
 def _options(answer: str, pool, count: int, seed: int) -> tuple[list[str], str]:
     """`count` options containing `answer` (padded from PADDING), the right letter varying with `seed`."""
-    others = [o for o in (*pool, *PADDING) if o != answer][: count - 1]
-    options = others[:]
+    options = [o for o in (*pool, *PADDING) if o != answer][: count - 1]
     position = seed % count
     options.insert(position, answer)
     return options, chr(ord("A") + position)
@@ -113,26 +112,25 @@ def build_questions() -> tuple[dict, ...]:
         })
 
     for video in VIDEOS:
+        about = f"In the {video.uid.split('_')[1]} video,"
         seen_kinds = [s.kind for s in video.shapes]
         for shape in video.shapes:
-            span = [shape.start, shape.end]
             if seen_kinds.count(shape.kind) == 1:
-                add(video, f"In the {video.uid.split('_')[1]} video, what color is the {shape.kind}?",
-                    shape.color.capitalize(), COLOR_WORDS, [span], "Entity Perception")
-                add(video, f"In the {video.uid.split('_')[1]} video, what does the {_describe(shape)} do while it is on screen?",
-                    _motion(shape), MOTIONS, [span], "Event Perception")
+                span = [[shape.start, shape.end]]
+                add(video, f"{about} what color is the {shape.kind}?", shape.color.capitalize(), COLOR_WORDS, span, "Entity Perception")
+                add(video, f"{about} what does the {_describe(shape)} do while it is on screen?", _motion(shape), MOTIONS, span,
+                    "Event Perception")
         first, last = video.shapes[0], video.shapes[-1]
-        add(video, f"In the {video.uid.split('_')[1]} video, which appears first: the {_describe(last)} or the {_describe(first)}?",
+        add(video, f"{about} which appears first: the {_describe(last)} or the {_describe(first)}?",
             f"The {_describe(first)}", [f"The {_describe(last)}", "They appear together", "Neither appears", "Both appear twice"],
             [[first.start, first.end], [last.start, last.end]], "Event Cognition")
         seconds = int(first.end - first.start)
-        add(video, f"In the {video.uid.split('_')[1]} video, for how many seconds is the {_describe(first)} visible?",
-            f"{seconds} seconds", [f"{n} seconds" for n in (5, 10, 15, 20, 30, 45, 60, 100) if n != seconds],
-            [[first.start, first.end]], "Time Perception")
-        add(video, f"In the {video.uid.split('_')[1]} video, what color is the star?", "There is no star in the video",
+        add(video, f"{about} for how many seconds is the {_describe(first)} visible?", f"{seconds} seconds",
+            [f"{n} seconds" for n in (5, 10, 15, 20, 30, 45, 60, 100) if n != seconds], [[first.start, first.end]], "Time Perception")
+        add(video, f"{about} what color is the star?", "There is no star in the video",
             ["Red", "Blue", "Green", "Yellow", "White", "Orange"], [[first.start, first.end]], "Hallucination")
         for start, end, text in video.cues[:2]:
-            add(video, f"In the {video.uid.split('_')[1]} video, what does the subtitle say at {int(start) + 3} seconds?",
+            add(video, f"{about} what does the subtitle say at {int(start) + 3} seconds?",
                 text, [c[2] for c in video.cues if c[2] != text] + ["Nothing is said", "Goodbye"], [[start, end]], "Text Perception")
     screen = VIDEOS[1]
     add(screen, "In the screen video, how many times does the cyan triangle appear?", "Twice",
