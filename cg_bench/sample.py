@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench import data, docs, prompts
+from lmms_video_reasoning.judges.local_server import last_user_text
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_srt, write_video
 
@@ -230,17 +231,6 @@ def demo_predictions(root=None) -> list[dict]:
 _QUOTED = re.compile(r"^Question: (?P<question>.*?)\n\n(?:The ground truth answer is '(?P<answer>.*?)'\n\n)?The model's prediction is '(?P<prediction>.*?)'\n\n\Z", re.S)
 
 
-def _text_and_images(request: dict) -> tuple[str, int]:
-    for message in reversed(request.get("messages", [])):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content, 0
-            text = "".join(part.get("text", "") for part in content if part.get("type") == "text")
-            return text, sum(part.get("type") == "image_url" for part in content)
-    return "", 0
-
-
 def oracle_judge_reply(request: dict) -> str | None:
     """The sample judge: answers CG-Bench's two open-ended judge prompts from the sample's truth.
 
@@ -248,7 +238,9 @@ def oracle_judge_reply(request: dict) -> str | None:
     sample's synonym of it, else 0. Step 2: 1 if images were sent and the prediction is the
     synonym of the question's true answer, else 0. None for any other prompt.
     """
-    text, images = _text_and_images(request)
+    text = last_user_text(request)
+    images = sum(part.get("type") == "image_url" for message in request.get("messages", []) if message.get("role") == "user"
+                 and isinstance(message.get("content"), list) for part in message["content"])
     step1, step2 = prompts.load_prompt("eval_open_step_1"), prompts.load_prompt("eval_open_step_2")
     if text.startswith(step1):
         match = _QUOTED.search(text[len(step1):])
