@@ -54,9 +54,7 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
                 continue
             if stats.sampled is not None:
                 pairs = [(r, o) for r, o in zip(stats.sampled.records, stats.sampled.outcomes) if r["mode"] == mode]
-                records += [r for r, _ in pairs]
-                outcomes += [o for _, o in pairs]
-                settings = stats.sampled.settings
+                records, outcomes, settings = records + [r for r, _ in pairs], outcomes + [o for _, o in pairs], stats.sampled.settings
             for metric, value in stats.point.items():
                 if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
                     point.setdefault(metric, value)
@@ -182,6 +180,11 @@ def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "
     return combined
 
 
+def values_row(name: str, row: TaskStats, columns) -> tuple[list[str], bool]:
+    """A joined row beside a paper table: its values of the table's `columns`."""
+    return run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns)
+
+
 def row_name(label: str, split: str) -> str:
     """A joined row's name: the run's label, with " · full" on the full split."""
     return label if split == "mini" else f"{label} · full"
@@ -190,27 +193,23 @@ def row_name(label: str, split: str) -> str:
 def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
     """Tables 4 (mini split) and 10 (full split): each run's prompt & modality settings (`MODALITIES`, and the
     plain tasks) with acc.@IoU at tau = 0, beside the paper's rows."""
-    rows: dict[str, list] = {"mini": [], "full": []}
-    coverages: dict[str, list[Coverage]] = {"mini": [], "full": []}
-    missing: dict[str, list[str]] = {"mini": [], "full": []}
+    named: dict[str, list[tuple[str, TaskStats]]] = {"mini": [], "full": []}
     for suffix, modality in [("", DEFAULT_MODALITY), *MODALITIES.items()]:
         # the modality rows show no CI: joined without resampling (n = 0)
         for (label, split), row in (combined if not suffix else joined_rows(runs, stats, 0, seed, suffix)).items():
             with_acc_at_iou0(row)
-            if all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):
-                continue  # e.g. a run of the blind task only
-            name = f"{row_name(label, split)} · {modality}"
-            rows[split].append(run_row(name, row.source, [value_of(row, c) for c in ABLATION_COLUMNS], "cg_bench", ABLATION_COLUMNS))
-            coverages[split].append(coverage(name, row, split))
-            if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou")):
-                missing[split].append(name)
+            if not all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):  # none, e.g. a run of the blind task only: no row
+                named[split].append((f"{row_name(label, split)} · {modality}", row))
     tables = []
     for split, name in (("mini", "table4"), ("full", "table10")):
-        if rows[split]:
-            table = paper_table("cg_bench", name, rows[split], coverage=coverages[split])
+        if named[split]:
+            table = paper_table("cg_bench", name, [values_row(row_label, row, ABLATION_COLUMNS) for row_label, row in named[split]],
+                                coverage=[coverage(row_label, row, split) for row_label, row in named[split]])
             table.notes.append("acc.@IoU (τ=0): the long answer correct and a tIoU above 0 (the paper's ablation default, "
                                "section 3.3), from the per-answer outcomes; Table 3's acc.@IoU is the mean over τ = 0.1-0.5.")
-            table.notes += [f"{name}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them" for name in missing[split]]
+            table.notes += [f"{row_label}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them"
+                            for row_label, row in named[split]
+                            if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou"))]
             tables.append(table)
     return tables
 
@@ -226,7 +225,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     for (label, split), row in combined.items():
         name = row_name(label, split)
         if any(not math.isnan(value_of(row, c)) for c in columns):
-            user.append(run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns))
+            user.append(values_row(name, row, columns))
         if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
             text = text_only.get((label, split))
             source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")
