@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -144,12 +144,6 @@ def build_questions() -> tuple[dict, ...]:
 MINI_EXCLUDED = 2  # the last questions are only in the full split (cgbench.json)
 
 
-def _clip_shapes(shapes, start: float, end: float) -> list[Shape]:
-    """The shapes entirely inside [start, end], shifted so the clip starts at 0."""
-    return [Shape(s.kind, s.color, s.start - start, s.end - start, s.pos0, s.pos1, s.size, s.flash_hz)
-            for s in shapes if s.start >= start and s.end <= end]
-
-
 def write_sample(root) -> Path:
     """Write the sample benchmark under `root` (idempotent: existing videos are kept)."""
     root = Path(root)
@@ -157,21 +151,19 @@ def write_sample(root) -> Path:
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:
-        path = write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps,
-                           width=WIDTH, height=HEIGHT, gop=video.fps * 60)
-        frames = video.duration * video.fps
+        write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps,
+                    width=WIDTH, height=HEIGHT, gop=video.fps * 60)
         # The official metadata's max_frame is the container's frame count minus one.
-        meta[video.uid] = {"duration": float(video.duration), "max_frame": frames - 1, "fps": float(video.fps)}
+        meta[video.uid] = {"duration": float(video.duration), "max_frame": video.duration * video.fps - 1, "fps": float(video.fps)}
         if video.cues:
             write_srt(root / data.SUBTITLE_DIR / f"{video.uid}.srt", video.cues)
-        assert path.is_file()
     by_uid = {video.uid: video for video in VIDEOS}
     for question in questions:
         # Pre-cut clue clips for every other single-interval question; the rest use cut_clip.
         if len(question["clue_intervals"]) == 1 and question["qid"] % 2 == 0:
             (start, end), video = question["clue_intervals"][0], by_uid[question["video_uid"]]
-            write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, _clip_shapes(video.shapes, start, end),
-                        fps=video.fps, width=WIDTH, height=HEIGHT)
+            inside = [replace(s, start=s.start - start, end=s.end - start) for s in video.shapes if s.start >= start and s.end <= end]
+            write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, inside, fps=video.fps, width=WIDTH, height=HEIGHT)
     (root / docs.META_FILE).write_text(json.dumps(meta, indent=1))
     (root / docs.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
     (root / docs.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
