@@ -203,9 +203,7 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge):
-        if self.needs_judge(records) and judge is None:
-            return None
-        return _fields(task.read_outcomes(records, settings, judge, MEDIA))
+        return None if self.needs_judge(records) and judge is None else _fields(task.read_outcomes(records, settings, judge, MEDIA))
 
     def metrics(self, records, outcomes_, settings):
         return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)

@@ -92,7 +92,6 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
 
 
 def outcomes_in(row: TaskStats) -> list[Outcome]:
-    """A sampled row's per-answer outcomes."""
     return [Outcome(**outcome) for outcome in row.sampled.outcomes]
 
 
@@ -181,12 +180,10 @@ def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "
 
 
 def values_row(name: str, row: TaskStats, columns) -> tuple[list[str], bool]:
-    """A joined row beside a paper table: its values of the table's `columns`."""
     return run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns)
 
 
 def row_name(label: str, split: str) -> str:
-    """A joined row's name: the run's label, with " · full" on the full split."""
     return label if split == "mini" else f"{label} · full"
 
 
