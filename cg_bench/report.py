@@ -54,7 +54,9 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
                 continue
             if stats.sampled is not None:
                 pairs = [(r, o) for r, o in zip(stats.sampled.records, stats.sampled.outcomes) if r["mode"] == mode]
-                records, outcomes, settings = records + [r for r, _ in pairs], outcomes + [o for _, o in pairs], stats.sampled.settings
+                records += [r for r, _ in pairs]
+                outcomes += [o for _, o in pairs]
+                settings = stats.sampled.settings
             for metric, value in stats.point.items():
                 if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
                     point.setdefault(metric, value)
