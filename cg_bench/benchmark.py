@@ -141,16 +141,16 @@ class PluginMedia:
 MEDIA = PluginMedia()
 
 
-def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
+def _with_media(hook):
+    """`task`'s lmms-eval hook `doc_to_*` on this data root (`MEDIA`)."""
+    def on_data_root(doc: dict, lmms_eval_specific_kwargs: dict | None = None):
+        return hook(doc, lmms_eval_specific_kwargs, MEDIA)
+
+    on_data_root.__name__ = on_data_root.__qualname__ = hook.__name__
+    return on_data_root
 
 
-def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
-
-
-def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+doc_to_text, doc_to_visual, doc_to_messages = map(_with_media, (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
 # ---------------------------------------------------------------------- records and scoring with the judge engine
@@ -203,9 +203,7 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge):
-        if self.needs_judge(records) and judge is None:
-            return None
-        return _fields(task.read_outcomes(records, settings, judge, MEDIA))
+        return None if self.needs_judge(records) and judge is None else _fields(task.read_outcomes(records, settings, judge, MEDIA))
 
     def metrics(self, records, outcomes_, settings):
         return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)

@@ -122,12 +122,9 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
         clips.setdefault(f"{CLUE_DIR}/{qid}.mp4", lambda q=qid: clue_clip_at(root, q))
         subs.setdefault(f"{SUBTITLE_DIR}/{uid}.srt", lambda u=uid: subtitle_at(root, u))
     return [
-        media_index.MediaKind("videos", True, videos, video_problem, "error: its questions cannot run",
-                              "error: its questions cannot run"),
-        media_index.MediaKind("clue clips", False, clips, video_problem,
-                              "clip cut from the full video",
-                              "error in clue mode (video): delete it so a clip is cut from the full video",
-                              unusable_fails=True),
+        media_index.MediaKind("videos", True, videos, video_problem, "error: its questions cannot run", "error: its questions cannot run"),
+        media_index.MediaKind("clue clips", False, clips, video_problem, "clip cut from the full video",
+                              "error in clue mode (video): delete it so a clip is cut from the full video", unusable_fails=True),
         media_index.MediaKind("subtitles", False, subs, subtitle_problem, "prompt without subtitles (not every video has them)",
                               "prompt without subtitles, counted in the run's subtitles_unusable", list_missing=True),
     ]

@@ -86,20 +86,27 @@ def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, s
                 combined.point[metric] = computed[metric]
         if n > 0:  # a metric of an unsampled mode is undefined in every resample: no interval
             combined.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed), combined.point)
-        reasons = [f"{t}: {per_task[t].note}" for t in unsampled] + [f"{t}: {per_task[t].note}" for t in sampled_tasks if per_task[t].note]
-        combined.note = "; ".join(reasons)
-    else:
-        combined.note = "; ".join(f"{t}: {per_task[t].note}" for t in unsampled)
+    combined.note = "; ".join([f"{t}: {per_task[t].note}" for t in unsampled] +
+                              [f"{t}: {per_task[t].note}" for t in sampled_tasks if per_task[t].note])
     if "crr" not in combined.point and "long_acc" in point and "clue_acc" in point:
         combined.point["crr"] = crr(point["long_acc"], point["clue_acc"])
     return combined
+
+
+def outcomes_in(row: TaskStats) -> list[Outcome]:
+    return [Outcome(**outcome) for outcome in row.sampled.outcomes]
 
 
 def outcomes_of(row: TaskStats | None) -> list[Outcome] | None:
     """A joined row's per-answer outcomes, when the report has them as the run scored them (None otherwise)."""
     if row is None or row.sampled is None or not row.sampled.trusted("acc_at_iou"):
         return None
-    return [Outcome(**outcome) for outcome in row.sampled.outcomes]
+    return outcomes_in(row)
+
+
+def coverage(name: str, row: TaskStats, split: str) -> Coverage:
+    """A joined row beside a paper table: its questions of the split, with the suite's protocol difference."""
+    return Coverage(name, row.questions, RELEASE[split][0], f"{split}-split", OFFICIAL_PROMPTS)
 
 
 def with_acc_at_iou0(row: TaskStats) -> TaskStats:
@@ -145,10 +152,9 @@ def breakdown_intervals(row: TaskStats, data: dict, n: int, seed: int) -> dict:
     (`bootstrap_ci`), each group's headline metrics from its answers, where their outcomes are the run's."""
     if n <= 0:
         return {}
-    outcomes = [Outcome(**outcome) for outcome in row.sampled.outcomes]
     out: dict = {}
     for group, key_of in BREAKDOWN_GROUPS.items():
-        keys = [key_of(outcome) for outcome in outcomes]
+        keys = [key_of(outcome) for outcome in outcomes_in(row)]
         for key, metrics in data.get(group, {}).items():
             intervals = bootstrap_ci(row.sampled, n, seed, where=[k == key for k in keys])
             out.setdefault(group, {})[key] = {m: ci for m, ci in trusted_only(row.sampled, intervals).items() if m in metrics and m in HEADLINE}
@@ -175,35 +181,34 @@ def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "
     return combined
 
 
+def values_row(name: str, row: TaskStats, columns) -> tuple[list[str], bool]:
+    return run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns)
+
+
 def row_name(label: str, split: str) -> str:
-    """A joined row's name: the run's label, with " · full" on the full split."""
     return label if split == "mini" else f"{label} · full"
 
 
 def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
     """Tables 4 (mini split) and 10 (full split): each run's prompt & modality settings (`MODALITIES`, and the
     plain tasks) with acc.@IoU at tau = 0, beside the paper's rows."""
-    rows: dict[str, list] = {"mini": [], "full": []}
-    coverage: dict[str, list[Coverage]] = {"mini": [], "full": []}
-    missing: dict[str, list[str]] = {"mini": [], "full": []}
+    named: dict[str, list[tuple[str, TaskStats]]] = {"mini": [], "full": []}
     for suffix, modality in [("", DEFAULT_MODALITY), *MODALITIES.items()]:
         # the modality rows show no CI: joined without resampling (n = 0)
         for (label, split), row in (combined if not suffix else joined_rows(runs, stats, 0, seed, suffix)).items():
             with_acc_at_iou0(row)
-            if all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):
-                continue  # e.g. a run of the blind task only
-            name = f"{row_name(label, split)} · {modality}"
-            rows[split].append(run_row(name, row.source, [value_of(row, c) for c in ABLATION_COLUMNS], "cg_bench", ABLATION_COLUMNS))
-            coverage[split].append(Coverage(name, row.questions, RELEASE[split][0], f"{split}-split", OFFICIAL_PROMPTS))
-            if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou")):
-                missing[split].append(name)
+            if not all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):  # none, e.g. a run of the blind task only: no row
+                named[split].append((f"{row_name(label, split)} · {modality}", row))
     tables = []
     for split, name in (("mini", "table4"), ("full", "table10")):
-        if rows[split]:
-            table = paper_table("cg_bench", name, rows[split], coverage=coverage[split])
+        if named[split]:
+            table = paper_table("cg_bench", name, [values_row(row_label, row, ABLATION_COLUMNS) for row_label, row in named[split]],
+                                coverage=[coverage(row_label, row, split) for row_label, row in named[split]])
             table.notes.append("acc.@IoU (τ=0): the long answer correct and a tIoU above 0 (the paper's ablation default, "
                                "section 3.3), from the per-answer outcomes; Table 3's acc.@IoU is the mean over τ = 0.1-0.5.")
-            table.notes += [f"{name}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them" for name in missing[split]]
+            table.notes += [f"{row_label}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them"
+                            for row_label, row in named[split]
+                            if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou"))]
             tables.append(table)
     return tables
 
@@ -219,14 +224,13 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     for (label, split), row in combined.items():
         name = row_name(label, split)
         if any(not math.isnan(value_of(row, c)) for c in columns):
-            user.append(run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns))
+            user.append(values_row(name, row, columns))
         if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
             text = text_only.get((label, split))
             source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")
             user.append(run_row(f"{name} (blind)", source, blind_values(row, text), "cg_bench", columns))
-    table = paper_table("cg_bench", "table3", user, coverage=[
-        Coverage(row_name(label, split), row.questions, RELEASE[split][0], f"{split}-split", OFFICIAL_PROMPTS)
-        for (label, split), row in combined.items()])
+    table = paper_table("cg_bench", "table3", user, coverage=[coverage(row_name(label, split), row, split)
+                                                              for (label, split), row in combined.items()])
     table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
                        "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns and their CRR, as the "
                        "paper's GPT4o (text) row, and mIoU, rec.@IoU, acc.@IoU and OE-acc from the run's text-only tasks "
@@ -240,26 +244,22 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     if comparisons:
         section.tables.append(comparison_table("cg_bench", comparisons))
 
-    with_samples = [(row_name(label, split), row) for (label, split), row in combined.items() if row.sampled]
-    breakdowns = {name: breakdown([Outcome(**outcome) for outcome in row.sampled.outcomes]) for name, row in with_samples}
-    intervals = {name: breakdown_intervals(dict(with_samples)[name], data, n, seed) for name, data in breakdowns.items()}
+    rows_of = {row_name(label, split): row for (label, split), row in combined.items() if row.sampled}
+    breakdowns = {name: breakdown(outcomes_in(row)) for name, row in rows_of.items()}
+    intervals = {name: breakdown_intervals(rows_of[name], data, n, seed) for name, data in breakdowns.items()}
     for group, title, header in BREAKDOWN_TABLES:
-        rows = []
-        for name, data in breakdowns.items():
-            row = dict(with_samples)[name]
-            for key, metrics in data.get(group, {}).items():
-                rows.append(([user_cell(name), key, str(metrics["questions"]), str(metrics["n"])] +
-                             [breakdown_cell(row, metrics, c) for c in BREAKDOWN_COLUMNS], True))
+        rows = [([user_cell(name), key, str(metrics["questions"]), str(metrics["n"])] +
+                 [breakdown_cell(rows_of[name], metrics, c) for c in BREAKDOWN_COLUMNS], True)
+                for name, data in breakdowns.items() for key, metrics in data.get(group, {}).items()]
         if rows:
-            section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers", "long-acc", "clue-acc",
-                                                                   "mIoU", "acc.@IoU", "OE-acc"], rows,
+            section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers",
+                                                                   *(LABELS[c] for c in BREAKDOWN_COLUMNS)], rows,
                                         ["From the per-sample outcomes (cg_bench.task.breakdown). "
                                          "A cell the report cannot compute as the run did says what it needs.",
-                                         answers_note([row for _, row in with_samples])]))
+                                         answers_note(list(rows_of.values()))]))
     if breakdowns:
         buckets = [b for b in DURATION_BUCKETS if any(b in d.get("duration", {}) for d in breakdowns.values())]
         metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
-        rows_of = dict(with_samples)
         # a run whose outcomes for the metric are not its run's is left out of the plots
         breakdowns = {name: d for name, d in breakdowns.items() if rows_of[name].sampled.trusted(metric)
                       and not math.isnan(value_of(rows_of[name], metric))}

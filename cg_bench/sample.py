@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from lmms_video_reasoning.cg_bench import data, docs, prompts
+from lmms_video_reasoning.judges.local_server import last_user_text
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_srt, write_video
 
@@ -87,8 +88,7 @@ PADDING = ("It is not shown", "None of these", "All of these", "It cannot be det
 
 def _options(answer: str, pool, count: int, seed: int) -> tuple[list[str], str]:
     """`count` options containing `answer` (padded from PADDING), the right letter varying with `seed`."""
-    others = [o for o in (*pool, *PADDING) if o != answer][: count - 1]
-    options = others[:]
+    options = [o for o in (*pool, *PADDING) if o != answer][: count - 1]
     position = seed % count
     options.insert(position, answer)
     return options, chr(ord("A") + position)
@@ -113,26 +113,25 @@ def build_questions() -> tuple[dict, ...]:
         })
 
     for video in VIDEOS:
+        about = f"In the {video.uid.split('_')[1]} video,"
         seen_kinds = [s.kind for s in video.shapes]
         for shape in video.shapes:
-            span = [shape.start, shape.end]
             if seen_kinds.count(shape.kind) == 1:
-                add(video, f"In the {video.uid.split('_')[1]} video, what color is the {shape.kind}?",
-                    shape.color.capitalize(), COLOR_WORDS, [span], "Entity Perception")
-                add(video, f"In the {video.uid.split('_')[1]} video, what does the {_describe(shape)} do while it is on screen?",
-                    _motion(shape), MOTIONS, [span], "Event Perception")
+                span = [[shape.start, shape.end]]
+                add(video, f"{about} what color is the {shape.kind}?", shape.color.capitalize(), COLOR_WORDS, span, "Entity Perception")
+                add(video, f"{about} what does the {_describe(shape)} do while it is on screen?", _motion(shape), MOTIONS, span,
+                    "Event Perception")
         first, last = video.shapes[0], video.shapes[-1]
-        add(video, f"In the {video.uid.split('_')[1]} video, which appears first: the {_describe(last)} or the {_describe(first)}?",
+        add(video, f"{about} which appears first: the {_describe(last)} or the {_describe(first)}?",
             f"The {_describe(first)}", [f"The {_describe(last)}", "They appear together", "Neither appears", "Both appear twice"],
             [[first.start, first.end], [last.start, last.end]], "Event Cognition")
         seconds = int(first.end - first.start)
-        add(video, f"In the {video.uid.split('_')[1]} video, for how many seconds is the {_describe(first)} visible?",
-            f"{seconds} seconds", [f"{n} seconds" for n in (5, 10, 15, 20, 30, 45, 60, 100) if n != seconds],
-            [[first.start, first.end]], "Time Perception")
-        add(video, f"In the {video.uid.split('_')[1]} video, what color is the star?", "There is no star in the video",
+        add(video, f"{about} for how many seconds is the {_describe(first)} visible?", f"{seconds} seconds",
+            [f"{n} seconds" for n in (5, 10, 15, 20, 30, 45, 60, 100) if n != seconds], [[first.start, first.end]], "Time Perception")
+        add(video, f"{about} what color is the star?", "There is no star in the video",
             ["Red", "Blue", "Green", "Yellow", "White", "Orange"], [[first.start, first.end]], "Hallucination")
         for start, end, text in video.cues[:2]:
-            add(video, f"In the {video.uid.split('_')[1]} video, what does the subtitle say at {int(start) + 3} seconds?",
+            add(video, f"{about} what does the subtitle say at {int(start) + 3} seconds?",
                 text, [c[2] for c in video.cues if c[2] != text] + ["Nothing is said", "Goodbye"], [[start, end]], "Text Perception")
     screen = VIDEOS[1]
     add(screen, "In the screen video, how many times does the cyan triangle appear?", "Twice",
@@ -145,12 +144,6 @@ def build_questions() -> tuple[dict, ...]:
 MINI_EXCLUDED = 2  # the last questions are only in the full split (cgbench.json)
 
 
-def _clip_shapes(shapes, start: float, end: float) -> list[Shape]:
-    """The shapes entirely inside [start, end], shifted so the clip starts at 0."""
-    return [Shape(s.kind, s.color, s.start - start, s.end - start, s.pos0, s.pos1, s.size, s.flash_hz)
-            for s in shapes if s.start >= start and s.end <= end]
-
-
 def write_sample(root) -> Path:
     """Write the sample benchmark under `root` (idempotent: existing videos are kept)."""
     root = Path(root)
@@ -158,21 +151,19 @@ def write_sample(root) -> Path:
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:
-        path = write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps,
-                           width=WIDTH, height=HEIGHT, gop=video.fps * 60)
-        frames = video.duration * video.fps
+        write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps,
+                    width=WIDTH, height=HEIGHT, gop=video.fps * 60)
         # The official metadata's max_frame is the container's frame count minus one.
-        meta[video.uid] = {"duration": float(video.duration), "max_frame": frames - 1, "fps": float(video.fps)}
+        meta[video.uid] = {"duration": float(video.duration), "max_frame": video.duration * video.fps - 1, "fps": float(video.fps)}
         if video.cues:
             write_srt(root / data.SUBTITLE_DIR / f"{video.uid}.srt", video.cues)
-        assert path.is_file()
     by_uid = {video.uid: video for video in VIDEOS}
     for question in questions:
         # Pre-cut clue clips for every other single-interval question; the rest use cut_clip.
         if len(question["clue_intervals"]) == 1 and question["qid"] % 2 == 0:
             (start, end), video = question["clue_intervals"][0], by_uid[question["video_uid"]]
-            write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, _clip_shapes(video.shapes, start, end),
-                        fps=video.fps, width=WIDTH, height=HEIGHT)
+            inside = [replace(s, start=s.start - start, end=s.end - start) for s in video.shapes if s.start >= start and s.end <= end]
+            write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, inside, fps=video.fps, width=WIDTH, height=HEIGHT)
     (root / docs.META_FILE).write_text(json.dumps(meta, indent=1))
     (root / docs.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
     (root / docs.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
@@ -232,17 +223,6 @@ def demo_predictions(root=None) -> list[dict]:
 _QUOTED = re.compile(r"^Question: (?P<question>.*?)\n\n(?:The ground truth answer is '(?P<answer>.*?)'\n\n)?The model's prediction is '(?P<prediction>.*?)'\n\n\Z", re.S)
 
 
-def _text_and_images(request: dict) -> tuple[str, int]:
-    for message in reversed(request.get("messages", [])):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content, 0
-            text = "".join(part.get("text", "") for part in content if part.get("type") == "text")
-            return text, sum(part.get("type") == "image_url" for part in content)
-    return "", 0
-
-
 def oracle_judge_reply(request: dict) -> str | None:
     """The sample judge: answers CG-Bench's two open-ended judge prompts from the sample's truth.
 
@@ -250,7 +230,9 @@ def oracle_judge_reply(request: dict) -> str | None:
     sample's synonym of it, else 0. Step 2: 1 if images were sent and the prediction is the
     synonym of the question's true answer, else 0. None for any other prompt.
     """
-    text, images = _text_and_images(request)
+    text = last_user_text(request)
+    images = sum(part.get("type") == "image_url" for message in request.get("messages", []) if message.get("role") == "user"
+                 and isinstance(message.get("content"), list) for part in message["content"])
     step1, step2 = prompts.load_prompt("eval_open_step_1"), prompts.load_prompt("eval_open_step_2")
     if text.startswith(step1):
         match = _QUOTED.search(text[len(step1):])
