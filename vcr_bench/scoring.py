@@ -23,7 +23,7 @@ from lmms_video_reasoning.judges.parsing import (
     extract_json,
     normalize_label,
 )
-from lmms_video_reasoning.utils.core import settings as setting
+from lmms_video_reasoning.utils.core import options, settings
 from lmms_video_reasoning.utils.core.columns import SampleColumns, Totals, column, point, ratio, rowwise
 
 log = logging.getLogger(__name__)
@@ -400,20 +400,23 @@ def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -
 
 # ---------------------------------------------------------------- scoring settings
 
-# The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
-INCLUDE_BACKGROUND = setting.declare("VCR_BENCH_INCLUDE_BACKGROUND", "bool", False, "overall CoT counts Background Review "
-                                     "steps (paper-era code)", scoring=True, option="include_background")
-LENIENT_VERDICT = setting.declare("VCR_BENCH_LENIENT_VERDICT", "bool", False, "the scoring judge's first standalone 0/1 "
-                                  "decides instead of the exact reply '1'", scoring=True, option="lenient_verdict")
-OFFICIAL_REVERSED = setting.declare("VCR_BENCH_OFFICIAL_REVERSED", "bool", False, "reversed intervals / boxes enter the IoU "
-                                    "rule as given, as officially", scoring=True, option="official_reversed")
+# The tasks' scoring options (a task chooses them; its records carry them).
+INCLUDE_BACKGROUND = options.Option("include_background", "bool", False, "overall CoT counts Background Review "
+                                    "steps (paper-era code)")
+LENIENT_VERDICT = options.Option("lenient_verdict", "bool", False, "the scoring judge's first standalone 0/1 "
+                                 "decides instead of the exact reply '1'")
+OFFICIAL_REVERSED = options.Option("official_reversed", "bool", False, "reversed intervals / boxes enter the IoU "
+                                   "rule as given, as officially")
 OPTIONS = (INCLUDE_BACKGROUND, LENIENT_VERDICT, OFFICIAL_REVERSED)
+# The suite's variables overriding them (`settings.variable`; not exported with the options).
+VARIABLES = (settings.variable("VCR_BENCH_INCLUDE_BACKGROUND", INCLUDE_BACKGROUND),
+             settings.variable("VCR_BENCH_LENIENT_VERDICT", LENIENT_VERDICT),
+             settings.variable("VCR_BENCH_OFFICIAL_REVERSED", OFFICIAL_REVERSED))
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
     """The scoring settings (`OPTIONS`): those given (a task's, as its records carry them), the
-    defaults for the others, other keys kept; None (a caller with no task, e.g. the upstream task
-    folder): the defaults, each overridden by its environment variable (`settings.task_settings`)."""
+    defaults for the others, other keys kept; None (a caller with no task's): `options.values`."""
     if settings is None:
-        return setting.task_settings(OPTIONS)
+        return options.values(OPTIONS)
     return {**{option.option: option.default for option in OPTIONS}, **settings}

@@ -1,64 +1,59 @@
-"""Every environment variable of the suite, parsed by one set of rules.
+"""Every environment variable of the suite, parsed by the rules of task options (`options.py`).
 
 A setting is declared once, where it is used (`declare`, at module level), with its kind,
-default and meaning; it is read with `Setting.read()`. The rules are the same everywhere:
-
-- booleans: 1, true, yes, on / 0, false, no, off (any case); unset or empty = the default;
-- numbers: finite, within the declared bounds;
-- choices: one of the declared values (any case);
-- anything else is a `SettingError` naming the variable, the value and what is accepted,
-  never a silent default (a typo in a scoring switch must not read as "off").
+default and meaning; it is read with `Setting.read()`: booleans, numbers and choices by the
+rules of `options.Option`, anything else a `SettingError` naming the variable, the value and
+what is accepted, never a silent default.
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
-details file (`resolved(scoring_only=True)`), so a score can be reproduced. A task's options
-(`option`: its name in `registry.Task.settings`) are part of its configuration, carried by each
-record (`task_settings`); the variable overrides the task's value, and says so (`FROM_ENV`).
+details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may
+override a task option (`variable(name, option)`: the option, declared where its task code uses
+it, names no variable; the binding sits beside it and is not exported with it). The task's
+options are part of its configuration, carried by each record (`task_settings`); the variable
+overrides the task's value, and says so (`FROM_ENV`).
 
 `registry.declare_all_settings()` imports every module that declares a setting (this suite's and
 each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
 invalid value at the start of an lmms-eval run (`utils/lmms/preflight.py`), and `lmms-vr doctor`
-shows them. (It lives in the registry, which knows the benchmarks: this module is exported
-with a benchmark's task folder and names none.)
+shows them. (It lives in the registry, which knows the benchmarks: this module names none.)
 """
 
 from __future__ import annotations
 
-import math
 import os
 from typing import TYPE_CHECKING
+
+from lmms_video_reasoning.utils.core.options import Option
+from lmms_video_reasoning.utils.core.options import OptionError as SettingError  # one error class for both
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
     from typing import Any, Mapping, Sequence
 
 # No dataclasses/typing imports: autoload reads LMMS_VR_NO_AUTOLOAD through this module at
 # every interpreter start (via the installed .pth), so it stays as cheap as `os`.
-
-TRUE = ("1", "true", "yes", "on")
-FALSE = ("0", "false", "no", "off")
-KINDS = ("bool", "int", "float", "choice", "text")
+__all__ = ["Setting", "SettingError"]
 
 
-class SettingError(ValueError):
-    """An environment variable holds a value its setting does not accept."""
-
-
-class Setting:
-    """One environment variable: kind, default, meaning, accepted values.
+class Setting(Option):
+    """One environment variable (`name`): an `Option`'s kind, default, meaning, accepted values.
     `scoring`: it changes scores, so it is recorded with every run's results; `option`: the name
-    of the task option it overrides (see the module doc)."""
+    of the task option it overrides ("" for none; see the module doc)."""
 
-    __slots__ = ("name", "kind", "default", "help", "choices", "minimum", "maximum", "scoring", "option")
+    __slots__ = ("name", "scoring")
 
     def __init__(self, name: str, kind: str, default: Any, help: str, choices: tuple[str, ...] = (),
                  minimum: float | None = None, maximum: float | None = None, scoring: bool = False, option: str = "") -> None:
-        self.name, self.kind, self.default, self.help = name, kind, default, help
-        self.choices, self.minimum, self.maximum, self.scoring = tuple(choices), minimum, maximum, scoring
-        self.option = option  # the task option it overrides ("" for none); implies `scoring`
+        super().__init__(option, kind, default, help, choices, minimum, maximum)
+        self.name, self.scoring = name, scoring
         if option and not scoring:
             raise ValueError(f"setting {name}: a task option ({option}) changes scores: declare it with scoring=True")
 
+    @property
+    def label(self) -> str:
+        return self.name
+
     def _identity(self) -> tuple:
-        return tuple(getattr(self, slot) for slot in self.__slots__)
+        return (self.name, self.kind, self.default, self.help, self.choices, self.minimum, self.maximum, self.scoring, self.option)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Setting) and self._identity() == other._identity()
@@ -70,50 +65,10 @@ class Setting:
         return f"Setting({self.name}, {self.kind}, default={self.default!r})"
 
     def read(self, env: Mapping[str, str] | None = None) -> Any:
-        raw = (os.environ if env is None else env).get(self.name, "")
-        return self.parse(raw)
+        return self.parse((os.environ if env is None else env).get(self.name, ""))
 
     def is_set(self, env: Mapping[str, str] | None = None) -> bool:
         return bool((os.environ if env is None else env).get(self.name, "").strip())
-
-    def parse(self, raw: str | None) -> Any:
-        text = (raw or "").strip()
-        if not text:
-            return self.default
-        if self.kind == "bool":
-            if text.lower() in TRUE:
-                return True
-            if text.lower() in FALSE:
-                return False
-            return self._reject(text, "one of " + ", ".join(TRUE + FALSE))
-        if self.kind == "choice":
-            if text.lower() in self.choices:
-                return text.lower()
-            return self._reject(text, "one of " + ", ".join(self.choices))
-        if self.kind in ("int", "float"):
-            return self._number(text)
-        return text
-
-    def _number(self, text: str) -> int | float:
-        try:
-            value: int | float = int(text) if self.kind == "int" else float(text)
-        except ValueError:
-            return self._reject(text, f"a{'n integer' if self.kind == 'int' else ' number'}{self._bounds()}")
-        if not math.isfinite(value) or (self.minimum is not None and value < self.minimum) or (
-                self.maximum is not None and value > self.maximum):
-            return self._reject(text, f"a finite number{self._bounds()}")
-        return value
-
-    def _bounds(self) -> str:
-        if self.minimum is not None and self.maximum is not None:
-            return f" from {self.minimum:g} to {self.maximum:g}"
-        if self.minimum is not None:
-            return f" of at least {self.minimum:g}"
-        return ""
-
-    def _reject(self, text: str, accepted: str) -> Any:
-        raise SettingError(f"{self.name}={text!r} is not accepted: use {accepted} ({self.help}; "
-                           f"unset it for the default, {self.default!r})")
 
 
 _DECLARED: dict[str, Setting] = {}
@@ -121,12 +76,19 @@ _DECLARED: dict[str, Setting] = {}
 
 def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Setting:
     """Declare a setting (idempotent for the same declaration; a conflicting one is a bug)."""
-    if kind not in KINDS:
-        raise ValueError(f"setting {name}: unknown kind {kind!r}")
     setting = Setting(name, kind, default, help, **options)
     existing = _DECLARED.setdefault(name, setting)
     if existing != setting:
         raise ValueError(f"setting {name} declared twice differently: {existing} / {setting}")
+    return setting
+
+
+def variable(name: str, option: Option) -> Setting:
+    """Declare the variable `name` overriding the task option `option` (a score-changing setting of
+    the option's kind, default, meaning and values), and bind it as the option's `override`."""
+    setting = declare(name, option.kind, option.default, option.help, choices=option.choices, minimum=option.minimum,
+                      maximum=option.maximum, scoring=True, option=option.option)
+    option.override = setting
     return setting
 
 
