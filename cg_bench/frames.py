@@ -4,8 +4,7 @@ Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``
 grounding and open take segment centres of the whole video (`LONG_PLAN`, 128 by default); clue
 mode takes frames inside the clue intervals (`CLUE_PLAN`, 32 by default). Indices come from the
 video's `video_meta_info.json` entry (`max_frame`, `fps`), as the official runner computes them
-(the binding's `Media.plan`; the plugin checks the entry against the file,
-``utils.media.video.plan_frames``), so the prompt text needs no decoding. Subtitles follow
+(the binding's `Media.plan`), so the prompt text needs no decoding. Subtitles follow
 `get_subtitles`: a cue is shown when its span strictly contains a sampled frame's time (integer
 milliseconds), each line once, as `[start, end] text`. Files come through a `Media` (get the
 frames), supplied by the task's lmms-eval hooks.

@@ -277,6 +277,21 @@ def test_patches_apply_alone_and_in_order(prs, tree, tmp_path):
     assert "Not validated" in description  # no table is invented: `--validate` fills it
 
 
+def test_the_export_names_neither_the_suite_nor_its_variables(prs):
+    """Issue 36: no exported line (code, YAML, README, description) names this package, its CLI, the
+    plugin or one of the suite's environment variables: a setting that changes inputs or scores is a
+    task option upstream (utils/core/options.py); the variables that override them stay here."""
+    from lmms_video_reasoning.utils.core import registry
+
+    variables = [setting.name for setting in registry.declare_all_settings()]
+    forbidden = re.compile("|".join(["lmms_video_reasoning", "lmms-vr", r"\bplugin", "autoload", "LMMS_VR_", *map(re.escape, variables)]))
+    for pr in [pr for pr in prs if pr.kind in ("shared", "benchmark")]:
+        texts = {path: content.decode("utf-8", errors="replace") for path, content in pr.changes.items() if content}
+        texts["description"] = upstream.render(pr, None)
+        found = {path: sorted(set(forbidden.findall(text))) for path, text in texts.items() if forbidden.search(text)}
+        assert not found, (pr.name, found)
+
+
 def test_pr_descriptions_follow_the_pr_template(prs):
     """lmms-eval's .github/pull_request_template.md (its sections, in order, and their bullet limits);
     the validation checks every PR against the base's own copy of it."""
@@ -575,7 +590,7 @@ def test_series_validated_in_a_clean_lmms_eval_073(tmp_path):
         table = [line for line in description.splitlines() if line.startswith("| ") and "`" in line and "| pass:" in line]
         assert table, pr.name
         if pr.kind == "benchmark":
-            assert {row["check"] for row in results[pr.name]["rows"]} >= {"run", "equals plugin"}
+            assert {row["check"] for row in results[pr.name]["rows"]} >= {"run", "equals reference"}
             assert all(row["n"] == 8 for row in results[pr.name]["rows"] if row["check"] == "run")
     before = results["02-vrbench-protocol"]["before"]
     assert before["numbers"]["vrbench_process"] and before["numbers"]["vrbench_mcq"]  # upstream's tasks ran beside the new ones

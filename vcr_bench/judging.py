@@ -6,7 +6,7 @@ request carries its official prompt as one user message, temperature 0, max_toke
 that raises `ParseError` (bounded re-asks) and a tag for the accounting. A failed call is recorded
 in the sample's `errors`, never turned into a score; a sample without a model answer gets no judge
 call. Every call is shown the model's whole reply, thinking included, as officially
-(`responses.judged_text`; stripped under `LMMS_VR_REASONING=stripped`); a reply ending inside an
+(`responses.judged_text`; stripped under the task option `judged_reply: stripped`); a reply ending inside an
 open reasoning block is wrong without an extraction call, its reasoning still rated.
 """
 

@@ -12,7 +12,6 @@ by the task setting `visual_mode` in `lmms_eval_specific_kwargs`:
              task setting `frame_count` sets another number (paper Table 9: 16, 32, 64, 128)
   one_frame  the middle frame only (`vcr_one_frame`)
   none       no visual (`vcr_text_only`)
-`VCR_BENCH_VISUAL_MODE=video|frames` overrides video/frames for `vcr_cot` and `vcr_direct`.
 `chain_of_thought: false` drops the CoT instruction (`vcr_direct`).
 
 A record (`build_record`) holds everything needed to score a sample later; it never

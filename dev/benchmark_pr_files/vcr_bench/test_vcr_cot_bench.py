@@ -80,8 +80,6 @@ def root(tmp_path, monkeypatch):
     (root / "v1" / "videos" / "meta_info_video.json").write_text(json.dumps(RECORDS))
     write_video(root / "v1" / "videos" / "video" / "test" / "clip.mp4")
     monkeypatch.setenv("VCR_BENCH_ROOT", str(root))
-    for name in ("VCR_BENCH_VISUAL_MODE", "VCR_BENCH_INCLUDE_BACKGROUND", "VCR_BENCH_LENIENT_VERDICT"):
-        monkeypatch.delenv(name, raising=False)
     return root
 
 
