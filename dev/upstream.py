@@ -59,7 +59,7 @@ SHARED_PACKAGE = "lmms_eval.tasks._task_utils.video_judging"
 DESCRIPTION_FILE = "PR.md"
 # Shared modules a task folder may carry: the standard library, numpy/PIL/av/cv2 and lmms-eval only.
 EXPORTABLE = frozenset({
-    "utils.core.ask", "utils.core.columns", "utils.core.data_errors", "utils.core.frame_plan", "utils.core.intervals", "utils.core.options",
+    "utils.core.ask", "utils.core.columns", "utils.core.data_errors", "utils.core.frame_plan", "utils.core.intervals", "utils.core.options", "utils.core.records",
     "utils.core.settings",
     "judges.parsing", "judges.failure_share", "utils.lmms.responses", "dev.llm_judge_ask",
     "dev.plain_frames", "utils.media.subtitles",

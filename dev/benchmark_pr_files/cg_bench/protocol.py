@@ -21,6 +21,7 @@ from datasets import Dataset
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_video_reasoning.cg_bench import docs, judging, task
 from lmms_video_reasoning.utils.core.frame_plan import choose
+from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
 from lmms_video_reasoning.dev import plain_frames
 
@@ -116,13 +117,12 @@ def cgbench_protocol_process_results(doc, results):
     record = task.make_record(doc, response if isinstance(response, str) else str(response), MEDIA)
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
     outcome = task.read_outcomes([record], task.Settings.from_env(), judge, MEDIA)[0]
-    value = {"record": record, "outcome": dataclasses.asdict(outcome)}
-    return {name: value for name in task.metric_names(doc)}
+    return once_per_sample({"record": record, "outcome": dataclasses.asdict(outcome)}, task.metric_names(doc))
 
 
 def metrics(values):
     """Every metric of a task from its outcomes (modes joined per question)."""
-    read = [task.Outcome(**value["outcome"]) for value in values]
+    read = [task.Outcome(**value["outcome"]) for value in records_of(values)]
     return task.task_metrics(read)
 
 
