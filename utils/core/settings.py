@@ -1,9 +1,13 @@
-"""Every environment variable of the suite, parsed by the rules of task options (`options.py`).
+"""Every environment variable of the suite, parsed by one set of rules.
 
 A setting is declared once, where it is used (`declare`, at module level), with its kind,
-default and meaning; it is read with `Setting.read()`: booleans, numbers and choices by the
-rules of `options.Option`, anything else a `SettingError` naming the variable, the value and
-what is accepted, never a silent default.
+default and meaning; it is read with `Setting.read()`. The rules are the same everywhere:
+
+- booleans: 1, true, yes, on / 0, false, no, off (any case); unset or empty = the default;
+- numbers: finite, within the declared bounds;
+- choices: one of the declared values (any case);
+- anything else is a `SettingError` naming the variable, the value and what is accepted,
+  never a silent default (a typo in a scoring switch must not read as "off").
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
 details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may
@@ -20,6 +24,7 @@ shows them. (It lives in the registry, which knows the benchmarks: this module n
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -33,9 +38,12 @@ if TYPE_CHECKING:  # annotations only (strings at run time)
 # every interpreter start (via the installed .pth), so it stays as cheap as `os`.
 __all__ = ["Setting", "SettingError"]
 
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+
 
 class Setting(Option):
-    """One environment variable (`name`): an `Option`'s kind, default, meaning, accepted values.
+    """One environment variable (`name`) of an `Option`'s kind, default, meaning and accepted values.
     `scoring`: it changes scores, so it is recorded with every run's results; `option`: the name
     of the task option it overrides ("" for none; see the module doc)."""
 
@@ -47,10 +55,6 @@ class Setting(Option):
         self.name, self.scoring = name, scoring
         if option and not scoring:
             raise ValueError(f"setting {name}: a task option ({option}) changes scores: declare it with scoring=True")
-
-    @property
-    def label(self) -> str:
-        return self.name
 
     def _identity(self) -> tuple:
         return (self.name, self.kind, self.default, self.help, self.choices, self.minimum, self.maximum, self.scoring, self.option)
@@ -69,6 +73,45 @@ class Setting(Option):
 
     def is_set(self, env: Mapping[str, str] | None = None) -> bool:
         return bool((os.environ if env is None else env).get(self.name, "").strip())
+
+    def parse(self, raw: str | None) -> Any:
+        text = (raw or "").strip()
+        if not text:
+            return self.default
+        if self.kind == "bool":
+            if text.lower() in TRUE:
+                return True
+            if text.lower() in FALSE:
+                return False
+            return self._reject(text, "one of " + ", ".join(TRUE + FALSE))
+        if self.kind == "choice":
+            if text.lower() in self.choices:
+                return text.lower()
+            return self._reject(text, "one of " + ", ".join(self.choices))
+        if self.kind in ("int", "float"):
+            return self._number(text)
+        return text
+
+    def _number(self, text: str) -> int | float:
+        try:
+            value: int | float = int(text) if self.kind == "int" else float(text)
+        except ValueError:
+            return self._reject(text, f"a{'n integer' if self.kind == 'int' else ' number'}{self._bounds()}")
+        if not math.isfinite(value) or (self.minimum is not None and value < self.minimum) or (
+                self.maximum is not None and value > self.maximum):
+            return self._reject(text, f"a finite number{self._bounds()}")
+        return value
+
+    def _bounds(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f" from {self.minimum:g} to {self.maximum:g}"
+        if self.minimum is not None:
+            return f" of at least {self.minimum:g}"
+        return ""
+
+    def _reject(self, text: str, accepted: str) -> Any:
+        raise SettingError(f"{self.name}={text!r} is not accepted: use {accepted} ({self.help}; "
+                           f"unset it for the default, {self.default!r})")
 
 
 _DECLARED: dict[str, Setting] = {}
