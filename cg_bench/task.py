@@ -84,7 +84,7 @@ class Settings:
     """Scoring settings: `strict` parsing; `judge` False skips the open-ended judge (oe_acc NaN);
     `official_reversed` computes a reversed predicted interval [end, start] as the official code
     does (a negative length; tIoU can exceed 1) instead of reading it as [start, end];
-    `failed_share` the failure share of `judges.failure_share` (None: the environment's)."""
+    `failed_share` the failure share of `judges.failure_share` (None: the option's value in effect)."""
 
     strict: bool = False
     judge: bool = True

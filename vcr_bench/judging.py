@@ -180,7 +180,7 @@ def lenient_changed(outcomes: Sequence[dict]) -> int:
 def judge_records(records: Sequence[dict], judge: Judge, chain_of_thought: bool, settings: dict | None = None) -> list[dict]:
     """Judge every record in one concurrent batch; returns one outcome per record, in order.
 
-    `settings` None: the scoring settings of the environment (`scoring.resolve_settings`)."""
+    `settings` None: the scoring options in effect (`scoring.resolve_settings`)."""
     if settings is None:
         settings = scoring.resolve_settings(None)
     jobs = plan_jobs(records, chain_of_thought)

@@ -221,7 +221,7 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: 
 def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
     """The task's metrics from column sums (one value per row): accuracy per group, the CoT
     metrics when any sample is CoT-scored (else NaN), the failure counts; on a whole run, the
-    judged metrics not computed past the judge failure share (`limit`: the task's; the environment's when None)."""
+    judged metrics not computed past the judge failure share (`limit`: the task's; the option's value in effect when None)."""
     metrics = scoring.accuracy_from_totals(totals)
     scored = totals["score_cot"] > 0
     metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})

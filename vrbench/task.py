@@ -237,7 +237,7 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | Non
     """Every metric of the task over per-question columns (`utils/core/columns.py`): `scoring.score_columns`
     and whether the reply was cut off; the metrics from their sums (`scoring.metrics_from_totals`; on a whole
     run, the judge-based ones withheld past the failure share, `failed_share` the task's, None: the
-    environment's). A model-failed record is never judged: left out of OE-P (default) or 0 (official)."""
+    option's value in effect). A model-failed record is never judged: left out of OE-P (default) or 0 (official)."""
     scores = [QuestionScore(record["reasoning_type"], not reasoning_truncated(record) and mcq_correct(final_answer(record), record["answer"]),
                             rated=judge_prompt_kind(record["reasoning_type"], protocol) is not None, process=process,
                             judge_failed=failed, model_failed=model_failed(record))

@@ -120,7 +120,7 @@ def strip_reasoning(text: str) -> str:
 
 def reply_fields(response: str, task_settings: Mapping[str, Any] | None = None) -> dict:
     """The record fields about a reply's reasoning (see the module docstring), for `process_results`,
-    under the task's settings (`judged_reply`, `think_prefilled`; none given: the environment's)."""
+    under the task's settings (`judged_reply`, `think_prefilled`; none given: their values in effect)."""
     task_settings = task_settings or {}
     prefilled = task_settings.get(PREFILLED.option, None)
     prefilled = PREFILLED.value() if prefilled is None else bool(prefilled)
