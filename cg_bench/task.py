@@ -28,7 +28,7 @@ import numpy as np
 
 from lmms_video_reasoning.cg_bench import docs, frames, judging, prompts, scoring
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core import options, settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.columns import SampleColumns, point, ratio, rowwise
 from lmms_video_reasoning.utils.core.data_errors import require_fields
@@ -36,12 +36,13 @@ from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed
 
 logger = logging.getLogger(__name__)
 
-# The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
-STRICT = settings.declare("LMMS_VR_CG_STRICT", "bool", False, "CG-Bench answers parsed strictly (the official parser only)", scoring=True,
-                          option="strict")
-OFFICIAL_REVERSED = settings.declare("LMMS_VR_CG_OFFICIAL_REVERSED", "bool", False, "a reversed predicted interval computed "
-                                     "as the official code does (negative length)", scoring=True, option="official_reversed")
+# The tasks' scoring options (a task chooses them; its records carry them).
+STRICT = options.Option("strict", "bool", False, "CG-Bench answers parsed strictly (the official parser only)")
+OFFICIAL_REVERSED = options.Option("official_reversed", "bool", False, "a reversed predicted interval computed "
+                                   "as the official code does (negative length)")
 OPTIONS = (STRICT, OFFICIAL_REVERSED)
+# The suite's variables overriding them (`settings.variable`; not exported with the options).
+VARIABLES = (settings.variable("LMMS_VR_CG_STRICT", STRICT), settings.variable("LMMS_VR_CG_OFFICIAL_REVERSED", OFFICIAL_REVERSED))
 METRICS = {
     "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
     "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
@@ -70,13 +71,13 @@ class Settings:
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> "Settings":
-        """From a task's options in effect (`settings.task_settings`, as its records carry them)."""
+        """From a task's options in effect (`options.values`, as its records carry them)."""
         return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
                    failed_share=values.get(failure_share.FAILED_SHARE.option))
 
     @classmethod
     def from_env(cls) -> "Settings":
-        return cls.of(settings.task_settings((*OPTIONS, failure_share.FAILED_SHARE)))
+        return cls.of(options.values((*OPTIONS, failure_share.FAILED_SHARE)))
 
 
 def make_record(doc: dict, response: Any, media: frames.Media, task_settings: dict | None = None) -> dict:

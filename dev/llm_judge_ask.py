@@ -33,8 +33,6 @@ TIMEOUT_S = 120
 # A request sent without a temperature (some official judges set none) gets the APIs' default, 1.0
 # (lmms-eval's providers always send one).
 UNSET_TEMPERATURE = 1.0
-# The key each key-based provider reads (checked first: a missing key is no judge, said once).
-KEY_ENVS = {"openai": "OPENAI_API_KEY", "async_openai": "OPENAI_API_KEY", "azure": "AZURE_API_KEY", "async_azure": "AZURE_API_KEY"}
 
 
 class LlmJudge:
@@ -107,11 +105,7 @@ def configured_judge(default_model: str) -> LlmJudge | None:
 
 
 def _connect(api_type: str, model: str) -> LlmJudge | None:
-    missing = KEY_ENVS.get(api_type)
-    if missing and not os.getenv(missing, "").strip():
-        log.warning("no LLM judge: API_TYPE=%s needs %s (judged metrics are not computed)", api_type, missing)
-        return None
-    try:
+    try:  # a key-based provider without its key raises here, naming the variable
         server = get_server(api_type, ServerConfig(model_name=model, num_retries=NUM_RETRIES, retry_delay=RETRY_DELAY_S, timeout=TIMEOUT_S))
         available = server.is_available()
     except Exception as failure:  # noqa: BLE001 - a provider that cannot start is no judge, named once

@@ -1,7 +1,7 @@
 """Get the frames, plainly: a frame count and the frames at given indices, by one sequential decode.
 
-PyAV (an lmms-eval dependency) decodes the file from the start and keeps the frames at the asked
-presentation indices (index `i` = the `i`-th frame the decoder yields), resized with OpenCV's
+PyAV (lmms-eval's `record_video_length_stream`) decodes the file from the start and keeps the frames
+at the asked presentation indices (index `i` = the `i`-th frame the decoder yields), resized with OpenCV's
 bilinear filter as the official code does. Exact for any file PyAV decodes; a sampler that
 seeks to keyframes is faster on long videos and gives the same frames.
 """
@@ -27,24 +27,21 @@ def probe(path: str | Path) -> tuple[int, float]:
 
 
 def read_frames(path: str | Path, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
-    """RGB PIL images of the frames at `indices` (in the order asked, repeats allowed); `size` =
-    (width, height) resizes them (bilinear). IndexError for an index past the last frame."""
+    """RGB PIL images of the frames at `indices` (in the order asked, repeats allowed), decoded by
+    lmms-eval's `record_video_length_stream`; `size` = (width, height) resizes them (bilinear).
+    IndexError for an index past the last frame."""
     import av
     from PIL import Image
 
+    from lmms_eval.models.model_utils.load_video import record_video_length_stream
+
     wanted = sorted(set(int(i) for i in indices))
-    found: dict[int, object] = {}
     with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        for position, frame in enumerate(container.decode(stream)):
-            if position in wanted:
-                found[position] = _rgb(frame, size)
-                if len(found) == len(wanted):
-                    break
-    missing = [i for i in wanted if i not in found]
-    if missing:
-        raise IndexError(f"frame index {missing[0]} out of range for {path}")
+        container.streams.video[0].thread_type = "AUTO"
+        decoded = record_video_length_stream(container, wanted) if wanted else []
+        found = dict(zip(wanted, (_rgb(frame, size) for frame in decoded)))  # the frames found: a prefix of `wanted`
+    if len(found) < len(wanted):
+        raise IndexError(f"frame index {wanted[len(found)]} out of range for {path}")
     return [Image.fromarray(found[int(i)]) for i in indices]
 
 

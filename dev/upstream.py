@@ -59,10 +59,14 @@ SHARED_PACKAGE = "lmms_eval.tasks._task_utils.video_judging"
 DESCRIPTION_FILE = "PR.md"
 # Shared modules a task folder may carry: the standard library, numpy/PIL/av/cv2 and lmms-eval only.
 EXPORTABLE = frozenset({
-    "utils.core.ask", "utils.core.columns", "utils.core.data_errors", "utils.core.frame_plan", "utils.core.intervals", "utils.core.settings",
+    "utils.core.ask", "utils.core.columns", "utils.core.data_errors", "utils.core.frame_plan", "utils.core.intervals", "utils.core.options", "utils.core.records",
+    "utils.core.settings",
     "judges.parsing", "judges.failure_share", "utils.lmms.responses", "dev.llm_judge_ask",
     "dev.plain_frames", "utils.media.subtitles",
 })
+# Modules the exported code may import (for the plugin's part of a module, which the export cuts) but
+# never reach: the suite's environment variables (`settings.variable` binds them beside the options).
+NEVER_EXPORTED = frozenset({"utils.core.settings"})
 # A benchmark's own modules that serve the plugin only (data roots, engine binding, report, sample).
 PLUGIN_ONLY = frozenset({"benchmark", "report", "sample", "data"})
 THIRD_PARTY = frozenset({"numpy", "PIL", "av", "cv2", "datasets", "lmms_eval", "loguru"})
@@ -397,16 +401,26 @@ def _aliases(tree: ast.Module, modules: dict[str, Path]) -> dict[str, tuple[str,
 
 
 def _demands(node: ast.AST, aliases: dict[str, tuple[str, str | None]]) -> tuple[set[str], set[tuple[str, str]]]:
-    """The names a statement reads: (this module's, {(other module, name)})."""
+    """The names a statement reads: (this module's, {(other module, name)}); a function's parameter
+    shadows an imported name of the same spelling inside the function."""
     local, other = set(), set()
-    for child in ast.walk(node):
+
+    def visit(child: ast.AST, shadowed: frozenset[str]) -> None:
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            arguments = child.args
+            shadowed = shadowed | {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a}
         if isinstance(child, ast.Name):
             local.add(child.id)
-            target = aliases.get(child.id)
+            target = None if child.id in shadowed else aliases.get(child.id)
             if target and target[1] is not None:
                 other.add(target)
-        elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name) and aliases.get(child.value.id, ("", ""))[1] is None:
+        elif (isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name) and child.value.id not in shadowed
+              and aliases.get(child.value.id, ("", ""))[1] is None):
             other.add((aliases[child.value.id][0], child.attr))
+        for grandchild in ast.iter_child_nodes(child):
+            visit(grandchild, shadowed)
+
+    visit(node, frozenset())
     return local, other
 
 
@@ -503,6 +517,10 @@ def exported(benchmark: str) -> Export:
     spec = json.loads((upstream / SPEC_FILE).read_text(encoding="utf-8"))
     modules = closure(upstream / spec["hooks"], benchmark)
     kept = used_parts([upstream / spec["hooks"]] + sorted(upstream.glob("test_*.py")), modules)
+    reached = sorted(f"{name}.{part}" for name in modules if name[len(PACKAGE) + 1:] in NEVER_EXPORTED for part in kept[name])
+    if reached:
+        raise UpstreamError(f"{benchmark}: the hooks or tests reach {reached}, the suite's environment layer: read task options "
+                            "(utils/core/options.py) instead")
     return {name: (path, kept[name]) for name, path in modules.items() if kept[name]}
 
 
@@ -516,7 +534,7 @@ def shared_modules(exports: dict[str, Export]) -> Export:
             if users[name] > 1:
                 shared.setdefault(name, (path, set()))[1].update(keep)
     for name, (path, _keep) in shared.items():
-        alone = our_modules(path.read_text(encoding="utf-8")) - set(shared)
+        alone = our_modules(path.read_text(encoding="utf-8")) - set(shared) - {f"{PACKAGE}.{cut}" for cut in NEVER_EXPORTED}
         if alone:
             raise UpstreamError(f"{name} is shared by several benchmarks but imports {sorted(alone)}, which only one exports: share it too")
     return shared

@@ -356,7 +356,7 @@ def compare_with_plugin(upstream_numbers: dict, plugin: dict, tasks: dict) -> li
         ours = upstream_numbers.get(name, {})
         differ = {m: (ours.get(m), theirs.get(m)) for m in ours if m in theirs and not _same(ours[m], theirs[m])}
         compared = [m for m in ours if m in theirs]
-        rows.append(_row("equals plugin", f"{name} (whole sample) vs `lmms-vr score` of {source}", len(compared),
+        rows.append(_row("equals reference", f"{name} (whole sample) vs the reference implementation's scores of {source}", len(compared),
                          "all equal" if compared and not differ else f"differ: {differ}" if differ else "nothing compared", bool(compared) and not differ))
     return rows
 

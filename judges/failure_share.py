@@ -5,7 +5,7 @@ of a mean). That is fair for a few failures; past a share of the judged samples 
 longer the model's score but the judge's outage (a refused endpoint would make every answer
 "wrong"). So a judged metric is reported as NaN (not computed) when
 
-    failed judgments / samples that needed a judgment  >  LMMS_VR_JUDGE_FAILED_SHARE (default 0.05)
+    failed judgments / samples that needed a judgment  >  the task option judge_failed_share (default 0.05)
 
 and the task's `judge_failed` count says how many failed. Under the share the benchmark's
 own counting stands. The rule is a pure function of counts, so every place that scores the same
@@ -17,20 +17,16 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator
 
-from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core import options, settings
 
-FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
 DEFAULT_FAILED_SHARE = 0.05
-FAILED_SHARE = settings.declare(FAILED_SHARE_ENV, "float", DEFAULT_FAILED_SHARE, "the share of failed judgments above "
-                                "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0, scoring=True,
-                                option="judge_failed_share")  # a task option (`registry.Task.settings`)
-
-
-def failed_share_limit(env: Mapping[str, str] | None = None) -> float:
-    """The share of failed judgments above which judged metrics are not computed (0..1)."""
-    return FAILED_SHARE.read(env)
+FAILED_SHARE = options.Option("judge_failed_share", "float", DEFAULT_FAILED_SHARE, "the share of failed judgments above "
+                              "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0)
+# The suite's variable overriding it (`settings.variable`; not exported with the option).
+FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
+FAILED_SHARE_VARIABLE = settings.variable(FAILED_SHARE_ENV, FAILED_SHARE)
 
 
 _resampling = threading.local()
@@ -54,7 +50,7 @@ def too_many_failed(failed: float, judged: int, limit: float | None = None) -> b
     inside `decided_on_the_whole_run`)."""
     if getattr(_resampling, "active", False) or judged <= 0 or not isinstance(failed, (int, float)) or math.isnan(failed) or failed <= 0:
         return False
-    return failed / judged > (failed_share_limit() if limit is None else limit)
+    return failed / judged > (FAILED_SHARE.value() if limit is None else limit)
 
 
 def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged: int, limit: float | None = None) -> dict:
@@ -69,7 +65,7 @@ def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged
 
 def explain(benchmark: str, failed: float, judged: int, limit: float | None = None) -> str:
     """The log line of a withheld metric set (the cause is in the judge's accounting)."""
-    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {failed_share_limit() if limit is None else limit:.0%} "
-            f"({FAILED_SHARE_ENV}) a score can absorb: the judged metrics are not computed (NaN) rather than "
+    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {FAILED_SHARE.value() if limit is None else limit:.0%} "
+            f"({FAILED_SHARE.option}) a score can absorb: the judged metrics are not computed (NaN) rather than "
             "published as the model's score; the judge's log says why they failed, and judging the saved samples "
             "again once the judge works gives the score")

@@ -49,8 +49,8 @@ def test_the_suites_own_settings_follow_the_rule():
         with pytest.raises(settings.SettingError, match="LMMS_VR_PROXY_CACHE_MB"):
             proxy_clips.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
     with pytest.raises(settings.SettingError, match="LMMS_VR_CG_STRICT"):
-        cg_task.STRICT.read({"LMMS_VR_CG_STRICT": "strict"})
-    assert failure_share.failed_share_limit({"LMMS_VR_JUDGE_FAILED_SHARE": "0.1"}) == 0.1
+        cg_task.STRICT.override.read({"LMMS_VR_CG_STRICT": "strict"})
+    assert failure_share.FAILED_SHARE_VARIABLE.read({"LMMS_VR_JUDGE_FAILED_SHARE": "0.1"}) == 0.1
 
 
 def test_a_typo_in_a_vcr_bench_scoring_switch_is_an_error_not_off(monkeypatch):
@@ -108,7 +108,7 @@ for path in sorted(root.rglob("*.py")):
     rel = path.relative_to(root)
     if set(rel.parts) & {"tests", "benchmarks", "build", "dev"} or rel.parts[0].startswith("."):
         continue
-    if "settings.declare(" in path.read_text(encoding="utf-8"):
+    if "settings.declare(" in path.read_text(encoding="utf-8") or "settings.variable(" in path.read_text(encoding="utf-8"):
         modules.append(".".join(rel.with_suffix("").parts))
         importlib.import_module("lmms_video_reasoning." + modules[-1])
 print(json.dumps({"modules": modules, "missed": sorted({s.name for s in settings.declared()} - reached)}))

@@ -159,7 +159,7 @@ class VcrBenchScoring(ScoringAdapter):
 BENCHMARK = Benchmark(
     name="vcr_bench", title="VCR-Bench", package=__package__, task_dirs=(Path(__file__).resolve().parent / "tasks",),
     build_record=task.build_record, scoring=VcrBenchScoring(), tasks=TASKS + FRAME_ABLATION, groups=GROUPS,
-    options=(*scoring.OPTIONS, *SHARED_OPTIONS), judge=JUDGE, report=report_spec(),
+    options=(*scoring.VARIABLES, *SHARED_OPTIONS), judge=JUDGE, report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"), reference="reference_tables.json",
     data_module=f"{__package__}.data", sample_module=f"{__package__}.sample", demo_tasks=("vcr_cot",))
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lmms_video_reasoning.judges import parsing
-from lmms_video_reasoning.utils.core import columns
-from lmms_video_reasoning.utils.core import settings as setting
+from lmms_video_reasoning.utils.core import columns, options, settings
 
 log = logging.getLogger(__name__)
 
@@ -298,18 +297,22 @@ def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -
     return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)
 
 
-# The tasks' scoring options (`registry.Task.settings`; each variable overrides the task's value).
-INCLUDE_BACKGROUND = setting.declare("VCR_BENCH_INCLUDE_BACKGROUND", "bool", False, "overall CoT counts Background Review "
-                                     "steps (paper-era code)", scoring=True, option="include_background")
-LENIENT_VERDICT = setting.declare("VCR_BENCH_LENIENT_VERDICT", "bool", False, "the scoring judge's first standalone 0/1 "
-                                  "decides instead of the exact reply '1'", scoring=True, option="lenient_verdict")
-OFFICIAL_REVERSED = setting.declare("VCR_BENCH_OFFICIAL_REVERSED", "bool", False, "reversed intervals / boxes enter the IoU "
-                                    "rule as given, as officially", scoring=True, option="official_reversed")
+# The tasks' scoring options (a task chooses them; its records carry them).
+INCLUDE_BACKGROUND = options.Option("include_background", "bool", False, "overall CoT counts Background Review "
+                                    "steps (paper-era code)")
+LENIENT_VERDICT = options.Option("lenient_verdict", "bool", False, "the scoring judge's first standalone 0/1 "
+                                 "decides instead of the exact reply '1'")
+OFFICIAL_REVERSED = options.Option("official_reversed", "bool", False, "reversed intervals / boxes enter the IoU "
+                                   "rule as given, as officially")
 OPTIONS = (INCLUDE_BACKGROUND, LENIENT_VERDICT, OFFICIAL_REVERSED)
+# The suite's variables overriding them (`settings.variable`; not exported with the options).
+VARIABLES = (settings.variable("VCR_BENCH_INCLUDE_BACKGROUND", INCLUDE_BACKGROUND),
+             settings.variable("VCR_BENCH_LENIENT_VERDICT", LENIENT_VERDICT),
+             settings.variable("VCR_BENCH_OFFICIAL_REVERSED", OFFICIAL_REVERSED))
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """The scoring settings (`OPTIONS`): a task's, with defaults for the others; None: the environment's."""
+    """The scoring settings (`OPTIONS`): a task's, with defaults for the others; None: the options in effect."""
     if settings is None:
-        return setting.task_settings(OPTIONS)
+        return options.values(OPTIONS)
     return {**{option.option: option.default for option in OPTIONS}, **settings}

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core import options, settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core import columns
 from lmms_video_reasoning.utils.core.data_errors import DataError
@@ -24,8 +24,10 @@ from lmms_video_reasoning.vcr_bench import docs, frames, judging, prompts, scori
 log = logging.getLogger(__name__)
 
 VISUAL_MODES = ("video", "frames", "one_frame", "none")
-VISUAL_MODE = settings.declare("VCR_BENCH_VISUAL_MODE", "choice", "", "what the video tasks show: the video, frames, one frame "
-                               "or nothing", choices=VISUAL_MODES, scoring=True)
+VISUAL_MODE = options.Option("visual_mode", "choice", "", "what the video tasks show: the video, frames, one frame "
+                             "or nothing", choices=VISUAL_MODES)
+# The suite's variable overriding it (`settings.variable`; not exported with the option).
+VISUAL_MODE_VARIABLE = settings.variable("VCR_BENCH_VISUAL_MODE", VISUAL_MODE)
 
 
 class Media(Protocol):
@@ -42,13 +44,13 @@ def task_settings(kwargs: dict | None) -> tuple[str, bool]:
     kwargs = kwargs or {}
     mode = kwargs.get("visual_mode", "video")
     try:
-        override = VISUAL_MODE.read()
-    except settings.SettingError as error:
+        override = VISUAL_MODE.value()
+    except options.OptionError as error:
         raise DataError(f"VCR-Bench visual mode: {error}") from None
     if override and mode in ("video", "frames"):
         mode = override
     if mode not in VISUAL_MODES:
-        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE.name}) is not one of {VISUAL_MODES}")
+        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE.sources()}) is not one of {VISUAL_MODES}")
     return mode, bool(kwargs.get("chain_of_thought", True))
 
 
@@ -171,7 +173,7 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: 
 
 def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
     """The metrics from column sums (one value per row); CoT metrics NaN unless a sample is CoT-scored; on a
-    whole run, the judged metrics withheld past the judge failure share (`limit`; the environment's if None)."""
+    whole run, the judged metrics withheld past the judge failure share (`limit`; the option's value in effect if None)."""
     metrics = scoring.accuracy_from_totals(totals)
     scored = totals["score_cot"] > 0
     metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})

@@ -167,7 +167,7 @@ class VrBenchScoring(ScoringAdapter):
     def settings(self, records):
         # records made before they carried their settings carry their protocol
         values = BENCHMARK.settings_of(records)
-        if records and "settings" not in records[0] and not task.PROTOCOL.is_set():
+        if records and "settings" not in records[0] and not task.PROTOCOL_VARIABLE.is_set():
             values["protocol"] = records[0]["protocol"]
         return values
 
@@ -231,7 +231,7 @@ BENCHMARK = Benchmark(
     scoring=VrBenchScoring(),
     tasks=TASKS,
     groups=GROUPS,
-    options=(task.PROTOCOL, *SHARED_OPTIONS),
+    options=(task.PROTOCOL_VARIABLE, *SHARED_OPTIONS),
     judge=JUDGE,
     report=report_spec(),
     failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),

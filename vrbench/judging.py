@@ -9,7 +9,7 @@ the reference answer lands in the template's `{procedure}` ("Reasoning Step:"), 
 ("Answer:"). The request sets no temperature.
 
 Both protocols show the judge the response as generated, thinking blocks included (the
-official judge rates the model's whole output; `LMMS_VR_REASONING=stripped` removes them).
+official judge rates the model's whole output; the task option `judged_reply: stripped` removes them).
 Default protocol: the fields in their intended places, the response as generated,
 temperature 0, counting questions rated with the unique-answer prompt, tags parsed strictly
 (a missing tag re-asks the judge, then counts as a judge failure).

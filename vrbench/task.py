@@ -3,9 +3,9 @@
 One generation per question with the official CoT template, scored for both tracks, in a mode
 stamped on every document and copied into every record (re-scored as the aggregation scored it):
 `judge` (MCQ-O and OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's
-LLM setting: no visual input). The protocol (`scoring.py`): the task's option, or `VRBENCH_PROTOCOL`.
+LLM setting: no visual input). The protocol (`scoring.py`): the task's option `protocol`.
 
-Visual input (`lmms_eval_specific_kwargs`, `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` override):
+Visual input (`lmms_eval_specific_kwargs`):
 `visual_mode` (`video`, or `frames`: `num_frames` segment-midpoint frames at 224x224), `video_frames`
 (video mode: `protocol`, a clip of those frames, as the official inference; `model`: the model samples it).
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core import options, settings
 from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.data_errors import DataError
@@ -31,12 +31,15 @@ log = logging.getLogger(__name__)
 DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 VIDEO_FRAMES = ("protocol", "model")
 DEFAULT_VIDEO_FRAMES = "protocol"  # the official inference feeds every model these frames
-PROTOCOL = settings.declare("VRBENCH_PROTOCOL", "choice", "default", "VRBench protocol: this suite's default or the "
-                            "official code's", choices=scoring.PROTOCOLS, scoring=True, option="protocol")  # a task option
-NUM_FRAMES = settings.declare("VRBENCH_NUM_FRAMES", "int", None, "frames for frame-based models (overrides the task's "
-                              "num_frames)", minimum=1, scoring=True)
-VIDEO_FRAMES_SETTING = settings.declare("VRBENCH_VIDEO_FRAMES", "choice", None, "what video-native models see: the "
-                                        "protocol's frames or their own sampling", choices=VIDEO_FRAMES, scoring=True)
+PROTOCOL = options.Option("protocol", "choice", "default", "VRBench protocol: this suite's default or the "
+                          "official code's", choices=scoring.PROTOCOLS)  # a task option
+NUM_FRAMES = options.Option("num_frames", "int", None, "frames for frame-based models (overrides the task's "
+                            "num_frames)", minimum=1)
+VIDEO_FRAMES_SETTING = options.Option("video_frames", "choice", None, "what video-native models see: the "
+                                      "protocol's frames or their own sampling", choices=VIDEO_FRAMES)
+# The suite's variables overriding them (`settings.variable`; not exported with the options).
+PROTOCOL_VARIABLE = settings.variable("VRBENCH_PROTOCOL", PROTOCOL)
+FRAME_VARIABLES = (settings.variable("VRBENCH_NUM_FRAMES", NUM_FRAMES), settings.variable("VRBENCH_VIDEO_FRAMES", VIDEO_FRAMES_SETTING))
 
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in scoring.TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
@@ -62,10 +65,10 @@ class Media(Protocol):
 # --- Documents
 def task_protocol_of(declared: dict | None = None) -> str:
     """The protocol of a task declaring `declared` (its options; `default` when it declares none),
-    overridden by `$VRBENCH_PROTOCOL` when set (`settings.task_settings`)."""
+    overridden when its override is set (`Option.value`)."""
     try:
-        return settings.task_settings((PROTOCOL,), declared)[PROTOCOL.option]
-    except settings.SettingError as error:
+        return PROTOCOL.value(declared)
+    except options.OptionError as error:
         raise DataError(str(error)) from None
 
 
@@ -78,14 +81,14 @@ def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
 
 # --- Model input
 def num_frames(kwargs: dict | None) -> int:
-    """Frames for frame-based models: `$VRBENCH_NUM_FRAMES`, else the task's `num_frames`."""
-    value = NUM_FRAMES.read() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
+    """Frames for frame-based models: the override of `num_frames` when set, else the task's `num_frames`."""
+    value = NUM_FRAMES.value() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
     try:
         count = int(value)
     except (TypeError, ValueError):
         count = 0
     if count < 1:
-        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES.name} or lmms_eval_specific_kwargs)")
+        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES.sources()} in lmms_eval_specific_kwargs)")
     return count
 
 
@@ -101,10 +104,10 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 def video_frames(kwargs: dict | None) -> str:
     """Which frames video mode shows: `protocol` (default: the official `num_frames` segment midpoints at
-    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video); `$VRBENCH_VIDEO_FRAMES` wins."""
-    value = VIDEO_FRAMES_SETTING.read() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
+    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video); the override of `video_frames` wins."""
+    value = VIDEO_FRAMES_SETTING.value() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
-        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_SETTING.name} or lmms_eval_specific_kwargs)")
+        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_SETTING.sources()} in lmms_eval_specific_kwargs)")
     return value
 
 

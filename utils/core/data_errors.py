@@ -1,7 +1,7 @@
 """Bad annotations: the error the benchmarks raise and the checks they share (standard library only).
 
-A record that fails a check refuses the whole annotation file (at load: in `lmms-vr prepare`
-and before generation), so no document is silently left out or scored against a bad value.
+A record that fails a check refuses the whole annotation file (when it is downloaded and
+before generation), so no document is silently left out or scored against a bad value.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ class DataError(ValueError):
 
 
 # What to do about a bad value in a dataset's own annotation file (it came damaged or edited).
-RECORD_FIX = ("correct that record in the annotation file, or delete the file and rerun `lmms-vr prepare` "
-              "to fetch a fresh copy")
+RECORD_FIX = "correct that record in the annotation file, or delete the file and download a fresh copy"
 
 
 def require_fields(record: Any, fields: Iterable[str], where: str) -> None:

@@ -52,8 +52,7 @@ def choose(plan: FramePlan, total: int, fps: float, n: int, intervals: Sequence[
     """The ``n`` frames ``plan`` picks from a video of ``total`` frames at ``fps``, and their times.
 
     The one step from a protocol's formulas to frame indices: whatever gives ``total`` and
-    ``fps`` (the plugin's container probe checked against the dataset's metadata,
-    ``utils.media.video.plan_frames``; a plain probe upstream) hands them here.
+    ``fps`` (a container probe, or the dataset's metadata checked against it) hands them here.
     """
     if not isinstance(plan, FramePlan):
         raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")

@@ -1,11 +1,11 @@
-"""What every benchmark's per-sample record shares: the common fields and what they mean, and
-the one shape of a `process_results` hook.
+"""A sample's record: the fields every benchmark's record has, logged once per sample.
 
 A record is what a task's `process_results` logs for one sample: JSON-ready, everything needed
-to score the sample again (`lmms-vr score` re-scores `--log_samples` files from it), built by
-the benchmark's `build_record(doc, response, settings=..., **options)` (declared as
-`Benchmark.build_record`; `Benchmark.record` gives it the task's options and settings).
-Building one never judges and never raises on a reply.
+to score the sample again from a `--log_samples` file, built by the benchmark's
+`build_record(doc, response, settings=..., **options)`. Building one never judges and never
+raises on a reply. lmms-eval logs every metric's value of a sample, so the record goes under the
+task's first metric and a `SameRecord` stands for it under the others (`once_per_sample`,
+read back by `records_of`).
 
 Fields every benchmark's record has, with one meaning:
 
@@ -17,17 +17,17 @@ Fields every benchmark's record has, with one meaning:
     model_failed         the host returned its failure placeholder instead of a reply:
                          never parsed or judged, counted wrong, reported in `model_failed`
     model_failure        the placeholder's first line (what went wrong), else None
-    settings             the task's score-changing settings it was made with (`settings.task_settings`;
-                         its scoring reads them, `registry.Benchmark.settings_of`)
+    settings             the task's options it was made with (its scoring reads them)
 
 Which strings are the host's placeholders, and how a reply splits into reasoning and answer,
-is lmms-eval's business: `utils.lmms.responses` fills these fields (`reply_record`) and says
-whether a record failed (`model_failed`); this module only fixes the names and the hook's shape.
+is lmms-eval's business: `responses.py` fills these fields (`reply_record`) and says whether a
+record failed (`model_failed`); this module only fixes the names and the hook's shape.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
+
 
 class SameRecord:
     """A sample's record under the task's other metric names: lmms-eval hands each metric's
@@ -52,6 +52,13 @@ def records_of(values: Sequence) -> list:
     return [value.record if isinstance(value, SameRecord) else value for value in values]
 
 
+def once_per_sample(record: Any, metrics: Sequence[str]) -> dict:
+    """A `process_results` value: `record` under the first of the task's `metrics`, a `SameRecord`
+    under the others."""
+    first, *others = tuple(metrics)
+    return {first: record, **{name: SameRecord(record, first) for name in others}}
+
+
 def process_results(record_of: Callable[[dict, Any], dict], metrics: Sequence[str]):
     """A task's lmms-eval `process_results` hook: the sample's record, `record_of(doc, reply)`
     (`registry.Benchmark.record`: the benchmark's `build_record` with the task's options and
@@ -59,10 +66,9 @@ def process_results(record_of: Callable[[dict, Any], dict], metrics: Sequence[st
     hands each aggregation the task's values under its metric's name; the benchmark's
     aggregations read the records (`records_of`) and score them once (`ScoreOnce`).
     """
-    first, *others = tuple(metrics)
+    metrics = tuple(metrics)
 
     def hook(doc: dict, results: Sequence) -> dict:
-        record = record_of(doc, results[0] if results else "")
-        return {first: record, **{name: SameRecord(record, first) for name in others}}
+        return once_per_sample(record_of(doc, results[0] if results else ""), metrics)
 
     return hook

@@ -10,15 +10,16 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
   never a silent default (a typo in a scoring switch must not read as "off").
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
-details file (`resolved(scoring_only=True)`), so a score can be reproduced. A task's options
-(`option`: its name in `registry.Task.settings`) are part of its configuration, carried by each
-record (`task_settings`); the variable overrides the task's value, and says so (`FROM_ENV`).
+details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may
+override a task option (`variable(name, option)`: the option, declared where its task code uses
+it, names no variable; the binding sits beside it and is not exported with it). The task's
+options are part of its configuration, carried by each record (`task_settings`); the variable
+overrides the task's value, and says so (`FROM_ENV`).
 
 `registry.declare_all_settings()` imports every module that declares a setting (this suite's and
 each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
 invalid value at the start of an lmms-eval run (`utils/lmms/preflight.py`), and `lmms-vr doctor`
-shows them. (It lives in the registry, which knows the benchmarks: this module is exported
-with a benchmark's task folder and names none.)
+shows them. (It lives in the registry, which knows the benchmarks: this module names none.)
 """
 
 from __future__ import annotations
@@ -27,38 +28,36 @@ import math
 import os
 from typing import TYPE_CHECKING
 
+from lmms_video_reasoning.utils.core.options import Option
+from lmms_video_reasoning.utils.core.options import OptionError as SettingError  # one error class for both
+
 if TYPE_CHECKING:  # annotations only (strings at run time)
     from typing import Any, Mapping, Sequence
 
 # No dataclasses/typing imports: autoload reads LMMS_VR_NO_AUTOLOAD through this module at
 # every interpreter start (via the installed .pth), so it stays as cheap as `os`.
+__all__ = ["Setting", "SettingError"]
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
-KINDS = ("bool", "int", "float", "choice", "text")
 
 
-class SettingError(ValueError):
-    """An environment variable holds a value its setting does not accept."""
-
-
-class Setting:
-    """One environment variable: kind, default, meaning, accepted values.
+class Setting(Option):
+    """One environment variable (`name`) of an `Option`'s kind, default, meaning and accepted values.
     `scoring`: it changes scores, so it is recorded with every run's results; `option`: the name
-    of the task option it overrides (see the module doc)."""
+    of the task option it overrides ("" for none; see the module doc)."""
 
-    __slots__ = ("name", "kind", "default", "help", "choices", "minimum", "maximum", "scoring", "option")
+    __slots__ = ("name", "scoring")
 
     def __init__(self, name: str, kind: str, default: Any, help: str, choices: tuple[str, ...] = (),
                  minimum: float | None = None, maximum: float | None = None, scoring: bool = False, option: str = "") -> None:
-        self.name, self.kind, self.default, self.help = name, kind, default, help
-        self.choices, self.minimum, self.maximum, self.scoring = tuple(choices), minimum, maximum, scoring
-        self.option = option  # the task option it overrides ("" for none); implies `scoring`
+        super().__init__(option, kind, default, help, choices, minimum, maximum)
+        self.name, self.scoring = name, scoring
         if option and not scoring:
             raise ValueError(f"setting {name}: a task option ({option}) changes scores: declare it with scoring=True")
 
     def _identity(self) -> tuple:
-        return tuple(getattr(self, slot) for slot in self.__slots__)
+        return (self.name, self.kind, self.default, self.help, self.choices, self.minimum, self.maximum, self.scoring, self.option)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Setting) and self._identity() == other._identity()
@@ -70,8 +69,7 @@ class Setting:
         return f"Setting({self.name}, {self.kind}, default={self.default!r})"
 
     def read(self, env: Mapping[str, str] | None = None) -> Any:
-        raw = (os.environ if env is None else env).get(self.name, "")
-        return self.parse(raw)
+        return self.parse((os.environ if env is None else env).get(self.name, ""))
 
     def is_set(self, env: Mapping[str, str] | None = None) -> bool:
         return bool((os.environ if env is None else env).get(self.name, "").strip())
@@ -121,12 +119,19 @@ _DECLARED: dict[str, Setting] = {}
 
 def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Setting:
     """Declare a setting (idempotent for the same declaration; a conflicting one is a bug)."""
-    if kind not in KINDS:
-        raise ValueError(f"setting {name}: unknown kind {kind!r}")
     setting = Setting(name, kind, default, help, **options)
     existing = _DECLARED.setdefault(name, setting)
     if existing != setting:
         raise ValueError(f"setting {name} declared twice differently: {existing} / {setting}")
+    return setting
+
+
+def variable(name: str, option: Option) -> Setting:
+    """Declare the variable `name` overriding the task option `option` (a score-changing setting of
+    the option's kind, default, meaning and values), and bind it as the option's `override`."""
+    setting = declare(name, option.kind, option.default, option.help, choices=option.choices, minimum=option.minimum,
+                      maximum=option.maximum, scoring=True, option=option.option)
+    option.override = setting
     return setting
 
 

@@ -16,7 +16,8 @@ raw reply, the final answer rule-based parsers read (`final_answer`), whether a 
 block was left open (`reasoning_truncated`: the generation ended mid-thought, so there is no
 answer to score) and which text the judges that rate reasoning are shown (`judged_reply`:
 `full`, the whole reply as the official code sees the model's whole output, or `stripped`,
-the reasoning blocks removed as lmms-eval does by default; `LMMS_VR_REASONING`).
+the reasoning blocks removed as lmms-eval does by default): the task options `judged_reply` and
+`think_prefilled` (`REASONING`, `PREFILLED`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core import options, settings
 
 # Prefixes lmms-eval writes in place of a response (checked against lmms-eval 0.7.3).
 FAILURE_PREFIXES = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]", "[GENERATION_FAILED]")
@@ -56,16 +57,16 @@ def model_failed(record: dict) -> bool:
 REASONING_TAGS = (("<think>", "</think>"), ("<analysis>", "</analysis>"))
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 
-REASONING_ENV = "LMMS_VR_REASONING"
-PREFILLED_ENV = "LMMS_VR_THINK_PREFILLED"
 FULL, STRIPPED = "full", "stripped"
-# Task options (a task may declare them; the variable overrides): the record's reply fields are made with them.
-REASONING = settings.declare(REASONING_ENV, "choice", FULL, "what the judges rating reasoning see: the full reply or "
-                             "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED), scoring=True,
-                             option="judged_reply")
+# Task options (a task may declare them): the record's reply fields are made with them.
+REASONING = options.Option("judged_reply", "choice", FULL, "what the judges rating reasoning see: the full reply or "
+                           "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED))
 # Prefilled: e.g. Qwen3-VL Thinking's template; off, a reply without tags is a plain answer.
-PREFILLED = settings.declare(PREFILLED_ENV, "bool", False, "the chat template opens <think> in the prompt, so every "
-                             "reply starts inside it", scoring=True, option="think_prefilled")
+PREFILLED = options.Option("think_prefilled", "bool", False, "the chat template opens <think> in the prompt, so every "
+                           "reply starts inside it")
+# The suite's variables overriding them (`settings.variable`; not exported with the options).
+REASONING_ENV, PREFILLED_ENV = "LMMS_VR_REASONING", "LMMS_VR_THINK_PREFILLED"
+REASONING_VARIABLE, PREFILLED_VARIABLE = settings.variable(REASONING_ENV, REASONING), settings.variable(PREFILLED_ENV, PREFILLED)
 
 
 @dataclass(frozen=True)
@@ -110,32 +111,23 @@ def answer_text(text: str, prefilled: bool = False) -> str:
 
 
 def strip_reasoning(text: str) -> str:
-    """The reply as lmms-eval's default `--reasoning_tags` would hand it to `process_results`
-    (`api/reasoning.py::strip_reasoning_tags`): each closed block removed, a lone closing tag
-    keeps only what follows it, an unclosed opening tag left as is; then stripped."""
-    result = text or ""
-    for opening, closing in REASONING_TAGS:
-        while True:
-            start = result.find(opening)
-            end = result.find(closing, start) if start != -1 else -1
-            if start == -1 or end == -1:
-                break
-            result = result[:start] + result[end + len(closing):]
-        if closing in result and opening not in result:
-            result = result.rsplit(closing, 1)[-1]
-    return result.strip()
+    """The reply as lmms-eval's default `--reasoning_tags` hands it to `process_results`: its own
+    `strip_reasoning_tags` (each closed block removed, a lone closing tag keeps only what follows it)."""
+    from lmms_eval.api.reasoning import strip_reasoning_tags
+
+    return strip_reasoning_tags(text or "", [list(pair) for pair in REASONING_TAGS])
 
 
 def reply_fields(response: str, task_settings: Mapping[str, Any] | None = None) -> dict:
     """The record fields about a reply's reasoning (see the module docstring), for `process_results`,
-    under the task's settings (`judged_reply`, `think_prefilled`; none given: the environment's)."""
+    under the task's settings (`judged_reply`, `think_prefilled`; none given: their values in effect)."""
     task_settings = task_settings or {}
     prefilled = task_settings.get(PREFILLED.option, None)
-    prefilled = PREFILLED.read() if prefilled is None else bool(prefilled)
+    prefilled = PREFILLED.value() if prefilled is None else bool(prefilled)
     return {
         "final_answer": answer_text(response, prefilled),
         "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
-        "judged_reply": task_settings.get(REASONING.option) or REASONING.read(),
+        "judged_reply": task_settings.get(REASONING.option) or REASONING.value(),
     }
 
 

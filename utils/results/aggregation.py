@@ -58,7 +58,7 @@ log = logging.getLogger("lmms_video_reasoning.aggregation")
 # (`Benchmark.options`): which text the judges rating reasoning see and whether a reply starts
 # inside its reasoning (the record's reply fields, `utils.lmms.responses`), and the share of
 # failed judgments past which judged metrics are withheld (`judges.failure_share`).
-SHARED_OPTIONS = (responses.REASONING, responses.PREFILLED, failure_share.FAILED_SHARE)
+SHARED_OPTIONS = (responses.REASONING_VARIABLE, responses.PREFILLED_VARIABLE, failure_share.FAILED_SHARE_VARIABLE)
 RECORDS_FILE = "records_{task}.jsonl"  # beside the run's results: `<date_id>_records_<task>.jsonl`
 REPORT_RESAMPLES = 1000  # `lmms-vr report --bootstrap` default
 REPORT_SEED = 0  # `lmms-vr report --seed` default

@@ -15,6 +15,7 @@ from datasets import Dataset
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_video_reasoning.cg_bench import docs, judging, task
 from lmms_video_reasoning.utils.core.frame_plan import choose
+from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
 from lmms_video_reasoning.dev import plain_frames
 
@@ -79,7 +80,7 @@ def _process_docs(task_kind, split):
 
 def _aggregation(metric):
     def aggregate(values):
-        return task.task_metrics([task.Outcome(**value["outcome"]) for value in values])[metric]
+        return task.task_metrics([task.Outcome(**value["outcome"]) for value in records_of(values)])[metric]
 
     return aggregate
 
@@ -108,5 +109,4 @@ def cgbench_protocol_process_results(doc, results):
     record = task.make_record(doc, response if isinstance(response, str) else str(response), MEDIA)
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
     outcome = task.read_outcomes([record], task.Settings.from_env(), judge, MEDIA)[0]
-    value = {"record": record, "outcome": dataclasses.asdict(outcome)}
-    return {name: value for name in task.METRICS[doc["task_kind"]]}
+    return once_per_sample({"record": record, "outcome": dataclasses.asdict(outcome)}, task.METRICS[doc["task_kind"]])

@@ -79,7 +79,6 @@ def root(tmp_path, monkeypatch):
     (root / "cg_subtitles").mkdir()
     (root / "cg_subtitles" / "vid.srt").write_text(SRT)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    monkeypatch.delenv("LMMS_VR_CG_STRICT", raising=False)
     return root
 
 

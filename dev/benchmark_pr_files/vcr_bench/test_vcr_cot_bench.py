@@ -80,8 +80,6 @@ def root(tmp_path, monkeypatch):
     (root / "v1" / "videos" / "meta_info_video.json").write_text(json.dumps(RECORDS))
     write_video(root / "v1" / "videos" / "video" / "test" / "clip.mp4")
     monkeypatch.setenv("VCR_BENCH_ROOT", str(root))
-    for name in ("VCR_BENCH_VISUAL_MODE", "VCR_BENCH_INCLUDE_BACKGROUND", "VCR_BENCH_LENIENT_VERDICT"):
-        monkeypatch.delenv(name, raising=False)
     return root
 
 
@@ -126,6 +124,17 @@ def test_judged_by_lmms_eval_judge_layer(root, tmp_path, monkeypatch):
     assert metrics["accuracy"] == 100.0 and metrics["accuracy_vtg"] == 100.0  # the interval by the official IoU rule
     assert metrics["cot_recall"] == 100.0 and metrics["cot_precision"] == 100.0 and metrics["judge_failed"] == 0
     assert TruthJudge.calls - before == 7  # 2 extractions, 1 scoring (the other by IoU), 2 recall, 2 precision
+
+
+def test_a_sample_logs_its_record_once(root, tmp_path, monkeypatch):
+    """`--log_samples` writes every metric's value of a sample: the record goes under one metric only."""
+    monkeypatch.setenv("API_TYPE", "vcr_test_truth")
+    task = build("vcr_cot", root, tmp_path)
+    doc = list(task.eval_docs)[0]
+    value = task.process_results(doc, [REPLIES[doc["id"]]])
+    assert set(value) == set(task.aggregation())
+    assert [name for name, item in value.items() if isinstance(item, dict)] == ["accuracy"]
+    assert {str(item) for item in value.values() if not isinstance(item, dict)} == {"the record under accuracy"}
 
 
 def test_failures_are_counted_not_dropped(root, tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ from datasets import Dataset
 
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_video_reasoning.utils.core.frame_plan import choose
+from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
 from lmms_video_reasoning.dev import plain_frames
 from lmms_video_reasoning.vcr_bench import docs, judging, scoring, task
@@ -56,12 +57,11 @@ def vcr_doc_to_messages(doc, lmms_eval_specific_kwargs=None):
 
 
 def _judged(doc, results, chain_of_thought):
-    """The sample's record and its judged outcome (None without a judge), under each of the task's metrics."""
+    """The sample's record and its judged outcome (None without a judge), logged once (`once_per_sample`)."""
     record = task.build_record(doc, results[0] if results else "", chain_of_thought)
     judge = configured_judge(judging.JUDGE_MODEL)
     outcome = judging.judge_records([record], judge)[0] if judge is not None else None
-    value = {"record": record, "outcome": outcome}
-    return {name: value for name in task.metric_names(chain_of_thought)}
+    return once_per_sample({"record": record, "outcome": outcome}, task.metric_names(chain_of_thought))
 
 
 def vcr_process_results(doc, results):
@@ -76,6 +76,7 @@ def vcr_process_results_accuracy_only(doc, results):
 
 def metrics(values):
     """Every metric of a task from its judged records (NaN without a judge: the answer is extracted by the judge)."""
+    values = records_of(values)
     records = [value["record"] for value in values]
     if any(value["outcome"] is None for value in values):
         return task.unjudged_metrics(records)

@@ -16,6 +16,7 @@ from datasets import Dataset
 from lmms_eval.tasks.vrbench.utils import vrbench_doc_to_visual as video_of
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import choose
+from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
 from lmms_video_reasoning.dev import plain_frames
 from lmms_video_reasoning.vrbench import docs, judging, task
@@ -68,12 +69,12 @@ def vrbench_process_results(doc, results):
     if doc["mode"] != "mcq":
         judge = configured_judge(judging.JUDGE_MODEL)
         rated = judging.rate([record], doc["protocol"], judge)[0] if judge is not None else None
-    value = {"record": record, "rated": rated}
-    return {name: value for name in task.metric_names(doc)}
+    return once_per_sample({"record": record, "rated": rated}, task.metric_names(doc))
 
 
 def metrics(values):
     """Every metric of a task from its records and their ratings."""
+    values = records_of(values)
     records = [value["record"] for value in values]
     protocol, with_judge = task.task_protocol(records, None)
     judge_ran = with_judge and all(value["rated"] is not None for value in values)

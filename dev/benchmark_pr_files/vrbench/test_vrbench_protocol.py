@@ -78,8 +78,6 @@ def root(tmp_path, monkeypatch):
     (root / "VRBench_eval.jsonl").write_text(json.dumps(RECORD) + "\n")
     write_video(root / "VRBench" / "videos" / "v001" / "v1.mp4")
     monkeypatch.setenv("VRBENCH_ROOT", str(root))
-    for name in ("VRBENCH_PROTOCOL", "VRBENCH_NUM_FRAMES", "VRBENCH_VIDEO_FRAMES"):
-        monkeypatch.delenv(name, raising=False)
     return root
 
 
