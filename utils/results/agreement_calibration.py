@@ -119,7 +119,6 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
     from lmms_video_reasoning.judges.tokens import tokenizer_for
 
     # what the candidate asked per sample: the plan (and only samples it judged completely are worth asking)
-    readers: dict = {}
     candidate_asks: dict[tuple, list[Asked]] = defaultdict(list)  # (task, sample id) -> the candidate's requests, every run
     strata: dict[tuple, list[tuple]] = defaultdict(list)  # (task, stratum) -> samples
     methods: set[str] = set()  # how input tokens were counted
@@ -129,7 +128,7 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
         # input tokens counted as the reference will be billed (its tokenizer, or the stated approximation)
         tokenizer = tokenizer_for(setup.reference[spec.benchmark].model)
         methods.add(tokenizer.method)
-        judged = judge_each(bench, item.records, bench.settings(item.records), cache_reader(bench, setup.candidate[spec.benchmark], readers), tokenizer)
+        judged = judge_each(bench, item.records, bench.settings(item.records), cache_reader(bench, setup.candidate[spec.benchmark]), tokenizer)
         for record, j in zip(item.records, judged):
             if not (j.complete and j.asked):
                 continue  # a sample the candidate did not judge (completely) cannot be compared

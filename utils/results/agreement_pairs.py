@@ -31,7 +31,7 @@ from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
-from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, bootstrap_values, percentile_interval
+from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, percentile_interval, resampled_metrics
 from lmms_video_reasoning.utils.results.run_folders import Gathered
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
@@ -238,17 +238,14 @@ class Setup:
     candidate: dict[str, Side]
 
 
-def cache_reader(bench, side: Side, readers: dict):
-    """The reader of `side`'s judge cache for `bench` (`judges.CacheOnlyJudge`), one per judge and cache in `readers`."""
-    from lmms_video_reasoning.judges import CacheOnlyJudge
+def cache_reader(bench, side: Side):
+    """The reader of `side`'s judge cache for `bench` (the process's one `judges.CacheOnlyJudge` for them)."""
+    from lmms_video_reasoning.judges.process_registry import cache_only_judge
 
-    key = (bench.judge_name, side.model, str(side.cache), side.endpoint)
-    if key not in readers:
-        readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
-    return readers[key]
+    return cache_only_judge(bench.judge_name, side.model, side.cache, side.endpoint)
 
 
-def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
+def read_pair(run: str, item: Gathered, setup: Setup) -> TaskPair:
     """Both judges' per-sample outcomes of one task of one run, from their caches."""
     spec = task_spec(item.task)
     bench = registry.get(spec.benchmark).scoring
@@ -256,7 +253,7 @@ def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair
     judged = []
     for sides in (setup.reference, setup.candidate):
         side = sides[spec.benchmark]
-        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side, readers)))
+        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side)))
     return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
 
 
@@ -375,16 +372,13 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
                     for metric in headline}
 
         reference, candidate = values(range(len(common)))
-        from lmms_video_reasoning.judges import failure_share
-
-        with failure_share.decided_on_the_whole_run():
-            resampled = bootstrap_values(len(common), taus, n, seed)
+        resampled = resampled_metrics(len(common), taus, n, seed)
         for metric in headline:
             reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
             if any(_undefined(v) for v in reference_values + candidate_values):
                 continue  # not a metric of this task
             rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
                          "tau": kendall_tau(reference_values, candidate_values),
-                         "ci": percentile_interval([r[metric] for r in resampled]) if resampled else None,
+                         "ci": percentile_interval(resampled[metric]) if metric in resampled else None,
                          "questions": len(common)})
     return rows

@@ -90,7 +90,6 @@ def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, Gathe
 
 def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, only: set | None = None) -> dict:
     """The agreement document for the runs (restricted to `only` (task, sample id) keys when given)."""
-    readers: dict = {}
     calls: dict[tuple[str, str], CallPairs] = {}
     coverage, metrics, judged_by = [], [], defaultdict(lambda: ([], []))
     sampled: dict[tuple[str, str], tuple] = {}
@@ -99,7 +98,7 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
             item = replace(item, records=[r for r in item.records if (item.task, str(r["sample_id"])) in only])
             if not item.records:
                 continue
-        pair = read_pair(run, item, setup, readers)
+        pair = read_pair(run, item, setup)
         bench = registry.get(pair.benchmark).scoring
         unpaired: Counter = Counter()
         for record, reference, candidate in zip(pair.records, pair.reference, pair.candidate):

@@ -165,34 +165,13 @@ def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequ
     return resampling.resampled(resampling.UnitTotals(flagged, sampled.unit_numbers[0], sampled.unit_count), n, seed)
 
 
-def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
-    from lmms_video_reasoning.judges import failure_share
-
-    values: dict[str, list[float]] = {}
-    with failure_share.decided_on_the_whole_run():  # the failure share is the run's decision
-        for _ in range(n):
-            for name, value in compute(draw()).items():
-                if isinstance(value, (int, float)):
-                    values.setdefault(name, []).append(float(value))
-    return values
-
-
 def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, list[float]]:
     """`bootstrap_values` by definition: each resample's records (those flagged by `where`)
     re-aggregated by the benchmark's `metrics` (the path of a benchmark without columns)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
     groups = list(sampled.units().values())
-    if len(groups) < MIN_UNITS:
-        return {}
     if where is not None:  # the same draws of units; a unit contributes only its flagged records
         groups = [[index for index in group if where[index]] for group in groups]
-
-    def draw() -> list[int]:
-        return [index for pick in rng.integers(0, len(groups), len(groups)) for index in groups[pick]]
-
-    return _resampled_values(draw, sampled.metrics, n)
+    return resampling.resampled_metrics(len(groups), lambda picks: sampled.metrics([i for pick in picks for i in groups[pick]]), n, seed)
 
 
 def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95,
@@ -237,21 +216,14 @@ def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -
 def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n: int, seed: int) -> tuple[dict[str, float], dict[str, list[float]]]:
     """`paired_values` by definition: each resample of the common units re-aggregated by the
     benchmark's metric function on both sides."""
-    import numpy as np
-
     base_units, other_units = base.units(), other.units()
-    rng = np.random.default_rng(seed)
 
-    def indices(units: dict[str, list[int]], picks) -> list[int]:
-        return [index for pick in picks for index in units[common[pick]]]
-
-    def point(picks) -> dict[str, float]:
-        a, b = base.metrics(indices(base_units, picks)), other.metrics(indices(other_units, picks))
+    def difference(picks) -> dict[str, float]:
+        a = base.metrics([index for pick in picks for index in base_units[common[pick]]])
+        b = other.metrics([index for pick in picks for index in other_units[common[pick]]])
         return {name: b[name] - a[name] for name in a if isinstance(a[name], (int, float)) and isinstance(b.get(name), (int, float))}
 
-    observed = point(range(len(common)))
-    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n) if n else {}
-    return observed, values
+    return difference(range(len(common))), resampling.resampled_metrics(len(common), difference, n, seed)
 
 
 def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:

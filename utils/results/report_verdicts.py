@@ -29,9 +29,6 @@ def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
     return []
 
 
-_readers: dict[tuple, Any] = {}
-
-
 def _mtime(path: Path) -> float:
     try:
         return path.stat().st_mtime
@@ -84,12 +81,9 @@ def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, 
     caches = [(c["model"], c["cache_path"], _endpoint(c.get("base_url")), i >= recorded) for i, c in enumerate(candidates) if c.get("cache_path")]
     for model, cache, endpoint, borrowed in caches:
         if Path(cache).is_file():
-            from lmms_video_reasoning.judges import CacheOnlyJudge
+            from lmms_video_reasoning.judges.process_registry import cache_only_judge
 
-            key = (judge_name, model, str(cache), endpoint)
-            if key not in _readers:
-                _readers[key] = CacheOnlyJudge(judge_name, model, cache, endpoint)
-            return _readers[key], "", (f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)"
+            return cache_only_judge(judge_name, model, cache, endpoint), "", (f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)"
                                        if borrowed else "")
     if caches:
         return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine", ""
