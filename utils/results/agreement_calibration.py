@@ -1,11 +1,5 @@
-"""A calibration for `lmms-vr judge-agreement --calibrate N`: a stratified subset of samples judged
-by the reference judge, within a stated budget.
-
-`stratified_subset` draws the samples (proportional to task and the benchmark's stratum, seeded);
-`calibrate` prints the requests it expects (as many as the candidate needed on those samples) and
-their approximate cost, then sends them through a `SpendingLimit` that never exceeds
-`--max-requests` nor `--max-cost` USD; `reference_config` is the reference judge's configuration.
-"""
+"""`lmms-vr judge-agreement --calibrate N`: a stratified subset of samples judged by the reference
+judge within a stated budget (`SpendingLimit`: `--max-requests`, `--max-cost`)."""
 
 from __future__ import annotations
 
@@ -24,10 +18,8 @@ from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
 def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0) -> list[Any]:
-    """`size` items drawn from `strata` ({stratum: items}) in proportion to the strata's sizes
-    (largest remainder; then every stratum gets at least one when `size` allows, taken from the
-    largest quota), at random within each stratum (seeded); all items when `size` is at least
-    their number."""
+    """`size` items of `strata` ({stratum: items}) in proportion to their sizes (largest remainder; every
+    stratum at least one when `size` allows, from the largest quota), seeded; all when `size` covers them."""
     import random
 
     total = sum(len(items) for items in strata.values())
@@ -53,9 +45,8 @@ def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0
 
 
 class SpendingLimit:
-    """The calibration's bound: at most `max_calls` HTTP requests and `max_cost` USD, for every
-    judge holding it. A request is sent only if what was spent, plus the worst case of the
-    requests still in flight and of this one, stays within `max_cost`."""
+    """At most `max_calls` requests and `max_cost` USD: a request is sent only if what was spent plus the
+    worst case of those in flight and of this one stays within it."""
 
     def __init__(self, max_calls: int, max_cost: float | None, worst_request_usd: float) -> None:
         self.max_calls, self.max_cost, self.worst = max_calls, max_cost, worst_request_usd
@@ -89,9 +80,8 @@ class SpendingLimit:
 
 
 def reference_config(benchmark: str, model: str | None, cache: Path | None, base_url: str | None, key_env: str | None):
-    """The reference judge for a calibration: the benchmark's own judge configuration (its provider's
-    key and endpoint; LMMS_VR_JUDGE_* are left out, they usually point at the candidate), or the
-    endpoint `--reference-base-url` names."""
+    """The reference judge: the benchmark's own configuration without LMMS_VR_JUDGE_* (usually the
+    candidate), or `--reference-base-url`."""
     from lmms_video_reasoning.judges import JudgeConfig
     from lmms_video_reasoning.judges import config as judge_config
 

@@ -1,34 +1,15 @@
-"""`lmms-vr judge-agreement`: how far a candidate judge (e.g. a local Qwen or DeepSeek) is from the
-reference judge (the paper's GPT-4o / DeepSeek-V3) on the same samples, with confidence intervals.
+"""`lmms-vr judge-agreement`: how far a candidate judge is from the reference judge on the same samples,
+with confidence intervals (docs/results.md, "Judge agreement").
 
     lmms-vr judge-agreement RUN... --candidate MODEL [--reference MODEL] [--cache FILE] [--out agreement.json]
     lmms-vr judge-agreement RUN... --candidate MODEL --calibrate N [--max-requests M] [--max-cost USD]
 
-RUN is what `lmms-vr score` reads (an lmms-eval output folder, a samples file, a predictions
-file), optionally `LABEL=RUN`. Each benchmark's own judging code is run once per sample and per
-judge with a reader of the judge cache (`judges.CacheOnlyJudge`: no key, no request); every judge
-request it makes is recorded, so the two judges' replies to the same request pair up (the cache
-keys them by judge model: the same prompt to two models is two entries). Without `--calibrate`
-nothing is sent anywhere: both judges must have judged the runs (e.g. `lmms-vr score` with each).
-
-`--calibrate N` draws N samples (stratified by task and the benchmark's stratum: VCR-Bench
-dimension, VRBench reasoning type, CG-Bench sub-category; proportional, seeded), judges them
-with the reference judge (its usual configuration: OPENAI_API_KEY / DEEPSEEK_API_KEY, or
-`--reference-base-url`), then compares as above on those samples. Before any request it prints
-the requests it expects (as many as the candidate needed on those samples) and their approximate
-cost, and it never sends more than `--max-requests` (default twice the expected) nor spends more
-than `--max-cost` USD (default twice the estimate, when the reference's price is known): past
-either, the remaining requests are not sent and their samples are counted as not compared.
-
-Reported (stdout, and the JSON `--out` that `lmms-vr report --agreement` shows):
-- per judge call type (each benchmark's judge steps: `ScoringAdapter.verdicts`), the verdict
-  agreement rate and Cohen's kappa (weighted kappa, quadratic weights, for ratings such as
-  VRBench's 0-10 process ratings), each with a 95% bootstrap CI over questions (VRBench: videos);
-- per run, task and headline metric, both judges' values and the paired difference (candidate -
-  reference) with its CI, on the samples both judged completely;
-- with several runs, Kendall's tau-b between the runs' order under the two judges, with its CI;
-- the snapshots that answered for each judge (the replies' `model` field kept in the cache);
-- what was not compared and why (a verdict missing from a cache, a step only one judge asked for).
+RUN is what `lmms-vr score` reads, optionally `LABEL=RUN`. Both judges' verdicts are read from the
+judge cache (`agreement_pairs`: nothing sent); `--calibrate N` first has the reference judge a
+stratified subset within a bound (`agreement_calibration`). The document (stdout, `--out`, shown by
+`lmms-vr report --agreement`): agreement and kappa per judge call type, both judges' headline
+metrics and their paired difference, the runs' ranking agreement, each with bootstrap CIs; the
+snapshots that answered; what was not compared and why.
 """
 
 from __future__ import annotations

@@ -37,10 +37,8 @@ def _mtime(path: Path) -> float:
 
 
 def run_accounting_files(results_file: Path) -> list[Path]:
-    """The files of this run that may record its judge: `<date_id>[_N]_<name>.json` beside
-    `<date_id>_results.json` (in its folder, or the one above it), e.g. its
-    `..._judge_accounting_<benchmark>.json` or a benchmark's details file. Another run's files in
-    the same folder name another run's judge and cache: never used for this one."""
+    """The files of this run that may record its judge: `<date_id>_<name>.json` beside its
+    `<date_id>_results.json` or in the folder above (never another run's)."""
     if not results_file.name.endswith(RESULTS_SUFFIX):
         return []
     prefix = results_file.name[: -len(RESULTS_SUFFIX)]
@@ -50,14 +48,10 @@ def run_accounting_files(results_file: Path) -> list[Path]:
 
 
 def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:
-    """(a `judges.CacheOnlyJudge` on a judge cache, "", borrowed) or (None, why there is none, "").
-
-    The judge is the one the run recorded: in the results file itself (`lmms-vr score`), or
-    in the run's own judge accounting beside lmms-eval's results (`run_accounting_files`).
-    A run that recorded none gets the judge configured in this environment, whose cache may
-    hold verdicts made for another run: `borrowed` then says so (and the caller checks that
-    they reproduce the run's results before trusting them).
-    """
+    """(a `judges.CacheOnlyJudge` on the cache of the judge the run recorded, "", borrowed) or (None, why
+    not, ""). The judge: in the results file (`lmms-vr score`), else in the run's accounting beside
+    it; a run that recorded none gets the configured judge, whose verdicts are then `borrowed`
+    (the caller checks that they reproduce the run's results)."""
     candidates: list[dict] = []
     if results_file is not None:
         data, _ = read_results(results_file)
@@ -98,8 +92,7 @@ def _endpoint(base_url: Any) -> str | None:
 
 
 class InOrderJudge:
-    """A judge whose `map` runs the items one after the other (their requests in order), counting
-    the items whose code raised (e.g. a request needing media that are not here) as `item_errors`."""
+    """A judge whose `map` runs the items in order, counting those whose code raised as `item_errors`."""
 
     item_errors = 0
 
