@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.agreement_pairs import Asked, Setup, Side, cache_reader, judge_each
+from lmms_video_reasoning.utils.results.batch_judging import usd
 from lmms_video_reasoning.utils.results.run_folders import Gathered
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
@@ -70,8 +71,7 @@ class SpendingLimit:
         """An answered request (the engine's usage listener)."""
         with self._lock:
             self.answered += 1
-            if price is not None:
-                self.spent += (prompt_tokens * price["input"] + completion_tokens * price["output"]) / 1e6
+            self.spent += usd(price, prompt_tokens, completion_tokens) or 0.0
 
     def as_dict(self) -> dict:
         with self._lock:
@@ -144,8 +144,8 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
                 priced = False
                 continue
             # the reply as long as the candidate's (same format); the worst case is max_tokens
-            estimate += (a.prompt_tokens * price["input"] + max(1, a.reply_tokens) * price["output"]) / 1e6
-            worst = max(worst, (a.prompt_tokens * 1.5 * price["input"] + a.max_tokens * price["output"]) / 1e6)
+            estimate += usd(price, a.prompt_tokens, max(1, a.reply_tokens))
+            worst = max(worst, usd(price, a.prompt_tokens * 1.5, a.max_tokens))
     max_requests = args.max_requests if args.max_requests is not None else max(2 * len(planned), len(planned) + 8)
     max_cost = args.max_cost if args.max_cost is not None else (round(2 * estimate, 4) if priced and estimate else None)
     if max_cost is not None and worst > max_cost:

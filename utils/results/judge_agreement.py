@@ -101,17 +101,17 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
                          "reference_incomplete": sum(not r.complete for r in pair.reference),
                          "candidate_incomplete": sum(not c.complete for c in pair.candidate),
                          "unpaired_requests": dict(unpaired.most_common())})
-    judges = {}
-    for benchmark, (reference, candidate) in judged_by.items():
-        judges[benchmark] = {
-            "reference": {"model": setup.reference[benchmark].model, "cache": str(setup.reference[benchmark].cache),
-                          "snapshots": snapshots(reference)},
-            "candidate": {"model": setup.candidate[benchmark].model, "cache": str(setup.candidate[benchmark].cache),
-                          "snapshots": snapshots(candidate)},
-        }
+    judges = {benchmark: {name: {"model": sides[benchmark].model, "cache": str(sides[benchmark].cache), "snapshots": snapshots(judged)}
+                          for name, sides, judged in (("reference", setup.reference, both[0]), ("candidate", setup.candidate, both[1]))}
+              for benchmark, both in judged_by.items()}
     return {FORMAT: 1, "seed": seed, "bootstrap": n, "judges": judges,
             "calls": [call_summary(c, n, seed) for _, c in sorted(calls.items())],
             "metrics": metrics, "ranking": ranking_agreement(sampled, n, seed), "coverage": coverage}
+
+
+def snapshot_text(side: dict, none: str) -> str:
+    return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or none
+
 
 def number_text(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -126,8 +126,8 @@ def interval_text(interval: Any, digits: int = 3) -> str:
 def print_document(document: dict) -> None:
     for benchmark, sides in document["judges"].items():
         reference, candidate = sides["reference"], sides["candidate"]
-        snap = lambda side: ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or "no verdicts"  # noqa: E731
-        print(f"\n{benchmark}: reference {reference['model']} ({snap(reference)}) vs candidate {candidate['model']} ({snap(candidate)})")
+        print(f"\n{benchmark}: reference {reference['model']} ({snapshot_text(reference, 'no verdicts')}) vs candidate "
+              f"{candidate['model']} ({snapshot_text(candidate, 'no verdicts')})")
     print("\nverdict agreement per judge call type (95% bootstrap CIs):")
     for c in document["calls"]:
         print(f"  {c['benchmark']:<10} {c['call']:<40} pairs {c['pairs']:>5}  agreement {number_text(c['agreement'])} {interval_text(c['agreement_ci'])}"
@@ -148,9 +148,7 @@ def print_document(document: dict) -> None:
                   + (", ".join(f"{k} x{v}" for k, v in row["unpaired_requests"].items()) or "none"))
 
 
-# ---------------------------------------------------------------------------------------------
 # The agreement document read back: its section in `lmms-vr report --agreement FILE`
-# ---------------------------------------------------------------------------------------------
 
 
 def read_document(path: Path) -> dict:
@@ -194,42 +192,35 @@ def agreement_plot(document: dict, path: Path) -> Path:
 def agreement_section(path: Path, out: Path, index: int = 1):
     """The report's section for one agreement file: the judges and their snapshots, the tables, the plot."""
     document = read_document(path)
-    judges = "; ".join(
-        f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: "
-        + (", ".join(f"{m} x{c}" for m, c in s["reference"]["snapshots"].items()) or "none")
-        + f"), candidate {s['candidate']['model']} (snapshots: "
-        + (", ".join(f"{m} x{c}" for m, c in s["candidate"]["snapshots"].items()) or "none") + ")"
-        for b, s in document["judges"].items())
-    digits = 3
+    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'], 'none')}), "
+                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'], 'none')})"
+                       for b, s in document["judges"].items())
     calls = Table("Verdict agreement per judge call type (95% bootstrap CIs)",
-                         ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
-                         [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), number_text(c["agreement"], digits),
-                            interval_text(c["agreement_ci"], digits), number_text(c["kappa"], digits), interval_text(c["kappa_ci"], digits), c["statistic"]], True)
-                          for c in document["calls"]],
-                         [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (n/a) "
-                          "where both judges gave one and the same label throughout."])
+                  ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
+                  [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), number_text(c["agreement"]), interval_text(c["agreement_ci"]),
+                     number_text(c["kappa"]), interval_text(c["kappa_ci"]), c["statistic"]], True) for c in document["calls"]],
+                  [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (n/a) "
+                   "where both judges gave one and the same label throughout."]
+                  + [f"{row['run']} {row['task']}: {row['samples'] - row['compared']} of {row['samples']} samples not compared"
+                     for row in document["coverage"] if row["samples"] > row["compared"]])
     metrics = Table("Headline metrics under both judges (candidate − reference, paired)",
-                           ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
-                           [([m["run"], m["task"], m["metric"], number_text(m["reference"], 2), number_text(m["candidate"], 2),
-                              f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "n/a", interval_text(m["ci"], 2),
-                              str(m["samples"])], True) for m in document["metrics"]],
-                           ["On the samples both judges judged completely."])
+                    ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
+                    [([m["run"], m["task"], m["metric"], number_text(m["reference"], 2), number_text(m["candidate"], 2),
+                       f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "n/a", interval_text(m["ci"], 2),
+                       str(m["samples"])], True) for m in document["metrics"]],
+                    ["On the samples both judges judged completely."])
     tables = [calls, metrics]
     if document["ranking"]:
         tables.append(Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
-                                   [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]), str(r["questions"])], True)
-                                    for r in document["ranking"]]))
-    missing = [f"{row['run']} {row['task']}: {row['samples'] - row['compared']} of {row['samples']} samples not compared"
-               for row in document["coverage"] if row["samples"] > row["compared"]]
-    if missing:
-        tables[0].notes += missing
+                            [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]), str(r["questions"])], True)
+                             for r in document["ranking"]]))
     calibration = document.get("calibration")
     intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
                                     f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."
                                     if calibration else "")
     figure = agreement_plot(document, out / f"judge_agreement_{index}.png")
     return Section("judge_agreement", tables, [("Judge agreement: kappa and metric differences with 95% CIs", figure)],
-                          {"agreement_file": str(path)}, title="Judge agreement", intro=intro)
+                   {"agreement_file": str(path)}, title="Judge agreement", intro=intro)
 
 
 def main(args) -> int:
