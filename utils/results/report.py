@@ -32,7 +32,6 @@ from lmms_video_reasoning.utils.results.report_tables import MINE, Section, html
 from lmms_video_reasoning.utils.results.samples_io import task_specs
 
 
-
 def json_ready(value: Any) -> Any:
     """`value` as JSON writes it, NaN as null."""
     if isinstance(value, float) and math.isnan(value):

@@ -20,7 +20,6 @@ from lmms_video_reasoning.utils.results.samples_io import read_samples, task_spe
 log = logging.getLogger("lmms_video_reasoning.report")
 
 
-
 @dataclass
 class Sampled:
     """A task's records and per-sample outcomes, ready to be resampled by question."""

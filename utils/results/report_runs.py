@@ -33,7 +33,6 @@ def headline_metrics(benchmark: str) -> tuple[str, ...]:
     return spec.headline if spec is not None else ()
 
 
-
 @dataclass
 class Run:
     """One model's results: task -> {metric: value}, and per task its samples and results files."""

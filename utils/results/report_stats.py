@@ -16,7 +16,6 @@ from lmms_video_reasoning.utils.results.score import same_value
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
-
 @dataclass
 class TaskStats:
     point: dict[str, float]

@@ -128,4 +128,9 @@ def shortfall(judge: Any) -> tuple[int, int]:
     if isinstance(judge, _NoVerdicts):
         return judge.misses, judge.item_errors
     stats = judge.stats.as_dict()
-    return stats.get("not_computed", 0), stats.get("by_tag", {}).get("(map)", {}).get("failures", 0)
+    return stats.get("not_computed", 0), items_failed(stats)
+
+
+def items_failed(stats: dict) -> int:
+    """Judging items whose code failed before or between requests (e.g. a request's media not found), of a judge's stats."""
+    return ((stats.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)

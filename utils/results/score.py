@@ -32,12 +32,12 @@ from lmms_video_reasoning.judges import scoring_judge
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
+from lmms_video_reasoning.utils.results.report_verdicts import items_failed
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
 from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, results_stem, sample_line,
                                                            task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
-
 
 
 @dataclass
@@ -63,14 +63,10 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
     before = before or {}
     delta = {key: value - before.get(key, 0) for key, value in after.items() if isinstance(value, (int, float)) and not isinstance(value, bool)}
     delta["budget_exhausted"] = after.get("budget_exhausted", False)
-    # judging items whose code failed before or between requests (e.g. the media of a request not found)
-    delta["items_failed"] = (((after.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)
-                             - (((before.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)))
-    answered = {model: count - (before.get("answered_by") or {}).get(model, 0) for model, count in (after.get("answered_by") or {}).items()}
-    delta["answered_by"] = {model: count for model, count in answered.items() if count}
-    reasons = {reason: count - (before.get("failure_reasons") or {}).get(reason, 0)
-               for reason, count in (after.get("failure_reasons") or {}).items()}
-    delta["failure_reasons"] = {reason: count for reason, count in reasons.items() if count}
+    delta["items_failed"] = items_failed(after) - items_failed(before)
+    for name in ("answered_by", "failure_reasons"):  # per model, per reason
+        counts = {key: count - (before.get(name) or {}).get(key, 0) for key, count in (after.get(name) or {}).items()}
+        delta[name] = {key: count for key, count in counts.items() if count}
     delta["outage"] = after.get("outage")
     delta["snapshots"] = after.get("snapshots")  # of the judge in this process (the cache may mix snapshots)
     return delta
@@ -129,7 +125,8 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     results = {
         "results": {s.task: result_entry(s.task, s.metrics) for s in scores},
-        "n-samples": {s.task: {"original": _original(s), "effective": len(s.records)} for s in scores},
+        "n-samples": {s.task: {"original": s.coverage.documents if s.coverage is not None and s.coverage.documents is not None
+                                else len(s.records), "effective": len(s.records)} for s in scores},
         "config": {"model": "lmms-vr score", "source": source},
         "lmms_vr": {
             "scored_by": "lmms-vr score",
@@ -149,11 +146,6 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     return results
 
 
-def _original(score: TaskScore) -> int:
-    coverage = score.coverage
-    return coverage.documents if coverage is not None and coverage.documents is not None else len(score.records)
-
-
 def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
     """{run: results file}: `out` itself for one run, `<out stem>_<run>.json` beside it for several."""
     out = Path(out)
@@ -167,8 +159,6 @@ def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
 def _format(value: Any) -> str:
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else f"{value:.2f}"
-    if isinstance(value, dict):
-        return "(details)"
     return str(value)
 
 
