@@ -60,22 +60,15 @@ def settings_summary(run: Run) -> str:
     """Per task, the score-changing settings that differ from the task's declared ones, and the environment's overrides."""
     from lmms_video_reasoning.utils.core.settings import FROM_ENV
 
-    parts = []
+    parts, specs = [], task_specs()
     for task in sorted(run.settings):
-        values = run.settings[task]
-        declared = _declared_settings(task)
+        values, spec = run.settings[task], specs.get(task)  # a group or another suite's task: nothing declared
+        declared = registry.get(spec.benchmark).task_options(spec.declared) if spec is not None else {}
         changed = [f"{name}={value}" for name, value in values.items() if name != FROM_ENV and name in declared and declared[name] != value]
         overrides = [f"{name}={value}" for name, value in (values.get(FROM_ENV) or {}).items()]
         if changed or overrides:
             parts.append(f"{task}: " + ", ".join(changed + [f"from the environment {o}" for o in overrides]))
     return "; ".join(parts)
-
-
-def _declared_settings(task: str) -> dict:
-    """The task's declared score-changing settings (`Benchmark.task_options`; {} for a task of no benchmark)."""
-    benchmark = registry.task_names().get(task)
-    declared = next((t for t in benchmark.tasks if t.name == task), None) if benchmark is not None else None  # a group: none
-    return {} if declared is None else benchmark.task_options(declared)
 
 
 def run_notes(run: Run) -> list[tuple[str, str]]:
