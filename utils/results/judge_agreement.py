@@ -212,8 +212,8 @@ def agreement_section(path: Path, out: Path, index: int = 1):
     tables = [calls, metrics]
     if document["ranking"]:
         tables.append(Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
-                            [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]), str(r["questions"])], True)
-                             for r in document["ranking"]]))
+                            [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]),
+                               str(r["questions"])], True) for r in document["ranking"]]))
     calibration = document.get("calibration")
     intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
                                     f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."

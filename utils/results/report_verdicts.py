@@ -77,8 +77,8 @@ def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, 
         if Path(cache).is_file():
             from lmms_video_reasoning.judges.process_registry import cache_only_judge
 
-            return cache_only_judge(judge_name, model, cache, endpoint), "", (f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)"
-                                       if borrowed else "")
+            why = f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)" if borrowed else ""
+            return cache_only_judge(judge_name, model, cache, endpoint), "", why
     if caches:
         return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine", ""
     if candidates:

@@ -14,7 +14,8 @@ from lmms_video_reasoning.utils.core import files
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.aggregation import RUN_TASKS_FILE
 from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, _lines, _some, check_coverage,
-                                                           read_predictions, read_samples, task_spec, task_specs, tasks_in_predictions)
+                                                           read_predictions, read_samples, run_file_match, task_spec, task_specs,
+                                                           tasks_in_predictions)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -132,11 +133,6 @@ def _whole_lines(path: Path) -> int:
     return whole
 
 
-def task_of_samples_file(path: Path) -> str | None:
-    match = SAMPLES_PATTERN.match(Path(path).name) or RECORDS_PATTERN.match(Path(path).name)
-    return match["task"] if match else None
-
-
 def is_predictions_file(path: Path) -> bool:
     """True for replay predictions (first object has `id` and `response`, no `doc_id`)."""
     with Path(path).open(encoding="utf-8", errors="replace") as handle:
@@ -205,12 +201,12 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             records, coverage = read_predictions(path, task_spec(name))
             gathered.append(Gathered(path.stem, name, records, str(path), coverage))
         return gathered, [], []
-    name = task or task_of_samples_file(path)
+    match = run_file_match(path)
+    name = task or (match["task"] if match else None)
     if name is None and path.name.endswith(RESULTS_SUFFIX):
         raise DataError(f"{path}: an lmms-eval results file, not a samples file: give its folder ({path.parent}), where "
                         "--log_samples wrote the *_samples_<task>.jsonl files")
     if name is None:
         raise DataError(f"{path}: not named *_samples_<task>.jsonl and not replay predictions "
                         "({\"task\", \"id\", \"response\"} lines); name the task with --task")
-    match = SAMPLES_PATTERN.match(path.name) or RECORDS_PATTERN.match(path.name)
     return [_from_samples(match["prefix"] if match else path.stem, name, path)], [], []

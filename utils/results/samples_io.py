@@ -37,6 +37,11 @@ def sample_line(index: int, record: Any, outcome: Any = _NO_OUTCOME) -> str:
     return json.dumps(row, ensure_ascii=False, default=str) + "\n"
 
 
+def run_file_match(path: Path) -> re.Match | None:
+    """A samples or records file's name, matched: its run `prefix` and `task`."""
+    return SAMPLES_PATTERN.match(path.name) or RECORDS_PATTERN.match(path.name)
+
+
 def results_stem(path: Path) -> str:
     """What a run's other files are named after: lmms-eval's `<date_id>` of `<date_id>_results.json`, else the file's stem."""
     return path.name[: -len(RESULTS_SUFFIX)] if path.name.endswith(RESULTS_SUFFIX) else path.stem

@@ -34,8 +34,8 @@ from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.report_verdicts import items_failed
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, results_stem, sample_line,
-                                                           task_spec, unbuilt_items)
+from lmms_video_reasoning.utils.results.samples_io import (RESULTS_SUFFIX, Coverage, results_stem, run_file_match, sample_line, task_spec,
+                                                           unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -359,7 +359,7 @@ def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) 
 
 def run_results_file(samples: Path) -> Path | None:
     """The results file beside a samples (or records) file: `<prefix>_results.json` (lmms-eval) or `<prefix>.json` (ours)."""
-    match = SAMPLES_PATTERN.match(samples.name) or RECORDS_PATTERN.match(samples.name)
+    match = run_file_match(samples)
     if match is None:
         return None
     for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json"):
