@@ -54,6 +54,7 @@ class TaskSpec:
     name: str
     benchmark: str  # the registry name of the benchmark declaring it
     process_docs: str  # dotted path of the `process_docs` hook
+    process_results: str  # dotted path of the `process_results` hook
     metrics: tuple[str, ...]
     target: str  # `doc_to_target`: the doc field lmms-eval logs as `target`
     declared: registry.Task  # the declaration itself (record options, settings)
@@ -62,7 +63,7 @@ class TaskSpec:
 def task_specs() -> dict[str, TaskSpec]:
     """Every task of the registered benchmarks (groups left out), by name."""
     return {task.name: TaskSpec(task.name, benchmark.name, f"{benchmark.binding}.{task.process_docs}",
-                                tuple(task.metrics), task.target, task)
+                                f"{benchmark.binding}.{task.process_results}", tuple(task.metrics), task.target, task)
             for benchmark in registry.benchmarks() for task in benchmark.tasks}
 
 

@@ -201,10 +201,8 @@ def main(args) -> int:
         gathered, skipped, missing = gather_records(Path(args.path), args.task)
         if _batch_step(args, gathered):
             return 0
-        said: set = set()
-        scores = []
-        for item in gathered:
-            scores.append(_score(item, _judge_chooser(args, [item], said)))
+        said: set = set()  # the judge notes printed (once each)
+        scores = [_score(item, _judge_chooser(args, [item], said)) for item in gathered]
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
