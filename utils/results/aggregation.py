@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -415,19 +416,12 @@ class RunFiles:
     date_id: str
 
     def path(self, name: str) -> Path:
-        path = self.folder / f"{self.date_id}_{name}"
         with _written_lock:
-            if path in _written or not path.exists():
-                _written.add(path)
-                return path
-            # Another run of the same second wrote it: keep both.
-            number = 2
-            while True:
-                candidate = path.with_name(f"{self.date_id}_{number}_{name}")
-                if candidate in _written or not candidate.exists():
-                    _written.add(candidate)
-                    return candidate
-                number += 1
+            for number in itertools.count(1):  # another run of the same second wrote it: keep both
+                path = self.folder / (f"{self.date_id}_{name}" if number == 1 else f"{self.date_id}_{number}_{name}")
+                if path in _written or not path.exists():
+                    _written.add(path)
+                    return path
 
 
 _written: set[Path] = set()  # files this process wrote (rewritten as the run's accounting grows)
