@@ -217,7 +217,7 @@ def _stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
     import numpy as np
 
     from lmms_video_reasoning.judges import get_judge
-    from lmms_video_reasoning.utils.results import report_bootstrap
+    from lmms_video_reasoning.utils.results import report_bootstrap, resampling
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
@@ -236,8 +236,8 @@ def _stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
     for metric in headline_metrics(benchmark):
         if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
             continue  # not computed (e.g. past the judge failure share): no standard error either
-        finite = [v for v in values.get(metric, []) if not math.isnan(v)]
-        if len(finite) >= max(2, resamples // 2):  # as the report: undefined when most resamples are
+        finite = resampling.defined(values.get(metric, []))  # as the report: undefined when most resamples are
+        if finite is not None:
             stderrs[metric] = float(np.std(finite, ddof=1))
     return stderrs
 

@@ -141,11 +141,17 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
 
 
-def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
+def defined(values: Sequence[float]) -> np.ndarray | None:
+    """The defined (not NaN) bootstrap values; None when most resamples are undefined."""
     values = np.asarray(values, dtype=float)
     finite = values[~np.isnan(values)]
-    if len(finite) < max(2, len(values) // 2):
+    return finite if len(finite) >= max(2, len(values) // 2) else None
+
+
+def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
+    finite = defined(values)
+    if finite is None:
         return None
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(finite, [tail, 100 - tail])
