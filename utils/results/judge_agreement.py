@@ -28,7 +28,7 @@ from lmms_video_reasoning.utils.results.agreement_calibration import calibrate
 from lmms_video_reasoning.utils.results.agreement_pairs import (CallPairs, Setup, Side, call_summary, metric_differences,
                                                                 pair_verdicts, ranking_agreement, read_pair, snapshots)
 from lmms_video_reasoning.utils.results.report import json_ready
-from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot
+from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import split_label
 from lmms_video_reasoning.utils.results.report_tables import Section, Table
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
@@ -183,10 +183,7 @@ def agreement_plot(document: dict, path: Path) -> Path:
         ax.grid(axis="x", alpha=0.3)
         if value_key == "kappa":
             ax.set_xlim(min(-0.1, *(v for v in values), *(i[0] for i in intervals if i)) if values else -0.1, 1.05)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return saved(fig, path)
 
 
 def agreement_section(path: Path, out: Path, index: int = 1):
