@@ -1,31 +1,16 @@
-"""Helpers for lmms-eval aggregation: score a task's records once, report many metrics.
+"""lmms-eval aggregation: score a task's records once, report many metrics, lose no run.
 
-lmms-eval calls one aggregation function per metric, each with the list of records that
-`process_results` returned under that metric's name. Our records are the same for every
-metric of a task, and scoring them may mean thousands of judge calls, so the scoring runs
-once per distinct list of records and each metric picks its value from the result
-(each benchmark's binding makes its aggregation functions over a ScoreOnce, `DeclaredHooks`; each carries
-its benchmark and metric, which is how lmms-eval's Stderr column finds its standard error). The
-one scoring gives the metrics and the per-sample outcomes they come from.
-
-Standard errors, in lmms-eval's `Stderr` column: lmms-eval asks `stderr_for_metric(aggregation,
-bootstrap_iters)`, and ours answer through the aggregation (`ScoreOnce.stderr_function`) for the
-benchmark's headline metrics (`ReportSpec.headline`): the standard deviation of the bootstrap that
-gives `lmms-vr report` its 95% CIs (the benchmark's resampling units, the report's seed and
-resample count, `report_bootstrap.bootstrap_values`), over the outcomes that one scoring computed
-(no call, no second parse); one bootstrap per task serves all its headline metrics, about a second
-on a full CG-Bench run (`benchmarks/statistics.py`). N/A, as lmms-eval prints for any metric it
-cannot bootstrap: other metrics, judged metrics when the judge is not configured or its cache is
-off (`lmms-vr report` could not give their intervals either), a task whose scoring failed,
-`LMMS_VR_STDERR=off` (said once in the log), and `simple_evaluate(bootstrap_iters=0)`.
-
-No run is lost here. lmms-eval writes its results and samples only after every aggregation
-returned, and an exception in one (a judge error, a bug, a full disk) means it writes
-nothing, and a killed run writes nothing either. So, before the run's first judging, every
-task's records are written beside the run's output (`<date_id>_records_<task>.jsonl`, with
-`<date_id>_run_tasks.json` naming them; `lmms-vr score` reads them when a samples file is
-missing or damaged), and an aggregation never raises: an error becomes NaN metrics and one log line
-naming the cause and the records file.
+lmms-eval calls one aggregation per metric, each with the same records: each benchmark's binding
+makes them over one `ScoreOnce` (`DeclaredHooks`), which scores once per distinct list of records
+and keeps the metrics with the per-sample outcomes they come from. lmms-eval's Stderr column asks
+`ScoreOnce.stderr_function` (through the aggregation's `stderr_for`): for the headline metrics
+(`ReportSpec.headline`), the standard deviation of the bootstrap that gives `lmms-vr report` its
+CIs (`report_bootstrap.bootstrap_values`, the report's seed and resample count) over those
+outcomes; N/A for other metrics, a judge not configured or with its cache off, a failed scoring,
+`LMMS_VR_STDERR=off` and `bootstrap_iters=0`. lmms-eval writes nothing if an aggregation raises or
+the run is killed, so every task's records are saved beside the run's output before its first
+judging (`<date_id>_records_<task>.jsonl`, named in `<date_id>_run_tasks.json`; `lmms-vr score`
+reads them) and an aggregation never raises: an error gives NaN metrics and one log line.
 """
 
 from __future__ import annotations
@@ -34,6 +19,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -68,9 +54,8 @@ STDERR = suite_settings.declare(STDERR_ENV, "bool", True, "bootstrap standard er
 
 
 def records_key(records: Records) -> str:
-    """A content hash of a list of records (order-insensitive). lmms-eval hands each metric's
-    aggregation (and standard error) a list of the same record objects: those are hashed once
-    (records are never changed after `process_results` built them)."""
+    """A content hash of a list of records (order-insensitive), once per list of the same objects
+    (lmms-eval hands every metric the same records, never changed after `process_results`)."""
     identity = tuple(map(id, records))
     known = _keys.get(identity)
     if known is not None:
@@ -97,9 +82,8 @@ class ScoringFailed(dict):
 
 @dataclass(frozen=True)
 class ScoredRecords:
-    """One scoring of a task's records: the records as scored, their scores (a `ScoringFailed` when
-    the scoring raised), the per-sample outcomes the scores were computed from (None: not computed,
-    e.g. no judge, or the scoring failed) and the settings it used."""
+    """One scoring of a task's records: its scores (`ScoringFailed` when it raised), the per-sample
+    outcomes behind them (None: no judge, or it failed) and the settings it used."""
 
     records: list
     scores: dict[str, Any]
@@ -108,10 +92,8 @@ class ScoredRecords:
 
 
 class ScoreOnce:
-    """A benchmark's scoring (its registry entry's `ScoringAdapter`: `settings`, then `score`)
-    memoised by the records' content, metrics and per-sample outcomes together; `benchmark` is
-    the registry name of the benchmark whose metrics these are (its aggregations carry it).
-    `scoring`: another adapter than the registry's (tests)."""
+    """A benchmark's scoring (its `ScoringAdapter`) memoised by the records' content, metrics and
+    outcomes together. `scoring`: another adapter than the registry's (tests)."""
 
     def __init__(self, benchmark: str, scoring: "registry.ScoringAdapter | None" = None):
         self.benchmark = benchmark
@@ -120,14 +102,11 @@ class ScoreOnce:
         self._lock = threading.Lock()
 
     def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
-        """The scores of `records`, scored once per content (see `scored`)."""
         return self.scored(records, run)[0].scores
 
     def scored(self, records: Records, run: "RunFiles | None" = None) -> tuple[ScoredRecords, bool]:
-        """(the scoring of `records`, whether this call scored them). The first call for some
-        content saves the records beside `run`'s output, then scores them; an error gives
-        `ScoringFailed` (every metric NaN) and one log line naming the cause and the records
-        file, never an exception."""
+        """(the scoring of `records`, whether this call scored them). The first call for some content
+        saves the records beside `run`'s output, then scores them; an error is logged, never raised."""
         records = records_of(records)  # one metric's values: the records, or stand-ins for them
         key = records_key(records)
         with self._lock:
@@ -157,15 +136,9 @@ class ScoreOnce:
             return self._results[key], True
 
     def aggregation(self, metric: str, after: AfterScoring | None = None) -> Callable[..., Any]:
-        """The lmms-eval aggregation function of one metric (what a task YAML points at).
-
-        lmms-eval passes its CLI namespace to a parameter named `args`; `after(scores, run)`
-        then runs with the run's output files (`RunFiles`, None without `--output_path`),
-        e.g. to write the judge accounting beside the run's results. The records reach disk
-        before the scoring starts; nothing raised here reaches lmms-eval (see the module doc).
-        Its `stderr_for(bootstrap_iters)` (what lmms-eval's Stderr column asks, see
-        `utils/lmms/plugin.py`) is the metric's standard error over this scoring's outcomes.
-        """
+        """The lmms-eval aggregation of one metric. lmms-eval passes its CLI namespace to a parameter
+        named `args`; `after(scores, run)` then runs once with the run's `RunFiles` (e.g. to write
+        the judge accounting). Its `stderr_for(bootstrap_iters)` answers lmms-eval's Stderr column."""
 
         def aggregate(records: Records, args: Any = None) -> Any:
             run = _safe_run_files(args)
@@ -185,9 +158,8 @@ class ScoreOnce:
         return aggregate
 
     def stderr_function(self, metric: str, bootstrap_iters: int) -> Callable[[Records], Any] | None:
-        """lmms-eval's `stderr_for_metric` contract for `metric`: a function of the records (the
-        bootstrap over the outcomes this ScoreOnce scored them with, see the module doc), or None
-        (not a headline metric, no bootstrap, or `LMMS_VR_STDERR` off)."""
+        """lmms-eval's `stderr_for_metric` for `metric`: a function of the records, or None (not a
+        headline metric, no bootstrap, or `LMMS_VR_STDERR` off)."""
         if bootstrap_iters <= 0 or metric not in headline_metrics(self.benchmark) or not stderr_enabled():
             return None
         resamples = min(bootstrap_iters, REPORT_RESAMPLES)
@@ -201,9 +173,8 @@ class ScoreOnce:
 
 
 def stderr_enabled() -> bool:
-    """`LMMS_VR_STDERR` is not off (said once in the log when it is). A value the setting does not
-    accept keeps them on, with one error line naming the variable and the accepted values: this is
-    read while lmms-eval aggregates, where raising would lose the run's results."""
+    """`LMMS_VR_STDERR` is not off (said once). A bad value keeps them on with one error line: raising
+    here, while lmms-eval aggregates, would lose the run's results."""
     try:
         on = STDERR.read()
     except suite_settings.SettingError as error:
@@ -226,8 +197,7 @@ def _say_once(key: str, level: int, message: str, *args: Any) -> None:
 
 def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any,
                       resamples: int = REPORT_RESAMPLES, seed: int = REPORT_SEED) -> dict[str, float]:
-    """{metric: bootstrap standard error} of a task's records, from the per-sample outcomes (and
-    settings) its scoring computed the metrics with (`ScoringAdapter.score`); memoised by content."""
+    """{metric: bootstrap standard error} of a task's records from their scored outcomes; memoised by content."""
     key = (benchmark, records_key(records), resamples, seed)
     with _stderr_lock:
         if key in _bootstraps:
@@ -247,7 +217,7 @@ def _stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
     import numpy as np
 
     from lmms_video_reasoning.judges import get_judge
-    from lmms_video_reasoning.utils.results import report_bootstrap
+    from lmms_video_reasoning.utils.results import report_bootstrap, resampling
 
     bench = registry.get(benchmark).scoring
     if bench.needs_judge(records):
@@ -266,8 +236,8 @@ def _stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | Non
     for metric in headline_metrics(benchmark):
         if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
             continue  # not computed (e.g. past the judge failure share): no standard error either
-        finite = [v for v in values.get(metric, []) if not math.isnan(v)]
-        if len(finite) >= max(2, resamples // 2):  # as the report: undefined when most resamples are
+        finite = resampling.defined(values.get(metric, []))  # as the report: undefined when most resamples are
+        if finite is not None:
             stderrs[metric] = float(np.std(finite, ddof=1))
     return stderrs
 
@@ -278,12 +248,9 @@ _bootstraps: BoundedMemo[dict[str, float]] = BoundedMemo(64)  # per task's recor
 
 
 class DeclaredHooks:
-    """The lmms-eval hooks a benchmark's task declarations imply, as its binding module's
-    `__getattr__` (`__getattr__ = DeclaredHooks(BENCHMARK, after)`): `aggregate_<metric>` (the
-    aggregation of that metric over one ScoreOnce, `after` as in `ScoreOnce.aggregation`) and
-    `process_results_<task>` (the task's record under each of its metrics, `Benchmark.record`: built
-    with its record options and settings). Each is made once: lmms-eval's `!function` gets the same object every time
-    (`importlib.import_module(module)` then `getattr`), so the task's metrics share one scoring."""
+    """A binding module's `__getattr__` (`DeclaredHooks(BENCHMARK, after)`): `aggregate_<metric>` over one
+    ScoreOnce and `process_results_<task>` (`Benchmark.record` under each metric), each made once so
+    that lmms-eval's `!function` gets the same object every time (the task's metrics share one scoring)."""
 
     def __init__(self, benchmark: "registry.Benchmark", after: AfterScoring | None = None):
         self.benchmark, self.after = benchmark, after
@@ -328,8 +295,7 @@ def _safe_run_files(args: Any) -> "RunFiles | None":
 
 
 def _records_of_run() -> dict[str, Records]:
-    """{task: records} of every task of this suite in the lmms-eval run being aggregated ({} when
-    lmms-eval's task list is not found: each task's records are then saved at its own aggregation)."""
+    """{task: records} of every task of this suite in the run being aggregated ({}: each saved at its own aggregation)."""
     try:
         found = run_output.suite_records_of_run()
     except Exception as error:  # noqa: BLE001 - each task's aggregation still saves its own records
@@ -340,11 +306,9 @@ def _records_of_run() -> dict[str, Records]:
 
 
 def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None") -> None:
-    """Every task's records of the run, before its first judging starts (lmms-eval aggregates one
-    task after another: a kill during the first task's judging must not lose the others'
-    generations), then `<date_id>_run_tasks.json` naming each task with its records file, count
-    and checksum (or why it is not saved), which `lmms-vr score` checks the folder against.
-    Once per run and task (`save_records` keeps what it wrote); never raises."""
+    """Every task's records of the run before its first judging (a kill during the first task's judging
+    must not lose the others' generations), then `<date_id>_run_tasks.json` naming each task's records
+    file, count and checksum, which `lmms-vr score` checks the folder against. Never raises."""
     if run is None or not records_by_task:
         return
     seen = (run.folder, run.date_id, tuple(sorted((task, id(records)) for task, records in records_by_task.items())))
@@ -369,11 +333,9 @@ def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None"
 
 
 def save_records(records: Records, run: "RunFiles | None", task: str | None = None) -> Path | None:
-    """Write the task's records beside the run's output before anything can fail (atomic: a
-    temporary file, fsync, rename; then read back and checked against the checksum of what was
-    written). None without an output folder or when the disk refuses, which is logged as an error
-    naming the file and the free space, never raised. The same records of the same task in the
-    same run are written once."""
+    """Write the task's records beside the run's output, durably and read back against their checksum,
+    once per run, task and content. None without an output folder or when the disk refuses (logged
+    with the file and the free space, never raised)."""
     if run is None:
         return None
     from lmms_video_reasoning.utils.lmms import judge_usage
@@ -415,11 +377,9 @@ _manifests_for: set[tuple] = set()  # (folder, date_id, (task, id of its records
 
 @atexit.register
 def _drop_records_lmms_eval_also_wrote() -> None:
-    """At exit, a records file whose samples file lmms-eval wrote whole (same run, same task, read
-    back: `run_folders.samples_differ`) is a copy: removed. Otherwise (no --log_samples, lmms-eval
-    failed, a full disk truncated the samples) it stays for `lmms-vr score`, with a warning
-    naming the task, the samples file and why when there is a samples file. A run's manifest
-    goes with the last of its records files."""
+    """At exit, a records file whose samples file lmms-eval wrote whole (`run_folders.samples_differ`) is
+    a copy: removed, and the run's manifest with the last of them. Otherwise it stays for `lmms-vr
+    score`, with a warning saying why when there is a samples file."""
     kept = set()
     for path, (task, _digest) in list(_saved_records.items()):
         prefix = path.name[: -len(RECORDS_FILE.format(task=task))]
@@ -449,29 +409,19 @@ def _drop_records_lmms_eval_also_wrote() -> None:
 
 @dataclass(frozen=True)
 class RunFiles:
-    """Where one lmms-eval run writes: `<folder>/<date_id>_results.json`, `..._samples_<task>.jsonl`.
-
-    `path(name)` is `<folder>/<date_id>_<name>` beside them, so each run's extra files are
-    paired with its results and a later run into the same `--output_path` overwrites nothing.
-    """
+    """Where one lmms-eval run writes (`<folder>/<date_id>_results.json`); `path(name)` is
+    `<folder>/<date_id>_<name>` beside it, never another run's file."""
 
     folder: Path
     date_id: str
 
     def path(self, name: str) -> Path:
-        path = self.folder / f"{self.date_id}_{name}"
         with _written_lock:
-            if path in _written or not path.exists():
-                _written.add(path)
-                return path
-            # Another run of the same second wrote it: keep both.
-            number = 2
-            while True:
-                candidate = path.with_name(f"{self.date_id}_{number}_{name}")
-                if candidate in _written or not candidate.exists():
-                    _written.add(candidate)
-                    return candidate
-                number += 1
+            for number in itertools.count(1):  # another run of the same second wrote it: keep both
+                path = self.folder / (f"{self.date_id}_{name}" if number == 1 else f"{self.date_id}_{number}_{name}")
+                if path in _written or not path.exists():
+                    _written.add(path)
+                    return path
 
 
 _written: set[Path] = set()  # files this process wrote (rewritten as the run's accounting grows)
@@ -479,11 +429,7 @@ _written_lock = threading.Lock()
 
 
 def run_files(args: Any) -> RunFiles | None:
-    """The output files of the lmms-eval run in progress (None without `--output_path`).
-
-    lmms-eval writes to `<output_path>/<sanitized model name>/<date_id>_results.json` after the
-    aggregation; `run_output.run_identity` finds that date and folder (touchpoint `run-files`).
-    """
+    """The output files of the lmms-eval run in progress (`run_output.run_identity`; None without `--output_path`)."""
     path = getattr(args, "output_path", None) if args is not None else None
     if not path:
         return None
@@ -495,9 +441,8 @@ AfterScoring = Callable[[dict[str, Any], "RunFiles | None"], None]
 
 
 def judge_accounting_writer(judge_declaration: Any) -> AfterScoring:
-    """An `after` hook writing the accounting of a benchmark's judge (its `JudgeDefaults`, or
-    its name) (calls, cache hits, failures, tokens, cost, the models that answered; never the
-    key) beside the run's results: `<date_id>_judge_accounting_<benchmark>.json`."""
+    """An `after` hook writing the accounting of a benchmark's judge (its `JudgeDefaults`, or its name;
+    never the key) beside the run's results: `<date_id>_judge_accounting_<benchmark>.json`."""
     benchmark = getattr(judge_declaration, "benchmark", judge_declaration)
 
     def write(scores: dict[str, Any], run: RunFiles | None) -> None:

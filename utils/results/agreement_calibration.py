@@ -1,11 +1,5 @@
-"""A calibration for `lmms-vr judge-agreement --calibrate N`: a stratified subset of samples judged
-by the reference judge, within a stated budget.
-
-`stratified_subset` draws the samples (proportional to task and the benchmark's stratum, seeded);
-`calibrate` prints the requests it expects (as many as the candidate needed on those samples) and
-their approximate cost, then sends them through a `SpendingLimit` that never exceeds
-`--max-requests` nor `--max-cost` USD; `reference_config` is the reference judge's configuration.
-"""
+"""`lmms-vr judge-agreement --calibrate N`: a stratified subset of samples judged by the reference
+judge within a stated budget (`SpendingLimit`: `--max-requests`, `--max-cost`)."""
 
 from __future__ import annotations
 
@@ -19,15 +13,14 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.agreement_pairs import Asked, Setup, Side, cache_reader, judge_each
+from lmms_video_reasoning.utils.results.batch_judging import usd
 from lmms_video_reasoning.utils.results.run_folders import Gathered
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
 def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0) -> list[Any]:
-    """`size` items drawn from `strata` ({stratum: items}) in proportion to the strata's sizes
-    (largest remainder; then every stratum gets at least one when `size` allows, taken from the
-    largest quota), at random within each stratum (seeded); all items when `size` is at least
-    their number."""
+    """`size` items of `strata` ({stratum: items}) in proportion to their sizes (largest remainder; every
+    stratum at least one when `size` allows, from the largest quota), seeded; all when `size` covers them."""
     import random
 
     total = sum(len(items) for items in strata.values())
@@ -53,9 +46,8 @@ def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0
 
 
 class SpendingLimit:
-    """The calibration's bound: at most `max_calls` HTTP requests and `max_cost` USD, for every
-    judge holding it. A request is sent only if what was spent, plus the worst case of the
-    requests still in flight and of this one, stays within `max_cost`."""
+    """At most `max_calls` requests and `max_cost` USD: a request is sent only if what was spent plus the
+    worst case of those in flight and of this one stays within it."""
 
     def __init__(self, max_calls: int, max_cost: float | None, worst_request_usd: float) -> None:
         self.max_calls, self.max_cost, self.worst = max_calls, max_cost, worst_request_usd
@@ -79,8 +71,7 @@ class SpendingLimit:
         """An answered request (the engine's usage listener)."""
         with self._lock:
             self.answered += 1
-            if price is not None:
-                self.spent += (prompt_tokens * price["input"] + completion_tokens * price["output"]) / 1e6
+            self.spent += usd(price, prompt_tokens, completion_tokens) or 0.0
 
     def as_dict(self) -> dict:
         with self._lock:
@@ -89,9 +80,8 @@ class SpendingLimit:
 
 
 def reference_config(benchmark: str, model: str | None, cache: Path | None, base_url: str | None, key_env: str | None):
-    """The reference judge for a calibration: the benchmark's own judge configuration (its provider's
-    key and endpoint; LMMS_VR_JUDGE_* are left out, they usually point at the candidate), or the
-    endpoint `--reference-base-url` names."""
+    """The reference judge: the benchmark's own configuration without LMMS_VR_JUDGE_* (usually the
+    candidate), or `--reference-base-url`."""
     from lmms_video_reasoning.judges import JudgeConfig
     from lmms_video_reasoning.judges import config as judge_config
 
@@ -119,7 +109,6 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
     from lmms_video_reasoning.judges.tokens import tokenizer_for
 
     # what the candidate asked per sample: the plan (and only samples it judged completely are worth asking)
-    readers: dict = {}
     candidate_asks: dict[tuple, list[Asked]] = defaultdict(list)  # (task, sample id) -> the candidate's requests, every run
     strata: dict[tuple, list[tuple]] = defaultdict(list)  # (task, stratum) -> samples
     methods: set[str] = set()  # how input tokens were counted
@@ -129,7 +118,7 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
         # input tokens counted as the reference will be billed (its tokenizer, or the stated approximation)
         tokenizer = tokenizer_for(setup.reference[spec.benchmark].model)
         methods.add(tokenizer.method)
-        judged = judge_each(bench, item.records, bench.settings(item.records), cache_reader(bench, setup.candidate[spec.benchmark], readers), tokenizer)
+        judged = judge_each(bench, item.records, bench.settings(item.records), cache_reader(bench, setup.candidate[spec.benchmark]), tokenizer)
         for record, j in zip(item.records, judged):
             if not (j.complete and j.asked):
                 continue  # a sample the candidate did not judge (completely) cannot be compared
@@ -155,8 +144,8 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
                 priced = False
                 continue
             # the reply as long as the candidate's (same format); the worst case is max_tokens
-            estimate += (a.prompt_tokens * price["input"] + max(1, a.reply_tokens) * price["output"]) / 1e6
-            worst = max(worst, (a.prompt_tokens * 1.5 * price["input"] + a.max_tokens * price["output"]) / 1e6)
+            estimate += usd(price, a.prompt_tokens, max(1, a.reply_tokens))
+            worst = max(worst, usd(price, a.prompt_tokens * 1.5, a.max_tokens))
     max_requests = args.max_requests if args.max_requests is not None else max(2 * len(planned), len(planned) + 8)
     max_cost = args.max_cost if args.max_cost is not None else (round(2 * estimate, 4) if priced and estimate else None)
     if max_cost is not None and worst > max_cost:

@@ -1,20 +1,12 @@
 """What each judge said per sample, and how two judges' verdicts pair up (`lmms-vr judge-agreement`).
 
-Each benchmark's own judging code is run once per sample and per judge with a reader of the judge
-cache (`judges.CacheOnlyJudge`: no key, no request); every judge request it makes is recorded
-(`RecordingJudge`), so the two judges' replies to the same request pair up (`pair_verdicts`: by
-tag and occurrence; the cache keys them by judge model). From the pairs: agreement and kappa per
-judge call type (`call_summary`), both judges' headline metrics and their paired difference
-(`metric_differences`), and the runs' order under the two judges (`ranking_agreement`), each with
-bootstrap CIs over units (questions, or videos: the pairs of one question move together, `resampling.py`).
-
-The statistics, small pure functions checked against textbook values and scikit-learn / SciPy in
-tests/test_agreement_stats.py: `agreement_rate` (the share of pairs with the same label),
-`cohen_kappa` (agreement beyond the chance agreement of the two marginals), `weighted_kappa` (for
-ratings on an ordered scale, disagreements weighted by their distance: quadratic, the weight of 3
-against 7 is (3-7)^2, so a near miss costs little) and `kendall_tau` (tau-b of two rankings, ties
-handled). Undefined values are NaN, never 0: kappa when both judges use one and the same label, tau
-when either ranking is all ties.
+Each benchmark's own judging runs once per sample and judge on a reader of the judge cache, every
+request recorded (`RecordingJudge`), so the two judges' replies to the same request pair up by tag
+and occurrence (`pair_verdicts`). From the pairs: agreement and kappa per call type
+(`call_summary`), the headline metrics' paired difference (`metric_differences`) and the runs'
+ranking agreement (`ranking_agreement`), with bootstrap CIs over units (`resampling.py`). The
+statistics (checked against scikit-learn / SciPy in tests/test_agreement_stats.py) are NaN where
+undefined, never 0: kappa when both judges use one label throughout, tau when a ranking is all ties.
 """
 
 from __future__ import annotations
@@ -31,16 +23,11 @@ from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
-from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, bootstrap_values, percentile_interval
+from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, percentile_interval, resampled_metrics
 from lmms_video_reasoning.utils.results.run_folders import Gathered
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 WEIGHTS = "quadratic"
-
-
-# ---------------------------------------------------------------------------------------------
-# The statistics
-# ---------------------------------------------------------------------------------------------
 
 
 Pair = tuple[Hashable, Hashable]  # (reference label, candidate label)
@@ -54,10 +41,7 @@ def agreement_rate(pairs: Sequence[Pair]) -> float:
 
 
 def cohen_kappa(pairs: Sequence[Pair]) -> float:
-    """Cohen's kappa: (p_o - p_e) / (1 - p_e), p_e from the two judges' own label frequencies.
-
-    NaN when there are no pairs or chance agreement is already 1 (both judges always give the
-    same single label)."""
+    """Cohen's kappa: (p_o - p_e) / (1 - p_e), p_e from the two judges' own label frequencies (NaN: no pairs, or p_e = 1)."""
     n = len(pairs)
     if not n:
         return math.nan
@@ -70,10 +54,8 @@ def cohen_kappa(pairs: Sequence[Pair]) -> float:
 
 
 def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadratic") -> float:
-    """Weighted kappa of ratings: 1 - sum(w * observed) / sum(w * expected), w = |a - b| (linear)
-    or (a - b)^2 (quadratic) of the rating values themselves (so the weights follow the
-    scale, e.g. 0-10, whichever ratings occur). NaN when there are no pairs or the expected
-    disagreement is 0."""
+    """Weighted kappa of ratings: 1 - sum(w * observed) / sum(w * expected), w = |a - b| (linear) or
+    (a - b)^2 (quadratic) of the rating values (NaN: no pairs, or no expected disagreement)."""
     if weights not in ("linear", "quadratic"):
         raise ValueError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
     n = len(pairs)
@@ -90,9 +72,7 @@ def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadrat
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's tau-b of two paired sequences: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)).
-
-    NaN for fewer than two items or when either sequence is constant."""
+    """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)); NaN when undefined."""
     if len(x) != len(y):
         raise ValueError(f"kendall_tau needs sequences of one length, got {len(x)} and {len(y)}")
     n = len(x)
@@ -118,11 +98,6 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     return (concordant - discordant) / denominator
 
 
-# ---------------------------------------------------------------------------------------------
-# Recording what a benchmark's judging asks
-# ---------------------------------------------------------------------------------------------
-
-
 @dataclass
 class Asked:
     """One judge request as the benchmark's code made it, and what came back."""
@@ -139,9 +114,8 @@ class Asked:
 
 
 class RecordingJudge(InOrderJudge):
-    """A judge (usually a `CacheOnlyJudge`) whose every request is recorded, in their order.
-    `tokenizer` (`judges.tokens.Tokenizer`: `request_tokens`, `text_tokens`) counts each request's
-    input and reply tokens, for a calibration's cost (none counted without one)."""
+    """A judge whose every request is recorded in order; `tokenizer` (`judges.tokens`) counts each
+    request's input and reply tokens, for a calibration's cost."""
 
     def __init__(self, inner, tokenizer: Any = None) -> None:
         self.inner = inner
@@ -178,8 +152,7 @@ class Judged:
 
 
 def judge_each(bench, records: Sequence[dict], settings: Any, judge, tokenizer: Any = None) -> list[Judged]:
-    """Each record's outcome under `judge`, judged alone so its requests are known (outcomes of
-    this suite's benchmarks depend on their own record only)."""
+    """Each record's outcome under `judge`, judged alone so its requests are known."""
     out = []
     # the per-batch warnings would repeat for every sample; what matters is counted in the coverage
     with quiet_judging(logging.ERROR):
@@ -188,11 +161,6 @@ def judge_each(bench, records: Sequence[dict], settings: Any, judge, tokenizer: 
             outcomes = bench.outcomes([record], settings, judge=recorder)
             out.append(Judged(outcomes[0] if outcomes else None, recorder.asked, recorder.item_errors))
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Pairing two judges' verdicts
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -238,17 +206,14 @@ class Setup:
     candidate: dict[str, Side]
 
 
-def cache_reader(bench, side: Side, readers: dict):
-    """The reader of `side`'s judge cache for `bench` (`judges.CacheOnlyJudge`), one per judge and cache in `readers`."""
-    from lmms_video_reasoning.judges import CacheOnlyJudge
+def cache_reader(bench, side: Side):
+    """The reader of `side`'s judge cache for `bench` (the process's one `judges.CacheOnlyJudge` for them)."""
+    from lmms_video_reasoning.judges.process_registry import cache_only_judge
 
-    key = (bench.judge_name, side.model, str(side.cache), side.endpoint)
-    if key not in readers:
-        readers[key] = CacheOnlyJudge(bench.judge_name, side.model, side.cache, side.endpoint)
-    return readers[key]
+    return cache_only_judge(bench.judge_name, side.model, side.cache, side.endpoint)
 
 
-def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair:
+def read_pair(run: str, item: Gathered, setup: Setup) -> TaskPair:
     """Both judges' per-sample outcomes of one task of one run, from their caches."""
     spec = task_spec(item.task)
     bench = registry.get(spec.benchmark).scoring
@@ -256,14 +221,12 @@ def read_pair(run: str, item: Gathered, setup: Setup, readers: dict) -> TaskPair
     judged = []
     for sides in (setup.reference, setup.candidate):
         side = sides[spec.benchmark]
-        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side, readers)))
+        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side)))
     return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
 
 
 def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tuple[str, str, Any, Any]], Counter]:
-    """[(call type, item, reference label, candidate label)] of one sample, and what could not be
-    paired (a request only one judge made, one that failed or was missing on a side, a reply's
-    item the other reply lacks), by reason."""
+    """[(call type, item, reference label, candidate label)] of one sample, and what could not be paired, by reason."""
     unpaired: Counter = Counter()
     by_key = {(a.tag, a.occurrence): a for a in candidate.asked}
     reference_keys = {(a.tag, a.occurrence) for a in reference.asked}
@@ -347,9 +310,8 @@ def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], S
 
 
 def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n: int, seed: int) -> list[dict]:
-    """Per task and headline metric with two or more runs: Kendall's tau-b between the runs'
-    values under the reference and under the candidate, on the questions every run has, with a
-    bootstrap CI (the questions resampled together across runs)."""
+    """Per task and headline metric of two or more runs: Kendall's tau-b between the runs' values under
+    the two judges on the questions every run has, with a CI (the questions resampled together)."""
     by_task: dict[str, list[str]] = defaultdict(list)
     for run, task in sampled:
         by_task[task].append(run)
@@ -375,16 +337,13 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
                     for metric in headline}
 
         reference, candidate = values(range(len(common)))
-        from lmms_video_reasoning.judges import failure_share
-
-        with failure_share.decided_on_the_whole_run():
-            resampled = bootstrap_values(len(common), taus, n, seed)
+        resampled = resampled_metrics(len(common), taus, n, seed)
         for metric in headline:
             reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
             if any(_undefined(v) for v in reference_values + candidate_values):
                 continue  # not a metric of this task
             rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
                          "tau": kendall_tau(reference_values, candidate_values),
-                         "ci": percentile_interval([r[metric] for r in resampled]) if resampled else None,
+                         "ci": percentile_interval(resampled[metric]) if metric in resampled else None,
                          "questions": len(common)})
     return rows

@@ -15,12 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from lmms_video_reasoning.judges import batch_files, batch_ledger
-from lmms_video_reasoning.judges.batch_pass import JudgePass, TagEstimate, refuse_unasked, summarize_estimates
+from lmms_video_reasoning.judges.batch_pass import JudgePass, refuse_unasked, summarize_estimates
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
@@ -60,35 +59,9 @@ def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
 # ---------------------------------------------------------------------- estimate
 
 
-@dataclass
-class CostRow:
-    benchmark: str
-    task: str
-    tag: str
-    model: str
-    estimate: TagEstimate
-    sync_usd: float | None
-    batch_usd: float | None
-
-
-def _usd(estimate: TagEstimate, price: dict[str, float] | None) -> float | None:
-    if price is None:
-        return None
-    return (estimate.input_tokens * price["input"] + estimate.output_tokens * price["output"]) / 1e6
-
-
-def cost_rows(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[CostRow]:
-    rows = []
-    for task, tags in judge_pass.estimates.items():
-        benchmark = task_benchmarks.get(task, "")
-        judge = judge_pass.judges.get(registry.get(benchmark).scoring.judge_name) if benchmark else None
-        if judge is None:
-            continue
-        price = judge.config.price()
-        cheap = batch_price(judge.config.model, price)
-        for tag, estimate in sorted(tags.items()):
-            rows.append(CostRow(benchmark, task, tag, judge.config.model, estimate, _usd(estimate, price), _usd(estimate, cheap)))
-    return rows
+def usd(price: dict[str, float] | None, input_tokens: float, output_tokens: float) -> float | None:
+    """The cost at `price` (USD per million input and output tokens; None: unknown)."""
+    return None if price is None else (input_tokens * price["input"] + output_tokens * price["output"]) / 1e6
 
 
 def estimate(gathered: Sequence[Any]) -> dict:
@@ -97,12 +70,26 @@ def estimate(gathered: Sequence[Any]) -> dict:
 
     judge_pass = run_pass(gathered, JudgePass("estimate", walk=True))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
-    rows = cost_rows(judge_pass, benchmarks)
-    models = sorted({row.model for row in rows} | set(judge_pass.models().values()))
+    rows, estimates = [], []
+    for task, tags in judge_pass.estimates.items():
+        benchmark = benchmarks.get(task, "")
+        judge = judge_pass.judges.get(registry.get(benchmark).scoring.judge_name) if benchmark else None
+        if judge is None:
+            continue
+        price = judge.config.price()
+        cheap = batch_price(judge.config.model, price)
+        for tag, entry in sorted(tags.items()):
+            estimates.append(entry)
+            rows.append({"benchmark": benchmark, "task": task, "judge_call": tag, "model": judge.config.model, **vars(entry),
+                         "usd_sync": usd(price, entry.input_tokens, entry.output_tokens),
+                         "usd_batch": usd(cheap, entry.input_tokens, entry.output_tokens)})
+    models = sorted({row["model"] for row in rows} | set(judge_pass.models().values()))
+    sync, cheap = [row["usd_sync"] for row in rows], [row["usd_batch"] for row in rows]
     return {
-        "rows": [{"benchmark": r.benchmark, "task": r.task, "judge_call": r.tag, "model": r.model, **vars(r.estimate),
-                  "usd_sync": r.sync_usd, "usd_batch": r.batch_usd} for r in rows],
-        "total": _totals(rows),
+        "rows": rows,
+        "total": {**vars(summarize_estimates(dict(enumerate(estimates)))),
+                  "usd_sync": None if None in sync else sum(sync), "usd_batch": None if None in cheap else sum(cheap),
+                  "usd_sync_known": sum(v for v in sync if v is not None), "usd_batch_known": sum(v for v in cheap if v is not None)},
         "cache_hits": dict(judge_pass.served),
         "tokenizers": {model: tokenizer_for(model).method for model in models},
         "cache": {b: str(j.config.cache_path) if j.config.cache_path else None for b, j in judge_pass.judges.items()},
@@ -128,16 +115,6 @@ def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[
                     "reason": reasons[0], "other_reasons": len(reasons) - 1,
                     "missing": unbuilt_items(benchmark, len(entries))[1] if benchmark else "judge items not rebuilt"})
     return out
-
-
-def _totals(rows: Sequence[CostRow]) -> dict:
-    total = summarize_estimates({str(i): r.estimate for i, r in enumerate(rows)})
-    sync = [r.sync_usd for r in rows]
-    cheap = [r.batch_usd for r in rows]
-    return {**vars(total),
-            "usd_sync": None if any(v is None for v in sync) else sum(sync),
-            "usd_batch": None if any(v is None for v in cheap) else sum(cheap),
-            "usd_sync_known": sum(v for v in sync if v is not None), "usd_batch_known": sum(v for v in cheap if v is not None)}
 
 
 def _money(value: float | None) -> str:

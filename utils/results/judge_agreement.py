@@ -1,34 +1,15 @@
-"""`lmms-vr judge-agreement`: how far a candidate judge (e.g. a local Qwen or DeepSeek) is from the
-reference judge (the paper's GPT-4o / DeepSeek-V3) on the same samples, with confidence intervals.
+"""`lmms-vr judge-agreement`: how far a candidate judge is from the reference judge on the same samples,
+with confidence intervals (docs/results.md, "Judge agreement").
 
     lmms-vr judge-agreement RUN... --candidate MODEL [--reference MODEL] [--cache FILE] [--out agreement.json]
     lmms-vr judge-agreement RUN... --candidate MODEL --calibrate N [--max-requests M] [--max-cost USD]
 
-RUN is what `lmms-vr score` reads (an lmms-eval output folder, a samples file, a predictions
-file), optionally `LABEL=RUN`. Each benchmark's own judging code is run once per sample and per
-judge with a reader of the judge cache (`judges.CacheOnlyJudge`: no key, no request); every judge
-request it makes is recorded, so the two judges' replies to the same request pair up (the cache
-keys them by judge model: the same prompt to two models is two entries). Without `--calibrate`
-nothing is sent anywhere: both judges must have judged the runs (e.g. `lmms-vr score` with each).
-
-`--calibrate N` draws N samples (stratified by task and the benchmark's stratum: VCR-Bench
-dimension, VRBench reasoning type, CG-Bench sub-category; proportional, seeded), judges them
-with the reference judge (its usual configuration: OPENAI_API_KEY / DEEPSEEK_API_KEY, or
-`--reference-base-url`), then compares as above on those samples. Before any request it prints
-the requests it expects (as many as the candidate needed on those samples) and their approximate
-cost, and it never sends more than `--max-requests` (default twice the expected) nor spends more
-than `--max-cost` USD (default twice the estimate, when the reference's price is known): past
-either, the remaining requests are not sent and their samples are counted as not compared.
-
-Reported (stdout, and the JSON `--out` that `lmms-vr report --agreement` shows):
-- per judge call type (each benchmark's judge steps: `ScoringAdapter.verdicts`), the verdict
-  agreement rate and Cohen's kappa (weighted kappa, quadratic weights, for ratings such as
-  VRBench's 0-10 process ratings), each with a 95% bootstrap CI over questions (VRBench: videos);
-- per run, task and headline metric, both judges' values and the paired difference (candidate -
-  reference) with its CI, on the samples both judged completely;
-- with several runs, Kendall's tau-b between the runs' order under the two judges, with its CI;
-- the snapshots that answered for each judge (the replies' `model` field kept in the cache);
-- what was not compared and why (a verdict missing from a cache, a step only one judge asked for).
+RUN is what `lmms-vr score` reads, optionally `LABEL=RUN`. Both judges' verdicts are read from the
+judge cache (`agreement_pairs`: nothing sent); `--calibrate N` first has the reference judge a
+stratified subset within a bound (`agreement_calibration`). The document (stdout, `--out`, shown by
+`lmms-vr report --agreement`): agreement and kappa per judge call type, both judges' headline
+metrics and their paired difference, the runs' ranking agreement, each with bootstrap CIs; the
+snapshots that answered; what was not compared and why.
 """
 
 from __future__ import annotations
@@ -47,7 +28,7 @@ from lmms_video_reasoning.utils.results.agreement_calibration import calibrate
 from lmms_video_reasoning.utils.results.agreement_pairs import (CallPairs, Setup, Side, call_summary, metric_differences,
                                                                 pair_verdicts, ranking_agreement, read_pair, snapshots)
 from lmms_video_reasoning.utils.results.report import json_ready
-from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot
+from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import split_label
 from lmms_video_reasoning.utils.results.report_tables import Section, Table
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
@@ -90,7 +71,6 @@ def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, Gathe
 
 def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, only: set | None = None) -> dict:
     """The agreement document for the runs (restricted to `only` (task, sample id) keys when given)."""
-    readers: dict = {}
     calls: dict[tuple[str, str], CallPairs] = {}
     coverage, metrics, judged_by = [], [], defaultdict(lambda: ([], []))
     sampled: dict[tuple[str, str], tuple] = {}
@@ -99,7 +79,7 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
             item = replace(item, records=[r for r in item.records if (item.task, str(r["sample_id"])) in only])
             if not item.records:
                 continue
-        pair = read_pair(run, item, setup, readers)
+        pair = read_pair(run, item, setup)
         bench = registry.get(pair.benchmark).scoring
         unpaired: Counter = Counter()
         for record, reference, candidate in zip(pair.records, pair.reference, pair.candidate):
@@ -121,17 +101,17 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
                          "reference_incomplete": sum(not r.complete for r in pair.reference),
                          "candidate_incomplete": sum(not c.complete for c in pair.candidate),
                          "unpaired_requests": dict(unpaired.most_common())})
-    judges = {}
-    for benchmark, (reference, candidate) in judged_by.items():
-        judges[benchmark] = {
-            "reference": {"model": setup.reference[benchmark].model, "cache": str(setup.reference[benchmark].cache),
-                          "snapshots": snapshots(reference)},
-            "candidate": {"model": setup.candidate[benchmark].model, "cache": str(setup.candidate[benchmark].cache),
-                          "snapshots": snapshots(candidate)},
-        }
+    judges = {benchmark: {name: {"model": sides[benchmark].model, "cache": str(sides[benchmark].cache), "snapshots": snapshots(judged)}
+                          for name, sides, judged in (("reference", setup.reference, both[0]), ("candidate", setup.candidate, both[1]))}
+              for benchmark, both in judged_by.items()}
     return {FORMAT: 1, "seed": seed, "bootstrap": n, "judges": judges,
             "calls": [call_summary(c, n, seed) for _, c in sorted(calls.items())],
             "metrics": metrics, "ranking": ranking_agreement(sampled, n, seed), "coverage": coverage}
+
+
+def snapshot_text(side: dict, none: str) -> str:
+    return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or none
+
 
 def number_text(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -146,8 +126,8 @@ def interval_text(interval: Any, digits: int = 3) -> str:
 def print_document(document: dict) -> None:
     for benchmark, sides in document["judges"].items():
         reference, candidate = sides["reference"], sides["candidate"]
-        snap = lambda side: ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or "no verdicts"  # noqa: E731
-        print(f"\n{benchmark}: reference {reference['model']} ({snap(reference)}) vs candidate {candidate['model']} ({snap(candidate)})")
+        print(f"\n{benchmark}: reference {reference['model']} ({snapshot_text(reference, 'no verdicts')}) vs candidate "
+              f"{candidate['model']} ({snapshot_text(candidate, 'no verdicts')})")
     print("\nverdict agreement per judge call type (95% bootstrap CIs):")
     for c in document["calls"]:
         print(f"  {c['benchmark']:<10} {c['call']:<40} pairs {c['pairs']:>5}  agreement {number_text(c['agreement'])} {interval_text(c['agreement_ci'])}"
@@ -168,9 +148,7 @@ def print_document(document: dict) -> None:
                   + (", ".join(f"{k} x{v}" for k, v in row["unpaired_requests"].items()) or "none"))
 
 
-# ---------------------------------------------------------------------------------------------
 # The agreement document read back: its section in `lmms-vr report --agreement FILE`
-# ---------------------------------------------------------------------------------------------
 
 
 def read_document(path: Path) -> dict:
@@ -205,51 +183,41 @@ def agreement_plot(document: dict, path: Path) -> Path:
         ax.grid(axis="x", alpha=0.3)
         if value_key == "kappa":
             ax.set_xlim(min(-0.1, *(v for v in values), *(i[0] for i in intervals if i)) if values else -0.1, 1.05)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return saved(fig, path)
 
 
 def agreement_section(path: Path, out: Path, index: int = 1):
     """The report's section for one agreement file: the judges and their snapshots, the tables, the plot."""
     document = read_document(path)
-    judges = "; ".join(
-        f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: "
-        + (", ".join(f"{m} x{c}" for m, c in s["reference"]["snapshots"].items()) or "none")
-        + f"), candidate {s['candidate']['model']} (snapshots: "
-        + (", ".join(f"{m} x{c}" for m, c in s["candidate"]["snapshots"].items()) or "none") + ")"
-        for b, s in document["judges"].items())
-    digits = 3
+    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'], 'none')}), "
+                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'], 'none')})"
+                       for b, s in document["judges"].items())
     calls = Table("Verdict agreement per judge call type (95% bootstrap CIs)",
-                         ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
-                         [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), number_text(c["agreement"], digits),
-                            interval_text(c["agreement_ci"], digits), number_text(c["kappa"], digits), interval_text(c["kappa_ci"], digits), c["statistic"]], True)
-                          for c in document["calls"]],
-                         [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (n/a) "
-                          "where both judges gave one and the same label throughout."])
+                  ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
+                  [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), number_text(c["agreement"]), interval_text(c["agreement_ci"]),
+                     number_text(c["kappa"]), interval_text(c["kappa_ci"]), c["statistic"]], True) for c in document["calls"]],
+                  [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (n/a) "
+                   "where both judges gave one and the same label throughout."]
+                  + [f"{row['run']} {row['task']}: {row['samples'] - row['compared']} of {row['samples']} samples not compared"
+                     for row in document["coverage"] if row["samples"] > row["compared"]])
     metrics = Table("Headline metrics under both judges (candidate − reference, paired)",
-                           ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
-                           [([m["run"], m["task"], m["metric"], number_text(m["reference"], 2), number_text(m["candidate"], 2),
-                              f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "n/a", interval_text(m["ci"], 2),
-                              str(m["samples"])], True) for m in document["metrics"]],
-                           ["On the samples both judges judged completely."])
+                    ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
+                    [([m["run"], m["task"], m["metric"], number_text(m["reference"], 2), number_text(m["candidate"], 2),
+                       f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "n/a", interval_text(m["ci"], 2),
+                       str(m["samples"])], True) for m in document["metrics"]],
+                    ["On the samples both judges judged completely."])
     tables = [calls, metrics]
     if document["ranking"]:
         tables.append(Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
-                                   [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]), str(r["questions"])], True)
-                                    for r in document["ranking"]]))
-    missing = [f"{row['run']} {row['task']}: {row['samples'] - row['compared']} of {row['samples']} samples not compared"
-               for row in document["coverage"] if row["samples"] > row["compared"]]
-    if missing:
-        tables[0].notes += missing
+                            [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]),
+                               str(r["questions"])], True) for r in document["ranking"]]))
     calibration = document.get("calibration")
     intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
                                     f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."
                                     if calibration else "")
     figure = agreement_plot(document, out / f"judge_agreement_{index}.png")
     return Section("judge_agreement", tables, [("Judge agreement: kappa and metric differences with 95% CIs", figure)],
-                          {"agreement_file": str(path)}, title="Judge agreement", intro=intro)
+                   {"agreement_file": str(path)}, title="Judge agreement", intro=intro)
 
 
 def main(args) -> int:

@@ -1,42 +1,17 @@
-"""`lmms-vr report`: the papers' tables for your runs, with bootstrap CIs, comparisons and plots.
+"""`lmms-vr report`: the papers' tables for your runs, with bootstrap CIs, comparisons and plots (docs/results.md).
 
     lmms-vr report RESULTS... [--out DIR] [--seed S] [--bootstrap N] [--pairs baseline|all]
 
-RESULTS are results JSON files or folders holding them (lmms-eval's `*_results.json` or the
-output of `lmms-vr score --out`), each optionally prefixed `LABEL=` to name the run. Runs
-with the same label and different tasks are one model (e.g. a benchmark's modes run as
-separate tasks: its section may join them per question across the files).
-
-Writes `DIR/report.md`, `DIR/report.html` (plots inline, self-contained), `DIR/*.png` and
-`DIR/report.json` (every number below). For each benchmark present: the paper's tables with
-your rows beside the paper's reference rows (each benchmark's `reference_tables.json`, with their source),
-95% bootstrap confidence intervals for the headline metrics, paired differences with CIs
-when runs share a task (each run against the first one given; every pair with `--pairs all`),
-and the plots.
-
-Per-sample data: the samples file next to each results file (`--log_samples`, or the one
-`lmms-vr score --out` writes, which also stores each sample's scored outcome). Outcomes not
-stored are recomputed with the benchmark's own judging / parsing, the judge's verdicts read
-from the judge cache the run wrote (`judges.CacheOnlyJudge`, on the judge the accounting
-beside the results records, else the configured one): no key is needed, no request is sent. When
-verdicts are missing, only the metrics that need no judge get CIs (and the report says
-why). Each bootstrap resample is aggregated by the benchmark's own metric definition (macro
-means, F1 of averaged precision and recall, per-question joins): its per-sample columns, computed
-once per run, summed over the resample (`resampling.py`, each benchmark's `columns`; the run's
-value is the same aggregate of its own sums). Resampling units are the benchmark's
-(`ReportSpec.unit`: questions, or videos), and a paired comparison resamples the units both
-runs answered. Tables count questions (`ScoringAdapter.question`: a question answered in several
-modes counts once) and, where the bootstrap resamples coarser units, those in their own column
-(e.g. Questions and Videos). A group's metric (e.g. accuracy by duration) gets its CI from
-the same resamples, computed on the group's samples of each (`bootstrap_values`'s `where`). Each samples file is read once, streamed, and only what the metrics read of each
-record is kept (`ScoringAdapter.report_record`).
-
-Each benchmark's part of the report (tables, plots) is its folder's `report.py`, found
-through `utils/core/registry.py`; this module (the build and the CLI) and the `report_*` modules
-beside it (runs, verdicts, bootstrap, stats, tables, plots) are the shared machinery.
-
-Files under a folder that look like results but do not parse are listed as not read (in the
-report and on stderr), never silently dropped.
+RESULTS are results JSON files or folders holding them (lmms-eval's `*_results.json` or
+`lmms-vr score --out`), each optionally `LABEL=`; runs with one label and different tasks are
+one model. Writes `DIR/report.md`, a self-contained `DIR/report.html`, `DIR/*.png` and
+`DIR/report.json` (every number). Per-sample outcomes come from the samples file next to each
+results file, stored by `lmms-vr score --out` or recomputed with verdicts read from the run's
+judge cache (`report_verdicts`, `report_bootstrap`); each resample is aggregated by the
+benchmark's own metric definition over its resampling units (`ReportSpec.unit`, `resampling.py`).
+Each benchmark's section is its folder's `report.py` (through `utils/core/registry.py`); the
+`report_*` modules beside this one are the shared machinery. Files that look like results but
+do not parse are listed as not read, never silently dropped.
 """
 
 from __future__ import annotations
@@ -57,7 +32,6 @@ from lmms_video_reasoning.utils.results.report_tables import MINE, Section, html
 from lmms_video_reasoning.utils.results.samples_io import task_specs
 
 
-
 def json_ready(value: Any) -> Any:
     """`value` as JSON writes it, NaN as null."""
     if isinstance(value, float) and math.isnan(value):
@@ -70,9 +44,7 @@ def json_ready(value: Any) -> Any:
 
 
 def failure_summary(run: Run) -> str:
-    """Per task, the samples that could not be scored normally (never silently a zero):
-    the model gave no answer, the judge gave no verdict, the reply did not parse, the reply
-    ended inside its reasoning block."""
+    """Per task, the benchmark's failure counts (no answer, no verdict, no parse...): never silently a zero."""
     parts = []
     specs = task_specs()
     for task in sorted(run.results):
@@ -85,14 +57,13 @@ def failure_summary(run: Run) -> str:
 
 
 def settings_summary(run: Run) -> str:
-    """Per task, the settings that change a score where they differ from the task's declared
-    defaults, and the environment variables that overrode them (nothing: every task as declared)."""
+    """Per task, the score-changing settings that differ from the task's declared ones, and the environment's overrides."""
     from lmms_video_reasoning.utils.core.settings import FROM_ENV
 
-    parts = []
+    parts, specs = [], task_specs()
     for task in sorted(run.settings):
-        values = run.settings[task]
-        declared = _declared_settings(task)
+        values, spec = run.settings[task], specs.get(task)  # a group or another suite's task: nothing declared
+        declared = registry.get(spec.benchmark).task_options(spec.declared) if spec is not None else {}
         changed = [f"{name}={value}" for name, value in values.items() if name != FROM_ENV and name in declared and declared[name] != value]
         overrides = [f"{name}={value}" for name, value in (values.get(FROM_ENV) or {}).items()]
         if changed or overrides:
@@ -100,11 +71,10 @@ def settings_summary(run: Run) -> str:
     return "; ".join(parts)
 
 
-def _declared_settings(task: str) -> dict:
-    """The task's declared score-changing settings (`Benchmark.task_options`; {} for a task of no benchmark)."""
-    benchmark = registry.task_names().get(task)
-    declared = next((t for t in benchmark.tasks if t.name == task), None) if benchmark is not None else None  # a group: none
-    return {} if declared is None else benchmark.task_options(declared)
+def run_notes(run: Run) -> list[tuple[str, str]]:
+    """What a run's line says besides its files and tasks: its failure counts, its settings that are not the declared ones."""
+    notes = [("failure counts", failure_summary(run)), ("settings not the tasks' defaults", settings_summary(run))]
+    return [(name, text) for name, text in notes if text]
 
 
 def bootstrap_units(html_form: bool = False) -> str:
@@ -122,11 +92,8 @@ def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int,
            f"with its source. Confidence intervals: 95% percentile bootstrap over {bootstrap_units()} "
            f"({n} resamples, seed {seed}).", ""] + ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
     for run in runs:
-        failures = failure_summary(run)
-        changed = settings_summary(run)
         out.append(f"- **{md_text(run.label)}**: " + ", ".join(md_text(p) for p in run.paths) + f" — tasks {md_text(', '.join(sorted(run.results)))}"
-                   + (f" (failure counts: {md_text(failures)})" if failures else "")
-                   + (f" (settings not the tasks' defaults: {md_text(changed)})" if changed else ""))
+                   + "".join(f" ({name}: {md_text(text)})" for name, text in run_notes(run)))
     if unread:
         out += ["", "Not read (not in any table below):", ""]
         out += [f"- {md_text(u.path)}: {md_text(u.reason)}" for u in unread]
@@ -158,12 +125,9 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
              f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p>"
              + (f"<p>{html.escape(pairing_note())}</p>" if len(runs) > 1 else "") + "<ul>"]
     for run in runs:
-        failures, changed = failure_summary(run), settings_summary(run)
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
                      f"{html.escape(', '.join(sorted(run.results)))}"
-                     + (f" <span class='note'>(failure counts: {html.escape(failures)})</span>" if failures else "")
-                     + (f" <span class='note'>(settings not the tasks' defaults: {html.escape(changed)})</span>" if changed else "")
-                     + "</li>")
+                     + "".join(f" <span class='note'>({name}: {html.escape(text)})</span>" for name, text in run_notes(run)) + "</li>")
     parts.append("</ul>")
     if unread:
         parts.append("<p>Not read (not in any table below):</p><ul>" + "".join(
@@ -186,9 +150,8 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
 
 def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, pairs: str = "baseline",
                  agreement: Sequence[str] = ()) -> dict:
-    """Read the runs, compute the statistics, write report.md / report.html / report.json / PNGs.
-    `pairs`: which runs the paired comparisons compare (`PAIRINGS`, see `pairs_of`);
-    `agreement`: files written by `lmms-vr judge-agreement --out`, each shown as a section."""
+    """Write report.md / .html / .json and the PNGs. `pairs`: `PAIRINGS` (see `pairs_of`); `agreement`:
+    `lmms-vr judge-agreement --out` files, each a section."""
     if pairs not in PAIRINGS:
         raise DataError(f"--pairs {pairs!r}: use one of {', '.join(PAIRINGS)}")
     token = PAIRING.set(pairs)

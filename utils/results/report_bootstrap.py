@@ -20,7 +20,6 @@ from lmms_video_reasoning.utils.results.samples_io import read_samples, task_spe
 log = logging.getLogger("lmms_video_reasoning.report")
 
 
-
 @dataclass
 class Sampled:
     """A task's records and per-sample outcomes, ready to be resampled by question."""
@@ -40,20 +39,18 @@ class Sampled:
 
     @functools.cached_property
     def unit_numbers(self) -> tuple[Any, dict[str, int]]:
-        """(the unit number of each record, {unit: number}), units in first-appearance order."""
+        """(the unit number of each record, {unit: number}) in first-appearance order."""
         unit = self.bench.unit
         index, keys = resampling.unit_index([unit(record) for record in self.records])
         return index, {key: number for number, key in enumerate(keys)}
 
     @property
     def unit_count(self) -> int:
-        """How many resampling units (questions, or videos) the records hold."""
         return len(self.unit_numbers[1])
 
     @functools.cached_property
     def question_count(self) -> int:
-        """How many questions the records answer (`ScoringAdapter.question`: a question answered
-        in several modes counts once)."""
+        """How many questions the records answer (`ScoringAdapter.question`: one in several modes counts once)."""
         question = self.bench.question
         return len({question(record) for record in self.records})
 
@@ -67,13 +64,12 @@ class Sampled:
 
     @functools.cached_property
     def columns(self) -> SampleColumns | None:
-        """The benchmark's metrics over these samples' columns, computed once (None when it defines
-        its metrics by `metrics` alone: each resample is then re-aggregated by it)."""
+        """The benchmark's per-sample columns, computed once (None: each resample re-aggregated by `metrics`)."""
         return self.bench.columns(self.records, self.outcomes, self.settings)
 
     @functools.cached_property
     def totals(self) -> resampling.UnitTotals | None:
-        """The per-sample contributions summed per unit, computed once (None without columns)."""
+        """The columns summed per unit, computed once (None without columns)."""
         if self.columns is None:
             return None
         return resampling.UnitTotals(self.columns, self.unit_numbers[0], len(self.unit_numbers[1]))
@@ -85,8 +81,7 @@ class Sampled:
         return self.bench.metrics([self.records[i] for i in indices], [self.outcomes[i] for i in indices], self.settings)
 
     def trusted(self, metric: str) -> bool:
-        """The recomputed metric is the run's: every verdict was read, or it needs none, and it
-        reproduces the run's value (`task_stats`)."""
+        """The recomputed metric is the run's: its verdicts were all read (or it needs none) and it reproduces the run's value."""
         return metric not in self.untrusted and (not self.missing_verdicts or metric in spec_of(self.benchmark).judge_free)
 
     def why_not(self, metric: str) -> str:
@@ -97,13 +92,9 @@ class Sampled:
 
 
 def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str = "") -> tuple[Sampled | None, str]:
-    """(Sampled, "") for a task's samples file, or (None, why not).
-
-    Outcomes stored by `lmms-vr score` are used as they are; otherwise they are recomputed
-    with the benchmark's own code, its judge verdicts read by `verdicts` (a reader of the
-    run's judge cache; None: `no_verdicts` says why there is none). Verdicts that cannot be
-    read leave `missing_verdicts` set: only the judge-free metrics are then the run's.
-    """
+    """(Sampled, "") for a task's samples file, or (None, why not). Outcomes `lmms-vr score` stored are
+    used as they are, else recomputed with verdicts read by `verdicts` (the run's judge cache; None:
+    `no_verdicts` says why); verdicts not read leave `missing_verdicts` set (judge-free metrics only)."""
     try:
         spec = task_spec(task)
     except DataError:
@@ -147,12 +138,9 @@ MIN_UNITS = 2  # resampling units a bootstrap needs (with one, every resample is
 
 
 def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, Any]:
-    """Every metric on `n` resamples of the questions (units) with replacement (seeded):
-    {metric: array of n values}. Over the benchmark's per-sample columns (`resampling`), else
-    (a benchmark defining its metrics by `metrics` alone) each resample re-aggregated by it.
-
-    `where` (one flag per record): the metrics of the flagged records of each resample of all the
-    run's units, as a group's metric (e.g. accuracy on short videos) is computed from the run."""
+    """{metric: its values on `n` resamples of the units} over the per-sample columns (`resampling`), else
+    re-aggregated by `metrics`. `where` (a flag per record): the flagged records' metrics in each
+    resample of all the units, as a group's metric (e.g. accuracy on short videos) is computed."""
     if sampled.unit_count < MIN_UNITS:  # every resample of one unit is that unit: no spread, no interval
         return {}
     if sampled.totals is None:
@@ -165,40 +153,18 @@ def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequ
     return resampling.resampled(resampling.UnitTotals(flagged, sampled.unit_numbers[0], sampled.unit_count), n, seed)
 
 
-def _resampled_values(draw, compute, n: int) -> dict[str, list[float]]:
-    from lmms_video_reasoning.judges import failure_share
-
-    values: dict[str, list[float]] = {}
-    with failure_share.decided_on_the_whole_run():  # the failure share is the run's decision
-        for _ in range(n):
-            for name, value in compute(draw()).items():
-                if isinstance(value, (int, float)):
-                    values.setdefault(name, []).append(float(value))
-    return values
-
-
 def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, list[float]]:
     """`bootstrap_values` by definition: each resample's records (those flagged by `where`)
     re-aggregated by the benchmark's `metrics` (the path of a benchmark without columns)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
     groups = list(sampled.units().values())
-    if len(groups) < MIN_UNITS:
-        return {}
     if where is not None:  # the same draws of units; a unit contributes only its flagged records
         groups = [[index for index in group if where[index]] for group in groups]
-
-    def draw() -> list[int]:
-        return [index for pick in rng.integers(0, len(groups), len(groups)) for index in groups[pick]]
-
-    return _resampled_values(draw, sampled.metrics, n)
+    return resampling.resampled_metrics(len(groups), lambda picks: sampled.metrics([i for pick in picks for i in groups[pick]]), n, seed)
 
 
 def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95,
                  where: Sequence[bool] | None = None) -> dict[str, tuple[float, float] | None]:
-    """95% percentile CIs of every metric, resampling questions with replacement (seeded);
-    `where`: of the flagged records' metrics (see `bootstrap_values`)."""
+    """95% percentile CIs of every metric (`where`: see `bootstrap_values`)."""
     values = bootstrap_values(sampled, n, seed, where)
     return {name: resampling.percentile_interval(series, level) for name, series in values.items()}
 
@@ -219,8 +185,7 @@ def common_units(base: Sampled, other: Sampled) -> list[str]:
 
 
 def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -> tuple[list[str], dict[str, float], dict[str, Any]]:
-    """(the common units, other - base on them, other - base on `n` paired resamples of them).
-    Over both runs' per-sample columns (`resampling.paired`), else by their `metrics`."""
+    """(the common units, other - base on them, other - base on `n` paired resamples of them)."""
     import numpy as np
 
     common = common_units(base, other)
@@ -237,21 +202,14 @@ def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -
 def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n: int, seed: int) -> tuple[dict[str, float], dict[str, list[float]]]:
     """`paired_values` by definition: each resample of the common units re-aggregated by the
     benchmark's metric function on both sides."""
-    import numpy as np
-
     base_units, other_units = base.units(), other.units()
-    rng = np.random.default_rng(seed)
 
-    def indices(units: dict[str, list[int]], picks) -> list[int]:
-        return [index for pick in picks for index in units[common[pick]]]
-
-    def point(picks) -> dict[str, float]:
-        a, b = base.metrics(indices(base_units, picks)), other.metrics(indices(other_units, picks))
+    def difference(picks) -> dict[str, float]:
+        a = base.metrics([index for pick in picks for index in base_units[common[pick]]])
+        b = other.metrics([index for pick in picks for index in other_units[common[pick]]])
         return {name: b[name] - a[name] for name in a if isinstance(a[name], (int, float)) and isinstance(b.get(name), (int, float))}
 
-    observed = point(range(len(common)))
-    values = _resampled_values(lambda: rng.integers(0, len(common), len(common)), point, n) if n else {}
-    return observed, values
+    return difference(range(len(common))), resampling.resampled_metrics(len(common), difference, n, seed)
 
 
 def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:

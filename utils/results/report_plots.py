@@ -54,6 +54,13 @@ def grouped_bars(path: Path, title: str, categories: Sequence[str], series: list
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return saved(fig, path)
+
+
+def saved(fig, path: Path) -> Path:
+    """Write a figure laid out tight to `path`, and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -18,7 +18,6 @@ log = logging.getLogger("lmms_video_reasoning.report")
 
 
 def spec_of(benchmark: str) -> ReportSpec:
-    """The benchmark's report specification (registry)."""
     spec = registry.get(benchmark).report
     if spec is None:
         raise DataError(f"benchmark {benchmark} has no report specification")
@@ -26,18 +25,16 @@ def spec_of(benchmark: str) -> ReportSpec:
 
 
 def headline_metrics(benchmark: str) -> tuple[str, ...]:
-    """The benchmark's metrics with CIs and standard errors (`ReportSpec.headline`; none without a report)."""
+    """The benchmark's metrics with CIs and standard errors (none without a report)."""
     try:
-        spec = registry.get(benchmark).report
-    except ValueError:
+        return spec_of(benchmark).headline
+    except ValueError:  # an unknown benchmark, or one without a report (DataError)
         return ()
-    return spec.headline if spec is not None else ()
-
 
 
 @dataclass
 class Run:
-    """One model's results: task -> {metric: value}, the samples file and results file of each task."""
+    """One model's results: task -> {metric: value}, and per task its samples and results files."""
 
     label: str
     paths: list[Path]
@@ -80,12 +77,9 @@ def read_results(path: Path) -> tuple[dict | None, str]:
 
 
 def results_files(path: Path, unread: list[Unread] | None = None) -> list[tuple[Path, dict]]:
-    """The results files at `path` (a file, or every results JSON under a folder), parsed.
-
-    A file that does not parse is added to `unread` with the reason: the file given, or
-    under a folder any `*.json` that does not parse and any `*_results.json` that is not
-    results. (Other JSON files under a folder, such as judge accounting, are not results.)
-    """
+    """The results files at `path` (a file, or every results JSON under a folder), parsed. Added to
+    `unread` with the reason: the file given if it does not parse, and under a folder any `*.json`
+    that does not parse and any `*_results.json` that is not results (not e.g. judge accounting)."""
     unread = unread if unread is not None else []
     if path.is_file():
         candidates, must_be_results = [path], True
@@ -157,9 +151,8 @@ def sample_counts(data: dict) -> dict[str, int]:
 
 
 def settings_used(data: dict) -> dict[str, dict]:
-    """task -> the score-changing settings its scores were computed with: those `lmms-vr score`
-    recorded (`lmms_vr.settings`, environment overrides included), else the task's declared ones
-    that lmms-eval copied into its config block (`configs[task].metadata.settings`)."""
+    """task -> the score-changing settings its scores used: `lmms-vr score`'s `lmms_vr.settings`, else
+    lmms-eval's config block (`configs[task].metadata.settings`)."""
     found = {str(task): dict(entry.get("metadata", {}).get("settings") or {})
              for task, entry in (data.get("configs") or {}).items() if isinstance(entry, dict)}
     found.update({str(task): dict(values) for task, values in ((data.get("lmms_vr") or {}).get("settings") or {}).items()
@@ -168,9 +161,7 @@ def settings_used(data: dict) -> dict[str, dict]:
 
 
 def load_runs(items: Sequence[str], unread: list[Unread] | None = None) -> list[Run]:
-    """Runs from the command line's results arguments (same label + disjoint tasks = one run).
-
-    Files that could not be read are appended to `unread`."""
+    """Runs from the results arguments (same label + disjoint tasks = one run); files not read go to `unread`."""
     runs: list[Run] = []
     for item in items:
         label, path = split_label(item)

@@ -16,7 +16,6 @@ from lmms_video_reasoning.utils.results.score import same_value
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 
-
 @dataclass
 class TaskStats:
     point: dict[str, float]
@@ -31,8 +30,7 @@ class TaskStats:
 
 
 class NotComputed(float):
-    """A metric the run did not compute (NaN) with the reason: rendered "not computed", left
-    out of plots, its reason under the table that shows it."""
+    """A metric the run did not compute (NaN) with the reason: "not computed", no bar, the reason under its table."""
 
     def __new__(cls, reason: str):
         value = super().__new__(cls, math.nan)
@@ -50,8 +48,8 @@ def judge_failures(run: Run, task: str, stats: TaskStats) -> str:
 
 
 def mark_not_computed(run: Run, task: str, stats: TaskStats, benchmark: str) -> None:
-    """Judge-based metrics the run reported as NaN while it counted judge failures are not
-    computed (the failure share rule), never a value; under the share, the failures are noted."""
+    """Judged metrics NaN in a run that counted judge failures are not computed (the failure share);
+    under the share, the failures are noted."""
     failures = judge_failures(run, task, stats)
     if not failures:
         return
@@ -64,8 +62,7 @@ def mark_not_computed(run: Run, task: str, stats: TaskStats, benchmark: str) -> 
 
 
 def reproduces_run(sampled: Sampled, point: dict, recomputed: dict) -> bool:
-    """The recomputed judge-based metrics equal the run's, judge_failed included: the judge
-    requests with no cached verdict are the judgments that failed in the run itself."""
+    """The recomputed judged metrics, judge_failed included, equal the run's: the missing verdicts are its failed judgments."""
     judge_free = spec_of(sampled.benchmark).judge_free
     shared = [m for m in point if m in recomputed and m not in judge_free]
     return "judge_failed" in shared and all(same_value(point[m], recomputed[m]) for m in shared)
@@ -113,8 +110,7 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
 
 
 def trusted_only(sampled: Sampled, intervals: dict, point: dict | None = None) -> dict:
-    """The CIs of the metrics whose per-sample outcomes are the run's (see `Sampled.trusted`);
-    never one for a metric whose run value is NaN (not computed)."""
+    """The CIs of the metrics whose outcomes are the run's (`Sampled.trusted`) and value is not NaN."""
     point = point or {}
     return {metric: interval for metric, interval in intervals.items()
             if sampled.trusted(metric) and not math.isnan(point.get(metric, 0.0))}
@@ -130,7 +126,7 @@ def value_of(stats: TaskStats | None, metric: str) -> float:
 
 
 def interval_of(stats: TaskStats | None, metric: str):
-    """The metric's CI; None when there is none or the run has no value (a CI is never shown without one)."""
+    """The metric's CI; None without one or without a value."""
     if stats is None or not stats.ci or math.isnan(value_of(stats, metric)):
         return None
     return stats.ci.get(metric)
@@ -154,8 +150,7 @@ PAIRING: contextvars.ContextVar[str] = contextvars.ContextVar("lmms_vr_report_pa
 
 
 def pairs_of(having: Sequence[Any]) -> list[tuple[Any, Any]]:
-    """The pairs compared among the runs having a task, in the order given: each later run against
-    the first (`baseline`, the default: k - 1 comparisons), or every pair (`all`: k(k-1)/2)."""
+    """The pairs compared among the runs having a task: each against the first (`baseline`) or every pair (`all`)."""
     if PAIRING.get() == "all":
         return [(having[i], having[j]) for i in range(len(having)) for j in range(i + 1, len(having))]
     return [(having[0], other) for other in having[1:]]
@@ -170,9 +165,8 @@ def pairing_note() -> str:
 
 
 def comparisons_for(benchmark: str, tasks: Sequence[str], stats: dict, runs: list[Run], n: int, seed: int) -> list:
-    """The pairs of runs of `pairs_of` that share a task with per-sample data. A metric one side
-    has no value of (not computed, or outcomes that are not the run's: see `Sampled.trusted`) is
-    not computable, and says which side and why (never a difference of 0)."""
+    """The paired differences of `pairs_of` among the runs with per-sample data of each task; a metric
+    one side has no value or trusted outcomes of is not computable, saying which side and why."""
     out = []
     for task in tasks:
         having = [(run.label, stats[(run.label, task)]) for run in runs if (run.label, task) in stats and stats[(run.label, task)].sampled]

@@ -18,11 +18,6 @@ from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskSta
 MINE = "▶ "
 
 
-# ---------------------------------------------------------------------------------------------
-# Tables (one structure, rendered to Markdown and HTML)
-# ---------------------------------------------------------------------------------------------
-
-
 @dataclass
 class Table:
     title: str
@@ -46,12 +41,11 @@ def fmt_ci(interval: tuple[float, float] | None, digits: int = 1) -> str:
 
 
 def reference(benchmark: str) -> dict:
-    """The benchmark's papers' tables (package data, loaded through the registry)."""
+    """The benchmark's papers' tables (its `reference_tables.json`)."""
     return registry.get(benchmark).reference_tables()
 
 
 def digits_for(benchmark: str, metric: str) -> int:
-    """The paper's precision for a metric (`ReportSpec.two_decimals`)."""
     return spec_of(benchmark).digits(metric)
 
 
@@ -75,8 +69,7 @@ def paper_rows(table: dict, columns: Sequence[str], benchmark: str, table_name: 
 
 @dataclass
 class Coverage:
-    """What one run beside a paper table scored, to compare with the data and protocol of the
-    table's rows (`provenance` in the benchmark's `reference_tables.json`)."""
+    """What one run beside a paper table scored, against the rows' `provenance` (`reference_tables.json`)."""
 
     label: str  # the run as its row names it (with its task)
     questions: int | None  # the questions it scored (None: unknown, no samples file nor lmms-eval's n-samples)
@@ -96,9 +89,8 @@ def questions_of(run: Run, task: str, stats: TaskStats | None) -> int | None:
 
 
 def provenance_notes(benchmark: str, name: str, coverage: Sequence[Coverage]) -> list[str]:
-    """Under a paper table: the data version and protocol its rows come from, then for each run
-    the questions it scored and, as a visible note (`MISMATCH`), where it is not on the rows'
-    data (another question count, or rows whose data the paper does not state) or protocol."""
+    """Under a paper table: the data and protocol of its rows, then per run the questions it scored,
+    with a `MISMATCH` note where it is not on the rows' data or protocol."""
     prov = reference(benchmark)["tables"][name].get("provenance")
     if not prov:
         return []
@@ -129,8 +121,7 @@ def provenance_notes(benchmark: str, name: str, coverage: Sequence[Coverage]) ->
 
 def paper_table(benchmark: str, name: str, user_rows: list, groups: Sequence[str] | None = None, title_suffix: str = "",
                 coverage: Sequence[Coverage] = ()) -> Table:
-    """A paper table with the user's rows first, its source, its note and (`coverage`) how each
-    run compares with the data and protocol of the rows (`provenance_notes`)."""
+    """A paper table with the user's rows first, its source, its note and the runs' `provenance_notes`."""
     spec = reference(benchmark)["tables"][name]
     columns = spec["columns"]
     table_name = name.replace("table", "Table ")
@@ -190,15 +181,13 @@ def ci_reason(benchmark: str, stats: TaskStats, metric: str) -> str:
 
 
 def count_columns(benchmark: str) -> list[str]:
-    """The counts a CI table shows: the questions, and the resampling units when they are not the
-    questions (e.g. videos), each in its own column."""
+    """A CI table's count columns: the questions, and the resampling units when not the questions."""
     unit = spec_of(benchmark).unit
     return ["Questions"] + ([] if unit == "questions" else [unit.capitalize()])
 
 
 def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table:
-    """Headline metrics with their 95% bootstrap CIs, one row per (run, task, metric); a metric
-    the run did not compute is a row saying so, with the reason and no interval."""
+    """Headline metrics with 95% bootstrap CIs, a row per (run, task, metric); one not computed says why."""
     counts = count_columns(benchmark)
     rows = []
     for label, task, stats in entries:
@@ -252,9 +241,7 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
 
 def md_text(text: Any) -> str:
-    """Text as literal Markdown: every character Markdown (or HTML in it) would interpret is
-    backslash-escaped, line breaks become spaces (a run label or task name cannot inject links,
-    markup or table cells)."""
+    """Text as literal Markdown: what Markdown or HTML would interpret escaped, line breaks as spaces."""
     return MARKDOWN_SPECIAL.sub(r"\\\1", re.sub(r"[\r\n]+", " ", str(text)))
 
 
@@ -276,11 +263,6 @@ def html_table(table: Table) -> str:
         for cells, mine in table.rows)
     notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in table.notes)
     return f"<h4>{html.escape(table.title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Sections per benchmark
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass

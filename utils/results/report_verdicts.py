@@ -29,9 +29,6 @@ def judge_settings(data: Any, judge_name: str, depth: int = 0) -> list[dict]:
     return []
 
 
-_readers: dict[tuple, Any] = {}
-
-
 def _mtime(path: Path) -> float:
     try:
         return path.stat().st_mtime
@@ -40,10 +37,8 @@ def _mtime(path: Path) -> float:
 
 
 def run_accounting_files(results_file: Path) -> list[Path]:
-    """The files of this run that may record its judge: `<date_id>[_N]_<name>.json` beside
-    `<date_id>_results.json` (in its folder, or the one above it), e.g. its
-    `..._judge_accounting_<benchmark>.json` or a benchmark's details file. Another run's files in
-    the same folder name another run's judge and cache: never used for this one."""
+    """The files of this run that may record its judge: `<date_id>_<name>.json` beside its
+    `<date_id>_results.json` or in the folder above (never another run's)."""
     if not results_file.name.endswith(RESULTS_SUFFIX):
         return []
     prefix = results_file.name[: -len(RESULTS_SUFFIX)]
@@ -53,14 +48,10 @@ def run_accounting_files(results_file: Path) -> list[Path]:
 
 
 def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:
-    """(a `judges.CacheOnlyJudge` on a judge cache, "", borrowed) or (None, why there is none, "").
-
-    The judge is the one the run recorded: in the results file itself (`lmms-vr score`), or
-    in the run's own judge accounting beside lmms-eval's results (`run_accounting_files`).
-    A run that recorded none gets the judge configured in this environment, whose cache may
-    hold verdicts made for another run: `borrowed` then says so (and the caller checks that
-    they reproduce the run's results before trusting them).
-    """
+    """(a `judges.CacheOnlyJudge` on the cache of the judge the run recorded, "", borrowed) or (None, why
+    not, ""). The judge: in the results file (`lmms-vr score`), else in the run's accounting beside
+    it; a run that recorded none gets the configured judge, whose verdicts are then `borrowed`
+    (the caller checks that they reproduce the run's results)."""
     candidates: list[dict] = []
     if results_file is not None:
         data, _ = read_results(results_file)
@@ -84,13 +75,10 @@ def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, 
     caches = [(c["model"], c["cache_path"], _endpoint(c.get("base_url")), i >= recorded) for i, c in enumerate(candidates) if c.get("cache_path")]
     for model, cache, endpoint, borrowed in caches:
         if Path(cache).is_file():
-            from lmms_video_reasoning.judges import CacheOnlyJudge
+            from lmms_video_reasoning.judges.process_registry import cache_only_judge
 
-            key = (judge_name, model, str(cache), endpoint)
-            if key not in _readers:
-                _readers[key] = CacheOnlyJudge(judge_name, model, cache, endpoint)
-            return _readers[key], "", (f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)"
-                                       if borrowed else "")
+            why = f"verdicts borrowed from the configured judge's cache {cache} (the run recorded no judge)" if borrowed else ""
+            return cache_only_judge(judge_name, model, cache, endpoint), "", why
     if caches:
         return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine", ""
     if candidates:
@@ -104,8 +92,7 @@ def _endpoint(base_url: Any) -> str | None:
 
 
 class InOrderJudge:
-    """A judge whose `map` runs the items one after the other (their requests in order), counting
-    the items whose code raised (e.g. a request needing media that are not here) as `item_errors`."""
+    """A judge whose `map` runs the items in order, counting those whose code raised as `item_errors`."""
 
     item_errors = 0
 
@@ -141,4 +128,9 @@ def shortfall(judge: Any) -> tuple[int, int]:
     if isinstance(judge, _NoVerdicts):
         return judge.misses, judge.item_errors
     stats = judge.stats.as_dict()
-    return stats.get("not_computed", 0), stats.get("by_tag", {}).get("(map)", {}).get("failures", 0)
+    return stats.get("not_computed", 0), items_failed(stats)
+
+
+def items_failed(stats: dict) -> int:
+    """Judging items whose code failed before or between requests (e.g. a request's media not found), of a judge's stats."""
+    return ((stats.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)

@@ -1,20 +1,12 @@
-"""The bootstrap over a benchmark's per-sample columns: resamples as unit counts.
+"""The bootstrap over a benchmark's per-sample columns (`utils/core/columns.py`): resamples as unit counts.
 
-A benchmark defines its metrics once, as per-sample columns and an `aggregate` of their sums
-(`utils/core/columns.py`, from its scoring adapter's `columns`): a run's metrics are the aggregate
-of its own sums, a resample's the aggregate of the resample's sums.
-
-A bootstrap resample draws resampling units (questions, or videos) with replacement: it is the
-number of times each unit was drawn, and every sum of the resample is a product of those counts
-with the units' totals. So `n` resamples are a few matrix products (in chunks, so memory stays
-small) instead of `n` runs of the metric function over copied records. Per-question joins
-(CG-Bench's acc@IoU, whose official join keeps one pair per question however often the question
-is drawn) are `once` columns: summed over the units drawn at least once.
-
-The draws are those of the bootstrap by definition, one `rng.integers(0, units, units)` per
-resample from `numpy.random.default_rng(seed)`, so for the same seed and resample count every
-value equals the metrics of that resample's records (`report_bootstrap.bootstrap_values_reference`,
-the path of a benchmark without columns) up to floating-point summation order.
+A resample draws resampling units (questions, or videos) with replacement: it is how often each
+unit was drawn, and each of its sums is those counts times the units' totals, so `n` resamples are
+a few matrix products (in chunks) instead of `n` runs of the metric function. `once` columns
+(per-question joins such as CG-Bench's acc@IoU) are summed over the units drawn at least once.
+The draws are the bootstrap's by definition (one `rng.integers(0, units, units)` per resample from
+`default_rng(seed)`): every value equals the metrics of that resample's records
+(`report_bootstrap.bootstrap_values_reference`) up to summation order.
 """
 
 from __future__ import annotations
@@ -33,18 +25,15 @@ CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64
 
 
 def within(columns: SampleColumns, mask: np.ndarray) -> SampleColumns:
-    """The contributions of the samples where `mask` holds (the others' set to 0): summed over a
-    resample of all the units, they give the metrics of those samples in that resample (a group
-    of a breakdown, as a benchmark's per-group metrics are computed from the run's samples)."""
+    """The contributions of the samples where `mask` holds, the others' 0 (a breakdown's group)."""
     keep = np.asarray(mask, dtype=float)
     return SampleColumns({name: values * keep for name, values in columns.counted.items()}, columns.aggregate,
                          {name: values * keep for name, values in columns.once.items()}, columns.counts)
 
 
 class UnitTotals:
-    """A run's columns summed per resampling unit (units in the order of `keys`). Columns that
-    are 0 for every sample (another mode's, a failure that never happened) are left out of the
-    matrices: their sums are 0 in every resample."""
+    """A run's columns summed per resampling unit. Columns 0 for every sample (another mode's, a
+    failure that never happened) stay out of the matrices: their sums are 0 in every resample."""
 
     def __init__(self, columns: SampleColumns, unit_of_sample: np.ndarray, units: int) -> None:
         self.columns = columns
@@ -94,10 +83,9 @@ DRAWS_KEPT = 2
 
 
 def draws(seed: int, units: int, n: int) -> Iterator[np.ndarray]:
-    """`n` resamples of `units` units with replacement as count matrices (chunks of rows), drawn
-    one resample at a time as the reference bootstrap draws them from `default_rng(seed)` (same
-    seed, same resamples). The counts of the last draws are kept (one byte or two per cell): a
-    report resamples the same questions for every task and every pair of runs."""
+    """`n` resamples of `units` units as count matrices (chunks of rows), drawn as the reference
+    bootstrap draws them. The last draws are kept: a report resamples the same units for every
+    task and every pair of runs."""
     key = (seed, units, n)
     with _drawn_lock:
         chunks = _drawn.get(key)
@@ -153,11 +141,17 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
 
 
-def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
+def defined(values: Sequence[float]) -> np.ndarray | None:
+    """The defined (not NaN) bootstrap values; None when most resamples are undefined."""
     values = np.asarray(values, dtype=float)
     finite = values[~np.isnan(values)]
-    if len(finite) < max(2, len(values) // 2):
+    return finite if len(finite) >= max(2, len(values) // 2) else None
+
+
+def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
+    finite = defined(values)
+    if finite is None:
         return None
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(finite, [tail, 100 - tail])
@@ -165,18 +159,30 @@ def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[f
 
 
 def bootstrap_values(count: int, compute: Callable[[Sequence[int]], Any], n: int = 1000, seed: int = 0) -> list[Any]:
-    """``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement (seeded, drawn as
-    `draws` draws them), for statistics of items rather than columns (the judge agreement's)."""
+    """``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement, drawn as `draws` draws them."""
     if count < 2 or n <= 0:
         return []
     rng = np.random.default_rng(seed)
     return [compute(rng.integers(0, count, count)) for _ in range(n)]
 
 
+def resampled_metrics(count: int, compute: Callable[[Sequence[int]], dict], n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
+    """`bootstrap_values` of a function giving {metric: value}, as {metric: [numeric values]}; a
+    resample's judge failure share is the whole run's (`failure_share.decided_on_the_whole_run`)."""
+    from lmms_video_reasoning.judges import failure_share
+
+    values: dict[str, list[float]] = {}
+    with failure_share.decided_on_the_whole_run():
+        for metrics in bootstrap_values(count, compute, n, seed):
+            for name, value in metrics.items():
+                if isinstance(value, (int, float)):
+                    values.setdefault(name, []).append(float(value))
+    return values
+
+
 def bootstrap_interval(units: Sequence[Sequence[T]], statistic: Callable[[list[T]], float], n: int = 1000, seed: int = 0,
                        level: float = 0.95) -> tuple[float, float] | None:
-    """Percentile interval of ``statistic`` over ``n`` resamples of ``units`` (each a list of
-    items, e.g. one question's verdict pairs) drawn with replacement; None with fewer than two
-    units (every resample would be the sample itself) or ``n`` = 0."""
+    """Percentile interval of ``statistic`` over resamples of ``units`` (each a list of items, e.g.
+    one question's verdict pairs); None with fewer than two units or ``n`` = 0."""
     values = bootstrap_values(len(units), lambda picks: statistic([item for pick in picks for item in units[pick]]), n, seed)
     return percentile_interval(values, level) if values else None

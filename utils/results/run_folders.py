@@ -14,18 +14,15 @@ from lmms_video_reasoning.utils.core import files
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.aggregation import RUN_TASKS_FILE
 from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, _lines, _some, check_coverage,
-                                                           read_predictions, read_samples, task_spec, task_specs, tasks_in_predictions)
+                                                           read_predictions, read_samples, run_file_match, task_spec, task_specs,
+                                                           tasks_in_predictions)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
 
 def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
-    """({run: {task: samples file}}, skipped files with the reason) under an lmms-eval output folder.
-
-    A run is one `<folder>/<date_id>_samples_<task>.jsonl` prefix: lmms-eval names every file
-    of a run with the same date under the model's folder, so two models or two dates in one
-    output path are two runs.
-    """
+    """({run: {task: samples file}}, skipped files with the reason) under an lmms-eval output folder;
+    a run is one `<folder>/<date_id>` prefix (two models or two dates are two runs)."""
     folder = Path(folder)
     runs: dict[str, dict[str, Path]] = {}
     skipped = []
@@ -66,10 +63,9 @@ RUN_TASKS_SUFFIX = "_" + RUN_TASKS_FILE  # `aggregation.save_run_records`: every
 
 
 def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
-    """What is missing or damaged in the runs of an output folder, one line each: a task of this
-    suite that a run had (its `<date_id>_run_tasks.json`, written before judging, or the `configs`
-    of lmms-eval's `<date_id>_results.json`) with neither a samples file nor a records file, and a
-    records file that no longer matches the checksum written with it."""
+    """What is missing or damaged in the runs of a folder, one line each: a task a run had (its
+    `<date_id>_run_tasks.json` or the `configs` of its results) with neither a samples nor a records
+    file, and a records file that no longer matches the checksum written with it."""
     folder = Path(folder)
     specs = task_specs()
     problems, named = [], set()
@@ -99,10 +95,8 @@ def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
 
 
 def samples_differ(samples: Path, records: Path, task: str) -> str | None:
-    """Why lmms-eval's samples file of `task` is not a whole copy of the records this suite saved
-    (`<date_id>_records_<task>.jsonl`), or None when it is: every line a JSON object, as many
-    samples as records, every record's sample present. The one test of both the removal of the
-    records at the end of a run (`aggregation`) and of which file `lmms-vr score` reads."""
+    """Why lmms-eval's samples file of `task` is not a whole copy of the records this suite saved, or
+    None: the one test of both the records' removal at exit (`aggregation`) and which file `score` reads."""
     spec = task_spec(task)
     try:
         kept = read_samples(records, spec)[0]
@@ -137,11 +131,6 @@ def _whole_lines(path: Path) -> int:
         except ValueError:
             pass
     return whole
-
-
-def task_of_samples_file(path: Path) -> str | None:
-    match = SAMPLES_PATTERN.match(Path(path).name) or RECORDS_PATTERN.match(Path(path).name)
-    return match["task"] if match else None
 
 
 def is_predictions_file(path: Path) -> bool:
@@ -181,9 +170,8 @@ def _from_samples(run: str, task: str, path: Path) -> Gathered:
 
 
 def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered], list[str], list[str]]:
-    """(every run and task in a folder, a samples file or a predictions file, read back into
-    records; the files found but not scored, with the reason; the tasks a run of the folder had
-    that are missing or damaged, `missing_tasks`)."""
+    """(every run and task of a folder, samples file or predictions file as records; the files not
+    scored, with the reason; what is missing or damaged, `missing_tasks`)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file or folder (give an lmms-eval --output_path folder, a samples .jsonl or a predictions .jsonl)")
@@ -213,12 +201,12 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             records, coverage = read_predictions(path, task_spec(name))
             gathered.append(Gathered(path.stem, name, records, str(path), coverage))
         return gathered, [], []
-    name = task or task_of_samples_file(path)
+    match = run_file_match(path)
+    name = task or (match["task"] if match else None)
     if name is None and path.name.endswith(RESULTS_SUFFIX):
         raise DataError(f"{path}: an lmms-eval results file, not a samples file: give its folder ({path.parent}), where "
                         "--log_samples wrote the *_samples_<task>.jsonl files")
     if name is None:
         raise DataError(f"{path}: not named *_samples_<task>.jsonl and not replay predictions "
                         "({\"task\", \"id\", \"response\"} lines); name the task with --task")
-    match = SAMPLES_PATTERN.match(path.name) or RECORDS_PATTERN.match(path.name)
     return [_from_samples(match["prefix"] if match else path.stem, name, path)], [], []

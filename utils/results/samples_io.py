@@ -1,6 +1,6 @@
-"""This suite's tasks as scoring knows them (`TaskSpec`: each registered benchmark's declared tasks,
-`registry.Task`), the names of the files their runs write, and reading samples files
-(`--log_samples`, `--predict_only`, `lmms-vr score --out`) and replay predictions back into records."""
+"""This suite's tasks as scoring knows them (`TaskSpec`, from each benchmark's declared tasks), the
+names of the files their runs write, and reading samples files (`--log_samples`, `--predict_only`,
+`lmms-vr score --out`) and replay predictions back into records."""
 
 from __future__ import annotations
 
@@ -37,6 +37,11 @@ def sample_line(index: int, record: Any, outcome: Any = _NO_OUTCOME) -> str:
     return json.dumps(row, ensure_ascii=False, default=str) + "\n"
 
 
+def run_file_match(path: Path) -> re.Match | None:
+    """A samples or records file's name, matched: its run `prefix` and `task`."""
+    return SAMPLES_PATTERN.match(path.name) or RECORDS_PATTERN.match(path.name)
+
+
 def results_stem(path: Path) -> str:
     """What a run's other files are named after: lmms-eval's `<date_id>` of `<date_id>_results.json`, else the file's stem."""
     return path.name[: -len(RESULTS_SUFFIX)] if path.name.endswith(RESULTS_SUFFIX) else path.stem
@@ -69,22 +74,15 @@ def task_spec(name: str) -> TaskSpec:
     return specs[name]
 
 
-def _function(dotted: str) -> Callable:
-    module, _, attribute = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), attribute)
-
-
 def unbuilt_items(benchmark: str, items: int) -> tuple[str, str]:
-    """(a sentence on `items` judging items of `benchmark` whose request could not be built, a few
-    words for a table cell). Such a request holds the benchmark's media (e.g. CG-Bench's clue
-    frames): when the data root's variable is not set, that is what is missing."""
+    """(a sentence on `items` judging items whose request could not be built, a few words for a table
+    cell). Such a request holds media (e.g. CG-Bench's clue frames): an unset data root is named."""
     import os
 
     root_env = registry.get(benchmark).data().SOURCE.root_env
     unset = not os.environ.get(root_env, "").strip()
     return (f"{items} judge items could not be rebuilt (see the log; e.g. media not found" + (f": {root_env} is not set" if unset else "") + ")",
             f"needs {root_env}" if unset else "judge items not rebuilt")
-
 
 
 def logged_record(row: dict, spec: TaskSpec) -> dict | None:
@@ -102,36 +100,24 @@ def task_docs(spec: TaskSpec) -> list[dict]:
     """The task's documents, built by its own `process_docs` hook (annotations needed)."""
     from lmms_video_reasoning.utils.lmms import preflight
 
+    module, _, hook = spec.process_docs.rpartition(".")
     with preflight.off():  # scoring needs the documents, not the videos or a reachable judge
-        dataset = _function(spec.process_docs)(None)
+        dataset = getattr(importlib.import_module(module), hook)(None)
     return [dict(doc) for doc in dataset]
 
 
 def response_text(row: dict) -> str:
-    """A predict-only line's response as the tasks' `process_results` receives it: the raw
-    generation (`resps`). `filtered_resps` may hold it with the reasoning blocks stripped
-    (lmms-eval's `--reasoning_tags`); the tasks set `reasoning_tags: none` and split the reply
-    themselves (`utils/lmms/responses.py`)."""
+    """A predict-only line's raw generation (`resps`), as `process_results` receives it under the tasks'
+    `reasoning_tags: none` (`filtered_resps` may have the reasoning stripped)."""
     value = row.get("resps", row.get("filtered_resps"))
     while isinstance(value, list) and value:
         value = value[0]
     return value if isinstance(value, str) else ""
 
 
-def target_of(doc: dict, spec: TaskSpec) -> str | None:
-    """The logged `target` of a doc (the YAML's `doc_to_target` field), None if not a plain field."""
-    if spec.target in doc:
-        return str(doc[spec.target])
-    return None
-
-
 def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[dict]:
-    """Records for predict-only lines: the doc at `doc_id` (checked against the logged
-    `target`), then the task's record builder (`record_builder`) on the raw response.
-
-    lmms-eval's `doc_hash` cannot identify a doc (it hashes the request, the same for every
-    line), so the doc's position and its target are what tie a line to its document.
-    """
+    """Records for predict-only lines: the doc at `doc_id`, checked against the logged `target`
+    (lmms-eval's `doc_hash` is the same for every line), built from the raw response."""
     docs = task_docs(spec)
     build_record = record_builder(spec)
     records = []
@@ -141,7 +127,7 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
             raise DataError(f"{where}: doc_id {doc_id!r} is not one of the {len(docs)} documents of task {spec.name} found now; "
                             f"point the benchmark's data root at the annotations the run used (see `lmms-vr prepare`)")
         doc = docs[doc_id]
-        expected = target_of(doc, spec)
+        expected = str(doc[spec.target]) if spec.target in doc else None
         if expected is not None and "target" in row and str(row["target"]) != expected:
             raise DataError(f"{where}: doc_id {doc_id} of task {spec.name} has target {row['target']!r} in the file but "
                             f"{expected!r} in the annotations found now: they are not the ones the run used; point the "
@@ -151,19 +137,14 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
 
 
 def record_builder(spec: TaskSpec) -> Callable[[dict, str], dict]:
-    """The record of one (document, raw reply) of the task, as lmms-eval's run built it: the
-    benchmark's `build_record` with the task's declared options and settings (`Benchmark.record`)."""
+    """The record of one (document, raw reply) of the task, as lmms-eval's run built it (`Benchmark.record`)."""
     benchmark = registry.get(spec.benchmark)
     return lambda doc, response: benchmark.record(spec.declared, doc, response)
 
 
 @dataclass
 class Coverage:
-    """Which of the task's documents a file's samples cover: nothing is left out silently.
-
-    `documents` is None when the task's documents could not be loaded (then only
-    duplicates are checked, and `note` says why).
-    """
+    """Which of the task's documents a file's samples cover (`documents` None: not loaded, `note` says why)."""
 
     samples: int  # rows (or predictions) read for the task
     scored: int = 0
@@ -201,16 +182,11 @@ def _some(ids: Sequence[str], shown: int = 5) -> str:
 
 
 def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list[dict] | None]:
-    """The task's records from a samples file (logged, or rebuilt for predict-only lines), what
-    they cover and the per-sample outcomes `lmms-vr score --out` stored beside the records (None
-    when not every sample has one), in one pass over the file; verbatim repeated rows are scored
-    once, conflicting ones refused.
-
-    The file is streamed and each line keeps only what scoring reads: its record once (an
-    lmms-eval line holds it under every metric name: the first copy is parsed, the others are
-    not), its stored outcome; a predict-only line keeps its `doc_id`, `target` and response.
-    A row repeated verbatim (same `doc_id`, same text) is dropped and counted; two different
-    rows for one `doc_id` are an error, as are two different records for one `sample_id`."""
+    """(the task's records from a samples file, logged or rebuilt for predict-only lines; what they
+    cover; the outcomes `lmms-vr score --out` stored, None unless every sample has one), in one
+    streamed pass keeping only what scoring reads (an lmms-eval line's record parsed once, not under
+    every metric name). A row repeated verbatim is counted and scored once; two different rows for
+    one `doc_id`, or records for one `sample_id`, are an error."""
     kept: dict[Any, int] = {}  # doc_id -> the offset of its line (read again only when the doc_id repeats)
     first_copy: list[str] = []  # the metric name whose copy of the record comes first in this file's lines
     logged: list[dict | None] = []
@@ -282,12 +258,10 @@ def _row_fields(text: str, spec: TaskSpec, where: str, first_copy: list[str]) ->
 
 
 def _up_to_record(text: str, spec: TaskSpec, first_copy: list[str]) -> dict | None:
-    """An lmms-eval line (the record under each of the task's metric names) parsed only up to
-    the record's first copy: the fields before it and the record. None when the line has
-    another shape (ours, with the record once; predict-only; other separators): it is then
-    parsed whole. The fields before the copy, closed with "}", must parse as an object: the
-    copy's key is then a key of the line itself, not of a nested object. `first_copy` holds the
-    name whose copy came first on an earlier line (lines of one file share their key order)."""
+    """An lmms-eval line (the record under each metric name) parsed only up to the record's first
+    copy, or None for another shape (then parsed whole). The fields before the copy, closed with
+    "}", must parse as an object (the key is the line's own); `first_copy` holds the metric name
+    that came first on an earlier line (the lines of a file share their key order)."""
     start = text.find(f'"{first_copy[0]}": ') if first_copy else -1
     if start <= 0:
         starts = [(at, name) for name in spec.metrics if (at := text.find(f'"{name}": ')) > 0]
@@ -312,8 +286,7 @@ def _up_to_record(text: str, spec: TaskSpec, first_copy: list[str]) -> dict | No
 
 
 def _same_row(path: Path, first_offset: int, offset: int) -> bool:
-    """Two lines of the file at these offsets are the same row: the same text, or the same JSON
-    (key order aside)."""
+    """The lines at these offsets are the same row (the same text, or JSON equal but for key order)."""
     with Path(path).open("rb") as handle:
         lines = []
         for start in (first_offset, offset):
@@ -361,11 +334,8 @@ def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) 
 
 
 def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
-    """Records for replay predictions (`{"task", "id", "response"}`), matched on `sample_id`.
-
-    A document with no prediction is scored as an empty response (counted in the coverage);
-    predictions that match no document are listed in the coverage.
-    """
+    """Records for replay predictions (`{"task", "id", "response"}`) matched on `sample_id`: a document
+    without one is scored as an empty response, predictions of no document listed (both in the coverage)."""
     from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
 
     table = load_predictions(path)

@@ -1,45 +1,21 @@
-"""`lmms-vr score`: score lmms-eval samples files or replay predictions, later and elsewhere.
+"""`lmms-vr score`: score lmms-eval samples files or replay predictions, later and elsewhere (docs/results.md).
 
     lmms-vr score OUTPUT_PATH                 every run under it (one `<date>_samples_<task>.jsonl` prefix per run)
     lmms-vr score FILE_samples_<task>.jsonl   one samples file (`--log_samples`, also `--predict_only`)
     lmms-vr score predictions.jsonl --task T  replay predictions (`{"task", "id", "response"}` lines)
     ... [--task T] [--out results.json]
 
-The metrics are computed by the task's own scoring entry (its benchmark's `scoring.score`, what
-its lmms-eval aggregation calls), on the task's own records, with the per-sample outcomes that
-one scoring computed them from:
-- a `--log_samples` file holds each sample's record under each metric name: used as is;
-- a `--predict_only` file holds only the response, `doc_id` and `target`: the task's
-  documents are rebuilt with its `process_docs` hook (annotations from the local root or
-  the Hub), the line's `doc_id` picks the document (checked against the logged `target`),
-  and the benchmark's declared record builder (`Benchmark.build_record`, with the options of
-  the task's `process_results` hook) builds the record from the raw response (`resps`), as
-  lmms-eval hands it over under the tasks' `reasoning_tags: none`;
-- replay predictions are matched on the documents' `sample_id`, as the `vr_replay` model does.
-Judge calls go through the shared judge engine and its cache, so a second run (or a run
-resumed after an interruption) costs nothing. No GPU and no model are needed.
-
-Nothing is left out silently: every run in a folder is scored (samples files of tasks that
-are not this suite's are listed as not scored); a row repeated verbatim is scored once and
-counted, two different rows for one document are refused; the samples are compared with the
-task's documents (when they can be loaded) and the documents without a sample, the samples
-of no document and the replay predictions matching no document are printed and recorded
-under `lmms_vr.coverage`.
-
-With `--out FILE` the results are written shaped like lmms-eval's
-(`{"results": {task: {"metric,none": value}}}`) with the judge accounting under `lmms_vr`,
-and next to it `<FILE stem>_samples_<task>.jsonl`: each sample's record and its scored
-outcome (what the judge and the parsers decided), which `lmms-vr report` bootstraps.
-Several runs give one results file each, `<FILE stem>_<run>.json`.
-
-A run whose lmms-eval aggregation failed has no samples file: the records its tasks saved
-before judging (`<date_id>_records_<task>.jsonl`) are scored instead. Exit status 3: the judge
-had an outage (circuit breaker open), so the metrics it could not judge are not computed; run
-the same command again once it works (nothing failed was cached); after an offline batch flow
-(--batch-export / --batch-import) a configured judge sends nothing that flow exported, so a
-judgment it failed is counted as failed and printed as NOT SENT with how to judge it
-(`--batch-export`, `--judge-online`), not an outage (docs/judges.md). Exit status 4: the judge cache
-could not be read or written (the metrics stand; a rerun would pay again for what was not stored).
+The metrics come from the task's own scoring entry (`scoring.score`, what its aggregation calls)
+on the task's records: logged ones as they are, predict-only ones rebuilt from the documents
+(`samples_io.rebuild_records`), replay predictions matched on `sample_id`; a run whose
+aggregation failed is scored from the records saved before judging. Judge calls go through the
+judge engine and its cache (a rerun costs nothing). Nothing is left out silently: samples not of
+this suite, missing or repeated documents and unmatched predictions are printed and recorded
+under `lmms_vr.coverage`. `--out FILE` writes lmms-eval's results shape with the judge accounting
+under `lmms_vr`, and `<FILE stem>_samples_<task>.jsonl` with each sample's record and scored
+outcome (what `lmms-vr report` bootstraps); several runs give `<FILE stem>_<run>.json` each.
+Exit status 3: a judge outage (run again once it works); 4: judge cache errors; 5: a task of a
+run is missing. After an offline batch flow, judgments it holds are NOT SENT (docs/judges.md).
 """
 
 from __future__ import annotations
@@ -56,12 +32,12 @@ from lmms_video_reasoning.judges import scoring_judge
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
+from lmms_video_reasoning.utils.results.report_verdicts import items_failed
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, results_stem, sample_line,
-                                                           task_spec, unbuilt_items)
+from lmms_video_reasoning.utils.results.samples_io import (RESULTS_SUFFIX, Coverage, results_stem, run_file_match, sample_line, task_spec,
+                                                           unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
-
 
 
 @dataclass
@@ -87,14 +63,10 @@ def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
     before = before or {}
     delta = {key: value - before.get(key, 0) for key, value in after.items() if isinstance(value, (int, float)) and not isinstance(value, bool)}
     delta["budget_exhausted"] = after.get("budget_exhausted", False)
-    # judging items whose code failed before or between requests (e.g. the media of a request not found)
-    delta["items_failed"] = (((after.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)
-                             - (((before.get("by_tag") or {}).get("(map)") or {}).get("failures", 0)))
-    answered = {model: count - (before.get("answered_by") or {}).get(model, 0) for model, count in (after.get("answered_by") or {}).items()}
-    delta["answered_by"] = {model: count for model, count in answered.items() if count}
-    reasons = {reason: count - (before.get("failure_reasons") or {}).get(reason, 0)
-               for reason, count in (after.get("failure_reasons") or {}).items()}
-    delta["failure_reasons"] = {reason: count for reason, count in reasons.items() if count}
+    delta["items_failed"] = items_failed(after) - items_failed(before)
+    for name in ("answered_by", "failure_reasons"):  # per model, per reason
+        counts = {key: count - (before.get(name) or {}).get(key, 0) for key, count in (after.get(name) or {}).items()}
+        delta[name] = {key: count for key, count in counts.items() if count}
     delta["outage"] = after.get("outage")
     delta["snapshots"] = after.get("snapshots")  # of the judge in this process (the cache may mix snapshots)
     return delta
@@ -106,10 +78,8 @@ JudgeChooser = Callable[[registry.ScoringAdapter, list], Any]
 
 def score_task(task: str, records: Sequence[dict], source: str = "", run: str = "",
                coverage: Coverage | None = None, judge_for: JudgeChooser = scoring_judge) -> TaskScore:
-    """The task's metrics by its own scoring entry, with the per-sample outcomes that scoring
-    computed them from (None when they need a judge and none is configured). The scoring is
-    handed `judge_for(scoring, records)`: the configured judge by default (`_judge_chooser`:
-    what `lmms-vr score` chose)."""
+    """The task's metrics by its own scoring entry, with their per-sample outcomes (None: a judge
+    needed and none given); the judge is `judge_for(scoring, records)` (`_judge_chooser`)."""
     spec = task_spec(task)
     bench = registry.get(spec.benchmark).scoring
     records = list(records)
@@ -155,7 +125,8 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     results = {
         "results": {s.task: result_entry(s.task, s.metrics) for s in scores},
-        "n-samples": {s.task: {"original": _original(s), "effective": len(s.records)} for s in scores},
+        "n-samples": {s.task: {"original": s.coverage.documents if s.coverage is not None and s.coverage.documents is not None
+                                else len(s.records), "effective": len(s.records)} for s in scores},
         "config": {"model": "lmms-vr score", "source": source},
         "lmms_vr": {
             "scored_by": "lmms-vr score",
@@ -175,11 +146,6 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     return results
 
 
-def _original(score: TaskScore) -> int:
-    coverage = score.coverage
-    return coverage.documents if coverage is not None and coverage.documents is not None else len(score.records)
-
-
 def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
     """{run: results file}: `out` itself for one run, `<out stem>_<run>.json` beside it for several."""
     out = Path(out)
@@ -193,8 +159,6 @@ def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
 def _format(value: Any) -> str:
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else f"{value:.2f}"
-    if isinstance(value, dict):
-        return "(details)"
     return str(value)
 
 
@@ -237,10 +201,8 @@ def main(args) -> int:
         gathered, skipped, missing = gather_records(Path(args.path), args.task)
         if _batch_step(args, gathered):
             return 0
-        said: set = set()
-        scores = []
-        for item in gathered:
-            scores.append(_score(item, _judge_chooser(args, [item], said)))
+        said: set = set()  # the judge notes printed (once each)
+        scores = [_score(item, _judge_chooser(args, [item], said)) for item in gathered]
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
@@ -275,8 +237,7 @@ def main(args) -> int:
 
 
 def print_held(scores: Sequence[TaskScore], path: str) -> None:
-    """The judgments a configured judge did not send because the offline batch flow holds them
-    (`batch_ledger.BatchBoundJudge`), per judge and cache, and how to retry them."""
+    """The judgments the offline batch flow holds (`BatchBoundJudge`), per judge and cache, and how to retry them."""
     held: dict[tuple, list[int]] = {}
     for s in scores:
         stats = (s.accounting or {}).get("stats") or {}
@@ -296,8 +257,7 @@ def print_held(scores: Sequence[TaskScore], path: str) -> None:
 
 
 def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
-    """--estimate, --batch-export, --batch-import (then nothing is scored: True) and --batch (judging
-    through the Batch API before the scoring: False). See `batch_judging`."""
+    """--estimate, --batch-export, --batch-import (True: nothing scored) and --batch (False: then scored)."""
     from lmms_video_reasoning.utils.results import batch_judging
 
     if getattr(args, "estimate", False):
@@ -323,22 +283,23 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
 
 
 def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) -> JudgeChooser:
-    """The judge each benchmark's scoring is handed (`score_task`'s `judge_for`), and the notes on it.
-
-    After --batch, every verdict is read from the cache (a request the batches could not answer
-    is not sent now: it is counted as failed). A configured judge whose cache holds an offline batch
-    flow of its model (--batch-export / --batch-import) sends no request that flow holds
-    (`batch_ledger.BatchBoundJudge`: counted as failed, `print_held` says how to retry), unless
-    --judge-online. With no judge configured, a benchmark is scored from
-    the judge cache its run recorded (`recorded_verdicts`: the judge `lmms-vr report` reads too),
-    else, when its judge model has batch-imported replies in the cache, from them (a GPU node with
-    no key). `said`: the notes already printed (one per judge and cache)."""
+    """The judge each benchmark's scoring is handed (`score_task`'s `judge_for`), and the notes on it
+    (`said`: those already printed). After --batch: the cache alone. A configured judge whose cache
+    holds an offline batch flow of its model sends nothing that flow holds (`BatchBoundJudge`; not
+    with --judge-online). No judge configured: the cache the run recorded (`recorded_verdicts`), else
+    the batch-imported replies of the judge model in the cache."""
     from lmms_video_reasoning.judges.batch_ledger import batch_bound_judge
     from lmms_video_reasoning.judges.config import JudgeConfig
     from lmms_video_reasoning.judges.process_registry import cache_only_judge
     from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
 
     said = set() if said is None else said
+
+    def say(note: str) -> None:
+        if note not in said:
+            said.add(note)
+            print(note)
+
     if getattr(args, "batch", False):  # every judge reads its own cache, sending nothing
 
         def cache_read(bench, records):
@@ -370,19 +331,14 @@ def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) 
                     f"no judge configured for {name}, and {why}: its judge-based metrics cannot be computed; configure the "
                     "judge (LMMS_VR_JUDGE_BASE_URL, or the provider's API key) or put the run's judge cache on this machine")
             if why or reader is not None:
-                if note not in said:
-                    said.add(note)
-                    print(note)
+                say(note)
             if reader is not None:
                 readers[name] = reader
                 break
     models = cache_answers_for([name for name in names if name not in readers])
     if models:
-        note = ("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
-                "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
-        if note not in said:
-            said.add(note)
-            print(note)
+        say("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
+            "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
 
     def chosen(bench, records):
         name = bench.judge_name
@@ -400,10 +356,8 @@ def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) 
 
 
 def run_results_file(samples: Path) -> Path | None:
-    """The results file of the run that wrote a samples file: lmms-eval's `<date_id>_results.json`
-    beside its `<date_id>_samples_<task>.jsonl` (or `_records_`), or the `<stem>.json` of
-    `lmms-vr score --out` beside `<stem>_samples_<task>.jsonl`. None when there is none."""
-    match = SAMPLES_PATTERN.match(samples.name) or RECORDS_PATTERN.match(samples.name)
+    """The results file beside a samples (or records) file: `<prefix>_results.json` (lmms-eval) or `<prefix>.json` (ours)."""
+    match = run_file_match(samples)
     if match is None:
         return None
     for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json"):
@@ -413,10 +367,8 @@ def run_results_file(samples: Path) -> Path | None:
 
 
 def recorded_verdicts(samples: Path, judge_name: str) -> tuple[Any, str]:
-    """(a reader of the judge cache the run of `samples` recorded for `judge_name`, "") or (None,
-    why there is none: "" when the run has no results file or recorded no judge). The judge is
-    found as `lmms-vr report` finds it (`report_verdicts.verdicts_for`: the results file, then the run's
-    judge accounting beside it); nothing configured here is borrowed."""
+    """(a reader of the judge cache the run of `samples` recorded, "") or (None, why not; "" for no
+    results file or no judge recorded), as `lmms-vr report` finds it (`verdicts_for`), never borrowed."""
     from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
 
     results = run_results_file(samples)

@@ -42,8 +42,7 @@ def _sample(args) -> int:
 
 
 def _delegate(module: str, judging: bool = False):
-    """Subcommands implemented in their own module (imported only when used); `judging`: one that
-    may read or ask a judge (`score`, `report`, `judge-agreement`), with this suite's log lines shown."""
+    """A subcommand of its own module, imported when used; `judging`: one that may ask a judge (log lines shown)."""
 
     def run(args) -> int:
         if judging:
@@ -55,13 +54,6 @@ def _delegate(module: str, judging: bool = False):
         return importlib.import_module(f"lmms_video_reasoning.utils.{module}").main(args)
 
     return run
-
-
-def _benchmark_names() -> str:
-    """The registered benchmarks as `prepare` takes them: `name (or alias)`, comma-separated."""
-    from lmms_video_reasoning.utils.core import registry
-
-    return registry.listing(registry.usable())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_delegate("tools.demo"))
 
     prepare = sub.add_parser("prepare", help="download and verify a benchmark's data")
-    prepare.add_argument("benchmark", help=f"the benchmark, by its name (its folder in this suite): {_benchmark_names()}")
+    from lmms_video_reasoning.utils.core import registry
+
+    prepare.add_argument("benchmark", help=f"the benchmark, by its name (its folder in this suite): {registry.listing(registry.usable())}")
     prepare.add_argument("--root", required=True, help="local root (then export the root variable it prints)")
     prepare.add_argument("--split", default="mini", choices=["mini", "full"],
                          help="for a benchmark with splits: the split whose media are verified (all archives are fetched)")

@@ -1,12 +1,8 @@
-"""`lmms-vr demo`: the sample benchmark through lmms-eval with the replay model.
+"""`lmms-vr demo`: the sample benchmark through lmms-eval with the replay model, then `lmms-vr report`.
 
-Writes the sample benchmark (cached), starts a local judge that answers from the sample's
-known truth (a real OpenAI-compatible HTTP server on 127.0.0.1, so the judge path is the
-one a real run takes), runs `python -m lmms_eval` on the suite's main tasks with the
-replay predictions, prints lmms-eval's table, and ends with the `lmms-vr report` of the run
-(`<output_path>/report/report.md` and `.html`: the papers' tables beside it, with CIs). With
-a judge configured in the environment (LMMS_VR_JUDGE_* / OPENAI_API_KEY / DEEPSEEK_API_KEY)
-and `--real-judge`, that judge is used instead.
+The judge is a local OpenAI-compatible server answering from the sample's known truth (the HTTP
+path a real run takes); `--real-judge` uses the judge configured in the environment instead. The
+report is `<output_path>/report/report.md` and `.html`.
 """
 
 from __future__ import annotations

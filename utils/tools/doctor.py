@@ -2,26 +2,13 @@
 
     lmms-vr doctor [--no-network] [--json]
 
-Every line is measured in this environment, not assumed:
-- the install (regular or editable; the start-up .pth present; LMMS_VR_NO_AUTOLOAD);
-- an evaluation: one document of the generated sample benchmark (`EVALUATED_TASK`, which needs
-  no judge) through `python -m lmms_eval` with the replay model, in a child process and a
-  temporary output folder, as a user runs it (utils/lmms/cli_run.py, shared with `lmms-vr demo`).
-  Listing tasks is not enough: an install whose lmms-eval lists every task can still fail on its
-  first document (e.g. a dependency release without a module lmms-eval imports); then the
-  traceback's last line (`ModuleNotFoundError: No module named ...`) is the finding;
-- the tasks as `python -m lmms_eval` sees them (a child process imports lmms-eval's models, so
-  our entry point runs) and as `lmms-eval tasks list` / `serve` see them (a child process builds
-  a TaskManager without importing the models: only the .pth reaches that path);
-- each touchpoint of utils/lmms/host.py (Stderr, judge usage, task context, ...) as installed
-  in the first child, with the workaround when off;
-- fast video inputs per known model (installed versions against the verified ones);
-- every setting's value (an invalid one is shown with its error);
-- each benchmark's judge: configured, reachable, the model it serves (`--no-network` skips the call);
-  one not configured yet is a warning naming the key its declaration (`Benchmark.judge`) reads;
-- each benchmark's data: its root variable and whether the folder exists (else the Hub).
-States: ok, OFF (a run would miss it), warn (a run works, its judged metrics would be NaN), info.
-Exit status 1 when something is OFF (the evaluation above failing among them), else 0.
+Every line is measured here (docs/internals.md): the install and its start-up .pth; one document
+of the sample benchmark (`EVALUATED_TASK`, no judge) through `python -m lmms_eval` in a child
+process, since listing tasks is not enough (a dependency release can fail on the first document:
+the traceback's last line is then the finding); the tasks as `python -m lmms_eval` and as
+`lmms-eval tasks list` / `serve` see them; each touchpoint of utils/lmms/host.py; fast video inputs
+per known model; every setting; each benchmark's judge (`--no-network`: not contacted) and data.
+States: ok, OFF (a run would miss it; exit status 1), warn (judged metrics would be NaN), info.
 """
 
 from __future__ import annotations
@@ -77,10 +64,8 @@ def _site_dirs() -> list[str]:
 
 
 def install_kind() -> tuple[str, bool]:
-    """("regular" | "editable" | "not installed", whether the start-up .pth is in site-packages).
-
-    Looked up in site-packages only: a source checkout's `*.egg-info` in the working folder
-    is not an install."""
+    """("regular" | "editable" | "not installed", whether the start-up .pth is in site-packages), from
+    site-packages only (a checkout's `*.egg-info` is not an install)."""
     dists = [d for d in importlib.metadata.distributions(path=_site_dirs())
              if (d.metadata["Name"] or "").lower().replace("_", "-") == "lmms-video-reasoning"]
     if not dists:

@@ -1,10 +1,9 @@
 """The sample benchmark: a small, generated copy of each benchmark in its official layout.
 
-`lmms-vr sample --out DIR` writes `DIR/<benchmark>` for every benchmark of the registry
-that declares a sample (`Benchmark.sample_module`; each a root for the benchmark's root variable) with
-synthetic videos whose events have known times, and `DIR/predictions.jsonl`, replay
-predictions for every task (mostly right, some wrong, some malformed) for the demo and the
-tests. Generation is deterministic and skipped when DIR already holds the same version.
+`lmms-vr sample --out DIR` writes `DIR/<benchmark>` (a root for its root variable) for every
+benchmark declaring a sample (`Benchmark.sample_module`), with synthetic videos whose events have
+known times, and `DIR/predictions.jsonl`: replay predictions for every task (mostly right, some
+wrong, some malformed). Deterministic.
 """
 
 from __future__ import annotations
@@ -24,10 +23,6 @@ def sample_benchmarks() -> tuple[str, ...]:
     return tuple(b.name for b in registry.benchmarks() if b.sample_module is not None)
 
 
-def _module(benchmark: str):
-    return registry.get(benchmark).sample()
-
-
 def write_sample(out: Path, benchmarks: Sequence[str] | None = None) -> dict[str, Path]:
     """Write the sample benchmark under `out`; return {benchmark: root}."""
     out = Path(out)
@@ -35,7 +30,7 @@ def write_sample(out: Path, benchmarks: Sequence[str] | None = None) -> dict[str
     roots = {}
     predictions = []
     for name in benchmarks if benchmarks is not None else sample_benchmarks():
-        module = _module(name)
+        module = registry.get(name).sample()
         root = out / name
         module.write_sample(root)
         (root / SUBSET_MARKER).write_text(json.dumps({"subset": "the generated sample benchmark (lmms-vr sample)"}) + "\n")
