@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from lmms_video_reasoning.cg_bench import data, judging, task
+from lmms_video_reasoning.cg_bench import data, frames, judging, task
 from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome, Settings
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
@@ -157,8 +157,33 @@ doc_to_text, doc_to_visual, doc_to_messages = map(_with_media, (task.doc_to_text
 
 
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """`task.make_record` with the data root's subtitles (`Benchmark.build_record`)."""
-    return task.make_record(doc, response, MEDIA, settings)
+    """`task.make_record` with whether the data root's subtitles reached the prompt (`Benchmark.build_record`)."""
+    blind = doc["mode"] == "blind"
+    return {**task.make_record(doc, response, settings),
+            # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
+            "subtitles_unusable": None if blind else subtitles_unusable(doc["video_uid"], MEDIA),
+            # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
+            "subtitles_missing": not blind and subtitles_missing(doc["video_uid"], MEDIA)}
+
+
+def subtitles_missing(video_uid: str, media: frames.Media) -> bool:
+    """The video has no subtitle file (its prompt goes without subtitles)."""
+    try:
+        return media.subtitle_path(video_uid) is None
+    except ValueError:
+        return False
+
+
+def subtitles_unusable(video_uid: str, media: frames.Media) -> str | None:
+    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
+    Never raises: a root that cannot be read is reported where the media are resolved."""
+    try:
+        path = media.subtitle_path(video_uid)
+    except ValueError:
+        return None
+    if path is None or frames.load_cues(path):
+        return None
+    return frames.subtitle_problem(path) or "no subtitle line"
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:

@@ -148,29 +148,9 @@ def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, w
     cues = load_cues(path)
     if not cues and str(path) not in _warned:
         _warned.add(str(path))
-        logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles and counted in subtitles_unusable", path, subtitle_problem(path))
+        logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles", path, subtitle_problem(path))
     times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
-
-
-def subtitles_missing(video_uid: str, media: Media) -> bool:
-    """The video has no subtitle file (its prompt goes without subtitles)."""
-    try:
-        return media.subtitle_path(video_uid) is None
-    except ValueError:
-        return False
-
-
-def subtitles_unusable(video_uid: str, media: Media) -> str | None:
-    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
-    Never raises: a root that cannot be read is reported where the media are resolved."""
-    try:
-        path = media.subtitle_path(video_uid)
-    except ValueError:
-        return None
-    if path is None or load_cues(path):
-        return None
-    return subtitle_problem(path) or "no subtitle line"
 
 
 def frames_for(plan: QuestionFrames, media: Media) -> list:

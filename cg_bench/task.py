@@ -80,20 +80,13 @@ class Settings:
         return cls.of(options.values((*OPTIONS, failure_share.FAILED_SHARE)))
 
 
-def make_record(doc: dict, response: Any, media: frames.Media, task_settings: dict | None = None) -> dict:
+def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> dict:
     """The logged record of one answer: the question's facts, the raw reply and what `reply_record` reads of it; no parsing, no judge."""
     record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
               **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
     record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
                   duration=int(doc["duration"]))
-    return {
-        **record,
-        **reply_record(response, task_settings),
-        # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
-        "subtitles_unusable": None if doc["mode"] == "blind" else frames.subtitles_unusable(doc["video_uid"], media),
-        # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
-        "subtitles_missing": doc["mode"] != "blind" and frames.subtitles_missing(doc["video_uid"], media),
-    }
+    return {**record, **reply_record(response, task_settings)}
 
 
 @dataclass

@@ -105,7 +105,7 @@ def test_vrbench_split_set_from_the_hub(nesting, hub, sample_dir, tmp_path, monk
 @pytest.mark.parametrize("layout", _quick_first(CG_LAYOUTS))
 def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.cg_bench import benchmark as binding
-    from lmms_video_reasoning.cg_bench import data, frames, task
+    from lmms_video_reasoning.cg_bench import data, task
     from lmms_video_reasoning.cg_bench.docs import META_FILE
 
     root = tmp_path / "root"
@@ -121,7 +121,7 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
             assert clip.parent == root / data.CLUE_DIR and data.usable_video(clip) == clip
         has_srt = (source / data.SUBTITLE_DIR / f"{doc['video_uid']}.srt").is_file()
         assert (data.subtitle_path(doc["video_uid"]) is not None) == has_srt
-        assert frames.subtitles_unusable(doc["video_uid"], binding.MEDIA) is None
+        assert binding.subtitles_unusable(doc["video_uid"], binding.MEDIA) is None
     uid = docs[0]["video_uid"]
     assert uid not in data.meta_table(None)  # not in the official table: probed from the file
     sample_meta = json.loads((source / META_FILE).read_text())[uid]  # what the sample generator wrote

@@ -106,7 +106,7 @@ def cgbench_protocol_doc_to_messages(doc, lmms_eval_specific_kwargs=None):
 def cgbench_protocol_process_results(doc, results):
     """The answer's record and its outcome (open answers judged here, by the two-step judge)."""
     response = results[0] if results else ""
-    record = task.make_record(doc, response if isinstance(response, str) else str(response), MEDIA)
+    record = task.make_record(doc, response if isinstance(response, str) else str(response))
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
     outcome = task.read_outcomes([record], task.Settings.from_env(), judge, MEDIA)[0]
     return once_per_sample({"record": record, "outcome": dataclasses.asdict(outcome)}, task.METRICS[doc["task_kind"]])
