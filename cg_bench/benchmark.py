@@ -183,7 +183,7 @@ def subtitles_unusable(video_uid: str, media: frames.Media) -> str | None:
         return None
     if path is None or frames.load_cues(path):
         return None
-    return frames.subtitle_problem(path) or "no subtitle line"
+    return data.subtitle_problem(path) or "no subtitle line"
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:

@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.media import subtitles
 from lmms_video_reasoning.utils.core.roots import (
     DataError,
     DataSource,
@@ -26,7 +27,6 @@ from lmms_video_reasoning.utils.core.roots import (
     usable_video as shared_usable_video,
     video_problem,
 )
-from lmms_video_reasoning.cg_bench.frames import subtitle_problem
 from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare cg_bench`).
@@ -111,6 +111,17 @@ def clue_clip_path(qid: int) -> Path | None:
 def subtitle_path(video_uid: str) -> Path | None:
     """The SRT of a video, or None (not every video has subtitles)."""
     return subtitle_at(data_root(CG_BENCH), video_uid)
+
+
+def subtitle_problem(path: Path) -> str | None:
+    """Why an SRT gives the prompt nothing (empty, or no block parses into a subtitle line), or None."""
+    try:
+        parsed = subtitles.parse_srt(Path(path))
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    if not parsed.cues:
+        return "the file is empty" if Path(path).stat().st_size == 0 else f"no subtitle line could be read from it ({parsed.skipped} malformed block(s))"
+    return None
 
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:

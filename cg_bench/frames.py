@@ -127,17 +127,6 @@ def load_cues(path: Path) -> tuple:
     return tuple(subtitles.parse_srt(Path(path)).cues)
 
 
-def subtitle_problem(path: Path) -> str | None:
-    """Why an SRT gives the prompt nothing (empty, or no block parses into a subtitle line), or None."""
-    try:
-        parsed = subtitles.parse_srt(Path(path))
-    except OSError as exc:
-        return f"it cannot be read ({exc.strerror or exc})"
-    if not parsed.cues:
-        return "the file is empty" if Path(path).stat().st_size == 0 else f"no subtitle line could be read from it ({parsed.skipped} malformed block(s))"
-    return None
-
-
 def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
     """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
     times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
@@ -148,7 +137,7 @@ def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, w
     cues = load_cues(path)
     if not cues and str(path) not in _warned:
         _warned.add(str(path))
-        logger.warning("cg_bench: %s yields no subtitle line (%s); its questions are asked without subtitles", path, subtitle_problem(path))
+        logger.warning("cg_bench: %s yields no subtitle line; its questions are asked without subtitles", path)
     times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
 
