@@ -26,8 +26,15 @@ MESSY = (
 )
 
 
-def test_parse_messy_srt():
-    parsed = parse_srt(MESSY)
+def srt(tmp_path, content, name="a.srt"):
+    """`content` (text: UTF-8, line ends kept) as an SRT file."""
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return path
+
+
+def test_parse_messy_srt(tmp_path):
+    parsed = parse_srt(srt(tmp_path, MESSY))
     assert parsed.skipped == 3
     assert parsed.cues == [
         Cue(1.0, 4.0, "Hello there\nsecond line"),
@@ -45,12 +52,12 @@ def test_parse_bytes_and_paths_in_other_encodings(tmp_path):
         assert parse_srt(str(path)).cues[0].text == "Café crème"
     # bytes that are valid in no tried encoding strictly still parse (replacement characters)
     bad = b"1\n00:00:01,000 --> 00:00:02,000\nabc \x81\x8d\x90 def\n"
-    (cue,) = parse_srt(bad).cues
+    (cue,) = parse_srt(srt(tmp_path, bad)).cues
     assert cue.text.startswith("abc") and cue.text.endswith("def")
 
 
-def test_parse_empty_and_missing():
-    assert parse_srt("\n\n").cues == [] and parse_srt(b"").skipped == 0
+def test_parse_empty_and_missing(tmp_path):
+    assert parse_srt(srt(tmp_path, "\n\n")).cues == [] and parse_srt(srt(tmp_path, b"", "b.srt")).skipped == 0
     with pytest.raises(FileNotFoundError, match="nope.srt"):
         parse_srt("/no/such/dir/nope.srt")
 
@@ -62,8 +69,8 @@ def test_round_trip_with_write_srt(tmp_path):
     assert [(c.start, c.end, c.text) for c in parsed.cues] == cues
 
 
-def test_lines_for_times_strict_once_official_format():
-    cues = parse_srt(MESSY).cues
+def test_lines_for_times_strict_once_official_format(tmp_path):
+    cues = parse_srt(srt(tmp_path, MESSY)).cues
     # 1.0 equals a start (not strictly inside); 2.0 and 3.9 both hit cue 1 (listed once);
     # 3.9 also hits the overlapping cue; 6.25 equals an end (excluded).
     lines = lines_for_times(cues, [1.0, 2.0, 3.9, 6.25, 3723.9])

@@ -47,18 +47,6 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _read(text_or_path) -> str:
-    """SRT text from a path, bytes or a string (SRT text when it holds a line break or ``-->``, else a path)."""
-    if isinstance(text_or_path, bytes):
-        return _decode(text_or_path)
-    if isinstance(text_or_path, str) and ("\n" in text_or_path or "-->" in text_or_path):
-        return text_or_path.lstrip("\ufeff")
-    path = Path(text_or_path)
-    if not path.is_file():
-        raise FileNotFoundError(f"subtitle file not found: {path}")
-    return _decode(path.read_bytes())
-
-
 def _ms(h: str | None, m: str, s: str, frac: str | None) -> int:
     """Milliseconds of an SRT time; a fraction ``,5`` means 500 ms (digits are decimals)."""
     ms = int((frac or "0").ljust(3, "0"))
@@ -83,9 +71,12 @@ def _parse_block(lines: list[str]) -> Cue | None:
     return Cue(start / 1000, end / 1000, text)
 
 
-def parse_srt(text_or_path) -> SrtParse:
-    """Parse SRT from a path, bytes or text; malformed blocks are skipped and counted."""
-    text = _read(text_or_path).replace("\r\n", "\n").replace("\r", "\n")
+def parse_srt(path) -> SrtParse:
+    """Parse an SRT file; malformed blocks are skipped and counted."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"subtitle file not found: {path}")
+    text = _decode(path.read_bytes()).replace("\r\n", "\n").replace("\r", "\n")
     cues, skipped = [], 0
     for block in re.split(r"\n[ \t]*\n", text):
         lines = block.split("\n")
