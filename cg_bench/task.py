@@ -1,19 +1,12 @@
 """CG-Bench as lmms-eval tasks, whoever runs them: documents, model inputs, records and metrics.
 
-A task's documents are one per question (`sample_id` = str(qid)); `mcq` has three per question
-(long + clue + grounding, `sample_id` = "<qid>:<mode>") so CRR and acc@IoU join them per qid;
-`METRICS` lists each task's metrics. Inputs follow `lmms_eval_specific_kwargs` (`DEFAULTS`); the
-paper's modality ablations (Tables 4, 10) are combinations of them. Files come through a
-`frames.Media`, supplied by the task's lmms-eval hooks.
-
-`make_record` keeps the question's facts and the raw reply; `score_with` reads every reply
-(`scoring`), judges the open answers once (`judging`) and gives every metric with the outcomes it
-comes from. Failures (official default): an unparseable reply is left out of its metric and
-counted in `parse_failed`; `oe_acc` uses the questions with a final verdict (failed judgments in
-`judge_failed`). Strict: unparseable is wrong / tIoU 0, an empty open answer wrong unjudged. In
-both, lmms-eval's failure placeholder (`model_failed`) and a reply ending inside its reasoning
-(`reasoning_truncated`) count as wrong, never parsed nor judged; parsers read the final answer
-(`utils/lmms/responses.py`).
+Documents: one per question (`sample_id` = str(qid)); `mcq` has three (long + clue + grounding,
+`sample_id` = "<qid>:<mode>"), joined per qid by CRR and acc@IoU. Inputs follow
+`lmms_eval_specific_kwargs` (`DEFAULTS`; the paper's modality ablations combine them); files come
+through a `frames.Media`. Failures (official default): an unparseable reply is left out of its metric
+(`parse_failed`), `oe_acc` counts final verdicts only (`judge_failed`); strict: unparseable is wrong
+(tIoU 0; an empty open answer unjudged). In both, lmms-eval's failure placeholder (`model_failed`)
+and a reply ending inside its reasoning (`reasoning_truncated`) are wrong, never parsed nor judged.
 """
 
 from __future__ import annotations
