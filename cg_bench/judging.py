@@ -22,10 +22,6 @@ from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
 # The official judge (run/run_api.py: GPT-4o).
 JUDGE_MODEL = "gpt-4o-2024-08-06"
 
-STEP1_TAG, STEP2_TAG = "cg_bench.open.step1", "cg_bench.open.step2"
-# Replies in the prompts' output format, assumed by the cost estimate.
-EXPECTED_STEP1_REPLY = '```json\n{"result": 2}\n```'
-EXPECTED_STEP2_REPLY = '```json\n{"result": 1}\n```'
 
 
 @dataclass(frozen=True)
@@ -52,23 +48,24 @@ def image_part(frame) -> dict:
     return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{encoded}", "detail": "low"}}
 
 
-def _request(content: list, allowed: tuple, tag: str, expected_reply: str, later_steps: int = 0) -> Request:
-    """One judge step: one user turn, temperature 0, the step's verdict parser (`scoring.judge_verdict`)."""
+def _request(content: list, allowed: tuple, step: int, assumed: int) -> Request:
+    """One judge step: one user turn, temperature 0, the step's verdict parser (`scoring.judge_verdict`); the cost
+    estimate assumes the reply `assumed` in the prompts' output format (step 1: 2, so step 2 follows)."""
     return Request(messages=[{"role": "user", "content": content}], temperature=0.0, parse=lambda raw: judge_verdict(raw, allowed),
-                   tag=tag, expected_reply=expected_reply, later_steps=later_steps)
+                   tag=f"cg_bench.open.step{step}", expected_reply=f'```json\n{{"result": {assumed}}}\n```', later_steps=int(step == 1))
 
 
 def step1_request(item: OpenItem) -> Request:
     """Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
     assumes "needs a visual check", so step 2 is counted for every question (an upper bound)."""
     text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    return _request([{"type": "text", "text": text}], (0, 1, 2), STEP1_TAG, EXPECTED_STEP1_REPLY, later_steps=1)
+    return _request([{"type": "text", "text": text}], (0, 1, 2), 1, assumed=2)
 
 
 def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames, subtitles: str) -> Request:
     """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
     text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    return _request([image_part(frame) for frame in images] + [{"type": "text", "text": text}], (0, 1), STEP2_TAG, EXPECTED_STEP2_REPLY)
+    return _request([image_part(frame) for frame in images] + [{"type": "text", "text": text}], (0, 1), 2, assumed=1)
 
 
 def judge_one(item: OpenItem, ask: Ask, clue_frames: int = frames.DEFAULT_CLUE_FRAMES, media: frames.Media | None = None) -> OpenVerdict:
