@@ -105,11 +105,11 @@ class PluginMedia:
         from lmms_video_reasoning.utils.media.video import plan_frames
 
         meta = data.video_meta(video_uid)
-        path = data.video_at(data.data_root(data.CG_BENCH), video_uid)
+        path = data.video_at(data_root(data.CG_BENCH), video_uid)
         return plan_frames(path, plan, n, intervals=intervals, meta={"max_frame": meta.max_frame, "fps": meta.fps})
 
     def subtitle_path(self, video_uid: str) -> Path | None:
-        return data.subtitle_path(video_uid)
+        return data.subtitle_at(data_root(data.CG_BENCH), video_uid)
 
     def frames(self, video_uid: str, indices: Sequence[int]) -> list:
         from lmms_video_reasoning.utils.media import video
@@ -121,7 +121,7 @@ class PluginMedia:
 
     def clue_video(self, doc: dict) -> str:
         """The dataset's clip (checked), else one cut from the (checked) full video."""
-        clip = data.clue_clip_path(doc["qid"])
+        clip = data.clue_clip_at(data_root(data.CG_BENCH), doc["qid"])
         if clip is not None:
             return data.usable_video(clip)
         from lmms_video_reasoning.utils.media import video
@@ -156,34 +156,22 @@ doc_to_text, doc_to_visual, doc_to_messages = map(_with_media, (task.doc_to_text
 # ---------------------------------------------------------------------- records and scoring with the judge engine
 
 
+def subtitle_flags(video_uid: str) -> dict:
+    """`subtitles_missing`: the video has no SRT (asked without subtitles: counted, `prepare --verify-only` lists
+    them); `subtitles_unusable`: why its SRT yields no line (reported). Never raises: a root that cannot be read
+    is reported where the media are resolved."""
+    try:
+        path = MEDIA.subtitle_path(video_uid)
+    except ValueError:
+        return {"subtitles_unusable": None, "subtitles_missing": False}
+    unusable = None if path is None or frames.load_cues(path) else data.subtitle_problem(path) or "no subtitle line"
+    return {"subtitles_unusable": unusable, "subtitles_missing": path is None}
+
+
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
     """`task.make_record` with whether the data root's subtitles reached the prompt (`Benchmark.build_record`)."""
-    blind = doc["mode"] == "blind"
-    return {**task.make_record(doc, response, settings),
-            # the video's SRT exists but yields no line: the prompt went without subtitles (reported)
-            "subtitles_unusable": None if blind else subtitles_unusable(doc["video_uid"], MEDIA),
-            # no SRT found for the video: asked without subtitles (counted, `prepare --verify-only` lists them)
-            "subtitles_missing": not blind and subtitles_missing(doc["video_uid"], MEDIA)}
-
-
-def subtitles_missing(video_uid: str, media: frames.Media) -> bool:
-    """The video has no subtitle file (its prompt goes without subtitles)."""
-    try:
-        return media.subtitle_path(video_uid) is None
-    except ValueError:
-        return False
-
-
-def subtitles_unusable(video_uid: str, media: frames.Media) -> str | None:
-    """Why the video's SRT gives the prompt nothing, when it has an SRT (None: fine or absent).
-    Never raises: a root that cannot be read is reported where the media are resolved."""
-    try:
-        path = media.subtitle_path(video_uid)
-    except ValueError:
-        return None
-    if path is None or frames.load_cues(path):
-        return None
-    return data.subtitle_problem(path) or "no subtitle line"
+    blind = {"subtitles_unusable": None, "subtitles_missing": False}
+    return {**task.make_record(doc, response, settings), **(blind if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:

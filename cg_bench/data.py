@@ -12,7 +12,7 @@ folder named `*clue*`, a video in any other. The sampler's table: `docs.meta_tab
 
 from __future__ import annotations
 
-import logging
+from functools import partial
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
@@ -32,8 +32,6 @@ from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_tabl
 # The Hugging Face dataset and the root variable (`lmms-vr prepare cg_bench`).
 CG_BENCH = SOURCE = DataSource("cg_bench", "CG-Bench/CG-Bench", "CGBENCH_ROOT")
 
-logger = logging.getLogger("lmms_video_reasoning.cg_bench")
-
 # The release's size: (questions, videos) per split, checked by `lmms-vr prepare`.
 RELEASE = {"mini": (3000, 1118), "full": (12129, 1219)}
 HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
@@ -43,16 +41,17 @@ HUB_MEDIA_PATTERNS = ("video_chunk_*.zip", "clue_video_chunk_*.zip", "subtitles.
 VIDEO_DIR, CLUE_DIR, SUBTITLE_DIR = "cg_videos_720p", "cg_clue_videos", "cg_subtitles"
 
 
-def split_file(split: str) -> str:
+def records_at(root: Path | None, split: str = "mini") -> list[dict]:
+    """The validated records of a split (`mini` = cgbench_mini.json, `full` = cgbench.json) under `root`
+    (`lmms-vr prepare`), else under the data root (or the Hub)."""
     if split not in SPLIT_FILES:
         raise DataError(f"CG-Bench split {split!r} unknown; use one of {sorted(SPLIT_FILES)}")
-    return SPLIT_FILES[split]
+    path = Path(root) / SPLIT_FILES[split] if root is not None else annotation_file(CG_BENCH, SPLIT_FILES[split])
+    return validate_records(read_json(path), str(path))
 
 
 def load_records(split: str = "mini") -> list[dict]:
-    """The validated annotation records of a split (`mini` = cgbench_mini.json, `full` = cgbench.json)."""
-    path = annotation_file(CG_BENCH, split_file(split))
-    return validate_records(read_json(path), str(path))
+    return records_at(None, split)
 
 
 def video_meta(video_uid: str) -> VideoMeta:
@@ -98,19 +97,8 @@ def video_path(video_uid: str) -> Path:
     return require_media(CG_BENCH, video_at(data_root(CG_BENCH), video_uid), f"CG-Bench video {VIDEO_DIR}/{video_uid}.mp4")
 
 
-def usable_video(path: Path) -> Path:
-    """`path` if it opens and decodes, else MediaError naming the file and the fix (video mode)."""
-    return shared_usable_video(CG_BENCH, path)
-
-
-def clue_clip_path(qid: int) -> Path | None:
-    """The dataset's pre-cut clue clip of a question, or None (not every question has one)."""
-    return clue_clip_at(data_root(CG_BENCH), qid)
-
-
-def subtitle_path(video_uid: str) -> Path | None:
-    """The SRT of a video, or None (not every video has subtitles)."""
-    return subtitle_at(data_root(CG_BENCH), video_uid)
+# `path` if it opens and decodes, else MediaError naming the file and the fix (video mode)
+usable_video = partial(shared_usable_video, CG_BENCH)
 
 
 def subtitle_problem(path: Path) -> str | None:
@@ -160,9 +148,3 @@ def extraction_target(archive: str, member: str) -> str | None:
 def release_counts(records: list[dict]) -> tuple[int, int]:
     """(questions, videos) of a split's records."""
     return len(records), len({r["video_uid"] for r in records})
-
-
-def records_at(root, split: str = "mini") -> list[dict]:
-    """The validated records of a split read from a local root (for `lmms-vr prepare`)."""
-    path = Path(root) / split_file(split)
-    return validate_records(read_json(path), str(path))

@@ -369,7 +369,7 @@ def test_media_found_by_name_in_nested_folders(cg_root, tmp_path, monkeypatch):
     shutil.copy(cg_root / "cg_videos_720p" / "cgsample_park.mp4", nested / "cgsample_park.mp4")
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
     assert data.video_path("cgsample_park") == nested / "cgsample_park.mp4"
-    assert data.subtitle_path("cgsample_park") is None
+    assert binding.MEDIA.subtitle_path("cgsample_park") is None
 
 
 # ---------------------------------------------------------------------- open-ended judge
@@ -496,12 +496,12 @@ def test_video_mode_refuses_a_broken_video_with_a_clear_error(cg_root, tmp_path,
     shutil.copytree(cg_root, root)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
     records = data.load_records("mini")
-    clue = next(d for d in cg_task.build_docs(records, "clue", "mini") if data.clue_clip_path(d["qid"]) is not None)
+    clue = next(d for d in cg_task.build_docs(records, "clue", "mini") if data.clue_clip_at(data.data_root(data.CG_BENCH), d["qid"]) is not None)
     long = next(d for d in cg_task.build_docs(records, "long", "mini") if d["video_uid"] != clue["video_uid"])
     video = {"visual_mode": "video"}
     assert binding.doc_to_visual(long, video) and binding.doc_to_visual(clue, video)  # intact files pass
 
-    clip = data.clue_clip_path(clue["qid"])
+    clip = data.clue_clip_at(data.data_root(data.CG_BENCH), clue["qid"])
     _truncate(clip)
     with pytest.raises(MediaError, match=rf"{clip.name} is unusable: .*lmms-vr prepare cg_bench"):
         binding.doc_to_visual(clue, video)
@@ -543,7 +543,7 @@ def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monke
 
     monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path / "cache"))
     docs = cg_task.build_docs(data.load_records("mini"), "clue", "mini")
-    doc = next(d for d in docs if len(d["clue_intervals"]) == 2 and data.clue_clip_path(d["qid"]) is None)
+    doc = next(d for d in docs if len(d["clue_intervals"]) == 2 and data.clue_clip_at(data.data_root(data.CG_BENCH), d["qid"]) is None)
     (clip,) = binding.doc_to_visual(doc, {"visual_mode": "video"})
     assert str(tmp_path / "cache") in clip
     fps = data.video_meta(doc["video_uid"]).fps

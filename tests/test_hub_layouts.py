@@ -115,13 +115,13 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
     docs = task.build_docs(data.load_records("mini"), "mcq", "mini")
     for doc in docs:
         assert binding.MEDIA.full_video(doc) == root / data.VIDEO_DIR / f"{doc['video_uid']}.mp4"
-        clip = data.clue_clip_path(doc["qid"])
+        clip = data.clue_clip_at(data.data_root(data.CG_BENCH), doc["qid"])
         assert (clip is not None) == (source / data.CLUE_DIR / f"{doc['qid']}.mp4").is_file()
         if clip is not None:
             assert clip.parent == root / data.CLUE_DIR and data.usable_video(clip) == clip
         has_srt = (source / data.SUBTITLE_DIR / f"{doc['video_uid']}.srt").is_file()
-        assert (data.subtitle_path(doc["video_uid"]) is not None) == has_srt
-        assert binding.subtitles_unusable(doc["video_uid"], binding.MEDIA) is None
+        assert (binding.MEDIA.subtitle_path(doc["video_uid"]) is not None) == has_srt
+        assert binding.subtitle_flags(doc["video_uid"])["subtitles_unusable"] is None
     uid = docs[0]["video_uid"]
     assert uid not in data.meta_table(None)  # not in the official table: probed from the file
     sample_meta = json.loads((source / META_FILE).read_text())[uid]  # what the sample generator wrote
