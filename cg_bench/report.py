@@ -38,38 +38,38 @@ DEFAULT_MODALITY = "the task defaults"  # the row of the plain `cg_bench_*` task
 ABLATION_COLUMNS = ("clue_acc", "long_acc", "miou", "acc_at_iou0", "crr", "oe_acc")  # Table 4 / Table 10
 
 
-def combined_row(run: Run, split: str, per_task: dict[str, TaskStats], n: int, seed: int, suffix: str = "") -> TaskStats | None:
-    """One CG-Bench row per run and split: every mode's outcomes joined (CRR and acc@IoU across files).
-    `suffix`: the row of the tasks named `cg_bench_<kind><suffix>` (a modality ablation, `MODALITIES`)."""
-    prefix = SPLITS[split]
+def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix: str = "") -> TaskStats | None:
+    """A run's CG-Bench row on one split (its task `prefix`): each mode's outcomes from the first of its tasks the
+    run has (`MODE_TASKS`), joined (CRR and acc@IoU across files). `suffix`: the row of the tasks named
+    `cg_bench_<kind><suffix>` (a modality ablation, `MODALITIES`)."""
     records, outcomes, used, point = [], [], [], {}
     not_computed: dict[str, str] = {}
     failed_judgments: list[str] = []
     settings = None
     for mode in MODES:
-        for kind in MODE_TASKS[mode]:
-            task = prefix + kind + suffix
-            stats = per_task.get(task)
-            if stats is None:
-                continue
-            if stats.sampled is not None:
-                pairs = [(r, o) for r, o in zip(stats.sampled.records, stats.sampled.outcomes) if r["mode"] == mode]
-                records += [r for r, _ in pairs]
-                outcomes += [o for _, o in pairs]
-                settings = stats.sampled.settings
-            for metric, value in stats.point.items():
-                if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
-                    point.setdefault(metric, value)
-            for metric, reason in stats.not_computed.items():  # ... but a metric the task could not compute stays so
-                not_computed.setdefault(metric, f"{task}: {reason}")
-            failed_judgments += [f"{task}: {stats.failed_judgments}"] if stats.failed_judgments else []
-            used.append(task)
-            break
+        task = next((prefix + kind + suffix for kind in MODE_TASKS[mode] if (label, prefix + kind + suffix) in stats), None)
+        if task is None:
+            continue
+        task_stats = stats[(label, task)]
+        if task_stats.sampled is not None:
+            pairs = [(r, o) for r, o in zip(task_stats.sampled.records, task_stats.sampled.outcomes) if r["mode"] == mode]
+            records += [r for r, _ in pairs]
+            outcomes += [o for _, o in pairs]
+            settings = task_stats.sampled.settings
+        for metric, value in task_stats.point.items():
+            if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
+                point.setdefault(metric, value)
+        for metric, reason in task_stats.not_computed.items():  # ... but a metric the task could not compute stays so
+            not_computed.setdefault(metric, f"{task}: {reason}")
+        if task_stats.failed_judgments:
+            failed_judgments.append(f"{task}: {task_stats.failed_judgments}")
+        used.append(task)
     if not used:
         return None
     not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
     combined = TaskStats(point=point, source=", ".join(sorted(set(used))), not_computed=not_computed,
                          failed_judgments="; ".join(failed_judgments))
+    per_task = {task: stats[(label, task)] for task in used}
     sampled_tasks = [task for task in used if per_task[task].sampled is not None]
     unsampled = [task for task in used if task not in sampled_tasks]
     if sampled_tasks:
@@ -170,15 +170,8 @@ def answers_note(rows: list[TaskStats]) -> str:
 
 def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "") -> dict[tuple[str, str], TaskStats]:
     """{(run label, split): `combined_row`} of the runs having tasks with this `suffix`."""
-    combined = {}
-    for run in runs:
-        for split in SPLITS:
-            per_task = {task: s for (label, task), s in stats.items() if label == run.label and task.startswith(SPLITS[split])
-                        and (split == "full" or not task.startswith(SPLITS["full"]))}
-            row = combined_row(run, split, per_task, n, seed, suffix) if per_task else None
-            if row is not None:
-                combined[(run.label, split)] = row
-    return combined
+    rows = {(run.label, split): combined_row(run.label, prefix, stats, n, seed, suffix) for run in runs for split, prefix in SPLITS.items()}
+    return {key: row for key, row in rows.items() if row is not None}
 
 
 def values_row(name: str, row: TaskStats, columns) -> tuple[list[str], bool]:
