@@ -1,14 +1,10 @@
 """The CG-Bench sample benchmark: synthetic long videos whose every answer and clue is known.
 
-`write_sample(root)` writes the official layout under `root` (a `$CGBENCH_ROOT`):
-`cgbench_mini.json` / `cgbench.json` (official schema), `video_meta_info.json`,
-`cg_videos_720p/{uid}.mp4` (3 to 65 minutes, 1-2 fps, 160x120, so generation takes seconds),
-`cg_subtitles/{uid}.srt` for some videos, and pre-cut clue clips `cg_clue_videos/{qid}.mp4`
-for some single-interval questions (the others go through `utils.video.cut_clip`).
-Coloured shapes appear, move, flash and leave at known times; questions about them cover
-every question kind (perception / reasoning / hallucination), several domains and four
-duration buckets. `demo_predictions(root)` gives replay replies for every task (mostly right,
-some wrong, some in the lenient forms the official parser accepts, some unparseable), and
+`write_sample(root)` writes the official layout under `root` (a `$CGBENCH_ROOT`): both splits, the video
+table, videos of 3 to 65 minutes (1-2 fps, 160x120: generated in seconds), SRTs for some videos and pre-cut
+clue clips for some single-interval questions. Coloured shapes appear, move, flash and leave at known times;
+the questions cover every question kind, several domains and four duration buckets. `demo_predictions(root)`:
+replay replies for every task (mostly right, some wrong, some lenient, some unparseable);
 `oracle_judge_reply(request)` answers the open-ended judge's prompts from the known truth.
 """
 
@@ -38,29 +34,25 @@ class SampleVideo:
     cues: tuple[tuple[float, float, str], ...] = ()
 
 
-def _shape(kind, color, start, end, **kw) -> Shape:
-    return Shape(kind, color, float(start), float(end), **kw)
-
-
 VIDEOS = (
     SampleVideo("cgsample_park", 180, 2, "Life Record", (
-        _shape("circle", "red", 20, 40, pos0=(0.3, 0.5)),
-        _shape("square", "blue", 60, 90, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
-        _shape("triangle", "green", 120, 135, flash_hz=1.0),
+        Shape("circle", "red", 20.0, 40.0, pos0=(0.3, 0.5)),
+        Shape("square", "blue", 60.0, 90.0, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
+        Shape("triangle", "green", 120.0, 135.0, flash_hz=1.0),
     ), ((18, 42, "Look, a ball rolls in"), (58, 92, "Now something slides across"), (118.5, 136, "Watch it blink"))),
     SampleVideo("cgsample_screen", 840, 1, "GUI", (
-        _shape("square", "white", 100, 160),
-        _shape("circle", "magenta", 400, 430, pos0=(0.5, 0.2), pos1=(0.5, 0.8)),
-        _shape("triangle", "cyan", 500, 520),
-        _shape("triangle", "cyan", 600, 620),
+        Shape("square", "white", 100.0, 160.0),
+        Shape("circle", "magenta", 400.0, 430.0, pos0=(0.5, 0.2), pos1=(0.5, 0.8)),
+        Shape("triangle", "cyan", 500.0, 520.0),
+        Shape("triangle", "cyan", 600.0, 620.0),
     ), ((95, 165, "The window opens"), (395, 435, "A notification drops down"))),
     SampleVideo("cgsample_match", 1320, 1, "Sports & Exercise", (
-        _shape("circle", "orange", 300, 360, pos0=(0.8, 0.5), pos1=(0.2, 0.5)),
-        _shape("triangle", "blue", 900, 960, flash_hz=0.5),
+        Shape("circle", "orange", 300.0, 360.0, pos0=(0.8, 0.5), pos1=(0.2, 0.5)),
+        Shape("triangle", "blue", 900.0, 960.0, flash_hz=0.5),
     )),
     SampleVideo("cgsample_drive", 3900, 1, "Driving", (
-        _shape("square", "yellow", 1000, 1100, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
-        _shape("circle", "red", 3000, 3060),
+        Shape("square", "yellow", 1000.0, 1100.0, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
+        Shape("circle", "red", 3000.0, 3060.0),
     )),
 )
 
@@ -203,13 +195,9 @@ def open_reply(question: dict, variant: int) -> str:
     return {2: _fenced("A purple hexagon"), 3: answer, 4: ""}.get(variant % 5, _fenced(answer))
 
 
-def blind_reply(question: dict, variant: int) -> str:
-    """Blind replies: a bare letter as the paper's prompt asks, mostly the first option."""
-    return "A" if variant % 4 else question["right_answer"]
-
-
 def demo_predictions(root=None) -> list[dict]:
     """Replay lines for every CG-Bench task on the sample (mini split)."""
+    blind_reply = lambda q, variant: "A" if variant % 4 else q["right_answer"]  # noqa: E731 - a bare letter, as the paper's prompt asks
     replies = (("cg_bench_long", "", mcq_reply, 0), ("cg_bench_clue", "", mcq_reply, 4), ("cg_bench_grounding", "", grounding_reply, 0),
                ("cg_bench_open", "", open_reply, 0), ("cg_bench_blind", "", blind_reply, 0), ("cg_bench_mcq", ":long", mcq_reply, 0),
                ("cg_bench_mcq", ":clue", mcq_reply, 4), ("cg_bench_mcq", ":grounding", grounding_reply, 0))
@@ -224,12 +212,9 @@ _QUOTED = re.compile(r"^Question: (?P<question>.*?)\n\n(?:The ground truth answe
 
 
 def oracle_judge_reply(request: dict) -> str | None:
-    """The sample judge: answers CG-Bench's two open-ended judge prompts from the sample's truth.
-
-    Step 1: 1 if the prediction equals the reference (case-insensitive), 2 if it is the
-    sample's synonym of it, else 0. Step 2: 1 if images were sent and the prediction is the
-    synonym of the question's true answer, else 0. None for any other prompt.
-    """
+    """The sample judge of CG-Bench's two open-ended prompts (None for any other). Step 1: 1 if the prediction
+    equals the reference (case-insensitive), 2 if it is the sample's synonym of it, else 0. Step 2: 1 if images
+    were sent and the prediction is the synonym of the question's true answer, else 0."""
     text = last_user_text(request)
     images = sum(part.get("type") == "image_url" for message in request.get("messages", []) if message.get("role") == "user"
                  and isinstance(message.get("content"), list) for part in message["content"])
@@ -242,8 +227,7 @@ def oracle_judge_reply(request: dict) -> str | None:
         verdict = 1 if prediction.lower() == answer.lower() else 2 if SYNONYMS.get(answer) == prediction else 0
         return _fenced(verdict)
     if text.startswith(step2):
-        tail = text[text.rfind("Question: "):]
-        match = _QUOTED.search(tail)
+        match = _QUOTED.search(text[text.rfind("Question: "):])
         truth = {q["question"]: q["answer"] for q in build_questions()}
         ok = bool(match) and images > 0 and SYNONYMS.get(truth.get(match["question"], "")) == match["prediction"]
         return _fenced(int(ok))
