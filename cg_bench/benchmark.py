@@ -1,8 +1,6 @@
 """CG-Bench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists the parts): the tasks
-(`TASKS`, `ABLATIONS`, `GROUPS`; `tasks/*.yaml` are generated from them), the lmms-eval hooks (`load_*`,
-`doc_to_*`, and the declared ones made by `__getattr__`), "get the frames" on the data root
-(`PluginMedia`), the scoring with the judge it is handed and the declaration (`BENCHMARK`). Each task's
-first aggregation writes `<date_id>_cg_bench_<kind>_details.json` (breakdowns, failures, judge accounting).
+(`tasks/*.yaml` are generated from them), the lmms-eval hooks, "get the frames" on the data root
+(`PluginMedia`), the scoring with the judge it is handed and the declaration (`BENCHMARK`).
 """
 
 from __future__ import annotations
@@ -31,8 +29,7 @@ JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_e
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
 
-# ---------------------------------------------------------------------- the tasks
-
+# --- The tasks
 KINDS = ("long", "clue", "grounding", "open", "mcq", "blind")
 SPLITS = {"mini": ("cg_bench", "cgbench_mini.json, 3,000 questions"), "full": ("cg_bench_full", "cgbench.json, 12,129 questions")}
 # The official runner: temperature 0, no stop string (a fenced JSON answer spans lines).
@@ -70,9 +67,7 @@ GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in GROUPED), "Ever
           Group("cg_bench_full", tuple(f"cg_bench_full_{kind}" for kind in GROUPED), "Every CG-Bench metric on cgbench.json."))
 
 
-# ---------------------------------------------------------------------- documents (process_docs)
-
-
+# --- Documents (process_docs)
 def _loader(name: str):
     """The `process_docs` hook `load_<kind>[_full][_text]`, checked before generation (`preflight`): the media
     (not for blind nor the `_text` ablations) and the judge (open)."""
@@ -94,9 +89,7 @@ def _loader(name: str):
 globals().update({t.process_docs: _loader(t.process_docs) for t in TASKS + ABLATIONS})
 
 
-# ---------------------------------------------------------------------- model inputs ("get the frames" on the data root)
-
-
+# --- Model inputs ("get the frames" on the data root)
 class PluginMedia:
     """Files under the CG-Bench data root (`frames.Media`)."""
 
@@ -153,9 +146,7 @@ def _with_media(hook):
 doc_to_text, doc_to_visual, doc_to_messages = map(_with_media, (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
-# ---------------------------------------------------------------------- records and scoring with the judge engine
-
-
+# --- Records and scoring with the judge engine
 def subtitle_flags(video_uid: str) -> dict:
     """`subtitles_missing`: the video has no SRT (asked without subtitles: counted, `prepare --verify-only` lists
     them); `subtitles_unusable`: why its SRT yields no line (reported). Never raises: a root that cannot be read
@@ -196,9 +187,7 @@ def _write_details(scores: dict, run: RunFiles | None) -> None:
     path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
 
 
-# ---------------------------------------------------------------------- the declaration
-
-
+# --- The declaration
 class CgBenchScoring(ScoringAdapter):
     """CG-Bench: `scored_records`; outcomes from `task.read_outcomes`, metrics from `task.outcome_columns`."""
 

@@ -67,9 +67,7 @@ def video_meta(video_uid: str) -> VideoMeta:
     return VideoMeta(float(info.duration), max(1, int(info.total_frames) - 1), float(info.fps))
 
 
-# ---------------------------------------------------------------------- media
-
-
+# --- Media
 def _in_clue_folder(parts) -> bool:
     return any("clue" in part.lower() for part in parts[:-1])
 
@@ -130,9 +128,8 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
 
 
 def extraction_target(archive: str, member: str) -> str | None:
-    """Where `lmms-vr prepare` puts a member of a CG-Bench archive, by its name, whatever its nesting:
-    a member in a `*clue*` folder or of a `clue_*` archive -> `cg_clue_videos/`, an `.srt` ->
-    `cg_subtitles/`, any other `.mp4` -> `cg_videos_720p/`; anything else is skipped."""
+    """Where `lmms-vr prepare` puts a member of a CG-Bench archive, by its name, whatever its nesting (None: skipped);
+    a video in a `*clue*` folder or of a `clue_*` archive is a clue clip."""
     parts = member.split("/")
     name = parts[-1]
     lower = name.lower()

@@ -31,8 +31,7 @@ MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("m
 # How every run of this suite differs from the protocol the paper describes for Table 3 (README, differences)
 OFFICIAL_PROMPTS = ("the official code's prompts and judge (fenced JSON answers, 0/1/2 verdicts), not the paper appendix's "
                     "(bare letter; yes / no / \"need visual clue\"); this suite has no switch for the paper's")
-# The paper's prompt & modality settings (Table 4, Table 10) by the suffix of their tasks' names (`task.MODALITY_INPUTS`):
-# "_f_s_st" is F+S+ST.
+# The paper's prompt & modality settings (Tables 4 and 10) by the suffix of their tasks' names: "_f_s_st" is F+S+ST.
 MODALITIES = {**{suffix: suffix[1:].upper().replace("_", "+") for suffix in MODALITY_INPUTS}, **{s: label for s, (_k, label, _i) in TEXT_INPUTS.items()}}
 DEFAULT_MODALITY = "the task defaults"  # the row of the plain `cg_bench_*` tasks (the model's settings block decides)
 ABLATION_COLUMNS = ("clue_acc", "long_acc", "miou", "acc_at_iou0", "crr", "oe_acc")  # Table 4 / Table 10
@@ -97,9 +96,9 @@ def outcomes_in(row: TaskStats) -> list[Outcome]:
     return [Outcome(**outcome) for outcome in row.sampled.outcomes]
 
 
-def outcomes_of(row: TaskStats | None) -> list[Outcome] | None:
+def outcomes_of(row: TaskStats) -> list[Outcome] | None:
     """A joined row's per-answer outcomes, when the report has them as the run scored them (None otherwise)."""
-    if row is None or row.sampled is None or not row.sampled.trusted("acc_at_iou"):
+    if row.sampled is None or not row.sampled.trusted("acc_at_iou"):
         return None
     return outcomes_in(row)
 

@@ -149,13 +149,12 @@ def write_sample(root) -> Path:
         meta[video.uid] = {"duration": float(video.duration), "max_frame": video.duration * video.fps - 1, "fps": float(video.fps)}
         if video.cues:
             write_srt(root / data.SUBTITLE_DIR / f"{video.uid}.srt", video.cues)
-    by_uid = {video.uid: video for video in VIDEOS}
-    for question in questions:
         # Pre-cut clue clips for every other single-interval question; the rest use cut_clip.
-        if len(question["clue_intervals"]) == 1 and question["qid"] % 2 == 0:
-            (start, end), video = question["clue_intervals"][0], by_uid[question["video_uid"]]
-            inside = [replace(s, start=s.start - start, end=s.end - start) for s in video.shapes if s.start >= start and s.end <= end]
-            write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, inside, fps=video.fps, width=WIDTH, height=HEIGHT)
+        for question in questions:
+            if question["video_uid"] == video.uid and len(question["clue_intervals"]) == 1 and question["qid"] % 2 == 0:
+                [(start, end)] = question["clue_intervals"]
+                inside = [replace(s, start=s.start - start, end=s.end - start) for s in video.shapes if s.start >= start and s.end <= end]
+                write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, inside, fps=video.fps, width=WIDTH, height=HEIGHT)
     (root / docs.META_FILE).write_text(json.dumps(meta, indent=1))
     (root / docs.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
     (root / docs.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
@@ -163,9 +162,7 @@ def write_sample(root) -> Path:
     return root
 
 
-# ---------------------------------------------------------------------- replay predictions
-
-
+# --- Replay predictions
 def _fenced(value) -> str:
     return "```json\n" + json.dumps({"result": value}, ensure_ascii=False) + "\n```"
 
@@ -205,9 +202,7 @@ def demo_predictions(root=None) -> list[dict]:
             for i, q in enumerate(build_questions()[:-MINI_EXCLUDED]) for task, suffix, reply, shift in replies]
 
 
-# ---------------------------------------------------------------------- sample judge
-
-
+# --- Sample judge
 _QUOTED = re.compile(r"^Question: (?P<question>.*?)\n\n(?:The ground truth answer is '(?P<answer>.*?)'\n\n)?The model's prediction is '(?P<prediction>.*?)'\n\n\Z", re.S)
 
 
