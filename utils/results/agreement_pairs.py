@@ -40,35 +40,31 @@ def agreement_rate(pairs: Sequence[Pair]) -> float:
     return sum(a == b for a, b in pairs) / len(pairs)
 
 
-def cohen_kappa(pairs: Sequence[Pair]) -> float:
-    """Cohen's kappa: (p_o - p_e) / (1 - p_e), p_e from the two judges' own label frequencies (NaN: no pairs, or p_e = 1)."""
+def _kappa(pairs: Sequence[Pair], distance) -> float:
+    """1 - observed / expected disagreement, expected from the two judges' own label frequencies
+    (NaN: no pairs, or no expected disagreement)."""
     n = len(pairs)
     if not n:
         return math.nan
-    observed = agreement_rate(pairs)
-    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    expected = sum(first[label] * second.get(label, 0) for label in first) / (n * n)
-    if expected >= 1.0 - 1e-12:
-        return math.nan
-    return (observed - expected) / (1.0 - expected)
-
-
-def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadratic") -> float:
-    """Weighted kappa of ratings: 1 - sum(w * observed) / sum(w * expected), w = |a - b| (linear) or
-    (a - b)^2 (quadratic) of the rating values (NaN: no pairs, or no expected disagreement)."""
-    if weights not in ("linear", "quadratic"):
-        raise ValueError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
-    n = len(pairs)
-    if not n:
-        return math.nan
-    power = 1 if weights == "linear" else 2
-    distance = lambda a, b: abs(float(a) - float(b)) ** power  # noqa: E731
     observed = sum(distance(a, b) for a, b in pairs) / n
     first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
     expected = sum(count_a * count_b * distance(a, b) for a, count_a in first.items() for b, count_b in second.items()) / (n * n)
     if expected <= 1e-12:
         return math.nan
     return 1.0 - observed / expected
+
+
+def cohen_kappa(pairs: Sequence[Pair]) -> float:
+    """Cohen's kappa, (p_o - p_e) / (1 - p_e): disagreement 1 between different labels."""
+    return _kappa(pairs, lambda a, b: float(a != b))
+
+
+def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadratic") -> float:
+    """Weighted kappa of ratings: disagreement |a - b| (linear) or (a - b)^2 (quadratic)."""
+    if weights not in ("linear", "quadratic"):
+        raise ValueError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
+    power = 1 if weights == "linear" else 2
+    return _kappa(pairs, lambda a, b: abs(float(a) - float(b)) ** power)
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
