@@ -18,7 +18,6 @@ import json
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
@@ -92,20 +91,11 @@ class ImportCounts:
     def accepted(self) -> int:
         return self.cached + self.rejected + self.errors
 
-    def accounted(self) -> int:
+    def unaccounted(self) -> int:
         read = self.read
-        return (self.accepted() + self.refused_model + self.refused_foreign + self.refused_stale + self.refused_too_large
-                + read.blank + len(read.duplicates) + read.conflict_lines + len(read.undecodable) + len(read.unreadable))
-
-    def as_dict(self) -> dict:
-        read = self.read
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "read"}
-        out.update(lines=read.lines, blank=read.blank, duplicates=read.duplicates, conflict_lines=read.conflict_lines,
-                   conflicts=[f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()],
-                   undecodable=read.undecodable, unreadable=read.unreadable)
-        out["refused"] = sorted(self.refused, key=lambda line: place_order(line.split(": ", 1)[0]))
-        out["accepted"], out["unaccounted"] = self.accepted(), read.lines - self.accounted()
-        return out
+        return read.lines - (self.accepted() + self.refused_model + self.refused_foreign + self.refused_stale
+                             + self.refused_too_large + read.blank + len(read.duplicates) + read.conflict_lines
+                             + len(read.undecodable) + len(read.unreadable))
 
 
 class _Ctx(threading.local):
@@ -142,6 +132,15 @@ class JudgePass:
 
     def models(self) -> dict[str, str]:
         return {benchmark: judge.config.model for benchmark, judge in self.judges.items()}
+
+    def refuse_unasked(self) -> None:
+        """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
+        ledgers = [judge.ledger for judge in self.judges.values() if judge.ledger is not None]
+        for key in sorted(self.results.keys() - self.consumed, key=lambda k: place_order(self.results[k].where)):
+            if any(ledger.entry(key) is not None for ledger in ledgers):
+                self.counts.refuse("refused_stale", self.results[key], "stale: already answered, or not asked by this scoring")
+            else:
+                self.counts.refuse("refused_foreign", self.results[key], "a custom_id this cache never exported")
 
 
 def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) -> JudgeConfig:
@@ -207,16 +206,10 @@ class PassJudge(Judge):
                 return hit
         last_reason, last_raw = None, None
         for attempt, key in enumerate(keys):
-            entry = self.ledger.entry(key) if self.ledger is not None else None
-            if entry is not None and entry.state == REJECTED:
-                last_reason = entry.reason
-                continue  # this attempt's reply did not parse: the next attempt is the re-ask
-            if entry is not None and entry.state == FAILED:
-                return self._failed(request, entry.reason or "batch attempts used up")
-            outcome = self._uncached(request, key, attempt, len(keys), entry)
+            outcome = self._attempt(request, key, attempt, len(keys))
             if isinstance(outcome, Result):
                 return outcome
-            last_reason, last_raw = outcome  # rejected just now: on to the re-ask
+            last_reason, last_raw = outcome[0], outcome[1] or last_raw  # its reply did not parse: on to the re-ask
         return self._failed(request, f"{last_reason or 'parse: no reply parsed'} (after {len(keys)} replies)", last_raw)
 
     def _failed(self, request: Request, error: str, raw: str | None = None) -> Result:
@@ -226,17 +219,33 @@ class PassJudge(Judge):
     def _pending(self) -> Result:
         return Result(False, None, None, PENDING, False)
 
-    # -- per mode
+    def _due(self, request: Request, key: str, attempt: int, attempts: int) -> Result:
+        self._collect(request, key, attempt, attempts)
+        return self._pending()
 
-    def _uncached(self, request, key, attempt, attempts, entry):
-        mode = self.owner.mode
-        if mode == "estimate":
+    def _attempt(self, request: Request, key: str, attempt: int, attempts: int, claim: bool = True):
+        """One attempt's key as the pass's mode and the ledger say: a Result, or (why, raw reply) when its
+        reply did not parse (the re-ask is next)."""
+        entry = self.ledger.entry(key) if self.ledger is not None else None
+        if entry is not None and entry.state == REJECTED:
+            return entry.reason, None
+        if entry is not None and entry.state == FAILED:
+            return self._failed(request, entry.reason or "batch attempts used up")
+        if self.owner.mode == "estimate":
             return self._estimate(request)
-        if mode == "collect":
-            if entry is None or entry.state != IN_FLIGHT:
-                self._collect(request, key, attempt, attempts)
-            return self._pending()
-        return self._import(request, key, attempt, attempts, entry)
+        line = self.owner.results.get(key) if claim else None
+        if line is not None:
+            with self.owner.lock:
+                first = key not in self.owner.consumed
+                self.owner.consumed.add(key)
+            if first:
+                return self._import(request, key, attempt, attempts, entry, line)
+            # another request of this pass imported the line: as the cache and the ledger now say
+            hit, _refusal = self._lookup(key, request)
+            return hit or self._attempt(request, key, attempt, attempts, claim=False)
+        if entry is None or entry.state != IN_FLIGHT:
+            self._collect(request, key, attempt, attempts)  # collect: this round; import: the next
+        return self._pending()
 
     def _estimate(self, request: Request) -> Result:
         tokens_in = self.tokenizer.request_tokens(request.messages)
@@ -266,23 +275,12 @@ class PassJudge(Judge):
         with self.owner.lock:
             self.owner.pending.setdefault(key, pending)
 
-    def _import(self, request, key, attempt, attempts, entry):
-        line = self.owner.results.get(key)
-        if line is None:
-            if entry is None or entry.state != IN_FLIGHT:
-                self._collect(request, key, attempt, attempts)  # due in the next round
-            return self._pending()
+    def _import(self, request, key, attempt, attempts, entry, line: ResultLine):
         counts, owner = self.owner.counts, self.owner
-        with owner.lock:
-            first = key not in owner.consumed
-            owner.consumed.add(key)
-        if not first:  # another task asked the same request in this pass: its line was handled
-            return self._after_import(request, key, attempt, attempts)
         if entry is None:
             with owner.lock:
                 counts.refuse("refused_foreign", line, "a custom_id this cache never exported")
-            self._collect(request, key, attempt, attempts)
-            return self._pending()
+            return self._due(request, key, attempt, attempts)
         reply, too_large = None, None
         if line.ok:
             data = json.dumps(line.body).encode("utf-8")
@@ -304,8 +302,7 @@ class PassJudge(Judge):
                 counts.failed += used_up
             if used_up:
                 return self._failed(request, f"{error} ({entry.errors + 1} batch attempts)")
-            self._collect(request, key, attempt, attempts)
-            return self._pending()
+            return self._due(request, key, attempt, attempts)
         with owner.lock:
             counts.prompt_tokens += reply.prompt_tokens
             counts.completion_tokens += reply.completion_tokens
@@ -313,8 +310,7 @@ class PassJudge(Judge):
             self.cache.reject(key, self.config.model, reply, f"batch import: answered by {reply.answered_by!r}, not {self.config.model!r}")
             with owner.lock:
                 counts.refuse("refused_model", line, f"answered by {reply.answered_by!r}, not {self.config.model!r}")
-            self._collect(request, key, attempt, attempts)
-            return self._pending()
+            return self._due(request, key, attempt, attempts)
         self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
         self._charge(reply)
         try:
@@ -333,28 +329,6 @@ class PassJudge(Judge):
         with owner.lock:
             counts.cached += 1
         return Result(True, value, reply.raw, None, False, reply.answered_by)
-
-    def _after_import(self, request, key, attempt, attempts):
-        """The same request asked again in this pass after its line was imported: as the cache and ledger say."""
-        hit, _refusal = self._lookup(key, request)
-        if hit is not None:
-            return hit
-        entry = self.ledger.entry(key)
-        if entry is not None and entry.state == REJECTED:
-            return entry.reason, None
-        if entry is not None and entry.state == FAILED:
-            return self._failed(request, entry.reason or "batch attempts used up")
-        self._collect(request, key, attempt, attempts)
-        return self._pending()
-
-
-def refuse_unasked(counts: ImportCounts, results: dict[str, ResultLine], consumed: set[str], ledgers: Sequence[BatchLedger]) -> None:
-    """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
-    for key in sorted(results.keys() - consumed, key=lambda k: place_order(results[k].where)):
-        if any(ledger.entry(key) is not None for ledger in ledgers):
-            counts.refuse("refused_stale", results[key], "stale: already answered, or not asked by this scoring")
-        else:
-            counts.refuse("refused_foreign", results[key], "a custom_id this cache never exported")
 
 
 def summarize_estimates(estimates: dict[str, TagEstimate]) -> TagEstimate:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from lmms_video_reasoning.judges import batch_files, batch_ledger
-from lmms_video_reasoning.judges.batch_pass import JudgePass, refuse_unasked, summarize_estimates
+from lmms_video_reasoning.judges.batch_pass import ImportCounts, JudgePass, summarize_estimates
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
@@ -205,18 +205,12 @@ def import_results(gathered: Sequence[Any], path: Path) -> dict:
     return import_lines(gathered, read, str(path))
 
 
-def import_lines(gathered: Sequence[Any], read: "batch_files.ResultRead", where: str) -> dict:
-    results = read.results
-    judge_pass = run_pass(gathered, JudgePass("import", results=results, endpoint=f"(batch results {Path(where).name})"))
-    counts = judge_pass.counts
-    counts.take(read)
-    ledgers = [judge.ledger for judge in judge_pass.judges.values() if judge.ledger is not None]
-    refuse_unasked(counts, results, judge_pass.consumed, ledgers)
-    out = counts.as_dict()
-    out["next_round"] = len(judge_pass.pending)
-    out["rounds_left"] = max((p.rounds_left for p in judge_pass.pending.values()), default=0)
-    out["consumed"] = sorted(judge_pass.consumed)
-    return out
+def import_lines(gathered: Sequence[Any], read: "batch_files.ResultRead", where: str) -> JudgePass:
+    """The import pass of ``read``'s lines: its `counts` of every line's fate, what is `pending` next."""
+    judge_pass = run_pass(gathered, JudgePass("import", results=read.results, endpoint=f"(batch results {Path(where).name})"))
+    judge_pass.counts.take(read)
+    judge_pass.refuse_unasked()
+    return judge_pass
 
 
 SHOWN = 50  # lines named per kind of refusal (all are counted)
@@ -232,46 +226,55 @@ def _named(title: str, lines: Sequence[str]) -> None:
         print(f"  ... and {len(lines) - SHOWN} more")
 
 
-def print_import(result: dict, where: str) -> None:
-    print(f"imported {where}: {result['lines']} lines: {result['cached']} cached, {result['rejected']} did not parse "
-          f"(kept apart; re-asked in the next round), {result['errors']} failed lines (due again; {result['failed']} "
-          f"requests out of attempts: judged failed), {len(result['duplicates'])} duplicates (imported once), "
-          f"{result['conflict_lines']} in {len(result['conflicts'])} conflicts (one custom_id, different replies: none "
-          f"imported), {len(result['refused'])} refused, {len(result['undecodable'])} undecodable, "
-          f"{len(result['unreadable'])} not result lines, {result['blank']} blank")
-    if result["refused"]:
-        print(f"REFUSED (not served): {result['refused_model']} answered by another model than the judge's, "
-              f"{result['refused_foreign']} with a custom_id this cache never exported, {result['refused_stale']} stale "
-              f"(already answered, or not asked by this scoring), {result['refused_too_large']} replies over the size cap")
-    _named("REFUSED lines", result["refused"])
-    _named("CONFLICTS (one custom_id answered differently; none imported, due again)", result["conflicts"])
-    _named("UNDECODABLE lines (skipped)", result["undecodable"])
-    _named("NOT RESULT LINES (skipped)", result["unreadable"])
-    _named("duplicates (imported once)", result["duplicates"])
-    if result["unaccounted"]:
-        print(f"WARNING: {result['unaccounted']} lines not accounted for above (a bug: please report it)")
-    if result["next_round"]:
-        print(f"next round: {result['next_round']} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
-              f"at most {result['rounds_left']} rounds left")
+def print_counts(counts: ImportCounts, where: str) -> None:
+    """Every line's fate, each refused, conflicting, unreadable or duplicate line named by its file:line."""
+    read = counts.read
+    print(f"imported {where}: {read.lines} lines: {counts.cached} cached, {counts.rejected} did not parse "
+          f"(kept apart; re-asked in the next round), {counts.errors} failed lines (due again; {counts.failed} "
+          f"requests out of attempts: judged failed), {len(read.duplicates)} duplicates (imported once), "
+          f"{read.conflict_lines} in {len(read.conflicts)} conflicts (one custom_id, different replies: none "
+          f"imported), {len(counts.refused)} refused, {len(read.undecodable)} undecodable, "
+          f"{len(read.unreadable)} not result lines, {read.blank} blank")
+    if counts.refused:
+        print(f"REFUSED (not served): {counts.refused_model} answered by another model than the judge's, "
+              f"{counts.refused_foreign} with a custom_id this cache never exported, {counts.refused_stale} stale "
+              f"(already answered, or not asked by this scoring), {counts.refused_too_large} replies over the size cap")
+    _named("REFUSED lines", sorted(counts.refused, key=lambda line: batch_files.place_order(line.split(": ", 1)[0])))
+    _named("CONFLICTS (one custom_id answered differently; none imported, due again)",
+           [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()])
+    _named("UNDECODABLE lines (skipped)", read.undecodable)
+    _named("NOT RESULT LINES (skipped)", read.unreadable)
+    _named("duplicates (imported once)", read.duplicates)
+    if counts.unaccounted():
+        print(f"WARNING: {counts.unaccounted()} lines not accounted for above (a bug: please report it)")
+
+
+def print_import(judge_pass: JudgePass, where: str) -> None:
+    print_counts(judge_pass.counts, where)
+    if judge_pass.pending:
+        rounds_left = max(p.rounds_left for p in judge_pass.pending.values())
+        print(f"next round: {len(judge_pass.pending)} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
+              f"at most {rounds_left} rounds left")
     else:
         print("every judge request is answered: score with `lmms-vr score PATH --out scored.json`")
 
 
-def nothing_accepted(result: dict, where: str) -> str | None:
+def nothing_accepted(judge_pass: JudgePass, where: str) -> str | None:
     """Why an import took nothing from ``where`` (the exit is then non-zero), None if it took a line."""
-    if result["accepted"]:
+    counts, read = judge_pass.counts, judge_pass.counts.read
+    if counts.accepted():
         return None
-    if not result["lines"]:
+    if not read.lines:
         return f"{where}: nothing imported: the file is empty"
     parts = [f"{count} {what}" for count, what in (
-        (result["refused_stale"], "stale (already imported, or not asked by this scoring)"),
-        (result["refused_foreign"], "with a custom_id this cache never exported (another cache's results?)"),
-        (result["refused_model"], "answered by another model than the judge's"),
-        (result["refused_too_large"], "over the reply size cap"),
-        (result["conflict_lines"], "in conflicts"), (len(result["duplicates"]), "duplicates"),
-        (len(result["undecodable"]), "undecodable"), (len(result["unreadable"]), "not result lines"),
-        (result["blank"], "blank")) if count]
-    return f"{where}: nothing imported: none of its {result['lines']} lines was accepted: " + ", ".join(parts)
+        (counts.refused_stale, "stale (already imported, or not asked by this scoring)"),
+        (counts.refused_foreign, "with a custom_id this cache never exported (another cache's results?)"),
+        (counts.refused_model, "answered by another model than the judge's"),
+        (counts.refused_too_large, "over the reply size cap"),
+        (read.conflict_lines, "in conflicts"), (len(read.duplicates), "duplicates"),
+        (len(read.undecodable), "undecodable"), (len(read.unreadable), "not result lines"),
+        (read.blank, "blank")) if count]
+    return f"{where}: nothing imported: none of its {read.lines} lines was accepted: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------------- the Batch API
@@ -283,8 +286,7 @@ def api_judging(gathered: Sequence[Any]) -> dict:
     from lmms_video_reasoning.judges.batch_api import MAX_REQUESTS, BatchApi
     from lmms_video_reasoning.judges import get_judge
 
-    totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {},
-                              "batches": [], "import": {}}
+    totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {}, "batches": []}
     apis: dict[str, BatchApi] = {}
 
     def api_for(benchmark: str, ledger) -> BatchApi:
@@ -333,12 +335,8 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
     for _api, item in finished:
         read.absorb(item.read)
     imported = import_lines(gathered, read, "batch")
-    for name, value in imported.items():
-        if isinstance(value, list) and name != "consumed":
-            totals["import"][name] = totals["import"].get(name, []) + value
-        elif isinstance(value, int):
-            totals["import"][name] = totals["import"].get(name, 0) + value
-    consumed = set(imported["consumed"])
+    print_counts(imported.counts, f"the results of {len(finished)} batches")
+    consumed = imported.consumed
     for api, item in finished:
         leftover = _close(api, item, consumed)
         answered = sum(line.ok for line in item.results.values())
@@ -380,16 +378,6 @@ def print_api(totals: dict) -> None:
         errors = f", batch errors: {'; '.join(entry['errors'])}" if entry["errors"] else ""
         print(f"  {entry['batch_id']}: {entry['status']}, {entry['answered']} of {entry['requests']} requests answered, "
               f"{entry['error_lines']} error lines{extra}{errors}")
-    counts = totals["import"]
-    if counts:
-        print(f"  imported: {counts.get('lines', 0)} result lines: {counts.get('cached', 0)} cached, {counts.get('rejected', 0)} "
-              f"did not parse (re-asked), {counts.get('errors', 0)} failed lines, {counts.get('failed', 0)} requests out of "
-              f"attempts, {len(counts.get('duplicates', []))} duplicates, {counts.get('conflict_lines', 0)} in conflicts, refused "
-              f"{len(counts.get('refused', []))}, {len(counts.get('undecodable', []))} undecodable, "
-              f"{len(counts.get('unreadable', []))} not result lines")
-        for title, name in (("REFUSED lines", "refused"), ("CONFLICTS (none imported, due again)", "conflicts"),
-                            ("UNDECODABLE lines", "undecodable"), ("NOT RESULT LINES", "unreadable")):
-            _named(f"  {title}", counts.get(name, []))
 
 
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
