@@ -61,9 +61,9 @@ def _judge_item(index: int, ask):
 
 def _pass(mode: str, config: JudgeConfig, count: int, results=None):
     """One pass of the N calls with a judge that does not send (`judges.batch_pass.JudgePass`)."""
-    from lmms_video_reasoning.judges.batch_pass import JudgePass
+    from lmms_video_reasoning.judges.batch_pass import JudgePass, ResultRead
 
-    judge_pass = JudgePass(mode, results=results)
+    judge_pass = JudgePass(mode, ResultRead(results) if results else None)
     judge_pass.task = "bench"
     judge = judge_pass.judge_for("bench", config)
     judge.map(_judge_item, range(count), desc=mode)
@@ -109,7 +109,7 @@ def run_offline(count: int, tmp: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from batch_runner import answer_file
 
-    from lmms_video_reasoning.judges.batch_files import read_result_lines, write_lines
+    from lmms_video_reasoning.judges.batch_pass import read_result_lines, write_lines
     from lmms_video_reasoning.judges.batch_ledger import EXPORTED
     from lmms_video_reasoning.judges.local_server import echo_responder
 

@@ -15,18 +15,15 @@ starts, so a rerun re-attaches to what an earlier run submitted and never submit
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.judges.batch_files import ResultLine, ResultRead, read_result_lines, split_bytes, split_lines
+from lmms_video_reasoning.judges.batch_pass import ResultLine, ResultRead, read_result_lines
 from lmms_video_reasoning.judges.batch_ledger import BatchLedger
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
-
-log = logging.getLogger("lmms_video_reasoning.judges")
 
 MAX_REQUESTS_PER_FILE = 50_000  # the Batch API's limits per input file
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -38,6 +35,32 @@ POLL_SECONDS = settings.declare("LMMS_VR_BATCH_POLL_SECONDS", "float", 30.0, "se
 MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUESTS_PER_FILE, "requests per Batch API input "
                                 "file (the API's limit; lower it for a smaller enqueued-token quota)", minimum=1,
                                 maximum=MAX_REQUESTS_PER_FILE)
+
+
+def split_bytes(data: bytes) -> list[bytes]:
+    """A downloaded file's lines, split as reading the file splits them (on b"\\n" only)."""
+    lines = data.split(b"\n")
+    return lines[:-1] if lines and lines[-1] == b"" else lines
+
+
+def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> list[list[bytes]]:
+    """Batch input lines (encoded) in files within the API's limits (requests and bytes per file)."""
+    files: list[list[bytes]] = []
+    current: list[bytes] = []
+    size = 0
+    for line in lines:
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+        if len(data) > max_bytes:
+            raise JudgeConfigError(f"one judge request ({line['custom_id'][:12]}...) is {len(data)} bytes, over the batch "
+                                   f"file limit of {max_bytes} bytes")
+        if current and (len(current) >= max_requests or size + len(data) > max_bytes):
+            files.append(current)
+            current, size = [], 0
+        current.append(data)
+        size += len(data)
+    if current:
+        files.append(current)
+    return files
 
 
 @dataclass

@@ -1,15 +1,16 @@
-"""Judging without sending: the passes of the cost estimate and of batch judging.
+"""Judging without sending: the passes of the cost estimate and of batch judging, and the batch lines.
 
 `lmms-vr score` hands each benchmark's unchanged scoring a `PassJudge` (`JudgePass.judge_for`). It
 serves cached replies as the synchronous judge does; a request with no servable reply is
 - ``estimate``: counted (input tokens with the judge model's tokenizer, `tokens.py`; output tokens
-  of the protocol's `expected_reply`) and, when walking, answered with that expected reply so the
-  chain goes on to its later steps (nothing is cached);
+  of the protocol's `expected_reply`) and answered with that expected reply so the chain goes on to
+  its later steps (nothing is cached);
 - ``collect``: recorded as a batch request line (its cache key as `custom_id`), answered ``PENDING``;
-- ``import``: answered from a batch results file with the synchronous rules: a reply that parses
-  is cached, one that does not is kept in `rejected` and the re-ask becomes the next pending request.
-``PENDING`` is a failed judgment for that pass (dependent steps are not asked); nothing of it is
-cached. What was exported, answered or failed is `batch_ledger`'s; the lines are `batch_files`'.
+- ``import``: answered from batch result lines with the synchronous rules: a reply that parses is
+  cached, one that does not is kept in `rejected` and the re-ask becomes the next pending request.
+``PENDING`` is a failed judgment for that pass (dependent steps are not asked). What was exported,
+answered or failed is `batch_ledger`'s. Every result line is accounted for (`ResultRead`): a line
+that is not UTF-8, not a result line, a duplicate or a conflict is counted and named by its "file:line".
 """
 
 from __future__ import annotations
@@ -18,18 +19,156 @@ import json
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
-from lmms_video_reasoning.judges.batch_files import ResultLine, ResultRead, place_order, request_line
 from lmms_video_reasoning.judges.batch_ledger import ANSWERED, ERRORED, FAILED, IN_FLIGHT, REJECTED, BatchLedger
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model
 from lmms_video_reasoning.judges.engine import Judge, reply_value, request_keys, same_model, validate_request
-from lmms_video_reasoning.judges.transport import AttemptFailed, parse_completion, reply_too_large
+from lmms_video_reasoning.judges.transport import AttemptFailed, parse_completion, reply_too_large, request_body
 from lmms_video_reasoning.utils.core.ask import Request, Result
+from lmms_video_reasoning.utils.core.files import atomic_target
 
 PENDING = "pending: judged later through a batch (no verdict yet)"
 ESTIMATED = "(estimate)"  # the answering model of an assumed reply
+CHAT_URL = "/v1/chat/completions"
+
+
+# ---------------------------------------------------------------------- batch lines
+
+
+def request_line(key: str, model: str, request: Request) -> dict:
+    return {"custom_id": key, "method": "POST", "url": CHAT_URL, "body": request_body(model, request)}
+
+
+def write_lines(path: Path, lines: Sequence[dict]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class ResultLine:
+    """One line of a batch output or error file; `where` is its "file:line"."""
+
+    custom_id: str
+    status: int | None
+    body: Any
+    error: str | None
+    where: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status == 200 and isinstance(self.body, dict)
+
+    def reply(self) -> tuple[str, str] | None:
+        """What would be cached of it (the reply text and the answering model), None for an error line."""
+        if not self.ok:
+            return None
+        try:
+            reply = parse_completion(json.dumps(self.body).encode("utf-8"), "")
+        except AttemptFailed:
+            return ("(malformed)", json.dumps(self.body, sort_keys=True))
+        return (reply.raw, reply.answered_by)
+
+
+@dataclass
+class ResultRead:
+    """Batch result lines as read: `results` (one line per custom_id), and the lines not in it: blank,
+    undecodable, unreadable (not a result line), duplicates (the same reply again, or an error line
+    beside its reply: imported once) and conflicts (different replies: none imported)."""
+
+    results: dict[str, ResultLine] = field(default_factory=dict)
+    lines: int = 0
+    blank: int = 0
+    undecodable: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    conflicts: dict[str, list[str]] = field(default_factory=dict)  # custom_id -> the file:line of each of its lines
+
+    @property
+    def conflict_lines(self) -> int:
+        return sum(len(wheres) for wheres in self.conflicts.values())
+
+    def add(self, line: ResultLine) -> None:
+        key = line.custom_id
+        if key in self.conflicts:
+            self.conflicts[key].append(line.where)
+            return
+        kept = self.results.get(key)
+        if kept is None:
+            self.results[key] = line
+            return
+        mine, theirs = line.reply(), kept.reply()
+        if mine is not None and theirs is not None and mine != theirs:
+            del self.results[key]
+            self.conflicts[key] = [kept.where, line.where]
+            return
+        if mine is not None and theirs is None:  # a reply after an error line (a retry's success): the reply counts
+            self.results[key] = line
+            self.duplicates.append(f"{kept.where}: {key[:16]}: an error line beside its reply at {line.where}")
+        else:
+            self.duplicates.append(f"{line.where}: {key[:16]}: {'the same reply' if mine is not None else 'an error line'} "
+                                   f"as at {kept.where}")
+
+    def absorb(self, other: "ResultRead") -> None:
+        """Another file's read, under the same rules."""
+        self.lines += other.lines
+        self.blank += other.blank
+        self.undecodable += other.undecodable
+        self.unreadable += other.unreadable
+        self.duplicates += other.duplicates
+        for key, wheres in other.conflicts.items():
+            kept = self.results.pop(key, None)
+            self.conflicts[key] = self.conflicts.get(key, []) + ([kept.where] if kept else []) + wheres
+        for line in other.results.values():
+            self.add(line)
+
+
+def read_result_lines(lines: Iterable[bytes], where: str, into: ResultRead | None = None) -> ResultRead:
+    """Read batch output/error lines (decoded one by one) of the file ``where``."""
+    read = into if into is not None else ResultRead()
+    for number, data in enumerate(lines, 1):
+        read.lines += 1
+        place = f"{where}:{number}"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            read.undecodable.append(f"{place}: not UTF-8 (byte 0x{data[error.start]:02x} at column {error.start + 1})")
+            continue
+        if not text.strip():
+            read.blank += 1
+            continue
+        try:
+            row = json.loads(text)
+            custom_id = row["custom_id"]
+            if not isinstance(custom_id, str):
+                raise TypeError("custom_id is not a string")
+        except (ValueError, KeyError, TypeError) as error:
+            read.unreadable.append(f"{place}: not a batch result line ({type(error).__name__}: {str(error)[:80]})")
+            continue
+        response = row.get("response") if isinstance(row.get("response"), dict) else {}
+        error = row.get("error")
+        status = response.get("status_code")
+        message = None
+        if error:
+            message = f"batch error: {error.get('code') or ''} {error.get('message') or ''}".strip() if isinstance(error, dict) else f"batch error: {error}"
+        elif status != 200:
+            message = f"batch http {status}"
+        read.add(ResultLine(custom_id, status, response.get("body"), message, place))
+    return read
+
+
+def place_order(where: str) -> tuple[str, int]:
+    """A "file:line" place as (file, line number), for listing lines in file order."""
+    name, _, number = where.rpartition(":")
+    return (name, int(number)) if number.isdigit() else (where, 0)
+
+
+# ---------------------------------------------------------------------- what a pass found
 
 
 @dataclass
@@ -38,9 +177,17 @@ class TagEstimate:
     input_tokens: int = 0
     output_tokens: int = 0
     after_assumed: int = 0  # requests reached only by assuming an earlier step's expected reply
-    later_steps: int = 0  # possible dependent requests not counted (not walking)
+    later_steps: int = 0  # possible dependent requests not counted (no expected reply to assume)
     output_unknown: int = 0  # requests without an expected reply: max_tokens counted
     not_built: int = 0  # later requests of this step not counted: the item's code failed building them (`Unbuilt`)
+
+
+def summarize_estimates(estimates: Iterable[TagEstimate]) -> TagEstimate:
+    total = TagEstimate()
+    for entry in estimates:
+        for name in total.__dataclass_fields__:
+            setattr(total, name, getattr(total, name) + getattr(entry, name))
+    return total
 
 
 @dataclass
@@ -66,7 +213,7 @@ class Pending:
 
 @dataclass
 class ImportCounts:
-    """What an import did with every line of its results (`accounted()` of them add up to the lines read)."""
+    """What an import did with every line of its results (`unaccounted()`: those in no count, 0)."""
 
     cached: int = 0  # parsed, stored as servable replies
     rejected: int = 0  # did not parse: kept apart, the re-ask is due
@@ -77,14 +224,9 @@ class ImportCounts:
     refused_stale: int = 0  # custom_id no longer asked for (already answered, or not part of this scoring)
     refused_too_large: int = 0  # a reply over the judge's max_reply_bytes (LMMS_VR_JUDGE_MAX_REPLY_BYTES), as synchronous replies
     refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    read: ResultRead = field(default_factory=ResultRead)  # the lines as read: blank, duplicates, conflicts... (`take`)
+    read: ResultRead = field(default_factory=ResultRead)  # the lines as read: blank, duplicates, conflicts...
 
-    def take(self, read: ResultRead) -> None:
-        self.read.absorb(read)
-
-    def refuse(self, kind: str, line: "ResultLine", why: str) -> None:
+    def refuse(self, kind: str, line: ResultLine, why: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
         self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
 
@@ -98,26 +240,25 @@ class ImportCounts:
                              + len(read.undecodable) + len(read.unreadable))
 
 
+# ---------------------------------------------------------------------- the pass and its judge
+
+
 class _Ctx(threading.local):
     assumed = False  # this item's chain went on from an assumed reply
     last: tuple[str, int] | None = None  # (tag, later_steps) of the item's last request
 
 
 class JudgePass:
-    """One pass of the benchmarks' judging with `PassJudge`s: estimates by task and tag, pending
-    requests, import counts."""
+    """One pass ("estimate", "collect" or "import" of `read`) of the benchmarks' judging with `PassJudge`s."""
 
-    def __init__(self, mode: str, results: dict[str, ResultLine] | None = None, walk: bool = False,
-                 endpoint: str = "(batch file)") -> None:
-        if mode not in ("estimate", "collect", "import"):
-            raise ValueError(f"unknown pass mode {mode!r}")
-        self.mode, self.walk, self.endpoint = mode, walk, endpoint
-        self.results = results or {}
+    def __init__(self, mode: str, read: ResultRead | None = None, endpoint: str = "(batch file)") -> None:
+        self.mode, self.endpoint = mode, endpoint
+        self.counts = ImportCounts(read=read or ResultRead())
+        self.results = self.counts.read.results
         self.consumed: set[str] = set()
         self.task = ""  # set by the caller before each task's judging
         self.estimates: dict[str, dict[str, TagEstimate]] = defaultdict(lambda: defaultdict(TagEstimate))
         self.pending: dict[str, Pending] = {}
-        self.counts = ImportCounts()
         self.judges: dict[str, PassJudge] = {}
         self.served: dict[str, int] = defaultdict(int)  # task -> cache hits
         self.unbuilt: list[Unbuilt] = []  # estimate: items whose code failed, their later requests not counted
@@ -220,7 +361,10 @@ class PassJudge(Judge):
         return Result(False, None, None, PENDING, False)
 
     def _due(self, request: Request, key: str, attempt: int, attempts: int) -> Result:
-        self._collect(request, key, attempt, attempts)
+        rounds = (attempts - attempt) + request.later_steps * attempts
+        pending = Pending(key, self.config.benchmark, request.tag, request_line(key, self.config.model, request), rounds)
+        with self.owner.lock:
+            self.owner.pending.setdefault(key, pending)
         return self._pending()
 
     def _attempt(self, request: Request, key: str, attempt: int, attempts: int, claim: bool = True):
@@ -243,9 +387,9 @@ class PassJudge(Judge):
             # another request of this pass imported the line: as the cache and the ledger now say
             hit, _refusal = self._lookup(key, request)
             return hit or self._attempt(request, key, attempt, attempts, claim=False)
-        if entry is None or entry.state != IN_FLIGHT:
-            self._collect(request, key, attempt, attempts)  # collect: this round; import: the next
-        return self._pending()
+        if entry is not None and entry.state == IN_FLIGHT:
+            return self._pending()
+        return self._due(request, key, attempt, attempts)  # collect: this round; import: the next
 
     def _estimate(self, request: Request) -> Result:
         tokens_in = self.tokenizer.request_tokens(request.messages)
@@ -258,9 +402,8 @@ class PassJudge(Judge):
             entry.output_tokens += tokens_out
             entry.output_unknown += not known
             entry.after_assumed += self._ctx.assumed
-            if not (self.owner.walk and known):
-                entry.later_steps += request.later_steps
-        if self.owner.walk and known and request.later_steps:
+            entry.later_steps += 0 if known else request.later_steps
+        if known and request.later_steps:
             try:
                 value = reply_value(request, request.expected_reply)
             except parsing.ParseError:
@@ -268,12 +411,6 @@ class PassJudge(Judge):
             self._ctx.assumed = True
             return Result(True, value, request.expected_reply, None, False, ESTIMATED)
         return self._pending()
-
-    def _collect(self, request: Request, key: str, attempt: int, attempts: int) -> None:
-        rounds = (attempts - attempt) + request.later_steps * attempts
-        pending = Pending(key, self.config.benchmark, request.tag, request_line(key, self.config.model, request), rounds)
-        with self.owner.lock:
-            self.owner.pending.setdefault(key, pending)
 
     def _import(self, request, key, attempt, attempts, entry, line: ResultLine):
         counts, owner = self.owner.counts, self.owner
@@ -303,9 +440,6 @@ class PassJudge(Judge):
             if used_up:
                 return self._failed(request, f"{error} ({entry.errors + 1} batch attempts)")
             return self._due(request, key, attempt, attempts)
-        with owner.lock:
-            counts.prompt_tokens += reply.prompt_tokens
-            counts.completion_tokens += reply.completion_tokens
         if not same_model(self.config.model, reply.answered_by or UNNAMED_MODEL):
             self.cache.reject(key, self.config.model, reply, f"batch import: answered by {reply.answered_by!r}, not {self.config.model!r}")
             with owner.lock:
@@ -329,11 +463,3 @@ class PassJudge(Judge):
         with owner.lock:
             counts.cached += 1
         return Result(True, value, reply.raw, None, False, reply.answered_by)
-
-
-def summarize_estimates(estimates: dict[str, TagEstimate]) -> TagEstimate:
-    total = TagEstimate()
-    for entry in estimates.values():
-        for name in total.__dataclass_fields__:
-            setattr(total, name, getattr(total, name) + getattr(entry, name))
-    return total

@@ -18,8 +18,9 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from lmms_video_reasoning.judges import batch_files, batch_ledger
-from lmms_video_reasoning.judges.batch_pass import ImportCounts, JudgePass, summarize_estimates
+from lmms_video_reasoning.judges import batch_ledger
+from lmms_video_reasoning.judges.batch_pass import (ImportCounts, JudgePass, ResultRead, place_order, read_result_lines,
+                                                    summarize_estimates, write_lines)
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
@@ -68,7 +69,7 @@ def estimate(gathered: Sequence[Any]) -> dict:
     """The estimate of every task's judging as JSON-ready data (rows, totals, how tokens were counted)."""
     from lmms_video_reasoning.judges.tokens import tokenizer_for
 
-    judge_pass = run_pass(gathered, JudgePass("estimate", walk=True))
+    judge_pass = run_pass(gathered, JudgePass("estimate"))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
     rows, estimates = [], []
     for task, tags in judge_pass.estimates.items():
@@ -87,7 +88,7 @@ def estimate(gathered: Sequence[Any]) -> dict:
     sync, cheap = [row["usd_sync"] for row in rows], [row["usd_batch"] for row in rows]
     return {
         "rows": rows,
-        "total": {**vars(summarize_estimates(dict(enumerate(estimates)))),
+        "total": {**vars(summarize_estimates(estimates)),
                   "usd_sync": None if None in sync else sum(sync), "usd_batch": None if None in cheap else sum(cheap),
                   "usd_sync_known": sum(v for v in sync if v is not None), "usd_batch_known": sum(v for v in cheap if v is not None)},
         "cache_hits": dict(judge_pass.served),
@@ -167,7 +168,7 @@ def export(gathered: Sequence[Any], path: Path) -> dict:
     judge_pass = run_pass(gathered, JudgePass("collect"))
     pending = list(judge_pass.pending.values())
     lines = [p.line for p in pending]
-    batch_files.write_lines(path, lines)
+    write_lines(path, lines)
     for judge in judge_pass.judges.values():
         keys = [p.key for p in pending if p.benchmark == judge.config.benchmark]
         if keys and judge.ledger is not None:
@@ -199,16 +200,15 @@ def import_results(gathered: Sequence[Any], path: Path) -> dict:
     path = Path(path)
     try:
         with path.open("rb") as handle:
-            read = batch_files.read_result_lines(handle, path.name)
+            read = read_result_lines(handle, path.name)
     except OSError as error:
         raise DataError(f"cannot read the batch results {path}: {error.strerror or error}") from None
     return import_lines(gathered, read, str(path))
 
 
-def import_lines(gathered: Sequence[Any], read: "batch_files.ResultRead", where: str) -> JudgePass:
+def import_lines(gathered: Sequence[Any], read: ResultRead, where: str) -> JudgePass:
     """The import pass of ``read``'s lines: its `counts` of every line's fate, what is `pending` next."""
-    judge_pass = run_pass(gathered, JudgePass("import", results=read.results, endpoint=f"(batch results {Path(where).name})"))
-    judge_pass.counts.take(read)
+    judge_pass = run_pass(gathered, JudgePass("import", read, endpoint=f"(batch results {Path(where).name})"))
     judge_pass.refuse_unasked()
     return judge_pass
 
@@ -239,7 +239,7 @@ def print_counts(counts: ImportCounts, where: str) -> None:
         print(f"REFUSED (not served): {counts.refused_model} answered by another model than the judge's, "
               f"{counts.refused_foreign} with a custom_id this cache never exported, {counts.refused_stale} stale "
               f"(already answered, or not asked by this scoring), {counts.refused_too_large} replies over the size cap")
-    _named("REFUSED lines", sorted(counts.refused, key=lambda line: batch_files.place_order(line.split(": ", 1)[0])))
+    _named("REFUSED lines", sorted(counts.refused, key=lambda line: place_order(line.split(": ", 1)[0])))
     _named("CONFLICTS (one custom_id answered differently; none imported, due again)",
            [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()])
     _named("UNDECODABLE lines (skipped)", read.undecodable)
@@ -331,7 +331,7 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
         return
-    read = batch_files.ResultRead()
+    read = ResultRead()
     for _api, item in finished:
         read.absorb(item.read)
     imported = import_lines(gathered, read, "batch")
