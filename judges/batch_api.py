@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from lmms_video_reasoning.judges.batch_pass import ResultLine, ResultRead, read_result_lines
-from lmms_video_reasoning.judges.batch_ledger import BatchLedger
+from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT, BatchLedger
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
 
@@ -118,10 +118,10 @@ class BatchApi:
         """Bring every unfinished submission of an earlier (killed) run to `submitted`: dropped (never
         reached the API), found (created, id recovered) or created."""
         done = {"dropped": 0, "found": 0, "created": 0}
-        for row in self.ledger.submissions(self.config.model, ["uploading"]):
+        for row in self.ledger.submissions(self.config.model, "uploading"):
             self.ledger.drop_submission(row["submission"])
             done["dropped"] += 1
-        for row in self.ledger.submissions(self.config.model, ["uploaded"]):
+        for row in self.ledger.submissions(self.config.model, "uploaded"):
             batch = self._find(row)
             if batch is not None:
                 self.ledger.update_submission(row["submission"], batch_id=batch.id, state="submitted", status=batch.status)
@@ -145,7 +145,7 @@ class BatchApi:
     # ------------------------------------------------------------------ wait and download
 
     def open_submissions(self) -> list[dict]:
-        return self.ledger.submissions(self.config.model, ["submitted"])
+        return self.ledger.submissions(self.config.model, "submitted")
 
     def wait(self, rows: Sequence[dict]) -> list[Finished]:
         """Poll the submissions until each has ended (progress bar), then download their files."""
@@ -181,6 +181,25 @@ class BatchApi:
             read_result_lines(split_bytes(data), f"batch {batch.id} {name[:-8]} file", into=read)
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
         return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
+
+    def close(self, item: Finished, consumed: set[str]) -> int:
+        """Requests of a finished batch that got no result are due again (counted as a failed attempt,
+        up to the judge's max_attempts); the submission is done. Returns how many had no result."""
+        leftover = 0
+        for key in self.ledger.keys_of(item.submission):
+            entry = self.ledger.entry(key)
+            if entry is None or entry.state != IN_FLIGHT:
+                continue
+            if key in item.results and key not in consumed:
+                self.ledger.mark(key, self.config.model, EXPORTED)  # answered, but not asked by this scoring: stale, not an error
+                continue
+            leftover += 1
+            used_up = entry.errors + 1 >= self.config.max_attempts
+            reason = f"no result in batch {item.batch_id} ({item.status})"
+            self.ledger.mark(key, self.config.model, FAILED if used_up else ERRORED, reason=reason, add_error=True)
+        summary = {"status": item.status, "results": len(item.results), "without_result": leftover, "errors": item.errors}
+        self.ledger.update_submission(item.submission, state="done", status=item.status, summary=json.dumps(summary))
+        return leftover
 
     def _call(self, what: str, method, *args, **kwargs):
         import openai

@@ -1,10 +1,5 @@
-"""The state of offline batch judging, in the judge cache's database, and the judge that respects it.
-
-`BatchLedger` keeps, in tables of its own, which requests were exported or submitted, answered,
-rejected (the next attempt is due), failed in a batch (retried up to the judge's `max_attempts`),
-and the Batch API submissions (`batch_api.py`). `BatchBoundJudge` is the configured judge once its
-cache holds such a flow: it never re-sends on its own what the flow judged or holds.
-"""
+"""The state of batch judging in the judge cache's database (`BatchLedger`: each exported request,
+each Batch API submission), and the configured judge that respects it (`BatchBoundJudge`)."""
 
 from __future__ import annotations
 
@@ -37,7 +32,6 @@ _SCHEMA = (
 class LedgerEntry:
     state: str
     errors: int
-    submission: str | None
     reason: str | None
 
 
@@ -65,7 +59,7 @@ class BatchLedger:
                 raise
 
     def entry(self, key: str) -> LedgerEntry | None:
-        rows = self.cache.execute("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
+        rows = self.cache.execute("SELECT state, errors, reason FROM batch_requests WHERE key = ?", (key,))
         return LedgerEntry(*rows[0]) if rows else None
 
     def mark(self, key: str, model: str, state: str, *, benchmark: str = "", tag: str = "", reason: str | None = None,
@@ -79,16 +73,17 @@ class BatchLedger:
             (key, model, benchmark, tag, state, int(add_error), submission, reason, time.time(), int(add_error)),
         )
 
-    def mark_many(self, keys: Sequence[str], model: str, state: str, submission: str | None = None,
-                  meta: dict[str, tuple[str, str]] | None = None) -> None:
-        """One transaction for many keys (`meta`: key -> (benchmark, tag))."""
-        with self._transaction():
-            self._mark_all(keys, model, state, submission, meta or {})
-
-    def _mark_all(self, keys: Sequence[str], model: str, state: str, submission: str | None, meta: dict) -> None:
-        for key in keys:
-            benchmark, tag = meta.get(key, ("", ""))
-            self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
+    def mark_many(self, keys: Sequence[str], model: str, state: str, meta: dict[str, tuple[str, str]] | None = None,
+                  submission: str | None = None, submitted: tuple | None = None) -> None:
+        """One transaction for many keys (`meta`: key -> (benchmark, tag)), with their submission's row
+        (`submitted`: its values) when they go into one."""
+        with self._transaction() as db:
+            if submitted is not None:
+                db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)", submitted)
+            for key in keys:
+                benchmark, tag = (meta or {}).get(key, ("", ""))
+                self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
 
     def keys_of(self, submission: str) -> list[str]:
         return [row[0] for row in self.cache.execute("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
@@ -112,21 +107,15 @@ class BatchLedger:
 
     # -- Batch API submissions (batch_api.py)
 
-    def submissions(self, model: str, states: Sequence[str]) -> list[dict]:
-        marks = ",".join("?" * len(states))
-        rows = self.cache.execute(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
-                          f"created FROM api_batches WHERE model = ? AND state IN ({marks}) ORDER BY created",
-                          (model, *states))
-        names = ("submission", "model", "endpoint", "state", "input_file_id", "batch_id", "requests", "status", "summary", "created")
+    def submissions(self, model: str, state: str) -> list[dict]:
+        names = ("submission", "input_file_id", "batch_id", "requests", "created")
+        rows = self.cache.execute(f"SELECT {', '.join(names)} FROM api_batches WHERE model = ? AND state = ? ORDER BY created", (model, state))
         return [dict(zip(names, row)) for row in rows]
 
     def add_submission(self, submission: str, model: str, endpoint: str, keys: Sequence[str], meta: dict) -> None:
         """The submission row and its keys in flight, in one transaction (before anything is uploaded)."""
-        with self._transaction() as db:
-            now = time.time()
-            db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (submission, model, endpoint, "uploading", len(keys), now, now))
-            self._mark_all(keys, model, IN_FLIGHT, submission, meta)
+        now = time.time()
+        self.mark_many(keys, model, IN_FLIGHT, meta, submission, (submission, model, endpoint, "uploading", len(keys), now, now))
 
     def update_submission(self, submission: str, **values: Any) -> None:
         names = ", ".join(f"{name} = ?" for name in values)

@@ -2,11 +2,8 @@
 
 Each benchmark's own judging runs once per sample and judge on a reader of the judge cache, every
 request recorded (`RecordingJudge`), so the two judges' replies to the same request pair up by tag
-and occurrence (`pair_verdicts`). From the pairs: agreement and kappa per call type
-(`call_summary`), the headline metrics' paired difference (`metric_differences`) and the runs'
-ranking agreement (`ranking_agreement`), with bootstrap CIs over units (`resampling.py`). The
-statistics (checked against scikit-learn / SciPy in tests/test_agreement_stats.py) are NaN where
-undefined, never 0: kappa when both judges use one label throughout, tau when a ranking is all ties.
+and occurrence (`pair_verdicts`). The statistics are NaN where undefined, never 0: kappa when both
+judges use one label throughout, tau when a ranking is all ties.
 """
 
 from __future__ import annotations
@@ -114,9 +111,7 @@ class RecordingJudge(InOrderJudge):
     request's input and reply tokens, for a calibration's cost."""
 
     def __init__(self, inner, tokenizer: Any = None) -> None:
-        self.inner = inner
-        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else (lambda messages: 0)
-        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: 0)
+        self.inner, self.tokenizer = inner, tokenizer
         self.asked: list[Asked] = []
 
     def __getattr__(self, name: str):  # config, cache, stats, accounting ... of the judge read
@@ -127,9 +122,11 @@ class RecordingJudge(InOrderJudge):
 
         result = self.inner.ask(request)
         occurrence = sum(1 for a in self.asked if a.tag == request.tag)
+        tokens = self.tokenizer
         self.asked.append(Asked(request.tag, occurrence, result.ok, result.value if result.ok else None, result.answered_by,
-                                missing=result.error == NOT_COMPUTED, prompt_tokens=self.count_tokens(request.messages),
-                                reply_tokens=self.count_reply(result.raw or ""), max_tokens=request.max_tokens))
+                                missing=result.error == NOT_COMPUTED, max_tokens=request.max_tokens,
+                                prompt_tokens=tokens.request_tokens(request.messages) if tokens else 0,
+                                reply_tokens=tokens.text_tokens(result.raw or "") if tokens else 0))
         return result
 
 
@@ -167,6 +164,12 @@ class Side:
     cache: Path | None
     endpoint: str | None = None
 
+    def reader(self, bench):
+        """The reader of this judge's cache for `bench` (the process's one `judges.CacheOnlyJudge` for them)."""
+        from lmms_video_reasoning.judges.process_registry import cache_only_judge
+
+        return cache_only_judge(bench.judge_name, self.model, self.cache, self.endpoint)
+
 
 @dataclass
 class TaskPair:
@@ -202,23 +205,14 @@ class Setup:
     candidate: dict[str, Side]
 
 
-def cache_reader(bench, side: Side):
-    """The reader of `side`'s judge cache for `bench` (the process's one `judges.CacheOnlyJudge` for them)."""
-    from lmms_video_reasoning.judges.process_registry import cache_only_judge
-
-    return cache_only_judge(bench.judge_name, side.model, side.cache, side.endpoint)
-
-
 def read_pair(run: str, item: Gathered, setup: Setup) -> TaskPair:
     """Both judges' per-sample outcomes of one task of one run, from their caches."""
     spec = task_spec(item.task)
     bench = registry.get(spec.benchmark).scoring
     settings = bench.settings(item.records)
-    judged = []
-    for sides in (setup.reference, setup.candidate):
-        side = sides[spec.benchmark]
-        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side)))
-    return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
+    reference, candidate = (judge_each(bench, item.records, settings, sides[spec.benchmark].reader(bench))
+                            for sides in (setup.reference, setup.candidate))
+    return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, reference, candidate)
 
 
 def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tuple[str, str, Any, Any]], Counter]:
@@ -270,9 +264,7 @@ def call_summary(call: CallPairs, n: int, seed: int) -> dict:
 
 def _label(value: Any) -> str:
     """A label as a JSON key (ratings 7.0 -> "7")."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _undefined(value: Any) -> bool:

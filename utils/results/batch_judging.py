@@ -13,8 +13,8 @@ protocol's later step, a re-ask) appear once what they depend on is in the cache
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -25,9 +25,6 @@ from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_items
-
-log = logging.getLogger("lmms_video_reasoning.score")
-
 
 @contextlib.contextmanager
 def quiet_judging(level: int = logging.CRITICAL) -> Iterator[None]:
@@ -283,45 +280,38 @@ def nothing_accepted(judge_pass: JudgePass, where: str) -> str | None:
 def api_judging(gathered: Sequence[Any]) -> dict:
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
     earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
-    from lmms_video_reasoning.judges.batch_api import MAX_REQUESTS, BatchApi
     from lmms_video_reasoning.judges import get_judge
+    from lmms_video_reasoning.judges.batch_api import MAX_REQUESTS, BatchApi
 
-    totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {}, "batches": []}
+    totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": Counter()}
     apis: dict[str, BatchApi] = {}
-
-    def api_for(benchmark: str, ledger) -> BatchApi:
-        if benchmark not in apis:
+    while True:
+        judge_pass = run_pass(gathered, JudgePass("collect"))
+        opened = [benchmark for benchmark in judge_pass.judges if benchmark not in apis]
+        for benchmark in opened:
             configured = get_judge(benchmark, quiet=True)
             if configured is None:
                 raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
                                 "README's Judges section), or use --batch-export / --batch-import")
-            apis[benchmark] = BatchApi(configured.config, ledger, MAX_REQUESTS.read())  # smaller files than the API's limit, e.g. for a token quota
-        return apis[benchmark]
-
-    # Open the ledgers of every judge the scoring uses (the collect pass builds them).
-    probe = run_pass(gathered, JudgePass("collect"))
-    for benchmark, judge in probe.judges.items():
-        api = api_for(benchmark, judge.ledger)
-        for name, count in api.reattach().items():
-            totals["reattached"][name] = totals["reattached"].get(name, 0) + count
-    while True:
-        _finish(gathered, apis, totals)
-        judge_pass = run_pass(gathered, JudgePass("collect"))
+            # MAX_REQUESTS: smaller files than the API's limit, e.g. for a token quota
+            apis[benchmark] = BatchApi(configured.config, judge_pass.judges[benchmark].ledger, MAX_REQUESTS.read())
+            totals["reattached"].update(apis[benchmark].reattach())
+        if opened or _finish(gathered, apis):
+            continue  # re-attached to an earlier run's batches, or imported: what is due has changed
         if not judge_pass.pending:
-            break
+            return totals
         totals["rounds"] += 1
-        for benchmark, judge in judge_pass.judges.items():
+        for benchmark, api in apis.items():
             pending = [p for p in judge_pass.pending.values() if p.benchmark == benchmark]
             if pending:
-                api = api_for(benchmark, judge.ledger)
                 submissions = api.submit([p.line for p in pending], {p.key: (p.benchmark, p.tag) for p in pending})
                 totals["submitted_batches"] += len(submissions)
                 totals["submitted_requests"] += len(pending)
-    return totals
+        _finish(gathered, apis)
 
 
-def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
-    """Wait for every open submission, import all their results in one pass, close them."""
+def _finish(gathered: Sequence[Any], apis: dict) -> bool:
+    """Wait for every open submission, import all their results in one pass, close them (False: none open)."""
     finished = []
     seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
@@ -330,42 +320,20 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
         if rows:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
-        return
+        return False
     read = ResultRead()
     for _api, item in finished:
         read.absorb(item.read)
     imported = import_lines(gathered, read, "batch")
     print_counts(imported.counts, f"the results of {len(finished)} batches")
-    consumed = imported.consumed
     for api, item in finished:
-        leftover = _close(api, item, consumed)
+        leftover = api.close(item, imported.consumed)
         answered = sum(line.ok for line in item.results.values())
-        totals["batches"].append({"batch_id": item.batch_id, "status": item.status, "requests": item.requests,
-                                  "answered": answered, "error_lines": len(item.results) - answered,
-                                  "without_result": leftover, "errors": item.errors})
-
-
-def _close(api, item, consumed: set[str]) -> int:
-    """Requests of a finished batch that got no result are due again (counted as a failed attempt,
-    up to the judge's max_attempts); the submission is done. Returns how many had no result."""
-    from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT
-
-    ledger, model = api.ledger, api.config.model
-    leftover = 0
-    for key in ledger.keys_of(item.submission):
-        entry = ledger.entry(key)
-        if entry is None or entry.state != IN_FLIGHT:
-            continue
-        if key in item.results and key not in consumed:
-            ledger.mark(key, model, EXPORTED)  # answered, but not asked by this scoring: stale, not counted as an error
-            continue
-        leftover += 1
-        used_up = entry.errors + 1 >= api.config.max_attempts
-        reason = f"no result in batch {item.batch_id} ({item.status})"
-        ledger.mark(key, model, FAILED if used_up else ERRORED, reason=reason, add_error=True)
-    summary = {"status": item.status, "results": len(item.results), "without_result": leftover, "errors": item.errors}
-    ledger.update_submission(item.submission, state="done", status=item.status, summary=json.dumps(summary))
-    return leftover
+        extra = f", {leftover} without a result (due again)" if leftover else ""
+        errors = f", batch errors: {'; '.join(item.errors)}" if item.errors else ""
+        print(f"  {item.batch_id}: {item.status}, {answered} of {item.requests} requests answered, "
+              f"{len(item.results) - answered} error lines{extra}{errors}")
+    return True
 
 
 def print_api(totals: dict) -> None:
@@ -373,11 +341,6 @@ def print_api(totals: dict) -> None:
     if reattached:
         print("re-attached to an earlier run's batches: " + ", ".join(f"{k} {v}" for k, v in reattached.items()))
     print(f"batch judging: {totals['rounds']} rounds, {totals['submitted_batches']} batches, {totals['submitted_requests']} requests submitted")
-    for entry in totals["batches"]:
-        extra = f", {entry['without_result']} without a result (due again)" if entry["without_result"] else ""
-        errors = f", batch errors: {'; '.join(entry['errors'])}" if entry["errors"] else ""
-        print(f"  {entry['batch_id']}: {entry['status']}, {entry['answered']} of {entry['requests']} requests answered, "
-              f"{entry['error_lines']} error lines{extra}{errors}")
 
 
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:

@@ -23,37 +23,37 @@ from typing import Any, Sequence
 from lmms_video_reasoning.judges.limits import CallBudget
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results.agreement_pairs import (Asked, CallPairs, Setup, Side, cache_reader, call_summary, judge_each,
+from lmms_video_reasoning.utils.results.agreement_pairs import (Asked, CallPairs, Setup, Side, call_summary, judge_each,
                                                                 metric_differences, pair_verdicts, ranking_agreement, read_pair,
                                                                 snapshots)
 from lmms_video_reasoning.utils.results.batch_judging import usd
 from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import split_label
-from lmms_video_reasoning.utils.results.report_tables import Section, Table, markdown_table
+from lmms_video_reasoning.utils.results.report_tables import Section, Table, fmt, fmt_ci, markdown_table
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 FORMAT = "lmms_vr_judge_agreement"  # the key marking an agreement document
 
 
-def per_benchmark(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:
-    """`--reference` / `--candidate` values: `MODEL` for every benchmark, `BENCH=MODEL` for one."""
+def sides(values: Sequence[str] | None, benchmarks: Sequence[str], cache: Path | None, default=None) -> dict[str, Side]:
+    """Each benchmark's judge from `--reference` / `--candidate` values: `MODEL` for every benchmark, `BENCH=MODEL` for one."""
+    known = {b.name for b in registry.benchmarks()} | {a for b in registry.benchmarks() for a in b.aliases}
     common, named = None, {}
     for value in values or []:
         name, sep, model = value.partition("=")
-        if sep and name in {b.name for b in registry.benchmarks()} | {a for b in registry.benchmarks() for a in b.aliases}:
+        if sep and name in known:
             named[registry.get(name).name] = model
         else:
             common = value
-    return common, named
-
-
-def side_for(benchmark: str, common: str | None, named: dict[str, str], cache: Path | None, default_model: str | None) -> Side:
-    model = named.get(benchmark) or common or default_model
-    if not model:
-        raise DataError("give --candidate MODEL: the judge model whose verdicts are compared (as its runs named it)")
-    return Side(model, cache)
+    out = {}
+    for benchmark in benchmarks:
+        model = named.get(benchmark) or common or (default(benchmark) if default else None)
+        if not model:
+            raise DataError("give --candidate MODEL: the judge model whose verdicts are compared (as its runs named it)")
+        out[benchmark] = Side(model, cache)
+    return out
 
 
 def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, Gathered]]:
@@ -113,16 +113,6 @@ def snapshot_text(side: dict, none: str) -> str:
     return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or none
 
 
-def number_text(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.{digits}f}"
-
-
-def interval_text(interval: Any, digits: int = 3) -> str:
-    return "–" if not interval else f"[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
-
-
 def agreement_tables(document: dict) -> tuple[str, list[Table]]:
     """The judges (with their snapshots and any calibration) and the tables of an agreement document."""
     judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'], 'none')}), "
@@ -138,20 +128,20 @@ def agreement_tables(document: dict) -> tuple[str, list[Table]]:
                     for row in document["coverage"] if row["samples"] > row["compared"] or row["unpaired_requests"]]
     calls = Table("Verdict agreement per judge call type (95% bootstrap CIs)",
                   ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
-                  [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), number_text(c["agreement"]), interval_text(c["agreement_ci"]),
-                     number_text(c["kappa"]), interval_text(c["kappa_ci"]), c["statistic"]], True) for c in document["calls"]],
-                  [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (n/a) "
+                  [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), fmt(c["agreement"], 3), fmt_ci(c["agreement_ci"], 3),
+                     fmt(c["kappa"], 3), fmt_ci(c["kappa_ci"], 3), c["statistic"]], True) for c in document["calls"]],
+                  [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (–) "
                    "where both judges gave one and the same label throughout."] + not_compared)
     metrics = Table("Headline metrics under both judges (candidate − reference, paired)",
                     ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
-                    [([m["run"], m["task"], m["metric"], number_text(m["reference"], 2), number_text(m["candidate"], 2),
-                       f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "n/a", interval_text(m["ci"], 2),
+                    [([m["run"], m["task"], m["metric"], fmt(m["reference"], 2), fmt(m["candidate"], 2),
+                       f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "–", fmt_ci(m["ci"], 2),
                        str(m["samples"])], True) for m in document["metrics"]],
                     ["On the samples both judges judged completely."])
     tables = [calls, metrics]
     if document["ranking"]:
         tables.append(Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
-                            [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]),
+                            [([r["task"], r["metric"], ", ".join(r["runs"]), fmt(r["tau"], 3), fmt_ci(r["ci"], 3),
                                str(r["questions"])], True) for r in document["ranking"]]))
     return intro, tables
 
@@ -219,13 +209,9 @@ def main(args) -> int:
     shared = Path(args.cache).expanduser() if args.cache else judge_config.cache_path_from_env()
     if shared is None and not (args.reference_cache and args.candidate_cache):
         raise DataError("the judge cache is off (LMMS_VR_JUDGE_CACHE=off): give --cache FILE (or --reference-cache and --candidate-cache)")
-    reference_common, reference_named = per_benchmark(args.reference)
-    candidate_common, candidate_named = per_benchmark(args.candidate)
-    reference_cache = Path(args.reference_cache).expanduser() if args.reference_cache else shared
-    candidate_cache = Path(args.candidate_cache).expanduser() if args.candidate_cache else shared
-    setup = Setup(
-        {b: side_for(b, reference_common, reference_named, reference_cache, judge_config.benchmark_defaults(b).model) for b in benchmarks},
-        {b: side_for(b, candidate_common, candidate_named, candidate_cache, None) for b in benchmarks})
+    setup = Setup(sides(args.reference, benchmarks, Path(args.reference_cache).expanduser() if args.reference_cache else shared,
+                        lambda b: judge_config.benchmark_defaults(b).model),
+                  sides(args.candidate, benchmarks, Path(args.candidate_cache).expanduser() if args.candidate_cache else shared))
     for b in benchmarks:
         if setup.reference[b].model == setup.candidate[b].model and setup.reference[b].cache == setup.candidate[b].cache:
             raise DataError(f"{b}: the reference and the candidate are the same judge ({setup.reference[b].model}); give --candidate")
@@ -351,7 +337,7 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
         # input tokens counted as the reference will be billed (its tokenizer, or the stated approximation)
         tokenizer = tokenizer_for(setup.reference[spec.benchmark].model)
         methods.add(tokenizer.method)
-        judged = judge_each(bench, item.records, bench.settings(item.records), cache_reader(bench, setup.candidate[spec.benchmark]), tokenizer)
+        judged = judge_each(bench, item.records, bench.settings(item.records), setup.candidate[spec.benchmark].reader(bench), tokenizer)
         for record, j in zip(item.records, judged):
             if not (j.complete and j.asked):
                 continue  # a sample the candidate did not judge (completely) cannot be compared
