@@ -1,15 +1,9 @@
 """Judging through the OpenAI Batch API (half the synchronous price), resumable after a kill.
 
-Every step is recorded in the judge cache (`BatchLedger`, table `api_batches`) before the next one
-starts, so a rerun re-attaches to what an earlier run submitted and never submits a request twice:
-1. the submission row and its requests (`in_flight`) are recorded;
-2. the input file is uploaded (`uploaded`); a run killed during the upload left no batch behind:
-   its submission is dropped and its requests are due again;
-3. the batch is created with the submission id in its metadata (`submitted`); a run killed before
-   the batch id was recorded finds it by that metadata (or its input file) in the batch list;
-4. it is polled until it ends, with a progress bar;
-5. its output and error files are imported with the synchronous rules (`JudgePass` ``import``);
-   requests without a result are due again in the next round, up to the judge's `max_attempts`.
+Each step is recorded in the ledger (`api_batches`) before the next starts: the submission and its
+requests in flight, the upload, the batch (its submission id in the metadata, so a run killed
+before recording the batch id finds it), its end, its results imported (`JudgePass` ``import``).
+A rerun re-attaches to what an earlier run submitted and never submits a request twice.
 """
 
 from __future__ import annotations
@@ -82,13 +76,14 @@ class Finished:
 class BatchApi:
     """The Batch API of one judge configuration (its endpoint, key and model)."""
 
-    def __init__(self, config: JudgeConfig, ledger: BatchLedger, max_requests: int = MAX_REQUESTS_PER_FILE) -> None:
+    def __init__(self, config: JudgeConfig, ledger: BatchLedger) -> None:
         from openai import OpenAI
 
-        self.config, self.ledger, self.max_requests = config, ledger, max_requests
+        self.config, self.ledger = config, ledger
         self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
                              timeout=min(config.timeout, 600.0), max_retries=6)
         self.poll_seconds = POLL_SECONDS.read()
+        self.max_requests = MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
     # ------------------------------------------------------------------ submit
 

@@ -89,11 +89,8 @@ class BatchLedger:
         return [row[0] for row in self.cache.execute("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
 
     def held(self, keys: Sequence[str]) -> str | None:
-        """What the batch flow says of a request (its attempts' keys, as `request_keys` gives them)
-        that has no cached verdict: None (none of them was ever exported: not the batch's),
-        FAILED (its attempts used up in the batches, or each of its replies rejected: what an
-        export would now count as failed), else EXPORTED (due: exported or in flight, due again
-        after a failed line, or its re-ask not answered yet)."""
+        """What the batch flow says of an uncached request (its attempts' `request_keys`): None (never
+        exported), FAILED (attempts used up, or every reply rejected), else EXPORTED (due)."""
         marks = ",".join("?" * len(keys))
         states = dict(self.cache.execute(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
         if not states:
@@ -102,8 +99,10 @@ class BatchLedger:
             return FAILED
         return EXPORTED
 
-    def has_answers(self, model: str) -> bool:
-        return bool(self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
+    def has(self, model: str, state: str | None = None) -> bool:
+        """Whether it holds a request of ``model`` (in ``state``)."""
+        rows = self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = COALESCE(?, state) LIMIT 1", (model, state))
+        return bool(rows)
 
     # -- Batch API submissions (batch_api.py)
 
@@ -135,10 +134,8 @@ HELD_DUE = ("not sent: the offline batch flow exported it and has no answer for 
 
 
 class BatchBoundJudge(Judge):
-    """The configured judge when its cache holds an offline batch flow of its model: cached verdicts
-    are served and a request the flow never exported is sent as usual; one the flow holds
-    (`BatchLedger.held`) is not computed (as a `CacheOnlyJudge` miss), counted as `batch_failed` or
-    `batch_due`. `lmms-vr score --judge-online` uses the plain configured judge."""
+    """The configured judge when its cache holds a batch flow of its model: a request the flow holds
+    (`BatchLedger.held`) is not computed, counted as `batch_failed` or `batch_due`; others as usual."""
 
     def __init__(self, config: JudgeConfig, budget, breaker, ledger: "BatchLedger") -> None:
         super().__init__(config, budget, breaker)
@@ -153,18 +150,23 @@ class BatchBoundJudge(Judge):
         raise NotComputed(HELD_FAILED if failed else HELD_DUE)
 
 
-def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
-    """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its
-    model, else None (also for a cache that cannot be read: the judge reports its errors)."""
-    if config.cache_path is None or not Path(config.cache_path).is_file():
+def existing_ledger(path: Path | str | None) -> "BatchLedger | None":
+    """The ledger of the judge cache at ``path`` when it has one (nothing is created), else None (also
+    for a cache that cannot be read: its judge reports the errors)."""
+    if path is None or not Path(path).is_file():
         return None
     try:
-        cache = ReplyCache(config.cache_path)
+        cache = ReplyCache(path)
         if not cache.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batch_requests'"):
             return None
-        if not cache.execute("SELECT 1 FROM batch_requests WHERE model = ? LIMIT 1", (config.model,)):
-            return None
-        ledger = BatchLedger(cache)
+        return BatchLedger(cache)
     except (sqlite3.Error, OSError, JudgeConfigError):
+        return None
+
+
+def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
+    """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its model, else None."""
+    ledger = existing_ledger(config.cache_path)
+    if ledger is None or not ledger.has(config.model):
         return None
     return configured_judge(config, BatchBoundJudge, ledger)

@@ -1,16 +1,13 @@
 """Judging without sending: the passes of the cost estimate and of batch judging, and the batch lines.
 
-`lmms-vr score` hands each benchmark's unchanged scoring a `PassJudge` (`JudgePass.judge_for`). It
-serves cached replies as the synchronous judge does; a request with no servable reply is
-- ``estimate``: counted (input tokens with the judge model's tokenizer, `tokens.py`; output tokens
-  of the protocol's `expected_reply`) and answered with that expected reply so the chain goes on to
-  its later steps (nothing is cached);
+Each benchmark's unchanged scoring gets a `PassJudge`, which serves cached replies as usual; a
+request with no servable reply is
+- ``estimate``: counted (`tokens.py`) and answered with the protocol's `expected_reply`, so the
+  chain goes on to its later steps (nothing is cached);
 - ``collect``: recorded as a batch request line (its cache key as `custom_id`), answered ``PENDING``;
-- ``import``: answered from batch result lines with the synchronous rules: a reply that parses is
-  cached, one that does not is kept in `rejected` and the re-ask becomes the next pending request.
-``PENDING`` is a failed judgment for that pass (dependent steps are not asked). What was exported,
-answered or failed is `batch_ledger`'s. Every result line is accounted for (`ResultRead`): a line
-that is not UTF-8, not a result line, a duplicate or a conflict is counted and named by its "file:line".
+- ``import``: answered from batch result lines with the synchronous rules (a reply that does not
+  parse is kept in `rejected`; its re-ask is the next pending request).
+``PENDING`` fails the judgment for that pass. Every result line is counted (`ResultRead`).
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from lmms_video_reasoning.utils.core.ask import Request, Result
 from lmms_video_reasoning.utils.core.files import atomic_target
 
 PENDING = "pending: judged later through a batch (no verdict yet)"
+PENDING_RESULT = Result(False, None, None, PENDING, False)
 ESTIMATED = "(estimate)"  # the answering model of an assumed reply
 CHAT_URL = "/v1/chat/completions"
 
@@ -77,9 +75,8 @@ class ResultLine:
 
 @dataclass
 class ResultRead:
-    """Batch result lines as read: `results` (one line per custom_id), and the lines not in it: blank,
-    undecodable, unreadable (not a result line), duplicates (the same reply again, or an error line
-    beside its reply: imported once) and conflicts (different replies: none imported)."""
+    """Batch result lines as read: `results` (one line per custom_id), and the lines not in it; duplicates
+    (the same reply again, or an error line beside its reply) are imported once, conflicts not at all."""
 
     results: dict[str, ResultLine] = field(default_factory=dict)
     lines: int = 0
@@ -182,14 +179,6 @@ class TagEstimate:
     not_built: int = 0  # later requests of this step not counted: the item's code failed building them (`Unbuilt`)
 
 
-def summarize_estimates(estimates: Iterable[TagEstimate]) -> TagEstimate:
-    total = TagEstimate()
-    for entry in estimates:
-        for name in total.__dataclass_fields__:
-            setattr(total, name, getattr(total, name) + getattr(entry, name))
-    return total
-
-
 @dataclass
 class Unbuilt:
     """A judging item whose code failed in an estimate pass: its requests from there on are not counted."""
@@ -270,9 +259,6 @@ class JudgePass:
         if judge is None:
             judge = self.judges[benchmark] = PassJudge(self, pass_config(benchmark, config, need_cache=self.mode != "estimate"))
         return judge
-
-    def models(self) -> dict[str, str]:
-        return {benchmark: judge.config.model for benchmark, judge in self.judges.items()}
 
     def refuse_unasked(self) -> None:
         """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
@@ -357,15 +343,12 @@ class PassJudge(Judge):
         self.stats.add_failure(request.tag, error)
         return Result(False, None, raw, error, False)
 
-    def _pending(self) -> Result:
-        return Result(False, None, None, PENDING, False)
-
     def _due(self, request: Request, key: str, attempt: int, attempts: int) -> Result:
         rounds = (attempts - attempt) + request.later_steps * attempts
         pending = Pending(key, self.config.benchmark, request.tag, request_line(key, self.config.model, request), rounds)
         with self.owner.lock:
             self.owner.pending.setdefault(key, pending)
-        return self._pending()
+        return PENDING_RESULT
 
     def _attempt(self, request: Request, key: str, attempt: int, attempts: int, claim: bool = True):
         """One attempt's key as the pass's mode and the ledger say: a Result, or (why, raw reply) when its
@@ -388,7 +371,7 @@ class PassJudge(Judge):
             hit, _refusal = self._lookup(key, request)
             return hit or self._attempt(request, key, attempt, attempts, claim=False)
         if entry is not None and entry.state == IN_FLIGHT:
-            return self._pending()
+            return PENDING_RESULT
         return self._due(request, key, attempt, attempts)  # collect: this round; import: the next
 
     def _estimate(self, request: Request) -> Result:
@@ -407,10 +390,10 @@ class PassJudge(Judge):
             try:
                 value = reply_value(request, request.expected_reply)
             except parsing.ParseError:
-                return self._pending()
+                return PENDING_RESULT
             self._ctx.assumed = True
             return Result(True, value, request.expected_reply, None, False, ESTIMATED)
-        return self._pending()
+        return PENDING_RESULT
 
     def _import(self, request, key, attempt, attempts, entry, line: ResultLine):
         counts, owner = self.owner.counts, self.owner

@@ -313,25 +313,19 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
         if not common or not headline:
             continue
 
-        def values(picks) -> tuple[list[dict], list[dict]]:
-            """Every run's metrics on the picked questions, under the reference and the candidate."""
+        def series(picks) -> dict[str, tuple[list[float], list[float]]]:
+            """{metric: (the runs' values under the reference, under the candidate)} on the picked questions."""
             per_run = [[i for pick in picks for i in unit_maps[run][common[pick]]] for run in runs]
-            return ([sampled[(run, task)][0].metrics(indices) for run, indices in zip(runs, per_run)],
-                    [sampled[(run, task)][1].metrics(indices) for run, indices in zip(runs, per_run)])
+            judged = [[sampled[(run, task)][side].metrics(indices) for run, indices in zip(runs, per_run)] for side in (0, 1)]
+            return {metric: tuple([m.get(metric, math.nan) for m in values] for values in judged) for metric in headline}
 
-        def taus(picks) -> dict[str, float]:
-            reference, candidate = values(picks)
-            return {metric: kendall_tau([m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate])
-                    for metric in headline}
-
-        reference, candidate = values(range(len(common)))
-        resampled = resampled_metrics(len(common), taus, n, seed)
-        for metric in headline:
-            reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
-            if any(_undefined(v) for v in reference_values + candidate_values):
+        observed = series(range(len(common)))
+        resampled = resampled_metrics(len(common), lambda picks: {m: kendall_tau(*pair) for m, pair in series(picks).items()}, n, seed)
+        for metric, (reference, candidate) in observed.items():
+            if any(_undefined(v) for v in reference + candidate):
                 continue  # not a metric of this task
-            rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
-                         "tau": kendall_tau(reference_values, candidate_values),
+            rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference, "candidate": candidate,
+                         "tau": kendall_tau(reference, candidate),
                          "ci": percentile_interval(resampled[metric]) if metric in resampled else None,
                          "questions": len(common)})
     return rows

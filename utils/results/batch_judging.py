@@ -5,9 +5,7 @@
     lmms-vr score PATH --batch-import results.jsonl  fill the cache from the results (validated as synchronous replies)
     lmms-vr score PATH --batch [--out scored.json]   the same through the OpenAI Batch API, then score from the cache
 
-Each runs the tasks' own scoring code with a judge that does not send (`judges.batch_pass.JudgePass`),
-so the requests are exactly those the synchronous run would send, and the dependent ones (a
-protocol's later step, a re-ask) appear once what they depend on is in the cache.
+Each runs the tasks' own scoring code with a judge that does not send (`judges.batch_pass.JudgePass`).
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from lmms_video_reasoning.judges import batch_ledger
-from lmms_video_reasoning.judges.batch_pass import (ImportCounts, JudgePass, ResultRead, place_order, read_result_lines,
-                                                    summarize_estimates, write_lines)
+from lmms_video_reasoning.judges.batch_pass import (ImportCounts, JudgePass, ResultRead, TagEstimate, place_order,
+                                                    read_result_lines, write_lines)
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
@@ -28,8 +26,7 @@ from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_ite
 
 @contextlib.contextmanager
 def quiet_judging(level: int = logging.CRITICAL) -> Iterator[None]:
-    """The benchmarks' log lines below `level` are not shown: their warnings about failed judgments
-    mean "pending" in a pass, and would repeat for every sample judged one at a time."""
+    """The benchmarks' log lines below `level` are not shown: in a pass, a failed judgment means "pending"."""
     logger = logging.getLogger("lmms_video_reasoning")
     saved = logger.level
     logger.setLevel(level)
@@ -68,7 +65,7 @@ def estimate(gathered: Sequence[Any]) -> dict:
 
     judge_pass = run_pass(gathered, JudgePass("estimate"))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
-    rows, estimates = [], []
+    rows = []
     for task, tags in judge_pass.estimates.items():
         benchmark = benchmarks.get(task, "")
         judge = judge_pass.judges.get(registry.get(benchmark).scoring.judge_name) if benchmark else None
@@ -77,15 +74,14 @@ def estimate(gathered: Sequence[Any]) -> dict:
         price = judge.config.price()
         cheap = batch_price(judge.config.model, price)
         for tag, entry in sorted(tags.items()):
-            estimates.append(entry)
             rows.append({"benchmark": benchmark, "task": task, "judge_call": tag, "model": judge.config.model, **vars(entry),
                          "usd_sync": usd(price, entry.input_tokens, entry.output_tokens),
                          "usd_batch": usd(cheap, entry.input_tokens, entry.output_tokens)})
-    models = sorted({row["model"] for row in rows} | set(judge_pass.models().values()))
+    models = sorted({judge.config.model for judge in judge_pass.judges.values()})
     sync, cheap = [row["usd_sync"] for row in rows], [row["usd_batch"] for row in rows]
     return {
         "rows": rows,
-        "total": {**vars(summarize_estimates(estimates)),
+        "total": {**{name: sum(row[name] for row in rows) for name in vars(TagEstimate())},
                   "usd_sync": None if None in sync else sum(sync), "usd_batch": None if None in cheap else sum(cheap),
                   "usd_sync_known": sum(v for v in sync if v is not None), "usd_batch_known": sum(v for v in cheap if v is not None)},
         "cache_hits": dict(judge_pass.served),
@@ -96,10 +92,8 @@ def estimate(gathered: Sequence[Any]) -> dict:
 
 
 def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[dict]:
-    """What the estimate leaves out, per task and step: the judging items whose code failed
-    (`batch_pass.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
-    there on (`requests`: the count their last request declared; `unknown_items`: items that could
-    not say, at least one request each), the first reason and what is missing (`samples_io.unbuilt_items`)."""
+    """What the estimate leaves out, per task and step: the judging items whose code failed (`Unbuilt`),
+    the requests they declared from there on (`unknown_items`: could not say, at least one each)."""
     groups: dict[tuple[str, str | None], list] = {}
     for entry in judge_pass.unbuilt:
         groups.setdefault((entry.task, entry.after), []).append(entry)
@@ -161,7 +155,7 @@ def print_estimate(data: dict) -> None:
 
 
 def export(gathered: Sequence[Any], path: Path) -> dict:
-    """Write every request that can be sent now; returns what was written and the rounds left."""
+    """Write every request that can be sent now."""
     judge_pass = run_pass(gathered, JudgePass("collect"))
     pending = list(judge_pass.pending.values())
     lines = [p.line for p in pending]
@@ -170,11 +164,9 @@ def export(gathered: Sequence[Any], path: Path) -> dict:
         keys = [p.key for p in pending if p.benchmark == judge.config.benchmark]
         if keys and judge.ledger is not None:
             judge.ledger.mark_many(keys, judge.config.model, batch_ledger.EXPORTED, meta={p.key: (p.benchmark, p.tag) for p in pending})
-    by_tag: dict[str, int] = {}
-    for p in pending:
-        by_tag[p.tag] = by_tag.get(p.tag, 0) + 1
-    return {"requests": len(lines), "rounds_left": max((p.rounds_left for p in pending), default=0), "by_tag": by_tag,
-            "models": judge_pass.models(), "path": str(path)}
+    return {"requests": len(lines), "rounds_left": max((p.rounds_left for p in pending), default=0),
+            "by_tag": Counter(p.tag for p in pending),
+            "models": {b: judge.config.model for b, judge in judge_pass.judges.items()}, "path": str(path)}
 
 
 def print_export(result: dict) -> None:
@@ -192,8 +184,7 @@ def print_export(result: dict) -> None:
 
 
 def import_results(gathered: Sequence[Any], path: Path) -> dict:
-    """Fill the cache from a results file; returns the counts of every line's fate. Its lines are
-    read as bytes, one by one: a line that is not UTF-8 or not a result line is counted and named."""
+    """Fill the cache from a results file, every line's fate counted."""
     path = Path(path)
     try:
         with path.open("rb") as handle:
@@ -281,7 +272,7 @@ def api_judging(gathered: Sequence[Any]) -> dict:
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
     earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
     from lmms_video_reasoning.judges import get_judge
-    from lmms_video_reasoning.judges.batch_api import MAX_REQUESTS, BatchApi
+    from lmms_video_reasoning.judges.batch_api import BatchApi
 
     totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": Counter()}
     apis: dict[str, BatchApi] = {}
@@ -293,8 +284,7 @@ def api_judging(gathered: Sequence[Any]) -> dict:
             if configured is None:
                 raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
                                 "README's Judges section), or use --batch-export / --batch-import")
-            # MAX_REQUESTS: smaller files than the API's limit, e.g. for a token quota
-            apis[benchmark] = BatchApi(configured.config, judge_pass.judges[benchmark].ledger, MAX_REQUESTS.read())
+            apis[benchmark] = BatchApi(configured.config, judge_pass.judges[benchmark].ledger)
             totals["reattached"].update(apis[benchmark].reattach())
         if opened or _finish(gathered, apis):
             continue  # re-attached to an earlier run's batches, or imported: what is due has changed
@@ -346,22 +336,14 @@ def print_api(totals: dict) -> None:
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
     """{benchmark: model} for benchmarks with no judge configured whose judge model has batch-imported
     replies in the judge cache: `lmms-vr score` reads their verdicts from the cache (nothing sent)."""
-    from lmms_video_reasoning.judges.cache import ReplyCache
     from lmms_video_reasoning.judges.config import cache_path_from_env, default_model
 
-    path = cache_path_from_env()
-    if path is None or not path.is_file():
-        return {}
+    ledger = batch_ledger.existing_ledger(cache_path_from_env())
     found = {}
-    ledger = None
-    for benchmark in benchmarks:
+    for benchmark in benchmarks if ledger is not None else ():
         try:
-            if JudgeConfig.from_env(benchmark) is not None:
-                continue
-            ledger = ledger or batch_ledger.BatchLedger(ReplyCache(path))
-            model = default_model(benchmark)
-            if ledger.has_answers(model):
-                found[benchmark] = model
+            if JudgeConfig.from_env(benchmark) is None and ledger.has(default_model(benchmark), batch_ledger.ANSWERED):
+                found[benchmark] = default_model(benchmark)
         except Exception:  # noqa: BLE001 - an unreadable cache: scoring goes on as before, and says why there
             continue
     return found
