@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -208,15 +208,14 @@ class ImportCounts:
     rejected: int = 0  # did not parse: kept apart, the re-ask is due
     errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
     failed: int = 0  # of those (and of the too large), requests whose batch attempts are used up (judged failed)
-    refused_model: int = 0  # answered by another model than the judge's
-    refused_foreign: int = 0  # custom_id not exported from this cache
-    refused_stale: int = 0  # custom_id no longer asked for (already answered, or not part of this scoring)
-    refused_too_large: int = 0  # a reply over the judge's max_reply_bytes (LMMS_VR_JUDGE_MAX_REPLY_BYTES), as synchronous replies
+    # refused lines by kind: "model" (answered by another model than the judge's), "foreign" (a custom_id not exported
+    # from this cache), "stale" (no longer asked for), "too_large" (over the judge's max_reply_bytes, as synchronous replies)
+    refusals: Counter = field(default_factory=Counter)
     refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
     read: ResultRead = field(default_factory=ResultRead)  # the lines as read: blank, duplicates, conflicts...
 
     def refuse(self, kind: str, line: ResultLine, why: str) -> None:
-        setattr(self, kind, getattr(self, kind) + 1)
+        self.refusals[kind] += 1
         self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
 
     def accepted(self) -> int:
@@ -224,9 +223,8 @@ class ImportCounts:
 
     def unaccounted(self) -> int:
         read = self.read
-        return read.lines - (self.accepted() + self.refused_model + self.refused_foreign + self.refused_stale
-                             + self.refused_too_large + read.blank + len(read.duplicates) + read.conflict_lines
-                             + len(read.undecodable) + len(read.unreadable))
+        return read.lines - (self.accepted() + sum(self.refusals.values()) + read.blank + len(read.duplicates)
+                             + read.conflict_lines + len(read.undecodable) + len(read.unreadable))
 
 
 # ---------------------------------------------------------------------- the pass and its judge
@@ -265,9 +263,9 @@ class JudgePass:
         ledgers = [judge.ledger for judge in self.judges.values() if judge.ledger is not None]
         for key in sorted(self.results.keys() - self.consumed, key=lambda k: place_order(self.results[k].where)):
             if any(ledger.entry(key) is not None for ledger in ledgers):
-                self.counts.refuse("refused_stale", self.results[key], "stale: already answered, or not asked by this scoring")
+                self.counts.refuse("stale", self.results[key], "stale: already answered, or not asked by this scoring")
             else:
-                self.counts.refuse("refused_foreign", self.results[key], "a custom_id this cache never exported")
+                self.counts.refuse("foreign", self.results[key], "a custom_id this cache never exported")
 
 
 def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) -> JudgeConfig:
@@ -399,7 +397,7 @@ class PassJudge(Judge):
         counts, owner = self.owner.counts, self.owner
         if entry is None:
             with owner.lock:
-                counts.refuse("refused_foreign", line, "a custom_id this cache never exported")
+                counts.refuse("foreign", line, "a custom_id this cache never exported")
             return self._due(request, key, attempt, attempts)
         reply, too_large = None, None
         if line.ok:
@@ -416,7 +414,7 @@ class PassJudge(Judge):
             self.ledger.mark(key, self.config.model, FAILED if used_up else ERRORED, reason=error, add_error=True)
             with owner.lock:
                 if too_large:
-                    counts.refuse("refused_too_large", line, too_large)
+                    counts.refuse("too_large", line, too_large)
                 else:
                     counts.errors += 1
                 counts.failed += used_up
@@ -426,7 +424,7 @@ class PassJudge(Judge):
         if not same_model(self.config.model, reply.answered_by or UNNAMED_MODEL):
             self.cache.reject(key, self.config.model, reply, f"batch import: answered by {reply.answered_by!r}, not {self.config.model!r}")
             with owner.lock:
-                counts.refuse("refused_model", line, f"answered by {reply.answered_by!r}, not {self.config.model!r}")
+                counts.refuse("model", line, f"answered by {reply.answered_by!r}, not {self.config.model!r}")
             return self._due(request, key, attempt, attempts)
         self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
         self._charge(reply)

@@ -8,6 +8,7 @@ judges use one label throughout, tau when a ranking is all ties.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections import Counter, defaultdict
@@ -68,27 +69,11 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)); NaN when undefined."""
     if len(x) != len(y):
         raise ValueError(f"kendall_tau needs sequences of one length, got {len(x)} and {len(y)}")
-    n = len(x)
-    concordant = discordant = ties_x = ties_y = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = x[i] - x[j], y[i] - y[j]
-            if dx == 0 and dy == 0:
-                ties_x += 1
-                ties_y += 1
-            elif dx == 0:
-                ties_x += 1
-            elif dy == 0:
-                ties_y += 1
-            elif (dx > 0) == (dy > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    pairs = n * (n - 1) // 2
-    denominator = math.sqrt((pairs - ties_x) * (pairs - ties_y))
-    if not denominator:
-        return math.nan
-    return (concordant - discordant) / denominator
+    differences = [(a[0] - b[0], a[1] - b[1]) for a, b in itertools.combinations(zip(x, y), 2)]
+    ties_x, ties_y = sum(dx == 0 for dx, _ in differences), sum(dy == 0 for _, dy in differences)
+    score = sum(1 if (dx > 0) == (dy > 0) else -1 for dx, dy in differences if dx != 0 and dy != 0)
+    denominator = math.sqrt((len(differences) - ties_x) * (len(differences) - ties_y))
+    return score / denominator if denominator else math.nan
 
 
 @dataclass

@@ -154,31 +154,24 @@ def print_estimate(data: dict) -> None:
 # ---------------------------------------------------------------------- batch files
 
 
-def export(gathered: Sequence[Any], path: Path) -> dict:
-    """Write every request that can be sent now."""
+def export(gathered: Sequence[Any], path: Path) -> None:
+    """Write every request that can be sent now, and say what is left."""
     judge_pass = run_pass(gathered, JudgePass("collect"))
     pending = list(judge_pass.pending.values())
-    lines = [p.line for p in pending]
-    write_lines(path, lines)
+    write_lines(path, [p.line for p in pending])
     for judge in judge_pass.judges.values():
         keys = [p.key for p in pending if p.benchmark == judge.config.benchmark]
         if keys and judge.ledger is not None:
             judge.ledger.mark_many(keys, judge.config.model, batch_ledger.EXPORTED, meta={p.key: (p.benchmark, p.tag) for p in pending})
-    return {"requests": len(lines), "rounds_left": max((p.rounds_left for p in pending), default=0),
-            "by_tag": Counter(p.tag for p in pending),
-            "models": {b: judge.config.model for b, judge in judge_pass.judges.items()}, "path": str(path)}
-
-
-def print_export(result: dict) -> None:
-    if not result["requests"]:
-        print(f"nothing to judge: every judge request is answered in the cache ({result['path']} is empty). "
+    if not pending:
+        print(f"nothing to judge: every judge request is answered in the cache ({path} is empty). "
               "Score with `lmms-vr score PATH --out scored.json`.")
         return
-    tags = ", ".join(f"{tag} {count}" for tag, count in sorted(result["by_tag"].items()))
-    print(f"{result['requests']} judge requests written to {result['path']} ({tags}) for "
-          + ", ".join(f"{b}: {m}" for b, m in sorted(result["models"].items())))
-    print(f"rounds left: at most {result['rounds_left']}, this one included (a later step or a re-ask of an unparseable "
-          "reply is exported once what it depends on is imported; a failed result line adds a round)")
+    tags = ", ".join(f"{tag} {count}" for tag, count in sorted(Counter(p.tag for p in pending).items()))
+    print(f"{len(pending)} judge requests written to {path} ({tags}) for "
+          + ", ".join(f"{b}: {judge.config.model}" for b, judge in sorted(judge_pass.judges.items())))
+    print(f"rounds left: at most {max(p.rounds_left for p in pending)}, this one included (a later step or a re-ask of an "
+          "unparseable reply is exported once what it depends on is imported; a failed result line adds a round)")
     print("answer it with the Batch API or e.g. `vllm run-batch -i requests.jsonl -o results.jsonl --model <judge model>`, then "
           "`lmms-vr score PATH --batch-import results.jsonl`")
 
@@ -224,9 +217,10 @@ def print_counts(counts: ImportCounts, where: str) -> None:
           f"imported), {len(counts.refused)} refused, {len(read.undecodable)} undecodable, "
           f"{len(read.unreadable)} not result lines, {read.blank} blank")
     if counts.refused:
-        print(f"REFUSED (not served): {counts.refused_model} answered by another model than the judge's, "
-              f"{counts.refused_foreign} with a custom_id this cache never exported, {counts.refused_stale} stale "
-              f"(already answered, or not asked by this scoring), {counts.refused_too_large} replies over the size cap")
+        kinds = counts.refusals
+        print(f"REFUSED (not served): {kinds['model']} answered by another model than the judge's, "
+              f"{kinds['foreign']} with a custom_id this cache never exported, {kinds['stale']} stale "
+              f"(already answered, or not asked by this scoring), {kinds['too_large']} replies over the size cap")
     _named("REFUSED lines", sorted(counts.refused, key=lambda line: place_order(line.split(": ", 1)[0])))
     _named("CONFLICTS (one custom_id answered differently; none imported, due again)",
            [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()])
@@ -255,10 +249,10 @@ def nothing_accepted(judge_pass: JudgePass, where: str) -> str | None:
     if not read.lines:
         return f"{where}: nothing imported: the file is empty"
     parts = [f"{count} {what}" for count, what in (
-        (counts.refused_stale, "stale (already imported, or not asked by this scoring)"),
-        (counts.refused_foreign, "with a custom_id this cache never exported (another cache's results?)"),
-        (counts.refused_model, "answered by another model than the judge's"),
-        (counts.refused_too_large, "over the reply size cap"),
+        (counts.refusals["stale"], "stale (already imported, or not asked by this scoring)"),
+        (counts.refusals["foreign"], "with a custom_id this cache never exported (another cache's results?)"),
+        (counts.refusals["model"], "answered by another model than the judge's"),
+        (counts.refusals["too_large"], "over the reply size cap"),
         (read.conflict_lines, "in conflicts"), (len(read.duplicates), "duplicates"),
         (len(read.undecodable), "undecodable"), (len(read.unreadable), "not result lines"),
         (read.blank, "blank")) if count]
@@ -268,13 +262,14 @@ def nothing_accepted(judge_pass: JudgePass, where: str) -> str | None:
 # ---------------------------------------------------------------------- the Batch API
 
 
-def api_judging(gathered: Sequence[Any]) -> dict:
+def api_judging(gathered: Sequence[Any]) -> None:
     """Judge every request through the OpenAI Batch API, round after round, resuming what an
-    earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
+    earlier run submitted. Scoring from the cache follows (the caller)."""
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.judges.batch_api import BatchApi
 
-    totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": Counter()}
+    rounds = batches = requests = 0
+    reattached: Counter = Counter()
     apis: dict[str, BatchApi] = {}
     while True:
         judge_pass = run_pass(gathered, JudgePass("collect"))
@@ -285,19 +280,21 @@ def api_judging(gathered: Sequence[Any]) -> dict:
                 raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
                                 "README's Judges section), or use --batch-export / --batch-import")
             apis[benchmark] = BatchApi(configured.config, judge_pass.judges[benchmark].ledger)
-            totals["reattached"].update(apis[benchmark].reattach())
+            reattached.update(apis[benchmark].reattach())
         if opened or _finish(gathered, apis):
             continue  # re-attached to an earlier run's batches, or imported: what is due has changed
         if not judge_pass.pending:
-            return totals
-        totals["rounds"] += 1
+            break
+        rounds += 1
         for benchmark, api in apis.items():
             pending = [p for p in judge_pass.pending.values() if p.benchmark == benchmark]
             if pending:
-                submissions = api.submit([p.line for p in pending], {p.key: (p.benchmark, p.tag) for p in pending})
-                totals["submitted_batches"] += len(submissions)
-                totals["submitted_requests"] += len(pending)
+                batches += len(api.submit([p.line for p in pending], {p.key: (p.benchmark, p.tag) for p in pending}))
+                requests += len(pending)
         _finish(gathered, apis)
+    if any(reattached.values()):
+        print("re-attached to an earlier run's batches: " + ", ".join(f"{k} {v}" for k, v in reattached.items() if v))
+    print(f"batch judging: {rounds} rounds, {batches} batches, {requests} requests submitted")
 
 
 def _finish(gathered: Sequence[Any], apis: dict) -> bool:
@@ -324,13 +321,6 @@ def _finish(gathered: Sequence[Any], apis: dict) -> bool:
         print(f"  {item.batch_id}: {item.status}, {answered} of {item.requests} requests answered, "
               f"{len(item.results) - answered} error lines{extra}{errors}")
     return True
-
-
-def print_api(totals: dict) -> None:
-    reattached = {k: v for k, v in totals["reattached"].items() if v}
-    if reattached:
-        print("re-attached to an earlier run's batches: " + ", ".join(f"{k} {v}" for k, v in reattached.items()))
-    print(f"batch judging: {totals['rounds']} rounds, {totals['submitted_batches']} batches, {totals['submitted_requests']} requests submitted")
 
 
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:

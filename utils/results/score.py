@@ -268,7 +268,7 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
             print(f"\nestimate written to {args.out}")
         return True
     if getattr(args, "batch_export", None):
-        batch_judging.print_export(batch_judging.export(gathered, Path(args.batch_export)))
+        batch_judging.export(gathered, Path(args.batch_export))
         return True
     if getattr(args, "batch_import", None):
         imported = batch_judging.import_results(gathered, Path(args.batch_import))
@@ -278,7 +278,7 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
             raise DataError(refusal)
         return True
     if getattr(args, "batch", False):
-        batch_judging.print_api(batch_judging.api_judging(gathered))
+        batch_judging.api_judging(gathered)
     return False
 
 
