@@ -75,8 +75,9 @@ class ResultLine:
 
 @dataclass
 class ResultRead:
-    """Batch result lines as read: `results` (one line per custom_id), and the lines not in it; duplicates
-    (the same reply again, or an error line beside its reply) are imported once, conflicts not at all."""
+    """Batch result lines as read, then what an import did with each (`unaccounted()`: 0): `results`
+    (one line per custom_id) and the lines not in it; duplicates (the same reply again, or an error line
+    beside its reply) are imported once, conflicts not at all."""
 
     results: dict[str, ResultLine] = field(default_factory=dict)
     lines: int = 0
@@ -85,6 +86,15 @@ class ResultRead:
     unreadable: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     conflicts: dict[str, list[str]] = field(default_factory=dict)  # custom_id -> the file:line of each of its lines
+    # the import (`JudgePass` "import")
+    cached: int = 0  # parsed, stored as servable replies
+    rejected: int = 0  # did not parse: kept apart, the re-ask is due
+    errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
+    failed: int = 0  # of those (and of the too large), requests whose batch attempts are used up (judged failed)
+    # refused lines by kind: "model" (answered by another model than the judge's), "foreign" (a custom_id not exported
+    # from this cache), "stale" (no longer asked for), "too_large" (over the judge's max_reply_bytes, as synchronous replies)
+    refusals: Counter = field(default_factory=Counter)
+    refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
 
     @property
     def conflict_lines(self) -> int:
@@ -111,8 +121,19 @@ class ResultRead:
             self.duplicates.append(f"{line.where}: {key[:16]}: {'the same reply' if mine is not None else 'an error line'} "
                                    f"as at {kept.where}")
 
+    def refuse(self, kind: str, line: ResultLine, why: str) -> None:
+        self.refusals[kind] += 1
+        self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
+
+    def accepted(self) -> int:
+        return self.cached + self.rejected + self.errors
+
+    def unaccounted(self) -> int:
+        return self.lines - (self.accepted() + sum(self.refusals.values()) + self.blank + len(self.duplicates)
+                             + self.conflict_lines + len(self.undecodable) + len(self.unreadable))
+
     def absorb(self, other: "ResultRead") -> None:
-        """Another file's read, under the same rules."""
+        """Another file's read (not imported yet), under the same rules."""
         self.lines += other.lines
         self.blank += other.blank
         self.undecodable += other.undecodable
@@ -200,33 +221,6 @@ class Pending:
     rounds_left: int
 
 
-@dataclass
-class ImportCounts:
-    """What an import did with every line of its results (`unaccounted()`: those in no count, 0)."""
-
-    cached: int = 0  # parsed, stored as servable replies
-    rejected: int = 0  # did not parse: kept apart, the re-ask is due
-    errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
-    failed: int = 0  # of those (and of the too large), requests whose batch attempts are used up (judged failed)
-    # refused lines by kind: "model" (answered by another model than the judge's), "foreign" (a custom_id not exported
-    # from this cache), "stale" (no longer asked for), "too_large" (over the judge's max_reply_bytes, as synchronous replies)
-    refusals: Counter = field(default_factory=Counter)
-    refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
-    read: ResultRead = field(default_factory=ResultRead)  # the lines as read: blank, duplicates, conflicts...
-
-    def refuse(self, kind: str, line: ResultLine, why: str) -> None:
-        self.refusals[kind] += 1
-        self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
-
-    def accepted(self) -> int:
-        return self.cached + self.rejected + self.errors
-
-    def unaccounted(self) -> int:
-        read = self.read
-        return read.lines - (self.accepted() + sum(self.refusals.values()) + read.blank + len(read.duplicates)
-                             + read.conflict_lines + len(read.undecodable) + len(read.unreadable))
-
-
 # ---------------------------------------------------------------------- the pass and its judge
 
 
@@ -240,8 +234,8 @@ class JudgePass:
 
     def __init__(self, mode: str, read: ResultRead | None = None, endpoint: str = "(batch file)") -> None:
         self.mode, self.endpoint = mode, endpoint
-        self.counts = ImportCounts(read=read or ResultRead())
-        self.results = self.counts.read.results
+        self.counts = read or ResultRead()
+        self.results = self.counts.results
         self.consumed: set[str] = set()
         self.task = ""  # set by the caller before each task's judging
         self.estimates: dict[str, dict[str, TagEstimate]] = defaultdict(lambda: defaultdict(TagEstimate))

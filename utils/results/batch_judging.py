@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from lmms_video_reasoning.judges import batch_ledger
-from lmms_video_reasoning.judges.batch_pass import (ImportCounts, JudgePass, ResultRead, TagEstimate, place_order,
-                                                    read_result_lines, write_lines)
+from lmms_video_reasoning.judges.batch_pass import (JudgePass, ResultRead, TagEstimate, place_order, read_result_lines,
+                                                    write_lines)
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
@@ -176,15 +176,34 @@ def export(gathered: Sequence[Any], path: Path) -> None:
           "`lmms-vr score PATH --batch-import results.jsonl`")
 
 
-def import_results(gathered: Sequence[Any], path: Path) -> dict:
-    """Fill the cache from a results file, every line's fate counted."""
-    path = Path(path)
+def import_results(gathered: Sequence[Any], where: str) -> None:
+    """Fill the cache from the results file ``where`` and say what became of every line (DataError: none accepted)."""
+    path = Path(where)
     try:
         with path.open("rb") as handle:
             read = read_result_lines(handle, path.name)
     except OSError as error:
         raise DataError(f"cannot read the batch results {path}: {error.strerror or error}") from None
-    return import_lines(gathered, read, str(path))
+    pending = import_lines(gathered, read, str(path)).pending
+    print_counts(read, where)
+    if pending:
+        print(f"next round: {len(pending)} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
+              f"at most {max(p.rounds_left for p in pending.values())} rounds left")
+    else:
+        print("every judge request is answered: score with `lmms-vr score PATH --out scored.json`")
+    if read.accepted():
+        return
+    if not read.lines:
+        raise DataError(f"{where}: nothing imported: the file is empty")
+    parts = [f"{count} {what}" for count, what in (
+        (read.refusals["stale"], "stale (already imported, or not asked by this scoring)"),
+        (read.refusals["foreign"], "with a custom_id this cache never exported (another cache's results?)"),
+        (read.refusals["model"], "answered by another model than the judge's"),
+        (read.refusals["too_large"], "over the reply size cap"),
+        (read.conflict_lines, "in conflicts"), (len(read.duplicates), "duplicates"),
+        (len(read.undecodable), "undecodable"), (len(read.unreadable), "not result lines"),
+        (read.blank, "blank")) if count]
+    raise DataError(f"{where}: nothing imported: none of its {read.lines} lines was accepted: " + ", ".join(parts))
 
 
 def import_lines(gathered: Sequence[Any], read: ResultRead, where: str) -> JudgePass:
@@ -207,56 +226,27 @@ def _named(title: str, lines: Sequence[str]) -> None:
         print(f"  ... and {len(lines) - SHOWN} more")
 
 
-def print_counts(counts: ImportCounts, where: str) -> None:
+def print_counts(read: ResultRead, where: str) -> None:
     """Every line's fate, each refused, conflicting, unreadable or duplicate line named by its file:line."""
-    read = counts.read
-    print(f"imported {where}: {read.lines} lines: {counts.cached} cached, {counts.rejected} did not parse "
-          f"(kept apart; re-asked in the next round), {counts.errors} failed lines (due again; {counts.failed} "
+    print(f"imported {where}: {read.lines} lines: {read.cached} cached, {read.rejected} did not parse "
+          f"(kept apart; re-asked in the next round), {read.errors} failed lines (due again; {read.failed} "
           f"requests out of attempts: judged failed), {len(read.duplicates)} duplicates (imported once), "
           f"{read.conflict_lines} in {len(read.conflicts)} conflicts (one custom_id, different replies: none "
-          f"imported), {len(counts.refused)} refused, {len(read.undecodable)} undecodable, "
+          f"imported), {len(read.refused)} refused, {len(read.undecodable)} undecodable, "
           f"{len(read.unreadable)} not result lines, {read.blank} blank")
-    if counts.refused:
-        kinds = counts.refusals
+    if read.refused:
+        kinds = read.refusals
         print(f"REFUSED (not served): {kinds['model']} answered by another model than the judge's, "
               f"{kinds['foreign']} with a custom_id this cache never exported, {kinds['stale']} stale "
               f"(already answered, or not asked by this scoring), {kinds['too_large']} replies over the size cap")
-    _named("REFUSED lines", sorted(counts.refused, key=lambda line: place_order(line.split(": ", 1)[0])))
+    _named("REFUSED lines", sorted(read.refused, key=lambda line: place_order(line.split(": ", 1)[0])))
     _named("CONFLICTS (one custom_id answered differently; none imported, due again)",
            [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()])
     _named("UNDECODABLE lines (skipped)", read.undecodable)
     _named("NOT RESULT LINES (skipped)", read.unreadable)
     _named("duplicates (imported once)", read.duplicates)
-    if counts.unaccounted():
-        print(f"WARNING: {counts.unaccounted()} lines not accounted for above (a bug: please report it)")
-
-
-def print_import(judge_pass: JudgePass, where: str) -> None:
-    print_counts(judge_pass.counts, where)
-    if judge_pass.pending:
-        rounds_left = max(p.rounds_left for p in judge_pass.pending.values())
-        print(f"next round: {len(judge_pass.pending)} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
-              f"at most {rounds_left} rounds left")
-    else:
-        print("every judge request is answered: score with `lmms-vr score PATH --out scored.json`")
-
-
-def nothing_accepted(judge_pass: JudgePass, where: str) -> str | None:
-    """Why an import took nothing from ``where`` (the exit is then non-zero), None if it took a line."""
-    counts, read = judge_pass.counts, judge_pass.counts.read
-    if counts.accepted():
-        return None
-    if not read.lines:
-        return f"{where}: nothing imported: the file is empty"
-    parts = [f"{count} {what}" for count, what in (
-        (counts.refusals["stale"], "stale (already imported, or not asked by this scoring)"),
-        (counts.refusals["foreign"], "with a custom_id this cache never exported (another cache's results?)"),
-        (counts.refusals["model"], "answered by another model than the judge's"),
-        (counts.refusals["too_large"], "over the reply size cap"),
-        (read.conflict_lines, "in conflicts"), (len(read.duplicates), "duplicates"),
-        (len(read.undecodable), "undecodable"), (len(read.unreadable), "not result lines"),
-        (read.blank, "blank")) if count]
-    return f"{where}: nothing imported: none of its {read.lines} lines was accepted: " + ", ".join(parts)
+    if read.unaccounted():
+        print(f"WARNING: {read.unaccounted()} lines not accounted for above (a bug: please report it)")
 
 
 # ---------------------------------------------------------------------- the Batch API
