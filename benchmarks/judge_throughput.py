@@ -95,7 +95,7 @@ def run_batch_api(count: int, tmp: Path) -> dict:
         pending = list(collected.pending.values())
         batch_api.submit([p.line for p in pending], {p.key: ("bench", p.tag) for p in pending})
         finished = batch_api.wait(batch_api.open_submissions())
-        results = {key: line for item in finished for key, line in item.results.items()}
+        results = {key: line for item in finished for key, line in item.read.results.items()}
         imported, _ = _pass("import", config, count, results)
         seconds = time.perf_counter() - started
         http_requests = len(api.requests)

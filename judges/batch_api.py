@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.judges.batch_pass import ResultLine, ResultRead, read_result_lines
+from lmms_video_reasoning.judges.batch_pass import ResultRead, read_result_lines
 from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT, BatchLedger
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
@@ -68,10 +68,6 @@ class Finished:
     read: ResultRead  # its output and error files' lines
     errors: list[str]  # the batch's own errors (a failed batch: why)
 
-    @property
-    def results(self) -> dict[str, ResultLine]:
-        return self.read.results
-
 
 class BatchApi:
     """The Batch API of one judge configuration (its endpoint, key and model)."""
@@ -84,8 +80,6 @@ class BatchApi:
                              timeout=min(config.timeout, 600.0), max_retries=6)
         self.poll_seconds = POLL_SECONDS.read()
         self.max_requests = MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
-
-    # ------------------------------------------------------------------ submit
 
     def submit(self, lines: Sequence[dict], meta: dict[str, tuple[str, str]]) -> list[str]:
         """Upload and submit ``lines`` in files within the API's limits; returns the submission ids."""
@@ -106,8 +100,6 @@ class BatchApi:
                            endpoint="/v1/chat/completions", completion_window=COMPLETION_WINDOW,
                            metadata={METADATA_KEY: submission})
         self.ledger.update_submission(submission, batch_id=batch.id, state="submitted", status=batch.status)
-
-    # ------------------------------------------------------------------ re-attach
 
     def reattach(self) -> dict[str, int]:
         """Bring every unfinished submission of an earlier (killed) run to `submitted`: dropped (never
@@ -136,8 +128,6 @@ class BatchApi:
             if batch.created_at < since:
                 break  # listed newest first: older batches cannot be this submission's
         return None
-
-    # ------------------------------------------------------------------ wait and download
 
     def open_submissions(self) -> list[dict]:
         return self.ledger.submissions(self.config.model, "submitted")
@@ -178,21 +168,20 @@ class BatchApi:
         return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
 
     def close(self, item: Finished, consumed: set[str]) -> int:
-        """Requests of a finished batch that got no result are due again (counted as a failed attempt,
-        up to the judge's max_attempts); the submission is done. Returns how many had no result."""
+        """The submission done; its requests without a result due again (a failed attempt). Returns how many."""
         leftover = 0
         for key in self.ledger.keys_of(item.submission):
             entry = self.ledger.entry(key)
             if entry is None or entry.state != IN_FLIGHT:
                 continue
-            if key in item.results and key not in consumed:
+            if key in item.read.results and key not in consumed:
                 self.ledger.mark(key, self.config.model, EXPORTED)  # answered, but not asked by this scoring: stale, not an error
                 continue
             leftover += 1
             used_up = entry.errors + 1 >= self.config.max_attempts
             reason = f"no result in batch {item.batch_id} ({item.status})"
             self.ledger.mark(key, self.config.model, FAILED if used_up else ERRORED, reason=reason, add_error=True)
-        summary = {"status": item.status, "results": len(item.results), "without_result": leftover, "errors": item.errors}
+        summary = {"status": item.status, "results": len(item.read.results), "without_result": leftover, "errors": item.errors}
         self.ledger.update_submission(item.submission, state="done", status=item.status, summary=json.dumps(summary))
         return leftover
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
@@ -28,8 +27,7 @@ _SCHEMA = (
 )
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(NamedTuple):
     state: str
     errors: int
     reason: str | None
@@ -75,8 +73,7 @@ class BatchLedger:
 
     def mark_many(self, keys: Sequence[str], model: str, state: str, meta: dict[str, tuple[str, str]] | None = None,
                   submission: str | None = None, submitted: tuple | None = None) -> None:
-        """One transaction for many keys (`meta`: key -> (benchmark, tag)), with their submission's row
-        (`submitted`: its values) when they go into one."""
+        """One transaction for many keys (`meta`: key -> (benchmark, tag)), and their submission's row (`submitted`)."""
         with self._transaction() as db:
             if submitted is not None:
                 db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) "
@@ -104,11 +101,10 @@ class BatchLedger:
         rows = self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = COALESCE(?, state) LIMIT 1", (model, state))
         return bool(rows)
 
-    # -- Batch API submissions (batch_api.py)
-
     def submissions(self, model: str, state: str) -> list[dict]:
         names = ("submission", "input_file_id", "batch_id", "requests", "created")
-        rows = self.cache.execute(f"SELECT {', '.join(names)} FROM api_batches WHERE model = ? AND state = ? ORDER BY created", (model, state))
+        rows = self.cache.execute(f"SELECT {', '.join(names)} FROM api_batches WHERE model = ? AND state = ? ORDER BY created",
+                                  (model, state))
         return [dict(zip(names, row)) for row in rows]
 
     def add_submission(self, submission: str, model: str, endpoint: str, keys: Sequence[str], meta: dict) -> None:
@@ -151,8 +147,7 @@ class BatchBoundJudge(Judge):
 
 
 def existing_ledger(path: Path | str | None) -> "BatchLedger | None":
-    """The ledger of the judge cache at ``path`` when it has one (nothing is created), else None (also
-    for a cache that cannot be read: its judge reports the errors)."""
+    """The ledger of the judge cache at ``path`` if it has one (nothing is created; unreadable: None)."""
     if path is None or not Path(path).is_file():
         return None
     try:

@@ -13,6 +13,7 @@ request with no servable reply is
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -22,7 +23,8 @@ from typing import Any, Iterable, Sequence
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
 from lmms_video_reasoning.judges.batch_ledger import ANSWERED, ERRORED, FAILED, IN_FLIGHT, REJECTED, BatchLedger
-from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model
+from lmms_video_reasoning.judges.config import (DEFAULT_MAX_REPLY_BYTES, JudgeConfig, JudgeConfigError, _number, _prices,
+                                                cache_path_from_env, default_model)
 from lmms_video_reasoning.judges.engine import Judge, reply_value, request_keys, same_model, validate_request
 from lmms_video_reasoning.judges.transport import AttemptFailed, parse_completion, reply_too_large, request_body
 from lmms_video_reasoning.utils.core.ask import Request, Result
@@ -42,7 +44,6 @@ def request_line(key: str, model: str, request: Request) -> dict:
 
 
 def write_lines(path: Path, lines: Sequence[dict]) -> None:
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
@@ -75,9 +76,8 @@ class ResultLine:
 
 @dataclass
 class ResultRead:
-    """Batch result lines as read, then what an import did with each (`unaccounted()`: 0): `results`
-    (one line per custom_id) and the lines not in it; duplicates (the same reply again, or an error line
-    beside its reply) are imported once, conflicts not at all."""
+    """Batch result lines as read (`results`: one line per custom_id; duplicates imported once, conflicts
+    not at all), then what an import did with each (`unaccounted()`: 0)."""
 
     results: dict[str, ResultLine] = field(default_factory=dict)
     lines: int = 0
@@ -266,9 +266,6 @@ def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) ->
     """The configured judge's configuration, or (no key here, e.g. a GPU node) the model the
     environment names for ``benchmark`` with the cache of LMMS_VR_JUDGE_CACHE."""
     if config is None:
-        from lmms_video_reasoning.judges.config import DEFAULT_MAX_REPLY_BYTES, _number, _prices
-        import os
-
         config = JudgeConfig(model=default_model(benchmark), benchmark=benchmark, cache_path=cache_path_from_env(),
                              model_env="(batch)", prices=_prices(os.environ),
                              max_reply_bytes=_number(os.environ, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024))
@@ -343,8 +340,7 @@ class PassJudge(Judge):
         return PENDING_RESULT
 
     def _attempt(self, request: Request, key: str, attempt: int, attempts: int, claim: bool = True):
-        """One attempt's key as the pass's mode and the ledger say: a Result, or (why, raw reply) when its
-        reply did not parse (the re-ask is next)."""
+        """One attempt's key: a Result, or (why, raw reply) when its reply did not parse (the re-ask is next)."""
         entry = self.ledger.entry(key) if self.ledger is not None else None
         if entry is not None and entry.state == REJECTED:
             return entry.reason, None

@@ -16,14 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Sequence
 
-from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
 from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, percentile_interval, resampled_metrics
-from lmms_video_reasoning.utils.results.run_folders import Gathered
-from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 WEIGHTS = "quadratic"
 
@@ -157,19 +154,6 @@ class Side:
 
 
 @dataclass
-class TaskPair:
-    """One task of one run, judged by both judges."""
-
-    run: str
-    task: str
-    benchmark: str
-    records: list[dict]
-    settings: Any
-    reference: list[Judged]
-    candidate: list[Judged]
-
-
-@dataclass
 class CallPairs:
     """Every verdict pair of one call type: {unit: [(reference label, candidate label)]}."""
 
@@ -178,8 +162,6 @@ class CallPairs:
     scale: tuple | None
     units: dict[tuple, list[tuple]] = field(default_factory=lambda: defaultdict(list))
 
-    def pairs(self) -> list[tuple]:
-        return [pair for unit in self.units.values() for pair in unit]
 
 
 @dataclass
@@ -188,16 +170,6 @@ class Setup:
 
     reference: dict[str, Side]
     candidate: dict[str, Side]
-
-
-def read_pair(run: str, item: Gathered, setup: Setup) -> TaskPair:
-    """Both judges' per-sample outcomes of one task of one run, from their caches."""
-    spec = task_spec(item.task)
-    bench = registry.get(spec.benchmark).scoring
-    settings = bench.settings(item.records)
-    reference, candidate = (judge_each(bench, item.records, settings, sides[spec.benchmark].reader(bench))
-                            for sides in (setup.reference, setup.candidate))
-    return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, reference, candidate)
 
 
 def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tuple[str, str, Any, Any]], Counter]:
@@ -225,14 +197,10 @@ def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tup
     return pairs, unpaired
 
 
-def kappa_of(pairs: Sequence[tuple], scale: tuple | None) -> float:
-    return weighted_kappa(pairs, WEIGHTS) if scale is not None else cohen_kappa(pairs)
-
-
 def call_summary(call: CallPairs, n: int, seed: int) -> dict:
-    pairs = call.pairs()
+    pairs = [pair for unit in call.units.values() for pair in unit]
     units = list(call.units.values())
-    kappa = kappa_of(pairs, call.scale)
+    kappa = (lambda p: weighted_kappa(p, WEIGHTS)) if call.scale is not None else cohen_kappa
     reference_labels, candidate_labels = Counter(map(_label, (a for a, _ in pairs))), Counter(map(_label, (b for _, b in pairs)))
     return {
         "benchmark": call.benchmark, "call": call.call, "kind": "ratings" if call.scale is not None else "categories",
@@ -240,8 +208,8 @@ def call_summary(call: CallPairs, n: int, seed: int) -> dict:
         "pairs": len(pairs), "units": len(units),
         "agreement": agreement_rate(pairs),
         "agreement_ci": bootstrap_interval(units, agreement_rate, n, seed),
-        "kappa": kappa,
-        "kappa_ci": bootstrap_interval(units, lambda p: kappa_of(p, call.scale), n, seed),
+        "kappa": kappa(pairs),
+        "kappa_ci": bootstrap_interval(units, kappa, n, seed),
         "labels": {label: [reference_labels.get(label, 0), candidate_labels.get(label, 0)]
                    for label in sorted(set(reference_labels) | set(candidate_labels))},
     }
@@ -261,21 +229,22 @@ def snapshots(judged: Sequence[Judged]) -> dict[str, int]:
     return dict(counted.most_common())
 
 
-def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], Sampled | None, Sampled | None]:
+def metric_differences(benchmark: str, records: Sequence[dict], settings: Any, judged_reference: Sequence[Judged],
+                       judged_candidate: Sequence[Judged], n: int, seed: int) -> tuple[list[dict], Sampled | None, Sampled | None]:
     """Each headline metric under both judges and the paired difference, on the samples both judged completely."""
-    both = [i for i, (r, c) in enumerate(zip(pair.reference, pair.candidate)) if r.complete and c.complete]
+    both = [i for i, (r, c) in enumerate(zip(judged_reference, judged_candidate)) if r.complete and c.complete]
     if not both:
         return [], None, None
-    records = [pair.records[i] for i in both]
-    reference = Sampled(pair.benchmark, records, [pair.reference[i].outcome for i in both], pair.settings)
-    candidate = Sampled(pair.benchmark, records, [pair.candidate[i].outcome for i in both], pair.settings)
-    headline = headline_metrics(pair.benchmark)
+    records = [records[i] for i in both]
+    reference = Sampled(benchmark, records, [judged_reference[i].outcome for i in both], settings)
+    candidate = Sampled(benchmark, records, [judged_candidate[i].outcome for i in both], settings)
+    headline = headline_metrics(benchmark)
     values_reference, values_candidate = reference.metrics(), candidate.metrics()
     rows = []
     for difference in paired_difference(reference, candidate, n, seed):
         if difference.metric not in headline or all(_undefined(values.get(difference.metric)) for values in (values_reference, values_candidate)):
             continue  # not a metric of this task
-        rows.append({"run": pair.run, "task": pair.task, "benchmark": pair.benchmark, "metric": difference.metric,
+        rows.append({"benchmark": benchmark, "metric": difference.metric,
                      "reference": values_reference.get(difference.metric), "candidate": values_candidate.get(difference.metric),
                      "difference": difference.difference, "ci": difference.interval, "samples": len(records),
                      "units": difference.common})

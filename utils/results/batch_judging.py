@@ -253,8 +253,7 @@ def print_counts(read: ResultRead, where: str) -> None:
 
 
 def api_judging(gathered: Sequence[Any]) -> None:
-    """Judge every request through the OpenAI Batch API, round after round, resuming what an
-    earlier run submitted. Scoring from the cache follows (the caller)."""
+    """Judge every request through the OpenAI Batch API, round after round, resuming what an earlier run submitted."""
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.judges.batch_api import BatchApi
 
@@ -305,11 +304,11 @@ def _finish(gathered: Sequence[Any], apis: dict) -> bool:
     print_counts(imported.counts, f"the results of {len(finished)} batches")
     for api, item in finished:
         leftover = api.close(item, imported.consumed)
-        answered = sum(line.ok for line in item.results.values())
+        answered = sum(line.ok for line in item.read.results.values())
         extra = f", {leftover} without a result (due again)" if leftover else ""
         errors = f", batch errors: {'; '.join(item.errors)}" if item.errors else ""
         print(f"  {item.batch_id}: {item.status}, {answered} of {item.requests} requests answered, "
-              f"{len(item.results) - answered} error lines{extra}{errors}")
+              f"{len(item.read.results) - answered} error lines{extra}{errors}")
     return True
 
 

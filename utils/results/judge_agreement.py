@@ -20,12 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeConfigError, engine
+from lmms_video_reasoning.judges import config as judge_config
 from lmms_video_reasoning.judges.limits import CallBudget
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.agreement_pairs import (Asked, CallPairs, Setup, Side, call_summary, judge_each,
-                                                                metric_differences, pair_verdicts, ranking_agreement, read_pair,
-                                                                snapshots)
+                                                                metric_differences, pair_verdicts, ranking_agreement, snapshots)
 from lmms_video_reasoning.utils.results.batch_judging import usd
 from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
@@ -79,27 +80,29 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
             item = replace(item, records=[r for r in item.records if (item.task, str(r["sample_id"])) in only])
             if not item.records:
                 continue
-        pair = read_pair(run, item, setup)
-        bench = registry.get(pair.benchmark).scoring
+        benchmark = task_spec(item.task).benchmark
+        bench = registry.get(benchmark).scoring
+        settings = bench.settings(item.records)
+        reference, candidate = (judge_each(bench, item.records, settings, sides[benchmark].reader(bench))
+                                for sides in (setup.reference, setup.candidate))
         unpaired: Counter = Counter()
-        for record, reference, candidate in zip(pair.records, pair.reference, pair.candidate):
-            verdicts, missed = pair_verdicts(bench, reference, candidate)
+        for record, r, c in zip(item.records, reference, candidate):
+            verdicts, missed = pair_verdicts(bench, r, c)
             unpaired.update(missed)
-            unit = (pair.task, bench.unit(record))
+            unit = (item.task, bench.unit(record))
             for call, _item, a, b in verdicts:
-                entry = calls.setdefault((pair.benchmark, call), CallPairs(pair.benchmark, call, bench.rating_scale(call)))
+                entry = calls.setdefault((benchmark, call), CallPairs(benchmark, call, bench.rating_scale(call)))
                 entry.units[unit].append((a, b))
-        judged_by[pair.benchmark][0].extend(pair.reference)
-        judged_by[pair.benchmark][1].extend(pair.candidate)
-        rows, reference_sampled, candidate_sampled = metric_differences(pair, n, seed)
-        metrics += rows
+        judged_by[benchmark][0].extend(reference)
+        judged_by[benchmark][1].extend(candidate)
+        rows, reference_sampled, candidate_sampled = metric_differences(benchmark, item.records, settings, reference, candidate, n, seed)
+        metrics += [{"run": run, "task": item.task, **row} for row in rows]
         if reference_sampled is not None:
-            sampled[(run, pair.task)] = (reference_sampled, candidate_sampled)
-        complete = sum(r.complete and c.complete for r, c in zip(pair.reference, pair.candidate))
-        coverage.append({"run": run, "task": pair.task, "benchmark": pair.benchmark, "samples": len(pair.records),
-                         "compared": complete,
-                         "reference_incomplete": sum(not r.complete for r in pair.reference),
-                         "candidate_incomplete": sum(not c.complete for c in pair.candidate),
+            sampled[(run, item.task)] = (reference_sampled, candidate_sampled)
+        coverage.append({"run": run, "task": item.task, "benchmark": benchmark, "samples": len(item.records),
+                         "compared": sum(r.complete and c.complete for r, c in zip(reference, candidate)),
+                         "reference_incomplete": sum(not r.complete for r in reference),
+                         "candidate_incomplete": sum(not c.complete for c in candidate),
                          "unpaired_requests": dict(unpaired.most_common())})
     judges = {benchmark: {name: {"model": sides[benchmark].model, "cache": str(sides[benchmark].cache), "snapshots": snapshots(judged)}
                           for name, sides, judged in (("reference", setup.reference, both[0]), ("candidate", setup.candidate, both[1]))}
@@ -201,9 +204,6 @@ def agreement_section(path: Path, out: Path, index: int = 1):
 
 
 def main(args) -> int:
-    from lmms_video_reasoning.judges import JudgeConfigError
-    from lmms_video_reasoning.judges import config as judge_config
-
     found = gather_runs(args.runs, args.task)
     benchmarks = sorted({task_spec(g.task).benchmark for _, g in found})
     shared = Path(args.cache).expanduser() if args.cache else judge_config.cache_path_from_env()
@@ -215,12 +215,8 @@ def main(args) -> int:
     for b in benchmarks:
         if setup.reference[b].model == setup.candidate[b].model and setup.reference[b].cache == setup.candidate[b].cache:
             raise DataError(f"{b}: the reference and the candidate are the same judge ({setup.reference[b].model}); give --candidate")
-    calibration, only = None, None
     try:
-        if args.calibrate is not None:
-            if args.calibrate < 1:
-                raise DataError("--calibrate N needs N >= 1 samples")
-            only, calibration = calibrate(found, setup, args.calibrate, args)
+        only, calibration = calibrate(found, setup, args) if args.calibrate is not None else (None, None)
         document = compare(found, setup, args.bootstrap, args.seed, only)
     except JudgeConfigError as error:
         raise DataError(f"the reference judge cannot run: {error}") from None
@@ -301,9 +297,6 @@ class SpendingLimit(CallBudget):
 def reference_config(benchmark: str, model: str | None, cache: Path | None, base_url: str | None, key_env: str | None):
     """The reference judge: the benchmark's own configuration without LMMS_VR_JUDGE_* (usually the
     candidate), or `--reference-base-url`."""
-    from lmms_video_reasoning.judges import JudgeConfig
-    from lmms_video_reasoning.judges import config as judge_config
-
     env = {name: value for name, value in os.environ.items()
            if name not in (judge_config.OVERRIDE_BASE_URL, judge_config.OVERRIDE_API_KEY, judge_config.OVERRIDE_MODEL)}
     if base_url:
@@ -320,11 +313,11 @@ def reference_config(benchmark: str, model: str | None, cache: Path | None, base
     return replace(config, cache_path=cache) if cache is not None else config
 
 
-def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) -> tuple[set, dict]:
-    """Judge a stratified subset of `size` samples with the reference judge; returns the chosen
+def calibrate(found: list[tuple[str, Gathered]], setup: Setup, args) -> tuple[set, dict]:
+    """Judge a stratified subset of `--calibrate N` samples with the reference judge; returns the chosen
     (task, sample id) keys and what the calibration did (plan, budget, spend)."""
-    from lmms_video_reasoning.judges import Judge
-    from lmms_video_reasoning.judges import engine
+    if args.calibrate < 1:
+        raise DataError("--calibrate N needs N >= 1 samples")
     from lmms_video_reasoning.judges.tokens import tokenizer_for
 
     # what the candidate asked per sample: the plan (and only samples it judged completely are worth asking)
@@ -349,7 +342,7 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, size: int, args) 
         raise DataError("--calibrate: the candidate judge has no complete verdicts for these runs in its cache "
                         f"({', '.join(sorted({f'{b}: {s.model}' for b, s in setup.candidate.items()}))}); judge them with it first "
                         "(`lmms-vr score` with the candidate configured)")
-    chosen = stratified_subset(strata, size, args.seed)
+    chosen = stratified_subset(strata, args.calibrate, args.seed)
     planned = [a for sample in chosen for a in candidate_asks[sample]]
     configs = {b: reference_config(b, setup.reference[b].model, setup.reference[b].cache, args.reference_base_url, args.reference_key_env)
                for b in sorted({task_spec(task).benchmark for task, _ in chosen})}
