@@ -61,9 +61,9 @@ def _judge_item(index: int, ask):
 
 def _pass(mode: str, config: JudgeConfig, count: int, results=None):
     """One pass of the N calls with a judge that does not send (`judges.batch_pass.JudgePass`)."""
-    from lmms_video_reasoning.judges.batch_pass import JudgePass
+    from lmms_video_reasoning.judges.batch_pass import JudgePass, ResultRead
 
-    judge_pass = JudgePass(mode, results=results)
+    judge_pass = JudgePass(mode, ResultRead(results) if results else None)
     judge_pass.task = "bench"
     judge = judge_pass.judge_for("bench", config)
     judge.map(_judge_item, range(count), desc=mode)
@@ -95,7 +95,7 @@ def run_batch_api(count: int, tmp: Path) -> dict:
         pending = list(collected.pending.values())
         batch_api.submit([p.line for p in pending], {p.key: ("bench", p.tag) for p in pending})
         finished = batch_api.wait(batch_api.open_submissions())
-        results = {key: line for item in finished for key, line in item.results.items()}
+        results = {key: line for item in finished for key, line in item.read.results.items()}
         imported, _ = _pass("import", config, count, results)
         seconds = time.perf_counter() - started
         http_requests = len(api.requests)
@@ -109,7 +109,7 @@ def run_offline(count: int, tmp: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from batch_runner import answer_file
 
-    from lmms_video_reasoning.judges.batch_files import read_result_lines, write_lines
+    from lmms_video_reasoning.judges.batch_pass import read_result_lines, write_lines
     from lmms_video_reasoning.judges.batch_ledger import EXPORTED
     from lmms_video_reasoning.judges.local_server import echo_responder
 

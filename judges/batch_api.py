@@ -1,32 +1,23 @@
 """Judging through the OpenAI Batch API (half the synchronous price), resumable after a kill.
 
-Every step is recorded in the judge cache (`BatchLedger`, table `api_batches`) before the next one
-starts, so a rerun re-attaches to what an earlier run submitted and never submits a request twice:
-1. the submission row and its requests (`in_flight`) are recorded;
-2. the input file is uploaded (`uploaded`); a run killed during the upload left no batch behind:
-   its submission is dropped and its requests are due again;
-3. the batch is created with the submission id in its metadata (`submitted`); a run killed before
-   the batch id was recorded finds it by that metadata (or its input file) in the batch list;
-4. it is polled until it ends, with a progress bar;
-5. its output and error files are imported with the synchronous rules (`JudgePass` ``import``);
-   requests without a result are due again in the next round, up to the judge's `max_attempts`.
+Each step is recorded in the ledger (`api_batches`) before the next starts: the submission and its
+requests in flight, the upload, the batch (its submission id in the metadata, so a run killed
+before recording the batch id finds it), its end, its results imported (`JudgePass` ``import``).
+A rerun re-attaches to what an earlier run submitted and never submits a request twice.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.judges.batch_files import ResultLine, ResultRead, read_result_lines, split_bytes, split_lines
-from lmms_video_reasoning.judges.batch_ledger import BatchLedger
+from lmms_video_reasoning.judges.batch_pass import ResultRead, read_result_lines
+from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT, BatchLedger
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
-
-log = logging.getLogger("lmms_video_reasoning.judges")
 
 MAX_REQUESTS_PER_FILE = 50_000  # the Batch API's limits per input file
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -40,6 +31,32 @@ MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUEST
                                 maximum=MAX_REQUESTS_PER_FILE)
 
 
+def split_bytes(data: bytes) -> list[bytes]:
+    """A downloaded file's lines, split as reading the file splits them (on b"\\n" only)."""
+    lines = data.split(b"\n")
+    return lines[:-1] if lines and lines[-1] == b"" else lines
+
+
+def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> list[list[bytes]]:
+    """Batch input lines (encoded) in files within the API's limits (requests and bytes per file)."""
+    files: list[list[bytes]] = []
+    current: list[bytes] = []
+    size = 0
+    for line in lines:
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+        if len(data) > max_bytes:
+            raise JudgeConfigError(f"one judge request ({line['custom_id'][:12]}...) is {len(data)} bytes, over the batch "
+                                   f"file limit of {max_bytes} bytes")
+        if current and (len(current) >= max_requests or size + len(data) > max_bytes):
+            files.append(current)
+            current, size = [], 0
+        current.append(data)
+        size += len(data)
+    if current:
+        files.append(current)
+    return files
+
+
 @dataclass
 class Finished:
     """A submission that ended at the API."""
@@ -51,23 +68,18 @@ class Finished:
     read: ResultRead  # its output and error files' lines
     errors: list[str]  # the batch's own errors (a failed batch: why)
 
-    @property
-    def results(self) -> dict[str, ResultLine]:
-        return self.read.results
-
 
 class BatchApi:
     """The Batch API of one judge configuration (its endpoint, key and model)."""
 
-    def __init__(self, config: JudgeConfig, ledger: BatchLedger, max_requests: int = MAX_REQUESTS_PER_FILE) -> None:
+    def __init__(self, config: JudgeConfig, ledger: BatchLedger) -> None:
         from openai import OpenAI
 
-        self.config, self.ledger, self.max_requests = config, ledger, max_requests
+        self.config, self.ledger = config, ledger
         self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
                              timeout=min(config.timeout, 600.0), max_retries=6)
         self.poll_seconds = POLL_SECONDS.read()
-
-    # ------------------------------------------------------------------ submit
+        self.max_requests = MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
     def submit(self, lines: Sequence[dict], meta: dict[str, tuple[str, str]]) -> list[str]:
         """Upload and submit ``lines`` in files within the API's limits; returns the submission ids."""
@@ -89,16 +101,14 @@ class BatchApi:
                            metadata={METADATA_KEY: submission})
         self.ledger.update_submission(submission, batch_id=batch.id, state="submitted", status=batch.status)
 
-    # ------------------------------------------------------------------ re-attach
-
     def reattach(self) -> dict[str, int]:
         """Bring every unfinished submission of an earlier (killed) run to `submitted`: dropped (never
         reached the API), found (created, id recovered) or created."""
         done = {"dropped": 0, "found": 0, "created": 0}
-        for row in self.ledger.submissions(self.config.model, ["uploading"]):
+        for row in self.ledger.submissions(self.config.model, "uploading"):
             self.ledger.drop_submission(row["submission"])
             done["dropped"] += 1
-        for row in self.ledger.submissions(self.config.model, ["uploaded"]):
+        for row in self.ledger.submissions(self.config.model, "uploaded"):
             batch = self._find(row)
             if batch is not None:
                 self.ledger.update_submission(row["submission"], batch_id=batch.id, state="submitted", status=batch.status)
@@ -119,10 +129,8 @@ class BatchApi:
                 break  # listed newest first: older batches cannot be this submission's
         return None
 
-    # ------------------------------------------------------------------ wait and download
-
     def open_submissions(self) -> list[dict]:
-        return self.ledger.submissions(self.config.model, ["submitted"])
+        return self.ledger.submissions(self.config.model, "submitted")
 
     def wait(self, rows: Sequence[dict]) -> list[Finished]:
         """Poll the submissions until each has ended (progress bar), then download their files."""
@@ -158,6 +166,24 @@ class BatchApi:
             read_result_lines(split_bytes(data), f"batch {batch.id} {name[:-8]} file", into=read)
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
         return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
+
+    def close(self, item: Finished, consumed: set[str]) -> int:
+        """The submission done; its requests without a result due again (a failed attempt). Returns how many."""
+        leftover = 0
+        for key in self.ledger.keys_of(item.submission):
+            entry = self.ledger.entry(key)
+            if entry is None or entry.state != IN_FLIGHT:
+                continue
+            if key in item.read.results and key not in consumed:
+                self.ledger.mark(key, self.config.model, EXPORTED)  # answered, but not asked by this scoring: stale, not an error
+                continue
+            leftover += 1
+            used_up = entry.errors + 1 >= self.config.max_attempts
+            reason = f"no result in batch {item.batch_id} ({item.status})"
+            self.ledger.mark(key, self.config.model, FAILED if used_up else ERRORED, reason=reason, add_error=True)
+        summary = {"status": item.status, "results": len(item.read.results), "without_result": leftover, "errors": item.errors}
+        self.ledger.update_submission(item.submission, state="done", status=item.status, summary=json.dumps(summary))
+        return leftover
 
     def _call(self, what: str, method, *args, **kwargs):
         import openai

@@ -1,19 +1,13 @@
-"""The state of offline batch judging, in the judge cache's database, and the judge that respects it.
-
-`BatchLedger` keeps, in tables of its own, which requests were exported or submitted, answered,
-rejected (the next attempt is due), failed in a batch (retried up to the judge's `max_attempts`),
-and the Batch API submissions (`batch_api.py`). `BatchBoundJudge` is the configured judge once its
-cache holds such a flow: it never re-sends on its own what the flow judged or holds.
-"""
+"""The state of batch judging in the judge cache's database (`BatchLedger`: each exported request,
+each Batch API submission), and the configured judge that respects it (`BatchBoundJudge`)."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
@@ -33,11 +27,9 @@ _SCHEMA = (
 )
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(NamedTuple):
     state: str
     errors: int
-    submission: str | None
     reason: str | None
 
 
@@ -65,7 +57,7 @@ class BatchLedger:
                 raise
 
     def entry(self, key: str) -> LedgerEntry | None:
-        rows = self.cache.execute("SELECT state, errors, submission, reason FROM batch_requests WHERE key = ?", (key,))
+        rows = self.cache.execute("SELECT state, errors, reason FROM batch_requests WHERE key = ?", (key,))
         return LedgerEntry(*rows[0]) if rows else None
 
     def mark(self, key: str, model: str, state: str, *, benchmark: str = "", tag: str = "", reason: str | None = None,
@@ -79,26 +71,23 @@ class BatchLedger:
             (key, model, benchmark, tag, state, int(add_error), submission, reason, time.time(), int(add_error)),
         )
 
-    def mark_many(self, keys: Sequence[str], model: str, state: str, submission: str | None = None,
-                  meta: dict[str, tuple[str, str]] | None = None) -> None:
-        """One transaction for many keys (`meta`: key -> (benchmark, tag))."""
-        with self._transaction():
-            self._mark_all(keys, model, state, submission, meta or {})
-
-    def _mark_all(self, keys: Sequence[str], model: str, state: str, submission: str | None, meta: dict) -> None:
-        for key in keys:
-            benchmark, tag = meta.get(key, ("", ""))
-            self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
+    def mark_many(self, keys: Sequence[str], model: str, state: str, meta: dict[str, tuple[str, str]] | None = None,
+                  submission: str | None = None, submitted: tuple | None = None) -> None:
+        """One transaction for many keys (`meta`: key -> (benchmark, tag)), and their submission's row (`submitted`)."""
+        with self._transaction() as db:
+            if submitted is not None:
+                db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)", submitted)
+            for key in keys:
+                benchmark, tag = (meta or {}).get(key, ("", ""))
+                self.mark(key, model, state, benchmark=benchmark, tag=tag, submission=submission)
 
     def keys_of(self, submission: str) -> list[str]:
         return [row[0] for row in self.cache.execute("SELECT key FROM batch_requests WHERE submission = ?", (submission,))]
 
     def held(self, keys: Sequence[str]) -> str | None:
-        """What the batch flow says of a request (its attempts' keys, as `request_keys` gives them)
-        that has no cached verdict: None (none of them was ever exported: not the batch's),
-        FAILED (its attempts used up in the batches, or each of its replies rejected: what an
-        export would now count as failed), else EXPORTED (due: exported or in flight, due again
-        after a failed line, or its re-ask not answered yet)."""
+        """What the batch flow says of an uncached request (its attempts' `request_keys`): None (never
+        exported), FAILED (attempts used up, or every reply rejected), else EXPORTED (due)."""
         marks = ",".join("?" * len(keys))
         states = dict(self.cache.execute(f"SELECT key, state FROM batch_requests WHERE key IN ({marks})", tuple(keys)))
         if not states:
@@ -107,26 +96,21 @@ class BatchLedger:
             return FAILED
         return EXPORTED
 
-    def has_answers(self, model: str) -> bool:
-        return bool(self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = ? LIMIT 1", (model, ANSWERED)))
+    def has(self, model: str, state: str | None = None) -> bool:
+        """Whether it holds a request of ``model`` (in ``state``)."""
+        rows = self.cache.execute("SELECT 1 FROM batch_requests WHERE model = ? AND state = COALESCE(?, state) LIMIT 1", (model, state))
+        return bool(rows)
 
-    # -- Batch API submissions (batch_api.py)
-
-    def submissions(self, model: str, states: Sequence[str]) -> list[dict]:
-        marks = ",".join("?" * len(states))
-        rows = self.cache.execute(f"SELECT submission, model, endpoint, state, input_file_id, batch_id, requests, status, summary, "
-                          f"created FROM api_batches WHERE model = ? AND state IN ({marks}) ORDER BY created",
-                          (model, *states))
-        names = ("submission", "model", "endpoint", "state", "input_file_id", "batch_id", "requests", "status", "summary", "created")
+    def submissions(self, model: str, state: str) -> list[dict]:
+        names = ("submission", "input_file_id", "batch_id", "requests", "created")
+        rows = self.cache.execute(f"SELECT {', '.join(names)} FROM api_batches WHERE model = ? AND state = ? ORDER BY created",
+                                  (model, state))
         return [dict(zip(names, row)) for row in rows]
 
     def add_submission(self, submission: str, model: str, endpoint: str, keys: Sequence[str], meta: dict) -> None:
         """The submission row and its keys in flight, in one transaction (before anything is uploaded)."""
-        with self._transaction() as db:
-            now = time.time()
-            db.execute("INSERT INTO api_batches (submission, model, endpoint, state, requests, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (submission, model, endpoint, "uploading", len(keys), now, now))
-            self._mark_all(keys, model, IN_FLIGHT, submission, meta)
+        now = time.time()
+        self.mark_many(keys, model, IN_FLIGHT, meta, submission, (submission, model, endpoint, "uploading", len(keys), now, now))
 
     def update_submission(self, submission: str, **values: Any) -> None:
         names = ", ".join(f"{name} = ?" for name in values)
@@ -146,10 +130,8 @@ HELD_DUE = ("not sent: the offline batch flow exported it and has no answer for 
 
 
 class BatchBoundJudge(Judge):
-    """The configured judge when its cache holds an offline batch flow of its model: cached verdicts
-    are served and a request the flow never exported is sent as usual; one the flow holds
-    (`BatchLedger.held`) is not computed (as a `CacheOnlyJudge` miss), counted as `batch_failed` or
-    `batch_due`. `lmms-vr score --judge-online` uses the plain configured judge."""
+    """The configured judge when its cache holds a batch flow of its model: a request the flow holds
+    (`BatchLedger.held`) is not computed, counted as `batch_failed` or `batch_due`; others as usual."""
 
     def __init__(self, config: JudgeConfig, budget, breaker, ledger: "BatchLedger") -> None:
         super().__init__(config, budget, breaker)
@@ -164,18 +146,22 @@ class BatchBoundJudge(Judge):
         raise NotComputed(HELD_FAILED if failed else HELD_DUE)
 
 
-def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
-    """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its
-    model, else None (also for a cache that cannot be read: the judge reports its errors)."""
-    if config.cache_path is None or not Path(config.cache_path).is_file():
+def existing_ledger(path: Path | str | None) -> "BatchLedger | None":
+    """The ledger of the judge cache at ``path`` if it has one (nothing is created; unreadable: None)."""
+    if path is None or not Path(path).is_file():
         return None
     try:
-        cache = ReplyCache(config.cache_path)
+        cache = ReplyCache(path)
         if not cache.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batch_requests'"):
             return None
-        if not cache.execute("SELECT 1 FROM batch_requests WHERE model = ? LIMIT 1", (config.model,)):
-            return None
-        ledger = BatchLedger(cache)
+        return BatchLedger(cache)
     except (sqlite3.Error, OSError, JudgeConfigError):
+        return None
+
+
+def batch_bound_judge(config: JudgeConfig) -> "BatchBoundJudge | None":
+    """The process's `BatchBoundJudge` for ``config`` when its judge cache holds batch requests of its model, else None."""
+    ledger = existing_ledger(config.cache_path)
+    if ledger is None or not ledger.has(config.model):
         return None
     return configured_judge(config, BatchBoundJudge, ledger)

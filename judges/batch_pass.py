@@ -1,36 +1,192 @@
-"""Judging without sending: the passes of the cost estimate and of batch judging.
+"""Judging without sending: the passes of the cost estimate and of batch judging, and the batch lines.
 
-`lmms-vr score` hands each benchmark's unchanged scoring a `PassJudge` (`JudgePass.judge_for`). It
-serves cached replies as the synchronous judge does; a request with no servable reply is
-- ``estimate``: counted (input tokens with the judge model's tokenizer, `tokens.py`; output tokens
-  of the protocol's `expected_reply`) and, when walking, answered with that expected reply so the
+Each benchmark's unchanged scoring gets a `PassJudge`, which serves cached replies as usual; a
+request with no servable reply is
+- ``estimate``: counted (`tokens.py`) and answered with the protocol's `expected_reply`, so the
   chain goes on to its later steps (nothing is cached);
 - ``collect``: recorded as a batch request line (its cache key as `custom_id`), answered ``PENDING``;
-- ``import``: answered from a batch results file with the synchronous rules: a reply that parses
-  is cached, one that does not is kept in `rejected` and the re-ask becomes the next pending request.
-``PENDING`` is a failed judgment for that pass (dependent steps are not asked); nothing of it is
-cached. What was exported, answered or failed is `batch_ledger`'s; the lines are `batch_files`'.
+- ``import``: answered from batch result lines with the synchronous rules (a reply that does not
+  parse is kept in `rejected`; its re-ask is the next pending request).
+``PENDING`` fails the judgment for that pass. Every result line is counted (`ResultRead`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Iterable, Sequence
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
-from lmms_video_reasoning.judges.batch_files import ResultLine, ResultRead, place_order, request_line
 from lmms_video_reasoning.judges.batch_ledger import ANSWERED, ERRORED, FAILED, IN_FLIGHT, REJECTED, BatchLedger
-from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model
+from lmms_video_reasoning.judges.config import (DEFAULT_MAX_REPLY_BYTES, JudgeConfig, JudgeConfigError, _number, _prices,
+                                                cache_path_from_env, default_model)
 from lmms_video_reasoning.judges.engine import Judge, reply_value, request_keys, same_model, validate_request
-from lmms_video_reasoning.judges.transport import AttemptFailed, parse_completion, reply_too_large
+from lmms_video_reasoning.judges.transport import AttemptFailed, parse_completion, reply_too_large, request_body
 from lmms_video_reasoning.utils.core.ask import Request, Result
+from lmms_video_reasoning.utils.core.files import atomic_target
 
 PENDING = "pending: judged later through a batch (no verdict yet)"
+PENDING_RESULT = Result(False, None, None, PENDING, False)
 ESTIMATED = "(estimate)"  # the answering model of an assumed reply
+CHAT_URL = "/v1/chat/completions"
+
+
+# ---------------------------------------------------------------------- batch lines
+
+
+def request_line(key: str, model: str, request: Request) -> dict:
+    return {"custom_id": key, "method": "POST", "url": CHAT_URL, "body": request_body(model, request)}
+
+
+def write_lines(path: Path, lines: Sequence[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class ResultLine:
+    """One line of a batch output or error file; `where` is its "file:line"."""
+
+    custom_id: str
+    status: int | None
+    body: Any
+    error: str | None
+    where: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status == 200 and isinstance(self.body, dict)
+
+    def reply(self) -> tuple[str, str] | None:
+        """What would be cached of it (the reply text and the answering model), None for an error line."""
+        if not self.ok:
+            return None
+        try:
+            reply = parse_completion(json.dumps(self.body).encode("utf-8"), "")
+        except AttemptFailed:
+            return ("(malformed)", json.dumps(self.body, sort_keys=True))
+        return (reply.raw, reply.answered_by)
+
+
+@dataclass
+class ResultRead:
+    """Batch result lines as read (`results`: one line per custom_id; duplicates imported once, conflicts
+    not at all), then what an import did with each (`unaccounted()`: 0)."""
+
+    results: dict[str, ResultLine] = field(default_factory=dict)
+    lines: int = 0
+    blank: int = 0
+    undecodable: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    conflicts: dict[str, list[str]] = field(default_factory=dict)  # custom_id -> the file:line of each of its lines
+    # the import (`JudgePass` "import")
+    cached: int = 0  # parsed, stored as servable replies
+    rejected: int = 0  # did not parse: kept apart, the re-ask is due
+    errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
+    failed: int = 0  # of those (and of the too large), requests whose batch attempts are used up (judged failed)
+    # refused lines by kind: "model" (answered by another model than the judge's), "foreign" (a custom_id not exported
+    # from this cache), "stale" (no longer asked for), "too_large" (over the judge's max_reply_bytes, as synchronous replies)
+    refusals: Counter = field(default_factory=Counter)
+    refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
+
+    @property
+    def conflict_lines(self) -> int:
+        return sum(len(wheres) for wheres in self.conflicts.values())
+
+    def add(self, line: ResultLine) -> None:
+        key = line.custom_id
+        if key in self.conflicts:
+            self.conflicts[key].append(line.where)
+            return
+        kept = self.results.get(key)
+        if kept is None:
+            self.results[key] = line
+            return
+        mine, theirs = line.reply(), kept.reply()
+        if mine is not None and theirs is not None and mine != theirs:
+            del self.results[key]
+            self.conflicts[key] = [kept.where, line.where]
+            return
+        if mine is not None and theirs is None:  # a reply after an error line (a retry's success): the reply counts
+            self.results[key] = line
+            self.duplicates.append(f"{kept.where}: {key[:16]}: an error line beside its reply at {line.where}")
+        else:
+            self.duplicates.append(f"{line.where}: {key[:16]}: {'the same reply' if mine is not None else 'an error line'} "
+                                   f"as at {kept.where}")
+
+    def refuse(self, kind: str, line: ResultLine, why: str) -> None:
+        self.refusals[kind] += 1
+        self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
+
+    def accepted(self) -> int:
+        return self.cached + self.rejected + self.errors
+
+    def unaccounted(self) -> int:
+        return self.lines - (self.accepted() + sum(self.refusals.values()) + self.blank + len(self.duplicates)
+                             + self.conflict_lines + len(self.undecodable) + len(self.unreadable))
+
+    def absorb(self, other: "ResultRead") -> None:
+        """Another file's read (not imported yet), under the same rules."""
+        self.lines += other.lines
+        self.blank += other.blank
+        self.undecodable += other.undecodable
+        self.unreadable += other.unreadable
+        self.duplicates += other.duplicates
+        for key, wheres in other.conflicts.items():
+            kept = self.results.pop(key, None)
+            self.conflicts[key] = self.conflicts.get(key, []) + ([kept.where] if kept else []) + wheres
+        for line in other.results.values():
+            self.add(line)
+
+
+def read_result_lines(lines: Iterable[bytes], where: str, into: ResultRead | None = None) -> ResultRead:
+    """Read batch output/error lines (decoded one by one) of the file ``where``."""
+    read = into if into is not None else ResultRead()
+    for number, data in enumerate(lines, 1):
+        read.lines += 1
+        place = f"{where}:{number}"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            read.undecodable.append(f"{place}: not UTF-8 (byte 0x{data[error.start]:02x} at column {error.start + 1})")
+            continue
+        if not text.strip():
+            read.blank += 1
+            continue
+        try:
+            row = json.loads(text)
+            custom_id = row["custom_id"]
+            if not isinstance(custom_id, str):
+                raise TypeError("custom_id is not a string")
+        except (ValueError, KeyError, TypeError) as error:
+            read.unreadable.append(f"{place}: not a batch result line ({type(error).__name__}: {str(error)[:80]})")
+            continue
+        response = row.get("response") if isinstance(row.get("response"), dict) else {}
+        error = row.get("error")
+        status = response.get("status_code")
+        message = None
+        if error:
+            message = f"batch error: {error.get('code') or ''} {error.get('message') or ''}".strip() if isinstance(error, dict) else f"batch error: {error}"
+        elif status != 200:
+            message = f"batch http {status}"
+        read.add(ResultLine(custom_id, status, response.get("body"), message, place))
+    return read
+
+
+def place_order(where: str) -> tuple[str, int]:
+    """A "file:line" place as (file, line number), for listing lines in file order."""
+    name, _, number = where.rpartition(":")
+    return (name, int(number)) if number.isdigit() else (where, 0)
+
+
+# ---------------------------------------------------------------------- what a pass found
 
 
 @dataclass
@@ -39,7 +195,7 @@ class TagEstimate:
     input_tokens: int = 0
     output_tokens: int = 0
     after_assumed: int = 0  # requests reached only by assuming an earlier step's expected reply
-    later_steps: int = 0  # possible dependent requests not counted (not walking)
+    later_steps: int = 0  # possible dependent requests not counted (no expected reply to assume)
     output_unknown: int = 0  # requests without an expected reply: max_tokens counted
     not_built: int = 0  # later requests of this step not counted: the item's code failed building them (`Unbuilt`)
 
@@ -65,47 +221,7 @@ class Pending:
     rounds_left: int
 
 
-@dataclass
-class ImportCounts:
-    """What an import did with every line of its results (`accounted()` of them add up to the lines read)."""
-
-    cached: int = 0  # parsed, stored as servable replies
-    rejected: int = 0  # did not parse: kept apart, the re-ask is due
-    errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
-    failed: int = 0  # of those (and of the too large), requests whose batch attempts are used up (judged failed)
-    refused_model: int = 0  # answered by another model than the judge's
-    refused_foreign: int = 0  # custom_id not exported from this cache
-    refused_stale: int = 0  # custom_id no longer asked for (already answered, or not part of this scoring)
-    refused_too_large: int = 0  # a reply over the judge's max_reply_bytes (LMMS_VR_JUDGE_MAX_REPLY_BYTES), as synchronous replies
-    refused: list[str] = field(default_factory=list)  # every refused line: "file:line: custom_id: why"
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    read: ResultRead = field(default_factory=ResultRead)  # the lines as read: blank, duplicates, conflicts... (`take`)
-
-    def take(self, read: ResultRead) -> None:
-        self.read.absorb(read)
-
-    def refuse(self, kind: str, line: "ResultLine", why: str) -> None:
-        setattr(self, kind, getattr(self, kind) + 1)
-        self.refused.append(f"{line.where}: {line.custom_id[:16]}: {why}")
-
-    def accepted(self) -> int:
-        return self.cached + self.rejected + self.errors
-
-    def accounted(self) -> int:
-        read = self.read
-        return (self.accepted() + self.refused_model + self.refused_foreign + self.refused_stale + self.refused_too_large
-                + read.blank + len(read.duplicates) + read.conflict_lines + len(read.undecodable) + len(read.unreadable))
-
-    def as_dict(self) -> dict:
-        read = self.read
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "read"}
-        out.update(lines=read.lines, blank=read.blank, duplicates=read.duplicates, conflict_lines=read.conflict_lines,
-                   conflicts=[f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()],
-                   undecodable=read.undecodable, unreadable=read.unreadable)
-        out["refused"] = sorted(self.refused, key=lambda line: place_order(line.split(": ", 1)[0]))
-        out["accepted"], out["unaccounted"] = self.accepted(), read.lines - self.accounted()
-        return out
+# ---------------------------------------------------------------------- the pass and its judge
 
 
 class _Ctx(threading.local):
@@ -114,20 +230,16 @@ class _Ctx(threading.local):
 
 
 class JudgePass:
-    """One pass of the benchmarks' judging with `PassJudge`s: estimates by task and tag, pending
-    requests, import counts."""
+    """One pass ("estimate", "collect" or "import" of `read`) of the benchmarks' judging with `PassJudge`s."""
 
-    def __init__(self, mode: str, results: dict[str, ResultLine] | None = None, walk: bool = False,
-                 endpoint: str = "(batch file)") -> None:
-        if mode not in ("estimate", "collect", "import"):
-            raise ValueError(f"unknown pass mode {mode!r}")
-        self.mode, self.walk, self.endpoint = mode, walk, endpoint
-        self.results = results or {}
+    def __init__(self, mode: str, read: ResultRead | None = None, endpoint: str = "(batch file)") -> None:
+        self.mode, self.endpoint = mode, endpoint
+        self.counts = read or ResultRead()
+        self.results = self.counts.results
         self.consumed: set[str] = set()
         self.task = ""  # set by the caller before each task's judging
         self.estimates: dict[str, dict[str, TagEstimate]] = defaultdict(lambda: defaultdict(TagEstimate))
         self.pending: dict[str, Pending] = {}
-        self.counts = ImportCounts()
         self.judges: dict[str, PassJudge] = {}
         self.served: dict[str, int] = defaultdict(int)  # task -> cache hits
         self.unbuilt: list[Unbuilt] = []  # estimate: items whose code failed, their later requests not counted
@@ -140,17 +252,20 @@ class JudgePass:
             judge = self.judges[benchmark] = PassJudge(self, pass_config(benchmark, config, need_cache=self.mode != "estimate"))
         return judge
 
-    def models(self) -> dict[str, str]:
-        return {benchmark: judge.config.model for benchmark, judge in self.judges.items()}
+    def refuse_unasked(self) -> None:
+        """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
+        ledgers = [judge.ledger for judge in self.judges.values() if judge.ledger is not None]
+        for key in sorted(self.results.keys() - self.consumed, key=lambda k: place_order(self.results[k].where)):
+            if any(ledger.entry(key) is not None for ledger in ledgers):
+                self.counts.refuse("stale", self.results[key], "stale: already answered, or not asked by this scoring")
+            else:
+                self.counts.refuse("foreign", self.results[key], "a custom_id this cache never exported")
 
 
 def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) -> JudgeConfig:
     """The configured judge's configuration, or (no key here, e.g. a GPU node) the model the
     environment names for ``benchmark`` with the cache of LMMS_VR_JUDGE_CACHE."""
     if config is None:
-        from lmms_video_reasoning.judges.config import DEFAULT_MAX_REPLY_BYTES, _number, _prices
-        import os
-
         config = JudgeConfig(model=default_model(benchmark), benchmark=benchmark, cache_path=cache_path_from_env(),
                              model_env="(batch)", prices=_prices(os.environ),
                              max_reply_bytes=_number(os.environ, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024))
@@ -207,36 +322,45 @@ class PassJudge(Judge):
                 return hit
         last_reason, last_raw = None, None
         for attempt, key in enumerate(keys):
-            entry = self.ledger.entry(key) if self.ledger is not None else None
-            if entry is not None and entry.state == REJECTED:
-                last_reason = entry.reason
-                continue  # this attempt's reply did not parse: the next attempt is the re-ask
-            if entry is not None and entry.state == FAILED:
-                return self._failed(request, entry.reason or "batch attempts used up")
-            outcome = self._uncached(request, key, attempt, len(keys), entry)
+            outcome = self._attempt(request, key, attempt, len(keys))
             if isinstance(outcome, Result):
                 return outcome
-            last_reason, last_raw = outcome  # rejected just now: on to the re-ask
+            last_reason, last_raw = outcome[0], outcome[1] or last_raw  # its reply did not parse: on to the re-ask
         return self._failed(request, f"{last_reason or 'parse: no reply parsed'} (after {len(keys)} replies)", last_raw)
 
     def _failed(self, request: Request, error: str, raw: str | None = None) -> Result:
         self.stats.add_failure(request.tag, error)
         return Result(False, None, raw, error, False)
 
-    def _pending(self) -> Result:
-        return Result(False, None, None, PENDING, False)
+    def _due(self, request: Request, key: str, attempt: int, attempts: int) -> Result:
+        rounds = (attempts - attempt) + request.later_steps * attempts
+        pending = Pending(key, self.config.benchmark, request.tag, request_line(key, self.config.model, request), rounds)
+        with self.owner.lock:
+            self.owner.pending.setdefault(key, pending)
+        return PENDING_RESULT
 
-    # -- per mode
-
-    def _uncached(self, request, key, attempt, attempts, entry):
-        mode = self.owner.mode
-        if mode == "estimate":
+    def _attempt(self, request: Request, key: str, attempt: int, attempts: int, claim: bool = True):
+        """One attempt's key: a Result, or (why, raw reply) when its reply did not parse (the re-ask is next)."""
+        entry = self.ledger.entry(key) if self.ledger is not None else None
+        if entry is not None and entry.state == REJECTED:
+            return entry.reason, None
+        if entry is not None and entry.state == FAILED:
+            return self._failed(request, entry.reason or "batch attempts used up")
+        if self.owner.mode == "estimate":
             return self._estimate(request)
-        if mode == "collect":
-            if entry is None or entry.state != IN_FLIGHT:
-                self._collect(request, key, attempt, attempts)
-            return self._pending()
-        return self._import(request, key, attempt, attempts, entry)
+        line = self.owner.results.get(key) if claim else None
+        if line is not None:
+            with self.owner.lock:
+                first = key not in self.owner.consumed
+                self.owner.consumed.add(key)
+            if first:
+                return self._import(request, key, attempt, attempts, entry, line)
+            # another request of this pass imported the line: as the cache and the ledger now say
+            hit, _refusal = self._lookup(key, request)
+            return hit or self._attempt(request, key, attempt, attempts, claim=False)
+        if entry is not None and entry.state == IN_FLIGHT:
+            return PENDING_RESULT
+        return self._due(request, key, attempt, attempts)  # collect: this round; import: the next
 
     def _estimate(self, request: Request) -> Result:
         tokens_in = self.tokenizer.request_tokens(request.messages)
@@ -249,40 +373,22 @@ class PassJudge(Judge):
             entry.output_tokens += tokens_out
             entry.output_unknown += not known
             entry.after_assumed += self._ctx.assumed
-            if not (self.owner.walk and known):
-                entry.later_steps += request.later_steps
-        if self.owner.walk and known and request.later_steps:
+            entry.later_steps += 0 if known else request.later_steps
+        if known and request.later_steps:
             try:
                 value = reply_value(request, request.expected_reply)
             except parsing.ParseError:
-                return self._pending()
+                return PENDING_RESULT
             self._ctx.assumed = True
             return Result(True, value, request.expected_reply, None, False, ESTIMATED)
-        return self._pending()
+        return PENDING_RESULT
 
-    def _collect(self, request: Request, key: str, attempt: int, attempts: int) -> None:
-        rounds = (attempts - attempt) + request.later_steps * attempts
-        pending = Pending(key, self.config.benchmark, request.tag, request_line(key, self.config.model, request), rounds)
-        with self.owner.lock:
-            self.owner.pending.setdefault(key, pending)
-
-    def _import(self, request, key, attempt, attempts, entry):
-        line = self.owner.results.get(key)
-        if line is None:
-            if entry is None or entry.state != IN_FLIGHT:
-                self._collect(request, key, attempt, attempts)  # due in the next round
-            return self._pending()
+    def _import(self, request, key, attempt, attempts, entry, line: ResultLine):
         counts, owner = self.owner.counts, self.owner
-        with owner.lock:
-            first = key not in owner.consumed
-            owner.consumed.add(key)
-        if not first:  # another task asked the same request in this pass: its line was handled
-            return self._after_import(request, key, attempt, attempts)
         if entry is None:
             with owner.lock:
-                counts.refuse("refused_foreign", line, "a custom_id this cache never exported")
-            self._collect(request, key, attempt, attempts)
-            return self._pending()
+                counts.refuse("foreign", line, "a custom_id this cache never exported")
+            return self._due(request, key, attempt, attempts)
         reply, too_large = None, None
         if line.ok:
             data = json.dumps(line.body).encode("utf-8")
@@ -298,23 +404,18 @@ class PassJudge(Judge):
             self.ledger.mark(key, self.config.model, FAILED if used_up else ERRORED, reason=error, add_error=True)
             with owner.lock:
                 if too_large:
-                    counts.refuse("refused_too_large", line, too_large)
+                    counts.refuse("too_large", line, too_large)
                 else:
                     counts.errors += 1
                 counts.failed += used_up
             if used_up:
                 return self._failed(request, f"{error} ({entry.errors + 1} batch attempts)")
-            self._collect(request, key, attempt, attempts)
-            return self._pending()
-        with owner.lock:
-            counts.prompt_tokens += reply.prompt_tokens
-            counts.completion_tokens += reply.completion_tokens
+            return self._due(request, key, attempt, attempts)
         if not same_model(self.config.model, reply.answered_by or UNNAMED_MODEL):
             self.cache.reject(key, self.config.model, reply, f"batch import: answered by {reply.answered_by!r}, not {self.config.model!r}")
             with owner.lock:
-                counts.refuse("refused_model", line, f"answered by {reply.answered_by!r}, not {self.config.model!r}")
-            self._collect(request, key, attempt, attempts)
-            return self._pending()
+                counts.refuse("model", line, f"answered by {reply.answered_by!r}, not {self.config.model!r}")
+            return self._due(request, key, attempt, attempts)
         self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
         self._charge(reply)
         try:
@@ -333,33 +434,3 @@ class PassJudge(Judge):
         with owner.lock:
             counts.cached += 1
         return Result(True, value, reply.raw, None, False, reply.answered_by)
-
-    def _after_import(self, request, key, attempt, attempts):
-        """The same request asked again in this pass after its line was imported: as the cache and ledger say."""
-        hit, _refusal = self._lookup(key, request)
-        if hit is not None:
-            return hit
-        entry = self.ledger.entry(key)
-        if entry is not None and entry.state == REJECTED:
-            return entry.reason, None
-        if entry is not None and entry.state == FAILED:
-            return self._failed(request, entry.reason or "batch attempts used up")
-        self._collect(request, key, attempt, attempts)
-        return self._pending()
-
-
-def refuse_unasked(counts: ImportCounts, results: dict[str, ResultLine], consumed: set[str], ledgers: Sequence[BatchLedger]) -> None:
-    """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
-    for key in sorted(results.keys() - consumed, key=lambda k: place_order(results[k].where)):
-        if any(ledger.entry(key) is not None for ledger in ledgers):
-            counts.refuse("refused_stale", results[key], "stale: already answered, or not asked by this scoring")
-        else:
-            counts.refuse("refused_foreign", results[key], "a custom_id this cache never exported")
-
-
-def summarize_estimates(estimates: dict[str, TagEstimate]) -> TagEstimate:
-    total = TagEstimate()
-    for entry in estimates.values():
-        for name in total.__dataclass_fields__:
-            setattr(total, name, getattr(total, name) + getattr(entry, name))
-    return total

@@ -1,5 +1,5 @@
 """`lmms-vr judge-agreement` with two simulated judges on loopback (utils/results/judge_agreement.py and
-the agreement_pairs / agreement_calibration modules it runs).
+the agreement_pairs module it runs).
 
 The reference judge is the sample benchmark's oracle; the candidate is the same oracle with a
 known share of verdicts flipped deterministically (by a hash of the request): CG-Bench step-1
@@ -23,7 +23,7 @@ import pytest
 
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.utils.results.agreement_pairs import kendall_tau
-from lmms_video_reasoning.utils.results.agreement_calibration import stratified_subset
+from lmms_video_reasoning.utils.results.judge_agreement import stratified_subset
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from lmms_video_reasoning.utils.tools.demo import sample_responder
 from lmms_video_reasoning.vcr_bench.prompts import official_prompt

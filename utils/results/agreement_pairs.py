@@ -2,15 +2,13 @@
 
 Each benchmark's own judging runs once per sample and judge on a reader of the judge cache, every
 request recorded (`RecordingJudge`), so the two judges' replies to the same request pair up by tag
-and occurrence (`pair_verdicts`). From the pairs: agreement and kappa per call type
-(`call_summary`), the headline metrics' paired difference (`metric_differences`) and the runs'
-ranking agreement (`ranking_agreement`), with bootstrap CIs over units (`resampling.py`). The
-statistics (checked against scikit-learn / SciPy in tests/test_agreement_stats.py) are NaN where
-undefined, never 0: kappa when both judges use one label throughout, tau when a ranking is all ties.
+and occurrence (`pair_verdicts`). The statistics are NaN where undefined, never 0: kappa when both
+judges use one label throughout, tau when a ranking is all ties.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections import Counter, defaultdict
@@ -18,14 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Sequence
 
-from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
 from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, percentile_interval, resampled_metrics
-from lmms_video_reasoning.utils.results.run_folders import Gathered
-from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 WEIGHTS = "quadratic"
 
@@ -40,29 +35,12 @@ def agreement_rate(pairs: Sequence[Pair]) -> float:
     return sum(a == b for a, b in pairs) / len(pairs)
 
 
-def cohen_kappa(pairs: Sequence[Pair]) -> float:
-    """Cohen's kappa: (p_o - p_e) / (1 - p_e), p_e from the two judges' own label frequencies (NaN: no pairs, or p_e = 1)."""
+def _kappa(pairs: Sequence[Pair], distance) -> float:
+    """1 - observed / expected disagreement, expected from the two judges' own label frequencies
+    (NaN: no pairs, or no expected disagreement)."""
     n = len(pairs)
     if not n:
         return math.nan
-    observed = agreement_rate(pairs)
-    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    expected = sum(first[label] * second.get(label, 0) for label in first) / (n * n)
-    if expected >= 1.0 - 1e-12:
-        return math.nan
-    return (observed - expected) / (1.0 - expected)
-
-
-def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadratic") -> float:
-    """Weighted kappa of ratings: 1 - sum(w * observed) / sum(w * expected), w = |a - b| (linear) or
-    (a - b)^2 (quadratic) of the rating values (NaN: no pairs, or no expected disagreement)."""
-    if weights not in ("linear", "quadratic"):
-        raise ValueError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
-    n = len(pairs)
-    if not n:
-        return math.nan
-    power = 1 if weights == "linear" else 2
-    distance = lambda a, b: abs(float(a) - float(b)) ** power  # noqa: E731
     observed = sum(distance(a, b) for a, b in pairs) / n
     first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
     expected = sum(count_a * count_b * distance(a, b) for a, count_a in first.items() for b, count_b in second.items()) / (n * n)
@@ -71,31 +49,28 @@ def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadrat
     return 1.0 - observed / expected
 
 
+def cohen_kappa(pairs: Sequence[Pair]) -> float:
+    """Cohen's kappa, (p_o - p_e) / (1 - p_e): disagreement 1 between different labels."""
+    return _kappa(pairs, lambda a, b: float(a != b))
+
+
+def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadratic") -> float:
+    """Weighted kappa of ratings: disagreement |a - b| (linear) or (a - b)^2 (quadratic)."""
+    if weights not in ("linear", "quadratic"):
+        raise ValueError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
+    power = 1 if weights == "linear" else 2
+    return _kappa(pairs, lambda a, b: abs(float(a) - float(b)) ** power)
+
+
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)); NaN when undefined."""
     if len(x) != len(y):
         raise ValueError(f"kendall_tau needs sequences of one length, got {len(x)} and {len(y)}")
-    n = len(x)
-    concordant = discordant = ties_x = ties_y = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = x[i] - x[j], y[i] - y[j]
-            if dx == 0 and dy == 0:
-                ties_x += 1
-                ties_y += 1
-            elif dx == 0:
-                ties_x += 1
-            elif dy == 0:
-                ties_y += 1
-            elif (dx > 0) == (dy > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    pairs = n * (n - 1) // 2
-    denominator = math.sqrt((pairs - ties_x) * (pairs - ties_y))
-    if not denominator:
-        return math.nan
-    return (concordant - discordant) / denominator
+    differences = [(a[0] - b[0], a[1] - b[1]) for a, b in itertools.combinations(zip(x, y), 2)]
+    ties_x, ties_y = sum(dx == 0 for dx, _ in differences), sum(dy == 0 for _, dy in differences)
+    score = sum(1 if (dx > 0) == (dy > 0) else -1 for dx, dy in differences if dx != 0 and dy != 0)
+    denominator = math.sqrt((len(differences) - ties_x) * (len(differences) - ties_y))
+    return score / denominator if denominator else math.nan
 
 
 @dataclass
@@ -118,9 +93,7 @@ class RecordingJudge(InOrderJudge):
     request's input and reply tokens, for a calibration's cost."""
 
     def __init__(self, inner, tokenizer: Any = None) -> None:
-        self.inner = inner
-        self.count_tokens = tokenizer.request_tokens if tokenizer is not None else (lambda messages: 0)
-        self.count_reply = tokenizer.text_tokens if tokenizer is not None else (lambda text: 0)
+        self.inner, self.tokenizer = inner, tokenizer
         self.asked: list[Asked] = []
 
     def __getattr__(self, name: str):  # config, cache, stats, accounting ... of the judge read
@@ -131,9 +104,11 @@ class RecordingJudge(InOrderJudge):
 
         result = self.inner.ask(request)
         occurrence = sum(1 for a in self.asked if a.tag == request.tag)
+        tokens = self.tokenizer
         self.asked.append(Asked(request.tag, occurrence, result.ok, result.value if result.ok else None, result.answered_by,
-                                missing=result.error == NOT_COMPUTED, prompt_tokens=self.count_tokens(request.messages),
-                                reply_tokens=self.count_reply(result.raw or ""), max_tokens=request.max_tokens))
+                                missing=result.error == NOT_COMPUTED, max_tokens=request.max_tokens,
+                                prompt_tokens=tokens.request_tokens(request.messages) if tokens else 0,
+                                reply_tokens=tokens.text_tokens(result.raw or "") if tokens else 0))
         return result
 
 
@@ -171,18 +146,11 @@ class Side:
     cache: Path | None
     endpoint: str | None = None
 
+    def reader(self, bench):
+        """The reader of this judge's cache for `bench` (the process's one `judges.CacheOnlyJudge` for them)."""
+        from lmms_video_reasoning.judges.process_registry import cache_only_judge
 
-@dataclass
-class TaskPair:
-    """One task of one run, judged by both judges."""
-
-    run: str
-    task: str
-    benchmark: str
-    records: list[dict]
-    settings: Any
-    reference: list[Judged]
-    candidate: list[Judged]
+        return cache_only_judge(bench.judge_name, self.model, self.cache, self.endpoint)
 
 
 @dataclass
@@ -194,8 +162,6 @@ class CallPairs:
     scale: tuple | None
     units: dict[tuple, list[tuple]] = field(default_factory=lambda: defaultdict(list))
 
-    def pairs(self) -> list[tuple]:
-        return [pair for unit in self.units.values() for pair in unit]
 
 
 @dataclass
@@ -204,25 +170,6 @@ class Setup:
 
     reference: dict[str, Side]
     candidate: dict[str, Side]
-
-
-def cache_reader(bench, side: Side):
-    """The reader of `side`'s judge cache for `bench` (the process's one `judges.CacheOnlyJudge` for them)."""
-    from lmms_video_reasoning.judges.process_registry import cache_only_judge
-
-    return cache_only_judge(bench.judge_name, side.model, side.cache, side.endpoint)
-
-
-def read_pair(run: str, item: Gathered, setup: Setup) -> TaskPair:
-    """Both judges' per-sample outcomes of one task of one run, from their caches."""
-    spec = task_spec(item.task)
-    bench = registry.get(spec.benchmark).scoring
-    settings = bench.settings(item.records)
-    judged = []
-    for sides in (setup.reference, setup.candidate):
-        side = sides[spec.benchmark]
-        judged.append(judge_each(bench, item.records, settings, cache_reader(bench, side)))
-    return TaskPair(run, item.task, spec.benchmark, list(item.records), settings, judged[0], judged[1])
 
 
 def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tuple[str, str, Any, Any]], Counter]:
@@ -250,14 +197,10 @@ def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tup
     return pairs, unpaired
 
 
-def kappa_of(pairs: Sequence[tuple], scale: tuple | None) -> float:
-    return weighted_kappa(pairs, WEIGHTS) if scale is not None else cohen_kappa(pairs)
-
-
 def call_summary(call: CallPairs, n: int, seed: int) -> dict:
-    pairs = call.pairs()
+    pairs = [pair for unit in call.units.values() for pair in unit]
     units = list(call.units.values())
-    kappa = kappa_of(pairs, call.scale)
+    kappa = (lambda p: weighted_kappa(p, WEIGHTS)) if call.scale is not None else cohen_kappa
     reference_labels, candidate_labels = Counter(map(_label, (a for a, _ in pairs))), Counter(map(_label, (b for _, b in pairs)))
     return {
         "benchmark": call.benchmark, "call": call.call, "kind": "ratings" if call.scale is not None else "categories",
@@ -265,8 +208,8 @@ def call_summary(call: CallPairs, n: int, seed: int) -> dict:
         "pairs": len(pairs), "units": len(units),
         "agreement": agreement_rate(pairs),
         "agreement_ci": bootstrap_interval(units, agreement_rate, n, seed),
-        "kappa": kappa,
-        "kappa_ci": bootstrap_interval(units, lambda p: kappa_of(p, call.scale), n, seed),
+        "kappa": kappa(pairs),
+        "kappa_ci": bootstrap_interval(units, kappa, n, seed),
         "labels": {label: [reference_labels.get(label, 0), candidate_labels.get(label, 0)]
                    for label in sorted(set(reference_labels) | set(candidate_labels))},
     }
@@ -274,9 +217,7 @@ def call_summary(call: CallPairs, n: int, seed: int) -> dict:
 
 def _label(value: Any) -> str:
     """A label as a JSON key (ratings 7.0 -> "7")."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _undefined(value: Any) -> bool:
@@ -288,21 +229,22 @@ def snapshots(judged: Sequence[Judged]) -> dict[str, int]:
     return dict(counted.most_common())
 
 
-def metric_differences(pair: TaskPair, n: int, seed: int) -> tuple[list[dict], Sampled | None, Sampled | None]:
+def metric_differences(benchmark: str, records: Sequence[dict], settings: Any, judged_reference: Sequence[Judged],
+                       judged_candidate: Sequence[Judged], n: int, seed: int) -> tuple[list[dict], Sampled | None, Sampled | None]:
     """Each headline metric under both judges and the paired difference, on the samples both judged completely."""
-    both = [i for i, (r, c) in enumerate(zip(pair.reference, pair.candidate)) if r.complete and c.complete]
+    both = [i for i, (r, c) in enumerate(zip(judged_reference, judged_candidate)) if r.complete and c.complete]
     if not both:
         return [], None, None
-    records = [pair.records[i] for i in both]
-    reference = Sampled(pair.benchmark, records, [pair.reference[i].outcome for i in both], pair.settings)
-    candidate = Sampled(pair.benchmark, records, [pair.candidate[i].outcome for i in both], pair.settings)
-    headline = headline_metrics(pair.benchmark)
+    records = [records[i] for i in both]
+    reference = Sampled(benchmark, records, [judged_reference[i].outcome for i in both], settings)
+    candidate = Sampled(benchmark, records, [judged_candidate[i].outcome for i in both], settings)
+    headline = headline_metrics(benchmark)
     values_reference, values_candidate = reference.metrics(), candidate.metrics()
     rows = []
     for difference in paired_difference(reference, candidate, n, seed):
         if difference.metric not in headline or all(_undefined(values.get(difference.metric)) for values in (values_reference, values_candidate)):
             continue  # not a metric of this task
-        rows.append({"run": pair.run, "task": pair.task, "benchmark": pair.benchmark, "metric": difference.metric,
+        rows.append({"benchmark": benchmark, "metric": difference.metric,
                      "reference": values_reference.get(difference.metric), "candidate": values_candidate.get(difference.metric),
                      "difference": difference.difference, "ci": difference.interval, "samples": len(records),
                      "units": difference.common})
@@ -325,25 +267,19 @@ def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n
         if not common or not headline:
             continue
 
-        def values(picks) -> tuple[list[dict], list[dict]]:
-            """Every run's metrics on the picked questions, under the reference and the candidate."""
+        def series(picks) -> dict[str, tuple[list[float], list[float]]]:
+            """{metric: (the runs' values under the reference, under the candidate)} on the picked questions."""
             per_run = [[i for pick in picks for i in unit_maps[run][common[pick]]] for run in runs]
-            return ([sampled[(run, task)][0].metrics(indices) for run, indices in zip(runs, per_run)],
-                    [sampled[(run, task)][1].metrics(indices) for run, indices in zip(runs, per_run)])
+            judged = [[sampled[(run, task)][side].metrics(indices) for run, indices in zip(runs, per_run)] for side in (0, 1)]
+            return {metric: tuple([m.get(metric, math.nan) for m in values] for values in judged) for metric in headline}
 
-        def taus(picks) -> dict[str, float]:
-            reference, candidate = values(picks)
-            return {metric: kendall_tau([m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate])
-                    for metric in headline}
-
-        reference, candidate = values(range(len(common)))
-        resampled = resampled_metrics(len(common), taus, n, seed)
-        for metric in headline:
-            reference_values, candidate_values = [m.get(metric, math.nan) for m in reference], [m.get(metric, math.nan) for m in candidate]
-            if any(_undefined(v) for v in reference_values + candidate_values):
+        observed = series(range(len(common)))
+        resampled = resampled_metrics(len(common), lambda picks: {m: kendall_tau(*pair) for m, pair in series(picks).items()}, n, seed)
+        for metric, (reference, candidate) in observed.items():
+            if any(_undefined(v) for v in reference + candidate):
                 continue  # not a metric of this task
-            rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference_values, "candidate": candidate_values,
-                         "tau": kendall_tau(reference_values, candidate_values),
+            rows.append({"task": task, "metric": metric, "runs": runs, "reference": reference, "candidate": candidate,
+                         "tau": kendall_tau(reference, candidate),
                          "ci": percentile_interval(resampled[metric]) if metric in resampled else None,
                          "questions": len(common)})
     return rows

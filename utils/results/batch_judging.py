@@ -5,33 +5,28 @@
     lmms-vr score PATH --batch-import results.jsonl  fill the cache from the results (validated as synchronous replies)
     lmms-vr score PATH --batch [--out scored.json]   the same through the OpenAI Batch API, then score from the cache
 
-Each runs the tasks' own scoring code with a judge that does not send (`judges.batch_pass.JudgePass`),
-so the requests are exactly those the synchronous run would send, and the dependent ones (a
-protocol's later step, a re-ask) appear once what they depend on is in the cache.
+Each runs the tasks' own scoring code with a judge that does not send (`judges.batch_pass.JudgePass`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from lmms_video_reasoning.judges import batch_files, batch_ledger
-from lmms_video_reasoning.judges.batch_pass import JudgePass, refuse_unasked, summarize_estimates
+from lmms_video_reasoning.judges import batch_ledger
+from lmms_video_reasoning.judges.batch_pass import (JudgePass, ResultRead, TagEstimate, place_order, read_result_lines,
+                                                    write_lines)
 from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_items
 
-log = logging.getLogger("lmms_video_reasoning.score")
-
-
 @contextlib.contextmanager
 def quiet_judging(level: int = logging.CRITICAL) -> Iterator[None]:
-    """The benchmarks' log lines below `level` are not shown: their warnings about failed judgments
-    mean "pending" in a pass, and would repeat for every sample judged one at a time."""
+    """The benchmarks' log lines below `level` are not shown: in a pass, a failed judgment means "pending"."""
     logger = logging.getLogger("lmms_video_reasoning")
     saved = logger.level
     logger.setLevel(level)
@@ -68,9 +63,9 @@ def estimate(gathered: Sequence[Any]) -> dict:
     """The estimate of every task's judging as JSON-ready data (rows, totals, how tokens were counted)."""
     from lmms_video_reasoning.judges.tokens import tokenizer_for
 
-    judge_pass = run_pass(gathered, JudgePass("estimate", walk=True))
+    judge_pass = run_pass(gathered, JudgePass("estimate"))
     benchmarks = {item.task: task_spec(item.task).benchmark for item in gathered}
-    rows, estimates = [], []
+    rows = []
     for task, tags in judge_pass.estimates.items():
         benchmark = benchmarks.get(task, "")
         judge = judge_pass.judges.get(registry.get(benchmark).scoring.judge_name) if benchmark else None
@@ -79,15 +74,14 @@ def estimate(gathered: Sequence[Any]) -> dict:
         price = judge.config.price()
         cheap = batch_price(judge.config.model, price)
         for tag, entry in sorted(tags.items()):
-            estimates.append(entry)
             rows.append({"benchmark": benchmark, "task": task, "judge_call": tag, "model": judge.config.model, **vars(entry),
                          "usd_sync": usd(price, entry.input_tokens, entry.output_tokens),
                          "usd_batch": usd(cheap, entry.input_tokens, entry.output_tokens)})
-    models = sorted({row["model"] for row in rows} | set(judge_pass.models().values()))
+    models = sorted({judge.config.model for judge in judge_pass.judges.values()})
     sync, cheap = [row["usd_sync"] for row in rows], [row["usd_batch"] for row in rows]
     return {
         "rows": rows,
-        "total": {**vars(summarize_estimates(dict(enumerate(estimates)))),
+        "total": {**{name: sum(row[name] for row in rows) for name in vars(TagEstimate())},
                   "usd_sync": None if None in sync else sum(sync), "usd_batch": None if None in cheap else sum(cheap),
                   "usd_sync_known": sum(v for v in sync if v is not None), "usd_batch_known": sum(v for v in cheap if v is not None)},
         "cache_hits": dict(judge_pass.served),
@@ -98,10 +92,8 @@ def estimate(gathered: Sequence[Any]) -> dict:
 
 
 def not_counted(judge_pass: JudgePass, task_benchmarks: dict[str, str]) -> list[dict]:
-    """What the estimate leaves out, per task and step: the judging items whose code failed
-    (`batch_pass.Unbuilt`, e.g. a later step's media not found), the requests they would have made from
-    there on (`requests`: the count their last request declared; `unknown_items`: items that could
-    not say, at least one request each), the first reason and what is missing (`samples_io.unbuilt_items`)."""
+    """What the estimate leaves out, per task and step: the judging items whose code failed (`Unbuilt`),
+    the requests they declared from there on (`unknown_items`: could not say, at least one each)."""
     groups: dict[tuple[str, str | None], list] = {}
     for entry in judge_pass.unbuilt:
         groups.setdefault((entry.task, entry.after), []).append(entry)
@@ -162,61 +154,63 @@ def print_estimate(data: dict) -> None:
 # ---------------------------------------------------------------------- batch files
 
 
-def export(gathered: Sequence[Any], path: Path) -> dict:
-    """Write every request that can be sent now; returns what was written and the rounds left."""
+def export(gathered: Sequence[Any], path: Path) -> None:
+    """Write every request that can be sent now, and say what is left."""
     judge_pass = run_pass(gathered, JudgePass("collect"))
     pending = list(judge_pass.pending.values())
-    lines = [p.line for p in pending]
-    batch_files.write_lines(path, lines)
+    write_lines(path, [p.line for p in pending])
     for judge in judge_pass.judges.values():
         keys = [p.key for p in pending if p.benchmark == judge.config.benchmark]
         if keys and judge.ledger is not None:
             judge.ledger.mark_many(keys, judge.config.model, batch_ledger.EXPORTED, meta={p.key: (p.benchmark, p.tag) for p in pending})
-    by_tag: dict[str, int] = {}
-    for p in pending:
-        by_tag[p.tag] = by_tag.get(p.tag, 0) + 1
-    return {"requests": len(lines), "rounds_left": max((p.rounds_left for p in pending), default=0), "by_tag": by_tag,
-            "models": judge_pass.models(), "path": str(path)}
-
-
-def print_export(result: dict) -> None:
-    if not result["requests"]:
-        print(f"nothing to judge: every judge request is answered in the cache ({result['path']} is empty). "
+    if not pending:
+        print(f"nothing to judge: every judge request is answered in the cache ({path} is empty). "
               "Score with `lmms-vr score PATH --out scored.json`.")
         return
-    tags = ", ".join(f"{tag} {count}" for tag, count in sorted(result["by_tag"].items()))
-    print(f"{result['requests']} judge requests written to {result['path']} ({tags}) for "
-          + ", ".join(f"{b}: {m}" for b, m in sorted(result["models"].items())))
-    print(f"rounds left: at most {result['rounds_left']}, this one included (a later step or a re-ask of an unparseable "
-          "reply is exported once what it depends on is imported; a failed result line adds a round)")
+    tags = ", ".join(f"{tag} {count}" for tag, count in sorted(Counter(p.tag for p in pending).items()))
+    print(f"{len(pending)} judge requests written to {path} ({tags}) for "
+          + ", ".join(f"{b}: {judge.config.model}" for b, judge in sorted(judge_pass.judges.items())))
+    print(f"rounds left: at most {max(p.rounds_left for p in pending)}, this one included (a later step or a re-ask of an "
+          "unparseable reply is exported once what it depends on is imported; a failed result line adds a round)")
     print("answer it with the Batch API or e.g. `vllm run-batch -i requests.jsonl -o results.jsonl --model <judge model>`, then "
           "`lmms-vr score PATH --batch-import results.jsonl`")
 
 
-def import_results(gathered: Sequence[Any], path: Path) -> dict:
-    """Fill the cache from a results file; returns the counts of every line's fate. Its lines are
-    read as bytes, one by one: a line that is not UTF-8 or not a result line is counted and named."""
-    path = Path(path)
+def import_results(gathered: Sequence[Any], where: str) -> None:
+    """Fill the cache from the results file ``where`` and say what became of every line (DataError: none accepted)."""
+    path = Path(where)
     try:
         with path.open("rb") as handle:
-            read = batch_files.read_result_lines(handle, path.name)
+            read = read_result_lines(handle, path.name)
     except OSError as error:
         raise DataError(f"cannot read the batch results {path}: {error.strerror or error}") from None
-    return import_lines(gathered, read, str(path))
+    pending = import_lines(gathered, read, str(path)).pending
+    print_counts(read, where)
+    if pending:
+        print(f"next round: {len(pending)} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
+              f"at most {max(p.rounds_left for p in pending.values())} rounds left")
+    else:
+        print("every judge request is answered: score with `lmms-vr score PATH --out scored.json`")
+    if read.accepted():
+        return
+    if not read.lines:
+        raise DataError(f"{where}: nothing imported: the file is empty")
+    parts = [f"{count} {what}" for count, what in (
+        (read.refusals["stale"], "stale (already imported, or not asked by this scoring)"),
+        (read.refusals["foreign"], "with a custom_id this cache never exported (another cache's results?)"),
+        (read.refusals["model"], "answered by another model than the judge's"),
+        (read.refusals["too_large"], "over the reply size cap"),
+        (read.conflict_lines, "in conflicts"), (len(read.duplicates), "duplicates"),
+        (len(read.undecodable), "undecodable"), (len(read.unreadable), "not result lines"),
+        (read.blank, "blank")) if count]
+    raise DataError(f"{where}: nothing imported: none of its {read.lines} lines was accepted: " + ", ".join(parts))
 
 
-def import_lines(gathered: Sequence[Any], read: "batch_files.ResultRead", where: str) -> dict:
-    results = read.results
-    judge_pass = run_pass(gathered, JudgePass("import", results=results, endpoint=f"(batch results {Path(where).name})"))
-    counts = judge_pass.counts
-    counts.take(read)
-    ledgers = [judge.ledger for judge in judge_pass.judges.values() if judge.ledger is not None]
-    refuse_unasked(counts, results, judge_pass.consumed, ledgers)
-    out = counts.as_dict()
-    out["next_round"] = len(judge_pass.pending)
-    out["rounds_left"] = max((p.rounds_left for p in judge_pass.pending.values()), default=0)
-    out["consumed"] = sorted(judge_pass.consumed)
-    return out
+def import_lines(gathered: Sequence[Any], read: ResultRead, where: str) -> JudgePass:
+    """The import pass of ``read``'s lines: its `counts` of every line's fate, what is `pending` next."""
+    judge_pass = run_pass(gathered, JudgePass("import", read, endpoint=f"(batch results {Path(where).name})"))
+    judge_pass.refuse_unasked()
+    return judge_pass
 
 
 SHOWN = 50  # lines named per kind of refusal (all are counted)
@@ -232,94 +226,68 @@ def _named(title: str, lines: Sequence[str]) -> None:
         print(f"  ... and {len(lines) - SHOWN} more")
 
 
-def print_import(result: dict, where: str) -> None:
-    print(f"imported {where}: {result['lines']} lines: {result['cached']} cached, {result['rejected']} did not parse "
-          f"(kept apart; re-asked in the next round), {result['errors']} failed lines (due again; {result['failed']} "
-          f"requests out of attempts: judged failed), {len(result['duplicates'])} duplicates (imported once), "
-          f"{result['conflict_lines']} in {len(result['conflicts'])} conflicts (one custom_id, different replies: none "
-          f"imported), {len(result['refused'])} refused, {len(result['undecodable'])} undecodable, "
-          f"{len(result['unreadable'])} not result lines, {result['blank']} blank")
-    if result["refused"]:
-        print(f"REFUSED (not served): {result['refused_model']} answered by another model than the judge's, "
-              f"{result['refused_foreign']} with a custom_id this cache never exported, {result['refused_stale']} stale "
-              f"(already answered, or not asked by this scoring), {result['refused_too_large']} replies over the size cap")
-    _named("REFUSED lines", result["refused"])
-    _named("CONFLICTS (one custom_id answered differently; none imported, due again)", result["conflicts"])
-    _named("UNDECODABLE lines (skipped)", result["undecodable"])
-    _named("NOT RESULT LINES (skipped)", result["unreadable"])
-    _named("duplicates (imported once)", result["duplicates"])
-    if result["unaccounted"]:
-        print(f"WARNING: {result['unaccounted']} lines not accounted for above (a bug: please report it)")
-    if result["next_round"]:
-        print(f"next round: {result['next_round']} requests can be exported now (`lmms-vr score PATH --batch-export FILE`); "
-              f"at most {result['rounds_left']} rounds left")
-    else:
-        print("every judge request is answered: score with `lmms-vr score PATH --out scored.json`")
-
-
-def nothing_accepted(result: dict, where: str) -> str | None:
-    """Why an import took nothing from ``where`` (the exit is then non-zero), None if it took a line."""
-    if result["accepted"]:
-        return None
-    if not result["lines"]:
-        return f"{where}: nothing imported: the file is empty"
-    parts = [f"{count} {what}" for count, what in (
-        (result["refused_stale"], "stale (already imported, or not asked by this scoring)"),
-        (result["refused_foreign"], "with a custom_id this cache never exported (another cache's results?)"),
-        (result["refused_model"], "answered by another model than the judge's"),
-        (result["refused_too_large"], "over the reply size cap"),
-        (result["conflict_lines"], "in conflicts"), (len(result["duplicates"]), "duplicates"),
-        (len(result["undecodable"]), "undecodable"), (len(result["unreadable"]), "not result lines"),
-        (result["blank"], "blank")) if count]
-    return f"{where}: nothing imported: none of its {result['lines']} lines was accepted: " + ", ".join(parts)
+def print_counts(read: ResultRead, where: str) -> None:
+    """Every line's fate, each refused, conflicting, unreadable or duplicate line named by its file:line."""
+    print(f"imported {where}: {read.lines} lines: {read.cached} cached, {read.rejected} did not parse "
+          f"(kept apart; re-asked in the next round), {read.errors} failed lines (due again; {read.failed} "
+          f"requests out of attempts: judged failed), {len(read.duplicates)} duplicates (imported once), "
+          f"{read.conflict_lines} in {len(read.conflicts)} conflicts (one custom_id, different replies: none "
+          f"imported), {len(read.refused)} refused, {len(read.undecodable)} undecodable, "
+          f"{len(read.unreadable)} not result lines, {read.blank} blank")
+    if read.refused:
+        kinds = read.refusals
+        print(f"REFUSED (not served): {kinds['model']} answered by another model than the judge's, "
+              f"{kinds['foreign']} with a custom_id this cache never exported, {kinds['stale']} stale "
+              f"(already answered, or not asked by this scoring), {kinds['too_large']} replies over the size cap")
+    _named("REFUSED lines", sorted(read.refused, key=lambda line: place_order(line.split(": ", 1)[0])))
+    _named("CONFLICTS (one custom_id answered differently; none imported, due again)",
+           [f"{key[:16]}: {', '.join(wheres)}" for key, wheres in read.conflicts.items()])
+    _named("UNDECODABLE lines (skipped)", read.undecodable)
+    _named("NOT RESULT LINES (skipped)", read.unreadable)
+    _named("duplicates (imported once)", read.duplicates)
+    if read.unaccounted():
+        print(f"WARNING: {read.unaccounted()} lines not accounted for above (a bug: please report it)")
 
 
 # ---------------------------------------------------------------------- the Batch API
 
 
-def api_judging(gathered: Sequence[Any]) -> dict:
-    """Judge every request through the OpenAI Batch API, round after round, resuming what an
-    earlier run submitted; returns the counts. Scoring from the cache follows (the caller)."""
-    from lmms_video_reasoning.judges.batch_api import MAX_REQUESTS, BatchApi
+def api_judging(gathered: Sequence[Any]) -> None:
+    """Judge every request through the OpenAI Batch API, round after round, resuming what an earlier run submitted."""
     from lmms_video_reasoning.judges import get_judge
+    from lmms_video_reasoning.judges.batch_api import BatchApi
 
-    totals: dict[str, Any] = {"rounds": 0, "submitted_batches": 0, "submitted_requests": 0, "reattached": {},
-                              "batches": [], "import": {}}
+    rounds = batches = requests = 0
+    reattached: Counter = Counter()
     apis: dict[str, BatchApi] = {}
-
-    def api_for(benchmark: str, ledger) -> BatchApi:
-        if benchmark not in apis:
+    while True:
+        judge_pass = run_pass(gathered, JudgePass("collect"))
+        opened = [benchmark for benchmark in judge_pass.judges if benchmark not in apis]
+        for benchmark in opened:
             configured = get_judge(benchmark, quiet=True)
             if configured is None:
                 raise DataError(f"--batch needs the {benchmark} judge's API key (see `lmms-vr score --help` and the "
                                 "README's Judges section), or use --batch-export / --batch-import")
-            apis[benchmark] = BatchApi(configured.config, ledger, MAX_REQUESTS.read())  # smaller files than the API's limit, e.g. for a token quota
-        return apis[benchmark]
-
-    # Open the ledgers of every judge the scoring uses (the collect pass builds them).
-    probe = run_pass(gathered, JudgePass("collect"))
-    for benchmark, judge in probe.judges.items():
-        api = api_for(benchmark, judge.ledger)
-        for name, count in api.reattach().items():
-            totals["reattached"][name] = totals["reattached"].get(name, 0) + count
-    while True:
-        _finish(gathered, apis, totals)
-        judge_pass = run_pass(gathered, JudgePass("collect"))
+            apis[benchmark] = BatchApi(configured.config, judge_pass.judges[benchmark].ledger)
+            reattached.update(apis[benchmark].reattach())
+        if opened or _finish(gathered, apis):
+            continue  # re-attached to an earlier run's batches, or imported: what is due has changed
         if not judge_pass.pending:
             break
-        totals["rounds"] += 1
-        for benchmark, judge in judge_pass.judges.items():
+        rounds += 1
+        for benchmark, api in apis.items():
             pending = [p for p in judge_pass.pending.values() if p.benchmark == benchmark]
             if pending:
-                api = api_for(benchmark, judge.ledger)
-                submissions = api.submit([p.line for p in pending], {p.key: (p.benchmark, p.tag) for p in pending})
-                totals["submitted_batches"] += len(submissions)
-                totals["submitted_requests"] += len(pending)
-    return totals
+                batches += len(api.submit([p.line for p in pending], {p.key: (p.benchmark, p.tag) for p in pending}))
+                requests += len(pending)
+        _finish(gathered, apis)
+    if any(reattached.values()):
+        print("re-attached to an earlier run's batches: " + ", ".join(f"{k} {v}" for k, v in reattached.items() if v))
+    print(f"batch judging: {rounds} rounds, {batches} batches, {requests} requests submitted")
 
 
-def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
-    """Wait for every open submission, import all their results in one pass, close them."""
+def _finish(gathered: Sequence[Any], apis: dict) -> bool:
+    """Wait for every open submission, import all their results in one pass, close them (False: none open)."""
     finished = []
     seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
@@ -328,89 +296,33 @@ def _finish(gathered: Sequence[Any], apis: dict, totals: dict) -> None:
         if rows:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
-        return
-    read = batch_files.ResultRead()
+        return False
+    read = ResultRead()
     for _api, item in finished:
         read.absorb(item.read)
     imported = import_lines(gathered, read, "batch")
-    for name, value in imported.items():
-        if isinstance(value, list) and name != "consumed":
-            totals["import"][name] = totals["import"].get(name, []) + value
-        elif isinstance(value, int):
-            totals["import"][name] = totals["import"].get(name, 0) + value
-    consumed = set(imported["consumed"])
+    print_counts(imported.counts, f"the results of {len(finished)} batches")
     for api, item in finished:
-        leftover = _close(api, item, consumed)
-        answered = sum(line.ok for line in item.results.values())
-        totals["batches"].append({"batch_id": item.batch_id, "status": item.status, "requests": item.requests,
-                                  "answered": answered, "error_lines": len(item.results) - answered,
-                                  "without_result": leftover, "errors": item.errors})
-
-
-def _close(api, item, consumed: set[str]) -> int:
-    """Requests of a finished batch that got no result are due again (counted as a failed attempt,
-    up to the judge's max_attempts); the submission is done. Returns how many had no result."""
-    from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT
-
-    ledger, model = api.ledger, api.config.model
-    leftover = 0
-    for key in ledger.keys_of(item.submission):
-        entry = ledger.entry(key)
-        if entry is None or entry.state != IN_FLIGHT:
-            continue
-        if key in item.results and key not in consumed:
-            ledger.mark(key, model, EXPORTED)  # answered, but not asked by this scoring: stale, not counted as an error
-            continue
-        leftover += 1
-        used_up = entry.errors + 1 >= api.config.max_attempts
-        reason = f"no result in batch {item.batch_id} ({item.status})"
-        ledger.mark(key, model, FAILED if used_up else ERRORED, reason=reason, add_error=True)
-    summary = {"status": item.status, "results": len(item.results), "without_result": leftover, "errors": item.errors}
-    ledger.update_submission(item.submission, state="done", status=item.status, summary=json.dumps(summary))
-    return leftover
-
-
-def print_api(totals: dict) -> None:
-    reattached = {k: v for k, v in totals["reattached"].items() if v}
-    if reattached:
-        print("re-attached to an earlier run's batches: " + ", ".join(f"{k} {v}" for k, v in reattached.items()))
-    print(f"batch judging: {totals['rounds']} rounds, {totals['submitted_batches']} batches, {totals['submitted_requests']} requests submitted")
-    for entry in totals["batches"]:
-        extra = f", {entry['without_result']} without a result (due again)" if entry["without_result"] else ""
-        errors = f", batch errors: {'; '.join(entry['errors'])}" if entry["errors"] else ""
-        print(f"  {entry['batch_id']}: {entry['status']}, {entry['answered']} of {entry['requests']} requests answered, "
-              f"{entry['error_lines']} error lines{extra}{errors}")
-    counts = totals["import"]
-    if counts:
-        print(f"  imported: {counts.get('lines', 0)} result lines: {counts.get('cached', 0)} cached, {counts.get('rejected', 0)} "
-              f"did not parse (re-asked), {counts.get('errors', 0)} failed lines, {counts.get('failed', 0)} requests out of "
-              f"attempts, {len(counts.get('duplicates', []))} duplicates, {counts.get('conflict_lines', 0)} in conflicts, refused "
-              f"{len(counts.get('refused', []))}, {len(counts.get('undecodable', []))} undecodable, "
-              f"{len(counts.get('unreadable', []))} not result lines")
-        for title, name in (("REFUSED lines", "refused"), ("CONFLICTS (none imported, due again)", "conflicts"),
-                            ("UNDECODABLE lines", "undecodable"), ("NOT RESULT LINES", "unreadable")):
-            _named(f"  {title}", counts.get(name, []))
+        leftover = api.close(item, imported.consumed)
+        answered = sum(line.ok for line in item.read.results.values())
+        extra = f", {leftover} without a result (due again)" if leftover else ""
+        errors = f", batch errors: {'; '.join(item.errors)}" if item.errors else ""
+        print(f"  {item.batch_id}: {item.status}, {answered} of {item.requests} requests answered, "
+              f"{len(item.read.results) - answered} error lines{extra}{errors}")
+    return True
 
 
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
     """{benchmark: model} for benchmarks with no judge configured whose judge model has batch-imported
     replies in the judge cache: `lmms-vr score` reads their verdicts from the cache (nothing sent)."""
-    from lmms_video_reasoning.judges.cache import ReplyCache
     from lmms_video_reasoning.judges.config import cache_path_from_env, default_model
 
-    path = cache_path_from_env()
-    if path is None or not path.is_file():
-        return {}
+    ledger = batch_ledger.existing_ledger(cache_path_from_env())
     found = {}
-    ledger = None
-    for benchmark in benchmarks:
+    for benchmark in benchmarks if ledger is not None else ():
         try:
-            if JudgeConfig.from_env(benchmark) is not None:
-                continue
-            ledger = ledger or batch_ledger.BatchLedger(ReplyCache(path))
-            model = default_model(benchmark)
-            if ledger.has_answers(model):
-                found[benchmark] = model
+            if JudgeConfig.from_env(benchmark) is None and ledger.has(default_model(benchmark), batch_ledger.ANSWERED):
+                found[benchmark] = default_model(benchmark)
         except Exception:  # noqa: BLE001 - an unreadable cache: scoring goes on as before, and says why there
             continue
     return found

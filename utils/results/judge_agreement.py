@@ -4,56 +4,57 @@ with confidence intervals (docs/results.md, "Judge agreement").
     lmms-vr judge-agreement RUN... --candidate MODEL [--reference MODEL] [--cache FILE] [--out agreement.json]
     lmms-vr judge-agreement RUN... --candidate MODEL --calibrate N [--max-requests M] [--max-cost USD]
 
-RUN is what `lmms-vr score` reads, optionally `LABEL=RUN`. Both judges' verdicts are read from the
-judge cache (`agreement_pairs`: nothing sent); `--calibrate N` first has the reference judge a
-stratified subset within a bound (`agreement_calibration`). The document (stdout, `--out`, shown by
-`lmms-vr report --agreement`): agreement and kappa per judge call type, both judges' headline
-metrics and their paired difference, the runs' ranking agreement, each with bootstrap CIs; the
-snapshots that answered; what was not compared and why.
+Both judges' verdicts are read from the judge cache (`agreement_pairs`: nothing sent); `--calibrate N`
+first has the reference judge a stratified subset within a bound (`calibrate`). The document is
+printed, written to `--out` and shown by `lmms-vr report --agreement`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeConfigError, engine
+from lmms_video_reasoning.judges import config as judge_config
+from lmms_video_reasoning.judges.limits import CallBudget
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results.agreement_calibration import calibrate
-from lmms_video_reasoning.utils.results.agreement_pairs import (CallPairs, Setup, Side, call_summary, metric_differences,
-                                                                pair_verdicts, ranking_agreement, read_pair, snapshots)
+from lmms_video_reasoning.utils.results.agreement_pairs import (Asked, CallPairs, Setup, Side, call_summary, judge_each,
+                                                                metric_differences, pair_verdicts, ranking_agreement, snapshots)
+from lmms_video_reasoning.utils.results.batch_judging import usd
 from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import split_label
-from lmms_video_reasoning.utils.results.report_tables import Section, Table
+from lmms_video_reasoning.utils.results.report_tables import Section, Table, fmt, fmt_ci, markdown_table
 from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
 FORMAT = "lmms_vr_judge_agreement"  # the key marking an agreement document
 
 
-def per_benchmark(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:
-    """`--reference` / `--candidate` values: `MODEL` for every benchmark, `BENCH=MODEL` for one."""
+def sides(values: Sequence[str] | None, benchmarks: Sequence[str], cache: Path | None, default=None) -> dict[str, Side]:
+    """Each benchmark's judge from `--reference` / `--candidate` values: `MODEL` for every benchmark, `BENCH=MODEL` for one."""
+    known = {b.name for b in registry.benchmarks()} | {a for b in registry.benchmarks() for a in b.aliases}
     common, named = None, {}
     for value in values or []:
         name, sep, model = value.partition("=")
-        if sep and name in {b.name for b in registry.benchmarks()} | {a for b in registry.benchmarks() for a in b.aliases}:
+        if sep and name in known:
             named[registry.get(name).name] = model
         else:
             common = value
-    return common, named
-
-
-def side_for(benchmark: str, common: str | None, named: dict[str, str], cache: Path | None, default_model: str | None) -> Side:
-    model = named.get(benchmark) or common or default_model
-    if not model:
-        raise DataError("give --candidate MODEL: the judge model whose verdicts are compared (as its runs named it)")
-    return Side(model, cache)
+    out = {}
+    for benchmark in benchmarks:
+        model = named.get(benchmark) or common or (default(benchmark) if default else None)
+        if not model:
+            raise DataError("give --candidate MODEL: the judge model whose verdicts are compared (as its runs named it)")
+        out[benchmark] = Side(model, cache)
+    return out
 
 
 def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, Gathered]]:
@@ -79,27 +80,29 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
             item = replace(item, records=[r for r in item.records if (item.task, str(r["sample_id"])) in only])
             if not item.records:
                 continue
-        pair = read_pair(run, item, setup)
-        bench = registry.get(pair.benchmark).scoring
+        benchmark = task_spec(item.task).benchmark
+        bench = registry.get(benchmark).scoring
+        settings = bench.settings(item.records)
+        reference, candidate = (judge_each(bench, item.records, settings, sides[benchmark].reader(bench))
+                                for sides in (setup.reference, setup.candidate))
         unpaired: Counter = Counter()
-        for record, reference, candidate in zip(pair.records, pair.reference, pair.candidate):
-            verdicts, missed = pair_verdicts(bench, reference, candidate)
+        for record, r, c in zip(item.records, reference, candidate):
+            verdicts, missed = pair_verdicts(bench, r, c)
             unpaired.update(missed)
-            unit = (pair.task, bench.unit(record))
+            unit = (item.task, bench.unit(record))
             for call, _item, a, b in verdicts:
-                entry = calls.setdefault((pair.benchmark, call), CallPairs(pair.benchmark, call, bench.rating_scale(call)))
+                entry = calls.setdefault((benchmark, call), CallPairs(benchmark, call, bench.rating_scale(call)))
                 entry.units[unit].append((a, b))
-        judged_by[pair.benchmark][0].extend(pair.reference)
-        judged_by[pair.benchmark][1].extend(pair.candidate)
-        rows, reference_sampled, candidate_sampled = metric_differences(pair, n, seed)
-        metrics += rows
+        judged_by[benchmark][0].extend(reference)
+        judged_by[benchmark][1].extend(candidate)
+        rows, reference_sampled, candidate_sampled = metric_differences(benchmark, item.records, settings, reference, candidate, n, seed)
+        metrics += [{"run": run, "task": item.task, **row} for row in rows]
         if reference_sampled is not None:
-            sampled[(run, pair.task)] = (reference_sampled, candidate_sampled)
-        complete = sum(r.complete and c.complete for r, c in zip(pair.reference, pair.candidate))
-        coverage.append({"run": run, "task": pair.task, "benchmark": pair.benchmark, "samples": len(pair.records),
-                         "compared": complete,
-                         "reference_incomplete": sum(not r.complete for r in pair.reference),
-                         "candidate_incomplete": sum(not c.complete for c in pair.candidate),
+            sampled[(run, item.task)] = (reference_sampled, candidate_sampled)
+        coverage.append({"run": run, "task": item.task, "benchmark": benchmark, "samples": len(item.records),
+                         "compared": sum(r.complete and c.complete for r, c in zip(reference, candidate)),
+                         "reference_incomplete": sum(not r.complete for r in reference),
+                         "candidate_incomplete": sum(not c.complete for c in candidate),
                          "unpaired_requests": dict(unpaired.most_common())})
     judges = {benchmark: {name: {"model": sides[benchmark].model, "cache": str(sides[benchmark].cache), "snapshots": snapshots(judged)}
                           for name, sides, judged in (("reference", setup.reference, both[0]), ("candidate", setup.candidate, both[1]))}
@@ -113,39 +116,44 @@ def snapshot_text(side: dict, none: str) -> str:
     return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or none
 
 
-def number_text(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.{digits}f}"
-
-
-def interval_text(interval: Any, digits: int = 3) -> str:
-    return "–" if not interval else f"[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+def agreement_tables(document: dict) -> tuple[str, list[Table]]:
+    """The judges (with their snapshots and any calibration) and the tables of an agreement document."""
+    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'], 'none')}), "
+                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'], 'none')})"
+                       for b, s in document["judges"].items())
+    calibration = document.get("calibration")
+    intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
+                                    f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."
+                                    if calibration else "")
+    not_compared = [f"NOT COMPARED in {row['run']} {row['task']}: {row['samples'] - row['compared']} of {row['samples']} samples "
+                    f"(reference incomplete {row['reference_incomplete']}, candidate incomplete {row['candidate_incomplete']}); "
+                    "requests not paired: " + (", ".join(f"{k} x{v}" for k, v in row["unpaired_requests"].items()) or "none")
+                    for row in document["coverage"] if row["samples"] > row["compared"] or row["unpaired_requests"]]
+    calls = Table("Verdict agreement per judge call type (95% bootstrap CIs)",
+                  ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
+                  [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), fmt(c["agreement"], 3), fmt_ci(c["agreement_ci"], 3),
+                     fmt(c["kappa"], 3), fmt_ci(c["kappa_ci"], 3), c["statistic"]], True) for c in document["calls"]],
+                  [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (–) "
+                   "where both judges gave one and the same label throughout."] + not_compared)
+    metrics = Table("Headline metrics under both judges (candidate − reference, paired)",
+                    ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
+                    [([m["run"], m["task"], m["metric"], fmt(m["reference"], 2), fmt(m["candidate"], 2),
+                       f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "–", fmt_ci(m["ci"], 2),
+                       str(m["samples"])], True) for m in document["metrics"]],
+                    ["On the samples both judges judged completely."])
+    tables = [calls, metrics]
+    if document["ranking"]:
+        tables.append(Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
+                            [([r["task"], r["metric"], ", ".join(r["runs"]), fmt(r["tau"], 3), fmt_ci(r["ci"], 3),
+                               str(r["questions"])], True) for r in document["ranking"]]))
+    return intro, tables
 
 
 def print_document(document: dict) -> None:
-    for benchmark, sides in document["judges"].items():
-        reference, candidate = sides["reference"], sides["candidate"]
-        print(f"\n{benchmark}: reference {reference['model']} ({snapshot_text(reference, 'no verdicts')}) vs candidate "
-              f"{candidate['model']} ({snapshot_text(candidate, 'no verdicts')})")
-    print("\nverdict agreement per judge call type (95% bootstrap CIs):")
-    for c in document["calls"]:
-        print(f"  {c['benchmark']:<10} {c['call']:<40} pairs {c['pairs']:>5}  agreement {number_text(c['agreement'])} {interval_text(c['agreement_ci'])}"
-              f"  {c['statistic']} {number_text(c['kappa'])} {interval_text(c['kappa_ci'])}")
-    if document["metrics"]:
-        print("\nheadline metrics, candidate - reference (same samples, paired bootstrap):")
-        for m in document["metrics"]:
-            print(f"  {m['run']} {m['task']:<16} {m['metric']:<18} reference {number_text(m['reference'], 2)}  candidate {number_text(m['candidate'], 2)}"
-                  f"  difference {number_text(m['difference'], 2)} {interval_text(m['ci'], 2)}  ({m['samples']} samples)")
-    for r in document["ranking"]:
-        print(f"\nranking of {len(r['runs'])} runs, {r['task']} {r['metric']}: Kendall tau-b {number_text(r['tau'])} {interval_text(r['ci'])} "
-              f"({r['questions']} questions)")
-    for row in document["coverage"]:
-        left = row["samples"] - row["compared"]
-        if left or row["unpaired_requests"]:
-            print(f"\nNOT COMPARED in {row['run']} {row['task']}: {left} of {row['samples']} samples (reference incomplete "
-                  f"{row['reference_incomplete']}, candidate incomplete {row['candidate_incomplete']}); requests not paired: "
-                  + (", ".join(f"{k} x{v}" for k, v in row["unpaired_requests"].items()) or "none"))
+    intro, tables = agreement_tables(document)
+    print(f"\n{intro}\n")
+    for table in tables:
+        print(markdown_table(table))
 
 
 # The agreement document read back: its section in `lmms-vr report --agreement FILE`
@@ -189,62 +197,26 @@ def agreement_plot(document: dict, path: Path) -> Path:
 def agreement_section(path: Path, out: Path, index: int = 1):
     """The report's section for one agreement file: the judges and their snapshots, the tables, the plot."""
     document = read_document(path)
-    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'], 'none')}), "
-                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'], 'none')})"
-                       for b, s in document["judges"].items())
-    calls = Table("Verdict agreement per judge call type (95% bootstrap CIs)",
-                  ["Benchmark", "Call", "Pairs", "Agreement", "95% CI", "Kappa", "95% CI", "Statistic"],
-                  [([registry.get(c["benchmark"]).title, c["call"], str(c["pairs"]), number_text(c["agreement"]), interval_text(c["agreement_ci"]),
-                     number_text(c["kappa"]), interval_text(c["kappa_ci"]), c["statistic"]], True) for c in document["calls"]],
-                  [f"Bootstrap over questions ({document['bootstrap']} resamples, seed {document['seed']}); kappa is NaN (n/a) "
-                   "where both judges gave one and the same label throughout."]
-                  + [f"{row['run']} {row['task']}: {row['samples'] - row['compared']} of {row['samples']} samples not compared"
-                     for row in document["coverage"] if row["samples"] > row["compared"]])
-    metrics = Table("Headline metrics under both judges (candidate − reference, paired)",
-                    ["Run", "Task", "Metric", "Reference", "Candidate", "Difference", "95% CI", "Samples"],
-                    [([m["run"], m["task"], m["metric"], number_text(m["reference"], 2), number_text(m["candidate"], 2),
-                       f"{m['difference']:+.2f}" if isinstance(m["difference"], (int, float)) else "n/a", interval_text(m["ci"], 2),
-                       str(m["samples"])], True) for m in document["metrics"]],
-                    ["On the samples both judges judged completely."])
-    tables = [calls, metrics]
-    if document["ranking"]:
-        tables.append(Table("Ranking agreement across runs (Kendall tau-b)", ["Task", "Metric", "Runs", "Tau", "95% CI", "Questions"],
-                            [([r["task"], r["metric"], ", ".join(r["runs"]), number_text(r["tau"]), interval_text(r["ci"]),
-                               str(r["questions"])], True) for r in document["ranking"]]))
-    calibration = document.get("calibration")
-    intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
-                                    f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."
-                                    if calibration else "")
+    intro, tables = agreement_tables(document)
     figure = agreement_plot(document, out / f"judge_agreement_{index}.png")
     return Section("judge_agreement", tables, [("Judge agreement: kappa and metric differences with 95% CIs", figure)],
                    {"agreement_file": str(path)}, title="Judge agreement", intro=intro)
 
 
 def main(args) -> int:
-    from lmms_video_reasoning.judges import JudgeConfigError
-    from lmms_video_reasoning.judges import config as judge_config
-
     found = gather_runs(args.runs, args.task)
     benchmarks = sorted({task_spec(g.task).benchmark for _, g in found})
     shared = Path(args.cache).expanduser() if args.cache else judge_config.cache_path_from_env()
     if shared is None and not (args.reference_cache and args.candidate_cache):
         raise DataError("the judge cache is off (LMMS_VR_JUDGE_CACHE=off): give --cache FILE (or --reference-cache and --candidate-cache)")
-    reference_common, reference_named = per_benchmark(args.reference)
-    candidate_common, candidate_named = per_benchmark(args.candidate)
-    reference_cache = Path(args.reference_cache).expanduser() if args.reference_cache else shared
-    candidate_cache = Path(args.candidate_cache).expanduser() if args.candidate_cache else shared
-    setup = Setup(
-        {b: side_for(b, reference_common, reference_named, reference_cache, judge_config.benchmark_defaults(b).model) for b in benchmarks},
-        {b: side_for(b, candidate_common, candidate_named, candidate_cache, None) for b in benchmarks})
+    setup = Setup(sides(args.reference, benchmarks, Path(args.reference_cache).expanduser() if args.reference_cache else shared,
+                        lambda b: judge_config.benchmark_defaults(b).model),
+                  sides(args.candidate, benchmarks, Path(args.candidate_cache).expanduser() if args.candidate_cache else shared))
     for b in benchmarks:
         if setup.reference[b].model == setup.candidate[b].model and setup.reference[b].cache == setup.candidate[b].cache:
             raise DataError(f"{b}: the reference and the candidate are the same judge ({setup.reference[b].model}); give --candidate")
-    calibration, only = None, None
     try:
-        if args.calibrate is not None:
-            if args.calibrate < 1:
-                raise DataError("--calibrate N needs N >= 1 samples")
-            only, calibration = calibrate(found, setup, args.calibrate, args)
+        only, calibration = calibrate(found, setup, args) if args.calibrate is not None else (None, None)
         document = compare(found, setup, args.bootstrap, args.seed, only)
     except JudgeConfigError as error:
         raise DataError(f"the reference judge cannot run: {error}") from None
@@ -260,3 +232,158 @@ def main(args) -> int:
         print("nothing compared: no sample has the verdicts of both judges in the cache(s)", file=sys.stderr)
         return 1
     return 0
+
+
+# ---------------------------------------------------------------------- --calibrate N
+
+
+def stratified_subset(strata: dict[Any, Sequence[Any]], size: int, seed: int = 0) -> list[Any]:
+    """`size` items of `strata` ({stratum: items}) in proportion to their sizes (largest remainder; every
+    stratum at least one when `size` allows, from the largest quota), seeded; all when `size` covers them."""
+    import random
+
+    total = sum(len(items) for items in strata.values())
+    if size >= total:
+        return [item for items in strata.values() for item in items]
+    names = sorted(strata, key=str)
+    exact = {name: size * len(strata[name]) / total for name in names}
+    quota = {name: int(exact[name]) for name in names}
+    for name in sorted(names, key=lambda name: (-(exact[name] - quota[name]), str(name)))[: size - sum(quota.values())]:
+        quota[name] += 1
+    if size >= len(names):
+        for name in [name for name in names if not quota[name] and strata[name]]:
+            donor = max(names, key=lambda other: (quota[other], str(other)))
+            quota[donor] -= 1
+            quota[name] = 1
+    rng = random.Random(seed)
+    chosen = []
+    for name in names:
+        items = list(strata[name])
+        rng.shuffle(items)
+        chosen += items[: quota[name]]
+    return chosen
+
+
+class SpendingLimit(CallBudget):
+    """At most `max_calls` requests and `max_cost` USD: a request is sent only if what was spent plus the
+    worst case of those in flight and of this one stays within it."""
+
+    def __init__(self, max_calls: int, max_cost: float | None, worst_request_usd: float) -> None:
+        super().__init__(max_calls, "calibration")
+        self.max_cost, self.worst = max_cost, worst_request_usd
+        self.answered = 0
+        self.spent = 0.0
+
+    def reserve(self) -> bool:
+        with self._lock:
+            in_flight = self.used - self.answered
+            over_cost = self.max_cost is not None and self.spent + (in_flight + 1) * self.worst > self.max_cost
+            if self.used >= self.max_calls or over_cost:
+                self.exhausted = True
+                return False
+            self.used += 1
+            return True
+
+    def paid(self, model: str, prompt_tokens: int, completion_tokens: int, price: dict | None) -> None:
+        """An answered request (the engine's usage listener)."""
+        with self._lock:
+            self.answered += 1
+            self.spent += usd(price, prompt_tokens, completion_tokens) or 0.0
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "max_cost_usd": self.max_cost, "spent_usd": round(self.spent, 6)}
+
+
+def reference_config(benchmark: str, model: str | None, cache: Path | None, base_url: str | None, key_env: str | None):
+    """The reference judge: the benchmark's own configuration without LMMS_VR_JUDGE_* (usually the
+    candidate), or `--reference-base-url`."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in (judge_config.OVERRIDE_BASE_URL, judge_config.OVERRIDE_API_KEY, judge_config.OVERRIDE_MODEL)}
+    if base_url:
+        env[judge_config.OVERRIDE_BASE_URL] = base_url
+        if key_env and os.environ.get(key_env):
+            env[judge_config.OVERRIDE_API_KEY] = os.environ[key_env]
+    if model:
+        env[judge_config.OVERRIDE_MODEL] = model
+    config = JudgeConfig.from_env(benchmark, env, host_settings=False)
+    if config is None:
+        defaults = judge_config.benchmark_defaults(benchmark)
+        raise DataError(f"--calibrate needs the reference judge of {benchmark}: set {defaults.key_env} (judge {model or defaults.model}), "
+                        "or give --reference-base-url [--reference-key-env VAR]")
+    return replace(config, cache_path=cache) if cache is not None else config
+
+
+def calibrate(found: list[tuple[str, Gathered]], setup: Setup, args) -> tuple[set, dict]:
+    """Judge a stratified subset of `--calibrate N` samples with the reference judge; returns the chosen
+    (task, sample id) keys and what the calibration did (plan, budget, spend)."""
+    if args.calibrate < 1:
+        raise DataError("--calibrate N needs N >= 1 samples")
+    from lmms_video_reasoning.judges.tokens import tokenizer_for
+
+    # what the candidate asked per sample: the plan (and only samples it judged completely are worth asking)
+    candidate_asks: dict[tuple, list[Asked]] = defaultdict(list)  # (task, sample id) -> the candidate's requests, every run
+    strata: dict[tuple, list[tuple]] = defaultdict(list)  # (task, stratum) -> samples
+    methods: set[str] = set()  # how input tokens were counted
+    for _run, item in found:
+        spec = task_spec(item.task)
+        bench = registry.get(spec.benchmark).scoring
+        # input tokens counted as the reference will be billed (its tokenizer, or the stated approximation)
+        tokenizer = tokenizer_for(setup.reference[spec.benchmark].model)
+        methods.add(tokenizer.method)
+        judged = judge_each(bench, item.records, bench.settings(item.records), setup.candidate[spec.benchmark].reader(bench), tokenizer)
+        for record, j in zip(item.records, judged):
+            if not (j.complete and j.asked):
+                continue  # a sample the candidate did not judge (completely) cannot be compared
+            sample = (item.task, str(record["sample_id"]))
+            if sample not in candidate_asks:
+                strata[(item.task, bench.stratum(record))].append(sample)
+            candidate_asks[sample] += j.asked
+    if not strata:
+        raise DataError("--calibrate: the candidate judge has no complete verdicts for these runs in its cache "
+                        f"({', '.join(sorted({f'{b}: {s.model}' for b, s in setup.candidate.items()}))}); judge them with it first "
+                        "(`lmms-vr score` with the candidate configured)")
+    chosen = stratified_subset(strata, args.calibrate, args.seed)
+    planned = [a for sample in chosen for a in candidate_asks[sample]]
+    configs = {b: reference_config(b, setup.reference[b].model, setup.reference[b].cache, args.reference_base_url, args.reference_key_env)
+               for b in sorted({task_spec(task).benchmark for task, _ in chosen})}
+    estimate, worst, priced = 0.0, 0.0, True
+    for sample in chosen:
+        price = configs[task_spec(sample[0]).benchmark].price()
+        priced = priced and price is not None
+        for a in candidate_asks[sample] if price is not None else ():
+            # the reply as long as the candidate's (same format); the worst case is max_tokens
+            estimate += usd(price, a.prompt_tokens, max(1, a.reply_tokens))
+            worst = max(worst, usd(price, a.prompt_tokens * 1.5, a.max_tokens))
+    max_requests = args.max_requests if args.max_requests is not None else max(2 * len(planned), len(planned) + 8)
+    max_cost = args.max_cost if args.max_cost is not None else (round(2 * estimate, 4) if priced and estimate else None)
+    if max_cost is not None and worst > max_cost:
+        raise DataError(f"--max-cost {max_cost:g} USD is below the worst case of a single request (about {worst:.4f} USD); raise it")
+    chosen_set = set(chosen)
+    strata_text = ", ".join(f"{task}/{stratum or '-'} {sum(s in chosen_set for s in samples)} of {len(samples)}"
+                            for (task, stratum), samples in sorted(strata.items(), key=str))
+    print(f"calibration: {len(chosen)} of {sum(map(len, strata.values()))} samples the candidate judged (strata {strata_text})")
+    print("  reference judge: " + "; ".join(f"{b} {c.model} at {c.public_dict()['base_url']}" for b, c in configs.items()))
+    print(f"  expected: about {len(planned)} reference requests (as many as the candidate needed on these samples)"
+          + (f", about {estimate:.4f} USD at list price (input tokens: {'; '.join(sorted(methods))}; replies as long "
+             "as the candidate's)" if priced else ", price unknown"))
+    print(f"  bound: at most {max_requests} requests (--max-requests)"
+          + (f" and {max_cost:.4f} USD (--max-cost)" if max_cost is not None else " (no cost bound: the reference's price is unknown)"))
+    limit = SpendingLimit(max_requests, max_cost, worst)
+    engine.on_usage(limit.paid)
+    judges = {b: Judge(c, budget=limit) for b, c in configs.items()}
+    for run, item in found:
+        spec = task_spec(item.task)
+        records = [r for r in item.records if (item.task, str(r["sample_id"])) in chosen_set]
+        if records:
+            bench = registry.get(spec.benchmark).scoring
+            bench.outcomes(records, bench.settings(item.records), judge=judges[spec.benchmark])
+    for b, judge in judges.items():
+        # read back as this judge would serve them (its endpoint too: a deployment may name its model otherwise)
+        setup.reference[b] = Side(configs[b].model, configs[b].cache_path, configs[b].base_url)
+        judge.log_summary()
+    spent = limit.as_dict()
+    print(f"  sent {spent['calls']} requests, spent {spent['spent_usd']:.4f} USD"
+          + ("; BOUND REACHED: the samples left unjudged are counted as not compared" if spent["exhausted"] else ""))
+    return chosen_set, {"samples": len(chosen), "strata": {f"{t}/{s}": len(v) for (t, s), v in strata.items()},
+                        "expected_requests": len(planned), "expected_cost_usd": round(estimate, 6) if priced else None,
+                        "bound": spent, "reference": {b: c.public_dict() for b, c in configs.items()}}

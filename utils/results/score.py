@@ -268,17 +268,13 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
             print(f"\nestimate written to {args.out}")
         return True
     if getattr(args, "batch_export", None):
-        batch_judging.print_export(batch_judging.export(gathered, Path(args.batch_export)))
+        batch_judging.export(gathered, Path(args.batch_export))
         return True
     if getattr(args, "batch_import", None):
-        imported = batch_judging.import_results(gathered, Path(args.batch_import))
-        batch_judging.print_import(imported, args.batch_import)
-        refusal = batch_judging.nothing_accepted(imported, args.batch_import)
-        if refusal:
-            raise DataError(refusal)
+        batch_judging.import_results(gathered, args.batch_import)
         return True
     if getattr(args, "batch", False):
-        batch_judging.print_api(batch_judging.api_judging(gathered))
+        batch_judging.api_judging(gathered)
     return False
 
 
