@@ -143,10 +143,9 @@ def print_estimate(data: dict) -> None:
     for model, method in data["tokenizers"].items():
         print(f"input tokens of {model}: {method}; chat framing and images as OpenAI bills them")
     print("output tokens: each protocol's reply format (judges' expected replies); re-asks of unparseable replies not "
-          "included. Later steps (VCR-Bench answer scoring after extraction, CG-Bench's open-ended step 2) are counted by "
-          "assuming the earlier step's expected reply: CG-Bench step 2 for every question whose step 2 can be built (an "
-          "upper bound; it needs the clue frames and subtitles of CGBENCH_ROOT: those that cannot be built are listed as "
-          "NOT COUNTED above)." )
+          "included. A later step built on an earlier step's reply is counted by assuming that step's expected reply (an "
+          "upper bound where the protocol may stop early); a step that cannot be built (e.g. its media is missing) is "
+          "listed as NOT COUNTED above.")
     print("batch price: the OpenAI Batch API (50% of synchronous, or LMMS_VR_JUDGE_PRICES's batch_input/batch_output); "
           "n/a for endpoints without one")
 
