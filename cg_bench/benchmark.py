@@ -18,6 +18,7 @@ from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_IN
 from lmms_video_reasoning.cg_bench.report import report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
+from lmms_video_reasoning.judges.failure_share import FAILED_SHARE
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
@@ -217,7 +218,7 @@ class CgBenchScoring(ScoringAdapter):
     name = judge_name = "cg_bench"
 
     def settings(self, records):
-        return Settings.of(BENCHMARK.settings_of(records))
+        return settings_from(BENCHMARK.settings_of(records))
 
     def score(self, records, settings, judge):
         metrics, answers = scored_records(records, settings, judge)
@@ -275,3 +276,9 @@ BENCHMARK = Benchmark(
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes its details file.
 __getattr__ = DeclaredHooks(BENCHMARK, _write_details)
+
+
+def settings_from(values: dict) -> Settings:
+    """The scoring Settings of a task's options in effect (`options.values`, as its records carry them)."""
+    return Settings(strict=bool(values[task.STRICT.option]), official_reversed=bool(values[task.OFFICIAL_REVERSED.option]),
+                    failed_share=values.get(FAILED_SHARE.option))

@@ -118,9 +118,6 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 # ---------------------------------------------------------------------- subtitles
 
 
-_warned: set[str] = set()
-
-
 @functools.lru_cache(maxsize=1024)
 def load_cues(path: Path) -> tuple:
     """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
@@ -128,16 +125,13 @@ def load_cues(path: Path) -> tuple:
 
 
 def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
-    """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
-    times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
+    """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles`
+    at the frames' times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
     `whole_video`: every subtitle, by the same rule at each cue's midpoint (the paper's "S (full-video)")."""
     path = media.subtitle_path(plan.video_uid)
     if path is None:
         return ""
     cues = load_cues(path)
-    if not cues and str(path) not in _warned:
-        _warned.add(str(path))
-        logger.warning("cg_bench: %s yields no subtitle line; its questions are asked without subtitles", path)
     times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
 

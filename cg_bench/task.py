@@ -33,7 +33,6 @@ logger = logging.getLogger(__name__)
 STRICT = options.Option("strict", "bool", False, "CG-Bench answers parsed strictly (the official parser only)")
 OFFICIAL_REVERSED = options.Option("official_reversed", "bool", False, "a reversed predicted interval computed "
                                    "as the official code does (negative length)")
-OPTIONS = (STRICT, OFFICIAL_REVERSED)
 # The suite's variables overriding them (`settings.variable`; not exported with the options).
 VARIABLES = (settings.variable("LMMS_VR_CG_STRICT", STRICT), settings.variable("LMMS_VR_CG_OFFICIAL_REVERSED", OFFICIAL_REVERSED))
 METRICS = {
@@ -54,23 +53,13 @@ NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=Fals
 
 @dataclass(frozen=True)
 class Settings:
-    """Scoring settings: `judge` False skips the open-ended judge (oe_acc NaN); `official_reversed`: a reversed
-    interval is a negative length as officially (`scoring.tiou_official`); `failed_share`: `judges.failure_share`'s."""
+    """Scoring settings (the defaults: the official protocol): the options above; `judge` False: open answers not
+    judged; `failed_share`: `judges.failure_share`'s."""
 
     strict: bool = False
     judge: bool = True
     official_reversed: bool = False
     failed_share: float | None = None
-
-    @classmethod
-    def of(cls, values: Mapping[str, Any]) -> "Settings":
-        """From a task's options in effect (`options.values`, as its records carry them)."""
-        return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
-                   failed_share=values.get(failure_share.FAILED_SHARE.option))
-
-    @classmethod
-    def from_env(cls) -> "Settings":
-        return cls.of(options.values((*OPTIONS, failure_share.FAILED_SHARE)))
 
 
 def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> dict:
