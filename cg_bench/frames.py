@@ -1,10 +1,7 @@
 """What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
 
-Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``). Long video,
-grounding and open take segment centres of the whole video (`LONG_PLAN`, 128 frames by default),
-clue mode frames inside the clue intervals (`CLUE_PLAN`, 32), indices from the video's
-`video_meta_info.json` entry (`max_frame`, `fps`), so the prompt text needs no decoding. Subtitles
-follow `get_subtitles` (`utils/media/subtitles.py`). Files come through a `Media`.
+Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``): frame indices from the
+video's `video_meta_info.json` entry (`max_frame`, `fps`), so the prompt text needs no decoding.
 """
 
 from __future__ import annotations

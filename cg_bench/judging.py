@@ -1,11 +1,8 @@
-"""The open-ended judge of CG-Bench: the official two-step heuristic evaluation, via `judges`.
+"""The open-ended judge of CG-Bench: the official two-step heuristic evaluation (`run_api.py`).
 
-Step 1 (`eval_open_step_1`, text only): question, reference answer and prediction -> 0 wrong,
-1 right, 2 "needs visual check". Step 2 (`eval_open_step_2`, only for the 2s): the clue
-frames as images, then the prompt with subtitles and frame times, the question and the
-prediction -- no reference -> 0 / 1. One user turn per step, the system prompt prefixed to
-the text as the official `run_api.py` does, images as JPEG data URLs with `detail: low`,
-temperature 0. The two steps of a question chain inside one `judge.map` item.
+Step 1 (text only): question, reference answer and prediction -> 0 wrong, 1 right, 2 "needs visual
+check". Step 2 (only for the 2s): the clue frames, subtitles, frame times, question and prediction, no
+reference -> 0 / 1. The two steps of a question chain inside one `judge.map` item.
 """
 
 from __future__ import annotations
