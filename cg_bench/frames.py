@@ -21,9 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 def long_indices(total: int, n: int = 128) -> list[int]:
-    """Long video / grounding / open: segment centres ``int(seg/2 + round(seg*i))``, ``seg = total / n``
-    (official ``sample_frames_global_average``, ``total`` = the metadata's ``max_frame``; round half to
-    even; indices repeat for short videos, as officially)."""
+    """Long video / grounding / open: segment centres (official ``sample_frames_global_average``, ``total`` = the
+    metadata's ``max_frame``; indices repeat for short videos, as officially)."""
     check_counts(total, n)
     seg = float(total) / n
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
@@ -32,14 +31,10 @@ def long_indices(total: int, n: int = 128) -> list[int]:
 def clue_indices(
     intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32
 ) -> tuple[list[int], int]:
-    """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``. Official
-    ``sample_frames_clue_average``: frame ranges ``[round(s * fps), round(e * fps))``; all their frames
-    if ``<= n`` (interval order, repeats kept), else per interval ``int(n * len / total_len)`` frames, at
-    least 1, at ``int(a + seg/2 + seg*k)``, ``seg = len / count`` (the total can exceed ``n``, as officially).
-
-    Additions (protocol notes): intervals clamped to the video (``n_clamped`` counted, a warning logged)
-    and reversed ones read as ``[start, end]``, so no index points past the last frame (officially
-    dropped silently); zero-length intervals alone get one frame at their start (officially none).
+    """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``, as the official
+    ``sample_frames_clue_average``. Additions (protocol notes): intervals clamped to the video (counted, a
+    warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
+    (officially dropped silently); zero-length intervals alone get one frame at their start (officially none).
     """
     check_counts(total, n)
     if fps <= 0:

@@ -1,9 +1,7 @@
 """CG-Bench's official protocol tasks (clue-grounded QA in long videos): the lmms-eval hooks.
 
-The task logic is `task.py` (documents, inputs, records, metrics), `frames.py` (the official frame sampler,
-subtitles), `judging.py` (the two-step open-ended judge) and `scoring.py`. Here: the folder's dataset, files
-resolved by `resolve_media_reference`, frames decoded with PyAV, and lmms-eval's own judge (`lmms_eval.llm_judge`:
-`API_TYPE`, `MODEL_VERSION`); open answers are judged in `process_results`, a failed judgment counted in `judge_failed`.
+The task logic is `task.py`; here: the folder's dataset and files, frames decoded with PyAV, and lmms-eval's
+own judge (`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`), which judges open answers in `process_results`.
 """
 
 import os
