@@ -127,6 +127,3 @@ def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, w
     times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
 
-
-def frames_for(plan: QuestionFrames, media: Media) -> list:
-    return media.frames(plan.video_uid, list(plan.indices))

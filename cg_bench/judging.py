@@ -73,7 +73,7 @@ def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> OpenVerdict:
     if first.value in (0, 1):
         return OpenVerdict(first.value)
     plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media)
-    second = ask(step2_request(item, frames.frames_for(plan, media), plan, frames.subtitles_for(plan, media)))
+    second = ask(step2_request(item, media.frames(item.video_uid, list(plan.indices)), plan, frames.subtitles_for(plan, media)))
     if not second.ok:
         return OpenVerdict(None, f"step 2: {second.error}")
     return OpenVerdict(second.value)

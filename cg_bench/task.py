@@ -284,7 +284,7 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
     if doc["mode"] == "blind" or settings["visual_mode"] == "none":
         return []
     if settings["visual_mode"] == "frames":
-        return frames.frames_for(plan(doc, settings, media), media)
+        return media.frames(doc["video_uid"], list(plan(doc, settings, media).indices))
     return [media.video(doc)]
 
 
