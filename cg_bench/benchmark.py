@@ -238,7 +238,7 @@ class CgBenchScoring(ScoringAdapter):
         return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
 
     def columns(self, records, outcomes_, settings):
-        return task.outcome_columns(outcomes_, failed_share=settings.failed_share)
+        return task.outcome_columns([Outcome(**outcome) for outcome in outcomes_], failed_share=settings.failed_share)
 
     def report_record(self, record):
         """The question and the mode (the metrics read only the outcomes)."""

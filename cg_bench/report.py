@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -289,17 +290,25 @@ def report_spec() -> ReportSpec:
 # ---------------------------------------------------------------------- metrics of outcomes, per group (the report's, `lmms-vr score`'s)
 
 
-def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> list[tuple[bool, float]]:
-    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`).
-    `answer_mode` "blind": the text-only answer instead (the paper's GPT4o (text) row of Table 3)."""
-    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
-    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(joined_on_qid(fields, answer_mode).items())]
+def as_long_answers(outcomes: Sequence[Outcome], answer_mode: str) -> list[Outcome]:
+    """The outcomes with the `answer_mode` answers in the long answers' place, the ones acc@IoU joins with the
+    grounding ("blind": the text-only answers, the paper's GPT4o (text) row of Table 3)."""
+    if answer_mode == "long":
+        return list(outcomes)
+    return [replace(o, mode="long") if o.mode == answer_mode else o for o in outcomes if o.mode != "long"]
 
 
-def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score);
-    `answer_mode` "blind": acc@IoU of the text-only answers (`acc_at_iou_pairs`)."""
-    return point(outcome_columns(outcomes, answer_mode), whole=False)
+def acc_at_iou_pairs(outcomes: Sequence[Outcome], answer_mode: str = "long") -> list[tuple[bool, float]]:
+    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`;
+    `as_long_answers` for `answer_mode`)."""
+    fields = [vars(o) for o in as_long_answers(outcomes, answer_mode)]
+    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(joined_on_qid(fields).items())]
+
+
+def metrics_of(outcomes: Sequence[Outcome], answer_mode: str = "long") -> dict[str, float]:
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score); acc@IoU of
+    the `answer_mode` answers (`as_long_answers`)."""
+    return point(outcome_columns(as_long_answers(outcomes, answer_mode)), whole=False)
 
 
 NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)

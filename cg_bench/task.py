@@ -123,24 +123,24 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
     return outcomes
 
 
-def joined_on_qid(fields: Sequence[dict], answer_mode: str = "long") -> dict[int, tuple[int, float]]:
-    """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last `answer_mode` answer with
-    a value, its last grounding tIoU)} for the qids having both."""
+def joined_on_qid(fields: Sequence[dict]) -> dict[int, tuple[int, float]]:
+    """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last long answer with a value, its last
+    grounding tIoU)} for the qids having both."""
     answers: dict[int, int] = {}
     ground: dict[int, float] = {}
     for index, o in enumerate(fields):
-        if o["value"] is not None and o["mode"] in (answer_mode, "grounding"):
-            if o["mode"] == answer_mode:
+        if o["value"] is not None and o["mode"] in ("long", "grounding"):
+            if o["mode"] == "long":
                 answers[o["qid"]] = index
             else:
                 ground[o["qid"]] = o["value"]
     return {qid: (index, ground[qid]) for qid, index in answers.items() if qid in ground}
 
 
-def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long", failed_share: float | None = None) -> SampleColumns:
+def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = None) -> SampleColumns:
     """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU `>=` each threshold
     (`stat_with_key.py`), failures, acc@IoU's pairs (once per qid, on its answer)."""
-    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    fields = [vars(o) for o in outcomes]
     code = {name: number for number, name in enumerate(MODES)}
     rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
                       o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
@@ -158,7 +158,7 @@ def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long
     counted["open"] = (mode == code["open"]).astype(float)
     counted["open_failed"], counted["open_not_run"] = counted["open"] * rows[:, 5], counted["open"] * rows[:, 6]
     once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
-    for index, iou in joined_on_qid(fields, answer_mode).values():
+    for index, iou in joined_on_qid(fields).values():
         once["pairs"][index] = 1.0
         for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
             once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
@@ -199,7 +199,7 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     return metrics
 
 
-def task_metrics(outcomes: Sequence[Outcome | dict], failed_share: float | None = None) -> dict[str, float]:
+def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None) -> dict[str, float]:
     """A task's metrics: `metrics_of`, with `oe_acc` NaN past the judge failure share (decided on the whole task)."""
     return point(outcome_columns(outcomes, failed_share=failed_share))
 
