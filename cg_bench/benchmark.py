@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.cg_bench import data, frames, judging, task
-from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome, Settings
+from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome
 from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown, report_spec
 from lmms_video_reasoning.judges import get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
@@ -232,7 +232,7 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge):
-        return None if self.needs_judge(records) and judge is None else _fields(task.read_outcomes(records, settings, judge, MEDIA))
+        return None if self.needs_judge(records) and judge is None else _fields(task.read_outcomes(records, judge, MEDIA, settings.strict, settings.official_reversed))
 
     def metrics(self, records, outcomes_, settings):
         return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
@@ -281,6 +281,16 @@ BENCHMARK = Benchmark(
 __getattr__ = DeclaredHooks(BENCHMARK, _write_details)
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The scoring settings of `lmms-vr score` and the aggregation (the defaults: the official protocol): `task.STRICT`,
+    `task.OFFICIAL_REVERSED`; `failed_share`: `judges.failure_share`'s."""
+
+    strict: bool = False
+    official_reversed: bool = False
+    failed_share: float | None = None
+
+
 def settings_from(values: dict) -> Settings:
     """The scoring Settings of a task's options in effect (`options.values`, as its records carry them)."""
     return Settings(strict=bool(values[task.STRICT.option]), official_reversed=bool(values[task.OFFICIAL_REVERSED.option]),
@@ -303,7 +313,7 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
     """Every metric of the records and the outcomes they come from (`read_outcomes`), with the counts of videos
     asked without subtitles and `breakdown` (per group and mode, failures, the settings used)."""
     settings, judged = as_settings(settings)
-    outcomes = task.read_outcomes(records, settings, judge if judged else None, media)
+    outcomes = task.read_outcomes(records, judge if judged else None, media, settings.strict, settings.official_reversed)
     for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
         if outcome.judge_error == task.NO_JUDGE:
             outcome.judge_error = task.JUDGE_OFF

@@ -44,15 +44,6 @@ MODES = ("long", "clue", "grounding", "open", "blind")
 NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=False)"
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Scoring settings (the defaults: the official protocol): the options above; `failed_share`: `judges.failure_share`'s."""
-
-    strict: bool = False
-    official_reversed: bool = False
-    failed_share: float | None = None
-
-
 def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> dict:
     """The logged record of one answer: the question's facts, the raw reply and what `reply_record` reads of it; no parsing, no judge."""
     record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
@@ -79,9 +70,10 @@ class Outcome:
     sub_category: str = ""  # the annotation's level-2 category (`scoring.SUB_CATEGORIES`; "" in outcomes stored before it was kept)
 
 
-def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: frames.Media) -> list[Outcome]:
+def read_outcomes(records: Sequence[dict], judge: Judge | None, media: frames.Media, strict: bool = False,
+                  official_reversed: bool = False) -> list[Outcome]:
     """Parse every record and judge the open-ended ones, once (`judge` None: none configured, not judged;
-    `media` gives the clue frames of the judge's second step)."""
+    `media` gives the clue frames of the judge's second step); `strict`, `official_reversed`: the options above."""
     outcomes = []
     open_slots: list[tuple[int, dict, str]] = []
     for index, record in enumerate(records):
@@ -95,17 +87,16 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0
         elif mode in ("long", "clue", "blind"):
-            parsed = scoring.parse_mcq(answer, record["right_answer"], settings.strict)
+            parsed = scoring.parse_mcq(answer, record["right_answer"], strict)
             failed = parsed.how == "failed"
             value = None if parsed.correct is None else float(parsed.correct)
         elif mode == "grounding":
-            value, how = scoring.grounding_tiou(answer, record["clue_intervals"], settings.strict,
-                                                settings.official_reversed)
+            value, how = scoring.grounding_tiou(answer, record["clue_intervals"], strict, official_reversed)
             failed = how == "failed"
         else:
-            prediction = scoring.parse_open(answer, settings.strict)
+            prediction = scoring.parse_open(answer, strict)
             failed = prediction is None
-            value = 0.0 if failed and settings.strict else None
+            value = 0.0 if failed and strict else None
             if prediction is not None:
                 open_slots.append((index, record, prediction))
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],

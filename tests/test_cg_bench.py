@@ -263,7 +263,7 @@ def test_score_records_joins_modes_per_qid():
     assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
     assert scores["parse_failed"] == 1
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
-    strict = score_records(binding, records, cg_task.Settings(strict=True))
+    strict = score_records(binding, records, binding.Settings(strict=True))
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
 
 

@@ -103,5 +103,5 @@ def cgbench_protocol_process_results(doc, results):
     response = results[0] if results else ""
     record = task.make_record(doc, response if isinstance(response, str) else str(response))
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
-    outcome = task.read_outcomes([record], task.Settings(), judge, MEDIA)[0]
+    outcome = task.read_outcomes([record], judge, MEDIA)[0]
     return once_per_sample({"record": record, "outcome": vars(outcome)}, task.METRICS[doc["task_kind"]])
