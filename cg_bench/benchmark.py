@@ -16,10 +16,8 @@ from typing import Any, Sequence
 from lmms_video_reasoning.cg_bench import data, frames, judging, task
 from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome
 from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown, report_spec
-from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.judges.failure_share import FAILED_SHARE
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
@@ -191,7 +189,7 @@ def subtitles_unusable(video_uid: str, media: frames.Media) -> str | None:
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
-    """`task.score_with` on the data root (records of several tasks of a run may be scored together:
+    """`score_with` on the data root (records of several tasks of a run may be scored together:
     long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does)."""
     scores, answers = score_with(records, settings, judge, MEDIA)
     if scores["subtitles_missing"]:
@@ -294,7 +292,7 @@ class Settings:
 def settings_from(values: dict) -> Settings:
     """The scoring Settings of a task's options in effect (`options.values`, as its records carry them)."""
     return Settings(strict=bool(values[task.STRICT.option]), official_reversed=bool(values[task.OFFICIAL_REVERSED.option]),
-                    failed_share=values.get(FAILED_SHARE.option))
+                    failed_share=values.get(failure_share.FAILED_SHARE.option))
 
 
 def as_settings(settings: "Settings | dict | None") -> tuple[Settings, bool]:

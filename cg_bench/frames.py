@@ -117,8 +117,8 @@ def load_cues(path: Path) -> tuple:
 
 
 def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
-    """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles`
-    at the frames' times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
+    """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
+    times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
     `whole_video`: every subtitle, by the same rule at each cue's midpoint (the paper's "S (full-video)")."""
     path = media.subtitle_path(plan.video_uid)
     if path is None:

@@ -191,7 +191,7 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
 
 
 def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None) -> dict[str, float]:
-    """A task's metrics: `metrics_of`, with `oe_acc` NaN past the judge failure share (decided on the whole task)."""
+    """A task's metrics over its outcomes, `oe_acc` NaN past the judge failure share (decided on the whole task)."""
     return point(outcome_columns(outcomes, failed_share=failed_share))
 
 
