@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 # ParseError: the judge interface's re-ask signal
@@ -58,28 +57,22 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
         return False, None
 
 
-@dataclass(frozen=True)
-class McqParse:
-    correct: bool | None  # None: the reply could not be read
-    how: str  # "json" | "letters" | "failed"
-
-
-def parse_mcq(response: str, right_answer: str, strict: bool = False) -> McqParse:
-    """A multiple-choice reply (long, clue, blind). Official: the fenced JSON `result` decides (equal to the
-    right letter); else correct if ANY standalone letter A-H is the right one ("A or B" counts); no letter:
-    unparseable (left out). Strict: the JSON `result` if a single letter, else the LAST standalone letter;
-    no letter: wrong (still counted as a parse failure)."""
+def parse_mcq(response: str, right_answer: str, strict: bool = False) -> tuple[bool | None, str]:
+    """(correct or None, how: "json" | "letters" | "failed") of a multiple-choice reply (long, clue, blind).
+    Official: the fenced JSON `result` decides (equal to the right letter); else correct if ANY standalone
+    letter A-H is the right one ("A or B" counts); no letter: unparseable (left out). Strict: the JSON
+    `result` if a single letter, else the LAST standalone letter; no letter: wrong (a parse failure)."""
     response = response or ""
     if response:
         found, value = json_result(response, quote_bare_words=True)
         if found and not strict:
-            return McqParse(value == right_answer, "json")
+            return value == right_answer, "json"
         if found and isinstance(value, str) and _LETTER.fullmatch(value.strip()):
-            return McqParse(value.strip() == right_answer, "json")
+            return value.strip() == right_answer, "json"
         letters = _LETTER.findall(response)
         if letters:
-            return McqParse(letters[-1] == right_answer if strict else right_answer in letters, "letters")
-    return McqParse(False if strict else None, "failed")
+            return (letters[-1] == right_answer if strict else right_answer in letters), "letters"
+    return (False if strict else None), "failed"
 
 
 # ---------------------------------------------------------------------- grounding

@@ -87,9 +87,9 @@ def read_outcomes(records: Sequence[dict], judge: Judge | None, media: frames.Me
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0
         elif mode in ("long", "clue", "blind"):
-            parsed = scoring.parse_mcq(answer, record["right_answer"], strict)
-            failed = parsed.how == "failed"
-            value = None if parsed.correct is None else float(parsed.correct)
+            correct, how = scoring.parse_mcq(answer, record["right_answer"], strict)
+            failed = how == "failed"
+            value = None if correct is None else float(correct)
         elif mode == "grounding":
             value, how = scoring.grounding_tiou(answer, record["clue_intervals"], strict, official_reversed)
             failed = how == "failed"

@@ -165,8 +165,8 @@ def test_visuals_per_mode(cg_env):
     ("", None, False),
 ])
 def test_parse_mcq(reply, official, strict):
-    assert scoring.parse_mcq(reply, "B").correct is official
-    assert scoring.parse_mcq(reply, "B", strict=True).correct is strict
+    assert scoring.parse_mcq(reply, "B")[0] is official
+    assert scoring.parse_mcq(reply, "B", strict=True)[0] is strict
 
 
 @pytest.mark.parametrize("reply, official, strict", [

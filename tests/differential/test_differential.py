@@ -55,8 +55,8 @@ def close(a, b) -> bool:
 
 
 def _cg_mcq(row, _setting):
-    parsed = cg.parse_mcq(expand(row["input"]), row["right_answer"])
-    return None if parsed.correct is None else int(parsed.correct)
+    correct, _how = cg.parse_mcq(expand(row["input"]), row["right_answer"])
+    return None if correct is None else int(correct)
 
 
 def _cg_grounding(row, reversed_as_official):
