@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.cg_bench import data, frames, judging, task
-from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome, Settings
-from lmms_video_reasoning.cg_bench.report import report_spec
-from lmms_video_reasoning.judges import get_judge
+from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome
+from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown, report_spec
+from lmms_video_reasoning.judges import failure_share, get_judge
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.responses import warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, RunFiles
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
@@ -166,9 +168,9 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
 
 
 def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
-    """`task.score_with` on the data root (records of several tasks of a run may be scored together:
+    """`score_with` on the data root (records of several tasks of a run may be scored together:
     long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does)."""
-    scores, answers = task.score_with(records, task.as_settings(settings), judge, MEDIA)
+    scores, answers = score_with(records, settings, judge, MEDIA)
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, answers
@@ -194,7 +196,7 @@ class CgBenchScoring(ScoringAdapter):
     name = judge_name = "cg_bench"
 
     def settings(self, records):
-        return Settings.of(BENCHMARK.settings_of(records))
+        return settings_from(BENCHMARK.settings_of(records))
 
     def score(self, records, settings, judge):
         metrics, answers = scored_records(records, settings, judge)
@@ -205,13 +207,13 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge):
-        return None if self.needs_judge(records) and judge is None else _fields(task.read_outcomes(records, settings, judge, MEDIA))
+        return None if self.needs_judge(records) and judge is None else _fields(task.read_outcomes(records, judge, MEDIA, settings.strict, settings.official_reversed))
 
     def metrics(self, records, outcomes_, settings):
         return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
 
     def columns(self, records, outcomes_, settings):
-        return task.outcome_columns(outcomes_, failed_share=settings.failed_share)
+        return task.outcome_columns([Outcome(**outcome) for outcome in outcomes_], failed_share=settings.failed_share)
 
     def report_record(self, record):
         """The question and the mode (the metrics read only the outcomes)."""
@@ -252,3 +254,75 @@ BENCHMARK = Benchmark(
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes its details file.
 __getattr__ = DeclaredHooks(BENCHMARK, _write_details)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The scoring settings of `lmms-vr score` and the aggregation (the defaults: the official protocol): `task.STRICT`,
+    `task.OFFICIAL_REVERSED`; `failed_share`: `judges.failure_share`'s."""
+
+    strict: bool = False
+    official_reversed: bool = False
+    failed_share: float | None = None
+
+
+def settings_from(values: dict) -> Settings:
+    """The scoring Settings of a task's options in effect (`options.values`, as its records carry them)."""
+    return Settings(strict=bool(values[task.STRICT.option]), official_reversed=bool(values[task.OFFICIAL_REVERSED.option]),
+                    failed_share=values.get(failure_share.FAILED_SHARE.option))
+
+
+def as_settings(settings: "Settings | dict | None") -> tuple[Settings, bool]:
+    """(Settings, whether open answers are judged) from a Settings, a dict such as `{"strict": True, "judge": False}`,
+    or None (official parsing, judge on)."""
+    if not isinstance(settings, dict):
+        return settings or Settings(), True
+    unknown = set(settings) - {"strict", "judge", "official_reversed", "failed_share"}
+    if unknown:
+        raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed, failed_share")
+    return Settings(**{key: value for key, value in settings.items() if key != "judge"}), settings.get("judge", True)
+
+
+def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
+               media: frames.Media) -> tuple[dict, list[Outcome]]:
+    """Every metric of the records and the outcomes they come from (`read_outcomes`), with the counts of videos
+    asked without subtitles and `breakdown` (per group and mode, failures, the settings used)."""
+    settings, judged = as_settings(settings)
+    outcomes = task.read_outcomes(records, judge if judged else None, media, settings.strict, settings.official_reversed)
+    for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
+        if outcome.judge_error == task.NO_JUDGE:
+            outcome.judge_error = task.JUDGE_OFF
+    scores = task.task_metrics(outcomes, settings.failed_share)
+    warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
+    videos = {}  # the videos asked without subtitles: their SRT yields no line / they have none
+    for key, what in (("subtitles_unusable", "have an SRT that yields no subtitle line"), ("subtitles_missing", "have no subtitle file")):
+        videos[key] = sorted({r["video_uid"] for r in records if r.get(key)})
+        scores[key] = len(videos[key])
+        if videos[key]:
+            logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles",
+                           len(videos[key]), what, videos[key][0])
+    judge_errors = [o.judge_error for o in outcomes if o.judge_error]
+    opened = sum(o.mode == "open" for o in outcomes)
+    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, settings.failed_share)
+    if withheld:
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, settings.failed_share))
+    task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
+    modes = [mode for mode in task.MODES if any(o.mode == mode for o in outcomes)]
+    scores["breakdown"] = {
+        "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
+        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
+                     "official_reversed": settings.official_reversed, "failed_share": settings.failed_share},
+        "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
+        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in modes},
+        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in modes},
+        "judge_failed": len([e for e in judge_errors if e not in (task.NO_JUDGE, task.JUDGE_OFF)]),
+        "judge_configured": not any(e == task.NO_JUDGE for e in judge_errors),
+        "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
+        "subtitles_missing": videos["subtitles_missing"],
+        **breakdown(outcomes),
+    }
+    if withheld:  # the task's decision holds for its breakdowns too
+        for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
+            for group in groups.values():
+                group.pop("oe_acc", None)
+    return scores, outcomes

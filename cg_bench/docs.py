@@ -1,9 +1,7 @@
 """CG-Bench documents: the official annotation schema, checked, and the official frame table.
 
-`cgbench_mini.json` (3,000 questions, the default) and `cgbench.json` (12,129): lists of question
-records, each validated (an error names the record and the field). `video_meta_info.json` (duration,
-`max_frame`, fps per video: the official sampler's input) is not on the Hub: it ships beside this
-module from the official repository (CG-Bench/CG-Bench `run/video_meta_info.json`, 1,219 videos).
+`video_meta_info.json` (duration, `max_frame`, fps per video: the official sampler's input) is not on the
+Hub: it ships beside this module from the official repository (`run/video_meta_info.json`, 1,219 videos).
 """
 
 from __future__ import annotations

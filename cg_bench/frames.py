@@ -1,10 +1,7 @@
 """What a model (or the step-2 judge) is shown for one CG-Bench question: frames, times, subtitles.
 
-Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``). Long video,
-grounding and open take segment centres of the whole video (`LONG_PLAN`, 128 frames by default),
-clue mode frames inside the clue intervals (`CLUE_PLAN`, 32), indices from the video's
-`video_meta_info.json` entry (`max_frame`, `fps`), so the prompt text needs no decoding. Subtitles
-follow `get_subtitles` (`utils/media/subtitles.py`). Files come through a `Media`.
+Source: the official runner (CG-Bench/CG-Bench, commit f826608, ``run/utils.py``): frame indices from the
+video's `video_meta_info.json` entry (`max_frame`, `fps`), so the prompt text needs no decoding.
 """
 
 from __future__ import annotations
@@ -24,9 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 def long_indices(total: int, n: int = 128) -> list[int]:
-    """Long video / grounding / open: segment centres ``int(seg/2 + round(seg*i))``, ``seg = total / n``
-    (official ``sample_frames_global_average``, ``total`` = the metadata's ``max_frame``; round half to
-    even; indices repeat for short videos, as officially)."""
+    """Long video / grounding / open: segment centres (official ``sample_frames_global_average``, ``total`` = the
+    metadata's ``max_frame``; indices repeat for short videos, as officially)."""
     check_counts(total, n)
     seg = float(total) / n
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
@@ -35,14 +31,10 @@ def long_indices(total: int, n: int = 128) -> list[int]:
 def clue_indices(
     intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32
 ) -> tuple[list[int], int]:
-    """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``. Official
-    ``sample_frames_clue_average``: frame ranges ``[round(s * fps), round(e * fps))``; all their frames
-    if ``<= n`` (interval order, repeats kept), else per interval ``int(n * len / total_len)`` frames, at
-    least 1, at ``int(a + seg/2 + seg*k)``, ``seg = len / count`` (the total can exceed ``n``, as officially).
-
-    Additions (protocol notes): intervals clamped to the video (``n_clamped`` counted, a warning logged)
-    and reversed ones read as ``[start, end]``, so no index points past the last frame (officially
-    dropped silently); zero-length intervals alone get one frame at their start (officially none).
+    """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``, as the official
+    ``sample_frames_clue_average``. Additions (protocol notes): intervals clamped to the video (counted, a
+    warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
+    (officially dropped silently); zero-length intervals alone get one frame at their start (officially none).
     """
     check_counts(total, n)
     if fps <= 0:
@@ -118,9 +110,6 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 # ---------------------------------------------------------------------- subtitles
 
 
-_warned: set[str] = set()
-
-
 @functools.lru_cache(maxsize=1024)
 def load_cues(path: Path) -> tuple:
     """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
@@ -135,12 +124,6 @@ def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, w
     if path is None:
         return ""
     cues = load_cues(path)
-    if not cues and str(path) not in _warned:
-        _warned.add(str(path))
-        logger.warning("cg_bench: %s yields no subtitle line; its questions are asked without subtitles", path)
     times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
 
-
-def frames_for(plan: QuestionFrames, media: Media) -> list:
-    return media.frames(plan.video_uid, list(plan.indices))

@@ -1,11 +1,8 @@
-"""The open-ended judge of CG-Bench: the official two-step heuristic evaluation, via `judges`.
+"""The open-ended judge of CG-Bench: the official two-step heuristic evaluation (`run_api.py`).
 
-Step 1 (`eval_open_step_1`, text only): question, reference answer and prediction -> 0 wrong,
-1 right, 2 "needs visual check". Step 2 (`eval_open_step_2`, only for the 2s): the clue
-frames as images, then the prompt with subtitles and frame times, the question and the
-prediction -- no reference -> 0 / 1. One user turn per step, the system prompt prefixed to
-the text as the official `run_api.py` does, images as JPEG data URLs with `detail: low`,
-temperature 0. The two steps of a question chain inside one `judge.map` item.
+Step 1 (text only): question, reference answer and prediction -> 0 wrong, 1 right, 2 "needs visual
+check". Step 2 (only for the 2s): the clue frames, subtitles, frame times, question and prediction, no
+reference -> 0 / 1. The two steps of a question chain inside one `judge.map` item.
 """
 
 from __future__ import annotations
@@ -68,21 +65,21 @@ def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames,
     return _request([image_part(frame) for frame in images] + [{"type": "text", "text": text}], (0, 1), 2, assumed=1)
 
 
-def judge_one(item: OpenItem, ask: Ask, clue_frames: int = frames.DEFAULT_CLUE_FRAMES, media: frames.Media | None = None) -> OpenVerdict:
+def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> OpenVerdict:
     """Both steps for one item, step 2 (the clue frames, from `media`) only when step 1 says 2 (failures: verdict None)."""
     first = ask(step1_request(item))
     if not first.ok:
         return OpenVerdict(None, f"step 1: {first.error}")
     if first.value in (0, 1):
         return OpenVerdict(first.value)
-    plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media, clue_frames=clue_frames)
-    second = ask(step2_request(item, frames.frames_for(plan, media), plan, frames.subtitles_for(plan, media)))
+    plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media)
+    second = ask(step2_request(item, media.frames(item.video_uid, list(plan.indices)), plan, frames.subtitles_for(plan, media)))
     if not second.ok:
         return OpenVerdict(None, f"step 2: {second.error}")
     return OpenVerdict(second.value)
 
 
-def judge_open(items: Sequence[OpenItem], judge: Judge, media: frames.Media, clue_frames: int = frames.DEFAULT_CLUE_FRAMES) -> list[OpenVerdict]:
+def judge_open(items: Sequence[OpenItem], judge: Judge, media: frames.Media) -> list[OpenVerdict]:
     """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
-    results = judge.map(lambda item, ask: judge_one(item, ask, clue_frames, media), list(items), desc="cg_bench open-ended judge")
+    results = judge.map(lambda item, ask: judge_one(item, ask, media), list(items), desc="cg_bench open-ended judge")
     return [result if result is not None else OpenVerdict(None, "judge item failed (see log)") for result in results]

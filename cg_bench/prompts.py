@@ -1,10 +1,7 @@
-"""CG-Bench prompt text, assembled exactly as the official runner does (pure text assembly).
+"""CG-Bench prompt text, assembled exactly as the official runner does (`run/utils.py`, commit f826608).
 
-The official runner (CG-Bench/CG-Bench `run/utils.py`, commit f826608) sends one user turn: the
-sampled frames as images, then ONE text block = the mode's system prompt (`prompts/<mode>.txt`,
-byte-exact) + a subtitles block + a frame-times block + `Question: ...` + the options as `A:text`
-lines (multiple-choice modes only). The open-ended judge reuses the blocks with the reference /
-the prediction quoted after the question.
+One text block after the frames: the mode's system prompt (`prompts/<mode>.txt`, byte-exact), subtitles,
+frame times, `Question: ...` and the options as `A:text` lines (multiple-choice modes only).
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ def load_prompt(name: str) -> str:
 
 def system_prompt(mode: str) -> str:
     """The official system prompt of one of our modes (long / clue / grounding / open)."""
-    if mode not in OFFICIAL_MODE:
-        raise ValueError(f"CG-Bench mode {mode!r} has no official system prompt; expected one of {list(OFFICIAL_MODE)}")
     return load_prompt(OFFICIAL_MODE[mode])
 
 

@@ -5,12 +5,16 @@ acc.@IoU across tasks run separately), CIs, the ablation tables, breakdowns with
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable, Sequence
 
-from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, acc_at_iou_over, crr
+from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, acc_at_iou_over, crr, duration_bucket
 from lmms_video_reasoning.cg_bench.task import (
-    BREAKDOWN_GROUPS, HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, acc_at_iou_pairs, breakdown, metrics_of,
+    HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, outcome_columns,
 )
+from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -246,7 +250,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         if rows:
             section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers",
                                                                    *(LABELS[c] for c in BREAKDOWN_COLUMNS)], rows,
-                                        ["From the per-sample outcomes (cg_bench.task.breakdown). "
+                                        ["From the per-sample outcomes (cg_bench.report.breakdown). "
                                          "A cell the report cannot compute as the run did says what it needs.",
                                          answers_note(list(rows_of.values()))]))
     if breakdowns:
@@ -273,3 +277,53 @@ def report_spec() -> ReportSpec:
     return ReportSpec(section=section, headline=HEADLINE, labels=LABELS, two_decimals=("miou", "rec_at_iou", "acc_at_iou"),
                       per_task_bootstrap=False,
                       judge_free=("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "blind_acc", "parse_failed", "model_failed"))
+
+
+# ---------------------------------------------------------------------- metrics of outcomes, per group (the report's, `lmms-vr score`'s)
+
+
+def as_long_answers(outcomes: Sequence[Outcome], answer_mode: str) -> list[Outcome]:
+    """The outcomes with the `answer_mode` answers in the long answers' place, the ones acc@IoU joins with the
+    grounding ("blind": the text-only answers, the paper's GPT4o (text) row of Table 3)."""
+    if answer_mode == "long":
+        return list(outcomes)
+    return [replace(o, mode="long") if o.mode == answer_mode else o for o in outcomes if o.mode != "long"]
+
+
+def acc_at_iou_pairs(outcomes: Sequence[Outcome], answer_mode: str = "long") -> list[tuple[bool, float]]:
+    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`;
+    `as_long_answers` for `answer_mode`)."""
+    fields = [vars(o) for o in as_long_answers(outcomes, answer_mode)]
+    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(joined_on_qid(fields).items())]
+
+
+def metrics_of(outcomes: Sequence[Outcome], answer_mode: str = "long") -> dict[str, float]:
+    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score); acc@IoU of
+    the `answer_mode` answers (`as_long_answers`)."""
+    return point(outcome_columns(as_long_answers(outcomes, answer_mode)), whole=False)
+
+
+NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
+BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
+    "duration": lambda o: duration_bucket(o.duration),
+    "domain": lambda o: o.domain,
+    "kind": lambda o: o.kind,
+    "sub_category": lambda o: o.sub_category or NOT_RECORDED,
+}
+GROUP_ORDER = {"duration": DURATION_BUCKETS, "sub_category": SUB_CATEGORIES}
+
+
+def breakdown(outcomes: Sequence[Outcome]) -> dict:
+    """Metrics per group of `BREAKDOWN_GROUPS` (keys in `GROUP_ORDER`, the others sorted; NaN left out), with
+    the group's `questions` and `n` outcomes (one per question and mode scored)."""
+    out: dict = {}
+    for name, key in BREAKDOWN_GROUPS.items():
+        buckets: dict[str, list[Outcome]] = defaultdict(list)
+        for outcome in outcomes:
+            buckets[key(outcome)].append(outcome)
+        listed = GROUP_ORDER.get(name, ())
+        order = [*listed, *sorted(set(buckets) - set(listed))]
+        out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
+                             **{metric: v for metric, v in metrics_of(buckets[value]).items() if not (isinstance(v, float) and math.isnan(v))}}
+                     for value in order if value in buckets}
+    return out

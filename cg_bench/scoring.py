@@ -1,8 +1,7 @@
 """CG-Bench scoring as small pure functions: reply parsing, tIoU, metric arithmetic (percentages, as Table 3).
 
 Defaults follow the official runner (CG-Bench/CG-Bench, commit f826608: `post_process` in `run/utils.py`,
-the sums of `run/stat_with_key.py`); `strict=True` is this suite's stricter variant. Each function cites
-the rule it implements.
+the sums of `run/stat_with_key.py`); `strict=True` is this suite's stricter variant.
 """
 
 from __future__ import annotations
@@ -10,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.utils.core.ask import ParseError  # the judge interface's re-ask signal
+# ParseError: the judge interface's re-ask signal
+from lmms_video_reasoning.utils.core.ask import ParseError
 
 IOU_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)  # stat_with_key.py; the paper's rec.@IoU / acc.@IoU
 DURATION_BUCKETS = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")  # minutes
@@ -45,12 +44,8 @@ def fenced_json(response: str) -> str:
 
 
 def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, Any]:
-    """(found, value) of `{"result": ...}` in the reply's fenced JSON block, read by `json.loads`.
-
-    `quote_bare_words`: `{"result": B}` reads as `{"result": "B"}` (the runner's multiple-choice modes).
-    Not found (the runner then scans the whole reply): no block, any error (the runner catches every
-    exception, RecursionError included) or no `result` key.
-    """
+    """(found, value) of `{"result": ...}` in the reply's fenced JSON block (`quote_bare_words`: `{"result": B}`
+    reads as `{"result": "B"}`, as the runner's multiple-choice modes). Not found: no block, any error, no key."""
     content = fenced_json(response)
     if not content:
         return False, None
@@ -62,28 +57,22 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
         return False, None
 
 
-@dataclass(frozen=True)
-class McqParse:
-    correct: bool | None  # None: the reply could not be read
-    how: str  # "json" | "letters" | "failed"
-
-
-def parse_mcq(response: str, right_answer: str, strict: bool = False) -> McqParse:
-    """A multiple-choice reply (long, clue, blind). Official: the fenced JSON `result` decides (equal to the
-    right letter); else correct if ANY standalone letter A-H is the right one ("A or B" counts); no letter:
-    unparseable (left out). Strict: the JSON `result` if a single letter, else the LAST standalone letter;
-    no letter: wrong (still counted as a parse failure)."""
+def parse_mcq(response: str, right_answer: str, strict: bool = False) -> tuple[bool | None, str]:
+    """(correct or None, how: "json" | "letters" | "failed") of a multiple-choice reply (long, clue, blind).
+    Official: the fenced JSON `result` decides (equal to the right letter); else correct if ANY standalone
+    letter A-H is the right one ("A or B" counts); no letter: unparseable (left out). Strict: the JSON
+    `result` if a single letter, else the LAST standalone letter; no letter: wrong (a parse failure)."""
     response = response or ""
     if response:
         found, value = json_result(response, quote_bare_words=True)
         if found and not strict:
-            return McqParse(value == right_answer, "json")
+            return value == right_answer, "json"
         if found and isinstance(value, str) and _LETTER.fullmatch(value.strip()):
-            return McqParse(value.strip() == right_answer, "json")
+            return value.strip() == right_answer, "json"
         letters = _LETTER.findall(response)
         if letters:
-            return McqParse(letters[-1] == right_answer if strict else right_answer in letters, "letters")
-    return McqParse(False if strict else None, "failed")
+            return (letters[-1] == right_answer if strict else right_answer in letters), "letters"
+    return (False if strict else None), "failed"
 
 
 # ---------------------------------------------------------------------- grounding
@@ -94,10 +83,8 @@ class Unscorable(ValueError):
 
 
 def _merged(intervals: Any, mutable: bool, ordered: bool) -> list:
-    """The official `merge_intervals` on a copy (sort by start, extend the last interval while the next starts
-    at or before its end), raising where it raises: not a list, items without [0]/[1], values that do not
-    compare, a merge into an immutable pair (`mutable` False: the number fallback builds tuples, so any
-    overlapping or touching pair raises). `ordered` reads each reversed pair [b, a] (b > a) as [a, b]."""
+    """The official `merge_intervals` on a copy, raising where it raises (`mutable` False: the number fallback's
+    tuples, so any overlapping or touching pair raises). `ordered` reads each reversed pair [b, a] as [a, b]."""
     if not intervals:
         return []
     if not isinstance(intervals, list):
@@ -148,11 +135,9 @@ def _official_arithmetic(predicted: Any, truth: Sequence[Sequence[float]], mutab
 
 def tiou_official(predicted: Any, truth: Sequence[Sequence[float]], mutable: bool = True,
                   reversed_as_official: bool = True) -> float:
-    """tIoU as the official `calculate_intervals_iou` computes it (sums in its order; `union <= 0` or NaN
-    gives 0), or Unscorable where it raises. `predicted`: the JSON `result` as read (true is 1, NaN a
-    float) or the fallback's pairs (`mutable` False: tuples). Scorable is decided officially; then, unless
-    `reversed_as_official`, a reversed [end, start] is read as [start, end] (officially a negative length:
-    the tIoU can exceed 1 or be negative)."""
+    """tIoU as the official `calculate_intervals_iou` computes it, or Unscorable where it raises. Scorable is
+    decided officially; then, unless `reversed_as_official`, a reversed [end, start] is read as [start, end]
+    (officially a negative length: the tIoU can exceed 1 or be negative)."""
     value = _official_arithmetic(predicted, truth, mutable, ordered=False)
     if reversed_as_official or not isinstance(predicted, list) or not any(_reversed_pair(item) for item in predicted):
         return value
@@ -164,11 +149,9 @@ def tiou_official(predicted: Any, truth: Sequence[Sequence[float]], mutable: boo
 
 def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool = False,
                    reversed_as_official: bool = False) -> tuple[float | None, str]:
-    """(tIoU or None, how) of a grounding reply, as `post_process` + `calculate_intervals_iou`: the JSON
-    `result` first; when its tIoU raises, the numbers of the whole reply, paired. That fallback builds
-    tuples, so an overlapping or touching pair raises and the runner saves nothing: such a reply (any
-    "m:ss" time: `0:10 to 0:25` reads as [0, 10], [0, 25]) is left out as unparseable ("failed"; strict:
-    tIoU 0). Reversed intervals: `tiou_official`."""
+    """(tIoU or None, how) of a grounding reply, as `post_process` + `calculate_intervals_iou`: the JSON `result`
+    first, else the reply's numbers paired; where the official code raises (an overlapping or touching pair of
+    the fallback: any "m:ss" time) the reply is unparseable ("failed"; strict: tIoU 0)."""
     response = response or ""
     if response:
         found, value = json_result(response)
@@ -191,9 +174,8 @@ def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool
 
 
 def parse_open(response: str, strict: bool = False) -> str | None:
-    """The open-ended prediction as the step-1 judge sees it, or None (left out of OE-acc). `post_process`:
-    the fenced JSON `result` unless null, else the whole reply, rendered by `str()` (`get_prompt`: a list
-    shows as ['a', 'b']). Only an empty reply has none (whitespace is judged); strict: a blank one too."""
+    """The open-ended prediction the step-1 judge sees (`post_process`: the JSON `result` unless null, by `str()`,
+    else the whole reply), or None (left out of OE-acc): an empty reply (strict: a blank one too)."""
     response = response or ""
     if not response or (strict and not response.strip()):
         return None
@@ -204,9 +186,8 @@ def parse_open(response: str, strict: bool = False) -> str | None:
 
 
 def judge_value(reply: str, allowed: Sequence[int]) -> Any:
-    """A judge step's official result: the fenced JSON `result` as read (2, -1, "1", true...), else the
-    first character among `allowed` in the reply as an int (`re.search(r'[012]', ...)` / `[01]`).
-    Neither: ParseError (the judge is re-asked, as the runner re-runs the step)."""
+    """A judge step's official result: the JSON `result` as read, else the first character among `allowed` in
+    the reply as an int; neither: ParseError (the judge is re-asked, as the runner re-runs the step)."""
     reply = reply or ""
     found, value = json_result(reply)
     if found and value is not None:
@@ -218,10 +199,8 @@ def judge_value(reply: str, allowed: Sequence[int]) -> Any:
 
 
 def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
-    """A judge step's verdict as the official statistics count it. Step 1 (`allowed` with 2): a result
-    `in [0, 1]` (also true, 1.0) is final (`save_result`), anything else (2, -1, "1", a list...) gives 2,
-    step 2. Step 2: 1 iff the result `== 1` (`stat_with_key.py`). A value that cannot be compared: not
-    final / wrong."""
+    """A judge step's verdict as the official statistics count it. Step 1 (`allowed` with 2): a result `in [0, 1]`
+    is final, anything else gives 2 (step 2). Step 2: 1 iff the result `== 1`. Not comparable: not final / wrong."""
     value = judge_value(reply, allowed)
     try:
         if 2 in allowed:

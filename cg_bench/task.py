@@ -1,21 +1,16 @@
 """CG-Bench as lmms-eval tasks, whoever runs them: documents, model inputs, records and metrics.
 
-Documents: one per question (`sample_id` = str(qid)); `mcq` has three (long + clue + grounding,
-`sample_id` = "<qid>:<mode>"), joined per qid by CRR and acc@IoU. Inputs follow
-`lmms_eval_specific_kwargs` (`DEFAULTS`; the paper's modality ablations combine them); files come
-through a `frames.Media`. Failures (official default): an unparseable reply is left out of its metric
-(`parse_failed`), `oe_acc` counts final verdicts only (`judge_failed`); strict: unparseable is wrong
-(tIoU 0; an empty open answer unjudged). In both, lmms-eval's failure placeholder (`model_failed`)
+Documents: one per question; `mcq` has three (long + clue + grounding), joined per qid by CRR and acc@IoU.
+Failures (official): an unparseable reply is left out of its metric (`parse_failed`), `oe_acc` counts final
+verdicts only (`judge_failed`); strict: unparseable is wrong. lmms-eval's failure placeholder (`model_failed`)
 and a reply ending inside its reasoning (`reasoning_truncated`) are wrong, never parsed nor judged.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -25,15 +20,12 @@ from lmms_video_reasoning.utils.core import options, settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.columns import SampleColumns, point, ratio, rowwise
 from lmms_video_reasoning.utils.core.data_errors import require_fields
-from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record, warn_truncated
-
-logger = logging.getLogger(__name__)
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record
 
 # The tasks' scoring options (a task chooses them; its records carry them).
 STRICT = options.Option("strict", "bool", False, "CG-Bench answers parsed strictly (the official parser only)")
 OFFICIAL_REVERSED = options.Option("official_reversed", "bool", False, "a reversed predicted interval computed "
                                    "as the official code does (negative length)")
-OPTIONS = (STRICT, OFFICIAL_REVERSED)
 # The suite's variables overriding them (`settings.variable`; not exported with the options).
 VARIABLES = (settings.variable("LMMS_VR_CG_STRICT", STRICT), settings.variable("LMMS_VR_CG_OFFICIAL_REVERSED", OFFICIAL_REVERSED))
 METRICS = {
@@ -50,27 +42,6 @@ RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", 
 MODES = ("long", "clue", "grounding", "open", "blind")
 # judge_error of open answers that were not judged at all (oe_acc and judge_failed are then NaN)
 NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=False)"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Scoring settings: `judge` False skips the open-ended judge (oe_acc NaN); `official_reversed`: a reversed
-    interval is a negative length as officially (`scoring.tiou_official`); `failed_share`: `judges.failure_share`'s."""
-
-    strict: bool = False
-    judge: bool = True
-    official_reversed: bool = False
-    failed_share: float | None = None
-
-    @classmethod
-    def of(cls, values: Mapping[str, Any]) -> "Settings":
-        """From a task's options in effect (`options.values`, as its records carry them)."""
-        return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
-                   failed_share=values.get(failure_share.FAILED_SHARE.option))
-
-    @classmethod
-    def from_env(cls) -> "Settings":
-        return cls.of(options.values((*OPTIONS, failure_share.FAILED_SHARE)))
 
 
 def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> dict:
@@ -99,9 +70,10 @@ class Outcome:
     sub_category: str = ""  # the annotation's level-2 category (`scoring.SUB_CATEGORIES`; "" in outcomes stored before it was kept)
 
 
-def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | None, media: frames.Media) -> list[Outcome]:
+def read_outcomes(records: Sequence[dict], judge: Judge | None, media: frames.Media, strict: bool = False,
+                  official_reversed: bool = False) -> list[Outcome]:
     """Parse every record and judge the open-ended ones, once (`judge` None: none configured, not judged;
-    `media` gives the clue frames of the judge's second step)."""
+    `media` gives the clue frames of the judge's second step); `strict`, `official_reversed`: the options above."""
     outcomes = []
     open_slots: list[tuple[int, dict, str]] = []
     for index, record in enumerate(records):
@@ -115,26 +87,24 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0
         elif mode in ("long", "clue", "blind"):
-            parsed = scoring.parse_mcq(answer, record["right_answer"], settings.strict)
-            failed = parsed.how == "failed"
-            value = None if parsed.correct is None else float(parsed.correct)
+            correct, how = scoring.parse_mcq(answer, record["right_answer"], strict)
+            failed = how == "failed"
+            value = None if correct is None else float(correct)
         elif mode == "grounding":
-            value, how = scoring.grounding_tiou(answer, record["clue_intervals"], settings.strict,
-                                                settings.official_reversed)
+            value, how = scoring.grounding_tiou(answer, record["clue_intervals"], strict, official_reversed)
             failed = how == "failed"
         else:
-            prediction = scoring.parse_open(answer, settings.strict)
+            prediction = scoring.parse_open(answer, strict)
             failed = prediction is None
-            value = 0.0 if failed and settings.strict else None
+            value = 0.0 if failed and strict else None
             if prediction is not None:
                 open_slots.append((index, record, prediction))
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), model_failed=no_answer,
                                 reasoning_truncated=truncated, sub_category=record["sub_category"]))
-    not_judged = JUDGE_OFF if not settings.judge else NO_JUDGE if judge is None else None
-    if not_judged:
+    if judge is None:
         for index, _record, _prediction in open_slots:
-            outcomes[index].judge_error = not_judged
+            outcomes[index].judge_error = NO_JUDGE
     elif open_slots:
         items = [judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
                                   tuple(tuple(pair) for pair in record["clue_intervals"])) for _index, record, prediction in open_slots]
@@ -144,31 +114,24 @@ def read_outcomes(records: Sequence[dict], settings: Settings, judge: Judge | No
     return outcomes
 
 
-def _joined(fields: Sequence[dict], answer_mode: str = "long") -> dict[int, tuple[int, float]]:
-    """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last `answer_mode` answer with
-    a value, its last grounding tIoU)} for the qids having both."""
+def joined_on_qid(fields: Sequence[dict]) -> dict[int, tuple[int, float]]:
+    """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last long answer with a value, its last
+    grounding tIoU)} for the qids having both."""
     answers: dict[int, int] = {}
     ground: dict[int, float] = {}
     for index, o in enumerate(fields):
-        if o["value"] is not None and o["mode"] in (answer_mode, "grounding"):
-            if o["mode"] == answer_mode:
+        if o["value"] is not None and o["mode"] in ("long", "grounding"):
+            if o["mode"] == "long":
                 answers[o["qid"]] = index
             else:
                 ground[o["qid"]] = o["value"]
     return {qid: (index, ground[qid]) for qid, index in answers.items() if qid in ground}
 
 
-def acc_at_iou_pairs(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> list[tuple[bool, float]]:
-    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`).
-    `answer_mode` "blind": the text-only answer instead (the paper's GPT4o (text) row of Table 3)."""
-    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
-    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(_joined(fields, answer_mode).items())]
-
-
-def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long", failed_share: float | None = None) -> SampleColumns:
+def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = None) -> SampleColumns:
     """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU `>=` each threshold
     (`stat_with_key.py`), failures, acc@IoU's pairs (once per qid, on its answer)."""
-    fields = [o if isinstance(o, dict) else vars(o) for o in outcomes]
+    fields = [vars(o) for o in outcomes]
     code = {name: number for number, name in enumerate(MODES)}
     rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
                       o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
@@ -186,7 +149,7 @@ def outcome_columns(outcomes: Sequence[Outcome | dict], answer_mode: str = "long
     counted["open"] = (mode == code["open"]).astype(float)
     counted["open_failed"], counted["open_not_run"] = counted["open"] * rows[:, 5], counted["open"] * rows[:, 6]
     once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
-    for index, iou in _joined(fields, answer_mode).values():
+    for index, iou in joined_on_qid(fields).values():
         once["pairs"][index] = 1.0
         for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
             once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
@@ -227,93 +190,9 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     return metrics
 
 
-def metrics_of(outcomes: Sequence[Outcome | dict], answer_mode: str = "long") -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score);
-    `answer_mode` "blind": acc@IoU of the text-only answers (`acc_at_iou_pairs`)."""
-    return point(outcome_columns(outcomes, answer_mode), whole=False)
-
-
-def task_metrics(outcomes: Sequence[Outcome | dict], failed_share: float | None = None) -> dict[str, float]:
-    """A task's metrics: `metrics_of`, with `oe_acc` NaN past the judge failure share (decided on the whole task)."""
+def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None) -> dict[str, float]:
+    """A task's metrics over its outcomes, `oe_acc` NaN past the judge failure share (decided on the whole task)."""
     return point(outcome_columns(outcomes, failed_share=failed_share))
-
-
-NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
-BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
-    "duration": lambda o: scoring.duration_bucket(o.duration),
-    "domain": lambda o: o.domain,
-    "kind": lambda o: o.kind,
-    "sub_category": lambda o: o.sub_category or NOT_RECORDED,
-}
-GROUP_ORDER = {"duration": scoring.DURATION_BUCKETS, "sub_category": scoring.SUB_CATEGORIES}
-
-
-def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics per group of `BREAKDOWN_GROUPS` (keys in `GROUP_ORDER`, the others sorted; NaN left out), with
-    the group's `questions` and `n` outcomes (one per question and mode scored)."""
-    out: dict = {}
-    for name, key in BREAKDOWN_GROUPS.items():
-        buckets: dict[str, list[Outcome]] = defaultdict(list)
-        for outcome in outcomes:
-            buckets[key(outcome)].append(outcome)
-        listed = GROUP_ORDER.get(name, ())
-        order = [*listed, *sorted(set(buckets) - set(listed))]
-        out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
-                             **{metric: v for metric, v in metrics_of(buckets[value]).items() if not (isinstance(v, float) and math.isnan(v))}}
-                     for value in order if value in buckets}
-    return out
-
-
-def as_settings(settings: "Settings | dict | None") -> Settings:
-    """A Settings from a Settings, a dict such as `{"strict": True}`, or None (official parsing, judge on)."""
-    if isinstance(settings, dict):
-        unknown = set(settings) - {"strict", "judge", "official_reversed", "failed_share"}
-        if unknown:
-            raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed, failed_share")
-        settings = Settings(**settings)
-    return settings or Settings()
-
-
-def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
-               media: frames.Media) -> tuple[dict, list[Outcome]]:
-    """Every metric of the records and the outcomes they come from (`read_outcomes`), with the counts of videos
-    asked without subtitles and `breakdown` (per group and mode, failures, the settings used)."""
-    settings = as_settings(settings)
-    outcomes = read_outcomes(records, settings, judge, media)
-    scores = task_metrics(outcomes, settings.failed_share)
-    warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
-    videos = {}  # the videos asked without subtitles: their SRT yields no line / they have none
-    for key, what in (("subtitles_unusable", "have an SRT that yields no subtitle line"), ("subtitles_missing", "have no subtitle file")):
-        videos[key] = sorted({r["video_uid"] for r in records if r.get(key)})
-        scores[key] = len(videos[key])
-        if videos[key]:
-            logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles",
-                           len(videos[key]), what, videos[key][0])
-    judge_errors = [o.judge_error for o in outcomes if o.judge_error]
-    opened = sum(o.mode == "open" for o in outcomes)
-    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, settings.failed_share)
-    if withheld:
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, settings.failed_share))
-    task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
-    modes = [mode for mode in MODES if any(o.mode == mode for o in outcomes)]
-    scores["breakdown"] = {
-        "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
-        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
-                     "official_reversed": settings.official_reversed, "failed_share": settings.failed_share},
-        "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
-        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in modes},
-        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in modes},
-        "judge_failed": len([e for e in judge_errors if e not in (NO_JUDGE, JUDGE_OFF)]),
-        "judge_configured": not any(e == NO_JUDGE for e in judge_errors),
-        "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
-        "subtitles_missing": videos["subtitles_missing"],
-        **breakdown(outcomes),
-    }
-    if withheld:  # the task's decision holds for its breakdowns too
-        for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
-            for group in groups.values():
-                group.pop("oe_acc", None)
-    return scores, outcomes
 
 
 # ---------------------------------------------------------------------- task settings and model inputs
@@ -396,7 +275,7 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
     if doc["mode"] == "blind" or settings["visual_mode"] == "none":
         return []
     if settings["visual_mode"] == "frames":
-        return frames.frames_for(plan(doc, settings, media), media)
+        return media.frames(doc["video_uid"], list(plan(doc, settings, media).indices))
     return [media.video(doc)]
 
 

@@ -11,6 +11,7 @@ import pytest
 from bench_scoring import score_records
 from lmms_video_reasoning.cg_bench import data, frames, judging, prompts, sample, scoring
 from lmms_video_reasoning.cg_bench import benchmark as binding
+from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.cg_bench import docs as cg_docs
@@ -164,8 +165,8 @@ def test_visuals_per_mode(cg_env):
     ("", None, False),
 ])
 def test_parse_mcq(reply, official, strict):
-    assert scoring.parse_mcq(reply, "B").correct is official
-    assert scoring.parse_mcq(reply, "B", strict=True).correct is strict
+    assert scoring.parse_mcq(reply, "B")[0] is official
+    assert scoring.parse_mcq(reply, "B", strict=True)[0] is strict
 
 
 @pytest.mark.parametrize("reply, official, strict", [
@@ -221,12 +222,12 @@ def test_threshold_means_use_greater_or_equal():
         return cg_task.Outcome(qid, mode, value, False, 60, "d", "perception")
 
     # thresholds 0.1..0.5 pass 3, 2, 1, 1, 1 of 4 questions
-    grounded = cg_task.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
+    grounded = cg_report.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
     assert grounded["rec_at_iou"] == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
     joined = [answer(qid, mode, value) for qid, long, iou in ((1, 1.0, 0.5), (2, 0.0, 0.5), (3, 1.0, 0.15))
               for mode, value in (("long", long), ("grounding", iou))]
-    assert cg_task.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
-    assert math.isnan(cg_task.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
+    assert cg_report.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
+    assert math.isnan(cg_report.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
 
 
 def test_crr_arithmetic():
@@ -262,7 +263,7 @@ def test_score_records_joins_modes_per_qid():
     assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
     assert scores["parse_failed"] == 1
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
-    strict = score_records(binding, records, cg_task.Settings(strict=True))
+    strict = score_records(binding, records, binding.Settings(strict=True))
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
 
 
@@ -480,7 +481,7 @@ def test_judge_step_failure_is_no_verdict():
     class Failed:
         ok, value, error = False, None, "http 500 after 6 attempts"
 
-    verdict = judging.judge_one(item, lambda request: Failed())
+    verdict = judging.judge_one(item, lambda request: Failed(), binding.MEDIA)
     assert verdict.verdict is None and "step 1" in verdict.error
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import scoring as cg
-from lmms_video_reasoning.cg_bench.task import NOT_RECORDED, Outcome, acc_at_iou_pairs, breakdown, metrics_of
+from lmms_video_reasoning.cg_bench.report import NOT_RECORDED, acc_at_iou_pairs, breakdown, metrics_of
+from lmms_video_reasoning.cg_bench.task import Outcome
 from lmms_video_reasoning.utils.results import report, report_tables, score
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report_stats import TaskStats

@@ -92,8 +92,8 @@ def test_final_answer_wins_over_option_letters_in_the_reasoning():
     assert extract_mcq_answer(vr_reply) == "C"  # the official cascade on the whole reply
     assert extract_mcq_answer(responses.answer_text(vr_reply)) == "B"
     cg_reply = '<think>```json\n{"result": "A"}\n``` or E</think>\n```json\n{"result": "C"}\n```'
-    assert cg_scoring.parse_mcq(cg_reply, "A").correct is True  # the reasoning's JSON would answer for it
-    assert cg_scoring.parse_mcq(responses.answer_text(cg_reply), "A").correct is False
+    assert cg_scoring.parse_mcq(cg_reply, "A")[0] is True  # the reasoning's JSON would answer for it
+    assert cg_scoring.parse_mcq(responses.answer_text(cg_reply), "A")[0] is False
 
 
 # ---------------------------------------------------------------- end to end

@@ -222,7 +222,8 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     the group; on the run itself equal to the benchmark's breakdown of that group."""
     import numpy as np
 
-    from lmms_video_reasoning.cg_bench.task import BREAKDOWN_GROUPS, Outcome, breakdown
+    from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown
+    from lmms_video_reasoning.cg_bench.task import Outcome
 
     sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
     assert sampled is not None, why

@@ -1,8 +1,6 @@
-"""Time intervals in seconds: ``merge_intervals`` (sorted union; overlapping or touching ones merged,
-as CG-Bench's official ``merge_intervals`` does when ``start <= previous end``) and
-``clamp_intervals`` (limited to ``[0, duration]``). A reversed interval ``[end, start]`` reads as
-``[start, end]`` (a reversed prediction never gives a temporal IoU above 1); inputs are never
-mutated (the official ``merge_intervals`` sorts and extends its argument in place).
+"""Time intervals in seconds: ``merge_intervals`` (sorted union, touching ones merged, as CG-Bench's official
+``merge_intervals``) and ``clamp_intervals`` (limited to ``[0, duration]``). A reversed interval
+``[end, start]`` reads as ``[start, end]``; inputs are never mutated.
 """
 
 from __future__ import annotations

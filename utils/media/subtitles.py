@@ -1,9 +1,8 @@
 """SRT subtitles: tolerant parsing (`parse_srt`) and the CG-Bench selection of lines for sampled frames
 (`lines_for_times`, `subtitle_prompt`: official `get_subtitles` in CG-Bench `run/utils.py`).
 
-A malformed block (no timing line, unreadable times, end before start) is skipped and counted, never
-fatal; a BOM, CRLF or CR line ends, missing cue numbers and non-UTF-8 bytes are read (UTF-16 with a
-BOM, UTF-8, Windows-1252, then UTF-8 with replacements); `<i>`, `<b>`, `<u>`, `<font>` tags removed.
+A malformed block is skipped and counted, never fatal; BOMs, CR line ends, missing cue numbers, non-UTF-8
+bytes and `<i>`-style tags are read.
 """
 
 from __future__ import annotations
@@ -101,9 +100,7 @@ def _line(cue: Cue, with_times: bool) -> str:
 
 def lines_for_times(cues: Sequence[Cue], times: Iterable[float], *, with_times: bool = True) -> list[str]:
     """Lines of the cues strictly containing each time (seconds), each line once, in order: ``get_subtitles``'
-    ``sub.start < t < sub.end`` in integer milliseconds (as pysubs2), ``t = round(frame_index / fps * 1000)``;
-    a line is ``[start, end] text`` (seconds as Python prints ``ms / 1000``; line breaks as spaces), or the
-    text alone without times (then a blank line is left out)."""
+    ``sub.start < t < sub.end`` in integer milliseconds (as pysubs2); ``[start, end] text`` or the text alone."""
     spans = [(round(c.start * 1000), round(c.end * 1000), c) for c in cues]
     lines: list[str] = []
     seen: set[str] = set()

@@ -1,18 +1,16 @@
 """CG-Bench's official protocol tasks (clue-grounded QA in long videos): the lmms-eval hooks.
 
-The task logic is `task.py` (documents, inputs, records, metrics), `frames.py` (the official frame sampler,
-subtitles), `judging.py` (the two-step open-ended judge) and `scoring.py`. Here: the folder's dataset, files
-resolved by `resolve_media_reference`, frames decoded with PyAV, and lmms-eval's own judge (`lmms_eval.llm_judge`:
-`API_TYPE`, `MODEL_VERSION`); open answers are judged in `process_results`, a failed judgment counted in `judge_failed`.
+The task logic is `task.py`; here: the folder's dataset and files, frames decoded with PyAV, and lmms-eval's
+own judge (`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`), which judges open answers in `process_results`.
 """
 
-import dataclasses
 import os
 from pathlib import Path
 
 from datasets import Dataset
 
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
+from lmms_eval.tasks.cgbench.utils import cgbench_doc_to_visual
 from lmms_video_reasoning.cg_bench import docs, judging, task
 from lmms_video_reasoning.utils.core.frame_plan import choose
 from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
@@ -28,11 +26,8 @@ def _resolve(reference, env, subdirs):
 
 
 def video_path(video_uid):
-    """The full video (FileNotFoundError naming it and the variables)."""
-    path = _resolve(f"{video_uid}.mp4", "CGBENCH_VIDEO_DIR", (CACHE_DIR, "videos"))
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"CG-Bench video not found: {video_uid}.mp4. Accept the dataset terms on Hugging Face and set CGBENCH_VIDEO_DIR (or CGBENCH_ROOT) if needed.")
-    return path
+    """The full video, found as this folder's `cgbench` task finds it (FileNotFoundError naming it and the fix)."""
+    return cgbench_doc_to_visual({"video_uid": video_uid})[0]
 
 
 class PlainMedia:
@@ -108,5 +103,5 @@ def cgbench_protocol_process_results(doc, results):
     response = results[0] if results else ""
     record = task.make_record(doc, response if isinstance(response, str) else str(response))
     judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
-    outcome = task.read_outcomes([record], task.Settings.from_env(), judge, MEDIA)[0]
-    return once_per_sample({"record": record, "outcome": dataclasses.asdict(outcome)}, task.METRICS[doc["task_kind"]])
+    outcome = task.read_outcomes([record], judge, MEDIA)[0]
+    return once_per_sample({"record": record, "outcome": vars(outcome)}, task.METRICS[doc["task_kind"]])
