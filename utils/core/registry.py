@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -36,7 +35,6 @@ ENTRY_POINT_GROUP = "lmms_video_reasoning.benchmarks"
 BENCHMARKS_ENV = "LMMS_VR_BENCHMARKS"
 BENCHMARKS = settings.declare(BENCHMARKS_ENV, "text", "", "benchmarks outside this suite, as comma-separated "
                               "module[:attribute] naming a Benchmark (attribute default BENCHMARK)")
-DEFAULT_ATTRIBUTE = "BENCHMARK"
 
 
 class Scored(NamedTuple):
@@ -294,38 +292,29 @@ class Benchmark:
         return with_row_sources(dict(self.reference))
 
 
-_lock = threading.RLock()
-_registered: dict[str, Benchmark] = {}
-_builtin_loaded = False
+@functools.lru_cache(maxsize=None)
+def _registered() -> dict[str, Benchmark]:
+    """{name: benchmark}, made on the first look-up: the built-in benchmarks (report order), then the
+    installed and named ones; `register` adds to it."""
+    found = {benchmark.name: benchmark for benchmark in builtin()}
+    from importlib.metadata import entry_points
 
-
-def _load_builtin() -> None:
-    """Register, once: the built-in benchmarks (report order), then the installed and named ones,
-    then anything registered before the first look-up."""
-    global _builtin_loaded
-    with _lock:
-        if _builtin_loaded:
-            return
-        found = {benchmark.name: benchmark for benchmark in builtin()}
-        from importlib.metadata import entry_points
-
-        sources = [(f"entry point {point.name!r} (group {ENTRY_POINT_GROUP})", point.value)
-                   for point in entry_points(group=ENTRY_POINT_GROUP)]
-        sources += [(f"{BENCHMARKS_ENV} entry {entry.strip()!r}", entry.strip()) for entry in BENCHMARKS.read().split(",") if entry.strip()]
-        external = {}
-        for source, target in sources:
-            benchmark = _resolve(source, target)
-            if benchmark.name in found:
-                raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
-            external[benchmark.name] = benchmark
-        _registered.update({**found, **external, **{k: v for k, v in _registered.items() if k not in found and k not in external}})
-        _builtin_loaded = True
+    sources = [(f"entry point {point.name!r} (group {ENTRY_POINT_GROUP})", point.value)
+               for point in entry_points(group=ENTRY_POINT_GROUP)]
+    sources += [(f"{BENCHMARKS_ENV} entry {entry.strip()!r}", entry.strip()) for entry in BENCHMARKS.read().split(",") if entry.strip()]
+    external = {}
+    for source, target in sources:
+        benchmark = _resolve(source, target)
+        if benchmark.name in found:
+            raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
+        external[benchmark.name] = benchmark
+    return {**found, **external}
 
 
 def _resolve(source: str, target: str) -> Benchmark:
     """The `Benchmark` that `module:attribute` names (DataError naming `source` and the fix)."""
     module_name, _, attribute = (part.strip() for part in target.partition(":"))
-    attribute = attribute or DEFAULT_ATTRIBUTE
+    attribute = attribute or "BENCHMARK"
     try:
         value = getattr(importlib.import_module(module_name), attribute)
     except ImportError as error:
@@ -339,15 +328,12 @@ def _resolve(source: str, target: str) -> Benchmark:
 
 
 def register(benchmark: Benchmark) -> Benchmark:
-    _load_builtin()
-    with _lock:
-        _registered[benchmark.name] = benchmark
+    _registered()[benchmark.name] = benchmark
     return benchmark
 
 
 def benchmarks() -> list[Benchmark]:
-    _load_builtin()
-    return list(_registered.values())
+    return list(_registered().values())
 
 
 def builtin() -> list[Benchmark]:

@@ -27,6 +27,7 @@ import shutil
 import struct
 import zlib
 from bisect import bisect_right
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping, NamedTuple
@@ -83,12 +84,6 @@ class Concatenation:
         for handle in self._handles.values():
             handle.close()
         self._handles.clear()
-
-    def __enter__(self) -> "Concatenation":
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self.close()
 
 
 @dataclass
@@ -171,19 +166,19 @@ class Archive:
         """The central directory (ArchiveError naming what is wrong and the fix)."""
         if self.problems:
             raise ArchiveError(f"{self.label}: " + "; ".join(self.problems))
-        with Concatenation(self.parts) as view:
+        with closing(Concatenation(self.parts)) as view:
             return self._members(view)
 
     def _members(self, view: Concatenation) -> list[Member]:
-        last_start = view.starts[-2]
-        end = _end_record(view, last_start if self.kind == "split" else 0)
+        last_start = view.starts[-2] if self.kind == "split" else 0  # a split set's end record is in its last part
+        end = _end_record(view, last_start)
         if end is None:
             raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete"
                                f"{' (the last chunk holds it: is one missing?)' if self.kind == 'slices' else ''} ({self._fix()})")
         starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
         if len(starts) != end.disks:
             raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
-        eocd_abs = (last_start if self.kind == "split" else 0) + end.position
+        eocd_abs = last_start + end.position
         entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
         if end.zip64_at is not None:
             z_disk, z_offset = end.zip64_at
@@ -216,7 +211,7 @@ class Archive:
 
 
 def _classify(path: Path) -> str:
-    with Concatenation([path]) as view:
+    with closing(Concatenation([path])) as view:
         end = _end_record(view) if view.size else None
         if end is None or end.disks != 1 or view.read_at(0, 4) not in (LOCAL, EOCD):
             return "piece"
@@ -416,15 +411,6 @@ def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str]
     return need
 
 
-def _decompressor(member: Member, label: str):
-    if member.method == 0:
-        return None
-    if member.method == 8:
-        return zlib.decompressobj(-15)
-    raise ArchiveError(f"{label}: member {member.name!r} uses compression method {member.method}, which this tool "
-                       "cannot read; extract it with another tool into the root, then run with --verify-only")
-
-
 def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
     """Stream one member's data into `out`, bounded by its declared size, CRC-checked."""
     header = view.read_at(member.offset, 30)
@@ -433,7 +419,10 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "(a part or chunk is corrupt or from another copy): delete the archive and rerun `lmms-vr prepare`")
     name_len, extra_len = struct.unpack("<2H", header[26:30])
     at = member.offset + 30 + name_len + extra_len
-    decompressor = _decompressor(member, label)
+    if member.method not in (0, 8):  # stored, deflated
+        raise ArchiveError(f"{label}: member {member.name!r} uses compression method {member.method}, which this tool "
+                           "cannot read; extract it with another tool into the root, then run with --verify-only")
+    decompressor = zlib.decompressobj(-15) if member.method == 8 else None
     left, written, crc = member.compressed, 0, 0
 
     def emit(chunk: bytes) -> None:
@@ -472,14 +461,11 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
 
 
-def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], None] = lambda _m: None,
-            rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Write every pending member of `plan_` under `root` (and those in `rewrite`); {target: size}
-    of all its targets once each is verified in place."""
+def extract(plan_: Plan, root: Path, progress: Callable[[str], None], rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Write every pending member of `plan_` under `root` (and those in `rewrite`), once `refuse_conflicts`
+    and `check_space` let it; {target: size} of all its targets."""
     root = Path(root)
-    refuse_conflicts(plan_, root, rewrite)
-    check_space(plan_, root, limits, rewrite)
-    with Concatenation(plan_.archive.parts) as view:
+    with closing(Concatenation(plan_.archive.parts)) as view:
         for member, target in plan_.pending(root, rewrite):
             path = root / target
             try:
@@ -492,10 +478,4 @@ def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], N
                                        "some space and rerun (finished files are kept, the partial one was removed)") from None
                 raise ArchiveError(f"cannot write {path} ({exc.strerror or exc}) while extracting {plan_.archive.label}") from None
             progress(target)
-    sizes = {}
-    for member, target in plan_.entries:
-        path = root / target
-        if not path.is_file() or path.stat().st_size != member.size:
-            raise ArchiveError(f"{target} from {plan_.archive.label} is not in place after extraction: rerun `lmms-vr prepare`")
-        sizes[target] = member.size
-    return sizes
+    return {target: member.size for member, target in plan_.entries}

@@ -33,10 +33,6 @@ STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
 
 
-def benchmark_module(name: str):
-    return registry.get(name).data()
-
-
 # --- stamps ---------------------------------------------------------------------------
 
 def _stamp_path(root: Path, label: str) -> Path:
@@ -201,7 +197,7 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
                   f"{size_text(plan.declared)}; {size_text(need)} still to write, "
                   f"{size_text(shutil.disk_usage(root).free)} free)")
-            sizes = archives.extract(plan, root, limits, _progress(len(plan.pending(root, rewrite))), rewrite)
+            sizes = archives.extract(plan, root, _progress(len(plan.pending(root, rewrite))), rewrite)
         except archives.ArchiveError as exc:
             report.failed.append(str(exc))
             continue
@@ -291,7 +287,7 @@ def table(reports: list[KindReport]) -> str:
 # --- command --------------------------------------------------------------------------
 
 def main(args) -> int:
-    module = benchmark_module(args.benchmark)
+    module = registry.get(args.benchmark).data()
     source = module.SOURCE
     if args.benchmark != source.benchmark:  # an alias (e.g. a task-style name): say the canonical name once
         print(f"note: {args.benchmark} is another name of {source.benchmark}: `lmms-vr prepare {source.benchmark}`")
@@ -304,7 +300,6 @@ def main(args) -> int:
         limits = archives.Limits(max_ratio=args.max_ratio, keep_free=archives.parse_size(args.keep_free))
     except ValueError as exc:
         raise DataError(f"--keep-free: {exc}") from None
-    split = args.split
     extraction = ExtractionReport()
     try:
         if not args.verify_only:
@@ -320,7 +315,7 @@ def main(args) -> int:
             if pending:
                 print(f"note: {len(pending)} archive(s) not extracted yet ({', '.join(pending[:3])}): "
                       f"run `lmms-vr prepare {source.benchmark} --root {root} --skip-download`")
-        records = module.records_at(root, split=split)
+        records = module.records_at(root, split=args.split)
         reports = verify(module.media_kinds(root, records))
     except OSError as exc:  # permissions, a vanished file: a message, not a traceback
         raise DataError(f"{getattr(exc, 'filename', None) or root}: {exc.strerror or exc}") from None
@@ -331,7 +326,7 @@ def main(args) -> int:
             listing.parent.mkdir(parents=True, exist_ok=True)
             listing.write_text("".join(f"{item}\n" for item in report.missing), encoding="utf-8")
             print(f"{len(report.missing)} {report.kind.name} missing ({report.kind.when_missing}): all listed in {listing}")
-    counts, counts_ok = release_check(module, root, records, split, args.subset)
+    counts, counts_ok = release_check(module, root, records, args.split, args.subset)
     if counts:
         print(counts)
     ok = not extraction.failed and not any(r.fails for r in reports) and counts_ok
