@@ -80,10 +80,8 @@ def _unreachable(endpoint: str) -> str | None:
 
 def hub_unavailable() -> str | None:
     """Why annotations cannot come from the Hub here (HF_HUB_OFFLINE, or no connection), or None."""
-    try:
-        from huggingface_hub import constants
-    except ImportError:  # pragma: no cover - a dependency of the package
-        return "huggingface_hub is not installed"
+    from huggingface_hub import constants
+
     if constants.HF_HUB_OFFLINE:
         return "HF_HUB_OFFLINE=1 is set"
     return _unreachable(constants.ENDPOINT)
@@ -111,13 +109,24 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
         from huggingface_hub import hf_hub_download
 
         return Path(hf_hub_download(source.hub_repo, relpath, repo_type="dataset", local_dir=str(root)))
-    except Exception as exc:  # network, gating, auth: all need the same advice
-        raise DataError(
-            f"could not download {relpath} from the Hugging Face dataset {source.hub_repo} "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Without internet, copy the "
-            f"dataset and set {source.root_env}; for a gated dataset, accept its terms and run `{HF_LOGIN}`; "
-            f"or run `{source.prepare_command}`"
-        ) from None
+    except Exception as exc:  # network, gating, auth: each gets its own advice
+        raise hub_error(source, exc) from None
+
+
+def hub_error(source: DataSource, exc: Exception) -> DataError:
+    """A failed download from the Hub as an error naming the fix (gated, not visible, anything else)."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if isinstance(exc, GatedRepoError):
+        return DataError(f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then "
+                         f"`{HF_LOGIN}` (or set HF_TOKEN) and rerun")
+    if isinstance(exc, RepositoryNotFoundError):
+        return DataError(f"{source.hub_repo} not found or not visible with your token: check `{HF_WHOAMI}`")
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    return DataError(
+        f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
+        f"internet, copy the dataset by other means and run `lmms-vr prepare {source.benchmark} --root DIR --skip-download`"
+        f" (then set {source.root_env}=DIR)")
 
 
 def read_json(path: Path) -> Any:

@@ -42,7 +42,7 @@ class ArchiveError(DataError):
 
 
 EOCD, EOCD64, LOCATOR64 = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
-CENTRAL, LOCAL, SPLIT_MARK = b"PK\x01\x02", b"PK\x03\x04", b"PK\x07\x08"
+CENTRAL, LOCAL = b"PK\x01\x02", b"PK\x03\x04"
 BLOCK = 1 << 20
 
 CHUNK_NAME = re.compile(r"^(?P<prefix>.+)_chunk_(?P<number>\d+)\.zip$")

@@ -27,7 +27,7 @@ from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.files import size_text
 from lmms_video_reasoning.utils.data.media_index import KindReport, verify
-from lmms_video_reasoning.utils.core.roots import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource
+from lmms_video_reasoning.utils.core.roots import SUBSET_MARKER, DataError, DataSource, hub_error
 
 STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
@@ -84,31 +84,15 @@ def _write_stamp(root: Path, label: str, stamp: dict) -> None:
 
 # --- download -------------------------------------------------------------------------
 
-def _hub_error(source: DataSource, exc: Exception) -> DataError:
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
-    if isinstance(exc, GatedRepoError):
-        return DataError(f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then "
-                         f"`{HF_LOGIN}` (or set HF_TOKEN) and rerun")
-    if isinstance(exc, RepositoryNotFoundError):
-        return DataError(f"{source.hub_repo} not found or not visible with your token: check `{HF_WHOAMI}`")
-    first_line = str(exc).splitlines()[0] if str(exc) else ""
-    return DataError(
-        f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
-        f"internet, copy the dataset by other means and run `lmms-vr prepare {source.benchmark} --root DIR --skip-download`")
-
-
 def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dict[str, int]:
     """{path: size} of the dataset's files matching `patterns` (and not `ignore`)."""
-    try:
-        from huggingface_hub import HfApi
-        from huggingface_hub.utils import filter_repo_objects
-    except ImportError:  # pragma: no cover - a dependency of the package
-        raise DataError("huggingface_hub is not installed: pip install huggingface_hub") from None
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
+
     try:
         info = HfApi().dataset_info(source.hub_repo, files_metadata=True)
     except Exception as exc:  # network, gating, auth: each gets its own advice
-        raise _hub_error(source, exc) from None
+        raise hub_error(source, exc) from None
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     chosen = set(filter_repo_objects(list(sizes), allow_patterns=patterns, ignore_patterns=ignore or None))
     return {name: sizes[name] for name in sorted(chosen)}
@@ -120,7 +104,7 @@ def download(source: DataSource, files: list[str], root: Path) -> None:
     try:
         snapshot_download(source.hub_repo, repo_type="dataset", local_dir=str(root), allow_patterns=files)
     except Exception as exc:
-        raise _hub_error(source, exc) from None
+        raise hub_error(source, exc) from None
 
 
 def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> None:
