@@ -248,21 +248,16 @@ def find_archives(root: Path) -> list[Archive]:
         match = CHUNK_NAME.match(path.name)
         if path in split_parts:
             numbered = sorted(split_parts.pop(path))
-            archive = Archive(rel(path), "split", [p for _n, p in numbered] + [path])
-            missing = [f"{path.stem}.z{n:02d}" for n in range(1, numbered[-1][0] + 1) if n not in {m for m, _p in numbered}]
-            if missing:
-                archive.problems.append(f"split part(s) {', '.join(missing)} missing: rerun `lmms-vr prepare` "
-                                        "to download them (nothing was joined or extracted)")
-            archives.append(archive)
+            archives.append(Archive(rel(path), "split", [p for _n, p in numbered] + [path],
+                                    _gaps(numbered, "split part(s)", lambda n: f"{path.stem}.z{n:02d}")))
         elif match:
             chunks.setdefault((path.parent, match["prefix"]), []).append((int(match["number"]), path))
         else:
             archives.append(Archive(rel(path), "zip", [path]))
     for last, numbered in split_parts.items():  # parts without their final .zip
-        archive = Archive(rel(last), "split", [p for _n, p in sorted(numbered)])
-        archive.problems.append(f"the last part {last.name} (it holds the directory) is missing: rerun "
-                                "`lmms-vr prepare` to download it (nothing was joined or extracted)")
-        archives.append(archive)
+        archives.append(Archive(rel(last), "split", [p for _n, p in sorted(numbered)], [
+            f"the last part {last.name} (it holds the directory) is missing: rerun `lmms-vr prepare` to download it "
+            "(nothing was joined or extracted)"]))
     for (folder, prefix), numbered in sorted(chunks.items()):
         numbered.sort()
         kinds = {path: _classify(path) for _n, path in numbered}
@@ -273,15 +268,18 @@ def find_archives(root: Path) -> list[Archive]:
                 "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
                 "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items() if kind != "zip")
             continue
-        archive = Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered])
-        present = {n for n, _p in numbered}
-        width = len(str(numbered[0][1].name).rsplit("_", 1)[-1]) - 4
-        absent = [f"{prefix}_chunk_{n:0{width}d}.zip" for n in range(1, max(present) + 1) if n not in present]
-        if absent:
-            archive.problems.append(f"byte chunk(s) {', '.join(absent)} missing: rerun `lmms-vr prepare` to "
-                                    "download them (nothing was joined or extracted)")
-        archives.append(archive)
+        width = len(numbered[0][1].name.rsplit("_", 1)[-1]) - 4  # the numbers' digits, as the names write them
+        archives.append(Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered],
+                                _gaps(numbered, "byte chunk(s)", lambda n: f"{prefix}_chunk_{n:0{width}d}.zip")))
     return sorted(archives, key=lambda a: a.label)
+
+
+def _gaps(numbered: list[tuple[int, Path]], what: str, name: Callable[[int], str]) -> list[str]:
+    """The problem of a numbered set missing some of 1 .. its highest number (none: [])."""
+    present = {n for n, _p in numbered}
+    absent = [name(n) for n in range(1, max(present) + 1) if n not in present]
+    return [f"{what} {', '.join(absent)} missing: rerun `lmms-vr prepare` to download them "
+            "(nothing was joined or extracted)"] if absent else []
 
 
 @dataclass(frozen=True)
