@@ -4,17 +4,12 @@ Three shapes occur on the Hub: a complete zip (`video.zip`, a new-style `video_c
 byte slices of one zip (`<prefix>_chunk_1.zip`, `_2`, ...: only their concatenation is a zip);
 an Info-ZIP split set (`x.z01`, ..., `x.zip`; member offsets relative to their part; Python's
 `zipfile` refuses such sets when ZIP64). `find_archives(root)` groups the files and tells the
-shapes apart by each file's end record. Every shape is read through one view of its parts in order
-(`Concatenation`) by a small central-directory reader (ZIP64 included); missing parts and chunks
-are named before anything is read.
+shapes apart by each file's end record; every shape is read through one view of its parts in
+order (`Concatenation`) by a small central-directory reader (ZIP64 included).
 
-`extract` writes each member where the benchmark's `target_of` says (members leaving the root are
-refused), after checking the declared expansion (`Limits.max_ratio`: zip bombs) and the free disk
-(`Limits.keep_free`). Each member is streamed to a temporary file, bounded by its declared size,
-CRC-checked, then moved into place: no partial file ever has a final name. A file already in place
-is never replaced: the same content (size, and the CRC an earlier extraction recorded) is skipped;
-different content, or a file where a folder is needed, refuses the archive before anything of it
-is written (`refuse_conflicts`), naming the archive, the member and the file.
+Extraction (`plan`, `refuse_conflicts`, `check_space`, `extract`) writes each member where the
+benchmark's `target_of` says, whole and CRC-checked or not at all, and never replaces a file in
+place whose content differs: such an archive is refused before anything of it is written.
 """
 
 from __future__ import annotations
@@ -459,12 +454,13 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
 
 
-def extract(plan_: Plan, root: Path, progress: Callable[[str], None], rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
+def extract(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
     """Write every pending member of `plan_` under `root` (and those in `rewrite`), once `refuse_conflicts`
-    and `check_space` let it; {target: size} of all its targets."""
+    and `check_space` let it, printing every tenth of a long one; {target: size} of all its targets."""
     root = Path(root)
+    pending = plan_.pending(root, rewrite)
     with closing(Concatenation(plan_.archive.parts)) as view:
-        for member, target in plan_.pending(root, rewrite):
+        for done, (member, target) in enumerate(pending, 1):
             path = root / target
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -475,5 +471,6 @@ def extract(plan_: Plan, root: Path, progress: Callable[[str], None], rewrite: f
                     raise ArchiveError(f"the disk filled up while extracting {target} from {plan_.archive.label}: free "
                                        "some space and rerun (finished files are kept, the partial one was removed)") from None
                 raise ArchiveError(f"cannot write {path} ({exc.strerror or exc}) while extracting {plan_.archive.label}") from None
-            progress(target)
+            if len(pending) >= 20 and done % max(1, len(pending) // 10) == 0 and done < len(pending):
+                print(f"  {done}/{len(pending)} files")
     return {target: member.size for member, target in plan_.entries}

@@ -181,14 +181,16 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
             print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
                   f"{size_text(plan.declared)}; {size_text(need)} still to write, "
                   f"{size_text(shutil.disk_usage(root).free)} free)")
-            sizes = archives.extract(plan, root, _progress(len(plan.pending(root, rewrite))), rewrite)
+            sizes = archives.extract(plan, root, rewrite)
         except archives.ArchiveError as exc:
             report.failed.append(str(exc))
+            print(f"error: {exc}")
             continue
         stamp = {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive), "targets": sizes,
                  "crcs": {target: member.crc for member, target in plan.entries}, "skipped_members": plan.skipped}
         _write_stamp(root, archive.label, stamp)
         report.extracted.append(archive.label)
+        print(f"extracted {archive.label}")
         if delete_archives:
             _delete_archive(root, archive)
     media_index.forget(root)
@@ -199,18 +201,6 @@ def _verified_by_others(root: Path, label: str) -> dict[str, int]:
     """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
     return {t: c for stamp in _stamps(root) if stamp.get("archive") != label
             for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
-
-
-def _progress(total: int):
-    """A callback printing every 10% of an archive's files (long extractions show they move)."""
-    step, done = max(1, total // 10), [0]
-
-    def report(_target: str) -> None:
-        done[0] += 1
-        if total >= 20 and done[0] % step == 0 and done[0] < total:
-            print(f"  {done[0]}/{total} files")
-
-    return report
 
 
 # --- verification ---------------------------------------------------------------------
@@ -290,10 +280,6 @@ def main(args) -> int:
             if not args.skip_download:
                 fetch(source, module, root, limits)
             extraction = extract_all(root, module, limits, args.delete_archives)
-            for label in extraction.extracted:
-                print(f"extracted {label}")
-            for message in extraction.failed:
-                print(f"error: {message}")
         else:
             pending = [a.label for a in archives.find_archives(root) if stamp_state(root, a) != "done"]
             if pending:
