@@ -272,12 +272,12 @@ def step_type(text: str) -> str:
 
 def answers_match(model: str, standard: str, question: str) -> bool:
     """The scoring rule of the answer-scoring prompt, for the sample's simple answers."""
-    record = _TRUTH.get(question.strip())
-    if record and record["multiple-choice"] and _norm(model).upper() in "ABCD" and len(_norm(model)) == 1:
-        return _norm(model).upper() == standard.strip().upper()
-    if record and record["multiple-choice"]:
-        return _norm(model) == _norm(record["choices"].get(standard.strip().upper(), ""))
-    return _norm(model) == _norm(standard)
+    record, answer, letter = _TRUTH.get(question.strip()), _norm(model), standard.strip().upper()
+    if not (record and record["multiple-choice"]):
+        return answer == _norm(standard)
+    if len(answer) == 1 and answer.upper() in "ABCD":  # a bare letter
+        return answer.upper() == letter
+    return answer == _norm(record["choices"].get(letter, ""))
 
 
 def extract_answer(response: str) -> str:

@@ -165,36 +165,37 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
         state = stamp_state(root, archive) if not archive.problems else "new"
         if state == "done":
             report.up_to_date.append(archive.label)
-            if delete_archives:
-                _delete_archive(root, archive)
-            continue
-        rewrite: frozenset[str] = frozenset()
-        try:
-            plan = dataclasses.replace(archives.plan(archive, module.extraction_target),
-                                       verified=_verified_by_others(root, archive.label))
-            if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
-                crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
-                rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
-                print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
-            archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
-            need = archives.check_space(plan, root, limits, rewrite)
-            print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
-                  f"{size_text(plan.declared)}; {size_text(need)} still to write, "
-                  f"{size_text(shutil.disk_usage(root).free)} free)")
-            sizes = archives.extract(plan, root, rewrite)
-        except archives.ArchiveError as exc:
-            report.failed.append(str(exc))
-            print(f"error: {exc}")
-            continue
-        stamp = {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive), "targets": sizes,
-                 "crcs": {target: member.crc for member, target in plan.entries}, "skipped_members": plan.skipped}
-        _write_stamp(root, archive.label, stamp)
-        report.extracted.append(archive.label)
-        print(f"extracted {archive.label}")
+        else:
+            try:
+                _extract(root, archive, module, limits, state)
+            except archives.ArchiveError as exc:
+                report.failed.append(str(exc))
+                print(f"error: {exc}")
+                continue
+            report.extracted.append(archive.label)
+            print(f"extracted {archive.label}")
         if delete_archives:
             _delete_archive(root, archive)
     media_index.forget(root)
     return report
+
+
+def _extract(root: Path, archive: archives.Archive, module, limits: archives.Limits, state: str) -> None:
+    """Extract one archive (its files whose content changed, when `state` is "changed") and stamp it done."""
+    rewrite: frozenset[str] = frozenset()
+    plan = dataclasses.replace(archives.plan(archive, module.extraction_target), verified=_verified_by_others(root, archive.label))
+    if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
+        crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
+        rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
+        print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
+    archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
+    need = archives.check_space(plan, root, limits, rewrite)
+    print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), {size_text(plan.declared)}; "
+          f"{size_text(need)} still to write, {size_text(shutil.disk_usage(root).free)} free)")
+    sizes = archives.extract(plan, root, rewrite)
+    _write_stamp(root, archive.label, {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive),
+                                       "targets": sizes, "crcs": {target: member.crc for member, target in plan.entries},
+                                       "skipped_members": plan.skipped})
 
 
 def _verified_by_others(root: Path, label: str) -> dict[str, int]:
