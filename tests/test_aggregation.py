@@ -1,5 +1,6 @@
 """ScoreOnce: a task's (possibly judge-heavy) scoring runs once for all its metrics and their standard errors."""
 
+import functools
 import math
 
 import numpy as np
@@ -46,8 +47,7 @@ def test_a_failed_scoring_gives_nan_metrics_and_no_outcomes():
 def toy(monkeypatch):
     """The toy benchmark (tests/toy_bench) registered, its scoring counted."""
     monkeypatch.setenv(registry.BENCHMARKS_ENV, "toy_bench.benchmark")
-    monkeypatch.setattr(registry, "_registered", {})
-    monkeypatch.setattr(registry, "_builtin_loaded", False)
+    monkeypatch.setattr(registry, "_registered", functools.lru_cache(registry._registered.__wrapped__))  # read afresh
     benchmark = registry.get("toy_bench")
     calls = []
     score = type(benchmark.scoring).score

@@ -10,6 +10,7 @@ explicit declarations (the `Benchmark` fields), never from file or function name
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -52,8 +53,7 @@ def toy_benchmark(monkeypatch):
     """The toy registered as a benchmark outside the suite is: through `LMMS_VR_BENCHMARKS`
     (the registry is read afresh, as a new process reads it)."""
     monkeypatch.setenv(registry.BENCHMARKS_ENV, TOY)
-    monkeypatch.setattr(registry, "_registered", {})
-    monkeypatch.setattr(registry, "_builtin_loaded", False)
+    monkeypatch.setattr(registry, "_registered", functools.lru_cache(registry._registered.__wrapped__))  # read afresh
     return registry.get("toy_bench")  # monkeypatch restores the registry afterwards
 
 
@@ -133,8 +133,7 @@ def test_a_toy_benchmark_runs_through_lmms_eval(tmp_path):
 
 
 def test_a_broken_registration_is_named_and_hides_no_other_task(monkeypatch, tmp_path):
-    monkeypatch.setattr(registry, "_registered", {})
-    monkeypatch.setattr(registry, "_builtin_loaded", False)
+    monkeypatch.setattr(registry, "_registered", functools.lru_cache(registry._registered.__wrapped__))  # read afresh
     monkeypatch.setenv(registry.BENCHMARKS_ENV, "no_such_module_here:BENCHMARK")
     with pytest.raises(ValueError, match=r"LMMS_VR_BENCHMARKS entry 'no_such_module_here:BENCHMARK': cannot import"):
         registry.benchmarks()
@@ -145,8 +144,7 @@ def test_a_broken_registration_is_named_and_hides_no_other_task(monkeypatch, tmp
     from lmms_video_reasoning.utils.lmms import plugin
 
     assert plugin.task_dirs() == registry.task_dirs(registry.builtin())
-    monkeypatch.setattr(registry, "_registered", {})
-    monkeypatch.setattr(registry, "_builtin_loaded", False)
+    monkeypatch.setattr(registry, "_registered", functools.lru_cache(registry._registered.__wrapped__))  # read afresh
     monkeypatch.delenv(registry.BENCHMARKS_ENV)
     assert [b.name for b in registry.benchmarks()] == ["vcr_bench", "vrbench", "cg_bench"]
 

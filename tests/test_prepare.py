@@ -17,6 +17,7 @@ from bench_scoring import score_records
 from lmms_video_reasoning.utils.data import archives
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.data import prepare
+from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError, MediaError
 from lmms_video_reasoning.utils.media.synthetic import write_video
 
@@ -171,7 +172,7 @@ def test_a_second_archive_never_replaces_a_verified_video(tmp_path, size):
     """Two CG-Bench chunks holding a same-named video with different content: the first one's
     (extracted and verified) file is kept byte for byte; the second archive is refused as a
     whole, naming the archive, the member and the file, and stays refused on every rerun."""
-    cg = prepare.benchmark_module("cg_bench")
+    cg = registry.get("cg_bench").data()
     root = tmp_path / "root"
     root.mkdir()
     good, other = random.Random(1).randbytes(5000), random.Random(2).randbytes(5000 if size == "same size" else 4000)

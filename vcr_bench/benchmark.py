@@ -17,6 +17,7 @@ from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
@@ -80,13 +81,9 @@ class PluginMedia:
     the exact sampler, the proxy clip of the model's own frames for video-native models (`task.Media`)."""
 
     def plan(self, doc: dict, plan: FramePlan, n: int):
-        from lmms_video_reasoning.utils.media import video
-
         return video.plan_frames(data.video_file(doc), plan, n)
 
     def frames(self, doc: dict, indices: Sequence[int]) -> list:
-        from lmms_video_reasoning.utils.media import video
-
         return list(video.read_frames(data.video_file(doc), list(indices)))
 
     def video(self, doc: dict) -> str:

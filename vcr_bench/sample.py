@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmms_video_reasoning.judges.local_server import last_user_text
 from lmms_video_reasoning.utils.media.synthetic import Shape, shape_box, write_video
 from lmms_video_reasoning.vcr_bench import prompts
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR
@@ -70,12 +71,6 @@ def span(video: str, label: str) -> str:
     return "-".join(f"{round(t) // 60}:{round(t) % 60:02d}" for t in (shape.start, shape.end))
 
 
-def interval_answer(video: str, label: str) -> str:
-    """VTG answer in the official format, "[13, 54]" (seconds)."""
-    shape = VIDEOS[video].shapes[label]
-    return f"[{shape.start:g}, {shape.end:g}]"
-
-
 def box_answer(video: str, label: str, t: float, shift: int = 0) -> str:
     """TSG answer in the official format, "[446,125,550,359]" (absolute pixels), optionally shifted."""
     spec = VIDEOS[video]
@@ -95,6 +90,22 @@ def _question(qid, video, dimension, text, answer, steps, options=None) -> dict:
 FTR, VTC, VTG, VKR, TSR, VPA, TSG = DIMENSIONS  # their names, in the paper's order
 
 
+def _grounding(qid, video, label, event, enters, leaves) -> dict:
+    """A VTG question: when `event` (the shape `label` on screen) starts and ends, answered in the
+    official format, "[13, 54]" (seconds)."""
+    shape, (start, end) = VIDEOS[video].shapes[label], span(video, label).split("-")
+    return _question(qid, video, VTG, f"Give the start and end time, in seconds, of the event '{event}'.",
+                     f"[{shape.start:g}, {shape.end:g}]", [f"{start}, {enters}.", f"{end}, {leaves}.",
+                                                     f"Therefore, the event lasts from {shape.start:g} to {shape.end:g} seconds."])
+
+
+def _box(qid, video, label, t, seen) -> dict:
+    """A TSG question: the box of the shape `label` at `t` seconds."""
+    box = box_answer(video, label, t)
+    return _question(qid, video, TSG, f"Give the absolute pixel coordinates [x1, y1, x2, y2] of the {label} at {t} s.", box,
+                     [f"{span(video, label)}, {seen}.", f"Therefore, at {t} s the {label} is at {box}."])
+
+
 def build_records() -> list[dict]:
     """The 21 sample questions (three per dimension), answers computed from the shapes."""
     a, b, m, l = "short_a", "short_b", "medium", "long"  # noqa: E741 (l: the long video)
@@ -106,15 +117,9 @@ def build_records() -> list[dict]:
         _question(1, a, VTC, "How many times does the yellow triangle flash?", "10", [
             f"{span(a, 'yellow triangle')}, a yellow triangle flashes in the upper right, once per second.",
             "Therefore, the yellow triangle flashes 10 times."]),
-        _question(2, a, VTG, "Give the start and end time, in seconds, of the event 'a blue square moves across the screen'.",
-                  interval_answer(a, "blue square"), [
-            "0:08, a blue square appears in the upper left.",
-            "0:30, the blue square leaves the screen at the lower right.",
-            "Therefore, the event lasts from 8 to 30 seconds."]),
-        _question(3, a, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the red circle at 5.0 s.",
-                  box_answer(a, "red circle", 5.0), [
-            f"{span(a, 'red circle')}, a red circle stays still on the left of the frame.",
-            f"Therefore, at 5.0 s the red circle is at {box_answer(a, 'red circle', 5.0)}."]),
+        _grounding(2, a, "blue square", "a blue square moves across the screen", "a blue square appears in the upper left",
+                   "the blue square leaves the screen at the lower right"),
+        _box(3, a, "red circle", 5.0, "a red circle stays still on the left of the frame"),
         _question(4, b, TSR, "In which direction does the magenta circle move?", "A", [
             f"{span(b, 'magenta circle')}, a magenta circle moves from the upper right to the lower left.",
             "Therefore, it moves from the upper right to the lower left.",
@@ -134,21 +139,15 @@ def build_records() -> list[dict]:
             f"{span(b, 'white square')}, a white square is on screen in the upper left.",
             f"{span(b, 'magenta circle')}, a magenta circle enters at the upper right.",
             "Therefore, the magenta circle appears right after the white square."]),
-        _question(9, m, VTG, "Give the start and end time, in seconds, of the event 'an orange square is on screen'.",
-                  interval_answer(m, "orange square"), [
-            "0:10, an orange square appears on the left.",
-            "1:00, the orange square disappears.",
-            "Therefore, the event lasts from 10 to 60 seconds."]),
+        _grounding(9, m, "orange square", "an orange square is on screen", "an orange square appears on the left",
+                   "the orange square disappears"),
         _question(10, m, VTC, "How many times does the red triangle flash?", "6", [
             f"{span(m, 'red triangle')}, a red triangle flashes in the upper right, once every ten seconds.",
             "Therefore, the red triangle flashes 6 times."]),
         _question(11, m, TSR, "Does the blue circle move left, right, up or down?", "right", [
             f"{span(m, 'blue circle')}, a blue circle moves along the bottom from the left edge to the right edge.",
             "Therefore, the blue circle moves right."]),
-        _question(12, m, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the blue circle at 120.0 s.",
-                  box_answer(m, "blue circle", 120.0), [
-            f"{span(m, 'blue circle')}, a blue circle moves along the bottom from left to right.",
-            f"Therefore, at 120.0 s the blue circle is at {box_answer(m, 'blue circle', 120.0)}."]),
+        _box(12, m, "blue circle", 120.0, "a blue circle moves along the bottom from left to right"),
         _question(13, m, VPA, "What happens after the orange square leaves?", "A", [
             f"{span(m, 'orange square')}, an orange square is on screen on the left.",
             f"{span(m, 'red triangle')}, a red triangle flashes in the upper right.",
@@ -164,15 +163,9 @@ def build_records() -> list[dict]:
             "Therefore, the order is green square, yellow circle, red square.",
         ], ["green square, yellow circle, red square", "red square, green square, yellow circle",
             "yellow circle, red square, green square", "green square, red square, yellow circle"]),
-        _question(16, l, VTG, "Give the start and end time, in seconds, of the event 'a yellow circle moves diagonally'.",
-                  interval_answer(l, "yellow circle"), [
-            "2:30, a yellow circle appears in the upper left.",
-            "4:10, the yellow circle leaves at the lower right.",
-            "Therefore, the event lasts from 150 to 250 seconds."]),
-        _question(17, l, TSG, "Give the absolute pixel coordinates [x1, y1, x2, y2] of the red square at 300.0 s.",
-                  box_answer(l, "red square", 300.0), [
-            f"{span(l, 'red square')}, a red square stays still in the upper right.",
-            f"Therefore, at 300.0 s the red square is at {box_answer(l, 'red square', 300.0)}."]),
+        _grounding(16, l, "yellow circle", "a yellow circle moves diagonally", "a yellow circle appears in the upper left",
+                   "the yellow circle leaves at the lower right"),
+        _box(17, l, "red square", 300.0, "a red square stays still in the upper right"),
         _question(18, l, VPA, "Which shape is on screen for the longest time?", "the yellow circle", [
             f"{span(l, 'green square')}, a green square is on screen for 80 seconds.",
             f"{span(l, 'yellow circle')}, a yellow circle is on screen for 100 seconds.",
@@ -279,12 +272,12 @@ def step_type(text: str) -> str:
 
 def answers_match(model: str, standard: str, question: str) -> bool:
     """The scoring rule of the answer-scoring prompt, for the sample's simple answers."""
-    record = _TRUTH.get(question.strip())
-    if record and record["multiple-choice"] and _norm(model).upper() in "ABCD" and len(_norm(model)) == 1:
-        return _norm(model).upper() == standard.strip().upper()
-    if record and record["multiple-choice"]:
-        return _norm(model) == _norm(record["choices"].get(standard.strip().upper(), ""))
-    return _norm(model) == _norm(standard)
+    record, answer, letter = _TRUTH.get(question.strip()), _norm(model), standard.strip().upper()
+    if not (record and record["multiple-choice"]):
+        return answer == _norm(standard)
+    if len(answer) == 1 and answer.upper() in "ABCD":  # a bare letter
+        return answer.upper() == letter
+    return answer == _norm(record["choices"].get(letter, ""))
 
 
 def extract_answer(response: str) -> str:
@@ -340,7 +333,7 @@ def _precision_reply(content: str) -> str:
 
 def judge_responder(body: dict) -> str:
     """Reply to one of the four official VCR-Bench judge prompts from the sample's truth."""
-    content = body["messages"][-1]["content"]
+    content = last_user_text(body)
     extraction_head = prompts.official_prompt("Answer_Extraction_Prompt_part1")
     scoring_head = prompts.official_prompt("Answer_Scoring_Prompt_part1")
     if content.startswith(extraction_head):
@@ -360,9 +353,6 @@ def judge_responder(body: dict) -> str:
 def oracle_judge_reply(body: dict) -> str | None:
     """`judge_responder`, or None for a prompt that is not VCR-Bench's (the demo routes one
     local judge server across the three benchmarks)."""
-    content = body["messages"][-1].get("content") if body.get("messages") else None
-    if not isinstance(content, str):
-        return None
     try:
         return judge_responder(body)
     except ValueError:

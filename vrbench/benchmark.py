@@ -16,6 +16,7 @@ from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
@@ -111,13 +112,9 @@ class PluginMedia:
     the text alone."""
 
     def plan(self, doc: dict, plan: FramePlan, n: int):
-        from lmms_video_reasoning.utils.media import video
-
         return video.plan_frames(data.resolve_video(doc["video_path"]), plan, n)
 
     def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
-        from lmms_video_reasoning.utils.media import video
-
         return video.read_frames(data.resolve_video(doc["video_path"]), list(indices), size=size)
 
     def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:

@@ -16,16 +16,8 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.data_errors import require_fields
-from lmms_video_reasoning.utils.core.roots import (
-    DataError,
-    DataSource,
-    annotation_file,
-    data_root,
-    read_json,
-    require_media,
-    usable_video,
-    video_problem,
-)
+from lmms_video_reasoning.utils.core.roots import DataError, DataSource, annotation_file, data_root, read_json, require_media
+from lmms_video_reasoning.utils.core.roots import usable_video, video_problem
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, VIDEO_FIELDS, VIDEO_FOLDER
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).

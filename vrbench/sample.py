@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmms_video_reasoning.judges.local_server import last_user_text
 from lmms_video_reasoning.utils.media.synthetic import Shape, write_video
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, flatten
@@ -242,9 +243,8 @@ def oracle_judge_reply(body: dict) -> str | None:
     """The test judge for VRBench's judge prompts (the official four-tag ones, and lmms-eval 0.7.3's
     single-score one: the weighted sum in a `<rate>` tag), None for any other prompt (the demo routes
     one local judge server across the three benchmarks)."""
-    messages = body.get("messages") or []
-    user = messages[-1].get("content") if messages else None
-    if isinstance(user, str) and SINGLE_SCORE_PROMPT in user:
+    messages, user = body.get("messages") or [], last_user_text(body)
+    if SINGLE_SCORE_PROMPT in user:
         ratings = _ratings(user)
         return REFUSAL if ratings is None else f"<rate>{process_score(ratings):.1f}</rate>\n<reason>test judge</reason>"
     if (messages[0].get("content") if messages else None) not in (prompts.load(prompts.UNIQUE_SYSTEM), prompts.load(prompts.NON_UNIQUE_SYSTEM)):

@@ -9,10 +9,9 @@ come from the declaration (`utils.results.aggregation.DeclaredHooks`): `process_
 and one `aggregate_<metric>` per metric, each carrying its benchmark and metric, so lmms-eval's
 Stderr column finds the headline metrics without any naming convention.
 
-Registration, in report order: the folders shipped with the suite (`BUILTIN`); then installed
-packages' entry points in the group `lmms_video_reasoning.benchmarks` (`name = "pkg.benchmark:BENCHMARK"`);
-then `LMMS_VR_BENCHMARKS=module:attribute,...` (`module` alone means `module:BENCHMARK`); then
-`register()` calls in the process. Each reaches every consumer, lmms-eval subprocesses included.
+Registration, in report order: the folders shipped with the suite (`BUILTIN`), then
+`LMMS_VR_BENCHMARKS=module:attribute,...` (`module` alone means `module:BENCHMARK`; an installed
+package's or one on `PYTHONPATH`). Each reaches every consumer, lmms-eval subprocesses included.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -32,11 +30,9 @@ from lmms_video_reasoning.utils.core.roots import DataError
 NAMESPACE = "lmms_video_reasoning"
 # The benchmark folders of this suite (`<folder>/benchmark.py` declares each), in report order.
 BUILTIN = ("vcr_bench", "vrbench", "cg_bench")
-ENTRY_POINT_GROUP = "lmms_video_reasoning.benchmarks"
 BENCHMARKS_ENV = "LMMS_VR_BENCHMARKS"
 BENCHMARKS = settings.declare(BENCHMARKS_ENV, "text", "", "benchmarks outside this suite, as comma-separated "
                               "module[:attribute] naming a Benchmark (attribute default BENCHMARK)")
-DEFAULT_ATTRIBUTE = "BENCHMARK"
 
 
 class Scored(NamedTuple):
@@ -294,38 +290,24 @@ class Benchmark:
         return with_row_sources(dict(self.reference))
 
 
-_lock = threading.RLock()
-_registered: dict[str, Benchmark] = {}
-_builtin_loaded = False
-
-
-def _load_builtin() -> None:
-    """Register, once: the built-in benchmarks (report order), then the installed and named ones,
-    then anything registered before the first look-up."""
-    global _builtin_loaded
-    with _lock:
-        if _builtin_loaded:
-            return
-        found = {benchmark.name: benchmark for benchmark in builtin()}
-        from importlib.metadata import entry_points
-
-        sources = [(f"entry point {point.name!r} (group {ENTRY_POINT_GROUP})", point.value)
-                   for point in entry_points(group=ENTRY_POINT_GROUP)]
-        sources += [(f"{BENCHMARKS_ENV} entry {entry.strip()!r}", entry.strip()) for entry in BENCHMARKS.read().split(",") if entry.strip()]
-        external = {}
-        for source, target in sources:
-            benchmark = _resolve(source, target)
-            if benchmark.name in found:
-                raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
-            external[benchmark.name] = benchmark
-        _registered.update({**found, **external, **{k: v for k, v in _registered.items() if k not in found and k not in external}})
-        _builtin_loaded = True
+@functools.lru_cache(maxsize=None)
+def _registered() -> dict[str, Benchmark]:
+    """{name: benchmark}, made on the first look-up: the built-in benchmarks (report order), then the named ones."""
+    found = {benchmark.name: benchmark for benchmark in builtin()}
+    external = {}
+    for target in filter(None, (entry.strip() for entry in BENCHMARKS.read().split(","))):
+        source = f"{BENCHMARKS_ENV} entry {target!r}"
+        benchmark = _resolve(source, target)
+        if benchmark.name in found:
+            raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
+        external[benchmark.name] = benchmark
+    return {**found, **external}
 
 
 def _resolve(source: str, target: str) -> Benchmark:
     """The `Benchmark` that `module:attribute` names (DataError naming `source` and the fix)."""
     module_name, _, attribute = (part.strip() for part in target.partition(":"))
-    attribute = attribute or DEFAULT_ATTRIBUTE
+    attribute = attribute or "BENCHMARK"
     try:
         value = getattr(importlib.import_module(module_name), attribute)
     except ImportError as error:
@@ -338,16 +320,8 @@ def _resolve(source: str, target: str) -> Benchmark:
     return value
 
 
-def register(benchmark: Benchmark) -> Benchmark:
-    _load_builtin()
-    with _lock:
-        _registered[benchmark.name] = benchmark
-    return benchmark
-
-
 def benchmarks() -> list[Benchmark]:
-    _load_builtin()
-    return list(_registered.values())
+    return list(_registered().values())
 
 
 def builtin() -> list[Benchmark]:

@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core.data_errors import DataError  # noqa: F401 - also this module's interface (`roots.DataError`)
 
@@ -80,10 +80,8 @@ def _unreachable(endpoint: str) -> str | None:
 
 def hub_unavailable() -> str | None:
     """Why annotations cannot come from the Hub here (HF_HUB_OFFLINE, or no connection), or None."""
-    try:
-        from huggingface_hub import constants
-    except ImportError:  # pragma: no cover - a dependency of the package
-        return "huggingface_hub is not installed"
+    from huggingface_hub import constants
+
     if constants.HF_HUB_OFFLINE:
         return "HF_HUB_OFFLINE=1 is set"
     return _unreachable(constants.ENDPOINT)
@@ -111,49 +109,53 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
         from huggingface_hub import hf_hub_download
 
         return Path(hf_hub_download(source.hub_repo, relpath, repo_type="dataset", local_dir=str(root)))
-    except Exception as exc:  # network, gating, auth: all need the same advice
-        raise DataError(
-            f"could not download {relpath} from the Hugging Face dataset {source.hub_repo} "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Without internet, copy the "
-            f"dataset and set {source.root_env}; for a gated dataset, accept its terms and run `{HF_LOGIN}`; "
-            f"or run `{source.prepare_command}`"
-        ) from None
+    except Exception as exc:  # network, gating, auth: each gets its own advice
+        raise hub_error(source, exc) from None
+
+
+def hub_error(source: DataSource, exc: Exception) -> DataError:
+    """A failed download from the Hub as an error naming the fix (gated, not visible, anything else)."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if isinstance(exc, GatedRepoError):
+        return DataError(f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then "
+                         f"`{HF_LOGIN}` (or set HF_TOKEN) and rerun")
+    if isinstance(exc, RepositoryNotFoundError):
+        return DataError(f"{source.hub_repo} not found or not visible with your token: check `{HF_WHOAMI}`")
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    return DataError(
+        f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
+        f"internet, copy the dataset by other means and run `lmms-vr prepare {source.benchmark} --root DIR --skip-download`"
+        f" (then set {source.root_env}=DIR)")
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file, or JSON Lines when the name ends in .jsonl; errors name the file."""
+    """Parse a JSON file, or JSON Lines (`read_jsonl`) when the name ends in .jsonl; errors name the file."""
     try:
-        with Path(path).open(encoding="utf-8", newline="") as handle:  # newline="": a lone "\r" is not a line end
-            text = handle.read()
+        if str(path).endswith(".jsonl"):
+            return read_jsonl(path)
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(f"cannot read annotation file {path}: {exc.strerror}") from None
-    if str(path).endswith(".jsonl"):
-        return [row for _, row in jsonl_rows(text.split("\n"), f"annotation file {path}")]
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"annotation file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
 
 
-def jsonl_rows(lines: Iterable[str], where: str, error: type[DataError] = DataError) -> Iterable[tuple[int, Any]]:
-    """(1-based line number, parsed value) for each non-blank line. Lines end at "\\n" only:
-    `str.splitlines` also splits on U+2028 and others JSON allows raw inside strings."""
-    for line_no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(f"{where}:{line_no}: not valid JSON ({exc.msg})") from None
-
-
 def read_jsonl(path: Path, error: type[DataError] = DataError) -> list[dict]:
-    """The JSON objects of a .jsonl file (bytes that are not UTF-8 replaced); a malformed line
-    raises `error` naming the file and line."""
+    """The JSON objects of a .jsonl file, blank lines skipped (bytes that are not UTF-8 replaced); a
+    malformed line raises `error` naming the file and its 1-based line number."""
     rows = []
-    with Path(path).open("rb") as handle:  # binary lines end at b"\n" only, never inside a UTF-8 character
-        lines = (raw.decode("utf-8", errors="replace") for raw in handle)
-        for line_no, row in jsonl_rows(lines, str(path), error):
+    # binary lines end at b"\n" only (`str.splitlines` also splits on U+2028, which JSON allows raw in strings)
+    with Path(path).open("rb") as handle:
+        for line_no, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw.decode("utf-8", errors="replace"))
+            except json.JSONDecodeError as exc:
+                raise error(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
             if not isinstance(row, dict):
                 raise error(f"{path}:{line_no}: expected a JSON object")
             rows.append(row)

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from lmms_video_reasoning.utils.core import registry
-from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Task
+from lmms_video_reasoning.utils.core.registry import Benchmark, Task
 
 COMMAND = "python -m lmms_video_reasoning.utils.core.task_yaml"
 PLACEHOLDER = "doc_source.json"  # lmms-eval's one-row dataset; `process_docs` replaces it with the documents
@@ -45,12 +45,9 @@ def _dump(config: dict) -> str:
     return yaml.dump(config, Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=1000)
 
 
-def _comment(*lines: str) -> str:
-    return "".join(f"# {line}\n" if line else "#\n" for text in lines for line in text.splitlines())
-
-
 def _header(benchmark: Benchmark, about: str) -> str:
-    return _comment(about, f"Generated from {benchmark.binding} by `{COMMAND}`: edit the declaration there.")
+    lines = [*about.splitlines(), f"Generated from {benchmark.binding} by `{COMMAND}`: edit the declaration there."]
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
 
 
 def task_config(benchmark: Benchmark, task: Task) -> dict:
@@ -89,19 +86,13 @@ def task_config(benchmark: Benchmark, task: Task) -> dict:
     return config
 
 
-def task_text(benchmark: Benchmark, task: Task) -> str:
-    return _header(benchmark, task.about) + _dump(task_config(benchmark, task))
-
-
-def group_text(benchmark: Benchmark, group: Group) -> str:
-    return _header(benchmark, group.about) + _dump({"group": group.name, "task": list(group.tasks)})
-
-
 def files_of(benchmark: Benchmark) -> dict[Path, str]:
+    """{path: text} of every task and group YAML of the benchmark."""
     folder = benchmark.task_dirs[0]
-    files = {folder / f"{task.name}.yaml": task_text(benchmark, task) for task in benchmark.tasks}
-    files.update({folder / f"{group.name}.yaml": group_text(benchmark, group) for group in benchmark.groups})
-    return files
+    configs = {folder / f"{task.name}.yaml": (task.about, task_config(benchmark, task)) for task in benchmark.tasks}
+    configs.update({folder / f"{group.name}.yaml": (group.about, {"group": group.name, "task": list(group.tasks)})
+                    for group in benchmark.groups})
+    return {path: _header(benchmark, about) + _dump(config) for path, (about, config) in configs.items()}
 
 
 def _changes(benchmark: Benchmark) -> tuple[list[Path], dict[Path, str]]:

@@ -4,17 +4,12 @@ Three shapes occur on the Hub: a complete zip (`video.zip`, a new-style `video_c
 byte slices of one zip (`<prefix>_chunk_1.zip`, `_2`, ...: only their concatenation is a zip);
 an Info-ZIP split set (`x.z01`, ..., `x.zip`; member offsets relative to their part; Python's
 `zipfile` refuses such sets when ZIP64). `find_archives(root)` groups the files and tells the
-shapes apart by each file's end record. Every shape is read through one view of its parts in order
-(`Concatenation`) by a small central-directory reader (ZIP64 included); missing parts and chunks
-are named before anything is read.
+shapes apart by each file's end record; every shape is read through one view of its parts in
+order (`Concatenation`) by a small central-directory reader (ZIP64 included).
 
-`extract` writes each member where the benchmark's `target_of` says (members leaving the root are
-refused), after checking the declared expansion (`Limits.max_ratio`: zip bombs) and the free disk
-(`Limits.keep_free`). Each member is streamed to a temporary file, bounded by its declared size,
-CRC-checked, then moved into place: no partial file ever has a final name. A file already in place
-is never replaced: the same content (size, and the CRC an earlier extraction recorded) is skipped;
-different content, or a file where a folder is needed, refuses the archive before anything of it
-is written (`refuse_conflicts`), naming the archive, the member and the file.
+Extraction (`plan`, `refuse_conflicts`, `check_space`, `extract`) writes each member where the
+benchmark's `target_of` says, whole and CRC-checked or not at all, and never replaces a file in
+place whose content differs: such an archive is refused before anything of it is written.
 """
 
 from __future__ import annotations
@@ -27,6 +22,7 @@ import shutil
 import struct
 import zlib
 from bisect import bisect_right
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping, NamedTuple
@@ -41,7 +37,7 @@ class ArchiveError(DataError):
 
 
 EOCD, EOCD64, LOCATOR64 = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
-CENTRAL, LOCAL, SPLIT_MARK = b"PK\x01\x02", b"PK\x03\x04", b"PK\x07\x08"
+CENTRAL, LOCAL = b"PK\x01\x02", b"PK\x03\x04"
 BLOCK = 1 << 20
 
 CHUNK_NAME = re.compile(r"^(?P<prefix>.+)_chunk_(?P<number>\d+)\.zip$")
@@ -83,12 +79,6 @@ class Concatenation:
         for handle in self._handles.values():
             handle.close()
         self._handles.clear()
-
-    def __enter__(self) -> "Concatenation":
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        self.close()
 
 
 @dataclass
@@ -171,19 +161,19 @@ class Archive:
         """The central directory (ArchiveError naming what is wrong and the fix)."""
         if self.problems:
             raise ArchiveError(f"{self.label}: " + "; ".join(self.problems))
-        with Concatenation(self.parts) as view:
+        with closing(Concatenation(self.parts)) as view:
             return self._members(view)
 
     def _members(self, view: Concatenation) -> list[Member]:
-        last_start = view.starts[-2]
-        end = _end_record(view, last_start if self.kind == "split" else 0)
+        last_start = view.starts[-2] if self.kind == "split" else 0  # a split set's end record is in its last part
+        end = _end_record(view, last_start)
         if end is None:
             raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete"
                                f"{' (the last chunk holds it: is one missing?)' if self.kind == 'slices' else ''} ({self._fix()})")
         starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
         if len(starts) != end.disks:
             raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
-        eocd_abs = (last_start if self.kind == "split" else 0) + end.position
+        eocd_abs = last_start + end.position
         entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
         if end.zip64_at is not None:
             z_disk, z_offset = end.zip64_at
@@ -216,7 +206,7 @@ class Archive:
 
 
 def _classify(path: Path) -> str:
-    with Concatenation([path]) as view:
+    with closing(Concatenation([path])) as view:
         end = _end_record(view) if view.size else None
         if end is None or end.disks != 1 or view.read_at(0, 4) not in (LOCAL, EOCD):
             return "piece"
@@ -253,21 +243,16 @@ def find_archives(root: Path) -> list[Archive]:
         match = CHUNK_NAME.match(path.name)
         if path in split_parts:
             numbered = sorted(split_parts.pop(path))
-            archive = Archive(rel(path), "split", [p for _n, p in numbered] + [path])
-            missing = [f"{path.stem}.z{n:02d}" for n in range(1, numbered[-1][0] + 1) if n not in {m for m, _p in numbered}]
-            if missing:
-                archive.problems.append(f"split part(s) {', '.join(missing)} missing: rerun `lmms-vr prepare` "
-                                        "to download them (nothing was joined or extracted)")
-            archives.append(archive)
+            archives.append(Archive(rel(path), "split", [p for _n, p in numbered] + [path],
+                                    _gaps(numbered, "split part(s)", lambda n: f"{path.stem}.z{n:02d}")))
         elif match:
             chunks.setdefault((path.parent, match["prefix"]), []).append((int(match["number"]), path))
         else:
             archives.append(Archive(rel(path), "zip", [path]))
     for last, numbered in split_parts.items():  # parts without their final .zip
-        archive = Archive(rel(last), "split", [p for _n, p in sorted(numbered)])
-        archive.problems.append(f"the last part {last.name} (it holds the directory) is missing: rerun "
-                                "`lmms-vr prepare` to download it (nothing was joined or extracted)")
-        archives.append(archive)
+        archives.append(Archive(rel(last), "split", [p for _n, p in sorted(numbered)], [
+            f"the last part {last.name} (it holds the directory) is missing: rerun `lmms-vr prepare` to download it "
+            "(nothing was joined or extracted)"]))
     for (folder, prefix), numbered in sorted(chunks.items()):
         numbered.sort()
         kinds = {path: _classify(path) for _n, path in numbered}
@@ -278,15 +263,18 @@ def find_archives(root: Path) -> list[Archive]:
                 "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
                 "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items() if kind != "zip")
             continue
-        archive = Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered])
-        present = {n for n, _p in numbered}
-        width = len(str(numbered[0][1].name).rsplit("_", 1)[-1]) - 4
-        absent = [f"{prefix}_chunk_{n:0{width}d}.zip" for n in range(1, max(present) + 1) if n not in present]
-        if absent:
-            archive.problems.append(f"byte chunk(s) {', '.join(absent)} missing: rerun `lmms-vr prepare` to "
-                                    "download them (nothing was joined or extracted)")
-        archives.append(archive)
+        width = len(numbered[0][1].name.rsplit("_", 1)[-1]) - 4  # the numbers' digits, as the names write them
+        archives.append(Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered],
+                                _gaps(numbered, "byte chunk(s)", lambda n: f"{prefix}_chunk_{n:0{width}d}.zip")))
     return sorted(archives, key=lambda a: a.label)
+
+
+def _gaps(numbered: list[tuple[int, Path]], what: str, name: Callable[[int], str]) -> list[str]:
+    """The problem of a numbered set missing some of 1 .. its highest number (none: [])."""
+    present = {n for n, _p in numbered}
+    absent = [name(n) for n in range(1, max(present) + 1) if n not in present]
+    return [f"{what} {', '.join(absent)} missing: rerun `lmms-vr prepare` to download them "
+            "(nothing was joined or extracted)"] if absent else []
 
 
 @dataclass(frozen=True)
@@ -416,15 +404,6 @@ def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str]
     return need
 
 
-def _decompressor(member: Member, label: str):
-    if member.method == 0:
-        return None
-    if member.method == 8:
-        return zlib.decompressobj(-15)
-    raise ArchiveError(f"{label}: member {member.name!r} uses compression method {member.method}, which this tool "
-                       "cannot read; extract it with another tool into the root, then run with --verify-only")
-
-
 def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
     """Stream one member's data into `out`, bounded by its declared size, CRC-checked."""
     header = view.read_at(member.offset, 30)
@@ -433,7 +412,10 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "(a part or chunk is corrupt or from another copy): delete the archive and rerun `lmms-vr prepare`")
     name_len, extra_len = struct.unpack("<2H", header[26:30])
     at = member.offset + 30 + name_len + extra_len
-    decompressor = _decompressor(member, label)
+    if member.method not in (0, 8):  # stored, deflated
+        raise ArchiveError(f"{label}: member {member.name!r} uses compression method {member.method}, which this tool "
+                           "cannot read; extract it with another tool into the root, then run with --verify-only")
+    decompressor = zlib.decompressobj(-15) if member.method == 8 else None
     left, written, crc = member.compressed, 0, 0
 
     def emit(chunk: bytes) -> None:
@@ -472,15 +454,13 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
 
 
-def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], None] = lambda _m: None,
-            rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Write every pending member of `plan_` under `root` (and those in `rewrite`); {target: size}
-    of all its targets once each is verified in place."""
+def extract(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Write every pending member of `plan_` under `root` (and those in `rewrite`), once `refuse_conflicts`
+    and `check_space` let it, printing every tenth of a long one; {target: size} of all its targets."""
     root = Path(root)
-    refuse_conflicts(plan_, root, rewrite)
-    check_space(plan_, root, limits, rewrite)
-    with Concatenation(plan_.archive.parts) as view:
-        for member, target in plan_.pending(root, rewrite):
+    pending = plan_.pending(root, rewrite)
+    with closing(Concatenation(plan_.archive.parts)) as view:
+        for done, (member, target) in enumerate(pending, 1):
             path = root / target
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -491,11 +471,6 @@ def extract(plan_: Plan, root: Path, limits: Limits, progress: Callable[[str], N
                     raise ArchiveError(f"the disk filled up while extracting {target} from {plan_.archive.label}: free "
                                        "some space and rerun (finished files are kept, the partial one was removed)") from None
                 raise ArchiveError(f"cannot write {path} ({exc.strerror or exc}) while extracting {plan_.archive.label}") from None
-            progress(target)
-    sizes = {}
-    for member, target in plan_.entries:
-        path = root / target
-        if not path.is_file() or path.stat().st_size != member.size:
-            raise ArchiveError(f"{target} from {plan_.archive.label} is not in place after extraction: rerun `lmms-vr prepare`")
-        sizes[target] = member.size
-    return sizes
+            if len(pending) >= 20 and done % max(1, len(pending) // 10) == 0 and done < len(pending):
+                print(f"  {done}/{len(pending)} files")
+    return {target: member.size for member, target in plan_.entries}

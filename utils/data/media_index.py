@@ -74,17 +74,13 @@ class FileIndex:
 
 
 _lock = threading.Lock()
-_indexes: dict[str, FileIndex] = {}
-_keys: dict[str, str] = {}  # root as given -> its real path (one index per real folder)
+_indexes: dict[str, FileIndex] = {}  # one per real folder
 
 
 def index_for(root: Path) -> FileIndex:
     """The index of `root`, built on first use and kept for the process (see `forget`)."""
-    given = str(root)
+    key = os.path.realpath(root)
     with _lock:
-        key = _keys.get(given)
-        if key is None:
-            key = _keys[given] = os.path.realpath(given)
         if key not in _indexes:
             _indexes[key] = FileIndex.build(Path(key))
         return _indexes[key]
@@ -96,7 +92,6 @@ def forget(root: Path | None = None) -> None:
             _indexes.clear()
         else:
             _indexes.pop(os.path.realpath(root), None)
-        _keys.clear()
 
 
 def _shared_tail(a: Sequence[str], b: Sequence[str]) -> int:

@@ -27,14 +27,10 @@ from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.files import size_text
 from lmms_video_reasoning.utils.data.media_index import KindReport, verify
-from lmms_video_reasoning.utils.core.roots import HF_LOGIN, HF_WHOAMI, SUBSET_MARKER, DataError, DataSource
+from lmms_video_reasoning.utils.core.roots import SUBSET_MARKER, DataError, DataSource, hub_error
 
 STAMP_DIR = ".lmms_vr_prepare"
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # huggingface_hub's local_dir bookkeeping
-
-
-def benchmark_module(name: str):
-    return registry.get(name).data()
 
 
 # --- stamps ---------------------------------------------------------------------------
@@ -88,31 +84,15 @@ def _write_stamp(root: Path, label: str, stamp: dict) -> None:
 
 # --- download -------------------------------------------------------------------------
 
-def _hub_error(source: DataSource, exc: Exception) -> DataError:
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
-    if isinstance(exc, GatedRepoError):
-        return DataError(f"{source.hub_repo} is gated: accept its terms on its Hugging Face page, then "
-                         f"`{HF_LOGIN}` (or set HF_TOKEN) and rerun")
-    if isinstance(exc, RepositoryNotFoundError):
-        return DataError(f"{source.hub_repo} not found or not visible with your token: check `{HF_WHOAMI}`")
-    first_line = str(exc).splitlines()[0] if str(exc) else ""
-    return DataError(
-        f"download from {source.hub_repo} failed ({type(exc).__name__}: {first_line}). Rerun to resume; without "
-        f"internet, copy the dataset by other means and run `lmms-vr prepare {source.benchmark} --root DIR --skip-download`")
-
-
 def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dict[str, int]:
     """{path: size} of the dataset's files matching `patterns` (and not `ignore`)."""
-    try:
-        from huggingface_hub import HfApi
-        from huggingface_hub.utils import filter_repo_objects
-    except ImportError:  # pragma: no cover - a dependency of the package
-        raise DataError("huggingface_hub is not installed: pip install huggingface_hub") from None
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
+
     try:
         info = HfApi().dataset_info(source.hub_repo, files_metadata=True)
     except Exception as exc:  # network, gating, auth: each gets its own advice
-        raise _hub_error(source, exc) from None
+        raise hub_error(source, exc) from None
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     chosen = set(filter_repo_objects(list(sizes), allow_patterns=patterns, ignore_patterns=ignore or None))
     return {name: sizes[name] for name in sorted(chosen)}
@@ -124,7 +104,7 @@ def download(source: DataSource, files: list[str], root: Path) -> None:
     try:
         snapshot_download(source.hub_repo, repo_type="dataset", local_dir=str(root), allow_patterns=files)
     except Exception as exc:
-        raise _hub_error(source, exc) from None
+        raise hub_error(source, exc) from None
 
 
 def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> None:
@@ -185,52 +165,43 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
         state = stamp_state(root, archive) if not archive.problems else "new"
         if state == "done":
             report.up_to_date.append(archive.label)
-            if delete_archives:
-                _delete_archive(root, archive)
-            continue
-        rewrite: frozenset[str] = frozenset()
-        try:
-            plan = dataclasses.replace(archives.plan(archive, module.extraction_target),
-                                       verified=_verified_by_others(root, archive.label))
-            if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
-                crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
-                rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
-                print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
-            archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
-            need = archives.check_space(plan, root, limits, rewrite)
-            print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), "
-                  f"{size_text(plan.declared)}; {size_text(need)} still to write, "
-                  f"{size_text(shutil.disk_usage(root).free)} free)")
-            sizes = archives.extract(plan, root, limits, _progress(len(plan.pending(root, rewrite))), rewrite)
-        except archives.ArchiveError as exc:
-            report.failed.append(str(exc))
-            continue
-        stamp = {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive), "targets": sizes,
-                 "crcs": {target: member.crc for member, target in plan.entries}, "skipped_members": plan.skipped}
-        _write_stamp(root, archive.label, stamp)
-        report.extracted.append(archive.label)
+        else:
+            try:
+                _extract(root, archive, module, limits, state)
+            except archives.ArchiveError as exc:
+                report.failed.append(str(exc))
+                print(f"error: {exc}")
+                continue
+            report.extracted.append(archive.label)
+            print(f"extracted {archive.label}")
         if delete_archives:
             _delete_archive(root, archive)
     media_index.forget(root)
     return report
 
 
+def _extract(root: Path, archive: archives.Archive, module, limits: archives.Limits, state: str) -> None:
+    """Extract one archive (its files whose content changed, when `state` is "changed") and stamp it done."""
+    rewrite: frozenset[str] = frozenset()
+    plan = dataclasses.replace(archives.plan(archive, module.extraction_target), verified=_verified_by_others(root, archive.label))
+    if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
+        crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
+        rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
+        print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
+    archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
+    need = archives.check_space(plan, root, limits, rewrite)
+    print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), {size_text(plan.declared)}; "
+          f"{size_text(need)} still to write, {size_text(shutil.disk_usage(root).free)} free)")
+    sizes = archives.extract(plan, root, rewrite)
+    _write_stamp(root, archive.label, {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive),
+                                       "targets": sizes, "crcs": {target: member.crc for member, target in plan.entries},
+                                       "skipped_members": plan.skipped})
+
+
 def _verified_by_others(root: Path, label: str) -> dict[str, int]:
     """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
     return {t: c for stamp in _stamps(root) if stamp.get("archive") != label
             for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
-
-
-def _progress(total: int):
-    """A callback printing every 10% of an archive's files (long extractions show they move)."""
-    step, done = max(1, total // 10), [0]
-
-    def report(_target: str) -> None:
-        done[0] += 1
-        if total >= 20 and done[0] % step == 0 and done[0] < total:
-            print(f"  {done[0]}/{total} files")
-
-    return report
 
 
 # --- verification ---------------------------------------------------------------------
@@ -291,7 +262,7 @@ def table(reports: list[KindReport]) -> str:
 # --- command --------------------------------------------------------------------------
 
 def main(args) -> int:
-    module = benchmark_module(args.benchmark)
+    module = registry.get(args.benchmark).data()
     source = module.SOURCE
     if args.benchmark != source.benchmark:  # an alias (e.g. a task-style name): say the canonical name once
         print(f"note: {args.benchmark} is another name of {source.benchmark}: `lmms-vr prepare {source.benchmark}`")
@@ -304,23 +275,18 @@ def main(args) -> int:
         limits = archives.Limits(max_ratio=args.max_ratio, keep_free=archives.parse_size(args.keep_free))
     except ValueError as exc:
         raise DataError(f"--keep-free: {exc}") from None
-    split = args.split
     extraction = ExtractionReport()
     try:
         if not args.verify_only:
             if not args.skip_download:
                 fetch(source, module, root, limits)
             extraction = extract_all(root, module, limits, args.delete_archives)
-            for label in extraction.extracted:
-                print(f"extracted {label}")
-            for message in extraction.failed:
-                print(f"error: {message}")
         else:
             pending = [a.label for a in archives.find_archives(root) if stamp_state(root, a) != "done"]
             if pending:
                 print(f"note: {len(pending)} archive(s) not extracted yet ({', '.join(pending[:3])}): "
                       f"run `lmms-vr prepare {source.benchmark} --root {root} --skip-download`")
-        records = module.records_at(root, split=split)
+        records = module.records_at(root, split=args.split)
         reports = verify(module.media_kinds(root, records))
     except OSError as exc:  # permissions, a vanished file: a message, not a traceback
         raise DataError(f"{getattr(exc, 'filename', None) or root}: {exc.strerror or exc}") from None
@@ -331,7 +297,7 @@ def main(args) -> int:
             listing.parent.mkdir(parents=True, exist_ok=True)
             listing.write_text("".join(f"{item}\n" for item in report.missing), encoding="utf-8")
             print(f"{len(report.missing)} {report.kind.name} missing ({report.kind.when_missing}): all listed in {listing}")
-    counts, counts_ok = release_check(module, root, records, split, args.subset)
+    counts, counts_ok = release_check(module, root, records, args.split, args.subset)
     if counts:
         print(counts)
     ok = not extraction.failed and not any(r.fails for r in reports) and counts_ok

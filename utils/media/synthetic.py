@@ -95,17 +95,15 @@ def _shape_mask(kind: str, side: int) -> np.ndarray:
 
 def _draw(canvas: np.ndarray, shape: Shape, t: float, masks: dict) -> None:
     height, width = canvas.shape[:2]
-    if shape_box(shape, t, width, height) is None:
+    box = shape_box(shape, t, width, height)
+    if box is None:
         return
-    x1, y1, x2, y2 = _unclipped_box(shape, t, width, height)
-    side = x2 - x1
-    key = (shape.kind, side)
+    x1, y1, x2, _y2 = _unclipped_box(shape, t, width, height)
+    key = (shape.kind, x2 - x1)  # the shape's side
     if key not in masks:
-        masks[key] = _shape_mask(shape.kind, side)
-    mask = masks[key]
-    cx1, cy1, cx2, cy2 = max(0, x1), max(0, y1), min(width, x2), min(height, y2)
-    sub = mask[cy1 - y1 : cy2 - y1, cx1 - x1 : cx2 - x1]
-    canvas[cy1:cy2, cx1:cx2][sub] = COLORS[shape.color]
+        masks[key] = _shape_mask(*key)
+    cx1, cy1, cx2, cy2 = box
+    canvas[cy1:cy2, cx1:cx2][masks[key][cy1 - y1 : cy2 - y1, cx1 - x1 : cx2 - x1]] = COLORS[shape.color]
 
 
 def frame_times(duration: float, fps: float, vfr: bool = False) -> list[float]:
