@@ -36,7 +36,7 @@ import lmms_eval.models, lmms_eval.evaluator
 from lmms_eval.tasks import TaskManager
 from lmms_video_reasoning.utils.lmms import host
 missing = sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))
-print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.status()}}))
+print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.TOUCHPOINTS.values()}}))
 """
 # ... and as `lmms-eval tasks list` / `serve` do: a TaskManager, no models.
 _LIST_PROBE = """
@@ -123,12 +123,12 @@ def check_host() -> list[Finding]:
         findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF if missing else OK,
                                 f"{len(missing)} tasks not listed (only the start-up .pth reaches these commands)" if missing
                                 else "every task listed", host.TASK_PATH.workaround if missing else ""))
-    for point in host.status():
+    for point in host.TOUCHPOINTS.values():
         state = run["touchpoints"].get(point.name, "not installed")
         if point.name in ("task-path", "fast-inputs"):
             continue  # measured above / below, by what they do
         if state == "not installed":  # used at run time: what can be known now is the version
-            state = "on" if host.host_version() in point.verified else f"off: lmms-eval {host.host_version()} is not verified"
+            state = "on" if host.host_version() in host.VERIFIED else f"off: lmms-eval {host.host_version()} is not verified"
         if state == "on":
             findings.append(Finding(point.name, OK, point.gives))
         else:
@@ -165,7 +165,7 @@ def check_inputs() -> list[Finding]:
     from lmms_video_reasoning.utils.lmms import model_readings
 
     findings = []
-    for model in sorted(set(model_readings._KNOWN.values())):
+    for model in sorted(set(model_readings.KNOWN_MODELS.values())):
         unverified = model_readings.unverified_versions(model)
         findings.append(Finding(f"fast inputs: {model}", OFF if unverified else OK,
                                 f"installed {', '.join(unverified)} not verified: the model reads the original video"
