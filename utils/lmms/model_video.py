@@ -50,7 +50,6 @@ class Request:
 # One lock per video being made; an evicted lock only lets two threads make the same clip (last one wins).
 _locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
-_done: BoundedMemo[str] = BoundedMemo(4096)  # input -> its proxy, made or found in this process
 
 
 def _lock_for(ident: tuple) -> threading.Lock:
@@ -103,19 +102,12 @@ class _Usage:
         self.made_again = 0
         self.reused = 0
         self.paths: collections.Counter = collections.Counter()  # (model, reason) -> inputs handed the original path
-        self.registered = False
-
-    def _register(self) -> None:  # under self.lock
-        if not self.registered:
-            self.registered = True
-            atexit.register(self.report)
 
     def record_made(self, target: Path) -> None:
         size = target.stat().st_size if target.exists() else 0
         with self.lock:
             self.made_again += target.name in self.made
             self.made.setdefault(target.name, size)
-            self._register()
 
     def record_reused(self) -> None:
         with self.lock:
@@ -124,7 +116,6 @@ class _Usage:
     def record_path(self, model: str, reason: str) -> None:
         with self.lock:
             self.paths[(model, reason)] += 1
-            self._register()
 
     def summary(self, limit: int) -> str | None:
         """One line for the log (None when nothing was made or handed over), naming the setting when
@@ -150,6 +141,7 @@ class _Usage:
 
 
 usage = _Usage()
+atexit.register(usage.report)  # says nothing when no proxy was made or handed over
 
 
 def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | None:
@@ -163,17 +155,11 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
         st = path.stat()
     except OSError:
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
-    ident = (str(path), st.st_size, st.st_mtime_ns, request)
-    with _lock_for(ident):  # two threads never prepare the same input twice
-        known = _done.get(ident)
+    with _lock_for((str(path), st.st_size, st.st_mtime_ns, request)):  # two threads never prepare the same input twice
         cache = cache or ProxyCache(proxy_clips.cache_dir(), proxy_clips.cache_limit_bytes())
-        if known is not None and cache.hit(Path(known)):
-            usage.record_reused()
-            return known
         target = cache.path_for(path.stem, _key(path, request))
         if cache.hit(target):
             usage.record_reused()
-            result = str(target)
         else:
             info = probe(path)
             planned = _layout_for(request, info)
@@ -203,11 +189,9 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
                                "handing the model the original path", path, info.total_frames, info.fps)
                 usage.record_path(request.reading.model, "whose rate a proxy cannot declare")
                 return None
-            result = str(target)
             usage.record_made(target)
             logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(unique), size[1], size[0])
-        _done[ident] = result
-        return result
+        return str(target)
 
 
 def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[int]] | None = None,

@@ -1,14 +1,10 @@
-"""Registration of this suite with lmms-eval.
-
-lmms-eval (0.7.x) has an entry point for models only (`lmms_eval.models`), run while
-`lmms_eval.models` is imported, before the CLI builds its `TaskManager`. `register` uses that moment
-to add every registered benchmark's task folders (`registry.task_dirs`) to every `TaskManager` and
-returns the replay model's manifest: after `pip install`, `python -m lmms_eval --tasks <ours>` needs
-no flag. Subcommands that never import `lmms_eval.models` (`tasks`, `power`, `serve`) are reached by
-`autoload` (started by the installed `.pth`), which calls the `install_*` functions below as soon as
-lmms-eval's own modules are imported. Every change to lmms-eval goes through a touchpoint of
-`host.py`; `--include_path "$(lmms-vr tasks-path)"` is the documented fallback for the task path.
-"""
+"""Registration of this suite with lmms-eval: the `install_*` hooks `autoload.HOOKS` runs once each of
+lmms-eval's modules is imported, and `register`, the `lmms_eval.models` entry point (run while
+`lmms_eval.models` is imported, before the CLI builds its `TaskManager`), which starts those hooks and
+returns the replay model's manifest. Every registered benchmark's task folders (`registry.task_dirs`)
+join every `TaskManager`: after `pip install`, `python -m lmms_eval --tasks <ours>` needs no flag.
+Every change to lmms-eval goes through a touchpoint of `host.py`; `--include_path "$(lmms-vr
+tasks-path)"` is the documented fallback for the task path."""
 
 from __future__ import annotations
 
@@ -237,12 +233,10 @@ def model_manifests() -> list:
 
 
 def register() -> list:
-    """Entry point `lmms_eval.models`: install what can be installed now (the only hook of an
-    editable install, which has no .pth), and return our model manifests (the registry is being built)."""
-    from lmms_video_reasoning.utils.lmms import launcher
+    """Entry point `lmms_eval.models`: the post-import hooks (`autoload.hook`) and our model manifests
+    (the registry is being built)."""
+    from lmms_video_reasoning.utils.lmms import autoload, launcher
 
-    install_task_path()
-    install_usage_hooks()
-    install_metric_hooks()
+    autoload.hook()
     launcher.register_judge_settings()  # the evaluator is wrapped once it is imported (autoload, or the first TaskManager)
     return model_manifests()
