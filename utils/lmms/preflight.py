@@ -124,13 +124,11 @@ def run_benchmarks(tasks: list | None) -> list:
 def startup_problems(benchmarks: Sequence) -> list[str]:
     started = time.monotonic()
     registry.declare_all_settings()
-    found = [str(error) for error in settings.problems()]
+    found = setting_findings()
     if enabled():
-        for benchmark in benchmarks:
-            if benchmark.data_module is not None:
-                problem = root_problem(benchmark.data().SOURCE)
-                if problem:
-                    found.append(problem)
+        found += [data_finding(benchmark) for benchmark in benchmarks if benchmark.data_module is not None]
+    found = [finding.detail for finding in found if finding.state == OFF]
+    if enabled():
         output = _result(("output", cli_option("--output_path")), check_output_folder)
         if output:
             found.append(output)
@@ -314,35 +312,94 @@ def check_media(media: "MediaCheck") -> str | None:
 
 
 def check_judge(judge: object) -> str | None:
-    """The judge's configuration, endpoint, key and model, from one GET /models."""
+    """`judge_finding` at task load: OFF ends the run; a judge not configured lets it go on."""
+    from lmms_video_reasoning.judges.config import not_configured_message
+
+    finding = judge_finding(judge)
+    if finding.state == WARN:
+        log.warning("%s Generating anyway: the samples are kept, and `lmms-vr score <output_path>` judges them later.",
+                    not_configured_message(judge))
+    elif finding.state == INFO:
+        log.info("%s", finding.detail)
+    return f"{finding.detail}. Nothing was generated. {finding.fix}" if finding.state == OFF else None
+
+
+# ---------------------------------------------------------------------- checks `lmms-vr doctor` shows too
+
+OK, OFF, WARN, INFO = "ok", "off", "warn", "info"
+JUDGE_LATER = "or run with --predict_only and judge later with `lmms-vr score <output_path>`"
+
+
+@dataclass
+class Finding:
+    """One check's outcome: OFF a run cannot go on, WARN its judged metrics would be NaN, OK / INFO noted."""
+
+    topic: str
+    state: str
+    detail: str
+    fix: str = ""
+
+
+def setting_findings() -> list[Finding]:
+    """Each declared setting that is set (OFF: a value not accepted; the error names the accepted ones)."""
+    found = []
+    for setting in settings.declared():
+        try:
+            value = setting.read()
+        except settings.SettingError as error:
+            found.append(Finding(f"setting {setting.name}", OFF, str(error), f"fix or unset {setting.name}"))
+            continue
+        if setting.is_set():
+            found.append(Finding(f"setting {setting.name}", INFO, repr(value)))
+    return found
+
+
+def data_finding(benchmark) -> Finding:
+    """The benchmark's root variable: unset (the Hub), a folder, or not one (OFF)."""
+    source, topic = benchmark.data().SOURCE, f"data: {benchmark.name}"
+    root = os.environ.get(source.root_env, "").strip()
+    problem = root_problem(source)
+    if problem:
+        return Finding(topic, OFF, problem, source.prepare_command)
+    if not root:
+        return Finding(topic, INFO, f"{source.root_env} unset: the Hub ({source.hub_repo})", source.prepare_command)
+    return Finding(topic, OK, f"{source.root_env}={root}")
+
+
+def judge_finding(judge: object, network: bool = True) -> Finding:
+    """The judge `judge` (`JudgeDefaults` or a benchmark's name): its configuration, its cache, and its
+    endpoint, key and model from one GET /models (`network`)."""
     from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
-    from lmms_video_reasoning.judges.config import host_judge, judge_name, not_configured_message
+    from lmms_video_reasoning.judges.config import benchmark_defaults, host_judge, judge_name
 
     benchmark = judge_name(judge)
+    topic = f"judge: {benchmark}"
     try:
         config = JudgeConfig.from_env(judge)
     except (JudgeConfigError, ValueError) as error:
-        return f"the {benchmark} judge is misconfigured: {error}. Or run with --predict_only and judge later with `lmms-vr score`"
-    cache = check_judge_cache(config.cache_path) if config is not None else None
-    if cache:
-        return (f"the {benchmark} judge cache cannot be used: {cache}. Nothing was generated (a run would end with NaN "
-                "judged metrics)")
-    host = host_judge()
-    if config is not None and host is not None and not host.started:
-        # lmms-eval starts its judge server after generation: nothing to reach yet
-        log.info("the %s judge is %s at %s (model %s), started by lmms-eval after generation; not checked now",
-                 benchmark, host.source, config.endpoint, config.model)
-        return None
+        return Finding(topic, OFF, f"the {benchmark} judge is misconfigured: {error}",
+                       f"Fix it (see `Judges` in the README), {JUDGE_LATER}")
     if config is None:
-        log.warning("%s Generating anyway: the samples are kept, and `lmms-vr score <output_path>` judges them later.",
-                    not_configured_message(judge))
-        return None
+        defaults = benchmark_defaults(judge)
+        return Finding(topic, WARN, f"not configured: judged metrics would be NaN (the official judge, {defaults.model}, "
+                       f"needs {defaults.key_env})", f"set {defaults.key_env}, or LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL "
+                       "for another endpoint (see the README); or judge later with `lmms-vr score`")
+    cache = check_judge_cache(config.cache_path)
+    if cache:
+        return Finding(topic, OFF, f"the {benchmark} judge cache cannot be used: {cache}",
+                       f"Fix the cache (a run would end with NaN judged metrics), {JUDGE_LATER}")
+    where = f"{config.model} at {config.endpoint}"
+    host = host_judge()
+    if host is not None and not host.started:  # lmms-eval starts its judge server after generation: nothing to reach yet
+        return Finding(topic, INFO, f"the {benchmark} judge is {where} ({host.source}), started by lmms-eval after "
+                       "generation; not checked now")
+    if not network:
+        return Finding(topic, INFO, f"{where} (not contacted: --no-network)")
     problem = probe_endpoint(config)
     if problem:
-        return (f"the {benchmark} judge {config.model!r} at {config.endpoint} {problem}. Nothing was generated. Fix the "
-                f"judge ({config.base_url_env}, {config.key_env}, {config.model_env}), or run with --predict_only and "
-                "judge later with `lmms-vr score <output_path>`")
-    return None
+        return Finding(topic, OFF, f"the {benchmark} judge {config.model!r} at {config.endpoint} {problem}",
+                       f"Fix the judge ({config.base_url_env}, {config.key_env}, {config.model_env}), {JUDGE_LATER}")
+    return Finding(topic, OK, f"{where} answers")
 
 
 def probe_endpoint(config) -> str | None:

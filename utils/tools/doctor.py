@@ -19,13 +19,13 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from lmms_video_reasoning.utils.core import registry, settings
-from lmms_video_reasoning.utils.lmms import host
+from lmms_video_reasoning.utils.lmms import host, preflight
+from lmms_video_reasoning.utils.lmms.preflight import INFO, OFF, OK, WARN, Finding
 
-OK, OFF, WARN, INFO = "ok", "off", "warn", "info"
 # The document `doctor` evaluates: multiple choice, scored without a judge.
 EVALUATED_TASK = "cg_bench_mcq"
 
@@ -34,7 +34,8 @@ _RUN_PROBE = """
 import json, sys
 import lmms_eval.models, lmms_eval.evaluator
 from lmms_eval.tasks import TaskManager
-from lmms_video_reasoning.utils.lmms import host
+from lmms_video_reasoning.utils.lmms import host, preflight
+from lmms_video_reasoning.utils.lmms.preflight import INFO, OFF, OK, WARN, Finding
 missing = sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))
 print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.TOUCHPOINTS.values()}}))
 """
@@ -44,14 +45,6 @@ import json, sys
 from lmms_eval.tasks import TaskManager
 print(json.dumps({"missing": sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))}))
 """
-
-
-@dataclass
-class Finding:
-    topic: str
-    state: str  # OK / OFF (exit status 1) / WARN / INFO
-    detail: str
-    fix: str = ""
 
 
 def _site_dirs() -> list[str]:
@@ -174,62 +167,15 @@ def check_inputs() -> list[Finding]:
     return findings
 
 
-def check_settings() -> list[Finding]:
-    findings = []
-    for name, value in settings.resolved().items():
-        if isinstance(value, str) and value.startswith("invalid: "):
-            findings.append(Finding(f"setting {name}", OFF, value[len("invalid: "):], f"fix or unset {name}"))
-        elif settings.get(name).is_set():
-            findings.append(Finding(f"setting {name}", INFO, repr(value)))
-    return findings
-
-
 def check_judges(network: bool) -> list[Finding]:
-    from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
     from lmms_video_reasoning.utils.lmms import launcher
-    from lmms_video_reasoning.utils.lmms.preflight import probe_endpoint
 
     launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
-    findings = []
-    for bench in registry.benchmarks():
-        if bench.judge is None:  # a benchmark without a judge (its declaration says so)
-            continue
-        try:
-            config = JudgeConfig.from_env(bench.judge)
-        except (JudgeConfigError, ValueError) as error:
-            findings.append(Finding(f"judge: {bench.name}", OFF, f"misconfigured: {error}", "see `Judges` in the README"))
-            continue
-        if config is None:
-            findings.append(Finding(f"judge: {bench.name}", WARN, f"not configured: judged metrics would be NaN "
-                                    f"(the official judge, {bench.judge.model}, needs {bench.judge.key_env})",
-                                    f"set {bench.judge.key_env}, or LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL for another "
-                                    "endpoint (see the README); or judge later with `lmms-vr score`"))
-            continue
-        where = f"{config.model} at {config.endpoint}"
-        if not network:
-            findings.append(Finding(f"judge: {bench.name}", INFO, f"{where} (not contacted: --no-network)"))
-            continue
-        problem = probe_endpoint(config)
-        findings.append(Finding(f"judge: {bench.name}", OFF if problem else OK, f"{where} {problem}" if problem else f"{where} answers",
-                                f"check {config.base_url_env}, {config.key_env}, {config.model_env}" if problem else ""))
-    return findings
+    return [preflight.judge_finding(bench.judge, network) for bench in registry.benchmarks() if bench.judge is not None]
 
 
 def check_data() -> list[Finding]:
-    findings = []
-    for bench in registry.benchmarks():
-        if bench.data_module is None:
-            continue
-        source = bench.data().SOURCE
-        root = os.environ.get(source.root_env, "").strip()
-        if not root:
-            findings.append(Finding(f"data: {bench.name}", INFO, f"{source.root_env} unset: the Hub ({source.hub_repo})",
-                                    source.prepare_command))
-        elif Path(root).is_dir():
-            findings.append(Finding(f"data: {bench.name}", OK, f"{source.root_env}={root}"))
-        else:
-            findings.append(Finding(f"data: {bench.name}", OFF, f"{source.root_env}={root} is not a folder", source.prepare_command))
-    return findings
+    return [preflight.data_finding(bench) for bench in registry.benchmarks() if bench.data_module is not None]
 
 
 def diagnose(network: bool = True) -> list[Finding]:
@@ -240,7 +186,7 @@ def diagnose(network: bool = True) -> list[Finding]:
         evaluation = pool.submit(check_evaluation)
         found = [*check_install(), *check_host()]
         found += evaluation.result()
-    return [*found, *check_inputs(), *check_settings(), *check_judges(network), *check_data()]
+    return [*found, *check_inputs(), *preflight.setting_findings(), *check_judges(network), *check_data()]
 
 
 def main(args: argparse.Namespace) -> int:
