@@ -1,15 +1,12 @@
 """Video inputs for lmms-eval's video-native models, prepared once, fast, with bounded memory.
 
-lmms-eval's simple video models take only a path and decode it themselves: `qwen2_vl` hands it to
-`qwen_vl_utils.fetch_video`, which decodes at 2 fps up to 768 frames and resizes them all, then
-keeps at most 32 (on a 20-minute 720p file, tens of seconds and ~17 GB per sample). A task's
-`doc_to_visual` calls `video_for_model`, which computes from the container the frames that path
-would end with (`model_readings`), decodes only those (`utils.media.frame_decoder.read_frames`)
-with the same resize, and writes them into a small lossless proxy clip (`proxy_clips`) the model
-reads back as exactly the same frames (its selection simulated on the proxy before use). On other
-package versions, and for settings or files the container cannot decide, the model gets the
-original path (counted in the exit report, `usage`). `LMMS_VR_VIDEO_INPUT=path` gives plain paths
-everywhere. See `utils/media/VIDEO.md` ("Inputs for video-native models").
+lmms-eval's simple video models take a path and decode it themselves (`qwen2_vl`: 2 fps up to 768
+frames, all resized, then at most 32 kept; tens of seconds and ~17 GB on a 20-minute 720p file). A
+task's `doc_to_visual` calls `video_for_model`: the frames that path would end with
+(`model_readings`), decoded alone with the same resize, in a small lossless proxy clip
+(`proxy_clips`) the model reads back as exactly those frames. On other package versions, and for
+settings or files the container cannot decide, the model gets the original path (counted in the
+exit report, `usage`); `LMMS_VR_VIDEO_INPUT=path` everywhere. See `utils/media/VIDEO.md`.
 """
 
 from __future__ import annotations

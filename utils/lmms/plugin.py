@@ -12,6 +12,7 @@ import inspect
 import logging
 import sys
 from pathlib import Path
+from typing import Callable
 
 from lmms_video_reasoning.utils.lmms import host, judge_usage
 
@@ -65,32 +66,34 @@ def install_task_path() -> None:
         host.require("include_path" in host.parameter_names(TaskManager.initialize_tasks),
                      "TaskManager.initialize_tasks has no include_path parameter")
 
-        def make(original):
-            signature = inspect.signature(original)
+        def include_path(arguments: dict) -> list:
+            from lmms_video_reasoning.utils.lmms import autoload
 
-            def initialize_tasks(*args, **kwargs):
-                bound = signature.bind(*args, **kwargs)
-                bound.arguments["include_path"] = _add_our_tasks(bound.arguments.get("include_path"))
-                result = original(*bound.args, **bound.kwargs)
-                _install_late_evaluator_hooks()
-                return result
+            # lmms-eval's CLI builds its TaskManager once `lmms_eval.evaluator` is imported: its hooks now,
+            # when the finder came too late to see it (the entry point runs inside its import)
+            autoload.hook()
+            return _add_our_tasks(arguments.get("include_path"))
 
-            return initialize_tasks
-
-        host.wrap(TaskManager, "initialize_tasks", make)
+        host.wrap(TaskManager, "initialize_tasks", _replacing("include_path", include_path))
 
     host.TASK_PATH.install(check_and_wrap)
 
 
-def _install_late_evaluator_hooks() -> None:
-    """The evaluator's hooks, when autoload did not install them (an editable install, LMMS_VR_NO_AUTOLOAD):
-    lmms-eval's CLI builds its TaskManager once `lmms_eval.evaluator` is imported, before `simple_evaluate`."""
-    evaluator = sys.modules.get("lmms_eval.evaluator")
-    if evaluator is not None and hasattr(evaluator, "simple_evaluate") and host.STARTUP_CHECK.state == "not installed":
-        try:
-            install_evaluator_hooks()
-        except Exception:  # noqa: BLE001 - never break lmms-eval's task index
-            logger.exception("lmms-video-reasoning: the lmms_eval.evaluator hooks failed")
+def _replacing(parameter: str, value: Callable[[dict], object]) -> Callable[[Callable], Callable]:
+    """A `make` for `host.wrap`: the original called with `parameter` set to `value(its arguments by
+    name)`, every other argument passed on as given (a parameter the host adds later included)."""
+
+    def make(original):
+        signature = inspect.signature(original)
+
+        def replacement(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.arguments[parameter] = value(bound.arguments)
+            return original(*bound.args, **bound.kwargs)
+
+        return replacement
+
+    return make
 
 
 def install_model_manifests() -> None:
@@ -137,7 +140,9 @@ def install_metric_hooks() -> None:
         host.require(task_output is not None and hasattr(task_output, "calculate_aggregate_metric"),
                      "evaluator_utils.TaskOutput.calculate_aggregate_metric is gone")
         host.require("task_name" in host.parameter_names(task_output.__init__), "TaskOutput has no task_name")
-        judge_usage.check_task_context()
+        usage = sys.modules.get("lmms_eval.models.model_utils.usage_metrics")  # what task_context sets, when loaded
+        host.require(usage is None or callable(getattr(usage, "set_task_context", None)), "usage_metrics.set_task_context is gone")
+        host.require(usage is None or hasattr(usage, "_CURRENT_TASK_CONTEXT"), "usage_metrics._CURRENT_TASK_CONTEXT is gone")
 
         def make(original):
             def calculate_aggregate_metric(self, *args, **kwargs):
@@ -192,27 +197,13 @@ def install_evaluator_hooks() -> None:
     def check_and_wrap() -> None:
         for name in ("simple_evaluate", "get_task_dict"):
             host.require(callable(getattr(evaluator, name, None)), f"lmms_eval.evaluator.{name} is gone")
-        parameters = host.parameter_names(evaluator.simple_evaluate)
-        host.require({"model", "tasks", "cli_args"} <= set(parameters),
+        host.require({"model", "tasks", "cli_args"} <= set(host.parameter_names(evaluator.simple_evaluate)),
                      "simple_evaluate(model, ..., tasks, ..., cli_args) has another signature")
         host.require(host.parameter_names(evaluator.get_task_dict)[:1] == ["task_name_list"],
                      "get_task_dict(task_name_list, ...) has another signature")
-        position = parameters.index("tasks")
 
-        def make_evaluate(original):
-            def simple_evaluate(*args, **kwargs):
-                args = list(args)  # called as lmms-eval calls it (keywords), positions kept as given
-                positional = "tasks" not in kwargs and position < len(args)
-                tasks = args[position] if positional else kwargs.get("tasks")
-                cli_args = kwargs.get("cli_args", args[parameters.index("cli_args")] if parameters.index("cli_args") < len(args) else None)
-                checked = preflight.start(tasks, getattr(cli_args, "tasks", None))
-                if positional:
-                    args[position] = checked
-                elif checked is not tasks:
-                    kwargs["tasks"] = checked
-                return original(*args, **kwargs)
-
-            return simple_evaluate
+        def tasks(arguments: dict) -> list | None:
+            return preflight.start(arguments.get("tasks"), getattr(arguments.get("cli_args"), "tasks", None))
 
         def make_load(original):
             def get_task_dict(task_name_list, *args, **kwargs):
@@ -220,7 +211,7 @@ def install_evaluator_hooks() -> None:
 
             return get_task_dict
 
-        host.wrap(evaluator, "simple_evaluate", make_evaluate)
+        host.wrap(evaluator, "simple_evaluate", _replacing("tasks", tasks))
         host.wrap(evaluator, "get_task_dict", make_load)
 
     host.STARTUP_CHECK.install(check_and_wrap)

@@ -1,21 +1,16 @@
-"""Checks made when an lmms-eval run starts, so it fails in seconds, before generation, not after.
+"""Checks that make an lmms-eval run of this suite's tasks fail in seconds, before generation.
 
-At the start (`start`, touchpoint `start-up-check` of host.py, before the model loads) of a run of
-this suite's tasks: every setting has an accepted value (even with LMMS_VR_PREFLIGHT=off), each
-needed benchmark's root variable names a folder, `--output_path` can be written. `--tasks NAME` run
-from a folder holding `./NAME` (which lmms-eval reads as a folder of task YAMLs) runs the task NAME,
-with a WARNING saying why. Without the touchpoint these run when the first task loads.
-
-When lmms-eval loads a task's documents (`task_load`, its `process_docs`), once per process: the
-output folder takes a 4 KiB probe and has room for the documents loaded so far; the data root holds
-every file the task needs and each video decodes (as `lmms-vr prepare --verify-only`; not for the
-replay model); the judge, for tasks that need one, answers with its model and its cache can be
-written (not with `--predict_only`; with no judge configured the run goes on, its judged metrics
-NaN until `lmms-vr score` judges them).
+`start` (touchpoint `start-up-check`, before the model loads; else at the first task load): every
+setting is accepted (even with LMMS_VR_PREFLIGHT=off), each benchmark's root variable names a folder,
+`--output_path` can be written; `--tasks NAME` run from a folder holding `./NAME` runs the task NAME,
+with a WARNING. `task_load` (a task's `process_docs`), once per process: the output folder has room
+for the documents loaded so far; the data root holds every file the task needs and each video
+decodes (not for the replay model); the judge answers with its model and its cache can be written
+(not with `--predict_only`; an unconfigured judge lets the run go on, its judged metrics NaN).
 
 A failed check ends the process with one message naming each cause and its fix (`PreflightFailed`,
-a SystemExit: lmms-eval retries task loading on any Exception, which would bury the message); when
-several tasks fail to load (`load_tasks`), each is named. Outside an lmms-eval run nothing is checked.
+a SystemExit: lmms-eval retries task loading on any Exception); `load_tasks` names every failing
+task. The checks `lmms-vr doctor` shows too return `Finding`s. Outside an lmms-eval run nothing is checked.
 """
 
 from __future__ import annotations
@@ -209,14 +204,13 @@ def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
         raise PreflightFailed(failure)
 
 
-def write_probe(folder: Path, size: int = 0) -> None:
-    """Write `size` bytes to a probe file in `folder` (made if needed), fsync, remove (OSError if it cannot)."""
+def write_probe(folder: Path) -> None:
+    """Write 4 KiB to a probe file in `folder` (made if needed), fsync, remove (OSError if it cannot)."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_write_check_") as probe:
-        if size:
-            probe.write(b"\0" * size)
-            probe.flush()
-            os.fsync(probe.fileno())
+        probe.write(b"\0" * 4096)
+        probe.flush()
+        os.fsync(probe.fileno())
 
 
 def _output_folder() -> Path | None:
@@ -229,7 +223,7 @@ def check_output_folder() -> str | None:
     if path is None:
         return None
     try:
-        write_probe(path, PROBE_BYTES)
+        write_probe(path)
     except OSError as error:
         return (f"the output folder {path} cannot be written ({error.strerror or error}; {files.free_space_text(path)}); "
                 "give another --output_path, so that the samples and results of the run reach disk")
@@ -241,7 +235,6 @@ def check_output_folder() -> str | None:
 # with short replies, the records about as much again). A floor, not a forecast: it refuses a folder
 # that cannot hold even that; a disk that fills anyway keeps the records (`aggregation`).
 BYTES_PER_DOCUMENT = 4 * 1024
-PROBE_BYTES = 4096
 _documents: list[int] = []  # documents of each task loaded in this process (their sum: the run's)
 
 

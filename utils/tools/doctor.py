@@ -34,8 +34,7 @@ _RUN_PROBE = """
 import json, sys
 import lmms_eval.models, lmms_eval.evaluator
 from lmms_eval.tasks import TaskManager
-from lmms_video_reasoning.utils.lmms import host, preflight
-from lmms_video_reasoning.utils.lmms.preflight import INFO, OFF, OK, WARN, Finding
+from lmms_video_reasoning.utils.lmms import host
 missing = sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))
 print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.TOUCHPOINTS.values()}}))
 """
@@ -86,15 +85,13 @@ def check_install() -> list[Finding]:
                             f"lmms-eval {version}" + ("" if verified else f" (touchpoints verified on {', '.join(host.VERIFIED)})"),
                             "" if verified else f"pip install 'lmms-eval=={host.VERIFIED[-1]}', or LMMS_VR_HOST_UNVERIFIED=1"))
     try:
-        no_autoload = settings.get("LMMS_VR_NO_AUTOLOAD").read()
-    except settings.SettingError as error:
-        no_autoload = None
-        findings.append(Finding("autoload", OFF, str(error), "unset LMMS_VR_NO_AUTOLOAD or set it to 0/1"))
-    if no_autoload is not None:
-        active = pth and not no_autoload
-        why = "LMMS_VR_NO_AUTOLOAD is set" if no_autoload else "the start-up .pth is not installed"
-        findings.append(Finding("autoload", OK if active else OFF, "start-up hook active" if active else why,
-                                "" if active else "unset LMMS_VR_NO_AUTOLOAD" if no_autoload else "reinstall with `pip install .`"))
+        no_autoload, why = settings.get("LMMS_VR_NO_AUTOLOAD").read(), "LMMS_VR_NO_AUTOLOAD is set"
+    except settings.SettingError:  # the start-up hook stays off (its setting's line names the value)
+        no_autoload, why = True, "LMMS_VR_NO_AUTOLOAD has a value that is not accepted"
+    active = pth and not no_autoload
+    findings.append(Finding("autoload", OK if active else OFF, "start-up hook active" if active else
+                            why if no_autoload else "the start-up .pth is not installed",
+                            "" if active else "unset LMMS_VR_NO_AUTOLOAD" if no_autoload else "reinstall with `pip install .`"))
     return findings
 
 
