@@ -29,20 +29,16 @@ from lmms_video_reasoning.utils.lmms.preflight import INFO, OFF, OK, WARN, Findi
 # The document `doctor` evaluates: multiple choice, scored without a judge.
 EVALUATED_TASK = "cg_bench_mcq"
 
-# Run in a child process: lmms-eval as `python -m lmms_eval` loads it (models first, then evaluator).
-_RUN_PROBE = """
+# Run in a child process: lmms-eval loaded as `python -m lmms_eval` loads it (argv[2] "run": models
+# first, then the evaluator), or as `lmms-eval tasks list` / `serve` do (a TaskManager, no models).
+_PROBE = """
 import json, sys
-import lmms_eval.models, lmms_eval.evaluator
+if sys.argv[2] == "run":
+    import lmms_eval.models, lmms_eval.evaluator
 from lmms_eval.tasks import TaskManager
 from lmms_video_reasoning.utils.lmms import host
 missing = sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))
 print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.TOUCHPOINTS.values()}}))
-"""
-# ... and as `lmms-eval tasks list` / `serve` do: a TaskManager, no models.
-_LIST_PROBE = """
-import json, sys
-from lmms_eval.tasks import TaskManager
-print(json.dumps({"missing": sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))}))
 """
 
 
@@ -68,8 +64,8 @@ def install_kind() -> tuple[str, bool]:
     return ("editable" if editable else "regular"), pth
 
 
-def _child(code: str, tasks: list[str], timeout: float = 300) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(tasks)], capture_output=True, text=True, timeout=timeout)
+def _child(mode: str, tasks: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(tasks), mode], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0 or not proc.stdout.strip():
         return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -98,14 +94,14 @@ def check_install() -> list[Finding]:
 def check_host() -> list[Finding]:
     findings = []
     tasks = sorted(registry.task_names())  # what lmms-eval must find
-    run = _child(_RUN_PROBE, tasks)
+    run = _child("run", tasks)
     if "error" in run:
         return [Finding("python -m lmms_eval", OFF, f"lmms-eval could not be loaded: {run['error']}", "pip install '.[test]'")]
     missing = run["missing"]
     findings.append(Finding("tasks: python -m lmms_eval", OFF if missing else OK,
                             f"{len(missing)} tasks not found: {', '.join(missing[:5])}" if missing else "every task of every benchmark found",
                             host.TASK_PATH.workaround if missing else ""))
-    listed = _child(_LIST_PROBE, tasks)
+    listed = _child("list", tasks)
     if "error" in listed:
         findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF, listed["error"], ""))
     else:
