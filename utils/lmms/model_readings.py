@@ -8,6 +8,7 @@ other versions the model gets the original path. See ``utils/media/VIDEO.md``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -78,14 +79,12 @@ def unverified_versions(model: str) -> list[str]:
     return found
 
 
-_version_warned: set[str] = set()
-
-
+@functools.lru_cache(maxsize=None)
 def version_verified(model: str) -> bool:
-    """Whether the fast path may serve ``model`` on the installed versions (else one line per model)."""
+    """Whether the fast path may serve ``model`` on the installed versions (asked once per process and
+    model; else one WARNING)."""
     unverified = unverified_versions(model)
-    if unverified and model not in _version_warned:
-        _version_warned.add(model)
+    if unverified:
         verified = " + ".join(f"{name} {'/'.join(VERIFIED_VERSIONS[name])}" for name in _packages_of(model))
         logger.warning("video proxies are off for %s: installed %s, its frame selection was verified on %s only; "
                        "it reads the original video paths (run tests/test_model_equivalence.py on this version, then "

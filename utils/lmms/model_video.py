@@ -49,11 +49,6 @@ _locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
 
 
-def _lock_for(ident: tuple) -> threading.Lock:
-    with _locks_guard:
-        return _locks.get_or_make(ident, threading.Lock)
-
-
 def _key(path: Path, request: Request) -> str:
     st = path.stat()
     text = f"v{proxy_clips.PROXY_VERSION}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{request!r}"
@@ -152,7 +147,9 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
         st = path.stat()
     except OSError:
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
-    with _lock_for((str(path), st.st_size, st.st_mtime_ns, request)):  # two threads never prepare the same input twice
+    with _locks_guard:
+        lock = _locks.get_or_make((str(path), st.st_size, st.st_mtime_ns, request), threading.Lock)
+    with lock:  # two threads never prepare the same input twice
         cache = cache or ProxyCache(proxy_clips.cache_dir(), proxy_clips.cache_limit_bytes())
         target = cache.path_for(path.stem, _key(path, request))
         if cache.hit(target):

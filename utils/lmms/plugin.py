@@ -8,6 +8,7 @@ tasks-path)"` is the documented fallback for the task path."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import sys
@@ -18,9 +19,6 @@ from lmms_video_reasoning.utils.lmms import host, judge_usage
 
 logger = logging.getLogger("lmms_video_reasoning")
 
-_reported: set[str] = set()
-
-
 def task_dirs() -> list[Path]:
     """The task folders of every registered benchmark; when an external declaration cannot be loaded,
     this suite's own, with one error naming it (it must not hide the other tasks from lmms-eval)."""
@@ -29,10 +27,13 @@ def task_dirs() -> list[Path]:
     try:
         return registry.task_dirs()
     except Exception as error:  # noqa: BLE001 - lmms-eval would only show a warning, or nothing
-        if str(error) not in _reported:
-            _reported.add(str(error))
-            logger.error("lmms-video-reasoning: %s; its tasks are not indexed (this suite's own are)", error)
+        _report_unindexed(str(error))
         return registry.task_dirs(registry.builtin())
+
+
+@functools.lru_cache(maxsize=None)  # once per process and error
+def _report_unindexed(error: str) -> None:
+    logger.error("lmms-video-reasoning: %s; its tasks are not indexed (this suite's own are)", error)
 
 
 def include_path() -> tuple[Path, list[Path]]:

@@ -92,10 +92,6 @@ def cli_option(name: str) -> str | None:
     return None
 
 
-def predict_only() -> bool:
-    return "--predict_only" in sys.argv[1:]
-
-
 def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
     """The start-up check of a run of `tasks` (`simple_evaluate`'s: names or configs); the tasks to
     run (see the module doc: a folder named like the task). PreflightFailed naming every problem."""
@@ -184,7 +180,7 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
     _once(("space", cli_option("--output_path"), documents), lambda: check_output_space(documents))
     if media is not None and cli_option("--model") not in MODELS_WITHOUT_MEDIA:
         _once(("media", benchmark, media.key), lambda: check_media(media))
-    if judge is not None and not predict_only():
+    if judge is not None and "--predict_only" not in sys.argv[1:]:
         _once(("judge", judge), lambda: check_judge(judge))
     log.info("%s: preflight checks passed in %.1f s", benchmark, time.monotonic() - started)
     return docs
