@@ -79,7 +79,7 @@ def unverified_versions(model: str) -> list[str]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def version_verified(model: str) -> bool:
     """Whether the fast path may serve ``model`` on the installed versions (asked once per process and
     model; else one WARNING)."""

@@ -4,7 +4,8 @@ lmms-eval's modules is imported, and `register`, the `lmms_eval.models` entry po
 returns the replay model's manifest. Every registered benchmark's task folders (`registry.task_dirs`)
 join every `TaskManager`: after `pip install`, `python -m lmms_eval --tasks <ours>` needs no flag.
 Every change to lmms-eval goes through a touchpoint of `host.py`; `--include_path "$(lmms-vr
-tasks-path)"` is the documented fallback for the task path."""
+tasks-path)"` is the documented fallback for the task path.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from lmms_video_reasoning.utils.lmms import host, judge_usage
 
 logger = logging.getLogger("lmms_video_reasoning")
 
+
 def task_dirs() -> list[Path]:
     """The task folders of every registered benchmark; when an external declaration cannot be loaded,
     this suite's own, with one error naming it (it must not hide the other tasks from lmms-eval)."""
@@ -31,7 +33,7 @@ def task_dirs() -> list[Path]:
         return registry.task_dirs(registry.builtin())
 
 
-@functools.lru_cache(maxsize=None)  # once per process and error
+@functools.cache  # once per process and error
 def _report_unindexed(error: str) -> None:
     logger.error("lmms-video-reasoning: %s; its tasks are not indexed (this suite's own are)", error)
 
