@@ -127,13 +127,13 @@ class _Usage:
             return line
 
     def report(self) -> None:
-        line = self.summary(proxy_clips.cache_limit_bytes())
+        line = self.summary(proxy_clips.cache_limit_bytes()) if self.made or self.paths else None
         if line:
             (logger.warning if self.made_again else logger.info)(line)
 
 
 usage = _Usage()
-atexit.register(usage.report)  # says nothing when no proxy was made or handed over
+atexit.register(usage.report)  # reads nothing, says nothing when no proxy was made or handed over
 
 
 def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | None:
