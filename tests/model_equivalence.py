@@ -97,7 +97,6 @@ def main(spec_path: str, results_path: str) -> None:
                     continue  # a setting run on part of the grid
                 for mode in model_spec.get("modes", ("path", "fast")):
                     os.environ[mv.INPUT_ENV] = mode
-                    mv._done.clear()
                     gen_kwargs = {"max_new_tokens": 1, "temperature": 0}
                     args = (("ctx", doc_to_messages, gen_kwargs, doc_id, "grid", "test") if chat
                             else (DESCRIBE, gen_kwargs, doc_to_visual, doc_id, "grid", "test"))

@@ -1,6 +1,6 @@
 """Proxies are provably the models' own inputs: lmms-eval's real code on the path vs on the proxy.
 
-For every reading in `utils.lmms.model_readings._KNOWN` (qwen2_vl, simple and chat qwen2_5_vl, simple
+For every reading in `utils.lmms.model_readings.KNOWN_MODELS` (qwen2_vl, simple and chat qwen2_5_vl, simple
 and chat qwen3_vl, llava_onevision) lmms-eval 0.7.3's own model class runs its
 `generate_until` (tiny offline checkpoints) on each video of a grid, once with the original
 path and once with our proxy (`tests/model_equivalence.py`, in a subprocess with the processor
@@ -254,7 +254,7 @@ def assert_equivalent(lines: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def test_groups_cover_every_known_reading():
-    assert sorted(r for group in GROUPS.values() for r in group) == sorted(READINGS) == sorted(set(readings._KNOWN.values()))
+    assert sorted(r for group in GROUPS.values() for r in group) == sorted(READINGS) == sorted(set(readings.KNOWN_MODELS.values()))
 
 
 @pytest.mark.slow

@@ -61,7 +61,6 @@ def test_proxy_is_cached_and_holds_the_composed_frames(name, long_ish_video, tmp
         assert [syn.read_index_stamp(f) for f in via_proxy] == list(readings.model_frames(reading, 1350, 30.0, 320, 240).indices)
     # A second request is a cache hit: same file, not rewritten.
     mtime = Path(proxy).stat().st_mtime_ns
-    mv._done.clear()
     assert mv.prepare(long_ish_video, mv.Request(reading)) == proxy and Path(proxy).stat().st_mtime_ns >= mtime
 
 
@@ -152,7 +151,6 @@ def test_timed_proxy_keeps_a_fractional_rate(kind, tmp_path, monkeypatch):
     # A proxy whose container would declare another rate is never used (and never left in the cache).
     monkeypatch.setenv(clips.CACHE_DIR_ENV, str(tmp_path / "other"))
     monkeypatch.setattr(clips, "source_rate", lambda fps: Fraction(round(fps)))
-    mv._done.clear()
     assert mv.prepare(source, mv.Request(readings.reading_of(model))) is None
     assert not list((tmp_path / "other").glob("*" + clips.PROXY_SUFFIX))
 
@@ -303,7 +301,6 @@ def test_run_reports_proxies_made_again_and_the_bound_that_keeps_them(tmp_path, 
     clip = Path(mv.prepare(videos[0], mv.Request(reading), clips.ProxyCache(tmp_path / "sizing", 1 << 40))).stat().st_size
     for limit, expect_again in ((int(1.5 * clip), 1), (1 << 40, 0)):
         monkeypatch.setattr(mv, "usage", mv._Usage())
-        mv._done.clear()
         cache = clips.ProxyCache(tmp_path / f"cache-{limit}", limit)
         for n in (0, 0, 1, 0):  # a second question on video 0, then video 1, then video 0 again
             assert mv.prepare(videos[n], mv.Request(reading), cache) is not None

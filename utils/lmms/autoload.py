@@ -1,10 +1,11 @@
 """Post-import hooks that make this suite look built in to every lmms-eval entry point.
 
-`lmms_video_reasoning.pth` imports this module at interpreter start; it imports nothing heavy and
-puts one finder on `sys.meta_path` that, once one of lmms-eval's modules in `HOOKS` is executed,
-calls the matching `install_*` function of `plugin` (which covers `lmms-eval tasks`, `power`,
-`serve`, never reached by the `lmms_eval.models` entry point). A failing hook is logged, never
-breaks lmms-eval's import. LMMS_VR_NO_AUTOLOAD=1 switches it off.
+The one way the suite enters lmms-eval: a finder on `sys.meta_path` that, once one of lmms-eval's
+modules in `HOOKS` is executed, calls the matching `install_*` function of `plugin`. It is put there
+at interpreter start by `lmms_video_reasoning.pth` (which covers `lmms-eval tasks`, `power`, `serve`,
+never reached by the `lmms_eval.models` entry point; LMMS_VR_NO_AUTOLOAD=1 switches that off), and
+by the entry point `plugin.register` (an editable install has no .pth). It imports nothing heavy; a
+failing hook is logged, never breaks lmms-eval's import.
 """
 
 from __future__ import annotations
@@ -72,17 +73,24 @@ class PostImportFinder:
 
 
 def install() -> None:
-    """Put the finder first on `sys.meta_path` (once); hook modules already imported now."""
+    """At interpreter start (the .pth): `hook()`, unless LMMS_VR_NO_AUTOLOAD."""
     try:
         if NO_AUTOLOAD.read():
             return
     except settings.SettingError as error:  # at interpreter start: say so, never fail
         print(f"lmms-video-reasoning: hooks off: {error}", file=sys.stderr)
         return
+    hook()
+
+
+def hook() -> None:
+    """Put the finder first on `sys.meta_path` (once); run the hooks of modules already imported, not
+    of those still executing (the `lmms_eval.models` entry point runs inside lmms-eval's imports)."""
     if not any(isinstance(finder, PostImportFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, PostImportFinder())
     for name in HOOKS:
-        if name in sys.modules:
+        module = sys.modules.get(name)
+        if module is not None and not getattr(module.__spec__, "_initializing", False):
             run_hook(name)
 
 

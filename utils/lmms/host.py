@@ -1,15 +1,14 @@
 """Every assumption this suite makes about lmms-eval, declared in one place.
 
 lmms-eval (0.7.x) offers entry points for models only, so the rest of the integration touches the
-host's internals. Each such place is a `Touchpoint`: what it gives the user, what it assumes of
-lmms-eval, the versions it was verified on, and what the user loses (with the workaround) when off.
-`Touchpoint.install` leaves it off, with one WARNING naming what is lost and the workaround, on an
-lmms-eval version not in `verified` (unless `LMMS_VR_HOST_UNVERIFIED=1`), when its own check of
-the host fails, or when installing raises: nothing here ever fails an lmms-eval command.
+host's internals. Each such place is a `Touchpoint` (`TOUCHPOINTS`: what it gives the user, what
+it assumes of lmms-eval, what the user loses while it is off, the workaround). `Touchpoint.install`
+leaves it off, with one WARNING, on an lmms-eval version not in `VERIFIED` (unless
+`LMMS_VR_HOST_UNVERIFIED=1`), when its own check of the host fails, or when installing raises:
+nothing here ever fails an lmms-eval command. `lmms-vr doctor` prints every touchpoint's state.
 
 Reading lmms-eval's internals from the stack happens here too, and only here: `calling_model`
-(touchpoint fast-inputs) and `caller_locals` (run-files, run-records). `lmms-vr doctor` prints
-every touchpoint's state (`status()`).
+(touchpoint fast-inputs) and `caller_locals` (run-files, run-records).
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ class Touchpoint:
     assumes: str  # the host facts it relies on
     lost: str  # what the user loses while it is off
     workaround: str
-    verified: tuple[str, ...] = VERIFIED
     state: str = "not installed"  # "on", "off: <why>", or "not installed" (its lmms-eval module never loaded)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _installing: bool = field(default=False, repr=False)
@@ -66,8 +64,8 @@ class Touchpoint:
             if self._installing:  # installing imports lmms-eval modules whose hooks land here again
                 return False
             version = host_version()
-            if version not in self.verified and not HOST_UNVERIFIED.read():
-                return self._off(f"lmms-eval {version} is not among the verified versions {', '.join(self.verified)} "
+            if version not in VERIFIED and not HOST_UNVERIFIED.read():
+                return self._off(f"lmms-eval {version} is not among the verified versions {', '.join(VERIFIED)} "
                                  "(LMMS_VR_HOST_UNVERIFIED=1 tries anyway)")
             self._installing = True
             try:
@@ -98,18 +96,6 @@ class Touchpoint:
         return False
 
 
-TOUCHPOINTS: dict[str, Touchpoint] = {}
-
-
-def declare(name: str, *, gives: str, assumes: str, lost: str, workaround: str) -> Touchpoint:
-    TOUCHPOINTS[name] = Touchpoint(name, gives, assumes, lost, workaround)
-    return TOUCHPOINTS[name]
-
-
-def status() -> list[Touchpoint]:
-    return list(TOUCHPOINTS.values())
-
-
 def require(condition: bool, what: str) -> None:
     if not condition:
         raise HostAssumptionFailed(what)
@@ -133,70 +119,75 @@ def parameter_names(function: Callable) -> list[str]:
 
 # -- the touchpoints (installed by utils/lmms/plugin.py; used where named) ---------------------
 
-TASK_PATH = declare("task-path", gives="this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
-    assumes="lmms_eval.tasks.TaskManager.initialize_tasks(include_path=...) builds every task index",
-    lost="the tasks are not found by name",
-    workaround='pass --include_path "$(lmms-vr tasks-path)"')
-MODEL_MANIFESTS = declare("model-manifests", gives="the `vr_replay` model (replay predictions)",
-    assumes="lmms_eval.models.MODEL_REGISTRY_V2 with register_manifest / list_canonical_model_ids and "
+# Touchpoint(name, gives, assumes, lost, workaround), one row each
+TOUCHPOINTS: dict[str, Touchpoint] = {point.name: point for point in (
+    Touchpoint("task-path", "this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
+        "lmms_eval.tasks.TaskManager.initialize_tasks(include_path=...) builds every task index",
+        "the tasks are not found by name",
+        'pass --include_path "$(lmms-vr tasks-path)"'),
+    Touchpoint("model-manifests", "the `vr_replay` model (replay predictions)",
+        "lmms_eval.models.MODEL_REGISTRY_V2 with register_manifest / list_canonical_model_ids and "
             "lmms_eval.models.registry_v2.ModelManifest(model_id, simple_class_path)",
-    lost="--model vr_replay is unknown",
-    workaround="score predictions with `lmms-vr score PREDICTIONS.jsonl --task TASK`")
-STDERR = declare("stderr", gives="bootstrap standard errors of the headline metrics in lmms-eval's Stderr column",
-    assumes="lmms_eval.api.metrics.stderr_for_metric(metric, bootstrap_iters), imported by name into "
+        "--model vr_replay is unknown",
+        "score predictions with `lmms-vr score PREDICTIONS.jsonl --task TASK`"),
+    Touchpoint("stderr", "bootstrap standard errors of the headline metrics in lmms-eval's Stderr column",
+        "lmms_eval.api.metrics.stderr_for_metric(metric, bootstrap_iters), imported by name into "
             "lmms_eval.evaluator_utils (its `cluster_key` CLT errors cover means of per-sample scores only, "
             "not F1 of means or per-question joins)",
-    lost="Stderr shows N/A for this suite's metrics",
-    workaround="`lmms-vr report RESULTS` gives the same bootstrap intervals")
-TASK_CONTEXT = declare("task-context", gives="judge usage attributed to the task being aggregated, and the task's records file named",
-    assumes="lmms_eval.evaluator_utils.TaskOutput.calculate_aggregate_metric(self, ...) with self.task_name; "
+        "Stderr shows N/A for this suite's metrics",
+        "`lmms-vr report RESULTS` gives the same bootstrap intervals"),
+    Touchpoint("task-context", "judge usage attributed to the task being aggregated, and the task's records file named",
+        "lmms_eval.evaluator_utils.TaskOutput.calculate_aggregate_metric(self, ...) with self.task_name; "
             "usage_metrics.set_task_context and its module variable _CURRENT_TASK_CONTEXT",
-    lost="judge usage is not split by task; records files are named `records_task.jsonl`",
-    workaround="the judge accounting file beside the results holds the judge's calls and cost")
-JUDGE_USAGE = declare("judge-usage", gives="the judge's tokens and cost in lmms-eval's usage summary (results['usage'])",
-    assumes="lmms_eval.models.model_utils.usage_metrics.summarize_usage_metrics / reset_usage_metrics / "
+        "judge usage is not split by task; records files are named `records_task.jsonl`",
+        "the judge accounting file beside the results holds the judge's calls and cost"),
+    Touchpoint("judge-usage", "the judge's tokens and cost in lmms-eval's usage summary (results['usage'])",
+        "lmms_eval.models.model_utils.usage_metrics.summarize_usage_metrics / reset_usage_metrics / "
             "log_usage(model_name, input_tokens, output_tokens, source), bound by lmms_eval.evaluator at its import",
-    lost="the judge's cost is missing from results['usage']",
-    workaround="read `<date>_judge_accounting_<benchmark>.json` beside the results")
-RUN_FILES = declare("run-files", gives="the records and judge accounting written beside the run's results with the same date prefix",
-    assumes="lmms_eval.evaluator.simple_evaluate's locals `datetime_str` and `evaluation_tracker` on the "
+        "the judge's cost is missing from results['usage']",
+        "read `<date>_judge_accounting_<benchmark>.json` beside the results"),
+    Touchpoint("run-files", "the records and judge accounting written beside the run's results with the same date prefix",
+        "lmms_eval.evaluator.simple_evaluate's locals `datetime_str` and `evaluation_tracker` on the "
             "aggregating thread's stack",
-    lost="extra files carry a date rebuilt from the CLI arguments (may differ from the results file by a second)",
-    workaround="`lmms-vr score OUTPUT_PATH` pairs files by task, not only by date")
-RUN_RECORDS = declare("run-records", gives="every task's records written before the run's first judging starts",
-    assumes="lmms_eval.evaluator.evaluate's local `eval_tasks` (TaskOutput with task_name, task, "
+        "extra files carry a date rebuilt from the CLI arguments (may differ from the results file by a second)",
+        "`lmms-vr score OUTPUT_PATH` pairs files by task, not only by date"),
+    Touchpoint("run-records", "every task's records written before the run's first judging starts",
+        "lmms_eval.evaluator.evaluate's local `eval_tasks` (TaskOutput with task_name, task, "
             "sample_metrics) on the aggregating thread's stack, all filled before the first aggregation",
-    lost="each task's records are written when its own aggregation starts: a run killed while judging "
-         "an earlier task loses the later tasks' generations",
-    workaround="generate with --predict_only --log_samples, then `lmms-vr score OUTPUT_PATH`")
-FAST_INPUTS = declare("fast-inputs", gives="video-native models decode only the frames they keep, from a small proxy clip",
-    assumes="the model classes of utils/lmms/model_readings.py _KNOWN and their frame readings "
+        "each task's records are written when its own aggregation starts: a run killed while judging "
+            "an earlier task loses the later tasks' generations",
+        "generate with --predict_only --log_samples, then `lmms-vr score OUTPUT_PATH`"),
+    Touchpoint("fast-inputs", "video-native models decode only the frames they keep, from a small proxy clip",
+        "the model classes of utils/lmms/model_readings.py KNOWN_MODELS and their frame readings "
             "(qwen-vl-utils versions in model_readings.VERIFIED_VERSIONS); the model calling a hook is on its stack "
             "(calling_model)",
-    lost="models decode the whole video themselves (slower, more memory; the same frames)",
-    workaround="none needed for correctness; LMMS_VR_VIDEO_INPUT=path is the same behaviour on purpose")
-FAILURE_PLACEHOLDERS = declare("failure-placeholders", gives="API models' give-up strings counted as model failures instead of scored as answers",
-    assumes="the placeholder texts of lmms-eval's API models (utils/lmms/responses.py)",
-    lost="a failed API request may be scored as a wrong answer",
-    workaround="check `model_failed` against your API logs")
-CLI_ARGUMENTS = declare("cli-arguments", gives="the preflight knows --model, --output_path and --predict_only before generation",
-    assumes="lmms-eval's CLI flags --model, --output_path, --predict_only in sys.argv",
-    lost="the preflight checks everything (judge and media) whatever the flags",
-    workaround="LMMS_VR_PREFLIGHT=off skips the preflight")
-STARTUP_CHECK = declare("start-up-check", gives="every setting, the data roots and the output folder checked before the model loads, all problems in one "
-          "message; every task that fails to load named at once; `--tasks cg_bench` run from a folder holding ./cg_bench",
-    assumes="lmms_eval.evaluator.simple_evaluate(model, ..., tasks=..., cli_args=...) loads the model after it starts, and "
+        "models decode the whole video themselves (slower, more memory; the same frames)",
+        "none needed for correctness; LMMS_VR_VIDEO_INPUT=path is the same behaviour on purpose"),
+    Touchpoint("failure-placeholders", "API models' give-up strings counted as model failures instead of scored as answers",
+        "the placeholder texts of lmms-eval's API models (utils/lmms/responses.py)",
+        "a failed API request may be scored as a wrong answer",
+        "check `model_failed` against your API logs"),
+    Touchpoint("cli-arguments", "the preflight knows --model, --output_path and --predict_only before generation",
+        "lmms-eval's CLI flags --model, --output_path, --predict_only in sys.argv",
+        "the preflight checks everything (judge and media) whatever the flags",
+        "LMMS_VR_PREFLIGHT=off skips the preflight"),
+    Touchpoint("start-up-check", "every setting, the data roots and the output folder checked before the model loads, all problems in one "
+            "message; every task that fails to load named at once; `--tasks cg_bench` run from a folder holding ./cg_bench",
+        "lmms_eval.evaluator.simple_evaluate(model, ..., tasks=..., cli_args=...) loads the model after it starts, and "
             "loads the tasks through lmms_eval.evaluator.get_task_dict(task_name_list, ...)",
-    lost="the start-up checks run when the first task loads (after the model), and stop at the first task that fails",
-    workaround="`lmms-vr doctor` lists every invalid setting and data root before a run")
-JUDGE_SERVER = declare("judge-server", gives="the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
-          "aggregation) is done",
-    assumes="lmms_eval.evaluator.get_launcher(name)(**launcher_args) builds the launcher (simple_evaluate); evaluate calls "
+        "the start-up checks run when the first task loads (after the model), and stop at the first task that fails",
+        "`lmms-vr doctor` lists every invalid setting and data root before a run"),
+    Touchpoint("judge-server", "the judge server `--launcher_args` starts judges this suite's tasks and lives until their judging (in "
+            "aggregation) is done",
+        "lmms_eval.evaluator.get_launcher(name)(**launcher_args) builds the launcher (simple_evaluate); evaluate calls "
             "launch() on rank 0 after generation, clean() on rank 0 before aggregation, then consolidate_results(...); "
             "launchers have host, port, model (api_key) and serve the OpenAI API under /v1 (utils/lmms/launcher.py)",
-    lost="a server started with --launcher_args is stopped before this suite judges: its judged metrics are not computed",
-    workaround="start the judge server yourself and set LMMS_VR_JUDGE_BASE_URL and LMMS_VR_JUDGE_MODEL, or judge later "
-               "with `lmms-vr score`")
+        "a server started with --launcher_args is stopped before this suite judges: its judged metrics are not computed",
+        "start the judge server yourself and set LMMS_VR_JUDGE_BASE_URL and LMMS_VR_JUDGE_MODEL, or judge later "
+            "with `lmms-vr score`"),
+        )}
+(TASK_PATH, MODEL_MANIFESTS, STDERR, TASK_CONTEXT, JUDGE_USAGE, RUN_FILES, RUN_RECORDS, FAST_INPUTS,
+ FAILURE_PLACEHOLDERS, CLI_ARGUMENTS, STARTUP_CHECK, JUDGE_SERVER) = TOUCHPOINTS.values()
 
 
 # -- lmms-eval's internals read from the stack ----------------------------------------------------

@@ -61,17 +61,6 @@ def current_task() -> str | None:
     return _current_task
 
 
-def check_task_context() -> None:
-    """The host facts `task_context` relies on (touchpoint `task-context`), when its usage module is loaded."""
-    from lmms_video_reasoning.utils.lmms import host
-
-    usage = _usage_metrics()
-    if usage is None:
-        return
-    host.require(callable(getattr(usage, "set_task_context", None)), "usage_metrics.set_task_context is gone")
-    host.require(hasattr(usage, "_CURRENT_TASK_CONTEXT"), "usage_metrics._CURRENT_TASK_CONTEXT is gone")
-
-
 @contextlib.contextmanager
 def task_context(task_name: str) -> Iterator[None]:
     """Attribute usage logged inside the block (our judging runs in aggregation) to `task_name`."""

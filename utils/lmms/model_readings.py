@@ -1,13 +1,14 @@
 """What a known lmms-eval video model reads from a video path: its frames, their size, and timing.
 
 Computed from the container alone, so a proxy clip (`proxy_clips.py`) can hold exactly those frames
-(see `model_video.py`). Covered: the readings in ``_KNOWN`` on the ``VERIFIED_VERSIONS``, proven by
+(see `model_video.py`). Covered: the readings in ``KNOWN_MODELS`` on the ``VERIFIED_VERSIONS``, proven by
 running lmms-eval's own classes on the path and on the proxy (tests/test_model_equivalence.py); on
 other versions the model gets the original path. See ``utils/media/VIDEO.md``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ logger = logging.getLogger("lmms_video_reasoning.model_video")
 class Reading:
     """How an lmms-eval model reads a video path (its constructor's settings)."""
 
-    model: str  # a value of _KNOWN: "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision", "qwen2_5_vl_chat", ...
+    model: str  # a value of KNOWN_MODELS: "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision", "qwen2_5_vl_chat", ...
     max_frames: int
     max_pixels: int | None = None
     min_pixels: int | None = None
@@ -41,7 +42,7 @@ _CHAT_READINGS = ("qwen2_5_vl_chat", "qwen3_vl_chat")
 
 # lmms-eval class -> reading name; matched anywhere in a model's MRO (subclasses count; the
 # chat classes subclass the simple ones, and the MRO meets the subclass first).
-_KNOWN = {
+KNOWN_MODELS = {
     "lmms_eval.models.chat.qwen2_5_vl.Qwen2_5_VL": "qwen2_5_vl_chat",
     "lmms_eval.models.chat.qwen3_vl.Qwen3_VL": "qwen3_vl_chat",
     "lmms_eval.models.simple.qwen3_vl.Qwen3_VL": "qwen3_vl",
@@ -78,14 +79,12 @@ def unverified_versions(model: str) -> list[str]:
     return found
 
 
-_version_warned: set[str] = set()
-
-
+@functools.cache
 def version_verified(model: str) -> bool:
-    """Whether the fast path may serve ``model`` on the installed versions (else one line per model)."""
+    """Whether the fast path may serve ``model`` on the installed versions (asked once per process and
+    model; else one WARNING)."""
     unverified = unverified_versions(model)
-    if unverified and model not in _version_warned:
-        _version_warned.add(model)
+    if unverified:
         verified = " + ".join(f"{name} {'/'.join(VERIFIED_VERSIONS[name])}" for name in _packages_of(model))
         logger.warning("video proxies are off for %s: installed %s, its frame selection was verified on %s only; "
                        "it reads the original video paths (run tests/test_model_equivalence.py on this version, then "
@@ -115,9 +114,9 @@ _FIRST_VIDEO_ONLY = ("qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_chat")
 
 
 def known_model(model) -> str | None:
-    """The ``_KNOWN`` name of ``model``'s class or nearest known base (None: a model we do not know)."""
+    """The ``KNOWN_MODELS`` name of ``model``'s class or nearest known base (None: a model we do not know)."""
     for cls in type(model).__mro__:
-        name = _KNOWN.get(f"{cls.__module__}.{cls.__qualname__}")
+        name = KNOWN_MODELS.get(f"{cls.__module__}.{cls.__qualname__}")
         if name is not None:
             return name
     return None

@@ -1,15 +1,12 @@
 """Video inputs for lmms-eval's video-native models, prepared once, fast, with bounded memory.
 
-lmms-eval's simple video models take only a path and decode it themselves: `qwen2_vl` hands it to
-`qwen_vl_utils.fetch_video`, which decodes at 2 fps up to 768 frames and resizes them all, then
-keeps at most 32 (on a 20-minute 720p file, tens of seconds and ~17 GB per sample). A task's
-`doc_to_visual` calls `video_for_model`, which computes from the container the frames that path
-would end with (`model_readings`), decodes only those (`utils.media.frame_decoder.read_frames`)
-with the same resize, and writes them into a small lossless proxy clip (`proxy_clips`) the model
-reads back as exactly the same frames (its selection simulated on the proxy before use). On other
-package versions, and for settings or files the container cannot decide, the model gets the
-original path (counted in the exit report, `usage`). `LMMS_VR_VIDEO_INPUT=path` gives plain paths
-everywhere. See `utils/media/VIDEO.md` ("Inputs for video-native models").
+lmms-eval's simple video models take a path and decode it themselves (`qwen2_vl`: 2 fps up to 768
+frames, all resized, then at most 32 kept; tens of seconds and ~17 GB on a 20-minute 720p file). A
+task's `doc_to_visual` calls `video_for_model`: the frames that path would end with
+(`model_readings`), decoded alone with the same resize, in a small lossless proxy clip
+(`proxy_clips`) the model reads back as exactly those frames. On other package versions, and for
+settings or files the container cannot decide, the model gets the original path (counted in the
+exit report, `usage`); `LMMS_VR_VIDEO_INPUT=path` everywhere. See `utils/media/VIDEO.md`.
 """
 
 from __future__ import annotations
@@ -50,12 +47,6 @@ class Request:
 # One lock per video being made; an evicted lock only lets two threads make the same clip (last one wins).
 _locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
-_done: BoundedMemo[str] = BoundedMemo(4096)  # input -> its proxy, made or found in this process
-
-
-def _lock_for(ident: tuple) -> threading.Lock:
-    with _locks_guard:
-        return _locks.get_or_make(ident, threading.Lock)
 
 
 def _key(path: Path, request: Request) -> str:
@@ -103,19 +94,12 @@ class _Usage:
         self.made_again = 0
         self.reused = 0
         self.paths: collections.Counter = collections.Counter()  # (model, reason) -> inputs handed the original path
-        self.registered = False
-
-    def _register(self) -> None:  # under self.lock
-        if not self.registered:
-            self.registered = True
-            atexit.register(self.report)
 
     def record_made(self, target: Path) -> None:
         size = target.stat().st_size if target.exists() else 0
         with self.lock:
             self.made_again += target.name in self.made
             self.made.setdefault(target.name, size)
-            self._register()
 
     def record_reused(self) -> None:
         with self.lock:
@@ -124,7 +108,6 @@ class _Usage:
     def record_path(self, model: str, reason: str) -> None:
         with self.lock:
             self.paths[(model, reason)] += 1
-            self._register()
 
     def summary(self, limit: int) -> str | None:
         """One line for the log (None when nothing was made or handed over), naming the setting when
@@ -144,12 +127,13 @@ class _Usage:
             return line
 
     def report(self) -> None:
-        line = self.summary(proxy_clips.cache_limit_bytes())
+        line = self.summary(proxy_clips.cache_limit_bytes()) if self.made or self.paths else None
         if line:
             (logger.warning if self.made_again else logger.info)(line)
 
 
 usage = _Usage()
+atexit.register(usage.report)  # reads nothing, says nothing when no proxy was made or handed over
 
 
 def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | None:
@@ -163,17 +147,13 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
         st = path.stat()
     except OSError:
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
-    ident = (str(path), st.st_size, st.st_mtime_ns, request)
-    with _lock_for(ident):  # two threads never prepare the same input twice
-        known = _done.get(ident)
+    with _locks_guard:
+        lock = _locks.get_or_make((str(path), st.st_size, st.st_mtime_ns, request), threading.Lock)
+    with lock:  # two threads never prepare the same input twice
         cache = cache or ProxyCache(proxy_clips.cache_dir(), proxy_clips.cache_limit_bytes())
-        if known is not None and cache.hit(Path(known)):
-            usage.record_reused()
-            return known
         target = cache.path_for(path.stem, _key(path, request))
         if cache.hit(target):
             usage.record_reused()
-            result = str(target)
         else:
             info = probe(path)
             planned = _layout_for(request, info)
@@ -203,11 +183,9 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
                                "handing the model the original path", path, info.total_frames, info.fps)
                 usage.record_path(request.reading.model, "whose rate a proxy cannot declare")
                 return None
-            result = str(target)
             usage.record_made(target)
             logger.debug("%s: proxy %s (%d frames at %dx%d)", path, target.name, len(unique), size[1], size[0])
-        _done[ident] = result
-        return result
+        return str(target)
 
 
 def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[int]] | None = None,

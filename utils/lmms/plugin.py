@@ -1,27 +1,24 @@
-"""Registration of this suite with lmms-eval.
-
-lmms-eval (0.7.x) has an entry point for models only (`lmms_eval.models`), run while
-`lmms_eval.models` is imported, before the CLI builds its `TaskManager`. `register` uses that moment
-to add every registered benchmark's task folders (`registry.task_dirs`) to every `TaskManager` and
-returns the replay model's manifest: after `pip install`, `python -m lmms_eval --tasks <ours>` needs
-no flag. Subcommands that never import `lmms_eval.models` (`tasks`, `power`, `serve`) are reached by
-`autoload` (started by the installed `.pth`), which calls the `install_*` functions below as soon as
-lmms-eval's own modules are imported. Every change to lmms-eval goes through a touchpoint of
-`host.py`; `--include_path "$(lmms-vr tasks-path)"` is the documented fallback for the task path.
+"""Registration of this suite with lmms-eval: the `install_*` hooks `autoload.HOOKS` runs once each of
+lmms-eval's modules is imported, and `register`, the `lmms_eval.models` entry point (run while
+`lmms_eval.models` is imported, before the CLI builds its `TaskManager`), which starts those hooks and
+returns the replay model's manifest. Every registered benchmark's task folders (`registry.task_dirs`)
+join every `TaskManager`: after `pip install`, `python -m lmms_eval --tasks <ours>` needs no flag.
+Every change to lmms-eval goes through a touchpoint of `host.py`; `--include_path "$(lmms-vr
+tasks-path)"` is the documented fallback for the task path.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import sys
 from pathlib import Path
+from typing import Callable
 
 from lmms_video_reasoning.utils.lmms import host, judge_usage
 
 logger = logging.getLogger("lmms_video_reasoning")
-
-_reported: set[str] = set()
 
 
 def task_dirs() -> list[Path]:
@@ -32,10 +29,13 @@ def task_dirs() -> list[Path]:
     try:
         return registry.task_dirs()
     except Exception as error:  # noqa: BLE001 - lmms-eval would only show a warning, or nothing
-        if str(error) not in _reported:
-            _reported.add(str(error))
-            logger.error("lmms-video-reasoning: %s; its tasks are not indexed (this suite's own are)", error)
+        _report_unindexed(str(error))
         return registry.task_dirs(registry.builtin())
+
+
+@functools.cache  # once per process and error
+def _report_unindexed(error: str) -> None:
+    logger.error("lmms-video-reasoning: %s; its tasks are not indexed (this suite's own are)", error)
 
 
 def include_path() -> tuple[Path, list[Path]]:
@@ -69,32 +69,34 @@ def install_task_path() -> None:
         host.require("include_path" in host.parameter_names(TaskManager.initialize_tasks),
                      "TaskManager.initialize_tasks has no include_path parameter")
 
-        def make(original):
-            signature = inspect.signature(original)
+        def include_path(arguments: dict) -> list:
+            from lmms_video_reasoning.utils.lmms import autoload
 
-            def initialize_tasks(*args, **kwargs):
-                bound = signature.bind(*args, **kwargs)
-                bound.arguments["include_path"] = _add_our_tasks(bound.arguments.get("include_path"))
-                result = original(*bound.args, **bound.kwargs)
-                _install_late_evaluator_hooks()
-                return result
+            # lmms-eval's CLI builds its TaskManager once `lmms_eval.evaluator` is imported: its hooks now,
+            # when the finder came too late to see it (the entry point runs inside its import)
+            autoload.hook()
+            return _add_our_tasks(arguments.get("include_path"))
 
-            return initialize_tasks
-
-        host.wrap(TaskManager, "initialize_tasks", make)
+        host.wrap(TaskManager, "initialize_tasks", _replacing("include_path", include_path))
 
     host.TASK_PATH.install(check_and_wrap)
 
 
-def _install_late_evaluator_hooks() -> None:
-    """The evaluator's hooks, when autoload did not install them (an editable install, LMMS_VR_NO_AUTOLOAD):
-    lmms-eval's CLI builds its TaskManager once `lmms_eval.evaluator` is imported, before `simple_evaluate`."""
-    evaluator = sys.modules.get("lmms_eval.evaluator")
-    if evaluator is not None and hasattr(evaluator, "simple_evaluate") and host.STARTUP_CHECK.state == "not installed":
-        try:
-            install_evaluator_hooks()
-        except Exception:  # noqa: BLE001 - never break lmms-eval's task index
-            logger.exception("lmms-video-reasoning: the lmms_eval.evaluator hooks failed")
+def _replacing(parameter: str, value: Callable[[dict], object]) -> Callable[[Callable], Callable]:
+    """A `make` for `host.wrap`: the original called with `parameter` set to `value(its arguments by
+    name)`, every other argument passed on as given (a parameter the host adds later included)."""
+
+    def make(original):
+        signature = inspect.signature(original)
+
+        def replacement(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.arguments[parameter] = value(bound.arguments)
+            return original(*bound.args, **bound.kwargs)
+
+        return replacement
+
+    return make
 
 
 def install_model_manifests() -> None:
@@ -141,7 +143,9 @@ def install_metric_hooks() -> None:
         host.require(task_output is not None and hasattr(task_output, "calculate_aggregate_metric"),
                      "evaluator_utils.TaskOutput.calculate_aggregate_metric is gone")
         host.require("task_name" in host.parameter_names(task_output.__init__), "TaskOutput has no task_name")
-        judge_usage.check_task_context()
+        usage = sys.modules.get("lmms_eval.models.model_utils.usage_metrics")  # what task_context sets, when loaded
+        host.require(usage is None or callable(getattr(usage, "set_task_context", None)), "usage_metrics.set_task_context is gone")
+        host.require(usage is None or hasattr(usage, "_CURRENT_TASK_CONTEXT"), "usage_metrics._CURRENT_TASK_CONTEXT is gone")
 
         def make(original):
             def calculate_aggregate_metric(self, *args, **kwargs):
@@ -196,27 +200,13 @@ def install_evaluator_hooks() -> None:
     def check_and_wrap() -> None:
         for name in ("simple_evaluate", "get_task_dict"):
             host.require(callable(getattr(evaluator, name, None)), f"lmms_eval.evaluator.{name} is gone")
-        parameters = host.parameter_names(evaluator.simple_evaluate)
-        host.require({"model", "tasks", "cli_args"} <= set(parameters),
+        host.require({"model", "tasks", "cli_args"} <= set(host.parameter_names(evaluator.simple_evaluate)),
                      "simple_evaluate(model, ..., tasks, ..., cli_args) has another signature")
         host.require(host.parameter_names(evaluator.get_task_dict)[:1] == ["task_name_list"],
                      "get_task_dict(task_name_list, ...) has another signature")
-        position = parameters.index("tasks")
 
-        def make_evaluate(original):
-            def simple_evaluate(*args, **kwargs):
-                args = list(args)  # called as lmms-eval calls it (keywords), positions kept as given
-                positional = "tasks" not in kwargs and position < len(args)
-                tasks = args[position] if positional else kwargs.get("tasks")
-                cli_args = kwargs.get("cli_args", args[parameters.index("cli_args")] if parameters.index("cli_args") < len(args) else None)
-                checked = preflight.start(tasks, getattr(cli_args, "tasks", None))
-                if positional:
-                    args[position] = checked
-                elif checked is not tasks:
-                    kwargs["tasks"] = checked
-                return original(*args, **kwargs)
-
-            return simple_evaluate
+        def tasks(arguments: dict) -> list | None:
+            return preflight.start(arguments.get("tasks"), getattr(arguments.get("cli_args"), "tasks", None))
 
         def make_load(original):
             def get_task_dict(task_name_list, *args, **kwargs):
@@ -224,7 +214,7 @@ def install_evaluator_hooks() -> None:
 
             return get_task_dict
 
-        host.wrap(evaluator, "simple_evaluate", make_evaluate)
+        host.wrap(evaluator, "simple_evaluate", _replacing("tasks", tasks))
         host.wrap(evaluator, "get_task_dict", make_load)
 
     host.STARTUP_CHECK.install(check_and_wrap)
@@ -237,12 +227,10 @@ def model_manifests() -> list:
 
 
 def register() -> list:
-    """Entry point `lmms_eval.models`: install what can be installed now (the only hook of an
-    editable install, which has no .pth), and return our model manifests (the registry is being built)."""
-    from lmms_video_reasoning.utils.lmms import launcher
+    """Entry point `lmms_eval.models`: the post-import hooks (`autoload.hook`) and our model manifests
+    (the registry is being built)."""
+    from lmms_video_reasoning.utils.lmms import autoload, launcher
 
-    install_task_path()
-    install_usage_hooks()
-    install_metric_hooks()
+    autoload.hook()
     launcher.register_judge_settings()  # the evaluator is wrapped once it is imported (autoload, or the first TaskManager)
     return model_manifests()

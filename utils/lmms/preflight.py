@@ -1,21 +1,16 @@
-"""Checks made when an lmms-eval run starts, so it fails in seconds, before generation, not after.
+"""Checks that make an lmms-eval run of this suite's tasks fail in seconds, before generation.
 
-At the start (`start`, touchpoint `start-up-check` of host.py, before the model loads) of a run of
-this suite's tasks: every setting has an accepted value (even with LMMS_VR_PREFLIGHT=off), each
-needed benchmark's root variable names a folder, `--output_path` can be written. `--tasks NAME` run
-from a folder holding `./NAME` (which lmms-eval reads as a folder of task YAMLs) runs the task NAME,
-with a WARNING saying why. Without the touchpoint these run when the first task loads.
-
-When lmms-eval loads a task's documents (`task_load`, its `process_docs`), once per process: the
-output folder takes a 4 KiB probe and has room for the documents loaded so far; the data root holds
-every file the task needs and each video decodes (as `lmms-vr prepare --verify-only`; not for the
-replay model); the judge, for tasks that need one, answers with its model and its cache can be
-written (not with `--predict_only`; with no judge configured the run goes on, its judged metrics
-NaN until `lmms-vr score` judges them).
+`start` (touchpoint `start-up-check`, before the model loads; else at the first task load): every
+setting is accepted (even with LMMS_VR_PREFLIGHT=off), each benchmark's root variable names a folder,
+`--output_path` can be written; `--tasks NAME` run from a folder holding `./NAME` runs the task NAME,
+with a WARNING. `task_load` (a task's `process_docs`), once per process: the output folder has room
+for the documents loaded so far; the data root holds every file the task needs and each video
+decodes (not for the replay model); the judge answers with its model and its cache can be written
+(not with `--predict_only`; an unconfigured judge lets the run go on, its judged metrics NaN).
 
 A failed check ends the process with one message naming each cause and its fix (`PreflightFailed`,
-a SystemExit: lmms-eval retries task loading on any Exception, which would bury the message); when
-several tasks fail to load (`load_tasks`), each is named. Outside an lmms-eval run nothing is checked.
+a SystemExit: lmms-eval retries task loading on any Exception); `load_tasks` names every failing
+task. The checks `lmms-vr doctor` shows too return `Finding`s. Outside an lmms-eval run nothing is checked.
 """
 
 from __future__ import annotations
@@ -97,10 +92,6 @@ def cli_option(name: str) -> str | None:
     return None
 
 
-def predict_only() -> bool:
-    return "--predict_only" in sys.argv[1:]
-
-
 def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
     """The start-up check of a run of `tasks` (`simple_evaluate`'s: names or configs); the tasks to
     run (see the module doc: a folder named like the task). PreflightFailed naming every problem."""
@@ -124,13 +115,11 @@ def run_benchmarks(tasks: list | None) -> list:
 def startup_problems(benchmarks: Sequence) -> list[str]:
     started = time.monotonic()
     registry.declare_all_settings()
-    found = [str(error) for error in settings.problems()]
+    found = setting_findings()
     if enabled():
-        for benchmark in benchmarks:
-            if benchmark.data_module is not None:
-                problem = root_problem(benchmark.data().SOURCE)
-                if problem:
-                    found.append(problem)
+        found += [data_finding(benchmark) for benchmark in benchmarks if benchmark.data_module is not None]
+    found = [finding.detail for finding in found if finding.state == OFF]
+    if enabled():
         output = _result(("output", cli_option("--output_path")), check_output_folder)
         if output:
             found.append(output)
@@ -191,7 +180,7 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
     _once(("space", cli_option("--output_path"), documents), lambda: check_output_space(documents))
     if media is not None and cli_option("--model") not in MODELS_WITHOUT_MEDIA:
         _once(("media", benchmark, media.key), lambda: check_media(media))
-    if judge is not None and not predict_only():
+    if judge is not None and "--predict_only" not in sys.argv[1:]:
         _once(("judge", judge), lambda: check_judge(judge))
     log.info("%s: preflight checks passed in %.1f s", benchmark, time.monotonic() - started)
     return docs
@@ -211,14 +200,13 @@ def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
         raise PreflightFailed(failure)
 
 
-def write_probe(folder: Path, size: int = 0) -> None:
-    """Write `size` bytes to a probe file in `folder` (made if needed), fsync, remove (OSError if it cannot)."""
+def write_probe(folder: Path) -> None:
+    """Write 4 KiB to a probe file in `folder` (made if needed), fsync, remove (OSError if it cannot)."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_write_check_") as probe:
-        if size:
-            probe.write(b"\0" * size)
-            probe.flush()
-            os.fsync(probe.fileno())
+        probe.write(b"\0" * 4096)
+        probe.flush()
+        os.fsync(probe.fileno())
 
 
 def _output_folder() -> Path | None:
@@ -231,7 +219,7 @@ def check_output_folder() -> str | None:
     if path is None:
         return None
     try:
-        write_probe(path, PROBE_BYTES)
+        write_probe(path)
     except OSError as error:
         return (f"the output folder {path} cannot be written ({error.strerror or error}; {files.free_space_text(path)}); "
                 "give another --output_path, so that the samples and results of the run reach disk")
@@ -243,7 +231,6 @@ def check_output_folder() -> str | None:
 # with short replies, the records about as much again). A floor, not a forecast: it refuses a folder
 # that cannot hold even that; a disk that fills anyway keeps the records (`aggregation`).
 BYTES_PER_DOCUMENT = 4 * 1024
-PROBE_BYTES = 4096
 _documents: list[int] = []  # documents of each task loaded in this process (their sum: the run's)
 
 
@@ -314,35 +301,94 @@ def check_media(media: "MediaCheck") -> str | None:
 
 
 def check_judge(judge: object) -> str | None:
-    """The judge's configuration, endpoint, key and model, from one GET /models."""
+    """`judge_finding` at task load: OFF ends the run; a judge not configured lets it go on."""
+    from lmms_video_reasoning.judges.config import not_configured_message
+
+    finding = judge_finding(judge)
+    if finding.state == WARN:
+        log.warning("%s Generating anyway: the samples are kept, and `lmms-vr score <output_path>` judges them later.",
+                    not_configured_message(judge))
+    elif finding.state == INFO:
+        log.info("%s", finding.detail)
+    return f"{finding.detail}. Nothing was generated. {finding.fix}" if finding.state == OFF else None
+
+
+# ---------------------------------------------------------------------- checks `lmms-vr doctor` shows too
+
+OK, OFF, WARN, INFO = "ok", "off", "warn", "info"
+JUDGE_LATER = "or run with --predict_only and judge later with `lmms-vr score <output_path>`"
+
+
+@dataclass
+class Finding:
+    """One check's outcome: OFF a run cannot go on, WARN its judged metrics would be NaN, OK / INFO noted."""
+
+    topic: str
+    state: str
+    detail: str
+    fix: str = ""
+
+
+def setting_findings() -> list[Finding]:
+    """Each declared setting that is set (OFF: a value not accepted; the error names the accepted ones)."""
+    found = []
+    for setting in settings.declared():
+        try:
+            value = setting.read()
+        except settings.SettingError as error:
+            found.append(Finding(f"setting {setting.name}", OFF, str(error), f"fix or unset {setting.name}"))
+            continue
+        if setting.is_set():
+            found.append(Finding(f"setting {setting.name}", INFO, repr(value)))
+    return found
+
+
+def data_finding(benchmark) -> Finding:
+    """The benchmark's root variable: unset (the Hub), a folder, or not one (OFF)."""
+    source, topic = benchmark.data().SOURCE, f"data: {benchmark.name}"
+    root = os.environ.get(source.root_env, "").strip()
+    problem = root_problem(source)
+    if problem:
+        return Finding(topic, OFF, problem, source.prepare_command)
+    if not root:
+        return Finding(topic, INFO, f"{source.root_env} unset: the Hub ({source.hub_repo})", source.prepare_command)
+    return Finding(topic, OK, f"{source.root_env}={root}")
+
+
+def judge_finding(judge: object, network: bool = True) -> Finding:
+    """The judge `judge` (`JudgeDefaults` or a benchmark's name): its configuration, its cache, and its
+    endpoint, key and model from one GET /models (`network`)."""
     from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
-    from lmms_video_reasoning.judges.config import host_judge, judge_name, not_configured_message
+    from lmms_video_reasoning.judges.config import benchmark_defaults, host_judge, judge_name
 
     benchmark = judge_name(judge)
+    topic = f"judge: {benchmark}"
     try:
         config = JudgeConfig.from_env(judge)
     except (JudgeConfigError, ValueError) as error:
-        return f"the {benchmark} judge is misconfigured: {error}. Or run with --predict_only and judge later with `lmms-vr score`"
-    cache = check_judge_cache(config.cache_path) if config is not None else None
-    if cache:
-        return (f"the {benchmark} judge cache cannot be used: {cache}. Nothing was generated (a run would end with NaN "
-                "judged metrics)")
-    host = host_judge()
-    if config is not None and host is not None and not host.started:
-        # lmms-eval starts its judge server after generation: nothing to reach yet
-        log.info("the %s judge is %s at %s (model %s), started by lmms-eval after generation; not checked now",
-                 benchmark, host.source, config.endpoint, config.model)
-        return None
+        return Finding(topic, OFF, f"the {benchmark} judge is misconfigured: {error}",
+                       f"Fix it (see `Judges` in the README), {JUDGE_LATER}")
     if config is None:
-        log.warning("%s Generating anyway: the samples are kept, and `lmms-vr score <output_path>` judges them later.",
-                    not_configured_message(judge))
-        return None
+        defaults = benchmark_defaults(judge)
+        return Finding(topic, WARN, f"not configured: judged metrics would be NaN (the official judge, {defaults.model}, "
+                       f"needs {defaults.key_env})", f"set {defaults.key_env}, or LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL "
+                       "for another endpoint (see the README); or judge later with `lmms-vr score`")
+    cache = check_judge_cache(config.cache_path)
+    if cache:
+        return Finding(topic, OFF, f"the {benchmark} judge cache cannot be used: {cache}",
+                       f"Fix the cache (a run would end with NaN judged metrics), {JUDGE_LATER}")
+    where = f"{config.model} at {config.endpoint}"
+    host = host_judge()
+    if host is not None and not host.started:  # lmms-eval starts its judge server after generation: nothing to reach yet
+        return Finding(topic, INFO, f"the {benchmark} judge is {where} ({host.source}), started by lmms-eval after "
+                       "generation; not checked now")
+    if not network:
+        return Finding(topic, INFO, f"{where} (not contacted: --no-network)")
     problem = probe_endpoint(config)
     if problem:
-        return (f"the {benchmark} judge {config.model!r} at {config.endpoint} {problem}. Nothing was generated. Fix the "
-                f"judge ({config.base_url_env}, {config.key_env}, {config.model_env}), or run with --predict_only and "
-                "judge later with `lmms-vr score <output_path>`")
-    return None
+        return Finding(topic, OFF, f"the {benchmark} judge {config.model!r} at {config.endpoint} {problem}",
+                       f"Fix the judge ({config.base_url_env}, {config.key_env}, {config.model_env}), {JUDGE_LATER}")
+    return Finding(topic, OK, f"{where} answers")
 
 
 def probe_endpoint(config) -> str | None:

@@ -124,12 +124,11 @@ class ProxyCache:
         except FileNotFoundError:
             return False
 
-    def store(self, path: Path, write: Callable[[Path], None]) -> Path:
+    def store(self, path: Path, write: Callable[[Path], None]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_target(path) as tmp:
             write(tmp)
         self.evict(keep=path)
-        return path
 
     def entries(self) -> list[tuple[float, int, Path]]:
         """(mtime, size, path) of each clip, oldest first; a temporary clip no writer touched for an
@@ -147,9 +146,8 @@ class ProxyCache:
                 continue
         return sorted(found)
 
-    def evict(self, keep: Path | None = None) -> int:
-        """Remove least recently used clips until the folder fits the limit; returns bytes freed."""
-        freed = 0
+    def evict(self, keep: Path) -> None:
+        """Remove least recently used clips but `keep` until the folder fits the limit."""
         with open(self.folder / ".lock", "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
@@ -163,10 +161,8 @@ class ProxyCache:
                     if path != keep:
                         path.unlink(missing_ok=True)
                         total -= size
-                        freed += size
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
-        return freed
 
 
 PLACEHOLDER_GREY = 128  # the colour of a timed proxy's unused frames (no model reads them)

@@ -17,9 +17,12 @@ from lmms_video_reasoning.utils.lmms import host
 
 def run_identity(args: Any) -> tuple[str, str]:
     """(date_id, model folder) of the run in progress ("" folder when unknown)."""
-    date_id, folder = _from_simple_evaluate()
-    if date_id is not None:
+    date_id = folder = None
+    scope = host.caller_locals("simple_evaluate", "datetime_str")
+    if scope is not None:
         host.RUN_FILES.worked()
+        date_id = str(scope["datetime_str"]).replace(":", "-")
+        folder = getattr(getattr(scope.get("evaluation_tracker"), "general_config_tracker", None), "model_name_sanitized", None)
         if folder is not None:
             return date_id, folder
     else:
@@ -34,15 +37,6 @@ def run_identity(args: Any) -> tuple[str, str]:
         folder = folder or ""
         date_id = date_id or datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
     return date_id, folder
-
-
-def _from_simple_evaluate() -> tuple[str | None, str | None]:
-    scope = host.caller_locals("simple_evaluate", "datetime_str")
-    if scope is None:
-        return None, None
-    tracker = scope.get("evaluation_tracker")
-    folder = getattr(getattr(tracker, "general_config_tracker", None), "model_name_sanitized", None)
-    return str(scope["datetime_str"]).replace(":", "-"), folder
 
 
 def suite_records_of_run() -> dict[str, list] | None:

@@ -19,39 +19,27 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from lmms_video_reasoning.utils.core import registry, settings
-from lmms_video_reasoning.utils.lmms import host
+from lmms_video_reasoning.utils.lmms import host, preflight
+from lmms_video_reasoning.utils.lmms.preflight import INFO, OFF, OK, WARN, Finding
 
-OK, OFF, WARN, INFO = "ok", "off", "warn", "info"
 # The document `doctor` evaluates: multiple choice, scored without a judge.
 EVALUATED_TASK = "cg_bench_mcq"
 
-# Run in a child process: lmms-eval as `python -m lmms_eval` loads it (models first, then evaluator).
-_RUN_PROBE = """
+# Run in a child process: lmms-eval loaded as `python -m lmms_eval` loads it (argv[2] "run": models
+# first, then the evaluator), or as `lmms-eval tasks list` / `serve` do (a TaskManager, no models).
+_PROBE = """
 import json, sys
-import lmms_eval.models, lmms_eval.evaluator
+if sys.argv[2] == "run":
+    import lmms_eval.models, lmms_eval.evaluator
 from lmms_eval.tasks import TaskManager
 from lmms_video_reasoning.utils.lmms import host
 missing = sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))
-print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.status()}}))
+print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in host.TOUCHPOINTS.values()}}))
 """
-# ... and as `lmms-eval tasks list` / `serve` do: a TaskManager, no models.
-_LIST_PROBE = """
-import json, sys
-from lmms_eval.tasks import TaskManager
-print(json.dumps({"missing": sorted(set(json.loads(sys.argv[1])) - set(TaskManager().all_tasks))}))
-"""
-
-
-@dataclass
-class Finding:
-    topic: str
-    state: str  # OK / OFF (exit status 1) / WARN / INFO
-    detail: str
-    fix: str = ""
 
 
 def _site_dirs() -> list[str]:
@@ -76,8 +64,8 @@ def install_kind() -> tuple[str, bool]:
     return ("editable" if editable else "regular"), pth
 
 
-def _child(code: str, tasks: list[str], timeout: float = 300) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(tasks)], capture_output=True, text=True, timeout=timeout)
+def _child(mode: str, tasks: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(tasks), mode], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0 or not proc.stdout.strip():
         return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -93,29 +81,27 @@ def check_install() -> list[Finding]:
                             f"lmms-eval {version}" + ("" if verified else f" (touchpoints verified on {', '.join(host.VERIFIED)})"),
                             "" if verified else f"pip install 'lmms-eval=={host.VERIFIED[-1]}', or LMMS_VR_HOST_UNVERIFIED=1"))
     try:
-        no_autoload = settings.get("LMMS_VR_NO_AUTOLOAD").read()
-    except settings.SettingError as error:
-        no_autoload = None
-        findings.append(Finding("autoload", OFF, str(error), "unset LMMS_VR_NO_AUTOLOAD or set it to 0/1"))
-    if no_autoload is not None:
-        active = pth and not no_autoload
-        why = "LMMS_VR_NO_AUTOLOAD is set" if no_autoload else "the start-up .pth is not installed"
-        findings.append(Finding("autoload", OK if active else OFF, "start-up hook active" if active else why,
-                                "" if active else "unset LMMS_VR_NO_AUTOLOAD" if no_autoload else "reinstall with `pip install .`"))
+        no_autoload, why = settings.get("LMMS_VR_NO_AUTOLOAD").read(), "LMMS_VR_NO_AUTOLOAD is set"
+    except settings.SettingError:  # the start-up hook stays off (its setting's line names the value)
+        no_autoload, why = True, "LMMS_VR_NO_AUTOLOAD has a value that is not accepted"
+    active = pth and not no_autoload
+    findings.append(Finding("autoload", OK if active else OFF, "start-up hook active" if active else
+                            why if no_autoload else "the start-up .pth is not installed",
+                            "" if active else "unset LMMS_VR_NO_AUTOLOAD" if no_autoload else "reinstall with `pip install .`"))
     return findings
 
 
 def check_host() -> list[Finding]:
     findings = []
     tasks = sorted(registry.task_names())  # what lmms-eval must find
-    run = _child(_RUN_PROBE, tasks)
+    run = _child("run", tasks)
     if "error" in run:
         return [Finding("python -m lmms_eval", OFF, f"lmms-eval could not be loaded: {run['error']}", "pip install '.[test]'")]
     missing = run["missing"]
     findings.append(Finding("tasks: python -m lmms_eval", OFF if missing else OK,
                             f"{len(missing)} tasks not found: {', '.join(missing[:5])}" if missing else "every task of every benchmark found",
                             host.TASK_PATH.workaround if missing else ""))
-    listed = _child(_LIST_PROBE, tasks)
+    listed = _child("list", tasks)
     if "error" in listed:
         findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF, listed["error"], ""))
     else:
@@ -123,12 +109,12 @@ def check_host() -> list[Finding]:
         findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF if missing else OK,
                                 f"{len(missing)} tasks not listed (only the start-up .pth reaches these commands)" if missing
                                 else "every task listed", host.TASK_PATH.workaround if missing else ""))
-    for point in host.status():
+    for point in host.TOUCHPOINTS.values():
         state = run["touchpoints"].get(point.name, "not installed")
         if point.name in ("task-path", "fast-inputs"):
             continue  # measured above / below, by what they do
         if state == "not installed":  # used at run time: what can be known now is the version
-            state = "on" if host.host_version() in point.verified else f"off: lmms-eval {host.host_version()} is not verified"
+            state = "on" if host.host_version() in host.VERIFIED else f"off: lmms-eval {host.host_version()} is not verified"
         if state == "on":
             findings.append(Finding(point.name, OK, point.gives))
         else:
@@ -165,7 +151,7 @@ def check_inputs() -> list[Finding]:
     from lmms_video_reasoning.utils.lmms import model_readings
 
     findings = []
-    for model in sorted(set(model_readings._KNOWN.values())):
+    for model in sorted(set(model_readings.KNOWN_MODELS.values())):
         unverified = model_readings.unverified_versions(model)
         findings.append(Finding(f"fast inputs: {model}", OFF if unverified else OK,
                                 f"installed {', '.join(unverified)} not verified: the model reads the original video"
@@ -174,62 +160,15 @@ def check_inputs() -> list[Finding]:
     return findings
 
 
-def check_settings() -> list[Finding]:
-    findings = []
-    for name, value in settings.resolved().items():
-        if isinstance(value, str) and value.startswith("invalid: "):
-            findings.append(Finding(f"setting {name}", OFF, value[len("invalid: "):], f"fix or unset {name}"))
-        elif settings.get(name).is_set():
-            findings.append(Finding(f"setting {name}", INFO, repr(value)))
-    return findings
-
-
 def check_judges(network: bool) -> list[Finding]:
-    from lmms_video_reasoning.judges import JudgeConfig, JudgeConfigError
     from lmms_video_reasoning.utils.lmms import launcher
-    from lmms_video_reasoning.utils.lmms.preflight import probe_endpoint
 
     launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
-    findings = []
-    for bench in registry.benchmarks():
-        if bench.judge is None:  # a benchmark without a judge (its declaration says so)
-            continue
-        try:
-            config = JudgeConfig.from_env(bench.judge)
-        except (JudgeConfigError, ValueError) as error:
-            findings.append(Finding(f"judge: {bench.name}", OFF, f"misconfigured: {error}", "see `Judges` in the README"))
-            continue
-        if config is None:
-            findings.append(Finding(f"judge: {bench.name}", WARN, f"not configured: judged metrics would be NaN "
-                                    f"(the official judge, {bench.judge.model}, needs {bench.judge.key_env})",
-                                    f"set {bench.judge.key_env}, or LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL for another "
-                                    "endpoint (see the README); or judge later with `lmms-vr score`"))
-            continue
-        where = f"{config.model} at {config.endpoint}"
-        if not network:
-            findings.append(Finding(f"judge: {bench.name}", INFO, f"{where} (not contacted: --no-network)"))
-            continue
-        problem = probe_endpoint(config)
-        findings.append(Finding(f"judge: {bench.name}", OFF if problem else OK, f"{where} {problem}" if problem else f"{where} answers",
-                                f"check {config.base_url_env}, {config.key_env}, {config.model_env}" if problem else ""))
-    return findings
+    return [preflight.judge_finding(bench.judge, network) for bench in registry.benchmarks() if bench.judge is not None]
 
 
 def check_data() -> list[Finding]:
-    findings = []
-    for bench in registry.benchmarks():
-        if bench.data_module is None:
-            continue
-        source = bench.data().SOURCE
-        root = os.environ.get(source.root_env, "").strip()
-        if not root:
-            findings.append(Finding(f"data: {bench.name}", INFO, f"{source.root_env} unset: the Hub ({source.hub_repo})",
-                                    source.prepare_command))
-        elif Path(root).is_dir():
-            findings.append(Finding(f"data: {bench.name}", OK, f"{source.root_env}={root}"))
-        else:
-            findings.append(Finding(f"data: {bench.name}", OFF, f"{source.root_env}={root} is not a folder", source.prepare_command))
-    return findings
+    return [preflight.data_finding(bench) for bench in registry.benchmarks() if bench.data_module is not None]
 
 
 def diagnose(network: bool = True) -> list[Finding]:
@@ -240,7 +179,7 @@ def diagnose(network: bool = True) -> list[Finding]:
         evaluation = pool.submit(check_evaluation)
         found = [*check_install(), *check_host()]
         found += evaluation.result()
-    return [*found, *check_inputs(), *check_settings(), *check_judges(network), *check_data()]
+    return [*found, *check_inputs(), *preflight.setting_findings(), *check_judges(network), *check_data()]
 
 
 def main(args: argparse.Namespace) -> int:
