@@ -36,9 +36,7 @@ def clean_registry(monkeypatch, tmp_path):
     for name in JUDGE_VARIABLES + ["LMMS_VR_JUDGE_MAX_REPLY_BYTES"]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "registry_cache.sqlite"))
-    monkeypatch.setattr(process_registry, "_judges", {})
-    monkeypatch.setattr(process_registry, "_budgets", {})
-    monkeypatch.setattr(process_registry, "_warned", set())
+    monkeypatch.setattr(process_registry, "_shared", {})
     monkeypatch.setattr(judge_config, "_served_models", {})
 
 
