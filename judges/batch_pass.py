@@ -148,12 +148,10 @@ def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) ->
     """The configured judge's configuration, or (no key here, e.g. a GPU node) the model the
     environment names for ``benchmark`` with the cache of LMMS_VR_JUDGE_CACHE."""
     if config is None:
-        from lmms_video_reasoning.judges.config import DEFAULT_MAX_REPLY_BYTES, _number, _prices
-        import os
+        from lmms_video_reasoning.judges.config import MAX_REPLY_BYTES, price_overrides, read_setting
 
         config = JudgeConfig(model=default_model(benchmark), benchmark=benchmark, cache_path=cache_path_from_env(),
-                             model_env="(batch)", prices=_prices(os.environ),
-                             max_reply_bytes=_number(os.environ, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024))
+                             model_env="(batch)", prices=price_overrides(), max_reply_bytes=read_setting(MAX_REPLY_BYTES))
     if need_cache and config.cache_path is None:
         raise JudgeConfigError("batch judging keeps its replies in the judge cache, which is off (LMMS_VR_JUDGE_CACHE=off): "
                                "set LMMS_VR_JUDGE_CACHE to a file")

@@ -56,7 +56,7 @@ def configured_judge(config: JudgeConfig, kind: "type[Judge]" = Judge, *args: An
         breaker = _one(("breaker", config.endpoint), lambda: CircuitBreaker(config.concurrency))
         return kind(config, budget, breaker, *args)
 
-    return _one(("judge", kind.__name__, config.identity), make)
+    return _one(("judge", kind.__name__, config), make)
 
 
 def cache_only_judge(benchmark: str, model: str | None = None, cache_path: str | Path | None = None,

@@ -37,7 +37,7 @@ def clean_registry(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "registry_cache.sqlite"))
     monkeypatch.setattr(process_registry, "_shared", {})
-    monkeypatch.setattr(judge_config, "_served_models", {})
+    judge_config._listed_models.cache_clear()
 
 
 def request(item: int) -> Request:
