@@ -278,7 +278,7 @@ class DotLock:
         self.token: str | None = None
         self.gave_up = False  # a wait ran out: later statements try once and fail at once while it is held
 
-    def acquire(self) -> None:
+    def __enter__(self) -> None:
         self.mutex.acquire()
         if self.depth == 0:
             try:
@@ -288,13 +288,7 @@ class DotLock:
                 raise
         self.depth += 1
 
-    def __enter__(self) -> None:
-        self.acquire()
-
     def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-    def release(self) -> None:
         self.depth -= 1
         try:
             if self.depth == 0:
