@@ -140,14 +140,6 @@ class JudgeConfig:
     retry_after_cap: float = 60.0  # never sleep longer than this for a Retry-After header
     prices: tuple[tuple[str, float, float], ...] = ()  # (model, input, output) overrides, USD / 1M tokens
 
-    def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise JudgeConfigError(f"judge concurrency must be >= 1, got {self.concurrency} (LMMS_VR_JUDGE_CONCURRENCY)")
-        if self.max_calls is not None and self.max_calls < 0:
-            raise JudgeConfigError(f"judge budget must be >= 0, got {self.max_calls} (LMMS_VR_JUDGE_MAX_CALLS)")
-        if self.max_attempts < 1:
-            raise JudgeConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
-
     def __repr__(self) -> str:
         # The dataclass repr would show credentials embedded in the base URL (user info, query).
         shown = ", ".join(f"{name}={value!r}" for name, value in self.public_dict().items())
