@@ -21,5 +21,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["NOT_COMPUTED", "CacheOnlyJudge", "Judge", "JudgeConfig", "JudgeConfigError", "LocalJudgeServer", "get_judge", "parsing",
-           "cache_reader", "scoring_judge"]
+__all__ = ("NOT_COMPUTED", "CacheOnlyJudge", "Judge", "JudgeConfig", "JudgeConfigError", "LocalJudgeServer", "get_judge", "parsing",
+           "cache_reader", "scoring_judge")
