@@ -360,7 +360,8 @@ _dot_locks_guard = threading.Lock()
 
 
 def dot_lock(path: Path) -> DotLock:
-    """One DotLock per cache file in this process (network mode)."""
+    """One DotLock per cache file in this process (network mode), released on SIGTERM."""
+    release_on_sigterm()
     key = os.path.realpath(path)
     with _dot_locks_guard:
         if key not in _dot_locks:
