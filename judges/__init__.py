@@ -8,7 +8,7 @@ variables) and failure semantics.
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.judges.engine import NOT_COMPUTED, CacheOnlyJudge, Judge
-from lmms_video_reasoning.judges.process_registry import cache_reader, get_judge, scoring_judge
+from lmms_video_reasoning.judges.process_registry import get_judge, scoring_judge
 
 
 def __getattr__(name: str):
@@ -22,4 +22,4 @@ def __getattr__(name: str):
 
 
 __all__ = ("NOT_COMPUTED", "CacheOnlyJudge", "Judge", "JudgeConfig", "JudgeConfigError", "LocalJudgeServer", "get_judge", "parsing",
-           "cache_reader", "scoring_judge")
+           "scoring_judge")

@@ -205,8 +205,9 @@ class JudgeConfig:
         if model is None and (host is not None or override_url):
             # A custom endpoint (or the host's server) serves its own model: never label its replies
             # with the benchmark's default judge (they would be cached and reported as GPT-4o's).
-            where = f"the judge of {host.source} names no model" if host is not None else None
-            model = served_model(base_url, api_key, timeout, where, host.model_variable if host is not None else OVERRIDE_MODEL)
+            where, variable = (f"the judge of {host.source} names no model", host.model_variable) if host is not None else (
+                f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}", OVERRIDE_MODEL)
+            model = served_model(base_url, api_key, timeout, where, variable)
             model_env = f"GET {redact_url(base_url)}/models"
         elif model is None:
             model, model_env = defaults.model, "(built-in default)"
@@ -227,11 +228,9 @@ def default_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | Non
     return named_model(benchmark, env)[0] or benchmark_defaults(benchmark).model
 
 
-def served_model(base_url: str, api_key: str | None, timeout: float, where: str | None = None,
-                 model_variable: str = OVERRIDE_MODEL) -> str:
-    """The one model an endpoint lists at ``GET <base_url>/models``; JudgeConfigError naming
-    ``model_variable`` when it cannot tell (unreachable, no route, several)."""
-    where = where or f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
+def served_model(base_url: str, api_key: str | None, timeout: float, where: str, model_variable: str) -> str:
+    """The one model an endpoint lists at ``GET <base_url>/models``; JudgeConfigError saying ``where`` and
+    naming ``model_variable`` when it cannot tell (unreachable, no route, several)."""
     try:
         listed = _listed_models(base_url, api_key, timeout)
     except LookupError as cause:

@@ -65,8 +65,3 @@ def cache_only_judge(benchmark: str, model: str | None = None, cache_path: str |
     key = ("judge", "cache-only", benchmark, model, str(cache_path) if cache_path else None, endpoint)
     return _one(key, lambda: CacheOnlyJudge(benchmark, model, cache_path, endpoint))
 
-
-def cache_reader(judge: Judge) -> CacheOnlyJudge:
-    """A reader of what ``judge`` would serve from its cache, sending nothing (a failed judgment stays failed)."""
-    config = judge.config
-    return cache_only_judge(config.benchmark, config.model, config.cache_path, config.base_url)
