@@ -201,7 +201,7 @@ class JudgeConfig:
             base_url_env = base_url_env or "(built-in default)"
 
         timeout = read_setting(TIMEOUT, env)
-        model, model_env = (host.model, host.source) if host is not None else named_model(benchmark, env)
+        model, model_env = (host.model or None, host.source) if host is not None else named_model(benchmark, env)
         if model is None and (host is not None or override_url):
             # A custom endpoint (or the host's server) serves its own model: never label its replies
             # with the benchmark's default judge (they would be cached and reported as GPT-4o's).
