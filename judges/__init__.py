@@ -8,7 +8,7 @@ variables) and failure semantics.
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.judges.engine import NOT_COMPUTED, CacheOnlyJudge, Judge
-from lmms_video_reasoning.judges.process_registry import cache_reader, get_judge, scoring_judge
+from lmms_video_reasoning.judges.process_registry import get_judge, scoring_judge
 
 
 def __getattr__(name: str):
@@ -21,5 +21,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["NOT_COMPUTED", "CacheOnlyJudge", "Judge", "JudgeConfig", "JudgeConfigError", "LocalJudgeServer", "get_judge", "parsing",
-           "cache_reader", "scoring_judge"]
+__all__ = ("NOT_COMPUTED", "CacheOnlyJudge", "Judge", "JudgeConfig", "JudgeConfigError", "LocalJudgeServer", "get_judge", "parsing",
+           "scoring_judge")

@@ -13,7 +13,6 @@ request with no servable reply is
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -23,8 +22,8 @@ from typing import Any, Iterable, Sequence
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
 from lmms_video_reasoning.judges.batch_ledger import ANSWERED, ERRORED, FAILED, IN_FLIGHT, REJECTED, BatchLedger
-from lmms_video_reasoning.judges.config import (DEFAULT_MAX_REPLY_BYTES, JudgeConfig, JudgeConfigError, _number, _prices,
-                                                cache_path_from_env, default_model)
+from lmms_video_reasoning.judges.config import (MAX_REPLY_BYTES, JudgeConfig, JudgeConfigError, cache_path_from_env, default_model,
+                                                price_overrides, read_setting)
 from lmms_video_reasoning.judges.engine import Judge, reply_value, request_keys, same_model, validate_request
 from lmms_video_reasoning.judges.transport import AttemptFailed, parse_completion, reply_too_large, request_body
 from lmms_video_reasoning.utils.core.ask import Request, Result
@@ -267,8 +266,7 @@ def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) ->
     environment names for ``benchmark`` with the cache of LMMS_VR_JUDGE_CACHE."""
     if config is None:
         config = JudgeConfig(model=default_model(benchmark), benchmark=benchmark, cache_path=cache_path_from_env(),
-                             model_env="(batch)", prices=_prices(os.environ),
-                             max_reply_bytes=_number(os.environ, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024))
+                             model_env="(batch)", prices=price_overrides(), max_reply_bytes=read_setting(MAX_REPLY_BYTES))
     if need_cache and config.cache_path is None:
         raise JudgeConfigError("batch judging keeps its replies in the judge cache, which is off (LMMS_VR_JUDGE_CACHE=off): "
                                "set LMMS_VR_JUDGE_CACHE to a file")

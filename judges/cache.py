@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lmms_video_reasoning.judges.cache_lock import (LOCAL, MODE_ENV, NETWORK, CacheLockTimeout, cache_mode, dot_lock,
-                                                    journal_is_wal, release_on_sigterm)
+                                                    journal_is_wal)
 from lmms_video_reasoning.judges.config import JudgeConfigError
 
 log = logging.getLogger("lmms_video_reasoning.judges")
@@ -79,7 +79,6 @@ class ReplyCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lock = dot_lock(self.path) if self.mode == NETWORK else None
             if self._lock is not None:
-                release_on_sigterm()
                 with self._lock:  # not `locked`: its connection cannot open a WAL file
                     self._leave_wal()
             self.create(self._create_tables)

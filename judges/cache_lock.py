@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from lmms_video_reasoning.judges.config import JudgeConfigError
+from lmms_video_reasoning.judges.config import read_setting
 from lmms_video_reasoning.utils.core import settings
 
 log = logging.getLogger("lmms_video_reasoning.judges")
@@ -73,10 +73,7 @@ def is_network_filesystem(fstype: str | None) -> bool:
 def cache_mode(path: str | Path, env: Mapping[str, str] | None = None, mounts_text: str | None = None) -> tuple[str, str]:
     """(``"local"`` | ``"network"``, why) for a cache file at ``path``: ``LMMS_VR_JUDGE_CACHE_MODE`` when
     set, else the file system type from ``mounts_text`` (default /proc/mounts; unreadable: local)."""
-    try:
-        forced = CACHE_MODE.read(env)
-    except settings.SettingError as error:
-        raise JudgeConfigError(str(error)) from None
+    forced = read_setting(CACHE_MODE, env)
     if forced in (LOCAL, NETWORK):
         return forced, f"{MODE_ENV}={forced}"
     if mounts_text is None:
@@ -281,7 +278,7 @@ class DotLock:
         self.token: str | None = None
         self.gave_up = False  # a wait ran out: later statements try once and fail at once while it is held
 
-    def acquire(self) -> None:
+    def __enter__(self) -> None:
         self.mutex.acquire()
         if self.depth == 0:
             try:
@@ -291,13 +288,7 @@ class DotLock:
                 raise
         self.depth += 1
 
-    def __enter__(self) -> None:
-        self.acquire()
-
     def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-    def release(self) -> None:
         self.depth -= 1
         try:
             if self.depth == 0:
@@ -369,7 +360,8 @@ _dot_locks_guard = threading.Lock()
 
 
 def dot_lock(path: Path) -> DotLock:
-    """One DotLock per cache file in this process (network mode)."""
+    """One DotLock per cache file in this process (network mode), released on SIGTERM."""
+    release_on_sigterm()
     key = os.path.realpath(path)
     with _dot_locks_guard:
         if key not in _dot_locks:

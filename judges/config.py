@@ -8,25 +8,34 @@ judge (`register_host_judge`), else the defaults of the benchmark's official eva
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.registry import JudgeDefaults
 
 OVERRIDE_BASE_URL = "LMMS_VR_JUDGE_BASE_URL"
 OVERRIDE_API_KEY = "LMMS_VR_JUDGE_API_KEY"
 OVERRIDE_MODEL = "LMMS_VR_JUDGE_MODEL"
 
-DEFAULT_CONCURRENCY = 32
-DEFAULT_TIMEOUT_S = 120.0
+CONCURRENCY = settings.declare("LMMS_VR_JUDGE_CONCURRENCY", "int", 32, "in-flight judge requests per process", minimum=1)
+MAX_CALLS = settings.declare("LMMS_VR_JUDGE_MAX_CALLS", "int", None, "the judge budget: at most this many HTTP requests "
+                             "per process, retries and re-asks included (unset: no limit)", minimum=0)
+TIMEOUT = settings.declare("LMMS_VR_JUDGE_TIMEOUT", "float", 120.0, "seconds for a whole judge HTTP request, body included",
+                           minimum=0.1)
 # A judge reply is a few KB; a larger body is a broken or hostile endpoint, refused before it fills memory.
-DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
+MAX_REPLY_BYTES = settings.declare("LMMS_VR_JUDGE_MAX_REPLY_BYTES", "int", 4 * 1024 * 1024,
+                                   "largest judge reply body accepted, in bytes", minimum=1024)
+CACHE = settings.declare("LMMS_VR_JUDGE_CACHE", "text", "", "the judge cache file (default: in the user cache folder; "
+                         "off: no cache)")
+PRICES = settings.declare("LMMS_VR_JUDGE_PRICES", "text", "", "judge prices, USD per 1M tokens, as JSON: "
+                          '{"model": {"input": 2.5, "output": 10}} (optional: "batch_input", "batch_output")')
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Sent when a local server needs no key: the openai client refuses an empty one.
 DUMMY_API_KEY = "no-key-needed"
@@ -46,15 +55,9 @@ BATCH_DISCOUNT = 0.5  # the OpenAI Batch API bills half the synchronous price
 def batch_price(model: str, price: dict[str, float] | None, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
     """USD per 1M tokens through a batch API: LMMS_VR_JUDGE_PRICES's `batch_input`/`batch_output`
     for the model, else `BATCH_DISCOUNT` x ``price`` for OpenAI models (None: no batch price known)."""
-    raw = _get(os.environ if env is None else env, "LMMS_VR_JUDGE_PRICES")
-    entry = {}
-    if raw:
-        try:
-            entry = json.loads(raw).get(model) or {}
-        except (ValueError, AttributeError):
-            entry = {}
-    if isinstance(entry, dict) and "batch_input" in entry and "batch_output" in entry:
-        return {"input": float(entry["batch_input"]), "output": float(entry["batch_output"])}
+    entry = _price_table(env).get(model, {})
+    if "batch_input" in entry and "batch_output" in entry:
+        return {"input": entry["batch_input"], "output": entry["batch_output"]}
     from lmms_video_reasoning.judges.tokens import encoding_name
 
     if price is None or encoding_name(model) is None:
@@ -126,24 +129,16 @@ class JudgeConfig:
     key_env: str = OVERRIDE_API_KEY  # variable the key came from (named in errors)
     base_url_env: str = OVERRIDE_BASE_URL
     model_env: str = OVERRIDE_MODEL
-    concurrency: int = DEFAULT_CONCURRENCY
+    concurrency: int = CONCURRENCY.default
     cache_path: Path | None = None  # None: no persistent cache
     max_calls: int | None = None  # budget of HTTP requests; None: unlimited
-    timeout: float = DEFAULT_TIMEOUT_S  # seconds for a whole HTTP request, body included
-    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    timeout: float = TIMEOUT.default
+    max_reply_bytes: int = MAX_REPLY_BYTES.default
     max_attempts: int = 6  # per request, including the first
     backoff_base: float = 1.0  # seconds; doubled per attempt, jittered
     backoff_max: float = 30.0
     retry_after_cap: float = 60.0  # never sleep longer than this for a Retry-After header
     prices: tuple[tuple[str, float, float], ...] = ()  # (model, input, output) overrides, USD / 1M tokens
-
-    def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise JudgeConfigError(f"judge concurrency must be >= 1, got {self.concurrency} (LMMS_VR_JUDGE_CONCURRENCY)")
-        if self.max_calls is not None and self.max_calls < 0:
-            raise JudgeConfigError(f"judge budget must be >= 0, got {self.max_calls} (LMMS_VR_JUDGE_MAX_CALLS)")
-        if self.max_attempts < 1:
-            raise JudgeConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
 
     def __repr__(self) -> str:
         # The dataclass repr would show credentials embedded in the base URL (user info, query).
@@ -154,10 +149,6 @@ class JudgeConfig:
     def endpoint(self) -> str:
         """The endpoint as recorded with cached replies and in the accounting (no credentials)."""
         return redact_url(self.base_url) if self.base_url else OPENAI_DEFAULT_BASE_URL
-
-    @property
-    def identity(self) -> tuple:
-        return tuple((name, getattr(self, name)) for name in self.__dataclass_fields__)
 
     def price(self) -> dict[str, float] | None:
         """USD per 1M input/output tokens for this model, or None when unknown."""
@@ -202,49 +193,34 @@ class JudgeConfig:
             base_url, base_url_env = _check_url(override_url, OVERRIDE_BASE_URL), OVERRIDE_BASE_URL
             api_key, key_env = _get(env, OVERRIDE_API_KEY) or DUMMY_API_KEY, OVERRIDE_API_KEY
         else:
-            api_key, key_env = _get(env, OVERRIDE_API_KEY), OVERRIDE_API_KEY
-            if not api_key:
-                api_key, key_env = _get(env, defaults.key_env), defaults.key_env
+            api_key, key_env = _first(env, (OVERRIDE_API_KEY, defaults.key_env))
             if not api_key:
                 return None
-            base_url, base_url_env = defaults.base_url, "(built-in default)"
-            for name in defaults.base_url_envs:
-                value = _get(env, name)
-                if value:
-                    base_url, base_url_env = _check_url(_strip_endpoint(value), name), name
-                    break
+            url, base_url_env = _first(env, defaults.base_url_envs)
+            base_url = _check_url(_strip_endpoint(url), base_url_env) if url else defaults.base_url
+            base_url_env = base_url_env or "(built-in default)"
 
-        timeout = _number(env, "LMMS_VR_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S)
-        model, model_env = named_model(benchmark, env)
-        if host is not None:
-            # The host's server serves its own model: never the benchmark's default name.
-            model, model_env = (host.model, host.source) if host.model else (
-                served_model(base_url, api_key, timeout, f"the judge of {host.source} names no model", host.model_variable),
-                f"GET {redact_url(base_url)}/models")
-        elif model is None and override_url:
-            # A custom endpoint serves its own model: never label its replies with the
-            # benchmark's default judge (they would be cached and reported as GPT-4o's).
-            model, model_env = served_model(base_url, api_key, timeout), f"GET {redact_url(base_url)}/models"
+        timeout = read_setting(TIMEOUT, env)
+        model, model_env = (host.model or None, host.source) if host is not None else named_model(benchmark, env)
+        if model is None and (host is not None or override_url):
+            # A custom endpoint (or the host's server) serves its own model: never label its replies
+            # with the benchmark's default judge (they would be cached and reported as GPT-4o's).
+            where, variable = (f"the judge of {host.source} names no model", host.model_variable) if host is not None else (
+                f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}", OVERRIDE_MODEL)
+            model = served_model(base_url, api_key, timeout, where, variable)
+            model_env = f"GET {redact_url(base_url)}/models"
         elif model is None:
             model, model_env = defaults.model, "(built-in default)"
 
         return cls(model=model, base_url=base_url, api_key=api_key, benchmark=judge_name(benchmark), key_env=key_env,
                    base_url_env=base_url_env, model_env=model_env, timeout=timeout, cache_path=cache_path_from_env(env),
-                   concurrency=_number(env, "LMMS_VR_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, minimum=1),
-                   max_calls=_number(env, "LMMS_VR_JUDGE_MAX_CALLS", None, minimum=0),
-                   max_reply_bytes=_number(env, "LMMS_VR_JUDGE_MAX_REPLY_BYTES", DEFAULT_MAX_REPLY_BYTES, minimum=1024),
-                   prices=_prices(env))
+                   concurrency=read_setting(CONCURRENCY, env), max_calls=read_setting(MAX_CALLS, env),
+                   max_reply_bytes=read_setting(MAX_REPLY_BYTES, env), prices=price_overrides(env))
 
 
 def named_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
     """(model, variable) the environment names for ``benchmark``'s judge, or (None, "") when none does."""
-    env = os.environ if env is None else env
-    model_env = benchmark_defaults(benchmark).model_env
-    for name in (OVERRIDE_MODEL, model_env) if model_env else (OVERRIDE_MODEL,):
-        value = _get(env, name)
-        if value:
-            return value, name
-    return None, ""
+    return _first(os.environ if env is None else env, (OVERRIDE_MODEL, benchmark_defaults(benchmark).model_env))
 
 
 def default_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> str:
@@ -252,41 +228,38 @@ def default_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | Non
     return named_model(benchmark, env)[0] or benchmark_defaults(benchmark).model
 
 
-_served_models: dict[str, str] = {}
-_served_lock = threading.Lock()
+def served_model(base_url: str, api_key: str | None, timeout: float, where: str, model_variable: str) -> str:
+    """The one model an endpoint lists at ``GET <base_url>/models``; JudgeConfigError saying ``where`` and
+    naming ``model_variable`` when it cannot tell (unreachable, no route, several)."""
+    try:
+        listed = _listed_models(base_url, api_key, timeout)
+    except LookupError as cause:
+        # The cause first: "connection refused" is the problem to fix, not the missing model name.
+        raise JudgeConfigError(f"{where}, and the endpoint's model list (GET /models) could not be read ({cause}): "
+                               f"check that the endpoint is up, or set {model_variable} to the model it serves") from None
+    if len(listed) != 1:
+        raise JudgeConfigError(f"{where}, and the endpoint lists {len(listed)} models "
+                               f"({', '.join(listed[:10]) or 'none'}): set {model_variable} to the judge model")
+    return listed[0]
 
 
-def served_model(base_url: str, api_key: str | None, timeout: float, where: str | None = None,
-                 model_variable: str = OVERRIDE_MODEL) -> str:
-    """The one model an endpoint lists at ``GET <base_url>/models`` (asked once per process);
-    JudgeConfigError naming ``model_variable`` when it cannot tell (unreachable, no route, several)."""
-    with _served_lock:
-        if base_url in _served_models:
-            return _served_models[base_url]
-        import httpx
+@functools.lru_cache(maxsize=None)
+def _listed_models(base_url: str, api_key: str | None, timeout: float) -> tuple[str, ...]:
+    """The models ``GET <base_url>/models`` lists, asked once per process; LookupError naming why it cannot be read."""
+    import httpx
 
-        where = where or f"{OVERRIDE_BASE_URL}={redact_url(base_url)} is set without {OVERRIDE_MODEL}"
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        cause = ""
-        try:
-            response = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=min(timeout, 30.0))
-            listed = [entry["id"] for entry in response.json()["data"]] if response.status_code == 200 else None
-            cause = "" if listed is not None else f"HTTP {response.status_code}"
-        except httpx.ConnectError as error:
-            listed, cause = None, connect_error_reason(error, redact_url(base_url))
-        except httpx.HTTPError as error:
-            listed, cause = None, f"{type(error).__name__}"
-        except (ValueError, KeyError, TypeError):
-            listed, cause = None, "not an OpenAI-style model list"
-        if listed is None:
-            # The cause first: "connection refused" is the problem to fix, not the missing model name.
-            raise JudgeConfigError(f"{where}, and the endpoint's model list (GET /models) could not be read ({cause}): "
-                                   f"check that the endpoint is up, or set {model_variable} to the model it serves")
-        if len(listed) != 1:
-            raise JudgeConfigError(f"{where}, and the endpoint lists {len(listed)} models "
-                                   f"({', '.join(map(str, listed[:10])) or 'none'}): set {model_variable} to the judge model")
-        _served_models[base_url] = str(listed[0])
-        return _served_models[base_url]
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=min(timeout, 30.0))
+        if response.status_code != 200:
+            raise LookupError(f"HTTP {response.status_code}")
+        return tuple(str(entry["id"]) for entry in response.json()["data"])
+    except httpx.ConnectError as error:
+        raise LookupError(connect_error_reason(error, redact_url(base_url))) from None
+    except httpx.HTTPError as error:
+        raise LookupError(type(error).__name__) from None
+    except (ValueError, KeyError, TypeError):
+        raise LookupError("not an OpenAI-style model list") from None
 
 
 def connect_error_reason(error: BaseException, endpoint: str) -> str:
@@ -329,6 +302,15 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
     return value.strip() if value and value.strip() else None
 
 
+def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str | None, str]:
+    """(value, name) of the first of the variables ``names`` that is set, else (None, "")."""
+    for name in names:
+        value = _get(env, name) if name else None
+        if value:
+            return value, name
+    return None, ""
+
+
 def _strip_endpoint(url: str) -> str:
     """lmms-eval's older tasks put the full ``.../chat/completions`` endpoint in OPENAI_API_URL."""
     return re.sub(r"/chat/completions/?$", "", url.rstrip("/"))
@@ -341,25 +323,18 @@ def _check_url(url: str, variable: str) -> str:
     return url.rstrip("/")
 
 
-def _number(env: Mapping[str, str], name: str, default: float | None, minimum: int | None = None) -> float | None:
-    """The variable as an integer >= ``minimum``, or (``minimum`` None) as seconds, a number > 0."""
-    raw = _get(env, name)
-    if raw is None:
-        return default
-    seconds = minimum is None
+def read_setting(setting: settings.Setting, env: Mapping[str, str] | None = None) -> Any:
+    """The setting's value; a bad one is a JudgeConfigError (naming the variable and what it accepts)."""
     try:
-        value = float(raw) if seconds else int(raw)
-    except ValueError:
-        raise JudgeConfigError(f"{name} must be {'a number of seconds' if seconds else 'an integer'}, got {raw!r}") from None
-    if value <= 0 if seconds else value < minimum:
-        raise JudgeConfigError(f"{name} must be {'> 0' if seconds else f'>= {minimum}'}, got {value}")
-    return value
+        return setting.read(env)
+    except settings.SettingError as error:
+        raise JudgeConfigError(str(error)) from None
 
 
 def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
     """The judge cache file LMMS_VR_JUDGE_CACHE names (default path when unset; None when ``off``)."""
-    raw = _get(os.environ if env is None else env, "LMMS_VR_JUDGE_CACHE")
-    if raw is None:
+    raw = CACHE.read(env)
+    if not raw:
         import platformdirs
 
         return Path(platformdirs.user_cache_dir("lmms_video_reasoning")) / "judge_cache.sqlite"
@@ -368,15 +343,23 @@ def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
     return Path(raw).expanduser()
 
 
-def _prices(env: Mapping[str, str]) -> tuple[tuple[str, float, float], ...]:
-    """LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}`` (`batch_price` reads
-    the optional ``batch_input`` / ``batch_output``)."""
-    raw = _get(env, "LMMS_VR_JUDGE_PRICES")
-    if raw is None:
-        return ()
+def price_overrides(env: Mapping[str, str] | None = None) -> tuple[tuple[str, float, float], ...]:
+    """The (model, input, output) prices of LMMS_VR_JUDGE_PRICES, USD per 1M tokens."""
+    return tuple(sorted((model, entry["input"], entry["output"]) for model, entry in _price_table(env).items()))
+
+
+def _price_table(env: Mapping[str, str] | None) -> dict[str, dict[str, float]]:
+    """LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}``, optionally with
+    ``batch_input`` / ``batch_output``."""
+    raw = PRICES.read(env)
+    if not raw:
+        return {}
     example = '{"gpt-4o-2024-08-06": {"input": 2.5, "output": 10}}'
+    table = {}
     try:
-        table = json.loads(raw)
-        return tuple(sorted((str(model), float(p["input"]), float(p["output"])) for model, p in table.items()))
+        for model, entry in json.loads(raw).items():
+            names = ("input", "output") + tuple(name for name in ("batch_input", "batch_output") if name in entry)
+            table[str(model)] = {name: float(entry[name]) for name in names}
     except (ValueError, TypeError, KeyError, AttributeError):
         raise JudgeConfigError(f"LMMS_VR_JUDGE_PRICES must be JSON like {example} (USD per 1M tokens)") from None
+    return table

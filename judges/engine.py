@@ -7,7 +7,6 @@ succeed either. ``Judge.map`` runs dependent steps per item with bounded concurr
 
 Served from the cache: a reply that parsed, answered by the requested model (or a dated snapshot
 of it) or by the same endpoint. ``CacheOnlyJudge`` serves cached verdicts with no endpoint and no key.
-The parts: `transport` (HTTP), `limits` (budget, breaker), `accounting`, `cache`, `process_registry`.
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ _TIKTOKEN_FILES = {
 APPROXIMATION = "o200k_base"  # the encoding that stands in for models without a tokenizer here
 TOKENS_PER_MESSAGE = 3
 REPLY_PRIMING_TOKENS = 3
-_IMAGE_COSTS = {"default": (85, 170), "gpt-4o-mini": (2833, 5667)}  # (base, per 512 px tile)
 
 _load_lock = threading.Lock()
 
@@ -142,7 +141,7 @@ def _bundled_file(name: str) -> Path:
 
 def image_tokens(model: str, image_url: dict[str, Any]) -> int:
     """What OpenAI bills for one image part (see the module doc); the size is read from a data URL."""
-    base, per_tile = _IMAGE_COSTS["gpt-4o-mini"] if "gpt-4o-mini" in model else _IMAGE_COSTS["default"]
+    base, per_tile = (2833, 5667) if "gpt-4o-mini" in model else (85, 170)  # tokens: base, per 512 px tile
     if image_url.get("detail") == "low":
         return base
     size = _data_url_size(str(image_url.get("url", "")))

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import heapq
-import itertools
 import json
 import math
 import re
@@ -52,58 +50,25 @@ class Unreachable(AttemptFailed):
     """The endpoint could not be connected to (refused, host name unknown, TLS handshake)."""
 
 
-class _Watchdog:
-    """One daemon thread that shuts down the socket of any request still running at its deadline:
-    httpx's timeouts bound each socket read, not a request (a server sending one byte a second)."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._heap: list[tuple[float, int, socket.socket]] = []
-        self._live: set[int] = set()
-        self._ids = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, deadline: float, sock: socket.socket | None) -> int | None:
-        if sock is None:
-            return None
-        with self._condition:
-            token = next(self._ids)
-            heapq.heappush(self._heap, (deadline, token, sock))
-            self._live.add(token)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="judge-watchdog", daemon=True)
-                self._thread.start()
-            if self._heap[0][1] == token:  # an earlier deadline than the thread is waiting for
-                self._condition.notify()
-            return token
-
-    def cancel(self, token: int | None) -> None:
-        if token is not None:
-            with self._condition:
-                self._live.discard(token)
-
-    def _run(self) -> None:
-        with self._condition:
-            while True:
-                now = time.monotonic()
-                while self._heap and (self._heap[0][1] not in self._live or self._heap[0][0] <= now):
-                    _deadline, token, sock = heapq.heappop(self._heap)
-                    if token in self._live:
-                        self._live.discard(token)
-                        with contextlib.suppress(OSError):
-                            sock.shutdown(socket.SHUT_RDWR)
-                self._condition.wait(timeout=self._heap[0][0] - now if self._heap else None)
-
-
-_WATCHDOG = _Watchdog()
-
-
-def _socket_of(response) -> socket.socket | None:
+def _cut_off_at(deadline: float, response) -> threading.Timer | None:
+    """A timer shutting the reply's socket down at ``deadline``: httpx's timeouts bound each socket
+    read, not a request (a server sending one byte a second)."""
     stream = response.extensions.get("network_stream")
     try:
-        return stream.get_extra_info("socket") if stream is not None else None
+        sock = stream.get_extra_info("socket") if stream is not None else None
     except Exception:  # noqa: BLE001 - a transport without a socket: per-chunk deadline checks still apply
+        sock = None
+    if sock is None:
         return None
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), _shut_down, (sock,))
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _shut_down(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 class ChatEndpoint:
@@ -137,10 +102,10 @@ class ChatEndpoint:
 
         payload = json.dumps(request_body(self.config.model, request), ensure_ascii=False).encode("utf-8")
         deadline = time.monotonic() + self.config.timeout
-        token = None
+        timer = None
         try:
             with self._http().stream("POST", "chat/completions", content=payload) as response:
-                token = _WATCHDOG.watch(deadline, _socket_of(response))
+                timer = _cut_off_at(deadline, response)
                 data = self._read_body(response, deadline)
                 status, headers = response.status_code, response.headers
         except httpx.ConnectTimeout:
@@ -149,12 +114,13 @@ class ChatEndpoint:
             raise AttemptFailed("timeout") from None
         except httpx.ConnectError as error:
             raise Unreachable(connect_error_reason(error, self.config.endpoint)) from None
-        except (httpx.HTTPError, OSError) as error:  # incl. a body cut off by the watchdog or the server
+        except (httpx.HTTPError, OSError) as error:  # incl. a body cut off at the deadline or by the server
             if time.monotonic() >= deadline - 0.05:
                 raise AttemptFailed(f"timeout (the reply took over {self.config.timeout:g} s)") from None
             raise AttemptFailed(f"connection error ({type(error).__name__})") from None
         finally:
-            _WATCHDOG.cancel(token)
+            if timer is not None:
+                timer.cancel()
         if status >= 300:
             self._raise_for_status(status, data, headers)
         reply = parse_completion(data, self.config.endpoint)

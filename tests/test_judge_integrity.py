@@ -19,7 +19,6 @@ from lmms_video_reasoning.judges import (
     LocalJudgeServer,
     get_judge,
     parsing,
-    cache_reader,
 )
 from lmms_video_reasoning.judges import config as judge_config
 from lmms_video_reasoning.judges import process_registry, transport
@@ -36,10 +35,8 @@ def clean_registry(monkeypatch, tmp_path):
     for name in JUDGE_VARIABLES + ["LMMS_VR_JUDGE_MAX_REPLY_BYTES"]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "registry_cache.sqlite"))
-    monkeypatch.setattr(process_registry, "_judges", {})
-    monkeypatch.setattr(process_registry, "_budgets", {})
-    monkeypatch.setattr(process_registry, "_warned", set())
-    monkeypatch.setattr(judge_config, "_served_models", {})
+    monkeypatch.setattr(process_registry, "_shared", {})
+    judge_config._listed_models.cache_clear()
 
 
 def request(item: int) -> Request:
@@ -236,7 +233,8 @@ def test_cached_verdicts_are_read_with_no_judge_configured(clean_registry, tmp_p
         assert server.request_count == 2, "nothing was sent"
         assert get_judge("vcr_bench") is None
         configured = make_judge(server, tmp_path, model="sample-oracle", cache_path=cache)
-        explicit = cache_reader(configured)  # what the configured judge would serve, nothing sent
+        config = configured.config  # what the configured judge would serve, nothing sent
+        explicit = process_registry.cache_only_judge(config.benchmark, config.model, config.cache_path, config.base_url)
         assert isinstance(explicit, CacheOnlyJudge) and explicit.ask(request(1)).cached
         assert not explicit.ask(request(4)).ok and server.request_count == 2
         assert get_judge("vcr_bench") is None, "no judge of the process was swapped"

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from lmms_cli import metric, samples_files
-from lmms_video_reasoning.judges.config import DEFAULT_CONCURRENCY
+from lmms_video_reasoning.judges.config import CONCURRENCY
 from lmms_video_reasoning.judges.limits import CircuitBreaker
 from model_server import FaultPlan, LocalJudgeServer, SampleJudge
 
@@ -111,7 +111,7 @@ def check_outage_run(proc, seconds: float, output: Path, reason: str, from_start
     return results
 
 
-MAX_CALLS_IN_AN_OUTAGE = CircuitBreaker(DEFAULT_CONCURRENCY).attempt_limit + DEFAULT_CONCURRENCY
+MAX_CALLS_IN_AN_OUTAGE = CircuitBreaker(CONCURRENCY.default).attempt_limit + CONCURRENCY.default
 
 
 @pytest.mark.parametrize("case", ["refused", "dns", "http_500", "garbage", "dies_halfway"])

@@ -20,8 +20,7 @@ def clean_env(monkeypatch, tmp_path):
     for name in JUDGE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "cache.sqlite"))
-    monkeypatch.setattr(process_registry, "_judges", {})
-    monkeypatch.setattr(process_registry, "_warned", set())
+    monkeypatch.setattr(process_registry, "_shared", {})
 
 
 def test_vcr_and_cg_default_to_gpt4o_with_lmms_eval_conventions():

@@ -461,7 +461,7 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
-    monkeypatch.setattr(process_registry, "_judges", {})
+    monkeypatch.setattr(process_registry, "_shared", {})
     monkeypatch.setattr(llm_judge_ask, "_judges", {})
     compared = 0
     with LocalJudgeServer(responder=upstream_validate.validation_judge, model="sample-oracle") as server:
