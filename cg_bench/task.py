@@ -68,10 +68,6 @@ class Settings:
         return cls(strict=bool(values[STRICT.option]), official_reversed=bool(values[OFFICIAL_REVERSED.option]),
                    failed_share=values.get(failure_share.FAILED_SHARE.option))
 
-    @classmethod
-    def from_env(cls) -> "Settings":
-        return cls.of(options.values((*OPTIONS, failure_share.FAILED_SHARE)))
-
 
 def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> dict:
     """The logged record of one answer: the question's facts, the raw reply and what `reply_record` reads of it; no parsing, no judge."""

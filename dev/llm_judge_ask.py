@@ -11,9 +11,9 @@ failed judgment: the benchmark counts it (`judge_failed`) and never scores it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -88,22 +88,14 @@ class LlmJudge:
         return results
 
 
-_judges: dict[tuple[str, str], LlmJudge | None] = {}
-_lock = threading.Lock()
-
-
 def configured_judge(default_model: str) -> LlmJudge | None:
     """The judge of lmms-eval's settings (`API_TYPE`, `MODEL_VERSION` or `default_model`), one per
     process and model; None (logged once) when its provider is not available, e.g. no key."""
     api_type = os.getenv(API_TYPE_ENV, "openai").strip().lower() or "openai"
-    model = os.getenv(MODEL_ENV, "").strip() or default_model
-    key = (api_type, model)
-    with _lock:
-        if key not in _judges:
-            _judges[key] = _connect(api_type, model)
-        return _judges[key]
+    return _connect(api_type, os.getenv(MODEL_ENV, "").strip() or default_model)
 
 
+@functools.lru_cache(maxsize=None)
 def _connect(api_type: str, model: str) -> LlmJudge | None:
     try:  # a key-based provider without its key raises here, naming the variable
         server = get_server(api_type, ServerConfig(model_name=model, num_retries=NUM_RETRIES, retry_delay=RETRY_DELAY_S, timeout=TIMEOUT_S))

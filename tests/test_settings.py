@@ -49,7 +49,7 @@ def test_the_suites_own_settings_follow_the_rule():
         with pytest.raises(settings.SettingError, match="LMMS_VR_PROXY_CACHE_MB"):
             proxy_clips.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
     with pytest.raises(settings.SettingError, match="LMMS_VR_CG_STRICT"):
-        cg_task.STRICT.override.read({"LMMS_VR_CG_STRICT": "strict"})
+        settings.chosen_values(cg_task.VARIABLES, {}, {"LMMS_VR_CG_STRICT": "strict"})
     assert failure_share.FAILED_SHARE_VARIABLE.read({"LMMS_VR_JUDGE_FAILED_SHARE": "0.1"}) == 0.1
 
 
@@ -58,7 +58,7 @@ def test_a_typo_in_a_vcr_bench_scoring_switch_is_an_error_not_off(monkeypatch):
 
     monkeypatch.setenv("VCR_BENCH_LENIENT_VERDICT", "ture")
     with pytest.raises(settings.SettingError, match="VCR_BENCH_LENIENT_VERDICT='ture'"):
-        scoring.resolve_settings()
+        settings.task_settings(scoring.VARIABLES)  # what the plugin hands the scoring
 
 
 def test_resolved_records_scoring_settings_and_reports_invalid_ones():

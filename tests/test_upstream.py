@@ -12,6 +12,7 @@ package: lint, tests, `tasks list`, `--limit 8` runs), every row passed.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import json
 import math
@@ -462,7 +463,7 @@ def test_upstream_form_gives_the_plugins_numbers_on_the_sample(prs, sample, tmp_
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
     monkeypatch.setattr(process_registry, "_judges", {})
-    monkeypatch.setattr(llm_judge_ask, "_judges", {})
+    monkeypatch.setattr(llm_judge_ask, "_connect", functools.lru_cache(maxsize=None)(llm_judge_ask._connect.__wrapped__))  # a fresh judge cache
     compared = 0
     with LocalJudgeServer(responder=upstream_validate.validation_judge, model="sample-oracle") as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)

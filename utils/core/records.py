@@ -26,7 +26,7 @@ record failed (`model_failed`); this module only fixes the names and the hook's 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 
 class SameRecord:
@@ -72,3 +72,17 @@ def process_results(record_of: Callable[[dict, Any], dict], metrics: Sequence[st
         return once_per_sample(record_of(doc, results[0] if results else ""), metrics)
 
     return hook
+
+
+def aggregations(prefix: str, metrics: Iterable[str], metrics_of: Callable[[list], Mapping[str, Any]]) -> dict[str, Callable]:
+    """The aggregations a task's YAMLs name, `{prefix + metric: aggregate}` (for its module's globals): each
+    is its metric of `metrics_of(records)`, the records of lmms-eval's values (`records_of`)."""
+
+    def aggregation(metric: str) -> Callable:
+        def aggregate(values: Sequence) -> Any:
+            return metrics_of(records_of(values))[metric]
+
+        aggregate.__name__ = prefix + metric
+        return aggregate
+
+    return {prefix + metric: aggregation(metric) for metric in metrics}

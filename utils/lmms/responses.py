@@ -120,14 +120,12 @@ def strip_reasoning(text: str) -> str:
 
 def reply_fields(response: str, task_settings: Mapping[str, Any] | None = None) -> dict:
     """The record fields about a reply's reasoning (see the module docstring), for `process_results`,
-    under the task's settings (`judged_reply`, `think_prefilled`; none given: their values in effect)."""
-    task_settings = task_settings or {}
-    prefilled = task_settings.get(PREFILLED.option, None)
-    prefilled = PREFILLED.value() if prefilled is None else bool(prefilled)
+    under the task's settings (`judged_reply`, `think_prefilled`; none given: their defaults)."""
+    prefilled = bool(PREFILLED.value(task_settings))
     return {
         "final_answer": answer_text(response, prefilled),
         "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
-        "judged_reply": task_settings.get(REASONING.option) or REASONING.value(),
+        "judged_reply": REASONING.value(task_settings) or FULL,
     }
 
 
