@@ -57,8 +57,8 @@ def test_stripped_is_what_lmms_eval_gives_by_default(reply):
 
 
 def in_effect(reply: str) -> dict:
-    """`reply_fields` under the options the plugin resolves: the variables set in their place."""
-    return responses.reply_fields(reply, settings.task_settings((responses.REASONING_VARIABLE, responses.PREFILLED_VARIABLE)))
+    """`reply_record` under the options the plugin resolves: the variables set in their place."""
+    return responses.reply_record(reply, settings.task_settings((responses.REASONING_VARIABLE, responses.PREFILLED_VARIABLE)))
 
 
 def test_setting_is_checked_and_stamped_in_the_record(monkeypatch):
