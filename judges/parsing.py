@@ -1,13 +1,8 @@
-"""Parse helpers for judge replies, shared by the three benchmarks.
+"""Parse helpers for judge replies: pure functions returning the parsed value or raising `ParseError`
+(a `ValueError`), which makes `Judge.ask` ask again (bounded), then records a failed judgment.
 
-Each function is pure: it takes the raw reply text and returns the parsed value or raises
-``ParseError`` (a ``ValueError``). ``Judge.ask`` treats a ``ParseError`` raised by a
-request's ``parse`` callable as "re-ask" (bounded), then as a recorded judge failure.
-
-Judge models wrap structured answers in prose and code fences, leave trailing commas and
-use single quotes; the benchmarks' official scripts each parse one of these shapes (JSON
-lists of steps, ``<tag>``-wrapped single digits, yes/no verdicts), so the helpers accept them
-leniently but never guess a value.
+Judge models wrap structured answers in prose and code fences, leave trailing commas and use single
+quotes; the helpers accept these shapes leniently but never guess a value.
 """
 
 from __future__ import annotations
