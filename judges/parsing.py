@@ -75,20 +75,12 @@ def _balanced_spans(text: str):
     or deeply nested reply costs linear time."""
     spans: list[tuple[int, int]] = []
     stack: list[tuple[int, str]] = []
-    quote: str | None = None
-    escaped = False
-    for index, char in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = None
-            continue
+    index = 0
+    while index < len(text):
+        char = text[index]
         if stack and char in "\"'":
             # A quote only opens a string inside the brackets (prose apostrophes are outside).
-            quote = char
+            index = _string_end(text, index, char)
         elif char in "[{":
             stack.append((index, "]" if char == "[" else "}"))
         elif char in "]}":
@@ -96,6 +88,7 @@ def _balanced_spans(text: str):
                 spans.append((stack.pop()[0], index))
             else:
                 stack.clear()  # a mismatched bracket: no span is open across it
+        index += 1
     for start, end in sorted(spans):
         yield text[start : end + 1]
 
