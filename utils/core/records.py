@@ -30,11 +30,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 
 class SameRecord:
-    """A sample's record under the task's other metric names: lmms-eval hands each metric's
-    aggregation its own list of `process_results` values and logs every value of the sample in
-    its `--log_samples` line, so the record itself goes under the first metric only and this
-    stands for it under the others (`records_of` reads it back; lmms-eval logs it as `str`, a
-    short note, not 25 copies of the record)."""
+    """A sample's record under the task's other metric names (`once_per_sample`): `records_of` reads it
+    back; lmms-eval logs it as `str`, a short note, not 25 copies of the record."""
 
     __slots__ = ("record", "metric")
 
