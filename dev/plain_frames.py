@@ -16,8 +16,8 @@ from lmms_video_reasoning.utils.core.frame_plan import choose
 
 class PlainMedia:
     """Get the frames (a task's `Media`), plainly: `path_of(doc)` is the document's video file; a plan's
-    frames from its probe, PyAV-decoded frames for frame-based models, the file for video models (which
-    sample it themselves: `pick` and `size` are the plugin's proxy clips, not done here)."""
+    frames from its probe, PyAV-decoded frames for frame-based models, the file itself for video models
+    (they sample it: `pick` and `size` are not applied)."""
 
     def __init__(self, path_of: Callable[[dict], str]) -> None:
         self.path_of = path_of
