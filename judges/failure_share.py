@@ -21,8 +21,7 @@ from typing import Iterable, Iterator
 
 from lmms_video_reasoning.utils.core import options, settings
 
-DEFAULT_FAILED_SHARE = 0.05
-FAILED_SHARE = options.Option("judge_failed_share", "float", DEFAULT_FAILED_SHARE, "the share of failed judgments above "
+FAILED_SHARE = options.Option("judge_failed_share", "float", 0.05, "the share of failed judgments above "
                               "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0)
 # The suite's variable overriding it (`settings.variable`; not exported with the option).
 FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
