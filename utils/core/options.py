@@ -32,6 +32,11 @@ class Option:
         self.option, self.kind, self.default, self.help = option, kind, default, help
         self.choices, self.minimum, self.maximum = tuple(choices), minimum, maximum
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, name):  # each field is set once, when declared: nothing outside the task changes an option
+            raise AttributeError(f"option {self.option}: {name} is set once, when it is declared")
+        object.__setattr__(self, name, value)
+
     def value(self, chosen: Mapping[str, Any] | None = None) -> Any:
         """The value in effect: the task's `chosen` value, else the default."""
         return (chosen or {}).get(self.option, self.default)
