@@ -11,9 +11,9 @@ failed judgment: the benchmark counts it (`judge_failed`) and never scores it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -38,17 +38,14 @@ UNSET_TEMPERATURE = 1.0
 class LlmJudge:
     """One judge model behind one lmms-eval provider, answering `ask.Request`s."""
 
-    def __init__(self, model: str, api_type: str, server: Any, max_concurrent: int = MAX_CONCURRENT) -> None:
-        self.model, self.api_type, self.server, self.max_concurrent = model, api_type, server, max_concurrent
-
-    def _config(self, request: Request) -> ServerConfig:
-        temperature = UNSET_TEMPERATURE if request.temperature is None else request.temperature
-        return ServerConfig(model_name=self.model, temperature=temperature, max_tokens=request.max_tokens, timeout=TIMEOUT_S,
-                            num_retries=NUM_RETRIES, retry_delay=RETRY_DELAY_S, max_concurrent=self.max_concurrent)
+    def __init__(self, model: str, server: Any) -> None:
+        self.model, self.server = model, server
 
     def ask(self, request: Request) -> Result:
         """The reply, parsed; a reply that does not parse is asked again, a failed call is a failed Result."""
-        config = self._config(request)
+        temperature = UNSET_TEMPERATURE if request.temperature is None else request.temperature
+        config = ServerConfig(model_name=self.model, temperature=temperature, max_tokens=request.max_tokens, timeout=TIMEOUT_S,
+                              num_retries=NUM_RETRIES, retry_delay=RETRY_DELAY_S, max_concurrent=MAX_CONCURRENT)
         replies = request.max_reasks + 1 if request.parse else 1
         raw, error, model = None, None, None
         for _attempt in range(replies):
@@ -71,7 +68,7 @@ class LlmJudge:
         return Result(False, None, raw, f"{error} (after {replies} replies)", answered_by=model)
 
     def map(self, fn: Callable[[Any, Ask], Any], items: Sequence[Any], desc: str = "judging") -> list:
-        """`[fn(item, self.ask) for item in items]` on `max_concurrent` threads, in input order; None
+        """`[fn(item, self.ask) for item in items]` on `MAX_CONCURRENT` threads, in input order; None
         where `fn` raised (logged; the caller counts it as a failed judgment)."""
         items = list(items)
         results: list = [None] * len(items)
@@ -82,28 +79,19 @@ class LlmJudge:
             except Exception as failure:  # noqa: BLE001 - one item must not lose the batch
                 log.error("%s: item %d failed: %s: %s", desc, index, type(failure).__name__, failure)
 
-        if items:
-            with ThreadPoolExecutor(max(1, min(self.max_concurrent, len(items))), "judge") as pool:
-                list(pool.map(run, range(len(items))))
+        with ThreadPoolExecutor(max(1, min(MAX_CONCURRENT, len(items))), "judge") as pool:
+            list(pool.map(run, range(len(items))))
         return results
-
-
-_judges: dict[tuple[str, str], LlmJudge | None] = {}
-_lock = threading.Lock()
 
 
 def configured_judge(default_model: str) -> LlmJudge | None:
     """The judge of lmms-eval's settings (`API_TYPE`, `MODEL_VERSION` or `default_model`), one per
     process and model; None (logged once) when its provider is not available, e.g. no key."""
     api_type = os.getenv(API_TYPE_ENV, "openai").strip().lower() or "openai"
-    model = os.getenv(MODEL_ENV, "").strip() or default_model
-    key = (api_type, model)
-    with _lock:
-        if key not in _judges:
-            _judges[key] = _connect(api_type, model)
-        return _judges[key]
+    return _connect(api_type, os.getenv(MODEL_ENV, "").strip() or default_model)
 
 
+@functools.lru_cache(maxsize=None)
 def _connect(api_type: str, model: str) -> LlmJudge | None:
     try:  # a key-based provider without its key raises here, naming the variable
         server = get_server(api_type, ServerConfig(model_name=model, num_retries=NUM_RETRIES, retry_delay=RETRY_DELAY_S, timeout=TIMEOUT_S))
@@ -114,4 +102,4 @@ def _connect(api_type: str, model: str) -> LlmJudge | None:
     if not available:
         log.warning("no LLM judge available (API_TYPE=%s, model %s): set the provider's variables; judged metrics are not computed", api_type, model)
         return None
-    return LlmJudge(model, api_type, server)
+    return LlmJudge(model, server)

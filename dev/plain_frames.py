@@ -9,7 +9,27 @@ seeks to keyframes is faster on long videos and gives the same frames.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
+
+from lmms_video_reasoning.utils.core.frame_plan import choose
+
+
+class PlainMedia:
+    """Get the frames (a task's `Media`), plainly: `path_of(doc)` is the document's video file; a plan's
+    frames from its probe, PyAV-decoded frames for frame-based models, the file itself for video models
+    (they sample it: `pick` and `size` are not applied)."""
+
+    def __init__(self, path_of: Callable[[dict], str]) -> None:
+        self.path_of = path_of
+
+    def plan(self, doc, plan, n, intervals=None):
+        return choose(plan, *probe(self.path_of(doc)), n, intervals)
+
+    def frames(self, doc, indices, size=None):
+        return read_frames(self.path_of(doc), indices, size)
+
+    def video(self, doc, pick=None, size=None):
+        return self.path_of(doc)
 
 
 def probe(path: str | Path) -> tuple[int, float]:

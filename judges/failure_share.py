@@ -21,8 +21,7 @@ from typing import Iterable, Iterator
 
 from lmms_video_reasoning.utils.core import options, settings
 
-DEFAULT_FAILED_SHARE = 0.05
-FAILED_SHARE = options.Option("judge_failed_share", "float", DEFAULT_FAILED_SHARE, "the share of failed judgments above "
+FAILED_SHARE = options.Option("judge_failed_share", "float", 0.05, "the share of failed judgments above "
                               "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0)
 # The suite's variable overriding it (`settings.variable`; not exported with the option).
 FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
@@ -50,12 +49,12 @@ def too_many_failed(failed: float, judged: int, limit: float | None = None) -> b
     inside `decided_on_the_whole_run`)."""
     if getattr(_resampling, "active", False) or judged <= 0 or not isinstance(failed, (int, float)) or math.isnan(failed) or failed <= 0:
         return False
-    return failed / judged > (FAILED_SHARE.value() if limit is None else limit)
+    return failed / judged > (FAILED_SHARE.default if limit is None else limit)
 
 
 def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged: int, limit: float | None = None) -> dict:
     """`metrics` with every judged metric set to NaN when too many judgments failed (in place;
-    `limit`: the task's share, the environment's when None)."""
+    `limit`: the task's share, the default when None)."""
     if too_many_failed(failed, judged, limit):
         for name in judged_metrics:
             if name in metrics:
@@ -65,7 +64,7 @@ def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged
 
 def explain(benchmark: str, failed: float, judged: int, limit: float | None = None) -> str:
     """The log line of a withheld metric set (the cause is in the judge's accounting)."""
-    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {FAILED_SHARE.value() if limit is None else limit:.0%} "
+    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {FAILED_SHARE.default if limit is None else limit:.0%} "
             f"({FAILED_SHARE.option}) a score can absorb: the judged metrics are not computed (NaN) rather than "
             "published as the model's score; the judge's log says why they failed, and judging the saved samples "
             "again once the judge works gives the score")

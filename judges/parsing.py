@@ -1,13 +1,8 @@
-"""Parse helpers for judge replies, shared by the three benchmarks.
+"""Parse helpers for judge replies: pure functions returning the parsed value or raising `ParseError`
+(a `ValueError`), which makes `Judge.ask` ask again (bounded), then records a failed judgment.
 
-Each function is pure: it takes the raw reply text and returns the parsed value or raises
-``ParseError`` (a ``ValueError``). ``Judge.ask`` treats a ``ParseError`` raised by a
-request's ``parse`` callable as "re-ask" (bounded), then as a recorded judge failure.
-
-Judge models wrap structured answers in prose and code fences, leave trailing commas and
-use single quotes; the benchmarks' official scripts each parse one of these shapes (JSON
-lists of steps, ``<tag>``-wrapped single digits, yes/no verdicts), so the helpers accept them
-leniently but never guess a value.
+Judge models wrap structured answers in prose and code fences, leave trailing commas and use single
+quotes; the helpers accept these shapes leniently but never guess a value.
 """
 
 from __future__ import annotations
@@ -80,20 +75,12 @@ def _balanced_spans(text: str):
     or deeply nested reply costs linear time."""
     spans: list[tuple[int, int]] = []
     stack: list[tuple[int, str]] = []
-    quote: str | None = None
-    escaped = False
-    for index, char in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = None
-            continue
+    index = 0
+    while index < len(text):
+        char = text[index]
         if stack and char in "\"'":
             # A quote only opens a string inside the brackets (prose apostrophes are outside).
-            quote = char
+            index = _string_end(text, index, char)
         elif char in "[{":
             stack.append((index, "]" if char == "[" else "}"))
         elif char in "]}":
@@ -101,6 +88,7 @@ def _balanced_spans(text: str):
                 spans.append((stack.pop()[0], index))
             else:
                 stack.clear()  # a mismatched bracket: no span is open across it
+        index += 1
     for start, end in sorted(spans):
         yield text[start : end + 1]
 

@@ -13,6 +13,7 @@ from lmms_video_reasoning.cg_bench import data, frames, judging, prompts, sample
 from lmms_video_reasoning.cg_bench import benchmark as binding
 from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import task as cg_task
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.cg_bench import docs as cg_docs
 from lmms_video_reasoning.utils.core.records import records_of
@@ -453,7 +454,8 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
         monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", "0.5")  # 1 failure of 4 is under this share
         scores = score_records(binding, records)
-        strict = score_records(binding, records, {"strict": True})
+        # settings handed in directly: the share resolved from the environment as the plugin does (`settings_of`)
+        strict = score_records(binding, records, {"strict": True, "failed_share": failure_share.FAILED_SHARE_VARIABLE.read()})
         # per run: right (1 request), wrong (1), refused (3: asked, then re-asked twice); the empty reply none
         assert server.request_count == 2 * (1 + 1 + 3)
         monkeypatch.delenv("LMMS_VR_JUDGE_FAILED_SHARE")  # the default 5%: 1 of 4 is too many

@@ -107,3 +107,16 @@ def test_extract_json_survives_deep_nesting_and_huge_replies():
     with pytest.raises(ParseError):
         extract_json("```json\n" + deep + "\n```", expect=dict)
     assert extract_json("[" * 200_000 + ' [{"ok": 1}]') == [{"ok": 1}]  # linear scan, no hang
+
+
+def test_lmms_evals_response_parser_is_no_substitute():
+    """Why PR 00 carries these helpers: on the same replies lmms-eval 0.7.3's `ResponseParser` guesses a
+    default (an empty dict, a 1 read out of "10") where these read the value or ask again."""
+    from lmms_eval.llm_judge.utils import ResponseParser
+
+    fenced = 'Steps:\n```json\n[{"step": 1, "judgment": "Matched"}, {"step": 2, "judgment": "Wrong"},]\n```'
+    assert ResponseParser.parse_json_response(fenced) == {}
+    assert extract_json(fenced, expect=list) == [{"step": 1, "judgment": "Matched"}, {"step": 2, "judgment": "Wrong"}]
+    assert ResponseParser.parse_binary_response("Score: 10") == 1
+    with pytest.raises(ParseError):
+        extract_digit("Score: 10", "01")

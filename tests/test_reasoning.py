@@ -21,6 +21,7 @@ from lmms_cli import metric, run_lmms_eval, samples_files
 
 from lmms_video_reasoning.judges import LocalJudgeServer
 from lmms_video_reasoning.judges.local_server import last_user_text
+from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.utils.tools.sample import env_for, write_sample
 
@@ -55,15 +56,20 @@ def test_stripped_is_what_lmms_eval_gives_by_default(reply):
     assert responses.strip_reasoning(reply) == strip_reasoning_tags(reply, default_tags)
 
 
+def in_effect(reply: str) -> dict:
+    """`reply_record` under the options the plugin resolves: the variables set in their place."""
+    return responses.reply_record(reply, settings.task_settings((responses.REASONING_VARIABLE, responses.PREFILLED_VARIABLE)))
+
+
 def test_setting_is_checked_and_stamped_in_the_record(monkeypatch):
     monkeypatch.setenv(responses.REASONING_ENV, "stripped")
-    record = {"response": "<think>why</think>B", **responses.reply_fields("<think>why</think>B")}
+    record = {"response": "<think>why</think>B", **in_effect("<think>why</think>B")}
     assert record["judged_reply"] == "stripped" and responses.judged_text(record) == "B"
     monkeypatch.setenv(responses.REASONING_ENV, "summary")
     with pytest.raises(ValueError, match="LMMS_VR_REASONING='summary'.*full, stripped"):
-        responses.reply_fields("B")
+        in_effect("B")
     monkeypatch.delenv(responses.REASONING_ENV)
-    record = {"response": "<think>why</think>B", **responses.reply_fields("<think>why</think>B")}
+    record = {"response": "<think>why</think>B", **in_effect("<think>why</think>B")}
     assert responses.judged_text(record) == "<think>why</think>B"
     # A record logged before these fields existed is read the same way.
     assert responses.final_answer({"response": "<think>A</think>C"}) == "C"
@@ -72,15 +78,15 @@ def test_setting_is_checked_and_stamped_in_the_record(monkeypatch):
 
 def test_prefilled_template_makes_a_reply_without_closing_tag_truncated(monkeypatch):
     cut_off = "The user asks which shape comes first. Option A could be"
-    assert responses.reply_fields(cut_off)["reasoning_truncated"] is False  # by default: a plain answer
+    assert in_effect(cut_off)["reasoning_truncated"] is False  # by default: a plain answer
     monkeypatch.setenv(responses.PREFILLED_ENV, "1")
-    assert responses.reply_fields(cut_off) == {**responses.reply_fields(cut_off), "final_answer": "", "reasoning_truncated": True}
-    assert responses.reply_fields("reasoning</think>\n\nB")["final_answer"] == "B"
-    assert responses.reply_fields("")["reasoning_truncated"] is False  # an empty reply is not a cut-off thought
-    assert responses.reply_fields("[LMMS_EVAL_REQUEST_FAILED after 5 retries] timeout")["reasoning_truncated"] is False  # model_failed
+    assert in_effect(cut_off) == {**in_effect(cut_off), "final_answer": "", "reasoning_truncated": True}
+    assert in_effect("reasoning</think>\n\nB")["final_answer"] == "B"
+    assert in_effect("")["reasoning_truncated"] is False  # an empty reply is not a cut-off thought
+    assert in_effect("[LMMS_EVAL_REQUEST_FAILED after 5 retries] timeout")["reasoning_truncated"] is False  # model_failed
     monkeypatch.setenv(responses.PREFILLED_ENV, "maybe")
     with pytest.raises(ValueError, match="LMMS_VR_THINK_PREFILLED"):
-        responses.reply_fields("B")
+        in_effect("B")
 
 
 def test_final_answer_wins_over_option_letters_in_the_reasoning():

@@ -49,8 +49,20 @@ def test_the_suites_own_settings_follow_the_rule():
         with pytest.raises(settings.SettingError, match="LMMS_VR_PROXY_CACHE_MB"):
             proxy_clips.CACHE_MB.read({"LMMS_VR_PROXY_CACHE_MB": raw})
     with pytest.raises(settings.SettingError, match="LMMS_VR_CG_STRICT"):
-        cg_task.STRICT.override.read({"LMMS_VR_CG_STRICT": "strict"})
+        settings.chosen_values(cg_task.VARIABLES, {}, {"LMMS_VR_CG_STRICT": "strict"})
     assert failure_share.FAILED_SHARE_VARIABLE.read({"LMMS_VR_JUDGE_FAILED_SHARE": "0.1"}) == 0.1
+
+
+def test_an_option_is_immutable():
+    """No side channel: a declared option (or its variable) cannot be rebound or given an override."""
+    from lmms_video_reasoning.judges import failure_share
+
+    for option in (failure_share.FAILED_SHARE, failure_share.FAILED_SHARE_VARIABLE):
+        with pytest.raises(AttributeError):
+            option.default = 0.5
+        with pytest.raises(AttributeError):
+            option.override = failure_share.FAILED_SHARE_VARIABLE
+    assert failure_share.FAILED_SHARE.value({"judge_failed_share": 0.2}) == 0.2 and failure_share.FAILED_SHARE.value() == 0.05
 
 
 def test_a_typo_in_a_vcr_bench_scoring_switch_is_an_error_not_off(monkeypatch):
@@ -58,7 +70,7 @@ def test_a_typo_in_a_vcr_bench_scoring_switch_is_an_error_not_off(monkeypatch):
 
     monkeypatch.setenv("VCR_BENCH_LENIENT_VERDICT", "ture")
     with pytest.raises(settings.SettingError, match="VCR_BENCH_LENIENT_VERDICT='ture'"):
-        scoring.resolve_settings()
+        settings.task_settings(scoring.VARIABLES)  # what the plugin hands the scoring
 
 
 def test_resolved_records_scoring_settings_and_reports_invalid_ones():

@@ -57,6 +57,16 @@ def test_frames_are_segment_midpoints_at_224(sample_docs):
     assert np.abs(square[0] - blue).max() > 100  # not yet at 18.5 s
 
 
+def test_the_frame_variables_override_the_tasks_choice(sample_docs, monkeypatch):
+    """`VRBENCH_NUM_FRAMES` wins over the task's `num_frames` (the plugin hands it in as the task's choice);
+    an invalid value is refused naming the variable."""
+    monkeypatch.setenv("VRBENCH_NUM_FRAMES", "3")
+    assert len(binding.doc_to_visual(sample_docs[0], {"visual_mode": "frames", "num_frames": 4})) == 3
+    monkeypatch.setenv("VRBENCH_NUM_FRAMES", "0")
+    with pytest.raises(ValueError, match="VRBENCH_NUM_FRAMES='0' is not accepted"):
+        binding.doc_to_visual(sample_docs[0], {"visual_mode": "frames", "num_frames": 4})
+
+
 def test_video_path_resolution_tolerates_zip_layout(sample_docs, vrbench_sample):
     moved = next(doc for doc in sample_docs if doc["video_id"] == "syn_story_02")
     assert binding.doc_to_visual(moved, {"visual_mode": "video"}) == [str(vrbench_sample / "vrbench" / "v001" / "syn_story_02.mp4")]

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from lmms_video_reasoning.judges.config import JudgeDefaults
+from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
@@ -96,16 +98,27 @@ class PluginMedia:
 MEDIA = PluginMedia()
 
 
+def chosen(kwargs: dict | None) -> dict | None:
+    """The task's kwargs with VCR_BENCH_VISUAL_MODE, when set, in place of a video or frames mode (the
+    Table 5 ablations keep their input)."""
+    if (kwargs or {}).get("visual_mode", "video") not in ("video", "frames"):
+        return kwargs
+    try:
+        return settings.chosen_values((task.VISUAL_MODE_VARIABLE,), kwargs)
+    except settings.SettingError as error:
+        raise DataError(f"VCR-Bench visual mode: {error}") from None
+
+
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
+    return task.doc_to_text(doc, chosen(lmms_eval_specific_kwargs), MEDIA)
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+    return task.doc_to_visual(doc, chosen(lmms_eval_specific_kwargs), MEDIA)
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+    return task.doc_to_messages(doc, chosen(lmms_eval_specific_kwargs), MEDIA)
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:

@@ -312,7 +312,5 @@ VARIABLES = (settings.variable("VCR_BENCH_INCLUDE_BACKGROUND", INCLUDE_BACKGROUN
 
 
 def resolve_settings(settings: dict | None = None) -> dict:
-    """The scoring settings (`OPTIONS`): a task's, with defaults for the others; None: the options in effect."""
-    if settings is None:
-        return options.values(OPTIONS)
-    return {**{option.option: option.default for option in OPTIONS}, **settings}
+    """The scoring settings (`OPTIONS`): a task's, with defaults for the others."""
+    return {**options.values(OPTIONS), **(settings or {})}

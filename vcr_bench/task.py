@@ -43,14 +43,8 @@ def task_settings(kwargs: dict | None) -> tuple[str, bool]:
     """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
     kwargs = kwargs or {}
     mode = kwargs.get("visual_mode", "video")
-    try:
-        override = VISUAL_MODE.value()
-    except options.OptionError as error:
-        raise DataError(f"VCR-Bench visual mode: {error}") from None
-    if override and mode in ("video", "frames"):
-        mode = override
     if mode not in VISUAL_MODES:
-        raise DataError(f"VCR-Bench visual_mode {mode!r} (task setting or {VISUAL_MODE.sources()}) is not one of {VISUAL_MODES}")
+        raise DataError(f"VCR-Bench visual_mode {mode!r} (lmms_eval_specific_kwargs) is not one of {VISUAL_MODES}")
     return mode, bool(kwargs.get("chain_of_thought", True))
 
 

@@ -15,6 +15,7 @@ from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.core.settings import chosen_values
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
 from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
@@ -87,7 +88,7 @@ def _process_docs(task_name: str, mode: str, two_phase: bool = False):
     def load(_placeholder=None):
         from lmms_video_reasoning.utils.lmms import preflight
 
-        protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when loading
+        protocol = lambda: task.task_protocol_of(chosen_values((task.PROTOCOL_VARIABLE,), BENCHMARK.task(task_name).settings))  # noqa: E731 - read when loading
         media = lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())  # noqa: E731
         check = preflight.MediaCheck(data.VRBENCH, media) if mode != "text" else None
         return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check,
@@ -128,7 +129,8 @@ MEDIA = PluginMedia()
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+    """The document's visual input, with `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` in place of the task's when set."""
+    return task.doc_to_visual(doc, chosen_values(task.FRAME_VARIABLES, lmms_eval_specific_kwargs), MEDIA)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
@@ -141,7 +143,8 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previo
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA, doc_to_text(doc, lmms_eval_specific_kwargs))
+    kwargs = chosen_values(task.FRAME_VARIABLES, lmms_eval_specific_kwargs)
+    return task.doc_to_messages(doc, kwargs, MEDIA, doc_to_text(doc, kwargs))
 
 
 def build_record(doc: dict, response, settings: dict | None = None) -> dict:

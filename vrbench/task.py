@@ -64,12 +64,8 @@ class Media(Protocol):
 
 # --- Documents
 def task_protocol_of(declared: dict | None = None) -> str:
-    """The protocol of a task declaring `declared` (its options; `default` when it declares none),
-    overridden when its override is set (`Option.value`)."""
-    try:
-        return PROTOCOL.value(declared)
-    except options.OptionError as error:
-        raise DataError(str(error)) from None
+    """The protocol of a task declaring `declared` (its options; `default` when it declares none)."""
+    return PROTOCOL.value(declared)
 
 
 def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
@@ -81,14 +77,14 @@ def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
 
 # --- Model input
 def num_frames(kwargs: dict | None) -> int:
-    """Frames for frame-based models: the override of `num_frames` when set, else the task's `num_frames`."""
-    value = NUM_FRAMES.value() or (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
+    """Frames for frame-based models: the task's `num_frames`."""
+    value = (kwargs or {}).get("num_frames", DEFAULT_NUM_FRAMES)
     try:
         count = int(value)
     except (TypeError, ValueError):
         count = 0
     if count < 1:
-        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} ({NUM_FRAMES.sources()} in lmms_eval_specific_kwargs)")
+        raise DataError(f"VRBench num_frames must be a positive integer, got {value!r} (num_frames in lmms_eval_specific_kwargs)")
     return count
 
 
@@ -104,10 +100,10 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 def video_frames(kwargs: dict | None) -> str:
     """Which frames video mode shows: `protocol` (default: the official `num_frames` segment midpoints at
-    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video); the override of `video_frames` wins."""
-    value = VIDEO_FRAMES_SETTING.value() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
+    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video)."""
+    value = (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
-        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_SETTING.sources()} in lmms_eval_specific_kwargs)")
+        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} (video_frames in lmms_eval_specific_kwargs)")
     return value
 
 

@@ -20,27 +20,26 @@ class OptionError(ValueError):
 
 
 class Option:
-    """One task option: its name (`option`), kind, default, meaning and accepted values. `override`:
-    None, or a source outside the task (with `name`, `is_set()` and `read()`) whose value wins when set."""
+    """One task option: its name (`option`), kind, default, meaning and accepted values. Set once:
+    its value in effect is always the task's choice (`value(chosen)`), nothing outside the task's."""
 
-    __slots__ = ("option", "kind", "default", "help", "choices", "minimum", "maximum", "override")
+    __slots__ = ("option", "kind", "default", "help", "choices", "minimum", "maximum")
 
     def __init__(self, option: str, kind: str, default: Any, help: str, choices: Sequence[str] = (),
                  minimum: float | None = None, maximum: float | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"option {option}: unknown kind {kind!r}")
         self.option, self.kind, self.default, self.help = option, kind, default, help
-        self.choices, self.minimum, self.maximum, self.override = tuple(choices), minimum, maximum, None
+        self.choices, self.minimum, self.maximum = tuple(choices), minimum, maximum
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, name):  # each field is set once, when declared: nothing outside the task changes an option
+            raise AttributeError(f"option {self.option}: {name} is set once, when it is declared")
+        object.__setattr__(self, name, value)
 
     def value(self, chosen: Mapping[str, Any] | None = None) -> Any:
-        """The value in effect: the override's when set, else the task's `chosen` value, else the default."""
-        if self.override is not None and self.override.is_set():
-            return self.override.read()
+        """The value in effect: the task's `chosen` value, else the default."""
         return (chosen or {}).get(self.option, self.default)
-
-    def sources(self) -> str:
-        """What sets it, for messages: the option, and the override when one is bound."""
-        return self.option if self.override is None else f"{self.option} or {self.override.name}"
 
 
 def values(options: Sequence[Option], chosen: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -26,15 +26,12 @@ record failed (`model_failed`); this module only fixes the names and the hook's 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 
 class SameRecord:
-    """A sample's record under the task's other metric names: lmms-eval hands each metric's
-    aggregation its own list of `process_results` values and logs every value of the sample in
-    its `--log_samples` line, so the record itself goes under the first metric only and this
-    stands for it under the others (`records_of` reads it back; lmms-eval logs it as `str`, a
-    short note, not 25 copies of the record)."""
+    """A sample's record under the task's other metric names (`once_per_sample`): `records_of` reads it
+    back; lmms-eval logs it as `str`, a short note, not 25 copies of the record."""
 
     __slots__ = ("record", "metric")
 
@@ -72,3 +69,17 @@ def process_results(record_of: Callable[[dict, Any], dict], metrics: Sequence[st
         return once_per_sample(record_of(doc, results[0] if results else ""), metrics)
 
     return hook
+
+
+def aggregations(prefix: str, metrics: Iterable[str], metrics_of: Callable[[list], Mapping[str, Any]]) -> dict[str, Callable]:
+    """The aggregations a task's YAMLs name, `{prefix + metric: aggregate}` (for its module's globals): each
+    is its metric of `metrics_of(records)`, the records of lmms-eval's values (`records_of`)."""
+
+    def aggregation(metric: str) -> Callable:
+        def aggregate(values: Sequence) -> Any:
+            return metrics_of(records_of(values))[metric]
+
+        aggregate.__name__ = prefix + metric
+        return aggregate
+
+    return {prefix + metric: aggregation(metric) for metric in metrics}

@@ -12,9 +12,11 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
 details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may
 override a task option (`variable(name, option)`: the option, declared where its task code uses
-it, names no variable; the binding sits beside it and is not exported with it). The task's
-options are part of its configuration, carried by each record (`task_settings`); the variable
-overrides the task's value, and says so (`FROM_ENV`).
+it, names no variable; the variable sits beside it and is not exported with it). The plugin
+resolves the override explicitly (`chosen_values`: the task's values with the variables set in their
+place) and hands the task code the result as its chosen values; the task's options are part of
+its configuration, carried by each record (`task_settings`), which says which came from the
+environment (`FROM_ENV`).
 
 `registry.declare_all_settings()` imports every module that declares a setting (this suite's and
 each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
@@ -127,12 +129,10 @@ def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Se
 
 
 def variable(name: str, option: Option) -> Setting:
-    """Declare the variable `name` overriding the task option `option` (a score-changing setting of
-    the option's kind, default, meaning and values), and bind it as the option's `override`."""
-    setting = declare(name, option.kind, option.default, option.help, choices=option.choices, minimum=option.minimum,
-                      maximum=option.maximum, scoring=True, option=option.option)
-    option.override = setting
-    return setting
+    """Declare the variable `name` overriding the task option `option`: a score-changing setting of
+    the option's kind, default, meaning and values (`chosen_values` applies it)."""
+    return declare(name, option.kind, option.default, option.help, choices=option.choices, minimum=option.minimum,
+                   maximum=option.maximum, scoring=True, option=option.option)
 
 
 def get(name: str) -> Setting:
@@ -175,12 +175,18 @@ def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -
 FROM_ENV = "from_env"  # in a task's settings: {variable: value} of the score-changing variables set in the environment
 
 
+def chosen_values(variables: Sequence[Setting], chosen: Mapping[str, Any] | None = None,
+                  env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The task's `chosen` option values with each of `variables` set in the environment in its option's
+    place (SettingError: an invalid value): what the plugin hands its task code as the task's choice."""
+    return {**(chosen or {}), **{setting.option: setting.read(env) for setting in variables if setting.is_set(env)}}
+
+
 def task_settings(options: Sequence[Setting], chosen: Mapping[str, Any] | None = None,
                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A task's options in effect, {option: value}: its `chosen` value (else the default), overridden
     by the variable when set; under FROM_ENV every score-changing variable set (SettingError: invalid)."""
-    chosen = chosen or {}
-    values = {setting.option: setting.read(env) if setting.is_set(env) else chosen.get(setting.option, setting.default)
-              for setting in options}
+    overridden = chosen_values(options, chosen, env)
+    values = {setting.option: overridden.get(setting.option, setting.default) for setting in options}
     values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared() if setting.scoring and setting.is_set(env)}
     return values

@@ -1,23 +1,15 @@
-"""Recognise the placeholder texts lmms-eval returns instead of a model answer.
+"""A reply as the benchmarks read it: lmms-eval's failure placeholders, and a thinking model's final answer.
 
-When an API model gives up, lmms-eval 0.7.3 does not raise: it returns a string as the
-"response" (`models/chat/openai.py`, `models/simple/openai.py`, `models/simple/gemini.py`:
-``[LMMS_EVAL_REQUEST_FAILED after N retries] <error>``; the usage budget:
-``[LMMS_EVAL_BUDGET_EXCEEDED]``; generation backends: ``[GENERATION_FAILED] <error>``).
-Scored as an answer, such a string would reach the judge and become a silent 0 (or,
-worse, a letter parsed out of the error text). Benchmarks call `is_model_failure` in
-`process_results`, keep the sample as a failure (wrong for accuracy, as an unanswered
-question is in the papers' protocols) and report how many there were.
+When an API model gives up, lmms-eval 0.7.3 returns a placeholder string as the response
+(``[LMMS_EVAL_REQUEST_FAILED after N retries] <error>``, ``[LMMS_EVAL_BUDGET_EXCEEDED]``,
+``[GENERATION_FAILED] <error>``). Scored as an answer it would become a silent 0 (or a letter parsed
+out of the error text), so a record flags it (`model_failed`): wrong, never parsed nor judged, counted.
 
-It also splits a thinking model's reply into its reasoning and its final answer. The tasks
-set lmms-eval's `reasoning_tags: none`, so hooks receive the reply as generated (lmms-eval
-would otherwise strip the reasoning blocks before `process_results`); each record keeps that
-raw reply, the final answer rule-based parsers read (`final_answer`), whether a reasoning
-block was left open (`reasoning_truncated`: the generation ended mid-thought, so there is no
-answer to score) and which text the judges that rate reasoning are shown (`judged_reply`:
-`full`, the whole reply as the official code sees the model's whole output, or `stripped`,
-the reasoning blocks removed as lmms-eval does by default): the task options `judged_reply` and
-`think_prefilled` (`REASONING`, `PREFILLED`).
+The tasks set lmms-eval's `reasoning_tags: none`, so hooks receive the reply as generated; each record
+keeps it, the final answer rule-based parsers read (`final_answer`), whether the generation ended inside
+a reasoning block (`reasoning_truncated`: no answer to score) and which text the judges rating reasoning
+see (`judged_reply`: `full`, as the official code, or `stripped` as lmms-eval does by default): the task
+options `judged_reply` and `think_prefilled` (`REASONING`, `PREFILLED`).
 """
 
 from __future__ import annotations
@@ -118,26 +110,15 @@ def strip_reasoning(text: str) -> str:
     return strip_reasoning_tags(text or "", [list(pair) for pair in REASONING_TAGS])
 
 
-def reply_fields(response: str, task_settings: Mapping[str, Any] | None = None) -> dict:
-    """The record fields about a reply's reasoning (see the module docstring), for `process_results`,
-    under the task's settings (`judged_reply`, `think_prefilled`; none given: their values in effect)."""
-    task_settings = task_settings or {}
-    prefilled = task_settings.get(PREFILLED.option, None)
-    prefilled = PREFILLED.value() if prefilled is None else bool(prefilled)
-    return {
-        "final_answer": answer_text(response, prefilled),
-        "reasoning_truncated": split_reply(response, prefilled).truncated and not is_model_failure(response),
-        "judged_reply": task_settings.get(REASONING.option) or REASONING.value(),
-    }
-
-
 def reply_record(response: object, task_settings: Mapping[str, Any] | None = None) -> dict:
-    """The record fields about the reply every benchmark's record has (`utils.core.records`):
-    the raw `response`, its reasoning fields (`reply_fields`, under the task's settings),
-    `model_failed` and `model_failure`."""
+    """The record fields about the reply every benchmark's record has (`utils.core.records`), made under
+    the task's settings (`judged_reply`, `think_prefilled`; none given: their defaults)."""
     text = response if isinstance(response, str) else ("" if response is None else str(response))
     reason = failure_reason(text)
-    return {"response": text, **reply_fields(text, task_settings), "model_failed": reason is not None, "model_failure": reason}
+    prefilled = bool(PREFILLED.value(task_settings))
+    return {"response": text, "final_answer": answer_text(text, prefilled),
+            "reasoning_truncated": split_reply(text, prefilled).truncated and reason is None,
+            "judged_reply": REASONING.value(task_settings) or FULL, "model_failed": reason is not None, "model_failure": reason}
 
 
 def judged_text(record: dict) -> str:
@@ -148,20 +129,14 @@ def judged_text(record: dict) -> str:
 
 
 def final_answer(record: dict) -> str:
-    """The text rule-based parsing reads for a record (computed for records logged before
-    the field existed)."""
-    if "final_answer" in record:
-        return record["final_answer"] or ""
-    return answer_text(record.get("response") or "")
+    """The text rule-based parsing reads for a record (`reply_record`'s, for records logged before the field existed)."""
+    return (record if "final_answer" in record else reply_record(record.get("response")))["final_answer"] or ""
 
 
 def reasoning_truncated(record: dict) -> bool:
-    """Whether the record's reply ended inside an open reasoning block (no answer to score;
-    never true for lmms-eval's failure placeholder, which is no reply at all)."""
-    if "reasoning_truncated" in record:
-        return bool(record["reasoning_truncated"])
-    response = record.get("response") or ""
-    return split_reply(response).truncated and not is_model_failure(response)
+    """Whether the record's reply ended inside an open reasoning block (no answer to score; never true for
+    lmms-eval's failure placeholder, which is no reply at all; `reply_record`'s for records logged before the field)."""
+    return bool((record if "reasoning_truncated" in record else reply_record(record.get("response")))["reasoning_truncated"])
 
 
 def warn_truncated(logger, benchmark: str, count: int, total: int) -> None:

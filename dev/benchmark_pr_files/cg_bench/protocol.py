@@ -13,9 +13,9 @@ from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_eval.tasks.cgbench.utils import cgbench_doc_to_visual
 from lmms_video_reasoning.cg_bench import docs, judging, task
 from lmms_video_reasoning.utils.core.frame_plan import choose
-from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
+from lmms_video_reasoning.utils.core.records import aggregations, once_per_sample
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
-from lmms_video_reasoning.dev import plain_frames
+from lmms_video_reasoning.dev.plain_frames import PlainMedia, probe
 
 CACHE_DIR = "cg_videos_720p"
 ROOT_ENV = "CGBENCH_ROOT"
@@ -30,8 +30,8 @@ def video_path(video_uid):
     return cgbench_doc_to_visual({"video_uid": video_uid})[0]
 
 
-class PlainMedia:
-    """Get the frames: the official frame table, subtitles and videos as plain paths, PyAV-decoded frames."""
+class Media(PlainMedia):
+    """Get the frames of a question's video (by its `video_uid`): the official frame table, subtitles and clue clips too."""
 
     def plan(self, video_uid, plan, n, intervals=None):
         """The frames `plan` picks, from the frame table's (max_frame, fps) (the root's own copy first), else the file's."""
@@ -39,15 +39,12 @@ class PlainMedia:
         if video_uid in table:
             entry = table[video_uid]
             return choose(plan, entry.max_frame, entry.fps, n, intervals)
-        count, fps = plain_frames.probe(video_path(video_uid))
+        count, fps = probe(video_path(video_uid))
         return choose(plan, max(1, count - 1), fps, n, intervals)  # the table's max_frame is the last frame's index
 
     def subtitle_path(self, video_uid):
         path = _resolve(f"{video_uid}.srt", "CGBENCH_SUBTITLE_DIR", ("cg_subtitles", "subtitles"))
         return Path(path) if os.path.exists(path) else None
-
-    def frames(self, video_uid, indices):
-        return plain_frames.read_frames(video_path(video_uid), indices)
 
     def full_video(self, doc):
         return video_path(doc["video_uid"])
@@ -62,7 +59,7 @@ class PlainMedia:
         return self.clue_video(doc) if doc["mode"] == "clue" else self.full_video(doc)
 
 
-MEDIA = PlainMedia()
+MEDIA = Media(video_path)
 
 
 def _process_docs(task_kind, split):
@@ -73,17 +70,15 @@ def _process_docs(task_kind, split):
     return process_docs
 
 
-def _aggregation(metric):
-    def aggregate(values):
-        return task.task_metrics([task.Outcome(**value["outcome"]) for value in records_of(values)])[metric]
-
-    return aggregate
+def outcome_metrics(values):
+    """Every metric of a task from its records' outcomes."""
+    return task.task_metrics([task.Outcome(**value["outcome"]) for value in values])
 
 
 # cgbench_<kind>_docs / cgbench_full_<kind>_docs and cgbench_protocol_aggregate_<metric>, named in the YAMLs
 for _kind, _metrics in task.METRICS.items():
     globals().update({f"cgbench_{_kind}_docs": _process_docs(_kind, "mini"), f"cgbench_full_{_kind}_docs": _process_docs(_kind, "full")})
-    globals().update({f"cgbench_protocol_aggregate_{metric}": _aggregation(metric) for metric in _metrics})
+    globals().update(aggregations("cgbench_protocol_aggregate_", _metrics, outcome_metrics))
 
 
 def cgbench_protocol_doc_to_visual(doc, lmms_eval_specific_kwargs=None):

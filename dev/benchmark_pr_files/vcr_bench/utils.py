@@ -7,10 +7,9 @@ import os
 from datasets import Dataset
 
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
-from lmms_video_reasoning.utils.core.frame_plan import choose
-from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
+from lmms_video_reasoning.utils.core.records import aggregations, once_per_sample
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
-from lmms_video_reasoning.dev import plain_frames
+from lmms_video_reasoning.dev.plain_frames import PlainMedia
 from lmms_video_reasoning.vcr_bench import docs, judging, scoring, task
 
 
@@ -28,20 +27,7 @@ def video_path(doc):
     return path
 
 
-class PlainMedia:
-    """The video path for video models, PyAV-decoded frames for frame-based ones (`task.Media`)."""
-
-    def plan(self, doc, plan, n):
-        return choose(plan, *plain_frames.probe(video_path(doc)), n)
-
-    def frames(self, doc, indices):
-        return plain_frames.read_frames(video_path(doc), indices)
-
-    def video(self, doc):
-        return video_path(doc)
-
-
-MEDIA = PlainMedia()
+MEDIA = PlainMedia(video_path)
 
 
 def vcr_doc_to_visual(doc, lmms_eval_specific_kwargs=None):
@@ -76,20 +62,12 @@ def vcr_process_results_accuracy_only(doc, results):
 
 def metrics(values):
     """Every metric of a task from its judged records (NaN without a judge: the answer is extracted by the judge)."""
-    values = records_of(values)
     records = [value["record"] for value in values]
     if any(value["outcome"] is None for value in values):
         return task.unjudged_metrics(records)
     return task.metrics_from_outcomes(records, [value["outcome"] for value in values])
 
 
-def _aggregation(metric):
-    def aggregate(values):
-        return metrics(values)[metric]
-
-    aggregate.__name__ = f"vcr_aggregate_{metric}"
-    return aggregate
-
 
 # `vcr_aggregate_<metric>`, the aggregation of each metric the YAMLs name
-globals().update({f"vcr_aggregate_{metric}": _aggregation(metric) for metric in scoring.METRICS})
+globals().update(aggregations("vcr_aggregate_", scoring.METRICS, metrics))

@@ -15,10 +15,9 @@ from datasets import Dataset
 
 from lmms_eval.tasks.vrbench.utils import vrbench_doc_to_visual as video_of
 from lmms_video_reasoning.utils.core.columns import point
-from lmms_video_reasoning.utils.core.frame_plan import choose
-from lmms_video_reasoning.utils.core.records import once_per_sample, records_of
+from lmms_video_reasoning.utils.core.records import aggregations, once_per_sample
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
-from lmms_video_reasoning.dev import plain_frames
+from lmms_video_reasoning.dev.plain_frames import PlainMedia
 from lmms_video_reasoning.vrbench import docs, judging, task
 
 
@@ -33,21 +32,8 @@ vrbench_process_docs_text = partial(_documents, mode="text")  # the paper's LLM 
 vrbench_process_docs_official = partial(_documents, mode="judge", protocol="official")  # the official judge behaviour exactly
 
 
-class PlainMedia:
-    """Get the frames: the video path (0.7.3's resolver: `VRBENCH_VIDEO_DIR`, `VRBENCH_ROOT`) for video
-    models, which sample it themselves (`video_frames: model`), PyAV-decoded frames for frame-based ones."""
-
-    def plan(self, doc, plan, n):
-        return choose(plan, *plain_frames.probe(video_of(doc)[0]), n)
-
-    def frames(self, doc, indices, size=None):
-        return plain_frames.read_frames(video_of(doc)[0], indices, size=size)
-
-    def video(self, doc, pick=None, size=None):
-        return video_of(doc)[0]
-
-
-MEDIA = PlainMedia()
+# Videos found by 0.7.3's resolver (`VRBENCH_VIDEO_DIR`, `VRBENCH_ROOT`); video models sample them themselves (`video_frames: model`).
+MEDIA = PlainMedia(lambda doc: video_of(doc)[0])
 
 
 def vrbench_doc_to_visual(doc, lmms_eval_specific_kwargs=None):
@@ -74,7 +60,6 @@ def vrbench_process_results(doc, results):
 
 def metrics(values):
     """Every metric of a task from its records and their ratings."""
-    values = records_of(values)
     records = [value["record"] for value in values]
     protocol, with_judge = task.task_protocol(records, None)
     judge_ran = with_judge and all(value["rated"] is not None for value in values)
@@ -82,14 +67,5 @@ def metrics(values):
     return point(task.metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge_ran))
 
 
-def __getattr__(name):
-    """`vrbench_aggregate_<metric>`, the YAMLs' aggregations: that metric of `metrics`."""
-    metric = name.removeprefix("vrbench_aggregate_")
-    if metric not in task.JUDGE_METRICS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-    def aggregate(values):
-        return metrics(values)[metric]
-
-    aggregate.__name__ = name
-    return aggregate
+# `vrbench_aggregate_<metric>`, the aggregation of each metric the YAMLs name
+globals().update(aggregations("vrbench_aggregate_", task.JUDGE_METRICS, metrics))
