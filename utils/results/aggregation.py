@@ -1,16 +1,12 @@
 """lmms-eval aggregation: score a task's records once, report many metrics, lose no run.
 
-lmms-eval calls one aggregation per metric, each with the same records: each benchmark's binding
-makes them over one `ScoreOnce` (`DeclaredHooks`), which scores once per distinct list of records
-and keeps the metrics with the per-sample outcomes they come from. lmms-eval's Stderr column asks
-`ScoreOnce.stderr_function` (through the aggregation's `stderr_for`): for the headline metrics
-(`ReportSpec.headline`), the standard deviation of the bootstrap that gives `lmms-vr report` its
-CIs (`report_bootstrap.bootstrap_values`, the report's seed and resample count) over those
-outcomes; N/A for other metrics, a judge not configured or with its cache off, a failed scoring,
-`LMMS_VR_STDERR=off` and `bootstrap_iters=0`. lmms-eval writes nothing if an aggregation raises or
-the run is killed, so every task's records are saved beside the run's output before its first
-judging (`<date_id>_records_<task>.jsonl`, named in `<date_id>_run_tasks.json`; `lmms-vr score`
-reads them) and an aggregation never raises: an error gives NaN metrics and one log line.
+lmms-eval calls one aggregation per metric, each with the same records: a benchmark's binding
+makes them over one `ScoreOnce` (`DeclaredHooks`), which scores once per distinct list of records.
+lmms-eval's Stderr column asks `ScoreOnce.stderr_function`: for the headline metrics, the standard
+deviation of the report's bootstrap over the scoring's outcomes, else N/A. lmms-eval writes nothing
+if an aggregation raises or the run is killed, so every task's records are saved beside the run's
+output before its first judging (`<date_id>_records_<task>.jsonl`, named in
+`<date_id>_run_tasks.json`; `lmms-vr score` reads them) and an aggregation never raises.
 """
 
 from __future__ import annotations

@@ -133,23 +133,19 @@ def _whole_lines(path: Path) -> int:
     return whole
 
 
-def is_predictions_file(path: Path) -> bool:
-    """True for replay predictions (first object has `id` and `response`, no `doc_id`)."""
+def first_row(path: Path) -> str | None:
+    """The file's first non-blank line (None: the file has none)."""
     with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(row, dict) and "response" in row and "id" in row and "doc_id" not in row
-    return False
+        return next((line for line in handle if line.strip()), None)
 
 
-def _has_content(path: Path) -> bool:
-    """The file holds a non-blank line."""
-    with Path(path).open("rb") as handle:
-        return any(line.strip() for line in handle)
+def is_predictions_row(line: str) -> bool:
+    """True for a line of replay predictions (an object with `id` and `response`, no `doc_id`)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(row, dict) and "response" in row and "id" in row and "doc_id" not in row
 
 
 @dataclass
@@ -188,11 +184,12 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it{found}{lost}; "
                             "run lmms-eval with --log_samples and give its --output_path folder")
         return [_from_samples(run, name, file) for run, found in sorted(runs.items()) for name, file in sorted(found.items())], skipped, missing
-    if not _has_content(path):
+    first = first_row(path)
+    if first is None:
         raise DataError(f"{path}: the file is empty (no JSON line in it): nothing to score; give the samples file an lmms-eval "
                         "run wrote with --log_samples (<date>_samples_<task>.jsonl), its --output_path folder, or a replay "
                         "predictions .jsonl")
-    if is_predictions_file(path):
+    if is_predictions_row(first):
         tasks = [task] if task else tasks_in_predictions(path)
         if not tasks:
             raise DataError(f"{path}: replay predictions without a task field; give --task")

@@ -11,7 +11,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
@@ -54,7 +54,6 @@ class TaskSpec:
     name: str
     benchmark: str  # the registry name of the benchmark declaring it
     process_docs: str  # dotted path of the `process_docs` hook
-    process_results: str  # dotted path of the `process_results` hook
     metrics: tuple[str, ...]
     target: str  # `doc_to_target`: the doc field lmms-eval logs as `target`
     declared: registry.Task  # the declaration itself (record options, settings)
@@ -62,8 +61,8 @@ class TaskSpec:
 
 def task_specs() -> dict[str, TaskSpec]:
     """Every task of the registered benchmarks (groups left out), by name."""
-    return {task.name: TaskSpec(task.name, benchmark.name, f"{benchmark.binding}.{task.process_docs}",
-                                f"{benchmark.binding}.{task.process_results}", tuple(task.metrics), task.target, task)
+    return {task.name: TaskSpec(task.name, benchmark.name, f"{benchmark.binding}.{task.process_docs}", tuple(task.metrics),
+                                task.target, task)
             for benchmark in registry.benchmarks() for task in benchmark.tasks}
 
 
@@ -119,7 +118,7 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
     """Records for predict-only lines: the doc at `doc_id`, checked against the logged `target`
     (lmms-eval's `doc_hash` is the same for every line), built from the raw response."""
     docs = task_docs(spec)
-    build_record = record_builder(spec)
+    benchmark = registry.get(spec.benchmark)
     records = []
     for row in rows:
         doc_id = row.get("doc_id")
@@ -132,14 +131,8 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
             raise DataError(f"{where}: doc_id {doc_id} of task {spec.name} has target {row['target']!r} in the file but "
                             f"{expected!r} in the annotations found now: they are not the ones the run used; point the "
                             f"benchmark's data root at the same annotations (see `lmms-vr prepare`)")
-        records.append(build_record(doc, response_text(row)))
+        records.append(benchmark.record(spec.declared, doc, response_text(row)))
     return records
-
-
-def record_builder(spec: TaskSpec) -> Callable[[dict, str], dict]:
-    """The record of one (document, raw reply) of the task, as lmms-eval's run built it (`Benchmark.record`)."""
-    benchmark = registry.get(spec.benchmark)
-    return lambda doc, response: benchmark.record(spec.declared, doc, response)
 
 
 @dataclass
@@ -339,7 +332,7 @@ def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
     from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
 
     table = load_predictions(path)
-    build_record = record_builder(spec)
+    benchmark = registry.get(spec.benchmark)
     docs = task_docs(spec)
     records, missing = [], []
     for doc in docs:
@@ -347,7 +340,7 @@ def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
         if response is None:
             missing.append(str(doc["sample_id"]))
             response = ""
-        records.append(build_record(doc, response))  # as the replay model answers it
+        records.append(benchmark.record(spec.declared, doc, response))  # as the replay model answers it
     if len(missing) == len(records):
         raise DataError(f"{path}: no prediction for any document of task {spec.name} (ids are the documents' sample_id)")
     ids = {str(doc["sample_id"]) for doc in docs}

@@ -5,17 +5,10 @@
     lmms-vr score predictions.jsonl --task T  replay predictions (`{"task", "id", "response"}` lines)
     ... [--task T] [--out results.json]
 
-The metrics come from the task's own scoring entry (`scoring.score`, what its aggregation calls)
-on the task's records: logged ones as they are, predict-only ones rebuilt from the documents
-(`samples_io.rebuild_records`), replay predictions matched on `sample_id`; a run whose
-aggregation failed is scored from the records saved before judging. Judge calls go through the
-judge engine and its cache (a rerun costs nothing). Nothing is left out silently: samples not of
-this suite, missing or repeated documents and unmatched predictions are printed and recorded
-under `lmms_vr.coverage`. `--out FILE` writes lmms-eval's results shape with the judge accounting
-under `lmms_vr`, and `<FILE stem>_samples_<task>.jsonl` with each sample's record and scored
-outcome (what `lmms-vr report` bootstraps); several runs give `<FILE stem>_<run>.json` each.
-Exit status 3: a judge outage (run again once it works); 4: judge cache errors; 5: a task of a
-run is missing. After an offline batch flow, judgments it holds are NOT SENT (docs/judges.md).
+The metrics come from the task's own scoring entry (what its aggregation calls); judge calls go
+through the judge engine and its cache. What is not scored, missing or repeated is printed and
+recorded under `lmms_vr.coverage`. Exit status 3: a judge outage (run again once it works); 4:
+judge cache errors; 5: a task of a run is missing.
 """
 
 from __future__ import annotations
