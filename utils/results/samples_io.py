@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
-from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
+from lmms_video_reasoning.utils.core.roots import DataError
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -324,30 +324,3 @@ def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) 
     coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
     coverage.unknown = sorted(present - known)
     return coverage
-
-
-def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
-    """Records for replay predictions (`{"task", "id", "response"}`) matched on `sample_id`: a document
-    without one is scored as an empty response, predictions of no document listed (both in the coverage)."""
-    from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
-
-    table = load_predictions(path)
-    benchmark = registry.get(spec.benchmark)
-    docs = task_docs(spec)
-    records, missing = [], []
-    for doc in docs:
-        response = lookup(table, spec.name, str(doc["sample_id"]))
-        if response is None:
-            missing.append(str(doc["sample_id"]))
-            response = ""
-        records.append(benchmark.record(spec.declared, doc, response))  # as the replay model answers it
-    if len(missing) == len(records):
-        raise DataError(f"{path}: no prediction for any document of task {spec.name} (ids are the documents' sample_id)")
-    ids = {str(doc["sample_id"]) for doc in docs}
-    coverage = Coverage(samples=len(records) - len(missing), documents=len(docs), missing=missing, missing_scored_as_empty=True,
-                        unmatched_predictions=[i for i in unmatched(table, spec.name, ids) if (spec.name, i) in table])
-    return records, coverage
-
-
-def tasks_in_predictions(path: Path) -> list[str]:
-    return sorted({row["task"] for row in read_jsonl(path) if isinstance(row.get("task"), str)})

@@ -195,7 +195,7 @@ def main(args) -> int:
         if _batch_step(args, gathered):
             return 0
         said: set = set()  # the judge notes printed (once each)
-        scores = [_score(item, _judge_chooser(args, [item], said)) for item in gathered]
+        scores = [_score(item, _judge_chooser(args, item, said)) for item in gathered]
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
@@ -275,8 +275,8 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
     return False
 
 
-def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) -> JudgeChooser:
-    """The judge each benchmark's scoring is handed (`score_task`'s `judge_for`), and the notes on it
+def _judge_chooser(args, item: Gathered, said: set) -> JudgeChooser:
+    """The judge the item's scoring is handed (`score_task`'s `judge_for`), and the notes on it
     (`said`: those already printed). After --batch: the cache alone. A configured judge whose cache
     holds an offline batch flow of its model sends nothing that flow holds (`BatchBoundJudge`; not
     with --judge-online). No judge configured: the cache the run recorded (`recorded_verdicts`), else
@@ -285,8 +285,6 @@ def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) 
     from lmms_video_reasoning.judges.config import JudgeConfig
     from lmms_video_reasoning.judges.process_registry import cache_only_judge
     from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
-
-    said = set() if said is None else said
 
     def say(note: str) -> None:
         if note not in said:
@@ -303,47 +301,33 @@ def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) 
                                     *((config.model, config.cache_path, config.base_url) if config is not None else ()))
 
         return cache_read
-    names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
-    readers: dict[str, Any] = {}
-    bound: dict[str, Any] = {}  # configured judges bound to the batch flow of their cache
-    for name in names:
-        try:
-            config = JudgeConfig.from_env(name)
-        except ValueError:  # a benchmark that declares no judge: there is no recorded judge to read
-            continue
-        if config is not None:
-            judge = None if getattr(args, "judge_online", False) else batch_bound_judge(config)
-            if judge is not None:
-                bound[name] = judge
-            continue
-        for item in gathered:
-            reader, why = recorded_verdicts(Path(item.source), name)
-            note = (f"no judge configured for {name}: verdicts read from the judge cache {reader.config.cache_path} the run "
-                    f"recorded (model {reader.config.model}; nothing is sent, a request without a cached verdict counts as a "
-                    "failed judgment)") if reader is not None else (
-                    f"no judge configured for {name}, and {why}: its judge-based metrics cannot be computed; configure the "
-                    "judge (LMMS_VR_JUDGE_BASE_URL, or the provider's API key) or put the run's judge cache on this machine")
-            if why or reader is not None:
-                say(note)
-            if reader is not None:
-                readers[name] = reader
-                break
-    models = cache_answers_for([name for name in names if name not in readers])
-    if models:
-        say("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
-            "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+    name = registry.get(task_spec(item.task).benchmark).scoring.judge_name
+    try:
+        config = JudgeConfig.from_env(name) if name else None
+    except ValueError:  # a benchmark that declares no judge: there is no recorded judge to read
+        name = ""
+    instead = None  # the judge handed instead of the configured one
+    if name and config is not None:
+        instead = None if getattr(args, "judge_online", False) else batch_bound_judge(config)
+    elif name:
+        instead, why = recorded_verdicts(Path(item.source), name)
+        if instead is not None:
+            say(f"no judge configured for {name}: verdicts read from the judge cache {instead.config.cache_path} the run "
+                f"recorded (model {instead.config.model}; nothing is sent, a request without a cached verdict counts as a "
+                "failed judgment)")
+        elif why:
+            say(f"no judge configured for {name}, and {why}: its judge-based metrics cannot be computed; configure the "
+                "judge (LMMS_VR_JUDGE_BASE_URL, or the provider's API key) or put the run's judge cache on this machine")
+        model = cache_answers_for([name]).get(name) if instead is None else None
+        if model:
+            say(f"no judge configured for {name}: verdicts read from the judge cache "
+                "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+            instead = cache_only_judge(name, model)
 
     def chosen(bench, records):
-        name = bench.judge_name
-        if not name or not bench.needs_judge(records):
+        if not bench.judge_name or not bench.needs_judge(records):
             return None
-        if name in bound:
-            return bound[name]
-        if name in readers:
-            return readers[name]
-        if name in models:
-            return cache_only_judge(name, models[name])
-        return scoring_judge(bench, records)  # the configured judge
+        return instead if instead is not None else scoring_judge(bench, records)  # else the configured judge
 
     return chosen
 
