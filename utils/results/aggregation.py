@@ -242,14 +242,10 @@ class DeclaredHooks:
     def __init__(self, benchmark: "registry.Benchmark", after: AfterScoring | None = None):
         self.benchmark, self.after = benchmark, after
         self.score_once = ScoreOnce(benchmark.name)
-        self._made: dict[str, Callable[..., Any]] = {}
-        self._lock = threading.Lock()
+        self._made = functools.cache(self._make)
 
     def __call__(self, name: str) -> Callable[..., Any]:
-        with self._lock:
-            if name not in self._made:
-                self._made[name] = self._make(name)
-            return self._made[name]
+        return self._made(name)
 
     def _make(self, name: str) -> Callable[..., Any]:
         from lmms_video_reasoning.utils.core.records import process_results
@@ -342,7 +338,7 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
         if files.sha256_of(path) != digest.hexdigest():  # what the disk gives back, not what was handed to it
             raise OSError(f"{path} does not read back as written")
     except OSError as error:
-        where = path if path is not None else getattr(run, "folder", "the output folder")
+        where = path if path is not None else run.folder
         free = files.free_space_text(path.parent if path is not None else Path(run.folder))
         log.error("task %s: could not save its %d records to %s (%s; %s): this suite's copy of the generations is NOT on "
                   "disk, only lmms-eval's samples file will be; free space in the output folder (--output_path) "

@@ -155,7 +155,7 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
         PAIRING.reset(token)
 
 
-def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str, agreement: Sequence[str] = ()) -> dict:
+def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str, agreement: Sequence[str]) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     unread: list[Unread] = []
     runs = load_runs(items, unread)

@@ -332,29 +332,19 @@ def _judge_chooser(args, item: Gathered, said: set) -> JudgeChooser:
     return chosen
 
 
-def run_results_file(samples: Path) -> Path | None:
-    """The results file beside a samples (or records) file: `<prefix>_results.json` (lmms-eval) or `<prefix>.json` (ours)."""
-    match = run_file_match(samples)
-    if match is None:
-        return None
-    for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json"):
-        if (samples.parent / name).is_file():
-            return samples.parent / name
-    return None
-
-
 def recorded_verdicts(samples: Path, judge_name: str) -> tuple[Any, str]:
     """(a reader of the judge cache the run of `samples` recorded, "") or (None, why not; "" for no
-    results file or no judge recorded), as `lmms-vr report` finds it (`verdicts_for`), never borrowed."""
-    from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
+    results file or no judge recorded), as `lmms-vr report` finds it (`verdicts_for`). Asked with no
+    judge configured, so the verdicts are never borrowed. The results file is lmms-eval's
+    `<prefix>_results.json` or ours, `<prefix>.json`."""
+    from lmms_video_reasoning.utils.results.report_verdicts import NO_JUDGE, verdicts_for
 
-    results = run_results_file(samples)
-    if results is None:
-        return None, ""
-    reader, why, borrowed = verdicts_for(results, judge_name)
-    if borrowed:
-        return None, ""
-    return reader, why if why.startswith("the judge cache") or why.startswith("the run's judge") else ""
+    match = run_file_match(samples)
+    for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json") if match else ():
+        if (samples.parent / name).is_file():
+            reader, why, _borrowed = verdicts_for(samples.parent / name, judge_name)
+            return reader, "" if why == NO_JUDGE else why
+    return None, ""
 
 
 def _score(item: Gathered, judge_for: JudgeChooser) -> TaskScore:
