@@ -50,9 +50,19 @@ STDERR = suite_settings.declare(STDERR_ENV, "bool", True, "bootstrap standard er
 
 
 def records_key(records: Records) -> str:
-    """A content hash of a list of records (order-insensitive)."""
-    digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
-    return hashlib.sha256("".join(digests).encode()).hexdigest()
+    """A content hash of a list of records (order-insensitive), once per list of the same objects
+    (lmms-eval hands every metric the same records, and the run's records are saved before any is
+    scored)."""
+    identity = tuple(map(id, records))
+    known = _keys.get(identity)
+    if known is None:
+        digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
+        known = (list(records), hashlib.sha256("".join(digests).encode()).hexdigest())  # the records held: their ids stay theirs
+        _keys[identity] = known
+    return known[1]
+
+
+_keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)  # record lists (a run's tasks) by identity
 
 
 class ScoringFailed(dict):
@@ -87,32 +97,22 @@ class ScoreOnce:
         self.benchmark = benchmark
         self._scoring = scoring
         self._results: BoundedMemo[ScoredRecords] = BoundedMemo(32)  # a run's tasks, several times over
-        # lmms-eval hands every metric the same record objects: their content is hashed once per list
-        self._keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)
         self._lock = threading.Lock()
 
     def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
         return self.scored(records, run)[0].scores
 
-    def _key(self, records: list) -> str:
-        identity = tuple(map(id, records))
-        known = self._keys.get(identity)
-        if known is None:
-            known = (records, records_key(records))  # the records held: their ids stay theirs
-            self._keys[identity] = known
-        return known[1]
-
     def scored(self, records: Records, run: "RunFiles | None" = None) -> tuple[ScoredRecords, bool]:
         """(the scoring of `records`, whether this call scored them). The first call for some content
         saves the records beside `run`'s output, then scores them; an error is logged, never raised."""
         records = records_of(records)  # one metric's values: the records, or stand-ins for them
-        key = self._key(records)
+        key = records_key(records)
         with self._lock:
             if key in self._results:
                 return self._results[key], False
             if run is not None:
                 save_run_records(_records_of_run(), run)  # every task of the run, before its first judging
-            saved = save_records(records, run, key=key)
+            saved = save_records(records, run)
             settings = None
             try:
                 scoring = self._scoring if self._scoring is not None else registry.get(self.benchmark).scoring
@@ -315,15 +315,15 @@ def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None"
     state.manifest, state.all_saved = manifest, all(entry["records_file"] for entry in entries.values())
 
 
-def save_records(records: Records, run: "RunFiles | None", task: str | None = None, key: str | None = None) -> Path | None:
+def save_records(records: Records, run: "RunFiles | None", task: str | None = None) -> Path | None:
     """Write the task's records beside the run's output, durably and read back against their checksum,
-    once per run, task and content (`key`: their `records_key`). None without an output folder or when
-    the disk refuses (logged with the file and the free space, never raised)."""
+    once per run, task and content. None without an output folder or when the disk refuses (logged
+    with the file and the free space, never raised)."""
     if run is None:
         return None
     from lmms_video_reasoning.utils.lmms import judge_usage
 
-    key = key or records_key(records)
+    key = records_key(records)
     task = task or judge_usage.current_task() or f"unnamed_{key[:12]}"
     state = _state_of(run)
     if (task, key) in state.saved:
@@ -363,11 +363,12 @@ class RunFiles:
 
     def path(self, name: str) -> Path:
         written = _state_of(self).written
-        for number in itertools.count(1):  # another run of the same second wrote it: keep both
-            path = self.folder / (f"{self.date_id}_{name}" if number == 1 else f"{self.date_id}_{number}_{name}")
-            if path in written or not path.exists():
-                written.add(path)
-                return path
+        with _runs_lock:
+            for number in itertools.count(1):  # another run of the same second wrote it: keep both
+                path = self.folder / (f"{self.date_id}_{name}" if number == 1 else f"{self.date_id}_{number}_{name}")
+                if path in written or not path.exists():
+                    written.add(path)
+                    return path
 
 
 @dataclass

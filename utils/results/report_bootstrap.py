@@ -162,7 +162,8 @@ def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0, w
     return resampling.resampled_metrics(len(groups), lambda picks: sampled.metrics([i for pick in picks for i in groups[pick]]), n, seed)
 
 
-def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequence[bool] | None = None) -> dict[str, tuple[float, float] | None]:
+def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0,
+                 where: Sequence[bool] | None = None) -> dict[str, tuple[float, float] | None]:
     """95% percentile CIs of every metric (`where`: see `bootstrap_values`)."""
     values = bootstrap_values(sampled, n, seed, where)
     return {name: resampling.percentile_interval(series) for name, series in values.items()}
