@@ -283,7 +283,7 @@ def hook_seconds(tasks: str, run: Path, env: dict[str, str]) -> float:
         spec = samples_io.task_spec(task)
         [samples] = sorted(run.rglob(f"*_samples_{task}.jsonl"))
         records = samples_io.read_samples(samples, spec)[0]
-        hooks = importlib.import_module(spec.process_results.rpartition(".")[0])
+        hooks = importlib.import_module(spec.process_docs.rpartition(".")[0])  # the binding module
         aggregations = {metric: getattr(hooks, f"aggregate_{metric}") for metric in spec.metrics}
         items = {metric: list(records) for metric in spec.metrics}  # lmms-eval: one list per metric, the same records
         for metric, aggregate in aggregations.items():

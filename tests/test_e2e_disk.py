@@ -141,5 +141,5 @@ def test_records_that_do_not_fit_are_reported_with_the_file_and_the_free_space(t
         small = [{"sample_id": "s1", "response": "ok"}]
         path = aggregation.save_records(small, run)
         assert path is not None and json.loads(path.read_text())["record"] == small[0]
-        aggregation._saved_records.pop(path, None)  # not this process's run: nothing to drop at exit
+        aggregation._runs.pop(run, None)  # not this process's run: nothing to drop at exit
     assert time.monotonic() - started < 5

@@ -1,16 +1,12 @@
 """lmms-eval aggregation: score a task's records once, report many metrics, lose no run.
 
-lmms-eval calls one aggregation per metric, each with the same records: each benchmark's binding
-makes them over one `ScoreOnce` (`DeclaredHooks`), which scores once per distinct list of records
-and keeps the metrics with the per-sample outcomes they come from. lmms-eval's Stderr column asks
-`ScoreOnce.stderr_function` (through the aggregation's `stderr_for`): for the headline metrics
-(`ReportSpec.headline`), the standard deviation of the bootstrap that gives `lmms-vr report` its
-CIs (`report_bootstrap.bootstrap_values`, the report's seed and resample count) over those
-outcomes; N/A for other metrics, a judge not configured or with its cache off, a failed scoring,
-`LMMS_VR_STDERR=off` and `bootstrap_iters=0`. lmms-eval writes nothing if an aggregation raises or
-the run is killed, so every task's records are saved beside the run's output before its first
-judging (`<date_id>_records_<task>.jsonl`, named in `<date_id>_run_tasks.json`; `lmms-vr score`
-reads them) and an aggregation never raises: an error gives NaN metrics and one log line.
+lmms-eval calls one aggregation per metric, each with the same records: a benchmark's binding
+makes them over one `ScoreOnce` (`DeclaredHooks`), which scores once per distinct list of records.
+lmms-eval's Stderr column asks `ScoreOnce.stderr_function`: for the headline metrics, the standard
+deviation of the report's bootstrap over the scoring's outcomes, else N/A. lmms-eval writes nothing
+if an aggregation raises or the run is killed, so every task's records are saved beside the run's
+output before its first judging (`<date_id>_records_<task>.jsonl`, named in
+`<date_id>_run_tasks.json`; `lmms-vr score` reads them) and an aggregation never raises.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ import logging
 import math
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -55,15 +51,15 @@ STDERR = suite_settings.declare(STDERR_ENV, "bool", True, "bootstrap standard er
 
 def records_key(records: Records) -> str:
     """A content hash of a list of records (order-insensitive), once per list of the same objects
-    (lmms-eval hands every metric the same records, never changed after `process_results`)."""
+    (lmms-eval hands every metric the same records, and the run's records are saved before any is
+    scored)."""
     identity = tuple(map(id, records))
     known = _keys.get(identity)
-    if known is not None:
-        return known[1]
-    digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
-    key = hashlib.sha256("".join(digests).encode()).hexdigest()
-    _keys[identity] = (list(records), key)  # the records held: their ids stay theirs
-    return key
+    if known is None:
+        digests = sorted(hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest() for r in records)
+        known = (list(records), hashlib.sha256("".join(digests).encode()).hexdigest())  # the records held: their ids stay theirs
+        _keys[identity] = known
+    return known[1]
 
 
 _keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)  # record lists (a run's tasks) by identity
@@ -83,12 +79,14 @@ class ScoringFailed(dict):
 @dataclass(frozen=True)
 class ScoredRecords:
     """One scoring of a task's records: its scores (`ScoringFailed` when it raised), the per-sample
-    outcomes behind them (None: no judge, or it failed) and the settings it used."""
+    outcomes behind them (None: no judge, or it failed), the settings it used, and the standard
+    errors bootstrapped from them ({resamples: {metric: stderr}}, filled once per task)."""
 
     records: list
     scores: dict[str, Any]
     outcomes: list | None
     settings: Any
+    stderrs: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
 class ScoreOnce:
@@ -166,7 +164,11 @@ class ScoreOnce:
 
         def of_records(records: Records) -> Any:
             scored = self.scored(records)[0]  # scored by the aggregation just before: its outcomes
-            value = bootstrap_stderrs(self.benchmark, scored.records, scored.outcomes, scored.settings, resamples).get(metric)
+            with self._lock:
+                if resamples not in scored.stderrs:
+                    scored.stderrs[resamples] = bootstrap_stderrs(self.benchmark, scored.records, scored.outcomes,
+                                                                  scored.settings, resamples)
+            value = scored.stderrs[resamples].get(metric)
             return "N/A" if value is None else value
 
         return of_records
@@ -187,64 +189,49 @@ def stderr_enabled() -> bool:
     return on
 
 
+_said: set[str] = set()  # log lines already written once in this process
+
+
 def _say_once(key: str, level: int, message: str, *args: Any) -> None:
-    with _stderr_lock:
-        if key in _said:
-            return
+    if key not in _said:
         _said.add(key)
-    log.log(level, message, *args)
+        log.log(level, message, *args)
 
 
 def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any,
-                      resamples: int = REPORT_RESAMPLES, seed: int = REPORT_SEED) -> dict[str, float]:
-    """{metric: bootstrap standard error} of a task's records from their scored outcomes; memoised by content."""
-    key = (benchmark, records_key(records), resamples, seed)
-    with _stderr_lock:
-        if key in _bootstraps:
-            return _bootstraps[key]
-    try:
-        result = _stderrs(benchmark, records, outcomes, settings, resamples, seed)
-    except Exception:  # a standard error is never worth failing the run for
-        log.exception("%s: bootstrap standard errors failed; lmms-eval will show N/A", benchmark)
-        result = {}
-    with _stderr_lock:
-        _bootstraps[key] = result
-    return result
-
-
-def _stderrs(benchmark: str, records: list[dict], outcomes: Sequence[dict] | None, settings: Any, resamples: int,
-             seed: int) -> dict[str, float]:
+                      resamples: int = REPORT_RESAMPLES) -> dict[str, float]:
+    """{metric: bootstrap standard error} of a task's records from their scored outcomes, as the report's
+    bootstrap draws them (`REPORT_SEED`); {} when they cannot be computed (said in the log, never raised)."""
     import numpy as np
 
     from lmms_video_reasoning.judges import get_judge
     from lmms_video_reasoning.utils.results import report_bootstrap, resampling
 
-    bench = registry.get(benchmark).scoring
-    if bench.needs_judge(records):
-        judge = get_judge(bench.judge_name)
-        if judge is None or judge.cache is None:
-            log.warning("%s: judge %s, so no standard errors for its judged metrics", benchmark,
-                        "not configured" if judge is None else "cache off")
+    try:
+        bench = registry.get(benchmark).scoring
+        if bench.needs_judge(records):
+            judge = get_judge(bench.judge_name)
+            if judge is None or judge.cache is None:
+                log.warning("%s: judge %s, so no standard errors for its judged metrics", benchmark,
+                            "not configured" if judge is None else "cache off")
+                return {}
+        if outcomes is None:
+            log.warning("%s: the scoring gave no per-sample outcomes (no judge, or it failed), so no standard errors", benchmark)
             return {}
-    if outcomes is None:
-        log.warning("%s: the scoring gave no per-sample outcomes (no judge, or it failed), so no standard errors", benchmark)
+        sampled = report_bootstrap.Sampled(benchmark, records, list(outcomes), settings)
+        values = report_bootstrap.bootstrap_values(sampled, resamples, REPORT_SEED)
+        whole = sampled.metrics()  # only to see which metrics the run could not compute (NaN)
+        stderrs = {}
+        for metric in headline_metrics(benchmark):
+            if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
+                continue  # not computed (e.g. past the judge failure share): no standard error either
+            finite = resampling.defined(values.get(metric, []))  # as the report: undefined when most resamples are
+            if finite is not None:
+                stderrs[metric] = float(np.std(finite, ddof=1))
+        return stderrs
+    except Exception:  # a standard error is never worth failing the run for
+        log.exception("%s: bootstrap standard errors failed; lmms-eval will show N/A", benchmark)
         return {}
-    sampled = report_bootstrap.Sampled(benchmark, records, list(outcomes), settings)
-    values = report_bootstrap.bootstrap_values(sampled, resamples, seed)
-    whole = sampled.metrics()  # only to see which metrics the run could not compute (NaN)
-    stderrs = {}
-    for metric in headline_metrics(benchmark):
-        if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
-            continue  # not computed (e.g. past the judge failure share): no standard error either
-        finite = resampling.defined(values.get(metric, []))  # as the report: undefined when most resamples are
-        if finite is not None:
-            stderrs[metric] = float(np.std(finite, ddof=1))
-    return stderrs
-
-
-_stderr_lock = threading.Lock()
-_said: set[str] = set()  # log lines already written once in this process
-_bootstraps: BoundedMemo[dict[str, float]] = BoundedMemo(64)  # per task's records
 
 
 class DeclaredHooks:
@@ -255,14 +242,10 @@ class DeclaredHooks:
     def __init__(self, benchmark: "registry.Benchmark", after: AfterScoring | None = None):
         self.benchmark, self.after = benchmark, after
         self.score_once = ScoreOnce(benchmark.name)
-        self._made: dict[str, Callable[..., Any]] = {}
-        self._lock = threading.Lock()
+        self._made = functools.cache(self._make)
 
     def __call__(self, name: str) -> Callable[..., Any]:
-        with self._lock:
-            if name not in self._made:
-                self._made[name] = self._make(name)
-            return self._made[name]
+        return self._made(name)
 
     def _make(self, name: str) -> Callable[..., Any]:
         from lmms_video_reasoning.utils.core.records import process_results
@@ -311,15 +294,15 @@ def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None"
     file, count and checksum, which `lmms-vr score` checks the folder against. Never raises."""
     if run is None or not records_by_task:
         return
-    seen = (run.folder, run.date_id, tuple(sorted((task, id(records)) for task, records in records_by_task.items())))
-    if seen in _manifests_for:
+    state = _state_of(run)
+    listed = tuple(sorted((task, id(records)) for task, records in records_by_task.items()))
+    if state.listed == listed:
         return  # the next task's aggregation of the same run: all saved already
-    _manifests_for.add(seen)
+    state.listed = listed
     entries = {}
     for task, records in records_by_task.items():
         path = save_records(records, run, task)
-        saved = _saved_records.get(path) if path is not None else None
-        entries[task] = ({"records_file": path.name, "records": len(records), "sha256": saved[1]} if saved
+        entries[task] = ({"records_file": path.name, "records": len(records), "sha256": state.records[path][1]} if path
                          else {"records_file": None, "records": len(records), "error": "not saved (see the log)"})
     manifest = run.folder / f"{run.date_id}_{RUN_TASKS_FILE}"
     try:
@@ -329,7 +312,7 @@ def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None"
         log.error("could not write %s (%s; %s): `lmms-vr score` cannot tell which tasks the run had",
                   manifest, error.strerror or error, files.free_space_text(run.folder))
         return
-    _manifests[manifest] = entries
+    state.manifest, state.all_saved = manifest, all(entry["records_file"] for entry in entries.values())
 
 
 def save_records(records: Records, run: "RunFiles | None", task: str | None = None) -> Path | None:
@@ -340,11 +323,11 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
         return None
     from lmms_video_reasoning.utils.lmms import judge_usage
 
-    task = task or judge_usage.current_task() or f"unnamed_{records_key(records)[:12]}"
-    key = (run.folder, run.date_id, task, records_key(records))
-    with _written_lock:
-        if key in _saved_by_content:
-            return _saved_by_content[key]
+    key = records_key(records)
+    task = task or judge_usage.current_task() or f"unnamed_{key[:12]}"
+    state = _state_of(run)
+    if (task, key) in state.saved:
+        return state.saved[(task, key)]
     path = None
     try:
         path = run.path(RECORDS_FILE.format(task=task))
@@ -355,56 +338,19 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
         if files.sha256_of(path) != digest.hexdigest():  # what the disk gives back, not what was handed to it
             raise OSError(f"{path} does not read back as written")
     except OSError as error:
-        where = path if path is not None else getattr(run, "folder", "the output folder")
+        where = path if path is not None else run.folder
         free = files.free_space_text(path.parent if path is not None else Path(run.folder))
         log.error("task %s: could not save its %d records to %s (%s; %s): this suite's copy of the generations is NOT on "
                   "disk, only lmms-eval's samples file will be; free space in the output folder (--output_path) "
                   "and keep the samples file", task, len(records), where, error.strerror or error, free)
         return None
     log.info("task %s: %d records saved to %s before scoring", task, len(records), path)
-    with _written_lock:
-        _saved_records[path] = (task, digest.hexdigest())
-        _saved_by_content[key] = path
+    state.records[path] = (task, digest.hexdigest())
+    state.saved[(task, key)] = path
     return path
 
 
 RUN_TASKS_FILE = "run_tasks.json"  # beside the run's results: `<date_id>_run_tasks.json`
-_saved_records: dict[Path, tuple[str, str]] = {}  # records files of this process -> (task, sha256)
-_saved_by_content: dict[tuple, Path] = {}  # (folder, date_id, task, records key) -> its records file
-_manifests: dict[Path, dict] = {}  # run manifests this process wrote -> what they say
-_manifests_for: set[tuple] = set()  # (folder, date_id, (task, id of its records list)...) saved
-
-
-@atexit.register
-def _drop_records_lmms_eval_also_wrote() -> None:
-    """At exit, a records file whose samples file lmms-eval wrote whole (`run_folders.samples_differ`) is
-    a copy: removed, and the run's manifest with the last of them. Otherwise it stays for `lmms-vr
-    score`, with a warning saying why when there is a samples file."""
-    kept = set()
-    for path, (task, _digest) in list(_saved_records.items()):
-        prefix = path.name[: -len(RECORDS_FILE.format(task=task))]
-        samples = path.parent / f"{prefix}samples_{task}.jsonl"
-        why = "there is no samples file (lmms-eval did not finish, or ran without --log_samples)"
-        if samples.is_file():
-            try:
-                from lmms_video_reasoning.utils.results import run_folders
-
-                why = run_folders.samples_differ(samples, path, task)
-            except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
-                why = f"it could not be read back ({type(error).__name__}: {error})"
-            if why:
-                log.warning("task %s: %s: %s; the records %s are kept: `lmms-vr score %s` scores them", task, samples, why,
-                            path, path.parent)
-        if why:
-            kept.add(path.parent / prefix)
-            continue
-        with contextlib.suppress(OSError):
-            path.unlink()
-    for manifest, entries in _manifests.items():
-        prefix = manifest.name[: -len(RUN_TASKS_FILE)]
-        if manifest.parent / prefix not in kept and all(entry["records_file"] for entry in entries.values()):
-            with contextlib.suppress(OSError):
-                manifest.unlink()
 
 
 @dataclass(frozen=True)
@@ -416,16 +362,65 @@ class RunFiles:
     date_id: str
 
     def path(self, name: str) -> Path:
-        with _written_lock:
+        written = _state_of(self).written
+        with _runs_lock:
             for number in itertools.count(1):  # another run of the same second wrote it: keep both
                 path = self.folder / (f"{self.date_id}_{name}" if number == 1 else f"{self.date_id}_{number}_{name}")
-                if path in _written or not path.exists():
-                    _written.add(path)
+                if path in written or not path.exists():
+                    written.add(path)
                     return path
 
 
-_written: set[Path] = set()  # files this process wrote (rewritten as the run's accounting grows)
-_written_lock = threading.Lock()
+@dataclass
+class _RunState:
+    """What this process wrote for one run (removed at exit where lmms-eval's files hold it all)."""
+
+    written: set[Path] = field(default_factory=set)  # its files (rewritten as the run's accounting grows)
+    records: dict[Path, tuple[str, str]] = field(default_factory=dict)  # its records files -> (task, sha256)
+    saved: dict[tuple[str, str], Path] = field(default_factory=dict)  # (task, records key) -> its records file
+    listed: tuple = ()  # (task, id of its records list)... of the run's tasks saved together
+    manifest: Path | None = None  # `<date_id>_run_tasks.json`
+    all_saved: bool = False  # the manifest names a records file for every task
+
+
+_runs: dict[RunFiles, _RunState] = {}  # the runs of this process (an aggregation thread each at most)
+_runs_lock = threading.Lock()
+
+
+def _state_of(run: RunFiles) -> _RunState:
+    with _runs_lock:
+        return _runs.setdefault(run, _RunState())
+
+
+@atexit.register
+def _drop_records_lmms_eval_also_wrote() -> None:
+    """At exit, a records file whose samples file lmms-eval wrote whole (`run_folders.samples_differ`) is
+    a copy: removed, and the run's manifest with the last of them. Otherwise it stays for `lmms-vr
+    score`, with a warning saying why when there is a samples file."""
+    for state in list(_runs.values()):
+        kept = False
+        for path, (task, _digest) in list(state.records.items()):
+            prefix = path.name[: -len(RECORDS_FILE.format(task=task))]
+            samples = path.parent / f"{prefix}samples_{task}.jsonl"
+            why = "there is no samples file (lmms-eval did not finish, or ran without --log_samples)"
+            if samples.is_file():
+                try:
+                    from lmms_video_reasoning.utils.results import run_folders
+
+                    why = run_folders.samples_differ(samples, path, task)
+                except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
+                    why = f"it could not be read back ({type(error).__name__}: {error})"
+                if why:
+                    log.warning("task %s: %s: %s; the records %s are kept: `lmms-vr score %s` scores them", task, samples,
+                                why, path, path.parent)
+            if why:
+                kept = True
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if state.manifest is not None and state.all_saved and not kept:
+            with contextlib.suppress(OSError):
+                state.manifest.unlink()
 
 
 def run_files(args: Any) -> RunFiles | None:

@@ -2,16 +2,10 @@
 
     lmms-vr report RESULTS... [--out DIR] [--seed S] [--bootstrap N] [--pairs baseline|all]
 
-RESULTS are results JSON files or folders holding them (lmms-eval's `*_results.json` or
-`lmms-vr score --out`), each optionally `LABEL=`; runs with one label and different tasks are
-one model. Writes `DIR/report.md`, a self-contained `DIR/report.html`, `DIR/*.png` and
-`DIR/report.json` (every number). Per-sample outcomes come from the samples file next to each
-results file, stored by `lmms-vr score --out` or recomputed with verdicts read from the run's
-judge cache (`report_verdicts`, `report_bootstrap`); each resample is aggregated by the
-benchmark's own metric definition over its resampling units (`ReportSpec.unit`, `resampling.py`).
-Each benchmark's section is its folder's `report.py` (through `utils/core/registry.py`); the
-`report_*` modules beside this one are the shared machinery. Files that look like results but
-do not parse are listed as not read, never silently dropped.
+RESULTS are results JSON files or folders holding them, each optionally `LABEL=`; runs with one
+label and different tasks are one model. Writes `DIR/report.md`, a self-contained
+`DIR/report.html`, `DIR/*.png` and `DIR/report.json` (every number). Each benchmark's section is
+its folder's `report.py`; the `report_*` modules beside this one are the shared machinery.
 """
 
 from __future__ import annotations
@@ -161,7 +155,7 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
         PAIRING.reset(token)
 
 
-def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str, agreement: Sequence[str] = ()) -> dict:
+def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str, agreement: Sequence[str]) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     unread: list[Unread] = []
     runs = load_runs(items, unread)

@@ -162,11 +162,11 @@ def bootstrap_values_reference(sampled: Sampled, n: int = 1000, seed: int = 0, w
     return resampling.resampled_metrics(len(groups), lambda picks: sampled.metrics([i for pick in picks for i in groups[pick]]), n, seed)
 
 
-def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95,
+def bootstrap_ci(sampled: Sampled, n: int = 1000, seed: int = 0,
                  where: Sequence[bool] | None = None) -> dict[str, tuple[float, float] | None]:
     """95% percentile CIs of every metric (`where`: see `bootstrap_values`)."""
     values = bootstrap_values(sampled, n, seed, where)
-    return {name: resampling.percentile_interval(series, level) for name, series in values.items()}
+    return {name: resampling.percentile_interval(series) for name, series in values.items()}
 
 
 @dataclass
@@ -212,7 +212,7 @@ def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n:
     return difference(range(len(common))), resampling.resampled_metrics(len(common), difference, n, seed)
 
 
-def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0, level: float = 0.95) -> list[Difference]:
+def paired_difference(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -> list[Difference]:
     """other - base per metric on the questions both answered, with a paired bootstrap CI."""
     common, observed, values = paired_values(base, other, n, seed)
-    return [Difference(name, value, resampling.percentile_interval(values.get(name, []), level), len(common)) for name, value in observed.items()]
+    return [Difference(name, value, resampling.percentile_interval(values.get(name, [])), len(common)) for name, value in observed.items()]

@@ -83,7 +83,10 @@ def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, 
         return None, f"the judge cache {caches[0][1]} recorded for this run is not on this machine", ""
     if candidates:
         return None, "the run's judge had its cache off (LMMS_VR_JUDGE_CACHE=off)", ""
-    return None, "no judge recorded with the results and none configured", ""
+    return None, NO_JUDGE, ""
+
+
+NO_JUDGE = "no judge recorded with the results and none configured"
 
 
 def _endpoint(base_url: Any) -> str | None:

@@ -1,24 +1,21 @@
 """The bootstrap over a benchmark's per-sample columns (`utils/core/columns.py`): resamples as unit counts.
 
-A resample draws resampling units (questions, or videos) with replacement: it is how often each
-unit was drawn, and each of its sums is those counts times the units' totals, so `n` resamples are
-a few matrix products (in chunks) instead of `n` runs of the metric function. `once` columns
-(per-question joins such as CG-Bench's acc@IoU) are summed over the units drawn at least once.
-The draws are the bootstrap's by definition (one `rng.integers(0, units, units)` per resample from
-`default_rng(seed)`): every value equals the metrics of that resample's records
-(`report_bootstrap.bootstrap_values_reference`) up to summation order.
+A resample is how often each resampling unit (question, or video) was drawn, so `n` resamples are
+a few matrix products of those counts and the units' totals; `once` columns (per-question joins
+such as CG-Bench's acc@IoU) are summed over the units drawn at least once. The draws are the
+reference bootstrap's (`report_bootstrap.bootstrap_values_reference`): the same values up to
+summation order.
 """
 
 from __future__ import annotations
 
 import copy
-import threading
-from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from lmms_video_reasoning.utils.core.columns import SampleColumns
+from lmms_video_reasoning.utils.core.memo import BoundedMemo
 
 T = TypeVar("T")
 CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
@@ -77,26 +74,17 @@ def unit_index(keys: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     return index, list(numbers)
 
 
-_drawn: OrderedDict[tuple[int, int, int], list[np.ndarray]] = OrderedDict()  # the last draws, as compact counts
-_drawn_lock = threading.Lock()
-DRAWS_KEPT = 2
+_drawn: BoundedMemo[list[np.ndarray]] = BoundedMemo(2)  # the last draws (seed, units, n), as compact counts
 
 
 def draws(seed: int, units: int, n: int) -> Iterator[np.ndarray]:
     """`n` resamples of `units` units as count matrices (chunks of rows), drawn as the reference
     bootstrap draws them. The last draws are kept: a report resamples the same units for every
     task and every pair of runs."""
-    key = (seed, units, n)
-    with _drawn_lock:
-        chunks = _drawn.get(key)
-        if chunks is not None:
-            _drawn.move_to_end(key)
+    chunks = _drawn.get((seed, units, n))
     if chunks is None:
         chunks = list(_draw(np.random.default_rng(seed), units, n))
-        with _drawn_lock:
-            _drawn[key] = chunks
-            while len(_drawn) > DRAWS_KEPT:
-                _drawn.popitem(last=False)
+        _drawn[(seed, units, n)] = chunks
     for chunk in chunks:
         yield chunk.astype(float)
 
@@ -148,13 +136,12 @@ def defined(values: Sequence[float]) -> np.ndarray | None:
     return finite if len(finite) >= max(2, len(values) // 2) else None
 
 
-def percentile_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
+def percentile_interval(values: Sequence[float]) -> tuple[float, float] | None:
+    """The 95% percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
     finite = defined(values)
     if finite is None:
         return None
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
+    low, high = np.percentile(finite, [2.5, 97.5])
     return float(low), float(high)
 
 
@@ -180,9 +167,9 @@ def resampled_metrics(count: int, compute: Callable[[Sequence[int]], dict], n: i
     return values
 
 
-def bootstrap_interval(units: Sequence[Sequence[T]], statistic: Callable[[list[T]], float], n: int = 1000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float] | None:
+def bootstrap_interval(units: Sequence[Sequence[T]], statistic: Callable[[list[T]], float], n: int = 1000,
+                       seed: int = 0) -> tuple[float, float] | None:
     """Percentile interval of ``statistic`` over resamples of ``units`` (each a list of items, e.g.
     one question's verdict pairs); None with fewer than two units or ``n`` = 0."""
     values = bootstrap_values(len(units), lambda picks: statistic([item for pick in picks for item in units[pick]]), n, seed)
-    return percentile_interval(values, level) if values else None
+    return percentile_interval(values) if values else None

@@ -10,12 +10,11 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmms_video_reasoning.utils.core import files
+from lmms_video_reasoning.utils.core import files, registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.aggregation import RUN_TASKS_FILE
 from lmms_video_reasoning.utils.results.samples_io import (RECORDS_PATTERN, RESULTS_SUFFIX, SAMPLES_PATTERN, Coverage, _lines, _some, check_coverage,
-                                                           read_predictions, read_samples, run_file_match, task_spec, task_specs,
-                                                           tasks_in_predictions)
+                                                           read_samples, run_file_match, task_docs, task_spec, task_specs)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -133,23 +132,19 @@ def _whole_lines(path: Path) -> int:
     return whole
 
 
-def is_predictions_file(path: Path) -> bool:
-    """True for replay predictions (first object has `id` and `response`, no `doc_id`)."""
+def first_row(path: Path) -> str | None:
+    """The file's first non-blank line (None: the file has none)."""
     with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(row, dict) and "response" in row and "id" in row and "doc_id" not in row
-    return False
+        return next((line for line in handle if line.strip()), None)
 
 
-def _has_content(path: Path) -> bool:
-    """The file holds a non-blank line."""
-    with Path(path).open("rb") as handle:
-        return any(line.strip() for line in handle)
+def is_predictions_row(line: str) -> bool:
+    """True for a line of replay predictions (an object with `id` and `response`, no `doc_id`)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(row, dict) and "response" in row and "id" in row and "doc_id" not in row
 
 
 @dataclass
@@ -188,19 +183,13 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it{found}{lost}; "
                             "run lmms-eval with --log_samples and give its --output_path folder")
         return [_from_samples(run, name, file) for run, found in sorted(runs.items()) for name, file in sorted(found.items())], skipped, missing
-    if not _has_content(path):
+    first = first_row(path)
+    if first is None:
         raise DataError(f"{path}: the file is empty (no JSON line in it): nothing to score; give the samples file an lmms-eval "
                         "run wrote with --log_samples (<date>_samples_<task>.jsonl), its --output_path folder, or a replay "
                         "predictions .jsonl")
-    if is_predictions_file(path):
-        tasks = [task] if task else tasks_in_predictions(path)
-        if not tasks:
-            raise DataError(f"{path}: replay predictions without a task field; give --task")
-        gathered = []
-        for name in tasks:
-            records, coverage = read_predictions(path, task_spec(name))
-            gathered.append(Gathered(path.stem, name, records, str(path), coverage))
-        return gathered, [], []
+    if is_predictions_row(first):
+        return _from_predictions(path, task), [], []
     match = run_file_match(path)
     name = task or (match["task"] if match else None)
     if name is None and path.name.endswith(RESULTS_SUFFIX):
@@ -210,3 +199,34 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
         raise DataError(f"{path}: not named *_samples_<task>.jsonl and not replay predictions "
                         "({\"task\", \"id\", \"response\"} lines); name the task with --task")
     return [_from_samples(match["prefix"] if match else path.stem, name, path)], [], []
+
+
+def _from_predictions(path: Path, task: str | None) -> list[Gathered]:
+    """Records for replay predictions (`{"task", "id", "response"}`) matched on `sample_id`, per task
+    (`task`, else each task the lines name): a document without one is scored as an empty response,
+    predictions of no document listed (both in the coverage)."""
+    from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
+
+    table = load_predictions(path)
+    tasks = [task] if task else sorted({name for name, _id in table if isinstance(name, str)})
+    if not tasks:
+        raise DataError(f"{path}: replay predictions without a task field; give --task")
+    gathered = []
+    for name in tasks:
+        spec = task_spec(name)
+        benchmark = registry.get(spec.benchmark)
+        docs = task_docs(spec)
+        records, missing = [], []
+        for doc in docs:
+            response = lookup(table, name, str(doc["sample_id"]))
+            if response is None:
+                missing.append(str(doc["sample_id"]))
+                response = ""
+            records.append(benchmark.record(spec.declared, doc, response))  # as the replay model answers it
+        if len(missing) == len(records):
+            raise DataError(f"{path}: no prediction for any document of task {name} (ids are the documents' sample_id)")
+        ids = {str(doc["sample_id"]) for doc in docs}
+        coverage = Coverage(samples=len(records) - len(missing), documents=len(docs), missing=missing, missing_scored_as_empty=True,
+                            unmatched_predictions=[i for i in unmatched(table, name, ids) if (name, i) in table])
+        gathered.append(Gathered(path.stem, name, records, str(path), coverage))
+    return gathered

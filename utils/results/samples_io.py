@@ -11,10 +11,10 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
-from lmms_video_reasoning.utils.core.roots import DataError, read_jsonl
+from lmms_video_reasoning.utils.core.roots import DataError
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -54,7 +54,6 @@ class TaskSpec:
     name: str
     benchmark: str  # the registry name of the benchmark declaring it
     process_docs: str  # dotted path of the `process_docs` hook
-    process_results: str  # dotted path of the `process_results` hook
     metrics: tuple[str, ...]
     target: str  # `doc_to_target`: the doc field lmms-eval logs as `target`
     declared: registry.Task  # the declaration itself (record options, settings)
@@ -62,8 +61,8 @@ class TaskSpec:
 
 def task_specs() -> dict[str, TaskSpec]:
     """Every task of the registered benchmarks (groups left out), by name."""
-    return {task.name: TaskSpec(task.name, benchmark.name, f"{benchmark.binding}.{task.process_docs}",
-                                f"{benchmark.binding}.{task.process_results}", tuple(task.metrics), task.target, task)
+    return {task.name: TaskSpec(task.name, benchmark.name, f"{benchmark.binding}.{task.process_docs}", tuple(task.metrics),
+                                task.target, task)
             for benchmark in registry.benchmarks() for task in benchmark.tasks}
 
 
@@ -119,7 +118,7 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
     """Records for predict-only lines: the doc at `doc_id`, checked against the logged `target`
     (lmms-eval's `doc_hash` is the same for every line), built from the raw response."""
     docs = task_docs(spec)
-    build_record = record_builder(spec)
+    benchmark = registry.get(spec.benchmark)
     records = []
     for row in rows:
         doc_id = row.get("doc_id")
@@ -132,14 +131,8 @@ def rebuild_records(rows: Sequence[dict], spec: TaskSpec, where: str) -> list[di
             raise DataError(f"{where}: doc_id {doc_id} of task {spec.name} has target {row['target']!r} in the file but "
                             f"{expected!r} in the annotations found now: they are not the ones the run used; point the "
                             f"benchmark's data root at the same annotations (see `lmms-vr prepare`)")
-        records.append(build_record(doc, response_text(row)))
+        records.append(benchmark.record(spec.declared, doc, response_text(row)))
     return records
-
-
-def record_builder(spec: TaskSpec) -> Callable[[dict, str], dict]:
-    """The record of one (document, raw reply) of the task, as lmms-eval's run built it (`Benchmark.record`)."""
-    benchmark = registry.get(spec.benchmark)
-    return lambda doc, response: benchmark.record(spec.declared, doc, response)
 
 
 @dataclass
@@ -331,30 +324,3 @@ def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) 
     coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
     coverage.unknown = sorted(present - known)
     return coverage
-
-
-def read_predictions(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage]:
-    """Records for replay predictions (`{"task", "id", "response"}`) matched on `sample_id`: a document
-    without one is scored as an empty response, predictions of no document listed (both in the coverage)."""
-    from lmms_video_reasoning.utils.lmms.replay_model import load_predictions, lookup, unmatched
-
-    table = load_predictions(path)
-    build_record = record_builder(spec)
-    docs = task_docs(spec)
-    records, missing = [], []
-    for doc in docs:
-        response = lookup(table, spec.name, str(doc["sample_id"]))
-        if response is None:
-            missing.append(str(doc["sample_id"]))
-            response = ""
-        records.append(build_record(doc, response))  # as the replay model answers it
-    if len(missing) == len(records):
-        raise DataError(f"{path}: no prediction for any document of task {spec.name} (ids are the documents' sample_id)")
-    ids = {str(doc["sample_id"]) for doc in docs}
-    coverage = Coverage(samples=len(records) - len(missing), documents=len(docs), missing=missing, missing_scored_as_empty=True,
-                        unmatched_predictions=[i for i in unmatched(table, spec.name, ids) if (spec.name, i) in table])
-    return records, coverage
-
-
-def tasks_in_predictions(path: Path) -> list[str]:
-    return sorted({row["task"] for row in read_jsonl(path) if isinstance(row.get("task"), str)})

@@ -5,17 +5,10 @@
     lmms-vr score predictions.jsonl --task T  replay predictions (`{"task", "id", "response"}` lines)
     ... [--task T] [--out results.json]
 
-The metrics come from the task's own scoring entry (`scoring.score`, what its aggregation calls)
-on the task's records: logged ones as they are, predict-only ones rebuilt from the documents
-(`samples_io.rebuild_records`), replay predictions matched on `sample_id`; a run whose
-aggregation failed is scored from the records saved before judging. Judge calls go through the
-judge engine and its cache (a rerun costs nothing). Nothing is left out silently: samples not of
-this suite, missing or repeated documents and unmatched predictions are printed and recorded
-under `lmms_vr.coverage`. `--out FILE` writes lmms-eval's results shape with the judge accounting
-under `lmms_vr`, and `<FILE stem>_samples_<task>.jsonl` with each sample's record and scored
-outcome (what `lmms-vr report` bootstraps); several runs give `<FILE stem>_<run>.json` each.
-Exit status 3: a judge outage (run again once it works); 4: judge cache errors; 5: a task of a
-run is missing. After an offline batch flow, judgments it holds are NOT SENT (docs/judges.md).
+The metrics come from the task's own scoring entry (what its aggregation calls); judge calls go
+through the judge engine and its cache. What is not scored, missing or repeated is printed and
+recorded under `lmms_vr.coverage`. Exit status 3: a judge outage (run again once it works); 4:
+judge cache errors; 5: a task of a run is missing.
 """
 
 from __future__ import annotations
@@ -202,7 +195,7 @@ def main(args) -> int:
         if _batch_step(args, gathered):
             return 0
         said: set = set()  # the judge notes printed (once each)
-        scores = [_score(item, _judge_chooser(args, [item], said)) for item in gathered]
+        scores = [_score(item, _judge_chooser(args, item, said)) for item in gathered]
     except JudgeConfigError as error:
         raise DataError(f"the judge cannot run: {error}") from None
     except OSError as error:
@@ -278,8 +271,8 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
     return False
 
 
-def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) -> JudgeChooser:
-    """The judge each benchmark's scoring is handed (`score_task`'s `judge_for`), and the notes on it
+def _judge_chooser(args, item: Gathered, said: set) -> JudgeChooser:
+    """The judge the item's scoring is handed (`score_task`'s `judge_for`), and the notes on it
     (`said`: those already printed). After --batch: the cache alone. A configured judge whose cache
     holds an offline batch flow of its model sends nothing that flow holds (`BatchBoundJudge`; not
     with --judge-online). No judge configured: the cache the run recorded (`recorded_verdicts`), else
@@ -288,8 +281,6 @@ def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) 
     from lmms_video_reasoning.judges.config import JudgeConfig
     from lmms_video_reasoning.judges.process_registry import cache_only_judge
     from lmms_video_reasoning.utils.results.batch_judging import cache_answers_for
-
-    said = set() if said is None else said
 
     def say(note: str) -> None:
         if note not in said:
@@ -306,74 +297,50 @@ def _judge_chooser(args, gathered: Sequence[Gathered], said: set | None = None) 
                                     *((config.model, config.cache_path, config.base_url) if config is not None else ()))
 
         return cache_read
-    names = sorted({registry.get(task_spec(item.task).benchmark).scoring.judge_name for item in gathered} - {""})
-    readers: dict[str, Any] = {}
-    bound: dict[str, Any] = {}  # configured judges bound to the batch flow of their cache
-    for name in names:
-        try:
-            config = JudgeConfig.from_env(name)
-        except ValueError:  # a benchmark that declares no judge: there is no recorded judge to read
-            continue
-        if config is not None:
-            judge = None if getattr(args, "judge_online", False) else batch_bound_judge(config)
-            if judge is not None:
-                bound[name] = judge
-            continue
-        for item in gathered:
-            reader, why = recorded_verdicts(Path(item.source), name)
-            note = (f"no judge configured for {name}: verdicts read from the judge cache {reader.config.cache_path} the run "
-                    f"recorded (model {reader.config.model}; nothing is sent, a request without a cached verdict counts as a "
-                    "failed judgment)") if reader is not None else (
-                    f"no judge configured for {name}, and {why}: its judge-based metrics cannot be computed; configure the "
-                    "judge (LMMS_VR_JUDGE_BASE_URL, or the provider's API key) or put the run's judge cache on this machine")
-            if why or reader is not None:
-                say(note)
-            if reader is not None:
-                readers[name] = reader
-                break
-    models = cache_answers_for([name for name in names if name not in readers])
-    if models:
-        say("no judge configured for " + ", ".join(sorted(models)) + ": verdicts read from the judge cache "
-            "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+    name = registry.get(task_spec(item.task).benchmark).scoring.judge_name
+    try:
+        config = JudgeConfig.from_env(name) if name else None
+    except ValueError:  # a benchmark that declares no judge: there is no recorded judge to read
+        name = ""
+    instead = None  # the judge handed instead of the configured one
+    if name and config is not None:
+        instead = None if getattr(args, "judge_online", False) else batch_bound_judge(config)
+    elif name:
+        instead, why = recorded_verdicts(Path(item.source), name)
+        if instead is not None:
+            say(f"no judge configured for {name}: verdicts read from the judge cache {instead.config.cache_path} the run "
+                f"recorded (model {instead.config.model}; nothing is sent, a request without a cached verdict counts as a "
+                "failed judgment)")
+        elif why:
+            say(f"no judge configured for {name}, and {why}: its judge-based metrics cannot be computed; configure the "
+                "judge (LMMS_VR_JUDGE_BASE_URL, or the provider's API key) or put the run's judge cache on this machine")
+        model = cache_answers_for([name]).get(name) if instead is None else None
+        if model:
+            say(f"no judge configured for {name}: verdicts read from the judge cache "
+                "(batch-imported replies; nothing is sent, a request without a reply counts as a failed judgment)")
+            instead = cache_only_judge(name, model)
 
     def chosen(bench, records):
-        name = bench.judge_name
-        if not name or not bench.needs_judge(records):
+        if not bench.judge_name or not bench.needs_judge(records):
             return None
-        if name in bound:
-            return bound[name]
-        if name in readers:
-            return readers[name]
-        if name in models:
-            return cache_only_judge(name, models[name])
-        return scoring_judge(bench, records)  # the configured judge
+        return instead if instead is not None else scoring_judge(bench, records)  # else the configured judge
 
     return chosen
 
 
-def run_results_file(samples: Path) -> Path | None:
-    """The results file beside a samples (or records) file: `<prefix>_results.json` (lmms-eval) or `<prefix>.json` (ours)."""
-    match = run_file_match(samples)
-    if match is None:
-        return None
-    for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json"):
-        if (samples.parent / name).is_file():
-            return samples.parent / name
-    return None
-
-
 def recorded_verdicts(samples: Path, judge_name: str) -> tuple[Any, str]:
     """(a reader of the judge cache the run of `samples` recorded, "") or (None, why not; "" for no
-    results file or no judge recorded), as `lmms-vr report` finds it (`verdicts_for`), never borrowed."""
-    from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
+    results file or no judge recorded), as `lmms-vr report` finds it (`verdicts_for`). Asked with no
+    judge configured, so the verdicts are never borrowed. The results file is lmms-eval's
+    `<prefix>_results.json` or ours, `<prefix>.json`."""
+    from lmms_video_reasoning.utils.results.report_verdicts import NO_JUDGE, verdicts_for
 
-    results = run_results_file(samples)
-    if results is None:
-        return None, ""
-    reader, why, borrowed = verdicts_for(results, judge_name)
-    if borrowed:
-        return None, ""
-    return reader, why if why.startswith("the judge cache") or why.startswith("the run's judge") else ""
+    match = run_file_match(samples)
+    for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json") if match else ():
+        if (samples.parent / name).is_file():
+            reader, why, _borrowed = verdicts_for(samples.parent / name, judge_name)
+            return reader, "" if why == NO_JUDGE else why
+    return None, ""
 
 
 def _score(item: Gathered, judge_for: JudgeChooser) -> TaskScore:
