@@ -21,8 +21,7 @@ _TYPICAL_REASON = "The ground truth states the same event at the same time in th
 
 
 def judge_request(prompt: str, parse: Callable, tag: str, expected_reply: str | None = None, later_steps: int = 0) -> Request:
-    """One official judge call; `expected_reply` / `later_steps`: what the cost estimate assumes (the
-    reply's format and size; extraction is followed by the scoring call unless the IoU rule decides)."""
+    """One official judge call; `expected_reply` / `later_steps`: what the cost estimate assumes."""
     return Request(messages=[{"role": "user", "content": prompt}], max_tokens=2048, temperature=0.0, parse=parse, max_reasks=2,
                    tag=tag, expected_reply=expected_reply, later_steps=later_steps)
 
@@ -34,8 +33,7 @@ def expected_steps_reply(steps: Sequence[str], precision: bool) -> str:
 
 
 def judge_answer(record: dict, ask: Ask, settings: dict) -> dict:
-    """Extraction -> (IoU rule | scoring judge): {"extracted", "correct", "iou"} or {"error"}; with the
-    scoring judge, both readings of its verdict (`scoring.VerdictReading`), `lenient_verdict` picking one."""
+    """Extraction, then the IoU rule or the scoring judge (both readings of its verdict): the outcome or {"error"}."""
     response = responses.judged_text(record)
     if not response.strip() or responses.reasoning_truncated(record):
         return {"extracted": "", "correct": False, "iou": None}  # nothing (or no answer yet) to extract: wrong

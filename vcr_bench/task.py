@@ -102,8 +102,7 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 
 
 def build_record(doc: dict, response: Any, chain_of_thought: bool = True, settings: dict | None = None) -> dict:
-    """The record of one sample, never raising (a bad document: its `error`); `chain_of_thought`: recall and
-    precision are judged too; the reply read under the task's `settings` (`responses.reply_record`)."""
+    """The record of one sample, never raising (a bad document: its `error`)."""
     record = {"sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
               "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice")}
     record.update(question=doc.get("question"), answer=doc.get("answer"), reasoning=[], **responses.reply_record(response, settings))
@@ -132,8 +131,7 @@ def unjudged_metrics(records: Sequence[dict]) -> dict[str, float]:
 
 def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
                how_to_configure: str = "") -> tuple[dict[str, float], list[dict] | None]:
-    """All metrics of a task's records (0-100, and the counts) and the judge's per-sample outcomes (None
-    without a judge: `unjudged_metrics`, and a log line ending with `how_to_configure`)."""
+    """All metrics of a task's records and the judge's per-sample outcomes (None without a judge)."""
     settings = scoring.resolve_settings(settings)
     records = list(records)
     responses.warn_truncated(log, "VCR-Bench", sum(map(responses.reasoning_truncated, records)), len(records))
@@ -172,8 +170,8 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: 
 
 
 def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
-    """The metrics from column sums (one value per row); CoT metrics NaN unless a sample is CoT-scored; on a
-    whole run, the judged metrics withheld past the judge failure share (`limit`; the option's value in effect if None)."""
+    """The metrics from column sums; CoT ones NaN unless a sample is CoT-scored; on a whole run, the judged ones
+    withheld past the judge failure share (`limit`)."""
     metrics = scoring.accuracy_from_totals(totals)
     scored = totals["score_cot"] > 0
     metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})

@@ -1,14 +1,6 @@
-"""VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
-
-One generation per question with the official CoT template, scored for both tracks, in a mode
-stamped on every document and copied into every record (re-scored as the aggregation scored it):
-`judge` (MCQ-O and OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's
-LLM setting: no visual input). The protocol (`scoring.py`): the task's option `protocol`.
-
-Visual input (`lmms_eval_specific_kwargs`):
-`visual_mode` (`video`, or `frames`: `num_frames` segment-midpoint frames at 224x224), `video_frames`
-(video mode: `protocol`, a clip of those frames, as the official inference; `model`: the model samples it).
-"""
+"""VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics. One generation
+per question (the official CoT template) in the mode stamped on its document: `judge` (MCQ-O and OE-P),
+`mcq` (MCQ-O only) or `text` (no visual input). Visual input: `lmms_eval_specific_kwargs` (README.md)."""
 
 from __future__ import annotations
 
@@ -50,22 +42,18 @@ RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # w
 
 
 class Media(Protocol):
-    """Get the frames: what the task needs from a document's video (the binding resolves the file)."""
+    """Gets a document's frames (the binding resolves its file): `plan`, the `n` frames a plan picks and their times;
+    `frames`, those indices as RGB PIL images (resized to `size`); `video`, what a video model is handed: the
+    video, or (`pick`, `size`) a video of just those frames."""
 
-    def plan(self, doc: dict, plan: FramePlan, n: int) -> Chosen:
-        """The `n` frames `plan` picks in the video and their times (no decoding)."""
-
-    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
-        """The frames at these presentation indices, as RGB PIL images (resized to `size`)."""
-
-    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
-        """What a video-native model is handed: the video, or (`pick`, `size`) a video of just those frames."""
+    def plan(self, doc: dict, plan: FramePlan, n: int) -> Chosen: ...
+    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list: ...
+    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str: ...
 
 
 # --- Documents
 def task_protocol_of(declared: dict | None = None) -> str:
-    """The protocol of a task declaring `declared` (its options; `default` when it declares none),
-    overridden when its override is set (`Option.value`)."""
+    """The protocol of a task declaring `declared` (its options), or its override (`Option.value`)."""
     try:
         return PROTOCOL.value(declared)
     except options.OptionError as error:
@@ -103,8 +91,7 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 
 def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (default: the official `num_frames` segment midpoints at
-    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video); the override of `video_frames` wins."""
+    """Which frames video mode shows: `protocol` (the official frames as a clip; paper Table A3) or `model` (its own)."""
     value = VIDEO_FRAMES_SETTING.value() or (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
         raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} ({VIDEO_FRAMES_SETTING.sources()} in lmms_eval_specific_kwargs)")
@@ -112,8 +99,7 @@ def video_frames(kwargs: dict | None) -> str:
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
-    """`[video]` (video mode: of the protocol frames, or the video for the model to sample itself),
-    the sampled frames (frames mode), or `[]` (text task)."""
+    """`[video]` (of the protocol frames, or whole), the sampled frames (frames mode), or `[]` (text task)."""
     mode = visual_mode(doc, kwargs)
     if mode == "none":
         return []
@@ -139,10 +125,8 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media, text: str) -> 
 
 # --- Records and metrics
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The per-question record: all that scores it again (also from a `--predict_only` file). The OE-P judge
-    rates the whole `response`, as the official judge; the MCQ letter is read from its final answer
-    (`utils.lmms.responses.reply_record`, made with the task's `settings`): none for a failed reply or one cut
-    off inside its reasoning, and a thinking model's reasoning cannot lend it one."""
+    """The per-question record, all that scores it again: the judge rates the whole response, as officially; the
+    MCQ letter comes from its final answer (`responses.reply_record`), none for a failed or cut-off reply."""
     return record_of(doc, responses.reply_record(response, settings))
 
 
@@ -161,10 +145,8 @@ def metric_names(doc: dict) -> tuple[str, ...]:
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                    with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
-    """Every metric of the task over per-question columns (`utils/core/columns.py`; `scoring.score_columns`,
-    `scoring.metrics_from_totals`): on a whole run, the judge-based ones withheld past the failure share
-    (`failed_share` the task's, None: the environment's). A model-failed record is never judged."""
-    # per record r: MCQ-O right (a reply cut off inside its reasoning has no letter), rated, (process score, judge failed), model failed
+    """Every metric of the task over per-question columns; on a whole run the judge-based ones are withheld past
+    the failure share (`failed_share`; None: the environment's)."""
     scores = [scoring.QuestionScore(r["reasoning_type"], not responses.reasoning_truncated(r) and scoring.mcq_correct(responses.final_answer(r), r["answer"]),
                                     scoring.judge_prompt_kind(r["reasoning_type"], protocol) is not None, p, f, responses.model_failed(r))
               for r, (p, f) in zip(records, outcomes, strict=True)]
