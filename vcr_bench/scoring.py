@@ -129,17 +129,12 @@ def time_iou(gt: Sequence[float], pred: Sequence[float], ordered: bool = True) -
 def box_iou(a: Sequence[float], b: Sequence[float], ordered: bool = True) -> float:
     """The official `calculate_space_iou` of [x1, y1, x2, y2] boxes (a zero union raises); `ordered`: corners in order."""
     if ordered:
-        a, b = _sorted_corners(a), _sorted_corners(b)
+        a, b = ((min(x[0], x[2]), min(x[1], x[3]), max(x[0], x[2]), max(x[1], x[3])) for x in (a, b))
     ix1, iy1, ix2, iy2 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
     if ix2 < ix1 or iy2 < iy1:
         return 0.0
     inter = (ix2 - ix1) * (iy2 - iy1)
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
-
-
-def _sorted_corners(box: Sequence[float]) -> tuple:
-    (x1, x2), (y1, y2) = sorted((box[0], box[2])), sorted((box[1], box[3]))
-    return x1, y1, x2, y2
 
 
 def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = False) -> tuple[bool, float | None] | None:
