@@ -252,34 +252,6 @@ def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[l
     return columns.point(columns.SampleColumns(cot_columns(recall_steps, precision_steps, include_background), lambda totals, _whole: cot_from_totals(totals)))
 
 
-def fully_correct_cot(recall_steps: Sequence[dict] | None, precision_steps: Sequence[dict] | None,
-                      include_background: bool = False) -> bool | None:
-    """The paper's "full CoT score" (Table 10) of a sample: overall recall and precision both 1 (undefined
-    is not full); None when either CoT judgment is missing."""
-    if recall_steps is None or precision_steps is None:
-        return None
-    return recall_ratios(recall_steps, include_background)["overall"] == 1 and precision_ratios(precision_steps, include_background)["overall"] == 1
-
-
-@dataclass(frozen=True)
-class FullCotShare:
-    """Paper Table 10: the share (0-100, NaN without any) of the `correct` answers with both CoT judgments
-    that are `full` (`fully_correct_cot`); `unjudged`: correct answers left out for a missing judgment."""
-
-    share: float
-    full: int
-    correct: int
-    unjudged: int
-
-
-def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -> FullCotShare:
-    """`FullCotShare` of a run's outcomes (`correct`, `recall_steps`, `precision_steps`)."""
-    judged = [fully_correct_cot(o["recall_steps"], o["precision_steps"], include_background) for o in outcomes if o["correct"] is True]
-    full = sum(j is True for j in judged)
-    correct = sum(j is not None for j in judged)
-    return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)
-
-
 # The tasks' scoring options (a task chooses them; its records carry them).
 INCLUDE_BACKGROUND = options.Option("include_background", "bool", False, "overall CoT counts Background Review "
                                     "steps (paper-era code)")
