@@ -54,8 +54,8 @@ def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
     kind = scoring.judge_prompt_kind(record["reasoning_type"], protocol)
     result = ask(judge_request(record, protocol))
     if protocol == "official":  # a missing tag counts as a failure, but scores as in the official code: 0
-        raw = result.raw if result.ok else ""
-        return scoring.process_score(scoring.parse_tags_official(raw, kind)), not result.ok or None in scoring.official_tag_values(raw, kind)
+        values = scoring.official_tag_values(result.raw if result.ok else "", kind)
+        return scoring.process_score(values), not result.ok or None in values
     if not result.ok:
         log.debug("VRBench judge failed for %s: %s", record.get("sample_id"), result.error)
         return None, True

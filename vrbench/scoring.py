@@ -168,14 +168,10 @@ def official_tag_values(reply: str, kind: str) -> tuple[float | None, ...]:
     return tuple(values)
 
 
-def parse_tags_official(reply: str, kind: str) -> tuple[float, ...]:
-    """Official protocol ratings: a missing tag scores 0 (a tag without a number, which crashes the official script, too)."""
-    return tuple(0.0 if value is None else value for value in official_tag_values(reply, kind))
-
-
-def process_score(ratings: Sequence[float]) -> float:
-    """Process score of one question: the weighted sum of its four 0-10 ratings."""
-    return sum(weight * value for weight, value in zip(WEIGHTS, ratings, strict=True))
+def process_score(ratings: Sequence[float | None]) -> float:
+    """Process score of one question: the weighted sum of its four 0-10 ratings; officially a missing one (None) scores 0
+    (a tag without a number, which crashes the official script, too)."""
+    return sum(weight * (0.0 if value is None else value) for weight, value in zip(WEIGHTS, ratings, strict=True))
 
 
 def official_response(response: str) -> str:
