@@ -22,7 +22,7 @@ from lmms_video_reasoning.utils.results import report, report_tables, score
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report_stats import TaskStats
 from lmms_video_reasoning.utils.results.samples_io import OUTCOME_KEY
-from lmms_video_reasoning.vcr_bench import scoring as vcr
+from lmms_video_reasoning.vcr_bench import report as vcr_report
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, PERCEPTION, REASONING
 from score_report_support import sample_judge, score_predictions
 
@@ -42,18 +42,18 @@ ALL_MATCHED = [step(PERCEPTION, "Matched"), step(REASONING, "Matched")]
 
 
 def test_a_full_cot_score_needs_every_reference_step_matched_and_no_wrong_step():
-    assert vcr.fully_correct_cot(ALL_MATCHED, ALL_MATCHED) is True  # every step matched
+    assert vcr_report.fully_correct_cot(ALL_MATCHED, ALL_MATCHED) is True  # every step matched
     # a Redundant response step does not count against precision (Matched / (Matched + Wrong))
-    assert vcr.fully_correct_cot(ALL_MATCHED, ALL_MATCHED + [step(REASONING, "Redundant")]) is True
-    assert vcr.fully_correct_cot(ALL_MATCHED + [step(PERCEPTION, "Unmatched")], ALL_MATCHED) is False  # recall 2/3
-    assert vcr.fully_correct_cot(ALL_MATCHED, ALL_MATCHED + [step(PERCEPTION, "Wrong")]) is False  # precision 2/3
+    assert vcr_report.fully_correct_cot(ALL_MATCHED, ALL_MATCHED + [step(REASONING, "Redundant")]) is True
+    assert vcr_report.fully_correct_cot(ALL_MATCHED + [step(PERCEPTION, "Unmatched")], ALL_MATCHED) is False  # recall 2/3
+    assert vcr_report.fully_correct_cot(ALL_MATCHED, ALL_MATCHED + [step(PERCEPTION, "Wrong")]) is False  # precision 2/3
     # Background Review steps are outside the overall ratios unless include_background
     with_background = ALL_MATCHED + [step(BACKGROUND, "Unmatched")]
-    assert vcr.fully_correct_cot(with_background, ALL_MATCHED) is True
-    assert vcr.fully_correct_cot(with_background, ALL_MATCHED, include_background=True) is False
+    assert vcr_report.fully_correct_cot(with_background, ALL_MATCHED) is True
+    assert vcr_report.fully_correct_cot(with_background, ALL_MATCHED, include_background=True) is False
     # an undefined ratio (only Redundant response steps) is not a full score; a missing judgment is unknown
-    assert vcr.fully_correct_cot(ALL_MATCHED, [step(REASONING, "Redundant")]) is False
-    assert vcr.fully_correct_cot(None, ALL_MATCHED) is None and vcr.fully_correct_cot(ALL_MATCHED, None) is None
+    assert vcr_report.fully_correct_cot(ALL_MATCHED, [step(REASONING, "Redundant")]) is False
+    assert vcr_report.fully_correct_cot(None, ALL_MATCHED) is None and vcr_report.fully_correct_cot(ALL_MATCHED, None) is None
 
 
 def test_full_cot_share_is_over_the_correct_answers_with_a_cot_judgment():
@@ -65,19 +65,19 @@ def test_full_cot_share_is_over_the_correct_answers_with_a_cot_judgment():
         vcr_outcome(False, ALL_MATCHED, ALL_MATCHED),  # full CoT but a wrong answer: not in the share at all
         vcr_outcome(None, None, None),  # no verdict: not a correct answer
     ]
-    share = vcr.full_cot_share(outcomes)
+    share = vcr_report.full_cot_share(outcomes)
     assert (share.full, share.correct, share.unjudged) == (1, 3, 1)
     assert share.share == pytest.approx(100 / 3)
 
 
 def test_full_cot_share_edge_cases():
-    every_step = vcr.full_cot_share([vcr_outcome(True, ALL_MATCHED, ALL_MATCHED)] * 4)
+    every_step = vcr_report.full_cot_share([vcr_outcome(True, ALL_MATCHED, ALL_MATCHED)] * 4)
     assert (every_step.share, every_step.full, every_step.correct) == (100.0, 4, 4)
-    none_correct = vcr.full_cot_share([vcr_outcome(False, ALL_MATCHED, ALL_MATCHED), vcr_outcome(None, None, None)])
+    none_correct = vcr_report.full_cot_share([vcr_outcome(False, ALL_MATCHED, ALL_MATCHED), vcr_outcome(None, None, None)])
     assert math.isnan(none_correct.share) and (none_correct.full, none_correct.correct, none_correct.unjudged) == (0, 0, 0)
-    unjudged = vcr.full_cot_share([vcr_outcome(True, None, None)])
+    unjudged = vcr_report.full_cot_share([vcr_outcome(True, None, None)])
     assert math.isnan(unjudged.share) and unjudged.unjudged == 1
-    assert math.isnan(vcr.full_cot_share([]).share)
+    assert math.isnan(vcr_report.full_cot_share([]).share)
 
 
 # ---------------------------------------------------------------- the report, on the sample benchmark's scored runs

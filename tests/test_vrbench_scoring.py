@@ -134,8 +134,8 @@ def test_default_tags_last_occurrence_and_strictness():
 def test_official_tags_first_occurrence_missing_is_zero():
     reply = "<step_matching>4</step_matching> <step_matching>9</step_matching>\n<logical_consistency>\n5\n</logical_consistency>"
     # First occurrence; a multi-line tag does not match (no DOTALL); missing tags are 0.
-    assert scoring.parse_tags_official(reply, "unique") == (4.0, 0.0, 0.0, 0.0)
     assert scoring.official_tag_values(reply, "unique") == (4.0, None, None, None)
+    assert scoring.process_score(scoring.official_tag_values(reply, "unique")) == pytest.approx(0.4 * 4.0)
 
 
 def q(rtype, correct, process=None, rated=True, failed=False, model_failed=False):

@@ -8,16 +8,19 @@ keeps (`LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
 from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
@@ -121,11 +124,6 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
     return task.doc_to_messages(doc, chosen(lmms_eval_specific_kwargs), MEDIA)
 
 
-def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
-    """The metrics of a task's records judged by `judge`, and the outcomes per sample (`task.score_with`)."""
-    return task.score_with(records, judge, settings, NO_JUDGE_HINT)
-
-
 class VcrBenchScoring(ScoringAdapter):
     """VCR-Bench: `scored_records`; outcomes from `judging.judge_records`, metrics from `task.metric_columns`."""
 
@@ -176,3 +174,23 @@ BENCHMARK = Benchmark(
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes the judge accounting beside the run's results.
 __getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vcr_bench"))
+
+
+log = logging.getLogger(__name__)
+
+
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
+    """All metrics of a task's records and the judge's per-sample outcomes (None without a judge: a log line says how to configure one)."""
+    settings = scoring.resolve_settings(settings)
+    records = list(records)
+    responses.warn_truncated(log, "VCR-Bench", sum(map(responses.reasoning_truncated, records)), len(records))
+    if judge is None:
+        log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
+                    "are NaN (answers are extracted by the judge).%s", len(records), NO_JUDGE_HINT)
+        return task.unjudged_metrics(records), None
+    outcomes = judging.judge_records(records, judge, settings)
+    metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(responses.model_failed, records))
+    limit = settings.get(failure_share.FAILED_SHARE.option)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
+        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
+    return metrics, outcomes

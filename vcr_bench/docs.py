@@ -1,6 +1,5 @@
-"""VCR-Bench documents: an official record of `v1/videos/meta_info_video.json` -> a checked task
-document (a bad record is an error naming it), with its dimension code and duration bucket.
-Standard library only."""
+"""VCR-Bench documents: an official record of `v1/videos/meta_info_video.json` -> a checked task document (a bad
+record is an error naming it), with its dimension code and duration bucket. Standard library only."""
 
 from __future__ import annotations
 

@@ -21,8 +21,7 @@ _TYPICAL_REASON = "The ground truth states the same event at the same time in th
 
 
 def judge_request(prompt: str, parse: Callable, tag: str, expected_reply: str | None = None, later_steps: int = 0) -> Request:
-    """One official judge call; `expected_reply` / `later_steps`: what the cost estimate assumes (the
-    reply's format and size; extraction is followed by the scoring call unless the IoU rule decides)."""
+    """One official judge call; `expected_reply` / `later_steps`: what the cost estimate assumes."""
     return Request(messages=[{"role": "user", "content": prompt}], max_tokens=2048, temperature=0.0, parse=parse, max_reasks=2,
                    tag=tag, expected_reply=expected_reply, later_steps=later_steps)
 
@@ -34,8 +33,7 @@ def expected_steps_reply(steps: Sequence[str], precision: bool) -> str:
 
 
 def judge_answer(record: dict, ask: Ask, settings: dict) -> dict:
-    """Extraction -> (IoU rule | scoring judge): {"extracted", "correct", "iou"} or {"error"}; with the
-    scoring judge, both readings of its verdict (`scoring.VerdictReading`), `lenient_verdict` picking one."""
+    """Extraction, then the IoU rule or the scoring judge (both readings of its verdict): the outcome or {"error"}."""
     response = responses.judged_text(record)
     if not response.strip() or responses.reasoning_truncated(record):
         return {"extracted": "", "correct": False, "iou": None}  # nothing (or no answer yet) to extract: wrong
@@ -137,7 +135,7 @@ def judge_records(records: Sequence[dict], judge: Judge, settings: dict | None =
         log.warning("VCR-Bench: %d scoring verdict(s) not exactly 1/0 read differently leniently (first standalone 0/1); "
                     "used: the %s reading (setting lenient_verdict)", changed, "lenient" if settings.get("lenient_verdict") else "exact")
     failed = sum(bool(o["errors"]) for o in outcomes)
-    # Past the failure share the metrics are not computed at all (task.score_with says so).
+    # Past the failure share the metrics are not computed at all (the scoring says so).
     if failed and not failure_share.too_many_failed(failed, len(records) - unanswered, settings.get(failure_share.FAILED_SHARE.option)):
         log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "
                     "and are left out of the CoT mean they could not enter (judge_failed=%d)", failed, len(records), failed)

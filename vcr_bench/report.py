@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -43,7 +44,7 @@ def full_cot_given_correct(label: str, stats: TaskStats) -> tuple[float, str]:
     for metric in ("accuracy", "cot_f1"):
         if not stats.sampled.trusted(metric):
             return math.nan, f"{label}: the outcomes are not the run's ({stats.sampled.why_not(metric)})"
-    share = scoring.full_cot_share(stats.sampled.outcomes, scoring.resolve_settings(stats.sampled.settings)["include_background"])
+    share = full_cot_share(stats.sampled.outcomes, scoring.resolve_settings(stats.sampled.settings)["include_background"])
     if not share.correct:
         note = f"{label}: no correct answer with its CoT judged: the share is undefined"
     else:
@@ -147,3 +148,32 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
 def report_spec() -> ReportSpec:
     # every VCR-Bench metric, accuracy included, rests on the judge's answer extraction
     return ReportSpec(section=section, headline=HEADLINE, labels=LABELS)
+
+
+# Paper Table 10: the full-CoT share of the correct answers.
+def fully_correct_cot(recall_steps: Sequence[dict] | None, precision_steps: Sequence[dict] | None,
+                      include_background: bool = False) -> bool | None:
+    """The paper's "full CoT score" (Table 10) of a sample: overall recall and precision both 1 (undefined
+    is not full); None when either CoT judgment is missing."""
+    if recall_steps is None or precision_steps is None:
+        return None
+    return scoring.recall_ratios(recall_steps, include_background)["overall"] == 1 and scoring.precision_ratios(precision_steps, include_background)["overall"] == 1
+
+
+@dataclass(frozen=True)
+class FullCotShare:
+    """Paper Table 10: the share (0-100, NaN without any) of the `correct` answers with both CoT judgments
+    that are `full` (`fully_correct_cot`); `unjudged`: correct answers left out for a missing judgment."""
+
+    share: float
+    full: int
+    correct: int
+    unjudged: int
+
+
+def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -> FullCotShare:
+    """`FullCotShare` of a run's outcomes (`correct`, `recall_steps`, `precision_steps`)."""
+    judged = [fully_correct_cot(o["recall_steps"], o["precision_steps"], include_background) for o in outcomes if o["correct"] is True]
+    full = sum(j is True for j in judged)
+    correct = sum(j is not None for j in judged)
+    return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)

@@ -38,8 +38,7 @@ _BARE_LETTER = re.compile(r"^\s*(?:the\s+)?(?:final\s+)?(?:answer\s*(?:is)?\s*[:
 
 
 def parse_extraction(reply: str) -> str:
-    """Judge call 1: the extracted answer, unstripped as the official code stores it (its IoU rule is
-    whitespace-sensitive: " [1,2,3,4]" is not a box); a blank reply -> re-ask."""
+    """Judge call 1: the extracted answer, unstripped as officially (" [1,2,3,4]" is no box); blank: re-asked."""
     if not isinstance(reply, str) or not reply.strip():
         raise parsing.ParseError("empty answer-extraction reply")
     return reply
@@ -58,8 +57,7 @@ class VerdictReading:
 
 
 def parse_verdict(reply: str, lenient: bool = False) -> VerdictReading:
-    """Judge call 2, "1" consistent / "0" not: both readings kept. Officially never re-asked ("1.",
-    "**1**" and "1\n" are wrong); `lenient`: a reply without a standalone 0/1 is re-asked."""
+    """Judge call 2, "1" consistent / "0" not, read both ways; re-asked only if `lenient` and without a standalone 0/1."""
     reply = reply if isinstance(reply, str) else ""
     try:
         lenient_value: bool | None = parsing.extract_digit(reply, "01") == 1
@@ -94,9 +92,8 @@ def parse_precision(reply: str) -> list[dict]:
 
 
 def parse_interval(text: str) -> tuple[float, float] | None:
-    """A time answer as the official `is_valid_time_interval` accepts it: the whole text an
-    `ast.literal_eval` list of two int/float/bool values ("[13, 54]", "[.5, 20.]"); else None.
-    Errors other than ValueError/SyntaxError escape (`grounding_verdict` scores them 0)."""
+    """A time answer as the official `is_valid_time_interval` accepts it: an `ast.literal_eval` list of two
+    numbers ("[13, 54]", "[.5, 20.]"); else None. Other errors escape (`grounding_verdict` scores them 0)."""
     if not isinstance(text, str):
         return None
     try:
@@ -109,8 +106,7 @@ def parse_interval(text: str) -> tuple[float, float] | None:
 
 
 def parse_box(text: str) -> tuple[int, int, int, int] | None:
-    """A box answer as the official `is_valid_space_interval` accepts it: "[...]" with no space
-    outside, four comma-separated Python `int()` spellings ("+5", " 7 ", "1_000"; not "10.5"); else None."""
+    """A box answer as the official `is_valid_space_interval` accepts it: "[...]", four `int()` spellings; else None."""
     if not (text.startswith("[") and text.endswith("]")):
         return None
     parts = text[1:-1].split(",")
@@ -123,8 +119,7 @@ def parse_box(text: str) -> tuple[int, int, int, int] | None:
 
 
 def time_iou(gt: Sequence[float], pred: Sequence[float], ordered: bool = True) -> float:
-    """The official `calculate_time_iou`: overlap / hull span, 0 when the span is 0. `ordered` reads
-    [end, start] as [start, end] (officially the bounds are used as given)."""
+    """The official `calculate_time_iou`: overlap / hull span, 0 for no span; `ordered`: [end, start] read in order."""
     (s1, e1), (s2, e2) = (sorted(pair) for pair in (gt, pred)) if ordered else (gt, pred)
     intersection = max(0, min(e1, e2) - max(s1, s2))
     union = max(e1, e2) - min(s1, s2)
@@ -132,10 +127,9 @@ def time_iou(gt: Sequence[float], pred: Sequence[float], ordered: bool = True) -
 
 
 def box_iou(a: Sequence[float], b: Sequence[float], ordered: bool = True) -> float:
-    """The official `calculate_space_iou` of boxes [x1, y1, x2, y2]: 0.0 without overlap,
-    ZeroDivisionError for a zero union. `ordered` reads corners in either order (officially as given)."""
+    """The official `calculate_space_iou` of [x1, y1, x2, y2] boxes (a zero union raises); `ordered`: corners in order."""
     if ordered:
-        a, b = _sorted_corners(a), _sorted_corners(b)
+        a, b = ((min(x[0], x[2]), min(x[1], x[3]), max(x[0], x[2]), max(x[1], x[3])) for x in (a, b))
     ix1, iy1, ix2, iy2 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
     if ix2 < ix1 or iy2 < iy1:
         return 0.0
@@ -143,16 +137,9 @@ def box_iou(a: Sequence[float], b: Sequence[float], ordered: bool = True) -> flo
     return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
 
 
-def _sorted_corners(box: Sequence[float]) -> tuple:
-    (x1, x2), (y1, y2) = sorted((box[0], box[2])), sorted((box[1], box[3]))
-    return x1, y1, x2, y2
-
-
 def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = False) -> tuple[bool, float | None] | None:
-    """(correct, IoU) by the official `match_answer` IoU rule, or None (the scoring judge decides): both
-    answers time intervals -> time IoU > 0.7; else both integer boxes -> box IoU > 0.5. Where the official
-    code raises (a zero union, a literal nested too deeply) the sample scores 0, with a warning. Reversed
-    bounds are read in order unless `official_reversed` (README.md, "How scoring runs" 2)."""
+    """(correct, IoU) by the official `match_answer` IoU rule, or None (the scoring judge decides). Where the
+    official code raises, the sample scores 0 with a warning; reversed bounds are read in order unless `official_reversed`."""
     ordered = not official_reversed
     try:
         gt = parse_interval(gt_answer)
@@ -173,20 +160,17 @@ def grounding_verdict(gt_answer: str, extracted: str, official_reversed: bool = 
 
 
 def is_bare_answer(response: str) -> bool:
-    """Only an option letter. Official issue #2: the precision judge then splits the *reference* steps
-    instead, inflating precision; such a response is one step, the final answer (`bare_answer_steps`)."""
+    """Only an option letter: official issue #2 (the precision judge would split the reference steps instead)."""
     return bool(_BARE_LETTER.match(response or ""))
 
 
 def bare_answer_steps(correct: bool) -> list[dict]:
-    """A bare answer's one step, a logical inference ("Final answer determination counts as logical
-    inference", the precision prompt), Matched iff the answer is correct."""
+    """A bare answer's one step, a logical inference (as the precision prompt counts it), Matched iff correct."""
     return [{"type": REASONING, "judgment": "Matched" if correct else "Wrong"}]
 
 
 def _per_kind(steps: Iterable[dict], include_background: bool, counted) -> dict[str, float | None]:
-    """Per kind, Matched over the `counted` steps of its types (None when there are none); overall
-    leaves Background Review steps out unless `include_background` (README.md, "How scoring runs")."""
+    """Per kind, Matched over the `counted` steps of its types (None if none); overall without Background unless asked."""
     steps = list(steps)
     overall = STEP_TYPES if include_background else (PERCEPTION, REASONING)
     out = {}
@@ -241,8 +225,7 @@ def accuracy_from_totals(totals: columns.Totals) -> dict[str, np.ndarray]:
 
 
 def cot_columns(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, np.ndarray]:
-    """Per sample and kind, its recall and precision ratio where defined (`<side>_sum:<kind>`) and whether
-    it is (`<side>_n:<kind>`): a failed judgement (None) or a 0/0 ratio is left out of that mean only."""
+    """Per sample and kind, its recall and precision ratio where defined (a failed judgement or 0/0 is left out)."""
     out = {}
     for side, all_steps, ratios_of in (("recall", recall_steps, recall_ratios), ("precision", precision_steps, precision_ratios)):
         ratios = [None if steps is None else ratios_of(steps, include_background) for steps in all_steps]
@@ -267,34 +250,6 @@ def cot_from_totals(totals: columns.Totals) -> dict[str, np.ndarray]:
 def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, float]:
     """The CoT metrics of these samples."""
     return columns.point(columns.SampleColumns(cot_columns(recall_steps, precision_steps, include_background), lambda totals, _whole: cot_from_totals(totals)))
-
-
-def fully_correct_cot(recall_steps: Sequence[dict] | None, precision_steps: Sequence[dict] | None,
-                      include_background: bool = False) -> bool | None:
-    """The paper's "full CoT score" (Table 10) of a sample: overall recall and precision both 1 (undefined
-    is not full); None when either CoT judgment is missing."""
-    if recall_steps is None or precision_steps is None:
-        return None
-    return recall_ratios(recall_steps, include_background)["overall"] == 1 and precision_ratios(precision_steps, include_background)["overall"] == 1
-
-
-@dataclass(frozen=True)
-class FullCotShare:
-    """Paper Table 10: the share (0-100, NaN without any) of the `correct` answers with both CoT judgments
-    that are `full` (`fully_correct_cot`); `unjudged`: correct answers left out for a missing judgment."""
-
-    share: float
-    full: int
-    correct: int
-    unjudged: int
-
-
-def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -> FullCotShare:
-    """`FullCotShare` of a run's outcomes (`correct`, `recall_steps`, `precision_steps`)."""
-    judged = [fully_correct_cot(o["recall_steps"], o["precision_steps"], include_background) for o in outcomes if o["correct"] is True]
-    full = sum(j is True for j in judged)
-    correct = sum(j is not None for j in judged)
-    return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)
 
 
 # The tasks' scoring options (a task chooses them; its records carry them).

@@ -1,11 +1,8 @@
 """VCR-Bench as an lmms-eval task, whoever runs it: inputs, records and metrics, with the judge and the
-`Media` the hooks hand in. The task setting `visual_mode` (README.md, "Tasks"; paper Table 5) picks the
-input: `video` (the default), `frames` (64, or `frame_count`, timed frames), `one_frame` or `none`;
-`chain_of_thought: false` drops the CoT instruction (`vcr_direct`)."""
+`Media` the hooks hand in; task settings `visual_mode`, `frame_count`, `chain_of_thought` (README.md, "Tasks")."""
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -14,14 +11,11 @@ import numpy as np
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import options, settings
-from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core import columns
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
 from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.vcr_bench import docs, frames, judging, prompts, scoring
-
-log = logging.getLogger(__name__)
 
 VISUAL_MODES = ("video", "frames", "one_frame", "none")
 VISUAL_MODE = options.Option("visual_mode", "choice", "", "what the video tasks show: the video, frames, one frame "
@@ -64,16 +58,11 @@ def frame_count(kwargs: dict | None, mode: str) -> int:
     return count
 
 
-def frame_plan(doc: dict, mode: str, media: Media, count: int = frames.FRAME_COUNT) -> Chosen:
-    """The frames of the frame modes and their times: `count` start-aligned ones, or the middle one."""
-    return media.plan(doc, frames.ONE_FRAME, 1) if mode == "one_frame" else media.plan(doc, frames.PLAN, count)
-
-
 def doc_to_text(doc: dict, kwargs: dict | None, media: Media) -> str:
     """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
     mode, chain_of_thought = task_settings(kwargs)
     count = frame_count(kwargs, mode)
-    timestamps = frame_plan(doc, mode, media, count).timestamps if mode == "frames" else ()
+    timestamps = media.plan(doc, frames.PLAN, count).timestamps if mode == "frames" else ()
     return prompts.model_prompt(doc["question"], chain_of_thought, timestamps)
 
 
@@ -85,7 +74,8 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
         return []
     if mode == "video":
         return [media.video(doc)]
-    return list(media.frames(doc, frame_plan(doc, mode, media, count).indices))
+    plan, n = (frames.ONE_FRAME, 1) if mode == "one_frame" else (frames.PLAN, count)  # the middle frame, or `count`
+    return list(media.frames(doc, media.plan(doc, plan, n).indices))
 
 
 def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
@@ -96,8 +86,7 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 
 
 def build_record(doc: dict, response: Any, chain_of_thought: bool = True, settings: dict | None = None) -> dict:
-    """The record of one sample, never raising (a bad document: its `error`); `chain_of_thought`: recall and
-    precision are judged too; the reply read under the task's `settings` (`responses.reply_record`)."""
+    """The record of one sample, never raising (a bad document: its `error`)."""
     record = {"sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
               "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice")}
     record.update(question=doc.get("question"), answer=doc.get("answer"), reasoning=[], **responses.reply_record(response, settings))
@@ -124,25 +113,6 @@ def unjudged_metrics(records: Sequence[dict]) -> dict[str, float]:
             "reasoning_truncated": sum(map(responses.reasoning_truncated, records))}
 
 
-def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
-               how_to_configure: str = "") -> tuple[dict[str, float], list[dict] | None]:
-    """All metrics of a task's records (0-100, and the counts) and the judge's per-sample outcomes (None
-    without a judge: `unjudged_metrics`, and a log line ending with `how_to_configure`)."""
-    settings = scoring.resolve_settings(settings)
-    records = list(records)
-    responses.warn_truncated(log, "VCR-Bench", sum(map(responses.reasoning_truncated, records)), len(records))
-    if judge is None:
-        log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
-                    "are NaN (answers are extracted by the judge).%s", len(records), how_to_configure)
-        return unjudged_metrics(records), None
-    outcomes = judging.judge_records(records, judge, settings)
-    metrics, judged = metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(responses.model_failed, records))
-    limit = settings.get(failure_share.FAILED_SHARE.option)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
-        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
-    return metrics, outcomes
-
-
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
     """The metrics of judged records (`judging.judge_records` outcomes), from their `metric_columns`."""
     return columns.point(metric_columns(records, outcomes, settings))
@@ -166,8 +136,8 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: 
 
 
 def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
-    """The metrics from column sums (one value per row); CoT metrics NaN unless a sample is CoT-scored; on a
-    whole run, the judged metrics withheld past the judge failure share (`limit`; the option's value in effect if None)."""
+    """The metrics from column sums; CoT ones NaN unless a sample is CoT-scored; on a whole run, the judged ones
+    withheld past the judge failure share (`limit`)."""
     metrics = scoring.accuracy_from_totals(totals)
     scored = totals["score_cot"] > 0
     metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})

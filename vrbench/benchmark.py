@@ -1,28 +1,32 @@
 """VRBench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists each part): the tasks,
 the lmms-eval hooks (the declared ones made by `__getattr__`), "get the frames" on the data root
-(`PluginMedia`) and the declaration (`BENCHMARK`). The task itself (inputs, records, metrics, the
-scoring with the judge it is handed) is `task.py`, shared with the upstream task folder.
+(`PluginMedia`) and the declaration (`BENCHMARK`), the scoring with the judge it is handed (`scored_records`) and
+the paper's two-phase protocol. The task itself (inputs, records, metrics) is `task.py`, shared with the upstream task folder.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.columns import point
+from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.core.settings import chosen_values
+from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
 from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
-from lmms_video_reasoning.vrbench import data, docs, judging, task
+from lmms_video_reasoning.vrbench import data, docs, judging, prompts, task
 from lmms_video_reasoning.vrbench.report import report_spec
 from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
-from lmms_video_reasoning.vrbench.task import TWO_PHASE
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
@@ -138,7 +142,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previo
     """The official CoT prompt; for the two-phase tasks, the prompt of their next round (lmms-eval's
     agentic loop passes the rounds' replies as `previous_output`)."""
     if doc.get(TWO_PHASE):
-        return task.two_phase_turn(doc, previous_output or [])
+        return two_phase_turn(doc, previous_output or [])
     return task.doc_to_text(doc, lmms_eval_specific_kwargs)
 
 
@@ -150,13 +154,8 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     """`task.build_record`; for the two-phase tasks, of both rounds' replies (`task.two_phase_reply`)."""
     if doc.get(TWO_PHASE):
-        return task.record_of(doc, task.two_phase_reply(response, settings))
+        return task.record_of(doc, two_phase_reply(response, settings))
     return task.build_record(doc, response, settings)
-
-
-def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
-    """The aggregation's and `lmms-vr score`'s scoring, with the judge it is handed (`task.score_with`)."""
-    return task.score_with(records, judge, settings)
 
 
 class VrBenchScoring(ScoringAdapter):
@@ -245,3 +244,72 @@ BENCHMARK = Benchmark(
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes the judge accounting beside the run's results.
 __getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vrbench"))
+
+log = logging.getLogger(__name__)
+
+TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
+ROUNDS = "rounds"  # the key of the two replies in a two-phase response
+
+
+# --- The paper's two-phase protocol (section 4, "Evaluation Protocols"; tasks vr_bench_two_phase and
+# vr_bench_text_two_phase, whose documents are marked TWO_PHASE: `doc_to_text` and `build_record` dispatch
+# here), two generations: OE-P rates round 1, MCQ-O reads round 2.
+def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
+    """lmms-eval's `generate_until_agentic` step. Before any reply: the Fig. A20 prompt for VLMs, or LLMs
+    (text task). After round 1: round 2, text only (`[]` visuals): the options beside the round-1 reply
+    without its reasoning blocks (as a chat template keeps an earlier turn). After round 2: done, both
+    replies packed into the one response lmms-eval logs."""
+    if not replies:
+        basis = "video summary" if doc["mode"] == "text" else "video and summary"
+        return prompts.PAPER_REASONING_PROMPT.substitute(basis=basis, question=doc["question"], video_summary=doc["video_summary"])
+    if len(replies) == 1:
+        options = prompts.multiple_choice_question(doc["question"], [tuple(o) for o in doc["options"]])
+        return [], prompts.CHOICE_PROMPT.substitute(reasoning=responses.strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
+    return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
+
+
+def unpack_rounds(response: Any) -> tuple[str, str]:
+    """(reasoning, choice) replies of a two-phase response: the packed JSON lmms-eval logs, or
+    the two replies as a list (a replay prediction); "" (no prediction) is two empty replies."""
+    if response in ("", None):
+        return "", ""
+    rounds = response
+    if isinstance(response, str):
+        try:
+            rounds = json.loads(response).get(ROUNDS)
+        except (ValueError, AttributeError):
+            rounds = None
+    if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
+        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
+                        f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
+    return rounds[0], rounds[1]
+
+
+def two_phase_reply(response: Any, settings: dict | None) -> dict:
+    """The reply fields of a two-phase record: `response` is round 1 (what the OE-P judge rates),
+    `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
+    round is a model failure (never judged, wrong)."""
+    reasoning, choice = unpack_rounds(response)
+    first, second = responses.reply_record(reasoning, settings), responses.reply_record(choice, settings)
+    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
+            "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
+            "model_failure": first["model_failure"] or second["model_failure"]}
+
+
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
+    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
+    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
+    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
+    if not records:
+        return {}, []
+    protocol, with_judge = task.task_protocol(records, settings)
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
+    responses.warn_truncated(log, "VRBench", sum(map(responses.reasoning_truncated, records)), len(records))
+    judge = judge if with_judge else None
+    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
+    columns = task.metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
+    if judge is not None:
+        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
+        if failure_share.too_many_failed(failed, judged, limit):
+            log.error(failure_share.explain("VRBench", failed, judged, limit))
+    return point(columns), None if with_judge and judge is None else outcomes

@@ -1,7 +1,5 @@
-"""VRBench documents: one per question of `VRBench_eval.jsonl` (one line per video), with what
-inference and scoring need (the reference steps formatted as the official judge sees them). A
-malformed record is an error naming it. Standard library only (the upstream task folder shares this module).
-"""
+"""VRBench documents: one per question of `VRBench_eval.jsonl` (a line per video), with what inference and
+scoring need; a malformed record is an error naming it. Standard library only."""
 
 from __future__ import annotations
 
@@ -76,10 +74,8 @@ def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
 
 
 def without_arrow_gaps(record: dict) -> dict:
-    """A video record as its JSON line has it, from a row of the `datasets` json builder.
-
-    `datasets` stores `mcq` (qa1..qaN, 6 to 10 per video) and `reasoning_process` as Arrow structs:
-    every row gets the union of their keys, a key a video lacks as None; such entries are dropped."""
+    """A video record as its JSON line has it, from a `datasets` row: `mcq` and `reasoning_process` are Arrow
+    structs, every row with the union of their keys (None where a video lacks one); such entries are dropped."""
 
     def present(mapping: Any) -> Any:
         return {key: value for key, value in mapping.items() if value is not None} if isinstance(mapping, dict) else mapping

@@ -1,19 +1,9 @@
-"""VRBench OE-P judge: build the official judge requests byte-exact and rate a batch of records.
+"""VRBench OE-P judge: the official judge requests, byte-exact, and the ratings of a batch of records.
 
-Official pipeline (OpenGVLab/VRBench, commit 47a22db, separate mode): `evaluation/batch_evaluation_api_mp_time_async.py
-::async_process_sample` reads the response as `steps_and_answer.strip('Assistant:')`, picks the unique-answer
-prompt for Event Attribution / Implicit Inference / Logical Linkage (and "Multi-element Inference"), the
-non-unique-answer prompt with the video summary for Event Prediction / Hypothetical Reasoning, none for other
-types. It calls `evaluate_*_answer_response(..., procedure, answer)`, the methods take `(..., answer, procedure)`:
-the reference answer lands in the template's `{procedure}` ("Reasoning Step:"), the steps in `{answer}`
-("Answer:"). The request sets no temperature.
-
-Both protocols show the judge the response as generated, thinking blocks included (the
-official judge rates the model's whole output; the task option `judged_reply: stripped` removes them).
-Default protocol: the fields in their intended places, the response as generated,
-temperature 0, counting questions rated with the unique-answer prompt, tags parsed strictly
-(a missing tag re-asks the judge, then counts as a judge failure).
-"""
+Official pipeline: OpenGVLab/VRBench, commit 47a22db, `evaluation/batch_evaluation_api_mp_time_async.py
+::async_process_sample` (separate mode). The judge sees the response as generated, thinking included (task
+option `judged_reply: stripped` removes it); the default protocol puts the fields in their intended places,
+sends temperature 0 and parses the tags strictly (a missing tag re-asks, then is a judge failure)."""
 
 from __future__ import annotations
 
@@ -27,8 +17,7 @@ from lmms_video_reasoning.vrbench import prompts, scoring
 
 log = logging.getLogger(__name__)
 
-# The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
-JUDGE_MODEL = "deepseek-chat"
+JUDGE_MODEL = "deepseek-chat"  # the official judge, DeepSeek-V3
 JUDGE_BASE_URL = "https://api.deepseek.com/v1"
 
 
@@ -41,7 +30,8 @@ def judge_request(record: dict, protocol: str) -> Request | None:
     official = protocol == "official"
     if official:
         response = scoring.official_response(response)
-        procedure, answer = answer, procedure  # the official call's swapped arguments
+        # `evaluate_*_answer_response(..., procedure, answer)` takes `(..., answer, procedure)`: the answer fills {procedure}
+        procedure, answer = answer, procedure
     fields = {"question": record["question"], "response": response, "procedure": procedure, "answer": answer}
     if kind == scoring.UNIQUE:
         messages = prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
@@ -64,8 +54,8 @@ def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
     kind = scoring.judge_prompt_kind(record["reasoning_type"], protocol)
     result = ask(judge_request(record, protocol))
     if protocol == "official":  # a missing tag counts as a failure, but scores as in the official code: 0
-        raw = result.raw if result.ok else ""
-        return scoring.process_score(scoring.parse_tags_official(raw, kind)), not result.ok or None in scoring.official_tag_values(raw, kind)
+        values = scoring.official_tag_values(result.raw if result.ok else "", kind)
+        return scoring.process_score(values), not result.ok or None in values
     if not result.ok:
         log.debug("VRBench judge failed for %s: %s", record.get("sample_id"), result.error)
         return None, True
@@ -73,8 +63,7 @@ def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
 
 
 def rate(records: Sequence[dict], protocol: str, judge: Judge) -> list[tuple[float | None, bool]]:
-    """`(process score or None, judge failed)` per record, in order: `(None, False)` without a call for a
-    type the protocol does not rate or lmms-eval's failure placeholder instead of an answer (`model_failed`)."""
+    """`(process score or None, judge failed)` per record; `(None, False)` for an unrated type or a failed model."""
     rated = [i for i, record in enumerate(records)
              if scoring.judge_prompt_kind(record["reasoning_type"], protocol) and not responses.model_failed(record)]
     outcomes: list[tuple[float | None, bool]] = [(None, False)] * len(records)

@@ -1,17 +1,6 @@
-"""VRBench prompts: the official inference template and judge prompts, loaded verbatim.
-
-The files in `vrbench/prompts/` are byte-exact copies of the runtime values of the official code
-(OpenGVLab/VRBench, commit 47a22db; see `prompts/README.md`), part of the metrics' definition:
-the functions below only fill their fields the way the official code does.
-
-- Inference (`inference/utils/prepare_input.py::prepare_qa_text_input`): `MCQ_COT_PROMPT` is
-  a `string.Template`; `$multiple_choice_question` is `"Question: {q}\\nOptions:\\n"` followed
-  by one `"{letter}: {text}"` line per option (dict order, joined by newlines), and
-  `$video_summary` is the record's summary, uncut.
-- Judge (`evaluation/model_api/base_model.py`, separate mode): system prompt
-  `*_EVAL_SYSTEM_PROMPT_SEPARATE`, user prompt `*_EVAL_HUMAN_PROMPT_TEMPLATE.format(...)`
-  with the `{question}`, `{response}`, `{procedure}`, `{answer}` (and `{video_summary}`) fields.
-"""
+"""VRBench prompts: the files in `prompts/`, byte-exact runtime values of the official code (OpenGVLab/VRBench,
+commit 47a22db; `prompts/README.md`), filled as it does: inference by `inference/utils/prepare_input.py
+::prepare_qa_text_input`, the judge by `evaluation/model_api/base_model.py` (separate mode)."""
 
 from __future__ import annotations
 
@@ -27,9 +16,8 @@ UNIQUE_SYSTEM = "UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 UNIQUE_HUMAN = "UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
 NON_UNIQUE_SYSTEM = "NON_UNIQUE_ANSWER_EVAL_SYSTEM_PROMPT_SEPARATE.txt"
 NON_UNIQUE_HUMAN = "NON_UNIQUE_ANSWER_EVAL_HUMAN_PROMPT_TEMPLATE.txt"
-# The two-phase protocol's round 1: the paper's Fig. A20 prompt, system prompt (b) for VLMs ("video and summary") or (a) for LLMs
-# ("video summary"), then the user prompt (c), transcribed from the paper's text (arXiv:2506.10857; no
-# official code holds it).
+# The two-phase protocol's round 1: the paper's Fig. A20 prompt (b) for VLMs or (a) for LLMs, then (c), transcribed
+# from the paper's text (arXiv:2506.10857; no official code holds it).
 PAPER_REASONING_PROMPT = Template("""You are a helpful video understanding assistant designed to answer multi-step reasoning \
 questions based on the $basis.
 You should break down the reasoning process into clear, specific events.

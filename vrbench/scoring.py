@@ -2,16 +2,9 @@
 
 Every function is pure and cites the official code it follows (OpenGVLab/VRBench, commit 47a22db):
 `evaluation/calculate_scores.py` (MCQ-O, per-type combination) and
-`evaluation/batch_evaluation_api_mp_time_async.py` (OE-P tags and weights). Two protocols:
-
-- `default`: failures are visible. A missing tag or failed judge call is a judge failure, out of
-  OE-P and counted in `judge_failed`; a model failure (lmms-eval's placeholder instead of an answer)
-  is wrong for MCQ-O, never judged, out of OE-P, counted in `model_failed`; counting questions are
-  rated with the unique-answer prompt, synopsis ones (no steps) are not; a type's score is the mean
-  of its MCQ accuracy and OE-P (MCQ only for synopsis).
-- `official`: the official numbers. Missing tags, counting and synopsis questions (never rated) and
-  model failures (the official script would rate the failure text) count as 0 in OE-P; a type's
-  score uses the official "use whichever is above zero" combination.
+`evaluation/batch_evaluation_api_mp_time_async.py` (OE-P tags and weights). Two protocols: `default`
+(failures visible: judge and model failures out of OE-P, counted) and `official` (the official numbers:
+they, and unrated questions, score 0 in OE-P); `score_columns` and `combine_type` tell how.
 """
 
 from __future__ import annotations
@@ -30,9 +23,8 @@ from lmms_video_reasoning.utils.lmms.responses import is_model_failure
 PROTOCOLS = ("default", "official")
 
 # --- Reasoning types
-# Spelling in the data -> metric suffix. The data spells counting "Counting Porblems"; both
-# spellings are accepted. "Multi-element Inference" is named by the official judge code
-# (unique-answer prompt) but is not one of the paper's seven types: no per-type metric.
+# Spelling in the data (counting: "Counting Porblems") -> metric suffix. "Multi-element Inference", named by
+# the official judge code, is not one of the paper's seven types: no per-type metric.
 TYPE_METRIC = {
     "Event Prediction": "event_prediction",
     "Hypothetical Reasoning": "hypothetical_reasoning",
@@ -102,8 +94,7 @@ def _strip_punctuation(text: str) -> str:
 
 
 def extract_mcq_answer(response: str | None) -> str | None:
-    """The option letter (A-E) `calculate_scores.py::extract_mcq_answer` reads from a response, or None:
-    its stages, quirks included; the first stage that yields a letter decides. No LLM fallback."""
+    """The option letter (A-E) `calculate_scores.py::extract_mcq_answer` reads, or None: its stages, quirks included."""
     if not response:
         return None
     # 1. `\\boxed{X}`; 2. `<Answer>`, optional whitespace, the letter (`[X]` fails): first occurrence
@@ -130,8 +121,7 @@ def extract_mcq_answer(response: str | None) -> str | None:
 
 
 def mcq_correct(response: str | None, answer: str) -> bool:
-    """MCQ-O per question: the extracted letter equals the gold letter (unextractable = wrong). lmms-eval's
-    failure placeholder is wrong unread: the cascade would find a letter in the error text (e.g. an "e")."""
+    """MCQ-O: the extracted letter is the gold one; lmms-eval's failure placeholder is wrong unread (its text has letters)."""
     return not is_model_failure(response) and extract_mcq_answer(response) == answer
 
 
@@ -156,8 +146,7 @@ def _tag_number(content: str) -> float | None:
 
 
 def parse_tags(reply: str, kind: str) -> tuple[float, ...]:
-    """Default protocol: the four 0-10 ratings of a judge reply in weight order (each tag's last occurrence, the official
-    number rule). A missing tag or a value outside 0-10 raises ParseError (re-asked, then a judge failure)."""
+    """Default protocol: the four 0-10 ratings in weight order (each tag's last occurrence); ParseError if one is missing or out of range."""
     values = []
     for tag in TAGS[kind]:
         content = extract_tag(reply, tag)
@@ -179,14 +168,10 @@ def official_tag_values(reply: str, kind: str) -> tuple[float | None, ...]:
     return tuple(values)
 
 
-def parse_tags_official(reply: str, kind: str) -> tuple[float, ...]:
-    """Official protocol ratings: a missing tag scores 0 (a tag without a number, which crashes the official script, too)."""
-    return tuple(0.0 if value is None else value for value in official_tag_values(reply, kind))
-
-
-def process_score(ratings: Sequence[float]) -> float:
-    """Process score of one question: the weighted sum of its four 0-10 ratings."""
-    return sum(weight * value for weight, value in zip(WEIGHTS, ratings, strict=True))
+def process_score(ratings: Sequence[float | None]) -> float:
+    """Process score of one question: the weighted sum of its four 0-10 ratings; officially a missing one (None) scores 0
+    (a tag without a number, which crashes the official script, too)."""
+    return sum(weight * (0.0 if value is None else value) for weight, value in zip(WEIGHTS, ratings, strict=True))
 
 
 def official_response(response: str) -> str:
@@ -197,12 +182,12 @@ def official_response(response: str) -> str:
 # --- Aggregation
 @dataclass(frozen=True)
 class QuestionScore:
-    """Everything aggregation needs about one question."""
+    """Everything aggregation needs about one question: MCQ-O `correct`, `rated` by the protocol, its `process` score."""
 
-    reasoning_type: str  # as spelled in the data
-    correct: bool  # MCQ-O
-    rated: bool  # the protocol sends this question to the judge
-    process: float | None  # 0-10 weighted sum; None = not rated, judge or model failure, or no judge
+    reasoning_type: str
+    correct: bool
+    rated: bool
+    process: float | None  # None = not rated, judge or model failure, or no judge
     judge_failed: bool
     model_failed: bool = False  # lmms-eval's placeholder instead of an answer: wrong, never judged
 
@@ -217,9 +202,8 @@ def combine_type(mcq: float, oe: float, protocol: str, has_oe: bool) -> float:
 
 
 def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, np.ndarray]:
-    """Each metric's per-question numbers (`utils/core/columns.py`), per reasoning type too: MCQ-O right or
-    not; the process score where OE-P counts it (default: where the judge rated; official, `calculate_openqa_scores`:
-    every question, 0 if unrated or failed); failure flags; `needed` (a rating was needed), `needed_failed`."""
+    """Each metric's per-question columns, per reasoning type too. The process score counts where the judge rated,
+    or officially (`calculate_openqa_scores`) for every question, 0 if unrated or failed."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown VRBench protocol {protocol!r}; use one of {PROTOCOLS}")
     correct = column(s.correct for s in scores)
@@ -244,10 +228,8 @@ def score_columns(scores: Sequence[QuestionScore], protocol: str) -> dict[str, n
 
 def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_ran: bool = True, withhold: bool = False,
                         limit: float | None = None) -> dict[str, np.ndarray]:
-    """All metrics of a task from the sums of `score_columns` (one per row): MCQ-O (x 100), OE-P (mean process
-    score x 10), overall (their mean), each type (`combine_type`). `with_judge`: False gives the MCQ-only metrics.
-    `judge_ran`: False when no judge is configured: the judge-based values are NaN (not computed), never 0; likewise
-    past the failure share when `withhold` (`judges.failure_share`, on a whole run), `judge_failed` counting them."""
+    """All metrics from the sums of `score_columns`: MCQ-O, OE-P, overall, each type; MCQ-only unless `with_judge`. The
+    judge-based values are NaN, never 0, when no judge ran, and past the failure share when `withhold` (a whole run)."""
     withheld = np.zeros(len(totals["questions"]), dtype=bool)
     if withhold and with_judge and judge_ran:
         withheld = np.array([failure_share.too_many_failed(f, int(n), limit) for f, n in zip(totals["needed_failed"], totals["needed"])], dtype=bool)

@@ -1,32 +1,18 @@
-"""VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics.
-
-One generation per question with the official CoT template, scored for both tracks, in a mode
-stamped on every document and copied into every record (re-scored as the aggregation scored it):
-`judge` (MCQ-O and OE-P from the same response), `mcq` (MCQ-O only, no judge), `text` (the paper's
-LLM setting: no visual input). The protocol (`scoring.py`): the task's option `protocol`.
-
-Visual input (`lmms_eval_specific_kwargs`):
-`visual_mode` (`video`, or `frames`: `num_frames` segment-midpoint frames at 224x224), `video_frames`
-(video mode: `protocol`, a clip of those frames, as the official inference; `model`: the model samples it).
-"""
+"""VRBench as an lmms-eval task, whoever runs it: inputs, per-question records and metrics. One generation
+per question (the official CoT template) in the mode stamped on its document: `judge` (MCQ-O and OE-P),
+`mcq` (MCQ-O only) or `text` (no visual input). Visual input: `lmms_eval_specific_kwargs` (README.md)."""
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import options, settings
-from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
-from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.columns import SampleColumns, column
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
 from lmms_video_reasoning.utils.lmms import responses
-from lmms_video_reasoning.vrbench import frames, judging, prompts, scoring
-
-log = logging.getLogger(__name__)
+from lmms_video_reasoning.vrbench import frames, prompts, scoring
 
 DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 VIDEO_FRAMES = ("protocol", "model")
@@ -44,22 +30,17 @@ FRAME_VARIABLES = (settings.variable("VRBENCH_NUM_FRAMES", NUM_FRAMES), settings
 JUDGE_METRICS = ("mcq_accuracy", "process_score", "overall", *(f"type_{n}" for n in scoring.TYPE_NAMES), "judge_failed", "model_failed",
                  "reasoning_truncated")
 MCQ_METRICS = ("mcq_accuracy", *(f"type_{n}" for n in scoring.TYPE_NAMES), "model_failed", "reasoning_truncated")
-TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
-ROUNDS = "rounds"  # the key of the two replies in a two-phase response
 RECORD_KEYS = ("sample_id", "mode", "protocol", "reasoning_type", "answer")  # what a record copies of its question first
 
 
 class Media(Protocol):
-    """Get the frames: what the task needs from a document's video (the binding resolves the file)."""
+    """Gets a document's frames (the binding resolves its file): `plan`, the `n` frames a plan picks and their times;
+    `frames`, those indices as RGB PIL images (resized to `size`); `video`, what a video model is handed: the
+    video, or (`pick`, `size`) a video of just those frames."""
 
-    def plan(self, doc: dict, plan: FramePlan, n: int) -> Chosen:
-        """The `n` frames `plan` picks in the video and their times (no decoding)."""
-
-    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
-        """The frames at these presentation indices, as RGB PIL images (resized to `size`)."""
-
-    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
-        """What a video-native model is handed: the video, or (`pick`, `size`) a video of just those frames."""
+    def plan(self, doc: dict, plan: FramePlan, n: int) -> Chosen: ...
+    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list: ...
+    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str: ...
 
 
 # --- Documents
@@ -99,8 +80,7 @@ def visual_mode(doc: dict, kwargs: dict | None) -> str:
 
 
 def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (default: the official `num_frames` segment midpoints at
-    224x224 as a clip; per model the paper's Table A3) or `model` (it samples the video)."""
+    """Which frames video mode shows: `protocol` (the official frames as a clip; paper Table A3) or `model` (its own)."""
     value = (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
     if value not in VIDEO_FRAMES:
         raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} (video_frames in lmms_eval_specific_kwargs)")
@@ -108,8 +88,7 @@ def video_frames(kwargs: dict | None) -> str:
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
-    """`[video]` (video mode: of the protocol frames, or the video for the model to sample itself),
-    the sampled frames (frames mode), or `[]` (text task)."""
+    """`[video]` (of the protocol frames, or whole), the sampled frames (frames mode), or `[]` (text task)."""
     mode = visual_mode(doc, kwargs)
     if mode == "none":
         return []
@@ -135,10 +114,8 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media, text: str) -> 
 
 # --- Records and metrics
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The per-question record: all that scores it again (also from a `--predict_only` file). The OE-P judge
-    rates the whole `response`, as the official judge; the MCQ letter is read from its final answer
-    (`utils.lmms.responses.reply_record`, made with the task's `settings`): none for a failed reply or one cut
-    off inside its reasoning, and a thinking model's reasoning cannot lend it one."""
+    """The per-question record, all that scores it again: the judge rates the whole response, as officially; the
+    MCQ letter comes from its final answer (`responses.reply_record`), none for a failed or cut-off reply."""
     return record_of(doc, responses.reply_record(response, settings))
 
 
@@ -157,10 +134,8 @@ def metric_names(doc: dict) -> tuple[str, ...]:
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | None, bool]], protocol: str,
                    with_judge: bool, judge_ran: bool = True, failed_share: float | None = None) -> SampleColumns:
-    """Every metric of the task over per-question columns (`utils/core/columns.py`; `scoring.score_columns`,
-    `scoring.metrics_from_totals`): on a whole run, the judge-based ones withheld past the failure share
-    (`failed_share` the task's, None: the environment's). A model-failed record is never judged."""
-    # per record r: MCQ-O right (a reply cut off inside its reasoning has no letter), rated, (process score, judge failed), model failed
+    """Every metric of the task over per-question columns; on a whole run the judge-based ones are withheld past
+    the failure share (`failed_share`; None: the environment's)."""
     scores = [scoring.QuestionScore(r["reasoning_type"], not responses.reasoning_truncated(r) and scoring.mcq_correct(responses.final_answer(r), r["answer"]),
                                     scoring.judge_prompt_kind(r["reasoning_type"], protocol) is not None, p, f, responses.model_failed(r))
               for r, (p, f) in zip(records, outcomes, strict=True)]
@@ -174,51 +149,6 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[tuple[float | Non
     return SampleColumns(counted, metrics, counts=("model_failed", "judge_failed", "reasoning_truncated"))
 
 
-# --- The paper's two-phase protocol (section 4, "Evaluation Protocols"; tasks vr_bench_two_phase and
-# vr_bench_text_two_phase, whose documents are marked TWO_PHASE: `benchmark.py` dispatches here), two
-# generations: OE-P rates round 1, MCQ-O reads round 2.
-def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
-    """lmms-eval's `generate_until_agentic` step. Before any reply: the Fig. A20 prompt for VLMs, or LLMs
-    (text task). After round 1: round 2, text only (`[]` visuals): the options beside the round-1 reply
-    without its reasoning blocks (as a chat template keeps an earlier turn). After round 2: done, both
-    replies packed into the one response lmms-eval logs."""
-    if not replies:
-        basis = "video summary" if doc["mode"] == "text" else "video and summary"
-        return prompts.PAPER_REASONING_PROMPT.substitute(basis=basis, question=doc["question"], video_summary=doc["video_summary"])
-    if len(replies) == 1:
-        options = prompts.multiple_choice_question(doc["question"], [tuple(o) for o in doc["options"]])
-        return [], prompts.CHOICE_PROMPT.substitute(reasoning=responses.strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
-    return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
-
-
-def unpack_rounds(response: Any) -> tuple[str, str]:
-    """(reasoning, choice) replies of a two-phase response: the packed JSON lmms-eval logs, or
-    the two replies as a list (a replay prediction); "" (no prediction) is two empty replies."""
-    if response in ("", None):
-        return "", ""
-    rounds = response
-    if isinstance(response, str):
-        try:
-            rounds = json.loads(response).get(ROUNDS)
-        except (ValueError, AttributeError):
-            rounds = None
-    if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
-        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
-                        f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
-    return rounds[0], rounds[1]
-
-
-def two_phase_reply(response: Any, settings: dict | None) -> dict:
-    """The reply fields of a two-phase record: `response` is round 1 (what the OE-P judge rates),
-    `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
-    round is a model failure (never judged, wrong)."""
-    reasoning, choice = unpack_rounds(response)
-    first, second = responses.reply_record(reasoning, settings), responses.reply_record(choice, settings)
-    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
-            "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
-            "model_failure": first["model_failure"] or second["model_failure"]}
-
-
 def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, bool]:
     """(protocol, with_judge) of one task's records (`settings["protocol"]` overrides the records')."""
     protocol = (settings or {}).get("protocol") or records[0]["protocol"]
@@ -226,23 +156,3 @@ def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, 
     if len(modes) != 1:
         raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
     return protocol, modes.pop() != "mcq"
-
-
-def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
-               ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
-    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
-    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
-    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
-    if not records:
-        return {}, []
-    protocol, with_judge = task_protocol(records, settings)
-    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
-    responses.warn_truncated(log, "VRBench", sum(map(responses.reasoning_truncated, records)), len(records))
-    judge = judge if with_judge else None
-    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
-    columns = metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
-    if judge is not None:
-        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
-        if failure_share.too_many_failed(failed, judged, limit):
-            log.error(failure_share.explain("VRBench", failed, judged, limit))
-    return point(columns), None if with_judge and judge is None else outcomes

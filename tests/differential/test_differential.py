@@ -163,7 +163,7 @@ def differences() -> dict[str, dict[str, int]]:
     rows = table("vrbench_mcq")
     count("vrbench_mcq", rows, lambda r: vr.extract_mcq_answer(expand(r["input"])), None, lambda r: r["letter"], lambda r: False)
     rows = table("vrbench_tags")
-    count("vrbench_tags", rows, lambda r: vr.process_score(vr.parse_tags_official(expand(r["input"]), r["kind"])), None,
+    count("vrbench_tags", rows, lambda r: vr.process_score(vr.official_tag_values(expand(r["input"]), r["kind"])), None,
           lambda r: None if r["rate"] is None else float(r["rate"]), lambda r: r["raised"] is not None)
     count("vrbench_response_seen", rows, lambda r: vr.official_response(r["response"]), None, lambda r: r["response_seen"],
           lambda r: False)
