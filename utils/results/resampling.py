@@ -136,12 +136,16 @@ def defined(values: Sequence[float]) -> np.ndarray | None:
     return finite if len(finite) >= max(2, len(values) // 2) else None
 
 
+LEVEL = 0.95  # every interval the suite reports
+TAIL = (1 - LEVEL) / 2 * 100  # percent in each tail (computed, as the published figures were)
+
+
 def percentile_interval(values: Sequence[float]) -> tuple[float, float] | None:
-    """The 95% percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
+    """The `LEVEL` percentile interval of bootstrap values; None when most resamples are undefined (NaN)."""
     finite = defined(values)
     if finite is None:
         return None
-    low, high = np.percentile(finite, [2.5, 97.5])
+    low, high = np.percentile(finite, [TAIL, 100 - TAIL])
     return float(low), float(high)
 
 
