@@ -12,7 +12,6 @@ folder named `*clue*`, a video in any other. The sampler's table: `docs.meta_tab
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
@@ -24,7 +23,6 @@ from lmms_video_reasoning.utils.core.roots import (
     data_root,
     read_json,
     require_media,
-    usable_video as shared_usable_video,
     video_problem,
 )
 from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
@@ -93,10 +91,6 @@ def subtitle_at(root: Path, video_uid: str) -> Path | None:
 def video_path(video_uid: str) -> Path:
     """The full video of `video_uid`; raises MediaError naming the file, variable and command."""
     return require_media(CG_BENCH, video_at(data_root(CG_BENCH), video_uid), f"CG-Bench video {VIDEO_DIR}/{video_uid}.mp4")
-
-
-# `path` if it opens and decodes, else MediaError naming the file and the fix (video mode)
-usable_video = partial(shared_usable_video, CG_BENCH)
 
 
 def subtitle_problem(path: Path) -> str | None:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
-from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
@@ -63,37 +60,13 @@ GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
                 "All VCR-Bench tasks: the benchmark (vcr_cot) and the paper's Table 5 ablations."),)
 
 
-def load_docs(dataset=None, media: bool = True) -> Any:
-    """`process_docs`: the documents, the media (`media`) and the judge checked first (`utils/lmms/preflight.py`)."""
-    from lmms_video_reasoning.utils.lmms import preflight
-
-    check = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records())) if media else None
-    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), check, judge="vcr_bench")
+# `process_docs`: the documents, the media (not for vcr_text_only) and the judge checked first
+load_docs = docs_loader(data, data.load_records)
+load_docs_no_visual = docs_loader(data, data.load_records, media=False)
 
 
-def load_docs_no_visual(dataset=None) -> Any:
-    """`process_docs` of `vcr_text_only`: no video is needed."""
-    return load_docs(dataset, media=False)
-
-
-class PluginMedia:
-    """Videos under the data root (`data.video_file`): frame plans from the container, frames from
-    the exact sampler, the proxy clip of the model's own frames for video-native models (`task.Media`)."""
-
-    def plan(self, doc: dict, plan: FramePlan, n: int):
-        return video.plan_frames(data.video_file(doc), plan, n)
-
-    def frames(self, doc: dict, indices: Sequence[int]) -> list:
-        return list(video.read_frames(data.video_file(doc), list(indices)))
-
-    def video(self, doc: dict) -> str:
-        # decoded here first either way: native-video models swallow a decode error and answer from the text alone
-        from lmms_video_reasoning.utils.lmms import model_video
-
-        return model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))
-
-
-MEDIA = PluginMedia()
+# "get the frames": the document's video under the data root (`data.video_file`; `task.Media`)
+MEDIA = FileMedia(data.VCR_BENCH, data.video_file)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:

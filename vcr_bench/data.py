@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
-from lmms_video_reasoning.utils.core.roots import DataSource, annotation_file, data_root, read_json, require_media, usable_video, video_problem
+from lmms_video_reasoning.utils.core.roots import DataSource, annotation_file, data_root, read_json, require_media, video_problem
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR, records_to_docs
 
 VCR_BENCH = SOURCE = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")
@@ -53,12 +53,6 @@ def video_file(doc: dict) -> Path:
     """The document's video under the data root; MediaError naming the file and the fix."""
     path = video_at(data_root(VCR_BENCH), doc["video_path"], _where(doc))
     return require_media(VCR_BENCH, path, f"VCR-Bench video {VIDEO_DIR}/{doc['video_path']}")
-
-
-def checked_video_file(doc: dict) -> Path:
-    """`video_file`, opened once (cached) to check it has a video stream and a first frame;
-    MediaError naming the file and the fix (for models that are handed only the path)."""
-    return usable_video(VCR_BENCH, video_file(doc))
 
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:

@@ -6,17 +6,15 @@ scoring with the judge it is handed) is `task.py`, shared with the upstream task
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.columns import point
-from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
-from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.media import video
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
@@ -70,30 +68,23 @@ GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "
 
 
 # --- Documents (process_docs)
-def build_docs(mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
-    """The task's documents: every question of the annotation file, stamped with mode and protocol,
-    and marked for the paper's two-phase protocol (`two_phase`)."""
-    found = task.stamp(docs.flatten(data.load_records()), mode, protocol)
+def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[dict] | None = None) -> list[dict]:
+    """The task's documents: every question of the records (default: the annotation file's), stamped with
+    mode and protocol, and marked for the paper's two-phase protocol (`two_phase`)."""
+    found = task.stamp(docs.flatten(data.load_records() if records is None else records), mode, protocol)
     for doc in found if two_phase else ():
         doc[TWO_PHASE] = True
     return found
 
 
 def _process_docs(task_name: str, mode: str, two_phase: bool = False):
-    """The `process_docs` hook of one task (lmms-eval hands it a placeholder dataset): its documents,
-    stamped with its protocol (the task's option, which `VRBENCH_PROTOCOL` overrides), checked before
-    generation (`utils.lmms.preflight`): the videos (not for text-only tasks), the judge (not for MCQ-only)."""
+    """The `process_docs` hook of one task: its documents, stamped with its protocol (the task's option,
+    which `VRBENCH_PROTOCOL` overrides; read when loading), checked before generation: the videos (not
+    for text-only tasks), the judge (not for MCQ-only)."""
+    def build(records: list[dict]) -> list[dict]:
+        return build_docs(mode, task.task_protocol_of(BENCHMARK.task(task_name).settings), two_phase, records)
 
-    def load(_placeholder=None):
-        from lmms_video_reasoning.utils.lmms import preflight
-
-        protocol = lambda: task.task_protocol_of(BENCHMARK.task(task_name).settings)  # noqa: E731 - read when loading
-        media = lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())  # noqa: E731
-        check = preflight.MediaCheck(data.VRBENCH, media) if mode != "text" else None
-        return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check,
-                                   judge="vrbench" if mode != "mcq" else None)
-
-    return load
+    return docs_loader(data, data.load_records, build, media=mode != "text", judge=mode != "mcq")
 
 
 load_docs = _process_docs("vr_bench", "judge")
@@ -104,27 +95,8 @@ load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge", two_phase=Tru
 load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_phase=True)
 
 
-# --- Model inputs ("get the frames" on the data root)
-class PluginMedia:
-    """Videos under the data root, frames from the exact sampler, and for video-native models a
-    proxy clip (`utils.model_video`) of the protocol frames or of the model's own frames. The
-    file is decoded either way: lmms-eval's qwen2_vl would log a decode error and answer from
-    the text alone."""
-
-    def plan(self, doc: dict, plan: FramePlan, n: int):
-        return video.plan_frames(data.resolve_video(doc["video_path"]), plan, n)
-
-    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
-        return video.read_frames(data.resolve_video(doc["video_path"]), list(indices), size=size)
-
-    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
-        from lmms_video_reasoning.utils.lmms import model_video
-
-        checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
-        return model_video.video_for_model(data.resolve_video(doc["video_path"]), frames=pick, size=size, on_broken=checked)
-
-
-MEDIA = PluginMedia()
+# --- Model inputs ("get the frames" on the data root): the record's video (`data.resolve_video`)
+MEDIA = FileMedia(data.VRBENCH, lambda doc: data.resolve_video(doc["video_path"]))
 
 
 def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:

@@ -17,7 +17,7 @@ from pathlib import Path
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.core.roots import DataError, DataSource, annotation_file, data_root, read_json, require_media
-from lmms_video_reasoning.utils.core.roots import usable_video, video_problem
+from lmms_video_reasoning.utils.core.roots import video_problem
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, VIDEO_FIELDS, VIDEO_FOLDER
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).
@@ -68,12 +68,6 @@ def resolve_video(video_path: str) -> Path:
     """Absolute path of a record's video under the VRBench root; MediaError if absent or empty."""
     path = video_at(data_root(VRBENCH), video_path)
     return require_media(VRBENCH, path, f"VRBench video {video_path}")
-
-
-def resolve_checked_video(video_path: str) -> Path:
-    """`resolve_video` for a video that must also decode (`utils.data.usable_video`: opens,
-    has a video stream, yields a first frame; cached). MediaError naming the file and the fix."""
-    return usable_video(VRBENCH, resolve_video(video_path))
 
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
