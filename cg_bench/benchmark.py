@@ -1,6 +1,6 @@
 """CG-Bench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists the parts): the tasks
 (`tasks/*.yaml` are generated from them), the lmms-eval hooks, "get the frames" on the data root
-(`PluginMedia`), the scoring with the judge it is handed and the declaration (`BENCHMARK`).
+(`MEDIA`), the scoring with the judge it is handed and the declaration (`BENCHMARK`).
 """
 
 from __future__ import annotations
@@ -154,15 +154,6 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     return {**task.make_record(doc, response, settings), **(blind if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
 
 
-def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
-    """`score_with` on the data root (records of several tasks of a run may be scored together:
-    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does)."""
-    scores, answers = score_with(records, settings, judge, MEDIA)
-    if scores["subtitles_missing"]:
-        logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
-    return scores, answers
-
-
 def _write_details(scores: dict, run: RunFiles | None) -> None:
     """Every metric, the breakdowns and the judge accounting in `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
     if run is None:
@@ -270,12 +261,13 @@ def as_settings(settings: "Settings | dict | None") -> tuple[Settings, bool]:
     return Settings(**{key: value for key, value in settings.items() if key != "judge"}), settings.get("judge", True)
 
 
-def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
-               media: frames.Media) -> tuple[dict, list[Outcome]]:
-    """Every metric of the records and the outcomes they come from (`read_outcomes`), with the counts of videos
-    asked without subtitles and `breakdown` (per group and mode, failures, the settings used)."""
+def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None) -> tuple[dict, list[Outcome]]:
+    """Every metric of the records and the outcomes they come from (`task.read_outcomes` on the data root), with
+    the counts of videos asked without subtitles and `breakdown` (per group and mode, failures, the settings
+    used). Records of several tasks of a run may be scored together: long + clue + grounding give `crr` and
+    `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
     settings, judged = as_settings(settings)
-    outcomes = task.read_outcomes(records, judge if judged else None, media, settings.strict, settings.official_reversed)
+    outcomes = task.read_outcomes(records, judge if judged else None, MEDIA, settings.strict, settings.official_reversed)
     for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
         if outcome.judge_error == task.NO_JUDGE:
             outcome.judge_error = task.JUDGE_OFF
@@ -312,4 +304,6 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
             for group in groups.values():
                 group.pop("oe_acc", None)
+    if scores["subtitles_missing"]:
+        logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, outcomes

@@ -1,6 +1,6 @@
 """VCR-Bench's binding to lmms-eval and to the suite (`utils/core/registry.py` says what each part is): the
 tasks (`tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by `__getattr__`),
-"get the frames" on the data root (`PluginMedia`), the scoring with the judge it is handed and the
+"get the frames" on the data root (`MEDIA`), the scoring with the judge it is handed and the
 declaration (`BENCHMARK`). `process_results` only builds a record; the first aggregation of a task judges
 all its records in one batch. Video-native models get a proxy clip of exactly the frames their own path
 keeps (`LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames.
@@ -8,16 +8,20 @@ keeps (`LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader
-from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
+
+logger = logging.getLogger("lmms_video_reasoning.vcr_bench")
 
 # The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
 JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
@@ -82,8 +86,21 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
-    """The metrics of a task's records judged by `judge`, and the outcomes per sample (`task.score_with`)."""
-    return task.score_with(records, judge, settings, NO_JUDGE_HINT)
+    """All metrics of a task's records (0-100, and the counts) judged by `judge`, and the judge's per-sample
+    outcomes (None without a judge: `task.unjudged_metrics`, and a log line saying how to configure one)."""
+    settings = scoring.resolve_settings(settings)
+    records = list(records)
+    warn_truncated(logger, "VCR-Bench", sum(map(reasoning_truncated, records)), len(records))
+    if judge is None:
+        logger.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
+                       "are NaN (answers are extracted by the judge).%s", len(records), NO_JUDGE_HINT)
+        return task.unjudged_metrics(records), None
+    outcomes = judging.judge_records(records, judge, settings)
+    metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(model_failed, records))
+    limit = settings.get(failure_share.FAILED_SHARE.option)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
+        logger.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
+    return metrics, outcomes
 
 
 class VcrBenchScoring(ScoringAdapter):

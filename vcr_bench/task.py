@@ -5,7 +5,6 @@ input: `video` (the default), `frames` (64, or `frame_count`, timed frames), `on
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -14,14 +13,11 @@ import numpy as np
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import options, settings
-from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core import columns
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
 from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.vcr_bench import docs, frames, judging, prompts, scoring
-
-log = logging.getLogger(__name__)
 
 VISUAL_MODES = ("video", "frames", "one_frame", "none")
 VISUAL_MODE = options.Option("visual_mode", "choice", "", "what the video tasks show: the video, frames, one frame "
@@ -128,25 +124,6 @@ def unjudged_metrics(records: Sequence[dict]) -> dict[str, float]:
     """The metrics without a judge: NaN (even accuracy needs the extraction judge) but the two counts."""
     return {**dict.fromkeys(scoring.METRICS, math.nan), "model_failed": sum(map(responses.model_failed, records)),
             "reasoning_truncated": sum(map(responses.reasoning_truncated, records))}
-
-
-def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
-               how_to_configure: str = "") -> tuple[dict[str, float], list[dict] | None]:
-    """All metrics of a task's records (0-100, and the counts) and the judge's per-sample outcomes (None
-    without a judge: `unjudged_metrics`, and a log line ending with `how_to_configure`)."""
-    settings = scoring.resolve_settings(settings)
-    records = list(records)
-    responses.warn_truncated(log, "VCR-Bench", sum(map(responses.reasoning_truncated, records)), len(records))
-    if judge is None:
-        log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
-                    "are NaN (answers are extracted by the judge).%s", len(records), how_to_configure)
-        return unjudged_metrics(records), None
-    outcomes = judging.judge_records(records, judge, settings)
-    metrics, judged = metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(responses.model_failed, records))
-    limit = settings.get(failure_share.FAILED_SHARE.option)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
-        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
-    return metrics, outcomes
 
 
 def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:

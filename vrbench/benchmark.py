@@ -1,11 +1,12 @@
 """VRBench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists each part): the tasks,
 the lmms-eval hooks (the declared ones made by `__getattr__`), "get the frames" on the data root
-(`PluginMedia`) and the declaration (`BENCHMARK`). The task itself (inputs, records, metrics, the
-scoring with the judge it is handed) is `task.py`, shared with the upstream task folder.
+(`MEDIA`), the scoring with the judge it is handed (`scored_records`) and the declaration (`BENCHMARK`).
+The task itself (inputs, records, metrics) is `task.py`, shared with the upstream task folder.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,12 +15,14 @@ from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader
-from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vrbench import data, docs, judging, task
 from lmms_video_reasoning.vrbench.report import report_spec
 from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
 from lmms_video_reasoning.vrbench.task import TWO_PHASE
+
+logger = logging.getLogger("lmms_video_reasoning.vrbench")
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
@@ -124,8 +127,22 @@ def build_record(doc: dict, response, settings: dict | None = None) -> dict:
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
-    """The aggregation's and `lmms-vr score`'s scoring, with the judge it is handed (`task.score_with`)."""
-    return task.score_with(records, judge, settings)
+    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
+    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
+    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
+    if not records:
+        return {}, []
+    protocol, with_judge = task.task_protocol(records, settings)
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
+    warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
+    judge = judge if with_judge else None
+    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
+    columns = task.metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
+    if judge is not None:
+        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
+        if failure_share.too_many_failed(failed, judged, limit):
+            logger.error(failure_share.explain("VRBench", failed, judged, limit))
+    return point(columns), None if with_judge and judge is None else outcomes
 
 
 class VrBenchScoring(ScoringAdapter):

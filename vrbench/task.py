@@ -13,20 +13,15 @@ Visual input (`lmms_eval_specific_kwargs`):
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import options, settings
-from lmms_video_reasoning.utils.core.columns import SampleColumns, column, point
-from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.columns import SampleColumns, column
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan
 from lmms_video_reasoning.utils.lmms import responses
-from lmms_video_reasoning.vrbench import frames, judging, prompts, scoring
-
-log = logging.getLogger(__name__)
+from lmms_video_reasoning.vrbench import frames, prompts, scoring
 
 DEFAULT_NUM_FRAMES = 16  # inference/main.py --total_frames default
 VIDEO_FRAMES = ("protocol", "model")
@@ -230,23 +225,3 @@ def task_protocol(records: Sequence[dict], settings: dict | None) -> tuple[str, 
     if len(modes) != 1:
         raise DataError(f"VRBench records mix task modes {sorted(modes)}; score one task at a time")
     return protocol, modes.pop() != "mcq"
-
-
-def score_with(records: Sequence[dict], judge: Judge | None, settings: dict | None = None,
-               ) -> tuple[dict[str, float], list[tuple[float | None, bool]] | None]:
-    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
-    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
-    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
-    if not records:
-        return {}, []
-    protocol, with_judge = task_protocol(records, settings)
-    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
-    responses.warn_truncated(log, "VRBench", sum(map(responses.reasoning_truncated, records)), len(records))
-    judge = judge if with_judge else None
-    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
-    columns = metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
-    if judge is not None:
-        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
-        if failure_share.too_many_failed(failed, judged, limit):
-            log.error(failure_share.explain("VRBench", failed, judged, limit))
-    return point(columns), None if with_judge and judge is None else outcomes
