@@ -21,7 +21,7 @@ from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_video
-from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import warn_truncated
 from lmms_video_reasoning.utils.media.video import cut_clip, plan_frames
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, RunFiles
@@ -123,16 +123,7 @@ class PluginMedia(FileMedia):
 MEDIA = PluginMedia()
 
 
-def _with_media(hook):
-    """`task`'s lmms-eval hook `doc_to_*` on this data root (`MEDIA`)."""
-    def on_data_root(doc: dict, lmms_eval_specific_kwargs: dict | None = None):
-        return hook(doc, lmms_eval_specific_kwargs, MEDIA)
-
-    on_data_root.__name__ = on_data_root.__qualname__ = hook.__name__
-    return on_data_root
-
-
-doc_to_text, doc_to_visual, doc_to_messages = map(_with_media, (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
+doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
 # --- Records and scoring with the judge engine

@@ -15,7 +15,7 @@ from pathlib import Path
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
-from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
@@ -73,16 +73,7 @@ load_docs_no_visual = docs_loader(data, data.load_records, media=False)
 MEDIA = FileMedia(data.VCR_BENCH, data.video_file)
 
 
-def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return task.doc_to_text(doc, lmms_eval_specific_kwargs, MEDIA)
-
-
-def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
-
-
-def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
+doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:

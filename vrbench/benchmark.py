@@ -14,7 +14,7 @@ from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
-from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vrbench import data, docs, judging, task
@@ -102,8 +102,7 @@ load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_
 MEDIA = FileMedia(data.VRBENCH, lambda doc: data.resolve_video(doc["video_path"]))
 
 
-def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    return task.doc_to_visual(doc, lmms_eval_specific_kwargs, MEDIA)
+doc_to_visual = with_media(task.doc_to_visual, MEDIA)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,

@@ -5,7 +5,8 @@ benchmark of the plugin (the upstream task folders have their own, on lmms-eval'
 the file, the variable and the command when it is absent): the frame plan from the container, the
 frames from the exact sampler, and for video-native models the proxy clip of `model_video`, the
 file decoded first either way (lmms-eval's `qwen2_vl` would swallow a decode error and answer from
-the text alone). `docs_loader` makes a `process_docs` hook checked before generation (`preflight`).
+the text alone). `docs_loader` makes a `process_docs` hook checked before generation (`preflight`), `with_media` a task's
+`doc_to_*` hook on the benchmark's media.
 """
 
 from __future__ import annotations
@@ -60,3 +61,12 @@ def docs_loader(data: ModuleType, records: Callable[[], list[dict]], build: Call
                                    judge=source.benchmark if judge else None)
 
     return load_docs
+
+
+def with_media(hook: Callable, media) -> Callable:
+    """The task's lmms-eval hook `doc_to_*(doc, lmms_eval_specific_kwargs, media)` on the benchmark's `media`."""
+    def on_media(doc: dict, lmms_eval_specific_kwargs: dict | None = None):
+        return hook(doc, lmms_eval_specific_kwargs, media)
+
+    on_media.__name__ = on_media.__qualname__ = hook.__name__
+    return on_media
