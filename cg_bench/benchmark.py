@@ -89,9 +89,6 @@ class PluginMedia(FileMedia):
     """Files under the CG-Bench data root (`frames.Media`), keyed by `video_uid`: the videos, their
     subtitles and the dataset's clue clips."""
 
-    def __init__(self):
-        super().__init__(data.CG_BENCH, data.video_path)
-
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None):
         """The table's values, checked against the file when it is at hand (replays are scored where the videos are not)."""
         meta = data.video_meta(video_uid)
@@ -120,7 +117,7 @@ class PluginMedia(FileMedia):
         return super().video(doc["video_uid"])
 
 
-MEDIA = PluginMedia()
+MEDIA = PluginMedia(data.CG_BENCH, data.video_path)
 
 
 doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
