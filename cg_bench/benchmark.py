@@ -1,6 +1,6 @@
 """CG-Bench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists the parts): the tasks
 (`tasks/*.yaml` are generated from them), the lmms-eval hooks, "get the frames" on the data root
-(`PluginMedia`), the scoring with the judge it is handed and the declaration (`BENCHMARK`).
+(`MEDIA`), the scoring with the judge it is handed and the declaration (`BENCHMARK`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
-from lmms_video_reasoning.utils.core.roots import cache_home, data_root, docs_dataset
+from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_video
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import warn_truncated
+from lmms_video_reasoning.utils.media.video import cut_clip, plan_frames
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, RunFiles
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
@@ -71,20 +73,11 @@ GROUPS = (Group("cg_bench", tuple(f"cg_bench_{kind}" for kind in GROUPED), "Ever
 
 # --- Documents (process_docs)
 def _loader(name: str):
-    """The `process_docs` hook `load_<kind>[_full][_text]`, checked before generation (`preflight`): the media
-    (not for blind nor the `_text` ablations) and the judge (open)."""
-    kind, split, media_needed = name.split("_")[1], "full" if "_full" in name else "mini", not name.endswith("_text")
-
-    def load_docs(_placeholder=None):
-        from lmms_video_reasoning.utils.lmms import preflight
-
-        media = None if kind == "blind" or not media_needed else preflight.MediaCheck(
-            data.CG_BENCH, lambda: data.media_kinds(data_root(data.CG_BENCH), data.load_records(split)), key=split)
-        return preflight.task_load("cg_bench", lambda: docs_dataset(task.build_docs(data.load_records(split), kind, split)),
-                                   media, judge="cg_bench" if kind == "open" else None)
-
-    load_docs.__name__ = name
-    return load_docs
+    """The `process_docs` hook `load_<kind>[_full][_text]`, checked before generation: the media (not for
+    blind nor the `_text` ablations) and the judge (open)."""
+    kind, split = name.split("_")[1], "full" if "_full" in name else "mini"
+    return docs_loader(data, lambda: data.load_records(split), lambda records: task.build_docs(records, kind, split),
+                       media=kind != "blind" and not name.endswith("_text"), judge=kind == "open", key=split)
 
 
 # load_long, load_clue_full, load_open_text, ...: one per `process_docs` the tasks name
@@ -92,13 +85,12 @@ globals().update({t.process_docs: _loader(t.process_docs) for t in TASKS + ABLAT
 
 
 # --- Model inputs ("get the frames" on the data root)
-class PluginMedia:
-    """Files under the CG-Bench data root (`frames.Media`)."""
+class PluginMedia(FileMedia):
+    """Files under the CG-Bench data root (`frames.Media`), keyed by `video_uid`: the videos, their
+    subtitles and the dataset's clue clips."""
 
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None):
         """The table's values, checked against the file when it is at hand (replays are scored where the videos are not)."""
-        from lmms_video_reasoning.utils.media.video import plan_frames
-
         meta = data.video_meta(video_uid)
         path = data.video_at(data_root(data.CG_BENCH), video_uid)
         return plan_frames(path, plan, n, intervals=intervals, meta={"max_frame": meta.max_frame, "fps": meta.fps})
@@ -106,46 +98,29 @@ class PluginMedia:
     def subtitle_path(self, video_uid: str) -> Path | None:
         return data.subtitle_at(data_root(data.CG_BENCH), video_uid)
 
-    def frames(self, video_uid: str, indices: Sequence[int]) -> list:
-        from lmms_video_reasoning.utils.media import video
-
-        return video.read_frames(data.video_path(video_uid), list(indices))
-
     def full_video(self, doc: dict) -> str:
-        return data.usable_video(data.video_path(doc["video_uid"]))
+        return self.checked(doc["video_uid"])
 
     def clue_video(self, doc: dict) -> str:
         """The dataset's clip (checked), else one cut from the (checked) full video."""
         clip = data.clue_clip_at(data_root(data.CG_BENCH), doc["qid"])
         if clip is not None:
-            return data.usable_video(clip)
-        from lmms_video_reasoning.utils.media import video
-
-        return Path(video.cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips"))
+            return usable_video(data.CG_BENCH, clip)
+        return Path(cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips"))
 
     def video(self, doc: dict) -> str:
-        """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip), decoded either
-        way (MediaError naming it; lmms-eval's `qwen2_vl` would swallow a decode error)."""
-        from lmms_video_reasoning.utils.lmms import model_video
-
+        """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip)."""
         if doc["mode"] == "clue":
+            from lmms_video_reasoning.utils.lmms import model_video
+
             return model_video.video_for_model(self.clue_video(doc))
-        return model_video.video_for_model(data.video_path(doc["video_uid"]), on_broken=data.usable_video)
+        return super().video(doc["video_uid"])
 
 
-MEDIA = PluginMedia()
+MEDIA = PluginMedia(data.CG_BENCH, data.video_path)
 
 
-def _with_media(hook):
-    """`task`'s lmms-eval hook `doc_to_*` on this data root (`MEDIA`)."""
-    def on_data_root(doc: dict, lmms_eval_specific_kwargs: dict | None = None):
-        return hook(doc, lmms_eval_specific_kwargs, MEDIA)
-
-    on_data_root.__name__ = on_data_root.__qualname__ = hook.__name__
-    return on_data_root
-
-
-doc_to_text, doc_to_visual, doc_to_messages = map(_with_media, (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
+doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
 # --- Records and scoring with the judge engine
@@ -165,15 +140,6 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     """`task.make_record` with whether the data root's subtitles reached the prompt (`Benchmark.build_record`)."""
     blind = {"subtitles_unusable": None, "subtitles_missing": False}
     return {**task.make_record(doc, response, settings), **(blind if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
-
-
-def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge) -> tuple[dict, list[Outcome]]:
-    """`score_with` on the data root (records of several tasks of a run may be scored together:
-    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does)."""
-    scores, answers = score_with(records, settings, judge, MEDIA)
-    if scores["subtitles_missing"]:
-        logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
-    return scores, answers
 
 
 def _write_details(scores: dict, run: RunFiles | None) -> None:
@@ -283,12 +249,13 @@ def as_settings(settings: "Settings | dict | None") -> tuple[Settings, bool]:
     return Settings(**{key: value for key, value in settings.items() if key != "judge"}), settings.get("judge", True)
 
 
-def score_with(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None,
-               media: frames.Media) -> tuple[dict, list[Outcome]]:
-    """Every metric of the records and the outcomes they come from (`read_outcomes`), with the counts of videos
-    asked without subtitles and `breakdown` (per group and mode, failures, the settings used)."""
+def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None) -> tuple[dict, list[Outcome]]:
+    """Every metric of the records and the outcomes they come from (`task.read_outcomes` on the data root), with
+    the counts of videos asked without subtitles and `breakdown` (per group and mode, failures, the settings
+    used). Records of several tasks of a run may be scored together: long + clue + grounding give `crr` and
+    `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
     settings, judged = as_settings(settings)
-    outcomes = task.read_outcomes(records, judge if judged else None, media, settings.strict, settings.official_reversed)
+    outcomes = task.read_outcomes(records, judge if judged else None, MEDIA, settings.strict, settings.official_reversed)
     for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
         if outcome.judge_error == task.NO_JUDGE:
             outcome.judge_error = task.JUDGE_OFF
@@ -325,4 +292,6 @@ def score_with(records: Sequence[dict], settings: "Settings | dict | None", judg
         for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
             for group in groups.values():
                 group.pop("oe_acc", None)
+    if scores["subtitles_missing"]:
+        logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, outcomes

@@ -15,16 +15,15 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from lmms_video_reasoning.utils.data import media_index
+from lmms_video_reasoning.utils.data import bench_records, media_index
+from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
 from lmms_video_reasoning.utils.media import subtitles
 from lmms_video_reasoning.utils.core.roots import (
     DataError,
     DataSource,
-    annotation_file,
     data_root,
     read_json,
     require_media,
-    usable_video as shared_usable_video,
     video_problem,
 )
 from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
@@ -39,19 +38,21 @@ HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
 HUB_MEDIA_PATTERNS = ("video_chunk_*.zip", "clue_video_chunk_*.zip", "subtitles.zip")
 
 VIDEO_DIR, CLUE_DIR, SUBTITLE_DIR = "cg_videos_720p", "cg_clue_videos", "cg_subtitles"
+# (questions, videos) of a split's records
+release_counts = partial(bench_records.release_counts, video_key="video_uid")
 
 
-def records_at(root: Path | None, split: str = "mini") -> list[dict]:
+def records_at(root: Path | None = None, split: str = "mini") -> list[dict]:
     """The validated records of a split (`mini` = cgbench_mini.json, `full` = cgbench.json) under `root`
     (`lmms-vr prepare`), else under the data root (or the Hub)."""
     if split not in SPLIT_FILES:
         raise DataError(f"CG-Bench split {split!r} unknown; use one of {sorted(SPLIT_FILES)}")
-    path = Path(root) / SPLIT_FILES[split] if root is not None else annotation_file(CG_BENCH, SPLIT_FILES[split])
+    path = annotation_at(CG_BENCH, root, SPLIT_FILES[split])
     return validate_records(read_json(path), str(path))
 
 
 def load_records(split: str = "mini") -> list[dict]:
-    return records_at(None, split)
+    return records_at(split=split)
 
 
 def video_meta(video_uid: str) -> VideoMeta:
@@ -95,10 +96,6 @@ def video_path(video_uid: str) -> Path:
     return require_media(CG_BENCH, video_at(data_root(CG_BENCH), video_uid), f"CG-Bench video {VIDEO_DIR}/{video_uid}.mp4")
 
 
-# `path` if it opens and decodes, else MediaError naming the file and the fix (video mode)
-usable_video = partial(shared_usable_video, CG_BENCH)
-
-
 def subtitle_problem(path: Path) -> str | None:
     """Why an SRT gives the prompt nothing (empty, or no block parses into a subtitle line), or None."""
     try:
@@ -119,7 +116,7 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
         clips.setdefault(f"{CLUE_DIR}/{qid}.mp4", lambda q=qid: clue_clip_at(root, q))
         subs.setdefault(f"{SUBTITLE_DIR}/{uid}.srt", lambda u=uid: subtitle_at(root, u))
     return [
-        media_index.MediaKind("videos", True, videos, video_problem, "error: its questions cannot run", "error: its questions cannot run"),
+        videos_kind(videos),
         media_index.MediaKind("clue clips", False, clips, video_problem, "clip cut from the full video",
                               "error in clue mode (video): delete it so a clip is cut from the full video", unusable_fails=True),
         media_index.MediaKind("subtitles", False, subs, subtitle_problem, "prompt without subtitles (not every video has them)",
@@ -140,8 +137,3 @@ def extraction_target(archive: str, member: str) -> str | None:
     if _in_clue_folder(parts) or archive.rsplit("/", 1)[-1].lower().startswith("clue"):
         return f"{CLUE_DIR}/{name}"
     return f"{VIDEO_DIR}/{name}"
-
-
-def release_counts(records: list[dict]) -> tuple[int, int]:
-    """(questions, videos) of a split's records."""
-    return len(records), len({r["video_uid"] for r in records})

@@ -21,7 +21,7 @@ from lmms_video_reasoning.utils.results.report_plots import grouped_bars
 from lmms_video_reasoning.utils.results.report_runs import Run
 from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, trusted_only, comparisons_for, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
-    Coverage, Section, Table, ci_table, comparison_table, digits_for, fmt, paper_table, reference, run_row, user_cell,
+    Coverage, Section, Table, ci_table, comparison_table, digits_for, fmt, paper_table, reference, run_row, stats_row, user_cell,
 )
 from lmms_video_reasoning.cg_bench.data import RELEASE
 
@@ -177,10 +177,6 @@ def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "
     return {key: row for key, row in rows.items() if row is not None}
 
 
-def values_row(name: str, row: TaskStats, columns) -> tuple[list[str], bool]:
-    return run_row(name, row.source, [value_of(row, c) for c in columns], "cg_bench", columns)
-
-
 def row_name(label: str, split: str) -> str:
     return label if split == "mini" else f"{label} · full"
 
@@ -198,7 +194,7 @@ def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> 
     tables = []
     for split, name in (("mini", "table4"), ("full", "table10")):
         if named[split]:
-            table = paper_table("cg_bench", name, [values_row(row_label, row, ABLATION_COLUMNS) for row_label, row in named[split]],
+            table = paper_table("cg_bench", name, [stats_row(row_label, row.source, row, "cg_bench", ABLATION_COLUMNS) for row_label, row in named[split]],
                                 coverage=[coverage(row_label, row, split) for row_label, row in named[split]])
             table.notes.append("acc.@IoU (τ=0): the long answer correct and a tIoU above 0 (the paper's ablation default, "
                                "section 3.3), from the per-answer outcomes; Table 3's acc.@IoU is the mean over τ = 0.1-0.5.")
@@ -220,7 +216,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     for (label, split), row in combined.items():
         name = row_name(label, split)
         if any(not math.isnan(value_of(row, c)) for c in columns):
-            user.append(values_row(name, row, columns))
+            user.append(stats_row(name, row.source, row, "cg_bench", columns))
         if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
             text = text_only.get((label, split))
             source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")

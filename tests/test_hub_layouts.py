@@ -69,12 +69,13 @@ def prepared(hub, repo: str, files: dict, benchmark: str, env_name: str, root: P
 
 def test_vcr_bench_from_the_hub(hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.vcr_bench import data
+    from lmms_video_reasoning.vcr_bench.benchmark import MEDIA
 
     root = tmp_path / "root"
     out = prepared(hub, "VLM-Reasoning/VCR-Bench", vcr_repo(sample_dir), "vcr_bench", "VCR_BENCH_ROOT", root, monkeypatch)
     assert "videos  yes       4       4        0        0" in out
     docs = data.load_records()
-    paths = {data.checked_video_file(doc) for doc in docs}  # resolves and decodes a first frame
+    paths = {MEDIA.checked(doc) for doc in docs}  # resolves and decodes a first frame
     assert paths == set((root / "v1/videos/video/synthetic").glob("*.mp4")) and len(paths) == 4
     # a second run downloads nothing and extracts nothing
     before = len(hub.downloads())
@@ -91,13 +92,14 @@ def _quick_first(values):
 @pytest.mark.parametrize("nesting", _quick_first(VRBENCH_NESTINGS))
 def test_vrbench_split_set_from_the_hub(nesting, hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.vrbench import data
+    from lmms_video_reasoning.vrbench.benchmark import MEDIA
     from lmms_video_reasoning.vrbench.docs import flatten
 
     root = tmp_path / "root"
     files = vrbench_repo(sample_dir, nesting, tmp_path / "build")
     assert "(split," in prepared(hub, "OpenGVLab/VRBench", files, "vr_bench", "VRBENCH_ROOT", root, monkeypatch)
     docs = flatten(data.load_records())
-    found = {data.resolve_checked_video(doc["video_path"]) for doc in docs}
+    found = {MEDIA.checked(doc) for doc in docs}  # resolves and decodes a first frame
     assert found == set((root / "VRBench/videos/v001").glob("*.mp4")) and len(found) == 4
     assert not list(root.glob("*.joined.zip")) and not list((root / "v001_360p_zips").glob("*.mp4"))
 
@@ -107,6 +109,7 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
     from lmms_video_reasoning.cg_bench import benchmark as binding
     from lmms_video_reasoning.cg_bench import data, task
     from lmms_video_reasoning.cg_bench.docs import META_FILE
+    from lmms_video_reasoning.utils.core.roots import usable_video
 
     root = tmp_path / "root"
     prepared(hub, "CG-Bench/CG-Bench", cg_repo(sample_dir, layout), "cg_bench", "CGBENCH_ROOT", root, monkeypatch, gated=True)
@@ -118,7 +121,7 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
         clip = data.clue_clip_at(data.data_root(data.CG_BENCH), doc["qid"])
         assert (clip is not None) == (source / data.CLUE_DIR / f"{doc['qid']}.mp4").is_file()
         if clip is not None:
-            assert clip.parent == root / data.CLUE_DIR and data.usable_video(clip) == clip
+            assert clip.parent == root / data.CLUE_DIR and usable_video(data.CG_BENCH, clip) == clip
         has_srt = (source / data.SUBTITLE_DIR / f"{doc['video_uid']}.srt").is_file()
         assert (binding.MEDIA.subtitle_path(doc["video_uid"]) is not None) == has_srt
         assert binding.subtitle_flags(doc["video_uid"])["subtitles_unusable"] is None

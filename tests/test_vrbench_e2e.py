@@ -156,4 +156,4 @@ def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
 def _docs(vrbench_sample):
     from lmms_video_reasoning.vrbench import data, docs
 
-    return docs.flatten(data.load_records(vrbench_sample / "vrbench" / "VRBench_eval.jsonl"))
+    return docs.flatten(data.records_in(vrbench_sample / "vrbench" / "VRBench_eval.jsonl"))

@@ -27,7 +27,7 @@ RESPONSE = "Assistant: <Step 1> They explore the ruins.\n<Step 2> History matter
 
 @pytest.fixture(scope="module")
 def debug_records(reference_dir):
-    return data.load_records(reference_dir / "vrbench" / "VRBench_debug.jsonl")
+    return data.records_in(reference_dir / "vrbench" / "VRBench_debug.jsonl")
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ Your answer should be formatted as follows:
 
 @pytest.fixture(scope="module")
 def docs(reference_dir):
-    found = vr_docs.flatten(data.load_records(reference_dir / "vrbench" / "VRBench_debug.jsonl"))
+    found = vr_docs.flatten(data.records_in(reference_dir / "vrbench" / "VRBench_debug.jsonl"))
     for doc in found:
         doc["mode"], doc["protocol"], doc["two_phase"] = "judge", "default", True
     return {doc["sample_id"]: doc for doc in found}

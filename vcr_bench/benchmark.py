@@ -1,6 +1,6 @@
 """VCR-Bench's binding to lmms-eval and to the suite (`utils/core/registry.py` says what each part is): the
 tasks (`tasks/*.yaml` are generated from them), the lmms-eval hooks (the declared ones made by `__getattr__`),
-"get the frames" on the data root (`PluginMedia`), the scoring with the judge it is handed and the
+"get the frames" on the data root (`MEDIA`), the scoring with the judge it is handed and the
 declaration (`BENCHMARK`). `process_results` only builds a record; the first aggregation of a task judges
 all its records in one batch. Video-native models get a proxy clip of exactly the frames their own path
 keeps (`LMMS_VR_VIDEO_INPUT=path`: the path), frame-based ones 64 timed frames.
@@ -11,21 +11,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.data_errors import DataError
-from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
-from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
-from lmms_video_reasoning.utils.lmms import responses
-from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
+from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
+
+logger = logging.getLogger("lmms_video_reasoning.vcr_bench")
 
 # The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
 JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
@@ -68,37 +66,13 @@ GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
                 "All VCR-Bench tasks: the benchmark (vcr_cot) and the paper's Table 5 ablations."),)
 
 
-def load_docs(dataset=None, media: bool = True) -> Any:
-    """`process_docs`: the documents, the media (`media`) and the judge checked first (`utils/lmms/preflight.py`)."""
-    from lmms_video_reasoning.utils.lmms import preflight
-
-    check = preflight.MediaCheck(data.VCR_BENCH, lambda: data.media_kinds(data_root(data.VCR_BENCH), data.load_records())) if media else None
-    return preflight.task_load("vcr_bench", lambda: docs_dataset(data.load_records()), check, judge="vcr_bench")
+# `process_docs`: the documents, the media (not for vcr_text_only) and the judge checked first
+load_docs = docs_loader(data, data.load_records)
+load_docs_no_visual = docs_loader(data, data.load_records, media=False)
 
 
-def load_docs_no_visual(dataset=None) -> Any:
-    """`process_docs` of `vcr_text_only`: no video is needed."""
-    return load_docs(dataset, media=False)
-
-
-class PluginMedia:
-    """Videos under the data root (`data.video_file`): frame plans from the container, frames from
-    the exact sampler, the proxy clip of the model's own frames for video-native models (`task.Media`)."""
-
-    def plan(self, doc: dict, plan: FramePlan, n: int):
-        return video.plan_frames(data.video_file(doc), plan, n)
-
-    def frames(self, doc: dict, indices: Sequence[int]) -> list:
-        return list(video.read_frames(data.video_file(doc), list(indices)))
-
-    def video(self, doc: dict) -> str:
-        # decoded here first either way: native-video models swallow a decode error and answer from the text alone
-        from lmms_video_reasoning.utils.lmms import model_video
-
-        return model_video.video_for_model(data.video_file(doc), on_broken=lambda _path: data.checked_video_file(doc))
-
-
-MEDIA = PluginMedia()
+# "get the frames": the document's video under the data root (`data.video_file`; `task.Media`)
+MEDIA = FileMedia(data.VCR_BENCH, data.video_file)
 
 
 def chosen(kwargs: dict | None) -> dict | None:
@@ -112,16 +86,25 @@ def chosen(kwargs: dict | None) -> dict | None:
         raise DataError(f"VCR-Bench visual mode: {error}") from None
 
 
-def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return task.doc_to_text(doc, chosen(lmms_eval_specific_kwargs), MEDIA)
+doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA, chosen) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
-def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    return task.doc_to_visual(doc, chosen(lmms_eval_specific_kwargs), MEDIA)
-
-
-def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    return task.doc_to_messages(doc, chosen(lmms_eval_specific_kwargs), MEDIA)
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
+    """All metrics of a task's records (0-100, and the counts) judged by `judge`, and the judge's per-sample
+    outcomes (None without a judge: `task.unjudged_metrics`, and a log line saying how to configure one)."""
+    settings = scoring.resolve_settings(settings)
+    records = list(records)
+    warn_truncated(logger, "VCR-Bench", sum(map(reasoning_truncated, records)), len(records))
+    if judge is None:
+        logger.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
+                       "are NaN (answers are extracted by the judge).%s", len(records), NO_JUDGE_HINT)
+        return task.unjudged_metrics(records), None
+    outcomes = judging.judge_records(records, judge, settings)
+    metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(model_failed, records))
+    limit = settings.get(failure_share.FAILED_SHARE.option)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
+        logger.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
+    return metrics, outcomes
 
 
 class VcrBenchScoring(ScoringAdapter):
@@ -175,22 +158,3 @@ BENCHMARK = Benchmark(
 # aggregation of a task writes the judge accounting beside the run's results.
 __getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vcr_bench"))
 
-
-log = logging.getLogger(__name__)
-
-
-def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
-    """All metrics of a task's records and the judge's per-sample outcomes (None without a judge: a log line says how to configure one)."""
-    settings = scoring.resolve_settings(settings)
-    records = list(records)
-    responses.warn_truncated(log, "VCR-Bench", sum(map(responses.reasoning_truncated, records)), len(records))
-    if judge is None:
-        log.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
-                    "are NaN (answers are extracted by the judge).%s", len(records), NO_JUDGE_HINT)
-        return task.unjudged_metrics(records), None
-    outcomes = judging.judge_records(records, judge, settings)
-    metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(responses.model_failed, records))
-    limit = settings.get(failure_share.FAILED_SHARE.option)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
-        log.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
-    return metrics, outcomes

@@ -8,10 +8,12 @@ name sharing most of the record's folders (`media_index.locate`); a path leaving
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
-from lmms_video_reasoning.utils.data import media_index
-from lmms_video_reasoning.utils.core.roots import DataSource, annotation_file, data_root, read_json, require_media, usable_video, video_problem
+from lmms_video_reasoning.utils.data import bench_records, media_index
+from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
+from lmms_video_reasoning.utils.core.roots import DataSource, data_root, read_json, require_media
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR, records_to_docs
 
 VCR_BENCH = SOURCE = DataSource("vcr_bench", "VLM-Reasoning/VCR-Bench", "VCR_BENCH_ROOT")
@@ -24,19 +26,17 @@ HUB_MEDIA_PATTERNS = [f"{VIDEO_DIR}/video.zip*", f"{VIDEO_DIR}/video/**"]
 
 
 def records_at(root: Path | None = None, split: str | None = None) -> list[dict]:
-    """The documents of a local copy at `root` (`lmms-vr prepare`; one split)."""
-    path = Path(root) / ANNOTATION if root is not None else annotation_file(VCR_BENCH, ANNOTATION)
+    """The documents under `root` (`lmms-vr prepare`; one split), else under the data root (or the Hub)."""
+    path = annotation_at(VCR_BENCH, root, ANNOTATION)
     return records_to_docs(read_json(path), str(path))
 
 
 def load_records() -> list[dict]:
-    """All task documents from the annotation file under the data root (or the Hub)."""
     return records_at()
 
 
-def release_counts(records: list[dict]) -> tuple[int, int]:
-    """(questions, videos) of `records_at`'s documents."""
-    return len(records), len({doc["video_path"] for doc in records})
+# (questions, videos) of `records_at`'s documents
+release_counts = partial(bench_records.release_counts, video_key="video_path")
 
 
 def video_at(root: Path, video_path: str, where: str = "VCR-Bench record") -> Path | None:
@@ -55,19 +55,12 @@ def video_file(doc: dict) -> Path:
     return require_media(VCR_BENCH, path, f"VCR-Bench video {VIDEO_DIR}/{doc['video_path']}")
 
 
-def checked_video_file(doc: dict) -> Path:
-    """`video_file`, opened once (cached) to check it has a video stream and a first frame;
-    MediaError naming the file and the fix (for models that are handed only the path)."""
-    return usable_video(VCR_BENCH, video_file(doc))
-
-
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks, with the resolver the tasks use."""
     items = {}
     for doc in records:
         items.setdefault(f"{VIDEO_DIR}/{doc['video_path']}", (lambda d=doc: video_at(root, d["video_path"], _where(d))))
-    return [media_index.MediaKind("videos", True, items, video_problem, "error: the question cannot run",
-                                  "error: the question cannot run")]
+    return [videos_kind(items)]
 
 
 def extraction_target(archive: str, member: str) -> str | None:

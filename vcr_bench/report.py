@@ -12,7 +12,7 @@ from lmms_video_reasoning.utils.results.report_plots import error_bars, grouped_
 from lmms_video_reasoning.utils.results.report_runs import Run
 from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, comparisons_for, interval_of, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
-    MINE, Coverage, Section, ci_table, comparison_table, paper_table, questions_of, reference, run_row,
+    MINE, Coverage, Section, ci_table, comparison_table, paper_table, reference, released_coverage, run_row, stats_row,
 )
 from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.data import RELEASE
@@ -90,6 +90,10 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
     return path
 
 
+def _label(run: Run, task: str) -> str:
+    return run.label if task == "vcr_cot" else f"{run.label} · {task}"
+
+
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
     present = [(run, task) for run in runs for task in TASKS + FRAME_TASKS if (run.label, task) in stats]
     if not present:
@@ -98,15 +102,13 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     tables = reference("vcr_bench")["tables"]
 
     def rows(name: str, tasks: Sequence[str]) -> list:
-        columns = tables[name]["columns"]
-        return [run_row(run.label if task == "vcr_cot" else f"{run.label} · {task}", task,
-                        [value_of(stats[(run.label, task)], c) for c in columns], "vcr_bench", columns)
+        return [stats_row(_label(run, task), task, stats[(run.label, task)], "vcr_bench", tables[name]["columns"])
                 for run, task in present if task in tasks]
 
     def covered(tasks: Sequence[str], among: Sequence[Run] = runs) -> list[Coverage]:
         """The released questions each run's task scored (the rows are on all 1,034)."""
-        return [Coverage(run.label if task == "vcr_cot" else f"{run.label} · {task}", questions_of(run, task, stats[(run.label, task)]),
-                         RELEASE["all"][0], "released") for run, task in present if task in tasks and run in among]
+        return [released_coverage(_label(run, task), run, task, stats[(run.label, task)], RELEASE["all"][0])
+                for run, task in present if task in tasks and run in among]
 
     if any(task in TASKS for _, task in present):
         section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))

@@ -1,6 +1,6 @@
 """VRBench's binding to lmms-eval and to the suite (`utils/core/registry.py` lists each part): the tasks,
 the lmms-eval hooks (the declared ones made by `__getattr__`), "get the frames" on the data root
-(`PluginMedia`) and the declaration (`BENCHMARK`), the scoring with the judge it is handed (`scored_records`) and
+(`MEDIA`), the scoring with the judge it is handed (`scored_records`), the declaration (`BENCHMARK`) and
 the paper's two-phase protocol. The task itself (inputs, records, metrics) is `task.py`, shared with the upstream task folder.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +16,17 @@ from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.data_errors import DataError
-from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
-from lmms_video_reasoning.utils.core.roots import data_root, docs_dataset
 from lmms_video_reasoning.utils.core.settings import chosen_values
 from lmms_video_reasoning.utils.lmms import responses
-from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated
-from lmms_video_reasoning.utils.media import video
+from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
+from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vrbench import data, docs, judging, prompts, task
 from lmms_video_reasoning.vrbench.report import report_spec
 from lmms_video_reasoning.vrbench.scoring import TAGS, official_tag_values
+
+logger = logging.getLogger("lmms_video_reasoning.vrbench")
 
 # The official judge: DeepSeek-V3 (`deepseek-chat`) on DeepSeek's endpoint.
 JUDGE = JudgeDefaults("vrbench", judging.JUDGE_MODEL, "DEEPSEEK_API_KEY", base_url=judging.JUDGE_BASE_URL)
@@ -75,30 +75,24 @@ GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "
 
 
 # --- Documents (process_docs)
-def build_docs(mode: str, protocol: str, two_phase: bool = False) -> list[dict]:
-    """The task's documents: every question of the annotation file, stamped with mode and protocol,
-    and marked for the paper's two-phase protocol (`two_phase`)."""
-    found = task.stamp(docs.flatten(data.load_records()), mode, protocol)
+def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[dict] | None = None) -> list[dict]:
+    """The task's documents: every question of the records (default: the annotation file's), stamped with
+    mode and protocol, and marked for the paper's two-phase protocol (`two_phase`)."""
+    found = task.stamp(docs.flatten(data.load_records() if records is None else records), mode, protocol)
     for doc in found if two_phase else ():
         doc[TWO_PHASE] = True
     return found
 
 
 def _process_docs(task_name: str, mode: str, two_phase: bool = False):
-    """The `process_docs` hook of one task (lmms-eval hands it a placeholder dataset): its documents,
-    stamped with its protocol (the task's option, which `VRBENCH_PROTOCOL` overrides), checked before
-    generation (`utils.lmms.preflight`): the videos (not for text-only tasks), the judge (not for MCQ-only)."""
+    """The `process_docs` hook of one task: its documents, stamped with its protocol (the task's option,
+    which `VRBENCH_PROTOCOL` overrides; read when loading), checked before generation: the videos (not
+    for text-only tasks), the judge (not for MCQ-only)."""
+    def build(records: list[dict]) -> list[dict]:
+        return build_docs(mode, task.task_protocol_of(chosen_values((task.PROTOCOL_VARIABLE,), BENCHMARK.task(task_name).settings)),
+                          two_phase, records)
 
-    def load(_placeholder=None):
-        from lmms_video_reasoning.utils.lmms import preflight
-
-        protocol = lambda: task.task_protocol_of(chosen_values((task.PROTOCOL_VARIABLE,), BENCHMARK.task(task_name).settings))  # noqa: E731 - read when loading
-        media = lambda: data.media_kinds(data_root(data.VRBENCH), data.load_records())  # noqa: E731
-        check = preflight.MediaCheck(data.VRBENCH, media) if mode != "text" else None
-        return preflight.task_load("vrbench", lambda: docs_dataset(build_docs(mode, protocol(), two_phase)), check,
-                                   judge="vrbench" if mode != "mcq" else None)
-
-    return load
+    return docs_loader(data, data.load_records, build, media=mode != "text", judge=mode != "mcq")
 
 
 load_docs = _process_docs("vr_bench", "judge")
@@ -109,32 +103,16 @@ load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge", two_phase=Tru
 load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_phase=True)
 
 
-# --- Model inputs ("get the frames" on the data root)
-class PluginMedia:
-    """Videos under the data root, frames from the exact sampler, and for video-native models a
-    proxy clip (`utils.model_video`) of the protocol frames or of the model's own frames. The
-    file is decoded either way: lmms-eval's qwen2_vl would log a decode error and answer from
-    the text alone."""
-
-    def plan(self, doc: dict, plan: FramePlan, n: int):
-        return video.plan_frames(data.resolve_video(doc["video_path"]), plan, n)
-
-    def frames(self, doc: dict, indices: Sequence[int], size: tuple[int, int] | None = None) -> list:
-        return video.read_frames(data.resolve_video(doc["video_path"]), list(indices), size=size)
-
-    def video(self, doc: dict, pick: Callable[[int], list[int]] | None = None, size: tuple[int, int] | None = None) -> str:
-        from lmms_video_reasoning.utils.lmms import model_video
-
-        checked = lambda _path: data.resolve_checked_video(doc["video_path"])  # noqa: E731 - names the fix on failure
-        return model_video.video_for_model(data.resolve_video(doc["video_path"]), frames=pick, size=size, on_broken=checked)
+# --- Model inputs ("get the frames" on the data root): the record's video (`data.resolve_video`)
+MEDIA = FileMedia(data.VRBENCH, lambda doc: data.resolve_video(doc["video_path"]))
 
 
-MEDIA = PluginMedia()
+def frames_chosen(kwargs: dict | None) -> dict | None:
+    """The task's kwargs with `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` in place of the task's when set."""
+    return chosen_values(task.FRAME_VARIABLES, kwargs)
 
 
-def doc_to_visual(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list:
-    """The document's visual input, with `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` in place of the task's when set."""
-    return task.doc_to_visual(doc, chosen_values(task.FRAME_VARIABLES, lmms_eval_specific_kwargs), MEDIA)
+doc_to_visual = with_media(task.doc_to_visual, MEDIA, frames_chosen)
 
 
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previous_output: Sequence[str] | None = None,
@@ -147,7 +125,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None, previo
 
 
 def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> list[dict]:
-    kwargs = chosen_values(task.FRAME_VARIABLES, lmms_eval_specific_kwargs)
+    kwargs = frames_chosen(lmms_eval_specific_kwargs)
     return task.doc_to_messages(doc, kwargs, MEDIA, doc_to_text(doc, kwargs))
 
 
@@ -156,6 +134,25 @@ def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     if doc.get(TWO_PHASE):
         return task.record_of(doc, two_phase_reply(response, settings))
     return task.build_record(doc, response, settings)
+
+
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
+    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
+    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
+    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
+    if not records:
+        return {}, []
+    protocol, with_judge = task.task_protocol(records, settings)
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
+    warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
+    judge = judge if with_judge else None
+    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
+    columns = task.metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
+    if judge is not None:
+        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
+        if failure_share.too_many_failed(failed, judged, limit):
+            logger.error(failure_share.explain("VRBench", failed, judged, limit))
+    return point(columns), None if with_judge and judge is None else outcomes
 
 
 class VrBenchScoring(ScoringAdapter):
@@ -245,8 +242,6 @@ BENCHMARK = Benchmark(
 # aggregation of a task writes the judge accounting beside the run's results.
 __getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vrbench"))
 
-log = logging.getLogger(__name__)
-
 TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
 ROUNDS = "rounds"  # the key of the two replies in a two-phase response
 
@@ -294,22 +289,3 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
     return {**first, "choice_response": choice, "final_answer": second["final_answer"],
             "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
             "model_failure": first["model_failure"] or second["model_failure"]}
-
-
-def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
-    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
-    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
-    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
-    if not records:
-        return {}, []
-    protocol, with_judge = task.task_protocol(records, settings)
-    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
-    responses.warn_truncated(log, "VRBench", sum(map(responses.reasoning_truncated, records)), len(records))
-    judge = judge if with_judge else None
-    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
-    columns = task.metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
-    if judge is not None:
-        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
-        if failure_share.too_many_failed(failed, judged, limit):
-            log.error(failure_share.explain("VRBench", failed, judged, limit))
-    return point(columns), None if with_judge and judge is None else outcomes

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.data_errors import require_fields
-from lmms_video_reasoning.utils.core.roots import DataError, DataSource, annotation_file, data_root, read_json, require_media
-from lmms_video_reasoning.utils.core.roots import usable_video, video_problem
+from lmms_video_reasoning.utils.core.roots import DataError, DataSource, data_root, read_json, require_media
+from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, VIDEO_FIELDS, VIDEO_FOLDER
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).
@@ -30,9 +30,8 @@ HUB_ANNOTATIONS = [ANNOTATIONS]
 HUB_MEDIA_PATTERNS = ["v001_360p_zips/v001_360p.z*", "v001_360p.z*"]
 
 
-def load_records(path: Path | None = None) -> list[dict]:
-    """The per-video records of `VRBench_eval.jsonl` (local root, else the Hub)."""
-    path = Path(path) if path is not None else annotation_file(VRBENCH, ANNOTATIONS)
+def records_in(path: Path) -> list[dict]:
+    """The validated per-video records of an annotation file (`VRBench_eval.jsonl`, one line per video)."""
     records = read_json(path)
     if not isinstance(records, list):
         raise DataError(f"{path}: expected one JSON object per line (JSON Lines)")
@@ -48,9 +47,13 @@ def load_records(path: Path | None = None) -> list[dict]:
     return records
 
 
-def records_at(root: Path, split: str | None = None) -> list[dict]:
-    """The records of a local copy at `root` (for `lmms-vr prepare`; VRBench has one split)."""
-    return load_records(Path(root) / ANNOTATIONS)
+def records_at(root: Path | None = None, split: str | None = None) -> list[dict]:
+    """The records under `root` (`lmms-vr prepare`; VRBench has one split), else under the data root (or the Hub)."""
+    return records_in(annotation_at(VRBENCH, root, ANNOTATIONS))
+
+
+def load_records() -> list[dict]:
+    return records_at()
 
 
 def release_counts(records: list[dict]) -> tuple[int, int]:
@@ -70,20 +73,13 @@ def resolve_video(video_path: str) -> Path:
     return require_media(VRBENCH, path, f"VRBench video {video_path}")
 
 
-def resolve_checked_video(video_path: str) -> Path:
-    """`resolve_video` for a video that must also decode (`utils.data.usable_video`: opens,
-    has a video stream, yields a first frame; cached). MediaError naming the file and the fix."""
-    return usable_video(VRBENCH, resolve_video(video_path))
-
-
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks, with the resolver the tasks use."""
     items = {}
     for record in records:
         where = f"VRBench video {record.get('video_id')}"
         items.setdefault(str(record["video_path"]), (lambda v=str(record["video_path"]), w=where: video_at(root, v, w)))
-    return [media_index.MediaKind("videos", True, items, video_problem, "error: its questions cannot run",
-                                  "error: its questions cannot run")]
+    return [videos_kind(items)]
 
 
 def extraction_target(archive: str, member: str) -> str | None:

@@ -9,7 +9,7 @@ from lmms_video_reasoning.utils.results.report_plots import grouped_bars
 from lmms_video_reasoning.utils.results.report_runs import Run
 from lmms_video_reasoning.utils.results.report_stats import comparisons_for, interval_of, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
-    Coverage, Section, ci_table, comparison_table, paper_table, questions_of, reference, run_row,
+    Coverage, Section, ci_table, comparison_table, paper_table, reference, released_coverage, stats_row,
 )
 from lmms_video_reasoning.vrbench.data import RELEASE
 
@@ -40,7 +40,7 @@ def coverage(run: Run, task: str, stats) -> Coverage:
     if task != "vr_bench_mcq":
         judged = stats.sampled.settings.get("protocol") if stats.sampled is not None else ("official" if task == "vr_bench_official" else None)
         protocol += f" ({JUDGE_PROTOCOL.get(judged, 'judge protocol not recorded')})"
-    return Coverage(_label(run, task), questions_of(run, task, stats), RELEASE["all"][0], "released", protocol)
+    return released_coverage(_label(run, task), run, task, stats, RELEASE["all"][0], protocol)
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
@@ -53,8 +53,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                                  ("LLMs", " — LLMs (summary, no frames)", ("vr_bench_text", "vr_bench_text_two_phase"))):
         shown = [(run, task) for run, task in present if task in tasks]
         if shown:
-            rows = [run_row(_label(run, task), task, [value_of(stats[(run.label, task)], c) for c in columns], "vrbench", columns)
-                    for run, task in shown]
+            rows = [stats_row(_label(run, task), task, stats[(run.label, task)], "vrbench", columns) for run, task in shown]
             section.tables.append(paper_table("vrbench", "table2", rows, groups=(group,), title_suffix=suffix,
                                               coverage=[coverage(run, task, stats[(run.label, task)]) for run, task in shown]))
     section.tables.append(ci_table("vrbench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))

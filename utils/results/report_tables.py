@@ -278,3 +278,13 @@ class Section:
         if self.title:
             return self.title, self.intro
         return registry.get(self.benchmark).title, f"Paper: {reference(self.benchmark)['citation']}"
+
+
+def stats_row(label: str, source: str, stats: TaskStats | None, benchmark: str, columns: Sequence[str]) -> tuple[list[str], bool]:
+    """A run's row of a paper table: its values of the table's `columns` (`run_row`)."""
+    return run_row(label, source, [value_of(stats, column) for column in columns], benchmark, columns)
+
+
+def released_coverage(label: str, run: Run, task: str, stats: TaskStats | None, released: int, protocol: str = "") -> Coverage:
+    """A run's task beside a paper table whose rows are on every released question: the questions it scored."""
+    return Coverage(label, questions_of(run, task, stats), released, "released", protocol)
