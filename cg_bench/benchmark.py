@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,9 +13,8 @@ from typing import Any, Sequence
 from lmms_video_reasoning.cg_bench import data, frames, judging, task
 from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome
 from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown, report_spec
-from lmms_video_reasoning.judges import failure_share, get_judge
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
@@ -24,7 +22,7 @@ from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import warn_truncated
 from lmms_video_reasoning.utils.media.video import cut_clip, plan_frames
-from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, RunFiles
+from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
@@ -142,17 +140,10 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     return {**task.make_record(doc, response, settings), **(blind if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
 
 
-def _write_details(scores: dict, run: RunFiles | None) -> None:
-    """Every metric, the breakdowns and the judge accounting in `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
-    if run is None:
-        return
+def _details(scores: dict) -> tuple[str, bool]:
+    """`<date_id>_cg_bench_<kind>_details.json`: every metric, the breakdowns and (open) the judge accounting."""
     kind = scores["breakdown"]["task_kind"]
-    judge = get_judge("cg_bench") if kind == "open" else None
-    details = {**scores, "judge": judge.accounting() if judge is not None else None,
-               "settings": settings.resolved(scoring_only=True)}
-    path = run.path(f"cg_bench_{kind}_details.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
+    return kind, kind == "open"
 
 
 # --- The declaration
@@ -219,7 +210,7 @@ BENCHMARK = Benchmark(
 
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes its details file.
-__getattr__ = DeclaredHooks(BENCHMARK, _write_details)
+__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("cg_bench", _details))
 
 
 @dataclass(frozen=True)
