@@ -453,8 +453,8 @@ def judge_accounting_writer(judge_declaration: Any, details: Callable[[dict[str,
             judge.write_accounting(run.path(f"judge_accounting_{benchmark}.json"))
             return
         written = {**scores, "judge": judge.accounting() if judge is not None else None,
-                   "settings": suite_settings.resolved(scoring_only=True)}  # the run's folder: made when its records were saved
+                   "settings": suite_settings.resolved(scoring_only=True)}
         text = json.dumps(written, indent=2, default=str, sort_keys=True)
-        run.path(f"{benchmark}_{name}_details.json").write_text(text + "\n", encoding="utf-8")
+        run.path(f"{benchmark}_{name}_details.json").write_text(text + "\n", encoding="utf-8")  # its folder holds the saved records
 
     return write
