@@ -266,6 +266,8 @@ def test_score_records_joins_modes_per_qid():
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
     strict = score_records(binding, records, {"strict": True})
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['strct'\]; expected judge or a task option \(.*strict"):
+        score_records(binding, records, {"strct": True})  # a misspelt option is an error, never the default
 
 
 # The placeholder lmms-eval returns when an API model gives up; its error text holds the right
