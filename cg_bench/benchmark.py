@@ -5,29 +5,30 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.cg_bench import data, frames, judging, task
 from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome
 from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown, report_spec
-from lmms_video_reasoning.judges import failure_share, get_judge
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core import options
 from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_video
+from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import warn_truncated
 from lmms_video_reasoning.utils.media.video import cut_clip, plan_frames
-from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, RunFiles
+from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 
 logger = logging.getLogger("lmms_video_reasoning.cg_bench")
 
+FAILED_SHARE = failure_share.FAILED_SHARE.option  # the task option of the judge failure share (`judges.failure_share`)
 # The official judge (run/run_api.py: GPT-4o), with lmms-eval's variables.
 JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
@@ -142,17 +143,10 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     return {**task.make_record(doc, response, settings), **(blind if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
 
 
-def _write_details(scores: dict, run: RunFiles | None) -> None:
-    """Every metric, the breakdowns and the judge accounting in `<output_path>/<model>/<date_id>_cg_bench_<kind>_details.json`."""
-    if run is None:
-        return
+def _details(scores: dict) -> tuple[str, bool]:
+    """`<date_id>_cg_bench_<kind>_details.json`: every metric, the breakdowns and (open) the judge accounting."""
     kind = scores["breakdown"]["task_kind"]
-    judge = get_judge("cg_bench") if kind == "open" else None
-    details = {**scores, "judge": judge.accounting() if judge is not None else None,
-               "settings": settings.resolved(scoring_only=True)}
-    path = run.path(f"cg_bench_{kind}_details.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(details, indent=2, default=str, sort_keys=True) + "\n", encoding="utf-8")
+    return kind, kind == "open"
 
 
 # --- The declaration
@@ -162,7 +156,7 @@ class CgBenchScoring(ScoringAdapter):
     name = judge_name = "cg_bench"
 
     def settings(self, records):
-        return settings_from(BENCHMARK.settings_of(records))
+        return BENCHMARK.settings_of(records)
 
     def score(self, records, settings, judge):
         metrics, answers = scored_records(records, settings, judge)
@@ -173,13 +167,15 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge):
-        return None if self.needs_judge(records) and judge is None else _fields(task.read_outcomes(records, judge, MEDIA, settings.strict, settings.official_reversed))
+        if self.needs_judge(records) and judge is None:
+            return None
+        return _fields(task.read_outcomes(records, judge, MEDIA, settings["strict"], settings["official_reversed"]))
 
     def metrics(self, records, outcomes_, settings):
-        return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.failed_share)
+        return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.get(FAILED_SHARE))
 
     def columns(self, records, outcomes_, settings):
-        return task.outcome_columns([Outcome(**outcome) for outcome in outcomes_], failed_share=settings.failed_share)
+        return task.outcome_columns([Outcome(**outcome) for outcome in outcomes_], failed_share=settings.get(FAILED_SHARE))
 
     def report_record(self, record):
         """The question and the mode (the metrics read only the outcomes)."""
@@ -219,47 +215,33 @@ BENCHMARK = Benchmark(
 
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes its details file.
-__getattr__ = DeclaredHooks(BENCHMARK, _write_details)
+__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("cg_bench", _details))
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The scoring settings of `lmms-vr score` and the aggregation (the defaults: the official protocol): `task.STRICT`,
-    `task.OFFICIAL_REVERSED`; `failed_share`: `judges.failure_share`'s."""
-
-    strict: bool = False
-    official_reversed: bool = False
-    failed_share: float | None = None
-
-
-def settings_from(values: dict) -> Settings:
-    """The scoring Settings of a task's options in effect (`options.values`, as its records carry them)."""
-    return Settings(strict=bool(values[task.STRICT.option]), official_reversed=bool(values[task.OFFICIAL_REVERSED.option]),
-                    failed_share=values.get(failure_share.FAILED_SHARE.option))
+def as_settings(settings: dict | None) -> tuple[dict, bool]:
+    """(the scoring options, whether open answers are judged) from the task's options (`Benchmark.settings_of`) or
+    some of them with `judge`, e.g. `{"strict": True, "judge": False}`; the others: the official protocol."""
+    settings = dict(settings or {})
+    judged = settings.pop("judge", True)
+    known = {setting.option for setting in BENCHMARK.options} | {FROM_ENV}
+    if set(settings) - known:
+        raise ValueError(f"cg_bench settings: unknown key(s) {sorted(set(settings) - known)}; expected judge or a task option "
+                         f"({', '.join(sorted(known - {FROM_ENV}))})")
+    return {**options.values((task.STRICT, task.OFFICIAL_REVERSED)), **settings}, judged
 
 
-def as_settings(settings: "Settings | dict | None") -> tuple[Settings, bool]:
-    """(Settings, whether open answers are judged) from a Settings, a dict such as `{"strict": True, "judge": False}`,
-    or None (official parsing, judge on)."""
-    if not isinstance(settings, dict):
-        return settings or Settings(), True
-    unknown = set(settings) - {"strict", "judge", "official_reversed", "failed_share"}
-    if unknown:
-        raise ValueError(f"cg_bench settings: unknown key(s) {sorted(unknown)}; expected strict, judge, official_reversed, failed_share")
-    return Settings(**{key: value for key, value in settings.items() if key != "judge"}), settings.get("judge", True)
-
-
-def scored_records(records: Sequence[dict], settings: "Settings | dict | None", judge: Judge | None) -> tuple[dict, list[Outcome]]:
+def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge | None) -> tuple[dict, list[Outcome]]:
     """Every metric of the records and the outcomes they come from (`task.read_outcomes` on the data root), with
     the counts of videos asked without subtitles and `breakdown` (per group and mode, failures, the settings
     used). Records of several tasks of a run may be scored together: long + clue + grounding give `crr` and
     `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
     settings, judged = as_settings(settings)
-    outcomes = task.read_outcomes(records, judge if judged else None, MEDIA, settings.strict, settings.official_reversed)
+    strict, failed_share = settings["strict"], settings.get(FAILED_SHARE)
+    outcomes = task.read_outcomes(records, judge if judged else None, MEDIA, strict, settings["official_reversed"])
     for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
         if outcome.judge_error == task.NO_JUDGE:
             outcome.judge_error = task.JUDGE_OFF
-    scores = task.task_metrics(outcomes, settings.failed_share)
+    scores = task.task_metrics(outcomes, failed_share)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     videos = {}  # the videos asked without subtitles: their SRT yields no line / they have none
     for key, what in (("subtitles_unusable", "have an SRT that yields no subtitle line"), ("subtitles_missing", "have no subtitle file")):
@@ -270,15 +252,15 @@ def scored_records(records: Sequence[dict], settings: "Settings | dict | None", 
                            len(videos[key]), what, videos[key][0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
     opened = sum(o.mode == "open" for o in outcomes)
-    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, settings.failed_share)
+    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, failed_share)
     if withheld:
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, settings.failed_share))
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     modes = [mode for mode in task.MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
         "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
-        "settings": {"strict": settings.strict, "parsing": "strict" if settings.strict else "official",
-                     "official_reversed": settings.official_reversed, "failed_share": settings.failed_share},
+        "settings": {"strict": strict, "parsing": "strict" if strict else "official",
+                     "official_reversed": settings["official_reversed"], "failed_share": failed_share},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
         "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in modes},
         "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in modes},

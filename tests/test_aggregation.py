@@ -134,3 +134,22 @@ def test_judge_accounting_is_written_next_to_the_results(tmp_path, monkeypatch):
     assert json.loads(written)  # valid JSON with the counts
     assert "sk-test-secret-123456" not in written
     judge_accounting_writer("vrbench")({}, None)  # no --output_path: nothing to write, no error
+
+
+def test_details_writer_puts_the_scores_beside_the_accounting(tmp_path, monkeypatch):
+    """With `details`, the scores, the judge accounting (None for scores judging nothing) and the settings."""
+    import json
+
+    from lmms_video_reasoning.judges import LocalJudgeServer
+    from lmms_video_reasoning.utils.results.aggregation import judge_accounting_writer
+
+    writer = judge_accounting_writer("cg_bench", lambda scores: (scores["kind"], scores["kind"] == "open"))
+    with LocalJudgeServer(lambda body: "1") as server:
+        monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
+        monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", str(tmp_path / "cache.sqlite"))
+        for kind in ("mcq", "open"):
+            writer({"kind": kind, "acc": 50.0}, RunFiles(tmp_path, "20260101_120000"))
+    mcq, opened = (json.loads((tmp_path / f"20260101_120000_cg_bench_{kind}_details.json").read_text()) for kind in ("mcq", "open"))
+    assert mcq["acc"] == 50.0 and mcq["judge"] is None and "settings" in mcq
+    assert opened["judge"]["judge"]["benchmark"] == "cg_bench" and opened["judge"]["stats"]["calls"] == 0
+    assert not list(tmp_path.glob("*judge_accounting*"))

@@ -264,8 +264,10 @@ def test_score_records_joins_modes_per_qid():
     assert scores["acc_at_iou"] == pytest.approx(50.0)  # qids 1 and 2 only; qid 1 passes every threshold
     assert scores["parse_failed"] == 1
     assert scores["breakdown"]["kind"]["perception"]["n"] == 9
-    strict = score_records(binding, records, binding.Settings(strict=True))
+    strict = score_records(binding, records, {"strict": True})
     assert strict["long_acc"] == pytest.approx(100 / 3) and strict["parse_failed"] == 1
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['strct'\]; expected judge or a task option \(.*strict"):
+        score_records(binding, records, {"strct": True})  # a misspelt option is an error, never the default
 
 
 # The placeholder lmms-eval returns when an API model gives up; its error text holds the right
@@ -455,7 +457,7 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
         monkeypatch.setenv("LMMS_VR_JUDGE_FAILED_SHARE", "0.5")  # 1 failure of 4 is under this share
         scores = score_records(binding, records)
         # settings handed in directly: the share resolved from the environment as the plugin does (`settings_of`)
-        strict = score_records(binding, records, {"strict": True, "failed_share": failure_share.FAILED_SHARE_VARIABLE.read()})
+        strict = score_records(binding, records, {"strict": True, failure_share.FAILED_SHARE.option: failure_share.FAILED_SHARE_VARIABLE.read()})
         # per run: right (1 request), wrong (1), refused (3: asked, then re-asked twice); the empty reply none
         assert server.request_count == 2 * (1 + 1 + 3)
         monkeypatch.delenv("LMMS_VR_JUDGE_FAILED_SHARE")  # the default 5%: 1 of 4 is too many
