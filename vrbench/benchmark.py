@@ -18,9 +18,9 @@ from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.settings import chosen_values
-from lmms_video_reasoning.utils.lmms import responses
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
-from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, warn_truncated
+from lmms_video_reasoning.utils.lmms.responses import (final_answer, model_failed, reasoning_truncated, reply_record, strip_reasoning,
+                                                         warn_truncated)
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 from lmms_video_reasoning.vrbench import data, docs, judging, prompts, task
 from lmms_video_reasoning.vrbench.report import report_spec
@@ -130,7 +130,7 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 
 
 def build_record(doc: dict, response, settings: dict | None = None) -> dict:
-    """`task.build_record`; for the two-phase tasks, of both rounds' replies (`task.two_phase_reply`)."""
+    """`task.build_record`; for the two-phase tasks, of both rounds' replies (`two_phase_reply`)."""
     if doc.get(TWO_PHASE):
         return task.record_of(doc, two_phase_reply(response, settings))
     return task.build_record(doc, response, settings)
@@ -259,7 +259,7 @@ def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
         return prompts.PAPER_REASONING_PROMPT.substitute(basis=basis, question=doc["question"], video_summary=doc["video_summary"])
     if len(replies) == 1:
         options = prompts.multiple_choice_question(doc["question"], [tuple(o) for o in doc["options"]])
-        return [], prompts.CHOICE_PROMPT.substitute(reasoning=responses.strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
+        return [], prompts.CHOICE_PROMPT.substitute(reasoning=strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
     return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
 
 
@@ -285,7 +285,7 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
     `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
     round is a model failure (never judged, wrong)."""
     reasoning, choice = unpack_rounds(response)
-    first, second = responses.reply_record(reasoning, settings), responses.reply_record(choice, settings)
+    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
     return {**first, "choice_response": choice, "final_answer": second["final_answer"],
             "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
             "model_failure": first["model_failure"] or second["model_failure"]}
