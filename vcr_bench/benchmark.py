@@ -14,9 +14,9 @@ from pathlib import Path
 
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
-from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
+from lmms_video_reasoning.utils.core.settings import SettingError, chosen_values
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
@@ -81,8 +81,8 @@ def chosen(kwargs: dict | None) -> dict | None:
     if (kwargs or {}).get("visual_mode", "video") not in ("video", "frames"):
         return kwargs
     try:
-        return settings.chosen_values((task.VISUAL_MODE_VARIABLE,), kwargs)
-    except settings.SettingError as error:
+        return chosen_values((task.VISUAL_MODE_VARIABLE,), kwargs)
+    except SettingError as error:
         raise DataError(f"VCR-Bench visual mode: {error}") from None
 
 
