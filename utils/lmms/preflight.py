@@ -76,9 +76,7 @@ def enabled() -> bool:
 
 
 def active() -> bool:
-    if not enabled() or getattr(_suspended, "value", False):
-        return False
-    return "lmms_eval.evaluator" in sys.modules
+    return enabled() and not getattr(_suspended, "value", False) and "lmms_eval.evaluator" in sys.modules
 
 
 def cli_option(name: str) -> str | None:
@@ -118,14 +116,12 @@ def startup_problems(benchmarks: Sequence) -> list[str]:
     found = setting_findings()
     if enabled():
         found += [data_finding(benchmark) for benchmark in benchmarks if benchmark.data_module is not None]
-    found = [finding.detail for finding in found if finding.state == OFF]
-    if enabled():
-        output = _result(("output", cli_option("--output_path")), check_output_folder)
-        if output:
-            found.append(output)
+    problems = [finding.detail for finding in found if finding.state == OFF]
+    if enabled() and (output := _result(("output", cli_option("--output_path")), check_output_folder)):
+        problems.append(output)
     log.info("start-up checks (%d settings, %s) done in %.2f s", len(settings.declared()),
              ", ".join(b.name for b in benchmarks), time.monotonic() - started)
-    return found
+    return problems
 
 
 def _folder_clash(tasks: list | None, cli_tasks: str | None) -> list | None:
@@ -187,7 +183,7 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
 
 
 def _result(key: tuple, check: Callable[[], "str | list[str] | None"]) -> "str | list[str] | None":
-    """Run a check once per process; its failure message(s) every time it is asked (`_once` raises them)."""
+    """A check run once per process: its failure message(s) each time it is asked (`_once` raises them)."""
     with _lock:
         if key not in _done:
             _done[key] = check()
@@ -200,13 +196,17 @@ def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
         raise PreflightFailed(failure)
 
 
-def write_probe(folder: Path) -> None:
-    """Write 4 KiB to a probe file in `folder` (made if needed), fsync, remove (OSError if it cannot)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_write_check_") as probe:
-        probe.write(b"\0" * 4096)
-        probe.flush()
-        os.fsync(probe.fileno())
+def unwritable(folder: Path) -> str | None:
+    """Why 4 KiB cannot be written to a probe file in `folder` (made if needed), synced and removed; None if it can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".lmms_vr_write_check_") as probe:
+            probe.write(b"\0" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as error:
+        return str(error.strerror or error)
+    return None
 
 
 def _output_folder() -> Path | None:
@@ -216,12 +216,9 @@ def _output_folder() -> Path | None:
 
 def check_output_folder() -> str | None:
     path = _output_folder()
-    if path is None:
-        return None
-    try:
-        write_probe(path)
-    except OSError as error:
-        return (f"the output folder {path} cannot be written ({error.strerror or error}; {files.free_space_text(path)}); "
+    problem = unwritable(path) if path is not None else None
+    if problem:
+        return (f"the output folder {path} cannot be written ({problem}; {files.free_space_text(path)}); "
                 "give another --output_path, so that the samples and results of the run reach disk")
     return None
 
@@ -236,12 +233,9 @@ _documents: list[int] = []  # documents of each task loaded in this process (the
 
 def run_documents(documents: int) -> int:
     """The documents lmms-eval will run of a task that has `documents` (its `--limit`: a count, or a fraction < 1)."""
-    limit = cli_option("--limit")
-    if not limit:
-        return documents
     try:
-        value = float(limit)
-    except ValueError:
+        value = float(cli_option("--limit"))
+    except (TypeError, ValueError):  # no --limit, or one lmms-eval refuses itself
         return documents
     return min(documents, math.ceil(documents * value) if value < 1 else int(value))
 
@@ -264,11 +258,9 @@ def check_judge_cache(path: "Path | None") -> str | None:
     if path is None:
         return None
     fix = "set LMMS_VR_JUDGE_CACHE to a writable file, or LMMS_VR_JUDGE_CACHE=off to judge without a cache"
-    folder = path.parent
-    try:
-        write_probe(folder)
-    except OSError as error:
-        return f"the judge cache folder {folder} cannot be written ({error.strerror or error}); {fix}"
+    problem = unwritable(path.parent)
+    if problem:
+        return f"the judge cache folder {path.parent} cannot be written ({problem}); {fix}"
     if path.exists():
         try:
             with path.open("ab"):
@@ -281,20 +273,14 @@ def check_judge_cache(path: "Path | None") -> str | None:
 def check_media(media: "MediaCheck") -> str | None:
     from lmms_video_reasoning.utils.data import media_index  # not `prepare`: the upstream export has no registry
 
-    started = time.monotonic()
-    kinds = media.kinds()
-    reports = media_index.verify(kinds)
-    failing = [report for report in reports if report.fails]
-    checked = sum(len(kind.items) for kind in kinds)
-    log.info("%s: %d media files checked in %.1f s", media.source.benchmark, checked, time.monotonic() - started)
+    started, source, kinds = time.monotonic(), media.source, media.kinds()
+    failing = [report for report in media_index.verify(kinds) if report.fails]
+    log.info("%s: %d media files checked in %.1f s", source.benchmark, sum(len(kind.items) for kind in kinds),
+             time.monotonic() - started)
     if not failing:
         return None
-    source = media.source
-    lines = []
-    for report in failing:
-        bad = report.missing + report.unusable
-        lines.append(f"{len(report.missing)} {report.kind.name} missing and {len(report.unusable)} unusable of "
-                     f"{len(report.kind.items)}, e.g. {bad[0]}")
+    lines = [f"{len(report.missing)} {report.kind.name} missing and {len(report.unusable)} unusable of "
+             f"{len(report.kind.items)}, e.g. {(report.missing + report.unusable)[0]}" for report in failing]
     return (f"the {source.benchmark} data root is incomplete: " + "; ".join(lines) + f". Nothing was generated. Fix it with "
             f"`{source.prepare_command}` (`--verify-only` lists every file), or set {source.root_env} to a complete "
             f"copy; {PREFLIGHT_ENV}=off skips this check (e.g. a --limit run on a partial root)")
