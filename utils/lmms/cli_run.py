@@ -1,8 +1,8 @@
 """`python -m lmms_eval` in a child process, as a user runs it, and why it failed.
 
 lmms-eval's CLI exits 0 after an exception unless `--verbosity DEBUG`: a run worked when it exited 0
-and wrote a results file holding every task it was given. Otherwise `Outcome.cause` is the last line
-of the traceback on its stderr. Used by `lmms-vr demo`, `lmms-vr doctor` and tests/lmms_cli.py.
+and wrote a results file holding every task it was given. Otherwise its cause is the last line of
+the traceback on its stderr. Used by `lmms-vr demo`, `lmms-vr doctor` and tests/lmms_cli.py.
 """
 
 from __future__ import annotations
@@ -14,23 +14,11 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 TAIL_CHARS = 256_000  # of stderr kept for the cause (a traceback ends the output)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    results_file: Path | None  # the newest results file the run wrote (None: none)
-    results: dict = field(repr=False)  # its "results": task -> metrics
-    cause: str  # why the run failed, "" when it worked
-
-    @property
-    def ok(self) -> bool:
-        return not self.cause
 
 
 @dataclass(frozen=True)
@@ -48,7 +36,8 @@ class Evaluation:
         return [sys.executable, "-m", "lmms_eval", "--tasks", self.tasks, "--model", self.model, *model_args,
                 "--output_path", str(self.output_path), *self.extra]
 
-    def run(self, env: Mapping[str, str], *, echo: bool = True, timeout: float | None = None) -> Outcome:
+    def run(self, env: Mapping[str, str], *, echo: bool = True, timeout: float | None = None) -> tuple[Path | None, str]:
+        """(the newest results file the run wrote, None: none; why it failed, "" when it worked)."""
         started = time.time()
         proc = subprocess.Popen(self.command(), env=dict(env), stdout=None if echo else subprocess.DEVNULL, stderr=subprocess.PIPE)
         timer = threading.Timer(timeout, proc.kill) if timeout else None
@@ -69,13 +58,11 @@ class Evaluation:
         results = json.loads(results_file.read_text())["results"] if results_file else {}
         missing = [task for task in self.tasks.split(",") if task not in results]
         if returncode == 0 and not missing:
-            cause = ""
-        elif timeout and returncode < 0 and time.time() - started >= timeout:
-            cause = f"lmms-eval did not finish within {timeout:g} s"
-        else:
-            cause = failure_cause(tail) or (f"lmms-eval exited with status {returncode}" if returncode
-                                            else f"lmms-eval wrote no results for {', '.join(missing)}")
-        return Outcome(returncode, results_file, results, cause)
+            return results_file, ""
+        if timeout and returncode < 0 and time.time() - started >= timeout:
+            return results_file, f"lmms-eval did not finish within {timeout:g} s"
+        return results_file, failure_cause(tail) or (f"lmms-eval exited with status {returncode}" if returncode
+                                                     else f"lmms-eval wrote no results for {', '.join(missing)}")
 
 
 def newest_results(output_path: Path, since: float = 0.0) -> Path | None:

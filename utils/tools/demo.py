@@ -53,6 +53,8 @@ def main(args) -> int:
     out = ensure_sample(args.out)
     output_path = Path(args.output_path) if args.output_path else out / "demo_results"
     settings = sample_settings(out)  # what the demo adds to the environment
+    # `lmms-vr report` on this run: the sample's roots let it rebuild judge inputs (e.g. frames a request holds)
+    report_env = {**os.environ, **settings}
     server = None
     if not args.real_judge:
         server = LocalJudgeServer(responder=sample_responder, model="sample-oracle").start()
@@ -70,18 +72,16 @@ def main(args) -> int:
     print("$ " + " ".join(f"{name}={shlex.quote(value)}" for name, value in pasted.items()) + " "
           + " ".join(shlex.quote(part) for part in evaluation.command()))
     try:
-        outcome = evaluation.run(env)
+        results_file, cause = evaluation.run(env)
     finally:
         if server is not None:
             server.stop()
-    if not outcome.ok:
-        print(f"lmms-vr demo: lmms-eval failed: {outcome.cause}", file=sys.stderr)
+    if cause:
+        print(f"lmms-vr demo: lmms-eval failed: {cause}", file=sys.stderr)
         return 1
     print(f"results and samples under {output_path}")
-    report_dir = output_path / "report"
-    # `lmms-vr report` on this run; the sample's roots let it rebuild judge inputs (e.g. frames a request holds)
-    report_env = {**os.environ, **sample_settings(out)}
-    command = [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "report", str(outcome.results_file), "--out", str(report_dir)]
+    command = [sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "report", str(results_file),
+               "--out", str(output_path / "report")]
     print("the papers' tables beside this run, with 95% CIs:")
     if subprocess.run(command, env=report_env).returncode:  # `lmms-vr report` prints the report's paths itself
         print("lmms-vr demo: the report of the run failed (see above)", file=sys.stderr)

@@ -91,38 +91,36 @@ def check_install() -> list[Finding]:
     return findings
 
 
+def _tasks_finding(topic: str, child: dict, missing_text: str, ok_text: str) -> Finding:
+    """Whether a child found every task (`missing_text` formats the missing `names`)."""
+    if "error" in child:
+        return Finding(topic, OFF, child["error"])
+    missing = child["missing"]
+    if not missing:
+        return Finding(topic, OK, ok_text)
+    return Finding(topic, OFF, f"{len(missing)} " + missing_text.format(names=", ".join(missing[:5])), host.TASK_PATH.workaround)
+
+
 def check_host() -> list[Finding]:
-    findings = []
     tasks = sorted(registry.task_names())  # what lmms-eval must find
     run = _child("run", tasks)
     if "error" in run:
         return [Finding("python -m lmms_eval", OFF, f"lmms-eval could not be loaded: {run['error']}", "pip install '.[test]'")]
-    missing = run["missing"]
-    findings.append(Finding("tasks: python -m lmms_eval", OFF if missing else OK,
-                            f"{len(missing)} tasks not found: {', '.join(missing[:5])}" if missing else "every task of every benchmark found",
-                            host.TASK_PATH.workaround if missing else ""))
-    listed = _child("list", tasks)
-    if "error" in listed:
-        findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF, listed["error"], ""))
-    else:
-        missing = listed["missing"]
-        findings.append(Finding("tasks: lmms-eval tasks list / serve", OFF if missing else OK,
-                                f"{len(missing)} tasks not listed (only the start-up .pth reaches these commands)" if missing
-                                else "every task listed", host.TASK_PATH.workaround if missing else ""))
+    findings = [_tasks_finding("tasks: python -m lmms_eval", run, "tasks not found: {names}", "every task of every benchmark found"),
+                _tasks_finding("tasks: lmms-eval tasks list / serve", _child("list", tasks),
+                               "tasks not listed (only the start-up .pth reaches these commands)", "every task listed")]
     for point in host.TOUCHPOINTS.values():
         state = run["touchpoints"].get(point.name, "not installed")
         if point.name in ("task-path", "fast-inputs"):
             continue  # measured above / below, by what they do
         if state == "not installed":  # used at run time: what can be known now is the version
             state = "on" if host.host_version() in host.VERIFIED else f"off: lmms-eval {host.host_version()} is not verified"
-        if state == "on":
-            findings.append(Finding(point.name, OK, point.gives))
-        else:
-            findings.append(Finding(point.name, OFF, f"{state}; you lose: {point.lost}", point.workaround))
+        findings.append(Finding(point.name, OK, point.gives) if state == "on" else
+                        Finding(point.name, OFF, f"{state}; you lose: {point.lost}", point.workaround))
     return findings
 
 
-def check_evaluation(timeout: float = 600) -> list[Finding]:
+def check_evaluation() -> list[Finding]:
     """One document of the sample benchmark through `python -m lmms_eval` with the replay model."""
     import tempfile
     import time
@@ -139,9 +137,9 @@ def check_evaluation(timeout: float = 600) -> list[Finding]:
     with tempfile.TemporaryDirectory(prefix="lmms-vr-doctor-") as output_path:
         evaluation = Evaluation(EVALUATED_TASK, Path(output_path), model_args=f"predictions={sample / 'predictions.jsonl'}",
                                 extra=("--limit", "1", "--verbosity", "WARNING"))
-        outcome = evaluation.run({**os.environ, **sample_settings(sample)}, echo=False, timeout=timeout)
-    if not outcome.ok:
-        return [Finding(topic, OFF, f"lmms-eval cannot evaluate: {outcome.cause}",
+        _results, cause = evaluation.run({**os.environ, **sample_settings(sample)}, echo=False, timeout=600)
+    if cause:
+        return [Finding(topic, OFF, f"lmms-eval cannot evaluate: {cause}",
                         "install the tested dependency set (`pip install -c constraints.txt .` in the repository); "
                         f"`lmms-vr demo --tasks {EVALUATED_TASK}` shows lmms-eval's whole output")]
     return [Finding(topic, OK, f"one document of {EVALUATED_TASK} (sample benchmark, vr_replay) evaluated in {time.time() - started:.0f} s")]
@@ -152,11 +150,10 @@ def check_inputs() -> list[Finding]:
 
     findings = []
     for model in sorted(set(model_readings.KNOWN_MODELS.values())):
-        unverified = model_readings.unverified_versions(model)
-        findings.append(Finding(f"fast inputs: {model}", OFF if unverified else OK,
-                                f"installed {', '.join(unverified)} not verified: the model reads the original video"
-                                if unverified else "proxy clips of the frames it keeps",
-                                "run tests/test_model_equivalence.py on this version" if unverified else ""))
+        unverified = ", ".join(model_readings.unverified_versions(model))
+        findings.append(Finding(f"fast inputs: {model}", OFF, f"installed {unverified} not verified: the model reads the original "
+                                "video", "run tests/test_model_equivalence.py on this version") if unverified else
+                        Finding(f"fast inputs: {model}", OK, "proxy clips of the frames it keeps"))
     return findings
 
 
@@ -171,7 +168,7 @@ def check_data() -> list[Finding]:
     return [preflight.data_finding(bench) for bench in registry.benchmarks() if bench.data_module is not None]
 
 
-def diagnose(network: bool = True) -> list[Finding]:
+def diagnose(network: bool) -> list[Finding]:
     from concurrent.futures import ThreadPoolExecutor
 
     registry.declare_all_settings()  # settings are declared where they are used
