@@ -256,7 +256,7 @@ _FILL = """
 import json, os, sys
 from lmms_video_reasoning.utils.lmms import model_readings as readings, model_video as mv, proxy_clips as clips
 path, worker = sys.argv[1], int(sys.argv[2])
-cache = clips.ProxyCache(clips.cache_dir(), clips.cache_limit_bytes(), protect_s=0)
+cache = clips.ProxyCache(clips.cache_dir(), clips.cache_limit_bytes())
 sizes = []
 for n in range(4):
     mv.prepare(path, mv.Request(readings.Reading("qwen2_vl", 4 + 2 * n + 20 * worker, 602112, 3136)), cache)

@@ -48,17 +48,14 @@ class FileMedia:
 def docs_loader(data: ModuleType, records: Callable[[], list[dict]], build: Callable[[list[dict]], list[dict]] = list,
                 media: bool = True, judge: bool = True, key: str = ""):
     """A `process_docs` hook (lmms-eval hands it a placeholder dataset): the documents `build` makes of
-    `records()`, with the checks before generation (`utils.lmms.preflight`): the media of the records
-    (`data.media_kinds` on the data root; not for text-only tasks) and the judge (`judge`). `key` tells
-    checks of one process apart (e.g. the split)."""
+    `records()`, with `preflight.task_load`'s checks (media: `data.media_kinds` on the data root)."""
 
     def load_docs(_placeholder=None):
         from lmms_video_reasoning.utils.lmms import preflight
 
         source = data.SOURCE
-        check = preflight.MediaCheck(source, lambda: data.media_kinds(data_root(source), records()), key=key) if media else None
-        return preflight.task_load(source.benchmark, lambda: docs_dataset(build(records())), check,
-                                   judge=source.benchmark if judge else None)
+        kinds = (lambda: data.media_kinds(data_root(source), records())) if media else None
+        return preflight.task_load(source, lambda: docs_dataset(build(records())), kinds, judge, key)
 
     return load_docs
 

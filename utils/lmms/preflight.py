@@ -156,13 +156,14 @@ def load_tasks(load: Callable[[list], object], tasks: list) -> object:
         raise PreflightFailed(problems or failed.problems) from None
 
 
-def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | None" = None,
-              judge: object | None = None) -> object:
-    """Run a `process_docs` body (`load()`) with the checks around it; `media`: the task's media check
-    (None: no visuals); `judge`: the judge it needs (`JudgeDefaults` or a benchmark's name; None: none)."""
+def task_load(source: DataSource, load: Callable[[], object], media_kinds: Callable[[], Sequence] | None,
+              judge: bool, key: str = "") -> object:
+    """Run a `process_docs` body (`load()`) of `source`'s benchmark with the checks around it: its
+    media kinds (resolved when checked; None: no visuals), its judge; `key` tells checks of one
+    process apart (e.g. the split)."""
     if not active():
         return load()
-    started = time.monotonic()
+    started, benchmark = time.monotonic(), source.benchmark
     # the start-up checks, when lmms-eval's start did not run them (no start-up-check touchpoint)
     _once(("start", (benchmark,)), lambda: startup_problems([registry.get(benchmark)]))
     try:
@@ -174,10 +175,10 @@ def task_load(benchmark: str, load: Callable[[], object], media: "MediaCheck | N
         _documents.append(run_documents(len(docs)) if hasattr(docs, "__len__") else 0)
         documents = sum(_documents)
     _once(("space", cli_option("--output_path"), documents), lambda: check_output_space(documents))
-    if media is not None and cli_option("--model") not in MODELS_WITHOUT_MEDIA:
-        _once(("media", benchmark, media.key), lambda: check_media(media))
-    if judge is not None and "--predict_only" not in sys.argv[1:]:
-        _once(("judge", judge), lambda: check_judge(judge))
+    if media_kinds is not None and cli_option("--model") not in MODELS_WITHOUT_MEDIA:
+        _once(("media", benchmark, key), lambda: check_media(source, media_kinds()))
+    if judge and "--predict_only" not in sys.argv[1:]:
+        _once(("judge", benchmark), lambda: check_judge(benchmark))
     log.info("%s: preflight checks passed in %.1f s", benchmark, time.monotonic() - started)
     return docs
 
@@ -270,10 +271,10 @@ def check_judge_cache(path: "Path | None") -> str | None:
     return None
 
 
-def check_media(media: "MediaCheck") -> str | None:
+def check_media(source: DataSource, kinds: Sequence) -> str | None:
     from lmms_video_reasoning.utils.data import media_index  # not `prepare`: the upstream export has no registry
 
-    started, source, kinds = time.monotonic(), media.source, media.kinds()
+    started = time.monotonic()
     failing = [report for report in media_index.verify(kinds) if report.fails]
     log.info("%s: %d media files checked in %.1f s", source.benchmark, sum(len(kind.items) for kind in kinds),
              time.monotonic() - started)
@@ -286,7 +287,7 @@ def check_media(media: "MediaCheck") -> str | None:
             f"copy; {PREFLIGHT_ENV}=off skips this check (e.g. a --limit run on a partial root)")
 
 
-def check_judge(judge: object) -> str | None:
+def check_judge(judge: str) -> str | None:
     """`judge_finding` at task load: OFF ends the run; a judge not configured lets it go on."""
     from lmms_video_reasoning.judges.config import not_configured_message
 
@@ -406,13 +407,3 @@ def probe_endpoint(config) -> str | None:
         shown = ", ".join(served[:8]) + (f" and {len(served) - 8} more" if len(served) > 8 else "")
         return f"does not serve that model (it lists {shown})"
     return None
-
-
-@dataclass(frozen=True)
-class MediaCheck:
-    """A task's media check: its data source and media kinds (resolved when checked); `key` tells
-    checks of one process apart (e.g. the split)."""
-
-    source: DataSource
-    kinds: Callable[[], Sequence]
-    key: str = ""

@@ -108,11 +108,11 @@ class ProxyCache:
 
     A hit touches the file (mtime = last use); a new clip is renamed into place whole
     (``atomic_target``). Eviction runs under an exclusive ``flock`` on ``.lock`` and never removes
-    the clip just made, nor clips used in the last ``protect_s`` seconds while others can go.
+    the clip just made.
     """
 
-    def __init__(self, folder: Path, limit: int, protect_s: float = 120.0):
-        self.folder, self.limit, self.protect_s = Path(folder), int(limit), protect_s
+    def __init__(self, folder: Path, limit: int):
+        self.folder, self.limit = Path(folder), int(limit)
 
     def path_for(self, stem: str, key: str) -> Path:
         return self.folder / f"{stem[:40]}-{key}{PROXY_SUFFIX}"
@@ -151,11 +151,9 @@ class ProxyCache:
         with open(self.folder / ".lock", "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                entries = self.entries()
-                total, now = sum(size for _, size, _ in entries), time.time()
-                # Oldest first; recently used ones only when nothing older is left.
-                ordered = [e for e in entries if now - e[0] > self.protect_s] + [e for e in entries if now - e[0] <= self.protect_s]
-                for _mtime, size, path in ordered:
+                entries = self.entries()  # least recently used first
+                total = sum(size for _, size, _ in entries)
+                for _mtime, size, path in entries:
                     if total <= self.limit:
                         break
                     if path != keep:
