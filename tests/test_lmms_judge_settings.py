@@ -36,7 +36,7 @@ def lmms_settings(monkeypatch):
 
     # each test starts with no launcher of this process and the touchpoint not installed; restored after it
     monkeypatch.setattr(launcher, "_launchers", [])
-    monkeypatch.setattr(launcher, "_warned", set())
+    launcher._warn_unsupported.cache_clear()
     monkeypatch.setattr(host.JUDGE_SERVER, "state", "not installed")
     launcher.register_judge_settings()
     yield

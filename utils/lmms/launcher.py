@@ -19,6 +19,7 @@ aggregation has run (`consolidate_results`), or the process exits (touchpoint `j
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import threading
 from typing import Any, Mapping
@@ -34,7 +35,6 @@ UNSUPPORTED_API_TYPES = ("azure", "async_azure", "bedrock", "dummy")
 
 _lock = threading.Lock()
 _launchers: list["KeptAliveLauncher"] = []  # built by lmms-eval in this process, newest last
-_warned: set[str] = set()
 
 
 class KeptAliveLauncher:
@@ -42,11 +42,8 @@ class KeptAliveLauncher:
     attribute is the launcher's)."""
 
     def __init__(self, launcher: Any, name: str) -> None:
-        self.launcher = launcher
-        self.name = name
-        self.launched = False
-        self.clean_requested = False
-        self.cleaned = False
+        self.launcher, self.name = launcher, name
+        self.launched = self.clean_requested = self.cleaned = False
 
     def __getattr__(self, attribute: str):
         return getattr(self.launcher, attribute)
@@ -89,19 +86,19 @@ def lmms_judge(env: Mapping[str, str]) -> HostJudge | None:
     api_type = (env.get("API_TYPE") or "").strip().lower()
     if api_type == "local":
         url = (env.get("LLM_JUDGE_URL") or "").strip() or DEFAULT_LOCAL_URL
-        base = url.rstrip("/")
-        base = base[: -len("/chat/completions")] if base.endswith("/chat/completions") else base
+        base = url.rstrip("/").removesuffix("/chat/completions")
         model = (env.get("MODEL_VERSION") or "").strip() or None
         return HostJudge(base_url=base, model=model, source="lmms-eval API_TYPE=local (LLM_JUDGE_URL)", model_variable="MODEL_VERSION")
     if api_type in UNSUPPORTED_API_TYPES:
-        with _lock:  # warned once per process
-            first = api_type not in _warned
-            _warned.add(api_type)
-        if first:
-            log.warning("API_TYPE=%s (lmms-eval's %s judge provider) is not an OpenAI-compatible endpoint this suite's judges "
-                        "can call; they use their own defaults. Set LMMS_VR_JUDGE_BASE_URL, LMMS_VR_JUDGE_API_KEY and "
-                        "LMMS_VR_JUDGE_MODEL (e.g. Azure's <endpoint>/openai/v1) to judge with it.", api_type, api_type)
+        _warn_unsupported(api_type)
     return None
+
+
+@functools.cache  # once per process and API type
+def _warn_unsupported(api_type: str) -> None:
+    log.warning("API_TYPE=%s (lmms-eval's %s judge provider) is not an OpenAI-compatible endpoint this suite's judges "
+                "can call; they use their own defaults. Set LMMS_VR_JUDGE_BASE_URL, LMMS_VR_JUDGE_API_KEY and "
+                "LMMS_VR_JUDGE_MODEL (e.g. Azure's <endpoint>/openai/v1) to judge with it.", api_type, api_type)
 
 
 def register_judge_settings() -> None:
