@@ -59,9 +59,8 @@ class Touchpoint:
         with self._lock:
             if self.state == "on":
                 return True
-            if self.state.startswith("off"):  # decided once per process, warned once
-                return False
-            if self._installing:  # installing imports lmms-eval modules whose hooks land here again
+            # off: decided once per process, warned once; installing imports lmms-eval modules whose hooks land here again
+            if self.state.startswith("off") or self._installing:
                 return False
             version = host_version()
             if version not in VERIFIED and not HOST_UNVERIFIED.read():
@@ -70,10 +69,8 @@ class Touchpoint:
             self._installing = True
             try:
                 install()
-            except HostAssumptionFailed as failed:
-                return self._off(str(failed))
             except Exception as error:  # noqa: BLE001 - never break the host's own import
-                return self._off(f"{type(error).__name__}: {error}")
+                return self._off(str(error) if isinstance(error, HostAssumptionFailed) else f"{type(error).__name__}: {error}")
             finally:
                 self._installing = False
             self.state = "on"

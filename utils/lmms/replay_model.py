@@ -51,10 +51,8 @@ def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], Re
             logger.warning("%s: response has unpaired UTF-16 surrogates (invalid in UTF-8); replaced by U+FFFD", where)
         key = (row.get("task"), str(row["id"]))
         if key in table and table[key] != clean:
-            raise PredictionsError(
-                f"{where}: id {key[1]!r}{f' of task {key[0]!r}' if key[0] else ''} was already given in record "
-                f"{first_seen[key]} with a different response; keep one of them"
-            )
+            raise PredictionsError(f"{where}: id {key[1]!r}{f' of task {key[0]!r}' if key[0] else ''} was already given in "
+                                   f"record {first_seen[key]} with a different response; keep one of them")
         table[key] = clean
         first_seen.setdefault(key, number)
     return table
@@ -76,9 +74,7 @@ def encodable(text: str) -> str:
 
 def lookup(table: dict[tuple[str | None, str], Response], task: str, sample_id: str) -> Response | None:
     """The response for (task, id): a task-specific line wins over a task-less one."""
-    if (task, sample_id) in table:
-        return table[(task, sample_id)]
-    return table.get((None, sample_id))
+    return table[(task, sample_id)] if (task, sample_id) in table else table.get((None, sample_id))
 
 
 class ReplayModel(lmms):
@@ -114,10 +110,8 @@ class ReplayModel(lmms):
         if self.missing == "empty":
             logger.warning("vr_replay: no prediction for task %s id %s in %s; answering ''", task, sample_id, self.predictions_path)
             return ""
-        raise PredictionsError(
-            f"vr_replay: no prediction for task {task!r} id {sample_id!r} in {self.predictions_path} "
-            "(add it, or pass missing=empty to answer '' with a warning)"
-        )
+        raise PredictionsError(f"vr_replay: no prediction for task {task!r} id {sample_id!r} in {self.predictions_path} "
+                               "(add it, or pass missing=empty to answer '' with a warning)")
 
     def generate_until(self, requests) -> list[str]:
         # args = (context, gen_kwargs, doc_to_visual, doc_id, task, split)
