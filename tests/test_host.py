@@ -136,12 +136,10 @@ def test_a_new_host_parameter_passes_through_the_task_path_wrapper(fresh, monkey
 
 
 def test_the_run_files_walk_finds_simple_evaluate_through_comprehensions():
-    from lmms_video_reasoning.utils.lmms import run_output
-
     def simple_evaluate():
         datetime_str = "20261124_120000"  # noqa: F841 - read from this frame
         evaluation_tracker = type("T", (), {"general_config_tracker": type("G", (), {"model_name_sanitized": "m"})()})()  # noqa: F841
-        return [run_output.run_identity(None) for _ in range(1)][0]
+        return [host.run_identity(None) for _ in range(1)][0]
 
     assert simple_evaluate() == ("20261124_120000", "m")
 

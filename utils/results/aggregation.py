@@ -29,7 +29,7 @@ from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import files, registry, settings as suite_settings
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.core.records import records_of
-from lmms_video_reasoning.utils.lmms import responses, run_output
+from lmms_video_reasoning.utils.lmms import host, responses
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.samples_io import sample_line
 
@@ -280,7 +280,7 @@ def _safe_run_files(args: Any) -> "RunFiles | None":
 def _records_of_run() -> dict[str, Records]:
     """{task: records} of every task of this suite in the run being aggregated ({}: each saved at its own aggregation)."""
     try:
-        found = run_output.suite_records_of_run()
+        found = host.suite_records_of_run()
     except Exception as error:  # noqa: BLE001 - each task's aggregation still saves its own records
         log.warning("could not read the run's task list (%s: %s): each task's records are saved when its judging starts",
                     type(error).__name__, error)
@@ -424,11 +424,11 @@ def _drop_records_lmms_eval_also_wrote() -> None:
 
 
 def run_files(args: Any) -> RunFiles | None:
-    """The output files of the lmms-eval run in progress (`run_output.run_identity`; None without `--output_path`)."""
+    """The output files of the lmms-eval run in progress (`host.run_identity`; None without `--output_path`)."""
     path = getattr(args, "output_path", None) if args is not None else None
     if not path:
         return None
-    date_id, model_folder = run_output.run_identity(args)
+    date_id, model_folder = host.run_identity(args)
     return RunFiles(Path(path) / model_folder if model_folder else Path(path), date_id)
 
 
