@@ -14,20 +14,16 @@ from typing import Iterator
 
 from lmms_video_reasoning.judges import engine
 
+# Read from sys.modules, so only when lmms-eval is running: importing it would cost seconds in `lmms-vr score`.
 _USAGE_MODULE = "lmms_eval.models.model_utils.usage_metrics"
 _lock = threading.Lock()
 _cost_usd: float | None = None
 
 
-def _usage_metrics():
-    # Only when lmms-eval is running: importing it here would cost seconds in `lmms-vr score`.
-    return sys.modules.get(_USAGE_MODULE)
-
-
 def record(model: str, prompt_tokens: int, completion_tokens: int, price: dict[str, float] | None) -> None:
     """One answered judge request: tokens to lmms-eval's `log_usage(source="judge")`, cost kept here."""
     global _cost_usd
-    usage = _usage_metrics()
+    usage = sys.modules.get(_USAGE_MODULE)
     if usage is None:
         return
     usage.log_usage(model_name=model, input_tokens=prompt_tokens, output_tokens=completion_tokens, source="judge")
@@ -66,7 +62,7 @@ def task_context(task_name: str) -> Iterator[None]:
     """Attribute usage logged inside the block (our judging runs in aggregation) to `task_name`."""
     global _current_task
     saved_task, _current_task = _current_task, task_name
-    usage = _usage_metrics()
+    usage = sys.modules.get(_USAGE_MODULE)
     previous = getattr(usage, "_CURRENT_TASK_CONTEXT", None)
     try:
         if usage is not None:
