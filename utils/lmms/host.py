@@ -118,9 +118,7 @@ def parameter_names(function: Callable) -> list[str]:
     return list(inspect.signature(function).parameters)
 
 
-# -- the touchpoints (installed by utils/lmms/plugin.py; used where named) ---------------------
-
-# Touchpoint(name, gives, assumes, lost, workaround), one row each
+# -- the touchpoints (installed by utils/lmms/plugin.py; used where named): Touchpoint(name, gives, assumes, lost, workaround)
 TOUCHPOINTS: dict[str, Touchpoint] = {point.name: point for point in (
     Touchpoint("task-path", "this suite's tasks in every lmms-eval command (run, `tasks list`, serve) with no flag",
         "lmms_eval.tasks.TaskManager.initialize_tasks(include_path=...) builds every task index",

@@ -125,21 +125,19 @@ def known_model(model) -> str | None:
 def reading_of(model) -> Reading | None:
     """The ``Reading`` of an lmms-eval model instance, or None (a model or settings we do not know)."""
     name = known_model(model)
-    if name is not None:
-        if getattr(model, "is_simple", True) == (name in _CHAT_READINGS):
-            return None  # a subclass that changed how it takes inputs: its reading is not one we know
-        if name in _FIRST_VIDEO_ONLY and int(getattr(model, "batch_size_per_gpu", 1)) != 1:
-            return None
-        if name == "llava_onevision":
-            if getattr(model, "video_decode_backend", "decord") != "decord":
-                return None  # its "pyav" reader samples differently (lmms_eval.models.model_utils.load_video)
-            return Reading(name, int(model.max_frames_num))
-        if name in TIMED_READINGS:
-            fps = getattr(model, "fps", None)
-            return Reading(name, int(model.max_num_frames), _optional_int(model.max_pixels), _optional_int(model.min_pixels),
-                           None if fps is None else float(fps), _optional_int(getattr(model, "total_pixels", None)))
-        return Reading(name, int(model.max_num_frames), int(model.max_pixels), int(model.min_pixels))
-    return None
+    if name is None or getattr(model, "is_simple", True) == (name in _CHAT_READINGS):
+        return None  # a model we do not know, or a subclass that changed how it takes inputs
+    if name in _FIRST_VIDEO_ONLY and int(getattr(model, "batch_size_per_gpu", 1)) != 1:
+        return None
+    if name == "llava_onevision":
+        if getattr(model, "video_decode_backend", "decord") != "decord":
+            return None  # its "pyav" reader samples differently (lmms_eval.models.model_utils.load_video)
+        return Reading(name, int(model.max_frames_num))
+    if name in TIMED_READINGS:
+        fps = getattr(model, "fps", None)
+        return Reading(name, int(model.max_num_frames), _optional_int(model.max_pixels), _optional_int(model.min_pixels),
+                       None if fps is None else float(fps), _optional_int(getattr(model, "total_pixels", None)))
+    return Reading(name, int(model.max_num_frames), int(model.max_pixels), int(model.min_pixels))
 
 
 def takes_as_video(model: str, path: str) -> bool:

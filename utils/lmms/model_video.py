@@ -127,9 +127,8 @@ class _Usage:
             return line
 
     def report(self) -> None:
-        line = self.summary(proxy_clips.cache_limit_bytes()) if self.made or self.paths else None
-        if line:
-            (logger.warning if self.made_again else logger.info)(line)
+        if self.made or self.paths:  # else no setting is read
+            (logger.warning if self.made_again else logger.info)(self.summary(proxy_clips.cache_limit_bytes()))
 
 
 usage = _Usage()
@@ -199,23 +198,23 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
     from lmms_video_reasoning.utils.core.roots import MediaError
     from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
 
+    def original() -> str:
+        return str(on_broken(path) if on_broken else path)
+
     path = Path(path)
-    if INPUT.read() == "path":
-        return str(on_broken(path) if on_broken else path)
-    model = host.calling_model()
+    model = host.calling_model() if INPUT.read() == "fast" else None
     reading = reading_of(model) if model is not None else None
-    if model is None or (reading is None and frames is None):  # called outside a run, or by a model we do not know
-        name = known_model(model) if model is not None else None
-        if name is not None:  # a known model whose settings make its frames depend on more than the video
-            usage.record_path(name, "with settings the video alone does not decide (batch size, reader, subclass)")
-        return str(on_broken(path) if on_broken else path)
-    if reading is not None and frames is None:
+    if model is None or (reading is None and frames is None):  # LMMS_VR_VIDEO_INPUT=path, outside a run, or not known
+        if model is not None and known_model(model) is not None:  # known, with settings that make its frames depend on more
+            usage.record_path(known_model(model), "with settings the video alone does not decide (batch size, reader, subclass)")
+        return original()
+    if frames is None:
         reason = ("on unverified package versions" if not version_verified(reading.model)
                   else "with a qwen-vl-utils video reader other than decord" if not qwen_reader_verified(reading.model)
                   else None if takes_as_video(reading.model, str(path)) else "not read as a video by the model (file extension)")
         if reason is not None:
             usage.record_path(reading.model, reason)
-            return str(on_broken(path) if on_broken else path)
+            return original()
     try:
         if callable(frames):
             frames = frames(probe(path).total_frames)
@@ -226,4 +225,4 @@ def video_for_model(path, *, frames: Sequence[int] | Callable[[int], Sequence[in
         if on_broken is not None:
             on_broken(path)  # raises with the benchmark's own advice when the file is broken
         raise MediaError(str(exc)) from None
-    return proxy if proxy is not None else str(on_broken(path) if on_broken else path)
+    return proxy if proxy is not None else original()

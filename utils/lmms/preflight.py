@@ -164,13 +164,12 @@ def task_load(source: DataSource, load: Callable[[], object], media_kinds: Calla
     if not active():
         return load()
     started, benchmark = time.monotonic(), source.benchmark
-    # the start-up checks, when lmms-eval's start did not run them (no start-up-check touchpoint)
+    # the start-up checks (the output folder's among them), when lmms-eval's start did not run them
     _once(("start", (benchmark,)), lambda: startup_problems([registry.get(benchmark)]))
     try:
         docs = load()
     except DataError as error:  # annotations missing or broken: say it once, now
         raise PreflightFailed(str(error)) from None
-    _once(("output", cli_option("--output_path")), check_output_folder)
     with _lock:
         _documents.append(run_documents(len(docs)) if hasattr(docs, "__len__") else 0)
         documents = sum(_documents)

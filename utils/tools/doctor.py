@@ -42,25 +42,19 @@ print(json.dumps({"missing": missing, "touchpoints": {t.name: t.state for t in h
 """
 
 
-def _site_dirs() -> list[str]:
-    import site
-
-    dirs = list(site.getsitepackages())
-    if site.ENABLE_USER_SITE:
-        dirs.append(site.getusersitepackages())
-    return dirs
-
-
 def install_kind() -> tuple[str, bool]:
     """("regular" | "editable" | "not installed", whether the start-up .pth is in site-packages), from
     site-packages only (a checkout's `*.egg-info` is not an install)."""
-    dists = [d for d in importlib.metadata.distributions(path=_site_dirs())
+    import site
+
+    folders = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    dists = [d for d in importlib.metadata.distributions(path=folders)
              if (d.metadata["Name"] or "").lower().replace("_", "-") == "lmms-video-reasoning"]
     if not dists:
         return "not installed", False
     direct = dists[0].read_text("direct_url.json")
     editable = bool(direct and json.loads(direct).get("dir_info", {}).get("editable"))
-    pth = any((Path(folder) / "lmms_video_reasoning.pth").is_file() for folder in _site_dirs())
+    pth = any((Path(folder) / "lmms_video_reasoning.pth").is_file() for folder in folders)
     return ("editable" if editable else "regular"), pth
 
 
