@@ -50,6 +50,7 @@ _locks_guard = threading.Lock()
 
 
 def _key(path: Path, request: Request) -> str:
+    """The proxy's cache key, and the key of its lock (OSError when the file is absent)."""
     st = path.stat()
     text = f"v{proxy_clips.PROXY_VERSION}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{request!r}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -143,14 +144,14 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
 
     path = Path(path)
     try:
-        st = path.stat()
+        key = _key(path, request)
     except OSError:
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
     with _locks_guard:
-        lock = _locks.get_or_make((str(path), st.st_size, st.st_mtime_ns, request), threading.Lock)
+        lock = _locks.get_or_make(key, threading.Lock)
     with lock:  # two threads never prepare the same input twice
         cache = cache or ProxyCache(proxy_clips.cache_dir(), proxy_clips.cache_limit_bytes())
-        target = cache.path_for(path.stem, _key(path, request))
+        target = cache.path_for(path.stem, key)
         if cache.hit(target):
             usage.record_reused()
         else:
