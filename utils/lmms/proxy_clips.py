@@ -24,8 +24,7 @@ from lmms_video_reasoning.utils.lmms.model_readings import Reading, model_frames
 
 CACHE_MB_ENV = "LMMS_VR_PROXY_CACHE_MB"
 CACHE_DIR_ENV = "LMMS_VR_PROXY_CACHE_DIR"
-DEFAULT_CACHE_MB = 4096
-CACHE_MB = settings.declare(CACHE_MB_ENV, "float", DEFAULT_CACHE_MB, "size limit of the proxy clip cache in MB", minimum=0)
+CACHE_MB = settings.declare(CACHE_MB_ENV, "float", 4096, "size limit of the proxy clip cache in MB", minimum=0)
 CACHE_DIR = settings.declare(CACHE_DIR_ENV, "text", "", "folder of the proxy clip cache (default: the suite's cache)")
 PROXY_SUFFIX = ".avi"  # UT Video (lossless RGB, intra-only) in AVI: decord and PyAV read it exactly
 PROXY_VERSION = 1  # part of every cache key: bump when the proxy layout changes
