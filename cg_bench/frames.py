@@ -76,15 +76,10 @@ class Media(Protocol):
     # The `n` frames `plan` picks (inside `intervals` for the clue plan) from (max_frame, fps) as the
     # official sampler sees them (its table): `frame_plan.choose`.
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> Chosen: ...
-
     def subtitle_path(self, video_uid: str) -> Path | None: ...  # None: no SRT (not every video has one)
-
     def frames(self, video_uid: str, indices: Sequence[int]) -> list: ...  # RGB PIL images of the full video
-
     def video(self, doc: dict) -> str: ...  # what a video-native model is handed (clue mode: of the clue intervals)
-
     def full_video(self, doc: dict) -> str: ...  # checked to decode
-
     def clue_video(self, doc: dict) -> str: ...  # a video of the clue intervals only (the dataset's clip when it has one)
 
 
@@ -107,9 +102,7 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
     return QuestionFrames(video_uid, tuple(int(i) for i in chosen.indices), chosen.fps)
 
 
-# ---------------------------------------------------------------------- subtitles
-
-
+# --- Subtitles
 @functools.lru_cache(maxsize=1024)
 def load_cues(path: Path) -> tuple:
     """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
