@@ -17,6 +17,7 @@ from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core import options
 from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_video
@@ -160,7 +161,6 @@ class CgBenchScoring(ScoringAdapter):
 
     def score(self, records, settings, judge):
         metrics, answers = scored_records(records, settings, judge)
-        # open answers and no judge: no outcomes
         return Scored(metrics, None if self.needs_judge(records) and judge is None else [asdict(o) for o in answers])
 
     def needs_judge(self, records):
@@ -172,7 +172,7 @@ class CgBenchScoring(ScoringAdapter):
         return [asdict(o) for o in task.read_outcomes(records, judge, MEDIA, settings["strict"], settings["official_reversed"])]
 
     def metrics(self, records, outcomes_, settings):
-        return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.get(FAILED_SHARE))
+        return point(self.columns(records, outcomes_, settings))
 
     def columns(self, records, outcomes_, settings):
         return task.outcome_columns([Outcome(**outcome) for outcome in outcomes_], failed_share=settings.get(FAILED_SHARE))
@@ -247,9 +247,6 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
                            len(videos[key]), what, videos[key][0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
     opened = sum(o.mode == "open" for o in outcomes)
-    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, failed_share)
-    if withheld:
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     modes = [mode for mode in task.MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
@@ -265,9 +262,10 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
         "subtitles_missing": videos["subtitles_missing"],
         **breakdown(outcomes),
     }
-    if withheld:  # the task's decision holds for its breakdowns too
-        for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
-            for group in groups.values():
+    if failure_share.too_many_failed(scores["judge_failed"], opened, failed_share):
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
+        for name in BREAKDOWN_GROUPS:  # the task's decision holds for its breakdowns too
+            for group in scores["breakdown"][name].values():
                 group.pop("oe_acc", None)
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")

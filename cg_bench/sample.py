@@ -68,11 +68,8 @@ def _motion(shape: Shape) -> str:
         return MOTIONS[3]
     if shape.pos1 is None:
         return MOTIONS[4]
-    if shape.pos1[0] > shape.pos0[0]:
-        return MOTIONS[0]
-    if shape.pos1[0] < shape.pos0[0]:
-        return MOTIONS[1]
-    return MOTIONS[2]
+    dx = shape.pos1[0] - shape.pos0[0]  # left to right, right to left, else top to bottom
+    return MOTIONS[0] if dx > 0 else MOTIONS[1] if dx < 0 else MOTIONS[2]
 
 
 PADDING = ("It is not shown", "None of these", "All of these", "It cannot be determined")
