@@ -28,22 +28,18 @@ def long_indices(total: int, n: int = 128) -> list[int]:
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
 
 
-def clue_indices(
-    intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32
-) -> tuple[list[int], int]:
+def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32) -> tuple[list[int], int]:
     """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``, as the official
     ``sample_frames_clue_average``. Additions (protocol notes): intervals clamped to the video (counted, a
     warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
-    (officially dropped silently); zero-length intervals alone get one frame at their start (officially none).
-    """
+    (officially dropped silently); zero-length intervals alone get one frame at their start (officially none)."""
     check_counts(total, n)
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
     if n_clamped:
         logger.warning("%d clue interval(s) reached past the video end (%.3f s) and were clamped", n_clamped, total / fps)
-    ranges = [(round(s * fps), round(e * fps)) for s, e in clamped]
-    ranges = [(min(a, total - 1), min(b, total)) for a, b in ranges]
+    ranges = [(min(round(s * fps), total - 1), min(round(e * fps), total)) for s, e in clamped]
     lengths = [b - a for a, b in ranges]
     total_len = sum(lengths)
     if total_len == 0:

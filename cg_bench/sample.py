@@ -216,8 +216,7 @@ def oracle_judge_reply(request: dict) -> str | None:
         if not match:
             return _fenced(0)
         answer, prediction = match["answer"] or "", match["prediction"]
-        verdict = 1 if prediction.lower() == answer.lower() else 2 if SYNONYMS.get(answer) == prediction else 0
-        return _fenced(verdict)
+        return _fenced(1 if prediction.lower() == answer.lower() else 2 if SYNONYMS.get(answer) == prediction else 0)
     if text.startswith(step2):
         match = _QUOTED.search(text[text.rfind("Question: "):])
         truth = {q["question"]: q["answer"] for q in build_questions()}

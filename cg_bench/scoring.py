@@ -40,9 +40,7 @@ def fenced_json(response: str) -> str:
 def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, Any]:
     """(found, value) of `{"result": ...}` in the reply's fenced JSON block (`quote_bare_words`: `{"result": B}`
     reads as `{"result": "B"}`, as the runner's multiple-choice modes). Not found: no block, any error, no key."""
-    content = fenced_json(response)
-    if not content:
-        return False, None
+    content = fenced_json(response)  # '' (no block) fails json.loads below
     if quote_bare_words:
         content = _BARE_WORD.sub(r'"\1"', content)
     try:
@@ -56,7 +54,6 @@ def parse_mcq(response: str, right_answer: str, strict: bool = False) -> tuple[b
     Official: the fenced JSON `result` decides (equal to the right letter); else correct if ANY standalone
     letter A-H is the right one ("A or B" counts); no letter: unparseable (left out). Strict: the JSON
     `result` if a single letter, else the LAST standalone letter; no letter: wrong (a parse failure)."""
-    response = response or ""
     if response:
         found, value = json_result(response, quote_bare_words=True)
         if found and not strict:
@@ -144,7 +141,6 @@ def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool
     """(tIoU or None, how) of a grounding reply, as `post_process` + `calculate_intervals_iou`: the JSON `result`
     first, else the reply's numbers paired; where the official code raises (an overlapping or touching pair of
     the fallback: any "m:ss" time) the reply is unparseable ("failed"; strict: tIoU 0)."""
-    response = response or ""
     if response:
         found, value = json_result(response)
         if found:  # null, 0, "" and [] are an empty prediction (tIoU 0), as officially
@@ -166,7 +162,6 @@ def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool
 def parse_open(response: str, strict: bool = False) -> str | None:
     """The open-ended prediction the step-1 judge sees (`post_process`: the JSON `result` unless null, by `str()`,
     else the whole reply), or None (left out of OE-acc): an empty reply (strict: a blank one too)."""
-    response = response or ""
     if not response or (strict and not response.strip()):
         return None
     found, value = json_result(response)
