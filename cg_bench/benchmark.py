@@ -118,8 +118,6 @@ class PluginMedia(FileMedia):
 
 
 MEDIA = PluginMedia(data.CG_BENCH, data.video_path)
-
-
 doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
@@ -134,7 +132,7 @@ def subtitle_flags(video_uid: str) -> dict:
     try:
         path = MEDIA.subtitle_path(video_uid)
     except ValueError:
-        return NO_FLAGS
+        return dict(NO_FLAGS)
     unusable = None if path is None or frames.load_cues(path) else data.subtitle_problem(path) or "no subtitle line"
     return {"subtitles_unusable": unusable, "subtitles_missing": path is None}
 
