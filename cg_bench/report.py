@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, acc_at_iou_over, crr, duration_bucket
-from lmms_video_reasoning.cg_bench.task import (
-    HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, outcome_columns,
-)
+from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, outcome_columns
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
