@@ -22,14 +22,17 @@ import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from lmms_video_reasoning.utils.core import settings
 from lmms_video_reasoning.utils.core.roots import DataError
 
 NAMESPACE = "lmms_video_reasoning"
-# The benchmark folders of this suite (`<folder>/benchmark.py` declares each), in report order.
-BUILTIN = ("vcr_bench", "vrbench", "cg_bench")
+ROOT = Path(__file__).resolve().parents[2]  # the namespace folder: one folder per benchmark of this suite
+# The benchmark folders of this suite (`<folder>/benchmark.py` declares each, named as its folder), in
+# report order, with the start of each of its task, group and alias names: a look-up imports only the
+# benchmark it names (tests/test_benchmark_seam.py checks the declarations against it).
+BUILTIN = {"vcr_bench": "vcr_", "vrbench": "vr_bench", "cg_bench": "cg_bench"}
 BENCHMARKS_ENV = "LMMS_VR_BENCHMARKS"
 BENCHMARKS = settings.declare(BENCHMARKS_ENV, "text", "", "benchmarks outside this suite, as comma-separated "
                               "module[:attribute] naming a Benchmark (attribute default BENCHMARK)")
@@ -292,16 +295,15 @@ class Benchmark:
 
 @functools.lru_cache(maxsize=None)
 def _registered() -> dict[str, Benchmark]:
-    """{name: benchmark}, made on the first look-up: the built-in benchmarks (report order), then the named ones."""
-    found = {benchmark.name: benchmark for benchmark in builtin()}
-    external = {}
+    """{name: benchmark} of the `LMMS_VR_BENCHMARKS` entries, read on the first look-up."""
+    found: dict[str, Benchmark] = {}
     for target in filter(None, (entry.strip() for entry in BENCHMARKS.read().split(","))):
         source = f"{BENCHMARKS_ENV} entry {target!r}"
         benchmark = _resolve(source, target)
-        if benchmark.name in found:
+        if benchmark.name in BUILTIN:
             raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
-        external[benchmark.name] = benchmark
-    return {**found, **external}
+        found[benchmark.name] = benchmark
+    return found
 
 
 def _resolve(source: str, target: str) -> Benchmark:
@@ -320,13 +322,17 @@ def _resolve(source: str, target: str) -> Benchmark:
     return value
 
 
-def benchmarks() -> list[Benchmark]:
-    return list(_registered().values())
+def _builtin(folder: str) -> Benchmark:
+    return importlib.import_module(f"{NAMESPACE}.{folder}.benchmark").BENCHMARK
 
 
 def builtin() -> list[Benchmark]:
     """The suite's own benchmarks only (what stays usable when an external declaration is broken)."""
-    return [importlib.import_module(f"{NAMESPACE}.{folder}.benchmark").BENCHMARK for folder in BUILTIN]
+    return [_builtin(folder) for folder in BUILTIN]
+
+
+def benchmarks() -> list[Benchmark]:
+    return builtin() + list(_registered().values())
 
 
 def usable() -> list[Benchmark]:
@@ -337,21 +343,44 @@ def usable() -> list[Benchmark]:
         return builtin()
 
 
+def _owner_first(name: str, every: Callable[[], list[Benchmark]] = benchmarks) -> Iterator[Benchmark]:
+    """The suite's benchmark that `name` (a benchmark, alias, task or group name) starts like, imported
+    alone (`BUILTIN`), then `every()` benchmark: a look-up imports only the benchmark it needs."""
+    for folder, prefix in BUILTIN.items():
+        if name == folder or name.startswith(prefix):
+            yield _builtin(folder)
+    yield from every()
+
+
 def listing(benchmarks_: Sequence[Benchmark]) -> str:
     return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks_)
 
 
 def get(name: str) -> Benchmark:
     """The benchmark called `name` or one of its aliases (messages print its name)."""
-    for benchmark in benchmarks():
+    for benchmark in _owner_first(name):
         if name == benchmark.name or name in benchmark.aliases:
             return benchmark
     raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {listing(benchmarks())}")
 
 
+def owner(name: str) -> Benchmark | None:
+    """The benchmark declaring the task or group `name`, or None (this suite's first, as `task_names`)."""
+    for benchmark in _owner_first(name, usable):
+        if name in names_of(benchmark):
+            return benchmark
+    return None
+
+
+def names_of(benchmark: Benchmark) -> list[str]:
+    return [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]
+
+
 def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
-    folders: list[Path] = []
-    for benchmark in benchmarks() if benchmarks_ is None else benchmarks_:
+    """The task folders of `benchmarks_`, else of every benchmark: this suite's are `<folder>/tasks`,
+    named without importing its benchmarks (lmms-eval asks at every start)."""
+    folders = [ROOT / folder / "tasks" for folder in BUILTIN] if benchmarks_ is None else []
+    for benchmark in _registered().values() if benchmarks_ is None else benchmarks_:
         for folder in benchmark.task_dirs:
             if not folder.is_dir():
                 raise DataError(f"benchmark {benchmark.name}: its task folder {folder} does not exist (Benchmark.task_dirs)")
@@ -364,7 +393,7 @@ def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benc
     """{task or group name: its benchmark} (every benchmark's, or `benchmarks_`')."""
     found: dict[str, Benchmark] = {}
     for benchmark in usable() if benchmarks_ is None else benchmarks_:
-        for name in [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]:
+        for name in names_of(benchmark):
             found.setdefault(name, benchmark)
     return found
 
@@ -416,10 +445,11 @@ SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host"
                  "judges.batch_api", "judges.cache_lock", "judges.failure_share")
 
 
-def declare_all_settings() -> list[settings.Setting]:
-    """Import every module that declares a setting (this suite's, then each benchmark's binding); all declared settings."""
+def declare_all_settings(benchmarks_: Sequence[Benchmark] | None = None) -> list[settings.Setting]:
+    """Import every module that declares a setting (this suite's, then the binding of each of `benchmarks_`,
+    default every benchmark); all declared settings."""
     for module in SUITE_MODULES:
         importlib.import_module(f"{NAMESPACE}.{module}")
-    for benchmark in usable():
+    for benchmark in usable() if benchmarks_ is None else benchmarks_:
         importlib.import_module(benchmark.binding)
     return settings.declared()
