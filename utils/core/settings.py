@@ -10,18 +10,15 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
   never a silent default (a typo in a scoring switch must not read as "off").
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
-details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may
-override a task option (`variable(name, option)`: the option, declared where its task code uses
-it, names no variable; the variable sits beside it and is not exported with it). The plugin
-resolves the override explicitly (`chosen_values`: the task's values with the variables set in their
-place) and hands the task code the result as its chosen values; the task's options are part of
-its configuration, carried by each record (`task_settings`), which says which came from the
-environment (`FROM_ENV`).
+details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may override
+a task option (`variable(name, option)`; the option names no variable and is exported without it):
+the plugin hands the task code the task's values with the variables set in their place
+(`chosen_values`), and each record carries its task's options (`task_settings`), saying which came
+from the environment (`FROM_ENV`).
 
-`registry.declare_all_settings()` imports every module that declares a setting (this suite's and
-each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
-invalid value at the start of an lmms-eval run (`utils/lmms/preflight.py`), and `lmms-vr doctor`
-shows them. (It lives in the registry, which knows the benchmarks: this module names none.)
+`registry.declare_all_settings()` imports every module that declares a setting (this module names
+no benchmark), so that `problems()` sees them all: the preflight rejects every invalid value of the
+suite's and the run's benchmarks' settings at the start of an lmms-eval run; `lmms-vr doctor` shows them all.
 """
 
 from __future__ import annotations
@@ -57,15 +54,6 @@ class Setting(Option):
         self.name, self.scoring = name, scoring
         if option and not scoring:
             raise ValueError(f"setting {name}: a task option ({option}) changes scores: declare it with scoring=True")
-
-    def _identity(self) -> tuple:
-        return (self.name, self.kind, self.default, self.help, self.choices, self.minimum, self.maximum, self.scoring, self.option)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Setting) and self._identity() == other._identity()
-
-    def __hash__(self) -> int:
-        return hash(self.name)
 
     def __repr__(self) -> str:
         return f"Setting({self.name}, {self.kind}, default={self.default!r})"
@@ -123,7 +111,7 @@ def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Se
     """Declare a setting (idempotent for the same declaration; a conflicting one is a bug)."""
     setting = Setting(name, kind, default, help, **options)
     existing = _DECLARED.setdefault(name, setting)
-    if existing != setting:
+    if any(getattr(existing, field) != getattr(setting, field) for field in Option.__slots__ + Setting.__slots__):
         raise ValueError(f"setting {name} declared twice differently: {existing} / {setting}")
     return setting
 
