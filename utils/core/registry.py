@@ -1,17 +1,15 @@
 """The benchmark contract, and the registry: the one place shared code learns about benchmarks.
 
 A benchmark is one folder declaring itself in `benchmark.py` (`BENCHMARK = Benchmark(...)`, each
-field described in docs/internals.md, *Adding a benchmark*), plus one registration. Every
-consumer (the YAML generator `utils.core.task_yaml`, the plugin, `lmms-vr prepare`, `score`,
-`report`, `doctor`, the preflight, `judges.config`) reads the declaration, never a file or
-function name by convention. The hooks a task's YAML names beyond its `process_docs` and `doc_to_*`
-come from the declaration (`utils.results.aggregation.DeclaredHooks`): `process_results_<task>`
-and one `aggregate_<metric>` per metric, each carrying its benchmark and metric, so lmms-eval's
-Stderr column finds the headline metrics without any naming convention.
+field described in docs/internals.md, *Adding a benchmark*), plus one registration. Every consumer
+(`task_yaml`, the plugin, `lmms-vr prepare`, `score`, `report`, `doctor`, the preflight, `judges.config`)
+reads the declaration, never a file or function name by convention; the hooks a task's YAML names
+beyond `process_docs` and `doc_to_*` come from it too (`utils.results.aggregation.DeclaredHooks`).
 
 Registration, in report order: the folders shipped with the suite (`BUILTIN`), then
-`LMMS_VR_BENCHMARKS=module:attribute,...` (`module` alone means `module:BENCHMARK`; an installed
-package's or one on `PYTHONPATH`). Each reaches every consumer, lmms-eval subprocesses included.
+`LMMS_VR_BENCHMARKS=module[:attribute],...` (default attribute `BENCHMARK`; an installed package's
+or one on `PYTHONPATH`), which reaches lmms-eval subprocesses too. A look-up by name imports only the
+benchmark it names; listing them all (`benchmarks()`) imports every one.
 """
 
 from __future__ import annotations
@@ -285,12 +283,14 @@ class Benchmark:
         return None if self.sample_module is None else importlib.import_module(self.sample_module)
 
     def reference_tables(self) -> dict:
-        """The papers' tables: {"paper": {...}, "tables": {name: {..., "rows": [{..., "source"}]}}}."""
-        if self.reference is None:
-            return {"paper": {}, "tables": {}}
-        if isinstance(self.reference, str):
-            return load_reference(self.package, self.reference)
-        return with_row_sources(dict(self.reference))
+        """The papers' tables: {"paper": {...}, "citation": str, "tables": {name: {..., "rows": [{..., "source"}]}}},
+        each row's source naming the paper's title, arXiv id and the table number."""
+        data = _reference_file(self.package, self.reference) if isinstance(self.reference, str) else self.reference or {}
+        paper, tables = data.get("paper") or {}, {}
+        for name, table in (data.get("tables") or {}).items():
+            source = {"paper": paper.get("title"), "arxiv": paper.get("arxiv"), "table": table.get("number")}
+            tables[name] = {**table, "rows": [{**row, "source": source} for row in table["rows"]]}
+        return {**data, "paper": paper, "citation": _citation(paper), "tables": tables}
 
 
 @functools.lru_cache(maxsize=None)
@@ -406,35 +406,19 @@ def judge_defaults(name: str) -> JudgeDefaults:
     return benchmark.judge
 
 
-# The papers' reference tables (package data)
-
-
-def paper_citation(paper: Mapping) -> str:
-    """"Title (Authors, year; arXiv:id)": how the report names a paper."""
-    if not paper:
-        return ""
-    detail = "; ".join(p for p in (f"{paper.get('authors', '')}, {paper.get('year', '')}".strip(", "),
-                                   f"arXiv:{paper['arxiv']}" if paper.get("arxiv") else "") if p)
-    return f"{paper['title']} ({detail})" if detail else paper["title"]
-
-
-def with_row_sources(data: dict) -> dict:
-    """Each row of each table gets its source: the paper's title, arXiv id and the table number."""
-    paper = data.get("paper") or {}
-    tables = {}
-    for name, table in (data.get("tables") or {}).items():
-        source = {"paper": paper.get("title"), "arxiv": paper.get("arxiv"), "table": table.get("number")}
-        tables[name] = {**table, "rows": [{**row, "source": source} for row in table["rows"]]}
-    return {**data, "paper": paper, "citation": paper_citation(paper), "tables": tables}
-
-
 @functools.lru_cache(maxsize=None)
-def load_reference(package: str, filename: str) -> dict:
+def _reference_file(package: str, filename: str) -> dict:
     try:
-        text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+        return json.loads(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))
     except (FileNotFoundError, ModuleNotFoundError) as error:
         raise DataError(f"{package}: reference tables {filename} not found ({error}); reinstall the package") from None
-    return with_row_sources(json.loads(text))
+
+
+def _citation(paper: Mapping) -> str:
+    """"Title (Authors, year; arXiv:id)": how the report names a paper."""
+    detail = "; ".join(p for p in (f"{paper.get('authors', '')}, {paper.get('year', '')}".strip(", "),
+                                   f"arXiv:{paper['arxiv']}" if paper.get("arxiv") else "") if p)
+    return f"{paper.get('title', '')} ({detail})" if detail else paper.get("title", "")
 
 
 # The modules outside the benchmark folders that declare settings (dotted, under the package).
