@@ -210,7 +210,7 @@ class Benchmark:
         if self.judge is not None and self.judge.benchmark != self.name:
             raise DataError(f"benchmark {self.name}: its judge is declared for {self.judge.benchmark!r}; use JudgeDefaults({self.name!r}, ...)")
         object.__setattr__(self, "binding", self.binding or f"{self.package}.benchmark")
-        names = [task.name for task in self.tasks] + [group.name for group in self.groups]
+        names = names_of(self)
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise DataError(f"benchmark {self.name}: tasks or groups declared twice: {', '.join(repeated)}")
@@ -293,6 +293,11 @@ class Benchmark:
         return {**data, "paper": paper, "citation": _citation(paper), "tables": tables}
 
 
+def names_of(benchmark: Benchmark) -> list[str]:
+    """Its task and group names."""
+    return [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]
+
+
 @functools.lru_cache(maxsize=None)
 def _registered() -> dict[str, Benchmark]:
     """{name: benchmark} of the `LMMS_VR_BENCHMARKS` entries, read on the first look-up."""
@@ -370,10 +375,6 @@ def owner(name: str) -> Benchmark | None:
         if name in names_of(benchmark):
             return benchmark
     return None
-
-
-def names_of(benchmark: Benchmark) -> list[str]:
-    return [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]
 
 
 def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:

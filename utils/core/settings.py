@@ -113,7 +113,7 @@ def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Se
     existing = _DECLARED.setdefault(name, setting)
     if any(getattr(existing, field) != getattr(setting, field) for field in Option.__slots__ + Setting.__slots__):
         raise ValueError(f"setting {name} declared twice differently: {existing} / {setting}")
-    return setting
+    return existing
 
 
 def variable(name: str, option: Option) -> Setting:
