@@ -276,9 +276,9 @@ BENCHMARK_WORDS = re.compile(r"(?<![A-Za-z0-9_])(?:vcr|vrbench|vr_bench|cg_bench
                                     "dev/llm_judge_ask.py", "dev/plain_frames.py", "dev/upstream.py",
                                     "dev/upstream_validate.py", "dev/host_prs.py", "setup.py"])
 def test_restructured_shared_modules_name_no_benchmark(module):
-    """The shared modules this seam replaced name no benchmark (the registry only its folder list)."""
+    """The shared modules this seam replaced name no benchmark (the registry only its folder map)."""
     lines = [line for line in (SHARED / module).read_text().splitlines() if BENCHMARK_WORDS.search(line)]
     if module == "utils/core/registry.py":
-        assert lines == ['BUILTIN = ("vcr_bench", "vrbench", "cg_bench")'], lines
+        assert lines == ['BUILTIN = {"vcr_bench": "vcr_", "vrbench": "vr_bench", "cg_bench": "cg_bench"}'], lines
     else:
         assert lines == [], lines
