@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.options import values as option_values
 from lmms_video_reasoning.utils.core.roots import DataError
 
 NAMESPACE = "lmms_video_reasoning"
@@ -236,7 +237,7 @@ class Benchmark:
 
     def task_options(self, task: Task) -> dict[str, Any]:
         """Every option of the benchmark for `task` (its value, or the default): its YAML's `metadata.settings`."""
-        return {setting.option: task.settings.get(setting.option, setting.default) for setting in self.options}
+        return option_values(self.options, task.settings)
 
     def record(self, task: Task, doc: dict, response: Any) -> dict:
         """One sample's record of `task`: `build_record` with the task's record options and its

@@ -28,6 +28,7 @@ import os
 from typing import TYPE_CHECKING
 
 from lmms_video_reasoning.utils.core.options import Option
+from lmms_video_reasoning.utils.core.options import values as option_values
 from lmms_video_reasoning.utils.core.options import OptionError as SettingError  # one error class for both
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
@@ -132,16 +133,18 @@ def declared() -> list[Setting]:
     return sorted(_DECLARED.values(), key=lambda s: s.name)
 
 
+def _error(setting: Setting, env: Mapping[str, str] | None) -> SettingError | None:
+    try:
+        setting.read(env)
+    except SettingError as error:
+        return error
+    return None
+
+
 def problems(env: Mapping[str, str] | None = None) -> list[SettingError]:
     """Every declared setting whose value is not accepted (each error names the variable, the
     value and the accepted values), in name order."""
-    found = []
-    for setting in declared():
-        try:
-            setting.read(env)
-        except SettingError as error:
-            found.append(error)
-    return found
+    return [error for error in (_error(setting, env) for setting in declared()) if error is not None]
 
 
 def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -> dict[str, Any]:
@@ -149,12 +152,9 @@ def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -
     is reported as its error text rather than raised (this is a record, not a check)."""
     values: dict[str, Any] = {}
     for setting in declared():
-        if scoring_only and not setting.scoring:
-            continue
-        try:
-            values[setting.name] = setting.read(env)
-        except SettingError as error:
-            values[setting.name] = f"invalid: {error}"
+        if setting.scoring or not scoring_only:
+            error = _error(setting, env)
+            values[setting.name] = f"invalid: {error}" if error else setting.read(env)
     return values
 
 
@@ -175,6 +175,6 @@ def task_settings(options: Sequence[Setting], chosen: Mapping[str, Any] | None =
     """A task's options in effect, {option: value}: its `chosen` value (else the default), overridden
     by the variable when set; under FROM_ENV every score-changing variable set (SettingError: invalid)."""
     overridden = chosen_values(options, chosen, env)
-    values = {setting.option: overridden.get(setting.option, setting.default) for setting in options}
+    values = option_values(options, overridden)
     values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared() if setting.scoring and setting.is_set(env)}
     return values
