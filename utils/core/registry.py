@@ -46,13 +46,9 @@ class Scored(NamedTuple):
 
 
 class ScoringAdapter:
-    """One benchmark's scoring, as the aggregation (`utils.results.aggregation.ScoreOnce`),
-    `lmms-vr score` and `lmms-vr report` use it.
-
-    `judge`, in `score` and `outcomes`, is handed over by the caller that owns it and does its
-    accounting (an object with `ask` and `map`, `utils.core.ask.Judge`; None: no judge configured):
-    the configured judge, a reader of the judge cache, or the estimate and batch passes' judge.
-    """
+    """One benchmark's scoring, as the aggregation (`ScoreOnce`), `lmms-vr score` and `report` use it.
+    `judge` (`utils.core.ask.Judge`, or None: none configured) is handed over by the caller that owns
+    it and does its accounting: the configured judge, a judge cache reader, the estimate or batch pass's."""
 
     name = ""
     judge_name = ""
@@ -161,10 +157,6 @@ class Task:
     target: str = "answer"  # `doc_to_target`: the document field lmms-eval logs as `target`
     output_type: str = "generate_until"
     about: str = ""
-
-    @property
-    def process_results(self) -> str:
-        return f"{PROCESS_RESULTS}{self.name}"
 
 
 @dataclass(frozen=True)
@@ -391,10 +383,10 @@ def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
     return folders
 
 
-def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benchmark]:
-    """{task or group name: its benchmark} (every benchmark's, or `benchmarks_`')."""
+def task_names() -> dict[str, Benchmark]:
+    """{task or group name: its benchmark}, of every benchmark."""
     found: dict[str, Benchmark] = {}
-    for benchmark in usable() if benchmarks_ is None else benchmarks_:
+    for benchmark in usable():
         for name in names_of(benchmark):
             found.setdefault(name, benchmark)
     return found
@@ -423,9 +415,8 @@ def _citation(paper: Mapping) -> str:
     return f"{paper.get('title', '')} ({detail})" if detail else paper.get("title", "")
 
 
-# The modules outside the benchmark folders that declare settings (dotted, under the package).
-# A benchmark's settings are declared by the modules its binding (`Benchmark.binding`) imports.
-# tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
+# The modules outside the benchmark folders that declare settings (a benchmark's binding imports its
+# own); tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
 SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
                  "utils.lmms.proxy_clips", "utils.lmms.preflight", "utils.lmms.responses", "utils.results.aggregation",
                  "judges.batch_api", "judges.cache_lock", "judges.failure_share")
