@@ -29,9 +29,6 @@ logger = logging.getLogger("lmms_video_reasoning.vcr_bench")
 JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
 
-NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or re-score the --log_samples file later "
-                 "with `lmms-vr score`.")
-
 # until: [] so a chain of thought is not cut at its first blank line.
 GENERATION = {"until": [], "max_new_tokens": 4096, "do_sample": False, "temperature": 0}
 
@@ -96,8 +93,9 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tup
     records = list(records)
     warn_truncated(logger, "VCR-Bench", sum(map(reasoning_truncated, records)), len(records))
     if judge is None:
-        logger.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
-                       "are NaN (answers are extracted by the judge).%s", len(records), NO_JUDGE_HINT)
+        logger.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics are NaN "
+                       "(answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or "
+                       "re-score the --log_samples file later with `lmms-vr score`.", len(records))
         return task.unjudged_metrics(records), None
     outcomes = judging.judge_records(records, judge, settings)
     metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(model_failed, records))
