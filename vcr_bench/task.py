@@ -113,9 +113,19 @@ def unjudged_metrics(records: Sequence[dict]) -> dict[str, float]:
             "reasoning_truncated": sum(map(responses.reasoning_truncated, records))}
 
 
-def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of judged records (`judging.judge_records` outcomes), from their `metric_columns`."""
-    return columns.point(metric_columns(records, outcomes, settings))
+def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
+    """The metrics from column sums; CoT ones NaN unless a sample is CoT-scored; on a whole run, the judged ones
+    withheld past the judge failure share (`limit`)."""
+    metrics = scoring.accuracy_from_totals(totals)
+    scored = totals["score_cot"] > 0
+    metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})
+    if whole:  # past the failure share, the judged metrics would measure the judge's outage, not the model
+        judged = totals["samples"] - totals["model_failed"]
+        withheld = np.array([failure_share.too_many_failed(f, int(j), limit) for f, j in zip(totals["judge_failed"], judged)], dtype=bool)
+        metrics = {name: np.where(withheld, np.nan, value) for name, value in metrics.items()}
+    # `verdict_lenient_changed` is no task metric: how many verdicts the other reading of the scoring reply would change.
+    metrics.update({name: totals[name] for name in ("judge_failed", "verdict_lenient_changed", "model_failed", "reasoning_truncated")})
+    return metrics
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> columns.SampleColumns:
@@ -135,16 +145,6 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: 
                          counts=(*scoring.COUNT_METRICS, "verdict_lenient_changed"))
 
 
-def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
-    """The metrics from column sums; CoT ones NaN unless a sample is CoT-scored; on a whole run, the judged ones
-    withheld past the judge failure share (`limit`)."""
-    metrics = scoring.accuracy_from_totals(totals)
-    scored = totals["score_cot"] > 0
-    metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})
-    if whole:  # past the failure share, the judged metrics would measure the judge's outage, not the model
-        judged = totals["samples"] - totals["model_failed"]
-        withheld = np.array([failure_share.too_many_failed(f, int(j), limit) for f, j in zip(totals["judge_failed"], judged)], dtype=bool)
-        metrics = {name: np.where(withheld, np.nan, value) for name, value in metrics.items()}
-    # `verdict_lenient_changed` is no task metric: how many verdicts the other reading of the scoring reply would change.
-    metrics.update({name: totals[name] for name in ("judge_failed", "verdict_lenient_changed", "model_failed", "reasoning_truncated")})
-    return metrics
+def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of judged records (`judging.judge_records` outcomes), from their `metric_columns`."""
+    return columns.point(metric_columns(records, outcomes, settings))
