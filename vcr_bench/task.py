@@ -33,43 +33,34 @@ class Media(Protocol):
     def video(self, doc: dict) -> str: ...
 
 
-def task_settings(kwargs: dict | None) -> tuple[str, bool]:
-    """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
+def task_settings(kwargs: dict | None) -> tuple[str, bool, int]:
+    """(visual_mode, chain_of_thought, frame_count) from the task's `lmms_eval_specific_kwargs`: `frame_count`
+    (paper Table 9: 16, 32, 64, 128; else 64) sets the frames of `frames` mode only."""
     kwargs = kwargs or {}
     mode = kwargs.get("visual_mode", "video")
     if mode not in VISUAL_MODES:
         raise DataError(f"VCR-Bench visual_mode {mode!r} (lmms_eval_specific_kwargs) is not one of {VISUAL_MODES}")
-    return mode, bool(kwargs.get("chain_of_thought", True))
-
-
-def frame_count(kwargs: dict | None, mode: str) -> int:
-    """The frames of `frames` mode: the task setting `frame_count` (paper Table 9: 16, 32, 64, 128), else 64."""
-    kwargs = kwargs or {}
-    if "frame_count" not in kwargs:
-        return frames.FRAME_COUNT
-    count = kwargs["frame_count"]
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    count = kwargs.get("frame_count", frames.FRAME_COUNT)
+    if "frame_count" in kwargs and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
         raise DataError(f"VCR-Bench frame_count {count!r} (lmms_eval_specific_kwargs) must be a positive integer, "
                         "e.g. 16, 32, 64 or 128 (paper Table 9)")
-    if mode != "frames":
+    if "frame_count" in kwargs and mode != "frames":
         raise DataError(f"VCR-Bench frame_count {count} is set but visual_mode is {mode!r}: frame_count sets the frames of "
                         "visual_mode frames only; for a video model pass its own frame count in --model_args "
                         "(e.g. max_num_frames), or set visual_mode: frames")
-    return count
+    return mode, bool(kwargs.get("chain_of_thought", True)), count
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: Media) -> str:
     """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
-    mode, chain_of_thought = task_settings(kwargs)
-    count = frame_count(kwargs, mode)
+    mode, chain_of_thought, count = task_settings(kwargs)
     timestamps = media.plan(doc, frames.PLAN, count).timestamps if mode == "frames" else ()
     return prompts.model_prompt(doc["question"], chain_of_thought, timestamps)
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
     """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
-    mode, _ = task_settings(kwargs)
-    count = frame_count(kwargs, mode)
+    mode, _, count = task_settings(kwargs)
     if mode == "none":
         return []
     if mode == "video":
