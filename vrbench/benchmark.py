@@ -95,34 +95,25 @@ def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
     return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
 
 
-def unpack_rounds(response: Any) -> tuple[str, str]:
-    """(reasoning, choice) replies of a two-phase response: the packed JSON lmms-eval logs, or
-    the two replies as a list (a replay prediction); "" (no prediction) is two empty replies."""
-    if response in ("", None):
-        return "", ""
-    rounds = response
-    if isinstance(response, str):
+def two_phase_reply(response: Any, settings: dict | None) -> dict:
+    """The reply fields of a two-phase record, of the packed JSON lmms-eval logs or the two replies as a list
+    (a replay prediction; "", no prediction, is two empty replies): `response` is round 1 (what the OE-P judge
+    rates), `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either round is a
+    model failure (never judged, wrong)."""
+    rounds = ["", ""] if response in ("", None) else response
+    if isinstance(rounds, str):
         try:
-            rounds = json.loads(response).get(ROUNDS)
+            rounds = json.loads(rounds).get(ROUNDS)
         except (ValueError, AttributeError):
             rounds = None
     if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
         raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
                         f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
-    return rounds[0], rounds[1]
-
-
-def two_phase_reply(response: Any, settings: dict | None) -> dict:
-    """The reply fields of a two-phase record: `response` is round 1 (what the OE-P judge rates),
-    `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
-    round is a model failure (never judged, wrong)."""
-    reasoning, choice = unpack_rounds(response)
+    reasoning, choice = rounds
     first, second = reply_record(reasoning, settings), reply_record(choice, settings)
     return {**first, "choice_response": choice, "final_answer": second["final_answer"],
             "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
             "model_failure": first["model_failure"] or second["model_failure"]}
-
-
 
 
 # --- Documents (process_docs)
