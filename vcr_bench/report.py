@@ -16,10 +16,11 @@ from lmms_video_reasoning.utils.results.report_tables import (
 )
 from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.data import RELEASE
+from lmms_video_reasoning.vcr_bench.frames import TABLE9_COUNTS
 
 TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
 # Table 9: `vcr_cot` with `frame_count` N in frames mode (README, "Reproducing the paper's tables")
-FRAME_TASKS = tuple(f"vcr_cot_frames{count}" for count in (16, 32, 64, 128))
+FRAME_TASKS = tuple(f"vcr_cot_frames{count}" for count in TABLE9_COUNTS)
 HEADLINE = ("accuracy", "perception_f1", "reasoning_f1", "cot_recall", "cot_precision", "cot_f1")
 LABELS = {
     "perception_recall": "Perc. Rec", "perception_precision": "Perc. Pre", "perception_f1": "Perc. F1",
