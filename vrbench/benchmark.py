@@ -51,7 +51,7 @@ PER_MODEL = {
     **{model: {"visual_mode": "frames", "num_frames": 8} for model in ("phi3v", "aria")},
 }
 SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
-# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`task.two_phase_turn`).
+# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`two_phase_turn`).
 TWO_ROUNDS = {**GREEDY, "max_agentic_steps": 2}
 TWO_PHASE_ABOUT = ("the paper's two-phase protocol (section 4, Fig. A20): round 1 reasons with no options shown,\n"
                    "round 2 chooses an option given round 1's reply; OE-P rates round 1, MCQ-O reads round 2.\n" + SEE_README)
