@@ -130,7 +130,7 @@ def _process_docs(task_name: str, mode: str, two_phase: bool = False):
     """The `process_docs` hook of one task: its documents, stamped with its protocol (the task's option,
     which `VRBENCH_PROTOCOL` overrides; read when loading), checked before generation: the videos (not
     for text-only tasks), the judge (not for MCQ-only)."""
-    declared = next(declared for declared in TASKS if declared.name == task_name).settings
+    declared = next(t for t in TASKS if t.name == task_name).settings  # the task's options
 
     def build(records: list[dict]) -> list[dict]:
         return build_docs(mode, task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared)), two_phase, records)
