@@ -22,6 +22,9 @@ from lmms_video_reasoning.vcr_bench import prompts
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, DIMENSIONS, PERCEPTION, REASONING
 
+SOURCE = "synthetic"  # the videos' source folder, `video/<source>/` as in the official layout
+
+
 @dataclass(frozen=True)
 class SampleVideo:
     name: str
@@ -33,7 +36,7 @@ class SampleVideo:
 
     @property
     def video_path(self) -> str:
-        return f"video/synthetic/{self.name}.mp4"
+        return f"video/{SOURCE}/{self.name}.mp4"
 
 
 VIDEOS = {
@@ -206,9 +209,9 @@ def cot_response(record: dict, answer: str | None = None, drop: tuple = (), wron
     return "\n".join([*wrong_steps, *bodies, f"So the answer is {record['answer'] if answer is None else answer}."])
 
 
-def demo_table() -> dict[str, dict[int, tuple[str, bool]]]:
+def demo_table(records: list[dict] | None = None) -> dict[str, dict[int, tuple[str, bool]]]:
     """{task: {id: (response, intended verdict)}} for the four tasks."""
-    r = {rec["id"]: rec for rec in build_records()}
+    r = {rec["id"]: rec for rec in records or build_records()}
     cot = {
         2: (cot_response(r[2], answer="[9, 30]"), True),  # time IoU 21/22 > 0.7
         3: (cot_response(r[3], answer=box_answer("short_a", "red circle", 5.0, shift=2)), True),  # box IoU > 0.5
