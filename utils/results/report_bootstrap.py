@@ -178,17 +178,11 @@ class Difference:
     why: str = ""  # why the difference is not computable ("" when it is)
 
 
-def common_units(base: Sampled, other: Sampled) -> list[str]:
-    """The units both runs answered, in the base run's order."""
-    theirs = other.unit_numbers[1]
-    return [unit for unit in base.unit_numbers[1] if unit in theirs]
-
-
 def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -> tuple[list[str], dict[str, float], dict[str, Any]]:
     """(the common units, other - base on them, other - base on `n` paired resamples of them)."""
     import numpy as np
 
-    common = common_units(base, other)
+    common = [unit for unit in base.unit_numbers[1] if unit in other.unit_numbers[1]]  # in the base run's order
     if not common:
         return [], {}, {}
     draws = n if len(common) >= MIN_UNITS else 0

@@ -10,7 +10,7 @@ summation order.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -149,23 +149,17 @@ def percentile_interval(values: Sequence[float]) -> tuple[float, float] | None:
     return float(low), float(high)
 
 
-def bootstrap_values(count: int, compute: Callable[[Sequence[int]], Any], n: int = 1000, seed: int = 0) -> list[Any]:
-    """``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement, drawn as `draws` draws them."""
-    if count < 2 or n <= 0:
-        return []
-    rng = np.random.default_rng(seed)
-    return [compute(rng.integers(0, count, count)) for _ in range(n)]
-
-
 def resampled_metrics(count: int, compute: Callable[[Sequence[int]], dict], n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
-    """`bootstrap_values` of a function giving {metric: value}, as {metric: [numeric values]}; a
-    resample's judge failure share is the whole run's (`failure_share.decided_on_the_whole_run`)."""
+    """{metric: [numeric values]} of ``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement,
+    drawn as `draws` draws them ({} with fewer than two or ``n`` = 0); a resample's judge failure share is
+    the whole run's (`failure_share.decided_on_the_whole_run`)."""
     from lmms_video_reasoning.judges import failure_share
 
     values: dict[str, list[float]] = {}
+    rng = np.random.default_rng(seed)
     with failure_share.decided_on_the_whole_run():
-        for metrics in bootstrap_values(count, compute, n, seed):
-            for name, value in metrics.items():
+        for _ in range(n if count >= 2 else 0):
+            for name, value in compute(rng.integers(0, count, count)).items():
                 if isinstance(value, (int, float)):
                     values.setdefault(name, []).append(float(value))
     return values
@@ -175,5 +169,5 @@ def bootstrap_interval(units: Sequence[Sequence[T]], statistic: Callable[[list[T
                        seed: int = 0) -> tuple[float, float] | None:
     """Percentile interval of ``statistic`` over resamples of ``units`` (each a list of items, e.g.
     one question's verdict pairs); None with fewer than two units or ``n`` = 0."""
-    values = bootstrap_values(len(units), lambda picks: statistic([item for pick in picks for item in units[pick]]), n, seed)
-    return percentile_interval(values) if values else None
+    values = resampled_metrics(len(units), lambda picks: {"": statistic([item for pick in picks for item in units[pick]])}, n, seed)
+    return percentile_interval(values.get("", []))
