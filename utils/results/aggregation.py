@@ -99,9 +99,6 @@ class ScoreOnce:
         self._results: BoundedMemo[ScoredRecords] = BoundedMemo(32)  # a run's tasks, several times over
         self._lock = threading.Lock()
 
-    def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
-        return self.scored(records, run)[0].scores
-
     def scored(self, records: Records, run: "RunFiles | None" = None) -> tuple[ScoredRecords, bool]:
         """(the scoring of `records`, whether this call scored them). The first call for some content
         saves the records beside `run`'s output, then scores them; an error is logged, never raised."""
@@ -110,8 +107,7 @@ class ScoreOnce:
         with self._lock:
             if key in self._results:
                 return self._results[key], False
-            if run is not None:
-                save_run_records(_records_of_run(), run)  # every task of the run, before its first judging
+            save_run_records(run)  # every task of the run, before its first judging
             saved = save_records(records, run)
             settings = None
             try:
@@ -277,22 +273,19 @@ def _safe_run_files(args: Any) -> "RunFiles | None":
         return None
 
 
-def _records_of_run() -> dict[str, Records]:
-    """{task: records} of every task of this suite in the run being aggregated ({}: each saved at its own aggregation)."""
+def save_run_records(run: "RunFiles | None") -> None:
+    """Every task's records of the run being aggregated before its first judging (a kill during the first
+    task's judging must not lose the others' generations), then `<date_id>_run_tasks.json` naming each
+    task's records file, count and checksum, which `lmms-vr score` checks the folder against. Never raises."""
+    if run is None:
+        return
     try:
-        found = run_output.suite_records_of_run()
+        records_by_task = run_output.suite_records_of_run()
     except Exception as error:  # noqa: BLE001 - each task's aggregation still saves its own records
         log.warning("could not read the run's task list (%s: %s): each task's records are saved when its judging starts",
                     type(error).__name__, error)
-        return {}
-    return found or {}
-
-
-def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None") -> None:
-    """Every task's records of the run before its first judging (a kill during the first task's judging
-    must not lose the others' generations), then `<date_id>_run_tasks.json` naming each task's records
-    file, count and checksum, which `lmms-vr score` checks the folder against. Never raises."""
-    if run is None or not records_by_task:
+        return
+    if not records_by_task:
         return
     state = _state_of(run)
     listed = tuple(sorted((task, id(records)) for task, records in records_by_task.items()))
