@@ -135,7 +135,7 @@ class ScoreOnce:
         the judge accounting). Its `stderr_for(bootstrap_iters)` answers lmms-eval's Stderr column."""
 
         def aggregate(records: Records, args: Any = None) -> Any:
-            run = _safe_run_files(args)
+            run = run_files(args)
             scored, first = self.scored(records, run)
             scores = scored.scores
             if first and after is not None and not isinstance(scores, ScoringFailed):
@@ -263,14 +263,6 @@ def _task_label() -> str:
     from lmms_video_reasoning.utils.lmms import judge_usage
 
     return f"task {judge_usage.current_task()}" if judge_usage.current_task() else "a task of this suite"
-
-
-def _safe_run_files(args: Any) -> "RunFiles | None":
-    try:
-        return run_files(args)
-    except Exception as error:  # noqa: BLE001 - where to write is worth a warning, never the run
-        log.warning("could not tell where this run writes (%s: %s); records are not saved early", type(error).__name__, error)
-        return None
 
 
 def save_run_records(run: "RunFiles | None") -> None:
@@ -417,11 +409,16 @@ def _drop_records_lmms_eval_also_wrote() -> None:
 
 
 def run_files(args: Any) -> RunFiles | None:
-    """The output files of the lmms-eval run in progress (`run_output.run_identity`; None without `--output_path`)."""
+    """The output files of the lmms-eval run in progress (`run_output.run_identity`; None without `--output_path`
+    or when they cannot be told)."""
     path = getattr(args, "output_path", None) if args is not None else None
     if not path:
         return None
-    date_id, model_folder = run_output.run_identity(args)
+    try:
+        date_id, model_folder = run_output.run_identity(args)
+    except Exception as error:  # noqa: BLE001 - where to write is worth a warning, never the run
+        log.warning("could not tell where this run writes (%s: %s); records are not saved early", type(error).__name__, error)
+        return None
     return RunFiles(Path(path) / model_folder if model_folder else Path(path), date_id)
 
 
