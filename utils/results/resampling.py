@@ -111,16 +111,13 @@ def whole(totals: UnitTotals) -> dict[str, float]:
 
 
 def paired(base: UnitTotals, other: UnitTotals, n: int, seed: int) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """(other - base, other - base on `n` resamples of the units drawn together): the paired
-    bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
+    """(other - base, other - base on `n` resamples of the units drawn together: the same `draws`): the
+    paired bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
     Metrics are those of the base that the other run has too."""
     a, b = whole(base), whole(other)
     observed = {name: b[name] - a[name] for name in a if name in b}
-    parts = []
-    for counts in draws(seed, base.units, n):
-        left, right = base.columns.aggregate(base.totals(counts), False), other.columns.aggregate(other.totals(counts), False)
-        parts.append({name: right[name] - left[name] for name in left if name in right})
-    return observed, _joined(parts)
+    left, right = resampled(base, n, seed), resampled(other, n, seed)
+    return observed, {name: right[name] - left[name] for name in left if name in right}
 
 
 def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
