@@ -155,7 +155,6 @@ class CallPairs:
     units: dict[tuple, list[tuple]] = field(default_factory=lambda: defaultdict(list))
 
 
-
 @dataclass
 class Setup:
     """Both judges, per benchmark."""

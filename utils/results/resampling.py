@@ -21,7 +21,7 @@ T = TypeVar("T")
 CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
 
 
-def within(columns: SampleColumns, mask: np.ndarray) -> SampleColumns:
+def within(columns: SampleColumns, mask: Sequence[bool]) -> SampleColumns:
     """The contributions of the samples where `mask` holds, the others' 0 (a breakdown's group)."""
     keep = np.asarray(mask, dtype=float)
     return SampleColumns({name: values * keep for name, values in columns.counted.items()}, columns.aggregate,
