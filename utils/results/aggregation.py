@@ -425,18 +425,17 @@ def run_files(args: Any) -> RunFiles | None:
 AfterScoring = Callable[[dict[str, Any], "RunFiles | None"], None]
 
 
-def judge_accounting_writer(judge_declaration: Any, details: Callable[[dict[str, Any]], tuple[str, bool]] | None = None) -> AfterScoring:
-    """An `after` hook writing the accounting of a benchmark's judge (its `JudgeDefaults`, or its name;
-    never the key) beside the run's results: `<date_id>_judge_accounting_<benchmark>.json`. With `details`
-    (the scores -> their name, whether they were judged): the scores, that accounting under `judge` (None
-    when not judged) and the scoring settings in `<date_id>_<benchmark>_<name>_details.json`."""
-    benchmark = getattr(judge_declaration, "benchmark", judge_declaration)
+def judge_accounting_writer(benchmark: str, details: Callable[[dict[str, Any]], tuple[str, bool]] | None = None) -> AfterScoring:
+    """An `after` hook writing the accounting of a benchmark's judge (never the key) beside the run's
+    results: `<date_id>_judge_accounting_<benchmark>.json`. With `details` (the scores -> their name,
+    whether they were judged): the scores, that accounting under `judge` (None when not judged) and the
+    scoring settings in `<date_id>_<benchmark>_<name>_details.json`."""
 
     def write(scores: dict[str, Any], run: RunFiles | None) -> None:
         from lmms_video_reasoning.judges import get_judge
 
         name, judged = details(scores) if details is not None else (None, True)
-        judge = get_judge(judge_declaration, quiet=True) if judged else None  # a judge-free task must not warn that no judge is set
+        judge = get_judge(benchmark, quiet=True) if judged else None  # a judge-free task must not warn that no judge is set
         if run is None or (name is None and judge is None):
             return
         if name is None:
