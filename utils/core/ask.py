@@ -1,10 +1,7 @@
 """Ask the judge: the one interface through which benchmark code talks to an LLM judge.
 
-A benchmark's judging code builds `Request`s (the official prompt as chat messages, a parser
-that raises `ParseError` for a reply to ask again) and hands functions to `judge.map(fn,
-items)`, where `fn(item, ask)` may call `ask(request) -> Result` several times in sequence.
-It never knows who answers: any judge client with these two methods will do (lmms-eval's own
-judge layer through `llm_judge_ask.py`, or a cached judge engine). Standard library only.
+Benchmark code never knows who answers (lmms-eval's judge layer through `llm_judge_ask.py`, or a
+cached judge engine): any client with `ask` and `map` will do. Standard library only.
 """
 
 from __future__ import annotations
