@@ -1,9 +1,6 @@
-"""Parse helpers for judge replies: pure functions returning the parsed value or raising `ParseError`
-(a `ValueError`), which makes `Judge.ask` ask again (bounded), then records a failed judgment.
-
-Judge models wrap structured answers in prose and code fences, leave trailing commas and use single
-quotes; the helpers accept these shapes leniently but never guess a value.
-"""
+"""Parse helpers for judge replies: pure functions returning the parsed value or raising `ParseError`,
+which makes `Judge.ask` ask again (bounded), then records a failed judgment. Judges wrap answers in
+prose and code fences, leave trailing commas and use single quotes: accepted, but no value is guessed."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from lmms_video_reasoning.utils.core.ask import ParseError  # one class for every judge binding
+from lmms_video_reasoning.utils.core.ask import ParseError
 
 __all__ = ["ParseError", "extract_json", "normalize_label", "extract_tag", "extract_digit"]
 
@@ -44,10 +41,8 @@ def extract_json(text: str, expect: type | None = None) -> Any:
 
 
 def _fenced_blocks(text: str) -> list[str]:
-    """Bodies of the fenced blocks, fences paired as Markdown does: an opening fence stands at
-    the start of its line or names a language, and ends its line; the next fence closes it.
-    A stray fence elsewhere in the prose ("use ``` fences") is skipped, so it cannot pair with
-    the opening fence of a real block and shift every later pairing."""
+    """Bodies of the fenced blocks, fences paired as Markdown does (`_OPENER`; the next fence closes it):
+    a stray fence in the prose ("use ``` fences") is skipped, so it cannot shift every later pairing."""
     blocks, index = [], 0
     while True:
         start = text.find("```", index)
@@ -66,9 +61,8 @@ def _fenced_blocks(text: str) -> list[str]:
 
 
 def _balanced_spans(text: str):
-    """Yield, by start position, each substring that starts at a '[' or '{' and ends at its
-    matching bracket (strings inside brackets respected). One pass over the text, so a huge
-    or deeply nested reply costs linear time."""
+    """Each bracketed ``[...]`` / ``{...}`` substring, by start position (strings inside respected), found in
+    one pass, so a huge or deeply nested reply costs linear time."""
     spans: list[tuple[int, int]] = []
     stack: list[tuple[int, str]] = []
     index = 0
@@ -170,8 +164,6 @@ def extract_tag(text: str, name: str) -> str | None:
 
 def extract_digit(text: str, allowed: str = "01") -> int:
     """First standalone digit of ``allowed`` in the reply ("Score: 1" -> 1; "2024" is skipped)."""
-    if not allowed or not allowed.isdigit():
-        raise ValueError(f"allowed must be a string of digits, got {allowed!r}")
     match = re.search(rf"(?<![\d.])[{re.escape(allowed)}](?![\d]|\.\d)", text or "")
     if match is None:
         raise ParseError(f"no digit in {sorted(allowed)} found in reply: {_preview(text)}")

@@ -7,7 +7,7 @@ cached judge engine): any client with `ask` and `map` will do. Standard library 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Protocol, Sequence
 
 
 class ParseError(ValueError):
@@ -41,8 +41,6 @@ class Result:
     answered_by: str | None = None
 
 
-T = TypeVar("T")
-R = TypeVar("R")
 Ask = Callable[[Request], Result]
 
 
@@ -51,7 +49,6 @@ class Judge(Protocol):
 
     def ask(self, request: Request) -> Result: ...
 
-    def map(self, fn: Callable[[T, Ask], R], items: Sequence[T], desc: str = "judging") -> list[R | None]:
-        """`[fn(item, self.ask) for item in items]`, concurrently, in input order; None where `fn` raised
-        (callers count it as a failed judgment, never as a score)."""
+    def map(self, fn: Callable[[Any, Ask], Any], items: Sequence, desc: str = "judging") -> list:
+        """`[fn(item, self.ask) for item in items]`, concurrently; None where `fn` raised (a failed judgment)."""
         ...

@@ -1,8 +1,5 @@
-"""A benchmark protocol's frame choice: pure index and timestamp functions, no decoding.
-
-Each benchmark declares its plan in its own `frames.py`; whatever decodes the frames reads the
-same plan. Standard library only.
-"""
+"""A benchmark protocol's frame choice (declared in its `frames.py`; whatever decodes the frames reads
+the same plan): pure index and timestamp functions, no decoding. Standard library only."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ Fields every benchmark's record has, with one meaning:
     final_answer         the part of the reply rule-based parsers read (after the reasoning)
     reasoning_truncated  the reply ended inside its reasoning: no answer, counted wrong
     judged_reply         which text the judges rating reasoning see: "full" or "stripped"
-    model_failed         the host returned its failure placeholder instead of a reply:
-                         never parsed or judged, counted wrong, reported in `model_failed`
+    model_failed         the host returned its failure placeholder: never parsed or judged, counted wrong
     model_failure        the placeholder's first line (what went wrong), else None
     settings             the task's options it was made with (its scoring reads them)
 

@@ -46,7 +46,6 @@ REASONING_TAGS = (("<think>", "</think>"), ("<analysis>", "</analysis>"))
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 
 FULL, STRIPPED = "full", "stripped"
-# Task options (a task may declare them): the record's reply fields are made with them.
 REASONING = options.Option("judged_reply", "choice", FULL, "what the judges rating reasoning see: the full reply or "
                            "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED))
 # Prefilled: e.g. Qwen3-VL Thinking's template; off, a reply without tags is a plain answer.
@@ -60,13 +59,8 @@ REASONING_VARIABLE, PREFILLED_VARIABLE = settings.variable(REASONING_ENV, REASON
 def split_reply(text: str, prefilled: bool = False) -> tuple[str, bool]:
     """(final answer, truncated): the part after the last closing reasoning tag (or inside the last
     `<answer>...</answer>` there), stripped; truncated when a reasoning block is still open at the end.
-
-    Forms: `<think>...</think>answer`; `...</think>answer` (the template prefilled the opening
-    tag); `<think>...</think><answer>X</answer>`; a plain answer (no tags); `<think>...` with
-    no closing tag (truncated: no final answer). A reply cut off before `</think>` whose
-    template prefilled `<think>` carries no tag at all: it reads as a plain answer unless
-    `prefilled` says every reply opens inside a reasoning block (then no closing tag = truncated).
-    """
+    A reply cut off before `</think>` whose template prefilled `<think>` carries no tag at all: it reads
+    as a plain answer unless `prefilled` says every reply opens inside a reasoning block."""
     text = text or ""
     tail_start = 0
     for _opening, closing in REASONING_TAGS:
@@ -80,13 +74,6 @@ def split_reply(text: str, prefilled: bool = False) -> tuple[str, bool]:
     return (answers[-1] if answers else tail).strip(), False
 
 
-def answer_text(text: str, prefilled: bool = False) -> str:
-    """What rule-based answer parsing reads: the final answer, or the whole reply when the
-    final part is empty (the answer was written inside the reasoning); "" when truncated."""
-    final, truncated = split_reply(text, prefilled)
-    return "" if truncated else final or (text or "").strip()
-
-
 def strip_reasoning(text: str) -> str:
     """The reply as lmms-eval's default `--reasoning_tags` hands it to `process_results`: its own
     `strip_reasoning_tags` (each closed block removed, a lone closing tag keeps only what follows it)."""
@@ -97,12 +84,12 @@ def strip_reasoning(text: str) -> str:
 
 def reply_record(response: object, task_settings: Mapping[str, Any] | None = None) -> dict:
     """The record fields about the reply every benchmark's record has (`utils.core.records`), made under
-    the task's settings (`judged_reply`, `think_prefilled`; none given: their defaults)."""
+    the task's settings (`judged_reply`, `think_prefilled`; none given: their defaults). `final_answer`
+    is the whole reply when the final part is empty (the answer was written inside the reasoning)."""
     text = response if isinstance(response, str) else ("" if response is None else str(response))
     reason = failure_reason(text)
-    prefilled = bool(PREFILLED.value(task_settings))
-    return {"response": text, "final_answer": answer_text(text, prefilled),
-            "reasoning_truncated": split_reply(text, prefilled)[1] and reason is None,
+    final, truncated = split_reply(text, bool(PREFILLED.value(task_settings)))
+    return {"response": text, "final_answer": "" if truncated else final or text.strip(), "reasoning_truncated": truncated and reason is None,
             "judged_reply": REASONING.value(task_settings) or FULL, "model_failed": reason is not None, "model_failure": reason}
 
 
@@ -119,8 +106,8 @@ def final_answer(record: dict) -> str:
 
 
 def reasoning_truncated(record: dict) -> bool:
-    """Whether the record's reply ended inside an open reasoning block (no answer to score; never true for
-    lmms-eval's failure placeholder, which is no reply at all; `reply_record`'s for records logged before the field)."""
+    """Whether the record's reply ended inside an open reasoning block (never for a failure placeholder;
+    `reply_record`'s for records logged before the field)."""
     return bool((record if "reasoning_truncated" in record else reply_record(record.get("response")))["reasoning_truncated"])
 
 
