@@ -6,17 +6,18 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from lmms_video_reasoning.cg_bench import data, frames, judging, task
+from lmms_video_reasoning.cg_bench import data, docs, frames, judging, task
 from lmms_video_reasoning.cg_bench.task import METRICS, MODALITY_INPUTS, TEXT_INPUTS, TEXT_ONLY, Outcome
-from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown, report_spec
+from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, SPLITS, breakdown, report_spec
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core import options
 from lmms_video_reasoning.utils.core.ask import Judge
+from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_video
@@ -35,8 +36,6 @@ JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_e
 
 
 # --- The tasks
-KINDS = ("long", "clue", "grounding", "open", "mcq", "blind")
-SPLITS = {"mini": ("cg_bench", "cgbench_mini.json, 3,000 questions"), "full": ("cg_bench_full", "cgbench.json, 12,129 questions")}
 # The official runner: temperature 0, no stop string (a fenced JSON answer spans lines).
 GENERATION = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
 # visual_mode video: the video path (clue: start_time/end_time or a clue clip);
@@ -45,13 +44,13 @@ PER_MODEL = {"default": dict(task.DEFAULTS), "openai": {**task.DEFAULTS, "visual
 
 
 def _task(kind: str, split: str) -> Task:
-    prefix, about = SPLITS[split]
-    return Task(f"{prefix}_{kind}", METRICS[kind], process_docs=f"load_{kind}" + ("_full" if split == "full" else ""),
+    about = f"{docs.SPLIT_FILES[split]}, {data.RELEASE[split][0]:,} questions"
+    return Task(SPLITS[split] + kind, METRICS[kind], process_docs=f"load_{kind}" + ("_full" if split == "full" else ""),
                 generation_kwargs=GENERATION, model_kwargs=PER_MODEL, target="right_answer",
                 about=f"CG-Bench {kind} ({about}); see cg_bench/README.md")
 
 
-TASKS = tuple(_task(kind, split) for split in SPLITS for kind in KINDS)
+TASKS = tuple(_task(kind, split) for split in SPLITS for kind in METRICS)  # long, clue, grounding, open, mcq, blind
 
 def _ablation(kind: str, split: str, suffix: str, inputs: dict, media: bool = True) -> Task:
     base = _task(kind, split)
@@ -119,12 +118,13 @@ class PluginMedia(FileMedia):
 
 
 MEDIA = PluginMedia(data.CG_BENCH, data.video_path)
-
-
 doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
 
 
 # --- Records and scoring with the judge engine
+NO_FLAGS = {"subtitles_unusable": None, "subtitles_missing": False}  # blind: no subtitles asked for
+
+
 def subtitle_flags(video_uid: str) -> dict:
     """`subtitles_missing`: the video has no SRT (asked without subtitles: counted, `prepare --verify-only` lists
     them); `subtitles_unusable`: why its SRT yields no line (reported). Never raises: a root that cannot be read
@@ -132,15 +132,14 @@ def subtitle_flags(video_uid: str) -> dict:
     try:
         path = MEDIA.subtitle_path(video_uid)
     except ValueError:
-        return {"subtitles_unusable": None, "subtitles_missing": False}
+        return dict(NO_FLAGS)
     unusable = None if path is None or frames.load_cues(path) else data.subtitle_problem(path) or "no subtitle line"
     return {"subtitles_unusable": unusable, "subtitles_missing": path is None}
 
 
 def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
     """`task.make_record` with whether the data root's subtitles reached the prompt (`Benchmark.build_record`)."""
-    blind = {"subtitles_unusable": None, "subtitles_missing": False}
-    return {**task.make_record(doc, response, settings), **(blind if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
+    return {**task.make_record(doc, response, settings), **(NO_FLAGS if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
 
 
 def _details(scores: dict) -> tuple[str, bool]:
@@ -160,8 +159,7 @@ class CgBenchScoring(ScoringAdapter):
 
     def score(self, records, settings, judge):
         metrics, answers = scored_records(records, settings, judge)
-        # open answers and no judge: no outcomes
-        return Scored(metrics, None if self.needs_judge(records) and judge is None else _fields(answers))
+        return Scored(metrics, None if self.needs_judge(records) and judge is None else [asdict(o) for o in answers])
 
     def needs_judge(self, records):
         return any(record["mode"] == "open" for record in records)
@@ -169,10 +167,10 @@ class CgBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge):
         if self.needs_judge(records) and judge is None:
             return None
-        return _fields(task.read_outcomes(records, judge, MEDIA, settings["strict"], settings["official_reversed"]))
+        return [asdict(o) for o in task.read_outcomes(records, judge, MEDIA, settings["strict"], settings["official_reversed"])]
 
     def metrics(self, records, outcomes_, settings):
-        return task.task_metrics([Outcome(**outcome) for outcome in outcomes_], settings.get(FAILED_SHARE))
+        return point(self.columns(records, outcomes_, settings))
 
     def columns(self, records, outcomes_, settings):
         return task.outcome_columns([Outcome(**outcome) for outcome in outcomes_], failed_share=settings.get(FAILED_SHARE))
@@ -187,11 +185,6 @@ class CgBenchScoring(ScoringAdapter):
 
     def stratum(self, record):
         return str(record.get("sub_category") or "")
-
-
-def _fields(outcomes_) -> list[dict]:
-    """JSON-ready outcomes (an Outcome holds only numbers, strings and None)."""
-    return [dict(vars(outcome)) for outcome in outcomes_]
 
 
 BENCHMARK = Benchmark(
@@ -252,9 +245,6 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
                            len(videos[key]), what, videos[key][0])
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
     opened = sum(o.mode == "open" for o in outcomes)
-    withheld = failure_share.too_many_failed(scores["judge_failed"], opened, failed_share)
-    if withheld:
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
     task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     modes = [mode for mode in task.MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
@@ -270,9 +260,10 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
         "subtitles_missing": videos["subtitles_missing"],
         **breakdown(outcomes),
     }
-    if withheld:  # the task's decision holds for its breakdowns too
-        for groups in (scores["breakdown"].get(name, {}) for name in BREAKDOWN_GROUPS):
-            for group in groups.values():
+    if failure_share.too_many_failed(scores["judge_failed"], opened, failed_share):
+        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
+        for name in BREAKDOWN_GROUPS:  # the task's decision holds for its breakdowns too
+            for group in scores["breakdown"][name].values():
                 group.pop("oe_acc", None)
     if scores["subtitles_missing"]:
         logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")

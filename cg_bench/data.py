@@ -18,14 +18,7 @@ from pathlib import Path
 from lmms_video_reasoning.utils.data import bench_records, media_index
 from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
 from lmms_video_reasoning.utils.media import subtitles
-from lmms_video_reasoning.utils.core.roots import (
-    DataError,
-    DataSource,
-    data_root,
-    read_json,
-    require_media,
-    video_problem,
-)
+from lmms_video_reasoning.utils.core.roots import DataError, DataSource, data_root, read_json, require_media, video_problem
 from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare cg_bench`).

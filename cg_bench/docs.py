@@ -94,7 +94,9 @@ def parse_meta(raw: Any, where: str) -> dict[str, VideoMeta]:
     return table
 
 
+@cache
 def read_meta(path: Path) -> dict[str, VideoMeta]:
+    """The sampler's table in a `video_meta_info.json` (read once per path)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -102,22 +104,16 @@ def read_meta(path: Path) -> dict[str, VideoMeta]:
     return parse_meta(raw, str(path))
 
 
-@cache
-def packaged_meta() -> dict[str, VideoMeta]:
-    """The official table shipped beside this module (read once)."""
-    return read_meta(PACKAGED_META)
-
-
 def meta_table(root: str | Path | None) -> dict[str, VideoMeta]:
     """The sampler's table for a data root: the official one, overridden entry by entry by the root's own
     `video_meta_info.json` when it has one (it describes that root's files)."""
     own = Path(root) / META_FILE if root else None
-    return _overridden(own) if own is not None and own.is_file() else packaged_meta()
+    return _overridden(own) if own is not None and own.is_file() else read_meta(PACKAGED_META)
 
 
 @cache
 def _overridden(own: Path) -> dict[str, VideoMeta]:
-    official, override = packaged_meta(), read_meta(own)
+    official, override = read_meta(PACKAGED_META), read_meta(own)
     differ = sorted(uid for uid, meta in override.items() if uid in official and official[uid] != meta)
     if differ:
         logger.warning("cg_bench: %s lists %d video(s) differently from the official table (e.g. %s); the root's values are used",

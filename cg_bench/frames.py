@@ -28,22 +28,18 @@ def long_indices(total: int, n: int = 128) -> list[int]:
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
 
 
-def clue_indices(
-    intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32
-) -> tuple[list[int], int]:
+def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32) -> tuple[list[int], int]:
     """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``, as the official
     ``sample_frames_clue_average``. Additions (protocol notes): intervals clamped to the video (counted, a
     warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
-    (officially dropped silently); zero-length intervals alone get one frame at their start (officially none).
-    """
+    (officially dropped silently); zero-length intervals alone get one frame at their start (officially none)."""
     check_counts(total, n)
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
     if n_clamped:
         logger.warning("%d clue interval(s) reached past the video end (%.3f s) and were clamped", n_clamped, total / fps)
-    ranges = [(round(s * fps), round(e * fps)) for s, e in clamped]
-    ranges = [(min(a, total - 1), min(b, total)) for a, b in ranges]
+    ranges = [(min(round(s * fps), total - 1), min(round(e * fps), total)) for s, e in clamped]
     lengths = [b - a for a, b in ranges]
     total_len = sum(lengths)
     if total_len == 0:
@@ -76,15 +72,10 @@ class Media(Protocol):
     # The `n` frames `plan` picks (inside `intervals` for the clue plan) from (max_frame, fps) as the
     # official sampler sees them (its table): `frame_plan.choose`.
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> Chosen: ...
-
     def subtitle_path(self, video_uid: str) -> Path | None: ...  # None: no SRT (not every video has one)
-
     def frames(self, video_uid: str, indices: Sequence[int]) -> list: ...  # RGB PIL images of the full video
-
     def video(self, doc: dict) -> str: ...  # what a video-native model is handed (clue mode: of the clue intervals)
-
     def full_video(self, doc: dict) -> str: ...  # checked to decode
-
     def clue_video(self, doc: dict) -> str: ...  # a video of the clue intervals only (the dataset's clip when it has one)
 
 
@@ -107,9 +98,7 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
     return QuestionFrames(video_uid, tuple(int(i) for i in chosen.indices), chosen.fps)
 
 
-# ---------------------------------------------------------------------- subtitles
-
-
+# --- Subtitles
 @functools.lru_cache(maxsize=1024)
 def load_cues(path: Path) -> tuple:
     """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""

@@ -29,11 +29,6 @@ def load_prompt(name: str) -> str:
     return path.read_bytes().decode("utf-8")
 
 
-def system_prompt(mode: str) -> str:
-    """The official system prompt of one of our modes (long / clue / grounding / open)."""
-    return load_prompt(OFFICIAL_MODE[mode])
-
-
 def frame_times_block(indices: Sequence[int], fps: float) -> str:
     """`get_frame_times`: how many frames were sampled and their times, comma separated."""
     return f"A total of {len(indices)} frames are sampled. Their corresponding timestamps are:\n\n{', '.join(map(str, timestamps(indices, fps)))}\n\n"
@@ -50,7 +45,7 @@ def options_block(choices: Sequence[str]) -> str:
 
 def model_prompt(mode: str, question: str, choices: Sequence[str], subtitles: str = "", frame_times: str = "") -> str:
     """The text block a model receives in `mode` (`get_prompt`); `subtitles` / `frame_times`: the ready blocks, or ''."""
-    text = system_prompt(mode) + subtitles + frame_times + question_block(question)
+    text = load_prompt(OFFICIAL_MODE[mode]) + subtitles + frame_times + question_block(question)
     return text + options_block(choices) if mode in CHOICE_MODES else text
 
 

@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, acc_at_iou_over, crr, duration_bucket
-from lmms_video_reasoning.cg_bench.task import (
-    HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, outcome_columns,
-)
+from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, outcome_columns
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
@@ -29,7 +27,7 @@ LABELS = {
     "clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU",
     "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc", "acc_at_iou0": "acc.@IoU (τ=0)",
 }
-SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}
+SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}  # the prefix of each split's task names
 # Which task's records stand for each CG-Bench mode (the combined task first).
 MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("mcq", "grounding"), "open": ("open",), "blind": ("blind",)}
 # How every run of this suite differs from the protocol the paper describes for Table 3 (README, differences)
@@ -45,41 +43,34 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
     """A run's CG-Bench row on one split (its task `prefix`): each mode's outcomes from the first of its tasks the
     run has (`MODE_TASKS`), joined (CRR and acc@IoU across files). `suffix`: the row of the tasks named
     `cg_bench_<kind><suffix>` (a modality ablation, `MODALITIES`)."""
-    records, outcomes, used, point = [], [], [], {}
-    not_computed: dict[str, str] = {}
-    failed_judgments: list[str] = []
-    settings = None
+    task_of = {}  # mode -> the task whose records stand for it
     for mode in MODES:
-        task = next((prefix + kind + suffix for kind in MODE_TASKS[mode] if (label, prefix + kind + suffix) in stats), None)
-        if task is None:
-            continue
-        task_stats = stats[(label, task)]
-        if task_stats.sampled is not None:
-            pairs = [(r, o) for r, o in zip(task_stats.sampled.records, task_stats.sampled.outcomes) if r["mode"] == mode]
-            records += [r for r, _ in pairs]
-            outcomes += [o for _, o in pairs]
-            settings = task_stats.sampled.settings
+        found = [prefix + kind + suffix for kind in MODE_TASKS[mode] if (label, prefix + kind + suffix) in stats]
+        if found:
+            task_of[mode] = found[0]
+    if not task_of:
+        return None
+    per_task = {task: stats[(label, task)] for task in task_of.values()}
+    point, not_computed = {}, {}
+    for task, task_stats in per_task.items():
         for metric, value in task_stats.point.items():
             if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
                 point.setdefault(metric, value)
         for metric, reason in task_stats.not_computed.items():  # ... but a metric the task could not compute stays so
             not_computed.setdefault(metric, f"{task}: {reason}")
-        if task_stats.failed_judgments:
-            failed_judgments.append(f"{task}: {task_stats.failed_judgments}")
-        used.append(task)
-    if not used:
-        return None
     not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
-    combined = TaskStats(point=point, source=", ".join(sorted(set(used))), not_computed=not_computed,
-                         failed_judgments="; ".join(failed_judgments))
-    per_task = {task: stats[(label, task)] for task in used}
-    sampled_tasks = [task for task in used if per_task[task].sampled is not None]
-    unsampled = [task for task in used if task not in sampled_tasks]
+    combined = TaskStats(point=point, source=", ".join(sorted(per_task)), not_computed=not_computed,
+                         failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments))
+    sampled_tasks = [task for task in per_task if per_task[task].sampled is not None]
+    unsampled = [task for task in per_task if task not in sampled_tasks]
     if sampled_tasks:
         parts = [per_task[t].sampled for t in sampled_tasks]
+        pairs = [(r, o) for mode, task in task_of.items() if per_task[task].sampled is not None
+                 for r, o in zip(per_task[task].sampled.records, per_task[task].sampled.outcomes) if r["mode"] == mode]
         missing = "; ".join(dict.fromkeys(s.missing_verdicts for s in parts if s.missing_verdicts))
-        sampled = Sampled("cg_bench", records, outcomes, settings, missing, next((s.gap for s in parts if s.gap), ""),
-                          "; ".join(dict.fromkeys(s.borrowed for s in parts if s.borrowed)), set().union(*(s.untrusted for s in parts)))
+        sampled = Sampled("cg_bench", [r for r, _ in pairs], [o for _, o in pairs], parts[-1].settings, missing,
+                          next((s.gap for s in parts if s.gap), ""), "; ".join(dict.fromkeys(s.borrowed for s in parts if s.borrowed)),
+                          set().union(*(s.untrusted for s in parts)))
         combined.sampled, combined.questions, combined.units = sampled, sampled.question_count, sampled.unit_count
         computed = sampled.metrics()
         for metric in HEADLINE:  # the joined metrics, and any metric no task reported (none the run could not compute)
@@ -102,9 +93,7 @@ def outcomes_in(row: TaskStats) -> list[Outcome]:
 
 def outcomes_of(row: TaskStats) -> list[Outcome] | None:
     """A joined row's per-answer outcomes, when the report has them as the run scored them (None otherwise)."""
-    if row.sampled is None or not row.sampled.trusted("acc_at_iou"):
-        return None
-    return outcomes_in(row)
+    return None if row.sampled is None or not row.sampled.trusted("acc_at_iou") else outcomes_in(row)
 
 
 def coverage(name: str, row: TaskStats, split: str) -> Coverage:
@@ -271,13 +260,10 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
 def report_spec() -> ReportSpec:
     # only oe_acc needs the judge; each run's modes are joined and bootstrapped in `combined_row`
     return ReportSpec(section=section, headline=HEADLINE, labels=LABELS, two_decimals=("miou", "rec_at_iou", "acc_at_iou"),
-                      per_task_bootstrap=False,
-                      judge_free=("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "blind_acc", "parse_failed", "model_failed"))
+                      per_task_bootstrap=False, judge_free=(*(m for m in HEADLINE if m != "oe_acc"), "parse_failed", "model_failed"))
 
 
-# ---------------------------------------------------------------------- metrics of outcomes, per group (the report's, `lmms-vr score`'s)
-
-
+# --- Metrics of outcomes, per group (the report's, `lmms-vr score`'s)
 def as_long_answers(outcomes: Sequence[Outcome], answer_mode: str) -> list[Outcome]:
     """The outcomes with the `answer_mode` answers in the long answers' place, the ones acc@IoU joins with the
     grounding ("blind": the text-only answers, the paper's GPT4o (text) row of Table 3)."""

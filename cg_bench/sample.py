@@ -68,11 +68,8 @@ def _motion(shape: Shape) -> str:
         return MOTIONS[3]
     if shape.pos1 is None:
         return MOTIONS[4]
-    if shape.pos1[0] > shape.pos0[0]:
-        return MOTIONS[0]
-    if shape.pos1[0] < shape.pos0[0]:
-        return MOTIONS[1]
-    return MOTIONS[2]
+    dx = shape.pos1[0] - shape.pos0[0]  # left to right, right to left, else top to bottom
+    return MOTIONS[0] if dx > 0 else MOTIONS[1] if dx < 0 else MOTIONS[2]
 
 
 PADDING = ("It is not shown", "None of these", "All of these", "It cannot be determined")
@@ -219,8 +216,7 @@ def oracle_judge_reply(request: dict) -> str | None:
         if not match:
             return _fenced(0)
         answer, prediction = match["answer"] or "", match["prediction"]
-        verdict = 1 if prediction.lower() == answer.lower() else 2 if SYNONYMS.get(answer) == prediction else 0
-        return _fenced(verdict)
+        return _fenced(1 if prediction.lower() == answer.lower() else 2 if SYNONYMS.get(answer) == prediction else 0)
     if text.startswith(step2):
         match = _QUOTED.search(text[text.rfind("Question: "):])
         truth = {q["question"]: q["answer"] for q in build_questions()}

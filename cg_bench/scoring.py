@@ -29,26 +29,18 @@ _LETTER = re.compile(r"\b[A-H]\b")
 _NUMBER = re.compile(r"-?\d+\.?\d*")
 
 
-# ---------------------------------------------------------------------- reply parsing
-
-
+# --- Reply parsing
 def fenced_json(response: str) -> str:
     """`post_process`: the text between the first "```json" (a bare ``` does not count) and the next "```", stripped; ''."""
     start = response.find(_FENCE_OPEN)
-    if start == -1:
-        return ""
-    end = response.find("```", start + len(_FENCE_OPEN))
-    if end == -1:
-        return ""
-    return response[start + len(_FENCE_OPEN) : end].strip()
+    end = -1 if start == -1 else response.find("```", start + len(_FENCE_OPEN))
+    return "" if end == -1 else response[start + len(_FENCE_OPEN) : end].strip()
 
 
 def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, Any]:
     """(found, value) of `{"result": ...}` in the reply's fenced JSON block (`quote_bare_words`: `{"result": B}`
     reads as `{"result": "B"}`, as the runner's multiple-choice modes). Not found: no block, any error, no key."""
-    content = fenced_json(response)
-    if not content:
-        return False, None
+    content = fenced_json(response)  # '' (no block) fails json.loads below
     if quote_bare_words:
         content = _BARE_WORD.sub(r'"\1"', content)
     try:
@@ -62,7 +54,6 @@ def parse_mcq(response: str, right_answer: str, strict: bool = False) -> tuple[b
     Official: the fenced JSON `result` decides (equal to the right letter); else correct if ANY standalone
     letter A-H is the right one ("A or B" counts); no letter: unparseable (left out). Strict: the JSON
     `result` if a single letter, else the LAST standalone letter; no letter: wrong (a parse failure)."""
-    response = response or ""
     if response:
         found, value = json_result(response, quote_bare_words=True)
         if found and not strict:
@@ -75,9 +66,7 @@ def parse_mcq(response: str, right_answer: str, strict: bool = False) -> tuple[b
     return (False if strict else None), "failed"
 
 
-# ---------------------------------------------------------------------- grounding
-
-
+# --- Grounding
 class Unscorable(ValueError):
     """The official tIoU code raises on this prediction (the runner then saves no result)."""
 
@@ -152,7 +141,6 @@ def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool
     """(tIoU or None, how) of a grounding reply, as `post_process` + `calculate_intervals_iou`: the JSON `result`
     first, else the reply's numbers paired; where the official code raises (an overlapping or touching pair of
     the fallback: any "m:ss" time) the reply is unparseable ("failed"; strict: tIoU 0)."""
-    response = response or ""
     if response:
         found, value = json_result(response)
         if found:  # null, 0, "" and [] are an empty prediction (tIoU 0), as officially
@@ -166,17 +154,14 @@ def grounding_tiou(response: str, truth: Sequence[Sequence[float]], strict: bool
             try:
                 return float(tiou_official(pairs, truth, False, reversed_as_official)), "numbers"
             except Unscorable:
-                return (0.0 if strict else None), "failed"
+                pass
     return (0.0 if strict else None), "failed"
 
 
-# ---------------------------------------------------------------------- open-ended
-
-
+# --- Open-ended
 def parse_open(response: str, strict: bool = False) -> str | None:
     """The open-ended prediction the step-1 judge sees (`post_process`: the JSON `result` unless null, by `str()`,
     else the whole reply), or None (left out of OE-acc): an empty reply (strict: a blank one too)."""
-    response = response or ""
     if not response or (strict and not response.strip()):
         return None
     found, value = json_result(response)
@@ -185,23 +170,18 @@ def parse_open(response: str, strict: bool = False) -> str | None:
     return response
 
 
-def judge_value(reply: str, allowed: Sequence[int]) -> Any:
-    """A judge step's official result: the JSON `result` as read, else the first character among `allowed` in
-    the reply as an int; neither: ParseError (the judge is re-asked, as the runner re-runs the step)."""
+def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
+    """A judge step's verdict as the official statistics count it, of its result: the JSON `result` as read, else
+    the first character among `allowed` in the reply as an int; neither: ParseError (the judge is re-asked, as the
+    runner re-runs the step). Step 1 (`allowed` with 2): a result `in [0, 1]` is final, anything else gives 2
+    (step 2). Step 2: 1 iff the result `== 1`. Not comparable: not final / wrong."""
     reply = reply or ""
     found, value = json_result(reply)
-    if found and value is not None:
-        return value
-    match = re.search("[" + "".join(str(a) for a in allowed) + "]", reply)
-    if match is None:
-        raise ParseError(f"no verdict in {list(allowed)} in judge reply {reply[:120]!r}")
-    return int(match.group())
-
-
-def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
-    """A judge step's verdict as the official statistics count it. Step 1 (`allowed` with 2): a result `in [0, 1]`
-    is final, anything else gives 2 (step 2). Step 2: 1 iff the result `== 1`. Not comparable: not final / wrong."""
-    value = judge_value(reply, allowed)
+    if not found or value is None:
+        match = re.search("[" + "".join(str(a) for a in allowed) + "]", reply)
+        if match is None:
+            raise ParseError(f"no verdict in {list(allowed)} in judge reply {reply[:120]!r}")
+        value = int(match.group())
     try:
         if 2 in allowed:
             return int(value == 1) if value in (0, 1) else 2
@@ -210,9 +190,7 @@ def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
         return 2 if 2 in allowed else 0
 
 
-# ---------------------------------------------------------------------- metric arithmetic
-
-
+# --- Metric arithmetic
 def acc_at_iou_over(pairs: Sequence[tuple[bool, float]], tau: float = 0.0) -> float:
     """acc.@IoU at one threshold as the paper defines it (section 3.3): the share (x100) of questions whose
     long answer is correct and whose tIoU exceeds (`>`) `tau`; at the ablation default `tau` = 0 (Tables 4,
@@ -231,11 +209,8 @@ def crr(long_acc: float, clue_acc: float) -> float:
 
 def duration_bucket(seconds: float) -> str:
     """The VLMEvalKit duration bucket of a video: 10-minute bins, right-closed, 60+ last."""
-    minutes = seconds / 60
-    for index, upper in enumerate(range(10, 70, 10)):
-        if minutes <= upper:
-            return DURATION_BUCKETS[index]
-    return DURATION_BUCKETS[-1]
+    uppers = range(10, 70, 10)  # the buckets' upper bounds, in minutes
+    return next((bucket for bucket, upper in zip(DURATION_BUCKETS, uppers) if seconds / 60 <= upper), DURATION_BUCKETS[-1])
 
 
 def question_kind(sub_category: str) -> str:

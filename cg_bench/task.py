@@ -117,14 +117,8 @@ def read_outcomes(records: Sequence[dict], judge: Judge | None, media: frames.Me
 def joined_on_qid(fields: Sequence[dict]) -> dict[int, tuple[int, float]]:
     """acc@IoU's join on qid (`stat_with_key.py`): {qid: (index of its last long answer with a value, its last
     grounding tIoU)} for the qids having both."""
-    answers: dict[int, int] = {}
-    ground: dict[int, float] = {}
-    for index, o in enumerate(fields):
-        if o["value"] is not None and o["mode"] in ("long", "grounding"):
-            if o["mode"] == "long":
-                answers[o["qid"]] = index
-            else:
-                ground[o["qid"]] = o["value"]
+    answers = {o["qid"]: index for index, o in enumerate(fields) if o["mode"] == "long" and o["value"] is not None}
+    ground = {o["qid"]: o["value"] for o in fields if o["mode"] == "grounding" and o["value"] is not None}
     return {qid: (index, ground[qid]) for qid, index in answers.items() if qid in ground}
 
 
@@ -195,8 +189,7 @@ def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None)
     return point(outcome_columns(outcomes, failed_share=failed_share))
 
 
-# ---------------------------------------------------------------------- task settings and model inputs
-
+# --- Task settings, documents and model inputs
 DEFAULTS = {
     "visual_mode": "video",
     "long_frames": frames.DEFAULT_LONG_FRAMES,
@@ -239,17 +232,11 @@ def settings_of(kwargs: dict | None) -> dict:
     return merged
 
 
-# ---------------------------------------------------------------------- documents
-
-
 def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
     """Task documents from validated records: one per (question, mode) with a `sample_id`."""
     modes = ("long", "clue", "grounding") if task_kind == "mcq" else (task_kind,)
     return [{"sample_id": f"{record['qid']}:{mode}" if task_kind == "mcq" else str(record["qid"]), "task_kind": task_kind,
              "mode": mode, "split": split, **{key: record[key] for key in docs.FIELDS}} for record in records for mode in modes]
-
-
-# ---------------------------------------------------------------------- model input
 
 
 def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrames:

@@ -1,14 +1,8 @@
-"""Ask the judge through lmms-eval's judge layer, `lmms_eval.llm_judge`.
-
-"Ask the judge" (`ask.py`) answered by lmms-eval's judge layer: the provider and its settings
-are lmms-eval's own. `API_TYPE` picks it (`openai` by default;
-`azure`, `local` for a vLLM / SGLang server, ...), with that provider's variables
-(`OPENAI_API_KEY`, `OPENAI_API_URL`, `AZURE_*`, `LLM_JUDGE_URL`); `MODEL_VERSION` names the
-model, else the benchmark's official judge. A reply that does not parse is asked again (up to
-`Request.max_reasks` times); a request that still fails after the provider's own retries is a
-failed judgment: the benchmark counts it (`judge_failed`) and never scores it.
-"""
-
+"""Ask the judge (`ask.py`) through lmms-eval's judge layer, `lmms_eval.llm_judge`, and its settings:
+`API_TYPE` picks the provider (`openai` by default; `azure`, `local` for a vLLM / SGLang server, ...)
+with its variables (`OPENAI_API_KEY`, `OPENAI_API_URL`, `AZURE_*`, `LLM_JUDGE_URL`); `MODEL_VERSION`
+names the model, else the benchmark's official judge. A request that still fails after the provider's
+own retries is a failed judgment: the benchmark counts it (`judge_failed`) and never scores it."""
 from __future__ import annotations
 
 import functools
@@ -59,10 +53,8 @@ class LlmJudge:
             if not isinstance(raw, str) or not raw.strip():
                 error = "empty reply"
                 continue
-            if request.parse is None:
-                return Result(True, raw, raw, None, answered_by=model)
             try:
-                return Result(True, request.parse(raw), raw, None, answered_by=model)
+                return Result(True, request.parse(raw) if request.parse else raw, raw, None, answered_by=model)
             except ParseError as unparsed:
                 error = f"parse: {unparsed}"
         return Result(False, None, raw, f"{error} (after {replies} replies)", answered_by=model)
@@ -71,17 +63,16 @@ class LlmJudge:
         """`[fn(item, self.ask) for item in items]` on `MAX_CONCURRENT` threads, in input order; None
         where `fn` raised (logged; the caller counts it as a failed judgment)."""
         items = list(items)
-        results: list = [None] * len(items)
 
-        def run(index: int) -> None:
+        def run(index: int) -> Any:
             try:
-                results[index] = fn(items[index], self.ask)
+                return fn(items[index], self.ask)
             except Exception as failure:  # noqa: BLE001 - one item must not lose the batch
                 log.error("%s: item %d failed: %s: %s", desc, index, type(failure).__name__, failure)
+                return None
 
         with ThreadPoolExecutor(max(1, min(MAX_CONCURRENT, len(items))), "judge") as pool:
-            list(pool.map(run, range(len(items))))
-        return results
+            return list(pool.map(run, range(len(items))))
 
 
 def configured_judge(default_model: str) -> LlmJudge | None:

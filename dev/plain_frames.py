@@ -1,10 +1,6 @@
-"""Get the frames, plainly: a frame count and the frames at given indices, by one sequential decode.
-
-PyAV (lmms-eval's `record_video_length_stream`) decodes the file from the start and keeps the frames
-at the asked presentation indices (index `i` = the `i`-th frame the decoder yields), resized with OpenCV's
-bilinear filter as the official code does. Exact for any file PyAV decodes; a sampler that
-seeks to keyframes is faster on long videos and gives the same frames.
-"""
+"""Get the frames, plainly: a frame count, and the frames at given presentation indices (index `i` =
+the `i`-th frame the decoder yields) by one sequential PyAV decode, resized with OpenCV's bilinear
+filter as the official code does. Exact for any file PyAV decodes (a keyframe-seeking sampler is faster)."""
 
 from __future__ import annotations
 
@@ -15,8 +11,7 @@ from lmms_video_reasoning.utils.core.frame_plan import choose
 
 
 class PlainMedia:
-    """Get the frames (a task's `Media`), plainly: `path_of(doc)` is the document's video file; a plan's
-    frames from its probe, PyAV-decoded frames for frame-based models, the file itself for video models
+    """A task's `Media` for `path_of(doc)`, the document's video file: video models get the file itself
     (they sample it: `pick` and `size` are not applied)."""
 
     def __init__(self, path_of: Callable[[dict], str]) -> None:

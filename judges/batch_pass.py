@@ -35,9 +35,6 @@ ESTIMATED = "(estimate)"  # the answering model of an assumed reply
 CHAT_URL = "/v1/chat/completions"
 
 
-# ---------------------------------------------------------------------- batch lines
-
-
 def request_line(key: str, model: str, request: Request) -> dict:
     return {"custom_id": key, "method": "POST", "url": CHAT_URL, "body": request_body(model, request)}
 
@@ -75,8 +72,8 @@ class ResultLine:
 
 @dataclass
 class ResultRead:
-    """Batch result lines as read (`results`: one line per custom_id; duplicates imported once, conflicts
-    not at all), then what an import did with each (`unaccounted()`: 0)."""
+    """Batch result lines as read (one per custom_id: duplicates imported once, conflicts not at all),
+    then what an import did with each (`unaccounted()`: 0)."""
 
     results: dict[str, ResultLine] = field(default_factory=dict)
     lines: int = 0
@@ -85,7 +82,6 @@ class ResultRead:
     unreadable: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     conflicts: dict[str, list[str]] = field(default_factory=dict)  # custom_id -> the file:line of each of its lines
-    # the import (`JudgePass` "import")
     cached: int = 0  # parsed, stored as servable replies
     rejected: int = 0  # did not parse: kept apart, the re-ask is due
     errors: int = 0  # error lines / non-200 responses / unreadable bodies: the request is due again
@@ -146,7 +142,7 @@ class ResultRead:
 
 
 def read_result_lines(lines: Iterable[bytes], where: str, into: ResultRead | None = None) -> ResultRead:
-    """Read batch output/error lines (decoded one by one) of the file ``where``."""
+    """Read batch output/error lines of the file ``where``."""
     read = into if into is not None else ResultRead()
     for number, data in enumerate(lines, 1):
         read.lines += 1
@@ -185,9 +181,6 @@ def place_order(where: str) -> tuple[str, int]:
     return (name, int(number)) if number.isdigit() else (where, 0)
 
 
-# ---------------------------------------------------------------------- what a pass found
-
-
 @dataclass
 class TagEstimate:
     requests: int = 0
@@ -220,16 +213,13 @@ class Pending:
     rounds_left: int
 
 
-# ---------------------------------------------------------------------- the pass and its judge
-
-
 class _Ctx(threading.local):
     assumed = False  # this item's chain went on from an assumed reply
     last: tuple[str, int] | None = None  # (tag, later_steps) of the item's last request
 
 
 class JudgePass:
-    """One pass ("estimate", "collect" or "import" of `read`) of the benchmarks' judging with `PassJudge`s."""
+    """One pass ("estimate", "collect" or "import" of `read`) of the benchmarks' judging."""
 
     def __init__(self, mode: str, read: ResultRead | None = None, endpoint: str = "(batch file)") -> None:
         self.mode, self.endpoint = mode, endpoint
@@ -245,7 +235,7 @@ class JudgePass:
         self.lock = threading.Lock()
 
     def judge_for(self, benchmark: str, config: JudgeConfig | None) -> "PassJudge":
-        """The pass's one judge of ``benchmark``, from its configured judge's ``config`` (None: see `pass_config`)."""
+        """The pass's one judge of ``benchmark`` (``config``: its configured judge's, or None)."""
         judge = self.judges.get(benchmark)
         if judge is None:
             judge = self.judges[benchmark] = PassJudge(self, pass_config(benchmark, config, need_cache=self.mode != "estimate"))
@@ -274,7 +264,7 @@ def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) ->
 
 
 class PassJudge(Judge):
-    """A judge that never sends (see the module doc); cached replies are served as usual."""
+    """A judge that never sends (see the module doc)."""
 
     def __init__(self, owner: JudgePass, config: JudgeConfig) -> None:
         super().__init__(config)
@@ -338,7 +328,7 @@ class PassJudge(Judge):
         return PENDING_RESULT
 
     def _attempt(self, request: Request, key: str, attempt: int, attempts: int, claim: bool = True):
-        """One attempt's key: a Result, or (why, raw reply) when its reply did not parse (the re-ask is next)."""
+        """A Result, or (why, raw reply) when this attempt's reply did not parse (the re-ask is next)."""
         entry = self.ledger.entry(key) if self.ledger is not None else None
         if entry is not None and entry.state == REJECTED:
             return entry.reason, None

@@ -1,15 +1,12 @@
-"""Persistent judge reply cache: SQLite, shared by threads, processes and hosts.
+"""Persistent judge reply cache: SQLite, shared by threads, processes and hosts (locking: `cache_lock`).
 
-- ``replies``: replies that may be served again (they parsed, or had no parser), keyed by a hash
-  of the endpoint-independent request content, so a rerun pays for no call twice and one cache
-  serves OpenAI, a proxy or a mirror of the same model. Each row records the model that answered
-  (the response's ``model`` field, e.g. ``gpt-4o-2024-08-06``) and the endpoint (no credentials);
-  the engine checks both before serving it. Rows without ``answered_by`` are never served.
+- ``replies``: replies that may be served again, keyed by a hash of the endpoint-independent request
+  (`request_key`), so a rerun pays for no call twice and one cache serves OpenAI, a proxy or a mirror
+  of the same model; the engine checks the recorded answering model and endpoint before serving one.
 - ``rejected``: replies that did not parse (or were refused later), kept for inspection, never served.
 
-Other tables in the file (batch bookkeeping) are left alone. How the file is locked depends on
-where it lives: see `cache_lock`. A failed read or write is counted (``errors``, the accounting's
-``cache_errors``; `lmms-vr score` exits non-zero) and the first is logged with the path and the fix.
+A failed read or write is counted (``errors``, the accounting's ``cache_errors``; `lmms-vr score`
+exits non-zero) and the first is logged with the path and the fix.
 """
 
 from __future__ import annotations
@@ -93,8 +90,6 @@ class ReplyCache:
             log.info("judge cache %s is %s: rollback journal with a dot-file lock (%s.lock), safe across hosts",
                      self.path, self.mode_reason, self.path.name)
 
-    # ------------------------------------------------------------------ opening
-
     def _leave_wal(self) -> None:
         """A cache made in WAL mode (before it was on a network file system, or by an older
         version) is switched to a rollback journal once: the dot-file VFS cannot open WAL files."""
@@ -113,9 +108,8 @@ class ReplyCache:
         log.warning("judge cache %s: switched from WAL to a rollback journal (it is on a network file system)", self.path)
 
     def create(self, tables: Callable[[sqlite3.Connection], None]) -> None:
-        """Run idempotent ``tables(connection)`` (CREATE ... IF NOT EXISTS), retried while another process
-        creates the same file: switching to WAL can report "database is locked" at once, without SQLite's
-        busy handler. Raises sqlite3.Error."""
+        """Run idempotent ``tables(connection)``, retried while another process creates the same file:
+        switching to WAL can report "database is locked" at once, without SQLite's busy handler."""
         for attempt in range(_INIT_ATTEMPTS):
             try:
                 with self.locked() as connection:
@@ -167,21 +161,15 @@ class ReplyCache:
     @contextlib.contextmanager
     def locked(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection, with the cache to itself for the block (network mode: the dot-lock;
-        local mode: SQLite's own locks). Every statement in the block must be read to its end (fetchall)
-        and every transaction ended before it ends. Reentrant. Raises sqlite3.Error (CacheLockTimeout:
-        the lock stayed held past LMMS_VR_JUDGE_CACHE_LOCK_WAIT_S)."""
+        local mode: SQLite's own locks); every statement in it read to its end and every transaction ended."""
         with self._lock or contextlib.nullcontext():
             yield self._connection()
 
     def execute(self, statement: str, parameters: tuple = ()) -> list[tuple]:
-        """Run one statement with this cache's locking and return every row (the transaction, and
-        with it the lock, ends here). Other tables in the file (batch bookkeeping) must go through
-        this or `locked`: a connection with SQLite's default locking would not take the dot-lock on
-        a network file system. Raises sqlite3.Error."""
+        """Every row of one statement under this cache's locking (other tables in the file must go through
+        this or `locked`: SQLite's default locking would not take the dot-lock on a network file system)."""
         with self.locked() as connection:
             return connection.execute(statement, parameters).fetchall()
-
-    # ------------------------------------------------------------------ reads and writes
 
     def get(self, key: str) -> CachedReply | None:
         return self.lookup(key)[0]

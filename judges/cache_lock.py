@@ -1,15 +1,10 @@
-"""How the judge cache's SQLite file is locked, which depends on the file system it is on
-(docs/judges.md, "The judge cache on cluster file systems", says it for users).
-
-`cache_mode`: on a local file system, WAL and POSIX locks; on a network one (``/proc/mounts``;
-``LMMS_VR_JUDGE_CACHE_MODE`` overrides), a rollback journal and SQLite told not to lock
-(``unix-none``): each statement holds ``<cache>.lock``, a directory made with ``mkdir`` (atomic
-there; the lock SQLite's ``unix-dotfile`` VFS makes, so older versions take turns with this one),
-whose ``owner`` file names the host, pid and since when. `DotLock` waits for it, re-reading the
-owner each attempt: a dead owner on this host is stale at once, another host's (or an unknown
-one's) past ``LMMS_VR_JUDGE_CACHE_STALE_LOCK_S``; a stale lock is removed under
-``<cache>.lock.break`` (two waiters never remove a lock one has just taken again). SIGTERM
-releases it (`release_on_sigterm`); SIGKILL cannot, which is what the staleness rules are for.
+"""How the judge cache's SQLite file is locked, by the file system it is on (docs/judges.md, "The judge
+cache on cluster file systems"): on a local one, WAL and POSIX locks; on a network one, a rollback
+journal and SQLite told not to lock (``unix-none``): each statement holds ``<cache>.lock``, a directory
+made with ``mkdir`` (atomic there; the lock SQLite's ``unix-dotfile`` VFS makes, so older versions take
+turns with this one) whose ``owner`` file names the host, pid and since when. A dead owner on this host
+is stale at once, another host's past ``LMMS_VR_JUDGE_CACHE_STALE_LOCK_S``. SIGTERM releases the lock
+(`release_on_sigterm`); SIGKILL cannot, which is what the staleness rules are for.
 """
 
 from __future__ import annotations
@@ -50,8 +45,8 @@ NETWORK_FILESYSTEMS = frozenset({
 
 
 def filesystem_type(path: str | Path, mounts_text: str) -> str | None:
-    """The type of the file system holding ``path`` (absolute), from the text of /proc/mounts: the
-    entry with the longest mount point containing it (the last one for a mount point mounted over)."""
+    """The type of the file system holding ``path`` (absolute) in /proc/mounts: the longest mount point
+    containing it (the last one for a mount point mounted over)."""
     target = os.path.normpath(str(path))
     best: tuple[int, str] | None = None
     for line in mounts_text.splitlines():
@@ -72,7 +67,7 @@ def is_network_filesystem(fstype: str | None) -> bool:
 
 def cache_mode(path: str | Path, env: Mapping[str, str] | None = None, mounts_text: str | None = None) -> tuple[str, str]:
     """(``"local"`` | ``"network"``, why) for a cache file at ``path``: ``LMMS_VR_JUDGE_CACHE_MODE`` when
-    set, else the file system type from ``mounts_text`` (default /proc/mounts; unreadable: local)."""
+    set, else by the file system type (``mounts_text``: default /proc/mounts; unreadable: local)."""
     forced = read_setting(CACHE_MODE, env)
     if forced in (LOCAL, NETWORK):
         return forced, f"{MODE_ENV}={forced}"
@@ -154,7 +149,7 @@ def _process_alive(pid: int, proc_start: str | None) -> bool:
 
 @dataclass(frozen=True)
 class LockOwner:
-    """What ``<lock>/owner`` says (all None: no owner file, e.g. a lock made by SQLite for an older version)."""
+    """What ``<lock>/owner`` says (all None: no owner file, e.g. a lock made by SQLite)."""
 
     inode: int
     mtime: float
@@ -236,10 +231,8 @@ def stale_reason(owner: LockOwner, watched_s: float, stale_s: float) -> str | No
 
 
 def break_stale_lock(lock: Path, owner: LockOwner, reason: str) -> bool:
-    """Remove ``lock`` if it is still held by ``owner`` (found stale for ``reason``); True if removed.
-
-    Breakers take turns at ``<lock>.break`` and re-read the owner there, so a lock another process
-    has just taken again is never removed."""
+    """Remove ``lock`` if still held by ``owner`` (stale for ``reason``); True if removed. Breakers take
+    turns at ``<lock>.break`` and re-read the owner there: a lock just taken again is never removed."""
     guard = lock.with_name(lock.name + ".break")
     if _make_lock(guard) is None:
         guard_owner = read_lock_owner(guard)  # another waiter is breaking it; or a breaker was killed

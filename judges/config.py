@@ -47,8 +47,6 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "gpt-4o-mini": {"input": 0.15, "output": 0.60},
     "deepseek-chat": {"input": 0.27, "output": 1.10},
 }
-
-
 BATCH_DISCOUNT = 0.5  # the OpenAI Batch API bills half the synchronous price
 
 
@@ -72,16 +70,15 @@ class JudgeConfigError(RuntimeError):
 
 @dataclass(frozen=True)
 class HostJudge:
-    """A judge endpoint the host harness configures (lmms-eval: its `API_TYPE=local` provider, or the
-    server its `--launcher_args` starts), used when no LMMS_VR_JUDGE_* variable is set. ``model``
-    None: the one the endpoint lists; ``source``: where it came from (named instead of a variable);
-    ``started``: False while the host has yet to start the server."""
+    """A judge endpoint the host harness configures (lmms-eval: `API_TYPE=local`, or the server its
+    `--launcher_args` starts), used when no LMMS_VR_JUDGE_* variable is set. ``model`` None: the one
+    the endpoint lists; ``source``: named in errors instead of a variable."""
 
     base_url: str
     model: str | None
     api_key: str | None = field(default=None, repr=False)
     source: str = "the host harness"
-    started: bool = True
+    started: bool = True  # False while the host has yet to start the server
     model_variable: str = OVERRIDE_MODEL  # what names the model when the endpoint lists several
 
 
@@ -120,7 +117,7 @@ def judge_name(benchmark: "str | JudgeDefaults") -> str:
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    """Everything a ``Judge`` needs. Build with ``JudgeConfig.from_env`` or directly (tests)."""
+    """Everything a ``Judge`` needs (``JudgeConfig.from_env``)."""
 
     model: str = "gpt-4o-2024-08-06"
     base_url: str | None = None  # None: the openai client's default (api.openai.com)
@@ -151,7 +148,7 @@ class JudgeConfig:
         return redact_url(self.base_url) if self.base_url else OPENAI_DEFAULT_BASE_URL
 
     def price(self) -> dict[str, float] | None:
-        """USD per 1M input/output tokens for this model, or None when unknown."""
+        """USD per 1M input/output tokens, or None when unknown."""
         for model, input_price, output_price in self.prices:
             if model == self.model:
                 return {"input": input_price, "output": output_price}
@@ -245,7 +242,7 @@ def served_model(base_url: str, api_key: str | None, timeout: float, where: str,
 
 @functools.lru_cache(maxsize=None)
 def _listed_models(base_url: str, api_key: str | None, timeout: float) -> tuple[str, ...]:
-    """The models ``GET <base_url>/models`` lists, asked once per process; LookupError naming why it cannot be read."""
+    """The models ``GET <base_url>/models`` lists, asked once per process; LookupError naming why not."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -303,7 +300,7 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
 
 
 def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str | None, str]:
-    """(value, name) of the first of the variables ``names`` that is set, else (None, "")."""
+    """(value, name) of the first variable set, else (None, "")."""
     for name in names:
         value = _get(env, name) if name else None
         if value:
@@ -332,7 +329,7 @@ def read_setting(setting: settings.Setting, env: Mapping[str, str] | None = None
 
 
 def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
-    """The judge cache file LMMS_VR_JUDGE_CACHE names (default path when unset; None when ``off``)."""
+    """The judge cache file LMMS_VR_JUDGE_CACHE names (unset: the default path; ``off``: None)."""
     raw = CACHE.read(env)
     if not raw:
         import platformdirs
@@ -344,13 +341,10 @@ def cache_path_from_env(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def price_overrides(env: Mapping[str, str] | None = None) -> tuple[tuple[str, float, float], ...]:
-    """The (model, input, output) prices of LMMS_VR_JUDGE_PRICES, USD per 1M tokens."""
     return tuple(sorted((model, entry["input"], entry["output"]) for model, entry in _price_table(env).items()))
 
 
 def _price_table(env: Mapping[str, str] | None) -> dict[str, dict[str, float]]:
-    """LMMS_VR_JUDGE_PRICES: ``{"model": {"input": usd_per_1m, "output": usd_per_1m}}``, optionally with
-    ``batch_input`` / ``batch_output``."""
     raw = PRICES.read(env)
     if not raw:
         return {}

@@ -1,12 +1,8 @@
 """The judge engine: cached, retried, budgeted, concurrent calls to an OpenAI-compatible chat endpoint.
 
-``Judge.ask`` answers one ``utils.core.ask.Request`` (blocking, thread-safe) with a ``Result``: a
-reply, or ``ok=False`` with the reason (a failure is never silently a score). Only
-``JudgeConfigError`` (rejected key, unknown model, bad variable) is raised: no later request can
-succeed either. ``Judge.map`` runs dependent steps per item with bounded concurrency.
-
-Served from the cache: a reply that parsed, answered by the requested model (or a dated snapshot
-of it) or by the same endpoint. ``CacheOnlyJudge`` serves cached verdicts with no endpoint and no key.
+``Judge.ask`` answers a ``Request`` with a ``Result``: a reply, or ``ok=False`` with the reason (a
+failure is never silently a score). Only ``JudgeConfigError`` (rejected key, unknown model, bad
+variable) is raised: no later request can succeed either.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ import re
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL, JudgeStats
@@ -41,9 +37,6 @@ def on_usage(listener: UsageListener) -> None:
     if listener not in _usage_listeners:
         _usage_listeners.append(listener)
 
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 # Error of a request that a CacheOnlyJudge could not answer from the cache.
 NOT_COMPUTED = "not computed: no verdict for it in the judge cache (its judgment failed or was never made); nothing was sent"
@@ -85,8 +78,6 @@ class Judge:
         self._warned: set[str] = set()
         # Shared by the judges of one endpoint (`get_judge`): an outage is found and named once.
         self.breaker = breaker or CircuitBreaker(config.concurrency)
-
-    # ------------------------------------------------------------------ public API
 
     def ask(self, request: Request) -> Result:
         """The first servable cached reply over the re-ask numbers (a rerun repeats no call that
@@ -135,14 +126,14 @@ class Judge:
         self._request_failed(request.tag, error)
         return Result(False, None, reply.raw if reply else None, error, False, reply.answered_by if reply else None)
 
-    def map(self, fn: Callable[[T, Ask], R], items: Sequence[T], desc: str = "judging") -> list[R | None]:
+    def map(self, fn: Callable[[Any, Ask], Any], items: Sequence, desc: str = "judging") -> list:
         """``[fn(item, self.ask) for item in items]`` with ``config.concurrency`` threads, in input order.
         A ``JudgeConfigError`` stops the batch and is re-raised; any other exception of ``fn`` is
         logged, counted in ``stats.failures`` and gives ``None`` (a judge failure, never a score)."""
         from tqdm.auto import tqdm
 
         items = list(items)
-        results: list[R | None] = [None] * len(items)
+        results: list = [None] * len(items)
         if not items:
             return results
 
@@ -205,15 +196,12 @@ class Judge:
                         stats["snapshots"]["other"], stats["snapshots"]["current"],
                         ", ".join(f"{name} x{count}" for name, count in stats["snapshots"]["by"].items()))
 
-    # ------------------------------------------------------------------ one reply
-
     def _stored(self, tag: str, ok: bool) -> None:
         if not ok:  # the cache logs the first failed write with its path and fix
             self.stats.add(tag, cache_errors=1)
 
     def _count_answer(self, model: str, cached: bool) -> None:
-        """Count the reply's snapshot; say once when this judge's verdicts come from a second one
-        (e.g. `gpt-4o` answered by gpt-4o-2024-08-06 for the cached verdicts, gpt-4o-2024-11-20 now)."""
+        """Count the reply's snapshot; say once when this judge's verdicts come from a second one."""
         if self.stats.add_answer(model, cached):
             snapshots = self.stats.snapshots()
             self._warn_once("snapshots", "judge %r: its verdicts come from more than one model snapshot (%s; %s answering now). "
@@ -305,12 +293,11 @@ class Judge:
     def _announce_outage(self) -> None:
         """The one log line of an outage: the endpoint, the cause, what happens and the fix."""
         config = self.config
-        endpoint = config.public_dict()["base_url"]
         self._outage()
         log.error("judge %r at %s is unavailable: %s. Judging stopped for this process: the judgments not made are "
                   "reported as failed (metrics past the failure share are not computed), nothing is cached for them, "
                   "and `lmms-vr score <output_path>` re-sends exactly those once the endpoint works (check %s and %s).",
-                  config.model, endpoint, self._scrub(self.breaker.reason or ""), config.base_url_env, config.key_env)
+                  config.model, config.public_dict()["base_url"], self._scrub(self.breaker.reason or ""), config.base_url_env, config.key_env)
 
     def _reserve_call(self, tag: str) -> None:
         if not self.budget.reserve():
@@ -350,12 +337,9 @@ class Judge:
 
 
 class CacheOnlyJudge(Judge):
-    """Verdicts read from the judge cache alone: no endpoint, no key, no HTTP request.
-
-    A cached reply is served exactly when a configured judge of ``model`` (default: what the
-    environment names for ``benchmark``) at ``endpoint`` would serve it; any other request gives
-    ``Result(ok=False, error=NOT_COMPUTED)``, counted in ``stats.not_computed``. The cache:
-    ``cache_path``, else ``LMMS_VR_JUDGE_CACHE`` / the default path."""
+    """Verdicts read from the judge cache alone (no endpoint, no key), served exactly when a configured
+    judge of ``model`` (default: what the environment names) at ``endpoint`` would serve them; any other
+    request is ``NOT_COMPUTED``, counted in ``stats.not_computed``."""
 
     def __init__(self, benchmark: str, model: str | None = None, cache_path: str | Path | None = None,
                  endpoint: str | None = None) -> None:

@@ -1,15 +1,9 @@
 """When too many judgments failed, a judged metric is not computed: one rule for every benchmark.
 
-Each benchmark documents how a failed judgment enters its metrics (counted wrong, or left out
-of a mean). That is fair for a few failures; past a share of the judged samples it is no
-longer the model's score but the judge's outage (a refused endpoint would make every answer
-"wrong"). So a judged metric is reported as NaN (not computed) when
-
-    failed judgments / samples that needed a judgment  >  the task option judge_failed_share (default 0.05)
-
-and the task's `judge_failed` count says how many failed. Under the share the benchmark's
-own counting stands. The rule is a pure function of counts, so every place that scores the same
-records (the task's aggregation, a later re-scoring, a bootstrap) decides alike.
+A few failed judgments are counted as each benchmark documents; past a share of the judged samples
+the score is the judge's outage, not the model's (a refused endpoint makes every answer "wrong"), so
+the judged metrics are NaN when failed / judged > the task option judge_failed_share (default 0.05).
+A pure function of counts: the task's aggregation, a re-scoring and a bootstrap decide alike.
 """
 
 from __future__ import annotations

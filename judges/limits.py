@@ -35,14 +35,11 @@ FAILED_REQUESTS_BEFORE_ANY_VERDICT = 8
 
 
 class CircuitBreaker:
-    """Stops judging when the endpoint is down, so an outage costs seconds and is named once.
-
-    It opens for good when `UNREACHABLE_IN_A_ROW` attempts in a row could not connect; when
-    `attempt_limit` = max(16, 2 x concurrency + 8) attempts in a row failed with no reply between
-    them (a flaky endpoint never gets there, a dead one within about three backoff rounds); or when
-    the first `FAILED_REQUESTS_BEFORE_ANY_VERDICT` requests all ended without a verdict. Then
-    requests fail at once, sleeping retries give up, and cached verdicts are still served.
-    """
+    """Stops judging when the endpoint is down, so an outage costs seconds and is named once: it opens
+    for good on `UNREACHABLE_IN_A_ROW` attempts in a row that could not connect, `attempt_limit` failed
+    attempts in a row with no reply between them (a flaky endpoint never gets there, a dead one within
+    about three backoff rounds), or a first `FAILED_REQUESTS_BEFORE_ANY_VERDICT` requests all without a
+    verdict. Then requests fail at once, sleeping retries give up, cached verdicts are still served."""
 
     def __init__(self, concurrency: int) -> None:
         self.attempt_limit = max(16, 2 * concurrency + 8)

@@ -1,9 +1,6 @@
-"""A real OpenAI-compatible chat server on 127.0.0.1 for tests, demos and the throughput benchmark.
-
-``POST /v1/chat/completions`` answers ``responder(request_body) -> text`` after an optional latency,
-with token usage; ``faults`` (tests/judge_faults.py) may answer instead. ``GET /stats``: ``{"requests": n}``.
-As a subprocess (its first stdout line is the base URL): ``python -m lmms_video_reasoning.judges.local_server
---port 0 --responder pkg.module:function --latency 0.2``.
+"""A real OpenAI-compatible chat server on 127.0.0.1 for tests, demos and the throughput benchmark:
+``POST /v1/chat/completions`` answers ``responder(request_body) -> text`` (or ``faults``, tests/judge_faults.py,
+do), ``GET /stats`` counts requests. As a subprocess its first stdout line is the base URL.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Parse helpers for judge replies: pure functions returning the parsed value or raising `ParseError`
-(a `ValueError`), which makes `Judge.ask` ask again (bounded), then records a failed judgment.
-
-Judge models wrap structured answers in prose and code fences, leave trailing commas and use single
-quotes; the helpers accept these shapes leniently but never guess a value.
-"""
+"""Parse helpers for judge replies: pure functions returning the parsed value or raising `ParseError`,
+which makes `Judge.ask` ask again (bounded), then records a failed judgment. Judges wrap answers in
+prose and code fences, leave trailing commas and use single quotes: accepted, but no value is guessed."""
 
 from __future__ import annotations
 
@@ -12,9 +9,9 @@ import json
 import re
 from typing import Any, Sequence
 
-from lmms_video_reasoning.utils.core.ask import ParseError  # one class for every judge binding
+from lmms_video_reasoning.utils.core.ask import ParseError
 
-__all__ = ["ParseError", "extract_json", "normalize_label", "extract_tag", "extract_digit", "extract_yes_no"]
+__all__ = ["ParseError", "extract_json", "normalize_label", "extract_tag", "extract_digit"]
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)
@@ -23,13 +20,9 @@ _OPENER = re.compile(r"[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n")
 
 
 def extract_json(text: str, expect: type | None = None) -> Any:
-    """Return the JSON value in a judge reply.
-
-    Looks in fenced blocks (```json ... ``` or ``` ... ```) first, then for the first
-    balanced ``[...]`` or ``{...}`` in the prose. Trailing commas and single-quoted strings
-    are tolerated. With ``expect`` (``list`` or ``dict``) candidates of another type are
-    skipped, so a citation like ``[1]`` in prose does not shadow the real answer.
-    """
+    """The JSON value in a judge reply: from its fenced blocks first, then the first balanced
+    ``[...]`` or ``{...}`` in the prose. With ``expect`` (``list`` or ``dict``) candidates of another
+    type are skipped, so a citation like ``[1]`` in prose does not shadow the real answer."""
     if not isinstance(text, str):
         raise ParseError(f"expected reply text, got {type(text).__name__}")
     candidates = _fenced_blocks(text) or [body for _lang, body in _FENCE.findall(text)]
@@ -48,10 +41,8 @@ def extract_json(text: str, expect: type | None = None) -> Any:
 
 
 def _fenced_blocks(text: str) -> list[str]:
-    """Bodies of the fenced blocks, fences paired as Markdown does: an opening fence stands at
-    the start of its line or names a language, and ends its line; the next fence closes it.
-    A stray fence elsewhere in the prose ("use ``` fences") is skipped, so it cannot pair with
-    the opening fence of a real block and shift every later pairing."""
+    """Bodies of the fenced blocks, fences paired as Markdown does (`_OPENER`; the next fence closes it):
+    a stray fence in the prose ("use ``` fences") is skipped, so it cannot shift every later pairing."""
     blocks, index = [], 0
     while True:
         start = text.find("```", index)
@@ -70,9 +61,8 @@ def _fenced_blocks(text: str) -> list[str]:
 
 
 def _balanced_spans(text: str):
-    """Yield, by start position, each substring that starts at a '[' or '{' and ends at its
-    matching bracket (strings inside brackets respected). One pass over the text, so a huge
-    or deeply nested reply costs linear time."""
+    """Each bracketed ``[...]`` / ``{...}`` substring, by start position (strings inside respected), found in
+    one pass, so a huge or deeply nested reply costs linear time."""
     spans: list[tuple[int, int]] = []
     stack: list[tuple[int, str]] = []
     index = 0
@@ -94,20 +84,18 @@ def _balanced_spans(text: str):
 
 
 def _lenient_loads(candidate: str) -> Any:
-    """``json.loads`` after dropping trailing commas and turning 'x' strings into "x"."""
+    """``json.loads``, else after dropping trailing commas and turning 'x' strings into "x"."""
     try:
         return json.loads(candidate)
     except ValueError:
-        pass
-    return json.loads(_normalise_json_like(candidate))
+        return json.loads(_normalise_json_like(candidate))
 
 
 def _normalise_json_like(candidate: str) -> str:
-    """Rewrite trailing commas and single-quoted strings outside double-quoted strings."""
+    """Trailing commas dropped and single-quoted strings made JSON, outside double-quoted strings."""
     out: list[str] = []
     index = 0
-    length = len(candidate)
-    while index < length:
+    while index < len(candidate):
         char = candidate[index]
         if char == '"':
             end = _string_end(candidate, index, '"')
@@ -150,12 +138,8 @@ def _label_key(label: str) -> str:
 
 
 def normalize_label(label: str, allowed: Sequence[str], aliases: dict[str, str] | None = None) -> str:
-    """Map a judge's label onto one of ``allowed`` (returned in its canonical spelling).
-
-    Matching ignores case, surrounding whitespace/markdown/punctuation and repeated spaces;
-    ``aliases`` maps other spellings onto allowed labels (e.g. ``{"Match": "Matched"}``,
-    one official judge prompt's two spellings of the same verdict).
-    """
+    """A judge's label as the one of ``allowed`` it names (`_label_key` alike); ``aliases`` maps other
+    spellings onto allowed labels (e.g. ``{"Match": "Matched"}``, one official prompt's two spellings)."""
     if not isinstance(label, str):
         raise ParseError(f"label must be text, got {type(label).__name__}: {label!r}")
     key = _label_key(label)
@@ -171,11 +155,8 @@ def normalize_label(label: str, allowed: Sequence[str], aliases: dict[str, str] 
 
 
 def extract_tag(text: str, name: str) -> str | None:
-    """Content of the last ``<name>...</name>`` in the reply (stripped), or None.
-
-    The last occurrence wins because judges that echo the requested format before answering
-    put the real value at the end (a tag-wrapped step score).
-    """
+    """Content of the last ``<name>...</name>`` in the reply (stripped), or None: judges that echo
+    the requested format before answering put the real value at the end."""
     pattern = re.compile(rf"<\s*{re.escape(name)}\s*>(.*?)<\s*/\s*{re.escape(name)}\s*>", re.DOTALL | re.IGNORECASE)
     matches = pattern.findall(text or "")
     return matches[-1].strip() if matches else None
@@ -183,20 +164,10 @@ def extract_tag(text: str, name: str) -> str | None:
 
 def extract_digit(text: str, allowed: str = "01") -> int:
     """First standalone digit of ``allowed`` in the reply ("Score: 1" -> 1; "2024" is skipped)."""
-    if not allowed or not allowed.isdigit():
-        raise ValueError(f"allowed must be a string of digits, got {allowed!r}")
     match = re.search(rf"(?<![\d.])[{re.escape(allowed)}](?![\d]|\.\d)", text or "")
     if match is None:
         raise ParseError(f"no digit in {sorted(allowed)} found in reply: {_preview(text)}")
     return int(match.group(0))
-
-
-def extract_yes_no(text: str) -> bool:
-    """True for a reply whose first yes/no word is "yes", False for "no"; else ParseError."""
-    match = re.search(r"\b(yes|no)\b", text or "", re.IGNORECASE)
-    if match is None:
-        raise ParseError(f"no yes/no verdict found in reply: {_preview(text)}")
-    return match.group(1).lower() == "yes"
 
 
 def _preview(text: Any, limit: int = 120) -> str:

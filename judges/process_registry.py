@@ -35,7 +35,7 @@ def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | 
     """The shared Judge for ``benchmark`` (its name, or its ``JudgeDefaults``) configured from the
     environment, or None with one log line per benchmark naming the variables to set (not ``quiet``)."""
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
-    if config is None and not quiet:  # logged once per benchmark
+    if config is None and not quiet:
         _one(("warned", judge_name(benchmark)), lambda: log.warning(not_configured_message(benchmark)))
     return None if config is None else configured_judge(config)
 
@@ -49,8 +49,7 @@ def scoring_judge(scoring: Any, records: Any) -> Judge | None:
 
 
 def configured_judge(config: JudgeConfig, kind: "type[Judge]" = Judge, *args: Any) -> Judge:
-    """The process's one judge of class ``kind`` (a subclass takes ``(config, budget, breaker, *args)``)
-    for ``config``."""
+    """The process's one judge of class ``kind`` (constructed with ``(config, budget, breaker, *args)``)."""
     def make() -> Judge:
         budget = _one(("budget", config.max_calls), lambda: CallBudget(config.max_calls, "process"))
         breaker = _one(("breaker", config.endpoint), lambda: CircuitBreaker(config.concurrency))

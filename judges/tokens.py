@@ -1,14 +1,10 @@
 """Token counts of judge requests, for the cost estimate (`batch_pass.py`), with no network.
 
-OpenAI models are counted with `tiktoken` (`o200k_base` for GPT-4o and later, `cl100k_base` for
-GPT-4 / 3.5), its BPE files read from the `bpe-openai` wheel (checked against the SHA-256 tiktoken
-expects) instead of downloaded, which a GPU node cannot do. Other models (DeepSeek, Qwen, Llama) are
-counted with `o200k_base` as a stated approximation (a few percent off on English prompts).
-
-A chat request costs its messages' tokens plus 3 per message and 3 that prime the reply. An image
-costs what OpenAI bills: `detail: low` 85 tokens (gpt-4o-mini 2,833); otherwise 85 + 170 per
-512-pixel tile of the image scaled to fit 2048x2048, then to 768 px on its short side (gpt-4o-mini:
-2,833 + 5,667 per tile).
+OpenAI models are counted with `tiktoken`, its BPE files read from the `bpe-openai` wheel (checked
+against the SHA-256 tiktoken expects) instead of downloaded, which a GPU node cannot do; other models
+(DeepSeek, Qwen, Llama) with `o200k_base`, a stated approximation (a few percent off on English).
+An image costs what OpenAI bills: `detail: low` a base price; otherwise the base plus a price per
+512-pixel tile of the image scaled to fit 2048x2048, then to 768 px on its short side.
 """
 
 from __future__ import annotations
@@ -55,7 +51,7 @@ class Tokenizer:
         return len(self.encode(text)) if text else 0
 
     def request_tokens(self, messages: list[dict]) -> int:
-        """Input tokens of a chat request: framing, text parts and images."""
+        """Input tokens of a chat request: framing (per message, and priming the reply), text and images."""
         total = REPLY_PRIMING_TOKENS
         for message in messages:
             total += TOKENS_PER_MESSAGE + self.text_tokens(str(message.get("role", "")))

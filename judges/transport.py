@@ -1,10 +1,6 @@
-"""The HTTP side of a judge: one chat-completion POST to an OpenAI-compatible endpoint per attempt.
-
-`ChatEndpoint.post` sorts what comes back: a reply (`CachedReply`), a retryable failure
-(`AttemptFailed`; `Unreachable` when nothing could connect), this request's failure
-(`RequestFailed`) or the configuration's (`JudgeConfigError`: a rejected key, an unknown model).
-An attempt is bounded as a whole by the judge's timeout and its reply by `max_reply_bytes`; the
-retries around it are the engine's. The batch flow reads its replies with `parse_completion` too.
+"""The HTTP side of a judge: one chat-completion POST to an OpenAI-compatible endpoint per attempt,
+bounded as a whole by the judge's timeout and its reply by `max_reply_bytes` (the retries around it
+are the engine's). The batch flow reads its replies with `parse_completion` too.
 """
 
 from __future__ import annotations
@@ -97,7 +93,8 @@ class ChatEndpoint:
             return self._client
 
     def post(self, request: Request) -> CachedReply:
-        """One HTTP attempt; raises AttemptFailed (retry), JudgeConfigError or RequestFailed."""
+        """One HTTP attempt: a reply, or AttemptFailed (retryable; `Unreachable`: nothing could connect),
+        RequestFailed (this request's failure) or JudgeConfigError (a rejected key, an unknown model)."""
         import httpx
 
         payload = json.dumps(request_body(self.config.model, request), ensure_ascii=False).encode("utf-8")
@@ -198,8 +195,8 @@ def reply_too_large(size: int, limit: int) -> str | None:
 
 
 def parse_completion(data: bytes, endpoint: str) -> CachedReply:
-    """Reply text, usage and answering model from a chat-completion body; malformed bodies are retryable.
-    A malformed or missing ``usage`` does not lose the reply: its tokens count as 0 (``usage_ok`` False)."""
+    """Reply text, usage and answering model from a chat-completion body (malformed: retryable); a
+    malformed or missing ``usage`` does not lose the reply: its tokens count as 0 (``usage_ok`` False)."""
     try:
         body = json.loads(data)
         message = body["choices"][0]["message"]

@@ -29,9 +29,9 @@ def test_scoring_runs_once_per_distinct_records():
     scoring = Counting(lambda records: {"n": len(records), "sum": sum(r["x"] for r in records)})
     once = ScoreOnce("toy", scoring)
     records = [{"x": 1}, {"x": 2}]
-    assert once(records)["n"] == 2 and once(list(reversed(records)))["sum"] == 3
+    assert once.aggregation("n")(records) == 2 and once.aggregation("sum")(list(reversed(records))) == 3
     assert scoring.calls == [2]  # same content (any order): no second scoring
-    assert once([{"x": 5}])["sum"] == 5 and scoring.calls == [2, 1]
+    assert once.aggregation("sum")([{"x": 5}]) == 5 and scoring.calls == [2, 1]
     scored, first = once.scored(records)
     assert not first and scored.outcomes == [{"x": 1}, {"x": 2}] and scored.records == records  # kept with the metrics
 

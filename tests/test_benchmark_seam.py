@@ -212,6 +212,22 @@ def test_the_registry_finds_the_suites_benchmarks_in_report_order():
         assert set(benchmark.failure_counts) <= {"model_failed", "judge_failed", "parse_failed", "reasoning_truncated"}
 
 
+def test_a_look_up_imports_only_the_benchmark_it_names():
+    """`registry.BUILTIN` holds the start of every name each benchmark declares (and of no other's), so a
+    look-up by task, group, benchmark or alias name imports that benchmark alone."""
+    for benchmark in registry.builtin():
+        names = [*benchmark.aliases, *registry.names_of(benchmark)]
+        starts = [folder for folder, prefix in registry.BUILTIN.items() if all(name.startswith(prefix) for name in names)]
+        assert starts == [benchmark.name] and not [n for n in names if registry.owner(n) is not benchmark], benchmark.name
+    script = ("import sys; from lmms_video_reasoning.utils.core import registry\n"
+              "assert registry.owner('vcr_cot').name == 'vcr_bench' and registry.get('vr_bench').name == 'vrbench'\n"
+              "assert registry.task_dirs()[1].parent.name == 'vrbench'\n"
+              "print(sorted(name.split('.')[1] for name in sys.modules if name.endswith('.benchmark')))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != registry.BENCHMARKS_ENV})
+    assert proc.returncode == 0 and proc.stdout.split() == ["['vcr_bench',", "'vrbench']"], proc.stdout + proc.stderr
+
+
 def test_the_suites_folders_share_one_layout():
     """Each file name has one meaning in every benchmark folder (`utils/core/registry.py`)."""
     layout = {"benchmark.py", "task.py", "docs.py", "data.py", "frames.py",
@@ -260,9 +276,9 @@ BENCHMARK_WORDS = re.compile(r"(?<![A-Za-z0-9_])(?:vcr|vrbench|vr_bench|cg_bench
                                     "dev/llm_judge_ask.py", "dev/plain_frames.py", "dev/upstream.py",
                                     "dev/upstream_validate.py", "dev/host_prs.py", "setup.py"])
 def test_restructured_shared_modules_name_no_benchmark(module):
-    """The shared modules this seam replaced name no benchmark (the registry only its folder list)."""
+    """The shared modules this seam replaced name no benchmark (the registry only its folder map)."""
     lines = [line for line in (SHARED / module).read_text().splitlines() if BENCHMARK_WORDS.search(line)]
     if module == "utils/core/registry.py":
-        assert lines == ['BUILTIN = ("vcr_bench", "vrbench", "cg_bench")'], lines
+        assert lines == ['BUILTIN = {"vcr_bench": "vcr_", "vrbench": "vr_bench", "cg_bench": "cg_bench"}'], lines
     else:
         assert lines == [], lines

@@ -7,7 +7,6 @@ from lmms_video_reasoning.judges.parsing import (
     extract_digit,
     extract_json,
     extract_tag,
-    extract_yes_no,
     normalize_label,
 )
 
@@ -80,16 +79,6 @@ def test_extract_digit(reply, allowed, expected):
 def test_extract_digit_raises_when_no_standalone_allowed_digit(reply):
     with pytest.raises(ParseError):
         extract_digit(reply, "01")
-
-
-@pytest.mark.parametrize("reply, expected", [("Yes", True), ("no.", False), ("**Yes**, the clue matches", True), ("The answer: NO", False)])
-def test_extract_yes_no(reply, expected):
-    assert extract_yes_no(reply) is expected
-
-
-def test_extract_yes_no_raises_without_verdict():
-    with pytest.raises(ParseError):
-        extract_yes_no("maybe; nobody knows")
 
 
 def test_extract_json_pairs_fences_as_markdown_does():

@@ -44,8 +44,8 @@ FORMS = [
 
 @pytest.mark.parametrize("reply, final, truncated", FORMS)
 def test_split_reads_the_final_answer_of_each_form(reply, final, truncated):
-    assert responses.answer_text(reply) == final
-    assert responses.split_reply(reply).truncated is truncated
+    assert responses.reply_record(reply)["final_answer"] == final
+    assert responses.split_reply(reply)[1] is truncated
 
 
 @pytest.mark.parametrize("reply", [form[0] for form in FORMS] + ["a</think>b</think>c", "</think>x<think>y</think>z", "x <THINK>y</THINK>"])
@@ -96,10 +96,10 @@ def test_final_answer_wins_over_option_letters_in_the_reasoning():
 
     vr_reply = "<think>Option A? <Answer> C looks right. Final answer: D</think>\n\n<Step 1> the door opens\n<Answer> B"
     assert extract_mcq_answer(vr_reply) == "C"  # the official cascade on the whole reply
-    assert extract_mcq_answer(responses.answer_text(vr_reply)) == "B"
+    assert extract_mcq_answer(responses.final_answer({"response": vr_reply})) == "B"
     cg_reply = '<think>```json\n{"result": "A"}\n``` or E</think>\n```json\n{"result": "C"}\n```'
     assert cg_scoring.parse_mcq(cg_reply, "A")[0] is True  # the reasoning's JSON would answer for it
-    assert cg_scoring.parse_mcq(responses.answer_text(cg_reply), "A")[0] is False
+    assert cg_scoring.parse_mcq(responses.final_answer({"response": cg_reply}), "A")[0] is False
 
 
 # ---------------------------------------------------------------- end to end

@@ -192,7 +192,7 @@ def test_model_failure_placeholder_is_never_judged(docs, monkeypatch):
     accuracy, no CoT ratio, counted in model_failed and not in judge_failed."""
     record = binding.process_results_vcr_cot(docs[4], [PLACEHOLDER])["accuracy"]
     assert record["model_failed"] is True and record["model_failure"].startswith("[LMMS_EVAL_REQUEST_FAILED after 1")
-    server = judge_with(monkeypatch, sample.judge_responder)
+    server = judge_with(monkeypatch, sample.oracle_judge_reply)
     try:
         metrics = score_records(binding, [record])
     finally:
@@ -206,7 +206,7 @@ def test_model_failures_among_answers_count_wrong_and_leave_the_cot_means(docs, 
     table = sample.demo_table()["vcr_cot"]
     failed_ids = sorted(sample.DEMO_CORRECT["vcr_cot"])[:2]  # two questions the demo answers right
     responses = {i: PLACEHOLDER if i in failed_ids else table[i][0] for i in docs}
-    server = judge_with(monkeypatch, sample.judge_responder)
+    server = judge_with(monkeypatch, sample.oracle_judge_reply)
     try:
         records = [vcr_task.build_record(docs[i], responses[i]) for i in sorted(docs)]
         metrics = score_records(binding, records)
@@ -232,7 +232,7 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
         content = body["messages"][0]["content"]
         if content.startswith("You are an expert system") and broken_question in content:
             return "I would rather not answer in JSON."
-        return sample.judge_responder(body)
+        return sample.oracle_judge_reply(body)
 
     server = judge_with(monkeypatch, responder)
     try:
@@ -251,7 +251,7 @@ def test_failures_are_counted_and_never_dropped(docs, monkeypatch):
 
 
 def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
-    server = judge_with(monkeypatch, sample.judge_responder)
+    server = judge_with(monkeypatch, sample.oracle_judge_reply)
     try:
         record = vcr_task.build_record(docs[4], "A")  # correct bare letter
         metrics = score_records(binding, [record])
@@ -264,7 +264,7 @@ def test_bare_letter_gets_no_precision_call(docs, monkeypatch):
 
 
 def test_background_setting_changes_overall(docs, monkeypatch):
-    server = judge_with(monkeypatch, sample.judge_responder)
+    server = judge_with(monkeypatch, sample.oracle_judge_reply)
     try:
         record = vcr_task.build_record(docs[5], "Nothing useful. So the answer is the magenta circle.")
         default = score_records(binding, [record])
@@ -296,7 +296,7 @@ def test_no_judge_means_nan_not_a_score(docs, monkeypatch, caplog):
 def test_sample_benchmark_through_lmms_eval(vcr_root, monkeypatch, tmp_path):
     from lmms_cli import metric, run_lmms_eval
 
-    server = judge_with(monkeypatch, sample.judge_responder)
+    server = judge_with(monkeypatch, sample.oracle_judge_reply)
     try:
         results = run_lmms_eval("vcr_bench_all", tmp_path / "out", model_args=f"predictions={vcr_root / 'predictions.jsonl'}",
                                 env={"VCR_BENCH_ROOT": str(vcr_root / "vcr_bench")})

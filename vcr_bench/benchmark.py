@@ -20,7 +20,7 @@ from lmms_video_reasoning.utils.core.settings import SettingError, chosen_values
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import model_failed, reasoning_truncated, warn_truncated
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
-from lmms_video_reasoning.vcr_bench import data, judging, scoring, task
+from lmms_video_reasoning.vcr_bench import data, frames, judging, scoring, task
 from lmms_video_reasoning.vcr_bench.report import report_spec
 
 logger = logging.getLogger("lmms_video_reasoning.vcr_bench")
@@ -28,9 +28,6 @@ logger = logging.getLogger("lmms_video_reasoning.vcr_bench")
 # The official judge (eval_code: GPT-4o through the OpenAI client), with lmms-eval's variables.
 JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_env="MODEL_VERSION",
                       base_url_envs=("OPENAI_BASE_URL", "OPENAI_API_URL"))
-
-NO_JUDGE_HINT = (" Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or re-score the --log_samples file later "
-                 "with `lmms-vr score`.")
 
 # until: [] so a chain of thought is not cut at its first blank line.
 GENERATION = {"until": [], "max_new_tokens": 4096, "do_sample": False, "temperature": 0}
@@ -59,7 +56,7 @@ TASKS = (
 # Paper Table 9 (frame-based models, 16/32/64/128 frames): `vcr_cot` in frames mode for every model;
 # the report's Table 9 reads these tasks by name (vcr_bench/report.py). Not in the group: ablations.
 FRAME_ABLATION = tuple(_task(f"vcr_cot_frames{count}", f"Paper Table 9: vcr_cot with {count} timestamped frames for every model.",
-                             "frames", scores_cot=True, frame_count=count) for count in (16, 32, 64, 128))
+                             "frames", scores_cot=True, frame_count=count) for count in frames.TABLE9_COUNTS)
 # Not named `vcr_bench`: lmms-eval reads `--tasks X` as a folder of YAMLs when ./X exists,
 # and `vcr_bench/` is a folder of this repository (the CLI would then find no task).
 GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
@@ -92,16 +89,15 @@ doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA, chosen) f
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
     """All metrics of a task's records (0-100, and the counts) judged by `judge`, and the judge's per-sample
     outcomes (None without a judge: `task.unjudged_metrics`, and a log line saying how to configure one)."""
-    settings = scoring.resolve_settings(settings)
-    records = list(records)
     warn_truncated(logger, "VCR-Bench", sum(map(reasoning_truncated, records)), len(records))
     if judge is None:
-        logger.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics "
-                       "are NaN (answers are extracted by the judge).%s", len(records), NO_JUDGE_HINT)
+        logger.warning("VCR-Bench: no judge configured, so none of the %d samples is scored: accuracy and CoT metrics are NaN "
+                       "(answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or "
+                       "re-score the --log_samples file later with `lmms-vr score`.", len(records))
         return task.unjudged_metrics(records), None
     outcomes = judging.judge_records(records, judge, settings)
     metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(model_failed, records))
-    limit = settings.get(failure_share.FAILED_SHARE.option)
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
         logger.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
     return metrics, outcomes

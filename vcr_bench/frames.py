@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan, check_counts
 
 FRAME_COUNT = 64  # paper Sec. 3.1 and Table 9
+TABLE9_COUNTS = (16, 32, 64, 128)  # paper Table 9: tasks vcr_cot_frames<N>
 
 
 def indices(total: int, n: int = FRAME_COUNT) -> list[int]:

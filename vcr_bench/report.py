@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lmms_video_reasoning.utils.core.registry import ReportSpec
-from lmms_video_reasoning.utils.results.report_plots import error_bars, grouped_bars, pyplot
+from lmms_video_reasoning.utils.results.report_plots import error_bars, grouped_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import Run
 from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, comparisons_for, interval_of, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
@@ -16,10 +16,11 @@ from lmms_video_reasoning.utils.results.report_tables import (
 )
 from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.data import RELEASE
+from lmms_video_reasoning.vcr_bench.frames import TABLE9_COUNTS
 
 TASKS = ("vcr_cot", "vcr_direct", "vcr_text_only", "vcr_one_frame")
 # Table 9: `vcr_cot` with `frame_count` N in frames mode (README, "Reproducing the paper's tables")
-FRAME_TASKS = tuple(f"vcr_cot_frames{count}" for count in (16, 32, 64, 128))
+FRAME_TASKS = tuple(f"vcr_cot_frames{count}" for count in TABLE9_COUNTS)
 HEADLINE = ("accuracy", "perception_f1", "reasoning_f1", "cot_recall", "cot_precision", "cot_f1")
 LABELS = {
     "perception_recall": "Perc. Rec", "perception_precision": "Perc. Pre", "perception_f1": "Perc. F1",
@@ -33,8 +34,37 @@ LABELS = {
 }
 
 
+# Paper Table 10: the full-CoT share of the correct answers.
+def fully_correct_cot(recall_steps: Sequence[dict] | None, precision_steps: Sequence[dict] | None,
+                      include_background: bool = False) -> bool | None:
+    """The paper's "full CoT score" (Table 10) of a sample: overall recall and precision both 1 (undefined
+    is not full); None when either CoT judgment is missing."""
+    if recall_steps is None or precision_steps is None:
+        return None
+    return scoring.recall_ratios(recall_steps, include_background)["overall"] == 1 and scoring.precision_ratios(precision_steps, include_background)["overall"] == 1
+
+
+@dataclass(frozen=True)
+class FullCotShare:
+    """Paper Table 10: the share (0-100, NaN without any) of the `correct` answers with both CoT judgments
+    that are `full` (`fully_correct_cot`); `unjudged`: correct answers left out for a missing judgment."""
+
+    share: float
+    full: int
+    correct: int
+    unjudged: int
+
+
+def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -> FullCotShare:
+    """`FullCotShare` of a run's outcomes (`correct`, `recall_steps`, `precision_steps`)."""
+    judged = [fully_correct_cot(o["recall_steps"], o["precision_steps"], include_background) for o in outcomes if o["correct"] is True]
+    full = sum(j is True for j in judged)
+    correct = sum(j is not None for j in judged)
+    return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)
+
+
 def full_cot_given_correct(label: str, stats: TaskStats) -> tuple[float, str]:
-    """Paper Table 10 for a `vcr_cot` run, from its per-sample outcomes (`scoring.full_cot_share`),
+    """Paper Table 10 for a `vcr_cot` run, from its per-sample outcomes (`full_cot_share`),
     and the note under the table: what the share counts, or why the report cannot compute it."""
     judged = value_of(stats, "cot_f1")
     if isinstance(judged, NotComputed):  # the run's judged metrics are not computed: neither is this (run_row says why)
@@ -84,10 +114,7 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
     ax.set_title("CoT score vs accuracy (VCR-Bench Fig. 4 style)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return saved(fig, path)
 
 
 def _label(run: Run, task: str) -> str:
@@ -150,32 +177,3 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
 def report_spec() -> ReportSpec:
     # every VCR-Bench metric, accuracy included, rests on the judge's answer extraction
     return ReportSpec(section=section, headline=HEADLINE, labels=LABELS)
-
-
-# Paper Table 10: the full-CoT share of the correct answers.
-def fully_correct_cot(recall_steps: Sequence[dict] | None, precision_steps: Sequence[dict] | None,
-                      include_background: bool = False) -> bool | None:
-    """The paper's "full CoT score" (Table 10) of a sample: overall recall and precision both 1 (undefined
-    is not full); None when either CoT judgment is missing."""
-    if recall_steps is None or precision_steps is None:
-        return None
-    return scoring.recall_ratios(recall_steps, include_background)["overall"] == 1 and scoring.precision_ratios(precision_steps, include_background)["overall"] == 1
-
-
-@dataclass(frozen=True)
-class FullCotShare:
-    """Paper Table 10: the share (0-100, NaN without any) of the `correct` answers with both CoT judgments
-    that are `full` (`fully_correct_cot`); `unjudged`: correct answers left out for a missing judgment."""
-
-    share: float
-    full: int
-    correct: int
-    unjudged: int
-
-
-def full_cot_share(outcomes: Sequence[dict], include_background: bool = False) -> FullCotShare:
-    """`FullCotShare` of a run's outcomes (`correct`, `recall_steps`, `precision_steps`)."""
-    judged = [fully_correct_cot(o["recall_steps"], o["precision_steps"], include_background) for o in outcomes if o["correct"] is True]
-    full = sum(j is True for j in judged)
-    correct = sum(j is not None for j in judged)
-    return FullCotShare(100.0 * full / correct if correct else math.nan, full, correct, len(judged) - correct)

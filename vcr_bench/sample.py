@@ -4,7 +4,7 @@
 flash and leave at known times (40 s to 330 s); 21 questions over the seven dimensions and three duration
 buckets, grounding answers computed from the shapes. `demo_predictions`: replay responses for the four
 tasks (some wrong, unparseable, empty, one bare letter), their verdicts in `DEMO_CORRECT`.
-`judge_responder(body)`: a local judge answering the four official prompts from the known truth.
+`oracle_judge_reply(body)`: a local judge answering the four official prompts from the known truth.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from lmms_video_reasoning.vcr_bench import prompts
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, DIMENSIONS, PERCEPTION, REASONING
 
-SOURCE = "synthetic"
+SOURCE = "synthetic"  # the videos' source folder, `video/<source>/` as in the official layout
 
 
 @dataclass(frozen=True)
@@ -209,10 +209,10 @@ def cot_response(record: dict, answer: str | None = None, drop: tuple = (), wron
     return "\n".join([*wrong_steps, *bodies, f"So the answer is {record['answer'] if answer is None else answer}."])
 
 
-def _cot_predictions(records: list[dict]) -> dict[int, tuple[str, bool]]:
-    """vcr_cot: response and intended verdict per id."""
-    r = {rec["id"]: rec for rec in records}
-    special = {
+def demo_table(records: list[dict] | None = None) -> dict[str, dict[int, tuple[str, bool]]]:
+    """{task: {id: (response, intended verdict)}} for the four tasks."""
+    r = {rec["id"]: rec for rec in records or build_records()}
+    cot = {
         2: (cot_response(r[2], answer="[9, 30]"), True),  # time IoU 21/22 > 0.7
         3: (cot_response(r[3], answer=box_answer("short_a", "red circle", 5.0, shift=2)), True),  # box IoU > 0.5
         4: ("A", True),  # bare letter: official issue #2
@@ -226,24 +226,14 @@ def _cot_predictions(records: list[dict]) -> dict[int, tuple[str, bool]]:
         18: (cot_response(r[18], answer="the green square",
                           last="Therefore, the green square is on screen for the longest time."), False),
     }
-    return {qid: special.get(qid) or (cot_response(record), True) for qid, record in r.items()}
+    direct_wrong = {6: "B", 8: "Not sure.", 12: "[10,10,40,40]", 18: "the green square"}
 
+    def reduced_input(right: set[int]) -> dict[int, tuple[str, bool]]:  # without the video: right only where it is not needed
+        return {qid: (f"So the answer is {rec['answer']}." if qid in right else NO_VIDEO, qid in right) for qid, rec in r.items()}
 
-def _direct_predictions(records: list[dict]) -> dict[int, tuple[str, bool]]:
-    wrong = {6: "B", 8: "Not sure.", 12: "[10,10,40,40]", 18: "the green square"}
-    return {rec["id"]: (wrong.get(rec["id"], rec["answer"]), rec["id"] not in wrong) for rec in records}
-
-
-def _reduced_input_predictions(records: list[dict], right: set[int]) -> dict[int, tuple[str, bool]]:
-    return {rec["id"]: (f"So the answer is {rec['answer']}." if rec["id"] in right else NO_VIDEO, rec["id"] in right) for rec in records}
-
-
-def demo_table(records: list[dict] | None = None) -> dict[str, dict[int, tuple[str, bool]]]:
-    """{task: {id: (response, intended verdict)}} for the four tasks."""
-    records = records or build_records()
-    return {"vcr_cot": _cot_predictions(records), "vcr_direct": _direct_predictions(records),
-            "vcr_text_only": _reduced_input_predictions(records, {14, 19}),
-            "vcr_one_frame": _reduced_input_predictions(records, {0, 6, 11, 14, 19, 20})}
+    return {"vcr_cot": {qid: cot.get(qid) or (cot_response(rec), True) for qid, rec in r.items()},
+            "vcr_direct": {qid: (direct_wrong.get(qid, rec["answer"]), qid not in direct_wrong) for qid, rec in r.items()},
+            "vcr_text_only": reduced_input({14, 19}), "vcr_one_frame": reduced_input({0, 6, 11, 14, 19, 20})}
 
 
 DEMO_CORRECT = {task: sorted(i for i, (_r, ok) in rows.items() if ok) for task, rows in demo_table().items()}
@@ -331,8 +321,9 @@ def _precision_reply(content: str) -> str:
     return _json_reply(items, question)
 
 
-def judge_responder(body: dict) -> str:
-    """Reply to one of the four official VCR-Bench judge prompts from the sample's truth."""
+def oracle_judge_reply(body: dict) -> str | None:
+    """Reply to one of the four official VCR-Bench judge prompts from the sample's truth; None for a prompt
+    that is not VCR-Bench's (the demo routes one local judge server across the three benchmarks)."""
     content = last_user_text(body)
     extraction_head = prompts.official_prompt("Answer_Extraction_Prompt_part1")
     scoring_head = prompts.official_prompt("Answer_Scoring_Prompt_part1")
@@ -347,13 +338,4 @@ def judge_responder(body: dict) -> str:
         return _recall_reply(content)
     if content.startswith(prompts.official_prompt("Precision_Evaluation_Prompt")[:60]):
         return _precision_reply(content)
-    raise ValueError("not a VCR-Bench judge prompt")
-
-
-def oracle_judge_reply(body: dict) -> str | None:
-    """`judge_responder`, or None for a prompt that is not VCR-Bench's (the demo routes one
-    local judge server across the three benchmarks)."""
-    try:
-        return judge_responder(body)
-    except ValueError:
-        return None
+    return None

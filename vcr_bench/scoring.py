@@ -58,7 +58,6 @@ class VerdictReading:
 
 def parse_verdict(reply: str, lenient: bool = False) -> VerdictReading:
     """Judge call 2, "1" consistent / "0" not, read both ways; re-asked only if `lenient` and without a standalone 0/1."""
-    reply = reply if isinstance(reply, str) else ""
     try:
         lenient_value: bool | None = parsing.extract_digit(reply, "01") == 1
     except parsing.ParseError:

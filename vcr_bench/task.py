@@ -33,43 +33,34 @@ class Media(Protocol):
     def video(self, doc: dict) -> str: ...
 
 
-def task_settings(kwargs: dict | None) -> tuple[str, bool]:
-    """(visual_mode, chain_of_thought) from the task's `lmms_eval_specific_kwargs`."""
+def task_settings(kwargs: dict | None) -> tuple[str, bool, int]:
+    """(visual_mode, chain_of_thought, frame_count) from the task's `lmms_eval_specific_kwargs`: `frame_count`
+    (paper Table 9: 16, 32, 64, 128; else 64) sets the frames of `frames` mode only."""
     kwargs = kwargs or {}
     mode = kwargs.get("visual_mode", "video")
     if mode not in VISUAL_MODES:
         raise DataError(f"VCR-Bench visual_mode {mode!r} (lmms_eval_specific_kwargs) is not one of {VISUAL_MODES}")
-    return mode, bool(kwargs.get("chain_of_thought", True))
-
-
-def frame_count(kwargs: dict | None, mode: str) -> int:
-    """The frames of `frames` mode: the task setting `frame_count` (paper Table 9: 16, 32, 64, 128), else 64."""
-    kwargs = kwargs or {}
-    if "frame_count" not in kwargs:
-        return frames.FRAME_COUNT
-    count = kwargs["frame_count"]
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+    count = kwargs.get("frame_count", frames.FRAME_COUNT)
+    if "frame_count" in kwargs and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
         raise DataError(f"VCR-Bench frame_count {count!r} (lmms_eval_specific_kwargs) must be a positive integer, "
                         "e.g. 16, 32, 64 or 128 (paper Table 9)")
-    if mode != "frames":
+    if "frame_count" in kwargs and mode != "frames":
         raise DataError(f"VCR-Bench frame_count {count} is set but visual_mode is {mode!r}: frame_count sets the frames of "
                         "visual_mode frames only; for a video model pass its own frame count in --model_args "
                         "(e.g. max_num_frames), or set visual_mode: frames")
-    return count
+    return mode, bool(kwargs.get("chain_of_thought", True)), count
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: Media) -> str:
     """The model's prompt; in `frames` mode it opens with the frame times (probe only)."""
-    mode, chain_of_thought = task_settings(kwargs)
-    count = frame_count(kwargs, mode)
+    mode, chain_of_thought, count = task_settings(kwargs)
     timestamps = media.plan(doc, frames.PLAN, count).timestamps if mode == "frames" else ()
     return prompts.model_prompt(doc["question"], chain_of_thought, timestamps)
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
     """`[video]`, the sampled frames (PIL), the middle frame, or nothing, per visual_mode."""
-    mode, _ = task_settings(kwargs)
-    count = frame_count(kwargs, mode)
+    mode, _, count = task_settings(kwargs)
     if mode == "none":
         return []
     if mode == "video":
@@ -113,9 +104,19 @@ def unjudged_metrics(records: Sequence[dict]) -> dict[str, float]:
             "reasoning_truncated": sum(map(responses.reasoning_truncated, records))}
 
 
-def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
-    """The metrics of judged records (`judging.judge_records` outcomes), from their `metric_columns`."""
-    return columns.point(metric_columns(records, outcomes, settings))
+def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
+    """The metrics from column sums; CoT ones NaN unless a sample is CoT-scored; on a whole run, the judged ones
+    withheld past the judge failure share (`limit`)."""
+    metrics = scoring.accuracy_from_totals(totals)
+    scored = totals["score_cot"] > 0
+    metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})
+    if whole:  # past the failure share, the judged metrics would measure the judge's outage, not the model
+        judged = totals["samples"] - totals["model_failed"]
+        withheld = np.array([failure_share.too_many_failed(f, int(j), limit) for f, j in zip(totals["judge_failed"], judged)], dtype=bool)
+        metrics = {name: np.where(withheld, np.nan, value) for name, value in metrics.items()}
+    # `verdict_lenient_changed` is no task metric: how many verdicts the other reading of the scoring reply would change.
+    metrics.update({name: totals[name] for name in ("judge_failed", "verdict_lenient_changed", "model_failed", "reasoning_truncated")})
+    return metrics
 
 
 def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> columns.SampleColumns:
@@ -135,16 +136,6 @@ def metric_columns(records: Sequence[dict], outcomes: Sequence[dict], settings: 
                          counts=(*scoring.COUNT_METRICS, "verdict_lenient_changed"))
 
 
-def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict:
-    """The metrics from column sums; CoT ones NaN unless a sample is CoT-scored; on a whole run, the judged ones
-    withheld past the judge failure share (`limit`)."""
-    metrics = scoring.accuracy_from_totals(totals)
-    scored = totals["score_cot"] > 0
-    metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})
-    if whole:  # past the failure share, the judged metrics would measure the judge's outage, not the model
-        judged = totals["samples"] - totals["model_failed"]
-        withheld = np.array([failure_share.too_many_failed(f, int(j), limit) for f, j in zip(totals["judge_failed"], judged)], dtype=bool)
-        metrics = {name: np.where(withheld, np.nan, value) for name, value in metrics.items()}
-    # `verdict_lenient_changed` is no task metric: how many verdicts the other reading of the scoring reply would change.
-    metrics.update({name: totals[name] for name in ("judge_failed", "verdict_lenient_changed", "model_failed", "reasoning_truncated")})
-    return metrics
+def metrics_from_outcomes(records: Sequence[dict], outcomes: Sequence[dict], settings: dict | None = None) -> dict[str, float]:
+    """The metrics of judged records (`judging.judge_records` outcomes), from their `metric_columns`."""
+    return columns.point(metric_columns(records, outcomes, settings))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ PER_MODEL = {
     **{model: {"visual_mode": "frames", "num_frames": 8} for model in ("phi3v", "aria")},
 }
 SEE_README = "See vrbench/README.md for the settings and every difference from the official code."
-# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`task.two_phase_turn`).
+# The paper's protocol: lmms-eval's agentic loop, one round of reasoning and one of choosing (`two_phase_turn`).
 TWO_ROUNDS = {**GREEDY, "max_agentic_steps": 2}
 TWO_PHASE_ABOUT = ("the paper's two-phase protocol (section 4, Fig. A20): round 1 reasons with no options shown,\n"
                    "round 2 chooses an option given round 1's reply; OE-P rates round 1, MCQ-O reads round 2.\n" + SEE_README)
@@ -73,6 +74,47 @@ TASKS = (
 )
 GROUPS = (Group("vr_bench_all", ("vr_bench", "vr_bench_mcq", "vr_bench_text"), "All VRBench tasks."),)
 
+TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
+ROUNDS = "rounds"  # the key of the two replies in a two-phase response
+
+
+# --- The paper's two-phase protocol (section 4, "Evaluation Protocols"; tasks vr_bench_two_phase and
+# vr_bench_text_two_phase, whose documents are marked TWO_PHASE: `doc_to_text` and `build_record` dispatch
+# here), two generations: OE-P rates round 1, MCQ-O reads round 2.
+def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
+    """lmms-eval's `generate_until_agentic` step. Before any reply: the Fig. A20 prompt for VLMs, or LLMs
+    (text task). After round 1: round 2, text only (`[]` visuals): the options beside the round-1 reply
+    without its reasoning blocks (as a chat template keeps an earlier turn). After round 2: done, both
+    replies packed into the one response lmms-eval logs."""
+    if not replies:
+        basis = "video summary" if doc["mode"] == "text" else "video and summary"
+        return prompts.PAPER_REASONING_PROMPT.substitute(basis=basis, question=doc["question"], video_summary=doc["video_summary"])
+    if len(replies) == 1:
+        options = prompts.multiple_choice_question(doc["question"], [tuple(o) for o in doc["options"]])
+        return [], prompts.CHOICE_PROMPT.substitute(reasoning=strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
+    return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
+
+
+def two_phase_reply(response: Any, settings: dict | None) -> dict:
+    """The reply fields of a two-phase record, of the packed JSON lmms-eval logs or the two replies as a list
+    (a replay prediction; "", no prediction, is two empty replies): `response` is round 1 (what the OE-P judge
+    rates), `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either round is a
+    model failure (never judged, wrong)."""
+    rounds = ["", ""] if response in ("", None) else response
+    if isinstance(rounds, str):
+        try:
+            rounds = json.loads(rounds).get(ROUNDS)
+        except (ValueError, AttributeError):
+            rounds = None
+    if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
+        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
+                        f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
+    reasoning, choice = rounds
+    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
+    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
+            "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
+            "model_failure": first["model_failure"] or second["model_failure"]}
+
 
 # --- Documents (process_docs)
 def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[dict] | None = None) -> list[dict]:
@@ -88,9 +130,10 @@ def _process_docs(task_name: str, mode: str, two_phase: bool = False):
     """The `process_docs` hook of one task: its documents, stamped with its protocol (the task's option,
     which `VRBENCH_PROTOCOL` overrides; read when loading), checked before generation: the videos (not
     for text-only tasks), the judge (not for MCQ-only)."""
+    declared = next(t for t in TASKS if t.name == task_name).settings  # the task's options
+
     def build(records: list[dict]) -> list[dict]:
-        return build_docs(mode, task.task_protocol_of(chosen_values((task.PROTOCOL_VARIABLE,), BENCHMARK.task(task_name).settings)),
-                          two_phase, records)
+        return build_docs(mode, task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared)), two_phase, records)
 
     return docs_loader(data, data.load_records, build, media=mode != "text", judge=mode != "mcq")
 
@@ -106,12 +149,8 @@ load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_
 # --- Model inputs ("get the frames" on the data root): the record's video (`data.resolve_video`)
 MEDIA = FileMedia(data.VRBENCH, lambda doc: data.resolve_video(doc["video_path"]))
 
-
-def frames_chosen(kwargs: dict | None) -> dict | None:
-    """The task's kwargs with `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` in place of the task's when set."""
-    return chosen_values(task.FRAME_VARIABLES, kwargs)
-
-
+# The task's kwargs with `VRBENCH_NUM_FRAMES` / `VRBENCH_VIDEO_FRAMES` in place of the task's when set.
+frames_chosen = partial(chosen_values, task.FRAME_VARIABLES)
 doc_to_visual = with_media(task.doc_to_visual, MEDIA, frames_chosen)
 
 
@@ -129,6 +168,7 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
     return task.doc_to_messages(doc, kwargs, MEDIA, doc_to_text(doc, kwargs))
 
 
+# --- Records and scoring
 def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     """`task.build_record`; for the two-phase tasks, of both rounds' replies (`two_phase_reply`)."""
     if doc.get(TWO_PHASE):
@@ -136,23 +176,28 @@ def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     return task.build_record(doc, response, settings)
 
 
-def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list | None]:
-    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and the
-    outcomes they come from, `(process score or None, judge failed)` per record (None: a judge is needed and
-    there is none). `settings`: the task's failure share and optionally a `protocol` overriding the records'."""
+def outcomes_of(rated: Sequence[tuple[float | None, bool]], judged: bool) -> list[dict]:
+    """JSON-ready outcomes of the ratings `(process score or None, judge failed)` (MCQ-only records are never rated)."""
+    return [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
+
+
+def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
+    """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and their
+    outcomes (`outcomes_of`; None: a judge is needed and there is none). `settings`: the task's failure share
+    and optionally a `protocol` overriding the records'."""
     if not records:
         return {}, []
     protocol, with_judge = task.task_protocol(records, settings)
     limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
     judge = judge if with_judge else None
-    outcomes = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
-    columns = task.metric_columns(records, outcomes, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
+    rated = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
+    columns = task.metric_columns(records, rated, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
     if judge is not None:
         failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
         if failure_share.too_many_failed(failed, judged, limit):
             logger.error(failure_share.explain("VRBench", failed, judged, limit))
-    return point(columns), None if with_judge and judge is None else outcomes
+    return point(columns), None if with_judge and judge is None else outcomes_of(rated, with_judge)
 
 
 class VrBenchScoring(ScoringAdapter):
@@ -168,21 +213,16 @@ class VrBenchScoring(ScoringAdapter):
         return values
 
     def score(self, records, settings, judge):
-        metrics, rated = scored_records(records, settings, judge)
-        return Scored(metrics, self._outcomes(records, rated))
+        return Scored(*scored_records(records, settings, judge))
 
     def needs_judge(self, records):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge):
-        if not self.needs_judge(records):
-            return self._outcomes(records, [(None, False)] * len(records))
-        return None if judge is None else self._outcomes(records, judging.rate(list(records), settings["protocol"], judge))
-
-    def _outcomes(self, records, rated):
-        """JSON-ready outcomes of the ratings `(process, judge failed)` (MCQ-only records are never rated)."""
         judged = self.needs_judge(records)
-        return None if rated is None else [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
+        if judged and judge is None:
+            return None
+        return outcomes_of(judging.rate(list(records), settings["protocol"], judge) if judged else [(None, False)] * len(records), judged)
 
     def metrics(self, records, outcomes, settings):
         return point(self.columns(records, outcomes, settings))
@@ -241,51 +281,3 @@ BENCHMARK = Benchmark(
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes the judge accounting beside the run's results.
 __getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("vrbench"))
-
-TWO_PHASE = "two_phase"  # marks the documents of the paper's protocol: the reasoning round, then the choice round
-ROUNDS = "rounds"  # the key of the two replies in a two-phase response
-
-
-# --- The paper's two-phase protocol (section 4, "Evaluation Protocols"; tasks vr_bench_two_phase and
-# vr_bench_text_two_phase, whose documents are marked TWO_PHASE: `doc_to_text` and `build_record` dispatch
-# here), two generations: OE-P rates round 1, MCQ-O reads round 2.
-def two_phase_turn(doc: dict, replies: Sequence[str]) -> str | tuple:
-    """lmms-eval's `generate_until_agentic` step. Before any reply: the Fig. A20 prompt for VLMs, or LLMs
-    (text task). After round 1: round 2, text only (`[]` visuals): the options beside the round-1 reply
-    without its reasoning blocks (as a chat template keeps an earlier turn). After round 2: done, both
-    replies packed into the one response lmms-eval logs."""
-    if not replies:
-        basis = "video summary" if doc["mode"] == "text" else "video and summary"
-        return prompts.PAPER_REASONING_PROMPT.substitute(basis=basis, question=doc["question"], video_summary=doc["video_summary"])
-    if len(replies) == 1:
-        options = prompts.multiple_choice_question(doc["question"], [tuple(o) for o in doc["options"]])
-        return [], prompts.CHOICE_PROMPT.substitute(reasoning=strip_reasoning(replies[0]), multiple_choice_question=options), False, None, None
-    return None, None, True, [json.dumps({ROUNDS: list(replies[:2])}, ensure_ascii=False)], None
-
-
-def unpack_rounds(response: Any) -> tuple[str, str]:
-    """(reasoning, choice) replies of a two-phase response: the packed JSON lmms-eval logs, or
-    the two replies as a list (a replay prediction); "" (no prediction) is two empty replies."""
-    if response in ("", None):
-        return "", ""
-    rounds = response
-    if isinstance(response, str):
-        try:
-            rounds = json.loads(response).get(ROUNDS)
-        except (ValueError, AttributeError):
-            rounds = None
-    if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
-        raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
-                        f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
-    return rounds[0], rounds[1]
-
-
-def two_phase_reply(response: Any, settings: dict | None) -> dict:
-    """The reply fields of a two-phase record: `response` is round 1 (what the OE-P judge rates),
-    `choice_response` round 2 (its final answer gives the MCQ letter); a failure in either
-    round is a model failure (never judged, wrong)."""
-    reasoning, choice = unpack_rounds(response)
-    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
-    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
-            "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
-            "model_failure": first["model_failure"] or second["model_failure"]}

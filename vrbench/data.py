@@ -32,9 +32,7 @@ HUB_MEDIA_PATTERNS = ["v001_360p_zips/v001_360p.z*", "v001_360p.z*"]
 
 def records_in(path: Path) -> list[dict]:
     """The validated per-video records of an annotation file (`VRBench_eval.jsonl`, one line per video)."""
-    records = read_json(path)
-    if not isinstance(records, list):
-        raise DataError(f"{path}: expected one JSON object per line (JSON Lines)")
+    records = read_json(path)  # JSON Lines: a list of objects
     first_line: dict[str, int] = {}
     for number, record in enumerate(records, 1):
         require_fields(record, VIDEO_FIELDS, f"{path.name} line {number}")

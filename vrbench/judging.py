@@ -21,11 +21,15 @@ JUDGE_MODEL = "deepseek-chat"  # the official judge, DeepSeek-V3
 JUDGE_BASE_URL = "https://api.deepseek.com/v1"
 
 
-def judge_request(record: dict, protocol: str) -> Request | None:
-    """The judge request for one record (None if its type is not rated under `protocol`)."""
-    kind = scoring.judge_prompt_kind(record["reasoning_type"], protocol)
-    if kind is None:
-        return None
+def expected_reply(kind: str) -> str:
+    """A reply in the official output format, four rated tags and a rationale of typical length (about 60 tokens): the cost estimate's assumption."""
+    tags = "\n".join(f"<{tag}>7</{tag}>" for tag in scoring.TAGS[kind])
+    return (f"{tags}\n<rationale>\n    - Alignment: the response follows most reference steps and reaches the correct answer.\n    - Deficiencies: one "
+            "intermediate step is missing and a time reference is imprecise; the explanation is otherwise clear and consistent.\n</rationale>")
+
+
+def judge_request(record: dict, protocol: str, kind: str) -> Request:
+    """The judge request for one record rated with the `kind` prompt (`scoring.judge_prompt_kind`)."""
     response, procedure, answer = responses.judged_text(record), record["procedure"], record["original_answer"]
     official = protocol == "official"
     if official:
@@ -42,17 +46,10 @@ def judge_request(record: dict, protocol: str) -> Request | None:
                    tag=f"vrbench.{kind}", expected_reply=expected_reply(kind))
 
 
-def expected_reply(kind: str) -> str:
-    """A reply in the official output format, four rated tags and a rationale of typical length (about 60 tokens): the cost estimate's assumption."""
-    tags = "\n".join(f"<{tag}>7</{tag}>" for tag in scoring.TAGS[kind])
-    return (f"{tags}\n<rationale>\n    - Alignment: the response follows most reference steps and reaches the correct answer.\n    - Deficiencies: one "
-            "intermediate step is missing and a time reference is imprecise; the explanation is otherwise clear and consistent.\n</rationale>")
-
-
 def _rate_one(record: dict, ask, protocol: str) -> tuple[float | None, bool]:
     """(process score or None, judge failed) for one rated record."""
     kind = scoring.judge_prompt_kind(record["reasoning_type"], protocol)
-    result = ask(judge_request(record, protocol))
+    result = ask(judge_request(record, protocol, kind))
     if protocol == "official":  # a missing tag counts as a failure, but scores as in the official code: 0
         values = scoring.official_tag_values(result.raw if result.ok else "", kind)
         return scoring.process_score(values), not result.ok or None in values

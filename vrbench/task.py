@@ -44,11 +44,6 @@ class Media(Protocol):
 
 
 # --- Documents
-def task_protocol_of(declared: dict | None = None) -> str:
-    """The protocol of a task declaring `declared` (its options; `default` when it declares none)."""
-    return PROTOCOL.value(declared)
-
-
 def stamp(docs: list[dict], mode: str, protocol: str) -> list[dict]:
     """The task's documents: every question, stamped with the task's mode and protocol (in place)."""
     for doc in docs:
@@ -113,18 +108,18 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media, text: str) -> 
 
 
 # --- Records and metrics
-def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
-    """The per-question record, all that scores it again: the judge rates the whole response, as officially; the
-    MCQ letter comes from its final answer (`responses.reply_record`), none for a failed or cut-off reply."""
-    return record_of(doc, responses.reply_record(response, settings))
-
-
 def record_of(doc: dict, reply: dict) -> dict:
     """The record of a question and its reply fields (`utils.lmms.responses.reply_record`)."""
     judge_summary = scoring.judge_prompt_kind(doc["reasoning_type"], doc["protocol"]) == scoring.NON_UNIQUE and doc["mode"] != "mcq"
     letter = None if reply["model_failed"] or reply["reasoning_truncated"] else scoring.extract_mcq_answer(reply["final_answer"])
     return {**{key: doc[key] for key in RECORD_KEYS}, **reply, "mcq_pred": letter, **{key: doc[key] for key in ("question", "procedure", "original_answer")},
             "summary": doc["video_summary"][:prompts.SUMMARY_LIMIT] if judge_summary else ""}
+
+
+def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict:
+    """The per-question record, all that scores it again: the judge rates the whole response, as officially; the
+    MCQ letter comes from its final answer (`responses.reply_record`), none for a failed or cut-off reply."""
+    return record_of(doc, responses.reply_record(response, settings))
 
 
 def metric_names(doc: dict) -> tuple[str, ...]:

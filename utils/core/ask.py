@@ -1,16 +1,13 @@
 """Ask the judge: the one interface through which benchmark code talks to an LLM judge.
 
-A benchmark's judging code builds `Request`s (the official prompt as chat messages, a parser
-that raises `ParseError` for a reply to ask again) and hands functions to `judge.map(fn,
-items)`, where `fn(item, ask)` may call `ask(request) -> Result` several times in sequence.
-It never knows who answers: any judge client with these two methods will do (lmms-eval's own
-judge layer through `llm_judge_ask.py`, or a cached judge engine). Standard library only.
+Benchmark code never knows who answers (lmms-eval's judge layer through `llm_judge_ask.py`, or a
+cached judge engine): any client with `ask` and `map` will do. Standard library only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Protocol, Sequence
 
 
 class ParseError(ValueError):
@@ -44,8 +41,6 @@ class Result:
     answered_by: str | None = None
 
 
-T = TypeVar("T")
-R = TypeVar("R")
 Ask = Callable[[Request], Result]
 
 
@@ -54,7 +49,6 @@ class Judge(Protocol):
 
     def ask(self, request: Request) -> Result: ...
 
-    def map(self, fn: Callable[[T, Ask], R], items: Sequence[T], desc: str = "judging") -> list[R | None]:
-        """`[fn(item, self.ask) for item in items]`, concurrently, in input order; None where `fn` raised
-        (callers count it as a failed judgment, never as a score)."""
+    def map(self, fn: Callable[[Any, Ask], Any], items: Sequence, desc: str = "judging") -> list:
+        """`[fn(item, self.ask) for item in items]`, concurrently; None where `fn` raised (a failed judgment)."""
         ...

@@ -44,9 +44,8 @@ def rowwise(function: Callable[..., float], *arrays: np.ndarray) -> np.ndarray:
 
 
 def point(columns: SampleColumns, whole: bool = True) -> dict[str, float]:
-    """The metrics of the samples themselves: each column summed in sample order (as a mean adds
-    its values: `cumsum`, not numpy's pairwise `sum`), then the aggregate; `whole`: they are a run
-    (the judge failure share applies)."""
+    """The metrics of the samples themselves (`whole`: a run): each column summed in sample order (as a
+    mean adds its values: `cumsum`, not numpy's pairwise `sum`), then the aggregate."""
     totals = {name: np.array([(np.cumsum(values)[-1] if len(values) else 0.0) + 0.0])
               for name, values in (*columns.counted.items(), *columns.once.items())}
     metrics = {}

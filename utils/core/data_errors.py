@@ -1,8 +1,6 @@
 """Bad annotations: the error the benchmarks raise and the checks they share (standard library only).
-
-A record that fails a check refuses the whole annotation file (when it is downloaded and
-before generation), so no document is silently left out or scored against a bad value.
-"""
+A record that fails a check refuses the whole annotation file (when it is downloaded, before
+generation), so no document is silently left out or scored against a bad value."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A benchmark protocol's frame choice: pure index and timestamp functions, no decoding.
-
-Each benchmark declares its plan in its own `frames.py`; whatever decodes the frames reads the
-same plan. Standard library only.
-"""
+"""A benchmark protocol's frame choice (declared in its `frames.py`; whatever decodes the frames reads
+the same plan): pure index and timestamp functions, no decoding. Standard library only."""
 
 from __future__ import annotations
 
@@ -12,13 +9,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FramePlan:
-    """A benchmark protocol's frame choice, declared in the benchmark's folder (``frames.py``).
-
-    ``pick(total, n)``: presentation indices for a video of ``total`` frames; or, for plans
-    inside a question's intervals, ``pick_in_intervals(intervals_s, fps, total, n)`` returning
-    ``(indices, n_intervals_clamped)``. ``times(indices, fps)``: the seconds shown to the model.
-    ``size``: the protocol's frame size, None for the decoded size.
-    """
+    """``pick(total, n)``: presentation indices; or, inside a question's intervals,
+    ``pick_in_intervals`` returning ``(indices, n_intervals_clamped)``. ``times``: the seconds shown
+    to the model. ``size``: the protocol's frame size, None for the decoded size."""
 
     name: str
     times: Callable[[Sequence[int], float], list[float]]
@@ -37,9 +30,7 @@ def check_counts(total: int, n: int) -> None:
 
 @dataclass(frozen=True)
 class Chosen:
-    """The frames a plan picks from a video of ``total`` frames at ``fps``: presentation
-    ``indices``, the ``timestamps`` shown to the model, and how many of the question's intervals
-    reached past the video end and were clamped (``clamped``)."""
+    """The frames a plan picks; ``clamped``: the question's intervals that reached past the video end."""
 
     indices: list[int]
     timestamps: list[float]
@@ -49,11 +40,8 @@ class Chosen:
 
 
 def choose(plan: FramePlan, total: int, fps: float, n: int, intervals: Sequence[Sequence[float]] | None = None) -> Chosen:
-    """The ``n`` frames ``plan`` picks from a video of ``total`` frames at ``fps``, and their times.
-
-    The one step from a protocol's formulas to frame indices: whatever gives ``total`` and
-    ``fps`` (a container probe, or the dataset's metadata checked against it) hands them here.
-    """
+    """The ``n`` frames ``plan`` picks from a video of ``total`` frames at ``fps`` (a container probe's, or
+    the dataset's metadata checked against it), and their times."""
     if not isinstance(plan, FramePlan):
         raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
     clamped = 0

@@ -16,8 +16,6 @@ V = TypeVar("V")
 
 class BoundedMemo(Generic[V]):
     def __init__(self, maxsize: int) -> None:
-        if maxsize < 1:
-            raise ValueError("maxsize must be at least 1")
         self.maxsize = maxsize
         self._items: OrderedDict[Hashable, V] = OrderedDict()
         self._lock = threading.Lock()
@@ -57,9 +55,6 @@ class BoundedMemo(Generic[V]):
         self[key] = value
         return value
 
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
 
 _MISSING = object()
+

@@ -1,9 +1,6 @@
-"""A task's options: the values that change its inputs or its scores, each declared once where it is used.
-
-`Option(...)`, at module level, names the option (its key in the task's `lmms_eval_specific_kwargs`
-and in the options its records carry), its kind, default and meaning. `value(chosen)` is its value
-in effect: the task's chosen value, else the default.
-"""
+"""A task's options: the values that change its inputs or its scores, each declared once (`Option(...)`,
+at module level) where it is used; its name is its key in the task's `lmms_eval_specific_kwargs` and in
+the options its records carry."""
 
 from __future__ import annotations
 

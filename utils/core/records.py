@@ -1,11 +1,8 @@
 """A sample's record: the fields every benchmark's record has, logged once per sample.
 
 A record is what a task's `process_results` logs for one sample: JSON-ready, everything needed
-to score the sample again from a `--log_samples` file, built by the benchmark's
-`build_record(doc, response, settings=..., **options)`. Building one never judges and never
-raises on a reply. lmms-eval logs every metric's value of a sample, so the record goes under the
-task's first metric and a `SameRecord` stands for it under the others (`once_per_sample`,
-read back by `records_of`).
+to score the sample again from a `--log_samples` file. Building one never judges and never
+raises on a reply. It goes under the task's first metric, a `SameRecord` under the others.
 
 Fields every benchmark's record has, with one meaning:
 
@@ -14,14 +11,11 @@ Fields every benchmark's record has, with one meaning:
     final_answer         the part of the reply rule-based parsers read (after the reasoning)
     reasoning_truncated  the reply ended inside its reasoning: no answer, counted wrong
     judged_reply         which text the judges rating reasoning see: "full" or "stripped"
-    model_failed         the host returned its failure placeholder instead of a reply:
-                         never parsed or judged, counted wrong, reported in `model_failed`
+    model_failed         the host returned its failure placeholder: never parsed or judged, counted wrong
     model_failure        the placeholder's first line (what went wrong), else None
     settings             the task's options it was made with (its scoring reads them)
 
-Which strings are the host's placeholders, and how a reply splits into reasoning and answer,
-is lmms-eval's business: `responses.py` fills these fields (`reply_record`) and says whether a
-record failed (`model_failed`); this module only fixes the names and the hook's shape.
+`responses.py` fills the reply's fields (`reply_record`); this module fixes the names and the hook's shape.
 """
 
 from __future__ import annotations

@@ -1,17 +1,15 @@
 """The benchmark contract, and the registry: the one place shared code learns about benchmarks.
 
 A benchmark is one folder declaring itself in `benchmark.py` (`BENCHMARK = Benchmark(...)`, each
-field described in docs/internals.md, *Adding a benchmark*), plus one registration. Every
-consumer (the YAML generator `utils.core.task_yaml`, the plugin, `lmms-vr prepare`, `score`,
-`report`, `doctor`, the preflight, `judges.config`) reads the declaration, never a file or
-function name by convention. The hooks a task's YAML names beyond its `process_docs` and `doc_to_*`
-come from the declaration (`utils.results.aggregation.DeclaredHooks`): `process_results_<task>`
-and one `aggregate_<metric>` per metric, each carrying its benchmark and metric, so lmms-eval's
-Stderr column finds the headline metrics without any naming convention.
+field described in docs/internals.md, *Adding a benchmark*), plus one registration. Every consumer
+(`task_yaml`, the plugin, `lmms-vr prepare`, `score`, `report`, `doctor`, the preflight, `judges.config`)
+reads the declaration, never a file or function name by convention; the hooks a task's YAML names
+beyond `process_docs` and `doc_to_*` come from it too (`utils.results.aggregation.DeclaredHooks`).
 
 Registration, in report order: the folders shipped with the suite (`BUILTIN`), then
-`LMMS_VR_BENCHMARKS=module:attribute,...` (`module` alone means `module:BENCHMARK`; an installed
-package's or one on `PYTHONPATH`). Each reaches every consumer, lmms-eval subprocesses included.
+`LMMS_VR_BENCHMARKS=module[:attribute],...` (default attribute `BENCHMARK`; an installed package's
+or one on `PYTHONPATH`), which reaches lmms-eval subprocesses too. A look-up by name imports only the
+benchmark it names; listing them all (`benchmarks()`) imports every one.
 """
 
 from __future__ import annotations
@@ -22,14 +20,18 @@ import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.options import values as option_values
 from lmms_video_reasoning.utils.core.roots import DataError
 
 NAMESPACE = "lmms_video_reasoning"
-# The benchmark folders of this suite (`<folder>/benchmark.py` declares each), in report order.
-BUILTIN = ("vcr_bench", "vrbench", "cg_bench")
+ROOT = Path(__file__).resolve().parents[2]  # the namespace folder: one folder per benchmark of this suite
+# The benchmark folders of this suite (`<folder>/benchmark.py` declares each, named as its folder), in
+# report order, with the start of each of its task, group and alias names: a look-up imports only the
+# benchmark it names (tests/test_benchmark_seam.py checks the declarations against it).
+BUILTIN = {"vcr_bench": "vcr_", "vrbench": "vr_bench", "cg_bench": "cg_bench"}
 BENCHMARKS_ENV = "LMMS_VR_BENCHMARKS"
 BENCHMARKS = settings.declare(BENCHMARKS_ENV, "text", "", "benchmarks outside this suite, as comma-separated "
                               "module[:attribute] naming a Benchmark (attribute default BENCHMARK)")
@@ -44,13 +46,9 @@ class Scored(NamedTuple):
 
 
 class ScoringAdapter:
-    """One benchmark's scoring, as the aggregation (`utils.results.aggregation.ScoreOnce`),
-    `lmms-vr score` and `lmms-vr report` use it.
-
-    `judge`, in `score` and `outcomes`, is handed over by the caller that owns it and does its
-    accounting (an object with `ask` and `map`, `utils.core.ask.Judge`; None: no judge configured):
-    the configured judge, a reader of the judge cache, or the estimate and batch passes' judge.
-    """
+    """One benchmark's scoring, as the aggregation (`ScoreOnce`), `lmms-vr score` and `report` use it.
+    `judge` (`utils.core.ask.Judge`, or None: none configured) is handed over by the caller that owns
+    it and does its accounting: the configured judge, a judge cache reader, the estimate or batch pass's."""
 
     name = ""
     judge_name = ""
@@ -160,10 +158,6 @@ class Task:
     output_type: str = "generate_until"
     about: str = ""
 
-    @property
-    def process_results(self) -> str:
-        return f"{PROCESS_RESULTS}{self.name}"
-
 
 @dataclass(frozen=True)
 class Group:
@@ -209,7 +203,7 @@ class Benchmark:
         if self.judge is not None and self.judge.benchmark != self.name:
             raise DataError(f"benchmark {self.name}: its judge is declared for {self.judge.benchmark!r}; use JudgeDefaults({self.name!r}, ...)")
         object.__setattr__(self, "binding", self.binding or f"{self.package}.benchmark")
-        names = [task.name for task in self.tasks] + [group.name for group in self.groups]
+        names = names_of(self)
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise DataError(f"benchmark {self.name}: tasks or groups declared twice: {', '.join(repeated)}")
@@ -235,7 +229,7 @@ class Benchmark:
 
     def task_options(self, task: Task) -> dict[str, Any]:
         """Every option of the benchmark for `task` (its value, or the default): its YAML's `metadata.settings`."""
-        return {setting.option: task.settings.get(setting.option, setting.default) for setting in self.options}
+        return option_values(self.options, task.settings)
 
     def record(self, task: Task, doc: dict, response: Any) -> dict:
         """One sample's record of `task`: `build_record` with the task's record options and its
@@ -282,26 +276,32 @@ class Benchmark:
         return None if self.sample_module is None else importlib.import_module(self.sample_module)
 
     def reference_tables(self) -> dict:
-        """The papers' tables: {"paper": {...}, "tables": {name: {..., "rows": [{..., "source"}]}}}."""
-        if self.reference is None:
-            return {"paper": {}, "tables": {}}
-        if isinstance(self.reference, str):
-            return load_reference(self.package, self.reference)
-        return with_row_sources(dict(self.reference))
+        """The papers' tables: {"paper": {...}, "citation": str, "tables": {name: {..., "rows": [{..., "source"}]}}},
+        each row's source naming the paper's title, arXiv id and the table number."""
+        data = _reference_file(self.package, self.reference) if isinstance(self.reference, str) else self.reference or {}
+        paper, tables = data.get("paper") or {}, {}
+        for name, table in (data.get("tables") or {}).items():
+            source = {"paper": paper.get("title"), "arxiv": paper.get("arxiv"), "table": table.get("number")}
+            tables[name] = {**table, "rows": [{**row, "source": source} for row in table["rows"]]}
+        return {**data, "paper": paper, "citation": _citation(paper), "tables": tables}
+
+
+def names_of(benchmark: Benchmark) -> list[str]:
+    """Its task and group names."""
+    return [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]
 
 
 @functools.lru_cache(maxsize=None)
 def _registered() -> dict[str, Benchmark]:
-    """{name: benchmark}, made on the first look-up: the built-in benchmarks (report order), then the named ones."""
-    found = {benchmark.name: benchmark for benchmark in builtin()}
-    external = {}
+    """{name: benchmark} of the `LMMS_VR_BENCHMARKS` entries, read on the first look-up."""
+    found: dict[str, Benchmark] = {}
     for target in filter(None, (entry.strip() for entry in BENCHMARKS.read().split(","))):
         source = f"{BENCHMARKS_ENV} entry {target!r}"
         benchmark = _resolve(source, target)
-        if benchmark.name in found:
+        if benchmark.name in BUILTIN:
             raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
-        external[benchmark.name] = benchmark
-    return {**found, **external}
+        found[benchmark.name] = benchmark
+    return found
 
 
 def _resolve(source: str, target: str) -> Benchmark:
@@ -320,13 +320,17 @@ def _resolve(source: str, target: str) -> Benchmark:
     return value
 
 
-def benchmarks() -> list[Benchmark]:
-    return list(_registered().values())
+def _builtin(folder: str) -> Benchmark:
+    return importlib.import_module(f"{NAMESPACE}.{folder}.benchmark").BENCHMARK
 
 
 def builtin() -> list[Benchmark]:
     """The suite's own benchmarks only (what stays usable when an external declaration is broken)."""
-    return [importlib.import_module(f"{NAMESPACE}.{folder}.benchmark").BENCHMARK for folder in BUILTIN]
+    return [_builtin(folder) for folder in BUILTIN]
+
+
+def benchmarks() -> list[Benchmark]:
+    return builtin() + list(_registered().values())
 
 
 def usable() -> list[Benchmark]:
@@ -337,21 +341,40 @@ def usable() -> list[Benchmark]:
         return builtin()
 
 
+def _owner_first(name: str, every: Callable[[], list[Benchmark]] = benchmarks) -> Iterator[Benchmark]:
+    """The suite's benchmark that `name` (a benchmark, alias, task or group name) starts like, imported
+    alone (`BUILTIN`), then `every()` benchmark: a look-up imports only the benchmark it needs."""
+    for folder, prefix in BUILTIN.items():
+        if name == folder or name.startswith(prefix):
+            yield _builtin(folder)
+    yield from every()
+
+
 def listing(benchmarks_: Sequence[Benchmark]) -> str:
     return ", ".join(b.name + (f" (or {', '.join(b.aliases)})" if b.aliases else "") for b in benchmarks_)
 
 
 def get(name: str) -> Benchmark:
     """The benchmark called `name` or one of its aliases (messages print its name)."""
-    for benchmark in benchmarks():
+    for benchmark in _owner_first(name):
         if name == benchmark.name or name in benchmark.aliases:
             return benchmark
     raise DataError(f"unknown benchmark {name!r}: this suite's benchmarks are {listing(benchmarks())}")
 
 
+def owner(name: str) -> Benchmark | None:
+    """The benchmark declaring the task or group `name`, or None (this suite's first, as `task_names`)."""
+    for benchmark in _owner_first(name, usable):
+        if name in names_of(benchmark):
+            return benchmark
+    return None
+
+
 def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
-    folders: list[Path] = []
-    for benchmark in benchmarks() if benchmarks_ is None else benchmarks_:
+    """The task folders of `benchmarks_`, else of every benchmark: this suite's are `<folder>/tasks`,
+    named without importing its benchmarks (lmms-eval asks at every start)."""
+    folders = [ROOT / folder / "tasks" for folder in BUILTIN] if benchmarks_ is None else []
+    for benchmark in _registered().values() if benchmarks_ is None else benchmarks_:
         for folder in benchmark.task_dirs:
             if not folder.is_dir():
                 raise DataError(f"benchmark {benchmark.name}: its task folder {folder} does not exist (Benchmark.task_dirs)")
@@ -360,11 +383,11 @@ def task_dirs(benchmarks_: Sequence[Benchmark] | None = None) -> list[Path]:
     return folders
 
 
-def task_names(benchmarks_: Sequence[Benchmark] | None = None) -> dict[str, Benchmark]:
-    """{task or group name: its benchmark} (every benchmark's, or `benchmarks_`')."""
+def task_names() -> dict[str, Benchmark]:
+    """{task or group name: its benchmark}, of every benchmark."""
     found: dict[str, Benchmark] = {}
-    for benchmark in usable() if benchmarks_ is None else benchmarks_:
-        for name in [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]:
+    for benchmark in usable():
+        for name in names_of(benchmark):
             found.setdefault(name, benchmark)
     return found
 
@@ -377,49 +400,33 @@ def judge_defaults(name: str) -> JudgeDefaults:
     return benchmark.judge
 
 
-# The papers' reference tables (package data)
-
-
-def paper_citation(paper: Mapping) -> str:
-    """"Title (Authors, year; arXiv:id)": how the report names a paper."""
-    if not paper:
-        return ""
-    detail = "; ".join(p for p in (f"{paper.get('authors', '')}, {paper.get('year', '')}".strip(", "),
-                                   f"arXiv:{paper['arxiv']}" if paper.get("arxiv") else "") if p)
-    return f"{paper['title']} ({detail})" if detail else paper["title"]
-
-
-def with_row_sources(data: dict) -> dict:
-    """Each row of each table gets its source: the paper's title, arXiv id and the table number."""
-    paper = data.get("paper") or {}
-    tables = {}
-    for name, table in (data.get("tables") or {}).items():
-        source = {"paper": paper.get("title"), "arxiv": paper.get("arxiv"), "table": table.get("number")}
-        tables[name] = {**table, "rows": [{**row, "source": source} for row in table["rows"]]}
-    return {**data, "paper": paper, "citation": paper_citation(paper), "tables": tables}
-
-
 @functools.lru_cache(maxsize=None)
-def load_reference(package: str, filename: str) -> dict:
+def _reference_file(package: str, filename: str) -> dict:
     try:
-        text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+        return json.loads(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))
     except (FileNotFoundError, ModuleNotFoundError) as error:
         raise DataError(f"{package}: reference tables {filename} not found ({error}); reinstall the package") from None
-    return with_row_sources(json.loads(text))
 
 
-# The modules outside the benchmark folders that declare settings (dotted, under the package).
-# A benchmark's settings are declared by the modules its binding (`Benchmark.binding`) imports.
-# tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
+def _citation(paper: Mapping) -> str:
+    """"Title (Authors, year; arXiv:id)": how the report names a paper."""
+    detail = "; ".join(p for p in (f"{paper.get('authors', '')}, {paper.get('year', '')}".strip(", "),
+                                   f"arXiv:{paper['arxiv']}" if paper.get("arxiv") else "") if p)
+    return f"{paper.get('title', '')} ({detail})" if detail else paper.get("title", "")
+
+
+# The modules outside the benchmark folders that declare settings (a benchmark's binding imports its
+# own); tests/test_settings.py checks that `declare_all_settings` reaches every `declare` of the package.
 SUITE_MODULES = ("utils.core.registry", "utils.lmms.autoload", "utils.lmms.host", "utils.lmms.model_video",
                  "utils.lmms.proxy_clips", "utils.lmms.preflight", "utils.lmms.responses", "utils.results.aggregation",
                  "judges.batch_api", "judges.cache_lock", "judges.failure_share")
 
 
-def declare_all_settings() -> list[settings.Setting]:
-    """Import every module that declares a setting (this suite's, then each benchmark's binding); all declared settings."""
+def declare_all_settings(benchmarks_: Sequence[Benchmark] | None = None) -> list[settings.Setting]:
+    """Import every module that declares a setting (this suite's, then the binding of each of `benchmarks_`,
+    default every benchmark); all declared settings."""
     for module in SUITE_MODULES:
         importlib.import_module(f"{NAMESPACE}.{module}")
-    for benchmark in usable():
+    for benchmark in usable() if benchmarks_ is None else benchmarks_:
         importlib.import_module(benchmark.binding)
     return settings.declared()

@@ -10,18 +10,15 @@ default and meaning; it is read with `Setting.read()`. The rules are the same ev
   never a silent default (a typo in a scoring switch must not read as "off").
 
 Settings that change scores (`scoring=True`) are written into each run's judge accounting /
-details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may
-override a task option (`variable(name, option)`: the option, declared where its task code uses
-it, names no variable; the variable sits beside it and is not exported with it). The plugin
-resolves the override explicitly (`chosen_values`: the task's values with the variables set in their
-place) and hands the task code the result as its chosen values; the task's options are part of
-its configuration, carried by each record (`task_settings`), which says which came from the
-environment (`FROM_ENV`).
+details file (`resolved(scoring_only=True)`), so a score can be reproduced. A variable may override
+a task option (`variable(name, option)`; the option names no variable and is exported without it):
+the plugin hands the task code the task's values with the variables set in their place
+(`chosen_values`), and each record carries its task's options (`task_settings`), saying which came
+from the environment (`FROM_ENV`).
 
-`registry.declare_all_settings()` imports every module that declares a setting (this suite's and
-each registered benchmark's), so that `problems()` sees them all: the preflight rejects every
-invalid value at the start of an lmms-eval run (`utils/lmms/preflight.py`), and `lmms-vr doctor`
-shows them. (It lives in the registry, which knows the benchmarks: this module names none.)
+`registry.declare_all_settings()` imports every module that declares a setting (this module names
+no benchmark), so that `problems()` sees them all: the preflight rejects every invalid value of the
+suite's and the run's benchmarks' settings at the start of an lmms-eval run; `lmms-vr doctor` shows them all.
 """
 
 from __future__ import annotations
@@ -31,6 +28,7 @@ import os
 from typing import TYPE_CHECKING
 
 from lmms_video_reasoning.utils.core.options import Option
+from lmms_video_reasoning.utils.core.options import values as option_values
 from lmms_video_reasoning.utils.core.options import OptionError as SettingError  # one error class for both
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
@@ -57,15 +55,6 @@ class Setting(Option):
         self.name, self.scoring = name, scoring
         if option and not scoring:
             raise ValueError(f"setting {name}: a task option ({option}) changes scores: declare it with scoring=True")
-
-    def _identity(self) -> tuple:
-        return (self.name, self.kind, self.default, self.help, self.choices, self.minimum, self.maximum, self.scoring, self.option)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Setting) and self._identity() == other._identity()
-
-    def __hash__(self) -> int:
-        return hash(self.name)
 
     def __repr__(self) -> str:
         return f"Setting({self.name}, {self.kind}, default={self.default!r})"
@@ -123,9 +112,9 @@ def declare(name: str, kind: str, default: Any, help: str, **options: Any) -> Se
     """Declare a setting (idempotent for the same declaration; a conflicting one is a bug)."""
     setting = Setting(name, kind, default, help, **options)
     existing = _DECLARED.setdefault(name, setting)
-    if existing != setting:
+    if any(getattr(existing, field) != getattr(setting, field) for field in Option.__slots__ + Setting.__slots__):
         raise ValueError(f"setting {name} declared twice differently: {existing} / {setting}")
-    return setting
+    return existing
 
 
 def variable(name: str, option: Option) -> Setting:
@@ -144,16 +133,18 @@ def declared() -> list[Setting]:
     return sorted(_DECLARED.values(), key=lambda s: s.name)
 
 
+def _error(setting: Setting, env: Mapping[str, str] | None) -> SettingError | None:
+    try:
+        setting.read(env)
+    except SettingError as error:
+        return error
+    return None
+
+
 def problems(env: Mapping[str, str] | None = None) -> list[SettingError]:
     """Every declared setting whose value is not accepted (each error names the variable, the
     value and the accepted values), in name order."""
-    found = []
-    for setting in declared():
-        try:
-            setting.read(env)
-        except SettingError as error:
-            found.append(error)
-    return found
+    return [error for error in (_error(setting, env) for setting in declared()) if error is not None]
 
 
 def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -> dict[str, Any]:
@@ -161,12 +152,9 @@ def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -
     is reported as its error text rather than raised (this is a record, not a check)."""
     values: dict[str, Any] = {}
     for setting in declared():
-        if scoring_only and not setting.scoring:
-            continue
-        try:
-            values[setting.name] = setting.read(env)
-        except SettingError as error:
-            values[setting.name] = f"invalid: {error}"
+        if setting.scoring or not scoring_only:
+            error = _error(setting, env)
+            values[setting.name] = f"invalid: {error}" if error else setting.read(env)
     return values
 
 
@@ -187,6 +175,6 @@ def task_settings(options: Sequence[Setting], chosen: Mapping[str, Any] | None =
     """A task's options in effect, {option: value}: its `chosen` value (else the default), overridden
     by the variable when set; under FROM_ENV every score-changing variable set (SettingError: invalid)."""
     overridden = chosen_values(options, chosen, env)
-    values = {setting.option: overridden.get(setting.option, setting.default) for setting in options}
+    values = option_values(options, overridden)
     values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared() if setting.scoring and setting.is_set(env)}
     return values

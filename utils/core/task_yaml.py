@@ -74,7 +74,7 @@ def task_config(benchmark: Benchmark, task: Task) -> dict:
         # the hooks split a thinking model's reasoning from its answer themselves (utils/lmms/responses.py)
         "reasoning_tags": "none",
         "generation_kwargs": dict(task.generation_kwargs),
-        "process_results": hook(task.process_results),
+        "process_results": hook(f"{registry.PROCESS_RESULTS}{task.name}"),
         "metric_list": [{"metric": metric, "aggregation": hook(f"{registry.AGGREGATE}{metric}"),
                          "higher_is_better": benchmark.higher_is_better(metric)} for metric in task.metrics],
     })

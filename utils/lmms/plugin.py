@@ -43,11 +43,8 @@ def include_path() -> tuple[Path, list[Path]]:
     installed, the namespace folder holds every built-in benchmark's `tasks/` and no other YAML."""
     from lmms_video_reasoning.utils.core import registry
 
-    folders = task_dirs()
-    builtin = registry.task_dirs(registry.builtin())
-    parents = {folder.parent.parent for folder in builtin}  # <namespace>/<benchmark>/tasks
-    root = parents.pop() if len(parents) == 1 else None
-    if root is None or root.name != registry.NAMESPACE:  # a source checkout: one folder per benchmark
+    folders, root = task_dirs(), registry.ROOT  # <namespace>/<benchmark>/tasks
+    if root.name != registry.NAMESPACE:  # a source checkout: one folder per benchmark
         return folders[0], folders[1:]
     return root, [folder for folder in folders if root not in folder.parents]
 

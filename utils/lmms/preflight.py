@@ -103,16 +103,15 @@ def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
 
 
 def run_benchmarks(tasks: list | None) -> list:
-    """This suite's benchmarks (registry order) that the run's tasks belong to."""
-    ours = registry.task_names()
+    """This suite's benchmarks (in the order of the run's tasks) that the run's tasks belong to."""
     names = [(task.get("task") or task.get("group")) if isinstance(task, dict) else task for task in tasks or []]
-    named = {ours[name].name for name in names if isinstance(name, str) and name in ours}
-    return list({b.name: b for b in ours.values() if b.name in named}.values())
+    owners = [registry.owner(name) for name in names if isinstance(name, str)]
+    return list({b.name: b for b in owners if b is not None}.values())
 
 
 def startup_problems(benchmarks: Sequence) -> list[str]:
     started = time.monotonic()
-    registry.declare_all_settings()
+    registry.declare_all_settings(benchmarks)  # the suite's settings and the run's benchmarks'
     found = setting_findings()
     if enabled():
         found += [data_finding(benchmark) for benchmark in benchmarks if benchmark.data_module is not None]
@@ -126,7 +125,7 @@ def startup_problems(benchmarks: Sequence) -> list[str]:
 
 def _folder_clash(tasks: list | None, cli_tasks: str | None) -> list | None:
     """`--tasks NAME` where ./NAME is a folder without task YAMLs and NAME one of our tasks: [NAME]."""
-    if tasks or not cli_tasks or not os.path.isdir(cli_tasks) or cli_tasks not in registry.task_names():
+    if tasks or not cli_tasks or not os.path.isdir(cli_tasks) or registry.owner(cli_tasks) is None:
         return tasks
     folder = os.path.abspath(cli_tasks)
     log.warning("lmms-video-reasoning: --tasks %s: the current folder holds a folder %s, which lmms-eval reads as a "

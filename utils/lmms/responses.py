@@ -5,17 +5,13 @@ When an API model gives up, lmms-eval 0.7.3 returns a placeholder string as the 
 ``[GENERATION_FAILED] <error>``). Scored as an answer it would become a silent 0 (or a letter parsed
 out of the error text), so a record flags it (`model_failed`): wrong, never parsed nor judged, counted.
 
-The tasks set lmms-eval's `reasoning_tags: none`, so hooks receive the reply as generated; each record
-keeps it, the final answer rule-based parsers read (`final_answer`), whether the generation ended inside
-a reasoning block (`reasoning_truncated`: no answer to score) and which text the judges rating reasoning
-see (`judged_reply`: `full`, as the official code, or `stripped` as lmms-eval does by default): the task
-options `judged_reply` and `think_prefilled` (`REASONING`, `PREFILLED`).
+The tasks set lmms-eval's `reasoning_tags: none`, so hooks receive the reply as generated and split it
+here (the record's fields: `records.py`), under the task options `REASONING` and `PREFILLED`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from lmms_video_reasoning.utils.core import options, settings
@@ -50,7 +46,6 @@ REASONING_TAGS = (("<think>", "</think>"), ("<analysis>", "</analysis>"))
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 
 FULL, STRIPPED = "full", "stripped"
-# Task options (a task may declare them): the record's reply fields are made with them.
 REASONING = options.Option("judged_reply", "choice", FULL, "what the judges rating reasoning see: the full reply or "
                            "the reply with its reasoning blocks stripped", choices=(FULL, STRIPPED))
 # Prefilled: e.g. Qwen3-VL Thinking's template; off, a reply without tags is a plain answer.
@@ -61,25 +56,11 @@ REASONING_ENV, PREFILLED_ENV = "LMMS_VR_REASONING", "LMMS_VR_THINK_PREFILLED"
 REASONING_VARIABLE, PREFILLED_VARIABLE = settings.variable(REASONING_ENV, REASONING), settings.variable(PREFILLED_ENV, PREFILLED)
 
 
-@dataclass(frozen=True)
-class ReplyParts:
-    """A reply split at its reasoning: `final` is the answer part (after the last closing
-    reasoning tag, or inside the last `<answer>...</answer>` there), stripped; `truncated` is
-    True when a reasoning block is still open at the end (the generation ran out mid-thought)."""
-
-    final: str
-    truncated: bool
-
-
-def split_reply(text: str, prefilled: bool = False) -> ReplyParts:
-    """Split a reply into its final answer and whether its reasoning was cut off.
-
-    Forms: `<think>...</think>answer`; `...</think>answer` (the template prefilled the opening
-    tag); `<think>...</think><answer>X</answer>`; a plain answer (no tags); `<think>...` with
-    no closing tag (truncated: no final answer). A reply cut off before `</think>` whose
-    template prefilled `<think>` carries no tag at all: it reads as a plain answer unless
-    `prefilled` says every reply opens inside a reasoning block (then no closing tag = truncated).
-    """
+def split_reply(text: str, prefilled: bool = False) -> tuple[str, bool]:
+    """(final answer, truncated): the part after the last closing reasoning tag (or inside the last
+    `<answer>...</answer>` there), stripped; truncated when a reasoning block is still open at the end.
+    A reply cut off before `</think>` whose template prefilled `<think>` carries no tag at all: it reads
+    as a plain answer unless `prefilled` says every reply opens inside a reasoning block."""
     text = text or ""
     tail_start = 0
     for _opening, closing in REASONING_TAGS:
@@ -88,18 +69,9 @@ def split_reply(text: str, prefilled: bool = False) -> ReplyParts:
             tail_start = max(tail_start, position + len(closing))
     tail = text[tail_start:]
     if any(opening in tail for opening, _closing in REASONING_TAGS) or (prefilled and tail_start == 0 and text.strip()):
-        return ReplyParts(final="", truncated=True)
+        return "", True
     answers = _ANSWER_BLOCK.findall(tail)
-    return ReplyParts(final=(answers[-1] if answers else tail).strip(), truncated=False)
-
-
-def answer_text(text: str, prefilled: bool = False) -> str:
-    """What rule-based answer parsing reads: the final answer, or the whole reply when the
-    final part is empty (the answer was written inside the reasoning); "" when truncated."""
-    parts = split_reply(text, prefilled)
-    if parts.truncated:
-        return ""
-    return parts.final or (text or "").strip()
+    return (answers[-1] if answers else tail).strip(), False
 
 
 def strip_reasoning(text: str) -> str:
@@ -112,12 +84,12 @@ def strip_reasoning(text: str) -> str:
 
 def reply_record(response: object, task_settings: Mapping[str, Any] | None = None) -> dict:
     """The record fields about the reply every benchmark's record has (`utils.core.records`), made under
-    the task's settings (`judged_reply`, `think_prefilled`; none given: their defaults)."""
+    the task's settings (`judged_reply`, `think_prefilled`; none given: their defaults). `final_answer`
+    is the whole reply when the final part is empty (the answer was written inside the reasoning)."""
     text = response if isinstance(response, str) else ("" if response is None else str(response))
     reason = failure_reason(text)
-    prefilled = bool(PREFILLED.value(task_settings))
-    return {"response": text, "final_answer": answer_text(text, prefilled),
-            "reasoning_truncated": split_reply(text, prefilled).truncated and reason is None,
+    final, truncated = split_reply(text, bool(PREFILLED.value(task_settings)))
+    return {"response": text, "final_answer": "" if truncated else final or text.strip(), "reasoning_truncated": truncated and reason is None,
             "judged_reply": REASONING.value(task_settings) or FULL, "model_failed": reason is not None, "model_failure": reason}
 
 
@@ -134,8 +106,8 @@ def final_answer(record: dict) -> str:
 
 
 def reasoning_truncated(record: dict) -> bool:
-    """Whether the record's reply ended inside an open reasoning block (no answer to score; never true for
-    lmms-eval's failure placeholder, which is no reply at all; `reply_record`'s for records logged before the field)."""
+    """Whether the record's reply ended inside an open reasoning block (never for a failure placeholder;
+    `reply_record`'s for records logged before the field)."""
     return bool((record if "reasoning_truncated" in record else reply_record(record.get("response")))["reasoning_truncated"])
 
 

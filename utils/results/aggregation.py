@@ -99,9 +99,6 @@ class ScoreOnce:
         self._results: BoundedMemo[ScoredRecords] = BoundedMemo(32)  # a run's tasks, several times over
         self._lock = threading.Lock()
 
-    def __call__(self, records: Records, run: "RunFiles | None" = None) -> dict[str, Any]:
-        return self.scored(records, run)[0].scores
-
     def scored(self, records: Records, run: "RunFiles | None" = None) -> tuple[ScoredRecords, bool]:
         """(the scoring of `records`, whether this call scored them). The first call for some content
         saves the records beside `run`'s output, then scores them; an error is logged, never raised."""
@@ -110,8 +107,7 @@ class ScoreOnce:
         with self._lock:
             if key in self._results:
                 return self._results[key], False
-            if run is not None:
-                save_run_records(_records_of_run(), run)  # every task of the run, before its first judging
+            save_run_records(run)  # every task of the run, before its first judging
             saved = save_records(records, run)
             settings = None
             try:
@@ -139,7 +135,7 @@ class ScoreOnce:
         the judge accounting). Its `stderr_for(bootstrap_iters)` answers lmms-eval's Stderr column."""
 
         def aggregate(records: Records, args: Any = None) -> Any:
-            run = _safe_run_files(args)
+            run = run_files(args)
             scored, first = self.scored(records, run)
             scores = scored.scores
             if first and after is not None and not isinstance(scores, ScoringFailed):
@@ -269,30 +265,19 @@ def _task_label() -> str:
     return f"task {judge_usage.current_task()}" if judge_usage.current_task() else "a task of this suite"
 
 
-def _safe_run_files(args: Any) -> "RunFiles | None":
+def save_run_records(run: "RunFiles | None") -> None:
+    """Every task's records of the run being aggregated before its first judging (a kill during the first
+    task's judging must not lose the others' generations), then `<date_id>_run_tasks.json` naming each
+    task's records file, count and checksum, which `lmms-vr score` checks the folder against. Never raises."""
+    if run is None:
+        return
     try:
-        return run_files(args)
-    except Exception as error:  # noqa: BLE001 - where to write is worth a warning, never the run
-        log.warning("could not tell where this run writes (%s: %s); records are not saved early", type(error).__name__, error)
-        return None
-
-
-def _records_of_run() -> dict[str, Records]:
-    """{task: records} of every task of this suite in the run being aggregated ({}: each saved at its own aggregation)."""
-    try:
-        found = host.suite_records_of_run()
+        records_by_task = host.suite_records_of_run()
     except Exception as error:  # noqa: BLE001 - each task's aggregation still saves its own records
         log.warning("could not read the run's task list (%s: %s): each task's records are saved when its judging starts",
                     type(error).__name__, error)
-        return {}
-    return found or {}
-
-
-def save_run_records(records_by_task: dict[str, Records], run: "RunFiles | None") -> None:
-    """Every task's records of the run before its first judging (a kill during the first task's judging
-    must not lose the others' generations), then `<date_id>_run_tasks.json` naming each task's records
-    file, count and checksum, which `lmms-vr score` checks the folder against. Never raises."""
-    if run is None or not records_by_task:
+        return
+    if not records_by_task:
         return
     state = _state_of(run)
     listed = tuple(sorted((task, id(records)) for task, records in records_by_task.items()))
@@ -424,29 +409,33 @@ def _drop_records_lmms_eval_also_wrote() -> None:
 
 
 def run_files(args: Any) -> RunFiles | None:
-    """The output files of the lmms-eval run in progress (`host.run_identity`; None without `--output_path`)."""
+    """The output files of the lmms-eval run in progress (`host.run_identity`; None without `--output_path`
+    or when they cannot be told)."""
     path = getattr(args, "output_path", None) if args is not None else None
     if not path:
         return None
-    date_id, model_folder = host.run_identity(args)
+    try:
+        date_id, model_folder = host.run_identity(args)
+    except Exception as error:  # noqa: BLE001 - where to write is worth a warning, never the run
+        log.warning("could not tell where this run writes (%s: %s); records are not saved early", type(error).__name__, error)
+        return None
     return RunFiles(Path(path) / model_folder if model_folder else Path(path), date_id)
 
 
 AfterScoring = Callable[[dict[str, Any], "RunFiles | None"], None]
 
 
-def judge_accounting_writer(judge_declaration: Any, details: Callable[[dict[str, Any]], tuple[str, bool]] | None = None) -> AfterScoring:
-    """An `after` hook writing the accounting of a benchmark's judge (its `JudgeDefaults`, or its name;
-    never the key) beside the run's results: `<date_id>_judge_accounting_<benchmark>.json`. With `details`
-    (the scores -> their name, whether they were judged): the scores, that accounting under `judge` (None
-    when not judged) and the scoring settings in `<date_id>_<benchmark>_<name>_details.json`."""
-    benchmark = getattr(judge_declaration, "benchmark", judge_declaration)
+def judge_accounting_writer(benchmark: str, details: Callable[[dict[str, Any]], tuple[str, bool]] | None = None) -> AfterScoring:
+    """An `after` hook writing the accounting of a benchmark's judge (never the key) beside the run's
+    results: `<date_id>_judge_accounting_<benchmark>.json`. With `details` (the scores -> their name,
+    whether they were judged): the scores, that accounting under `judge` (None when not judged) and the
+    scoring settings in `<date_id>_<benchmark>_<name>_details.json`."""
 
     def write(scores: dict[str, Any], run: RunFiles | None) -> None:
         from lmms_video_reasoning.judges import get_judge
 
         name, judged = details(scores) if details is not None else (None, True)
-        judge = get_judge(judge_declaration, quiet=True) if judged else None  # a judge-free task must not warn that no judge is set
+        judge = get_judge(benchmark, quiet=True) if judged else None  # a judge-free task must not warn that no judge is set
         if run is None or (name is None and judge is None):
             return
         if name is None:

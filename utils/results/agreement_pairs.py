@@ -22,9 +22,6 @@ from lmms_video_reasoning.utils.results.report_runs import headline_metrics
 from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
 from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, percentile_interval, resampled_metrics
 
-WEIGHTS = "quadratic"
-
-
 Pair = tuple[Hashable, Hashable]  # (reference label, candidate label)
 
 
@@ -54,18 +51,13 @@ def cohen_kappa(pairs: Sequence[Pair]) -> float:
     return _kappa(pairs, lambda a, b: float(a != b))
 
 
-def weighted_kappa(pairs: Sequence[tuple[float, float]], weights: str = "quadratic") -> float:
-    """Weighted kappa of ratings: disagreement |a - b| (linear) or (a - b)^2 (quadratic)."""
-    if weights not in ("linear", "quadratic"):
-        raise ValueError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
-    power = 1 if weights == "linear" else 2
-    return _kappa(pairs, lambda a, b: abs(float(a) - float(b)) ** power)
+def weighted_kappa(pairs: Sequence[tuple[float, float]]) -> float:
+    """Quadratic weighted kappa of ratings: disagreement (a - b)^2."""
+    return _kappa(pairs, lambda a, b: (float(a) - float(b)) ** 2)
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)); NaN when undefined."""
-    if len(x) != len(y):
-        raise ValueError(f"kendall_tau needs sequences of one length, got {len(x)} and {len(y)}")
     differences = [(a[0] - b[0], a[1] - b[1]) for a, b in itertools.combinations(zip(x, y), 2)]
     ties_x, ties_y = sum(dx == 0 for dx, _ in differences), sum(dy == 0 for _, dy in differences)
     score = sum(1 if (dx > 0) == (dy > 0) else -1 for dx, dy in differences if dx != 0 and dy != 0)
@@ -163,7 +155,6 @@ class CallPairs:
     units: dict[tuple, list[tuple]] = field(default_factory=lambda: defaultdict(list))
 
 
-
 @dataclass
 class Setup:
     """Both judges, per benchmark."""
@@ -200,11 +191,11 @@ def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tup
 def call_summary(call: CallPairs, n: int, seed: int) -> dict:
     pairs = [pair for unit in call.units.values() for pair in unit]
     units = list(call.units.values())
-    kappa = (lambda p: weighted_kappa(p, WEIGHTS)) if call.scale is not None else cohen_kappa
+    kappa = weighted_kappa if call.scale is not None else cohen_kappa
     reference_labels, candidate_labels = Counter(map(_label, (a for a, _ in pairs))), Counter(map(_label, (b for _, b in pairs)))
     return {
         "benchmark": call.benchmark, "call": call.call, "kind": "ratings" if call.scale is not None else "categories",
-        "statistic": f"weighted kappa ({WEIGHTS})" if call.scale is not None else "Cohen's kappa",
+        "statistic": "weighted kappa (quadratic)" if call.scale is not None else "Cohen's kappa",
         "pairs": len(pairs), "units": len(units),
         "agreement": agreement_rate(pairs),
         "agreement_ci": bootstrap_interval(units, agreement_rate, n, seed),

@@ -112,14 +112,14 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
             "metrics": metrics, "ranking": ranking_agreement(sampled, n, seed), "coverage": coverage}
 
 
-def snapshot_text(side: dict, none: str) -> str:
-    return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or none
+def snapshot_text(side: dict) -> str:
+    return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or "none"
 
 
 def agreement_tables(document: dict) -> tuple[str, list[Table]]:
     """The judges (with their snapshots and any calibration) and the tables of an agreement document."""
-    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'], 'none')}), "
-                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'], 'none')})"
+    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'])}), "
+                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'])})"
                        for b, s in document["judges"].items())
     calibration = document.get("calibration")
     intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
@@ -149,26 +149,6 @@ def agreement_tables(document: dict) -> tuple[str, list[Table]]:
     return intro, tables
 
 
-def print_document(document: dict) -> None:
-    intro, tables = agreement_tables(document)
-    print(f"\n{intro}\n")
-    for table in tables:
-        print(markdown_table(table))
-
-
-# The agreement document read back: its section in `lmms-vr report --agreement FILE`
-
-
-def read_document(path: Path) -> dict:
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise DataError(f"{path}: not a judge agreement file ({error}); write one with `lmms-vr judge-agreement ... --out FILE`") from None
-    if not isinstance(document, dict) or FORMAT not in document:
-        raise DataError(f"{path}: not a judge agreement file (written by `lmms-vr judge-agreement --out FILE`)")
-    return document
-
-
 def agreement_plot(document: dict, path: Path) -> Path:
     """Kappa per judge call type and the headline metrics' differences, each with its 95% CI."""
     plt = pyplot()
@@ -195,8 +175,13 @@ def agreement_plot(document: dict, path: Path) -> Path:
 
 
 def agreement_section(path: Path, out: Path, index: int = 1):
-    """The report's section for one agreement file: the judges and their snapshots, the tables, the plot."""
-    document = read_document(path)
+    """`lmms-vr report --agreement FILE`: the judges and their snapshots, the tables, the plot."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise DataError(f"{path}: not a judge agreement file ({error}); write one with `lmms-vr judge-agreement ... --out FILE`") from None
+    if not isinstance(document, dict) or FORMAT not in document:
+        raise DataError(f"{path}: not a judge agreement file (written by `lmms-vr judge-agreement --out FILE`)")
     intro, tables = agreement_tables(document)
     figure = agreement_plot(document, out / f"judge_agreement_{index}.png")
     return Section("judge_agreement", tables, [("Judge agreement: kappa and metric differences with 95% CIs", figure)],
@@ -222,7 +207,10 @@ def main(args) -> int:
         raise DataError(f"the reference judge cannot run: {error}") from None
     if calibration is not None:
         document["calibration"] = calibration
-    print_document(document)
+    intro, tables = agreement_tables(document)
+    print(f"\n{intro}\n")
+    for table in tables:
+        print(markdown_table(table))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_ready(document), indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")

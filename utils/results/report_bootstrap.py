@@ -95,10 +95,7 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     """(Sampled, "") for a task's samples file, or (None, why not). Outcomes `lmms-vr score` stored are
     used as they are, else recomputed with verdicts read by `verdicts` (the run's judge cache; None:
     `no_verdicts` says why); verdicts not read leave `missing_verdicts` set (judge-free metrics only)."""
-    try:
-        spec = task_spec(task)
-    except DataError:
-        return None, f"{task} is not a task of this suite"
+    spec = task_spec(task)  # a task of this suite (`task_stats` says so of one that is not)
     try:
         records, _coverage, outcomes = read_samples(path, spec)
     except (DataError, OSError) as error:
@@ -147,9 +144,7 @@ def bootstrap_values(sampled: Sampled, n: int = 1000, seed: int = 0, where: Sequ
         return bootstrap_values_reference(sampled, n, seed, where)
     if where is None:
         return resampling.resampled(sampled.totals, n, seed)
-    import numpy as np
-
-    flagged = resampling.within(sampled.totals.columns, np.asarray(where, dtype=bool))
+    flagged = resampling.within(sampled.totals.columns, where)
     return resampling.resampled(resampling.UnitTotals(flagged, sampled.unit_numbers[0], sampled.unit_count), n, seed)
 
 
@@ -178,17 +173,11 @@ class Difference:
     why: str = ""  # why the difference is not computable ("" when it is)
 
 
-def common_units(base: Sampled, other: Sampled) -> list[str]:
-    """The units both runs answered, in the base run's order."""
-    theirs = other.unit_numbers[1]
-    return [unit for unit in base.unit_numbers[1] if unit in theirs]
-
-
 def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -> tuple[list[str], dict[str, float], dict[str, Any]]:
     """(the common units, other - base on them, other - base on `n` paired resamples of them)."""
     import numpy as np
 
-    common = common_units(base, other)
+    common = [unit for unit in base.unit_numbers[1] if unit in other.unit_numbers[1]]  # in the base run's order
     if not common:
         return [], {}, {}
     draws = n if len(common) >= MIN_UNITS else 0

@@ -130,13 +130,10 @@ def samples_for(path: Path, data: dict) -> dict[str, Path]:
     """{task: samples file} of a results file: lmms-eval's `<date>_samples_<task>.jsonl` or ours."""
     ours = (data.get("lmms_vr") or {}).get("samples") or {}
     found = {task: path.with_name(name) for task, name in ours.items() if _file_name(name) and path.with_name(name).is_file()}
-    prefix = results_stem(path)
     for task in data.get("results", {}):
-        if task in found or not _file_name(f"{prefix}_samples_{task}.jsonl"):
-            continue
-        candidate = path.with_name(f"{prefix}_samples_{task}.jsonl")
-        if candidate.is_file():
-            found[task] = candidate
+        name = f"{results_stem(path)}_samples_{task}.jsonl"
+        if task not in found and _file_name(name) and path.with_name(name).is_file():
+            found[task] = path.with_name(name)
     return found
 
 

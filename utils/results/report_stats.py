@@ -38,21 +38,14 @@ class NotComputed(float):
         return value
 
 
-def judge_failures(run: Run, task: str, stats: TaskStats) -> str:
-    """"judge_failed N of M" for a task whose run counted judge failures ("" for none)."""
+def mark_not_computed(run: Run, task: str, stats: TaskStats, benchmark: str) -> None:
+    """Judged metrics NaN in a run that counted judge failures ("judge_failed N of M") are not computed
+    (the failure share); under the share, the failures are noted."""
     failed = stats.point.get("judge_failed")
     if not isinstance(failed, float) or math.isnan(failed) or failed <= 0:
-        return ""
-    total = run.sizes.get(task) or (len(stats.sampled.records) if stats.sampled is not None else None)
-    return f"judge_failed {failed:g}" + (f" of {total}" if total else "")
-
-
-def mark_not_computed(run: Run, task: str, stats: TaskStats, benchmark: str) -> None:
-    """Judged metrics NaN in a run that counted judge failures are not computed (the failure share);
-    under the share, the failures are noted."""
-    failures = judge_failures(run, task, stats)
-    if not failures:
         return
+    total = run.sizes.get(task) or (len(stats.sampled.records) if stats.sampled is not None else None)
+    failures = f"judge_failed {failed:g}" + (f" of {total}" if total else "")
     judge_free, counts = spec_of(benchmark).judge_free, registry.get(benchmark).failure_counts
     for metric, value in stats.point.items():
         if math.isnan(value) and metric not in judge_free and metric not in counts:

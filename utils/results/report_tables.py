@@ -81,13 +81,6 @@ class Coverage:
 MISMATCH = "⚠ "  # starts a note saying a run is not on the rows' data or protocol
 
 
-def questions_of(run: Run, task: str, stats: TaskStats | None) -> int | None:
-    """The questions a run's task scored: its samples' (`TaskStats.questions`), else lmms-eval's n-samples."""
-    if stats is not None and stats.questions is not None:
-        return stats.questions
-    return run.sizes.get(task)
-
-
 def provenance_notes(benchmark: str, name: str, coverage: Sequence[Coverage]) -> list[str]:
     """Under a paper table: the data and protocol of its rows, then per run the questions it scored,
     with a `MISMATCH` note where it is not on the rows' data or protocol."""
@@ -180,15 +173,10 @@ def ci_reason(benchmark: str, stats: TaskStats, metric: str) -> str:
     return stats.note or "undefined in too many resamples"
 
 
-def count_columns(benchmark: str) -> list[str]:
-    """A CI table's count columns: the questions, and the resampling units when not the questions."""
-    unit = spec_of(benchmark).unit
-    return ["Questions"] + ([] if unit == "questions" else [unit.capitalize()])
-
-
 def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table:
     """Headline metrics with 95% bootstrap CIs, a row per (run, task, metric); one not computed says why."""
-    counts = count_columns(benchmark)
+    unit = spec_of(benchmark).unit
+    counts = ["Questions"] + ([] if unit == "questions" else [unit.capitalize()])  # the resampling units when not the questions
     rows = []
     for label, task, stats in entries:
         for metric in spec_of(benchmark).headline:
@@ -208,8 +196,8 @@ def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table
                 reason = (f"{reason}; " if reason else "") + "verdicts borrowed" + HEAD_MARK + borrowed
             rows.append(([user_cell(label), task, spec_of(benchmark).label(metric), fmt(value, digits), fmt_ci(interval, digits),
                           fmt(stats.questions)] + [fmt(stats.units)] * (len(counts) - 1) + [reason], True))
-    notes = [f"Percentile bootstrap over {spec_of(benchmark).unit}, re-aggregated by the benchmark's own metric functions."
-             + (f" Questions: the questions answered; {counts[1]}: the {spec_of(benchmark).unit} they belong to, what the bootstrap "
+    notes = [f"Percentile bootstrap over {unit}, re-aggregated by the benchmark's own metric functions."
+             + (f" Questions: the questions answered; {counts[1]}: the {unit} they belong to, what the bootstrap "
                 "resamples." if len(counts) > 1 else ""),
              "judge_failed N of M: judgments that failed after retries; under the allowed share they count as wrong answers, "
              "beyond it the metric is not computed."]
@@ -286,5 +274,7 @@ def stats_row(label: str, source: str, stats: TaskStats | None, benchmark: str, 
 
 
 def released_coverage(label: str, run: Run, task: str, stats: TaskStats | None, released: int, protocol: str = "") -> Coverage:
-    """A run's task beside a paper table whose rows are on every released question: the questions it scored."""
-    return Coverage(label, questions_of(run, task, stats), released, "released", protocol)
+    """A run's task beside a paper table whose rows are on every released question: the questions it scored
+    (its samples', else lmms-eval's n-samples)."""
+    questions = stats.questions if stats is not None and stats.questions is not None else run.sizes.get(task)
+    return Coverage(label, questions, released, "released", protocol)

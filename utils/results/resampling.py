@@ -10,7 +10,7 @@ summation order.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -21,7 +21,7 @@ T = TypeVar("T")
 CHUNK_CELLS = 1_000_000  # resamples x units per matrix product (8 MB of float64 counts)
 
 
-def within(columns: SampleColumns, mask: np.ndarray) -> SampleColumns:
+def within(columns: SampleColumns, mask: Sequence[bool]) -> SampleColumns:
     """The contributions of the samples where `mask` holds, the others' 0 (a breakdown's group)."""
     keep = np.asarray(mask, dtype=float)
     return SampleColumns({name: values * keep for name, values in columns.counted.items()}, columns.aggregate,
@@ -111,16 +111,13 @@ def whole(totals: UnitTotals) -> dict[str, float]:
 
 
 def paired(base: UnitTotals, other: UnitTotals, n: int, seed: int) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """(other - base, other - base on `n` resamples of the units drawn together): the paired
-    bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
+    """(other - base, other - base on `n` resamples of the units drawn together: the same `draws`): the
+    paired bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
     Metrics are those of the base that the other run has too."""
     a, b = whole(base), whole(other)
     observed = {name: b[name] - a[name] for name in a if name in b}
-    parts = []
-    for counts in draws(seed, base.units, n):
-        left, right = base.columns.aggregate(base.totals(counts), False), other.columns.aggregate(other.totals(counts), False)
-        parts.append({name: right[name] - left[name] for name in left if name in right})
-    return observed, _joined(parts)
+    left, right = resampled(base, n, seed), resampled(other, n, seed)
+    return observed, {name: right[name] - left[name] for name in left if name in right}
 
 
 def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -149,23 +146,17 @@ def percentile_interval(values: Sequence[float]) -> tuple[float, float] | None:
     return float(low), float(high)
 
 
-def bootstrap_values(count: int, compute: Callable[[Sequence[int]], Any], n: int = 1000, seed: int = 0) -> list[Any]:
-    """``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement, drawn as `draws` draws them."""
-    if count < 2 or n <= 0:
-        return []
-    rng = np.random.default_rng(seed)
-    return [compute(rng.integers(0, count, count)) for _ in range(n)]
-
-
 def resampled_metrics(count: int, compute: Callable[[Sequence[int]], dict], n: int = 1000, seed: int = 0) -> dict[str, list[float]]:
-    """`bootstrap_values` of a function giving {metric: value}, as {metric: [numeric values]}; a
-    resample's judge failure share is the whole run's (`failure_share.decided_on_the_whole_run`)."""
+    """{metric: [numeric values]} of ``compute(picks)`` on ``n`` resamples of ``range(count)`` with replacement,
+    drawn as `draws` draws them ({} with fewer than two or ``n`` = 0); a resample's judge failure share is
+    the whole run's (`failure_share.decided_on_the_whole_run`)."""
     from lmms_video_reasoning.judges import failure_share
 
     values: dict[str, list[float]] = {}
+    rng = np.random.default_rng(seed)
     with failure_share.decided_on_the_whole_run():
-        for metrics in bootstrap_values(count, compute, n, seed):
-            for name, value in metrics.items():
+        for _ in range(n if count >= 2 else 0):
+            for name, value in compute(rng.integers(0, count, count)).items():
                 if isinstance(value, (int, float)):
                     values.setdefault(name, []).append(float(value))
     return values
@@ -175,5 +166,5 @@ def bootstrap_interval(units: Sequence[Sequence[T]], statistic: Callable[[list[T
                        seed: int = 0) -> tuple[float, float] | None:
     """Percentile interval of ``statistic`` over resamples of ``units`` (each a list of items, e.g.
     one question's verdict pairs); None with fewer than two units or ``n`` = 0."""
-    values = bootstrap_values(len(units), lambda picks: statistic([item for pick in picks for item in units[pick]]), n, seed)
-    return percentile_interval(values) if values else None
+    values = resampled_metrics(len(units), lambda picks: {"": statistic([item for pick in picks for item in units[pick]])}, n, seed)
+    return percentile_interval(values.get("", []))

@@ -59,17 +59,18 @@ class TaskSpec:
     declared: registry.Task  # the declaration itself (record options, settings)
 
 
-def task_specs() -> dict[str, TaskSpec]:
-    """Every task of the registered benchmarks (groups left out), by name."""
+def task_specs(benchmarks: list | None = None) -> dict[str, TaskSpec]:
+    """Every task of `benchmarks` (default: the registered ones; groups left out), by name."""
     return {task.name: TaskSpec(task.name, benchmark.name, f"{benchmark.binding}.{task.process_docs}", tuple(task.metrics),
                                 task.target, task)
-            for benchmark in registry.benchmarks() for task in benchmark.tasks}
+            for benchmark in (registry.benchmarks() if benchmarks is None else benchmarks) for task in benchmark.tasks}
 
 
 def task_spec(name: str) -> TaskSpec:
-    specs = task_specs()
+    owner = registry.owner(name)  # imports only the benchmark declaring it
+    specs = task_specs([owner] if owner else None)
     if name not in specs:
-        raise DataError(f"unknown task {name!r}: this suite's tasks are {', '.join(sorted(specs))}")
+        raise DataError(f"unknown task {name!r}: this suite's tasks are {', '.join(sorted(task_specs()))}")
     return specs[name]
 
 

@@ -80,11 +80,10 @@ def score_task(task: str, records: Sequence[dict], source: str = "", run: str = 
     judge = judge_for(bench, records)
     before = judge.stats.as_dict() if judge is not None else None
     computed, outcomes = bench.score(records, settings, judge)
-    if judge is not None:
-        judge.log_summary()
     metrics = {name: computed[name] for name in spec.metrics if name in computed} or computed  # the task's metrics
     accounting = None
     if judge is not None:
+        judge.log_summary()
         accounting = {**judge.accounting(), "stats": _stats_delta(before, judge.stats.as_dict())}
     if coverage is not None:
         coverage.scored = len(records)
@@ -287,17 +286,8 @@ def _judge_chooser(args, item: Gathered, said: set) -> JudgeChooser:
             said.add(note)
             print(note)
 
-    if getattr(args, "batch", False):  # every judge reads its own cache, sending nothing
-
-        def cache_read(bench, records):
-            if not bench.judge_name or not bench.needs_judge(records):
-                return None
-            config = JudgeConfig.from_env(bench.judge_name)
-            return cache_only_judge(bench.judge_name,
-                                    *((config.model, config.cache_path, config.base_url) if config is not None else ()))
-
-        return cache_read
-    name = registry.get(task_spec(item.task).benchmark).scoring.judge_name
+    batch = getattr(args, "batch", False)
+    name = "" if batch else registry.get(task_spec(item.task).benchmark).scoring.judge_name
     try:
         config = JudgeConfig.from_env(name) if name else None
     except ValueError:  # a benchmark that declares no judge: there is no recorded judge to read
@@ -323,6 +313,10 @@ def _judge_chooser(args, item: Gathered, said: set) -> JudgeChooser:
     def chosen(bench, records):
         if not bench.judge_name or not bench.needs_judge(records):
             return None
+        if batch:  # every judge reads its own cache, sending nothing
+            config = JudgeConfig.from_env(bench.judge_name)
+            return cache_only_judge(bench.judge_name,
+                                    *((config.model, config.cache_path, config.base_url) if config is not None else ()))
         return instead if instead is not None else scoring_judge(bench, records)  # else the configured judge
 
     return chosen

@@ -23,7 +23,7 @@ from lmms_video_reasoning.vrbench import docs, judging, task
 
 def _documents(dataset, mode, protocol=None):  # one per question: the 960 video records hold 8,243
     records = [docs.without_arrow_gaps(row) for row in dataset]
-    return Dataset.from_list(task.stamp(docs.flatten(records), mode, protocol or task.task_protocol_of()))
+    return Dataset.from_list(task.stamp(docs.flatten(records), mode, protocol or task.PROTOCOL.default))
 
 
 vrbench_process_docs = partial(_documents, mode="judge")  # both tracks
