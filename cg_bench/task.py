@@ -70,8 +70,8 @@ class Outcome:
 
 
 def read_outcomes(records: Sequence[dict], strict: bool = False, official_reversed: bool = False) -> list[Outcome]:
-    """Parse every record; an open-ended answer with a prediction is left pending (judge_error NO_JUDGE) for
-    `judging.judge_pending`; `strict`, `official_reversed`: the options above."""
+    """Parse every record; an open-ended answer with a prediction is left pending (judge_error NO_JUDGE) for the
+    open-ended judge (`judging.judge_pending`); `strict`, `official_reversed`: the options above."""
     outcomes = []
     for index, record in enumerate(records):
         require_fields(record, RECORD_FIELDS, f"cg_bench record #{index}")

@@ -104,6 +104,6 @@ def logged(doc, record, outcome):
 
 
 def cgbench_protocol_process_results(doc, results):
-    """The answer's record and its outcome, read by rule (the open-ended task's hooks judge: `open_judge.py`)."""
+    """The answer's record and its outcome, read by rule (no judge)."""
     record = answer_record(doc, results)
     return logged(doc, record, task.read_outcomes([record])[0])
