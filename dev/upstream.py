@@ -20,7 +20,8 @@ configuration's versions):
   `lmms_eval.tasks.<folder>.<module>`), then lmms-eval's own ruff settings sort and format them.
   A module two or more benchmarks need goes once into a PR of its own (`SHARED_PACKAGE`), which the
   benchmark PRs build on (applied before each, alone too). A benchmark PR only adds files (and
-  appends to its folder's README): a file of the tree it would overwrite is refused.
+  appends to its folder's README): a file of the tree it would overwrite is refused. A benchmark's
+  PR may have follow-ups (`follow_ups`: CG-Bench's open-ended judge, 03b), each built on it.
   What a folder may carry is checked: its own protocol modules and a short list of shared
   modules needing only the standard library or lmms-eval (`EXPORTABLE`); the plugin's
   infrastructure (judge engine and cache, proxy clips, the data-root tooling, the report, the
