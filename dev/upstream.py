@@ -663,6 +663,7 @@ def formatted(pr: PullRequest, tree: Path) -> PullRequest:
         ruff(["format", "--quiet", *python], config, root)
         changes = dict(pr.changes)
         changes.update({path: (root / path).read_bytes() for path in python})
+    # new to the tree: a follow-up's change to its first PR's file (formatted by the hooks too) counts as new
     hooks, new = precommit_hooks(tree), {path: changes[path] for path in python if not (tree / path).is_file()}
     if hooks and new:
         changes.update(run_hooks(hooks, new, tree))

@@ -388,6 +388,7 @@ def test_pre_commit_hooks_judge_only_the_prs_lines(tmp_path):
     (tmp_path / "lmms_eval").mkdir()
     (tmp_path / "lmms_eval/__init__.py").write_text("")
     base = b"import os\n\nVALUES = [1,2]\n"  # the tree's own line black would rewrite
+    (tmp_path / "lmms_eval/x.py").write_bytes(base)  # the tree's file the PR modifies
     long_import = "from lmms_eval.models.model_utils.some_module import first_function_name, second_function_name\n"
     pr = upstream.PullRequest(1, "t", "t", "host", {"lmms_eval/x.py": base.replace(b"import os\n", b"import os\n\n" + long_import.encode()),
                                                     "test/eval/test_x.py": (long_import + "import pytest\n").encode()}, "", base={"lmms_eval/x.py": base})
