@@ -150,7 +150,7 @@ def _details(scores: dict) -> tuple[str, bool]:
 
 # --- The declaration
 class CgBenchScoring(ScoringAdapter):
-    """CG-Bench: `scored_records`; outcomes from `task.read_outcomes`, metrics from `task.outcome_columns`."""
+    """CG-Bench: `scored_records`; outcomes from `task.read_outcomes` and `judging.judge_pending`, metrics from `task.outcome_columns`."""
 
     name = judge_name = "cg_bench"
 
@@ -167,7 +167,8 @@ class CgBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge):
         if self.needs_judge(records) and judge is None:
             return None
-        return [asdict(o) for o in task.read_outcomes(records, judge, MEDIA, settings["strict"], settings["official_reversed"])]
+        outcomes_ = judging.judge_pending(task.read_outcomes(records, settings["strict"], settings["official_reversed"]), records, judge, MEDIA)
+        return [asdict(o) for o in outcomes_]
 
     def metrics(self, records, outcomes_, settings):
         return point(self.columns(records, outcomes_, settings))
@@ -224,13 +225,13 @@ def as_settings(settings: dict | None) -> tuple[dict, bool]:
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge | None) -> tuple[dict, list[Outcome]]:
-    """Every metric of the records and the outcomes they come from (`task.read_outcomes` on the data root), with
-    the counts of videos asked without subtitles and `breakdown` (per group and mode, failures, the settings
-    used). Records of several tasks of a run may be scored together: long + clue + grounding give `crr` and
-    `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
+    """Every metric of the records and the outcomes they come from (`task.read_outcomes`, open answers judged by
+    `judging.judge_pending` on the data root), with the counts of videos asked without subtitles and `breakdown`
+    (per group and mode, failures, the settings used). Records of several tasks of a run may be scored together:
+    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
     settings, judged = as_settings(settings)
     strict, failed_share = settings["strict"], settings.get(FAILED_SHARE)
-    outcomes = task.read_outcomes(records, judge if judged else None, MEDIA, strict, settings["official_reversed"])
+    outcomes = judging.judge_pending(task.read_outcomes(records, strict, settings["official_reversed"]), records, judge if judged else None, MEDIA)
     for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
         if outcome.judge_error == task.NO_JUDGE:
             outcome.judge_error = task.JUDGE_OFF

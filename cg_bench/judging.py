@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from lmms_video_reasoning.cg_bench import frames, prompts
-from lmms_video_reasoning.cg_bench.scoring import judge_verdict
+from lmms_video_reasoning.cg_bench.scoring import judge_verdict, parse_open
+from lmms_video_reasoning.cg_bench.task import NO_JUDGE, Outcome
 from lmms_video_reasoning.utils.core.ask import Ask, Judge, Request
+from lmms_video_reasoning.utils.lmms.responses import final_answer
 
 # The official judge (run/run_api.py: GPT-4o).
 JUDGE_MODEL = "gpt-4o-2024-08-06"
@@ -83,3 +85,18 @@ def judge_open(items: Sequence[OpenItem], judge: Judge, media: frames.Media) -> 
     """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
     results = judge.map(lambda item, ask: judge_one(item, ask, media), list(items), desc="cg_bench open-ended judge")
     return [result if result is not None else OpenVerdict(None, "judge item failed (see log)") for result in results]
+
+
+def judge_pending(outcomes: list[Outcome], records: Sequence[dict], judge: Judge | None, media: frames.Media) -> list[Outcome]:
+    """`outcomes` (of `records`, `task.read_outcomes`) with the open answers it left pending judged, once, in place
+    (`judge` None: none configured, they stay pending); `media` gives the clue frames of step 2."""
+    pending = [(outcome, record) for outcome, record in zip(outcomes, records) if outcome.judge_error == NO_JUDGE]
+    if judge is None or not pending:
+        return outcomes
+    # a pending answer has a prediction, the same in both parsing settings (strict only refuses a blank reply)
+    items = [OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], parse_open(final_answer(record)),
+                      tuple(tuple(pair) for pair in record["clue_intervals"])) for _outcome, record in pending]
+    for (outcome, _record), verdict in zip(pending, judge_open(items, judge, media)):
+        outcome.value = None if verdict.verdict is None else float(verdict.verdict)
+        outcome.judge_error = verdict.error
+    return outcomes

@@ -14,10 +14,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lmms_video_reasoning.cg_bench import docs, frames, judging, prompts, scoring
+from lmms_video_reasoning.cg_bench import docs, frames, prompts, scoring
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.utils.core import options, settings
-from lmms_video_reasoning.utils.core.ask import Judge
 from lmms_video_reasoning.utils.core.columns import SampleColumns, point, ratio, rowwise
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record
@@ -70,18 +69,16 @@ class Outcome:
     sub_category: str = ""  # the annotation's level-2 category (`scoring.SUB_CATEGORIES`; "" in outcomes stored before it was kept)
 
 
-def read_outcomes(records: Sequence[dict], judge: Judge | None, media: frames.Media, strict: bool = False,
-                  official_reversed: bool = False) -> list[Outcome]:
-    """Parse every record and judge the open-ended ones, once (`judge` None: none configured, not judged;
-    `media` gives the clue frames of the judge's second step); `strict`, `official_reversed`: the options above."""
+def read_outcomes(records: Sequence[dict], strict: bool = False, official_reversed: bool = False) -> list[Outcome]:
+    """Parse every record; an open-ended answer with a prediction is left pending (judge_error NO_JUDGE) for the
+    open-ended judge (`judging.judge_pending`); `strict`, `official_reversed`: the options above."""
     outcomes = []
-    open_slots: list[tuple[int, dict, str]] = []
     for index, record in enumerate(records):
         require_fields(record, RECORD_FIELDS, f"cg_bench record #{index}")
         mode = record["mode"]
         if mode not in MODES:
             raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
-        value, failed, no_answer = None, False, model_failed(record)
+        value, failed, no_answer, pending = None, False, model_failed(record), None
         truncated = reasoning_truncated(record)
         answer = final_answer(record)
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
@@ -94,23 +91,12 @@ def read_outcomes(records: Sequence[dict], judge: Judge | None, media: frames.Me
             value, how = scoring.grounding_tiou(answer, record["clue_intervals"], strict, official_reversed)
             failed = how == "failed"
         else:
-            prediction = scoring.parse_open(answer, strict)
-            failed = prediction is None
+            failed = scoring.parse_open(answer, strict) is None
             value = 0.0 if failed and strict else None
-            if prediction is not None:
-                open_slots.append((index, record, prediction))
+            pending = None if failed else NO_JUDGE
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
-                                scoring.question_kind(record["sub_category"]), model_failed=no_answer,
+                                scoring.question_kind(record["sub_category"]), judge_error=pending, model_failed=no_answer,
                                 reasoning_truncated=truncated, sub_category=record["sub_category"]))
-    if judge is None:
-        for index, _record, _prediction in open_slots:
-            outcomes[index].judge_error = NO_JUDGE
-    elif open_slots:
-        items = [judging.OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], prediction,
-                                  tuple(tuple(pair) for pair in record["clue_intervals"])) for _index, record, prediction in open_slots]
-        for (index, _record, _prediction), verdict in zip(open_slots, judging.judge_open(items, judge, media)):
-            outcomes[index].value = None if verdict.verdict is None else float(verdict.verdict)
-            outcomes[index].judge_error = verdict.error
     return outcomes
 
 

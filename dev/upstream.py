@@ -20,7 +20,8 @@ configuration's versions):
   `lmms_eval.tasks.<folder>.<module>`), then lmms-eval's own ruff settings sort and format them.
   A module two or more benchmarks need goes once into a PR of its own (`SHARED_PACKAGE`), which the
   benchmark PRs build on (applied before each, alone too). A benchmark PR only adds files (and
-  appends to its folder's README): a file of the tree it would overwrite is refused.
+  appends to its folder's README): a file of the tree it would overwrite is refused. A benchmark's
+  PR may have follow-ups (`follow_ups`: CG-Bench's open-ended judge, 03b), each built on it.
   What a folder may carry is checked: its own protocol modules and a short list of shared
   modules needing only the standard library or lmms-eval (`EXPORTABLE`); the plugin's
   infrastructure (judge engine and cache, proxy clips, the data-root tooling, the report, the
@@ -44,7 +45,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 PACKAGE = "lmms_video_reasoning"
@@ -91,10 +92,15 @@ class PullRequest:
     tests: list[str] = field(default_factory=list)  # test folders or files under the tree, for pytest
     base: dict[str, bytes] = field(default_factory=dict)  # the clean tree's version of each file it modifies
     requires: list[str] = field(default_factory=list)  # the PRs (names) it builds on: applied before it, alone too
+    part: str = ""  # a follow-up of the PR numbered `number` ("b": 03b builds on 03)
+
+    @property
+    def label(self) -> str:
+        return f"{self.number:02d}{self.part}"
 
     @property
     def name(self) -> str:
-        return f"{self.number:02d}-{self.slug}"
+        return f"{self.label}-{self.slug}"
 
     def python_lines(self, outside_tests: bool = True) -> int:
         """Lines of Python the PR adds or changes (outside `test/` by default): every line of a new
@@ -510,13 +516,36 @@ def rewrite_imports(source: str, folder: str, shared: frozenset[str] = frozenset
 Export = dict[str, tuple[Path, set[str]]]  # {module: (its source, the names of it exported)}
 
 
-def exported(benchmark: str) -> Export:
-    """The modules of ours a benchmark's task folder needs, each with the definitions its hooks and
-    tests reach (a module none of whose definitions they reach stays behind)."""
+def spec_of(folder: Path) -> dict:
+    return json.loads((folder / SPEC_FILE).read_text(encoding="utf-8"))
+
+
+def follow_ups(benchmark: str) -> list[Path]:
+    """The folders of a benchmark's follow-up PRs (`<its files>/<name>/pr.json`), each building on its first PR."""
+    return sorted(path.parent for path in (BENCHMARK_FILES / benchmark).glob(f"*/{SPEC_FILE}"))
+
+
+def pr_files(benchmark: str, stage: Path | None = None) -> list[Path]:
+    """The files a benchmark's PR carries: the first PR's (`stage` None) are its folder's but those a follow-up's
+    spec lists (`files`: new files beside the first PR's, the YAML templates they include); a follow-up's are
+    those and its own folder's (what it writes over the first PR's: a group with its task, a README section)."""
     upstream = BENCHMARK_FILES / benchmark
-    spec = json.loads((upstream / SPEC_FILE).read_text(encoding="utf-8"))
-    modules = closure(upstream / spec["hooks"], benchmark)
-    kept = used_parts([upstream / spec["hooks"]] + sorted(upstream.glob("test_*.py")), modules)
+    if stage is None:
+        claimed = {name for later in follow_ups(benchmark) for name in spec_of(later)["files"]}
+        return [path for path in sorted(upstream.iterdir()) if path.is_file() and path.name not in NOT_EXPORTED | claimed]
+    own = [path for path in sorted(stage.iterdir()) if path.is_file() and path.name not in NOT_EXPORTED]
+    return sorted([upstream / name for name in spec_of(stage)["files"]] + own, key=lambda path: path.name)
+
+
+def exported(benchmark: str, stages: tuple[Path | None, ...] = (None,)) -> Export:
+    """The modules of ours a benchmark's task folder needs, each with the definitions the hooks and tests of
+    its PRs `stages` (None: the first, else a follow-up's folder) reach (a module none of whose definitions
+    they reach stays behind)."""
+    upstream = BENCHMARK_FILES / benchmark
+    hooks = [upstream / spec_of(stage or upstream)["hooks"] for stage in stages]
+    modules = {name: path for hook in hooks for name, path in closure(hook, benchmark).items()}
+    tests = [path for stage in stages for path in pr_files(benchmark, stage) if path.name.startswith("test_") and path.suffix == ".py"]
+    kept = used_parts(hooks + tests, modules)
     reached = sorted(f"{name}.{part}" for name in modules if name[len(PACKAGE) + 1:] in NEVER_EXPORTED for part in kept[name])
     if reached:
         raise UpstreamError(f"{benchmark}: the hooks or tests reach {reached}, the suite's environment layer: read task options "
@@ -553,12 +582,20 @@ def shared_pr(shared: Export) -> PullRequest:
     return PullRequest(spec["number"], spec["slug"], spec["title"], "shared", changes, description, spec, [], {})
 
 
-def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, shared: Export | None = None, requires: list[str] | None = None) -> PullRequest:
+# What a follow-up's spec takes from the first PR's: the folder and the sample benchmark its tasks run on.
+INHERITED = ("folder", "documents", "id_field", "sample", "readme")  # a follow-up may set its own
+
+
+def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, shared: Export | None = None, requires: list[str] | None = None,
+                 stage: Path | None = None, follows: PullRequest | None = None) -> PullRequest:
     """The pull request of one benchmark (see the module doc): `export` (default: `exported(benchmark)`)
-    without the `shared` modules, which its code imports from `SHARED_PACKAGE` (the PR `requires`)."""
+    without the `shared` modules, which its code imports from `SHARED_PACKAGE` (the PR `requires`).
+    A follow-up (`stage`, its folder) builds on the benchmark's first PR `follows` (formatted): `export` is
+    both's, and what the first PR already has the same is no change (`formatted` drops it)."""
     base = package_dir(benchmark)
     upstream = BENCHMARK_FILES / benchmark
-    spec = json.loads((upstream / SPEC_FILE).read_text(encoding="utf-8"))
+    spec = spec_of(upstream) if follows is None else {**{key: follows.spec[key] for key in INHERITED if key in follows.spec}, **spec_of(stage)}
+    built_on = follows.changes if follows is not None else {}
     folder = spec["folder"]
     target = f"lmms_eval/tasks/{folder}"
     changes: dict[str, bytes | None] = {}
@@ -572,9 +609,7 @@ def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, share
             if path.is_file() and "__pycache__" not in path.parts:
                 changes[f"{target}/{path.relative_to(base).as_posix()}"] = path.read_bytes()
     tests = []
-    for path in sorted(upstream.iterdir()):
-        if path.name in NOT_EXPORTED or not path.is_file():
-            continue
+    for path in pr_files(benchmark, stage):
         content = path.read_bytes()
         if path.suffix == ".py":
             content = rewrite_imports(content.decode("utf-8"), folder, shared).encode("utf-8")
@@ -582,7 +617,7 @@ def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, share
             changes[f"test/eval/{folder}/{path.name}"] = content
             tests.append(f"test/eval/{folder}")
         elif path.name == "README.md" and spec.get("readme") == "append":
-            original = (tree / target / "README.md").read_bytes()
+            original = built_on.get(f"{target}/README.md") or (tree / target / "README.md").read_bytes()
             changes[f"{target}/README.md"] = original.rstrip() + b"\n\n" + content
         else:
             changes[f"{target}/{path.name}"] = content
@@ -594,9 +629,12 @@ def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, share
     if existing:
         raise UpstreamError(f"{benchmark}: the PR would overwrite {existing} of {tree}: give its files new names (a new task, "
                             "a new hooks module); a change to an existing task is a PR of its own")
-    description = (upstream / DESCRIPTION_FILE).read_text(encoding="utf-8")
-    base = {path: (tree / path).read_bytes() for path, content in changes.items() if content is not None and (tree / path).is_file()}
-    return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)), base, list(requires or []))
+    description = ((stage or upstream) / DESCRIPTION_FILE).read_text(encoding="utf-8")
+    base = {path: built_on.get(path) or (tree / path).read_bytes() for path, content in changes.items()
+            if content is not None and (path in built_on or (tree / path).is_file())}
+    requires = list(requires or []) + ([follows.name] if follows is not None else [])
+    return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)), base, requires,
+                       spec.get("part", ""))
 
 
 # ------------------------------------------------------------------------------ formatting and patches
@@ -625,10 +663,11 @@ def formatted(pr: PullRequest, tree: Path) -> PullRequest:
         ruff(["format", "--quiet", *python], config, root)
         changes = dict(pr.changes)
         changes.update({path: (root / path).read_bytes() for path in python})
-    hooks, new = precommit_hooks(tree), {path: changes[path] for path in python if path not in pr.base}
+    # new to the tree: a follow-up's change to its first PR's file (formatted by the hooks too) counts as new
+    hooks, new = precommit_hooks(tree), {path: changes[path] for path in python if not (tree / path).is_file()}
     if hooks and new:
         changes.update(run_hooks(hooks, new, tree))
-    return PullRequest(pr.number, pr.slug, pr.title, pr.kind, changes, pr.description, pr.spec, pr.tests, pr.base, pr.requires)
+    return replace(pr, changes={path: content for path, content in changes.items() if content is None or pr.base.get(path) != content})
 
 
 def lint(pr: PullRequest, tree: Path) -> str:
@@ -656,14 +695,17 @@ def git(args: list[str], cwd: Path) -> str:
 
 
 def patch_of(pr: PullRequest, tree: Path) -> str:
-    """The PR as a git patch against `tree` (only the files it touches are read)."""
+    """The PR as a git patch against `tree`, with the files of the PR it builds on (`pr.base`) for a follow-up."""
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         git(["init", "-q"], root)
         for path in pr.changes:
-            if (tree / path).is_file():
+            if (tree / path).is_file() or path in pr.base:
                 (root / path).parent.mkdir(parents=True, exist_ok=True)
+            if (tree / path).is_file():
                 shutil.copy(tree / path, root / path)  # with its mode: git records it
+            if path in pr.base:  # the tree's, or (a follow-up) the PR it builds on left it so
+                (root / path).write_bytes(pr.base[path])
         git(["add", "-A"], root)
         git(["commit", "-q", "--allow-empty", "-m", "clean tree"], root)
         for path, content in pr.changes.items():
@@ -746,15 +788,18 @@ def series(tree: Path) -> list[PullRequest]:
 
     tree = Path(tree).resolve()
     check_tree(tree)
-    exports = {name: exported(name) for name in benchmark_folders()}
-    shared = shared_modules(exports)
+    stages = {name: follow_ups(name) for name in benchmark_folders()}
+    shared = shared_modules({name: exported(name, (None, *later)) for name, later in stages.items()})  # what any of its PRs needs
     common = [shared_pr(shared)] if shared else []
     requires = [pr.name for pr in common]
-    prs = common + [benchmark_pr(name, tree, export, shared, requires) for name, export in exports.items()] + host_prs.pull_requests(tree)
-    numbers = [pr.number for pr in prs]
+    prs = [formatted(pr, tree) for pr in common + host_prs.pull_requests(tree)]
+    for name, later in stages.items():
+        first = formatted(benchmark_pr(name, tree, exported(name), shared, requires), tree)
+        prs += [first] + [formatted(benchmark_pr(name, tree, exported(name, (None, stage)), shared, requires, stage, first), tree) for stage in later]
+    numbers = [pr.label for pr in prs]
     if len(set(numbers)) != len(numbers):
         raise UpstreamError(f"two PRs share a number: {numbers}")
-    return [formatted(pr, tree) for pr in sorted(prs, key=lambda pr: pr.number)]
+    return sorted(prs, key=lambda pr: (pr.number, pr.part))
 
 
 def leftovers(pr: PullRequest) -> list[str]:
@@ -799,8 +844,8 @@ def selected(prs: list[PullRequest], only: str | None) -> list[PullRequest]:
     if not only:
         return prs
     wanted = {name.strip() for name in only.split(",") if name.strip()}
-    chosen = [pr for pr in prs if {str(pr.number), f"{pr.number:02d}", pr.slug, pr.name} & wanted]
-    known = {name for pr in chosen for name in (str(pr.number), f"{pr.number:02d}", pr.slug, pr.name)}
+    chosen = [pr for pr in prs if {pr.label.lstrip("0") or "0", pr.label, pr.slug, pr.name} & wanted]
+    known = {name for pr in chosen for name in (pr.label.lstrip("0") or "0", pr.label, pr.slug, pr.name)}
     if wanted - known:
         raise UpstreamError(f"--only names no PR of the series: {sorted(wanted - known)} (the series: {[pr.name for pr in prs]})")
     required = {name for pr in chosen for name in pr.requires}  # a PR is checked on what it builds on

@@ -1,7 +1,7 @@
 """CG-Bench's official protocol tasks (clue-grounded QA in long videos): the lmms-eval hooks.
 
-The task logic is `task.py`; here: the folder's dataset and files, frames decoded with PyAV, and lmms-eval's
-own judge (`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`), which judges open answers in `process_results`.
+The task logic is `task.py`; here: the folder's dataset and files, frames decoded with PyAV, and the rule-based
+reading of each answer in `process_results`.
 """
 
 import os
@@ -11,10 +11,9 @@ from datasets import Dataset
 
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_eval.tasks.cgbench.utils import cgbench_doc_to_visual
-from lmms_video_reasoning.cg_bench import docs, judging, task
+from lmms_video_reasoning.cg_bench import docs, task
 from lmms_video_reasoning.utils.core.frame_plan import choose
 from lmms_video_reasoning.utils.core.records import aggregations, once_per_sample
-from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
 from lmms_video_reasoning.dev.plain_frames import PlainMedia, probe
 
 CACHE_DIR = "cg_videos_720p"
@@ -93,10 +92,18 @@ def cgbench_protocol_doc_to_messages(doc, lmms_eval_specific_kwargs=None):
     return task.doc_to_messages(doc, lmms_eval_specific_kwargs, MEDIA)
 
 
-def cgbench_protocol_process_results(doc, results):
-    """The answer's record and its outcome (open answers judged here, by the two-step judge)."""
+def answer_record(doc, results):
+    """The logged record of the model's reply to `doc`."""
     response = results[0] if results else ""
-    record = task.make_record(doc, response if isinstance(response, str) else str(response))
-    judge = configured_judge(judging.JUDGE_MODEL) if doc["mode"] == "open" else None
-    outcome = task.read_outcomes([record], judge, MEDIA)[0]
+    return task.make_record(doc, response if isinstance(response, str) else str(response))
+
+
+def logged(doc, record, outcome):
+    """The answer's record and its outcome, logged once, under every metric of the document's task."""
     return once_per_sample({"record": record, "outcome": vars(outcome)}, task.METRICS[doc["task_kind"]])
+
+
+def cgbench_protocol_process_results(doc, results):
+    """The answer's record and its outcome, read by rule (no judge)."""
+    record = answer_record(doc, results)
+    return logged(doc, record, task.read_outcomes([record])[0])
