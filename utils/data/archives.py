@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import io
-import os
 import re
 import shutil
 import struct
@@ -29,7 +28,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.files import atomic_target, size_text
-from lmms_video_reasoning.utils.data.media_index import leaves_root
+from lmms_video_reasoning.utils.data.media_index import files_by_name, leaves_root
 
 
 class ArchiveError(DataError):
@@ -222,20 +221,14 @@ def find_archives(root: Path) -> list[Archive]:
     root = Path(root)
     zips: list[Path] = []
     split_parts: dict[Path, list[tuple[int, Path]]] = {}
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = Path(folder) / name
-            if name.endswith(".joined.zip"):  # left by earlier versions: never an input
-                continue
-            if name.lower().endswith(".zip"):
-                zips.append(path)
-                continue
-            match = SPLIT_PART.match(name)
-            if match:
-                split_parts.setdefault(path.with_name(match["stem"] + ".zip"), []).append((int(match["number"]), path))
+    for path in sorted(root / rel for rels in files_by_name(root).values() for rel in rels):
+        match = SPLIT_PART.match(path.name)
+        if path.name.endswith(".joined.zip"):  # left by earlier versions: never an input
+            continue
+        if path.name.lower().endswith(".zip"):
+            zips.append(path)
+        elif match:
+            split_parts.setdefault(path.with_name(match["stem"] + ".zip"), []).append((int(match["number"]), path))
     rel = lambda p: p.relative_to(root).as_posix()  # noqa: E731
     archives: list[Archive] = []
     chunks: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
@@ -303,15 +296,16 @@ class Plan:
     skipped: int  # members no target wanted (e.g. a README)
     # CRC of each file the extraction of another archive verified and recorded (`prepare`'s stamps)
     verified: Mapping[str, int] = field(default_factory=dict)
+    rewrite: frozenset[str] = frozenset()  # targets to write again even when in place (a changed archive)
 
     @property
     def declared(self) -> int:
         return sum(member.size for member, _t in self.entries)
 
-    def pending(self, root: Path, rewrite: frozenset[str] = frozenset()) -> list[tuple[Member, str]]:
+    def pending(self, root: Path) -> list[tuple[Member, str]]:
         """Entries to write: those in `rewrite`, and those whose content is not at their target."""
         return [(member, target) for member, target in self.entries
-                if target in rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
+                if target in self.rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
 
 
 def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
@@ -330,7 +324,7 @@ def _file_in_the_way(root: Path, target: str) -> Path | None:
     return None
 
 
-def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
+def refuse_conflicts(plan_: Plan, root: Path) -> None:
     """ArchiveError, before anything is written, when an entry would replace a different file, or its
     place is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
     root = Path(root)
@@ -341,7 +335,7 @@ def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozense
             found.append(f"member {member.name!r} goes to {path}, under {blocking}, which is a file, not a folder")
         elif path.is_dir():
             found.append(f"member {member.name!r} goes to {path}, which is a folder")
-        elif path.exists() and target not in rewrite and not in_place(path, member, plan_.verified.get(target)):
+        elif path.exists() and target not in plan_.rewrite and not in_place(path, member, plan_.verified.get(target)):
             found.append(f"member {member.name!r} would replace {path}, whose content differs "
                          f"({path.stat().st_size} bytes there, {member.size} bytes with CRC {member.crc:08x} in the archive)")
     if found:
@@ -386,7 +380,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
     return Plan(archive, entries, skipped)
 
 
-def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str] = frozenset()) -> int:
+def check_space(plan_: Plan, root: Path, limits: Limits) -> int:
     """Bytes still to write; ArchiveError when the expansion looks like a bomb or the disk is too full."""
     archive_bytes = sum(p.stat().st_size for p in plan_.archive.parts if p.exists())
     if plan_.declared > limits.max_ratio * archive_bytes + (1 << 20):
@@ -394,7 +388,7 @@ def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str]
             f"{plan_.archive.label} declares {size_text(plan_.declared)} of content from {size_text(archive_bytes)} of archive "
             f"(more than {limits.max_ratio:g} times): refusing to extract a possible zip bomb. If this archive is "
             "genuine, raise the limit with --max-ratio")
-    need = sum(member.size for member, _t in plan_.pending(root, rewrite))
+    need = sum(member.size for member, _t in plan_.pending(root))
     free = shutil.disk_usage(root).free
     if need + limits.keep_free > free:
         raise ArchiveError(
@@ -454,11 +448,11 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
 
 
-def extract(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Write every pending member of `plan_` under `root` (and those in `rewrite`), once `refuse_conflicts`
+def extract(plan_: Plan, root: Path) -> dict[str, int]:
+    """Write every pending member of `plan_` under `root`, once `refuse_conflicts`
     and `check_space` let it, printing every tenth of a long one; {target: size} of all its targets."""
     root = Path(root)
-    pending = plan_.pending(root, rewrite)
+    pending = plan_.pending(root)
     with closing(Concatenation(plan_.archive.parts)) as view:
         for done, (member, target) in enumerate(pending, 1):
             path = root / target

@@ -41,48 +41,39 @@ def inside_root(value: str, where: str) -> str:
     return "/".join(parts)
 
 
-@dataclass
-class FileIndex:
+def files_by_name(root: Path) -> dict[str, list[str]]:
     """Every (non-hidden) file under `root` by base name -> relative paths (POSIX, sorted)."""
-
-    root: Path
-    by_name: dict[str, list[str]] = field(default_factory=dict)
-    files: int = 0
-
-    @classmethod
-    def build(cls, root: Path) -> "FileIndex":
-        index = cls(Path(root))
-        stack = [(str(root), "")]
-        while stack:
-            folder, prefix = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:  # unreadable folder: its files are simply not found (and reported missing)
+    by_name: dict[str, list[str]] = {}
+    stack = [(str(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # unreadable folder: its files are simply not found (and reported missing)
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                rel = prefix + entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                elif entry.is_file():
-                    index.by_name.setdefault(entry.name, []).append(rel)
-                    index.files += 1
-        for paths in index.by_name.values():
-            paths.sort()
-        return index
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, rel + "/"))
+            elif entry.is_file():
+                by_name.setdefault(entry.name, []).append(rel)
+    for paths in by_name.values():
+        paths.sort()
+    return by_name
 
 
 _lock = threading.Lock()
-_indexes: dict[str, FileIndex] = {}  # one per real folder
+_indexes: dict[str, dict[str, list[str]]] = {}  # one per real folder
 
 
-def index_for(root: Path) -> FileIndex:
-    """The index of `root`, built on first use and kept for the process (see `forget`)."""
+def index_for(root: Path) -> dict[str, list[str]]:
+    """`files_by_name(root)`, built on first use and kept for the process (see `forget`)."""
     key = os.path.realpath(root)
     with _lock:
         if key not in _indexes:
-            _indexes[key] = FileIndex.build(Path(key))
+            _indexes[key] = files_by_name(Path(key))
         return _indexes[key]
 
 
@@ -110,7 +101,7 @@ def locate(root: Path, relpath: str, canonical: Iterable[str] = (), accept: Acce
             return Path(path)
     wanted = str(relpath).split("/")
     scored = []
-    for rel in index_for(root).by_name.get(wanted[-1], []):
+    for rel in index_for(root).get(wanted[-1], []):
         parts = rel.split("/")
         if accept is None or accept(parts):
             scored.append((_shared_tail(parts, wanted), rel))
