@@ -161,59 +161,56 @@ class Archive:
         if self.problems:
             raise ArchiveError(f"{self.label}: " + "; ".join(self.problems))
         with closing(Concatenation(self.parts)) as view:
-            return self._members(view)
-
-    def _members(self, view: Concatenation) -> list[Member]:
-        last_start = view.starts[-2] if self.kind == "split" else 0  # a split set's end record is in its last part
-        end = _end_record(view, last_start)
-        if end is None:
-            raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete"
-                               f"{' (the last chunk holds it: is one missing?)' if self.kind == 'slices' else ''} ({self._fix()})")
-        starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
-        if len(starts) != end.disks:
-            raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
-        eocd_abs = last_start + end.position
-        entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
-        if end.zip64_at is not None:
-            z_disk, z_offset = end.zip64_at
-            if z_disk >= len(starts):
-                raise ArchiveError(f"{self.label}: its ZIP64 record points at part {z_disk + 1} of {len(starts)} ({self._fix()})")
-            z_abs = starts[z_disk] + z_offset
-            record = view.read_at(z_abs, 56)
-            if len(record) < 56 or record[:4] != EOCD64:
-                raise ArchiveError(f"{self.label}: its ZIP64 end record is missing or damaged ({self._fix()})")
-            _sig, _sz, _made, _need, _d, cd_disk, _here, entries, cd_size, cd_offset = struct.unpack("<4sQ2H2L4Q", record)
-            zip64_len = eocd_abs - z_abs
-        if cd_disk >= len(starts):
-            raise ArchiveError(f"{self.label}: its directory starts in part {cd_disk + 1} of {len(starts)} ({self._fix()})")
-        cd_abs = starts[cd_disk] + cd_offset
-        if cd_abs + cd_size + zip64_len != eocd_abs:
-            hint = ("it is a slice of a larger zip, or was cut short" if self.kind == "zip"
-                    else "a part is missing, truncated or from another copy")
-            raise ArchiveError(f"{self.label}: its directory is not where its end record says ({hint}; {self._fix()})")
-        members = _parse_central(view.read_at(cd_abs, cd_size), entries, self.label)
-        for member in members:
-            if member.disk >= len(starts):
-                raise ArchiveError(f"{self.label}: member {member.name} lies in part {member.disk + 1} of "
-                                   f"{len(starts)} ({self._fix()})")
-            member.offset = starts[member.disk] + member.offset
-            member.disk = 0
-        return members
+            last_start = view.starts[-2] if self.kind == "split" else 0  # a split set's end record is in its last part
+            end = _end_record(view, last_start)
+            if end is None:
+                missing = " (the last chunk holds it: is one missing?)" if self.kind == "slices" else ""
+                raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete{missing} "
+                                   f"({self._fix()})")
+            starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
+            if len(starts) != end.disks:
+                raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
+            eocd_abs = last_start + end.position
+            entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
+            if end.zip64_at is not None:
+                z_disk, z_offset = end.zip64_at
+                if z_disk >= len(starts):
+                    raise ArchiveError(f"{self.label}: its ZIP64 record points at part {z_disk + 1} of {len(starts)} "
+                                       f"({self._fix()})")
+                z_abs = starts[z_disk] + z_offset
+                record = view.read_at(z_abs, 56)
+                if len(record) < 56 or record[:4] != EOCD64:
+                    raise ArchiveError(f"{self.label}: its ZIP64 end record is missing or damaged ({self._fix()})")
+                _sig, _sz, _made, _need, _d, cd_disk, _here, entries, cd_size, cd_offset = struct.unpack("<4sQ2H2L4Q", record)
+                zip64_len = eocd_abs - z_abs
+            if cd_disk >= len(starts):
+                raise ArchiveError(f"{self.label}: its directory starts in part {cd_disk + 1} of {len(starts)} ({self._fix()})")
+            cd_abs = starts[cd_disk] + cd_offset
+            if cd_abs + cd_size + zip64_len != eocd_abs:
+                hint = ("it is a slice of a larger zip, or was cut short" if self.kind == "zip"
+                        else "a part is missing, truncated or from another copy")
+                raise ArchiveError(f"{self.label}: its directory is not where its end record says ({hint}; {self._fix()})")
+            members = _parse_central(view.read_at(cd_abs, cd_size), entries, self.label)
+            for member in members:
+                if member.disk >= len(starts):
+                    raise ArchiveError(f"{self.label}: member {member.name} lies in part {member.disk + 1} of "
+                                       f"{len(starts)} ({self._fix()})")
+                member.offset = starts[member.disk] + member.offset
+                member.disk = 0
+            return members
 
     def _fix(self) -> str:
         return f"delete {self.label if self.kind == 'zip' else 'its parts'} and rerun `lmms-vr prepare` to download again"
 
 
 def _classify(path: Path) -> str:
-    with closing(Concatenation([path])) as view:
-        end = _end_record(view) if view.size else None
-        if end is None or end.disks != 1 or view.read_at(0, 4) not in (LOCAL, EOCD):
-            return "piece"
-        try:
-            Archive(path.name, "zip", [path])._members(view)
-        except ArchiveError:
-            return "piece"
-        return "zip"
+    """"zip" when `path` is a complete zip of its own, else "piece" (a byte slice of one)."""
+    try:
+        Archive(path.name, "zip", [path]).members()
+    except ArchiveError:
+        return "piece"
+    with path.open("rb") as file:
+        return "zip" if file.read(4) in (LOCAL, EOCD) else "piece"
 
 
 def find_archives(root: Path) -> list[Archive]:

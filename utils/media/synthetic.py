@@ -142,26 +142,19 @@ def _stamp_block(height: int) -> int:
 def _stamp(canvas: np.ndarray, index: int) -> None:
     b = _stamp_block(canvas.shape[0])
     for bit in range(STAMP_BITS):
-        value = 255 if (index >> bit) & 1 else 0
-        canvas[0:b, bit * b : (bit + 1) * b] = value
+        canvas[0:b, bit * b : (bit + 1) * b] = 255 if (index >> bit) & 1 else 0
 
 
 def read_index_stamp(frame) -> int:
     """The index written by ``write_video(..., stamp_index=True)`` in ``frame`` (RGB, written size)."""
     arr = np.asarray(frame)
     b = _stamp_block(arr.shape[0])
-    index = 0
-    for bit in range(STAMP_BITS):
-        block = arr[1 : b - 1, bit * b + 1 : (bit + 1) * b - 1]
-        if block.mean() > 127:
-            index |= 1 << bit
-    return index
+    return sum(1 << bit for bit in range(STAMP_BITS) if arr[1 : b - 1, bit * b + 1 : (bit + 1) * b - 1].mean() > 127)
 
 
 def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: float = 10, width: int = 320, height: int = 240,
-                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, background: str = "black",
-                overwrite: bool = False, stamp_index: bool = False, faststart: bool = False, open_gop: bool = False,
-                pix_fmt: str = "yuv420p") -> Path:
+                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, overwrite: bool = False,
+                stamp_index: bool = False, faststart: bool = False, open_gop: bool = False, pix_fmt: str = "yuv420p") -> Path:
     """Render ``shapes`` over ``duration`` seconds into a deterministic H.264 MP4 ``path`` (kept when
     it exists, unless ``overwrite``). ``gop``: keyframe interval, exact (no scene cuts); ``bframes``:
     consecutive B-frames (pyramid: some are references); ``textured``: a scrolling noise background
@@ -177,9 +170,6 @@ def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: flo
         raise ValueError(f"width and height must be even for yuv420p (pix_fmt='yuv444p' takes odd ones), got {width}x{height}")
     path.parent.mkdir(parents=True, exist_ok=True)
     times = frame_times(duration, fps, vfr)
-    if background not in COLORS:
-        raise ValueError(f"background {background!r} unknown; use one of {sorted(COLORS)}")
-    bg = np.array(COLORS[background], dtype=np.uint8)
     texture = _texture(width, height) if textured else None
     rate = Fraction(fps).limit_denominator(1001)
     time_base = VFR_TIME_BASE if vfr else 1 / rate
@@ -205,7 +195,7 @@ def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: flo
                     dy, dx = (2 * i) % height, (3 * i) % width
                     canvas[:] = texture[dy : dy + height, dx : dx + width]
                 else:
-                    canvas[:] = bg
+                    canvas[:] = 0  # black
                 for shape in shapes:
                     _draw(canvas, shape, t, masks)
                 if stamp_index:

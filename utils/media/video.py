@@ -57,9 +57,6 @@ def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[
     return info.total_frames, info.fps, [note]
 
 
-_NATIVE = "native"
-
-
 @dataclass(frozen=True)
 class PlannedFrames:
     """The frames a protocol picks in one file, before any decoding: their ``timestamps`` shown to
@@ -77,8 +74,8 @@ class PlannedFrames:
         """The planned frames; ``size``: ``(width, height)``, ``"native"``, or None (the plan's)."""
         if self.path is None:
             raise VideoError(f"no video file to read the planned frames from ({'; '.join(self.notes)})")
-        size = size if size is not None else (self.size or _NATIVE)
-        return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array)
+        size = size or self.size or "native"
+        return read_frames(self.path, self.indices, size=None if size == "native" else tuple(size), as_array=as_array)
 
 
 def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[float]] | None = None,
