@@ -246,12 +246,10 @@ def find_archives(root: Path) -> list[Archive]:
     for (folder, prefix), numbered in sorted(chunks.items()):
         numbered.sort()
         kinds = {path: _classify(path) for _n, path in numbered}
-        whole = [path for path, kind in kinds.items() if kind == "zip"]
-        if whole:  # the repacked layout (each chunk a zip of its own); any other chunk is a damaged copy
-            archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
-            archives.extend(Archive(rel(path), "zip", [path], [
+        if "zip" in kinds.values():  # the repacked layout (each chunk a zip of its own); any other chunk is a damaged copy
+            archives.extend(Archive(rel(path), "zip", [path], [] if kind == "zip" else [
                 "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
-                "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items() if kind != "zip")
+                "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items())
             continue
         width = len(numbered[0][1].name.rsplit("_", 1)[-1]) - 4  # the numbers' digits, as the names write them
         archives.append(Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered],

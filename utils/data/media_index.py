@@ -124,7 +124,7 @@ class MediaKind:
     `items`: label -> the tasks' own resolver (the path or None; a MediaError counts as missing with
     its reason). `problem(path)`: why a present file is unusable. `when_missing` / `when_unreadable`:
     what the tasks do about such a file. A required kind fails when one is missing or unusable;
-    `unusable_fails` (default: `required`) makes an unusable optional file fail too.
+    `unusable_fails` makes an unusable optional file fail too.
     """
 
     name: str
@@ -133,7 +133,7 @@ class MediaKind:
     problem: Callable[[Path], str | None]
     when_missing: str
     when_unreadable: str
-    unusable_fails: bool | None = None
+    unusable_fails: bool = False
     list_missing: bool = False  # an optional kind whose absent files `prepare` lists (e.g. subtitles a question loses)
 
 
@@ -146,8 +146,7 @@ class KindReport:
 
     @property
     def fails(self) -> bool:
-        unusable_fails = self.kind.required if self.kind.unusable_fails is None else self.kind.unusable_fails
-        return bool((self.kind.required and self.missing) or (unusable_fails and self.unusable))
+        return bool((self.kind.required and self.missing) or ((self.kind.required or self.kind.unusable_fails) and self.unusable))
 
 
 def verify(kinds: list[MediaKind], workers: int = 8) -> list[KindReport]:

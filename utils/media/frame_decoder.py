@@ -82,20 +82,18 @@ def _decode_runs(table: _FrameTable, runs: Iterable[_Run], sink, skip_nonref: bo
     presentation order; with ``skip_nonref`` only the keyframe, reference frames and targets are decoded."""
     import av
 
-    container = _open(table.path)
     try:
-        stream = container.streams.video[0]
-        cc = stream.codec_context
-        cc.thread_type = "NONE"
-        cc.thread_count = 1
-        for run in runs:
-            if not _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=False):
-                # The demuxer landed after the keyframe (an unusual index): read from the start.
-                _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=True)
+        with _open(table.path) as container:
+            stream = container.streams.video[0]
+            cc = stream.codec_context
+            cc.thread_type = "NONE"
+            cc.thread_count = 1
+            for run in runs:
+                if not _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=False):
+                    # The demuxer landed after the keyframe (an unusual index): read from the start.
+                    _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=True)
     except av.error.FFmpegError as exc:
         raise VideoError(f"video file is corrupt, decoding failed: {table.path} ({_short(exc)}). Re-download it.") from None
-    finally:
-        container.close()
 
 
 def _decode_run(container, stream, table: _FrameTable, run: _Run, sink, skip_nonref: bool, seek_to_start: bool) -> bool:

@@ -93,8 +93,7 @@ def _frame_table(path) -> _FrameTable:
 def _scan(path: Path) -> _FrameTable:
     import av
 
-    container = _open(path)
-    try:
+    with _open(path) as container:
         stream = container.streams.video[0]
         codec = stream.codec_context.name
         extradata = stream.codec_context.extradata  # avcC: the length prefix of MP4/MKV H.264 NAL units (0: unknown)
@@ -139,8 +138,6 @@ def _scan(path: Path) -> _FrameTable:
             raise VideoError(f"video has no frame rate and no duration: {path}. Remux it.")
         info = VideoInfo(len(pts), fps, duration, stream.codec_context.width, stream.codec_context.height)
         return _FrameTable(path, info, tb, nal_size, pts, keyframes, order, pos_of_pts)
-    finally:
-        container.close()
 
 
 _INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(4096)  # a few hundred bytes each: one per video of a split
@@ -161,13 +158,10 @@ def probe(path, *, exact: bool = True) -> VideoInfo:
 
 def _header_info(path: Path) -> VideoInfo | None:
     """What the container header says, when it counts the frames and gives a rate (else None)."""
-    container = _open(path)
-    try:
+    with _open(path) as container:
         stream = container.streams.video[0]
         if not stream.frames or not stream.average_rate:
             return None
         duration = float(stream.duration * stream.time_base) if stream.duration else stream.frames / float(stream.average_rate)
         return VideoInfo(int(stream.frames), float(stream.average_rate), duration, stream.codec_context.width,
                          stream.codec_context.height)
-    finally:
-        container.close()
