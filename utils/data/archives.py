@@ -273,11 +273,9 @@ class Limits:
     keep_free: int = 1 << 30
 
 
-def parse_size(text: str | int) -> int:
+def parse_size(text: str) -> int:
     """'10G', '500M', '1.5T', '0' or a plain number of bytes -> bytes (ValueError otherwise)."""
-    if isinstance(text, int):
-        return text
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)i?[bB]?\s*", str(text))
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)i?[bB]?\s*", text)
     if not match:
         raise ValueError(f"not a size: {text!r} (use e.g. 500M, 10G)")
     power = " KMGTP".index(match[2].upper() or " ")
@@ -288,7 +286,6 @@ def parse_size(text: str | int) -> int:
 class Plan:
     archive: Archive
     entries: list[tuple[Member, str]]  # member, root-relative target
-    skipped: int  # members no target wanted (e.g. a README)
     # CRC of each file the extraction of another archive verified and recorded (`prepare`'s stamps)
     verified: Mapping[str, int] = field(default_factory=dict)
     rewrite: frozenset[str] = frozenset()  # targets to write again even when in place (a changed archive)
@@ -344,7 +341,7 @@ def refuse_conflicts(plan_: Plan, root: Path) -> None:
 def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
     """The members to extract and where (ArchiveError for hostile names and clashing targets)."""
     members = archive.members()
-    entries, skipped, seen = [], 0, {}
+    entries, seen = [], {}
     for member in members:
         if member.name.endswith("/"):
             continue
@@ -355,8 +352,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
         if member.flags & 0x1:
             raise ArchiveError(f"{archive.label}: member {member.name!r} is encrypted; this is not the dataset's archive")
         target = target_of(archive.label, member.name.replace("\\", "/"))
-        if target is None:
-            skipped += 1
+        if target is None:  # a member the benchmark does not use (e.g. a README)
             continue
         if leaves_root(target):  # a benchmark mapping must keep to the root as well
             raise ArchiveError(f"{archive.label}: member {member.name!r} maps outside the root ({target})")
@@ -372,7 +368,7 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
             raise ArchiveError(f"{archive.label}: member {member.name!r} would be the file {target}, where member "
                                f"{seen[folders[target]].name!r} needs a folder; this is not the dataset's archive: "
                                "delete it and download it again")
-    return Plan(archive, entries, skipped)
+    return Plan(archive, entries)
 
 
 def check_space(plan_: Plan, root: Path, limits: Limits) -> int:

@@ -192,9 +192,8 @@ def _extract(root: Path, archive: archives.Archive, module, limits: archives.Lim
     print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), {size_text(plan.declared)}; "
           f"{size_text(need)} still to write, {size_text(shutil.disk_usage(root).free)} free)")
     sizes = archives.extract(plan, root)
-    _write_stamp(root, archive.label, {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive),
-                                       "targets": sizes, "crcs": {target: member.crc for member, target in plan.entries},
-                                       "skipped_members": plan.skipped})
+    _write_stamp(root, archive.label, {"archive": archive.label, "parts": _identity(root, archive), "targets": sizes,
+                                       "crcs": {target: member.crc for member, target in plan.entries}})
 
 
 def _verified_by_others(root: Path, label: str) -> dict[str, int]:

@@ -174,39 +174,38 @@ def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: flo
     rate = Fraction(fps).limit_denominator(1001)
     time_base = VFR_TIME_BASE if vfr else 1 / rate
 
-    with atomic_target(path) as tmp:
-        options = {"movflags": "faststart"} if faststart else {}
-        with av.open(str(tmp), mode="w", format="mp4", options=options) as container:
-            stream = container.add_stream("libx264", rate=rate)
-            stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-            stream.codec_context.time_base = time_base
-            stream.codec_context.gop_size = gop
-            x264_params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
-            if bframes:
-                x264_params += ":b-adapt=0:b-pyramid=normal"
-            if open_gop:
-                x264_params += ":open-gop=1"
-            stream.options = {"preset": "ultrafast", "crf": "23", "x264-params": x264_params}
-            masks: dict = {}
-            canvas = np.empty((height, width, 3), dtype=np.uint8)
-            for i, t in enumerate(times):
-                if texture is not None:
-                    # Scroll diagonally at a steady pace: motion the encoder can predict.
-                    dy, dx = (2 * i) % height, (3 * i) % width
-                    canvas[:] = texture[dy : dy + height, dx : dx + width]
-                else:
-                    canvas[:] = 0  # black
-                for shape in shapes:
-                    _draw(canvas, shape, t, masks)
-                if stamp_index:
-                    _stamp(canvas, i)
-                frame = av.VideoFrame.from_ndarray(canvas, format="rgb24")
-                frame.pts = round(Fraction(t).limit_denominator(10**6) / time_base) if vfr else i
-                frame.time_base = time_base
-                for packet in stream.encode(frame):
-                    container.mux(packet)
-            for packet in stream.encode():
+    options = {"movflags": "faststart"} if faststart else {}
+    with atomic_target(path) as tmp, av.open(str(tmp), mode="w", format="mp4", options=options) as container:
+        stream = container.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        stream.codec_context.time_base = time_base
+        stream.codec_context.gop_size = gop
+        x264_params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
+        if bframes:
+            x264_params += ":b-adapt=0:b-pyramid=normal"
+        if open_gop:
+            x264_params += ":open-gop=1"
+        stream.options = {"preset": "ultrafast", "crf": "23", "x264-params": x264_params}
+        masks: dict = {}
+        canvas = np.empty((height, width, 3), dtype=np.uint8)
+        for i, t in enumerate(times):
+            if texture is not None:
+                # Scroll diagonally at a steady pace: motion the encoder can predict.
+                dy, dx = (2 * i) % height, (3 * i) % width
+                canvas[:] = texture[dy : dy + height, dx : dx + width]
+            else:
+                canvas[:] = 0  # black
+            for shape in shapes:
+                _draw(canvas, shape, t, masks)
+            if stamp_index:
+                _stamp(canvas, i)
+            frame = av.VideoFrame.from_ndarray(canvas, format="rgb24")
+            frame.pts = round(Fraction(t).limit_denominator(10**6) / time_base) if vfr else i
+            frame.time_base = time_base
+            for packet in stream.encode(frame):
                 container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
     return path
 
 
