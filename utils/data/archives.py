@@ -340,9 +340,8 @@ def refuse_conflicts(plan_: Plan, root: Path) -> None:
 
 def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
     """The members to extract and where (ArchiveError for hostile names and clashing targets)."""
-    members = archive.members()
-    entries, seen = [], {}
-    for member in members:
+    seen: dict[str, Member] = {}  # target -> the first member written there
+    for member in archive.members():
         if member.name.endswith("/"):
             continue
         if leaves_root(member.name):
@@ -359,16 +358,14 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
         if target in seen and (seen[target].size, seen[target].crc) != (member.size, member.crc):
             raise ArchiveError(f"{archive.label}: members {seen[target].name!r} and {member.name!r} both map to "
                                f"{target} with different contents")
-        if target not in seen:
-            seen[target] = member
-            entries.append((member, target))
+        seen.setdefault(target, member)
     folders = {str(folder): target for target in seen for folder in PurePosixPath(target).parents}
     for target, member in seen.items():
         if target in folders:  # one member would be a file where another needs a folder
             raise ArchiveError(f"{archive.label}: member {member.name!r} would be the file {target}, where member "
                                f"{seen[folders[target]].name!r} needs a folder; this is not the dataset's archive: "
                                "delete it and download it again")
-    return Plan(archive, entries)
+    return Plan(archive, [(member, target) for target, member in seen.items()])
 
 
 def check_space(plan_: Plan, root: Path, limits: Limits) -> int:

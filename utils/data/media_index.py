@@ -2,11 +2,9 @@
 
 Datasets on the Hub were repacked over time, so a file may sit at the path a record names, in a
 canonical folder, or under whatever nesting an archive carried. A benchmark's resolver (its
-`data.py`) states its canonical places and the folders a kind of file may live in; this module
-gives `inside_root` (a record's path, refused when it leaves the root), `index_for` (every file
-under a root by base name, one walk per root and process, hidden folders skipped) and `locate`
-(the canonical candidates first, else the indexed files of that name ranked by the trailing path
-parts they share with the record's path; a tie between different files is an error naming them).
+`data.py`) states its canonical places and the folders a kind of file may live in; `locate` tries
+those first, else the files of that name under the root (one walk per root and process), ranked by
+the trailing folders they share with the record's path.
 """
 
 from __future__ import annotations

@@ -76,13 +76,11 @@ class PlannedFrames:
 
 def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[float]] | None = None,
                 meta: dict | None = None) -> PlannedFrames:
-    """The ``n`` frames ``plan`` (a benchmark's ``FramePlan``, via ``frame_plan.choose``) picks in
-    ``path``, and their times. ``intervals``: the question's (seconds), for plans picking inside them.
-    ``meta``: the dataset's per-video metadata, checked against the container header only
-    (``resolve_meta``; a prompt showing frame times needs no decoding); without it, the exact count
-    of a packet scan. Indices past the file's last frame are dropped with a note (official CG-Bench
-    skips them). With ``meta``, a file not at hand (``path`` None, e.g. replayed predictions) or
-    unreadable leaves the metadata unchecked, with a note; reading the frames then names the file."""
+    """The ``n`` frames ``plan`` (via ``frame_plan.choose``) picks in ``path``, and their times.
+    ``intervals``: the question's (seconds), for plans picking inside them. ``meta``: the dataset's
+    per-video metadata, checked against the container header only (a prompt showing frame times needs
+    no decoding); a file not at hand (``path`` None, e.g. replayed predictions) or unreadable then
+    leaves it unchecked, with a note. Without ``meta``: the exact count of a packet scan."""
     if not isinstance(plan, FramePlan):  # before any file is opened
         raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
     path = None if path is None else Path(path)
