@@ -154,13 +154,14 @@ def read_index_stamp(frame) -> int:
 
 def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: float = 10, width: int = 320, height: int = 240,
                 gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, overwrite: bool = False,
-                stamp_index: bool = False, faststart: bool = False, open_gop: bool = False, pix_fmt: str = "yuv420p") -> Path:
+                stamp_index: bool = False, faststart: bool = False, open_gop: bool = False, pix_fmt: str = "yuv420p",
+                preset: str = "ultrafast") -> Path:
     """Render ``shapes`` over ``duration`` seconds into a deterministic H.264 MP4 ``path`` (kept when
     it exists, unless ``overwrite``). ``gop``: keyframe interval, exact (no scene cuts); ``bframes``:
     consecutive B-frames (pyramid: some are references); ``textured``: a scrolling noise background
     (realistic bitrates); ``vfr``: see ``frame_times``; ``stamp_index``: each frame's index as a
     binary code (``read_index_stamp``); ``faststart``: moov first; ``open_gop``: non-IDR keyframes;
-    ``pix_fmt``: ``yuv444p`` allows odd sizes."""
+    ``pix_fmt``: ``yuv444p`` allows odd sizes; ``preset``: x264's (benchmarks/frame_sampling.py: veryfast)."""
     import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
 
     path = Path(path)
@@ -185,7 +186,7 @@ def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: flo
             x264_params += ":b-adapt=0:b-pyramid=normal"
         if open_gop:
             x264_params += ":open-gop=1"
-        stream.options = {"preset": "ultrafast", "crf": "23", "x264-params": x264_params}
+        stream.options = {"preset": preset, "crf": "23", "x264-params": x264_params}
         masks: dict = {}
         canvas = np.empty((height, width, 3), dtype=np.uint8)
         for i, t in enumerate(times):
