@@ -89,7 +89,7 @@ class Member:
     compressed: int
     size: int
     disk: int
-    offset: int  # relative to its part's start (split sets) or the file's start
+    offset: int  # from the start of part `disk`, once `Archive.members` returns: of the whole archive
 
 
 class EndRecord(NamedTuple):
@@ -170,33 +170,29 @@ class Archive:
             starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
             if len(starts) != end.disks:
                 raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
+
+            def start_of(disk: int, what: str) -> int:
+                if disk >= len(starts):
+                    raise ArchiveError(f"{self.label}: {what} in part {disk + 1} of {len(starts)} ({self._fix()})")
+                return starts[disk]
+
             eocd_abs = last_start + end.position
             entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
             if end.zip64_at is not None:
-                z_disk, z_offset = end.zip64_at
-                if z_disk >= len(starts):
-                    raise ArchiveError(f"{self.label}: its ZIP64 record points at part {z_disk + 1} of {len(starts)} "
-                                       f"({self._fix()})")
-                z_abs = starts[z_disk] + z_offset
+                z_abs = start_of(end.zip64_at[0], "its ZIP64 record lies") + end.zip64_at[1]
                 record = view.read_at(z_abs, 56)
                 if len(record) < 56 or record[:4] != EOCD64:
                     raise ArchiveError(f"{self.label}: its ZIP64 end record is missing or damaged ({self._fix()})")
                 _sig, _sz, _made, _need, _d, cd_disk, _here, entries, cd_size, cd_offset = struct.unpack("<4sQ2H2L4Q", record)
                 zip64_len = eocd_abs - z_abs
-            if cd_disk >= len(starts):
-                raise ArchiveError(f"{self.label}: its directory starts in part {cd_disk + 1} of {len(starts)} ({self._fix()})")
-            cd_abs = starts[cd_disk] + cd_offset
+            cd_abs = start_of(cd_disk, "its directory starts") + cd_offset
             if cd_abs + cd_size + zip64_len != eocd_abs:
                 hint = ("it is a slice of a larger zip, or was cut short" if self.kind == "zip"
                         else "a part is missing, truncated or from another copy")
                 raise ArchiveError(f"{self.label}: its directory is not where its end record says ({hint}; {self._fix()})")
             members = _parse_central(view.read_at(cd_abs, cd_size), entries, self.label)
             for member in members:
-                if member.disk >= len(starts):
-                    raise ArchiveError(f"{self.label}: member {member.name} lies in part {member.disk + 1} of "
-                                       f"{len(starts)} ({self._fix()})")
-                member.offset = starts[member.disk] + member.offset
-                member.disk = 0
+                member.offset += start_of(member.disk, f"member {member.name} lies")
             return members
 
     def _fix(self) -> str:
