@@ -93,8 +93,7 @@ def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dic
     except Exception as exc:  # network, gating, auth: each gets its own advice
         raise hub_error(source, exc) from None
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-    chosen = set(filter_repo_objects(list(sizes), allow_patterns=patterns, ignore_patterns=ignore or None))
-    return {name: sizes[name] for name in sorted(chosen)}
+    return {name: sizes[name] for name in filter_repo_objects(sorted(sizes), allow_patterns=patterns, ignore_patterns=ignore or None)}
 
 
 def download(source: DataSource, files: list[str], root: Path) -> None:
