@@ -216,12 +216,10 @@ def find_archives(root: Path) -> list[Archive]:
     split_parts: dict[Path, list[tuple[int, Path]]] = {}
     for path in sorted(root / rel for rels in files_by_name(root).values() for rel in rels):
         match = SPLIT_PART.match(path.name)
-        if path.name.endswith(".joined.zip"):  # left by earlier versions: never an input
-            continue
-        if path.name.lower().endswith(".zip"):
-            zips.append(path)
-        elif match:
+        if match:
             split_parts.setdefault(path.with_name(match["stem"] + ".zip"), []).append((int(match["number"]), path))
+        elif path.name.lower().endswith(".zip") and not path.name.endswith(".joined.zip"):  # joined: earlier versions' copies
+            zips.append(path)
     rel = lambda p: p.relative_to(root).as_posix()  # noqa: E731
     archives: list[Archive] = []
     chunks: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
