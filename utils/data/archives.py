@@ -102,7 +102,7 @@ class EndRecord(NamedTuple):
     zip64_at: tuple[int, int] | None  # (disk, offset) of the ZIP64 end record
 
 
-def _end_record(view: Concatenation, start: int = 0) -> EndRecord | None:
+def _end_record(view: Concatenation, start: int) -> EndRecord | None:
     tail_start = max(start, view.size - (1 << 16) - 22)
     tail = view.read_at(tail_start, view.size - tail_start)
     index = tail.rfind(EOCD)

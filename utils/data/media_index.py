@@ -147,13 +147,13 @@ class KindReport:
         return bool((self.kind.required and self.missing) or ((self.kind.required or self.kind.unusable_fails) and self.unusable))
 
 
-def verify(kinds: list[MediaKind], workers: int = 8) -> list[KindReport]:
+def verify(kinds: list[MediaKind]) -> list[KindReport]:
     """Resolve and check every item of every kind, as the tasks will; the checks (decoding a first
-    frame, which releases the GIL) run on `workers` threads."""
+    frame, which releases the GIL) run on 8 threads."""
     from concurrent.futures import ThreadPoolExecutor
 
     reports = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool:
         for kind in kinds:
             report = KindReport(kind)
             found = []
