@@ -144,7 +144,8 @@ class KindReport:
 
     @property
     def fails(self) -> bool:
-        return bool((self.kind.required and self.missing) or ((self.kind.required or self.kind.unusable_fails) and self.unusable))
+        unusable_fails = self.kind.required or self.kind.unusable_fails
+        return bool((self.kind.required and self.missing) or (unusable_fails and self.unusable))
 
 
 def verify(kinds: list[MediaKind]) -> list[KindReport]:
