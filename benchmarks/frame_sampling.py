@@ -121,7 +121,7 @@ def run_bound(path: str, indices: list[int]) -> float:
     """Seconds to decode keyframe -> target packets (pre-read) on one thread; see module doc."""
     import av
 
-    table = frame_table._frame_table(path, use_cache=False)
+    table = frame_table._scan(Path(path))
     runs = frame_decoder._plan(table, {table.decode_pos[i] for i in indices})
     groups = []
     with av.open(path) as container:

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         assert all(path is not None and path.parent.name == data.VIDEO_DIR for path in found)
 
     result = {
-        "files": index.files, "videos": len(uids),
+        "files": sum(map(len, index.values())), "videos": len(uids),
         "index_s": round(t_index, 4), "resolve_by_name_s": round(t_by_name, 4),
         "resolve_canonical_s": round(t_canonical, 4), "walk_per_lookup_s_extrapolated": round(t_naive, 2),
         "speedup_vs_walk_per_lookup": round(t_naive / (t_index + t_by_name), 1),

@@ -285,8 +285,8 @@ def test_index_is_built_once_per_root(tmp_path, monkeypatch):
     (root / ".cache" / "g.mp4").write_bytes(b"hidden: partial downloads live here")
     media_index.forget()
     builds = []
-    real = media_index.FileIndex.build
-    monkeypatch.setattr(media_index.FileIndex, "build", classmethod(lambda cls, r: builds.append(r) or real(r)))
+    real = media_index.files_by_name
+    monkeypatch.setattr(media_index, "files_by_name", lambda r: builds.append(r) or real(r))
     for _ in range(3):
         assert media_index.locate(root, "f.mp4") == root / "a" / "f.mp4"
         assert media_index.locate(root, "g.mp4") is None

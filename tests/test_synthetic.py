@@ -66,13 +66,11 @@ def test_vfr_timestamps_follow_frame_times(tmp_path):
 
 
 def test_colors_render(tmp_path):
-    path = syn.write_video(tmp_path / "c.mp4", 1, [syn.Shape("square", "green", 0, 1, size=0.5)], fps=10, background="blue")
+    path = syn.write_video(tmp_path / "c.mp4", 1, [syn.Shape("square", "green", 0, 1, size=0.5)], fps=10)
     with av.open(str(path)) as c:
         frame = next(c.decode(video=0)).to_ndarray(format="rgb24")
     assert np.abs(frame[120, 160].astype(int) - syn.COLORS["green"]).max() < 30
-    assert np.abs(frame[5, 5].astype(int) - syn.COLORS["blue"]).max() < 30
-    with pytest.raises(ValueError, match="background"):
-        syn.write_video(tmp_path / "d.mp4", 1, background="plaid")
+    assert np.abs(frame[5, 5].astype(int) - syn.COLORS["black"]).max() < 30
 
 
 def test_two_minute_video_is_quick(tmp_path):

@@ -87,9 +87,9 @@ def test_one_independent_pr_per_benchmark_and_small_host_prs(prs):
     [shared] = by_kind(prs, "shared")
     assert shared.name == "00-video-judging-utils" and prs[0] is shared
     assert all(path.startswith("lmms_eval/tasks/_task_utils/video_judging/") for path in shared.changes)
-    # A guard against growth, not the goal (issue 36: about 800 each): measured 799 / 763 / 704 / 1,018 / 148
+    # A guard against growth, not the goal (issue 36: about 800 each): measured 799 / 763 / 704 / 1,009 / 148
     # (CG-Bench's rule-based protocol carries its subtitles and its clue intervals; its open-ended judge is 03b).
-    for pr, limit in zip([shared, *benchmarks], [799, 763, 704, 1018, 148]):
+    for pr, limit in zip([shared, *benchmarks], [799, 763, 704, 1009, 148]):
         assert pr.python_lines() <= limit, (pr.name, pr.python_lines())
     for pr in benchmarks:
         # applied first, alone too: the shared PR, and a follow-up's first PR

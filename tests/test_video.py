@@ -312,7 +312,7 @@ def test_non_reference_frames_are_recognised(videos):
         table = frame_table._frame_table(path)
         with av.open(str(path)) as container:
             return [
-                frame_decoder._is_reference(p, table.codec, table.nal_length_size) for p in container.demux(video=0) if p.size
+                frame_decoder._is_reference(p, table.nal_length_size) for p in container.demux(video=0) if p.size
             ]
 
     with_b = flags(videos["bframes"])

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import io
-import os
 import re
 import shutil
 import struct
@@ -29,7 +28,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.files import atomic_target, size_text
-from lmms_video_reasoning.utils.data.media_index import leaves_root
+from lmms_video_reasoning.utils.data.media_index import files_by_name, leaves_root
 
 
 class ArchiveError(DataError):
@@ -90,7 +89,7 @@ class Member:
     compressed: int
     size: int
     disk: int
-    offset: int  # relative to its part's start (split sets) or the file's start
+    offset: int  # from the start of part `disk`, once `Archive.members` returns: of the whole archive
 
 
 class EndRecord(NamedTuple):
@@ -103,7 +102,7 @@ class EndRecord(NamedTuple):
     zip64_at: tuple[int, int] | None  # (disk, offset) of the ZIP64 end record
 
 
-def _end_record(view: Concatenation, start: int = 0) -> EndRecord | None:
+def _end_record(view: Concatenation, start: int) -> EndRecord | None:
     tail_start = max(start, view.size - (1 << 16) - 22)
     tail = view.read_at(tail_start, view.size - tail_start)
     index = tail.rfind(EOCD)
@@ -162,59 +161,52 @@ class Archive:
         if self.problems:
             raise ArchiveError(f"{self.label}: " + "; ".join(self.problems))
         with closing(Concatenation(self.parts)) as view:
-            return self._members(view)
+            last_start = view.starts[-2] if self.kind == "split" else 0  # a split set's end record is in its last part
+            end = _end_record(view, last_start)
+            if end is None:
+                missing = " (the last chunk holds it: is one missing?)" if self.kind == "slices" else ""
+                raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete{missing} "
+                                   f"({self._fix()})")
+            starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
+            if len(starts) != end.disks:
+                raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
 
-    def _members(self, view: Concatenation) -> list[Member]:
-        last_start = view.starts[-2] if self.kind == "split" else 0  # a split set's end record is in its last part
-        end = _end_record(view, last_start)
-        if end is None:
-            raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete"
-                               f"{' (the last chunk holds it: is one missing?)' if self.kind == 'slices' else ''} ({self._fix()})")
-        starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
-        if len(starts) != end.disks:
-            raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
-        eocd_abs = last_start + end.position
-        entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
-        if end.zip64_at is not None:
-            z_disk, z_offset = end.zip64_at
-            if z_disk >= len(starts):
-                raise ArchiveError(f"{self.label}: its ZIP64 record points at part {z_disk + 1} of {len(starts)} ({self._fix()})")
-            z_abs = starts[z_disk] + z_offset
-            record = view.read_at(z_abs, 56)
-            if len(record) < 56 or record[:4] != EOCD64:
-                raise ArchiveError(f"{self.label}: its ZIP64 end record is missing or damaged ({self._fix()})")
-            _sig, _sz, _made, _need, _d, cd_disk, _here, entries, cd_size, cd_offset = struct.unpack("<4sQ2H2L4Q", record)
-            zip64_len = eocd_abs - z_abs
-        if cd_disk >= len(starts):
-            raise ArchiveError(f"{self.label}: its directory starts in part {cd_disk + 1} of {len(starts)} ({self._fix()})")
-        cd_abs = starts[cd_disk] + cd_offset
-        if cd_abs + cd_size + zip64_len != eocd_abs:
-            hint = ("it is a slice of a larger zip, or was cut short" if self.kind == "zip"
-                    else "a part is missing, truncated or from another copy")
-            raise ArchiveError(f"{self.label}: its directory is not where its end record says ({hint}; {self._fix()})")
-        members = _parse_central(view.read_at(cd_abs, cd_size), entries, self.label)
-        for member in members:
-            if member.disk >= len(starts):
-                raise ArchiveError(f"{self.label}: member {member.name} lies in part {member.disk + 1} of "
-                                   f"{len(starts)} ({self._fix()})")
-            member.offset = starts[member.disk] + member.offset
-            member.disk = 0
-        return members
+            def start_of(disk: int, what: str) -> int:
+                if disk >= len(starts):
+                    raise ArchiveError(f"{self.label}: {what} in part {disk + 1} of {len(starts)} ({self._fix()})")
+                return starts[disk]
+
+            eocd_abs = last_start + end.position
+            entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
+            if end.zip64_at is not None:
+                z_abs = start_of(end.zip64_at[0], "its ZIP64 record lies") + end.zip64_at[1]
+                record = view.read_at(z_abs, 56)
+                if len(record) < 56 or record[:4] != EOCD64:
+                    raise ArchiveError(f"{self.label}: its ZIP64 end record is missing or damaged ({self._fix()})")
+                _sig, _sz, _made, _need, _d, cd_disk, _here, entries, cd_size, cd_offset = struct.unpack("<4sQ2H2L4Q", record)
+                zip64_len = eocd_abs - z_abs
+            cd_abs = start_of(cd_disk, "its directory starts") + cd_offset
+            if cd_abs + cd_size + zip64_len != eocd_abs:
+                hint = ("it is a slice of a larger zip, or was cut short" if self.kind == "zip"
+                        else "a part is missing, truncated or from another copy")
+                raise ArchiveError(f"{self.label}: its directory is not where its end record says ({hint}; {self._fix()})")
+            members = _parse_central(view.read_at(cd_abs, cd_size), entries, self.label)
+            for member in members:
+                member.offset += start_of(member.disk, f"member {member.name} lies")
+            return members
 
     def _fix(self) -> str:
         return f"delete {self.label if self.kind == 'zip' else 'its parts'} and rerun `lmms-vr prepare` to download again"
 
 
 def _classify(path: Path) -> str:
-    with closing(Concatenation([path])) as view:
-        end = _end_record(view) if view.size else None
-        if end is None or end.disks != 1 or view.read_at(0, 4) not in (LOCAL, EOCD):
-            return "piece"
-        try:
-            Archive(path.name, "zip", [path])._members(view)
-        except ArchiveError:
-            return "piece"
-        return "zip"
+    """"zip" when `path` is a complete zip of its own, else "piece" (a byte slice of one)."""
+    try:
+        Archive(path.name, "zip", [path]).members()
+    except ArchiveError:
+        return "piece"
+    with path.open("rb") as file:
+        return "zip" if file.read(4) in (LOCAL, EOCD) else "piece"
 
 
 def find_archives(root: Path) -> list[Archive]:
@@ -222,20 +214,12 @@ def find_archives(root: Path) -> list[Archive]:
     root = Path(root)
     zips: list[Path] = []
     split_parts: dict[Path, list[tuple[int, Path]]] = {}
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = Path(folder) / name
-            if name.endswith(".joined.zip"):  # left by earlier versions: never an input
-                continue
-            if name.lower().endswith(".zip"):
-                zips.append(path)
-                continue
-            match = SPLIT_PART.match(name)
-            if match:
-                split_parts.setdefault(path.with_name(match["stem"] + ".zip"), []).append((int(match["number"]), path))
+    for path in sorted(root / rel for rels in files_by_name(root).values() for rel in rels):
+        match = SPLIT_PART.match(path.name)
+        if match:
+            split_parts.setdefault(path.with_name(match["stem"] + ".zip"), []).append((int(match["number"]), path))
+        elif path.name.lower().endswith(".zip") and not path.name.endswith(".joined.zip"):  # joined: earlier versions' copies
+            zips.append(path)
     rel = lambda p: p.relative_to(root).as_posix()  # noqa: E731
     archives: list[Archive] = []
     chunks: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
@@ -256,12 +240,10 @@ def find_archives(root: Path) -> list[Archive]:
     for (folder, prefix), numbered in sorted(chunks.items()):
         numbered.sort()
         kinds = {path: _classify(path) for _n, path in numbered}
-        whole = [path for path, kind in kinds.items() if kind == "zip"]
-        if whole:  # the repacked layout (each chunk a zip of its own); any other chunk is a damaged copy
-            archives.extend(Archive(rel(p), "zip", [p]) for p in whole)
-            archives.extend(Archive(rel(path), "zip", [path], [
+        if "zip" in kinds.values():  # the repacked layout (each chunk a zip of its own); any other chunk is a damaged copy
+            archives.extend(Archive(rel(path), "zip", [path], [] if kind == "zip" else [
                 "not a complete zip while its sibling chunks are: a truncated or corrupt download; delete it "
-                "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items() if kind != "zip")
+                "and rerun `lmms-vr prepare` to download it again"]) for path, kind in kinds.items())
             continue
         width = len(numbered[0][1].name.rsplit("_", 1)[-1]) - 4  # the numbers' digits, as the names write them
         archives.append(Archive(rel(folder / f"{prefix}_chunk_*.zip"), "slices", [p for _n, p in numbered],
@@ -285,11 +267,9 @@ class Limits:
     keep_free: int = 1 << 30
 
 
-def parse_size(text: str | int) -> int:
+def parse_size(text: str) -> int:
     """'10G', '500M', '1.5T', '0' or a plain number of bytes -> bytes (ValueError otherwise)."""
-    if isinstance(text, int):
-        return text
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)i?[bB]?\s*", str(text))
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)i?[bB]?\s*", text)
     if not match:
         raise ValueError(f"not a size: {text!r} (use e.g. 500M, 10G)")
     power = " KMGTP".index(match[2].upper() or " ")
@@ -300,18 +280,18 @@ def parse_size(text: str | int) -> int:
 class Plan:
     archive: Archive
     entries: list[tuple[Member, str]]  # member, root-relative target
-    skipped: int  # members no target wanted (e.g. a README)
     # CRC of each file the extraction of another archive verified and recorded (`prepare`'s stamps)
     verified: Mapping[str, int] = field(default_factory=dict)
+    rewrite: frozenset[str] = frozenset()  # targets to write again even when in place (a changed archive)
 
     @property
     def declared(self) -> int:
         return sum(member.size for member, _t in self.entries)
 
-    def pending(self, root: Path, rewrite: frozenset[str] = frozenset()) -> list[tuple[Member, str]]:
+    def pending(self, root: Path) -> list[tuple[Member, str]]:
         """Entries to write: those in `rewrite`, and those whose content is not at their target."""
         return [(member, target) for member, target in self.entries
-                if target in rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
+                if target in self.rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
 
 
 def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
@@ -330,7 +310,7 @@ def _file_in_the_way(root: Path, target: str) -> Path | None:
     return None
 
 
-def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> None:
+def refuse_conflicts(plan_: Plan, root: Path) -> None:
     """ArchiveError, before anything is written, when an entry would replace a different file, or its
     place is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
     root = Path(root)
@@ -341,7 +321,7 @@ def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozense
             found.append(f"member {member.name!r} goes to {path}, under {blocking}, which is a file, not a folder")
         elif path.is_dir():
             found.append(f"member {member.name!r} goes to {path}, which is a folder")
-        elif path.exists() and target not in rewrite and not in_place(path, member, plan_.verified.get(target)):
+        elif path.exists() and target not in plan_.rewrite and not in_place(path, member, plan_.verified.get(target)):
             found.append(f"member {member.name!r} would replace {path}, whose content differs "
                          f"({path.stat().st_size} bytes there, {member.size} bytes with CRC {member.crc:08x} in the archive)")
     if found:
@@ -354,9 +334,8 @@ def refuse_conflicts(plan_: Plan, root: Path, rewrite: frozenset[str] = frozense
 
 def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
     """The members to extract and where (ArchiveError for hostile names and clashing targets)."""
-    members = archive.members()
-    entries, skipped, seen = [], 0, {}
-    for member in members:
+    seen: dict[str, Member] = {}  # target -> the first member written there
+    for member in archive.members():
         if member.name.endswith("/"):
             continue
         if leaves_root(member.name):
@@ -366,27 +345,24 @@ def plan(archive: Archive, target_of: Callable[[str, str], str | None]) -> Plan:
         if member.flags & 0x1:
             raise ArchiveError(f"{archive.label}: member {member.name!r} is encrypted; this is not the dataset's archive")
         target = target_of(archive.label, member.name.replace("\\", "/"))
-        if target is None:
-            skipped += 1
+        if target is None:  # a member the benchmark does not use (e.g. a README)
             continue
         if leaves_root(target):  # a benchmark mapping must keep to the root as well
             raise ArchiveError(f"{archive.label}: member {member.name!r} maps outside the root ({target})")
         if target in seen and (seen[target].size, seen[target].crc) != (member.size, member.crc):
             raise ArchiveError(f"{archive.label}: members {seen[target].name!r} and {member.name!r} both map to "
                                f"{target} with different contents")
-        if target not in seen:
-            seen[target] = member
-            entries.append((member, target))
+        seen.setdefault(target, member)
     folders = {str(folder): target for target in seen for folder in PurePosixPath(target).parents}
     for target, member in seen.items():
         if target in folders:  # one member would be a file where another needs a folder
             raise ArchiveError(f"{archive.label}: member {member.name!r} would be the file {target}, where member "
                                f"{seen[folders[target]].name!r} needs a folder; this is not the dataset's archive: "
                                "delete it and download it again")
-    return Plan(archive, entries, skipped)
+    return Plan(archive, [(member, target) for target, member in seen.items()])
 
 
-def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str] = frozenset()) -> int:
+def check_space(plan_: Plan, root: Path, limits: Limits) -> int:
     """Bytes still to write; ArchiveError when the expansion looks like a bomb or the disk is too full."""
     archive_bytes = sum(p.stat().st_size for p in plan_.archive.parts if p.exists())
     if plan_.declared > limits.max_ratio * archive_bytes + (1 << 20):
@@ -394,7 +370,7 @@ def check_space(plan_: Plan, root: Path, limits: Limits, rewrite: frozenset[str]
             f"{plan_.archive.label} declares {size_text(plan_.declared)} of content from {size_text(archive_bytes)} of archive "
             f"(more than {limits.max_ratio:g} times): refusing to extract a possible zip bomb. If this archive is "
             "genuine, raise the limit with --max-ratio")
-    need = sum(member.size for member, _t in plan_.pending(root, rewrite))
+    need = sum(member.size for member, _t in plan_.pending(root))
     free = shutil.disk_usage(root).free
     if need + limits.keep_free > free:
         raise ArchiveError(
@@ -454,11 +430,11 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
                            "check (corrupt download): delete the archive and rerun `lmms-vr prepare`")
 
 
-def extract(plan_: Plan, root: Path, rewrite: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Write every pending member of `plan_` under `root` (and those in `rewrite`), once `refuse_conflicts`
+def extract(plan_: Plan, root: Path) -> dict[str, int]:
+    """Write every pending member of `plan_` under `root`, once `refuse_conflicts`
     and `check_space` let it, printing every tenth of a long one; {target: size} of all its targets."""
     root = Path(root)
-    pending = plan_.pending(root, rewrite)
+    pending = plan_.pending(root)
     with closing(Concatenation(plan_.archive.parts)) as view:
         for done, (member, target) in enumerate(pending, 1):
             path = root / target

@@ -2,11 +2,9 @@
 
 Datasets on the Hub were repacked over time, so a file may sit at the path a record names, in a
 canonical folder, or under whatever nesting an archive carried. A benchmark's resolver (its
-`data.py`) states its canonical places and the folders a kind of file may live in; this module
-gives `inside_root` (a record's path, refused when it leaves the root), `index_for` (every file
-under a root by base name, one walk per root and process, hidden folders skipped) and `locate`
-(the canonical candidates first, else the indexed files of that name ranked by the trailing path
-parts they share with the record's path; a tie between different files is an error naming them).
+`data.py`) states its canonical places and the folders a kind of file may live in; `locate` tries
+those first, else the files of that name under the root (one walk per root and process), ranked by
+the trailing folders they share with the record's path.
 """
 
 from __future__ import annotations
@@ -41,48 +39,39 @@ def inside_root(value: str, where: str) -> str:
     return "/".join(parts)
 
 
-@dataclass
-class FileIndex:
+def files_by_name(root: Path) -> dict[str, list[str]]:
     """Every (non-hidden) file under `root` by base name -> relative paths (POSIX, sorted)."""
-
-    root: Path
-    by_name: dict[str, list[str]] = field(default_factory=dict)
-    files: int = 0
-
-    @classmethod
-    def build(cls, root: Path) -> "FileIndex":
-        index = cls(Path(root))
-        stack = [(str(root), "")]
-        while stack:
-            folder, prefix = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:  # unreadable folder: its files are simply not found (and reported missing)
+    by_name: dict[str, list[str]] = {}
+    stack = [(str(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # unreadable folder: its files are simply not found (and reported missing)
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                rel = prefix + entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                elif entry.is_file():
-                    index.by_name.setdefault(entry.name, []).append(rel)
-                    index.files += 1
-        for paths in index.by_name.values():
-            paths.sort()
-        return index
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, rel + "/"))
+            elif entry.is_file():
+                by_name.setdefault(entry.name, []).append(rel)
+    for paths in by_name.values():
+        paths.sort()
+    return by_name
 
 
 _lock = threading.Lock()
-_indexes: dict[str, FileIndex] = {}  # one per real folder
+_indexes: dict[str, dict[str, list[str]]] = {}  # one per real folder
 
 
-def index_for(root: Path) -> FileIndex:
-    """The index of `root`, built on first use and kept for the process (see `forget`)."""
+def index_for(root: Path) -> dict[str, list[str]]:
+    """`files_by_name(root)`, built on first use and kept for the process (see `forget`)."""
     key = os.path.realpath(root)
     with _lock:
         if key not in _indexes:
-            _indexes[key] = FileIndex.build(Path(key))
+            _indexes[key] = files_by_name(Path(key))
         return _indexes[key]
 
 
@@ -110,7 +99,7 @@ def locate(root: Path, relpath: str, canonical: Iterable[str] = (), accept: Acce
             return Path(path)
     wanted = str(relpath).split("/")
     scored = []
-    for rel in index_for(root).by_name.get(wanted[-1], []):
+    for rel in index_for(root).get(wanted[-1], []):
         parts = rel.split("/")
         if accept is None or accept(parts):
             scored.append((_shared_tail(parts, wanted), rel))
@@ -133,7 +122,7 @@ class MediaKind:
     `items`: label -> the tasks' own resolver (the path or None; a MediaError counts as missing with
     its reason). `problem(path)`: why a present file is unusable. `when_missing` / `when_unreadable`:
     what the tasks do about such a file. A required kind fails when one is missing or unusable;
-    `unusable_fails` (default: `required`) makes an unusable optional file fail too.
+    `unusable_fails` makes an unusable optional file fail too.
     """
 
     name: str
@@ -142,7 +131,7 @@ class MediaKind:
     problem: Callable[[Path], str | None]
     when_missing: str
     when_unreadable: str
-    unusable_fails: bool | None = None
+    unusable_fails: bool = False
     list_missing: bool = False  # an optional kind whose absent files `prepare` lists (e.g. subtitles a question loses)
 
 
@@ -155,17 +144,17 @@ class KindReport:
 
     @property
     def fails(self) -> bool:
-        unusable_fails = self.kind.required if self.kind.unusable_fails is None else self.kind.unusable_fails
+        unusable_fails = self.kind.required or self.kind.unusable_fails
         return bool((self.kind.required and self.missing) or (unusable_fails and self.unusable))
 
 
-def verify(kinds: list[MediaKind], workers: int = 8) -> list[KindReport]:
+def verify(kinds: list[MediaKind]) -> list[KindReport]:
     """Resolve and check every item of every kind, as the tasks will; the checks (decoding a first
-    frame, which releases the GIL) run on `workers` threads."""
+    frame, which releases the GIL) run on 8 threads."""
     from concurrent.futures import ThreadPoolExecutor
 
     reports = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with ThreadPoolExecutor(max_workers=8) as pool:
         for kind in kinds:
             report = KindReport(kind)
             found = []

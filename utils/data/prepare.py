@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -94,8 +93,7 @@ def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dic
     except Exception as exc:  # network, gating, auth: each gets its own advice
         raise hub_error(source, exc) from None
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-    chosen = set(filter_repo_objects(list(sizes), allow_patterns=patterns, ignore_patterns=ignore or None))
-    return {name: sizes[name] for name in sorted(chosen)}
+    return {name: sizes[name] for name in filter_repo_objects(sorted(sizes), allow_patterns=patterns, ignore_patterns=ignore or None)}
 
 
 def download(source: DataSource, files: list[str], root: Path) -> None:
@@ -182,20 +180,19 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
 
 def _extract(root: Path, archive: archives.Archive, module, limits: archives.Limits, state: str) -> None:
     """Extract one archive (its files whose content changed, when `state` is "changed") and stamp it done."""
-    rewrite: frozenset[str] = frozenset()
-    plan = dataclasses.replace(archives.plan(archive, module.extraction_target), verified=_verified_by_others(root, archive.label))
+    plan = archives.plan(archive, module.extraction_target)
+    plan.verified = _verified_by_others(root, archive.label)
     if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
         crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
-        rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
-        print(f"{archive.label} changed since it was extracted: extracting it again ({len(rewrite)} file(s) differ)")
-    archives.refuse_conflicts(plan, root, rewrite)  # before the space check: its fix comes first
-    need = archives.check_space(plan, root, limits, rewrite)
+        plan.rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
+        print(f"{archive.label} changed since it was extracted: extracting it again ({len(plan.rewrite)} file(s) differ)")
+    archives.refuse_conflicts(plan, root)  # before the space check: its fix comes first
+    need = archives.check_space(plan, root, limits)
     print(f"extracting {archive.label} ({archive.kind}, {len(plan.entries)} file(s), {size_text(plan.declared)}; "
           f"{size_text(need)} still to write, {size_text(shutil.disk_usage(root).free)} free)")
-    sizes = archives.extract(plan, root, rewrite)
-    _write_stamp(root, archive.label, {"archive": archive.label, "kind": archive.kind, "parts": _identity(root, archive),
-                                       "targets": sizes, "crcs": {target: member.crc for member, target in plan.entries},
-                                       "skipped_members": plan.skipped})
+    sizes = archives.extract(plan, root)
+    _write_stamp(root, archive.label, {"archive": archive.label, "parts": _identity(root, archive), "targets": sizes,
+                                       "crcs": {target: member.crc for member, target in plan.entries}})
 
 
 def _verified_by_others(root: Path, label: str) -> dict[str, int]:

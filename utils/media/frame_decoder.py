@@ -11,7 +11,6 @@ releases the GIL). ``benchmarks/frame_sampling.py`` measures it (figures in ``ut
 from __future__ import annotations
 
 import bisect
-import collections
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,11 +23,11 @@ from lmms_video_reasoning.utils.media.frame_table import VideoError, _frame_tabl
 DEFAULT_WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
-def _is_reference(data, codec: str, nal_size: int) -> bool:
+def _is_reference(data, nal_size: int) -> bool:
     """Whether a packet's picture may be referenced by others (so it cannot be skipped): for H.264 in
-    MP4/MKV, unless every slice NAL (type 1 or 5) has ``nal_ref_idc == 0``; other codecs: always
-    (HEVC's "non-reference" types may still be referenced by higher temporal sub-layers)."""
-    if nal_size == 0 or codec != "h264":
+    MP4/MKV (``nal_size`` > 0), unless every slice NAL (type 1 or 5) has ``nal_ref_idc == 0``; other
+    codecs: always (HEVC's "non-reference" types may still be referenced by higher temporal sub-layers)."""
+    if nal_size == 0:
         return True
     view = memoryview(data)
     i, end, slices = 0, len(view), 0
@@ -83,20 +82,18 @@ def _decode_runs(table: _FrameTable, runs: Iterable[_Run], sink, skip_nonref: bo
     presentation order; with ``skip_nonref`` only the keyframe, reference frames and targets are decoded."""
     import av
 
-    container = _open(table.path)
     try:
-        stream = container.streams.video[0]
-        cc = stream.codec_context
-        cc.thread_type = "NONE"
-        cc.thread_count = 1
-        for run in runs:
-            if not _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=False):
-                # The demuxer landed after the keyframe (an unusual index): read from the start.
-                _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=True)
+        with _open(table.path) as container:
+            stream = container.streams.video[0]
+            cc = stream.codec_context
+            cc.thread_type = "NONE"
+            cc.thread_count = 1
+            for run in runs:
+                if not _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=False):
+                    # The demuxer landed after the keyframe (an unusual index): read from the start.
+                    _decode_run(container, stream, table, run, sink, skip_nonref, seek_to_start=True)
     except av.error.FFmpegError as exc:
         raise VideoError(f"video file is corrupt, decoding failed: {table.path} ({_short(exc)}). Re-download it.") from None
-    finally:
-        container.close()
 
 
 def _decode_run(container, stream, table: _FrameTable, run: _Run, sink, skip_nonref: bool, seek_to_start: bool) -> bool:
@@ -115,7 +112,7 @@ def _decode_run(container, stream, table: _FrameTable, run: _Run, sink, skip_non
         if d > run.end:
             break
         started = True
-        if d == run.start or d in run.targets or not skip_nonref or _is_reference(packet, table.codec, table.nal_length_size):
+        if d == run.start or d in run.targets or not skip_nonref or _is_reference(packet, table.nal_length_size):
             _deliver(cc.decode(packet), run, pos_of_pts, sink)
     _deliver(cc.decode(None), run, pos_of_pts, sink)  # drain frames held for reordering
     cc.flush_buffers()
@@ -151,19 +148,11 @@ def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -
     if workers <= 1 or len(runs) <= 1:
         _decode_runs(table, runs, sink)
         return
-    queue = collections.deque(sorted(runs, key=lambda run: run.end - run.start, reverse=True))
-
-    def pull():
-        while True:
-            try:
-                yield queue.popleft()  # atomic: each run goes to exactly one thread
-            except IndexError:
-                return
-
+    # One list iterator shared by the threads: under the GIL each `next` hands a run to exactly one of them.
+    queue = iter(sorted(runs, key=lambda run: run.end - run.start, reverse=True))
     threads = min(workers, len(runs))
     with ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(lambda _n: _decode_runs(table, pull(), sink), range(threads)):
-            pass
+        list(pool.map(lambda _n: _decode_runs(table, queue, sink), range(threads)))
 
 
 def read_frames(path, indices: Sequence[int], *, size: tuple[int, int] | None = None, as_array: bool = False,

@@ -63,9 +63,8 @@ class _FrameTable:
 
     path: Path
     info: VideoInfo
-    codec: str
     time_base: Fraction  # of pts
-    nal_length_size: int  # AVCC/HVCC NAL length prefix (0: unknown format, no packet skipping)
+    nal_length_size: int  # H.264 AVCC NAL length prefix (0: another codec or format, no packet skipping)
     pts: list[int]  # decode order
     keyframes: list[int]  # decode positions of keyframes, ascending
     decode_pos: list[int]  # presentation index -> decode position
@@ -83,10 +82,10 @@ def _file_key(path: Path) -> tuple | None:
     return str(path.resolve()), st.st_size, st.st_mtime_ns
 
 
-def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
+def _frame_table(path) -> _FrameTable:
     path = Path(path)
     key = _file_key(path)
-    if not use_cache or key is None:
+    if key is None:
         return _scan(path)
     return _TABLE_CACHE.get_or_make(key, lambda: _scan(path))
 
@@ -94,8 +93,7 @@ def _frame_table(path, *, use_cache: bool = True) -> _FrameTable:
 def _scan(path: Path) -> _FrameTable:
     import av
 
-    container = _open(path)
-    try:
+    with _open(path) as container:
         stream = container.streams.video[0]
         codec = stream.codec_context.name
         extradata = stream.codec_context.extradata  # avcC: the length prefix of MP4/MKV H.264 NAL units (0: unknown)
@@ -139,9 +137,7 @@ def _scan(path: Path) -> _FrameTable:
         else:
             raise VideoError(f"video has no frame rate and no duration: {path}. Remux it.")
         info = VideoInfo(len(pts), fps, duration, stream.codec_context.width, stream.codec_context.height)
-        return _FrameTable(path, info, codec, tb, nal_size, pts, keyframes, order, pos_of_pts)
-    finally:
-        container.close()
+        return _FrameTable(path, info, tb, nal_size, pts, keyframes, order, pos_of_pts)
 
 
 _INFO_CACHE: BoundedMemo[VideoInfo] = BoundedMemo(4096)  # a few hundred bytes each: one per video of a split
@@ -162,13 +158,10 @@ def probe(path, *, exact: bool = True) -> VideoInfo:
 
 def _header_info(path: Path) -> VideoInfo | None:
     """What the container header says, when it counts the frames and gives a rate (else None)."""
-    container = _open(path)
-    try:
+    with _open(path) as container:
         stream = container.streams.video[0]
         if not stream.frames or not stream.average_rate:
             return None
         duration = float(stream.duration * stream.time_base) if stream.duration else stream.frames / float(stream.average_rate)
         return VideoInfo(int(stream.frames), float(stream.average_rate), duration, stream.codec_context.width,
                          stream.codec_context.height)
-    finally:
-        container.close()

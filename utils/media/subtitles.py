@@ -78,24 +78,14 @@ def parse_srt(path) -> SrtParse:
     text = _decode(path.read_bytes()).replace("\r\n", "\n").replace("\r", "\n")
     cues, skipped = [], 0
     for block in re.split(r"\n[ \t]*\n", text):
-        lines = block.split("\n")
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        if not lines:
+        if not block.strip():
             continue
-        cue = _parse_block(lines)
+        cue = _parse_block(block.strip().split("\n"))
         if cue is None:
             skipped += 1
         else:
             cues.append(cue)
     return SrtParse(cues, skipped)
-
-
-def _line(cue: Cue, with_times: bool) -> str:
-    text = cue.text.replace("\n", " ")
-    if not with_times:
-        return text
-    return f"[{round(cue.start * 1000) / 1000}, {round(cue.end * 1000) / 1000}] {text}"
 
 
 def lines_for_times(cues: Sequence[Cue], times: Iterable[float], *, with_times: bool = True) -> list[str]:
@@ -108,7 +98,8 @@ def lines_for_times(cues: Sequence[Cue], times: Iterable[float], *, with_times: 
         t_ms = round(t * 1000)
         for start, end, cue in spans:
             if start < t_ms < end:
-                line = _line(cue, with_times)
+                text = cue.text.replace("\n", " ")
+                line = f"[{start / 1000}, {end / 1000}] {text}" if with_times else text
                 if line.strip() and line not in seen:
                     seen.add(line)
                     lines.append(line)

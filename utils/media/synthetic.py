@@ -142,32 +142,26 @@ def _stamp_block(height: int) -> int:
 def _stamp(canvas: np.ndarray, index: int) -> None:
     b = _stamp_block(canvas.shape[0])
     for bit in range(STAMP_BITS):
-        value = 255 if (index >> bit) & 1 else 0
-        canvas[0:b, bit * b : (bit + 1) * b] = value
+        canvas[0:b, bit * b : (bit + 1) * b] = 255 if (index >> bit) & 1 else 0
 
 
 def read_index_stamp(frame) -> int:
     """The index written by ``write_video(..., stamp_index=True)`` in ``frame`` (RGB, written size)."""
     arr = np.asarray(frame)
     b = _stamp_block(arr.shape[0])
-    index = 0
-    for bit in range(STAMP_BITS):
-        block = arr[1 : b - 1, bit * b + 1 : (bit + 1) * b - 1]
-        if block.mean() > 127:
-            index |= 1 << bit
-    return index
+    return sum(1 << bit for bit in range(STAMP_BITS) if arr[1 : b - 1, bit * b + 1 : (bit + 1) * b - 1].mean() > 127)
 
 
 def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: float = 10, width: int = 320, height: int = 240,
-                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, background: str = "black",
-                overwrite: bool = False, stamp_index: bool = False, faststart: bool = False, open_gop: bool = False,
-                pix_fmt: str = "yuv420p") -> Path:
+                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, overwrite: bool = False,
+                stamp_index: bool = False, faststart: bool = False, open_gop: bool = False, pix_fmt: str = "yuv420p",
+                preset: str = "ultrafast") -> Path:
     """Render ``shapes`` over ``duration`` seconds into a deterministic H.264 MP4 ``path`` (kept when
     it exists, unless ``overwrite``). ``gop``: keyframe interval, exact (no scene cuts); ``bframes``:
     consecutive B-frames (pyramid: some are references); ``textured``: a scrolling noise background
     (realistic bitrates); ``vfr``: see ``frame_times``; ``stamp_index``: each frame's index as a
     binary code (``read_index_stamp``); ``faststart``: moov first; ``open_gop``: non-IDR keyframes;
-    ``pix_fmt``: ``yuv444p`` allows odd sizes."""
+    ``pix_fmt``: ``yuv444p`` allows odd sizes; ``preset``: x264's (benchmarks/frame_sampling.py: veryfast)."""
     import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
 
     path = Path(path)
@@ -177,46 +171,42 @@ def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: flo
         raise ValueError(f"width and height must be even for yuv420p (pix_fmt='yuv444p' takes odd ones), got {width}x{height}")
     path.parent.mkdir(parents=True, exist_ok=True)
     times = frame_times(duration, fps, vfr)
-    if background not in COLORS:
-        raise ValueError(f"background {background!r} unknown; use one of {sorted(COLORS)}")
-    bg = np.array(COLORS[background], dtype=np.uint8)
     texture = _texture(width, height) if textured else None
     rate = Fraction(fps).limit_denominator(1001)
     time_base = VFR_TIME_BASE if vfr else 1 / rate
 
-    with atomic_target(path) as tmp:
-        options = {"movflags": "faststart"} if faststart else {}
-        with av.open(str(tmp), mode="w", format="mp4", options=options) as container:
-            stream = container.add_stream("libx264", rate=rate)
-            stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-            stream.codec_context.time_base = time_base
-            stream.codec_context.gop_size = gop
-            x264_params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
-            if bframes:
-                x264_params += ":b-adapt=0:b-pyramid=normal"
-            if open_gop:
-                x264_params += ":open-gop=1"
-            stream.options = {"preset": "ultrafast", "crf": "23", "x264-params": x264_params}
-            masks: dict = {}
-            canvas = np.empty((height, width, 3), dtype=np.uint8)
-            for i, t in enumerate(times):
-                if texture is not None:
-                    # Scroll diagonally at a steady pace: motion the encoder can predict.
-                    dy, dx = (2 * i) % height, (3 * i) % width
-                    canvas[:] = texture[dy : dy + height, dx : dx + width]
-                else:
-                    canvas[:] = bg
-                for shape in shapes:
-                    _draw(canvas, shape, t, masks)
-                if stamp_index:
-                    _stamp(canvas, i)
-                frame = av.VideoFrame.from_ndarray(canvas, format="rgb24")
-                frame.pts = round(Fraction(t).limit_denominator(10**6) / time_base) if vfr else i
-                frame.time_base = time_base
-                for packet in stream.encode(frame):
-                    container.mux(packet)
-            for packet in stream.encode():
+    options = {"movflags": "faststart"} if faststart else {}
+    with atomic_target(path) as tmp, av.open(str(tmp), mode="w", format="mp4", options=options) as container:
+        stream = container.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        stream.codec_context.time_base = time_base
+        stream.codec_context.gop_size = gop
+        x264_params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
+        if bframes:
+            x264_params += ":b-adapt=0:b-pyramid=normal"
+        if open_gop:
+            x264_params += ":open-gop=1"
+        stream.options = {"preset": preset, "crf": "23", "x264-params": x264_params}
+        masks: dict = {}
+        canvas = np.empty((height, width, 3), dtype=np.uint8)
+        for i, t in enumerate(times):
+            if texture is not None:
+                # Scroll diagonally at a steady pace: motion the encoder can predict.
+                dy, dx = (2 * i) % height, (3 * i) % width
+                canvas[:] = texture[dy : dy + height, dx : dx + width]
+            else:
+                canvas[:] = 0  # black
+            for shape in shapes:
+                _draw(canvas, shape, t, masks)
+            if stamp_index:
+                _stamp(canvas, i)
+            frame = av.VideoFrame.from_ndarray(canvas, format="rgb24")
+            frame.pts = round(Fraction(t).limit_denominator(10**6) / time_base) if vfr else i
+            frame.time_base = time_base
+            for packet in stream.encode(frame):
                 container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
     return path
 
 

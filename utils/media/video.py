@@ -25,18 +25,13 @@ from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, 
 
 logger = logging.getLogger(__name__)
 
-# Meta and container agree when the frame counts differ by at most this many frames or this
-# fraction (CG-Bench `max_frame` is the container count minus one) and the fps by this fraction.
-META_FRAME_TOLERANCE = 2
-META_FRAME_TOLERANCE_FRACTION = 0.01
-META_FPS_TOLERANCE_FRACTION = 0.01
 _META_WARNED: BoundedMemo[str] = BoundedMemo(4096)  # notes already logged
 
 
 def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[int, float, list[str]]:
     """Frame count and fps the protocol formulas use: ``(total, fps, notes)``. The dataset's metadata
     (``max_frame`` or ``total_frames``, ``fps``) is what the official sampler used, so it wins while
-    it describes this file (within the ``META_*`` tolerances); otherwise it describes another
+    it describes this file (within the tolerances below); otherwise it describes another
     encoding, and the container wins with a note (logged once). Without ``info``: the metadata."""
     if not meta:
         return info.total_frames, info.fps, []
@@ -46,8 +41,9 @@ def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[
         raise ValueError(f"video metadata needs 'max_frame' (or 'total_frames') and 'fps', got keys {sorted(meta)}")
     if info is None:
         return int(meta_total), float(meta_fps), []
-    frame_tol = max(META_FRAME_TOLERANCE, META_FRAME_TOLERANCE_FRACTION * info.total_frames)
-    if abs(int(meta_total) - info.total_frames) <= frame_tol and abs(float(meta_fps) - info.fps) <= META_FPS_TOLERANCE_FRACTION * info.fps:
+    # frame counts within 2 frames or 1 % (CG-Bench `max_frame` is the container count minus one), fps within 1 %
+    if (abs(int(meta_total) - info.total_frames) <= max(2, 0.01 * info.total_frames)
+            and abs(float(meta_fps) - info.fps) <= 0.01 * info.fps):
         return int(meta_total), float(meta_fps), []
     note = (f"metadata ({meta_total} frames at {float(meta_fps):.4f} fps) disagrees with the video file "
             f"{path or ''} ({info.total_frames} frames at {info.fps:.4f} fps); using the file's values")
@@ -55,9 +51,6 @@ def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[
         _META_WARNED[note] = note
         logger.warning(note)
     return info.total_frames, info.fps, [note]
-
-
-_NATIVE = "native"
 
 
 @dataclass(frozen=True)
@@ -77,43 +70,40 @@ class PlannedFrames:
         """The planned frames; ``size``: ``(width, height)``, ``"native"``, or None (the plan's)."""
         if self.path is None:
             raise VideoError(f"no video file to read the planned frames from ({'; '.join(self.notes)})")
-        size = size if size is not None else (self.size or _NATIVE)
-        return read_frames(self.path, self.indices, size=None if size == _NATIVE else tuple(size), as_array=as_array)
+        size = size or self.size or "native"
+        return read_frames(self.path, self.indices, size=None if size == "native" else tuple(size), as_array=as_array)
 
 
 def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[float]] | None = None,
                 meta: dict | None = None) -> PlannedFrames:
-    """The ``n`` frames ``plan`` (a benchmark's ``FramePlan``, via ``frame_plan.choose``) picks in
-    ``path``, and their times. ``intervals``: the question's (seconds), for plans picking inside them.
-    ``meta``: the dataset's per-video metadata, checked against the container header only
-    (``resolve_meta``; a prompt showing frame times needs no decoding); without it, the exact count
-    of a packet scan. Indices past the file's last frame are dropped with a note (official CG-Bench
-    skips them). With ``meta``, a file not at hand (``path`` None, e.g. replayed predictions) or
-    unreadable leaves the metadata unchecked, with a note; reading the frames then names the file."""
+    """The ``n`` frames ``plan`` (via ``frame_plan.choose``) picks in ``path``, and their times.
+    ``intervals``: the question's (seconds), for plans picking inside them. ``meta``: the dataset's
+    per-video metadata, checked against the container header only (a prompt showing frame times needs
+    no decoding); a file not at hand (``path`` None, e.g. replayed predictions) or unreadable then
+    leaves it unchecked, with a note. Without ``meta``: the exact count of a packet scan."""
     if not isinstance(plan, FramePlan):  # before any file is opened
         raise ValueError(f"unknown sampling protocol {plan!r}: pass a benchmark's FramePlan (its frames.py)")
     path = None if path is None else Path(path)
+    info, notes = None, []  # info None: the file is not checked, no index is dropped
     try:
         if path is None:
             raise VideoError("the video file is not at hand")
         info = probe(path, exact=not meta)
-        total, fps, notes = resolve_meta(info, meta, path)
-        in_file = info.total_frames
     except VideoError as error:
         if not meta:
             raise
-        total, fps, _none = resolve_meta(None, meta)
-        notes = [f"metadata not checked against the file {path or ''}: {error}"]
-        in_file = None  # unknown: no index is dropped
+        notes.append(f"metadata not checked against the file {path or ''}: {error}")
         logger.debug(notes[-1])
+    total, fps, mismatch = resolve_meta(info, meta, path)
+    notes += mismatch
     chosen = choose(plan, total, fps, n, intervals)
     if chosen.clamped:
         notes.append(f"{chosen.clamped} clue interval(s) past the video end ({total / fps:.3f} s) were clamped")
     indices = chosen.indices
-    past_end = 0 if in_file is None else sum(i >= in_file for i in indices)
+    past_end = 0 if info is None else sum(i >= info.total_frames for i in indices)
     if past_end:  # metadata a frame or two longer than the file: drop, as official CG-Bench does
-        indices = [i for i in indices if i < in_file]
-        notes.append(f"{past_end} index(es) past the last frame ({in_file - 1}) were dropped")
+        indices = [i for i in indices if i < info.total_frames]
+        notes.append(f"{past_end} index(es) past the last frame ({info.total_frames - 1}) were dropped")
         logger.warning("%s: %s", path, notes[-1])
     return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
 
@@ -158,20 +148,19 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
     indices = _clip_frames(table, merged)
     decode_positions = {table.decode_pos[i]: n for n, i in enumerate(indices)}
     rate = Fraction(table.info.fps).limit_denominator(1001)
-    with atomic_target(target) as tmp:
-        with av.open(str(tmp), mode="w", format="mp4") as out:
-            stream = out.add_stream("libx264", rate=rate)
-            stream.width, stream.height, stream.pix_fmt = table.info.width, table.info.height, "yuv420p"
-            stream.options = {"preset": "veryfast", "crf": "18"}
+    with atomic_target(target) as tmp, av.open(str(tmp), mode="w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = table.info.width, table.info.height, "yuv420p"
+        stream.options = {"preset": "veryfast", "crf": "18"}
 
-            def sink(d: int, frame) -> None:
-                frame.pts, frame.time_base = decode_positions[d], 1 / rate
-                frame.pict_type = av.video.frame.PictureType.NONE
-                for packet in stream.encode(frame):
-                    out.mux(packet)
-
-            # Runs arrive in time order and frames in presentation order within a run.
-            _decode_runs(table, _plan(table, decode_positions), sink, skip_nonref=False)
-            for packet in stream.encode():
+        def sink(d: int, frame) -> None:
+            frame.pts, frame.time_base = decode_positions[d], 1 / rate
+            frame.pict_type = av.video.frame.PictureType.NONE
+            for packet in stream.encode(frame):
                 out.mux(packet)
+
+        # Runs arrive in time order and frames in presentation order within a run.
+        _decode_runs(table, _plan(table, decode_positions), sink, skip_nonref=False)
+        for packet in stream.encode():
+            out.mux(packet)
     return target
