@@ -1,4 +1,4 @@
-"""`benchmarks/statistics.py --quick --json` runs end to end (lmms-eval replays with the standard-error
+"""`benchmarks/statistics_at_scale.py --quick --json` runs end to end (lmms-eval replays with the standard-error
 hook on and off, `lmms-vr score`, `lmms-vr report` on 1, 2 and 4 runs) and reports sane figures.
 
 The goals themselves (overhead, report time, memory) are measured by the full-size run, not here:
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "statistics.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "statistics_at_scale.py"
 
 
 def positive(value) -> bool:

@@ -42,7 +42,7 @@ it starts with. `--quick` builds small runs (a smoke
 run of a few minutes, most of it lmms-eval starting). Goals: ``instderr_overhead_ratio`` <= 1.10,
 ``report_ratio_4runs`` <= 2, ``report_4runs_s`` < 60, no step over 1.5 GB.
 
-    .venv/bin/python benchmarks/statistics.py [--quick] [--json] [--keep DIR] [--reaggregate]
+    .venv/bin/python benchmarks/statistics_at_scale.py [--quick] [--json] [--keep DIR] [--reaggregate]
 """
 
 from __future__ import annotations
