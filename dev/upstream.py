@@ -578,8 +578,12 @@ def shared_pr(shared: Export) -> PullRequest:
     for name, (path, keep) in sorted(shared.items()):
         source = shaken(path.read_text(encoding="utf-8"), keep)
         changes[f"{target}/{name.rsplit('.', 1)[1]}.py"] = rewrite_imports(source, "", names).encode("utf-8")
+    tests = []  # flat in test/eval/, where the host keeps the tests of code outside a task folder
+    for path in sorted(SHARED_FILES.glob("test_*.py")):
+        tests.append(f"test/eval/{path.name}")
+        changes[tests[-1]] = rewrite_imports(path.read_text(encoding="utf-8"), "", names).encode("utf-8")
     description = (SHARED_FILES / DESCRIPTION_FILE).read_text(encoding="utf-8")
-    return PullRequest(spec["number"], spec["slug"], spec["title"], "shared", changes, description, spec, [], {})
+    return PullRequest(spec["number"], spec["slug"], spec["title"], "shared", changes, description, spec, tests, {})
 
 
 # What a follow-up's spec takes from the first PR's: the folder and the sample benchmark its tasks run on.
