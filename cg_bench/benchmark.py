@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -118,7 +119,10 @@ class PluginMedia(FileMedia):
 
 
 MEDIA = PluginMedia(data.CG_BENCH, data.video_path)
-doc_to_text, doc_to_visual, doc_to_messages = (with_media(hook, MEDIA) for hook in (task.doc_to_text, task.doc_to_visual, task.doc_to_messages))
+# the suite's tasks show subtitles (`frames.subtitles_for`: the hooks hand it over, so a task without them reads no SRT)
+doc_to_text, doc_to_messages = (with_media(functools.wraps(hook)(functools.partial(hook, subtitles_for=frames.subtitles_for)), MEDIA)
+                                for hook in (task.doc_to_text, task.doc_to_messages))
+doc_to_visual = with_media(task.doc_to_visual, MEDIA)
 
 
 # --- Records and scoring with the judge engine

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -230,14 +230,17 @@ def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrame
     return frames.frame_plan(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
 
 
-def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media) -> str:
-    """The official text block, no decoding: subtitles at the protocol's frames (`subtitle_span` "video": all),
-    frame times in frames mode only (a video model samples its own); blind: the paper's Blind-MCQ prompt."""
+def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_for: Callable | None = None) -> str:
+    """The official text block, no decoding: subtitles at the protocol's frames (`subtitle_span` "video": all) by
+    `subtitles_for` (`frames.subtitles_for`; None: a task without subtitles, kept apart so it reads no SRT), frame
+    times in frames mode only (a video model samples its own); blind: the paper's Blind-MCQ prompt."""
     if doc["mode"] == "blind":
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(kwargs)
+    if settings["subtitles"] and subtitles_for is None:
+        raise ValueError("cg_bench: this task has no subtitle input: set subtitles: false (lmms_eval_specific_kwargs)")
     frame_plan = plan(doc, settings, media)
-    subtitles = frames.subtitles_for(frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
+    subtitles = subtitles_for(frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
     frame_times = prompts.frame_times_block(frame_plan.indices, frame_plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
 
@@ -252,10 +255,10 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: frames.Media) -> list:
     return [media.video(doc)]
 
 
-def doc_to_messages(doc: dict, kwargs: dict | None, media: frames.Media) -> list[dict]:
+def doc_to_messages(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_for: Callable | None = None) -> list[dict]:
     """Chat models: one user turn, visuals first then the text block (as the official runner); one clue
     interval is sent exactly as start_time/end_time of the full video."""
-    text, video = doc_to_text(doc, kwargs, media), settings_of(kwargs)["visual_mode"] == "video" and doc["mode"] != "blind"
+    text, video = doc_to_text(doc, kwargs, media, subtitles_for), settings_of(kwargs)["visual_mode"] == "video" and doc["mode"] != "blind"
     if not video:
         content = [{"type": "image", "url": frame} for frame in doc_to_visual(doc, kwargs, media)]
     elif doc["mode"] == "clue" and len(doc["clue_intervals"]) == 1:
