@@ -521,8 +521,9 @@ def spec_of(folder: Path) -> dict:
 
 
 def follow_ups(benchmark: str) -> list[Path]:
-    """The folders of a benchmark's follow-up PRs (`<its files>/<name>/pr.json`), each building on its first PR."""
-    return sorted(path.parent for path in (BENCHMARK_FILES / benchmark).glob(f"*/{SPEC_FILE}"))
+    """The folders of a benchmark's follow-up PRs (`<its files>/<name>/pr.json`), in the order of their `part`,
+    each building on the one before it (the first on the benchmark's first PR)."""
+    return sorted((path.parent for path in (BENCHMARK_FILES / benchmark).glob(f"*/{SPEC_FILE}")), key=lambda folder: spec_of(folder)["part"])
 
 
 def pr_files(benchmark: str, stage: Path | None = None) -> list[Path]:
@@ -636,7 +637,7 @@ def benchmark_pr(benchmark: str, tree: Path, export: Export | None = None, share
     description = ((stage or upstream) / DESCRIPTION_FILE).read_text(encoding="utf-8")
     base = {path: built_on.get(path) or (tree / path).read_bytes() for path, content in changes.items()
             if content is not None and (path in built_on or (tree / path).is_file())}
-    requires = list(requires or []) + ([follows.name] if follows is not None else [])
+    requires = list(dict.fromkeys([*(requires or []), *([*follows.requires, follows.name] if follows is not None else [])]))  # and theirs
     return PullRequest(spec["number"], spec["slug"], spec["title"], "benchmark", changes, description, spec, sorted(set(tests)), base, requires,
                        spec.get("part", ""))
 
@@ -798,8 +799,12 @@ def series(tree: Path) -> list[PullRequest]:
     requires = [pr.name for pr in common]
     prs = [formatted(pr, tree) for pr in common + host_prs.pull_requests(tree)]
     for name, later in stages.items():
-        first = formatted(benchmark_pr(name, tree, exported(name), shared, requires), tree)
-        prs += [first] + [formatted(benchmark_pr(name, tree, exported(name, (None, stage)), shared, requires, stage, first), tree) for stage in later]
+        previous = formatted(benchmark_pr(name, tree, exported(name), shared, requires), tree)
+        prs.append(previous)
+        for built in range(1, len(later) + 1):  # each follow-up on the PRs before it (`follows`: their files as applied)
+            pr = formatted(benchmark_pr(name, tree, exported(name, (None, *later[:built])), shared, requires, later[built - 1], previous), tree)
+            prs.append(pr)
+            previous = replace(pr, changes={**previous.changes, **pr.changes})
     numbers = [pr.label for pr in prs]
     if len(set(numbers)) != len(numbers):
         raise UpstreamError(f"two PRs share a number: {numbers}")
@@ -816,7 +821,7 @@ def write_series(tree: Path, out: Path, validation: dict | None = None, prs: lis
     tree, out = Path(tree).resolve(), Path(out)
     prs = prs if prs is not None else series(tree)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in list(out.glob("[0-9][0-9]-*.patch")) + list(out.glob("[0-9][0-9]-*.md")):
+    for stale in list(out.glob("[0-9][0-9]*-*.patch")) + list(out.glob("[0-9][0-9]*-*.md")):
         stale.unlink()
     for pr in prs:
         (out / f"{pr.name}.patch").write_text(patch_of(pr, tree), encoding="utf-8", newline="")

@@ -1,10 +1,12 @@
 """CG-Bench's open-ended tasks (`cgbench_open`, `cgbench_full_open`): the official two-step judge, run by lmms-eval's
 own judge layer (`lmms_eval.llm_judge`: `API_TYPE`, `MODEL_VERSION`) in `process_results`.
 
-The documents and model inputs are the protocol tasks' (`protocol.py`); the judge is `judging.py`.
+The documents and model inputs are the protocol tasks' (`protocol.py`, `protocol_subtitles.py`: step 2 shows the subtitles
+too); the judge is `judging.py`.
 """
 
-from lmms_eval.tasks.cgbench.protocol import MEDIA, answer_record, logged
+from lmms_eval.tasks.cgbench.protocol import answer_record, logged
+from lmms_eval.tasks.cgbench.protocol_subtitles import MEDIA
 from lmms_video_reasoning.cg_bench import judging, task
 from lmms_video_reasoning.dev.llm_judge_ask import configured_judge
 

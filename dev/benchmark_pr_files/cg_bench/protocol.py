@@ -1,11 +1,10 @@
 """CG-Bench's official protocol tasks (clue-grounded QA in long videos): the lmms-eval hooks.
 
 The task logic is `task.py`; here: the folder's dataset and files, frames decoded with PyAV, and the rule-based
-reading of each answer in `process_results`.
+reading of each answer in `process_results`. The subtitle input is `protocol_subtitles.py`'s.
 """
 
 import os
-from pathlib import Path
 
 from datasets import Dataset
 
@@ -20,7 +19,7 @@ CACHE_DIR = "cg_videos_720p"
 ROOT_ENV = "CGBENCH_ROOT"
 
 
-def _resolve(reference, env, subdirs):
+def resolve(reference, env, subdirs):
     return resolve_media_reference(reference, media_type="video", cache_dir=CACHE_DIR, env_vars=(env, ROOT_ENV), extra_subdirs=subdirs)
 
 
@@ -30,7 +29,7 @@ def video_path(video_uid):
 
 
 class Media(PlainMedia):
-    """Get the frames of a question's video (by its `video_uid`): the official frame table, subtitles and clue clips too."""
+    """Get the frames of a question's video (by its `video_uid`): the official frame table and clue clips too."""
 
     def plan(self, video_uid, plan, n, intervals=None):
         """The frames `plan` picks, from the frame table's (max_frame, fps) (the root's own copy first), else the file's."""
@@ -41,15 +40,11 @@ class Media(PlainMedia):
         count, fps = probe(video_path(video_uid))
         return choose(plan, max(1, count - 1), fps, n, intervals)  # the table's max_frame is the last frame's index
 
-    def subtitle_path(self, video_uid):
-        path = _resolve(f"{video_uid}.srt", "CGBENCH_SUBTITLE_DIR", ("cg_subtitles", "subtitles"))
-        return Path(path) if os.path.exists(path) else None
-
     def full_video(self, doc):
         return video_path(doc["video_uid"])
 
     def clue_video(self, doc):
-        path = _resolve(f"{doc['qid']}.mp4", "CGBENCH_CLUE_DIR", ("cg_clue_videos", "clue_videos"))
+        path = resolve(f"{doc['qid']}.mp4", "CGBENCH_CLUE_DIR", ("cg_clue_videos", "clue_videos"))
         if not os.path.exists(path):
             raise FileNotFoundError(f"CG-Bench clue clip {doc['qid']}.mp4 not found (the dataset has clips for some questions only): set CGBENCH_CLUE_DIR, or use visual_mode: frames")
         return path
