@@ -21,7 +21,7 @@ configuration's versions):
   A module two or more benchmarks need goes once into a PR of its own (`SHARED_PACKAGE`), which the
   benchmark PRs build on (applied before each, alone too). A benchmark PR only adds files (and
   appends to its folder's README): a file of the tree it would overwrite is refused. A benchmark's
-  PR may have follow-ups (`follow_ups`: CG-Bench's open-ended judge, 03b), each built on it.
+  PR may have follow-ups (`follow_ups`: CG-Bench's subtitles, 03b, and open-ended judge, 03c), each built on the PRs before it.
   What a folder may carry is checked: its own protocol modules and a short list of shared
   modules needing only the standard library or lmms-eval (`EXPORTABLE`); the plugin's
   infrastructure (judge engine and cache, proxy clips, the data-root tooling, the report, the
