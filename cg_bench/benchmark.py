@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -119,9 +118,7 @@ class PluginMedia(FileMedia):
 
 
 MEDIA = PluginMedia(data.CG_BENCH, data.video_path)
-# the suite's tasks show subtitles (`frames.subtitles_for`: the hooks hand it over, so a task without them reads no SRT)
-doc_to_text, doc_to_messages = (with_media(functools.wraps(hook)(functools.partial(hook, subtitles_for=frames.subtitles_for)), MEDIA)
-                                for hook in (task.doc_to_text, task.doc_to_messages))
+doc_to_text, doc_to_messages = (with_media(hook, MEDIA, subtitles_for=frames.subtitles_for) for hook in (task.doc_to_text, task.doc_to_messages))
 doc_to_visual = with_media(task.doc_to_visual, MEDIA)
 
 

@@ -149,6 +149,9 @@ def test_visuals_per_mode(cg_env):
     assert binding.doc_to_visual(blind, {}) == [] and binding.doc_to_messages(blind, {})[0]["content"][0]["type"] == "text"
     with pytest.raises(ValueError, match="visual_mode"):
         binding.doc_to_text(clue_docs[0], {"visual_mode": "pixels"})
+    with pytest.raises(ValueError, match="no subtitle input: set subtitles: false"):  # hooks handing no subtitle source
+        cg_task.doc_to_text(clue_docs[0], {}, binding.MEDIA)
+    assert cg_task.doc_to_text(clue_docs[0], {"subtitles": False}, binding.MEDIA) == binding.doc_to_text(clue_docs[0], {"subtitles": False})
 
 
 # ---------------------------------------------------------------------- parsing

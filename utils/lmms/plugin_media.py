@@ -60,11 +60,11 @@ def docs_loader(data: ModuleType, records: Callable[[], list[dict]], build: Call
     return load_docs
 
 
-def with_media(hook: Callable, media, chosen: Callable[[dict | None], dict | None] | None = None) -> Callable:
-    """The task's lmms-eval hook `doc_to_*(doc, lmms_eval_specific_kwargs, media)` on the benchmark's `media`;
+def with_media(hook: Callable, media, chosen: Callable[[dict | None], dict | None] | None = None, **given) -> Callable:
+    """The task's lmms-eval hook `doc_to_*(doc, lmms_eval_specific_kwargs, media, **given)` on the benchmark's `media`;
     `chosen`: the task's kwargs with the suite's environment overrides in place (`settings.chosen_values`)."""
     def on_media(doc: dict, lmms_eval_specific_kwargs: dict | None = None):
-        return hook(doc, chosen(lmms_eval_specific_kwargs) if chosen else lmms_eval_specific_kwargs, media)
+        return hook(doc, chosen(lmms_eval_specific_kwargs) if chosen else lmms_eval_specific_kwargs, media, **given)
 
     on_media.__name__ = on_media.__qualname__ = hook.__name__
     return on_media
