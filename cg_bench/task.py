@@ -231,8 +231,8 @@ def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrame
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_for: Callable | None = None) -> str:
-    """The official text block, no decoding: subtitles by `subtitles_for` (`frames.subtitles_for`) at the protocol's
-    frames (`subtitle_span` "video": all), frame times in frames mode only; blind: the paper's Blind-MCQ prompt."""
+    """The official text block, no decoding: subtitles by `subtitles_for` at the protocol's frames (`subtitle_span` "video":
+    all), frame times in frames mode only (a video model samples its own); blind: the paper's Blind-MCQ prompt."""
     if doc["mode"] == "blind":
         return prompts.blind_prompt(doc["question"], doc["choices"])
     settings = settings_of(kwargs)

@@ -801,8 +801,8 @@ def series(tree: Path) -> list[PullRequest]:
     for name, later in stages.items():
         previous = formatted(benchmark_pr(name, tree, exported(name), shared, requires), tree)
         prs.append(previous)
-        for built in range(1, len(later) + 1):  # each follow-up on the PRs before it (`follows`: their files as applied)
-            pr = formatted(benchmark_pr(name, tree, exported(name, (None, *later[:built])), shared, requires, later[built - 1], previous), tree)
+        for index, stage in enumerate(later, 1):  # each follow-up on the PRs before it (`follows`: their files as applied)
+            pr = formatted(benchmark_pr(name, tree, exported(name, (None, *later[:index])), shared, requires, stage, previous), tree)
             prs.append(pr)
             previous = replace(pr, changes={**previous.changes, **pr.changes})
     numbers = [pr.label for pr in prs]
