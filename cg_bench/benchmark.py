@@ -168,8 +168,7 @@ class CgBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge):
         if self.needs_judge(records) and judge is None:
             return None
-        outcomes_ = judging.judge_pending(task.read_outcomes(records, settings["strict"], settings["official_reversed"]), records, judge, MEDIA)
-        return [asdict(o) for o in outcomes_]
+        return [asdict(o) for o in read_and_judge(records, settings, judge)]
 
     def metrics(self, records, outcomes_, settings):
         return point(self.columns(records, outcomes_, settings))
@@ -225,6 +224,12 @@ def as_settings(settings: dict | None) -> tuple[dict, bool]:
     return {**options.values((task.STRICT, task.OFFICIAL_REVERSED)), **settings}, judged
 
 
+def read_and_judge(records: Sequence[dict], settings: dict, judge: Judge | None) -> list[Outcome]:
+    """The records' outcomes (`task.read_outcomes` with the settings' parsing options), the open answers judged
+    by `judging.judge_pending` on the data root (`judge` None: they stay pending)."""
+    return judging.judge_pending(task.read_outcomes(records, settings["strict"], settings["official_reversed"]), records, judge, MEDIA)
+
+
 def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge | None) -> tuple[dict, list[Outcome]]:
     """Every metric of the records and the outcomes they come from (`task.read_outcomes`, open answers judged by
     `judging.judge_pending` on the data root), with the counts of videos asked without subtitles and `breakdown`
@@ -232,7 +237,7 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
     long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
     settings, judged = as_settings(settings)
     strict, failed_share = settings["strict"], settings.get(FAILED_SHARE)
-    outcomes = judging.judge_pending(task.read_outcomes(records, strict, settings["official_reversed"]), records, judge if judged else None, MEDIA)
+    outcomes = read_and_judge(records, settings, judge if judged else None)
     for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
         if outcome.judge_error == task.NO_JUDGE:
             outcome.judge_error = task.JUDGE_OFF
