@@ -34,8 +34,6 @@ def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int,
     warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
     (officially dropped silently); zero-length intervals alone get one frame at their start (officially none)."""
     check_counts(total, n)
-    if fps <= 0:
-        raise ValueError(f"fps must be positive, got {fps}")
     clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
     if n_clamped:
         logger.warning("%d clue interval(s) reached past the video end (%.3f s) and were clamped", n_clamped, total / fps)
