@@ -20,7 +20,7 @@ from lmms_video_reasoning.utils.media import subtitles
 logger = logging.getLogger(__name__)
 
 
-def long_indices(total: int, n: int = 128) -> list[int]:
+def long_indices(total: int, n: int) -> list[int]:
     """Long video / grounding / open: segment centres (official ``sample_frames_global_average``, ``total`` = the
     metadata's ``max_frame``; indices repeat for short videos, as officially)."""
     check_counts(total, n)
@@ -28,7 +28,7 @@ def long_indices(total: int, n: int = 128) -> list[int]:
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
 
 
-def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32) -> tuple[list[int], int]:
+def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int) -> tuple[list[int], int]:
     """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``, as the official
     ``sample_frames_clue_average``. Additions (protocol notes): intervals clamped to the video (counted, a
     warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
