@@ -87,8 +87,7 @@ def cgbench_protocol_doc_to_messages(doc, lmms_eval_specific_kwargs=None):
 
 def answer_record(doc, results):
     """The logged record of the model's reply to `doc`."""
-    response = results[0] if results else ""
-    return task.make_record(doc, response if isinstance(response, str) else str(response))
+    return task.make_record(doc, results[0] if results else "")  # a reply that is not a string: `reply_record` reads its str()
 
 
 def logged(doc, record, outcome):
