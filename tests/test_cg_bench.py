@@ -87,7 +87,7 @@ def test_doc_to_text_on_sample_frames_and_video_modes(cg_env):
     expected_times = "A total of 4 frames are sampled. Their corresponding timestamps are:\n\n22.0, 67.0, 112.0, 156.5\n\n"
     expected_subs = ("The subtitles of the video are as follows:\n\n[18.0, 42.0] Look, a ball rolls in\n"
                      "[58.0, 92.0] Now something slides across\n\n")
-    assert frames_text == prompts.load_prompt("long_acc") + expected_subs + expected_times + "Question: " + doc["question"] + "\n\n" + prompts.options_block(doc["choices"])
+    assert frames_text == prompts.load_prompt("long_acc") + expected_subs + expected_times + "Question: " + doc["question"] + "\n\n" + "".join(f"{letter}:{choice}\n" for letter, choice in zip("ABCDEFGH", doc["choices"])) + "\n"
     video_text = binding.doc_to_text(doc, {"visual_mode": "video", "long_frames": 4})
     assert "A total of" not in video_text and expected_subs in video_text
 
