@@ -129,8 +129,7 @@ MINI_EXCLUDED = 2  # the last questions are only in the full split (cgbench.json
 
 def write_sample(root) -> Path:
     """Write the sample benchmark under `root` (idempotent: existing videos are kept)."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = Path(root)  # made with the first video's folder
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:
