@@ -129,7 +129,7 @@ MINI_EXCLUDED = 2  # the last questions are only in the full split (cgbench.json
 
 def write_sample(root) -> Path:
     """Write the sample benchmark under `root` (idempotent: existing videos are kept)."""
-    root = Path(root)  # made with the first video's folder
+    root = Path(root)  # its folders are made by write_video
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:
