@@ -4,10 +4,8 @@ Hugging Face dataset `CG-Bench/CG-Bench` (gated): `cgbench_mini.json` (3,000 que
 `cgbench.json` (12,129), media in `video_chunk_*.zip`, `clue_video_chunk_*.zip` and `subtitles.zip`
 (complete zips since the 2025 repack, byte slices of one zip before it, as the official `unzip_hf_zip.py`
 reads them). `lmms-vr prepare` extracts them into `cg_videos_720p/`, `cg_clue_videos/` (clue clips, not
-for every question) and `cg_subtitles/` (not every video has subtitles). The resolvers (`video_at`,
-`clue_clip_at`, `subtitle_at`), shared by the tasks and `prepare`'s check, look in the canonical place,
-else for the file of that name under the root (`utils/data/media_index.py`): a clue clip only in a
-folder named `*clue*`, a video in any other. The sampler's table: `docs.meta_table`.
+for every question) and `cg_subtitles/` (not every video has subtitles). The resolvers, shared by the tasks
+and `prepare`'s check, look there, else for the file of that name under the root (`utils/data/media_index.py`).
 """
 
 from __future__ import annotations

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.utils.core.data_errors import DataError, finite_number, letters, option_letter, require_fields
+from lmms_video_reasoning.utils.core.data_errors import RECORD_FIX, DataError, finite_number, letters, option_letter, require_fields
 
 SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
 META_FILE = "video_meta_info.json"
@@ -61,11 +62,9 @@ def validate_records(records: Any, where: str) -> list[dict]:
     if not isinstance(records, list) or not records:
         raise DataError(f"{where}: expected a non-empty JSON list of question records")
     clean = [validate_record(record, f"{where} record #{index}") for index, record in enumerate(records)]
-    seen: set[int] = set()
-    for record in clean:
-        if record["qid"] in seen:
-            raise DataError(f"{where}: qid {record['qid']} appears more than once")
-        seen.add(record["qid"])
+    repeated = [qid for qid, count in Counter(record["qid"] for record in clean).items() if count > 1]
+    if repeated:
+        raise DataError(f"{where}: qid {repeated[0]} appears more than once; {RECORD_FIX}")
     return clean
 
 
@@ -78,22 +77,6 @@ class VideoMeta:
     fps: float
 
 
-def parse_meta(raw: Any, where: str) -> dict[str, VideoMeta]:
-    """The sampler's table from the parsed `video_meta_info.json` (`where` names it in errors)."""
-    if not isinstance(raw, dict):
-        raise DataError(f"{where}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
-    table = {}
-    for uid, entry in raw.items():
-        where_entry = f"{where} entry {uid!r}"
-        require_fields(entry, ("max_frame", "fps"), where_entry)
-        fps = finite_number(entry["fps"], "fps", where_entry, positive=True, unit="frames per second")
-        max_frame = finite_number(entry["max_frame"], "max_frame", where_entry, positive=True, unit="frames")
-        # no duration (or 0): the sampler's own max_frame / fps
-        duration = finite_number(entry["duration"], "duration", where_entry) if entry.get("duration") else max_frame / fps
-        table[uid] = VideoMeta(duration, int(max_frame), fps)
-    return table
-
-
 @cache
 def read_meta(path: Path) -> dict[str, VideoMeta]:
     """The sampler's table in a `video_meta_info.json` (read once per path)."""
@@ -101,7 +84,18 @@ def read_meta(path: Path) -> dict[str, VideoMeta]:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}): restore the file") from None
-    return parse_meta(raw, str(path))
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
+    table = {}
+    for uid, entry in raw.items():
+        where_entry = f"{path} entry {uid!r}"
+        require_fields(entry, ("max_frame", "fps"), where_entry)
+        fps = finite_number(entry["fps"], "fps", where_entry, positive=True, unit="frames per second")
+        max_frame = finite_number(entry["max_frame"], "max_frame", where_entry, positive=True, unit="frames")
+        # no duration (or 0): the sampler's own max_frame / fps
+        duration = finite_number(entry["duration"], "duration", where_entry) if entry.get("duration") else max_frame / fps
+        table[uid] = VideoMeta(duration, int(max_frame), fps)
+    return table
 
 
 def meta_table(root: str | Path | None) -> dict[str, VideoMeta]:

@@ -20,7 +20,7 @@ from lmms_video_reasoning.utils.media import subtitles
 logger = logging.getLogger(__name__)
 
 
-def long_indices(total: int, n: int = 128) -> list[int]:
+def long_indices(total: int, n: int) -> list[int]:
     """Long video / grounding / open: segment centres (official ``sample_frames_global_average``, ``total`` = the
     metadata's ``max_frame``; indices repeat for short videos, as officially)."""
     check_counts(total, n)
@@ -28,14 +28,12 @@ def long_indices(total: int, n: int = 128) -> list[int]:
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
 
 
-def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int = 32) -> tuple[list[int], int]:
+def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int, n: int) -> tuple[list[int], int]:
     """Clue mode: frames inside the clue intervals, ``(indices, n_clamped)``, as the official
     ``sample_frames_clue_average``. Additions (protocol notes): intervals clamped to the video (counted, a
     warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
     (officially dropped silently); zero-length intervals alone get one frame at their start (officially none)."""
     check_counts(total, n)
-    if fps <= 0:
-        raise ValueError(f"fps must be positive, got {fps}")
     clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
     if n_clamped:
         logger.warning("%d clue interval(s) reached past the video end (%.3f s) and were clamped", n_clamped, total / fps)

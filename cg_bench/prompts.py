@@ -38,15 +38,13 @@ def question_block(question: str) -> str:
     return f"Question: {question}\n\n"
 
 
-def options_block(choices: Sequence[str]) -> str:
-    """Options as `A:text` lines (no space after the colon), then a blank line."""
-    return "\n".join(f"{letter}:{text}" for letter, text in zip(letters(len(choices)), choices)) + "\n\n"
-
-
 def model_prompt(mode: str, question: str, choices: Sequence[str], subtitles: str = "", frame_times: str = "") -> str:
-    """The text block a model receives in `mode` (`get_prompt`); `subtitles` / `frame_times`: the ready blocks, or ''."""
+    """The text block a model receives in `mode` (`get_prompt`); `subtitles` / `frame_times`: the ready blocks, or ''.
+    The multiple-choice modes end with the options as `A:text` lines (no space after the colon), then a blank line."""
     text = load_prompt(OFFICIAL_MODE[mode]) + subtitles + frame_times + question_block(question)
-    return text + options_block(choices) if mode in CHOICE_MODES else text
+    if mode not in CHOICE_MODES:
+        return text
+    return text + "\n".join(f"{letter}:{choice}" for letter, choice in zip(letters(len(choices)), choices)) + "\n\n"
 
 
 def judge_step1_text(question: str, answer: str, prediction: str) -> str:

@@ -72,15 +72,7 @@ def _motion(shape: Shape) -> str:
     return MOTIONS[0] if dx > 0 else MOTIONS[1] if dx < 0 else MOTIONS[2]
 
 
-PADDING = ("It is not shown", "None of these", "All of these", "It cannot be determined")
-
-
-def _options(answer: str, pool, count: int, seed: int) -> tuple[list[str], str]:
-    """`count` options containing `answer` (padded from PADDING), the right letter varying with `seed`."""
-    options = [o for o in (*pool, *PADDING) if o != answer][: count - 1]
-    position = seed % count
-    options.insert(position, answer)
-    return options, chr(ord("A") + position)
+PADDING = ("It is not shown", "None of these", "All of these", "It cannot be determined")  # options when a pool runs short
 
 
 def _describe(shape: Shape) -> str:
@@ -94,10 +86,12 @@ def build_questions() -> tuple[dict, ...]:
 
     def add(video: SampleVideo, question: str, answer: str, pool, intervals, sub_category: str) -> None:
         qid = 9000 + len(questions)
-        choices, letter = _options(answer, pool, 5 + qid % 4, qid)  # 5 to 8 options, as in the dataset
+        count = 5 + qid % 4  # 5 to 8 options, as in the dataset; the answer's place varies with the qid
+        choices = [option for option in (*pool, *PADDING) if option != answer][: count - 1]
+        choices.insert(qid % count, answer)
         questions.append({
             "qid": qid, "video_uid": video.uid, "question": question, "answer": answer, "choices": choices,
-            "right_answer": letter, "clue_intervals": [list(i) for i in intervals], "domain": video.domain,
+            "right_answer": chr(ord("A") + qid % count), "clue_intervals": [list(i) for i in intervals], "domain": video.domain,
             "sub_category": sub_category, "duration": video.duration,
         })
 
@@ -135,8 +129,7 @@ MINI_EXCLUDED = 2  # the last questions are only in the full split (cgbench.json
 
 def write_sample(root) -> Path:
     """Write the sample benchmark under `root` (idempotent: existing videos are kept)."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = Path(root)  # its folders are made by write_video
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:

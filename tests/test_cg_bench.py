@@ -87,7 +87,7 @@ def test_doc_to_text_on_sample_frames_and_video_modes(cg_env):
     expected_times = "A total of 4 frames are sampled. Their corresponding timestamps are:\n\n22.0, 67.0, 112.0, 156.5\n\n"
     expected_subs = ("The subtitles of the video are as follows:\n\n[18.0, 42.0] Look, a ball rolls in\n"
                      "[58.0, 92.0] Now something slides across\n\n")
-    assert frames_text == prompts.load_prompt("long_acc") + expected_subs + expected_times + "Question: " + doc["question"] + "\n\n" + prompts.options_block(doc["choices"])
+    assert frames_text == prompts.load_prompt("long_acc") + expected_subs + expected_times + "Question: " + doc["question"] + "\n\n" + "".join(f"{letter}:{choice}\n" for letter, choice in zip("ABCDEFGH", doc["choices"])) + "\n"
     video_text = binding.doc_to_text(doc, {"visual_mode": "video", "long_frames": 4})
     assert "A total of" not in video_text and expected_subs in video_text
 
@@ -359,10 +359,13 @@ def test_bad_values_name_the_question_field_and_value(field, value, message):
     ({"duration": 4.0, "max_frame": 100, "fps": math.nan}, "fps must be a finite number of frames per second > 0, got nan"),
     ({"duration": 4.0, "max_frame": math.inf, "fps": 25.0}, "max_frame must be a finite number of frames > 0, got inf"),
 ])
-def test_bad_frame_table_values_name_the_video(entry, message):
-    with pytest.raises(DataError, match=f"meta.json entry 'v1': {message}"):
-        cg_docs.parse_meta({"v0": {"duration": 4.0, "max_frame": 100, "fps": 25.0}, "v1": entry}, "meta.json")
-    assert cg_docs.parse_meta({"v1": {"max_frame": 100, "fps": 25.0}}, "meta.json")["v1"].duration == 4.0
+def test_bad_frame_table_values_name_the_video(entry, message, tmp_path):
+    bad, good = tmp_path / "bad.json", tmp_path / "good.json"  # json writes nan and inf as NaN and Infinity, and reads them back
+    bad.write_text(json.dumps({"v0": {"duration": 4.0, "max_frame": 100, "fps": 25.0}, "v1": entry}))
+    good.write_text(json.dumps({"v1": {"max_frame": 100, "fps": 25.0}}))
+    with pytest.raises(DataError, match=f"bad.json entry 'v1': {message}"):
+        cg_docs.read_meta(bad)
+    assert cg_docs.read_meta(good)["v1"].duration == 4.0
 
 
 def test_missing_video_error_names_file_and_fix(cg_env):

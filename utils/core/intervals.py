@@ -1,7 +1,5 @@
-"""Time intervals in seconds: ``merge_intervals`` (sorted union, touching ones merged, as CG-Bench's official
-``merge_intervals``) and ``clamp_intervals`` (limited to ``[0, duration]``). A reversed interval
-``[end, start]`` reads as ``[start, end]``; inputs are never mutated.
-"""
+"""Time intervals in seconds, merged or limited to a video; a reversed interval ``[end, start]`` reads as
+``[start, end]``; inputs are never mutated."""
 
 from __future__ import annotations
 
@@ -26,6 +24,7 @@ def _normalized(intervals: Sequence[Sequence[float]]) -> list[Interval]:
 
 
 def merge_intervals(intervals: Sequence[Sequence[float]]) -> list[Interval]:
+    """The sorted union, touching intervals merged (as CG-Bench's official ``merge_intervals``)."""
     merged: list[Interval] = []
     for a, b in sorted(_normalized(intervals)):
         if merged and a <= merged[-1][1]:

@@ -15,12 +15,11 @@ from lmms_video_reasoning.utils.core.frame_plan import choose
 from lmms_video_reasoning.utils.core.records import aggregations, once_per_sample
 from lmms_video_reasoning.dev.plain_frames import PlainMedia, probe
 
-CACHE_DIR = "cg_videos_720p"
 ROOT_ENV = "CGBENCH_ROOT"
 
 
 def resolve(reference, env, subdirs):
-    return resolve_media_reference(reference, media_type="video", cache_dir=CACHE_DIR, env_vars=(env, ROOT_ENV), extra_subdirs=subdirs)
+    return resolve_media_reference(reference, media_type="video", cache_dir="cg_videos_720p", env_vars=(env, ROOT_ENV), extra_subdirs=subdirs)
 
 
 def video_path(video_uid):
@@ -33,9 +32,8 @@ class Media(PlainMedia):
 
     def plan(self, video_uid, plan, n, intervals=None):
         """The frames `plan` picks, from the frame table's (max_frame, fps) (the root's own copy first), else the file's."""
-        table = docs.meta_table(os.getenv(ROOT_ENV, "").strip())
-        if video_uid in table:
-            entry = table[video_uid]
+        entry = docs.meta_table(os.getenv(ROOT_ENV, "").strip()).get(video_uid)
+        if entry is not None:
             return choose(plan, entry.max_frame, entry.fps, n, intervals)
         count, fps = probe(video_path(video_uid))
         return choose(plan, max(1, count - 1), fps, n, intervals)  # the table's max_frame is the last frame's index
@@ -89,8 +87,7 @@ def cgbench_protocol_doc_to_messages(doc, lmms_eval_specific_kwargs=None):
 
 def answer_record(doc, results):
     """The logged record of the model's reply to `doc`."""
-    response = results[0] if results else ""
-    return task.make_record(doc, response if isinstance(response, str) else str(response))
+    return task.make_record(doc, results[0] if results else "")  # a reply that is not a string: `reply_record` reads its str()
 
 
 def logged(doc, record, outcome):
