@@ -181,7 +181,9 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
 def _extract(root: Path, archive: archives.Archive, module, limits: archives.Limits, state: str) -> None:
     """Extract one archive (its files whose content changed, when `state` is "changed") and stamp it done."""
     plan = archives.plan(archive, module.extraction_target)
-    plan.verified = _verified_by_others(root, archive.label)
+    # {target: CRC} of the files the other archives' finished extractions wrote (their stamps)
+    plan.verified = {t: c for stamp in _stamps(root) if stamp.get("archive") != archive.label
+                     for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
     if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
         crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
         plan.rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
@@ -193,12 +195,6 @@ def _extract(root: Path, archive: archives.Archive, module, limits: archives.Lim
     sizes = archives.extract(plan, root)
     _write_stamp(root, archive.label, {"archive": archive.label, "parts": _identity(root, archive), "targets": sizes,
                                        "crcs": {target: member.crc for member, target in plan.entries}})
-
-
-def _verified_by_others(root: Path, label: str) -> dict[str, int]:
-    """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
-    return {t: c for stamp in _stamps(root) if stamp.get("archive") != label
-            for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
 
 
 # --- verification ---------------------------------------------------------------------

@@ -151,13 +151,6 @@ def check_inputs() -> list[Finding]:
     return findings
 
 
-def check_judges(network: bool) -> list[Finding]:
-    from lmms_video_reasoning.utils.lmms import launcher
-
-    launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
-    return [preflight.judge_finding(bench.judge, network) for bench in registry.benchmarks() if bench.judge is not None]
-
-
 def check_data() -> list[Finding]:
     return [preflight.data_finding(bench) for bench in registry.benchmarks() if bench.data_module is not None]
 
@@ -165,12 +158,16 @@ def check_data() -> list[Finding]:
 def diagnose(network: bool) -> list[Finding]:
     from concurrent.futures import ThreadPoolExecutor
 
+    from lmms_video_reasoning.utils.lmms import launcher
+
     registry.declare_all_settings()  # settings are declared where they are used
+    launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
     with ThreadPoolExecutor(1) as pool:  # the evaluation's child runs beside the probes' children
         evaluation = pool.submit(check_evaluation)
         found = [*check_install(), *check_host()]
         found += evaluation.result()
-    return [*found, *check_inputs(), *preflight.setting_findings(), *check_judges(network), *check_data()]
+    judges = [preflight.judge_finding(bench.judge, network) for bench in registry.benchmarks() if bench.judge is not None]
+    return [*found, *check_inputs(), *preflight.setting_findings(), *judges, *check_data()]
 
 
 def main(args: argparse.Namespace) -> int:
