@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lmms_video_reasoning.utils.core import registry, settings
-from lmms_video_reasoning.utils.lmms import host, preflight
+from lmms_video_reasoning.utils.lmms import autoload, host, preflight
 from lmms_video_reasoning.utils.lmms.preflight import INFO, OFF, OK, WARN, Finding
 
 # The document `doctor` evaluates: multiple choice, scored without a judge.
@@ -75,7 +75,7 @@ def check_install() -> list[Finding]:
                             f"lmms-eval {version}" + ("" if verified else f" (touchpoints verified on {', '.join(host.VERIFIED)})"),
                             "" if verified else f"pip install 'lmms-eval=={host.VERIFIED[-1]}', or LMMS_VR_HOST_UNVERIFIED=1"))
     try:
-        no_autoload, why = settings.get("LMMS_VR_NO_AUTOLOAD").read(), "LMMS_VR_NO_AUTOLOAD is set"
+        no_autoload, why = autoload.NO_AUTOLOAD.read(), "LMMS_VR_NO_AUTOLOAD is set"
     except settings.SettingError:  # the start-up hook stays off (its setting's line names the value)
         no_autoload, why = True, "LMMS_VR_NO_AUTOLOAD has a value that is not accepted"
     active = pth and not no_autoload
