@@ -211,7 +211,6 @@ def _classify(path: Path) -> str:
 
 def find_archives(root: Path) -> list[Archive]:
     """Every archive under `root` (hidden folders skipped), grouped and classified."""
-    root = Path(root)
     zips: list[Path] = []
     split_parts: dict[Path, list[tuple[int, Path]]] = {}
     for path in sorted(root / rel for rels in files_by_name(root).values() for rel in rels):
@@ -291,7 +290,7 @@ class Plan:
     def pending(self, root: Path) -> list[tuple[Member, str]]:
         """Entries to write: those in `rewrite`, and those whose content is not at their target."""
         return [(member, target) for member, target in self.entries
-                if target in self.rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
+                if target in self.rewrite or not in_place(root / target, member, self.verified.get(target))]
 
 
 def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
@@ -313,7 +312,6 @@ def _file_in_the_way(root: Path, target: str) -> Path | None:
 def refuse_conflicts(plan_: Plan, root: Path) -> None:
     """ArchiveError, before anything is written, when an entry would replace a different file, or its
     place is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
-    root = Path(root)
     found = []
     for member, target in plan_.entries:
         path, blocking = root / target, _file_in_the_way(root, target)
@@ -433,7 +431,6 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
 def extract(plan_: Plan, root: Path) -> dict[str, int]:
     """Write every pending member of `plan_` under `root`, once `refuse_conflicts`
     and `check_space` let it, printing every tenth of a long one; {target: size} of all its targets."""
-    root = Path(root)
     pending = plan_.pending(root)
     with closing(Concatenation(plan_.archive.parts)) as view:
         for done, (member, target) in enumerate(pending, 1):
