@@ -1,7 +1,5 @@
 """`lmms-vr doctor`: whether lmms-eval evaluates here, which integrations are active, and the fix for each that is not.
 
-    lmms-vr doctor [--no-network] [--json]
-
 Every line is measured here (docs/internals.md): the install and its start-up .pth; one document
 of the sample benchmark (`EVALUATED_TASK`, no judge) through `python -m lmms_eval` in a child
 process, since listing tasks is not enough (a dependency release can fail on the first document:
