@@ -83,19 +83,6 @@ def _write_stamp(root: Path, label: str, stamp: dict) -> None:
 
 # --- download -------------------------------------------------------------------------
 
-def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dict[str, int]:
-    """{path: size} of the dataset's files matching `patterns` (and not `ignore`)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.utils import filter_repo_objects
-
-    try:
-        info = HfApi().dataset_info(source.hub_repo, files_metadata=True)
-    except Exception as exc:  # network, gating, auth: each gets its own advice
-        raise hub_error(source, exc) from None
-    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-    return {name: sizes[name] for name in filter_repo_objects(sorted(sizes), allow_patterns=patterns, ignore_patterns=ignore or None)}
-
-
 def download(source: DataSource, files: list[str], root: Path) -> None:
     from huggingface_hub import snapshot_download
 
@@ -106,9 +93,17 @@ def download(source: DataSource, files: list[str], root: Path) -> None:
 
 
 def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> None:
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
+
+    try:
+        info = HfApi().dataset_info(source.hub_repo, files_metadata=True)
+    except Exception as exc:  # network, gating, auth: each gets its own advice
+        raise hub_error(source, exc) from None
+    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     patterns = [*module.HUB_ANNOTATIONS, *module.HUB_MEDIA_PATTERNS]
-    skip = extracted_parts(root, deleted_only=True)
-    files = hub_files(source, patterns, skip)
+    skip = extracted_parts(root, deleted_only=True)  # {path: size} of the files to have, but those extracted and deleted
+    files = {name: sizes[name] for name in filter_repo_objects(sorted(sizes), allow_patterns=patterns, ignore_patterns=skip or None)}
     known = [*files, *skip]
     for pattern in module.HUB_ANNOTATIONS:
         if not any(fnmatch(name, pattern) for name in known):
