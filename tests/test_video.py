@@ -162,9 +162,12 @@ def test_shapes_land_where_shape_box_says(videos):
 
 
 def sample(path, plan, n, *, size=None, as_array=False, **options):
-    """The production path's two steps (`plan_frames`, then `read`): what the plan picks and tells the model, and the frames."""
+    """The production path's two steps (`plan_frames`, then `read_frames` at the plan's size unless `size` says
+    otherwise, "native": the decoded size): what the plan picks and tells the model, and the frames."""
     planned = video.plan_frames(path, plan, n, **options)
-    return SimpleNamespace(**{**vars(planned), "notes": list(planned.notes)}, frames=planned.read(size=size, as_array=as_array))
+    size = size or planned.size or "native"
+    frames = video.read_frames(planned.path, planned.indices, size=None if size == "native" else tuple(size), as_array=as_array)
+    return SimpleNamespace(**{**vars(planned), "notes": list(planned.notes)}, frames=frames)
 
 
 def test_sample_protocols(videos):

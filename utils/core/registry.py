@@ -161,7 +161,6 @@ class Task:
 
 @dataclass(frozen=True)
 class Group:
-
     name: str
     tasks: tuple[str, ...]
     about: str = ""
@@ -287,7 +286,6 @@ class Benchmark:
 
 
 def names_of(benchmark: Benchmark) -> list[str]:
-    """Its task and group names."""
     return [task.name for task in benchmark.tasks] + [group.name for group in benchmark.groups]
 
 
@@ -297,27 +295,21 @@ def _registered() -> dict[str, Benchmark]:
     found: dict[str, Benchmark] = {}
     for target in filter(None, (entry.strip() for entry in BENCHMARKS.read().split(","))):
         source = f"{BENCHMARKS_ENV} entry {target!r}"
-        benchmark = _resolve(source, target)
+        module_name, _, attribute = (part.strip() for part in target.partition(":"))
+        attribute = attribute or "BENCHMARK"
+        try:
+            benchmark = getattr(importlib.import_module(module_name), attribute)
+        except ImportError as error:
+            raise DataError(f"{source}: cannot import {module_name!r} ({error}); install it or put its folder on "
+                            f"PYTHONPATH, or remove the entry") from None
+        except AttributeError:
+            raise DataError(f"{source}: {module_name!r} has no {attribute!r}; name the Benchmark as module:attribute") from None
+        if not isinstance(benchmark, Benchmark):
+            raise DataError(f"{source}: {target} is a {type(benchmark).__name__}, not a Benchmark (utils.core.registry.Benchmark)")
         if benchmark.name in BUILTIN:
             raise DataError(f"{source}: benchmark {benchmark.name!r} ({target}) has the name of a benchmark of this suite; rename it")
         found[benchmark.name] = benchmark
     return found
-
-
-def _resolve(source: str, target: str) -> Benchmark:
-    """The `Benchmark` that `module:attribute` names (DataError naming `source` and the fix)."""
-    module_name, _, attribute = (part.strip() for part in target.partition(":"))
-    attribute = attribute or "BENCHMARK"
-    try:
-        value = getattr(importlib.import_module(module_name), attribute)
-    except ImportError as error:
-        raise DataError(f"{source}: cannot import {module_name!r} ({error}); install it or put its folder on "
-                        f"PYTHONPATH, or remove the entry") from None
-    except AttributeError:
-        raise DataError(f"{source}: {module_name!r} has no {attribute!r}; name the Benchmark as module:attribute") from None
-    if not isinstance(value, Benchmark):
-        raise DataError(f"{source}: {target} is a {type(value).__name__}, not a Benchmark (utils.core.registry.Benchmark)")
-    return value
 
 
 def _builtin(folder: str) -> Benchmark:

@@ -78,15 +78,6 @@ def _unreachable(endpoint: str) -> str | None:
         return f"the Hugging Face Hub ({endpoint}) is unreachable ({exc.strerror or type(exc).__name__})"
 
 
-def hub_unavailable() -> str | None:
-    """Why annotations cannot come from the Hub here (HF_HUB_OFFLINE, or no connection), or None."""
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return "HF_HUB_OFFLINE=1 is set"
-    return _unreachable(constants.ENDPOINT)
-
-
 def annotation_file(source: DataSource, relpath: str) -> Path:
     """Path of an annotation file, downloaded from the Hub when no local root is set (with no root
     and no Hub, a DataError at once naming the variable and the `prepare` command)."""
@@ -96,7 +87,9 @@ def annotation_file(source: DataSource, relpath: str) -> Path:
         return path
     if os.environ.get(source.root_env):
         raise DataError(f"annotation file {path} not found under {source.root_env}={root}; fetch it with `{source.prepare_command}`")
-    why = hub_unavailable()
+    from huggingface_hub import constants
+
+    why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else _unreachable(constants.ENDPOINT)
     if why:
         # Inside lmms-eval, the task-load wrapper (`utils.lmms.preflight.task_load`) ends the run with
         # this message alone (lmms-eval would retry it for a minute and bury it in a RetryError).

@@ -124,11 +124,6 @@ def variable(name: str, option: Option) -> Setting:
                    maximum=option.maximum, scoring=True, option=option.option)
 
 
-def get(name: str) -> Setting:
-    """The declared setting `name` (KeyError: not declared by any module imported so far)."""
-    return _DECLARED[name]
-
-
 def declared() -> list[Setting]:
     return sorted(_DECLARED.values(), key=lambda s: s.name)
 

@@ -41,15 +41,6 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(_Hook, lambda dumper, value: dumper.represent_scalar("!function", str(value)))
 
 
-def _dump(config: dict) -> str:
-    return yaml.dump(config, Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=1000)
-
-
-def _header(benchmark: Benchmark, about: str) -> str:
-    lines = [*about.splitlines(), f"Generated from {benchmark.binding} by `{COMMAND}`: edit the declaration there."]
-    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
-
-
 def task_config(benchmark: Benchmark, task: Task) -> dict:
     binding = importlib.import_module(benchmark.binding)
 
@@ -92,7 +83,12 @@ def files_of(benchmark: Benchmark) -> dict[Path, str]:
     configs = {folder / f"{task.name}.yaml": (task.about, task_config(benchmark, task)) for task in benchmark.tasks}
     configs.update({folder / f"{group.name}.yaml": (group.about, {"group": group.name, "task": list(group.tasks)})
                     for group in benchmark.groups})
-    return {path: _header(benchmark, about) + _dump(config) for path, (about, config) in configs.items()}
+    files = {}
+    for path, (about, config) in configs.items():
+        lines = [*about.splitlines(), f"Generated from {benchmark.binding} by `{COMMAND}`: edit the declaration there."]
+        files[path] = ("".join(f"# {line}\n" if line else "#\n" for line in lines)
+                       + yaml.dump(config, Dumper=_Dumper, default_flow_style=None, sort_keys=False, width=1000))
+    return files
 
 
 def _changes(benchmark: Benchmark) -> tuple[list[Path], dict[Path, str]]:

@@ -24,7 +24,7 @@ from bisect import bisect_right
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Mapping
 
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.files import atomic_target, size_text
@@ -92,17 +92,9 @@ class Member:
     offset: int  # from the start of part `disk`, once `Archive.members` returns: of the whole archive
 
 
-class EndRecord(NamedTuple):
-    position: int  # of the EOCD, from where the search started
-    disks: int  # parts of the archive
-    entries: int
-    cd_disk: int
-    cd_size: int
-    cd_offset: int
-    zip64_at: tuple[int, int] | None  # (disk, offset) of the ZIP64 end record
-
-
-def _end_record(view: Concatenation, start: int) -> EndRecord | None:
+def _end_record(view: Concatenation, start: int) -> tuple | None:
+    """(position of the EOCD from `start`, parts of the archive, entries, directory's disk, size and
+    offset, (disk, offset) of the ZIP64 end record or None), or None when there is no end record."""
     tail_start = max(start, view.size - (1 << 16) - 22)
     tail = view.read_at(tail_start, view.size - tail_start)
     index = tail.rfind(EOCD)
@@ -115,7 +107,7 @@ def _end_record(view: Concatenation, start: int) -> EndRecord | None:
     if index >= 20 and tail[index - 20:index - 16] == LOCATOR64:
         _sig, z_disk, z_offset, disks = struct.unpack("<4sLQL", tail[index - 20:index])
         zip64_at = (z_disk, z_offset)
-    return EndRecord(tail_start + index - start, disks, entries, cd_disk, cd_size, cd_offset, zip64_at)
+    return tail_start + index - start, disks, entries, cd_disk, cd_size, cd_offset, zip64_at
 
 
 def _parse_central(data: bytes, expected: int, where: str) -> list[Member]:
@@ -167,19 +159,19 @@ class Archive:
                 missing = " (the last chunk holds it: is one missing?)" if self.kind == "slices" else ""
                 raise ArchiveError(f"{self.label} has no zip end record: it is truncated, corrupt or incomplete{missing} "
                                    f"({self._fix()})")
+            position, disks, entries, cd_disk, cd_size, cd_offset, zip64_at = end
             starts = view.starts[:-1] if self.kind == "split" else [0]  # where each part (disk) begins
-            if len(starts) != end.disks:
-                raise ArchiveError(f"{self.label} says it has {end.disks} part(s) but {len(starts)} are here ({self._fix()})")
+            if len(starts) != disks:
+                raise ArchiveError(f"{self.label} says it has {disks} part(s) but {len(starts)} are here ({self._fix()})")
 
             def start_of(disk: int, what: str) -> int:
                 if disk >= len(starts):
                     raise ArchiveError(f"{self.label}: {what} in part {disk + 1} of {len(starts)} ({self._fix()})")
                 return starts[disk]
 
-            eocd_abs = last_start + end.position
-            entries, cd_disk, cd_size, cd_offset, zip64_len = end.entries, end.cd_disk, end.cd_size, end.cd_offset, 0
-            if end.zip64_at is not None:
-                z_abs = start_of(end.zip64_at[0], "its ZIP64 record lies") + end.zip64_at[1]
+            eocd_abs, zip64_len = last_start + position, 0
+            if zip64_at is not None:
+                z_abs = start_of(zip64_at[0], "its ZIP64 record lies") + zip64_at[1]
                 record = view.read_at(z_abs, 56)
                 if len(record) < 56 or record[:4] != EOCD64:
                     raise ArchiveError(f"{self.label}: its ZIP64 end record is missing or damaged ({self._fix()})")
@@ -211,7 +203,6 @@ def _classify(path: Path) -> str:
 
 def find_archives(root: Path) -> list[Archive]:
     """Every archive under `root` (hidden folders skipped), grouped and classified."""
-    root = Path(root)
     zips: list[Path] = []
     split_parts: dict[Path, list[tuple[int, Path]]] = {}
     for path in sorted(root / rel for rels in files_by_name(root).values() for rel in rels):
@@ -291,7 +282,7 @@ class Plan:
     def pending(self, root: Path) -> list[tuple[Member, str]]:
         """Entries to write: those in `rewrite`, and those whose content is not at their target."""
         return [(member, target) for member, target in self.entries
-                if target in self.rewrite or not in_place(Path(root) / target, member, self.verified.get(target))]
+                if target in self.rewrite or not in_place(root / target, member, self.verified.get(target))]
 
 
 def in_place(path: Path, member: Member, verified_crc: int | None = None) -> bool:
@@ -313,7 +304,6 @@ def _file_in_the_way(root: Path, target: str) -> Path | None:
 def refuse_conflicts(plan_: Plan, root: Path) -> None:
     """ArchiveError, before anything is written, when an entry would replace a different file, or its
     place is taken by a file where a folder is needed or by a folder (`rewrite`: replacing is meant)."""
-    root = Path(root)
     found = []
     for member, target in plan_.entries:
         path, blocking = root / target, _file_in_the_way(root, target)
@@ -433,7 +423,6 @@ def _copy_member(view: Concatenation, member: Member, out, label: str) -> None:
 def extract(plan_: Plan, root: Path) -> dict[str, int]:
     """Write every pending member of `plan_` under `root`, once `refuse_conflicts`
     and `check_space` let it, printing every tenth of a long one; {target: size} of all its targets."""
-    root = Path(root)
     pending = plan_.pending(root)
     with closing(Concatenation(plan_.archive.parts)) as view:
         for done, (member, target) in enumerate(pending, 1):

@@ -83,19 +83,6 @@ def _write_stamp(root: Path, label: str, stamp: dict) -> None:
 
 # --- download -------------------------------------------------------------------------
 
-def hub_files(source: DataSource, patterns: list[str], ignore: list[str]) -> dict[str, int]:
-    """{path: size} of the dataset's files matching `patterns` (and not `ignore`)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.utils import filter_repo_objects
-
-    try:
-        info = HfApi().dataset_info(source.hub_repo, files_metadata=True)
-    except Exception as exc:  # network, gating, auth: each gets its own advice
-        raise hub_error(source, exc) from None
-    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-    return {name: sizes[name] for name in filter_repo_objects(sorted(sizes), allow_patterns=patterns, ignore_patterns=ignore or None)}
-
-
 def download(source: DataSource, files: list[str], root: Path) -> None:
     from huggingface_hub import snapshot_download
 
@@ -106,9 +93,17 @@ def download(source: DataSource, files: list[str], root: Path) -> None:
 
 
 def fetch(source: DataSource, module, root: Path, limits: archives.Limits) -> None:
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
+
+    try:
+        info = HfApi().dataset_info(source.hub_repo, files_metadata=True)
+    except Exception as exc:  # network, gating, auth: each gets its own advice
+        raise hub_error(source, exc) from None
+    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     patterns = [*module.HUB_ANNOTATIONS, *module.HUB_MEDIA_PATTERNS]
-    skip = extracted_parts(root, deleted_only=True)
-    files = hub_files(source, patterns, skip)
+    skip = extracted_parts(root, deleted_only=True)  # {path: size} of the files to have, but those extracted and deleted
+    files = {name: sizes[name] for name in filter_repo_objects(sorted(sizes), allow_patterns=patterns, ignore_patterns=skip or None)}
     known = [*files, *skip]
     for pattern in module.HUB_ANNOTATIONS:
         if not any(fnmatch(name, pattern) for name in known):
@@ -181,7 +176,9 @@ def extract_all(root: Path, module, limits: archives.Limits, delete_archives: bo
 def _extract(root: Path, archive: archives.Archive, module, limits: archives.Limits, state: str) -> None:
     """Extract one archive (its files whose content changed, when `state` is "changed") and stamp it done."""
     plan = archives.plan(archive, module.extraction_target)
-    plan.verified = _verified_by_others(root, archive.label)
+    # {target: CRC} of the files the other archives' finished extractions wrote (their stamps)
+    plan.verified = {t: c for stamp in _stamps(root) if stamp.get("archive") != archive.label
+                     for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
     if state == "changed":  # files whose content the new copy changes (by its CRCs) are written again
         crcs = (_read_stamp(_stamp_path(root, archive.label)) or {}).get("crcs", {})
         plan.rewrite = frozenset(t for m, t in plan.entries if crcs.get(t) != m.crc)
@@ -193,12 +190,6 @@ def _extract(root: Path, archive: archives.Archive, module, limits: archives.Lim
     sizes = archives.extract(plan, root)
     _write_stamp(root, archive.label, {"archive": archive.label, "parts": _identity(root, archive), "targets": sizes,
                                        "crcs": {target: member.crc for member, target in plan.entries}})
-
-
-def _verified_by_others(root: Path, label: str) -> dict[str, int]:
-    """{target: CRC} of the files the other archives' finished extractions wrote (their stamps)."""
-    return {t: c for stamp in _stamps(root) if stamp.get("archive") != label
-            for t, c in (stamp.get("crcs") or {}).items() if isinstance(c, int)}
 
 
 # --- verification ---------------------------------------------------------------------

@@ -130,18 +130,6 @@ def _seek_to(container, stream, table: _FrameTable, start: int) -> None:
     container.seek(table.pts[start], stream=stream, backward=True, any_frame=False)
 
 
-def _to_rgb(frame, size: tuple[int, int] | None, resize: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None) -> np.ndarray:
-    """RGB array of a decoded frame, resized to ``size`` by ``resize(arr, size)``, else OpenCV bilinear."""
-    arr = frame.to_ndarray(format="rgb24")
-    if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
-        if resize is not None:
-            return resize(arr, tuple(size))
-        import cv2
-
-        arr = cv2.resize(arr, tuple(size), interpolation=cv2.INTER_LINEAR)
-    return arr
-
-
 def _decode_parallel(table: _FrameTable, runs: list[_Run], sink, workers: int) -> None:
     """Decode ``runs`` on ``workers`` threads pulling from one queue, longest first (fixed contiguous
     shares left one core idle for up to a third of the time)."""
@@ -162,6 +150,7 @@ def read_frames(path, indices: Sequence[int], *, size: tuple[int, int] | None = 
     filled in place. ``size`` = ``(width, height)`` resizes with OpenCV ``INTER_LINEAR`` (as official
     code using cv2 does) or ``resize(frame, size)``, in the decoding threads (no full-size copy of
     every frame is held). VideoError for unreadable files, IndexError for indices outside the video."""
+    import cv2
     from PIL import Image
 
     path = Path(path)
@@ -180,7 +169,9 @@ def read_frames(path, indices: Sequence[int], *, size: tuple[int, int] | None = 
     decoded: set[int] = set()
 
     def sink(d: int, frame) -> None:
-        arr = _to_rgb(frame, size, resize)
+        arr = frame.to_ndarray(format="rgb24")
+        if size is not None and (arr.shape[1], arr.shape[0]) != tuple(size):
+            arr = resize(arr, tuple(size)) if resize is not None else cv2.resize(arr, tuple(size), interpolation=cv2.INTER_LINEAR)
         for r in rows[d]:
             out[r] = arr if as_array else Image.fromarray(arr)
         decoded.add(d)

@@ -74,20 +74,19 @@ class _FrameTable:
 _TABLE_CACHE: BoundedMemo[_FrameTable] = BoundedMemo(8)
 
 
-def _file_key(path: Path) -> tuple | None:
+def _file_key(path: Path) -> tuple:
+    """The memos' key of a file: its path, size and mtime (a file that cannot be read has no size; it
+    fails to open, so nothing is remembered under its path alone)."""
     try:
         st = path.stat()
     except OSError:
-        return None
+        return (str(path),)
     return str(path.resolve()), st.st_size, st.st_mtime_ns
 
 
 def _frame_table(path) -> _FrameTable:
     path = Path(path)
-    key = _file_key(path)
-    if key is None:
-        return _scan(path)
-    return _TABLE_CACHE.get_or_make(key, lambda: _scan(path))
+    return _TABLE_CACHE.get_or_make(_file_key(path), lambda: _scan(path))
 
 
 def _scan(path: Path) -> _FrameTable:
@@ -148,12 +147,11 @@ def probe(path, *, exact: bool = True) -> VideoInfo:
     ``exact``: the count of a packet scan; ``exact=False``: the header's count when it has one
     (milliseconds for an hour of video; what a metadata check needs before any decoding)."""
     path = Path(path)
-    key = _file_key(path)
 
     def make() -> VideoInfo:
         return (None if exact else _header_info(path)) or _frame_table(path).info
 
-    return make() if key is None else _INFO_CACHE.get_or_make((*key, exact), make)
+    return _INFO_CACHE.get_or_make((*_file_key(path), exact), make)
 
 
 def _header_info(path: Path) -> VideoInfo | None:

@@ -2,7 +2,7 @@
 
 The published numbers depend on the exact frames a model sees. Each benchmark declares its choice
 as a ``FramePlan`` (its ``frames.py``); ``plan_frames`` turns it into the indices and times of one
-file (checked against the dataset's metadata) and ``PlannedFrames.read`` decodes exactly those
+file (checked against the dataset's metadata) and ``read_frames`` decodes exactly those
 (``frame_decoder``); ``cut_clip`` serves models that take only a path.
 """
 
@@ -20,7 +20,7 @@ from lmms_video_reasoning.utils.core.files import atomic_target
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals, merge_intervals
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
-from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames
+from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames  # noqa: F401 - `video.read_frames`
 from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, probe
 
 logger = logging.getLogger(__name__)
@@ -65,13 +65,6 @@ class PlannedFrames:
     total_frames: int
     size: tuple[int, int] | None = None
     notes: tuple[str, ...] = ()
-
-    def read(self, *, size: tuple[int, int] | str | None = None, as_array: bool = False):
-        """The planned frames; ``size``: ``(width, height)``, ``"native"``, or None (the plan's)."""
-        if self.path is None:
-            raise VideoError(f"no video file to read the planned frames from ({'; '.join(self.notes)})")
-        size = size or self.size or "native"
-        return read_frames(self.path, self.indices, size=None if size == "native" else tuple(size), as_array=as_array)
 
 
 def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[float]] | None = None,

@@ -1,15 +1,4 @@
-"""`lmms-vr`: the suite's command line.
-
-    lmms-vr doctor                           which lmms-eval integrations are active, with fixes
-    lmms-vr tasks-path                       print the folder of the task YAMLs (for --include_path)
-    lmms-vr sample --out DIR                 write the generated sample benchmark
-    lmms-vr demo                             sample + replay predictions through lmms-eval
-    lmms-vr prepare BENCH --root DIR         download and verify a benchmark's data (BENCH: its folder's name)
-    lmms-vr score PATH [--task T] [--out F]  score lmms-eval samples / replay predictions (--task optional)
-        [--estimate | --batch-export F | --batch-import F | --batch | --judge-online]   judging cost, batch files, Batch API
-    lmms-vr report RESULTS... [--out DIR]    the papers' tables for your results
-    lmms-vr judge-agreement RUN... --candidate MODEL   a candidate judge against the reference, with CIs
-"""
+"""`lmms-vr`: the suite's command line (`lmms-vr COMMAND --help` gives each command's options)."""
 
 from __future__ import annotations
 

@@ -19,11 +19,6 @@ from lmms_video_reasoning.utils.lmms.cli_run import Evaluation
 from lmms_video_reasoning.utils.tools.sample import SAMPLE_VERSION, env_for, sample_benchmarks, write_sample
 
 
-def demo_tasks() -> str:
-    """The tasks the demo runs: each benchmark's `demo_tasks` (registry order)."""
-    return ",".join(task for b in registry.benchmarks() for task in b.demo_tasks)
-
-
 def sample_responder(request: dict) -> str:
     """Route a judge request to the benchmark whose sample oracle recognises its prompt."""
     for name in sample_benchmarks():
@@ -63,7 +58,8 @@ def main(args) -> int:
         print(f"local sample judge at {server.base_url} (it runs only while the demo does: a pasted command "
               "reuses its verdicts from the cache, and new judge requests fail)")
     env = {**os.environ, **settings}
-    evaluation = Evaluation(args.tasks or demo_tasks(), output_path, model_args=f"predictions={out / 'predictions.jsonl'}",
+    tasks = args.tasks or ",".join(task for b in registry.benchmarks() for task in b.demo_tasks)  # registry order
+    evaluation = Evaluation(tasks, output_path, model_args=f"predictions={out / 'predictions.jsonl'}",
                             extra=("--log_samples", "--verbosity", "WARNING"))
     # the command as it can be pasted into a shell: the demo's settings, then the command
     # A pasted command outlives the demo's judge: its verdicts come from the cache, so the

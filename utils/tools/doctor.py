@@ -1,7 +1,5 @@
 """`lmms-vr doctor`: whether lmms-eval evaluates here, which integrations are active, and the fix for each that is not.
 
-    lmms-vr doctor [--no-network] [--json]
-
 Every line is measured here (docs/internals.md): the install and its start-up .pth; one document
 of the sample benchmark (`EVALUATED_TASK`, no judge) through `python -m lmms_eval` in a child
 process, since listing tasks is not enough (a dependency release can fail on the first document:
@@ -23,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lmms_video_reasoning.utils.core import registry, settings
-from lmms_video_reasoning.utils.lmms import host, preflight
+from lmms_video_reasoning.utils.lmms import autoload, host, preflight
 from lmms_video_reasoning.utils.lmms.preflight import INFO, OFF, OK, WARN, Finding
 
 # The document `doctor` evaluates: multiple choice, scored without a judge.
@@ -75,7 +73,7 @@ def check_install() -> list[Finding]:
                             f"lmms-eval {version}" + ("" if verified else f" (touchpoints verified on {', '.join(host.VERIFIED)})"),
                             "" if verified else f"pip install 'lmms-eval=={host.VERIFIED[-1]}', or LMMS_VR_HOST_UNVERIFIED=1"))
     try:
-        no_autoload, why = settings.get("LMMS_VR_NO_AUTOLOAD").read(), "LMMS_VR_NO_AUTOLOAD is set"
+        no_autoload, why = autoload.NO_AUTOLOAD.read(), "LMMS_VR_NO_AUTOLOAD is set"
     except settings.SettingError:  # the start-up hook stays off (its setting's line names the value)
         no_autoload, why = True, "LMMS_VR_NO_AUTOLOAD has a value that is not accepted"
     active = pth and not no_autoload
@@ -151,13 +149,6 @@ def check_inputs() -> list[Finding]:
     return findings
 
 
-def check_judges(network: bool) -> list[Finding]:
-    from lmms_video_reasoning.utils.lmms import launcher
-
-    launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
-    return [preflight.judge_finding(bench.judge, network) for bench in registry.benchmarks() if bench.judge is not None]
-
-
 def check_data() -> list[Finding]:
     return [preflight.data_finding(bench) for bench in registry.benchmarks() if bench.data_module is not None]
 
@@ -165,12 +156,16 @@ def check_data() -> list[Finding]:
 def diagnose(network: bool) -> list[Finding]:
     from concurrent.futures import ThreadPoolExecutor
 
+    from lmms_video_reasoning.utils.lmms import launcher
+
     registry.declare_all_settings()  # settings are declared where they are used
+    launcher.register_judge_settings()  # lmms-eval's API_TYPE=local, as a run would resolve it
     with ThreadPoolExecutor(1) as pool:  # the evaluation's child runs beside the probes' children
         evaluation = pool.submit(check_evaluation)
         found = [*check_install(), *check_host()]
         found += evaluation.result()
-    return [*found, *check_inputs(), *preflight.setting_findings(), *check_judges(network), *check_data()]
+    judges = [preflight.judge_finding(bench.judge, network) for bench in registry.benchmarks() if bench.judge is not None]
+    return [*found, *check_inputs(), *preflight.setting_findings(), *judges, *check_data()]
 
 
 def main(args: argparse.Namespace) -> int:
