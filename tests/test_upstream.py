@@ -538,7 +538,7 @@ def _plugin_docs(benchmark: str, task: str, hooks) -> list[dict]:
     if benchmark == "vcr_bench":
         from lmms_video_reasoning.vcr_bench import data
 
-        return data.load_records()
+        return data.records_at()
     if benchmark == "vrbench":
         mode = {"vr_bench": "judge", "vr_bench_mcq": "mcq", "vr_bench_text": "text", "vr_bench_official": "judge"}[task]
         return hooks.build_docs(mode, "official" if task == "vr_bench_official" else "default")

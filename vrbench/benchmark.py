@@ -120,7 +120,7 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
 def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[dict] | None = None) -> list[dict]:
     """The task's documents: every question of the records (default: the annotation file's), stamped with
     mode and protocol, and marked for the paper's two-phase protocol (`two_phase`)."""
-    found = task.stamp(docs.flatten(data.load_records() if records is None else records), mode, protocol)
+    found = task.stamp(docs.flatten(data.records_at() if records is None else records), mode, protocol)
     for doc in found if two_phase else ():
         doc[TWO_PHASE] = True
     return found
@@ -135,7 +135,7 @@ def _process_docs(task_name: str, mode: str, two_phase: bool = False):
     def build(records: list[dict]) -> list[dict]:
         return build_docs(mode, task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared)), two_phase, records)
 
-    return docs_loader(data, data.load_records, build, media=mode != "text", judge=mode != "mcq")
+    return docs_loader(data, data.records_at, build, media=mode != "text", judge=mode != "mcq")
 
 
 load_docs = _process_docs("vr_bench", "judge")
