@@ -101,13 +101,12 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
             outcome.update({key: result[key] for key in ("extracted", "correct", "iou", "verdict_exact", "verdict_lenient") if key in result})
         elif "steps" in result:
             outcome[f"{kind}_steps"] = result["steps"]
-    for record, outcome in zip(records, outcomes):
-        if not record.get("score_cot", True) or record.get("error") or responses.model_failed(record) or needs_precision_judge(responses.judged_text(record)):
-            continue
-        if not responses.judged_text(record).strip():
-            outcome["precision_steps"] = []  # no steps: precision undefined for every kind
-        elif outcome["correct"] is not None:
-            outcome["precision_steps"] = scoring.bare_answer_steps(outcome["correct"])
+    # CoT-scored samples without a precision judge (`plan_jobs`): an empty reply or a bare answer
+    for index in {index for index, kind in jobs if kind == "recall"} - {index for index, kind in jobs if kind == "precision"}:
+        if not responses.judged_text(records[index]).strip():
+            outcomes[index]["precision_steps"] = []  # no steps: precision undefined for every kind
+        elif outcomes[index]["correct"] is not None:
+            outcomes[index]["precision_steps"] = scoring.bare_answer_steps(outcomes[index]["correct"])
     return outcomes
 
 
