@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core.data_errors import DataError
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
@@ -94,8 +95,12 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tup
                        "(answers are extracted by the judge). Configure one (LMMS_VR_JUDGE_BASE_URL or OPENAI_API_KEY) or "
                        "re-score the --log_samples file later with `lmms-vr score`.", len(records))
         return task.unjudged_metrics(records), None
-    outcomes = judging.judge_records(records, judge, settings)  # logs a judge failure share past the task's limit
-    return task.metrics_from_outcomes(records, outcomes, settings), outcomes
+    outcomes = judging.judge_records(records, judge, settings)
+    metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(model_failed, records))
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
+    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
+        logger.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
+    return metrics, outcomes
 
 
 class VcrBenchScoring(ScoringAdapter):

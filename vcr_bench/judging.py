@@ -126,10 +126,9 @@ def judge_records(records: Sequence[dict], judge: Judge, settings: dict | None =
     if changed:
         log.warning("VCR-Bench: %d scoring verdict(s) not exactly 1/0 read differently leniently (first standalone 0/1); "
                     "used: the %s reading (setting lenient_verdict)", changed, "lenient" if settings.get("lenient_verdict") else "exact")
-    failed, judged, limit = sum(bool(o["errors"]) for o in outcomes), len(records) - unanswered, settings.get(failure_share.FAILED_SHARE.option)
-    if failure_share.too_many_failed(failed, judged, limit):  # past the failure share the metrics are not computed at all
-        log.error(failure_share.explain("VCR-Bench", failed, judged, limit))
-    elif failed:
+    failed = sum(bool(o["errors"]) for o in outcomes)
+    # Past the failure share the metrics are not computed at all (the scoring logs why).
+    if failed and not failure_share.too_many_failed(failed, len(records) - unanswered, settings.get(failure_share.FAILED_SHARE.option)):
         log.warning("VCR-Bench: %d of %d samples had a failed judge call or record; they count as wrong for accuracy "
                     "and are left out of the CoT mean they could not enter (judge_failed=%d)", failed, len(records), failed)
     return outcomes
