@@ -69,11 +69,6 @@ def judge_steps(record: dict, ask: Ask, kind: str) -> dict:
     return {f"{kind}_steps": result.value} if result.ok else {"error": f"{kind}: {result.error}"}
 
 
-def needs_precision_judge(response: str) -> bool:
-    """Precision is judged only for a response beyond a bare option letter (`scoring.is_bare_answer`)."""
-    return bool(response.strip()) and not scoring.is_bare_answer(response)
-
-
 def plan_jobs(records: Sequence[dict]) -> list[tuple[int, str]]:
     """(record index, job kind) of every judge job; a failed record or model is counted, not judged."""
     jobs = []
@@ -81,8 +76,9 @@ def plan_jobs(records: Sequence[dict]) -> list[tuple[int, str]]:
         if record.get("error") or responses.model_failed(record):
             continue
         jobs.append((index, "answer"))
-        if record.get("score_cot", True):
-            jobs += [(index, "recall")] + ([(index, "precision")] if needs_precision_judge(responses.judged_text(record)) else [])
+        if record.get("score_cot", True):  # precision only for a response beyond a bare option letter (`scoring.is_bare_answer`)
+            response = responses.judged_text(record)
+            jobs += [(index, "recall")] + ([(index, "precision")] if response.strip() and not scoring.is_bare_answer(response) else [])
     return jobs
 
 
