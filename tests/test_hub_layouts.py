@@ -74,7 +74,7 @@ def test_vcr_bench_from_the_hub(hub, sample_dir, tmp_path, monkeypatch):
     root = tmp_path / "root"
     out = prepared(hub, "VLM-Reasoning/VCR-Bench", vcr_repo(sample_dir), "vcr_bench", "VCR_BENCH_ROOT", root, monkeypatch)
     assert "videos  yes       4       4        0        0" in out
-    docs = data.load_records()
+    docs = data.records_at()
     paths = {MEDIA.checked(doc) for doc in docs}  # resolves and decodes a first frame
     assert paths == set((root / "v1/videos/video/synthetic").glob("*.mp4")) and len(paths) == 4
     # a second run downloads nothing and extracts nothing
@@ -98,7 +98,7 @@ def test_vrbench_split_set_from_the_hub(nesting, hub, sample_dir, tmp_path, monk
     root = tmp_path / "root"
     files = vrbench_repo(sample_dir, nesting, tmp_path / "build")
     assert "(split," in prepared(hub, "OpenGVLab/VRBench", files, "vr_bench", "VRBENCH_ROOT", root, monkeypatch)
-    docs = flatten(data.load_records())
+    docs = flatten(data.records_at())
     found = {MEDIA.checked(doc) for doc in docs}  # resolves and decodes a first frame
     assert found == set((root / "VRBench/videos/v001").glob("*.mp4")) and len(found) == 4
     assert not list(root.glob("*.joined.zip")) and not list((root / "v001_360p_zips").glob("*.mp4"))

@@ -192,7 +192,7 @@ def test_results_have_bootstrap_stderrs_and_judge_usage(tmp_path, monkeypatch):
 
     data = tmp_path / "sample"
     write_sample(data, ("vrbench",))
-    with LocalJudgeServer(sample.judge_responder, model="test-judge") as server:
+    with LocalJudgeServer(sample.oracle_judge_reply, model="test-judge") as server:
         env = {**env_for(data, ("vrbench",)), "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_MODEL": "test-judge",
                "LMMS_VR_JUDGE_CACHE": str(tmp_path / "judge.sqlite"),
                "LMMS_VR_JUDGE_PRICES": json.dumps({"test-judge": {"input": 1.0, "output": 2.0}})}

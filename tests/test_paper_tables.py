@@ -236,7 +236,7 @@ def vcr_docs(sample_dir, monkeypatch):
 
     monkeypatch.setenv("VCR_BENCH_ROOT", str(sample_dir / "vcr_bench"))
     monkeypatch.delenv("VCR_BENCH_VISUAL_MODE", raising=False)
-    return {doc["id"]: doc for doc in vcr_data.load_records()}
+    return {doc["id"]: doc for doc in vcr_data.records_at()}
 
 
 @pytest.mark.parametrize("count", [16, 32, 128])

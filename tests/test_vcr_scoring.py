@@ -11,6 +11,13 @@ from lmms_video_reasoning.vcr_bench import scoring, task
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, PERCEPTION, REASONING
 
 
+def cot_metrics(recall: list, precision: list) -> dict:
+    """The metrics of CoT-scored samples whose judges returned these steps (None: the judgment failed)."""
+    records = [{"dimension_code": "vpa", "duration_bucket": "short", "multiple_choice": False}] * len(recall)
+    return task.metrics_from_outcomes(records, [{"correct": True, "recall_steps": r, "precision_steps": p, "errors": []}
+                                                for r, p in zip(recall, precision, strict=True)])
+
+
 def step(kind: str, judgment: str) -> dict:
     return {"type": kind, "judgment": judgment}
 
@@ -155,7 +162,7 @@ def test_precision_ignores_redundant_and_is_undefined_without_judged_steps():
 
 def test_cot_means_skip_undefined_ratios_but_count_real_zeros():
     recall = [[step(PERCEPTION, "Matched")], [step(REASONING, "Matched")], [step(PERCEPTION, "Unmatched")]]
-    metrics = scoring.cot_metrics(recall, [None, None, None])
+    metrics = cot_metrics(recall, [None, None, None])
     assert metrics["perception_recall"] == 50.0  # 1.0 and 0.0; the second sample has no perception step
     assert math.isnan(metrics["perception_precision"]) and math.isnan(metrics["perception_f1"])
 
@@ -167,7 +174,7 @@ def test_f1_of_averaged_precision_and_recall():
     # F1 of the averages, not the average of per-sample F1s.
     p_steps = [[step(REASONING, "Matched")], [step(REASONING, "Wrong")]]
     r_steps = [[step(REASONING, "Unmatched")], [step(REASONING, "Matched")]]
-    metrics = scoring.cot_metrics(r_steps, p_steps)
+    metrics = cot_metrics(r_steps, p_steps)
     assert metrics["reasoning_precision"] == 50.0 and metrics["reasoning_recall"] == 50.0
     assert metrics["reasoning_f1"] == 50.0  # per-sample F1s would both be 0
 
@@ -175,7 +182,7 @@ def test_f1_of_averaged_precision_and_recall():
 def test_cot_metrics_leave_failed_judgements_out_of_their_mean_only():
     recall = [[step(PERCEPTION, "Matched")], None, [step(PERCEPTION, "Unmatched")]]
     precision = [None, [step(PERCEPTION, "Wrong")], [step(PERCEPTION, "Matched")]]
-    metrics = scoring.cot_metrics(recall, precision)
+    metrics = cot_metrics(recall, precision)
     assert metrics["perception_recall"] == 50.0 and metrics["perception_precision"] == 50.0
     assert math.isnan(metrics["reasoning_recall"])  # no sample has a reasoning step
 

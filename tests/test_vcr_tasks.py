@@ -28,7 +28,7 @@ def vcr_root(tmp_path_factory):
 @pytest.fixture
 def docs(vcr_root, monkeypatch):
     monkeypatch.setenv("VCR_BENCH_ROOT", str(vcr_root / "vcr_bench"))
-    return {doc["id"]: doc for doc in data.load_records()}
+    return {doc["id"]: doc for doc in data.records_at()}
 
 
 def judge_with(monkeypatch, responder):

@@ -111,7 +111,7 @@ def test_broken_video_in_video_mode_is_a_clear_error(vrbench_sample, tmp_path, m
 @pytest.mark.slow
 def test_tasks_end_to_end(vrbench_sample, tmp_path, monkeypatch):
     predictions = [json.loads(line) for line in (vrbench_sample / "predictions.jsonl").read_text().splitlines()]
-    with LocalJudgeServer(sample.judge_responder) as server:
+    with LocalJudgeServer(sample.oracle_judge_reply) as server:
         env = {**env_for(vrbench_sample, ("vrbench",)), "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_CACHE": "off"}
         results = run_lmms_eval("vr_bench_all,vr_bench_official", tmp_path, model_args=f"predictions={vrbench_sample / 'predictions.jsonl'}", env=env)
         calls_by_cli = server.request_count

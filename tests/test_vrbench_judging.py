@@ -18,7 +18,7 @@ from lmms_video_reasoning.vrbench import benchmark as binding
 from lmms_video_reasoning.vrbench import data, prompts
 from lmms_video_reasoning.vrbench import docs as vr_docs
 from lmms_video_reasoning.vrbench import task as vr_task
-from lmms_video_reasoning.vrbench.sample import judge_responder
+from lmms_video_reasoning.vrbench.sample import oracle_judge_reply
 from reference_data import prompt_dir
 from lmms_video_reasoning.vrbench.scoring import extract_mcq_answer
 
@@ -110,7 +110,7 @@ def run_judge(monkeypatch, debug_records, protocol):
     for doc in docs:
         doc["mode"], doc["protocol"] = "judge", protocol
     records = [vr_task.build_record(doc, RESPONSE) for doc in docs]
-    with LocalJudgeServer(judge_responder) as server:
+    with LocalJudgeServer(oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
         metrics = score_records(binding, records)
@@ -187,7 +187,7 @@ def test_model_failure_is_counted_not_judged(monkeypatch, debug_records, protoco
     answered = vr_task.build_record(docs[1], RESPONSE.replace("<Answer> A", f"<Answer> {docs[1]['answer']}"))
     assert answered["model_failed"] is False and answered["model_failure"] is None
 
-    with LocalJudgeServer(judge_responder) as server:
+    with LocalJudgeServer(oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
         only_failure = score_records(binding, [failed])

@@ -84,7 +84,7 @@ def test_a_response_without_both_rounds_names_the_fix(docs):
 
 
 def test_scores_by_hand_against_a_local_judge(docs, monkeypatch):
-    """Judge (`sample.judge_responder`): matching = factual = round(10 x steps repeated / 3), logical
+    """Judge (`sample.oracle_judge_reply`): matching = factual = round(10 x steps repeated / 3), logical
     8 with an `<Answer>` line else 2, clarity 7; process = 0.4 m + 0.4 l + 0.1 m + 0.1 x 7."""
     ii, ll, ea, ii2 = (docs[f"TZk_p-q8Fzo_qa{n}"] for n in (1, 2, 4, 3))
     rounds = {
@@ -101,7 +101,7 @@ def test_scores_by_hand_against_a_local_judge(docs, monkeypatch):
         ii2["sample_id"]: ["<Step 1> x\n<Answer> y", "[LMMS_EVAL_REQUEST_FAILED] timeout"],
     }
     records = [binding.build_record(docs[sample_id], replies) for sample_id, replies in rounds.items()]
-    with LocalJudgeServer(sample.judge_responder) as server:
+    with LocalJudgeServer(sample.oracle_judge_reply) as server:
         monkeypatch.setenv("LMMS_VR_JUDGE_BASE_URL", server.base_url)
         monkeypatch.setenv("LMMS_VR_JUDGE_CACHE", "off")
         metrics = score_records(binding, records)
@@ -121,7 +121,7 @@ def test_two_phase_through_lmms_eval(tmp_path, monkeypatch):
     both two-phase tasks (the same replies: the same scores)."""
     out = tmp_path / "sample"
     write_sample(out, ("vrbench",))
-    with LocalJudgeServer(sample.judge_responder) as server:
+    with LocalJudgeServer(sample.oracle_judge_reply) as server:
         env = {**env_for(out, ("vrbench",)), "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_CACHE": "off"}
         results = run_lmms_eval("vr_bench_two_phase,vr_bench_text_two_phase", tmp_path / "run", model_args=f"predictions={out / 'predictions.jsonl'}", env=env)
         for name, value in env.items():

@@ -64,8 +64,8 @@ GROUPS = (Group("vcr_bench_all", tuple(t.name for t in TASKS),
 
 
 # `process_docs`: the documents, the media (not for vcr_text_only) and the judge checked first
-load_docs = docs_loader(data, data.load_records)
-load_docs_no_visual = docs_loader(data, data.load_records, media=False)
+load_docs = docs_loader(data, data.records_at)
+load_docs_no_visual = docs_loader(data, data.records_at, media=False)
 
 
 # "get the frames": the document's video under the data root (`data.video_file`; `task.Media`)

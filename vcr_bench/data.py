@@ -31,10 +31,6 @@ def records_at(root: Path | None = None, split: str | None = None) -> list[dict]
     return records_to_docs(read_json(path), str(path))
 
 
-def load_records() -> list[dict]:
-    return records_at()
-
-
 # (questions, videos) of `records_at`'s documents
 release_counts = partial(bench_records.release_counts, video_key="video_path")
 

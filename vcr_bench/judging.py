@@ -56,7 +56,7 @@ def judge_answer(record: dict, ask: Ask, settings: dict) -> dict:
 
 
 def judge_steps(record: dict, ask: Ask, kind: str) -> dict:
-    """Recall (reference steps) or precision (response steps, 35 at most): {"steps": [{"type", "judgment"}]} or {"error"}."""
+    """Recall (reference steps) or precision (response steps, 35 at most): {"<kind>_steps": [{"type", "judgment"}]} or {"error"}."""
     response = responses.judged_text(record)
     if kind == "recall":
         prompt = prompts.recall_prompt(record["question"], record["answer"], response, record["reasoning"])
@@ -66,12 +66,7 @@ def judge_steps(record: dict, ask: Ask, kind: str) -> dict:
         prompt = prompts.precision_prompt(record["question"], response, record["reasoning"])
         request = judge_request(prompt, scoring.parse_precision, "vcr.precision", expected_reply=expected_steps_reply(lines, precision=True))
     result = ask(request)
-    return {"steps": result.value} if result.ok else {"error": f"{kind}: {result.error}"}
-
-
-def needs_precision_judge(response: str) -> bool:
-    """Precision is judged only for a response beyond a bare option letter (`scoring.is_bare_answer`)."""
-    return bool(response.strip()) and not scoring.is_bare_answer(response)
+    return {f"{kind}_steps": result.value} if result.ok else {"error": f"{kind}: {result.error}"}
 
 
 def plan_jobs(records: Sequence[dict]) -> list[tuple[int, str]]:
@@ -81,8 +76,9 @@ def plan_jobs(records: Sequence[dict]) -> list[tuple[int, str]]:
         if record.get("error") or responses.model_failed(record):
             continue
         jobs.append((index, "answer"))
-        if record.get("score_cot", True):
-            jobs += [(index, "recall")] + ([(index, "precision")] if needs_precision_judge(responses.judged_text(record)) else [])
+        if record.get("score_cot", True):  # precision only for a response beyond a bare option letter (`scoring.is_bare_answer`)
+            response = responses.judged_text(record)
+            jobs += [(index, "recall")] + ([(index, "precision")] if response.strip() and not scoring.is_bare_answer(response) else [])
     return jobs
 
 
@@ -91,23 +87,15 @@ def combine(records: Sequence[dict], jobs: Sequence[tuple[int, str]], results: S
     outcomes = [{"extracted": None, "correct": None, "iou": None, "recall_steps": None, "precision_steps": None,
                  "errors": [f"processing: {record['error']}"] if record.get("error") else []} for record in records]
     for (index, kind), result in zip(jobs, results, strict=True):
-        outcome = outcomes[index]
-        if result is None:
-            outcome["errors"].append(f"{kind}: judge job failed")
-            continue
-        if "error" in result:
-            outcome["errors"].append(result["error"])
-        if kind == "answer":
-            outcome.update({key: result[key] for key in ("extracted", "correct", "iou", "verdict_exact", "verdict_lenient") if key in result})
-        elif "steps" in result:
-            outcome[f"{kind}_steps"] = result["steps"]
-    for record, outcome in zip(records, outcomes):
-        if not record.get("score_cot", True) or record.get("error") or responses.model_failed(record) or needs_precision_judge(responses.judged_text(record)):
-            continue
-        if not responses.judged_text(record).strip():
-            outcome["precision_steps"] = []  # no steps: precision undefined for every kind
-        elif outcome["correct"] is not None:
-            outcome["precision_steps"] = scoring.bare_answer_steps(outcome["correct"])
+        result = {"error": f"{kind}: judge job failed"} if result is None else result
+        outcomes[index]["errors"] += [result["error"]] if "error" in result else []
+        outcomes[index].update({key: value for key, value in result.items() if key != "error"})
+    # CoT-scored samples without a precision judge (`plan_jobs`): an empty reply or a bare answer
+    for index in {index for index, kind in jobs if kind == "recall"} - {index for index, kind in jobs if kind == "precision"}:
+        if not responses.judged_text(records[index]).strip():
+            outcomes[index]["precision_steps"] = []  # no steps: precision undefined for every kind
+        elif outcomes[index]["correct"] is not None:
+            outcomes[index]["precision_steps"] = scoring.bare_answer_steps(outcomes[index]["correct"])
     return outcomes
 
 

@@ -137,10 +137,8 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         return [released_coverage(_label(run, task), run, task, stats[(run.label, task)], RELEASE["all"][0])
                 for run, task in present if task in tasks and run in among]
 
-    if any(task in TASKS for _, task in present):
-        section.tables.append(paper_table("vcr_bench", "table2", rows("table2", ("vcr_cot",)), coverage=covered(("vcr_cot",))))
-        section.tables.append(paper_table("vcr_bench", "table3", rows("table3", TASKS), coverage=covered(TASKS)))
-        section.tables.append(paper_table("vcr_bench", "table4", rows("table4", TASKS), coverage=covered(TASKS)))
+    for name, tasks in (("table2", ("vcr_cot",)), ("table3", TASKS), ("table4", TASKS)) if any(t in TASKS for _, t in present) else ():
+        section.tables.append(paper_table("vcr_bench", name, rows(name, tasks), coverage=covered(tasks)))
     # accuracy across tasks: the Table 5 ablations (runs with two or more of them), Table 9's frame counts
     for name, tasks, what, fewest in (("table5", TASKS, "vcr_* tasks", 2), ("table9", FRAME_TASKS, "vcr_cot_frames* tasks", 1)):
         among, columns = [run for run in runs if sum((run.label, t) in stats for t in tasks) >= fewest], tables[name]["columns"]

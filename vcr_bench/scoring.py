@@ -246,11 +246,6 @@ def cot_from_totals(totals: columns.Totals) -> dict[str, np.ndarray]:
     return out
 
 
-def cot_metrics(recall_steps: Sequence[list | None], precision_steps: Sequence[list | None], include_background: bool = False) -> dict[str, float]:
-    """The CoT metrics of these samples."""
-    return columns.point(columns.SampleColumns(cot_columns(recall_steps, precision_steps, include_background), lambda totals, _whole: cot_from_totals(totals)))
-
-
 # The tasks' scoring options (a task chooses them; its records carry them).
 INCLUDE_BACKGROUND = options.Option("include_background", "bool", False, "overall CoT counts Background Review "
                                     "steps (paper-era code)")

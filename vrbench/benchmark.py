@@ -120,7 +120,7 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
 def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[dict] | None = None) -> list[dict]:
     """The task's documents: every question of the records (default: the annotation file's), stamped with
     mode and protocol, and marked for the paper's two-phase protocol (`two_phase`)."""
-    found = task.stamp(docs.flatten(data.load_records() if records is None else records), mode, protocol)
+    found = task.stamp(docs.flatten(data.records_at() if records is None else records), mode, protocol)
     for doc in found if two_phase else ():
         doc[TWO_PHASE] = True
     return found
@@ -135,7 +135,7 @@ def _process_docs(task_name: str, mode: str, two_phase: bool = False):
     def build(records: list[dict]) -> list[dict]:
         return build_docs(mode, task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared)), two_phase, records)
 
-    return docs_loader(data, data.load_records, build, media=mode != "text", judge=mode != "mcq")
+    return docs_loader(data, data.records_at, build, media=mode != "text", judge=mode != "mcq")
 
 
 load_docs = _process_docs("vr_bench", "judge")
@@ -176,28 +176,30 @@ def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     return task.build_record(doc, response, settings)
 
 
-def outcomes_of(rated: Sequence[tuple[float | None, bool]], judged: bool) -> list[dict]:
-    """JSON-ready outcomes of the ratings `(process score or None, judge failed)` (MCQ-only records are never rated)."""
-    return [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
+def rated_outcomes(records: Sequence[dict], protocol: str, judge, with_judge: bool) -> list[dict]:
+    """JSON-ready outcomes of the records: their ratings by `judge` (`judging.rate`) when their task has OE-P
+    (MCQ-only records are never rated)."""
+    rated = judging.rate(list(records), protocol, judge) if with_judge else [(None, False)] * len(records)
+    return [{"process": process, "judge_failed": failed, "judged": with_judge} for process, failed in rated]
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
     """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and their
-    outcomes (`outcomes_of`; None: a judge is needed and there is none). `settings`: the task's failure share
+    outcomes (`rated_outcomes`; None: a judge is needed and there is none). `settings`: the task's failure share
     and optionally a `protocol` overriding the records'."""
     if not records:
         return {}, []
     protocol, with_judge = task.task_protocol(records, settings)
     limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
-    judge = judge if with_judge else None
-    rated = judging.rate(records, protocol, judge) if judge is not None else [(None, False)] * len(records)
-    columns = task.metric_columns(records, rated, protocol, with_judge, judge_ran=judge is not None, failed_share=limit)
-    if judge is not None:
+    outcomes = None if with_judge and judge is None else rated_outcomes(records, protocol, judge, with_judge)
+    rated = [(o["process"], o["judge_failed"]) for o in outcomes] if outcomes is not None else [(None, False)] * len(records)
+    columns = task.metric_columns(records, rated, protocol, with_judge, judge_ran=outcomes is not None, failed_share=limit)
+    if with_judge and outcomes is not None:
         failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
         if failure_share.too_many_failed(failed, judged, limit):
             logger.error(failure_share.explain("VRBench", failed, judged, limit))
-    return point(columns), None if with_judge and judge is None else outcomes_of(rated, with_judge)
+    return point(columns), outcomes
 
 
 class VrBenchScoring(ScoringAdapter):
@@ -220,9 +222,7 @@ class VrBenchScoring(ScoringAdapter):
 
     def outcomes(self, records, settings, judge):
         judged = self.needs_judge(records)
-        if judged and judge is None:
-            return None
-        return outcomes_of(judging.rate(list(records), settings["protocol"], judge) if judged else [(None, False)] * len(records), judged)
+        return None if judged and judge is None else rated_outcomes(records, settings["protocol"], judge, judged)
 
     def metrics(self, records, outcomes, settings):
         return point(self.columns(records, outcomes, settings))

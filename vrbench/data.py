@@ -50,10 +50,6 @@ def records_at(root: Path | None = None, split: str | None = None) -> list[dict]
     return records_in(annotation_at(VRBENCH, root, ANNOTATIONS))
 
 
-def load_records() -> list[dict]:
-    return records_at()
-
-
 def release_counts(records: list[dict]) -> tuple[int, int]:
     """(questions, videos) of `records_at`'s per-video records."""
     return sum(len(r["mcq"]) if isinstance(r.get("mcq"), dict) else 0 for r in records), len(records)

@@ -37,10 +37,9 @@ def judge_request(record: dict, protocol: str, kind: str) -> Request:
         # `evaluate_*_answer_response(..., procedure, answer)` takes `(..., answer, procedure)`: the answer fills {procedure}
         procedure, answer = answer, procedure
     fields = {"question": record["question"], "response": response, "procedure": procedure, "answer": answer}
-    if kind == scoring.UNIQUE:
-        messages = prompts.judge_prompt(prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN, **fields)
-    else:
-        messages = prompts.judge_prompt(prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN, video_summary=record["summary"], **fields)
+    system, human = (prompts.UNIQUE_SYSTEM, prompts.UNIQUE_HUMAN) if kind == scoring.UNIQUE else (prompts.NON_UNIQUE_SYSTEM, prompts.NON_UNIQUE_HUMAN)
+    # the summary (empty for the unique-answer types) fills the non-unique-answer template only
+    messages = prompts.judge_prompt(system, human, video_summary=record["summary"], **fields)
     # official: no temperature sent, and the reply parsed after the call with the official rules (missing tags score 0, no re-ask)
     return Request(messages, temperature=None if official else 0.0, parse=None if official else partial(scoring.parse_tags, kind=kind),
                    tag=f"vrbench.{kind}", expected_reply=expected_reply(kind))

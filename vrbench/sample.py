@@ -12,7 +12,7 @@ extraction of the split zip puts it (`v001/<id>.mp4`), not at its record's path.
 
 `demo_predictions(root)`: replay responses for every VRBench task, mostly right, some wrong, one
 unextractable, one the test judge refuses to rate; two rounds each for the two-phase tasks.
-`judge_responder(body)`: a deterministic stand-in for the DeepSeek judge (`judges.LocalJudgeServer`)
+`oracle_judge_reply(body)`: a deterministic stand-in for the DeepSeek judge (`judges.LocalJudgeServer`)
 rating a response by how many reference steps it repeats.
 """
 
@@ -230,23 +230,18 @@ def _ratings(user: str) -> tuple[int, ...] | None:
     return match, 8 if "<Answer>" in response else 2, match, 7
 
 
-def judge_responder(body: dict) -> str:
-    """Deterministic test judge in the official four-tag format, rating the response by the reference steps it repeats."""
-    ratings = _ratings(body["messages"][-1]["content"])
+def oracle_judge_reply(body: dict) -> str | None:
+    """The deterministic test judge for VRBench's judge prompts: the official four-tag ones, rating the response
+    by the reference steps it repeats (`_ratings`), and lmms-eval 0.7.3's single-score one (the weighted sum in a
+    `<rate>` tag); None for any other prompt (the demo routes one local judge server across the three benchmarks)."""
+    messages, user = body.get("messages") or [], last_user_text(body)
+    system = messages[0].get("content") if messages else None
+    if SINGLE_SCORE_PROMPT not in user and system not in (prompts.load(prompts.UNIQUE_SYSTEM), prompts.load(prompts.NON_UNIQUE_SYSTEM)):
+        return None
+    ratings = _ratings(user)
     if ratings is None:
         return REFUSAL
-    tags = TAGS[UNIQUE if "<step_matching>" in body["messages"][0]["content"] else NON_UNIQUE]
-    return "".join(f"<{tag}>{value}</{tag}>\n" for tag, value in zip(tags, ratings)) + "<rationale>\n    test judge\n</rationale>"
-
-
-def oracle_judge_reply(body: dict) -> str | None:
-    """The test judge for VRBench's judge prompts (the official four-tag ones, and lmms-eval 0.7.3's
-    single-score one: the weighted sum in a `<rate>` tag), None for any other prompt (the demo routes
-    one local judge server across the three benchmarks)."""
-    messages, user = body.get("messages") or [], last_user_text(body)
     if SINGLE_SCORE_PROMPT in user:
-        ratings = _ratings(user)
-        return REFUSAL if ratings is None else f"<rate>{process_score(ratings):.1f}</rate>\n<reason>test judge</reason>"
-    if (messages[0].get("content") if messages else None) not in (prompts.load(prompts.UNIQUE_SYSTEM), prompts.load(prompts.NON_UNIQUE_SYSTEM)):
-        return None
-    return judge_responder(body)
+        return f"<rate>{process_score(ratings):.1f}</rate>\n<reason>test judge</reason>"
+    tags = TAGS[UNIQUE if system == prompts.load(prompts.UNIQUE_SYSTEM) else NON_UNIQUE]
+    return "".join(f"<{tag}>{value}</{tag}>\n" for tag, value in zip(tags, ratings)) + "<rationale>\n    test judge\n</rationale>"

@@ -64,22 +64,17 @@ def num_frames(kwargs: dict | None) -> int:
     return count
 
 
+def kwarg(kwargs: dict | None, name: str, default: str, accepted: Sequence[str]) -> str:
+    """The task's `name` setting (`lmms_eval_specific_kwargs`), one of `accepted`."""
+    value = (kwargs or {}).get(name, default)
+    if value not in accepted:
+        raise DataError(f"VRBench {name} must be one of {tuple(accepted)}, got {value!r} ({name} in lmms_eval_specific_kwargs)")
+    return value
+
+
 def visual_mode(doc: dict, kwargs: dict | None) -> str:
     """`none` for the text task, else the task's `visual_mode` (`video` or `frames`)."""
-    if doc["mode"] == "text":
-        return "none"
-    mode = (kwargs or {}).get("visual_mode", "video")
-    if mode not in ("video", "frames"):
-        raise DataError(f"VRBench visual_mode must be 'video' or 'frames', got {mode!r}")
-    return mode
-
-
-def video_frames(kwargs: dict | None) -> str:
-    """Which frames video mode shows: `protocol` (the official frames as a clip; paper Table A3) or `model` (its own)."""
-    value = (kwargs or {}).get("video_frames", DEFAULT_VIDEO_FRAMES)
-    if value not in VIDEO_FRAMES:
-        raise DataError(f"VRBench video_frames must be one of {VIDEO_FRAMES}, got {value!r} (video_frames in lmms_eval_specific_kwargs)")
-    return value
+    return "none" if doc["mode"] == "text" else kwarg(kwargs, "visual_mode", "video", ("video", "frames"))
 
 
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
@@ -89,7 +84,8 @@ def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
         return []
     if mode == "frames":
         return media.frames(doc, media.plan(doc, frames.PLAN, num_frames(kwargs)).indices, size=frames.SIZE)
-    if video_frames(kwargs) == "model":
+    # which frames video mode shows: `protocol` (the official frames as a clip; paper Table A3) or `model` (its own)
+    if kwarg(kwargs, "video_frames", DEFAULT_VIDEO_FRAMES, VIDEO_FRAMES) == "model":
         return [media.video(doc)]
     n = num_frames(kwargs)
     return [media.video(doc, pick=lambda total: frames.indices(total, n), size=frames.SIZE)]

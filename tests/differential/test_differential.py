@@ -22,6 +22,7 @@ from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import scoring as cg
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.vcr_bench import scoring as vcr
+from lmms_video_reasoning.vcr_bench import task as vcr_task
 from lmms_video_reasoning.vrbench import scoring as vr
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -125,7 +126,9 @@ def _steps_reply(steps):
 def _vcr_cot(row):
     recall = [vcr.parse_recall(_steps_reply(sample["recall"])) for sample in row["samples"]]
     precision = [vcr.parse_precision(_steps_reply(sample["precision"])) for sample in row["samples"]]
-    ours = vcr.cot_metrics(recall, precision)
+    records = [{"dimension_code": "vpa", "duration_bucket": "short", "multiple_choice": False}] * len(recall)
+    ours = vcr_task.metrics_from_outcomes(records, [{"correct": True, "recall_steps": r, "precision_steps": p, "errors": []}
+                                                    for r, p in zip(recall, precision, strict=True)])
     names = {"Video": "perception", "logic": "reasoning", "overall": "cot"}
     return {(official, part): ours[f"{prefix}_{part}"] / 100 for official, prefix in names.items() for part in ("precision", "recall", "f1")}
 
