@@ -68,10 +68,6 @@ _keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)  # record lists (a run's t
 class ScoringFailed(dict):
     """The scores of a task whose scoring raised: every metric NaN (empty mapping, `get` gives NaN)."""
 
-    def __init__(self, error: BaseException) -> None:
-        super().__init__()
-        self.error = error
-
     def __missing__(self, metric: str) -> float:
         return math.nan
 
@@ -121,7 +117,7 @@ class ScoreOnce:
                     judge.log_summary()  # the owner of the judge reports on it
                 self._results[key] = ScoredRecords(records, metrics, outcomes, settings)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
-                self._results[key] = ScoredRecords(records, ScoringFailed(error), None, settings)
+                self._results[key] = ScoredRecords(records, ScoringFailed(), None, settings)
                 log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
                           "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
                           _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",

@@ -148,42 +148,39 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
     `lmms-vr judge-agreement --out` files, each a section."""
     if pairs not in PAIRINGS:
         raise DataError(f"--pairs {pairs!r}: use one of {', '.join(PAIRINGS)}")
-    token = PAIRING.set(pairs)
+    token = PAIRING.set(pairs)  # the pairs the sections compare (`pairs_of`)
     try:
-        return _build_report(items, Path(out), n, seed, pairs, agreement)
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        unread: list[Unread] = []
+        runs = load_runs(items, unread)
+        specs = task_specs()
+        stats = {(run.label, task): task_stats(run, task, n, seed) for run in runs for task in run.results if task in specs}
+        builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
+        sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
+        if agreement and sections:
+            from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
+
+            sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
+        if not sections:
+            not_read = "; ".join(f"{u.path}: {u.reason}" for u in unread)
+            raise DataError(f"none of the results given holds a task of this suite ({', '.join(sorted(specs))})"
+                            + (f"; not read: {not_read}" if not_read else ""))
+        (out / "report.md").write_text(render_markdown(runs, sections, seed, n, unread), encoding="utf-8")
+        (out / "report.html").write_text(render_html(runs, sections, seed, n, unread), encoding="utf-8")
+        data = {
+            "seed": seed, "bootstrap": n, "pairs": pairs,
+            "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
+            "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results), "settings": run.settings} for run in runs},
+            "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "units": s.units, "note": s.note}
+                      for (label, task), s in stats.items()},
+            "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
+                                       "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
+        }
+        (out / "report.json").write_text(json.dumps(json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return data
     finally:
         PAIRING.reset(token)
-
-
-def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str, agreement: Sequence[str]) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
-    unread: list[Unread] = []
-    runs = load_runs(items, unread)
-    specs = task_specs()
-    stats = {(run.label, task): task_stats(run, task, n, seed) for run in runs for task in run.results if task in specs}
-    builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
-    sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
-    if agreement and sections:
-        from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
-
-        sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
-    if not sections:
-        not_read = "; ".join(f"{u.path}: {u.reason}" for u in unread)
-        raise DataError(f"none of the results given holds a task of this suite ({', '.join(sorted(specs))})"
-                        + (f"; not read: {not_read}" if not_read else ""))
-    (out / "report.md").write_text(render_markdown(runs, sections, seed, n, unread), encoding="utf-8")
-    (out / "report.html").write_text(render_html(runs, sections, seed, n, unread), encoding="utf-8")
-    data = {
-        "seed": seed, "bootstrap": n, "pairs": pairs,
-        "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
-        "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results), "settings": run.settings} for run in runs},
-        "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "units": s.units, "note": s.note}
-                  for (label, task), s in stats.items()},
-        "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
-                                   "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
-    }
-    (out / "report.json").write_text(json.dumps(json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return data
 
 
 def main(args) -> int:
