@@ -23,7 +23,7 @@ import pytest
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import aggregation, resampling, run_folders, samples_io, score
+from lmms_video_reasoning.utils.results import aggregation, resampling, samples_io, score
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -46,7 +46,7 @@ def moved(predictions: Path, task: str, out: Path, shift: int) -> Path:
 
 def score_predictions(predictions: Path, tasks, out: Path) -> Path:
     scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
-              for gathered in run_folders.gather_records(predictions, task)[0]]
+              for gathered in samples_io.gather_records(predictions, task)[0]]
     score.write_results(out, scores, str(predictions))
     return out
 

@@ -31,7 +31,7 @@ from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.core.records import records_of
 from lmms_video_reasoning.utils.lmms import host, responses
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
-from lmms_video_reasoning.utils.results.samples_io import sample_line
+from lmms_video_reasoning.utils.results.samples_io import RUN_TASKS_FILE, sample_line
 
 Records = Sequence[dict]
 
@@ -331,9 +331,6 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
     return path
 
 
-RUN_TASKS_FILE = "run_tasks.json"  # beside the run's results: `<date_id>_run_tasks.json`
-
-
 @dataclass(frozen=True)
 class RunFiles:
     """Where one lmms-eval run writes (`<folder>/<date_id>_results.json`); `path(name)` is
@@ -375,7 +372,7 @@ def _state_of(run: RunFiles) -> _RunState:
 
 @atexit.register
 def _drop_records_lmms_eval_also_wrote() -> None:
-    """At exit, a records file whose samples file lmms-eval wrote whole (`run_folders.samples_differ`) is
+    """At exit, a records file whose samples file lmms-eval wrote whole (`samples_io.samples_differ`) is
     a copy: removed, and the run's manifest with the last of them. Otherwise it stays for `lmms-vr
     score`, with a warning saying why when there is a samples file."""
     for state in list(_runs.values()):
@@ -386,9 +383,9 @@ def _drop_records_lmms_eval_also_wrote() -> None:
             why = "there is no samples file (lmms-eval did not finish, or ran without --log_samples)"
             if samples.is_file():
                 try:
-                    from lmms_video_reasoning.utils.results import run_folders
+                    from lmms_video_reasoning.utils.results import samples_io
 
-                    why = run_folders.samples_differ(samples, path, task)
+                    why = samples_io.samples_differ(samples, path, task)
                 except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
                     why = f"it could not be read back ({type(error).__name__}: {error})"
                 if why:

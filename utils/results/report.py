@@ -71,13 +71,11 @@ def run_notes(run: Run) -> list[tuple[str, str]]:
     return [(name, text) for name, text in notes if text]
 
 
-def bootstrap_units(html_form: bool = False) -> str:
+def bootstrap_units() -> str:
     """What the bootstrap resamples, as the report's header says it ("questions (X: over videos)")."""
     others = [(b.title, b.report.unit) for b in registry.benchmarks() if b.report is not None and b.report.unit != "questions"]
     if not others:
         return "questions"
-    if html_form:
-        return "questions, " + ", ".join(f"{title} over {unit}" for title, unit in others)
     return "questions (" + "; ".join(f"{title}: over {unit}" for title, unit in others) + ")"
 
 
@@ -116,7 +114,7 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lmms-vr report</title>",
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
              f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
-             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p>"
+             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units())} ({n} resamples, seed {seed}).</p>"
              + (f"<p>{html.escape(pairing_note())}</p>" if len(runs) > 1 else "") + "<ul>"]
     for run in runs:
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "

@@ -26,9 +26,8 @@ from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.report_verdicts import items_failed
-from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import (RESULTS_SUFFIX, Coverage, results_stem, run_file_match, sample_line, task_spec,
-                                                           unbuilt_items)
+from lmms_video_reasoning.utils.results.samples_io import (RESULTS_SUFFIX, Coverage, Gathered, gather_records, results_stem, run_file_match,
+                                                           sample_line, task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
