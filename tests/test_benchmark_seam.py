@@ -266,7 +266,7 @@ BENCHMARK_WORDS = re.compile(r"(?<![A-Za-z0-9_])(?:vcr|vrbench|vr_bench|cg_bench
 
 
 @pytest.mark.parametrize("module", ["utils/results/report.py", "utils/results/score.py", "utils/core/registry.py",
-                                    "utils/results/report_runs.py", "utils/results/report_verdicts.py", "utils/results/report_bootstrap.py",
+                                    "utils/results/report_runs.py", "utils/results/report_bootstrap.py",
                                     "utils/results/report_stats.py", "utils/results/report_tables.py", "utils/results/report_plots.py",
                                     "utils/results/samples_io.py",
                                     "utils/core/records.py", "utils/core/task_yaml.py", "utils/data/prepare.py", "utils/core/roots.py", "utils/tools/sample.py",

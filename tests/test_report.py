@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from bench_scoring import score_records
-from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts, resampling
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, resampling
 from lmms_video_reasoning.utils.results import samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import sample_judge, score_predictions
@@ -568,7 +568,7 @@ def test_accounting_of_another_run_in_the_folder_is_not_this_runs(tmp_path):
                  "2026_a_cg_bench_open_details.json", "2026_b_judge_accounting_vrbench.json", "2026_ab_judge_accounting_vrbench.json",
                  "judge_accounting_vrbench.json"):
         (tmp_path / name).write_text("{}")
-    found = {p.name for p in report_verdicts.run_accounting_files(tmp_path / "2026_a_results.json")}
+    found = {p.name for p in report_runs.run_accounting_files(tmp_path / "2026_a_results.json")}
     assert found == {"2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json", "2026_a_cg_bench_open_details.json"}
 
 

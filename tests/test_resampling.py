@@ -22,7 +22,7 @@ import pytest
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.columns import point
-from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables
 from lmms_video_reasoning.utils.results import aggregation, resampling, samples_io, score
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
@@ -77,7 +77,7 @@ def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.
             row.pop(samples_io.OUTCOME_KEY)
         path = runs.dir / f"bare_{name}_samples_{task}.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    verdicts, why, _ = report_verdicts.verdicts_for(runs.files[name], registry.get(samples_io.task_spec(task).benchmark).scoring.judge_name)
+    verdicts, why, _ = report_runs.verdicts_for(runs.files[name], registry.get(samples_io.task_spec(task).benchmark).scoring.judge_name)
     with environment(runs.env):  # CG-Bench's step-2 judge request holds the clue frames: rebuilt from the sample root
         sampled, reason = report_bootstrap.load_sampled(task, path, verdicts, why)
     assert sampled is not None, reason

@@ -13,8 +13,7 @@ from lmms_video_reasoning.utils.core.columns import SampleColumns, point
 from lmms_video_reasoning.utils.core.registry import ScoringAdapter
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results import resampling
-from lmms_video_reasoning.utils.results.report_runs import spec_of
-from lmms_video_reasoning.utils.results.report_verdicts import _NoVerdicts, shortfall, verdicts_for
+from lmms_video_reasoning.utils.results.report_runs import _NoVerdicts, shortfall, spec_of, verdicts_for
 from lmms_video_reasoning.utils.results.samples_io import read_samples, task_spec, unbuilt_items
 
 log = logging.getLogger("lmms_video_reasoning.report")

@@ -10,8 +10,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.report_bootstrap import Difference, Sampled, bootstrap_ci, load_sampled, paired_difference
-from lmms_video_reasoning.utils.results.report_runs import Run, spec_of
-from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
+from lmms_video_reasoning.utils.results.report_runs import Run, spec_of, verdicts_for
 from lmms_video_reasoning.utils.results.score import same_value
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
