@@ -1,4 +1,4 @@
-"""The bootstrap over a benchmark's per-sample columns (`utils/results/resampling.py`) is the bootstrap
+"""The bootstrap over a benchmark's per-sample columns (`utils/results/report_bootstrap.py`) is the bootstrap
 by definition: for the same seed and resample count, every resample's value is the benchmark's
 metrics of that resample's records (`report_bootstrap.bootstrap_values_reference`) to 1e-9, metric
 by metric, so counting units instead of copying records moves no interval, standard error or
@@ -23,7 +23,7 @@ import pytest
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables
-from lmms_video_reasoning.utils.results import aggregation, resampling, samples_io, score
+from lmms_video_reasoning.utils.results import aggregation, samples_io, score
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -117,7 +117,7 @@ def test_the_bootstrap_is_each_resamples_metrics(runs, name, task, stored, monke
         fast = report_bootstrap.bootstrap_values(sampled, 300, 7)
     assert_same(fast, slow, task)
     assert any(np.std(v[~np.isnan(v)]) > 0 for v in fast.values() if (~np.isnan(v)).sum() > 1), "a real spread"
-    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: resampling.percentile_interval(v) for m, v in slow.items()}
+    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: report_bootstrap.percentile_interval(v) for m, v in slow.items()}
     assert [m for m, i in intervals.items() if i is None] == [m for m, i in reference.items() if i is None]
     assert_same({m: i for m, i in intervals.items() if i}, {m: i for m, i in reference.items() if i}, f"{task} intervals")
 

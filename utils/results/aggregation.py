@@ -197,7 +197,7 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[di
     import numpy as np
 
     from lmms_video_reasoning.judges import get_judge
-    from lmms_video_reasoning.utils.results import report_bootstrap, resampling
+    from lmms_video_reasoning.utils.results import report_bootstrap
 
     try:
         bench = registry.get(benchmark).scoring
@@ -217,7 +217,7 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[di
         for metric in headline_metrics(benchmark):
             if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
                 continue  # not computed (e.g. past the judge failure share): no standard error either
-            finite = resampling.defined(values.get(metric, []))  # as the report: undefined when most resamples are
+            finite = report_bootstrap.defined(values.get(metric, []))  # as the report: undefined when most resamples are
             if finite is not None:
                 stderrs[metric] = float(np.std(finite, ddof=1))
         return stderrs
