@@ -69,11 +69,10 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
         return stats
     path = run.samples.get(task)
     if path is None:
-        stats.note = "no samples file next to the results (run lmms-eval with --log_samples)"
-        mark_not_computed(run, task, stats, benchmark.name)
-        return stats
-    verdicts, no_verdicts, borrowed = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
-    sampled, why = load_sampled(task, path, verdicts, no_verdicts)
+        sampled, why = None, "no samples file next to the results (run lmms-eval with --log_samples)"
+    else:
+        verdicts, no_verdicts, borrowed = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
+        sampled, why = load_sampled(task, path, verdicts, no_verdicts)
     if sampled is None:
         stats.note = why
         mark_not_computed(run, task, stats, benchmark.name)
