@@ -31,7 +31,7 @@ from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.core.records import records_of
 from lmms_video_reasoning.utils.lmms import host, responses
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
-from lmms_video_reasoning.utils.results.samples_io import RUN_TASKS_FILE, sample_line
+from lmms_video_reasoning.utils.results.samples_io import RUN_TASKS_FILE, sample_line, samples_differ
 
 Records = Sequence[dict]
 
@@ -372,7 +372,7 @@ def _state_of(run: RunFiles) -> _RunState:
 
 @atexit.register
 def _drop_records_lmms_eval_also_wrote() -> None:
-    """At exit, a records file whose samples file lmms-eval wrote whole (`samples_io.samples_differ`) is
+    """At exit, a records file whose samples file lmms-eval wrote whole (`samples_differ`) is
     a copy: removed, and the run's manifest with the last of them. Otherwise it stays for `lmms-vr
     score`, with a warning saying why when there is a samples file."""
     for state in list(_runs.values()):
@@ -383,9 +383,7 @@ def _drop_records_lmms_eval_also_wrote() -> None:
             why = "there is no samples file (lmms-eval did not finish, or ran without --log_samples)"
             if samples.is_file():
                 try:
-                    from lmms_video_reasoning.utils.results import samples_io
-
-                    why = samples_io.samples_differ(samples, path, task)
+                    why = samples_differ(samples, path, task)
                 except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
                     why = f"it could not be read back ({type(error).__name__}: {error})"
                 if why:
