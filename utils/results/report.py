@@ -71,18 +71,17 @@ def run_notes(run: Run) -> list[tuple[str, str]]:
     return [(name, text) for name, text in notes if text]
 
 
-def bootstrap_units() -> str:
-    """What the bootstrap resamples, as the report's header says it ("questions (X: over videos)")."""
-    others = [(b.title, b.report.unit) for b in registry.benchmarks() if b.report is not None and b.report.unit != "questions"]
-    if not others:
-        return "questions"
-    return "questions (" + "; ".join(f"{title}: over {unit}" for title, unit in others) + ")"
+def legend(seed: int, n: int) -> str:
+    """The report's header after "... are your runs;": the paper rows and what the intervals resample."""
+    others = [f"{b.title}: over {b.report.unit}" for b in registry.benchmarks() if b.report is not None and b.report.unit != "questions"]
+    units = "questions" + (f" ({'; '.join(others)})" if others else "")
+    return (f"every other row is a paper's reference row, with its source. Confidence intervals: 95% percentile bootstrap "
+            f"over {units} ({n} resamples, seed {seed}).")
 
 
 def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
-    out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
-           f"with its source. Confidence intervals: 95% percentile bootstrap over {bootstrap_units()} "
-           f"({n} resamples, seed {seed}).", ""] + ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
+    out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; {legend(seed, n)}", ""]
+    out += ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
     for run in runs:
         out.append(f"- **{md_text(run.label)}**: " + ", ".join(md_text(p) for p in run.paths) + f" — tasks {md_text(', '.join(sorted(run.results)))}"
                    + "".join(f" ({name}: {md_text(text)})" for name, text in run_notes(run)))
@@ -113,8 +112,7 @@ figure { margin: 16px 0; } figure img { max-width: 100%; border: 1px solid #eee;
 def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lmms-vr report</title>",
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
-             f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
-             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units())} ({n} resamples, seed {seed}).</p>"
+             f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; {html.escape(legend(seed, n))}</p>"
              + (f"<p>{html.escape(pairing_note())}</p>" if len(runs) > 1 else "") + "<ul>"]
     for run in runs:
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
