@@ -348,7 +348,7 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
     differences, over the columns and by the reference (each resample's records re-aggregated by
     the benchmark's `metrics`), for one seed: equal to 1e-9, metric by metric."""
     from lmms_video_reasoning.utils.core import registry
-    from lmms_video_reasoning.utils.results import report_bootstrap, report_verdicts
+    from lmms_video_reasoning.utils.results import report_bootstrap, report_runs
 
     os.environ.update(env)  # the judge cache the runs wrote (the reference re-reads nothing: outcomes are loaded once)
     checked, differ = 0, []
@@ -358,7 +358,7 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
             sampled = []
             for folder in folders[:2]:
                 [samples] = sorted(folder.rglob(f"*_samples_{task}.jsonl"))
-                verdicts, why, _borrowed = report_verdicts.verdicts_for(results_file(folder), registry.get(benchmark).scoring.judge_name)
+                verdicts, why, _borrowed = report_runs.verdicts_for(results_file(folder), registry.get(benchmark).scoring.judge_name)
                 loaded, reason = report_bootstrap.load_sampled(task, samples, verdicts, why)
                 if loaded is None:
                     raise SystemExit(f"{samples}: {reason}")

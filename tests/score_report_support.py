@@ -45,8 +45,8 @@ def sample_judge(cache: Path, extra_env: dict[str, str] | None = None):
 
 def score_predictions(predictions: Path, tasks, out: Path) -> dict:
     """`lmms-vr score predictions.jsonl --task T --out out` for several tasks, in-process."""
-    from lmms_video_reasoning.utils.results import run_folders, score
+    from lmms_video_reasoning.utils.results import samples_io, score
 
     scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
-              for gathered in run_folders.gather_records(predictions, task)[0]]
+              for gathered in samples_io.gather_records(predictions, task)[0]]
     return score.write_results(out, scores, str(predictions))

@@ -1,4 +1,4 @@
-"""Agreement statistics (utils/results/agreement_pairs.py, their intervals in resampling.py) against textbook values, scikit-learn and SciPy."""
+"""Agreement statistics (utils/results/agreement_pairs.py, their intervals in report_bootstrap.py) against textbook values, scikit-learn and SciPy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from lmms_video_reasoning.utils.results.agreement_pairs import agreement_rate, cohen_kappa, kendall_tau, weighted_kappa
-from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, percentile_interval
+from lmms_video_reasoning.utils.results.report_bootstrap import bootstrap_interval, percentile_interval
 
 
 def table_pairs(counts: dict[tuple, int]) -> list[tuple]:

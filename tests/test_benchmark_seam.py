@@ -266,9 +266,9 @@ BENCHMARK_WORDS = re.compile(r"(?<![A-Za-z0-9_])(?:vcr|vrbench|vr_bench|cg_bench
 
 
 @pytest.mark.parametrize("module", ["utils/results/report.py", "utils/results/score.py", "utils/core/registry.py",
-                                    "utils/results/report_runs.py", "utils/results/report_verdicts.py", "utils/results/report_bootstrap.py",
+                                    "utils/results/report_runs.py", "utils/results/report_bootstrap.py",
                                     "utils/results/report_stats.py", "utils/results/report_tables.py", "utils/results/report_plots.py",
-                                    "utils/results/samples_io.py", "utils/results/samples_io.py", "utils/results/run_folders.py",
+                                    "utils/results/samples_io.py",
                                     "utils/core/records.py", "utils/core/task_yaml.py", "utils/data/prepare.py", "utils/core/roots.py", "utils/tools/sample.py",
                                     "utils/tools/demo.py", "utils/tools/cli.py", "utils/media/video.py", "utils/lmms/plugin.py",
                                     "utils/results/aggregation.py", "judges/config.py",

@@ -20,7 +20,7 @@ import pytest
 
 from batch_runner import chatml_prompt_tokens
 from lmms_video_reasoning.judges.tokens import image_tokens, tokenizer_for
-from lmms_video_reasoning.utils.results import batch_judging, run_folders, samples_io, score
+from lmms_video_reasoning.utils.results import batch_judging, samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment
 
@@ -86,7 +86,7 @@ def judged(sample_dir, sample_env, tmp_path_factory):
         env = {**sample_env, "LMMS_VR_JUDGE_BASE_URL": server.base_url, "LMMS_VR_JUDGE_MODEL": "sample-oracle",
                "LMMS_VR_JUDGE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
         with environment(env):
-            gathered = [item for task in TASKS for item in run_folders.gather_records(predictions, task)[0]]
+            gathered = [item for task in TASKS for item in samples_io.gather_records(predictions, task)[0]]
             before = batch_judging.estimate(gathered)
             assert server.request_count == 0, "the estimate sends nothing"
             accounting = {item.task: _scored_by_tag(item) for item in gathered}

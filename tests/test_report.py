@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from bench_scoring import score_records
-from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables, report_verdicts, resampling
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_plots, report_runs, report_stats, report_tables
 from lmms_video_reasoning.utils.results import samples_io, score
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import sample_judge, score_predictions
@@ -232,8 +232,8 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     assert len(groups) > 1
     for domain, metrics in groups.items():
         where = [BREAKDOWN_GROUPS["domain"](o) == domain for o in outcomes]
-        within = resampling.UnitTotals(resampling.within(sampled.totals.columns, np.array(where)), sampled.unit_numbers[0], sampled.unit_count)
-        whole = resampling.whole(within)
+        within = report_bootstrap.UnitTotals(report_bootstrap.within(sampled.totals.columns, np.array(where)), sampled.unit_numbers[0], sampled.unit_count)
+        whole = report_bootstrap.whole(within)
         for metric in ("long_acc", "clue_acc", "miou", "acc_at_iou"):
             assert whole[metric] == pytest.approx(metrics[metric], abs=1e-9), (domain, metric)
         fast = report_bootstrap.bootstrap_values(sampled, 60, 3, where)
@@ -266,8 +266,8 @@ def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
 
 
 def test_percentile_interval():
-    assert resampling.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
-    assert resampling.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
+    assert report_bootstrap.percentile_interval([float(v) for v in range(101)]) == pytest.approx((2.5, 97.5))
+    assert report_bootstrap.percentile_interval([math.nan] * 10 + [1.0]) is None  # mostly undefined
 
 
 def test_paired_comparison_of_two_runs(scored, tmp_path):
@@ -568,7 +568,7 @@ def test_accounting_of_another_run_in_the_folder_is_not_this_runs(tmp_path):
                  "2026_a_cg_bench_open_details.json", "2026_b_judge_accounting_vrbench.json", "2026_ab_judge_accounting_vrbench.json",
                  "judge_accounting_vrbench.json"):
         (tmp_path / name).write_text("{}")
-    found = {p.name for p in report_verdicts.run_accounting_files(tmp_path / "2026_a_results.json")}
+    found = {p.name for p in report_runs.run_accounting_files(tmp_path / "2026_a_results.json")}
     assert found == {"2026_a_judge_accounting_vrbench.json", "2026_a_2_judge_accounting_vrbench.json", "2026_a_cg_bench_open_details.json"}
 
 

@@ -1,4 +1,4 @@
-"""The bootstrap over a benchmark's per-sample columns (`utils/results/resampling.py`) is the bootstrap
+"""The bootstrap over a benchmark's per-sample columns (`utils/results/report_bootstrap.py`) is the bootstrap
 by definition: for the same seed and resample count, every resample's value is the benchmark's
 metrics of that resample's records (`report_bootstrap.bootstrap_values_reference`) to 1e-9, metric
 by metric, so counting units instead of copying records moves no interval, standard error or
@@ -22,8 +22,8 @@ import pytest
 
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.columns import point
-from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables, report_verdicts
-from lmms_video_reasoning.utils.results import aggregation, resampling, run_folders, samples_io, score
+from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables
+from lmms_video_reasoning.utils.results import aggregation, samples_io, score
 from lmms_video_reasoning.utils.core.roots import DataError
 from score_report_support import environment, sample_judge
 
@@ -46,7 +46,7 @@ def moved(predictions: Path, task: str, out: Path, shift: int) -> Path:
 
 def score_predictions(predictions: Path, tasks, out: Path) -> Path:
     scores = [score.score_task(task, gathered.records, str(predictions)) for task in tasks
-              for gathered in run_folders.gather_records(predictions, task)[0]]
+              for gathered in samples_io.gather_records(predictions, task)[0]]
     score.write_results(out, scores, str(predictions))
     return out
 
@@ -77,7 +77,7 @@ def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.
             row.pop(samples_io.OUTCOME_KEY)
         path = runs.dir / f"bare_{name}_samples_{task}.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    verdicts, why, _ = report_verdicts.verdicts_for(runs.files[name], registry.get(samples_io.task_spec(task).benchmark).scoring.judge_name)
+    verdicts, why, _ = report_runs.verdicts_for(runs.files[name], registry.get(samples_io.task_spec(task).benchmark).scoring.judge_name)
     with environment(runs.env):  # CG-Bench's step-2 judge request holds the clue frames: rebuilt from the sample root
         sampled, reason = report_bootstrap.load_sampled(task, path, verdicts, why)
     assert sampled is not None, reason
@@ -117,7 +117,7 @@ def test_the_bootstrap_is_each_resamples_metrics(runs, name, task, stored, monke
         fast = report_bootstrap.bootstrap_values(sampled, 300, 7)
     assert_same(fast, slow, task)
     assert any(np.std(v[~np.isnan(v)]) > 0 for v in fast.values() if (~np.isnan(v)).sum() > 1), "a real spread"
-    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: resampling.percentile_interval(v) for m, v in slow.items()}
+    intervals, reference = report_bootstrap.bootstrap_ci(sampled, 300, 7), {m: report_bootstrap.percentile_interval(v) for m, v in slow.items()}
     assert [m for m, i in intervals.items() if i is None] == [m for m, i in reference.items() if i is None]
     assert_same({m: i for m, i in intervals.items() if i}, {m: i for m, i in reference.items() if i}, f"{task} intervals")
 

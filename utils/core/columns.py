@@ -1,6 +1,6 @@
 """A benchmark's metrics, each defined once: per-sample columns (from its per-sample rules) and an
 aggregate of their sums. A run's metrics are the aggregate of its sums (`point`), a bootstrap
-resample's the aggregate of the resample's (`utils/results/resampling.py`). numpy only (exported)."""
+resample's the aggregate of the resample's (`utils/results/report_bootstrap.py`). numpy only (exported)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.core.records import records_of
 from lmms_video_reasoning.utils.lmms import host, responses
 from lmms_video_reasoning.utils.results.report_runs import headline_metrics
-from lmms_video_reasoning.utils.results.samples_io import sample_line
+from lmms_video_reasoning.utils.results.samples_io import RUN_TASKS_FILE, sample_line, samples_differ
 
 Records = Sequence[dict]
 
@@ -67,10 +67,6 @@ _keys: BoundedMemo[tuple[list, str]] = BoundedMemo(8)  # record lists (a run's t
 
 class ScoringFailed(dict):
     """The scores of a task whose scoring raised: every metric NaN (empty mapping, `get` gives NaN)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__()
-        self.error = error
 
     def __missing__(self, metric: str) -> float:
         return math.nan
@@ -121,7 +117,7 @@ class ScoreOnce:
                     judge.log_summary()  # the owner of the judge reports on it
                 self._results[key] = ScoredRecords(records, metrics, outcomes, settings)
             except Exception as error:  # noqa: BLE001 - lmms-eval would write nothing at all
-                self._results[key] = ScoredRecords(records, ScoringFailed(error), None, settings)
+                self._results[key] = ScoredRecords(records, ScoringFailed(), None, settings)
                 log.error("%s: scoring failed (%s: %s); its metrics are reported as NaN. Nothing is lost: the "
                           "records are in %s, and `lmms-vr score %s` scores them again once the cause is fixed",
                           _task_label(), type(error).__name__, error, saved or "(no --output_path: not saved)",
@@ -201,7 +197,7 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[di
     import numpy as np
 
     from lmms_video_reasoning.judges import get_judge
-    from lmms_video_reasoning.utils.results import report_bootstrap, resampling
+    from lmms_video_reasoning.utils.results import report_bootstrap
 
     try:
         bench = registry.get(benchmark).scoring
@@ -221,7 +217,7 @@ def bootstrap_stderrs(benchmark: str, records: list[dict], outcomes: Sequence[di
         for metric in headline_metrics(benchmark):
             if isinstance(whole.get(metric), float) and math.isnan(whole[metric]):
                 continue  # not computed (e.g. past the judge failure share): no standard error either
-            finite = resampling.defined(values.get(metric, []))  # as the report: undefined when most resamples are
+            finite = report_bootstrap.defined(values.get(metric, []))  # as the report: undefined when most resamples are
             if finite is not None:
                 stderrs[metric] = float(np.std(finite, ddof=1))
         return stderrs
@@ -335,9 +331,6 @@ def save_records(records: Records, run: "RunFiles | None", task: str | None = No
     return path
 
 
-RUN_TASKS_FILE = "run_tasks.json"  # beside the run's results: `<date_id>_run_tasks.json`
-
-
 @dataclass(frozen=True)
 class RunFiles:
     """Where one lmms-eval run writes (`<folder>/<date_id>_results.json`); `path(name)` is
@@ -379,7 +372,7 @@ def _state_of(run: RunFiles) -> _RunState:
 
 @atexit.register
 def _drop_records_lmms_eval_also_wrote() -> None:
-    """At exit, a records file whose samples file lmms-eval wrote whole (`run_folders.samples_differ`) is
+    """At exit, a records file whose samples file lmms-eval wrote whole (`samples_differ`) is
     a copy: removed, and the run's manifest with the last of them. Otherwise it stays for `lmms-vr
     score`, with a warning saying why when there is a samples file."""
     for state in list(_runs.values()):
@@ -390,9 +383,7 @@ def _drop_records_lmms_eval_also_wrote() -> None:
             why = "there is no samples file (lmms-eval did not finish, or ran without --log_samples)"
             if samples.is_file():
                 try:
-                    from lmms_video_reasoning.utils.results import run_folders
-
-                    why = run_folders.samples_differ(samples, path, task)
+                    why = samples_differ(samples, path, task)
                 except Exception as error:  # noqa: BLE001 - at exit, keeping the records is the safe answer
                     why = f"it could not be read back ({type(error).__name__}: {error})"
                 if why:

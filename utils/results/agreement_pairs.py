@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, Hashable, Sequence
 
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
-from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, paired_difference
-from lmms_video_reasoning.utils.results.report_runs import headline_metrics
-from lmms_video_reasoning.utils.results.report_verdicts import InOrderJudge
-from lmms_video_reasoning.utils.results.resampling import bootstrap_interval, percentile_interval, resampled_metrics
+from lmms_video_reasoning.utils.results.report_bootstrap import (Sampled, bootstrap_interval, paired_difference, percentile_interval,
+                                                                  resampled_metrics)
+from lmms_video_reasoning.utils.results.report_runs import InOrderJudge, headline_metrics
 
 Pair = tuple[Hashable, Hashable]  # (reference label, candidate label)
 

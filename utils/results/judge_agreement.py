@@ -32,8 +32,7 @@ from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import split_label
 from lmms_video_reasoning.utils.results.report_tables import Section, Table, fmt, fmt_ci, markdown_table
-from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import task_spec
+from lmms_video_reasoning.utils.results.samples_io import Gathered, gather_records, task_spec
 
 FORMAT = "lmms_vr_judge_agreement"  # the key marking an agreement document
 

@@ -71,20 +71,17 @@ def run_notes(run: Run) -> list[tuple[str, str]]:
     return [(name, text) for name, text in notes if text]
 
 
-def bootstrap_units(html_form: bool = False) -> str:
-    """What the bootstrap resamples, as the report's header says it ("questions (X: over videos)")."""
-    others = [(b.title, b.report.unit) for b in registry.benchmarks() if b.report is not None and b.report.unit != "questions"]
-    if not others:
-        return "questions"
-    if html_form:
-        return "questions, " + ", ".join(f"{title} over {unit}" for title, unit in others)
-    return "questions (" + "; ".join(f"{title}: over {unit}" for title, unit in others) + ")"
+def legend(seed: int, n: int) -> str:
+    """The report's header after "... are your runs;": the paper rows and what the intervals resample."""
+    others = [f"{b.title}: over {b.report.unit}" for b in registry.benchmarks() if b.report is not None and b.report.unit != "questions"]
+    units = "questions" + (f" ({'; '.join(others)})" if others else "")
+    return (f"every other row is a paper's reference row, with its source. Confidence intervals: 95% percentile bootstrap "
+            f"over {units} ({n} resamples, seed {seed}).")
 
 
 def render_markdown(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
-    out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; every other row is a paper's reference row, "
-           f"with its source. Confidence intervals: 95% percentile bootstrap over {bootstrap_units()} "
-           f"({n} resamples, seed {seed}).", ""] + ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
+    out = ["# lmms-vr report", "", f"Rows marked **{MINE.strip()}** are your runs; {legend(seed, n)}", ""]
+    out += ([md_text(pairing_note()), ""] if len(runs) > 1 else []) + ["Runs:", ""]
     for run in runs:
         out.append(f"- **{md_text(run.label)}**: " + ", ".join(md_text(p) for p in run.paths) + f" — tasks {md_text(', '.join(sorted(run.results)))}"
                    + "".join(f" ({name}: {md_text(text)})" for name, text in run_notes(run)))
@@ -115,8 +112,7 @@ figure { margin: 16px 0; } figure img { max-width: 100%; border: 1px solid #eee;
 def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unread: Sequence[Unread] = ()) -> str:
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lmms-vr report</title>",
              f"<style>{CSS}</style></head><body><h1>lmms-vr report</h1>",
-             f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; every other row is a paper's reference "
-             f"row with its source. Confidence intervals: 95% percentile bootstrap over {html.escape(bootstrap_units(html_form=True))} ({n} resamples, seed {seed}).</p>"
+             f"<p><span class='legend'>{html.escape(MINE)}highlighted rows</span> are your runs; {html.escape(legend(seed, n))}</p>"
              + (f"<p>{html.escape(pairing_note())}</p>" if len(runs) > 1 else "") + "<ul>"]
     for run in runs:
         parts.append(f"<li><b>{html.escape(run.label)}</b>: {html.escape(', '.join(str(p) for p in run.paths))} — tasks "
@@ -148,42 +144,39 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
     `lmms-vr judge-agreement --out` files, each a section."""
     if pairs not in PAIRINGS:
         raise DataError(f"--pairs {pairs!r}: use one of {', '.join(PAIRINGS)}")
-    token = PAIRING.set(pairs)
+    token = PAIRING.set(pairs)  # the pairs the sections compare (`pairs_of`)
     try:
-        return _build_report(items, Path(out), n, seed, pairs, agreement)
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        unread: list[Unread] = []
+        runs = load_runs(items, unread)
+        specs = task_specs()
+        stats = {(run.label, task): task_stats(run, task, n, seed) for run in runs for task in run.results if task in specs}
+        builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
+        sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
+        if agreement and sections:
+            from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
+
+            sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
+        if not sections:
+            not_read = "; ".join(f"{u.path}: {u.reason}" for u in unread)
+            raise DataError(f"none of the results given holds a task of this suite ({', '.join(sorted(specs))})"
+                            + (f"; not read: {not_read}" if not_read else ""))
+        (out / "report.md").write_text(render_markdown(runs, sections, seed, n, unread), encoding="utf-8")
+        (out / "report.html").write_text(render_html(runs, sections, seed, n, unread), encoding="utf-8")
+        data = {
+            "seed": seed, "bootstrap": n, "pairs": pairs,
+            "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
+            "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results), "settings": run.settings} for run in runs},
+            "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "units": s.units, "note": s.note}
+                      for (label, task), s in stats.items()},
+            "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
+                                       "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
+        }
+        (out / "report.json").write_text(json.dumps(json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return data
     finally:
         PAIRING.reset(token)
-
-
-def _build_report(items: Sequence[str], out: Path, n: int, seed: int, pairs: str, agreement: Sequence[str]) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
-    unread: list[Unread] = []
-    runs = load_runs(items, unread)
-    specs = task_specs()
-    stats = {(run.label, task): task_stats(run, task, n, seed) for run in runs for task in run.results if task in specs}
-    builders = [b.report.section for b in registry.benchmarks() if b.report is not None]
-    sections = [s for s in (build(runs, stats, out, n, seed) for build in builders) if s is not None]
-    if agreement and sections:
-        from lmms_video_reasoning.utils.results.judge_agreement import agreement_section
-
-        sections += [agreement_section(Path(path), out, index) for index, path in enumerate(agreement, 1)]
-    if not sections:
-        not_read = "; ".join(f"{u.path}: {u.reason}" for u in unread)
-        raise DataError(f"none of the results given holds a task of this suite ({', '.join(sorted(specs))})"
-                        + (f"; not read: {not_read}" if not_read else ""))
-    (out / "report.md").write_text(render_markdown(runs, sections, seed, n, unread), encoding="utf-8")
-    (out / "report.html").write_text(render_html(runs, sections, seed, n, unread), encoding="utf-8")
-    data = {
-        "seed": seed, "bootstrap": n, "pairs": pairs,
-        "not_read": [{"path": str(u.path), "reason": u.reason} for u in unread],
-        "runs": {run.label: {"paths": [str(p) for p in run.paths], "tasks": sorted(run.results), "settings": run.settings} for run in runs},
-        "tasks": {f"{label}|{task}": {"point": s.point, "ci": s.ci, "questions": s.questions, "units": s.units, "note": s.note}
-                  for (label, task), s in stats.items()},
-        "sections": {s.benchmark: {"tables": [{"title": t.title, "columns": t.columns, "rows": [c for c, _ in t.rows], "notes": t.notes} for t in s.tables],
-                                   "figures": [p.name for _, p in s.figures], **s.data} for s in sections},
-    }
-    (out / "report.json").write_text(json.dumps(json_ready(data), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return data
 
 
 def main(args) -> int:

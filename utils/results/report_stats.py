@@ -10,8 +10,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.report_bootstrap import Difference, Sampled, bootstrap_ci, load_sampled, paired_difference
-from lmms_video_reasoning.utils.results.report_runs import Run, spec_of
-from lmms_video_reasoning.utils.results.report_verdicts import verdicts_for
+from lmms_video_reasoning.utils.results.report_runs import Run, spec_of, verdicts_for
 from lmms_video_reasoning.utils.results.score import same_value
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
@@ -70,11 +69,10 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
         return stats
     path = run.samples.get(task)
     if path is None:
-        stats.note = "no samples file next to the results (run lmms-eval with --log_samples)"
-        mark_not_computed(run, task, stats, benchmark.name)
-        return stats
-    verdicts, no_verdicts, borrowed = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
-    sampled, why = load_sampled(task, path, verdicts, no_verdicts)
+        sampled, why = None, "no samples file next to the results (run lmms-eval with --log_samples)"
+    else:
+        verdicts, no_verdicts, borrowed = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
+        sampled, why = load_sampled(task, path, verdicts, no_verdicts)
     if sampled is None:
         stats.note = why
         mark_not_computed(run, task, stats, benchmark.name)

@@ -25,10 +25,9 @@ from lmms_video_reasoning.judges import scoring_judge
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
-from lmms_video_reasoning.utils.results.report_verdicts import items_failed
-from lmms_video_reasoning.utils.results.run_folders import Gathered, gather_records
-from lmms_video_reasoning.utils.results.samples_io import (RESULTS_SUFFIX, Coverage, results_stem, run_file_match, sample_line, task_spec,
-                                                           unbuilt_items)
+from lmms_video_reasoning.utils.results.report_runs import items_failed
+from lmms_video_reasoning.utils.results.samples_io import (RESULTS_SUFFIX, Coverage, Gathered, gather_records, results_stem, run_file_match,
+                                                           sample_line, task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -327,7 +326,7 @@ def recorded_verdicts(samples: Path, judge_name: str) -> tuple[Any, str]:
     results file or no judge recorded), as `lmms-vr report` finds it (`verdicts_for`). Asked with no
     judge configured, so the verdicts are never borrowed. The results file is lmms-eval's
     `<prefix>_results.json` or ours, `<prefix>.json`."""
-    from lmms_video_reasoning.utils.results.report_verdicts import NO_JUDGE, verdicts_for
+    from lmms_video_reasoning.utils.results.report_runs import NO_JUDGE, verdicts_for
 
     match = run_file_match(samples)
     for name in (match["prefix"] + RESULTS_SUFFIX, match["prefix"] + ".json") if match else ():
