@@ -488,8 +488,8 @@ def test_judge_step_failure_is_no_verdict():
     class Failed:
         ok, value, error = False, None, "http 500 after 6 attempts"
 
-    verdict = judging.judge_one(item, lambda request: Failed(), binding.MEDIA)
-    assert verdict.verdict is None and "step 1" in verdict.error
+    verdict, error = judging.judge_one(item, lambda request: Failed(), binding.MEDIA)
+    assert verdict is None and "step 1" in error
 
 
 def _truncate(path):
