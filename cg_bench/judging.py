@@ -47,29 +47,22 @@ def _request(content: list, allowed: tuple, step: int, assumed: int) -> Request:
                    tag=f"cg_bench.open.step{step}", expected_reply=f'```json\n{{"result": {assumed}}}\n```', later_steps=int(step == 1))
 
 
-def step1_request(item: OpenItem) -> Request:
-    """Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
-    assumes "needs a visual check", so step 2 is counted for every question (an upper bound)."""
-    text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    return _request([{"type": "text", "text": text}], (0, 1, 2), 1, assumed=2)
-
-
-def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames, subtitles: str) -> Request:
-    """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
-    text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    return _request([image_part(frame) for frame in images] + [{"type": "text", "text": text}], (0, 1), 2, assumed=1)
-
-
 def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> tuple[int | None, str | None]:
     """(verdict 0/1, None) of both steps for one item, step 2 (the clue frames, from `media`) only when step 1
     says 2; a failed step: (None, the error)."""
-    first = ask(step1_request(item))
+    # Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
+    # assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
+    text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
+    first = ask(_request([{"type": "text", "text": text}], (0, 1, 2), 1, assumed=2))
     if not first.ok:
         return None, f"step 1: {first.error}"
     if first.value in (0, 1):
         return first.value, None
+    # Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference).
     plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media)
-    second = ask(step2_request(item, media.frames(item.video_uid, list(plan.indices)), plan, frames.subtitles_for(plan, media)))
+    images = [image_part(frame) for frame in media.frames(item.video_uid, list(plan.indices))]
+    text = prompts.judge_step2_text(item.question, item.prediction, frames.subtitles_for(plan, media), prompts.frame_times_block(plan.indices, plan.fps))
+    second = ask(_request(images + [{"type": "text", "text": text}], (0, 1), 2, assumed=1))
     return (second.value, None) if second.ok else (None, f"step 2: {second.error}")
 
 

@@ -126,9 +126,6 @@ def blind_values(row: TaskStats, text: TaskStats | None) -> list:
 
 
 BREAKDOWN_COLUMNS = ("long_acc", "clue_acc", "miou", "acc_at_iou", "oe_acc")
-# The breakdown tables: (group of `BREAKDOWN_GROUPS`, what it is, its column header)
-BREAKDOWN_TABLES = (("duration", "duration (minutes)", "Duration"), ("domain", "domain", "Domain"), ("kind", "question kind", "Kind"),
-                    ("sub_category", "sub-category (the paper's 12 level-2 question categories, appendix Table 7)", "Sub-category"))
 
 
 def breakdown_cell(row: TaskStats, metrics: dict, metric: str) -> str:
@@ -147,7 +144,7 @@ def breakdown_intervals(row: TaskStats, data: dict, n: int, seed: int) -> dict:
     if n <= 0:
         return {}
     out: dict = {}
-    for group, key_of in BREAKDOWN_GROUPS.items():
+    for group, (key_of, *_about) in BREAKDOWN_GROUPS.items():
         keys = [key_of(outcome) for outcome in outcomes_in(row)]
         for key, metrics in data.get(group, {}).items():
             intervals = bootstrap_ci(row.sampled, n, seed, where=[k == key for k in keys])
@@ -226,7 +223,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     modes = [mode for mode in MODES if any(o["mode"] == mode for row in rows_of.values() for o in row.sampled.outcomes)]
     answers = (f"Questions: the group's questions. Answers: the model's answers to them, one per question and mode that ran "
                f"({', '.join(modes)}: up to {len(modes)} per question); each metric is computed from the answers of its mode.")
-    for group, title, header in BREAKDOWN_TABLES:
+    for group, (_key, title, header, _order) in BREAKDOWN_GROUPS.items():
         rows = [([user_cell(name), key, str(metrics["questions"]), str(metrics["n"])] +
                  [breakdown_cell(rows_of[name], metrics, c) for c in BREAKDOWN_COLUMNS], True)
                 for name, data in breakdowns.items() for key, metrics in data.get(group, {}).items()]
@@ -268,24 +265,24 @@ def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
 
 
 NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
-BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
-    "duration": lambda o: duration_bucket(o.duration),
-    "domain": lambda o: o.domain,
-    "kind": lambda o: o.kind,
-    "sub_category": lambda o: o.sub_category or NOT_RECORDED,
+# The breakdowns: {group: (an outcome's key in it, what the group is, its table's column header, the keys' order)}
+BREAKDOWN_GROUPS: dict[str, tuple[Callable[[Outcome], str], str, str, Sequence[str]]] = {
+    "duration": (lambda o: duration_bucket(o.duration), "duration (minutes)", "Duration", DURATION_BUCKETS),
+    "domain": (lambda o: o.domain, "domain", "Domain", ()),
+    "kind": (lambda o: o.kind, "question kind", "Kind", ()),
+    "sub_category": (lambda o: o.sub_category or NOT_RECORDED, "sub-category (the paper's 12 level-2 question categories, "
+                     "appendix Table 7)", "Sub-category", SUB_CATEGORIES),
 }
-GROUP_ORDER = {"duration": DURATION_BUCKETS, "sub_category": SUB_CATEGORIES}
 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics per group of `BREAKDOWN_GROUPS` (keys in `GROUP_ORDER`, the others sorted; NaN left out), with
+    """Metrics per group of `BREAKDOWN_GROUPS` (keys in its order, the others sorted; NaN left out), with
     the group's `questions` and `n` outcomes (one per question and mode scored)."""
     out: dict = {}
-    for name, key in BREAKDOWN_GROUPS.items():
+    for name, (key, _title, _header, listed) in BREAKDOWN_GROUPS.items():
         buckets: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in outcomes:
             buckets[key(outcome)].append(outcome)
-        listed = GROUP_ORDER.get(name, ())
         order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
                              **{metric: v for metric, v in metrics_of(buckets[value]).items() if not (isinstance(v, float) and math.isnan(v))}}
