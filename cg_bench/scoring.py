@@ -11,8 +11,7 @@ import math
 import re
 from typing import Any, Sequence
 
-# ParseError: the judge interface's re-ask signal
-from lmms_video_reasoning.utils.core.ask import ParseError
+from lmms_video_reasoning.utils.core.ask import ParseError  # the judge interface's re-ask signal
 
 IOU_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)  # stat_with_key.py; the paper's rec.@IoU / acc.@IoU
 DURATION_BUCKETS = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")  # minutes

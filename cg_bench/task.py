@@ -204,9 +204,9 @@ def settings_of(kwargs: dict | None) -> dict:
     """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
     merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
     positive = (lambda v: isinstance(v, int) and v >= 1, "a positive integer")
-    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive,
-              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"),
-              "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
+    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive}
+    checks.update(subtitle_times=(lambda v: isinstance(v, bool), "true or false"),
+                  subtitle_span=(lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}"))
     for key, (ok, what) in checks.items():
         if not ok(merged[key]):
             raise ValueError(f"cg_bench: {key} must be {what}, got {merged[key]!r} (lmms_eval_specific_kwargs)")
