@@ -160,9 +160,7 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge):
-        if self.needs_judge(records) and judge is None:
-            return None
-        return [asdict(o) for o in read_and_judge(records, settings, judge)]
+        return None if self.needs_judge(records) and judge is None else [asdict(o) for o in read_and_judge(records, settings, judge)]
 
     def metrics(self, records, outcomes_, settings):
         return point(self.columns(records, outcomes_, settings))
