@@ -16,8 +16,7 @@ import numpy as np
 
 from lmms_video_reasoning.cg_bench import docs, frames, prompts, scoring
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.core import options, settings
-from lmms_video_reasoning.utils.core import columns
+from lmms_video_reasoning.utils.core import columns, options, settings
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.lmms import responses
 
