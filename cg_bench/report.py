@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, crr, duration_bucket
-from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, outcome_columns
-from lmms_video_reasoning.utils.core.columns import point
+from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, task_metrics
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -121,7 +120,7 @@ def blind_values(row: TaskStats, text: TaskStats | None) -> list:
         joined = math.nan
     else:  # the blind answers with the text-only grounding only (the row's own grounding answers saw the video)
         blind_as_long = [replace(o, mode="long") for o in answers if o.mode == "blind"]
-        joined = metrics_of(blind_as_long + [o for o in grounding if o.mode == "grounding"])["acc_at_iou"]
+        joined = task_metrics(blind_as_long + [o for o in grounding if o.mode == "grounding"], whole=False)["acc_at_iou"]
     return [blind, blind, value_of(text, "miou"), value_of(text, "rec_at_iou"), joined, crr(blind, blind), value_of(text, "oe_acc")]
 
 
@@ -258,12 +257,7 @@ def report_spec() -> ReportSpec:
                       per_task_bootstrap=False, judge_free=(*(m for m in HEADLINE if m != "oe_acc"), "parse_failed", "model_failed"))
 
 
-# --- Metrics of outcomes, per group (the report's, `lmms-vr score`'s)
-def metrics_of(outcomes: Sequence[Outcome]) -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score)."""
-    return point(outcome_columns(outcomes), whole=False)
-
-
+# --- Metrics of outcomes per group: the breakdowns (the report's, `lmms-vr score`'s)
 NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
 # The breakdowns: {group: (an outcome's key in it, what the group is, its table's column header, the keys' order)}
 BREAKDOWN_GROUPS: dict[str, tuple[Callable[[Outcome], str], str, str, Sequence[str]]] = {
@@ -285,6 +279,7 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
             buckets[key(outcome)].append(outcome)
         order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
-                             **{metric: v for metric, v in metrics_of(buckets[value]).items() if not (isinstance(v, float) and math.isnan(v))}}
+                             **{metric: v for metric, v in task_metrics(buckets[value], whole=False).items()
+                                if not (isinstance(v, float) and math.isnan(v))}}
                      for value in order if value in buckets}
     return out

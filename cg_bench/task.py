@@ -164,9 +164,9 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     return metrics
 
 
-def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None) -> dict[str, float]:
-    """A task's metrics over its outcomes, `oe_acc` NaN past the judge failure share (decided on the whole task)."""
-    return columns.point(outcome_columns(outcomes, failed_share=failed_share))
+def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None, whole: bool = True) -> dict[str, float]:
+    """A task's metrics over its outcomes, `oe_acc` NaN past the judge failure share if `whole` (never in a group of them)."""
+    return columns.point(outcome_columns(outcomes, failed_share=failed_share), whole)
 
 
 # --- Task settings, documents and model inputs

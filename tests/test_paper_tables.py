@@ -16,8 +16,8 @@ import pytest
 
 from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import scoring as cg
-from lmms_video_reasoning.cg_bench.report import NOT_RECORDED, breakdown, metrics_of
-from lmms_video_reasoning.cg_bench.task import Outcome
+from lmms_video_reasoning.cg_bench.report import NOT_RECORDED, breakdown
+from lmms_video_reasoning.cg_bench.task import Outcome, task_metrics
 from lmms_video_reasoning.utils.results import report, report_tables, score
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report_stats import TaskStats
@@ -132,7 +132,7 @@ def test_acc_at_iou_at_tau_0_needs_an_overlap_not_just_an_interval():
     assert math.isnan(acc_at_iou0([]))
     # the existing metric is unchanged: the mean over 0.1-0.5 with `>=` (official code)
     answers = [cg_outcome(1, "long", 1.0), cg_outcome(1, "grounding", 0.1), cg_outcome(2, "long", 1.0), cg_outcome(2, "grounding", 0.0)]
-    assert metrics_of(answers)["acc_at_iou"] == pytest.approx(100 * (1 / 2) / 5)
+    assert task_metrics(answers, whole=False)["acc_at_iou"] == pytest.approx(100 * (1 / 2) / 5)
 
 
 def test_the_text_only_acc_at_iou_joins_the_blind_answers_only():
