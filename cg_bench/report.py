@@ -49,11 +49,9 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
     per_task = {task: stats[(label, task)] for task in task_of.values()}
     point, not_computed = {}, {}
     for task, task_stats in per_task.items():
-        for metric, value in task_stats.point.items():
-            if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
-                point.setdefault(metric, value)
-        for metric, reason in task_stats.not_computed.items():  # ... but a metric the task could not compute stays so
-            not_computed.setdefault(metric, f"{task}: {reason}")
+        # a task's NaN (a mode it does not run) never hides another task's value, but a metric a task could not compute stays so
+        point.update({m: v for m, v in task_stats.point.items() if m not in point and not math.isnan(v)})
+        not_computed.update({m: f"{task}: {reason}" for m, reason in task_stats.not_computed.items() if m not in not_computed})
     not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
     combined = TaskStats(point=point, source=", ".join(sorted(per_task)), not_computed=not_computed,
                          failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments))
