@@ -143,12 +143,6 @@ def build_record(doc: dict, response: Any, settings: dict | None = None) -> dict
     return {**task.make_record(doc, response, settings), **(NO_FLAGS if doc["mode"] == "blind" else subtitle_flags(doc["video_uid"]))}
 
 
-def _details(scores: dict) -> tuple[str, bool]:
-    """`<date_id>_cg_bench_<kind>_details.json`: every metric, the breakdowns and (open) the judge accounting."""
-    kind = scores["breakdown"]["task_kind"]
-    return kind, kind == "open"
-
-
 # --- The declaration
 class CgBenchScoring(ScoringAdapter):
     """CG-Bench: `scored_records`; outcomes from `task.read_outcomes` and `judging.judge_pending`, metrics from `task.outcome_columns`."""
@@ -166,9 +160,7 @@ class CgBenchScoring(ScoringAdapter):
         return any(record["mode"] == "open" for record in records)
 
     def outcomes(self, records, settings, judge):
-        if self.needs_judge(records) and judge is None:
-            return None
-        return [asdict(o) for o in read_and_judge(records, settings, judge)]
+        return None if self.needs_judge(records) and judge is None else [asdict(o) for o in read_and_judge(records, settings, judge)]
 
     def metrics(self, records, outcomes_, settings):
         return point(self.columns(records, outcomes_, settings))
@@ -207,9 +199,9 @@ BENCHMARK = Benchmark(
     demo_tasks=("cg_bench_mcq", "cg_bench_open"),
 )
 
-# `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
-# aggregation of a task writes its details file.
-__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("cg_bench", _details))
+# `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first aggregation of a task
+# writes `<date_id>_cg_bench_<kind>_details.json`: every metric, the breakdowns and (open) the judge accounting.
+__getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("cg_bench", lambda scores: (kind := scores["breakdown"]["task_kind"], kind == "open")))
 
 
 def as_settings(settings: dict | None) -> tuple[dict, bool]:
@@ -243,28 +235,27 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
             outcome.judge_error = task.JUDGE_OFF
     scores = task.task_metrics(outcomes, failed_share)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
-    videos = {}  # the videos asked without subtitles: their SRT yields no line / they have none
-    for key, what in (("subtitles_unusable", "have an SRT that yields no subtitle line"), ("subtitles_missing", "have no subtitle file")):
-        videos[key] = sorted({r["video_uid"] for r in records if r.get(key)})
-        scores[key] = len(videos[key])
-        if videos[key]:
-            logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles",
-                           len(videos[key]), what, videos[key][0])
+    # the videos asked without subtitles: their SRT yields no line (with why) / they have none
+    unusable = {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")}
+    missing = sorted({r["video_uid"] for r in records if r.get("subtitles_missing")})
+    for videos, what in ((sorted(unusable), "have an SRT that yields no subtitle line"), (missing, "have no subtitle file")):
+        if videos:
+            logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles", len(videos), what, videos[0])
+    scores["subtitles_unusable"], scores["subtitles_missing"] = len(unusable), len(missing)
     judge_errors = [o.judge_error for o in outcomes if o.judge_error]
     opened = sum(o.mode == "open" for o in outcomes)
-    task_kinds = sorted({r.get("task_kind", r["mode"]) for r in records})
     modes = [mode for mode in task.MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
-        "task_kind": task_kinds[0] if len(task_kinds) == 1 else "+".join(task_kinds),
+        "task_kind": "+".join(sorted({r.get("task_kind", r["mode"]) for r in records})),
         "settings": {"strict": strict, "parsing": "strict" if strict else "official",
                      "official_reversed": settings["official_reversed"], "failed_share": failed_share},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
-        "parse_failed_by_mode": {mode: sum(o.parse_failed for o in outcomes if o.mode == mode) for mode in modes},
-        "model_failed_by_mode": {mode: sum(o.model_failed for o in outcomes if o.mode == mode) for mode in modes},
+        **{f"{failure}_by_mode": {mode: sum(getattr(o, failure) for o in outcomes if o.mode == mode) for mode in modes}
+           for failure in ("parse_failed", "model_failed")},
         "judge_failed": len([e for e in judge_errors if e not in (task.NO_JUDGE, task.JUDGE_OFF)]),
-        "judge_configured": not any(e == task.NO_JUDGE for e in judge_errors),
-        "subtitles_unusable": {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")},
-        "subtitles_missing": videos["subtitles_missing"],
+        "judge_configured": task.NO_JUDGE not in judge_errors,
+        "subtitles_unusable": unusable,
+        "subtitles_missing": missing,
         **breakdown(outcomes),
     }
     if failure_share.too_many_failed(scores["judge_failed"], opened, failed_share):

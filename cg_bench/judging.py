@@ -22,7 +22,6 @@ from lmms_video_reasoning.utils.lmms.responses import final_answer
 JUDGE_MODEL = "gpt-4o-2024-08-06"
 
 
-
 @dataclass(frozen=True)
 class OpenItem:  # one open-ended answer to judge
     qid: int
@@ -31,12 +30,6 @@ class OpenItem:  # one open-ended answer to judge
     answer: str
     prediction: str
     clue_intervals: tuple[tuple[float, float], ...]
-
-
-@dataclass(frozen=True)
-class OpenVerdict:  # verdict 0/1, or None with the error
-    verdict: int | None
-    error: str | None = None
 
 
 def image_part(frame) -> dict:
@@ -54,37 +47,23 @@ def _request(content: list, allowed: tuple, step: int, assumed: int) -> Request:
                    tag=f"cg_bench.open.step{step}", expected_reply=f'```json\n{{"result": {assumed}}}\n```', later_steps=int(step == 1))
 
 
-def step1_request(item: OpenItem) -> Request:
-    """Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
-    assumes "needs a visual check", so step 2 is counted for every question (an upper bound)."""
+def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> tuple[int | None, str | None]:
+    """(verdict 0/1, None) of both steps for one item, step 2 (the clue frames, from `media`) only when step 1
+    says 2; a failed step: (None, the error)."""
+    # Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
+    # assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
     text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    return _request([{"type": "text", "text": text}], (0, 1, 2), 1, assumed=2)
-
-
-def step2_request(item: OpenItem, images: Sequence, plan: frames.QuestionFrames, subtitles: str) -> Request:
-    """Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference)."""
-    text = prompts.judge_step2_text(item.question, item.prediction, subtitles, prompts.frame_times_block(plan.indices, plan.fps))
-    return _request([image_part(frame) for frame in images] + [{"type": "text", "text": text}], (0, 1), 2, assumed=1)
-
-
-def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> OpenVerdict:
-    """Both steps for one item, step 2 (the clue frames, from `media`) only when step 1 says 2 (failures: verdict None)."""
-    first = ask(step1_request(item))
+    first = ask(_request([{"type": "text", "text": text}], (0, 1, 2), 1, assumed=2))
     if not first.ok:
-        return OpenVerdict(None, f"step 1: {first.error}")
+        return None, f"step 1: {first.error}"
     if first.value in (0, 1):
-        return OpenVerdict(first.value)
+        return first.value, None
+    # Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference).
     plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media)
-    second = ask(step2_request(item, media.frames(item.video_uid, list(plan.indices)), plan, frames.subtitles_for(plan, media)))
-    if not second.ok:
-        return OpenVerdict(None, f"step 2: {second.error}")
-    return OpenVerdict(second.value)
-
-
-def judge_open(items: Sequence[OpenItem], judge: Judge, media: frames.Media) -> list[OpenVerdict]:
-    """Judge every item (concurrently, steps chained per item); an item whose code failed gets an error verdict."""
-    results = judge.map(lambda item, ask: judge_one(item, ask, media), list(items), desc="cg_bench open-ended judge")
-    return [result if result is not None else OpenVerdict(None, "judge item failed (see log)") for result in results]
+    images = [image_part(frame) for frame in media.frames(item.video_uid, list(plan.indices))]
+    text = prompts.judge_step2_text(item.question, item.prediction, frames.subtitles_for(plan, media), prompts.frame_times_block(plan.indices, plan.fps))
+    second = ask(_request(images + [{"type": "text", "text": text}], (0, 1), 2, assumed=1))
+    return (second.value, None) if second.ok else (None, f"step 2: {second.error}")
 
 
 def judge_pending(outcomes: list[Outcome], records: Sequence[dict], judge: Judge | None, media: frames.Media) -> list[Outcome]:
@@ -96,7 +75,9 @@ def judge_pending(outcomes: list[Outcome], records: Sequence[dict], judge: Judge
     # a pending answer has a prediction, the same in both parsing settings (strict only refuses a blank reply)
     items = [OpenItem(record["qid"], record["video_uid"], record["question"], record["answer"], parse_open(final_answer(record)),
                       tuple(tuple(pair) for pair in record["clue_intervals"])) for _outcome, record in pending]
-    for (outcome, _record), verdict in zip(pending, judge_open(items, judge, media)):
-        outcome.value = None if verdict.verdict is None else float(verdict.verdict)
-        outcome.judge_error = verdict.error
+    # every item judged concurrently, its steps chained; an item whose code failed gets an error
+    results = judge.map(lambda item, ask: judge_one(item, ask, media), items, desc="cg_bench open-ended judge")
+    for (outcome, _record), result in zip(pending, results):
+        verdict, outcome.judge_error = result if result is not None else (None, "judge item failed (see log)")
+        outcome.value = None if verdict is None else float(verdict)
     return outcomes

@@ -10,9 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, acc_at_iou_over, crr, duration_bucket
-from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, outcome_columns
-from lmms_video_reasoning.utils.core.columns import point
+from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, crr, duration_bucket
+from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, task_metrics
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
@@ -43,21 +42,16 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
     """A run's CG-Bench row on one split (its task `prefix`): each mode's outcomes from the first of its tasks the
     run has (`MODE_TASKS`), joined (CRR and acc@IoU across files). `suffix`: the row of the tasks named
     `cg_bench_<kind><suffix>` (a modality ablation, `MODALITIES`)."""
-    task_of = {}  # mode -> the task whose records stand for it
-    for mode in MODES:
-        found = [prefix + kind + suffix for kind in MODE_TASKS[mode] if (label, prefix + kind + suffix) in stats]
-        if found:
-            task_of[mode] = found[0]
+    task_of = {mode: found[0] for mode in MODES  # mode -> the task whose records stand for it
+               if (found := [prefix + kind + suffix for kind in MODE_TASKS[mode] if (label, prefix + kind + suffix) in stats])}
     if not task_of:
         return None
     per_task = {task: stats[(label, task)] for task in task_of.values()}
     point, not_computed = {}, {}
     for task, task_stats in per_task.items():
-        for metric, value in task_stats.point.items():
-            if not math.isnan(value):  # a task's NaN (a mode it does not run) never hides another task's value
-                point.setdefault(metric, value)
-        for metric, reason in task_stats.not_computed.items():  # ... but a metric the task could not compute stays so
-            not_computed.setdefault(metric, f"{task}: {reason}")
+        # a task's NaN (a mode it does not run) never hides another task's value, but a metric a task could not compute stays so
+        point.update({m: v for m, v in task_stats.point.items() if m not in point and not math.isnan(v)})
+        not_computed.update({m: f"{task}: {reason}" for m, reason in task_stats.not_computed.items() if m not in not_computed})
     not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
     combined = TaskStats(point=point, source=", ".join(sorted(per_task)), not_computed=not_computed,
                          failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments))
@@ -102,9 +96,13 @@ def coverage(name: str, row: TaskStats, split: str) -> Coverage:
 
 
 def with_acc_at_iou0(row: TaskStats) -> TaskStats:
-    """The row with `acc_at_iou0`: acc.@IoU at tau = 0, as the paper's ablations report it, from its outcomes (NaN without them)."""
+    """The row with `acc_at_iou0`, from its outcomes (NaN without them): acc.@IoU as the paper defines it (section 3.3)
+    at its ablations' tau = 0 (Tables 4, 10, Fig. 7): the share of questions (joined as `task.joined_on_qid`) whose
+    long answer is correct and whose tIoU exceeds (`>`) 0; a tIoU of exactly 0 does not count."""
     answers = outcomes_of(row)
-    row.point["acc_at_iou0"] = math.nan if answers is None else acc_at_iou_over(acc_at_iou_pairs(answers), 0.0)
+    fields = [] if answers is None else [vars(o) for o in answers]
+    pairs = joined_on_qid(fields).values()
+    row.point["acc_at_iou0"] = 100.0 * sum(fields[i]["value"] == 1.0 and iou > 0 for i, iou in pairs) / len(pairs) if pairs else math.nan
     return row
 
 
@@ -119,14 +117,12 @@ def blind_values(row: TaskStats, text: TaskStats | None) -> list:
     if answers is None or grounding is None:
         joined = math.nan
     else:  # the blind answers with the text-only grounding only (the row's own grounding answers saw the video)
-        joined = metrics_of([o for o in answers if o.mode == "blind"] + [o for o in grounding if o.mode == "grounding"], "blind")["acc_at_iou"]
+        blind_as_long = [replace(o, mode="long") for o in answers if o.mode == "blind"]
+        joined = task_metrics(blind_as_long + [o for o in grounding if o.mode == "grounding"], whole=False)["acc_at_iou"]
     return [blind, blind, value_of(text, "miou"), value_of(text, "rec_at_iou"), joined, crr(blind, blind), value_of(text, "oe_acc")]
 
 
 BREAKDOWN_COLUMNS = ("long_acc", "clue_acc", "miou", "acc_at_iou", "oe_acc")
-# The breakdown tables: (group of `BREAKDOWN_GROUPS`, what it is, its column header)
-BREAKDOWN_TABLES = (("duration", "duration (minutes)", "Duration"), ("domain", "domain", "Domain"), ("kind", "question kind", "Kind"),
-                    ("sub_category", "sub-category (the paper's 12 level-2 question categories, appendix Table 7)", "Sub-category"))
 
 
 def breakdown_cell(row: TaskStats, metrics: dict, metric: str) -> str:
@@ -145,19 +141,12 @@ def breakdown_intervals(row: TaskStats, data: dict, n: int, seed: int) -> dict:
     if n <= 0:
         return {}
     out: dict = {}
-    for group, key_of in BREAKDOWN_GROUPS.items():
+    for group, (key_of, *_about) in BREAKDOWN_GROUPS.items():
         keys = [key_of(outcome) for outcome in outcomes_in(row)]
         for key, metrics in data.get(group, {}).items():
             intervals = bootstrap_ci(row.sampled, n, seed, where=[k == key for k in keys])
             out.setdefault(group, {})[key] = {m: ci for m, ci in trusted_only(row.sampled, intervals).items() if m in metrics and m in HEADLINE}
     return out
-
-
-def answers_note(rows: list[TaskStats]) -> str:
-    """What a breakdown's Answers column counts, with the modes these runs scored."""
-    modes = [mode for mode in MODES if any(outcome["mode"] == mode for row in rows for outcome in row.sampled.outcomes)]
-    return (f"Questions: the group's questions. Answers: the model's answers to them, one per question and mode that ran "
-            f"({', '.join(modes)}: up to {len(modes)} per question); each metric is computed from the answers of its mode.")
 
 
 def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "") -> dict[tuple[str, str], TaskStats]:
@@ -228,7 +217,10 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     rows_of = {row_name(label, split): row for (label, split), row in combined.items() if row.sampled}
     breakdowns = {name: breakdown(outcomes_in(row)) for name, row in rows_of.items()}
     intervals = {name: breakdown_intervals(rows_of[name], data, n, seed) for name, data in breakdowns.items()}
-    for group, title, header in BREAKDOWN_TABLES:
+    modes = [mode for mode in MODES if any(o["mode"] == mode for row in rows_of.values() for o in row.sampled.outcomes)]
+    answers = (f"Questions: the group's questions. Answers: the model's answers to them, one per question and mode that ran "
+               f"({', '.join(modes)}: up to {len(modes)} per question); each metric is computed from the answers of its mode.")
+    for group, (_key, title, header, _order) in BREAKDOWN_GROUPS.items():
         rows = [([user_cell(name), key, str(metrics["questions"]), str(metrics["n"])] +
                  [breakdown_cell(rows_of[name], metrics, c) for c in BREAKDOWN_COLUMNS], True)
                 for name, data in breakdowns.items() for key, metrics in data.get(group, {}).items()]
@@ -237,7 +229,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                                                                    *(LABELS[c] for c in BREAKDOWN_COLUMNS)], rows,
                                         ["From the per-sample outcomes (cg_bench.report.breakdown). "
                                          "A cell the report cannot compute as the run did says what it needs.",
-                                         answers_note(list(rows_of.values()))]))
+                                         answers]))
     if breakdowns:
         buckets = [b for b in DURATION_BUCKETS if any(b in d.get("duration", {}) for d in breakdowns.values())]
         metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
@@ -263,49 +255,29 @@ def report_spec() -> ReportSpec:
                       per_task_bootstrap=False, judge_free=(*(m for m in HEADLINE if m != "oe_acc"), "parse_failed", "model_failed"))
 
 
-# --- Metrics of outcomes, per group (the report's, `lmms-vr score`'s)
-def as_long_answers(outcomes: Sequence[Outcome], answer_mode: str) -> list[Outcome]:
-    """The outcomes with the `answer_mode` answers in the long answers' place, the ones acc@IoU joins with the
-    grounding ("blind": the text-only answers, the paper's GPT4o (text) row of Table 3)."""
-    if answer_mode == "long":
-        return list(outcomes)
-    return [replace(o, mode="long") if o.mode == answer_mode else o for o in outcomes if o.mode != "long"]
-
-
-def acc_at_iou_pairs(outcomes: Sequence[Outcome], answer_mode: str = "long") -> list[tuple[bool, float]]:
-    """(long answer correct, grounding tIoU) per qid having both, joined on qid (`stat_with_key.py`;
-    `as_long_answers` for `answer_mode`)."""
-    fields = [vars(o) for o in as_long_answers(outcomes, answer_mode)]
-    return [(fields[index]["value"] == 1.0, iou) for _qid, (index, iou) in sorted(joined_on_qid(fields).items())]
-
-
-def metrics_of(outcomes: Sequence[Outcome], answer_mode: str = "long") -> dict[str, float]:
-    """Every CG-Bench metric computable from these outcomes (NaN where there is nothing to score); acc@IoU of
-    the `answer_mode` answers (`as_long_answers`)."""
-    return point(outcome_columns(as_long_answers(outcomes, answer_mode)), whole=False)
-
-
+# --- Metrics of outcomes per group: the breakdowns (the report's, `lmms-vr score`'s)
 NOT_RECORDED = "not recorded"  # the sub-category group of outcomes stored before it was kept (score the samples again)
-BREAKDOWN_GROUPS: dict[str, Callable[[Outcome], str]] = {
-    "duration": lambda o: duration_bucket(o.duration),
-    "domain": lambda o: o.domain,
-    "kind": lambda o: o.kind,
-    "sub_category": lambda o: o.sub_category or NOT_RECORDED,
+# The breakdowns: {group: (an outcome's key in it, what the group is, its table's column header, the keys' order)}
+BREAKDOWN_GROUPS: dict[str, tuple[Callable[[Outcome], str], str, str, Sequence[str]]] = {
+    "duration": (lambda o: duration_bucket(o.duration), "duration (minutes)", "Duration", DURATION_BUCKETS),
+    "domain": (lambda o: o.domain, "domain", "Domain", ()),
+    "kind": (lambda o: o.kind, "question kind", "Kind", ()),
+    "sub_category": (lambda o: o.sub_category or NOT_RECORDED, "sub-category (the paper's 12 level-2 question categories, "
+                     "appendix Table 7)", "Sub-category", SUB_CATEGORIES),
 }
-GROUP_ORDER = {"duration": DURATION_BUCKETS, "sub_category": SUB_CATEGORIES}
 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict:
-    """Metrics per group of `BREAKDOWN_GROUPS` (keys in `GROUP_ORDER`, the others sorted; NaN left out), with
+    """Metrics per group of `BREAKDOWN_GROUPS` (keys in its order, the others sorted; NaN left out), with
     the group's `questions` and `n` outcomes (one per question and mode scored)."""
     out: dict = {}
-    for name, key in BREAKDOWN_GROUPS.items():
+    for name, (key, _title, _header, listed) in BREAKDOWN_GROUPS.items():
         buckets: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in outcomes:
             buckets[key(outcome)].append(outcome)
-        listed = GROUP_ORDER.get(name, ())
         order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
-                             **{metric: v for metric, v in metrics_of(buckets[value]).items() if not (isinstance(v, float) and math.isnan(v))}}
+                             **{metric: v for metric, v in task_metrics(buckets[value], whole=False).items()
+                                if not (isinstance(v, float) and math.isnan(v))}}
                      for value in order if value in buckets}
     return out

@@ -11,8 +11,7 @@ import math
 import re
 from typing import Any, Sequence
 
-# ParseError: the judge interface's re-ask signal
-from lmms_video_reasoning.utils.core.ask import ParseError
+from lmms_video_reasoning.utils.core.ask import ParseError  # the judge interface's re-ask signal
 
 IOU_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)  # stat_with_key.py; the paper's rec.@IoU / acc.@IoU
 DURATION_BUCKETS = ("0-10", "10-20", "20-30", "30-40", "40-50", "50-60", "60+")  # minutes
@@ -191,15 +190,6 @@ def judge_verdict(reply: str, allowed: Sequence[int]) -> int:
 
 
 # --- Metric arithmetic
-def acc_at_iou_over(pairs: Sequence[tuple[bool, float]], tau: float = 0.0) -> float:
-    """acc.@IoU at one threshold as the paper defines it (section 3.3): the share (x100) of questions whose
-    long answer is correct and whose tIoU exceeds (`>`) `tau`; at the ablation default `tau` = 0 (Tables 4,
-    10, Fig. 7) a tIoU of exactly 0 does not count. `pairs`: `task.acc_at_iou_pairs`; NaN without pairs."""
-    if not pairs:
-        return math.nan
-    return 100.0 * sum(ok and iou > tau for ok, iou in pairs) / len(pairs)
-
-
 def crr(long_acc: float, clue_acc: float) -> float:
     """Clue Recovery Rate = min(long-acc, clue-acc) / clue-acc x 100 (paper eq. 2); NaN if clue-acc is 0."""
     if clue_acc is None or long_acc is None or math.isnan(clue_acc) or math.isnan(long_acc) or clue_acc == 0:

@@ -16,10 +16,9 @@ import numpy as np
 
 from lmms_video_reasoning.cg_bench import docs, frames, prompts, scoring
 from lmms_video_reasoning.judges import failure_share
-from lmms_video_reasoning.utils.core import options, settings
-from lmms_video_reasoning.utils.core.columns import SampleColumns, point, ratio, rowwise
+from lmms_video_reasoning.utils.core import columns, options, settings
 from lmms_video_reasoning.utils.core.data_errors import require_fields
-from lmms_video_reasoning.utils.lmms.responses import final_answer, model_failed, reasoning_truncated, reply_record
+from lmms_video_reasoning.utils.lmms import responses
 
 # The tasks' scoring options (a task chooses them; its records carry them).
 STRICT = options.Option("strict", "bool", False, "CG-Bench answers parsed strictly (the official parser only)")
@@ -49,7 +48,7 @@ def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> 
               **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
     record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
                   duration=int(doc["duration"]))
-    return {**record, **reply_record(response, task_settings)}
+    return {**record, **responses.reply_record(response, task_settings)}
 
 
 @dataclass
@@ -78,9 +77,9 @@ def read_outcomes(records: Sequence[dict], strict: bool = False, official_revers
         mode = record["mode"]
         if mode not in MODES:
             raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
-        value, failed, no_answer, pending = None, False, model_failed(record), None
-        truncated = reasoning_truncated(record)
-        answer = final_answer(record)
+        value, failed, no_answer, pending = None, False, responses.model_failed(record), None
+        truncated = responses.reasoning_truncated(record)
+        answer = responses.final_answer(record)
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0
         elif mode in ("long", "clue", "blind"):
@@ -95,8 +94,7 @@ def read_outcomes(records: Sequence[dict], strict: bool = False, official_revers
             value = 0.0 if failed and strict else None
             pending = None if failed else NO_JUDGE
         outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
-                                scoring.question_kind(record["sub_category"]), judge_error=pending, model_failed=no_answer,
-                                reasoning_truncated=truncated, sub_category=record["sub_category"]))
+                                scoring.question_kind(record["sub_category"]), pending, no_answer, truncated, record["sub_category"]))
     return outcomes
 
 
@@ -108,33 +106,29 @@ def joined_on_qid(fields: Sequence[dict]) -> dict[int, tuple[int, float]]:
     return {qid: (index, ground[qid]) for qid, index in answers.items() if qid in ground}
 
 
-def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = None) -> SampleColumns:
+def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = None) -> columns.SampleColumns:
     """Every metric over per-answer columns (`utils/core/columns.py`): value per mode, tIoU `>=` each threshold
     (`stat_with_key.py`), failures, acc@IoU's pairs (once per qid, on its answer)."""
     fields = [vars(o) for o in outcomes]
-    code = {name: number for number, name in enumerate(MODES)}
-    rows = np.array([(code.get(o["mode"], -1), math.nan if o["value"] is None else o["value"], o["parse_failed"], o["model_failed"],
-                      o["reasoning_truncated"], o["judge_error"] is not None, o["judge_error"] in (NO_JUDGE, JUDGE_OFF))
-                     for o in fields], dtype=float).reshape(len(fields), 7)
-    mode, value = rows[:, 0], rows[:, 1]
+    mode = np.array([o["mode"] for o in fields], dtype=str)
+    value = columns.column(math.nan if o["value"] is None else o["value"] for o in fields)
     valued = ~np.isnan(value)
-    counted: dict[str, np.ndarray] = {}
+    counted = {name: columns.column(o[name] for o in fields) for name in ("parse_failed", "model_failed", "reasoning_truncated")}
     for name in MODES:
-        counted[f"n:{name}"] = ((mode == code[name]) & valued).astype(float)
-        counted[f"sum:{name}"] = np.where((mode == code[name]) & valued, value, 0.0)
-    grounded = (mode == code["grounding"]) & valued
+        scored = (mode == name) & valued
+        counted[f"n:{name}"], counted[f"sum:{name}"] = scored.astype(float), np.where(scored, value, 0.0)
     for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
-        counted[f"iou_at:{k}"] = (grounded & (np.where(valued, value, -np.inf) >= threshold)).astype(float)
-    counted["parse_failed"], counted["model_failed"], counted["reasoning_truncated"] = rows[:, 2], rows[:, 3], rows[:, 4]
-    counted["open"] = (mode == code["open"]).astype(float)
-    counted["open_failed"], counted["open_not_run"] = counted["open"] * rows[:, 5], counted["open"] * rows[:, 6]
+        counted[f"iou_at:{k}"] = counted["n:grounding"] * (np.where(valued, value, -np.inf) >= threshold)
+    counted["open"] = (mode == "open").astype(float)
+    counted["open_failed"] = counted["open"] * columns.column(o["judge_error"] is not None for o in fields)
+    counted["open_not_run"] = counted["open"] * columns.column(o["judge_error"] in (NO_JUDGE, JUDGE_OFF) for o in fields)
     once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
     for index, iou in joined_on_qid(fields).values():
         once["pairs"][index] = 1.0
         for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
             once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
-    return SampleColumns(counted, lambda totals, whole: metrics_from_totals(totals, whole, failed_share), once,
-                         ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
+    return columns.SampleColumns(counted, lambda totals, whole: metrics_from_totals(totals, whole, failed_share), once,
+                                 ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
 
 
 def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) -> dict:
@@ -142,11 +136,11 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     CRR, failures; on a whole run `oe_acc` is not computed past the judge failure share (never per group)."""
 
     def percent(mode: str) -> np.ndarray:
-        return ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
+        return columns.ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
 
     def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:
         thresholds = range(len(scoring.IOU_THRESHOLDS))
-        return 100.0 * sum((ratio(totals[f"{prefix}:{k}"], count) for k in thresholds), 0.0) / len(scoring.IOU_THRESHOLDS)
+        return 100.0 * sum((columns.ratio(totals[f"{prefix}:{k}"], count) for k in thresholds), 0.0) / len(scoring.IOU_THRESHOLDS)
 
     long_acc, clue_acc = percent("long"), percent("clue")
     judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
@@ -156,7 +150,7 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
         "miou": percent("grounding"),
         "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]),
         "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
-        "crr": rowwise(scoring.crr, long_acc, clue_acc),
+        "crr": columns.rowwise(scoring.crr, long_acc, clue_acc),
         "oe_acc": percent("open"),
         "blind_acc": percent("blind"),
         "parse_failed": totals["parse_failed"],
@@ -170,9 +164,9 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     return metrics
 
 
-def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None) -> dict[str, float]:
-    """A task's metrics over its outcomes, `oe_acc` NaN past the judge failure share (decided on the whole task)."""
-    return point(outcome_columns(outcomes, failed_share=failed_share))
+def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None, whole: bool = True) -> dict[str, float]:
+    """A task's metrics over its outcomes, `oe_acc` NaN past the judge failure share if `whole` (never in a group of them)."""
+    return columns.point(outcome_columns(outcomes, failed_share=failed_share), whole)
 
 
 # --- Task settings, documents and model inputs
@@ -209,9 +203,9 @@ def settings_of(kwargs: dict | None) -> dict:
     """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
     merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
     positive = (lambda v: isinstance(v, int) and v >= 1, "a positive integer")
-    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive,
-              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"),
-              "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
+    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive}
+    checks.update(subtitle_times=(lambda v: isinstance(v, bool), "true or false"),
+                  subtitle_span=(lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}"))
     for key, (ok, what) in checks.items():
         if not ok(merged[key]):
             raise ValueError(f"cg_bench: {key} must be {what}, got {merged[key]!r} (lmms_eval_specific_kwargs)")

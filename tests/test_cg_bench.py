@@ -11,7 +11,6 @@ import pytest
 from bench_scoring import score_records
 from lmms_video_reasoning.cg_bench import data, frames, judging, prompts, sample, scoring
 from lmms_video_reasoning.cg_bench import benchmark as binding
-from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import task as cg_task
 from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.parsing import ParseError
@@ -226,12 +225,12 @@ def test_threshold_means_use_greater_or_equal():
         return cg_task.Outcome(qid, mode, value, False, 60, "d", "perception")
 
     # thresholds 0.1..0.5 pass 3, 2, 1, 1, 1 of 4 questions
-    grounded = cg_report.metrics_of([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))])
+    grounded = cg_task.task_metrics([answer(qid, "grounding", iou) for qid, iou in enumerate((0.1, 0.25, 0.5, 0.05))], whole=False)
     assert grounded["rec_at_iou"] == pytest.approx(100 * (0.75 + 0.5 + 0.25 + 0.25 + 0.25) / 5)
     joined = [answer(qid, mode, value) for qid, long, iou in ((1, 1.0, 0.5), (2, 0.0, 0.5), (3, 1.0, 0.15))
               for mode, value in (("long", long), ("grounding", iou))]
-    assert cg_report.metrics_of(joined)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
-    assert math.isnan(cg_report.metrics_of([answer(1, "long", 1.0)])["rec_at_iou"])
+    assert cg_task.task_metrics(joined, whole=False)["acc_at_iou"] == pytest.approx(100 * (2 / 3 + 4 * 1 / 3) / 5)
+    assert math.isnan(cg_task.task_metrics([answer(1, "long", 1.0)], whole=False)["rec_at_iou"])
 
 
 def test_crr_arithmetic():
@@ -491,8 +490,8 @@ def test_judge_step_failure_is_no_verdict():
     class Failed:
         ok, value, error = False, None, "http 500 after 6 attempts"
 
-    verdict = judging.judge_one(item, lambda request: Failed(), binding.MEDIA)
-    assert verdict.verdict is None and "step 1" in verdict.error
+    verdict, error = judging.judge_one(item, lambda request: Failed(), binding.MEDIA)
+    assert verdict is None and "step 1" in error
 
 
 def _truncate(path):

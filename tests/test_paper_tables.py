@@ -16,8 +16,8 @@ import pytest
 
 from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import scoring as cg
-from lmms_video_reasoning.cg_bench.report import NOT_RECORDED, acc_at_iou_pairs, breakdown, metrics_of
-from lmms_video_reasoning.cg_bench.task import Outcome
+from lmms_video_reasoning.cg_bench.report import NOT_RECORDED, breakdown
+from lmms_video_reasoning.cg_bench.task import Outcome, task_metrics
 from lmms_video_reasoning.utils.results import report, report_tables, score
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report_stats import TaskStats
@@ -122,23 +122,25 @@ def cg_outcome(qid: int, mode: str, value: float | None, sub_category: str = "En
 
 
 def test_acc_at_iou_at_tau_0_needs_an_overlap_not_just_an_interval():
-    pairs = [(True, 0.0), (True, 1e-9), (True, 0.5), (False, 0.8), (True, 0.0)]
-    assert cg.acc_at_iou_over(pairs, 0.0) == pytest.approx(100 * 2 / 5)  # a tIoU of exactly 0 does not count
-    assert cg.acc_at_iou_over(pairs, 0.5) == pytest.approx(0.0)  # `>` at every tau: 0.5 is not above 0.5
-    assert cg.acc_at_iou_over([(True, 0.0)] * 3, 0.0) == 0.0  # every interval misses the clue
-    assert cg.acc_at_iou_over([(False, 1.0)], 0.0) == 0.0  # no correct answer
-    assert math.isnan(cg.acc_at_iou_over([], 0.0))
+    def acc_at_iou0(pairs):  # of one question per (long answer correct, grounding tIoU) pair
+        answers = [cg_outcome(q, mode, value) for q, (ok, iou) in enumerate(pairs) for mode, value in (("long", float(ok)), ("grounding", iou))]
+        return cg_report.with_acc_at_iou0(joined({}, answers)).point["acc_at_iou0"]
+
+    assert acc_at_iou0([(True, 0.0), (True, 1e-9), (True, 0.5), (False, 0.8), (True, 0.0)]) == pytest.approx(100 * 2 / 5)  # `>` 0
+    assert acc_at_iou0([(True, 0.0)] * 3) == 0.0  # every interval misses the clue
+    assert acc_at_iou0([(False, 1.0)]) == 0.0  # no correct answer
+    assert math.isnan(acc_at_iou0([]))
     # the existing metric is unchanged: the mean over 0.1-0.5 with `>=` (official code)
     answers = [cg_outcome(1, "long", 1.0), cg_outcome(1, "grounding", 0.1), cg_outcome(2, "long", 1.0), cg_outcome(2, "grounding", 0.0)]
-    assert metrics_of(answers)["acc_at_iou"] == pytest.approx(100 * (1 / 2) / 5)
+    assert task_metrics(answers, whole=False)["acc_at_iou"] == pytest.approx(100 * (1 / 2) / 5)
 
 
-def test_acc_at_iou_pairs_join_the_blind_answer_for_the_text_only_row():
-    answers = [cg_outcome(1, "blind", 1.0), cg_outcome(2, "blind", 0.0), cg_outcome(3, "blind", None),
-               cg_outcome(1, "grounding", 0.3), cg_outcome(2, "grounding", 0.6), cg_outcome(3, "grounding", 0.9),
-               cg_outcome(1, "long", 0.0)]
-    assert acc_at_iou_pairs(answers, "blind") == [(True, 0.3), (False, 0.6)]  # an unparsed blind answer has no pair
-    assert acc_at_iou_pairs(answers) == [(False, 0.3)]  # the long answer, as before
+def test_the_text_only_acc_at_iou_joins_the_blind_answers_only():
+    blind = joined({"blind_acc": 50.0}, [cg_outcome(1, "blind", 1.0), cg_outcome(2, "blind", 0.0), cg_outcome(3, "blind", None),
+                                         cg_outcome(1, "long", 0.0)])
+    text = joined({}, [cg_outcome(1, "grounding", 0.3), cg_outcome(2, "grounding", 0.6), cg_outcome(3, "grounding", 0.9)])
+    # question 1 right (tIoU 0.3 >= 0.1, 0.2, 0.3), question 2 wrong; an unparsed blind answer has no pair, the long answer none
+    assert cg_report.blind_values(blind, text)[4] == pytest.approx(100 * 3 / 5 / 2)
 
 
 def test_breakdown_by_the_twelve_sub_categories_in_the_papers_order():

@@ -231,7 +231,7 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     groups = breakdown(outcomes)["domain"]
     assert len(groups) > 1
     for domain, metrics in groups.items():
-        where = [BREAKDOWN_GROUPS["domain"](o) == domain for o in outcomes]
+        where = [BREAKDOWN_GROUPS["domain"][0](o) == domain for o in outcomes]
         within = report_bootstrap.UnitTotals(report_bootstrap.within(sampled.totals.columns, np.array(where)), sampled.unit_numbers[0], sampled.unit_count)
         whole = report_bootstrap.whole(within)
         for metric in ("long_acc", "clue_acc", "miou", "acc_at_iou"):

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from lmms_video_reasoning.cg_bench import task as cg_task
-from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import scoring as cg
 from lmms_video_reasoning.judges.parsing import ParseError
 from lmms_video_reasoning.vcr_bench import scoring as vcr
@@ -93,7 +92,7 @@ def _cg_aggregation(row):
         for mode, key in (("long", "long"), ("grounding", "miou"), ("open", "open_final")):
             if key in question:
                 outcomes.append(cg_task.Outcome(question["qid"], mode, question[key], False, 60, "d", "perception"))
-    metrics = cg_report.metrics_of(outcomes)
+    metrics = cg_task.task_metrics(outcomes, whole=False)
     return {name: metrics[name] / 100 for name in ("long_acc", "rec_at_iou", "acc_at_iou", "oe_acc")}
 
 
