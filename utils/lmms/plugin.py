@@ -169,15 +169,7 @@ def install_usage_hooks() -> None:
                      "usage_metrics.log_usage(model_name, input_tokens, output_tokens, source) has another signature")
         originals = usage.summarize_usage_metrics, usage.reset_usage_metrics
         host.wrap(usage, "summarize_usage_metrics", lambda summarize: lambda *a, **k: judge_usage.add_cost(summarize(*a, **k)))
-
-        def make_reset(reset):
-            def reset_usage_metrics(*args, **kwargs):
-                judge_usage.reset()
-                return reset(*args, **kwargs)
-
-            return reset_usage_metrics
-
-        host.wrap(usage, "reset_usage_metrics", make_reset)
+        host.wrap(usage, "reset_usage_metrics", lambda reset: lambda *a, **k: judge_usage.reset() or reset(*a, **k))
         evaluator = sys.modules.get("lmms_eval.evaluator")
         for name, original in zip(("summarize_usage_metrics", "reset_usage_metrics"), originals):
             if evaluator is not None and getattr(evaluator, name, None) is original:
