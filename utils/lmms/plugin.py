@@ -123,12 +123,10 @@ def install_metric_hooks() -> None:
         host.require(hasattr(evaluator_utils, "stderr_for_metric"), "evaluator_utils no longer imports stderr_for_metric")
 
         def make(original):
-            def stderr_for_metric(*args, **kwargs):
-                metric = args[0] if args else kwargs.get("metric")
-                iterations = args[1] if len(args) > 1 else kwargs.get("bootstrap_iters", 0)
+            def stderr_for_metric(metric, bootstrap_iters, *args, **kwargs):  # the parameters checked above
                 own = getattr(metric, "stderr_for", None)
-                ours = own(iterations) if callable(own) else None
-                return ours if ours is not None else original(*args, **kwargs)
+                ours = own(bootstrap_iters) if callable(own) else None
+                return ours if ours is not None else original(metric, bootstrap_iters, *args, **kwargs)
 
             return stderr_for_metric
 
