@@ -208,10 +208,8 @@ def _output_folder() -> Path | None:
 def check_output_folder() -> str | None:
     path = _output_folder()
     problem = unwritable(path) if path is not None else None
-    if problem:
-        return (f"the output folder {path} cannot be written ({problem}; {files.free_space_text(path)}); "
-                "give another --output_path, so that the samples and results of the run reach disk")
-    return None
+    return (f"the output folder {path} cannot be written ({problem}; {files.free_space_text(path)}); give another "
+            "--output_path, so that the samples and results of the run reach disk") if problem else None
 
 
 # What a run writes per document, at least (lmms-eval's samples line, our records and results;
