@@ -38,7 +38,7 @@ PREFLIGHT = settings.declare(PREFLIGHT_ENV, "bool", True, "checks at task load (
 MODELS_WITHOUT_MEDIA = ("vr_replay",)
 PROBE_TIMEOUT_S = 10.0
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a check must never deadlock on a check it reaches
 _done: dict[tuple, "str | list[str] | None"] = {}  # check -> failure message(s) (None, []: passed), once per process
 _suspended = threading.local()
 PREFIX = "lmms-video-reasoning: cannot start: "
