@@ -14,8 +14,7 @@ import sys
 
 from lmms_video_reasoning.utils.core import settings
 
-DISABLE_ENV = "LMMS_VR_NO_AUTOLOAD"
-NO_AUTOLOAD = settings.declare(DISABLE_ENV, "bool", False, "switch off the hooks that make this suite look built in "
+NO_AUTOLOAD = settings.declare("LMMS_VR_NO_AUTOLOAD", "bool", False, "switch off the hooks that make this suite look built in "
                                "to every lmms-eval command")
 
 # lmms-eval module -> function of lmms_plugin called right after that module is executed

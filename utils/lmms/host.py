@@ -40,9 +40,9 @@ class HostAssumptionFailed(RuntimeError):
     """The installed lmms-eval is not what a touchpoint assumes (message: what differs)."""
 
 
-def host_version() -> str | None:
+def host_version(package: str = "lmms-eval") -> str | None:
     try:
-        return importlib.metadata.version("lmms-eval")
+        return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
 

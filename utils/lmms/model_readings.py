@@ -51,11 +51,8 @@ KNOWN_MODELS = {
     "lmms_eval.models.simple.llava_onevision.Llava_OneVision": "llava_onevision",
 }
 
-
-# The readings above are facts about these releases' code (checked by
-# tests/test_model_equivalence.py, which runs the models' own generate_until on a grid of
-# videos). Any other installed version: the model gets the original path until that harness
-# has passed on it and the version is added here.
+# The readings above are facts about these releases' code (see the module doc): any other installed
+# version hands the model the original path until that test has passed on it and the version is added here.
 VERIFIED_VERSIONS = {"lmms-eval": ("0.7.3",), "qwen-vl-utils": ("0.0.14",)}
 
 
@@ -66,17 +63,10 @@ def _packages_of(model: str) -> tuple[str, ...]:
 
 def unverified_versions(model: str) -> list[str]:
     """``name version`` of each installed package ``model``'s reading was not verified on (empty: verified)."""
-    from importlib import metadata
+    from lmms_video_reasoning.utils.lmms.host import host_version
 
-    found = []
-    for package in _packages_of(model):
-        try:
-            version = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            version = "absent"
-        if version not in VERIFIED_VERSIONS[package]:
-            found.append(f"{package} {version}")
-    return found
+    versions = {package: host_version(package) or "absent" for package in _packages_of(model)}
+    return [f"{package} {version}" for package, version in versions.items() if version not in VERIFIED_VERSIONS[package]]
 
 
 @functools.cache

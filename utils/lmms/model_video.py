@@ -49,13 +49,6 @@ _locks: BoundedMemo[threading.Lock] = BoundedMemo(4096)
 _locks_guard = threading.Lock()
 
 
-def _key(path: Path, request: Request) -> str:
-    """The proxy's cache key, and the key of its lock (OSError when the file is absent)."""
-    st = path.stat()
-    text = f"v{proxy_clips.PROXY_VERSION}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{request!r}"
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
 class _TimingMismatch(Exception):
     """A written timed proxy whose container does not declare the source's frame count and rate."""
 
@@ -66,7 +59,7 @@ def _layout_for(request: Request, info) -> tuple[list[int], tuple[int, int], Pro
     if request.frames is not None:
         targets = list(request.frames)
         size = (request.size[1], request.size[0]) if request.size else (info.height, info.width)
-        layout = proxy_clips.plan_proxy(None, targets, size, info.duration)
+        layout = proxy_clips.ProxyLayout(tuple(range(len(targets))), proxy_clips.proxy_rate(len(targets), info.duration))
     else:
         try:
             chosen = model_frames(request.reading, info.total_frames, info.fps, info.width, info.height)
@@ -92,8 +85,7 @@ class _Usage:
     def __init__(self):
         self.lock = threading.Lock()
         self.made: dict[str, int] = {}  # proxy file name -> bytes (first making)
-        self.made_again = 0
-        self.reused = 0
+        self.made_again = self.reused = 0
         self.paths: collections.Counter = collections.Counter()  # (model, reason) -> inputs handed the original path
 
     def record_made(self, target: Path) -> None:
@@ -144,9 +136,11 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
 
     path = Path(path)
     try:
-        key = _key(path, request)
+        st = path.stat()
     except OSError:
         raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
+    text = f"v{proxy_clips.PROXY_VERSION}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{request!r}"
+    key = hashlib.sha256(text.encode()).hexdigest()[:20]  # the proxy's cache key, and the key of its lock
     with _locks_guard:
         lock = _locks.get_or_make(key, threading.Lock)
     with lock:  # two threads never prepare the same input twice
@@ -163,12 +157,9 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
                     usage.record_path(request.reading.model, "without an exact proxy layout")
                 return None
             unique, size, layout = planned
-            if request.frames is not None and request.size is not None:
-                frames = read_frames(path, unique, size=request.size, as_array=True)
-            elif request.frames is None and request.reading.model != "llava_onevision":
-                frames = read_frames(path, unique, size=(size[1], size[0]), resize=proxy_clips.resize_like_qwen, as_array=True)
-            else:
-                frames = read_frames(path, unique, as_array=True)
+            # a model's frames resized as qwen_vl_utils does (llava_onevision's are native: not resized), a protocol's with OpenCV
+            resize = proxy_clips.resize_like_qwen if request.frames is None else None
+            frames = read_frames(path, unique, size=(size[1], size[0]), resize=resize, as_array=True)
             timed = request.frames is None and request.reading.timed
 
             def write(tmp: Path) -> None:

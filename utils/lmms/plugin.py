@@ -123,12 +123,10 @@ def install_metric_hooks() -> None:
         host.require(hasattr(evaluator_utils, "stderr_for_metric"), "evaluator_utils no longer imports stderr_for_metric")
 
         def make(original):
-            def stderr_for_metric(*args, **kwargs):
-                metric = args[0] if args else kwargs.get("metric")
-                iterations = args[1] if len(args) > 1 else kwargs.get("bootstrap_iters", 0)
+            def stderr_for_metric(metric, bootstrap_iters, *args, **kwargs):  # the parameters checked above
                 own = getattr(metric, "stderr_for", None)
-                ours = own(iterations) if callable(own) else None
-                return ours if ours is not None else original(*args, **kwargs)
+                ours = own(bootstrap_iters) if callable(own) else None
+                return ours if ours is not None else original(metric, bootstrap_iters, *args, **kwargs)
 
             return stderr_for_metric
 
@@ -169,15 +167,7 @@ def install_usage_hooks() -> None:
                      "usage_metrics.log_usage(model_name, input_tokens, output_tokens, source) has another signature")
         originals = usage.summarize_usage_metrics, usage.reset_usage_metrics
         host.wrap(usage, "summarize_usage_metrics", lambda summarize: lambda *a, **k: judge_usage.add_cost(summarize(*a, **k)))
-
-        def make_reset(reset):
-            def reset_usage_metrics(*args, **kwargs):
-                judge_usage.reset()
-                return reset(*args, **kwargs)
-
-            return reset_usage_metrics
-
-        host.wrap(usage, "reset_usage_metrics", make_reset)
+        host.wrap(usage, "reset_usage_metrics", lambda reset: lambda *a, **k: judge_usage.reset() or reset(*a, **k))
         evaluator = sys.modules.get("lmms_eval.evaluator")
         for name, original in zip(("summarize_usage_metrics", "reset_usage_metrics"), originals):
             if evaluator is not None and getattr(evaluator, name, None) is original:

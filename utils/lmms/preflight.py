@@ -38,7 +38,7 @@ PREFLIGHT = settings.declare(PREFLIGHT_ENV, "bool", True, "checks at task load (
 MODELS_WITHOUT_MEDIA = ("vr_replay",)
 PROBE_TIMEOUT_S = 10.0
 
-_lock = threading.RLock()  # a check may ask another (the start-up check, the output folder)
+_lock = threading.RLock()  # re-entrant: a check must never deadlock on a check it reaches
 _done: dict[tuple, "str | list[str] | None"] = {}  # check -> failure message(s) (None, []: passed), once per process
 _suspended = threading.local()
 PREFIX = "lmms-video-reasoning: cannot start: "
@@ -96,17 +96,13 @@ def start(tasks: list | None, cli_tasks: str | None = None) -> list | None:
     tasks = _folder_clash(tasks, cli_tasks if cli_tasks is not None else cli_option("--tasks"))
     if getattr(_suspended, "value", False):
         return tasks
-    benchmarks = run_benchmarks(tasks)
+    # this suite's benchmarks that the run's tasks belong to, in the order of the tasks
+    names = [(task.get("task") or task.get("group")) if isinstance(task, dict) else task for task in tasks or []]
+    owners = [registry.owner(name) for name in names if isinstance(name, str)]
+    benchmarks = list({b.name: b for b in owners if b is not None}.values())
     if benchmarks:
         _once(("start", tuple(b.name for b in benchmarks)), lambda: startup_problems(benchmarks))
     return tasks
-
-
-def run_benchmarks(tasks: list | None) -> list:
-    """This suite's benchmarks (in the order of the run's tasks) that the run's tasks belong to."""
-    names = [(task.get("task") or task.get("group")) if isinstance(task, dict) else task for task in tasks or []]
-    owners = [registry.owner(name) for name in names if isinstance(name, str)]
-    return list({b.name: b for b in owners if b is not None}.values())
 
 
 def startup_problems(benchmarks: Sequence) -> list[str]:
@@ -116,7 +112,7 @@ def startup_problems(benchmarks: Sequence) -> list[str]:
     if enabled():
         found += [data_finding(benchmark) for benchmark in benchmarks if benchmark.data_module is not None]
     problems = [finding.detail for finding in found if finding.state == OFF]
-    if enabled() and (output := _result(("output", cli_option("--output_path")), check_output_folder)):
+    if enabled() and (output := check_output_folder()):
         problems.append(output)
     log.info("start-up checks (%d settings, %s) done in %.2f s", len(settings.declared()),
              ", ".join(b.name for b in benchmarks), time.monotonic() - started)
@@ -181,16 +177,12 @@ def task_load(source: DataSource, load: Callable[[], object], media_kinds: Calla
     return docs
 
 
-def _result(key: tuple, check: Callable[[], "str | list[str] | None"]) -> "str | list[str] | None":
-    """A check run once per process: its failure message(s) each time it is asked (`_once` raises them)."""
+def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
+    """A check run once per process: its failure message(s) raised each time it is asked."""
     with _lock:
         if key not in _done:
             _done[key] = check()
-        return _done[key]
-
-
-def _once(key: tuple, check: Callable[[], "str | list[str] | None"]) -> None:
-    failure = _result(key, check)
+        failure = _done[key]
     if failure:
         raise PreflightFailed(failure)
 
@@ -216,10 +208,8 @@ def _output_folder() -> Path | None:
 def check_output_folder() -> str | None:
     path = _output_folder()
     problem = unwritable(path) if path is not None else None
-    if problem:
-        return (f"the output folder {path} cannot be written ({problem}; {files.free_space_text(path)}); "
-                "give another --output_path, so that the samples and results of the run reach disk")
-    return None
+    return (f"the output folder {path} cannot be written ({problem}; {files.free_space_text(path)}); give another "
+            "--output_path, so that the samples and results of the run reach disk") if problem else None
 
 
 # What a run writes per document, at least (lmms-eval's samples line, our records and results;
@@ -251,21 +241,17 @@ def check_output_space(documents: int) -> str | None:
             "this check)")
 
 
-def check_judge_cache(path: "Path | None") -> str | None:
-    """The judge cache file and its folder can be written (SQLite writes a journal beside it); the
-    file is opened for appending, so not changed."""
-    if path is None:
-        return None
-    fix = "set LMMS_VR_JUDGE_CACHE to a writable file, or LMMS_VR_JUDGE_CACHE=off to judge without a cache"
+def cache_problem(path: Path) -> str | None:
+    """Why the judge cache cannot be written: its folder (SQLite writes a journal beside it), or the
+    file, opened for appending (so not changed)."""
     problem = unwritable(path.parent)
     if problem:
-        return f"the judge cache folder {path.parent} cannot be written ({problem}); {fix}"
-    if path.exists():
-        try:
-            with path.open("ab"):
-                pass
-        except OSError as error:
-            return f"the judge cache {path} cannot be written ({error.strerror or error}); {fix}"
+        return f"its folder {path.parent} cannot be written ({problem})"
+    try:
+        if path.exists():
+            path.open("ab").close()
+    except OSError as error:
+        return f"{path} cannot be written ({error.strerror or error})"
     return None
 
 
@@ -358,10 +344,11 @@ def judge_finding(judge: object, network: bool = True) -> Finding:
         return Finding(topic, WARN, f"not configured: judged metrics would be NaN (the official judge, {defaults.model}, "
                        f"needs {defaults.key_env})", f"set {defaults.key_env}, or LMMS_VR_JUDGE_BASE_URL / LMMS_VR_JUDGE_MODEL "
                        "for another endpoint (see the README); or judge later with `lmms-vr score`")
-    cache = check_judge_cache(config.cache_path)
+    cache = config.cache_path and cache_problem(config.cache_path)
     if cache:
-        return Finding(topic, OFF, f"the {benchmark} judge cache cannot be used: {cache}",
-                       f"Fix the cache (a run would end with NaN judged metrics), {JUDGE_LATER}")
+        return Finding(topic, OFF, f"the {benchmark} judge cache cannot be used: {cache}", "Set LMMS_VR_JUDGE_CACHE to a "
+                       f"writable file, or LMMS_VR_JUDGE_CACHE=off to judge without a cache (a run would end with NaN judged "
+                       f"metrics), {JUDGE_LATER}")
     where = f"{config.model} at {config.endpoint}"
     host = host_judge()
     if host is not None and not host.started:  # lmms-eval starts its judge server after generation: nothing to reach yet

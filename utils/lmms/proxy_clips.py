@@ -39,7 +39,7 @@ class ProxyLayout:
     rate: Fraction
 
 
-def _proxy_rate(slots: int, duration: float) -> Fraction:
+def proxy_rate(slots: int, duration: float) -> Fraction:
     """The source's temporal extent, at most 2 fps (Qwen readers sample a path at 2 fps, so a
     slower clip is read frame by frame; other readers ignore the rate)."""
     rate = Fraction(slots / duration).limit_denominator(1_000_000) if duration > 0 else Fraction(1)
@@ -69,14 +69,12 @@ def plan_timed_proxy(reading: Reading, total: int, fps: float, targets: Sequence
     return ProxyLayout(tuple(fill), source_rate(fps))
 
 
-def plan_proxy(reading: Reading | None, targets: Sequence[int], size: tuple[int, int], duration: float) -> ProxyLayout | None:
+def plan_proxy(reading: Reading, targets: Sequence[int], size: tuple[int, int], duration: float) -> ProxyLayout | None:
     """A short layout whose reading by ``reading`` (simulated) gives ``targets`` in order at ``size``;
-    None if no small layout does. ``reading=None``: the targets as they are (a protocol's frames)."""
+    None if no small layout does."""
     k = len(targets)
     for slots in range(k, k + 4):
-        rate = _proxy_rate(slots, duration)
-        if reading is None:
-            return ProxyLayout(tuple(range(k)), rate)
+        rate = proxy_rate(slots, duration)
         got = model_frames(reading, slots, float(rate), size[1], size[0])
         if len(got.indices) != k or got.size != size:
             continue
@@ -148,18 +146,15 @@ class ProxyCache:
     def evict(self, keep: Path) -> None:
         """Remove least recently used clips but `keep` until the folder fits the limit."""
         with open(self.folder / ".lock", "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                entries = self.entries()  # least recently used first
-                total = sum(size for _, size, _ in entries)
-                for _mtime, size, path in entries:
-                    if total <= self.limit:
-                        break
-                    if path != keep:
-                        path.unlink(missing_ok=True)
-                        total -= size
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            entries = self.entries()  # least recently used first
+            total = sum(size for _, size, _ in entries)
+            for _mtime, size, path in entries:
+                if total <= self.limit:
+                    break
+                if path != keep:
+                    path.unlink(missing_ok=True)
+                    total -= size
 
 
 PLACEHOLDER_GREY = 128  # the colour of a timed proxy's unused frames (no model reads them)
@@ -175,24 +170,18 @@ def write_proxy(target: Path, frames: np.ndarray, layout: ProxyLayout) -> None:
     with av.open(str(target), mode="w", format="avi") as out:
         stream = out.add_stream("utvideo", rate=layout.rate)
         stream.width, stream.height, stream.pix_fmt = width, height, "gbrp"
-        encoded: dict[int | None, bytes] = {}
-        time_base = None
-
-        def encode(image: np.ndarray) -> bytes:
-            nonlocal time_base
-            packets = list(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")))
-            if len(packets) != 1:  # an intra-only encoder answers each frame with one packet
-                raise RuntimeError(f"utvideo returned {len(packets)} packets for one frame")
-            time_base = packets[0].time_base
-            return bytes(packets[0])
-
+        encoded: dict[int | None, av.Packet] = {}
         for j in layout.fill:
             if j not in encoded:
-                encoded[j] = encode(np.full((height, width, 3), PLACEHOLDER_GREY, np.uint8) if j is None else frames[j])
+                image = np.full((height, width, 3), PLACEHOLDER_GREY, np.uint8) if j is None else frames[j]
+                packets = list(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")))
+                if len(packets) != 1:  # an intra-only encoder answers each frame with one packet
+                    raise RuntimeError(f"utvideo returned {len(packets)} packets for one frame")
+                encoded[j] = packets[0]
         for slot, j in enumerate(layout.fill):
-            packet = av.Packet(encoded[j])
+            packet = av.Packet(bytes(encoded[j]))
             packet.pts = packet.dts = slot
-            packet.time_base, packet.stream, packet.is_keyframe = time_base, stream, True
+            packet.time_base, packet.stream, packet.is_keyframe = encoded[j].time_base, stream, True
             out.mux(packet)
 
 

@@ -59,8 +59,8 @@ def load_predictions(path: str | os.PathLike) -> dict[tuple[str | None, str], Re
 
 
 def unmatched(table: dict[tuple[str | None, str], Response], task: str, sample_ids: set[str]) -> list[str]:
-    """Ids of predictions for ``task`` (or with no task) that match none of its documents."""
-    return sorted(sample_id for (name, sample_id) in table if name in (task, None) and sample_id not in sample_ids)
+    """Ids of predictions naming ``task`` that match none of its documents."""
+    return sorted(sample_id for (name, sample_id) in table if name == task and sample_id not in sample_ids)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -126,15 +126,14 @@ class ReplayModel(lmms):
         for task, split in sorted(tasks):
             ids = {str(doc["sample_id"]) for doc in self.task_dict[task][split] if "sample_id" in doc}
             every_id |= ids
-            found.append((task, [i for i in unmatched(self.table, task, ids) if (task, i) in self.table]))
+            found.append((task, unmatched(self.table, task, ids)))
         found.append(("(no task given)", sorted(i for (name, i) in self.table if name is None and i not in every_id)))
         for task, ids in found:
             if ids:
                 logger.warning("vr_replay: %d predictions for task %s in %s match no document (ids such as %s); they were "
                                "not scored", len(ids), task, self.predictions_path, ", ".join(map(repr, ids[:5])))
 
-    def generate_until_multi_round(self, requests) -> list[str]:
-        return self.generate_until(requests)
+    generate_until_multi_round = generate_until
 
     def loglikelihood(self, requests):
         raise NotImplementedError("vr_replay only answers generation requests")

@@ -536,6 +536,6 @@ def _from_predictions(path: Path, task: str | None) -> list[Gathered]:
             raise DataError(f"{path}: no prediction for any document of task {name} (ids are the documents' sample_id)")
         ids = {str(doc["sample_id"]) for doc in docs}
         coverage = Coverage(samples=len(records) - len(missing), documents=len(docs), missing=missing, missing_scored_as_empty=True,
-                            unmatched_predictions=[i for i in unmatched(table, name, ids) if (name, i) in table])
+                            unmatched_predictions=unmatched(table, name, ids))
         gathered.append(Gathered(path.stem, name, records, str(path), coverage))
     return gathered
