@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.judges.batch_pass import ResultRead, read_result_lines
+from lmms_video_reasoning.judges.batch_pass import CHAT_URL, ResultRead, read_result_lines
 from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT, BatchLedger
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
@@ -97,7 +97,7 @@ class BatchApi:
 
     def _create(self, submission: str, file_id: str) -> None:
         batch = self._call("create the batch", self.client.batches.create, input_file_id=file_id,
-                           endpoint="/v1/chat/completions", completion_window=COMPLETION_WINDOW,
+                           endpoint=CHAT_URL, completion_window=COMPLETION_WINDOW,
                            metadata={METADATA_KEY: submission})
         self.ledger.update_submission(submission, batch_id=batch.id, state="submitted", status=batch.status)
 

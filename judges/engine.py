@@ -98,7 +98,7 @@ class Judge:
         parse_error: parsing.ParseError | None = None
         for attempt, key in enumerate(keys):
             try:
-                reply = self._fetch(request, key)
+                reply = self._fetch(request)
             except NotComputed as missing:
                 self.stats.add(request.tag, not_computed=1)
                 return Result(False, None, None, str(missing), False)
@@ -244,7 +244,7 @@ class Judge:
             return None  # this endpoint names its model differently (e.g. an Azure deployment)
         return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
-    def _fetch(self, request: Request, key: str = "") -> CachedReply:
+    def _fetch(self, request: Request) -> CachedReply:
         """POST with bounded retries (jittered backoff, Retry-After honoured up to a cap); nothing is
         sent once the circuit breaker is open."""
         last_reason = "no attempt made"
@@ -267,10 +267,8 @@ class Judge:
                     self.breaker.wait(self._delay(attempt, failure.retry_after))
                 continue
             self.breaker.attempt_answered()
-            self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
-            self._charge(reply)
-            if not reply.usage_ok:
-                self.stats.add(request.tag, usage_unreported=1)
+            self._charge(request.tag, reply)
+            self.stats.add(request.tag, usage_unreported=int(not reply.usage_ok))
             if not same_model(self.config.model, reply.answered_by or UNNAMED_MODEL):
                 self._warn_once(f"answered:{reply.answered_by}", "judge endpoint %s answers requests for %r as %r; its replies are recorded "
                                 "(cache, accounting) as that model's", self.config.endpoint, self.config.model, reply.answered_by)
@@ -315,7 +313,9 @@ class Judge:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * 2**attempt)
         return ceiling * (0.5 + random.random() / 2)  # jitter de-synchronises the workers
 
-    def _charge(self, reply: CachedReply) -> None:
+    def _charge(self, tag: str, reply: CachedReply) -> None:
+        """Count a reply's tokens and cost (and tell the usage listeners)."""
+        self.stats.add(tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
         price = self.config.price()
         if price is not None:
             self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
@@ -350,7 +350,7 @@ class CacheOnlyJudge(Judge):
                              model_env="(cache only)", cache_path=path, max_calls=0)
         super().__init__(config)
 
-    def _fetch(self, request: Request, key: str = "") -> CachedReply:
+    def _fetch(self, request: Request) -> CachedReply:
         raise NotComputed(NOT_COMPUTED)
 
 
