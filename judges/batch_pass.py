@@ -138,7 +138,6 @@ class ResultRead:
 
 
 def read_result_lines(lines: Iterable[bytes], where: str, into: ResultRead | None = None) -> ResultRead:
-    """Read batch output/error lines of the file ``where``."""
     read = into if into is not None else ResultRead()
     for number, data in enumerate(lines, 1):
         read.lines += 1

@@ -85,7 +85,6 @@ class Judge:
         is kept in the cache's ``rejected`` table and the request re-asked."""
         validate_request(request)
         keys = request_keys(self.config.model, request)
-        replies = len(keys)
         refused: dict[int, tuple[CachedReply, str]] = {}
         for attempt, key in enumerate(keys):
             hit, refusal = self._lookup(key, request)
@@ -122,7 +121,7 @@ class Judge:
             self._count_answer(reply.answered_by or UNNAMED_MODEL, cached=False)
             self.breaker.request_ended(verdict=True)
             return Result(True, value, reply.raw, None, False, reply.answered_by)
-        error = f"parse: {parse_error} (after {replies} replies)"
+        error = f"parse: {parse_error} (after {len(keys)} replies)"
         self._request_failed(request.tag, error)
         return Result(False, None, reply.raw if reply else None, error, False, reply.answered_by if reply else None)
 

@@ -95,7 +95,6 @@ class LocalJudgeServer:
 
 
 def _usage(body: dict, reply: str) -> dict:
-    """4 characters per token."""
     prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
     completion_tokens = max(1, len(reply) // 4)
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
