@@ -157,7 +157,7 @@ class Judge:
                     raise future.exception()
         return results
 
-    def accounting(self, extra: dict | None = None) -> dict:
+    def accounting(self) -> dict:
         """Stats (with the models that answered), configuration (no key), budget and cache as one JSON-ready dict."""
         summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict(),
                    "settings": settings.resolved(scoring_only=True)}  # what else decided the scores
@@ -166,14 +166,12 @@ class Judge:
                 summary["cache"] = self.cache.stats()
             except Exception as error:  # noqa: BLE001 - accounting must not fail on a broken cache
                 summary["cache"] = {"path": str(self.cache.path), "error": str(error)}
-        if extra:
-            summary["extra"] = extra
         return summary
 
-    def write_accounting(self, path: str | Path, extra: dict | None = None) -> None:
+    def write_accounting(self, path: str | Path) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.accounting(extra), indent=2, sort_keys=True, default=str)
+        text = json.dumps(self.accounting(), indent=2, sort_keys=True, default=str)
         path.write_text(self._scrub(text) + "\n", encoding="utf-8")
 
     def log_summary(self) -> None:
