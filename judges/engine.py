@@ -12,7 +12,7 @@ import logging
 import random
 import re
 import threading
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -147,12 +147,9 @@ class Judge:
 
         workers = min(self.config.concurrency, len(items))
         with tqdm(total=len(items), desc=desc, mininterval=1.0) as bar, ThreadPoolExecutor(workers, "judge") as pool:
-            futures = [pool.submit(run, index) for index in range(len(items))]
-            for future in futures:
-                future.add_done_callback(lambda _f: bar.update(1))
-            done, _pending = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in done:
-                if future.exception() is not None:
+            for future in as_completed([pool.submit(run, index) for index in range(len(items))]):
+                bar.update(1)
+                if future.exception() is not None:  # a JudgeConfigError: the items not started never are
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise future.exception()
         return results
