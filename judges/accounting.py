@@ -68,7 +68,6 @@ class JudgeStats:
             return {"current": current, "other": sum(count for model, count in by.items() if model != current), "by": dict(sorted(by.items()))}
 
     def add_failure(self, tag: str, reason: str) -> None:
-        """One request that ended without a verdict, and why."""
         self.add(tag, failures=1)
         with self._lock:
             self.failure_reasons[reason] = self.failure_reasons.get(reason, 0) + 1

@@ -8,13 +8,14 @@ A rerun re-attaches to what an earlier run submitted and never submits a request
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lmms_video_reasoning.judges.batch_pass import ResultRead, read_result_lines
+from lmms_video_reasoning.judges.batch_pass import CHAT_URL, ResultRead, read_result_lines
 from lmms_video_reasoning.judges.batch_ledger import ERRORED, EXPORTED, FAILED, IN_FLIGHT, BatchLedger
 from lmms_video_reasoning.judges.config import DUMMY_API_KEY, OPENAI_DEFAULT_BASE_URL, JudgeConfig, JudgeConfigError
 from lmms_video_reasoning.utils.core import settings
@@ -29,12 +30,6 @@ POLL_SECONDS = settings.declare("LMMS_VR_BATCH_POLL_SECONDS", "float", 30.0, "se
 MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUESTS_PER_FILE, "requests per Batch API input "
                                 "file (the API's limit; lower it for a smaller enqueued-token quota)", minimum=1,
                                 maximum=MAX_REQUESTS_PER_FILE)
-
-
-def split_bytes(data: bytes) -> list[bytes]:
-    """A downloaded file's lines, split as reading the file splits them (on b"\\n" only)."""
-    lines = data.split(b"\n")
-    return lines[:-1] if lines and lines[-1] == b"" else lines
 
 
 def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> list[list[bytes]]:
@@ -97,7 +92,7 @@ class BatchApi:
 
     def _create(self, submission: str, file_id: str) -> None:
         batch = self._call("create the batch", self.client.batches.create, input_file_id=file_id,
-                           endpoint="/v1/chat/completions", completion_window=COMPLETION_WINDOW,
+                           endpoint=CHAT_URL, completion_window=COMPLETION_WINDOW,
                            metadata={METADATA_KEY: submission})
         self.ledger.update_submission(submission, batch_id=batch.id, state="submitted", status=batch.status)
 
@@ -163,7 +158,8 @@ class BatchApi:
             if not file_id:
                 continue
             data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, file_id).content
-            read_result_lines(split_bytes(data), f"batch {batch.id} {name[:-8]} file", into=read)
+            # its lines as reading the file would give them (split on b"\n" only)
+            read_result_lines(io.BytesIO(data), f"batch {batch.id} {name[:-8]} file", into=read)
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
         return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
 

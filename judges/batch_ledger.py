@@ -137,10 +137,10 @@ class BatchBoundJudge(Judge):
         super().__init__(config, budget, breaker)
         self.ledger = ledger
 
-    def _fetch(self, request: Request, key: str = "") -> CachedReply:
+    def _fetch(self, request: Request) -> CachedReply:
         state = self.ledger.held(request_keys(self.config.model, request))
         if state is None:
-            return super()._fetch(request, key)
+            return super()._fetch(request)
         failed = state == FAILED
         self.stats.add(request.tag, **{"batch_failed" if failed else "batch_due": 1})
         raise NotComputed(HELD_FAILED if failed else HELD_DUE)

@@ -35,10 +35,6 @@ ESTIMATED = "(estimate)"  # the answering model of an assumed reply
 CHAT_URL = "/v1/chat/completions"
 
 
-def request_line(key: str, model: str, request: Request) -> dict:
-    return {"custom_id": key, "method": "POST", "url": CHAT_URL, "body": request_body(model, request)}
-
-
 def write_lines(path: Path, lines: Sequence[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(path) as partial, partial.open("w", encoding="utf-8") as handle:
@@ -142,7 +138,6 @@ class ResultRead:
 
 
 def read_result_lines(lines: Iterable[bytes], where: str, into: ResultRead | None = None) -> ResultRead:
-    """Read batch output/error lines of the file ``where``."""
     read = into if into is not None else ResultRead()
     for number, data in enumerate(lines, 1):
         read.lines += 1
@@ -235,11 +230,17 @@ class JudgePass:
         self.lock = threading.Lock()
 
     def judge_for(self, benchmark: str, config: JudgeConfig | None) -> "PassJudge":
-        """The pass's one judge of ``benchmark`` (``config``: its configured judge's, or None)."""
-        judge = self.judges.get(benchmark)
-        if judge is None:
-            judge = self.judges[benchmark] = PassJudge(self, pass_config(benchmark, config, need_cache=self.mode != "estimate"))
-        return judge
+        """The pass's one judge of ``benchmark``: with its configured judge's ``config``, or (None: no key here,
+        e.g. a GPU node) with the model the environment names and the cache of LMMS_VR_JUDGE_CACHE."""
+        if benchmark not in self.judges:
+            if config is None:
+                config = JudgeConfig(model=default_model(benchmark), benchmark=benchmark, cache_path=cache_path_from_env(),
+                                     model_env="(batch)", prices=price_overrides(), max_reply_bytes=read_setting(MAX_REPLY_BYTES))
+            if self.mode != "estimate" and config.cache_path is None:
+                raise JudgeConfigError("batch judging keeps its replies in the judge cache, which is off (LMMS_VR_JUDGE_CACHE=off): "
+                                       "set LMMS_VR_JUDGE_CACHE to a file")
+            self.judges[benchmark] = PassJudge(self, config)
+        return self.judges[benchmark]
 
     def refuse_unasked(self) -> None:
         """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
@@ -249,18 +250,6 @@ class JudgePass:
                 self.counts.refuse("stale", self.results[key], "stale: already answered, or not asked by this scoring")
             else:
                 self.counts.refuse("foreign", self.results[key], "a custom_id this cache never exported")
-
-
-def pass_config(benchmark: str, config: JudgeConfig | None, need_cache: bool) -> JudgeConfig:
-    """The configured judge's configuration, or (no key here, e.g. a GPU node) the model the
-    environment names for ``benchmark`` with the cache of LMMS_VR_JUDGE_CACHE."""
-    if config is None:
-        config = JudgeConfig(model=default_model(benchmark), benchmark=benchmark, cache_path=cache_path_from_env(),
-                             model_env="(batch)", prices=price_overrides(), max_reply_bytes=read_setting(MAX_REPLY_BYTES))
-    if need_cache and config.cache_path is None:
-        raise JudgeConfigError("batch judging keeps its replies in the judge cache, which is off (LMMS_VR_JUDGE_CACHE=off): "
-                               "set LMMS_VR_JUDGE_CACHE to a file")
-    return config
 
 
 class PassJudge(Judge):
@@ -322,7 +311,8 @@ class PassJudge(Judge):
 
     def _due(self, request: Request, key: str, attempt: int, attempts: int) -> Result:
         rounds = (attempts - attempt) + request.later_steps * attempts
-        pending = Pending(key, self.config.benchmark, request.tag, request_line(key, self.config.model, request), rounds)
+        line = {"custom_id": key, "method": "POST", "url": CHAT_URL, "body": request_body(self.config.model, request)}
+        pending = Pending(key, self.config.benchmark, request.tag, line, rounds)
         with self.owner.lock:
             self.owner.pending.setdefault(key, pending)
         return PENDING_RESULT
@@ -404,8 +394,7 @@ class PassJudge(Judge):
             with owner.lock:
                 counts.refuse("model", line, f"answered by {reply.answered_by!r}, not {self.config.model!r}")
             return self._due(request, key, attempt, attempts)
-        self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
-        self._charge(reply)
+        self._charge(request.tag, reply)
         try:
             value = reply_value(request, reply.raw)
         except parsing.ParseError as error:

@@ -140,15 +140,14 @@ class ReplyCache:
             # Autocommit mode: each statement is its own short transaction, so writers in other
             # threads/processes wait at most one statement (busy_timeout covers that). Every
             # query is read to its end (fetchall), which ends its transaction and lock.
-            if self.mode == NETWORK:
-                # The dot-lock is taken by `locked` (which records its owner), so SQLite takes none.
-                uri = f"file:{self.path.absolute().as_posix()}?vfs=unix-none"
-                connection = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None, check_same_thread=False)
+            network = self.mode == NETWORK
+            # Network mode: the dot-lock is taken by `locked` (which records its owner), so SQLite takes none.
+            target = f"file:{self.path.absolute().as_posix()}?vfs=unix-none" if network else self.path
+            connection = sqlite3.connect(target, uri=network, timeout=60.0, isolation_level=None, check_same_thread=False)
+            if network:
                 connection.execute("PRAGMA journal_mode=DELETE").fetchall()
-                connection.execute("PRAGMA synchronous=FULL")  # a rollback journal needs FULL to survive a crash
-            else:
-                connection = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-                connection.execute("PRAGMA synchronous=NORMAL")
+            # a rollback journal needs FULL to survive a crash
+            connection.execute(f"PRAGMA synchronous={'FULL' if network else 'NORMAL'}")
             connection.execute("PRAGMA busy_timeout=60000")
             self._local.connection = connection
         return connection
@@ -200,10 +199,9 @@ class ReplyCache:
 
     def rejected(self, key: str | None = None) -> list[dict[str, Any]]:
         """Kept replies that were never served (all, or those of one request key), oldest first."""
-        query = "SELECT key, model, answered_by, endpoint, raw, reason, created FROM rejected"
-        rows = self.execute(query + (" WHERE key = ?" if key else "") + " ORDER BY id", (key,) if key else ())
         names = ("key", "model", "answered_by", "endpoint", "raw", "reason", "created")
-        return [dict(zip(names, row)) for row in rows]
+        query = f"SELECT {', '.join(names)} FROM rejected" + (" WHERE key = ?" if key else "") + " ORDER BY id"
+        return [dict(zip(names, row)) for row in self.execute(query, (key,) if key else ())]
 
     def _write(self, statement: str, parameters: tuple) -> bool:
         try:

@@ -194,7 +194,8 @@ class JudgeConfig:
             if not api_key:
                 return None
             url, base_url_env = _first(env, defaults.base_url_envs)
-            base_url = _check_url(_strip_endpoint(url), base_url_env) if url else defaults.base_url
+            # lmms-eval's older tasks put the full ``.../chat/completions`` endpoint in OPENAI_API_URL
+            base_url = _check_url(re.sub(r"/chat/completions/?$", "", url.rstrip("/")), base_url_env) if url else defaults.base_url
             base_url_env = base_url_env or "(built-in default)"
 
         timeout = read_setting(TIMEOUT, env)
@@ -306,11 +307,6 @@ def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str | None, 
         if value:
             return value, name
     return None, ""
-
-
-def _strip_endpoint(url: str) -> str:
-    """lmms-eval's older tasks put the full ``.../chat/completions`` endpoint in OPENAI_API_URL."""
-    return re.sub(r"/chat/completions/?$", "", url.rstrip("/"))
 
 
 def _check_url(url: str, variable: str) -> str:

@@ -12,7 +12,7 @@ import logging
 import random
 import re
 import threading
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -85,7 +85,6 @@ class Judge:
         is kept in the cache's ``rejected`` table and the request re-asked."""
         validate_request(request)
         keys = request_keys(self.config.model, request)
-        replies = len(keys)
         refused: dict[int, tuple[CachedReply, str]] = {}
         for attempt, key in enumerate(keys):
             hit, refusal = self._lookup(key, request)
@@ -98,7 +97,7 @@ class Judge:
         parse_error: parsing.ParseError | None = None
         for attempt, key in enumerate(keys):
             try:
-                reply = self._fetch(request, key)
+                reply = self._fetch(request)
             except NotComputed as missing:
                 self.stats.add(request.tag, not_computed=1)
                 return Result(False, None, None, str(missing), False)
@@ -122,7 +121,7 @@ class Judge:
             self._count_answer(reply.answered_by or UNNAMED_MODEL, cached=False)
             self.breaker.request_ended(verdict=True)
             return Result(True, value, reply.raw, None, False, reply.answered_by)
-        error = f"parse: {parse_error} (after {replies} replies)"
+        error = f"parse: {parse_error} (after {len(keys)} replies)"
         self._request_failed(request.tag, error)
         return Result(False, None, reply.raw if reply else None, error, False, reply.answered_by if reply else None)
 
@@ -148,17 +147,14 @@ class Judge:
 
         workers = min(self.config.concurrency, len(items))
         with tqdm(total=len(items), desc=desc, mininterval=1.0) as bar, ThreadPoolExecutor(workers, "judge") as pool:
-            futures = [pool.submit(run, index) for index in range(len(items))]
-            for future in futures:
-                future.add_done_callback(lambda _f: bar.update(1))
-            done, _pending = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in done:
-                if future.exception() is not None:
+            for future in as_completed([pool.submit(run, index) for index in range(len(items))]):
+                bar.update(1)
+                if future.exception() is not None:  # a JudgeConfigError: the items not started never are
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise future.exception()
         return results
 
-    def accounting(self, extra: dict | None = None) -> dict:
+    def accounting(self) -> dict:
         """Stats (with the models that answered), configuration (no key), budget and cache as one JSON-ready dict."""
         summary = {"judge": self.config.public_dict(), "stats": self.stats.as_dict(), "budget": self.budget.as_dict(),
                    "settings": settings.resolved(scoring_only=True)}  # what else decided the scores
@@ -167,14 +163,12 @@ class Judge:
                 summary["cache"] = self.cache.stats()
             except Exception as error:  # noqa: BLE001 - accounting must not fail on a broken cache
                 summary["cache"] = {"path": str(self.cache.path), "error": str(error)}
-        if extra:
-            summary["extra"] = extra
         return summary
 
-    def write_accounting(self, path: str | Path, extra: dict | None = None) -> None:
+    def write_accounting(self, path: str | Path) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.accounting(extra), indent=2, sort_keys=True, default=str)
+        text = json.dumps(self.accounting(), indent=2, sort_keys=True, default=str)
         path.write_text(self._scrub(text) + "\n", encoding="utf-8")
 
     def log_summary(self) -> None:
@@ -244,7 +238,7 @@ class Judge:
             return None  # this endpoint names its model differently (e.g. an Azure deployment)
         return f"answered by {row.answered_by!r} at {row.endpoint}, not by {self.config.model!r} at {self.config.endpoint}"
 
-    def _fetch(self, request: Request, key: str = "") -> CachedReply:
+    def _fetch(self, request: Request) -> CachedReply:
         """POST with bounded retries (jittered backoff, Retry-After honoured up to a cap); nothing is
         sent once the circuit breaker is open."""
         last_reason = "no attempt made"
@@ -267,10 +261,8 @@ class Judge:
                     self.breaker.wait(self._delay(attempt, failure.retry_after))
                 continue
             self.breaker.attempt_answered()
-            self.stats.add(request.tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
-            self._charge(reply)
-            if not reply.usage_ok:
-                self.stats.add(request.tag, usage_unreported=1)
+            self._charge(request.tag, reply)
+            self.stats.add(request.tag, usage_unreported=int(not reply.usage_ok))
             if not same_model(self.config.model, reply.answered_by or UNNAMED_MODEL):
                 self._warn_once(f"answered:{reply.answered_by}", "judge endpoint %s answers requests for %r as %r; its replies are recorded "
                                 "(cache, accounting) as that model's", self.config.endpoint, self.config.model, reply.answered_by)
@@ -315,7 +307,9 @@ class Judge:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * 2**attempt)
         return ceiling * (0.5 + random.random() / 2)  # jitter de-synchronises the workers
 
-    def _charge(self, reply: CachedReply) -> None:
+    def _charge(self, tag: str, reply: CachedReply) -> None:
+        """Count a reply's tokens and cost (and tell the usage listeners)."""
+        self.stats.add(tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
         price = self.config.price()
         if price is not None:
             self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
@@ -350,7 +344,7 @@ class CacheOnlyJudge(Judge):
                              model_env="(cache only)", cache_path=path, max_calls=0)
         super().__init__(config)
 
-    def _fetch(self, request: Request, key: str = "") -> CachedReply:
+    def _fetch(self, request: Request) -> CachedReply:
         raise NotComputed(NOT_COMPUTED)
 
 

@@ -57,7 +57,6 @@ class LocalJudgeServer:
         self._port = port
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def request_count(self) -> int:
@@ -72,8 +71,7 @@ class LocalJudgeServer:
 
     def start(self) -> "LocalJudgeServer":
         self._httpd = _Server(("127.0.0.1", self._port), _handler_for(self))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -95,7 +93,6 @@ class LocalJudgeServer:
 
 
 def _usage(body: dict, reply: str) -> dict:
-    """4 characters per token."""
     prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
     completion_tokens = max(1, len(reply) // 4)
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}

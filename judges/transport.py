@@ -75,8 +75,8 @@ class ChatEndpoint:
         self._client = None
         self._client_lock = threading.Lock()
         self._status_lock = threading.Lock()
-        self._succeeded = False
-        self._bad_requests_in_a_row = 0
+        self._succeeded = False  # after a reply, a 400 is that request's alone
+        self._bad_requests = 0
 
     def _http(self):
         with self._client_lock:
@@ -121,8 +121,7 @@ class ChatEndpoint:
         if status >= 300:
             self._raise_for_status(status, data, headers)
         reply = parse_completion(data, self.config.endpoint)
-        with self._status_lock:  # a later 400 is that request's alone
-            self._succeeded, self._bad_requests_in_a_row = True, 0
+        self._succeeded = True
         return reply
 
     def _read_body(self, response, deadline: float) -> bytes:
@@ -143,8 +142,8 @@ class ChatEndpoint:
             raise JudgeConfigError(self._config_message(status, detail)) from None
         if status == 400:
             with self._status_lock:
-                self._bad_requests_in_a_row += 1
-                systematic = not self._succeeded and self._bad_requests_in_a_row >= _BAD_REQUESTS_BEFORE_CONFIG_ERROR
+                self._bad_requests += 1
+                systematic = not self._succeeded and self._bad_requests >= _BAD_REQUESTS_BEFORE_CONFIG_ERROR
             if systematic:
                 raise JudgeConfigError(self._config_message(status, detail)) from None
         if status in _RETRY_STATUSES or status >= 500:
@@ -226,7 +225,7 @@ def _error_detail(data: bytes) -> str:
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """Seconds from a Retry-After (or retry-after-ms) header: a number or an HTTP date; None (normal
-    backoff) for anything else (``soon``, ``nan``, ``inf``, negative, garbage)."""
+    backoff) for anything else (``soon``, ``nan``, ``inf``, garbage)."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = (headers.get(name) or "").strip()
         if not value:
@@ -239,8 +238,6 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
             except (TypeError, ValueError, IndexError, OverflowError):
                 continue
             seconds = parsed.timestamp() - time.time() if parsed.tzinfo else None
-        if seconds is not None and math.isfinite(seconds) and seconds >= 0:
-            return seconds
         if seconds is not None and math.isfinite(seconds):
-            return 0.0  # a date in the past
+            return max(seconds, 0.0)  # a date in the past, or a negative number: at once
     return None
