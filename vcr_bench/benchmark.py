@@ -108,17 +108,11 @@ class VcrBenchScoring(ScoringAdapter):
 
     name = judge_name = "vcr_bench"
 
-    def settings(self, records):
-        return BENCHMARK.settings_of(records)
-
     def score(self, records, settings, judge):
         return Scored(*scored_records(records, settings, judge))
 
     def outcomes(self, records, settings, judge):
         return None if judge is None else judging.judge_records(list(records), judge, settings)
-
-    def metrics(self, records, outcomes, settings):
-        return task.metrics_from_outcomes(records, outcomes, settings)
 
     def verdicts(self, tag, value):
         """Extraction: the extracted answer; scoring: the official exact reading ("1" is correct);

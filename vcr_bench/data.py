@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import bench_records, media_index
-from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
+from lmms_video_reasoning.utils.data.bench_records import annotation_at, resolvers, videos_kind
 from lmms_video_reasoning.utils.core.roots import DataSource, data_root, read_json, require_media
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR, records_to_docs
 
@@ -53,10 +53,8 @@ def video_file(doc: dict) -> Path:
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks, with the resolver the tasks use."""
-    items = {}
-    for doc in records:
-        items.setdefault(f"{VIDEO_DIR}/{doc['video_path']}", (lambda d=doc: video_at(root, d["video_path"], _where(d))))
-    return [videos_kind(items)]
+    return [videos_kind(resolvers(records, lambda doc: f"{VIDEO_DIR}/{doc['video_path']}",
+                                  lambda doc: video_at(root, doc["video_path"], _where(doc))))]
 
 
 def extraction_target(archive: str, member: str) -> str | None:

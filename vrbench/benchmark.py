@@ -209,7 +209,7 @@ class VrBenchScoring(ScoringAdapter):
 
     def settings(self, records):
         # records made before they carried their settings carry their protocol
-        values = BENCHMARK.settings_of(records)
+        values = super().settings(records)
         if records and "settings" not in records[0] and not task.PROTOCOL_VARIABLE.is_set():
             values["protocol"] = records[0]["protocol"]
         return values
@@ -223,9 +223,6 @@ class VrBenchScoring(ScoringAdapter):
     def outcomes(self, records, settings, judge):
         judged = self.needs_judge(records)
         return None if judged and judge is None else rated_outcomes(records, settings["protocol"], judge, judged)
-
-    def metrics(self, records, outcomes, settings):
-        return point(self.columns(records, outcomes, settings))
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's

@@ -17,7 +17,7 @@ from pathlib import Path
 from lmms_video_reasoning.utils.data import media_index
 from lmms_video_reasoning.utils.core.data_errors import require_fields
 from lmms_video_reasoning.utils.core.roots import DataError, DataSource, data_root, read_json, require_media
-from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
+from lmms_video_reasoning.utils.data.bench_records import annotation_at, resolvers, videos_kind
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, VIDEO_FIELDS, VIDEO_FOLDER
 
 # The Hugging Face dataset and the root variable (`lmms-vr prepare vrbench`).
@@ -69,11 +69,8 @@ def resolve_video(video_path: str) -> Path:
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks, with the resolver the tasks use."""
-    items = {}
-    for record in records:
-        where = f"VRBench video {record.get('video_id')}"
-        items.setdefault(str(record["video_path"]), (lambda v=str(record["video_path"]), w=where: video_at(root, v, w)))
-    return [videos_kind(items)]
+    return [videos_kind(resolvers(records, lambda record: str(record["video_path"]),
+                                  lambda record: video_at(root, str(record["video_path"]), f"VRBench video {record.get('video_id')}")))]
 
 
 def extraction_target(archive: str, member: str) -> str | None:

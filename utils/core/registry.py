@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from lmms_video_reasoning.utils.core import settings
+from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.options import values as option_values
 from lmms_video_reasoning.utils.core.roots import DataError
 
@@ -52,10 +53,11 @@ class ScoringAdapter:
 
     name = ""
     judge_name = ""
+    benchmark: Benchmark | None = None  # the Benchmark declaring it (set by the declaration)
 
     def settings(self, records: Sequence[dict]) -> Any:
-        """The settings the task's aggregation would use (records and environment)."""
-        return None
+        """The settings the task's aggregation would use (records and environment): its benchmark's `settings_of`."""
+        return None if self.benchmark is None else self.benchmark.settings_of(records)
 
     def score(self, records: Sequence[dict], settings: Any, judge: Any) -> Scored:
         """The metrics of the records and their per-sample outcomes, from one scoring with `judge`."""
@@ -70,7 +72,8 @@ class ScoringAdapter:
         raise NotImplementedError
 
     def metrics(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> dict:
-        raise NotImplementedError
+        """The metrics of the records from their outcomes: the `point` of `columns`, unless overridden."""
+        return point(self.columns(records, outcomes, settings))
 
     def columns(self, records: Sequence[dict], outcomes: Sequence[dict], settings: Any) -> Any:
         """The metrics over per-sample columns (`utils.core.columns.SampleColumns`, whose `point` is
@@ -219,6 +222,8 @@ class Benchmark:
             if unknown:
                 raise DataError(f"benchmark {self.name}: task {task.name} sets {unknown}, not options of the benchmark "
                                 f"({', '.join(sorted(known)) or 'none'})")
+        if self.scoring.benchmark is None:  # its first declaration: the one it reads its settings from
+            self.scoring.benchmark = self
 
     def task(self, name: str) -> Task:
         for task in self.tasks:

@@ -4,6 +4,7 @@ release's size, and its videos as `lmms-vr prepare` and the preflight check them
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from lmms_video_reasoning.utils.core.roots import DataSource, annotation_file, video_problem
@@ -20,6 +21,15 @@ def annotation_at(source: DataSource, root: Path | None, name: str) -> Path:
 def release_counts(records: list[dict], video_key: str) -> tuple[int, int]:
     """(questions, videos) of records holding one question each, its video named by `video_key`."""
     return len(records), len({record[video_key] for record in records})
+
+
+def resolvers(records: list[dict], label: Callable[[dict], str],
+              resolve: Callable[[dict], Path | None]) -> dict[str, Callable[[], Path | None]]:
+    """label -> the tasks' resolver of the first record with that label (records sharing a file check it once)."""
+    items: dict[str, Callable[[], Path | None]] = {}
+    for record in records:
+        items.setdefault(label(record), partial(resolve, record))
+    return items
 
 
 def videos_kind(items: dict[str, Callable[[], Path | None]]) -> MediaKind:
