@@ -17,7 +17,6 @@ from lmms_video_reasoning.judges import failure_share
 from lmms_video_reasoning.judges.config import JudgeDefaults
 from lmms_video_reasoning.utils.core import options
 from lmms_video_reasoning.utils.core.ask import Judge
-from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.core.frame_plan import FramePlan
 from lmms_video_reasoning.utils.core.registry import Benchmark, Group, Scored, ScoringAdapter, Task
 from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_video
@@ -161,9 +160,6 @@ class CgBenchScoring(ScoringAdapter):
 
     def outcomes(self, records, settings, judge):
         return None if self.needs_judge(records) and judge is None else [asdict(o) for o in read_and_judge(records, settings, judge)]
-
-    def metrics(self, records, outcomes_, settings):
-        return point(self.columns(records, outcomes_, settings))
 
     def columns(self, records, outcomes_, settings):
         return task.outcome_columns([Outcome(**outcome) for outcome in outcomes_], failed_share=settings.get(FAILED_SHARE))

@@ -160,7 +160,6 @@ def test_a_declaration_is_checked():
                         scoring=cg.scoring)
     with pytest.raises(ValueError, match="benchmark x: its task folder /nowhere/tasks does not exist"):
         registry.task_dirs([missing])
-    assert cg.scoring.benchmark is cg  # another declaration of its adapter: it still reads the settings of its own
     task = Task("x_one", ("accuracy",))
     with pytest.raises(ValueError, match="benchmark x: tasks or groups declared twice: x_one"):
         Benchmark(name="x", title="X", package="x", task_dirs=cg.task_dirs, build_record=cg.build_record, scoring=cg.scoring,
@@ -204,7 +203,6 @@ def test_the_registry_finds_the_suites_benchmarks_in_report_order():
         registry.get("nope")
     for benchmark in registry.benchmarks():
         assert benchmark.scoring.name == benchmark.name and benchmark.report is not None
-        assert benchmark.scoring.benchmark is benchmark  # the adapter's settings are its benchmark's `settings_of`
         assert benchmark.reference_tables()["tables"], benchmark.name
         assert isinstance(benchmark.judge, JudgeDefaults) and benchmark.judge.benchmark == benchmark.name
         assert benchmark.task_dirs == (Path(registry.__file__).parents[2] / benchmark.package.split(".")[-1] / "tasks",)

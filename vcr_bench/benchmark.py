@@ -108,6 +108,9 @@ class VcrBenchScoring(ScoringAdapter):
 
     name = judge_name = "vcr_bench"
 
+    def settings(self, records):
+        return BENCHMARK.settings_of(records)
+
     def score(self, records, settings, judge):
         return Scored(*scored_records(records, settings, judge))
 

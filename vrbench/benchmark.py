@@ -209,7 +209,7 @@ class VrBenchScoring(ScoringAdapter):
 
     def settings(self, records):
         # records made before they carried their settings carry their protocol
-        values = super().settings(records)
+        values = BENCHMARK.settings_of(records)
         if records and "settings" not in records[0] and not task.PROTOCOL_VARIABLE.is_set():
             values["protocol"] = records[0]["protocol"]
         return values

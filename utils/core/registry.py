@@ -53,11 +53,10 @@ class ScoringAdapter:
 
     name = ""
     judge_name = ""
-    benchmark: Benchmark | None = None  # the Benchmark declaring it (set by the declaration)
 
     def settings(self, records: Sequence[dict]) -> Any:
-        """The settings the task's aggregation would use (records and environment): its benchmark's `settings_of`."""
-        return None if self.benchmark is None else self.benchmark.settings_of(records)
+        """The settings the task's aggregation would use (records and environment)."""
+        return None
 
     def score(self, records: Sequence[dict], settings: Any, judge: Any) -> Scored:
         """The metrics of the records and their per-sample outcomes, from one scoring with `judge`."""
@@ -222,8 +221,6 @@ class Benchmark:
             if unknown:
                 raise DataError(f"benchmark {self.name}: task {task.name} sets {unknown}, not options of the benchmark "
                                 f"({', '.join(sorted(known)) or 'none'})")
-        if self.scoring.benchmark is None:  # its first declaration: the one it reads its settings from
-            self.scoring.benchmark = self
 
     def task(self, name: str) -> Task:
         for task in self.tasks:
