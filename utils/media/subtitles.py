@@ -88,6 +88,17 @@ def parse_srt(path) -> SrtParse:
     return SrtParse(cues, skipped)
 
 
+def srt_problem(path) -> str | None:
+    """Why an SRT gives a prompt nothing (empty, or no block parses into a subtitle line), or None."""
+    try:
+        parsed = parse_srt(path)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    if not parsed.cues:
+        return "the file is empty" if Path(path).stat().st_size == 0 else f"no subtitle line could be read from it ({parsed.skipped} malformed block(s))"
+    return None
+
+
 def lines_for_times(cues: Sequence[Cue], times: Iterable[float], *, with_times: bool = True) -> list[str]:
     """Lines of the cues strictly containing each time (seconds), each line once, in order: ``get_subtitles``'
     ``sub.start < t < sub.end`` in integer milliseconds (as pysubs2); ``[start, end] text`` or the text alone."""
