@@ -135,7 +135,7 @@ def subtitle_flags(video_uid: str) -> dict:
         path = MEDIA.subtitle_path(video_uid)
     except ValueError:
         return dict(NO_FLAGS)
-    unusable = None if path is None or frames.load_cues(path) else subtitles.srt_problem(path) or "no subtitle line"
+    unusable = None if path is None or subtitles.load_cues(path) else subtitles.srt_problem(path) or "no subtitle line"
     return {"subtitles_unusable": unusable, "subtitles_missing": path is None}
 
 

@@ -6,7 +6,6 @@ video's `video_meta_info.json` entry (`max_frame`, `fps`), so the prompt text ne
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -97,12 +96,6 @@ def question_frames(video_uid: str, mode: str, clue_intervals: Sequence[Sequence
 
 
 # --- Subtitles
-@functools.lru_cache(maxsize=1024)
-def load_cues(path: Path) -> tuple:
-    """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
-    return tuple(subtitles.parse_srt(Path(path)).cues)
-
-
 def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
     """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
     times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
@@ -110,7 +103,7 @@ def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, w
     path = media.subtitle_path(plan.video_uid)
     if path is None:
         return ""
-    cues = load_cues(path)
+    cues = subtitles.load_cues(path)
     times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
 

@@ -7,6 +7,7 @@ bytes and `<i>`-style tags are read.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,12 @@ def parse_srt(path) -> SrtParse:
         else:
             cues.append(cue)
     return SrtParse(cues, skipped)
+
+
+@functools.lru_cache(maxsize=1024)
+def load_cues(path: Path) -> tuple[Cue, ...]:
+    """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
+    return tuple(parse_srt(path).cues)
 
 
 def srt_problem(path) -> str | None:
