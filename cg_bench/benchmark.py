@@ -23,6 +23,7 @@ from lmms_video_reasoning.utils.core.roots import cache_home, data_root, usable_
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.lmms.plugin_media import FileMedia, docs_loader, with_media
 from lmms_video_reasoning.utils.lmms.responses import warn_truncated
+from lmms_video_reasoning.utils.media import subtitles
 from lmms_video_reasoning.utils.media.video import cut_clip, plan_frames
 from lmms_video_reasoning.utils.results.aggregation import SHARED_OPTIONS, DeclaredHooks, judge_accounting_writer
 
@@ -133,7 +134,7 @@ def subtitle_flags(video_uid: str) -> dict:
         path = MEDIA.subtitle_path(video_uid)
     except ValueError:
         return dict(NO_FLAGS)
-    unusable = None if path is None or frames.load_cues(path) else data.subtitle_problem(path) or "no subtitle line"
+    unusable = None if path is None or subtitles.load_cues(path) else subtitles.srt_problem(path) or "no subtitle line"
     return {"subtitles_unusable": unusable, "subtitles_missing": path is None}
 
 

@@ -87,17 +87,6 @@ def video_path(video_uid: str) -> Path:
     return require_media(CG_BENCH, video_at(data_root(CG_BENCH), video_uid), f"CG-Bench video {VIDEO_DIR}/{video_uid}.mp4")
 
 
-def subtitle_problem(path: Path) -> str | None:
-    """Why an SRT gives the prompt nothing (empty, or no block parses into a subtitle line), or None."""
-    try:
-        parsed = subtitles.parse_srt(Path(path))
-    except OSError as exc:
-        return f"it cannot be read ({exc.strerror or exc})"
-    if not parsed.cues:
-        return "the file is empty" if Path(path).stat().st_size == 0 else f"no subtitle line could be read from it ({parsed.skipped} malformed block(s))"
-    return None
-
-
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks (the tasks' own resolvers), and what the tasks do about gaps."""
     videos, clips, subs = {}, {}, {}
@@ -110,7 +99,7 @@ def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
         videos_kind(videos),
         media_index.MediaKind("clue clips", False, clips, video_problem, "clip cut from the full video",
                               "error in clue mode (video): delete it so a clip is cut from the full video", unusable_fails=True),
-        media_index.MediaKind("subtitles", False, subs, subtitle_problem, "prompt without subtitles (not every video has them)",
+        media_index.MediaKind("subtitles", False, subs, subtitles.srt_problem, "prompt without subtitles (not every video has them)",
                               "prompt without subtitles, counted in the run's subtitles_unusable", list_missing=True),
     ]
 

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lmms_video_reasoning.utils.core.data_errors import RECORD_FIX, DataError, finite_number, letters, option_letter, require_fields
+from lmms_video_reasoning.utils.core import data_errors
 
 SPLIT_FILES = {"mini": "cgbench_mini.json", "full": "cgbench.json"}
 META_FILE = "video_meta_info.json"
@@ -27,11 +27,11 @@ logger = logging.getLogger(__name__)
 def validate_record(record: Any, where: str) -> dict:
     """One annotation record checked against the official schema (DataError naming the record and the field),
     normalised: `choices` a list, `clue_intervals` [float, float] pairs, `duration` int."""
-    require_fields(record, FIELDS, where)
+    data_errors.require_fields(record, FIELDS, where)
     where = f"{where} (qid {record.get('qid')!r})"
 
     def fail(message: str):
-        raise DataError(f"{where}: {message}")
+        raise data_errors.DataError(f"{where}: {message}")
 
     if not isinstance(record["qid"], int) or isinstance(record["qid"], bool):
         fail(f"qid must be an integer, got {record['qid']!r}")
@@ -41,7 +41,7 @@ def validate_record(record: Any, where: str) -> dict:
     choices = record["choices"]
     if not isinstance(choices, list) or not 2 <= len(choices) <= MAX_CHOICES or not all(isinstance(c, str) for c in choices):
         fail(f"choices must be a list of 2 to {MAX_CHOICES} strings, got {choices!r}")
-    option_letter(record["right_answer"], letters(len(choices)), "right_answer", where)
+    data_errors.option_letter(record["right_answer"], data_errors.letters(len(choices)), "right_answer", where)
     intervals = record["clue_intervals"]
     if not isinstance(intervals, list) or not intervals:
         fail(f"clue_intervals must be a non-empty list of [start, end], got {intervals!r}")
@@ -49,22 +49,22 @@ def validate_record(record: Any, where: str) -> dict:
     for interval in intervals:
         if not isinstance(interval, (list, tuple)) or len(interval) != 2:
             fail(f"clue interval {interval!r} is not [start, end] seconds")
-        start, end = (finite_number(value, f"clue interval {interval!r} {side}", where) for side, value in zip(("start", "end"), interval))
+        start, end = (data_errors.finite_number(value, f"clue interval {interval!r} {side}", where) for side, value in zip(("start", "end"), interval))
         if start > end:
             fail(f"clue interval {interval!r} is not [start, end] seconds with 0 <= start <= end")
         clean.append([start, end])
-    duration = finite_number(record["duration"], "duration", where, positive=True)
+    duration = data_errors.finite_number(record["duration"], "duration", where, positive=True)
     return {**record, "choices": list(choices), "clue_intervals": clean, "duration": int(duration)}
 
 
 def validate_records(records: Any, where: str) -> list[dict]:
     """Validate a whole annotation file: a list of records with unique qids."""
     if not isinstance(records, list) or not records:
-        raise DataError(f"{where}: expected a non-empty JSON list of question records")
+        raise data_errors.DataError(f"{where}: expected a non-empty JSON list of question records")
     clean = [validate_record(record, f"{where} record #{index}") for index, record in enumerate(records)]
     repeated = [qid for qid, count in Counter(record["qid"] for record in clean).items() if count > 1]
     if repeated:
-        raise DataError(f"{where}: qid {repeated[0]} appears more than once; {RECORD_FIX}")
+        raise data_errors.DataError(f"{where}: qid {repeated[0]} appears more than once; {data_errors.RECORD_FIX}")
     return clean
 
 
@@ -83,17 +83,17 @@ def read_meta(path: Path) -> dict[str, VideoMeta]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}): restore the file") from None
+        raise data_errors.DataError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}): restore the file") from None
     if not isinstance(raw, dict):
-        raise DataError(f"{path}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
+        raise data_errors.DataError(f"{path}: expected a JSON object {{video_uid: {{duration, max_frame, fps}}}}")
     table = {}
     for uid, entry in raw.items():
         where_entry = f"{path} entry {uid!r}"
-        require_fields(entry, ("max_frame", "fps"), where_entry)
-        fps = finite_number(entry["fps"], "fps", where_entry, positive=True, unit="frames per second")
-        max_frame = finite_number(entry["max_frame"], "max_frame", where_entry, positive=True, unit="frames")
+        data_errors.require_fields(entry, ("max_frame", "fps"), where_entry)
+        fps = data_errors.finite_number(entry["fps"], "fps", where_entry, positive=True, unit="frames per second")
+        max_frame = data_errors.finite_number(entry["max_frame"], "max_frame", where_entry, positive=True, unit="frames")
         # no duration (or 0): the sampler's own max_frame / fps
-        duration = finite_number(entry["duration"], "duration", where_entry) if entry.get("duration") else max_frame / fps
+        duration = data_errors.finite_number(entry["duration"], "duration", where_entry) if entry.get("duration") else max_frame / fps
         table[uid] = VideoMeta(duration, int(max_frame), fps)
     return table
 

@@ -6,14 +6,13 @@ video's `video_meta_info.json` entry (`max_frame`, `fps`), so the prompt text ne
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan, check_counts
+from lmms_video_reasoning.utils.core import frame_plan
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals
 from lmms_video_reasoning.utils.media import subtitles
 
@@ -23,7 +22,7 @@ logger = logging.getLogger(__name__)
 def long_indices(total: int, n: int) -> list[int]:
     """Long video / grounding / open: segment centres (official ``sample_frames_global_average``, ``total`` = the
     metadata's ``max_frame``; indices repeat for short videos, as officially)."""
-    check_counts(total, n)
+    frame_plan.check_counts(total, n)
     seg = float(total) / n
     return [int(seg / 2 + round(seg * i)) for i in range(n)]
 
@@ -33,7 +32,7 @@ def clue_indices(intervals_s: Sequence[Sequence[float]], fps: float, total: int,
     ``sample_frames_clue_average``. Additions (protocol notes): intervals clamped to the video (counted, a
     warning logged) and reversed ones read as ``[start, end]``, so no index points past the last frame
     (officially dropped silently); zero-length intervals alone get one frame at their start (officially none)."""
-    check_counts(total, n)
+    frame_plan.check_counts(total, n)
     clamped, n_clamped = clamp_intervals(intervals_s, total / fps)
     if n_clamped:
         logger.warning("%d clue interval(s) reached past the video end (%.3f s) and were clamped", n_clamped, total / fps)
@@ -57,8 +56,8 @@ def timestamps(indices: Iterable[int], fps: float) -> list[float]:
     return [round(i / fps, 4) for i in indices]
 
 
-LONG_PLAN = FramePlan("cg_bench", pick=long_indices, times=timestamps)
-CLUE_PLAN = FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, times=timestamps)
+LONG_PLAN = frame_plan.FramePlan("cg_bench", pick=long_indices, times=timestamps)
+CLUE_PLAN = frame_plan.FramePlan("cg_bench_clue", pick_in_intervals=clue_indices, times=timestamps)
 
 DEFAULT_LONG_FRAMES = 128  # paper Table 3 "#F long"; also grounding and open
 DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
@@ -69,7 +68,7 @@ class Media(Protocol):
 
     # The `n` frames `plan` picks (inside `intervals` for the clue plan) from (max_frame, fps) as the
     # official sampler sees them (its table): `frame_plan.choose`.
-    def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> Chosen: ...
+    def plan(self, video_uid: str, plan: frame_plan.FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> frame_plan.Chosen: ...
     def subtitle_path(self, video_uid: str) -> Path | None: ...  # None: no SRT (not every video has one)
     def frames(self, video_uid: str, indices: Sequence[int]) -> list: ...  # RGB PIL images of the full video
     def video(self, doc: dict) -> str: ...  # what a video-native model is handed (clue mode: of the clue intervals)
@@ -86,8 +85,8 @@ class QuestionFrames:
     fps: float
 
 
-def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], media: Media, long_frames: int = DEFAULT_LONG_FRAMES,
-               clue_frames: int = DEFAULT_CLUE_FRAMES) -> QuestionFrames:
+def question_frames(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], media: Media, long_frames: int = DEFAULT_LONG_FRAMES,
+                    clue_frames: int = DEFAULT_CLUE_FRAMES) -> QuestionFrames:
     """The official sampling of `mode` for a question (no decoding; the sampler's table)."""
     if mode == "clue":
         chosen = media.plan(video_uid, CLUE_PLAN, clue_frames, clue_intervals)
@@ -97,12 +96,6 @@ def frame_plan(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[floa
 
 
 # --- Subtitles
-@functools.lru_cache(maxsize=1024)
-def load_cues(path: Path) -> tuple:
-    """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
-    return tuple(subtitles.parse_srt(Path(path)).cues)
-
-
 def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
     """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
     times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
@@ -110,7 +103,7 @@ def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, w
     path = media.subtitle_path(plan.video_uid)
     if path is None:
         return ""
-    cues = load_cues(path)
+    cues = subtitles.load_cues(path)
     times = [(cue.start + cue.end) / 2 for cue in cues] if whole_video else [index / plan.fps for index in plan.indices]
     return subtitles.subtitle_prompt(subtitles.lines_for_times(cues, times, with_times=with_times))
 

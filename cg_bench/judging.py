@@ -59,7 +59,7 @@ def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> tuple[int | None
     if first.value in (0, 1):
         return first.value, None
     # Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference).
-    plan = frames.frame_plan(item.video_uid, "clue", item.clue_intervals, media)
+    plan = frames.question_frames(item.video_uid, "clue", item.clue_intervals, media)
     images = [image_part(frame) for frame in media.frames(item.video_uid, list(plan.indices))]
     text = prompts.judge_step2_text(item.question, item.prediction, frames.subtitles_for(plan, media), prompts.frame_times_block(plan.indices, plan.fps))
     second = ask(_request(images + [{"type": "text", "text": text}], (0, 1), 2, assumed=1))

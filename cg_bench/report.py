@@ -16,9 +16,9 @@ from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled, bootstrap_ci
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
 from lmms_video_reasoning.utils.results.report_runs import Run
-from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, trusted_only, comparisons_for, value_of
+from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, trusted_only, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
-    Coverage, Section, Table, ci_table, comparison_table, digits_for, fmt, paper_table, reference, run_row, stats_row, user_cell,
+    Coverage, Section, Table, ci_table, comparison_tables, digits_for, fmt, paper_table, reference, row_label, run_row, stats_row, user_cell,
 )
 from lmms_video_reasoning.cg_bench.data import RELEASE
 
@@ -155,10 +155,6 @@ def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "
     return {key: row for key, row in rows.items() if row is not None}
 
 
-def row_name(label: str, split: str) -> str:
-    return label if split == "mini" else f"{label} · full"
-
-
 def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
     """Tables 4 (mini split) and 10 (full split): each run's prompt & modality settings (`MODALITIES`, and the
     plain tasks) with acc.@IoU at tau = 0, beside the paper's rows."""
@@ -168,7 +164,7 @@ def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> 
         for (label, split), row in (combined if not suffix else joined_rows(runs, stats, 0, seed, suffix)).items():
             with_acc_at_iou0(row)
             if not all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):  # none, e.g. a run of the blind task only: no row
-                named[split].append((f"{row_name(label, split)} · {modality}", row))
+                named[split].append((f"{row_label(label, split, 'mini')} · {modality}", row))
     tables = []
     for split, name in (("mini", "table4"), ("full", "table10")):
         if named[split]:
@@ -192,14 +188,14 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     columns = reference("cg_bench")["tables"]["table3"]["columns"]
     user = []
     for (label, split), row in combined.items():
-        name = row_name(label, split)
+        name = row_label(label, split, "mini")
         if any(not math.isnan(value_of(row, c)) for c in columns):
             user.append(stats_row(name, row.source, row, "cg_bench", columns))
         if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
             text = text_only.get((label, split))
             source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")
             user.append(run_row(f"{name} (blind)", source, blind_values(row, text), "cg_bench", columns))
-    table = paper_table("cg_bench", "table3", user, coverage=[coverage(row_name(label, split), row, split)
+    table = paper_table("cg_bench", "table3", user, coverage=[coverage(row_label(label, split, "mini"), row, split)
                                                               for (label, split), row in combined.items()])
     table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
                        "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns and their CRR, as the "
@@ -207,14 +203,12 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                        f"(cg_bench_grounding{TEXT_ONLY}, cg_bench_open{TEXT_ONLY}) when it has them.")
     section.tables.append(table)
     section.tables += ablation_tables(runs, stats, combined, seed)
-    section.tables.append(ci_table("cg_bench", [(row_name(label, split), "joined CG tasks", row)
+    section.tables.append(ci_table("cg_bench", [(row_label(label, split, "mini"), "joined CG tasks", row)
                                                 for (label, split), row in combined.items()]))
     cg_tasks = sorted({task for (_, task) in stats if task.startswith("cg_bench")})
-    comparisons = comparisons_for("cg_bench", cg_tasks, stats, runs, n, seed)
-    if comparisons:
-        section.tables.append(comparison_table("cg_bench", comparisons))
+    section.tables += comparison_tables("cg_bench", cg_tasks, stats, runs, n, seed)
 
-    rows_of = {row_name(label, split): row for (label, split), row in combined.items() if row.sampled}
+    rows_of = {row_label(label, split, "mini"): row for (label, split), row in combined.items() if row.sampled}
     breakdowns = {name: breakdown(outcomes_in(row)) for name, row in rows_of.items()}
     intervals = {name: breakdown_intervals(rows_of[name], data, n, seed) for name, data in breakdowns.items()}
     modes = [mode for mode in MODES if any(o["mode"] == mode for row in rows_of.values() for o in row.sampled.outcomes)]

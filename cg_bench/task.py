@@ -221,7 +221,7 @@ def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
 
 def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrames:
     """The frames the document's mode samples (no decoding)."""
-    return frames.frame_plan(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
+    return frames.question_frames(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_for: Callable | None = None) -> str:

@@ -331,12 +331,12 @@ def test_cg_every_table4_modality_is_a_task_setting(park, modality, kwargs, subt
 
 def test_cg_subtitles_only_and_text_only_show_no_visual(park, sample_dir):
     from lmms_video_reasoning.cg_bench import benchmark as cg_binding
-    from lmms_video_reasoning.cg_bench import frames as cg_frames
+    from lmms_video_reasoning.utils.media.subtitles import load_cues
 
     frames_span = {"visual_mode": "none", "long_frames": 4, "subtitle_times": False}  # S (128 frames), here 4
     video_span = {**frames_span, "subtitle_span": "video"}  # S (full-video)
     text_only = {"visual_mode": "none", "subtitles": False}  # the text-only row
-    every_line = [cue.text.replace("\n", " ") for cue in cg_frames.load_cues(sample_dir / "cg_bench" / "cg_subtitles" / "cgsample_park.srt")]
+    every_line = [cue.text.replace("\n", " ") for cue in load_cues(sample_dir / "cg_bench" / "cg_subtitles" / "cgsample_park.srt")]
     assert len(every_line) > 2  # more subtitles in the video than at the 4 frames' times
     expected = {id(frames_span): cg_prompt(park, UNTIMED), id(video_span): cg_prompt(park, SUBS_HEAD + "\n".join(every_line) + "\n\n"),
                 id(text_only): cg_prompt(park)}

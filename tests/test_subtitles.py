@@ -8,6 +8,7 @@ from lmms_video_reasoning.utils.media.subtitles import (
     Cue,
     lines_for_times,
     parse_srt,
+    srt_problem,
     subtitle_prompt,
 )
 
@@ -94,3 +95,11 @@ def test_subtitle_prompt():
     assert subtitle_prompt(["[1.0, 2.0] a", "[3.0, 4.5] b"]) == (
         "The subtitles of the video are as follows:\n\n[1.0, 2.0] a\n[3.0, 4.5] b\n\n"
     )
+
+
+def test_srt_problem_says_why_a_file_yields_no_line(tmp_path):
+    assert srt_problem(srt(tmp_path, MESSY)) is None
+    assert srt_problem(srt(tmp_path, "", "empty.srt")) == "the file is empty"
+    garbage = srt(tmp_path, "1\nno times here\n\n2\n00:xx:01,000 --> 00:00:02,000\nbad\n", "garbage.srt")
+    assert srt_problem(garbage) == "no subtitle line could be read from it (2 malformed block(s))"
+    assert srt_problem(tmp_path / "gone.srt") == f"it cannot be read (subtitle file not found: {tmp_path / 'gone.srt'})"

@@ -10,9 +10,9 @@ from typing import Sequence
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_plots import error_bars, grouped_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import Run
-from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, comparisons_for, interval_of, value_of
+from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, interval_of, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
-    MINE, Coverage, Section, ci_table, comparison_table, paper_table, reference, released_coverage, run_row, stats_row,
+    MINE, Coverage, Section, ci_table, comparison_tables, paper_table, reference, released_coverage, row_label, run_row, stats_row,
 )
 from lmms_video_reasoning.vcr_bench import scoring
 from lmms_video_reasoning.vcr_bench.data import RELEASE
@@ -117,10 +117,6 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
     return saved(fig, path)
 
 
-def _label(run: Run, task: str) -> str:
-    return run.label if task == "vcr_cot" else f"{run.label} · {task}"
-
-
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
     present = [(run, task) for run in runs for task in TASKS + FRAME_TASKS if (run.label, task) in stats]
     if not present:
@@ -129,12 +125,12 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     tables = reference("vcr_bench")["tables"]
 
     def rows(name: str, tasks: Sequence[str]) -> list:
-        return [stats_row(_label(run, task), task, stats[(run.label, task)], "vcr_bench", tables[name]["columns"])
+        return [stats_row(row_label(run.label, task, "vcr_cot"), task, stats[(run.label, task)], "vcr_bench", tables[name]["columns"])
                 for run, task in present if task in tasks]
 
     def covered(tasks: Sequence[str], among: Sequence[Run] = runs) -> list[Coverage]:
         """The released questions each run's task scored (the rows are on all 1,034)."""
-        return [released_coverage(_label(run, task), run, task, stats[(run.label, task)], RELEASE["all"][0])
+        return [released_coverage(row_label(run.label, task, "vcr_cot"), run, task, stats[(run.label, task)], RELEASE["all"][0])
                 for run, task in present if task in tasks and run in among]
 
     for name, tasks in (("table2", ("vcr_cot",)), ("table3", TASKS), ("table4", TASKS)) if any(t in TASKS for _, t in present) else ():
@@ -154,9 +150,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
         table10.notes += [note for _, _, note in shares if note]
         section.tables.append(table10)
     section.tables.append(ci_table("vcr_bench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
-    comparisons = comparisons_for("vcr_bench", TASKS + FRAME_TASKS, stats, runs, n, seed)
-    if comparisons:
-        section.tables.append(comparison_table("vcr_bench", comparisons))
+    section.tables += comparison_tables("vcr_bench", TASKS + FRAME_TASKS, stats, runs, n, seed)
 
     if cot_runs:
         user = [(label, value_of(s, "cot_f1"), value_of(s, "accuracy"), interval_of(s, "cot_f1"), interval_of(s, "accuracy")) for label, s in cot_runs]

@@ -7,9 +7,9 @@ from pathlib import Path
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.results.report_plots import grouped_bars
 from lmms_video_reasoning.utils.results.report_runs import Run
-from lmms_video_reasoning.utils.results.report_stats import comparisons_for, interval_of, value_of
+from lmms_video_reasoning.utils.results.report_stats import interval_of, value_of
 from lmms_video_reasoning.utils.results.report_tables import (
-    Coverage, Section, ci_table, comparison_table, paper_table, reference, released_coverage, stats_row,
+    Coverage, Section, ci_table, comparison_tables, paper_table, reference, released_coverage, row_label, stats_row,
 )
 from lmms_video_reasoning.vrbench.data import RELEASE
 
@@ -30,17 +30,13 @@ TWO_PHASE = ("generation in two phases, as the rows; OE-P weights the official c
 JUDGE_PROTOCOL = {"default": "judge: this suite's default protocol", "official": "judge: the official script's behaviour"}
 
 
-def _label(run: Run, task: str) -> str:
-    return run.label if task == "vr_bench" else f"{run.label} · {task}"
-
-
 def coverage(run: Run, task: str, stats) -> Coverage:
     """A run's task beside Table 2: the released questions it scored, its protocol."""
     protocol = TWO_PHASE if task.endswith("_two_phase") else ONE_GENERATION
     if task != "vr_bench_mcq":
         judged = stats.sampled.settings.get("protocol") if stats.sampled is not None else ("official" if task == "vr_bench_official" else None)
         protocol += f" ({JUDGE_PROTOCOL.get(judged, 'judge protocol not recorded')})"
-    return released_coverage(_label(run, task), run, task, stats, RELEASE["all"][0], protocol)
+    return released_coverage(row_label(run.label, task, "vr_bench"), run, task, stats, RELEASE["all"][0], protocol)
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
@@ -53,18 +49,16 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                                  ("LLMs", " — LLMs (summary, no frames)", ("vr_bench_text", "vr_bench_text_two_phase"))):
         shown = [(run, task) for run, task in present if task in tasks]
         if shown:
-            rows = [stats_row(_label(run, task), task, stats[(run.label, task)], "vrbench", columns) for run, task in shown]
+            rows = [stats_row(row_label(run.label, task, "vr_bench"), task, stats[(run.label, task)], "vrbench", columns) for run, task in shown]
             section.tables.append(paper_table("vrbench", "table2", rows, groups=(group,), title_suffix=suffix,
                                               coverage=[coverage(run, task, stats[(run.label, task)]) for run, task in shown]))
     section.tables.append(ci_table("vrbench", [(run.label, task, stats[(run.label, task)]) for run, task in present]))
-    comparisons = comparisons_for("vrbench", TASKS, stats, runs, n, seed)
-    if comparisons:
-        section.tables.append(comparison_table("vrbench", comparisons))
+    section.tables += comparison_tables("vrbench", TASKS, stats, runs, n, seed)
     types = columns[3:]
     paper_row = next(r for r in reference("vrbench")["tables"]["table2"]["rows"] if r["model"].startswith("GPT-4o") and r["group"].startswith("VLMs"))
     section.figures.append(("Score by reasoning type", grouped_bars(
         out / "vrbench_by_type.png", "VRBench score by reasoning type", [LABELS[t] for t in types],
-        [(_label(run, task), [value_of(stats[(run.label, task)], t) for t in types], [interval_of(stats[(run.label, task)], t) for t in types])
+        [(row_label(run.label, task, "vr_bench"), [value_of(stats[(run.label, task)], t) for t in types], [interval_of(stats[(run.label, task)], t) for t in types])
          for run, task in present], "Score", ("paper: GPT-4o (VLM)", paper_row["values"][3:]))))
     return section
 

@@ -7,6 +7,7 @@ bytes and `<i>`-style tags are read.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,23 @@ def parse_srt(path) -> SrtParse:
         else:
             cues.append(cue)
     return SrtParse(cues, skipped)
+
+
+@functools.lru_cache(maxsize=1024)
+def load_cues(path: Path) -> tuple[Cue, ...]:
+    """The cues of an SRT file (parsed once per file, for the last 1,024 files of the process)."""
+    return tuple(parse_srt(path).cues)
+
+
+def srt_problem(path) -> str | None:
+    """Why an SRT gives a prompt nothing (empty, or no block parses into a subtitle line), or None."""
+    try:
+        parsed = parse_srt(path)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    if not parsed.cues:
+        return "the file is empty" if Path(path).stat().st_size == 0 else f"no subtitle line could be read from it ({parsed.skipped} malformed block(s))"
+    return None
 
 
 def lines_for_times(cues: Sequence[Cue], times: Iterable[float], *, with_times: bool = True) -> list[str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lmms_video_reasoning.utils.core import registry
-from lmms_video_reasoning.utils.results.report_bootstrap import MIN_UNITS, Difference
+from lmms_video_reasoning.utils.results.report_bootstrap import MIN_UNITS
 from lmms_video_reasoning.utils.results.report_runs import Run, spec_of
-from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, interval_of, pairing_note, value_of
+from lmms_video_reasoning.utils.results.report_stats import NotComputed, TaskStats, comparisons_for, interval_of, pairing_note, value_of
 
 
 MINE = "▶ "
@@ -47,6 +47,11 @@ def reference(benchmark: str) -> dict:
 
 def digits_for(benchmark: str, metric: str) -> int:
     return spec_of(benchmark).digits(metric)
+
+
+def row_label(label: str, part: str, main: str) -> str:
+    """A run's row name: its label, followed by the task (or split) `part` unless that is the benchmark's `main` one."""
+    return label if part == main else f"{label} · {part}"
 
 
 def user_cell(label: str) -> str:
@@ -205,7 +210,11 @@ def ci_table(benchmark: str, entries: list[tuple[str, str, TaskStats]]) -> Table
     return Table("95% bootstrap confidence intervals (headline metrics)", columns, rows, notes + short_notes(rows, len(columns) - 1))
 
 
-def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list[Difference]]]) -> Table:
+def comparison_tables(benchmark: str, tasks: Sequence[str], stats: dict, runs: list[Run], n: int, seed: int) -> list[Table]:
+    """The paired comparisons of the runs' `tasks` (`comparisons_for`) as a table; none when no two runs share a task's samples."""
+    comparisons = comparisons_for(benchmark, tasks, stats, runs, n, seed)
+    if not comparisons:
+        return []
     rows = []
     for task, base, other, differences in comparisons:
         for d in differences:
@@ -220,9 +229,9 @@ def comparison_table(benchmark: str, comparisons: list[tuple[str, str, str, list
                 cells = [f"{d.difference:+.{digits}f}", fmt_ci(d.interval, digits), str(d.common), verdict, note]
             rows.append(([f"{MINE}{other} − {base}", task, spec_of(benchmark).label(d.metric)] + cells, True))
     unit = spec_of(benchmark).unit
-    return Table(f"Paired comparisons (difference with 95% CI, same {unit})", ["Runs", "Task", "Metric", "Difference", "95% CI",
-                 f"Common {unit}", "Significant", "Note"], rows,
-                 [f"Paired bootstrap: the {unit} both runs answered, resampled together.", pairing_note()] + short_notes(rows, 7))
+    return [Table(f"Paired comparisons (difference with 95% CI, same {unit})", ["Runs", "Task", "Metric", "Difference", "95% CI",
+                  f"Common {unit}", "Significant", "Note"], rows,
+                  [f"Paired bootstrap: the {unit} both runs answered, resampled together.", pairing_note()] + short_notes(rows, 7))]
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")

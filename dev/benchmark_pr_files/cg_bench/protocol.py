@@ -11,8 +11,7 @@ from datasets import Dataset
 from lmms_eval.tasks._task_utils.media_resolver import resolve_media_reference
 from lmms_eval.tasks.cgbench.utils import cgbench_doc_to_visual
 from lmms_video_reasoning.cg_bench import docs, task
-from lmms_video_reasoning.utils.core.frame_plan import choose
-from lmms_video_reasoning.utils.core.records import aggregations, once_per_sample
+from lmms_video_reasoning.utils.core import frame_plan, records
 from lmms_video_reasoning.dev.plain_frames import PlainMedia, probe
 
 ROOT_ENV = "CGBENCH_ROOT"
@@ -34,9 +33,9 @@ class Media(PlainMedia):
         """The frames `plan` picks, from the frame table's (max_frame, fps) (the root's own copy first), else the file's."""
         entry = docs.meta_table(os.getenv(ROOT_ENV, "").strip()).get(video_uid)
         if entry is not None:
-            return choose(plan, entry.max_frame, entry.fps, n, intervals)
+            return frame_plan.choose(plan, entry.max_frame, entry.fps, n, intervals)
         count, fps = probe(video_path(video_uid))
-        return choose(plan, max(1, count - 1), fps, n, intervals)  # the table's max_frame is the last frame's index
+        return frame_plan.choose(plan, max(1, count - 1), fps, n, intervals)  # the table's max_frame is the last frame's index
 
     def full_video(self, doc):
         return video_path(doc["video_uid"])
@@ -56,8 +55,8 @@ MEDIA = Media(video_path)
 
 def _process_docs(task_kind, split):
     def process_docs(dataset):
-        records = docs.validate_records([dict(row) for row in dataset], f"CG-Bench {docs.SPLIT_FILES[split]}")
-        return Dataset.from_list(task.build_docs(records, task_kind, split))
+        questions = docs.validate_records([dict(row) for row in dataset], f"CG-Bench {docs.SPLIT_FILES[split]}")
+        return Dataset.from_list(task.build_docs(questions, task_kind, split))
 
     return process_docs
 
@@ -70,7 +69,7 @@ def outcome_metrics(values):
 # cgbench_<kind>_docs / cgbench_full_<kind>_docs and cgbench_protocol_aggregate_<metric>, named in the YAMLs
 for _kind, _metrics in task.METRICS.items():
     globals().update({f"cgbench_{_kind}_docs": _process_docs(_kind, "mini"), f"cgbench_full_{_kind}_docs": _process_docs(_kind, "full")})
-    globals().update(aggregations("cgbench_protocol_aggregate_", _metrics, outcome_metrics))
+    globals().update(records.aggregations("cgbench_protocol_aggregate_", _metrics, outcome_metrics))
 
 
 def cgbench_protocol_doc_to_visual(doc, lmms_eval_specific_kwargs=None):
@@ -92,7 +91,7 @@ def answer_record(doc, results):
 
 def logged(doc, record, outcome):
     """The answer's record and its outcome, logged once, under every metric of the document's task."""
-    return once_per_sample({"record": record, "outcome": vars(outcome)}, task.METRICS[doc["task_kind"]])
+    return records.once_per_sample({"record": record, "outcome": vars(outcome)}, task.METRICS[doc["task_kind"]])
 
 
 def cgbench_protocol_process_results(doc, results):
