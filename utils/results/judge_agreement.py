@@ -112,15 +112,11 @@ def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, 
             "metrics": metrics, "ranking": ranking_agreement(sampled, n, seed), "coverage": coverage}
 
 
-def snapshot_text(side: dict) -> str:
-    return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or "none"
-
-
 def agreement_tables(document: dict) -> tuple[str, list[Table]]:
     """The judges (with their snapshots and any calibration) and the tables of an agreement document."""
-    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'])}), "
-                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'])})"
-                       for b, s in document["judges"].items())
+    judges = "; ".join(f"{registry.get(b).title}: " + ", ".join(
+        f"{side} {s['model']} (snapshots: {', '.join(f'{m} x{c}' for m, c in s['snapshots'].items()) or 'none'})" for side, s in both.items())
+        for b, both in document["judges"].items())
     calibration = document.get("calibration")
     intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
                                     f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."
