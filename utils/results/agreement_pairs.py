@@ -210,8 +210,9 @@ def metric_differences(reference: Sampled, candidate: Sampled, n: int, seed: int
 
 
 def ranking_agreement(sampled: dict[str, dict[str, tuple[Sampled, Sampled]]], n: int, seed: int) -> list[dict]:
-    """Per task ({run: (under the reference, under the candidate)}) and headline metric of two or more runs: Kendall's
-    tau-b between the runs' values under the two judges on the questions every run has, with a CI (the questions resampled together)."""
+    """Per task ({run: (Sampled under the reference, under the candidate)}) and headline metric of two or
+    more runs: Kendall's tau-b between the runs' values under the two judges on the questions every run
+    has, with a CI (the questions resampled together)."""
     rows = []
     for task, by_run in sorted(sampled.items()):
         runs = list(by_run)
