@@ -11,11 +11,12 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Sequence
 
+from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.results.batch_judging import quiet_judging
 from lmms_video_reasoning.utils.results.report_bootstrap import (Sampled, bootstrap_interval, paired_difference, percentile_interval,
                                                                   resampled_metrics)
@@ -87,9 +88,6 @@ class RecordingJudge(InOrderJudge):
         self.inner, self.tokenizer = inner, tokenizer
         self.asked: list[Asked] = []
 
-    def __getattr__(self, name: str):  # config, cache, stats, accounting ... of the judge read
-        return getattr(self.inner, name)
-
     def ask(self, request):
         from lmms_video_reasoning.judges import NOT_COMPUTED
 
@@ -144,31 +142,11 @@ class Side:
         return cache_only_judge(bench.judge_name, self.model, self.cache, self.endpoint)
 
 
-@dataclass
-class CallPairs:
-    """Every verdict pair of one call type: {unit: [(reference label, candidate label)]}."""
-
-    benchmark: str
-    call: str
-    scale: tuple | None
-    units: dict[tuple, list[tuple]] = field(default_factory=lambda: defaultdict(list))
-
-
-@dataclass
-class Setup:
-    """Both judges, per benchmark."""
-
-    reference: dict[str, Side]
-    candidate: dict[str, Side]
-
-
-def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tuple[str, str, Any, Any]], Counter]:
-    """[(call type, item, reference label, candidate label)] of one sample, and what could not be paired, by reason."""
-    unpaired: Counter = Counter()
+def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tuple[str, Any, Any]], Counter]:
+    """[(call type, reference label, candidate label)] of one sample, and what could not be paired, by reason."""
     by_key = {(a.tag, a.occurrence): a for a in candidate.asked}
     reference_keys = {(a.tag, a.occurrence) for a in reference.asked}
-    for key in by_key.keys() - reference_keys:
-        unpaired[f"{key[0]}: asked by the candidate only"] += 1
+    unpaired = Counter(f"{tag}: asked by the candidate only" for tag, _ in by_key.keys() - reference_keys)
     pairs = []
     for asked in reference.asked:
         other = by_key.get((asked.tag, asked.occurrence))
@@ -183,18 +161,20 @@ def pair_verdicts(bench, reference: Judged, candidate: Judged) -> tuple[list[tup
         theirs = {(call, item): label for call, item, label in bench.verdicts(other.tag, other.value)}
         for key in ours.keys() ^ theirs.keys():
             unpaired[f"{key[0]}: an item in one reply only"] += 1
-        pairs += [(call, item, ours[(call, item)], theirs[(call, item)]) for call, item in ours if (call, item) in theirs]
+        pairs += [(key[0], ours[key], theirs[key]) for key in ours if key in theirs]
     return pairs, unpaired
 
 
-def call_summary(call: CallPairs, n: int, seed: int) -> dict:
-    pairs = [pair for unit in call.units.values() for pair in unit]
-    units = list(call.units.values())
-    kappa = weighted_kappa if call.scale is not None else cohen_kappa
+def call_summary(benchmark: str, call: str, by_unit: dict[Any, list[Pair]], n: int, seed: int) -> dict:
+    """Agreement and kappa of one call type's verdict pairs, with CIs over their units (questions or videos)."""
+    units = list(by_unit.values())
+    pairs = [pair for unit in units for pair in unit]
+    ratings = registry.get(benchmark).scoring.rating_scale(call) is not None
+    kappa = weighted_kappa if ratings else cohen_kappa
     reference_labels, candidate_labels = Counter(map(_label, (a for a, _ in pairs))), Counter(map(_label, (b for _, b in pairs)))
     return {
-        "benchmark": call.benchmark, "call": call.call, "kind": "ratings" if call.scale is not None else "categories",
-        "statistic": "weighted kappa (quadratic)" if call.scale is not None else "Cohen's kappa",
+        "benchmark": benchmark, "call": call, "kind": "ratings" if ratings else "categories",
+        "statistic": "weighted kappa (quadratic)" if ratings else "Cohen's kappa",
         "pairs": len(pairs), "units": len(units),
         "agreement": agreement_rate(pairs),
         "agreement_ci": bootstrap_interval(units, agreement_rate, n, seed),
@@ -214,53 +194,40 @@ def _undefined(value: Any) -> bool:
     return not isinstance(value, (int, float)) or math.isnan(value)
 
 
-def snapshots(judged: Sequence[Judged]) -> dict[str, int]:
-    counted = Counter(a.answered_by or "(not recorded)" for j in judged for a in j.asked if a.ok)
-    return dict(counted.most_common())
-
-
-def metric_differences(benchmark: str, records: Sequence[dict], settings: Any, judged_reference: Sequence[Judged],
-                       judged_candidate: Sequence[Judged], n: int, seed: int) -> tuple[list[dict], Sampled | None, Sampled | None]:
-    """Each headline metric under both judges and the paired difference, on the samples both judged completely."""
-    both = [i for i, (r, c) in enumerate(zip(judged_reference, judged_candidate)) if r.complete and c.complete]
-    if not both:
-        return [], None, None
-    records = [records[i] for i in both]
-    reference = Sampled(benchmark, records, [judged_reference[i].outcome for i in both], settings)
-    candidate = Sampled(benchmark, records, [judged_candidate[i].outcome for i in both], settings)
-    headline = headline_metrics(benchmark)
+def metric_differences(reference: Sampled, candidate: Sampled, n: int, seed: int) -> list[dict]:
+    """Each headline metric under both judges (the same samples) and the paired difference."""
+    headline = headline_metrics(reference.benchmark)
     values_reference, values_candidate = reference.metrics(), candidate.metrics()
     rows = []
     for difference in paired_difference(reference, candidate, n, seed):
         if difference.metric not in headline or all(_undefined(values.get(difference.metric)) for values in (values_reference, values_candidate)):
             continue  # not a metric of this task
-        rows.append({"benchmark": benchmark, "metric": difference.metric,
+        rows.append({"benchmark": reference.benchmark, "metric": difference.metric,
                      "reference": values_reference.get(difference.metric), "candidate": values_candidate.get(difference.metric),
-                     "difference": difference.difference, "ci": difference.interval, "samples": len(records),
+                     "difference": difference.difference, "ci": difference.interval, "samples": len(reference.records),
                      "units": difference.common})
-    return rows, reference, candidate
+    return rows
 
 
-def ranking_agreement(sampled: dict[tuple[str, str], tuple[Sampled, Sampled]], n: int, seed: int) -> list[dict]:
-    """Per task and headline metric of two or more runs: Kendall's tau-b between the runs' values under
-    the two judges on the questions every run has, with a CI (the questions resampled together)."""
-    by_task: dict[str, list[str]] = defaultdict(list)
-    for run, task in sampled:
-        by_task[task].append(run)
+def ranking_agreement(sampled: dict[str, dict[str, tuple[Sampled, Sampled]]], n: int, seed: int) -> list[dict]:
+    """Per task ({run: (Sampled under the reference, under the candidate)}) and headline metric of two or
+    more runs: Kendall's tau-b between the runs' values under the two judges on the questions every run
+    has, with a CI (the questions resampled together)."""
     rows = []
-    for task, runs in sorted(by_task.items()):
+    for task, by_run in sorted(sampled.items()):
+        runs = list(by_run)
         if len(runs) < 2:
             continue
-        unit_maps = {run: sampled[(run, task)][0].units() for run in runs}
+        unit_maps = {run: by_run[run][0].units() for run in runs}
         common = [unit for unit in unit_maps[runs[0]] if all(unit in unit_maps[run] for run in runs)]
-        headline = headline_metrics(sampled[(runs[0], task)][0].benchmark)
+        headline = headline_metrics(by_run[runs[0]][0].benchmark)
         if not common or not headline:
             continue
 
         def series(picks) -> dict[str, tuple[list[float], list[float]]]:
             """{metric: (the runs' values under the reference, under the candidate)} on the picked questions."""
             per_run = [[i for pick in picks for i in unit_maps[run][common[pick]]] for run in runs]
-            judged = [[sampled[(run, task)][side].metrics(indices) for run, indices in zip(runs, per_run)] for side in (0, 1)]
+            judged = [[by_run[run][side].metrics(indices) for run, indices in zip(runs, per_run)] for side in (0, 1)]
             return {metric: tuple([m.get(metric, math.nan) for m in values] for values in judged) for metric in headline}
 
         observed = series(range(len(common)))

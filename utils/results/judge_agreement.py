@@ -25,9 +25,10 @@ from lmms_video_reasoning.judges import config as judge_config
 from lmms_video_reasoning.judges.limits import CallBudget
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results.agreement_pairs import (Asked, CallPairs, Setup, Side, call_summary, judge_each,
-                                                                metric_differences, pair_verdicts, ranking_agreement, snapshots)
+from lmms_video_reasoning.utils.results.agreement_pairs import (Asked, Side, call_summary, judge_each, metric_differences, pair_verdicts,
+                                                                ranking_agreement)
 from lmms_video_reasoning.utils.results.batch_judging import usd
+from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
 from lmms_video_reasoning.utils.results.report_runs import split_label
@@ -35,6 +36,7 @@ from lmms_video_reasoning.utils.results.report_tables import Section, Table, fmt
 from lmms_video_reasoning.utils.results.samples_io import Gathered, gather_records, task_spec
 
 FORMAT = "lmms_vr_judge_agreement"  # the key marking an agreement document
+Setup = dict[str, dict[str, Side]]  # {"reference" | "candidate": {benchmark: that judge}}
 
 
 def sides(values: Sequence[str] | None, benchmarks: Sequence[str], cache: Path | None, default=None) -> dict[str, Side]:
@@ -71,55 +73,50 @@ def gather_runs(paths: Sequence[str], task: str | None) -> list[tuple[str, Gathe
 
 def compare(found: list[tuple[str, Gathered]], setup: Setup, n: int, seed: int, only: set | None = None) -> dict:
     """The agreement document for the runs (restricted to `only` (task, sample id) keys when given)."""
-    calls: dict[tuple[str, str], CallPairs] = {}
-    coverage, metrics, judged_by = [], [], defaultdict(lambda: ([], []))
-    sampled: dict[tuple[str, str], tuple] = {}
+    calls: dict[tuple[str, str], dict] = {}  # (benchmark, call type) -> {(task, unit): [(reference label, candidate label)]}
+    answered_by: dict[str, dict[str, Counter]] = defaultdict(lambda: {side: Counter() for side in setup})  # the snapshots
+    sampled: dict[str, dict] = defaultdict(dict)  # task -> {run: (Sampled under the reference, under the candidate)}
+    coverage, metrics = [], []
     for run, item in found:
-        if only is not None:
-            item = replace(item, records=[r for r in item.records if (item.task, str(r["sample_id"])) in only])
-            if not item.records:
-                continue
+        records = item.records if only is None else [r for r in item.records if (item.task, str(r["sample_id"])) in only]
+        if only is not None and not records:
+            continue
         benchmark = task_spec(item.task).benchmark
         bench = registry.get(benchmark).scoring
-        settings = bench.settings(item.records)
-        reference, candidate = (judge_each(bench, item.records, settings, sides[benchmark].reader(bench))
-                                for sides in (setup.reference, setup.candidate))
+        settings = bench.settings(records)
+        judged = {side: judge_each(bench, records, settings, sides[benchmark].reader(bench)) for side, sides in setup.items()}
+        reference, candidate = judged["reference"], judged["candidate"]
         unpaired: Counter = Counter()
-        for record, r, c in zip(item.records, reference, candidate):
+        for record, r, c in zip(records, reference, candidate):
             verdicts, missed = pair_verdicts(bench, r, c)
             unpaired.update(missed)
-            unit = (item.task, bench.unit(record))
-            for call, _item, a, b in verdicts:
-                entry = calls.setdefault((benchmark, call), CallPairs(benchmark, call, bench.rating_scale(call)))
-                entry.units[unit].append((a, b))
-        judged_by[benchmark][0].extend(reference)
-        judged_by[benchmark][1].extend(candidate)
-        rows, reference_sampled, candidate_sampled = metric_differences(benchmark, item.records, settings, reference, candidate, n, seed)
-        metrics += [{"run": run, "task": item.task, **row} for row in rows]
-        if reference_sampled is not None:
-            sampled[(run, item.task)] = (reference_sampled, candidate_sampled)
-        coverage.append({"run": run, "task": item.task, "benchmark": benchmark, "samples": len(item.records),
-                         "compared": sum(r.complete and c.complete for r, c in zip(reference, candidate)),
+            for call, a, b in verdicts:
+                calls.setdefault((benchmark, call), defaultdict(list))[(item.task, bench.unit(record))].append((a, b))
+        for side, judged_side in judged.items():
+            answered_by[benchmark][side].update(a.answered_by or "(not recorded)" for j in judged_side for a in j.asked if a.ok)
+        both = [i for i, (r, c) in enumerate(zip(reference, candidate)) if r.complete and c.complete]
+        if both:  # the headline metrics on the samples both judged completely
+            kept = [records[i] for i in both]
+            pair = tuple(Sampled(benchmark, kept, [side[i].outcome for i in both], settings) for side in (reference, candidate))
+            sampled[item.task][run] = pair
+            metrics += [{"run": run, "task": item.task, **row} for row in metric_differences(*pair, n, seed)]
+        coverage.append({"run": run, "task": item.task, "benchmark": benchmark, "samples": len(records), "compared": len(both),
                          "reference_incomplete": sum(not r.complete for r in reference),
                          "candidate_incomplete": sum(not c.complete for c in candidate),
                          "unpaired_requests": dict(unpaired.most_common())})
-    judges = {benchmark: {name: {"model": sides[benchmark].model, "cache": str(sides[benchmark].cache), "snapshots": snapshots(judged)}
-                          for name, sides, judged in (("reference", setup.reference, both[0]), ("candidate", setup.candidate, both[1]))}
-              for benchmark, both in judged_by.items()}
+    judges = {benchmark: {side: {"model": setup[side][benchmark].model, "cache": str(setup[side][benchmark].cache),
+                                 "snapshots": dict(counted.most_common())} for side, counted in by_side.items()}
+              for benchmark, by_side in answered_by.items()}
     return {FORMAT: 1, "seed": seed, "bootstrap": n, "judges": judges,
-            "calls": [call_summary(c, n, seed) for _, c in sorted(calls.items())],
+            "calls": [call_summary(*key, by_unit, n, seed) for key, by_unit in sorted(calls.items())],
             "metrics": metrics, "ranking": ranking_agreement(sampled, n, seed), "coverage": coverage}
-
-
-def snapshot_text(side: dict) -> str:
-    return ", ".join(f"{m} x{c}" for m, c in side["snapshots"].items()) or "none"
 
 
 def agreement_tables(document: dict) -> tuple[str, list[Table]]:
     """The judges (with their snapshots and any calibration) and the tables of an agreement document."""
-    judges = "; ".join(f"{registry.get(b).title}: reference {s['reference']['model']} (snapshots: {snapshot_text(s['reference'])}), "
-                       f"candidate {s['candidate']['model']} (snapshots: {snapshot_text(s['candidate'])})"
-                       for b, s in document["judges"].items())
+    judges = "; ".join(f"{registry.get(b).title}: " + ", ".join(
+        f"{side} {s['model']} (snapshots: {', '.join(f'{m} x{c}' for m, c in s['snapshots'].items()) or 'none'})" for side, s in both.items())
+        for b, both in document["judges"].items())
     calibration = document.get("calibration")
     intro = f"Judges: {judges}." + (f" Calibration: {calibration['samples']} samples judged by the reference "
                                     f"({calibration['bound']['calls']} requests, {calibration['bound']['spent_usd']:.4f} USD)."
@@ -193,12 +190,12 @@ def main(args) -> int:
     shared = Path(args.cache).expanduser() if args.cache else judge_config.cache_path_from_env()
     if shared is None and not (args.reference_cache and args.candidate_cache):
         raise DataError("the judge cache is off (LMMS_VR_JUDGE_CACHE=off): give --cache FILE (or --reference-cache and --candidate-cache)")
-    setup = Setup(sides(args.reference, benchmarks, Path(args.reference_cache).expanduser() if args.reference_cache else shared,
-                        lambda b: judge_config.benchmark_defaults(b).model),
-                  sides(args.candidate, benchmarks, Path(args.candidate_cache).expanduser() if args.candidate_cache else shared))
+    reference_cache, candidate_cache = (Path(given).expanduser() if given else shared for given in (args.reference_cache, args.candidate_cache))
+    setup = {"reference": sides(args.reference, benchmarks, reference_cache, lambda b: judge_config.benchmark_defaults(b).model),
+             "candidate": sides(args.candidate, benchmarks, candidate_cache)}
     for b in benchmarks:
-        if setup.reference[b].model == setup.candidate[b].model and setup.reference[b].cache == setup.candidate[b].cache:
-            raise DataError(f"{b}: the reference and the candidate are the same judge ({setup.reference[b].model}); give --candidate")
+        if setup["reference"][b] == setup["candidate"][b]:
+            raise DataError(f"{b}: the reference and the candidate are the same judge ({setup['reference'][b].model}); give --candidate")
     try:
         only, calibration = calibrate(found, setup, args) if args.calibrate is not None else (None, None)
         document = compare(found, setup, args.bootstrap, args.seed, only)
@@ -214,8 +211,7 @@ def main(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_ready(document), indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     print(f"\nagreement written to {out} (show it in a report: lmms-vr report RESULTS... --agreement {out})")
-    compared = sum(row["compared"] for row in document["coverage"])
-    if not compared:
+    if not any(row["compared"] for row in document["coverage"]):
         print("nothing compared: no sample has the verdicts of both judges in the cache(s)", file=sys.stderr)
         return 1
     return 0
@@ -281,23 +277,21 @@ class SpendingLimit(CallBudget):
         return {**super().as_dict(), "max_cost_usd": self.max_cost, "spent_usd": round(self.spent, 6)}
 
 
-def reference_config(benchmark: str, model: str | None, cache: Path | None, base_url: str | None, key_env: str | None):
-    """The reference judge: the benchmark's own configuration without LMMS_VR_JUDGE_* (usually the
-    candidate), or `--reference-base-url`."""
+def reference_config(benchmark: str, reference: Side, base_url: str | None, key_env: str | None) -> JudgeConfig:
+    """The reference judge (its model, on its cache): the benchmark's own configuration without
+    LMMS_VR_JUDGE_* (usually the candidate), or `--reference-base-url`."""
     env = {name: value for name, value in os.environ.items()
            if name not in (judge_config.OVERRIDE_BASE_URL, judge_config.OVERRIDE_API_KEY, judge_config.OVERRIDE_MODEL)}
+    env[judge_config.OVERRIDE_MODEL] = reference.model
     if base_url:
         env[judge_config.OVERRIDE_BASE_URL] = base_url
         if key_env and os.environ.get(key_env):
             env[judge_config.OVERRIDE_API_KEY] = os.environ[key_env]
-    if model:
-        env[judge_config.OVERRIDE_MODEL] = model
     config = JudgeConfig.from_env(benchmark, env, host_settings=False)
     if config is None:
-        defaults = judge_config.benchmark_defaults(benchmark)
-        raise DataError(f"--calibrate needs the reference judge of {benchmark}: set {defaults.key_env} (judge {model or defaults.model}), "
-                        "or give --reference-base-url [--reference-key-env VAR]")
-    return replace(config, cache_path=cache) if cache is not None else config
+        raise DataError(f"--calibrate needs the reference judge of {benchmark}: set {judge_config.benchmark_defaults(benchmark).key_env} "
+                        f"(judge {reference.model}), or give --reference-base-url [--reference-key-env VAR]")
+    return replace(config, cache_path=reference.cache)
 
 
 def calibrate(found: list[tuple[str, Gathered]], setup: Setup, args) -> tuple[set, dict]:
@@ -315,9 +309,9 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, args) -> tuple[se
         spec = task_spec(item.task)
         bench = registry.get(spec.benchmark).scoring
         # input tokens counted as the reference will be billed (its tokenizer, or the stated approximation)
-        tokenizer = tokenizer_for(setup.reference[spec.benchmark].model)
+        tokenizer = tokenizer_for(setup["reference"][spec.benchmark].model)
         methods.add(tokenizer.method)
-        judged = judge_each(bench, item.records, bench.settings(item.records), setup.candidate[spec.benchmark].reader(bench), tokenizer)
+        judged = judge_each(bench, item.records, bench.settings(item.records), setup["candidate"][spec.benchmark].reader(bench), tokenizer)
         for record, j in zip(item.records, judged):
             if not (j.complete and j.asked):
                 continue  # a sample the candidate did not judge (completely) cannot be compared
@@ -327,11 +321,11 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, args) -> tuple[se
             candidate_asks[sample] += j.asked
     if not strata:
         raise DataError("--calibrate: the candidate judge has no complete verdicts for these runs in its cache "
-                        f"({', '.join(sorted({f'{b}: {s.model}' for b, s in setup.candidate.items()}))}); judge them with it first "
+                        f"({', '.join(sorted({f'{b}: {s.model}' for b, s in setup['candidate'].items()}))}); judge them with it first "
                         "(`lmms-vr score` with the candidate configured)")
     chosen = stratified_subset(strata, args.calibrate, args.seed)
     planned = [a for sample in chosen for a in candidate_asks[sample]]
-    configs = {b: reference_config(b, setup.reference[b].model, setup.reference[b].cache, args.reference_base_url, args.reference_key_env)
+    configs = {b: reference_config(b, setup["reference"][b], args.reference_base_url, args.reference_key_env)
                for b in sorted({task_spec(task).benchmark for task, _ in chosen})}
     estimate, worst, priced = 0.0, 0.0, True
     for sample in chosen:
@@ -366,7 +360,7 @@ def calibrate(found: list[tuple[str, Gathered]], setup: Setup, args) -> tuple[se
             bench.outcomes(records, bench.settings(item.records), judge=judges[spec.benchmark])
     for b, judge in judges.items():
         # read back as this judge would serve them (its endpoint too: a deployment may name its model otherwise)
-        setup.reference[b] = Side(configs[b].model, configs[b].cache_path, configs[b].base_url)
+        setup["reference"][b] = Side(configs[b].model, configs[b].cache_path, configs[b].base_url)
         judge.log_summary()
     spent = limit.as_dict()
     print(f"  sent {spent['calls']} requests, spent {spent['spent_usd']:.4f} USD"
