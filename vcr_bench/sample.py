@@ -299,8 +299,9 @@ def _steps_reply(content: str, precision: bool) -> str:
     solution = _between(content, "\n[Solution]\n", "\n\n[Ground Truth Information]\n")
     steps = ast.literal_eval(_between(content, "[Ground Truth Information]\n", None))
     if not precision:
-        return _json_reply([{"step": step, "step_type": step_type(step), "judgment": "Matched" if _norm(step_body(step)) in _norm(solution)
-                             else "Unmatched"} for step in steps], question)
+        items = [{"step": step, "step_type": step_type(step),
+                  "judgment": "Matched" if _norm(step_body(step)) in _norm(solution) else "Unmatched"} for step in steps]
+        return _json_reply(items, question)
     references, truth = [_norm(step_body(s)) for s in steps], _TRUTH[question.strip()]
     items = []
     for line in filter(None, (step_body(line).strip() for line in solution.splitlines())):
