@@ -292,20 +292,17 @@ def _json_reply(items: list[dict], key: str) -> str:
     return f"```json\n{body}\n```" if zlib.crc32(key.encode()) % 2 else body
 
 
-def _recall_reply(content: str) -> str:
-    question = _between(content, "[Problem]\n", "\n\n[Answer]\n")
-    solution = _norm(_between(content, "\n[Solution]\n", "\n\n[Ground Truth Information]\n"))
-    steps = ast.literal_eval(_between(content, "[Ground Truth Information]\n", None))
-    items = [{"step": step, "step_type": step_type(step),
-              "judgment": "Matched" if _norm(step_body(step)) in solution else "Unmatched"} for step in steps]
-    return _json_reply(items, question)
-
-
-def _precision_reply(content: str) -> str:
-    question = _between(content, "[Problem]\n", "\n\n[Solution]\n")
+def _steps_reply(content: str, precision: bool) -> str:
+    """The recall judge's reply (each reference step found in the solution or not) or the precision judge's
+    (each solution line matching a reference step, the final answer checked against the truth)."""
+    question = _between(content, "[Problem]\n", "\n\n[Solution]\n" if precision else "\n\n[Answer]\n")
     solution = _between(content, "\n[Solution]\n", "\n\n[Ground Truth Information]\n")
-    references = [_norm(step_body(s)) for s in ast.literal_eval(_between(content, "[Ground Truth Information]\n", None))]
-    truth = _TRUTH[question.strip()]
+    steps = ast.literal_eval(_between(content, "[Ground Truth Information]\n", None))
+    if not precision:
+        items = [{"step": step, "step_type": step_type(step),
+                  "judgment": "Matched" if _norm(step_body(step)) in _norm(solution) else "Unmatched"} for step in steps]
+        return _json_reply(items, question)
+    references, truth = [_norm(step_body(s)) for s in steps], _TRUTH[question.strip()]
     items = []
     for line in filter(None, (step_body(line).strip() for line in solution.splitlines())):
         kind = step_type(line)
@@ -335,7 +332,7 @@ def oracle_judge_reply(body: dict) -> str | None:
         standard = _between(content, "\n[Standard Answer]: ", "\nYour output:")
         return "1" if answers_match(model, standard, question) else "0"
     if content.startswith(prompts.official_prompt("Recall_Evaluation_Prompt")[:60]):
-        return _recall_reply(content)
+        return _steps_reply(content, precision=False)
     if content.startswith(prompts.official_prompt("Precision_Evaluation_Prompt")[:60]):
-        return _precision_reply(content)
+        return _steps_reply(content, precision=True)
     return None

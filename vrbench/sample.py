@@ -167,42 +167,41 @@ def step_texts(texts) -> list[str]:
     return [_TIMES.sub("", text).strip() for text in texts]
 
 
-def demo_response(doc: dict, index: int) -> str:
+def demo_letter(doc: dict, index: int) -> str:
+    """The letter the `index`-th replay response names: a wrong one where index % 8 == 3, else the right one."""
+    return LETTERS[(LETTERS.index(doc["answer"]) + 1) % 4] if index % 8 == 3 else doc["answer"]
+
+
+def demo_response(doc: dict, index: int, named: str | None = None) -> str:
     """The replay response for the `index`-th question: a design mixing right, wrong, odd.
 
     index % 8 == 3: a wrong letter with one step (one per type family); index 5: no letter at all; index 9: the
     test judge refuses to rate it; index 12: `\\boxed{X}`; index 16: an "Assistant:" prefix;
-    otherwise the reference steps and `<Answer> X`.
+    otherwise the reference steps and `<Answer> X`. `named`: an `<Answer>` line naming it in place of the letter.
     """
     steps = step_texts(text for _number, text in doc["steps"]) or [doc["original_answer"]]
     body = "\n".join(f"<Step {n}> {text}" for n, text in enumerate(steps, 1))
-    right = doc["answer"]
+    answer = f"<Answer> {named or demo_letter(doc, index)}"
     if index == 5:
         return "Sorry, I cannot tell from this video."
     if index % 8 == 3:
-        wrong = LETTERS[(LETTERS.index(right) + 1) % 4]
-        return f"<Step 1> {steps[0]}\n<Answer> {wrong}"
+        return f"<Step 1> {steps[0]}\n{answer}"
     if index == 9:
-        return f"{body}\n{JUDGE_REFUSAL_MARKER}\n<Answer> {right}"
+        return f"{body}\n{JUDGE_REFUSAL_MARKER}\n{answer}"
     if index == 12:
-        return f"{body}\nSo the answer is \\boxed{{{right}}}"
+        return f"{body}\nSo the answer is " + (answer if named else f"\\boxed{{{doc['answer']}}}")
     if index == 16:
-        return f"Assistant: {body}\n<Answer> {right}"
-    return f"{body}\n<Answer> {right}"
-
-
-_LETTER_ANSWER = re.compile(r"<Answer> ([A-D])$|\\boxed\{([A-D])\}")
+        return f"Assistant: {body}\n{answer}"
+    return f"{body}\n{answer}"
 
 
 def two_phase_replies(doc: dict, index: int) -> list[str]:
     """`demo_response` as the two rounds of the paper's protocol: the reasoning concluding in the
     reference answer's words where it named a letter, then that letter (`<Answer> X`, or the
     reply itself when it named none)."""
-    response = demo_response(doc, index)
-    letter = _LETTER_ANSWER.search(response)
-    if letter is None:
-        return [response, response]
-    return [_LETTER_ANSWER.sub(lambda _letter: f"<Answer> {doc['original_answer']}", response), f"<Answer> {letter.group(1) or letter.group(2)}"]
+    if index == 5:
+        return [demo_response(doc, index)] * 2
+    return [demo_response(doc, index, named=doc["original_answer"]), f"<Answer> {demo_letter(doc, index)}"]
 
 
 def demo_predictions(root: Path) -> list[dict]:

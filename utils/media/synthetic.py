@@ -153,11 +153,10 @@ def read_index_stamp(frame) -> int:
 
 
 def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: float = 10, width: int = 320, height: int = 240,
-                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, overwrite: bool = False,
-                stamp_index: bool = False, faststart: bool = False, open_gop: bool = False, pix_fmt: str = "yuv420p",
-                preset: str = "ultrafast") -> Path:
+                gop: int = 250, bframes: int = 0, textured: bool = False, vfr: bool = False, stamp_index: bool = False,
+                faststart: bool = False, open_gop: bool = False, pix_fmt: str = "yuv420p", preset: str = "ultrafast") -> Path:
     """Render ``shapes`` over ``duration`` seconds into a deterministic H.264 MP4 ``path`` (kept when
-    it exists, unless ``overwrite``). ``gop``: keyframe interval, exact (no scene cuts); ``bframes``:
+    it exists). ``gop``: keyframe interval, exact (no scene cuts); ``bframes``:
     consecutive B-frames (pyramid: some are references); ``textured``: a scrolling noise background
     (realistic bitrates); ``vfr``: see ``frame_times``; ``stamp_index``: each frame's index as a
     binary code (``read_index_stamp``); ``faststart``: moov first; ``open_gop``: non-IDR keyframes;
@@ -165,7 +164,7 @@ def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: flo
     import av  # local: keeps `import synthetic` cheap for code that only needs Shape/shape_box
 
     path = Path(path)
-    if path.exists() and not overwrite:
+    if path.exists():
         return path
     if pix_fmt == "yuv420p" and (width % 2 or height % 2):
         raise ValueError(f"width and height must be even for yuv420p (pix_fmt='yuv444p' takes odd ones), got {width}x{height}")
