@@ -54,8 +54,7 @@ KNOWN_MODELS = {
 }
 
 # The readings above are facts about these releases' code (see the module doc): any other installed
-# version hands the model the original path until that test has passed on it and the version is added
-# here (lmms-eval's: the one list of verified versions, `host.VERIFIED`).
+# version hands the model the original path until that test has passed on it and it is added (lmms-eval: host.VERIFIED).
 VERIFIED_VERSIONS = {"lmms-eval": host.VERIFIED, "qwen-vl-utils": ("0.0.14",)}
 
 
@@ -79,8 +78,7 @@ def version_verified(model: str) -> bool:
         verified = " + ".join(f"{name} {'/'.join(VERIFIED_VERSIONS[name])}" for name in _packages_of(model))
         logger.warning("video proxies are off for %s: installed %s, its frame selection was verified on %s only; "
                        "it reads the original video paths (run tests/test_model_equivalence.py on this version, then "
-                       "add it to VERIFIED_VERSIONS in utils/lmms/model_readings.py, lmms-eval's to VERIFIED in utils/lmms/host.py)",
-                       model, ", ".join(unverified), verified)
+                       "add it to VERIFIED_VERSIONS in utils/lmms/model_readings.py)", model, ", ".join(unverified), verified)
     return not unverified
 
 
