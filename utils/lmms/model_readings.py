@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmms_video_reasoning.utils.lmms import host
+
 logger = logging.getLogger("lmms_video_reasoning.model_video")
 
 
@@ -52,8 +54,8 @@ KNOWN_MODELS = {
 }
 
 # The readings above are facts about these releases' code (see the module doc): any other installed
-# version hands the model the original path until that test has passed on it and the version is added here.
-VERIFIED_VERSIONS = {"lmms-eval": ("0.7.3",), "qwen-vl-utils": ("0.0.14",)}
+# version hands the model the original path until that test has passed on it and it is added (lmms-eval: host.VERIFIED).
+VERIFIED_VERSIONS = {"lmms-eval": host.VERIFIED, "qwen-vl-utils": ("0.0.14",)}
 
 
 def _packages_of(model: str) -> tuple[str, ...]:
@@ -63,9 +65,7 @@ def _packages_of(model: str) -> tuple[str, ...]:
 
 def unverified_versions(model: str) -> list[str]:
     """``name version`` of each installed package ``model``'s reading was not verified on (empty: verified)."""
-    from lmms_video_reasoning.utils.lmms.host import host_version
-
-    versions = {package: host_version(package) or "absent" for package in _packages_of(model)}
+    versions = {package: host.host_version(package) or "absent" for package in _packages_of(model)}
     return [f"{package} {version}" for package, version in versions.items() if version not in VERIFIED_VERSIONS[package]]
 
 

@@ -89,7 +89,6 @@ class ReplayModel(lmms):
         self.predictions_path = predictions
         self._asked: Counter = Counter()  # requests per (task, split, doc): the round a list of replies answers
         # Under torchrun / accelerate every rank answers its own shard of the requests.
-        self._rank = int(os.environ.get("RANK", 0))
         self._world_size = int(os.environ.get("WORLD_SIZE", 1))
 
     def _respond(self, task: str, split: str, doc_id: int) -> str:
