@@ -66,10 +66,9 @@ class Touchpoint:
             # off: decided once per process, warned once; installing imports lmms-eval modules whose hooks land here again
             if self.state.startswith("off") or self._installing:
                 return False
-            version = host_version()
-            if version not in VERIFIED and not HOST_UNVERIFIED.read():
-                return self._off(f"lmms-eval {version} is not among the verified versions {', '.join(VERIFIED)} "
-                                 "(LMMS_VR_HOST_UNVERIFIED=1 tries anyway)")
+            why = unverified()
+            if why:
+                return self._off(why)
             self._installing = True
             try:
                 install()
@@ -95,6 +94,14 @@ class Touchpoint:
         log.warning("lmms-video-reasoning: %s is off (%s). You lose: %s. Workaround: %s.",
                     self.name, why, self.lost, self.workaround)
         return False
+
+
+def unverified() -> str | None:
+    """Why the touchpoints stay off on this lmms-eval (a version not in `VERIFIED`, not overridden), or None."""
+    version = host_version()
+    if version in VERIFIED or HOST_UNVERIFIED.read():
+        return None
+    return f"lmms-eval {version} is not among the verified versions {', '.join(VERIFIED)} (LMMS_VR_HOST_UNVERIFIED=1 tries anyway)"
 
 
 def require(condition: bool, what: str) -> None:

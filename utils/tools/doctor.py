@@ -106,7 +106,7 @@ def check_host() -> list[Finding]:
         if point.name in ("task-path", "fast-inputs"):
             continue  # measured above / below, by what they do
         if state == "not installed":  # used at run time: what can be known now is the version
-            state = "on" if host.host_version() in host.VERIFIED else f"off: lmms-eval {host.host_version()} is not verified"
+            state = f"off: {host.unverified()}" if host.unverified() else "on"
         findings.append(Finding(point.name, OK, point.gives) if state == "on" else
                         Finding(point.name, OFF, f"{state}; you lose: {point.lost}", point.workaround))
     return findings
