@@ -52,6 +52,14 @@ def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> lis
     return files
 
 
+def read_files(files: Sequence[tuple[str, bytes]]) -> ResultRead:
+    """Result files' lines as reading the files would give them (split on b"\\n" only), in one read."""
+    read = ResultRead()
+    for where, data in files:
+        read_result_lines(io.BytesIO(data), where, into=read)
+    return read
+
+
 @dataclass
 class Finished:
     """A submission that ended at the API."""
@@ -60,7 +68,8 @@ class Finished:
     batch_id: str
     status: str
     requests: int
-    read: ResultRead  # its output and error files' lines
+    files: list[tuple[str, bytes]]  # its output and error files: (name, content)
+    read: ResultRead  # their lines
     errors: list[str]  # the batch's own errors (a failed batch: why)
 
 
@@ -152,16 +161,11 @@ class BatchApi:
         return finished
 
     def _download(self, row: dict, batch: Any) -> Finished:
-        read = ResultRead()
-        for name in ("output_file_id", "error_file_id"):
-            file_id = getattr(batch, name, None)
-            if not file_id:
-                continue
-            data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, file_id).content
-            # its lines as reading the file would give them (split on b"\n" only)
-            read_result_lines(io.BytesIO(data), f"batch {batch.id} {name[:-8]} file", into=read)
+        files = [(f"batch {batch.id} {name[:-8]} file", self._call(f"download the batch's {name[:-8]} file",
+                                                                  self.client.files.content, getattr(batch, name)).content)
+                 for name in ("output_file_id", "error_file_id") if getattr(batch, name, None)]
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
-        return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
+        return Finished(row["submission"], batch.id, batch.status, row["requests"], files, read_files(files), errors)
 
     def close(self, item: Finished, consumed: set[str]) -> int:
         """The submission done; its requests without a result due again (a failed attempt). Returns how many."""

@@ -287,6 +287,8 @@ def api_judging(gathered: Sequence[Any]) -> None:
 
 def _finish(gathered: Sequence[Any], apis: dict) -> bool:
     """Wait for every open submission, import all their results in one pass, close them (False: none open)."""
+    from lmms_video_reasoning.judges.batch_api import read_files
+
     finished = []
     seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
@@ -296,9 +298,7 @@ def _finish(gathered: Sequence[Any], apis: dict) -> bool:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
         return False
-    read = ResultRead()
-    for _api, item in finished:
-        read.absorb(item.read)
+    read = read_files([file for _api, item in finished for file in item.files])
     imported = import_lines(gathered, read, "batch")
     print_counts(imported.counts, f"the results of {len(finished)} batches")
     for api, item in finished:
