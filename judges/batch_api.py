@@ -82,13 +82,11 @@ class BatchApi:
         self.config, self.ledger = config, ledger
         self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
                              timeout=min(config.timeout, 600.0), max_retries=6)
-        self.poll_seconds = POLL_SECONDS.read()
-        self.max_requests = MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
     def submit(self, lines: Sequence[dict], meta: dict[str, tuple[str, str]]) -> list[str]:
         """Upload and submit ``lines`` in files within the API's limits; returns the submission ids."""
         submissions = []
-        for chunk in split_lines(lines, self.max_requests, MAX_FILE_BYTES):
+        for chunk in split_lines(lines, MAX_REQUESTS.read(), MAX_FILE_BYTES):
             submission = uuid.uuid4().hex
             keys = [json.loads(data)["custom_id"] for data in chunk]
             self.ledger.add_submission(submission, self.config.model, self.config.endpoint, keys, meta)
@@ -157,7 +155,7 @@ class BatchApi:
                         finished.append(self._download(row, batch))
                         del pending[batch_id]
                 if pending:
-                    time.sleep(self.poll_seconds)
+                    time.sleep(POLL_SECONDS.read())
         return finished
 
     def _download(self, row: dict, batch: Any) -> Finished:

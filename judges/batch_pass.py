@@ -211,7 +211,6 @@ class JudgePass:
     def __init__(self, mode: str, read: ResultRead | None = None, endpoint: str = "(batch file)") -> None:
         self.mode, self.endpoint = mode, endpoint
         self.counts = read or ResultRead()
-        self.results = self.counts.results
         self.consumed: set[str] = set()
         self.task = ""  # set by the caller before each task's judging
         self.estimates: dict[str, dict[str, TagEstimate]] = defaultdict(lambda: defaultdict(TagEstimate))
@@ -237,11 +236,12 @@ class JudgePass:
     def refuse_unasked(self) -> None:
         """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
         ledgers = [judge.ledger for judge in self.judges.values() if judge.ledger is not None]
-        for key in sorted(self.results.keys() - self.consumed, key=lambda k: place_order(self.results[k].where)):
+        results = self.counts.results
+        for key in sorted(results.keys() - self.consumed, key=lambda k: place_order(results[k].where)):
             if any(ledger.entry(key) is not None for ledger in ledgers):
-                self.counts.refuse("stale", self.results[key], "stale: already answered, or not asked by this scoring")
+                self.counts.refuse("stale", results[key], "stale: already answered, or not asked by this scoring")
             else:
-                self.counts.refuse("foreign", self.results[key], "a custom_id this cache never exported")
+                self.counts.refuse("foreign", results[key], "a custom_id this cache never exported")
 
 
 class PassJudge(Judge):
@@ -318,7 +318,7 @@ class PassJudge(Judge):
             return self._failed(request, entry.reason or "batch attempts used up")
         if self.owner.mode == "estimate":
             return self._estimate(request)
-        line = self.owner.results.get(key) if claim else None
+        line = self.owner.counts.results.get(key) if claim else None
         if line is not None:
             with self.owner.lock:
                 first = key not in self.owner.consumed

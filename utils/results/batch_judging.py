@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 from lmms_video_reasoning.judges import batch_ledger
 from lmms_video_reasoning.judges.batch_pass import (JudgePass, ResultRead, TagEstimate, place_order, read_result_lines,
                                                     write_lines)
-from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
+from lmms_video_reasoning.judges.config import JudgeConfig, batch_price, cache_path_from_env, default_model
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_items
@@ -314,8 +314,6 @@ def _finish(gathered: Sequence[Any], apis: dict) -> bool:
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
     """{benchmark: model} for benchmarks with no judge configured whose judge model has batch-imported
     replies in the judge cache: `lmms-vr score` reads their verdicts from the cache (nothing sent)."""
-    from lmms_video_reasoning.judges.config import cache_path_from_env, default_model
-
     ledger = batch_ledger.existing_ledger(cache_path_from_env())
     found = {}
     for benchmark in benchmarks if ledger is not None else ():
