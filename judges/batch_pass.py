@@ -236,12 +236,12 @@ class JudgePass:
     def refuse_unasked(self) -> None:
         """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
         ledgers = [judge.ledger for judge in self.judges.values() if judge.ledger is not None]
-        results = self.counts.results
-        for key in sorted(results.keys() - self.consumed, key=lambda k: place_order(results[k].where)):
+        for key in self.counts.results.keys() - self.consumed:  # listed in file order by `print_counts`
+            line = self.counts.results[key]
             if any(ledger.entry(key) is not None for ledger in ledgers):
-                self.counts.refuse("stale", results[key], "stale: already answered, or not asked by this scoring")
+                self.counts.refuse("stale", line, "stale: already answered, or not asked by this scoring")
             else:
-                self.counts.refuse("foreign", results[key], "a custom_id this cache never exported")
+                self.counts.refuse("foreign", line, "a custom_id this cache never exported")
 
 
 class PassJudge(Judge):
