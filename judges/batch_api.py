@@ -159,9 +159,11 @@ class BatchApi:
         return finished
 
     def _download(self, row: dict, batch: Any) -> Finished:
-        files = [(f"batch {batch.id} {name[:-8]} file", self._call(f"download the batch's {name[:-8]} file",
-                                                                  self.client.files.content, getattr(batch, name)).content)
-                 for name in ("output_file_id", "error_file_id") if getattr(batch, name, None)]
+        files = []
+        for name in ("output_file_id", "error_file_id"):
+            if getattr(batch, name, None):
+                data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, getattr(batch, name)).content
+                files.append((f"batch {batch.id} {name[:-8]} file", data))
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
         return Finished(row["submission"], batch.id, batch.status, row["requests"], files, read_files(files), errors)
 

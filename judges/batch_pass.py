@@ -21,8 +21,8 @@ from typing import Any, Iterable, Sequence
 
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
-from lmms_video_reasoning.judges.cache import CachedReply
 from lmms_video_reasoning.judges.batch_ledger import ANSWERED, ERRORED, FAILED, IN_FLIGHT, REJECTED, BatchLedger
+from lmms_video_reasoning.judges.cache import CachedReply
 from lmms_video_reasoning.judges.config import (MAX_REPLY_BYTES, JudgeConfig, JudgeConfigError, cache_path_from_env, default_model,
                                                 price_overrides, read_setting)
 from lmms_video_reasoning.judges.engine import Judge, reply_value, request_keys, same_model, validate_request
