@@ -52,6 +52,14 @@ def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> lis
     return files
 
 
+def read_files(files: Sequence[tuple[str, bytes]]) -> ResultRead:
+    """Result files' lines as reading the files would give them (split on b"\\n" only), in one read."""
+    read = ResultRead()
+    for where, data in files:
+        read_result_lines(io.BytesIO(data), where, into=read)
+    return read
+
+
 @dataclass
 class Finished:
     """A submission that ended at the API."""
@@ -60,7 +68,8 @@ class Finished:
     batch_id: str
     status: str
     requests: int
-    read: ResultRead  # its output and error files' lines
+    files: list[tuple[str, bytes]]  # its output and error files: (name, content)
+    read: ResultRead  # their lines
     errors: list[str]  # the batch's own errors (a failed batch: why)
 
 
@@ -73,13 +82,11 @@ class BatchApi:
         self.config, self.ledger = config, ledger
         self.client = OpenAI(api_key=config.api_key or DUMMY_API_KEY, base_url=config.base_url or OPENAI_DEFAULT_BASE_URL,
                              timeout=min(config.timeout, 600.0), max_retries=6)
-        self.poll_seconds = POLL_SECONDS.read()
-        self.max_requests = MAX_REQUESTS.read()  # smaller files than the API's limit, e.g. for a token quota
 
     def submit(self, lines: Sequence[dict], meta: dict[str, tuple[str, str]]) -> list[str]:
         """Upload and submit ``lines`` in files within the API's limits; returns the submission ids."""
         submissions = []
-        for chunk in split_lines(lines, self.max_requests, MAX_FILE_BYTES):
+        for chunk in split_lines(lines, MAX_REQUESTS.read(), MAX_FILE_BYTES):
             submission = uuid.uuid4().hex
             keys = [json.loads(data)["custom_id"] for data in chunk]
             self.ledger.add_submission(submission, self.config.model, self.config.endpoint, keys, meta)
@@ -148,20 +155,17 @@ class BatchApi:
                         finished.append(self._download(row, batch))
                         del pending[batch_id]
                 if pending:
-                    time.sleep(self.poll_seconds)
+                    time.sleep(POLL_SECONDS.read())
         return finished
 
     def _download(self, row: dict, batch: Any) -> Finished:
-        read = ResultRead()
+        files = []
         for name in ("output_file_id", "error_file_id"):
-            file_id = getattr(batch, name, None)
-            if not file_id:
-                continue
-            data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, file_id).content
-            # its lines as reading the file would give them (split on b"\n" only)
-            read_result_lines(io.BytesIO(data), f"batch {batch.id} {name[:-8]} file", into=read)
+            if getattr(batch, name, None):
+                data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, getattr(batch, name)).content
+                files.append((f"batch {batch.id} {name[:-8]} file", data))
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
-        return Finished(row["submission"], batch.id, batch.status, row["requests"], read, errors)
+        return Finished(row["submission"], batch.id, batch.status, row["requests"], files, read_files(files), errors)
 
     def close(self, item: Finished, consumed: set[str]) -> int:
         """The submission done; its requests without a result due again (a failed attempt). Returns how many."""

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL
 from lmms_video_reasoning.judges.batch_ledger import ANSWERED, ERRORED, FAILED, IN_FLIGHT, REJECTED, BatchLedger
+from lmms_video_reasoning.judges.cache import CachedReply
 from lmms_video_reasoning.judges.config import (MAX_REPLY_BYTES, JudgeConfig, JudgeConfigError, cache_path_from_env, default_model,
                                                 price_overrides, read_setting)
 from lmms_video_reasoning.judges.engine import Judge, reply_value, request_keys, same_model, validate_request
@@ -55,14 +56,18 @@ class ResultLine:
     def ok(self) -> bool:
         return self.error is None and self.status == 200 and isinstance(self.body, dict)
 
+    def completion(self, endpoint: str = "") -> CachedReply | None:
+        """Its chat completion, None for an error line or a body that is not one."""
+        try:
+            return parse_completion(json.dumps(self.body).encode("utf-8"), endpoint) if self.ok else None
+        except AttemptFailed:
+            return None
+
     def reply(self) -> tuple[str, str] | None:
         """What would be cached of it (the reply text and the answering model), None for an error line."""
-        if not self.ok:
-            return None
-        try:
-            reply = parse_completion(json.dumps(self.body).encode("utf-8"), "")
-        except AttemptFailed:
-            return ("(malformed)", json.dumps(self.body, sort_keys=True))
+        reply = self.completion()
+        if reply is None:
+            return ("(malformed)", json.dumps(self.body, sort_keys=True)) if self.ok else None
         return (reply.raw, reply.answered_by)
 
 
@@ -122,19 +127,6 @@ class ResultRead:
     def unaccounted(self) -> int:
         return self.lines - (self.accepted() + sum(self.refusals.values()) + self.blank + len(self.duplicates)
                              + self.conflict_lines + len(self.undecodable) + len(self.unreadable))
-
-    def absorb(self, other: "ResultRead") -> None:
-        """Another file's read (not imported yet), under the same rules."""
-        self.lines += other.lines
-        self.blank += other.blank
-        self.undecodable += other.undecodable
-        self.unreadable += other.unreadable
-        self.duplicates += other.duplicates
-        for key, wheres in other.conflicts.items():
-            kept = self.results.pop(key, None)
-            self.conflicts[key] = self.conflicts.get(key, []) + ([kept.where] if kept else []) + wheres
-        for line in other.results.values():
-            self.add(line)
 
 
 def read_result_lines(lines: Iterable[bytes], where: str, into: ResultRead | None = None) -> ResultRead:
@@ -219,7 +211,6 @@ class JudgePass:
     def __init__(self, mode: str, read: ResultRead | None = None, endpoint: str = "(batch file)") -> None:
         self.mode, self.endpoint = mode, endpoint
         self.counts = read or ResultRead()
-        self.results = self.counts.results
         self.consumed: set[str] = set()
         self.task = ""  # set by the caller before each task's judging
         self.estimates: dict[str, dict[str, TagEstimate]] = defaultdict(lambda: defaultdict(TagEstimate))
@@ -245,11 +236,12 @@ class JudgePass:
     def refuse_unasked(self) -> None:
         """Refuse the result lines no request of the pass asked for: stale if this cache exported them, else foreign."""
         ledgers = [judge.ledger for judge in self.judges.values() if judge.ledger is not None]
-        for key in sorted(self.results.keys() - self.consumed, key=lambda k: place_order(self.results[k].where)):
+        for key in self.counts.results.keys() - self.consumed:  # listed in file order by `print_counts`
+            line = self.counts.results[key]
             if any(ledger.entry(key) is not None for ledger in ledgers):
-                self.counts.refuse("stale", self.results[key], "stale: already answered, or not asked by this scoring")
+                self.counts.refuse("stale", line, "stale: already answered, or not asked by this scoring")
             else:
-                self.counts.refuse("foreign", self.results[key], "a custom_id this cache never exported")
+                self.counts.refuse("foreign", line, "a custom_id this cache never exported")
 
 
 class PassJudge(Judge):
@@ -326,7 +318,7 @@ class PassJudge(Judge):
             return self._failed(request, entry.reason or "batch attempts used up")
         if self.owner.mode == "estimate":
             return self._estimate(request)
-        line = self.owner.results.get(key) if claim else None
+        line = self.owner.counts.results.get(key) if claim else None
         if line is not None:
             with self.owner.lock:
                 first = key not in self.owner.consumed
@@ -367,15 +359,8 @@ class PassJudge(Judge):
             with owner.lock:
                 counts.refuse("foreign", line, "a custom_id this cache never exported")
             return self._due(request, key, attempt, attempts)
-        reply, too_large = None, None
-        if line.ok:
-            data = json.dumps(line.body).encode("utf-8")
-            too_large = reply_too_large(len(data), self.config.max_reply_bytes)
-            if too_large is None:
-                try:
-                    reply = parse_completion(data, owner.endpoint)
-                except AttemptFailed:
-                    reply = None
+        too_large = reply_too_large(len(json.dumps(line.body).encode("utf-8")), self.config.max_reply_bytes) if line.ok else None
+        reply = line.completion(owner.endpoint) if too_large is None else None
         if reply is None:
             error = too_large or line.error or "batch reply without a chat completion"
             used_up = entry.errors + 1 >= self.config.max_attempts

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 from lmms_video_reasoning.judges import batch_ledger
 from lmms_video_reasoning.judges.batch_pass import (JudgePass, ResultRead, TagEstimate, place_order, read_result_lines,
                                                     write_lines)
-from lmms_video_reasoning.judges.config import JudgeConfig, batch_price
+from lmms_video_reasoning.judges.config import JudgeConfig, batch_price, cache_path_from_env, default_model
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_items
@@ -287,6 +287,8 @@ def api_judging(gathered: Sequence[Any]) -> None:
 
 def _finish(gathered: Sequence[Any], apis: dict) -> bool:
     """Wait for every open submission, import all their results in one pass, close them (False: none open)."""
+    from lmms_video_reasoning.judges.batch_api import read_files
+
     finished = []
     seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
@@ -296,9 +298,7 @@ def _finish(gathered: Sequence[Any], apis: dict) -> bool:
             finished += [(api, item) for item in api.wait(rows)]
     if not finished:
         return False
-    read = ResultRead()
-    for _api, item in finished:
-        read.absorb(item.read)
+    read = read_files([file for _api, item in finished for file in item.files])
     imported = import_lines(gathered, read, "batch")
     print_counts(imported.counts, f"the results of {len(finished)} batches")
     for api, item in finished:
@@ -314,8 +314,6 @@ def _finish(gathered: Sequence[Any], apis: dict) -> bool:
 def cache_answers_for(benchmarks: Sequence[str]) -> dict[str, str]:
     """{benchmark: model} for benchmarks with no judge configured whose judge model has batch-imported
     replies in the judge cache: `lmms-vr score` reads their verdicts from the cache (nothing sent)."""
-    from lmms_video_reasoning.judges.config import cache_path_from_env, default_model
-
     ledger = batch_ledger.existing_ledger(cache_path_from_env())
     found = {}
     for benchmark in benchmarks if ledger is not None else ():
