@@ -78,13 +78,6 @@ def _per_unit(columns: Mapping[str, np.ndarray], unit_of_sample: np.ndarray, uni
     return matrix
 
 
-def unit_index(keys: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-    """(the unit number of each sample, the units in first-appearance order)."""
-    numbers: dict[str, int] = {}
-    index = np.fromiter((numbers.setdefault(key, len(numbers)) for key in keys), dtype=np.int64, count=len(keys))
-    return index, list(numbers)
-
-
 _drawn: BoundedMemo[list[np.ndarray]] = BoundedMemo(2)  # the last draws (seed, units, n), as compact counts
 
 
@@ -112,7 +105,10 @@ def _draw(rng: np.random.Generator, units: int, n: int) -> Iterator[np.ndarray]:
 
 def resampled(totals: UnitTotals, n: int, seed: int) -> dict[str, np.ndarray]:
     """Every metric on `n` resamples of the units (seeded): {metric: n values}."""
-    return _joined([totals.columns.aggregate(totals.totals(counts), False) for counts in draws(seed, totals.units, n)])
+    parts = [totals.columns.aggregate(totals.totals(counts), False) for counts in draws(seed, totals.units, n)]
+    if not parts:
+        return {}
+    return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
 
 
 def whole(totals: UnitTotals) -> dict[str, float]:
@@ -129,12 +125,6 @@ def paired(base: UnitTotals, other: UnitTotals, n: int, seed: int) -> tuple[dict
     observed = {name: b[name] - a[name] for name in a if name in b}
     left, right = resampled(base, n, seed), resampled(other, n, seed)
     return observed, {name: right[name] - left[name] for name in left if name in right}
-
-
-def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    if not parts:
-        return {}
-    return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
 
 
 def defined(values: Sequence[float]) -> np.ndarray | None:
@@ -202,9 +192,10 @@ class Sampled:
     @functools.cached_property
     def unit_numbers(self) -> tuple[Any, dict[str, int]]:
         """(the unit number of each record, {unit: number}) in first-appearance order."""
-        unit = self.bench.unit
-        index, keys = unit_index([unit(record) for record in self.records])
-        return index, {key: number for number, key in enumerate(keys)}
+        unit, numbers = self.bench.unit, {}
+        index = np.fromiter((numbers.setdefault(unit(record), len(numbers)) for record in self.records), dtype=np.int64,
+                            count=len(self.records))
+        return index, numbers
 
     @property
     def unit_count(self) -> int:

@@ -338,35 +338,30 @@ def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
     runs: dict[str, dict[str, Path]] = {}
     skipped = []
     specs = task_specs()
-    for name in sorted(glob.glob(str(folder / "**" / "*_samples_*.jsonl"), recursive=True)):
-        path = Path(name)
-        match = SAMPLES_PATTERN.match(path.name)
-        if not match:
-            skipped.append(f"{path}: not named <run>_samples_<task>.jsonl")
-            continue
-        if match["task"] not in specs:
-            skipped.append(f"{path}: task {match['task']!r} is not a task of this suite")
-            continue
-        run = str(path.parent.relative_to(folder) / match["prefix"])
-        runs.setdefault(run, {})[match["task"]] = path
+
+    def found(pattern: re.Pattern, kind: str):  # (run, task, path) of each `*_<kind>_*.jsonl` of a task of this suite
+        for path in map(Path, sorted(glob.glob(str(folder / "**" / f"*_{kind}_*.jsonl"), recursive=True))):
+            match = pattern.match(path.name)
+            if match and match["task"] in specs:
+                yield str(path.parent.relative_to(folder) / match["prefix"]), match["task"], path
+            elif kind == "samples":
+                skipped.append(f"{path}: task {match['task']!r} is not a task of this suite" if match
+                               else f"{path}: not named <run>_samples_<task>.jsonl")
+
+    for run, task, path in found(SAMPLES_PATTERN, "samples"):
+        runs.setdefault(run, {})[task] = path
     # The records saved before judging stand in for the samples files lmms-eval did not write.
-    for name in sorted(glob.glob(str(folder / "**" / "*_records_*.jsonl"), recursive=True)):
-        path = Path(name)
-        match = RECORDS_PATTERN.match(path.name)
-        if not match or match["task"] not in specs:
-            continue
-        run = str(path.parent.relative_to(folder) / match["prefix"])
-        samples = runs.get(run, {}).get(match["task"])
+    for run, task, path in found(RECORDS_PATTERN, "records"):
+        samples = runs.get(run, {}).get(task)
         if samples is None:
-            log.info("%s: no samples file for task %s of run %s; scoring the records saved before its judging", path,
-                     match["task"], run)
-            runs.setdefault(run, {})[match["task"]] = path
+            log.info("%s: no samples file for task %s of run %s; scoring the records saved before its judging", path, task, run)
+            runs.setdefault(run, {})[task] = path
             continue
         # Records left beside a samples file: lmms-eval's copy was not verified whole at exit.
-        why = samples_differ(samples, path, match["task"])
+        why = samples_differ(samples, path, task)
         if why:
             log.warning("%s: %s; scoring the records saved before its judging (%s) instead", samples, why, path.name)
-            runs[run][match["task"]] = path
+            runs[run][task] = path
     return runs, skipped
 
 
