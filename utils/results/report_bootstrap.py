@@ -244,10 +244,10 @@ class Sampled:
         return self.gap or "no verdicts" if metric not in self.untrusted else "differs from the results"
 
 
-def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str = "") -> tuple[Sampled | None, str]:
+def load_sampled(task: str, path: Path, results_file: Path | None = None) -> tuple[Sampled | None, str]:
     """(Sampled, "") for a task's samples file, or (None, why not). Outcomes `lmms-vr score` stored are
-    used as they are, else recomputed with verdicts read by `verdicts` (the run's judge cache; None:
-    `no_verdicts` says why); verdicts not read leave `missing_verdicts` set (judge-free metrics only)."""
+    used as they are, else recomputed with verdicts read from the judge cache the run recorded in
+    `results_file` (`verdicts_for`); verdicts not read leave `missing_verdicts` set (judge-free metrics only)."""
     spec = task_spec(task)  # a task of this suite (`task_stats` says so of one that is not)
     try:
         records, _coverage, outcomes = read_samples(path, spec)
@@ -257,8 +257,7 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     settings = bench.settings(records)
     missing = gap = borrowed = ""
     if outcomes is None:
-        if verdicts is None and not no_verdicts:  # no run's judge given: the configured judge's cache
-            verdicts, no_verdicts, borrowed = verdicts_for(None, bench.judge_name)
+        verdicts, no_verdicts, borrowed = verdicts_for(results_file, bench.judge_name)
         reader = verdicts if verdicts is not None else _NoVerdicts()
         before = shortfall(reader)
         log.info("%s: recomputing per-sample outcomes from %s (verdicts from the judge cache)", task, path.name)
