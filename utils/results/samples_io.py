@@ -436,12 +436,6 @@ def _whole_lines(path: Path) -> int:
     return whole
 
 
-def first_row(path: Path) -> str | None:
-    """The file's first non-blank line (None: the file has none)."""
-    with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        return next((line for line in handle if line.strip()), None)
-
-
 def is_predictions_row(line: str) -> bool:
     """True for a line of replay predictions (an object with `id` and `response`, no `doc_id`)."""
     try:
@@ -487,7 +481,8 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it{found}{lost}; "
                             "run lmms-eval with --log_samples and give its --output_path folder")
         return [_from_samples(run, name, file) for run, found in sorted(runs.items()) for name, file in sorted(found.items())], skipped, missing
-    first = first_row(path)
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), None)
     if first is None:
         raise DataError(f"{path}: the file is empty (no JSON line in it): nothing to score; give the samples file an lmms-eval "
                         "run wrote with --log_samples (<date>_samples_<task>.jsonl), its --output_path folder, or a replay "
