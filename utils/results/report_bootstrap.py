@@ -117,16 +117,6 @@ def whole(totals: UnitTotals) -> dict[str, float]:
     return {name: float(value[0]) for name, value in values.items()}
 
 
-def paired(base: UnitTotals, other: UnitTotals, n: int, seed: int) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """(other - base, other - base on `n` resamples of the units drawn together: the same `draws`): the
-    paired bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
-    Metrics are those of the base that the other run has too."""
-    a, b = whole(base), whole(other)
-    observed = {name: b[name] - a[name] for name in a if name in b}
-    left, right = resampled(base, n, seed), resampled(other, n, seed)
-    return observed, {name: right[name] - left[name] for name in left if name in right}
-
-
 def defined(values: Sequence[float]) -> np.ndarray | None:
     """The defined (not NaN) bootstrap values; None when most resamples are undefined."""
     values = np.asarray(values, dtype=float)
@@ -333,9 +323,12 @@ def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -
     resamples = n if len(common) >= MIN_UNITS else 0
     if base.totals is None or other.totals is None:
         return common, *paired_values_reference(base, other, common, resamples, seed)
-    base_rows, other_rows = (np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64) for s in (base, other))
-    observed, values = paired(base.totals.of_units(base_rows), other.totals.of_units(other_rows), resamples, seed)
-    return common, observed, values
+    # both runs restricted to the common units in one order, resampled by the same `draws`: the paired bootstrap
+    left, right = (s.totals.of_units(np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64)) for s in (base, other))
+    a, b = whole(left), whole(right)
+    observed = {name: b[name] - a[name] for name in a if name in b}  # the base's metrics that the other run has too
+    left_values, right_values = resampled(left, resamples, seed), resampled(right, resamples, seed)
+    return common, observed, {name: right_values[name] - left_values[name] for name in left_values if name in right_values}
 
 
 def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n: int, seed: int) -> tuple[dict[str, float], dict[str, list[float]]]:
