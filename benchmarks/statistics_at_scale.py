@@ -347,8 +347,7 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
     """For each benchmark's first two runs: every task's bootstrap values and their paired
     differences, over the columns and by the reference (each resample's records re-aggregated by
     the benchmark's `metrics`), for one seed: equal to 1e-9, metric by metric."""
-    from lmms_video_reasoning.utils.core import registry
-    from lmms_video_reasoning.utils.results import report_bootstrap, report_runs
+    from lmms_video_reasoning.utils.results import report_bootstrap
 
     os.environ.update(env)  # the judge cache the runs wrote (the reference re-reads nothing: outcomes are loaded once)
     checked, differ = 0, []
@@ -358,8 +357,7 @@ def same_intervals(runs: dict[str, list[Path]], tasks: dict[str, list[str]], res
             sampled = []
             for folder in folders[:2]:
                 [samples] = sorted(folder.rglob(f"*_samples_{task}.jsonl"))
-                verdicts, why, _borrowed = report_runs.verdicts_for(results_file(folder), registry.get(benchmark).scoring.judge_name)
-                loaded, reason = report_bootstrap.load_sampled(task, samples, verdicts, why)
+                loaded, reason = report_bootstrap.load_sampled(task, samples, results_file(folder))
                 if loaded is None:
                     raise SystemExit(f"{samples}: {reason}")
                 sampled.append(loaded)

@@ -20,7 +20,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.columns import point
 from lmms_video_reasoning.utils.results import report, report_bootstrap, report_runs, report_tables
 from lmms_video_reasoning.utils.results import aggregation, samples_io, score
@@ -77,9 +76,8 @@ def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.
             row.pop(samples_io.OUTCOME_KEY)
         path = runs.dir / f"bare_{name}_samples_{task}.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    verdicts, why, _ = report_runs.verdicts_for(runs.files[name], registry.get(samples_io.task_spec(task).benchmark).scoring.judge_name)
     with environment(runs.env):  # CG-Bench's step-2 judge request holds the clue frames: rebuilt from the sample root
-        sampled, reason = report_bootstrap.load_sampled(task, path, verdicts, why)
+        sampled, reason = report_bootstrap.load_sampled(task, path, runs.files[name])
     assert sampled is not None, reason
     if not stored:  # recomputed from the judge cache: the run's own outcomes (a failed judgment stays failed)
         assert sampled.outcomes == samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[2]

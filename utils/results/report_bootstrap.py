@@ -78,13 +78,6 @@ def _per_unit(columns: Mapping[str, np.ndarray], unit_of_sample: np.ndarray, uni
     return matrix
 
 
-def unit_index(keys: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-    """(the unit number of each sample, the units in first-appearance order)."""
-    numbers: dict[str, int] = {}
-    index = np.fromiter((numbers.setdefault(key, len(numbers)) for key in keys), dtype=np.int64, count=len(keys))
-    return index, list(numbers)
-
-
 _drawn: BoundedMemo[list[np.ndarray]] = BoundedMemo(2)  # the last draws (seed, units, n), as compact counts
 
 
@@ -112,29 +105,16 @@ def _draw(rng: np.random.Generator, units: int, n: int) -> Iterator[np.ndarray]:
 
 def resampled(totals: UnitTotals, n: int, seed: int) -> dict[str, np.ndarray]:
     """Every metric on `n` resamples of the units (seeded): {metric: n values}."""
-    return _joined([totals.columns.aggregate(totals.totals(counts), False) for counts in draws(seed, totals.units, n)])
+    parts = [totals.columns.aggregate(totals.totals(counts), False) for counts in draws(seed, totals.units, n)]
+    if not parts:
+        return {}
+    return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
 
 
 def whole(totals: UnitTotals) -> dict[str, float]:
     """The metrics of the run itself (each unit once)."""
     values = totals.columns.aggregate(totals.totals(np.ones((1, totals.units))), True)
     return {name: float(value[0]) for name, value in values.items()}
-
-
-def paired(base: UnitTotals, other: UnitTotals, n: int, seed: int) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """(other - base, other - base on `n` resamples of the units drawn together: the same `draws`): the
-    paired bootstrap of two runs over the same units in the same order (see `UnitTotals.of_units`).
-    Metrics are those of the base that the other run has too."""
-    a, b = whole(base), whole(other)
-    observed = {name: b[name] - a[name] for name in a if name in b}
-    left, right = resampled(base, n, seed), resampled(other, n, seed)
-    return observed, {name: right[name] - left[name] for name in left if name in right}
-
-
-def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    if not parts:
-        return {}
-    return {name: np.concatenate([np.asarray(part[name], dtype=float) for part in parts]) for name in parts[0]}
 
 
 def defined(values: Sequence[float]) -> np.ndarray | None:
@@ -202,9 +182,10 @@ class Sampled:
     @functools.cached_property
     def unit_numbers(self) -> tuple[Any, dict[str, int]]:
         """(the unit number of each record, {unit: number}) in first-appearance order."""
-        unit = self.bench.unit
-        index, keys = unit_index([unit(record) for record in self.records])
-        return index, {key: number for number, key in enumerate(keys)}
+        unit, numbers = self.bench.unit, {}
+        index = np.fromiter((numbers.setdefault(unit(record), len(numbers)) for record in self.records), dtype=np.int64,
+                            count=len(self.records))
+        return index, numbers
 
     @property
     def unit_count(self) -> int:
@@ -253,10 +234,10 @@ class Sampled:
         return self.gap or "no verdicts" if metric not in self.untrusted else "differs from the results"
 
 
-def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str = "") -> tuple[Sampled | None, str]:
+def load_sampled(task: str, path: Path, results_file: Path | None = None) -> tuple[Sampled | None, str]:
     """(Sampled, "") for a task's samples file, or (None, why not). Outcomes `lmms-vr score` stored are
-    used as they are, else recomputed with verdicts read by `verdicts` (the run's judge cache; None:
-    `no_verdicts` says why); verdicts not read leave `missing_verdicts` set (judge-free metrics only)."""
+    used as they are, else recomputed with verdicts read from the judge cache the run recorded in
+    `results_file` (`verdicts_for`); verdicts not read leave `missing_verdicts` set (judge-free metrics only)."""
     spec = task_spec(task)  # a task of this suite (`task_stats` says so of one that is not)
     try:
         records, _coverage, outcomes = read_samples(path, spec)
@@ -266,8 +247,7 @@ def load_sampled(task: str, path: Path, verdicts: Any = None, no_verdicts: str =
     settings = bench.settings(records)
     missing = gap = borrowed = ""
     if outcomes is None:
-        if verdicts is None and not no_verdicts:  # no run's judge given: the configured judge's cache
-            verdicts, no_verdicts, borrowed = verdicts_for(None, bench.judge_name)
+        verdicts, no_verdicts, borrowed = verdicts_for(results_file, bench.judge_name)
         reader = verdicts if verdicts is not None else _NoVerdicts()
         before = shortfall(reader)
         log.info("%s: recomputing per-sample outcomes from %s (verdicts from the judge cache)", task, path.name)
@@ -343,9 +323,12 @@ def paired_values(base: Sampled, other: Sampled, n: int = 1000, seed: int = 0) -
     resamples = n if len(common) >= MIN_UNITS else 0
     if base.totals is None or other.totals is None:
         return common, *paired_values_reference(base, other, common, resamples, seed)
-    base_rows, other_rows = (np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64) for s in (base, other))
-    observed, values = paired(base.totals.of_units(base_rows), other.totals.of_units(other_rows), resamples, seed)
-    return common, observed, values
+    # both runs restricted to the common units in one order, resampled by the same `draws`: the paired bootstrap
+    left, right = (s.totals.of_units(np.array([s.unit_numbers[1][unit] for unit in common], dtype=np.int64)) for s in (base, other))
+    a, b = whole(left), whole(right)
+    observed = {name: b[name] - a[name] for name in a if name in b}  # the base's metrics that the other run has too
+    left_values, right_values = resampled(left, resamples, seed), resampled(right, resamples, seed)
+    return common, observed, {name: right_values[name] - left_values[name] for name in left_values if name in right_values}
 
 
 def paired_values_reference(base: Sampled, other: Sampled, common: list[str], n: int, seed: int) -> tuple[dict[str, float], dict[str, list[float]]]:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.report_bootstrap import Difference, Sampled, bootstrap_ci, load_sampled, paired_difference
-from lmms_video_reasoning.utils.results.report_runs import Run, spec_of, verdicts_for
+from lmms_video_reasoning.utils.results.report_runs import Run, spec_of
 from lmms_video_reasoning.utils.results.score import same_value
 from lmms_video_reasoning.utils.results.samples_io import task_spec
 
@@ -71,14 +71,13 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
     if path is None:
         sampled, why = None, "no samples file next to the results (run lmms-eval with --log_samples)"
     else:
-        verdicts, no_verdicts, borrowed = verdicts_for(run.sources.get(task), benchmark.scoring.judge_name)
-        sampled, why = load_sampled(task, path, verdicts, no_verdicts)
+        sampled, why = load_sampled(task, path, run.sources.get(task))
     if sampled is None:
         stats.note = why
         mark_not_computed(run, task, stats, benchmark.name)
         return stats
     # borrowed verdicts matter only where the records ask the judge
-    sampled.borrowed = (sampled.borrowed or borrowed) if sampled.bench.needs_judge(sampled.records) else ""
+    sampled.borrowed = sampled.borrowed if sampled.bench.needs_judge(sampled.records) else ""
     stats.sampled, stats.questions, stats.units = sampled, sampled.question_count, sampled.unit_count
     mark_not_computed(run, task, stats, benchmark.name)
     recomputed = sampled.metrics()  # the run's metrics recomputed from its samples, to check them against its results

@@ -338,35 +338,30 @@ def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
     runs: dict[str, dict[str, Path]] = {}
     skipped = []
     specs = task_specs()
-    for name in sorted(glob.glob(str(folder / "**" / "*_samples_*.jsonl"), recursive=True)):
-        path = Path(name)
-        match = SAMPLES_PATTERN.match(path.name)
-        if not match:
-            skipped.append(f"{path}: not named <run>_samples_<task>.jsonl")
-            continue
-        if match["task"] not in specs:
-            skipped.append(f"{path}: task {match['task']!r} is not a task of this suite")
-            continue
-        run = str(path.parent.relative_to(folder) / match["prefix"])
-        runs.setdefault(run, {})[match["task"]] = path
+
+    def found(pattern: re.Pattern, kind: str):  # (run, task, path) of each `*_<kind>_*.jsonl` of a task of this suite
+        for path in map(Path, sorted(glob.glob(str(folder / "**" / f"*_{kind}_*.jsonl"), recursive=True))):
+            match = pattern.match(path.name)
+            if match and match["task"] in specs:
+                yield str(path.parent.relative_to(folder) / match["prefix"]), match["task"], path
+            elif kind == "samples":
+                skipped.append(f"{path}: task {match['task']!r} is not a task of this suite" if match
+                               else f"{path}: not named <run>_samples_<task>.jsonl")
+
+    for run, task, path in found(SAMPLES_PATTERN, "samples"):
+        runs.setdefault(run, {})[task] = path
     # The records saved before judging stand in for the samples files lmms-eval did not write.
-    for name in sorted(glob.glob(str(folder / "**" / "*_records_*.jsonl"), recursive=True)):
-        path = Path(name)
-        match = RECORDS_PATTERN.match(path.name)
-        if not match or match["task"] not in specs:
-            continue
-        run = str(path.parent.relative_to(folder) / match["prefix"])
-        samples = runs.get(run, {}).get(match["task"])
+    for run, task, path in found(RECORDS_PATTERN, "records"):
+        samples = runs.get(run, {}).get(task)
         if samples is None:
-            log.info("%s: no samples file for task %s of run %s; scoring the records saved before its judging", path,
-                     match["task"], run)
-            runs.setdefault(run, {})[match["task"]] = path
+            log.info("%s: no samples file for task %s of run %s; scoring the records saved before its judging", path, task, run)
+            runs.setdefault(run, {})[task] = path
             continue
         # Records left beside a samples file: lmms-eval's copy was not verified whole at exit.
-        why = samples_differ(samples, path, match["task"])
+        why = samples_differ(samples, path, task)
         if why:
             log.warning("%s: %s; scoring the records saved before its judging (%s) instead", samples, why, path.name)
-            runs[run][match["task"]] = path
+            runs[run][task] = path
     return runs, skipped
 
 
@@ -441,12 +436,6 @@ def _whole_lines(path: Path) -> int:
     return whole
 
 
-def first_row(path: Path) -> str | None:
-    """The file's first non-blank line (None: the file has none)."""
-    with Path(path).open(encoding="utf-8", errors="replace") as handle:
-        return next((line for line in handle if line.strip()), None)
-
-
 def is_predictions_row(line: str) -> bool:
     """True for a line of replay predictions (an object with `id` and `response`, no `doc_id`)."""
     try:
@@ -492,7 +481,8 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
             raise DataError(f"{path}: no lmms-eval samples file {what}of this suite's tasks (*_samples_<task>.jsonl) under it{found}{lost}; "
                             "run lmms-eval with --log_samples and give its --output_path folder")
         return [_from_samples(run, name, file) for run, found in sorted(runs.items()) for name, file in sorted(found.items())], skipped, missing
-    first = first_row(path)
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), None)
     if first is None:
         raise DataError(f"{path}: the file is empty (no JSON line in it): nothing to score; give the samples file an lmms-eval "
                         "run wrote with --log_samples (<date>_samples_<task>.jsonl), its --output_path folder, or a replay "

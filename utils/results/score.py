@@ -48,11 +48,8 @@ class TaskScore:
     settings: dict | None = None  # the task's score-changing settings used (`Benchmark.settings_of`)
 
 
-def _stats_delta(before: dict | None, after: dict | None) -> dict | None:
+def _stats_delta(before: dict, after: dict) -> dict:
     """Judge statistics of one scoring step (the judge's counters are per process)."""
-    if after is None:
-        return None
-    before = before or {}
     delta = {key: value - before.get(key, 0) for key, value in after.items() if isinstance(value, (int, float)) and not isinstance(value, bool)}
     delta["budget_exhausted"] = after.get("budget_exhausted", False)
     delta["items_failed"] = items_failed(after) - items_failed(before)
@@ -101,11 +98,6 @@ def same_value(a: Any, b: Any) -> bool:
     return a == b
 
 
-def result_entry(task: str, metrics: dict) -> dict:
-    """lmms-eval's per-task results shape: `{"alias": task, "metric,none": value}`."""
-    return {"alias": task, **{f"{name},none": value for name, value in metrics.items()}}
-
-
 def samples_path(out: Path, task: str) -> Path:
     return out.with_name(f"{results_stem(out)}_samples_{task}.jsonl")
 
@@ -115,7 +107,8 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results = {
-        "results": {s.task: result_entry(s.task, s.metrics) for s in scores},
+        # lmms-eval's per-task shape: {"alias": task, "metric,none": value}
+        "results": {s.task: {"alias": s.task, **{f"{name},none": value for name, value in s.metrics.items()}} for s in scores},
         "n-samples": {s.task: {"original": s.coverage.documents if s.coverage is not None and s.coverage.documents is not None
                                 else len(s.records), "effective": len(s.records)} for s in scores},
         "config": {"model": "lmms-vr score", "source": source},
