@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL, JudgeStats
 from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache, request_key
-from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model
+from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model, usd
 from lmms_video_reasoning.judges.limits import CallBudget, CircuitBreaker
 from lmms_video_reasoning.judges.transport import AttemptFailed, ChatEndpoint, RequestFailed, Unreachable, scrub
 from lmms_video_reasoning.utils.core import settings
@@ -312,7 +312,7 @@ class Judge:
         self.stats.add(tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
         price = self.config.price()
         if price is not None:
-            self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
+            self.stats.add_cost(usd(price, reply.prompt_tokens, reply.completion_tokens))
         for listener in _usage_listeners:
             try:
                 listener(self.config.model, reply.prompt_tokens, reply.completion_tokens, price)
