@@ -50,6 +50,11 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
 BATCH_DISCOUNT = 0.5  # the OpenAI Batch API bills half the synchronous price
 
 
+def usd(price: dict[str, float] | None, input_tokens: float, output_tokens: float) -> float | None:
+    """The cost at `price` (USD per million input and output tokens; None: unknown)."""
+    return None if price is None else (input_tokens * price["input"] + output_tokens * price["output"]) / 1e6
+
+
 def batch_price(model: str, price: dict[str, float] | None, env: Mapping[str, str] | None = None) -> dict[str, float] | None:
     """USD per 1M tokens through a batch API: LMMS_VR_JUDGE_PRICES's `batch_input`/`batch_output`
     for the model, else `BATCH_DISCOUNT` x ``price`` for OpenAI models (None: no batch price known)."""

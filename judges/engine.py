@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from lmms_video_reasoning.judges import parsing
 from lmms_video_reasoning.judges.accounting import UNNAMED_MODEL, JudgeStats
 from lmms_video_reasoning.judges.cache import CachedReply, ReplyCache, request_key
-from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model
+from lmms_video_reasoning.judges.config import JudgeConfig, JudgeConfigError, cache_path_from_env, default_model, usd
 from lmms_video_reasoning.judges.limits import CallBudget, CircuitBreaker
 from lmms_video_reasoning.judges.transport import AttemptFailed, ChatEndpoint, RequestFailed, Unreachable, scrub
 from lmms_video_reasoning.utils.core import settings
@@ -65,10 +65,8 @@ class Judge:
 
     def __init__(self, config: JudgeConfig, budget: CallBudget | None = None, breaker: CircuitBreaker | None = None) -> None:
         self.config = config
-        self.stats = JudgeStats()
+        self.stats = JudgeStats(cost_usd=None if config.price() is None else 0.0)  # priced: $0 until a call
         self.budget = budget or CallBudget(config.max_calls, "this judge")
-        if config.price() is not None:
-            self.stats.cost_usd = 0.0
         self.cache = ReplyCache(config.cache_path) if config.cache_path else None
         self.transport = ChatEndpoint(config)
         # Bounds in-flight HTTP requests across map() and direct ask() callers (e.g. lmms-eval's
@@ -243,22 +241,22 @@ class Judge:
         sent once the circuit breaker is open."""
         last_reason = "no attempt made"
         for attempt in range(self.config.max_attempts):
-            if self.breaker.open:
+            if self.breaker.opened.is_set():
                 raise RequestFailed(self._outage())
             if attempt:
                 self.stats.add(request.tag, retries=1)
             self._reserve_call(request.tag)
             try:
                 with self._in_flight:
-                    if self.breaker.open:  # opened while this request waited for a slot
+                    if self.breaker.opened.is_set():  # opened while this request waited for a slot
                         raise RequestFailed(self._outage())
                     reply = self.transport.post(request)
             except AttemptFailed as failure:
-                last_reason = failure.reason
-                if self.breaker.attempt_failed(failure.reason, isinstance(failure, Unreachable)):
+                last_reason = str(failure)
+                if self.breaker.attempt_failed(last_reason, isinstance(failure, Unreachable)):
                     self._announce_outage()
                 if attempt + 1 < self.config.max_attempts:
-                    self.breaker.wait(self._delay(attempt, failure.retry_after))
+                    self.breaker.opened.wait(self._delay(attempt, failure.retry_after))
                 continue
             self.breaker.attempt_answered()
             self._charge(request.tag, reply)
@@ -312,7 +310,7 @@ class Judge:
         self.stats.add(tag, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
         price = self.config.price()
         if price is not None:
-            self.stats.add_cost((reply.prompt_tokens * price["input"] + reply.completion_tokens * price["output"]) / 1e6)
+            self.stats.add_cost(usd(price, reply.prompt_tokens, reply.completion_tokens))
         for listener in _usage_listeners:
             try:
                 listener(self.config.model, reply.prompt_tokens, reply.completion_tokens, price)

@@ -44,16 +44,12 @@ class CircuitBreaker:
     def __init__(self, concurrency: int) -> None:
         self.attempt_limit = max(16, 2 * concurrency + 8)
         self.reason: str | None = None
-        self._opened = threading.Event()
+        self.opened = threading.Event()  # set: nothing more is sent; a retry's backoff sleep wakes
         self._lock = threading.Lock()
         self._unreachable = 0
         self._failed_attempts = 0
         self._failed_requests = 0
         self._verdicts = 0
-
-    @property
-    def open(self) -> bool:
-        return self._opened.is_set()
 
     def attempt_failed(self, reason: str, unreachable: bool) -> bool:
         """Count a failed HTTP attempt; True when this one opened the breaker."""
@@ -81,13 +77,9 @@ class CircuitBreaker:
                 return self._trip(f"the first {self._failed_requests} requests all failed, the last with: {reason}")
             return False
 
-    def wait(self, seconds: float) -> None:
-        """Sleep before a retry; wakes when the breaker opens."""
-        self._opened.wait(seconds)
-
     def _trip(self, reason: str) -> bool:
-        if self._opened.is_set():
+        if self.opened.is_set():
             return False
         self.reason = reason
-        self._opened.set()
+        self.opened.set()
         return True

@@ -34,7 +34,6 @@ class AttemptFailed(Exception):
 
     def __init__(self, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
-        self.reason = reason
         self.retry_after = retry_after
 
 
@@ -73,13 +72,12 @@ class ChatEndpoint:
     def __init__(self, config: JudgeConfig) -> None:
         self.config = config
         self._client = None
-        self._client_lock = threading.Lock()
-        self._status_lock = threading.Lock()
+        self._lock = threading.Lock()  # the client's creation, the 400 counts
         self._succeeded = False  # after a reply, a 400 is that request's alone
         self._bad_requests = 0
 
     def _http(self):
-        with self._client_lock:
+        with self._lock:
             if self._client is None:
                 import httpx
 
@@ -141,7 +139,7 @@ class ChatEndpoint:
         if status in _CONFIG_STATUSES:
             raise JudgeConfigError(self._config_message(status, detail)) from None
         if status == 400:
-            with self._status_lock:
+            with self._lock:
                 self._bad_requests += 1
                 systematic = not self._succeeded and self._bad_requests >= _BAD_REQUESTS_BEFORE_CONFIG_ERROR
             if systematic:

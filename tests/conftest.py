@@ -74,5 +74,5 @@ def _no_open_breaker_outlives_its_test():
     from lmms_video_reasoning.judges import process_registry
 
     with process_registry._registry_lock:
-        if any(key[0] == "breaker" and breaker.open for key, breaker in process_registry._shared.items()):
+        if any(key[0] == "breaker" and breaker.opened.is_set() for key, breaker in process_registry._shared.items()):
             process_registry._shared.clear()

@@ -284,7 +284,7 @@ def test_interrupted_run_resumes_without_repeating_a_paid_call(tmp_path):
     failed = [i for i, r in enumerate(first) if not r.ok]
     assert len(first) == 40 and answered and failed  # nothing lost: each slot has a result
     # The dead endpoint opens the circuit breaker: the rest fail at once, naming the cause.
-    assert judge.breaker.open and "connection refused" in judge.stats.outage["reason"]
+    assert judge.breaker.opened.is_set() and "connection refused" in judge.stats.outage["reason"]
     assert all(r.error.endswith("after 2 attempts") or r.error.startswith("judge unavailable (circuit breaker open): connection refused")
                for r in first if not r.ok)
 

@@ -13,6 +13,7 @@ import threading
 from typing import Iterator
 
 from lmms_video_reasoning.judges import engine
+from lmms_video_reasoning.judges.config import usd
 
 # Read from sys.modules, so only when lmms-eval is running: importing it would cost seconds in `lmms-vr score`.
 _USAGE_MODULE = "lmms_eval.models.model_utils.usage_metrics"
@@ -29,7 +30,7 @@ def record(model: str, prompt_tokens: int, completion_tokens: int, price: dict[s
     usage.log_usage(model_name=model, input_tokens=prompt_tokens, output_tokens=completion_tokens, source="judge")
     if price is not None:
         with _lock:
-            _cost_usd = (_cost_usd or 0.0) + (prompt_tokens * price["input"] + completion_tokens * price["output"]) / 1e6
+            _cost_usd = (_cost_usd or 0.0) + usd(price, prompt_tokens, completion_tokens)
 
 
 engine.on_usage(record)

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 from lmms_video_reasoning.judges import batch_ledger
 from lmms_video_reasoning.judges.batch_pass import (JudgePass, ResultRead, TagEstimate, place_order, read_result_lines,
                                                     write_lines)
-from lmms_video_reasoning.judges.config import JudgeConfig, batch_price, cache_path_from_env, default_model
+from lmms_video_reasoning.judges.config import JudgeConfig, batch_price, cache_path_from_env, default_model, usd
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.samples_io import task_spec, unbuilt_items
@@ -52,11 +52,6 @@ def run_pass(gathered: Sequence[Any], judge_pass: JudgePass) -> JudgePass:
 
 
 # ---------------------------------------------------------------------- estimate
-
-
-def usd(price: dict[str, float] | None, input_tokens: float, output_tokens: float) -> float | None:
-    """The cost at `price` (USD per million input and output tokens; None: unknown)."""
-    return None if price is None else (input_tokens * price["input"] + output_tokens * price["output"]) / 1e6
 
 
 def estimate(gathered: Sequence[Any]) -> dict:

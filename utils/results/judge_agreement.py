@@ -22,12 +22,12 @@ from typing import Any, Sequence
 
 from lmms_video_reasoning.judges import Judge, JudgeConfig, JudgeConfigError, engine
 from lmms_video_reasoning.judges import config as judge_config
+from lmms_video_reasoning.judges.config import usd
 from lmms_video_reasoning.judges.limits import CallBudget
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.results.agreement_pairs import (Asked, Side, call_summary, judge_each, metric_differences, pair_verdicts,
                                                                 ranking_agreement)
-from lmms_video_reasoning.utils.results.batch_judging import usd
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report import json_ready
 from lmms_video_reasoning.utils.results.report_plots import error_bars, pyplot, saved
