@@ -76,7 +76,7 @@ def _loader(name: str):
     """The `process_docs` hook `load_<kind>[_full][_text]`, checked before generation: the media (not for
     blind nor the `_text` ablations) and the judge (open)."""
     kind, split = name.split("_")[1], "full" if "_full" in name else "mini"
-    return docs_loader(data, lambda: data.load_records(split), lambda records: task.build_docs(records, kind, split),
+    return docs_loader(data, lambda: data.records_at(split=split), lambda records: task.build_docs(records, kind, split),
                        media=kind != "blind" and not name.endswith("_text"), judge=kind == "open", key=split)
 
 

@@ -42,10 +42,6 @@ def records_at(root: Path | None = None, split: str = "mini") -> list[dict]:
     return validate_records(read_json(path), str(path))
 
 
-def load_records(split: str = "mini") -> list[dict]:
-    return records_at(split=split)
-
-
 def video_meta(video_uid: str) -> VideoMeta:
     """The sampler's meta of one video: the tables (`meta_table`), else probed from the file."""
     table = meta_table(data_root(CG_BENCH))

@@ -77,7 +77,7 @@ def test_blind_prompt_is_the_papers_text():
 
 
 def test_doc_to_text_on_sample_frames_and_video_modes(cg_env):
-    docs = cg_task.build_docs(data.load_records("mini"), "long", "mini")
+    docs = cg_task.build_docs(data.records_at(split="mini"), "long", "mini")
     doc = next(d for d in docs if d["video_uid"] == "cgsample_park")
     frames_text = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     # 180 s at 2 fps: max_frame 359, 4 segment centres int(seg/2 + round(seg*i)) with seg = 89.75
@@ -103,7 +103,7 @@ def test_a_table_entry_that_disagrees_with_the_file_gives_way_with_a_warning(cg_
     table["cgsample_park"] = {"duration": 180.0, "max_frame": 1079, "fps": 6.0}  # the file: 360 frames at 2 fps
     (root / cg_docs.META_FILE).write_text(json.dumps(table))
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    doc = next(d for d in cg_task.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    doc = next(d for d in cg_task.build_docs(data.records_at(split="mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
     with caplog.at_level(logging.WARNING):
         text = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     assert "metadata (1079 frames at 6.0000 fps) disagrees with the video file" in caplog.text and "cgsample_park.mp4" in caplog.text
@@ -124,7 +124,7 @@ def test_the_prompt_needs_no_video_the_frames_do(cg_root, tmp_path, monkeypatch)
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    doc = next(d for d in cg_task.build_docs(data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    doc = next(d for d in cg_task.build_docs(data.records_at(split="mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
     expected = binding.doc_to_text(doc, {"visual_mode": "frames", "long_frames": 4})
     (root / data.VIDEO_DIR / "cgsample_park.mp4").unlink()
     media_index.forget()
@@ -136,7 +136,7 @@ def test_the_prompt_needs_no_video_the_frames_do(cg_root, tmp_path, monkeypatch)
 
 
 def test_visuals_per_mode(cg_env):
-    records = data.load_records("mini")
+    records = data.records_at(split="mini")
     clue_docs = cg_task.build_docs(records, "clue", "mini")
     with_clip = next(d for d in clue_docs if d["qid"] % 2 == 0 and len(d["clue_intervals"]) == 1)
     assert binding.doc_to_visual(with_clip, {"visual_mode": "video"}) == [str(cg_env / "cg_clue_videos" / f"{with_clip['qid']}.mp4")]
@@ -303,7 +303,7 @@ def test_model_failure_recognised_in_records_logged_without_the_mark():
 
 
 def test_process_results_marks_the_failure_under_every_metric(cg_env):
-    doc = cg_task.build_docs(data.load_records("mini"), "long", "mini")[0]
+    doc = cg_task.build_docs(data.records_at(split="mini"), "long", "mini")[0]
     result = binding.process_results_cg_bench_long(doc, [FAILED_REPLY])
     assert set(result) == set(cg_task.METRICS["long"]) and "model_failed" in result
     [record] = [value for value in result.values() if isinstance(value, dict)]  # once; SameRecords name it elsewhere
@@ -318,7 +318,7 @@ def test_real_mini_annotations_load_and_validate(reference_dir, tmp_path, monkey
     shutil.copy(reference_dir / "cg_bench" / "cgbench_mini.json", tmp_path / "cgbench_mini.json")
     shutil.copy(REPO / "cg_bench" / "video_meta_info.json", tmp_path / "video_meta_info.json")  # the committed official copy
     monkeypatch.setenv("CGBENCH_ROOT", str(tmp_path))
-    records = data.load_records("mini")
+    records = data.records_at(split="mini")
     assert len(records) == 3000 and len({r["video_uid"] for r in records}) == 1118
     assert all(r["video_uid"] in data.meta_table(data.data_root(data.CG_BENCH)) for r in records)
     docs = cg_task.build_docs(records, "mcq", "mini")
@@ -388,7 +388,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
     from lmms_video_reasoning.judges import LocalJudgeServer
 
     questions = [q for q in sample.build_questions()[:-sample.MINI_EXCLUDED] if q["answer"] in sample.SYNONYMS][:3]
-    docs = {d["qid"]: d for d in cg_task.build_docs(data.load_records("mini"), "open", "mini")}
+    docs = {d["qid"]: d for d in cg_task.build_docs(data.records_at(split="mini"), "open", "mini")}
     fenced = lambda v: "```json\n" + json.dumps({"result": v}) + "\n```"
     replies = [fenced(questions[0]["answer"]), fenced(sample.SYNONYMS[questions[1]["answer"]]), fenced("A purple hexagon"), ""]
     records = [binding.build_record(docs[q["qid"]], r) for q, r in zip(questions + questions[:1], replies)]
@@ -419,7 +419,7 @@ def test_open_judge_two_steps_with_frames(cg_env, tmp_path, monkeypatch):
 
 def _open_records(n):
     questions = sample.build_questions()[:-sample.MINI_EXCLUDED][:n]
-    docs = {d["qid"]: d for d in cg_task.build_docs(data.load_records("mini"), "open", "mini")}
+    docs = {d["qid"]: d for d in cg_task.build_docs(data.records_at(split="mini"), "open", "mini")}
     return questions, [docs[q["qid"]] for q in questions]
 
 
@@ -477,7 +477,7 @@ def test_judge_failures_are_counted_in_judge_failed(cg_env, monkeypatch):
 def test_open_without_judge_is_not_computed(cg_env, monkeypatch):
     for name in ("LMMS_VR_JUDGE_BASE_URL", "LMMS_VR_JUDGE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    doc = cg_task.build_docs(data.load_records("mini"), "open", "mini")[0]
+    doc = cg_task.build_docs(data.records_at(split="mini"), "open", "mini")[0]
     scores = score_records(binding, [binding.build_record(doc, "Red")])
     assert math.isnan(scores["oe_acc"]) and math.isnan(scores["judge_failed"]) and scores["breakdown"]["judge_configured"] is False
     skipped = score_records(binding, [binding.build_record(doc, "Red")], {"judge": False})
@@ -505,7 +505,7 @@ def test_video_mode_refuses_a_broken_video_with_a_clear_error(cg_root, tmp_path,
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    records = data.load_records("mini")
+    records = data.records_at(split="mini")
     clue = next(d for d in cg_task.build_docs(records, "clue", "mini") if data.clue_clip_at(data.data_root(data.CG_BENCH), d["qid"]) is not None)
     long = next(d for d in cg_task.build_docs(records, "long", "mini") if d["video_uid"] != clue["video_uid"])
     video = {"visual_mode": "video"}
@@ -532,7 +532,7 @@ def test_video_mode_refuses_an_audio_only_file(cg_root, tmp_path, monkeypatch):
     root = tmp_path / "root"
     shutil.copytree(cg_root, root)
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
-    doc = cg_task.build_docs(data.load_records("mini"), "grounding", "mini")[0]
+    doc = cg_task.build_docs(data.records_at(split="mini"), "grounding", "mini")[0]
     path = data.video_path(doc["video_uid"])
     with av.open(str(path), "w", format="mp4") as container:
         stream = container.add_stream("aac", rate=16000)
@@ -552,7 +552,7 @@ def test_multi_interval_clue_without_dataset_clip_is_cut(cg_env, tmp_path, monke
     from lmms_video_reasoning.utils.media.frame_table import probe
 
     monkeypatch.setenv("LMMS_VR_CACHE", str(tmp_path / "cache"))
-    docs = cg_task.build_docs(data.load_records("mini"), "clue", "mini")
+    docs = cg_task.build_docs(data.records_at(split="mini"), "clue", "mini")
     doc = next(d for d in docs if len(d["clue_intervals"]) == 2 and data.clue_clip_at(data.data_root(data.CG_BENCH), d["qid"]) is None)
     (clip,) = binding.doc_to_visual(doc, {"visual_mode": "video"})
     assert str(tmp_path / "cache") in clip

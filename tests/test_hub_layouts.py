@@ -115,7 +115,7 @@ def test_cg_bench_from_the_hub(layout, hub, sample_dir, tmp_path, monkeypatch):
     prepared(hub, "CG-Bench/CG-Bench", cg_repo(sample_dir, layout), "cg_bench", "CGBENCH_ROOT", root, monkeypatch, gated=True)
     assert "video_meta_info.json" not in os.listdir(root)  # not on the Hub: the packaged table serves
     source = sample_dir / "cg_bench"
-    docs = task.build_docs(data.load_records("mini"), "mcq", "mini")
+    docs = task.build_docs(data.records_at(split="mini"), "mcq", "mini")
     for doc in docs:
         assert binding.MEDIA.full_video(doc) == root / data.VIDEO_DIR / f"{doc['video_uid']}.mp4"
         clip = data.clue_clip_at(data.data_root(data.CG_BENCH), doc["qid"])

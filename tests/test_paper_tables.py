@@ -166,7 +166,7 @@ def test_outcomes_keep_the_sub_category_of_their_record(sample_dir, sample_env):
     from score_report_support import environment
 
     with environment(sample_env):
-        records = data.load_records("mini")
+        records = data.records_at(split="mini")
         docs = task.build_docs(records, "long", "mini")
         built = [binding.build_record(doc, "A") for doc in docs]
         scores, answers = binding.scored_records(built, {"judge": False}, None)
@@ -298,7 +298,7 @@ def park(sample_dir, monkeypatch):
     from lmms_video_reasoning.cg_bench import task as cg_task
 
     monkeypatch.setenv("CGBENCH_ROOT", str(sample_dir / "cg_bench"))
-    return next(d for d in cg_task.build_docs(cg_data.load_records("mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
+    return next(d for d in cg_task.build_docs(cg_data.records_at(split="mini"), "long", "mini") if d["video_uid"] == "cgsample_park")
 
 
 def cg_prompt(doc: dict, subtitles: str = "", frame_times: str = "") -> str:

@@ -364,7 +364,7 @@ def test_garbage_srt_is_reported_by_prepare_and_counted_at_run_time(tmp_path, ca
 
     monkeypatch.setenv("CGBENCH_ROOT", str(root))
     media_index.forget()
-    docs = [d for d in task.build_docs(data.load_records("mini"), "long", "mini")]
+    docs = [d for d in task.build_docs(data.records_at(split="mini"), "long", "mini")]
     records = [binding.build_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
     park = [r for r in records if r["video_uid"] == "cgsample_park"]
     assert park and all("no subtitle line" in r["subtitles_unusable"] for r in park)
@@ -504,7 +504,7 @@ def test_a_missing_srt_is_counted_at_run_time(tmp_path, monkeypatch):
 
     def without_subtitles() -> tuple[set, dict]:
         media_index.forget()
-        docs = task.build_docs(data.load_records("mini"), "long", "mini")
+        docs = task.build_docs(data.records_at(split="mini"), "long", "mini")
         records = [binding.build_record(doc, "```json\n{\"result\": \"A\"}\n```") for doc in docs]
         return {r["video_uid"] for r in records if r["subtitles_missing"]}, score_records(binding, records, {"judge": False})
 

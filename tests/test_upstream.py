@@ -545,7 +545,7 @@ def _plugin_docs(benchmark: str, task: str, hooks) -> list[dict]:
     from lmms_video_reasoning.cg_bench import data
     from lmms_video_reasoning.cg_bench import task as cg_task
 
-    return cg_task.build_docs(data.load_records("mini"), task.removeprefix("cg_bench_"), "mini")
+    return cg_task.build_docs(data.records_at(split="mini"), task.removeprefix("cg_bench_"), "mini")
 
 
 def _record(benchmark: str, hooks, doc: dict, reply: str, task: str) -> dict:
