@@ -84,6 +84,7 @@ def run_batch_api(count: int, tmp: Path) -> dict:
     from fake_batch_api import FakeBatchApi
 
     from lmms_video_reasoning.judges.batch_api import BatchApi
+    from lmms_video_reasoning.judges.batch_pass import ResultRead
     from lmms_video_reasoning.judges.local_server import echo_responder
 
     os.environ["LMMS_VR_BATCH_POLL_SECONDS"] = "0.2"
@@ -94,8 +95,9 @@ def run_batch_api(count: int, tmp: Path) -> dict:
         batch_api = BatchApi(config, judge.ledger)
         pending = list(collected.pending.values())
         batch_api.submit([p.line for p in pending], {p.key: ("bench", p.tag) for p in pending})
-        finished = batch_api.wait(batch_api.open_submissions())
-        results = {key: line for item in finished for key, line in item.read.results.items()}
+        read = ResultRead()
+        batch_api.wait(batch_api.open_submissions(), read)
+        results = read.results
         imported, _ = _pass("import", config, count, results)
         seconds = time.perf_counter() - started
         http_requests = len(api.requests)

@@ -52,24 +52,15 @@ def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> lis
     return files
 
 
-def read_files(files: Sequence[tuple[str, bytes]]) -> ResultRead:
-    """Result files' lines as reading the files would give them (split on b"\\n" only), in one read."""
-    read = ResultRead()
-    for where, data in files:
-        read_result_lines(io.BytesIO(data), where, into=read)
-    return read
-
-
 @dataclass
 class Finished:
-    """A submission that ended at the API."""
+    """A submission that ended at the API, its output and error files read into the round's `ResultRead`."""
 
     submission: str
     batch_id: str
     status: str
     requests: int
-    files: list[tuple[str, bytes]]  # its output and error files: (name, content)
-    read: ResultRead  # their lines
+    files: list[str]  # the names of its files, as its lines' places ("name:line") give them
     errors: list[str]  # the batch's own errors (a failed batch: why)
 
 
@@ -134,8 +125,9 @@ class BatchApi:
     def open_submissions(self) -> list[dict]:
         return self.ledger.submissions(self.config.model, "submitted")
 
-    def wait(self, rows: Sequence[dict]) -> list[Finished]:
-        """Poll the submissions until each has ended (progress bar), then download their files."""
+    def wait(self, rows: Sequence[dict], into: ResultRead) -> list[Finished]:
+        """Poll the submissions until each has ended (progress bar), then read their files ``into`` one read
+        (the rules on duplicates and conflicts apply across the batches)."""
         from tqdm.auto import tqdm
 
         pending = {row["batch_id"]: row for row in rows}
@@ -152,36 +144,38 @@ class BatchApi:
                     progress[batch_id] = max(seen, progress.get(batch_id, 0))
                     self.ledger.update_submission(row["submission"], status=batch.status)
                     if batch.status in TERMINAL:
-                        finished.append(self._download(row, batch))
+                        finished.append(self._download(row, batch, into))
                         del pending[batch_id]
                 if pending:
                     time.sleep(POLL_SECONDS.read())
         return finished
 
-    def _download(self, row: dict, batch: Any) -> Finished:
+    def _download(self, row: dict, batch: Any, into: ResultRead) -> Finished:
         files = []
         for name in ("output_file_id", "error_file_id"):
             if getattr(batch, name, None):
                 data = self._call(f"download the batch's {name[:-8]} file", self.client.files.content, getattr(batch, name)).content
-                files.append((f"batch {batch.id} {name[:-8]} file", data))
+                files.append(f"batch {batch.id} {name[:-8]} file")
+                read_result_lines(io.BytesIO(data), files[-1], into=into)  # split on b"\n" only, as reading the file would
         errors = [f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in (getattr(getattr(batch, "errors", None), "data", None) or [])]
-        return Finished(row["submission"], batch.id, batch.status, row["requests"], files, read_files(files), errors)
+        return Finished(row["submission"], batch.id, batch.status, row["requests"], files, errors)
 
-    def close(self, item: Finished, consumed: set[str]) -> int:
-        """The submission done; its requests without a result due again (a failed attempt). Returns how many."""
+    def close(self, item: Finished, results: int, unasked: set[str]) -> int:
+        """The submission done: its requests whose result no request asked for (``unasked``) exported again, the others
+        without one due again (a failed attempt; returns how many). ``results``: its files' lines the read kept."""
         leftover = 0
         for key in self.ledger.keys_of(item.submission):
             entry = self.ledger.entry(key)
             if entry is None or entry.state != IN_FLIGHT:
                 continue
-            if key in item.read.results and key not in consumed:
+            if key in unasked:
                 self.ledger.mark(key, self.config.model, EXPORTED)  # answered, but not asked by this scoring: stale, not an error
                 continue
             leftover += 1
             used_up = entry.errors + 1 >= self.config.max_attempts
             reason = f"no result in batch {item.batch_id} ({item.status})"
             self.ledger.mark(key, self.config.model, FAILED if used_up else ERRORED, reason=reason, add_error=True)
-        summary = {"status": item.status, "results": len(item.read.results), "without_result": leftover, "errors": item.errors}
+        summary = {"status": item.status, "results": results, "without_result": leftover, "errors": item.errors}
         self.ledger.update_submission(item.submission, state="done", status=item.status, summary=json.dumps(summary))
         return leftover
 

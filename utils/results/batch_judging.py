@@ -282,27 +282,28 @@ def api_judging(gathered: Sequence[Any]) -> None:
 
 def _finish(gathered: Sequence[Any], apis: dict) -> bool:
     """Wait for every open submission, import all their results in one pass, close them (False: none open)."""
-    from lmms_video_reasoning.judges.batch_api import read_files
-
+    read = ResultRead()
     finished = []
     seen: set[str] = set()  # benchmarks sharing a judge (model and cache) see the same submissions: each is waited for once
     for api in apis.values():
         rows = [row for row in api.open_submissions() if row["submission"] not in seen]
         seen.update(row["submission"] for row in rows)
         if rows:
-            finished += [(api, item) for item in api.wait(rows)]
+            finished += [(api, item) for item in api.wait(rows, read)]
     if not finished:
         return False
-    read = read_files([file for _api, item in finished for file in item.files])
     imported = import_lines(gathered, read, "batch")
     print_counts(imported.counts, f"the results of {len(finished)} batches")
+    kept = Counter(place_order(line.where)[0] for line in read.results.values())  # per file: the lines the read kept
+    answered = Counter(place_order(line.where)[0] for line in read.results.values() if line.ok)  # those with a reply
+    unasked = read.results.keys() - imported.consumed
     for api, item in finished:
-        leftover = api.close(item, imported.consumed)
-        answered = sum(line.ok for line in item.read.results.values())
+        results, ok = sum(kept[name] for name in item.files), sum(answered[name] for name in item.files)
+        leftover = api.close(item, results, unasked)
         extra = f", {leftover} without a result (due again)" if leftover else ""
         errors = f", batch errors: {'; '.join(item.errors)}" if item.errors else ""
-        print(f"  {item.batch_id}: {item.status}, {answered} of {item.requests} requests answered, "
-              f"{len(item.read.results) - answered} error lines{extra}{errors}")
+        print(f"  {item.batch_id}: {item.status}, {ok} of {item.requests} requests answered, "
+              f"{results - ok} error lines{extra}{errors}")
     return True
 
 
