@@ -32,10 +32,10 @@ MAX_REQUESTS = settings.declare("LMMS_VR_BATCH_MAX_REQUESTS", "int", MAX_REQUEST
                                 maximum=MAX_REQUESTS_PER_FILE)
 
 
-def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> list[list[bytes]]:
-    """Batch input lines (encoded) in files within the API's limits (requests and bytes per file)."""
-    files: list[list[bytes]] = []
-    current: list[bytes] = []
+def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> list[dict[str, bytes]]:
+    """Batch input lines in files within the API's limits (requests and bytes per file): {custom_id: line encoded}."""
+    files: list[dict[str, bytes]] = []
+    current: dict[str, bytes] = {}
     size = 0
     for line in lines:
         data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
@@ -44,8 +44,8 @@ def split_lines(lines: Sequence[dict], max_requests: int, max_bytes: int) -> lis
                                    f"file limit of {max_bytes} bytes")
         if current and (len(current) >= max_requests or size + len(data) > max_bytes):
             files.append(current)
-            current, size = [], 0
-        current.append(data)
+            current, size = {}, 0
+        current[line["custom_id"]] = data
         size += len(data)
     if current:
         files.append(current)
@@ -79,10 +79,9 @@ class BatchApi:
         submissions = []
         for chunk in split_lines(lines, MAX_REQUESTS.read(), MAX_FILE_BYTES):
             submission = uuid.uuid4().hex
-            keys = [json.loads(data)["custom_id"] for data in chunk]
-            self.ledger.add_submission(submission, self.config.model, self.config.endpoint, keys, meta)
+            self.ledger.add_submission(submission, self.config.model, self.config.endpoint, list(chunk), meta)
             upload = self._call("upload the batch input file", self.client.files.create,
-                                file=(f"lmms_vr_{submission}.jsonl", b"".join(chunk)), purpose="batch")
+                                file=(f"lmms_vr_{submission}.jsonl", b"".join(chunk.values())), purpose="batch")
             self.ledger.update_submission(submission, input_file_id=upload.id, state="uploaded")
             self._create(submission, upload.id)
             submissions.append(submission)
