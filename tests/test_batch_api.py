@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fake_batch_api import FakeBatchApi
+from lmms_video_reasoning.judges.batch_pass import read_result_lines
 from lmms_video_reasoning.utils.results.score import samples_path
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from lmms_video_reasoning.utils.tools.demo import sample_responder
@@ -76,12 +77,18 @@ def _never_twice(api: FakeBatchApi) -> None:
         assert len(ids) == len(set(ids))
 
 
-def test_batch_judging_with_expiry_partial_and_failed_batches(synchronous, sample_dir, sample_env, tmp_path, capsys):
+def test_batch_judging_with_expiry_partial_and_failed_batches(synchronous, sample_dir, sample_env, tmp_path, capsys, monkeypatch):
+    from lmms_video_reasoning.judges import batch_api
+
+    reads = []  # each downloaded file is parsed once, straight into the round's one read
+    monkeypatch.setattr(batch_api, "read_result_lines", lambda lines, where, into: reads.append(where) or read_result_lines(lines, where, into))
     with FakeBatchApi(sample_responder, scenarios=["expire", "partial", "failed"], api_key=KEY) as api:
         out = tmp_path / "scored.json"
         with environment(_env(api, sample_env, tmp_path / "judge.sqlite", LMMS_VR_BATCH_MAX_REQUESTS="25")):
             assert cli_main(["score", str(sample_dir / "predictions.jsonl"), "--task", TASK, "--batch", "--out", str(out)]) == 0
         printed = capsys.readouterr().out
+        files = [f"batch {b['id']} {kind} file" for b in api.batches.values() for kind in ("output", "error") if b[f"{kind}_file_id"]]
+        assert sorted(reads) == sorted(files)
         statuses = Counter(batch["status"] for batch in api.batches.values())
         assert statuses["expired"] == 1 and statuses["failed"] == 1 and statuses["completed"] >= 3
         assert max(len(ids) for ids in api.submitted_ids()) <= 25, "input files split at the request limit"
