@@ -161,8 +161,10 @@ def test_an_aggregation_error_loses_nothing_and_score_recovers_the_run(tmp_path,
         assert len(records) == 1 and len(Path(records[0]).read_text().splitlines()) == results["n-samples"]["vcr_cot"]["original"]
 
         fixed = {**os.environ, **judge_env(sample_env, server.base_url, tmp_path)}
+        started = time.monotonic()
         scored = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(tmp_path / "runs"),
                                  "--out", str(tmp_path / "scored.json")], env=fixed, capture_output=True, text=True, timeout=300)
+        healthy_seconds = time.monotonic() - started
     assert scored.returncode == 0, scored.stdout + scored.stderr
     accuracy = json.loads((tmp_path / "scored.json").read_text())["results"]["vcr_cot"]["accuracy,none"]
     assert 0 < accuracy <= 100
@@ -175,7 +177,8 @@ def test_an_aggregation_error_loses_nothing_and_score_recovers_the_run(tmp_path,
     seconds = time.monotonic() - started
     assert outage.returncode == 3 and "JUDGE OUTAGE" in outage.stdout and "connection refused" in outage.stdout, outage.stdout[-2000:]
     assert math.isnan(json.loads((tmp_path / "down.json").read_text())["results"]["vcr_cot"]["accuracy,none"])
-    assert seconds < 60, f"scoring against a dead judge took {seconds:.0f} s"
+    # Minutes of retries, not a slow machine: the bound grows with what the same scoring took against a working judge.
+    assert seconds < max(60, 3 * healthy_seconds), f"scoring against a dead judge took {seconds:.0f} s ({healthy_seconds:.0f} s healthy)"
 
 
 # ------------------------------------------------------------------------------ preflight
