@@ -142,7 +142,7 @@ class ReplyCache:
         connection = getattr(self._local, "connection", None)
         if connection is None:
             # Autocommit mode: each statement is its own short transaction, so writers in other
-            # threads/processes wait at most one statement (busy_timeout covers that). Every
+            # threads/processes wait at most one statement (the 60 s busy timeout covers that). Every
             # query is read to its end (fetchall), which ends its transaction and lock.
             network = self.mode == NETWORK
             # Network mode: the dot-lock is taken by `locked` (which records its owner), so SQLite takes none.
@@ -152,7 +152,6 @@ class ReplyCache:
                 connection.execute("PRAGMA journal_mode=DELETE").fetchall()
             # a rollback journal needs FULL to survive a crash
             connection.execute(f"PRAGMA synchronous={'FULL' if network else 'NORMAL'}")
-            connection.execute("PRAGMA busy_timeout=60000")
             self._local.connection = connection
         return connection
 

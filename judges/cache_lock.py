@@ -228,11 +228,9 @@ def break_stale_lock(lock: Path, owner: LockOwner, reason: str) -> bool:
         guard_owner = read_lock_owner(guard)  # another waiter is breaking it; or a breaker was killed
         why = guard_owner and stale_reason(guard_owner, 0.0, STALE_LOCK.read())
         if why:
-            try:
+            with contextlib.suppress(OSError):
                 _remove_lock(guard)
                 log.warning("judge cache lock %s: removed the guard %s of %s: %s", lock, guard, guard_owner.describe(), why)
-            except OSError:
-                pass
         return False
     try:
         now = read_lock_owner(lock)
