@@ -31,11 +31,11 @@ def _one(key: tuple, make: Callable[[], T]) -> T:
         return _shared[key]
 
 
-def get_judge(benchmark: "str | JudgeDefaults") -> Judge | None:
+def get_judge(benchmark: "str | JudgeDefaults", quiet: bool = False) -> Judge | None:
     """The shared Judge for ``benchmark`` (its name, or its ``JudgeDefaults``) configured from the
-    environment, or None with one log line per benchmark naming the variables to set."""
+    environment, or None with one log line per benchmark naming the variables to set (not ``quiet``)."""
     config = JudgeConfig.from_env(benchmark)  # ValueError for a benchmark without a judge
-    if config is None:
+    if config is None and not quiet:
         _one(("warned", judge_name(benchmark)), lambda: log.warning(not_configured_message(benchmark)))
     return None if config is None else configured_judge(config)
 
