@@ -328,11 +328,10 @@ class DotLock:
         process ends right after; a transaction cut short is rolled back from its journal by the next holder)."""
         if not self.mutex.acquire(timeout=1.0):
             return  # a statement is running (or waiting): leave it to the staleness rules
-        if self.token is not None:
-            owner = read_lock_owner(self.path)
-            if owner is not None and owner.token == self.token:
-                with contextlib.suppress(OSError):
-                    _remove_lock(self.path)
+        owner = read_lock_owner(self.path) if self.token is not None else None
+        if owner is not None and owner.token == self.token:
+            with contextlib.suppress(OSError):
+                _remove_lock(self.path)
         # the mutex stays held: no other thread starts a statement before the process ends
 
 

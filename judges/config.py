@@ -301,8 +301,7 @@ def redact_url(url: str) -> str:
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name)
-    return value.strip() if value and value.strip() else None
+    return (env.get(name) or "").strip() or None
 
 
 def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str | None, str]:
