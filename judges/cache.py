@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from lmms_video_reasoning.judges.cache_lock import (LOCAL, MODE_ENV, NETWORK, CacheLockTimeout, cache_mode, dot_lock,
-                                                    journal_is_wal)
+from lmms_video_reasoning.judges.cache_lock import LOCAL, MODE_ENV, NETWORK, CacheLockTimeout, cache_mode, dot_lock
 from lmms_video_reasoning.judges.config import JudgeConfigError
 
 log = logging.getLogger("lmms_video_reasoning.judges")
@@ -93,7 +92,12 @@ class ReplyCache:
     def _leave_wal(self) -> None:
         """A cache made in WAL mode (before it was on a network file system, or by an older
         version) is switched to a rollback journal once: the dot-file VFS cannot open WAL files."""
-        if not journal_is_wal(self.path):
+        try:
+            with self.path.open("rb") as handle:
+                header = handle.read(20)
+        except OSError:
+            return
+        if header[:16] != b"SQLite format 3\x00" or header[18:20] != b"\x02\x02":  # bytes 18-19 are 2 in WAL mode
             return
         connection = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         try:
@@ -138,7 +142,7 @@ class ReplyCache:
         connection = getattr(self._local, "connection", None)
         if connection is None:
             # Autocommit mode: each statement is its own short transaction, so writers in other
-            # threads/processes wait at most one statement (busy_timeout covers that). Every
+            # threads/processes wait at most one statement (the 60 s busy timeout covers that). Every
             # query is read to its end (fetchall), which ends its transaction and lock.
             network = self.mode == NETWORK
             # Network mode: the dot-lock is taken by `locked` (which records its owner), so SQLite takes none.
@@ -148,7 +152,6 @@ class ReplyCache:
                 connection.execute("PRAGMA journal_mode=DELETE").fetchall()
             # a rollback journal needs FULL to survive a crash
             connection.execute(f"PRAGMA synchronous={'FULL' if network else 'NORMAL'}")
-            connection.execute("PRAGMA busy_timeout=60000")
             self._local.connection = connection
         return connection
 

@@ -4,7 +4,7 @@ journal and SQLite told not to lock (``unix-none``): each statement holds ``<cac
 made with ``mkdir`` (atomic there; the lock SQLite's ``unix-dotfile`` VFS makes, so older versions take
 turns with this one) whose ``owner`` file names the host, pid and since when. A dead owner on this host
 is stale at once, another host's past ``LMMS_VR_JUDGE_CACHE_STALE_LOCK_S``. SIGTERM releases the lock
-(`release_on_sigterm`); SIGKILL cannot, which is what the staleness rules are for.
+(`dot_lock`); SIGKILL cannot, which is what the staleness rules are for.
 """
 
 from __future__ import annotations
@@ -81,16 +81,6 @@ def cache_mode(path: str | Path, env: Mapping[str, str] | None = None, mounts_te
     if is_network_filesystem(fstype):
         return NETWORK, f"on a {fstype} file system"
     return LOCAL, f"on a {fstype or 'local'} file system"
-
-
-def journal_is_wal(path: Path) -> bool:
-    """Whether an existing database file is in WAL mode (header bytes 18-19 are 2)."""
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(20)
-    except OSError:
-        return False
-    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 
 
 STALE_LOCK = settings.declare(
@@ -238,11 +228,9 @@ def break_stale_lock(lock: Path, owner: LockOwner, reason: str) -> bool:
         guard_owner = read_lock_owner(guard)  # another waiter is breaking it; or a breaker was killed
         why = guard_owner and stale_reason(guard_owner, 0.0, STALE_LOCK.read())
         if why:
-            try:
+            with contextlib.suppress(OSError):
                 _remove_lock(guard)
                 log.warning("judge cache lock %s: removed the guard %s of %s: %s", lock, guard, guard_owner.describe(), why)
-            except OSError:
-                pass
         return False
     try:
         now = read_lock_owner(lock)
@@ -340,11 +328,10 @@ class DotLock:
         process ends right after; a transaction cut short is rolled back from its journal by the next holder)."""
         if not self.mutex.acquire(timeout=1.0):
             return  # a statement is running (or waiting): leave it to the staleness rules
-        if self.token is not None:
-            owner = read_lock_owner(self.path)
-            if owner is not None and owner.token == self.token:
-                with contextlib.suppress(OSError):
-                    _remove_lock(self.path)
+        owner = read_lock_owner(self.path) if self.token is not None else None
+        if owner is not None and owner.token == self.token:
+            with contextlib.suppress(OSError):
+                _remove_lock(self.path)
         # the mutex stays held: no other thread starts a statement before the process ends
 
 
@@ -353,8 +340,13 @@ _dot_locks_guard = threading.Lock()
 
 
 def dot_lock(path: Path) -> DotLock:
-    """One DotLock per cache file in this process (network mode), released on SIGTERM."""
-    release_on_sigterm()
+    """One DotLock per cache file in this process (network mode). The handler releasing the held ones on SIGTERM is
+    installed where SIGTERM would otherwise end the process at once (default action, main thread); an application's
+    own handler is left alone."""
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _on_sigterm)
     key = os.path.realpath(path)
     with _dot_locks_guard:
         if key not in _dot_locks:
@@ -367,13 +359,3 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         lock.release_at_exit()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
-
-
-def release_on_sigterm() -> None:
-    """Install the SIGTERM handler that releases held cache locks, where SIGTERM would otherwise end
-    the process at once (default action, main thread); an application's own handler is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _on_sigterm)

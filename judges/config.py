@@ -226,9 +226,9 @@ def named_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None 
     return _first(os.environ if env is None else env, (OVERRIDE_MODEL, benchmark_defaults(benchmark).model_env))
 
 
-def default_model(benchmark: "str | JudgeDefaults", env: Mapping[str, str] | None = None) -> str:
+def default_model(benchmark: "str | JudgeDefaults") -> str:
     """The judge model ``benchmark`` uses without a custom endpoint (named, else the built-in default)."""
-    return named_model(benchmark, env)[0] or benchmark_defaults(benchmark).model
+    return named_model(benchmark)[0] or benchmark_defaults(benchmark).model
 
 
 def served_model(base_url: str, api_key: str | None, timeout: float, where: str, model_variable: str) -> str:
@@ -301,8 +301,7 @@ def redact_url(url: str) -> str:
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name)
-    return value.strip() if value and value.strip() else None
+    return (env.get(name) or "").strip() or None
 
 
 def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str | None, str]:

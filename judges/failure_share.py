@@ -11,15 +11,14 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from lmms_video_reasoning.utils.core import options, settings
 
 FAILED_SHARE = options.Option("judge_failed_share", "float", 0.05, "the share of failed judgments above "
                               "which judged metrics are not computed (e.g. 0.05)", minimum=0.0, maximum=1.0)
 # The suite's variable overriding it (`settings.variable`; not exported with the option).
-FAILED_SHARE_ENV = "LMMS_VR_JUDGE_FAILED_SHARE"
-FAILED_SHARE_VARIABLE = settings.variable(FAILED_SHARE_ENV, FAILED_SHARE)
+FAILED_SHARE_VARIABLE = settings.variable("LMMS_VR_JUDGE_FAILED_SHARE", FAILED_SHARE)
 
 
 _resampling = threading.local()
@@ -44,16 +43,6 @@ def too_many_failed(failed: float, judged: int, limit: float | None = None) -> b
     if getattr(_resampling, "active", False) or judged <= 0 or not isinstance(failed, (int, float)) or math.isnan(failed) or failed <= 0:
         return False
     return failed / judged > (FAILED_SHARE.default if limit is None else limit)
-
-
-def withhold(metrics: dict, judged_metrics: Iterable[str], failed: float, judged: int, limit: float | None = None) -> dict:
-    """`metrics` with every judged metric set to NaN when too many judgments failed (in place;
-    `limit`: the task's share, the default when None)."""
-    if too_many_failed(failed, judged, limit):
-        for name in judged_metrics:
-            if name in metrics:
-                metrics[name] = math.nan
-    return metrics
 
 
 def explain(benchmark: str, failed: float, judged: int, limit: float | None = None) -> str:

@@ -30,10 +30,8 @@ def last_user_text(body: dict) -> str:
     return ""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(ThreadingHTTPServer):  # daemon threads, address reuse: ThreadingHTTPServer's defaults
     request_queue_size = 512  # the benchmark opens 64+ connections at once
-    allow_reuse_address = True
 
 
 class LocalJudgeServer:
@@ -86,11 +84,6 @@ class LocalJudgeServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _record(self, body: dict) -> int:
-        with self._lock:
-            self.requests.append(body)
-            return len(self.requests)
-
 
 def _usage(body: dict, reply: str) -> dict:
     prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
@@ -128,7 +121,9 @@ def _handler_for(server: LocalJudgeServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self.send_json(400, {"error": {"message": "request body is not JSON"}})
                 return
-            number = server._record(body)
+            with server._lock:
+                server.requests.append(body)
+                number = len(server.requests)
             if server.latency:
                 time.sleep(server.latency)
             if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":

@@ -46,9 +46,17 @@ def lmms_eval(sample_dir: Path, output: Path, env: dict, tasks=TASKS, extra=(), 
     cmd = [sys.executable, "-m", "lmms_eval", "--tasks", ",".join(tasks), "--model", name,
            "--model_args", args, "--output_path", str(output), *extra]
     full = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}
-    started = time.monotonic()
+    started, cpu = time.monotonic(), children_cpu_seconds()
     proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=600)
+    proc.cpu_seconds = children_cpu_seconds() - cpu  # what it computed, for bounds a loaded machine must not break
     return proc, time.monotonic() - started
+
+
+def children_cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def results_of(output: Path) -> dict:
@@ -161,8 +169,10 @@ def test_an_aggregation_error_loses_nothing_and_score_recovers_the_run(tmp_path,
         assert len(records) == 1 and len(Path(records[0]).read_text().splitlines()) == results["n-samples"]["vcr_cot"]["original"]
 
         fixed = {**os.environ, **judge_env(sample_env, server.base_url, tmp_path)}
+        started = time.monotonic()
         scored = subprocess.run([sys.executable, "-m", "lmms_video_reasoning.utils.tools.cli", "score", str(tmp_path / "runs"),
                                  "--out", str(tmp_path / "scored.json")], env=fixed, capture_output=True, text=True, timeout=300)
+        healthy_seconds = time.monotonic() - started
     assert scored.returncode == 0, scored.stdout + scored.stderr
     accuracy = json.loads((tmp_path / "scored.json").read_text())["results"]["vcr_cot"]["accuracy,none"]
     assert 0 < accuracy <= 100
@@ -174,8 +184,12 @@ def test_an_aggregation_error_loses_nothing_and_score_recovers_the_run(tmp_path,
                              "--out", str(tmp_path / "down.json")], env=down, capture_output=True, text=True, timeout=300)
     seconds = time.monotonic() - started
     assert outage.returncode == 3 and "JUDGE OUTAGE" in outage.stdout and "connection refused" in outage.stdout, outage.stdout[-2000:]
-    assert math.isnan(json.loads((tmp_path / "down.json").read_text())["results"]["vcr_cot"]["accuracy,none"])
-    assert seconds < 60, f"scoring against a dead judge took {seconds:.0f} s"
+    scored_down = json.loads((tmp_path / "down.json").read_text())
+    assert math.isnan(scored_down["results"]["vcr_cot"]["accuracy,none"])
+    # The breaker's promptness is counted (as in `check_outage_run`); the time bound, which catches a stall, grows with
+    # what the same scoring took against a working judge (a loaded machine stretches both).
+    assert scored_down["lmms_vr"]["judge_accounting"]["vcr_cot"]["stats"]["calls"] <= MAX_CALLS_IN_AN_OUTAGE, scored_down["lmms_vr"]
+    assert seconds < max(60, 3 * healthy_seconds), f"scoring against a dead judge took {seconds:.0f} s ({healthy_seconds:.0f} s healthy)"
 
 
 # ------------------------------------------------------------------------------ preflight
@@ -187,7 +201,8 @@ def check_stopped_before_generation(proc, seconds: float, output: Path, *needles
     assert "cannot start" in log and all(needle in log for needle in needles), log[-3000:]
     assert "Traceback" not in log and "RetryError" not in log, log[-3000:]
     assert not glob.glob(str(output / "**" / "*_samples_*.jsonl"), recursive=True)
-    assert seconds < 90, f"the preflight took {seconds:.0f} s"
+    # A preflight waiting on the network for minutes, not a slow start: the bound grows with the CPU the run used.
+    assert seconds < 90 + 2 * proc.cpu_seconds, f"the preflight took {seconds:.0f} s ({proc.cpu_seconds:.0f} s of CPU)"
     print(f"stopped before generation in {seconds:.1f} s (process start included)")
 
 
