@@ -197,7 +197,14 @@ def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list
         if not text.strip():
             continue
         rows += 1
-        fields = _row_fields(text, spec, f"{path}:{number}", first_copy)
+        fields = _up_to_record(text, spec, first_copy)
+        if fields is None:  # another shape than lmms-eval's: parsed whole
+            try:
+                fields = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise DataError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+            if not isinstance(fields, dict):
+                raise DataError(f"{path}:{number}: expected a JSON object")
         identity = fields.get("doc_id")
         if isinstance(identity, int):
             if identity in kept:
@@ -239,21 +246,6 @@ def _lines(path: Path):
         for number, raw in enumerate(handle, 1):
             yield number, offset, raw
             offset += len(raw)
-
-
-def _row_fields(text: str, spec: TaskSpec, where: str, first_copy: list[str]) -> dict:
-    """The top-level fields of one samples line that scoring reads; a line that is not a JSON
-    object is an error naming the file and line."""
-    fields = _up_to_record(text, spec, first_copy)
-    if fields is not None:
-        return fields
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise DataError(f"{where}: not valid JSON ({error.msg})") from None
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: expected a JSON object")
-    return row
 
 
 def _up_to_record(text: str, spec: TaskSpec, first_copy: list[str]) -> dict | None:
