@@ -141,12 +141,8 @@ def samples_for(path: Path, data: dict) -> dict[str, Path]:
 
 def sample_counts(data: dict) -> dict[str, int]:
     """{task: samples it scored} from lmms-eval's `n-samples` (`effective`), where recorded."""
-    counts = {}
-    for task, entry in (data.get("n-samples") or {}).items():
-        value = entry.get("effective") if isinstance(entry, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            counts[str(task)] = value
-    return counts
+    counts = {str(task): entry.get("effective") for task, entry in (data.get("n-samples") or {}).items() if isinstance(entry, dict)}
+    return {task: value for task, value in counts.items() if isinstance(value, int) and not isinstance(value, bool)}
 
 
 def settings_used(data: dict) -> dict[str, dict]:
