@@ -421,10 +421,11 @@ def _from_samples(run: str, task: str, path: Path) -> Gathered:
     spec = task_spec(task)
     records, coverage, _outcomes = read_samples(path, spec)
     try:
-        doc_ids = [str(doc["sample_id"]) for doc in task_docs(spec)]
+        docs = task_docs(spec)
     except Exception as error:  # noqa: BLE001 - no annotations here: coverage is unknown, said so
         coverage.note = f"the task's documents could not be loaded ({type(error).__name__}: {error}); coverage not checked"
     else:
+        doc_ids = [str(doc["sample_id"]) for doc in docs]
         present = {str(record.get("sample_id")) for record in records}
         coverage.documents = len(doc_ids)
         coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
