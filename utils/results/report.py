@@ -144,7 +144,6 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
         raise DataError(f"--pairs {pairs!r}: use one of {', '.join(PAIRINGS)}")
     token = PAIRING.set(pairs)  # the pairs the sections compare (`pairs_of`)
     try:
-        out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         unread: list[Unread] = []
         runs = load_runs(items, unread)

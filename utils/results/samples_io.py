@@ -311,7 +311,6 @@ def _unique_records(records: list[dict], path: Path) -> tuple[list[dict], list[i
 def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
     """({run: {task: samples file}}, skipped files with the reason) under an lmms-eval output folder;
     a run is one `<folder>/<date_id>` prefix (two models or two dates are two runs)."""
-    folder = Path(folder)
     runs: dict[str, dict[str, Path]] = {}
     skipped = []
     specs = task_specs()
@@ -346,7 +345,6 @@ def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
     """What is missing or damaged in the runs of a folder, one line each: a task a run had (its
     `<date_id>_run_tasks.json` or the `configs` of its results) with neither a samples nor a records
     file, and a records file that no longer matches the checksum written with it."""
-    folder = Path(folder)
     specs = task_specs()
     problems, named = [], set()
     for suffix, tasks_in in (("_" + RUN_TASKS_FILE, lambda data: data.get("tasks")), (RESULTS_SUFFIX, lambda data: data.get("configs"))):

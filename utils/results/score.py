@@ -104,7 +104,6 @@ def samples_path(out: Path, task: str) -> Path:
 
 def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     """Write the results JSON (lmms-eval's shape) and one samples file per task beside it (one run)."""
-    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results = {
         # lmms-eval's per-task shape: {"alias": task, "metric,none": value}
@@ -132,7 +131,6 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
 
 def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
     """{run: results file}: `out` itself for one run, `<out stem>_<run>.json` beside it for several."""
-    out = Path(out)
     if len(runs) <= 1:
         return {run: out for run in runs}
     stem = results_stem(out)
