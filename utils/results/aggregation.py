@@ -234,12 +234,9 @@ class DeclaredHooks:
     def __init__(self, benchmark: "registry.Benchmark", after: AfterScoring | None = None):
         self.benchmark, self.after = benchmark, after
         self.score_once = ScoreOnce(benchmark.name)
-        self._made = functools.cache(self._make)
 
+    @functools.cache  # each hook made once; the cache holds `self`, which lives as long as its binding module anyway
     def __call__(self, name: str) -> Callable[..., Any]:
-        return self._made(name)
-
-    def _make(self, name: str) -> Callable[..., Any]:
         from lmms_video_reasoning.utils.core.records import process_results
 
         metric = name[len(registry.AGGREGATE):] if name.startswith(registry.AGGREGATE) else None

@@ -132,8 +132,6 @@ def render_html(runs: list[Run], sections: list[Section], seed: int, n: int, unr
             parts.append(f"<figure><img alt='{html.escape(title)}' onload='this.dataset.ok=1' "
                          f"onerror=\"this.replaceWith('[plot could not be displayed]')\" src='data:image/png;base64,{encoded}'>"
                          f"<figcaption>{html.escape(title)}</figcaption></figure>")
-    if not sections:
-        parts.append("<p>No task of this suite in the results given.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -146,7 +144,6 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
         raise DataError(f"--pairs {pairs!r}: use one of {', '.join(PAIRINGS)}")
     token = PAIRING.set(pairs)  # the pairs the sections compare (`pairs_of`)
     try:
-        out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         unread: list[Unread] = []
         runs = load_runs(items, unread)
@@ -180,8 +177,7 @@ def build_report(items: Sequence[str], out: Path, n: int = 1000, seed: int = 0, 
 
 
 def main(args) -> int:
-    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, pairs=getattr(args, "pairs", "baseline"),
-                        agreement=getattr(args, "agreement", None) or ())
+    data = build_report(args.results, Path(args.out), n=args.bootstrap, seed=args.seed, pairs=args.pairs, agreement=args.agreement or ())
     for entry in data["not_read"]:
         print(f"lmms-vr report: not read: {entry['path']}: {entry['reason']}", file=sys.stderr)
     print(f"report written to {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'}")

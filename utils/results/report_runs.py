@@ -141,12 +141,8 @@ def samples_for(path: Path, data: dict) -> dict[str, Path]:
 
 def sample_counts(data: dict) -> dict[str, int]:
     """{task: samples it scored} from lmms-eval's `n-samples` (`effective`), where recorded."""
-    counts = {}
-    for task, entry in (data.get("n-samples") or {}).items():
-        value = entry.get("effective") if isinstance(entry, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            counts[str(task)] = value
-    return counts
+    counts = {str(task): entry.get("effective") for task, entry in (data.get("n-samples") or {}).items() if isinstance(entry, dict)}
+    return {task: value for task, value in counts.items() if isinstance(value, int) and not isinstance(value, bool)}
 
 
 def settings_used(data: dict) -> dict[str, dict]:
@@ -210,10 +206,9 @@ def run_accounting_files(results_file: Path) -> list[Path]:
     `<date_id>_results.json` or in the folder above (never another run's)."""
     if not results_file.name.endswith(RESULTS_SUFFIX):
         return []
-    prefix = results_file.name[: -len(RESULTS_SUFFIX)]
-    pattern = re.compile(re.escape(prefix) + r"_.+\.json")
-    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{glob.escape(prefix)}_*.json")
-                   if pattern.fullmatch(p.name) and p != results_file), key=_mtime, reverse=True)
+    prefix = glob.escape(results_stem(results_file))
+    return sorted((p for folder in (results_file.parent, results_file.parent.parent) for p in folder.glob(f"{prefix}_?*.json")
+                   if p != results_file), key=_mtime, reverse=True)
 
 
 def verdicts_for(results_file: Path | None, judge_name: str) -> tuple[Any, str, str]:

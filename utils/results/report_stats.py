@@ -63,7 +63,7 @@ def reproduces_run(sampled: Sampled, point: dict, recomputed: dict) -> bool:
 def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
     stats = TaskStats(point=dict(run.results.get(task, {})))
     try:
-        benchmark = registry.get(task_spec(task).benchmark)
+        benchmark = task_spec(task).benchmark
     except DataError:
         stats.note = f"{task} is not a task of this suite"
         return stats
@@ -72,28 +72,22 @@ def task_stats(run: Run, task: str, n: int, seed: int) -> TaskStats:
         sampled, why = None, "no samples file next to the results (run lmms-eval with --log_samples)"
     else:
         sampled, why = load_sampled(task, path, run.sources.get(task))
+    if sampled is not None:
+        # borrowed verdicts matter only where the records ask the judge
+        sampled.borrowed = sampled.borrowed if sampled.bench.needs_judge(sampled.records) else ""
+        stats.sampled, stats.questions, stats.units = sampled, sampled.question_count, sampled.unit_count
+    mark_not_computed(run, task, stats, benchmark)
     if sampled is None:
         stats.note = why
-        mark_not_computed(run, task, stats, benchmark.name)
         return stats
-    # borrowed verdicts matter only where the records ask the judge
-    sampled.borrowed = sampled.borrowed if sampled.bench.needs_judge(sampled.records) else ""
-    stats.sampled, stats.questions, stats.units = sampled, sampled.question_count, sampled.unit_count
-    mark_not_computed(run, task, stats, benchmark.name)
     recomputed = sampled.metrics()  # the run's metrics recomputed from its samples, to check them against its results
     if sampled.missing_verdicts and not sampled.borrowed and reproduces_run(sampled, stats.point, recomputed):
         sampled.missing_verdicts = sampled.gap = ""  # the missing verdicts are the run's own failed judgments
     differ = [m for m, v in stats.point.items() if m in recomputed and sampled.trusted(m) and not same_value(v, recomputed[m])]
     sampled.untrusted.update(differ)
-    notes = []
-    if differ:
-        notes.append(f"per-sample re-scoring differs from the results file for {', '.join(differ)}"
-                     + (" (the verdicts are borrowed)" if sampled.borrowed else " (judge cache missing?)"))
-    elif sampled.missing_verdicts:
-        notes.append(sampled.missing_verdicts)
-    if sampled.borrowed:
-        notes.append(sampled.borrowed)
-    stats.note = "; ".join(notes)
+    differs = (f"per-sample re-scoring differs from the results file for {', '.join(differ)}"
+               + (" (the verdicts are borrowed)" if sampled.borrowed else " (judge cache missing?)")) if differ else sampled.missing_verdicts
+    stats.note = "; ".join(filter(None, (differs, sampled.borrowed)))
     if n > 0 and spec_of(sampled.benchmark).per_task_bootstrap:  # else the section bootstraps its joined rows
         stats.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed), stats.point)
     return stats

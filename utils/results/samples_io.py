@@ -6,6 +6,7 @@ output folder for `lmms-vr score` with what is missing from them (`missing_tasks
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import glob
 import importlib
@@ -196,7 +197,14 @@ def read_samples(path: Path, spec: TaskSpec) -> tuple[list[dict], Coverage, list
         if not text.strip():
             continue
         rows += 1
-        fields = _row_fields(text, spec, f"{path}:{number}", first_copy)
+        fields = _up_to_record(text, spec, first_copy)
+        if fields is None:  # another shape than lmms-eval's: parsed whole
+            try:
+                fields = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise DataError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+            if not isinstance(fields, dict):
+                raise DataError(f"{path}:{number}: expected a JSON object")
         identity = fields.get("doc_id")
         if isinstance(identity, int):
             if identity in kept:
@@ -238,21 +246,6 @@ def _lines(path: Path):
         for number, raw in enumerate(handle, 1):
             yield number, offset, raw
             offset += len(raw)
-
-
-def _row_fields(text: str, spec: TaskSpec, where: str, first_copy: list[str]) -> dict:
-    """The top-level fields of one samples line that scoring reads; a line that is not a JSON
-    object is an error naming the file and line."""
-    fields = _up_to_record(text, spec, first_copy)
-    if fields is not None:
-        return fields
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise DataError(f"{where}: not valid JSON ({error.msg})") from None
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: expected a JSON object")
-    return row
 
 
 def _up_to_record(text: str, spec: TaskSpec, first_copy: list[str]) -> dict | None:
@@ -315,26 +308,9 @@ def _unique_records(records: list[dict], path: Path) -> tuple[list[dict], list[i
     return unique, kept_at
 
 
-def check_coverage(records: Sequence[dict], spec: TaskSpec, coverage: Coverage) -> Coverage:
-    """Compare the records' sample ids with the task's documents (when they can be loaded now)."""
-    try:
-        docs = task_docs(spec)
-    except Exception as error:  # noqa: BLE001 - no annotations here: coverage is unknown, said so
-        coverage.note = f"the task's documents could not be loaded ({type(error).__name__}: {error}); coverage not checked"
-        return coverage
-    doc_ids = [str(doc["sample_id"]) for doc in docs]
-    present = {str(record.get("sample_id")) for record in records}
-    known = set(doc_ids)
-    coverage.documents = len(doc_ids)
-    coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
-    coverage.unknown = sorted(present - known)
-    return coverage
-
-
 def samples_runs(folder: Path) -> tuple[dict[str, dict[str, Path]], list[str]]:
     """({run: {task: samples file}}, skipped files with the reason) under an lmms-eval output folder;
     a run is one `<folder>/<date_id>` prefix (two models or two dates are two runs)."""
-    folder = Path(folder)
     runs: dict[str, dict[str, Path]] = {}
     skipped = []
     specs = task_specs()
@@ -369,7 +345,6 @@ def missing_tasks(folder: Path, runs: dict[str, dict[str, Path]]) -> list[str]:
     """What is missing or damaged in the runs of a folder, one line each: a task a run had (its
     `<date_id>_run_tasks.json` or the `configs` of its results) with neither a samples nor a records
     file, and a records file that no longer matches the checksum written with it."""
-    folder = Path(folder)
     specs = task_specs()
     problems, named = [], set()
     for suffix, tasks_in in (("_" + RUN_TASKS_FILE, lambda data: data.get("tasks")), (RESULTS_SUFFIX, lambda data: data.get("configs"))):
@@ -414,7 +389,10 @@ def samples_differ(samples: Path, records: Path, task: str) -> str | None:
     try:
         got = read_samples(samples, spec)[0]
     except (OSError, DataError) as error:
-        whole = _whole_lines(samples)
+        whole = 0
+        for _number, _offset, raw in _lines(samples):  # the lines that are whole JSON objects
+            with contextlib.suppress(ValueError):
+                whole += isinstance(json.loads(raw), dict)
         return f"lmms-eval's samples file is truncated or damaged: {whole} of {len(kept)} samples whole ({size} bytes; {error})"
     if len(got) != len(kept):
         return f"lmms-eval's samples file is truncated: {len(got)} of {len(kept)} samples ({size} bytes)"
@@ -423,26 +401,6 @@ def samples_differ(samples: Path, records: Path, task: str) -> str | None:
         return (f"lmms-eval's samples file lacks {sum(missing.values())} of the {len(kept)} records' samples "
                 f"({_some(sorted(missing))})")
     return None
-
-
-def _whole_lines(path: Path) -> int:
-    """Lines of a file that are whole JSON objects."""
-    whole = 0
-    for _number, _offset, raw in _lines(path):
-        try:
-            whole += isinstance(json.loads(raw), dict)
-        except ValueError:
-            pass
-    return whole
-
-
-def is_predictions_row(line: str) -> bool:
-    """True for a line of replay predictions (an object with `id` and `response`, no `doc_id`)."""
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(row, dict) and "response" in row and "id" in row and "doc_id" not in row
 
 
 @dataclass
@@ -457,9 +415,20 @@ class Gathered:
 
 
 def _from_samples(run: str, task: str, path: Path) -> Gathered:
+    """A samples file's records, their sample ids compared with the task's documents (when they can be loaded now)."""
     spec = task_spec(task)
     records, coverage, _outcomes = read_samples(path, spec)
-    return Gathered(run, task, records, str(path), check_coverage(records, spec, coverage))
+    try:
+        docs = task_docs(spec)
+    except Exception as error:  # noqa: BLE001 - no annotations here: coverage is unknown, said so
+        coverage.note = f"the task's documents could not be loaded ({type(error).__name__}: {error}); coverage not checked"
+    else:
+        doc_ids = [str(doc["sample_id"]) for doc in docs]
+        present = {str(record.get("sample_id")) for record in records}
+        coverage.documents = len(doc_ids)
+        coverage.missing = [sample_id for sample_id in doc_ids if sample_id not in present]
+        coverage.unknown = sorted(present - set(doc_ids))
+    return Gathered(run, task, records, str(path), coverage)
 
 
 def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered], list[str], list[str]]:
@@ -487,7 +456,11 @@ def gather_records(path: Path, task: str | None = None) -> tuple[list[Gathered],
         raise DataError(f"{path}: the file is empty (no JSON line in it): nothing to score; give the samples file an lmms-eval "
                         "run wrote with --log_samples (<date>_samples_<task>.jsonl), its --output_path folder, or a replay "
                         "predictions .jsonl")
-    if is_predictions_row(first):
+    try:
+        row = json.loads(first)
+    except json.JSONDecodeError:
+        row = None
+    if isinstance(row, dict) and "response" in row and "id" in row and "doc_id" not in row:  # replay predictions
         return _from_predictions(path, task), [], []
     match = run_file_match(path)
     name = task or (match["task"] if match else None)

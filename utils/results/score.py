@@ -104,7 +104,6 @@ def samples_path(out: Path, task: str) -> Path:
 
 def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
     """Write the results JSON (lmms-eval's shape) and one samples file per task beside it (one run)."""
-    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results = {
         # lmms-eval's per-task shape: {"alias": task, "metric,none": value}
@@ -132,7 +131,6 @@ def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
 
 def results_paths(out: Path, runs: Sequence[str]) -> dict[str, Path]:
     """{run: results file}: `out` itself for one run, `<out stem>_<run>.json` beside it for several."""
-    out = Path(out)
     if len(runs) <= 1:
         return {run: out for run in runs}
     stem = results_stem(out)
@@ -244,20 +242,20 @@ def _batch_step(args, gathered: Sequence[Gathered]) -> bool:
     """--estimate, --batch-export, --batch-import (True: nothing scored) and --batch (False: then scored)."""
     from lmms_video_reasoning.utils.results import batch_judging
 
-    if getattr(args, "estimate", False):
+    if args.estimate:
         data = batch_judging.estimate(gathered)
         batch_judging.print_estimate(data)
         if args.out:
             Path(args.out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
             print(f"\nestimate written to {args.out}")
         return True
-    if getattr(args, "batch_export", None):
+    if args.batch_export:
         batch_judging.export(gathered, Path(args.batch_export))
         return True
-    if getattr(args, "batch_import", None):
+    if args.batch_import:
         batch_judging.import_results(gathered, args.batch_import)
         return True
-    if getattr(args, "batch", False):
+    if args.batch:
         batch_judging.api_judging(gathered)
     return False
 
@@ -278,7 +276,7 @@ def _judge_chooser(args, item: Gathered, said: set) -> JudgeChooser:
             said.add(note)
             print(note)
 
-    batch = getattr(args, "batch", False)
+    batch = args.batch
     name = "" if batch else registry.get(task_spec(item.task).benchmark).scoring.judge_name
     try:
         config = JudgeConfig.from_env(name) if name else None
@@ -286,7 +284,7 @@ def _judge_chooser(args, item: Gathered, said: set) -> JudgeChooser:
         name = ""
     instead = None  # the judge handed instead of the configured one
     if name and config is not None:
-        instead = None if getattr(args, "judge_online", False) else batch_bound_judge(config)
+        instead = None if args.judge_online else batch_bound_judge(config)
     elif name:
         instead, why = recorded_verdicts(Path(item.source), name)
         if instead is not None:
