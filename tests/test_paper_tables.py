@@ -18,7 +18,7 @@ from lmms_video_reasoning.cg_bench import report as cg_report
 from lmms_video_reasoning.cg_bench import scoring as cg
 from lmms_video_reasoning.cg_bench.report import NOT_RECORDED, breakdown
 from lmms_video_reasoning.cg_bench.task import Outcome, task_metrics
-from lmms_video_reasoning.utils.results import report, report_tables, score
+from lmms_video_reasoning.utils.results import report, report_tables, samples_io
 from lmms_video_reasoning.utils.results.report_bootstrap import Sampled
 from lmms_video_reasoning.utils.results.report_stats import TaskStats
 from lmms_video_reasoning.utils.results.samples_io import OUTCOME_KEY
@@ -105,7 +105,7 @@ def test_report_table10_is_the_share_of_full_cots_among_the_runs_correct_answers
     [row] = [r for r in table["rows"] if r[0].startswith(report_tables.MINE)]
     [note] = [n for n in table["notes"] if n.startswith("m: ") and "correct answers" in n]
     full, correct = map(int, re.match(r"m: (\d+) of the (\d+) correct answers", note).groups())
-    samples = [json.loads(line) for line in score.samples_path(scored.files["vcr"], "vcr_cot").read_text().splitlines() if line.strip()]
+    samples = [json.loads(line) for line in samples_io.samples_path(scored.files["vcr"], "vcr_cot").read_text().splitlines() if line.strip()]
     accuracy = scored.results["vcr"]["results"]["vcr_cot"]["accuracy,none"]
     assert correct == round(accuracy * len(samples) / 100) > 0  # every correct answer has its CoT judged here
     assert row[2] == report_tables.fmt(100 * full / correct)
@@ -202,7 +202,7 @@ def test_acc_at_iou0_of_a_joined_row_comes_from_its_outcomes():
 
 def test_report_cg_tables_acc_at_iou0_sub_categories_and_blind_row(scored, tmp_path):
     data = report.build_report([f"m={scored.files['cg']}"], tmp_path, n=50)
-    samples = [json.loads(line) for line in score.samples_path(scored.files["cg"], "cg_bench_mcq").read_text().splitlines() if line.strip()]
+    samples = [json.loads(line) for line in samples_io.samples_path(scored.files["cg"], "cg_bench_mcq").read_text().splitlines() if line.strip()]
     answers = [Outcome(**sample[OUTCOME_KEY]) for sample in samples]  # stored by `lmms-vr score`
     long = {a.qid: a.value for a in answers if a.mode == "long" and a.value is not None}
     ground = {a.qid: a.value for a in answers if a.mode == "grounding" and a.value is not None}

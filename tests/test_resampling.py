@@ -69,7 +69,7 @@ def runs(sample_dir, sample_env, tmp_path_factory):
 def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.Sampled:
     """The task's per-sample data as the report loads it: outcomes stored by `lmms-vr score`, or
     (stored=False) recomputed with verdicts from the run's judge cache, as for lmms-eval's files."""
-    path = score.samples_path(runs.files[name], task)
+    path = samples_io.samples_path(runs.files[name], task)
     if not stored:
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         for row in rows:
@@ -80,7 +80,7 @@ def loaded(runs, name: str, task: str, stored: bool = True) -> report_bootstrap.
         sampled, reason = report_bootstrap.load_sampled(task, path, runs.files[name])
     assert sampled is not None, reason
     if not stored:  # recomputed from the judge cache: the run's own outcomes (a failed judgment stays failed)
-        assert sampled.outcomes == samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[2]
+        assert sampled.outcomes == samples_io.read_samples(samples_io.samples_path(runs.files[name], task), samples_io.task_spec(task))[2]
     return sampled
 
 
@@ -158,7 +158,7 @@ def test_standard_errors_are_the_reference_spread(runs, monkeypatch):
         for name, task in TASKS:
             sampled = samples[task]
             benchmark = samples_io.task_spec(task).benchmark
-            records = samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
+            records = samples_io.read_samples(samples_io.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
             once = ScoreOnce(benchmark)
             slow = report_bootstrap.bootstrap_values_reference(sampled, 300, 0)
             headline = [m for m in report_runs.spec_of(benchmark).headline if m in slow and not math.isnan(sampled.metrics()[m])]
@@ -266,7 +266,7 @@ def lmms_eval_line(record: dict, doc_id: int, spec: samples_io.TaskSpec, **extra
 
 def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_path):
     spec = samples_io.task_spec("vr_bench")
-    records = samples_io.read_samples(score.samples_path(runs.files["vr"], "vr_bench"), spec)[0]
+    records = samples_io.read_samples(samples_io.samples_path(runs.files["vr"], "vr_bench"), spec)[0]
     lines = [json.dumps(lmms_eval_line(record, i, spec)) for i, record in enumerate(records)]
     # a nested object holding a key named like a metric comes before the real copies: never taken for the record
     decoy = lmms_eval_line(records[1], 1, spec, doc={"mcq_accuracy": {"sample_id": "decoy"}, "note": '"overall": {'})
@@ -293,7 +293,7 @@ def test_lmms_eval_samples_lines_are_read_up_to_their_first_record(runs, tmp_pat
 def test_the_report_keeps_only_what_the_metrics_read(runs):
     for name, task in TASKS:
         sampled = loaded(runs, name, task, stored=False)
-        full = samples_io.read_samples(score.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
+        full = samples_io.read_samples(samples_io.samples_path(runs.files[name], task), samples_io.task_spec(task))[0]
         assert all(len(json.dumps(slim)) < len(json.dumps(record)) / 2 for slim, record in zip(sampled.records, full)), task
         assert "response" not in sampled.records[0] and "question" not in sampled.records[0]
         whole = report_bootstrap.Sampled(sampled.benchmark, full, sampled.outcomes, sampled.settings)

@@ -19,7 +19,7 @@ import pytest
 from judge_faults import FaultPlan, request_fingerprint
 from test_batch_api import outcomes_of
 from lmms_video_reasoning.judges import LocalJudgeServer
-from lmms_video_reasoning.utils.results import score
+from lmms_video_reasoning.utils.results import samples_io
 from lmms_video_reasoning.utils.tools.cli import main as cli_main
 from score_report_support import environment, judge_env
 
@@ -53,7 +53,7 @@ def scored_run(sample_dir: Path, out: Path, predictions: list[dict]) -> Path:
     """A run's results + samples files written by `lmms-vr score predictions --out`."""
     source = write_jsonl(out.parent / f"{out.stem}_predictions.jsonl", predictions)
     assert cli(str(source), "--task", MCQ, "--out", str(out)) == 0
-    return score.samples_path(out, MCQ)
+    return samples_io.samples_path(out, MCQ)
 
 
 def test_every_run_in_a_folder_is_scored(env, sample_dir, tmp_path, capsys):

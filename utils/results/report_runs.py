@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from lmms_video_reasoning.utils.core import registry
 from lmms_video_reasoning.utils.core.registry import ReportSpec
 from lmms_video_reasoning.utils.core.roots import DataError
-from lmms_video_reasoning.utils.results.samples_io import RESULTS_SUFFIX, results_stem
+from lmms_video_reasoning.utils.results.samples_io import RESULTS_SUFFIX, results_stem, samples_path
 
 log = logging.getLogger("lmms_video_reasoning.report")
 
@@ -133,9 +133,8 @@ def samples_for(path: Path, data: dict) -> dict[str, Path]:
     ours = (data.get("lmms_vr") or {}).get("samples") or {}
     found = {task: path.with_name(name) for task, name in ours.items() if _file_name(name) and path.with_name(name).is_file()}
     for task in data.get("results", {}):
-        name = f"{results_stem(path)}_samples_{task}.jsonl"
-        if task not in found and _file_name(name) and path.with_name(name).is_file():
-            found[task] = path.with_name(name)
+        if task not in found and _file_name(task) and (samples := samples_path(path, task)).is_file():  # a task name is no path
+            found[task] = samples
     return found
 
 

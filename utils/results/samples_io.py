@@ -52,6 +52,11 @@ def results_stem(path: Path) -> str:
     return path.name[: -len(RESULTS_SUFFIX)] if path.name.endswith(RESULTS_SUFFIX) else path.stem
 
 
+def samples_path(results: Path, task: str) -> Path:
+    """The samples file of `task` beside a results file, as lmms-eval names it (`<date_id>_samples_<task>.jsonl`)."""
+    return results.with_name(f"{results_stem(results)}_samples_{task}.jsonl")
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """What scoring needs to know about one task of this suite (from its declaration)."""

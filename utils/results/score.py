@@ -27,7 +27,7 @@ from lmms_video_reasoning.utils.core.roots import DataError
 from lmms_video_reasoning.utils.core.settings import FROM_ENV
 from lmms_video_reasoning.utils.results.report_runs import items_failed
 from lmms_video_reasoning.utils.results.samples_io import (RESULTS_SUFFIX, Coverage, Gathered, gather_records, results_stem, run_file_match,
-                                                           sample_line, task_spec, unbuilt_items)
+                                                           sample_line, samples_path, task_spec, unbuilt_items)
 
 log = logging.getLogger("lmms_video_reasoning.score")
 
@@ -96,10 +96,6 @@ def same_value(a: Any, b: Any) -> bool:
             return math.isnan(a) and math.isnan(b)
         return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
     return a == b
-
-
-def samples_path(out: Path, task: str) -> Path:
-    return out.with_name(f"{results_stem(out)}_samples_{task}.jsonl")
 
 
 def write_results(out: Path, scores: Sequence[TaskScore], source: str) -> dict:
