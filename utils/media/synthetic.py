@@ -2,8 +2,8 @@
 
 Real benchmark media are hundreds of GB on the Hugging Face Hub, so every test and sample run
 uses small videos generated here with PyAV (H.264 in MP4, libx264): ``Shape``s drawn over a
-background by ``write_video``, whose ground truth is ``shape_box``; a sample benchmark's video is a ``Clip``. Files are written to a
-temporary name and moved into place, so concurrent generators never leave a half-written video.
+background by ``write_video``, whose ground truth is ``shape_box`` (a sample benchmark's video: a ``Clip``).
+Files are written to a temporary name and moved into place, so concurrent generators never leave a half-written video.
 """
 
 from __future__ import annotations
