@@ -21,7 +21,7 @@ from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan, choose
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals, merge_intervals
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames  # noqa: F401 - `video.read_frames`
-from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, probe
+from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, file_key, probe
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +129,7 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
         raise ValueError(f"cut_clip needs at least one interval for {path}")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    st = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{merged!r}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{file_key(path)}|{merged!r}".encode()).hexdigest()[:16]
     target = cache_dir / f"{path.stem}-{key}.mp4"
     if target.exists() and target.stat().st_size > 0:
         return target
