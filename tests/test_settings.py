@@ -140,9 +140,12 @@ def test_declare_all_reaches_every_setting_the_package_declares():
     assert len(found["modules"]) >= 10 and found["missed"] == [], found
 
 
-def test_problems_lists_every_invalid_value():
-    env = {"LMMS_VR_TEST_FLAG": "ture", "LMMS_VR_TEST_SHARE": "2", "LMMS_VR_TEST_MODE": "path"}
-    found = [str(error) for error in settings.problems(env) if "LMMS_VR_TEST_" in str(error)]
+def test_the_setting_findings_list_every_invalid_value(monkeypatch):
+    from lmms_video_reasoning.utils.lmms.preflight import OFF, setting_findings
+
+    for name, value in {"LMMS_VR_TEST_FLAG": "ture", "LMMS_VR_TEST_SHARE": "2", "LMMS_VR_TEST_MODE": "path"}.items():
+        monkeypatch.setenv(name, value)
+    found = [finding.detail for finding in setting_findings() if finding.state == OFF and "LMMS_VR_TEST_" in finding.detail]
     assert [text.split("=")[0] for text in found] == ["LMMS_VR_TEST_FLAG", "LMMS_VR_TEST_SHARE"], found
 
 

@@ -13,11 +13,10 @@ import ast
 import json
 import re
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from lmms_video_reasoning.judges.local_server import last_user_text
-from lmms_video_reasoning.utils.media.synthetic import Shape, shape_box, write_video
+from lmms_video_reasoning.utils.media.synthetic import Clip, Shape, shape_box
 from lmms_video_reasoning.vcr_bench import prompts
 from lmms_video_reasoning.vcr_bench.docs import ANNOTATION, VIDEO_DIR
 from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, DIMENSIONS, PERCEPTION, REASONING
@@ -25,56 +24,47 @@ from lmms_video_reasoning.vcr_bench.scoring import BACKGROUND, DIMENSIONS, PERCE
 SOURCE = "synthetic"  # the videos' source folder, `video/<source>/` as in the official layout
 
 
-@dataclass(frozen=True)
-class SampleVideo:
-    name: str
-    duration: int
-    fps: float
-    width: int
-    height: int
-    shapes: dict  # label -> Shape
-
-    @property
-    def video_path(self) -> str:
-        return f"video/{SOURCE}/{self.name}.mp4"
+def video_path(video: str) -> str:
+    """A sample video's `video_path` (relative to the annotations' video folder)."""
+    return f"video/{SOURCE}/shapes_{video}.mp4"
 
 
 VIDEOS = {
-    "short_a": SampleVideo("shapes_short_a", 40, 10, 320, 240, {
-        "red circle": Shape("circle", "red", 2, 12, (0.25, 0.5), size=0.2),
-        "blue square": Shape("square", "blue", 8, 30, (0.2, 0.3), (0.8, 0.7), size=0.2),
-        "yellow triangle": Shape("triangle", "yellow", 15, 25, (0.75, 0.25), size=0.15, flash_hz=1),
-        "green circle": Shape("circle", "green", 28, 38, (0.5, 0.5), size=0.15),
-    }),
-    "short_b": SampleVideo("shapes_short_b", 55, 10, 320, 240, {
-        "white square": Shape("square", "white", 5, 20, (0.3, 0.3), size=0.15),
-        "magenta circle": Shape("circle", "magenta", 18, 45, (0.8, 0.2), (0.2, 0.8), size=0.15),
-        "cyan triangle": Shape("triangle", "cyan", 30, 34, (0.7, 0.7), size=0.15, flash_hz=2),
-        "orange square": Shape("square", "orange", 47, 53, (0.5, 0.5), size=0.2),
-    }),
-    "medium": SampleVideo("shapes_medium", 150, 2, 320, 240, {
-        "orange square": Shape("square", "orange", 10, 60, (0.3, 0.5), size=0.2),
-        "red triangle": Shape("triangle", "red", 70, 130, (0.7, 0.3), size=0.2, flash_hz=0.1),
-        "blue circle": Shape("circle", "blue", 100, 140, (0.1, 0.8), (0.9, 0.8), size=0.15),
-    }),
-    "long": SampleVideo("shapes_long", 330, 1, 160, 120, {
-        "green square": Shape("square", "green", 20, 100, (0.3, 0.5), size=0.2),
-        "yellow circle": Shape("circle", "yellow", 150, 250, (0.2, 0.2), (0.8, 0.8), size=0.2),
-        "red square": Shape("square", "red", 280, 320, (0.7, 0.3), size=0.2),
-    }),
+    "short_a": Clip(40, 10, 320, 240, (
+        Shape("circle", "red", 2, 12, (0.25, 0.5), size=0.2),
+        Shape("square", "blue", 8, 30, (0.2, 0.3), (0.8, 0.7), size=0.2),
+        Shape("triangle", "yellow", 15, 25, (0.75, 0.25), size=0.15, flash_hz=1),
+        Shape("circle", "green", 28, 38, (0.5, 0.5), size=0.15),
+    )),
+    "short_b": Clip(55, 10, 320, 240, (
+        Shape("square", "white", 5, 20, (0.3, 0.3), size=0.15),
+        Shape("circle", "magenta", 18, 45, (0.8, 0.2), (0.2, 0.8), size=0.15),
+        Shape("triangle", "cyan", 30, 34, (0.7, 0.7), size=0.15, flash_hz=2),
+        Shape("square", "orange", 47, 53, (0.5, 0.5), size=0.2),
+    )),
+    "medium": Clip(150, 2, 320, 240, (
+        Shape("square", "orange", 10, 60, (0.3, 0.5), size=0.2),
+        Shape("triangle", "red", 70, 130, (0.7, 0.3), size=0.2, flash_hz=0.1),
+        Shape("circle", "blue", 100, 140, (0.1, 0.8), (0.9, 0.8), size=0.15),
+    )),
+    "long": Clip(330, 1, 160, 120, (
+        Shape("square", "green", 20, 100, (0.3, 0.5), size=0.2),
+        Shape("circle", "yellow", 150, 250, (0.2, 0.2), (0.8, 0.8), size=0.2),
+        Shape("square", "red", 280, 320, (0.7, 0.3), size=0.2),
+    )),
 }
 
 
 def span(video: str, label: str) -> str:
     """"0:08-0:30" for the time a shape is on screen (as the annotations write times)."""
-    shape = VIDEOS[video].shapes[label]
+    shape = VIDEOS[video].shape(label)
     return "-".join(f"{round(t) // 60}:{round(t) % 60:02d}" for t in (shape.start, shape.end))
 
 
 def box_answer(video: str, label: str, t: float, shift: int = 0) -> str:
     """TSG answer in the official format, "[446,125,550,359]" (absolute pixels), optionally shifted."""
-    spec = VIDEOS[video]
-    box = shape_box(spec.shapes[label], t, spec.width, spec.height)
+    clip = VIDEOS[video]
+    box = shape_box(clip.shape(label), t, clip.width, clip.height)
     return "[" + ",".join(str(v + shift) for v in box) + "]"
 
 
@@ -82,7 +72,7 @@ def _question(qid, video, dimension, text, answer, steps, options=None) -> dict:
     # a multiple-choice question has its options in its text too, as in the official file
     choices = dict(zip("ABCD", options)) if options else dict.fromkeys("ABCD", "")
     question = text + "\n" + "\n".join(f"{letter}. {option}" for letter, option in choices.items()) + "\n" if options else text
-    return {"id": qid, "video_path": VIDEOS[video].video_path, "duration": VIDEOS[video].duration, "dimension": dimension,
+    return {"id": qid, "video_path": video_path(video), "duration": VIDEOS[video].duration, "dimension": dimension,
             "question": question, "multiple-choice": bool(options), "choices": choices, "answer": answer,
             "reasoning": [f"{n}. {step}" for n, step in enumerate(steps, 1)]}
 
@@ -93,7 +83,7 @@ FTR, VTC, VTG, VKR, TSR, VPA, TSG = DIMENSIONS  # their names, in the paper's or
 def _grounding(qid, video, label, event, enters, leaves) -> dict:
     """A VTG question: when `event` (the shape `label` on screen) starts and ends, answered in the
     official format, "[13, 54]" (seconds)."""
-    shape, (start, end) = VIDEOS[video].shapes[label], span(video, label).split("-")
+    shape, (start, end) = VIDEOS[video].shape(label), span(video, label).split("-")
     return _question(qid, video, VTG, f"Give the start and end time, in seconds, of the event '{event}'.",
                      f"[{shape.start:g}, {shape.end:g}]", [f"{start}, {enters}.", f"{end}, {leaves}.",
                                                      f"Therefore, the event lasts from {shape.start:g} to {shape.end:g} seconds."])
@@ -183,9 +173,8 @@ def build_records() -> list[dict]:
 def write_sample(root) -> Path:
     """Write the sample under `root` (videos skipped when present); returns the annotation file."""
     root = Path(root)
-    for spec in VIDEOS.values():
-        write_video(root / VIDEO_DIR / spec.video_path, spec.duration, list(spec.shapes.values()),
-                    fps=spec.fps, width=spec.width, height=spec.height)
+    for video, clip in VIDEOS.items():
+        clip.write(root / VIDEO_DIR / video_path(video))
     path = root / ANNOTATION
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(build_records(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

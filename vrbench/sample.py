@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmms_video_reasoning.judges.local_server import last_user_text
-from lmms_video_reasoning.utils.media.synthetic import Shape, write_video
+from lmms_video_reasoning.utils.media.synthetic import Clip, Shape
 from lmms_video_reasoning.vrbench import prompts
 from lmms_video_reasoning.vrbench.docs import ANNOTATIONS, flatten
 from lmms_video_reasoning.vrbench.scoring import NON_UNIQUE, TAGS, UNIQUE, process_score
@@ -54,13 +54,14 @@ class Story:
     late_start = property(lambda self: int(0.7 * self.duration))
     path = property(lambda self: f"VRBench/videos/v001/{self.video_id}.mp4")  # the record's `video_path` (the official form)
 
-    def shapes(self) -> list[Shape]:
-        return [
+    @property
+    def clip(self) -> Clip:
+        return Clip(self.duration, FPS, WIDTH, HEIGHT, (
             Shape("circle", self.mover, 10, self.leave, pos0=(0.15, 0.5), pos1=(0.62, 0.5)),
             Shape("square", self.target, 20, self.leave, pos0=(0.78, 0.5)),
             Shape("triangle", self.flasher, *self.flash, pos0=(0.5, 0.3), flash_hz=1.0),
             Shape("circle", self.late, self.late_start, self.duration, pos0=(0.5, 0.1), pos1=(0.5, 0.6)),
-        ]
+        ))
 
 
 STORIES = (
@@ -93,7 +94,7 @@ def summary(story: Story) -> str:
     )
     notes = []
     for t in range(0, story.duration, story.summary_every):
-        seen = ", ".join(f"a {s.color} {s.kind}" for s in story.shapes() if s.start <= t < s.end)
+        seen = ", ".join(f"a {s.label}" for s in story.clip.shapes if s.start <= t < s.end)
         notes.append(f"At {hms(t)} the frame shows {seen or 'nothing but the dark background'}.")
     return plot + " " + " ".join(notes)
 
@@ -152,7 +153,7 @@ def write_sample(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for story in STORIES:
         stored = f"v001/{story.video_id}.mp4" if story.zip_layout else story.path
-        write_video(root / stored, story.duration, story.shapes(), fps=FPS, width=WIDTH, height=HEIGHT)
+        story.clip.write(root / stored)
     (root / ANNOTATIONS).write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records()), encoding="utf-8")
     return root
 

@@ -49,11 +49,9 @@ class BoundedMemo(Generic[V]):
 
     def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
         found = self.get(key, _MISSING)
-        if found is not _MISSING:
-            return found
-        value = make()
-        self[key] = value
-        return value
+        if found is _MISSING:
+            found = self[key] = make()
+        return found
 
 
 _MISSING = object()

@@ -240,14 +240,14 @@ class Benchmark:
         record["settings"] = values
         return record
 
-    def settings_of(self, records: Sequence[Mapping], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def settings_of(self, records: Sequence[Mapping]) -> dict[str, Any]:
         """The options a task's records were made with (each record's `settings`, else the defaults),
         each overridden by its environment variable when set now; `settings.FROM_ENV` lists the
         variables set at the run and now. DataError when the records disagree (several runs)."""
         made = {}
         for record in records:
             recorded = record.get("settings") or {}
-            key = tuple((s.option, recorded.get(s.option, s.default)) for s in self.options if not s.is_set(env))
+            key = tuple((s.option, recorded.get(s.option, s.default)) for s in self.options if not s.is_set())
             made.setdefault(key, recorded)
         if len(made) > 1:
             differing = sorted({option for key in made for option, value in key if any(dict(other)[option] != value for other in made)})
@@ -255,7 +255,7 @@ class Benchmark:
             raise DataError(f"benchmark {self.name}: these records were made with different settings: {named}; score the runs "
                             "apart, or set the variable to score them all alike")
         recorded = next(iter(made.values()), {})
-        values = settings.task_settings(self.options, {k: v for k, v in recorded.items() if k != settings.FROM_ENV}, env)
+        values = settings.task_settings(self.options, {k: v for k, v in recorded.items() if k != settings.FROM_ENV})
         values[settings.FROM_ENV] = {**(recorded.get(settings.FROM_ENV) or {}), **values[settings.FROM_ENV]}
         return values
 

@@ -41,10 +41,8 @@ SUBSET_MARKER = ".lmms_vr_subset.json"
 
 
 def cache_home() -> Path:
-    base = os.environ.get("LMMS_VR_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lmms_video_reasoning"
-    )
-    return Path(base)
+    user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(os.environ.get("LMMS_VR_CACHE") or os.path.join(user_cache, "lmms_video_reasoning"))
 
 
 def root_problem(source: DataSource) -> str | None:

@@ -17,7 +17,7 @@ the plugin hands the task code the task's values with the variables set in their
 from the environment (`FROM_ENV`).
 
 `registry.declare_all_settings()` imports every module that declares a setting (this module names
-no benchmark), so that `problems()` sees them all: the preflight rejects every invalid value of the
+no benchmark), so that the preflight sees them all (`setting_findings`): it rejects every invalid value of the
 suite's and the run's benchmarks' settings at the start of an lmms-eval run; `lmms-vr doctor` shows them all.
 """
 
@@ -128,28 +128,16 @@ def declared() -> list[Setting]:
     return sorted(_DECLARED.values(), key=lambda s: s.name)
 
 
-def _error(setting: Setting, env: Mapping[str, str] | None) -> SettingError | None:
-    try:
-        setting.read(env)
-    except SettingError as error:
-        return error
-    return None
-
-
-def problems(env: Mapping[str, str] | None = None) -> list[SettingError]:
-    """Every declared setting whose value is not accepted (each error names the variable, the
-    value and the accepted values), in name order."""
-    return [error for error in (_error(setting, env) for setting in declared()) if error is not None]
-
-
 def resolved(env: Mapping[str, str] | None = None, scoring_only: bool = False) -> dict[str, Any]:
     """{name: value} of the declared settings in effect (defaults included); an invalid value
     is reported as its error text rather than raised (this is a record, not a check)."""
     values: dict[str, Any] = {}
     for setting in declared():
         if setting.scoring or not scoring_only:
-            error = _error(setting, env)
-            values[setting.name] = f"invalid: {error}" if error else setting.read(env)
+            try:
+                values[setting.name] = setting.read(env)
+            except SettingError as error:
+                values[setting.name] = f"invalid: {error}"
     return values
 
 
@@ -165,11 +153,9 @@ def chosen_values(variables: Sequence[Setting], chosen: Mapping[str, Any] | None
     return {**(chosen or {}), **{setting.option: setting.read(env) for setting in variables if setting.is_set(env)}}
 
 
-def task_settings(options: Sequence[Setting], chosen: Mapping[str, Any] | None = None,
-                  env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def task_settings(options: Sequence[Setting], chosen: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A task's options in effect, {option: value}: its `chosen` value (else the default), overridden
     by the variable when set; under FROM_ENV every score-changing variable set (SettingError: invalid)."""
-    overridden = chosen_values(options, chosen, env)
-    values = option_values(options, overridden)
-    values[FROM_ENV] = {setting.name: setting.read(env) for setting in declared() if setting.scoring and setting.is_set(env)}
+    values = option_values(options, chosen_values(options, chosen))
+    values[FROM_ENV] = {setting.name: setting.read() for setting in declared() if setting.scoring and setting.is_set()}
     return values

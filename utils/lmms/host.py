@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import inspect
 import logging
 import sys
 import threading
@@ -120,8 +121,6 @@ def wrap(owner: object, attribute: str, make: Callable[[Callable], Callable]) ->
 
 
 def parameter_names(function: Callable) -> list[str]:
-    import inspect
-
     return list(inspect.signature(function).parameters)
 
 

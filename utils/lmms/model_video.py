@@ -132,14 +132,10 @@ def prepare(path, request: Request, cache: ProxyCache | None = None) -> str | No
     """The proxy clip for ``request`` on ``path`` (made or found in the cache), or None when no exact
     layout exists (the caller hands over the path); VideoError for a file that cannot be decoded."""
     from lmms_video_reasoning.utils.media.frame_decoder import read_frames
-    from lmms_video_reasoning.utils.media.frame_table import VideoError, probe
+    from lmms_video_reasoning.utils.media.frame_table import file_key, probe
 
-    path = Path(path)
-    try:
-        st = path.stat()
-    except OSError:
-        raise VideoError(f"video file not found: {path}. Check the dataset path (or download the video).") from None
-    text = f"v{proxy_clips.PROXY_VERSION}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{request!r}"
+    path = Path(path)  # a missing file: `probe`'s VideoError (its key, the path alone, is never in the cache)
+    text = f"v{proxy_clips.PROXY_VERSION}|{file_key(path)}|{request!r}"
     key = hashlib.sha256(text.encode()).hexdigest()[:20]  # the proxy's cache key, and the key of its lock
     with _locks_guard:
         lock = _locks.get_or_make(key, threading.Lock)

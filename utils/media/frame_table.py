@@ -74,9 +74,9 @@ class _FrameTable:
 _TABLE_CACHE: BoundedMemo[_FrameTable] = BoundedMemo(8)
 
 
-def _file_key(path: Path) -> tuple:
-    """The memos' key of a file: its path, size and mtime (a file that cannot be read has no size; it
-    fails to open, so nothing is remembered under its path alone)."""
+def file_key(path: Path) -> tuple:
+    """The key of a file in the memos and caches of what is made from it: its path, size and mtime (a file
+    that cannot be read has no size; it fails to open, so nothing is remembered under its path alone)."""
     try:
         st = path.stat()
     except OSError:
@@ -86,7 +86,7 @@ def _file_key(path: Path) -> tuple:
 
 def _frame_table(path) -> _FrameTable:
     path = Path(path)
-    return _TABLE_CACHE.get_or_make(_file_key(path), lambda: _scan(path))
+    return _TABLE_CACHE.get_or_make(file_key(path), lambda: _scan(path))
 
 
 def _scan(path: Path) -> _FrameTable:
@@ -151,7 +151,7 @@ def probe(path, *, exact: bool = True) -> VideoInfo:
     def make() -> VideoInfo:
         return (None if exact else _header_info(path)) or _frame_table(path).info
 
-    return _INFO_CACHE.get_or_make((*_file_key(path), exact), make)
+    return _INFO_CACHE.get_or_make((*file_key(path), exact), make)
 
 
 def _header_info(path: Path) -> VideoInfo | None:

@@ -2,8 +2,8 @@
 
 Real benchmark media are hundreds of GB on the Hugging Face Hub, so every test and sample run
 uses small videos generated here with PyAV (H.264 in MP4, libx264): ``Shape``s drawn over a
-background by ``write_video``, whose ground truth is ``shape_box``. Files are written to a
-temporary name and moved into place, so concurrent generators never leave a half-written video.
+background by ``write_video``, whose ground truth is ``shape_box`` (a sample benchmark's video: a ``Clip``).
+Files are written to a temporary name and moved into place, so concurrent generators never leave a half-written video.
 """
 
 from __future__ import annotations
@@ -59,6 +59,11 @@ class Shape:
             raise ValueError(f"Shape end ({self.end}) must be after start ({self.start})")
         if self.size <= 0:
             raise ValueError(f"Shape size must be positive, got {self.size}")
+
+    @property
+    def label(self) -> str:
+        """How the sample benchmarks name it in questions and answers: "red circle"."""
+        return f"{self.color} {self.kind}"
 
 
 def _unclipped_box(shape: Shape, t: float, width: int, height: int) -> tuple[int, int, int, int]:
@@ -207,6 +212,25 @@ def write_video(path, duration: float, shapes: Sequence[Shape] = (), *, fps: flo
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One synthetic video of the sample benchmarks: ``shapes`` over ``duration`` seconds at ``fps``, ``width`` x ``height``."""
+
+    duration: float
+    fps: float
+    width: int
+    height: int
+    shapes: tuple[Shape, ...]
+
+    def shape(self, label: str) -> Shape:
+        """The first of its shapes called ``label`` (``Shape.label``)."""
+        return next(shape for shape in self.shapes if shape.label == label)
+
+    def write(self, path, **encoding) -> Path:
+        """``write_video`` of the clip to ``path`` (kept when it exists); ``encoding``: its further options (e.g. ``gop``)."""
+        return write_video(path, self.duration, self.shapes, fps=self.fps, width=self.width, height=self.height, **encoding)
 
 
 def _srt_time(seconds: float) -> str:

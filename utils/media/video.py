@@ -17,11 +17,11 @@ from fractions import Fraction
 from pathlib import Path
 
 from lmms_video_reasoning.utils.core.files import atomic_target
-from lmms_video_reasoning.utils.core.frame_plan import FramePlan, choose
+from lmms_video_reasoning.utils.core.frame_plan import Chosen, FramePlan, choose
 from lmms_video_reasoning.utils.core.intervals import clamp_intervals, merge_intervals
 from lmms_video_reasoning.utils.core.memo import BoundedMemo
 from lmms_video_reasoning.utils.media.frame_decoder import _decode_runs, _plan, read_frames  # noqa: F401 - `video.read_frames`
-from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, probe
+from lmms_video_reasoning.utils.media.frame_table import VideoError, VideoInfo, _frame_table, _FrameTable, file_key, probe
 
 logger = logging.getLogger(__name__)
 
@@ -54,15 +54,11 @@ def resolve_meta(info: VideoInfo | None, meta: dict | None, path=None) -> tuple[
 
 
 @dataclass(frozen=True)
-class PlannedFrames:
-    """The frames a protocol picks in one file, before any decoding: their ``timestamps`` shown to
-    the model, the ``fps`` and ``total_frames`` used (``resolve_meta``), and ``notes`` (each logged)."""
+class PlannedFrames(Chosen):
+    """The frames a protocol picks in one file, before any decoding (``fps`` and ``total_frames``:
+    ``resolve_meta``'s), with the protocol's frame ``size`` and ``notes`` (each logged)."""
 
-    path: Path | None
-    indices: list[int]
-    timestamps: list[float]
-    fps: float
-    total_frames: int
+    path: Path | None = None
     size: tuple[int, int] | None = None
     notes: tuple[str, ...] = ()
 
@@ -98,7 +94,7 @@ def plan_frames(path, plan: FramePlan, n: int, *, intervals: Sequence[Sequence[f
         indices = [i for i in indices if i < info.total_frames]
         notes.append(f"{past_end} index(es) past the last frame ({info.total_frames - 1}) were dropped")
         logger.warning("%s: %s", path, notes[-1])
-    return PlannedFrames(path, indices, plan.times(indices, fps), fps, total, plan.size, tuple(notes))
+    return PlannedFrames(indices, plan.times(indices, fps), fps, total, chosen.clamped, path, plan.size, tuple(notes))
 
 
 def _clip_frames(table: _FrameTable, merged: list[list[float]]) -> list[int]:
@@ -133,8 +129,7 @@ def cut_clip(path, intervals_s: Sequence[Sequence[float]], cache_dir) -> Path:
         raise ValueError(f"cut_clip needs at least one interval for {path}")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    st = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{merged!r}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{file_key(path)}|{merged!r}".encode()).hexdigest()[:16]
     target = cache_dir / f"{path.stem}-{key}.mp4"
     if target.exists() and target.stat().st_size > 0:
         return target
