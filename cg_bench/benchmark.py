@@ -201,18 +201,6 @@ BENCHMARK = Benchmark(
 __getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("cg_bench", lambda scores: (kind := scores["breakdown"]["task_kind"], kind == "open")))
 
 
-def as_settings(settings: dict | None) -> tuple[dict, bool]:
-    """(the scoring options, whether open answers are judged) from the task's options (`Benchmark.settings_of`) or
-    some of them with `judge`, e.g. `{"strict": True, "judge": False}`; the others: the official protocol."""
-    settings = dict(settings or {})
-    judged = settings.pop("judge", True)
-    known = {setting.option for setting in BENCHMARK.options} | {FROM_ENV}
-    if set(settings) - known:
-        raise ValueError(f"cg_bench settings: unknown key(s) {sorted(set(settings) - known)}; expected judge or a task option "
-                         f"({', '.join(sorted(known - {FROM_ENV}))})")
-    return {**options.values((task.STRICT, task.OFFICIAL_REVERSED)), **settings}, judged
-
-
 def read_and_judge(records: Sequence[dict], settings: dict, judge: Judge | None) -> list[Outcome]:
     """The records' outcomes (`task.read_outcomes` with the settings' parsing options), the open answers judged
     by `judging.judge_pending` on the data root (`judge` None: they stay pending)."""
@@ -223,8 +211,15 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
     """Every metric of the records and the outcomes they come from (`task.read_outcomes`, open answers judged by
     `judging.judge_pending` on the data root), with the counts of videos asked without subtitles and `breakdown`
     (per group and mode, failures, the settings used). Records of several tasks of a run may be scored together:
-    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
-    settings, judged = as_settings(settings)
+    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does. `settings`: the
+    task's options (`Benchmark.settings_of`) or some of them with `judge`, e.g. `{"strict": True, "judge": False}`
+    (the others: the official protocol)."""
+    settings = dict(settings or {})
+    judged, known = settings.pop("judge", True), {setting.option for setting in BENCHMARK.options} | {FROM_ENV}
+    if set(settings) - known:
+        raise ValueError(f"cg_bench settings: unknown key(s) {sorted(set(settings) - known)}; expected judge or a task option "
+                         f"({', '.join(sorted(known - {FROM_ENV}))})")
+    settings = {**options.values((task.STRICT, task.OFFICIAL_REVERSED)), **settings}
     strict, failed_share = settings["strict"], settings.get(FAILED_SHARE)
     outcomes = read_and_judge(records, settings, judge if judged else None)
     for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
@@ -235,7 +230,8 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
     # the videos asked without subtitles: their SRT yields no line (with why) / they have none
     unusable = {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")}
     missing = sorted({r["video_uid"] for r in records if r.get("subtitles_missing")})
-    for videos, what in ((sorted(unusable), "have an SRT that yields no subtitle line"), (missing, "have no subtitle file")):
+    for videos, what in ((sorted(unusable), "have an SRT that yields no subtitle line"),
+                         (missing, "have no subtitle file, listed by `lmms-vr prepare cg_bench --verify-only`")):
         if videos:
             logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles", len(videos), what, videos[0])
     scores["subtitles_unusable"], scores["subtitles_missing"] = len(unusable), len(missing)
@@ -260,6 +256,4 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
         for name in BREAKDOWN_GROUPS:  # the task's decision holds for its breakdowns too
             for group in scores["breakdown"][name].values():
                 group.pop("oe_acc", None)
-    if scores["subtitles_missing"]:
-        logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
     return scores, outcomes

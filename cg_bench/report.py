@@ -8,7 +8,7 @@ import math
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, crr, duration_bucket
 from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, task_metrics
@@ -55,16 +55,14 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
     not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
     combined = TaskStats(point=point, source=", ".join(sorted(per_task)), not_computed=not_computed,
                          failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments))
-    sampled_tasks = [task for task in per_task if per_task[task].sampled is not None]
-    unsampled = [task for task in per_task if task not in sampled_tasks]
-    if sampled_tasks:
-        parts = [per_task[t].sampled for t in sampled_tasks]
-        pairs = [(r, o) for mode, task in task_of.items() if per_task[task].sampled is not None
-                 for r, o in zip(per_task[task].sampled.records, per_task[task].sampled.outcomes) if r["mode"] == mode]
-        missing = "; ".join(dict.fromkeys(s.missing_verdicts for s in parts if s.missing_verdicts))
-        sampled = Sampled("cg_bench", [r for r, _ in pairs], [o for _, o in pairs], parts[-1].settings, missing,
-                          next((s.gap for s in parts if s.gap), ""), "; ".join(dict.fromkeys(s.borrowed for s in parts if s.borrowed)),
-                          set().union(*(s.untrusted for s in parts)))
+    parts = {task: s.sampled for task, s in per_task.items() if s.sampled is not None}
+    unsampled = [task for task in per_task if task not in parts]
+    if parts:
+        pairs = [(r, o) for mode, task in task_of.items() if task in parts
+                 for r, o in zip(parts[task].records, parts[task].outcomes) if r["mode"] == mode]
+        joined = lambda field: "; ".join(dict.fromkeys(getattr(s, field) for s in parts.values() if getattr(s, field)))  # noqa: E731
+        sampled = Sampled("cg_bench", [r for r, _ in pairs], [o for _, o in pairs], [*parts.values()][-1].settings, joined("missing_verdicts"),
+                          next((s.gap for s in parts.values() if s.gap), ""), joined("borrowed"), set().union(*(s.untrusted for s in parts.values())))
         combined.sampled, combined.questions, combined.units = sampled, sampled.question_count, sampled.unit_count
         computed = sampled.metrics()
         for metric in HEADLINE:  # the joined metrics, and any metric no task reported (none the run could not compute)
@@ -75,7 +73,7 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
         if n > 0:  # a metric of an unsampled mode is undefined in every resample: no interval
             combined.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed), combined.point)
     combined.note = "; ".join([f"{t}: {per_task[t].note}" for t in unsampled] +
-                              [f"{t}: {per_task[t].note}" for t in sampled_tasks if per_task[t].note])
+                              [f"{t}: {per_task[t].note}" for t in parts if per_task[t].note])
     if "crr" not in combined.point and "long_acc" in point and "clue_acc" in point:
         combined.point["crr"] = crr(point["long_acc"], point["clue_acc"])
     return combined
@@ -155,7 +153,7 @@ def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "
     return {key: row for key, row in rows.items() if row is not None}
 
 
-def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
+def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> Iterator[Table]:
     """Tables 4 (mini split) and 10 (full split): each run's prompt & modality settings (`MODALITIES`, and the
     plain tasks) with acc.@IoU at tau = 0, beside the paper's rows."""
     named: dict[str, list[tuple[str, TaskStats]]] = {"mini": [], "full": []}
@@ -165,7 +163,6 @@ def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> 
             with_acc_at_iou0(row)
             if not all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):  # none, e.g. a run of the blind task only: no row
                 named[split].append((f"{row_label(label, split, 'mini')} · {modality}", row))
-    tables = []
     for split, name in (("mini", "table4"), ("full", "table10")):
         if named[split]:
             table = paper_table("cg_bench", name, [stats_row(row_label, row.source, row, "cg_bench", ABLATION_COLUMNS) for row_label, row in named[split]],
@@ -175,8 +172,7 @@ def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> 
             table.notes += [f"{row_label}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them"
                             for row_label, row in named[split]
                             if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou"))]
-            tables.append(table)
-    return tables
+            yield table
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:

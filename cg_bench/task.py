@@ -122,11 +122,10 @@ def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = No
     counted["open"] = (mode == "open").astype(float)
     counted["open_failed"] = counted["open"] * columns.column(o["judge_error"] is not None for o in fields)
     counted["open_not_run"] = counted["open"] * columns.column(o["judge_error"] in (NO_JUDGE, JUDGE_OFF) for o in fields)
-    once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
-    for index, iou in joined_on_qid(fields).values():
-        once["pairs"][index] = 1.0
-        for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
-            once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
+    pairs = dict(joined_on_qid(fields).values())  # {index of the question's long answer: its tIoU}
+    once = {"pairs": columns.column(index in pairs for index in range(len(fields))),
+            **{f"pair_at:{k}": columns.column(index in pairs and fields[index]["value"] == 1.0 and pairs[index] >= threshold
+                                              for index in range(len(fields))) for k, threshold in enumerate(scoring.IOU_THRESHOLDS)}}
     return columns.SampleColumns(counted, lambda totals, whole: metrics_from_totals(totals, whole, failed_share), once,
                                  ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
 
@@ -135,33 +134,22 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     """The metrics from column sums (a row each): 100 x the mean per mode, the mean share over thresholds,
     CRR, failures; on a whole run `oe_acc` is not computed past the judge failure share (never per group)."""
 
-    def percent(mode: str) -> np.ndarray:
-        return columns.ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
+    percent = {mode: columns.ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"]) for mode in MODES}
 
     def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:
         thresholds = range(len(scoring.IOU_THRESHOLDS))
         return 100.0 * sum((columns.ratio(totals[f"{prefix}:{k}"], count) for k in thresholds), 0.0) / len(scoring.IOU_THRESHOLDS)
 
-    long_acc, clue_acc = percent("long"), percent("clue")
     judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
-    metrics = {
-        "long_acc": long_acc,
-        "clue_acc": clue_acc,
-        "miou": percent("grounding"),
-        "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]),
-        "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
-        "crr": columns.rowwise(scoring.crr, long_acc, clue_acc),
-        "oe_acc": percent("open"),
-        "blind_acc": percent("blind"),
-        "parse_failed": totals["parse_failed"],
-        "judge_failed": judge_failed,
-        "model_failed": totals["model_failed"],
-        "reasoning_truncated": totals["reasoning_truncated"],
-    }
+    oe_acc = percent["open"]
     if whole:
         withheld = np.array([failure_share.too_many_failed(f, int(n), failed_share) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
-        metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
-    return metrics
+        oe_acc = np.where(withheld, np.nan, oe_acc)
+    return {"long_acc": percent["long"], "clue_acc": percent["clue"], "miou": percent["grounding"],
+            "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]), "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
+            "crr": columns.rowwise(scoring.crr, percent["long"], percent["clue"]), "oe_acc": oe_acc, "blind_acc": percent["blind"],
+            "parse_failed": totals["parse_failed"], "judge_failed": judge_failed, "model_failed": totals["model_failed"],
+            "reasoning_truncated": totals["reasoning_truncated"]}
 
 
 def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None, whole: bool = True) -> dict[str, float]:
@@ -233,7 +221,7 @@ def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_f
     if settings["subtitles"] and subtitles_for is None:
         raise ValueError("cg_bench: this task has no subtitle input: set subtitles: false (lmms_eval_specific_kwargs)")
     frame_plan = plan(doc, settings, media)
-    subtitles = subtitles_for(frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
+    subtitles = subtitles_for(doc["video_uid"], frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
     frame_times = prompts.frame_times_block(frame_plan.indices, frame_plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
 
