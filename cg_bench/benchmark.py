@@ -178,23 +178,11 @@ class CgBenchScoring(ScoringAdapter):
 
 
 BENCHMARK = Benchmark(
-    name="cg_bench",
-    title="CG-Bench",
-    package=__package__,
-    task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=build_record,
-    scoring=CgBenchScoring(),
-    tasks=TASKS + ABLATIONS,
-    groups=GROUPS,
-    options=(*task.VARIABLES, *SHARED_OPTIONS),
-    judge=JUDGE,
-    report=report_spec(),
-    failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),
-    reference="reference_tables.json",
-    data_module=f"{__package__}.data",
-    sample_module=f"{__package__}.sample",
-    demo_tasks=("cg_bench_mcq", "cg_bench_open"),
-)
+    name="cg_bench", title="CG-Bench", package=__package__, task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=build_record, scoring=CgBenchScoring(), tasks=TASKS + ABLATIONS, groups=GROUPS,
+    options=(*task.VARIABLES, *SHARED_OPTIONS), judge=JUDGE, report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"), reference="reference_tables.json",
+    data_module=f"{__package__}.data", sample_module=f"{__package__}.sample", demo_tasks=("cg_bench_mcq", "cg_bench_open"))
 
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first aggregation of a task
 # writes `<date_id>_cg_bench_<kind>_details.json`: every metric, the breakdowns and (open) the judge accounting.
@@ -240,17 +228,13 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
     modes = [mode for mode in task.MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
         "task_kind": "+".join(sorted({r.get("task_kind", r["mode"]) for r in records})),
-        "settings": {"strict": strict, "parsing": "strict" if strict else "official",
-                     "official_reversed": settings["official_reversed"], "failed_share": failed_share},
+        "settings": {"strict": strict, "parsing": "strict" if strict else "official", "official_reversed": settings["official_reversed"],
+                     "failed_share": failed_share},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
         **{f"{failure}_by_mode": {mode: sum(getattr(o, failure) for o in outcomes if o.mode == mode) for mode in modes}
            for failure in ("parse_failed", "model_failed")},
-        "judge_failed": len([e for e in judge_errors if e not in (task.NO_JUDGE, task.JUDGE_OFF)]),
-        "judge_configured": task.NO_JUDGE not in judge_errors,
-        "subtitles_unusable": unusable,
-        "subtitles_missing": missing,
-        **breakdown(outcomes),
-    }
+        "judge_failed": len([e for e in judge_errors if e not in (task.NO_JUDGE, task.JUDGE_OFF)]), "judge_configured": task.NO_JUDGE not in judge_errors,
+        "subtitles_unusable": unusable, "subtitles_missing": missing, **breakdown(outcomes)}
     if failure_share.too_many_failed(scores["judge_failed"], opened, failed_share):
         logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
         for name in BREAKDOWN_GROUPS:  # the task's decision holds for its breakdowns too

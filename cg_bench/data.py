@@ -104,12 +104,10 @@ def extraction_target(archive: str, member: str) -> str | None:
     """Where `lmms-vr prepare` puts a member of a CG-Bench archive, by its name, whatever its nesting (None: skipped);
     a video in a `*clue*` folder or of a `clue_*` archive is a clue clip."""
     parts = member.split("/")
-    name = parts[-1]
-    lower = name.lower()
+    name, lower = parts[-1], parts[-1].lower()
     if lower.endswith(".srt"):
         return f"{SUBTITLE_DIR}/{name}"
     if not lower.endswith(".mp4"):
         return None
-    if _in_clue_folder(parts) or archive.rsplit("/", 1)[-1].lower().startswith("clue"):
-        return f"{CLUE_DIR}/{name}"
-    return f"{VIDEO_DIR}/{name}"
+    clue = _in_clue_folder(parts) or archive.rsplit("/", 1)[-1].lower().startswith("clue")
+    return f"{CLUE_DIR if clue else VIDEO_DIR}/{name}"

@@ -201,8 +201,7 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     section.tables += ablation_tables(runs, stats, combined, seed)
     section.tables.append(ci_table("cg_bench", [(row_label(label, split, "mini"), "joined CG tasks", row)
                                                 for (label, split), row in combined.items()]))
-    cg_tasks = sorted({task for (_, task) in stats if task.startswith("cg_bench")})
-    section.tables += comparison_tables("cg_bench", cg_tasks, stats, runs, n, seed)
+    section.tables += comparison_tables("cg_bench", sorted({task for (_, task) in stats if task.startswith("cg_bench")}), stats, runs, n, seed)
 
     rows_of = {row_label(label, split, "mini"): row for (label, split), row in combined.items() if row.sampled}
     breakdowns = {name: breakdown(outcomes_in(row)) for name, row in rows_of.items()}
@@ -233,9 +232,8 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                 [(name, [d.get(group, {}).get(k, {}).get(metric, math.nan) for k in keys],
                   [intervals[name].get(group, {}).get(k, {}).get(metric) for k in keys]) for name, d in breakdowns.items()],
                 LABELS[metric])))
-    section.data["joined"] = {f"{label}|{split}": row.point for (label, split), row in combined.items()}
-    section.data["joined_ci"] = {f"{label}|{split}": row.ci for (label, split), row in combined.items()}
-    section.data["breakdown_ci"] = intervals
+    section.data.update(joined={f"{label}|{split}": row.point for (label, split), row in combined.items()},
+                        joined_ci={f"{label}|{split}": row.ci for (label, split), row in combined.items()}, breakdown_ci=intervals)
     return section
 
 

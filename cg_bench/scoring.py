@@ -109,10 +109,7 @@ def _official_arithmetic(predicted: Any, truth: Sequence[Sequence[float]], mutab
         gt = _merged([list(pair) for pair in truth], True, ordered)
         length_pred = sum(end - start for start, end in pred)
         length_gt = sum(end - start for start, end in gt)
-        inter = 0
-        for a in pred:
-            for b in gt:
-                inter += max(0, min(a[1], b[1]) - max(a[0], b[0]))
+        inter = sum(max(0, min(a[1], b[1]) - max(a[0], b[0])) for a in pred for b in gt)
         union = length_pred + length_gt - inter
         return inter / union if union > 0 else 0
     except Unscorable:

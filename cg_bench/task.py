@@ -168,16 +168,9 @@ DEFAULTS = {
     "frame_times": True,
 }
 # The paper's input ablations (README, "Reproducing the paper's tables"): the documents of `cg_bench_<kind><suffix>`
-# with these inputs for every model. F: the official sampled frames; FT: their times; S: subtitles; ST: their times.
-_FRAMES = {"visual_mode": "frames"}
-MODALITY_INPUTS = {
-    "_f": {**_FRAMES, "subtitles": False, "frame_times": False},
-    "_f_ft": {**_FRAMES, "subtitles": False, "frame_times": True},
-    "_f_s": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": False},
-    "_f_s_st": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": False},
-    "_f_s_ft": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": True},
-    "_f_s_st_ft": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": True},
-}
+# with these inputs for every model, named by the suffix. F: the official sampled frames; FT: their times; S: subtitles; ST: their times.
+MODALITY_INPUTS = {suffix: {"visual_mode": "frames", "subtitles": "_s" in suffix, **({"subtitle_times": "_st" in suffix} if "_s" in suffix else {}),
+                            "frame_times": "_ft" in suffix} for suffix in ("_f", "_f_ft", "_f_s", "_f_s_st", "_f_s_ft", "_f_s_st_ft")}
 TEXT_INPUTS = {  # (kind, row label, inputs): subtitles only, no visual (Table 4's S rows)
     "_s_frames": ("long", "S (128 frames)", {"visual_mode": "none", "subtitle_times": False}),
     "_s_video": ("long", "S (full-video)", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
@@ -191,9 +184,8 @@ def settings_of(kwargs: dict | None) -> dict:
     """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
     merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
     positive = (lambda v: isinstance(v, int) and v >= 1, "a positive integer")
-    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive}
-    checks.update(subtitle_times=(lambda v: isinstance(v, bool), "true or false"),
-                  subtitle_span=(lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}"))
+    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive,
+              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"), "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
     for key, (ok, what) in checks.items():
         if not ok(merged[key]):
             raise ValueError(f"cg_bench: {key} must be {what}, got {merged[key]!r} (lmms_eval_specific_kwargs)")
