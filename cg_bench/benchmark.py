@@ -90,10 +90,8 @@ class PluginMedia(FileMedia):
     subtitles and the dataset's clue clips."""
 
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None):
-        """The table's values, checked against the file when it is at hand (replays are scored where the videos are not)."""
-        meta = data.video_meta(video_uid)
-        path = data.video_at(data_root(data.CG_BENCH), video_uid)
-        return plan_frames(path, plan, n, intervals=intervals, meta={"max_frame": meta.max_frame, "fps": meta.fps})
+        """The table's values (`data.video_meta`), checked against the file when it is at hand (replays are scored where the videos are not)."""
+        return plan_frames(data.video_at(data_root(data.CG_BENCH), video_uid), plan, n, intervals=intervals, meta=vars(data.video_meta(video_uid)))
 
     def subtitle_path(self, video_uid: str) -> Path | None:
         return data.subtitle_at(data_root(data.CG_BENCH), video_uid)
@@ -104,9 +102,7 @@ class PluginMedia(FileMedia):
     def clue_video(self, doc: dict) -> str:
         """The dataset's clip (checked), else one cut from the (checked) full video."""
         clip = data.clue_clip_at(data_root(data.CG_BENCH), doc["qid"])
-        if clip is not None:
-            return usable_video(data.CG_BENCH, clip)
-        return Path(cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips"))
+        return usable_video(data.CG_BENCH, clip) if clip is not None else cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips")
 
     def video(self, doc: dict) -> str:
         """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip)."""

@@ -22,10 +22,8 @@ from lmms_video_reasoning.utils.results.report_tables import (
 )
 from lmms_video_reasoning.cg_bench.data import RELEASE
 
-LABELS = {
-    "clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU",
-    "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc", "acc_at_iou0": "acc.@IoU (τ=0)",
-}
+LABELS = {"clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU", "crr": "CRR",
+          "oe_acc": "OE-acc", "blind_acc": "blind-acc", "acc_at_iou0": "acc.@IoU (τ=0)"}
 SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}  # the prefix of each split's task names
 # Which task's records stand for each CG-Bench mode (the combined task first).
 MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("mcq", "grounding"), "open": ("open",), "blind": ("blind",)}
@@ -53,10 +51,11 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
         point.update({m: v for m, v in task_stats.point.items() if m not in point and not math.isnan(v)})
         not_computed.update({m: f"{task}: {reason}" for m, reason in task_stats.not_computed.items() if m not in not_computed})
     not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
-    combined = TaskStats(point=point, source=", ".join(sorted(per_task)), not_computed=not_computed,
-                         failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments))
     parts = {task: s.sampled for task, s in per_task.items() if s.sampled is not None}
     unsampled = [task for task in per_task if task not in parts]
+    combined = TaskStats(point=point, source=", ".join(sorted(per_task)), not_computed=not_computed,
+                         failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments),
+                         note="; ".join([f"{t}: {per_task[t].note}" for t in unsampled] + [f"{t}: {per_task[t].note}" for t in parts if per_task[t].note]))
     if parts:
         pairs = [(r, o) for mode, task in task_of.items() if task in parts
                  for r, o in zip(parts[task].records, parts[task].outcomes) if r["mode"] == mode]
@@ -72,8 +71,6 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
                 combined.point[metric] = computed[metric]
         if n > 0:  # a metric of an unsampled mode is undefined in every resample: no interval
             combined.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed), combined.point)
-    combined.note = "; ".join([f"{t}: {per_task[t].note}" for t in unsampled] +
-                              [f"{t}: {per_task[t].note}" for t in parts if per_task[t].note])
     if "crr" not in combined.point and "long_acc" in point and "clue_acc" in point:
         combined.point["crr"] = crr(point["long_acc"], point["clue_acc"])
     return combined
@@ -180,30 +177,28 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     if not combined:
         return None
     text_only = joined_rows(runs, stats, 0, seed, TEXT_ONLY)  # its cells show no CI
-    section = Section("cg_bench")
+    section, names = Section("cg_bench"), {key: row_label(*key, "mini") for key in combined}  # (run label, split) -> row name
     columns = reference("cg_bench")["tables"]["table3"]["columns"]
     user = []
     for (label, split), row in combined.items():
-        name = row_label(label, split, "mini")
+        name = names[label, split]
         if any(not math.isnan(value_of(row, c)) for c in columns):
             user.append(stats_row(name, row.source, row, "cg_bench", columns))
         if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
             text = text_only.get((label, split))
             source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")
             user.append(run_row(f"{name} (blind)", source, blind_values(row, text), "cg_bench", columns))
-    table = paper_table("cg_bench", "table3", user, coverage=[coverage(row_label(label, split, "mini"), row, split)
-                                                              for (label, split), row in combined.items()])
+    table = paper_table("cg_bench", "table3", user, coverage=[coverage(names[key], row, key[1]) for key, row in combined.items()])
     table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
                        "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns and their CRR, as the "
                        "paper's GPT4o (text) row, and mIoU, rec.@IoU, acc.@IoU and OE-acc from the run's text-only tasks "
                        f"(cg_bench_grounding{TEXT_ONLY}, cg_bench_open{TEXT_ONLY}) when it has them.")
     section.tables.append(table)
     section.tables += ablation_tables(runs, stats, combined, seed)
-    section.tables.append(ci_table("cg_bench", [(row_label(label, split, "mini"), "joined CG tasks", row)
-                                                for (label, split), row in combined.items()]))
+    section.tables.append(ci_table("cg_bench", [(names[key], "joined CG tasks", row) for key, row in combined.items()]))
     section.tables += comparison_tables("cg_bench", sorted({task for (_, task) in stats if task.startswith("cg_bench")}), stats, runs, n, seed)
 
-    rows_of = {row_label(label, split, "mini"): row for (label, split), row in combined.items() if row.sampled}
+    rows_of = {names[key]: row for key, row in combined.items() if row.sampled}
     breakdowns = {name: breakdown(outcomes_in(row)) for name, row in rows_of.items()}
     intervals = {name: breakdown_intervals(rows_of[name], data, n, seed) for name, data in breakdowns.items()}
     modes = [mode for mode in MODES if any(o["mode"] == mode for row in rows_of.values() for o in row.sampled.outcomes)]
@@ -214,11 +209,9 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                  [breakdown_cell(rows_of[name], metrics, c) for c in BREAKDOWN_COLUMNS], True)
                 for name, data in breakdowns.items() for key, metrics in data.get(group, {}).items()]
         if rows:
-            section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers",
-                                                                   *(LABELS[c] for c in BREAKDOWN_COLUMNS)], rows,
-                                        ["From the per-sample outcomes (cg_bench.report.breakdown). "
-                                         "A cell the report cannot compute as the run did says what it needs.",
-                                         answers]))
+            section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers", *(LABELS[c] for c in BREAKDOWN_COLUMNS)],
+                                        rows, ["From the per-sample outcomes (cg_bench.report.breakdown). A cell the report cannot "
+                                               "compute as the run did says what it needs.", answers]))
     if breakdowns:
         buckets = [b for b in DURATION_BUCKETS if any(b in d.get("duration", {}) for d in breakdowns.values())]
         metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"

@@ -77,23 +77,20 @@ def read_outcomes(records: Sequence[dict], strict: bool = False, official_revers
         mode = record["mode"]
         if mode not in MODES:
             raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
-        value, failed, no_answer, pending = None, False, responses.model_failed(record), None
-        truncated = responses.reasoning_truncated(record)
-        answer = responses.final_answer(record)
+        value, how, pending = None, "", None
+        no_answer, truncated, answer = responses.model_failed(record), responses.reasoning_truncated(record), responses.final_answer(record)
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0
         elif mode in ("long", "clue", "blind"):
             correct, how = scoring.parse_mcq(answer, record["right_answer"], strict)
-            failed = how == "failed"
             value = None if correct is None else float(correct)
         elif mode == "grounding":
             value, how = scoring.grounding_tiou(answer, record["clue_intervals"], strict, official_reversed)
-            failed = how == "failed"
+        elif scoring.parse_open(answer, strict) is None:
+            value, how = (0.0 if strict else None), "failed"
         else:
-            failed = scoring.parse_open(answer, strict) is None
-            value = 0.0 if failed and strict else None
-            pending = None if failed else NO_JUDGE
-        outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
+            pending = NO_JUDGE
+        outcomes.append(Outcome(record["qid"], mode, value, how == "failed", record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), pending, no_answer, truncated, record["sub_category"]))
     return outcomes
 
