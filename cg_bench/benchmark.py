@@ -52,18 +52,18 @@ def _task(kind: str, split: str) -> Task:
 
 TASKS = tuple(_task(kind, split) for split in SPLITS for kind in METRICS)  # long, clue, grounding, open, mcq, blind
 
-def _ablation(kind: str, split: str, suffix: str, inputs: dict, media: bool = True) -> Task:
+def _ablation(kind: str, split: str, suffix: str, inputs: dict) -> Task:
+    """`_task` with these inputs for every model; without a visual, its documents are loaded without checking the media (`_text`)."""
     base = _task(kind, split)
-    return replace(base, name=base.name + suffix, process_docs=base.process_docs + ("" if media else "_text"),
+    return replace(base, name=base.name + suffix, process_docs=base.process_docs + ("_text" if inputs.get("visual_mode") == "none" else ""),
                    model_kwargs={"default": {**task.DEFAULTS, **inputs}}, about=f"{base.about}; the paper's input ablation {suffix[1:]} (cg_bench/report.py MODALITIES, TEXT_ONLY)")
 
 
 # The paper's input ablations (`task.MODALITY_INPUTS`): not in the groups.
 ABLATIONS = (
     *(_ablation(kind, split, suffix, inputs) for split in SPLITS for suffix, inputs in MODALITY_INPUTS.items() for kind in ("mcq", "open")),
-    *(_ablation(kind, split, suffix, inputs, media=False) for split in SPLITS for suffix, (kind, _label, inputs) in TEXT_INPUTS.items()),
-    *(_ablation(kind, split, TEXT_ONLY, {"visual_mode": "none", "subtitles": False}, media=False)
-      for split in SPLITS for kind in ("grounding", "open")),
+    *(_ablation(kind, split, suffix, inputs) for split in SPLITS for suffix, (kind, _label, inputs) in TEXT_INPUTS.items()),
+    *(_ablation(kind, split, TEXT_ONLY, {"visual_mode": "none", "subtitles": False}) for split in SPLITS for kind in ("grounding", "open")),
 )
 # Every metric, each answer generated once: `mcq` runs the long, clue and grounding modes of each question.
 GROUPED = ("mcq", "open", "blind")
@@ -206,9 +206,8 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
     settings = {**options.values((task.STRICT, task.OFFICIAL_REVERSED)), **settings}
     strict, failed_share = settings["strict"], settings.get(FAILED_SHARE)
     outcomes = read_and_judge(records, settings, judge if judged else None)
-    for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
-        if outcome.judge_error == task.NO_JUDGE:
-            outcome.judge_error = task.JUDGE_OFF
+    for outcome in [o for o in outcomes if not judged and o.judge_error == task.NO_JUDGE]:  # not "no judge configured": the settings said so
+        outcome.judge_error = task.JUDGE_OFF
     scores = task.task_metrics(outcomes, failed_share)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     # the videos asked without subtitles: their SRT yields no line (with why) / they have none
@@ -233,7 +232,6 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
         "subtitles_unusable": unusable, "subtitles_missing": missing, **breakdown(outcomes)}
     if failure_share.too_many_failed(scores["judge_failed"], opened, failed_share):
         logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
-        for name in BREAKDOWN_GROUPS:  # the task's decision holds for its breakdowns too
-            for group in scores["breakdown"][name].values():
-                group.pop("oe_acc", None)
+        for group in (group for name in BREAKDOWN_GROUPS for group in scores["breakdown"][name].values()):
+            group.pop("oe_acc", None)  # the task's decision holds for its breakdowns too
     return scores, outcomes

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import bench_records, media_index
-from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
+from lmms_video_reasoning.utils.data.bench_records import annotation_at, resolvers, videos_kind
 from lmms_video_reasoning.utils.media import subtitles
 from lmms_video_reasoning.utils.core.roots import DataError, DataSource, data_root, read_json, require_media, video_problem
 from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
@@ -85,19 +85,14 @@ def video_path(video_uid: str) -> Path:
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks (the tasks' own resolvers), and what the tasks do about gaps."""
-    videos, clips, subs = {}, {}, {}
-    for record in records:
-        uid, qid = record["video_uid"], record["qid"]
-        videos.setdefault(f"{VIDEO_DIR}/{uid}.mp4", lambda u=uid: video_at(root, u))
-        clips.setdefault(f"{CLUE_DIR}/{qid}.mp4", lambda q=qid: clue_clip_at(root, q))
-        subs.setdefault(f"{SUBTITLE_DIR}/{uid}.srt", lambda u=uid: subtitle_at(root, u))
-    return [
-        videos_kind(videos),
-        media_index.MediaKind("clue clips", False, clips, video_problem, "clip cut from the full video",
-                              "error in clue mode (video): delete it so a clip is cut from the full video", unusable_fails=True),
-        media_index.MediaKind("subtitles", False, subs, subtitles.srt_problem, "prompt without subtitles (not every video has them)",
-                              "prompt without subtitles, counted in the run's subtitles_unusable", list_missing=True),
-    ]
+    videos = resolvers(records, lambda r: f"{VIDEO_DIR}/{r['video_uid']}.mp4", lambda r: video_at(root, r["video_uid"]))
+    clips = resolvers(records, lambda r: f"{CLUE_DIR}/{r['qid']}.mp4", lambda r: clue_clip_at(root, r["qid"]))
+    subs = resolvers(records, lambda r: f"{SUBTITLE_DIR}/{r['video_uid']}.srt", lambda r: subtitle_at(root, r["video_uid"]))
+    return [videos_kind(videos),
+            media_index.MediaKind("clue clips", False, clips, video_problem, "clip cut from the full video",
+                                  "error in clue mode (video): delete it so a clip is cut from the full video", unusable_fails=True),
+            media_index.MediaKind("subtitles", False, subs, subtitles.srt_problem, "prompt without subtitles (not every video has them)",
+                                  "prompt without subtitles, counted in the run's subtitles_unusable", list_missing=True)]
 
 
 def extraction_target(archive: str, member: str) -> str | None:

@@ -94,8 +94,7 @@ def with_acc_at_iou0(row: TaskStats) -> TaskStats:
     """The row with `acc_at_iou0`, from its outcomes (NaN without them): acc.@IoU as the paper defines it (section 3.3)
     at its ablations' tau = 0 (Tables 4, 10, Fig. 7): the share of questions (joined as `task.joined_on_qid`) whose
     long answer is correct and whose tIoU exceeds (`>`) 0; a tIoU of exactly 0 does not count."""
-    answers = outcomes_of(row)
-    fields = [] if answers is None else [vars(o) for o in answers]
+    fields = [] if outcomes_of(row) is None else row.sampled.outcomes
     pairs = joined_on_qid(fields).values()
     row.point["acc_at_iou0"] = 100.0 * sum(fields[i]["value"] == 1.0 and iou > 0 for i, iou in pairs) / len(pairs) if pairs else math.nan
     return row
@@ -166,8 +165,7 @@ def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> 
                                 coverage=[coverage(row_label, row, split) for row_label, row in named[split]])
             table.notes.append("acc.@IoU (τ=0): the long answer correct and a tIoU above 0 (the paper's ablation default, "
                                "section 3.3), from the per-answer outcomes; Table 3's acc.@IoU is the mean over τ = 0.1-0.5.")
-            table.notes += [f"{row_label}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them"
-                            for row_label, row in named[split]
+            table.notes += [f"{row_label}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them" for row_label, row in named[split]
                             if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou"))]
             yield table
 

@@ -123,8 +123,7 @@ def write_sample(root) -> Path:
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:
-        write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps,
-                    width=WIDTH, height=HEIGHT, gop=video.fps * 60)
+        write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps, width=WIDTH, height=HEIGHT, gop=video.fps * 60)
         # The official metadata's max_frame is the container's frame count minus one.
         meta[video.uid] = {"duration": float(video.duration), "max_frame": video.duration * video.fps - 1, "fps": float(video.fps)}
         if video.cues:

@@ -77,13 +77,8 @@ def _merged(intervals: Any, mutable: bool, ordered: bool) -> list:
         return []
     if not isinstance(intervals, list):
         raise Unscorable(f"result {type(intervals).__name__} has no sort()")
-    items = []
-    for item in intervals:
-        if ordered and _reversed_pair(item):
-            item = type(item)((item[1], item[0]))
-        if isinstance(item, list) or (mutable and isinstance(item, tuple)):
-            item = list(item)
-        items.append(item)
+    items = [list(item) if isinstance(item, list) or (mutable and isinstance(item, tuple)) else item for item in intervals]
+    items = [type(item)((item[1], item[0])) if ordered and _reversed_pair(item) else item for item in items]
     items.sort(key=lambda pair: pair[0])
     merged = [items[0]]
     for current in items[1:]:

@@ -46,8 +46,7 @@ def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> 
     """The logged record of one answer: the question's facts, the raw reply and what `reply_record` reads of it; no parsing, no judge."""
     record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
               **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
-    record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
-                  duration=int(doc["duration"]))
+    record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]], duration=int(doc["duration"]))
     return {**record, **responses.reply_record(response, task_settings)}
 
 
