@@ -26,17 +26,12 @@ OFFICIAL_REVERSED = options.Option("official_reversed", "bool", False, "a revers
                                    "as the official code does (negative length)")
 # The suite's variables overriding them (`settings.variable`; not exported with the options).
 VARIABLES = (settings.variable("LMMS_VR_CG_STRICT", STRICT), settings.variable("LMMS_VR_CG_OFFICIAL_REVERSED", OFFICIAL_REVERSED))
-METRICS = {
-    "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
-    "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
-    "grounding": ("miou", "rec_at_iou", "parse_failed", "model_failed", "reasoning_truncated"),
-    "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed", "reasoning_truncated"),
-    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "model_failed", "reasoning_truncated"),
-    "blind": ("blind_acc", "parse_failed", "model_failed", "reasoning_truncated"),
-}
+FAILURES = ("parse_failed", "model_failed", "reasoning_truncated")  # every task's failure counts (open: and judge_failed)
+METRICS = {"long": ("long_acc", *FAILURES), "clue": ("clue_acc", *FAILURES), "grounding": ("miou", "rec_at_iou", *FAILURES),
+           "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed", "reasoning_truncated"),
+           "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", *FAILURES), "blind": ("blind_acc", *FAILURES)}
 HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
-RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
-                 "domain", "sub_category", "duration", "response")
+RECORD_FIELDS = ("sample_id", "mode", *(key for key in docs.FIELDS if key != "choices"), "response")  # what `read_outcomes` reads
 MODES = ("long", "clue", "grounding", "open", "blind")
 # judge_error of open answers that were not judged at all (oe_acc and judge_failed are then NaN)
 NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=False)"
@@ -109,7 +104,7 @@ def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = No
     mode = np.array([o["mode"] for o in fields], dtype=str)
     value = columns.column(math.nan if o["value"] is None else o["value"] for o in fields)
     valued = ~np.isnan(value)
-    counted = {name: columns.column(o[name] for o in fields) for name in ("parse_failed", "model_failed", "reasoning_truncated")}
+    counted = {name: columns.column(o[name] for o in fields) for name in FAILURES}
     for name in MODES:
         scored = (mode == name) & valued
         counted[f"n:{name}"], counted[f"sum:{name}"] = scored.astype(float), np.where(scored, value, 0.0)
@@ -155,10 +150,7 @@ def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None,
 
 # --- Task settings, documents and model inputs
 DEFAULTS = {
-    "visual_mode": "video",
-    "long_frames": frames.DEFAULT_LONG_FRAMES,
-    "clue_frames": frames.DEFAULT_CLUE_FRAMES,
-    "subtitles": True,
+    "visual_mode": "video", "long_frames": frames.DEFAULT_LONG_FRAMES, "clue_frames": frames.DEFAULT_CLUE_FRAMES, "subtitles": True,
     "subtitle_times": True,  # each subtitle line as `[start, end] text` (ST); False: the text only
     "subtitle_span": "frames",  # the subtitles at the sampled frames' times; "video": every subtitle of the video
     "frame_times": True,
@@ -195,7 +187,7 @@ def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
              "mode": mode, "split": split, **{key: record[key] for key in docs.FIELDS}} for record in records for mode in modes]
 
 
-def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrames:
+def plan(doc: dict, settings: dict, media: frames.Media) -> frames.frame_plan.Chosen:
     """The frames the document's mode samples (no decoding)."""
     return frames.question_frames(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
 
