@@ -29,7 +29,6 @@ HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
 HUB_MEDIA_PATTERNS = ("video_chunk_*.zip", "clue_video_chunk_*.zip", "subtitles.zip")
 
 VIDEO_DIR, CLUE_DIR, SUBTITLE_DIR = "cg_videos_720p", "cg_clue_videos", "cg_subtitles"
-# (questions, videos) of a split's records
 release_counts = partial(bench_records.release_counts, video_key="video_uid")
 
 

@@ -65,8 +65,7 @@ DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
 class Media(Protocol):
     """Get the frames: what CG-Bench needs from a question's video, subtitles and clue clip."""
 
-    # The `n` frames `plan` picks (inside `intervals` for the clue plan) from (max_frame, fps) as the
-    # official sampler sees them (its table): `frame_plan.choose`.
+    # The `n` frames `plan` picks (clue plan: inside `intervals`) from (max_frame, fps) as the official sampler sees them (its table)
     def plan(self, video_uid: str, plan: frame_plan.FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> frame_plan.Chosen: ...
     def subtitle_path(self, video_uid: str) -> Path | None: ...  # None: no SRT (not every video has one)
     def frames(self, video_uid: str, indices: Sequence[int]) -> list: ...  # RGB PIL images of the full video

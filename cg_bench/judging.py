@@ -52,8 +52,7 @@ def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> tuple[int | None
     says 2; a failed step: (None, the error)."""
     # Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
     # assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
-    text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    first = ask(_request([{"type": "text", "text": text}], (0, 1, 2), 1, assumed=2))
+    first = ask(_request([{"type": "text", "text": prompts.judge_step1_text(item.question, item.answer, item.prediction)}], (0, 1, 2), 1, assumed=2))
     if not first.ok:
         return None, f"step 1: {first.error}"
     if first.value in (0, 1):

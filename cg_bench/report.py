@@ -178,14 +178,13 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     section, names = Section("cg_bench"), {key: row_label(*key, "mini") for key in combined}  # (run label, split) -> row name
     columns = reference("cg_bench")["tables"]["table3"]["columns"]
     user = []
-    for (label, split), row in combined.items():
-        name = names[label, split]
+    for key, row in combined.items():
         if any(not math.isnan(value_of(row, c)) for c in columns):
-            user.append(stats_row(name, row.source, row, "cg_bench", columns))
+            user.append(stats_row(names[key], row.source, row, "cg_bench", columns))
         if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
-            text = text_only.get((label, split))
+            text = text_only.get(key)
             source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")
-            user.append(run_row(f"{name} (blind)", source, blind_values(row, text), "cg_bench", columns))
+            user.append(run_row(f"{names[key]} (blind)", source, blind_values(row, text), "cg_bench", columns))
     table = paper_table("cg_bench", "table3", user, coverage=[coverage(names[key], row, key[1]) for key, row in combined.items()])
     table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
                        "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns and their CRR, as the "

@@ -87,13 +87,11 @@ def build_questions() -> tuple[dict, ...]:
 
     for video in VIDEOS:
         about = f"In the {video.uid.split('_')[1]} video,"
-        seen_kinds = [s.kind for s in video.shapes]
-        for shape in video.shapes:
-            if seen_kinds.count(shape.kind) == 1:
-                span = [[shape.start, shape.end]]
-                add(video, f"{about} what color is the {shape.kind}?", shape.color.capitalize(), COLOR_WORDS, span, "Entity Perception")
-                add(video, f"{about} what does the {shape.color} {shape.kind} do while it is on screen?", _motion(shape), MOTIONS, span,
-                    "Event Perception")
+        kinds = [s.kind for s in video.shapes]
+        for shape in (s for s in video.shapes if kinds.count(s.kind) == 1):  # a kind seen once: "the <kind>" is unambiguous
+            span = [[shape.start, shape.end]]
+            add(video, f"{about} what color is the {shape.kind}?", shape.color.capitalize(), COLOR_WORDS, span, "Entity Perception")
+            add(video, f"{about} what does the {shape.color} {shape.kind} do while it is on screen?", _motion(shape), MOTIONS, span, "Event Perception")
         first, last = video.shapes[0], video.shapes[-1]
         first_name, last_name, seconds = f"{first.color} {first.kind}", f"{last.color} {last.kind}", int(first.end - first.start)
         add(video, f"{about} which appears first: the {last_name} or the {first_name}?", f"The {first_name}",
