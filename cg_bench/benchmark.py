@@ -38,8 +38,7 @@ JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_e
 # --- The tasks
 # The official runner: temperature 0, no stop string (a fenced JSON answer spans lines).
 GENERATION = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
-# visual_mode video: the video path (clue: start_time/end_time or a clue clip);
-# frames: the official sampled frames + frame times (models that take images).
+# visual_mode video: the video path (clue: start_time/end_time or a clue clip); frames: the official sampled frames + times (image models).
 PER_MODEL = {"default": dict(task.DEFAULTS), "openai": {**task.DEFAULTS, "visual_mode": "frames"}}
 
 

@@ -5,7 +5,6 @@ acc.@IoU across tasks run separately), CIs, the ablation tables, breakdowns with
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -250,9 +249,9 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
     the group's `questions` and `n` outcomes (one per question and mode scored)."""
     out: dict = {}
     for name, (key, _title, _header, listed) in BREAKDOWN_GROUPS.items():
-        buckets: dict[str, list[Outcome]] = defaultdict(list)
+        buckets: dict[str, list[Outcome]] = {}
         for outcome in outcomes:
-            buckets[key(outcome)].append(outcome)
+            buckets.setdefault(key(outcome), []).append(outcome)
         order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
                              **{metric: v for metric, v in task_metrics(buckets[value], whole=False).items()

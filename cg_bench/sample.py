@@ -200,6 +200,5 @@ def oracle_judge_reply(request: dict) -> str | None:
     if text.startswith(step2):
         match = _QUOTED.search(text[text.rfind("Question: "):])
         truth = {q["question"]: q["answer"] for q in build_questions()}
-        ok = bool(match) and images > 0 and SYNONYMS.get(truth.get(match["question"], "")) == match["prediction"]
-        return _fenced(int(ok))
+        return _fenced(int(bool(match) and images > 0 and SYNONYMS.get(truth.get(match["question"], "")) == match["prediction"]))
     return None

@@ -199,8 +199,6 @@ def question_kind(sub_category: str) -> str:
     """perception / reasoning / hallucination from `sub_category` ("... Perception", "... Cognition", "Hallucination")."""
     if sub_category == "Hallucination":
         return "hallucination"
-    if sub_category.endswith("Perception"):
-        return "perception"
-    if sub_category.endswith("Cognition"):
-        return "reasoning"
+    if sub_category.endswith(("Perception", "Cognition")):
+        return "perception" if sub_category.endswith("Perception") else "reasoning"
     raise ValueError(f"CG-Bench sub_category {sub_category!r} is neither '... Perception', '... Cognition' nor 'Hallucination'")

@@ -159,10 +159,9 @@ DEFAULTS = {
 # with these inputs for every model, named by the suffix. F: the official sampled frames; FT: their times; S: subtitles; ST: their times.
 MODALITY_INPUTS = {suffix: {"visual_mode": "frames", "subtitles": "_s" in suffix, **({"subtitle_times": "_st" in suffix} if "_s" in suffix else {}),
                             "frame_times": "_ft" in suffix} for suffix in ("_f", "_f_ft", "_f_s", "_f_s_st", "_f_s_ft", "_f_s_st_ft")}
-TEXT_INPUTS = {  # (kind, row label, inputs): subtitles only, no visual (Table 4's S rows)
-    "_s_frames": ("long", "S (128 frames)", {"visual_mode": "none", "subtitle_times": False}),
-    "_s_video": ("long", "S (full-video)", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
-}
+# (kind, row label, inputs): subtitles only, no visual (Table 4's S rows)
+TEXT_INPUTS = {"_s_frames": ("long", "S (128 frames)", {"visual_mode": "none", "subtitle_times": False}),
+               "_s_video": ("long", "S (full-video)", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"})}
 TEXT_ONLY = "_text"  # the text-only grounding / open tasks: the other cells of the paper's GPT4o (text) row (Table 3)
 VISUAL_MODES = ("video", "frames", "none")  # none: no visual at all (subtitles only, or the text alone)
 SUBTITLE_SPANS = ("frames", "video")
