@@ -74,14 +74,6 @@ class Media(Protocol):
     def clue_video(self, doc: dict) -> str: ...  # a video of the clue intervals only (the dataset's clip when it has one)
 
 
-def question_frames(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], media: Media, long_frames: int = DEFAULT_LONG_FRAMES,
-                    clue_frames: int = DEFAULT_CLUE_FRAMES) -> frame_plan.Chosen:
-    """The official sampling of `mode` for a question (no decoding; the sampler's table): its `indices` and `fps`."""
-    if mode == "clue":
-        return media.plan(video_uid, CLUE_PLAN, clue_frames, clue_intervals)
-    return media.plan(video_uid, LONG_PLAN, long_frames)
-
-
 # --- Subtitles
 def subtitles_for(video_uid: str, plan: frame_plan.Chosen, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
     """The subtitles block of a video's frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'

@@ -187,8 +187,10 @@ def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
 
 
 def plan(doc: dict, settings: dict, media: frames.Media) -> frames.frame_plan.Chosen:
-    """The frames the document's mode samples (no decoding)."""
-    return frames.question_frames(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
+    """The frames the document's mode samples, its official sampling (no decoding; the sampler's table): their `indices` and `fps`."""
+    if doc["mode"] == "clue":
+        return media.plan(doc["video_uid"], frames.CLUE_PLAN, settings["clue_frames"], doc["clue_intervals"])
+    return media.plan(doc["video_uid"], frames.LONG_PLAN, settings["long_frames"])
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_for: Callable | None = None) -> str:
