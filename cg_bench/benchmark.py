@@ -45,8 +45,7 @@ PER_MODEL = {"default": dict(task.DEFAULTS), "openai": {**task.DEFAULTS, "visual
 def _task(kind: str, split: str) -> Task:
     about = f"{docs.SPLIT_FILES[split]}, {data.RELEASE[split][0]:,} questions"
     return Task(SPLITS[split] + kind, METRICS[kind], process_docs=f"load_{kind}" + ("_full" if split == "full" else ""),
-                generation_kwargs=GENERATION, model_kwargs=PER_MODEL, target="right_answer",
-                about=f"CG-Bench {kind} ({about}); see cg_bench/README.md")
+                generation_kwargs=GENERATION, model_kwargs=PER_MODEL, target="right_answer", about=f"CG-Bench {kind} ({about}); see cg_bench/README.md")
 
 
 TASKS = tuple(_task(kind, split) for split in SPLITS for kind in METRICS)  # long, clue, grounding, open, mcq, blind
@@ -101,7 +100,9 @@ class PluginMedia(FileMedia):
     def clue_video(self, doc: dict) -> str:
         """The dataset's clip (checked), else one cut from the (checked) full video."""
         clip = data.clue_clip_at(data_root(data.CG_BENCH), doc["qid"])
-        return usable_video(data.CG_BENCH, clip) if clip is not None else cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips")
+        if clip is not None:
+            return usable_video(data.CG_BENCH, clip)
+        return cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips")
 
     def video(self, doc: dict) -> str:
         """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip)."""

@@ -60,7 +60,8 @@ def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> tuple[int | None
     # Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference).
     plan = media.plan(item.video_uid, frames.CLUE_PLAN, frames.DEFAULT_CLUE_FRAMES, item.clue_intervals)
     images = [image_part(frame) for frame in media.frames(item.video_uid, list(plan.indices))]
-    text = prompts.judge_step2_text(item.question, item.prediction, frames.subtitles_for(item.video_uid, plan, media), prompts.frame_times_block(plan.indices, plan.fps))
+    text = prompts.judge_step2_text(item.question, item.prediction, frames.subtitles_for(item.video_uid, plan, media),
+                                    prompts.frame_times_block(plan.indices, plan.fps))
     second = ask(_request(images + [{"type": "text", "text": text}], (0, 1), 2, assumed=1))
     return (second.value, None) if second.ok else (None, f"step 2: {second.error}")
 

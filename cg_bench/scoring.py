@@ -40,8 +40,7 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
     """(found, value) of `{"result": ...}` in the reply's fenced JSON block (`quote_bare_words`: `{"result": B}`
     reads as `{"result": "B"}`, as the runner's multiple-choice modes). Not found: no block, any error, no key."""
     content = fenced_json(response)  # '' (no block) fails json.loads below
-    if quote_bare_words:
-        content = _BARE_WORD.sub(r'"\1"', content)
+    content = _BARE_WORD.sub(r'"\1"', content) if quote_bare_words else content
     try:
         return True, json.loads(content)["result"]
     except Exception:  # noqa: BLE001 - as `post_process`: any failure means "no JSON answer"

@@ -172,7 +172,8 @@ def settings_of(kwargs: dict | None) -> dict:
     merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
     positive = (lambda v: isinstance(v, int) and v >= 1, "a positive integer")
     checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive,
-              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"), "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
+              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"),
+              "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
     for key, (ok, what) in checks.items():
         if not ok(merged[key]):
             raise ValueError(f"cg_bench: {key} must be {what}, got {merged[key]!r} (lmms_eval_specific_kwargs)")
@@ -202,7 +203,8 @@ def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_f
     if settings["subtitles"] and subtitles_for is None:
         raise ValueError("cg_bench: this task has no subtitle input: set subtitles: false (lmms_eval_specific_kwargs)")
     frame_plan = plan(doc, settings, media)
-    subtitles = subtitles_for(doc["video_uid"], frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
+    subtitles = (subtitles_for(doc["video_uid"], frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video")
+                 if settings["subtitles"] else "")
     frame_times = prompts.frame_times_block(frame_plan.indices, frame_plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
 
