@@ -38,32 +38,30 @@ JUDGE = JudgeDefaults("cg_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_e
 # --- The tasks
 # The official runner: temperature 0, no stop string (a fenced JSON answer spans lines).
 GENERATION = {"until": [], "max_new_tokens": 1024, "do_sample": False, "temperature": 0}
-# visual_mode video: the video path (clue: start_time/end_time or a clue clip);
-# frames: the official sampled frames + frame times (models that take images).
+# visual_mode video: the video path (clue: start_time/end_time or a clue clip); frames: the official sampled frames + times (image models).
 PER_MODEL = {"default": dict(task.DEFAULTS), "openai": {**task.DEFAULTS, "visual_mode": "frames"}}
 
 
 def _task(kind: str, split: str) -> Task:
     about = f"{docs.SPLIT_FILES[split]}, {data.RELEASE[split][0]:,} questions"
     return Task(SPLITS[split] + kind, METRICS[kind], process_docs=f"load_{kind}" + ("_full" if split == "full" else ""),
-                generation_kwargs=GENERATION, model_kwargs=PER_MODEL, target="right_answer",
-                about=f"CG-Bench {kind} ({about}); see cg_bench/README.md")
+                generation_kwargs=GENERATION, model_kwargs=PER_MODEL, target="right_answer", about=f"CG-Bench {kind} ({about}); see cg_bench/README.md")
 
 
 TASKS = tuple(_task(kind, split) for split in SPLITS for kind in METRICS)  # long, clue, grounding, open, mcq, blind
 
-def _ablation(kind: str, split: str, suffix: str, inputs: dict, media: bool = True) -> Task:
+def _ablation(kind: str, split: str, suffix: str, inputs: dict) -> Task:
+    """`_task` with these inputs for every model; without a visual, its documents are loaded without checking the media (`_text`)."""
     base = _task(kind, split)
-    return replace(base, name=base.name + suffix, process_docs=base.process_docs + ("" if media else "_text"),
+    return replace(base, name=base.name + suffix, process_docs=base.process_docs + ("_text" if inputs.get("visual_mode") == "none" else ""),
                    model_kwargs={"default": {**task.DEFAULTS, **inputs}}, about=f"{base.about}; the paper's input ablation {suffix[1:]} (cg_bench/report.py MODALITIES, TEXT_ONLY)")
 
 
 # The paper's input ablations (`task.MODALITY_INPUTS`): not in the groups.
 ABLATIONS = (
     *(_ablation(kind, split, suffix, inputs) for split in SPLITS for suffix, inputs in MODALITY_INPUTS.items() for kind in ("mcq", "open")),
-    *(_ablation(kind, split, suffix, inputs, media=False) for split in SPLITS for suffix, (kind, _label, inputs) in TEXT_INPUTS.items()),
-    *(_ablation(kind, split, TEXT_ONLY, {"visual_mode": "none", "subtitles": False}, media=False)
-      for split in SPLITS for kind in ("grounding", "open")),
+    *(_ablation(kind, split, suffix, inputs) for split in SPLITS for suffix, (kind, _label, inputs) in TEXT_INPUTS.items()),
+    *(_ablation(kind, split, TEXT_ONLY, {"visual_mode": "none", "subtitles": False}) for split in SPLITS for kind in ("grounding", "open")),
 )
 # Every metric, each answer generated once: `mcq` runs the long, clue and grounding modes of each question.
 GROUPED = ("mcq", "open", "blind")
@@ -90,10 +88,8 @@ class PluginMedia(FileMedia):
     subtitles and the dataset's clue clips."""
 
     def plan(self, video_uid: str, plan: FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None):
-        """The table's values, checked against the file when it is at hand (replays are scored where the videos are not)."""
-        meta = data.video_meta(video_uid)
-        path = data.video_at(data_root(data.CG_BENCH), video_uid)
-        return plan_frames(path, plan, n, intervals=intervals, meta={"max_frame": meta.max_frame, "fps": meta.fps})
+        """The table's values (`data.video_meta`), checked against the file when it is at hand (replays are scored where the videos are not)."""
+        return plan_frames(data.video_at(data_root(data.CG_BENCH), video_uid), plan, n, intervals=intervals, meta=vars(data.video_meta(video_uid)))
 
     def subtitle_path(self, video_uid: str) -> Path | None:
         return data.subtitle_at(data_root(data.CG_BENCH), video_uid)
@@ -106,7 +102,7 @@ class PluginMedia(FileMedia):
         clip = data.clue_clip_at(data_root(data.CG_BENCH), doc["qid"])
         if clip is not None:
             return usable_video(data.CG_BENCH, clip)
-        return Path(cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips"))
+        return cut_clip(self.full_video(doc), doc["clue_intervals"], cache_home() / "cg_bench_clips")
 
     def video(self, doc: dict) -> str:
         """The model's own frames in a proxy clip of the full video (clue mode: of the clue clip)."""
@@ -178,39 +174,15 @@ class CgBenchScoring(ScoringAdapter):
 
 
 BENCHMARK = Benchmark(
-    name="cg_bench",
-    title="CG-Bench",
-    package=__package__,
-    task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=build_record,
-    scoring=CgBenchScoring(),
-    tasks=TASKS + ABLATIONS,
-    groups=GROUPS,
-    options=(*task.VARIABLES, *SHARED_OPTIONS),
-    judge=JUDGE,
-    report=report_spec(),
-    failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"),
-    reference="reference_tables.json",
-    data_module=f"{__package__}.data",
-    sample_module=f"{__package__}.sample",
-    demo_tasks=("cg_bench_mcq", "cg_bench_open"),
-)
+    name="cg_bench", title="CG-Bench", package=__package__, task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=build_record, scoring=CgBenchScoring(), tasks=TASKS + ABLATIONS, groups=GROUPS,
+    options=(*task.VARIABLES, *SHARED_OPTIONS), judge=JUDGE, report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "parse_failed", "reasoning_truncated"), reference="reference_tables.json",
+    data_module=f"{__package__}.data", sample_module=f"{__package__}.sample", demo_tasks=("cg_bench_mcq", "cg_bench_open"))
 
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first aggregation of a task
 # writes `<date_id>_cg_bench_<kind>_details.json`: every metric, the breakdowns and (open) the judge accounting.
 __getattr__ = DeclaredHooks(BENCHMARK, judge_accounting_writer("cg_bench", lambda scores: (kind := scores["breakdown"]["task_kind"], kind == "open")))
-
-
-def as_settings(settings: dict | None) -> tuple[dict, bool]:
-    """(the scoring options, whether open answers are judged) from the task's options (`Benchmark.settings_of`) or
-    some of them with `judge`, e.g. `{"strict": True, "judge": False}`; the others: the official protocol."""
-    settings = dict(settings or {})
-    judged = settings.pop("judge", True)
-    known = {setting.option for setting in BENCHMARK.options} | {FROM_ENV}
-    if set(settings) - known:
-        raise ValueError(f"cg_bench settings: unknown key(s) {sorted(set(settings) - known)}; expected judge or a task option "
-                         f"({', '.join(sorted(known - {FROM_ENV}))})")
-    return {**options.values((task.STRICT, task.OFFICIAL_REVERSED)), **settings}, judged
 
 
 def read_and_judge(records: Sequence[dict], settings: dict, judge: Judge | None) -> list[Outcome]:
@@ -223,19 +195,26 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
     """Every metric of the records and the outcomes they come from (`task.read_outcomes`, open answers judged by
     `judging.judge_pending` on the data root), with the counts of videos asked without subtitles and `breakdown`
     (per group and mode, failures, the settings used). Records of several tasks of a run may be scored together:
-    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does."""
-    settings, judged = as_settings(settings)
+    long + clue + grounding give `crr` and `acc_at_iou` joined per question, as `cg_bench_mcq` does. `settings`: the
+    task's options (`Benchmark.settings_of`) or some of them with `judge`, e.g. `{"strict": True, "judge": False}`
+    (the others: the official protocol)."""
+    settings = dict(settings or {})
+    judged, known = settings.pop("judge", True), {setting.option for setting in BENCHMARK.options} | {FROM_ENV}
+    if set(settings) - known:
+        raise ValueError(f"cg_bench settings: unknown key(s) {sorted(set(settings) - known)}; expected judge or a task option "
+                         f"({', '.join(sorted(known - {FROM_ENV}))})")
+    settings = {**options.values((task.STRICT, task.OFFICIAL_REVERSED)), **settings}
     strict, failed_share = settings["strict"], settings.get(FAILED_SHARE)
     outcomes = read_and_judge(records, settings, judge if judged else None)
-    for outcome in outcomes if not judged else ():  # not "no judge configured": the settings said so
-        if outcome.judge_error == task.NO_JUDGE:
-            outcome.judge_error = task.JUDGE_OFF
+    for outcome in [o for o in outcomes if not judged and o.judge_error == task.NO_JUDGE]:  # not "no judge configured": the settings said so
+        outcome.judge_error = task.JUDGE_OFF
     scores = task.task_metrics(outcomes, failed_share)
     warn_truncated(logger, "CG-Bench", scores["reasoning_truncated"], len(records))
     # the videos asked without subtitles: their SRT yields no line (with why) / they have none
     unusable = {r["video_uid"]: r["subtitles_unusable"] for r in records if r.get("subtitles_unusable")}
     missing = sorted({r["video_uid"] for r in records if r.get("subtitles_missing")})
-    for videos, what in ((sorted(unusable), "have an SRT that yields no subtitle line"), (missing, "have no subtitle file")):
+    for videos, what in ((sorted(unusable), "have an SRT that yields no subtitle line"),
+                         (missing, "have no subtitle file, listed by `lmms-vr prepare cg_bench --verify-only`")):
         if videos:
             logger.warning("cg_bench: %d video(s) %s (e.g. %s); their questions were asked without subtitles", len(videos), what, videos[0])
     scores["subtitles_unusable"], scores["subtitles_missing"] = len(unusable), len(missing)
@@ -244,22 +223,15 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
     modes = [mode for mode in task.MODES if any(o.mode == mode for o in outcomes)]
     scores["breakdown"] = {
         "task_kind": "+".join(sorted({r.get("task_kind", r["mode"]) for r in records})),
-        "settings": {"strict": strict, "parsing": "strict" if strict else "official",
-                     "official_reversed": settings["official_reversed"], "failed_share": failed_share},
+        "settings": {"strict": strict, "parsing": "strict" if strict else "official", "official_reversed": settings["official_reversed"],
+                     "failed_share": failed_share},
         "counts": {mode: sum(o.mode == mode for o in outcomes) for mode in modes},
         **{f"{failure}_by_mode": {mode: sum(getattr(o, failure) for o in outcomes if o.mode == mode) for mode in modes}
            for failure in ("parse_failed", "model_failed")},
-        "judge_failed": len([e for e in judge_errors if e not in (task.NO_JUDGE, task.JUDGE_OFF)]),
-        "judge_configured": task.NO_JUDGE not in judge_errors,
-        "subtitles_unusable": unusable,
-        "subtitles_missing": missing,
-        **breakdown(outcomes),
-    }
+        "judge_failed": len([e for e in judge_errors if e not in (task.NO_JUDGE, task.JUDGE_OFF)]), "judge_configured": task.NO_JUDGE not in judge_errors,
+        "subtitles_unusable": unusable, "subtitles_missing": missing, **breakdown(outcomes)}
     if failure_share.too_many_failed(scores["judge_failed"], opened, failed_share):
         logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
-        for name in BREAKDOWN_GROUPS:  # the task's decision holds for its breakdowns too
-            for group in scores["breakdown"][name].values():
-                group.pop("oe_acc", None)
-    if scores["subtitles_missing"]:
-        logger.info("cg_bench: `lmms-vr prepare cg_bench --verify-only` lists the videos without a subtitle file")
+        for group in (group for name in BREAKDOWN_GROUPS for group in scores["breakdown"][name].values()):
+            group.pop("oe_acc", None)  # the task's decision holds for its breakdowns too
     return scores, outcomes

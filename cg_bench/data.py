@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from lmms_video_reasoning.utils.data import bench_records, media_index
-from lmms_video_reasoning.utils.data.bench_records import annotation_at, videos_kind
+from lmms_video_reasoning.utils.data.bench_records import annotation_at, resolvers, videos_kind
 from lmms_video_reasoning.utils.media import subtitles
 from lmms_video_reasoning.utils.core.roots import DataError, DataSource, data_root, read_json, require_media, video_problem
 from lmms_video_reasoning.cg_bench.docs import SPLIT_FILES, VideoMeta, meta_table, validate_records
@@ -29,7 +29,6 @@ HUB_ANNOTATIONS = (SPLIT_FILES["mini"], SPLIT_FILES["full"])
 HUB_MEDIA_PATTERNS = ("video_chunk_*.zip", "clue_video_chunk_*.zip", "subtitles.zip")
 
 VIDEO_DIR, CLUE_DIR, SUBTITLE_DIR = "cg_videos_720p", "cg_clue_videos", "cg_subtitles"
-# (questions, videos) of a split's records
 release_counts = partial(bench_records.release_counts, video_key="video_uid")
 
 
@@ -85,31 +84,24 @@ def video_path(video_uid: str) -> Path:
 
 def media_kinds(root: Path, records: list[dict]) -> list[media_index.MediaKind]:
     """What `lmms-vr prepare` checks (the tasks' own resolvers), and what the tasks do about gaps."""
-    videos, clips, subs = {}, {}, {}
-    for record in records:
-        uid, qid = record["video_uid"], record["qid"]
-        videos.setdefault(f"{VIDEO_DIR}/{uid}.mp4", lambda u=uid: video_at(root, u))
-        clips.setdefault(f"{CLUE_DIR}/{qid}.mp4", lambda q=qid: clue_clip_at(root, q))
-        subs.setdefault(f"{SUBTITLE_DIR}/{uid}.srt", lambda u=uid: subtitle_at(root, u))
-    return [
-        videos_kind(videos),
-        media_index.MediaKind("clue clips", False, clips, video_problem, "clip cut from the full video",
-                              "error in clue mode (video): delete it so a clip is cut from the full video", unusable_fails=True),
-        media_index.MediaKind("subtitles", False, subs, subtitles.srt_problem, "prompt without subtitles (not every video has them)",
-                              "prompt without subtitles, counted in the run's subtitles_unusable", list_missing=True),
-    ]
+    videos = resolvers(records, lambda r: f"{VIDEO_DIR}/{r['video_uid']}.mp4", lambda r: video_at(root, r["video_uid"]))
+    clips = resolvers(records, lambda r: f"{CLUE_DIR}/{r['qid']}.mp4", lambda r: clue_clip_at(root, r["qid"]))
+    subs = resolvers(records, lambda r: f"{SUBTITLE_DIR}/{r['video_uid']}.srt", lambda r: subtitle_at(root, r["video_uid"]))
+    return [videos_kind(videos),
+            media_index.MediaKind("clue clips", False, clips, video_problem, "clip cut from the full video",
+                                  "error in clue mode (video): delete it so a clip is cut from the full video", unusable_fails=True),
+            media_index.MediaKind("subtitles", False, subs, subtitles.srt_problem, "prompt without subtitles (not every video has them)",
+                                  "prompt without subtitles, counted in the run's subtitles_unusable", list_missing=True)]
 
 
 def extraction_target(archive: str, member: str) -> str | None:
     """Where `lmms-vr prepare` puts a member of a CG-Bench archive, by its name, whatever its nesting (None: skipped);
     a video in a `*clue*` folder or of a `clue_*` archive is a clue clip."""
     parts = member.split("/")
-    name = parts[-1]
-    lower = name.lower()
+    name, lower = parts[-1], parts[-1].lower()
     if lower.endswith(".srt"):
         return f"{SUBTITLE_DIR}/{name}"
     if not lower.endswith(".mp4"):
         return None
-    if _in_clue_folder(parts) or archive.rsplit("/", 1)[-1].lower().startswith("clue"):
-        return f"{CLUE_DIR}/{name}"
-    return f"{VIDEO_DIR}/{name}"
+    clue = _in_clue_folder(parts) or archive.rsplit("/", 1)[-1].lower().startswith("clue")
+    return f"{CLUE_DIR if clue else VIDEO_DIR}/{name}"

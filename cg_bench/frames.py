@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -66,8 +65,7 @@ DEFAULT_CLUE_FRAMES = 32  # paper Table 3 "#F clue"; run.sh caps clue_acc at 32
 class Media(Protocol):
     """Get the frames: what CG-Bench needs from a question's video, subtitles and clue clip."""
 
-    # The `n` frames `plan` picks (inside `intervals` for the clue plan) from (max_frame, fps) as the
-    # official sampler sees them (its table): `frame_plan.choose`.
+    # The `n` frames `plan` picks (clue plan: inside `intervals`) from (max_frame, fps) as the official sampler sees them (its table)
     def plan(self, video_uid: str, plan: frame_plan.FramePlan, n: int, intervals: Sequence[Sequence[float]] | None = None) -> frame_plan.Chosen: ...
     def subtitle_path(self, video_uid: str) -> Path | None: ...  # None: no SRT (not every video has one)
     def frames(self, video_uid: str, indices: Sequence[int]) -> list: ...  # RGB PIL images of the full video
@@ -76,31 +74,12 @@ class Media(Protocol):
     def clue_video(self, doc: dict) -> str: ...  # a video of the clue intervals only (the dataset's clip when it has one)
 
 
-@dataclass(frozen=True)
-class QuestionFrames:
-    """The frames a mode samples: indices into the full video, and its fps."""
-
-    video_uid: str
-    indices: tuple[int, ...]
-    fps: float
-
-
-def question_frames(video_uid: str, mode: str, clue_intervals: Sequence[Sequence[float]], media: Media, long_frames: int = DEFAULT_LONG_FRAMES,
-                    clue_frames: int = DEFAULT_CLUE_FRAMES) -> QuestionFrames:
-    """The official sampling of `mode` for a question (no decoding; the sampler's table)."""
-    if mode == "clue":
-        chosen = media.plan(video_uid, CLUE_PLAN, clue_frames, clue_intervals)
-    else:
-        chosen = media.plan(video_uid, LONG_PLAN, long_frames)
-    return QuestionFrames(video_uid, tuple(int(i) for i in chosen.indices), chosen.fps)
-
-
 # --- Subtitles
-def subtitles_for(plan: QuestionFrames, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
-    """The subtitles block for a frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
+def subtitles_for(video_uid: str, plan: frame_plan.Chosen, media: Media, with_times: bool = True, whole_video: bool = False) -> str:
+    """The subtitles block of a video's frame plan ('' without an SRT or a cue): `get_subtitles` at the frames'
     times `index / fps` (`with_times` False: `sub_time=False`, the paper's "S" without "ST");
     `whole_video`: every subtitle, by the same rule at each cue's midpoint (the paper's "S (full-video)")."""
-    path = media.subtitle_path(plan.video_uid)
+    path = media.subtitle_path(video_uid)
     if path is None:
         return ""
     cues = subtitles.load_cues(path)

@@ -52,16 +52,16 @@ def judge_one(item: OpenItem, ask: Ask, media: frames.Media) -> tuple[int | None
     says 2; a failed step: (None, the error)."""
     # Step 1: text only (the runner turns subtitles and frame times off for this step). The estimate
     # assumes "needs a visual check", so step 2 is counted for every question (an upper bound).
-    text = prompts.judge_step1_text(item.question, item.answer, item.prediction)
-    first = ask(_request([{"type": "text", "text": text}], (0, 1, 2), 1, assumed=2))
+    first = ask(_request([{"type": "text", "text": prompts.judge_step1_text(item.question, item.answer, item.prediction)}], (0, 1, 2), 1, assumed=2))
     if not first.ok:
         return None, f"step 1: {first.error}"
     if first.value in (0, 1):
         return first.value, None
     # Step 2: the clue frames, then subtitles + frame times + question + prediction (no reference).
-    plan = frames.question_frames(item.video_uid, "clue", item.clue_intervals, media)
+    plan = media.plan(item.video_uid, frames.CLUE_PLAN, frames.DEFAULT_CLUE_FRAMES, item.clue_intervals)
     images = [image_part(frame) for frame in media.frames(item.video_uid, list(plan.indices))]
-    text = prompts.judge_step2_text(item.question, item.prediction, frames.subtitles_for(plan, media), prompts.frame_times_block(plan.indices, plan.fps))
+    text = prompts.judge_step2_text(item.question, item.prediction, frames.subtitles_for(item.video_uid, plan, media),
+                                    prompts.frame_times_block(plan.indices, plan.fps))
     second = ask(_request(images + [{"type": "text", "text": text}], (0, 1), 2, assumed=1))
     return (second.value, None) if second.ok else (None, f"step 2: {second.error}")
 

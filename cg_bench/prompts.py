@@ -41,10 +41,8 @@ def question_block(question: str) -> str:
 def model_prompt(mode: str, question: str, choices: Sequence[str], subtitles: str = "", frame_times: str = "") -> str:
     """The text block a model receives in `mode` (`get_prompt`); `subtitles` / `frame_times`: the ready blocks, or ''.
     The multiple-choice modes end with the options as `A:text` lines (no space after the colon), then a blank line."""
-    text = load_prompt(OFFICIAL_MODE[mode]) + subtitles + frame_times + question_block(question)
-    if mode not in CHOICE_MODES:
-        return text
-    return text + "\n".join(f"{letter}:{choice}" for letter, choice in zip(letters(len(choices)), choices)) + "\n\n"
+    options = "\n".join(f"{letter}:{choice}" for letter, choice in zip(letters(len(choices)), choices)) + "\n\n" if mode in CHOICE_MODES else ""
+    return load_prompt(OFFICIAL_MODE[mode]) + subtitles + frame_times + question_block(question) + options
 
 
 def judge_step1_text(question: str, answer: str, prediction: str) -> str:

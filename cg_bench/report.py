@@ -5,10 +5,9 @@ acc.@IoU across tasks run separately), CIs, the ablation tables, breakdowns with
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from lmms_video_reasoning.cg_bench.scoring import DURATION_BUCKETS, SUB_CATEGORIES, crr, duration_bucket
 from lmms_video_reasoning.cg_bench.task import HEADLINE, MODALITY_INPUTS, MODES, TEXT_INPUTS, TEXT_ONLY, Outcome, joined_on_qid, task_metrics
@@ -22,10 +21,8 @@ from lmms_video_reasoning.utils.results.report_tables import (
 )
 from lmms_video_reasoning.cg_bench.data import RELEASE
 
-LABELS = {
-    "clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU",
-    "crr": "CRR", "oe_acc": "OE-acc", "blind_acc": "blind-acc", "acc_at_iou0": "acc.@IoU (τ=0)",
-}
+LABELS = {"clue_acc": "clue-acc", "long_acc": "long-acc", "miou": "mIoU", "rec_at_iou": "rec.@IoU", "acc_at_iou": "acc.@IoU", "crr": "CRR",
+          "oe_acc": "OE-acc", "blind_acc": "blind-acc", "acc_at_iou0": "acc.@IoU (τ=0)"}
 SPLITS = {"mini": "cg_bench_", "full": "cg_bench_full_"}  # the prefix of each split's task names
 # Which task's records stand for each CG-Bench mode (the combined task first).
 MODE_TASKS = {"long": ("mcq", "long"), "clue": ("mcq", "clue"), "grounding": ("mcq", "grounding"), "open": ("open",), "blind": ("blind",)}
@@ -53,18 +50,17 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
         point.update({m: v for m, v in task_stats.point.items() if m not in point and not math.isnan(v)})
         not_computed.update({m: f"{task}: {reason}" for m, reason in task_stats.not_computed.items() if m not in not_computed})
     not_computed = {m: reason for m, reason in not_computed.items() if m not in point}
+    parts = {task: s.sampled for task, s in per_task.items() if s.sampled is not None}
+    unsampled = [task for task in per_task if task not in parts]
     combined = TaskStats(point=point, source=", ".join(sorted(per_task)), not_computed=not_computed,
-                         failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments))
-    sampled_tasks = [task for task in per_task if per_task[task].sampled is not None]
-    unsampled = [task for task in per_task if task not in sampled_tasks]
-    if sampled_tasks:
-        parts = [per_task[t].sampled for t in sampled_tasks]
-        pairs = [(r, o) for mode, task in task_of.items() if per_task[task].sampled is not None
-                 for r, o in zip(per_task[task].sampled.records, per_task[task].sampled.outcomes) if r["mode"] == mode]
-        missing = "; ".join(dict.fromkeys(s.missing_verdicts for s in parts if s.missing_verdicts))
-        sampled = Sampled("cg_bench", [r for r, _ in pairs], [o for _, o in pairs], parts[-1].settings, missing,
-                          next((s.gap for s in parts if s.gap), ""), "; ".join(dict.fromkeys(s.borrowed for s in parts if s.borrowed)),
-                          set().union(*(s.untrusted for s in parts)))
+                         failed_judgments="; ".join(f"{t}: {s.failed_judgments}" for t, s in per_task.items() if s.failed_judgments),
+                         note="; ".join([f"{t}: {per_task[t].note}" for t in unsampled] + [f"{t}: {per_task[t].note}" for t in parts if per_task[t].note]))
+    if parts:
+        pairs = [(r, o) for mode, task in task_of.items() if task in parts
+                 for r, o in zip(parts[task].records, parts[task].outcomes) if r["mode"] == mode]
+        joined = lambda field: "; ".join(dict.fromkeys(getattr(s, field) for s in parts.values() if getattr(s, field)))  # noqa: E731
+        sampled = Sampled("cg_bench", [r for r, _ in pairs], [o for _, o in pairs], [*parts.values()][-1].settings, joined("missing_verdicts"),
+                          next((s.gap for s in parts.values() if s.gap), ""), joined("borrowed"), set().union(*(s.untrusted for s in parts.values())))
         combined.sampled, combined.questions, combined.units = sampled, sampled.question_count, sampled.unit_count
         computed = sampled.metrics()
         for metric in HEADLINE:  # the joined metrics, and any metric no task reported (none the run could not compute)
@@ -74,8 +70,6 @@ def combined_row(label: str, prefix: str, stats: dict, n: int, seed: int, suffix
                 combined.point[metric] = computed[metric]
         if n > 0:  # a metric of an unsampled mode is undefined in every resample: no interval
             combined.ci = trusted_only(sampled, bootstrap_ci(sampled, n, seed), combined.point)
-    combined.note = "; ".join([f"{t}: {per_task[t].note}" for t in unsampled] +
-                              [f"{t}: {per_task[t].note}" for t in sampled_tasks if per_task[t].note])
     if "crr" not in combined.point and "long_acc" in point and "clue_acc" in point:
         combined.point["crr"] = crr(point["long_acc"], point["clue_acc"])
     return combined
@@ -99,8 +93,7 @@ def with_acc_at_iou0(row: TaskStats) -> TaskStats:
     """The row with `acc_at_iou0`, from its outcomes (NaN without them): acc.@IoU as the paper defines it (section 3.3)
     at its ablations' tau = 0 (Tables 4, 10, Fig. 7): the share of questions (joined as `task.joined_on_qid`) whose
     long answer is correct and whose tIoU exceeds (`>`) 0; a tIoU of exactly 0 does not count."""
-    answers = outcomes_of(row)
-    fields = [] if answers is None else [vars(o) for o in answers]
+    fields = [] if outcomes_of(row) is None else row.sampled.outcomes
     pairs = joined_on_qid(fields).values()
     row.point["acc_at_iou0"] = 100.0 * sum(fields[i]["value"] == 1.0 and iou > 0 for i, iou in pairs) / len(pairs) if pairs else math.nan
     return row
@@ -155,7 +148,7 @@ def joined_rows(runs: list[Run], stats: dict, n: int, seed: int, suffix: str = "
     return {key: row for key, row in rows.items() if row is not None}
 
 
-def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> list[Table]:
+def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> Iterator[Table]:
     """Tables 4 (mini split) and 10 (full split): each run's prompt & modality settings (`MODALITIES`, and the
     plain tasks) with acc.@IoU at tau = 0, beside the paper's rows."""
     named: dict[str, list[tuple[str, TaskStats]]] = {"mini": [], "full": []}
@@ -165,18 +158,15 @@ def ablation_tables(runs: list[Run], stats: dict, combined: dict, seed: int) -> 
             with_acc_at_iou0(row)
             if not all(math.isnan(value_of(row, c)) for c in ABLATION_COLUMNS):  # none, e.g. a run of the blind task only: no row
                 named[split].append((f"{row_label(label, split, 'mini')} · {modality}", row))
-    tables = []
     for split, name in (("mini", "table4"), ("full", "table10")):
         if named[split]:
             table = paper_table("cg_bench", name, [stats_row(row_label, row.source, row, "cg_bench", ABLATION_COLUMNS) for row_label, row in named[split]],
                                 coverage=[coverage(row_label, row, split) for row_label, row in named[split]])
             table.notes.append("acc.@IoU (τ=0): the long answer correct and a tIoU above 0 (the paper's ablation default, "
                                "section 3.3), from the per-answer outcomes; Table 3's acc.@IoU is the mean over τ = 0.1-0.5.")
-            table.notes += [f"{row_label}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them"
-                            for row_label, row in named[split]
+            table.notes += [f"{row_label}: acc.@IoU (τ=0) needs the run's per-sample outcomes as it scored them" for row_label, row in named[split]
                             if math.isnan(row.point["acc_at_iou0"]) and not math.isnan(value_of(row, "acc_at_iou"))]
-            tables.append(table)
-    return tables
+            yield table
 
 
 def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Section | None:
@@ -184,31 +174,27 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     if not combined:
         return None
     text_only = joined_rows(runs, stats, 0, seed, TEXT_ONLY)  # its cells show no CI
-    section = Section("cg_bench")
+    section, names = Section("cg_bench"), {key: row_label(*key, "mini") for key in combined}  # (run label, split) -> row name
     columns = reference("cg_bench")["tables"]["table3"]["columns"]
     user = []
-    for (label, split), row in combined.items():
-        name = row_label(label, split, "mini")
+    for key, row in combined.items():
         if any(not math.isnan(value_of(row, c)) for c in columns):
-            user.append(stats_row(name, row.source, row, "cg_bench", columns))
+            user.append(stats_row(names[key], row.source, row, "cg_bench", columns))
         if not math.isnan(value_of(row, "blind_acc")):  # the paper's "GPT4o (text)" setting
-            text = text_only.get((label, split))
+            text = text_only.get(key)
             source = "cg_bench_blind" + (f", {text.source}" if text is not None else "")
-            user.append(run_row(f"{name} (blind)", source, blind_values(row, text), "cg_bench", columns))
-    table = paper_table("cg_bench", "table3", user, coverage=[coverage(row_label(label, split, "mini"), row, split)
-                                                              for (label, split), row in combined.items()])
+            user.append(run_row(f"{names[key]} (blind)", source, blind_values(row, text), "cg_bench", columns))
+    table = paper_table("cg_bench", "table3", user, coverage=[coverage(names[key], row, key[1]) for key, row in combined.items()])
     table.notes.append("Your rows join every CG-Bench task of the run per question (CRR and acc.@IoU across files when "
                        "the modes ran as separate tasks); a blind row shows blind-acc in both accuracy columns and their CRR, as the "
                        "paper's GPT4o (text) row, and mIoU, rec.@IoU, acc.@IoU and OE-acc from the run's text-only tasks "
                        f"(cg_bench_grounding{TEXT_ONLY}, cg_bench_open{TEXT_ONLY}) when it has them.")
     section.tables.append(table)
     section.tables += ablation_tables(runs, stats, combined, seed)
-    section.tables.append(ci_table("cg_bench", [(row_label(label, split, "mini"), "joined CG tasks", row)
-                                                for (label, split), row in combined.items()]))
-    cg_tasks = sorted({task for (_, task) in stats if task.startswith("cg_bench")})
-    section.tables += comparison_tables("cg_bench", cg_tasks, stats, runs, n, seed)
+    section.tables.append(ci_table("cg_bench", [(names[key], "joined CG tasks", row) for key, row in combined.items()]))
+    section.tables += comparison_tables("cg_bench", sorted({task for (_, task) in stats if task.startswith("cg_bench")}), stats, runs, n, seed)
 
-    rows_of = {row_label(label, split, "mini"): row for (label, split), row in combined.items() if row.sampled}
+    rows_of = {names[key]: row for key, row in combined.items() if row.sampled}
     breakdowns = {name: breakdown(outcomes_in(row)) for name, row in rows_of.items()}
     intervals = {name: breakdown_intervals(rows_of[name], data, n, seed) for name, data in breakdowns.items()}
     modes = [mode for mode in MODES if any(o["mode"] == mode for row in rows_of.values() for o in row.sampled.outcomes)]
@@ -219,11 +205,9 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                  [breakdown_cell(rows_of[name], metrics, c) for c in BREAKDOWN_COLUMNS], True)
                 for name, data in breakdowns.items() for key, metrics in data.get(group, {}).items()]
         if rows:
-            section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers",
-                                                                   *(LABELS[c] for c in BREAKDOWN_COLUMNS)], rows,
-                                        ["From the per-sample outcomes (cg_bench.report.breakdown). "
-                                         "A cell the report cannot compute as the run did says what it needs.",
-                                         answers]))
+            section.tables.append(Table(f"Breakdown by {title}", ["Run", header, "Questions", "Answers", *(LABELS[c] for c in BREAKDOWN_COLUMNS)],
+                                        rows, ["From the per-sample outcomes (cg_bench.report.breakdown). A cell the report cannot "
+                                               "compute as the run did says what it needs.", answers]))
     if breakdowns:
         buckets = [b for b in DURATION_BUCKETS if any(b in d.get("duration", {}) for d in breakdowns.values())]
         metric = "long_acc" if any("long_acc" in m for d in breakdowns.values() for m in d.get("duration", {}).values()) else "oe_acc"
@@ -237,9 +221,8 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
                 [(name, [d.get(group, {}).get(k, {}).get(metric, math.nan) for k in keys],
                   [intervals[name].get(group, {}).get(k, {}).get(metric) for k in keys]) for name, d in breakdowns.items()],
                 LABELS[metric])))
-    section.data["joined"] = {f"{label}|{split}": row.point for (label, split), row in combined.items()}
-    section.data["joined_ci"] = {f"{label}|{split}": row.ci for (label, split), row in combined.items()}
-    section.data["breakdown_ci"] = intervals
+    section.data.update(joined={f"{label}|{split}": row.point for (label, split), row in combined.items()},
+                        joined_ci={f"{label}|{split}": row.ci for (label, split), row in combined.items()}, breakdown_ci=intervals)
     return section
 
 
@@ -266,9 +249,9 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict:
     the group's `questions` and `n` outcomes (one per question and mode scored)."""
     out: dict = {}
     for name, (key, _title, _header, listed) in BREAKDOWN_GROUPS.items():
-        buckets: dict[str, list[Outcome]] = defaultdict(list)
+        buckets: dict[str, list[Outcome]] = {}
         for outcome in outcomes:
-            buckets[key(outcome)].append(outcome)
+            buckets.setdefault(key(outcome), []).append(outcome)
         order = [*listed, *sorted(set(buckets) - set(listed))]
         out[name] = {value: {"n": len(buckets[value]), "questions": len({o.qid for o in buckets[value]}),
                              **{metric: v for metric, v in task_metrics(buckets[value], whole=False).items()

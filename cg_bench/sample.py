@@ -59,24 +59,16 @@ VIDEOS = (
 COLOR_WORDS = ("Red", "Blue", "Green", "Yellow", "White", "Magenta", "Cyan", "Orange")
 MOTIONS = ("It moves from left to right", "It moves from right to left", "It moves from top to bottom",
            "It flashes on and off", "It stays still", "It grows larger")
+PADDING = ("It is not shown", "None of these", "All of these", "It cannot be determined")  # options when a pool runs short
 # Open-ended answers the sample judge treats as "a different description of the same scene".
 SYNONYMS = {"Red": "Crimson", "Blue": "Navy", "Magenta": "Pink", "Orange": "Amber", "Yellow": "Golden"}
 
 
 def _motion(shape: Shape) -> str:
-    if shape.flash_hz:
-        return MOTIONS[3]
-    if shape.pos1 is None:
-        return MOTIONS[4]
+    if shape.flash_hz or shape.pos1 is None:
+        return MOTIONS[3 if shape.flash_hz else 4]
     dx = shape.pos1[0] - shape.pos0[0]  # left to right, right to left, else top to bottom
-    return MOTIONS[0] if dx > 0 else MOTIONS[1] if dx < 0 else MOTIONS[2]
-
-
-PADDING = ("It is not shown", "None of these", "All of these", "It cannot be determined")  # options when a pool runs short
-
-
-def _describe(shape: Shape) -> str:
-    return f"{shape.color} {shape.kind}"
+    return MOTIONS[0 if dx > 0 else 1 if dx < 0 else 2]
 
 
 @lru_cache(maxsize=1)
@@ -89,27 +81,23 @@ def build_questions() -> tuple[dict, ...]:
         count = 5 + qid % 4  # 5 to 8 options, as in the dataset; the answer's place varies with the qid
         choices = [option for option in (*pool, *PADDING) if option != answer][: count - 1]
         choices.insert(qid % count, answer)
-        questions.append({
-            "qid": qid, "video_uid": video.uid, "question": question, "answer": answer, "choices": choices,
-            "right_answer": chr(ord("A") + qid % count), "clue_intervals": [list(i) for i in intervals], "domain": video.domain,
-            "sub_category": sub_category, "duration": video.duration,
-        })
+        questions.append({"qid": qid, "video_uid": video.uid, "question": question, "answer": answer, "choices": choices,
+                          "right_answer": chr(ord("A") + qid % count), "clue_intervals": [list(i) for i in intervals],
+                          "domain": video.domain, "sub_category": sub_category, "duration": video.duration})
 
     for video in VIDEOS:
         about = f"In the {video.uid.split('_')[1]} video,"
-        seen_kinds = [s.kind for s in video.shapes]
-        for shape in video.shapes:
-            if seen_kinds.count(shape.kind) == 1:
-                span = [[shape.start, shape.end]]
-                add(video, f"{about} what color is the {shape.kind}?", shape.color.capitalize(), COLOR_WORDS, span, "Entity Perception")
-                add(video, f"{about} what does the {_describe(shape)} do while it is on screen?", _motion(shape), MOTIONS, span,
-                    "Event Perception")
+        kinds = [s.kind for s in video.shapes]
+        for shape in (s for s in video.shapes if kinds.count(s.kind) == 1):  # a kind seen once: "the <kind>" is unambiguous
+            span = [[shape.start, shape.end]]
+            add(video, f"{about} what color is the {shape.kind}?", shape.color.capitalize(), COLOR_WORDS, span, "Entity Perception")
+            add(video, f"{about} what does the {shape.color} {shape.kind} do while it is on screen?", _motion(shape), MOTIONS, span, "Event Perception")
         first, last = video.shapes[0], video.shapes[-1]
-        add(video, f"{about} which appears first: the {_describe(last)} or the {_describe(first)}?",
-            f"The {_describe(first)}", [f"The {_describe(last)}", "They appear together", "Neither appears", "Both appear twice"],
+        first_name, last_name, seconds = f"{first.color} {first.kind}", f"{last.color} {last.kind}", int(first.end - first.start)
+        add(video, f"{about} which appears first: the {last_name} or the {first_name}?", f"The {first_name}",
+            [f"The {last_name}", "They appear together", "Neither appears", "Both appear twice"],
             [[first.start, first.end], [last.start, last.end]], "Event Cognition")
-        seconds = int(first.end - first.start)
-        add(video, f"{about} for how many seconds is the {_describe(first)} visible?", f"{seconds} seconds",
+        add(video, f"{about} for how many seconds is the {first_name} visible?", f"{seconds} seconds",
             [f"{n} seconds" for n in (5, 10, 15, 20, 30, 45, 60, 100) if n != seconds], [[first.start, first.end]], "Time Perception")
         add(video, f"{about} what color is the star?", "There is no star in the video",
             ["Red", "Blue", "Green", "Yellow", "White", "Orange"], [[first.start, first.end]], "Hallucination")
@@ -133,8 +121,7 @@ def write_sample(root) -> Path:
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:
-        write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps,
-                    width=WIDTH, height=HEIGHT, gop=video.fps * 60)
+        write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps, width=WIDTH, height=HEIGHT, gop=video.fps * 60)
         # The official metadata's max_frame is the container's frame count minus one.
         meta[video.uid] = {"duration": float(video.duration), "max_frame": video.duration * video.fps - 1, "fps": float(video.fps)}
         if video.cues:
@@ -213,6 +200,5 @@ def oracle_judge_reply(request: dict) -> str | None:
     if text.startswith(step2):
         match = _QUOTED.search(text[text.rfind("Question: "):])
         truth = {q["question"]: q["answer"] for q in build_questions()}
-        ok = bool(match) and images > 0 and SYNONYMS.get(truth.get(match["question"], "")) == match["prediction"]
-        return _fenced(int(ok))
+        return _fenced(int(bool(match) and images > 0 and SYNONYMS.get(truth.get(match["question"], "")) == match["prediction"]))
     return None

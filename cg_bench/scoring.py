@@ -40,8 +40,7 @@ def json_result(response: str, quote_bare_words: bool = False) -> tuple[bool, An
     """(found, value) of `{"result": ...}` in the reply's fenced JSON block (`quote_bare_words`: `{"result": B}`
     reads as `{"result": "B"}`, as the runner's multiple-choice modes). Not found: no block, any error, no key."""
     content = fenced_json(response)  # '' (no block) fails json.loads below
-    if quote_bare_words:
-        content = _BARE_WORD.sub(r'"\1"', content)
+    content = _BARE_WORD.sub(r'"\1"', content) if quote_bare_words else content
     try:
         return True, json.loads(content)["result"]
     except Exception:  # noqa: BLE001 - as `post_process`: any failure means "no JSON answer"
@@ -77,13 +76,8 @@ def _merged(intervals: Any, mutable: bool, ordered: bool) -> list:
         return []
     if not isinstance(intervals, list):
         raise Unscorable(f"result {type(intervals).__name__} has no sort()")
-    items = []
-    for item in intervals:
-        if ordered and _reversed_pair(item):
-            item = type(item)((item[1], item[0]))
-        if isinstance(item, list) or (mutable and isinstance(item, tuple)):
-            item = list(item)
-        items.append(item)
+    items = [list(item) if isinstance(item, list) or (mutable and isinstance(item, tuple)) else item for item in intervals]
+    items = [type(item)((item[1], item[0])) if ordered and _reversed_pair(item) else item for item in items]
     items.sort(key=lambda pair: pair[0])
     merged = [items[0]]
     for current in items[1:]:
@@ -109,10 +103,7 @@ def _official_arithmetic(predicted: Any, truth: Sequence[Sequence[float]], mutab
         gt = _merged([list(pair) for pair in truth], True, ordered)
         length_pred = sum(end - start for start, end in pred)
         length_gt = sum(end - start for start, end in gt)
-        inter = 0
-        for a in pred:
-            for b in gt:
-                inter += max(0, min(a[1], b[1]) - max(a[0], b[0]))
+        inter = sum(max(0, min(a[1], b[1]) - max(a[0], b[0])) for a in pred for b in gt)
         union = length_pred + length_gt - inter
         return inter / union if union > 0 else 0
     except Unscorable:
@@ -207,8 +198,6 @@ def question_kind(sub_category: str) -> str:
     """perception / reasoning / hallucination from `sub_category` ("... Perception", "... Cognition", "Hallucination")."""
     if sub_category == "Hallucination":
         return "hallucination"
-    if sub_category.endswith("Perception"):
-        return "perception"
-    if sub_category.endswith("Cognition"):
-        return "reasoning"
+    if sub_category.endswith(("Perception", "Cognition")):
+        return "perception" if sub_category.endswith("Perception") else "reasoning"
     raise ValueError(f"CG-Bench sub_category {sub_category!r} is neither '... Perception', '... Cognition' nor 'Hallucination'")

@@ -26,17 +26,12 @@ OFFICIAL_REVERSED = options.Option("official_reversed", "bool", False, "a revers
                                    "as the official code does (negative length)")
 # The suite's variables overriding them (`settings.variable`; not exported with the options).
 VARIABLES = (settings.variable("LMMS_VR_CG_STRICT", STRICT), settings.variable("LMMS_VR_CG_OFFICIAL_REVERSED", OFFICIAL_REVERSED))
-METRICS = {
-    "long": ("long_acc", "parse_failed", "model_failed", "reasoning_truncated"),
-    "clue": ("clue_acc", "parse_failed", "model_failed", "reasoning_truncated"),
-    "grounding": ("miou", "rec_at_iou", "parse_failed", "model_failed", "reasoning_truncated"),
-    "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed", "reasoning_truncated"),
-    "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "parse_failed", "model_failed", "reasoning_truncated"),
-    "blind": ("blind_acc", "parse_failed", "model_failed", "reasoning_truncated"),
-}
+FAILURES = ("parse_failed", "model_failed", "reasoning_truncated")  # every task's failure counts (open: and judge_failed)
+METRICS = {"long": ("long_acc", *FAILURES), "clue": ("clue_acc", *FAILURES), "grounding": ("miou", "rec_at_iou", *FAILURES),
+           "open": ("oe_acc", "parse_failed", "judge_failed", "model_failed", "reasoning_truncated"),
+           "mcq": ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", *FAILURES), "blind": ("blind_acc", *FAILURES)}
 HEADLINE = ("long_acc", "clue_acc", "miou", "rec_at_iou", "acc_at_iou", "crr", "oe_acc", "blind_acc")
-RECORD_FIELDS = ("sample_id", "qid", "mode", "video_uid", "question", "answer", "right_answer", "clue_intervals",
-                 "domain", "sub_category", "duration", "response")
+RECORD_FIELDS = ("sample_id", "mode", *(key for key in docs.FIELDS if key != "choices"), "response")  # what `read_outcomes` reads
 MODES = ("long", "clue", "grounding", "open", "blind")
 # judge_error of open answers that were not judged at all (oe_acc and judge_failed are then NaN)
 NO_JUDGE, JUDGE_OFF = "no judge configured", "judge not run (settings judge=False)"
@@ -46,8 +41,7 @@ def make_record(doc: dict, response: Any, task_settings: dict | None = None) -> 
     """The logged record of one answer: the question's facts, the raw reply and what `reply_record` reads of it; no parsing, no judge."""
     record = {"sample_id": doc["sample_id"], "task_kind": doc.get("task_kind", doc["mode"]), "mode": doc["mode"],
               **{key: doc[key] for key in docs.FIELDS if key != "choices"}}
-    record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]],
-                  duration=int(doc["duration"]))
+    record.update(qid=int(doc["qid"]), clue_intervals=[[float(a), float(b)] for a, b in doc["clue_intervals"]], duration=int(doc["duration"]))
     return {**record, **responses.reply_record(response, task_settings)}
 
 
@@ -77,23 +71,20 @@ def read_outcomes(records: Sequence[dict], strict: bool = False, official_revers
         mode = record["mode"]
         if mode not in MODES:
             raise ValueError(f"cg_bench record #{index}: mode {mode!r} is not one of {MODES}")
-        value, failed, no_answer, pending = None, False, responses.model_failed(record), None
-        truncated = responses.reasoning_truncated(record)
-        answer = responses.final_answer(record)
+        value, how, pending = None, "", None
+        no_answer, truncated, answer = responses.model_failed(record), responses.reasoning_truncated(record), responses.final_answer(record)
         if no_answer or truncated:  # a missing answer: wrong / tIoU 0 in both settings, nothing to parse or judge
             value = 0.0
         elif mode in ("long", "clue", "blind"):
             correct, how = scoring.parse_mcq(answer, record["right_answer"], strict)
-            failed = how == "failed"
             value = None if correct is None else float(correct)
         elif mode == "grounding":
             value, how = scoring.grounding_tiou(answer, record["clue_intervals"], strict, official_reversed)
-            failed = how == "failed"
+        elif scoring.parse_open(answer, strict) is None:
+            value, how = (0.0 if strict else None), "failed"
         else:
-            failed = scoring.parse_open(answer, strict) is None
-            value = 0.0 if failed and strict else None
-            pending = None if failed else NO_JUDGE
-        outcomes.append(Outcome(record["qid"], mode, value, failed, record["duration"], record["domain"],
+            pending = NO_JUDGE
+        outcomes.append(Outcome(record["qid"], mode, value, how == "failed", record["duration"], record["domain"],
                                 scoring.question_kind(record["sub_category"]), pending, no_answer, truncated, record["sub_category"]))
     return outcomes
 
@@ -113,7 +104,7 @@ def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = No
     mode = np.array([o["mode"] for o in fields], dtype=str)
     value = columns.column(math.nan if o["value"] is None else o["value"] for o in fields)
     valued = ~np.isnan(value)
-    counted = {name: columns.column(o[name] for o in fields) for name in ("parse_failed", "model_failed", "reasoning_truncated")}
+    counted = {name: columns.column(o[name] for o in fields) for name in FAILURES}
     for name in MODES:
         scored = (mode == name) & valued
         counted[f"n:{name}"], counted[f"sum:{name}"] = scored.astype(float), np.where(scored, value, 0.0)
@@ -122,11 +113,10 @@ def outcome_columns(outcomes: Sequence[Outcome], failed_share: float | None = No
     counted["open"] = (mode == "open").astype(float)
     counted["open_failed"] = counted["open"] * columns.column(o["judge_error"] is not None for o in fields)
     counted["open_not_run"] = counted["open"] * columns.column(o["judge_error"] in (NO_JUDGE, JUDGE_OFF) for o in fields)
-    once = {"pairs": np.zeros(len(fields)), **{f"pair_at:{k}": np.zeros(len(fields)) for k in range(len(scoring.IOU_THRESHOLDS))}}
-    for index, iou in joined_on_qid(fields).values():
-        once["pairs"][index] = 1.0
-        for k, threshold in enumerate(scoring.IOU_THRESHOLDS):
-            once[f"pair_at:{k}"][index] = float(fields[index]["value"] == 1.0 and iou >= threshold)
+    pairs = dict(joined_on_qid(fields).values())  # {index of the question's long answer: its tIoU}
+    once = {"pairs": columns.column(index in pairs for index in range(len(fields))),
+            **{f"pair_at:{k}": columns.column(index in pairs and fields[index]["value"] == 1.0 and pairs[index] >= threshold
+                                              for index in range(len(fields))) for k, threshold in enumerate(scoring.IOU_THRESHOLDS)}}
     return columns.SampleColumns(counted, lambda totals, whole: metrics_from_totals(totals, whole, failed_share), once,
                                  ("parse_failed", "judge_failed", "model_failed", "reasoning_truncated"))
 
@@ -135,33 +125,22 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     """The metrics from column sums (a row each): 100 x the mean per mode, the mean share over thresholds,
     CRR, failures; on a whole run `oe_acc` is not computed past the judge failure share (never per group)."""
 
-    def percent(mode: str) -> np.ndarray:
-        return columns.ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"])
+    percent = {mode: columns.ratio(100.0 * totals[f"sum:{mode}"], totals[f"n:{mode}"]) for mode in MODES}
 
     def over_thresholds(prefix: str, count: np.ndarray) -> np.ndarray:
         thresholds = range(len(scoring.IOU_THRESHOLDS))
         return 100.0 * sum((columns.ratio(totals[f"{prefix}:{k}"], count) for k in thresholds), 0.0) / len(scoring.IOU_THRESHOLDS)
 
-    long_acc, clue_acc = percent("long"), percent("clue")
     judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
-    metrics = {
-        "long_acc": long_acc,
-        "clue_acc": clue_acc,
-        "miou": percent("grounding"),
-        "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]),
-        "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
-        "crr": columns.rowwise(scoring.crr, long_acc, clue_acc),
-        "oe_acc": percent("open"),
-        "blind_acc": percent("blind"),
-        "parse_failed": totals["parse_failed"],
-        "judge_failed": judge_failed,
-        "model_failed": totals["model_failed"],
-        "reasoning_truncated": totals["reasoning_truncated"],
-    }
+    oe_acc = percent["open"]
     if whole:
         withheld = np.array([failure_share.too_many_failed(f, int(n), failed_share) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
-        metrics["oe_acc"] = np.where(withheld, np.nan, metrics["oe_acc"])
-    return metrics
+        oe_acc = np.where(withheld, np.nan, oe_acc)
+    return {"long_acc": percent["long"], "clue_acc": percent["clue"], "miou": percent["grounding"],
+            "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]), "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
+            "crr": columns.rowwise(scoring.crr, percent["long"], percent["clue"]), "oe_acc": oe_acc, "blind_acc": percent["blind"],
+            "parse_failed": totals["parse_failed"], "judge_failed": judge_failed, "model_failed": totals["model_failed"],
+            "reasoning_truncated": totals["reasoning_truncated"]}
 
 
 def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None, whole: bool = True) -> dict[str, float]:
@@ -171,29 +150,18 @@ def task_metrics(outcomes: Sequence[Outcome], failed_share: float | None = None,
 
 # --- Task settings, documents and model inputs
 DEFAULTS = {
-    "visual_mode": "video",
-    "long_frames": frames.DEFAULT_LONG_FRAMES,
-    "clue_frames": frames.DEFAULT_CLUE_FRAMES,
-    "subtitles": True,
+    "visual_mode": "video", "long_frames": frames.DEFAULT_LONG_FRAMES, "clue_frames": frames.DEFAULT_CLUE_FRAMES, "subtitles": True,
     "subtitle_times": True,  # each subtitle line as `[start, end] text` (ST); False: the text only
     "subtitle_span": "frames",  # the subtitles at the sampled frames' times; "video": every subtitle of the video
     "frame_times": True,
 }
 # The paper's input ablations (README, "Reproducing the paper's tables"): the documents of `cg_bench_<kind><suffix>`
-# with these inputs for every model. F: the official sampled frames; FT: their times; S: subtitles; ST: their times.
-_FRAMES = {"visual_mode": "frames"}
-MODALITY_INPUTS = {
-    "_f": {**_FRAMES, "subtitles": False, "frame_times": False},
-    "_f_ft": {**_FRAMES, "subtitles": False, "frame_times": True},
-    "_f_s": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": False},
-    "_f_s_st": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": False},
-    "_f_s_ft": {**_FRAMES, "subtitles": True, "subtitle_times": False, "frame_times": True},
-    "_f_s_st_ft": {**_FRAMES, "subtitles": True, "subtitle_times": True, "frame_times": True},
-}
-TEXT_INPUTS = {  # (kind, row label, inputs): subtitles only, no visual (Table 4's S rows)
-    "_s_frames": ("long", "S (128 frames)", {"visual_mode": "none", "subtitle_times": False}),
-    "_s_video": ("long", "S (full-video)", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"}),
-}
+# with these inputs for every model, named by the suffix. F: the official sampled frames; FT: their times; S: subtitles; ST: their times.
+MODALITY_INPUTS = {suffix: {"visual_mode": "frames", "subtitles": "_s" in suffix, **({"subtitle_times": "_st" in suffix} if "_s" in suffix else {}),
+                            "frame_times": "_ft" in suffix} for suffix in ("_f", "_f_ft", "_f_s", "_f_s_st", "_f_s_ft", "_f_s_st_ft")}
+# (kind, row label, inputs): subtitles only, no visual (Table 4's S rows)
+TEXT_INPUTS = {"_s_frames": ("long", "S (128 frames)", {"visual_mode": "none", "subtitle_times": False}),
+               "_s_video": ("long", "S (full-video)", {"visual_mode": "none", "subtitle_times": False, "subtitle_span": "video"})}
 TEXT_ONLY = "_text"  # the text-only grounding / open tasks: the other cells of the paper's GPT4o (text) row (Table 3)
 VISUAL_MODES = ("video", "frames", "none")  # none: no visual at all (subtitles only, or the text alone)
 SUBTITLE_SPANS = ("frames", "video")
@@ -203,9 +171,9 @@ def settings_of(kwargs: dict | None) -> dict:
     """The task settings: `lmms_eval_specific_kwargs` over the defaults, checked."""
     merged = {**DEFAULTS, **{k: v for k, v in (kwargs or {}).items() if k in DEFAULTS}}
     positive = (lambda v: isinstance(v, int) and v >= 1, "a positive integer")
-    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive}
-    checks.update(subtitle_times=(lambda v: isinstance(v, bool), "true or false"),
-                  subtitle_span=(lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}"))
+    checks = {"visual_mode": (lambda v: v in VISUAL_MODES, f"one of {VISUAL_MODES}"), "long_frames": positive, "clue_frames": positive,
+              "subtitle_times": (lambda v: isinstance(v, bool), "true or false"),
+              "subtitle_span": (lambda v: v in SUBTITLE_SPANS, f"one of {SUBTITLE_SPANS}")}
     for key, (ok, what) in checks.items():
         if not ok(merged[key]):
             raise ValueError(f"cg_bench: {key} must be {what}, got {merged[key]!r} (lmms_eval_specific_kwargs)")
@@ -219,9 +187,11 @@ def build_docs(records: list[dict], task_kind: str, split: str) -> list[dict]:
              "mode": mode, "split": split, **{key: record[key] for key in docs.FIELDS}} for record in records for mode in modes]
 
 
-def plan(doc: dict, settings: dict, media: frames.Media) -> frames.QuestionFrames:
-    """The frames the document's mode samples (no decoding)."""
-    return frames.question_frames(doc["video_uid"], doc["mode"], doc["clue_intervals"], media, settings["long_frames"], settings["clue_frames"])
+def plan(doc: dict, settings: dict, media: frames.Media) -> frames.frame_plan.Chosen:
+    """The frames the document's mode samples, its official sampling (no decoding; the sampler's table): their `indices` and `fps`."""
+    if doc["mode"] == "clue":
+        return media.plan(doc["video_uid"], frames.CLUE_PLAN, settings["clue_frames"], doc["clue_intervals"])
+    return media.plan(doc["video_uid"], frames.LONG_PLAN, settings["long_frames"])
 
 
 def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_for: Callable | None = None) -> str:
@@ -233,7 +203,8 @@ def doc_to_text(doc: dict, kwargs: dict | None, media: frames.Media, subtitles_f
     if settings["subtitles"] and subtitles_for is None:
         raise ValueError("cg_bench: this task has no subtitle input: set subtitles: false (lmms_eval_specific_kwargs)")
     frame_plan = plan(doc, settings, media)
-    subtitles = subtitles_for(frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video") if settings["subtitles"] else ""
+    subtitles = (subtitles_for(doc["video_uid"], frame_plan, media, settings["subtitle_times"], settings["subtitle_span"] == "video")
+                 if settings["subtitles"] else "")
     frame_times = prompts.frame_times_block(frame_plan.indices, frame_plan.fps) if settings["frame_times"] and settings["visual_mode"] == "frames" else ""
     return prompts.model_prompt(doc["mode"], doc["question"], doc["choices"], subtitles, frame_times)
 
