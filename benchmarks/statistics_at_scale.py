@@ -105,7 +105,7 @@ def write_cg_bench(root: Path, questions: int, videos: int) -> list[dict]:
     meta, rows = {}, []
     for v in range(videos):
         video = sample.VIDEOS[v % len(sample.VIDEOS)]
-        meta[f"cgs{v:05d}"] = {"duration": float(video.duration), "max_frame": video.duration * video.fps - 1, "fps": float(video.fps)}
+        meta[f"cgs{v:05d}"] = {"duration": float(video.clip.duration), "max_frame": video.clip.duration * video.clip.fps - 1, "fps": float(video.clip.fps)}
     for i in range(questions):
         v = i % videos
         video = sample.VIDEOS[v % len(sample.VIDEOS)]

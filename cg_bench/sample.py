@@ -19,7 +19,7 @@ from pathlib import Path
 from lmms_video_reasoning.cg_bench import data, docs, prompts
 from lmms_video_reasoning.judges.local_server import last_user_text
 from lmms_video_reasoning.utils.data import media_index
-from lmms_video_reasoning.utils.media.synthetic import Shape, write_srt, write_video
+from lmms_video_reasoning.utils.media.synthetic import Clip, Shape, write_srt
 
 WIDTH, HEIGHT = 160, 120
 
@@ -27,33 +27,31 @@ WIDTH, HEIGHT = 160, 120
 @dataclass(frozen=True)
 class SampleVideo:
     uid: str
-    duration: int  # seconds
-    fps: int
     domain: str
-    shapes: tuple[Shape, ...]
+    clip: Clip  # duration in whole seconds
     cues: tuple[tuple[float, float, str], ...] = ()
 
 
 VIDEOS = (
-    SampleVideo("cgsample_park", 180, 2, "Life Record", (
+    SampleVideo("cgsample_park", "Life Record", Clip(180, 2, WIDTH, HEIGHT, (
         Shape("circle", "red", 20.0, 40.0, pos0=(0.3, 0.5)),
         Shape("square", "blue", 60.0, 90.0, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
         Shape("triangle", "green", 120.0, 135.0, flash_hz=1.0),
-    ), ((18, 42, "Look, a ball rolls in"), (58, 92, "Now something slides across"), (118.5, 136, "Watch it blink"))),
-    SampleVideo("cgsample_screen", 840, 1, "GUI", (
+    )), ((18, 42, "Look, a ball rolls in"), (58, 92, "Now something slides across"), (118.5, 136, "Watch it blink"))),
+    SampleVideo("cgsample_screen", "GUI", Clip(840, 1, WIDTH, HEIGHT, (
         Shape("square", "white", 100.0, 160.0),
         Shape("circle", "magenta", 400.0, 430.0, pos0=(0.5, 0.2), pos1=(0.5, 0.8)),
         Shape("triangle", "cyan", 500.0, 520.0),
         Shape("triangle", "cyan", 600.0, 620.0),
-    ), ((95, 165, "The window opens"), (395, 435, "A notification drops down"))),
-    SampleVideo("cgsample_match", 1320, 1, "Sports & Exercise", (
+    )), ((95, 165, "The window opens"), (395, 435, "A notification drops down"))),
+    SampleVideo("cgsample_match", "Sports & Exercise", Clip(1320, 1, WIDTH, HEIGHT, (
         Shape("circle", "orange", 300.0, 360.0, pos0=(0.8, 0.5), pos1=(0.2, 0.5)),
         Shape("triangle", "blue", 900.0, 960.0, flash_hz=0.5),
-    )),
-    SampleVideo("cgsample_drive", 3900, 1, "Driving", (
+    ))),
+    SampleVideo("cgsample_drive", "Driving", Clip(3900, 1, WIDTH, HEIGHT, (
         Shape("square", "yellow", 1000.0, 1100.0, pos0=(0.2, 0.5), pos1=(0.8, 0.5)),
         Shape("circle", "red", 3000.0, 3060.0),
-    )),
+    ))),
 )
 
 COLOR_WORDS = ("Red", "Blue", "Green", "Yellow", "White", "Magenta", "Cyan", "Orange")
@@ -83,17 +81,17 @@ def build_questions() -> tuple[dict, ...]:
         choices.insert(qid % count, answer)
         questions.append({"qid": qid, "video_uid": video.uid, "question": question, "answer": answer, "choices": choices,
                           "right_answer": chr(ord("A") + qid % count), "clue_intervals": [list(i) for i in intervals],
-                          "domain": video.domain, "sub_category": sub_category, "duration": video.duration})
+                          "domain": video.domain, "sub_category": sub_category, "duration": video.clip.duration})
 
     for video in VIDEOS:
         about = f"In the {video.uid.split('_')[1]} video,"
-        kinds = [s.kind for s in video.shapes]
-        for shape in (s for s in video.shapes if kinds.count(s.kind) == 1):  # a kind seen once: "the <kind>" is unambiguous
+        kinds = [s.kind for s in video.clip.shapes]
+        for shape in (s for s in video.clip.shapes if kinds.count(s.kind) == 1):  # a kind seen once: "the <kind>" is unambiguous
             span = [[shape.start, shape.end]]
             add(video, f"{about} what color is the {shape.kind}?", shape.color.capitalize(), COLOR_WORDS, span, "Entity Perception")
-            add(video, f"{about} what does the {shape.color} {shape.kind} do while it is on screen?", _motion(shape), MOTIONS, span, "Event Perception")
-        first, last = video.shapes[0], video.shapes[-1]
-        first_name, last_name, seconds = f"{first.color} {first.kind}", f"{last.color} {last.kind}", int(first.end - first.start)
+            add(video, f"{about} what does the {shape.label} do while it is on screen?", _motion(shape), MOTIONS, span, "Event Perception")
+        first, last = video.clip.shapes[0], video.clip.shapes[-1]
+        first_name, last_name, seconds = first.label, last.label, int(first.end - first.start)
         add(video, f"{about} which appears first: the {last_name} or the {first_name}?", f"The {first_name}",
             [f"The {last_name}", "They appear together", "Neither appears", "Both appear twice"],
             [[first.start, first.end], [last.start, last.end]], "Event Cognition")
@@ -117,21 +115,22 @@ MINI_EXCLUDED = 2  # the last questions are only in the full split (cgbench.json
 
 def write_sample(root) -> Path:
     """Write the sample benchmark under `root` (idempotent: existing videos are kept)."""
-    root = Path(root)  # its folders are made by write_video
+    root = Path(root)  # its folders are made by Clip.write
     questions = list(build_questions())
     meta = {}
     for video in VIDEOS:
-        write_video(root / data.VIDEO_DIR / f"{video.uid}.mp4", video.duration, video.shapes, fps=video.fps, width=WIDTH, height=HEIGHT, gop=video.fps * 60)
+        clip = video.clip
+        clip.write(root / data.VIDEO_DIR / f"{video.uid}.mp4", gop=clip.fps * 60)
         # The official metadata's max_frame is the container's frame count minus one.
-        meta[video.uid] = {"duration": float(video.duration), "max_frame": video.duration * video.fps - 1, "fps": float(video.fps)}
+        meta[video.uid] = {"duration": float(clip.duration), "max_frame": clip.duration * clip.fps - 1, "fps": float(clip.fps)}
         if video.cues:
             write_srt(root / data.SUBTITLE_DIR / f"{video.uid}.srt", video.cues)
         # Pre-cut clue clips for every other single-interval question; the rest use cut_clip.
         for question in questions:
             if question["video_uid"] == video.uid and len(question["clue_intervals"]) == 1 and question["qid"] % 2 == 0:
                 [(start, end)] = question["clue_intervals"]
-                inside = [replace(s, start=s.start - start, end=s.end - start) for s in video.shapes if s.start >= start and s.end <= end]
-                write_video(root / data.CLUE_DIR / f"{question['qid']}.mp4", end - start, inside, fps=video.fps, width=WIDTH, height=HEIGHT)
+                inside = tuple(replace(s, start=s.start - start, end=s.end - start) for s in clip.shapes if s.start >= start and s.end <= end)
+                replace(clip, duration=end - start, shapes=inside).write(root / data.CLUE_DIR / f"{question['qid']}.mp4")
     (root / docs.META_FILE).write_text(json.dumps(meta, indent=1))
     (root / docs.SPLIT_FILES["mini"]).write_text(json.dumps(questions[:-MINI_EXCLUDED], indent=1, ensure_ascii=False))
     (root / docs.SPLIT_FILES["full"]).write_text(json.dumps(questions, indent=1, ensure_ascii=False))
