@@ -75,10 +75,8 @@ def full_cot_given_correct(label: str, stats: TaskStats) -> tuple[float, str]:
         if not stats.sampled.trusted(metric):
             return math.nan, f"{label}: the outcomes are not the run's ({stats.sampled.why_not(metric)})"
     share = full_cot_share(stats.sampled.outcomes, scoring.resolve_settings(stats.sampled.settings)["include_background"])
-    if not share.correct:
-        note = f"{label}: no correct answer with its CoT judged: the share is undefined"
-    else:
-        note = f"{label}: {share.full} of the {share.correct} correct answers have a fully correct CoT"
+    note = (f"{label}: {share.full} of the {share.correct} correct answers have a fully correct CoT" if share.correct
+            else f"{label}: no correct answer with its CoT judged: the share is undefined")
     if share.unjudged:
         note += f" ({share.unjudged} correct answers without a CoT judgment left out)"
     return share.share, note
@@ -107,11 +105,7 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
     ax.plot(line, slope * line + intercept, color="#bbbbbb", linestyle="--", linewidth=1, label=f"paper fit (r = {r:.2f})")
     for label, x, y, x_ci, y_ci in user:
         ax.errorbar([x], [y], xerr=error_bars([x], [x_ci]), yerr=error_bars([y], [y_ci]), fmt="*", markersize=14, capsize=3, label=f"{MINE}{label} (95% CI)")
-    ax.set_xlabel("CoT score (overall F1)")
-    ax.set_ylabel("Accuracy")
-    ax.set_xlim(0, 100)
-    ax.set_ylim(0, 100)
-    ax.set_title("CoT score vs accuracy (VCR-Bench Fig. 4 style)")
+    ax.set(xlabel="CoT score (overall F1)", ylabel="Accuracy", xlim=(0, 100), ylim=(0, 100), title="CoT score vs accuracy (VCR-Bench Fig. 4 style)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     return saved(fig, path)

@@ -121,9 +121,7 @@ def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[
     """The task's documents: every question of the records (default: the annotation file's), stamped with
     mode and protocol, and marked for the paper's two-phase protocol (`two_phase`)."""
     found = task.stamp(docs.flatten(data.records_at() if records is None else records), mode, protocol)
-    for doc in found if two_phase else ():
-        doc[TWO_PHASE] = True
-    return found
+    return [{**doc, TWO_PHASE: True} for doc in found] if two_phase else found
 
 
 def _process_docs(task_name: str, mode: str, two_phase: bool = False):
@@ -171,34 +169,22 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # --- Records and scoring
 def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     """`task.build_record`; for the two-phase tasks, of both rounds' replies (`two_phase_reply`)."""
-    if doc.get(TWO_PHASE):
-        return task.record_of(doc, two_phase_reply(response, settings))
-    return task.build_record(doc, response, settings)
-
-
-def rated_outcomes(records: Sequence[dict], protocol: str, judge, with_judge: bool) -> list[dict]:
-    """JSON-ready outcomes of the records: their ratings by `judge` (`judging.rate`) when their task has OE-P
-    (MCQ-only records are never rated)."""
-    rated = judging.rate(list(records), protocol, judge) if with_judge else [(None, False)] * len(records)
-    return [{"process": process, "judge_failed": failed, "judged": with_judge} for process, failed in rated]
+    return task.record_of(doc, (two_phase_reply if doc.get(TWO_PHASE) else reply_record)(response, settings))
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
     """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and their
-    outcomes (`rated_outcomes`; None: a judge is needed and there is none). `settings`: the task's failure share
-    and optionally a `protocol` overriding the records'."""
+    outcomes (`VrBenchScoring.outcomes`; None: a judge is needed and there is none). `settings`: the task's failure
+    share and optionally a `protocol` overriding the records'."""
     if not records:
         return {}, []
-    protocol, with_judge = task.task_protocol(records, settings)
-    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
-    outcomes = None if with_judge and judge is None else rated_outcomes(records, protocol, judge, with_judge)
-    rated = [(o["process"], o["judge_failed"]) for o in outcomes] if outcomes is not None else [(None, False)] * len(records)
-    columns = task.metric_columns(records, rated, protocol, with_judge, judge_ran=outcomes is not None, failed_share=limit)
-    if with_judge and outcomes is not None:
-        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
-        if failure_share.too_many_failed(failed, judged, limit):
-            logger.error(failure_share.explain("VRBench", failed, judged, limit))
+    outcomes = BENCHMARK.scoring.outcomes(records, settings, judge)
+    columns = BENCHMARK.scoring.columns(records, outcomes, settings)
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
+    failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
+    if failure_share.too_many_failed(failed, judged, limit):  # never for MCQ-only records, nor without a judge: none failed
+        logger.error(failure_share.explain("VRBench", failed, judged, limit))
     return point(columns), outcomes
 
 
@@ -221,8 +207,12 @@ class VrBenchScoring(ScoringAdapter):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge):
-        judged = self.needs_judge(records)
-        return None if judged and judge is None else rated_outcomes(records, settings["protocol"], judge, judged)
+        """Each record's OE-P rating by `judge` (`judging.rate`) when its task has OE-P (MCQ-only records are never rated)."""
+        protocol, judged = task.task_protocol(records, settings)
+        if judged and judge is None:
+            return None
+        rated = judging.rate(list(records), protocol, judge) if judged else [(None, False)] * len(records)
+        return [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
@@ -240,9 +230,11 @@ class VrBenchScoring(ScoringAdapter):
         return str(record.get("reasoning_type") or "")
 
     def columns(self, records, outcomes, settings):
-        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return task.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True,
-                                   failed_share=settings.get(failure_share.FAILED_SHARE.option))
+        """`outcomes` None: no judge ran (the judged metrics are NaN)."""
+        protocol, judged = task.task_protocol(records, settings)
+        rated = [(o["process"], o["judge_failed"]) for o in outcomes] if outcomes is not None else [(None, False)] * len(records)
+        return task.metric_columns(records, rated, protocol, judged, judge_ran=outcomes is not None,
+                                   failed_share=(settings or {}).get(failure_share.FAILED_SHARE.option))
 
     def report_record(self, record):
         kept = {key: record[key] for key in task.RECORD_KEYS if key in record}
