@@ -109,9 +109,8 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
     if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
         raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
                         f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
-    reasoning, choice = rounds
-    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
-    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
+    first, second = (reply_record(text, settings) for text in rounds)
+    return {**first, "choice_response": rounds[1], "final_answer": second["final_answer"],
             "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
             "model_failure": first["model_failure"] or second["model_failure"]}
 
