@@ -63,25 +63,22 @@ def record_to_doc(record: dict, where: str) -> dict:
         for side, value in zip(("start", "end"), parse_interval(record["answer"]) or ()):
             finite_number(value, f"answer {record['answer']!r} {side}", where)
     code = dimension_code(record["dimension"], where)
-    doc = {"sample_id": str(int(record["id"])), "id": int(record["id"]), "video_path": record["video_path"], "duration": duration,
-           "dimension": next(full for full, c in DIMENSIONS.items() if c == code)}
     # `choices` has variable keys: stored as JSON text (Arrow-friendly)
-    doc.update(dimension_code=code, question=record["question"], multiple_choice=record["multiple-choice"],
-               choices=json.dumps(choices, ensure_ascii=False), answer=str(record["answer"]), reasoning=list(steps))
-    return doc
+    return {"sample_id": str(int(record["id"])), "id": int(record["id"]), "video_path": record["video_path"], "duration": duration,
+            "dimension": next(full for full, c in DIMENSIONS.items() if c == code), "dimension_code": code, "question": record["question"],
+            "multiple_choice": record["multiple-choice"], "choices": json.dumps(choices, ensure_ascii=False), "answer": str(record["answer"]),
+            "reasoning": list(steps)}
 
 
 def records_to_docs(records, source: str) -> list[dict]:
     """Documents for every record of an annotation list; DataError naming a bad record."""
     if not isinstance(records, list):
         raise DataError(f"{source}: expected a JSON list of VCR-Bench records, got {type(records).__name__}")
-    docs = []
-    seen: set[str] = set()
+    docs: dict[str, dict] = {}
     for index, record in enumerate(records):
         rid = record.get("id", "?") if isinstance(record, dict) else "?"
         doc = record_to_doc(record, f"VCR-Bench record #{index} (id={rid}) in {source}")
-        if doc["sample_id"] in seen:
+        if doc["sample_id"] in docs:
             raise DataError(f"VCR-Bench record #{index} in {source}: duplicate id {doc['id']}")
-        seen.add(doc["sample_id"])
-        docs.append(doc)
-    return docs
+        docs[doc["sample_id"]] = doc
+    return list(docs.values())
