@@ -247,24 +247,11 @@ class VrBenchScoring(ScoringAdapter):
 
 
 BENCHMARK = Benchmark(
-    name="vrbench",
-    title="VRBench",
-    package=__package__,
-    task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=build_record,
-    scoring=VrBenchScoring(),
-    tasks=TASKS,
-    groups=GROUPS,
-    options=(task.PROTOCOL_VARIABLE, *SHARED_OPTIONS),
-    judge=JUDGE,
-    report=report_spec(),
-    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
-    reference="reference_tables.json",
-    data_module=f"{__package__}.data",
-    sample_module=f"{__package__}.sample",
-    demo_tasks=("vr_bench",),
-    aliases=("vr_bench",),
-)
+    name="vrbench", title="VRBench", package=__package__, task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=build_record, scoring=VrBenchScoring(), tasks=TASKS, groups=GROUPS,
+    options=(task.PROTOCOL_VARIABLE, *SHARED_OPTIONS), judge=JUDGE, report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"), reference="reference_tables.json",
+    data_module=f"{__package__}.data", sample_module=f"{__package__}.sample", demo_tasks=("vr_bench",), aliases=("vr_bench",))
 
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes the judge accounting beside the run's results.
