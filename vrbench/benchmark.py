@@ -123,14 +123,15 @@ def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[
     return [{**doc, TWO_PHASE: True} for doc in found] if two_phase else found
 
 
-def _process_docs(task_name: str, mode: str, two_phase: bool = False):
+def _process_docs(task_name: str, mode: str):
     """The `process_docs` hook of one task: its documents, stamped with its protocol (the task's option,
-    which `VRBENCH_PROTOCOL` overrides; read when loading), checked before generation: the videos (not
-    for text-only tasks), the judge (not for MCQ-only)."""
-    declared = next(t for t in TASKS if t.name == task_name).settings  # the task's options
+    which `VRBENCH_PROTOCOL` overrides; read when loading) and marked two-phase when the task runs lmms-eval's
+    agentic loop, checked before generation: the videos (not for text-only tasks), the judge (not for MCQ-only)."""
+    declared = next(t for t in TASKS if t.name == task_name)
 
     def build(records: list[dict]) -> list[dict]:
-        return build_docs(mode, task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared)), two_phase, records)
+        protocol = task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared.settings))
+        return build_docs(mode, protocol, declared.output_type == "generate_until_agentic", records)
 
     return docs_loader(data, data.records_at, build, media=mode != "text", judge=mode != "mcq")
 
@@ -139,8 +140,8 @@ load_docs = _process_docs("vr_bench", "judge")
 load_docs_mcq = _process_docs("vr_bench_mcq", "mcq")
 load_docs_text = _process_docs("vr_bench_text", "text")
 load_docs_official = _process_docs("vr_bench_official", "judge")
-load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge", two_phase=True)
-load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_phase=True)
+load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge")
+load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text")
 
 
 # --- Model inputs ("get the frames" on the data root): the record's video (`data.resolve_video`)
@@ -171,14 +172,24 @@ def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     return task.record_of(doc, (two_phase_reply if doc.get(TWO_PHASE) else reply_record)(response, settings))
 
 
+def rated_outcomes(records: Sequence[dict], settings: dict | None, judge) -> list[dict] | None:
+    """JSON-ready outcomes of the records: their ratings by `judge` (`judging.rate`) when their task has OE-P (MCQ-only
+    records are never rated); None when they need a judge and there is none."""
+    protocol, judged = task.task_protocol(records, settings)
+    if judged and judge is None:
+        return None
+    rated = judging.rate(list(records), protocol, judge) if judged else [(None, False)] * len(records)
+    return [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
+
+
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
     """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and their
-    outcomes (`VrBenchScoring.outcomes`; None: a judge is needed and there is none). `settings`: the task's failure
+    outcomes (`rated_outcomes`; None: a judge is needed and there is none). `settings`: the task's failure
     share and optionally a `protocol` overriding the records'."""
     if not records:
         return {}, []
     warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
-    outcomes = BENCHMARK.scoring.outcomes(records, settings, judge)
+    outcomes = rated_outcomes(records, settings, judge)
     columns = BENCHMARK.scoring.columns(records, outcomes, settings)
     limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
@@ -206,12 +217,7 @@ class VrBenchScoring(ScoringAdapter):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge):
-        """Each record's OE-P rating by `judge` (`judging.rate`) when its task has OE-P (MCQ-only records are never rated)."""
-        protocol, judged = task.task_protocol(records, settings)
-        if judged and judge is None:
-            return None
-        rated = judging.rate(list(records), protocol, judge) if judged else [(None, False)] * len(records)
-        return [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
+        return rated_outcomes(records, settings, judge)
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
