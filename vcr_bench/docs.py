@@ -63,11 +63,12 @@ def record_to_doc(record: dict, where: str) -> dict:
         for side, value in zip(("start", "end"), parse_interval(record["answer"]) or ()):
             finite_number(value, f"answer {record['answer']!r} {side}", where)
     code = dimension_code(record["dimension"], where)
+    doc = {"sample_id": str(int(record["id"])), "id": int(record["id"]), "video_path": record["video_path"], "duration": duration,
+           "dimension": next(full for full, c in DIMENSIONS.items() if c == code)}
     # `choices` has variable keys: stored as JSON text (Arrow-friendly)
-    return {"sample_id": str(int(record["id"])), "id": int(record["id"]), "video_path": record["video_path"], "duration": duration,
-            "dimension": next(full for full, c in DIMENSIONS.items() if c == code), "dimension_code": code, "question": record["question"],
-            "multiple_choice": record["multiple-choice"], "choices": json.dumps(choices, ensure_ascii=False), "answer": str(record["answer"]),
-            "reasoning": list(steps)}
+    doc.update(dimension_code=code, question=record["question"], multiple_choice=record["multiple-choice"],
+               choices=json.dumps(choices, ensure_ascii=False), answer=str(record["answer"]), reasoning=list(steps))
+    return doc
 
 
 def records_to_docs(records, source: str) -> list[dict]:

@@ -78,14 +78,16 @@ def doc_to_messages(doc: dict, kwargs: dict | None, media: Media) -> list[dict]:
 
 def build_record(doc: dict, response: Any, chain_of_thought: bool = True, settings: dict | None = None) -> dict:
     """The record of one sample, never raising (a bad document: its `error`)."""
-    record = {"sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"), "duration": None,
-              "duration_bucket": None, "multiple_choice": doc.get("multiple_choice"), "question": doc.get("question"), "answer": doc.get("answer"),
-              "reasoning": [], **responses.reply_record(response, settings), "score_cot": chain_of_thought, "error": None}
+    record = {"sample_id": str(doc.get("sample_id", "?")), "id": doc.get("id"), "dimension_code": doc.get("dimension_code"),
+              "duration": None, "duration_bucket": None, "multiple_choice": doc.get("multiple_choice")}
+    record.update(question=doc.get("question"), answer=doc.get("answer"), reasoning=[], **responses.reply_record(response, settings))
+    record.update(score_cot=chain_of_thought, error=None)
     try:  # every value read before the record changes: a bad document leaves it as it was
         duration = float(doc["duration"])
-        record.update(sample_id=str(doc["sample_id"]), id=int(doc["id"]), dimension_code=doc["dimension_code"], duration=duration,
-                      duration_bucket=docs.duration_bucket(duration), multiple_choice=bool(doc["multiple_choice"]), question=doc["question"],
-                      answer=doc["answer"], reasoning=list(doc["reasoning"]))
+        read = dict(sample_id=str(doc["sample_id"]), id=int(doc["id"]), dimension_code=doc["dimension_code"], duration=duration,
+                    duration_bucket=docs.duration_bucket(duration))
+        record.update(read, multiple_choice=bool(doc["multiple_choice"]), question=doc["question"], answer=doc["answer"],
+                      reasoning=list(doc["reasoning"]))
     except Exception as error:  # noqa: BLE001 - a bad doc must become a failed sample, not a retry loop
         record["error"] = f"{type(error).__name__}: {error}"
     return record
