@@ -33,24 +33,22 @@ JUDGE = JudgeDefaults("vcr_bench", judging.JUDGE_MODEL, "OPENAI_API_KEY", model_
 GENERATION = {"until": [], "max_new_tokens": 4096, "do_sample": False, "temperature": 0}
 
 
-def _task(name: str, about: str, visual_mode: str, cot_prompt: bool = True, scores_cot: bool = False,
-          process_docs: str = "load_docs", frame_count: int | None = None) -> Task:
+def _task(name: str, about: str, visual_mode: str, cot_prompt: bool = True, scores_cot: bool = False, frame_count: int | None = None) -> Task:
     """`cot_prompt`: the prompt asks for the chain of thought; `scores_cot`: recall and precision are judged
     too (`vcr_cot`; the Table 5 ablations report accuracy only). `lmms_eval_specific_kwargs`: `visual_mode`
     for every model, and with the video, 64 timed frames for the API models; `frame_count` (paper Table 9)."""
     kwargs = {"default": {"visual_mode": visual_mode, "chain_of_thought": cot_prompt, **({"frame_count": frame_count} if frame_count else {})}}
     if visual_mode == "video":
         kwargs.update({model: {"visual_mode": "frames", "chain_of_thought": cot_prompt} for model in ("openai", "async_openai", "gpt4v")})
-    return Task(name, task.metric_names(scores_cot), process_docs=process_docs, record_options={"chain_of_thought": scores_cot},
-                generation_kwargs=GENERATION, about=about, model_kwargs=kwargs)
+    return Task(name, task.metric_names(scores_cot), process_docs="load_docs_no_visual" if visual_mode == "none" else "load_docs",
+                record_options={"chain_of_thought": scores_cot}, generation_kwargs=GENERATION, about=about, model_kwargs=kwargs)
 
 
 TASKS = (
     _task("vcr_cot", "VCR-Bench as published: question + the CoT instruction, accuracy and CoT score (4 judge calls).",
           "video", scores_cot=True),
     _task("vcr_direct", 'Paper Table 5 "Direct": the question without the CoT instruction; accuracy only.', "video", cot_prompt=False),
-    _task("vcr_text_only", 'Paper Table 5 "Text": question + CoT instruction, no visual input; accuracy only.', "none",
-          process_docs="load_docs_no_visual"),
+    _task("vcr_text_only", 'Paper Table 5 "Text": question + CoT instruction, no visual input; accuracy only.', "none"),
     _task("vcr_one_frame", 'Paper Table 5 "1 Frame": question + CoT instruction with the middle frame only; accuracy only.', "one_frame"),
 )
 # Paper Table 9 (frame-based models, 16/32/64/128 frames): `vcr_cot` in frames mode for every model;

@@ -75,13 +75,11 @@ def records_to_docs(records, source: str) -> list[dict]:
     """Documents for every record of an annotation list; DataError naming a bad record."""
     if not isinstance(records, list):
         raise DataError(f"{source}: expected a JSON list of VCR-Bench records, got {type(records).__name__}")
-    docs = []
-    seen: set[str] = set()
+    docs: dict[str, dict] = {}
     for index, record in enumerate(records):
         rid = record.get("id", "?") if isinstance(record, dict) else "?"
         doc = record_to_doc(record, f"VCR-Bench record #{index} (id={rid}) in {source}")
-        if doc["sample_id"] in seen:
+        if doc["sample_id"] in docs:
             raise DataError(f"VCR-Bench record #{index} in {source}: duplicate id {doc['id']}")
-        seen.add(doc["sample_id"])
-        docs.append(doc)
-    return docs
+        docs[doc["sample_id"]] = doc
+    return list(docs.values())

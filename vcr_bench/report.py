@@ -75,10 +75,8 @@ def full_cot_given_correct(label: str, stats: TaskStats) -> tuple[float, str]:
         if not stats.sampled.trusted(metric):
             return math.nan, f"{label}: the outcomes are not the run's ({stats.sampled.why_not(metric)})"
     share = full_cot_share(stats.sampled.outcomes, scoring.resolve_settings(stats.sampled.settings)["include_background"])
-    if not share.correct:
-        note = f"{label}: no correct answer with its CoT judged: the share is undefined"
-    else:
-        note = f"{label}: {share.full} of the {share.correct} correct answers have a fully correct CoT"
+    note = (f"{label}: {share.full} of the {share.correct} correct answers have a fully correct CoT" if share.correct
+            else f"{label}: no correct answer with its CoT judged: the share is undefined")
     if share.unjudged:
         note += f" ({share.unjudged} correct answers without a CoT judgment left out)"
     return share.share, note
@@ -107,11 +105,8 @@ def cot_vs_accuracy_plot(path: Path, user: list[tuple[str, float, float, tuple |
     ax.plot(line, slope * line + intercept, color="#bbbbbb", linestyle="--", linewidth=1, label=f"paper fit (r = {r:.2f})")
     for label, x, y, x_ci, y_ci in user:
         ax.errorbar([x], [y], xerr=error_bars([x], [x_ci]), yerr=error_bars([y], [y_ci]), fmt="*", markersize=14, capsize=3, label=f"{MINE}{label} (95% CI)")
-    ax.set_xlabel("CoT score (overall F1)")
-    ax.set_ylabel("Accuracy")
-    ax.set_xlim(0, 100)
-    ax.set_ylim(0, 100)
-    ax.set_title("CoT score vs accuracy (VCR-Bench Fig. 4 style)")
+    ax.set(xlabel="CoT score (overall F1)", ylabel="Accuracy", xlim=(0, 100), ylim=(0, 100),
+           title="CoT score vs accuracy (VCR-Bench Fig. 4 style)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     return saved(fig, path)
@@ -124,17 +119,15 @@ def section(runs: list[Run], stats: dict, out: Path, n: int, seed: int) -> Secti
     section = Section("vcr_bench")
     tables = reference("vcr_bench")["tables"]
 
-    def rows(name: str, tasks: Sequence[str]) -> list:
-        return [stats_row(row_label(run.label, task, "vcr_cot"), task, stats[(run.label, task)], "vcr_bench", tables[name]["columns"])
-                for run, task in present if task in tasks]
-
     def covered(tasks: Sequence[str], among: Sequence[Run] = runs) -> list[Coverage]:
         """The released questions each run's task scored (the rows are on all 1,034)."""
         return [released_coverage(row_label(run.label, task, "vcr_cot"), run, task, stats[(run.label, task)], RELEASE["all"][0])
                 for run, task in present if task in tasks and run in among]
 
     for name, tasks in (("table2", ("vcr_cot",)), ("table3", TASKS), ("table4", TASKS)) if any(t in TASKS for _, t in present) else ():
-        section.tables.append(paper_table("vcr_bench", name, rows(name, tasks), coverage=covered(tasks)))
+        rows = [stats_row(row_label(run.label, task, "vcr_cot"), task, stats[(run.label, task)], "vcr_bench", tables[name]["columns"])
+                for run, task in present if task in tasks]
+        section.tables.append(paper_table("vcr_bench", name, rows, coverage=covered(tasks)))
     # accuracy across tasks: the Table 5 ablations (runs with two or more of them), Table 9's frame counts
     for name, tasks, what, fewest in (("table5", TASKS, "vcr_* tasks", 2), ("table9", FRAME_TASKS, "vcr_cot_frames* tasks", 1)):
         among, columns = [run for run in runs if sum((run.label, t) in stats for t in tasks) >= fewest], tables[name]["columns"]

@@ -109,9 +109,8 @@ def two_phase_reply(response: Any, settings: dict | None) -> dict:
     if not (isinstance(rounds, (list, tuple)) and len(rounds) == 2 and all(isinstance(text, str) for text in rounds)):
         raise DataError(f"VRBench two-phase task: expected the two rounds' replies ({{\"{ROUNDS}\": [reasoning, choice]}} or a "
                         f"list of two strings), got {str(response)[:200]!r}; run the task with lmms-eval's agentic loop")
-    reasoning, choice = rounds
-    first, second = reply_record(reasoning, settings), reply_record(choice, settings)
-    return {**first, "choice_response": choice, "final_answer": second["final_answer"],
+    first, second = (reply_record(text, settings) for text in rounds)
+    return {**first, "choice_response": rounds[1], "final_answer": second["final_answer"],
             "reasoning_truncated": second["reasoning_truncated"], "model_failed": first["model_failed"] or second["model_failed"],
             "model_failure": first["model_failure"] or second["model_failure"]}
 
@@ -121,19 +120,18 @@ def build_docs(mode: str, protocol: str, two_phase: bool = False, records: list[
     """The task's documents: every question of the records (default: the annotation file's), stamped with
     mode and protocol, and marked for the paper's two-phase protocol (`two_phase`)."""
     found = task.stamp(docs.flatten(data.records_at() if records is None else records), mode, protocol)
-    for doc in found if two_phase else ():
-        doc[TWO_PHASE] = True
-    return found
+    return [{**doc, TWO_PHASE: True} for doc in found] if two_phase else found
 
 
-def _process_docs(task_name: str, mode: str, two_phase: bool = False):
+def _process_docs(task_name: str, mode: str):
     """The `process_docs` hook of one task: its documents, stamped with its protocol (the task's option,
-    which `VRBENCH_PROTOCOL` overrides; read when loading), checked before generation: the videos (not
-    for text-only tasks), the judge (not for MCQ-only)."""
-    declared = next(t for t in TASKS if t.name == task_name).settings  # the task's options
+    which `VRBENCH_PROTOCOL` overrides; read when loading) and marked two-phase when the task runs lmms-eval's
+    agentic loop, checked before generation: the videos (not for text-only tasks), the judge (not for MCQ-only)."""
+    declared = next(t for t in TASKS if t.name == task_name)
 
     def build(records: list[dict]) -> list[dict]:
-        return build_docs(mode, task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared)), two_phase, records)
+        protocol = task.PROTOCOL.value(chosen_values((task.PROTOCOL_VARIABLE,), declared.settings))
+        return build_docs(mode, protocol, declared.output_type == "generate_until_agentic", records)
 
     return docs_loader(data, data.records_at, build, media=mode != "text", judge=mode != "mcq")
 
@@ -142,8 +140,8 @@ load_docs = _process_docs("vr_bench", "judge")
 load_docs_mcq = _process_docs("vr_bench_mcq", "mcq")
 load_docs_text = _process_docs("vr_bench_text", "text")
 load_docs_official = _process_docs("vr_bench_official", "judge")
-load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge", two_phase=True)
-load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text", two_phase=True)
+load_docs_two_phase = _process_docs("vr_bench_two_phase", "judge")
+load_docs_text_two_phase = _process_docs("vr_bench_text_two_phase", "text")
 
 
 # --- Model inputs ("get the frames" on the data root): the record's video (`data.resolve_video`)
@@ -171,34 +169,32 @@ def doc_to_messages(doc: dict, lmms_eval_specific_kwargs: dict | None = None) ->
 # --- Records and scoring
 def build_record(doc: dict, response, settings: dict | None = None) -> dict:
     """`task.build_record`; for the two-phase tasks, of both rounds' replies (`two_phase_reply`)."""
-    if doc.get(TWO_PHASE):
-        return task.record_of(doc, two_phase_reply(response, settings))
-    return task.build_record(doc, response, settings)
+    return task.record_of(doc, (two_phase_reply if doc.get(TWO_PHASE) else reply_record)(response, settings))
 
 
-def rated_outcomes(records: Sequence[dict], protocol: str, judge, with_judge: bool) -> list[dict]:
-    """JSON-ready outcomes of the records: their ratings by `judge` (`judging.rate`) when their task has OE-P
-    (MCQ-only records are never rated)."""
-    rated = judging.rate(list(records), protocol, judge) if with_judge else [(None, False)] * len(records)
-    return [{"process": process, "judge_failed": failed, "judged": with_judge} for process, failed in rated]
+def rated_outcomes(records: Sequence[dict], settings: dict | None, judge) -> list[dict] | None:
+    """JSON-ready outcomes of the records: their ratings by `judge` (`judging.rate`) when their task has OE-P (MCQ-only
+    records are never rated); None when they need a judge and there is none."""
+    protocol, judged = task.task_protocol(records, settings)
+    if judged and judge is None:
+        return None
+    rated = judging.rate(list(records), protocol, judge) if judged else [(None, False)] * len(records)
+    return [{"process": process, "judge_failed": failed, "judged": judged} for process, failed in rated]
 
 
 def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tuple[dict[str, float], list[dict] | None]:
     """All metrics of one task's records, `judge` (None: not configured) rating the rated records, and their
-    outcomes (`rated_outcomes`; None: a judge is needed and there is none). `settings`: the task's failure share
-    and optionally a `protocol` overriding the records'."""
+    outcomes (`rated_outcomes`; None: a judge is needed and there is none). `settings`: the task's failure
+    share and optionally a `protocol` overriding the records'."""
     if not records:
         return {}, []
-    protocol, with_judge = task.task_protocol(records, settings)
-    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
-    outcomes = None if with_judge and judge is None else rated_outcomes(records, protocol, judge, with_judge)
-    rated = [(o["process"], o["judge_failed"]) for o in outcomes] if outcomes is not None else [(None, False)] * len(records)
-    columns = task.metric_columns(records, rated, protocol, with_judge, judge_ran=outcomes is not None, failed_share=limit)
-    if with_judge and outcomes is not None:
-        failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
-        if failure_share.too_many_failed(failed, judged, limit):
-            logger.error(failure_share.explain("VRBench", failed, judged, limit))
+    outcomes = rated_outcomes(records, settings, judge)
+    columns = BENCHMARK.scoring.columns(records, outcomes, settings)
+    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
+    failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
+    if failure_share.too_many_failed(failed, judged, limit):  # never for MCQ-only records, nor without a judge: none failed
+        logger.error(failure_share.explain("VRBench", failed, judged, limit))
     return point(columns), outcomes
 
 
@@ -221,8 +217,7 @@ class VrBenchScoring(ScoringAdapter):
         return any(record["mode"] != "mcq" for record in records)
 
     def outcomes(self, records, settings, judge):
-        judged = self.needs_judge(records)
-        return None if judged and judge is None else rated_outcomes(records, settings["protocol"], judge, judged)
+        return rated_outcomes(records, settings, judge)
 
     def verdicts(self, tag, value):
         """The four 0-10 ratings of a reply, one call type per criterion (the official protocol's
@@ -240,9 +235,11 @@ class VrBenchScoring(ScoringAdapter):
         return str(record.get("reasoning_type") or "")
 
     def columns(self, records, outcomes, settings):
-        pairs = [(outcome["process"], outcome["judge_failed"]) for outcome in outcomes]
-        return task.metric_columns(records, pairs, settings["protocol"], self.needs_judge(records), judge_ran=True,
-                                   failed_share=settings.get(failure_share.FAILED_SHARE.option))
+        """`outcomes` None: no judge ran (the judged metrics are NaN)."""
+        protocol, judged = task.task_protocol(records, settings)
+        rated = [(o["process"], o["judge_failed"]) for o in outcomes] if outcomes is not None else [(None, False)] * len(records)
+        return task.metric_columns(records, rated, protocol, judged, judge_ran=outcomes is not None,
+                                   failed_share=(settings or {}).get(failure_share.FAILED_SHARE.option))
 
     def report_record(self, record):
         kept = {key: record[key] for key in task.RECORD_KEYS if key in record}
@@ -256,24 +253,11 @@ class VrBenchScoring(ScoringAdapter):
 
 
 BENCHMARK = Benchmark(
-    name="vrbench",
-    title="VRBench",
-    package=__package__,
-    task_dirs=(Path(__file__).resolve().parent / "tasks",),
-    build_record=build_record,
-    scoring=VrBenchScoring(),
-    tasks=TASKS,
-    groups=GROUPS,
-    options=(task.PROTOCOL_VARIABLE, *SHARED_OPTIONS),
-    judge=JUDGE,
-    report=report_spec(),
-    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"),
-    reference="reference_tables.json",
-    data_module=f"{__package__}.data",
-    sample_module=f"{__package__}.sample",
-    demo_tasks=("vr_bench",),
-    aliases=("vr_bench",),
-)
+    name="vrbench", title="VRBench", package=__package__, task_dirs=(Path(__file__).resolve().parent / "tasks",),
+    build_record=build_record, scoring=VrBenchScoring(), tasks=TASKS, groups=GROUPS,
+    options=(task.PROTOCOL_VARIABLE, *SHARED_OPTIONS), judge=JUDGE, report=report_spec(),
+    failure_counts=("model_failed", "judge_failed", "reasoning_truncated"), reference="reference_tables.json",
+    data_module=f"{__package__}.data", sample_module=f"{__package__}.sample", demo_tasks=("vr_bench",), aliases=("vr_bench",))
 
 # `process_results_<task>` and `aggregate_<metric>`, made from the declaration; the first
 # aggregation of a task writes the judge accounting beside the run's results.

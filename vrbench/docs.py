@@ -16,13 +16,6 @@ VIDEO_FIELDS = ("video_id", "video_path", "video_summary", "mcq")
 QUESTION_FIELDS = ("question", "options", "answer", "original_answer", "reasoning_process", "reasoning_type")
 
 
-def _options(options: Any, where: str) -> list[list[str]]:
-    """Options as `[[letter, text], ...]` in the record's order (Arrow needs fixed keys)."""
-    if not isinstance(options, dict) or not options:
-        raise DataError(f"{where}: 'options' must be a non-empty object of letter -> text")
-    return [[str(letter), str(text)] for letter, text in options.items()]
-
-
 def _steps(process: Any, where: str) -> list[list[str]]:
     """Reference steps as `[[number, text], ...]` (a dict keyed "1", "2", ... in the data)."""
     if isinstance(process, str):  # the official formatter passes strings through
@@ -48,7 +41,9 @@ def flatten(records: Iterable[dict], source: str = ANNOTATIONS) -> list[dict]:
             reasoning_type = str(qa["reasoning_type"])
             if reasoning_type.strip() not in TYPE_METRIC:
                 raise DataError(f"{where}: unknown reasoning_type {reasoning_type!r}; expected one of {sorted(TYPE_METRIC)}")
-            options = _options(qa["options"], where)
+            if not isinstance(qa["options"], dict) or not qa["options"]:
+                raise DataError(f"{where}: 'options' must be a non-empty object of letter -> text")
+            options = [[str(letter), str(text)] for letter, text in qa["options"].items()]  # in the record's order (Arrow needs fixed keys)
             option_letter(qa["answer"], [letter for letter, _text in options], "answer", where)
             steps = _steps(qa["reasoning_process"], where)
             docs.append(

@@ -72,17 +72,11 @@ def kwarg(kwargs: dict | None, name: str, default: str, accepted: Sequence[str])
     return value
 
 
-def visual_mode(doc: dict, kwargs: dict | None) -> str:
-    """`none` for the text task, else the task's `visual_mode` (`video` or `frames`)."""
-    return "none" if doc["mode"] == "text" else kwarg(kwargs, "visual_mode", "video", ("video", "frames"))
-
-
 def doc_to_visual(doc: dict, kwargs: dict | None, media: Media) -> list:
-    """`[video]` (of the protocol frames, or whole), the sampled frames (frames mode), or `[]` (text task)."""
-    mode = visual_mode(doc, kwargs)
-    if mode == "none":
+    """`[video]` (of the protocol frames, or whole), the sampled frames (the task's `visual_mode` frames), or `[]` (text task)."""
+    if doc["mode"] == "text":
         return []
-    if mode == "frames":
+    if kwarg(kwargs, "visual_mode", "video", ("video", "frames")) == "frames":
         return media.frames(doc, media.plan(doc, frames.PLAN, num_frames(kwargs)).indices, size=frames.SIZE)
     # which frames video mode shows: `protocol` (the official frames as a clip; paper Table A3) or `model` (its own)
     if kwarg(kwargs, "video_frames", DEFAULT_VIDEO_FRAMES, VIDEO_FRAMES) == "model":
@@ -98,8 +92,7 @@ def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str
 
 def doc_to_messages(doc: dict, kwargs: dict | None, media: Media, text: str) -> list[dict]:
     """One user turn: the video or frames first, then the prompt `text` (as the official inference)."""
-    kind = "video" if visual_mode(doc, kwargs) == "video" else "image"
-    content = [{"type": kind, "url": visual} for visual in doc_to_visual(doc, kwargs, media)]
+    content = [{"type": "video" if isinstance(visual, str) else "image", "url": visual} for visual in doc_to_visual(doc, kwargs, media)]
     return [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
 
 
