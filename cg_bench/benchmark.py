@@ -230,8 +230,7 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge: Judge 
            for failure in ("parse_failed", "model_failed")},
         "judge_failed": len([e for e in judge_errors if e not in (task.NO_JUDGE, task.JUDGE_OFF)]), "judge_configured": task.NO_JUDGE not in judge_errors,
         "subtitles_unusable": unusable, "subtitles_missing": missing, **breakdown(outcomes)}
-    if failure_share.too_many_failed(scores["judge_failed"], opened, failed_share):
-        logger.error(failure_share.explain("CG-Bench", scores["judge_failed"], opened, failed_share))
+    if failure_share.log_if_withheld(logger, "CG-Bench", scores["judge_failed"], opened, failed_share):
         for group in (group for name in BREAKDOWN_GROUPS for group in scores["breakdown"][name].values()):
             group.pop("oe_acc", None)  # the task's decision holds for its breakdowns too
     return scores, outcomes

@@ -134,8 +134,7 @@ def metrics_from_totals(totals, whole: bool, failed_share: float | None = None) 
     judge_failed = np.where((totals["open"] == 0) | (totals["open_not_run"] > 0), np.nan, totals["open_failed"])
     oe_acc = percent["open"]
     if whole:
-        withheld = np.array([failure_share.too_many_failed(f, int(n), failed_share) for f, n in zip(judge_failed, totals["open"])], dtype=bool)
-        oe_acc = np.where(withheld, np.nan, oe_acc)
+        oe_acc = np.where(failure_share.withheld(judge_failed, totals["open"], failed_share), np.nan, oe_acc)
     return {"long_acc": percent["long"], "clue_acc": percent["clue"], "miou": percent["grounding"],
             "rec_at_iou": over_thresholds("iou_at", totals["n:grounding"]), "acc_at_iou": over_thresholds("pair_at", totals["pairs"]),
             "crr": columns.rowwise(scoring.crr, percent["long"], percent["clue"]), "oe_acc": oe_acc, "blind_acc": percent["blind"],

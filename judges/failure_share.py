@@ -9,9 +9,12 @@ A pure function of counts: the task's aggregation, a re-scoring and a bootstrap 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
-from typing import Iterator
+from typing import Iterator, Sequence
+
+import numpy as np
 
 from lmms_video_reasoning.utils.core import options, settings
 
@@ -45,9 +48,17 @@ def too_many_failed(failed: float, judged: int, limit: float | None = None) -> b
     return failed / judged > (FAILED_SHARE.default if limit is None else limit)
 
 
-def explain(benchmark: str, failed: float, judged: int, limit: float | None = None) -> str:
-    """The log line of a withheld metric set (the cause is in the judge's accounting)."""
-    return (f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {FAILED_SHARE.default if limit is None else limit:.0%} "
-            f"({FAILED_SHARE.option}) a score can absorb: the judged metrics are not computed (NaN) rather than "
-            "published as the model's score; the judge's log says why they failed, and judging the saved samples "
-            "again once the judge works gives the score")
+def withheld(failed: Sequence[float], judged: Sequence[float], limit: float | None = None) -> np.ndarray:
+    """`too_many_failed` for each row of column sums (`utils/core/columns.py`): True where the judged metrics are NaN."""
+    return np.array([too_many_failed(f, int(n), limit) for f, n in zip(failed, judged)], dtype=bool)
+
+
+def log_if_withheld(logger: logging.Logger, benchmark: str, failed: float, judged: int, limit: float | None = None) -> bool:
+    """`too_many_failed`, and if so an error in the log saying why the judged metrics are NaN (the cause is in the judge's accounting)."""
+    if not too_many_failed(failed, judged, limit):
+        return False
+    logger.error(f"{benchmark}: {int(failed)} of {judged} judgments failed, more than the {FAILED_SHARE.default if limit is None else limit:.0%} "
+                 f"({FAILED_SHARE.option}) a score can absorb: the judged metrics are not computed (NaN) rather than "
+                 "published as the model's score; the judge's log says why they failed, and judging the saved samples "
+                 "again once the judge works gives the score")
+    return True

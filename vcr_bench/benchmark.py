@@ -95,9 +95,7 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tup
         return task.unjudged_metrics(records), None
     outcomes = judging.judge_records(records, judge, settings)
     metrics, judged = task.metrics_from_outcomes(records, outcomes, settings), len(records) - sum(map(model_failed, records))
-    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
-    if failure_share.too_many_failed(metrics["judge_failed"], judged, limit):
-        logger.error(failure_share.explain("VCR-Bench", metrics["judge_failed"], judged, limit))
+    failure_share.log_if_withheld(logger, "VCR-Bench", metrics["judge_failed"], judged, (settings or {}).get(failure_share.FAILED_SHARE.option))
     return metrics, outcomes
 
 

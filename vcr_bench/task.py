@@ -112,7 +112,7 @@ def metrics_from_totals(totals, whole: bool, limit: float | None = None) -> dict
     metrics.update({name: np.where(scored, value, np.nan) for name, value in scoring.cot_from_totals(totals).items()})
     if whole:  # past the failure share, the judged metrics would measure the judge's outage, not the model
         judged = totals["samples"] - totals["model_failed"]
-        withheld = np.array([failure_share.too_many_failed(f, int(j), limit) for f, j in zip(totals["judge_failed"], judged)], dtype=bool)
+        withheld = failure_share.withheld(totals["judge_failed"], judged, limit)
         metrics = {name: np.where(withheld, np.nan, value) for name, value in metrics.items()}
     # `verdict_lenient_changed` is no task metric: how many verdicts the other reading of the scoring reply would change.
     metrics.update({name: totals[name] for name in ("judge_failed", "verdict_lenient_changed", "model_failed", "reasoning_truncated")})

@@ -191,10 +191,9 @@ def scored_records(records: Sequence[dict], settings: dict | None, judge) -> tup
     warn_truncated(logger, "VRBench", sum(map(reasoning_truncated, records)), len(records))
     outcomes = rated_outcomes(records, settings, judge)
     columns = BENCHMARK.scoring.columns(records, outcomes, settings)
-    limit = (settings or {}).get(failure_share.FAILED_SHARE.option)
     failed, judged = int(columns.counted["needed_failed"].sum()), int(columns.counted["needed"].sum())
-    if failure_share.too_many_failed(failed, judged, limit):  # never for MCQ-only records, nor without a judge: none failed
-        logger.error(failure_share.explain("VRBench", failed, judged, limit))
+    # never for MCQ-only records, nor without a judge: none failed
+    failure_share.log_if_withheld(logger, "VRBench", failed, judged, (settings or {}).get(failure_share.FAILED_SHARE.option))
     return point(columns), outcomes
 
 

@@ -232,7 +232,7 @@ def metrics_from_totals(totals: Totals, protocol: str, with_judge: bool, judge_r
     judge-based values are NaN, never 0, when no judge ran, and past the failure share when `withhold` (a whole run)."""
     withheld = np.zeros(len(totals["questions"]), dtype=bool)
     if withhold and with_judge and judge_ran:
-        withheld = np.array([failure_share.too_many_failed(f, int(n), limit) for f, n in zip(totals["needed_failed"], totals["needed"])], dtype=bool)
+        withheld = failure_share.withheld(totals["needed_failed"], totals["needed"], limit)
     ran = judge_ran & ~withheld
     metrics = {"mcq_accuracy": 100 * ratio(totals["correct"], totals["questions"]), "model_failed": totals["model_failed"]}
     if not with_judge:
