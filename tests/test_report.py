@@ -130,7 +130,7 @@ def test_cg_crr_and_acc_at_iou_joined_across_files(scored, tmp_path):
     clue_acc = value(scored.results["cg_clue"], "cg_bench_clue", "clue_acc")
     assert joined["crr"] == pytest.approx(cg_scoring.crr(long_acc, clue_acc))
     records = [record for name in ("cg_long", "cg_clue", "cg_grounding")
-               for record in samples_io.read_samples(score.samples_path(scored.files[name], RUNS[name][0]), samples_io.task_spec(RUNS[name][0]))[0]]
+               for record in samples_io.read_samples(samples_io.samples_path(scored.files[name], RUNS[name][0]), samples_io.task_spec(RUNS[name][0]))[0]]
     expected = score_records(cg_binding, records, {"strict": False, "judge": False})["acc_at_iou"]
     assert not math.isnan(expected)
     assert joined["acc_at_iou"] == pytest.approx(expected)
@@ -225,7 +225,7 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
     from lmms_video_reasoning.cg_bench.report import BREAKDOWN_GROUPS, breakdown
     from lmms_video_reasoning.cg_bench.task import Outcome
 
-    sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", score.samples_path(scored.files["cg"], "cg_bench_mcq"))
+    sampled, why = report_bootstrap.load_sampled("cg_bench_mcq", samples_io.samples_path(scored.files["cg"], "cg_bench_mcq"))
     assert sampled is not None, why
     outcomes = [Outcome(**o) for o in sampled.outcomes]
     groups = breakdown(outcomes)["domain"]
@@ -248,7 +248,7 @@ def test_group_bootstrap_is_the_groups_metric_on_each_resample(scored):
 
 @pytest.mark.parametrize("name,task", [("vcr", "vcr_cot"), ("vr", "vr_bench"), ("cg", "cg_bench_mcq"), ("cg", "cg_bench_open")])
 def test_bootstrap_is_seeded_and_covers_the_point(scored, name, task):
-    sampled, why = report_bootstrap.load_sampled(task, score.samples_path(scored.files[name], task))
+    sampled, why = report_bootstrap.load_sampled(task, samples_io.samples_path(scored.files[name], task))
     assert sampled is not None, why
     point = sampled.metrics()
     for metric, expected in scored.results[name]["results"][task].items():
@@ -283,9 +283,9 @@ def test_paired_comparison_of_two_runs(scored, tmp_path):
     low, high = (float(x) for x in re.findall(r"[-+]?\d+\.\d+", rows["MCQ-O"][4])[:2])
     assert low <= worse - base <= high and high - low > 0
     assert rows["MCQ-O"][6] in ("yes", "no (within noise)")
-    units = report_bootstrap.load_sampled("vr_bench", score.samples_path(scored.files["vr"], "vr_bench"))[0].units()
+    units = report_bootstrap.load_sampled("vr_bench", samples_io.samples_path(scored.files["vr"], "vr_bench"))[0].units()
     assert len(units) == 4 and sum(map(len, units.values())) == 28  # 4 videos, 28 questions
-    sampled, _ = report_bootstrap.load_sampled("vr_bench", score.samples_path(scored.files["vr"], "vr_bench"))
+    sampled, _ = report_bootstrap.load_sampled("vr_bench", samples_io.samples_path(scored.files["vr"], "vr_bench"))
     same = {d.metric: d for d in report_bootstrap.paired_difference(sampled, sampled, n=50, seed=0)}
     assert same["mcq_accuracy"].difference == 0 and same["mcq_accuracy"].interval == (0.0, 0.0)
     assert "worse − base" in (tmp_path / "report.md").read_text()
@@ -350,7 +350,7 @@ def lmms_eval_shaped(scored, names, folder: Path) -> Path:
         data = json.loads(scored.files[name].read_text())
         shutil.copy(scored.files[name], folder / scored.files[name].name)
         for task in data["results"]:
-            source = score.samples_path(scored.files[name], task)
+            source = samples_io.samples_path(scored.files[name], task)
             rows = [json.loads(line) for line in source.read_text().splitlines()]
             assert all(samples_io.OUTCOME_KEY in row for row in rows)
             for row in rows:
@@ -423,7 +423,7 @@ def test_unparseable_results_are_reported_not_dropped(scored, tmp_path, capsys):
     folder = tmp_path / "runs"
     folder.mkdir()
     shutil.copy(scored.files["vr"], folder / "good.json")
-    shutil.copy(score.samples_path(scored.files["vr"], "vr_bench"), folder / "good_samples_vr_bench.jsonl")
+    shutil.copy(samples_io.samples_path(scored.files["vr"], "vr_bench"), folder / "good_samples_vr_bench.jsonl")
     (folder / "model_b_results.json").write_text('{"results": {"vr_bench": {"overall,none": 1')  # cut short by a kill
     (folder / "judge_accounting_vrbench.json").write_text('{"judge": {}}')  # not results, and not claimed to be
     (folder / "model_c_results.json").write_text('{"config": {}}')
@@ -450,7 +450,7 @@ def test_task_names_with_a_slash_and_hostile_labels(scored, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "weird.json").write_text(json.dumps(data))
-    shutil.copy(score.samples_path(scored.files["vr"], "vr_bench"), run / "weird_samples_vr_bench.jsonl")
+    shutil.copy(samples_io.samples_path(scored.files["vr"], "vr_bench"), run / "weird_samples_vr_bench.jsonl")
     label = "<img src:x onerror:alert(1)>|[click](javascript:alert(1))*bold*_\nnew line"  # a label holds no '='
 
     out = report.build_report([f"{label}={run / 'weird.json'}"], tmp_path / "out", n=50)
@@ -479,7 +479,7 @@ def judge_outage(folder: Path, task: str, judge_free: tuple[str, ...]) -> int:
 
     (results_file,) = [p for p in folder.glob("*.json") if task in json.loads(p.read_text())["results"]]
     data = json.loads(results_file.read_text())
-    samples = sum(1 for line in score.samples_path(results_file, task).read_text().splitlines() if line.strip())
+    samples = sum(1 for line in samples_io.samples_path(results_file, task).read_text().splitlines() if line.strip())
     entry = data["results"][task]
     for key in list(entry):
         name = key.partition(",")[0]
@@ -601,7 +601,7 @@ def test_one_resampling_unit_gives_no_interval(scored, tmp_path):
 
     folder = tmp_path / "one"
     folder.mkdir()
-    samples = score.samples_path(scored.files["vr"], "vr_bench")
+    samples = samples_io.samples_path(scored.files["vr"], "vr_bench")
     sampled, _ = report_bootstrap.load_sampled("vr_bench", samples)
     first = next(iter(sampled.units().values()))
     lines = samples.read_text().splitlines()
